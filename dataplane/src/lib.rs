@@ -1,0 +1,1 @@
+//! xwarp data plane: the verbs-like API over the kernel and AF_XDP transports.

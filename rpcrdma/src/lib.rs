@@ -1,0 +1,2 @@
+//! RPC-over-RDMA transport headers. Filled by the storage issue.
+#![forbid(unsafe_code)]

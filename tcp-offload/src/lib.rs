@@ -1,0 +1,4 @@
+//! xwarp's MPA-aware TCP, sans-IO (quinn-proto shape: handle_* / poll_*).
+#![forbid(unsafe_code)]
+
+pub mod sim;

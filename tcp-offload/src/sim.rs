@@ -1,0 +1,1 @@
+//! Seeded, deterministic simulated IP link with virtual time (tests and benchmarks).
