@@ -1,0 +1,1 @@
+//! AF_XDP transport: XDP program loading, UMEM and sockets, per-core engines.
