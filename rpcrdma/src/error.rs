@@ -78,9 +78,9 @@ impl From<XdrError> for HeaderError {
     }
 }
 
-/// What a server sends back for a refused request (§5.3). RPCRDMA-34: every decode error other
-/// than the version is answered with ERR_CHUNK, never with GARBAGE_ARGS, so the choice is
-/// deterministic.
+/// What a server sends back for a refused request (§5.3). RPCRDMA-34: every transport-header or
+/// chunk error other than the version is answered with ERR_CHUNK; only malformed XDR inside the
+/// RPC arguments gets GARBAGE_ARGS (see `storage_send`). The choice is deterministic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorResponse {
     /// Nothing: no XID to answer (too short), or a message that is never answered.
