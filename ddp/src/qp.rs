@@ -600,7 +600,27 @@ impl Qp {
             _ => {}
         }
         self.pump_startup();
-        self.engine.transport_failed();
+        if self.is_established() {
+            self.engine.transport_failed();
+        } else {
+            self.engine.abort();
+        }
+    }
+
+    /// Graceful close (DDP-66, DDP-67): later posts fail; queued work still goes out and
+    /// reception continues. Close TCP once [`Qp::is_idle`] says everything was acknowledged.
+    pub fn close(&mut self) {
+        self.engine.close();
+    }
+
+    /// Abortive teardown (DDP-75): flush every work request, send nothing more.
+    pub fn abort(&mut self) {
+        self.engine.abort();
+    }
+
+    /// Nothing left to send and every Send/Write/Read complete.
+    pub fn is_idle(&self) -> bool {
+        self.startup_tx_at >= self.startup_tx.len() && self.engine.is_idle()
     }
 
     /// Take the startup machine's output and events.
@@ -663,13 +683,13 @@ impl Qp {
                 }
                 StartupEvent::Rejected { private_data } => {
                     self.phase = Phase::Closed;
-                    self.engine.transport_failed();
+                    self.engine.abort();
                     self.events.push_back(QpEvent::Rejected { private_data });
                     return;
                 }
                 StartupEvent::Failed(e) => {
                     self.phase = Phase::Closed;
-                    self.engine.transport_failed();
+                    self.engine.abort();
                     self.events.push_back(QpEvent::StartupFailed(e));
                     return;
                 }

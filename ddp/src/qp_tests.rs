@@ -630,3 +630,105 @@ fn responder_waits_for_first_fpdu() {
         &(0..8).map(pattern(1)).collect::<Vec<_>>()[..]
     );
 }
+
+/// DDP-66, DDP-67: after close, posts fail; what was queued still goes out and completes; the
+/// queue pair becomes idle. Reception continues (DDP-71).
+#[test]
+fn graceful_close_drains_then_idle() {
+    let (mut a, mut b) = pair(false, true);
+    pump(&mut a, &mut b, 1 << 20);
+    let (asrc, _) = a.region(5000, Access::LOCAL_WRITE, pattern(1));
+    let (brecv, _) = b.region(5000, Access::LOCAL_WRITE, |_| 0);
+    let (arecv, _) = a.region(8, Access::LOCAL_WRITE, |_| 0);
+    let (bsrc, _) = b.region(8, Access::LOCAL_WRITE, pattern(2));
+    b.qp.post_recv(
+        &b.tags,
+        1,
+        LocalBuf {
+            region: brecv,
+            offset: 0,
+            len: 5000,
+        },
+    )
+    .unwrap();
+    a.qp.post_recv(
+        &a.tags,
+        2,
+        LocalBuf {
+            region: arecv,
+            offset: 0,
+            len: 8,
+        },
+    )
+    .unwrap();
+    let buf = LocalBuf {
+        region: asrc,
+        offset: 0,
+        len: 5000,
+    };
+    a.qp.post_send(&a.tags, 3, buf, SendOpts::default())
+        .unwrap();
+    a.qp.close();
+    assert_eq!(
+        a.qp.post_send(&a.tags, 4, buf, SendOpts::default()),
+        Err(PostError::InvalidState)
+    );
+    assert!(!a.qp.is_idle());
+    b.qp.post_send(
+        &b.tags,
+        5,
+        LocalBuf {
+            region: bsrc,
+            offset: 0,
+            len: 8,
+        },
+        SendOpts::default(),
+    )
+    .unwrap();
+    pump(&mut a, &mut b, 1 << 20);
+    assert!(a.qp.is_idle());
+    assert_eq!(
+        a.completions().iter().map(|c| c.wr_id).collect::<Vec<_>>(),
+        [3, 2],
+        "still receives after close"
+    );
+    assert_eq!(
+        b.mem.get(brecv).unwrap(),
+        &(0..5000).map(pattern(1)).collect::<Vec<_>>()[..]
+    );
+}
+
+/// A startup failure (bad key) reports StartupFailed once, flushes posted work, and no FPDU
+/// ever flows.
+#[test]
+fn bad_startup_frame_fails_once() {
+    let (_, mut b) = pair(false, true);
+    let (brecv, _) = b.region(8, Access::LOCAL_WRITE, |_| 0);
+    b.qp.post_recv(
+        &b.tags,
+        1,
+        LocalBuf {
+            region: brecv,
+            offset: 0,
+            len: 8,
+        },
+    )
+    .unwrap();
+    b.qp.handle_rx_bytes(
+        &mut b.tags,
+        &mut b.mem,
+        Instant::now(),
+        b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+    );
+    let ev = b.events();
+    assert_eq!(ev.len(), 1, "{ev:?}");
+    assert!(matches!(ev[0], QpEvent::StartupFailed(_)));
+    assert_eq!(
+        b.completions()
+            .iter()
+            .map(|c| (c.wr_id, c.status))
+            .collect::<Vec<_>>(),
+        [(1, WcStatus::Flushed)]
+    );
+    assert!(b.qp.poll_transmit(&b.mem, &mut [0u8; 100]).is_none());
+}

@@ -191,6 +191,8 @@ enum RxRecord {
 pub struct RdmapEngine {
     cfg: EngineConfig,
     state: EngineState,
+    /// The ULP asked for a graceful close: posts are refused.
+    closing: bool,
     // transmit
     sq_pending: VecDeque<TxMsg>,
     responses: VecDeque<TxMsg>,
@@ -225,6 +227,7 @@ impl RdmapEngine {
         RdmapEngine {
             cfg,
             state: EngineState::Active,
+            closing: false,
             sq_pending: VecDeque::new(),
             responses: VecDeque::new(),
             terminate: None,
@@ -348,6 +351,9 @@ impl RdmapEngine {
         buf: LocalBuf,
         opts: SendOpts,
     ) -> Result<(), PostError> {
+        if self.closing {
+            return Err(PostError::InvalidState); // DDP-67
+        }
         self.check_post(tags, buf, Access::default())?;
         let opcode = match (opts.solicited, opts.invalidate.is_some()) {
             (false, false) => Opcode::Send,
@@ -378,6 +384,9 @@ impl RdmapEngine {
         buf: LocalBuf,
         remote: RemoteBuf,
     ) -> Result<(), PostError> {
+        if self.closing {
+            return Err(PostError::InvalidState); // DDP-67
+        }
         self.check_post(tags, buf, Access::default())?;
         let header = TxHeader::Tagged {
             opcode: Opcode::RdmaWrite,
@@ -398,6 +407,9 @@ impl RdmapEngine {
         buf: LocalBuf,
         remote: RemoteBuf,
     ) -> Result<(), PostError> {
+        if self.closing {
+            return Err(PostError::InvalidState); // DDP-67
+        }
         let r = self.check_post(tags, buf, Access::LOCAL_WRITE)?;
         let req = ReadRequestRepr {
             sink_stag: r.stag,
@@ -1041,14 +1053,31 @@ impl RdmapEngine {
         });
     }
 
-    /// The transport is gone (connection lost): flush everything; nothing can be sent.
+    /// The transport is gone (connection lost): report it, flush everything; nothing can be sent.
     pub fn transport_failed(&mut self) {
         if self.state == EngineState::Active {
             self.events.push_back(EngineEvent::TransportFailed);
         }
+        self.abort();
+    }
+
+    /// Abortive teardown requested by the ULP (DDP-75): flush everything, send nothing more,
+    /// no event.
+    pub fn abort(&mut self) {
         self.enter_error();
         self.terminate = None;
         self.terminate_sent = true;
+    }
+
+    /// Graceful close by the ULP (DDP-66, DDP-67): later posts are refused; what is queued
+    /// still goes out, and reception stays enabled (DDP-71). See [`is_idle`](Self::is_idle).
+    pub fn close(&mut self) {
+        self.closing = true;
+    }
+
+    /// Nothing left to send and every Send/Write/Read completed: the transport may close.
+    pub fn is_idle(&self) -> bool {
+        !self.wants_to_send() && self.sq.is_empty()
     }
 
     // ----------------------------------------------------------------------------------------
