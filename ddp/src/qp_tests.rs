@@ -732,3 +732,20 @@ fn bad_startup_frame_fails_once() {
     );
     assert!(b.qp.poll_transmit(&b.mem, &mut [0u8; 100]).is_none());
 }
+
+proptest::proptest! {
+    /// Arbitrary octets into a Responder in startup, and into an established queue pair, never
+    /// panic (with markers and CRC on or off).
+    #[test]
+    fn arbitrary_rx_bytes_never_panic(data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..600), markers: bool, crc: bool) {
+        let (mut a, mut b) = pair(markers, crc);
+        b.qp.handle_rx_bytes(&mut b.tags, &mut b.mem, Instant::now(), &data);
+        let _ = b.qp.poll_transmit(&b.mem, &mut [0u8; 2000]);
+        let (mut a2, mut b2) = pair(markers, crc);
+        pump(&mut a2, &mut b2, 1 << 20);
+        b2.qp.handle_rx_bytes(&mut b2.tags, &mut b2.mem, Instant::now(), &data);
+        let _ = b2.qp.handle_segment(&b2.tags, &mut b2.mem, b2.qp.rx_seq_start() + 4, &data);
+        pump(&mut a2, &mut b2, 100);
+        let _ = a.qp.poll_transmit(&a.mem, &mut [0u8; 2000]);
+    }
+}

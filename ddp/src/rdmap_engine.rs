@@ -171,19 +171,50 @@ enum RxRecord {
         len: u32,
         opcode: Opcode,
         inv: Stag,
+        seg: Offending,
     },
-    /// A Read Request on QN 1 (with its DDP header for a possible Terminate).
+    /// A Read Request on QN 1.
     ReadRequest {
+        msn: u32,
         req: ReadRequestRepr,
-        hdr: CopiedHeader,
-        seg_len: u16,
+        seg: Offending,
     },
     /// The L segment of a Read Response.
-    ReadResponseLast { hdr: CopiedHeader, seg_len: u16 },
+    ReadResponseLast { seg: Offending },
     /// A Terminate on QN 2 (None: malformed).
     Terminate(Option<TerminateRepr>),
     /// A validation error: send this Terminate.
     Error(TerminateRepr),
+}
+
+/// The DDP header and length of a placed segment, kept in case its delivery fails
+/// (they go into the Terminate, DDP-81).
+#[derive(Debug, Clone, Copy)]
+struct Offending {
+    hdr: CopiedHeader,
+    seg_len: u16,
+}
+
+impl Offending {
+    fn of(seg: &[u8]) -> Option<Offending> {
+        Some(Offending {
+            hdr: CopiedHeader::from_segment(seg)?,
+            seg_len: seg.len().min(usize::from(u16::MAX)) as u16,
+        })
+    }
+
+    fn terminate(
+        self,
+        code: TermCode,
+        rdma_header: Option<[u8; READ_REQUEST_LEN]>,
+    ) -> TerminateRepr {
+        TerminateRepr {
+            code,
+            seg_len: Some(self.seg_len),
+            ddp_header: Some(self.hdr),
+            rdma_header,
+        }
+    }
 }
 
 /// The DDP/RDMAP engine of one stream. See the module documentation.
@@ -768,10 +799,8 @@ impl RdmapEngine {
             }
         }
         if opcode == Opcode::RdmaReadResponse && h.last {
-            let hdr = CopiedHeader::from_segment(seg)?;
             return Some(RxRecord::ReadResponseLast {
-                hdr,
-                seg_len: seg.len() as u16,
+                seg: Offending::of(seg)?,
             });
         }
         None
@@ -821,6 +850,7 @@ impl RdmapEngine {
                         len,
                         opcode,
                         inv: Stag(h.rsvd_ulp_ext),
+                        seg: Offending::of(seg)?,
                     });
                 }
                 None
@@ -848,11 +878,10 @@ impl RdmapEngine {
                     return rx_fail(RdmapError::Unspecified.term_code(), seg);
                 }
                 let req = ReadRequestRepr::parse(&p).ok()?;
-                let hdr = CopiedHeader::from_segment(seg)?;
                 Some(RxRecord::ReadRequest {
+                    msn: h.msn,
                     req,
-                    hdr,
-                    seg_len: seg.len() as u16,
+                    seg: Offending::of(seg)?,
                 })
             }
             qn::TERMINATE => {
@@ -878,8 +907,14 @@ impl RdmapEngine {
                 len,
                 opcode,
                 inv,
+                seg,
             } => {
-                debug_assert_eq!(msn, self.rq_first_msn);
+                // Every earlier message has been delivered, so an earlier MSN still open means
+                // its L segment never came: the MSN is out of range.
+                if msn != self.rq_first_msn || self.rq.is_empty() {
+                    self.fail_stream(seg.terminate(DdpError::MsnRange.term_code(), None));
+                    return;
+                }
                 let Some(rqe) = self.rq.pop_front() else {
                     return;
                 };
@@ -897,12 +932,7 @@ impl RdmapEngine {
                                 InvalidateFault::Invalid => RdmapError::CannotInvalidate,
                             };
                             self.rq.push_front(rqe);
-                            self.fail_stream(TerminateRepr {
-                                code: code.term_code(),
-                                seg_len: None,
-                                ddp_header: None,
-                                rdma_header: None,
-                            });
+                            self.fail_stream(seg.terminate(code.term_code(), None));
                             return;
                         }
                     }
@@ -916,7 +946,11 @@ impl RdmapEngine {
                     solicited: opcode.solicited(),
                 });
             }
-            RxRecord::ReadRequest { req, hdr, seg_len } => {
+            RxRecord::ReadRequest { msn, req, seg } => {
+                if msn != self.rr_next_msn {
+                    self.fail_stream(seg.terminate(DdpError::MsnRange.term_code(), None));
+                    return;
+                }
                 self.rr_next_msn = self.rr_next_msn.wrapping_add(1);
                 let source = if req.size == 0 {
                     TxSource::Inline {
@@ -936,12 +970,9 @@ impl RdmapEngine {
                             offset: p.offset,
                         },
                         Err(f) => {
-                            self.fail_stream(TerminateRepr {
-                                code: read_source_code(f),
-                                seg_len: Some(seg_len),
-                                ddp_header: Some(hdr),
-                                rdma_header: Some(req.to_bytes()),
-                            });
+                            self.fail_stream(
+                                seg.terminate(read_source_code(f), Some(req.to_bytes())),
+                            );
                             return;
                         }
                     }
@@ -959,14 +990,9 @@ impl RdmapEngine {
                     after: TxAfter::ResponseSent,
                 });
             }
-            RxRecord::ReadResponseLast { hdr, seg_len } => {
+            RxRecord::ReadResponseLast { seg } => {
                 let Some(o) = self.orq.pop_front() else {
-                    self.fail_stream(TerminateRepr {
-                        code: RdmapError::UnexpectedOpcode.term_code(),
-                        seg_len: Some(seg_len),
-                        ddp_header: Some(hdr),
-                        rdma_header: None,
-                    });
+                    self.fail_stream(seg.terminate(RdmapError::UnexpectedOpcode.term_code(), None));
                     return;
                 };
                 if let Some(e) = o
