@@ -185,19 +185,19 @@ fn answer(call_send: &[u8], reply: &StorageReply<'_>) -> Vec<u8> {
     else {
         panic!("our own call was refused")
     };
-    let chunks = header.body.chunks().unwrap().clone();
+    let chunks = header.body.chunks().unwrap();
     let mut out = vec![0u8; 4096];
     let xid = header.xid;
     let n = encode_reply(
         &mut out,
         16,
-        &chunks,
+        chunks,
         &ReplyHeader::success(xid),
         Some(reply),
     )
     .unwrap();
     out.truncate(n);
-    (chunks, out)
+    out
 }
 
 fn call(xid: u32, call: &StorageCall<'_>, chunks: &CallChunks) -> Vec<u8> {
