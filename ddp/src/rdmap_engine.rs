@@ -126,7 +126,7 @@ enum TxAfter {
     AwaitAck { seq: u64 },
     /// A Read Request: takes an ORD slot when it starts; completes when the Read Response's
     /// last segment is delivered.
-    ReadRequest { seq: u64 },
+    ReadRequest { seq: u64, sink: SinkRange },
     /// A Read Response: frees an IRD slot.
     ResponseSent,
     /// The Terminate.
@@ -161,6 +161,26 @@ struct RqEntry {
 #[derive(Debug, Clone, Copy)]
 struct OrqEntry {
     seq: u64,
+    /// The Data Sink the Read Request named: a Read Response may only target it.
+    sink: SinkRange,
+}
+
+/// The Data Sink of an outstanding RDMA Read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SinkRange {
+    stag: Stag,
+    to: u64,
+    size: u32,
+}
+
+impl SinkRange {
+    /// Whether `len` octets at `to` lie inside the requested sink.
+    fn covers(&self, to: u64, len: u64) -> bool {
+        to >= self.to
+            && to
+                .checked_add(len)
+                .is_some_and(|end| end <= self.to.saturating_add(u64::from(self.size)))
+    }
 }
 
 /// What must happen in stream order for a ULPDU already placed.
@@ -463,7 +483,14 @@ impl RdmapEngine {
             source: TxSource::Inline { bytes },
             total: READ_REQUEST_LEN as u32,
             sent: 0,
-            after: TxAfter::ReadRequest { seq },
+            after: TxAfter::ReadRequest {
+                seq,
+                sink: SinkRange {
+                    stag: req.sink_stag,
+                    to: req.sink_to,
+                    size: req.size,
+                },
+            },
         });
         Ok(())
     }
@@ -517,8 +544,8 @@ impl RdmapEngine {
         {
             *msn = self.next_msn(qn);
         }
-        if let TxAfter::ReadRequest { seq } = m.after {
-            self.orq.push_back(OrqEntry { seq });
+        if let TxAfter::ReadRequest { seq, sink } = m.after {
+            self.orq.push_back(OrqEntry { seq, sink });
         }
         Some(m)
     }
@@ -784,6 +811,21 @@ impl RdmapEngine {
             Opcode::RdmaReadResponse => {
                 if self.orq.is_empty() {
                     return rx_fail(RdmapError::UnexpectedOpcode.term_code(), seg);
+                }
+                // Only the sink an outstanding Read named may be written (as siw checks).
+                let n = payload.len() as u64;
+                if n > 0
+                    && !self
+                        .orq
+                        .iter()
+                        .any(|o| o.sink.stag == h.stag && o.sink.covers(h.to, n))
+                {
+                    let e = if self.orq.iter().any(|o| o.sink.stag == h.stag) {
+                        DdpError::BaseBounds
+                    } else {
+                        DdpError::InvalidStag
+                    };
+                    return rx_fail(e.term_code(), seg);
                 }
                 Access::LOCAL_WRITE
             }

@@ -1427,3 +1427,44 @@ fn skipped_last_segment_is_msn_range_error() {
         .collect();
     assert_eq!(c, [(1, WcStatus::Flushed), (2, WcStatus::Flushed)]);
 }
+
+/// A Read Response may only write the sink its Read Request named: another local STag (even a
+/// valid, writable one) is 0x1/0x00, outside the requested range is 0x1/0x01.
+#[test]
+fn read_response_limited_to_requested_sink() {
+    for (other_stag, to_off, want) in [
+        (true, 0u64, DdpError::InvalidStag),
+        (false, 12, DdpError::BaseBounds),
+    ] {
+        let mut a = Side::new(1, cfg(1));
+        let (abuf, _) = a.region(64, Access::LOCAL_WRITE, |_| 0);
+        let (_, other) = a.region(64, Access::LOCAL_WRITE, |_| 0);
+        let rb = RemoteBuf {
+            stag: Stag(0x500),
+            to: 0,
+        };
+        a.eng
+            .post_read(
+                &a.tags,
+                1,
+                LocalBuf {
+                    region: abuf,
+                    offset: 0,
+                    len: 16,
+                },
+                rb,
+            )
+            .unwrap();
+        let sink = a.tags.region(abuf).unwrap().stag;
+        a.drain_tx();
+        let stag = if other_stag { other } else { sink };
+        let seg = tagged_seg(
+            true,
+            Opcode::RdmaReadResponse,
+            stag,
+            0x1000 + to_off,
+            &[7u8; 8],
+        );
+        check_terminate(&mut a, &seg, want.term_code(), true);
+    }
+}
