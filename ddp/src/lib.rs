@@ -6,8 +6,9 @@
 //! - resources: [`stag`], [`stag_table`] (regions, rights, PD/stream association, invalidation),
 //!   [`memory`] (the caller's memory behind region handles).
 //! - [`segmentation`]: messages into ULPDUs no larger than MULPDU.
-//! - [`qp`]: the queue-pair engine the transports drive (work requests, placement, in-order
-//!   delivery, completions, Terminate).
+//! - [`rdmap_engine`]: the DDP/RDMAP engine of one stream at the ULPDU level (work requests,
+//!   placement, in-order delivery, completions, Terminate).
+//! - [`qp`]: the queue pair the transports drive: MPA startup and framing around the engine.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -46,3 +47,5 @@ pub mod work_request;
 pub use completion::{Completion, WcOpcode, WcStatus};
 pub use rdmap_engine::{EngineConfig, EngineEvent, EngineState, EngineStats, RdmapEngine};
 pub use work_request::{LocalBuf, PostError, RemoteBuf, SendOpts};
+pub mod qp;
+pub use qp::{Negotiated, Qp, QpConfig, QpEvent};

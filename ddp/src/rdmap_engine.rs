@@ -171,19 +171,50 @@ enum RxRecord {
         len: u32,
         opcode: Opcode,
         inv: Stag,
+        seg: Offending,
     },
-    /// A Read Request on QN 1 (with its DDP header for a possible Terminate).
+    /// A Read Request on QN 1.
     ReadRequest {
+        msn: u32,
         req: ReadRequestRepr,
-        hdr: CopiedHeader,
-        seg_len: u16,
+        seg: Offending,
     },
     /// The L segment of a Read Response.
-    ReadResponseLast { hdr: CopiedHeader, seg_len: u16 },
+    ReadResponseLast { seg: Offending },
     /// A Terminate on QN 2 (None: malformed).
     Terminate(Option<TerminateRepr>),
     /// A validation error: send this Terminate.
     Error(TerminateRepr),
+}
+
+/// The DDP header and length of a placed segment, kept in case its delivery fails
+/// (they go into the Terminate, DDP-81).
+#[derive(Debug, Clone, Copy)]
+struct Offending {
+    hdr: CopiedHeader,
+    seg_len: u16,
+}
+
+impl Offending {
+    fn of(seg: &[u8]) -> Option<Offending> {
+        Some(Offending {
+            hdr: CopiedHeader::from_segment(seg)?,
+            seg_len: seg.len().min(usize::from(u16::MAX)) as u16,
+        })
+    }
+
+    fn terminate(
+        self,
+        code: TermCode,
+        rdma_header: Option<[u8; READ_REQUEST_LEN]>,
+    ) -> TerminateRepr {
+        TerminateRepr {
+            code,
+            seg_len: Some(self.seg_len),
+            ddp_header: Some(self.hdr),
+            rdma_header,
+        }
+    }
 }
 
 /// The DDP/RDMAP engine of one stream. See the module documentation.
@@ -191,6 +222,8 @@ enum RxRecord {
 pub struct RdmapEngine {
     cfg: EngineConfig,
     state: EngineState,
+    /// The ULP asked for a graceful close: posts are refused.
+    closing: bool,
     // transmit
     sq_pending: VecDeque<TxMsg>,
     responses: VecDeque<TxMsg>,
@@ -225,6 +258,7 @@ impl RdmapEngine {
         RdmapEngine {
             cfg,
             state: EngineState::Active,
+            closing: false,
             sq_pending: VecDeque::new(),
             responses: VecDeque::new(),
             terminate: None,
@@ -348,6 +382,9 @@ impl RdmapEngine {
         buf: LocalBuf,
         opts: SendOpts,
     ) -> Result<(), PostError> {
+        if self.closing {
+            return Err(PostError::InvalidState); // DDP-67
+        }
         self.check_post(tags, buf, Access::default())?;
         let opcode = match (opts.solicited, opts.invalidate.is_some()) {
             (false, false) => Opcode::Send,
@@ -378,6 +415,9 @@ impl RdmapEngine {
         buf: LocalBuf,
         remote: RemoteBuf,
     ) -> Result<(), PostError> {
+        if self.closing {
+            return Err(PostError::InvalidState); // DDP-67
+        }
         self.check_post(tags, buf, Access::default())?;
         let header = TxHeader::Tagged {
             opcode: Opcode::RdmaWrite,
@@ -398,6 +438,9 @@ impl RdmapEngine {
         buf: LocalBuf,
         remote: RemoteBuf,
     ) -> Result<(), PostError> {
+        if self.closing {
+            return Err(PostError::InvalidState); // DDP-67
+        }
         let r = self.check_post(tags, buf, Access::LOCAL_WRITE)?;
         let req = ReadRequestRepr {
             sink_stag: r.stag,
@@ -756,10 +799,8 @@ impl RdmapEngine {
             }
         }
         if opcode == Opcode::RdmaReadResponse && h.last {
-            let hdr = CopiedHeader::from_segment(seg)?;
             return Some(RxRecord::ReadResponseLast {
-                hdr,
-                seg_len: seg.len() as u16,
+                seg: Offending::of(seg)?,
             });
         }
         None
@@ -809,6 +850,7 @@ impl RdmapEngine {
                         len,
                         opcode,
                         inv: Stag(h.rsvd_ulp_ext),
+                        seg: Offending::of(seg)?,
                     });
                 }
                 None
@@ -836,11 +878,10 @@ impl RdmapEngine {
                     return rx_fail(RdmapError::Unspecified.term_code(), seg);
                 }
                 let req = ReadRequestRepr::parse(&p).ok()?;
-                let hdr = CopiedHeader::from_segment(seg)?;
                 Some(RxRecord::ReadRequest {
+                    msn: h.msn,
                     req,
-                    hdr,
-                    seg_len: seg.len() as u16,
+                    seg: Offending::of(seg)?,
                 })
             }
             qn::TERMINATE => {
@@ -866,8 +907,14 @@ impl RdmapEngine {
                 len,
                 opcode,
                 inv,
+                seg,
             } => {
-                debug_assert_eq!(msn, self.rq_first_msn);
+                // Every earlier message has been delivered, so an earlier MSN still open means
+                // its L segment never came: the MSN is out of range.
+                if msn != self.rq_first_msn || self.rq.is_empty() {
+                    self.fail_stream(seg.terminate(DdpError::MsnRange.term_code(), None));
+                    return;
+                }
                 let Some(rqe) = self.rq.pop_front() else {
                     return;
                 };
@@ -885,12 +932,7 @@ impl RdmapEngine {
                                 InvalidateFault::Invalid => RdmapError::CannotInvalidate,
                             };
                             self.rq.push_front(rqe);
-                            self.fail_stream(TerminateRepr {
-                                code: code.term_code(),
-                                seg_len: None,
-                                ddp_header: None,
-                                rdma_header: None,
-                            });
+                            self.fail_stream(seg.terminate(code.term_code(), None));
                             return;
                         }
                     }
@@ -904,7 +946,11 @@ impl RdmapEngine {
                     solicited: opcode.solicited(),
                 });
             }
-            RxRecord::ReadRequest { req, hdr, seg_len } => {
+            RxRecord::ReadRequest { msn, req, seg } => {
+                if msn != self.rr_next_msn {
+                    self.fail_stream(seg.terminate(DdpError::MsnRange.term_code(), None));
+                    return;
+                }
                 self.rr_next_msn = self.rr_next_msn.wrapping_add(1);
                 let source = if req.size == 0 {
                     TxSource::Inline {
@@ -924,12 +970,9 @@ impl RdmapEngine {
                             offset: p.offset,
                         },
                         Err(f) => {
-                            self.fail_stream(TerminateRepr {
-                                code: read_source_code(f),
-                                seg_len: Some(seg_len),
-                                ddp_header: Some(hdr),
-                                rdma_header: Some(req.to_bytes()),
-                            });
+                            self.fail_stream(
+                                seg.terminate(read_source_code(f), Some(req.to_bytes())),
+                            );
                             return;
                         }
                     }
@@ -947,14 +990,9 @@ impl RdmapEngine {
                     after: TxAfter::ResponseSent,
                 });
             }
-            RxRecord::ReadResponseLast { hdr, seg_len } => {
+            RxRecord::ReadResponseLast { seg } => {
                 let Some(o) = self.orq.pop_front() else {
-                    self.fail_stream(TerminateRepr {
-                        code: RdmapError::UnexpectedOpcode.term_code(),
-                        seg_len: Some(seg_len),
-                        ddp_header: Some(hdr),
-                        rdma_header: None,
-                    });
+                    self.fail_stream(seg.terminate(RdmapError::UnexpectedOpcode.term_code(), None));
                     return;
                 };
                 if let Some(e) = o
@@ -1041,14 +1079,31 @@ impl RdmapEngine {
         });
     }
 
-    /// The transport is gone (connection lost): flush everything; nothing can be sent.
+    /// The transport is gone (connection lost): report it, flush everything; nothing can be sent.
     pub fn transport_failed(&mut self) {
         if self.state == EngineState::Active {
             self.events.push_back(EngineEvent::TransportFailed);
         }
+        self.abort();
+    }
+
+    /// Abortive teardown requested by the ULP (DDP-75): flush everything, send nothing more,
+    /// no event.
+    pub fn abort(&mut self) {
         self.enter_error();
         self.terminate = None;
         self.terminate_sent = true;
+    }
+
+    /// Graceful close by the ULP (DDP-66, DDP-67): later posts are refused; what is queued
+    /// still goes out, and reception stays enabled (DDP-71). See [`is_idle`](Self::is_idle).
+    pub fn close(&mut self) {
+        self.closing = true;
+    }
+
+    /// Nothing left to send and every Send/Write/Read completed: the transport may close.
+    pub fn is_idle(&self) -> bool {
+        !self.wants_to_send() && self.sq.is_empty()
     }
 
     // ----------------------------------------------------------------------------------------

@@ -10,8 +10,10 @@
 pub mod auth;
 pub mod chunk_list;
 pub mod chunk_rules;
+pub mod credits;
 pub mod error;
 pub mod header;
+pub mod planner;
 pub mod receive;
 pub mod reduced;
 pub mod rpc;
@@ -22,8 +24,10 @@ pub mod xdr;
 
 pub use chunk_list::{ChunkLists, Limits, ReadChunk};
 pub use chunk_rules::{check_echo, Direction, Rules};
+pub use credits::{ClientCredits, NoCredit, Overrun, ServerCredits};
 pub use error::{ErrorResponse, HeaderError};
 pub use header::{Body, ErrorBody, HeaderRepr, Packet, Proc, VERSION};
+pub use planner::{CallForm, CallPlan, CallShape, ChunkPlanner, Placement, PlanError, ReplyForm};
 pub use receive::{receive_at_client, receive_at_server, refusal, ClientInbound, ServerInbound};
 pub use reduced::{Padding, Payload, ReducedReader, ReducedWriter};
 pub use rpc::{AcceptStat, CallHeader, RejectStat, ReplyHeader, ReplyStat, RpcError};

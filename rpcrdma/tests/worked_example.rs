@@ -112,3 +112,71 @@ fn rpcrdma_18_reply_header_11_3_byte_for_byte() {
     );
     assert_eq!(rpcrdma::Rules::default().check_reply(&back), Ok(()));
 }
+
+/// The example's XFER arguments: `{ uint64 write_lba; opaque write_data<>; uint64 read_lba;
+/// uint32 read_count; }` (write_data DDP-eligible).
+#[test]
+fn rpcrdma_12_reduced_call_11_2_byte_for_byte_and_decoded() {
+    use rpcrdma::{CallHeader, Payload, ReducedReader, ReducedWriter};
+    let want = hex(CALL_MESSAGE);
+    assert_eq!(want.len(), 64);
+    let mut buf = [0u8; 64];
+    let mut w = ReducedWriter::new(&mut buf);
+    CallHeader::new(0x1a2b_3c4d, 0x2000_0099, 1, 3)
+        .encode(w.xdr())
+        .unwrap();
+    w.xdr().u64(0x1000).unwrap();
+    let position = w.elided_opaque(8192).unwrap();
+    assert_eq!(position, 52, "data would start at position 52");
+    w.xdr().u64(0x2000).unwrap();
+    w.xdr().u32(8192).unwrap();
+    assert_eq!(w.position(), 64);
+    assert_eq!(buf[..], want[..]);
+
+    // Decode against the 11.1 header: the write data resolves to the 8192-byte read chunk.
+    let h = call_header();
+    let mut r = ReducedReader::for_call(&want, h.body.chunks().unwrap());
+    let rpc = CallHeader::decode(r.xdr()).unwrap();
+    assert_eq!(
+        (rpc.xid, rpc.prog, rpc.vers, rpc.proc_num),
+        (0x1a2b_3c4d, 0x2000_0099, 1, 3)
+    );
+    assert_eq!(r.xdr().u64(), Ok(0x1000));
+    assert_eq!(
+        r.ddp_opaque(1 << 20),
+        Ok(Payload::ReadChunk {
+            position: 52,
+            len: 8192
+        })
+    );
+    assert_eq!(r.xdr().u64(), Ok(0x2000));
+    assert_eq!(r.xdr().u32(), Ok(8192));
+    assert_eq!(r.finish(), Ok(&[][..]));
+}
+
+/// The example's reply: `{ uint32 status; opaque read_data<>; }`, read_data in write chunk 0.
+#[test]
+fn rpcrdma_19_reply_message_11_3_byte_for_byte_and_decoded() {
+    use rpcrdma::{Payload, ReducedReader, ReducedWriter, ReplyHeader};
+    let send = hex(REPLY_SEND);
+    let mut buf = [0u8; 32];
+    let mut w = ReducedWriter::new(&mut buf);
+    ReplyHeader::success(0x1a2b_3c4d).encode(w.xdr()).unwrap();
+    w.xdr().u32(0).unwrap();
+    w.elided_opaque(6000).unwrap();
+    assert_eq!(w.position(), 32);
+    assert_eq!(buf[..], send[68..]);
+
+    let (h, message) = HeaderRepr::parse_bytes(&send).unwrap();
+    let mut r = ReducedReader::for_reply(message, h.body.chunks().unwrap());
+    assert!(ReplyHeader::decode(r.xdr()).unwrap().is_success());
+    assert_eq!(r.xdr().u32(), Ok(0));
+    assert_eq!(
+        r.ddp_opaque(1 << 20),
+        Ok(Payload::WriteChunk {
+            index: 0,
+            len: 6000
+        })
+    );
+    assert_eq!(r.finish(), Ok(&[][..]));
+}
