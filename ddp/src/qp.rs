@@ -41,6 +41,7 @@ use crate::rdmap_engine::{EngineConfig, EngineEvent, EngineState, EngineStats, R
 use crate::stag_table::StagTable;
 use crate::term_code::LlpError;
 use crate::terminate::TerminateRepr;
+use crate::tx_segment::TxSegment;
 use crate::work_request::{LocalBuf, PostError, RemoteBuf, SendOpts};
 
 /// Settings of a queue pair.
@@ -55,6 +56,9 @@ pub struct QpConfig {
     pub emss: u32,
     /// Private data: in our Request (Initiator), or in our Reply when `auto_accept` is set.
     pub private_data: Vec<u8>,
+    /// Keep a descriptor of every FPDU until it is acknowledged, so a TCP retransmission can
+    /// rebuild it ([`Qp::rebuild_fpdu`]). Off for the kernel transport (TCP keeps its own copy).
+    pub keep_for_retransmit: bool,
     /// Responder: accept every valid Request at once. When false, [`QpEvent::ConnectRequest`]
     /// is reported and the ULP calls [`Qp::accept`] or [`Qp::reject`].
     pub auto_accept: bool,
@@ -68,6 +72,7 @@ impl Default for QpConfig {
             emss: mpa::mulpdu::DEFAULT_EMSS,
             private_data: Vec::new(),
             auto_accept: true,
+            keep_for_retransmit: false,
         }
     }
 }
@@ -158,6 +163,8 @@ pub struct Qp {
     rx_fpdu_pos: u64,
     ulpdu_tx: Vec<u8>,
     ulpdu_rx: Vec<u8>,
+    /// FPDUs sent and not yet acknowledged: (start, end, descriptor), when kept.
+    unacked: VecDeque<(u64, u64, TxSegment)>,
     events: VecDeque<QpEvent>,
 }
 
@@ -188,6 +195,7 @@ impl Qp {
             rx_fpdu_pos: 0,
             ulpdu_tx: vec![0; mpa::MAX_ULPDU_LEN],
             ulpdu_rx: vec![0; mpa::MAX_ULPDU_LEN],
+            unacked: VecDeque::new(),
             events: VecDeque::new(),
         }
     }
@@ -205,6 +213,16 @@ impl Qp {
     pub fn new_responder(cfg: QpConfig, now: Instant) -> Qp {
         let resp = mpa::Responder::new(cfg.startup, now);
         Qp::with_phase(cfg, Phase::Startup(Startup::Responder(resp)))
+    }
+
+    /// A queue pair for a connection whose MPA startup was done elsewhere (for example by the
+    /// transport with `mpa::Initiator`/`Responder` directly). Stream offsets then count from
+    /// SeqStart in both directions (0 = the first FPDU octet). A Responder still waits for the
+    /// peer's first FPDU before sending (MPA-85). Reports [`QpEvent::Established`].
+    pub fn new_established(cfg: QpConfig, negotiated: &mpa::Negotiated) -> Qp {
+        let mut qp = Qp::with_phase(cfg, Phase::Closed);
+        qp.enter_operational(negotiated, 0, 0);
+        qp
     }
 
     // ----------------------------------------------------------------------------------------
@@ -398,11 +416,23 @@ impl Qp {
             }
             cap = cap.saturating_sub(w - out.len());
         }
-        let n = self.engine.poll_ulpdu(mem, &mut self.ulpdu_tx[..cap])?;
-        match framer.encode(&[&self.ulpdu_tx[..n]], out) {
+        let seg = self.engine.poll_segment(cap)?;
+        let start = self.tx_total;
+        let r = match seg.payload_slice(mem) {
+            // One copy: header and payload gathered straight into the frame.
+            Some(p) => framer.encode(&[seg.header(), p], out),
+            None => {
+                let n = seg.write_ulpdu(mem, &mut self.ulpdu_tx);
+                framer.encode(&[&self.ulpdu_tx[..n]], out)
+            }
+        };
+        match r {
             Ok(w) => {
                 self.tx_total += w as u64;
                 self.engine.ulpdu_framed(self.tx_total);
+                if self.cfg.keep_for_retransmit {
+                    self.unacked.push_back((start, self.tx_total, seg));
+                }
                 Some(w)
             }
             Err(_) => {
@@ -411,6 +441,41 @@ impl Qp {
                 None
             }
         }
+    }
+
+    /// Rebuild, for a TCP retransmission, the FPDU that `poll_transmit` produced at transmit
+    /// offset `stream_pos` (not yet acknowledged), from its descriptor and the region's
+    /// memory: the same octets, markers and CRC included. Needs `keep_for_retransmit`.
+    /// Returns its length, or `None` if no FPDU starts there (or `out` is too small).
+    pub fn rebuild_fpdu<M: Memory + ?Sized>(
+        &mut self,
+        mem: &M,
+        stream_pos: u64,
+        out: &mut [u8],
+    ) -> Option<usize> {
+        let Phase::Operational { framer, .. } = &self.phase else {
+            return None;
+        };
+        let cfg = framer.config();
+        let i = self
+            .unacked
+            .binary_search_by_key(&stream_pos, |e| e.0)
+            .ok()?;
+        let (start, _, seg) = self.unacked[i];
+        let offset = start.wrapping_sub(self.tx_seq_start) as u32;
+        let r = match seg.payload_slice(mem) {
+            Some(p) => mpa::encode_fpdu(cfg, offset, &[seg.header(), p], out),
+            None => {
+                let n = seg.write_ulpdu(mem, &mut self.ulpdu_tx);
+                mpa::encode_fpdu(cfg, offset, &[&self.ulpdu_tx[..n]], out)
+            }
+        };
+        r.ok()
+    }
+
+    /// Transmit offsets `(start, end)` of the FPDUs kept for retransmission (not yet acknowledged).
+    pub fn unacked_fpdus(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.unacked.iter().map(|e| (e.0, e.1))
     }
 
     /// Largest FPDU this queue pair produces (size `out` of `poll_transmit` to it).
@@ -425,6 +490,9 @@ impl Qp {
     /// Writes whose FPDUs end there or before complete. The kernel transport calls this as soon
     /// as it has written the octets.
     pub fn on_acked(&mut self, offset: u64) {
+        while self.unacked.front().is_some_and(|e| e.1 <= offset) {
+            self.unacked.pop_front();
+        }
         self.engine.on_acked(offset);
     }
 
@@ -623,6 +691,31 @@ impl Qp {
         self.startup_tx_at >= self.startup_tx.len() && self.engine.is_idle()
     }
 
+    /// Switch to FPDUs with what MPA negotiated; SeqStarts at the given stream offsets.
+    fn enter_operational(&mut self, n: &mpa::Negotiated, tx_seq_start: u64, rx_seq_start: u64) {
+        let mulpdu = mpa::mulpdu(self.cfg.emss, n.tx_markers);
+        self.engine.set_mulpdu(mulpdu);
+        let negotiated = Negotiated {
+            tx_markers: n.tx_markers,
+            rx_markers: n.rx_markers,
+            crc: n.crc,
+            mulpdu,
+        };
+        self.tx_seq_start = tx_seq_start;
+        self.rx_seq_start = rx_seq_start;
+        self.rx_fpdu_pos = rx_seq_start;
+        self.phase = Phase::Operational {
+            framer: n.framer(),
+            parser: n.stream_parser(),
+            negotiated,
+        };
+        let peer_private_data = n.peer_private_data.clone();
+        self.events.push_back(QpEvent::Established {
+            peer_private_data,
+            negotiated,
+        });
+    }
+
     /// Take the startup machine's output and events.
     fn pump_startup(&mut self) {
         let Phase::Startup(s) = &mut self.phase else {
@@ -657,28 +750,11 @@ impl Qp {
                         .push_back(QpEvent::ConnectRequest { private_data });
                 }
                 StartupEvent::Established(n) => {
-                    let mulpdu = mpa::mulpdu(self.cfg.emss, n.tx_markers);
-                    self.engine.set_mulpdu(mulpdu);
-                    let negotiated = Negotiated {
-                        tx_markers: n.tx_markers,
-                        rx_markers: n.rx_markers,
-                        crc: n.crc,
-                        mulpdu,
-                    };
                     // SeqStart of our direction is after every startup octet we will send.
-                    self.tx_seq_start =
+                    let tx_start =
                         self.tx_total + (self.startup_tx.len() - self.startup_tx_at) as u64;
-                    self.rx_seq_start = self.rx_total;
-                    self.rx_fpdu_pos = self.rx_total;
-                    self.phase = Phase::Operational {
-                        framer: n.framer(),
-                        parser: n.stream_parser(),
-                        negotiated,
-                    };
-                    self.events.push_back(QpEvent::Established {
-                        peer_private_data: n.peer_private_data,
-                        negotiated,
-                    });
+                    let rx_start = self.rx_total;
+                    self.enter_operational(&n, tx_start, rx_start);
                     return;
                 }
                 StartupEvent::Rejected { private_data } => {

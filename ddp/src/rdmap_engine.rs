@@ -26,6 +26,7 @@ use crate::stag_table::{Access, InvalidateFault, PdId, Region, StagTable, Stream
 use crate::tagged::{TaggedRepr, TAGGED_HEADER_LEN};
 use crate::term_code::{DdpError, RdmapError, TermCode};
 use crate::terminate::{CopiedHeader, TerminatePacket, TerminateRepr, TERMINATE_MAX_LEN};
+use crate::tx_segment::{TxPayload, TxSegment};
 use crate::untagged::{UntaggedRepr, UNTAGGED_HEADER_LEN};
 use crate::wire_error::WireError;
 use crate::work_request::{LocalBuf, PostError, RemoteBuf, SendOpts};
@@ -526,6 +527,14 @@ impl RdmapEngine {
     /// Returns its length, or `None` when there is nothing to send. After framing it, the caller
     /// reports the stream offset just past its FPDU with [`ulpdu_framed`](Self::ulpdu_framed).
     pub fn poll_ulpdu<M: Memory + ?Sized>(&mut self, mem: &M, out: &mut [u8]) -> Option<usize> {
+        let seg = self.poll_segment(out.len())?;
+        Some(seg.write_ulpdu(mem, out))
+    }
+
+    /// As [`poll_ulpdu`](Self::poll_ulpdu), but return the segment as a descriptor (header
+    /// octets and payload location, at most `min(MULPDU, max_len)` octets) so the caller can
+    /// frame it straight from memory, and rebuild it for a retransmission.
+    pub fn poll_segment(&mut self, max_len: usize) -> Option<TxSegment> {
         if self.terminate_sent {
             return None;
         }
@@ -537,17 +546,14 @@ impl RdmapEngine {
             Some(m) => m,
             None => self.pick_next()?,
         };
-        let limit = self.cfg.mulpdu.min(out.len());
-        let (hl, tagged) = match msg.header {
-            TxHeader::Tagged { .. } => (TAGGED_HEADER_LEN, true),
-            TxHeader::Untagged { .. } => (UNTAGGED_HEADER_LEN, false),
+        let limit = self.cfg.mulpdu.min(max_len);
+        let hl = match msg.header {
+            TxHeader::Tagged { .. } => TAGGED_HEADER_LEN,
+            TxHeader::Untagged { .. } => UNTAGGED_HEADER_LEN,
         };
-        if limit <= hl
-            || (!tagged
-                && matches!(msg.source, TxSource::Inline { .. })
-                && limit < hl + msg.total as usize)
-        {
-            // `out` too small for progress (inline payloads go in one segment).
+        let inline = matches!(msg.source, TxSource::Inline { .. });
+        if limit <= hl || (inline && limit < hl + msg.total as usize) {
+            // Too small for progress (inline payloads go in one segment).
             self.current = Some(msg);
             return None;
         }
@@ -573,17 +579,19 @@ impl RdmapEngine {
                 mo: plan.offset,
             }),
         };
-        header.emit(out);
-        let body = &mut out[hl..hl + plan.len as usize];
-        match msg.source {
-            TxSource::Region { region, offset } => {
-                if !body.is_empty() {
-                    mem.read(region, offset + u64::from(plan.offset), body);
-                }
-            }
-            TxSource::Inline { bytes, .. } => body
-                .copy_from_slice(&bytes[plan.offset as usize..(plan.offset + plan.len) as usize]),
-        }
+        let mut hbytes = [0u8; UNTAGGED_HEADER_LEN];
+        header.emit(&mut hbytes);
+        let payload = match msg.source {
+            TxSource::Region { region, offset } => TxPayload::Region {
+                region,
+                offset: offset + u64::from(plan.offset),
+                len: plan.len,
+            },
+            TxSource::Inline { bytes } => TxPayload::Inline {
+                bytes,
+                len: plan.len as u8,
+            },
+        };
         msg.sent += plan.len;
         self.stats.tx_ulpdus += 1;
         if plan.last {
@@ -599,7 +607,7 @@ impl RdmapEngine {
         } else {
             self.current = Some(msg);
         }
-        Some(hl + plan.len as usize)
+        Some(TxSegment::new(hbytes, hl, payload))
     }
 
     /// The ULPDU last returned by [`poll_ulpdu`](Self::poll_ulpdu) ends at `stream_end` (the
