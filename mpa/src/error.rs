@@ -48,9 +48,10 @@ pub enum FramingError {
     /// without waiting for up to 64 KiB of data.
     #[error("MPA ULPDU_Length {0} above 64768")]
     UlpduTooLong(u16),
-    /// An FPDU offset that is not a multiple of 4 while markers are on: every FPDU starts on
-    /// a 4-octet boundary of the stream (digest §3.1), so the caller's bookkeeping is off.
-    #[error("FPDU stream offset not a multiple of 4 with markers on")]
+    /// With markers on, an FPDU offset where no FPDU can start (not a multiple of 4, or 4
+    /// past a marker position; see [`crate::fpdu::is_valid_start`]): the caller's stream
+    /// bookkeeping is off.
+    #[error("no FPDU can start at this stream offset with markers on")]
     Misaligned,
 }
 
@@ -125,8 +126,8 @@ pub enum EncodeError {
         /// Octets the FPDU takes.
         needed: usize,
     },
-    /// Markers on and the stream offset is not a multiple of 4.
-    #[error("FPDU stream offset not a multiple of 4 with markers on")]
+    /// Markers on and no FPDU can start at this offset ([`crate::fpdu::is_valid_start`]).
+    #[error("no FPDU can start at this stream offset with markers on")]
     Misaligned,
     /// A Responder may not send an FPDU before it has received one (MPA-85).
     #[error("responder must receive an FPDU before sending one")]

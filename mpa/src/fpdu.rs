@@ -243,6 +243,14 @@ impl Iterator for MarkerSlots {
     }
 }
 
+/// Whether an FPDU can start at stream `offset` with markers on: a multiple of 4 and not
+/// 4 octets past a marker position (the octets there always follow a marker, which is a
+/// leading marker of an FPDU that began 4 octets earlier, or an interior one). Without
+/// markers every offset is valid.
+pub fn is_valid_start(offset: u32) -> bool {
+    offset & 3 == 0 && offset % MARKER_INTERVAL != MARKER_LEN as u32
+}
+
 /// Octets the FPDU carrying a ULPDU of `ulpdu_len` octets takes on the wire at `offset`.
 pub fn fpdu_wire_len(cfg: FramingConfig, offset: u32, ulpdu_len: usize) -> usize {
     let len = u32::try_from(ulpdu_len)
@@ -264,7 +272,7 @@ pub fn encode_fpdu(
     if len > MAX_ULPDU_LEN {
         return Err(EncodeError::UlpduTooLong(len));
     }
-    if cfg.markers && offset & 3 != 0 {
+    if cfg.markers && !is_valid_start(offset) {
         return Err(EncodeError::Misaligned);
     }
     let layout = FpduLayout::new(cfg.markers, offset, len as u16);
@@ -361,7 +369,7 @@ pub fn decode_fpdu(
     offset: u32,
     buf: &[u8],
 ) -> Result<Decoded<'_>, FramingError> {
-    if cfg.markers && offset & 3 != 0 {
+    if cfg.markers && !is_valid_start(offset) {
         return Err(FramingError::Misaligned);
     }
     let lead = if cfg.markers && is_marker_position(offset) {

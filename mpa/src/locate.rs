@@ -6,7 +6,7 @@
 //!
 //! 1. optionally an **aligned start**: the segment begins with an FPDU (what an MPA-aware
 //!    sender does, MPA-05). This is a guess, accepted only with CRCs on and a matching CRC;
-//!    a failed guess is not an error;
+//!    a failed guess is not an error (unless its CRC matched and a marker disagrees);
 //! 2. otherwise, or after a failed guess, the **markers** inside the segment: each one's
 //!    FPDUPTR names an FPDU start; the first that lies inside the segment anchors;
 //! 3. from the anchor, following FPDUs by **ULPDU_Length**, until one runs past the segment.
@@ -188,7 +188,11 @@ impl<'a> Iterator for Locator<'a> {
                 }
                 Ok(Decoded::Incomplete { .. }) if anchor == Anchor::Guess => self.chain = None,
                 Ok(Decoded::Incomplete { .. }) => self.done = true,
-                Err(_) if anchor == Anchor::Guess => self.chain = None,
+                // A guess whose CRC matched but whose markers disagree is an FPDU start
+                // with a bad marker (code 3); any other failed guess is just not a start.
+                Err(e) if anchor == Anchor::Guess && e != FramingError::MarkerMismatch => {
+                    self.chain = None
+                }
                 Err(error) => {
                     self.done = true;
                     return Some(Err(LocateError { offset, error }));
