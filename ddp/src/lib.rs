@@ -44,6 +44,7 @@ pub use untagged::{UntaggedPacket, UntaggedRepr, UNTAGGED_HEADER_LEN};
 pub use wire_error::WireError;
 pub mod completion;
 pub mod rdmap_engine;
+mod rx_segment;
 pub mod work_request;
 
 pub use completion::{Completion, WcOpcode, WcStatus};

@@ -23,9 +23,9 @@
 //!   (MPA's out-of-order locator) and checked its CRC; the ULPDU is placed now, and delivered
 //!   when [`Qp::deliver_through`] says every earlier octet has arrived.
 //!
-//! Placement writes through the caller's [`Memory`] straight from the slice handed in, so the
-//! copy from the received frame into the region is the only copy (when markers are on, the
-//! in-order path first removes them into a scratch ULPDU).
+//! Placement writes through the caller's [`Memory`] straight from the slice handed in (or from
+//! each piece between markers), so the copy from the received frame into the region is the
+//! only copy.
 
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -162,7 +162,6 @@ pub struct Qp {
     /// Receive offset of the next FPDU the stream parser will give.
     rx_fpdu_pos: u64,
     ulpdu_tx: Vec<u8>,
-    ulpdu_rx: Vec<u8>,
     /// FPDUs sent and not yet acknowledged: (start, end, descriptor), when kept.
     unacked: VecDeque<(u64, u64, TxSegment)>,
     events: VecDeque<QpEvent>,
@@ -194,7 +193,6 @@ impl Qp {
             tx_seq_start: 0,
             rx_fpdu_pos: 0,
             ulpdu_tx: vec![0; mpa::MAX_ULPDU_LEN],
-            ulpdu_rx: vec![0; mpa::MAX_ULPDU_LEN],
             unacked: VecDeque::new(),
             events: VecDeque::new(),
         }
@@ -530,14 +528,11 @@ impl Qp {
                         let pos = self.rx_fpdu_pos;
                         self.rx_fpdu_pos += f.wire_len() as u64;
                         framer.peer_fpdu_received();
-                        let ulpdu: &[u8] = match f.ulpdu_contiguous() {
-                            Some(u) => u,
-                            None => match f.copy_ulpdu(&mut self.ulpdu_rx) {
-                                Ok(n) => &self.ulpdu_rx[..n],
-                                Err(_) => continue,
-                            },
-                        };
-                        self.engine.handle_ulpdu_in_order(tags, mem, pos, ulpdu);
+                        // The pieces between markers go straight to their places (no copy).
+                        let mut parts: [&[u8]; MAX_PARTS] = [&[]; MAX_PARTS];
+                        let k = collect_parts(f.ulpdu_chunks(), &mut parts);
+                        self.engine.handle_ulpdu_parts(tags, mem, pos, &parts[..k]);
+                        self.engine.deliver_through(tags, pos + 1);
                     }
                     Ok(None) => break,
                     Err(e) => {
@@ -589,16 +584,9 @@ impl Qp {
                 Ok(f) => {
                     let pos = seg_pos + u64::from(f.fpdu.offset().wrapping_sub(seg_off));
                     found += 1;
-                    match f.fpdu.ulpdu_contiguous() {
-                        Some(u) => self.handle_ulpdu(tags, mem, pos, u),
-                        None => {
-                            let mut scratch = core::mem::take(&mut self.ulpdu_rx);
-                            if let Ok(n) = f.copy_ulpdu(&mut scratch) {
-                                self.handle_ulpdu(tags, mem, pos, &scratch[..n]);
-                            }
-                            self.ulpdu_rx = scratch;
-                        }
-                    }
+                    let mut parts: [&[u8]; MAX_PARTS] = [&[]; MAX_PARTS];
+                    let k = collect_parts(f.segment_ranges().map(|r| &seg[r]), &mut parts);
+                    self.handle_ulpdu_parts(tags, mem, pos, &parts[..k]);
                 }
                 Err(e) => {
                     self.handle_framing_error(e.error);
@@ -624,6 +612,22 @@ impl Qp {
         };
         framer.peer_fpdu_received();
         self.engine.handle_ulpdu(tags, mem, stream_pos, ulpdu);
+    }
+
+    /// As [`Qp::handle_ulpdu`] for a ULPDU given as the pieces between MPA markers: each piece
+    /// is copied straight into its place.
+    pub fn handle_ulpdu_parts<M: Memory + ?Sized>(
+        &mut self,
+        tags: &StagTable,
+        mem: &mut M,
+        stream_pos: u64,
+        parts: &[&[u8]],
+    ) {
+        let Phase::Operational { framer, .. } = &mut self.phase else {
+            return;
+        };
+        framer.peer_fpdu_received();
+        self.engine.handle_ulpdu_parts(tags, mem, stream_pos, parts);
     }
 
     /// Every receive octet before `stream_pos` has arrived and been handed in: deliver in order.
@@ -772,6 +776,23 @@ impl Qp {
             }
         }
     }
+}
+
+/// Most pieces a ULPDU splits into between markers: a 64768-octet ULPDU spans at most 128
+/// markers (one per 512 stream octets), so 129 pieces.
+const MAX_PARTS: usize = 130;
+
+/// Collect a ULPDU's pieces into `parts`; returns how many.
+fn collect_parts<'a>(
+    chunks: impl Iterator<Item = &'a [u8]>,
+    parts: &mut [&'a [u8]; MAX_PARTS],
+) -> usize {
+    let mut k = 0;
+    for c in chunks.take(MAX_PARTS) {
+        parts[k] = c;
+        k += 1;
+    }
+    k
 }
 
 /// The LLP Terminate code for an MPA receive error (digest §6.5).

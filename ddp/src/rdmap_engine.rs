@@ -19,6 +19,7 @@ use crate::completion::{Completion, WcOpcode, WcStatus};
 use crate::memory::{Memory, RegionHandle};
 use crate::rdmap_control::{qn, Opcode, RdmapControl};
 use crate::read_request::{ReadRequestPacket, ReadRequestRepr, READ_REQUEST_LEN};
+use crate::rx_segment::{gather_prefix, RxSegment, HEAD_MAX};
 use crate::segment::DdpHeader;
 use crate::segmentation::next_segment;
 use crate::stag::Stag;
@@ -126,7 +127,7 @@ enum TxAfter {
     AwaitAck { seq: u64 },
     /// A Read Request: takes an ORD slot when it starts; completes when the Read Response's
     /// last segment is delivered.
-    ReadRequest { seq: u64 },
+    ReadRequest { seq: u64, sink: SinkRange },
     /// A Read Response: frees an IRD slot.
     ResponseSent,
     /// The Terminate.
@@ -161,6 +162,26 @@ struct RqEntry {
 #[derive(Debug, Clone, Copy)]
 struct OrqEntry {
     seq: u64,
+    /// The Data Sink the Read Request named: a Read Response may only target it.
+    sink: SinkRange,
+}
+
+/// The Data Sink of an outstanding RDMA Read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SinkRange {
+    stag: Stag,
+    to: u64,
+    size: u32,
+}
+
+impl SinkRange {
+    /// Whether `len` octets at `to` lie inside the requested sink.
+    fn covers(&self, to: u64, len: u64) -> bool {
+        to >= self.to
+            && to
+                .checked_add(len)
+                .is_some_and(|end| end <= self.to.saturating_add(u64::from(self.size)))
+    }
 }
 
 /// What must happen in stream order for a ULPDU already placed.
@@ -197,9 +218,9 @@ struct Offending {
 }
 
 impl Offending {
-    fn of(seg: &[u8]) -> Option<Offending> {
+    fn of(seg: RxSegment<'_>) -> Option<Offending> {
         Some(Offending {
-            hdr: CopiedHeader::from_segment(seg)?,
+            hdr: CopiedHeader::from_segment(seg.head())?,
             seg_len: seg.len().min(usize::from(u16::MAX)) as u16,
         })
     }
@@ -463,7 +484,14 @@ impl RdmapEngine {
             source: TxSource::Inline { bytes },
             total: READ_REQUEST_LEN as u32,
             sent: 0,
-            after: TxAfter::ReadRequest { seq },
+            after: TxAfter::ReadRequest {
+                seq,
+                sink: SinkRange {
+                    stag: req.sink_stag,
+                    to: req.sink_to,
+                    size: req.size,
+                },
+            },
         });
         Ok(())
     }
@@ -517,8 +545,8 @@ impl RdmapEngine {
         {
             *msn = self.next_msn(qn);
         }
-        if let TxAfter::ReadRequest { seq } = m.after {
-            self.orq.push_back(OrqEntry { seq });
+        if let TxAfter::ReadRequest { seq, sink } = m.after {
+            self.orq.push_back(OrqEntry { seq, sink });
         }
         Some(m)
     }
@@ -668,12 +696,24 @@ impl RdmapEngine {
         stream_pos: u64,
         ulpdu: &[u8],
     ) {
+        self.handle_ulpdu_parts(tags, mem, stream_pos, &[ulpdu]);
+    }
+
+    /// As [`handle_ulpdu`](Self::handle_ulpdu) for a ULPDU given in parts (the pieces between
+    /// MPA markers): each part is copied straight into its place, with no reassembly copy.
+    pub fn handle_ulpdu_parts<M: Memory + ?Sized>(
+        &mut self,
+        tags: &StagTable,
+        mem: &mut M,
+        stream_pos: u64,
+        parts: &[&[u8]],
+    ) {
         self.stats.rx_ulpdus += 1;
         if self.state != EngineState::Active || stream_pos < self.delivered_through {
             self.stats.rx_dropped += 1;
             return;
         }
-        if let Some(rec) = self.place(tags, mem, ulpdu) {
+        if let Some(rec) = self.place(tags, mem, parts) {
             self.records.insert(stream_pos, rec);
         }
     }
@@ -712,7 +752,7 @@ impl RdmapEngine {
 
     fn terminate_for(
         code: TermCode,
-        seg: &[u8],
+        seg: RxSegment<'_>,
         with_header: bool,
         rdma: Option<[u8; READ_REQUEST_LEN]>,
     ) -> RxRecord {
@@ -720,7 +760,7 @@ impl RdmapEngine {
             code,
             seg_len: Some(seg.len().min(usize::from(u16::MAX)) as u16),
             ddp_header: if with_header {
-                CopiedHeader::from_segment(seg)
+                CopiedHeader::from_segment(seg.head())
             } else {
                 None
             },
@@ -733,9 +773,18 @@ impl RdmapEngine {
         &mut self,
         tags: &StagTable,
         mem: &mut M,
-        seg: &[u8],
+        parts: &[&[u8]],
     ) -> Option<RxRecord> {
-        let (header, payload) = match DdpHeader::parse(seg) {
+        let mut buf = [0u8; HEAD_MAX];
+        let head: &[u8] = match parts {
+            [only] => only,
+            _ => {
+                let n = gather_prefix(parts, &mut buf);
+                &buf[..n]
+            }
+        };
+        let seg = RxSegment::new(parts, head);
+        let (header, _) = match DdpHeader::parse(seg.head()) {
             Ok(x) => x,
             Err(WireError::DdpVersion { tagged, .. }) => {
                 // DDP-21: the header layout is unknown, so it is not copied.
@@ -765,8 +814,8 @@ impl RdmapEngine {
         };
         let opcode = ctrl.opcode;
         match header {
-            DdpHeader::Tagged(h) => self.place_tagged(tags, mem, seg, h, opcode, payload),
-            DdpHeader::Untagged(h) => self.place_untagged(mem, seg, h, opcode, payload),
+            DdpHeader::Tagged(h) => self.place_tagged(tags, mem, seg, h, opcode),
+            DdpHeader::Untagged(h) => self.place_untagged(mem, seg, h, opcode),
         }
     }
 
@@ -774,34 +823,41 @@ impl RdmapEngine {
         &mut self,
         tags: &StagTable,
         mem: &mut M,
-        seg: &[u8],
+        seg: RxSegment<'_>,
         h: TaggedRepr,
         opcode: Opcode,
-        payload: &[u8],
     ) -> Option<RxRecord> {
+        let n = (seg.len() - TAGGED_HEADER_LEN) as u64;
         let need = match opcode {
             Opcode::RdmaWrite => Access::REMOTE_WRITE,
             Opcode::RdmaReadResponse => {
                 if self.orq.is_empty() {
                     return rx_fail(RdmapError::UnexpectedOpcode.term_code(), seg);
                 }
+                // Only the sink an outstanding Read named may be written (as siw checks).
+                if n > 0
+                    && !self
+                        .orq
+                        .iter()
+                        .any(|o| o.sink.stag == h.stag && o.sink.covers(h.to, n))
+                {
+                    let e = if self.orq.iter().any(|o| o.sink.stag == h.stag) {
+                        DdpError::BaseBounds
+                    } else {
+                        DdpError::InvalidStag
+                    };
+                    return rx_fail(e.term_code(), seg);
+                }
                 Access::LOCAL_WRITE
             }
             _ => return rx_fail(RdmapError::UnexpectedOpcode.term_code(), seg),
         };
         // DDP-49/50: a zero-length tagged segment is not checked.
-        if !payload.is_empty() {
-            match tags.check_remote(
-                h.stag,
-                h.to,
-                payload.len() as u64,
-                need,
-                self.cfg.pd,
-                self.cfg.stream,
-            ) {
+        if n > 0 {
+            match tags.check_remote(h.stag, h.to, n, need, self.cfg.pd, self.cfg.stream) {
                 Ok(p) => {
-                    mem.write(p.region, p.offset, payload);
-                    self.stats.rx_placed_octets += payload.len() as u64;
+                    seg.write_payload(mem, p.region, p.offset, TAGGED_HEADER_LEN);
+                    self.stats.rx_placed_octets += n;
                 }
                 Err(f) => return rx_fail(tagged_code(f), seg),
             }
@@ -817,13 +873,13 @@ impl RdmapEngine {
     fn place_untagged<M: Memory + ?Sized>(
         &mut self,
         mem: &mut M,
-        seg: &[u8],
+        seg: RxSegment<'_>,
         h: UntaggedRepr,
         opcode: Opcode,
-        payload: &[u8],
     ) -> Option<RxRecord> {
         let fail = |e: DdpError| rx_fail(e.term_code(), seg);
-        let n = payload.len() as u64;
+        let n = (seg.len() - UNTAGGED_HEADER_LEN) as u64;
+        let payload = seg.small_payload(UNTAGGED_HEADER_LEN).unwrap_or(&[]);
         match h.qn {
             qn::SEND => {
                 // §7.1 untagged #2 and #5: the MSN must name a posted buffer.
@@ -846,7 +902,12 @@ impl RdmapEngine {
                     if u64::from(h.mo) + n > u64::from(buf.len) {
                         return fail(DdpError::TooLong);
                     }
-                    mem.write(buf.region, buf.offset + u64::from(h.mo), payload);
+                    seg.write_payload(
+                        mem,
+                        buf.region,
+                        buf.offset + u64::from(h.mo),
+                        UNTAGGED_HEADER_LEN,
+                    );
                     self.stats.rx_placed_octets += n;
                 } else if u64::from(h.mo) > u64::from(buf.len) {
                     return fail(DdpError::InvalidMo);
@@ -1134,7 +1195,7 @@ impl RdmapEngine {
 }
 
 /// A validation failure of `seg`: Terminate with M set and its DDP header copied.
-fn rx_fail(code: TermCode, seg: &[u8]) -> Option<RxRecord> {
+fn rx_fail(code: TermCode, seg: RxSegment<'_>) -> Option<RxRecord> {
     Some(RdmapEngine::terminate_for(code, seg, true, None))
 }
 
