@@ -13,7 +13,8 @@
 use crate::chunk_list::ChunkLists;
 use crate::chunk_rules::check_echo;
 use crate::error::HeaderError;
-use crate::header::{Body, HeaderRepr};
+use crate::header::{Body, HeaderRepr, FIXED_LEN as FIXED_HEADER_LEN};
+use crate::planner::long_message_reads;
 use crate::reduced::{Padding, Payload, ReducedReader, ReducedWriter};
 use crate::rpc::{AcceptStat, CallHeader, ReplyHeader, RpcError};
 use crate::segment::{ReadSegment, Segment, WriteChunk};
@@ -56,16 +57,7 @@ pub fn call_header(xid: u32, proc: StorageProc) -> CallHeader<'static> {
     CallHeader::new(xid, storage::PROGRAM, storage::VERSION, proc as u32)
 }
 
-/// Encodes a call Send (RDMA_MSG) into `buf`; returns its length. WRITE data must be
-/// [`Payload::ReadChunk`] exactly when `chunks.write_data` is non-empty, with a length equal to
-/// the segments' sum (RPCRDMA-13), else [`HeaderError::LengthMismatch`].
-pub fn encode_call(
-    buf: &mut [u8],
-    credit: u32,
-    rpc: &CallHeader<'_>,
-    call: &StorageCall<'_>,
-    chunks: &CallChunks,
-) -> Result<usize, HeaderError> {
+fn check_write_data(call: &StorageCall<'_>, chunks: &CallChunks) -> Result<(), HeaderError> {
     let data_len = match call {
         StorageCall::Write(a) => match a.data {
             Payload::ReadChunk { len, .. } => Some(len),
@@ -77,22 +69,83 @@ pub fn encode_call(
     if data_len.map(u64::from) != (!chunks.write_data.is_empty()).then_some(seg_sum) {
         return Err(HeaderError::LengthMismatch);
     }
-    let mut header = HeaderRepr {
+    Ok(())
+}
+
+/// The chunk lists of a call whose WRITE data (if chunked) sits at `data_position`, with the
+/// whole message as a position-0 chunk first when `long_message` is given (RPCRDMA-29).
+fn call_lists(
+    chunks: &CallChunks,
+    data_position: Option<u32>,
+    long_message: &[Segment],
+) -> ChunkLists {
+    let mut lists = chunks.as_lists();
+    if let Some(pos) = data_position {
+        lists.reads.iter_mut().for_each(|r| r.position = pos);
+    }
+    let mut reads = long_message_reads(long_message);
+    reads.append(&mut lists.reads);
+    lists.reads = reads;
+    lists
+}
+
+/// Encodes a call Send (RDMA_MSG) into `buf`; returns its length. WRITE data must be
+/// [`Payload::ReadChunk`] exactly when `chunks.write_data` is non-empty, with a length equal to
+/// the segments' sum (RPCRDMA-13), else [`HeaderError::LengthMismatch`].
+pub fn encode_call(
+    buf: &mut [u8],
+    credit: u32,
+    rpc: &CallHeader<'_>,
+    call: &StorageCall<'_>,
+    chunks: &CallChunks,
+) -> Result<usize, HeaderError> {
+    check_write_data(call, chunks)?;
+    // The header length does not depend on the position: size it, encode the message after
+    // it, then write the header with the position the message encoding found.
+    let hlen = FIXED_HEADER_LEN + call_lists(chunks, None, &[]).buffer_len();
+    let (hbuf, mbuf) = split(buf, hlen)?;
+    let (mlen, position) = encode_call_message_into(mbuf, rpc, call)?;
+    let header = HeaderRepr {
         xid: rpc.xid,
         credit,
-        body: Body::Msg(chunks.as_lists()),
+        body: Body::Msg(call_lists(chunks, position, &[])),
     };
-    let hlen = header.buffer_len();
-    let (hbuf, mbuf) = split(buf, hlen)?;
-    let mut w = ReducedWriter::new(mbuf);
-    rpc.encode(w.xdr())?;
-    let position = call.encode(&mut w)?;
-    let mlen = w.position();
-    if let (Some(pos), Body::Msg(c)) = (position, &mut header.body) {
-        c.reads.iter_mut().for_each(|r| r.position = pos);
-    }
     header.emit(hbuf)?;
     Ok(hlen + mlen)
+}
+
+fn encode_call_message_into(
+    buf: &mut [u8],
+    rpc: &CallHeader<'_>,
+    call: &StorageCall<'_>,
+) -> Result<(usize, Option<u32>), HeaderError> {
+    let mut w = ReducedWriter::new(buf);
+    rpc.encode(w.xdr())?;
+    let position = call.encode(&mut w)?;
+    Ok((w.position(), position))
+}
+
+/// A long call (RPCRDMA-29, planner's [`CallForm::LongCall`](crate::planner::CallForm)):
+/// encodes the reduced call message into `message_buf` (memory the client then registers and
+/// advertises as `message_segments`, which must total the returned length) and returns that
+/// length and the RDMA_NOMSG header to Send: the position-0 chunk first, then the WRITE data's
+/// read chunk, write list and reply chunk as for [`encode_call`].
+pub fn encode_long_call(
+    message_buf: &mut [u8],
+    credit: u32,
+    rpc: &CallHeader<'_>,
+    call: &StorageCall<'_>,
+    chunks: &CallChunks,
+    message_segments: &[Segment],
+) -> Result<(usize, HeaderRepr), HeaderError> {
+    check_write_data(call, chunks)?;
+    let (mlen, position) = encode_call_message_into(message_buf, rpc, call)?;
+    let header = HeaderRepr {
+        xid: rpc.xid,
+        credit,
+        body: Body::NoMsg(call_lists(chunks, position, message_segments)),
+    };
+    Ok((mlen, header))
 }
 
 fn split(buf: &mut [u8], at: usize) -> Result<(&mut [u8], &mut [u8]), HeaderError> {
@@ -258,6 +311,28 @@ pub fn reply_chunk_header(
             reads: Vec::new(),
             writes: echo_writes(call_chunks, used_write_chunk(reply))?,
             reply: Some(rc),
+        }),
+    })
+}
+
+/// The RDMA_NOMSG header of a long reply sent as a position-0 read chunk (planner's
+/// [`ReplyForm::ReadChunk`](crate::planner::ReplyForm), draft-00): the server registered the
+/// encoded reply message ([`encode_reply_message`]) as `message_segments`; the client RDMA-Reads
+/// it, decodes it, and sends RDMA_DONE ([`crate::done::done_for_reply`]).
+pub fn reply_read_chunk_header(
+    xid: u32,
+    grant: u32,
+    call_chunks: &ChunkLists,
+    reply: Option<&StorageReply<'_>>,
+    message_segments: &[Segment],
+) -> Option<HeaderRepr> {
+    Some(HeaderRepr {
+        xid,
+        credit: grant,
+        body: Body::NoMsg(ChunkLists {
+            reads: long_message_reads(message_segments),
+            writes: echo_writes(call_chunks, used_write_chunk(reply))?,
+            reply: None,
         }),
     })
 }
@@ -608,6 +683,90 @@ mod tests {
         assert_eq!(d.reply, Some(reply));
         // Too small a reply chunk: no header (the caller must fall back).
         assert!(reply_chunk_header(3, 2, &call_chunks, Some(&reply), 9000).is_none());
+    }
+
+    #[test]
+    fn rpcrdma_29_long_call_decodes_from_the_position_zero_chunk() {
+        let mut msg = [0u8; 256];
+        let data_seg = seg(0x30, 8192, 0x9000);
+        let call = StorageCall::Write(WriteArgs {
+            offset: 4,
+            stable: false,
+            data: Payload::ReadChunk {
+                position: 0,
+                len: 8192,
+            },
+        });
+        let chunks = CallChunks {
+            write_data: vec![data_seg],
+            ..Default::default()
+        };
+        let (mlen, header) = encode_long_call(
+            &mut msg,
+            2,
+            &call_header(44, StorageProc::Write),
+            &call,
+            &chunks,
+            &[seg(0x31, 56, 0)],
+        )
+        .unwrap();
+        assert_eq!(mlen, 56);
+        let send = header.to_vec();
+        let ServerInbound::Call { header, message } =
+            receive_at_server(&send, &Rules::default(), 1)
+        else {
+            panic!("long call refused")
+        };
+        assert!(message.is_empty());
+        let c = header.body.chunks().unwrap();
+        assert_eq!(c.reads[0].position, 0);
+        assert_eq!(c.read_chunk_at(0).unwrap().total_len(), mlen as u64);
+        // The server RDMA-Reads the position-0 chunk, then decodes it as if inline.
+        let d = decode_call_message(&header, &msg[..mlen]).unwrap();
+        assert_eq!(
+            d.call,
+            StorageCall::Write(WriteArgs {
+                offset: 4,
+                stable: false,
+                data: Payload::ReadChunk {
+                    position: 56,
+                    len: 8192
+                }
+            })
+        );
+    }
+
+    #[test]
+    fn rpcrdma_30_long_reply_as_position_zero_read_chunk_then_done() {
+        let call_chunks = ChunkLists::default();
+        let reply = StorageReply::Getattr(Ok(crate::storage::GetattrOk {
+            size: 1,
+            block_size: 2,
+            max_io: 3,
+            verifier: 4,
+        }));
+        let mut msg = [0u8; 128];
+        let mlen = encode_reply_message(&mut msg, &ReplyHeader::success(8), Some(&reply)).unwrap();
+        let h = reply_read_chunk_header(
+            8,
+            2,
+            &call_chunks,
+            Some(&reply),
+            &[seg(0x77, mlen as u32, 0)],
+        )
+        .unwrap();
+        let send = h.to_vec();
+        let ClientInbound::Reply { header, .. } = receive_at_client(&send, &Rules::default())
+        else {
+            panic!()
+        };
+        let d = decode_reply_message(&header, &msg[..mlen], &call_chunks, StorageProc::Getattr)
+            .unwrap();
+        assert_eq!(d.reply, Some(reply));
+        assert_eq!(
+            crate::done::done_for_reply(&header, 3),
+            Some(HeaderRepr::done(8, 3))
+        );
     }
 
     mod prop {
