@@ -114,6 +114,45 @@ pub fn encode_call(
     Ok(hlen + mlen)
 }
 
+/// Encodes an RDMA_MSGP call Send (§3.5, draft-00 only): inline opaque data of at least
+/// `thresh` bytes is preceded by pad bytes so it starts on an `align` boundary of the receive
+/// buffer (RPCRDMA-15, P-2). Chunked WRITE data is refused (P-3: no read chunks in MSGP).
+pub fn encode_padded_call(
+    buf: &mut [u8],
+    credit: u32,
+    rpc: &CallHeader<'_>,
+    call: &StorageCall<'_>,
+    chunks: &CallChunks,
+    align: u32,
+    thresh: u32,
+) -> Result<usize, HeaderError> {
+    if !chunks.write_data.is_empty() {
+        return Err(HeaderError::ReadChunkInPaddedMessage);
+    }
+    check_write_data(call, chunks)?;
+    let header = HeaderRepr {
+        xid: rpc.xid,
+        credit,
+        body: Body::MsgP {
+            align,
+            thresh,
+            chunks: chunks.as_lists(),
+        },
+    };
+    let hlen = header.buffer_len();
+    let (hbuf, mbuf) = split(buf, hlen)?;
+    let mut w = ReducedWriter::new(mbuf).with_padding(Padding {
+        align,
+        thresh,
+        base: hlen as u32,
+    });
+    rpc.encode(w.xdr())?;
+    call.encode(&mut w)?;
+    let mlen = w.position();
+    header.emit(hbuf)?;
+    Ok(hlen + mlen)
+}
+
 fn encode_call_message_into(
     buf: &mut [u8],
     rpc: &CallHeader<'_>,
@@ -238,14 +277,28 @@ pub fn echo_writes(call: &ChunkLists, used: Option<(u32, u32)>) -> Option<Vec<Wr
         .collect()
 }
 
-fn used_write_chunk(reply: Option<&StorageReply<'_>>) -> Option<(u32, u32)> {
-    match reply {
+/// The write list a reply echoes, after checking the READ data's placement: RPCRDMA-17, with a
+/// write chunk the data must go by RDMA Write (inline data is [`HeaderError::ChunkNotUsed`]);
+/// an index past the call's write list or more bytes than advertised (W-3) is
+/// [`HeaderError::EchoMismatch`].
+fn reply_writes(
+    call_chunks: &ChunkLists,
+    reply: Option<&StorageReply<'_>>,
+) -> Result<Vec<WriteChunk>, HeaderError> {
+    let used = match reply {
         Some(StorageReply::Read(Ok(ok))) => match ok.data {
             Payload::WriteChunk { index, len } => Some((index, len)),
+            Payload::Inline(d) if !d.is_empty() && !call_chunks.writes.is_empty() => {
+                return Err(HeaderError::ChunkNotUsed)
+            }
             _ => None,
         },
         _ => None,
+    };
+    if used.is_some_and(|(i, _)| i as usize >= call_chunks.writes.len()) {
+        return Err(HeaderError::EchoMismatch);
     }
+    echo_writes(call_chunks, used).ok_or(HeaderError::EchoMismatch)
 }
 
 /// Encodes the reduced RPC reply message alone (for a reply chunk or a position-0 read chunk);
@@ -276,8 +329,7 @@ pub fn encode_reply(
     rpc: &ReplyHeader<'_>,
     reply: Option<&StorageReply<'_>>,
 ) -> Result<usize, HeaderError> {
-    let writes =
-        echo_writes(call_chunks, used_write_chunk(reply)).ok_or(HeaderError::EchoMismatch)?;
+    let writes = reply_writes(call_chunks, reply)?;
     let header = HeaderRepr {
         xid: rpc.xid,
         credit: grant,
@@ -309,7 +361,7 @@ pub fn reply_chunk_header(
         credit: grant,
         body: Body::NoMsg(ChunkLists {
             reads: Vec::new(),
-            writes: echo_writes(call_chunks, used_write_chunk(reply))?,
+            writes: reply_writes(call_chunks, reply).ok()?,
             reply: Some(rc),
         }),
     })
@@ -331,7 +383,7 @@ pub fn reply_read_chunk_header(
         credit: grant,
         body: Body::NoMsg(ChunkLists {
             reads: long_message_reads(message_segments),
-            writes: echo_writes(call_chunks, used_write_chunk(reply))?,
+            writes: reply_writes(call_chunks, reply).ok()?,
             reply: None,
         }),
     })
@@ -480,6 +532,118 @@ mod tests {
             50000
         );
         assert_eq!(d.reply, Some(reply));
+    }
+
+    #[test]
+    fn rpcrdma_17_server_cannot_answer_inline_when_a_write_chunk_was_given() {
+        let call_chunks = ChunkLists {
+            writes: vec![WriteChunk::new(vec![seg(1, 4096, 0)])],
+            ..Default::default()
+        };
+        let inline = StorageReply::Read(Ok(ReadOk {
+            eof: false,
+            data: Payload::Inline(&[1, 2, 3, 4]),
+        }));
+        let mut out = [0u8; 256];
+        let r = ReplyHeader::success(1);
+        assert_eq!(
+            encode_reply(&mut out, 1, &call_chunks, &r, Some(&inline)),
+            Err(HeaderError::ChunkNotUsed)
+        );
+        let too_long = StorageReply::Read(Ok(ReadOk {
+            eof: false,
+            data: Payload::WriteChunk {
+                index: 0,
+                len: 4097,
+            },
+        }));
+        assert_eq!(
+            encode_reply(&mut out, 1, &call_chunks, &r, Some(&too_long)),
+            Err(HeaderError::EchoMismatch),
+            "W-3: never more than advertised"
+        );
+        let bad_index = StorageReply::Read(Ok(ReadOk {
+            eof: false,
+            data: Payload::WriteChunk { index: 1, len: 1 },
+        }));
+        assert_eq!(
+            encode_reply(&mut out, 1, &call_chunks, &r, Some(&bad_index)),
+            Err(HeaderError::EchoMismatch)
+        );
+        // A client seeing inline data where it gave a write chunk flags it (RPCRDMA-19).
+        let mut send = [0u8; 256];
+        let header = HeaderRepr {
+            xid: 1,
+            credit: 1,
+            body: Body::Msg(ChunkLists {
+                writes: echo_writes(&call_chunks, None).unwrap(),
+                ..Default::default()
+            }),
+        };
+        let h = header.emit(&mut send).unwrap();
+        let m = encode_reply_message(&mut send[h..], &r, Some(&inline)).unwrap();
+        let ClientInbound::Reply { header, message } =
+            receive_at_client(&send[..h + m], &Rules::default())
+        else {
+            panic!()
+        };
+        assert_eq!(
+            decode_reply_message(&header, message, &call_chunks, StorageProc::Read),
+            Err(HeaderError::LengthMismatch)
+        );
+    }
+
+    #[test]
+    fn rpcrdma_15_padded_write_lands_aligned_and_decodes() {
+        for len in [1020usize, 1024, 5000] {
+            let data: Vec<u8> = (0..len).map(|i| (i * 7) as u8).collect();
+            let call = StorageCall::Write(WriteArgs {
+                offset: 0,
+                stable: false,
+                data: Payload::Inline(&data),
+            });
+            let mut buf = vec![0u8; 16384];
+            let n = encode_padded_call(
+                &mut buf,
+                1,
+                &call_header(3, StorageProc::Write),
+                &call,
+                &CallChunks::default(),
+                4096,
+                1024,
+            )
+            .unwrap();
+            // Where is the data in the receive buffer?
+            let at = buf[..n].windows(len).position(|w| w == &data[..]).unwrap();
+            assert_eq!(at % 4096 == 0, len >= 1024, "len {len} at {at}");
+            let (_, d) = server_decode(&buf[..n]);
+            assert_eq!(d.call, call);
+        }
+        let chunked = CallChunks {
+            write_data: vec![seg(1, 8, 0)],
+            ..Default::default()
+        };
+        let w = StorageCall::Write(WriteArgs {
+            offset: 0,
+            stable: false,
+            data: Payload::ReadChunk {
+                position: 0,
+                len: 8,
+            },
+        });
+        let mut buf = [0u8; 256];
+        assert_eq!(
+            encode_padded_call(
+                &mut buf,
+                1,
+                &call_header(3, StorageProc::Write),
+                &w,
+                &chunked,
+                4096,
+                1024
+            ),
+            Err(HeaderError::ReadChunkInPaddedMessage)
+        );
     }
 
     #[test]
