@@ -14,7 +14,7 @@ use crate::chunk_list::ChunkLists;
 use crate::chunk_rules::check_echo;
 use crate::error::HeaderError;
 use crate::header::{Body, HeaderRepr, FIXED_LEN as FIXED_HEADER_LEN};
-use crate::planner::long_message_reads;
+use crate::planner::{long_message_reads, CallShape};
 use crate::reduced::{Padding, Payload, ReducedReader, ReducedWriter};
 use crate::rpc::{AcceptStat, CallHeader, ReplyHeader, RpcError};
 use crate::segment::{ReadSegment, Segment, WriteChunk};
@@ -49,6 +49,29 @@ impl CallChunks {
             writes: self.read_result.iter().cloned().collect(),
             reply: self.reply_chunk.clone(),
         }
+    }
+}
+
+/// The sizes the [`ChunkPlanner`](crate::planner::ChunkPlanner) needs for a storage call with
+/// AUTH_NONE: `data_len` is the WRITE data length or the READ count (ignored otherwise).
+pub fn call_shape(proc: StorageProc, data_len: u32) -> CallShape {
+    // RPC call header 40; reply header 24 (AUTH_NONE); status word 4.
+    let (message_len, bulk_arg, bulk_result, reply_len) = match proc {
+        StorageProc::Null => (40, 0, 0, 24),
+        // offset, count | status, eof, length word
+        StorageProc::Read => (40 + 12, 0, data_len, 24 + 12),
+        // offset, stable, length word | status, count, committed, verifier
+        StorageProc::Write => (40 + 16, data_len, 0, 24 + 20),
+        // offset, count | status, verifier
+        StorageProc::Commit => (40 + 12, 0, 0, 24 + 12),
+        // | status, size, block_size, max_io, verifier
+        StorageProc::Getattr => (40, 0, 0, 24 + 28),
+    };
+    CallShape {
+        message_len,
+        bulk_arg,
+        bulk_result,
+        reply_len,
     }
 }
 
@@ -931,6 +954,69 @@ mod tests {
             crate::done::done_for_reply(&header, 3),
             Some(HeaderRepr::done(8, 3))
         );
+    }
+
+    #[test]
+    fn call_shape_matches_the_encodings() {
+        let data = [0u8; 12];
+        let calls = [
+            (StorageCall::Null, StorageReply::Null),
+            (
+                StorageCall::Read(ReadArgs {
+                    offset: 1,
+                    count: 12,
+                }),
+                StorageReply::Read(Ok(ReadOk {
+                    eof: true,
+                    data: Payload::Inline(&data),
+                })),
+            ),
+            (
+                StorageCall::Write(WriteArgs {
+                    offset: 1,
+                    stable: true,
+                    data: Payload::Inline(&data),
+                }),
+                StorageReply::Write(Ok(WriteOk {
+                    count: 12,
+                    committed: true,
+                    verifier: 1,
+                })),
+            ),
+            (
+                StorageCall::Commit(crate::storage::CommitArgs {
+                    offset: 0,
+                    count: 0,
+                }),
+                StorageReply::Commit(Ok(crate::storage::CommitOk { verifier: 1 })),
+            ),
+            (
+                StorageCall::Getattr,
+                StorageReply::Getattr(Ok(crate::storage::GetattrOk {
+                    size: 1,
+                    block_size: 1,
+                    max_io: 1,
+                    verifier: 1,
+                })),
+            ),
+        ];
+        for (call, reply) in calls {
+            let shape = call_shape(call.proc(), 12);
+            let mut buf = [0u8; 256];
+            let n = encode_call(
+                &mut buf,
+                1,
+                &call_header(1, call.proc()),
+                &call,
+                &CallChunks::default(),
+            )
+            .unwrap();
+            let inline_arg = if shape.bulk_arg > 0 { 12 } else { 0 };
+            assert_eq!(n as u32, 28 + shape.message_len + inline_arg, "{call:?}");
+            let m = encode_reply_message(&mut buf, &ReplyHeader::success(1), Some(&reply)).unwrap();
+            let inline_res = if shape.bulk_result > 0 { 12 } else { 0 };
+            assert_eq!(m as u32, shape.reply_len + inline_res, "{reply:?}");
+        }
     }
 
     mod prop {
