@@ -168,3 +168,5 @@ pub fn raw(repr: wire::SegmentRepr, payload: &[u8]) -> Vec<u8> {
     buf.truncate(n);
     buf
 }
+
+pub mod script;
