@@ -11,11 +11,20 @@ use tcp_offload::wire::{self, Flags, SegmentRepr, TcpOptions};
 use tcp_offload::{Config, Connection, ListenerConfig, SeqNum, State, WireError};
 
 fn cfg() -> Config {
-    Config { delayed_ack: None, ..Config::default() }
+    Config {
+        delayed_ack: None,
+        ..Config::default()
+    }
 }
 
 fn ts_opts() -> TcpOptions {
-    TcpOptions { timestamps: Some((1000, 0)), sack_permitted: true, window_scale: Some(7), mss: Some(1460), ..Default::default() }
+    TcpOptions {
+        timestamps: Some((1000, 0)),
+        sack_permitted: true,
+        window_scale: Some(7),
+        mss: Some(1460),
+        ..Default::default()
+    }
 }
 
 #[test]
@@ -33,7 +42,13 @@ fn rfc5961_s3_2_in_window_inexact_rst_gets_challenge_ack() {
 #[test]
 fn rfc5961_s3_2_out_of_window_rst_is_dropped_silently() {
     let mut s = Script::establish_active(cfg(), TcpOptions::default());
-    s.inject_raw(s.p_nxt.wrapping_add(0x4000_0000), None, "R", TcpOptions::default(), b"");
+    s.inject_raw(
+        s.p_nxt.wrapping_add(0x4000_0000),
+        None,
+        "R",
+        TcpOptions::default(),
+        b"",
+    );
     assert_eq!(s.c.state(), State::Established);
     assert!(s.drain().is_empty());
 }
@@ -55,13 +70,25 @@ fn rfc5961_s4_2_syn_in_established_gets_challenge_ack() {
 fn rfc9293_s3_10_7_4_out_of_window_data_is_dropped_with_an_ack() {
     let mut s = Script::establish_active(cfg(), TcpOptions::default());
     let ack = s.c_snd_nxt();
-    s.inject_raw(s.p_nxt.wrapping_add(2_000_000), Some(ack), "A", TcpOptions::default(), b"evil");
+    s.inject_raw(
+        s.p_nxt.wrapping_add(2_000_000),
+        Some(ack),
+        "A",
+        TcpOptions::default(),
+        b"evil",
+    );
     let out = s.drain();
     assert!(out.len() == 1 && out[0].is_pure_ack() && out[0].ack == Some(s.p_nxt));
     assert_eq!(s.c.counters().out_of_window, 1);
     assert_eq!(s.c.recv_ready(), 0);
     // An old duplicate too.
-    s.inject_raw(s.p_nxt.wrapping_sub(5000), Some(ack), "A", TcpOptions::default(), b"old");
+    s.inject_raw(
+        s.p_nxt.wrapping_sub(5000),
+        Some(ack),
+        "A",
+        TcpOptions::default(),
+        b"old",
+    );
     assert!(s.drain()[0].is_pure_ack());
 }
 
@@ -92,7 +119,10 @@ fn rfc7323_s5_paws_drops_old_timestamps_with_an_ack() {
     assert_eq!(s.c.recv_ready(), 5);
     s.drain();
     let ack = s.c_snd_nxt();
-    let old = TcpOptions { timestamps: Some((5, 0)), ..Default::default() };
+    let old = TcpOptions {
+        timestamps: Some((5, 0)),
+        ..Default::default()
+    };
     s.inject_raw(s.p_nxt, Some(ack), "A", old, b"stale");
     assert_eq!(s.c.recv_ready(), 5, "old timestamp dropped");
     assert_eq!(s.c.counters().paws_dropped, 1);
@@ -108,7 +138,10 @@ fn malformed_headers_are_dropped_and_counted() {
         ack: Some(SeqNum(s.c_snd_nxt())),
         flags: Flags::default(),
         window: 100,
-        options: TcpOptions { timestamps: Some((1, 1)), ..Default::default() },
+        options: TcpOptions {
+            timestamps: Some((1, 1)),
+            ..Default::default()
+        },
     };
     let good = raw(repr, b"payload!");
     // Bad data offset (3).
@@ -121,8 +154,14 @@ fn malformed_headers_are_dropped_and_counted() {
     fix_tcp_checksum(&mut p);
     assert_eq!(s.c.handle_packet(s.now, &p), Err(WireError::BadOption));
     // Truncated.
-    assert_eq!(s.c.handle_packet(s.now, &good[..30]), Err(WireError::Truncated));
-    assert_eq!(s.c.handle_packet(s.now, &good[..good.len() - 1]), Err(WireError::Truncated));
+    assert_eq!(
+        s.c.handle_packet(s.now, &good[..30]),
+        Err(WireError::Truncated)
+    );
+    assert_eq!(
+        s.c.handle_packet(s.now, &good[..good.len() - 1]),
+        Err(WireError::Truncated)
+    );
     // Corrupted payload.
     let mut p = good.clone();
     p[55] ^= 0x40;
@@ -159,19 +198,35 @@ fn fix_tcp_checksum(p: &mut [u8]) {
 #[test]
 fn rfc4987_syn_flood_keeps_memory_bounded_and_a_real_connection_opens() {
     let t0 = Instant::now();
-    let lcfg = ListenerConfig { max_half_open: 256, max_tx_queue: 64, ..ListenerConfig::default() };
+    let lcfg = ListenerConfig {
+        max_half_open: 256,
+        max_tx_queue: 64,
+        ..ListenerConfig::default()
+    };
     let mut l = harness::listener(t0, lcfg);
     let mut buf = vec![0u8; 2000];
     let mut now = t0;
     for i in 0..100_000u32 {
-        let src = std::net::SocketAddr::from(([198, 19, (i >> 16) as u8, (i >> 8) as u8], (i as u16) | 1024));
+        let src = std::net::SocketAddr::from((
+            [198, 19, (i >> 16) as u8, (i >> 8) as u8],
+            (i as u16) | 1024,
+        ));
         let repr = SegmentRepr {
-            tuple: tcp_offload::FourTuple { local: src, remote: tuple_b().local },
+            tuple: tcp_offload::FourTuple {
+                local: src,
+                remote: tuple_b().local,
+            },
             seq: SeqNum(i.wrapping_mul(2_654_435_761)),
             ack: None,
-            flags: Flags { syn: true, ..Default::default() },
+            flags: Flags {
+                syn: true,
+                ..Default::default()
+            },
             window: 1000,
-            options: TcpOptions { mss: Some(1460), ..Default::default() },
+            options: TcpOptions {
+                mss: Some(1460),
+                ..Default::default()
+            },
         };
         l.handle_packet(now, &raw(repr, b"")).unwrap();
         // The engine drains replies now and then; between drains the queue stays bounded.
@@ -207,7 +262,10 @@ fn rfc4987_syn_flood_keeps_memory_bounded_and_a_real_connection_opens() {
             assert_eq!(client.state(), State::Established);
             // Options survived the cookie (carried in the timestamp).
             assert!(server.sack_enabled() && server.timestamps_enabled());
-            assert_eq!(server.window_scales(), client.window_scales().map(|(a, b)| (b, a)));
+            assert_eq!(
+                server.window_scales(),
+                client.window_scales().map(|(a, b)| (b, a))
+            );
             client.send(b"hello").unwrap();
             while let Some(n) = client.poll_transmit(now, &mut buf) {
                 server.handle_packet(now, &buf[..n]).unwrap();

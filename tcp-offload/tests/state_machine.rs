@@ -10,7 +10,14 @@ use tcp_offload::wire::TcpOptions;
 use tcp_offload::{CloseReason, Config, Event, State};
 
 fn cfg() -> Config {
-    Config { timestamps: false, sack: false, window_scale: None, recv_buffer: 65535, delayed_ack: None, ..Config::default() }
+    Config {
+        timestamps: false,
+        sack: false,
+        window_scale: None,
+        recv_buffer: 65535,
+        delayed_ack: None,
+        ..Config::default()
+    }
 }
 
 fn no_opts() -> TcpOptions {
@@ -81,7 +88,10 @@ fn rfc9293_s3_10_7_3_syn_sent_unacceptable_ack_gets_rst() {
 
 #[test]
 fn rfc9293_s3_8_3_syn_sent_retransmits_then_times_out() {
-    let mut s = Script::active(Config { syn_retries: 2, ..cfg() });
+    let mut s = Script::active(Config {
+        syn_retries: 2,
+        ..cfg()
+    });
     let first = s.drain().remove(0);
     let mut syns = 1;
     for _ in 0..20 {
@@ -101,7 +111,16 @@ fn rfc9293_s3_8_3_syn_sent_retransmits_then_times_out() {
 fn rfc9293_s3_10_7_2_listen_to_syn_received_on_syn() {
     let mut s = Script::passive(cfg());
     assert_eq!(s.c.state(), State::Listen);
-    s.inject_raw(100, None, "S", TcpOptions { mss: Some(1000), ..no_opts() }, b"");
+    s.inject_raw(
+        100,
+        None,
+        "S",
+        TcpOptions {
+            mss: Some(1000),
+            ..no_opts()
+        },
+        b"",
+    );
     assert_eq!(s.c.state(), State::SynReceived);
     let out = s.drain();
     assert_eq!(out.len(), 1);
@@ -187,7 +206,13 @@ fn rfc9293_s3_10_4_established_to_fin_wait_1_on_close_and_fin_wait_2_on_ack() {
 
 #[test]
 fn rfc9293_s3_10_7_4_fin_wait_2_to_time_wait_on_fin_then_closed_after_2msl() {
-    let mut s = Script::establish_active(Config { time_wait: Duration::from_secs(3), ..cfg() }, no_opts());
+    let mut s = Script::establish_active(
+        Config {
+            time_wait: Duration::from_secs(3),
+            ..cfg()
+        },
+        no_opts(),
+    );
     s.c.close(s.now);
     s.drain();
     s.inject("A", b"", false);
@@ -202,7 +227,13 @@ fn rfc9293_s3_10_7_4_fin_wait_2_to_time_wait_on_fin_then_closed_after_2msl() {
 
 #[test]
 fn rfc9293_s3_10_7_4_time_wait_retransmitted_fin_is_acked_and_restarts_2msl() {
-    let mut s = Script::establish_active(Config { time_wait: Duration::from_secs(3), ..cfg() }, no_opts());
+    let mut s = Script::establish_active(
+        Config {
+            time_wait: Duration::from_secs(3),
+            ..cfg()
+        },
+        no_opts(),
+    );
     s.c.close(s.now);
     s.drain();
     s.inject("A", b"", false);

@@ -20,7 +20,11 @@ pub struct Out {
 
 impl Out {
     pub fn is_pure_ack(&self) -> bool {
-        self.ack.is_some() && !self.flags.syn && !self.flags.fin && !self.flags.rst && self.payload.is_empty()
+        self.ack.is_some()
+            && !self.flags.syn
+            && !self.flags.fin
+            && !self.flags.rst
+            && self.payload.is_empty()
     }
 }
 
@@ -49,16 +53,26 @@ pub struct Script {
 }
 
 impl Script {
+    fn with(t0: Instant, c: Connection) -> Script {
+        Script {
+            c,
+            now: t0,
+            t0,
+            p_nxt: 0,
+            iss: 0,
+            peer_ts: 1000,
+            buf: vec![0; 70_000],
+        }
+    }
+
     pub fn active(cfg: Config) -> Script {
         let t0 = Instant::now();
-        let c = Connection::connect(cfg, tuple_a(), &gen(t0), t0);
-        Script { c, now: t0, t0, p_nxt: 0, iss: 0, peer_ts: 1000, buf: vec![0; 70_000] }
+        Script::with(t0, Connection::connect(cfg, tuple_a(), &gen(t0), t0))
     }
 
     pub fn passive(cfg: Config) -> Script {
         let t0 = Instant::now();
-        let c = Connection::listen(cfg, tuple_a().local, &gen(t0), t0);
-        Script { c, now: t0, t0, p_nxt: 0, iss: 0, peer_ts: 1000, buf: vec![0; 70_000] }
+        Script::with(t0, Connection::listen(cfg, tuple_a().local, &gen(t0), t0))
     }
 
     /// Everything the connection wants to send now.
@@ -80,7 +94,14 @@ impl Script {
     }
 
     /// Sends a segment from the peer with explicit fields.
-    pub fn inject_raw(&mut self, seq: u32, ack: Option<u32>, f: &str, options: TcpOptions, payload: &[u8]) {
+    pub fn inject_raw(
+        &mut self,
+        seq: u32,
+        ack: Option<u32>,
+        f: &str,
+        options: TcpOptions,
+        payload: &[u8],
+    ) {
         let mut fl = flags(f);
         fl.ack = false;
         let repr = SegmentRepr {
@@ -100,17 +121,25 @@ impl Script {
         let ack = self.c_snd_nxt();
         let o = self.ts_opt(ts);
         self.inject_raw(self.p_nxt, Some(ack), f, o, payload);
-        self.p_nxt = self.p_nxt.wrapping_add(payload.len() as u32 + u32::from(f.contains('F')) + u32::from(f.contains('S')));
+        self.p_nxt = self.p_nxt.wrapping_add(
+            payload.len() as u32 + u32::from(f.contains('F')) + u32::from(f.contains('S')),
+        );
     }
 
     pub fn ts_opt(&mut self, ts: bool) -> TcpOptions {
         self.peer_ts += 1;
-        TcpOptions { timestamps: ts.then_some((self.peer_ts, 0)), ..Default::default() }
+        TcpOptions {
+            timestamps: ts.then_some((self.peer_ts, 0)),
+            ..Default::default()
+        }
     }
 
     /// What the connection will send next as its sequence number (its SND.NXT as seen on the wire).
     pub fn c_snd_nxt(&self) -> u32 {
-        self.c.snd_una().0.wrapping_add(self.c.bytes_in_flight() as u32)
+        self.c
+            .snd_una()
+            .0
+            .wrapping_add(self.c.bytes_in_flight() as u32)
     }
 
     pub fn advance(&mut self, d: Duration) {
@@ -132,7 +161,10 @@ impl Script {
         s.p_nxt += 1;
         assert_eq!(s.c.state(), State::Established);
         let out = s.drain();
-        assert!(out.iter().any(|o| o.is_pure_ack()), "ACK of SYN-ACK: {out:?}");
+        assert!(
+            out.iter().any(|o| o.is_pure_ack()),
+            "ACK of SYN-ACK: {out:?}"
+        );
         s
     }
 }
