@@ -8,7 +8,8 @@
 //! Map: [`xdr`] primitives; [`segment`], [`chunk_list`], [`header`] the transport header
 //! ([`Packet`] view, [`HeaderRepr`] parse/emit/buffer_len); [`chunk_rules`] and [`receive`] the
 //! validity checks and the RDMA_ERROR answers; [`reduced`] the XDR stream with chunked items;
-//! [`credits`] flow control; [`done`] RDMA_DONE; [`planner`] the inline threshold; [`rpc`] and [`auth`] ONC RPC;
+//! [`credits`] flow control; [`done`] RDMA_DONE; [`planner`] the inline threshold and
+//! [`negotiation`] its parameters (CONF_RDMA, RFC 8797 private data); [`rpc`] and [`auth`] ONC RPC;
 //! [`storage`] the block program; [`storage_send`] whole Sends of it.
 //!
 //! # A storage READ through a write chunk, both sides
@@ -64,6 +65,7 @@ pub mod credits;
 pub mod done;
 pub mod error;
 pub mod header;
+pub mod negotiation;
 pub mod planner;
 pub mod receive;
 pub mod reduced;
