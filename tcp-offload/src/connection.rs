@@ -335,7 +335,8 @@ impl Connection {
             isn: ack.seq.plus(u32::MAX),
         };
         c.recv = RecvBuffer::new(1);
-        c.rcv_edge = 1;
+        // The cookie SYN-ACK advertised min(recv_buffer, 65535), unscaled.
+        c.rcv_edge = 1 + u64::from(c.cfg.recv_buffer.min(65535));
         c.peer_mss = mss;
         if let Some((ws, sack)) = peer_opts {
             if let (Some(ws), Some(ours)) = (ws, c.cfg.window_scale) {
@@ -968,6 +969,10 @@ impl Connection {
             self.counters.out_of_window += 1;
             if !seg.flags.rst {
                 self.ack_now = true;
+                if self.state == State::TimeWait && seg.flags.fin {
+                    // RFC 9293 §3.10.7.4: a retransmitted FIN restarts the 2 MSL timeout.
+                    self.timewait_at = Some(now + self.cfg.time_wait);
+                }
             }
             return;
         }

@@ -51,6 +51,9 @@ pub struct Pair {
     pub ba: VecDeque<Pkt>,
     pub log: Vec<(u8, Vec<u8>)>,
     pub filter: Filter,
+    /// Extra random delay per packet, up to this (reorders packets).
+    pub jitter: Duration,
+    pub rng: rand_chacha::ChaCha8Rng,
 }
 
 impl Pair {
@@ -69,6 +72,8 @@ impl Pair {
             ba: VecDeque::new(),
             log: Vec::new(),
             filter: Box::new(|_, _| true),
+            jitter: Duration::ZERO,
+            rng: rand::SeedableRng::seed_from_u64(1),
         }
     }
 
@@ -101,6 +106,16 @@ impl Pair {
                 break;
             }
         }
+    }
+
+    fn arrival(&mut self) -> Instant {
+        use rand::Rng;
+        let j = if self.jitter.is_zero() {
+            Duration::ZERO
+        } else {
+            self.jitter.mul_f64(self.rng.gen::<f64>())
+        };
+        self.now + self.delay + j
     }
 
     fn next_event(&self) -> Option<Instant> {
@@ -167,4 +182,45 @@ pub fn raw(repr: wire::SegmentRepr, payload: &[u8]) -> Vec<u8> {
         .unwrap();
     buf.truncate(n);
     buf
+}
+
+pub mod script;
+
+fn insert_sorted(q: &mut VecDeque<Pkt>, p: Pkt) {
+    let i = q.partition_point(|x| x.at <= p.at);
+    q.insert(i, p);
+}
+
+/// A seeded drop filter: drops each packet with probability `p` (data and ACKs alike).
+pub fn lossy(seed: u64, p: f64) -> Filter {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    Box::new(move |_, _| rng.gen::<f64>() >= p)
+}
+
+/// Transfers `data` from a to b in byte-stream mode; returns what b read.
+pub fn transfer(p: &mut Pair, data: &[u8], limit: Duration) -> Vec<u8> {
+    let mut sent = 0;
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 65536];
+    p.run_until(limit, |p| {
+        if sent < data.len() {
+            sent += p.a.send(&data[sent..]).unwrap_or(0);
+        }
+        loop {
+            let n = p.b.recv(&mut buf);
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&buf[..n]);
+        }
+        got.len() >= data.len()
+    });
+    got
+}
+
+pub fn payload(n: usize, seed: u64) -> Vec<u8> {
+    (0..n)
+        .map(|i| ((i as u64).wrapping_mul(2654435761).wrapping_add(seed) >> 7) as u8)
+        .collect()
 }
