@@ -5,7 +5,10 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use tcp_offload::wire::{self, Segment};
-use tcp_offload::{Config, Connection, FourTuple, IsnGenerator, Listener, ListenerConfig};
+use tcp_offload::{
+    Config, Connection, FourTuple, IsnGenerator, Listener, ListenerConfig, NoRecordSource,
+    RecordSource,
+};
 
 pub fn tuple_a() -> FourTuple {
     FourTuple {
@@ -61,6 +64,8 @@ pub struct Pair {
     /// Extra delay for one packet (direction, bytes), e.g. to reorder a chosen packet.
     pub extra_delay: Delay,
     link_free: [Instant; 2],
+    /// Writes a's external records.
+    pub src_a: Box<dyn RecordSource>,
 }
 
 impl Pair {
@@ -84,6 +89,7 @@ impl Pair {
             rate: None,
             extra_delay: Box::new(|_, _| Duration::ZERO),
             link_free: [t0, t0],
+            src_a: Box::new(NoRecordSource),
         }
     }
 
@@ -94,10 +100,13 @@ impl Pair {
             let mut any = false;
             for dir in 0..2u8 {
                 loop {
-                    let conn = if dir == 0 { &mut self.a } else { &mut self.b };
-                    let Some(n) = conn.poll_transmit(self.now, &mut buf) else {
-                        break;
+                    let out = if dir == 0 {
+                        self.a
+                            .poll_transmit_with(self.now, &mut buf, &mut *self.src_a)
+                    } else {
+                        self.b.poll_transmit(self.now, &mut buf)
                     };
+                    let Some(n) = out else { break };
                     any = true;
                     let bytes = buf[..n].to_vec();
                     if (self.filter)(dir, &bytes) {
