@@ -476,10 +476,29 @@ impl Qp {
         self.unacked.iter().map(|e| (e.0, e.1))
     }
 
-    /// Largest FPDU this queue pair produces (size `out` of `poll_transmit` to it).
+    /// Fill `out` with as many whole outputs of [`Qp::poll_transmit`] as fit (startup bytes and
+    /// FPDUs, each FPDU full-sized while room remains for one): one write for the kernel
+    /// transport. Returns the octets written (0: nothing to send).
+    pub fn poll_transmit_batch<M: Memory + ?Sized>(&mut self, mem: &M, out: &mut [u8]) -> usize {
+        let mut n = 0;
+        while out.len() - n >= self.max_fpdu_len().min(out.len()) {
+            match self.poll_transmit(mem, &mut out[n..]) {
+                Some(w) => n += w,
+                None => break,
+            }
+        }
+        n
+    }
+
+    /// Largest FPDU this queue pair produces at any stream offset (size `out` of
+    /// `poll_transmit` to it).
     pub fn max_fpdu_len(&self) -> usize {
         match &self.phase {
-            Phase::Operational { framer, .. } => framer.wire_len(self.engine.config().mulpdu),
+            Phase::Operational { framer, .. } => {
+                // At another stream offset the same FPDU may hold one marker more.
+                let extra = if framer.config().markers { 4 } else { 0 };
+                framer.wire_len(self.engine.config().mulpdu) + extra
+            }
             _ => mpa::MAX_FPDU_LEN,
         }
     }

@@ -880,3 +880,50 @@ fn new_established_from_negotiated() {
         assert_eq!(a.completions().len(), 1);
     }
 }
+
+/// The batch form fills one buffer with whole FPDUs, and the peer reads the same data.
+#[test]
+fn poll_transmit_batch_fills_whole_fpdus() {
+    let (mut a, mut b) = pair(true, true);
+    pump(&mut a, &mut b, 1 << 20);
+    let (asrc, _) = a.region(100_000, Access::LOCAL_WRITE, pattern(3));
+    let (_, bstag) = b.region(100_000, Access::REMOTE_WRITE, |_| 0);
+    let l = LocalBuf {
+        region: asrc,
+        offset: 0,
+        len: 100_000,
+    };
+    a.qp.post_write(
+        &a.tags,
+        1,
+        l,
+        RemoteBuf {
+            stag: bstag,
+            to: 0x10_0000,
+        },
+    )
+    .unwrap();
+    let mut buf = vec![0u8; 16_384];
+    let mut batches = 0;
+    loop {
+        let n = a.qp.poll_transmit_batch(&a.mem, &mut buf);
+        if n == 0 {
+            break;
+        }
+        if a.qp.wants_to_send() {
+            let max = a.qp.max_fpdu_len();
+            assert!(
+                n > buf.len() - max,
+                "filled up to the last whole FPDU: {n} {max}"
+            );
+        }
+        batches += 1;
+        b.qp.handle_rx_bytes(&mut b.tags, &mut b.mem, Instant::now(), &buf[..n]);
+    }
+    assert!(batches >= 6);
+    let (h, _) = b.tags.lookup(bstag).unwrap();
+    assert_eq!(
+        b.mem.get(h).unwrap(),
+        &(0..100_000).map(pattern(3)).collect::<Vec<_>>()[..]
+    );
+}
