@@ -5,7 +5,10 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use tcp_offload::wire::{self, Segment};
-use tcp_offload::{Config, Connection, FourTuple, IsnGenerator, Listener, ListenerConfig};
+use tcp_offload::{
+    Config, Connection, FourTuple, IsnGenerator, Listener, ListenerConfig, NoRecordSource,
+    RecordSource,
+};
 
 pub fn tuple_a() -> FourTuple {
     FourTuple {
@@ -26,6 +29,8 @@ pub fn gen(t0: Instant) -> IsnGenerator {
 
 /// Decides per packet (direction, bytes) whether it is delivered.
 pub type Filter = Box<dyn FnMut(u8, &[u8]) -> bool>;
+/// Extra delay per packet (direction, bytes).
+pub type Delay = Box<dyn FnMut(u8, &[u8]) -> Duration>;
 
 /// Owned copy of a packet in flight.
 #[derive(Clone, Debug)]
@@ -54,6 +59,13 @@ pub struct Pair {
     /// Extra random delay per packet, up to this (reorders packets).
     pub jitter: Duration,
     pub rng: rand_chacha::ChaCha8Rng,
+    /// Link rate in bytes per second (serialization delay); `None` = infinite.
+    pub rate: Option<u64>,
+    /// Extra delay for one packet (direction, bytes), e.g. to reorder a chosen packet.
+    pub extra_delay: Delay,
+    link_free: [Instant; 2],
+    /// Writes a's external records.
+    pub src_a: Box<dyn RecordSource>,
 }
 
 impl Pair {
@@ -74,6 +86,10 @@ impl Pair {
             filter: Box::new(|_, _| true),
             jitter: Duration::ZERO,
             rng: rand::SeedableRng::seed_from_u64(1),
+            rate: None,
+            extra_delay: Box::new(|_, _| Duration::ZERO),
+            link_free: [t0, t0],
+            src_a: Box::new(NoRecordSource),
         }
     }
 
@@ -82,24 +98,30 @@ impl Pair {
         let mut buf = vec![0u8; 70_000];
         loop {
             let mut any = false;
-            while let Some(n) = self.a.poll_transmit(self.now, &mut buf) {
-                any = true;
-                self.log.push((0, buf[..n].to_vec()));
-                if (self.filter)(0, &buf[..n]) {
-                    self.ab.push_back(Pkt {
-                        at: self.now + self.delay,
-                        bytes: buf[..n].to_vec(),
-                    });
-                }
-            }
-            while let Some(n) = self.b.poll_transmit(self.now, &mut buf) {
-                any = true;
-                self.log.push((1, buf[..n].to_vec()));
-                if (self.filter)(1, &buf[..n]) {
-                    self.ba.push_back(Pkt {
-                        at: self.now + self.delay,
-                        bytes: buf[..n].to_vec(),
-                    });
+            for dir in 0..2u8 {
+                loop {
+                    let out = if dir == 0 {
+                        self.a
+                            .poll_transmit_with(self.now, &mut buf, &mut *self.src_a)
+                    } else {
+                        self.b.poll_transmit(self.now, &mut buf)
+                    };
+                    let Some(n) = out else { break };
+                    any = true;
+                    let bytes = buf[..n].to_vec();
+                    if (self.filter)(dir, &bytes) {
+                        let at =
+                            self.arrival(usize::from(dir), n) + (self.extra_delay)(dir, &bytes);
+                        let q = if dir == 0 { &mut self.ab } else { &mut self.ba };
+                        insert_sorted(
+                            q,
+                            Pkt {
+                                at,
+                                bytes: bytes.clone(),
+                            },
+                        );
+                    }
+                    self.log.push((dir, bytes));
                 }
             }
             if !any {
@@ -108,14 +130,20 @@ impl Pair {
         }
     }
 
-    fn arrival(&mut self) -> Instant {
+    fn arrival(&mut self, dir: usize, len: usize) -> Instant {
         use rand::Rng;
         let j = if self.jitter.is_zero() {
             Duration::ZERO
         } else {
             self.jitter.mul_f64(self.rng.gen::<f64>())
         };
-        self.now + self.delay + j
+        let mut start = self.now;
+        if let Some(rate) = self.rate {
+            start = start.max(self.link_free[dir])
+                + Duration::from_nanos(len as u64 * 1_000_000_000 / rate);
+            self.link_free[dir] = start;
+        }
+        start + self.delay + j
     }
 
     fn next_event(&self) -> Option<Instant> {
