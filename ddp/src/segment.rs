@@ -66,7 +66,7 @@ impl DdpHeader {
         }
     }
 
-    /// RsvdULP[0:7], the RDMAP control byte.
+    /// `RsvdULP[0:7]`, the RDMAP control byte.
     pub const fn rsvd_ulp(&self) -> u8 {
         match self {
             DdpHeader::Tagged(r) => r.rsvd_ulp,
