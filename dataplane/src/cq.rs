@@ -29,7 +29,10 @@ pub struct CompletionQueue {
 
 impl CompletionQueue {
     pub(crate) fn new(device_id: u64) -> Self {
-        Self { inner: Arc::default(), device_id }
+        Self {
+            inner: Arc::default(),
+            device_id,
+        }
     }
 
     /// Moves up to `out.capacity() - out.len()` (at least one) completions into `out`; returns how many.
@@ -43,7 +46,11 @@ impl CompletionQueue {
 
     /// Returns the next completion, if any, without blocking.
     pub fn poll_one(&self) -> Option<Completion> {
-        self.inner.queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front()
+        self.inner
+            .queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop_front()
     }
 
     /// Waits up to `timeout` for the next completion.

@@ -2,13 +2,14 @@
 
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
+use ddp::{EngineConfig, QpConfig, StreamId};
+
 use crate::counters::{CounterSnapshot, Counters};
-use crate::kernel::startup::{self, Negotiated, StartupError, StartupFrame};
-use crate::kernel::DriverOptions;
-use crate::qp::QpShared;
+use crate::kernel::{self, DriverOptions, EstablishedTx};
+use crate::qp::{next_qp_num, QpShared};
 use crate::{
     CompletionQueue, ConnectError, ConnectionConfig, DeviceError, Listener, ProtectionDomain,
     QueuePair, Transport,
@@ -38,15 +39,16 @@ pub struct Device {
 impl Device {
     /// Opens a device on `transport`.
     pub fn open(transport: Transport) -> Result<Self, DeviceError> {
-        match transport {
-            Transport::Kernel => {}
-            Transport::Xdp => {
-                return Err(DeviceError::TransportUnavailable(
-                    "the AF_XDP transport is not built yet; use Transport::Kernel",
-                ))
-            }
+        if transport == Transport::Xdp {
+            return Err(DeviceError::TransportUnavailable(
+                "the AF_XDP transport is not built yet; use the kernel transport",
+            ));
         }
-        Ok(Self { id: NEXT_DEVICE.fetch_add(1, Ordering::Relaxed), transport, counters: Arc::default() })
+        Ok(Self {
+            id: NEXT_DEVICE.fetch_add(1, Ordering::Relaxed),
+            transport,
+            counters: Arc::default(),
+        })
     }
 
     /// The transport this device runs.
@@ -70,12 +72,16 @@ impl Device {
     }
 
     /// Listens on `addr` as MPA responder with `config`.
-    pub fn listen(&self, addr: SocketAddr, config: ConnectionConfig) -> Result<Listener, ConnectError> {
+    pub fn listen(
+        &self,
+        addr: SocketAddr,
+        config: ConnectionConfig,
+    ) -> Result<Listener, ConnectError> {
         Listener::bind(addr, config, self.counters.clone(), self.id)
     }
 
     /// Connects to `addr` as MPA initiator, sending `private_data` in the Request. Returns the
-    /// queue pair once the peer's Reply accepted; its private data is in
+    /// queue pair once the peer's Reply accepted; the peer's private data is in
     /// [`QueuePair::peer_private_data`].
     pub fn connect(
         &self,
@@ -84,64 +90,100 @@ impl Device {
         config: &ConnectionConfig,
         private_data: &[u8],
     ) -> Result<QueuePair, ConnectError> {
-        config.mpa.validate()?;
-        config.mpa.check_private_data(private_data)?;
         if init.pd.inner.device_id != self.id
             || init.send_cq.device_id != self.id
             || init.recv_cq.device_id != self.id
         {
             return Err(ConnectError::ForeignResource);
         }
-        let mut stream = TcpStream::connect_timeout(&addr, config.mpa.startup_timeout)?;
-        stream.set_nodelay(true)?;
-        let ours = StartupFrame {
-            reply: false,
-            markers: config.mpa.markers,
-            crc: config.mpa.crc,
-            reject: false,
-            revision: config.mpa.revision,
-            private_data: private_data.to_vec(),
-        };
-        startup::write_frame(&mut stream, &ours)?;
-        let deadline = Instant::now() + config.mpa.startup_timeout;
-        let reply = match startup::read_frame(&mut stream, true, &config.mpa, deadline) {
-            Ok(r) => r,
-            Err(StartupError::Malformed(why)) => {
-                Counters::inc(&self.counters.startup_malformed);
-                return Err(ConnectError::Malformed(why));
-            }
-            Err(StartupError::Timeout) => {
-                Counters::inc(&self.counters.startup_timeouts);
-                return Err(ConnectError::Timeout);
-            }
-            Err(StartupError::Io(e)) => return Err(ConnectError::Io(e)),
-        };
-        if reply.reject {
-            Counters::inc(&self.counters.startup_rejected);
-            return Err(ConnectError::Rejected { private_data: reply.private_data });
+        if usize::from(config.mpa.max_private_data) < private_data.len() {
+            return Err(ConnectError::Usage(
+                mpa::startup::UsageError::PrivateDataTooLong,
+            ));
         }
-        establish(stream, &ours, &reply, true, init, config, &self.counters)
+        let stream = TcpStream::connect_timeout(&addr, config.mpa.timeout)?;
+        stream.set_nodelay(true)?;
+        let num = next_qp_num();
+        let mut cfg = qp_config(num, &stream, &init, config);
+        cfg.private_data = private_data.to_vec();
+        let qp = ddp::Qp::new_initiator(cfg, Instant::now())?;
+        let (tx, rx) = mpsc::sync_channel(1);
+        let shared = spawn_driver(num, stream, qp, init, config, &self.counters, Some(tx))?;
+        match rx.recv() {
+            Ok(Ok(peer_private_data)) => Ok(QueuePair {
+                shared,
+                peer_private_data,
+            }),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(ConnectError::Startup(mpa::StartupError::ConnectionClosed)),
+        }
     }
 }
 
-/// Both startup frames are exchanged: build the engine and start the connection driver.
-pub(crate) fn establish(
+fn qp_config(num: u32, stream: &TcpStream, init: &QpInit, config: &ConnectionConfig) -> QpConfig {
+    QpConfig {
+        engine: EngineConfig {
+            stream: StreamId(num),
+            pd: init.pd.inner.id,
+            ird: config.ird,
+            ord: config.ord,
+            ..EngineConfig::default()
+        },
+        startup: config.mpa,
+        emss: config
+            .emss
+            .or_else(|| kernel::tcp_mss(stream))
+            .unwrap_or(mpa::mulpdu::DEFAULT_EMSS),
+        private_data: Vec::new(),
+        keep_for_retransmit: false,
+        auto_accept: false,
+    }
+}
+
+fn spawn_driver(
+    num: u32,
     stream: TcpStream,
-    ours: &StartupFrame,
-    peer: &StartupFrame,
-    initiator: bool,
+    qp: ddp::Qp,
+    init: QpInit,
+    config: &ConnectionConfig,
+    counters: &Arc<Counters>,
+    established: Option<EstablishedTx>,
+) -> Result<Arc<QpShared>, ConnectError> {
+    let shared = Arc::new(QpShared::new(num, qp, init.pd, init.send_cq, init.recv_cq)?);
+    let opts = DriverOptions {
+        segment_per_chunk: config.segment_per_fpdu,
+    };
+    let (s2, c2) = (shared.clone(), counters.clone());
+    std::thread::Builder::new()
+        .name(format!("xwarp-qp{num}"))
+        .spawn(move || kernel::run(stream, s2, c2, opts, established))?;
+    Ok(shared)
+}
+
+/// Responder side, after its Reply went out: the queue pair starts in Full Operation.
+pub(crate) fn start_queue_pair(
+    stream: TcpStream,
+    new_qp: fn(QpConfig, &mpa::Negotiated) -> ddp::Qp,
+    negotiated: &mpa::Negotiated,
+    leftover: &[u8],
     init: QpInit,
     config: &ConnectionConfig,
     counters: &Arc<Counters>,
 ) -> Result<QueuePair, ConnectError> {
-    let neg = Negotiated::from_frames(ours, peer, initiator);
-    let shared = Arc::new(QpShared::new(init.send_cq.clone(), init.recv_cq.clone())?);
-    let engine = crate::stack::new_engine(neg, config, &init.pd, counters.clone());
-    let opts = DriverOptions { segment_per_chunk: config.segment_per_fpdu };
-    let (s2, c2) = (shared.clone(), counters.clone());
-    let driver = std::thread::Builder::new()
-        .name(format!("xwarp-qp{}", shared.num))
-        .spawn(move || crate::kernel::run(stream, engine, s2, c2, opts))?;
+    let num = next_qp_num();
+    let cfg = qp_config(num, &stream, &init, config);
+    let mut qp = new_qp(cfg, negotiated);
+    // Drop the Established event: the caller already knows.
+    while qp.poll_event().is_some() {}
+    if !leftover.is_empty() {
+        let mut st = init.pd.inner.lock();
+        let st = &mut *st;
+        qp.handle_rx_bytes(&mut st.tags, &mut st.mem, Instant::now(), leftover);
+    }
     Counters::inc(&counters.mpa_established);
-    Ok(QueuePair { shared, pd: init.pd, driver: Some(driver), peer_private_data: peer.private_data.clone() })
+    let shared = spawn_driver(num, stream, qp, init, config, counters, None)?;
+    Ok(QueuePair {
+        shared,
+        peer_private_data: negotiated.peer_private_data.clone(),
+    })
 }

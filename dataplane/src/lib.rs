@@ -24,7 +24,6 @@ mod listener;
 pub mod memory;
 mod pd;
 mod qp;
-mod stack;
 pub mod xdp;
 
 pub use completion::{Completion, Opcode, Status};
@@ -32,7 +31,7 @@ pub use config::{ConnectionConfig, MpaSettings, Transport};
 pub use counters::CounterSnapshot;
 pub use cq::CompletionQueue;
 pub use device::{Device, QpInit};
-pub use error::{ConfigError, ConnectError, DeviceError, PostError, RegisterError};
+pub use error::{ConnectError, DeviceError, PostError, RegisterError};
 pub use listener::{AcceptError, Incoming, Listener};
 pub use pd::{Access, MemoryRegion, ProtectionDomain};
 pub use qp::{QpError, QueuePair, RemoteAddr};

@@ -1,7 +1,8 @@
 //! Passive side: a listener that accepts TCP connections and runs the MPA responder's first
-//! half on each one in its own thread, so a slow or hostile peer never blocks the others.
+//! half (reading and validating the Request) on each in its own thread, so a slow or hostile
+//! peer never blocks the others.
 
-use std::io;
+use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
@@ -9,9 +10,10 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use mpa::{Responder, StartupEvent};
+
 use crate::counters::Counters;
-use crate::device::{establish, QpInit};
-use crate::kernel::startup::{self, StartupError, StartupFrame};
+use crate::device::{start_queue_pair, QpInit};
 use crate::{ConnectError, ConnectionConfig, QueuePair};
 
 /// A connection whose MPA Request arrived and was well formed; the application accepts or
@@ -19,7 +21,11 @@ use crate::{ConnectError, ConnectionConfig, QueuePair};
 #[derive(Debug)]
 pub struct Incoming {
     stream: TcpStream,
-    request: StartupFrame,
+    responder: Responder,
+    private_data: Vec<u8>,
+    peer_wants_markers: bool,
+    /// Octets that followed the Request (none from a conforming Initiator).
+    leftover: Vec<u8>,
     config: ConnectionConfig,
     counters: Arc<Counters>,
     device_id: u64,
@@ -28,7 +34,7 @@ pub struct Incoming {
 impl Incoming {
     /// The private data of the peer's MPA Request.
     pub fn private_data(&self) -> &[u8] {
-        &self.request.private_data
+        &self.private_data
     }
 
     /// The peer's address.
@@ -38,47 +44,52 @@ impl Incoming {
 
     /// True if the peer asked for markers in what we send.
     pub fn peer_wants_markers(&self) -> bool {
-        self.request.markers
+        self.peer_wants_markers
+    }
+
+    fn send_reply(&mut self) -> Result<(), ConnectError> {
+        if let Some(bytes) = self.responder.poll_transmit() {
+            self.stream.write_all(&bytes)?;
+        }
+        Ok(())
     }
 
     /// Accepts: sends the MPA Reply (R=0) with `private_data` and starts the queue pair.
-    pub fn accept(self, init: QpInit, private_data: &[u8]) -> Result<QueuePair, ConnectError> {
-        self.config.mpa.check_private_data(private_data)?;
+    pub fn accept(mut self, init: QpInit, private_data: &[u8]) -> Result<QueuePair, ConnectError> {
         if init.pd.inner.device_id != self.device_id
             || init.send_cq.device_id != self.device_id
             || init.recv_cq.device_id != self.device_id
         {
             return Err(ConnectError::ForeignResource);
         }
-        let ours = StartupFrame {
-            reply: true,
-            markers: self.config.mpa.markers,
-            crc: self.config.mpa.crc || self.request.crc,
-            reject: false,
-            revision: self.config.mpa.revision,
-            private_data: private_data.to_vec(),
+        self.responder.accept(private_data)?;
+        self.send_reply()?;
+        let negotiated = loop {
+            match self.responder.poll_event() {
+                Some(StartupEvent::Established(n)) => break n,
+                Some(StartupEvent::Failed(e)) => return Err(ConnectError::Startup(e)),
+                Some(_) => {}
+                None => return Err(ConnectError::Startup(mpa::StartupError::ConnectionClosed)),
+            }
         };
-        let mut stream = self.stream;
-        startup::write_frame(&mut stream, &ours)?;
-        Ok(establish(stream, &ours, &self.request, false, init, &self.config, &self.counters)?)
+        start_queue_pair(
+            self.stream,
+            ddp::Qp::new_established,
+            &negotiated,
+            &self.leftover,
+            init,
+            &self.config,
+            &self.counters,
+        )
     }
 
     /// Rejects: sends an MPA Reply with R=1 and `private_data`; MPA ends but TCP stays open
     /// (MPA-80), so the TCP stream is handed back.
-    pub fn reject(self, private_data: &[u8]) -> Result<TcpStream, ConnectError> {
-        self.config.mpa.check_private_data(private_data)?;
-        let f = StartupFrame {
-            reply: true,
-            markers: false,
-            crc: self.config.mpa.crc,
-            reject: true,
-            revision: self.config.mpa.revision,
-            private_data: private_data.to_vec(),
-        };
-        let mut stream = self.stream;
-        startup::write_frame(&mut stream, &f)?;
+    pub fn reject(mut self, private_data: &[u8]) -> Result<TcpStream, ConnectError> {
+        self.responder.reject(private_data)?;
+        self.send_reply()?;
         Counters::inc(&self.counters.startup_rejected);
-        Ok(stream)
+        Ok(self.stream)
     }
 }
 
@@ -109,7 +120,6 @@ impl Listener {
         counters: Arc<Counters>,
         device_id: u64,
     ) -> Result<Self, ConnectError> {
-        config.mpa.validate()?;
         let tcp = TcpListener::bind(addr)?;
         tcp.set_nonblocking(true)?;
         let local = tcp.local_addr()?;
@@ -119,7 +129,12 @@ impl Listener {
         let acceptor = std::thread::Builder::new()
             .name("xwarp-listen".into())
             .spawn(move || accept_loop(tcp, tx, stop2, config, counters, device_id))?;
-        Ok(Self { incoming: Mutex::new(rx), local, stop, acceptor: Some(acceptor) })
+        Ok(Self {
+            incoming: Mutex::new(rx),
+            local,
+            stop,
+            acceptor: Some(acceptor),
+        })
     }
 
     /// The bound address (useful with port 0).
@@ -130,7 +145,12 @@ impl Listener {
     /// Waits for the next connection whose MPA Request was valid. Malformed requests never show
     /// up here: they are closed and counted.
     pub fn accept(&self) -> Result<Incoming, AcceptError> {
-        self.accept_timeout(Duration::from_secs(u64::from(u32::MAX)))
+        loop {
+            match self.accept_timeout(Duration::from_secs(3600)) {
+                Err(AcceptError::Timeout) => continue,
+                r => return r,
+            }
+        }
     }
 
     /// As [`accept`](Self::accept) with a timeout.
@@ -168,18 +188,17 @@ fn accept_loop(
                 let tx = tx.clone();
                 let config = config.clone();
                 let counters = counters.clone();
-                let _ = std::thread::Builder::new().name("xwarp-startup".into()).spawn(move || {
-                    responder_startup(stream, tx, config, counters, device_id)
-                });
+                let _ = std::thread::Builder::new()
+                    .name("xwarp-startup".into())
+                    .spawn(move || responder_startup(stream, tx, config, counters, device_id));
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(5)),
+            Err(_) => std::thread::sleep(Duration::from_millis(2)),
         }
     }
 }
 
+/// Reads the Request with the startup timeout (MPA-90, MPA-92). Malformed frames close TCP and
+/// are counted (MPA-79, MPA-86, MPA-91, MPA-95, MPA-102); valid ones go to `accept`.
 fn responder_startup(
     mut stream: TcpStream,
     tx: SyncSender<Incoming>,
@@ -190,19 +209,67 @@ fn responder_startup(
     if stream.set_nonblocking(false).is_err() || stream.set_nodelay(true).is_err() {
         return;
     }
-    let deadline = Instant::now() + config.mpa.startup_timeout;
-    match startup::read_frame(&mut stream, false, &config.mpa, deadline) {
-        Ok(request) => {
-            let _ = tx.send(Incoming { stream, request, config, counters, device_id });
+    let mut r = Responder::new(config.mpa, Instant::now());
+    let mut buf = [0u8; 4096];
+    let mut leftover = Vec::new();
+    loop {
+        let now = Instant::now();
+        if r.poll_timeout().is_some_and(|t| now >= t) {
+            r.handle_timeout(now);
         }
-        Err(StartupError::Malformed(why)) => {
-            // MPA-79, MPA-86, MPA-91, MPA-95, MPA-102: close TCP, report locally.
-            tracing::info!(why, "malformed MPA Request: closing");
-            Counters::inc(&counters.startup_malformed);
+        match r.poll_event() {
+            Some(StartupEvent::RequestReceived {
+                private_data,
+                peer_wants_markers,
+                ..
+            }) => {
+                let inc = Incoming {
+                    stream,
+                    responder: r,
+                    private_data,
+                    peer_wants_markers,
+                    leftover,
+                    config,
+                    counters,
+                    device_id,
+                };
+                let _ = tx.send(inc);
+                return;
+            }
+            Some(StartupEvent::Failed(e)) => {
+                tracing::info!(error = %e, "MPA startup failed: closing");
+                match e {
+                    mpa::StartupError::Timeout => Counters::inc(&counters.startup_timeouts),
+                    mpa::StartupError::ConnectionClosed => {}
+                    _ => Counters::inc(&counters.startup_malformed),
+                }
+                return;
+            }
+            Some(_) => continue,
+            None => {}
         }
-        Err(StartupError::Timeout) => {
-            Counters::inc(&counters.startup_timeouts);
+        let wait = r
+            .poll_timeout()
+            .map(|t| t.saturating_duration_since(now))
+            .unwrap_or(Duration::from_secs(1))
+            .max(Duration::from_millis(1));
+        if stream.set_read_timeout(Some(wait)).is_err() {
+            return;
         }
-        Err(StartupError::Io(_)) => {}
+        match stream.read(&mut buf) {
+            Ok(0) => r.handle_close(),
+            Ok(n) => {
+                let used = r.handle_input(Instant::now(), &buf[..n]);
+                leftover.extend_from_slice(&buf[used.min(n)..n]);
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) => {}
+            Err(_) => r.handle_close(),
+        }
     }
 }

@@ -60,11 +60,7 @@ impl PinnedBuf {
             return Err(PinError::Empty);
         }
         let page = page_size();
-        let map_len = len
-            .checked_add(page - 1)
-            .ok_or(PinError::TooLarge)?
-            / page
-            * page;
+        let map_len = len.checked_add(page - 1).ok_or(PinError::TooLarge)? / page * page;
         // Safety: anonymous private mapping with no address hint; the result is checked below.
         let ptr = unsafe {
             libc::mmap(
@@ -130,16 +126,35 @@ impl PinnedBuf {
         self.check(offset, dst.len())?;
         // Safety: the source range is inside the mapping (checked above); dst is a distinct slice.
         unsafe {
-            std::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(offset), dst.as_mut_ptr(), dst.len())
+            std::ptr::copy_nonoverlapping(
+                self.ptr.as_ptr().add(offset),
+                dst.as_mut_ptr(),
+                dst.len(),
+            )
         };
         Some(())
+    }
+
+    /// Borrows `[offset, offset+len)` for as long as `self`; `None` when out of bounds.
+    ///
+    /// Used by the transmit path to frame straight from the region; bytes a concurrent work
+    /// request writes may change under it (the verbs contract).
+    pub fn slice(&self, offset: usize, len: usize) -> Option<&[u8]> {
+        self.check(offset, len)?;
+        // Safety: the range is inside the mapping, which lives as long as `self`.
+        Some(unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(offset), len) })
     }
 
     /// Runs `f` over the bytes `[offset, offset+len)`. `None` when out of bounds.
     ///
     /// The slice is only valid inside `f`; bytes a work request in flight writes may change under
     /// it (the verbs contract), so callers use this only for ranges no transfer targets.
-    pub fn with_slice<R>(&self, offset: usize, len: usize, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+    pub fn with_slice<R>(
+        &self,
+        offset: usize,
+        len: usize,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Option<R> {
         self.check(offset, len)?;
         // Safety: the range is inside the live mapping (checked above) and the slice does not
         // escape `f`.
@@ -195,7 +210,8 @@ mod tests {
         assert!(b.write_at(usize::MAX, &[1]).is_none());
         b.write_at(10, b"abc").unwrap();
         assert_eq!(b.with_slice(10, 3, |s| s.to_vec()).unwrap(), b"abc");
-        b.with_mut_slice(0, 2, |s| s.copy_from_slice(b"xy")).unwrap();
+        b.with_mut_slice(0, 2, |s| s.copy_from_slice(b"xy"))
+            .unwrap();
         b.read_at(0, &mut out[..2]).unwrap();
         assert_eq!(&out[..2], b"xy");
     }

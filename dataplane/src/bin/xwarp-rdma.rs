@@ -106,7 +106,12 @@ struct ClientArgs {
     #[arg(long, default_value_t = 18515)]
     port: u16,
     /// Operations to run, in order.
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "send,write,read")]
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "send,write,read"
+    )]
     ops: Vec<Op>,
     /// Transfer sizes in bytes (suffixes K, M: 1,4K,1M).
     #[arg(long, value_delimiter = ',', default_value = "1,4K,1M", value_parser = parse_size)]
@@ -129,8 +134,11 @@ fn parse_size(s: &str) -> Result<usize, String> {
         Some('G' | 'g') => (&s[..s.len() - 1], 1024 * 1024 * 1024),
         _ => (s, 1),
     };
-    let n: usize = num.parse().map_err(|_| format!("not a size: {s:?} (examples: 1, 4K, 1M)"))?;
-    n.checked_mul(mul).ok_or_else(|| format!("size too large: {s}"))
+    let n: usize = num
+        .parse()
+        .map_err(|_| format!("not a size: {s:?} (examples: 1, 4K, 1M)"))?;
+    n.checked_mul(mul)
+        .ok_or_else(|| format!("size too large: {s}"))
 }
 
 /// The deterministic test pattern: every byte depends on the seed and its position.
@@ -147,7 +155,9 @@ fn fill(buf: &mut [u8], seed: u64) {
 
 /// Index of the first byte that differs from the pattern.
 fn first_mismatch(buf: &[u8], seed: u64) -> Option<usize> {
-    buf.iter().enumerate().position(|(i, b)| *b != pattern_byte(seed, i))
+    buf.iter()
+        .enumerate()
+        .position(|(i, b)| *b != pattern_byte(seed, i))
 }
 
 // Control messages.
@@ -211,12 +221,15 @@ fn config(w: &Wire) -> Result<(Transport, ConnectionConfig), Failure> {
         TransportArg::Xdp => Transport::Xdp,
     };
     if w.revision > 1 {
-        return Err(Failure::Setup(format!("--revision must be 0 or 1, not {}", w.revision)));
+        return Err(Failure::Setup(format!(
+            "--revision must be 0 or 1, not {}",
+            w.revision
+        )));
     }
     let cfg = ConnectionConfig {
         mpa: MpaSettings {
-            markers: w.markers,
-            crc: !w.no_crc,
+            want_markers: w.markers,
+            want_crc: !w.no_crc,
             revision: w.revision,
             ..MpaSettings::default()
         },
@@ -229,7 +242,9 @@ fn config(w: &Wire) -> Result<(Transport, ConnectionConfig), Failure> {
 const WAIT: Duration = Duration::from_secs(30);
 
 fn wait_cq(cq: &CompletionQueue, what: &str) -> Result<dataplane::Completion, Failure> {
-    let c = cq.wait(WAIT).ok_or_else(|| format!("timed out waiting for {what}"))?;
+    let c = cq
+        .wait(WAIT)
+        .ok_or_else(|| format!("timed out waiting for {what}"))?;
     if !c.is_ok() {
         return Err(Failure::Setup(format!("{what} failed: {c:?}")));
     }
@@ -244,9 +259,30 @@ struct Ends {
 }
 
 impl Ends {
+    fn new(
+        qp: QueuePair,
+        scq: CompletionQueue,
+        rcq: CompletionQueue,
+        pd: &dataplane::ProtectionDomain,
+    ) -> Result<Self, Failure> {
+        let ctl_tx = pd
+            .register(CTL_LEN, Access::default())
+            .map_err(|e| e.to_string())?;
+        Ok(Ends {
+            qp,
+            scq,
+            rcq,
+            ctl_tx,
+        })
+    }
+
     fn send_ctl(&self, ctl: Ctl) -> Result<(), Failure> {
-        self.ctl_tx.write(0, &ctl.encode()).ok_or("control buffer")?;
-        self.qp.post_send(0, &self.ctl_tx, 0..CTL_LEN).map_err(|e| format!("post_send: {e}"))?;
+        self.ctl_tx
+            .write(0, &ctl.encode())
+            .ok_or("control buffer")?;
+        self.qp
+            .post_send(0, &self.ctl_tx, 0..CTL_LEN)
+            .map_err(|e| format!("post_send: {e}"))?;
         wait_cq(&self.scq, "control send")?;
         Ok(())
     }
@@ -269,7 +305,9 @@ fn server(a: ServerArgs) -> Result<(), Failure> {
         .collect::<Result<_, _>>()
         .map_err(|e| format!("register receive buffers: {e}"))?;
     let addr = SocketAddr::new(a.bind, a.port);
-    let listener = dev.listen(addr, cfg).map_err(|e| format!("listen on {addr}: {e}"))?;
+    let listener = dev
+        .listen(addr, cfg)
+        .map_err(|e| format!("listen on {addr}: {e}"))?;
     println!("listening on {}", listener.local_addr());
     let mut bad = 0u32;
     let mut served = 0u32;
@@ -286,7 +324,11 @@ fn server(a: ServerArgs) -> Result<(), Failure> {
         let mut pdata = PD_MAGIC.to_vec();
         pdata.extend_from_slice(&data.stag().to_be_bytes());
         pdata.extend_from_slice(&(max as u64).to_be_bytes());
-        let init = QpInit { pd: pd.clone(), send_cq: scq.clone(), recv_cq: rcq.clone() };
+        let init = QpInit {
+            pd: pd.clone(),
+            send_cq: scq.clone(),
+            recv_cq: rcq.clone(),
+        };
         let qp = match inc.accept(init, &pdata) {
             Ok(qp) => qp,
             Err(e) => {
@@ -296,7 +338,7 @@ fn server(a: ServerArgs) -> Result<(), Failure> {
         };
         served += 1;
         println!("connection {served} from {peer}");
-        let ends = Ends { qp, scq, rcq, ctl_tx: pd.register(CTL_LEN, Access::LOCAL_READ).map_err(|e| e.to_string())? };
+        let ends = Ends::new(qp, scq, rcq, &pd)?;
         match serve(&ends, &data, &recvs) {
             Ok(n) => bad += n,
             Err(Failure::Mismatch(m)) => {
@@ -313,7 +355,9 @@ fn server(a: ServerArgs) -> Result<(), Failure> {
         c.crc_errors, c.terminates_sent
     );
     if bad > 0 {
-        Err(Failure::Mismatch(format!("{bad} transfer(s) did not verify")))
+        Err(Failure::Mismatch(format!(
+            "{bad} transfer(s) did not verify"
+        )))
     } else {
         Ok(())
     }
@@ -322,12 +366,15 @@ fn server(a: ServerArgs) -> Result<(), Failure> {
 /// Serves one client until it disconnects; returns the number of failed checks.
 fn serve(e: &Ends, data: &MemoryRegion, recvs: &[MemoryRegion]) -> Result<u32, Failure> {
     for (i, r) in recvs.iter().enumerate() {
-        e.qp.post_recv(i as u64, r, 0..r.len()).map_err(|x| format!("post_recv: {x}"))?;
+        e.qp.post_recv(i as u64, r, 0..r.len())
+            .map_err(|x| format!("post_recv: {x}"))?;
     }
     let mut expect: Option<Ctl> = None;
     let mut bad = 0;
     loop {
-        let Some(c) = e.rcq.wait(Duration::from_secs(3600)) else { continue };
+        let Some(c) = e.rcq.wait(Duration::from_secs(3600)) else {
+            continue;
+        };
         if !c.is_ok() {
             // The client closed: the remaining receives are flushed.
             return Ok(bad);
@@ -336,14 +383,28 @@ fn serve(e: &Ends, data: &MemoryRegion, recvs: &[MemoryRegion]) -> Result<u32, F
         let len = c.byte_len as usize;
         let reply = if let Some(x) = expect.take() {
             let ok = len as u64 == x.size
-                && buf.with_slice(0, len, |s| first_mismatch(s, x.seed)).flatten().is_none();
+                && buf
+                    .with_slice(0, len, |s| first_mismatch(s, x.seed))
+                    .flatten()
+                    .is_none();
             if !ok {
-                eprintln!("send of {} bytes (seed {}): received {len} bytes that do not match", x.size, x.seed);
+                eprintln!(
+                    "send of {} bytes (seed {}): received {len} bytes that do not match",
+                    x.size, x.seed
+                );
             }
-            if ok { OK } else { BAD }
+            if ok {
+                OK
+            } else {
+                BAD
+            }
         } else {
             let mut b = [0u8; CTL_LEN];
-            let ctl = if len == CTL_LEN { buf.read(0, &mut b).and_then(|_| Ctl::decode(&b)) } else { None };
+            let ctl = if len == CTL_LEN {
+                buf.read(0, &mut b).and_then(|_| Ctl::decode(&b))
+            } else {
+                None
+            };
             match ctl {
                 Some(x) if x.kind == EXPECT_SEND => {
                     expect = Some(x);
@@ -355,7 +416,10 @@ fn serve(e: &Ends, data: &MemoryRegion, recvs: &[MemoryRegion]) -> Result<u32, F
                     match m {
                         Some(None) => OK,
                         other => {
-                            eprintln!("write of {n} bytes (seed {}): mismatch at {other:?}", x.seed);
+                            eprintln!(
+                                "write of {n} bytes (seed {}): mismatch at {other:?}",
+                                x.seed
+                            );
                             BAD
                         }
                     }
@@ -373,19 +437,29 @@ fn serve(e: &Ends, data: &MemoryRegion, recvs: &[MemoryRegion]) -> Result<u32, F
                 }
             }
         };
-        e.qp.post_recv(c.wr_id, buf, 0..buf.len()).map_err(|x| format!("post_recv: {x}"))?;
+        e.qp.post_recv(c.wr_id, buf, 0..buf.len())
+            .map_err(|x| format!("post_recv: {x}"))?;
         if reply != 0 {
             if reply == BAD {
                 bad += 1;
             }
-            e.send_ctl(Ctl { kind: reply, size: 0, seed: 0 })?;
+            e.send_ctl(Ctl {
+                kind: reply,
+                size: 0,
+                seed: 0,
+            })?;
         }
     }
 }
 
 // ------------------------------------------------------------------ client
 
-fn connect(a: &ClientArgs, dev: &Device, init: QpInit, cfg: &ConnectionConfig) -> Result<QueuePair, Failure> {
+fn connect(
+    a: &ClientArgs,
+    dev: &Device,
+    init: QpInit,
+    cfg: &ConnectionConfig,
+) -> Result<QueuePair, Failure> {
     let addr = SocketAddr::new(a.connect, a.port);
     let deadline = Instant::now() + Duration::from_secs(a.wait_server);
     let mut pd = PD_MAGIC.to_vec();
@@ -409,34 +483,51 @@ fn client(a: ClientArgs) -> Result<(), Failure> {
     let scq = dev.create_cq();
     let rcq = dev.create_cq();
     let max = a.sizes.iter().copied().max().unwrap_or(1).max(1);
-    let data = pd.register(max, Access::ALL).map_err(|e| format!("register {max} bytes: {e}"))?;
+    let data = pd
+        .register(max, Access::ALL)
+        .map_err(|e| format!("register {max} bytes: {e}"))?;
     let replies: Vec<MemoryRegion> = (0..2)
         .map(|_| pd.register(CTL_LEN, Access::LOCAL_WRITE))
         .collect::<Result<_, _>>()
         .map_err(|e| e.to_string())?;
-    let init = QpInit { pd: pd.clone(), send_cq: scq.clone(), recv_cq: rcq.clone() };
+    let init = QpInit {
+        pd: pd.clone(),
+        send_cq: scq.clone(),
+        recv_cq: rcq.clone(),
+    };
     let qp = connect(&a, &dev, init, &cfg)?;
     let ppd = qp.peer_private_data();
     if ppd.len() != 16 || &ppd[..4] != PD_MAGIC {
-        return Err(Failure::Setup("the server's private data is not xwarp-rdma's".into()));
+        return Err(Failure::Setup(
+            "the server's private data is not xwarp-rdma's".into(),
+        ));
     }
     let remote_stag = u32::from_be_bytes(ppd[4..8].try_into().unwrap_or_default());
     let remote_len = u64::from_be_bytes(ppd[8..16].try_into().unwrap_or_default());
     if let Some(s) = a.sizes.iter().find(|s| **s as u64 > remote_len) {
-        return Err(Failure::Setup(format!("size {s} exceeds the server's --max-size {remote_len}")));
+        return Err(Failure::Setup(format!(
+            "size {s} exceeds the server's --max-size {remote_len}"
+        )));
     }
     println!(
         "connected to {}:{} (server region STag {remote_stag:#010x}, {remote_len} bytes; markers {}, crc {})",
         a.connect, a.port, if a.wire.markers { "on" } else { "off" }, if a.wire.no_crc { "off" } else { "on" }
     );
     for (i, r) in replies.iter().enumerate() {
-        qp.post_recv(i as u64, r, 0..CTL_LEN).map_err(|e| format!("post_recv: {e}"))?;
+        qp.post_recv(i as u64, r, 0..CTL_LEN)
+            .map_err(|e| format!("post_recv: {e}"))?;
     }
-    let ends = Ends { qp, scq, rcq, ctl_tx: pd.register(CTL_LEN, Access::LOCAL_READ).map_err(|e| e.to_string())? };
-    let remote = RemoteAddr { stag: remote_stag, to: 0 };
+    let ends = Ends::new(qp, scq, rcq, &pd)?;
+    let remote = RemoteAddr {
+        stag: remote_stag,
+        to: 0,
+    };
     let mut seed = 0x5eed_0000u64;
     let mut failures = 0;
-    println!("{:<6} {:>10} {:>6} {:>10} {:>12}  result", "op", "bytes", "iters", "time_ms", "MB/s");
+    println!(
+        "{:<6} {:>10} {:>6} {:>10} {:>12}  result",
+        "op", "bytes", "iters", "time_ms", "MB/s"
+    );
     for &op in &a.ops {
         for &size in &a.sizes {
             let t0 = Instant::now();
@@ -475,7 +566,9 @@ fn client(a: ClientArgs) -> Result<(), Failure> {
     }
     ends.qp.close();
     if failures > 0 {
-        return Err(Failure::Mismatch(format!("{failures} test(s) did not verify")));
+        return Err(Failure::Mismatch(format!(
+            "{failures} test(s) did not verify"
+        )));
     }
     println!("all transfers verified");
     Ok(())
@@ -487,7 +580,8 @@ fn reply(e: &Ends, replies: &[MemoryRegion]) -> Result<u32, Failure> {
     let buf = replies.get(c.wr_id as usize).ok_or("bad reply wr_id")?;
     let mut b = [0u8; CTL_LEN];
     buf.read(0, &mut b).ok_or("reply buffer")?;
-    e.qp.post_recv(c.wr_id, buf, 0..CTL_LEN).map_err(|x| format!("post_recv: {x}"))?;
+    e.qp.post_recv(c.wr_id, buf, 0..CTL_LEN)
+        .map_err(|x| format!("post_recv: {x}"))?;
     let ctl = Ctl::decode(&b[..c.byte_len as usize]).ok_or("malformed server reply")?;
     Ok(ctl.kind)
 }
@@ -495,15 +589,29 @@ fn reply(e: &Ends, replies: &[MemoryRegion]) -> Result<u32, Failure> {
 fn expect_ok(kind: u32, what: &str) -> Result<(), Failure> {
     match kind {
         OK => Ok(()),
-        BAD => Err(Failure::Mismatch(format!("the server found the {what} data corrupted"))),
+        BAD => Err(Failure::Mismatch(format!(
+            "the server found the {what} data corrupted"
+        ))),
         k => Err(Failure::Setup(format!("unexpected server reply {k}"))),
     }
 }
 
-fn run_send(e: &Ends, data: &MemoryRegion, replies: &[MemoryRegion], size: usize, seed: u64) -> Result<(), Failure> {
-    e.send_ctl(Ctl { kind: EXPECT_SEND, size: size as u64, seed })?;
-    data.with_mut_slice(0, size, |s| fill(s, seed)).ok_or("size")?;
-    e.qp.post_send(1, data, 0..size).map_err(|x| format!("post_send: {x}"))?;
+fn run_send(
+    e: &Ends,
+    data: &MemoryRegion,
+    replies: &[MemoryRegion],
+    size: usize,
+    seed: u64,
+) -> Result<(), Failure> {
+    e.send_ctl(Ctl {
+        kind: EXPECT_SEND,
+        size: size as u64,
+        seed,
+    })?;
+    data.with_mut_slice(0, size, |s| fill(s, seed))
+        .ok_or("size")?;
+    e.qp.post_send(1, data, 0..size)
+        .map_err(|x| format!("post_send: {x}"))?;
     let c = wait_cq(&e.scq, "send")?;
     if c.opcode != Opcode::Send || c.byte_len as usize != size {
         return Err(Failure::Setup(format!("odd send completion {c:?}")));
@@ -519,13 +627,19 @@ fn run_write(
     seed: u64,
     remote: RemoteAddr,
 ) -> Result<(), Failure> {
-    data.with_mut_slice(0, size, |s| fill(s, seed)).ok_or("size")?;
-    e.qp.post_write(2, data, 0..size, remote).map_err(|x| format!("post_write: {x}"))?;
+    data.with_mut_slice(0, size, |s| fill(s, seed))
+        .ok_or("size")?;
+    e.qp.post_write(2, data, 0..size, remote)
+        .map_err(|x| format!("post_write: {x}"))?;
     let c = wait_cq(&e.scq, "write")?;
     if c.opcode != Opcode::Write {
         return Err(Failure::Setup(format!("odd write completion {c:?}")));
     }
-    e.send_ctl(Ctl { kind: CHECK_WRITE, size: size as u64, seed })?;
+    e.send_ctl(Ctl {
+        kind: CHECK_WRITE,
+        size: size as u64,
+        seed,
+    })?;
     expect_ok(reply(e, replies)?, "write")
 }
 
@@ -537,18 +651,30 @@ fn run_read(
     seed: u64,
     remote: RemoteAddr,
 ) -> Result<(), Failure> {
-    e.send_ctl(Ctl { kind: FILL, size: size as u64, seed })?;
+    e.send_ctl(Ctl {
+        kind: FILL,
+        size: size as u64,
+        seed,
+    })?;
     match reply(e, replies)? {
         FILLED => {}
-        k => return Err(Failure::Setup(format!("server could not fill its region (reply {k})"))),
+        k => {
+            return Err(Failure::Setup(format!(
+                "server could not fill its region (reply {k})"
+            )))
+        }
     }
     data.with_mut_slice(0, size, |s| s.fill(0)).ok_or("size")?;
-    e.qp.post_read(3, data, 0..size, remote).map_err(|x| format!("post_read: {x}"))?;
+    e.qp.post_read(3, data, 0..size, remote)
+        .map_err(|x| format!("post_read: {x}"))?;
     let c = wait_cq(&e.scq, "read")?;
     if c.opcode != Opcode::Read || c.byte_len as usize != size {
         return Err(Failure::Setup(format!("odd read completion {c:?}")));
     }
-    match data.with_slice(0, size, |s| first_mismatch(s, seed)).flatten() {
+    match data
+        .with_slice(0, size, |s| first_mismatch(s, seed))
+        .flatten()
+    {
         None => Ok(()),
         Some(i) => Err(Failure::Mismatch(format!("read data differs at byte {i}"))),
     }
@@ -595,14 +721,18 @@ mod tests {
         let mut b = vec![0u8; 5000];
         fill(&mut b, 9);
         assert_eq!(first_mismatch(&b, 9), None);
-        assert_eq!(first_mismatch(&b, 10).is_some(), true);
+        assert!(first_mismatch(&b, 10).is_some());
         b[4321] ^= 1;
         assert_eq!(first_mismatch(&b, 9), Some(4321));
     }
 
     #[test]
     fn ctl_roundtrip() {
-        let c = Ctl { kind: FILL, size: 77, seed: 5 };
+        let c = Ctl {
+            kind: FILL,
+            size: 77,
+            seed: 5,
+        };
         let d = Ctl::decode(&c.encode()).unwrap();
         assert_eq!((d.kind, d.size, d.seed), (FILL, 77, 5));
         assert!(Ctl::decode(&[0; 3]).is_none());

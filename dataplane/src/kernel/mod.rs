@@ -3,10 +3,7 @@
 //! and an independent TCP peer for the AF_XDP engine's tests.
 
 mod driver;
-mod engine;
-pub(crate) mod startup;
 mod waker;
 
-pub(crate) use driver::{run, DriverOptions};
-pub(crate) use engine::Engine;
+pub(crate) use driver::{run, tcp_mss, DriverOptions, EstablishedTx};
 pub(crate) use waker::Waker;

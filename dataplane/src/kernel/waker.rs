@@ -17,7 +17,9 @@ impl Waker {
             return Err(io::Error::last_os_error());
         }
         // Safety: fd is a fresh descriptor we exclusively own.
-        Ok(Self { fd: unsafe { OwnedFd::from_raw_fd(fd) } })
+        Ok(Self {
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+        })
     }
 
     /// Makes the eventfd readable.
@@ -49,14 +51,23 @@ pub(crate) struct Ready {
 }
 
 /// Waits until `sock` is readable (or writable, if `want_write`), the waker fires, or `timeout_ms` passes.
-pub(crate) fn wait(sock: RawFd, want_write: bool, waker: &Waker, timeout_ms: i32) -> io::Result<Ready> {
+pub(crate) fn wait(
+    sock: RawFd,
+    want_write: bool,
+    waker: &Waker,
+    timeout_ms: i32,
+) -> io::Result<Ready> {
     let mut fds = [
         libc::pollfd {
             fd: sock,
             events: libc::POLLIN | if want_write { libc::POLLOUT } else { 0 },
             revents: 0,
         },
-        libc::pollfd { fd: waker.raw_fd(), events: libc::POLLIN, revents: 0 },
+        libc::pollfd {
+            fd: waker.raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        },
     ];
     // Safety: fds is a valid array of 2 pollfd structures for the duration of the call.
     let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout_ms) };
