@@ -114,6 +114,40 @@ mod tests {
     }
 
     #[test]
+    fn no_done_for_reply_chunk_or_padded_replies() {
+        // §5.2: a reply written into the reply chunk needs no DONE.
+        let via_reply_chunk = HeaderRepr {
+            xid: 1,
+            credit: 1,
+            body: Body::NoMsg(ChunkLists {
+                reply: Some(WriteChunk::new(vec![Segment::default()])),
+                ..Default::default()
+            }),
+        };
+        assert_eq!(done_for_reply(&via_reply_chunk, 1), None);
+        let padded = HeaderRepr {
+            xid: 1,
+            credit: 1,
+            body: Body::MsgP {
+                align: 4096,
+                thresh: 1024,
+                chunks: ChunkLists::default(),
+            },
+        };
+        assert_eq!(done_for_reply(&padded, 1), None);
+        // A long reply as a position-0 read chunk does need one.
+        let long = HeaderRepr {
+            xid: 2,
+            credit: 1,
+            body: Body::NoMsg(ChunkLists {
+                reads: vec![ReadSegment::default()],
+                ..Default::default()
+            }),
+        };
+        assert_eq!(done_for_reply(&long, 1), Some(HeaderRepr::done(2, 1)));
+    }
+
+    #[test]
     fn rpcrdma_04_each_expected_done_is_consumed_once() {
         let t0 = Instant::now();
         let mut t = DoneTracker::new(Duration::from_secs(5));

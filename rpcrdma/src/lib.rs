@@ -8,8 +8,10 @@
 //! Map: [`xdr`] primitives; [`segment`], [`chunk_list`], [`header`] the transport header
 //! ([`Packet`] view, [`HeaderRepr`] parse/emit/buffer_len); [`chunk_rules`] and [`receive`] the
 //! validity checks and the RDMA_ERROR answers; [`reduced`] the XDR stream with chunked items;
-//! [`credits`] flow control; [`done`] RDMA_DONE; [`planner`] the inline threshold; [`rpc`] and [`auth`] ONC RPC;
-//! [`storage`] the block program; [`storage_send`] whole Sends of it.
+//! [`credits`] flow control; [`done`] RDMA_DONE; [`planner`] the inline threshold and
+//! [`negotiation`] its parameters (CONF_RDMA, RFC 8797 private data); [`rpc`] and [`auth`] ONC RPC;
+//! [`storage`] the block program; [`storage_send`] whole Sends of it; [`session`] one
+//! connection's state at either end (credits, XIDs, chunks, DONEs, answers to bad requests).
 //!
 //! # A storage READ through a write chunk, both sides
 //!
@@ -64,11 +66,13 @@ pub mod credits;
 pub mod done;
 pub mod error;
 pub mod header;
+pub mod negotiation;
 pub mod planner;
 pub mod receive;
 pub mod reduced;
 pub mod rpc;
 pub mod segment;
+pub mod session;
 pub mod storage;
 pub mod storage_send;
 pub mod xdr;
@@ -84,4 +88,5 @@ pub use receive::{receive_at_client, receive_at_server, refusal, ClientInbound, 
 pub use reduced::{Padding, Payload, ReducedReader, ReducedWriter};
 pub use rpc::{AcceptStat, CallHeader, RejectStat, ReplyHeader, ReplyStat, RpcError};
 pub use segment::{ReadSegment, Segment, WriteChunk};
+pub use session::{ClientEvent, ClientSession, ServerEvent, ServerSession, StartError};
 pub use xdr::{XdrError, XdrReader, XdrWriter};

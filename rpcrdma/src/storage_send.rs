@@ -14,7 +14,7 @@ use crate::chunk_list::ChunkLists;
 use crate::chunk_rules::check_echo;
 use crate::error::HeaderError;
 use crate::header::{Body, HeaderRepr, FIXED_LEN as FIXED_HEADER_LEN};
-use crate::planner::long_message_reads;
+use crate::planner::{long_message_reads, CallShape};
 use crate::reduced::{Padding, Payload, ReducedReader, ReducedWriter};
 use crate::rpc::{AcceptStat, CallHeader, ReplyHeader, RpcError};
 use crate::segment::{ReadSegment, Segment, WriteChunk};
@@ -49,6 +49,29 @@ impl CallChunks {
             writes: self.read_result.iter().cloned().collect(),
             reply: self.reply_chunk.clone(),
         }
+    }
+}
+
+/// The sizes the [`ChunkPlanner`](crate::planner::ChunkPlanner) needs for a storage call with
+/// AUTH_NONE: `data_len` is the WRITE data length or the READ count (ignored otherwise).
+pub fn call_shape(proc: StorageProc, data_len: u32) -> CallShape {
+    // RPC call header 40; reply header 24 (AUTH_NONE); status word 4.
+    let (message_len, bulk_arg, bulk_result, reply_len) = match proc {
+        StorageProc::Null => (40, 0, 0, 24),
+        // offset, count | status, eof, length word
+        StorageProc::Read => (40 + 12, 0, data_len, 24 + 12),
+        // offset, stable, length word | status, count, committed, verifier
+        StorageProc::Write => (40 + 16, data_len, 0, 24 + 20),
+        // offset, count | status, verifier
+        StorageProc::Commit => (40 + 12, 0, 0, 24 + 12),
+        // | status, size, block_size, max_io, verifier
+        StorageProc::Getattr => (40, 0, 0, 24 + 28),
+    };
+    CallShape {
+        message_len,
+        bulk_arg,
+        bulk_result,
+        reply_len,
     }
 }
 
@@ -110,6 +133,45 @@ pub fn encode_call(
         credit,
         body: Body::Msg(call_lists(chunks, position, &[])),
     };
+    header.emit(hbuf)?;
+    Ok(hlen + mlen)
+}
+
+/// Encodes an RDMA_MSGP call Send (§3.5, draft-00 only): inline opaque data of at least
+/// `thresh` bytes is preceded by pad bytes so it starts on an `align` boundary of the receive
+/// buffer (RPCRDMA-15, P-2). Chunked WRITE data is refused (P-3: no read chunks in MSGP).
+pub fn encode_padded_call(
+    buf: &mut [u8],
+    credit: u32,
+    rpc: &CallHeader<'_>,
+    call: &StorageCall<'_>,
+    chunks: &CallChunks,
+    align: u32,
+    thresh: u32,
+) -> Result<usize, HeaderError> {
+    if !chunks.write_data.is_empty() {
+        return Err(HeaderError::ReadChunkInPaddedMessage);
+    }
+    check_write_data(call, chunks)?;
+    let header = HeaderRepr {
+        xid: rpc.xid,
+        credit,
+        body: Body::MsgP {
+            align,
+            thresh,
+            chunks: chunks.as_lists(),
+        },
+    };
+    let hlen = header.buffer_len();
+    let (hbuf, mbuf) = split(buf, hlen)?;
+    let mut w = ReducedWriter::new(mbuf).with_padding(Padding {
+        align,
+        thresh,
+        base: hlen as u32,
+    });
+    rpc.encode(w.xdr())?;
+    call.encode(&mut w)?;
+    let mlen = w.position();
     header.emit(hbuf)?;
     Ok(hlen + mlen)
 }
@@ -238,14 +300,28 @@ pub fn echo_writes(call: &ChunkLists, used: Option<(u32, u32)>) -> Option<Vec<Wr
         .collect()
 }
 
-fn used_write_chunk(reply: Option<&StorageReply<'_>>) -> Option<(u32, u32)> {
-    match reply {
+/// The write list a reply echoes, after checking the READ data's placement: RPCRDMA-17, with a
+/// write chunk the data must go by RDMA Write (inline data is [`HeaderError::ChunkNotUsed`]);
+/// an index past the call's write list or more bytes than advertised (W-3) is
+/// [`HeaderError::EchoMismatch`].
+fn reply_writes(
+    call_chunks: &ChunkLists,
+    reply: Option<&StorageReply<'_>>,
+) -> Result<Vec<WriteChunk>, HeaderError> {
+    let used = match reply {
         Some(StorageReply::Read(Ok(ok))) => match ok.data {
             Payload::WriteChunk { index, len } => Some((index, len)),
+            Payload::Inline(d) if !d.is_empty() && !call_chunks.writes.is_empty() => {
+                return Err(HeaderError::ChunkNotUsed)
+            }
             _ => None,
         },
         _ => None,
+    };
+    if used.is_some_and(|(i, _)| i as usize >= call_chunks.writes.len()) {
+        return Err(HeaderError::EchoMismatch);
     }
+    echo_writes(call_chunks, used).ok_or(HeaderError::EchoMismatch)
 }
 
 /// Encodes the reduced RPC reply message alone (for a reply chunk or a position-0 read chunk);
@@ -276,8 +352,7 @@ pub fn encode_reply(
     rpc: &ReplyHeader<'_>,
     reply: Option<&StorageReply<'_>>,
 ) -> Result<usize, HeaderError> {
-    let writes =
-        echo_writes(call_chunks, used_write_chunk(reply)).ok_or(HeaderError::EchoMismatch)?;
+    let writes = reply_writes(call_chunks, reply)?;
     let header = HeaderRepr {
         xid: rpc.xid,
         credit: grant,
@@ -309,7 +384,7 @@ pub fn reply_chunk_header(
         credit: grant,
         body: Body::NoMsg(ChunkLists {
             reads: Vec::new(),
-            writes: echo_writes(call_chunks, used_write_chunk(reply))?,
+            writes: reply_writes(call_chunks, reply).ok()?,
             reply: Some(rc),
         }),
     })
@@ -331,7 +406,7 @@ pub fn reply_read_chunk_header(
         credit: grant,
         body: Body::NoMsg(ChunkLists {
             reads: long_message_reads(message_segments),
-            writes: echo_writes(call_chunks, used_write_chunk(reply))?,
+            writes: reply_writes(call_chunks, reply).ok()?,
             reply: None,
         }),
     })
@@ -480,6 +555,118 @@ mod tests {
             50000
         );
         assert_eq!(d.reply, Some(reply));
+    }
+
+    #[test]
+    fn rpcrdma_17_server_cannot_answer_inline_when_a_write_chunk_was_given() {
+        let call_chunks = ChunkLists {
+            writes: vec![WriteChunk::new(vec![seg(1, 4096, 0)])],
+            ..Default::default()
+        };
+        let inline = StorageReply::Read(Ok(ReadOk {
+            eof: false,
+            data: Payload::Inline(&[1, 2, 3, 4]),
+        }));
+        let mut out = [0u8; 256];
+        let r = ReplyHeader::success(1);
+        assert_eq!(
+            encode_reply(&mut out, 1, &call_chunks, &r, Some(&inline)),
+            Err(HeaderError::ChunkNotUsed)
+        );
+        let too_long = StorageReply::Read(Ok(ReadOk {
+            eof: false,
+            data: Payload::WriteChunk {
+                index: 0,
+                len: 4097,
+            },
+        }));
+        assert_eq!(
+            encode_reply(&mut out, 1, &call_chunks, &r, Some(&too_long)),
+            Err(HeaderError::EchoMismatch),
+            "W-3: never more than advertised"
+        );
+        let bad_index = StorageReply::Read(Ok(ReadOk {
+            eof: false,
+            data: Payload::WriteChunk { index: 1, len: 1 },
+        }));
+        assert_eq!(
+            encode_reply(&mut out, 1, &call_chunks, &r, Some(&bad_index)),
+            Err(HeaderError::EchoMismatch)
+        );
+        // A client seeing inline data where it gave a write chunk flags it (RPCRDMA-19).
+        let mut send = [0u8; 256];
+        let header = HeaderRepr {
+            xid: 1,
+            credit: 1,
+            body: Body::Msg(ChunkLists {
+                writes: echo_writes(&call_chunks, None).unwrap(),
+                ..Default::default()
+            }),
+        };
+        let h = header.emit(&mut send).unwrap();
+        let m = encode_reply_message(&mut send[h..], &r, Some(&inline)).unwrap();
+        let ClientInbound::Reply { header, message } =
+            receive_at_client(&send[..h + m], &Rules::default())
+        else {
+            panic!()
+        };
+        assert_eq!(
+            decode_reply_message(&header, message, &call_chunks, StorageProc::Read),
+            Err(HeaderError::LengthMismatch)
+        );
+    }
+
+    #[test]
+    fn rpcrdma_15_padded_write_lands_aligned_and_decodes() {
+        for len in [1020usize, 1024, 5000] {
+            let data: Vec<u8> = (0..len).map(|i| (i * 7) as u8).collect();
+            let call = StorageCall::Write(WriteArgs {
+                offset: 0,
+                stable: false,
+                data: Payload::Inline(&data),
+            });
+            let mut buf = vec![0u8; 16384];
+            let n = encode_padded_call(
+                &mut buf,
+                1,
+                &call_header(3, StorageProc::Write),
+                &call,
+                &CallChunks::default(),
+                4096,
+                1024,
+            )
+            .unwrap();
+            // Where is the data in the receive buffer?
+            let at = buf[..n].windows(len).position(|w| w == &data[..]).unwrap();
+            assert_eq!(at % 4096 == 0, len >= 1024, "len {len} at {at}");
+            let (_, d) = server_decode(&buf[..n]);
+            assert_eq!(d.call, call);
+        }
+        let chunked = CallChunks {
+            write_data: vec![seg(1, 8, 0)],
+            ..Default::default()
+        };
+        let w = StorageCall::Write(WriteArgs {
+            offset: 0,
+            stable: false,
+            data: Payload::ReadChunk {
+                position: 0,
+                len: 8,
+            },
+        });
+        let mut buf = [0u8; 256];
+        assert_eq!(
+            encode_padded_call(
+                &mut buf,
+                1,
+                &call_header(3, StorageProc::Write),
+                &w,
+                &chunked,
+                4096,
+                1024
+            ),
+            Err(HeaderError::ReadChunkInPaddedMessage)
+        );
     }
 
     #[test]
@@ -767,6 +954,69 @@ mod tests {
             crate::done::done_for_reply(&header, 3),
             Some(HeaderRepr::done(8, 3))
         );
+    }
+
+    #[test]
+    fn call_shape_matches_the_encodings() {
+        let data = [0u8; 12];
+        let calls = [
+            (StorageCall::Null, StorageReply::Null),
+            (
+                StorageCall::Read(ReadArgs {
+                    offset: 1,
+                    count: 12,
+                }),
+                StorageReply::Read(Ok(ReadOk {
+                    eof: true,
+                    data: Payload::Inline(&data),
+                })),
+            ),
+            (
+                StorageCall::Write(WriteArgs {
+                    offset: 1,
+                    stable: true,
+                    data: Payload::Inline(&data),
+                }),
+                StorageReply::Write(Ok(WriteOk {
+                    count: 12,
+                    committed: true,
+                    verifier: 1,
+                })),
+            ),
+            (
+                StorageCall::Commit(crate::storage::CommitArgs {
+                    offset: 0,
+                    count: 0,
+                }),
+                StorageReply::Commit(Ok(crate::storage::CommitOk { verifier: 1 })),
+            ),
+            (
+                StorageCall::Getattr,
+                StorageReply::Getattr(Ok(crate::storage::GetattrOk {
+                    size: 1,
+                    block_size: 1,
+                    max_io: 1,
+                    verifier: 1,
+                })),
+            ),
+        ];
+        for (call, reply) in calls {
+            let shape = call_shape(call.proc(), 12);
+            let mut buf = [0u8; 256];
+            let n = encode_call(
+                &mut buf,
+                1,
+                &call_header(1, call.proc()),
+                &call,
+                &CallChunks::default(),
+            )
+            .unwrap();
+            let inline_arg = if shape.bulk_arg > 0 { 12 } else { 0 };
+            assert_eq!(n as u32, 28 + shape.message_len + inline_arg, "{call:?}");
+            let m = encode_reply_message(&mut buf, &ReplyHeader::success(1), Some(&reply)).unwrap();
+            let inline_res = if shape.bulk_result > 0 { 12 } else { 0 };
+            assert_eq!(m as u32, shape.reply_len + inline_res, "{reply:?}");
+        }
     }
 
     mod prop {

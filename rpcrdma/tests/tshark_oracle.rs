@@ -11,7 +11,8 @@ use rpcrdma::storage::{
 };
 use rpcrdma::storage_send::{call_header, encode_call, encode_reply, CallChunks};
 use rpcrdma::{
-    receive_at_server, HeaderRepr, Payload, ReplyHeader, Rules, Segment, ServerInbound, WriteChunk,
+    receive_at_server, Body, CallHeader, ChunkLists, HeaderRepr, Payload, ReadSegment,
+    ReducedWriter, ReplyHeader, Rules, Segment, ServerInbound, WriteChunk,
 };
 use std::process::Command;
 
@@ -336,6 +337,27 @@ fn storage_conversation(malformed: bool) -> Capture {
     let r = answer(&c, &StorageReply::Commit(Ok(CommitOk { verifier: 7 })));
     cap.send(false, &r);
 
+    // The digest's worked example call (section 11.1 + 11.2): XFER with 8192 bytes of write
+    // data in two read segments at position 52. The server pulls both; tshark rebuilds the call
+    // by inserting the data at position 52.
+    let (send, sources) = worked_example_call();
+    cap.send(true, &send);
+    for (i, src) in sources.iter().enumerate() {
+        let sink = Segment {
+            handle: 0x4000 + i as u32,
+            length: src.length,
+            offset: 4096 * i as u64,
+        };
+        cap.read_request(false, sink, *src);
+        cap.tagged(
+            true,
+            0x2,
+            sink.handle,
+            sink.offset,
+            &vec![0x11 * (i as u8 + 1); src.length as usize],
+        );
+    }
+
     // A call whose transport header says version 7: answered with ERR_VERS (RPCRDMA-33).
     let mut bad = call(0x105, &StorageCall::Null, &CallChunks::default());
     bad[4..8].copy_from_slice(&7u32.to_be_bytes());
@@ -349,6 +371,55 @@ fn storage_conversation(malformed: bool) -> Capture {
     // RDMA_DONE (as after reading a reply's read chunks).
     cap.send(true, &HeaderRepr::done(0x102, 16).to_vec());
     cap
+}
+
+/// Digest 11.1 and 11.2 built with this crate's API (the golden bytes are checked in
+/// `worked_example.rs`); returns the Send and the two source segments.
+fn worked_example_call() -> (Vec<u8>, Vec<Segment>) {
+    let sources = vec![
+        Segment {
+            handle: 0x1122_3344,
+            length: 4096,
+            offset: 0x7f3a_c0de_0000,
+        },
+        Segment {
+            handle: 0x5566_7788,
+            length: 4096,
+            offset: 0x7f3a_c0ff_1000,
+        },
+    ];
+    let dest = |o| Segment {
+        handle: 0x99aa_bbcc,
+        length: 4096,
+        offset: o,
+    };
+    let mut msg = [0u8; 64];
+    let mut w = ReducedWriter::new(&mut msg);
+    CallHeader::new(0x1a2b_3c4d, 0x2000_0099, 1, 3)
+        .encode(w.xdr())
+        .unwrap();
+    w.xdr().u64(0x1000).unwrap();
+    let position = w.elided_opaque(8192).unwrap();
+    w.xdr().u64(0x2000).unwrap();
+    w.xdr().u32(8192).unwrap();
+    let header = HeaderRepr {
+        xid: 0x1a2b_3c4d,
+        credit: 32,
+        body: Body::Msg(ChunkLists {
+            reads: sources
+                .iter()
+                .map(|&target| ReadSegment { position, target })
+                .collect(),
+            writes: vec![WriteChunk::new(vec![
+                dest(0x7f3a_d000_0000),
+                dest(0x7f3a_d000_1000),
+            ])],
+            reply: None,
+        }),
+    };
+    let mut send = header.to_vec();
+    send.extend_from_slice(&msg);
+    (send, sources)
 }
 
 struct TempFile(std::path::PathBuf);
@@ -429,9 +500,9 @@ fn tshark_decodes_storage_traffic_as_rpc_over_rdma_without_errors() {
     };
     let rows: Vec<Vec<&str>> = out.lines().map(|l| l.split(';').collect()).collect();
     eprintln!("{out}");
-    // 5 calls + 5 replies + ERR_VERS + DONE = 12 RPC-over-RDMA messages.
+    // 6 calls + 5 replies + ERR_VERS + DONE = 13 RPC-over-RDMA messages.
     let rdma = rows.iter().filter(|r| !r[1].is_empty()).count();
-    assert_eq!(rdma, 12, "rpcordma messages found:\n{out}");
+    assert_eq!(rdma, 13, "rpcordma messages found:\n{out}");
     // Every call and reply carries an ONC RPC message of our program that tshark decoded.
     for xid in 0x100..=0x104 {
         let xid = format!("0x{xid:08x}");
@@ -455,6 +526,18 @@ fn tshark_decodes_storage_traffic_as_rpc_over_rdma_without_errors() {
         rows.iter()
             .any(|r| r[1].is_empty() && r[6] == "0x00000103" && r[7] == "0"),
         "reassembled WRITE call missing:\n{out}"
+    );
+    // The worked example: two read entries at 52, and the call rebuilt from the Read Responses
+    // as XFER (program 0x20000099 = 536871065) of xid 0x1a2b3c4d.
+    assert!(
+        rows.iter()
+            .any(|r| r[2] == "0x1a2b3c4d" && r[4] == "2" && r[5] == "52,52"),
+        "{out}"
+    );
+    assert!(
+        rows.iter()
+            .any(|r| r[1].is_empty() && r[6] == "0x1a2b3c4d" && r[7] == "0" && r[8] == "536871065"),
+        "worked example call not rebuilt:\n{out}"
     );
     // ERR_VERS (4) for xid 0x105 and DONE (3) for 0x102.
     assert!(

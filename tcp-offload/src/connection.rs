@@ -150,6 +150,7 @@ pub struct Connection {
     syn_due: bool,
     syn_tx_count: u32,
     record_mode_tx: bool,
+    last_split: Option<Split>,
 
     // Receive side.
     rcv: SeqSpace,
@@ -242,6 +243,7 @@ impl Connection {
             syn_due: false,
             syn_tx_count: 0,
             record_mode_tx: false,
+            last_split: None,
             rcv: SeqSpace::default(),
             recv: RecvBuffer::new(1),
             rcv_edge: 1,
@@ -335,7 +337,8 @@ impl Connection {
             isn: ack.seq.plus(u32::MAX),
         };
         c.recv = RecvBuffer::new(1);
-        c.rcv_edge = 1;
+        // The cookie SYN-ACK advertised min(recv_buffer, 65535), unscaled.
+        c.rcv_edge = 1 + u64::from(c.cfg.recv_buffer.min(65535));
         c.peer_mss = mss;
         if let Some((ws, sack)) = peer_opts {
             if let (Some(ws), Some(ours)) = (ws, c.cfg.window_scale) {
@@ -968,6 +971,10 @@ impl Connection {
             self.counters.out_of_window += 1;
             if !seg.flags.rst {
                 self.ack_now = true;
+                if self.state == State::TimeWait && seg.flags.fin {
+                    // RFC 9293 §3.10.7.4: a retransmitted FIN restarts the 2 MSL timeout.
+                    self.timewait_at = Some(now + self.cfg.time_wait);
+                }
             }
             return;
         }
@@ -1722,10 +1729,17 @@ impl Connection {
         if len == 0 && fin && self.sent.iter().any(|s| s.fin) {
             return None;
         }
-        match split {
-            Some(Split::Emss) => self.counters.split_emss += 1,
-            Some(Split::Window) => self.counters.split_window += 1,
-            None => {}
+        // Count every segment that is not header-aligned (MPA §5.3 exceptions): the piece that
+        // splits a record and the pieces that carry its rest.
+        let aligned = self.sendbuf.is_boundary(self.snd_nxt)
+            && self.sendbuf.is_boundary(self.snd_nxt + u64::from(len));
+        if !aligned {
+            let why = split.or(self.last_split).unwrap_or(Split::Emss);
+            self.last_split = Some(why);
+            match why {
+                Split::Emss => self.counters.split_emss += 1,
+                Split::Window => self.counters.split_window += 1,
+            }
         }
         let start = self.snd_nxt;
         let seq = self.snd.seq(start);

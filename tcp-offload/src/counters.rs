@@ -47,9 +47,11 @@ pub struct Counters {
     pub rsts_sent: u64,
     /// RSTs received and acted on.
     pub rsts_received: u64,
-    /// MPA §5.3 exception: a record was split because it is larger than the EMSS.
+    /// MPA §5.3 exception: segments (first transmissions) not header-aligned because a record is
+    /// larger than the EMSS.
     pub split_emss: u64,
-    /// MPA §5.3 exception: a record was split because the peer's window is smaller than the record.
+    /// MPA §5.3 exception: segments not header-aligned because the peer's window was smaller than
+    /// the record while nothing was in flight.
     pub split_window: u64,
     /// Retransmissions that could not start on a record boundary (peer acked part of a segment).
     pub unaligned_retransmits: u64,

@@ -5,7 +5,10 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use tcp_offload::wire::{self, Segment};
-use tcp_offload::{Config, Connection, FourTuple, IsnGenerator, Listener, ListenerConfig};
+use tcp_offload::{
+    Config, Connection, FourTuple, IsnGenerator, Listener, ListenerConfig, NoRecordSource,
+    RecordSource,
+};
 
 pub fn tuple_a() -> FourTuple {
     FourTuple {
@@ -26,6 +29,8 @@ pub fn gen(t0: Instant) -> IsnGenerator {
 
 /// Decides per packet (direction, bytes) whether it is delivered.
 pub type Filter = Box<dyn FnMut(u8, &[u8]) -> bool>;
+/// Extra delay per packet (direction, bytes).
+pub type Delay = Box<dyn FnMut(u8, &[u8]) -> Duration>;
 
 /// Owned copy of a packet in flight.
 #[derive(Clone, Debug)]
@@ -51,6 +56,16 @@ pub struct Pair {
     pub ba: VecDeque<Pkt>,
     pub log: Vec<(u8, Vec<u8>)>,
     pub filter: Filter,
+    /// Extra random delay per packet, up to this (reorders packets).
+    pub jitter: Duration,
+    pub rng: rand_chacha::ChaCha8Rng,
+    /// Link rate in bytes per second (serialization delay); `None` = infinite.
+    pub rate: Option<u64>,
+    /// Extra delay for one packet (direction, bytes), e.g. to reorder a chosen packet.
+    pub extra_delay: Delay,
+    link_free: [Instant; 2],
+    /// Writes a's external records.
+    pub src_a: Box<dyn RecordSource>,
 }
 
 impl Pair {
@@ -69,6 +84,12 @@ impl Pair {
             ba: VecDeque::new(),
             log: Vec::new(),
             filter: Box::new(|_, _| true),
+            jitter: Duration::ZERO,
+            rng: rand::SeedableRng::seed_from_u64(1),
+            rate: None,
+            extra_delay: Box::new(|_, _| Duration::ZERO),
+            link_free: [t0, t0],
+            src_a: Box::new(NoRecordSource),
         }
     }
 
@@ -77,30 +98,52 @@ impl Pair {
         let mut buf = vec![0u8; 70_000];
         loop {
             let mut any = false;
-            while let Some(n) = self.a.poll_transmit(self.now, &mut buf) {
-                any = true;
-                self.log.push((0, buf[..n].to_vec()));
-                if (self.filter)(0, &buf[..n]) {
-                    self.ab.push_back(Pkt {
-                        at: self.now + self.delay,
-                        bytes: buf[..n].to_vec(),
-                    });
-                }
-            }
-            while let Some(n) = self.b.poll_transmit(self.now, &mut buf) {
-                any = true;
-                self.log.push((1, buf[..n].to_vec()));
-                if (self.filter)(1, &buf[..n]) {
-                    self.ba.push_back(Pkt {
-                        at: self.now + self.delay,
-                        bytes: buf[..n].to_vec(),
-                    });
+            for dir in 0..2u8 {
+                loop {
+                    let out = if dir == 0 {
+                        self.a
+                            .poll_transmit_with(self.now, &mut buf, &mut *self.src_a)
+                    } else {
+                        self.b.poll_transmit(self.now, &mut buf)
+                    };
+                    let Some(n) = out else { break };
+                    any = true;
+                    let bytes = buf[..n].to_vec();
+                    if (self.filter)(dir, &bytes) {
+                        let at =
+                            self.arrival(usize::from(dir), n) + (self.extra_delay)(dir, &bytes);
+                        let q = if dir == 0 { &mut self.ab } else { &mut self.ba };
+                        insert_sorted(
+                            q,
+                            Pkt {
+                                at,
+                                bytes: bytes.clone(),
+                            },
+                        );
+                    }
+                    self.log.push((dir, bytes));
                 }
             }
             if !any {
                 break;
             }
         }
+    }
+
+    fn arrival(&mut self, dir: usize, len: usize) -> Instant {
+        use rand::Rng;
+        let j = if self.jitter.is_zero() {
+            Duration::ZERO
+        } else {
+            self.jitter.mul_f64(self.rng.gen::<f64>())
+        };
+        let mut start = self.now;
+        if let Some(rate) = self.rate {
+            start = start.max(self.link_free[dir])
+                + Duration::from_nanos(len as u64 * 1_000_000_000 / rate);
+            self.link_free[dir] = start;
+        }
+        start + self.delay + j
     }
 
     fn next_event(&self) -> Option<Instant> {
@@ -167,4 +210,45 @@ pub fn raw(repr: wire::SegmentRepr, payload: &[u8]) -> Vec<u8> {
         .unwrap();
     buf.truncate(n);
     buf
+}
+
+pub mod script;
+
+fn insert_sorted(q: &mut VecDeque<Pkt>, p: Pkt) {
+    let i = q.partition_point(|x| x.at <= p.at);
+    q.insert(i, p);
+}
+
+/// A seeded drop filter: drops each packet with probability `p` (data and ACKs alike).
+pub fn lossy(seed: u64, p: f64) -> Filter {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    Box::new(move |_, _| rng.gen::<f64>() >= p)
+}
+
+/// Transfers `data` from a to b in byte-stream mode; returns what b read.
+pub fn transfer(p: &mut Pair, data: &[u8], limit: Duration) -> Vec<u8> {
+    let mut sent = 0;
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 65536];
+    p.run_until(limit, |p| {
+        if sent < data.len() {
+            sent += p.a.send(&data[sent..]).unwrap_or(0);
+        }
+        loop {
+            let n = p.b.recv(&mut buf);
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&buf[..n]);
+        }
+        got.len() >= data.len()
+    });
+    got
+}
+
+pub fn payload(n: usize, seed: u64) -> Vec<u8> {
+    (0..n)
+        .map(|i| ((i as u64).wrapping_mul(2654435761).wrapping_add(seed) >> 7) as u8)
+        .collect()
 }
