@@ -23,6 +23,10 @@
 //!   (MPA's out-of-order locator) and checked its CRC; the ULPDU is placed now, and delivered
 //!   when [`Qp::deliver_through`] says every earlier octet has arrived.
 //!
+//! The two may be mixed on one connection: a TCP that places out-of-order segments early still
+//! feeds the in-order bytes to `handle_rx_bytes`; an FPDU seen both ways is placed twice
+//! (allowed, DDP-56) and delivered once.
+//!
 //! Placement writes through the caller's [`Memory`] straight from the slice handed in (or from
 //! each piece between markers), so the copy from the received frame into the region is the
 //! only copy.

@@ -713,7 +713,7 @@ impl RdmapEngine {
             self.stats.rx_dropped += 1;
             return;
         }
-        if let Some(rec) = self.place(tags, mem, parts) {
+        if let Some(rec) = self.place(tags, mem, stream_pos, parts) {
             self.records.insert(stream_pos, rec);
         }
     }
@@ -773,6 +773,7 @@ impl RdmapEngine {
         &mut self,
         tags: &StagTable,
         mem: &mut M,
+        stream_pos: u64,
         parts: &[&[u8]],
     ) -> Option<RxRecord> {
         let mut buf = [0u8; HEAD_MAX];
@@ -814,7 +815,7 @@ impl RdmapEngine {
         };
         let opcode = ctrl.opcode;
         match header {
-            DdpHeader::Tagged(h) => self.place_tagged(tags, mem, seg, h, opcode),
+            DdpHeader::Tagged(h) => self.place_tagged(tags, mem, stream_pos, seg, h, opcode),
             DdpHeader::Untagged(h) => self.place_untagged(mem, seg, h, opcode),
         }
     }
@@ -823,6 +824,7 @@ impl RdmapEngine {
         &mut self,
         tags: &StagTable,
         mem: &mut M,
+        stream_pos: u64,
         seg: RxSegment<'_>,
         h: TaggedRepr,
         opcode: Opcode,
@@ -853,6 +855,11 @@ impl RdmapEngine {
             _ => return rx_fail(RdmapError::UnexpectedOpcode.term_code(), seg),
         };
         // DDP-49/50: a zero-length tagged segment is not checked.
+        // An earlier Send with Invalidate of this STag, placed but not yet delivered, revokes
+        // it for everything after it in the stream, even what arrives first (DDP-102).
+        if n > 0 && self.invalidated_before(h.stag, stream_pos) {
+            return rx_fail(DdpError::InvalidStag.term_code(), seg);
+        }
         if n > 0 {
             match tags.check_remote(h.stag, h.to, n, need, self.cfg.pd, self.cfg.stream) {
                 Ok(p) => {
@@ -967,6 +974,13 @@ impl RdmapEngine {
             }
             _ => fail(DdpError::InvalidQn),
         }
+    }
+
+    /// Whether a recorded, undelivered Send with Invalidate before `stream_pos` names `stag`.
+    fn invalidated_before(&self, stag: Stag, stream_pos: u64) -> bool {
+        self.records.range(..stream_pos).any(|(_, r)| {
+            matches!(r, RxRecord::SendLast { opcode, inv, .. } if opcode.carries_invalidate() && *inv == stag)
+        })
     }
 
     fn deliver(&mut self, tags: &mut StagTable, rec: RxRecord) {
