@@ -313,7 +313,7 @@ impl ServerSession {
                 if matches!(header.body, Body::NoMsg(_)) {
                     return ServerEvent::LongCall { header };
                 }
-                self.decode(&header, message)
+                self.decode(header, message)
             }
             ServerInbound::Done { xid, .. } => {
                 let _ = self.credits.on_done();
@@ -340,20 +340,23 @@ impl ServerSession {
         }
     }
 
-    fn decode<'a>(&mut self, header: &HeaderRepr, message: &'a [u8]) -> ServerEvent<'a> {
-        let chunks = header.body.chunks().cloned().unwrap_or_default();
-        match decode_call_message(header, message) {
+    fn decode<'a>(&mut self, header: HeaderRepr, message: &'a [u8]) -> ServerEvent<'a> {
+        let result = decode_call_message(&header, message);
+        let (xid, requested) = (header.xid, header.credit);
+        let chunks = match header.body {
+            Body::Msg(c) | Body::NoMsg(c) | Body::MsgP { chunks: c, .. } => c,
+            Body::Done | Body::Error(_) => ChunkLists::default(),
+        };
+        match result {
             Ok(call) => ServerEvent::Call {
-                xid: header.xid,
-                requested: header.credit,
+                xid,
+                requested,
                 chunks,
                 call,
             },
             Err(rejection) => {
-                self.reject(header.xid, header.credit, &chunks, rejection);
-                ServerEvent::Refused {
-                    xid: Some(header.xid),
-                }
+                self.reject(xid, requested, &chunks, rejection);
+                ServerEvent::Refused { xid: Some(xid) }
             }
         }
     }
@@ -387,7 +390,7 @@ impl ServerSession {
     /// Decodes a long call after its position-0 chunk was read into `message`.
     pub fn decode_long_call<'a>(
         &mut self,
-        header: &HeaderRepr,
+        header: HeaderRepr,
         message: &'a [u8],
     ) -> ServerEvent<'a> {
         self.decode(header, message)
