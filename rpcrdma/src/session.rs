@@ -765,4 +765,132 @@ mod tests {
             ServerEvent::Done { xid, release: true }
         );
     }
+
+    mod prop {
+        use super::*;
+        use proptest::prelude::*;
+        use std::collections::VecDeque;
+
+        #[derive(Debug, Clone)]
+        enum Step {
+            /// Client starts a call of this kind with this size.
+            Call(u8, u32),
+            /// The server takes in the oldest Send in flight to it.
+            Deliver,
+            /// The server answers the call at this index of its in-progress list.
+            Answer(usize),
+            /// The server's buffer budget changes.
+            Budget(u32),
+        }
+
+        fn step() -> impl Strategy<Value = Step> {
+            prop_oneof![
+                (0u8..4, 1u32..1 << 20).prop_map(|(k, n)| Step::Call(k, n)),
+                Just(Step::Deliver),
+                any::<usize>().prop_map(Step::Answer),
+                (0u32..16).prop_map(Step::Budget),
+            ]
+        }
+
+        proptest! {
+            /// RPCRDMA-07, -28, -06: through both sessions, with Sends delivered in order and
+            /// replies in any order, the server never sees a Send without a posted receive,
+            /// every call gets its own reply back, and draining always completes.
+            #[test]
+            fn sessions_keep_credits_and_match_replies(max in 1u32..12, steps in proptest::collection::vec(step(), 1..150)) {
+                let mut c = ClientSession::new(16, 7, ChunkPlanner::default(), Rules::default());
+                let mut s = ServerSession::new(max, Rules::default(), Duration::from_secs(1));
+                let n = s.credits().receives_to_post();
+                s.posted_receives(n);
+                let mut to_server: VecDeque<Vec<u8>> = VecDeque::new();
+                let mut in_progress: Vec<(u32, u32, ChunkLists, StorageProc, u32)> = Vec::new();
+                let mut expected: HashMap<u32, StorageProc> = HashMap::new();
+                let seg = |n| Segment { handle: 3, length: n, offset: 0 };
+                let mut buf = [0u8; 512];
+                let answer = |s: &mut ServerSession, c: &mut ClientSession, e: &mut HashMap<u32, StorageProc>,
+                                  (xid, requested, chunks, proc, n): (u32, u32, ChunkLists, StorageProc, u32)|
+                 -> Result<(), TestCaseError> {
+                    let reply = match proc {
+                        StorageProc::Read => StorageReply::Read(Ok(ReadOk { eof: false, data: Payload::WriteChunk { index: 0, len: n } })),
+                        StorageProc::Write => StorageReply::Write(Ok(WriteOk { count: n, committed: false, verifier: 1 })),
+                        StorageProc::Commit => StorageReply::Commit(Err(storage::Status::Io)),
+                        _ => StorageReply::Getattr(Err(storage::Status::Io)),
+                    };
+                    let mut out = [0u8; 512];
+                    let m = s.encode_reply(&mut out, xid, requested, &chunks, &reply).unwrap();
+                    let p = s.credits().receives_to_post();
+                    s.posted_receives(p);
+                    match c.handle_receive(&out[..m]) {
+                        ClientEvent::Reply { xid: x, reply: r, .. } => {
+                            prop_assert_eq!(x, xid);
+                            prop_assert_eq!(e.remove(&xid), Some(proc));
+                            prop_assert_eq!(r.reply, Some(reply));
+                        }
+                        other => prop_assert!(false, "{:?}", other),
+                    }
+                    Ok(())
+                };
+                for st in steps {
+                    match st {
+                        Step::Call(kind, n) => {
+                            let (call, chunks) = match kind {
+                                0 => (StorageCall::Read(ReadArgs { offset: 0, count: n }),
+                                      CallChunks { read_result: Some(WriteChunk::new(vec![seg(n)])), ..Default::default() }),
+                                1 => (StorageCall::Write(WriteArgs { offset: 0, stable: false, data: Payload::ReadChunk { position: 0, len: n } }),
+                                      CallChunks { write_data: vec![seg(n)], ..Default::default() }),
+                                2 => (StorageCall::Commit(storage::CommitArgs { offset: 0, count: 0 }), CallChunks::default()),
+                                _ => (StorageCall::Getattr, CallChunks::default()),
+                            };
+                            let before = c.credits().calls_in_flight();
+                            if let Ok((xid, len)) = c.start_call(&mut buf, &call, &chunks) {
+                                prop_assert!(before < c.credits().granted());
+                                to_server.push_back(buf[..len].to_vec());
+                                expected.insert(xid, call.proc());
+                            }
+                        }
+                        Step::Deliver => {
+                            if let Some(send) = to_server.pop_front() {
+                                match s.handle_receive(&send) {
+                                    ServerEvent::Call { xid, requested, chunks, call } => {
+                                        let n = match call.call {
+                                            StorageCall::Read(a) => a.count,
+                                            StorageCall::Write(a) => a.data.len(),
+                                            _ => 0,
+                                        };
+                                        in_progress.push((xid, requested, chunks, call.call.proc(), n));
+                                    }
+                                    other => prop_assert!(false, "{:?}", other),
+                                }
+                            }
+                        }
+                        Step::Answer(i) if !in_progress.is_empty() => {
+                            let job = in_progress.remove(i % in_progress.len());
+                            answer(&mut s, &mut c, &mut expected, job)?;
+                        }
+                        Step::Answer(_) => {}
+                        Step::Budget(b) => s.set_budget(b),
+                    }
+                    prop_assert_eq!(s.credits().overruns(), 0);
+                }
+                // Drain: deliver everything, answer everything.
+                while let Some(send) = to_server.pop_front() {
+                    if let ServerEvent::Call { xid, requested, chunks, call } = s.handle_receive(&send) {
+                        let n = match call.call {
+                            StorageCall::Read(a) => a.count,
+                            StorageCall::Write(a) => a.data.len(),
+                            _ => 0,
+                        };
+                        in_progress.push((xid, requested, chunks, call.call.proc(), n));
+                    }
+                }
+                for job in std::mem::take(&mut in_progress) {
+                    answer(&mut s, &mut c, &mut expected, job)?;
+                }
+                prop_assert_eq!(s.credits().overruns(), 0);
+                prop_assert!(expected.is_empty());
+                prop_assert_eq!(c.outstanding(), 0);
+                prop_assert!(c.can_start());
+            }
+        }
+    }
 }
