@@ -19,13 +19,19 @@ fn run_matrix(test: &str, port: u16, wire: &[&str]) {
     let out = run_client(&tb, port, &args);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{test}: client failed ({:?})\n{stdout}\n{stderr}", out.status);
+    assert!(
+        out.status.success(),
+        "{test}: client failed ({:?})\n{stdout}\n{stderr}",
+        out.status
+    );
     for op in ["send", "write", "read"] {
         for size in ["1", "4096", "1048576"] {
             assert!(
                 stdout.lines().any(|l| {
                     let f: Vec<&str> = l.split_whitespace().collect();
-                    f.first() == Some(&op) && f.get(1) == Some(&size) && f.last() == Some(&"verified")
+                    f.first() == Some(&op)
+                        && f.get(1) == Some(&size)
+                        && f.last() == Some(&"verified")
                 }),
                 "{test}: no verified {op} of {size} bytes in\n{stdout}"
             );
@@ -56,5 +62,9 @@ fn e2e_kernel_markers_off_crc_off() {
 
 #[test]
 fn e2e_kernel_markers_on_crc_off() {
-    run_matrix("e2e_kernel_markers_on_crc_off", 18604, &["--markers", "--no-crc"]);
+    run_matrix(
+        "e2e_kernel_markers_on_crc_off",
+        18604,
+        &["--markers", "--no-crc"],
+    );
 }

@@ -27,7 +27,10 @@ pub fn require_root(test: &str) -> bool {
     if root {
         return true;
     }
-    assert!(!in_ci(), "{test}: needs root (network namespaces) and CI=true forbids skipping");
+    assert!(
+        !in_ci(),
+        "{test}: needs root (network namespaces) and CI=true forbids skipping"
+    );
     eprintln!("SKIP {test}: needs root to create network namespaces (run as root, or under CI=true to enforce)");
     false
 }
@@ -42,13 +45,19 @@ pub fn require_tool(test: &str, tool: &str) -> bool {
     if ok {
         return true;
     }
-    assert!(!in_ci(), "{test}: {tool} is missing and CI=true forbids skipping (deploy/xwarp installs it)");
+    assert!(
+        !in_ci(),
+        "{test}: {tool} is missing and CI=true forbids skipping (deploy/xwarp installs it)"
+    );
     eprintln!("SKIP {test}: {tool} is not installed");
     false
 }
 
 fn run_ok(args: &[&str]) {
-    let out = Command::new(args[0]).args(&args[1..]).output().expect("spawn");
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .expect("spawn");
     assert!(
         out.status.success(),
         "{:?} failed: {}",
@@ -82,11 +91,31 @@ impl Testbed {
         // From here on, Drop cleans up whatever was created.
         run_ok(&["ip", "netns", "add", &tb.ns_a]);
         run_ok(&["ip", "netns", "add", &tb.ns_b]);
-        run_ok(&["ip", "link", "add", &tb.if_a, "type", "veth", "peer", "name", &tb.if_b]);
+        run_ok(&[
+            "ip", "link", "add", &tb.if_a, "type", "veth", "peer", "name", &tb.if_b,
+        ]);
         run_ok(&["ip", "link", "set", &tb.if_a, "netns", &tb.ns_a]);
         run_ok(&["ip", "link", "set", &tb.if_b, "netns", &tb.ns_b]);
-        run_ok(&["ip", "-n", &tb.ns_a, "addr", "add", &format!("{ADDR_A}/24"), "dev", &tb.if_a]);
-        run_ok(&["ip", "-n", &tb.ns_b, "addr", "add", &format!("{ADDR_B}/24"), "dev", &tb.if_b]);
+        run_ok(&[
+            "ip",
+            "-n",
+            &tb.ns_a,
+            "addr",
+            "add",
+            &format!("{ADDR_A}/24"),
+            "dev",
+            &tb.if_a,
+        ]);
+        run_ok(&[
+            "ip",
+            "-n",
+            &tb.ns_b,
+            "addr",
+            "add",
+            &format!("{ADDR_B}/24"),
+            "dev",
+            &tb.if_b,
+        ]);
         for (ns, dev) in [(&tb.ns_a, &tb.if_a), (&tb.ns_b, &tb.if_b)] {
             run_ok(&["ip", "-n", ns, "link", "set", "lo", "up"]);
             run_ok(&["ip", "-n", ns, "link", "set", dev, "up"]);
@@ -106,9 +135,15 @@ impl Drop for Testbed {
     fn drop(&mut self) {
         // Deleting a namespace deletes the veth end inside it, and with it the pair.
         for ns in [&self.ns_a, &self.ns_b] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).stderr(Stdio::null()).status();
+            let _ = Command::new("ip")
+                .args(["netns", "del", ns])
+                .stderr(Stdio::null())
+                .status();
         }
-        let _ = Command::new("ip").args(["link", "del", &self.if_a]).stderr(Stdio::null()).status();
+        let _ = Command::new("ip")
+            .args(["link", "del", &self.if_a])
+            .stderr(Stdio::null())
+            .status();
     }
 }
 
@@ -149,15 +184,26 @@ pub fn rdma_bin() -> &'static str {
 /// Starts `xwarp-rdma server` in namespace A and waits until it listens.
 pub fn start_server(tb: &Testbed, port: u16, extra: &[&str]) -> Guarded {
     let mut c = tb.cmd(&tb.ns_a, rdma_bin());
-    c.args(["server", "--bind", ADDR_A, "--port", &port.to_string(), "--connections", "1"])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    c.args([
+        "server",
+        "--bind",
+        ADDR_A,
+        "--port",
+        &port.to_string(),
+        "--connections",
+        "1",
+    ])
+    .args(extra)
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
     let mut child = c.spawn().expect("spawn server");
     let stdout = child.stdout.take().expect("stdout");
     let mut lines = BufReader::new(stdout).lines();
     let first = lines.next().and_then(|l| l.ok()).unwrap_or_default();
-    assert!(first.starts_with("listening on"), "server did not start: {first:?}");
+    assert!(
+        first.starts_with("listening on"),
+        "server did not start: {first:?}"
+    );
     // Keep draining stdout so the server never blocks on a full pipe.
     std::thread::spawn(move || for _ in lines.by_ref() {});
     Guarded(Some(child))
@@ -166,10 +212,18 @@ pub fn start_server(tb: &Testbed, port: u16, extra: &[&str]) -> Guarded {
 /// Runs `xwarp-rdma client` in namespace B; returns its output.
 pub fn run_client(tb: &Testbed, port: u16, args: &[&str]) -> Output {
     let mut c = tb.cmd(&tb.ns_b, rdma_bin());
-    c.args(["client", "--connect", ADDR_A, "--port", &port.to_string(), "--wait-server", "10"])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    c.args([
+        "client",
+        "--connect",
+        ADDR_A,
+        "--port",
+        &port.to_string(),
+        "--wait-server",
+        "10",
+    ])
+    .args(args)
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
     Guarded(Some(c.spawn().expect("spawn client"))).wait_output(Duration::from_secs(300))
 }
 
@@ -183,4 +237,106 @@ pub fn wait_until(timeout: Duration, mut pred: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(20));
     }
     pred()
+}
+
+/// A tshark capture running in a namespace; stopped (SIGINT) on `stop` or drop.
+pub struct Capture {
+    child: Option<Child>,
+    pub path: std::path::PathBuf,
+}
+
+impl Capture {
+    /// Starts tshark on `dev` in `ns` for TCP port `port` and waits until it captures.
+    pub fn start(tb: &Testbed, ns: &str, dev: &str, port: u16) -> Capture {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let path =
+            std::env::temp_dir().join(format!("xwarp-oracle-{}-{n}.pcap", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let mut child = tb
+            .cmd(ns, "tshark")
+            .args(["-i", dev, "-w"])
+            .arg(&path)
+            .args(["-f", &format!("tcp port {port}")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn tshark");
+        let stderr = child.stderr.take().expect("stderr");
+        let mut lines = BufReader::new(stderr).lines();
+        let mut seen = Vec::new();
+        loop {
+            match lines.next() {
+                Some(Ok(l)) => {
+                    let started = l.contains("Capturing on");
+                    seen.push(l);
+                    if started {
+                        break;
+                    }
+                }
+                _ => panic!("tshark did not start capturing: {seen:?}"),
+            }
+        }
+        std::thread::spawn(move || for _ in lines.by_ref() {});
+        // "Capturing on" is printed as the capture opens; give the ring a moment.
+        std::thread::sleep(Duration::from_millis(300));
+        Capture {
+            child: Some(child),
+            path,
+        }
+    }
+
+    /// Stops the capture and waits until the file is complete.
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            std::thread::sleep(Duration::from_millis(300));
+            // Safety: signalling our own child process by its pid.
+            unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
+            let end = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < end {
+                if let Ok(Some(_)) = c.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Runs tshark over a capture file with the MPA heuristic first and the RPC-over-RDMA heuristic
+/// off (these captures carry no RPC); returns stdout.
+pub fn tshark_read(path: &std::path::Path, args: &[&str]) -> String {
+    let out = Command::new("tshark")
+        .arg("-r")
+        .arg(path)
+        .args([
+            "-o",
+            "tcp.try_heuristic_first:TRUE",
+            "--disable-heuristic",
+            "rpcrdma_iwarp",
+        ])
+        .args(args)
+        .output()
+        .expect("run tshark");
+    assert!(
+        out.status.success(),
+        "tshark {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Number of packets matching a display filter.
+pub fn tshark_count(path: &std::path::Path, filter: &str) -> usize {
+    tshark_read(path, &["-Y", filter])
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .count()
 }
