@@ -11,7 +11,9 @@
 //! and done by [`deliver_through`](RdmapEngine::deliver_through) once the transport says every
 //! earlier ULPDU has been handed over (DDP-18, DDP-58, DDP-60).
 //!
-//! Completions come out in posting order per queue (send queue, receive queue).
+//! Completions come out in posting order per queue (send queue, receive queue). A buffer
+//! posted for sending (Send, Write, or served by a Read) must stay unchanged until its
+//! completion: the transmit path reads it when it frames, and again for a retransmission.
 //!
 //! Files: this one holds the state, posting and error handling; `transmit.rs` segmentation and
 //! acknowledgement, `placement.rs` validation and placement, `delivery.rs` in-order delivery.
