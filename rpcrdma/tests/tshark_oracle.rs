@@ -24,6 +24,14 @@ const SERVER_IP: [u8; 4] = [198, 18, 0, 2];
 const CLIENT_PORT: u16 = 40123;
 const SERVER_PORT: u16 = 20049;
 
+fn seg(handle: u32, length: u32, offset: u64) -> Segment {
+    Segment {
+        handle,
+        length,
+        offset,
+    }
+}
+
 fn checksum(chunks: &[&[u8]]) -> u16 {
     let mut sum = 0u32;
     for c in chunks {
@@ -259,11 +267,7 @@ fn storage_conversation(malformed: bool) -> Capture {
     cap.send(false, &r);
 
     // READ 1024 bytes into the client's write chunk.
-    let dest = Segment {
-        handle: 0x0000_1000,
-        length: 1024,
-        offset: 0x7f00_0000_0000,
-    };
+    let dest = seg(0x0000_1000, 1024, 0x7f00_0000_0000);
     let c = call(
         0x102,
         &StorageCall::Read(ReadArgs {
@@ -290,11 +294,7 @@ fn storage_conversation(malformed: bool) -> Capture {
     cap.send(false, &r);
 
     // WRITE 1024 bytes from the client's read chunk: the server RDMA-Reads it.
-    let src = Segment {
-        handle: 0x0000_2000,
-        length: 1024,
-        offset: 0x7f00_0001_0000,
-    };
+    let src = seg(0x0000_2000, 1024, 0x7f00_0001_0000);
     let c = call(
         0x103,
         &StorageCall::Write(WriteArgs {
@@ -311,11 +311,7 @@ fn storage_conversation(malformed: bool) -> Capture {
         },
     );
     cap.send(true, &c);
-    let sink = Segment {
-        handle: 0x0000_3000,
-        length: 1024,
-        offset: 0x1000,
-    };
+    let sink = seg(0x0000_3000, 1024, 0x1000);
     cap.read_request(false, sink, src);
     cap.tagged(true, 0x2, sink.handle, sink.offset, &[0x3c; 1024]);
     let r = answer(
@@ -346,11 +342,7 @@ fn storage_conversation(malformed: bool) -> Capture {
     let (send, sources) = worked_example_call();
     cap.send(true, &send);
     for (i, src) in sources.iter().enumerate() {
-        let sink = Segment {
-            handle: 0x4000 + i as u32,
-            length: src.length,
-            offset: 4096 * i as u64,
-        };
+        let sink = seg(0x4000 + i as u32, src.length, 4096 * i as u64);
         cap.read_request(false, sink, *src);
         cap.tagged(
             true,
@@ -363,11 +355,7 @@ fn storage_conversation(malformed: bool) -> Capture {
 
     // A long reply through the reply chunk (RPCRDMA-30): GETATTR advertising a reply chunk; the
     // server RDMA-Writes the reply message into it, then Sends RDMA_NOMSG echoing its length.
-    let reply_chunk = Segment {
-        handle: 0x5000,
-        length: 256,
-        offset: 0x8000,
-    };
+    let reply_chunk = seg(0x5000, 256, 0x8000);
     let c = call(
         0x106,
         &StorageCall::Getattr,
@@ -409,11 +397,7 @@ fn storage_conversation(malformed: bool) -> Capture {
     // A long call (RPCRDMA-29): RDMA_NOMSG with the whole call as a position-0 read chunk,
     // which the server pulls with RDMA Read before decoding it.
     let mut msg = [0u8; 256];
-    let call_msg = Segment {
-        handle: 0x6000,
-        length: 40,
-        offset: 0x9000,
-    };
+    let call_msg = seg(0x6000, 40, 0x9000);
     let (mlen, h) = encode_long_call(
         &mut msg,
         16,
@@ -425,11 +409,7 @@ fn storage_conversation(malformed: bool) -> Capture {
     .unwrap();
     assert_eq!(mlen, 40);
     cap.send(true, &h.to_vec());
-    let sink = Segment {
-        handle: 0x7000,
-        length: 40,
-        offset: 0,
-    };
+    let sink = seg(0x7000, 40, 0);
     cap.read_request(false, sink, call_msg);
     cap.tagged(true, 0x2, sink.handle, sink.offset, &msg[..mlen]);
     let mut out = vec![0u8; 512];
@@ -462,22 +442,10 @@ fn storage_conversation(malformed: bool) -> Capture {
 /// `worked_example.rs`); returns the Send and the two source segments.
 fn worked_example_call() -> (Vec<u8>, Vec<Segment>) {
     let sources = vec![
-        Segment {
-            handle: 0x1122_3344,
-            length: 4096,
-            offset: 0x7f3a_c0de_0000,
-        },
-        Segment {
-            handle: 0x5566_7788,
-            length: 4096,
-            offset: 0x7f3a_c0ff_1000,
-        },
+        seg(0x1122_3344, 4096, 0x7f3a_c0de_0000),
+        seg(0x5566_7788, 4096, 0x7f3a_c0ff_1000),
     ];
-    let dest = |o| Segment {
-        handle: 0x99aa_bbcc,
-        length: 4096,
-        offset: o,
-    };
+    let dest = |o| seg(0x99aa_bbcc, 4096, o);
     let mut msg = [0u8; 64];
     let mut w = ReducedWriter::new(&mut msg);
     CallHeader::new(0x1a2b_3c4d, 0x2000_0099, 1, 3)
