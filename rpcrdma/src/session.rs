@@ -18,7 +18,8 @@ use crate::rpc::{AcceptStat, ReplyHeader};
 use crate::storage::{StorageCall, StorageProc, StorageReply};
 use crate::storage_send::{
     call_header, call_shape, decode_call_message, decode_reply_message, echo_writes, encode_call,
-    encode_reply, CallChunks, CallRejection, DecodedCall, DecodedReply,
+    encode_reply, encode_reply_message, reply_chunk_header, CallChunks, CallRejection, DecodedCall,
+    DecodedReply,
 };
 use crate::xdr::XdrError;
 use std::collections::{HashMap, VecDeque};
@@ -269,6 +270,36 @@ pub enum ServerEvent<'a> {
     },
 }
 
+/// How [`ServerSession::encode_reply_within`] sent a reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplyOut {
+    /// Send `send[..send_len]` (RDMA_MSG, reply inline).
+    Inline {
+        /// Bytes of the Send.
+        send_len: usize,
+    },
+    /// RDMA-Write `message_buf[..message_len]` into the call's reply chunk, then Send
+    /// `send[..send_len]` (RDMA_NOMSG).
+    ReplyChunk {
+        /// Bytes of the reply message.
+        message_len: usize,
+        /// Bytes of the NOMSG Send.
+        send_len: usize,
+    },
+}
+
+/// A reply that cannot be sent as asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum LongReplyError {
+    /// Too long for the client's receive buffers, and the call gave no reply chunk large
+    /// enough (RPCRDMA-30).
+    #[error("reply too long for inline and no large enough reply chunk")]
+    NoReplyChunk,
+    /// Encoding failed.
+    #[error(transparent)]
+    Encode(#[from] HeaderError),
+}
+
 /// The server end of one connection.
 pub struct ServerSession {
     credits: ServerCredits,
@@ -425,6 +456,55 @@ impl ServerSession {
             &ReplyHeader::success(xid),
             Some(reply),
         )
+    }
+
+    /// Encodes the reply to call `xid` in the form the client's receive size allows (digest
+    /// §4.4 server steps 2-3, RPCRDMA-30): inline when the whole Send fits `max_inline_reply`
+    /// (the client's receive buffers), else the reply message goes into `message_buf` for an
+    /// RDMA Write into the call's reply chunk, followed by the RDMA_NOMSG header in `send`.
+    /// Without a large enough reply chunk: [`LongReplyError::NoReplyChunk`] (answer with a
+    /// shorter result, or SYSTEM_ERR through [`ServerSession::encode_rpc_error`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn encode_reply_within(
+        &mut self,
+        send: &mut [u8],
+        message_buf: &mut [u8],
+        max_inline_reply: u32,
+        xid: u32,
+        requested: u32,
+        call_chunks: &ChunkLists,
+        reply: &StorageReply<'_>,
+    ) -> Result<ReplyOut, LongReplyError> {
+        let rpc = ReplyHeader::success(xid);
+        let mlen = encode_reply_message(message_buf, &rpc, Some(reply))?;
+        let inline = HeaderRepr {
+            xid,
+            credit: 0,
+            body: Body::Msg(ChunkLists {
+                writes: echo_writes(call_chunks, None).unwrap_or_default(),
+                ..ChunkLists::default()
+            }),
+        };
+        if inline.buffer_len() + mlen <= max_inline_reply as usize {
+            let grant = self.credits.grant_for_reply(requested, false);
+            let n = encode_reply(send, grant, call_chunks, &rpc, Some(reply))?;
+            return Ok(ReplyOut::Inline { send_len: n });
+        }
+        let fits = call_chunks
+            .reply
+            .as_ref()
+            .is_some_and(|c| c.total_len() >= mlen as u64);
+        if !fits {
+            return Err(LongReplyError::NoReplyChunk);
+        }
+        let grant = self.credits.grant_for_reply(requested, false);
+        let header = reply_chunk_header(xid, grant, call_chunks, Some(reply), mlen as u32)
+            .ok_or(LongReplyError::Encode(HeaderError::EchoMismatch))?;
+        let send_len = header.emit(send)?;
+        Ok(ReplyOut::ReplyChunk {
+            message_len: mlen,
+            send_len,
+        })
     }
 
     /// Encodes an accepted-but-failed RPC reply (for example SYSTEM_ERR) to call `xid`.
@@ -763,6 +843,84 @@ mod tests {
         assert_eq!(
             s.handle_receive(&done[..n]),
             ServerEvent::Done { xid, release: true }
+        );
+    }
+
+    #[test]
+    fn rpcrdma_30_long_inline_read_goes_through_the_reply_chunk() {
+        let (mut c, mut s) = pair(4);
+        let mut send = [0u8; 512];
+        let rc = Segment {
+            handle: 0x51,
+            length: 8192,
+            offset: 0,
+        };
+        let (xid, n) = c
+            .start_call(
+                &mut send,
+                &StorageCall::Read(ReadArgs {
+                    offset: 0,
+                    count: 4000,
+                }),
+                &CallChunks {
+                    reply_chunk: Some(WriteChunk::new(vec![rc])),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        let ServerEvent::Call {
+            requested, chunks, ..
+        } = s.handle_receive(&send[..n])
+        else {
+            panic!()
+        };
+        let data = vec![0x42u8; 4000];
+        let reply = StorageReply::Read(Ok(ReadOk {
+            eof: false,
+            data: Payload::Inline(&data),
+        }));
+        let mut out = [0u8; 1024];
+        let mut msg = vec![0u8; 8192];
+        let placed = s
+            .encode_reply_within(&mut out, &mut msg, 1024, xid, requested, &chunks, &reply)
+            .unwrap();
+        let ReplyOut::ReplyChunk {
+            message_len,
+            send_len,
+        } = placed
+        else {
+            panic!("{placed:?}")
+        };
+        // ... RDMA Write of msg[..message_len] into the reply chunk, then the Send ...
+        let ClientEvent::LongReply { header, .. } = c.handle_receive(&out[..send_len]) else {
+            panic!()
+        };
+        assert_eq!(
+            crate::chunk_rules::reply_chunk_len(header.body.chunks().unwrap()),
+            Some(message_len as u64)
+        );
+        let d = c.decode_long_reply(&header, &msg[..message_len]).unwrap();
+        assert_eq!(d.reply, Some(reply));
+        // Small replies stay inline; without a reply chunk a long one is refused.
+        let small = StorageReply::Read(Ok(ReadOk {
+            eof: false,
+            data: Payload::Inline(&data[..100]),
+        }));
+        assert!(matches!(
+            s.encode_reply_within(&mut out, &mut msg, 1024, 9, 1, &chunks, &small),
+            Ok(ReplyOut::Inline { .. })
+        ));
+        assert_eq!(
+            s.encode_reply_within(
+                &mut out,
+                &mut msg,
+                1024,
+                9,
+                1,
+                &ChunkLists::default(),
+                &reply
+            ),
+            Err(LongReplyError::NoReplyChunk)
         );
     }
 
