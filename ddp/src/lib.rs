@@ -24,6 +24,7 @@ pub mod stag_table;
 pub mod tagged;
 pub mod term_code;
 pub mod terminate;
+pub mod tx_segment;
 pub mod untagged;
 pub mod wire_error;
 
@@ -38,10 +39,12 @@ pub use stag_table::{
 pub use tagged::{TaggedPacket, TaggedRepr, TAGGED_HEADER_LEN};
 pub use term_code::{DdpError, Layer, LlpError, RdmapError, TermCode};
 pub use terminate::{CopiedHeader, TerminatePacket, TerminateRepr};
+pub use tx_segment::{TxPayload, TxSegment};
 pub use untagged::{UntaggedPacket, UntaggedRepr, UNTAGGED_HEADER_LEN};
 pub use wire_error::WireError;
 pub mod completion;
 pub mod rdmap_engine;
+mod rx_segment;
 pub mod work_request;
 
 pub use completion::{Completion, WcOpcode, WcStatus};

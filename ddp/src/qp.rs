@@ -23,9 +23,13 @@
 //!   (MPA's out-of-order locator) and checked its CRC; the ULPDU is placed now, and delivered
 //!   when [`Qp::deliver_through`] says every earlier octet has arrived.
 //!
-//! Placement writes through the caller's [`Memory`] straight from the slice handed in, so the
-//! copy from the received frame into the region is the only copy (when markers are on, the
-//! in-order path first removes them into a scratch ULPDU).
+//! The two may be mixed on one connection: a TCP that places out-of-order segments early still
+//! feeds the in-order bytes to `handle_rx_bytes`; an FPDU seen both ways is placed twice
+//! (allowed, DDP-56) and delivered once.
+//!
+//! Placement writes through the caller's [`Memory`] straight from the slice handed in (or from
+//! each piece between markers), so the copy from the received frame into the region is the
+//! only copy.
 
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -41,6 +45,7 @@ use crate::rdmap_engine::{EngineConfig, EngineEvent, EngineState, EngineStats, R
 use crate::stag_table::StagTable;
 use crate::term_code::LlpError;
 use crate::terminate::TerminateRepr;
+use crate::tx_segment::TxSegment;
 use crate::work_request::{LocalBuf, PostError, RemoteBuf, SendOpts};
 
 /// Settings of a queue pair.
@@ -55,6 +60,9 @@ pub struct QpConfig {
     pub emss: u32,
     /// Private data: in our Request (Initiator), or in our Reply when `auto_accept` is set.
     pub private_data: Vec<u8>,
+    /// Keep a descriptor of every FPDU until it is acknowledged, so a TCP retransmission can
+    /// rebuild it ([`Qp::rebuild_fpdu`]). Off for the kernel transport (TCP keeps its own copy).
+    pub keep_for_retransmit: bool,
     /// Responder: accept every valid Request at once. When false, [`QpEvent::ConnectRequest`]
     /// is reported and the ULP calls [`Qp::accept`] or [`Qp::reject`].
     pub auto_accept: bool,
@@ -68,6 +76,7 @@ impl Default for QpConfig {
             emss: mpa::mulpdu::DEFAULT_EMSS,
             private_data: Vec::new(),
             auto_accept: true,
+            keep_for_retransmit: false,
         }
     }
 }
@@ -157,7 +166,8 @@ pub struct Qp {
     /// Receive offset of the next FPDU the stream parser will give.
     rx_fpdu_pos: u64,
     ulpdu_tx: Vec<u8>,
-    ulpdu_rx: Vec<u8>,
+    /// FPDUs sent and not yet acknowledged: (start, end, descriptor), when kept.
+    unacked: VecDeque<(u64, u64, TxSegment)>,
     events: VecDeque<QpEvent>,
 }
 
@@ -187,7 +197,7 @@ impl Qp {
             tx_seq_start: 0,
             rx_fpdu_pos: 0,
             ulpdu_tx: vec![0; mpa::MAX_ULPDU_LEN],
-            ulpdu_rx: vec![0; mpa::MAX_ULPDU_LEN],
+            unacked: VecDeque::new(),
             events: VecDeque::new(),
         }
     }
@@ -205,6 +215,16 @@ impl Qp {
     pub fn new_responder(cfg: QpConfig, now: Instant) -> Qp {
         let resp = mpa::Responder::new(cfg.startup, now);
         Qp::with_phase(cfg, Phase::Startup(Startup::Responder(resp)))
+    }
+
+    /// A queue pair for a connection whose MPA startup was done elsewhere (for example by the
+    /// transport with `mpa::Initiator`/`Responder` directly). Stream offsets then count from
+    /// SeqStart in both directions (0 = the first FPDU octet). A Responder still waits for the
+    /// peer's first FPDU before sending (MPA-85). Reports [`QpEvent::Established`].
+    pub fn new_established(cfg: QpConfig, negotiated: &mpa::Negotiated) -> Qp {
+        let mut qp = Qp::with_phase(cfg, Phase::Closed);
+        qp.enter_operational(negotiated, 0, 0);
+        qp
     }
 
     // ----------------------------------------------------------------------------------------
@@ -398,11 +418,23 @@ impl Qp {
             }
             cap = cap.saturating_sub(w - out.len());
         }
-        let n = self.engine.poll_ulpdu(mem, &mut self.ulpdu_tx[..cap])?;
-        match framer.encode(&[&self.ulpdu_tx[..n]], out) {
+        let seg = self.engine.poll_segment(cap)?;
+        let start = self.tx_total;
+        let r = match seg.payload_slice(mem) {
+            // One copy: header and payload gathered straight into the frame.
+            Some(p) => framer.encode(&[seg.header(), p], out),
+            None => {
+                let n = seg.write_ulpdu(mem, &mut self.ulpdu_tx);
+                framer.encode(&[&self.ulpdu_tx[..n]], out)
+            }
+        };
+        match r {
             Ok(w) => {
                 self.tx_total += w as u64;
                 self.engine.ulpdu_framed(self.tx_total);
+                if self.cfg.keep_for_retransmit {
+                    self.unacked.push_back((start, self.tx_total, seg));
+                }
                 Some(w)
             }
             Err(_) => {
@@ -413,10 +445,64 @@ impl Qp {
         }
     }
 
-    /// Largest FPDU this queue pair produces (size `out` of `poll_transmit` to it).
+    /// Rebuild, for a TCP retransmission, the FPDU that `poll_transmit` produced at transmit
+    /// offset `stream_pos` (not yet acknowledged), from its descriptor and the region's
+    /// memory: the same octets, markers and CRC included. Needs `keep_for_retransmit`.
+    /// Returns its length, or `None` if no FPDU starts there (or `out` is too small).
+    pub fn rebuild_fpdu<M: Memory + ?Sized>(
+        &mut self,
+        mem: &M,
+        stream_pos: u64,
+        out: &mut [u8],
+    ) -> Option<usize> {
+        let Phase::Operational { framer, .. } = &self.phase else {
+            return None;
+        };
+        let cfg = framer.config();
+        let i = self
+            .unacked
+            .binary_search_by_key(&stream_pos, |e| e.0)
+            .ok()?;
+        let (start, _, seg) = self.unacked[i];
+        let offset = start.wrapping_sub(self.tx_seq_start) as u32;
+        let r = match seg.payload_slice(mem) {
+            Some(p) => mpa::encode_fpdu(cfg, offset, &[seg.header(), p], out),
+            None => {
+                let n = seg.write_ulpdu(mem, &mut self.ulpdu_tx);
+                mpa::encode_fpdu(cfg, offset, &[&self.ulpdu_tx[..n]], out)
+            }
+        };
+        r.ok()
+    }
+
+    /// Transmit offsets `(start, end)` of the FPDUs kept for retransmission (not yet acknowledged).
+    pub fn unacked_fpdus(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.unacked.iter().map(|e| (e.0, e.1))
+    }
+
+    /// Fill `out` with as many whole outputs of [`Qp::poll_transmit`] as fit (startup bytes and
+    /// FPDUs, each FPDU full-sized while room remains for one): one write for the kernel
+    /// transport. Returns the octets written (0: nothing to send).
+    pub fn poll_transmit_batch<M: Memory + ?Sized>(&mut self, mem: &M, out: &mut [u8]) -> usize {
+        let mut n = 0;
+        while out.len() - n >= self.max_fpdu_len().min(out.len()) {
+            match self.poll_transmit(mem, &mut out[n..]) {
+                Some(w) => n += w,
+                None => break,
+            }
+        }
+        n
+    }
+
+    /// Largest FPDU this queue pair produces at any stream offset (size `out` of
+    /// `poll_transmit` to it).
     pub fn max_fpdu_len(&self) -> usize {
         match &self.phase {
-            Phase::Operational { framer, .. } => framer.wire_len(self.engine.config().mulpdu),
+            Phase::Operational { framer, .. } => {
+                // At another stream offset the same FPDU may hold one marker more.
+                let extra = if framer.config().markers { 4 } else { 0 };
+                framer.wire_len(self.engine.config().mulpdu) + extra
+            }
             _ => mpa::MAX_FPDU_LEN,
         }
     }
@@ -425,6 +511,9 @@ impl Qp {
     /// Writes whose FPDUs end there or before complete. The kernel transport calls this as soon
     /// as it has written the octets.
     pub fn on_acked(&mut self, offset: u64) {
+        while self.unacked.front().is_some_and(|e| e.1 <= offset) {
+            self.unacked.pop_front();
+        }
         self.engine.on_acked(offset);
     }
 
@@ -462,14 +551,11 @@ impl Qp {
                         let pos = self.rx_fpdu_pos;
                         self.rx_fpdu_pos += f.wire_len() as u64;
                         framer.peer_fpdu_received();
-                        let ulpdu: &[u8] = match f.ulpdu_contiguous() {
-                            Some(u) => u,
-                            None => match f.copy_ulpdu(&mut self.ulpdu_rx) {
-                                Ok(n) => &self.ulpdu_rx[..n],
-                                Err(_) => continue,
-                            },
-                        };
-                        self.engine.handle_ulpdu_in_order(tags, mem, pos, ulpdu);
+                        // The pieces between markers go straight to their places (no copy).
+                        let mut parts: [&[u8]; MAX_PARTS] = [&[]; MAX_PARTS];
+                        let k = collect_parts(f.ulpdu_chunks(), &mut parts);
+                        self.engine.handle_ulpdu_parts(tags, mem, pos, &parts[..k]);
+                        self.engine.deliver_through(tags, pos + 1);
                     }
                     Ok(None) => break,
                     Err(e) => {
@@ -521,16 +607,9 @@ impl Qp {
                 Ok(f) => {
                     let pos = seg_pos + u64::from(f.fpdu.offset().wrapping_sub(seg_off));
                     found += 1;
-                    match f.fpdu.ulpdu_contiguous() {
-                        Some(u) => self.handle_ulpdu(tags, mem, pos, u),
-                        None => {
-                            let mut scratch = core::mem::take(&mut self.ulpdu_rx);
-                            if let Ok(n) = f.copy_ulpdu(&mut scratch) {
-                                self.handle_ulpdu(tags, mem, pos, &scratch[..n]);
-                            }
-                            self.ulpdu_rx = scratch;
-                        }
-                    }
+                    let mut parts: [&[u8]; MAX_PARTS] = [&[]; MAX_PARTS];
+                    let k = collect_parts(f.segment_ranges().map(|r| &seg[r]), &mut parts);
+                    self.handle_ulpdu_parts(tags, mem, pos, &parts[..k]);
                 }
                 Err(e) => {
                     self.handle_framing_error(e.error);
@@ -556,6 +635,22 @@ impl Qp {
         };
         framer.peer_fpdu_received();
         self.engine.handle_ulpdu(tags, mem, stream_pos, ulpdu);
+    }
+
+    /// As [`Qp::handle_ulpdu`] for a ULPDU given as the pieces between MPA markers: each piece
+    /// is copied straight into its place.
+    pub fn handle_ulpdu_parts<M: Memory + ?Sized>(
+        &mut self,
+        tags: &StagTable,
+        mem: &mut M,
+        stream_pos: u64,
+        parts: &[&[u8]],
+    ) {
+        let Phase::Operational { framer, .. } = &mut self.phase else {
+            return;
+        };
+        framer.peer_fpdu_received();
+        self.engine.handle_ulpdu_parts(tags, mem, stream_pos, parts);
     }
 
     /// Every receive octet before `stream_pos` has arrived and been handed in: deliver in order.
@@ -623,6 +718,31 @@ impl Qp {
         self.startup_tx_at >= self.startup_tx.len() && self.engine.is_idle()
     }
 
+    /// Switch to FPDUs with what MPA negotiated; SeqStarts at the given stream offsets.
+    fn enter_operational(&mut self, n: &mpa::Negotiated, tx_seq_start: u64, rx_seq_start: u64) {
+        let mulpdu = mpa::mulpdu(self.cfg.emss, n.tx_markers);
+        self.engine.set_mulpdu(mulpdu);
+        let negotiated = Negotiated {
+            tx_markers: n.tx_markers,
+            rx_markers: n.rx_markers,
+            crc: n.crc,
+            mulpdu,
+        };
+        self.tx_seq_start = tx_seq_start;
+        self.rx_seq_start = rx_seq_start;
+        self.rx_fpdu_pos = rx_seq_start;
+        self.phase = Phase::Operational {
+            framer: n.framer(),
+            parser: n.stream_parser(),
+            negotiated,
+        };
+        let peer_private_data = n.peer_private_data.clone();
+        self.events.push_back(QpEvent::Established {
+            peer_private_data,
+            negotiated,
+        });
+    }
+
     /// Take the startup machine's output and events.
     fn pump_startup(&mut self) {
         let Phase::Startup(s) = &mut self.phase else {
@@ -657,28 +777,11 @@ impl Qp {
                         .push_back(QpEvent::ConnectRequest { private_data });
                 }
                 StartupEvent::Established(n) => {
-                    let mulpdu = mpa::mulpdu(self.cfg.emss, n.tx_markers);
-                    self.engine.set_mulpdu(mulpdu);
-                    let negotiated = Negotiated {
-                        tx_markers: n.tx_markers,
-                        rx_markers: n.rx_markers,
-                        crc: n.crc,
-                        mulpdu,
-                    };
                     // SeqStart of our direction is after every startup octet we will send.
-                    self.tx_seq_start =
+                    let tx_start =
                         self.tx_total + (self.startup_tx.len() - self.startup_tx_at) as u64;
-                    self.rx_seq_start = self.rx_total;
-                    self.rx_fpdu_pos = self.rx_total;
-                    self.phase = Phase::Operational {
-                        framer: n.framer(),
-                        parser: n.stream_parser(),
-                        negotiated,
-                    };
-                    self.events.push_back(QpEvent::Established {
-                        peer_private_data: n.peer_private_data,
-                        negotiated,
-                    });
+                    let rx_start = self.rx_total;
+                    self.enter_operational(&n, tx_start, rx_start);
                     return;
                 }
                 StartupEvent::Rejected { private_data } => {
@@ -696,6 +799,23 @@ impl Qp {
             }
         }
     }
+}
+
+/// Most pieces a ULPDU splits into between markers: a 64768-octet ULPDU spans at most 128
+/// markers (one per 512 stream octets), so 129 pieces.
+const MAX_PARTS: usize = 130;
+
+/// Collect a ULPDU's pieces into `parts`; returns how many.
+fn collect_parts<'a>(
+    chunks: impl Iterator<Item = &'a [u8]>,
+    parts: &mut [&'a [u8]; MAX_PARTS],
+) -> usize {
+    let mut k = 0;
+    for c in chunks.take(MAX_PARTS) {
+        parts[k] = c;
+        k += 1;
+    }
+    k
 }
 
 /// The LLP Terminate code for an MPA receive error (digest §6.5).

@@ -11,7 +11,12 @@
 //! and done by [`deliver_through`](RdmapEngine::deliver_through) once the transport says every
 //! earlier ULPDU has been handed over (DDP-18, DDP-58, DDP-60).
 //!
-//! Completions come out in posting order per queue (send queue, receive queue).
+//! Completions come out in posting order per queue (send queue, receive queue). A buffer
+//! posted for sending (Send, Write, or served by a Read) must stay unchanged until its
+//! completion: the transmit path reads it when it frames, and again for a retransmission.
+//!
+//! Files: this one holds the state, posting and error handling; `transmit.rs` segmentation and
+//! acknowledgement, `placement.rs` validation and placement, `delivery.rs` in-order delivery.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -19,6 +24,7 @@ use crate::completion::{Completion, WcOpcode, WcStatus};
 use crate::memory::{Memory, RegionHandle};
 use crate::rdmap_control::{qn, Opcode, RdmapControl};
 use crate::read_request::{ReadRequestPacket, ReadRequestRepr, READ_REQUEST_LEN};
+use crate::rx_segment::{gather_prefix, RxSegment, HEAD_MAX};
 use crate::segment::DdpHeader;
 use crate::segmentation::next_segment;
 use crate::stag::Stag;
@@ -26,9 +32,14 @@ use crate::stag_table::{Access, InvalidateFault, PdId, Region, StagTable, Stream
 use crate::tagged::{TaggedRepr, TAGGED_HEADER_LEN};
 use crate::term_code::{DdpError, RdmapError, TermCode};
 use crate::terminate::{CopiedHeader, TerminatePacket, TerminateRepr, TERMINATE_MAX_LEN};
+use crate::tx_segment::{TxPayload, TxSegment};
 use crate::untagged::{UntaggedRepr, UNTAGGED_HEADER_LEN};
 use crate::wire_error::WireError;
 use crate::work_request::{LocalBuf, PostError, RemoteBuf, SendOpts};
+
+mod delivery;
+mod placement;
+mod transmit;
 
 /// Engine settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,7 +136,7 @@ enum TxAfter {
     AwaitAck { seq: u64 },
     /// A Read Request: takes an ORD slot when it starts; completes when the Read Response's
     /// last segment is delivered.
-    ReadRequest { seq: u64 },
+    ReadRequest { seq: u64, sink: SinkRange },
     /// A Read Response: frees an IRD slot.
     ResponseSent,
     /// The Terminate.
@@ -160,6 +171,26 @@ struct RqEntry {
 #[derive(Debug, Clone, Copy)]
 struct OrqEntry {
     seq: u64,
+    /// The Data Sink the Read Request named: a Read Response may only target it.
+    sink: SinkRange,
+}
+
+/// The Data Sink of an outstanding RDMA Read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SinkRange {
+    stag: Stag,
+    to: u64,
+    size: u32,
+}
+
+impl SinkRange {
+    /// Whether `len` octets at `to` lie inside the requested sink.
+    fn covers(&self, to: u64, len: u64) -> bool {
+        to >= self.to
+            && to
+                .checked_add(len)
+                .is_some_and(|end| end <= self.to.saturating_add(u64::from(self.size)))
+    }
 }
 
 /// What must happen in stream order for a ULPDU already placed.
@@ -196,9 +227,9 @@ struct Offending {
 }
 
 impl Offending {
-    fn of(seg: &[u8]) -> Option<Offending> {
+    fn of(seg: RxSegment<'_>) -> Option<Offending> {
         Some(Offending {
-            hdr: CopiedHeader::from_segment(seg)?,
+            hdr: CopiedHeader::from_segment(seg.head())?,
             seg_len: seg.len().min(usize::from(u16::MAX)) as u16,
         })
     }
@@ -462,558 +493,16 @@ impl RdmapEngine {
             source: TxSource::Inline { bytes },
             total: READ_REQUEST_LEN as u32,
             sent: 0,
-            after: TxAfter::ReadRequest { seq },
+            after: TxAfter::ReadRequest {
+                seq,
+                sink: SinkRange {
+                    stag: req.sink_stag,
+                    to: req.sink_to,
+                    size: req.size,
+                },
+            },
         });
         Ok(())
-    }
-
-    // ----------------------------------------------------------------------------------------
-    // Transmit
-
-    /// Whether [`poll_ulpdu`](Self::poll_ulpdu) has something to send now.
-    pub fn wants_to_send(&self) -> bool {
-        if self.terminate_sent {
-            return false;
-        }
-        self.current.is_some()
-            || self.terminate.is_some()
-            || (self.state == EngineState::Active
-                && (!self.responses.is_empty() || self.sq_ready()))
-    }
-
-    fn sq_ready(&self) -> bool {
-        match self.sq_pending.front() {
-            None => false,
-            Some(m) => {
-                !matches!(
-                    m.header,
-                    TxHeader::Untagged {
-                        opcode: Opcode::RdmaReadRequest,
-                        ..
-                    }
-                ) || (self.orq.len() as u32) < self.cfg.ord
-            }
-        }
-    }
-
-    fn pick_next(&mut self) -> Option<TxMsg> {
-        if let Some(t) = self.terminate.take() {
-            return Some(t);
-        }
-        if self.state != EngineState::Active {
-            return None;
-        }
-        if let Some(r) = self.responses.pop_front() {
-            return Some(r);
-        }
-        if !self.sq_ready() {
-            return None;
-        }
-        let mut m = self.sq_pending.pop_front()?;
-        if let TxHeader::Untagged {
-            qn, ref mut msn, ..
-        } = m.header
-        {
-            *msn = self.next_msn(qn);
-        }
-        if let TxAfter::ReadRequest { seq } = m.after {
-            self.orq.push_back(OrqEntry { seq });
-        }
-        Some(m)
-    }
-
-    /// Produce the next DDP segment (ULPDU) into `out`, at most `min(MULPDU, out.len())` octets.
-    /// Returns its length, or `None` when there is nothing to send. After framing it, the caller
-    /// reports the stream offset just past its FPDU with [`ulpdu_framed`](Self::ulpdu_framed).
-    pub fn poll_ulpdu<M: Memory + ?Sized>(&mut self, mem: &M, out: &mut [u8]) -> Option<usize> {
-        if self.terminate_sent {
-            return None;
-        }
-        if self.terminate.is_some() {
-            // A Terminate preempts a message in progress: the stream is dead anyway.
-            self.current = None;
-        }
-        let mut msg = match self.current.take() {
-            Some(m) => m,
-            None => self.pick_next()?,
-        };
-        let limit = self.cfg.mulpdu.min(out.len());
-        let (hl, tagged) = match msg.header {
-            TxHeader::Tagged { .. } => (TAGGED_HEADER_LEN, true),
-            TxHeader::Untagged { .. } => (UNTAGGED_HEADER_LEN, false),
-        };
-        if limit <= hl
-            || (!tagged
-                && matches!(msg.source, TxSource::Inline { .. })
-                && limit < hl + msg.total as usize)
-        {
-            // `out` too small for progress (inline payloads go in one segment).
-            self.current = Some(msg);
-            return None;
-        }
-        let plan = next_segment(msg.total, msg.sent, (limit - hl) as u32);
-        let header = match msg.header {
-            TxHeader::Tagged { opcode, stag, to } => DdpHeader::Tagged(TaggedRepr {
-                last: plan.last,
-                rsvd_ulp: RdmapControl { opcode }.emit(),
-                stag,
-                to: to.wrapping_add(u64::from(plan.offset)),
-            }),
-            TxHeader::Untagged {
-                opcode,
-                qn,
-                msn,
-                inv,
-            } => DdpHeader::Untagged(UntaggedRepr {
-                last: plan.last,
-                rsvd_ulp: RdmapControl { opcode }.emit(),
-                rsvd_ulp_ext: inv,
-                qn,
-                msn,
-                mo: plan.offset,
-            }),
-        };
-        header.emit(out);
-        let body = &mut out[hl..hl + plan.len as usize];
-        match msg.source {
-            TxSource::Region { region, offset } => {
-                if !body.is_empty() {
-                    mem.read(region, offset + u64::from(plan.offset), body);
-                }
-            }
-            TxSource::Inline { bytes, .. } => body
-                .copy_from_slice(&bytes[plan.offset as usize..(plan.offset + plan.len) as usize]),
-        }
-        msg.sent += plan.len;
-        self.stats.tx_ulpdus += 1;
-        if plan.last {
-            match msg.after {
-                TxAfter::AwaitAck { seq } => self.just_finished = Some(seq),
-                TxAfter::ReadRequest { .. } => {}
-                TxAfter::ResponseSent => self.irq_in_use = self.irq_in_use.saturating_sub(1),
-                TxAfter::Terminate(t) => {
-                    self.terminate_sent = true;
-                    self.events.push_back(EngineEvent::TerminateSent(t));
-                }
-            }
-        } else {
-            self.current = Some(msg);
-        }
-        Some(hl + plan.len as usize)
-    }
-
-    /// The ULPDU last returned by [`poll_ulpdu`](Self::poll_ulpdu) ends at `stream_end` (the
-    /// transport's stream offset just past its FPDU). A Send or Write whose last segment it was
-    /// completes when [`on_acked`](Self::on_acked) reaches that offset.
-    pub fn ulpdu_framed(&mut self, stream_end: u64) {
-        if let Some(seq) = self.just_finished.take() {
-            if let Some(e) = seq
-                .checked_sub(self.sq_base_seq)
-                .and_then(|i| self.sq.get_mut(i as usize))
-            {
-                e.ack_at = Some(stream_end);
-            }
-        }
-    }
-
-    /// The transport has the stream acknowledged up to `offset` (exclusive). Sends and Writes
-    /// whose FPDUs end at or before it complete (DDP-59).
-    pub fn on_acked(&mut self, offset: u64) {
-        for e in self.sq.iter_mut() {
-            if e.status.is_none() && e.ack_at.is_some_and(|a| a <= offset) {
-                e.status = Some(WcStatus::Success);
-            }
-        }
-        self.drain_sq();
-    }
-
-    fn drain_sq(&mut self) {
-        while let Some(e) = self.sq.front() {
-            let Some(status) = e.status else { break };
-            self.completions.push_back(Completion {
-                wr_id: e.wr_id,
-                opcode: e.opcode,
-                status,
-                byte_len: if status == WcStatus::Success {
-                    e.byte_len
-                } else {
-                    0
-                },
-                invalidated: None,
-                solicited: false,
-            });
-            self.sq.pop_front();
-            self.sq_base_seq += 1;
-        }
-    }
-
-    // ----------------------------------------------------------------------------------------
-    // Receive
-
-    /// Hand in one complete ULPDU (a DDP segment, the MPA payload) that starts at `stream_pos`
-    /// in the peer's byte stream. It is validated and placed at once, in any order; anything
-    /// that must happen in order waits for [`deliver_through`](Self::deliver_through).
-    pub fn handle_ulpdu<M: Memory + ?Sized>(
-        &mut self,
-        tags: &StagTable,
-        mem: &mut M,
-        stream_pos: u64,
-        ulpdu: &[u8],
-    ) {
-        self.stats.rx_ulpdus += 1;
-        if self.state != EngineState::Active || stream_pos < self.delivered_through {
-            self.stats.rx_dropped += 1;
-            return;
-        }
-        if let Some(rec) = self.place(tags, mem, ulpdu) {
-            self.records.insert(stream_pos, rec);
-        }
-    }
-
-    /// Every ULPDU starting before `stream_pos` has been handed in: deliver, in stream order,
-    /// what was recorded up to there (DDP-58, DDP-60).
-    pub fn deliver_through(&mut self, tags: &mut StagTable, stream_pos: u64) {
-        if stream_pos <= self.delivered_through {
-            return;
-        }
-        self.delivered_through = stream_pos;
-        while let Some(entry) = self.records.first_entry() {
-            if *entry.key() >= stream_pos {
-                break;
-            }
-            let rec = entry.remove();
-            if self.state != EngineState::Active {
-                self.records.clear();
-                break;
-            }
-            self.deliver(tags, rec);
-        }
-    }
-
-    /// In-order convenience: [`handle_ulpdu`](Self::handle_ulpdu) then deliver it.
-    pub fn handle_ulpdu_in_order<M: Memory + ?Sized>(
-        &mut self,
-        tags: &mut StagTable,
-        mem: &mut M,
-        stream_pos: u64,
-        ulpdu: &[u8],
-    ) {
-        self.handle_ulpdu(tags, mem, stream_pos, ulpdu);
-        self.deliver_through(tags, stream_pos + 1);
-    }
-
-    fn terminate_for(
-        code: TermCode,
-        seg: &[u8],
-        with_header: bool,
-        rdma: Option<[u8; READ_REQUEST_LEN]>,
-    ) -> RxRecord {
-        RxRecord::Error(TerminateRepr {
-            code,
-            seg_len: Some(seg.len().min(usize::from(u16::MAX)) as u16),
-            ddp_header: if with_header {
-                CopiedHeader::from_segment(seg)
-            } else {
-                None
-            },
-            rdma_header: rdma,
-        })
-    }
-
-    /// Validate and place one segment; returns what to do at delivery.
-    fn place<M: Memory + ?Sized>(
-        &mut self,
-        tags: &StagTable,
-        mem: &mut M,
-        seg: &[u8],
-    ) -> Option<RxRecord> {
-        let (header, payload) = match DdpHeader::parse(seg) {
-            Ok(x) => x,
-            Err(WireError::DdpVersion { tagged, .. }) => {
-                // DDP-21: the header layout is unknown, so it is not copied.
-                let e = if tagged {
-                    DdpError::TaggedVersion
-                } else {
-                    DdpError::UntaggedVersion
-                };
-                return Some(Self::terminate_for(e.term_code(), seg, false, None));
-            }
-            Err(_) => {
-                // Shorter than its header: no §7.2 code exists; digest §4.5 design choice.
-                return Some(Self::terminate_for(
-                    DdpError::LocalCatastrophic.term_code(),
-                    seg,
-                    false,
-                    None,
-                ));
-            }
-        };
-        let ctrl = match RdmapControl::parse(header.rsvd_ulp()) {
-            Ok(c) => c,
-            Err(WireError::RdmapVersion(_)) => {
-                return rx_fail(RdmapError::Version.term_code(), seg)
-            }
-            Err(_) => return rx_fail(RdmapError::UnexpectedOpcode.term_code(), seg),
-        };
-        let opcode = ctrl.opcode;
-        match header {
-            DdpHeader::Tagged(h) => self.place_tagged(tags, mem, seg, h, opcode, payload),
-            DdpHeader::Untagged(h) => self.place_untagged(mem, seg, h, opcode, payload),
-        }
-    }
-
-    fn place_tagged<M: Memory + ?Sized>(
-        &mut self,
-        tags: &StagTable,
-        mem: &mut M,
-        seg: &[u8],
-        h: TaggedRepr,
-        opcode: Opcode,
-        payload: &[u8],
-    ) -> Option<RxRecord> {
-        let need = match opcode {
-            Opcode::RdmaWrite => Access::REMOTE_WRITE,
-            Opcode::RdmaReadResponse => {
-                if self.orq.is_empty() {
-                    return rx_fail(RdmapError::UnexpectedOpcode.term_code(), seg);
-                }
-                Access::LOCAL_WRITE
-            }
-            _ => return rx_fail(RdmapError::UnexpectedOpcode.term_code(), seg),
-        };
-        // DDP-49/50: a zero-length tagged segment is not checked.
-        if !payload.is_empty() {
-            match tags.check_remote(
-                h.stag,
-                h.to,
-                payload.len() as u64,
-                need,
-                self.cfg.pd,
-                self.cfg.stream,
-            ) {
-                Ok(p) => {
-                    mem.write(p.region, p.offset, payload);
-                    self.stats.rx_placed_octets += payload.len() as u64;
-                }
-                Err(f) => return rx_fail(tagged_code(f), seg),
-            }
-        }
-        if opcode == Opcode::RdmaReadResponse && h.last {
-            return Some(RxRecord::ReadResponseLast {
-                seg: Offending::of(seg)?,
-            });
-        }
-        None
-    }
-
-    fn place_untagged<M: Memory + ?Sized>(
-        &mut self,
-        mem: &mut M,
-        seg: &[u8],
-        h: UntaggedRepr,
-        opcode: Opcode,
-        payload: &[u8],
-    ) -> Option<RxRecord> {
-        let fail = |e: DdpError| rx_fail(e.term_code(), seg);
-        let n = payload.len() as u64;
-        match h.qn {
-            qn::SEND => {
-                // §7.1 untagged #2 and #5: the MSN must name a posted buffer.
-                if self.rq.is_empty() {
-                    return fail(DdpError::NoBuffer);
-                }
-                let idx = h.msn.wrapping_sub(self.rq_first_msn);
-                let Some(rqe) = self.rq.get(idx as usize) else {
-                    return fail(DdpError::MsnRange);
-                };
-                let buf = rqe.buf;
-                if opcode.queue() != Some(qn::SEND) {
-                    return rx_fail(RdmapError::UnexpectedOpcode.term_code(), seg);
-                }
-                if n > 0 {
-                    // #3 and #4 (u64 arithmetic: MO + n may exceed 2^32).
-                    if u64::from(h.mo) >= u64::from(buf.len) {
-                        return fail(DdpError::InvalidMo);
-                    }
-                    if u64::from(h.mo) + n > u64::from(buf.len) {
-                        return fail(DdpError::TooLong);
-                    }
-                    mem.write(buf.region, buf.offset + u64::from(h.mo), payload);
-                    self.stats.rx_placed_octets += n;
-                } else if u64::from(h.mo) > u64::from(buf.len) {
-                    return fail(DdpError::InvalidMo);
-                }
-                if h.last {
-                    let len = h.mo.saturating_add(n as u32);
-                    return Some(RxRecord::SendLast {
-                        msn: h.msn,
-                        len,
-                        opcode,
-                        inv: Stag(h.rsvd_ulp_ext),
-                        seg: Offending::of(seg)?,
-                    });
-                }
-                None
-            }
-            qn::READ_REQUEST => {
-                let window = self.cfg.ird.saturating_sub(self.irq_in_use);
-                let idx = h.msn.wrapping_sub(self.rr_next_msn);
-                if idx >= window {
-                    // IRD exceeded (or MSN out of range): digest §6.2, as siw does.
-                    return fail(DdpError::MsnRange);
-                }
-                if opcode != Opcode::RdmaReadRequest {
-                    return rx_fail(RdmapError::UnexpectedOpcode.term_code(), seg);
-                }
-                if h.mo != 0 {
-                    return fail(DdpError::InvalidMo);
-                }
-                if n > READ_REQUEST_LEN as u64 {
-                    return fail(DdpError::TooLong);
-                }
-                let Ok(p) = ReadRequestPacket::new_checked(payload) else {
-                    return rx_fail(RdmapError::Unspecified.term_code(), seg);
-                };
-                if !h.last {
-                    return rx_fail(RdmapError::Unspecified.term_code(), seg);
-                }
-                let req = ReadRequestRepr::parse(&p).ok()?;
-                Some(RxRecord::ReadRequest {
-                    msn: h.msn,
-                    req,
-                    seg: Offending::of(seg)?,
-                })
-            }
-            qn::TERMINATE => {
-                if h.msn.wrapping_sub(self.term_next_msn) >= 1 {
-                    return fail(DdpError::MsnRange);
-                }
-                if opcode != Opcode::Terminate {
-                    return rx_fail(RdmapError::UnexpectedOpcode.term_code(), seg);
-                }
-                let t = TerminatePacket::new_checked(payload)
-                    .ok()
-                    .and_then(|p| TerminateRepr::parse(&p).ok());
-                Some(RxRecord::Terminate(t))
-            }
-            _ => fail(DdpError::InvalidQn),
-        }
-    }
-
-    fn deliver(&mut self, tags: &mut StagTable, rec: RxRecord) {
-        match rec {
-            RxRecord::SendLast {
-                msn,
-                len,
-                opcode,
-                inv,
-                seg,
-            } => {
-                // Every earlier message has been delivered, so an earlier MSN still open means
-                // its L segment never came: the MSN is out of range.
-                if msn != self.rq_first_msn || self.rq.is_empty() {
-                    self.fail_stream(seg.terminate(DdpError::MsnRange.term_code(), None));
-                    return;
-                }
-                let Some(rqe) = self.rq.pop_front() else {
-                    return;
-                };
-                self.rq_first_msn = self.rq_first_msn.wrapping_add(1);
-                let mut invalidated = None;
-                if opcode.carries_invalidate() {
-                    // RFC 5040: invalidate before delivering; siw's EType choice on failure.
-                    match tags.invalidate_remote(inv, self.cfg.pd, self.cfg.stream) {
-                        Ok(_) => invalidated = Some(inv),
-                        Err(f) => {
-                            let code = match f {
-                                InvalidateFault::NotAssociated => {
-                                    RdmapError::CannotInvalidateProtection
-                                }
-                                InvalidateFault::Invalid => RdmapError::CannotInvalidate,
-                            };
-                            self.rq.push_front(rqe);
-                            self.fail_stream(seg.terminate(code.term_code(), None));
-                            return;
-                        }
-                    }
-                }
-                self.completions.push_back(Completion {
-                    wr_id: rqe.wr_id,
-                    opcode: WcOpcode::Recv,
-                    status: WcStatus::Success,
-                    byte_len: len,
-                    invalidated,
-                    solicited: opcode.solicited(),
-                });
-            }
-            RxRecord::ReadRequest { msn, req, seg } => {
-                if msn != self.rr_next_msn {
-                    self.fail_stream(seg.terminate(DdpError::MsnRange.term_code(), None));
-                    return;
-                }
-                self.rr_next_msn = self.rr_next_msn.wrapping_add(1);
-                let source = if req.size == 0 {
-                    TxSource::Inline {
-                        bytes: [0; TERMINATE_MAX_LEN],
-                    }
-                } else {
-                    match tags.check_remote(
-                        req.src_stag,
-                        req.src_to,
-                        u64::from(req.size),
-                        Access::REMOTE_READ,
-                        self.cfg.pd,
-                        self.cfg.stream,
-                    ) {
-                        Ok(p) => TxSource::Region {
-                            region: p.region,
-                            offset: p.offset,
-                        },
-                        Err(f) => {
-                            self.fail_stream(
-                                seg.terminate(read_source_code(f), Some(req.to_bytes())),
-                            );
-                            return;
-                        }
-                    }
-                };
-                self.irq_in_use += 1;
-                self.responses.push_back(TxMsg {
-                    header: TxHeader::Tagged {
-                        opcode: Opcode::RdmaReadResponse,
-                        stag: req.sink_stag,
-                        to: req.sink_to,
-                    },
-                    source,
-                    total: req.size,
-                    sent: 0,
-                    after: TxAfter::ResponseSent,
-                });
-            }
-            RxRecord::ReadResponseLast { seg } => {
-                let Some(o) = self.orq.pop_front() else {
-                    self.fail_stream(seg.terminate(RdmapError::UnexpectedOpcode.term_code(), None));
-                    return;
-                };
-                if let Some(e) = o
-                    .seq
-                    .checked_sub(self.sq_base_seq)
-                    .and_then(|i| self.sq.get_mut(i as usize))
-                {
-                    e.status = Some(WcStatus::Success);
-                }
-                self.drain_sq();
-            }
-            RxRecord::Terminate(t) => {
-                self.term_next_msn = self.term_next_msn.wrapping_add(1);
-                self.events.push_back(match t {
-                    Some(t) => EngineEvent::TerminateReceived(t),
-                    None => EngineEvent::MalformedTerminateReceived,
-                });
-                self.enter_error();
-            }
-            RxRecord::Error(t) => self.fail_stream(t),
-        }
     }
 
     /// Enter the error state: receive drops everything, outstanding requests are flushed.
@@ -1123,29 +612,6 @@ impl RdmapEngine {
     pub fn posted_recvs(&self) -> usize {
         self.rq.len()
     }
-}
-
-/// A validation failure of `seg`: Terminate with M set and its DDP header copied.
-fn rx_fail(code: TermCode, seg: &[u8]) -> Option<RxRecord> {
-    Some(RdmapEngine::terminate_for(code, seg, true, None))
-}
-
-/// The Terminate code for a tagged placement check at the data sink.
-fn tagged_code(f: TaggedFault) -> TermCode {
-    f.term_code()
-}
-
-/// The Terminate code for a Read Request whose Data Source fails its checks: RDMAP Remote
-/// Protection errors (digest §6.2, RFC 5040).
-fn read_source_code(f: TaggedFault) -> TermCode {
-    let e = match f {
-        TaggedFault::AccessRights => RdmapError::AccessRights,
-        TaggedFault::Ddp(DdpError::StagNotAssociated) => RdmapError::StagNotAssociated,
-        TaggedFault::Ddp(DdpError::BaseBounds) => RdmapError::BaseBounds,
-        TaggedFault::Ddp(DdpError::ToWrap) => RdmapError::ToWrap,
-        TaggedFault::Ddp(_) => RdmapError::InvalidStag,
-    };
-    e.term_code()
 }
 
 #[cfg(test)]

@@ -1427,3 +1427,192 @@ fn skipped_last_segment_is_msn_range_error() {
         .collect();
     assert_eq!(c, [(1, WcStatus::Flushed), (2, WcStatus::Flushed)]);
 }
+
+/// A Read Response may only write the sink its Read Request named: another local STag (even a
+/// valid, writable one) is 0x1/0x00, outside the requested range is 0x1/0x01.
+#[test]
+fn read_response_limited_to_requested_sink() {
+    for (other_stag, to_off, want) in [
+        (true, 0u64, DdpError::InvalidStag),
+        (false, 12, DdpError::BaseBounds),
+    ] {
+        let mut a = Side::new(1, cfg(1));
+        let (abuf, _) = a.region(64, Access::LOCAL_WRITE, |_| 0);
+        let (_, other) = a.region(64, Access::LOCAL_WRITE, |_| 0);
+        let rb = RemoteBuf {
+            stag: Stag(0x500),
+            to: 0,
+        };
+        a.eng
+            .post_read(
+                &a.tags,
+                1,
+                LocalBuf {
+                    region: abuf,
+                    offset: 0,
+                    len: 16,
+                },
+                rb,
+            )
+            .unwrap();
+        let sink = a.tags.region(abuf).unwrap().stag;
+        a.drain_tx();
+        let stag = if other_stag { other } else { sink };
+        let seg = tagged_seg(
+            true,
+            Opcode::RdmaReadResponse,
+            stag,
+            0x1000 + to_off,
+            &[7u8; 8],
+        );
+        check_terminate(&mut a, &seg, want.term_code(), true);
+    }
+}
+
+/// A ULPDU handed in as pieces (as MPA markers split it), cut anywhere, even inside the DDP
+/// header or a Read Request, places and delivers exactly as one slice would.
+#[test]
+fn ulpdu_parts_cut_anywhere() {
+    for piece in [1usize, 3, 7, 19, 500] {
+        let mut a = Side::new(1, cfg(1));
+        let mut b = Side::new(2, cfg(2));
+        let n = 3000usize;
+        let (asrc, _) = a.region(n, Access::LOCAL_WRITE, pattern(9));
+        let (bdst, bstag) = b.region(n, Access::REMOTE_WRITE | Access::REMOTE_READ, |_| 0);
+        let (brecv, _) = b.region(n, Access::LOCAL_WRITE, |_| 0);
+        let (aback, _) = a.region(n, Access::LOCAL_WRITE, |_| 0);
+        let buf = LocalBuf {
+            region: asrc,
+            offset: 0,
+            len: n as u32,
+        };
+        let remote = RemoteBuf {
+            stag: bstag,
+            to: 0x1000,
+        };
+        b.eng
+            .post_recv(
+                &b.tags,
+                5,
+                LocalBuf {
+                    region: brecv,
+                    offset: 0,
+                    len: n as u32,
+                },
+            )
+            .unwrap();
+        a.eng
+            .post_send(&a.tags, 1, buf, SendOpts::default())
+            .unwrap();
+        a.eng.post_write(&a.tags, 2, buf, remote).unwrap();
+        a.eng
+            .post_read(
+                &a.tags,
+                3,
+                LocalBuf {
+                    region: aback,
+                    offset: 0,
+                    len: n as u32,
+                },
+                remote,
+            )
+            .unwrap();
+        loop {
+            let mut moved = false;
+            for (pos, u) in a.drain_tx() {
+                let parts: Vec<&[u8]> = u.chunks(piece).collect();
+                b.eng.handle_ulpdu_parts(&b.tags, &mut b.mem, pos, &parts);
+                b.eng.deliver_through(&mut b.tags, pos + 1);
+                moved = true;
+            }
+            for (pos, u) in b.drain_tx() {
+                let parts: Vec<&[u8]> = u.chunks(piece).collect();
+                a.eng.handle_ulpdu_parts(&a.tags, &mut a.mem, pos, &parts);
+                a.eng.deliver_through(&mut a.tags, pos + 1);
+                moved = true;
+            }
+            a.eng.on_acked(a.tx_pos);
+            if !moved {
+                break;
+            }
+        }
+        let want: Vec<u8> = (0..n).map(pattern(9)).collect();
+        assert_eq!(b.mem.get(brecv).unwrap(), &want[..], "piece {piece}");
+        assert_eq!(b.mem.get(bdst).unwrap(), &want[..]);
+        assert_eq!(a.mem.get(aback).unwrap(), &want[..]);
+        assert_eq!(a.completions().len(), 3);
+        assert_eq!(b.eng.state(), EngineState::Active);
+    }
+}
+
+/// DDP-102 with out-of-order placement: a Write that follows a Send with Invalidate of its
+/// STag in the stream, but arrives first, must not land once the Send is known.
+#[test]
+fn write_after_send_with_invalidate_refused_even_out_of_order() {
+    let mut a = Side::new(1, cfg(1));
+    let mut b = Side::new(2, cfg(2));
+    let (asrc, _) = a.region(8, Access::LOCAL_WRITE, pattern(1));
+    let (brecv, _) = b.region(8, Access::LOCAL_WRITE, |_| 0);
+    let (bwin, bstag) = b.region(8, Access::REMOTE_WRITE, |_| 0);
+    b.eng
+        .post_recv(
+            &b.tags,
+            1,
+            LocalBuf {
+                region: brecv,
+                offset: 0,
+                len: 8,
+            },
+        )
+        .unwrap();
+    let buf = LocalBuf {
+        region: asrc,
+        offset: 0,
+        len: 8,
+    };
+    a.eng
+        .post_send(
+            &a.tags,
+            1,
+            buf,
+            SendOpts {
+                solicited: false,
+                invalidate: Some(bstag),
+            },
+        )
+        .unwrap();
+    a.eng
+        .post_write(
+            &a.tags,
+            2,
+            buf,
+            RemoteBuf {
+                stag: bstag,
+                to: 0x1000,
+            },
+        )
+        .unwrap();
+    let tx = a.drain_tx();
+    assert_eq!(tx.len(), 2);
+    b.eng.handle_ulpdu(&b.tags, &mut b.mem, tx[0].0, &tx[0].1); // the Send, not delivered yet
+    b.eng.handle_ulpdu(&b.tags, &mut b.mem, tx[1].0, &tx[1].1); // the Write after it
+    b.eng.deliver_through(&mut b.tags, u64::MAX);
+    assert_eq!(
+        b.mem.get(bwin).unwrap(),
+        &[0u8; 8],
+        "the Write did not land"
+    );
+    assert_eq!(b.eng.state(), EngineState::Error);
+    assert_eq!(b.drain_tx().len(), 1);
+    let code = DdpError::InvalidStag.term_code();
+    assert!(b
+        .events()
+        .iter()
+        .any(|e| matches!(e, EngineEvent::TerminateSent(t) if t.code == code)));
+    let c = b.completions();
+    assert_eq!(
+        (c[0].wr_id, c[0].invalidated),
+        (1, Some(bstag)),
+        "the Send itself was delivered"
+    );
+}

@@ -81,19 +81,20 @@ impl ClientCredits {
 
     /// Takes a credit for a call (RPCRDMA-07).
     pub fn try_start_call(&mut self) -> Result<(), NoCredit> {
-        self.take()?;
+        self.check_available()?;
         self.calls += 1;
         Ok(())
     }
 
     /// Takes a credit for an RDMA_DONE (RPCRDMA-20).
     pub fn try_send_done(&mut self) -> Result<(), NoCredit> {
-        self.take()?;
+        self.check_available()?;
         self.dones += 1;
         Ok(())
     }
 
-    fn take(&self) -> Result<(), NoCredit> {
+    /// `Ok` when a Send may go now (a credit is free), without taking it.
+    pub fn check_available(&self) -> Result<(), NoCredit> {
         if self.available() == 0 {
             return Err(NoCredit {
                 in_flight: self.calls + self.dones,
@@ -193,6 +194,12 @@ impl ServerCredits {
         self.consume()?;
         self.in_progress += 1;
         Ok(())
+    }
+
+    /// A Send that is neither a call nor a DONE arrived (dropped as malformed or not for a
+    /// server): it consumed a receive all the same.
+    pub fn on_dropped(&mut self) -> Result<(), Overrun> {
+        self.consume()
     }
 
     /// An RDMA_DONE arrived: it consumed a receive (RPCRDMA-20).

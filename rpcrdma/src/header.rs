@@ -456,6 +456,20 @@ mod tests {
     }
 
     #[test]
+    fn rpcrdma_23_version_is_1_and_any_other_is_refused() {
+        assert_eq!(VERSION, 1);
+        for vers in [0u32, 2, 7, u32::MAX] {
+            let mut b = HeaderRepr::done(1, 1).to_vec();
+            b[4..8].copy_from_slice(&vers.to_be_bytes());
+            assert_eq!(
+                HeaderRepr::parse_bytes(&b).unwrap_err(),
+                HeaderError::UnsupportedVersion(vers)
+            );
+        }
+        assert_eq!(&HeaderRepr::done(1, 1).to_vec()[4..8], &[0, 0, 0, 1]);
+    }
+
+    #[test]
     fn rpcrdma_26_proc_values() {
         assert_eq!(Proc::Msg as u32, 0);
         assert_eq!(Proc::NoMsg as u32, 1);
