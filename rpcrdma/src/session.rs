@@ -18,7 +18,8 @@ use crate::rpc::{AcceptStat, ReplyHeader};
 use crate::storage::{StorageCall, StorageProc, StorageReply};
 use crate::storage_send::{
     call_header, call_shape, decode_call_message, decode_reply_message, echo_writes, encode_call,
-    encode_reply, CallChunks, CallRejection, DecodedCall, DecodedReply,
+    encode_reply, encode_reply_message, reply_chunk_header, CallChunks, CallRejection, DecodedCall,
+    DecodedReply,
 };
 use crate::xdr::XdrError;
 use std::collections::{HashMap, VecDeque};
@@ -269,6 +270,36 @@ pub enum ServerEvent<'a> {
     },
 }
 
+/// How [`ServerSession::encode_reply_within`] sent a reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplyOut {
+    /// Send `send[..send_len]` (RDMA_MSG, reply inline).
+    Inline {
+        /// Bytes of the Send.
+        send_len: usize,
+    },
+    /// RDMA-Write `message_buf[..message_len]` into the call's reply chunk, then Send
+    /// `send[..send_len]` (RDMA_NOMSG).
+    ReplyChunk {
+        /// Bytes of the reply message.
+        message_len: usize,
+        /// Bytes of the NOMSG Send.
+        send_len: usize,
+    },
+}
+
+/// A reply that cannot be sent as asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum LongReplyError {
+    /// Too long for the client's receive buffers, and the call gave no reply chunk large
+    /// enough (RPCRDMA-30).
+    #[error("reply too long for inline and no large enough reply chunk")]
+    NoReplyChunk,
+    /// Encoding failed.
+    #[error(transparent)]
+    Encode(#[from] HeaderError),
+}
+
 /// The server end of one connection.
 pub struct ServerSession {
     credits: ServerCredits,
@@ -313,7 +344,7 @@ impl ServerSession {
                 if matches!(header.body, Body::NoMsg(_)) {
                     return ServerEvent::LongCall { header };
                 }
-                self.decode(&header, message)
+                self.decode(header, message)
             }
             ServerInbound::Done { xid, .. } => {
                 let _ = self.credits.on_done();
@@ -340,20 +371,23 @@ impl ServerSession {
         }
     }
 
-    fn decode<'a>(&mut self, header: &HeaderRepr, message: &'a [u8]) -> ServerEvent<'a> {
-        let chunks = header.body.chunks().cloned().unwrap_or_default();
-        match decode_call_message(header, message) {
+    fn decode<'a>(&mut self, header: HeaderRepr, message: &'a [u8]) -> ServerEvent<'a> {
+        let result = decode_call_message(&header, message);
+        let (xid, requested) = (header.xid, header.credit);
+        let chunks = match header.body {
+            Body::Msg(c) | Body::NoMsg(c) | Body::MsgP { chunks: c, .. } => c,
+            Body::Done | Body::Error(_) => ChunkLists::default(),
+        };
+        match result {
             Ok(call) => ServerEvent::Call {
-                xid: header.xid,
-                requested: header.credit,
+                xid,
+                requested,
                 chunks,
                 call,
             },
             Err(rejection) => {
-                self.reject(header.xid, header.credit, &chunks, rejection);
-                ServerEvent::Refused {
-                    xid: Some(header.xid),
-                }
+                self.reject(xid, requested, &chunks, rejection);
+                ServerEvent::Refused { xid: Some(xid) }
             }
         }
     }
@@ -387,7 +421,7 @@ impl ServerSession {
     /// Decodes a long call after its position-0 chunk was read into `message`.
     pub fn decode_long_call<'a>(
         &mut self,
-        header: &HeaderRepr,
+        header: HeaderRepr,
         message: &'a [u8],
     ) -> ServerEvent<'a> {
         self.decode(header, message)
@@ -422,6 +456,55 @@ impl ServerSession {
             &ReplyHeader::success(xid),
             Some(reply),
         )
+    }
+
+    /// Encodes the reply to call `xid` in the form the client's receive size allows (digest
+    /// §4.4 server steps 2-3, RPCRDMA-30): inline when the whole Send fits `max_inline_reply`
+    /// (the client's receive buffers), else the reply message goes into `message_buf` for an
+    /// RDMA Write into the call's reply chunk, followed by the RDMA_NOMSG header in `send`.
+    /// Without a large enough reply chunk: [`LongReplyError::NoReplyChunk`] (answer with a
+    /// shorter result, or SYSTEM_ERR through [`ServerSession::encode_rpc_error`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn encode_reply_within(
+        &mut self,
+        send: &mut [u8],
+        message_buf: &mut [u8],
+        max_inline_reply: u32,
+        xid: u32,
+        requested: u32,
+        call_chunks: &ChunkLists,
+        reply: &StorageReply<'_>,
+    ) -> Result<ReplyOut, LongReplyError> {
+        let rpc = ReplyHeader::success(xid);
+        let mlen = encode_reply_message(message_buf, &rpc, Some(reply))?;
+        let inline = HeaderRepr {
+            xid,
+            credit: 0,
+            body: Body::Msg(ChunkLists {
+                writes: echo_writes(call_chunks, None).unwrap_or_default(),
+                ..ChunkLists::default()
+            }),
+        };
+        if inline.buffer_len() + mlen <= max_inline_reply as usize {
+            let grant = self.credits.grant_for_reply(requested, false);
+            let n = encode_reply(send, grant, call_chunks, &rpc, Some(reply))?;
+            return Ok(ReplyOut::Inline { send_len: n });
+        }
+        let fits = call_chunks
+            .reply
+            .as_ref()
+            .is_some_and(|c| c.total_len() >= mlen as u64);
+        if !fits {
+            return Err(LongReplyError::NoReplyChunk);
+        }
+        let grant = self.credits.grant_for_reply(requested, false);
+        let header = reply_chunk_header(xid, grant, call_chunks, Some(reply), mlen as u32)
+            .ok_or(LongReplyError::Encode(HeaderError::EchoMismatch))?;
+        let send_len = header.emit(send)?;
+        Ok(ReplyOut::ReplyChunk {
+            message_len: mlen,
+            send_len,
+        })
     }
 
     /// Encodes an accepted-but-failed RPC reply (for example SYSTEM_ERR) to call `xid`.
@@ -761,5 +844,211 @@ mod tests {
             s.handle_receive(&done[..n]),
             ServerEvent::Done { xid, release: true }
         );
+    }
+
+    #[test]
+    fn rpcrdma_30_long_inline_read_goes_through_the_reply_chunk() {
+        let (mut c, mut s) = pair(4);
+        let mut send = [0u8; 512];
+        let rc = Segment {
+            handle: 0x51,
+            length: 8192,
+            offset: 0,
+        };
+        let (xid, n) = c
+            .start_call(
+                &mut send,
+                &StorageCall::Read(ReadArgs {
+                    offset: 0,
+                    count: 4000,
+                }),
+                &CallChunks {
+                    reply_chunk: Some(WriteChunk::new(vec![rc])),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        let ServerEvent::Call {
+            requested, chunks, ..
+        } = s.handle_receive(&send[..n])
+        else {
+            panic!()
+        };
+        let data = vec![0x42u8; 4000];
+        let reply = StorageReply::Read(Ok(ReadOk {
+            eof: false,
+            data: Payload::Inline(&data),
+        }));
+        let mut out = [0u8; 1024];
+        let mut msg = vec![0u8; 8192];
+        let placed = s
+            .encode_reply_within(&mut out, &mut msg, 1024, xid, requested, &chunks, &reply)
+            .unwrap();
+        let ReplyOut::ReplyChunk {
+            message_len,
+            send_len,
+        } = placed
+        else {
+            panic!("{placed:?}")
+        };
+        // ... RDMA Write of msg[..message_len] into the reply chunk, then the Send ...
+        let ClientEvent::LongReply { header, .. } = c.handle_receive(&out[..send_len]) else {
+            panic!()
+        };
+        assert_eq!(
+            crate::chunk_rules::reply_chunk_len(header.body.chunks().unwrap()),
+            Some(message_len as u64)
+        );
+        let d = c.decode_long_reply(&header, &msg[..message_len]).unwrap();
+        assert_eq!(d.reply, Some(reply));
+        // Small replies stay inline; without a reply chunk a long one is refused.
+        let small = StorageReply::Read(Ok(ReadOk {
+            eof: false,
+            data: Payload::Inline(&data[..100]),
+        }));
+        assert!(matches!(
+            s.encode_reply_within(&mut out, &mut msg, 1024, 9, 1, &chunks, &small),
+            Ok(ReplyOut::Inline { .. })
+        ));
+        assert_eq!(
+            s.encode_reply_within(
+                &mut out,
+                &mut msg,
+                1024,
+                9,
+                1,
+                &ChunkLists::default(),
+                &reply
+            ),
+            Err(LongReplyError::NoReplyChunk)
+        );
+    }
+
+    mod prop {
+        use super::*;
+        use proptest::prelude::*;
+        use std::collections::VecDeque;
+
+        #[derive(Debug, Clone)]
+        enum Step {
+            /// Client starts a call of this kind with this size.
+            Call(u8, u32),
+            /// The server takes in the oldest Send in flight to it.
+            Deliver,
+            /// The server answers the call at this index of its in-progress list.
+            Answer(usize),
+            /// The server's buffer budget changes.
+            Budget(u32),
+        }
+
+        fn step() -> impl Strategy<Value = Step> {
+            prop_oneof![
+                (0u8..4, 1u32..1 << 20).prop_map(|(k, n)| Step::Call(k, n)),
+                Just(Step::Deliver),
+                any::<usize>().prop_map(Step::Answer),
+                (0u32..16).prop_map(Step::Budget),
+            ]
+        }
+
+        proptest! {
+            /// RPCRDMA-07, -28, -06: through both sessions, with Sends delivered in order and
+            /// replies in any order, the server never sees a Send without a posted receive,
+            /// every call gets its own reply back, and draining always completes.
+            #[test]
+            fn sessions_keep_credits_and_match_replies(max in 1u32..12, steps in proptest::collection::vec(step(), 1..150)) {
+                let mut c = ClientSession::new(16, 7, ChunkPlanner::default(), Rules::default());
+                let mut s = ServerSession::new(max, Rules::default(), Duration::from_secs(1));
+                let n = s.credits().receives_to_post();
+                s.posted_receives(n);
+                let mut to_server: VecDeque<Vec<u8>> = VecDeque::new();
+                let mut in_progress: Vec<(u32, u32, ChunkLists, StorageProc, u32)> = Vec::new();
+                let mut expected: HashMap<u32, StorageProc> = HashMap::new();
+                let seg = |n| Segment { handle: 3, length: n, offset: 0 };
+                let mut buf = [0u8; 512];
+                let answer = |s: &mut ServerSession, c: &mut ClientSession, e: &mut HashMap<u32, StorageProc>,
+                                  (xid, requested, chunks, proc, n): (u32, u32, ChunkLists, StorageProc, u32)|
+                 -> Result<(), TestCaseError> {
+                    let reply = match proc {
+                        StorageProc::Read => StorageReply::Read(Ok(ReadOk { eof: false, data: Payload::WriteChunk { index: 0, len: n } })),
+                        StorageProc::Write => StorageReply::Write(Ok(WriteOk { count: n, committed: false, verifier: 1 })),
+                        StorageProc::Commit => StorageReply::Commit(Err(storage::Status::Io)),
+                        _ => StorageReply::Getattr(Err(storage::Status::Io)),
+                    };
+                    let mut out = [0u8; 512];
+                    let m = s.encode_reply(&mut out, xid, requested, &chunks, &reply).unwrap();
+                    let p = s.credits().receives_to_post();
+                    s.posted_receives(p);
+                    match c.handle_receive(&out[..m]) {
+                        ClientEvent::Reply { xid: x, reply: r, .. } => {
+                            prop_assert_eq!(x, xid);
+                            prop_assert_eq!(e.remove(&xid), Some(proc));
+                            prop_assert_eq!(r.reply, Some(reply));
+                        }
+                        other => prop_assert!(false, "{:?}", other),
+                    }
+                    Ok(())
+                };
+                for st in steps {
+                    match st {
+                        Step::Call(kind, n) => {
+                            let (call, chunks) = match kind {
+                                0 => (StorageCall::Read(ReadArgs { offset: 0, count: n }),
+                                      CallChunks { read_result: Some(WriteChunk::new(vec![seg(n)])), ..Default::default() }),
+                                1 => (StorageCall::Write(WriteArgs { offset: 0, stable: false, data: Payload::ReadChunk { position: 0, len: n } }),
+                                      CallChunks { write_data: vec![seg(n)], ..Default::default() }),
+                                2 => (StorageCall::Commit(storage::CommitArgs { offset: 0, count: 0 }), CallChunks::default()),
+                                _ => (StorageCall::Getattr, CallChunks::default()),
+                            };
+                            let before = c.credits().calls_in_flight();
+                            if let Ok((xid, len)) = c.start_call(&mut buf, &call, &chunks) {
+                                prop_assert!(before < c.credits().granted());
+                                to_server.push_back(buf[..len].to_vec());
+                                expected.insert(xid, call.proc());
+                            }
+                        }
+                        Step::Deliver => {
+                            if let Some(send) = to_server.pop_front() {
+                                match s.handle_receive(&send) {
+                                    ServerEvent::Call { xid, requested, chunks, call } => {
+                                        let n = match call.call {
+                                            StorageCall::Read(a) => a.count,
+                                            StorageCall::Write(a) => a.data.len(),
+                                            _ => 0,
+                                        };
+                                        in_progress.push((xid, requested, chunks, call.call.proc(), n));
+                                    }
+                                    other => prop_assert!(false, "{:?}", other),
+                                }
+                            }
+                        }
+                        Step::Answer(i) if !in_progress.is_empty() => {
+                            let job = in_progress.remove(i % in_progress.len());
+                            answer(&mut s, &mut c, &mut expected, job)?;
+                        }
+                        Step::Answer(_) => {}
+                        Step::Budget(b) => s.set_budget(b),
+                    }
+                    prop_assert_eq!(s.credits().overruns(), 0);
+                }
+                // Drain: deliver everything, answer everything.
+                while let Some(send) = to_server.pop_front() {
+                    if let ServerEvent::Call { xid, requested, chunks, call } = s.handle_receive(&send) {
+                        let n = match call.call {
+                            StorageCall::Read(a) => a.count,
+                            StorageCall::Write(a) => a.data.len(),
+                            _ => 0,
+                        };
+                        in_progress.push((xid, requested, chunks, call.call.proc(), n));
+                    }
+                }
+                for job in std::mem::take(&mut in_progress) {
+                    answer(&mut s, &mut c, &mut expected, job)?;
+                }
+                prop_assert_eq!(s.credits().overruns(), 0);
+                prop_assert!(expected.is_empty());
+                prop_assert_eq!(c.outstanding(), 0);
+                prop_assert!(c.can_start());
+            }
+        }
     }
 }
