@@ -64,6 +64,10 @@ struct Wire {
     /// Give every FPDU its own TCP segment (slow; for packet captures).
     #[arg(long)]
     segment_per_fpdu: bool,
+    /// EMSS that MULPDU is derived from (default: the socket's MSS). With markers, 1024 makes
+    /// every full FPDU exactly 1024 octets.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(128..=65495))]
+    emss: Option<u32>,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy)]
@@ -234,6 +238,7 @@ fn config(w: &Wire) -> Result<(Transport, ConnectionConfig), Failure> {
             ..MpaSettings::default()
         },
         segment_per_fpdu: w.segment_per_fpdu,
+        emss: w.emss,
         ..ConnectionConfig::default()
     };
     Ok((transport, cfg))
