@@ -23,6 +23,10 @@
 //!   (MPA's out-of-order locator) and checked its CRC; the ULPDU is placed now, and delivered
 //!   when [`Qp::deliver_through`] says every earlier octet has arrived.
 //!
+//! The two may be mixed on one connection: a TCP that places out-of-order segments early still
+//! feeds the in-order bytes to `handle_rx_bytes`; an FPDU seen both ways is placed twice
+//! (allowed, DDP-56) and delivered once.
+//!
 //! Placement writes through the caller's [`Memory`] straight from the slice handed in (or from
 //! each piece between markers), so the copy from the received frame into the region is the
 //! only copy.
@@ -476,10 +480,29 @@ impl Qp {
         self.unacked.iter().map(|e| (e.0, e.1))
     }
 
-    /// Largest FPDU this queue pair produces (size `out` of `poll_transmit` to it).
+    /// Fill `out` with as many whole outputs of [`Qp::poll_transmit`] as fit (startup bytes and
+    /// FPDUs, each FPDU full-sized while room remains for one): one write for the kernel
+    /// transport. Returns the octets written (0: nothing to send).
+    pub fn poll_transmit_batch<M: Memory + ?Sized>(&mut self, mem: &M, out: &mut [u8]) -> usize {
+        let mut n = 0;
+        while out.len() - n >= self.max_fpdu_len().min(out.len()) {
+            match self.poll_transmit(mem, &mut out[n..]) {
+                Some(w) => n += w,
+                None => break,
+            }
+        }
+        n
+    }
+
+    /// Largest FPDU this queue pair produces at any stream offset (size `out` of
+    /// `poll_transmit` to it).
     pub fn max_fpdu_len(&self) -> usize {
         match &self.phase {
-            Phase::Operational { framer, .. } => framer.wire_len(self.engine.config().mulpdu),
+            Phase::Operational { framer, .. } => {
+                // At another stream offset the same FPDU may hold one marker more.
+                let extra = if framer.config().markers { 4 } else { 0 };
+                framer.wire_len(self.engine.config().mulpdu) + extra
+            }
             _ => mpa::MAX_FPDU_LEN,
         }
     }

@@ -880,3 +880,143 @@ fn new_established_from_negotiated() {
         assert_eq!(a.completions().len(), 1);
     }
 }
+
+/// The batch form fills one buffer with whole FPDUs, and the peer reads the same data.
+#[test]
+fn poll_transmit_batch_fills_whole_fpdus() {
+    let (mut a, mut b) = pair(true, true);
+    pump(&mut a, &mut b, 1 << 20);
+    let (asrc, _) = a.region(100_000, Access::LOCAL_WRITE, pattern(3));
+    let (_, bstag) = b.region(100_000, Access::REMOTE_WRITE, |_| 0);
+    let l = LocalBuf {
+        region: asrc,
+        offset: 0,
+        len: 100_000,
+    };
+    a.qp.post_write(
+        &a.tags,
+        1,
+        l,
+        RemoteBuf {
+            stag: bstag,
+            to: 0x10_0000,
+        },
+    )
+    .unwrap();
+    let mut buf = vec![0u8; 16_384];
+    let mut batches = 0;
+    loop {
+        let n = a.qp.poll_transmit_batch(&a.mem, &mut buf);
+        if n == 0 {
+            break;
+        }
+        if a.qp.wants_to_send() {
+            let max = a.qp.max_fpdu_len();
+            assert!(
+                n > buf.len() - max,
+                "filled up to the last whole FPDU: {n} {max}"
+            );
+        }
+        batches += 1;
+        b.qp.handle_rx_bytes(&mut b.tags, &mut b.mem, Instant::now(), &buf[..n]);
+    }
+    assert!(batches >= 6);
+    let (h, _) = b.tags.lookup(bstag).unwrap();
+    assert_eq!(
+        b.mem.get(h).unwrap(),
+        &(0..100_000).map(pattern(3)).collect::<Vec<_>>()[..]
+    );
+}
+
+/// Both receive paths on one connection, as a TCP that places out-of-order segments early and
+/// still feeds the in-order byte stream: FPDUs seen twice are placed twice (harmless, DDP-56)
+/// and delivered exactly once, in order (DDP-57, DDP-58).
+#[test]
+fn out_of_order_then_in_order_bytes_deliver_once() {
+    for markers in [false, true] {
+        let (mut a, mut b) = pair(markers, true);
+        pump(&mut a, &mut b, 1 << 20);
+        let (asrc, _) = a.region(25_000, Access::LOCAL_WRITE, pattern(5));
+        let (brecv, _) = b.region(40_000, Access::LOCAL_WRITE, |_| 0);
+        for i in 0..4u64 {
+            let r = LocalBuf {
+                region: brecv,
+                offset: 10_000 * i,
+                len: 10_000,
+            };
+            b.qp.post_recv(&b.tags, 10 + i, r).unwrap();
+            let s = LocalBuf {
+                region: asrc,
+                offset: 5000 * i,
+                len: 10_000,
+            };
+            a.qp.post_send(&a.tags, i, s, SendOpts::default()).unwrap();
+        }
+        let segs = fpdus(&mut a);
+        // Every third FPDU arrives early, out of order.
+        for (pos, seg) in segs.iter().rev().step_by(3) {
+            b.qp.handle_segment(&b.tags, &mut b.mem, *pos, seg);
+        }
+        assert!(b.completions().is_empty());
+        for (_, seg) in &segs {
+            b.qp.handle_rx_bytes(&mut b.tags, &mut b.mem, Instant::now(), seg);
+        }
+        let c: Vec<_> = b
+            .completions()
+            .iter()
+            .map(|c| (c.wr_id, c.byte_len))
+            .collect();
+        assert_eq!(c, [(10, 10_000), (11, 10_000), (12, 10_000), (13, 10_000)]);
+        let src: Vec<u8> = (0..25_000).map(pattern(5)).collect();
+        for i in 0..4usize {
+            let got = &b.mem.get(brecv).unwrap()[10_000 * i..10_000 * (i + 1)];
+            assert!(got == &src[5000 * i..5000 * i + 10_000], "message {i}");
+        }
+        assert!(!b.qp.is_error());
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+
+    /// Random arrival order with duplicates (DDP-55..58): whatever order and repetition the
+    /// FPDU-aligned segments arrive in, once the in-order point passes the end every Send is
+    /// delivered exactly once, in order, and every octet of the Sends and the Write is right.
+    #[test]
+    fn any_arrival_order_with_duplicates(
+        order in proptest::collection::vec(proptest::prelude::any::<proptest::sample::Index>(), 1..120),
+        markers: bool,
+    ) {
+        let (mut a, mut b) = pair(markers, true);
+        pump(&mut a, &mut b, 1 << 20);
+        let (asrc, _) = a.region(12_000, Access::LOCAL_WRITE, pattern(7));
+        let (brecv, _) = b.region(9_000, Access::LOCAL_WRITE, |_| 0);
+        let (bwin, bstag) = b.region(12_000, Access::REMOTE_WRITE, |_| 0);
+        for i in 0..3u64 {
+            b.qp.post_recv(&b.tags, i, LocalBuf { region: brecv, offset: 3000 * i, len: 3000 }).unwrap();
+            a.qp.post_send(&a.tags, i, LocalBuf { region: asrc, offset: 1000 * i, len: 3000 }, SendOpts::default()).unwrap();
+        }
+        let w = LocalBuf { region: asrc, offset: 0, len: 12_000 };
+        a.qp.post_write(&a.tags, 9, w, RemoteBuf { stag: bstag, to: 0x10_0000 }).unwrap();
+        let segs = fpdus(&mut a);
+        let end = a.qp.tx_offset();
+        // Random picks (with repeats), then every segment once so none is missing.
+        for ix in &order {
+            let (pos, seg) = ix.get(&segs);
+            b.qp.handle_segment(&b.tags, &mut b.mem, *pos, seg);
+        }
+        for (pos, seg) in segs.iter().rev() {
+            b.qp.handle_segment(&b.tags, &mut b.mem, *pos, seg);
+        }
+        b.qp.deliver_through(&mut b.tags, end);
+        b.qp.deliver_through(&mut b.tags, end);
+        let c: Vec<_> = b.completions().iter().map(|c| (c.wr_id, c.byte_len)).collect();
+        proptest::prop_assert_eq!(c, vec![(0, 3000), (1, 3000), (2, 3000)]);
+        let src: Vec<u8> = (0..12_000).map(pattern(7)).collect();
+        for i in 0..3usize {
+            proptest::prop_assert!(b.mem.get(brecv).unwrap()[3000 * i..3000 * (i + 1)] == src[1000 * i..1000 * i + 3000]);
+        }
+        proptest::prop_assert!(b.mem.get(bwin).unwrap() == &src[..]);
+        proptest::prop_assert!(!b.qp.is_error());
+    }
+}

@@ -1,4 +1,4 @@
-//! The RDMAP Control Field (RFC 5040 §4.1, digest §6.1): `|RV(2)|Rsvd(2)|Opcode(4)|` = DDP RsvdULP[0:7].
+//! The RDMAP Control Field (RFC 5040 §4.1, digest §6.1): `|RV(2)|Rsvd(2)|Opcode(4)|` = DDP `RsvdULP[0:7]`.
 
 use crate::wire_error::WireError;
 
@@ -17,7 +17,7 @@ pub enum Opcode {
     RdmaReadResponse = 0x2,
     /// Untagged QN 0.
     Send = 0x3,
-    /// Untagged QN 0, Invalidate STag in RsvdULP[8:39].
+    /// Untagged QN 0, Invalidate STag in `RsvdULP[8:39]`.
     SendInvalidate = 0x4,
     /// Untagged QN 0, solicited event.
     SendSe = 0x5,
@@ -68,7 +68,7 @@ impl Opcode {
         }
     }
 
-    /// Whether RsvdULP[8:39] carries an Invalidate STag.
+    /// Whether `RsvdULP[8:39]` carries an Invalidate STag.
     pub const fn carries_invalidate(self) -> bool {
         matches!(self, Opcode::SendInvalidate | Opcode::SendSeInvalidate)
     }

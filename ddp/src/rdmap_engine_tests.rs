@@ -1544,3 +1544,75 @@ fn ulpdu_parts_cut_anywhere() {
         assert_eq!(b.eng.state(), EngineState::Active);
     }
 }
+
+/// DDP-102 with out-of-order placement: a Write that follows a Send with Invalidate of its
+/// STag in the stream, but arrives first, must not land once the Send is known.
+#[test]
+fn write_after_send_with_invalidate_refused_even_out_of_order() {
+    let mut a = Side::new(1, cfg(1));
+    let mut b = Side::new(2, cfg(2));
+    let (asrc, _) = a.region(8, Access::LOCAL_WRITE, pattern(1));
+    let (brecv, _) = b.region(8, Access::LOCAL_WRITE, |_| 0);
+    let (bwin, bstag) = b.region(8, Access::REMOTE_WRITE, |_| 0);
+    b.eng
+        .post_recv(
+            &b.tags,
+            1,
+            LocalBuf {
+                region: brecv,
+                offset: 0,
+                len: 8,
+            },
+        )
+        .unwrap();
+    let buf = LocalBuf {
+        region: asrc,
+        offset: 0,
+        len: 8,
+    };
+    a.eng
+        .post_send(
+            &a.tags,
+            1,
+            buf,
+            SendOpts {
+                solicited: false,
+                invalidate: Some(bstag),
+            },
+        )
+        .unwrap();
+    a.eng
+        .post_write(
+            &a.tags,
+            2,
+            buf,
+            RemoteBuf {
+                stag: bstag,
+                to: 0x1000,
+            },
+        )
+        .unwrap();
+    let tx = a.drain_tx();
+    assert_eq!(tx.len(), 2);
+    b.eng.handle_ulpdu(&b.tags, &mut b.mem, tx[0].0, &tx[0].1); // the Send, not delivered yet
+    b.eng.handle_ulpdu(&b.tags, &mut b.mem, tx[1].0, &tx[1].1); // the Write after it
+    b.eng.deliver_through(&mut b.tags, u64::MAX);
+    assert_eq!(
+        b.mem.get(bwin).unwrap(),
+        &[0u8; 8],
+        "the Write did not land"
+    );
+    assert_eq!(b.eng.state(), EngineState::Error);
+    assert_eq!(b.drain_tx().len(), 1);
+    let code = DdpError::InvalidStag.term_code();
+    assert!(b
+        .events()
+        .iter()
+        .any(|e| matches!(e, EngineEvent::TerminateSent(t) if t.code == code)));
+    let c = b.completions();
+    assert_eq!(
+        (c[0].wr_id, c[0].invalidated),
+        (1, Some(bstag)),
+        "the Send itself was delivered"
+    );
+}

@@ -66,7 +66,7 @@ impl DdpHeader {
         }
     }
 
-    /// RsvdULP[0:7], the RDMAP control byte.
+    /// `RsvdULP[0:7]`, the RDMAP control byte.
     pub const fn rsvd_ulp(&self) -> u8 {
         match self {
             DdpHeader::Tagged(r) => r.rsvd_ulp,
@@ -119,7 +119,51 @@ mod tests {
         assert_eq!(DdpHeader::parse(&[]), Err(WireError::Truncated));
     }
 
+    fn arb_header() -> impl Strategy<Value = DdpHeader> {
+        prop_oneof![
+            (any::<bool>(), any::<u8>(), any::<u32>(), any::<u64>()).prop_map(
+                |(last, rsvd_ulp, s, to)| {
+                    DdpHeader::Tagged(TaggedRepr {
+                        last,
+                        rsvd_ulp,
+                        stag: Stag(s),
+                        to,
+                    })
+                }
+            ),
+            (
+                any::<bool>(),
+                any::<u8>(),
+                any::<u32>(),
+                any::<u32>(),
+                any::<u32>(),
+                any::<u32>()
+            )
+                .prop_map(|(last, rsvd_ulp, rsvd_ulp_ext, qn, msn, mo)| {
+                    DdpHeader::Untagged(UntaggedRepr {
+                        last,
+                        rsvd_ulp,
+                        rsvd_ulp_ext,
+                        qn,
+                        msn,
+                        mo,
+                    })
+                }),
+        ]
+    }
+
     proptest! {
+        /// parse(emit(x)) == x for either model, payload returned intact.
+        #[test]
+        fn parse_emit_roundtrip(h in arb_header(), payload in proptest::collection::vec(any::<u8>(), 0..40)) {
+            let mut b = vec![0u8; h.buffer_len() + payload.len()];
+            h.emit(&mut b);
+            b[h.buffer_len()..].copy_from_slice(&payload);
+            let (back, p) = DdpHeader::parse(&b).unwrap();
+            prop_assert_eq!(back, h);
+            prop_assert_eq!(p, &payload[..]);
+        }
+
         #[test]
         fn arbitrary_bytes_never_panic(b in proptest::collection::vec(any::<u8>(), 0..64)) {
             if let Ok((h, p)) = DdpHeader::parse(&b) {

@@ -60,12 +60,12 @@ impl<T: AsRef<[u8]>> UntaggedPacket<T> {
         self.buffer.as_ref()[field::CONTROL]
     }
 
-    /// RsvdULP[0:7] (the RDMAP control byte under RDMAP).
+    /// `RsvdULP[0:7]` (the RDMAP control byte under RDMAP).
     pub fn rsvd_ulp(&self) -> u8 {
         self.buffer.as_ref()[field::RSVD_ULP]
     }
 
-    /// RsvdULP[8:39] (the Invalidate STag under RDMAP Send with Invalidate).
+    /// `RsvdULP[8:39]` (the Invalidate STag under RDMAP Send with Invalidate).
     pub fn rsvd_ulp_ext(&self) -> u32 {
         get_u32(self.buffer.as_ref(), field::RSVD_ULP_EXT)
     }
@@ -102,12 +102,12 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> UntaggedPacket<T> {
         self.buffer.as_mut()[field::CONTROL] = v;
     }
 
-    /// Set RsvdULP[0:7].
+    /// Set `RsvdULP[0:7]`.
     pub fn set_rsvd_ulp(&mut self, v: u8) {
         self.buffer.as_mut()[field::RSVD_ULP] = v;
     }
 
-    /// Set RsvdULP[8:39].
+    /// Set `RsvdULP[8:39]`.
     pub fn set_rsvd_ulp_ext(&mut self, v: u32) {
         put_u32(self.buffer.as_mut(), field::RSVD_ULP_EXT, v);
     }
@@ -138,9 +138,9 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> UntaggedPacket<T> {
 pub struct UntaggedRepr {
     /// L bit.
     pub last: bool,
-    /// RsvdULP[0:7].
+    /// `RsvdULP[0:7]`.
     pub rsvd_ulp: u8,
-    /// RsvdULP[8:39].
+    /// `RsvdULP[8:39]`.
     pub rsvd_ulp_ext: u32,
     /// Queue Number.
     pub qn: u32,

@@ -81,19 +81,20 @@ impl ClientCredits {
 
     /// Takes a credit for a call (RPCRDMA-07).
     pub fn try_start_call(&mut self) -> Result<(), NoCredit> {
-        self.take()?;
+        self.check_available()?;
         self.calls += 1;
         Ok(())
     }
 
     /// Takes a credit for an RDMA_DONE (RPCRDMA-20).
     pub fn try_send_done(&mut self) -> Result<(), NoCredit> {
-        self.take()?;
+        self.check_available()?;
         self.dones += 1;
         Ok(())
     }
 
-    fn take(&self) -> Result<(), NoCredit> {
+    /// `Ok` when a Send may go now (a credit is free), without taking it.
+    pub fn check_available(&self) -> Result<(), NoCredit> {
         if self.available() == 0 {
             return Err(NoCredit {
                 in_flight: self.calls + self.dones,
@@ -193,6 +194,12 @@ impl ServerCredits {
         self.consume()?;
         self.in_progress += 1;
         Ok(())
+    }
+
+    /// A Send that is neither a call nor a DONE arrived (dropped as malformed or not for a
+    /// server): it consumed a receive all the same.
+    pub fn on_dropped(&mut self) -> Result<(), Overrun> {
+        self.consume()
     }
 
     /// An RDMA_DONE arrived: it consumed a receive (RPCRDMA-20).
@@ -374,6 +381,41 @@ mod tests {
         s.posted_receives(s.receives_to_post());
         assert_eq!(s.grant_for_reply(1, false), 1);
         assert_eq!(s.grant_for_reply(8, false), 8);
+    }
+
+    #[test]
+    fn c2_done_still_in_flight_when_the_next_reply_is_sent_finds_a_reserved_receive() {
+        let mut s = ServerCredits::new(8);
+        let mut c = ClientCredits::new(8);
+        let post = |s: &mut ServerCredits| {
+            let n = s.receives_to_post();
+            s.posted_receives(n);
+        };
+        // Call A; its reply carries read chunks, so the client owes a DONE.
+        c.try_start_call().unwrap();
+        s.on_call().unwrap();
+        let g = s.grant_for_reply(8, true);
+        post(&mut s);
+        c.on_reply(g);
+        // Calls B and C arrive; the client then sends its DONE, still in flight...
+        for _ in 0..2 {
+            c.try_start_call().unwrap();
+            s.on_call().unwrap();
+        }
+        c.try_send_done().unwrap();
+        // ... when the server answers B. The client counts the DONE as replenished by then.
+        let g = s.grant_for_reply(8, false);
+        post(&mut s);
+        c.on_reply(g);
+        // The DONE lands, then every call the client may now send: none overruns.
+        s.on_done().unwrap();
+        let mut sent = 0;
+        while c.try_start_call().is_ok() {
+            s.on_call().unwrap();
+            sent += 1;
+        }
+        assert_eq!(sent, 7);
+        assert_eq!(s.overruns(), 0);
     }
 
     #[test]

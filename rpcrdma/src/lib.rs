@@ -10,7 +10,8 @@
 //! validity checks and the RDMA_ERROR answers; [`reduced`] the XDR stream with chunked items;
 //! [`credits`] flow control; [`done`] RDMA_DONE; [`planner`] the inline threshold and
 //! [`negotiation`] its parameters (CONF_RDMA, RFC 8797 private data); [`rpc`] and [`auth`] ONC RPC;
-//! [`storage`] the block program; [`storage_send`] whole Sends of it.
+//! [`storage`] the block program; [`storage_send`] whole Sends of it; [`session`] one
+//! connection's state at either end (credits, XIDs, chunks, DONEs, answers to bad requests).
 //!
 //! # A storage READ through a write chunk, both sides
 //!
@@ -71,6 +72,7 @@ pub mod receive;
 pub mod reduced;
 pub mod rpc;
 pub mod segment;
+pub mod session;
 pub mod storage;
 pub mod storage_send;
 pub mod xdr;
@@ -86,4 +88,7 @@ pub use receive::{receive_at_client, receive_at_server, refusal, ClientInbound, 
 pub use reduced::{Padding, Payload, ReducedReader, ReducedWriter};
 pub use rpc::{AcceptStat, CallHeader, RejectStat, ReplyHeader, ReplyStat, RpcError};
 pub use segment::{ReadSegment, Segment, WriteChunk};
+pub use session::{
+    ClientEvent, ClientSession, LongReplyError, ReplyOut, ServerEvent, ServerSession, StartError,
+};
 pub use xdr::{XdrError, XdrReader, XdrWriter};
