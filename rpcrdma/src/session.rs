@@ -833,8 +833,12 @@ mod tests {
         // ... the client RDMA-Reads the chunk ...
         let d = c.decode_long_reply(&header, &msg[..mlen]).unwrap();
         assert_eq!(d.reply, Some(reply));
-        // A call must wait for the DONE.
+        // A call must wait for the DONE (so calls cannot starve it of credits).
         assert!(!c.can_start());
+        assert!(matches!(
+            c.start_call(&mut send, &StorageCall::Null, &CallChunks::default()),
+            Err(StartError::NoCredit(_))
+        ));
         let mut done = [0u8; 16];
         let n = c.poll_done(&mut done).unwrap();
         assert_eq!(&done[..n], &HeaderRepr::done(xid, 64).to_vec()[..]);
