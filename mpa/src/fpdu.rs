@@ -121,6 +121,12 @@ impl FpduLayout {
     pub fn has_leading_marker(&self) -> bool {
         self.leading
     }
+    /// True if, with markers on, the FPDU ends exactly on a marker position (the next
+    /// FPDU then starts with a leading marker). Legal, but tshark 4.0 loses the stream
+    /// there (design brief): senders that want a clean capture can size around it.
+    pub fn ends_on_marker_position(&self) -> bool {
+        self.first_marker != u32::MAX && is_marker_position(self.offset.wrapping_add(self.wire_len))
+    }
     /// Position of ULPDU_Length within the FPDU (0, or 4 after a leading marker).
     pub fn header_pos(&self) -> usize {
         if self.leading {
