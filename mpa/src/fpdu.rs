@@ -14,7 +14,7 @@
 //! ```
 //! A marker position right after the CRC belongs to the *next* FPDU (its leading marker).
 
-use crate::crc::{crc32c, crc32c_append, crc_from_wire, crc_to_wire, CRC_LEN};
+use crate::crc::{crc32c, crc_from_wire, crc_to_wire, CRC_LEN};
 use crate::error::{BufferTooSmall, EncodeError, FramingError};
 use crate::marker::{self, distance_to_marker, is_marker_position, MARKER_INTERVAL, MARKER_LEN};
 use core::ops::Range;
@@ -120,6 +120,12 @@ impl FpduLayout {
     /// True if the FPDU starts with a marker (FPDUPTR 0, MPA-34).
     pub fn has_leading_marker(&self) -> bool {
         self.leading
+    }
+    /// True if, with markers on, the FPDU ends exactly on a marker position (the next
+    /// FPDU then starts with a leading marker). Legal, but tshark 4.0 loses the stream
+    /// there (design brief): senders that want a clean capture can size around it.
+    pub fn ends_on_marker_position(&self) -> bool {
+        self.first_marker != u32::MAX && is_marker_position(self.offset.wrapping_add(self.wire_len))
     }
     /// Position of ULPDU_Length within the FPDU (0, or 4 after a leading marker).
     pub fn header_pos(&self) -> usize {
@@ -260,8 +266,8 @@ pub fn fpdu_wire_len(cfg: FramingConfig, offset: u32, ulpdu_len: usize) -> usize
 }
 
 /// Frames one ULPDU, given as a gather list (e.g. DDP header, then payload), into `out`
-/// as the FPDU that starts at stream `offset`. Markers and the CRC are produced in the same
-/// pass as the copy. Returns the FPDU length. On error nothing meaningful is written.
+/// as the FPDU that starts at stream `offset`: one copy of the ULPDU with the markers put in
+/// on the way, then the CRC over the output just written. Returns the FPDU length. On error nothing meaningful is written.
 pub fn encode_fpdu(
     cfg: FramingConfig,
     offset: u32,
@@ -286,8 +292,6 @@ pub fn encode_fpdu(
         body: 0,
         next_marker: layout.first_marker,
         lead: layout.header_pos(),
-        crc: 0,
-        with_crc: cfg.crc,
     };
     if layout.leading {
         w.raw(&marker::Repr::to_bytes(0));
@@ -300,31 +304,32 @@ pub fn encode_fpdu(
     if w.body == w.next_marker {
         w.marker();
     }
-    let crc = if cfg.crc { w.crc } else { 0 };
     let crc_pos = w.pos;
+    // The CRC covers exactly the contiguous octets written so far (markers included), so
+    // one call over the freshly written (cache-hot) output is both simplest and fastest:
+    // the crc32c crate's long-buffer path beats per-chunk updates at marker boundaries.
+    let crc = if cfg.crc {
+        crc32c(&w.out[..crc_pos])
+    } else {
+        0
+    };
     debug_assert_eq!(crc_pos, layout.crc_pos());
     w.out[crc_pos..].copy_from_slice(&crc_to_wire(crc));
     Ok(wire_len)
 }
 
-/// Sequential FPDU writer: copies body octets, inserting markers, updating the CRC.
+/// Sequential FPDU writer: copies body octets, inserting markers.
 struct Writer<'a> {
     out: &'a mut [u8],
     pos: usize,
     body: u32,
     next_marker: u32,
     lead: usize,
-    crc: u32,
-    with_crc: bool,
 }
 
 impl Writer<'_> {
     fn raw(&mut self, data: &[u8]) {
-        let dst = &mut self.out[self.pos..self.pos + data.len()];
-        dst.copy_from_slice(data);
-        if self.with_crc {
-            self.crc = crc32c_append(self.crc, dst);
-        }
+        self.out[self.pos..self.pos + data.len()].copy_from_slice(data);
         self.pos += data.len();
     }
 

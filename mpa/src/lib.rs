@@ -14,6 +14,22 @@
 //!
 //! Stream offsets are `u32` relative to SeqStart (the first octet after the sender's own
 //! startup frame), wrapping like TCP sequence numbers.
+//!
+//! ```
+//! use mpa::{Framer, FramingConfig, StreamParser};
+//! let cfg = FramingConfig { markers: true, crc: true };
+//! let mut tx = Framer::new(cfg, 0);
+//! let mut wire = Vec::new();
+//! // A ULPDU given as a gather list: e.g. DDP header, then payload.
+//! tx.encode_to_vec(&[b"ddp-hdr", b"payload"], &mut wire).unwrap();
+//! let mut rx = StreamParser::new(cfg, 0);
+//! for chunk in wire.chunks(5) {
+//!     rx.push(chunk);
+//!     while let Some(f) = rx.next_fpdu().unwrap() {
+//!         assert_eq!(f.ulpdu_to_vec(), b"ddp-hdrpayload");
+//!     }
+//! }
+//! ```
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -113,3 +113,41 @@ impl StreamParser {
         self.failed
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::framer::Framer;
+
+    /// Bounded buffering: push takes at most `capacity` octets; pulling frees room, and a
+    /// full buffer always holds a complete FPDU (no wedge).
+    #[test]
+    fn push_is_bounded_and_never_wedges() {
+        let cfg = FramingConfig {
+            markers: true,
+            crc: true,
+        };
+        let mut f = Framer::new(cfg, 0);
+        let mut s = Vec::new();
+        let big = vec![7u8; 60000];
+        for _ in 0..4 {
+            f.encode_to_vec(&[&big], &mut s).unwrap();
+        }
+        let mut p = StreamParser::with_capacity(cfg, 0, 0);
+        assert_eq!(p.capacity, MAX_FPDU_LEN);
+        let mut at = 0;
+        let mut got = 0;
+        while at < s.len() {
+            let took = p.push(&s[at..]);
+            assert!(p.buffered() <= MAX_FPDU_LEN);
+            at += took;
+            while let Some(u) = p.next_fpdu().unwrap() {
+                assert_eq!(u.ulpdu_len(), 60000);
+                got += 1;
+            }
+            assert!(took > 0 || p.buffered() < MAX_FPDU_LEN, "progress");
+        }
+        assert_eq!(got, 4);
+        assert_eq!(p.next_offset() as usize, s.len());
+    }
+}

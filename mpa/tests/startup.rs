@@ -401,3 +401,64 @@ fn mpa_105_last_streaming_message() {
         Responder::new(cfg(false, true), Instant::now()).with_last_streaming_message(b"bye");
     assert_eq!(r.poll_transmit().unwrap(), b"bye");
 }
+
+/// MPA-101: Res bits set in a received frame are not checked.
+#[test]
+fn mpa_101_res_bits_not_checked() {
+    let now = Instant::now();
+    let mut r = Responder::new(cfg(false, true), now);
+    let mut req = frame(FrameKind::Request, false, false, 1, b"");
+    req[16] |= 0x1F;
+    assert_eq!(r.handle_input(now, &req), 20);
+    assert!(matches!(
+        r.poll_event(),
+        Some(StartupEvent::RequestReceived { .. })
+    ));
+}
+
+proptest::proptest! {
+    /// Full sans-IO session: random settings, frames and FPDUs cut at random points and
+    /// coalesced; both sides agree on framing, the Responder stays silent until the
+    /// Initiator's first FPDU (MPA-85), and data flows both ways (MPA-98, MPA-99).
+    #[test]
+    fn session_with_random_cuts(im: bool, ic: bool, rm: bool, rc: bool,
+                                cut_req in 0usize..60, cut_rep in 0usize..60,
+                                pd in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40)) {
+        let now = Instant::now();
+        let mut i = Initiator::new(cfg(im, ic), now, &pd).unwrap();
+        let mut r = Responder::new(cfg(rm, rc), now);
+        // Initiator -> Responder: the Request, cut once.
+        let req = i.poll_transmit().unwrap();
+        let c = cut_req.min(req.len());
+        let used = r.handle_input(now, &req[..c]) + r.handle_input(now, &req[c..]);
+        proptest::prop_assert_eq!(used, req.len());
+        let Some(StartupEvent::RequestReceived { private_data, .. }) = r.poll_event() else {
+            panic!("no request")
+        };
+        proptest::prop_assert_eq!(&private_data, &pd);
+        r.accept(&pd).unwrap();
+        let Some(StartupEvent::Established(rn)) = r.poll_event() else { panic!("responder") };
+        let rep = r.poll_transmit().unwrap();
+        // Responder -> Initiator: the Reply, cut once; the Initiator then sends an FPDU.
+        let c = cut_rep.min(rep.len());
+        let used = i.handle_input(now, &rep[..c]) + i.handle_input(now, &rep[c..]);
+        proptest::prop_assert_eq!(used, rep.len());
+        let Some(StartupEvent::Established(inn)) = i.poll_event() else { panic!("initiator") };
+        proptest::prop_assert_eq!(inn.tx_config(), rn.rx_config());
+        proptest::prop_assert_eq!(rn.tx_config(), inn.rx_config());
+        let (mut itx, mut rtx) = (inn.framer(), rn.framer());
+        let (mut irx, mut rrx) = (inn.stream_parser(), rn.stream_parser());
+        let mut wire = Vec::new();
+        proptest::prop_assert!(rtx.encode_to_vec(&[b"early"], &mut wire).is_err());
+        itx.encode_to_vec(&[b"hello responder"], &mut wire).unwrap();
+        rrx.push(&wire);
+        let got = rrx.next_fpdu().unwrap().unwrap().ulpdu_to_vec();
+        proptest::prop_assert_eq!(got, b"hello responder".to_vec());
+        rtx.peer_fpdu_received();
+        wire.clear();
+        rtx.encode_to_vec(&[b"hello initiator"], &mut wire).unwrap();
+        irx.push(&wire);
+        let got = irx.next_fpdu().unwrap().unwrap().ulpdu_to_vec();
+        proptest::prop_assert_eq!(got, b"hello initiator".to_vec());
+    }
+}

@@ -108,6 +108,9 @@ fn d3_marker_between_fpdus() {
         &stream[8..],
         &hex("00 00 00 00 00 02 43 44 b9 04 56 8e")[..]
     );
+    assert!(FpduLayout::new(true, 0x1f8, 2).ends_on_marker_position());
+    assert!(!FpduLayout::new(true, 0x200, 2).ends_on_marker_position());
+    assert!(!FpduLayout::new(false, 0x1f8, 2).ends_on_marker_position());
     let mut p = StreamParser::new(MARKERS_CRC, 0x1f8);
     assert_eq!(p.push(&stream), stream.len());
     assert_eq!(p.next_fpdu().unwrap().unwrap().ulpdu_to_vec(), b"AB");

@@ -384,6 +384,41 @@ mod tests {
     }
 
     #[test]
+    fn c2_done_still_in_flight_when_the_next_reply_is_sent_finds_a_reserved_receive() {
+        let mut s = ServerCredits::new(8);
+        let mut c = ClientCredits::new(8);
+        let post = |s: &mut ServerCredits| {
+            let n = s.receives_to_post();
+            s.posted_receives(n);
+        };
+        // Call A; its reply carries read chunks, so the client owes a DONE.
+        c.try_start_call().unwrap();
+        s.on_call().unwrap();
+        let g = s.grant_for_reply(8, true);
+        post(&mut s);
+        c.on_reply(g);
+        // Calls B and C arrive; the client then sends its DONE, still in flight...
+        for _ in 0..2 {
+            c.try_start_call().unwrap();
+            s.on_call().unwrap();
+        }
+        c.try_send_done().unwrap();
+        // ... when the server answers B. The client counts the DONE as replenished by then.
+        let g = s.grant_for_reply(8, false);
+        post(&mut s);
+        c.on_reply(g);
+        // The DONE lands, then every call the client may now send: none overruns.
+        s.on_done().unwrap();
+        let mut sent = 0;
+        while c.try_start_call().is_ok() {
+            s.on_call().unwrap();
+            sent += 1;
+        }
+        assert_eq!(sent, 7);
+        assert_eq!(s.overruns(), 0);
+    }
+
+    #[test]
     fn server_counts_an_overrun_when_a_client_ignores_the_grant() {
         let mut s = ServerCredits::new(4);
         s.on_call().unwrap();

@@ -88,5 +88,8 @@ pub use receive::{receive_at_client, receive_at_server, refusal, ClientInbound, 
 pub use reduced::{Padding, Payload, ReducedReader, ReducedWriter};
 pub use rpc::{AcceptStat, CallHeader, RejectStat, ReplyHeader, ReplyStat, RpcError};
 pub use segment::{ReadSegment, Segment, WriteChunk};
-pub use session::{ClientEvent, ClientSession, ServerEvent, ServerSession, StartError};
+pub use session::{
+    ClientEvent, ClientSession, LongReplyError, ReplyOut, ServerEvent, ServerSession, ServerStats,
+    StartError,
+};
 pub use xdr::{XdrError, XdrReader, XdrWriter};

@@ -18,7 +18,8 @@ use crate::rpc::{AcceptStat, ReplyHeader};
 use crate::storage::{StorageCall, StorageProc, StorageReply};
 use crate::storage_send::{
     call_header, call_shape, decode_call_message, decode_reply_message, echo_writes, encode_call,
-    encode_reply, CallChunks, CallRejection, DecodedCall, DecodedReply,
+    encode_reply, encode_reply_message, reply_chunk_header, CallChunks, CallRejection, DecodedCall,
+    DecodedReply,
 };
 use crate::xdr::XdrError;
 use std::collections::{HashMap, VecDeque};
@@ -269,12 +270,57 @@ pub enum ServerEvent<'a> {
     },
 }
 
+/// How [`ServerSession::encode_reply_within`] sent a reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplyOut {
+    /// Send `send[..send_len]` (RDMA_MSG, reply inline).
+    Inline {
+        /// Bytes of the Send.
+        send_len: usize,
+    },
+    /// RDMA-Write `message_buf[..message_len]` into the call's reply chunk, then Send
+    /// `send[..send_len]` (RDMA_NOMSG).
+    ReplyChunk {
+        /// Bytes of the reply message.
+        message_len: usize,
+        /// Bytes of the NOMSG Send.
+        send_len: usize,
+    },
+}
+
+/// A reply that cannot be sent as asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum LongReplyError {
+    /// Too long for the client's receive buffers, and the call gave no reply chunk large
+    /// enough (RPCRDMA-30).
+    #[error("reply too long for inline and no large enough reply chunk")]
+    NoReplyChunk,
+    /// Encoding failed.
+    #[error(transparent)]
+    Encode(#[from] HeaderError),
+}
+
 /// The server end of one connection.
 pub struct ServerSession {
     credits: ServerCredits,
     rules: Rules,
     dones: DoneTracker,
     transmit: VecDeque<Vec<u8>>,
+    stats: ServerStats,
+}
+
+/// What a server refused, by kind (malformed and protocol errors kept apart).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ServerStats {
+    /// Sends dropped without an answer (shorter than 16 bytes, RDMA_ERROR from a client, DONE
+    /// with draft-00 compatibility off).
+    pub dropped: u64,
+    /// Requests answered with RDMA_ERROR / ERR_VERS.
+    pub err_vers: u64,
+    /// Requests answered with RDMA_ERROR / ERR_CHUNK.
+    pub err_chunk: u64,
+    /// Calls answered with an RPC-level refusal (PROG_UNAVAIL, GARBAGE_ARGS, RPC_MISMATCH...).
+    pub rpc_rejected: u64,
 }
 
 impl ServerSession {
@@ -285,6 +331,7 @@ impl ServerSession {
             rules,
             dones: DoneTracker::new(done_timeout),
             transmit: VecDeque::new(),
+            stats: ServerStats::default(),
         }
     }
 
@@ -292,6 +339,11 @@ impl ServerSession {
     /// and reply, and report them with [`ServerSession::posted_receives`].
     pub fn credits(&self) -> &ServerCredits {
         &self.credits
+    }
+
+    /// Refusal counters.
+    pub fn stats(&self) -> ServerStats {
+        self.stats
     }
 
     /// Receives were posted.
@@ -326,12 +378,17 @@ impl ServerSession {
                 let xid = Packet::new_checked(buf).ok().map(|p| p.xid());
                 match reply {
                     Some(mut err) => {
+                        match err.body {
+                            Body::Error(ErrorBody::Vers { .. }) => self.stats.err_vers += 1,
+                            _ => self.stats.err_chunk += 1,
+                        }
                         let _ = self.credits.on_call();
                         let requested = Packet::new_checked(buf).map_or(1, |p| p.credit());
                         err.credit = self.credits.grant_for_error(requested);
                         self.transmit.push_back(err.to_vec());
                     }
                     None => {
+                        self.stats.dropped += 1;
                         let _ = self.credits.on_dropped();
                     }
                 }
@@ -364,8 +421,12 @@ impl ServerSession {
     fn reject(&mut self, xid: u32, requested: u32, chunks: &ChunkLists, r: CallRejection) {
         let grant = self.credits.grant_for_error(requested);
         let bytes = match r {
-            CallRejection::Transport(_) => HeaderRepr::err_chunk(xid, grant).to_vec(),
+            CallRejection::Transport(_) => {
+                self.stats.err_chunk += 1;
+                HeaderRepr::err_chunk(xid, grant).to_vec()
+            }
             CallRejection::Rpc(rpc) => {
+                self.stats.rpc_rejected += 1;
                 let header = HeaderRepr {
                     xid,
                     credit: grant,
@@ -425,6 +486,55 @@ impl ServerSession {
             &ReplyHeader::success(xid),
             Some(reply),
         )
+    }
+
+    /// Encodes the reply to call `xid` in the form the client's receive size allows (digest
+    /// §4.4 server steps 2-3, RPCRDMA-30): inline when the whole Send fits `max_inline_reply`
+    /// (the client's receive buffers), else the reply message goes into `message_buf` for an
+    /// RDMA Write into the call's reply chunk, followed by the RDMA_NOMSG header in `send`.
+    /// Without a large enough reply chunk: [`LongReplyError::NoReplyChunk`] (answer with a
+    /// shorter result, or SYSTEM_ERR through [`ServerSession::encode_rpc_error`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn encode_reply_within(
+        &mut self,
+        send: &mut [u8],
+        message_buf: &mut [u8],
+        max_inline_reply: u32,
+        xid: u32,
+        requested: u32,
+        call_chunks: &ChunkLists,
+        reply: &StorageReply<'_>,
+    ) -> Result<ReplyOut, LongReplyError> {
+        let rpc = ReplyHeader::success(xid);
+        let mlen = encode_reply_message(message_buf, &rpc, Some(reply))?;
+        let inline = HeaderRepr {
+            xid,
+            credit: 0,
+            body: Body::Msg(ChunkLists {
+                writes: echo_writes(call_chunks, None).unwrap_or_default(),
+                ..ChunkLists::default()
+            }),
+        };
+        if inline.buffer_len() + mlen <= max_inline_reply as usize {
+            let grant = self.credits.grant_for_reply(requested, false);
+            let n = encode_reply(send, grant, call_chunks, &rpc, Some(reply))?;
+            return Ok(ReplyOut::Inline { send_len: n });
+        }
+        let fits = call_chunks
+            .reply
+            .as_ref()
+            .is_some_and(|c| c.total_len() >= mlen as u64);
+        if !fits {
+            return Err(LongReplyError::NoReplyChunk);
+        }
+        let grant = self.credits.grant_for_reply(requested, false);
+        let header = reply_chunk_header(xid, grant, call_chunks, Some(reply), mlen as u32)
+            .ok_or(LongReplyError::Encode(HeaderError::EchoMismatch))?;
+        let send_len = header.emit(send)?;
+        Ok(ReplyOut::ReplyChunk {
+            message_len: mlen,
+            send_len,
+        })
     }
 
     /// Encodes an accepted-but-failed RPC reply (for example SYSTEM_ERR) to call `xid`.
@@ -674,6 +784,20 @@ mod tests {
         );
         assert_eq!(c.outstanding(), 0);
         assert!(c.can_start());
+        assert_eq!(
+            s.stats(),
+            ServerStats {
+                err_vers: 1,
+                ..ServerStats::default()
+            }
+        );
+        // Too short to answer: dropped and counted.
+        assert_eq!(
+            s.handle_receive(&send[..12]),
+            ServerEvent::Refused { xid: None }
+        );
+        assert_eq!(s.stats().dropped, 1);
+        assert_eq!(s.poll_transmit(&mut out), None);
     }
 
     #[test]
@@ -698,6 +822,7 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+        assert_eq!(s.stats().rpc_rejected, 1);
     }
 
     #[test]
@@ -753,8 +878,12 @@ mod tests {
         // ... the client RDMA-Reads the chunk ...
         let d = c.decode_long_reply(&header, &msg[..mlen]).unwrap();
         assert_eq!(d.reply, Some(reply));
-        // A call must wait for the DONE.
+        // A call must wait for the DONE (so calls cannot starve it of credits).
         assert!(!c.can_start());
+        assert!(matches!(
+            c.start_call(&mut send, &StorageCall::Null, &CallChunks::default()),
+            Err(StartError::NoCredit(_))
+        ));
         let mut done = [0u8; 16];
         let n = c.poll_done(&mut done).unwrap();
         assert_eq!(&done[..n], &HeaderRepr::done(xid, 64).to_vec()[..]);
@@ -763,6 +892,84 @@ mod tests {
         assert_eq!(
             s.handle_receive(&done[..n]),
             ServerEvent::Done { xid, release: true }
+        );
+    }
+
+    #[test]
+    fn rpcrdma_30_long_inline_read_goes_through_the_reply_chunk() {
+        let (mut c, mut s) = pair(4);
+        let mut send = [0u8; 512];
+        let rc = Segment {
+            handle: 0x51,
+            length: 8192,
+            offset: 0,
+        };
+        let (xid, n) = c
+            .start_call(
+                &mut send,
+                &StorageCall::Read(ReadArgs {
+                    offset: 0,
+                    count: 4000,
+                }),
+                &CallChunks {
+                    reply_chunk: Some(WriteChunk::new(vec![rc])),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        let ServerEvent::Call {
+            requested, chunks, ..
+        } = s.handle_receive(&send[..n])
+        else {
+            panic!()
+        };
+        let data = vec![0x42u8; 4000];
+        let reply = StorageReply::Read(Ok(ReadOk {
+            eof: false,
+            data: Payload::Inline(&data),
+        }));
+        let mut out = [0u8; 1024];
+        let mut msg = vec![0u8; 8192];
+        let placed = s
+            .encode_reply_within(&mut out, &mut msg, 1024, xid, requested, &chunks, &reply)
+            .unwrap();
+        let ReplyOut::ReplyChunk {
+            message_len,
+            send_len,
+        } = placed
+        else {
+            panic!("{placed:?}")
+        };
+        // ... RDMA Write of msg[..message_len] into the reply chunk, then the Send ...
+        let ClientEvent::LongReply { header, .. } = c.handle_receive(&out[..send_len]) else {
+            panic!()
+        };
+        assert_eq!(
+            crate::chunk_rules::reply_chunk_len(header.body.chunks().unwrap()),
+            Some(message_len as u64)
+        );
+        let d = c.decode_long_reply(&header, &msg[..message_len]).unwrap();
+        assert_eq!(d.reply, Some(reply));
+        // Small replies stay inline; without a reply chunk a long one is refused.
+        let small = StorageReply::Read(Ok(ReadOk {
+            eof: false,
+            data: Payload::Inline(&data[..100]),
+        }));
+        assert!(matches!(
+            s.encode_reply_within(&mut out, &mut msg, 1024, 9, 1, &chunks, &small),
+            Ok(ReplyOut::Inline { .. })
+        ));
+        assert_eq!(
+            s.encode_reply_within(
+                &mut out,
+                &mut msg,
+                1024,
+                9,
+                1,
+                &ChunkLists::default(),
+                &reply
+            ),
+            Err(LongReplyError::NoReplyChunk)
         );
     }
 

@@ -420,6 +420,9 @@ pub struct DecodedReply<'a> {
     /// The results, when the call was accepted with SUCCESS. READ data that came by RDMA Write
     /// is [`Payload::WriteChunk`] with the length written.
     pub reply: Option<StorageReply<'a>>,
+    /// RPCRDMA-25: the RPC XID differs from the transport XID (which takes precedence: the
+    /// reply was matched by the transport XID).
+    pub xid_mismatch: bool,
 }
 
 /// Decodes a reply's RPC message for a call of `proc` that advertised `call_chunks`. `header`
@@ -453,7 +456,11 @@ pub fn decode_reply_message<'a>(
         None
     };
     r.finish()?;
-    Ok(DecodedReply { rpc, reply })
+    Ok(DecodedReply {
+        xid_mismatch: rpc.xid != header.xid,
+        rpc,
+        reply,
+    })
 }
 
 #[cfg(test)]
@@ -838,6 +845,27 @@ mod tests {
         buf[0..4].copy_from_slice(&11u32.to_be_bytes());
         let (h, d) = server_decode(&buf[..n]);
         assert_eq!(h.xid, 11);
+        assert!(d.xid_mismatch);
+    }
+
+    #[test]
+    fn rpcrdma_25_reply_xid_mismatch_is_flagged_and_header_xid_wins() {
+        let mut out = [0u8; 256];
+        let none = ChunkLists::default();
+        let m = encode_reply(
+            &mut out,
+            1,
+            &none,
+            &ReplyHeader::success(20),
+            Some(&StorageReply::Null),
+        )
+        .unwrap();
+        let (_, d) = client_decode(&out[..m], &none, StorageProc::Null);
+        assert!(!d.xid_mismatch);
+        // The RPC reply's XID is the first word after the 28-byte transport header.
+        out[28..32].copy_from_slice(&21u32.to_be_bytes());
+        let (h, d) = client_decode(&out[..m], &none, StorageProc::Null);
+        assert_eq!(h.xid, 20);
         assert!(d.xid_mismatch);
     }
 

@@ -9,7 +9,10 @@ use rpcrdma::storage::{
     CommitArgs, CommitOk, GetattrOk, ReadArgs, ReadOk, StorageCall, StorageProc, StorageReply,
     WriteArgs, WriteOk,
 };
-use rpcrdma::storage_send::{call_header, encode_call, encode_reply, CallChunks};
+use rpcrdma::storage_send::{
+    call_header, encode_call, encode_long_call, encode_reply, encode_reply_message,
+    reply_chunk_header, CallChunks,
+};
 use rpcrdma::{
     receive_at_server, Body, CallHeader, ChunkLists, HeaderRepr, Payload, ReadSegment,
     ReducedWriter, ReplyHeader, Rules, Segment, ServerInbound, WriteChunk,
@@ -20,6 +23,14 @@ const CLIENT_IP: [u8; 4] = [198, 18, 0, 1];
 const SERVER_IP: [u8; 4] = [198, 18, 0, 2];
 const CLIENT_PORT: u16 = 40123;
 const SERVER_PORT: u16 = 20049;
+
+fn seg(handle: u32, length: u32, offset: u64) -> Segment {
+    Segment {
+        handle,
+        length,
+        offset,
+    }
+}
 
 fn checksum(chunks: &[&[u8]]) -> u16 {
     let mut sum = 0u32;
@@ -256,11 +267,7 @@ fn storage_conversation(malformed: bool) -> Capture {
     cap.send(false, &r);
 
     // READ 1024 bytes into the client's write chunk.
-    let dest = Segment {
-        handle: 0x0000_1000,
-        length: 1024,
-        offset: 0x7f00_0000_0000,
-    };
+    let dest = seg(0x0000_1000, 1024, 0x7f00_0000_0000);
     let c = call(
         0x102,
         &StorageCall::Read(ReadArgs {
@@ -287,11 +294,7 @@ fn storage_conversation(malformed: bool) -> Capture {
     cap.send(false, &r);
 
     // WRITE 1024 bytes from the client's read chunk: the server RDMA-Reads it.
-    let src = Segment {
-        handle: 0x0000_2000,
-        length: 1024,
-        offset: 0x7f00_0001_0000,
-    };
+    let src = seg(0x0000_2000, 1024, 0x7f00_0001_0000);
     let c = call(
         0x103,
         &StorageCall::Write(WriteArgs {
@@ -308,11 +311,7 @@ fn storage_conversation(malformed: bool) -> Capture {
         },
     );
     cap.send(true, &c);
-    let sink = Segment {
-        handle: 0x0000_3000,
-        length: 1024,
-        offset: 0x1000,
-    };
+    let sink = seg(0x0000_3000, 1024, 0x1000);
     cap.read_request(false, sink, src);
     cap.tagged(true, 0x2, sink.handle, sink.offset, &[0x3c; 1024]);
     let r = answer(
@@ -343,11 +342,7 @@ fn storage_conversation(malformed: bool) -> Capture {
     let (send, sources) = worked_example_call();
     cap.send(true, &send);
     for (i, src) in sources.iter().enumerate() {
-        let sink = Segment {
-            handle: 0x4000 + i as u32,
-            length: src.length,
-            offset: 4096 * i as u64,
-        };
+        let sink = seg(0x4000 + i as u32, src.length, 4096 * i as u64);
         cap.read_request(false, sink, *src);
         cap.tagged(
             true,
@@ -357,6 +352,76 @@ fn storage_conversation(malformed: bool) -> Capture {
             &vec![0x11 * (i as u8 + 1); src.length as usize],
         );
     }
+
+    // A long reply through the reply chunk (RPCRDMA-30): GETATTR advertising a reply chunk; the
+    // server RDMA-Writes the reply message into it, then Sends RDMA_NOMSG echoing its length.
+    let reply_chunk = seg(0x5000, 256, 0x8000);
+    let c = call(
+        0x106,
+        &StorageCall::Getattr,
+        &CallChunks {
+            reply_chunk: Some(WriteChunk::new(vec![reply_chunk])),
+            ..CallChunks::default()
+        },
+    );
+    cap.send(true, &c);
+    let getattr = StorageReply::Getattr(Ok(GetattrOk {
+        size: 1 << 30,
+        block_size: 4096,
+        max_io: 1 << 20,
+        verifier: 7,
+    }));
+    let mut msg = [0u8; 256];
+    let mlen =
+        encode_reply_message(&mut msg, &ReplyHeader::success(0x106), Some(&getattr)).unwrap();
+    cap.tagged(
+        false,
+        0x0,
+        reply_chunk.handle,
+        reply_chunk.offset,
+        &msg[..mlen],
+    );
+    let ServerInbound::Call { header, .. } = receive_at_server(&c, &Rules::default(), 16) else {
+        panic!("refused")
+    };
+    let h = reply_chunk_header(
+        0x106,
+        16,
+        header.body.chunks().unwrap(),
+        Some(&getattr),
+        mlen as u32,
+    )
+    .unwrap();
+    cap.send(false, &h.to_vec());
+
+    // A long call (RPCRDMA-29): RDMA_NOMSG with the whole call as a position-0 read chunk,
+    // which the server pulls with RDMA Read before decoding it.
+    let mut msg = [0u8; 256];
+    let call_msg = seg(0x6000, 40, 0x9000);
+    let (mlen, h) = encode_long_call(
+        &mut msg,
+        16,
+        &call_header(0x107, StorageProc::Getattr),
+        &StorageCall::Getattr,
+        &CallChunks::default(),
+        &[call_msg],
+    )
+    .unwrap();
+    assert_eq!(mlen, 40);
+    cap.send(true, &h.to_vec());
+    let sink = seg(0x7000, 40, 0);
+    cap.read_request(false, sink, call_msg);
+    cap.tagged(true, 0x2, sink.handle, sink.offset, &msg[..mlen]);
+    let mut out = vec![0u8; 512];
+    let n = encode_reply(
+        &mut out,
+        16,
+        &ChunkLists::default(),
+        &ReplyHeader::success(0x107),
+        Some(&getattr),
+    )
+    .unwrap();
+    cap.send(false, &out[..n]);
 
     // A call whose transport header says version 7: answered with ERR_VERS (RPCRDMA-33).
     let mut bad = call(0x105, &StorageCall::Null, &CallChunks::default());
@@ -377,22 +442,10 @@ fn storage_conversation(malformed: bool) -> Capture {
 /// `worked_example.rs`); returns the Send and the two source segments.
 fn worked_example_call() -> (Vec<u8>, Vec<Segment>) {
     let sources = vec![
-        Segment {
-            handle: 0x1122_3344,
-            length: 4096,
-            offset: 0x7f3a_c0de_0000,
-        },
-        Segment {
-            handle: 0x5566_7788,
-            length: 4096,
-            offset: 0x7f3a_c0ff_1000,
-        },
+        seg(0x1122_3344, 4096, 0x7f3a_c0de_0000),
+        seg(0x5566_7788, 4096, 0x7f3a_c0ff_1000),
     ];
-    let dest = |o| Segment {
-        handle: 0x99aa_bbcc,
-        length: 4096,
-        offset: o,
-    };
+    let dest = |o| seg(0x99aa_bbcc, 4096, o);
     let mut msg = [0u8; 64];
     let mut w = ReducedWriter::new(&mut msg);
     CallHeader::new(0x1a2b_3c4d, 0x2000_0099, 1, 3)
@@ -500,11 +553,11 @@ fn tshark_decodes_storage_traffic_as_rpc_over_rdma_without_errors() {
     };
     let rows: Vec<Vec<&str>> = out.lines().map(|l| l.split(';').collect()).collect();
     eprintln!("{out}");
-    // 6 calls + 5 replies + ERR_VERS + DONE = 13 RPC-over-RDMA messages.
+    // 8 calls + 7 replies + ERR_VERS + DONE = 17 RPC-over-RDMA messages.
     let rdma = rows.iter().filter(|r| !r[1].is_empty()).count();
-    assert_eq!(rdma, 13, "rpcordma messages found:\n{out}");
+    assert_eq!(rdma, 17, "rpcordma messages found:\n{out}");
     // Every call and reply carries an ONC RPC message of our program that tshark decoded.
-    for xid in 0x100..=0x104 {
+    for xid in (0x100..=0x104).chain([0x106, 0x107]) {
         let xid = format!("0x{xid:08x}");
         for msgtyp in ["0", "1"] {
             assert!(
@@ -538,6 +591,17 @@ fn tshark_decodes_storage_traffic_as_rpc_over_rdma_without_errors() {
         rows.iter()
             .any(|r| r[1].is_empty() && r[6] == "0x1a2b3c4d" && r[7] == "0" && r[8] == "536871065"),
         "worked example call not rebuilt:\n{out}"
+    );
+    // The reply-chunk reply is an RDMA_NOMSG (1) for 0x106, the long call an RDMA_NOMSG with a
+    // position-0 read entry for 0x107; tshark rebuilt both messages (checked above).
+    assert!(
+        rows.iter().any(|r| r[1] == "1" && r[2] == "0x00000106"),
+        "{out}"
+    );
+    assert!(
+        rows.iter()
+            .any(|r| r[1] == "1" && r[2] == "0x00000107" && r[4] == "1" && r[5] == "0"),
+        "{out}"
     );
     // ERR_VERS (4) for xid 0x105 and DONE (3) for 0x102.
     assert!(

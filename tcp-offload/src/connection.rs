@@ -146,6 +146,13 @@ pub struct Connection {
     snd_wl2: SeqNum,
     sendbuf: SendBuffer,
     sent: VecDeque<SentSeg>,
+    /// Sum of the sequence lengths in `sent`.
+    sent_bytes: u64,
+    /// Sum over SACKed segments in `sent`.
+    sacked_bytes: u64,
+    /// Segments marked lost and not yet retransmitted (and their octets).
+    lost_pending: u32,
+    lost_pending_bytes: u64,
     fin_queued: bool,
     syn_due: bool,
     syn_tx_count: u32,
@@ -239,6 +246,10 @@ impl Connection {
             snd_wl2: SeqNum(0),
             sendbuf: SendBuffer::new(1),
             sent: VecDeque::new(),
+            sent_bytes: 0,
+            sacked_bytes: 0,
+            lost_pending: 0,
+            lost_pending_bytes: 0,
             fin_queued: false,
             syn_due: false,
             syn_tx_count: 0,
@@ -736,6 +747,7 @@ impl Connection {
                         s.rexmit = false;
                     }
                 }
+                self.recount();
                 self.rtt_timed = None;
                 self.rtt.back_off();
             }
@@ -861,6 +873,7 @@ impl Connection {
         if ack_ok {
             self.snd_una = self.snd.off(seg.ack, self.snd_una).unwrap_or(1);
             self.sent.clear();
+            self.recount();
             self.rto_at = None;
             self.update_window(seg, true);
             self.establish(now);
@@ -1025,6 +1038,7 @@ impl Connection {
             if a.gt(self.snd.seq(self.snd_una)) && a.le(self.snd.seq(self.snd_nxt)) {
                 self.snd_una = 1;
                 self.sent.retain(|s| s.off >= 1);
+                self.recount();
                 self.rto_at = None;
                 self.snd_wl1 = seg.seq;
                 self.snd_wl2 = seg.ack;
@@ -1218,7 +1232,9 @@ impl Connection {
                     }
                 }
             }
-            self.sent.pop_front();
+            if let Some(s) = self.sent.pop_front() {
+                self.uncount(&s);
+            }
         }
         self.snd_una = ack;
         self.retries = 0;
@@ -1262,6 +1278,7 @@ impl Connection {
                         f.lost = true;
                     }
                 }
+                self.recount();
             }
         } else {
             self.dupacks = 0;
@@ -1306,6 +1323,7 @@ impl Connection {
             f.lost = true;
             f.rexmit = false;
         }
+        self.recount();
     }
 
     /// Marks SACK blocks; true if something new was SACKed.
@@ -1333,12 +1351,18 @@ impl Connection {
                 }
             }
         }
+        if any {
+            self.recount();
+        }
         any
     }
 
     /// RFC 6675 §4 IsLost for every segment: DupThresh SACKed segments, or more than
     /// (DupThresh-1)*SMSS SACKed octets, above it.
     fn mark_lost(&mut self) {
+        if self.sacked_bytes == 0 {
+            return;
+        }
         let thresh = self.cfg.dupthresh;
         let bytes_thresh = u64::from(thresh.saturating_sub(1)) * u64::from(self.emss());
         let mut segs_above = 0u32;
@@ -1352,24 +1376,48 @@ impl Connection {
                 s.rexmit = false;
             }
         }
+        self.recount();
     }
 
     /// Octets in the network (RFC 6675 §4 "pipe"; without SACK, dupacks count as left segments).
     fn pipe(&self) -> u32 {
-        let mut p: u64 = 0;
-        for s in &self.sent {
-            if s.sacked {
-                continue;
-            }
-            let l = u64::from(s.len) + u64::from(s.fin);
-            if !s.lost || s.rexmit {
-                p += l;
-            }
-        }
+        let mut p = self.sent_bytes - self.sacked_bytes - self.lost_pending_bytes;
         if !self.sack_enabled && self.in_recovery {
             p = p.saturating_sub(u64::from(self.dupacks) * u64::from(self.emss()));
         }
         p.min(u64::from(u32::MAX)) as u32
+    }
+
+    /// Removes a segment's share of the scoreboard sums.
+    fn uncount(&mut self, s: &SentSeg) {
+        let b = u64::from(s.len) + u64::from(s.fin);
+        self.sent_bytes -= b;
+        if s.sacked {
+            self.sacked_bytes -= b;
+        }
+        if s.lost && !s.rexmit && !s.sacked {
+            self.lost_pending -= 1;
+            self.lost_pending_bytes -= b;
+        }
+    }
+
+    /// Recomputes the scoreboard sums after bulk changes (loss marking, SACK, RTO).
+    fn recount(&mut self) {
+        let (mut all, mut sacked, mut n, mut lost) = (0, 0, 0, 0);
+        for s in &self.sent {
+            let b = u64::from(s.len) + u64::from(s.fin);
+            all += b;
+            if s.sacked {
+                sacked += b;
+            } else if s.lost && !s.rexmit {
+                n += 1;
+                lost += b;
+            }
+        }
+        self.sent_bytes = all;
+        self.sacked_bytes = sacked;
+        self.lost_pending = n;
+        self.lost_pending_bytes = lost;
     }
 
     fn accept_data(&mut self, now: Instant, seg: &Segment<'_>) {
@@ -1611,6 +1659,9 @@ impl Connection {
         buf: &mut [u8],
         source: &mut dyn RecordSource,
     ) -> Option<usize> {
+        if self.lost_pending == 0 {
+            return None;
+        }
         let i = self
             .sent
             .iter()
@@ -1645,6 +1696,8 @@ impl Connection {
         let ts = self.ts_now(now);
         let seg = &mut self.sent[i];
         seg.rexmit = true;
+        self.lost_pending -= 1;
+        self.lost_pending_bytes -= u64::from(s.len) + u64::from(s.fin);
         seg.ever_rexmit = true;
         seg.rexmit_ts = ts;
         self.counters.retransmits += 1;
@@ -1749,6 +1802,7 @@ impl Connection {
             ..Default::default()
         };
         let n = self.emit(now, buf, seq, flags, start, len, source, true)?;
+        self.sent_bytes += u64::from(len) + u64::from(fin);
         self.sent.push_back(SentSeg {
             off: start,
             len,

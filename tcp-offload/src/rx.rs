@@ -283,9 +283,11 @@ impl RecvBuffer {
     /// Byte mode: reads in-order octets.
     pub fn read(&mut self, buf: &mut [u8]) -> usize {
         let n = buf.len().min(self.inorder.len());
-        for (d, s) in buf.iter_mut().zip(self.inorder.drain(..n)) {
-            *d = s;
-        }
+        let (a, b) = self.inorder.as_slices();
+        let k = n.min(a.len());
+        buf[..k].copy_from_slice(&a[..k]);
+        buf[k..n].copy_from_slice(&b[..n - k]);
+        self.inorder.drain(..n);
         n
     }
 

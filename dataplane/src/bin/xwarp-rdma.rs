@@ -64,6 +64,10 @@ struct Wire {
     /// Give every FPDU its own TCP segment (slow; for packet captures).
     #[arg(long)]
     segment_per_fpdu: bool,
+    /// EMSS that MULPDU is derived from (default: the socket's MSS). With markers, 1024 makes
+    /// every full FPDU exactly 1024 octets.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(128..=65495))]
+    emss: Option<u32>,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy)]
@@ -234,6 +238,7 @@ fn config(w: &Wire) -> Result<(Transport, ConnectionConfig), Failure> {
             ..MpaSettings::default()
         },
         segment_per_fpdu: w.segment_per_fpdu,
+        emss: w.emss,
         ..ConnectionConfig::default()
     };
     Ok((transport, cfg))
@@ -329,7 +334,14 @@ fn server(a: ServerArgs) -> Result<(), Failure> {
             send_cq: scq.clone(),
             recv_cq: rcq.clone(),
         };
-        let qp = match inc.accept(init, &pdata) {
+        // Receives are posted before the Reply goes out: the client Sends right after it.
+        let prepost = |qp: &QueuePair| {
+            for (i, r) in recvs.iter().enumerate() {
+                qp.post_recv(i as u64, r, 0..r.len())?;
+            }
+            Ok(())
+        };
+        let qp = match inc.accept_with(init, &pdata, prepost) {
             Ok(qp) => qp,
             Err(e) => {
                 eprintln!("{peer}: accept failed: {e}");
@@ -365,10 +377,6 @@ fn server(a: ServerArgs) -> Result<(), Failure> {
 
 /// Serves one client until it disconnects; returns the number of failed checks.
 fn serve(e: &Ends, data: &MemoryRegion, recvs: &[MemoryRegion]) -> Result<u32, Failure> {
-    for (i, r) in recvs.iter().enumerate() {
-        e.qp.post_recv(i as u64, r, 0..r.len())
-            .map_err(|x| format!("post_recv: {x}"))?;
-    }
     let mut expect: Option<Ctl> = None;
     let mut bad = 0;
     loop {
