@@ -113,6 +113,7 @@ impl Device {
             Ok(Ok(peer_private_data)) => Ok(QueuePair {
                 shared,
                 peer_private_data,
+                detached: false,
             }),
             Ok(Err(e)) => Err(e),
             Err(_) => Err(ConnectError::Startup(mpa::StartupError::ConnectionClosed)),
@@ -160,19 +161,52 @@ fn spawn_driver(
     Ok(shared)
 }
 
-/// Responder side, after its Reply went out: the queue pair starts in Full Operation.
-pub(crate) fn start_queue_pair(
-    stream: TcpStream,
-    new_qp: fn(QpConfig, &mpa::Negotiated) -> ddp::Qp,
+/// A responder's queue pair between accepting and sending the Reply: work may be posted.
+pub(crate) struct PendingQp {
+    pub(crate) qp: QueuePair,
+}
+
+impl PendingQp {
+    /// Starts the connection driver.
+    pub(crate) fn start(
+        &mut self,
+        stream: TcpStream,
+        config: &ConnectionConfig,
+        counters: &Arc<Counters>,
+    ) -> Result<QueuePair, ConnectError> {
+        let shared = self.qp.shared.clone();
+        let opts = DriverOptions {
+            segment_per_chunk: config.segment_per_fpdu,
+        };
+        let c2 = counters.clone();
+        let s2 = shared.clone();
+        std::thread::Builder::new()
+            .name(format!("xwarp-qp{}", shared.num))
+            .spawn(move || kernel::run(stream, s2, c2, opts, None))?;
+        Counters::inc(&counters.mpa_established);
+        let peer_private_data = std::mem::take(&mut self.qp.peer_private_data);
+        // The handle moves out; the pending one must not close the connection when dropped.
+        let qp = QueuePair {
+            shared,
+            peer_private_data,
+            detached: false,
+        };
+        self.qp.detached = true;
+        Ok(qp)
+    }
+}
+
+/// Responder side, MPA agreed: the queue pair in Full Operation, before its driver runs.
+pub(crate) fn prepare_queue_pair(
+    stream: &TcpStream,
     negotiated: &mpa::Negotiated,
     leftover: &[u8],
     init: QpInit,
     config: &ConnectionConfig,
-    counters: &Arc<Counters>,
-) -> Result<QueuePair, ConnectError> {
+) -> Result<PendingQp, ConnectError> {
     let num = next_qp_num();
-    let cfg = qp_config(num, &stream, &init, config);
-    let mut qp = new_qp(cfg, negotiated);
+    let cfg = qp_config(num, stream, &init, config);
+    let mut qp = ddp::Qp::new_established(cfg, negotiated);
     // Drop the Established event: the caller already knows.
     while qp.poll_event().is_some() {}
     if !leftover.is_empty() {
@@ -180,10 +214,12 @@ pub(crate) fn start_queue_pair(
         let st = &mut *st;
         qp.handle_rx_bytes(&mut st.tags, &mut st.mem, Instant::now(), leftover);
     }
-    Counters::inc(&counters.mpa_established);
-    let shared = spawn_driver(num, stream, qp, init, config, counters, None)?;
-    Ok(QueuePair {
-        shared,
-        peer_private_data: negotiated.peer_private_data.clone(),
+    let shared = Arc::new(QpShared::new(num, qp, init.pd, init.send_cq, init.recv_cq)?);
+    Ok(PendingQp {
+        qp: QueuePair {
+            shared,
+            peer_private_data: negotiated.peer_private_data.clone(),
+            detached: false,
+        },
     })
 }

@@ -43,6 +43,9 @@ pub enum ConnectError {
     /// The protection domain or completion queues come from another device.
     #[error("protection domain or completion queue belongs to another device")]
     ForeignResource,
+    /// A work request posted before the Reply was refused.
+    #[error("posting before the Reply: {0}")]
+    Post(PostError),
     /// The transport of this device cannot connect yet.
     #[error("transport not available")]
     Unavailable,

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use mpa::{Responder, StartupEvent};
 
 use crate::counters::Counters;
-use crate::device::{start_queue_pair, QpInit};
-use crate::{ConnectError, ConnectionConfig, QueuePair};
+use crate::device::{prepare_queue_pair, QpInit};
+use crate::{ConnectError, ConnectionConfig, PostError, QueuePair};
 
 /// A connection whose MPA Request arrived and was well formed; the application accepts or
 /// rejects it.
@@ -47,15 +47,20 @@ impl Incoming {
         self.peer_wants_markers
     }
 
-    fn send_reply(&mut self) -> Result<(), ConnectError> {
-        if let Some(bytes) = self.responder.poll_transmit() {
-            self.stream.write_all(&bytes)?;
-        }
-        Ok(())
+    /// Accepts: sends the MPA Reply (R=0) with `private_data` and starts the queue pair.
+    pub fn accept(self, init: QpInit, private_data: &[u8]) -> Result<QueuePair, ConnectError> {
+        self.accept_with(init, private_data, |_| Ok(()))
     }
 
-    /// Accepts: sends the MPA Reply (R=0) with `private_data` and starts the queue pair.
-    pub fn accept(mut self, init: QpInit, private_data: &[u8]) -> Result<QueuePair, ConnectError> {
+    /// As [`accept`](Self::accept), running `before_reply` on the new queue pair before the
+    /// Reply goes out: the place to post receive buffers, so the peer's first Sends (which may
+    /// follow the Reply at once) find them.
+    pub fn accept_with(
+        mut self,
+        init: QpInit,
+        private_data: &[u8],
+        before_reply: impl FnOnce(&QueuePair) -> Result<(), PostError>,
+    ) -> Result<QueuePair, ConnectError> {
         if init.pd.inner.device_id != self.device_id
             || init.send_cq.device_id != self.device_id
             || init.recv_cq.device_id != self.device_id
@@ -63,7 +68,7 @@ impl Incoming {
             return Err(ConnectError::ForeignResource);
         }
         self.responder.accept(private_data)?;
-        self.send_reply()?;
+        let reply = self.responder.poll_transmit().unwrap_or_default();
         let negotiated = loop {
             match self.responder.poll_event() {
                 Some(StartupEvent::Established(n)) => break n,
@@ -72,22 +77,25 @@ impl Incoming {
                 None => return Err(ConnectError::Startup(mpa::StartupError::ConnectionClosed)),
             }
         };
-        start_queue_pair(
-            self.stream,
-            ddp::Qp::new_established,
+        let mut pending = prepare_queue_pair(
+            &self.stream,
             &negotiated,
             &self.leftover,
             init,
             &self.config,
-            &self.counters,
-        )
+        )?;
+        before_reply(&pending.qp).map_err(ConnectError::Post)?;
+        self.stream.write_all(&reply)?;
+        pending.start(self.stream, &self.config, &self.counters)
     }
 
     /// Rejects: sends an MPA Reply with R=1 and `private_data`; MPA ends but TCP stays open
     /// (MPA-80), so the TCP stream is handed back.
     pub fn reject(mut self, private_data: &[u8]) -> Result<TcpStream, ConnectError> {
         self.responder.reject(private_data)?;
-        self.send_reply()?;
+        if let Some(bytes) = self.responder.poll_transmit() {
+            self.stream.write_all(&bytes)?;
+        }
         Counters::inc(&self.counters.startup_rejected);
         Ok(self.stream)
     }

@@ -172,6 +172,8 @@ impl QpShared {
 pub struct QueuePair {
     pub(crate) shared: Arc<QpShared>,
     pub(crate) peer_private_data: Vec<u8>,
+    /// A handle whose connection moved to another handle (drop does not close it).
+    pub(crate) detached: bool,
 }
 
 fn local_buf(
@@ -323,6 +325,8 @@ impl QueuePair {
 
 impl Drop for QueuePair {
     fn drop(&mut self) {
-        self.shutdown();
+        if !self.detached {
+            self.shutdown();
+        }
     }
 }

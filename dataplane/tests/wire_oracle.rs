@@ -90,7 +90,7 @@ fn fpdu_ends_on_markers(path: &Path) -> Vec<(u16, u64)> {
         let seq_start = seq0 + len0;
         for &(_, seq, len) in dir {
             let end = seq + len - seq_start;
-            if end % 512 == 0 {
+            if end.is_multiple_of(512) {
                 hits.push((p, end));
             }
         }

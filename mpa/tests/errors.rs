@@ -78,6 +78,9 @@ fn mpa_111_no_delivery_after_crc_error() {
     assert_eq!(p.next_fpdu().unwrap_err(), FramingError::CrcMismatch);
     assert_eq!(p.push(b"more"), 0);
     assert_eq!(p.error(), Some(FramingError::CrcMismatch));
+    // MPA-112: TCP stays open; the other half connection can still send (e.g. a Terminate).
+    let mut tx = Framer::new(MARKERS_CRC, 0);
+    assert!(tx.encode_to_vec(&[b"terminate"], &mut Vec::new()).is_ok());
 }
 
 /// MPA-108: a wrong FPDUPTR with a valid CRC (the sender lied consistently) is a marker

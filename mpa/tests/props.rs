@@ -177,8 +177,14 @@ proptest! {
     #[test]
     fn locator_matches_in_order_parse(offset in offset_strategy(), crc in any::<bool>(),
                                       aligned in any::<bool>(),
-                                      sizes in prop::collection::vec(1usize..1500, 1..16),
-                                      cuts in prop::collection::vec(1usize..2500, 1..30),
+                                      sizes in prop_oneof![
+                                          prop::collection::vec(1usize..1500, 1..16),
+                                          prop::collection::vec(1usize..9000, 1..6),
+                                      ],
+                                      cuts in prop_oneof![
+                                          prop::collection::vec(1usize..2500, 1..30),
+                                          prop::collection::vec(500usize..12000, 1..8),
+                                      ],
                                       order in any::<u64>(), seed in any::<u8>()) {
         let cfg = FramingConfig { markers: true, crc };
         let opts = LocateOptions { aligned_start: aligned };

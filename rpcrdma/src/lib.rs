@@ -89,6 +89,7 @@ pub use reduced::{Padding, Payload, ReducedReader, ReducedWriter};
 pub use rpc::{AcceptStat, CallHeader, RejectStat, ReplyHeader, ReplyStat, RpcError};
 pub use segment::{ReadSegment, Segment, WriteChunk};
 pub use session::{
-    ClientEvent, ClientSession, LongReplyError, ReplyOut, ServerEvent, ServerSession, StartError,
+    ClientEvent, ClientSession, LongReplyError, ReplyOut, ServerEvent, ServerSession, ServerStats,
+    StartError,
 };
 pub use xdr::{XdrError, XdrReader, XdrWriter};

@@ -306,6 +306,21 @@ pub struct ServerSession {
     rules: Rules,
     dones: DoneTracker,
     transmit: VecDeque<Vec<u8>>,
+    stats: ServerStats,
+}
+
+/// What a server refused, by kind (malformed and protocol errors kept apart).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ServerStats {
+    /// Sends dropped without an answer (shorter than 16 bytes, RDMA_ERROR from a client, DONE
+    /// with draft-00 compatibility off).
+    pub dropped: u64,
+    /// Requests answered with RDMA_ERROR / ERR_VERS.
+    pub err_vers: u64,
+    /// Requests answered with RDMA_ERROR / ERR_CHUNK.
+    pub err_chunk: u64,
+    /// Calls answered with an RPC-level refusal (PROG_UNAVAIL, GARBAGE_ARGS, RPC_MISMATCH...).
+    pub rpc_rejected: u64,
 }
 
 impl ServerSession {
@@ -316,6 +331,7 @@ impl ServerSession {
             rules,
             dones: DoneTracker::new(done_timeout),
             transmit: VecDeque::new(),
+            stats: ServerStats::default(),
         }
     }
 
@@ -323,6 +339,11 @@ impl ServerSession {
     /// and reply, and report them with [`ServerSession::posted_receives`].
     pub fn credits(&self) -> &ServerCredits {
         &self.credits
+    }
+
+    /// Refusal counters.
+    pub fn stats(&self) -> ServerStats {
+        self.stats
     }
 
     /// Receives were posted.
@@ -357,12 +378,17 @@ impl ServerSession {
                 let xid = Packet::new_checked(buf).ok().map(|p| p.xid());
                 match reply {
                     Some(mut err) => {
+                        match err.body {
+                            Body::Error(ErrorBody::Vers { .. }) => self.stats.err_vers += 1,
+                            _ => self.stats.err_chunk += 1,
+                        }
                         let _ = self.credits.on_call();
                         let requested = Packet::new_checked(buf).map_or(1, |p| p.credit());
                         err.credit = self.credits.grant_for_error(requested);
                         self.transmit.push_back(err.to_vec());
                     }
                     None => {
+                        self.stats.dropped += 1;
                         let _ = self.credits.on_dropped();
                     }
                 }
@@ -395,8 +421,12 @@ impl ServerSession {
     fn reject(&mut self, xid: u32, requested: u32, chunks: &ChunkLists, r: CallRejection) {
         let grant = self.credits.grant_for_error(requested);
         let bytes = match r {
-            CallRejection::Transport(_) => HeaderRepr::err_chunk(xid, grant).to_vec(),
+            CallRejection::Transport(_) => {
+                self.stats.err_chunk += 1;
+                HeaderRepr::err_chunk(xid, grant).to_vec()
+            }
             CallRejection::Rpc(rpc) => {
+                self.stats.rpc_rejected += 1;
                 let header = HeaderRepr {
                     xid,
                     credit: grant,
@@ -754,6 +784,20 @@ mod tests {
         );
         assert_eq!(c.outstanding(), 0);
         assert!(c.can_start());
+        assert_eq!(
+            s.stats(),
+            ServerStats {
+                err_vers: 1,
+                ..ServerStats::default()
+            }
+        );
+        // Too short to answer: dropped and counted.
+        assert_eq!(
+            s.handle_receive(&send[..12]),
+            ServerEvent::Refused { xid: None }
+        );
+        assert_eq!(s.stats().dropped, 1);
+        assert_eq!(s.poll_transmit(&mut out), None);
     }
 
     #[test]
@@ -778,6 +822,7 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+        assert_eq!(s.stats().rpc_rejected, 1);
     }
 
     #[test]
@@ -833,8 +878,12 @@ mod tests {
         // ... the client RDMA-Reads the chunk ...
         let d = c.decode_long_reply(&header, &msg[..mlen]).unwrap();
         assert_eq!(d.reply, Some(reply));
-        // A call must wait for the DONE.
+        // A call must wait for the DONE (so calls cannot starve it of credits).
         assert!(!c.can_start());
+        assert!(matches!(
+            c.start_call(&mut send, &StorageCall::Null, &CallChunks::default()),
+            Err(StartError::NoCredit(_))
+        ));
         let mut done = [0u8; 16];
         let n = c.poll_done(&mut done).unwrap();
         assert_eq!(&done[..n], &HeaderRepr::done(xid, 64).to_vec()[..]);

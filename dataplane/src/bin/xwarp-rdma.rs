@@ -334,7 +334,14 @@ fn server(a: ServerArgs) -> Result<(), Failure> {
             send_cq: scq.clone(),
             recv_cq: rcq.clone(),
         };
-        let qp = match inc.accept(init, &pdata) {
+        // Receives are posted before the Reply goes out: the client Sends right after it.
+        let prepost = |qp: &QueuePair| {
+            for (i, r) in recvs.iter().enumerate() {
+                qp.post_recv(i as u64, r, 0..r.len())?;
+            }
+            Ok(())
+        };
+        let qp = match inc.accept_with(init, &pdata, prepost) {
             Ok(qp) => qp,
             Err(e) => {
                 eprintln!("{peer}: accept failed: {e}");
@@ -370,10 +377,6 @@ fn server(a: ServerArgs) -> Result<(), Failure> {
 
 /// Serves one client until it disconnects; returns the number of failed checks.
 fn serve(e: &Ends, data: &MemoryRegion, recvs: &[MemoryRegion]) -> Result<u32, Failure> {
-    for (i, r) in recvs.iter().enumerate() {
-        e.qp.post_recv(i as u64, r, 0..r.len())
-            .map_err(|x| format!("post_recv: {x}"))?;
-    }
     let mut expect: Option<Ctl> = None;
     let mut bad = 0;
     loop {
