@@ -436,7 +436,8 @@ impl Connection {
     }
     /// The in-order point as a stream offset (octets of data received in order).
     pub fn rcv_nxt_offset(&self) -> u64 {
-        self.recv.nxt.saturating_sub(1)
+        // The SYN and a received FIN occupy sequence space but no data offset.
+        (self.recv.nxt - u64::from(self.fin_delivered)).saturating_sub(1)
     }
     /// SND.UNA.
     pub fn snd_una(&self) -> SeqNum {

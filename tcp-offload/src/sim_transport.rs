@@ -33,7 +33,13 @@ pub struct SimTransport {
 impl SimTransport {
     /// Active open from `tuple.local` to `tuple.remote`. `secret` keys the ISNs; `base` is the
     /// instant virtual time 0 maps to.
-    pub fn client(cfg: Config, tuple: FourTuple, secret: [u8; 16], base: Instant, record_mode: bool) -> Self {
+    pub fn client(
+        cfg: Config,
+        tuple: FourTuple,
+        secret: [u8; 16],
+        base: Instant,
+        record_mode: bool,
+    ) -> Self {
         let gen = IsnGenerator::new(secret, base);
         let conn = Connection::connect(cfg, tuple, &gen, base);
         Self::with(base, Some(conn), None, record_mode)
@@ -53,7 +59,12 @@ impl SimTransport {
         Self::with(base, None, Some(l), record_mode)
     }
 
-    fn with(base: Instant, conn: Option<Connection>, listener: Option<Listener>, record_mode: bool) -> Self {
+    fn with(
+        base: Instant,
+        conn: Option<Connection>,
+        listener: Option<Listener>,
+        record_mode: bool,
+    ) -> Self {
         SimTransport {
             base,
             conn,
@@ -128,7 +139,10 @@ impl Transport for SimTransport {
                 return Some(self.buf[..n].to_vec());
             }
         }
-        let sent = self.listener.as_mut().and_then(|l| l.poll_transmit(t, &mut self.buf));
+        let sent = self
+            .listener
+            .as_mut()
+            .and_then(|l| l.poll_transmit(t, &mut self.buf));
         if sent.is_none() {
             self.dirty = false;
         }
@@ -140,7 +154,11 @@ impl Transport for SimTransport {
             return Some(now);
         }
         let a = self.conn.as_ref().and_then(Connection::poll_timeout);
-        let b = if self.conn.is_none() { self.listener.as_ref().and_then(Listener::poll_timeout) } else { None };
+        let b = if self.conn.is_none() {
+            self.listener.as_ref().and_then(Listener::poll_timeout)
+        } else {
+            None
+        };
         let t = [a, b].into_iter().flatten().min()?;
         Some(SimTime::from_instant(self.base, t))
     }
@@ -157,12 +175,16 @@ impl Transport for SimTransport {
     }
 
     fn state(&self) -> ConnState {
-        let Some(c) = self.conn.as_ref() else { return ConnState::Opening };
+        let Some(c) = self.conn.as_ref() else {
+            return ConnState::Opening;
+        };
         match c.state() {
             State::Listen | State::SynSent | State::SynReceived => ConnState::Opening,
             State::Established => ConnState::Established,
             State::CloseWait => ConnState::PeerClosed,
-            State::FinWait1 | State::FinWait2 | State::Closing | State::LastAck => ConnState::Closing,
+            State::FinWait1 | State::FinWait2 | State::Closing | State::LastAck => {
+                ConnState::Closing
+            }
             State::TimeWait => ConnState::TimeWait,
             State::Closed => match self.closed {
                 Some(CloseReason::Normal) => ConnState::Closed,
@@ -173,7 +195,10 @@ impl Transport for SimTransport {
 
     fn send_space(&self) -> usize {
         match self.conn.as_ref() {
-            Some(c) if matches!(c.state(), State::Established | State::CloseWait) && !self.close_requested => {
+            Some(c)
+                if matches!(c.state(), State::Established | State::CloseWait)
+                    && !self.close_requested =>
+            {
                 c.send_capacity() as usize
             }
             _ => 0,
@@ -185,10 +210,16 @@ impl Transport for SimTransport {
         if self.send_space() == 0 {
             return 0;
         }
-        let Some(c) = self.conn.as_mut() else { return 0 };
+        let Some(c) = self.conn.as_mut() else {
+            return 0;
+        };
         if c.record_mode() {
             // Whole records only in record mode.
-            return if c.send_record_bytes(data).is_ok() { data.len() } else { 0 };
+            return if c.send_record_bytes(data).is_ok() {
+                data.len()
+            } else {
+                0
+            };
         }
         c.send(data).unwrap_or(0)
     }
@@ -212,13 +243,21 @@ impl Transport for SimTransport {
                 let end = ch.offset + ch.data.len() as u64;
                 let in_order = ch.in_order_point.max(if ch.in_order { end } else { 0 });
                 self.reported_in_order = self.reported_in_order.max(in_order);
-                return Some(Delivery { offset: ch.offset, data: ch.data, in_order: self.reported_in_order });
+                return Some(Delivery {
+                    offset: ch.offset,
+                    data: ch.data,
+                    in_order: self.reported_in_order,
+                });
             }
             // Everything handed up: move the in-order point on.
             let point = c.rcv_nxt_offset();
             if point > self.reported_in_order {
                 self.reported_in_order = point;
-                return Some(Delivery { offset: point, data: Vec::new(), in_order: point });
+                return Some(Delivery {
+                    offset: point,
+                    data: Vec::new(),
+                    in_order: point,
+                });
             }
             return None;
         }
@@ -229,7 +268,11 @@ impl Transport for SimTransport {
         let offset = self.rx_offset;
         self.rx_offset += n as u64;
         self.reported_in_order = self.rx_offset;
-        Some(Delivery { offset, data: self.scratch[..n].to_vec(), in_order: self.rx_offset })
+        Some(Delivery {
+            offset,
+            data: self.scratch[..n].to_vec(),
+            in_order: self.rx_offset,
+        })
     }
 
     fn close(&mut self, now: SimTime) {
@@ -244,7 +287,9 @@ impl Transport for SimTransport {
     }
 
     fn stats(&self) -> TransportStats {
-        let Some(c) = self.conn.as_ref() else { return TransportStats::default() };
+        let Some(c) = self.conn.as_ref() else {
+            return TransportStats::default();
+        };
         let k = c.counters();
         TransportStats {
             segments_sent: k.data_segs_out,

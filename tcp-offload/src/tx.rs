@@ -118,10 +118,15 @@ impl SendBuffer {
         while !data.is_empty() {
             let owned = self.owned_end;
             let room = match self.chunks.back() {
-                Some(c) if matches!(c.kind, ChunkKind::Bytes { .. }) => BYTE_CHUNK.saturating_sub(c.len),
+                Some(c) if matches!(c.kind, ChunkKind::Bytes { .. }) => {
+                    BYTE_CHUNK.saturating_sub(c.len)
+                }
                 _ => 0,
             };
-            let (now, rest) = data.split_at(data.len().min(if room > 0 { room } else { BYTE_CHUNK } as usize));
+            let (now, rest) = data.split_at(
+                data.len()
+                    .min(if room > 0 { room } else { BYTE_CHUNK } as usize),
+            );
             self.owned.extend(now);
             self.owned_end += now.len() as u64;
             if room > 0 {
@@ -197,14 +202,21 @@ impl SendBuffer {
         let rem = (c.end() - nxt) as u32;
         let limit = emss.min(room);
         if !c.is_record() {
-            // Byte stream: ordinary TCP segmentation (MPA-08), stopping at the end of the byte run.
-            return if limit == 0 {
-                Plan::Blocked { need: 1 }
-            } else {
-                Plan::Send {
-                    len: rem.min(limit),
-                    split: None,
+            // Byte stream: ordinary TCP segmentation (MPA-08) across consecutive byte chunks,
+            // stopping before a record.
+            if limit == 0 {
+                return Plan::Blocked { need: 1 };
+            }
+            let mut len = rem;
+            for n in self.chunks.iter().skip(i + 1) {
+                if n.is_record() || len >= limit {
+                    break;
                 }
+                len = len.saturating_add(n.len);
+            }
+            return Plan::Send {
+                len: len.min(limit),
+                split: None,
             };
         }
         if rem > emss {
