@@ -200,6 +200,12 @@ pub struct Connection {
 
     // ACK generation.
     ack_now: bool,
+    /// RFC 5681 §4.2: immediate *duplicate* ACKs (no data) owed, one per out-of-order or
+    /// gap-filling segment (capped), even when several arrived in one batch.
+    dupacks_owed: u8,
+    /// Our FIN is held until then while the peer's data has holes.
+    fin_hold_until: Option<Instant>,
+    fin_hold_over: bool,
     ack_pending: bool,
     segs_since_ack: u32,
     quick_acks: u32,
@@ -285,6 +291,9 @@ impl Connection {
             recovery_point: 0,
             recover: 0,
             ack_now: false,
+            dupacks_owed: 0,
+            fin_hold_until: None,
+            fin_hold_over: false,
             ack_pending: false,
             segs_since_ack: 0,
             probe_due: false,
@@ -427,7 +436,8 @@ impl Connection {
     }
     /// The in-order point as a stream offset (octets of data received in order).
     pub fn rcv_nxt_offset(&self) -> u64 {
-        self.recv.nxt.saturating_sub(1)
+        // The SYN and a received FIN occupy sequence space but no data offset.
+        (self.recv.nxt - u64::from(self.fin_delivered)).saturating_sub(1)
     }
     /// SND.UNA.
     pub fn snd_una(&self) -> SeqNum {
@@ -645,6 +655,7 @@ impl Connection {
             self.persist_at,
             self.keepalive_at,
             self.timewait_at,
+            self.fin_hold_until,
         ]
         .into_iter()
         .flatten()
@@ -653,6 +664,10 @@ impl Connection {
 
     /// Runs every timer that expired at `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
+        if self.fin_hold_until.is_some_and(|t| t <= now) {
+            self.fin_hold_until = None;
+            self.fin_hold_over = true;
+        }
         if self.timewait_at.is_some_and(|t| t <= now) {
             self.timewait_at = None;
             self.terminate(CloseReason::Normal);
@@ -1459,6 +1474,9 @@ impl Connection {
         }
         // RFC 5681 §4.2 / RFC 9293 §3.8.6.3: ACK at once for out-of-order data, gap fills and
         // duplicates; else every second full segment or when the delayed-ACK timer fires.
+        if !a.advanced || a.filled_gap || was_ooo {
+            self.dupacks_owed = self.dupacks_owed.saturating_add(1).min(8);
+        }
         if !a.advanced
             || a.filled_gap
             || was_ooo
@@ -1580,6 +1598,14 @@ impl Connection {
         if self.state == State::TimeWait || self.state == State::Closed {
             return self.send_ack_if_due(now, buf);
         }
+        if self.dupacks_owed > 0 {
+            // Sent apart from data so that the peer counts it as a duplicate ACK (RFC 5681 §2).
+            let owed = self.dupacks_owed - 1;
+            self.ack_now = true;
+            let r = self.send_ack_if_due(now, buf);
+            self.dupacks_owed = owed;
+            return r;
+        }
         if let Some(n) = self.send_retransmission(now, buf, source) {
             return Some(n);
         }
@@ -1693,6 +1719,7 @@ impl Connection {
             ..Default::default()
         };
         let n = self.emit(now, buf, seq, flags, start, len, source, true)?;
+        self.counters.data_segs_out += 1;
         let ts = self.ts_now(now);
         let seg = &mut self.sent[i];
         seg.rexmit = true;
@@ -1719,7 +1746,11 @@ impl Connection {
     ) -> Option<usize> {
         if !matches!(
             self.state,
-            State::Established | State::CloseWait | State::FinWait1 | State::LastAck
+            State::Established
+                | State::CloseWait
+                | State::FinWait1
+                | State::Closing
+                | State::LastAck
         ) {
             return None;
         }
@@ -1775,7 +1806,21 @@ impl Connection {
                 }
             }
         }
-        let fin = fin_pending && self.snd_nxt + u64::from(len) == data_end;
+        let mut fin = fin_pending && self.snd_nxt + u64::from(len) == data_end;
+        if fin && !self.fin_hold_over && !self.recv.ranges().is_empty() {
+            // Hold our FIN (at most two RTOs) while the peer's data has holes: some peers (smoltcp
+            // 0.12) stop their retransmission timer when our FIN arrives in FIN-WAIT-1, and the hole
+            // would never be filled. Sending the FIN a little later costs nothing.
+            let until = *self.fin_hold_until.get_or_insert(now + self.rtt.rto() * 2);
+            if now < until {
+                fin = false;
+            } else {
+                self.fin_hold_over = true;
+            }
+        }
+        if fin {
+            self.fin_hold_until = None;
+        }
         if len == 0 && !fin {
             return None;
         }
@@ -1802,6 +1847,7 @@ impl Connection {
             ..Default::default()
         };
         let n = self.emit(now, buf, seq, flags, start, len, source, true)?;
+        self.counters.data_segs_out += 1;
         self.sent_bytes += u64::from(len) + u64::from(fin);
         self.sent.push_back(SentSeg {
             off: start,

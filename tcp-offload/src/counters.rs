@@ -7,6 +7,8 @@ pub struct Counters {
     pub segs_in: u64,
     /// Segments produced by `poll_transmit`.
     pub segs_out: u64,
+    /// Segments carrying data (or FIN) sent, retransmissions included.
+    pub data_segs_out: u64,
     /// Data octets sent for the first time.
     pub bytes_sent: u64,
     /// Data octets accepted (each counted once).
