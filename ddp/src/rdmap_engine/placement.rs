@@ -70,12 +70,7 @@ impl RdmapEngine {
         self.deliver_through(tags, stream_pos + 1);
     }
 
-    fn terminate_for(
-        code: TermCode,
-        seg: RxSegment<'_>,
-        with_header: bool,
-        rdma: Option<[u8; READ_REQUEST_LEN]>,
-    ) -> RxRecord {
+    fn terminate_for(code: TermCode, seg: RxSegment<'_>, with_header: bool) -> RxRecord {
         RxRecord::Error(TerminateRepr {
             code,
             seg_len: Some(seg.len().min(usize::from(u16::MAX)) as u16),
@@ -84,7 +79,7 @@ impl RdmapEngine {
             } else {
                 None
             },
-            rdma_header: rdma,
+            rdma_header: None,
         })
     }
 
@@ -114,7 +109,7 @@ impl RdmapEngine {
                 } else {
                     DdpError::UntaggedVersion
                 };
-                return Some(Self::terminate_for(e.term_code(), seg, false, None));
+                return Some(Self::terminate_for(e.term_code(), seg, false));
             }
             Err(_) => {
                 // Shorter than its header: no §7.2 code exists; digest §4.5 design choice.
@@ -122,7 +117,6 @@ impl RdmapEngine {
                     DdpError::LocalCatastrophic.term_code(),
                     seg,
                     false,
-                    None,
                 ));
             }
         };
@@ -306,7 +300,7 @@ impl RdmapEngine {
 
 /// A validation failure of `seg`: Terminate with M set and its DDP header copied.
 fn rx_fail(code: TermCode, seg: RxSegment<'_>) -> Option<RxRecord> {
-    Some(RdmapEngine::terminate_for(code, seg, true, None))
+    Some(RdmapEngine::terminate_for(code, seg, true))
 }
 
 /// The Terminate code for a tagged placement check at the data sink.
