@@ -17,13 +17,16 @@ mod completion;
 mod config;
 mod counters;
 mod cq;
+pub mod daemon;
 mod device;
+pub mod engine;
 mod error;
 mod kernel;
 mod listener;
 pub mod memory;
 mod pd;
 mod qp;
+pub mod store;
 pub mod xdp;
 
 pub use completion::{Completion, Opcode, Status};
