@@ -135,6 +135,9 @@ pub struct Connection {
     state: State,
     passive: bool,
     from_listen: bool,
+    challenge_window: Option<Instant>,
+    challenge_count: u32,
+    closed_normally: bool,
 
     // Send side (offsets: SYN at 0, data from 1).
     snd: SeqSpace,
@@ -243,6 +246,9 @@ impl Connection {
             state: State::Closed,
             passive: false,
             from_listen: false,
+            challenge_window: None,
+            challenge_count: 0,
+            closed_normally: false,
             snd: SeqSpace { isn: iss },
             snd_una: 0,
             snd_nxt: 0,
@@ -630,6 +636,7 @@ impl Connection {
     }
 
     fn terminate(&mut self, why: CloseReason) {
+        self.closed_normally = why == CloseReason::Normal && self.state.is_synchronized();
         if self.state != State::Closed {
             self.state = State::Closed;
             self.events.push_back(Event::Closed(why));
@@ -788,7 +795,17 @@ impl Connection {
     pub fn handle_segment(&mut self, now: Instant, seg: &Segment<'_>) {
         self.counters.segs_in += 1;
         match self.state {
-            State::Closed => self.reply_rst(seg),
+            State::Closed => {
+                // After an orderly close we still know the stream: a late duplicate of data or FIN
+                // we already acknowledged (reordered, or a peer's spurious retransmission) is
+                // dropped quietly; anything else gets the RST of RFC 9293 §3.10.7.1.
+                let old_dup = self.closed_normally
+                    && !seg.flags.syn
+                    && self.rcv.seq(self.recv.nxt).ge(seg.seq.plus(seg.seg_len()));
+                if !old_dup {
+                    self.reply_rst(seg);
+                }
+            }
             State::Listen => self.segment_in_listen(now, seg),
             State::SynSent => self.segment_in_syn_sent(now, seg),
             _ => self.segment_in_sync(now, seg),
@@ -953,8 +970,21 @@ impl Connection {
         }
     }
 
-    fn challenge_ack(&mut self) {
-        // RFC 5961 §3.2, §4.2, §5.2 (rate limiting is left to the caller's budget).
+    /// RFC 5961 §3.2, §4.2, §5.2 challenge ACK, rate-limited per §7 to
+    /// `Config::challenge_acks_per_sec`.
+    fn challenge_ack(&mut self, now: Instant) {
+        if self
+            .challenge_window
+            .is_none_or(|t| now.saturating_duration_since(t) >= Duration::from_secs(1))
+        {
+            self.challenge_window = Some(now);
+            self.challenge_count = 0;
+        }
+        if self.challenge_count >= self.cfg.challenge_acks_per_sec {
+            self.counters.challenge_acks_limited += 1;
+            return;
+        }
+        self.challenge_count += 1;
         self.counters.challenge_acks += 1;
         self.ack_now = true;
     }
@@ -1035,13 +1065,13 @@ impl Connection {
                     _ => self.terminate(CloseReason::Reset),
                 }
             } else {
-                self.challenge_ack();
+                self.challenge_ack(now);
             }
             return;
         }
         // Fourth: SYN in a synchronized state (RFC 5961 §4.2) -> challenge ACK.
         if seg.flags.syn {
-            self.challenge_ack();
+            self.challenge_ack(now);
             return;
         }
         // Fifth: ACK.
