@@ -54,6 +54,7 @@ pub mod rtt;
 pub mod rx;
 pub mod seq;
 pub mod sim;
+pub mod sim_transport;
 pub mod tx;
 pub mod wire;
 

@@ -175,6 +175,11 @@ impl RecvBuffer {
                 res.advanced = true;
                 if self.advance(&seq_of) {
                     res.filled_gap = true;
+                    // The chunk that filled the gap reports the new in-order point.
+                    let point = self.nxt - 1;
+                    if let Some(c) = self.chunks.back_mut().filter(|c| c.in_order) {
+                        c.in_order_point = point;
+                    }
                 }
             } else {
                 // Out of order: commit if the bounds allow.

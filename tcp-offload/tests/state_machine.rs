@@ -354,3 +354,24 @@ fn rfc9293_s3_10_7_4_out_of_order_fin_waits_for_the_gap() {
     assert_eq!(s.c.state(), State::CloseWait);
     assert_eq!(s.c.rcv_nxt().0, base + 7);
 }
+
+#[test]
+fn rfc9293_s3_10_7_1_after_last_ack_old_duplicates_are_dropped_and_new_segments_reset() {
+    let mut s = Script::establish_active(cfg(), no_opts());
+    s.inject("FA", b"", false);
+    s.c.close(s.now);
+    s.drain();
+    s.inject("A", b"", false);
+    assert_eq!(s.c.state(), State::Closed);
+    // The peer's FIN again (reordered or spuriously retransmitted): already acknowledged, dropped.
+    s.p_nxt -= 1;
+    s.inject("FA", b"", false);
+    assert!(
+        s.drain().is_empty(),
+        "no RST for an old duplicate after an orderly close"
+    );
+    // Something new: RST.
+    s.inject("A", b"new", false);
+    let out = s.drain();
+    assert!(out.len() == 1 && out[0].flags.rst);
+}
