@@ -1008,6 +1008,8 @@ impl Connection {
         {
             seg.flags.syn = false;
             seg.seq = seg.seq.plus(1);
+            // Our own SYN-ACK may not have gone out yet: acknowledge theirs explicitly.
+            self.ack_now = true;
         }
         // Sequence number as an offset near RCV.NXT (segments with wildly old sequence numbers are
         // simply unacceptable).
