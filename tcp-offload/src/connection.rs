@@ -362,7 +362,6 @@ impl Connection {
         c.rcv = SeqSpace {
             isn: ack.seq.plus(u32::MAX),
         };
-        c.recv = RecvBuffer::new(1);
         // The cookie SYN-ACK advertised min(recv_buffer, 65535), unscaled.
         c.rcv_edge = 1 + u64::from(c.cfg.recv_buffer.min(65535));
         c.peer_mss = mss;
@@ -823,7 +822,7 @@ impl Connection {
     fn on_syn(&mut self, seg: &Segment<'_>, now: Instant) {
         // Record the peer's ISN and options (RFC 9293 §3.10.7.2/3; RFC 7323 §2.2, §3.2; RFC 2018 §2).
         self.rcv = SeqSpace { isn: seg.seq };
-        self.recv = RecvBuffer::new(1);
+        self.recv = self.recv.fresh(1);
         self.rcv_edge = 1;
         self.fin_rcvd = None;
         let o = &seg.options;
@@ -1008,6 +1007,8 @@ impl Connection {
         {
             seg.flags.syn = false;
             seg.seq = seg.seq.plus(1);
+            // Our own SYN-ACK may not have gone out yet: acknowledge theirs explicitly.
+            self.ack_now = true;
         }
         // Sequence number as an offset near RCV.NXT (segments with wildly old sequence numbers are
         // simply unacceptable).
