@@ -1,3 +1,40 @@
 //! xwarp data plane: the verbs-like API over the kernel and AF_XDP transports.
+//!
+//! ```text
+//! Device::open(Transport::Kernel)
+//!   ├─ alloc_pd() -> ProtectionDomain ── register(len, Access) -> MemoryRegion (pinned, STag)
+//!   ├─ create_cq() -> CompletionQueue ── poll / wait -> Completion { wr_id, opcode, status, byte_len }
+//!   ├─ listen(addr, ConnectionConfig) -> Listener ── accept() -> Incoming ── accept(QpInit, pd) -> QueuePair
+//!   └─ connect(addr, QpInit, &ConnectionConfig, private_data) -> QueuePair
+//! QueuePair::{post_send, post_recv, post_write, post_read, close}
+//! ```
+//!
+//! Every connection runs the same sans-IO protocol stack (`mpa`, `ddp`); the transport only
+//! moves bytes: [`Transport::Kernel`] over kernel TCP sockets, `Transport::Xdp` (later) over
+//! AF_XDP with our own TCP.
 
+mod completion;
+mod config;
+mod counters;
+mod cq;
+pub mod daemon;
+mod device;
+pub mod engine;
+mod error;
+mod kernel;
+mod listener;
+pub mod memory;
+mod pd;
+mod qp;
+pub mod store;
 pub mod xdp;
+
+pub use completion::{Completion, Opcode, Status};
+pub use config::{ConnectionConfig, MpaSettings, Transport};
+pub use counters::CounterSnapshot;
+pub use cq::CompletionQueue;
+pub use device::{Device, QpInit};
+pub use error::{ConnectError, DeviceError, PostError, RegisterError};
+pub use listener::{AcceptError, Incoming, Listener};
+pub use pd::{Access, MemoryRegion, ProtectionDomain};
+pub use qp::{QpError, QueuePair, RemoteAddr};

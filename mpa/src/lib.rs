@@ -1,2 +1,56 @@
-//! MPA framing (draft-ietf-rddp-mpa-01 / RFC 5044), sans-IO.
+//! MPA framing (draft-ietf-rddp-mpa-01 / RFC 5044), sans-IO: no sockets, no clocks, no
+//! threads. Spec digest: `shared/specs/spec-mpa.md` (requirement ids MPA-xx).
+//!
+//! * [`fpdu`]: FPDU encode/decode, a pure function of (config, stream offset, ULPDU).
+//! * [`framer`]: a stateful sender on top that tracks the stream offset.
+//! * [`marker`]: marker view, positions and FPDUPTR resolution.
+//! * [`crc`]: CRC32c, LSB first on the wire.
+//! * [`mulpdu`]: MULPDU from EMSS.
+//! * [`startup_frame`] and [`startup`]: MPA Request/Reply frames and the Initiator and
+//!   Responder state machines.
+//! * [`stream`]: in-order receive parser over a byte stream of any segmentation.
+//! * [`locate`]: out-of-order FPDU locator for one committed TCP segment.
+//! * [`error`]: error codes of draft §7 and the action each demands.
+//!
+//! Stream offsets are `u32` relative to SeqStart (the first octet after the sender's own
+//! startup frame), wrapping like TCP sequence numbers.
+//!
+//! ```
+//! use mpa::{Framer, FramingConfig, StreamParser};
+//! let cfg = FramingConfig { markers: true, crc: true };
+//! let mut tx = Framer::new(cfg, 0);
+//! let mut wire = Vec::new();
+//! // A ULPDU given as a gather list: e.g. DDP header, then payload.
+//! tx.encode_to_vec(&[b"ddp-hdr", b"payload"], &mut wire).unwrap();
+//! let mut rx = StreamParser::new(cfg, 0);
+//! for chunk in wire.chunks(5) {
+//!     rx.push(chunk);
+//!     while let Some(f) = rx.next_fpdu().unwrap() {
+//!         assert_eq!(f.ulpdu_to_vec(), b"ddp-hdrpayload");
+//!     }
+//! }
+//! ```
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod crc;
+pub mod error;
+pub mod fpdu;
+pub mod framer;
+pub mod locate;
+pub mod marker;
+pub mod mulpdu;
+pub mod startup;
+pub mod startup_frame;
+pub mod stream;
+
+pub use error::{BufferTooSmall, EncodeError, ErrorAction, ErrorCode, FramingError, StartupError};
+pub use fpdu::{
+    decode_fpdu, encode_fpdu, fpdu_wire_len, Decoded, FpduLayout, FpduRef, FramingConfig,
+    MAX_FPDU_LEN, MAX_ULPDU_LEN,
+};
+pub use framer::Framer;
+pub use locate::{locate, LocateOptions, LocatedFpdu, Locator};
+pub use mulpdu::mulpdu;
+pub use startup::{Initiator, Negotiated, Responder, Role, StartupConfig, StartupEvent};
+pub use stream::StreamParser;

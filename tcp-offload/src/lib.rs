@@ -1,4 +1,68 @@
-//! xwarp's MPA-aware TCP, sans-IO (quinn-proto shape: handle_* / poll_*).
+//! xwarp's MPA-aware TCP, sans-IO (quinn-proto shape: `handle_*` / `poll_*`).
+//!
+//! # What is here
+//!
+//! * [`Connection`]: one TCP connection. RFC 9293 state machine (active, passive, simultaneous
+//!   open; every close state, TIME-WAIT with a configurable 2*MSL; RST sent and handled), RFC 5961
+//!   challenge ACKs and ACK validation, RFC 6528 ISNs ([`IsnGenerator`]), MSS / window scale /
+//!   timestamps (PAWS, RTT) / SACK options, RFC 6298 RTO, fast retransmit with NewReno (RFC 6582)
+//!   or SACK-based recovery (RFC 6675), CUBIC (RFC 9438, default) or NewReno congestion control,
+//!   delayed ACKs with a quick-ACK phase, persist timer and zero-window probes, keepalive.
+//! * [`Listener`]: passive opens with a bounded half-open table, SYN cookies and an accept queue.
+//! * [`wire`]: parse and emit IPv4+TCP with `etherparse`; malformed packets are classified.
+//!
+//! # MPA awareness
+//!
+//! * Transmit: after [`Connection::enter_record_mode`], the upper layer hands in *records* (FPDUs):
+//!   [`Connection::send_record`] takes `(len, id)` and a [`RecordSource`] writes the bytes into the
+//!   outgoing frame at every (re)transmission, so no retransmit copy is kept;
+//!   [`Connection::send_record_bytes`] keeps a copy instead. Every new segment begins with a record
+//!   and holds only whole records (several when they fit); retransmissions resend the original
+//!   segments unchanged. The MPA §5.3 exceptions (record > EMSS; window < record with nothing in
+//!   flight) split a record and are counted in [`Counters::split_emss`] / [`Counters::split_window`].
+//! * Receive: in record mode every range that passed all TCP checks is committed once and handed up
+//!   at once with its sequence number and the in-order point ([`RxChunk`], via
+//!   [`Connection::poll_recv`]), in order or not. Committed octets are never handed up again and never
+//!   change. Out-of-order memory is bounded per connection ([`Config::max_ooo_bytes`],
+//!   [`Config::max_ooo_ranges`]) and in total ([`OooBudget`], shared by a [`Listener`]).
+//! * Byte-stream mode (the default, for the MPA startup frames): [`Connection::send`] /
+//!   [`Connection::recv`] as in ordinary TCP.
+//!
+//! # Call order (per connection, per poll of the engine)
+//!
+//! 1. For each received packet: [`Connection::handle_packet`] (or parse with [`wire::parse`] and call
+//!    [`Connection::handle_segment`] after demultiplexing by [`Segment::tuple`]).
+//! 2. If `now >= poll_timeout()`: [`Connection::handle_timeout`]`(now)`.
+//! 3. Drain [`Connection::poll_event`] and the received data ([`Connection::recv`] /
+//!    [`Connection::poll_recv`]); queue new data ([`Connection::send`] / `send_record*`).
+//! 4. Call [`Connection::poll_transmit`] (or `poll_transmit_with` when external records are queued)
+//!    until it returns `None`, sending each packet.
+//! 5. Sleep until [`Connection::poll_timeout`] or the next packet.
+//!
+//! Any order of these calls is safe; the order above gives the fewest wasted packets (ACKs piggyback
+//! on data queued in step 3). `now` must not go backwards.
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
+pub mod cc;
+pub mod config;
+pub mod connection;
+pub mod counters;
+pub mod isn;
+pub mod listener;
+pub mod rtt;
+pub mod rx;
+pub mod seq;
 pub mod sim;
+pub mod tx;
+pub mod wire;
+
+pub use config::{Config, ConfigError, CongestionAlgo, Keepalive};
+pub use connection::{emit_rst_for, CloseReason, Connection, Event, SendError, State};
+pub use counters::{Counters, ListenerCounters};
+pub use isn::{FourTuple, IsnGenerator};
+pub use listener::{Listener, ListenerConfig};
+pub use rx::{OooBudget, RxChunk};
+pub use seq::SeqNum;
+pub use tx::{NoRecordSource, RecordId, RecordSource};
+pub use wire::{Segment, WireError};

@@ -1,0 +1,60 @@
+//! Per-device counters (relaxed atomics; read with [`Counters::snapshot`]).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+macro_rules! counters {
+    ($($(#[$doc:meta])* $name:ident),* $(,)?) => {
+        /// Live counters of a device, shared by its listeners and connections.
+        #[derive(Debug, Default)]
+        pub struct Counters { $(pub(crate) $name: AtomicU64,)* }
+
+        /// A point-in-time copy of [`Counters`].
+        #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+        pub struct CounterSnapshot { $($(#[$doc])* pub $name: u64,)* }
+
+        impl Counters {
+            /// Reads every counter.
+            pub fn snapshot(&self) -> CounterSnapshot {
+                CounterSnapshot { $($name: self.$name.load(Ordering::Relaxed),)* }
+            }
+        }
+    };
+}
+
+counters! {
+    /// TCP connections accepted by listeners.
+    tcp_accepted,
+    /// MPA connections established (either side).
+    mpa_established,
+    /// Startup frames that were malformed (bad key, revision, PD_Length): TCP closed.
+    startup_malformed,
+    /// Startup frames that did not arrive in time.
+    startup_timeouts,
+    /// Connections rejected (R=1) by us or the peer.
+    startup_rejected,
+    /// FPDUs with a bad CRC.
+    crc_errors,
+    /// Marker errors (FPDUPTR disagreeing with the length chain).
+    marker_errors,
+    /// Other framing errors (bad ULPDU_Length, truncated DDP/RDMAP headers).
+    framing_errors,
+    /// Terminate messages we sent.
+    terminates_sent,
+    /// Terminate messages we received.
+    terminates_received,
+    /// Connections that ended in error.
+    connection_errors,
+    /// Bytes written to sockets.
+    tx_bytes,
+    /// Bytes read from sockets.
+    rx_bytes,
+}
+
+impl Counters {
+    pub(crate) fn inc(c: &AtomicU64) {
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn add(c: &AtomicU64, n: u64) {
+        c.fetch_add(n, Ordering::Relaxed);
+    }
+}

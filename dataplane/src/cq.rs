@@ -1,0 +1,117 @@
+//! Completion queue: shared by any number of queue pairs, polled by the application.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::Completion;
+
+#[derive(Debug, Default)]
+pub(crate) struct CqInner {
+    queue: Mutex<VecDeque<Completion>>,
+    ready: Condvar,
+}
+
+impl CqInner {
+    pub(crate) fn push(&self, c: Completion) {
+        let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        q.push_back(c);
+        self.ready.notify_all();
+    }
+}
+
+/// A completion queue. Cheap to clone; clones share the queue.
+#[derive(Debug, Clone, Default)]
+pub struct CompletionQueue {
+    pub(crate) inner: Arc<CqInner>,
+    pub(crate) device_id: u64,
+}
+
+impl CompletionQueue {
+    pub(crate) fn new(device_id: u64) -> Self {
+        Self {
+            inner: Arc::default(),
+            device_id,
+        }
+    }
+
+    /// Moves up to `out.capacity() - out.len()` (at least one) completions into `out`; returns how many.
+    /// Never blocks.
+    pub fn poll(&self, out: &mut Vec<Completion>, max: usize) -> usize {
+        let mut q = self.inner.queue.lock().unwrap_or_else(|e| e.into_inner());
+        let n = max.min(q.len());
+        out.extend(q.drain(..n));
+        n
+    }
+
+    /// Returns the next completion, if any, without blocking.
+    pub fn poll_one(&self) -> Option<Completion> {
+        self.inner
+            .queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop_front()
+    }
+
+    /// Waits up to `timeout` for the next completion.
+    pub fn wait(&self, timeout: Duration) -> Option<Completion> {
+        let deadline = Instant::now() + timeout;
+        let mut q = self.inner.queue.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(c) = q.pop_front() {
+                return Some(c);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return None;
+            }
+            q = self
+                .inner
+                .ready
+                .wait_timeout(q, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Opcode, Status};
+
+    fn c(wr_id: u64) -> Completion {
+        Completion {
+            wr_id,
+            opcode: Opcode::Send,
+            status: Status::Success,
+            byte_len: 1,
+            qp_num: 1,
+            solicited: false,
+            invalidated: None,
+        }
+    }
+
+    #[test]
+    fn fifo_and_bounded_poll() {
+        let cq = CompletionQueue::new(1);
+        for i in 0..5 {
+            cq.inner.push(c(i));
+        }
+        let mut out = Vec::new();
+        assert_eq!(cq.poll(&mut out, 3), 3);
+        assert_eq!(out.iter().map(|c| c.wr_id).collect::<Vec<_>>(), [0, 1, 2]);
+        assert_eq!(cq.poll_one().unwrap().wr_id, 3);
+        assert_eq!(cq.wait(Duration::from_millis(1)).unwrap().wr_id, 4);
+        assert!(cq.wait(Duration::from_millis(1)).is_none());
+    }
+
+    #[test]
+    fn wait_wakes_on_push_from_another_thread() {
+        let cq = CompletionQueue::new(1);
+        let cq2 = cq.clone();
+        let t = std::thread::spawn(move || cq2.inner.push(c(9)));
+        assert_eq!(cq.wait(Duration::from_secs(10)).unwrap().wr_id, 9);
+        t.join().unwrap();
+    }
+}

@@ -1,0 +1,1 @@
+//! xwarpd internals: configuration, lifecycle, counters and the Prometheus endpoint.

@@ -1,0 +1,225 @@
+//! The device: the entry point of the verbs API, bound to one transport.
+
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Instant;
+
+use ddp::{EngineConfig, QpConfig, StreamId};
+
+use crate::counters::{CounterSnapshot, Counters};
+use crate::kernel::{self, DriverOptions, EstablishedTx};
+use crate::qp::{next_qp_num, QpShared};
+use crate::{
+    CompletionQueue, ConnectError, ConnectionConfig, DeviceError, Listener, ProtectionDomain,
+    QueuePair, Transport,
+};
+
+static NEXT_DEVICE: AtomicU64 = AtomicU64::new(1);
+
+/// What a new queue pair is made of.
+#[derive(Debug, Clone)]
+pub struct QpInit {
+    /// Its protection domain: the only regions its work requests and its peer can reach.
+    pub pd: ProtectionDomain,
+    /// Where Send, Write and Read completions go.
+    pub send_cq: CompletionQueue,
+    /// Where receive completions go.
+    pub recv_cq: CompletionQueue,
+}
+
+/// An opened device.
+#[derive(Debug, Clone)]
+pub struct Device {
+    id: u64,
+    transport: Transport,
+    counters: Arc<Counters>,
+}
+
+impl Device {
+    /// Opens a device on `transport`.
+    pub fn open(transport: Transport) -> Result<Self, DeviceError> {
+        if transport == Transport::Xdp {
+            return Err(DeviceError::TransportUnavailable(
+                "the AF_XDP transport is not built yet; use the kernel transport",
+            ));
+        }
+        Ok(Self {
+            id: NEXT_DEVICE.fetch_add(1, Ordering::Relaxed),
+            transport,
+            counters: Arc::default(),
+        })
+    }
+
+    /// The transport this device runs.
+    pub fn transport(&self) -> &Transport {
+        &self.transport
+    }
+
+    /// A new protection domain.
+    pub fn alloc_pd(&self) -> ProtectionDomain {
+        ProtectionDomain::new(self.id)
+    }
+
+    /// A new completion queue.
+    pub fn create_cq(&self) -> CompletionQueue {
+        CompletionQueue::new(self.id)
+    }
+
+    /// Counters of every listener and connection of this device.
+    pub fn counters(&self) -> CounterSnapshot {
+        self.counters.snapshot()
+    }
+
+    /// Listens on `addr` as MPA responder with `config`.
+    pub fn listen(
+        &self,
+        addr: SocketAddr,
+        config: ConnectionConfig,
+    ) -> Result<Listener, ConnectError> {
+        Listener::bind(addr, config, self.counters.clone(), self.id)
+    }
+
+    /// Connects to `addr` as MPA initiator, sending `private_data` in the Request. Returns the
+    /// queue pair once the peer's Reply accepted; the peer's private data is in
+    /// [`QueuePair::peer_private_data`].
+    pub fn connect(
+        &self,
+        addr: SocketAddr,
+        init: QpInit,
+        config: &ConnectionConfig,
+        private_data: &[u8],
+    ) -> Result<QueuePair, ConnectError> {
+        if init.pd.inner.device_id != self.id
+            || init.send_cq.device_id != self.id
+            || init.recv_cq.device_id != self.id
+        {
+            return Err(ConnectError::ForeignResource);
+        }
+        if usize::from(config.mpa.max_private_data) < private_data.len() {
+            return Err(ConnectError::Usage(
+                mpa::startup::UsageError::PrivateDataTooLong,
+            ));
+        }
+        let stream = TcpStream::connect_timeout(&addr, config.mpa.timeout)?;
+        stream.set_nodelay(true)?;
+        let num = next_qp_num();
+        let mut cfg = qp_config(num, &stream, &init, config);
+        cfg.private_data = private_data.to_vec();
+        let qp = ddp::Qp::new_initiator(cfg, Instant::now())?;
+        let (tx, rx) = mpsc::sync_channel(1);
+        let shared = spawn_driver(num, stream, qp, init, config, &self.counters, Some(tx))?;
+        match rx.recv() {
+            Ok(Ok(peer_private_data)) => Ok(QueuePair {
+                shared,
+                peer_private_data,
+                detached: false,
+            }),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(ConnectError::Startup(mpa::StartupError::ConnectionClosed)),
+        }
+    }
+}
+
+fn qp_config(num: u32, stream: &TcpStream, init: &QpInit, config: &ConnectionConfig) -> QpConfig {
+    QpConfig {
+        engine: EngineConfig {
+            stream: StreamId(num),
+            pd: init.pd.inner.id,
+            ird: config.ird,
+            ord: config.ord,
+            ..EngineConfig::default()
+        },
+        startup: config.mpa,
+        emss: config
+            .emss
+            .or_else(|| kernel::tcp_mss(stream))
+            .unwrap_or(mpa::mulpdu::DEFAULT_EMSS),
+        private_data: Vec::new(),
+        keep_for_retransmit: false,
+        auto_accept: false,
+    }
+}
+
+fn spawn_driver(
+    num: u32,
+    stream: TcpStream,
+    qp: ddp::Qp,
+    init: QpInit,
+    config: &ConnectionConfig,
+    counters: &Arc<Counters>,
+    established: Option<EstablishedTx>,
+) -> Result<Arc<QpShared>, ConnectError> {
+    let shared = Arc::new(QpShared::new(num, qp, init.pd, init.send_cq, init.recv_cq)?);
+    let opts = DriverOptions {
+        segment_per_chunk: config.segment_per_fpdu,
+    };
+    let (s2, c2) = (shared.clone(), counters.clone());
+    std::thread::Builder::new()
+        .name(format!("xwarp-qp{num}"))
+        .spawn(move || kernel::run(stream, s2, c2, opts, established))?;
+    Ok(shared)
+}
+
+/// A responder's queue pair between accepting and sending the Reply: work may be posted.
+pub(crate) struct PendingQp {
+    pub(crate) qp: QueuePair,
+}
+
+impl PendingQp {
+    /// Starts the connection driver.
+    pub(crate) fn start(
+        &mut self,
+        stream: TcpStream,
+        config: &ConnectionConfig,
+        counters: &Arc<Counters>,
+    ) -> Result<QueuePair, ConnectError> {
+        let shared = self.qp.shared.clone();
+        let opts = DriverOptions {
+            segment_per_chunk: config.segment_per_fpdu,
+        };
+        let c2 = counters.clone();
+        let s2 = shared.clone();
+        std::thread::Builder::new()
+            .name(format!("xwarp-qp{}", shared.num))
+            .spawn(move || kernel::run(stream, s2, c2, opts, None))?;
+        Counters::inc(&counters.mpa_established);
+        let peer_private_data = std::mem::take(&mut self.qp.peer_private_data);
+        // The handle moves out; the pending one must not close the connection when dropped.
+        let qp = QueuePair {
+            shared,
+            peer_private_data,
+            detached: false,
+        };
+        self.qp.detached = true;
+        Ok(qp)
+    }
+}
+
+/// Responder side, MPA agreed: the queue pair in Full Operation, before its driver runs.
+pub(crate) fn prepare_queue_pair(
+    stream: &TcpStream,
+    negotiated: &mpa::Negotiated,
+    leftover: &[u8],
+    init: QpInit,
+    config: &ConnectionConfig,
+) -> Result<PendingQp, ConnectError> {
+    let num = next_qp_num();
+    let cfg = qp_config(num, stream, &init, config);
+    let mut qp = ddp::Qp::new_established(cfg, negotiated);
+    // Drop the Established event: the caller already knows.
+    while qp.poll_event().is_some() {}
+    if !leftover.is_empty() {
+        let mut st = init.pd.inner.lock();
+        let st = &mut *st;
+        qp.handle_rx_bytes(&mut st.tags, &mut st.mem, Instant::now(), leftover);
+    }
+    let shared = Arc::new(QpShared::new(num, qp, init.pd, init.send_cq, init.recv_cq)?);
+    Ok(PendingQp {
+        qp: QueuePair {
+            shared,
+            peer_private_data: negotiated.peer_private_data.clone(),
+            detached: false,
+        },
+    })
+}

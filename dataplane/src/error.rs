@@ -1,0 +1,72 @@
+//! Error enums of the verbs API. Small, `Copy` where possible, no panics on bad input.
+
+use std::io;
+
+/// Opening a device failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum DeviceError {
+    /// The requested transport is not available in this build or on this host.
+    #[error("transport not available: {0}")]
+    TransportUnavailable(&'static str),
+}
+
+/// Registering memory failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum RegisterError {
+    /// Pinning the memory failed.
+    #[error(transparent)]
+    Pin(#[from] crate::memory::PinError),
+    /// The STag table of the protection domain is full.
+    #[error("no free STag in this protection domain")]
+    NoStag,
+}
+
+/// Why an MPA connection could not be established.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// A setting or the private data is invalid; nothing was sent.
+    #[error("invalid use: {0}")]
+    Usage(#[from] mpa::startup::UsageError),
+    /// The TCP connection could not be made or broke during startup.
+    #[error("TCP: {0}")]
+    Io(#[from] io::Error),
+    /// MPA startup failed: malformed frame (bad key, revision, PD_Length), timeout, or TCP
+    /// closed. TCP is closed (MPA-79, MPA-82, MPA-92).
+    #[error("MPA startup failed: {0}")]
+    Startup(mpa::StartupError),
+    /// The responder rejected the connection (R=1); its private data is attached (MPA-83).
+    #[error("connection rejected by the peer")]
+    Rejected {
+        /// The Reply's private data.
+        private_data: Vec<u8>,
+    },
+    /// The protection domain or completion queues come from another device.
+    #[error("protection domain or completion queue belongs to another device")]
+    ForeignResource,
+    /// A work request posted before the Reply was refused.
+    #[error("posting before the Reply: {0}")]
+    Post(PostError),
+    /// The transport of this device cannot connect yet.
+    #[error("transport not available")]
+    Unavailable,
+}
+
+/// A work request could not be posted. Nothing was queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum PostError {
+    /// The range lies outside the local memory region.
+    #[error("local range outside the memory region")]
+    LocalBounds,
+    /// The memory region belongs to another protection domain.
+    #[error("memory region belongs to another protection domain")]
+    ForeignRegion,
+    /// A message longer than 2^32 - 1 bytes.
+    #[error("message too long")]
+    TooLong,
+    /// The queue pair is closed or in error; nothing more can be posted.
+    #[error("queue pair is not connected")]
+    NotConnected,
+    /// The protocol engine refused it (local access check: rights, bounds, PD).
+    #[error("refused by the queue pair: {0}")]
+    Refused(ddp::PostError),
+}

@@ -1,0 +1,353 @@
+//! The connection driver: one thread per connection moving bytes between a non-blocking kernel
+//! TCP socket and ddp's sans-IO queue pair, and turning its completions and events into
+//! completion-queue entries, counters and the queue pair's error state.
+
+use std::collections::VecDeque;
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::SyncSender;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ddp::QpEvent;
+
+use super::waker::wait;
+use crate::counters::Counters;
+use crate::qp::{QpError, QpShared};
+use crate::ConnectError;
+
+/// Driver options that shape how bytes reach the wire.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct DriverOptions {
+    /// Give every chunk (one FPDU, or a startup frame) its own TCP segment: before writing a
+    /// chunk, wait until the kernel has sent everything written before (SIOCOUTQNSD == 0).
+    pub(crate) segment_per_chunk: bool,
+}
+
+/// Where the driver reports how MPA startup ended: the peer's private data, or why not.
+pub(crate) type EstablishedTx = SyncSender<Result<Vec<u8>, ConnectError>>;
+
+const RX_BUF: usize = 256 * 1024;
+/// How long a closing connection may take to flush its queued bytes and see the peer's FIN.
+const LINGER: Duration = Duration::from_secs(2);
+/// Most FPDUs taken from the queue pair before writing them out.
+const TX_BATCH: usize = 64;
+
+/// Bytes written to the socket but not yet sent by TCP.
+fn unsent_bytes(sock: &TcpStream) -> i32 {
+    let mut n: libc::c_int = 0;
+    // Safety: SIOCOUTQNSD writes one int into n, a valid c_int that outlives the call.
+    let r = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCOUTQNSD as _, &mut n) };
+    if r < 0 {
+        0
+    } else {
+        n
+    }
+}
+
+/// The kernel's MSS of a connected socket (TCP_MAXSEG), the EMSS MPA derives MULPDU from.
+pub(crate) fn tcp_mss(sock: &TcpStream) -> Option<u32> {
+    let mut v: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // Safety: getsockopt writes at most `len` bytes into v, a valid c_int.
+    let r = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_MAXSEG,
+            (&mut v as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    (r == 0 && v > 0).then_some(v as u32)
+}
+
+fn term_fields(t: &ddp::TerminateRepr) -> (u8, u8, u8) {
+    (t.code.layer as u8, t.code.etype, t.code.code)
+}
+
+struct Driver<'a> {
+    sock: &'a mut TcpStream,
+    shared: &'a QpShared,
+    counters: &'a Counters,
+    opts: DriverOptions,
+    established: Option<EstablishedTx>,
+    tx: VecDeque<Vec<u8>>,
+    tx_off: usize,
+    written: u64,
+    /// The stream failed (Terminate, framing error, startup failure): flush, then close.
+    failed: bool,
+    /// Close TCP at once, without waiting for the queue (malformed startup frame).
+    close_now: bool,
+    closing_since: Option<Instant>,
+    graceful_started: bool,
+    fin_sent: bool,
+    peer_fin: bool,
+}
+
+impl Driver<'_> {
+    fn report(&mut self, r: Result<Vec<u8>, ConnectError>) {
+        if let Some(tx) = self.established.take() {
+            let _ = tx.send(r);
+        }
+    }
+
+    fn fail(&mut self, e: QpError) {
+        self.shared.set_error(e);
+        self.failed = true;
+    }
+
+    fn handle_event(&mut self, ev: QpEvent) {
+        let c = self.counters;
+        match ev {
+            QpEvent::Established {
+                peer_private_data, ..
+            } => {
+                Counters::inc(&c.mpa_established);
+                self.report(Ok(peer_private_data));
+            }
+            QpEvent::ConnectRequest { .. } => {}
+            QpEvent::Rejected { private_data } => {
+                Counters::inc(&c.startup_rejected);
+                self.report(Err(ConnectError::Rejected { private_data }));
+                self.failed = true;
+            }
+            QpEvent::StartupFailed(e) => {
+                match e {
+                    mpa::StartupError::Timeout => Counters::inc(&c.startup_timeouts),
+                    mpa::StartupError::ConnectionClosed => {}
+                    _ => Counters::inc(&c.startup_malformed),
+                }
+                self.report(Err(ConnectError::Startup(e)));
+                self.failed = true;
+                self.close_now = true;
+            }
+            QpEvent::FramingError(e) => {
+                match e.code() {
+                    mpa::ErrorCode::CrcError => Counters::inc(&c.crc_errors),
+                    mpa::ErrorCode::MarkerError => Counters::inc(&c.marker_errors),
+                    _ => Counters::inc(&c.framing_errors),
+                }
+                self.fail(QpError::Framing(e.code() as u8));
+            }
+            QpEvent::TerminateSent(t) => {
+                Counters::inc(&c.terminates_sent);
+                let (layer, etype, code) = term_fields(&t);
+                self.fail(QpError::TerminateSent { layer, etype, code });
+            }
+            QpEvent::TerminateReceived(t) => {
+                Counters::inc(&c.terminates_received);
+                let (layer, etype, code) = term_fields(&t);
+                self.fail(QpError::TerminateReceived { layer, etype, code });
+            }
+            QpEvent::MalformedTerminateReceived => {
+                Counters::inc(&c.terminates_received);
+                self.fail(QpError::TerminateReceived {
+                    layer: 0xff,
+                    etype: 0xff,
+                    code: 0xff,
+                });
+            }
+            QpEvent::TransportFailed => {
+                self.fail(QpError::PeerClosed);
+            }
+        }
+    }
+
+    /// Runs the queue pair's timers, takes its output, completions and events.
+    fn pump(&mut self, now: Instant, buf: &mut [u8]) {
+        let mut events = Vec::new();
+        {
+            let mut qp = self.shared.lock_qp();
+            if qp.poll_timeout().is_some_and(|t| now >= t) {
+                qp.handle_timeout(now);
+            }
+            if self.shared.close_requested.load(Ordering::Acquire) && !self.graceful_started {
+                self.graceful_started = true;
+                qp.close();
+            }
+            {
+                let st = self.shared.pd().lock();
+                while self.tx.len() < TX_BATCH {
+                    match qp.poll_transmit(&st.mem, buf) {
+                        Some(n) => self.tx.push_back(buf[..n].to_vec()),
+                        None => break,
+                    }
+                }
+            }
+            while let Some(c) = qp.poll_completion() {
+                self.shared.deliver(c);
+            }
+            while let Some(ev) = qp.poll_event() {
+                events.push(ev);
+            }
+        }
+        for ev in events {
+            self.handle_event(ev);
+        }
+    }
+
+    /// Writes queued chunks; returns true when the socket (or the one-segment rule) holds us back.
+    fn flush_tx(&mut self) -> Result<bool, QpError> {
+        let before = self.written;
+        let mut blocked = false;
+        while let Some(front) = self.tx.front() {
+            if self.opts.segment_per_chunk && self.tx_off == 0 && unsent_bytes(self.sock) > 0 {
+                blocked = true;
+                break;
+            }
+            match self.sock.write(&front[self.tx_off..]) {
+                Ok(n) => {
+                    self.written += n as u64;
+                    self.tx_off += n;
+                    if self.tx_off == front.len() {
+                        self.tx.pop_front();
+                        self.tx_off = 0;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    blocked = true;
+                    break;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(QpError::Io(e.kind())),
+            }
+        }
+        if self.written != before {
+            Counters::add(&self.counters.tx_bytes, self.written - before);
+            // Kernel TCP owns the bytes now: Sends and Writes complete (ddp's on_acked contract).
+            self.shared.lock_qp().on_acked(self.written);
+        }
+        Ok(blocked)
+    }
+
+    fn read_all(&mut self, rx: &mut [u8]) -> Result<(), QpError> {
+        loop {
+            match self.sock.read(rx) {
+                Ok(0) => {
+                    self.peer_fin = true;
+                    return Ok(());
+                }
+                Ok(n) => {
+                    Counters::add(&self.counters.rx_bytes, n as u64);
+                    let mut qp = self.shared.lock_qp();
+                    let mut st = self.shared.pd().lock();
+                    let st = &mut *st;
+                    qp.handle_rx_bytes(&mut st.tags, &mut st.mem, Instant::now(), &rx[..n]);
+                    if qp.is_error() {
+                        return Ok(());
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(QpError::Io(e.kind())),
+            }
+        }
+    }
+
+    fn run(&mut self) -> Result<(), QpError> {
+        self.sock
+            .set_nonblocking(true)
+            .map_err(|e| QpError::Io(e.kind()))?;
+        let fd = self.sock.as_raw_fd();
+        let mut rx = vec![0u8; RX_BUF];
+        let mut buf = vec![0u8; mpa::MAX_FPDU_LEN];
+        loop {
+            let now = Instant::now();
+            self.pump(now, &mut buf);
+            if self.close_now {
+                return Ok(());
+            }
+            let blocked = self.flush_tx()?;
+            // Sends written above may complete at once.
+            self.pump(now, &mut buf);
+            let closing = self.failed || self.graceful_started;
+            if closing {
+                let since = *self.closing_since.get_or_insert(now);
+                let expired = now.duration_since(since) > LINGER;
+                let drained =
+                    self.tx.is_empty() && (self.failed || self.shared.lock_qp().is_idle());
+                if (drained || expired) && !self.fin_sent {
+                    let _ = self.sock.shutdown(Shutdown::Write);
+                    self.fin_sent = true;
+                }
+                if self.fin_sent && (self.peer_fin || expired) {
+                    return Ok(());
+                }
+            } else if self.peer_fin {
+                // The peer closed while we were not closing: MPA error 1, work is flushed.
+                return Err(QpError::PeerClosed);
+            }
+            let timeout_ms = if blocked && self.opts.segment_per_chunk {
+                std::thread::sleep(Duration::from_micros(20));
+                0
+            } else if self.closing_since.is_some() {
+                10
+            } else {
+                let qp = self.shared.lock_qp();
+                match qp.poll_timeout() {
+                    Some(t) => t.saturating_duration_since(now).as_millis().min(200) as i32,
+                    None => 200,
+                }
+            };
+            let want_write = blocked && !self.opts.segment_per_chunk;
+            let ready = wait(fd, want_write, &self.shared.waker, timeout_ms)
+                .map_err(|e| QpError::Io(e.kind()))?;
+            if ready.woken {
+                self.shared.waker.drain();
+            }
+            if (ready.readable || ready.hangup) && !self.peer_fin {
+                self.read_all(&mut rx)?;
+            }
+        }
+    }
+}
+
+/// Runs the connection until it closes. Never panics on peer input: errors end up in the
+/// queue pair's error, the counters and flushed completions. `established` hears how MPA
+/// startup ended (initiators, and responders right after accepting).
+pub(crate) fn run(
+    mut sock: TcpStream,
+    shared: Arc<QpShared>,
+    counters: Arc<Counters>,
+    opts: DriverOptions,
+    established: Option<EstablishedTx>,
+) {
+    let mut d = Driver {
+        sock: &mut sock,
+        shared: &shared,
+        counters: &counters,
+        opts,
+        established,
+        tx: VecDeque::new(),
+        tx_off: 0,
+        written: 0,
+        failed: false,
+        close_now: false,
+        closing_since: None,
+        graceful_started: false,
+        fin_sent: false,
+        peer_fin: false,
+    };
+    let r = d.run();
+    if let Err(e) = r {
+        shared.set_error(e);
+    }
+    if shared.error.lock().map(|e| e.is_some()).unwrap_or(true) {
+        Counters::inc(&counters.connection_errors);
+    }
+    {
+        let mut qp = shared.lock_qp();
+        qp.handle_close();
+        while let Some(c) = qp.poll_completion() {
+            shared.deliver(c);
+        }
+    }
+    d.report(Err(ConnectError::Startup(
+        mpa::StartupError::ConnectionClosed,
+    )));
+    let _ = sock.shutdown(Shutdown::Both);
+    shared.set_finished();
+}

@@ -1,0 +1,283 @@
+//! Passive side: a listener that accepts TCP connections and runs the MPA responder's first
+//! half (reading and validating the Request) on each in its own thread, so a slow or hostile
+//! peer never blocks the others.
+
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use mpa::{Responder, StartupEvent};
+
+use crate::counters::Counters;
+use crate::device::{prepare_queue_pair, QpInit};
+use crate::{ConnectError, ConnectionConfig, PostError, QueuePair};
+
+/// A connection whose MPA Request arrived and was well formed; the application accepts or
+/// rejects it.
+#[derive(Debug)]
+pub struct Incoming {
+    stream: TcpStream,
+    responder: Responder,
+    private_data: Vec<u8>,
+    peer_wants_markers: bool,
+    /// Octets that followed the Request (none from a conforming Initiator).
+    leftover: Vec<u8>,
+    config: ConnectionConfig,
+    counters: Arc<Counters>,
+    device_id: u64,
+}
+
+impl Incoming {
+    /// The private data of the peer's MPA Request.
+    pub fn private_data(&self) -> &[u8] {
+        &self.private_data
+    }
+
+    /// The peer's address.
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        self.stream.peer_addr()
+    }
+
+    /// True if the peer asked for markers in what we send.
+    pub fn peer_wants_markers(&self) -> bool {
+        self.peer_wants_markers
+    }
+
+    /// Accepts: sends the MPA Reply (R=0) with `private_data` and starts the queue pair.
+    pub fn accept(self, init: QpInit, private_data: &[u8]) -> Result<QueuePair, ConnectError> {
+        self.accept_with(init, private_data, |_| Ok(()))
+    }
+
+    /// As [`accept`](Self::accept), running `before_reply` on the new queue pair before the
+    /// Reply goes out: the place to post receive buffers, so the peer's first Sends (which may
+    /// follow the Reply at once) find them.
+    pub fn accept_with(
+        mut self,
+        init: QpInit,
+        private_data: &[u8],
+        before_reply: impl FnOnce(&QueuePair) -> Result<(), PostError>,
+    ) -> Result<QueuePair, ConnectError> {
+        if init.pd.inner.device_id != self.device_id
+            || init.send_cq.device_id != self.device_id
+            || init.recv_cq.device_id != self.device_id
+        {
+            return Err(ConnectError::ForeignResource);
+        }
+        self.responder.accept(private_data)?;
+        let reply = self.responder.poll_transmit().unwrap_or_default();
+        let negotiated = loop {
+            match self.responder.poll_event() {
+                Some(StartupEvent::Established(n)) => break n,
+                Some(StartupEvent::Failed(e)) => return Err(ConnectError::Startup(e)),
+                Some(_) => {}
+                None => return Err(ConnectError::Startup(mpa::StartupError::ConnectionClosed)),
+            }
+        };
+        let mut pending = prepare_queue_pair(
+            &self.stream,
+            &negotiated,
+            &self.leftover,
+            init,
+            &self.config,
+        )?;
+        before_reply(&pending.qp).map_err(ConnectError::Post)?;
+        self.stream.write_all(&reply)?;
+        pending.start(self.stream, &self.config, &self.counters)
+    }
+
+    /// Rejects: sends an MPA Reply with R=1 and `private_data`; MPA ends but TCP stays open
+    /// (MPA-80), so the TCP stream is handed back.
+    pub fn reject(mut self, private_data: &[u8]) -> Result<TcpStream, ConnectError> {
+        self.responder.reject(private_data)?;
+        if let Some(bytes) = self.responder.poll_transmit() {
+            self.stream.write_all(&bytes)?;
+        }
+        Counters::inc(&self.counters.startup_rejected);
+        Ok(self.stream)
+    }
+}
+
+/// Why `accept` returned without a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum AcceptError {
+    /// No connection within the timeout.
+    #[error("no incoming connection within the timeout")]
+    Timeout,
+    /// The listener was shut down.
+    #[error("listener closed")]
+    Closed,
+}
+
+/// An MPA listener (responder side).
+#[derive(Debug)]
+pub struct Listener {
+    incoming: Mutex<Receiver<Incoming>>,
+    local: SocketAddr,
+    stop: Arc<AtomicBool>,
+    acceptor: Option<JoinHandle<()>>,
+}
+
+impl Listener {
+    pub(crate) fn bind(
+        addr: SocketAddr,
+        config: ConnectionConfig,
+        counters: Arc<Counters>,
+        device_id: u64,
+    ) -> Result<Self, ConnectError> {
+        let tcp = TcpListener::bind(addr)?;
+        tcp.set_nonblocking(true)?;
+        let local = tcp.local_addr()?;
+        let (tx, rx) = mpsc::sync_channel(64);
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let acceptor = std::thread::Builder::new()
+            .name("xwarp-listen".into())
+            .spawn(move || accept_loop(tcp, tx, stop2, config, counters, device_id))?;
+        Ok(Self {
+            incoming: Mutex::new(rx),
+            local,
+            stop,
+            acceptor: Some(acceptor),
+        })
+    }
+
+    /// The bound address (useful with port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// Waits for the next connection whose MPA Request was valid. Malformed requests never show
+    /// up here: they are closed and counted.
+    pub fn accept(&self) -> Result<Incoming, AcceptError> {
+        loop {
+            match self.accept_timeout(Duration::from_secs(3600)) {
+                Err(AcceptError::Timeout) => continue,
+                r => return r,
+            }
+        }
+    }
+
+    /// As [`accept`](Self::accept) with a timeout.
+    pub fn accept_timeout(&self, timeout: Duration) -> Result<Incoming, AcceptError> {
+        let rx = self.incoming.lock().unwrap_or_else(|p| p.into_inner());
+        match rx.recv_timeout(timeout) {
+            Ok(i) => Ok(i),
+            Err(RecvTimeoutError::Timeout) => Err(AcceptError::Timeout),
+            Err(RecvTimeoutError::Disconnected) => Err(AcceptError::Closed),
+        }
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(h) = self.acceptor.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+fn accept_loop(
+    tcp: TcpListener,
+    tx: SyncSender<Incoming>,
+    stop: Arc<AtomicBool>,
+    config: ConnectionConfig,
+    counters: Arc<Counters>,
+    device_id: u64,
+) {
+    while !stop.load(Ordering::Acquire) {
+        match tcp.accept() {
+            Ok((stream, _)) => {
+                Counters::inc(&counters.tcp_accepted);
+                let tx = tx.clone();
+                let config = config.clone();
+                let counters = counters.clone();
+                let _ = std::thread::Builder::new()
+                    .name("xwarp-startup".into())
+                    .spawn(move || responder_startup(stream, tx, config, counters, device_id));
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(2)),
+        }
+    }
+}
+
+/// Reads the Request with the startup timeout (MPA-90, MPA-92). Malformed frames close TCP and
+/// are counted (MPA-79, MPA-86, MPA-91, MPA-95, MPA-102); valid ones go to `accept`.
+fn responder_startup(
+    mut stream: TcpStream,
+    tx: SyncSender<Incoming>,
+    config: ConnectionConfig,
+    counters: Arc<Counters>,
+    device_id: u64,
+) {
+    if stream.set_nonblocking(false).is_err() || stream.set_nodelay(true).is_err() {
+        return;
+    }
+    let mut r = Responder::new(config.mpa, Instant::now());
+    let mut buf = [0u8; 4096];
+    let mut leftover = Vec::new();
+    loop {
+        let now = Instant::now();
+        if r.poll_timeout().is_some_and(|t| now >= t) {
+            r.handle_timeout(now);
+        }
+        match r.poll_event() {
+            Some(StartupEvent::RequestReceived {
+                private_data,
+                peer_wants_markers,
+                ..
+            }) => {
+                let inc = Incoming {
+                    stream,
+                    responder: r,
+                    private_data,
+                    peer_wants_markers,
+                    leftover,
+                    config,
+                    counters,
+                    device_id,
+                };
+                let _ = tx.send(inc);
+                return;
+            }
+            Some(StartupEvent::Failed(e)) => {
+                tracing::info!(error = %e, "MPA startup failed: closing");
+                match e {
+                    mpa::StartupError::Timeout => Counters::inc(&counters.startup_timeouts),
+                    mpa::StartupError::ConnectionClosed => {}
+                    _ => Counters::inc(&counters.startup_malformed),
+                }
+                return;
+            }
+            Some(_) => continue,
+            None => {}
+        }
+        let wait = r
+            .poll_timeout()
+            .map(|t| t.saturating_duration_since(now))
+            .unwrap_or(Duration::from_secs(1))
+            .max(Duration::from_millis(1));
+        if stream.set_read_timeout(Some(wait)).is_err() {
+            return;
+        }
+        match stream.read(&mut buf) {
+            Ok(0) => r.handle_close(),
+            Ok(n) => {
+                let used = r.handle_input(Instant::now(), &buf[..n]);
+                leftover.extend_from_slice(&buf[used.min(n)..n]);
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) => {}
+            Err(_) => r.handle_close(),
+        }
+    }
+}

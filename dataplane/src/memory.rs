@@ -1,0 +1,223 @@
+//! Pinned memory: page-aligned, `mmap`-ed anonymous memory locked into RAM with `mlock`.
+//!
+//! A [`PinnedBuf`] is the storage behind a memory region. Remote peers (through the transport
+//! threads) and the application both access it, exactly as a NIC and the CPU share a registered
+//! buffer in verbs: the contract is that the application does not touch bytes a work request in
+//! flight reads or writes. All accesses go through bounds-checked copies.
+
+use std::ptr::NonNull;
+
+/// Why pinned memory could not be set up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum PinError {
+    /// Zero-length regions are not allowed.
+    #[error("a memory region must not be empty")]
+    Empty,
+    /// The length rounded up to a page overflows.
+    #[error("memory region too large")]
+    TooLarge,
+    /// `mmap` failed with this errno.
+    #[error("mmap failed (errno {0})")]
+    Map(i32),
+    /// `mlock` failed with this errno (RLIMIT_MEMLOCK too small, or no CAP_IPC_LOCK).
+    #[error("mlock failed (errno {0}); raise RLIMIT_MEMLOCK or run with CAP_IPC_LOCK")]
+    Lock(i32),
+}
+
+/// Anonymous, page-aligned, mlock'ed memory of a fixed length.
+#[derive(Debug)]
+pub struct PinnedBuf {
+    ptr: NonNull<u8>,
+    len: usize,
+    map_len: usize,
+}
+
+// Safety: PinnedBuf owns its mapping; all access goes through raw-pointer copies with explicit
+// bounds checks, and callers coordinate concurrent use of the same bytes through work requests
+// (the verbs contract described at module level).
+unsafe impl Send for PinnedBuf {}
+// Safety: as above; no method hands out references into the mapping that outlive the call.
+unsafe impl Sync for PinnedBuf {}
+
+fn page_size() -> usize {
+    // Safety: sysconf has no memory-safety preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p <= 0 {
+        4096
+    } else {
+        p as usize
+    }
+}
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+impl PinnedBuf {
+    /// Maps `len` zeroed bytes (rounded up to whole pages) and locks them into RAM.
+    pub fn new(len: usize) -> Result<Self, PinError> {
+        if len == 0 {
+            return Err(PinError::Empty);
+        }
+        let page = page_size();
+        let map_len = len.checked_add(page - 1).ok_or(PinError::TooLarge)? / page * page;
+        // Safety: anonymous private mapping with no address hint; the result is checked below.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(PinError::Map(errno()));
+        }
+        // Safety: ptr/map_len describe the mapping just created.
+        if unsafe { libc::mlock(ptr, map_len) } != 0 {
+            let e = errno();
+            // Safety: unmapping the mapping we own and have not shared.
+            unsafe { libc::munmap(ptr, map_len) };
+            return Err(PinError::Lock(e));
+        }
+        Ok(Self {
+            // mmap never returns null on success (MAP_FAILED is checked above).
+            ptr: NonNull::new(ptr.cast()).ok_or(PinError::Map(0))?,
+            len,
+            map_len,
+        })
+    }
+
+    /// Usable length in bytes (as requested, not rounded).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Always false: empty buffers cannot be created.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Start address (page aligned).
+    pub fn addr(&self) -> usize {
+        self.ptr.as_ptr() as usize
+    }
+
+    fn check(&self, offset: usize, len: usize) -> Option<()> {
+        let end = offset.checked_add(len)?;
+        (end <= self.len).then_some(())
+    }
+
+    /// Copies `src` into the buffer at `offset`. Returns `None` (and copies nothing) when out of bounds.
+    pub fn write_at(&self, offset: usize, src: &[u8]) -> Option<()> {
+        self.check(offset, src.len())?;
+        // Safety: [offset, offset+len) is inside the mapping (checked above); src is a distinct
+        // Rust slice, so the ranges cannot overlap.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.as_ptr().add(offset), src.len())
+        };
+        Some(())
+    }
+
+    /// Copies bytes at `offset` into `dst`. Returns `None` (and copies nothing) when out of bounds.
+    pub fn read_at(&self, offset: usize, dst: &mut [u8]) -> Option<()> {
+        self.check(offset, dst.len())?;
+        // Safety: the source range is inside the mapping (checked above); dst is a distinct slice.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.ptr.as_ptr().add(offset),
+                dst.as_mut_ptr(),
+                dst.len(),
+            )
+        };
+        Some(())
+    }
+
+    /// Borrows `[offset, offset+len)` for as long as `self`; `None` when out of bounds.
+    ///
+    /// Used by the transmit path to frame straight from the region; bytes a concurrent work
+    /// request writes may change under it (the verbs contract).
+    pub fn slice(&self, offset: usize, len: usize) -> Option<&[u8]> {
+        self.check(offset, len)?;
+        // Safety: the range is inside the mapping, which lives as long as `self`.
+        Some(unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(offset), len) })
+    }
+
+    /// Runs `f` over the bytes `[offset, offset+len)`. `None` when out of bounds.
+    ///
+    /// The slice is only valid inside `f`; bytes a work request in flight writes may change under
+    /// it (the verbs contract), so callers use this only for ranges no transfer targets.
+    pub fn with_slice<R>(
+        &self,
+        offset: usize,
+        len: usize,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Option<R> {
+        self.check(offset, len)?;
+        // Safety: the range is inside the live mapping (checked above) and the slice does not
+        // escape `f`.
+        let s = unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(offset), len) };
+        Some(f(s))
+    }
+
+    /// Runs `f` over the mutable bytes `[offset, offset+len)`. `None` when out of bounds.
+    ///
+    /// Same contract as [`with_slice`](Self::with_slice): no transfer may target the range meanwhile.
+    pub fn with_mut_slice<R>(
+        &self,
+        offset: usize,
+        len: usize,
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> Option<R> {
+        self.check(offset, len)?;
+        // Safety: the range is inside the live mapping (checked above), the slice does not escape
+        // `f`, and by the module contract nothing else accesses these bytes during the call.
+        let s = unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr().add(offset), len) };
+        Some(f(s))
+    }
+}
+
+impl Drop for PinnedBuf {
+    fn drop(&mut self) {
+        // Safety: we own the mapping; munmap also drops the lock. Nothing references it any more.
+        unsafe {
+            libc::munlock(self.ptr.as_ptr().cast(), self.map_len);
+            libc::munmap(self.ptr.as_ptr().cast(), self.map_len);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_is_refused() {
+        assert_eq!(PinnedBuf::new(0).unwrap_err(), PinError::Empty);
+    }
+
+    #[test]
+    fn page_aligned_zeroed_and_bounds_checked() {
+        let b = PinnedBuf::new(5000).unwrap();
+        assert_eq!(b.addr() % page_size(), 0);
+        assert_eq!(b.len(), 5000);
+        let mut out = [0xffu8; 8];
+        b.read_at(4992, &mut out).unwrap();
+        assert_eq!(out, [0; 8]);
+        assert!(b.read_at(4993, &mut out).is_none());
+        assert!(b.write_at(usize::MAX, &[1]).is_none());
+        b.write_at(10, b"abc").unwrap();
+        assert_eq!(b.with_slice(10, 3, |s| s.to_vec()).unwrap(), b"abc");
+        b.with_mut_slice(0, 2, |s| s.copy_from_slice(b"xy"))
+            .unwrap();
+        b.read_at(0, &mut out[..2]).unwrap();
+        assert_eq!(&out[..2], b"xy");
+    }
+
+    #[test]
+    fn huge_length_fails_cleanly() {
+        assert!(PinnedBuf::new(usize::MAX).is_err());
+    }
+}

@@ -1,0 +1,260 @@
+//! Protection domains and memory regions.
+//!
+//! A [`ProtectionDomain`] owns ddp's STag table (24-bit index + 8-bit key; keys from a CSPRNG
+//! seeded from the OS, so STags are not guessable, DDP-06 §8) and the pinned memory behind each
+//! registered region. Queue pairs created in a domain only reach that domain's regions: the
+//! table checks PD, rights, bounds and wrap on every tagged access.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use ddp::{Memory, PdId, RegionHandle, RegionSpec, Stag, StagTable};
+
+use crate::memory::PinnedBuf;
+use crate::RegisterError;
+
+pub use ddp::Access;
+
+/// The memory behind a domain's regions, as ddp sees it.
+#[derive(Debug, Default)]
+pub(crate) struct PdMemory {
+    regions: HashMap<RegionHandle, Arc<PinnedBuf>>,
+}
+
+impl Memory for PdMemory {
+    fn write(&mut self, region: RegionHandle, offset: u64, data: &[u8]) {
+        // ddp checked the bounds against the registered length; a vanished region drops the data.
+        if let (Some(b), Ok(off)) = (self.regions.get(&region), usize::try_from(offset)) {
+            let _ = b.write_at(off, data);
+        }
+    }
+
+    fn read(&self, region: RegionHandle, offset: u64, out: &mut [u8]) {
+        let ok = match (self.regions.get(&region), usize::try_from(offset)) {
+            (Some(b), Ok(off)) => b.read_at(off, out).is_some(),
+            _ => false,
+        };
+        if !ok {
+            out.fill(0);
+        }
+    }
+
+    fn read_slice(&self, region: RegionHandle, offset: u64, len: usize) -> Option<&[u8]> {
+        let b = self.regions.get(&region)?;
+        b.slice(usize::try_from(offset).ok()?, len)
+    }
+}
+
+/// The table and the memory, locked together (a connection needs both at once).
+#[derive(Debug)]
+pub(crate) struct PdState {
+    pub(crate) tags: StagTable,
+    pub(crate) mem: PdMemory,
+}
+
+static NEXT_PD: AtomicU32 = AtomicU32::new(1);
+
+#[derive(Debug)]
+pub(crate) struct PdInner {
+    pub(crate) id: PdId,
+    pub(crate) device_id: u64,
+    state: Mutex<PdState>,
+}
+
+impl PdInner {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, PdState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A protection domain. Cheap to clone; clones are the same domain.
+#[derive(Debug, Clone)]
+pub struct ProtectionDomain {
+    pub(crate) inner: Arc<PdInner>,
+}
+
+pub(crate) fn os_random_u64() -> u64 {
+    let mut b = [0u8; 8];
+    // Safety: getrandom writes at most b.len() bytes into the valid buffer b.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if n != 8 {
+        // Fall back to time and address entropy: keys only make STags hard to guess.
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        return t ^ (&b as *const _ as u64).rotate_left(32);
+    }
+    u64::from_ne_bytes(b)
+}
+
+impl ProtectionDomain {
+    pub(crate) fn new(device_id: u64) -> Self {
+        Self {
+            inner: Arc::new(PdInner {
+                id: PdId(NEXT_PD.fetch_add(1, Ordering::Relaxed)),
+                device_id,
+                state: Mutex::new(PdState {
+                    tags: StagTable::new(os_random_u64()),
+                    mem: PdMemory::default(),
+                }),
+            }),
+        }
+    }
+
+    /// Registers `len` zeroed bytes of pinned (page-aligned, mlock'ed) memory with `access`.
+    /// Its tagged offsets (TO) start at 0.
+    pub fn register(&self, len: usize, access: Access) -> Result<MemoryRegion, RegisterError> {
+        let buf = Arc::new(PinnedBuf::new(len)?);
+        let spec = RegionSpec {
+            base_to: 0,
+            len: len as u64,
+            access,
+            pd: self.inner.id,
+            stream: None,
+        };
+        let mut st = self.inner.lock();
+        let (handle, stag) = st.tags.register(spec).map_err(|_| RegisterError::NoStag)?;
+        st.mem.regions.insert(handle, buf.clone());
+        Ok(MemoryRegion {
+            handle,
+            stag,
+            access,
+            buf,
+            pd: self.inner.clone(),
+        })
+    }
+
+    /// Registers pinned memory holding a copy of `data`.
+    pub fn register_from(
+        &self,
+        data: &[u8],
+        access: Access,
+    ) -> Result<MemoryRegion, RegisterError> {
+        let mr = self.register(data.len(), access)?;
+        mr.buf.write_at(0, data);
+        Ok(mr)
+    }
+}
+
+/// A registered memory region. Dropping it deregisters it (its STag becomes invalid).
+#[derive(Debug)]
+pub struct MemoryRegion {
+    pub(crate) handle: RegionHandle,
+    stag: Stag,
+    access: Access,
+    buf: Arc<PinnedBuf>,
+    pub(crate) pd: Arc<PdInner>,
+}
+
+impl MemoryRegion {
+    /// The STag peers use to reach this region.
+    pub fn stag(&self) -> u32 {
+        self.stag.0
+    }
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+    /// Always false (empty regions cannot be registered).
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+    /// Its access rights.
+    pub fn access(&self) -> Access {
+        self.access
+    }
+    /// Copies `src` in at `offset`; `None` if out of bounds.
+    pub fn write(&self, offset: usize, src: &[u8]) -> Option<()> {
+        self.buf.write_at(offset, src)
+    }
+    /// Copies bytes at `offset` out into `dst`; `None` if out of bounds.
+    pub fn read(&self, offset: usize, dst: &mut [u8]) -> Option<()> {
+        self.buf.read_at(offset, dst)
+    }
+    /// Runs `f` over `[offset, offset+len)`; `None` if out of bounds. No transfer may target the
+    /// range meanwhile.
+    pub fn with_slice<R>(
+        &self,
+        offset: usize,
+        len: usize,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Option<R> {
+        self.buf.with_slice(offset, len, f)
+    }
+    /// Runs `f` over the mutable `[offset, offset+len)`; `None` if out of bounds. No transfer may
+    /// target the range meanwhile.
+    pub fn with_mut_slice<R>(
+        &self,
+        offset: usize,
+        len: usize,
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> Option<R> {
+        self.buf.with_mut_slice(offset, len, f)
+    }
+    /// Start address of the pinned memory (page aligned).
+    pub fn addr(&self) -> usize {
+        self.buf.addr()
+    }
+}
+
+impl Drop for MemoryRegion {
+    fn drop(&mut self) {
+        let mut st = self.pd.lock();
+        st.tags.deregister(self.handle);
+        st.mem.regions.remove(&self.handle);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stags_are_unique_and_resolve() {
+        let pd = ProtectionDomain::new(1);
+        let a = pd.register(100, Access::ALL).unwrap();
+        let b = pd.register(100, Access::REMOTE_READ).unwrap();
+        assert_ne!(a.stag(), b.stag());
+        let st = pd.inner.lock();
+        assert!(st.tags.lookup(Stag(a.stag())).is_some());
+        // same index, other key: not valid (DDP-06 §8: STags must not be guessable)
+        assert!(st
+            .tags
+            .lookup(Stag(a.stag() ^ 0x01))
+            .is_none_or(|(_, r)| !r.valid));
+    }
+
+    #[test]
+    fn drop_deregisters() {
+        let pd = ProtectionDomain::new(1);
+        let a = pd.register(10, Access::ALL).unwrap();
+        let s = Stag(a.stag());
+        drop(a);
+        assert!(pd.inner.lock().tags.lookup(s).is_none_or(|(_, r)| !r.valid));
+    }
+
+    #[test]
+    fn memory_trait_reads_writes_and_tolerates_unknown_regions() {
+        let pd = ProtectionDomain::new(1);
+        let a = pd.register_from(b"hello", Access::ALL).unwrap();
+        let mut st = pd.inner.lock();
+        st.mem.write(a.handle, 1, b"EL");
+        let mut o = [0u8; 5];
+        st.mem.read(a.handle, 0, &mut o);
+        assert_eq!(&o, b"hELlo");
+        assert_eq!(st.mem.read_slice(a.handle, 3, 2).unwrap(), b"lo");
+        assert!(st.mem.read_slice(a.handle, 4, 2).is_none());
+        let mut z = [9u8; 3];
+        st.mem.read(RegionHandle(9999), 0, &mut z);
+        assert_eq!(z, [0; 3]);
+        st.mem.write(RegionHandle(9999), 0, b"x");
+    }
+
+    #[test]
+    fn empty_region_is_refused() {
+        let pd = ProtectionDomain::new(1);
+        assert!(pd.register(0, Access::ALL).is_err());
+    }
+}

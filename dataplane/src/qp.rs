@@ -1,0 +1,332 @@
+//! Queue pairs: the application's handle on one connected RDMAP stream.
+//!
+//! The protocol state (ddp's sans-IO [`ddp::Qp`]) sits behind a mutex shared by the handle and
+//! the connection driver: the application posts work requests directly (errors come back at
+//! once), the driver moves bytes and turns ddp's completions into [`Completion`]s on the queue
+//! pair's completion queues.
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+use ddp::{LocalBuf, RemoteBuf, SendOpts, Stag};
+
+use crate::kernel::Waker;
+use crate::pd::PdInner;
+use crate::{
+    Completion, CompletionQueue, MemoryRegion, Opcode, PostError, ProtectionDomain, Status,
+};
+
+/// Where a remote buffer is: the peer's STag and the tagged offset (TO) inside it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RemoteAddr {
+    /// The peer's STag.
+    pub stag: u32,
+    /// Tagged offset within the peer's region.
+    pub to: u64,
+}
+
+/// Why a queue pair stopped working.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum QpError {
+    /// The peer closed TCP (MPA error 1).
+    #[error("the peer closed the connection")]
+    PeerClosed,
+    /// A socket error (the `io::ErrorKind`).
+    #[error("socket error: {0:?}")]
+    Io(std::io::ErrorKind),
+    /// We detected a protocol error and sent a Terminate with this layer/type/code.
+    #[error("sent Terminate layer {layer} type {etype:#x} code {code:#04x}")]
+    TerminateSent {
+        /// 0 RDMAP, 1 DDP, 2 LLP (MPA).
+        layer: u8,
+        /// Error type.
+        etype: u8,
+        /// Error code.
+        code: u8,
+    },
+    /// The peer sent a Terminate with this layer/type/code (malformed ones read as 0xff/0xff/0xff).
+    #[error("received Terminate layer {layer} type {etype:#x} code {code:#04x}")]
+    TerminateReceived {
+        /// 0 RDMAP, 1 DDP, 2 LLP (MPA).
+        layer: u8,
+        /// Error type.
+        etype: u8,
+        /// Error code.
+        code: u8,
+    },
+    /// MPA framing failed (CRC 2, marker 3); a Terminate was queued, then the connection closed.
+    #[error("MPA framing error (code {0})")]
+    Framing(u8),
+}
+
+pub(crate) fn map_completion(c: ddp::Completion, qp_num: u32) -> Completion {
+    Completion {
+        wr_id: c.wr_id,
+        opcode: match c.opcode {
+            ddp::WcOpcode::Send => Opcode::Send,
+            ddp::WcOpcode::Write => Opcode::Write,
+            ddp::WcOpcode::Read => Opcode::Read,
+            ddp::WcOpcode::Recv => Opcode::Recv,
+        },
+        status: match c.status {
+            ddp::WcStatus::Success => Status::Success,
+            ddp::WcStatus::Flushed => Status::Flushed,
+        },
+        byte_len: c.byte_len,
+        qp_num,
+        solicited: c.solicited,
+        invalidated: c.invalidated.map(|s| s.0),
+    }
+}
+
+/// State shared by a queue pair handle and its connection driver.
+#[derive(Debug)]
+pub(crate) struct QpShared {
+    pub(crate) num: u32,
+    pub(crate) qp: Mutex<ddp::Qp>,
+    pub(crate) pd: ProtectionDomain,
+    pub(crate) waker: Waker,
+    pub(crate) close_requested: AtomicBool,
+    finished: Mutex<bool>,
+    finished_cv: Condvar,
+    pub(crate) error: Mutex<Option<QpError>>,
+    pub(crate) send_cq: CompletionQueue,
+    pub(crate) recv_cq: CompletionQueue,
+}
+
+static NEXT_QP: AtomicU32 = AtomicU32::new(1);
+
+pub(crate) fn next_qp_num() -> u32 {
+    NEXT_QP.fetch_add(1, Ordering::Relaxed)
+}
+
+impl QpShared {
+    pub(crate) fn new(
+        num: u32,
+        qp: ddp::Qp,
+        pd: ProtectionDomain,
+        send_cq: CompletionQueue,
+        recv_cq: CompletionQueue,
+    ) -> std::io::Result<Self> {
+        Ok(Self {
+            num,
+            qp: Mutex::new(qp),
+            pd,
+            waker: Waker::new()?,
+            close_requested: AtomicBool::new(false),
+            finished: Mutex::new(false),
+            finished_cv: Condvar::new(),
+            error: Mutex::new(None),
+            send_cq,
+            recv_cq,
+        })
+    }
+
+    pub(crate) fn lock_qp(&self) -> MutexGuard<'_, ddp::Qp> {
+        self.qp.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn pd(&self) -> &PdInner {
+        &self.pd.inner
+    }
+
+    pub(crate) fn set_error(&self, e: QpError) {
+        let mut g = self.error.lock().unwrap_or_else(|p| p.into_inner());
+        if g.is_none() {
+            *g = Some(e);
+        }
+    }
+
+    pub(crate) fn deliver(&self, c: ddp::Completion) {
+        let c = map_completion(c, self.num);
+        if c.opcode == Opcode::Recv {
+            self.recv_cq.inner.push(c);
+        } else {
+            self.send_cq.inner.push(c);
+        }
+    }
+
+    pub(crate) fn set_finished(&self) {
+        *self.finished.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        self.finished_cv.notify_all();
+    }
+
+    pub(crate) fn is_finished(&self) -> bool {
+        *self.finished.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn wait_finished(&self, timeout: Duration) -> bool {
+        let g = self.finished.lock().unwrap_or_else(|p| p.into_inner());
+        let (g, _) = self
+            .finished_cv
+            .wait_timeout_while(g, timeout, |f| !*f)
+            .unwrap_or_else(|p| p.into_inner());
+        *g
+    }
+}
+
+/// A connected queue pair. Dropping it closes the connection gracefully.
+#[derive(Debug)]
+pub struct QueuePair {
+    pub(crate) shared: Arc<QpShared>,
+    pub(crate) peer_private_data: Vec<u8>,
+    /// A handle whose connection moved to another handle (drop does not close it).
+    pub(crate) detached: bool,
+}
+
+fn local_buf(
+    pd: &ProtectionDomain,
+    mr: &MemoryRegion,
+    range: &Range<usize>,
+) -> Result<LocalBuf, PostError> {
+    if !Arc::ptr_eq(&mr.pd, &pd.inner) {
+        return Err(PostError::ForeignRegion);
+    }
+    if range.start > range.end || range.end > mr.len() {
+        return Err(PostError::LocalBounds);
+    }
+    let len = u32::try_from(range.end - range.start).map_err(|_| PostError::TooLong)?;
+    Ok(LocalBuf {
+        region: mr.handle,
+        offset: range.start as u64,
+        len,
+    })
+}
+
+impl QueuePair {
+    /// The queue pair's number (unique in this process).
+    pub fn num(&self) -> u32 {
+        self.shared.num
+    }
+
+    /// The private data the peer sent in its MPA Request or Reply.
+    pub fn peer_private_data(&self) -> &[u8] {
+        &self.peer_private_data
+    }
+
+    /// Why the queue pair failed, if it did.
+    pub fn error(&self) -> Option<QpError> {
+        *self.shared.error.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// True while the connection is usable.
+    pub fn is_connected(&self) -> bool {
+        !self.shared.is_finished()
+            && !self.shared.close_requested.load(Ordering::Acquire)
+            && !self.shared.lock_qp().is_error()
+    }
+
+    fn post(
+        &self,
+        mr: &MemoryRegion,
+        range: Range<usize>,
+        f: impl FnOnce(&mut ddp::Qp, &ddp::StagTable, LocalBuf) -> Result<(), ddp::PostError>,
+    ) -> Result<(), PostError> {
+        let buf = local_buf(&self.shared.pd, mr, &range)?;
+        if self.shared.close_requested.load(Ordering::Acquire) || self.shared.is_finished() {
+            return Err(PostError::NotConnected);
+        }
+        {
+            let mut qp = self.shared.lock_qp();
+            let st = self.shared.pd().lock();
+            f(&mut qp, &st.tags, buf).map_err(|e| match e {
+                ddp::PostError::InvalidState => PostError::NotConnected,
+                other => PostError::Refused(other),
+            })?;
+        }
+        self.shared.waker.wake();
+        Ok(())
+    }
+
+    /// Sends `mr[range]` as one RDMAP Send into the peer's next posted receive buffer.
+    pub fn post_send(
+        &self,
+        wr_id: u64,
+        mr: &MemoryRegion,
+        range: Range<usize>,
+    ) -> Result<(), PostError> {
+        self.post_send_with(wr_id, mr, range, false, None)
+    }
+
+    /// A Send with the solicited-event flag and/or a remote STag for the peer to invalidate.
+    pub fn post_send_with(
+        &self,
+        wr_id: u64,
+        mr: &MemoryRegion,
+        range: Range<usize>,
+        solicited: bool,
+        invalidate: Option<u32>,
+    ) -> Result<(), PostError> {
+        let opts = SendOpts {
+            solicited,
+            invalidate: invalidate.map(Stag),
+        };
+        self.post(mr, range, |qp, tags, buf| {
+            qp.post_send(tags, wr_id, buf, opts)
+        })
+    }
+
+    /// Posts `mr[range]` as a receive buffer for one incoming Send.
+    pub fn post_recv(
+        &self,
+        wr_id: u64,
+        mr: &MemoryRegion,
+        range: Range<usize>,
+    ) -> Result<(), PostError> {
+        self.post(mr, range, |qp, tags, buf| qp.post_recv(tags, wr_id, buf))
+    }
+
+    /// RDMA Writes `mr[range]` to the peer's buffer at `remote`.
+    pub fn post_write(
+        &self,
+        wr_id: u64,
+        mr: &MemoryRegion,
+        range: Range<usize>,
+        remote: RemoteAddr,
+    ) -> Result<(), PostError> {
+        let r = RemoteBuf {
+            stag: Stag(remote.stag),
+            to: remote.to,
+        };
+        self.post(mr, range, |qp, tags, buf| {
+            qp.post_write(tags, wr_id, buf, r)
+        })
+    }
+
+    /// RDMA Reads `range.len()` bytes from the peer's buffer at `remote` into `mr[range]`.
+    pub fn post_read(
+        &self,
+        wr_id: u64,
+        mr: &MemoryRegion,
+        range: Range<usize>,
+        remote: RemoteAddr,
+    ) -> Result<(), PostError> {
+        let r = RemoteBuf {
+            stag: Stag(remote.stag),
+            to: remote.to,
+        };
+        self.post(mr, range, |qp, tags, buf| qp.post_read(tags, wr_id, buf, r))
+    }
+
+    /// Closes the connection gracefully: queued work still goes out, then FIN; what is left
+    /// completes as flushed. Returns once the connection driver has stopped (or after 5 s).
+    pub fn close(self) {
+        drop(self)
+    }
+
+    fn shutdown(&mut self) {
+        self.shared.close_requested.store(true, Ordering::Release);
+        self.shared.waker.wake();
+        self.shared.wait_finished(Duration::from_secs(5));
+    }
+}
+
+impl Drop for QueuePair {
+    fn drop(&mut self) {
+        if !self.detached {
+            self.shutdown();
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! The block-storage service: an mmap-ed, registered file served over RPC-over-RDMA.

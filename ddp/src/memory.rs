@@ -1,0 +1,82 @@
+//! Where placed data lives. ddp never holds registered memory: the caller implements [`Memory`]
+//! (the dataplane over pinned memory; tests over `Vec<u8>`), and ddp copies straight between
+//! frames and regions through it, so the one copy from the received frame is the only copy.
+
+use std::collections::HashMap;
+
+/// A small caller-visible name for a registered memory region (the STag table's slot).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RegionHandle(pub u32);
+
+/// Byte access to registered regions. `offset` is from the start of the region (0-based), and
+/// ddp only calls these after checking `offset + len` against the region's registered length.
+pub trait Memory {
+    /// Copy `data` into `region` at `offset`.
+    fn write(&mut self, region: RegionHandle, offset: u64, data: &[u8]);
+    /// Copy `out.len()` octets of `region` at `offset` into `out`.
+    fn read(&self, region: RegionHandle, offset: u64, out: &mut [u8]);
+
+    /// Lend `len` octets of `region` at `offset` without copying, if the memory can; the
+    /// transmit path then frames straight from the region (one copy instead of two).
+    fn read_slice(&self, region: RegionHandle, offset: u64, len: usize) -> Option<&[u8]> {
+        let _ = (region, offset, len);
+        None
+    }
+}
+
+/// A [`Memory`] over owned vectors, for tests and simple users. Unknown regions read as zeros and
+/// drop writes (an implementation bug would show up as wrong data in byte-for-byte checks).
+#[derive(Debug, Default, Clone)]
+pub struct VecMemory {
+    regions: HashMap<RegionHandle, Vec<u8>>,
+}
+
+impl VecMemory {
+    /// An empty set of regions.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Attach backing storage for `region`.
+    pub fn insert(&mut self, region: RegionHandle, bytes: Vec<u8>) {
+        self.regions.insert(region, bytes);
+    }
+
+    /// The bytes of `region`.
+    pub fn get(&self, region: RegionHandle) -> Option<&[u8]> {
+        self.regions.get(&region).map(|v| &v[..])
+    }
+
+    /// The bytes of `region`, writable.
+    pub fn get_mut(&mut self, region: RegionHandle) -> Option<&mut Vec<u8>> {
+        self.regions.get_mut(&region)
+    }
+}
+
+impl Memory for VecMemory {
+    fn write(&mut self, region: RegionHandle, offset: u64, data: &[u8]) {
+        if let Some(v) = self.regions.get_mut(&region) {
+            let start = offset as usize;
+            if let Some(dst) = v.get_mut(start..start + data.len()) {
+                dst.copy_from_slice(data);
+            }
+        }
+    }
+
+    fn read_slice(&self, region: RegionHandle, offset: u64, len: usize) -> Option<&[u8]> {
+        let start = usize::try_from(offset).ok()?;
+        self.regions
+            .get(&region)?
+            .get(start..start.checked_add(len)?)
+    }
+
+    fn read(&self, region: RegionHandle, offset: u64, out: &mut [u8]) {
+        out.fill(0);
+        if let Some(v) = self.regions.get(&region) {
+            let start = offset as usize;
+            if let Some(src) = v.get(start..start + out.len()) {
+                out.copy_from_slice(src);
+            }
+        }
+    }
+}

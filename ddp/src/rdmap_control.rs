@@ -1,0 +1,149 @@
+//! The RDMAP Control Field (RFC 5040 §4.1, digest §6.1): `|RV(2)|Rsvd(2)|Opcode(4)|` = DDP `RsvdULP[0:7]`.
+
+use crate::wire_error::WireError;
+
+/// The RDMAP version (RV) of RFC 5040.
+pub const RDMAP_VERSION: u8 = 1;
+
+/// RDMAP opcodes of RFC 5040 (digest §6.1 table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Opcode {
+    /// Tagged, no RDMAP header.
+    RdmaWrite = 0x0,
+    /// Untagged QN 1, 28-octet Read Request header.
+    RdmaReadRequest = 0x1,
+    /// Tagged, no RDMAP header.
+    RdmaReadResponse = 0x2,
+    /// Untagged QN 0.
+    Send = 0x3,
+    /// Untagged QN 0, Invalidate STag in `RsvdULP[8:39]`.
+    SendInvalidate = 0x4,
+    /// Untagged QN 0, solicited event.
+    SendSe = 0x5,
+    /// Untagged QN 0, solicited event and Invalidate STag.
+    SendSeInvalidate = 0x6,
+    /// Untagged QN 2, Terminate header.
+    Terminate = 0x7,
+}
+
+/// The untagged queue numbers RDMAP uses (digest §6.1).
+pub mod qn {
+    /// Send queue: the ULP's posted receive buffers.
+    pub const SEND: u32 = 0;
+    /// Inbound RDMA Read Request queue, sized by IRD.
+    pub const READ_REQUEST: u32 = 1;
+    /// Terminate queue (at most one Terminate).
+    pub const TERMINATE: u32 = 2;
+}
+
+impl Opcode {
+    /// Decode the 4-bit opcode.
+    pub const fn from_u8(v: u8) -> Result<Opcode, WireError> {
+        Ok(match v {
+            0x0 => Opcode::RdmaWrite,
+            0x1 => Opcode::RdmaReadRequest,
+            0x2 => Opcode::RdmaReadResponse,
+            0x3 => Opcode::Send,
+            0x4 => Opcode::SendInvalidate,
+            0x5 => Opcode::SendSe,
+            0x6 => Opcode::SendSeInvalidate,
+            0x7 => Opcode::Terminate,
+            other => return Err(WireError::UnknownOpcode(other)),
+        })
+    }
+
+    /// Whether the message uses the Tagged Buffer Model.
+    pub const fn is_tagged(self) -> bool {
+        matches!(self, Opcode::RdmaWrite | Opcode::RdmaReadResponse)
+    }
+
+    /// The QN an untagged opcode travels on (None for tagged opcodes).
+    pub const fn queue(self) -> Option<u32> {
+        match self {
+            Opcode::RdmaWrite | Opcode::RdmaReadResponse => None,
+            Opcode::RdmaReadRequest => Some(qn::READ_REQUEST),
+            Opcode::Terminate => Some(qn::TERMINATE),
+            _ => Some(qn::SEND),
+        }
+    }
+
+    /// Whether `RsvdULP[8:39]` carries an Invalidate STag.
+    pub const fn carries_invalidate(self) -> bool {
+        matches!(self, Opcode::SendInvalidate | Opcode::SendSeInvalidate)
+    }
+
+    /// Whether the message asks for a solicited event.
+    pub const fn solicited(self) -> bool {
+        matches!(self, Opcode::SendSe | Opcode::SendSeInvalidate)
+    }
+}
+
+/// The RDMAP control field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RdmapControl {
+    /// The message opcode.
+    pub opcode: Opcode,
+}
+
+impl RdmapControl {
+    /// Parse: RV must be 1 (else 0x0/0x2/0x05), opcode known (else 0x0/0x2/0x06). Rsvd ignored.
+    pub const fn parse(byte: u8) -> Result<RdmapControl, WireError> {
+        let rv = byte >> 6;
+        if rv != RDMAP_VERSION {
+            return Err(WireError::RdmapVersion(rv));
+        }
+        match Opcode::from_u8(byte & 0x0F) {
+            Ok(opcode) => Ok(RdmapControl { opcode }),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `RV = 1, Rsvd = 0, opcode`.
+    pub const fn emit(self) -> u8 {
+        (RDMAP_VERSION << 6) | self.opcode as u8
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn control_bytes_of_digest_table() {
+        let expect = [
+            (Opcode::RdmaWrite, 0x40),
+            (Opcode::RdmaReadRequest, 0x41),
+            (Opcode::RdmaReadResponse, 0x42),
+            (Opcode::Send, 0x43),
+            (Opcode::SendInvalidate, 0x44),
+            (Opcode::SendSe, 0x45),
+            (Opcode::SendSeInvalidate, 0x46),
+            (Opcode::Terminate, 0x47),
+        ];
+        for (op, byte) in expect {
+            assert_eq!(RdmapControl { opcode: op }.emit(), byte);
+            assert_eq!(RdmapControl::parse(byte), Ok(RdmapControl { opcode: op }));
+        }
+    }
+
+    #[test]
+    fn bad_version_and_opcode() {
+        assert_eq!(RdmapControl::parse(0x83), Err(WireError::RdmapVersion(2)));
+        assert_eq!(RdmapControl::parse(0x48), Err(WireError::UnknownOpcode(8)));
+    }
+
+    proptest! {
+        #[test]
+        fn parse_emit_roundtrip(op in 0u8..8) {
+            let c = RdmapControl { opcode: Opcode::from_u8(op).unwrap() };
+            prop_assert_eq!(RdmapControl::parse(c.emit()), Ok(c));
+        }
+
+        #[test]
+        fn any_byte_never_panics(b: u8) {
+            let _ = RdmapControl::parse(b);
+        }
+    }
+}

@@ -1,0 +1,619 @@
+//! The DDP/RDMAP engine of one stream, at the ULPDU level (below it MPA frames ULPDUs into FPDUs;
+//! see [`crate::qp`] for the MPA-framed queue pair the transports drive).
+//!
+//! Transmit: work requests are cut into DDP segments no larger than MULPDU
+//! ([`poll_ulpdu`](RdmapEngine::poll_ulpdu)); Read Responses are generated from local memory
+//! when a Read Request is delivered; a Terminate preempts everything after an error.
+//!
+//! Receive: [`handle_ulpdu`](RdmapEngine::handle_ulpdu) validates (-06 §7.1) and places a
+//! segment at once, even out of order (-06 §5.3, DDP-55); what must happen in stream order
+//! (completions, Read Responses, invalidation, Terminate, errors) is recorded by stream position
+//! and done by [`deliver_through`](RdmapEngine::deliver_through) once the transport says every
+//! earlier ULPDU has been handed over (DDP-18, DDP-58, DDP-60).
+//!
+//! Completions come out in posting order per queue (send queue, receive queue). A buffer
+//! posted for sending (Send, Write, or served by a Read) must stay unchanged until its
+//! completion: the transmit path reads it when it frames, and again for a retransmission.
+//!
+//! Files: this one holds the state, posting and error handling; `transmit.rs` segmentation and
+//! acknowledgement, `placement.rs` validation and placement, `delivery.rs` in-order delivery.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use crate::completion::{Completion, WcOpcode, WcStatus};
+use crate::memory::{Memory, RegionHandle};
+use crate::rdmap_control::{qn, Opcode, RdmapControl};
+use crate::read_request::{ReadRequestPacket, ReadRequestRepr, READ_REQUEST_LEN};
+use crate::rx_segment::{gather_prefix, RxSegment, HEAD_MAX};
+use crate::segment::DdpHeader;
+use crate::segmentation::next_segment;
+use crate::stag::Stag;
+use crate::stag_table::{Access, InvalidateFault, PdId, Region, StagTable, StreamId, TaggedFault};
+use crate::tagged::{TaggedRepr, TAGGED_HEADER_LEN};
+use crate::term_code::{DdpError, RdmapError, TermCode};
+use crate::terminate::{CopiedHeader, TerminatePacket, TerminateRepr, TERMINATE_MAX_LEN};
+use crate::tx_segment::{TxPayload, TxSegment};
+use crate::untagged::{UntaggedRepr, UNTAGGED_HEADER_LEN};
+use crate::wire_error::WireError;
+use crate::work_request::{LocalBuf, PostError, RemoteBuf, SendOpts};
+
+mod delivery;
+mod placement;
+mod transmit;
+
+/// Engine settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineConfig {
+    /// This stream's identifier, for STag stream association (DDP-87).
+    pub stream: StreamId,
+    /// This stream's protection domain (DDP-86).
+    pub pd: PdId,
+    /// Inbound RDMA Read queue depth: Read Requests we accept outstanding.
+    pub ird: u32,
+    /// Outbound RDMA Read queue depth: Read Requests we keep outstanding at most.
+    pub ord: u32,
+    /// Largest ULPDU (DDP segment) the LLP takes, header included (DDP-02, DDP-41).
+    pub mulpdu: usize,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            stream: StreamId(0),
+            pd: PdId(0),
+            ird: 16,
+            ord: 16,
+            mulpdu: 1448 - 6,
+        }
+    }
+}
+
+/// Smallest MULPDU the engine accepts: a Terminate must fit (18 + 70 = 88 octets).
+pub const MIN_MULPDU: usize = UNTAGGED_HEADER_LEN + TERMINATE_MAX_LEN;
+
+/// The engine's state (digest §4.2 suggestion, reduced to what the engine needs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineState {
+    /// Data flows both ways.
+    Active,
+    /// An error was detected or reported: receive drops everything (DDP-82), work requests are
+    /// flushed, and at most the Terminate goes out (DDP-83). Teardown is the ULP's call (DDP-75).
+    Error,
+}
+
+/// Things the ULP should know about besides completions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineEvent {
+    /// We detected an error and queued this Terminate (it is also reported when sent).
+    TerminateQueued(TerminateRepr),
+    /// The Terminate left in a ULPDU; nothing more will be sent.
+    TerminateSent(TerminateRepr),
+    /// The peer's Terminate was delivered; the stream is in error.
+    TerminateReceived(TerminateRepr),
+    /// A Terminate arrived that could not be parsed; the stream is in error.
+    MalformedTerminateReceived,
+    /// The transport failed (for example the MPA layer or TCP); the stream is in error.
+    TransportFailed,
+}
+
+/// Counters, for tests and diagnostics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct EngineStats {
+    /// ULPDUs produced.
+    pub tx_ulpdus: u64,
+    /// ULPDUs handed in.
+    pub rx_ulpdus: u64,
+    /// Payload octets placed into memory.
+    pub rx_placed_octets: u64,
+    /// ULPDUs dropped because the stream is in error (DDP-82) or already delivered.
+    pub rx_dropped: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum TxHeader {
+    Tagged {
+        opcode: Opcode,
+        stag: Stag,
+        to: u64,
+    },
+    Untagged {
+        opcode: Opcode,
+        qn: u32,
+        msn: u32,
+        inv: u32,
+    },
+}
+
+#[derive(Debug, Clone, Copy)]
+enum TxSource {
+    Region { region: RegionHandle, offset: u64 },
+    Inline { bytes: [u8; TERMINATE_MAX_LEN] },
+}
+
+#[derive(Debug, Clone, Copy)]
+enum TxAfter {
+    /// A Send or Write: completes when the transport acknowledges its last octet.
+    AwaitAck { seq: u64 },
+    /// A Read Request: takes an ORD slot when it starts; completes when the Read Response's
+    /// last segment is delivered.
+    ReadRequest { seq: u64, sink: SinkRange },
+    /// A Read Response: frees an IRD slot.
+    ResponseSent,
+    /// The Terminate.
+    Terminate(TerminateRepr),
+}
+
+#[derive(Debug, Clone, Copy)]
+struct TxMsg {
+    header: TxHeader,
+    source: TxSource,
+    total: u32,
+    sent: u32,
+    after: TxAfter,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct SqEntry {
+    wr_id: u64,
+    opcode: WcOpcode,
+    byte_len: u32,
+    status: Option<WcStatus>,
+    /// Stream offset whose acknowledgement completes a Send/Write.
+    ack_at: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct RqEntry {
+    wr_id: u64,
+    buf: LocalBuf,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct OrqEntry {
+    seq: u64,
+    /// The Data Sink the Read Request named: a Read Response may only target it.
+    sink: SinkRange,
+}
+
+/// The Data Sink of an outstanding RDMA Read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SinkRange {
+    stag: Stag,
+    to: u64,
+    size: u32,
+}
+
+impl SinkRange {
+    /// Whether `len` octets at `to` lie inside the requested sink.
+    fn covers(&self, to: u64, len: u64) -> bool {
+        to >= self.to
+            && to
+                .checked_add(len)
+                .is_some_and(|end| end <= self.to.saturating_add(u64::from(self.size)))
+    }
+}
+
+/// What must happen in stream order for a ULPDU already placed.
+#[derive(Debug, Clone, Copy)]
+enum RxRecord {
+    /// The L segment of a Send family message on QN 0.
+    SendLast {
+        msn: u32,
+        len: u32,
+        opcode: Opcode,
+        inv: Stag,
+        seg: Offending,
+    },
+    /// A Read Request on QN 1.
+    ReadRequest {
+        msn: u32,
+        req: ReadRequestRepr,
+        seg: Offending,
+    },
+    /// The L segment of a Read Response.
+    ReadResponseLast { seg: Offending },
+    /// A Terminate on QN 2 (None: malformed).
+    Terminate(Option<TerminateRepr>),
+    /// A validation error: send this Terminate.
+    Error(TerminateRepr),
+}
+
+/// The DDP header and length of a placed segment, kept in case its delivery fails
+/// (they go into the Terminate, DDP-81).
+#[derive(Debug, Clone, Copy)]
+struct Offending {
+    hdr: CopiedHeader,
+    seg_len: u16,
+}
+
+impl Offending {
+    fn of(seg: RxSegment<'_>) -> Option<Offending> {
+        Some(Offending {
+            hdr: CopiedHeader::from_segment(seg.head())?,
+            seg_len: seg.len().min(usize::from(u16::MAX)) as u16,
+        })
+    }
+
+    fn terminate(
+        self,
+        code: TermCode,
+        rdma_header: Option<[u8; READ_REQUEST_LEN]>,
+    ) -> TerminateRepr {
+        TerminateRepr {
+            code,
+            seg_len: Some(self.seg_len),
+            ddp_header: Some(self.hdr),
+            rdma_header,
+        }
+    }
+}
+
+/// The DDP/RDMAP engine of one stream. See the module documentation.
+#[derive(Debug)]
+pub struct RdmapEngine {
+    cfg: EngineConfig,
+    state: EngineState,
+    /// The ULP asked for a graceful close: posts are refused.
+    closing: bool,
+    // transmit
+    sq_pending: VecDeque<TxMsg>,
+    responses: VecDeque<TxMsg>,
+    terminate: Option<TxMsg>,
+    current: Option<TxMsg>,
+    terminate_sent: bool,
+    tx_msn: [u32; 3],
+    /// A message ended in the last ULPDU: waits for `ulpdu_framed` to learn its stream end.
+    just_finished: Option<u64>,
+    // send queue completions (posting order)
+    sq: VecDeque<SqEntry>,
+    sq_base_seq: u64,
+    orq: VecDeque<OrqEntry>,
+    // receive
+    rq: VecDeque<RqEntry>,
+    rq_first_msn: u32,
+    rr_next_msn: u32,
+    irq_in_use: u32,
+    term_next_msn: u32,
+    records: BTreeMap<u64, RxRecord>,
+    delivered_through: u64,
+    completions: VecDeque<Completion>,
+    events: VecDeque<EngineEvent>,
+    stats: EngineStats,
+}
+
+impl RdmapEngine {
+    /// A new engine; MSNs start at 1 on every queue (DDP-36). `cfg.mulpdu` is raised to
+    /// [`MIN_MULPDU`] if smaller.
+    pub fn new(mut cfg: EngineConfig) -> Self {
+        cfg.mulpdu = cfg.mulpdu.max(MIN_MULPDU);
+        RdmapEngine {
+            cfg,
+            state: EngineState::Active,
+            closing: false,
+            sq_pending: VecDeque::new(),
+            responses: VecDeque::new(),
+            terminate: None,
+            current: None,
+            terminate_sent: false,
+            tx_msn: [1; 3],
+            just_finished: None,
+            sq: VecDeque::new(),
+            sq_base_seq: 0,
+            orq: VecDeque::new(),
+            rq: VecDeque::new(),
+            rq_first_msn: 1,
+            rr_next_msn: 1,
+            irq_in_use: 0,
+            term_next_msn: 1,
+            records: BTreeMap::new(),
+            delivered_through: 0,
+            completions: VecDeque::new(),
+            events: VecDeque::new(),
+            stats: EngineStats::default(),
+        }
+    }
+
+    /// Settings in force.
+    pub fn config(&self) -> &EngineConfig {
+        &self.cfg
+    }
+
+    /// Current state.
+    pub fn state(&self) -> EngineState {
+        self.state
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> EngineStats {
+        self.stats
+    }
+
+    /// Change MULPDU for segments not yet produced (DDP-02, DDP-03).
+    pub fn set_mulpdu(&mut self, mulpdu: usize) {
+        self.cfg.mulpdu = mulpdu.max(MIN_MULPDU);
+    }
+
+    /// Test hook for MSN wrap (DDP-37): set the next transmit MSN of QN 0 and the next expected
+    /// receive MSN of QN 0. Call before any Send on either side.
+    #[doc(hidden)]
+    pub fn set_send_msn_for_test(&mut self, next_tx: u32, next_rx: u32) {
+        self.tx_msn[qn::SEND as usize] = next_tx;
+        self.rq_first_msn = next_rx;
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // Posting work
+
+    fn push_sq(&mut self, wr_id: u64, opcode: WcOpcode, byte_len: u32) -> u64 {
+        let seq = self.sq_base_seq + self.sq.len() as u64;
+        self.sq.push_back(SqEntry {
+            wr_id,
+            opcode,
+            byte_len,
+            status: None,
+            ack_at: None,
+        });
+        seq
+    }
+
+    fn next_msn(&mut self, queue: u32) -> u32 {
+        let m = &mut self.tx_msn[queue as usize];
+        let v = *m;
+        *m = m.wrapping_add(1); // DDP-35, DDP-37: wraps to 0 after 0xFFFFFFFF
+        v
+    }
+
+    /// Refuse work unless active and `buf` passes the table's local check for `need`.
+    fn check_post<'t>(
+        &self,
+        tags: &'t StagTable,
+        buf: LocalBuf,
+        need: Access,
+    ) -> Result<&'t Region, PostError> {
+        if self.state != EngineState::Active {
+            return Err(PostError::InvalidState);
+        }
+        tags.check_local(buf.region, buf.offset, u64::from(buf.len), need)
+            .map_err(PostError::Local)
+    }
+
+    /// Queue a Send or Write whose payload is `buf`; it completes on acknowledgement.
+    fn queue_from_region(&mut self, wr_id: u64, wc: WcOpcode, buf: LocalBuf, header: TxHeader) {
+        let seq = self.push_sq(wr_id, wc, buf.len);
+        self.sq_pending.push_back(TxMsg {
+            header,
+            source: TxSource::Region {
+                region: buf.region,
+                offset: buf.offset,
+            },
+            total: buf.len,
+            sent: 0,
+            after: TxAfter::AwaitAck { seq },
+        });
+    }
+
+    /// Post a receive buffer (needs local write). Consumed by the next Send in MSN order.
+    pub fn post_recv(
+        &mut self,
+        tags: &StagTable,
+        wr_id: u64,
+        buf: LocalBuf,
+    ) -> Result<(), PostError> {
+        self.check_post(tags, buf, Access::LOCAL_WRITE)?;
+        self.rq.push_back(RqEntry { wr_id, buf });
+        Ok(())
+    }
+
+    /// Post a Send (Send, Send with SE, Send with Invalidate, Send with SE and Invalidate).
+    /// Completes once the transport acknowledges its last octet.
+    pub fn post_send(
+        &mut self,
+        tags: &StagTable,
+        wr_id: u64,
+        buf: LocalBuf,
+        opts: SendOpts,
+    ) -> Result<(), PostError> {
+        if self.closing {
+            return Err(PostError::InvalidState); // DDP-67
+        }
+        self.check_post(tags, buf, Access::default())?;
+        let opcode = match (opts.solicited, opts.invalidate.is_some()) {
+            (false, false) => Opcode::Send,
+            (false, true) => Opcode::SendInvalidate,
+            (true, false) => Opcode::SendSe,
+            (true, true) => Opcode::SendSeInvalidate,
+        };
+        let inv = opts.invalidate.unwrap_or_default().0;
+        self.queue_from_region(
+            wr_id,
+            WcOpcode::Send,
+            buf,
+            TxHeader::Untagged {
+                opcode,
+                qn: qn::SEND,
+                msn: 0,
+                inv,
+            },
+        );
+        Ok(())
+    }
+
+    /// Post an RDMA Write of `buf` to the peer's `remote`. Completes on acknowledgement.
+    pub fn post_write(
+        &mut self,
+        tags: &StagTable,
+        wr_id: u64,
+        buf: LocalBuf,
+        remote: RemoteBuf,
+    ) -> Result<(), PostError> {
+        if self.closing {
+            return Err(PostError::InvalidState); // DDP-67
+        }
+        self.check_post(tags, buf, Access::default())?;
+        let header = TxHeader::Tagged {
+            opcode: Opcode::RdmaWrite,
+            stag: remote.stag,
+            to: remote.to,
+        };
+        self.queue_from_region(wr_id, WcOpcode::Write, buf, header);
+        Ok(())
+    }
+
+    /// Post an RDMA Read of `buf.len` octets at the peer's `remote` into `buf` (needs local
+    /// write; the Read Request names the region's current STag and TO as the Data Sink). At most
+    /// ORD Read Requests are outstanding; later ones wait in the send queue.
+    pub fn post_read(
+        &mut self,
+        tags: &StagTable,
+        wr_id: u64,
+        buf: LocalBuf,
+        remote: RemoteBuf,
+    ) -> Result<(), PostError> {
+        if self.closing {
+            return Err(PostError::InvalidState); // DDP-67
+        }
+        let r = self.check_post(tags, buf, Access::LOCAL_WRITE)?;
+        let req = ReadRequestRepr {
+            sink_stag: r.stag,
+            sink_to: r.spec.base_to.wrapping_add(buf.offset),
+            size: buf.len,
+            src_stag: remote.stag,
+            src_to: remote.to,
+        };
+        let seq = self.push_sq(wr_id, WcOpcode::Read, buf.len);
+        let mut bytes = [0u8; TERMINATE_MAX_LEN];
+        bytes[..READ_REQUEST_LEN].copy_from_slice(&req.to_bytes());
+        self.sq_pending.push_back(TxMsg {
+            header: TxHeader::Untagged {
+                opcode: Opcode::RdmaReadRequest,
+                qn: qn::READ_REQUEST,
+                msn: 0,
+                inv: 0,
+            },
+            source: TxSource::Inline { bytes },
+            total: READ_REQUEST_LEN as u32,
+            sent: 0,
+            after: TxAfter::ReadRequest {
+                seq,
+                sink: SinkRange {
+                    stag: req.sink_stag,
+                    to: req.sink_to,
+                    size: req.size,
+                },
+            },
+        });
+        Ok(())
+    }
+
+    /// Enter the error state: receive drops everything, outstanding requests are flushed.
+    fn enter_error(&mut self) {
+        if self.state == EngineState::Error {
+            return;
+        }
+        self.state = EngineState::Error;
+        self.records.clear();
+        self.sq_pending.clear();
+        self.responses.clear();
+        self.current = None;
+        self.orq.clear();
+        for e in self.sq.iter_mut() {
+            if e.status.is_none() {
+                e.status = Some(WcStatus::Flushed);
+            }
+        }
+        self.drain_sq();
+        for r in self.rq.drain(..) {
+            self.completions.push_back(Completion {
+                wr_id: r.wr_id,
+                opcode: WcOpcode::Recv,
+                status: WcStatus::Flushed,
+                byte_len: 0,
+                invalidated: None,
+                solicited: false,
+            });
+        }
+    }
+
+    /// A local error: queue the one Terminate (DDP-83) and enter the error state.
+    fn fail_stream(&mut self, t: TerminateRepr) {
+        if self.state == EngineState::Error {
+            return;
+        }
+        self.enter_error();
+        let (bytes, len) = t.to_bytes();
+        let msn = self.next_msn(qn::TERMINATE);
+        self.terminate = Some(TxMsg {
+            header: TxHeader::Untagged {
+                opcode: Opcode::Terminate,
+                qn: qn::TERMINATE,
+                msn,
+                inv: 0,
+            },
+            source: TxSource::Inline { bytes },
+            total: len as u32,
+            sent: 0,
+            after: TxAfter::Terminate(t),
+        });
+        self.events.push_back(EngineEvent::TerminateQueued(t));
+    }
+
+    /// The ULP or the transport reports a fatal error with this code: a Terminate carrying it
+    /// is queued (for example an MPA CRC error, LLP 0x2/0x0/0x02) and the stream enters error.
+    pub fn terminate_with(&mut self, code: TermCode) {
+        self.fail_stream(TerminateRepr {
+            code,
+            seg_len: None,
+            ddp_header: None,
+            rdma_header: None,
+        });
+    }
+
+    /// The transport is gone (connection lost): report it, flush everything; nothing can be sent.
+    pub fn transport_failed(&mut self) {
+        if self.state == EngineState::Active {
+            self.events.push_back(EngineEvent::TransportFailed);
+        }
+        self.abort();
+    }
+
+    /// Abortive teardown requested by the ULP (DDP-75): flush everything, send nothing more,
+    /// no event.
+    pub fn abort(&mut self) {
+        self.enter_error();
+        self.terminate = None;
+        self.terminate_sent = true;
+    }
+
+    /// Graceful close by the ULP (DDP-66, DDP-67): later posts are refused; what is queued
+    /// still goes out, and reception stays enabled (DDP-71). See [`is_idle`](Self::is_idle).
+    pub fn close(&mut self) {
+        self.closing = true;
+    }
+
+    /// Nothing left to send and every Send/Write/Read completed: the transport may close.
+    pub fn is_idle(&self) -> bool {
+        !self.wants_to_send() && self.sq.is_empty()
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // Output to the ULP
+
+    /// The next work completion.
+    pub fn poll_completion(&mut self) -> Option<Completion> {
+        self.completions.pop_front()
+    }
+
+    /// The next event.
+    pub fn poll_event(&mut self) -> Option<EngineEvent> {
+        self.events.pop_front()
+    }
+
+    /// Receive buffers posted and not yet consumed.
+    pub fn posted_recvs(&self) -> usize {
+        self.rq.len()
+    }
+}
+
+#[cfg(test)]
+#[path = "rdmap_engine_tests.rs"]
+mod tests;

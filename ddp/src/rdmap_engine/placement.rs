@@ -1,0 +1,309 @@
+//! Receive: validation before placement (-06 §7.1) and placement, in any order.
+
+use super::*;
+
+impl RdmapEngine {
+    // ----------------------------------------------------------------------------------------
+    // Receive
+
+    /// Hand in one complete ULPDU (a DDP segment, the MPA payload) that starts at `stream_pos`
+    /// in the peer's byte stream. It is validated and placed at once, in any order; anything
+    /// that must happen in order waits for [`deliver_through`](Self::deliver_through).
+    pub fn handle_ulpdu<M: Memory + ?Sized>(
+        &mut self,
+        tags: &StagTable,
+        mem: &mut M,
+        stream_pos: u64,
+        ulpdu: &[u8],
+    ) {
+        self.handle_ulpdu_parts(tags, mem, stream_pos, &[ulpdu]);
+    }
+
+    /// As [`handle_ulpdu`](Self::handle_ulpdu) for a ULPDU given in parts (the pieces between
+    /// MPA markers): each part is copied straight into its place, with no reassembly copy.
+    pub fn handle_ulpdu_parts<M: Memory + ?Sized>(
+        &mut self,
+        tags: &StagTable,
+        mem: &mut M,
+        stream_pos: u64,
+        parts: &[&[u8]],
+    ) {
+        self.stats.rx_ulpdus += 1;
+        if self.state != EngineState::Active || stream_pos < self.delivered_through {
+            self.stats.rx_dropped += 1;
+            return;
+        }
+        if let Some(rec) = self.place(tags, mem, stream_pos, parts) {
+            self.records.insert(stream_pos, rec);
+        }
+    }
+
+    /// Every ULPDU starting before `stream_pos` has been handed in: deliver, in stream order,
+    /// what was recorded up to there (DDP-58, DDP-60).
+    pub fn deliver_through(&mut self, tags: &mut StagTable, stream_pos: u64) {
+        if stream_pos <= self.delivered_through {
+            return;
+        }
+        self.delivered_through = stream_pos;
+        while let Some(entry) = self.records.first_entry() {
+            if *entry.key() >= stream_pos {
+                break;
+            }
+            let rec = entry.remove();
+            if self.state != EngineState::Active {
+                self.records.clear();
+                break;
+            }
+            self.deliver(tags, rec);
+        }
+    }
+
+    /// In-order convenience: [`handle_ulpdu`](Self::handle_ulpdu) then deliver it.
+    pub fn handle_ulpdu_in_order<M: Memory + ?Sized>(
+        &mut self,
+        tags: &mut StagTable,
+        mem: &mut M,
+        stream_pos: u64,
+        ulpdu: &[u8],
+    ) {
+        self.handle_ulpdu(tags, mem, stream_pos, ulpdu);
+        self.deliver_through(tags, stream_pos + 1);
+    }
+
+    fn terminate_for(code: TermCode, seg: RxSegment<'_>, with_header: bool) -> RxRecord {
+        RxRecord::Error(TerminateRepr {
+            code,
+            seg_len: Some(seg.len().min(usize::from(u16::MAX)) as u16),
+            ddp_header: if with_header {
+                CopiedHeader::from_segment(seg.head())
+            } else {
+                None
+            },
+            rdma_header: None,
+        })
+    }
+
+    /// Validate and place one segment; returns what to do at delivery.
+    fn place<M: Memory + ?Sized>(
+        &mut self,
+        tags: &StagTable,
+        mem: &mut M,
+        stream_pos: u64,
+        parts: &[&[u8]],
+    ) -> Option<RxRecord> {
+        let mut buf = [0u8; HEAD_MAX];
+        let head: &[u8] = match parts {
+            [only] => only,
+            _ => {
+                let n = gather_prefix(parts, &mut buf);
+                &buf[..n]
+            }
+        };
+        let seg = RxSegment::new(parts, head);
+        let (header, _) = match DdpHeader::parse(seg.head()) {
+            Ok(x) => x,
+            Err(WireError::DdpVersion { tagged, .. }) => {
+                // DDP-21: the header layout is unknown, so it is not copied.
+                let e = if tagged {
+                    DdpError::TaggedVersion
+                } else {
+                    DdpError::UntaggedVersion
+                };
+                return Some(Self::terminate_for(e.term_code(), seg, false));
+            }
+            Err(_) => {
+                // Shorter than its header: no §7.2 code exists; digest §4.5 design choice.
+                return Some(Self::terminate_for(
+                    DdpError::LocalCatastrophic.term_code(),
+                    seg,
+                    false,
+                ));
+            }
+        };
+        let ctrl = match RdmapControl::parse(header.rsvd_ulp()) {
+            Ok(c) => c,
+            Err(WireError::RdmapVersion(_)) => {
+                return rx_fail(RdmapError::Version.term_code(), seg)
+            }
+            Err(_) => return rx_fail(RdmapError::UnexpectedOpcode.term_code(), seg),
+        };
+        let opcode = ctrl.opcode;
+        match header {
+            DdpHeader::Tagged(h) => self.place_tagged(tags, mem, stream_pos, seg, h, opcode),
+            DdpHeader::Untagged(h) => self.place_untagged(mem, seg, h, opcode),
+        }
+    }
+
+    fn place_tagged<M: Memory + ?Sized>(
+        &mut self,
+        tags: &StagTable,
+        mem: &mut M,
+        stream_pos: u64,
+        seg: RxSegment<'_>,
+        h: TaggedRepr,
+        opcode: Opcode,
+    ) -> Option<RxRecord> {
+        let n = (seg.len() - TAGGED_HEADER_LEN) as u64;
+        let need = match opcode {
+            Opcode::RdmaWrite => Access::REMOTE_WRITE,
+            Opcode::RdmaReadResponse => {
+                if self.orq.is_empty() {
+                    return rx_fail(RdmapError::UnexpectedOpcode.term_code(), seg);
+                }
+                // Only the sink an outstanding Read named may be written (as siw checks).
+                if n > 0
+                    && !self
+                        .orq
+                        .iter()
+                        .any(|o| o.sink.stag == h.stag && o.sink.covers(h.to, n))
+                {
+                    let e = if self.orq.iter().any(|o| o.sink.stag == h.stag) {
+                        DdpError::BaseBounds
+                    } else {
+                        DdpError::InvalidStag
+                    };
+                    return rx_fail(e.term_code(), seg);
+                }
+                Access::LOCAL_WRITE
+            }
+            _ => return rx_fail(RdmapError::UnexpectedOpcode.term_code(), seg),
+        };
+        // DDP-49/50: a zero-length tagged segment is not checked.
+        // An earlier Send with Invalidate of this STag, placed but not yet delivered, revokes
+        // it for everything after it in the stream, even what arrives first (DDP-102).
+        if n > 0 && self.invalidated_before(h.stag, stream_pos) {
+            return rx_fail(DdpError::InvalidStag.term_code(), seg);
+        }
+        if n > 0 {
+            match tags.check_remote(h.stag, h.to, n, need, self.cfg.pd, self.cfg.stream) {
+                Ok(p) => {
+                    seg.write_payload(mem, p.region, p.offset, TAGGED_HEADER_LEN);
+                    self.stats.rx_placed_octets += n;
+                }
+                Err(f) => return rx_fail(tagged_code(f), seg),
+            }
+        }
+        if opcode == Opcode::RdmaReadResponse && h.last {
+            return Some(RxRecord::ReadResponseLast {
+                seg: Offending::of(seg)?,
+            });
+        }
+        None
+    }
+
+    fn place_untagged<M: Memory + ?Sized>(
+        &mut self,
+        mem: &mut M,
+        seg: RxSegment<'_>,
+        h: UntaggedRepr,
+        opcode: Opcode,
+    ) -> Option<RxRecord> {
+        let fail = |e: DdpError| rx_fail(e.term_code(), seg);
+        let n = (seg.len() - UNTAGGED_HEADER_LEN) as u64;
+        let payload = seg.small_payload(UNTAGGED_HEADER_LEN).unwrap_or(&[]);
+        match h.qn {
+            qn::SEND => {
+                // §7.1 untagged #2 and #5: the MSN must name a posted buffer.
+                if self.rq.is_empty() {
+                    return fail(DdpError::NoBuffer);
+                }
+                let idx = h.msn.wrapping_sub(self.rq_first_msn);
+                let Some(rqe) = self.rq.get(idx as usize) else {
+                    return fail(DdpError::MsnRange);
+                };
+                let buf = rqe.buf;
+                if opcode.queue() != Some(qn::SEND) {
+                    return rx_fail(RdmapError::UnexpectedOpcode.term_code(), seg);
+                }
+                if n > 0 {
+                    // #3 and #4 (u64 arithmetic: MO + n may exceed 2^32).
+                    if u64::from(h.mo) >= u64::from(buf.len) {
+                        return fail(DdpError::InvalidMo);
+                    }
+                    if u64::from(h.mo) + n > u64::from(buf.len) {
+                        return fail(DdpError::TooLong);
+                    }
+                    seg.write_payload(
+                        mem,
+                        buf.region,
+                        buf.offset + u64::from(h.mo),
+                        UNTAGGED_HEADER_LEN,
+                    );
+                    self.stats.rx_placed_octets += n;
+                } else if u64::from(h.mo) > u64::from(buf.len) {
+                    return fail(DdpError::InvalidMo);
+                }
+                if h.last {
+                    let len = h.mo.saturating_add(n as u32);
+                    return Some(RxRecord::SendLast {
+                        msn: h.msn,
+                        len,
+                        opcode,
+                        inv: Stag(h.rsvd_ulp_ext),
+                        seg: Offending::of(seg)?,
+                    });
+                }
+                None
+            }
+            qn::READ_REQUEST => {
+                let window = self.cfg.ird.saturating_sub(self.irq_in_use);
+                let idx = h.msn.wrapping_sub(self.rr_next_msn);
+                if idx >= window {
+                    // IRD exceeded (or MSN out of range): digest §6.2, as siw does.
+                    return fail(DdpError::MsnRange);
+                }
+                if opcode != Opcode::RdmaReadRequest {
+                    return rx_fail(RdmapError::UnexpectedOpcode.term_code(), seg);
+                }
+                if h.mo != 0 {
+                    return fail(DdpError::InvalidMo);
+                }
+                if n > READ_REQUEST_LEN as u64 {
+                    return fail(DdpError::TooLong);
+                }
+                let Ok(p) = ReadRequestPacket::new_checked(payload) else {
+                    return rx_fail(RdmapError::Unspecified.term_code(), seg);
+                };
+                if !h.last {
+                    return rx_fail(RdmapError::Unspecified.term_code(), seg);
+                }
+                let req = ReadRequestRepr::parse(&p).ok()?;
+                Some(RxRecord::ReadRequest {
+                    msn: h.msn,
+                    req,
+                    seg: Offending::of(seg)?,
+                })
+            }
+            qn::TERMINATE => {
+                if h.msn.wrapping_sub(self.term_next_msn) >= 1 {
+                    return fail(DdpError::MsnRange);
+                }
+                if opcode != Opcode::Terminate {
+                    return rx_fail(RdmapError::UnexpectedOpcode.term_code(), seg);
+                }
+                let t = TerminatePacket::new_checked(payload)
+                    .ok()
+                    .and_then(|p| TerminateRepr::parse(&p).ok());
+                Some(RxRecord::Terminate(t))
+            }
+            _ => fail(DdpError::InvalidQn),
+        }
+    }
+
+    /// Whether a recorded, undelivered Send with Invalidate before `stream_pos` names `stag`.
+    fn invalidated_before(&self, stag: Stag, stream_pos: u64) -> bool {
+        self.records.range(..stream_pos).any(|(_, r)| {
+            matches!(r, RxRecord::SendLast { opcode, inv, .. } if opcode.carries_invalidate() && *inv == stag)
+        })
+    }
+}
+
+/// A validation failure of `seg`: Terminate with M set and its DDP header copied.
+fn rx_fail(code: TermCode, seg: RxSegment<'_>) -> Option<RxRecord> {
+    Some(RdmapEngine::terminate_for(code, seg, true))
+}
+
+/// The Terminate code for a tagged placement check at the data sink.
+fn tagged_code(f: TaggedFault) -> TermCode {
+    f.term_code()
+}

@@ -1,0 +1,193 @@
+//! Transmit: choosing the next message, cutting it into segments, and completing Sends and
+//! Writes on acknowledgement.
+
+use super::*;
+
+impl RdmapEngine {
+    // ----------------------------------------------------------------------------------------
+    // Transmit
+
+    /// Whether [`poll_ulpdu`](Self::poll_ulpdu) has something to send now.
+    pub fn wants_to_send(&self) -> bool {
+        if self.terminate_sent {
+            return false;
+        }
+        self.current.is_some()
+            || self.terminate.is_some()
+            || (self.state == EngineState::Active
+                && (!self.responses.is_empty() || self.sq_ready()))
+    }
+
+    fn sq_ready(&self) -> bool {
+        match self.sq_pending.front() {
+            None => false,
+            Some(m) => {
+                !matches!(
+                    m.header,
+                    TxHeader::Untagged {
+                        opcode: Opcode::RdmaReadRequest,
+                        ..
+                    }
+                ) || (self.orq.len() as u32) < self.cfg.ord
+            }
+        }
+    }
+
+    fn pick_next(&mut self) -> Option<TxMsg> {
+        if let Some(t) = self.terminate.take() {
+            return Some(t);
+        }
+        if self.state != EngineState::Active {
+            return None;
+        }
+        if let Some(r) = self.responses.pop_front() {
+            return Some(r);
+        }
+        if !self.sq_ready() {
+            return None;
+        }
+        let mut m = self.sq_pending.pop_front()?;
+        if let TxHeader::Untagged {
+            qn, ref mut msn, ..
+        } = m.header
+        {
+            *msn = self.next_msn(qn);
+        }
+        if let TxAfter::ReadRequest { seq, sink } = m.after {
+            self.orq.push_back(OrqEntry { seq, sink });
+        }
+        Some(m)
+    }
+
+    /// Produce the next DDP segment (ULPDU) into `out`, at most `min(MULPDU, out.len())` octets.
+    /// Returns its length, or `None` when there is nothing to send. After framing it, the caller
+    /// reports the stream offset just past its FPDU with [`ulpdu_framed`](Self::ulpdu_framed).
+    pub fn poll_ulpdu<M: Memory + ?Sized>(&mut self, mem: &M, out: &mut [u8]) -> Option<usize> {
+        let seg = self.poll_segment(out.len())?;
+        Some(seg.write_ulpdu(mem, out))
+    }
+
+    /// As [`poll_ulpdu`](Self::poll_ulpdu), but return the segment as a descriptor (header
+    /// octets and payload location, at most `min(MULPDU, max_len)` octets) so the caller can
+    /// frame it straight from memory, and rebuild it for a retransmission.
+    pub fn poll_segment(&mut self, max_len: usize) -> Option<TxSegment> {
+        if self.terminate_sent {
+            return None;
+        }
+        if self.terminate.is_some() {
+            // A Terminate preempts a message in progress: the stream is dead anyway.
+            self.current = None;
+        }
+        let mut msg = match self.current.take() {
+            Some(m) => m,
+            None => self.pick_next()?,
+        };
+        let limit = self.cfg.mulpdu.min(max_len);
+        let hl = match msg.header {
+            TxHeader::Tagged { .. } => TAGGED_HEADER_LEN,
+            TxHeader::Untagged { .. } => UNTAGGED_HEADER_LEN,
+        };
+        let inline = matches!(msg.source, TxSource::Inline { .. });
+        if limit <= hl || (inline && limit < hl + msg.total as usize) {
+            // Too small for progress (inline payloads go in one segment).
+            self.current = Some(msg);
+            return None;
+        }
+        let plan = next_segment(msg.total, msg.sent, (limit - hl) as u32);
+        let header = match msg.header {
+            TxHeader::Tagged { opcode, stag, to } => DdpHeader::Tagged(TaggedRepr {
+                last: plan.last,
+                rsvd_ulp: RdmapControl { opcode }.emit(),
+                stag,
+                to: to.wrapping_add(u64::from(plan.offset)),
+            }),
+            TxHeader::Untagged {
+                opcode,
+                qn,
+                msn,
+                inv,
+            } => DdpHeader::Untagged(UntaggedRepr {
+                last: plan.last,
+                rsvd_ulp: RdmapControl { opcode }.emit(),
+                rsvd_ulp_ext: inv,
+                qn,
+                msn,
+                mo: plan.offset,
+            }),
+        };
+        let mut hbytes = [0u8; UNTAGGED_HEADER_LEN];
+        header.emit(&mut hbytes);
+        let payload = match msg.source {
+            TxSource::Region { region, offset } => TxPayload::Region {
+                region,
+                offset: offset + u64::from(plan.offset),
+                len: plan.len,
+            },
+            TxSource::Inline { bytes } => TxPayload::Inline {
+                bytes,
+                len: plan.len as u8,
+            },
+        };
+        msg.sent += plan.len;
+        self.stats.tx_ulpdus += 1;
+        if plan.last {
+            match msg.after {
+                TxAfter::AwaitAck { seq } => self.just_finished = Some(seq),
+                TxAfter::ReadRequest { .. } => {}
+                TxAfter::ResponseSent => self.irq_in_use = self.irq_in_use.saturating_sub(1),
+                TxAfter::Terminate(t) => {
+                    self.terminate_sent = true;
+                    self.events.push_back(EngineEvent::TerminateSent(t));
+                }
+            }
+        } else {
+            self.current = Some(msg);
+        }
+        Some(TxSegment::new(hbytes, hl, payload))
+    }
+
+    /// The ULPDU last returned by [`poll_ulpdu`](Self::poll_ulpdu) ends at `stream_end` (the
+    /// transport's stream offset just past its FPDU). A Send or Write whose last segment it was
+    /// completes when [`on_acked`](Self::on_acked) reaches that offset.
+    pub fn ulpdu_framed(&mut self, stream_end: u64) {
+        if let Some(seq) = self.just_finished.take() {
+            if let Some(e) = seq
+                .checked_sub(self.sq_base_seq)
+                .and_then(|i| self.sq.get_mut(i as usize))
+            {
+                e.ack_at = Some(stream_end);
+            }
+        }
+    }
+
+    /// The transport has the stream acknowledged up to `offset` (exclusive). Sends and Writes
+    /// whose FPDUs end at or before it complete (DDP-59).
+    pub fn on_acked(&mut self, offset: u64) {
+        for e in self.sq.iter_mut() {
+            if e.status.is_none() && e.ack_at.is_some_and(|a| a <= offset) {
+                e.status = Some(WcStatus::Success);
+            }
+        }
+        self.drain_sq();
+    }
+
+    pub(super) fn drain_sq(&mut self) {
+        while let Some(e) = self.sq.front() {
+            let Some(status) = e.status else { break };
+            self.completions.push_back(Completion {
+                wr_id: e.wr_id,
+                opcode: e.opcode,
+                status,
+                byte_len: if status == WcStatus::Success {
+                    e.byte_len
+                } else {
+                    0
+                },
+                invalidated: None,
+                solicited: false,
+            });
+            self.sq.pop_front();
+            self.sq_base_seq += 1;
+        }
+    }
+}

@@ -1,0 +1,474 @@
+//! The STag table (the PRM role of -06 §8.3): memory regions with base TO, length, access
+//! rights, protection domain and optional stream association; validation of tagged access
+//! (-06 §7.1, DDP-79, DDP-86..DDP-102); local and remote invalidation.
+//!
+//! STag = 24-bit slot index + 8-bit key. Keys come from a seeded CSPRNG (`StdRng`, ChaCha) so
+//! a peer cannot guess a valid STag from an old one; the seed is an argument for determinism.
+
+use crate::memory::RegionHandle;
+use crate::stag::Stag;
+use crate::term_code::{DdpError, RdmapError, TermCode};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+/// Access rights of a region (DDP-101).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Access(pub u8);
+
+impl Access {
+    /// The local side may write into it (receive buffers, Read Response sinks).
+    pub const LOCAL_WRITE: Access = Access(0x1);
+    /// The remote peer may RDMA Read it.
+    pub const REMOTE_READ: Access = Access(0x2);
+    /// The remote peer may RDMA Write it.
+    pub const REMOTE_WRITE: Access = Access(0x4);
+    /// Everything.
+    pub const ALL: Access = Access(0x7);
+
+    /// Whether every right of `need` is granted.
+    pub const fn contains(self, need: Access) -> bool {
+        self.0 & need.0 == need.0
+    }
+}
+
+impl core::ops::BitOr for Access {
+    type Output = Access;
+    fn bitor(self, rhs: Access) -> Access {
+        Access(self.0 | rhs.0)
+    }
+}
+
+/// A protection domain identifier (local, never on the wire; DDP-86).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct PdId(pub u32);
+
+/// A DDP stream (queue pair) identifier (local, never on the wire; DDP-87).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct StreamId(pub u32);
+
+/// What a caller registers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RegionSpec {
+    /// The TO of the region's first octet (0 for zero-based, or a virtual address).
+    pub base_to: u64,
+    /// Length in octets.
+    pub len: u64,
+    /// Access rights.
+    pub access: Access,
+    /// Protection domain.
+    pub pd: PdId,
+    /// When set, only this stream may use the STag (stream association, DDP-87).
+    pub stream: Option<StreamId>,
+}
+
+/// A region as the table holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Region {
+    /// Registration data.
+    pub spec: RegionSpec,
+    /// Current STag (index + key).
+    pub stag: Stag,
+    /// False after invalidation, until re-validated with a fresh key.
+    pub valid: bool,
+}
+
+/// A tagged-access check failure, as the DDP layer numbers it (-06 §7.2) or as an RDMAP access
+/// error (DDP has no access-rights code; digest §3.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaggedFault {
+    /// A DDP error (Layer 1).
+    Ddp(DdpError),
+    /// The STag is fine for DDP but lacks the right (RDMAP 0x1/0x02).
+    AccessRights,
+}
+
+impl TaggedFault {
+    /// The DDP triple, or the RDMAP access-rights triple.
+    pub const fn term_code(self) -> TermCode {
+        match self {
+            TaggedFault::Ddp(e) => e.term_code(),
+            TaggedFault::AccessRights => RdmapError::AccessRights.term_code(),
+        }
+    }
+}
+
+/// Why a local request cannot use a region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LocalFault {
+    /// No such handle, or it is invalidated.
+    InvalidRegion,
+    /// Offset/length outside the region.
+    Bounds,
+    /// The region lacks the right.
+    Access,
+}
+
+/// Why an invalidation failed (RDMAP "STag cannot be Invalidated" 0x1/0x09 or 0x2/0x09).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InvalidateFault {
+    /// Unknown or already invalid STag.
+    Invalid,
+    /// The STag belongs to another PD or stream.
+    NotAssociated,
+}
+
+/// Registration failures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RegisterError {
+    /// All 2^24 - 1 indexes are in use.
+    TableFull,
+}
+
+/// A placement resolved against the table: where in which region, and how much.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Placement {
+    /// Target region.
+    pub region: RegionHandle,
+    /// Offset from the region start.
+    pub offset: u64,
+    /// Octets.
+    pub len: u64,
+}
+
+const MAX_INDEX: u32 = (1 << 24) - 1;
+
+/// The STag table. Index 0 is never handed out, so STag 0 is never valid.
+#[derive(Debug)]
+pub struct StagTable {
+    slots: Vec<Option<Region>>,
+    free: Vec<u32>,
+    rng: StdRng,
+}
+
+impl StagTable {
+    /// An empty table whose key generator is seeded with `seed`.
+    pub fn new(seed: u64) -> Self {
+        StagTable {
+            slots: vec![None],
+            free: Vec::new(),
+            rng: StdRng::seed_from_u64(seed),
+        }
+    }
+
+    fn fresh_key(&mut self, old: Option<u8>) -> u8 {
+        loop {
+            let k: u8 = self.rng.gen();
+            if Some(k) != old {
+                return k;
+            }
+        }
+    }
+
+    /// Register a region; it is valid at once. Returns its handle and STag.
+    pub fn register(&mut self, spec: RegionSpec) -> Result<(RegionHandle, Stag), RegisterError> {
+        let index = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                let i = self.slots.len() as u32;
+                if i > MAX_INDEX {
+                    return Err(RegisterError::TableFull);
+                }
+                self.slots.push(None);
+                i
+            }
+        };
+        let key = self.fresh_key(None);
+        let stag = Stag::new(index, key);
+        self.slots[index as usize] = Some(Region {
+            spec,
+            stag,
+            valid: true,
+        });
+        Ok((RegionHandle(index), stag))
+    }
+
+    /// Remove a region; its handle and index may be reused later (with another key).
+    pub fn deregister(&mut self, handle: RegionHandle) -> Option<Region> {
+        let r = self.slots.get_mut(handle.0 as usize)?.take()?;
+        self.free.push(handle.0);
+        Some(r)
+    }
+
+    /// The region behind a handle.
+    pub fn region(&self, handle: RegionHandle) -> Option<&Region> {
+        self.slots.get(handle.0 as usize)?.as_ref()
+    }
+
+    /// The region an STag names (index and key must both match), valid or not.
+    pub fn lookup(&self, stag: Stag) -> Option<(RegionHandle, &Region)> {
+        let r = self.slots.get(stag.index() as usize)?.as_ref()?;
+        (r.stag == stag).then_some((RegionHandle(stag.index()), r))
+    }
+
+    /// Local invalidation: the STag stops working at once, including for segments that arrive
+    /// later out of order (DDP-91, DDP-102).
+    pub fn invalidate(&mut self, stag: Stag) -> Result<RegionHandle, InvalidateFault> {
+        let idx = stag.index() as usize;
+        match self.slots.get_mut(idx).and_then(|s| s.as_mut()) {
+            Some(r) if r.stag == stag && r.valid => {
+                r.valid = false;
+                Ok(RegionHandle(stag.index()))
+            }
+            _ => Err(InvalidateFault::Invalid),
+        }
+    }
+
+    /// Remote invalidation (Send with Invalidate): as [`invalidate`](Self::invalidate) but the STag
+    /// must belong to the receiving stream's PD and, when bound, to that stream.
+    pub fn invalidate_remote(
+        &mut self,
+        stag: Stag,
+        pd: PdId,
+        stream: StreamId,
+    ) -> Result<RegionHandle, InvalidateFault> {
+        let (_, r) = self.lookup(stag).ok_or(InvalidateFault::Invalid)?;
+        if !r.valid {
+            return Err(InvalidateFault::Invalid);
+        }
+        if r.spec.pd != pd || r.spec.stream.is_some_and(|s| s != stream) {
+            return Err(InvalidateFault::NotAssociated);
+        }
+        self.invalidate(stag)
+    }
+
+    /// Make an invalidated (or valid) region valid again under a fresh key; the old STag stays dead.
+    pub fn revalidate(&mut self, handle: RegionHandle) -> Option<Stag> {
+        let old = self.region(handle)?.stag.key();
+        let key = self.fresh_key(Some(old));
+        let r = self.slots.get_mut(handle.0 as usize)?.as_mut()?;
+        r.stag = Stag::new(handle.0, key);
+        r.valid = true;
+        Some(r.stag)
+    }
+
+    /// Validate a remote tagged access of `len > 0` octets at `to` (-06 §7.1 tagged checks in
+    /// the digest's recommended order: STag, association, access, wrap, then bounds).
+    pub fn check_remote(
+        &self,
+        stag: Stag,
+        to: u64,
+        len: u64,
+        need: Access,
+        pd: PdId,
+        stream: StreamId,
+    ) -> Result<Placement, TaggedFault> {
+        // #1/#2: the STag exists, its key matches and it has not been invalidated.
+        let (handle, r) = self
+            .lookup(stag)
+            .ok_or(TaggedFault::Ddp(DdpError::InvalidStag))?;
+        if !r.valid {
+            return Err(TaggedFault::Ddp(DdpError::InvalidStag));
+        }
+        // §8.2: PD and stream association (DDP-86, DDP-87).
+        if r.spec.pd != pd || r.spec.stream.is_some_and(|s| s != stream) {
+            return Err(TaggedFault::Ddp(DdpError::StagNotAssociated));
+        }
+        if !r.spec.access.contains(need) {
+            return Err(TaggedFault::AccessRights);
+        }
+        // #5: the 64-bit sum must not wrap; a sum of exactly 2^64 counts as a wrap.
+        let end = match to.checked_add(len) {
+            Some(e) => e,
+            None => return Err(TaggedFault::Ddp(DdpError::ToWrap)),
+        };
+        // #3/#4: within [base, base + len).
+        let base = r.spec.base_to;
+        let limit = base.saturating_add(r.spec.len);
+        if to < base || to >= limit || end > limit {
+            return Err(TaggedFault::Ddp(DdpError::BaseBounds));
+        }
+        Ok(Placement {
+            region: handle,
+            offset: to - base,
+            len,
+        })
+    }
+
+    /// Validate a local use of `offset..offset+len` of a region with the given right.
+    /// Local reads need no right; pass `Access::default()`.
+    pub fn check_local(
+        &self,
+        handle: RegionHandle,
+        offset: u64,
+        len: u64,
+        need: Access,
+    ) -> Result<&Region, LocalFault> {
+        let r = self.region(handle).ok_or(LocalFault::InvalidRegion)?;
+        if !r.valid {
+            return Err(LocalFault::InvalidRegion);
+        }
+        if offset.checked_add(len).is_none_or(|end| end > r.spec.len) {
+            return Err(LocalFault::Bounds);
+        }
+        if !r.spec.access.contains(need) {
+            return Err(LocalFault::Access);
+        }
+        Ok(r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(base_to: u64, len: u64, access: Access) -> RegionSpec {
+        RegionSpec {
+            base_to,
+            len,
+            access,
+            pd: PdId(1),
+            stream: None,
+        }
+    }
+
+    #[test]
+    fn keys_depend_on_seed_and_zero_index_unused() {
+        let mut a = StagTable::new(1);
+        let mut b = StagTable::new(2);
+        let ka: Vec<u8> = (0..16)
+            .map(|_| a.register(spec(0, 8, Access::ALL)).unwrap().1.key())
+            .collect();
+        let kb: Vec<u8> = (0..16)
+            .map(|_| b.register(spec(0, 8, Access::ALL)).unwrap().1.key())
+            .collect();
+        assert_ne!(ka, kb);
+        let mut c = StagTable::new(1);
+        let kc: Vec<u8> = (0..16)
+            .map(|_| c.register(spec(0, 8, Access::ALL)).unwrap().1.key())
+            .collect();
+        assert_eq!(ka, kc, "same seed, same keys (determinism in tests)");
+        assert!(c.lookup(Stag(0)).is_none());
+    }
+
+    /// DDP-90: [base, base+len) exactly: base+len-1 is legal, base+len is not.
+    #[test]
+    fn ddp_90_exact_range() {
+        let mut t = StagTable::new(0);
+        let (h, s) = t.register(spec(1000, 100, Access::REMOTE_WRITE)).unwrap();
+        let ok = t
+            .check_remote(s, 1099, 1, Access::REMOTE_WRITE, PdId(1), StreamId(0))
+            .unwrap();
+        assert_eq!(
+            ok,
+            Placement {
+                region: h,
+                offset: 99,
+                len: 1
+            }
+        );
+        assert_eq!(
+            t.check_remote(s, 1100, 1, Access::REMOTE_WRITE, PdId(1), StreamId(0)),
+            Err(TaggedFault::Ddp(DdpError::BaseBounds))
+        );
+        assert_eq!(
+            t.check_remote(s, 999, 1, Access::REMOTE_WRITE, PdId(1), StreamId(0)),
+            Err(TaggedFault::Ddp(DdpError::BaseBounds))
+        );
+        assert_eq!(
+            t.check_remote(s, 1050, 51, Access::REMOTE_WRITE, PdId(1), StreamId(0)),
+            Err(TaggedFault::Ddp(DdpError::BaseBounds))
+        );
+    }
+
+    /// DDP-79e: TO + len wrapping 2^64 (exactly 2^64 included) is 0x1/0x03.
+    #[test]
+    fn ddp_79e_to_wrap() {
+        let mut t = StagTable::new(0);
+        let (_, s) = t
+            .register(spec(u64::MAX - 100, 101, Access::REMOTE_WRITE))
+            .unwrap();
+        let w = t.check_remote(
+            s,
+            u64::MAX - 15,
+            16,
+            Access::REMOTE_WRITE,
+            PdId(1),
+            StreamId(0),
+        );
+        assert_eq!(w, Err(TaggedFault::Ddp(DdpError::ToWrap)));
+        let w = t.check_remote(
+            s,
+            0xFFFF_FFFF_FFFF_FFF0,
+            32,
+            Access::REMOTE_WRITE,
+            PdId(1),
+            StreamId(0),
+        );
+        assert_eq!(w, Err(TaggedFault::Ddp(DdpError::ToWrap)));
+    }
+
+    /// DDP-86, DDP-87: PD and stream association.
+    #[test]
+    fn ddp_86_87_association() {
+        let mut t = StagTable::new(0);
+        let (_, s) = t.register(spec(0, 10, Access::REMOTE_WRITE)).unwrap();
+        let e = t.check_remote(s, 0, 1, Access::REMOTE_WRITE, PdId(2), StreamId(0));
+        assert_eq!(e, Err(TaggedFault::Ddp(DdpError::StagNotAssociated)));
+        let (_, s2) = t
+            .register(RegionSpec {
+                stream: Some(StreamId(5)),
+                ..spec(0, 10, Access::REMOTE_WRITE)
+            })
+            .unwrap();
+        assert!(t
+            .check_remote(s2, 0, 1, Access::REMOTE_WRITE, PdId(1), StreamId(5))
+            .is_ok());
+        let e = t.check_remote(s2, 0, 1, Access::REMOTE_WRITE, PdId(1), StreamId(6));
+        assert_eq!(e, Err(TaggedFault::Ddp(DdpError::StagNotAssociated)));
+    }
+
+    /// DDP-91, DDP-102: revoke, then 0x1/0x00; re-validation gives a new key and the old STag stays dead.
+    #[test]
+    fn ddp_91_invalidate_and_revalidate() {
+        let mut t = StagTable::new(0);
+        let (h, s) = t.register(spec(0, 10, Access::REMOTE_WRITE)).unwrap();
+        t.invalidate(s).unwrap();
+        let e = t.check_remote(s, 0, 1, Access::REMOTE_WRITE, PdId(1), StreamId(0));
+        assert_eq!(e, Err(TaggedFault::Ddp(DdpError::InvalidStag)));
+        assert_eq!(t.invalidate(s), Err(InvalidateFault::Invalid));
+        let s2 = t.revalidate(h).unwrap();
+        assert_ne!(s, s2);
+        assert_eq!(s.index(), s2.index());
+        assert!(t
+            .check_remote(s2, 0, 1, Access::REMOTE_WRITE, PdId(1), StreamId(0))
+            .is_ok());
+        let e = t.check_remote(s, 0, 1, Access::REMOTE_WRITE, PdId(1), StreamId(0));
+        assert_eq!(e, Err(TaggedFault::Ddp(DdpError::InvalidStag)));
+    }
+
+    /// DDP-101: a read-only STag refuses a remote write with an RDMAP access error.
+    #[test]
+    fn ddp_101_access_rights() {
+        let mut t = StagTable::new(0);
+        let (_, s) = t.register(spec(0, 10, Access::REMOTE_READ)).unwrap();
+        let e = t.check_remote(s, 0, 1, Access::REMOTE_WRITE, PdId(1), StreamId(0));
+        assert_eq!(e, Err(TaggedFault::AccessRights));
+        assert!(t
+            .check_remote(s, 0, 1, Access::REMOTE_READ, PdId(1), StreamId(0))
+            .is_ok());
+    }
+
+    #[test]
+    fn remote_invalidate_checks_association() {
+        let mut t = StagTable::new(0);
+        let (_, s) = t.register(spec(0, 10, Access::REMOTE_WRITE)).unwrap();
+        assert_eq!(
+            t.invalidate_remote(s, PdId(9), StreamId(0)),
+            Err(InvalidateFault::NotAssociated)
+        );
+        assert!(t.invalidate_remote(s, PdId(1), StreamId(0)).is_ok());
+        assert_eq!(
+            t.invalidate_remote(s, PdId(1), StreamId(0)),
+            Err(InvalidateFault::Invalid)
+        );
+    }
+
+    #[test]
+    fn wrong_key_is_invalid() {
+        let mut t = StagTable::new(0);
+        let (_, s) = t.register(spec(0, 10, Access::ALL)).unwrap();
+        let forged = Stag::new(s.index(), s.key().wrapping_add(1));
+        let e = t.check_remote(forged, 0, 1, Access::REMOTE_WRITE, PdId(1), StreamId(0));
+        assert_eq!(e, Err(TaggedFault::Ddp(DdpError::InvalidStag)));
+    }
+}

@@ -1,0 +1,104 @@
+//! One outgoing DDP segment as a descriptor: its header octets and where its payload lives.
+//! The framer gathers `header + payload` straight into the transmit frame, and a TCP
+//! retransmission rebuilds the same octets from the descriptor (no retransmit copy is kept).
+
+use crate::memory::{Memory, RegionHandle};
+use crate::terminate::TERMINATE_MAX_LEN;
+use crate::untagged::UNTAGGED_HEADER_LEN;
+
+/// Where a segment's payload comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxPayload {
+    /// `len` octets of a registered region at `offset`.
+    Region {
+        /// The region.
+        region: RegionHandle,
+        /// Offset from the region start.
+        offset: u64,
+        /// Octets.
+        len: u32,
+    },
+    /// A small RDMAP header carried inline (Read Request, Terminate).
+    Inline {
+        /// The octets (the first `len` are used).
+        bytes: [u8; TERMINATE_MAX_LEN],
+        /// Octets used.
+        len: u8,
+    },
+}
+
+/// A DDP segment ready to be framed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxSegment {
+    header: [u8; UNTAGGED_HEADER_LEN],
+    header_len: u8,
+    /// The payload.
+    pub payload: TxPayload,
+}
+
+impl TxSegment {
+    pub(crate) fn new(
+        header: [u8; UNTAGGED_HEADER_LEN],
+        header_len: usize,
+        payload: TxPayload,
+    ) -> TxSegment {
+        TxSegment {
+            header,
+            header_len: header_len as u8,
+            payload,
+        }
+    }
+
+    /// The DDP header (with the RDMAP control byte): 14 or 18 octets.
+    pub fn header(&self) -> &[u8] {
+        &self.header[..usize::from(self.header_len)]
+    }
+
+    /// Payload octets.
+    pub fn payload_len(&self) -> usize {
+        match self.payload {
+            TxPayload::Region { len, .. } => len as usize,
+            TxPayload::Inline { len, .. } => usize::from(len),
+        }
+    }
+
+    /// ULPDU octets: header plus payload.
+    pub fn len(&self) -> usize {
+        usize::from(self.header_len) + self.payload_len()
+    }
+
+    /// Never true: every segment has a header (DDP-40).
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The payload as a borrowed slice when no copy is needed: inline payloads, or region
+    /// payloads the memory can lend ([`Memory::read_slice`]).
+    pub fn payload_slice<'a, M: Memory + ?Sized>(&'a self, mem: &'a M) -> Option<&'a [u8]> {
+        match &self.payload {
+            TxPayload::Inline { bytes, len } => Some(&bytes[..usize::from(*len)]),
+            TxPayload::Region { len: 0, .. } => Some(&[]),
+            TxPayload::Region {
+                region,
+                offset,
+                len,
+            } => mem.read_slice(*region, *offset, *len as usize),
+        }
+    }
+
+    /// Write the whole ULPDU into the front of `out` (at least `len()` octets); returns `len()`.
+    pub fn write_ulpdu<M: Memory + ?Sized>(&self, mem: &M, out: &mut [u8]) -> usize {
+        let hl = usize::from(self.header_len);
+        out[..hl].copy_from_slice(self.header());
+        let body = &mut out[hl..self.len()];
+        match &self.payload {
+            TxPayload::Inline { bytes, len } => body.copy_from_slice(&bytes[..usize::from(*len)]),
+            TxPayload::Region { region, offset, .. } => {
+                if !body.is_empty() {
+                    mem.read(*region, *offset, body);
+                }
+            }
+        }
+        self.len()
+    }
+}

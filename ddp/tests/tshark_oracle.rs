@@ -1,0 +1,403 @@
+//! Wire oracle: Wireshark's iWARP dissectors (MPA, DDP/RDMAP) read what two of our queue pairs
+//! send each other: the MPA Request and Reply, every FPDU (Good CRC32 when CRC is on), the
+//! RDMAP opcodes we sent (Send, Send with Invalidate, Send with SE, Write, Read Request, Read
+//! Response, Terminate), and the Terminate's layer/type/code and header-control bits, with no
+//! malformed packet and no error-level expert info.
+//!
+//! Each `poll_transmit` output becomes one TCP segment of a synthetic capture (no network, no
+//! root). Needs `tshark`: under `CI=true` a missing tshark fails; elsewhere the test skips.
+
+use ddp::{
+    Access, LocalBuf, PdId, Qp, QpConfig, RegionSpec, RemoteBuf, SendOpts, Stag, StagTable,
+    StreamId, VecMemory,
+};
+use std::process::Command;
+use std::time::Instant;
+
+const IP: [[u8; 4]; 2] = [[198, 18, 0, 1], [198, 18, 0, 2]];
+const PORT: [u16; 2] = [40000, 20000];
+const SYN: u8 = 0x02;
+const ACK: u8 = 0x10;
+const PSH: u8 = 0x08;
+
+fn checksum(chunks: &[&[u8]]) -> u16 {
+    let mut sum = 0u32;
+    for c in chunks {
+        for pair in c.chunks(2) {
+            sum += u32::from(u16::from_be_bytes([pair[0], *pair.get(1).unwrap_or(&0)]));
+        }
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+/// One TCP connection as Ethernet frames; side 0 is the client (MPA Initiator).
+struct Capture {
+    frames: Vec<Vec<u8>>,
+    seq: [u32; 2],
+}
+
+impl Capture {
+    fn new() -> Self {
+        let mut c = Capture {
+            frames: Vec::new(),
+            seq: [0x1000_0000, 0x2000_0000],
+        };
+        c.segment(0, SYN, &[]);
+        c.segment(1, SYN | ACK, &[]);
+        c.segment(0, ACK, &[]);
+        c
+    }
+
+    fn segment(&mut self, from: usize, flags: u8, payload: &[u8]) {
+        let to = 1 - from;
+        let mut tcp = Vec::with_capacity(20 + payload.len());
+        tcp.extend_from_slice(&PORT[from].to_be_bytes());
+        tcp.extend_from_slice(&PORT[to].to_be_bytes());
+        tcp.extend_from_slice(&self.seq[from].to_be_bytes());
+        let ack = if flags & ACK != 0 { self.seq[to] } else { 0 };
+        tcp.extend_from_slice(&ack.to_be_bytes());
+        tcp.extend_from_slice(&[5 << 4, flags, 0xff, 0xff, 0, 0, 0, 0]);
+        tcp.extend_from_slice(payload);
+        let tcp_len = (tcp.len() as u16).to_be_bytes();
+        let pseudo = [&IP[from][..], &IP[to][..], &[0, 6], &tcp_len[..]].concat();
+        let c = checksum(&[&pseudo, &tcp]);
+        tcp[16..18].copy_from_slice(&c.to_be_bytes());
+        let mut ip = vec![0x45, 0];
+        ip.extend_from_slice(&((20 + tcp.len()) as u16).to_be_bytes());
+        ip.extend_from_slice(&[0, 0, 0x40, 0, 64, 6, 0, 0]);
+        ip.extend_from_slice(&IP[from]);
+        ip.extend_from_slice(&IP[to]);
+        let c = checksum(&[&ip]);
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+        let mac = |s: usize| [2, 0, 0, 0, 0, 1 + s as u8];
+        self.frames
+            .push([&mac(to)[..], &mac(from)[..], &[0x08, 0x00], &ip, &tcp].concat());
+        self.seq[from] =
+            self.seq[from].wrapping_add(payload.len() as u32 + u32::from(flags & SYN != 0));
+    }
+
+    fn pcap(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        out.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
+        out.extend_from_slice(&2u16.to_le_bytes());
+        out.extend_from_slice(&4u16.to_le_bytes());
+        for w in [0u32, 0, 262_144, 1] {
+            out.extend_from_slice(&w.to_le_bytes());
+        }
+        for (i, f) in self.frames.iter().enumerate() {
+            for w in [
+                1_700_000_000u32,
+                i as u32 * 10,
+                f.len() as u32,
+                f.len() as u32,
+            ] {
+                out.extend_from_slice(&w.to_le_bytes());
+            }
+            out.extend_from_slice(f);
+        }
+        out
+    }
+}
+
+struct End {
+    qp: Qp,
+    tags: StagTable,
+    mem: VecMemory,
+}
+
+impl End {
+    fn region(&mut self, len: usize, access: Access) -> (ddp::RegionHandle, Stag) {
+        let spec = RegionSpec {
+            base_to: 0,
+            len: len as u64,
+            access,
+            pd: PdId(1),
+            stream: None,
+        };
+        let (h, s) = self.tags.register(spec).unwrap();
+        self.mem
+            .insert(h, (0..len).map(|i| (i * 7) as u8).collect());
+        (h, s)
+    }
+}
+
+/// Move everything both ways, one TCP segment per `poll_transmit` output, until quiet.
+/// Returns the number of FPDUs each way.
+fn pump(ends: &mut [End; 2], cap: &mut Capture, fpdus: &mut usize) {
+    let mut buf = vec![0u8; 70_000];
+    loop {
+        let mut moved = false;
+        for from in 0..2 {
+            loop {
+                let (a, b) = ends.split_at_mut(1);
+                let (src, dst) = if from == 0 {
+                    (&mut a[0], &mut b[0])
+                } else {
+                    (&mut b[0], &mut a[0])
+                };
+                let established =
+                    src.qp.is_established() && src.qp.tx_offset() >= src.qp.tx_seq_start();
+                let Some(n) = src.qp.poll_transmit(&src.mem, &mut buf) else {
+                    break;
+                };
+                if established {
+                    *fpdus += 1;
+                }
+                cap.segment(from, PSH | ACK, &buf[..n]);
+                src.qp.on_acked(src.qp.tx_offset());
+                dst.qp
+                    .handle_rx_bytes(&mut dst.tags, &mut dst.mem, Instant::now(), &buf[..n]);
+                moved = true;
+            }
+        }
+        if !moved {
+            break;
+        }
+    }
+}
+
+fn tshark(pcap: &std::path::Path, filter: &str, fields: &[&str]) -> Vec<String> {
+    let mut cmd = Command::new("tshark");
+    cmd.args(["-r"]).arg(pcap).args([
+        "-o",
+        "tcp.try_heuristic_first:TRUE",
+        "-Y",
+        filter,
+        "-T",
+        "fields",
+    ]);
+    for f in fields {
+        cmd.args(["-e", f]);
+    }
+    let out = cmd.output().expect("run tshark");
+    assert!(
+        out.status.success(),
+        "tshark failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+fn run(markers: bool, crc: bool) {
+    let now = Instant::now();
+    let cfg = |stream| {
+        let mut c = QpConfig::default();
+        c.engine.stream = StreamId(stream);
+        c.engine.pd = PdId(1);
+        c.startup.want_markers = markers;
+        c.startup.want_crc = crc;
+        c
+    };
+    let mut ends = [
+        End {
+            qp: Qp::new_initiator(cfg(1), now).unwrap(),
+            tags: StagTable::new(1),
+            mem: VecMemory::new(),
+        },
+        End {
+            qp: Qp::new_responder(cfg(2), now),
+            tags: StagTable::new(2),
+            mem: VecMemory::new(),
+        },
+    ];
+    let mut cap = Capture::new();
+    let mut fpdus = 0;
+    let (csrc, _) = ends[0].region(6000, Access::LOCAL_WRITE);
+    let (cread, _) = ends[0].region(3000, Access::LOCAL_WRITE);
+    let (srecv, _) = ends[1].region(20_000, Access::LOCAL_WRITE);
+    let (_, swin) = ends[1].region(6000, Access::REMOTE_WRITE | Access::REMOTE_READ);
+    let (_, sinv) = ends[1].region(16, Access::REMOTE_WRITE);
+    for i in 0..3 {
+        let buf = LocalBuf {
+            region: srecv,
+            offset: 6000 * i,
+            len: 6000,
+        };
+        ends[1].qp.post_recv(&ends[1].tags, i, buf).unwrap();
+    }
+    let c = &mut ends[0];
+    let b = |len| LocalBuf {
+        region: csrc,
+        offset: 0,
+        len,
+    };
+    c.qp.post_send(&c.tags, 1, b(100), SendOpts::default())
+        .unwrap();
+    c.qp.post_send(
+        &c.tags,
+        2,
+        b(5000),
+        SendOpts {
+            solicited: false,
+            invalidate: Some(sinv),
+        },
+    )
+    .unwrap();
+    c.qp.post_send(
+        &c.tags,
+        3,
+        b(10),
+        SendOpts {
+            solicited: true,
+            invalidate: None,
+        },
+    )
+    .unwrap();
+    c.qp.post_write(&c.tags, 4, b(3000), RemoteBuf { stag: swin, to: 0 })
+        .unwrap();
+    let rd = LocalBuf {
+        region: cread,
+        offset: 0,
+        len: 3000,
+    };
+    c.qp.post_read(&c.tags, 5, rd, RemoteBuf { stag: swin, to: 0 })
+        .unwrap();
+    pump(&mut ends, &mut cap, &mut fpdus);
+    assert!(!ends[1].qp.is_error() && !ends[0].qp.is_error());
+    // Last: a Write to a forged STag, answered by a Terminate (DDP 0x1/0x00, M and D set).
+    let c = &mut ends[0];
+    c.qp.post_write(
+        &c.tags,
+        6,
+        b(8),
+        RemoteBuf {
+            stag: Stag(swin.0 ^ 0x80),
+            to: 0,
+        },
+    )
+    .unwrap();
+    pump(&mut ends, &mut cap, &mut fpdus);
+    assert!(
+        ends[1].qp.is_error() && ends[0].qp.is_error(),
+        "the Terminate went through"
+    );
+
+    let path = std::env::temp_dir().join(format!(
+        "ddp-oracle-{}-{markers}-{crc}.pcap",
+        std::process::id()
+    ));
+    std::fs::write(&path, cap.pcap()).unwrap();
+    let mpa = tshark(
+        &path,
+        "iwarp_mpa.key.req || iwarp_mpa.key.rep",
+        &["frame.number"],
+    );
+    assert_eq!(mpa.len(), 2, "MPA Request and Reply decoded");
+    let ops = tshark(&path, "iwarp_rdma", &["iwarp_rdma.opcode"]);
+    let count = |op: &str| ops.iter().filter(|o| o.as_str() == op).count();
+    assert_eq!(
+        ops.len(),
+        fpdus,
+        "every FPDU dissected as DDP/RDMAP: {ops:?}"
+    );
+    for (op, name) in [
+        ("0x00", "Write"),
+        ("0x01", "Read Request"),
+        ("0x02", "Read Response"),
+        ("0x03", "Send"),
+        ("0x04", "Send with Invalidate"),
+        ("0x05", "Send with SE"),
+        ("0x07", "Terminate"),
+    ] {
+        assert!(count(op) > 0, "{name} seen: {ops:?}");
+    }
+    assert_eq!(
+        count("0x01") + count("0x05") + count("0x07") + count("0x03"),
+        4,
+        "single-segment messages"
+    );
+    if crc {
+        let labels = Command::new("tshark")
+            .arg("-r")
+            .arg(&path)
+            .args([
+                "-o",
+                "tcp.try_heuristic_first:TRUE",
+                "-Y",
+                "iwarp_mpa.crc_check",
+                "-V",
+            ])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&labels.stdout);
+        assert_eq!(
+            text.matches("Good CRC32").count(),
+            fpdus,
+            "every FPDU has a good CRC"
+        );
+        assert_eq!(text.matches("Bad CRC32").count(), 0);
+    }
+    if markers {
+        assert!(
+            !tshark(&path, "iwarp_mpa.marker_fpduptr", &["frame.number"]).is_empty(),
+            "markers decoded"
+        );
+    }
+    let term = tshark(
+        &path,
+        "iwarp_rdma.opcode == 7",
+        &[
+            "iwarp_rdma.term_layer",
+            "iwarp_rdma.term_etype_ddp",
+            "iwarp_rdma.term_errcode_ddp_tagged",
+            "iwarp_rdma.term_hdrct_m",
+            "iwarp_rdma.hdrct_d",
+            "iwarp_rdma.term_ddp_h",
+        ],
+    );
+    assert_eq!(term.len(), 1);
+    let f: Vec<&str> = term[0].split('\t').collect();
+    assert_eq!(f[0], "0x01", "layer DDP: {term:?}");
+    assert_eq!(f[1], "0x01", "tagged buffer error");
+    assert_eq!(f[2], "0x00", "invalid STag");
+    assert!(f[3] == "True" || f[3] == "1", "M set: {term:?}");
+    assert!(f[4] == "True" || f[4] == "1", "D set: {term:?}");
+    assert!(
+        f[5].starts_with("c140"),
+        "the offending tagged Write header copied: {term:?}"
+    );
+    let bad = tshark(
+        &path,
+        "_ws.malformed || _ws.expert.severity >= 8388608",
+        &["frame.number"],
+    );
+    assert!(
+        bad.is_empty(),
+        "malformed or error-level expert info in frames {bad:?}"
+    );
+    std::fs::remove_file(&path).ok();
+}
+
+fn have_tshark() -> bool {
+    if Command::new("tshark").arg("--version").output().is_ok() {
+        return true;
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "tshark is required in CI"
+    );
+    eprintln!("skipping: tshark not installed (the wire oracle needs it)");
+    false
+}
+
+#[test]
+fn tshark_reads_our_fpdus_markers_off() {
+    if have_tshark() {
+        run(false, true);
+        run(false, false);
+    }
+}
+
+#[test]
+fn tshark_reads_our_fpdus_markers_on() {
+    if have_tshark() {
+        run(true, true);
+        run(true, false);
+    }
+}

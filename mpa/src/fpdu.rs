@@ -1,0 +1,502 @@
+//! FPDU encode/decode (draft §4, §5.1, §5.2; digest §1.1, §3.2-§3.5, §3.8).
+//!
+//! Framing is a **pure function** of ([`FramingConfig`], stream offset relative to SeqStart,
+//! ULPDU): the same ULPDU framed at the same offset always gives the same octets, so a TCP
+//! retransmission can re-frame instead of keeping a copy.
+//!
+//! Layout of one FPDU (markers on; without markers the marker parts are absent):
+//! ```text
+//! [leading marker, FPDUPTR 0, iff the FPDU starts on a marker position]
+//! ULPDU_Length(2, BE) | ULPDU | PAD(0..3 zeros)      <- a marker at every 512-octet position,
+//!                                                       FPDUPTR = its distance from ULPDU_Length
+//! [marker right after PAD if that is a marker position: still this FPDU]
+//! CRC32c(4, LSB first) over every octet above (markers included)
+//! ```
+//! A marker position right after the CRC belongs to the *next* FPDU (its leading marker).
+
+use crate::crc::{crc32c, crc_from_wire, crc_to_wire, CRC_LEN};
+use crate::error::{BufferTooSmall, EncodeError, FramingError};
+use crate::marker::{self, distance_to_marker, is_marker_position, MARKER_INTERVAL, MARKER_LEN};
+use core::ops::Range;
+
+/// Octets of the ULPDU_Length field.
+pub const HEADER_LEN: usize = 2;
+/// Largest ULPDU a sender may post and a receiver accepts (MPA-22, A11).
+pub const MAX_ULPDU_LEN: usize = 64768;
+/// Largest FPDU on the wire (64768-octet ULPDU with all its markers), any offset.
+pub const MAX_FPDU_LEN: usize = 65288;
+
+/// ULPDU octets between two markers inside an FPDU body.
+const BODY_PER_MARKER: u32 = MARKER_INTERVAL - MARKER_LEN as u32;
+
+/// How one direction frames: markers (peer asked with M=1) and CRC (either side asked with C=1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FramingConfig {
+    /// Markers every 512 stream octets.
+    pub markers: bool,
+    /// CRC generated (send) and checked (receive). When off, the sender writes 0 in the CRC
+    /// field and the receiver ignores it (MPA-28, A15).
+    pub crc: bool,
+}
+
+impl Default for FramingConfig {
+    /// No markers, CRC on (MPA-43).
+    fn default() -> Self {
+        FramingConfig {
+            markers: false,
+            crc: true,
+        }
+    }
+}
+
+/// PAD octets after a ULPDU of `ulpdu_len` octets (digest §3.4).
+#[inline]
+pub fn pad_len(ulpdu_len: usize) -> usize {
+    (4 - (HEADER_LEN + ulpdu_len) % 4) % 4
+}
+
+/// Where each part of one FPDU sits; a pure function of (markers, offset, ULPDU length).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FpduLayout {
+    offset: u32,
+    ulpdu_len: u32,
+    leading: bool,
+    /// Body index (0 = first ULPDU_Length octet) before which the first non-leading marker
+    /// goes; `u32::MAX` without markers.
+    first_marker: u32,
+    /// Non-leading markers (interior ones and the one right after PAD).
+    markers: u32,
+    wire_len: u32,
+}
+
+impl FpduLayout {
+    /// The layout of an FPDU of `ulpdu_len` octets starting at stream `offset`.
+    pub fn new(markers: bool, offset: u32, ulpdu_len: u16) -> Self {
+        Self::compute(markers, offset, u32::from(ulpdu_len))
+    }
+
+    fn compute(markers: bool, offset: u32, ulpdu_len: u32) -> Self {
+        let body = HEADER_LEN as u32 + ulpdu_len + pad_len(ulpdu_len as usize) as u32;
+        if !markers {
+            return FpduLayout {
+                offset,
+                ulpdu_len,
+                leading: false,
+                first_marker: u32::MAX,
+                markers: 0,
+                wire_len: body + CRC_LEN as u32,
+            };
+        }
+        let leading = is_marker_position(offset);
+        let lead = if leading { MARKER_LEN as u32 } else { 0 };
+        let first = distance_to_marker(offset.wrapping_add(lead));
+        let n = if body >= first {
+            1 + (body - first) / BODY_PER_MARKER
+        } else {
+            0
+        };
+        FpduLayout {
+            offset,
+            ulpdu_len,
+            leading,
+            first_marker: first,
+            markers: n,
+            wire_len: lead + body + MARKER_LEN as u32 * n + CRC_LEN as u32,
+        }
+    }
+
+    /// Stream offset of the FPDU's first octet.
+    pub fn offset(&self) -> u32 {
+        self.offset
+    }
+    /// ULPDU octets (the ULPDU_Length value).
+    pub fn ulpdu_len(&self) -> usize {
+        self.ulpdu_len as usize
+    }
+    /// Octets on the wire, markers and CRC included.
+    pub fn wire_len(&self) -> usize {
+        self.wire_len as usize
+    }
+    /// True if the FPDU starts with a marker (FPDUPTR 0, MPA-34).
+    pub fn has_leading_marker(&self) -> bool {
+        self.leading
+    }
+    /// True if, with markers on, the FPDU ends exactly on a marker position (the next
+    /// FPDU then starts with a leading marker). Legal, but tshark 4.0 loses the stream
+    /// there (design brief): senders that want a clean capture can size around it.
+    pub fn ends_on_marker_position(&self) -> bool {
+        self.first_marker != u32::MAX && is_marker_position(self.offset.wrapping_add(self.wire_len))
+    }
+    /// Position of ULPDU_Length within the FPDU (0, or 4 after a leading marker).
+    pub fn header_pos(&self) -> usize {
+        if self.leading {
+            MARKER_LEN
+        } else {
+            0
+        }
+    }
+    /// Position of the CRC field within the FPDU.
+    pub fn crc_pos(&self) -> usize {
+        self.wire_len() - CRC_LEN
+    }
+    /// Markers inside the FPDU, the leading one included.
+    pub fn marker_count(&self) -> usize {
+        (self.markers + u32::from(self.leading)) as usize
+    }
+    /// The ULPDU as byte ranges of the FPDU, in order, skipping markers (no copy).
+    pub fn ulpdu_ranges(&self) -> UlpduRanges {
+        UlpduRanges {
+            pos: HEADER_LEN as u32,
+            end: HEADER_LEN as u32 + self.ulpdu_len,
+            next_marker: self.first_marker,
+            markers_before: 0,
+            lead: self.header_pos() as u32,
+        }
+    }
+    /// The markers of this FPDU with the pointer each must carry.
+    pub fn marker_slots(&self) -> MarkerSlots {
+        MarkerSlots {
+            leading: self.leading,
+            lead: self.header_pos() as u32,
+            first: self.first_marker,
+            next: 0,
+            count: self.markers,
+        }
+    }
+}
+
+/// Iterator over the ULPDU's byte ranges within its FPDU (see [`FpduLayout::ulpdu_ranges`]).
+#[derive(Debug, Clone)]
+pub struct UlpduRanges {
+    pos: u32,
+    end: u32,
+    next_marker: u32,
+    markers_before: u32,
+    lead: u32,
+}
+
+impl Iterator for UlpduRanges {
+    type Item = Range<usize>;
+    fn next(&mut self) -> Option<Range<usize>> {
+        if self.pos >= self.end {
+            return None;
+        }
+        while self.next_marker <= self.pos {
+            self.markers_before += 1;
+            self.next_marker = self.next_marker.saturating_add(BODY_PER_MARKER);
+        }
+        let stop = self.end.min(self.next_marker);
+        let wire = (self.lead + self.pos + MARKER_LEN as u32 * self.markers_before) as usize;
+        let r = wire..wire + (stop - self.pos) as usize;
+        self.pos = stop;
+        Some(r)
+    }
+}
+
+/// One marker of an FPDU: its position in the FPDU and the FPDUPTR a sender writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MarkerSlot {
+    /// Position of the marker's first octet within the FPDU.
+    pub pos: usize,
+    /// FPDUPTR as we send it: 0 for a leading marker, else the distance back to ULPDU_Length.
+    pub fpduptr: u16,
+    /// The draft-literal alternative of ambiguity A1 (distance back to the FPDU's leading
+    /// marker); equal to `fpduptr` when there is no leading marker.
+    pub fpduptr_literal: u16,
+}
+
+impl MarkerSlot {
+    /// Whether a received (raw) FPDUPTR agrees with this slot; low bits masked (MPA-35),
+    /// both A1 variants accepted.
+    pub fn accepts(&self, raw: u16) -> bool {
+        let p = raw & marker::FPDUPTR_MASK;
+        p == self.fpduptr || p == self.fpduptr_literal
+    }
+}
+
+/// Iterator over an FPDU's markers (see [`FpduLayout::marker_slots`]).
+#[derive(Debug, Clone)]
+pub struct MarkerSlots {
+    leading: bool,
+    lead: u32,
+    first: u32,
+    next: u32,
+    count: u32,
+}
+
+impl Iterator for MarkerSlots {
+    type Item = MarkerSlot;
+    fn next(&mut self) -> Option<MarkerSlot> {
+        if self.leading {
+            self.leading = false;
+            return Some(MarkerSlot {
+                pos: 0,
+                fpduptr: 0,
+                fpduptr_literal: 0,
+            });
+        }
+        if self.next >= self.count {
+            return None;
+        }
+        let lead = self.lead;
+        let rel = self.first + MARKER_INTERVAL * self.next;
+        self.next += 1;
+        Some(MarkerSlot {
+            pos: (lead + rel) as usize,
+            fpduptr: rel as u16,
+            fpduptr_literal: (lead + rel) as u16,
+        })
+    }
+}
+
+/// Whether an FPDU can start at stream `offset` with markers on: a multiple of 4 and not
+/// 4 octets past a marker position (the octets there always follow a marker, which is a
+/// leading marker of an FPDU that began 4 octets earlier, or an interior one). Without
+/// markers every offset is valid.
+pub fn is_valid_start(offset: u32) -> bool {
+    offset & 3 == 0 && offset % MARKER_INTERVAL != MARKER_LEN as u32
+}
+
+/// Octets the FPDU carrying a ULPDU of `ulpdu_len` octets takes on the wire at `offset`.
+pub fn fpdu_wire_len(cfg: FramingConfig, offset: u32, ulpdu_len: usize) -> usize {
+    let len = u32::try_from(ulpdu_len)
+        .unwrap_or(u32::MAX / 2)
+        .min(u32::MAX / 2);
+    FpduLayout::compute(cfg.markers, offset, len).wire_len()
+}
+
+/// Frames one ULPDU, given as a gather list (e.g. DDP header, then payload), into `out`
+/// as the FPDU that starts at stream `offset`: one copy of the ULPDU with the markers put in
+/// on the way, then the CRC over the output just written. Returns the FPDU length. On error nothing meaningful is written.
+pub fn encode_fpdu(
+    cfg: FramingConfig,
+    offset: u32,
+    ulpdu: &[&[u8]],
+    out: &mut [u8],
+) -> Result<usize, EncodeError> {
+    let len: usize = ulpdu.iter().map(|p| p.len()).sum();
+    if len > MAX_ULPDU_LEN {
+        return Err(EncodeError::UlpduTooLong(len));
+    }
+    if cfg.markers && !is_valid_start(offset) {
+        return Err(EncodeError::Misaligned);
+    }
+    let layout = FpduLayout::new(cfg.markers, offset, len as u16);
+    let wire_len = layout.wire_len();
+    let Some(out) = out.get_mut(..wire_len) else {
+        return Err(EncodeError::BufferTooSmall { needed: wire_len });
+    };
+    let mut w = Writer {
+        out,
+        pos: 0,
+        body: 0,
+        next_marker: layout.first_marker,
+        lead: layout.header_pos(),
+    };
+    if layout.leading {
+        w.raw(&marker::Repr::to_bytes(0));
+    }
+    w.body(&(len as u16).to_be_bytes());
+    for part in ulpdu {
+        w.body(part);
+    }
+    w.body(&[0u8; 3][..pad_len(len)]);
+    if w.body == w.next_marker {
+        w.marker();
+    }
+    let crc_pos = w.pos;
+    // The CRC covers exactly the contiguous octets written so far (markers included), so
+    // one call over the freshly written (cache-hot) output is both simplest and fastest:
+    // the crc32c crate's long-buffer path beats per-chunk updates at marker boundaries.
+    let crc = if cfg.crc {
+        crc32c(&w.out[..crc_pos])
+    } else {
+        0
+    };
+    debug_assert_eq!(crc_pos, layout.crc_pos());
+    w.out[crc_pos..].copy_from_slice(&crc_to_wire(crc));
+    Ok(wire_len)
+}
+
+/// Sequential FPDU writer: copies body octets, inserting markers.
+struct Writer<'a> {
+    out: &'a mut [u8],
+    pos: usize,
+    body: u32,
+    next_marker: u32,
+    lead: usize,
+}
+
+impl Writer<'_> {
+    fn raw(&mut self, data: &[u8]) {
+        self.out[self.pos..self.pos + data.len()].copy_from_slice(data);
+        self.pos += data.len();
+    }
+
+    fn marker(&mut self) {
+        let ptr = (self.pos - self.lead) as u16;
+        self.raw(&marker::Repr::to_bytes(ptr));
+        self.next_marker = self.next_marker.saturating_add(BODY_PER_MARKER);
+    }
+
+    fn body(&mut self, mut data: &[u8]) {
+        while !data.is_empty() {
+            if self.body == self.next_marker {
+                self.marker();
+            }
+            let room = (self.next_marker - self.body) as usize;
+            let n = room.min(data.len());
+            self.raw(&data[..n]);
+            self.body += n as u32;
+            data = &data[n..];
+        }
+    }
+}
+
+/// Result of looking at the start of a buffer for one FPDU.
+#[derive(Debug, Clone, Copy)]
+pub enum Decoded<'a> {
+    /// A whole, verified FPDU.
+    Complete(FpduRef<'a>),
+    /// Not enough octets yet: at least `needed` octets (from the FPDU start) are required.
+    Incomplete {
+        /// Octets needed from the FPDU start.
+        needed: usize,
+    },
+}
+
+/// Decodes the FPDU that starts at the beginning of `buf`, at stream `offset`. Checks the
+/// length bound (A11), the CRC if on (code 2) and every marker's FPDUPTR (code 3). Never
+/// reads past `buf` and never panics; nothing is delivered before the last CRC octet
+/// (MPA-71).
+pub fn decode_fpdu(
+    cfg: FramingConfig,
+    offset: u32,
+    buf: &[u8],
+) -> Result<Decoded<'_>, FramingError> {
+    if cfg.markers && !is_valid_start(offset) {
+        return Err(FramingError::Misaligned);
+    }
+    let lead = if cfg.markers && is_marker_position(offset) {
+        MARKER_LEN
+    } else {
+        0
+    };
+    let Some(h) = buf.get(lead..lead + HEADER_LEN) else {
+        return Ok(Decoded::Incomplete {
+            needed: lead + HEADER_LEN,
+        });
+    };
+    let len = u16::from_be_bytes([h[0], h[1]]);
+    if usize::from(len) > MAX_ULPDU_LEN {
+        return Err(FramingError::UlpduTooLong(len));
+    }
+    let layout = FpduLayout::new(cfg.markers, offset, len);
+    let Some(wire) = buf.get(..layout.wire_len()) else {
+        return Ok(Decoded::Incomplete {
+            needed: layout.wire_len(),
+        });
+    };
+    verify(cfg, &layout, wire)?;
+    Ok(Decoded::Complete(FpduRef { layout, wire }))
+}
+
+/// Checks CRC (code 2) then markers (code 3) of a whole FPDU.
+fn verify(cfg: FramingConfig, layout: &FpduLayout, wire: &[u8]) -> Result<(), FramingError> {
+    let crc_pos = layout.crc_pos();
+    if cfg.crc {
+        let got = crc_from_wire([
+            wire[crc_pos],
+            wire[crc_pos + 1],
+            wire[crc_pos + 2],
+            wire[crc_pos + 3],
+        ]);
+        if crc32c(&wire[..crc_pos]) != got {
+            return Err(FramingError::CrcMismatch);
+        }
+    }
+    for slot in layout.marker_slots() {
+        let m = marker::Packet::new_unchecked(&wire[slot.pos..slot.pos + MARKER_LEN]);
+        if !slot.accepts(m.fpduptr()) {
+            return Err(FramingError::MarkerMismatch);
+        }
+    }
+    Ok(())
+}
+
+/// A verified FPDU borrowed from a receive buffer: its stream position and its ULPDU as
+/// ranges of the wire octets (markers skipped, nothing copied).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FpduRef<'a> {
+    layout: FpduLayout,
+    wire: &'a [u8],
+}
+
+impl<'a> FpduRef<'a> {
+    /// Stream offset (relative to SeqStart) of the FPDU's first octet: the original send
+    /// order of ULPDUs (MPA-01).
+    pub fn offset(&self) -> u32 {
+        self.layout.offset
+    }
+    /// Stream offset just past the FPDU (where the next one starts).
+    pub fn end_offset(&self) -> u32 {
+        self.layout.offset.wrapping_add(self.layout.wire_len)
+    }
+    /// ULPDU length (MPA-24).
+    pub fn ulpdu_len(&self) -> usize {
+        self.layout.ulpdu_len()
+    }
+    /// Octets the FPDU takes on the wire.
+    pub fn wire_len(&self) -> usize {
+        self.wire.len()
+    }
+    /// The layout.
+    pub fn layout(&self) -> &FpduLayout {
+        &self.layout
+    }
+    /// The FPDU's wire octets, markers, PAD and CRC included.
+    pub fn wire(&self) -> &'a [u8] {
+        self.wire
+    }
+    /// The ULPDU as ranges of [`Self::wire`] (markers skipped).
+    pub fn ulpdu_ranges(&self) -> UlpduRanges {
+        self.layout.ulpdu_ranges()
+    }
+    /// The ULPDU as slices, markers skipped (MPA-41).
+    pub fn ulpdu_chunks(&self) -> impl Iterator<Item = &'a [u8]> + 'a {
+        let wire = self.wire;
+        self.layout.ulpdu_ranges().map(move |r| &wire[r])
+    }
+    /// The ULPDU as one slice when no marker splits it (the common aligned case).
+    pub fn ulpdu_contiguous(&self) -> Option<&'a [u8]> {
+        let mut it = self.layout.ulpdu_ranges();
+        match (it.next(), it.next()) {
+            (None, _) => Some(&[]),
+            (Some(r), None) => Some(&self.wire[r]),
+            _ => None,
+        }
+    }
+    /// Copies the ULPDU (markers removed) to the front of `out`; returns its length.
+    pub fn copy_ulpdu(&self, out: &mut [u8]) -> Result<usize, BufferTooSmall> {
+        let n = self.ulpdu_len();
+        if out.len() < n {
+            return Err(BufferTooSmall { needed: n });
+        }
+        let mut at = 0;
+        for c in self.ulpdu_chunks() {
+            out[at..at + c.len()].copy_from_slice(c);
+            at += c.len();
+        }
+        Ok(at)
+    }
+    /// The ULPDU in a new vector (tests, slow paths).
+    pub fn ulpdu_to_vec(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(self.ulpdu_len());
+        self.ulpdu_chunks().for_each(|c| v.extend_from_slice(c));
+        v
+    }
+
+    pub(crate) fn from_parts(layout: FpduLayout, wire: &'a [u8]) -> Self {
+        FpduRef { layout, wire }
+    }
+}

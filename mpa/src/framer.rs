@@ -1,0 +1,86 @@
+//! A stateful FPDU sender: [`crate::fpdu::encode_fpdu`] plus the running stream offset and
+//! the Responder's send gate (MPA-85).
+
+use crate::error::EncodeError;
+use crate::fpdu::{encode_fpdu, fpdu_wire_len, FramingConfig};
+
+/// Frames consecutive ULPDUs of one send half connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Framer {
+    cfg: FramingConfig,
+    offset: u32,
+    gated: bool,
+}
+
+impl Framer {
+    /// A framer whose next FPDU starts at stream `offset` (0 = SeqStart).
+    pub fn new(cfg: FramingConfig, offset: u32) -> Self {
+        Framer {
+            cfg,
+            offset,
+            gated: false,
+        }
+    }
+
+    /// A framer that refuses to frame until [`Framer::peer_fpdu_received`] is called:
+    /// a Responder must receive a valid FPDU before it sends any FPDU or marker (MPA-85).
+    pub fn new_gated(cfg: FramingConfig, offset: u32) -> Self {
+        Framer {
+            cfg,
+            offset,
+            gated: true,
+        }
+    }
+
+    /// The framing configuration.
+    pub fn config(&self) -> FramingConfig {
+        self.cfg
+    }
+
+    /// Stream offset of the next FPDU.
+    pub fn offset(&self) -> u32 {
+        self.offset
+    }
+
+    /// True while the Responder gate is closed.
+    pub fn is_gated(&self) -> bool {
+        self.gated
+    }
+
+    /// Opens the gate: the first valid FPDU from the peer has arrived.
+    pub fn peer_fpdu_received(&mut self) {
+        self.gated = false;
+    }
+
+    /// Wire octets the next FPDU would take for a ULPDU of `ulpdu_len` octets.
+    pub fn wire_len(&self, ulpdu_len: usize) -> usize {
+        fpdu_wire_len(self.cfg, self.offset, ulpdu_len)
+    }
+
+    /// Frames the ULPDU (gather list) into `out` and advances the offset; returns the FPDU
+    /// length. On error the offset does not move.
+    pub fn encode(&mut self, ulpdu: &[&[u8]], out: &mut [u8]) -> Result<usize, EncodeError> {
+        if self.gated {
+            return Err(EncodeError::AwaitingPeerFpdu);
+        }
+        let n = encode_fpdu(self.cfg, self.offset, ulpdu, out)?;
+        self.offset = self.offset.wrapping_add(n as u32);
+        Ok(n)
+    }
+
+    /// Frames the ULPDU onto the end of `out` (convenience for tests and slow paths).
+    pub fn encode_to_vec(
+        &mut self,
+        ulpdu: &[&[u8]],
+        out: &mut Vec<u8>,
+    ) -> Result<usize, EncodeError> {
+        let len: usize = ulpdu.iter().map(|p| p.len()).sum();
+        let start = out.len();
+        out.resize(start + self.wire_len(len), 0);
+        let r = self.encode(ulpdu, &mut out[start..]);
+        if r.is_err() {
+            out.truncate(start);
+        }
+        r
+    }
+}

@@ -1,0 +1,153 @@
+//! Nanoseconds per segment: in-order data receive with ACK generation, and transmit of records.
+//!
+//! Run: `cargo bench -p tcp-offload --bench segment`
+
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use tcp_offload::{Config, Connection, FourTuple, IsnGenerator, RecordId, RecordSource, State};
+
+const BATCH: usize = 2048;
+const SEG: usize = 1448;
+
+struct Pattern;
+impl RecordSource for Pattern {
+    fn write_record(&mut self, id: RecordId, offset: u32, dst: &mut [u8]) {
+        dst.fill((id as u32 ^ offset) as u8);
+    }
+}
+
+fn cfg() -> Config {
+    Config {
+        recv_buffer: 64 << 20,
+        send_buffer: 64 << 20,
+        window_scale: Some(10),
+        initial_window: 100_000,
+        ..Config::default()
+    }
+}
+
+/// An established pair (a active, b passive), all handshake packets exchanged.
+fn pair(t0: Instant) -> (Connection, Connection) {
+    let g = IsnGenerator::new([3; 16], t0);
+    let ta = FourTuple {
+        local: "198.18.0.1:40000".parse().unwrap(),
+        remote: "198.18.0.2:5000".parse().unwrap(),
+    };
+    let mut a = Connection::connect(cfg(), ta, &g, t0);
+    let mut b = Connection::listen(cfg(), ta.remote, &g, t0);
+    let mut buf = vec![0u8; 2048];
+    for _ in 0..4 {
+        while let Some(n) = a.poll_transmit(t0, &mut buf) {
+            b.handle_packet(t0, &buf[..n]).unwrap();
+        }
+        while let Some(n) = b.poll_transmit(t0, &mut buf) {
+            a.handle_packet(t0, &buf[..n]).unwrap();
+        }
+    }
+    assert_eq!(
+        (a.state(), b.state()),
+        (State::Established, State::Established)
+    );
+    a.enter_record_mode();
+    (a, b)
+}
+
+fn bench(c: &mut Criterion) {
+    let mut g = c.benchmark_group("tcp_segment");
+    g.throughput(Throughput::Elements(BATCH as u64));
+    g.measurement_time(Duration::from_secs(5));
+
+    g.bench_function("rx_in_order_with_ack", |bch| {
+        bch.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let t0 = Instant::now();
+                let (mut a, mut b) = pair(t0);
+                for id in 0..BATCH {
+                    a.send_record(SEG as u32, id as u64).unwrap();
+                }
+                let mut buf = vec![0u8; 2048];
+                let mut rbuf = vec![0u8; 1 << 16];
+                let mut acks = Vec::new();
+                let mut done = 0;
+                while done < BATCH {
+                    // a's next flight (not timed), as far as b's window allows.
+                    for ack in acks.drain(..) {
+                        let ack: Vec<u8> = ack;
+                        a.handle_packet(t0, &ack).unwrap();
+                    }
+                    let mut pkts = Vec::new();
+                    while let Some(n) = a.poll_transmit_with(t0, &mut buf, &mut Pattern) {
+                        pkts.push(buf[..n].to_vec());
+                    }
+                    done += pkts.len();
+                    // b receives, acknowledges and hands the data up (timed).
+                    let start = Instant::now();
+                    for p in &pkts {
+                        b.handle_packet(t0, p).unwrap();
+                        while let Some(n) = b.poll_transmit(t0, &mut buf) {
+                            acks.push(buf[..n].to_vec());
+                        }
+                        while b.recv(&mut rbuf) > 0 {}
+                    }
+                    total += start.elapsed();
+                }
+                assert_eq!(b.rcv_nxt_offset(), (BATCH * SEG) as u64);
+            }
+            total
+        })
+    });
+
+    g.bench_function("tx_records", |bch| {
+        bch.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let t0 = Instant::now();
+                let (mut a, mut b) = pair(t0);
+                let mut buf = vec![0u8; 2048];
+                let mut pkts: Vec<Vec<u8>> = Vec::new();
+                let mut acks: Vec<Vec<u8>> = Vec::new();
+                let mut rbuf = vec![0u8; 1 << 16];
+                let mut id = 0;
+                while id < BATCH {
+                    // a: handle the ACKs, queue records and emit segments (timed).
+                    let start = Instant::now();
+                    for ack in &acks {
+                        a.handle_packet(t0, ack).unwrap();
+                    }
+                    loop {
+                        if id < BATCH {
+                            a.send_record(SEG as u32, id as u64).unwrap();
+                        }
+                        match a.poll_transmit_with(t0, &mut buf, &mut Pattern) {
+                            Some(n) => {
+                                id += 1;
+                                pkts.push(buf[..n].to_vec());
+                            }
+                            None => break,
+                        }
+                        if id >= BATCH {
+                            break;
+                        }
+                    }
+                    total += start.elapsed();
+                    // b (not timed).
+                    acks.clear();
+                    for p in pkts.drain(..) {
+                        b.handle_packet(t0, &p).unwrap();
+                        while let Some(n) = b.poll_transmit(t0, &mut buf) {
+                            acks.push(buf[..n].to_vec());
+                        }
+                        while b.recv(&mut rbuf) > 0 {}
+                    }
+                }
+            }
+            total
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,0 +1,181 @@
+//! Connection configuration (validated by [`Config::validate`]).
+
+use std::time::Duration;
+
+/// Which congestion controller a connection uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum CongestionAlgo {
+    /// CUBIC, RFC 9438 (default).
+    #[default]
+    Cubic,
+    /// NewReno, RFC 5681 / RFC 6582.
+    NewReno,
+}
+
+/// Keepalive settings (RFC 9293 §3.8.4, RFC 1122 §4.2.3.6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Keepalive {
+    /// Idle time before the first probe.
+    pub idle: Duration,
+    /// Time between unanswered probes.
+    pub interval: Duration,
+    /// Unanswered probes before the connection is dropped.
+    pub probes: u32,
+}
+
+/// Errors of [`Config::validate`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConfigError {
+    /// The MSS must be at least 88 and the MTU at least MSS + 40.
+    BadMss,
+    /// Window scale above 14 (RFC 7323 §2.3).
+    BadWindowScale,
+    /// The receive buffer must be at least one MSS and fit the window scale.
+    BadRecvBuffer,
+    /// rto_min <= rto_initial <= rto_max is required.
+    BadRto,
+    /// dupthresh must be at least 1.
+    BadDupThresh,
+}
+
+/// Settings of one connection. `Config::default()` gives a sensible, RFC-conformant set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// The MSS we announce (RFC 9293 §3.7.1); also caps what we send.
+    pub mss: u16,
+    /// Path MTU of the local link (IP packet size); EMSS = min(peer MSS, mtu - 40) - options.
+    pub mtu: u16,
+    /// Receive buffer (bytes): bounds the advertised window and the out-of-order memory.
+    pub recv_buffer: u32,
+    /// Send buffer (bytes of queued, unacknowledged data).
+    pub send_buffer: u32,
+    /// Our window-scale shift (RFC 7323 §2); `None` disables the option.
+    pub window_scale: Option<u8>,
+    /// Offer timestamps (RFC 7323 §3).
+    pub timestamps: bool,
+    /// Offer SACK (RFC 2018).
+    pub sack: bool,
+    /// TIME-WAIT duration (2*MSL, RFC 9293 §3.4.2).
+    pub time_wait: Duration,
+    /// Initial RTO (RFC 6298 §2.1: 1 s).
+    pub rto_initial: Duration,
+    /// Lower bound of the RTO (RFC 6298 §2.4 says 1 s; 200 ms is the common deployed choice).
+    pub rto_min: Duration,
+    /// Upper bound of the RTO (RFC 6298 §2.5: at least 60 s).
+    pub rto_max: Duration,
+    /// Retransmissions of one segment before the connection is given up (RFC 9293 §3.8.3, R2).
+    pub max_retries: u32,
+    /// SYN retransmissions before the open fails.
+    pub syn_retries: u32,
+    /// Delayed-ACK timeout (RFC 5681 §4.2, < 500 ms); `None` acknowledges every segment at once.
+    pub delayed_ack: Option<Duration>,
+    /// Segments acknowledged at once after the connection opens (quick-ACK phase, e.g. MPA startup).
+    pub quick_acks: u32,
+    /// Keepalive; `None` disables it (the default, RFC 1122 §4.2.3.6).
+    pub keepalive: Option<Keepalive>,
+    /// Congestion controller.
+    pub congestion: CongestionAlgo,
+    /// Initial congestion window in segments (RFC 5681 §3.1 allows up to 4; RFC 6928 allows 10).
+    pub initial_window: u32,
+    /// Duplicate-ACK threshold (RFC 5681 §3.2, RFC 6675 DupThresh).
+    pub dupthresh: u32,
+    /// Nagle's algorithm (RFC 9293 §3.7.4); off by default, as MPA asks (MPA-10).
+    pub nagle: bool,
+    /// In record mode, pack several whole records into one segment when they fit (MPA §5.3 MAY).
+    pub pack_records: bool,
+    /// Most discontiguous out-of-order ranges kept per connection.
+    pub max_ooo_ranges: usize,
+    /// Most out-of-order octets held per connection (never more than `recv_buffer`).
+    pub max_ooo_bytes: u32,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            mss: 1460,
+            mtu: 1500,
+            recv_buffer: 1 << 20,
+            send_buffer: 1 << 21,
+            window_scale: Some(7),
+            timestamps: true,
+            sack: true,
+            time_wait: Duration::from_secs(60),
+            rto_initial: Duration::from_secs(1),
+            rto_min: Duration::from_millis(200),
+            rto_max: Duration::from_secs(60),
+            max_retries: 15,
+            syn_retries: 6,
+            delayed_ack: Some(Duration::from_millis(40)),
+            quick_acks: 16,
+            keepalive: None,
+            congestion: CongestionAlgo::Cubic,
+            initial_window: 10,
+            dupthresh: 3,
+            nagle: false,
+            pack_records: true,
+            max_ooo_ranges: 64,
+            max_ooo_bytes: 1 << 20,
+        }
+    }
+}
+
+impl Config {
+    /// Checks the settings for consistency.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.mss < 88 || u32::from(self.mtu) < u32::from(self.mss).min(128) + 40 {
+            return Err(ConfigError::BadMss);
+        }
+        if self.window_scale.is_some_and(|s| s > 14) {
+            return Err(ConfigError::BadWindowScale);
+        }
+        let max_wnd = 65535u64 << self.window_scale.unwrap_or(0);
+        if self.recv_buffer < u32::from(self.mss) || u64::from(self.recv_buffer) > max_wnd {
+            return Err(ConfigError::BadRecvBuffer);
+        }
+        if !(self.rto_min <= self.rto_initial && self.rto_initial <= self.rto_max) {
+            return Err(ConfigError::BadRto);
+        }
+        if self.dupthresh == 0 {
+            return Err(ConfigError::BadDupThresh);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_is_valid_and_nagle_off() {
+        let c = Config::default();
+        assert_eq!(c.validate(), Ok(()));
+        assert!(!c.nagle);
+        assert_eq!(c.congestion, CongestionAlgo::Cubic);
+    }
+
+    #[test]
+    fn rejects_bad_settings() {
+        let c = Config {
+            window_scale: Some(15),
+            ..Config::default()
+        };
+        assert_eq!(c.validate(), Err(ConfigError::BadWindowScale));
+        let c = Config {
+            window_scale: None,
+            recv_buffer: 1 << 20,
+            ..Config::default()
+        };
+        assert_eq!(c.validate(), Err(ConfigError::BadRecvBuffer));
+        let c = Config {
+            rto_min: Duration::from_secs(5),
+            ..Config::default()
+        };
+        assert_eq!(c.validate(), Err(ConfigError::BadRto));
+        let c = Config {
+            mss: 10,
+            ..Config::default()
+        };
+        assert_eq!(c.validate(), Err(ConfigError::BadMss));
+    }
+}

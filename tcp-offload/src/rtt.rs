@@ -1,0 +1,143 @@
+//! Retransmission timeout per RFC 6298: SRTT/RTTVAR smoothing, clock granularity, bounds and
+//! exponential backoff.
+
+use std::time::Duration;
+
+/// The RTO estimator of one connection.
+#[derive(Clone, Copy, Debug)]
+pub struct RttEstimator {
+    srtt: Option<Duration>,
+    rttvar: Duration,
+    rto: Duration,
+    backoff: u32,
+    min: Duration,
+    max: Duration,
+    /// Latest sample.
+    pub latest: Option<Duration>,
+}
+
+/// Clock granularity G of RFC 6298 §2 (our timestamp clock ticks in milliseconds).
+const G: Duration = Duration::from_millis(1);
+
+impl RttEstimator {
+    /// RFC 6298 §2.1: before any sample RTO = initial.
+    pub fn new(initial: Duration, min: Duration, max: Duration) -> Self {
+        RttEstimator {
+            srtt: None,
+            rttvar: Duration::ZERO,
+            rto: initial,
+            backoff: 0,
+            min,
+            max,
+            latest: None,
+        }
+    }
+
+    /// Feeds one RTT sample (RFC 6298 §2.2, §2.3); resets the backoff.
+    pub fn on_sample(&mut self, r: Duration) {
+        self.latest = Some(r);
+        match self.srtt {
+            None => {
+                self.srtt = Some(r);
+                self.rttvar = r / 2;
+            }
+            Some(s) => {
+                let delta = s.abs_diff(r);
+                self.rttvar = (self.rttvar * 3 + delta) / 4;
+                self.srtt = Some((s * 7 + r) / 8);
+            }
+        }
+        let s = self.srtt.unwrap_or(r);
+        self.rto = (s + G.max(self.rttvar * 4)).clamp(self.min, self.max);
+        self.backoff = 0;
+    }
+
+    /// RFC 6298 §5.5: double the RTO (bounded by the maximum).
+    pub fn back_off(&mut self) {
+        self.backoff = self.backoff.saturating_add(1);
+    }
+
+    /// Clears the backoff (new data acknowledged).
+    pub fn reset_backoff(&mut self) {
+        self.backoff = 0;
+    }
+
+    /// RFC 6298 §5.7: after a SYN timeout with RTO < 3 s, use 3 s once data flows.
+    pub fn reinit_after_syn_timeout(&mut self) {
+        if self.srtt.is_none() && self.rto < Duration::from_secs(3) {
+            self.rto = Duration::from_secs(3).min(self.max);
+        }
+    }
+
+    /// The current RTO including backoff.
+    pub fn rto(&self) -> Duration {
+        let f = 1u32 << self.backoff.min(16);
+        self.rto.saturating_mul(f).min(self.max)
+    }
+
+    /// Smoothed RTT, if measured.
+    pub fn srtt(&self) -> Option<Duration> {
+        self.srtt
+    }
+
+    /// Consecutive backoffs.
+    pub fn backoffs(&self) -> u32 {
+        self.backoff
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn est() -> RttEstimator {
+        RttEstimator::new(
+            Duration::from_secs(1),
+            Duration::from_millis(200),
+            Duration::from_secs(60),
+        )
+    }
+
+    #[test]
+    fn first_sample_rfc6298_s2_2() {
+        let mut e = est();
+        assert_eq!(e.rto(), Duration::from_secs(1));
+        e.on_sample(Duration::from_millis(100));
+        // RTO = SRTT + 4*RTTVAR = 100 + 4*50 = 300 ms.
+        assert_eq!(e.rto(), Duration::from_millis(300));
+    }
+
+    #[test]
+    fn later_samples_rfc6298_s2_3() {
+        let mut e = est();
+        e.on_sample(Duration::from_millis(100));
+        e.on_sample(Duration::from_millis(200));
+        // RTTVAR = 3/4*50 + 1/4*100 = 62.5; SRTT = 7/8*100 + 1/8*200 = 112.5; RTO = 362.5 ms.
+        assert_eq!(e.srtt(), Some(Duration::from_micros(112_500)));
+        assert_eq!(e.rto(), Duration::from_micros(362_500));
+    }
+
+    #[test]
+    fn min_max_and_backoff_rfc6298_s2_4_s5_5() {
+        let mut e = est();
+        e.on_sample(Duration::from_millis(1));
+        assert_eq!(e.rto(), Duration::from_millis(200));
+        e.back_off();
+        assert_eq!(e.rto(), Duration::from_millis(400));
+        for _ in 0..20 {
+            e.back_off();
+        }
+        assert_eq!(e.rto(), Duration::from_secs(60));
+        e.on_sample(Duration::from_millis(1));
+        assert_eq!(e.rto(), Duration::from_millis(200));
+    }
+
+    #[test]
+    fn syn_timeout_reinit_rfc6298_s5_7() {
+        let mut e = est();
+        e.back_off();
+        e.reinit_after_syn_timeout();
+        e.reset_backoff();
+        assert_eq!(e.rto(), Duration::from_secs(3));
+    }
+}

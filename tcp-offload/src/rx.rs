@@ -1,0 +1,426 @@
+//! The receive side: in-order delivery, out-of-order commit and its memory bounds.
+//!
+//! A data range that passes every TCP check is *committed*: the first copy of every octet wins and
+//! later duplicates never overwrite it (MPA-13, MPA-14). In record mode each newly committed range is
+//! handed up at once as an [`RxChunk`] with its sequence number, in order or not (MPA-12, MPA-15);
+//! in byte-stream mode out-of-order data waits here until the gap fills (MPA-17).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use crate::seq::SeqNum;
+
+/// A shared bound on out-of-order octets held by many connections together.
+#[derive(Clone, Debug)]
+pub struct OooBudget {
+    used: Arc<AtomicUsize>,
+    limit: usize,
+}
+
+impl OooBudget {
+    /// A budget of `limit` octets.
+    pub fn new(limit: usize) -> Self {
+        OooBudget {
+            used: Arc::new(AtomicUsize::new(0)),
+            limit,
+        }
+    }
+    /// Octets in use now.
+    pub fn used(&self) -> usize {
+        self.used.load(Ordering::Relaxed)
+    }
+    fn try_take(&self, n: usize) -> bool {
+        self.used
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |u| {
+                u.checked_add(n).filter(|&t| t <= self.limit)
+            })
+            .is_ok()
+    }
+    fn release(&self, n: usize) {
+        let _ = self
+            .used
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |u| {
+                Some(u.saturating_sub(n))
+            });
+    }
+}
+
+/// Data handed up in record mode.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RxChunk {
+    /// Sequence number of the first octet.
+    pub seq: SeqNum,
+    /// Stream offset of the first octet (0 = first data octet of the connection).
+    pub offset: u64,
+    /// The octets (committed: they never change and are never handed up again).
+    pub data: Vec<u8>,
+    /// True when this chunk started at the in-order point when it was committed.
+    pub in_order: bool,
+    /// The in-order point (RCV.NXT as a stream offset) after this chunk was committed: every octet
+    /// before it has been handed up.
+    pub in_order_point: u64,
+}
+
+/// What one `accept` call did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Accepted {
+    pub new_bytes: u64,
+    pub dup_bytes: u64,
+    pub ooo_ranges: u64,
+    pub ooo_dropped: u64,
+    pub advanced: bool,
+    pub filled_gap: bool,
+}
+
+/// Limits for out-of-order data.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct OooLimits {
+    pub max_ranges: usize,
+    pub max_bytes: u64,
+}
+
+#[derive(Debug)]
+pub(crate) struct RecvBuffer {
+    /// RCV.NXT as a stream offset (SYN at 0; first data octet at 1).
+    pub nxt: u64,
+    /// Committed out-of-order ranges beyond `nxt`, sorted, disjoint, not adjacent.
+    ranges: Vec<(u64, u64)>,
+    /// Byte mode: out-of-order octets by start offset (exactly the committed ranges' pieces).
+    pieces: BTreeMap<u64, Vec<u8>>,
+    pub ooo_bytes: u64,
+    inorder: VecDeque<u8>,
+    chunks: VecDeque<RxChunk>,
+    chunk_bytes: u64,
+    pub record_mode: bool,
+    /// Start of the range most recently extended (first SACK block, RFC 2018 §4).
+    last_changed: Option<u64>,
+    budget: Option<OooBudget>,
+}
+
+impl RecvBuffer {
+    pub fn new(nxt: u64) -> Self {
+        RecvBuffer {
+            nxt,
+            ranges: Vec::new(),
+            pieces: BTreeMap::new(),
+            ooo_bytes: 0,
+            inorder: VecDeque::new(),
+            chunks: VecDeque::new(),
+            chunk_bytes: 0,
+            record_mode: false,
+            last_changed: None,
+            budget: None,
+        }
+    }
+
+    pub fn set_budget(&mut self, b: OooBudget) {
+        self.budget = Some(b);
+    }
+
+    /// Octets held that count against the receive window.
+    pub fn held(&self) -> u64 {
+        self.inorder.len() as u64 + self.chunk_bytes + self.ooo_bytes
+    }
+
+    /// Committed out-of-order ranges.
+    pub fn ranges(&self) -> &[(u64, u64)] {
+        &self.ranges
+    }
+
+    /// The most recently changed range start (for SACK block order).
+    pub fn last_changed(&self) -> Option<u64> {
+        self.last_changed
+    }
+
+    /// Commits what is new in `data` at offset `off` (already trimmed to the window by the caller).
+    pub fn accept(
+        &mut self,
+        off: u64,
+        data: &[u8],
+        seq_of: impl Fn(u64) -> SeqNum,
+        lim: OooLimits,
+    ) -> Accepted {
+        let mut res = Accepted::default();
+        let end = off + data.len() as u64;
+        let start = off.max(self.nxt);
+        res.dup_bytes += start.saturating_sub(off).min(data.len() as u64);
+        if start >= end {
+            return res;
+        }
+        // The gaps of [start, end) not yet committed.
+        let mut gaps: Vec<(u64, u64)> = Vec::new();
+        let mut cur = start;
+        for &(rs, re) in &self.ranges {
+            if re <= cur {
+                continue;
+            }
+            if rs >= end {
+                break;
+            }
+            if rs > cur {
+                gaps.push((cur, rs));
+            }
+            res.dup_bytes += re.min(end) - rs.max(cur);
+            cur = cur.max(re);
+        }
+        if cur < end {
+            gaps.push((cur, end));
+        }
+        for (gs, ge) in gaps {
+            let bytes = &data[(gs - off) as usize..(ge - off) as usize];
+            if gs == self.nxt {
+                self.deliver_in_order(gs, bytes, &seq_of);
+                res.new_bytes += ge - gs;
+                res.advanced = true;
+                if self.advance(&seq_of) {
+                    res.filled_gap = true;
+                }
+            } else {
+                // Out of order: commit if the bounds allow.
+                let n = ge - gs;
+                let new_range = !self.ranges.iter().any(|&(rs, re)| re == gs || rs == ge);
+                let ranges_ok = !new_range || self.ranges.len() < lim.max_ranges;
+                let bytes_ok = self.ooo_bytes + n <= lim.max_bytes;
+                let budget_ok = ranges_ok
+                    && bytes_ok
+                    && self.budget.as_ref().is_none_or(|b| b.try_take(n as usize));
+                if !budget_ok {
+                    res.ooo_dropped += 1;
+                    continue;
+                }
+                self.insert_range(gs, ge);
+                self.ooo_bytes += n;
+                res.new_bytes += n;
+                res.ooo_ranges += 1;
+                if self.record_mode {
+                    self.push_chunk(gs, bytes.to_vec(), false, &seq_of);
+                } else {
+                    self.pieces.insert(gs, bytes.to_vec());
+                }
+            }
+        }
+        res
+    }
+
+    fn push_chunk(
+        &mut self,
+        off: u64,
+        data: Vec<u8>,
+        in_order: bool,
+        seq_of: &impl Fn(u64) -> SeqNum,
+    ) {
+        self.chunk_bytes += data.len() as u64;
+        self.chunks.push_back(RxChunk {
+            seq: seq_of(off),
+            offset: off - 1,
+            data,
+            in_order,
+            in_order_point: self.nxt - 1,
+        });
+    }
+
+    fn deliver_in_order(&mut self, off: u64, bytes: &[u8], seq_of: &impl Fn(u64) -> SeqNum) {
+        self.nxt = off + bytes.len() as u64;
+        if self.record_mode {
+            self.push_chunk(off, bytes.to_vec(), true, seq_of);
+        } else {
+            self.inorder.extend(bytes);
+        }
+    }
+
+    fn insert_range(&mut self, s: u64, e: u64) {
+        let i = self.ranges.partition_point(|r| r.1 < s);
+        let mut ns = s;
+        let mut ne = e;
+        let mut j = i;
+        while j < self.ranges.len() && self.ranges[j].0 <= ne {
+            ns = ns.min(self.ranges[j].0);
+            ne = ne.max(self.ranges[j].1);
+            j += 1;
+        }
+        self.ranges.splice(i..j, [(ns, ne)]);
+        self.last_changed = Some(ns);
+    }
+
+    /// Moves committed ranges that now touch `nxt` into the in-order stream. True if any did.
+    fn advance(&mut self, _seq_of: &impl Fn(u64) -> SeqNum) -> bool {
+        let mut any = false;
+        while let Some(&(rs, re)) = self.ranges.first() {
+            if rs > self.nxt {
+                break;
+            }
+            self.ranges.remove(0);
+            any = true;
+            let n = re - rs;
+            self.ooo_bytes -= n;
+            if let Some(b) = &self.budget {
+                b.release(n as usize);
+            }
+            if !self.record_mode {
+                // Move the pieces in order.
+                while let Some((&po, _)) = self.pieces.first_key_value() {
+                    if po >= re {
+                        break;
+                    }
+                    if let Some((_, p)) = self.pieces.pop_first() {
+                        self.inorder.extend(&p);
+                    }
+                }
+            }
+            self.nxt = re;
+            if self.last_changed == Some(rs) {
+                self.last_changed = None;
+            }
+        }
+        if any {
+            // In record mode the data was handed up already: the new in-order point is reported on
+            // the chunks that follow and by `Connection::rcv_nxt`.
+        }
+        any
+    }
+
+    /// Byte mode: reads in-order octets.
+    pub fn read(&mut self, buf: &mut [u8]) -> usize {
+        let n = buf.len().min(self.inorder.len());
+        let (a, b) = self.inorder.as_slices();
+        let k = n.min(a.len());
+        buf[..k].copy_from_slice(&a[..k]);
+        buf[k..n].copy_from_slice(&b[..n - k]);
+        self.inorder.drain(..n);
+        n
+    }
+
+    /// Unread in-order octets (byte mode).
+    pub fn readable(&self) -> usize {
+        self.inorder.len()
+    }
+
+    /// Record mode: the next committed chunk.
+    pub fn pop_chunk(&mut self) -> Option<RxChunk> {
+        let c = self.chunks.pop_front()?;
+        self.chunk_bytes -= c.data.len() as u64;
+        Some(c)
+    }
+
+    /// Switches to record mode: unread in-order bytes and held out-of-order pieces become chunks.
+    pub fn enter_record_mode(&mut self, seq_of: impl Fn(u64) -> SeqNum) {
+        if self.record_mode {
+            return;
+        }
+        self.record_mode = true;
+        if !self.inorder.is_empty() {
+            let data: Vec<u8> = self.inorder.drain(..).collect();
+            let off = self.nxt - data.len() as u64;
+            self.push_chunk(off, data, true, &seq_of);
+        }
+        let pieces = std::mem::take(&mut self.pieces);
+        for (off, p) in pieces {
+            self.push_chunk(off, p, false, &seq_of);
+        }
+    }
+}
+
+impl Drop for RecvBuffer {
+    fn drop(&mut self) {
+        if let Some(b) = &self.budget {
+            b.release(self.ooo_bytes as usize);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIM: OooLimits = OooLimits {
+        max_ranges: 4,
+        max_bytes: 1000,
+    };
+    fn seq(o: u64) -> SeqNum {
+        SeqNum(o as u32)
+    }
+
+    #[test]
+    fn byte_mode_reassembles_in_order() {
+        let mut r = RecvBuffer::new(1);
+        assert_eq!(r.accept(6, b"world", seq, LIM).ooo_ranges, 1);
+        assert_eq!(r.readable(), 0);
+        let a = r.accept(1, b"hello", seq, LIM);
+        assert!(a.filled_gap && a.advanced);
+        let mut b = [0u8; 16];
+        let n = r.read(&mut b);
+        assert_eq!(&b[..n], b"helloworld");
+        assert_eq!(r.nxt, 11);
+        assert_eq!(r.ooo_bytes, 0);
+    }
+
+    #[test]
+    fn committed_ooo_data_never_changes_and_is_handed_up_once_mpa_13_14() {
+        let mut r = RecvBuffer::new(1);
+        r.record_mode = true;
+        r.accept(11, b"KLMNO", seq, LIM);
+        // A different overlapping copy: only the new octets are committed.
+        let a = r.accept(9, b"xxyyyyyQ", seq, LIM);
+        assert_eq!(a.dup_bytes, 5);
+        let mut got = vec![];
+        while let Some(c) = r.pop_chunk() {
+            got.push((c.offset, c.data, c.in_order));
+        }
+        assert_eq!(
+            got,
+            vec![
+                (10, b"KLMNO".to_vec(), false),
+                (8, b"xx".to_vec(), false),
+                (15, b"Q".to_vec(), false)
+            ]
+        );
+        let a = r.accept(1, b"abcdefghij", seq, LIM);
+        assert_eq!(a.new_bytes, 8);
+        assert_eq!(a.dup_bytes, 2);
+        let c = r.pop_chunk().unwrap();
+        assert_eq!(
+            (c.offset, c.data.as_slice(), c.in_order),
+            (0, &b"abcdefgh"[..], true)
+        );
+        assert_eq!(r.nxt, 17);
+        assert!(r.pop_chunk().is_none());
+    }
+
+    #[test]
+    fn ooo_memory_is_bounded_per_connection_and_globally() {
+        let budget = OooBudget::new(150);
+        let mut r = RecvBuffer::new(1);
+        r.set_budget(budget.clone());
+        for k in 0..10u64 {
+            r.accept(100 + k * 200, &[1u8; 100], seq, LIM);
+        }
+        assert_eq!(
+            r.ranges().len(),
+            1,
+            "global budget admits one 100-octet range"
+        );
+        assert_eq!(budget.used(), 100);
+        drop(r);
+        assert_eq!(budget.used(), 0);
+        let mut r = RecvBuffer::new(1);
+        for k in 0..10u64 {
+            r.accept(100 + k * 20, &[1u8; 10], seq, LIM);
+        }
+        assert_eq!(r.ranges().len(), LIM.max_ranges);
+    }
+
+    #[test]
+    fn switch_to_record_mode_keeps_unread_bytes() {
+        let mut r = RecvBuffer::new(1);
+        r.accept(1, b"startupFPDU", seq, LIM);
+        let mut b = [0u8; 7];
+        r.read(&mut b);
+        r.accept(20, b"ooo", seq, LIM);
+        r.enter_record_mode(seq);
+        let c = r.pop_chunk().unwrap();
+        assert_eq!((c.offset, c.data.as_slice()), (7, &b"FPDU"[..]));
+        let c = r.pop_chunk().unwrap();
+        assert_eq!((c.offset, c.in_order), (19, false));
+    }
+}

@@ -1,1 +1,0 @@
-//! Seeded, deterministic simulated IP link with virtual time (tests and benchmarks).

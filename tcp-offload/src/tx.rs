@@ -1,0 +1,360 @@
+//! The send side's data: queued records (or byte-stream data), where their bytes come from, and how
+//! new segments are cut so that each begins with a record and holds only whole records (MPA §5.3,
+//! "header alignment").
+//!
+//! Record bytes are not necessarily kept here: a record handed in with [`crate::Connection::send_record`]
+//! is tracked as `(offset, len, id)` and its bytes are (re)written into the outgoing frame by the
+//! caller's [`RecordSource`] at every (re)transmission. Records handed in with bytes
+//! (`send_record_bytes`) and byte-stream data are kept in an owned buffer.
+
+use std::collections::VecDeque;
+
+/// An opaque record identifier chosen by the caller (e.g. an index into its own FPDU table).
+pub type RecordId = u64;
+
+/// Produces record bytes on demand: at first transmission and again at every retransmission.
+pub trait RecordSource {
+    /// Writes octets `[offset, offset + dst.len())` of record `id` into `dst`.
+    fn write_record(&mut self, id: RecordId, offset: u32, dst: &mut [u8]);
+}
+
+/// A [`RecordSource`] for connections that only use owned data; writes zeros if asked.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoRecordSource;
+
+impl RecordSource for NoRecordSource {
+    fn write_record(&mut self, _id: RecordId, _offset: u32, dst: &mut [u8]) {
+        dst.fill(0);
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ChunkKind {
+    /// Byte-stream data (may be cut anywhere), bytes in the owned buffer at `owned`.
+    Bytes { owned: u64 },
+    /// A record with its bytes in the owned buffer at `owned`.
+    OwnedRecord { owned: u64 },
+    /// A record whose bytes the caller's [`RecordSource`] writes.
+    External { id: RecordId },
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Chunk {
+    off: u64,
+    len: u32,
+    kind: ChunkKind,
+}
+
+impl Chunk {
+    fn end(&self) -> u64 {
+        self.off + u64::from(self.len)
+    }
+    fn is_record(&self) -> bool {
+        !matches!(self.kind, ChunkKind::Bytes { .. })
+    }
+}
+
+/// Why a new segment does not end on a record boundary (MPA §5.3 exceptions).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Split {
+    /// The record is larger than the EMSS.
+    Emss,
+    /// The peer's window is smaller than the record.
+    Window,
+}
+
+/// The plan for the next new-data segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Plan {
+    /// Nothing queued.
+    Empty,
+    /// Send `len` octets; `split` says when this breaks header alignment.
+    Send { len: u32, split: Option<Split> },
+    /// The next record does not fit the window / cwnd yet; wait (or take the window exception).
+    Blocked { need: u32 },
+}
+
+/// Queued, not yet acknowledged send data in stream offsets (offset 1 = first data octet).
+#[derive(Debug)]
+pub(crate) struct SendBuffer {
+    chunks: VecDeque<Chunk>,
+    owned: VecDeque<u8>,
+    owned_base: u64,
+    owned_end: u64,
+    /// Offset after the last queued octet.
+    pub end: u64,
+    /// Octets queued and not yet acknowledged.
+    pub queued: u64,
+}
+
+impl SendBuffer {
+    pub fn new(start: u64) -> Self {
+        SendBuffer {
+            chunks: VecDeque::new(),
+            owned: VecDeque::new(),
+            owned_base: 0,
+            owned_end: 0,
+            end: start,
+            queued: 0,
+        }
+    }
+
+    fn push(&mut self, len: u32, kind: ChunkKind) {
+        self.chunks.push_back(Chunk {
+            off: self.end,
+            len,
+            kind,
+        });
+        self.end += u64::from(len);
+        self.queued += u64::from(len);
+    }
+
+    /// Appends byte-stream data (extends the last byte chunk when it has not been cut yet).
+    pub fn push_bytes(&mut self, data: &[u8]) {
+        if data.is_empty() {
+            return;
+        }
+        let owned = self.owned_end;
+        self.owned.extend(data);
+        self.owned_end += data.len() as u64;
+        if let Some(last) = self.chunks.back_mut() {
+            if matches!(last.kind, ChunkKind::Bytes { .. })
+                && last.len as u64 + data.len() as u64 <= u64::from(u32::MAX)
+            {
+                last.len += data.len() as u32;
+                self.end += data.len() as u64;
+                self.queued += data.len() as u64;
+                return;
+            }
+        }
+        self.push(data.len() as u32, ChunkKind::Bytes { owned });
+    }
+
+    /// Appends a record whose bytes we keep.
+    pub fn push_owned_record(&mut self, data: &[u8]) {
+        let owned = self.owned_end;
+        self.owned.extend(data);
+        self.owned_end += data.len() as u64;
+        self.push(data.len() as u32, ChunkKind::OwnedRecord { owned });
+    }
+
+    /// Appends a record whose bytes the caller rebuilds.
+    pub fn push_external_record(&mut self, len: u32, id: RecordId) {
+        self.push(len, ChunkKind::External { id });
+    }
+
+    /// Drops chunks wholly below `una`; calls `acked` for each external record released.
+    pub fn release(&mut self, una: u64, mut acked: impl FnMut(RecordId)) {
+        while let Some(c) = self.chunks.front() {
+            if c.end() > una {
+                break;
+            }
+            let c = *c;
+            self.chunks.pop_front();
+            self.queued -= u64::from(c.len);
+            match c.kind {
+                ChunkKind::Bytes { owned } | ChunkKind::OwnedRecord { owned } => {
+                    let to = owned + u64::from(c.len);
+                    let n = (to - self.owned_base) as usize;
+                    self.owned.drain(..n.min(self.owned.len()));
+                    self.owned_base = to;
+                }
+                ChunkKind::External { id } => acked(id),
+            }
+        }
+    }
+
+    fn index_of(&self, off: u64) -> Option<usize> {
+        let i = self.chunks.partition_point(|c| c.end() <= off);
+        (i < self.chunks.len() && self.chunks[i].off <= off).then_some(i)
+    }
+
+    /// True when `off` is the first octet of a record (or inside byte-stream data, where any cut is fine).
+    pub fn is_boundary(&self, off: u64) -> bool {
+        match self.index_of(off) {
+            Some(i) => {
+                let c = &self.chunks[i];
+                !c.is_record() || c.off == off
+            }
+            None => true,
+        }
+    }
+
+    /// Plans the next new segment starting at `nxt`: at most `emss` octets and `room` octets
+    /// (window and cwnd). Whole records only, packing several when `pack`.
+    pub fn plan(&self, nxt: u64, emss: u32, room: u32, pack: bool) -> Plan {
+        let Some(i) = self.index_of(nxt) else {
+            return Plan::Empty;
+        };
+        let c = self.chunks[i];
+        let rem = (c.end() - nxt) as u32;
+        let limit = emss.min(room);
+        if !c.is_record() {
+            // Byte stream: ordinary TCP segmentation (MPA-08), stopping at the end of the byte run.
+            return if limit == 0 {
+                Plan::Blocked { need: 1 }
+            } else {
+                Plan::Send {
+                    len: rem.min(limit),
+                    split: None,
+                }
+            };
+        }
+        if rem > emss {
+            // MPA §5.3 exception: the record cannot fit one segment at all.
+            return if room >= emss {
+                Plan::Send {
+                    len: emss,
+                    split: Some(Split::Emss),
+                }
+            } else {
+                Plan::Blocked { need: emss }
+            };
+        }
+        if rem > room {
+            return Plan::Blocked { need: rem };
+        }
+        let mut len = rem;
+        if pack && nxt == c.off {
+            for n in self.chunks.iter().skip(i + 1) {
+                if !n.is_record() || len + n.len > limit {
+                    break;
+                }
+                len += n.len;
+            }
+        }
+        Plan::Send { len, split: None }
+    }
+
+    /// Writes octets `[off, off + dst.len())` into `dst`, from the owned buffer or the source.
+    pub fn fill(&self, off: u64, dst: &mut [u8], src: &mut dyn RecordSource) {
+        let mut pos = off;
+        let mut at = 0usize;
+        let Some(mut i) = self.index_of(off) else {
+            dst.fill(0);
+            return;
+        };
+        while at < dst.len() {
+            let Some(c) = self.chunks.get(i) else {
+                dst[at..].fill(0);
+                return;
+            };
+            let within = (pos - c.off) as u32;
+            let n = ((c.len - within) as usize).min(dst.len() - at);
+            let out = &mut dst[at..at + n];
+            match c.kind {
+                ChunkKind::Bytes { owned } | ChunkKind::OwnedRecord { owned } => {
+                    let start = (owned + u64::from(within) - self.owned_base) as usize;
+                    let (a, b) = self.owned.as_slices();
+                    copy_from_split(a, b, start, out);
+                }
+                ChunkKind::External { id } => src.write_record(id, within, out),
+            }
+            at += n;
+            pos += n as u64;
+            i += 1;
+        }
+    }
+}
+
+/// Copies `out.len()` octets starting at `start` from the two halves of a ring buffer.
+fn copy_from_split(a: &[u8], b: &[u8], start: usize, out: &mut [u8]) {
+    let n = out.len();
+    if start >= a.len() {
+        let s = start - a.len();
+        out.copy_from_slice(&b[s..s + n]);
+    } else if start + n <= a.len() {
+        out.copy_from_slice(&a[start..start + n]);
+    } else {
+        let k = a.len() - start;
+        out[..k].copy_from_slice(&a[start..]);
+        out[k..].copy_from_slice(&b[..n - k]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Pattern;
+    impl RecordSource for Pattern {
+        fn write_record(&mut self, id: RecordId, offset: u32, dst: &mut [u8]) {
+            for (k, b) in dst.iter_mut().enumerate() {
+                *b = (id as u8)
+                    .wrapping_mul(31)
+                    .wrapping_add((offset as usize + k) as u8);
+            }
+        }
+    }
+
+    #[test]
+    fn packs_whole_records_up_to_emss() {
+        let mut s = SendBuffer::new(1);
+        for id in 0..5 {
+            s.push_external_record(400, id);
+        }
+        assert_eq!(
+            s.plan(1, 1000, 100_000, true),
+            Plan::Send {
+                len: 800,
+                split: None
+            }
+        );
+        assert_eq!(
+            s.plan(1, 1000, 100_000, false),
+            Plan::Send {
+                len: 400,
+                split: None
+            }
+        );
+        assert_eq!(s.plan(1, 1000, 300, true), Plan::Blocked { need: 400 });
+        assert_eq!(s.plan(2001, 1000, 1000, true), Plan::Empty);
+        assert!(s.is_boundary(401) && !s.is_boundary(402));
+    }
+
+    #[test]
+    fn record_larger_than_emss_is_an_exception_mpa_s5_3() {
+        let mut s = SendBuffer::new(1);
+        s.push_external_record(3000, 9);
+        assert_eq!(
+            s.plan(1, 1000, 10_000, true),
+            Plan::Send {
+                len: 1000,
+                split: Some(Split::Emss)
+            }
+        );
+        // The tail (1000 octets) fits: no exception for it.
+        assert_eq!(
+            s.plan(2001, 1000, 10_000, true),
+            Plan::Send {
+                len: 1000,
+                split: None
+            }
+        );
+    }
+
+    #[test]
+    fn fill_rebuilds_bytes_from_owned_and_external() {
+        let mut s = SendBuffer::new(1);
+        s.push_bytes(b"hello ");
+        s.push_bytes(b"world");
+        s.push_external_record(8, 3);
+        s.push_owned_record(b"OWN!");
+        let mut out = [0u8; 23];
+        s.fill(1, &mut out, &mut Pattern);
+        assert_eq!(&out[..11], b"hello world");
+        let mut exp = [0u8; 8];
+        Pattern.write_record(3, 0, &mut exp);
+        assert_eq!(&out[11..19], &exp);
+        assert_eq!(&out[19..], b"OWN!");
+        // Release the byte chunk: later fills still find the right bytes.
+        let mut acked = vec![];
+        s.release(12, |id| acked.push(id));
+        s.release(20, |id| acked.push(id));
+        assert_eq!(acked, vec![3]);
+        let mut out = [0u8; 2];
+        s.fill(21, &mut out, &mut Pattern);
+        assert_eq!(&out, b"WN");
+        assert_eq!(s.queued, 4);
+    }
+}

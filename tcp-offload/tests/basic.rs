@@ -1,0 +1,50 @@
+//! Lossless open / data / close between two of our connections.
+
+mod harness;
+
+use std::time::Duration;
+
+use harness::Pair;
+use tcp_offload::{Config, Event, State};
+
+fn payload(n: usize) -> Vec<u8> {
+    (0..n).map(|i| (i * 7 + i / 251) as u8).collect()
+}
+
+#[test]
+fn open_transfer_close_lossless() {
+    let mut p = Pair::new(Config::default(), Config::default());
+    assert!(p.run_until(Duration::from_secs(5), |p| p.a.state()
+        == State::Established
+        && p.b.state() == State::Established));
+    assert_eq!(p.a.poll_event(), Some(Event::Connected));
+    let data = payload(300_000);
+    let mut sent = 0;
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 65536];
+    let ok = p.run_until(Duration::from_secs(60), |p| {
+        if sent < data.len() {
+            sent += p.a.send(&data[sent..]).unwrap();
+        }
+        loop {
+            let n = p.b.recv(&mut buf);
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&buf[..n]);
+        }
+        got.len() == data.len()
+    });
+    assert!(ok, "got {} of {}", got.len(), data.len());
+    assert_eq!(got, data);
+    p.a.close(p.now);
+    assert!(p.run_until(Duration::from_secs(5), |p| p.b.state() == State::CloseWait));
+    p.b.close(p.now);
+    assert!(
+        p.run_until(Duration::from_secs(5), |p| p.a.state() == State::TimeWait
+            && p.b.state() == State::Closed)
+    );
+    assert!(p.run_until(Duration::from_secs(120), |p| p.a.state() == State::Closed));
+    assert_eq!(p.a.counters().retransmits, 0);
+    assert_eq!(p.b.counters().retransmits, 0);
+}

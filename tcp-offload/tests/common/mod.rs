@@ -1,0 +1,249 @@
+//! Shared machinery of the simulation tests: addresses, a bulk-transfer runner that wires two
+//! transports, their apps and link audits together, a parallel seed runner and case summaries.
+#![allow(dead_code)]
+
+pub mod smol;
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use tcp_offload::sim::{
+    mix64, AuditStats, BulkApp, BulkConfig, Host, LinkConfig, LinkStats, SegmentAudit,
+    SegmentRange, Side, Sim, SimConfig, SimReport, SimTime, Transport, TransportStats, VerifyStats,
+};
+
+/// The connecting side (simulation side A).
+pub const CLIENT_IP: [u8; 4] = [198, 18, 0, 1];
+/// The listening side (simulation side B).
+pub const SERVER_IP: [u8; 4] = [198, 18, 0, 2];
+/// Server port.
+pub const SERVER_PORT: u16 = 5000;
+/// Client port.
+pub const CLIENT_PORT: u16 = 49152;
+
+/// Which end of the connection a transport plays.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Active open.
+    Client,
+    /// Passive open.
+    Server,
+}
+
+/// Seed of the stream a side sends in run `seed`.
+pub fn stream_seed(seed: u64, side: Side) -> u64 {
+    mix64(
+        seed.wrapping_mul(2)
+            .wrapping_add(if side == Side::A { 1 } else { 2 }),
+    )
+}
+
+/// Everything measured in one run.
+#[derive(Clone, Debug, Default)]
+pub struct Outcome {
+    /// Run seed.
+    pub seed: u64,
+    /// Link counters and end time.
+    pub report: SimReport,
+    /// Link audits of what A and B sent.
+    pub audit: [AuditStats; 2],
+    /// First unaligned segments of A and B, if any.
+    pub unaligned: [Vec<SegmentRange>; 2],
+    /// Transport counters of A and B.
+    pub transport: [TransportStats; 2],
+    /// Receive verification of A and B.
+    pub verify: [VerifyStats; 2],
+    /// When each side left the handshake.
+    pub established: [Option<SimTime>; 2],
+    /// When each side's app finished (its connection closed).
+    pub done: [Option<SimTime>; 2],
+    /// RSTs each side sent before its own connection had closed cleanly. (A fully closed
+    /// endpoint answers a late, reordered segment with RST, as RFC 9293 §3.10.7.1 says; those
+    /// do not count.)
+    pub rst_before_close: [u64; 2],
+}
+
+/// One bulk run: A (client) and B (server) each send their stream and verify the other's,
+/// both close, done when both are closed. Audits watch what each side sends.
+#[allow(clippy::too_many_arguments)]
+pub fn run_bulk<A: Transport, B: Transport>(
+    seed: u64,
+    a: A,
+    b: B,
+    cfg_a: BulkConfig,
+    cfg_b: BulkConfig,
+    a_to_b: LinkConfig,
+    b_to_a: LinkConfig,
+    audits: [SegmentAudit; 2],
+    limits: SimConfig,
+) -> Result<Outcome, String> {
+    let host_a = Host::new(a, BulkApp::new(cfg_a));
+    let host_b = Host::new(b, BulkApp::new(cfg_b));
+    let mut sim = Sim::new(seed, host_a, host_b, a_to_b, b_to_a)
+        .map_err(|e| format!("{e:?}"))?
+        .with_config(limits);
+    let audits = Rc::new(RefCell::new(audits));
+    let tap = Rc::clone(&audits);
+    let rsts: Rc<RefCell<Vec<(Side, SimTime)>>> = Rc::default();
+    let rst_tap = Rc::clone(&rsts);
+    sim.add_tap(move |side, now, p| {
+        let mut audits = tap.borrow_mut();
+        let before = audits[side as usize].stats().rst;
+        audits[side as usize].observe(p);
+        if audits[side as usize].stats().rst > before {
+            rst_tap.borrow_mut().push((side, now));
+        }
+    });
+    let result = sim.run();
+    let audits = audits.borrow();
+    let done = [sim.a.app.done_at, sim.b.app.done_at];
+    let mut rst_before_close = [0; 2];
+    for &(side, at) in rsts.borrow().iter() {
+        if !matches!(done[side as usize], Some(d) if d <= at) {
+            rst_before_close[side as usize] += 1;
+        }
+    }
+    let out = Outcome {
+        seed,
+        report: sim.report(),
+        audit: [audits[0].stats(), audits[1].stats()],
+        unaligned: [
+            audits[0].unaligned_examples().to_vec(),
+            audits[1].unaligned_examples().to_vec(),
+        ],
+        transport: [sim.a.transport.stats(), sim.b.transport.stats()],
+        verify: [sim.a.app.verify_stats(), sim.b.app.verify_stats()],
+        established: [sim.a.app.established_at, sim.b.app.established_at],
+        done,
+        rst_before_close,
+    };
+    match result {
+        Ok(_) => Ok(out),
+        Err(e) => Err(format!(
+            "seed {seed}: {e}; links a->b {:?} b->a {:?}",
+            out.report.a_to_b, out.report.b_to_a
+        )),
+    }
+}
+
+/// Runs `f` for every seed on up to `threads` threads; results in seed order.
+pub fn par_seeds<T: Send>(seeds: &[u64], threads: usize, f: impl Fn(u64) -> T + Sync) -> Vec<T> {
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<(usize, T)>> = Mutex::new(Vec::with_capacity(seeds.len()));
+    let threads = threads.clamp(1, seeds.len().max(1));
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&seed) = seeds.get(i) else { break };
+                let r = f(seed);
+                results.lock().unwrap().push((i, r));
+            });
+        }
+    });
+    let mut results = results.into_inner().unwrap();
+    results.sort_by_key(|(i, _)| *i);
+    results.into_iter().map(|(_, r)| r).collect()
+}
+
+/// Threads for seed-parallel runs: the machine's parallelism, at most 2 unless
+/// `XWARP_SIM_THREADS` says otherwise.
+pub fn threads() -> usize {
+    std::env::var("XWARP_SIM_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(2)))
+}
+
+/// Totals over the runs of one case.
+#[derive(Clone, Debug, Default)]
+pub struct Summary {
+    /// Runs.
+    pub runs: u64,
+    /// Payload octets verified at the receivers.
+    pub bytes: u64,
+    /// Link counters, both directions.
+    pub link: LinkStats,
+    /// Audits, both directions.
+    pub audit: AuditStats,
+    /// Transport counters, both sides.
+    pub retransmits: u64,
+    /// Counted §5.3 exceptions, both sides.
+    pub exceptions: u64,
+    /// Out-of-order deliveries seen by the receivers.
+    pub ooo_deliveries: u64,
+    /// Largest virtual end time.
+    pub max_end: SimTime,
+    /// Sum of virtual end times in microseconds.
+    pub total_end_us: u64,
+}
+
+impl Summary {
+    /// Folds in one run.
+    pub fn add(&mut self, o: &Outcome) {
+        self.runs += 1;
+        self.bytes += o.verify[0].bytes + o.verify[1].bytes;
+        self.link.add(&o.report.a_to_b);
+        self.link.add(&o.report.b_to_a);
+        self.audit.add(&o.audit[0]);
+        self.audit.add(&o.audit[1]);
+        self.retransmits += o.transport[0].retransmits + o.transport[1].retransmits;
+        self.exceptions +=
+            o.transport[0].unaligned_exceptions + o.transport[1].unaligned_exceptions;
+        self.ooo_deliveries += o.verify[0].ooo_deliveries + o.verify[1].ooo_deliveries;
+        self.max_end = self.max_end.max(o.report.end);
+        self.total_end_us += o.report.end.as_micros();
+    }
+
+    /// One line for the test log.
+    pub fn line(&self, case: &str) -> String {
+        let mean_ms = self.total_end_us / self.runs.max(1) / 1000;
+        format!(
+            "{case}: seeds={} bytes={} pkts={} lost={} reordered={} dup={} corrupt={} retx_segments={} (transport says {}) \
+             unaligned={} exceptions={} ooo_deliveries={} rst={} sim_time mean={}ms max={}",
+            self.runs,
+            self.bytes,
+            self.link.sent,
+            self.link.lost,
+            self.link.reordered,
+            self.link.duplicated,
+            self.link.corrupted,
+            self.audit.retx,
+            self.retransmits,
+            self.audit.unaligned(),
+            self.exceptions,
+            self.ooo_deliveries,
+            self.audit.rst,
+            mean_ms,
+            self.max_end,
+        )
+    }
+}
+
+/// The link settings of the matrix, by name.
+pub fn link_case(name: &str) -> LinkConfig {
+    use std::time::Duration;
+    // 5 ms one way, 100 Mbit/s with 1 MiB of queue (never full for one flow of 256 KiB windows).
+    let base = LinkConfig::default()
+        .with_delay(Duration::from_millis(5))
+        .with_rate(12_500_000, 1 << 20);
+    match name {
+        "clean" => base,
+        "loss1" => base.with_loss(0.01),
+        "loss5" => base.with_loss(0.05),
+        // Heavy reordering: 4 ms of jitter against 120 us per full packet (about 30 packets
+        // deep), plus a fifth of the packets held back by 15 ms (three times the delay).
+        "reorder" => base
+            .with_jitter(Duration::from_millis(4))
+            .with_reorder(0.2, Duration::from_millis(15)),
+        "hostile" => base
+            .with_loss(0.02)
+            .with_jitter(Duration::from_millis(3))
+            .with_reorder(0.05, Duration::from_millis(10))
+            .with_duplicate(0.02)
+            .with_corrupt(0.02),
+        other => panic!("unknown link case {other}"),
+    }
+}
