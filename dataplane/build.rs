@@ -33,7 +33,10 @@ fn main() {
             cmd.arg("-I").arg(multiarch);
         }
     }
-    cmd.arg("-c").arg(bpf_dir.join("xwarp_steer.bpf.c")).arg("-o").arg(&out);
+    cmd.arg("-c")
+        .arg(bpf_dir.join("xwarp_steer.bpf.c"))
+        .arg("-o")
+        .arg(&out);
     let status = cmd
         .status()
         .unwrap_or_else(|e| panic!("xwarp: could not run {clang}: {e}"));

@@ -22,7 +22,12 @@ const STEERED: u16 = 4791;
 const PASSED: u16 = 5001;
 
 /// Receives frames on `q` until `want` of them satisfy `accept` or `timeout` passes.
-fn collect(q: &mut XskQueue, timeout: Duration, want: usize, accept: impl Fn(&[u8]) -> bool) -> usize {
+fn collect(
+    q: &mut XskQueue,
+    timeout: Duration,
+    want: usize,
+    accept: impl Fn(&[u8]) -> bool,
+) -> usize {
     let deadline = Instant::now() + timeout;
     let mut got = 0;
     let mut rx: Vec<Frame> = Vec::new();
@@ -56,7 +61,10 @@ fn steered_port_reaches_af_xdp_and_the_rest_passes_to_the_kernel() {
     let prog = XdpProgram::attach(&ifb, AttachPolicy::NativeOnly).expect("native XDP on veth");
     assert_eq!(prog.mode(), AttachMode::Native);
     let mut q = XskQueue::new(&ifb, 0, XskConfig::default()).expect("AF_XDP socket");
-    assert!(!q.is_zero_copy(), "veth offers no zero-copy: copy mode expected");
+    assert!(
+        !q.is_zero_copy(),
+        "veth offers no zero-copy: copy mode expected"
+    );
     prog.register_socket(0, q.fd()).unwrap();
     prog.steer_port(STEERED, PortKind::Listen).unwrap();
     assert_eq!(prog.port_kind(STEERED).unwrap(), Some(PortKind::Listen));
@@ -78,7 +86,10 @@ fn steered_port_reaches_af_xdp_and_the_rest_passes_to_the_kernel() {
     let client = {
         let ns_a = tb.netns_name(Side::A).to_owned();
         thread::spawn(move || {
-            let _g = dataplane::xdp::netns::NetNs::named(&ns_a).unwrap().enter().unwrap();
+            let _g = dataplane::xdp::netns::NetNs::named(&ns_a)
+                .unwrap()
+                .enter()
+                .unwrap();
             let steered = TcpStream::connect_timeout(
                 &SocketAddr::from((ip_b, STEERED)),
                 Duration::from_millis(1500),
@@ -97,8 +108,14 @@ fn steered_port_reaches_af_xdp_and_the_rest_passes_to_the_kernel() {
     let syns = collect(&mut q, Duration::from_secs(5), 1, |f| is_syn_to(f, STEERED));
     let (steered_connected, echo) = client.join().unwrap();
     server.join().unwrap();
-    assert!(syns >= 1, "the SYN to the steered port arrives in the AF_XDP socket");
-    assert!(!steered_connected, "the kernel in B never saw the steered SYN");
+    assert!(
+        syns >= 1,
+        "the SYN to the steered port arrives in the AF_XDP socket"
+    );
+    assert!(
+        !steered_connected,
+        "the kernel in B never saw the steered SYN"
+    );
     assert_eq!(&echo, b"hello");
 
     let rtt = {
@@ -107,14 +124,24 @@ fn steered_port_reaches_af_xdp_and_the_rest_passes_to_the_kernel() {
             .map(|seq| icmp_echo(ip_b, 0x7777, seq, Duration::from_secs(2)).unwrap())
             .collect::<Vec<_>>()
     };
-    assert!(rtt.iter().all(Option::is_some), "ICMP echo passes to B's kernel: {rtt:?}");
+    assert!(
+        rtt.iter().all(Option::is_some),
+        "ICMP echo passes to B's kernel: {rtt:?}"
+    );
 
     let moved = prog.counters().unwrap().since(&before);
     assert!(moved.redirected >= 1, "{moved:?}");
-    assert!(moved.passed >= 4, "ARP, ICMP and the passed TCP connection: {moved:?}");
+    assert!(
+        moved.passed >= 4,
+        "ARP, ICMP and the passed TCP connection: {moved:?}"
+    );
     assert_eq!(moved.malformed, 0, "{moved:?}");
     let occ = q.occupancy();
-    assert_eq!(occ.in_fill, XskConfig::default().fill_target(), "fill ring topped up: {occ:?}");
+    assert_eq!(
+        occ.in_fill,
+        XskConfig::default().fill_target(),
+        "fill ring topped up: {occ:?}"
+    );
 }
 
 /// Requirement (issue 4): malformed frames are dropped and counted; a steered port without a
@@ -136,8 +163,16 @@ fn malformed_frames_are_counted_and_unsocketed_steering_passes() {
     let before = prog.counters().unwrap();
     let _ns = tb.enter(Side::A).unwrap();
     let sock = PacketSocket::open(tb.ifname(Side::A)).unwrap();
-    let a = RawEndpoint { mac: [2, 0, 0, 0, 0, 1], ip: tb.ip(Side::A), port: 40000 };
-    let b = RawEndpoint { mac: mac_b, ip: tb.ip(Side::B), port: STEERED };
+    let a = RawEndpoint {
+        mac: [2, 0, 0, 0, 0, 1],
+        ip: tb.ip(Side::A),
+        port: 40000,
+    };
+    let b = RawEndpoint {
+        mac: mac_b,
+        ip: tb.ip(Side::B),
+        port: STEERED,
+    };
     let mut good = [0u8; 128];
     let len = build_tcp_frame(&mut good, &a, &b, 1, b"x").unwrap();
     let mut bad: Vec<Vec<u8>> = Vec::new();
@@ -192,8 +227,16 @@ fn af_xdp_transmission_reaches_the_peer() {
     let mut q = XskQueue::new(&ifb, 0, XskConfig::default()).unwrap();
     prog.register_socket(0, q.fd()).unwrap();
     let hop = resolve_next_hop(tb.ip(Side::A).into(), Duration::from_secs(3)).unwrap();
-    let src = RawEndpoint { mac: hop.src_mac, ip: tb.ip(Side::B), port: STEERED };
-    let dst = RawEndpoint { mac: hop.dst_mac, ip: tb.ip(Side::A), port: 40123 };
+    let src = RawEndpoint {
+        mac: hop.src_mac,
+        ip: tb.ip(Side::B),
+        port: STEERED,
+    };
+    let dst = RawEndpoint {
+        mac: hop.dst_mac,
+        ip: tb.ip(Side::A),
+        port: 40123,
+    };
     let mut f = q.alloc().unwrap();
     let len = build_tcp_frame(q.data_mut_full(&mut f), &src, &dst, 99, b"from AF_XDP").unwrap();
     q.set_len(&mut f, len).unwrap();
@@ -202,7 +245,9 @@ fn af_xdp_transmission_reaches_the_peer() {
     assert_eq!(q.send(&mut batch), 1);
     assert!(batch.is_empty(), "the sent token left the batch");
     let got = capture
-        .recv_matching(Duration::from_secs(3), |fr| tcp_payload(fr) == Some(&b"from AF_XDP"[..]))
+        .recv_matching(Duration::from_secs(3), |fr| {
+            tcp_payload(fr) == Some(&b"from AF_XDP"[..])
+        })
         .unwrap()
         .expect("the peer namespace receives the AF_XDP frame");
     assert_eq!(got, sent_bytes);

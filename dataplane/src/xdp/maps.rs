@@ -69,7 +69,9 @@ impl Counters {
             redirected: self.redirected.wrapping_sub(earlier.redirected),
             passed: self.passed.wrapping_sub(earlier.passed),
             malformed: self.malformed.wrapping_sub(earlier.malformed),
-            steered_no_socket: self.steered_no_socket.wrapping_sub(earlier.steered_no_socket),
+            steered_no_socket: self
+                .steered_no_socket
+                .wrapping_sub(earlier.steered_no_socket),
         }
     }
 }
@@ -96,8 +98,14 @@ mod tests {
         assert_eq!(define("XWARP_PROG_NAME"), format!("\"{PROG_NAME}\""));
         assert_eq!(define("XWARP_PORTS_MAX"), PORTS_MAX.to_string());
         assert_eq!(define("XWARP_XSKS_MAX"), XSKS_MAX.to_string());
-        assert_eq!(define("XWARP_PORT_LISTEN"), PortKind::Listen.value().to_string());
-        assert_eq!(define("XWARP_PORT_ACTIVE"), PortKind::ActiveOpen.value().to_string());
+        assert_eq!(
+            define("XWARP_PORT_LISTEN"),
+            PortKind::Listen.value().to_string()
+        );
+        assert_eq!(
+            define("XWARP_PORT_ACTIVE"),
+            PortKind::ActiveOpen.value().to_string()
+        );
     }
 
     #[test]

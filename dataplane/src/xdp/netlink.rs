@@ -188,8 +188,10 @@ impl RtNetlink {
 
     /// The neighbour table entries of `ifindex` (all families).
     pub fn neighbours(&mut self, ifindex: u32) -> Result<Vec<Neighbour>, XdpError> {
-        let replies =
-            self.request(RouteNetlinkMessage::GetNeighbour(NeighbourMessage::default()), true)?;
+        let replies = self.request(
+            RouteNetlinkMessage::GetNeighbour(NeighbourMessage::default()),
+            true,
+        )?;
         Ok(replies
             .into_iter()
             .filter_map(|m| match m {

@@ -19,11 +19,6 @@ impl NetNs {
         Self::open("/proc/thread-self/ns/net")
     }
 
-    /// The namespace of pid 1: the host's.
-    pub fn initial() -> io::Result<Self> {
-        Self::open("/proc/1/ns/net")
-    }
-
     /// A namespace created by `ip netns add NAME`.
     pub fn named(name: &str) -> io::Result<Self> {
         Self::open(Path::new("/run/netns").join(name))
@@ -53,11 +48,6 @@ impl NetNs {
         setns(&self.fd)?;
         Ok(NetNsGuard { previous })
     }
-}
-
-/// Whether the calling thread is in the host's namespace (checked before any per-netns sysctl).
-pub fn current_is_initial() -> io::Result<bool> {
-    NetNs::initial()?.is_current()
 }
 
 /// Restores the thread's previous namespace on drop.

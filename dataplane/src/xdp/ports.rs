@@ -110,7 +110,10 @@ pub fn reserved_ports() -> Result<Vec<LocalPortRange>, XdpError> {
 /// namespace (the setting is per namespace).
 pub fn reserve_local_ports(range: LocalPortRange) -> Result<(), XdpError> {
     let mut all = reserved_ports()?;
-    if all.iter().any(|r| r.first <= range.first && range.last <= r.last) {
+    if all
+        .iter()
+        .any(|r| r.first <= range.first && range.last <= r.last)
+    {
         return Ok(());
     }
     all.push(range);

@@ -450,7 +450,10 @@ impl XdpProgram {
             )
         };
         if ret < 0 {
-            return Err(XdpError::from_neg("register AF_XDP socket (XSKMAP update)", ret));
+            return Err(XdpError::from_neg(
+                "register AF_XDP socket (XSKMAP update)",
+                ret,
+            ));
         }
         Ok(())
     }
@@ -512,7 +515,11 @@ impl XdpProgram {
         if ret < 0 {
             return Err(XdpError::from_neg("detach XDP program", ret));
         }
-        tracing::info!("{}: {PROG_NAME} (id {}) detached", self.ifname, self.prog_id);
+        tracing::info!(
+            "{}: {PROG_NAME} (id {}) detached",
+            self.ifname,
+            self.prog_id
+        );
         Ok(())
     }
 }

@@ -27,7 +27,7 @@ pub struct RawEndpoint {
 }
 
 /// The internet checksum (RFC 1071) of `data`, folded, starting from `sum`.
-fn checksum(mut sum: u32, data: &[u8]) -> u16 {
+pub(crate) fn checksum(mut sum: u32, data: &[u8]) -> u16 {
     let mut chunks = data.chunks_exact(2);
     for c in &mut chunks {
         sum = sum.wrapping_add(u32::from(u16::from_be_bytes([c[0], c[1]])));
@@ -144,6 +144,9 @@ pub struct PingPongConfig {
     pub iterations: u32,
     /// How long to wait for one reply before giving up.
     pub reply_timeout: Duration,
+    /// Spin on the rx ring (lowest latency with a core to spare) instead of sleeping in
+    /// `poll(2)` (better when the kernel's softirq work shares the cores).
+    pub busy_poll: bool,
 }
 
 /// Round-trip times of a ping-pong, in order.
@@ -167,7 +170,9 @@ impl PingPongReport {
 /// [`raw_echo`] on the peer). Replies are matched by the sequence number in the payload.
 pub fn raw_ping_pong(q: &mut XskQueue, cfg: &PingPongConfig) -> Result<PingPongReport, XdpError> {
     if cfg.payload_len < 8 || HEADERS_LEN + cfg.payload_len > q.frame_capacity() {
-        return Err(XdpError::Invalid("payload must be 8.. bytes and fit a frame"));
+        return Err(XdpError::Invalid(
+            "payload must be 8.. bytes and fit a frame",
+        ));
     }
     let mut payload = vec![0u8; cfg.payload_len];
     let mut rx = Vec::with_capacity(64);
@@ -177,8 +182,14 @@ pub fn raw_ping_pong(q: &mut XskQueue, cfg: &PingPongConfig) -> Result<PingPongR
         let seq = u64::from(i);
         payload[..8].copy_from_slice(&seq.to_le_bytes());
         let mut f = q.alloc().ok_or(XdpError::Invalid("no free frame"))?;
-        let len = build_tcp_frame(q.data_mut_full(&mut f), &cfg.local, &cfg.remote, i, &payload)
-            .ok_or(XdpError::Invalid("frame too short"))?;
+        let len = build_tcp_frame(
+            q.data_mut_full(&mut f),
+            &cfg.local,
+            &cfg.remote,
+            i,
+            &payload,
+        )
+        .ok_or(XdpError::Invalid("frame too short"))?;
         q.set_len(&mut f, len)?;
         let start = Instant::now();
         tx.push(f);
@@ -193,6 +204,9 @@ pub fn raw_ping_pong(q: &mut XskQueue, cfg: &PingPongConfig) -> Result<PingPongR
                 q.kick_tx();
                 if start.elapsed() > cfg.reply_timeout {
                     return Err(XdpError::Invalid("no reply within the timeout"));
+                }
+                if !cfg.busy_poll {
+                    q.poll_rx(1)?;
                 }
                 continue;
             }
@@ -213,8 +227,13 @@ pub fn raw_ping_pong(q: &mut XskQueue, cfg: &PingPongConfig) -> Result<PingPongR
 
 /// Echoes frames back to their sender until `count` have been echoed or `timeout` has passed
 /// since the start; returns how many were echoed. Frames that are not Ethernet/IPv4/TCP are
-/// dropped (returned to the pool).
-pub fn raw_echo(q: &mut XskQueue, count: u64, timeout: Duration) -> Result<u64, XdpError> {
+/// dropped (returned to the pool). `busy_poll` as in [`PingPongConfig::busy_poll`].
+pub fn raw_echo(
+    q: &mut XskQueue,
+    count: u64,
+    timeout: Duration,
+    busy_poll: bool,
+) -> Result<u64, XdpError> {
     let start = Instant::now();
     let mut rx: Vec<Frame> = Vec::with_capacity(64);
     let mut tx: Vec<Frame> = Vec::with_capacity(64);
@@ -223,6 +242,9 @@ pub fn raw_echo(q: &mut XskQueue, count: u64, timeout: Duration) -> Result<u64, 
         q.reclaim();
         if q.recv(&mut rx, 64) == 0 {
             q.kick_tx();
+            if !busy_poll {
+                q.poll_rx(1)?;
+            }
             continue;
         }
         for mut f in rx.drain(..) {

@@ -71,7 +71,9 @@ impl XskConfig {
             return Err(XdpError::Invalid("ring size must be a power of two"));
         }
         if !self.frame_size.is_power_of_two() || self.frame_size < 2048 {
-            return Err(XdpError::Invalid("frame size must be a power of two >= 2048"));
+            return Err(XdpError::Invalid(
+                "frame size must be a power of two >= 2048",
+            ));
         }
         if self.frame_count < 2 {
             return Err(XdpError::Invalid("a UMEM needs at least two frames"));
@@ -188,10 +190,12 @@ impl XskQueue {
             .map_err(|_| XdpError::Invalid("interface name has a NUL"))?;
         // Safety: the UMEM was created just above and is not shared, so this (ifname, queue)
         // pair is not yet bound through it; we also inhibit libxdp's program load.
-        let (tx, rx, rings) = unsafe { Socket::new(sock_cfg, &umem, &iface, queue_id) }
-            .map_err(|e| XdpError::Os {
-                op: "create AF_XDP socket",
-                errno: source_errno(&e),
+        let (tx, rx, rings) =
+            unsafe { Socket::new(sock_cfg, &umem, &iface, queue_id) }.map_err(|e| {
+                XdpError::Os {
+                    op: "create AF_XDP socket",
+                    errno: source_errno(&e),
+                }
             })?;
         let (fill, comp) = rings.ok_or(XdpError::Invalid("UMEM unexpectedly shared"))?;
         let zero_copy = is_zero_copy(tx.fd().as_raw_fd())?;
@@ -202,7 +206,10 @@ impl XskQueue {
         );
 
         let owner = NEXT_OWNER.fetch_add(1, Ordering::Relaxed);
-        let free = descs.into_iter().map(|desc| Frame { desc, owner }).collect();
+        let free = descs
+            .into_iter()
+            .map(|desc| Frame { desc, owner })
+            .collect();
         let mut q = Self {
             owner,
             umem,
@@ -262,13 +269,17 @@ impl XskQueue {
 
     /// Moves free frames into the fill ring up to the fill target; returns how many.
     pub fn refill(&mut self) -> usize {
-        let want = self.fill_target.saturating_sub(self.in_fill).min(self.free.len());
+        let want = self
+            .fill_target
+            .saturating_sub(self.in_fill)
+            .min(self.free.len());
         if want == 0 {
             return 0;
         }
         let start = self.free.len() - want;
         self.scratch.clear();
-        self.scratch.extend(self.free[start..].iter().map(|f| f.desc));
+        self.scratch
+            .extend(self.free[start..].iter().map(|f| f.desc));
         // Safety: each descriptor comes from a token of this UMEM held in our free pool, so
         // neither user space nor the kernel uses those frames; the tokens given to the ring
         // are dropped below, so nobody can touch them until the rx ring returns them.
