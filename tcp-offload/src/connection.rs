@@ -135,6 +135,9 @@ pub struct Connection {
     state: State,
     passive: bool,
     from_listen: bool,
+    challenge_window: Option<Instant>,
+    challenge_count: u32,
+    closed_normally: bool,
 
     // Send side (offsets: SYN at 0, data from 1).
     snd: SeqSpace,
@@ -200,6 +203,12 @@ pub struct Connection {
 
     // ACK generation.
     ack_now: bool,
+    /// RFC 5681 §4.2: immediate *duplicate* ACKs (no data) owed, one per out-of-order or
+    /// gap-filling segment (capped), even when several arrived in one batch.
+    dupacks_owed: u8,
+    /// Our FIN is held until then while the peer's data has holes.
+    fin_hold_until: Option<Instant>,
+    fin_hold_over: bool,
     ack_pending: bool,
     segs_since_ack: u32,
     quick_acks: u32,
@@ -237,6 +246,9 @@ impl Connection {
             state: State::Closed,
             passive: false,
             from_listen: false,
+            challenge_window: None,
+            challenge_count: 0,
+            closed_normally: false,
             snd: SeqSpace { isn: iss },
             snd_una: 0,
             snd_nxt: 0,
@@ -285,6 +297,9 @@ impl Connection {
             recovery_point: 0,
             recover: 0,
             ack_now: false,
+            dupacks_owed: 0,
+            fin_hold_until: None,
+            fin_hold_over: false,
             ack_pending: false,
             segs_since_ack: 0,
             probe_due: false,
@@ -347,7 +362,6 @@ impl Connection {
         c.rcv = SeqSpace {
             isn: ack.seq.plus(u32::MAX),
         };
-        c.recv = RecvBuffer::new(1);
         // The cookie SYN-ACK advertised min(recv_buffer, 65535), unscaled.
         c.rcv_edge = 1 + u64::from(c.cfg.recv_buffer.min(65535));
         c.peer_mss = mss;
@@ -427,7 +441,8 @@ impl Connection {
     }
     /// The in-order point as a stream offset (octets of data received in order).
     pub fn rcv_nxt_offset(&self) -> u64 {
-        self.recv.nxt.saturating_sub(1)
+        // The SYN and a received FIN occupy sequence space but no data offset.
+        (self.recv.nxt - u64::from(self.fin_delivered)).saturating_sub(1)
     }
     /// SND.UNA.
     pub fn snd_una(&self) -> SeqNum {
@@ -620,6 +635,7 @@ impl Connection {
     }
 
     fn terminate(&mut self, why: CloseReason) {
+        self.closed_normally = why == CloseReason::Normal && self.state.is_synchronized();
         if self.state != State::Closed {
             self.state = State::Closed;
             self.events.push_back(Event::Closed(why));
@@ -645,6 +661,7 @@ impl Connection {
             self.persist_at,
             self.keepalive_at,
             self.timewait_at,
+            self.fin_hold_until,
         ]
         .into_iter()
         .flatten()
@@ -653,6 +670,10 @@ impl Connection {
 
     /// Runs every timer that expired at `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
+        if self.fin_hold_until.is_some_and(|t| t <= now) {
+            self.fin_hold_until = None;
+            self.fin_hold_over = true;
+        }
         if self.timewait_at.is_some_and(|t| t <= now) {
             self.timewait_at = None;
             self.terminate(CloseReason::Normal);
@@ -773,7 +794,17 @@ impl Connection {
     pub fn handle_segment(&mut self, now: Instant, seg: &Segment<'_>) {
         self.counters.segs_in += 1;
         match self.state {
-            State::Closed => self.reply_rst(seg),
+            State::Closed => {
+                // After an orderly close we still know the stream: a late duplicate of data or FIN
+                // we already acknowledged (reordered, or a peer's spurious retransmission) is
+                // dropped quietly; anything else gets the RST of RFC 9293 §3.10.7.1.
+                let old_dup = self.closed_normally
+                    && !seg.flags.syn
+                    && self.rcv.seq(self.recv.nxt).ge(seg.seq.plus(seg.seg_len()));
+                if !old_dup {
+                    self.reply_rst(seg);
+                }
+            }
             State::Listen => self.segment_in_listen(now, seg),
             State::SynSent => self.segment_in_syn_sent(now, seg),
             _ => self.segment_in_sync(now, seg),
@@ -791,7 +822,7 @@ impl Connection {
     fn on_syn(&mut self, seg: &Segment<'_>, now: Instant) {
         // Record the peer's ISN and options (RFC 9293 §3.10.7.2/3; RFC 7323 §2.2, §3.2; RFC 2018 §2).
         self.rcv = SeqSpace { isn: seg.seq };
-        self.recv = RecvBuffer::new(1);
+        self.recv = self.recv.fresh(1);
         self.rcv_edge = 1;
         self.fin_rcvd = None;
         let o = &seg.options;
@@ -938,8 +969,21 @@ impl Connection {
         }
     }
 
-    fn challenge_ack(&mut self) {
-        // RFC 5961 §3.2, §4.2, §5.2 (rate limiting is left to the caller's budget).
+    /// RFC 5961 §3.2, §4.2, §5.2 challenge ACK, rate-limited per §7 to
+    /// `Config::challenge_acks_per_sec`.
+    fn challenge_ack(&mut self, now: Instant) {
+        if self
+            .challenge_window
+            .is_none_or(|t| now.saturating_duration_since(t) >= Duration::from_secs(1))
+        {
+            self.challenge_window = Some(now);
+            self.challenge_count = 0;
+        }
+        if self.challenge_count >= self.cfg.challenge_acks_per_sec {
+            self.counters.challenge_acks_limited += 1;
+            return;
+        }
+        self.challenge_count += 1;
         self.counters.challenge_acks += 1;
         self.ack_now = true;
     }
@@ -963,6 +1007,8 @@ impl Connection {
         {
             seg.flags.syn = false;
             seg.seq = seg.seq.plus(1);
+            // Our own SYN-ACK may not have gone out yet: acknowledge theirs explicitly.
+            self.ack_now = true;
         }
         // Sequence number as an offset near RCV.NXT (segments with wildly old sequence numbers are
         // simply unacceptable).
@@ -1020,13 +1066,13 @@ impl Connection {
                     _ => self.terminate(CloseReason::Reset),
                 }
             } else {
-                self.challenge_ack();
+                self.challenge_ack(now);
             }
             return;
         }
         // Fourth: SYN in a synchronized state (RFC 5961 §4.2) -> challenge ACK.
         if seg.flags.syn {
-            self.challenge_ack();
+            self.challenge_ack(now);
             return;
         }
         // Fifth: ACK.
@@ -1459,6 +1505,9 @@ impl Connection {
         }
         // RFC 5681 §4.2 / RFC 9293 §3.8.6.3: ACK at once for out-of-order data, gap fills and
         // duplicates; else every second full segment or when the delayed-ACK timer fires.
+        if !a.advanced || a.filled_gap || was_ooo {
+            self.dupacks_owed = self.dupacks_owed.saturating_add(1).min(8);
+        }
         if !a.advanced
             || a.filled_gap
             || was_ooo
@@ -1580,6 +1629,14 @@ impl Connection {
         if self.state == State::TimeWait || self.state == State::Closed {
             return self.send_ack_if_due(now, buf);
         }
+        if self.dupacks_owed > 0 {
+            // Sent apart from data so that the peer counts it as a duplicate ACK (RFC 5681 §2).
+            let owed = self.dupacks_owed - 1;
+            self.ack_now = true;
+            let r = self.send_ack_if_due(now, buf);
+            self.dupacks_owed = owed;
+            return r;
+        }
         if let Some(n) = self.send_retransmission(now, buf, source) {
             return Some(n);
         }
@@ -1693,6 +1750,7 @@ impl Connection {
             ..Default::default()
         };
         let n = self.emit(now, buf, seq, flags, start, len, source, true)?;
+        self.counters.data_segs_out += 1;
         let ts = self.ts_now(now);
         let seg = &mut self.sent[i];
         seg.rexmit = true;
@@ -1719,7 +1777,11 @@ impl Connection {
     ) -> Option<usize> {
         if !matches!(
             self.state,
-            State::Established | State::CloseWait | State::FinWait1 | State::LastAck
+            State::Established
+                | State::CloseWait
+                | State::FinWait1
+                | State::Closing
+                | State::LastAck
         ) {
             return None;
         }
@@ -1775,7 +1837,21 @@ impl Connection {
                 }
             }
         }
-        let fin = fin_pending && self.snd_nxt + u64::from(len) == data_end;
+        let mut fin = fin_pending && self.snd_nxt + u64::from(len) == data_end;
+        if fin && !self.fin_hold_over && !self.recv.ranges().is_empty() {
+            // Hold our FIN (at most two RTOs) while the peer's data has holes: some peers (smoltcp
+            // 0.12) stop their retransmission timer when our FIN arrives in FIN-WAIT-1, and the hole
+            // would never be filled. Sending the FIN a little later costs nothing.
+            let until = *self.fin_hold_until.get_or_insert(now + self.rtt.rto() * 2);
+            if now < until {
+                fin = false;
+            } else {
+                self.fin_hold_over = true;
+            }
+        }
+        if fin {
+            self.fin_hold_until = None;
+        }
         if len == 0 && !fin {
             return None;
         }
@@ -1802,6 +1878,7 @@ impl Connection {
             ..Default::default()
         };
         let n = self.emit(now, buf, seq, flags, start, len, source, true)?;
+        self.counters.data_segs_out += 1;
         self.sent_bytes += u64::from(len) + u64::from(fin);
         self.sent.push_back(SentSeg {
             off: start,

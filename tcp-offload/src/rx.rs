@@ -114,6 +114,19 @@ impl RecvBuffer {
         }
     }
 
+    /// An empty buffer starting at `nxt` that keeps this one's mode and shared budget (the SYN
+    /// resets the receive side, but not what the upper layer asked for).
+    pub fn fresh(&mut self, nxt: u64) -> RecvBuffer {
+        let mut r = RecvBuffer::new(nxt);
+        r.record_mode = self.record_mode;
+        if let Some(b) = self.budget.take() {
+            b.release(self.ooo_bytes as usize);
+            self.ooo_bytes = 0;
+            r.budget = Some(b);
+        }
+        r
+    }
+
     pub fn set_budget(&mut self, b: OooBudget) {
         self.budget = Some(b);
     }
@@ -175,6 +188,11 @@ impl RecvBuffer {
                 res.advanced = true;
                 if self.advance(&seq_of) {
                     res.filled_gap = true;
+                    // The chunk that filled the gap reports the new in-order point.
+                    let point = self.nxt - 1;
+                    if let Some(c) = self.chunks.back_mut().filter(|c| c.in_order) {
+                        c.in_order_point = point;
+                    }
                 }
             } else {
                 // Out of order: commit if the bounds allow.

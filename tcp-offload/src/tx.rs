@@ -38,6 +38,9 @@ enum ChunkKind {
     External { id: RecordId },
 }
 
+/// Largest byte-stream chunk (the unit in which acknowledged memory is released).
+pub const BYTE_CHUNK: u32 = 16 * 1024;
+
 #[derive(Clone, Copy, Debug)]
 struct Chunk {
     off: u64,
@@ -109,25 +112,34 @@ impl SendBuffer {
         self.queued += u64::from(len);
     }
 
-    /// Appends byte-stream data (extends the last byte chunk when it has not been cut yet).
-    pub fn push_bytes(&mut self, data: &[u8]) {
-        if data.is_empty() {
-            return;
-        }
-        let owned = self.owned_end;
-        self.owned.extend(data);
-        self.owned_end += data.len() as u64;
-        if let Some(last) = self.chunks.back_mut() {
-            if matches!(last.kind, ChunkKind::Bytes { .. })
-                && last.len as u64 + data.len() as u64 <= u64::from(u32::MAX)
-            {
-                last.len += data.len() as u32;
-                self.end += data.len() as u64;
-                self.queued += data.len() as u64;
-                return;
+    /// Appends byte-stream data, in chunks of at most [`BYTE_CHUNK`] octets so that memory is
+    /// released as acknowledgments arrive.
+    pub fn push_bytes(&mut self, mut data: &[u8]) {
+        while !data.is_empty() {
+            let owned = self.owned_end;
+            let room = match self.chunks.back() {
+                Some(c) if matches!(c.kind, ChunkKind::Bytes { .. }) => {
+                    BYTE_CHUNK.saturating_sub(c.len)
+                }
+                _ => 0,
+            };
+            let (now, rest) = data.split_at(
+                data.len()
+                    .min(if room > 0 { room } else { BYTE_CHUNK } as usize),
+            );
+            self.owned.extend(now);
+            self.owned_end += now.len() as u64;
+            if room > 0 {
+                if let Some(last) = self.chunks.back_mut() {
+                    last.len += now.len() as u32;
+                }
+                self.end += now.len() as u64;
+                self.queued += now.len() as u64;
+            } else {
+                self.push(now.len() as u32, ChunkKind::Bytes { owned });
             }
+            data = rest;
         }
-        self.push(data.len() as u32, ChunkKind::Bytes { owned });
     }
 
     /// Appends a record whose bytes we keep.
@@ -190,14 +202,21 @@ impl SendBuffer {
         let rem = (c.end() - nxt) as u32;
         let limit = emss.min(room);
         if !c.is_record() {
-            // Byte stream: ordinary TCP segmentation (MPA-08), stopping at the end of the byte run.
-            return if limit == 0 {
-                Plan::Blocked { need: 1 }
-            } else {
-                Plan::Send {
-                    len: rem.min(limit),
-                    split: None,
+            // Byte stream: ordinary TCP segmentation (MPA-08) across consecutive byte chunks,
+            // stopping before a record.
+            if limit == 0 {
+                return Plan::Blocked { need: 1 };
+            }
+            let mut len = rem;
+            for n in self.chunks.iter().skip(i + 1) {
+                if n.is_record() || len >= limit {
+                    break;
                 }
+                len = len.saturating_add(n.len);
+            }
+            return Plan::Send {
+                len: len.min(limit),
+                split: None,
             };
         }
         if rem > emss {

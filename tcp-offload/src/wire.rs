@@ -559,3 +559,65 @@ mod tests {
         assert_eq!(parse_options(&[0, 99, 99]).unwrap(), TcpOptions::default());
     }
 }
+
+#[cfg(test)]
+mod proptests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn options() -> impl Strategy<Value = TcpOptions> {
+        (
+            proptest::option::of(any::<u16>()),
+            proptest::option::of(0u8..15),
+            any::<bool>(),
+            proptest::option::of(any::<(u32, u32)>()),
+            proptest::collection::vec(any::<(u32, u32)>(), 0..=3),
+        )
+            .prop_map(|(mss, ws, sp, ts, blocks)| {
+                let mut o = TcpOptions {
+                    mss,
+                    window_scale: ws,
+                    sack_permitted: sp,
+                    timestamps: ts,
+                    ..Default::default()
+                };
+                for (i, b) in blocks.iter().enumerate() {
+                    o.sack[i] = (SeqNum(b.0), SeqNum(b.1));
+                }
+                o.sack_count = blocks.len() as u8;
+                o
+            })
+            .prop_filter("fits 40 octets", |o| o.encoded_len() <= MAX_OPTIONS_LEN)
+    }
+
+    proptest! {
+        /// parse(emit(x)) == x for every header we can emit.
+        #[test]
+        fn parse_emit_roundtrip(
+            seq in any::<u32>(), ack in proptest::option::of(any::<u32>()), window in any::<u16>(),
+            syn in any::<bool>(), fin in any::<bool>(), rst in any::<bool>(), psh in any::<bool>(),
+            o in options(), payload in proptest::collection::vec(any::<u8>(), 0..300),
+        ) {
+            let repr = SegmentRepr {
+                tuple: tests::tuple(),
+                seq: SeqNum(seq),
+                ack: ack.map(SeqNum),
+                flags: Flags { syn, fin, rst, psh, ack: false },
+                window,
+                options: o,
+            };
+            let mut buf = vec![0u8; repr.buffer_len(payload.len())];
+            let n = repr.emit(&mut buf, payload.len(), |p| p.copy_from_slice(&payload)).unwrap();
+            prop_assert_eq!(n, buf.len());
+            let s = parse(&buf).unwrap();
+            prop_assert_eq!(s.seq, repr.seq);
+            prop_assert_eq!(s.flags.ack, ack.is_some());
+            if let Some(a) = ack { prop_assert_eq!(s.ack, SeqNum(a)); }
+            prop_assert_eq!((s.flags.syn, s.flags.fin, s.flags.rst, s.flags.psh), (syn, fin, rst, psh));
+            prop_assert_eq!(s.window, window);
+            prop_assert_eq!(s.options, o);
+            prop_assert_eq!(s.payload, &payload[..]);
+            prop_assert_eq!(s.tuple.local, repr.tuple.remote);
+        }
+    }
+}

@@ -32,7 +32,12 @@ fn cfg(algo: CongestionAlgo, sack: bool) -> Config {
 }
 
 /// Runs a transfer of `n` octets and records (cwnd, ssthresh) after every step.
-fn trace(mut p: Pair, n: usize) -> (Pair, Vec<Sample>) {
+fn trace(p: Pair, n: usize) -> (Pair, Vec<Sample>) {
+    trace_with(p, n, |_| {})
+}
+
+/// [`trace`] with a hook that may change the link at every step.
+fn trace_with(mut p: Pair, n: usize, mut hook: impl FnMut(&mut Pair)) -> (Pair, Vec<Sample>) {
     assert!(p.run_until(Duration::from_secs(10), |p| p.a.state()
         == State::Established));
     let t0 = p.now;
@@ -46,6 +51,7 @@ fn trace(mut p: Pair, n: usize) -> (Pair, Vec<Sample>) {
             sent += p.a.send(&data[sent..]).unwrap();
         }
         got += p.b.recv(&mut buf);
+        hook(p);
         tr.push(Sample {
             t_ms: (p.now - t0).as_millis() as u64,
             cwnd: p.a.cwnd(),
@@ -161,22 +167,19 @@ fn rfc9438_cubic_sack_loss_recovery_trace() {
 
 #[test]
 fn rfc6298_rto_trace_collapses_cwnd_to_one_segment() {
-    let mut p = link(cfg(CongestionAlgo::NewReno, true));
-    // From the 30th data segment on, drop the next 40 packets in both directions (data and ACKs):
-    // no duplicate ACKs reach the sender, so only the RTO recovers.
-    let n = Rc::new(Cell::new(0usize));
-    let dropped = Rc::new(Cell::new(0usize));
-    p.filter = Box::new(move |dir, b| {
-        if dir == 0 && !wire::parse(b).unwrap().payload.is_empty() {
-            n.set(n.get() + 1);
+    let p = link(cfg(CongestionAlgo::NewReno, true));
+    // Once 40 kB are out, the link goes dark both ways (no duplicate ACKs can reach the
+    // sender) until the RTO fires; then it heals.
+    let mut phase = 0;
+    let (p, tr) = trace_with(p, 300_000, |p| {
+        if phase == 0 && p.a.counters().bytes_sent > 40_000 {
+            p.filter = Box::new(|_, _| false);
+            phase = 1;
+        } else if phase == 1 && p.a.counters().rto_expiries >= 1 {
+            p.filter = Box::new(|_, _| true);
+            phase = 2;
         }
-        if n.get() >= 30 && dropped.get() < 40 {
-            dropped.set(dropped.get() + 1);
-            return false;
-        }
-        true
     });
-    let (p, tr) = trace(p, 300_000);
     let c = p.a.counters();
     assert!(c.rto_expiries >= 1, "{c:?}");
     let mss = p.a.emss();

@@ -324,3 +324,18 @@ fn sack_blocks_report_committed_ranges_rfc2018() {
     assert_eq!((o.sack[1].0 .0, o.sack[1].1 .0), (base + 100, base + 150));
     assert_eq!(out.last().unwrap().ack, Some(base));
 }
+
+#[test]
+fn record_mode_entered_before_the_handshake_survives_the_syn() {
+    let mut p = Pair::new(cfg(), cfg());
+    p.a.enter_record_mode();
+    p.b.enter_record_mode();
+    assert!(p.run_until(Duration::from_secs(5), |p| p.a.state()
+        == State::Established
+        && p.b.state() == State::Established));
+    p.a.send_record_bytes(b"first record").unwrap();
+    assert!(p.run_until(Duration::from_secs(5), |p| p.b.rcv_nxt_offset() == 12));
+    let c = p.b.poll_recv().expect("record mode delivers chunks");
+    assert_eq!((c.offset, c.data.as_slice()), (0, &b"first record"[..]));
+    assert_eq!(p.b.recv_ready(), 0);
+}

@@ -369,3 +369,28 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn rfc5961_s7_challenge_acks_are_rate_limited() {
+    let mut s = Script::establish_active(
+        Config {
+            challenge_acks_per_sec: 5,
+            ..cfg()
+        },
+        TcpOptions::default(),
+    );
+    for k in 0..20 {
+        s.inject_raw(s.p_nxt + 100 + k, None, "R", TcpOptions::default(), b"");
+    }
+    assert_eq!(s.c.counters().challenge_acks, 5);
+    assert_eq!(s.c.counters().challenge_acks_limited, 15);
+    assert_eq!(s.drain().len(), 1, "one ACK carries them");
+    s.advance(Duration::from_secs(1));
+    s.inject_raw(s.p_nxt + 7, None, "R", TcpOptions::default(), b"");
+    assert_eq!(
+        s.c.counters().challenge_acks,
+        6,
+        "a new second, a new budget"
+    );
+    assert_eq!(s.c.state(), State::Established);
+}
