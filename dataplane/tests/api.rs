@@ -287,3 +287,45 @@ fn stalled_startup_does_not_block_the_listener() {
         "the stalled peer got nothing yet"
     );
 }
+
+// A file-backed region (issue 5's block store): a peer's RDMA Write lands in the file.
+#[test]
+fn rdma_write_into_a_file_backed_region_reaches_the_file() {
+    let path = std::env::temp_dir().join(format!("xwarp-api-store-{}", std::process::id()));
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)
+        .unwrap();
+    f.set_len(1 << 16).unwrap();
+    let (c, cq, s, sq) = pair(&ConnectionConfig::default(), &[]);
+    let store = s.init.pd.register_file(&f, 1 << 16, Access::ALL).unwrap();
+    let src = c
+        .init
+        .pd
+        .register_from(b"persisted by RDMA", Access::default())
+        .unwrap();
+    cq.post_write(
+        1,
+        &src,
+        0..17,
+        RemoteAddr {
+            stag: store.stag(),
+            to: 1000,
+        },
+    )
+    .unwrap();
+    assert!(wait(&c.init.send_cq).is_ok());
+    // The Write completes at the sender when written to TCP; a Send after it is delivered only
+    // after the Write was placed (RDMAP ordering), so wait for one.
+    let dst = s.init.pd.register(8, Access::LOCAL_WRITE).unwrap();
+    sq.post_recv(2, &dst, 0..8).unwrap();
+    cq.post_send(3, &src, 0..1).unwrap();
+    assert!(wait(&s.init.recv_cq).is_ok());
+    store.sync().unwrap();
+    let on_disk = std::fs::read(&path).unwrap();
+    assert_eq!(&on_disk[1000..1017], b"persisted by RDMA");
+    let _ = std::fs::remove_file(&path);
+}
