@@ -1,0 +1,177 @@
+//! Attaching, detaching and replacing the XDP program, and binding AF_XDP sockets, on a veth in
+//! a fresh network namespace. Root; under `CI=true` these must run.
+#![cfg(target_os = "linux")]
+
+use dataplane::xdp::program::{attached, ifindex};
+use dataplane::xdp::testbed::{for_test, Side};
+use dataplane::xdp::{
+    AttachMode, AttachPolicy, BindMode, XdpError, XdpProgram, XskConfig, XskQueue,
+};
+
+/// Requirement (issue 4): detached on clean exit; dropping leaves no program on the interface.
+#[test]
+fn drop_detaches_and_leaves_no_program() {
+    let Some(tb) = for_test("drop") else { return };
+    let _ns = tb.enter(Side::B).unwrap();
+    let ifb = tb.ifname(Side::B);
+    assert!(attached(ifb).unwrap().is_empty());
+    let prog = XdpProgram::attach(ifb, AttachPolicy::NativeOnly).unwrap();
+    let now = attached(ifb).unwrap();
+    assert_eq!(now.native.as_ref().map(|p| p.id), Some(prog.prog_id()));
+    assert_eq!(
+        now.native.as_ref().map(|p| p.name.as_str()),
+        Some("xwarp_steer")
+    );
+    drop(prog);
+    assert!(attached(ifb).unwrap().is_empty(), "{:?}", attached(ifb));
+}
+
+/// Regression: dropping the program on a thread in another namespace still detaches it from
+/// the interface it was attached to (and touches nothing in the dropping thread's namespace).
+#[test]
+fn drop_from_another_namespace_detaches_the_right_interface() {
+    let Some(tb) = for_test("xns") else { return };
+    let ifb = tb.ifname(Side::B).to_owned();
+    let prog = {
+        let _ns = tb.enter(Side::B).unwrap();
+        XdpProgram::attach(&ifb, AttachPolicy::NativeOnly).unwrap()
+    };
+    {
+        let _ns = tb.enter(Side::A).unwrap();
+        drop(prog);
+    }
+    let _ns = tb.enter(Side::B).unwrap();
+    assert!(attached(&ifb).unwrap().is_empty());
+}
+
+/// Requirement (issue 4): a restarted process replaces a stale program left by a crash. The
+/// crash is modelled by forgetting the program: as after a kill -9, nothing detaches it.
+#[test]
+fn stale_program_is_replaced() {
+    let Some(tb) = for_test("stale") else { return };
+    let _ns = tb.enter(Side::B).unwrap();
+    let ifb = tb.ifname(Side::B);
+    let crashed = XdpProgram::attach(ifb, AttachPolicy::NativeOnly).unwrap();
+    let stale_id = crashed.prog_id();
+    std::mem::forget(crashed);
+    assert_eq!(attached(ifb).unwrap().native.map(|p| p.id), Some(stale_id));
+
+    let fresh = XdpProgram::attach(ifb, AttachPolicy::NativeOnly).expect("replaces the stale one");
+    assert_ne!(fresh.prog_id(), stale_id);
+    assert_eq!(
+        attached(ifb).unwrap().native.map(|p| p.id),
+        Some(fresh.prog_id())
+    );
+    drop(fresh);
+    assert!(attached(ifb).unwrap().is_empty());
+}
+
+/// A stale program in generic mode blocks a native attach until removed: it is replaced too.
+#[test]
+fn stale_generic_program_is_replaced_by_a_native_attach() {
+    let Some(tb) = for_test("stgen") else { return };
+    let _ns = tb.enter(Side::B).unwrap();
+    let ifb = tb.ifname(Side::B);
+    let crashed = XdpProgram::attach(ifb, AttachPolicy::GenericOnly).unwrap();
+    assert_eq!(crashed.mode(), AttachMode::Generic);
+    std::mem::forget(crashed);
+    let fresh = XdpProgram::attach(ifb, AttachPolicy::NativeOrGeneric).unwrap();
+    assert_eq!(fresh.mode(), AttachMode::Native);
+    let now = attached(ifb).unwrap();
+    assert!(now.generic.is_none(), "{now:?}");
+    drop(fresh);
+    assert!(attached(ifb).unwrap().is_empty());
+}
+
+/// Requirement (issue 4): native mode with a fallback to generic when the driver refuses;
+/// loopback has no native XDP (the namespace's own `lo`).
+#[test]
+fn native_refused_falls_back_to_generic() {
+    let Some(tb) = for_test("gen") else { return };
+    let _ns = tb.enter(Side::A).unwrap();
+    assert!(XdpProgram::attach("lo", AttachPolicy::NativeOnly).is_err());
+    let prog = XdpProgram::attach("lo", AttachPolicy::NativeOrGeneric).unwrap();
+    assert_eq!(prog.mode(), AttachMode::Generic);
+    assert_eq!(
+        attached("lo").unwrap().generic.map(|p| p.id),
+        Some(prog.prog_id())
+    );
+    drop(prog);
+    assert!(attached("lo").unwrap().is_empty());
+}
+
+/// A missing interface is reported as such, not as a generic OS error.
+#[test]
+fn unknown_interface_is_reported() {
+    let Some(tb) = for_test("noif") else { return };
+    let _ns = tb.enter(Side::A).unwrap();
+    // The other side's interface lives in the other namespace.
+    assert_eq!(
+        XdpProgram::attach(tb.ifname(Side::B), AttachPolicy::NativeOrGeneric).err(),
+        Some(XdpError::NoSuchInterface)
+    );
+    assert_eq!(ifindex("xw-none").err(), Some(XdpError::NoSuchInterface));
+}
+
+/// Requirement (issue 4): zero-copy when the driver offers it, copy otherwise. veth has no
+/// zero-copy: Auto binds in copy mode, forcing zero-copy fails.
+#[test]
+fn veth_binds_in_copy_mode_and_refuses_forced_zero_copy() {
+    let Some(tb) = for_test("zc") else { return };
+    let _ns = tb.enter(Side::B).unwrap();
+    let ifb = tb.ifname(Side::B);
+    let _prog = XdpProgram::attach(ifb, AttachPolicy::NativeOnly).unwrap();
+    let forced = XskQueue::new(
+        ifb,
+        0,
+        XskConfig {
+            bind_mode: BindMode::ZeroCopy,
+            ..XskConfig::default()
+        },
+    );
+    assert!(forced.is_err(), "veth cannot bind zero-copy");
+    let q = XskQueue::new(ifb, 0, XskConfig::default()).unwrap();
+    assert!(!q.is_zero_copy());
+    let occ = q.occupancy();
+    assert_eq!(occ.in_fill, XskConfig::default().fill_target());
+    assert_eq!(
+        occ.free + occ.in_fill,
+        XskConfig::default().frame_count as usize
+    );
+}
+
+/// Frame tokens are checked against their queue: a frame of one UMEM is refused by another.
+#[test]
+fn frame_of_another_queue_is_refused() {
+    let Some(tb) = for_test("own") else { return };
+    let _ns = tb.enter(Side::B).unwrap();
+    let small = XskConfig {
+        frame_count: 64,
+        ring_size: 32,
+        ..XskConfig::default()
+    };
+    let mut q0 = XskQueue::new(tb.ifname(Side::B), 0, small).unwrap();
+    let _a = tb.enter(Side::A).unwrap();
+    let q1 = XskQueue::new(tb.ifname(Side::A), 0, small).unwrap();
+    let f = q0.alloc().unwrap();
+    let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| q1.data(&f).len()));
+    assert!(refused.is_err(), "q1 must not read q0's frame");
+    assert_eq!(q0.data(&f).len(), 0, "its own queue still can");
+}
+
+/// Port set and XSKMAP bounds are checked before the kernel sees them.
+#[test]
+fn map_bounds_are_checked() {
+    let Some(tb) = for_test("bound") else { return };
+    let _ns = tb.enter(Side::B).unwrap();
+    let prog = XdpProgram::attach(tb.ifname(Side::B), AttachPolicy::NativeOnly).unwrap();
+    assert!(matches!(
+        prog.register_socket(64, 0),
+        Err(XdpError::Invalid(_))
+    ));
+    assert!(!prog.unsteer_port(1234).unwrap());
+    prog.steer_port(1234, dataplane::xdp::PortKind::Listen)
+        .unwrap();
+    assert!(prog.unsteer_port(1234).unwrap());
+    assert_eq!(prog.port_kind(1234).unwrap(), None);
+}
