@@ -103,19 +103,29 @@ impl TcpOptions {
         n
     }
 
-    fn elements(&self, out: &mut Vec<TcpOptionElement>) {
+    /// The option elements in emit order, without allocating.
+    fn elements(&self) -> OptionElements {
         use TcpOptionElement::*;
+        let mut out = OptionElements {
+            els: core::array::from_fn(|_| Noop),
+            len: 0,
+        };
         if let Some(m) = self.mss {
             out.push(MaximumSegmentSize(m));
         }
         if let Some(w) = self.window_scale {
-            out.extend([Noop, WindowScale(w)]);
+            out.push(Noop);
+            out.push(WindowScale(w));
         }
         if self.sack_permitted {
-            out.extend([Noop, Noop, SelectiveAcknowledgementPermitted]);
+            out.push(Noop);
+            out.push(Noop);
+            out.push(SelectiveAcknowledgementPermitted);
         }
         if let Some((v, e)) = self.timestamps {
-            out.extend([Noop, Noop, Timestamp(v, e)]);
+            out.push(Noop);
+            out.push(Noop);
+            out.push(Timestamp(v, e));
         }
         let blocks = self.sack_blocks();
         if let Some((first, rest)) = blocks.split_first() {
@@ -123,12 +133,29 @@ impl TcpOptions {
             for (m, b) in more.iter_mut().zip(rest) {
                 *m = Some((b.0 .0, b.1 .0));
             }
-            out.extend([
-                Noop,
-                Noop,
-                SelectiveAcknowledgement((first.0 .0, first.1 .0), more),
-            ]);
+            out.push(Noop);
+            out.push(Noop);
+            out.push(SelectiveAcknowledgement((first.0 .0, first.1 .0), more));
         }
+        out
+    }
+}
+
+/// A fixed-size list of option elements (at most 14 for our layouts).
+struct OptionElements {
+    els: [TcpOptionElement; 14],
+    len: usize,
+}
+
+impl OptionElements {
+    fn push(&mut self, e: TcpOptionElement) {
+        if let Some(slot) = self.els.get_mut(self.len) {
+            *slot = e;
+            self.len += 1;
+        }
+    }
+    fn as_slice(&self) -> &[TcpOptionElement] {
+        &self.els[..self.len]
     }
 }
 
@@ -387,9 +414,8 @@ impl SegmentRepr {
             tcp.ack = true;
             tcp.acknowledgment_number = a.0;
         }
-        let mut els = Vec::with_capacity(12);
-        self.options.elements(&mut els);
-        tcp.set_options(&els)
+        let els = self.options.elements();
+        tcp.set_options(els.as_slice())
             .map_err(|_| WireError::BufferTooSmall)?;
         let tcp_len = tcp.header_len();
         let total = IPV4_HEADER_LEN + tcp_len + payload_len;
