@@ -306,3 +306,53 @@ fn foreign_program_is_left_alone() {
     );
     assert_eq!(attached(&ifb).unwrap().native, Some(foreign));
 }
+
+/// One engine queue per rx queue: the count comes from the driver (ETHTOOL_GCHANNELS), and a
+/// socket binds on every queue it reports.
+#[test]
+fn rx_queue_count_matches_the_veth_and_every_queue_binds() {
+    let Some(tb) = for_test("queues") else { return };
+    let _ns = tb.enter(Side::A).unwrap();
+    let ifa = tb.ifname(Side::A);
+    assert_eq!(dataplane::xdp::queues::rx_queue_count(ifa).unwrap(), 1);
+    tb.ip_cmd(
+        Side::A,
+        &[
+            "link",
+            "add",
+            "xwmq0",
+            "numrxqueues",
+            "3",
+            "numtxqueues",
+            "3",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "xwmq1",
+        ],
+    )
+    .unwrap();
+    let n = dataplane::xdp::queues::rx_queue_count("xwmq0").unwrap();
+    assert_eq!(n, 3);
+    let small = XskConfig {
+        frame_count: 64,
+        ring_size: 32,
+        ..XskConfig::default()
+    };
+    let prog = XdpProgram::attach("xwmq0", AttachPolicy::NativeOnly).unwrap();
+    let queues: Vec<XskQueue> = (0..n)
+        .map(|q| XskQueue::new("xwmq0", q, small).unwrap())
+        .collect();
+    for q in &queues {
+        prog.register_socket(q.queue_id(), q.fd()).unwrap();
+    }
+    assert!(
+        XskQueue::new("xwmq0", n, small).is_err(),
+        "no queue beyond the count"
+    );
+    assert_eq!(
+        dataplane::xdp::queues::rx_queue_count("xw-none").err(),
+        Some(XdpError::NoSuchInterface)
+    );
+}

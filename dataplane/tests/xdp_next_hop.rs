@@ -21,13 +21,7 @@ use dataplane::xdp::{
 #[test]
 fn missing_neighbour_is_resolved_through_the_kernel() {
     let Some(tb) = for_test("neigh") else { return };
-    let mac_b = {
-        let _b = tb.enter(Side::B).unwrap();
-        RtNetlink::new()
-            .unwrap()
-            .link_mac(ifindex(tb.ifname(Side::B)).unwrap())
-            .unwrap()
-    };
+    let mac_b = tb.mac(Side::B).unwrap();
     let _a = tb.enter(Side::A).unwrap();
     let if_a = ifindex(tb.ifname(Side::A)).unwrap();
     let ip_b: IpAddr = tb.ip(Side::B).into();
@@ -164,13 +158,7 @@ fn ipv6_neighbour_is_resolved_through_the_kernel() {
         )
         .unwrap();
     }
-    let mac_b = {
-        let _b = tb.enter(Side::B).unwrap();
-        RtNetlink::new()
-            .unwrap()
-            .link_mac(ifindex(tb.ifname(Side::B)).unwrap())
-            .unwrap()
-    };
+    let mac_b = tb.mac(Side::B).unwrap();
     let _a = tb.enter(Side::A).unwrap();
     let hop = resolve_next_hop(b6, Duration::from_secs(3)).unwrap();
     assert_eq!(hop.dst_mac, mac_b);

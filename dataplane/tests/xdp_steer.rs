@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 
 use dataplane::xdp::packet_socket::PacketSocket;
 use dataplane::xdp::ping::icmp_echo;
-use dataplane::xdp::program::ifindex;
 use dataplane::xdp::raw::{build_tcp_frame, tcp_payload, RawEndpoint};
 use dataplane::xdp::testbed::{for_test, Side};
 use dataplane::xdp::{
@@ -151,15 +150,12 @@ fn steered_port_reaches_af_xdp_and_the_rest_passes_to_the_kernel() {
 fn malformed_frames_are_counted_and_unsocketed_steering_passes() {
     let Some(tb) = for_test("malf") else { return };
     let ifb = tb.ifname(Side::B).to_owned();
-    let (prog, mac_b) = {
+    let mac_b = tb.mac(Side::B).unwrap();
+    let prog = {
         let _ns = tb.enter(Side::B).unwrap();
         let prog = XdpProgram::attach(&ifb, AttachPolicy::NativeOnly).unwrap();
         prog.steer_port(STEERED, PortKind::Listen).unwrap();
-        let mac_b = dataplane::xdp::netlink::RtNetlink::new()
-            .unwrap()
-            .link_mac(ifindex(&ifb).unwrap())
-            .unwrap();
-        (prog, mac_b)
+        prog
     };
     let before = prog.counters().unwrap();
     let _ns = tb.enter(Side::A).unwrap();
@@ -289,7 +285,8 @@ fn vlan_tagged(frame: &[u8]) -> Vec<u8> {
 fn vlan_tagged_and_ipv6_segments_are_steered_by_port() {
     let Some(tb) = for_test("v6vl") else { return };
     let ifb = tb.ifname(Side::B).to_owned();
-    let (prog, mut q, mac_b) = {
+    let mac_b = tb.mac(Side::B).unwrap();
+    let (prog, mut q) = {
         let _ns = tb.enter(Side::B).unwrap();
         let (prog, q) = steered_queue(
             &ifb,
@@ -299,11 +296,7 @@ fn vlan_tagged_and_ipv6_segments_are_steered_by_port() {
             &[(STEERED, PortKind::Listen)],
         )
         .unwrap();
-        let mac_b = dataplane::xdp::netlink::RtNetlink::new()
-            .unwrap()
-            .link_mac(ifindex(&ifb).unwrap())
-            .unwrap();
-        (prog, q, mac_b)
+        (prog, q)
     };
     let before = prog.counters().unwrap();
     let sock = {

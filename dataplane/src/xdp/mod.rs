@@ -6,6 +6,7 @@
 //! - [`maps`]: the Rust mirror of `bpf/xwarp_maps.h` (map names, sizes, counter layout).
 //! - [`program`]: [`XdpProgram`] loads the embedded `bpf/xwarp_steer.bpf.c` object, attaches it
 //!   (native, generic as a fallback), fills the port set and the XSKMAP, detaches on drop.
+//! - [`queues`]: how many rx queues (and so engine queues) an interface has.
 //! - [`xsk`]: [`XskQueue`], one UMEM and AF_XDP socket per engine queue; [`Frame`] tokens;
 //!   [`steered_queue`] pairs a program with a registered queue.
 //! - [`netlink`] and [`next_hop`]: routes, neighbours and link addresses over rtnetlink.
@@ -25,6 +26,7 @@ pub mod packet_socket;
 pub mod ping;
 pub mod ports;
 pub mod program;
+pub mod queues;
 pub mod raw;
 mod steered;
 pub mod testbed;
