@@ -85,7 +85,7 @@ fn raw_flood_is_counted_by_the_sink() {
     let mut q_a = XskQueue::new(tb.ifname(Side::A), 0, XskConfig::default()).unwrap();
     let hop = resolve_next_hop(tb.ip(Side::B).into(), Duration::from_secs(3)).unwrap();
     let (local, remote) = RawEndpoint::pair_from_hop(&hop, PORT, tb.ip(Side::B), PORT).unwrap();
-    let sink = thread::spawn(move || raw_sink(&mut q_b, FRAMES, Duration::from_secs(2), false));
+    let sink = thread::spawn(move || raw_sink(&mut q_b, FRAMES, Duration::from_secs(5), false));
     let sent = raw_flood(
         &mut q_a,
         &local,
