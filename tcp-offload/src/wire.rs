@@ -82,7 +82,7 @@ impl TcpOptions {
         &self.sack[..usize::from(self.sack_count.min(MAX_SACK_BLOCKS as u8))]
     }
 
-    /// Encoded length (padded to 4), in the layout [`Self::elements`] produces.
+    /// Encoded length (padded to 4) in the layout we emit.
     pub fn encoded_len(&self) -> usize {
         let mut n = 0;
         if self.mss.is_some() {
