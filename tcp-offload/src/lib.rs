@@ -9,9 +9,8 @@
 //!   or SACK-based recovery (RFC 6675), CUBIC (RFC 9438, default) or NewReno congestion control,
 //!   delayed ACKs with a quick-ACK phase, persist timer and zero-window probes, keepalive.
 //! * [`Listener`]: passive opens with a bounded half-open table, SYN cookies and an accept queue.
-//! * [`wire`]: parse and emit IPv4+TCP with `etherparse`; malformed packets are classified
-//!   (not ours / malformed: drop and count). IPv6 is laid out (addresses are `SocketAddr`, header
-//!   sizes per family) and reported as [`WireError::Ipv6Unsupported`] for now.
+//! * [`wire`]: parse and emit IPv4+TCP and IPv6+TCP (no extension headers) with `etherparse`;
+//!   malformed packets are classified (not ours / malformed: drop and count).
 //! * [`sim_transport::SimTransport`]: a connection (client) or a listener (server) as a
 //!   [`sim::Transport`] for the seeded simulated link; [`exchange()`] joins two connections back to
 //!   back for tests and benchmarks.
@@ -53,7 +52,7 @@
 //!
 //! # Not (yet) here
 //!
-//! IPv6 on the wire; D-SACK (RFC 2883); RFC 6675 NextSeg rules 3-4 and RescueRxt; HyStart for
+//! IPv6 extension headers; D-SACK (RFC 2883); RFC 6675 NextSeg rules 3-4 and RescueRxt; HyStart for
 //! CUBIC; PMTU discovery (the EMSS comes from the configured MTU and the peer's MSS).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
