@@ -13,7 +13,7 @@
 //!
 //! A run, in outline (adapters for our TCP and smoltcp live in `tests/common/`):
 //!
-//! ```ignore
+//! ```text
 //! let a = Host::new(client_transport, BulkApp::new(BulkConfig::new(n, seed_a, n, seed_b)));
 //! let b = Host::new(server_transport, BulkApp::new(BulkConfig::new(n, seed_b, n, seed_a)));
 //! let link = LinkConfig::default().with_loss(0.01).with_jitter(Duration::from_millis(2));
