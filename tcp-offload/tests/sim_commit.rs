@@ -250,14 +250,11 @@ fn simultaneous_close_with_data_still_queued_completes_rfc9293_3_6() {
     }
 }
 
-/// FAILS (tcp-offload API trap, seed 2): `enter_record_mode` called before the handshake
-/// switches the send side only; the SYN rebuilds the receive buffer (`on_syn`:
-/// `RecvBuffer::new(1)`) in byte mode, so received data never comes out of `poll_recv` (the
-/// upper layer sees the in-order point move with no data handed up). MPA itself enters record
-/// mode only after its startup frames, so the matrix is not affected; the call should either
-/// work or be refused before ESTABLISHED.
+/// Regression (found by this simulation, fixed in tcp-offload): `enter_record_mode` called
+/// before the handshake switched the send side only; the SYN rebuilt the receive buffer in byte
+/// mode, so received data never came out of `poll_recv` (the upper layer saw the in-order point
+/// move with no data handed up).
 #[test]
-#[ignore = "tcp-offload: enter_record_mode before the handshake is lost on the receive side (seed 2)"]
 fn record_mode_entered_before_the_handshake_also_applies_to_receive() {
     let s = Setup {
         early_record_mode: true,

@@ -5,7 +5,8 @@
 //! the wire (MPA-05/06/57/61: every first transmission and retransmission starts with a record and
 //! holds only whole records, except the counted §5.3 cases), out-of-order commit (MPA-12..15).
 //!
-//! Heavy: run in release, `cargo test -p tcp-offload --release --test sim_matrix -- --nocapture`.
+//! Heavy: run in release, `cargo test -p tcp-offload --release --test sim_matrix -- --nocapture`
+//! (about 1 minute on the 2 shared cores of the dev machine, after the release build).
 //! Threads: `XWARP_SIM_THREADS` (default: up to 2). Debug builds run 3 seeds per case and a 512 KiB
 //! long transfer so the file stays usable there; the full matrix is the release run.
 
