@@ -175,3 +175,184 @@ fn map_bounds_are_checked() {
     assert!(prog.unsteer_port(1234).unwrap());
     assert_eq!(prog.port_kind(1234).unwrap(), None);
 }
+
+const CHILD_ENV: &str = "XWARP_TEST_CHILD_ATTACH";
+
+/// In the child process: attach in namespace `spec` = "NETNS IFNAME", report, and wait to be
+/// killed.
+fn child_attach_and_hang(spec: &str) {
+    let (ns, ifname) = spec.split_once(' ').expect("NETNS IFNAME");
+    let _ns = dataplane::xdp::netns::NetNs::named(ns)
+        .unwrap()
+        .enter()
+        .unwrap();
+    let prog = XdpProgram::attach(ifname, AttachPolicy::NativeOnly).unwrap();
+    println!("attached {}", prog.prog_id());
+    std::io::Write::flush(&mut std::io::stdout()).unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(60));
+}
+
+/// Requirement (issue 4): after a kill -9 the program stays attached (netlink attachment), and
+/// the restarted process replaces it. The "crash" is a real SIGKILL of a child process.
+#[test]
+fn program_of_a_killed_process_is_replaced_on_restart() {
+    if let Ok(spec) = std::env::var(CHILD_ENV) {
+        return child_attach_and_hang(&spec);
+    }
+    let Some(tb) = for_test("kill") else { return };
+    let ifb = tb.ifname(Side::B).to_owned();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "program_of_a_killed_process_is_replaced_on_restart",
+            "--exact",
+            "--nocapture",
+        ])
+        .env(CHILD_ENV, format!("{} {}", tb.netns_name(Side::B), ifb))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
+    let stale_id: u32 = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|l| {
+            l.strip_prefix("attached ")
+                .map(|id| id.trim().parse().unwrap())
+        })
+        .expect("the child attached");
+    child.kill().unwrap(); // SIGKILL: no Drop runs
+    child.wait().unwrap();
+
+    let _ns = tb.enter(Side::B).unwrap();
+    assert_eq!(
+        attached(&ifb).unwrap().native.map(|p| p.id),
+        Some(stale_id),
+        "the killed process's program is still attached"
+    );
+    let restarted = XdpProgram::attach(&ifb, AttachPolicy::NativeOnly).unwrap();
+    assert_ne!(restarted.prog_id(), stale_id);
+    assert_eq!(
+        attached(&ifb).unwrap().native.map(|p| p.id),
+        Some(restarted.prog_id())
+    );
+    drop(restarted);
+    assert!(attached(&ifb).unwrap().is_empty());
+}
+
+/// Someone else's XDP program is never replaced: attach fails with ForeignProgram and the
+/// program stays. The foreign program is built with clang and attached with iproute2.
+#[test]
+fn foreign_program_is_left_alone() {
+    let Some(tb) = for_test("foreign") else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("xwarp-foreign-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("foreign.bpf.c");
+    let obj = dir.join("foreign.bpf.o");
+    std::fs::write(
+        &src,
+        "#include <linux/bpf.h>\n\
+         __attribute__((section(\"xdp\"), used)) int foreign_pass(struct xdp_md *ctx) \
+         { return XDP_PASS; }\n\
+         char LICENSE[] __attribute__((section(\"license\"), used)) = \"GPL\";\n",
+    )
+    .unwrap();
+    let clang = std::env::var("CLANG").unwrap_or_else(|_| "clang".into());
+    let mut cc = std::process::Command::new(clang);
+    cc.args(["-O2", "-g", "-target", "bpf", "-c"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&obj);
+    for multiarch in [
+        "/usr/include/x86_64-linux-gnu",
+        "/usr/include/aarch64-linux-gnu",
+    ] {
+        if std::path::Path::new(multiarch).is_dir() {
+            cc.arg("-I").arg(multiarch);
+        }
+    }
+    assert!(
+        cc.status().unwrap().success(),
+        "clang builds the foreign program"
+    );
+    let ifb = tb.ifname(Side::B).to_owned();
+    tb.ip_cmd(
+        Side::B,
+        &[
+            "link",
+            "set",
+            "dev",
+            &ifb,
+            "xdp",
+            "obj",
+            obj.to_str().unwrap(),
+            "sec",
+            "xdp",
+        ],
+    )
+    .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let _ns = tb.enter(Side::B).unwrap();
+    let foreign = attached(&ifb)
+        .unwrap()
+        .native
+        .expect("the foreign program is attached");
+    assert_eq!(foreign.name, "foreign_pass");
+    assert_eq!(
+        XdpProgram::attach(&ifb, AttachPolicy::NativeOrGeneric).err(),
+        Some(XdpError::ForeignProgram { id: foreign.id })
+    );
+    assert_eq!(attached(&ifb).unwrap().native, Some(foreign));
+}
+
+/// One engine queue per rx queue: the count comes from the driver (ETHTOOL_GCHANNELS), and a
+/// socket binds on every queue it reports.
+#[test]
+fn rx_queue_count_matches_the_veth_and_every_queue_binds() {
+    let Some(tb) = for_test("queues") else { return };
+    let _ns = tb.enter(Side::A).unwrap();
+    let ifa = tb.ifname(Side::A);
+    assert_eq!(dataplane::xdp::queues::rx_queue_count(ifa).unwrap(), 1);
+    tb.ip_cmd(
+        Side::A,
+        &[
+            "link",
+            "add",
+            "xwmq0",
+            "numrxqueues",
+            "3",
+            "numtxqueues",
+            "3",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "xwmq1",
+        ],
+    )
+    .unwrap();
+    let n = dataplane::xdp::queues::rx_queue_count("xwmq0").unwrap();
+    assert_eq!(n, 3);
+    let small = XskConfig {
+        frame_count: 64,
+        ring_size: 32,
+        ..XskConfig::default()
+    };
+    let prog = XdpProgram::attach("xwmq0", AttachPolicy::NativeOnly).unwrap();
+    let queues: Vec<XskQueue> = (0..n)
+        .map(|q| XskQueue::new("xwmq0", q, small).unwrap())
+        .collect();
+    for q in &queues {
+        prog.register_socket(q.queue_id(), q.fd()).unwrap();
+    }
+    assert!(
+        XskQueue::new("xwmq0", n, small).is_err(),
+        "no queue beyond the count"
+    );
+    assert_eq!(
+        dataplane::xdp::queues::rx_queue_count("xw-none").err(),
+        Some(XdpError::NoSuchInterface)
+    );
+}

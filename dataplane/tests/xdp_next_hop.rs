@@ -21,13 +21,7 @@ use dataplane::xdp::{
 #[test]
 fn missing_neighbour_is_resolved_through_the_kernel() {
     let Some(tb) = for_test("neigh") else { return };
-    let mac_b = {
-        let _b = tb.enter(Side::B).unwrap();
-        RtNetlink::new()
-            .unwrap()
-            .link_mac(ifindex(tb.ifname(Side::B)).unwrap())
-            .unwrap()
-    };
+    let mac_b = tb.mac(Side::B).unwrap();
     let _a = tb.enter(Side::A).unwrap();
     let if_a = ifindex(tb.ifname(Side::A)).unwrap();
     let ip_b: IpAddr = tb.ip(Side::B).into();
@@ -145,4 +139,29 @@ fn active_open_range_is_reserved_in_the_test_namespace_and_steered() {
         host_before,
         "the host namespace is untouched"
     );
+}
+
+/// IPv6 next hops resolve the same way (neighbour discovery instead of ARP). The addresses
+/// exist only inside the test namespaces.
+#[test]
+fn ipv6_neighbour_is_resolved_through_the_kernel() {
+    let Some(tb) = for_test("neigh6") else { return };
+    let a6: IpAddr = "2001:db8:18::1".parse().unwrap();
+    let b6: IpAddr = "2001:db8:18::2".parse().unwrap();
+    for (side, addr) in [
+        (Side::A, "2001:db8:18::1/64"),
+        (Side::B, "2001:db8:18::2/64"),
+    ] {
+        tb.ip_cmd(
+            side,
+            &["-6", "addr", "add", addr, "dev", tb.ifname(side), "nodad"],
+        )
+        .unwrap();
+    }
+    let mac_b = tb.mac(Side::B).unwrap();
+    let _a = tb.enter(Side::A).unwrap();
+    let hop = resolve_next_hop(b6, Duration::from_secs(3)).unwrap();
+    assert_eq!(hop.dst_mac, mac_b);
+    assert_eq!(hop.src_ip, a6);
+    assert_eq!(hop.hop_ip, b6);
 }

@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 
 use dataplane::xdp::packet_socket::PacketSocket;
 use dataplane::xdp::ping::icmp_echo;
-use dataplane::xdp::program::ifindex;
 use dataplane::xdp::raw::{build_tcp_frame, tcp_payload, RawEndpoint};
 use dataplane::xdp::testbed::{for_test, Side};
 use dataplane::xdp::{
-    resolve_next_hop, AttachMode, AttachPolicy, Frame, PortKind, XdpProgram, XskConfig, XskQueue,
+    resolve_next_hop, steered_queue, AttachMode, AttachPolicy, Frame, PortKind, XdpProgram,
+    XskConfig, XskQueue,
 };
 
 const STEERED: u16 = 4791;
@@ -150,15 +150,12 @@ fn steered_port_reaches_af_xdp_and_the_rest_passes_to_the_kernel() {
 fn malformed_frames_are_counted_and_unsocketed_steering_passes() {
     let Some(tb) = for_test("malf") else { return };
     let ifb = tb.ifname(Side::B).to_owned();
-    let (prog, mac_b) = {
+    let mac_b = tb.mac(Side::B).unwrap();
+    let prog = {
         let _ns = tb.enter(Side::B).unwrap();
         let prog = XdpProgram::attach(&ifb, AttachPolicy::NativeOnly).unwrap();
         prog.steer_port(STEERED, PortKind::Listen).unwrap();
-        let mac_b = dataplane::xdp::netlink::RtNetlink::new()
-            .unwrap()
-            .link_mac(ifindex(&ifb).unwrap())
-            .unwrap();
-        (prog, mac_b)
+        prog
     };
     let before = prog.counters().unwrap();
     let _ns = tb.enter(Side::A).unwrap();
@@ -223,20 +220,10 @@ fn af_xdp_transmission_reaches_the_peer() {
         PacketSocket::open(&ifa).unwrap()
     };
     let _ns = tb.enter(Side::B).unwrap();
-    let prog = XdpProgram::attach(&ifb, AttachPolicy::NativeOnly).unwrap();
-    let mut q = XskQueue::new(&ifb, 0, XskConfig::default()).unwrap();
-    prog.register_socket(0, q.fd()).unwrap();
+    let (_prog, mut q) =
+        steered_queue(&ifb, 0, AttachPolicy::NativeOnly, XskConfig::default(), &[]).unwrap();
     let hop = resolve_next_hop(tb.ip(Side::A).into(), Duration::from_secs(3)).unwrap();
-    let src = RawEndpoint {
-        mac: hop.src_mac,
-        ip: tb.ip(Side::B),
-        port: STEERED,
-    };
-    let dst = RawEndpoint {
-        mac: hop.dst_mac,
-        ip: tb.ip(Side::A),
-        port: 40123,
-    };
+    let (src, dst) = RawEndpoint::pair_from_hop(&hop, STEERED, tb.ip(Side::A), 40123).unwrap();
     let mut f = q.alloc().unwrap();
     let len = build_tcp_frame(q.data_mut_full(&mut f), &src, &dst, 99, b"from AF_XDP").unwrap();
     q.set_len(&mut f, len).unwrap();
@@ -258,4 +245,106 @@ fn af_xdp_transmission_reaches_the_peer() {
         q.reclaim();
     }
     assert_eq!(q.occupancy().in_tx, 0);
+}
+
+/// An IPv6/TCP frame (no extension headers) from `src_mac` to `dst_mac`; the TCP checksum is
+/// left zero (neither XDP nor the AF_XDP reader checks it).
+fn ipv6_tcp_frame(dst_mac: [u8; 6], dst_port: u16, payload: &[u8]) -> Vec<u8> {
+    let mut f = Vec::new();
+    f.extend_from_slice(&dst_mac);
+    f.extend_from_slice(&[2, 0, 0, 0, 0, 1]);
+    f.extend_from_slice(&0x86DDu16.to_be_bytes());
+    f.extend_from_slice(&[0x60, 0, 0, 0]);
+    f.extend_from_slice(&(20 + payload.len() as u16).to_be_bytes());
+    f.extend_from_slice(&[6, 64]);
+    let mut src = [0u8; 16];
+    src[..4].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8]);
+    let mut dst = src;
+    src[15] = 1;
+    dst[15] = 2;
+    f.extend_from_slice(&src);
+    f.extend_from_slice(&dst);
+    f.extend_from_slice(&40000u16.to_be_bytes());
+    f.extend_from_slice(&dst_port.to_be_bytes());
+    f.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x18, 0xff, 0xff, 0, 0, 0, 0]);
+    f.extend_from_slice(payload);
+    f
+}
+
+/// Inserts an 802.1Q tag (VLAN 5) after the MAC addresses.
+fn vlan_tagged(frame: &[u8]) -> Vec<u8> {
+    let mut f = frame[..12].to_vec();
+    f.extend_from_slice(&[0x81, 0x00, 0x00, 0x05]);
+    f.extend_from_slice(&frame[12..]);
+    f
+}
+
+/// Requirement (issue 4): one VLAN tag is allowed and IPv6 is parsed: steered ports in either
+/// are redirected, other ports pass.
+#[test]
+fn vlan_tagged_and_ipv6_segments_are_steered_by_port() {
+    let Some(tb) = for_test("v6vl") else { return };
+    let ifb = tb.ifname(Side::B).to_owned();
+    let mac_b = tb.mac(Side::B).unwrap();
+    let (prog, mut q) = {
+        let _ns = tb.enter(Side::B).unwrap();
+        let (prog, q) = steered_queue(
+            &ifb,
+            0,
+            AttachPolicy::NativeOnly,
+            XskConfig::default(),
+            &[(STEERED, PortKind::Listen)],
+        )
+        .unwrap();
+        (prog, q)
+    };
+    let before = prog.counters().unwrap();
+    let sock = {
+        let _ns = tb.enter(Side::A).unwrap();
+        PacketSocket::open(tb.ifname(Side::A)).unwrap()
+    };
+    let a = RawEndpoint {
+        mac: [2, 0, 0, 0, 0, 1],
+        ip: tb.ip(Side::A),
+        port: 40000,
+    };
+    let mut buf = [0u8; 128];
+    let mut v4 = |port: u16, payload: &[u8]| {
+        let b = RawEndpoint {
+            mac: mac_b,
+            ip: tb.ip(Side::B),
+            port,
+        };
+        let len = build_tcp_frame(&mut buf, &a, &b, 1, payload).unwrap();
+        buf[..len].to_vec()
+    };
+    let steered_vlan = vlan_tagged(&v4(STEERED, b"vlan-steered"));
+    let passed_vlan = vlan_tagged(&v4(PASSED, b"vlan-passed"));
+    let steered_v6 = ipv6_tcp_frame(mac_b, STEERED, b"ipv6-steered");
+    let passed_v6 = ipv6_tcp_frame(mac_b, PASSED, b"ipv6-passed");
+    for f in [&steered_vlan, &passed_vlan, &steered_v6, &passed_v6] {
+        sock.send(f).unwrap();
+    }
+    let mut seen: Vec<Vec<u8>> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let mut rx = Vec::new();
+    while seen.len() < 2 && Instant::now() < deadline {
+        q.poll_rx(20).unwrap();
+        q.recv(&mut rx, 64);
+        seen.extend(rx.iter().map(|f| q.data(f).to_vec()));
+        q.release(&mut rx);
+    }
+    assert!(
+        seen.contains(&steered_vlan),
+        "the tagged steered frame arrives intact"
+    );
+    assert!(
+        seen.contains(&steered_v6),
+        "the IPv6 steered frame arrives intact"
+    );
+    assert!(!seen.contains(&passed_vlan) && !seen.contains(&passed_v6));
+    let moved = prog.counters().unwrap().since(&before);
+    assert_eq!(moved.redirected, 2, "{moved:?}");
+    assert!(moved.passed >= 2, "{moved:?}");
+    assert_eq!(moved.malformed, 0, "{moved:?}");
 }

@@ -6,7 +6,9 @@
 //! - [`maps`]: the Rust mirror of `bpf/xwarp_maps.h` (map names, sizes, counter layout).
 //! - [`program`]: [`XdpProgram`] loads the embedded `bpf/xwarp_steer.bpf.c` object, attaches it
 //!   (native, generic as a fallback), fills the port set and the XSKMAP, detaches on drop.
-//! - [`xsk`]: [`XskQueue`], one UMEM and AF_XDP socket per engine queue; [`Frame`] tokens.
+//! - [`queues`]: how many rx queues (and so engine queues) an interface has.
+//! - [`xsk`]: [`XskQueue`], one UMEM and AF_XDP socket per engine queue; [`Frame`] tokens;
+//!   [`steered_queue`] pairs a program with a registered queue.
 //! - [`netlink`] and [`next_hop`]: routes, neighbours and link addresses over rtnetlink.
 //! - [`ports`]: the active-open local port range and its reservation from the kernel.
 //! - [`netns`]: entering network namespaces per thread; [`testbed`]: namespaces + veth pairs;
@@ -24,7 +26,9 @@ pub mod packet_socket;
 pub mod ping;
 pub mod ports;
 pub mod program;
+pub mod queues;
 pub mod raw;
+mod steered;
 pub mod testbed;
 pub mod xsk;
 
@@ -33,4 +37,5 @@ pub use maps::{Counters, PortKind};
 pub use next_hop::{resolve_next_hop, NextHop};
 pub use ports::LocalPortRange;
 pub use program::{AttachMode, AttachPolicy, XdpProgram};
+pub use steered::steered_queue;
 pub use xsk::{BindMode, Frame, XskConfig, XskQueue};

@@ -323,6 +323,7 @@ impl XdpProgram {
             return Err(XdpError::from_neg("libbpf_num_possible_cpus", ncpus));
         }
 
+        let prog_id = prog_fd_info(prog_fd)?.id;
         remove_stale(ifname, ifindex)?;
         let mode = match policy {
             AttachPolicy::NativeOnly => attach_in(ifindex, prog_fd, AttachMode::Native)?,
@@ -340,7 +341,6 @@ impl XdpProgram {
                 }
             }
         };
-        let prog_id = prog_fd_info(prog_fd)?.id;
         tracing::info!("{ifname}: {PROG_NAME} (id {prog_id}) attached in {mode} mode");
         Ok(Self {
             _obj: obj,

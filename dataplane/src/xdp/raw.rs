@@ -3,10 +3,11 @@
 //! tx token, no copy). The frames carry a valid TCP header to a steered port so that the peer's
 //! XDP program redirects them, and never reach either kernel.
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
 use super::netlink::Mac;
+use super::next_hop::NextHop;
 use super::xsk::{Frame, XskQueue};
 use super::XdpError;
 
@@ -24,6 +25,33 @@ pub struct RawEndpoint {
     pub ip: Ipv4Addr,
     /// TCP port (steered on the receiving side).
     pub port: u16,
+}
+
+impl RawEndpoint {
+    /// Both ends of an exchange with `remote_ip`, addressed from a resolved next hop (IPv4
+    /// only: `None` when the hop's source address is IPv6).
+    pub fn pair_from_hop(
+        hop: &NextHop,
+        local_port: u16,
+        remote_ip: Ipv4Addr,
+        remote_port: u16,
+    ) -> Option<(RawEndpoint, RawEndpoint)> {
+        let IpAddr::V4(local_ip) = hop.src_ip else {
+            return None;
+        };
+        Some((
+            RawEndpoint {
+                mac: hop.src_mac,
+                ip: local_ip,
+                port: local_port,
+            },
+            RawEndpoint {
+                mac: hop.dst_mac,
+                ip: remote_ip,
+                port: remote_port,
+            },
+        ))
+    }
 }
 
 /// The internet checksum (RFC 1071) of `data`, folded, starting from `sum`.
@@ -260,6 +288,94 @@ pub fn raw_echo(
     }
     q.kick_tx();
     Ok(echoed)
+}
+
+/// Frames and bytes moved by a one-way run, and how long it took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RawRun {
+    /// Frames sent or received.
+    pub frames: u64,
+    /// Their bytes on the wire (Ethernet header included, no FCS).
+    pub bytes: u64,
+    /// From the first frame to the last.
+    pub elapsed: Duration,
+}
+
+/// Sends `count` frames of `payload_len` bytes from `local` to `remote` as fast as the tx ring
+/// takes them (the future `raw_bw`); returns what was queued for transmission. Gives up after
+/// `timeout`.
+pub fn raw_flood(
+    q: &mut XskQueue,
+    local: &RawEndpoint,
+    remote: &RawEndpoint,
+    payload_len: usize,
+    count: u64,
+    timeout: Duration,
+) -> Result<RawRun, XdpError> {
+    if payload_len < 8 || HEADERS_LEN + payload_len > q.frame_capacity() {
+        return Err(XdpError::Invalid(
+            "payload must be 8.. bytes and fit a frame",
+        ));
+    }
+    let mut payload = vec![0u8; payload_len];
+    let mut batch: Vec<Frame> = Vec::with_capacity(64);
+    let start = Instant::now();
+    let mut sent = 0u64;
+    while sent < count && start.elapsed() < timeout {
+        q.reclaim();
+        let want = (count - sent).min(64) as usize;
+        while batch.len() < want {
+            let Some(mut f) = q.alloc() else { break };
+            payload[..8].copy_from_slice(&(sent + batch.len() as u64).to_le_bytes());
+            let len = build_tcp_frame(q.data_mut_full(&mut f), local, remote, 0, &payload)
+                .ok_or(XdpError::Invalid("frame too short"))?;
+            q.set_len(&mut f, len)?;
+            batch.push(f);
+        }
+        sent += q.send(&mut batch) as u64;
+        q.kick_tx();
+    }
+    q.release(&mut batch);
+    let frames = sent;
+    Ok(RawRun {
+        frames,
+        bytes: frames * (HEADERS_LEN + payload_len) as u64,
+        elapsed: start.elapsed(),
+    })
+}
+
+/// Receives frames until `count` have arrived or nothing arrived for `idle` (the receiving
+/// side of [`raw_flood`]); counts Ethernet/IPv4/TCP frames only.
+pub fn raw_sink(
+    q: &mut XskQueue,
+    count: u64,
+    idle: Duration,
+    busy_poll: bool,
+) -> Result<RawRun, XdpError> {
+    let mut rx: Vec<Frame> = Vec::with_capacity(64);
+    let mut run = RawRun::default();
+    let mut first: Option<Instant> = None;
+    let mut last = Instant::now();
+    while run.frames < count && last.elapsed() < idle {
+        if q.recv(&mut rx, 64) == 0 {
+            if !busy_poll {
+                q.poll_rx(1)?;
+            }
+            continue;
+        }
+        last = Instant::now();
+        first.get_or_insert(last);
+        for f in &rx {
+            let data = q.data(f);
+            if tcp_payload(data).is_some() {
+                run.frames += 1;
+                run.bytes += data.len() as u64;
+            }
+        }
+        q.release(&mut rx);
+    }
+    run.elapsed = first.map(|f| last - f).unwrap_or_default();
+    Ok(run)
 }
 
 #[cfg(test)]

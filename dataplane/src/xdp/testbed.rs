@@ -9,7 +9,10 @@ use std::net::Ipv4Addr;
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use super::netlink::{Mac, RtNetlink};
 use super::netns::{NetNs, NetNsGuard};
+use super::program::ifindex;
+use super::XdpError;
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
@@ -103,6 +106,14 @@ impl VethTestbed {
             Side::A => Ipv4Addr::new(198, 18, 0, 1),
             Side::B => Ipv4Addr::new(198, 18, 0, 2),
         }
+    }
+
+    /// The MAC of `side`'s veth end (asked over rtnetlink inside its namespace).
+    pub fn mac(&self, side: Side) -> Result<Mac, XdpError> {
+        let _ns = self
+            .enter(side)
+            .map_err(|e| XdpError::from_io("enter netns", &e))?;
+        RtNetlink::new()?.link_mac(ifindex(self.ifname(side))?)
     }
 
     /// Moves the calling thread into `side`'s namespace until the guard drops.

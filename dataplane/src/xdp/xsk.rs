@@ -86,6 +86,14 @@ static NEXT_OWNER: AtomicU32 = AtomicU32::new(1);
 
 /// An owned UMEM frame: its holder may touch its bytes, nobody else may (see the module docs).
 /// Dropping a token instead of returning it leaks the frame from its queue's pool.
+///
+/// A token cannot be duplicated, so a frame cannot be in two places at once:
+///
+/// ```compile_fail
+/// fn twice(f: dataplane::xdp::Frame) -> (dataplane::xdp::Frame, dataplane::xdp::Frame) {
+///     (f, f)
+/// }
+/// ```
 #[derive(Debug)]
 pub struct Frame {
     desc: FrameDesc,
