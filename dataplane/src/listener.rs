@@ -4,6 +4,7 @@
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex};
@@ -200,7 +201,11 @@ fn accept_loop(
                     .name("xwarp-startup".into())
                     .spawn(move || responder_startup(stream, tx, config, counters, device_id));
             }
-            Err(_) => std::thread::sleep(Duration::from_millis(2)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                // Sleep in poll(2) until a connection arrives (or 100 ms, to see `stop`).
+                let _ = crate::kernel::wait_readable(tcp.as_raw_fd(), 100);
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(10)),
         }
     }
 }

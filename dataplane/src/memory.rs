@@ -19,6 +19,12 @@ pub enum PinError {
     /// `mmap` failed with this errno.
     #[error("mmap failed (errno {0})")]
     Map(i32),
+    /// The file is shorter than the length to map.
+    #[error("file shorter than the region")]
+    FileTooShort,
+    /// `msync` failed with this errno.
+    #[error("msync failed (errno {0})")]
+    Sync(i32),
     /// `mlock` failed with this errno (RLIMIT_MEMLOCK too small, or no CAP_IPC_LOCK).
     #[error("mlock failed (errno {0}); raise RLIMIT_MEMLOCK or run with CAP_IPC_LOCK")]
     Lock(i32),
@@ -56,19 +62,39 @@ fn errno() -> i32 {
 impl PinnedBuf {
     /// Maps `len` zeroed bytes (rounded up to whole pages) and locks them into RAM.
     pub fn new(len: usize) -> Result<Self, PinError> {
+        Self::map(len, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1)
+    }
+
+    /// Maps the first `len` bytes of `file` shared (writes land in the page cache, so RDMA
+    /// placement writes the file) and locks them into RAM. The file must be at least `len`
+    /// bytes long and open for reading and writing.
+    pub fn map_file(file: &std::fs::File, len: usize) -> Result<Self, PinError> {
+        use std::os::fd::AsRawFd;
+        let size = file
+            .metadata()
+            .map_err(|e| PinError::Map(e.raw_os_error().unwrap_or(0)))?
+            .len();
+        if (size as u128) < len as u128 {
+            return Err(PinError::FileTooShort);
+        }
+        Self::map(len, libc::MAP_SHARED, file.as_raw_fd())
+    }
+
+    fn map(len: usize, flags: libc::c_int, fd: libc::c_int) -> Result<Self, PinError> {
         if len == 0 {
             return Err(PinError::Empty);
         }
         let page = page_size();
         let map_len = len.checked_add(page - 1).ok_or(PinError::TooLarge)? / page * page;
-        // Safety: anonymous private mapping with no address hint; the result is checked below.
+        // Safety: a fresh mapping with no address hint (anonymous, or of a file descriptor the
+        // caller keeps open for the duration of the call); the result is checked below.
         let ptr = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 map_len,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
+                flags,
+                fd,
                 0,
             )
         };
@@ -88,6 +114,16 @@ impl PinnedBuf {
             len,
             map_len,
         })
+    }
+
+    /// Writes a file mapping's dirty pages back to the file and waits (`msync(MS_SYNC)`).
+    /// A no-op for anonymous memory.
+    pub fn sync(&self) -> Result<(), PinError> {
+        // Safety: ptr/map_len describe our live mapping.
+        if unsafe { libc::msync(self.ptr.as_ptr().cast(), self.map_len, libc::MS_SYNC) } != 0 {
+            return Err(PinError::Sync(errno()));
+        }
+        Ok(())
     }
 
     /// Usable length in bytes (as requested, not rounded).
@@ -214,6 +250,33 @@ mod tests {
             .unwrap();
         b.read_at(0, &mut out[..2]).unwrap();
         assert_eq!(&out[..2], b"xy");
+    }
+
+    #[test]
+    fn file_mapping_writes_reach_the_file() {
+        use std::io::{Read, Seek, Write};
+        let path = std::env::temp_dir().join(format!("xwarp-pin-{}", std::process::id()));
+        let mut f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .unwrap();
+        f.write_all(&[0u8; 8192]).unwrap();
+        assert_eq!(
+            PinnedBuf::map_file(&f, 8193).unwrap_err(),
+            PinError::FileTooShort
+        );
+        let b = PinnedBuf::map_file(&f, 8192).unwrap();
+        b.write_at(4000, b"on disk").unwrap();
+        b.sync().unwrap();
+        let mut got = [0u8; 7];
+        f.seek(std::io::SeekFrom::Start(4000)).unwrap();
+        f.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"on disk");
+        drop(b);
+        let _ = std::fs::remove_file(&path);
     }
 
     #[test]

@@ -106,10 +106,17 @@ impl ProtectionDomain {
     /// Registers `len` zeroed bytes of pinned (page-aligned, mlock'ed) memory with `access`.
     /// Its tagged offsets (TO) start at 0.
     pub fn register(&self, len: usize, access: Access) -> Result<MemoryRegion, RegisterError> {
-        let buf = Arc::new(PinnedBuf::new(len)?);
+        self.register_buf(Arc::new(PinnedBuf::new(len)?), access)
+    }
+
+    fn register_buf(
+        &self,
+        buf: Arc<PinnedBuf>,
+        access: Access,
+    ) -> Result<MemoryRegion, RegisterError> {
         let spec = RegionSpec {
             base_to: 0,
-            len: len as u64,
+            len: buf.len() as u64,
             access,
             pd: self.inner.id,
             stream: None,
@@ -124,6 +131,18 @@ impl ProtectionDomain {
             buf,
             pd: self.inner.clone(),
         })
+    }
+
+    /// Registers the first `len` bytes of `file`, mapped shared and locked: RDMA Writes and
+    /// received data land in the page cache, RDMA Reads read the file. [`MemoryRegion::sync`]
+    /// writes it back (for a storage COMMIT). The file must be open read-write and long enough.
+    pub fn register_file(
+        &self,
+        file: &std::fs::File,
+        len: usize,
+        access: Access,
+    ) -> Result<MemoryRegion, RegisterError> {
+        self.register_buf(Arc::new(PinnedBuf::map_file(file, len)?), access)
     }
 
     /// Registers pinned memory holding a copy of `data`.
@@ -196,6 +215,10 @@ impl MemoryRegion {
     /// Start address of the pinned memory (page aligned).
     pub fn addr(&self) -> usize {
         self.buf.addr()
+    }
+    /// Writes a file-backed region back to its file and waits (`msync`); a no-op otherwise.
+    pub fn sync(&self) -> Result<(), crate::memory::PinError> {
+        self.buf.sync()
     }
 }
 

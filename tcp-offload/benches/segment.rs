@@ -36,15 +36,7 @@ fn pair(t0: Instant) -> (Connection, Connection) {
     };
     let mut a = Connection::connect(cfg(), ta, &g, t0);
     let mut b = Connection::listen(cfg(), ta.remote, &g, t0);
-    let mut buf = vec![0u8; 2048];
-    for _ in 0..4 {
-        while let Some(n) = a.poll_transmit(t0, &mut buf) {
-            b.handle_packet(t0, &buf[..n]).unwrap();
-        }
-        while let Some(n) = b.poll_transmit(t0, &mut buf) {
-            a.handle_packet(t0, &buf[..n]).unwrap();
-        }
-    }
+    tcp_offload::exchange(&mut a, &mut b, t0, 4);
     assert_eq!(
         (a.state(), b.state()),
         (State::Established, State::Established)

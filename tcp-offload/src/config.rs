@@ -87,6 +87,8 @@ pub struct Config {
     pub max_ooo_ranges: usize,
     /// Most out-of-order octets held per connection (never more than `recv_buffer`).
     pub max_ooo_bytes: u32,
+    /// Challenge ACKs per second and connection (RFC 5961 §7 rate limit).
+    pub challenge_acks_per_sec: u32,
 }
 
 impl Default for Config {
@@ -115,6 +117,7 @@ impl Default for Config {
             pack_records: true,
             max_ooo_ranges: 64,
             max_ooo_bytes: 1 << 20,
+            challenge_acks_per_sec: 100,
         }
     }
 }

@@ -135,6 +135,9 @@ pub struct Connection {
     state: State,
     passive: bool,
     from_listen: bool,
+    challenge_window: Option<Instant>,
+    challenge_count: u32,
+    closed_normally: bool,
 
     // Send side (offsets: SYN at 0, data from 1).
     snd: SeqSpace,
@@ -217,10 +220,18 @@ pub struct Connection {
     ooo_limits: OooLimits,
 }
 
+/// IP + TCP header octets without options (RFC 9293 §3.7.1 MMS_S - MSS).
+fn ip_tcp_overhead(tuple: &FourTuple) -> u16 {
+    match tuple.local {
+        SocketAddr::V4(_) => 40,
+        SocketAddr::V6(_) => 60,
+    }
+}
+
 /// Options we offer in a SYN / SYN-ACK.
-fn syn_options(cfg: &Config) -> TcpOptions {
+fn syn_options(cfg: &Config, tuple: &FourTuple) -> TcpOptions {
     TcpOptions {
-        mss: Some(cfg.mss.min(cfg.mtu.saturating_sub(40))),
+        mss: Some(cfg.mss.min(cfg.mtu.saturating_sub(ip_tcp_overhead(tuple)))),
         window_scale: cfg.window_scale,
         sack_permitted: cfg.sack,
         timestamps: cfg.timestamps.then_some((0, 0)),
@@ -243,6 +254,9 @@ impl Connection {
             state: State::Closed,
             passive: false,
             from_listen: false,
+            challenge_window: None,
+            challenge_count: 0,
+            closed_normally: false,
             snd: SeqSpace { isn: iss },
             snd_una: 0,
             snd_nxt: 0,
@@ -356,7 +370,6 @@ impl Connection {
         c.rcv = SeqSpace {
             isn: ack.seq.plus(u32::MAX),
         };
-        c.recv = RecvBuffer::new(1);
         // The cookie SYN-ACK advertised min(recv_buffer, 65535), unscaled.
         c.rcv_edge = 1 + u64::from(c.cfg.recv_buffer.min(65535));
         c.peer_mss = mss;
@@ -425,7 +438,7 @@ impl Connection {
         let base = u32::from(
             self.peer_mss
                 .min(self.cfg.mss)
-                .min(self.cfg.mtu.saturating_sub(40)),
+                .min(self.cfg.mtu.saturating_sub(ip_tcp_overhead(&self.tuple))),
         );
         base.saturating_sub(if self.ts_enabled { 12 } else { 0 })
             .max(1)
@@ -630,6 +643,7 @@ impl Connection {
     }
 
     fn terminate(&mut self, why: CloseReason) {
+        self.closed_normally = why == CloseReason::Normal && self.state.is_synchronized();
         if self.state != State::Closed {
             self.state = State::Closed;
             self.events.push_back(Event::Closed(why));
@@ -788,7 +802,17 @@ impl Connection {
     pub fn handle_segment(&mut self, now: Instant, seg: &Segment<'_>) {
         self.counters.segs_in += 1;
         match self.state {
-            State::Closed => self.reply_rst(seg),
+            State::Closed => {
+                // After an orderly close we still know the stream: a late duplicate of data or FIN
+                // we already acknowledged (reordered, or a peer's spurious retransmission) is
+                // dropped quietly; anything else gets the RST of RFC 9293 §3.10.7.1.
+                let old_dup = self.closed_normally
+                    && !seg.flags.syn
+                    && self.rcv.seq(self.recv.nxt).ge(seg.seq.plus(seg.seg_len()));
+                if !old_dup {
+                    self.reply_rst(seg);
+                }
+            }
             State::Listen => self.segment_in_listen(now, seg),
             State::SynSent => self.segment_in_syn_sent(now, seg),
             _ => self.segment_in_sync(now, seg),
@@ -806,7 +830,7 @@ impl Connection {
     fn on_syn(&mut self, seg: &Segment<'_>, now: Instant) {
         // Record the peer's ISN and options (RFC 9293 §3.10.7.2/3; RFC 7323 §2.2, §3.2; RFC 2018 §2).
         self.rcv = SeqSpace { isn: seg.seq };
-        self.recv = RecvBuffer::new(1);
+        self.recv = self.recv.fresh(1);
         self.rcv_edge = 1;
         self.fin_rcvd = None;
         let o = &seg.options;
@@ -953,8 +977,21 @@ impl Connection {
         }
     }
 
-    fn challenge_ack(&mut self) {
-        // RFC 5961 §3.2, §4.2, §5.2 (rate limiting is left to the caller's budget).
+    /// RFC 5961 §3.2, §4.2, §5.2 challenge ACK, rate-limited per §7 to
+    /// `Config::challenge_acks_per_sec`.
+    fn challenge_ack(&mut self, now: Instant) {
+        if self
+            .challenge_window
+            .is_none_or(|t| now.saturating_duration_since(t) >= Duration::from_secs(1))
+        {
+            self.challenge_window = Some(now);
+            self.challenge_count = 0;
+        }
+        if self.challenge_count >= self.cfg.challenge_acks_per_sec {
+            self.counters.challenge_acks_limited += 1;
+            return;
+        }
+        self.challenge_count += 1;
         self.counters.challenge_acks += 1;
         self.ack_now = true;
     }
@@ -978,6 +1015,8 @@ impl Connection {
         {
             seg.flags.syn = false;
             seg.seq = seg.seq.plus(1);
+            // Our own SYN-ACK may not have gone out yet: acknowledge theirs explicitly.
+            self.ack_now = true;
         }
         // Sequence number as an offset near RCV.NXT (segments with wildly old sequence numbers are
         // simply unacceptable).
@@ -1035,13 +1074,13 @@ impl Connection {
                     _ => self.terminate(CloseReason::Reset),
                 }
             } else {
-                self.challenge_ack();
+                self.challenge_ack(now);
             }
             return;
         }
         // Fourth: SYN in a synchronized state (RFC 5961 §4.2) -> challenge ACK.
         if seg.flags.syn {
-            self.challenge_ack();
+            self.challenge_ack(now);
             return;
         }
         // Fifth: ACK.
@@ -1641,7 +1680,7 @@ impl Connection {
     }
 
     fn send_syn(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
-        let mut o = syn_options(&self.cfg);
+        let mut o = syn_options(&self.cfg, &self.tuple);
         let synack = self.state == State::SynReceived;
         if synack {
             // Echo only what the peer offered (RFC 7323 §2.2, §3.2; RFC 2018 §2).

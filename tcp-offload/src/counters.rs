@@ -39,6 +39,8 @@ pub struct Counters {
     pub bad_checksum: u64,
     /// Challenge ACKs sent (RFC 5961 §3, §4, §5).
     pub challenge_acks: u64,
+    /// Challenge ACKs suppressed by the rate limit (RFC 5961 §7).
+    pub challenge_acks_limited: u64,
     /// Segments outside the receive window, dropped with an ACK (RFC 9293 §3.10.7.4).
     pub out_of_window: u64,
     /// Segments dropped by PAWS (RFC 7323 §5).

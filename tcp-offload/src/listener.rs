@@ -298,8 +298,20 @@ impl Listener {
     fn push_accepted(&mut self, mut c: Connection) {
         if self.accept_queue.len() >= self.lcfg.max_accept_queue {
             self.counters.accept_overflow += 1;
+            // Reset the peer (RFC 9293 §3.10.5 abort) and forget the connection.
             c.abort();
-            // The RST from abort is dropped with the connection: the peer learns on its next segment.
+            let mut buf = [0u8; 128];
+            if let Some(n) = c.poll_transmit(self.gen.epoch(), &mut buf) {
+                if let Ok(seg) = wire::parse(&buf[..n]) {
+                    if self.tx.len() < self.lcfg.max_tx_queue {
+                        self.tx.push_back(Reply::Rst {
+                            tuple: c.tuple(),
+                            seq: seg.seq,
+                            ack: None,
+                        });
+                    }
+                }
+            }
             return;
         }
         self.counters.accepted += 1;

@@ -114,6 +114,19 @@ impl RecvBuffer {
         }
     }
 
+    /// An empty buffer starting at `nxt` that keeps this one's mode and shared budget (the SYN
+    /// resets the receive side, but not what the upper layer asked for).
+    pub fn fresh(&mut self, nxt: u64) -> RecvBuffer {
+        let mut r = RecvBuffer::new(nxt);
+        r.record_mode = self.record_mode;
+        if let Some(b) = self.budget.take() {
+            b.release(self.ooo_bytes as usize);
+            self.ooo_bytes = 0;
+            r.budget = Some(b);
+        }
+        r
+    }
+
     pub fn set_budget(&mut self, b: OooBudget) {
         self.budget = Some(b);
     }

@@ -324,3 +324,94 @@ fn sack_blocks_report_committed_ranges_rfc2018() {
     assert_eq!((o.sack[1].0 .0, o.sack[1].1 .0), (base + 100, base + 150));
     assert_eq!(out.last().unwrap().ack, Some(base));
 }
+
+#[test]
+fn record_mode_entered_before_the_handshake_survives_the_syn() {
+    let mut p = Pair::new(cfg(), cfg());
+    p.a.enter_record_mode();
+    p.b.enter_record_mode();
+    assert!(p.run_until(Duration::from_secs(5), |p| p.a.state()
+        == State::Established
+        && p.b.state() == State::Established));
+    p.a.send_record_bytes(b"first record").unwrap();
+    assert!(p.run_until(Duration::from_secs(5), |p| p.b.rcv_nxt_offset() == 12));
+    let c = p.b.poll_recv().expect("record mode delivers chunks");
+    assert_eq!((c.offset, c.data.as_slice()), (0, &b"first record"[..]));
+    assert_eq!(p.b.recv_ready(), 0);
+}
+
+/// Established in record mode with SACK and no timestamps; `n` records of `len` octets sent
+/// (packed two per segment when they fit).
+fn scripted_records(n: usize, len: usize) -> (Script, Vec<harness::script::Out>) {
+    let cfg = Config {
+        delayed_ack: None,
+        timestamps: false,
+        ..Config::default()
+    };
+    let opts = TcpOptions {
+        sack_permitted: true,
+        mss: Some(1460),
+        window_scale: Some(0),
+        ..TcpOptions::default()
+    };
+    let mut s = Script::establish_active(cfg, opts);
+    s.c.enter_record_mode();
+    for k in 0..n {
+        s.c.send_record_bytes(&vec![k as u8; len]).unwrap();
+    }
+    let out = s.drain();
+    (s, out)
+}
+
+#[test]
+fn mpa_61_retransmission_keeps_boundaries_when_the_window_shrinks() {
+    let (mut s, out) = scripted_records(4, 700);
+    assert_eq!(out.len(), 2, "two records per segment");
+    assert!(out.iter().all(|o| o.payload.len() == 1400));
+    // The peer shrinks its window to 100 octets without acknowledging anything; the RTO fires.
+    let repr = tcp_offload::wire::SegmentRepr {
+        tuple: harness::tuple_b(),
+        seq: tcp_offload::SeqNum(s.p_nxt),
+        ack: Some(s.c.snd_una()),
+        flags: tcp_offload::wire::Flags::default(),
+        window: 100,
+        options: TcpOptions::default(),
+    };
+    s.c.handle_packet(s.now, &harness::raw(repr, b"")).unwrap();
+    s.advance(s.c.rto());
+    let re = s.drain();
+    assert_eq!(re.len(), 1);
+    assert_eq!(
+        (re[0].seq, re[0].payload.len()),
+        (out[0].seq, 1400),
+        "same segment, same boundaries"
+    );
+    assert_eq!(s.c.counters().unaligned_retransmits, 0);
+}
+
+#[test]
+fn mpa_61_retransmission_keeps_boundaries_when_sack_covers_part_of_a_segment() {
+    let (mut s, out) = scripted_records(10, 700);
+    assert_eq!(out.len(), 5);
+    // SACK the second half of segment 0 (its second record) and segments 1..=4.
+    let first = out[0].seq;
+    let end = out[4].seq + 1400;
+    let mut o = TcpOptions::default();
+    o.sack[0] = (tcp_offload::SeqNum(first + 700), tcp_offload::SeqNum(end));
+    o.sack_count = 1;
+    for _ in 0..3 {
+        s.inject_raw(s.p_nxt, Some(first), "A", o, b"");
+    }
+    let re: Vec<_> = s
+        .drain()
+        .into_iter()
+        .filter(|x| !x.payload.is_empty())
+        .collect();
+    assert_eq!(re.len(), 1, "only the hole's segment is resent");
+    assert_eq!(
+        (re[0].seq, re[0].payload.len()),
+        (first, 1400),
+        "the whole original segment, both records"
+    );
+    assert_eq!(s.c.counters().fast_retransmits, 1);
+}

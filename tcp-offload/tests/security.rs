@@ -369,3 +369,72 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn rfc5961_s7_challenge_acks_are_rate_limited() {
+    let mut s = Script::establish_active(
+        Config {
+            challenge_acks_per_sec: 5,
+            ..cfg()
+        },
+        TcpOptions::default(),
+    );
+    for k in 0..20 {
+        s.inject_raw(s.p_nxt + 100 + k, None, "R", TcpOptions::default(), b"");
+    }
+    assert_eq!(s.c.counters().challenge_acks, 5);
+    assert_eq!(s.c.counters().challenge_acks_limited, 15);
+    assert_eq!(s.drain().len(), 1, "one ACK carries them");
+    s.advance(Duration::from_secs(1));
+    s.inject_raw(s.p_nxt + 7, None, "R", TcpOptions::default(), b"");
+    assert_eq!(
+        s.c.counters().challenge_acks,
+        6,
+        "a new second, a new budget"
+    );
+    assert_eq!(s.c.state(), State::Established);
+}
+
+#[test]
+fn listener_accept_queue_is_bounded_and_overflow_is_reset() {
+    let t0 = Instant::now();
+    let mut l = harness::listener(
+        t0,
+        ListenerConfig {
+            max_accept_queue: 1,
+            ..ListenerConfig::default()
+        },
+    );
+    let g = gen(t0);
+    let mut clients: Vec<Connection> = (0..2u16)
+        .map(|k| {
+            let t = tcp_offload::FourTuple {
+                local: std::net::SocketAddr::from(([198, 18, 0, 1], 40000 + k)),
+                remote: tuple_b().local,
+            };
+            Connection::connect(Config::default(), t, &g, t0)
+        })
+        .collect();
+    let mut buf = vec![0u8; 2000];
+    for _ in 0..4 {
+        for c in clients.iter_mut() {
+            while let Some(n) = c.poll_transmit(t0, &mut buf) {
+                l.handle_packet(t0, &buf[..n]).unwrap();
+            }
+        }
+        while let Some(n) = l.poll_transmit(t0, &mut buf) {
+            let to = wire::parse(&buf[..n]).unwrap().tuple.local;
+            if let Some(c) = clients.iter_mut().find(|c| c.tuple().local == to) {
+                c.handle_packet(t0, &buf[..n]).unwrap();
+            }
+        }
+    }
+    assert_eq!(l.accept_queue_len(), 1);
+    assert_eq!(l.counters().accept_overflow, 1);
+    assert_eq!(
+        clients[1].state(),
+        State::Closed,
+        "the overflowed client was reset"
+    );
+    assert_eq!(clients[0].state(), State::Established);
+}

@@ -5,13 +5,32 @@
 mod common;
 
 use common::smol::{SmolConfig, SmolTransport};
-use common::{link_case, par_seeds, run_bulk, stream_seed, threads, Outcome, Role, Summary};
+use common::wrap::{Hooks, Wrapped};
+use common::{
+    link_case, par_seeds, run_bulk as run_bulk_keep, stream_seed, threads, Outcome, Role, Summary,
+};
 use tcp_offload::sim::{
-    BulkConfig, ClosePolicy, ConnState, Delivery, LinkConfig, Pattern, SegmentAudit, Side,
-    SimConfig, SimTime, Transport,
+    BulkConfig, ClosePolicy, Delivery, LinkConfig, Pattern, SegmentAudit, Side, SimConfig, SimTime,
+    Transport,
 };
 
 const KIB: u64 = 1024;
+
+/// [`common::run_bulk`] without the transports.
+#[allow(clippy::too_many_arguments)]
+fn run_bulk<A: Transport, B: Transport>(
+    seed: u64,
+    a: A,
+    b: B,
+    ca: BulkConfig,
+    cb: BulkConfig,
+    ab: LinkConfig,
+    ba: LinkConfig,
+    audits: [SegmentAudit; 2],
+    limits: SimConfig,
+) -> Result<Outcome, String> {
+    run_bulk_keep(seed, a, b, ca, cb, ab, ba, audits, limits).map(|r| r.0)
+}
 
 fn smol_pair(seed: u64, cfg: &SmolConfig) -> (SmolTransport, SmolTransport) {
     (
@@ -24,7 +43,9 @@ fn smol_pair(seed: u64, cfg: &SmolConfig) -> (SmolTransport, SmolTransport) {
 /// arrives while it has data or its own FIN unacknowledged ((ESTABLISHED, FIN) -> CLOSE-WAIT and
 /// (FIN-WAIT-1, FIN) -> CLOSING both call `set_for_idle`), and then stalls for ever if that data
 /// was lost. Found by this simulation. So between two smoltcps the client closes only after it
-/// has everything (its FIN acknowledges all) and the server closes passively.
+/// has everything (its FIN acknowledges all) and the server closes passively. (In LAST-ACK it
+/// also idles the timer on an ACK not covering its FIN, so a duplicated or reordered ACK and a
+/// lost FIN can still hang the server; the seeds here do not hit it.)
 fn bulk(seed: u64, a_len: u64, b_len: u64) -> (BulkConfig, BulkConfig) {
     let (sa, sb) = (stream_seed(seed, Side::A), stream_seed(seed, Side::B));
     (
@@ -230,41 +251,19 @@ fn negative_corruption_reaches_the_verifier_when_checksums_are_not_checked() {
     .unwrap();
 }
 
-/// A transport wrapper that spoils the first delivery it hands up, in one of three ways.
-struct Spoil<T> {
-    inner: T,
+/// Spoils the first delivery it hands up, in one of three ways.
+struct Spoil {
     how: &'static str,
     done: bool,
     again: Option<Delivery>,
 }
 
-impl<T: Transport> Transport for Spoil<T> {
-    fn handle_packet(&mut self, now: SimTime, p: &[u8]) {
-        self.inner.handle_packet(now, p)
-    }
-    fn poll_transmit(&mut self, now: SimTime) -> Option<Vec<u8>> {
-        self.inner.poll_transmit(now)
-    }
-    fn poll_timeout(&mut self, now: SimTime) -> Option<SimTime> {
-        self.inner.poll_timeout(now)
-    }
-    fn handle_timeout(&mut self, now: SimTime) {
-        self.inner.handle_timeout(now)
-    }
-    fn state(&self) -> ConnState {
-        self.inner.state()
-    }
-    fn send_space(&self) -> usize {
-        self.inner.send_space()
-    }
-    fn send(&mut self, now: SimTime, d: &[u8]) -> usize {
-        self.inner.send(now, d)
-    }
-    fn recv(&mut self, now: SimTime) -> Option<Delivery> {
+impl<T: Transport> Hooks<T> for Spoil {
+    fn recv(&mut self, inner: &mut T, now: SimTime) -> Option<Delivery> {
         if let Some(d) = self.again.take() {
             return Some(d);
         }
-        let mut d = self.inner.recv(now)?;
+        let mut d = inner.recv(now)?;
         if self.done || d.data.is_empty() {
             return Some(d);
         }
@@ -282,9 +281,6 @@ impl<T: Transport> Transport for Spoil<T> {
         }
         Some(d)
     }
-    fn close(&mut self, now: SimTime) {
-        self.inner.close(now)
-    }
 }
 
 #[test]
@@ -295,11 +291,13 @@ fn negative_the_verifier_catches_a_flipped_a_lost_and_a_repeated_octet() {
         ("repeat", "handed up twice"),
     ] {
         let (a, b) = smol_pair(9, &SmolConfig::default());
-        let b = Spoil {
+        let b = Wrapped {
             inner: b,
-            how,
-            done: false,
-            again: None,
+            hooks: Spoil {
+                how,
+                done: false,
+                again: None,
+            },
         };
         let (ca, cb) = bulk(9, 64 * KIB, 0);
         let err = run_bulk(

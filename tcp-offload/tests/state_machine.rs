@@ -354,3 +354,83 @@ fn rfc9293_s3_10_7_4_out_of_order_fin_waits_for_the_gap() {
     assert_eq!(s.c.state(), State::CloseWait);
     assert_eq!(s.c.rcv_nxt().0, base + 7);
 }
+
+#[test]
+fn rfc9293_s3_10_7_1_after_last_ack_old_duplicates_are_dropped_and_new_segments_reset() {
+    let mut s = Script::establish_active(cfg(), no_opts());
+    s.inject("FA", b"", false);
+    s.c.close(s.now);
+    s.drain();
+    s.inject("A", b"", false);
+    assert_eq!(s.c.state(), State::Closed);
+    // The peer's FIN again (reordered or spuriously retransmitted): already acknowledged, dropped.
+    s.p_nxt -= 1;
+    s.inject("FA", b"", false);
+    assert!(
+        s.drain().is_empty(),
+        "no RST for an old duplicate after an orderly close"
+    );
+    // Something new: RST.
+    s.inject("A", b"new", false);
+    let out = s.drain();
+    assert!(out.len() == 1 && out[0].flags.rst);
+}
+
+#[test]
+fn rfc9293_s3_10_4_close_in_syn_sent_deletes_the_connection() {
+    let mut s = Script::active(cfg());
+    s.drain();
+    s.c.close(s.now);
+    assert_eq!(s.c.state(), State::Closed);
+    assert!(s.drain().is_empty());
+}
+
+#[test]
+fn rfc9293_s3_10_4_close_in_syn_received_sends_fin_once_established() {
+    let (mut s, iss) = passive_syn_received();
+    s.c.close(s.now);
+    assert_eq!(
+        s.c.state(),
+        State::SynReceived,
+        "the FIN waits for ESTABLISHED"
+    );
+    assert!(s.drain().iter().all(|o| !o.flags.fin));
+    s.inject_raw(101, Some(iss + 1), "A", no_opts(), b"");
+    assert_eq!(s.c.state(), State::FinWait1);
+    let out = s.drain();
+    assert!(out.iter().any(|o| o.flags.fin && o.seq == iss + 1));
+}
+
+#[test]
+fn rfc9293_s3_10_7_4_fin_in_syn_received_goes_to_close_wait() {
+    let (mut s, iss) = passive_syn_received();
+    s.inject_raw(101, Some(iss + 1), "FA", no_opts(), b"");
+    assert_eq!(s.c.state(), State::CloseWait);
+}
+
+#[test]
+fn rfc9293_s3_5_simultaneous_open_between_two_active_connections() {
+    use harness::{gen, tuple_a, tuple_b};
+    use tcp_offload::Connection;
+    let t0 = std::time::Instant::now();
+    let g = gen(t0);
+    let mut a = Connection::connect(cfg(), tuple_a(), &g, t0);
+    let mut b = Connection::connect(cfg(), tuple_b(), &g, t0);
+    let mut buf = vec![0u8; 2000];
+    // Both SYNs cross.
+    let na = a.poll_transmit(t0, &mut buf).unwrap();
+    let syn_a = buf[..na].to_vec();
+    let nb = b.poll_transmit(t0, &mut buf).unwrap();
+    let syn_b = buf[..nb].to_vec();
+    a.handle_packet(t0, &syn_b).unwrap();
+    b.handle_packet(t0, &syn_a).unwrap();
+    assert_eq!(
+        (a.state(), b.state()),
+        (State::SynReceived, State::SynReceived)
+    );
+    tcp_offload::exchange(&mut a, &mut b, t0, 4);
+    assert_eq!(
+        (a.state(), b.state()),
+        (State::Established, State::Established)
+    );
+}

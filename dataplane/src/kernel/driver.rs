@@ -280,7 +280,11 @@ impl Driver<'_> {
                 // The peer closed while we were not closing: MPA error 1, work is flushed.
                 return Err(QpError::PeerClosed);
             }
-            let timeout_ms = if blocked && self.opts.segment_per_chunk {
+            // More FPDUs are queued and the socket takes them: only look for input, do not sleep.
+            let more = !blocked && !self.tx.is_empty();
+            let timeout_ms = if more {
+                0
+            } else if blocked && self.opts.segment_per_chunk {
                 std::thread::sleep(Duration::from_micros(20));
                 0
             } else if self.closing_since.is_some() {

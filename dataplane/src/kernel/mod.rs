@@ -6,4 +6,4 @@ mod driver;
 mod waker;
 
 pub(crate) use driver::{run, tcp_mss, DriverOptions, EstablishedTx};
-pub(crate) use waker::Waker;
+pub(crate) use waker::{wait_readable, Waker};

@@ -86,6 +86,21 @@ pub(crate) fn wait(
     })
 }
 
+/// Waits until `fd` is readable or `timeout_ms` passes; true when readable.
+pub(crate) fn wait_readable(fd: RawFd, timeout_ms: i32) -> io::Result<bool> {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // Safety: p is one valid pollfd for the duration of the call.
+    let n = unsafe { libc::poll(&mut p, 1, timeout_ms) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n > 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,7 +2,10 @@
 //! transports, their apps and link audits together, a parallel seed runner and case summaries.
 #![allow(dead_code)]
 
+pub mod ours;
+pub mod peer;
 pub mod smol;
+pub mod wrap;
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -78,7 +81,7 @@ pub fn run_bulk<A: Transport, B: Transport>(
     b_to_a: LinkConfig,
     audits: [SegmentAudit; 2],
     limits: SimConfig,
-) -> Result<Outcome, String> {
+) -> Result<(Outcome, A, B), String> {
     let host_a = Host::new(a, BulkApp::new(cfg_a));
     let host_b = Host::new(b, BulkApp::new(cfg_b));
     let mut sim = Sim::new(seed, host_a, host_b, a_to_b, b_to_a)
@@ -119,11 +122,19 @@ pub fn run_bulk<A: Transport, B: Transport>(
         done,
         rst_before_close,
     };
+    drop(audits);
     match result {
-        Ok(_) => Ok(out),
+        Ok(_) => Ok((out, sim.a.transport, sim.b.transport)),
         Err(e) => Err(format!(
-            "seed {seed}: {e}; links a->b {:?} b->a {:?}",
-            out.report.a_to_b, out.report.b_to_a
+            "seed {seed}: {e}; A [{}] sent {} got {}; B [{}] sent {} got {}; links a->b {:?} b->a {:?}",
+            sim.a.transport.describe(),
+            sim.a.app.sent(),
+            sim.a.app.verify_stats().bytes,
+            sim.b.transport.describe(),
+            sim.b.app.sent(),
+            sim.b.app.verify_stats().bytes,
+            out.report.a_to_b,
+            out.report.b_to_a
         )),
     }
 }
@@ -201,18 +212,20 @@ impl Summary {
     pub fn line(&self, case: &str) -> String {
         let mean_ms = self.total_end_us / self.runs.max(1) / 1000;
         format!(
-            "{case}: seeds={} bytes={} pkts={} lost={} reordered={} dup={} corrupt={} retx_segments={} (transport says {}) \
-             unaligned={} exceptions={} ooo_deliveries={} rst={} sim_time mean={}ms max={}",
+            "{case}: seeds={} bytes={} pkts={} lost={} queue_drops={} reordered={} dup={} corrupt={} retx_segments={} \
+             (ours count {}) unaligned={} reshaped_retx={} exceptions={} ooo_deliveries={} rst={} sim_time mean={}ms max={}",
             self.runs,
             self.bytes,
             self.link.sent,
             self.link.lost,
+            self.link.dropped_queue,
             self.link.reordered,
             self.link.duplicated,
             self.link.corrupted,
             self.audit.retx,
             self.retransmits,
             self.audit.unaligned(),
+            self.audit.retx_reshaped,
             self.exceptions,
             self.ooo_deliveries,
             self.audit.rst,

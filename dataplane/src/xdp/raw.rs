@@ -1,0 +1,473 @@
+//! Raw Ethernet/IPv4/TCP frames over AF_XDP, below any protocol: a ping-pong (the future
+//! `raw_lat` of the bench) and an echo that turns received frames around in place (rx token ->
+//! tx token, no copy). The frames carry a valid TCP header to a steered port so that the peer's
+//! XDP program redirects them, and never reach either kernel.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::{Duration, Instant};
+
+use super::netlink::Mac;
+use super::next_hop::NextHop;
+use super::xsk::{Frame, XskQueue};
+use super::XdpError;
+
+/// Ethernet + IPv4 + TCP header bytes of the frames built here (no options).
+pub const HEADERS_LEN: usize = 14 + 20 + 20;
+const ETHERTYPE_IPV4: u16 = 0x0800;
+const TCP_PSH_ACK: u8 = 0x18;
+
+/// One end of a raw exchange.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawEndpoint {
+    /// Ethernet address.
+    pub mac: Mac,
+    /// IPv4 address.
+    pub ip: Ipv4Addr,
+    /// TCP port (steered on the receiving side).
+    pub port: u16,
+}
+
+impl RawEndpoint {
+    /// Both ends of an exchange with `remote_ip`, addressed from a resolved next hop (IPv4
+    /// only: `None` when the hop's source address is IPv6).
+    pub fn pair_from_hop(
+        hop: &NextHop,
+        local_port: u16,
+        remote_ip: Ipv4Addr,
+        remote_port: u16,
+    ) -> Option<(RawEndpoint, RawEndpoint)> {
+        let IpAddr::V4(local_ip) = hop.src_ip else {
+            return None;
+        };
+        Some((
+            RawEndpoint {
+                mac: hop.src_mac,
+                ip: local_ip,
+                port: local_port,
+            },
+            RawEndpoint {
+                mac: hop.dst_mac,
+                ip: remote_ip,
+                port: remote_port,
+            },
+        ))
+    }
+}
+
+/// The internet checksum (RFC 1071) of `data`, folded, starting from `sum`.
+pub(crate) fn checksum(mut sum: u32, data: &[u8]) -> u16 {
+    let mut chunks = data.chunks_exact(2);
+    for c in &mut chunks {
+        sum = sum.wrapping_add(u32::from(u16::from_be_bytes([c[0], c[1]])));
+    }
+    if let [last] = chunks.remainder() {
+        sum = sum.wrapping_add(u32::from(*last) << 8);
+    }
+    while sum > 0xFFFF {
+        sum = (sum & 0xFFFF) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+/// Writes an Ethernet/IPv4/TCP frame (PSH|ACK, sequence `seq`) carrying `payload` into `buf`;
+/// returns its length, or `None` when `buf` is too short or the payload too long for IPv4.
+pub fn build_tcp_frame(
+    buf: &mut [u8],
+    src: &RawEndpoint,
+    dst: &RawEndpoint,
+    seq: u32,
+    payload: &[u8],
+) -> Option<usize> {
+    let len = HEADERS_LEN + payload.len();
+    let ip_len = u16::try_from(len - 14).ok()?;
+    let frame = buf.get_mut(..len)?;
+    // Ethernet
+    frame[0..6].copy_from_slice(&dst.mac);
+    frame[6..12].copy_from_slice(&src.mac);
+    frame[12..14].copy_from_slice(&ETHERTYPE_IPV4.to_be_bytes());
+    // IPv4
+    let ip = &mut frame[14..34];
+    ip[0] = 0x45;
+    ip[1] = 0;
+    ip[2..4].copy_from_slice(&ip_len.to_be_bytes());
+    ip[4..6].copy_from_slice(&(seq as u16).to_be_bytes());
+    ip[6..8].copy_from_slice(&0x4000u16.to_be_bytes()); // DF
+    ip[8] = 64;
+    ip[9] = 6; // TCP
+    ip[10..12].fill(0);
+    ip[12..16].copy_from_slice(&src.ip.octets());
+    ip[16..20].copy_from_slice(&dst.ip.octets());
+    let ip_sum = checksum(0, ip);
+    ip[10..12].copy_from_slice(&ip_sum.to_be_bytes());
+    // TCP
+    let tcp_len = 20 + payload.len();
+    let tcp = &mut frame[34..];
+    tcp[0..2].copy_from_slice(&src.port.to_be_bytes());
+    tcp[2..4].copy_from_slice(&dst.port.to_be_bytes());
+    tcp[4..8].copy_from_slice(&seq.to_be_bytes());
+    tcp[8..12].fill(0); // ack number
+    tcp[12] = 5 << 4;
+    tcp[13] = TCP_PSH_ACK;
+    tcp[14..16].copy_from_slice(&65535u16.to_be_bytes());
+    tcp[16..20].fill(0); // checksum, urgent pointer
+    tcp[20..].copy_from_slice(payload);
+    let mut pseudo = 0u32;
+    for half in [src.ip.octets(), dst.ip.octets()] {
+        pseudo += u32::from(u16::from_be_bytes([half[0], half[1]]));
+        pseudo += u32::from(u16::from_be_bytes([half[2], half[3]]));
+    }
+    pseudo += 6 + tcp_len as u32;
+    let tcp_sum = checksum(pseudo, tcp);
+    tcp[16..18].copy_from_slice(&tcp_sum.to_be_bytes());
+    Some(len)
+}
+
+/// The TCP payload of an Ethernet/IPv4/TCP frame (no VLAN tag), if it is one.
+pub fn tcp_payload(frame: &[u8]) -> Option<&[u8]> {
+    if frame.len() < HEADERS_LEN || frame[12..14] != ETHERTYPE_IPV4.to_be_bytes() {
+        return None;
+    }
+    let ihl = usize::from(frame[14] & 0x0F) * 4;
+    if frame[14] >> 4 != 4 || ihl < 20 || frame[23] != 6 {
+        return None;
+    }
+    let ip_len = usize::from(u16::from_be_bytes([frame[16], frame[17]]));
+    let ip_end = 14usize.checked_add(ip_len).filter(|&e| e <= frame.len())?;
+    let tcp = 14 + ihl;
+    let doff = usize::from(*frame.get(tcp + 12)? >> 4) * 4;
+    let start = tcp + doff;
+    if doff < 20 || start > ip_end {
+        return None;
+    }
+    Some(&frame[start..ip_end])
+}
+
+/// Turns an Ethernet/IPv4/TCP frame around in place: swaps MACs, IP addresses and ports (the
+/// checksums stay valid: a checksum does not depend on the order of the words it sums).
+/// Returns false, leaving the frame alone, when it is not such a frame.
+pub fn swap_addresses(frame: &mut [u8]) -> bool {
+    if tcp_payload(frame).is_none() {
+        return false;
+    }
+    let (dst, rest) = frame.split_at_mut(6);
+    dst.swap_with_slice(&mut rest[..6]);
+    let (src_ip, dst_ip) = frame[26..34].split_at_mut(4);
+    src_ip.swap_with_slice(dst_ip);
+    let tcp = 14 + usize::from(frame[14] & 0x0F) * 4;
+    let (sp, dp) = frame[tcp..tcp + 4].split_at_mut(2);
+    sp.swap_with_slice(dp);
+    true
+}
+
+/// A raw ping-pong run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PingPongConfig {
+    /// This end.
+    pub local: RawEndpoint,
+    /// The echoing end.
+    pub remote: RawEndpoint,
+    /// TCP payload bytes per frame (at least 8: the sequence number).
+    pub payload_len: usize,
+    /// Round trips.
+    pub iterations: u32,
+    /// How long to wait for one reply before giving up.
+    pub reply_timeout: Duration,
+    /// Spin on the rx ring (lowest latency with a core to spare) instead of sleeping in
+    /// `poll(2)` (better when the kernel's softirq work shares the cores).
+    pub busy_poll: bool,
+}
+
+/// Round-trip times of a ping-pong, in order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PingPongReport {
+    /// One per iteration.
+    pub rtts: Vec<Duration>,
+}
+
+impl PingPongReport {
+    /// The `q`-quantile (0.0..=1.0) of the round-trip times.
+    pub fn quantile(&self, q: f64) -> Option<Duration> {
+        let mut v = self.rtts.clone();
+        v.sort_unstable();
+        let i = ((v.len().checked_sub(1)?) as f64 * q.clamp(0.0, 1.0)).round() as usize;
+        v.get(i).copied()
+    }
+}
+
+/// Sends `iterations` frames one at a time and waits for each to come back (from
+/// [`raw_echo`] on the peer). Replies are matched by the sequence number in the payload.
+pub fn raw_ping_pong(q: &mut XskQueue, cfg: &PingPongConfig) -> Result<PingPongReport, XdpError> {
+    if cfg.payload_len < 8 || HEADERS_LEN + cfg.payload_len > q.frame_capacity() {
+        return Err(XdpError::Invalid(
+            "payload must be 8.. bytes and fit a frame",
+        ));
+    }
+    let mut payload = vec![0u8; cfg.payload_len];
+    let mut rx = Vec::with_capacity(64);
+    let mut tx = Vec::with_capacity(1);
+    let mut report = PingPongReport::default();
+    for i in 0..cfg.iterations {
+        let seq = u64::from(i);
+        payload[..8].copy_from_slice(&seq.to_le_bytes());
+        let mut f = q.alloc().ok_or(XdpError::Invalid("no free frame"))?;
+        let len = build_tcp_frame(
+            q.data_mut_full(&mut f),
+            &cfg.local,
+            &cfg.remote,
+            i,
+            &payload,
+        )
+        .ok_or(XdpError::Invalid("frame too short"))?;
+        q.set_len(&mut f, len)?;
+        let start = Instant::now();
+        tx.push(f);
+        while q.send(&mut tx) == 0 {
+            q.reclaim();
+            if start.elapsed() > cfg.reply_timeout {
+                return Err(XdpError::Invalid("tx ring stayed full"));
+            }
+        }
+        let rtt = loop {
+            if q.recv(&mut rx, 64) == 0 {
+                q.kick_tx();
+                if start.elapsed() > cfg.reply_timeout {
+                    return Err(XdpError::Invalid("no reply within the timeout"));
+                }
+                if !cfg.busy_poll {
+                    q.poll_rx(1)?;
+                }
+                continue;
+            }
+            let now = Instant::now();
+            let matched = rx.iter().any(|f| {
+                tcp_payload(q.data(f)).and_then(|p| p.get(..8)) == Some(&seq.to_le_bytes()[..])
+            });
+            q.release(&mut rx);
+            if matched {
+                break now - start;
+            }
+        };
+        report.rtts.push(rtt);
+        q.reclaim();
+    }
+    Ok(report)
+}
+
+/// Echoes frames back to their sender until `count` have been echoed or `timeout` has passed
+/// since the start; returns how many were echoed. Frames that are not Ethernet/IPv4/TCP are
+/// dropped (returned to the pool). `busy_poll` as in [`PingPongConfig::busy_poll`].
+pub fn raw_echo(
+    q: &mut XskQueue,
+    count: u64,
+    timeout: Duration,
+    busy_poll: bool,
+) -> Result<u64, XdpError> {
+    let start = Instant::now();
+    let mut rx: Vec<Frame> = Vec::with_capacity(64);
+    let mut tx: Vec<Frame> = Vec::with_capacity(64);
+    let mut echoed = 0u64;
+    while echoed < count && start.elapsed() < timeout {
+        q.reclaim();
+        if q.recv(&mut rx, 64) == 0 {
+            q.kick_tx();
+            if !busy_poll {
+                q.poll_rx(1)?;
+            }
+            continue;
+        }
+        for mut f in rx.drain(..) {
+            if swap_addresses(q.data_mut(&mut f)) {
+                tx.push(f);
+            } else {
+                q.release_one(f);
+            }
+        }
+        echoed += q.send(&mut tx) as u64;
+        // What the tx ring did not take goes back to the pool (counted as not echoed).
+        q.release(&mut tx);
+    }
+    q.kick_tx();
+    Ok(echoed)
+}
+
+/// Frames and bytes moved by a one-way run, and how long it took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RawRun {
+    /// Frames sent or received.
+    pub frames: u64,
+    /// Their bytes on the wire (Ethernet header included, no FCS).
+    pub bytes: u64,
+    /// From the first frame to the last.
+    pub elapsed: Duration,
+}
+
+/// Sends `count` frames of `payload_len` bytes from `local` to `remote` as fast as the tx ring
+/// takes them (the future `raw_bw`); returns what was queued for transmission. Gives up after
+/// `timeout`.
+pub fn raw_flood(
+    q: &mut XskQueue,
+    local: &RawEndpoint,
+    remote: &RawEndpoint,
+    payload_len: usize,
+    count: u64,
+    timeout: Duration,
+) -> Result<RawRun, XdpError> {
+    if payload_len < 8 || HEADERS_LEN + payload_len > q.frame_capacity() {
+        return Err(XdpError::Invalid(
+            "payload must be 8.. bytes and fit a frame",
+        ));
+    }
+    let mut payload = vec![0u8; payload_len];
+    let mut batch: Vec<Frame> = Vec::with_capacity(64);
+    let start = Instant::now();
+    let mut sent = 0u64;
+    while sent < count && start.elapsed() < timeout {
+        q.reclaim();
+        let want = (count - sent).min(64) as usize;
+        while batch.len() < want {
+            let Some(mut f) = q.alloc() else { break };
+            payload[..8].copy_from_slice(&(sent + batch.len() as u64).to_le_bytes());
+            let len = build_tcp_frame(q.data_mut_full(&mut f), local, remote, 0, &payload)
+                .ok_or(XdpError::Invalid("frame too short"))?;
+            q.set_len(&mut f, len)?;
+            batch.push(f);
+        }
+        sent += q.send(&mut batch) as u64;
+        q.kick_tx();
+    }
+    q.release(&mut batch);
+    let frames = sent;
+    Ok(RawRun {
+        frames,
+        bytes: frames * (HEADERS_LEN + payload_len) as u64,
+        elapsed: start.elapsed(),
+    })
+}
+
+/// Receives frames until `count` have arrived or nothing arrived for `idle` (the receiving
+/// side of [`raw_flood`]); counts Ethernet/IPv4/TCP frames only.
+pub fn raw_sink(
+    q: &mut XskQueue,
+    count: u64,
+    idle: Duration,
+    busy_poll: bool,
+) -> Result<RawRun, XdpError> {
+    let mut rx: Vec<Frame> = Vec::with_capacity(64);
+    let mut run = RawRun::default();
+    let mut first: Option<Instant> = None;
+    let mut last = Instant::now();
+    while run.frames < count && last.elapsed() < idle {
+        if q.recv(&mut rx, 64) == 0 {
+            if !busy_poll {
+                q.poll_rx(1)?;
+            }
+            continue;
+        }
+        last = Instant::now();
+        first.get_or_insert(last);
+        for f in &rx {
+            let data = q.data(f);
+            if tcp_payload(data).is_some() {
+                run.frames += 1;
+                run.bytes += data.len() as u64;
+            }
+        }
+        q.release(&mut rx);
+    }
+    run.elapsed = first.map(|f| last - f).unwrap_or_default();
+    Ok(run)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ends() -> (RawEndpoint, RawEndpoint) {
+        (
+            RawEndpoint {
+                mac: [2, 0, 0, 0, 0, 1],
+                ip: Ipv4Addr::new(198, 18, 0, 1),
+                port: 40000,
+            },
+            RawEndpoint {
+                mac: [2, 0, 0, 0, 0, 2],
+                ip: Ipv4Addr::new(198, 18, 0, 2),
+                port: 4791,
+            },
+        )
+    }
+
+    #[test]
+    fn built_frame_has_valid_checksums_and_payload() {
+        let (a, b) = ends();
+        let mut buf = [0u8; 128];
+        let len = build_tcp_frame(&mut buf, &a, &b, 7, b"hello, xwarp").unwrap();
+        let f = &buf[..len];
+        assert_eq!(len, HEADERS_LEN + 12);
+        assert_eq!(checksum(0, &f[14..34]), 0, "IPv4 header checksum verifies");
+        let mut pseudo = 0u32;
+        for o in [a.ip.octets(), b.ip.octets()] {
+            pseudo += u32::from(u16::from_be_bytes([o[0], o[1]]));
+            pseudo += u32::from(u16::from_be_bytes([o[2], o[3]]));
+        }
+        pseudo += 6 + (len - 34) as u32;
+        assert_eq!(checksum(pseudo, &f[34..]), 0, "TCP checksum verifies");
+        assert_eq!(tcp_payload(f), Some(&b"hello, xwarp"[..]));
+    }
+
+    #[test]
+    fn odd_length_payload_checksum_verifies() {
+        let (a, b) = ends();
+        let mut buf = [0u8; 128];
+        let len = build_tcp_frame(&mut buf, &a, &b, 1, b"abc").unwrap();
+        let mut pseudo = 0u32;
+        for o in [a.ip.octets(), b.ip.octets()] {
+            pseudo += u32::from(u16::from_be_bytes([o[0], o[1]]));
+            pseudo += u32::from(u16::from_be_bytes([o[2], o[3]]));
+        }
+        pseudo += 6 + (len - 34) as u32;
+        assert_eq!(checksum(pseudo, &buf[34..len]), 0);
+    }
+
+    #[test]
+    fn swap_turns_the_frame_around_and_keeps_checksums() {
+        let (a, b) = ends();
+        let mut fwd = [0u8; 96];
+        let mut back = [0u8; 96];
+        let len = build_tcp_frame(&mut fwd, &a, &b, 3, b"ping").unwrap();
+        build_tcp_frame(&mut back, &b, &a, 3, b"ping").unwrap();
+        assert!(swap_addresses(&mut fwd[..len]));
+        // The reply built from scratch and the swapped frame are the same bytes.
+        assert_eq!(fwd[..len], back[..len]);
+    }
+
+    #[test]
+    fn too_small_buffer_is_refused() {
+        let (a, b) = ends();
+        let mut buf = [0u8; HEADERS_LEN + 3];
+        assert_eq!(build_tcp_frame(&mut buf, &a, &b, 0, b"four"), None);
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic() {
+        let mut x = 0x1234_5678u32;
+        for len in 0..200 {
+            let mut buf: Vec<u8> = (0..len)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 17;
+                    x ^= x << 5;
+                    x as u8
+                })
+                .collect();
+            if len > 23 {
+                buf[12] = 8;
+                buf[13] = 0;
+                buf[14] = 0x45;
+                buf[23] = 6;
+            }
+            let _ = tcp_payload(&buf);
+            let _ = swap_addresses(&mut buf);
+        }
+    }
+}

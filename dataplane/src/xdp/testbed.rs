@@ -1,0 +1,190 @@
+//! A throw-away pair of network namespaces joined by a veth pair, for tests and the bench.
+//!
+//! Names carry the pid and a counter, addresses are 198.18.0.1/24 (side A) and 198.18.0.2/24
+//! (side B) inside the namespaces only, and dropping the testbed deletes both namespaces (and
+//! with them the veth pair), also when a test fails.
+
+use std::io;
+use std::net::Ipv4Addr;
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use super::netlink::{Mac, RtNetlink};
+use super::netns::{NetNs, NetNsGuard};
+use super::program::ifindex;
+use super::XdpError;
+
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
+/// One end of the testbed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// 198.18.0.1
+    A,
+    /// 198.18.0.2
+    B,
+}
+
+impl Side {
+    fn index(self) -> usize {
+        match self {
+            Side::A => 0,
+            Side::B => 1,
+        }
+    }
+
+    /// The other end.
+    pub fn peer(self) -> Side {
+        match self {
+            Side::A => Side::B,
+            Side::B => Side::A,
+        }
+    }
+}
+
+/// Two namespaces joined by a veth pair, each end up and addressed.
+#[derive(Debug)]
+pub struct VethTestbed {
+    ns: [String; 2],
+    ifname: [String; 2],
+}
+
+impl VethTestbed {
+    /// Creates the namespaces and the veth pair. `tag` (a few letters) names the namespaces.
+    pub fn create(tag: &str) -> io::Result<Self> {
+        let pid = std::process::id();
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let tb = Self {
+            ns: [
+                format!("xw-{tag}-{pid}-{n}-a"),
+                format!("xw-{tag}-{pid}-{n}-b"),
+            ],
+            // At most 15 bytes: "xw" + pid (<= 7 digits) + counter + side.
+            ifname: [format!("xw{pid}{n}a"), format!("xw{pid}{n}b")],
+        };
+        // From here on, Drop cleans up whatever was created.
+        for ns in &tb.ns {
+            run(Command::new("ip").args(["netns", "add", ns]))?;
+        }
+        run(Command::new("ip").args([
+            "link",
+            "add",
+            &tb.ifname[0],
+            "netns",
+            &tb.ns[0],
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &tb.ifname[1],
+            "netns",
+            &tb.ns[1],
+        ]))?;
+        for side in [Side::A, Side::B] {
+            let ifname = tb.ifname(side).to_owned();
+            let addr = format!("{}/24", tb.ip(side));
+            tb.ip_cmd(side, &["link", "set", "lo", "up"])?;
+            tb.ip_cmd(side, &["addr", "add", &addr, "dev", &ifname])?;
+            tb.ip_cmd(side, &["link", "set", &ifname, "up"])?;
+        }
+        Ok(tb)
+    }
+
+    /// The namespace name of `side`.
+    pub fn netns_name(&self, side: Side) -> &str {
+        &self.ns[side.index()]
+    }
+
+    /// The veth end inside `side`'s namespace.
+    pub fn ifname(&self, side: Side) -> &str {
+        &self.ifname[side.index()]
+    }
+
+    /// The IPv4 address of `side`.
+    pub fn ip(&self, side: Side) -> Ipv4Addr {
+        match side {
+            Side::A => Ipv4Addr::new(198, 18, 0, 1),
+            Side::B => Ipv4Addr::new(198, 18, 0, 2),
+        }
+    }
+
+    /// The MAC of `side`'s veth end (asked over rtnetlink inside its namespace).
+    pub fn mac(&self, side: Side) -> Result<Mac, XdpError> {
+        let _ns = self
+            .enter(side)
+            .map_err(|e| XdpError::from_io("enter netns", &e))?;
+        RtNetlink::new()?.link_mac(ifindex(self.ifname(side))?)
+    }
+
+    /// Moves the calling thread into `side`'s namespace until the guard drops.
+    pub fn enter(&self, side: Side) -> io::Result<NetNsGuard> {
+        NetNs::named(self.netns_name(side))?.enter()
+    }
+
+    /// Runs a program inside `side`'s namespace (`ip netns exec`) and waits for it.
+    pub fn exec(&self, side: Side, argv: &[&str]) -> io::Result<Output> {
+        Command::new("ip")
+            .args(["netns", "exec", self.netns_name(side)])
+            .args(argv)
+            .output()
+    }
+
+    /// A command that will run inside `side`'s namespace (for spawning).
+    pub fn command(&self, side: Side, program: &str) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", self.netns_name(side), program]);
+        c
+    }
+
+    /// `ip ARGS` inside `side`'s namespace; fails on a non-zero exit.
+    pub fn ip_cmd(&self, side: Side, args: &[&str]) -> io::Result<Output> {
+        run(Command::new("ip")
+            .args(["-n", self.netns_name(side)])
+            .args(args))
+    }
+}
+
+impl Drop for VethTestbed {
+    fn drop(&mut self) {
+        for ns in &self.ns {
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+        }
+    }
+}
+
+/// Whether this process can build testbeds (root, `ip` present).
+pub fn available() -> Result<(), String> {
+    // Safety: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err("needs root (network namespaces, veth, XDP)".into());
+    }
+    match Command::new("ip").arg("-V").output() {
+        Ok(o) if o.status.success() => Ok(()),
+        _ => Err("needs iproute2's `ip`".into()),
+    }
+}
+
+fn run(cmd: &mut Command) -> io::Result<Output> {
+    let out = cmd.output()?;
+    if out.status.success() {
+        Ok(out)
+    } else {
+        Err(io::Error::other(format!(
+            "{cmd:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )))
+    }
+}
+
+/// A testbed for a test: `None` (with a message saying why) when this process cannot build one
+/// and CI is not set; under `CI=true` a missing capability fails the test instead.
+pub fn for_test(tag: &str) -> Option<VethTestbed> {
+    if let Err(why) = available() {
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("CI=true, so this network test must run, but it cannot: {why}");
+        }
+        eprintln!("skipping network test: {why}");
+        return None;
+    }
+    Some(VethTestbed::create(tag).expect("create the netns/veth testbed"))
+}

@@ -1,0 +1,116 @@
+//! Raw Ethernet/IPv4/TCP frames bounced between two AF_XDP sockets across a veth pair (the
+//! groundwork of the bench's `raw_lat`). Root; under `CI=true` this must run.
+#![cfg(target_os = "linux")]
+
+use std::thread;
+use std::time::Duration;
+
+use dataplane::xdp::raw::{
+    raw_echo, raw_flood, raw_ping_pong, raw_sink, PingPongConfig, RawEndpoint,
+};
+use dataplane::xdp::testbed::{for_test, Side};
+use dataplane::xdp::{
+    resolve_next_hop, steered_queue, AttachPolicy, PortKind, XskConfig, XskQueue,
+};
+
+const PORT: u16 = 18515;
+const ROUNDS: u32 = 200;
+
+#[test]
+fn raw_ping_pong_over_af_xdp() {
+    let Some(tb) = for_test("raw") else { return };
+    // Both ends: native XDP steering PORT into an AF_XDP socket on queue 0.
+    let setup = |side: Side| {
+        let _ns = tb.enter(side).unwrap();
+        steered_queue(
+            tb.ifname(side),
+            0,
+            AttachPolicy::NativeOnly,
+            XskConfig::default(),
+            &[(PORT, PortKind::Listen)],
+        )
+        .unwrap()
+    };
+    let (prog_b, mut q_b) = setup(Side::B);
+    let (prog_a, mut q_a) = setup(Side::A);
+    let _a = tb.enter(Side::A).unwrap();
+    let hop = resolve_next_hop(tb.ip(Side::B).into(), Duration::from_secs(3)).unwrap();
+    let (local, remote) = RawEndpoint::pair_from_hop(&hop, PORT, tb.ip(Side::B), PORT).unwrap();
+    let cfg = PingPongConfig {
+        local,
+        remote,
+        payload_len: 64,
+        iterations: ROUNDS,
+        reply_timeout: Duration::from_secs(2),
+        busy_poll: false,
+    };
+    let echo = thread::spawn(move || {
+        raw_echo(&mut q_b, u64::from(ROUNDS), Duration::from_secs(30), false)
+    });
+    let report = raw_ping_pong(&mut q_a, &cfg).expect("every ping comes back");
+    let echoed = echo.join().unwrap().unwrap();
+    assert_eq!(report.rtts.len(), ROUNDS as usize);
+    assert_eq!(echoed, u64::from(ROUNDS));
+    // Every round trip crossed both XDP programs as redirects, never the kernels.
+    assert!(prog_a.counters().unwrap().redirected >= u64::from(ROUNDS));
+    assert!(prog_b.counters().unwrap().redirected >= u64::from(ROUNDS));
+    println!(
+        "raw AF_XDP ping-pong, 64 B payload, {ROUNDS} rounds: min {:?} median {:?} p99 {:?}",
+        report.quantile(0.0).unwrap(),
+        report.quantile(0.5).unwrap(),
+        report.quantile(0.99).unwrap()
+    );
+    drop(prog_b);
+}
+
+/// One-way flood over raw AF_XDP frames (the groundwork of `raw_bw`): what arrives is counted,
+/// never more than was sent, and the steering counters agree.
+#[test]
+fn raw_flood_is_counted_by_the_sink() {
+    let Some(tb) = for_test("rbw") else { return };
+    const FRAMES: u64 = 20_000;
+    const PAYLOAD: usize = 1024;
+    let (prog_b, mut q_b) = {
+        let _b = tb.enter(Side::B).unwrap();
+        steered_queue(
+            tb.ifname(Side::B),
+            0,
+            AttachPolicy::NativeOnly,
+            XskConfig::default(),
+            &[(PORT, PortKind::Listen)],
+        )
+        .unwrap()
+    };
+    let _a = tb.enter(Side::A).unwrap();
+    let mut q_a = XskQueue::new(tb.ifname(Side::A), 0, XskConfig::default()).unwrap();
+    let hop = resolve_next_hop(tb.ip(Side::B).into(), Duration::from_secs(3)).unwrap();
+    let (local, remote) = RawEndpoint::pair_from_hop(&hop, PORT, tb.ip(Side::B), PORT).unwrap();
+    let sink = thread::spawn(move || raw_sink(&mut q_b, FRAMES, Duration::from_secs(5), false));
+    let sent = raw_flood(
+        &mut q_a,
+        &local,
+        &remote,
+        PAYLOAD,
+        FRAMES,
+        Duration::from_secs(20),
+    )
+    .unwrap();
+    let got = sink.join().unwrap().unwrap();
+    assert_eq!(sent.frames, FRAMES);
+    assert!(
+        got.frames > 0 && got.frames <= sent.frames,
+        "{got:?} of {sent:?}"
+    );
+    assert_eq!(got.bytes, got.frames * (54 + PAYLOAD) as u64);
+    assert!(prog_b.counters().unwrap().redirected >= got.frames);
+    let secs = got.elapsed.as_secs_f64().max(1e-9);
+    println!(
+        "raw AF_XDP flood, {PAYLOAD} B payload: sent {} in {:?}, received {} ({:.0}%), {:.3} Mpps {:.2} Gbit/s at the sink",
+        sent.frames,
+        sent.elapsed,
+        got.frames,
+        100.0 * got.frames as f64 / sent.frames as f64,
+        got.frames as f64 / secs / 1e6,
+        got.bytes as f64 * 8.0 / secs / 1e9
+    );
+}

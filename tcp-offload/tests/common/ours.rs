@@ -1,0 +1,386 @@
+//! Our TCP ([`tcp_offload::Connection`], optionally behind a [`tcp_offload::Listener`]) as a
+//! [`Transport`] for the simulated link, in byte-stream mode or in record (MPA) mode with owned or
+//! external records.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use tcp_offload::sim::{mix64, ConnState, Delivery, SimTime, Transport, TransportStats};
+use tcp_offload::{
+    CloseReason, Config, Connection, Event, FourTuple, IsnGenerator, Listener, ListenerConfig,
+    RecordId, RecordSource,
+};
+
+use super::{Role, CLIENT_IP, CLIENT_PORT, SERVER_IP, SERVER_PORT};
+
+/// How the application hands data to our TCP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Plain byte stream (`send` / `recv`), as before MPA Full Operation.
+    Bytes,
+    /// Record mode with records the connection copies (`send_record_bytes`).
+    OwnedRecords,
+    /// Record mode with records the adapter keeps and writes at every (re)transmission
+    /// (`send_record` + [`RecordSource`]), released on [`Event::RecordAcked`].
+    ExternalRecords,
+}
+
+/// How our server side opens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Passive {
+    /// `Connection::listen`.
+    Connection,
+    /// A `Listener` (half-open table, SYN cookies), then `accept`.
+    Listener,
+}
+
+/// Knobs of our endpoint.
+#[derive(Clone, Debug)]
+pub struct OursOptions {
+    /// Connection settings.
+    pub cfg: Config,
+    /// Data mode.
+    pub mode: Mode,
+    /// Passive-open path (server role only).
+    pub passive: Passive,
+    /// Call `enter_record_mode` right after creating the connection, before the handshake,
+    /// instead of once it is synchronized.
+    pub early_record_mode: bool,
+}
+
+impl Default for OursOptions {
+    fn default() -> Self {
+        OursOptions {
+            cfg: Config::default(),
+            mode: Mode::OwnedRecords,
+            passive: Passive::Connection,
+            early_record_mode: false,
+        }
+    }
+}
+
+/// External records by id (= stream offset of their first octet).
+#[derive(Default)]
+struct Records {
+    held: HashMap<RecordId, Vec<u8>>,
+    /// Writes asked for a record that was already released or never queued.
+    bad_writes: u64,
+}
+
+impl RecordSource for Records {
+    fn write_record(&mut self, id: RecordId, offset: u32, dst: &mut [u8]) {
+        match self.held.get(&id) {
+            Some(r) if offset as usize + dst.len() <= r.len() => {
+                dst.copy_from_slice(&r[offset as usize..offset as usize + dst.len()])
+            }
+            _ => {
+                self.bad_writes += 1;
+                dst.fill(0xEE);
+            }
+        }
+    }
+}
+
+/// Our TCP as a [`Transport`].
+pub struct OursTransport {
+    base: Instant,
+    conn: Option<Connection>,
+    listener: Option<Listener>,
+    mode: Mode,
+    records: Records,
+    next_record_offset: u64,
+    buf: Vec<u8>,
+    rx_offset: u64,
+    reported_in_order: u64,
+    peer_fin: bool,
+    close_reason: Option<CloseReason>,
+    /// `poll_timeout` earlier than the `now` it was asked at (never expected).
+    pub stale_timeouts: u64,
+    /// `RecordAcked` events seen.
+    pub records_acked: u64,
+}
+
+fn addr(ip: [u8; 4], port: u16) -> SocketAddr {
+    SocketAddr::from((ip, port))
+}
+
+impl OursTransport {
+    /// A client (connects at once) or a server (listens). `base` is the instant virtual time 0
+    /// stands for; the ISN secret derives from `seed`, so a run repeats exactly.
+    pub fn new(role: Role, seed: u64, opts: &OursOptions, base: Instant) -> Self {
+        let mut secret = [0u8; 16];
+        secret[..8].copy_from_slice(&mix64(seed ^ 0x6973_6e5f_6b65_7931).to_le_bytes());
+        secret[8..].copy_from_slice(&mix64(seed ^ 0x6973_6e5f_6b65_7932).to_le_bytes());
+        let gen = IsnGenerator::new(secret, base);
+        let (mut conn, listener) = match (role, opts.passive) {
+            (Role::Client, _) => {
+                let tuple = FourTuple {
+                    local: addr(CLIENT_IP, CLIENT_PORT),
+                    remote: addr(SERVER_IP, SERVER_PORT),
+                };
+                (
+                    Some(Connection::connect(opts.cfg.clone(), tuple, &gen, base)),
+                    None,
+                )
+            }
+            (Role::Server, Passive::Connection) => (
+                Some(Connection::listen(
+                    opts.cfg.clone(),
+                    addr(SERVER_IP, SERVER_PORT),
+                    &gen,
+                    base,
+                )),
+                None,
+            ),
+            (Role::Server, Passive::Listener) => {
+                let l = Listener::new(
+                    opts.cfg.clone(),
+                    ListenerConfig::default(),
+                    addr(SERVER_IP, SERVER_PORT),
+                    gen,
+                );
+                (None, Some(l))
+            }
+        };
+        // Record mode is entered once the connection is synchronized (as MPA does after its
+        // startup frames): `enter_record_mode` before the handshake is lost on the receive side,
+        // because the SYN rebuilds the receive buffer in byte mode (see sim_commit.rs).
+        if opts.early_record_mode && opts.mode != Mode::Bytes {
+            if let Some(c) = &mut conn {
+                c.enter_record_mode();
+            }
+        }
+        OursTransport {
+            base,
+            conn,
+            listener,
+            mode: opts.mode,
+            records: Records::default(),
+            next_record_offset: 0,
+            buf: vec![0; 65536],
+            rx_offset: 0,
+            reported_in_order: 0,
+            peer_fin: false,
+            close_reason: None,
+            stale_timeouts: 0,
+            records_acked: 0,
+        }
+    }
+
+    fn at(&self, now: SimTime) -> Instant {
+        now.to_instant(self.base)
+    }
+
+    /// The connection, once there is one.
+    pub fn connection(&self) -> Option<&Connection> {
+        self.conn.as_ref()
+    }
+
+    /// External records still held (not yet acknowledged).
+    pub fn records_held(&self) -> usize {
+        self.records.held.len()
+    }
+
+    /// Record writes asked for records not held (must stay 0).
+    pub fn bad_record_writes(&self) -> u64 {
+        self.records.bad_writes
+    }
+
+    fn drain_events(&mut self) {
+        if self.conn.is_none() {
+            self.conn = self.listener.as_mut().and_then(Listener::accept);
+        }
+        let Some(c) = &mut self.conn else { return };
+        if self.mode != Mode::Bytes && !c.record_mode() && c.state().is_synchronized() {
+            c.enter_record_mode();
+        }
+        while let Some(e) = c.poll_event() {
+            match e {
+                Event::PeerClosed => self.peer_fin = true,
+                Event::RecordAcked(id) => {
+                    self.records_acked += 1;
+                    self.records.held.remove(&id);
+                }
+                Event::Closed(reason) => self.close_reason = Some(reason),
+                Event::Connected | Event::Readable | Event::Writable => {}
+            }
+        }
+    }
+}
+
+impl Transport for OursTransport {
+    fn handle_packet(&mut self, now: SimTime, packet: &[u8]) {
+        let at = self.at(now);
+        // Malformed (e.g. corrupted) packets are dropped and counted by the TCP itself.
+        match (&mut self.conn, &mut self.listener) {
+            (Some(c), _) => drop(c.handle_packet(at, packet)),
+            (None, Some(l)) => drop(l.handle_packet(at, packet)),
+            (None, None) => {}
+        }
+        self.drain_events();
+    }
+
+    fn poll_transmit(&mut self, now: SimTime) -> Option<Vec<u8>> {
+        let at = self.at(now);
+        let n = match (&mut self.conn, &mut self.listener) {
+            (Some(c), _) => c.poll_transmit_with(at, &mut self.buf, &mut self.records),
+            (None, Some(l)) => l.poll_transmit(at, &mut self.buf),
+            (None, None) => None,
+        };
+        self.drain_events();
+        n.map(|n| self.buf[..n].to_vec())
+    }
+
+    fn poll_timeout(&mut self, now: SimTime) -> Option<SimTime> {
+        let t = match (&self.conn, &self.listener) {
+            (Some(c), _) => c.poll_timeout(),
+            (None, Some(l)) => l.poll_timeout(),
+            (None, None) => None,
+        }?;
+        let t = SimTime::from_instant(self.base, t);
+        if t < now {
+            self.stale_timeouts += 1;
+        }
+        Some(t)
+    }
+
+    fn handle_timeout(&mut self, now: SimTime) {
+        let at = self.at(now);
+        match (&mut self.conn, &mut self.listener) {
+            (Some(c), _) => c.handle_timeout(at),
+            (None, Some(l)) => l.handle_timeout(at),
+            (None, None) => {}
+        }
+        self.drain_events();
+    }
+
+    fn state(&self) -> ConnState {
+        let Some(c) = &self.conn else {
+            return ConnState::Opening;
+        };
+        ConnState::of_tcp(c.state(), self.close_reason)
+    }
+
+    fn send_space(&self) -> usize {
+        self.conn.as_ref().map_or(0, |c| {
+            usize::try_from(c.send_capacity()).unwrap_or(usize::MAX)
+        })
+    }
+
+    fn send(&mut self, _now: SimTime, data: &[u8]) -> usize {
+        let n = self
+            .conn
+            .as_mut()
+            .and_then(|c| c.send(data).ok())
+            .unwrap_or(0);
+        self.next_record_offset += n as u64;
+        n
+    }
+
+    fn send_record(&mut self, now: SimTime, record: &[u8]) -> bool {
+        let Some(c) = &mut self.conn else {
+            return false;
+        };
+        match self.mode {
+            Mode::Bytes => {
+                if self.send_space() < record.len() {
+                    return false;
+                }
+                self.send(now, record) == record.len()
+            }
+            Mode::OwnedRecords => match c.send_record_bytes(record) {
+                Ok(off) => {
+                    assert_eq!(off, self.next_record_offset, "record offset");
+                    self.next_record_offset += record.len() as u64;
+                    true
+                }
+                Err(_) => false,
+            },
+            Mode::ExternalRecords => {
+                let id = self.next_record_offset;
+                match c.send_record(record.len() as u32, id) {
+                    Ok(off) => {
+                        assert_eq!(off, id, "record offset");
+                        self.records.held.insert(id, record.to_vec());
+                        self.next_record_offset += record.len() as u64;
+                        true
+                    }
+                    Err(_) => false,
+                }
+            }
+        }
+    }
+
+    fn recv(&mut self, _now: SimTime) -> Option<Delivery> {
+        let c = self.conn.as_mut()?;
+        if self.mode == Mode::Bytes {
+            let n = c.recv(&mut self.buf);
+            if n == 0 {
+                return None;
+            }
+            let offset = self.rx_offset;
+            self.rx_offset += n as u64;
+            return Some(Delivery {
+                offset,
+                data: self.buf[..n].to_vec(),
+                in_order: self.rx_offset,
+            });
+        }
+        if let Some(chunk) = c.poll_recv() {
+            self.reported_in_order = self.reported_in_order.max(chunk.in_order_point);
+            return Some(Delivery {
+                offset: chunk.offset,
+                data: chunk.data,
+                in_order: chunk.in_order_point,
+            });
+        }
+        // No chunk: the in-order point may still have moved past committed out-of-order data.
+        let point = c.rcv_nxt_offset();
+        (point > self.reported_in_order).then(|| {
+            self.reported_in_order = point;
+            Delivery {
+                offset: point,
+                data: Vec::new(),
+                in_order: point,
+            }
+        })
+    }
+
+    fn close(&mut self, now: SimTime) {
+        let at = self.at(now);
+        if let Some(c) = &mut self.conn {
+            c.close(at);
+        }
+        self.drain_events();
+    }
+
+    fn describe(&self) -> String {
+        match &self.conn {
+            None => "ours: no connection yet".into(),
+            Some(c) => format!(
+                "ours {:?} in_flight={} queued={} timeout={:?} rcv_nxt_offset={} {:?}",
+                c.state(),
+                c.bytes_in_flight(),
+                c.send_queued(),
+                c.poll_timeout()
+                    .map(|t| t.saturating_duration_since(self.base)),
+                c.rcv_nxt_offset(),
+                c.counters()
+            ),
+        }
+    }
+
+    fn stats(&self) -> TransportStats {
+        let Some(c) = &self.conn else {
+            return TransportStats::default();
+        };
+        let k = c.counters();
+        TransportStats {
+            segments_sent: k.segs_out,
+            retransmits: k.retransmits,
+            unaligned_exceptions: k.split_emss + k.split_window + k.unaligned_retransmits,
+            ooo_commits: k.ooo_committed,
+        }
+    }
+}

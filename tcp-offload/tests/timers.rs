@@ -1,0 +1,254 @@
+//! Timers and options: RTO management (RFC 6298), Karn's rule, delayed and quick ACKs (RFC 5681
+//! §4.2), persist / zero-window probes (RFC 9293 §3.8.6.1), keepalive (RFC 9293 §3.8.4), option
+//! negotiation (RFC 7323, RFC 2018, RFC 9293 §3.7.1).
+
+mod harness;
+
+use std::time::Duration;
+
+use harness::script::Script;
+use tcp_offload::wire::TcpOptions;
+use tcp_offload::{CloseReason, Config, Event, Keepalive, State};
+
+fn plain() -> Config {
+    Config {
+        timestamps: false,
+        sack: false,
+        window_scale: None,
+        recv_buffer: 65535,
+        ..Config::default()
+    }
+}
+
+fn all_opts() -> TcpOptions {
+    TcpOptions {
+        mss: Some(1200),
+        window_scale: Some(5),
+        sack_permitted: true,
+        timestamps: Some((1000, 0)),
+        ..TcpOptions::default()
+    }
+}
+
+#[test]
+fn rfc7323_rfc2018_options_are_negotiated_and_emss_reflects_them() {
+    let s = Script::establish_active(Config::default(), all_opts());
+    assert!(s.c.sack_enabled() && s.c.timestamps_enabled());
+    assert_eq!(s.c.window_scales(), Some((7, 5)));
+    // EMSS = min(peer MSS, our MSS, MTU - 40) - 12 octets of timestamp option (MPA §3.6 EMSS).
+    assert_eq!(s.c.emss(), 1200 - 12);
+    let s = Script::establish_active(Config::default(), TcpOptions::default());
+    assert!(!s.c.sack_enabled() && !s.c.timestamps_enabled());
+    assert_eq!(s.c.window_scales(), None);
+    assert_eq!(
+        s.c.emss(),
+        536,
+        "no MSS option: the RFC 9293 default of 536"
+    );
+}
+
+#[test]
+fn rfc7323_s2_3_peer_window_is_scaled_after_the_syn() {
+    let mut s = Script::establish_active(Config::default(), all_opts());
+    // The SYN-ACK's window (65535) is not scaled; later windows are shifted by 5.
+    assert_eq!(s.c.peer_window(), 65535);
+    s.inject("A", b"", true);
+    assert_eq!(s.c.peer_window(), 65535 << 5);
+}
+
+#[test]
+fn rfc7323_s4_rtt_is_measured_from_timestamps() {
+    let mut s = Script::establish_active(Config::default(), all_opts());
+    s.c.send(&[1; 1000]).unwrap();
+    let out = s.drain();
+    let tsval = out[0].options.timestamps.unwrap().0;
+    s.advance(Duration::from_millis(80));
+    let ack = s.c_snd_nxt();
+    let o = TcpOptions {
+        timestamps: Some((s.peer_ts + 5, tsval)),
+        ..TcpOptions::default()
+    };
+    s.inject_raw(s.p_nxt, Some(ack), "A", o, b"");
+    let srtt = s.c.srtt().expect("sampled");
+    assert!(
+        srtt >= Duration::from_millis(79) && srtt <= Duration::from_millis(81),
+        "{srtt:?}"
+    );
+}
+
+#[test]
+fn rfc6298_s5_rto_timer_starts_with_data_restarts_on_ack_and_stops_when_all_acked() {
+    let mut s = Script::establish_active(plain(), TcpOptions::default());
+    assert_eq!(s.c.poll_timeout(), None, "no data, no timer (5.2)");
+    s.c.send(&[1; 3000]).unwrap();
+    let t0 = s.now;
+    s.drain();
+    let first = s.c.poll_timeout().expect("armed on send (5.1)");
+    assert_eq!(first, t0 + s.c.rto());
+    // More data later does not restart a running timer.
+    s.advance(Duration::from_millis(100));
+    s.c.send(&[2; 100]).unwrap();
+    s.drain();
+    assert_eq!(s.c.poll_timeout(), Some(first));
+    // An ACK of new data restarts it (5.3).
+    let ack = s.c.snd_una().0 + 1448;
+    s.inject_raw(s.p_nxt, Some(ack), "A", TcpOptions::default(), b"");
+    let restarted = s.c.poll_timeout().unwrap();
+    assert!(restarted > first);
+    // Everything acknowledged: stopped (5.2).
+    let all = s.c_snd_nxt();
+    s.inject_raw(s.p_nxt, Some(all), "A", TcpOptions::default(), b"");
+    assert_eq!(s.c.poll_timeout(), None);
+}
+
+#[test]
+fn rfc6298_s5_5_backoff_doubles_and_karn_skips_retransmitted_samples() {
+    let mut s = Script::establish_active(plain(), TcpOptions::default());
+    s.c.send(&[1; 500]).unwrap();
+    s.drain();
+    let rto0 = s.c.rto();
+    let before = s.c.srtt();
+    s.advance(rto0);
+    let out = s.drain();
+    assert_eq!(
+        out.len(),
+        1,
+        "the first unacked segment is retransmitted (5.4)"
+    );
+    assert_eq!(s.c.rto(), rto0 * 2, "backed off (5.5)");
+    assert_eq!(s.c.counters().rto_expiries, 1);
+    // The ACK of the retransmitted segment gives no RTT sample (Karn).
+    s.inject("A", b"", false);
+    assert_eq!(s.c.srtt(), before);
+}
+
+#[test]
+fn rfc5681_s4_2_delayed_ack_every_second_segment_or_timer() {
+    let cfg = Config {
+        quick_acks: 0,
+        delayed_ack: Some(Duration::from_millis(40)),
+        ..plain()
+    };
+    let mut s = Script::establish_active(cfg, TcpOptions::default());
+    s.inject("A", &[1; 500], false);
+    assert!(s.drain().is_empty(), "first segment: ACK delayed");
+    s.inject("A", &[1; 500], false);
+    assert_eq!(s.drain().len(), 1, "second segment: ACK at once");
+    s.inject("A", &[1; 500], false);
+    assert!(s.drain().is_empty());
+    s.advance(Duration::from_millis(40));
+    let out = s.drain();
+    assert_eq!(out.len(), 1, "delayed-ACK timer fired");
+    assert_eq!(s.c.counters().delayed_acks, 1);
+}
+
+#[test]
+fn quick_acks_acknowledge_every_segment_during_mpa_startup() {
+    let cfg = Config {
+        quick_acks: 0,
+        delayed_ack: Some(Duration::from_millis(40)),
+        ..plain()
+    };
+    let mut s = Script::establish_active(cfg, TcpOptions::default());
+    s.c.quick_ack(2);
+    for _ in 0..2 {
+        s.inject("A", &[1; 100], false);
+        assert_eq!(s.drain().len(), 1, "quick ACK");
+    }
+    s.inject("A", &[1; 100], false);
+    assert!(s.drain().is_empty(), "back to delayed ACKs");
+}
+
+/// A pure ACK from the peer advertising `window`.
+fn window_update(s: &mut Script, window: u16) {
+    let repr = tcp_offload::wire::SegmentRepr {
+        tuple: harness::tuple_b(),
+        seq: tcp_offload::SeqNum(s.p_nxt),
+        ack: Some(tcp_offload::SeqNum(s.c_snd_nxt())),
+        flags: tcp_offload::wire::Flags::default(),
+        window,
+        options: TcpOptions::default(),
+    };
+    s.c.handle_packet(s.now, &harness::raw(repr, b"")).unwrap();
+}
+
+#[test]
+fn rfc9293_s3_8_6_1_zero_window_is_probed_by_the_persist_timer() {
+    let mut s = Script::establish_active(plain(), TcpOptions::default());
+    window_update(&mut s, 0);
+    assert_eq!(s.c.peer_window(), 0);
+    s.c.send(&[7; 1000]).unwrap();
+    assert!(s.drain().is_empty(), "nothing fits a zero window");
+    let t = s.c.poll_timeout().expect("persist timer armed");
+    s.now = t;
+    s.c.handle_timeout(t);
+    let out = s.drain();
+    assert_eq!(out.len(), 1);
+    assert!(
+        out[0].payload.is_empty(),
+        "probe carries no data (keeps record alignment)"
+    );
+    assert_eq!(s.c.counters().window_probes, 1);
+    // Unanswered: probes continue, backed off.
+    let t2 = s.c.poll_timeout().unwrap();
+    assert!(t2 - t >= s.c.rto());
+    // The window opens: data flows.
+    window_update(&mut s, 4096);
+    let out = s.drain();
+    assert_eq!(out.iter().map(|o| o.payload.len()).sum::<usize>(), 1000);
+}
+
+/// Established, keepalive after 10 s idle, every 2 s, 3 probes.
+fn keepalive_conn() -> Script {
+    let ka = Keepalive {
+        idle: Duration::from_secs(10),
+        interval: Duration::from_secs(2),
+        probes: 3,
+    };
+    Script::establish_active(
+        Config {
+            keepalive: Some(ka),
+            ..plain()
+        },
+        TcpOptions::default(),
+    )
+}
+
+#[test]
+fn rfc9293_s3_8_4_keepalive_probes_then_drops_a_dead_peer() {
+    let mut s = keepalive_conn();
+    let mut probes = 0;
+    for _ in 0..20 {
+        let Some(t) = s.c.poll_timeout() else { break };
+        s.now = t;
+        s.c.handle_timeout(t);
+        probes += s
+            .drain()
+            .iter()
+            .filter(|o| o.payload.is_empty() && o.ack.is_some())
+            .count();
+        if s.c.state() == State::Closed {
+            break;
+        }
+    }
+    assert_eq!(probes, 3);
+    assert_eq!(s.c.state(), State::Closed);
+    let ev: Vec<_> = std::iter::from_fn(|| s.c.poll_event()).collect();
+    assert!(ev.contains(&Event::Closed(CloseReason::TimedOut)));
+}
+
+#[test]
+fn rfc9293_s3_8_4_keepalive_answered_keeps_the_connection() {
+    let mut s = keepalive_conn();
+    for _ in 0..10 {
+        let t = s.c.poll_timeout().unwrap();
+        s.now = t;
+        s.c.handle_timeout(t);
+        if !s.drain().is_empty() {
+            // The peer answers the probe with an ACK.
+            s.inject("A", b"", false);
+        }
+    }
+    assert_eq!(s.c.state(), State::Established);
+    assert!(s.c.counters().keepalives >= 5);
+}
