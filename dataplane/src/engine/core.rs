@@ -488,6 +488,18 @@ impl EngineCore {
         Ok(())
     }
 
+    /// Test hook for peer misbehaviour: queues raw octets into `conn`'s TCP stream, bypassing
+    /// MPA and DDP (the peer receives them as if our MPA had sent them; the stream is then
+    /// corrupt and the connection should be closed after the test's check).
+    #[doc(hidden)]
+    pub fn inject_stream_bytes(&mut self, conn: ConnId, bytes: &[u8]) -> Result<(), EngineError> {
+        let c = self.conn_mut(conn)?;
+        c.tcp
+            .send_record_bytes(bytes)
+            .map(|_| ())
+            .map_err(|_| EngineError::NotReady)
+    }
+
     /// The next work completion of any connection.
     pub fn poll_completion(&mut self) -> Option<(ConnId, Completion)> {
         self.completions.pop_front()
@@ -578,6 +590,56 @@ impl<I: PacketIo> Engine<I> {
 
 fn next_hop(neighbours: &HashMap<Ipv4Addr, Mac>, cfg: &EngineConfig, ip: Ipv4Addr) -> Option<Mac> {
     neighbours.get(&ip).copied().or(cfg.default_next_hop)
+}
+
+/// Moves a queue pair's completions and events to the engine's queues; stream errors and
+/// failed startups mark the connection for closing.
+fn drain_qp(
+    c: &mut Conn,
+    conn: ConnId,
+    events: &mut VecDeque<EngineEvent>,
+    completions: &mut VecDeque<(ConnId, Completion)>,
+    counters: &mut EngineCounters,
+) {
+    if let Some(q) = c.qp.as_mut() {
+        while let Some(wc) = q.poll_completion() {
+            completions.push_back((conn, wc));
+        }
+        while let Some(e) = q.poll_event() {
+            match e {
+                QpEvent::Established {
+                    peer_private_data,
+                    negotiated,
+                } => events.push_back(EngineEvent::Established {
+                    conn,
+                    peer_private_data,
+                    negotiated,
+                }),
+                QpEvent::ConnectRequest { .. } => {}
+                QpEvent::Rejected { .. } | QpEvent::StartupFailed(_) => {
+                    c.closing = true;
+                    c.tcp.abort();
+                    events.push_back(EngineEvent::StartupFailed { conn });
+                }
+                ev => {
+                    match ev {
+                        QpEvent::FramingError(FramingError::CrcMismatch) => {
+                            counters.crc_errors += 1
+                        }
+                        QpEvent::FramingError(_) => counters.framing_errors += 1,
+                        QpEvent::TerminateSent(_) => counters.terminates_sent += 1,
+                        QpEvent::TerminateReceived(_) | QpEvent::MalformedTerminateReceived => {
+                            counters.terminates_received += 1
+                        }
+                        _ => {}
+                    }
+                    // The stream is dead: close TCP once what is queued (the Terminate) is out.
+                    c.closing = true;
+                    events.push_back(EngineEvent::StreamError { conn, event: ev });
+                }
+            }
+        }
+    }
 }
 
 fn check_private_data(s: &QpSettings) -> Result<(), EngineError> {
@@ -834,47 +896,13 @@ impl EngineCore {
         c.drive_rx(now, &mut self.tags, &mut self.mem, &mut self.counters);
         c.drive_acked();
         // Queue-pair events and completions.
-        if let Some(q) = c.qp.as_mut() {
-            while let Some(wc) = q.poll_completion() {
-                self.completions.push_back((ConnId(id), wc));
-            }
-            while let Some(e) = q.poll_event() {
-                let conn = ConnId(id);
-                match e {
-                    QpEvent::Established {
-                        peer_private_data,
-                        negotiated,
-                    } => self.events.push_back(EngineEvent::Established {
-                        conn,
-                        peer_private_data,
-                        negotiated,
-                    }),
-                    QpEvent::ConnectRequest { .. } => {}
-                    QpEvent::Rejected { .. } | QpEvent::StartupFailed(_) => {
-                        c.closing = true;
-                        c.tcp.abort();
-                        self.events.push_back(EngineEvent::StartupFailed { conn });
-                    }
-                    ev => {
-                        match ev {
-                            QpEvent::FramingError(FramingError::CrcMismatch) => {
-                                self.counters.crc_errors += 1
-                            }
-                            QpEvent::FramingError(_) => self.counters.framing_errors += 1,
-                            QpEvent::TerminateSent(_) => self.counters.terminates_sent += 1,
-                            QpEvent::TerminateReceived(_) | QpEvent::MalformedTerminateReceived => {
-                                self.counters.terminates_received += 1
-                            }
-                            _ => {}
-                        }
-                        // The stream is dead: close TCP once what is queued (the Terminate) is out.
-                        c.closing = true;
-                        self.events
-                            .push_back(EngineEvent::StreamError { conn, event: ev });
-                    }
-                }
-            }
-        }
+        drain_qp(
+            c,
+            ConnId(id),
+            &mut self.events,
+            &mut self.completions,
+            &mut self.counters,
+        );
         // Transmit: queue-pair output into TCP as records.
         c.drive_tx(&self.mem, &mut self.scratch, &mut self.counters);
         if c.closing && !c.tcp_closed {
@@ -926,12 +954,14 @@ impl EngineCore {
                 c.drive_tx(&self.mem, &mut self.scratch, &mut self.counters);
             },
         }
-        // Completions that the ACKs of this round released.
-        if let Some(q) = c.qp.as_mut() {
-            while let Some(wc) = q.poll_completion() {
-                self.completions.push_back((ConnId(id), wc));
-            }
-        }
+        // Completions and events of this round's transmissions and ACKs (Terminate sent).
+        drain_qp(
+            c,
+            ConnId(id),
+            &mut self.events,
+            &mut self.completions,
+            &mut self.counters,
+        );
         if closed.is_none() && c.tcp.state() == State::Closed {
             closed = Some(CloseReason::Aborted);
         }
