@@ -1,0 +1,29 @@
+//! xwarp-bench: perftest-style latency and bandwidth tests over xwarp's transports, and
+//! `compare`, which runs them against the raw AF_XDP ceiling and the kernel transport on a
+//! two-namespace testbed.
+
+pub mod cli;
+pub mod compare;
+pub mod handshake;
+pub mod perftest;
+pub mod report;
+pub mod session;
+pub mod stats;
+pub mod testbed;
+
+use cli::{Cli, Command, RunSpec};
+
+/// Runs a parsed command line. Errors are one line, ready to print.
+pub fn run(cli: Cli) -> Result<(), String> {
+    if let Command::Compare(c) = &cli.command {
+        return compare::run(c);
+    }
+    let Some((test, args)) = cli.command.test() else {
+        return Ok(());
+    };
+    let spec = RunSpec::new(test, args)?;
+    match &spec.args.address {
+        None => perftest::serve(&spec),
+        Some(host) => perftest::run_client(&spec, host).map(|_| ()),
+    }
+}
