@@ -12,6 +12,7 @@ use etherparse::{
     TcpOptionElement, TcpOptionReadError, TcpOptionsIterator,
 };
 
+use crate::checksum;
 use crate::isn::FourTuple;
 use crate::seq::SeqNum;
 
@@ -331,17 +332,9 @@ fn parse_tcp(
     })?;
     let hlen = usize::from(tcp.data_offset()) * 4;
     let payload = &l4[hlen..];
-    let sum = match (src, dst) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => {
-            tcp.calc_checksum_ipv4_raw(s.octets(), d.octets(), payload)
-        }
-        (IpAddr::V6(s), IpAddr::V6(d)) => {
-            tcp.calc_checksum_ipv6_raw(s.octets(), d.octets(), payload)
-        }
-        _ => return Err(WireError::BadIpHeader),
-    }
-    .map_err(|_| WireError::Truncated)?;
-    if sum != tcp.checksum() {
+    // Summing the whole segment, checksum field included, gives 0xFFFF when it is intact.
+    let pseudo = checksum::pseudo(src, dst, l4.len()).ok_or(WireError::BadIpHeader)?;
+    if checksum::fold(checksum::sum(l4, pseudo)) != 0xFFFF {
         return Err(WireError::BadChecksum);
     }
     let options = parse_options(tcp.options())?;
@@ -476,9 +469,6 @@ impl SegmentRepr {
                 let mut ip = Ipv4Header::new(l4_len, 64, IpNumber::TCP, s.octets(), d.octets())
                     .map_err(|_| WireError::BufferTooSmall)?;
                 ip.header_checksum = ip.calc_header_checksum();
-                tcp.checksum = tcp
-                    .calc_checksum_ipv4_raw(s.octets(), d.octets(), payload)
-                    .map_err(|_| WireError::BufferTooSmall)?;
                 hdrs[..ip_len].copy_from_slice(&ip.to_bytes());
             }
             (IpAddr::V6(s), IpAddr::V6(d)) => {
@@ -491,14 +481,17 @@ impl SegmentRepr {
                     source: s.octets(),
                     destination: d.octets(),
                 };
-                tcp.checksum = tcp
-                    .calc_checksum_ipv6_raw(s.octets(), d.octets(), payload)
-                    .map_err(|_| WireError::BufferTooSmall)?;
                 hdrs[..ip_len].copy_from_slice(&ip.to_bytes());
             }
             _ => return Err(WireError::Ipv6Unsupported),
         }
-        hdrs[ip_len..].copy_from_slice(&tcp.to_bytes());
+        tcp.checksum = 0;
+        let th = &mut hdrs[ip_len..];
+        th.copy_from_slice(&tcp.to_bytes());
+        let pseudo = checksum::pseudo(src.ip(), dst.ip(), usize::from(l4_len))
+            .ok_or(WireError::Ipv6Unsupported)?;
+        let sum = !checksum::fold(checksum::sum(payload, checksum::sum(th, pseudo)));
+        th[16..18].copy_from_slice(&sum.to_be_bytes());
         Ok(total)
     }
 }
