@@ -123,12 +123,32 @@ impl Netns {
 
     /// Runs deploy/host-setup inside the namespace.
     fn host_setup(&self, args: &[&str]) -> Output {
+        self.host_setup_env(args, &[])
+    }
+
+    /// Runs deploy/host-setup inside the namespace with extra environment variables.
+    fn host_setup_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
         Command::new("ip")
             .args(["netns", "exec", &self.name, "bash"])
             .arg(script())
             .args(args)
+            .envs(env.iter().copied())
             .output()
             .expect("ip netns exec deploy/host-setup")
+    }
+
+    /// Puts a fake `ethtool` (see [`fake_ethtool`]) into `tmp/bin`; returns that directory and
+    /// a PATH that finds it first.
+    fn fake_ethtool_path(&self) -> (PathBuf, String) {
+        let bin = self.tmp.join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        fake_ethtool(&bin);
+        let path = format!(
+            "{}:{}",
+            bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        (bin, path)
     }
 
     fn reserved_ports(&self) -> String {
@@ -156,6 +176,18 @@ impl Drop for Netns {
             .output();
         let _ = std::fs::remove_dir_all(&self.tmp);
     }
+}
+
+/// Whether `port` is in the reserved list `list` ("8080,9000-9100").
+fn reserved_covers(list: &str, port: u32) -> bool {
+    list.split(',').any(|item| {
+        let mut ends = item.trim().splitn(2, '-').map(|p| p.parse::<u32>().ok());
+        match (ends.next().flatten(), ends.next()) {
+            (Some(a), None) => a == port,
+            (Some(a), Some(Some(b))) => (a..=b).contains(&port),
+            _ => false,
+        }
+    })
 }
 
 #[test]
@@ -402,12 +434,12 @@ fn applies_in_a_namespace_and_undo_restores() {
         ns.channels()
     );
     let reserved = ns.reserved_ports();
-    for want in ["18515", "18516", "61000-61999"] {
-        assert!(
-            reserved.split(',').any(|r| r == want),
-            "{want} not in {reserved}"
-        );
+    // the kernel merges adjacent ranges ("18515,18516" reads back as "18515-18516")
+    for want in [18515, 18516, 61000, 61500, 61999] {
+        assert!(reserved_covers(&reserved, want), "{want} not in {reserved}");
     }
+    assert!(!reserved_covers(&reserved, 60999), "{reserved}");
+    assert!(!reserved_covers(&reserved, 62000), "{reserved}");
     assert!(
         std::path::Path::new(&undo).exists(),
         "no undo script at {undo}"
@@ -482,10 +514,8 @@ fn irq_affinity_follows_queue_names_and_undo_restores() {
             .to_string()
     };
     let undo = ns.undo_file();
-    let out = Command::new("ip")
-        .args(["netns", "exec", &ns.name, "bash"])
-        .arg(script())
-        .args([
+    let out = ns.host_setup_env(
+        &[
             "--iface",
             &iface,
             "--queues",
@@ -494,11 +524,12 @@ fn irq_affinity_follows_queue_names_and_undo_restores() {
             "1,0",
             "--undo-file",
             &undo,
-        ])
-        .env("XWARP_HOST_SETUP_INTERRUPTS", &interrupts)
-        .env("XWARP_HOST_SETUP_IRQ_DIR", &irq_dir)
-        .output()
-        .unwrap();
+        ],
+        &[
+            ("XWARP_HOST_SETUP_INTERRUPTS", interrupts.to_str().unwrap()),
+            ("XWARP_HOST_SETUP_IRQ_DIR", irq_dir.to_str().unwrap()),
+        ],
+    );
     let (o, e) = text(&out);
     assert!(out.status.success(), "{o}{e}");
     assert!(o.contains("IRQ 40 (queue 0"), "{o}");
@@ -510,4 +541,152 @@ fn irq_affinity_follows_queue_names_and_undo_restores() {
     for irq in irqs {
         assert_eq!(affinity(irq), "0-1", "IRQ {irq} not restored");
     }
+}
+
+/// Writes a fake `ethtool` into `dir` (a NIC with 8 combined channels and ntuple filters off)
+/// that logs its arguments to `dir/ethtool.log` and answers rule insertions with IDs 1000, ...
+fn fake_ethtool(dir: &std::path::Path) {
+    let d = dir.display();
+    let fake = format!(
+        r#"#!/bin/bash
+echo "$*" >> {d}/ethtool.log
+case "$1" in
+    -i) echo "driver: fakenic" ;;
+    -l) printf 'Channel parameters for %s:\nPre-set maximums:\nRX:\t\tn/a\nTX:\t\tn/a\nOther:\t\t1\nCombined:\t8\nCurrent hardware settings:\nRX:\t\tn/a\nTX:\t\tn/a\nOther:\t\t1\nCombined:\t8\n' "$2" ;;
+    -k) echo "ntuple-filters: off" ;;
+    -N) if [[ "$3" != delete ]]; then
+            n=$(wc -l < {d}/ids); echo x >> {d}/ids; echo "Added rule with ID $((1000 + n))"
+        fi ;;
+esac
+"#
+    );
+    let path = dir.join("ethtool");
+    std::fs::write(&path, fake).unwrap();
+    std::fs::write(dir.join("ids"), "").unwrap();
+    std::fs::write(dir.join("ethtool.log"), "").unwrap();
+    let ok = Command::new("chmod")
+        .args(["755", path.to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+}
+
+/// ntuple steering on a NIC that has it (a fake ethtool first in PATH, inside our namespace):
+/// channels set to --queues with `combined`, ntuple switched on, listening port i to queue
+/// i mod N, the active-open range split in N slices as aligned masked rules, each rule's ID
+/// deleted again by the undo script, which also restores channels and the ntuple feature.
+#[test]
+fn ntuple_rules_steer_ports_to_queues_and_undo_deletes_them() {
+    if !may_run_as_root("ntuple_rules_steer_ports_to_queues_and_undo_deletes_them") {
+        return;
+    }
+    let ns = Netns::new("n");
+    let iface = ns.iface.clone();
+    let (bin, path) = ns.fake_ethtool_path();
+    let undo = ns.undo_file();
+    let run = |args: &[&str]| ns.host_setup_env(args, &[("PATH", &path)]);
+    let out = run(&[
+        "--iface",
+        &iface,
+        "--queues",
+        "4",
+        "--ports",
+        "18515,18516",
+        "--local-ports",
+        "61440-62463",
+        "--undo-file",
+        &undo,
+    ]);
+    let (o, e) = text(&out);
+    assert!(out.status.success(), "{o}{e}");
+    let log = |p: &std::path::Path| std::fs::read_to_string(p.join("ethtool.log")).unwrap();
+    let changes: Vec<String> = log(&bin)
+        .lines()
+        .filter(|l| l.starts_with("-L") || l.starts_with("-K") || l.starts_with("-N"))
+        .map(str::to_string)
+        .collect();
+    let want: Vec<String> = [
+        "-L {i} combined 4",
+        "-K {i} ntuple on",
+        "-N {i} flow-type tcp4 dst-port 18515 action 0",
+        "-N {i} flow-type tcp4 dst-port 18516 action 1",
+        "-N {i} flow-type tcp4 dst-port 61440 m 255 action 0",
+        "-N {i} flow-type tcp4 dst-port 61696 m 255 action 1",
+        "-N {i} flow-type tcp4 dst-port 61952 m 255 action 2",
+        "-N {i} flow-type tcp4 dst-port 62208 m 255 action 3",
+    ]
+    .iter()
+    .map(|l| l.replace("{i}", &iface))
+    .collect();
+    assert_eq!(changes, want, "{o}");
+    assert!(
+        o.contains(&format!("undo: ethtool -N {iface} delete 1005")),
+        "{o}"
+    );
+
+    std::fs::write(bin.join("ethtool.log"), "").unwrap();
+    let out = run(&["--undo", "--undo-file", &undo]);
+    assert!(out.status.success(), "{:?}", text(&out));
+    let undone: Vec<String> = log(&bin).lines().map(str::to_string).collect();
+    let mut want: Vec<String> = (1000..1006)
+        .rev()
+        .map(|id| format!("-N {iface} delete {id}"))
+        .collect();
+    want.push(format!("-K {iface} ntuple off"));
+    want.push(format!("-L {iface} combined 8"));
+    assert_eq!(undone, want);
+}
+
+/// A local port range that is not aligned: the masked rules of --dry-run are aligned
+/// power-of-two blocks that cover the range exactly, each queue one contiguous slice.
+#[test]
+fn unaligned_local_range_is_covered_exactly_by_masked_rules() {
+    if !may_run_as_root("unaligned_local_range_is_covered_exactly_by_masked_rules") {
+        return;
+    }
+    let ns = Netns::new("u");
+    let (_, path) = ns.fake_ethtool_path();
+    let args = [
+        "--dry-run",
+        "--iface",
+        &ns.iface,
+        "--queues",
+        "3",
+        "--ports",
+        "18515",
+    ];
+    let range = ["--local-ports", "61000-61999"];
+    let out = ns.host_setup_env(&[&args[..], &range[..]].concat(), &[("PATH", &path)]);
+    let (o, e) = text(&out);
+    assert!(out.status.success(), "{o}{e}");
+    // (first, last, queue) of every masked or single-port rule above the listening port
+    let mut blocks: Vec<(u32, u32, u32)> = Vec::new();
+    for line in o.lines().filter(|l| l.starts_with("would: ethtool -N")) {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        let at = |k: &str| w.iter().position(|x| *x == k).map(|i| w[i + 1]);
+        let port: u32 = at("dst-port").unwrap().parse().unwrap();
+        let mask: u32 = at("m").map(|m| m.parse().unwrap()).unwrap_or(0);
+        let queue: u32 = at("action").unwrap().parse().unwrap();
+        if port == 18515 {
+            continue;
+        }
+        assert!(
+            (mask + 1).is_power_of_two() && port & mask == 0,
+            "unaligned: {line}"
+        );
+        blocks.push((port, port + mask, queue));
+    }
+    blocks.sort();
+    assert_eq!(blocks.first().map(|b| b.0), Some(61000), "{o}");
+    assert_eq!(blocks.last().map(|b| b.1), Some(61999), "{o}");
+    for pair in blocks.windows(2) {
+        assert_eq!(pair[0].1 + 1, pair[1].0, "gap or overlap: {pair:?}");
+        assert!(
+            pair[0].2 <= pair[1].2,
+            "queue slices not contiguous: {pair:?}"
+        );
+    }
+    let queues: std::collections::BTreeSet<u32> = blocks.iter().map(|b| b.2).collect();
+    assert_eq!(queues.into_iter().collect::<Vec<_>>(), [0, 1, 2]);
+    assert!(!o.contains("change:"), "dry run changed something:\n{o}");
 }
