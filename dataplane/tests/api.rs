@@ -329,3 +329,30 @@ fn rdma_write_into_a_file_backed_region_reaches_the_file() {
     assert_eq!(&on_disk[1000..1017], b"persisted by RDMA");
     let _ = std::fs::remove_file(&path);
 }
+
+// MPA-92: an initiator whose peer never answers gives up after the startup timeout.
+#[test]
+fn silent_responder_times_out() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let _hold = std::thread::spawn(move || {
+        l.accept().map(|(s, _)| {
+            std::thread::sleep(Duration::from_secs(5));
+            drop(s)
+        })
+    });
+    let c = end();
+    let cfg = ConnectionConfig {
+        mpa: MpaSettings {
+            timeout: Duration::from_millis(300),
+            ..MpaSettings::default()
+        },
+        ..ConnectionConfig::default()
+    };
+    let r = c.dev.connect(addr, c.init.clone(), &cfg, &[]);
+    assert!(
+        matches!(r, Err(ConnectError::Startup(mpa::StartupError::Timeout))),
+        "{r:?}"
+    );
+    assert_eq!(c.dev.counters().startup_timeouts, 1);
+}

@@ -45,6 +45,33 @@ fn pair(t0: Instant) -> (Connection, Connection) {
     (a, b)
 }
 
+/// Packets back to back in one reusable buffer (no allocation per packet in the timed loops).
+#[derive(Default)]
+struct Arena {
+    data: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl Arena {
+    fn push(&mut self, p: &[u8]) {
+        self.data.extend_from_slice(p);
+        self.ends.push(self.data.len());
+    }
+    fn clear(&mut self) {
+        self.data.clear();
+        self.ends.clear();
+    }
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+    fn iter(&self) -> impl Iterator<Item = &[u8]> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts
+            .zip(self.ends.iter().copied())
+            .map(|(a, b)| &self.data[a..b])
+    }
+}
+
 fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("tcp_segment");
     g.throughput(Throughput::Elements(BATCH as u64));
@@ -53,33 +80,34 @@ fn bench(c: &mut Criterion) {
     g.bench_function("rx_in_order_with_ack", |bch| {
         bch.iter_custom(|iters| {
             let mut total = Duration::ZERO;
+            let mut pkts = Arena::default();
+            let mut acks = Arena::default();
+            let mut buf = vec![0u8; 2048];
+            let mut rbuf = vec![0u8; 1 << 16];
             for _ in 0..iters {
                 let t0 = Instant::now();
                 let (mut a, mut b) = pair(t0);
                 for id in 0..BATCH {
                     a.send_record(SEG as u32, id as u64).unwrap();
                 }
-                let mut buf = vec![0u8; 2048];
-                let mut rbuf = vec![0u8; 1 << 16];
-                let mut acks = Vec::new();
                 let mut done = 0;
                 while done < BATCH {
                     // a's next flight (not timed), as far as b's window allows.
-                    for ack in acks.drain(..) {
-                        let ack: Vec<u8> = ack;
-                        a.handle_packet(t0, &ack).unwrap();
+                    for ack in acks.iter() {
+                        a.handle_packet(t0, ack).unwrap();
                     }
-                    let mut pkts = Vec::new();
+                    acks.clear();
+                    pkts.clear();
                     while let Some(n) = a.poll_transmit_with(t0, &mut buf, &mut Pattern) {
-                        pkts.push(buf[..n].to_vec());
+                        pkts.push(&buf[..n]);
                     }
                     done += pkts.len();
                     // b receives, acknowledges and hands the data up (timed).
                     let start = Instant::now();
-                    for p in &pkts {
+                    for p in pkts.iter() {
                         b.handle_packet(t0, p).unwrap();
                         while let Some(n) = b.poll_transmit(t0, &mut buf) {
-                            acks.push(buf[..n].to_vec());
+                            acks.push(&buf[..n]);
                         }
                         while b.recv(&mut rbuf) > 0 {}
                     }
@@ -94,45 +122,38 @@ fn bench(c: &mut Criterion) {
     g.bench_function("tx_records", |bch| {
         bch.iter_custom(|iters| {
             let mut total = Duration::ZERO;
+            let mut pkts = Arena::default();
+            let mut acks = Arena::default();
+            let mut buf = vec![0u8; 2048];
+            let mut rbuf = vec![0u8; 1 << 16];
             for _ in 0..iters {
                 let t0 = Instant::now();
                 let (mut a, mut b) = pair(t0);
-                let mut buf = vec![0u8; 2048];
-                let mut pkts: Vec<Vec<u8>> = Vec::new();
-                let mut acks: Vec<Vec<u8>> = Vec::new();
-                let mut rbuf = vec![0u8; 1 << 16];
-                let mut id = 0;
-                while id < BATCH {
-                    // a: handle the ACKs, queue records and emit segments (timed).
+                for id in 0..BATCH {
+                    a.send_record(SEG as u32, id as u64).unwrap();
+                }
+                let mut sent = 0;
+                while sent < BATCH {
+                    // a: handle the ACKs and emit the segments they allow (timed).
                     let start = Instant::now();
-                    for ack in &acks {
+                    for ack in acks.iter() {
                         a.handle_packet(t0, ack).unwrap();
                     }
-                    loop {
-                        if id < BATCH {
-                            a.send_record(SEG as u32, id as u64).unwrap();
-                        }
-                        match a.poll_transmit_with(t0, &mut buf, &mut Pattern) {
-                            Some(n) => {
-                                id += 1;
-                                pkts.push(buf[..n].to_vec());
-                            }
-                            None => break,
-                        }
-                        if id >= BATCH {
-                            break;
-                        }
+                    while let Some(n) = a.poll_transmit_with(t0, &mut buf, &mut Pattern) {
+                        pkts.push(&buf[..n]);
                     }
                     total += start.elapsed();
+                    sent += pkts.len();
                     // b (not timed).
                     acks.clear();
-                    for p in pkts.drain(..) {
-                        b.handle_packet(t0, &p).unwrap();
+                    for p in pkts.iter() {
+                        b.handle_packet(t0, p).unwrap();
                         while let Some(n) = b.poll_transmit(t0, &mut buf) {
-                            acks.push(buf[..n].to_vec());
+                            acks.push(&buf[..n]);
                         }
                         while b.recv(&mut rbuf) > 0 {}
                     }
+                    pkts.clear();
                 }
             }
             total

@@ -220,10 +220,18 @@ pub struct Connection {
     ooo_limits: OooLimits,
 }
 
+/// IP + TCP header octets without options (RFC 9293 §3.7.1 MMS_S - MSS).
+fn ip_tcp_overhead(tuple: &FourTuple) -> u16 {
+    match tuple.local {
+        SocketAddr::V4(_) => 40,
+        SocketAddr::V6(_) => 60,
+    }
+}
+
 /// Options we offer in a SYN / SYN-ACK.
-fn syn_options(cfg: &Config) -> TcpOptions {
+fn syn_options(cfg: &Config, tuple: &FourTuple) -> TcpOptions {
     TcpOptions {
-        mss: Some(cfg.mss.min(cfg.mtu.saturating_sub(40))),
+        mss: Some(cfg.mss.min(cfg.mtu.saturating_sub(ip_tcp_overhead(tuple)))),
         window_scale: cfg.window_scale,
         sack_permitted: cfg.sack,
         timestamps: cfg.timestamps.then_some((0, 0)),
@@ -430,7 +438,7 @@ impl Connection {
         let base = u32::from(
             self.peer_mss
                 .min(self.cfg.mss)
-                .min(self.cfg.mtu.saturating_sub(40)),
+                .min(self.cfg.mtu.saturating_sub(ip_tcp_overhead(&self.tuple))),
         );
         base.saturating_sub(if self.ts_enabled { 12 } else { 0 })
             .max(1)
@@ -1672,7 +1680,7 @@ impl Connection {
     }
 
     fn send_syn(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
-        let mut o = syn_options(&self.cfg);
+        let mut o = syn_options(&self.cfg, &self.tuple);
         let synack = self.state == State::SynReceived;
         if synack {
             // Echo only what the peer offered (RFC 7323 §2.2, §3.2; RFC 2018 §2).

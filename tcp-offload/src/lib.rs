@@ -9,7 +9,11 @@
 //!   or SACK-based recovery (RFC 6675), CUBIC (RFC 9438, default) or NewReno congestion control,
 //!   delayed ACKs with a quick-ACK phase, persist timer and zero-window probes, keepalive.
 //! * [`Listener`]: passive opens with a bounded half-open table, SYN cookies and an accept queue.
-//! * [`wire`]: parse and emit IPv4+TCP with `etherparse`; malformed packets are classified.
+//! * [`wire`]: parse and emit IPv4+TCP and IPv6+TCP (no extension headers) with `etherparse`;
+//!   malformed packets are classified (not ours / malformed: drop and count).
+//! * [`sim_transport::SimTransport`]: a connection (client) or a listener (server) as a
+//!   [`sim::Transport`] for the seeded simulated link; [`exchange()`] joins two connections back to
+//!   back for tests and benchmarks.
 //!
 //! # MPA awareness
 //!
@@ -41,10 +45,20 @@
 //!
 //! Any order of these calls is safe; the order above gives the fewest wasted packets (ACKs piggyback
 //! on data queued in step 3). `now` must not go backwards.
+//!
+//! A [`Listener`] is driven the same way (`handle_packet` / `handle_timeout` / `poll_transmit` /
+//! `poll_timeout`); established connections come out of [`Listener::accept`] and are then driven
+//! on their own.
+//!
+//! # Not (yet) here
+//!
+//! IPv6 extension headers; D-SACK (RFC 2883); RFC 6675 NextSeg rules 3-4 and RescueRxt; HyStart for
+//! CUBIC; PMTU discovery (the EMSS comes from the configured MTU and the peer's MSS).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod cc;
+mod checksum;
 pub mod config;
 pub mod connection;
 pub mod counters;

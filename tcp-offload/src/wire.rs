@@ -1,17 +1,18 @@
-//! TCP/IP wire format: a checked view over IPv4+TCP packets, parsed with `etherparse`, and the emit
-//! side. IPv6 is laid out (addresses are `SocketAddr`, header sizes per family) but not yet supported:
-//! it is reported as [`WireError::Ipv6Unsupported`].
+//! TCP/IP wire format: a checked view over IPv4+TCP and IPv6+TCP packets, parsed with
+//! `etherparse`, and the emit side. IPv6 extension headers are not followed (such packets are
+//! "not ours").
 //!
 //! Field offsets live in `etherparse`; this module owns the option rules: MSS (RFC 9293 §3.7.1),
 //! window scale and timestamps (RFC 7323), SACK-permitted and SACK blocks (RFC 2018).
 
-use std::net::{SocketAddr, SocketAddrV4};
+use std::net::{IpAddr, SocketAddr};
 
 use etherparse::{
-    IpNumber, Ipv4Header, Ipv4HeaderSlice, TcpHeader, TcpHeaderSlice, TcpOptionElement,
-    TcpOptionReadError, TcpOptionsIterator,
+    IpNumber, Ipv4Header, Ipv4HeaderSlice, Ipv6Header, Ipv6HeaderSlice, TcpHeader, TcpHeaderSlice,
+    TcpOptionElement, TcpOptionReadError, TcpOptionsIterator,
 };
 
+use crate::checksum;
 use crate::isn::FourTuple;
 use crate::seq::SeqNum;
 
@@ -31,7 +32,7 @@ pub const MAX_SACK_BLOCKS: usize = 4;
 pub enum WireError {
     /// Not an IPv4 packet carrying TCP (not ours: pass).
     NotTcp,
-    /// IPv6 is laid out but not implemented yet.
+    /// Mixed address families in one 4-tuple (not ours).
     Ipv6Unsupported,
     /// An IP fragment (we do not reassemble; drop).
     Fragment,
@@ -82,7 +83,7 @@ impl TcpOptions {
         &self.sack[..usize::from(self.sack_count.min(MAX_SACK_BLOCKS as u8))]
     }
 
-    /// Encoded length (padded to 4), in the layout [`Self::elements`] produces.
+    /// Encoded length (padded to 4) in the layout we emit.
     pub fn encoded_len(&self) -> usize {
         let mut n = 0;
         if self.mss.is_some() {
@@ -224,11 +225,12 @@ impl<T: AsRef<[u8]>> Ipv4TcpPacket<T> {
     }
 }
 
-/// Parses an IP packet (IPv4 only for now) carrying TCP, verifying both checksums.
+/// Parses an IP packet (IPv4, or IPv6 without extension headers) carrying TCP, verifying the
+/// checksums.
 pub fn parse(packet: &[u8]) -> Result<Segment<'_>, WireError> {
     match packet.first().map(|b| b >> 4) {
         Some(4) => parse_ipv4(packet),
-        Some(6) => Err(WireError::Ipv6Unsupported),
+        Some(6) => parse_ipv6(packet),
         Some(_) => Err(WireError::BadIpHeader),
         None => Err(WireError::Truncated),
     }
@@ -278,7 +280,43 @@ pub fn parse_ipv4(packet: &[u8]) -> Result<Segment<'_>, WireError> {
     if ip.to_header().calc_header_checksum() != ip.header_checksum() {
         return Err(WireError::BadIpHeader);
     }
-    let l4 = &packet[ihl..total];
+    let (src, dst) = (
+        IpAddr::V4(ip.source_addr()),
+        IpAddr::V4(ip.destination_addr()),
+    );
+    parse_tcp(&packet[ihl..total], ihl, src, dst)
+}
+
+/// Parses an IPv6 packet carrying TCP directly (extension headers are not followed: not ours).
+pub fn parse_ipv6(packet: &[u8]) -> Result<Segment<'_>, WireError> {
+    let ip = Ipv6HeaderSlice::from_slice(packet).map_err(|e| {
+        use etherparse::err::ipv6::HeaderSliceError as E;
+        match e {
+            E::Len(_) => WireError::Truncated,
+            E::Content(_) => WireError::BadIpHeader,
+        }
+    })?;
+    if ip.next_header() != IpNumber::TCP {
+        return Err(WireError::NotTcp);
+    }
+    let total = IPV6_HEADER_LEN + usize::from(ip.payload_length());
+    if packet.len() < total {
+        return Err(WireError::Truncated);
+    }
+    let (src, dst) = (
+        IpAddr::V6(ip.source_addr()),
+        IpAddr::V6(ip.destination_addr()),
+    );
+    parse_tcp(&packet[IPV6_HEADER_LEN..total], IPV6_HEADER_LEN, src, dst)
+}
+
+/// The TCP part of [`parse_ipv4`] / [`parse_ipv6`]: `l4` starts `l4_offset` octets into the packet.
+fn parse_tcp(
+    l4: &[u8],
+    l4_offset: usize,
+    src: IpAddr,
+    dst: IpAddr,
+) -> Result<Segment<'_>, WireError> {
     let tcp = TcpHeaderSlice::from_slice(l4).map_err(|e| {
         use etherparse::err::tcp::HeaderSliceError as E;
         match e {
@@ -294,19 +332,15 @@ pub fn parse_ipv4(packet: &[u8]) -> Result<Segment<'_>, WireError> {
     })?;
     let hlen = usize::from(tcp.data_offset()) * 4;
     let payload = &l4[hlen..];
-    let sum = tcp
-        .calc_checksum_ipv4_raw(ip.source(), ip.destination(), payload)
-        .map_err(|_| WireError::Truncated)?;
-    if sum != tcp.checksum() {
+    // Summing the whole segment, checksum field included, gives 0xFFFF when it is intact.
+    let pseudo = checksum::pseudo(src, dst, l4.len()).ok_or(WireError::BadIpHeader)?;
+    if checksum::fold(checksum::sum(l4, pseudo)) != 0xFFFF {
         return Err(WireError::BadChecksum);
     }
     let options = parse_options(tcp.options())?;
     let tuple = FourTuple {
-        local: SocketAddr::V4(SocketAddrV4::new(
-            ip.destination_addr(),
-            tcp.destination_port(),
-        )),
-        remote: SocketAddr::V4(SocketAddrV4::new(ip.source_addr(), tcp.source_port())),
+        local: SocketAddr::new(dst, tcp.destination_port()),
+        remote: SocketAddr::new(src, tcp.source_port()),
     };
     Ok(Segment {
         tuple,
@@ -322,7 +356,7 @@ pub fn parse_ipv4(packet: &[u8]) -> Result<Segment<'_>, WireError> {
         window: tcp.window_size(),
         options,
         payload,
-        payload_offset: ihl + hlen,
+        payload_offset: l4_offset + hlen,
     })
 }
 
@@ -401,10 +435,7 @@ impl SegmentRepr {
         payload_len: usize,
         fill: impl FnOnce(&mut [u8]),
     ) -> Result<usize, WireError> {
-        let (SocketAddr::V4(src), SocketAddr::V4(dst)) = (self.tuple.local, self.tuple.remote)
-        else {
-            return Err(WireError::Ipv6Unsupported);
-        };
+        let (src, dst) = (self.tuple.local, self.tuple.remote);
         let mut tcp = TcpHeader::new(src.port(), dst.port(), self.seq.0, self.window);
         tcp.syn = self.flags.syn;
         tcp.fin = self.flags.fin;
@@ -418,27 +449,49 @@ impl SegmentRepr {
         tcp.set_options(els.as_slice())
             .map_err(|_| WireError::BufferTooSmall)?;
         let tcp_len = tcp.header_len();
-        let total = IPV4_HEADER_LEN + tcp_len + payload_len;
-        if total > usize::from(u16::MAX) || buf.len() < total {
+        let ip_len = match src {
+            SocketAddr::V4(_) => IPV4_HEADER_LEN,
+            SocketAddr::V6(_) => IPV6_HEADER_LEN,
+        };
+        let total = ip_len + tcp_len + payload_len;
+        if tcp_len + payload_len > usize::from(u16::MAX)
+            || total > usize::from(u16::MAX) + ip_len
+            || buf.len() < total
+        {
             return Err(WireError::BufferTooSmall);
         }
-        let mut ip = Ipv4Header::new(
-            (tcp_len + payload_len) as u16,
-            64,
-            IpNumber::TCP,
-            src.ip().octets(),
-            dst.ip().octets(),
-        )
-        .map_err(|_| WireError::BufferTooSmall)?;
-        ip.header_checksum = ip.calc_header_checksum();
-        let (hdrs, rest) = buf.split_at_mut(IPV4_HEADER_LEN + tcp_len);
+        let (hdrs, rest) = buf.split_at_mut(ip_len + tcp_len);
         let payload = &mut rest[..payload_len];
         fill(payload);
-        tcp.checksum = tcp
-            .calc_checksum_ipv4_raw(ip.source, ip.destination, payload)
-            .map_err(|_| WireError::BufferTooSmall)?;
-        hdrs[..IPV4_HEADER_LEN].copy_from_slice(&ip.to_bytes());
-        hdrs[IPV4_HEADER_LEN..].copy_from_slice(&tcp.to_bytes());
+        let l4_len = (tcp_len + payload_len) as u16;
+        match (src.ip(), dst.ip()) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                let mut ip = Ipv4Header::new(l4_len, 64, IpNumber::TCP, s.octets(), d.octets())
+                    .map_err(|_| WireError::BufferTooSmall)?;
+                ip.header_checksum = ip.calc_header_checksum();
+                hdrs[..ip_len].copy_from_slice(&ip.to_bytes());
+            }
+            (IpAddr::V6(s), IpAddr::V6(d)) => {
+                let ip = Ipv6Header {
+                    traffic_class: 0,
+                    flow_label: Default::default(),
+                    payload_length: l4_len,
+                    next_header: IpNumber::TCP,
+                    hop_limit: 64,
+                    source: s.octets(),
+                    destination: d.octets(),
+                };
+                hdrs[..ip_len].copy_from_slice(&ip.to_bytes());
+            }
+            _ => return Err(WireError::Ipv6Unsupported),
+        }
+        tcp.checksum = 0;
+        let th = &mut hdrs[ip_len..];
+        th.copy_from_slice(&tcp.to_bytes());
+        let pseudo = checksum::pseudo(src.ip(), dst.ip(), usize::from(l4_len))
+            .ok_or(WireError::Ipv6Unsupported)?;
+        let sum = !checksum::fold(checksum::sum(payload, checksum::sum(th, pseudo)));
+        th[16..18].copy_from_slice(&sum.to_be_bytes());
         Ok(total)
     }
 }
@@ -506,6 +559,44 @@ mod tests {
         let p = sample(o, b"");
         assert_eq!(parse(&p).unwrap().options, o);
         assert_eq!(p.len(), 20 + 20 + o.encoded_len());
+    }
+
+    #[test]
+    fn ipv6_emit_parse_roundtrip() {
+        let tuple = FourTuple {
+            local: "[2001:db8::1]:4000".parse().unwrap(),
+            remote: "[2001:db8::2]:5000".parse().unwrap(),
+        };
+        let r = SegmentRepr {
+            tuple,
+            seq: SeqNum(7),
+            ack: Some(SeqNum(9)),
+            flags: Flags {
+                psh: true,
+                ..Default::default()
+            },
+            window: 1000,
+            options: TcpOptions {
+                timestamps: Some((3, 4)),
+                ..Default::default()
+            },
+        };
+        let mut buf = vec![0u8; r.buffer_len(5)];
+        let n = r
+            .emit(&mut buf, 5, |p| p.copy_from_slice(b"hello"))
+            .unwrap();
+        assert_eq!(n, 40 + 32 + 5);
+        let s = parse(&buf).unwrap();
+        assert_eq!((s.tuple.local, s.tuple.remote), (tuple.remote, tuple.local));
+        assert_eq!(
+            (s.seq, s.ack, s.payload, s.payload_offset),
+            (SeqNum(7), SeqNum(9), &b"hello"[..], 72)
+        );
+        buf[n - 1] ^= 1;
+        assert_eq!(parse(&buf).unwrap_err(), WireError::BadChecksum);
+        assert_eq!(parse(&buf[..n - 1]).unwrap_err(), WireError::Truncated);
+        buf[6] = 17; // next header UDP
+        assert_eq!(parse(&buf).unwrap_err(), WireError::NotTcp);
     }
 
     #[test]

@@ -48,3 +48,31 @@ fn open_transfer_close_lossless() {
     assert_eq!(p.a.counters().retransmits, 0);
     assert_eq!(p.b.counters().retransmits, 0);
 }
+
+#[test]
+fn open_transfer_close_over_ipv6() {
+    use tcp_offload::{Connection, FourTuple, IsnGenerator};
+    let t0 = std::time::Instant::now();
+    let g = IsnGenerator::new([9; 16], t0);
+    let t = FourTuple {
+        local: "[2001:db8::1]:40000".parse().unwrap(),
+        remote: "[2001:db8::2]:5000".parse().unwrap(),
+    };
+    let mut a = Connection::connect(Config::default(), t, &g, t0);
+    let mut b = Connection::listen(Config::default(), t.remote, &g, t0);
+    tcp_offload::exchange(&mut a, &mut b, t0, 4);
+    assert_eq!(
+        (a.state(), b.state()),
+        (State::Established, State::Established)
+    );
+    a.send(b"over v6").unwrap();
+    tcp_offload::exchange(&mut a, &mut b, t0, 4);
+    let mut buf = [0u8; 16];
+    let n = b.recv(&mut buf);
+    assert_eq!(&buf[..n], b"over v6");
+    a.close(t0);
+    tcp_offload::exchange(&mut a, &mut b, t0, 4);
+    b.close(t0);
+    tcp_offload::exchange(&mut a, &mut b, t0, 4);
+    assert_eq!((a.state(), b.state()), (State::TimeWait, State::Closed));
+}

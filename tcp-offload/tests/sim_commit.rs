@@ -98,6 +98,8 @@ struct Setup {
     drop_data: u32,
     mutate: bool,
     early_record_mode: bool,
+    /// Largest ULPDU of the records (1442 = MULPDU for EMSS 1448 without markers).
+    mulpdu: usize,
 }
 
 impl Default for Setup {
@@ -111,12 +113,19 @@ impl Default for Setup {
             drop_data: 0,
             mutate: false,
             early_record_mode: false,
+            mulpdu: 1442,
         }
     }
 }
 
 /// Ours (client, A) to ours (server, B, tampered).
-fn run(seed: u64, s: &Setup) -> Result<(common::Outcome, Wrapped<OursTransport, Tamper>), String> {
+type Run = (
+    common::Outcome,
+    OursTransport,
+    Wrapped<OursTransport, Tamper>,
+);
+
+fn run(seed: u64, s: &Setup) -> Result<Run, String> {
     let base = Instant::now();
     let opts = OursOptions {
         mode: s.mode,
@@ -136,13 +145,23 @@ fn run(seed: u64, s: &Setup) -> Result<(common::Outcome, Wrapped<OursTransport, 
     let (sa, sb) = (stream_seed(seed, Side::A), stream_seed(seed, Side::B));
     let mut ca = BulkConfig::new(s.a_len, sa, s.b_len, sb).with_close(s.close.0);
     let mut cb = BulkConfig::new(s.b_len, sb, s.a_len, sa).with_close(s.close.1);
+    let mut audits = [SegmentAudit::new(), SegmentAudit::new()];
     if s.mode != Mode::Bytes {
-        ca = ca.with_records(RecordPlan::fpdus(sa, 1442, s.a_len));
-        cb = cb.with_records(RecordPlan::fpdus(sb, 1442, s.b_len));
+        let (pa, pb) = (
+            RecordPlan::fpdus(sa, s.mulpdu, s.a_len),
+            RecordPlan::fpdus(sb, s.mulpdu, s.b_len),
+        );
+        audits = [
+            SegmentAudit::new().with_boundaries(pa.boundaries()),
+            SegmentAudit::new().with_boundaries(pb.boundaries()),
+        ];
+        ca = ca.with_records(pa);
+        cb = cb.with_records(pb);
     }
+    let [aa, ab] = audits;
     let audits = [
-        SegmentAudit::new().with_pattern(Pattern::new(sa)),
-        SegmentAudit::new().with_pattern(Pattern::new(sb)),
+        aa.with_pattern(Pattern::new(sa)),
+        ab.with_pattern(Pattern::new(sb)),
     ];
     let link = link_case(s.link);
     run_bulk(
@@ -156,7 +175,6 @@ fn run(seed: u64, s: &Setup) -> Result<(common::Outcome, Wrapped<OursTransport, 
         audits,
         SimConfig::default(),
     )
-    .map(|(o, _, b)| (o, b))
 }
 
 #[test]
@@ -169,7 +187,7 @@ fn a_gap_early_in_the_stream_lets_later_segments_be_handed_up_first_mpa_12_15() 
         b_len: 0,
         ..Setup::default()
     };
-    let (o, b) = run(7, &s).unwrap();
+    let (o, _, b) = run(7, &s).unwrap();
     let v = o.verify[1];
     assert!(v.ooo_deliveries > 0, "no out-of-order delivery: {v:?}");
     assert!(b.inner.connection().unwrap().counters().ooo_committed > 0);
@@ -190,7 +208,7 @@ fn committed_data_never_changes_under_valid_duplicates_with_other_octets_mpa_13_
                 mutate: true,
                 ..Setup::default()
             };
-            run(seed, &s).map(|(o, b)| (o.verify[1], b.hooks.injected))
+            run(seed, &s).map(|(o, _, b)| (o.verify[1], b.hooks.injected))
         });
         let mut injected = 0;
         let mut ooo = 0;
@@ -227,19 +245,16 @@ fn simultaneous_close_with_data_still_queued_completes_rfc9293_3_6() {
             close: (ClosePolicy::AfterSending, ClosePolicy::AfterSending),
             ..Setup::default()
         };
-        let (o, _) = run(1, &s).unwrap_or_else(|e| panic!("{mode:?}: {e}"));
+        let (o, _, _) = run(1, &s).unwrap_or_else(|e| panic!("{mode:?}: {e}"));
         assert_eq!(o.verify[1].bytes, 256 * KIB);
     }
 }
 
-/// FAILS (tcp-offload API trap, seed 2): `enter_record_mode` called before the handshake
-/// switches the send side only; the SYN rebuilds the receive buffer (`on_syn`:
-/// `RecvBuffer::new(1)`) in byte mode, so received data never comes out of `poll_recv` (the
-/// upper layer sees the in-order point move with no data handed up). MPA itself enters record
-/// mode only after its startup frames, so the matrix is not affected; the call should either
-/// work or be refused before ESTABLISHED.
+/// Regression (found by this simulation, fixed in tcp-offload): `enter_record_mode` called
+/// before the handshake switched the send side only; the SYN rebuilt the receive buffer in byte
+/// mode, so received data never came out of `poll_recv` (the upper layer saw the in-order point
+/// move with no data handed up).
 #[test]
-#[ignore = "tcp-offload: enter_record_mode before the handshake is lost on the receive side (seed 2)"]
 fn record_mode_entered_before_the_handshake_also_applies_to_receive() {
     let s = Setup {
         early_record_mode: true,
@@ -248,6 +263,41 @@ fn record_mode_entered_before_the_handshake_also_applies_to_receive() {
         ..Setup::default()
     };
     run(2, &s).unwrap();
+}
+
+#[test]
+fn records_larger_than_the_emss_are_split_and_counted_mpa_5_3() {
+    // ULPDUs up to twice MULPDU: FPDUs above the EMSS (1448) cannot start and end a segment;
+    // the TCP must split them and count each split (MPA §5.3 exception), and nothing else may
+    // be unaligned.
+    for link in ["clean", "loss1"] {
+        let s = Setup {
+            link,
+            mulpdu: 2 * 1442,
+            a_len: 128 * KIB,
+            b_len: 0,
+            ..Setup::default()
+        };
+        let (o, a, _) = run(11, &s).unwrap();
+        let k = a.connection().unwrap().counters();
+        let audit = o.audit[0];
+        assert!(
+            audit.first_tx_unaligned > 0,
+            "{link}: no record was larger than the EMSS?"
+        );
+        assert!(
+            audit.first_tx_unaligned <= k.split_emss + k.split_window,
+            "{link}: {} unaligned first transmissions, {} + {} counted",
+            audit.first_tx_unaligned,
+            k.split_emss,
+            k.split_window
+        );
+        assert!(
+            audit.retx_unaligned <= k.unaligned_retransmits + k.split_emss,
+            "{link}: {audit:?} {k:?}"
+        );
+        assert_eq!(o.verify[1].bytes, 128 * KIB);
+    }
 }
 
 #[test]

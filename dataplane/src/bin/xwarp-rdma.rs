@@ -64,6 +64,10 @@ struct Wire {
     /// Give every FPDU its own TCP segment (slow; for packet captures).
     #[arg(long)]
     segment_per_fpdu: bool,
+    /// Test hook: corrupt one byte of every buffer this side provides (the client's Send and
+    /// Write sources, the server's region before a Read), to check that mismatches are caught.
+    #[arg(long, hide = true)]
+    corrupt: bool,
     /// EMSS that MULPDU is derived from (default: the socket's MSS). With markers, 1024 makes
     /// every full FPDU exactly 1024 octets.
     #[arg(long, value_parser = clap::value_parser!(u32).range(128..=65495))]
@@ -149,6 +153,14 @@ fn parse_size(s: &str) -> Result<usize, String> {
 fn pattern_byte(seed: u64, i: usize) -> u8 {
     let x = (i as u64 ^ seed.rotate_left(17)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     (x >> 56) as u8 ^ (i as u8)
+}
+
+/// Flips the middle byte when `on` (the --corrupt test hook).
+fn corrupt_if(on: bool, buf: &mut [u8]) {
+    if on && !buf.is_empty() {
+        let m = buf.len() / 2;
+        buf[m] ^= 0xff;
+    }
 }
 
 fn fill(buf: &mut [u8], seed: u64) {
@@ -257,6 +269,7 @@ fn wait_cq(cq: &CompletionQueue, what: &str) -> Result<dataplane::Completion, Fa
 }
 
 struct Ends {
+    corrupt: bool,
     qp: QueuePair,
     scq: CompletionQueue,
     rcq: CompletionQueue,
@@ -274,6 +287,7 @@ impl Ends {
             .register(CTL_LEN, Access::default())
             .map_err(|e| e.to_string())?;
         Ok(Ends {
+            corrupt: false,
             qp,
             scq,
             rcq,
@@ -351,7 +365,7 @@ fn server(a: ServerArgs) -> Result<(), Failure> {
         served += 1;
         println!("connection {served} from {peer}");
         let ends = Ends::new(qp, scq, rcq, &pd)?;
-        match serve(&ends, &data, &recvs) {
+        match serve(&ends, &data, &recvs, a.wire.corrupt) {
             Ok(n) => bad += n,
             Err(Failure::Mismatch(m)) => {
                 eprintln!("{m}");
@@ -376,7 +390,12 @@ fn server(a: ServerArgs) -> Result<(), Failure> {
 }
 
 /// Serves one client until it disconnects; returns the number of failed checks.
-fn serve(e: &Ends, data: &MemoryRegion, recvs: &[MemoryRegion]) -> Result<u32, Failure> {
+fn serve(
+    e: &Ends,
+    data: &MemoryRegion,
+    recvs: &[MemoryRegion],
+    corrupt: bool,
+) -> Result<u32, Failure> {
     let mut expect: Option<Ctl> = None;
     let mut bad = 0;
     loop {
@@ -434,7 +453,10 @@ fn serve(e: &Ends, data: &MemoryRegion, recvs: &[MemoryRegion]) -> Result<u32, F
                 }
                 Some(x) if x.kind == FILL => {
                     let n = x.size as usize;
-                    match data.with_mut_slice(0, n, |s| fill(s, x.seed)) {
+                    match data.with_mut_slice(0, n, |s| {
+                        fill(s, x.seed);
+                        corrupt_if(corrupt, s)
+                    }) {
                         Some(()) => FILLED,
                         None => BAD,
                     }
@@ -525,7 +547,8 @@ fn client(a: ClientArgs) -> Result<(), Failure> {
         qp.post_recv(i as u64, r, 0..CTL_LEN)
             .map_err(|e| format!("post_recv: {e}"))?;
     }
-    let ends = Ends::new(qp, scq, rcq, &pd)?;
+    let mut ends = Ends::new(qp, scq, rcq, &pd)?;
+    ends.corrupt = a.wire.corrupt;
     let remote = RemoteAddr {
         stag: remote_stag,
         to: 0,
@@ -616,8 +639,11 @@ fn run_send(
         size: size as u64,
         seed,
     })?;
-    data.with_mut_slice(0, size, |s| fill(s, seed))
-        .ok_or("size")?;
+    data.with_mut_slice(0, size, |s| {
+        fill(s, seed);
+        corrupt_if(e.corrupt, s)
+    })
+    .ok_or("size")?;
     e.qp.post_send(1, data, 0..size)
         .map_err(|x| format!("post_send: {x}"))?;
     let c = wait_cq(&e.scq, "send")?;
@@ -635,8 +661,11 @@ fn run_write(
     seed: u64,
     remote: RemoteAddr,
 ) -> Result<(), Failure> {
-    data.with_mut_slice(0, size, |s| fill(s, seed))
-        .ok_or("size")?;
+    data.with_mut_slice(0, size, |s| {
+        fill(s, seed);
+        corrupt_if(e.corrupt, s)
+    })
+    .ok_or("size")?;
     e.qp.post_write(2, data, 0..size, remote)
         .map_err(|x| format!("post_write: {x}"))?;
     let c = wait_cq(&e.scq, "write")?;

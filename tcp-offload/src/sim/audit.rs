@@ -33,8 +33,11 @@ pub struct AuditStats {
     pub retx_bytes: u64,
     /// First transmissions not starting and ending on a record boundary.
     pub first_tx_unaligned: u64,
-    /// Retransmissions not starting and ending on a record boundary.
+    /// Retransmissions not starting and ending on a record boundary, other than those below.
     pub retx_unaligned: u64,
+    /// Retransmissions repeating exactly an unaligned first transmission (the same exception
+    /// again, boundaries kept).
+    pub retx_repeating_unaligned: u64,
     /// Retransmissions whose range is not that of an earlier segment.
     pub retx_reshaped: u64,
     /// Data segments whose octets differ from the stream's pattern.
@@ -62,6 +65,7 @@ impl AuditStats {
         self.retx_bytes += o.retx_bytes;
         self.first_tx_unaligned += o.first_tx_unaligned;
         self.retx_unaligned += o.retx_unaligned;
+        self.retx_repeating_unaligned += o.retx_repeating_unaligned;
         self.retx_reshaped += o.retx_reshaped;
         self.wrong_payload += o.wrong_payload;
         self.out_of_stream += o.out_of_stream;
@@ -87,6 +91,7 @@ pub struct SegmentAudit {
     isn: Option<u32>,
     sent_end: u64,
     ranges: HashSet<(u64, u64)>,
+    unaligned_firsts: HashSet<(u64, u64)>,
     stats: AuditStats,
     unaligned_examples: Vec<SegmentRange>,
 }
@@ -185,10 +190,14 @@ impl SegmentAudit {
         self.ranges.insert((start, end));
         self.sent_end = self.sent_end.max(end);
         if !(self.is_boundary(start) && self.is_boundary(end)) {
-            if retransmission {
-                self.stats.retx_unaligned += 1;
-            } else {
+            if !retransmission {
                 self.stats.first_tx_unaligned += 1;
+                self.unaligned_firsts.insert((start, end));
+            } else if self.unaligned_firsts.contains(&(start, end)) {
+                self.stats.retx_repeating_unaligned += 1;
+                return self.check_payload(start, payload);
+            } else {
+                self.stats.retx_unaligned += 1;
             }
             if self.unaligned_examples.len() < EXAMPLES {
                 self.unaligned_examples.push(SegmentRange {
@@ -198,6 +207,10 @@ impl SegmentAudit {
                 });
             }
         }
+        self.check_payload(start, payload);
+    }
+
+    fn check_payload(&mut self, start: u64, payload: &[u8]) {
         if let Some(p) = &self.pattern {
             if p.first_mismatch(start, payload).is_some() {
                 self.stats.wrong_payload += 1;
@@ -253,6 +266,7 @@ mod tests {
         a.observe(&data(100, 200)); // same boundaries again: aligned retransmission
         a.observe(&data(100, 150)); // reshaped but aligned retransmission
         a.observe(&data(0, 50)); // unaligned retransmission
+        a.observe(&data(0, 50)); // the same again: still not a first transmission's range
         let mut bad = data(250, 50);
         let last = bad.len() - 1;
         bad[last] ^= 1;
@@ -260,22 +274,21 @@ mod tests {
         a.observe(&segment(0, false, true, &[]));
         a.observe(&[0x45, 0, 0]);
         let s = a.stats();
-        assert_eq!((s.syn, s.rst, s.unparsed, s.segments), (1, 1, 1, 8));
+        assert_eq!((s.syn, s.rst, s.unparsed, s.segments), (1, 1, 1, 9));
         assert_eq!((s.first_tx, s.first_tx_bytes), (2, 300));
-        assert_eq!((s.retx, s.retx_bytes), (4, 200 + 150 + 50 + 50));
+        assert_eq!((s.retx, s.retx_bytes), (5, 200 + 150 + 50 + 50 + 50));
         assert_eq!(
             (s.first_tx_unaligned, s.retx_unaligned, s.retx_reshaped),
-            (0, 1, 3)
+            (0, 2, 3)
         );
+        assert_eq!(s.retx_repeating_unaligned, 0);
         assert_eq!(s.wrong_payload, 1);
-        assert_eq!(
-            a.unaligned_examples(),
-            &[SegmentRange {
-                start: 0,
-                end: 50,
-                retransmission: true
-            }]
-        );
+        let example = SegmentRange {
+            start: 0,
+            end: 50,
+            retransmission: true,
+        };
+        assert_eq!(a.unaligned_examples(), &[example, example]);
     }
 
     #[test]
@@ -286,6 +299,12 @@ mod tests {
         a.observe(&segment(71, false, false, &[0; 140]));
         assert_eq!(a.stats().first_tx_unaligned, 2);
         assert_eq!(a.stats().retx, 0);
+        // Resending an unaligned first transmission unchanged repeats that exception.
+        a.observe(&segment(11, false, false, &[0; 60]));
+        assert_eq!(
+            (a.stats().retx_repeating_unaligned, a.stats().retx_unaligned),
+            (1, 0)
+        );
     }
 
     #[test]

@@ -114,6 +114,10 @@ pub trait Transport {
     fn stats(&self) -> TransportStats {
         TransportStats::default()
     }
+    /// Implementation-specific state for failure reports (exact TCP state, timers, ...).
+    fn describe(&self) -> String {
+        format!("{:?}", self.state())
+    }
 }
 
 /// What runs on top of a [`Transport`] in a [`Host`].

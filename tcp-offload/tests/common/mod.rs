@@ -126,11 +126,11 @@ pub fn run_bulk<A: Transport, B: Transport>(
     match result {
         Ok(_) => Ok((out, sim.a.transport, sim.b.transport)),
         Err(e) => Err(format!(
-            "seed {seed}: {e}; A {:?} sent {} got {}; B {:?} sent {} got {}; links a->b {:?} b->a {:?}",
-            sim.a.transport.state(),
+            "seed {seed}: {e}; A [{}] sent {} got {}; B [{}] sent {} got {}; links a->b {:?} b->a {:?}",
+            sim.a.transport.describe(),
             sim.a.app.sent(),
             sim.a.app.verify_stats().bytes,
-            sim.b.transport.state(),
+            sim.b.transport.describe(),
             sim.b.app.sent(),
             sim.b.app.verify_stats().bytes,
             out.report.a_to_b,
@@ -213,7 +213,7 @@ impl Summary {
         let mean_ms = self.total_end_us / self.runs.max(1) / 1000;
         format!(
             "{case}: seeds={} bytes={} pkts={} lost={} queue_drops={} reordered={} dup={} corrupt={} retx_segments={} \
-             (ours count {}) unaligned={} exceptions={} ooo_deliveries={} rst={} sim_time mean={}ms max={}",
+             (ours count {}) unaligned={} reshaped_retx={} exceptions={} ooo_deliveries={} rst={} sim_time mean={}ms max={}",
             self.runs,
             self.bytes,
             self.link.sent,
@@ -225,6 +225,7 @@ impl Summary {
             self.audit.retx,
             self.retransmits,
             self.audit.unaligned(),
+            self.audit.retx_reshaped,
             self.exceptions,
             self.ooo_deliveries,
             self.audit.rst,

@@ -355,6 +355,22 @@ impl Transport for OursTransport {
         self.drain_events();
     }
 
+    fn describe(&self) -> String {
+        match &self.conn {
+            None => "ours: no connection yet".into(),
+            Some(c) => format!(
+                "ours {:?} in_flight={} queued={} timeout={:?} rcv_nxt_offset={} {:?}",
+                c.state(),
+                c.bytes_in_flight(),
+                c.send_queued(),
+                c.poll_timeout()
+                    .map(|t| t.saturating_duration_since(self.base)),
+                c.rcv_nxt_offset(),
+                c.counters()
+            ),
+        }
+    }
+
     fn stats(&self) -> TransportStats {
         let Some(c) = &self.conn else {
             return TransportStats::default();

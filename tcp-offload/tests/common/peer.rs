@@ -69,4 +69,7 @@ impl Transport for Peer {
     fn stats(&self) -> TransportStats {
         self.t().stats()
     }
+    fn describe(&self) -> String {
+        self.t().describe()
+    }
 }

@@ -299,4 +299,9 @@ impl Transport for SmolTransport {
         self.dirty = true;
         self.socket().close();
     }
+
+    fn describe(&self) -> String {
+        let s = self.sockets.get::<tcp::Socket>(self.handle);
+        format!("smoltcp {} send_queue={}", s.state(), s.send_queue())
+    }
 }

@@ -57,4 +57,7 @@ impl<T: Transport, H: Hooks<T>> Transport for Wrapped<T, H> {
     fn stats(&self) -> TransportStats {
         self.inner.stats()
     }
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
 }
