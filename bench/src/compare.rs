@@ -258,6 +258,15 @@ impl Server {
     }
 }
 
+/// `--interface IF` for the raw tests (they bind AF_XDP to it), nothing for the others.
+fn raw_iface(test: TestKind, ifname: &str) -> Vec<String> {
+    if matches!(test, TestKind::RawLat | TestKind::RawBw) {
+        vec!["--interface".into(), ifname.into()]
+    } else {
+        Vec::new()
+    }
+}
+
 /// Runs one test: server in namespace a, client in namespace b; returns the client's record.
 #[allow(clippy::too_many_arguments)]
 pub fn run_pair(
@@ -275,6 +284,7 @@ pub fn run_pair(
         child: tb
             .exec(true, exe)
             .args([test.name(), "--transport", transport, "--port", &port_s])
+            .args(raw_iface(test, &tb.if_a))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -317,6 +327,7 @@ pub fn run_pair(
             "--json",
         ])
         .arg(json)
+        .args(raw_iface(test, &tb.if_b))
         .stdin(Stdio::null())
         .output()
         .map_err(|e| format!("cannot start the client: {e}"))?;

@@ -6,6 +6,7 @@ pub mod cli;
 pub mod compare;
 pub mod handshake;
 pub mod perftest;
+pub mod raw;
 pub mod report;
 pub mod session;
 pub mod stats;
@@ -22,8 +23,11 @@ pub fn run(cli: Cli) -> Result<(), String> {
         return Ok(());
     };
     let spec = RunSpec::new(test, args)?;
-    match &spec.args.address {
-        None => perftest::serve(&spec),
-        Some(host) => perftest::run_client(&spec, host).map(|_| ()),
+    let raw = matches!(test, cli::TestKind::RawLat | cli::TestKind::RawBw);
+    match (&spec.args.address, raw) {
+        (None, false) => perftest::serve(&spec),
+        (Some(host), false) => perftest::run_client(&spec, host).map(|_| ()),
+        (None, true) => raw::serve(&spec),
+        (Some(host), true) => raw::run_client(&spec, host).map(|_| ()),
     }
 }

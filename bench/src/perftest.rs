@@ -37,10 +37,6 @@ fn check_available(test: TestKind) -> Result<(), String> {
             "{} is not available yet: the storage client (dataplane::store) is not built",
             test.name()
         )),
-        TestKind::RawLat | TestKind::RawBw => Err(format!(
-            "{} is not available yet: raw AF_XDP frames (dataplane::xdp) are not built",
-            test.name()
-        )),
         _ => Ok(()),
     }
 }

@@ -215,7 +215,6 @@ fn unreachable_host_in_the_testbed_is_one_line_and_exit_1() {
 fn missing_modules_say_not_available_yet() {
     for args in [
         &["write_lat", "127.0.0.1", "--transport", "xdp"][..],
-        &["raw_lat", "127.0.0.1"],
         &["rpc_read", "127.0.0.1"],
     ] {
         let out = Command::new(EXE)
@@ -226,6 +225,17 @@ fn missing_modules_say_not_available_yet() {
         let err = one_line_error(&out, &format!("{args:?}"));
         assert!(err.contains("not available yet"), "{args:?}: {err}");
     }
+}
+
+#[test]
+fn raw_tests_need_an_interface() {
+    let out = Command::new(EXE)
+        .args(["raw_lat", "127.0.0.1"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = one_line_error(&out, "raw_lat");
+    assert!(err.contains("needs --interface"), "{err}");
 }
 
 #[test]
