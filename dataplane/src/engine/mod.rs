@@ -29,7 +29,11 @@ pub mod ethernet;
 mod fault;
 mod io;
 mod mem_link;
+mod spsc;
+mod threaded;
 mod timer_wheel;
+#[cfg(target_os = "linux")]
+mod xsk_io;
 
 pub use self::core::{
     Engine, EngineConfig, EngineCore, EngineError, EngineEvent, ListenerId, QpSettings,
@@ -39,4 +43,8 @@ pub use counters::EngineCounters;
 pub use fault::{FaultConfig, FaultCounters, FaultyIo};
 pub use io::{PacketIo, TxOutcome};
 pub use mem_link::{mem_link, MemPort, MEM_FRAME_LEN};
+pub use spsc::{spsc, Consumer, Producer};
+pub use threaded::ThreadedEngine;
 pub use timer_wheel::TimerWheel;
+#[cfg(target_os = "linux")]
+pub use xsk_io::XskIo;
