@@ -1,5 +1,11 @@
-//! xwarp-bench: filled by the bench issue.
+//! xwarp-bench: see the crate documentation (`bench::cli` for the options).
+use clap::Parser;
+
 fn main() {
-    eprintln!("xwarp-bench: not built yet (see the bench issue)");
-    std::process::exit(2);
+    let cli = bench::cli::Cli::parse();
+    if let Err(e) = bench::run(cli) {
+        // One line, no panic, non-zero exit.
+        eprintln!("xwarp-bench: error: {}", e.replace('\n', " "));
+        std::process::exit(1);
+    }
 }

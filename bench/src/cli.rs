@@ -1,0 +1,475 @@
+//! The command line: perftest's test names as subcommands, plus `compare`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// perftest's default port.
+pub const DEFAULT_PORT: u16 = 18515;
+/// Largest message size accepted (and the top of `--all`).
+pub const MAX_SIZE: u64 = 8 << 20;
+/// Smallest size of `--all`.
+pub const MIN_ALL_SIZE: u64 = 2;
+
+/// xwarp-bench: perftest-style latency and bandwidth tests over xwarp's transports.
+///
+/// Run a test without an address to serve it, with the server's address to drive it.
+#[derive(Debug, Parser)]
+#[command(name = "xwarp-bench", version, about, long_about = None)]
+pub struct Cli {
+    /// The test to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// A subcommand.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// RDMA Write ping-pong latency (half round trip).
+    #[command(name = "write_lat")]
+    WriteLat(TestArgs),
+    /// RDMA Write bandwidth.
+    #[command(name = "write_bw")]
+    WriteBw(TestArgs),
+    /// RDMA Read latency (full round trip).
+    #[command(name = "read_lat")]
+    ReadLat(TestArgs),
+    /// RDMA Read bandwidth.
+    #[command(name = "read_bw")]
+    ReadBw(TestArgs),
+    /// Send/Receive ping-pong latency (half round trip).
+    #[command(name = "send_lat")]
+    SendLat(TestArgs),
+    /// Send bandwidth.
+    #[command(name = "send_bw")]
+    SendBw(TestArgs),
+    /// Storage: READ of the block store over RPC-over-RDMA.
+    #[command(name = "rpc_read")]
+    RpcRead(TestArgs),
+    /// Storage: WRITE to the block store over RPC-over-RDMA.
+    #[command(name = "rpc_write")]
+    RpcWrite(TestArgs),
+    /// Raw AF_XDP Ethernet frames ping-pong, no TCP: the host's latency ceiling.
+    #[command(name = "raw_lat")]
+    RawLat(TestArgs),
+    /// Raw AF_XDP Ethernet frames streaming, no TCP: the host's bandwidth ceiling.
+    #[command(name = "raw_bw")]
+    RawBw(TestArgs),
+    /// Run raw, xdp and kernel on a built-in two-namespace testbed and print the ratios.
+    Compare(CompareArgs),
+}
+
+/// The tests, with a stable wire id for the handshake.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TestKind {
+    /// write_lat
+    WriteLat,
+    /// write_bw
+    WriteBw,
+    /// read_lat
+    ReadLat,
+    /// read_bw
+    ReadBw,
+    /// send_lat
+    SendLat,
+    /// send_bw
+    SendBw,
+    /// rpc_read
+    RpcRead,
+    /// rpc_write
+    RpcWrite,
+    /// raw_lat
+    RawLat,
+    /// raw_bw
+    RawBw,
+}
+
+const ALL_TESTS: [TestKind; 10] = [
+    TestKind::WriteLat,
+    TestKind::WriteBw,
+    TestKind::ReadLat,
+    TestKind::ReadBw,
+    TestKind::SendLat,
+    TestKind::SendBw,
+    TestKind::RpcRead,
+    TestKind::RpcWrite,
+    TestKind::RawLat,
+    TestKind::RawBw,
+];
+
+impl TestKind {
+    /// perftest-style name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::WriteLat => "write_lat",
+            Self::WriteBw => "write_bw",
+            Self::ReadLat => "read_lat",
+            Self::ReadBw => "read_bw",
+            Self::SendLat => "send_lat",
+            Self::SendBw => "send_bw",
+            Self::RpcRead => "rpc_read",
+            Self::RpcWrite => "rpc_write",
+            Self::RawLat => "raw_lat",
+            Self::RawBw => "raw_bw",
+        }
+    }
+
+    /// Parses a name.
+    pub fn from_name(s: &str) -> Option<Self> {
+        ALL_TESTS.into_iter().find(|t| t.name() == s)
+    }
+
+    /// Handshake id.
+    pub fn id(self) -> u8 {
+        ALL_TESTS.iter().position(|t| *t == self).unwrap_or(0) as u8 + 1
+    }
+
+    /// From a handshake id.
+    pub fn from_id(id: u8) -> Option<Self> {
+        ALL_TESTS.get(usize::from(id).checked_sub(1)?).copied()
+    }
+
+    /// Latency test (else bandwidth).
+    pub fn is_latency(self) -> bool {
+        matches!(
+            self,
+            Self::WriteLat | Self::ReadLat | Self::SendLat | Self::RawLat
+        )
+    }
+
+    /// perftest's default size: 2 B for latency, 64 KiB for bandwidth.
+    pub fn default_size(self) -> u64 {
+        if self.is_latency() {
+            2
+        } else {
+            65_536
+        }
+    }
+
+    /// perftest's default iterations: 1000 for latency, 5000 for bandwidth.
+    pub fn default_iterations(self) -> u64 {
+        if self.is_latency() {
+            1000
+        } else {
+            5000
+        }
+    }
+}
+
+/// Which transport carries the test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TransportArg {
+    /// The AF_XDP engine with xwarp's own TCP.
+    Xdp,
+    /// The same MPA/DDP stack over kernel TCP sockets.
+    Kernel,
+}
+
+impl TransportArg {
+    /// Lower-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Xdp => "xdp",
+            Self::Kernel => "kernel",
+        }
+    }
+}
+
+/// How the engine runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EngineArg {
+    /// The application thread drives the engine when it polls.
+    Inline,
+    /// A pinned engine thread per queue.
+    Threaded,
+}
+
+/// Options of a test run.
+#[derive(Debug, Clone, Args)]
+pub struct TestArgs {
+    /// Server address (host or IP). Without it, this side serves.
+    pub address: Option<String>,
+    /// TCP port.
+    #[arg(short, long, default_value_t = DEFAULT_PORT)]
+    pub port: u16,
+    /// Message size in bytes (suffixes K, M: powers of 1024). Default: 2 for latency, 65536 for
+    /// bandwidth tests.
+    #[arg(short, long, value_parser = parse_size, conflicts_with = "all")]
+    pub size: Option<u64>,
+    /// Run every size from 2 B to 8 MiB in powers of two.
+    #[arg(short, long)]
+    pub all: bool,
+    /// Iterations per size. Default: 1000 for latency, 5000 for bandwidth tests.
+    #[arg(short = 'n', long, value_parser = clap::value_parser!(u64).range(1..), conflicts_with = "duration")]
+    pub iters: Option<u64>,
+    /// Run each size for this many seconds instead of a number of iterations.
+    #[arg(short = 'D', long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Transport.
+    #[arg(short, long, value_enum, default_value_t = TransportArg::Kernel)]
+    pub transport: TransportArg,
+    /// Network interface of the xdp transport.
+    #[arg(short, long)]
+    pub interface: Option<String>,
+    /// Receive queue of the xdp transport.
+    #[arg(short, long, default_value_t = 0)]
+    pub queue: u32,
+    /// Ask for MPA markers on what this side receives.
+    #[arg(long)]
+    pub markers: bool,
+    /// Do not ask for the MPA CRC (it stays on if the peer asks).
+    #[arg(long)]
+    pub no_crc: bool,
+    /// Engine mode of the xdp transport.
+    #[arg(short, long, value_enum, default_value_t = EngineArg::Threaded)]
+    pub engine: EngineArg,
+    /// Work requests in flight in bandwidth tests.
+    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub tx_depth: u32,
+    /// Server: address to listen on.
+    #[arg(long, default_value = "0.0.0.0")]
+    pub bind: String,
+    /// Write the results as a JSON array to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Seconds to wait for the server (connect and MPA startup).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=600))]
+    pub timeout: u64,
+}
+
+/// Options of `compare`.
+#[derive(Debug, Clone, Args)]
+pub struct CompareArgs {
+    /// Write the results as a JSON array to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Fewer iterations (a smoke test, seconds instead of a minute).
+    #[arg(long)]
+    pub short: bool,
+    /// MTU of the testbed's veth pair.
+    #[arg(long, default_value_t = 1500, value_parser = clap::value_parser!(u32).range(576..=9000))]
+    pub mtu: u32,
+}
+
+/// Parses a size: digits with an optional K, M or G suffix (powers of 1024; "KiB" too).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let digits_end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, suffix) = t.split_at(digits_end);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a size (e.g. 64, 4K, 1M)"))?;
+    let mult: u64 = match suffix.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        _ => return Err(format!("'{s}' has an unknown size suffix (use K or M)")),
+    };
+    let v = n
+        .checked_mul(mult)
+        .ok_or_else(|| format!("'{s}' is too large"))?;
+    if v == 0 {
+        return Err("the message size must be at least 1 byte".into());
+    }
+    if v > MAX_SIZE {
+        return Err(format!("'{s}' exceeds the largest message size, 8 MiB"));
+    }
+    Ok(v)
+}
+
+/// Parses seconds (fractions allowed), at least 1 ms.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let v: f64 = s
+        .trim()
+        .trim_end_matches('s')
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number of seconds"))?;
+    if !(0.001..=86_400.0).contains(&v) {
+        return Err(format!(
+            "'{s}': the duration must be between 1 ms and 1 day"
+        ));
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+/// How long each size runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Length {
+    /// A number of iterations.
+    Iterations(u64),
+    /// A duration.
+    Duration(Duration),
+}
+
+/// A validated test run.
+#[derive(Debug, Clone)]
+pub struct RunSpec {
+    /// Which test.
+    pub test: TestKind,
+    /// Sizes to run, in order.
+    pub sizes: Vec<u64>,
+    /// Iterations or duration per size.
+    pub length: Length,
+    /// The options as given.
+    pub args: TestArgs,
+}
+
+impl Command {
+    /// The test and its options, `None` for `compare`.
+    pub fn test(&self) -> Option<(TestKind, &TestArgs)> {
+        let t = match self {
+            Self::WriteLat(a) => (TestKind::WriteLat, a),
+            Self::WriteBw(a) => (TestKind::WriteBw, a),
+            Self::ReadLat(a) => (TestKind::ReadLat, a),
+            Self::ReadBw(a) => (TestKind::ReadBw, a),
+            Self::SendLat(a) => (TestKind::SendLat, a),
+            Self::SendBw(a) => (TestKind::SendBw, a),
+            Self::RpcRead(a) => (TestKind::RpcRead, a),
+            Self::RpcWrite(a) => (TestKind::RpcWrite, a),
+            Self::RawLat(a) => (TestKind::RawLat, a),
+            Self::RawBw(a) => (TestKind::RawBw, a),
+            Self::Compare(_) => return None,
+        };
+        Some(t)
+    }
+}
+
+/// Every size of `--all`: 2 B to 8 MiB in powers of two.
+pub fn all_sizes() -> Vec<u64> {
+    (1..=23).map(|p| 1u64 << p).collect()
+}
+
+impl RunSpec {
+    /// Checks the combination of options.
+    pub fn new(test: TestKind, args: &TestArgs) -> Result<Self, String> {
+        if args.engine == EngineArg::Inline && args.transport == TransportArg::Kernel {
+            return Err(
+                "--engine inline needs --transport xdp (the kernel transport runs a thread per connection)"
+                    .into(),
+            );
+        }
+        let sizes = if args.all {
+            all_sizes()
+        } else {
+            vec![args.size.unwrap_or(test.default_size())]
+        };
+        let length = match (args.iters, args.duration) {
+            (_, Some(d)) => Length::Duration(d),
+            (Some(n), None) => Length::Iterations(n),
+            (None, None) => Length::Iterations(test.default_iterations()),
+        };
+        Ok(Self {
+            test,
+            sizes,
+            length,
+            args: args.clone(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("xwarp-bench").chain(args.iter().copied()))
+    }
+
+    fn spec(args: &[&str]) -> Result<RunSpec, String> {
+        let cli = parse(args).map_err(|e| e.to_string())?;
+        let (t, a) = cli.command.test().ok_or("compare")?;
+        RunSpec::new(t, a)
+    }
+
+    #[test]
+    fn defaults_follow_perftest() {
+        let s = spec(&["write_lat", "198.18.0.1"]).unwrap();
+        assert_eq!(s.args.port, 18515);
+        assert_eq!(s.sizes, [2]);
+        assert_eq!(s.length, Length::Iterations(1000));
+        assert_eq!(s.args.address.as_deref(), Some("198.18.0.1"));
+        let s = spec(&["write_bw"]).unwrap();
+        assert_eq!(s.sizes, [65_536]);
+        assert_eq!(s.length, Length::Iterations(5000));
+        assert!(s.args.address.is_none(), "no address: server");
+    }
+
+    #[test]
+    fn all_sizes_are_powers_of_two_from_2_b_to_8_mib() {
+        let s = spec(&["send_bw", "-a"]).unwrap();
+        assert_eq!(s.sizes.len(), 23);
+        assert_eq!(s.sizes[0], 2);
+        assert_eq!(*s.sizes.last().unwrap(), 8 << 20);
+        assert!(s.sizes.windows(2).all(|w| w[1] == 2 * w[0]));
+    }
+
+    #[test]
+    fn sizes_take_suffixes_and_reject_nonsense() {
+        assert_eq!(parse_size("64K"), Ok(65_536));
+        assert_eq!(parse_size("1MiB"), Ok(1 << 20));
+        assert_eq!(parse_size("7"), Ok(7));
+        assert!(parse_size("0").unwrap_err().contains("at least 1"));
+        assert!(parse_size("16M").unwrap_err().contains("8 MiB"));
+        assert!(parse_size("x").is_err());
+        assert!(parse_size("4Q").unwrap_err().contains("suffix"));
+        assert!(parse_size("99999999999999999999").is_err());
+    }
+
+    #[test]
+    fn parse_errors_are_clap_errors_not_panics() {
+        for bad in [
+            &["write_lat", "-s", "0"][..],
+            &["write_lat", "-s", "64K", "-a"],
+            &["write_lat", "-n", "0"],
+            &["write_lat", "-n", "10", "-D", "1"],
+            &["write_lat", "-D", "forever"],
+            &["write_lat", "--transport", "rdma"],
+            &["write_lat", "--port", "70000"],
+            &["write_lat", "--engine", "fast"],
+            &["no_such_test"],
+            &["write_lat", "a", "b"],
+            &["compare", "--mtu", "100"],
+        ] {
+            let e = parse(bad).unwrap_err();
+            assert_ne!(e.kind(), clap::error::ErrorKind::DisplayHelp, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn inline_engine_needs_xdp() {
+        let e = spec(&["write_lat", "--engine", "inline"]).unwrap_err();
+        assert!(e.contains("--transport xdp"), "{e}");
+        assert!(spec(&["write_lat", "--engine", "inline", "-t", "xdp"]).is_ok());
+    }
+
+    #[test]
+    fn duration_replaces_iterations() {
+        let s = spec(&["read_bw", "-D", "2.5"]).unwrap();
+        assert_eq!(s.length, Length::Duration(Duration::from_millis(2500)));
+    }
+
+    #[test]
+    fn test_ids_and_names_round_trip() {
+        for t in ALL_TESTS {
+            assert_eq!(TestKind::from_id(t.id()), Some(t));
+            assert_eq!(TestKind::from_name(t.name()), Some(t));
+        }
+        assert_eq!(TestKind::from_id(0), None);
+        assert_eq!(TestKind::from_id(11), None);
+    }
+
+    #[test]
+    fn compare_takes_json() {
+        let cli = parse(&["compare", "--json", "/tmp/x.json", "--short"]).unwrap();
+        match cli.command {
+            Command::Compare(c) => {
+                assert!(c.short);
+                assert_eq!(c.json.unwrap().to_str(), Some("/tmp/x.json"));
+            }
+            _ => panic!("not compare"),
+        }
+    }
+}

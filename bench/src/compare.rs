@@ -1,0 +1,441 @@
+//! `compare`: runs raw, xdp and kernel on a fresh two-namespace testbed, the server in one
+//! namespace and the client in the other (each a child `xwarp-bench`), and prints one table
+//! with the ratios xdp/raw and xdp/kernel.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cli::{CompareArgs, TestKind, DEFAULT_PORT};
+use crate::report::{self, Record, RULE};
+use crate::testbed::{Testbed, ADDR_A};
+
+/// One row of the compare JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompareRecord {
+    /// The test as compare names it (`write_lat`, ...).
+    pub test: String,
+    /// `raw`, `xdp` or `kernel`.
+    pub transport: String,
+    /// Message size.
+    pub bytes: u64,
+    /// Median latency (latency tests).
+    pub t_typical_us: Option<f64>,
+    /// 99th percentile (latency tests).
+    pub p99_us: Option<f64>,
+    /// Average bandwidth (bandwidth tests).
+    pub bw_gbps: Option<f64>,
+    /// Message rate (bandwidth tests).
+    pub msg_rate_mpps: Option<f64>,
+}
+
+impl CompareRecord {
+    fn from_record(test: TestKind, transport: &str, r: Option<&Record>, bytes: u64) -> Self {
+        Self {
+            test: test.name().into(),
+            transport: transport.into(),
+            bytes,
+            t_typical_us: r.and_then(|r| r.t_typical_us),
+            p99_us: r.and_then(|r| r.p99_us),
+            bw_gbps: r.and_then(|r| r.bw_gbps),
+            msg_rate_mpps: r.and_then(|r| r.msg_rate_mpps),
+        }
+    }
+}
+
+/// What compare measures: test, size, and the figure the table compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Metric {
+    /// t_typical, lower is better.
+    Typical,
+    /// average Gb/s.
+    Bandwidth,
+    /// Mpps.
+    Rate,
+}
+
+/// The plan of `compare`: (test, bytes, metric, iterations full, iterations short).
+pub const PLAN: [(TestKind, u64, Metric, u64, u64); 5] = [
+    (TestKind::WriteLat, 64, Metric::Typical, 3000, 200),
+    (TestKind::SendLat, 64, Metric::Typical, 3000, 200),
+    (TestKind::WriteBw, 65_536, Metric::Bandwidth, 5000, 300),
+    (TestKind::SendBw, 64, Metric::Rate, 100_000, 3000),
+    (TestKind::RpcRead, 1 << 20, Metric::Bandwidth, 500, 30),
+];
+
+/// The transports, in table order.
+pub const TRANSPORTS: [&str; 3] = ["raw", "xdp", "kernel"];
+
+/// The raw AF_XDP test standing in for `test`.
+pub fn raw_test(test: TestKind) -> TestKind {
+    if test.is_latency() {
+        TestKind::RawLat
+    } else {
+        TestKind::RawBw
+    }
+}
+
+impl Metric {
+    /// The figure of a record.
+    pub fn of(self, r: &CompareRecord) -> Option<f64> {
+        match self {
+            Self::Typical => r.t_typical_us,
+            Self::Bandwidth => r.bw_gbps,
+            Self::Rate => r.msg_rate_mpps,
+        }
+    }
+
+    fn unit(self) -> &'static str {
+        match self {
+            Self::Typical => "t_typical[usec]",
+            Self::Bandwidth => "BW[Gb/sec]",
+            Self::Rate => "MsgRate[Mpps]",
+        }
+    }
+}
+
+/// `a / b` when both are there and b is not zero.
+pub fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        _ => None,
+    }
+}
+
+/// Runs compare.
+pub fn run(args: &CompareArgs) -> Result<(), String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find own binary: {e}"))?;
+    let tb = Testbed::up(args.mtu)?;
+    eprintln!(
+        "xwarp-bench compare: testbed {} (namespaces {} / {}, MTU {}), server {}",
+        tb.name, tb.ns_a, tb.ns_b, args.mtu, ADDR_A
+    );
+    let tmp = std::env::temp_dir().join(format!("xwarp-bench-compare-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).map_err(|e| format!("cannot create {}: {e}", tmp.display()))?;
+    let mut records = Vec::new();
+    let mut notes: Vec<String> = Vec::new();
+    let mut port = DEFAULT_PORT;
+    for (test, bytes, _, full, short) in PLAN {
+        let iters = if args.short { short } else { full };
+        for transport in TRANSPORTS {
+            let (run_test, t) = match transport {
+                "raw" => (raw_test(test), "xdp"),
+                other => (test, other),
+            };
+            eprintln!(
+                "xwarp-bench compare: {} {} B over {transport} ...",
+                test.name(),
+                bytes
+            );
+            let json = tmp.join(format!("{}-{transport}.json", test.name()));
+            let r = run_pair(&tb, &exe, run_test, t, bytes, iters, port, &json);
+            port += 1;
+            let rec = match r {
+                Ok(rec) => Some(rec),
+                Err(e) => {
+                    let note = format!("{transport} {}: {e}", test.name());
+                    eprintln!("xwarp-bench compare: n/a: {note}");
+                    notes.push(note);
+                    None
+                }
+            };
+            records.push(CompareRecord::from_record(
+                test,
+                transport,
+                rec.as_ref(),
+                bytes,
+            ));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+    print!("{}", table(&records, &notes));
+    if let Some(path) = &args.json {
+        report::write_json(path, &records)?;
+    }
+    Ok(())
+}
+
+/// The compare table, with the reasons of every n/a below it.
+pub fn table(records: &[CompareRecord], notes: &[String]) -> String {
+    let f = |v: Option<f64>, prec: usize| match v {
+        Some(v) => format!("{v:.prec$}"),
+        None => "n/a".into(),
+    };
+    let mut out = String::new();
+    out.push_str(RULE);
+    out.push('\n');
+    out.push_str(&format!(
+        " {:<10}{:>9}  {:<16}{:>10}{:>10}{:>10}{:>10}{:>12}\n",
+        "test", "#bytes", "metric", "raw", "xdp", "kernel", "xdp/raw", "xdp/kernel"
+    ));
+    for (test, bytes, metric, _, _) in PLAN {
+        let get = |t: &str| {
+            records
+                .iter()
+                .find(|r| r.test == test.name() && r.transport == t && r.bytes == bytes)
+                .and_then(|r| metric.of(r))
+        };
+        let (raw, xdp, kernel) = (get("raw"), get("xdp"), get("kernel"));
+        out.push_str(&format!(
+            " {:<10}{:>9}  {:<16}{:>10}{:>10}{:>10}{:>10}{:>12}\n",
+            test.name(),
+            bytes,
+            metric.unit(),
+            f(raw, 3),
+            f(xdp, 3),
+            f(kernel, 3),
+            f(ratio(xdp, raw), 2),
+            f(ratio(xdp, kernel), 2),
+        ));
+    }
+    out.push_str(RULE);
+    out.push('\n');
+    for n in dedup_notes(notes) {
+        out.push_str(&format!(" n/a: {n}\n"));
+    }
+    out
+}
+
+fn dedup_notes(notes: &[String]) -> Vec<String> {
+    let mut v: Vec<String> = Vec::new();
+    for n in notes {
+        if !v.contains(n) {
+            v.push(n.clone());
+        }
+    }
+    v
+}
+
+/// The last non-empty line of a child's stderr, without our prefix.
+fn last_line(s: &str) -> String {
+    s.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("exited without a message")
+        .trim_start_matches("xwarp-bench: ")
+        .trim_start_matches("error: ")
+        .to_string()
+}
+
+struct Server {
+    child: Child,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    /// Waits up to `timeout` for the child to exit.
+    fn wait(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                return Some(st);
+            }
+            if std::time::Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn stderr(&mut self) -> String {
+        let mut s = String::new();
+        if let Some(e) = self.child.stderr.as_mut() {
+            let _ = e.read_to_string(&mut s);
+        }
+        s
+    }
+}
+
+/// `--interface IF` for the raw tests (they bind AF_XDP to it), nothing for the others.
+fn raw_iface(test: TestKind, ifname: &str) -> Vec<String> {
+    if matches!(test, TestKind::RawLat | TestKind::RawBw) {
+        vec!["--interface".into(), ifname.into()]
+    } else {
+        Vec::new()
+    }
+}
+
+/// Runs one test: server in namespace a, client in namespace b; returns the client's record.
+#[allow(clippy::too_many_arguments)]
+pub fn run_pair(
+    tb: &Testbed,
+    exe: &Path,
+    test: TestKind,
+    transport: &str,
+    bytes: u64,
+    iters: u64,
+    port: u16,
+    json: &PathBuf,
+) -> Result<Record, String> {
+    let port_s = port.to_string();
+    let mut server = Server {
+        child: tb
+            .exec(true, exe)
+            .args([test.name(), "--transport", transport, "--port", &port_s])
+            .args(raw_iface(test, &tb.if_a))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot start the server: {e}"))?,
+    };
+    // Wait for "listening" (or the server's exit).
+    let stdout = server.child.stdout.take();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let Some(out) = stdout else { return };
+        let mut lines = BufReader::new(out).lines();
+        let ready = lines
+            .next()
+            .and_then(|l| l.ok())
+            .is_some_and(|l| l.contains("listening"));
+        let _ = tx.send(ready);
+        for _ in lines {}
+    });
+    match rx.recv_timeout(Duration::from_secs(20)) {
+        Ok(true) => {}
+        _ => {
+            let _ = server.wait(Duration::from_secs(2));
+            return Err(last_line(&server.stderr()));
+        }
+    }
+    let out = tb
+        .exec(false, exe)
+        .args([
+            test.name(),
+            ADDR_A,
+            "--transport",
+            transport,
+            "--port",
+            &port_s,
+            "-s",
+            &bytes.to_string(),
+            "-n",
+            &iters.to_string(),
+            "--json",
+        ])
+        .arg(json)
+        .args(raw_iface(test, &tb.if_b))
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot start the client: {e}"))?;
+    if !out.status.success() {
+        return Err(last_line(&String::from_utf8_lossy(&out.stderr)));
+    }
+    if server.wait(Duration::from_secs(10)).is_none() {
+        eprintln!("xwarp-bench compare: the server did not exit after the run; stopping it");
+    }
+    let text = std::fs::read_to_string(json).map_err(|e| format!("no client JSON: {e}"))?;
+    let mut rows: Vec<Record> =
+        serde_json::from_str(&text).map_err(|e| format!("bad client JSON: {e}"))?;
+    rows.pop().ok_or_else(|| "empty client JSON".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(test: &str, t: &str, bytes: u64, typ: Option<f64>, bw: Option<f64>) -> CompareRecord {
+        CompareRecord {
+            test: test.into(),
+            transport: t.into(),
+            bytes,
+            t_typical_us: typ,
+            p99_us: typ,
+            bw_gbps: bw,
+            msg_rate_mpps: None,
+        }
+    }
+
+    #[test]
+    fn ratios_are_n_a_when_a_side_is_missing() {
+        assert_eq!(ratio(Some(3.0), Some(2.0)), Some(1.5));
+        assert_eq!(ratio(None, Some(2.0)), None);
+        assert_eq!(ratio(Some(1.0), Some(0.0)), None);
+    }
+
+    #[test]
+    fn table_has_a_row_per_test_and_says_why_n_a() {
+        let records = vec![
+            rec("write_lat", "kernel", 64, Some(20.0), None),
+            rec("write_lat", "xdp", 64, Some(5.0), None),
+            rec("write_lat", "raw", 64, Some(4.0), None),
+            rec("write_bw", "kernel", 65_536, None, Some(2.5)),
+        ];
+        let notes = vec!["xdp write_bw: not available yet".to_string(); 2];
+        let t = table(&records, &notes);
+        let line = t.lines().find(|l| l.starts_with(" write_lat")).unwrap();
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(
+            cols,
+            [
+                "write_lat",
+                "64",
+                "t_typical[usec]",
+                "4.000",
+                "5.000",
+                "20.000",
+                "1.25",
+                "0.25"
+            ]
+        );
+        let bw = t.lines().find(|l| l.starts_with(" write_bw")).unwrap();
+        assert!(bw.contains("2.500") && bw.contains("n/a"));
+        assert_eq!(
+            t.matches("not available yet").count(),
+            1,
+            "notes deduplicated"
+        );
+        assert_eq!(t.lines().filter(|l| l.contains("rpc_read")).count(), 1);
+    }
+
+    #[test]
+    fn compare_json_has_exactly_the_issue_keys_with_nulls() {
+        let r = CompareRecord::from_record(TestKind::SendBw, "xdp", None, 64);
+        let v = serde_json::to_value(&r).unwrap();
+        let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(|k| k.as_str()).collect();
+        keys.sort();
+        assert_eq!(
+            keys,
+            [
+                "bw_gbps",
+                "bytes",
+                "msg_rate_mpps",
+                "p99_us",
+                "t_typical_us",
+                "test",
+                "transport"
+            ]
+        );
+        assert!(v["bw_gbps"].is_null());
+        assert_eq!(v["bytes"], 64);
+    }
+
+    #[test]
+    fn raw_stands_in_by_traffic_pattern() {
+        assert_eq!(raw_test(TestKind::WriteLat), TestKind::RawLat);
+        assert_eq!(raw_test(TestKind::SendBw), TestKind::RawBw);
+        assert_eq!(raw_test(TestKind::RpcRead), TestKind::RawBw);
+    }
+
+    #[test]
+    fn last_line_strips_the_prefix() {
+        assert_eq!(
+            last_line("progress\nxwarp-bench: error: cannot reach x\n\n"),
+            "cannot reach x"
+        );
+        assert_eq!(last_line(""), "exited without a message");
+    }
+}

@@ -1,0 +1,33 @@
+//! xwarp-bench: perftest-style latency and bandwidth tests over xwarp's transports, and
+//! `compare`, which runs them against the raw AF_XDP ceiling and the kernel transport on a
+//! two-namespace testbed.
+
+pub mod cli;
+pub mod compare;
+pub mod handshake;
+pub mod perftest;
+pub mod raw;
+pub mod report;
+pub mod session;
+pub mod stats;
+pub mod testbed;
+
+use cli::{Cli, Command, RunSpec};
+
+/// Runs a parsed command line. Errors are one line, ready to print.
+pub fn run(cli: Cli) -> Result<(), String> {
+    if let Command::Compare(c) = &cli.command {
+        return compare::run(c);
+    }
+    let Some((test, args)) = cli.command.test() else {
+        return Ok(());
+    };
+    let spec = RunSpec::new(test, args)?;
+    let raw = matches!(test, cli::TestKind::RawLat | cli::TestKind::RawBw);
+    match (&spec.args.address, raw) {
+        (None, false) => perftest::serve(&spec),
+        (Some(host), false) => perftest::run_client(&spec, host).map(|_| ()),
+        (None, true) => raw::serve(&spec),
+        (Some(host), true) => raw::run_client(&spec, host).map(|_| ()),
+    }
+}

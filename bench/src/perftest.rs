@@ -1,0 +1,468 @@
+//! The perftest-style tests over the verbs API: the client drives and measures, the server
+//! echoes or serves and ends when the client closes.
+//!
+//! - `write_lat`: ping-pong of RDMA Writes; each side polls the last byte of its buffer for the
+//!   iteration's sequence number, then writes back. Half the round trip per sample.
+//! - `read_lat`: one RDMA Read at a time; the full round trip per sample (as perftest).
+//! - `send_lat`: ping-pong of Sends into pre-posted receives. Half the round trip per sample.
+//! - `write_bw` / `read_bw`: a window of Writes (`--tx-depth`) or Reads (at most the ORD) in
+//!   flight. Write completions mean "handed to TCP", so the client ends with a FIN Send and
+//!   stops the clock at the server's ACK: the time includes draining the pipe.
+//! - `send_bw`: Sends into the server's receive ring with credit-based flow control (iWARP has
+//!   no receiver-not-ready retry: a Send without a posted receive is fatal), then FIN / ACK.
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use dataplane::{Incoming, Listener};
+
+use crate::cli::{Length, RunSpec, TestArgs, TestKind, MAX_SIZE};
+use crate::handshake::{BufferInfo, Reply, Request, Status as HsStatus};
+use crate::report::{self, Record, RULE};
+use crate::session::{connection_config, open_device, resolve, Ctrl, Ended, Session};
+use crate::stats::{bandwidth, LatencyRecorder};
+
+/// Receive buffers of the send_bw server: as many as fit in 64 MiB, 2 to 512.
+pub fn send_bw_ring(size: u64) -> usize {
+    ((64 << 20) / size.max(1)).clamp(2, 512) as usize
+}
+
+/// Reads/Writes the client keeps in flight in read_bw (the default ORD).
+const READ_DEPTH: u32 = 16;
+
+/// Tests this module runs; the others are "not available yet" until their module lands.
+fn check_available(test: TestKind) -> Result<(), String> {
+    match test {
+        TestKind::RpcRead | TestKind::RpcWrite => Err(format!(
+            "{} is not available yet: the storage client (dataplane::store) is not built",
+            test.name()
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Data slots and pre-posted receives of each role.
+fn layout(test: TestKind, size: u64, server: bool) -> (usize, usize) {
+    match (test, server) {
+        (TestKind::SendBw, true) => (send_bw_ring(size), send_bw_ring(size)),
+        (TestKind::SendLat, _) => (2, 1),
+        _ => (2, 0),
+    }
+}
+
+/// Runs the server: serves clients until one says its run was the last.
+pub fn serve(spec: &RunSpec) -> Result<(), String> {
+    check_available(spec.test)?;
+    let args = &spec.args;
+    let device = open_device(args.transport)?;
+    let bind = resolve(&args.bind, args.port)?;
+    let listener: Listener = device
+        .listen(bind, connection_config(args))
+        .map_err(|e| format!("cannot listen on {bind}: {e}"))?;
+    println!(
+        "xwarp-bench {} server listening on {} (transport {})",
+        spec.test.name(),
+        listener.local_addr(),
+        args.transport.name()
+    );
+    let _ = std::io::stdout().flush();
+    loop {
+        let incoming = listener
+            .accept()
+            .map_err(|e| format!("accept failed: {e}"))?;
+        let Some(req) = admit(spec.test, incoming_request(&incoming)) else {
+            let status = match Request::decode(incoming.private_data()) {
+                Some(r) if r.test != spec.test => HsStatus::WrongTest(spec.test),
+                Some(_) => HsStatus::BadSize,
+                None => HsStatus::Malformed,
+            };
+            eprintln!("xwarp-bench: refused a client ({status:?})");
+            let _ = incoming.reject(&Reply::refuse(status).encode());
+            continue;
+        };
+        serve_one(spec.test, &device, incoming, &req)?;
+        if req.last {
+            return Ok(());
+        }
+    }
+}
+
+fn incoming_request(i: &Incoming) -> Option<Request> {
+    Request::decode(i.private_data())
+}
+
+/// The request if this server runs it.
+fn admit(test: TestKind, req: Option<Request>) -> Option<Request> {
+    req.filter(|r| r.test == test && (1..=MAX_SIZE).contains(&r.size))
+}
+
+fn serve_one(
+    test: TestKind,
+    device: &dataplane::Device,
+    incoming: Incoming,
+    req: &Request,
+) -> Result<(), String> {
+    let (slots, recvs) = layout(test, req.size, true);
+    let mut s = Session::accept(device.clone(), incoming, req, slots, recvs)?;
+    let r = match test {
+        TestKind::WriteLat => write_lat_server(&s),
+        TestKind::SendLat => send_lat_server(&s),
+        TestKind::WriteBw => fin_ack_server(&mut s),
+        TestKind::SendBw => send_bw_server(&mut s),
+        _ => Ok(()),
+    };
+    match r {
+        Ok(()) | Err(Ended::Closed(None)) => s.wait_closed(),
+        Err(e) => Err(format!("{} server: {e}", test.name())),
+    }
+}
+
+fn seq_of(i: u64) -> u8 {
+    (i % 255) as u8 + 1
+}
+
+fn write_lat_server(s: &Session) -> Result<(), Ended> {
+    let last = s.size - 1;
+    let out = s.slot(1);
+    for i in 0.. {
+        let seq = seq_of(i);
+        s.spin("a write", || (s.byte_at(last) == seq).then_some(()))?;
+        s.mr.write(out.end - 1, &[seq]);
+        s.qp.post_write(i, &s.mr, out.clone(), s.remote_slot0())
+            .map_err(|e| Ended::Failed(format!("post_write: {e}")))?;
+        s.drain_send()?;
+    }
+    Ok(())
+}
+
+fn send_lat_server(s: &Session) -> Result<(), Ended> {
+    loop {
+        s.next_completion(&s.recv_cq, "a send")?;
+        s.qp.post_recv(0, &s.mr, s.slot(0))
+            .map_err(|e| Ended::Failed(format!("post_recv: {e}")))?;
+        s.qp.post_send(1, &s.mr, s.slot(1))
+            .map_err(|e| Ended::Failed(format!("post_send: {e}")))?;
+        s.drain_send()?;
+    }
+}
+
+fn fin_ack_server(s: &mut Session) -> Result<(), Ended> {
+    loop {
+        let c = s.next_completion(&s.recv_cq, "the FIN")?;
+        if s.take_ctrl(&c).map_err(Ended::Failed)? == Some(Ctrl::Fin) {
+            return s.send_ctrl(Ctrl::Ack).map_err(Ended::Failed);
+        }
+    }
+}
+
+fn send_bw_server(s: &mut Session) -> Result<(), Ended> {
+    let ring = s.data_slots();
+    let batch = (ring / 4).max(1) as u32;
+    let mut reposted = 0u32;
+    loop {
+        let c = s.next_completion(&s.recv_cq, "a send")?;
+        if s.take_ctrl(&c).map_err(Ended::Failed)? == Some(Ctrl::Fin) {
+            return s.send_ctrl(Ctrl::Ack).map_err(Ended::Failed);
+        }
+        let i = c.wr_id as usize;
+        s.qp.post_recv(c.wr_id, &s.mr, s.slot(i))
+            .map_err(|e| Ended::Failed(format!("post_recv: {e}")))?;
+        reposted += 1;
+        if reposted >= batch {
+            s.send_ctrl(Ctrl::Credits(reposted))
+                .map_err(Ended::Failed)?;
+            reposted = 0;
+        }
+        s.drain_send()?;
+    }
+}
+
+/// Prints a progress line to stderr once a second after the first second.
+struct Progress {
+    start: Instant,
+    last: Instant,
+    what: String,
+}
+
+impl Progress {
+    fn new(test: TestKind, size: u64) -> Self {
+        let now = Instant::now();
+        Self {
+            start: now,
+            last: now,
+            what: format!("{} {} B", test.name(), size),
+        }
+    }
+
+    fn tick(&mut self, done: u64, length: Length) {
+        let now = Instant::now();
+        if now.duration_since(self.last) < Duration::from_secs(1) {
+            return;
+        }
+        self.last = now;
+        let of = match length {
+            Length::Iterations(n) => format!("{done}/{n} iterations"),
+            Length::Duration(d) => format!(
+                "{done} iterations, {:.0} s of {:.0} s",
+                now.duration_since(self.start).as_secs_f64(),
+                d.as_secs_f64()
+            ),
+        };
+        eprintln!("xwarp-bench: {}: {of}", self.what);
+    }
+}
+
+/// When the measured loop stops.
+struct Stop {
+    length: Length,
+    start: Instant,
+}
+
+impl Stop {
+    fn new(length: Length) -> Self {
+        Self {
+            length,
+            start: Instant::now(),
+        }
+    }
+
+    fn more(&self, done: u64) -> bool {
+        match self.length {
+            Length::Iterations(n) => done < n,
+            Length::Duration(d) => self.start.elapsed() < d,
+        }
+    }
+}
+
+/// Runs the client side of `spec` against `host`; prints the table and returns the rows.
+pub fn run_client(spec: &RunSpec, host: &str) -> Result<Vec<Record>, String> {
+    check_available(spec.test)?;
+    let args = &spec.args;
+    let device = open_device(args.transport)?;
+    let addr = resolve(host, args.port)?;
+    let config = connection_config(args);
+    let mut rows = Vec::new();
+    println!("{RULE}");
+    println!(
+        "                    {} over {} ({}), {}",
+        spec.test.name(),
+        args.transport.name(),
+        addr,
+        if spec.test.is_latency() {
+            "latency in usec"
+        } else {
+            "Gb/sec = 10^9 bit/s"
+        }
+    );
+    println!("{RULE}");
+    println!("{}", report::header(spec.test));
+    for (k, &size) in spec.sizes.iter().enumerate() {
+        let req = Request {
+            test: spec.test,
+            size,
+            last: k + 1 == spec.sizes.len(),
+            buffer: BufferInfo {
+                stag: 0,
+                addr: 0,
+                len: 0,
+            },
+        };
+        let (slots, _) = layout(spec.test, size, false);
+        let ctrl = matches!(spec.test, TestKind::WriteBw | TestKind::SendBw);
+        let mut s = Session::connect(device.clone(), addr, req, &config, slots, ctrl)?;
+        let row = measure(&mut s, spec.test, size, spec.length, args)
+            .map_err(|e| format!("{} {} B: {e}", spec.test.name(), size))?;
+        println!("{}", row.row());
+        let _ = std::io::stdout().flush();
+        rows.push(row);
+        drop(s);
+    }
+    println!("{RULE}");
+    if let Some(path) = &args.json {
+        report::write_json(path, &rows)?;
+    }
+    Ok(rows)
+}
+
+fn measure(
+    s: &mut Session,
+    test: TestKind,
+    size: u64,
+    length: Length,
+    args: &TestArgs,
+) -> Result<Record, Ended> {
+    let transport = args.transport.name();
+    let mut progress = Progress::new(test, size);
+    if test.is_latency() {
+        let rec = match test {
+            TestKind::WriteLat => write_lat(s, length, &mut progress)?,
+            TestKind::ReadLat => read_lat(s, length, &mut progress)?,
+            _ => send_lat(s, length, &mut progress)?,
+        };
+        let st = rec
+            .summary()
+            .ok_or_else(|| Ended::Failed("no samples".into()))?;
+        return Ok(Record::latency(test, transport, size, &st));
+    }
+    let depth = match test {
+        TestKind::ReadBw => args.tx_depth.min(READ_DEPTH),
+        _ => args.tx_depth,
+    };
+    let (completions, total) = stream(s, test, length, depth, &mut progress)?;
+    Ok(Record::bandwidth(
+        test,
+        transport,
+        size,
+        &bandwidth(size, &completions, total),
+    ))
+}
+
+fn write_lat(s: &Session, length: Length, p: &mut Progress) -> Result<LatencyRecorder, Ended> {
+    let mut rec = LatencyRecorder::new();
+    let last = s.size - 1;
+    let out = s.slot(1);
+    let stop = Stop::new(length);
+    let mut i = 0u64;
+    while stop.more(i) {
+        let seq = seq_of(i);
+        s.mr.write(out.end - 1, &[seq]);
+        let t0 = Instant::now();
+        s.qp.post_write(i, &s.mr, out.clone(), s.remote_slot0())
+            .map_err(|e| Ended::Failed(format!("post_write: {e}")))?;
+        s.spin("the echo", || (s.byte_at(last) == seq).then_some(()))?;
+        rec.record(t0.elapsed() / 2);
+        s.drain_send()?;
+        i += 1;
+        p.tick(i, length);
+    }
+    Ok(rec)
+}
+
+fn read_lat(s: &Session, length: Length, p: &mut Progress) -> Result<LatencyRecorder, Ended> {
+    let mut rec = LatencyRecorder::new();
+    let stop = Stop::new(length);
+    let mut i = 0u64;
+    while stop.more(i) {
+        let t0 = Instant::now();
+        s.qp.post_read(i, &s.mr, s.slot(1), s.remote_slot0())
+            .map_err(|e| Ended::Failed(format!("post_read: {e}")))?;
+        s.next_completion(&s.send_cq, "the read")?;
+        rec.record(t0.elapsed());
+        i += 1;
+        p.tick(i, length);
+    }
+    Ok(rec)
+}
+
+fn send_lat(s: &Session, length: Length, p: &mut Progress) -> Result<LatencyRecorder, Ended> {
+    let mut rec = LatencyRecorder::new();
+    let stop = Stop::new(length);
+    let post_recv = |s: &Session| {
+        s.qp.post_recv(0, &s.mr, s.slot(0))
+            .map_err(|e| Ended::Failed(format!("post_recv: {e}")))
+    };
+    post_recv(s)?;
+    let mut i = 0u64;
+    while stop.more(i) {
+        let t0 = Instant::now();
+        s.qp.post_send(i, &s.mr, s.slot(1))
+            .map_err(|e| Ended::Failed(format!("post_send: {e}")))?;
+        s.next_completion(&s.recv_cq, "the echo")?;
+        rec.record(t0.elapsed() / 2);
+        post_recv(s)?;
+        s.drain_send()?;
+        i += 1;
+        p.tick(i, length);
+    }
+    Ok(rec)
+}
+
+/// The bandwidth loop: keeps `depth` work requests in flight; returns each completion's time
+/// since the start and the total time (through the FIN/ACK where there is one).
+fn stream(
+    s: &mut Session,
+    test: TestKind,
+    length: Length,
+    depth: u32,
+    p: &mut Progress,
+) -> Result<(Vec<Duration>, Duration), Ended> {
+    let cap = match length {
+        Length::Iterations(n) => n.min(1 << 24) as usize,
+        Length::Duration(_) => 1 << 16,
+    };
+    let mut times = Vec::with_capacity(cap);
+    let mut credits = match test {
+        TestKind::SendBw => send_bw_ring(s.size as u64) as u64,
+        _ => u64::MAX,
+    };
+    let remote = s.remote_slot0();
+    let src = s.slot(1);
+    let stop = Stop::new(length);
+    let start = stop.start;
+    let (mut posted, mut done) = (0u64, 0u64);
+    let send_bw = test == TestKind::SendBw;
+    loop {
+        let mut more = stop.more(posted);
+        while more && posted - done < u64::from(depth) && credits > 0 {
+            let r = match test {
+                TestKind::WriteBw => s.qp.post_write(posted, &s.mr, src.clone(), remote),
+                TestKind::ReadBw => s.qp.post_read(posted, &s.mr, src.clone(), remote),
+                _ => s.qp.post_send(posted, &s.mr, src.clone()),
+            };
+            r.map_err(|e| Ended::Failed(format!("post: {e}")))?;
+            posted += 1;
+            credits -= u64::from(send_bw);
+            more = stop.more(posted);
+        }
+        if !more && done == posted {
+            break;
+        }
+        // Wait for completions, or for credits from the server.
+        s.spin("a completion", || {
+            let mut progressed = false;
+            while let Some(c) = s.send_cq.poll_one() {
+                if !c.is_ok() {
+                    return Some(Err(Ended::Failed(format!(
+                        "{:?} finished {:?}",
+                        c.opcode, c.status
+                    ))));
+                }
+                if c.wr_id != u64::MAX {
+                    times.push(start.elapsed());
+                    done += 1;
+                }
+                progressed = true;
+            }
+            while let Some(c) = send_bw.then(|| s.recv_cq.poll_one()).flatten() {
+                match s.take_ctrl(&c) {
+                    Ok(Some(Ctrl::Credits(n))) => credits += u64::from(n),
+                    Ok(_) => {}
+                    Err(e) => return Some(Err(Ended::Failed(e))),
+                }
+                progressed = true;
+            }
+            progressed.then_some(Ok(()))
+        })??;
+        p.tick(done, length);
+    }
+    if matches!(test, TestKind::WriteBw | TestKind::SendBw) {
+        if send_bw && credits == 0 {
+            loop {
+                let c = s.next_completion(&s.recv_cq, "credits")?;
+                if let Some(Ctrl::Credits(_)) = s.take_ctrl(&c).map_err(Ended::Failed)? {
+                    break;
+                }
+            }
+        }
+        s.send_ctrl(Ctrl::Fin).map_err(Ended::Failed)?;
+        loop {
+            let c = s.next_completion(&s.recv_cq, "the ACK")?;
+            if s.take_ctrl(&c).map_err(Ended::Failed)? == Some(Ctrl::Ack) {
+                break;
+            }
+        }
+    }
+    let total = start.elapsed();
+    s.drain_send()?;
+    Ok((times, total))
+}

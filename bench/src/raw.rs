@@ -1,0 +1,193 @@
+//! `raw_lat` / `raw_bw`: the same traffic pattern as plain Ethernet/IPv4/TCP-shaped frames over
+//! AF_XDP (dataplane::xdp::raw), no TCP state, no MPA/DDP: the ceiling of the host.
+//!
+//! Both sides attach the steering XDP program to `--interface` and bind an AF_XDP socket on
+//! `--queue`, steering the test port. The server echoes (`raw_lat`) or counts (`raw_bw`) until
+//! the client has been quiet for a while after its traffic. The client reports:
+//! `raw_lat` half the round trip per sample; `raw_bw` what it queued for transmission (payload
+//! bits and frames per second: the MsgRate column is the packet rate). Messages larger than
+//! one frame's payload go as several frames.
+
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use dataplane::xdp::raw::{
+    raw_echo, raw_flood, raw_ping_pong, raw_sink, PingPongConfig, RawEndpoint,
+};
+use dataplane::xdp::{
+    resolve_next_hop, steered_queue, AttachPolicy, PortKind, XdpProgram, XskConfig, XskQueue,
+};
+
+use crate::cli::{Length, RunSpec, TestKind};
+use crate::report::{self, Record, RULE};
+use crate::session::resolve;
+use crate::stats::{gbps, BwStats, LatencyRecorder};
+
+/// TCP payload per frame at a 1500-byte MTU (1500 - IPv4 - TCP headers).
+const MTU_PAYLOAD: usize = 1460;
+/// How long the server waits for a client at all.
+const SERVE_WAIT: Duration = Duration::from_secs(120);
+/// Quiet time after which the server decides the client is done.
+const IDLE: Duration = Duration::from_secs(2);
+
+fn iface(spec: &RunSpec) -> Result<&str, String> {
+    spec.args.interface.as_deref().ok_or_else(|| {
+        format!(
+            "{} needs --interface (the AF_XDP socket binds to an interface)",
+            spec.test.name()
+        )
+    })
+}
+
+fn xdp_err(what: &str, e: impl std::fmt::Display) -> String {
+    format!("{what}: {e}")
+}
+
+/// The steering program on `ifname` and an AF_XDP socket on `--queue`, the port steered.
+fn open_queue(spec: &RunSpec, ifname: &str) -> Result<(XdpProgram, XskQueue), String> {
+    steered_queue(
+        ifname,
+        spec.args.queue,
+        AttachPolicy::NativeOnly,
+        XskConfig::default(),
+        &[(spec.args.port, PortKind::Listen)],
+    )
+    .map_err(|e| xdp_err("cannot set up AF_XDP", e))
+}
+
+/// Payload bytes per frame for messages of `size`.
+pub fn frame_payload(size: u64) -> usize {
+    (size as usize).clamp(8, MTU_PAYLOAD)
+}
+
+/// Frames per message of `size`.
+pub fn frames_per_message(size: u64) -> u64 {
+    (size.max(1)).div_ceil(frame_payload(size) as u64)
+}
+
+/// Raw server: echo or sink until the client is done.
+pub fn serve(spec: &RunSpec) -> Result<(), String> {
+    let ifname = iface(spec)?;
+    let port = spec.args.port;
+    let (_prog, mut q) = open_queue(spec, ifname)?;
+    println!(
+        "xwarp-bench {} server listening on {ifname} queue {} port {port} (raw AF_XDP)",
+        spec.test.name(),
+        spec.args.queue
+    );
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    let start = Instant::now();
+    let mut total = 0u64;
+    while start.elapsed() < SERVE_WAIT || total > 0 {
+        let n = if spec.test == TestKind::RawLat {
+            raw_echo(&mut q, u64::MAX, IDLE, false).map_err(|e| xdp_err("echo", e))?
+        } else {
+            raw_sink(&mut q, u64::MAX, IDLE, false)
+                .map_err(|e| xdp_err("sink", e))?
+                .frames
+        };
+        if n == 0 && total > 0 {
+            eprintln!("xwarp-bench: {} server: {total} frames", spec.test.name());
+            return Ok(());
+        }
+        total += n;
+    }
+    Err(format!("no client within {} s", SERVE_WAIT.as_secs()))
+}
+
+/// Raw client: runs every size against `host`.
+pub fn run_client(spec: &RunSpec, host: &str) -> Result<Vec<Record>, String> {
+    let ifname = iface(spec)?;
+    let port = spec.args.port;
+    let addr = resolve(host, port)?;
+    let IpAddr::V4(server_ip) = addr.ip() else {
+        return Err("raw tests run over IPv4 only".into());
+    };
+    let (_prog, mut q) = open_queue(spec, ifname)?;
+    let hop = resolve_next_hop(IpAddr::V4(server_ip), Duration::from_secs(3))
+        .map_err(|e| format!("cannot reach {server_ip}: {e}"))?;
+    let (local, remote): (RawEndpoint, RawEndpoint) =
+        RawEndpoint::pair_from_hop(&hop, port, server_ip, port)
+            .ok_or_else(|| "raw tests need an IPv4 source address".to_string())?;
+    let iterations = match spec.length {
+        Length::Iterations(n) => n,
+        Length::Duration(_) => {
+            return Err(format!("{} takes -n, not -D", spec.test.name()));
+        }
+    };
+    println!("{RULE}");
+    println!(
+        "                    {} over raw AF_XDP ({ifname} -> {server_ip})",
+        spec.test.name()
+    );
+    println!("{RULE}");
+    println!("{}", report::header(spec.test));
+    let mut rows = Vec::new();
+    for &size in &spec.sizes {
+        let row = if spec.test == TestKind::RawLat {
+            let cfg = PingPongConfig {
+                local,
+                remote,
+                payload_len: (size as usize).clamp(8, MTU_PAYLOAD),
+                iterations: u32::try_from(iterations).unwrap_or(u32::MAX),
+                reply_timeout: Duration::from_secs(2),
+                busy_poll: false,
+            };
+            let rep = raw_ping_pong(&mut q, &cfg).map_err(|e| xdp_err("ping-pong", e))?;
+            let mut rec = LatencyRecorder::new();
+            for r in &rep.rtts {
+                rec.record(*r / 2);
+            }
+            let st = rec.summary().ok_or("no samples")?;
+            Record::latency(spec.test, "raw", size, &st)
+        } else {
+            let payload = frame_payload(size);
+            let frames = iterations.saturating_mul(frames_per_message(size));
+            let run = raw_flood(
+                &mut q,
+                &local,
+                &remote,
+                payload,
+                frames,
+                Duration::from_secs(60),
+            )
+            .map_err(|e| xdp_err("flood", e))?;
+            let secs = run.elapsed.as_secs_f64();
+            let avg = gbps(run.frames * payload as u64, secs);
+            let b = BwStats {
+                iterations: run.frames,
+                peak_gbps: avg,
+                avg_gbps: avg,
+                msg_rate_mpps: if secs > 0.0 {
+                    run.frames as f64 / secs / 1e6
+                } else {
+                    0.0
+                },
+            };
+            Record::bandwidth(spec.test, "raw", size, &b)
+        };
+        println!("{}", row.row());
+        rows.push(row);
+    }
+    println!("{RULE}");
+    if let Some(path) = &spec.args.json {
+        report::write_json(path, &rows)?;
+    }
+    Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_split_into_mtu_frames() {
+        assert_eq!(frame_payload(2), 8, "at least the 8-byte sequence number");
+        assert_eq!(frame_payload(64), 64);
+        assert_eq!(frame_payload(65_536), 1460);
+        assert_eq!(frames_per_message(64), 1);
+        // 65536 / 1460 = 44.9 -> 45 frames
+        assert_eq!(frames_per_message(65_536), 45);
+        assert_eq!(frames_per_message(1 << 20), 719);
+    }
+}

@@ -1,0 +1,445 @@
+//! One connected test: the device, the registered buffer, the queue pair, and the busy-polling
+//! helpers both roles share.
+//!
+//! Buffer layout (one registered region, tagged offsets from 0):
+//!
+//! ```text
+//! [ data slot 0 | data slot 1 | ... | data slot n-1 | ctrl tx 0..8 | ctrl rx 8..32 ]
+//!   each data slot `size` bytes; slot 0 is what the peer writes to and reads from;
+//!   ctrl slots are 16 bytes: FIN (1 byte 0xF1), ACK ("XA"), credits ("XC" + u32)
+//! ```
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::ops::Range;
+use std::sync::atomic::{fence, Ordering};
+use std::time::{Duration, Instant};
+
+use dataplane::{
+    Access, Completion, CompletionQueue, ConnectError, ConnectionConfig, Device, Incoming,
+    MemoryRegion, QpError, QpInit, QueuePair, RemoteAddr, Status, Transport,
+};
+
+use crate::cli::{TestArgs, TransportArg};
+use crate::handshake::{BufferInfo, Reply, Request, Status as HsStatus};
+
+/// Bytes of a control slot.
+pub const CTRL_LEN: usize = 16;
+const CTRL_TX_SLOTS: usize = 8;
+const CTRL_SLOTS: usize = 32;
+/// The FIN a client sends when it is done (1 byte).
+pub const FIN: u8 = 0xF1;
+/// wr_id bit of control receives.
+const CTRL_WR: u64 = 1 << 62;
+/// A peer that makes no progress this long is declared gone.
+const STALL: Duration = Duration::from_secs(10);
+
+/// A control message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ctrl {
+    /// The client is done.
+    Fin,
+    /// The server saw the FIN.
+    Ack,
+    /// The server reposted this many receive buffers.
+    Credits(u32),
+}
+
+/// The device for a transport, with the "not available yet" message for xdp.
+pub fn open_device(t: TransportArg) -> Result<Device, String> {
+    let transport = match t {
+        TransportArg::Kernel => Transport::Kernel,
+        TransportArg::Xdp => Transport::Xdp,
+    };
+    Device::open(transport)
+        .map_err(|e| format!("transport {} is not available yet ({e})", t.name()))
+}
+
+/// The connection settings from the options.
+pub fn connection_config(args: &TestArgs) -> ConnectionConfig {
+    let mut c = ConnectionConfig::default();
+    c.mpa.want_markers = args.markers;
+    c.mpa.want_crc = !args.no_crc;
+    c.mpa.timeout = Duration::from_secs(args.timeout);
+    c
+}
+
+/// Resolves `host` (name or address) with `port`, preferring IPv4.
+pub fn resolve(host: &str, port: u16) -> Result<SocketAddr, String> {
+    let addrs: Vec<SocketAddr> = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve '{host}': {e}"))?
+        .collect();
+    addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or(addrs.first())
+        .copied()
+        .ok_or_else(|| format!("cannot resolve '{host}': no address"))
+}
+
+/// A connected test endpoint.
+pub struct Session {
+    // Field order is drop order: the queue pair closes before its memory is deregistered.
+    /// The queue pair.
+    pub qp: QueuePair,
+    /// The registered buffer.
+    pub mr: MemoryRegion,
+    /// Send, Write and Read completions.
+    pub send_cq: CompletionQueue,
+    /// Receive completions.
+    pub recv_cq: CompletionQueue,
+    /// The peer's buffer.
+    pub remote: BufferInfo,
+    /// Message size.
+    pub size: usize,
+    data_slots: usize,
+    ctrl_tx_next: usize,
+    _device: Device,
+}
+
+/// What a test needs registered.
+struct Resources {
+    device: Device,
+    init: QpInit,
+    mr: MemoryRegion,
+    send_cq: CompletionQueue,
+    recv_cq: CompletionQueue,
+}
+
+impl Resources {
+    fn into_session(
+        self,
+        qp: QueuePair,
+        remote: BufferInfo,
+        size: usize,
+        data_slots: usize,
+    ) -> Session {
+        Session {
+            qp,
+            mr: self.mr,
+            send_cq: self.send_cq,
+            recv_cq: self.recv_cq,
+            remote,
+            size,
+            data_slots,
+            ctrl_tx_next: 0,
+            _device: self.device,
+        }
+    }
+}
+
+fn resources(device: Device, size: usize, data_slots: usize) -> Result<Resources, String> {
+    let pd = device.alloc_pd();
+    let send_cq = device.create_cq();
+    let recv_cq = device.create_cq();
+    let len = size * data_slots + CTRL_LEN * CTRL_SLOTS;
+    let mr = pd
+        .register(len, Access::ALL)
+        .map_err(|e| format!("cannot register {len} bytes: {e}"))?;
+    Ok(Resources {
+        init: QpInit {
+            pd,
+            send_cq: send_cq.clone(),
+            recv_cq: recv_cq.clone(),
+        },
+        device,
+        mr,
+        send_cq,
+        recv_cq,
+    })
+}
+
+fn info(mr: &MemoryRegion) -> BufferInfo {
+    BufferInfo {
+        stag: mr.stag(),
+        addr: mr.addr() as u64,
+        len: mr.len() as u64,
+    }
+}
+
+impl Session {
+    /// Client: connects to `addr` asking for `req` (its buffer filled in here).
+    pub fn connect(
+        device: Device,
+        addr: SocketAddr,
+        mut req: Request,
+        config: &ConnectionConfig,
+        data_slots: usize,
+        ctrl_recvs: bool,
+    ) -> Result<Self, String> {
+        let size = req.size as usize;
+        let r = resources(device, size, data_slots)?;
+        req.buffer = info(&r.mr);
+        let qp = match r
+            .device
+            .connect(addr, r.init.clone(), config, &req.encode())
+        {
+            Ok(qp) => qp,
+            Err(ConnectError::Rejected { private_data }) => {
+                return Err(match Reply::decode(&private_data).map(|r| r.status) {
+                    Some(HsStatus::WrongTest(t)) => format!(
+                        "the server at {addr} runs {}, not {}",
+                        t.name(),
+                        req.test.name()
+                    ),
+                    Some(HsStatus::BadSize) => {
+                        format!("the server at {addr} refused size {}", req.size)
+                    }
+                    _ => format!("the server at {addr} refused the test"),
+                })
+            }
+            Err(e) => return Err(format!("cannot reach {addr}: {e}")),
+        };
+        let reply = Reply::decode(qp.peer_private_data())
+            .filter(|r| r.status == HsStatus::Ok)
+            .ok_or_else(|| format!("{addr} is not an xwarp-bench server (bad handshake)"))?;
+        let mut s = r.into_session(qp, reply.buffer, size, data_slots);
+        if ctrl_recvs {
+            s.post_ctrl_recvs()?;
+        }
+        Ok(s)
+    }
+
+    /// Server: accepts `incoming` for `req`, posting before the Reply goes out either
+    /// `data_recvs` receive buffers (data slots 0..data_recvs) or, when that is 0, the control
+    /// receives (receives are consumed in posting order, so the two never mix).
+    pub fn accept(
+        device: Device,
+        incoming: Incoming,
+        req: &Request,
+        data_slots: usize,
+        data_recvs: usize,
+    ) -> Result<Self, String> {
+        let size = req.size as usize;
+        let r = resources(device, size, data_slots)?;
+        let reply = Reply {
+            status: HsStatus::Ok,
+            buffer: info(&r.mr),
+        };
+        let mr = &r.mr;
+        let qp = incoming
+            .accept_with(r.init.clone(), &reply.encode(), |qp| {
+                for i in 0..data_recvs {
+                    qp.post_recv(i as u64, mr, slot(size, i))?;
+                }
+                if data_recvs == 0 {
+                    for i in CTRL_TX_SLOTS..CTRL_SLOTS {
+                        qp.post_recv(CTRL_WR | i as u64, mr, ctrl_slot(size * data_slots, i))?;
+                    }
+                }
+                Ok(())
+            })
+            .map_err(|e| format!("accepting the client failed: {e}"))?;
+        Ok(r.into_session(qp, req.buffer, size, data_slots))
+    }
+
+    fn post_ctrl_recvs(&mut self) -> Result<(), String> {
+        for i in CTRL_TX_SLOTS..CTRL_SLOTS {
+            self.post_ctrl_recv(i)?;
+        }
+        Ok(())
+    }
+
+    fn ctrl_base(&self) -> usize {
+        self.size * self.data_slots
+    }
+
+    fn post_ctrl_recv(&self, i: usize) -> Result<(), String> {
+        self.qp
+            .post_recv(CTRL_WR | i as u64, &self.mr, ctrl_slot(self.ctrl_base(), i))
+            .map_err(|e| format!("post_recv: {e}"))
+    }
+
+    /// Number of data slots.
+    pub fn data_slots(&self) -> usize {
+        self.data_slots
+    }
+
+    /// Data slot `i`.
+    pub fn slot(&self, i: usize) -> Range<usize> {
+        slot(self.size, i)
+    }
+
+    /// The peer's data slot 0.
+    pub fn remote_slot0(&self) -> RemoteAddr {
+        RemoteAddr {
+            stag: self.remote.stag,
+            to: 0,
+        }
+    }
+
+    /// Sends a control message from the next control transmit slot.
+    pub fn send_ctrl(&mut self, m: Ctrl) -> Result<(), String> {
+        let i = self.ctrl_tx_next;
+        self.ctrl_tx_next = (i + 1) % CTRL_TX_SLOTS;
+        let r = ctrl_slot(self.ctrl_base(), i);
+        let mut b = [0u8; CTRL_LEN];
+        let len = match m {
+            Ctrl::Fin => {
+                b[0] = FIN;
+                1
+            }
+            Ctrl::Ack => {
+                b[..2].copy_from_slice(b"XA");
+                2
+            }
+            Ctrl::Credits(n) => {
+                b[..2].copy_from_slice(b"XC");
+                b[2..6].copy_from_slice(&n.to_be_bytes());
+                6
+            }
+        };
+        self.mr.write(r.start, &b[..len]);
+        self.qp
+            .post_send(u64::MAX, &self.mr, r.start..r.start + len)
+            .map_err(|e| format!("post_send: {e}"))
+    }
+
+    /// Reads the control message of a receive completion `c` and reposts its buffer. Data
+    /// receives (`None`) are left to the caller, except a 1-byte FIN in a data slot.
+    pub fn take_ctrl(&self, c: &Completion) -> Result<Option<Ctrl>, String> {
+        let (range, ctrl) = if c.wr_id & CTRL_WR != 0 {
+            let i = (c.wr_id & !CTRL_WR) as usize;
+            (ctrl_slot(self.ctrl_base(), i), Some(i))
+        } else {
+            (self.slot(c.wr_id as usize), None)
+        };
+        let mut b = [0u8; 6];
+        let n = (c.byte_len as usize).min(6).min(range.len());
+        self.mr.read(range.start, &mut b[..n]);
+        let m = match (n, b[0], &b[..2.min(n)]) {
+            (1, FIN, _) if c.byte_len == 1 => Some(Ctrl::Fin),
+            (_, _, b"XA") if ctrl.is_some() => Some(Ctrl::Ack),
+            (6, _, b"XC") if ctrl.is_some() => {
+                Some(Ctrl::Credits(u32::from_be_bytes([b[2], b[3], b[4], b[5]])))
+            }
+            _ => None,
+        };
+        if let Some(i) = ctrl {
+            self.post_ctrl_recv(i)?;
+            if m.is_none() {
+                return Err("unexpected control message".into());
+            }
+        }
+        Ok(m)
+    }
+
+    /// Busy-polls `f` until it yields, failing when the connection ends or stalls.
+    pub fn spin<T>(&self, what: &str, mut f: impl FnMut() -> Option<T>) -> Result<T, Ended> {
+        let mut spins = 0u32;
+        let mut since = Instant::now();
+        loop {
+            fence(Ordering::Acquire);
+            if let Some(v) = f() {
+                return Ok(v);
+            }
+            spins = spins.wrapping_add(1);
+            if spins & 15 == 0 {
+                std::thread::yield_now();
+            }
+            if spins & 1023 == 0 {
+                if !self.qp.is_connected() {
+                    return Err(Ended::Closed(
+                        self.qp
+                            .error()
+                            .filter(|e| *e != QpError::PeerClosed)
+                            .map(|e| e.to_string()),
+                    ));
+                }
+                if since.elapsed() > STALL {
+                    return Err(Ended::Stalled(what.to_string()));
+                }
+            }
+            if spins == u32::MAX {
+                since = Instant::now();
+            }
+        }
+    }
+
+    /// The next completion of `cq` (busy-polled); a failed one is an error.
+    pub fn next_completion(&self, cq: &CompletionQueue, what: &str) -> Result<Completion, Ended> {
+        let c = self.spin(what, || cq.poll_one())?;
+        check(&c)?;
+        Ok(c)
+    }
+
+    /// Drains the send queue's completions without waiting; returns how many.
+    pub fn drain_send(&self) -> Result<usize, Ended> {
+        let mut n = 0;
+        while let Some(c) = self.send_cq.poll_one() {
+            check(&c)?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// The byte at `offset` of the local buffer.
+    pub fn byte_at(&self, offset: usize) -> u8 {
+        let mut b = [0u8; 1];
+        self.mr.read(offset, &mut b);
+        b[0]
+    }
+
+    /// Waits until the peer closes (the server's end of a test the client drives).
+    pub fn wait_closed(&self) -> Result<(), String> {
+        loop {
+            if !self.qp.is_connected() {
+                return Ok(());
+            }
+            let _ = self.drain_send();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+fn check(c: &Completion) -> Result<(), Ended> {
+    if c.status == Status::Success {
+        Ok(())
+    } else if c.status == Status::Flushed {
+        // the queue pair closed with this request outstanding
+        Err(Ended::Closed(None))
+    } else {
+        Err(Ended::Failed(format!(
+            "{:?} work request {} finished {:?}",
+            c.opcode, c.wr_id, c.status
+        )))
+    }
+}
+
+/// Data slot `i` for messages of `size`.
+pub fn slot(size: usize, i: usize) -> Range<usize> {
+    i * size..(i + 1) * size
+}
+
+fn ctrl_slot(base: usize, i: usize) -> Range<usize> {
+    let s = base + i * CTRL_LEN;
+    s..s + CTRL_LEN
+}
+
+/// Why a polling loop stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ended {
+    /// The connection closed (with the queue pair's error, if any).
+    Closed(Option<String>),
+    /// Nothing happened for 10 s while waiting for this.
+    Stalled(String),
+    /// A work request failed.
+    Failed(String),
+}
+
+impl std::fmt::Display for Ended {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Closed(None) => write!(f, "the peer closed the connection"),
+            Self::Closed(Some(e)) => write!(f, "the connection failed: {e}"),
+            Self::Stalled(w) => write!(f, "no progress for {} s waiting for {w}", STALL.as_secs()),
+            Self::Failed(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl From<Ended> for String {
+    fn from(e: Ended) -> Self {
+        e.to_string()
+    }
+}

@@ -1,0 +1,254 @@
+//! End to end: xwarp-bench server in one network namespace, client in the other, over the
+//! kernel transport; and the one-line errors of the CLI.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use bench::report::{BW_HEADER, LAT_HEADER};
+use bench::testbed::{is_root, Testbed, ADDR_A};
+
+const EXE: &str = env!("CARGO_BIN_EXE_xwarp-bench");
+
+fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+/// Under CI=true a missing privilege fails; elsewhere the test is skipped with the reason.
+fn require_root(test: &str) -> bool {
+    if is_root() {
+        return true;
+    }
+    assert!(
+        !in_ci(),
+        "{test}: needs root (network namespaces) and CI=true forbids skipping"
+    );
+    eprintln!("SKIP {test}: needs root to create network namespaces");
+    false
+}
+
+fn bench_in(tb: &Testbed, in_a: bool) -> Command {
+    let mut c = tb.exec(in_a, std::path::Path::new(EXE));
+    c.stdin(Stdio::null());
+    c
+}
+
+/// Runs server and client of `test` with `size` bytes and `iters` iterations; returns the
+/// client's output and the server's exit.
+fn run(
+    tb: &Testbed,
+    test: &str,
+    size: &str,
+    iters: &str,
+    port: u16,
+    json: &std::path::Path,
+) -> Output {
+    let port = port.to_string();
+    let mut server = bench_in(tb, true)
+        .args([test, "--port", &port])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn server");
+    let mut first = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.contains("listening"), "server said: {first}");
+    let out = bench_in(tb, false)
+        .args([
+            test, ADDR_A, "--port", &port, "-s", size, "-n", iters, "--json",
+        ])
+        .arg(json)
+        .output()
+        .expect("spawn client");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(st) = server.try_wait().unwrap() {
+            break st;
+        }
+        if Instant::now() > deadline {
+            let _ = server.kill();
+            panic!("{test}: the server did not exit after the client's last run");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert!(status.success(), "{test}: server failed: {status}");
+    out
+}
+
+#[test]
+fn kernel_transport_tests_print_perftest_columns_and_json() {
+    if !require_root("kernel_transport_tests_print_perftest_columns_and_json") {
+        return;
+    }
+    let tb = Testbed::up(1500).expect("testbed");
+    let dir = std::env::temp_dir().join(format!("xwarp-bench-e2e-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cases = [
+        ("write_lat", "64", "100"),
+        ("write_bw", "4K", "300"),
+        ("read_lat", "64", "100"),
+        ("read_bw", "4K", "300"),
+        ("send_lat", "64", "100"),
+        ("send_bw", "64", "2000"),
+    ];
+    for (k, (test, size, iters)) in cases.into_iter().enumerate() {
+        let json = dir.join(format!("{test}.json"));
+        let out = run(&tb, test, size, iters, 19_000 + k as u16, &json);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{test}: client failed: {}\n{stdout}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let lat = test.ends_with("_lat");
+        let header = if lat { LAT_HEADER } else { BW_HEADER };
+        assert!(
+            stdout.lines().any(|l| l == header),
+            "{test}: no header in\n{stdout}"
+        );
+        let bytes = bench::cli::parse_size(size).unwrap().to_string();
+        let row: Vec<&str> = stdout
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(bytes.as_str()))
+            .unwrap_or_else(|| panic!("{test}: no result row in\n{stdout}"))
+            .split_whitespace()
+            .collect();
+        assert_eq!(row.len(), if lat { 9 } else { 5 }, "{test}: {row:?}");
+        assert_eq!(row[1], iters, "{test}: iterations column");
+        let nums: Vec<f64> = row[2..].iter().map(|v| v.parse().unwrap()).collect();
+        // every figure is a number; all are positive except a standard deviation, which may
+        // round to 0.00
+        let stdev = if lat { Some(2) } else { None };
+        for (i, v) in nums.iter().enumerate() {
+            let ok = v.is_finite() && (*v > 0.0 || (Some(i) == stdev && *v >= 0.0));
+            assert!(
+                ok,
+                "{test}: column {} is {v} in
+{stdout}",
+                i + 2
+            );
+        }
+        if lat {
+            // t_min <= t_typical <= 99% <= 99.9% <= t_max
+            assert!(
+                nums[0] <= nums[2]
+                    && nums[2] <= nums[5]
+                    && nums[5] <= nums[6]
+                    && nums[6] <= nums[1]
+            );
+        } else {
+            assert!(nums[0] >= nums[1], "{test}: peak >= average");
+        }
+        // JSON: an array with one object per size, every column, nulls where n/a
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let arr = v.as_array().expect("array");
+        assert_eq!(arr.len(), 1);
+        let o = arr[0].as_object().unwrap();
+        for key in [
+            "test",
+            "transport",
+            "bytes",
+            "t_typical_us",
+            "p99_us",
+            "bw_gbps",
+            "msg_rate_mpps",
+        ] {
+            assert!(o.contains_key(key), "{test}: JSON lacks {key}");
+        }
+        assert_eq!(o["test"], test);
+        assert_eq!(o["transport"], "kernel");
+        assert_eq!(o["bytes"].as_u64().unwrap().to_string(), bytes);
+        assert_eq!(o["t_typical_us"].is_null(), !lat);
+        assert_eq!(o["bw_gbps"].is_null(), lat);
+        assert_eq!(o["msg_rate_mpps"].is_null(), lat);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn one_line_error(out: &Output, what: &str) -> String {
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{what}: exit code; stderr {err}"
+    );
+    assert_eq!(
+        err.trim_end().lines().count(),
+        1,
+        "{what}: one line, got {err}"
+    );
+    assert!(!err.contains("panicked"), "{what}: {err}");
+    err
+}
+
+#[test]
+fn unreachable_peer_is_one_line_and_exit_1() {
+    // A local port nobody listens on: connection refused at once.
+    let out = Command::new(EXE)
+        .args(["write_lat", "127.0.0.1", "--port", "1", "-n", "1"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = one_line_error(&out, "refused");
+    assert!(err.contains("cannot reach 127.0.0.1:1"), "{err}");
+}
+
+#[test]
+fn unreachable_host_in_the_testbed_is_one_line_and_exit_1() {
+    if !require_root("unreachable_host_in_the_testbed_is_one_line_and_exit_1") {
+        return;
+    }
+    let tb = Testbed::up(1500).expect("testbed");
+    // 198.18.0.3 is on the link but nobody answers ARP: timeout after 1 s.
+    let out = bench_in(&tb, false)
+        .args(["send_lat", "198.18.0.3", "--timeout", "1"])
+        .output()
+        .unwrap();
+    let err = one_line_error(&out, "no host");
+    assert!(err.contains("cannot reach 198.18.0.3:18515"), "{err}");
+}
+
+#[test]
+fn missing_modules_say_not_available_yet() {
+    for args in [
+        &["write_lat", "127.0.0.1", "--transport", "xdp"][..],
+        &["rpc_read", "127.0.0.1"],
+    ] {
+        let out = Command::new(EXE)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let err = one_line_error(&out, &format!("{args:?}"));
+        assert!(err.contains("not available yet"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn raw_tests_need_an_interface() {
+    let out = Command::new(EXE)
+        .args(["raw_lat", "127.0.0.1"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = one_line_error(&out, "raw_lat");
+    assert!(err.contains("needs --interface"), "{err}");
+}
+
+#[test]
+fn bad_options_fail_with_usage_not_panic() {
+    let out = Command::new(EXE)
+        .args(["write_lat", "-s", "0"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("at least 1 byte") && !err.contains("panicked"),
+        "{err}"
+    );
+}

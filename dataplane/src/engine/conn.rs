@@ -1,0 +1,206 @@
+//! One connection of an engine: our TCP, the queue pair (MPA startup, framing, DDP/RDMAP) and
+//! the glue between them (in-order feed, out-of-order placement, record transmit, ACK tracking).
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use ddp::{Memory, Qp, StagTable};
+use tcp_offload::{Connection, RecordId, RecordSource, State};
+
+use super::counters::EngineCounters;
+
+/// The engine's name for a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnId(pub u64);
+
+/// Which MPA role a connection plays.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Role {
+    Initiator,
+    Responder,
+}
+
+pub(crate) struct Conn {
+    pub tcp: Connection,
+    /// Created once TCP is established (its EMSS sets MULPDU).
+    pub qp: Option<Qp>,
+    pub role: Role,
+    pub settings: super::QpSettings,
+    pub listener: Option<super::ListenerId>,
+    /// Receive offset of the next octet fed in order to the queue pair.
+    pub rx_next: u64,
+    /// Chunks TCP handed up out of order, waiting for the gap before them (fed in order later).
+    pub ooo: BTreeMap<u64, Vec<u8>>,
+    pub ooo_bytes: u64,
+    /// Transmit offset TCP has acknowledged.
+    pub acked: u64,
+    /// The application asked for a graceful close.
+    pub closing: bool,
+    /// TCP close already called.
+    pub tcp_closed: bool,
+    /// Currently armed timer deadline.
+    pub armed: Option<Instant>,
+    pub dirty: bool,
+    /// Counters of the TCP already added to the engine's.
+    pub retrans_seen: u64,
+}
+
+impl Conn {
+    pub fn new(tcp: Connection, role: Role, settings: super::QpSettings) -> Self {
+        Conn {
+            tcp,
+            qp: None,
+            role,
+            settings,
+            listener: None,
+            rx_next: 0,
+            ooo: BTreeMap::new(),
+            ooo_bytes: 0,
+            acked: 0,
+            closing: false,
+            tcp_closed: false,
+            armed: None,
+            dirty: true,
+            retrans_seen: 0,
+        }
+    }
+
+    /// The next deadline of TCP or the MPA startup.
+    pub fn deadline(&self) -> Option<Instant> {
+        let q = self.qp.as_ref().and_then(|q| q.poll_timeout());
+        match (self.tcp.poll_timeout(), q) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Feeds TCP's received chunks to the queue pair: in-order ones (and any held chunks they
+    /// reach) through MPA's stream parser, out-of-order ones through the locator at once.
+    pub fn drive_rx<M: Memory>(
+        &mut self,
+        now: Instant,
+        tags: &mut StagTable,
+        mem: &mut M,
+        c: &mut EngineCounters,
+    ) {
+        while let Some(chunk) = self.tcp.poll_recv() {
+            let Some(qp) = self.qp.as_mut() else {
+                c.internal_errors += 1;
+                continue;
+            };
+            let end = chunk.offset + chunk.data.len() as u64;
+            if end <= self.rx_next {
+                continue;
+            }
+            if chunk.offset > self.rx_next {
+                if qp.is_established() && !qp.is_error() {
+                    c.ooo_fpdus_placed +=
+                        qp.handle_segment(tags, mem, chunk.offset, &chunk.data) as u64;
+                }
+                self.ooo_bytes += chunk.data.len() as u64;
+                c.ooo_bytes_max = c.ooo_bytes_max.max(self.ooo_bytes);
+                self.ooo.insert(chunk.offset, chunk.data);
+                continue;
+            }
+            let skip = (self.rx_next - chunk.offset) as usize;
+            qp.handle_rx_bytes(tags, mem, now, &chunk.data[skip..]);
+            self.rx_next = end;
+            while let Some(e) = self.ooo.first_entry() {
+                if *e.key() > self.rx_next {
+                    break;
+                }
+                let (off, data) = e.remove_entry();
+                self.ooo_bytes -= data.len() as u64;
+                let end = off + data.len() as u64;
+                if end > self.rx_next {
+                    let skip = (self.rx_next - off) as usize;
+                    qp.handle_rx_bytes(tags, mem, now, &data[skip..]);
+                    self.rx_next = end;
+                }
+            }
+        }
+    }
+
+    /// Moves what the queue pair has to send into TCP: startup frames as owned records, FPDUs
+    /// as external records rebuilt at each (re)transmission.
+    pub fn drive_tx<M: Memory>(&mut self, mem: &M, scratch: &mut [u8], c: &mut EngineCounters) {
+        if !matches!(self.tcp.state(), State::Established | State::CloseWait) || self.tcp_closed {
+            return;
+        }
+        let Some(qp) = self.qp.as_mut() else {
+            return;
+        };
+        while qp.wants_to_send() && self.tcp.send_capacity() >= qp.max_fpdu_len() as u64 {
+            let Some(n) = qp.poll_transmit(mem, scratch) else {
+                break;
+            };
+            let start = qp.tx_offset() - n as u64;
+            let r = if qp.is_established() && start >= qp.tx_seq_start() {
+                self.tcp.send_record(n as u32, start)
+            } else {
+                self.tcp.send_record_bytes(&scratch[..n])
+            };
+            if r.is_err() {
+                // The stream would have a hole: give the connection up rather than corrupt it.
+                c.internal_errors += 1;
+                qp.abort();
+                self.tcp.abort();
+                return;
+            }
+        }
+    }
+
+    /// Tells the queue pair how far TCP has its transmit stream acknowledged.
+    pub fn drive_acked(&mut self) {
+        let Some(qp) = self.qp.as_mut() else {
+            return;
+        };
+        if !self.tcp.state().is_synchronized() {
+            return;
+        }
+        let una = self
+            .tcp
+            .snd_una()
+            .0
+            .wrapping_sub(self.tcp.send_seq_of_offset(0).0);
+        let delta = una.wrapping_sub(self.acked as u32);
+        if delta != 0 && (delta as i32) > 0 {
+            self.acked = (self.acked + u64::from(delta)).min(qp.tx_offset());
+            qp.on_acked(self.acked);
+        }
+    }
+}
+
+/// Rebuilds FPDU bytes (markers and CRC included) from the memory region, for the first
+/// transmission and every retransmission. Record ids are the FPDUs' transmit offsets.
+pub(crate) struct FpduSource<'a, M: Memory> {
+    pub qp: Option<&'a mut Qp>,
+    pub mem: &'a M,
+    pub scratch: &'a mut [u8],
+    pub failures: u64,
+}
+
+impl<M: Memory> RecordSource for FpduSource<'_, M> {
+    fn write_record(&mut self, id: RecordId, offset: u32, dst: &mut [u8]) {
+        let Some(qp) = self.qp.as_deref_mut() else {
+            dst.fill(0);
+            self.failures += 1;
+            return;
+        };
+        if offset == 0 {
+            // Whole FPDU into the frame: framed and CRC'd in one pass, no extra copy.
+            if qp.rebuild_fpdu(self.mem, id, dst) == Some(dst.len()) {
+                return;
+            }
+        }
+        match qp.rebuild_fpdu(self.mem, id, self.scratch) {
+            Some(n) if (offset as usize) + dst.len() <= n => {
+                dst.copy_from_slice(&self.scratch[offset as usize..offset as usize + dst.len()]);
+            }
+            _ => {
+                dst.fill(0);
+                self.failures += 1;
+            }
+        }
+    }
+}

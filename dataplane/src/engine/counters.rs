@@ -1,0 +1,44 @@
+//! Per-engine counters (read with [`super::Engine::counters`]).
+
+/// Counters of one engine. Plain integers: an engine is single-threaded.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EngineCounters {
+    /// Frames received.
+    pub rx_packets: u64,
+    /// Octets of frames received.
+    pub rx_bytes: u64,
+    /// Frames sent.
+    pub tx_packets: u64,
+    /// Octets of frames sent.
+    pub tx_bytes: u64,
+    /// TCP segments retransmitted (sum over connections, closed ones included).
+    pub retransmissions: u64,
+    /// Tagged/untagged FPDUs placed out of order (before their gap filled).
+    pub ooo_fpdus_placed: u64,
+    /// Most octets held out of order by one connection at any time.
+    pub ooo_bytes_max: u64,
+    /// MPA CRC errors.
+    pub crc_errors: u64,
+    /// Other MPA framing errors (marker, length, alignment).
+    pub framing_errors: u64,
+    /// Terminates sent.
+    pub terminates_sent: u64,
+    /// Terminates received (malformed ones included).
+    pub terminates_received: u64,
+    /// Frames dropped: not for us (other MAC / EtherType / not TCP) or no flow and no listener.
+    pub drops: u64,
+    /// Malformed frames (bad Ethernet, IP or TCP header, checksum).
+    pub malformed: u64,
+    /// RSTs sent for segments matching no connection and no listener.
+    pub rsts_for_unknown: u64,
+    /// Frames not sent because no transmit buffer was free.
+    pub tx_no_buffer: u64,
+    /// Frames not sent because the next hop's MAC is unknown.
+    pub no_neighbour: u64,
+    /// Connections established at the TCP level.
+    pub connections_opened: u64,
+    /// Connections removed after reaching CLOSED.
+    pub connections_closed: u64,
+    /// Internal inconsistencies caught (the connection was aborted instead of panicking).
+    pub internal_errors: u64,
+}
