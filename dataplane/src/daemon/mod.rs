@@ -1,1 +1,156 @@
-//! xwarpd internals: configuration, lifecycle, counters and the Prometheus endpoint.
+//! xwarpd internals: configuration ([`config`]), lifecycle ([`run`]), the services it hosts
+//! (the block store of [`crate::store`], echo listeners), its counters on a Unix control socket
+//! ([`control`], read by `xwarpd stats`) and a Prometheus endpoint ([`metrics`]).
+//!
+//! Lifecycle: open the device on the configured transport, start the store and the listeners,
+//! the metrics endpoint and the control socket, print one `xwarpd ready ...` line on stdout,
+//! then wait for SIGINT/SIGTERM; on either, stop accepting, close connections (queued work
+//! flushed), sync the store, remove the control socket, and return.
+
+pub mod config;
+pub mod control;
+pub mod echo;
+pub mod metrics;
+pub mod signals;
+mod worker;
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub use config::{ConfigError, DaemonConfig, MetricsAddr, Overrides, StoreConfig};
+
+use crate::store::{MappedFile, ServerOptions, StoreServer, StoreStats};
+use crate::{ConnectionConfig, Device, Transport};
+
+/// Why the daemon could not start or run.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// The configuration is wrong.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The device could not be opened.
+    #[error(transparent)]
+    Device(#[from] crate::DeviceError),
+    /// Something failed while starting a service.
+    #[error("{what}: {reason}")]
+    Start {
+        /// What was being started.
+        what: String,
+        /// Why it failed.
+        reason: String,
+    },
+}
+
+fn start_err(what: impl Into<String>, e: impl std::fmt::Display) -> DaemonError {
+    DaemonError::Start {
+        what: what.into(),
+        reason: e.to_string(),
+    }
+}
+
+fn transport_name(t: &Transport) -> &'static str {
+    match t {
+        Transport::Kernel => "kernel",
+        Transport::Xdp => "xdp",
+    }
+}
+
+/// Runs the daemon until SIGINT or SIGTERM. Returns the signal number that stopped it.
+pub fn run(cfg: &DaemonConfig) -> Result<i32, DaemonError> {
+    signals::install().map_err(|e| start_err("installing signal handlers", e))?;
+    let device = Device::open(cfg.transport.clone())?;
+    let mut conn = ConnectionConfig::default();
+    conn.mpa.want_markers = cfg.markers;
+    conn.mpa.want_crc = cfg.crc;
+    let started = Instant::now();
+
+    let store = match &cfg.store {
+        Some(s) => {
+            let file = MappedFile::open(&s.path, s.size.map(|b| b.0))
+                .map_err(|e| start_err(format!("opening store {}", s.path.display()), e))?;
+            let opts = ServerOptions {
+                credits: s.credits,
+                max_io: s.max_io,
+                connection: conn.clone(),
+            };
+            let srv = StoreServer::start(&device, s.listen, file, opts)
+                .map_err(|e| start_err(format!("store listener {}", s.listen), e))?;
+            Some(srv)
+        }
+        None => None,
+    };
+    let store_stats: Option<Arc<StoreStats>> = store.as_ref().map(|s| s.stats().clone());
+    let echo_stats = Arc::new(echo::EchoStats::default());
+    let mut echoes = Vec::new();
+    for a in &cfg.listeners {
+        let e = echo::EchoServer::start(&device, *a, conn.clone(), echo_stats.clone())
+            .map_err(|e| start_err(format!("listener {a}"), e))?;
+        tracing::info!(addr = %e.local_addr(), "echo listener up");
+        echoes.push(e);
+    }
+    let transport = transport_name(&cfg.transport);
+    let snapshot = {
+        let (device, store_stats, echo_stats) =
+            (device.clone(), store_stats.clone(), echo_stats.clone());
+        move || metrics::Snapshot {
+            transport,
+            device: device.counters(),
+            store: store_stats
+                .as_ref()
+                .map(|s| s.snapshot())
+                .unwrap_or_default(),
+            echo_connections: echo_stats.connections.load(Ordering::Relaxed),
+            echo_messages: echo_stats.messages.load(Ordering::Relaxed),
+            uptime_seconds: started.elapsed().as_secs(),
+        }
+    };
+    let metrics_srv = match cfg.metrics {
+        MetricsAddr::Off => None,
+        MetricsAddr::On(a) => Some(
+            metrics::MetricsServer::start(a, snapshot.clone())
+                .map_err(|e| start_err(format!("metrics endpoint {a}"), e))?,
+        ),
+    };
+    let control =
+        control::ControlServer::start(&cfg.control_socket, move || snapshot().to_prometheus())
+            .map_err(|e| {
+                start_err(
+                    format!("control socket {}", cfg.control_socket.display()),
+                    e,
+                )
+            })?;
+
+    let mut ready = format!("xwarpd ready transport={transport}");
+    if let Some(s) = &store {
+        ready += &format!(" store={}", s.local_addr());
+    }
+    for e in &echoes {
+        ready += &format!(" listener={}", e.local_addr());
+    }
+    if let Some(m) = &metrics_srv {
+        ready += &format!(" metrics={}", m.local_addr());
+    }
+    ready += &format!(" control={}", cfg.control_socket.display());
+    tracing::info!("{ready}");
+    println!("{ready}");
+
+    let sig = loop {
+        if let Some(s) = signals::received() {
+            break s;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    tracing::info!(signal = sig, "shutting down");
+    drop(control);
+    drop(metrics_srv);
+    drop(echoes);
+    if let Some(s) = store {
+        s.shutdown();
+    }
+    // The XDP transport will detach its program and free its UMEM here when it exists.
+    drop(device);
+    tracing::info!("stopped cleanly");
+    println!("xwarpd stopped signal={sig}");
+    Ok(sig)
+}

@@ -1,1 +1,32 @@
-//! The block-storage service: an mmap-ed, registered file served over RPC-over-RDMA.
+//! The block-storage service: a file, mmap'ed shared, served over RPC-over-RDMA (the `rpcrdma`
+//! crate's storage program: READ, WRITE, COMMIT, GETATTR), and its client library.
+//!
+//! - [`MappedFile`]: the backing file; what the service copies in is in the page cache at once,
+//!   [`MappedFile::sync`] makes it durable.
+//! - [`StoreServer`]: listens, serves each connection on its own thread, one call at a time.
+//!   READ data is RDMA-Written into the client's write chunk, WRITE data RDMA-Read from its
+//!   read chunk (both through a registered staging buffer per connection, then one copy to or
+//!   from the mapping).
+//! - [`StoreClient`]: connect, [`read`](StoreClient::read) into a registered buffer,
+//!   [`write`](StoreClient::write), [`commit`](StoreClient::commit),
+//!   [`getattr`](StoreClient::getattr).
+//!
+//! Connection parameters travel as RFC 8797 private data in the MPA Request and Reply: both
+//! sides offer [`INLINE_SIZE`]-byte Sends and receive buffers.
+
+mod client;
+mod mapped;
+mod server;
+mod stats;
+
+pub use client::{Attributes, ClientOptions, ReadResult, StoreClient, StoreError, WriteResult};
+pub use mapped::MappedFile;
+pub use server::{ServerOptions, StoreServer, BLOCK_SIZE};
+pub use stats::{ConnSnapshot, ConnStats, StoreStats};
+
+/// Send and receive buffer size both ends offer (RFC 8797 private data).
+pub const INLINE_SIZE: u32 = 8192;
+/// Largest READ or WRITE per call by default.
+pub const DEFAULT_MAX_IO: u32 = 4 << 20;
+/// Receive buffers a client keeps posted for replies.
+const REPLY_BUFFERS: usize = 4;

@@ -1,0 +1,265 @@
+//! Counters in the Prometheus text exposition format, and a tiny HTTP responder serving them
+//! (any `GET` answers the metrics; one request per connection).
+
+use super::worker::Worker;
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::time::Duration;
+
+use crate::store::ConnSnapshot;
+use crate::CounterSnapshot;
+
+/// Everything the daemon reports, at one instant.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// Transport name (`kernel`, `xdp`).
+    pub transport: &'static str,
+    /// The device's (engine's) counters.
+    pub device: CounterSnapshot,
+    /// The store's connections.
+    pub store: Vec<ConnSnapshot>,
+    /// Echo listener counters: connections and messages echoed.
+    pub echo_connections: u64,
+    /// Messages echoed.
+    pub echo_messages: u64,
+    /// Seconds since start.
+    pub uptime_seconds: u64,
+}
+
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+impl Snapshot {
+    /// Renders the Prometheus text format (version 0.0.4).
+    pub fn to_prometheus(&self) -> String {
+        let mut o = String::new();
+        let t = self.transport;
+        let metric = |o: &mut String, name: &str, kind: &str, help: &str, v: u64| {
+            let _ = writeln!(o, "# HELP xwarpd_{name} {help}");
+            let _ = writeln!(o, "# TYPE xwarpd_{name} {kind}");
+            let _ = writeln!(o, "xwarpd_{name}{{transport=\"{t}\"}} {v}");
+        };
+        let d = &self.device;
+        metric(
+            &mut o,
+            "uptime_seconds",
+            "gauge",
+            "Seconds since the daemon started.",
+            self.uptime_seconds,
+        );
+        for (name, help, v) in [
+            (
+                "tcp_accepted_total",
+                "TCP connections accepted by listeners.",
+                d.tcp_accepted,
+            ),
+            (
+                "mpa_established_total",
+                "MPA connections established.",
+                d.mpa_established,
+            ),
+            (
+                "startup_malformed_total",
+                "Malformed MPA startup frames.",
+                d.startup_malformed,
+            ),
+            (
+                "startup_timeouts_total",
+                "MPA startups that timed out.",
+                d.startup_timeouts,
+            ),
+            (
+                "startup_rejected_total",
+                "MPA connections rejected.",
+                d.startup_rejected,
+            ),
+            ("crc_errors_total", "FPDUs with a bad CRC.", d.crc_errors),
+            ("marker_errors_total", "MPA marker errors.", d.marker_errors),
+            (
+                "framing_errors_total",
+                "Other framing errors.",
+                d.framing_errors,
+            ),
+            (
+                "terminates_sent_total",
+                "Terminate messages sent.",
+                d.terminates_sent,
+            ),
+            (
+                "terminates_received_total",
+                "Terminate messages received.",
+                d.terminates_received,
+            ),
+            (
+                "connection_errors_total",
+                "Connections that ended in error.",
+                d.connection_errors,
+            ),
+            ("tx_bytes_total", "Bytes sent.", d.tx_bytes),
+            ("rx_bytes_total", "Bytes received.", d.rx_bytes),
+            (
+                "echo_connections_total",
+                "Connections of the echo listeners.",
+                self.echo_connections,
+            ),
+            (
+                "echo_messages_total",
+                "Sends echoed by the echo listeners.",
+                self.echo_messages,
+            ),
+        ] {
+            metric(&mut o, name, "counter", help, v);
+        }
+        type Field = fn(&ConnSnapshot) -> u64;
+        let per_conn: [(&str, &str, Field); 8] = [
+            ("store_reads_total", "READ calls.", |c| c.reads),
+            ("store_writes_total", "WRITE calls.", |c| c.writes),
+            ("store_commits_total", "COMMIT calls.", |c| c.commits),
+            ("store_other_calls_total", "GETATTR and NULL calls.", |c| {
+                c.other_calls
+            }),
+            ("store_read_bytes_total", "Bytes returned by READ.", |c| {
+                c.bytes_read
+            }),
+            ("store_written_bytes_total", "Bytes stored by WRITE.", |c| {
+                c.bytes_written
+            }),
+            (
+                "store_errors_total",
+                "Calls answered with a non-OK status.",
+                |c| c.errors,
+            ),
+            (
+                "store_refused_total",
+                "Messages refused (RDMA_ERROR, RPC rejections).",
+                |c| c.refused,
+            ),
+        ];
+        let _ = writeln!(
+            o,
+            "# HELP xwarpd_store_connections Store connections now open."
+        );
+        let _ = writeln!(o, "# TYPE xwarpd_store_connections gauge");
+        let open = self.store.iter().filter(|c| c.connected).count();
+        let _ = writeln!(o, "xwarpd_store_connections {open}");
+        for (name, help, f) in per_conn {
+            let _ = writeln!(o, "# HELP xwarpd_{name} {help} Per connection.");
+            let _ = writeln!(o, "# TYPE xwarpd_{name} counter");
+            for (i, c) in self.store.iter().enumerate() {
+                let _ = writeln!(
+                    o,
+                    "xwarpd_{name}{{conn=\"{i}\",peer=\"{}\"}} {}",
+                    escape(&c.peer),
+                    f(c)
+                );
+            }
+        }
+        o
+    }
+}
+
+/// The metrics endpoint: a thread answering HTTP GETs with [`Snapshot::to_prometheus`].
+#[derive(Debug)]
+pub struct MetricsServer {
+    local: SocketAddr,
+    _worker: Worker,
+}
+
+impl MetricsServer {
+    /// Binds `addr` and serves what `snapshot` returns.
+    pub fn start(
+        addr: SocketAddr,
+        snapshot: impl Fn() -> Snapshot + Send + 'static,
+    ) -> std::io::Result<Self> {
+        let l = TcpListener::bind(addr)?;
+        l.set_nonblocking(true)?;
+        let local = l.local_addr()?;
+        let worker = Worker::spawn("xwarpd-metrics", move |stop| {
+            while Worker::running(stop) {
+                match l.accept() {
+                    Ok((mut c, _)) => {
+                        let _ = c.set_nonblocking(false);
+                        let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
+                        let _ = c.set_write_timeout(Some(Duration::from_secs(2)));
+                        let mut req = [0u8; 2048];
+                        let n = c.read(&mut req).unwrap_or(0);
+                        let resp = if req[..n].starts_with(b"GET ") {
+                            let body = snapshot().to_prometheus();
+                            format!(
+                                    "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                                    body.len()
+                                )
+                        } else {
+                            "HTTP/1.0 405 Method Not Allowed\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".into()
+                        };
+                        let _ = c.write_all(resp.as_bytes());
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(20)),
+                }
+            }
+        })?;
+        Ok(Self {
+            local,
+            _worker: worker,
+        })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prometheus_text_has_help_type_and_labels() {
+        let s = Snapshot {
+            transport: "kernel",
+            device: CounterSnapshot {
+                tx_bytes: 42,
+                ..CounterSnapshot::default()
+            },
+            store: vec![ConnSnapshot {
+                peer: "198.18.0.2:4000".into(),
+                connected: true,
+                reads: 3,
+                ..ConnSnapshot::default()
+            }],
+            ..Snapshot::default()
+        };
+        let t = s.to_prometheus();
+        assert!(t.contains("# TYPE xwarpd_tx_bytes_total counter\n"));
+        assert!(t.contains("xwarpd_tx_bytes_total{transport=\"kernel\"} 42\n"));
+        assert!(t.contains("xwarpd_store_reads_total{conn=\"0\",peer=\"198.18.0.2:4000\"} 3\n"));
+        assert!(t.contains("xwarpd_store_connections 1\n"));
+        // Every sample line is `name{labels} value` or `name value`.
+        for l in t.lines().filter(|l| !l.starts_with('#')) {
+            let v = l.rsplit(' ').next().unwrap();
+            assert!(v.parse::<u64>().is_ok(), "{l}");
+        }
+    }
+
+    #[test]
+    fn http_get_answers_the_metrics() {
+        let m = MetricsServer::start("127.0.0.1:0".parse().unwrap(), || Snapshot {
+            transport: "kernel",
+            echo_messages: 7,
+            ..Snapshot::default()
+        })
+        .unwrap();
+        let mut c = std::net::TcpStream::connect(m.local_addr()).unwrap();
+        c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut s = String::new();
+        c.read_to_string(&mut s).unwrap();
+        assert!(s.starts_with("HTTP/1.0 200 OK\r\n"), "{s}");
+        assert!(s.contains("xwarpd_echo_messages_total{transport=\"kernel\"} 7"));
+    }
+}

@@ -1,0 +1,433 @@
+//! The store's client: one connection, one call at a time, data straight between the caller's
+//! registered buffer and the server's file (the server RDMA-Writes READ data into the buffer and
+//! RDMA-Reads WRITE data out of it; small transfers travel inline).
+//!
+//! ```no_run
+//! use dataplane::store::{StoreClient, ClientOptions};
+//! use dataplane::Access;
+//! let mut c = StoreClient::connect("198.18.0.1:20049".parse().unwrap(), &ClientOptions::default()).unwrap();
+//! let buf = c.pd().register(1 << 20, Access::ALL).unwrap();
+//! buf.write(0, b"hello").unwrap();
+//! c.write(4096, &buf, 0..5).unwrap();
+//! c.commit(0, 0).unwrap();
+//! let got = c.read(4096, &buf, 100..105).unwrap();
+//! assert_eq!(got.len, 5);
+//! ```
+
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::time::Duration;
+
+use rpcrdma::negotiation::PrivateData;
+use rpcrdma::storage::{
+    CommitArgs, GetattrOk, ReadArgs, Status, StorageCall, StorageProc, StorageReply, WriteArgs,
+};
+use rpcrdma::storage_send::CallChunks;
+use rpcrdma::{
+    ChunkPlanner, ClientEvent, ClientSession, ErrorBody, Payload, Placement, Rules, Segment,
+    WriteChunk,
+};
+
+use super::{INLINE_SIZE, REPLY_BUFFERS};
+use crate::{
+    Access, ConnectError, ConnectionConfig, Device, MemoryRegion, Opcode, PostError,
+    ProtectionDomain, QpInit, QueuePair, Transport,
+};
+
+/// How a client connects.
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    /// Transport of the client's device (the kernel transport today).
+    pub transport: Transport,
+    /// MPA and queue settings.
+    pub connection: ConnectionConfig,
+    /// How long one call may take before it fails with [`StoreError::Timeout`].
+    pub call_timeout: Duration,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        Self {
+            transport: Transport::Kernel,
+            connection: ConnectionConfig::default(),
+            call_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Why a store call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The device could not be opened.
+    #[error(transparent)]
+    Device(#[from] crate::DeviceError),
+    /// Connecting failed (TCP, MPA startup, rejection).
+    #[error("connect: {0}")]
+    Connect(#[from] ConnectError),
+    /// Registering the client's own buffers failed.
+    #[error(transparent)]
+    Register(#[from] crate::RegisterError),
+    /// A work request could not be posted (the buffer is not from [`StoreClient::pd`], a range
+    /// is out of bounds, the connection is down).
+    #[error("post: {0}")]
+    Post(#[from] PostError),
+    /// The caller's arguments are unusable (empty or oversized range, wrong access rights).
+    #[error("invalid argument: {0}")]
+    Invalid(&'static str),
+    /// The server answered with a non-OK status.
+    #[error("server status {0:?}")]
+    Status(Status),
+    /// The server refused the call at the transport level (RDMA_ERROR).
+    #[error("RDMA_ERROR from the server: {0:?}")]
+    Refused(ErrorBody),
+    /// The RPC was not accepted (PROG_UNAVAIL, GARBAGE_ARGS, ...) or the reply was unusable.
+    #[error("RPC failed: {0}")]
+    Rpc(String),
+    /// No reply in time.
+    #[error("no reply within the call timeout")]
+    Timeout,
+    /// The connection broke.
+    #[error("connection lost")]
+    Disconnected,
+}
+
+/// The store's attributes (GETATTR).
+pub type Attributes = GetattrOk;
+
+/// What a READ returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadResult {
+    /// Bytes placed at the start of the range.
+    pub len: u32,
+    /// The read reached the end of the store.
+    pub eof: bool,
+}
+
+/// What a WRITE returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteResult {
+    /// Bytes written.
+    pub count: u32,
+    /// The data is already durable (the call asked for a stable write).
+    pub committed: bool,
+    /// The server's boot verifier: a change means uncommitted data may be lost.
+    pub verifier: u64,
+}
+
+/// A connected store client.
+pub struct StoreClient {
+    // Field order is drop order: the connection closes before its regions go.
+    qp: QueuePair,
+    session: ClientSession,
+    pd: ProtectionDomain,
+    cq: crate::CompletionQueue,
+    rcq: crate::CompletionQueue,
+    send_mr: MemoryRegion,
+    recv_mr: MemoryRegion,
+    timeout: Duration,
+    _device: Device,
+}
+
+impl std::fmt::Debug for StoreClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreClient")
+            .field("qp", &self.qp.num())
+            .finish()
+    }
+}
+
+fn first_xid() -> u32 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos() ^ (d.as_secs() as u32))
+        .unwrap_or(1);
+    t ^ std::process::id().rotate_left(16)
+}
+
+impl StoreClient {
+    /// Connects to a store server at `addr`, negotiating inline sizes with RFC 8797 private data.
+    pub fn connect(addr: SocketAddr, opts: &ClientOptions) -> Result<Self, StoreError> {
+        let device = Device::open(opts.transport.clone())?;
+        let pd = device.alloc_pd();
+        let cq = device.create_cq();
+        let rcq = device.create_cq();
+        let send_mr = pd.register(INLINE_SIZE as usize, Access::LOCAL_WRITE)?;
+        let recv_mr = pd.register(INLINE_SIZE as usize * REPLY_BUFFERS, Access::LOCAL_WRITE)?;
+        let mine = PrivateData {
+            remote_invalidation: false,
+            send_size: INLINE_SIZE,
+            recv_size: INLINE_SIZE,
+        };
+        let init = QpInit {
+            pd: pd.clone(),
+            send_cq: cq.clone(),
+            recv_cq: rcq.clone(),
+        };
+        let qp = device.connect(addr, init, &opts.connection, &mine.encode())?;
+        let server = PrivateData::decode(qp.peer_private_data());
+        let (call, reply) = PrivateData::inline_limits(&mine, server.as_ref());
+        let planner = ChunkPlanner {
+            max_inline_call: call,
+            max_inline_reply: reply,
+            ..ChunkPlanner::default()
+        };
+        for i in 0..REPLY_BUFFERS {
+            let s = i * INLINE_SIZE as usize;
+            qp.post_recv(i as u64, &recv_mr, s..s + INLINE_SIZE as usize)?;
+        }
+        Ok(Self {
+            session: ClientSession::new(
+                REPLY_BUFFERS as u32,
+                first_xid(),
+                planner,
+                Rules::default(),
+            ),
+            qp,
+            pd,
+            cq,
+            rcq,
+            send_mr,
+            recv_mr,
+            timeout: opts.call_timeout,
+            _device: device,
+        })
+    }
+
+    /// The protection domain buffers for [`read`](Self::read) and [`write`](Self::write) must
+    /// be registered in (`pd().register(len, Access::ALL)`).
+    pub fn pd(&self) -> &ProtectionDomain {
+        &self.pd
+    }
+
+    /// The store's size and limits.
+    pub fn getattr(&mut self) -> Result<Attributes, StoreError> {
+        match self.call(&StorageCall::Getattr, &CallChunks::default(), None)? {
+            Answer::Getattr(a) => Ok(a),
+            _ => Err(StoreError::Rpc("reply of another procedure".into())),
+        }
+    }
+
+    /// Reads `range.len()` bytes at `offset` of the store into `buf[range]`. Large reads are
+    /// RDMA-Written by the server straight into `buf` (which needs [`Access::REMOTE_WRITE`]);
+    /// small ones come inline and are copied in. A read past the end returns fewer bytes with
+    /// `eof`.
+    pub fn read(
+        &mut self,
+        offset: u64,
+        buf: &MemoryRegion,
+        range: Range<usize>,
+    ) -> Result<ReadResult, StoreError> {
+        let count = self.check_range(buf, &range)?;
+        let plan = self
+            .session
+            .plan(StorageProc::Read, count)
+            .map_err(|e| StoreError::Rpc(e.to_string()))?;
+        let mut chunks = CallChunks::default();
+        if plan.bulk_result == Placement::Chunk {
+            if !buf.access().contains(Access::REMOTE_WRITE) {
+                return Err(StoreError::Invalid("READ buffer lacks REMOTE_WRITE access"));
+            }
+            chunks.read_result = Some(WriteChunk::new(vec![Segment {
+                handle: buf.stag(),
+                length: count,
+                offset: range.start as u64,
+            }]));
+        }
+        let call = StorageCall::Read(ReadArgs { offset, count });
+        match self.call(&call, &chunks, Some((buf, range.start)))? {
+            Answer::Read(r) => Ok(r),
+            _ => Err(StoreError::Rpc("reply of another procedure".into())),
+        }
+    }
+
+    /// Writes `buf[range]` at `offset` of the store. Large writes are RDMA-Read by the server
+    /// straight out of `buf` (which needs [`Access::REMOTE_READ`]); small ones go inline.
+    /// `stable` asks the server to make the data durable before it answers.
+    pub fn write_with(
+        &mut self,
+        offset: u64,
+        buf: &MemoryRegion,
+        range: Range<usize>,
+        stable: bool,
+    ) -> Result<WriteResult, StoreError> {
+        let count = self.check_range(buf, &range)?;
+        let plan = self
+            .session
+            .plan(StorageProc::Write, count)
+            .map_err(|e| StoreError::Rpc(e.to_string()))?;
+        let mut chunks = CallChunks::default();
+        let mut inline = Vec::new();
+        let data = if plan.bulk_arg == Placement::Chunk {
+            if !buf.access().contains(Access::REMOTE_READ) {
+                return Err(StoreError::Invalid("WRITE buffer lacks REMOTE_READ access"));
+            }
+            chunks.write_data = vec![Segment {
+                handle: buf.stag(),
+                length: count,
+                offset: range.start as u64,
+            }];
+            Payload::ReadChunk {
+                position: 0,
+                len: count,
+            }
+        } else {
+            inline.resize(range.len(), 0);
+            buf.read(range.start, &mut inline)
+                .ok_or(StoreError::Invalid("range outside the buffer"))?;
+            Payload::Inline(&inline)
+        };
+        let call = StorageCall::Write(WriteArgs {
+            offset,
+            stable,
+            data,
+        });
+        match self.call(&call, &chunks, None)? {
+            Answer::Write(w) => Ok(w),
+            _ => Err(StoreError::Rpc("reply of another procedure".into())),
+        }
+    }
+
+    /// [`write_with`](Self::write_with), unstable (make it durable with [`commit`](Self::commit)).
+    pub fn write(
+        &mut self,
+        offset: u64,
+        buf: &MemoryRegion,
+        range: Range<usize>,
+    ) -> Result<WriteResult, StoreError> {
+        self.write_with(offset, buf, range, false)
+    }
+
+    /// Makes `[offset, offset+count)` durable (`count` 0: the whole store). Returns the server's
+    /// boot verifier. Once this returns, the data survives a crash of the server.
+    pub fn commit(&mut self, offset: u64, count: u32) -> Result<u64, StoreError> {
+        let call = StorageCall::Commit(CommitArgs { offset, count });
+        match self.call(&call, &CallChunks::default(), None)? {
+            Answer::Commit(v) => Ok(v),
+            _ => Err(StoreError::Rpc("reply of another procedure".into())),
+        }
+    }
+
+    fn check_range(&self, buf: &MemoryRegion, range: &Range<usize>) -> Result<u32, StoreError> {
+        if !std::sync::Arc::ptr_eq(&buf.pd, &self.pd.inner) {
+            return Err(StoreError::Invalid(
+                "buffer not registered in this client's protection domain (use pd())",
+            ));
+        }
+        if range.start >= range.end || range.end > buf.len() {
+            return Err(StoreError::Invalid(
+                "empty range or range outside the buffer",
+            ));
+        }
+        u32::try_from(range.len()).map_err(|_| StoreError::Invalid("range longer than 4 GiB"))
+    }
+
+    /// Sends one call and waits for its answer.
+    fn call(
+        &mut self,
+        call: &StorageCall<'_>,
+        chunks: &CallChunks,
+        read_into: Option<(&MemoryRegion, usize)>,
+    ) -> Result<Answer, StoreError> {
+        let mut send = [0u8; INLINE_SIZE as usize];
+        let (xid, n) = self
+            .session
+            .start_call(&mut send, call, chunks)
+            .map_err(|e| StoreError::Rpc(e.to_string()))?;
+        self.send_mr
+            .write(0, &send[..n])
+            .ok_or(StoreError::Invalid("call too long"))?;
+        self.qp.post_send(u64::from(xid), &self.send_mr, 0..n)?;
+        let deadline = std::time::Instant::now() + self.timeout;
+        loop {
+            // Keep the send queue's completions drained; a failed Send fails the call.
+            while let Some(c) = self.cq.poll_one() {
+                if !c.is_ok() {
+                    return Err(StoreError::Disconnected);
+                }
+            }
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return Err(StoreError::Timeout);
+            }
+            let wait = (deadline - now).min(Duration::from_millis(200));
+            let Some(c) = self.rcq.wait(wait) else {
+                if !self.qp.is_connected() {
+                    return Err(StoreError::Disconnected);
+                }
+                continue;
+            };
+            if c.opcode != Opcode::Recv || !c.is_ok() {
+                return Err(StoreError::Disconnected);
+            }
+            let slot = c.wr_id as usize;
+            let start = slot * INLINE_SIZE as usize;
+            let len = (c.byte_len as usize).min(INLINE_SIZE as usize);
+            let mut msg = vec![0u8; len];
+            self.recv_mr.read(start, &mut msg);
+            self.qp
+                .post_recv(c.wr_id, &self.recv_mr, start..start + INLINE_SIZE as usize)?;
+            match self.session.handle_receive(&msg) {
+                ClientEvent::Reply { xid: x, reply, .. } if x == xid => {
+                    return answer(reply.reply, read_into, &reply.rpc);
+                }
+                ClientEvent::Refused { xid: x, body } if x == xid => {
+                    return Err(StoreError::Refused(body))
+                }
+                ClientEvent::Failed { xid: x, error } if x == xid => {
+                    return Err(StoreError::Rpc(error.to_string()))
+                }
+                ClientEvent::LongReply { .. } => {
+                    return Err(StoreError::Rpc("long replies are not supported".into()))
+                }
+                _ => continue,
+            }
+        }
+    }
+}
+
+enum Answer {
+    Read(ReadResult),
+    Write(WriteResult),
+    Commit(u64),
+    Getattr(Attributes),
+    Null,
+}
+
+fn answer(
+    reply: Option<StorageReply<'_>>,
+    read_into: Option<(&MemoryRegion, usize)>,
+    rpc: &rpcrdma::ReplyHeader<'_>,
+) -> Result<Answer, StoreError> {
+    let Some(reply) = reply else {
+        return Err(StoreError::Rpc(format!("not accepted: {rpc:?}")));
+    };
+    Ok(match reply {
+        StorageReply::Null => Answer::Null,
+        StorageReply::Read(r) => {
+            let ok = r.map_err(StoreError::Status)?;
+            let len = match ok.data {
+                Payload::Inline(d) => {
+                    let (mr, at) = read_into.ok_or(StoreError::Invalid("no READ buffer"))?;
+                    mr.write(at, d)
+                        .ok_or(StoreError::Rpc("more READ data than asked".into()))?;
+                    d.len() as u32
+                }
+                Payload::WriteChunk { len, .. } => len,
+                Payload::ReadChunk { .. } => {
+                    return Err(StoreError::Rpc("READ data in a read chunk".into()))
+                }
+            };
+            Answer::Read(ReadResult { len, eof: ok.eof })
+        }
+        StorageReply::Write(w) => {
+            let w = w.map_err(StoreError::Status)?;
+            Answer::Write(WriteResult {
+                count: w.count,
+                committed: w.committed,
+                verifier: w.verifier,
+            })
+        }
+        StorageReply::Commit(c) => Answer::Commit(c.map_err(StoreError::Status)?.verifier),
+        StorageReply::Getattr(g) => Answer::Getattr(g.map_err(StoreError::Status)?),
+    })
+}

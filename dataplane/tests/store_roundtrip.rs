@@ -1,0 +1,234 @@
+//! The block store over loopback, in process: what the client writes reads back equal (1 B to
+//! 4 MiB, unaligned offsets, inline and chunked paths), GETATTR, range errors, and bad
+//! transport headers answered with RDMA_ERROR as the rpcrdma crate decides (RPCRDMA ERR_VERS,
+//! ERR_CHUNK).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use dataplane::store::{
+    ClientOptions, MappedFile, ServerOptions, StoreClient, StoreError, StoreServer,
+};
+use dataplane::{Access, ConnectionConfig, Device, QpInit, Transport};
+use rpcrdma::storage::Status;
+use rpcrdma::{receive_at_client, ClientInbound, ErrorBody, HeaderRepr, Rules};
+
+struct TempFile(PathBuf);
+impl TempFile {
+    fn new(name: &str) -> Self {
+        let p = std::env::temp_dir().join(format!("xwarp-store-{}-{name}.img", std::process::id()));
+        let _ = std::fs::remove_file(&p);
+        Self(p)
+    }
+}
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn server(file: &TempFile, size: u64) -> (Device, StoreServer) {
+    let dev = Device::open(Transport::Kernel).unwrap();
+    let f = MappedFile::open(&file.0, Some(size)).unwrap();
+    let s = StoreServer::start(
+        &dev,
+        "127.0.0.1:0".parse().unwrap(),
+        f,
+        ServerOptions::default(),
+    )
+    .unwrap();
+    (dev, s)
+}
+
+/// Deterministic bytes (xorshift) so a mismatch is reproducible.
+fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+#[test]
+fn write_then_read_back_equal_from_1_byte_to_4_mib_at_unaligned_offsets() {
+    let f = TempFile::new("rt");
+    let (_dev, srv) = server(&f, 64 << 20);
+    let mut c = StoreClient::connect(srv.local_addr(), &ClientOptions::default()).unwrap();
+    let attr = c.getattr().unwrap();
+    assert_eq!(attr.size, 64 << 20);
+    assert!(attr.max_io >= 4 << 20);
+    let src = c.pd().register(4 << 20, Access::ALL).unwrap();
+    let dst = c.pd().register((4 << 20) + 8, Access::ALL).unwrap();
+    let sizes = [
+        1usize,
+        3,
+        100,
+        1023,
+        4095,
+        4096,
+        4097,
+        65_537,
+        1 << 20,
+        (1 << 20) + 7,
+        4 << 20,
+    ];
+    let mut offset = 1u64; // unaligned on purpose
+    for (i, &n) in sizes.iter().enumerate() {
+        let data = pattern(i as u64 + 7, n);
+        src.write(0, &data).unwrap();
+        let w = c.write(offset, &src, 0..n).unwrap();
+        assert_eq!(w.count as usize, n);
+        // Read into an unaligned place of another buffer.
+        let r = c.read(offset, &dst, 3..3 + n).unwrap();
+        assert_eq!(r.len as usize, n, "size {n}");
+        let mut got = vec![0u8; n];
+        dst.read(3, &mut got).unwrap();
+        assert!(got == data, "size {n} at offset {offset}: data differs");
+        offset += n as u64 + 4093;
+    }
+    // The bytes are in the file itself (the mapping is shared).
+    c.commit(0, 0).unwrap();
+    let bytes = std::fs::read(&f.0).unwrap();
+    assert_eq!(bytes[1], pattern(7, 1)[0]);
+    let st = srv.stats().snapshot();
+    assert_eq!(st.len(), 1);
+    assert_eq!(st[0].writes, sizes.len() as u64);
+    assert_eq!(st[0].reads, sizes.len() as u64);
+    assert_eq!(st[0].bytes_written, sizes.iter().sum::<usize>() as u64);
+}
+
+#[test]
+fn read_at_the_end_is_short_with_eof_and_beyond_is_out_of_range() {
+    let f = TempFile::new("eof");
+    let (_dev, srv) = server(&f, 10_000);
+    let mut c = StoreClient::connect(srv.local_addr(), &ClientOptions::default()).unwrap();
+    let b = c.pd().register(1 << 16, Access::ALL).unwrap();
+    // Chunked (>= 4096) and inline reads across the end.
+    let r = c.read(9_000, &b, 0..8192).unwrap();
+    assert_eq!((r.len, r.eof), (1000, true));
+    let r = c.read(9_990, &b, 0..100).unwrap();
+    assert_eq!((r.len, r.eof), (10, true));
+    let r = c.read(0, &b, 0..100).unwrap();
+    assert!(!r.eof);
+    assert!(matches!(
+        c.read(20_000, &b, 0..10),
+        Err(StoreError::Status(Status::OutOfRange))
+    ));
+    assert!(matches!(
+        c.write(9_999, &b, 0..2),
+        Err(StoreError::Status(Status::OutOfRange))
+    ));
+    assert!(matches!(
+        c.write(5_000, &b, 0..8192),
+        Err(StoreError::Status(Status::OutOfRange))
+    ));
+    // The connection still works after refusals.
+    assert_eq!(c.getattr().unwrap().size, 10_000);
+    // A buffer of another protection domain is refused locally (the server could not reach it).
+    let other = dataplane::Device::open(Transport::Kernel)
+        .unwrap()
+        .alloc_pd();
+    let foreign = other.register(8192, Access::ALL).unwrap();
+    assert!(matches!(
+        c.read(0, &foreign, 0..8192),
+        Err(StoreError::Invalid(_))
+    ));
+    // A buffer without remote access is refused locally for chunked transfers.
+    let local = c.pd().register(8192, Access::LOCAL_WRITE).unwrap();
+    assert!(matches!(
+        c.read(0, &local, 0..8192),
+        Err(StoreError::Invalid(_))
+    ));
+}
+
+#[test]
+fn two_clients_see_each_others_committed_writes() {
+    let f = TempFile::new("two");
+    let (_dev, srv) = server(&f, 1 << 20);
+    let mut a = StoreClient::connect(srv.local_addr(), &ClientOptions::default()).unwrap();
+    let mut b = StoreClient::connect(srv.local_addr(), &ClientOptions::default()).unwrap();
+    let ba = a.pd().register(65536, Access::ALL).unwrap();
+    let bb = b.pd().register(65536, Access::ALL).unwrap();
+    ba.write(0, &pattern(3, 65536)).unwrap();
+    a.write_with(12_345, &ba, 0..65536, true).unwrap();
+    b.read(12_345, &bb, 0..65536).unwrap();
+    let mut got = vec![0u8; 65536];
+    bb.read(0, &mut got).unwrap();
+    assert!(got == pattern(3, 65536));
+    assert_eq!(srv.stats().snapshot().len(), 2);
+}
+
+/// Sends raw bytes as one Send on a plain verbs connection and returns the answer.
+fn raw_exchange(addr: std::net::SocketAddr, msg: &[u8]) -> Vec<u8> {
+    let dev = Device::open(Transport::Kernel).unwrap();
+    let pd = dev.alloc_pd();
+    let (scq, rcq) = (dev.create_cq(), dev.create_cq());
+    let mr = pd.register(16384, Access::LOCAL_WRITE).unwrap();
+    let init = QpInit {
+        pd: pd.clone(),
+        send_cq: scq,
+        recv_cq: rcq.clone(),
+    };
+    let pdata = rpcrdma::negotiation::PrivateData {
+        remote_invalidation: false,
+        send_size: 8192,
+        recv_size: 8192,
+    }
+    .encode();
+    let qp = dev
+        .connect(addr, init, &ConnectionConfig::default(), &pdata)
+        .unwrap();
+    qp.post_recv(1, &mr, 8192..16384).unwrap();
+    mr.write(0, msg).unwrap();
+    qp.post_send(2, &mr, 0..msg.len()).unwrap();
+    let c = rcq.wait(Duration::from_secs(20)).expect("an answer");
+    assert!(c.is_ok());
+    let mut out = vec![0u8; c.byte_len as usize];
+    mr.read(8192, &mut out).unwrap();
+    out
+}
+
+#[test]
+fn rpcrdma_bad_version_is_answered_with_err_vers() {
+    let f = TempFile::new("vers");
+    let (_dev, srv) = server(&f, 1 << 20);
+    // A call header claiming version 2.
+    let mut msg = HeaderRepr::done(0x1234, 1).to_vec();
+    msg[4..8].copy_from_slice(&2u32.to_be_bytes());
+    msg.extend_from_slice(&[0u8; 32]);
+    let out = raw_exchange(srv.local_addr(), &msg);
+    match receive_at_client(&out, &Rules::default()) {
+        ClientInbound::Error { xid, body, .. } => {
+            assert_eq!(xid, 0x1234);
+            assert!(matches!(body, ErrorBody::Vers { .. }), "{body:?}");
+        }
+        other => panic!("expected RDMA_ERROR, got {other:?}"),
+    }
+    assert_eq!(srv.stats().snapshot()[0].refused, 1);
+}
+
+#[test]
+fn rpcrdma_bad_chunk_is_answered_with_err_chunk() {
+    let f = TempFile::new("chunk");
+    let (_dev, srv) = server(&f, 1 << 20);
+    // RDMA_MSG whose read list is cut short: present flag, then nothing.
+    let mut msg = Vec::new();
+    for w in [
+        0x55u32, 1, 8, 0, /* RDMA_MSG */
+        1, /* read list: an entry follows */
+    ] {
+        msg.extend_from_slice(&w.to_be_bytes());
+    }
+    let out = raw_exchange(srv.local_addr(), &msg);
+    match receive_at_client(&out, &Rules::default()) {
+        ClientInbound::Error { xid, body, .. } => {
+            assert_eq!(xid, 0x55);
+            assert_eq!(body, ErrorBody::Chunk, "{body:?}");
+        }
+        other => panic!("expected RDMA_ERROR, got {other:?}"),
+    }
+}

@@ -1,0 +1,357 @@
+//! The xwarpd binary end to end on loopback: clear config errors (never a panic), the ready
+//! line, `xwarpd stats` and the Prometheus endpoint with counters that move, clean shutdown on
+//! SIGTERM and SIGINT, and committed data surviving kill -9 and a restart on the same file.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use dataplane::store::{ClientOptions, StoreClient};
+use dataplane::Access;
+
+const BIN: &str = env!("CARGO_BIN_EXE_xwarpd");
+
+struct Tmp(PathBuf);
+impl Tmp {
+    fn new(name: &str) -> Self {
+        let p = std::env::temp_dir().join(format!("xwarpd-t-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_file(&p);
+        Self(p)
+    }
+}
+impl Drop for Tmp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// A running daemon; killed on drop if the test did not stop it.
+struct Daemon {
+    child: Option<Child>,
+    stdout: BufReader<ChildStdout>,
+    ready: String,
+}
+
+impl Daemon {
+    fn start(args: &[&str]) -> Daemon {
+        let mut child = Command::new(BIN)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn xwarpd");
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut ready = String::new();
+        stdout.read_line(&mut ready).unwrap();
+        if !ready.starts_with("xwarpd ready") {
+            let _ = child.kill();
+            let mut e = String::new();
+            let _ = child.stderr.take().unwrap().read_to_string(&mut e);
+            panic!("xwarpd did not start: {ready:?}\n{e}");
+        }
+        Daemon {
+            child: Some(child),
+            stdout,
+            ready,
+        }
+    }
+
+    fn field(&self, key: &str) -> String {
+        self.ready
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix(&format!("{key}=")))
+            .unwrap_or_else(|| panic!("{key} missing in {:?}", self.ready))
+            .to_string()
+    }
+
+    fn signal(&mut self, sig: i32) {
+        let pid = self.child.as_ref().unwrap().id() as i32;
+        // Safety: kill(2) on our own child's pid.
+        assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
+    }
+
+    /// Waits for exit (at most `t`); returns status, rest of stdout, stderr.
+    fn wait(mut self, t: Duration) -> (std::process::ExitStatus, String, String) {
+        let mut child = self.child.take().unwrap();
+        let deadline = Instant::now() + t;
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("xwarpd did not exit within {t:?}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut out = String::new();
+        let _ = self.stdout.read_to_string(&mut out);
+        let mut err = String::new();
+        let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+        (status, out, err)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(c) = self.child.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(BIN).args(args).output().unwrap()
+}
+
+fn http_get(addr: &str) -> String {
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    c.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    let mut s = String::new();
+    c.read_to_string(&mut s).unwrap();
+    s
+}
+
+/// The value of the first sample of `name` in Prometheus text.
+fn sample(text: &str, name: &str) -> u64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no sample {name} in:\n{text}"))
+}
+
+fn store_args<'a>(store: &'a Path, ctl: &'a Path, size: &'a str) -> Vec<&'a str> {
+    vec![
+        "--store",
+        store.to_str().unwrap(),
+        "--size",
+        size,
+        "--store-listen",
+        "127.0.0.1:0",
+        "--metrics",
+        "127.0.0.1:0",
+        "--control",
+        ctl.to_str().unwrap(),
+    ]
+}
+
+#[test]
+fn config_errors_are_clear_one_line_messages_and_never_panics() {
+    let bad = Tmp::new("bad.toml");
+    let cases: &[(&str, &[&str], &[&str])] = &[
+        (
+            "transport = \"rdma\"\n",
+            &[],
+            &["transport", "\"kernel\" or \"xdp\""],
+        ),
+        (
+            "",
+            &["--transport", "xdp"],
+            &["xdp", "not available yet", "kernel"],
+        ),
+        (
+            "[store]\npath = \"/tmp/x\"\nsize = \"lots\"\n",
+            &[],
+            &["store.size"],
+        ),
+        ("[store]\ncredits = 3\n", &[], &[]),
+        ("metrics = 9464\n", &[], &["bad.toml"]),
+        ("nonsense = true\n", &[], &["unknown field", "nonsense"]),
+        (
+            "",
+            &["--metrics", "localhost"],
+            &["metrics", "IP address and port"],
+        ),
+        ("", &["--size", "1G"], &["without a store path"]),
+    ];
+    for (text, flags, needles) in cases {
+        std::fs::write(&bad.0, text).unwrap();
+        let mut args = vec!["--config", bad.0.to_str().unwrap()];
+        args.extend_from_slice(flags);
+        // "[store]" without a path is fine (no store): checked without starting a daemon.
+        if needles.is_empty() {
+            let out = run(&[&["check-config"][..], &args].concat());
+            assert!(
+                out.status.success(),
+                "{text:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            continue;
+        }
+        let out = run(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{text:?} {flags:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+        assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+        for n in *needles {
+            assert!(err.contains(n), "{text:?} {flags:?}: {err:?} lacks {n:?}");
+        }
+    }
+    // A missing file names the file.
+    let out = run(&["--config", "/nonexistent/xwarpd.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/xwarpd.toml"));
+    // The example config in deploy/ is valid.
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/xwarpd.example.toml");
+    let out = run(&["check-config", "--config", example]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn help_explains_the_daemon_and_its_subcommands() {
+    let out = run(&["--help"]);
+    assert!(out.status.success());
+    let h = String::from_utf8_lossy(&out.stdout);
+    for n in [
+        "--store",
+        "--size",
+        "--config",
+        "--metrics",
+        "stats",
+        "SIGTERM",
+        "RPC-over-RDMA",
+    ] {
+        assert!(h.contains(n), "--help lacks {n}:\n{h}");
+    }
+}
+
+#[test]
+fn stats_and_prometheus_counters_move_and_sigterm_shuts_down_cleanly() {
+    let store = Tmp::new("stats.img");
+    let ctl = Tmp::new("stats.sock");
+    let mut d = Daemon::start(&store_args(&store.0, &ctl.0, "8MiB"));
+    let metrics = d.field("metrics");
+    let before = http_get(&metrics);
+    assert!(before.starts_with("HTTP/1.0 200 OK"), "{before}");
+    let b_rx = sample(&before, "xwarpd_rx_bytes_total");
+
+    let mut c =
+        StoreClient::connect(d.field("store").parse().unwrap(), &ClientOptions::default()).unwrap();
+    let buf = c.pd().register(1 << 20, Access::ALL).unwrap();
+    buf.write(0, &[0xa5; 1 << 20]).unwrap();
+    c.write(0, &buf, 0..1 << 20).unwrap();
+    c.read(0, &buf, 0..1 << 20).unwrap();
+    c.commit(0, 0).unwrap();
+
+    let after = http_get(&metrics);
+    assert!(
+        sample(&after, "xwarpd_rx_bytes_total") > b_rx + (1 << 20),
+        "{after}"
+    );
+    assert_eq!(sample(&after, "xwarpd_store_writes_total"), 1);
+    assert_eq!(sample(&after, "xwarpd_store_commits_total"), 1);
+    assert_eq!(sample(&after, "xwarpd_store_read_bytes_total"), 1 << 20);
+    assert_eq!(sample(&after, "xwarpd_store_connections"), 1);
+
+    let out = run(&["stats", "--control", ctl.0.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(sample(&s, "xwarpd_store_written_bytes_total"), 1 << 20);
+    assert!(sample(&s, "xwarpd_mpa_established_total") >= 1);
+
+    // SIGTERM with a client still connected: exits 0, says so, removes the control socket.
+    d.signal(libc::SIGTERM);
+    let (status, out, err) = d.wait(Duration::from_secs(20));
+    assert!(status.success(), "{status:?}\n{err}");
+    assert!(out.contains("xwarpd stopped signal=15"), "{out}");
+    assert!(err.contains("stopped cleanly"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(!ctl.0.exists(), "control socket left behind");
+    // The client sees the connection go.
+    assert!(c.getattr().is_err());
+    // `xwarpd stats` against a stopped daemon: a clear error, not a hang.
+    let out = run(&["stats", "--control", ctl.0.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is it running"));
+}
+
+#[test]
+fn sigint_shuts_down_cleanly_too() {
+    let ctl = Tmp::new("int.sock");
+    let mut d = Daemon::start(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--metrics",
+        "off",
+        "--control",
+        ctl.0.to_str().unwrap(),
+    ]);
+    assert!(d.ready.contains("listener=127.0.0.1:"));
+    d.signal(libc::SIGINT);
+    let (status, out, _) = d.wait(Duration::from_secs(20));
+    assert!(status.success());
+    assert!(out.contains("signal=2"));
+    assert!(!ctl.0.exists());
+}
+
+#[test]
+fn committed_data_survives_kill_9_and_restart_on_the_same_file() {
+    let store = Tmp::new("kill.img");
+    let ctl = Tmp::new("kill.sock");
+    let mut d = Daemon::start(&store_args(&store.0, &ctl.0, "32MiB"));
+    let mut c =
+        StoreClient::connect(d.field("store").parse().unwrap(), &ClientOptions::default()).unwrap();
+    let buf = c.pd().register(4 << 20, Access::ALL).unwrap();
+    // Several writes of different sizes at unaligned offsets, then COMMIT.
+    let mut expect = Vec::new();
+    let mut off = 777u64;
+    for (i, n) in [1usize, 4000, 5000, 1 << 20, 4 << 20]
+        .into_iter()
+        .enumerate()
+    {
+        let data: Vec<u8> = (0..n).map(|j| (j * 31 + i * 7 + 1) as u8).collect();
+        buf.write(0, &data).unwrap();
+        c.write(off, &buf, 0..n).unwrap();
+        expect.push((off, data));
+        off += n as u64 + 12_289;
+    }
+    let v1 = c.commit(0, 0).unwrap();
+    d.signal(libc::SIGKILL);
+    let (status, _, _) = d.wait(Duration::from_secs(10));
+    assert!(!status.success());
+    drop(c);
+
+    // Restart on the same file (no --size: the existing size is used); the stale control
+    // socket left by the kill is replaced.
+    let mut d = Daemon::start(&[
+        "--store",
+        store.0.to_str().unwrap(),
+        "--store-listen",
+        "127.0.0.1:0",
+        "--metrics",
+        "off",
+        "--control",
+        ctl.0.to_str().unwrap(),
+    ]);
+    let mut c =
+        StoreClient::connect(d.field("store").parse().unwrap(), &ClientOptions::default()).unwrap();
+    let a = c.getattr().unwrap();
+    assert_eq!(a.size, 32 << 20);
+    assert_ne!(a.verifier, v1, "a restarted server has a new verifier");
+    let buf = c.pd().register(4 << 20, Access::ALL).unwrap();
+    for (off, data) in &expect {
+        let r = c.read(*off, &buf, 0..data.len()).unwrap();
+        assert_eq!(r.len as usize, data.len());
+        let mut got = vec![0u8; data.len()];
+        buf.read(0, &mut got).unwrap();
+        assert!(
+            &got == data,
+            "{} bytes at {off} lost after kill -9",
+            data.len()
+        );
+    }
+    d.signal(libc::SIGTERM);
+    assert!(d.wait(Duration::from_secs(20)).0.success());
+}
