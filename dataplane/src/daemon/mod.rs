@@ -63,6 +63,7 @@ pub fn run(cfg: &DaemonConfig) -> Result<i32, DaemonError> {
     let mut conn = ConnectionConfig::default();
     conn.mpa.want_markers = cfg.markers;
     conn.mpa.want_crc = cfg.crc;
+    conn.segment_per_fpdu = cfg.segment_per_fpdu;
     let started = Instant::now();
 
     let store = match &cfg.store {
