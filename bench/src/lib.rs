@@ -8,6 +8,7 @@ pub mod handshake;
 pub mod perftest;
 pub mod raw;
 pub mod report;
+pub mod rpc;
 pub mod session;
 pub mod stats;
 pub mod testbed;
@@ -23,11 +24,14 @@ pub fn run(cli: Cli) -> Result<(), String> {
         return Ok(());
     };
     let spec = RunSpec::new(test, args)?;
-    let raw = matches!(test, cli::TestKind::RawLat | cli::TestKind::RawBw);
-    match (&spec.args.address, raw) {
-        (None, false) => perftest::serve(&spec),
-        (Some(host), false) => perftest::run_client(&spec, host).map(|_| ()),
-        (None, true) => raw::serve(&spec),
-        (Some(host), true) => raw::run_client(&spec, host).map(|_| ()),
+    use cli::TestKind::{RawBw, RawLat, RpcRead, RpcWrite};
+    let addr = spec.args.address.as_deref();
+    match (test, addr) {
+        (RawLat | RawBw, None) => raw::serve(&spec),
+        (RawLat | RawBw, Some(host)) => raw::run_client(&spec, host).map(|_| ()),
+        (RpcRead | RpcWrite, None) => rpc::serve(&spec),
+        (RpcRead | RpcWrite, Some(host)) => rpc::run_client(&spec, host).map(|_| ()),
+        (_, None) => perftest::serve(&spec),
+        (_, Some(host)) => perftest::run_client(&spec, host).map(|_| ()),
     }
 }

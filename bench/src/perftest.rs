@@ -30,17 +30,6 @@ pub fn send_bw_ring(size: u64) -> usize {
 /// Reads/Writes the client keeps in flight in read_bw (the default ORD).
 const READ_DEPTH: u32 = 16;
 
-/// Tests this module runs; the others are "not available yet" until their module lands.
-fn check_available(test: TestKind) -> Result<(), String> {
-    match test {
-        TestKind::RpcRead | TestKind::RpcWrite => Err(format!(
-            "{} is not available yet: the storage client (dataplane::store) is not built",
-            test.name()
-        )),
-        _ => Ok(()),
-    }
-}
-
 /// Data slots and pre-posted receives of each role.
 fn layout(test: TestKind, size: u64, server: bool) -> (usize, usize) {
     match (test, server) {
@@ -52,7 +41,6 @@ fn layout(test: TestKind, size: u64, server: bool) -> (usize, usize) {
 
 /// Runs the server: serves clients until one says its run was the last.
 pub fn serve(spec: &RunSpec) -> Result<(), String> {
-    check_available(spec.test)?;
     let args = &spec.args;
     let device = open_device(args.transport)?;
     let bind = resolve(&args.bind, args.port)?;
@@ -236,7 +224,6 @@ impl Stop {
 
 /// Runs the client side of `spec` against `host`; prints the table and returns the rows.
 pub fn run_client(spec: &RunSpec, host: &str) -> Result<Vec<Record>, String> {
-    check_available(spec.test)?;
     let args = &spec.args;
     let device = open_device(args.transport)?;
     let addr = resolve(host, args.port)?;

@@ -3,7 +3,7 @@
 //! Latency: one sample per iteration in nanoseconds, kept in an HDR histogram (3 significant
 //! digits; values below 2048 ns are exact). `t_typical` is the median, as perftest's.
 //! Bandwidth: bytes and completion times; `BW average` over the whole run, `BW peak` over the
-//! best window of 1% of the completions (at least one), `MsgRate` in millions per second.
+//! best window spanning at least 5% of the run, `MsgRate` in millions per second.
 
 use std::time::Duration;
 
@@ -110,6 +110,7 @@ pub fn gbps(bytes: u64, secs: f64) -> f64 {
 /// Computes the bandwidth columns for messages of `msg_bytes`, given the completion time of
 /// each message as an offset from the start of the run (sorted ascending) and the total run
 /// time `total` (which may be longer than the last completion, e.g. to include a final drain).
+/// The peak is the best window spanning at least 5% of the run.
 pub fn bandwidth(msg_bytes: u64, completions: &[Duration], total: Duration) -> BwStats {
     let n = completions.len() as u64;
     let secs = total.as_secs_f64();
@@ -119,7 +120,7 @@ pub fn bandwidth(msg_bytes: u64, completions: &[Duration], total: Duration) -> B
     } else {
         0.0
     };
-    let peak_gbps = peak_gbps(msg_bytes, completions)
+    let peak_gbps = peak_gbps(msg_bytes, completions, total / 20)
         .unwrap_or(avg_gbps)
         .max(avg_gbps);
     BwStats {
@@ -130,22 +131,36 @@ pub fn bandwidth(msg_bytes: u64, completions: &[Duration], total: Duration) -> B
     }
 }
 
-/// The best rate over any window of `w = max(1, n/100)` consecutive completions: `w` messages
-/// in the time between the completion before the window and the window's last. `None` with
-/// fewer than two completions or when no window has a positive duration.
-pub fn peak_gbps(msg_bytes: u64, completions: &[Duration]) -> Option<f64> {
-    let n = completions.len();
-    if n < 2 {
+/// The best rate over any window that spans at least `min_span`: the messages completed in
+/// `(t_i, t_j]` over `t_j - t_i`, where `t_0` is the start of the run. Completions that land
+/// at the same instant (a burst handed over at once) stay in one window, so a burst never
+/// reads as an infinite rate. `None` when no window spans `min_span` (or it is zero).
+pub fn peak_gbps(msg_bytes: u64, completions: &[Duration], min_span: Duration) -> Option<f64> {
+    if min_span.is_zero() {
         return None;
     }
-    let w = (n / 100).max(1);
-    completions
-        .windows(w + 1)
-        .filter_map(|win| {
-            let dt = win[w].checked_sub(win[0])?.as_secs_f64();
-            (dt > 0.0).then(|| gbps(msg_bytes * w as u64, dt))
-        })
-        .reduce(f64::max)
+    let pts: Vec<Duration> = std::iter::once(Duration::ZERO)
+        .chain(completions.iter().copied())
+        .collect();
+    let mut best: Option<f64> = None;
+    let mut j = 0;
+    for i in 0..pts.len() {
+        j = j.max(i + 1);
+        while j < pts.len() && pts[j].saturating_sub(pts[i]) < min_span {
+            j += 1;
+        }
+        if j >= pts.len() {
+            break;
+        }
+        let mut k = j;
+        while k + 1 < pts.len() && pts[k + 1] == pts[k] {
+            k += 1;
+        }
+        let dt = (pts[k] - pts[i]).as_secs_f64();
+        let r = gbps(msg_bytes * (k - i) as u64, dt);
+        best = Some(best.map_or(r, |b: f64| b.max(r)));
+    }
+    best
 }
 
 #[cfg(test)]
@@ -245,8 +260,8 @@ mod tests {
     }
 
     #[test]
-    fn peak_window_is_one_percent_of_completions() {
-        // 200 completions, 1 us apart, except a 10-us gap: w = 2 messages
+    fn peak_window_spans_at_least_min_span() {
+        // 200 completions, 1 us apart, except a 10-us gap; windows of at least 2 us
         let mut t = 0u64;
         let c: Vec<Duration> = (0..200)
             .map(|i| {
@@ -255,8 +270,23 @@ mod tests {
             })
             .collect();
         // best window: 2 messages of 100 B in 2 us = 1600 bits / 2e-6 s = 0.8 Gb/s
-        assert!((peak_gbps(100, &c).unwrap() - 0.8).abs() < 1e-9);
-        assert!(peak_gbps(100, &c[..1]).is_none());
+        assert!((peak_gbps(100, &c, ns(2_000)).unwrap() - 0.8).abs() < 1e-9);
+        assert!(
+            peak_gbps(100, &c, ns(1_000_000)).is_none(),
+            "no window that long"
+        );
+        assert!(peak_gbps(100, &c, Duration::ZERO).is_none());
+    }
+
+    #[test]
+    fn a_burst_of_simultaneous_completions_is_not_an_infinite_peak() {
+        // 10 messages handed over at once at 1 ms, run of 2 ms: peak is 10 messages in 1 ms
+        let c = [Duration::from_millis(1); 10];
+        let p = peak_gbps(1000, &c, Duration::from_micros(100)).unwrap();
+        assert!((p - 0.08).abs() < 1e-12, "{p}");
+        let b = bandwidth(1000, &c, Duration::from_millis(2));
+        assert!((b.peak_gbps - 0.08).abs() < 1e-12);
+        assert!((b.avg_gbps - 0.04).abs() < 1e-12);
     }
 
     #[test]

@@ -92,6 +92,8 @@ fn kernel_transport_tests_print_perftest_columns_and_json() {
         ("read_bw", "4K", "300"),
         ("send_lat", "64", "100"),
         ("send_bw", "64", "2000"),
+        ("rpc_write", "4K", "50"),
+        ("rpc_read", "4K", "50"),
     ];
     for (k, (test, size, iters)) in cases.into_iter().enumerate() {
         let json = dir.join(format!("{test}.json"));
@@ -194,6 +196,13 @@ fn unreachable_peer_is_one_line_and_exit_1() {
         .unwrap();
     let err = one_line_error(&out, "refused");
     assert!(err.contains("cannot reach 127.0.0.1:1"), "{err}");
+    let out = Command::new(EXE)
+        .args(["rpc_read", "127.0.0.1", "--port", "1", "-n", "1"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = one_line_error(&out, "rpc refused");
+    assert!(err.contains("cannot reach 127.0.0.1:1"), "{err}");
 }
 
 #[test]
@@ -215,7 +224,7 @@ fn unreachable_host_in_the_testbed_is_one_line_and_exit_1() {
 fn missing_modules_say_not_available_yet() {
     for args in [
         &["write_lat", "127.0.0.1", "--transport", "xdp"][..],
-        &["rpc_read", "127.0.0.1"],
+        &["rpc_read", "127.0.0.1", "--transport", "xdp"],
     ] {
         let out = Command::new(EXE)
             .args(args)

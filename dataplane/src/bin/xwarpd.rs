@@ -59,6 +59,9 @@ struct RunArgs {
     /// Ask for MPA CRC [default: true].
     #[arg(long, value_name = "BOOL")]
     crc: Option<bool>,
+    /// Kernel transport: give every FPDU its own TCP segment (slow; for wire captures).
+    #[arg(long, value_name = "BOOL")]
+    segment_per_fpdu: Option<bool>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -88,6 +91,7 @@ fn load(a: &RunArgs) -> Result<DaemonConfig, DaemonError> {
         listen: a.listen.clone(),
         markers: a.markers,
         crc: a.crc,
+        segment_per_fpdu: a.segment_per_fpdu,
     };
     Ok(DaemonConfig::load(a.config.as_deref(), &o)?)
 }

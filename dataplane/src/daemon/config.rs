@@ -130,6 +130,7 @@ struct RawConfig {
 struct RawMpa {
     markers: Option<bool>,
     crc: Option<bool>,
+    segment_per_fpdu: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -171,6 +172,8 @@ pub struct Overrides {
     pub markers: Option<bool>,
     /// `--crc`.
     pub crc: Option<bool>,
+    /// `--segment-per-fpdu`.
+    pub segment_per_fpdu: Option<bool>,
 }
 
 /// Where the metrics endpoint listens, or nowhere.
@@ -212,6 +215,8 @@ pub struct DaemonConfig {
     pub markers: bool,
     /// CRC wanted.
     pub crc: bool,
+    /// Kernel transport: one FPDU per TCP segment (slow; for wire captures).
+    pub segment_per_fpdu: bool,
     /// The store service, if any.
     pub store: Option<StoreConfig>,
     /// Echo listeners (each Send is sent back).
@@ -383,6 +388,7 @@ impl DaemonConfig {
             log,
             markers: o.markers.or(mpa.markers).unwrap_or(false),
             crc: o.crc.or(mpa.crc).unwrap_or(true),
+            segment_per_fpdu: o.segment_per_fpdu.or(mpa.segment_per_fpdu).unwrap_or(false),
             store,
             listeners,
         })

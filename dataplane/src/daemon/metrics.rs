@@ -7,6 +7,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::time::Duration;
 
+use crate::engine::EngineCounters;
 use crate::store::ConnSnapshot;
 use crate::CounterSnapshot;
 
@@ -25,6 +26,8 @@ pub struct Snapshot {
     pub echo_messages: u64,
     /// Seconds since start.
     pub uptime_seconds: u64,
+    /// Per-engine counters of the AF_XDP transport (empty on the kernel transport), by queue.
+    pub engines: Vec<(u32, EngineCounters)>,
 }
 
 fn escape(v: &str) -> String {
@@ -158,6 +161,45 @@ impl Snapshot {
                 );
             }
         }
+        type EngineField = fn(&EngineCounters) -> u64;
+        let per_engine: [(&str, &str, EngineField); 9] = [
+            ("engine_rx_packets_total", "Frames received.", |e| {
+                e.rx_packets
+            }),
+            ("engine_tx_packets_total", "Frames sent.", |e| e.tx_packets),
+            ("engine_rx_bytes_total", "Octets received.", |e| e.rx_bytes),
+            ("engine_tx_bytes_total", "Octets sent.", |e| e.tx_bytes),
+            (
+                "engine_retransmissions_total",
+                "TCP retransmissions.",
+                |e| e.retransmissions,
+            ),
+            (
+                "engine_ooo_fpdus_placed_total",
+                "FPDUs placed out of order.",
+                |e| e.ooo_fpdus_placed,
+            ),
+            ("engine_crc_errors_total", "MPA CRC errors.", |e| {
+                e.crc_errors
+            }),
+            (
+                "engine_terminates_total",
+                "Terminates sent and received.",
+                |e| e.terminates_sent + e.terminates_received,
+            ),
+            ("engine_drops_total", "Frames dropped or malformed.", |e| {
+                e.drops + e.malformed
+            }),
+        ];
+        if !self.engines.is_empty() {
+            for (name, help, f) in per_engine {
+                let _ = writeln!(o, "# HELP xwarpd_{name} {help} Per engine.");
+                let _ = writeln!(o, "# TYPE xwarpd_{name} counter");
+                for (q, e) in &self.engines {
+                    let _ = writeln!(o, "xwarpd_{name}{{engine=\"{q}\"}} {}", f(e));
+                }
+            }
+        }
         o
     }
 }
@@ -239,6 +281,23 @@ mod tests {
         assert!(t.contains("xwarpd_tx_bytes_total{transport=\"kernel\"} 42\n"));
         assert!(t.contains("xwarpd_store_reads_total{conn=\"0\",peer=\"198.18.0.2:4000\"} 3\n"));
         assert!(t.contains("xwarpd_store_connections 1\n"));
+        assert!(
+            !t.contains("engine_"),
+            "no engine lines on the kernel transport"
+        );
+        let e = Snapshot {
+            engines: vec![(
+                3,
+                EngineCounters {
+                    ooo_fpdus_placed: 9,
+                    ..EngineCounters::default()
+                },
+            )],
+            ..s
+        };
+        assert!(e
+            .to_prometheus()
+            .contains("xwarpd_engine_ooo_fpdus_placed_total{engine=\"3\"} 9\n"));
         // Every sample line is `name{labels} value` or `name value`.
         for l in t.lines().filter(|l| !l.starts_with('#')) {
             let v = l.rsplit(' ').next().unwrap();

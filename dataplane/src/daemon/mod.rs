@@ -63,6 +63,7 @@ pub fn run(cfg: &DaemonConfig) -> Result<i32, DaemonError> {
     let mut conn = ConnectionConfig::default();
     conn.mpa.want_markers = cfg.markers;
     conn.mpa.want_crc = cfg.crc;
+    conn.segment_per_fpdu = cfg.segment_per_fpdu;
     let started = Instant::now();
 
     let store = match &cfg.store {
@@ -103,6 +104,8 @@ pub fn run(cfg: &DaemonConfig) -> Result<i32, DaemonError> {
             echo_connections: echo_stats.connections.load(Ordering::Relaxed),
             echo_messages: echo_stats.messages.load(Ordering::Relaxed),
             uptime_seconds: started.elapsed().as_secs(),
+            // The xdp transport fills this once the device exposes its engines' counters.
+            engines: Vec::new(),
         }
     };
     let metrics_srv = match cfg.metrics {
