@@ -145,6 +145,12 @@ fn afxdp_engine_to_kernel_transport_send_and_write() {
             done.push(wc);
         }
     }
+    let _ = done_tx.send(());
+    // Keep the engine running while the kernel side closes its queue pair.
+    let close_deadline = Instant::now() + Duration::from_secs(30);
+    while !kernel.is_finished() && Instant::now() < close_deadline {
+        e.poll(Instant::now());
+    }
     assert!(
         posted,
         "MPA startup with the kernel did not finish: {:?}",
