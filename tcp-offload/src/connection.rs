@@ -156,6 +156,9 @@ pub struct Connection {
     /// Segments marked lost and not yet retransmitted (and their octets).
     lost_pending: u32,
     lost_pending_bytes: u64,
+    /// Octets of segments retransmitted while not deemed lost (NextSeg rule 3): in the network twice
+    /// (RFC 6675 §4 pipe: not lost, and at or below HighRxt).
+    rexmit_unlost_bytes: u64,
     fin_queued: bool,
     syn_due: bool,
     syn_tx_count: u32,
@@ -200,6 +203,9 @@ pub struct Connection {
     in_recovery: bool,
     recovery_point: u64,
     recover: u64,
+    /// RFC 6675 RescueRxt: the RecoveryPoint of the episode that made its rescue retransmission
+    /// (`None`: undefined; reset on entering recovery so each episode has one).
+    rescue_rxt: Option<u64>,
 
     // ACK generation.
     ack_now: bool,
@@ -270,6 +276,7 @@ impl Connection {
             sacked_bytes: 0,
             lost_pending: 0,
             lost_pending_bytes: 0,
+            rexmit_unlost_bytes: 0,
             fin_queued: false,
             syn_due: false,
             syn_tx_count: 0,
@@ -304,6 +311,7 @@ impl Connection {
             in_recovery: false,
             recovery_point: 0,
             recover: 0,
+            rescue_rxt: None,
             ack_now: false,
             dupacks_owed: 0,
             fin_hold_until: None,
@@ -1370,6 +1378,7 @@ impl Connection {
         self.counters.recoveries += 1;
         self.recover = self.snd_nxt;
         self.recovery_point = self.snd_nxt;
+        self.rescue_rxt = None;
         let flight = (self.snd_nxt - self.snd_una).min(u64::from(u32::MAX)) as u32;
         let ss = self.cc.on_congestion_event(flight);
         self.cc.cwnd = ss;
@@ -1426,8 +1435,9 @@ impl Connection {
                 segs_above += 1;
                 bytes_above += u64::from(s.len);
             } else if !s.lost && (segs_above >= thresh || bytes_above > bytes_thresh) {
+                // A segment already resent by NextSeg rule (3) stays resent (it is at or below
+                // HighRxt, RFC 6675 §4 rule (1.a)).
                 s.lost = true;
-                s.rexmit = false;
             }
         }
         self.recount();
@@ -1435,7 +1445,8 @@ impl Connection {
 
     /// Octets in the network (RFC 6675 §4 "pipe"; without SACK, dupacks count as left segments).
     fn pipe(&self) -> u32 {
-        let mut p = self.sent_bytes - self.sacked_bytes - self.lost_pending_bytes;
+        let mut p = self.sent_bytes - self.sacked_bytes - self.lost_pending_bytes
+            + self.rexmit_unlost_bytes;
         if !self.sack_enabled && self.in_recovery {
             p = p.saturating_sub(u64::from(self.dupacks) * u64::from(self.emss()));
         }
@@ -1453,11 +1464,14 @@ impl Connection {
             self.lost_pending -= 1;
             self.lost_pending_bytes -= b;
         }
+        if !s.lost && s.rexmit && !s.sacked {
+            self.rexmit_unlost_bytes -= b;
+        }
     }
 
     /// Recomputes the scoreboard sums after bulk changes (loss marking, SACK, RTO).
     fn recount(&mut self) {
-        let (mut all, mut sacked, mut n, mut lost) = (0, 0, 0, 0);
+        let (mut all, mut sacked, mut n, mut lost, mut twice) = (0, 0, 0, 0, 0);
         for s in &self.sent {
             let b = u64::from(s.len) + u64::from(s.fin);
             all += b;
@@ -1466,12 +1480,15 @@ impl Connection {
             } else if s.lost && !s.rexmit {
                 n += 1;
                 lost += b;
+            } else if !s.lost && s.rexmit {
+                twice += b;
             }
         }
         self.sent_bytes = all;
         self.sacked_bytes = sacked;
         self.lost_pending = n;
         self.lost_pending_bytes = lost;
+        self.rexmit_unlost_bytes = twice;
     }
 
     fn accept_data(&mut self, now: Instant, seg: &Segment<'_>) {
@@ -1651,6 +1668,9 @@ impl Connection {
         if let Some(n) = self.send_new_data(now, buf, source) {
             return Some(n);
         }
+        if let Some(n) = self.send_sack_extra(now, buf, source) {
+            return Some(n);
+        }
         if self.probe_due {
             self.probe_due = false;
             // Zero-window probe / keepalive: an old sequence number elicits an ACK without breaking
@@ -1718,6 +1738,8 @@ impl Connection {
         Some(n)
     }
 
+    /// RFC 6675 §4 NextSeg rule (1) (and the RTO / NewReno retransmissions): the first segment
+    /// marked lost and not yet resent.
     fn send_retransmission(
         &mut self,
         now: Instant,
@@ -1739,8 +1761,88 @@ impl Connection {
         if !first && pipe.saturating_add(seg_total) > self.cc.cwnd.max(self.emss()) && pipe > 0 {
             return None;
         }
-        // Keep the original boundaries (MPA-61); if the peer acked part of the segment, resend
-        // from SND.UNA (rare; counted).
+        let n = self.resend(now, buf, source, i)?;
+        self.sent[i].rexmit = true;
+        self.lost_pending -= 1;
+        self.lost_pending_bytes -= u64::from(seg_total);
+        if !self.in_recovery {
+            self.counters.rto_retransmits += 1;
+        }
+        Some(n)
+    }
+
+    /// RFC 6675 §4 NextSeg rules (3) and (4), tried in loss recovery (§5 step C) when rule (1)
+    /// found nothing lost to resend and rule (2) no new data to send. Whole original segments only
+    /// (MPA-61), so "a segment of up to SMSS" is one original segment.
+    fn send_sack_extra(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        source: &mut dyn RecordSource,
+    ) -> Option<usize> {
+        if !self.in_recovery
+            || !self.sack_enabled
+            || self.sacked_bytes == 0
+            || self.lost_pending > 0
+        {
+            return None;
+        }
+        // §5 (C): only while cwnd - pipe >= 1 SMSS.
+        if self.cc.cwnd.saturating_sub(self.pipe()) < self.emss() {
+            return None;
+        }
+        // Highest octet covered by a SACK (rule 1.b) and HighRxt (rule 1.a: segments after the
+        // highest one resent by rules 1 and 3).
+        let high_sacked = self.sent.iter().rev().find(|s| s.sacked)?.end();
+        let above_rxt = self
+            .sent
+            .iter()
+            .rposition(|s| s.rexmit)
+            .map_or(0, |k| k + 1);
+        // Rule (3): an unSACKed segment meeting (1.a) and (1.b) but not IsLost.
+        if let Some(k) = self
+            .sent
+            .iter()
+            .skip(above_rxt)
+            .take_while(|s| s.off < high_sacked)
+            .position(|s| !s.sacked && !s.lost && !s.rexmit)
+        {
+            let i = above_rxt + k;
+            let n = self.resend(now, buf, source, i)?;
+            // HighRxt moves past it (§5 C.3); it is now in the network twice (pipe).
+            self.sent[i].rexmit = true;
+            let s = self.sent[i];
+            self.rexmit_unlost_bytes += u64::from(s.len) + u64::from(s.fin);
+            self.counters.sack_rule3_retransmits += 1;
+            return Some(n);
+        }
+        // Rule (4): one rescue retransmission per episode, of the segment holding the highest
+        // outstanding unSACKed octet, if HighACK > RescueRxt (or RescueRxt is undefined).
+        if self.rescue_rxt.is_some_and(|r| self.snd_una <= r) {
+            return None;
+        }
+        let i = self.sent.iter().rposition(|s| !s.sacked)?;
+        if self.sent[i].rexmit || self.sent[i].lost {
+            return None; // Already resent (or rule 1's to resend): nothing to rescue.
+        }
+        let n = self.resend(now, buf, source, i)?;
+        // HighRxt is not updated (§4 rule 4, §5 C.3), so `rexmit` stays clear and pipe unchanged.
+        self.rescue_rxt = Some(self.recovery_point);
+        self.counters.rescue_retransmits += 1;
+        Some(n)
+    }
+
+    /// Retransmits segment `i` of the scoreboard with its original boundaries (MPA-61); if the
+    /// peer acked part of it, from SND.UNA (rare; counted). Updates the retransmission counters,
+    /// Karn's state and the segment's timestamp; the caller updates the scoreboard flags.
+    fn resend(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        source: &mut dyn RecordSource,
+        i: usize,
+    ) -> Option<usize> {
+        let s = self.sent[i];
         let mut start = s.off;
         let mut len = s.len;
         if start < self.snd_una {
@@ -1761,16 +1863,11 @@ impl Connection {
         self.counters.data_segs_out += 1;
         let ts = self.ts_now(now);
         let seg = &mut self.sent[i];
-        seg.rexmit = true;
-        self.lost_pending -= 1;
-        self.lost_pending_bytes -= u64::from(s.len) + u64::from(s.fin);
         seg.ever_rexmit = true;
         seg.rexmit_ts = ts;
         self.counters.retransmits += 1;
         if self.in_recovery {
             self.counters.fast_retransmits += 1;
-        } else {
-            self.counters.rto_retransmits += 1;
         }
         self.rtt_timed = None; // Karn
         self.arm_rto_if_idle(now);

@@ -19,6 +19,12 @@ pub struct Counters {
     pub rto_retransmits: u64,
     /// Fast retransmissions (dupack / SACK loss recovery).
     pub fast_retransmits: u64,
+    /// RFC 6675 §4 NextSeg rule (3): unSACKed segments below the highest SACKed one, not yet deemed
+    /// lost, retransmitted when nothing lost and no new data could be sent (also in `fast_retransmits`).
+    pub sack_rule3_retransmits: u64,
+    /// RFC 6675 §4 NextSeg rule (4): rescue retransmissions of the highest outstanding unSACKed
+    /// segment, at most one per loss-recovery episode (also in `fast_retransmits`).
+    pub rescue_retransmits: u64,
     /// Retransmissions found unnecessary afterwards (the original was acknowledged, per timestamps).
     pub spurious_retransmits: u64,
     /// RTO expiries.
