@@ -52,8 +52,10 @@
 //!
 //! # Not (yet) here
 //!
-//! IPv6 extension headers; D-SACK (RFC 2883); RFC 6675 NextSeg rules 3-4 and RescueRxt; HyStart for
-//! CUBIC; PMTU discovery (the EMSS comes from the configured MTU and the peer's MSS).
+//! IPv6 extension headers; D-SACK (RFC 2883); HyStart for CUBIC; PMTU discovery (the EMSS comes
+//! from the configured MTU and the peer's MSS). RFC 6675 loss recovery has all four NextSeg rules
+//! (rule 4: one rescue retransmission per episode, RescueRxt), with whole original segments as the
+//! "segment of up to SMSS" (MPA-61); HighRxt is kept as per-segment flags, not a sequence pointer.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
