@@ -1,6 +1,7 @@
 //! The real thing: the engine on AF_XDP in one network namespace, the kernel transport (Linux
 //! TCP + our MPA/DDP via the verbs API) in the other, over veth. Send and RDMA Write of 1 MiB
-//! from the engine, verified byte for byte at the kernel side.
+//! from the engine, verified byte for byte at the kernel side; RDMA Read of 1 MiB from the
+//! kernel's region, verified at the engine.
 
 mod engine_support;
 use std::net::{SocketAddr, SocketAddrV4};
@@ -38,14 +39,18 @@ fn afxdp_engine_to_kernel_transport_send_and_write() {
         )
         .unwrap()
     };
-    let (stag_tx, stag_rx) = mpsc::channel::<u32>();
+    let (stag_tx, stag_rx) = mpsc::channel::<(u32, u32)>();
     let expect = data.clone();
+    // The kernel side keeps its queue pair open until the engine is done with it.
+    let (done_tx, done_rx) = mpsc::channel::<()>();
     let kernel = std::thread::spawn(move || {
         let pd = dev.alloc_pd();
         let cq = dev.create_cq();
         let recv_mr = pd.register(len, Access::LOCAL_WRITE).unwrap();
         let write_mr = pd.register(len, Access::REMOTE_WRITE).unwrap();
-        stag_tx.send(write_mr.stag()).unwrap();
+        let read_mr = pd.register(len, Access::REMOTE_READ).unwrap();
+        read_mr.write(0, &pattern(len, 12)).unwrap();
+        stag_tx.send((write_mr.stag(), read_mr.stag())).unwrap();
         let inc = listener.accept_timeout(Duration::from_secs(30)).unwrap();
         let init = QpInit {
             pd: pd.clone(),
@@ -68,6 +73,7 @@ fn afxdp_engine_to_kernel_transport_send_and_write() {
             write_ok = got == expect;
             std::thread::sleep(Duration::from_millis(5));
         }
+        let _ = done_rx.recv_timeout(Duration::from_secs(60));
         (send_ok, write_ok)
     });
 
@@ -92,7 +98,8 @@ fn afxdp_engine_to_kernel_transport_send_and_write() {
     cfg.default_next_hop = Some(tb.mac(Side::B).unwrap());
     let start = Instant::now();
     let mut e = Engine::new(cfg, XskIo::new(queue), start);
-    let stag = stag_rx.recv().unwrap();
+    let (stag, read_stag) = stag_rx.recv().unwrap();
+    let (rdst, _) = e.register(len, Access::LOCAL_WRITE);
     let conn = e
         .connect(
             Instant::now(),
@@ -105,7 +112,7 @@ fn afxdp_engine_to_kernel_transport_send_and_write() {
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut posted = false;
     let mut done = Vec::new();
-    while Instant::now() < deadline && done.len() < 2 {
+    while Instant::now() < deadline && done.len() < 3 {
         e.poll(Instant::now());
         while let Some(ev) = e.poll_event() {
             if let EngineEvent::Established { .. } = ev {
@@ -121,6 +128,16 @@ fn afxdp_engine_to_kernel_transport_send_and_write() {
                     },
                 )
                 .unwrap();
+                e.post_read(
+                    conn,
+                    3,
+                    buf(rdst, len),
+                    RemoteBuf {
+                        stag: Stag(read_stag),
+                        to: 0,
+                    },
+                )
+                .unwrap();
                 posted = true;
             }
         }
@@ -128,15 +145,25 @@ fn afxdp_engine_to_kernel_transport_send_and_write() {
             done.push(wc);
         }
     }
+    let _ = done_tx.send(());
+    // Keep the engine running while the kernel side closes its queue pair.
+    let close_deadline = Instant::now() + Duration::from_secs(30);
+    while !kernel.is_finished() && Instant::now() < close_deadline {
+        e.poll(Instant::now());
+    }
     assert!(
         posted,
         "MPA startup with the kernel did not finish: {:?}",
         e.counters()
     );
     assert!(
-        done.len() == 2 && done.iter().all(|w| w.status == WcStatus::Success),
+        done.len() == 3 && done.iter().all(|w| w.status == WcStatus::Success),
         "{done:?} {:?}",
         e.counters()
+    );
+    assert!(
+        e.region(rdst).unwrap() == &pattern(len, 12)[..],
+        "Read data differs at the engine"
     );
     let (send_ok, write_ok) = kernel.join().unwrap();
     assert!(send_ok, "Send data differs at the kernel side");

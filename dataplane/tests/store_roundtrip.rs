@@ -3,55 +3,15 @@
 //! transport headers answered with RDMA_ERROR as the rpcrdma crate decides (RPCRDMA ERR_VERS,
 //! ERR_CHUNK).
 
-use std::path::PathBuf;
+mod store_support;
+
 use std::time::Duration;
 
-use dataplane::store::{
-    ClientOptions, MappedFile, ServerOptions, StoreClient, StoreError, StoreServer,
-};
+use dataplane::store::{ClientOptions, StoreClient, StoreError};
 use dataplane::{Access, ConnectionConfig, Device, QpInit, Transport};
 use rpcrdma::storage::Status;
 use rpcrdma::{receive_at_client, ClientInbound, ErrorBody, HeaderRepr, Rules};
-
-struct TempFile(PathBuf);
-impl TempFile {
-    fn new(name: &str) -> Self {
-        let p = std::env::temp_dir().join(format!("xwarp-store-{}-{name}.img", std::process::id()));
-        let _ = std::fs::remove_file(&p);
-        Self(p)
-    }
-}
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-fn server(file: &TempFile, size: u64) -> (Device, StoreServer) {
-    let dev = Device::open(Transport::Kernel).unwrap();
-    let f = MappedFile::open(&file.0, Some(size)).unwrap();
-    let s = StoreServer::start(
-        &dev,
-        "127.0.0.1:0".parse().unwrap(),
-        f,
-        ServerOptions::default(),
-    )
-    .unwrap();
-    (dev, s)
-}
-
-/// Deterministic bytes (xorshift) so a mismatch is reproducible.
-fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
+use store_support::{pattern, server, TempFile};
 
 #[test]
 fn write_then_read_back_equal_from_1_byte_to_4_mib_at_unaligned_offsets() {

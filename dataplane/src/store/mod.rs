@@ -1,12 +1,13 @@
 //! The block-storage service: a file, mmap'ed shared, served over RPC-over-RDMA (the `rpcrdma`
 //! crate's storage program: READ, WRITE, COMMIT, GETATTR), and its client library.
 //!
-//! - [`MappedFile`]: the backing file; what the service copies in is in the page cache at once,
-//!   [`MappedFile::sync`] makes it durable.
+//! - [`MappedFile`]: the backing file, opened and sized; the server maps it shared (mlock'ed)
+//!   and registers the mapping, so what RDMA places is in the page cache at once and COMMIT
+//!   (msync + fdatasync of the range) makes it durable.
 //! - [`StoreServer`]: listens, serves each connection on its own thread, one call at a time.
-//!   READ data is RDMA-Written into the client's write chunk, WRITE data RDMA-Read from its
-//!   read chunk (both through a registered staging buffer per connection, then one copy to or
-//!   from the mapping).
+//!   READ data is RDMA-Written straight from the file's region into the client's write chunk,
+//!   WRITE data RDMA-Read from its read chunk straight into the region at the offset: no
+//!   staging buffer, no copy. All connections share the protection domain of that region.
 //! - [`StoreClient`]: connect, [`read`](StoreClient::read) into a registered buffer,
 //!   [`write`](StoreClient::write), [`commit`](StoreClient::commit),
 //!   [`getattr`](StoreClient::getattr).

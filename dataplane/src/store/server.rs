@@ -1,10 +1,13 @@
 //! The store's server: a listener whose connections each get a thread that serves the storage
 //! program over RPC-over-RDMA, one call at a time, against one [`MappedFile`].
 //!
-//! READ: the bytes are RDMA-Written into the call's write chunk, then the reply is Sent (RDMAP
-//! orders the Write before the Send, RPCRDMA-03); without a write chunk they come inline.
-//! WRITE: chunked data is RDMA-Read from the client's read chunk, then copied into the mapping.
-//! COMMIT: msync + fdatasync. GETATTR: size, block size, max I/O and the boot verifier.
+//! The file is mapped shared and registered once, in one protection domain that every
+//! connection's queue pair uses, so it is the local buffer of every transfer (no staging copy):
+//! READ: the bytes are RDMA-Written from the file's region into the call's write chunk, then the
+//! reply is Sent (RDMAP orders the Write before the Send, RPCRDMA-03); without a write chunk they
+//! come inline, read out of the region. WRITE: chunked data is RDMA-Read from the client's read
+//! chunk straight into the region at the offset, inline data written into it. COMMIT: msync +
+//! fdatasync of the range. GETATTR: size, block size, max I/O and the boot verifier.
 //! Bad transport headers are answered by the `rpcrdma` session (RDMA_ERROR ERR_VERS/ERR_CHUNK).
 
 use std::net::SocketAddr;
@@ -19,11 +22,12 @@ use rpcrdma::storage::{
 };
 use rpcrdma::{ChunkLists, Payload, ReplyOut, Rules, ServerEvent, ServerSession};
 
+use super::mapped::FileRegion;
 use super::stats::{ConnStats, StoreStats};
 use super::{MappedFile, INLINE_SIZE};
 use crate::{
     AcceptError, Access, CompletionQueue, ConnectionConfig, Device, Incoming, Listener,
-    MemoryRegion, QpInit, QueuePair, RemoteAddr,
+    MemoryRegion, ProtectionDomain, QpInit, QueuePair, RemoteAddr,
 };
 
 /// Block size reported by GETATTR.
@@ -34,7 +38,7 @@ pub const BLOCK_SIZE: u32 = 4096;
 pub struct ServerOptions {
     /// Credits (receive buffers) per connection.
     pub credits: u32,
-    /// Largest READ or WRITE per call (the staging buffer of each connection).
+    /// Largest READ or WRITE per call.
     pub max_io: u32,
     /// MPA and queue settings of accepted connections.
     pub connection: ConnectionConfig,
@@ -58,11 +62,12 @@ pub struct StoreServer {
     stop: Arc<AtomicBool>,
     acceptor: Option<JoinHandle<()>>,
     stats: Arc<StoreStats>,
-    file: Arc<MappedFile>,
+    file: Arc<FileRegion>,
 }
 
 impl StoreServer {
-    /// Serves `file` on `addr` through `device`.
+    /// Serves `file` on `addr` through `device`. The whole file is mapped and mlock'ed (a
+    /// memory-lock limit too small for it fails here).
     pub fn start(
         device: &Device,
         addr: SocketAddr,
@@ -73,10 +78,15 @@ impl StoreServer {
         let local = listener.local_addr();
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(StoreStats::default());
-        let file = Arc::new(file);
+        let pd = device.alloc_pd();
+        let file = Arc::new(
+            file.register(&pd)
+                .map_err(|e| crate::ConnectError::Io(std::io::Error::other(e)))?,
+        );
         let verifier = crate::pd::os_random_u64();
         let ctx = Ctx {
             device: device.clone(),
+            pd,
             file: file.clone(),
             opts,
             stats: stats.clone(),
@@ -132,7 +142,9 @@ impl Drop for StoreServer {
 #[derive(Clone)]
 struct Ctx {
     device: Device,
-    file: Arc<MappedFile>,
+    /// The domain of the file's region, shared by every connection so their queue pairs reach it.
+    pd: ProtectionDomain,
+    file: Arc<FileRegion>,
     opts: ServerOptions,
     stats: Arc<StoreStats>,
     stop: Arc<AtomicBool>,
@@ -170,7 +182,6 @@ struct Conn {
     rcq: CompletionQueue,
     recv_mr: MemoryRegion,
     send_mr: MemoryRegion,
-    bounce: MemoryRegion,
     session: ServerSession,
     /// The client's receive size: replies longer than this would overrun it.
     max_inline_reply: u32,
@@ -197,7 +208,7 @@ fn serve_incoming(inc: Incoming, ctx: Ctx) {
         }),
         Some(&mine),
     );
-    let pd = ctx.device.alloc_pd();
+    let pd = ctx.pd.clone();
     let scq = ctx.device.create_cq();
     let rcq = ctx.device.create_cq();
     let credits = ctx.opts.credits.max(1);
@@ -205,10 +216,9 @@ fn serve_incoming(inc: Incoming, ctx: Ctx) {
         Ok::<_, crate::RegisterError>((
             pd.register(INLINE_SIZE as usize * credits as usize, Access::LOCAL_WRITE)?,
             pd.register(INLINE_SIZE as usize, Access::LOCAL_WRITE)?,
-            pd.register(ctx.opts.max_io.max(1) as usize, Access::LOCAL_WRITE)?,
         ))
     })();
-    let (recv_mr, send_mr, bounce) = match regions {
+    let (recv_mr, send_mr) = match regions {
         Ok(r) => r,
         Err(e) => {
             tracing::warn!(%peer, error = %e, "cannot register connection buffers: rejecting");
@@ -245,7 +255,6 @@ fn serve_incoming(inc: Incoming, ctx: Ctx) {
         rcq,
         recv_mr,
         send_mr,
-        bounce,
         session,
         max_inline_reply,
         stats,
@@ -309,7 +318,7 @@ impl Conn {
                 let served = self.serve(ctx, &call.call, &chunks);
                 let mut inline = Vec::new();
                 let reply = match served {
-                    Ok(r) => r.reply(&mut inline, ctx, self.bounce.len()),
+                    Ok(r) => r.reply(&mut inline, ctx),
                     Err(Fail::Status(s)) => {
                         self.stats.count_error();
                         error_reply(&call.call, s)
@@ -395,22 +404,24 @@ impl Conn {
                         if chunk.total_len() < u64::from(n) {
                             return Err(Fail::Status(Status::TooBig));
                         }
-                        self.bounce
-                            .with_mut_slice(0, n as usize, |b| ctx.file.read_at(a.offset, b))
-                            .flatten()
-                            .ok_or(Fail::Status(Status::Io))?;
-                        // RDMA Write segment by segment, then the reply Send follows in order.
+                        let at = ctx
+                            .file
+                            .range(a.offset, n)
+                            .ok_or(Fail::Status(Status::Io))?
+                            .start;
+                        // RDMA Write out of the file's region segment by segment, then the reply
+                        // Send follows in order.
                         let mut done = 0u32;
                         for seg in &chunk.segments {
                             if done == n {
                                 break;
                             }
                             let take = seg.length.min(n - done);
-                            let r = done as usize..(done + take) as usize;
+                            let r = at + done as usize..at + (done + take) as usize;
                             self.qp
                                 .post_write(
                                     1,
-                                    &self.bounce,
+                                    ctx.file.region(),
                                     r,
                                     RemoteAddr {
                                         stag: seg.handle,
@@ -425,8 +436,13 @@ impl Conn {
                     }
                     None => {
                         let mut v = vec![0u8; n as usize];
+                        let r = ctx
+                            .file
+                            .range(a.offset, n)
+                            .ok_or(Fail::Status(Status::Io))?;
                         ctx.file
-                            .read_at(a.offset, &mut v)
+                            .region()
+                            .read(r.start, &mut v)
                             .ok_or(Fail::Status(Status::Io))?;
                         self.stats.add_read(u64::from(n));
                         Ok(Done::ReadInline { data: v, eof })
@@ -448,18 +464,20 @@ impl Conn {
                 if len > ctx.opts.max_io {
                     return Err(Fail::Status(Status::TooBig));
                 }
+                let at = ctx
+                    .file
+                    .range(offset, len)
+                    .ok_or(Fail::Status(Status::OutOfRange))?
+                    .start;
                 match data {
                     Payload::Inline(d) => {
                         ctx.file
-                            .write_at(offset, d)
+                            .region()
+                            .write(at, d)
                             .ok_or(Fail::Status(Status::Io))?;
                     }
                     Payload::ReadChunk { position, .. } => {
-                        self.pull(chunks, position, len)?;
-                        self.bounce
-                            .with_slice(0, len as usize, |b| ctx.file.write_at(offset, b))
-                            .flatten()
-                            .ok_or(Fail::Status(Status::Io))?;
+                        self.pull(ctx.file.region(), at, chunks, position, len)?;
                     }
                     Payload::WriteChunk { .. } => return Err(Fail::Status(Status::Inval)),
                 }
@@ -477,8 +495,26 @@ impl Conn {
         }
     }
 
-    /// RDMA-Reads the read chunk at `position` (`len` bytes) into the staging buffer and waits.
-    fn pull(&mut self, chunks: &ChunkLists, position: u32, len: u32) -> Result<(), Fail> {
+    /// RDMA-Reads the read chunk at `position` (`len` bytes) into `dst` from `base` on and
+    /// waits. A chunk shorter than `len` is refused before anything is posted, so no byte of a
+    /// refused WRITE reaches the file.
+    fn pull(
+        &mut self,
+        dst: &MemoryRegion,
+        base: usize,
+        chunks: &ChunkLists,
+        position: u32,
+        len: u32,
+    ) -> Result<(), Fail> {
+        let offered: u64 = chunks
+            .reads
+            .iter()
+            .filter(|r| r.position == position)
+            .map(|r| u64::from(r.target.length))
+            .sum();
+        if offered < u64::from(len) {
+            return Err(Fail::Status(Status::Inval));
+        }
         let mut at = 0u32;
         let mut posted = 0;
         for seg in chunks.reads.iter().filter(|r| r.position == position) {
@@ -489,8 +525,8 @@ impl Conn {
             self.qp
                 .post_read(
                     2,
-                    &self.bounce,
-                    at as usize..(at + take) as usize,
+                    dst,
+                    base + at as usize..base + (at + take) as usize,
                     RemoteAddr {
                         stag: seg.target.handle,
                         to: seg.target.offset,
@@ -520,8 +556,8 @@ impl Conn {
         Ok(())
     }
 
-    /// Sends a reply and waits until it (and every Write before it) completed, so the staging
-    /// and send buffers are free again.
+    /// Sends a reply and waits until it (and every Write before it) completed, so the send
+    /// buffer is free again and no Write still reads the file's region for this call.
     fn send(&mut self, bytes: &[u8]) -> Result<(), &'static str> {
         self.send_mr.write(0, bytes).ok_or("reply too long")?;
         self.qp
@@ -549,14 +585,14 @@ enum Done {
 }
 
 impl Done {
-    fn reply<'a>(self, inline: &mut Vec<u8>, ctx: &Ctx, max_io: usize) -> StorageReply<'a> {
+    fn reply<'a>(self, inline: &mut Vec<u8>, ctx: &Ctx) -> StorageReply<'a> {
         let verifier = ctx.verifier;
         match self {
             Done::Null => StorageReply::Null,
             Done::Getattr => StorageReply::Getattr(Ok(GetattrOk {
                 size: ctx.file.len(),
                 block_size: BLOCK_SIZE,
-                max_io: max_io as u32,
+                max_io: ctx.opts.max_io.max(1),
                 verifier,
             })),
             Done::Commit => StorageReply::Commit(Ok(CommitOk { verifier })),
