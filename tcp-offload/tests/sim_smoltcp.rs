@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::smol::{SmolConfig, SmolTransport};
+use common::smol::{SmolConfig, SmolRsts, SmolTransport};
 use common::wrap::{Hooks, Wrapped};
 use common::{
     link_case, par_seeds, run_bulk as run_bulk_keep, stream_seed, threads, Outcome, Role, Summary,
@@ -61,11 +61,16 @@ fn audits(seed: u64) -> [SegmentAudit; 2] {
     ]
 }
 
-fn smol_vs_smol(seed: u64, link: &LinkConfig, len: u64) -> Result<Outcome, String> {
+/// The outcome and each side's RSTs.
+fn smol_vs_smol(
+    seed: u64,
+    link: &LinkConfig,
+    len: u64,
+) -> Result<(Outcome, [SmolRsts; 2]), String> {
     let cfg = SmolConfig::default();
     let (a, b) = smol_pair(seed, &cfg);
     let (ca, cb) = bulk(seed, len, len);
-    run_bulk(
+    run_bulk_keep(
         seed,
         a,
         b,
@@ -76,6 +81,7 @@ fn smol_vs_smol(seed: u64, link: &LinkConfig, len: u64) -> Result<Outcome, Strin
         audits(seed),
         SimConfig::default(),
     )
+    .map(|(o, a, b)| (o, [a.rsts(), b.rsts()]))
 }
 
 fn check_case(name: &str, seeds: u64, len: u64) -> Summary {
@@ -83,11 +89,18 @@ fn check_case(name: &str, seeds: u64, len: u64) -> Summary {
     let seeds: Vec<u64> = (0..seeds).collect();
     let outcomes = par_seeds(&seeds, threads(), |s| smol_vs_smol(s, &link, len));
     let mut sum = Summary::default();
-    for o in &outcomes {
-        let o = o
+    for r in &outcomes {
+        let (o, rsts) = r
             .as_ref()
             .unwrap_or_else(|e| panic!("smoltcp vs smoltcp, {name}: {e}"));
-        for side in 0..2 {
+        for (side, r) in rsts.iter().enumerate() {
+            // Every RST on the wire is a CLOSED port's RFC 9293 §3.10.7.1 answer (see SmolRsts).
+            assert!(
+                r.other == 0 && r.closed_replies == o.audit[side].rst,
+                "seed {}: side {side} sent {} RSTs: {r:?}",
+                o.seed,
+                o.audit[side].rst,
+            );
             assert_eq!(
                 o.audit[side].wrong_payload, 0,
                 "seed {}: segment payload differs from the stream",
@@ -146,6 +159,9 @@ fn smoltcp_pair_survives_five_percent_loss() {
 #[test]
 fn smoltcp_pair_survives_heavy_reordering() {
     let s = check_case("reorder", 8, 128 * KIB);
+    // Seeds 2 and 4: the server's socket reached CLOSED (LAST-ACK) and its interface answered the
+    // client's late segments with RST. The classifier the matrix relies on must see them.
+    assert!(s.audit.rst > 0, "the reorder seeds show closed-port RSTs");
     assert!(
         s.link.reordered > s.link.sent / 20,
         "at least 5% reordered: {:?}",
@@ -200,10 +216,10 @@ fn oversize_packets_are_dropped_so_a_small_mtu_link_needs_a_small_mss() {
 #[test]
 fn same_seed_same_run() {
     let link = link_case("hostile");
-    let a = smol_vs_smol(17, &link, 32 * KIB).unwrap();
-    let b = smol_vs_smol(17, &link, 32 * KIB).unwrap();
+    let a = smol_vs_smol(17, &link, 32 * KIB).unwrap().0;
+    let b = smol_vs_smol(17, &link, 32 * KIB).unwrap().0;
     assert_eq!((a.report, a.audit), (b.report, b.audit));
-    let c = smol_vs_smol(18, &link, 32 * KIB).unwrap();
+    let c = smol_vs_smol(18, &link, 32 * KIB).unwrap().0;
     assert_ne!(a.report, c.report);
 }
 

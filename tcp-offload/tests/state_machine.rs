@@ -376,6 +376,46 @@ fn rfc9293_s3_10_7_1_after_last_ack_old_duplicates_are_dropped_and_new_segments_
     assert!(out.len() == 1 && out[0].flags.rst);
 }
 
+/// Regression (issue 3, sim_matrix ours->smoltcp on `reorder`, seed 7 before 91f008b): the peer's
+/// pure ACK sent before its FIN, held back by the link, arrives after our LAST-ACK closed. It is an
+/// old duplicate of a stream we still know, so it is dropped: answering it with RST (as a port
+/// without connection would, RFC 9293 §3.10.7.1) put RSTs on the wire after every orderly close
+/// that met reordering. A segment with new data still gets the RST.
+#[test]
+fn rfc9293_s3_10_7_1_after_last_ack_a_late_ack_from_before_the_peers_fin_gets_no_rst() {
+    let mut s = Script::establish_active(cfg(), no_opts());
+    s.c.send(b"hello").unwrap();
+    s.drain();
+    let before_data = s.c.snd_una().0;
+    let peer_fin = s.p_nxt;
+    s.inject("A", b"", false); // acknowledges the data
+    s.inject("FA", b"", false);
+    s.c.close(s.now);
+    s.drain();
+    s.inject("A", b"", false);
+    assert_eq!(s.c.state(), State::Closed);
+    // The late copies: an ACK of nothing new, and one from before the data was acknowledged.
+    for ack in [s.c_snd_nxt().wrapping_sub(1), before_data] {
+        s.inject_raw(peer_fin, Some(ack), "A", TcpOptions::default(), b"");
+        assert!(
+            s.drain().is_empty(),
+            "no RST for a late duplicate ACK (ack {ack}) after an orderly close"
+        );
+    }
+    s.inject_raw(
+        peer_fin + 1,
+        Some(s.c_snd_nxt()),
+        "A",
+        TcpOptions::default(),
+        b"new",
+    );
+    let out = s.drain();
+    assert!(
+        out.len() == 1 && out[0].flags.rst,
+        "new data after close: RST"
+    );
+}
+
 #[test]
 fn rfc9293_s3_10_4_close_in_syn_sent_deletes_the_connection() {
     let mut s = Script::active(cfg());

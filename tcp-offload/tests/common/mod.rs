@@ -62,14 +62,16 @@ pub struct Outcome {
     pub established: [Option<SimTime>; 2],
     /// When each side's app finished (its connection closed).
     pub done: [Option<SimTime>; 2],
-    /// RSTs each side sent before its own connection had closed cleanly. (A fully closed
-    /// endpoint answers a late, reordered segment with RST, as RFC 9293 §3.10.7.1 says; those
-    /// do not count.)
+    /// RSTs each side sent before its own connection had closed cleanly. (RSTs after the close
+    /// are in `audit[..].rst`; the matrix accepts none from our TCP and only the classified
+    /// CLOSED-port answers from smoltcp, see `smol::SmolRsts`.)
     pub rst_before_close: [u64; 2],
 }
 
 /// One bulk run: A (client) and B (server) each send their stream and verify the other's,
-/// both close, done when both are closed. Audits watch what each side sends.
+/// both close, done when both are closed. Audits watch what each side sends. With
+/// `XWARP_SIM_TRACE` set in the environment, a run in which any RST was sent prints its last 40
+/// packets (side, virtual time, ports, flags, seq, ack, payload length, window) to stderr.
 #[allow(clippy::too_many_arguments)]
 pub fn run_bulk<A: Transport, B: Transport>(
     seed: u64,
@@ -91,7 +93,14 @@ pub fn run_bulk<A: Transport, B: Transport>(
     let tap = Rc::clone(&audits);
     let rsts: Rc<RefCell<Vec<(Side, SimTime)>>> = Rc::default();
     let rst_tap = Rc::clone(&rsts);
+    let trace: Rc<RefCell<Vec<String>>> = Rc::default();
+    let trace_tap = Rc::clone(&trace);
     sim.add_tap(move |side, now, p| {
+        if std::env::var_os("XWARP_SIM_TRACE").is_some() {
+            trace_tap
+                .borrow_mut()
+                .push(format!("{side:?} {now} {}", describe_segment(p)));
+        }
         let mut audits = tap.borrow_mut();
         let before = audits[side as usize].stats().rst;
         audits[side as usize].observe(p);
@@ -102,6 +111,15 @@ pub fn run_bulk<A: Transport, B: Transport>(
     let result = sim.run();
     let audits = audits.borrow();
     let done = [sim.a.app.done_at, sim.b.app.done_at];
+    if std::env::var_os("XWARP_SIM_TRACE").is_some() {
+        let t = trace.borrow();
+        if t.iter().any(|l| l.contains('R')) {
+            eprintln!("=== seed {seed} done {done:?}");
+            for l in &t[t.len().saturating_sub(40)..] {
+                eprintln!("{l}");
+            }
+        }
+    }
     let mut rst_before_close = [0; 2];
     for &(side, at) in rsts.borrow().iter() {
         if !matches!(done[side as usize], Some(d) if d <= at) {
@@ -259,4 +277,35 @@ pub fn link_case(name: &str) -> LinkConfig {
             .with_corrupt(0.02),
         other => panic!("unknown link case {other}"),
     }
+}
+
+/// One line per TCP segment: flags, seq, ack, payload length, window.
+pub fn describe_segment(p: &[u8]) -> String {
+    use etherparse::{SlicedPacket, TransportSlice};
+    let Ok(s) = SlicedPacket::from_ip(p) else {
+        return "unparsed".into();
+    };
+    let Some(TransportSlice::Tcp(t)) = s.transport else {
+        return "not tcp".into();
+    };
+    let mut f = String::new();
+    for (on, c) in [
+        (t.syn(), 'S'),
+        (t.fin(), 'F'),
+        (t.rst(), 'R'),
+        (t.ack(), '.'),
+    ] {
+        if on {
+            f.push(c);
+        }
+    }
+    format!(
+        "{}>{} [{f}] seq={} ack={} len={} win={}",
+        t.source_port(),
+        t.destination_port(),
+        t.sequence_number(),
+        t.acknowledgment_number(),
+        t.payload().len(),
+        t.window_size()
+    )
 }

@@ -26,6 +26,14 @@ impl Peer {
             Peer::Smol(t) => t.as_mut(),
         }
     }
+    /// smoltcp, if it is.
+    pub fn smol(&self) -> Option<&SmolTransport> {
+        match self {
+            Peer::Ours(_) => None,
+            Peer::Smol(t) => Some(t),
+        }
+    }
+
     /// Ours, if it is.
     pub fn ours(&self) -> Option<&OursTransport> {
         match self {

@@ -128,6 +128,56 @@ pub struct SmolTransport {
     last: tcp::State,
     dirty: bool,
     scratch: Vec<u8>,
+    rsts: SmolRsts,
+}
+
+/// The RSTs a [`SmolTransport`] put on the link, by why it sent them.
+///
+/// smoltcp 0.12 moves its socket to CLOSED when TIME-WAIT ends or when the ACK of its FIN arrives
+/// in LAST-ACK, and a CLOSED socket no longer matches any segment: its `Interface` then answers a
+/// late segment of that connection (reordered by the link, or the peer's retransmitted FIN
+/// whose first copy already arrived) with a RST of RFC 9293 §3.10.7.1 form, as for a port with no
+/// connection. RFC 9293 §3.10.7.1 requires exactly that for a CLOSED port. Those are
+/// `closed_replies`; everything else is `other`. (Between two smoltcps on the `reorder` link such
+/// a RST can even end the peer's TIME-WAIT early, RFC 1337's hazard: sim_smoltcp.rs, seed 4.)
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SmolRsts {
+    /// RSTs sent after an orderly close (state CLOSED reached from TIME-WAIT or LAST-ACK), each
+    /// in answer to a segment that arrived then and in the §3.10.7.1 form for that segment:
+    /// `<SEQ=SEG.ACK><CTL=RST>` if it had ACK, else `<SEQ=0><ACK=SEG.SEQ+SEG.LEN><CTL=RST,ACK>`.
+    pub closed_replies: u64,
+    /// Any other RST: before or without an orderly close, or not in that form.
+    pub other: u64,
+}
+
+/// (SEQ, ACK if any, RST) of a TCP segment in an IPv4 packet; SEG.LEN counts SYN and FIN.
+fn tcp_fields(p: &[u8]) -> Option<(u32, Option<u32>, u32, bool)> {
+    use etherparse::{SlicedPacket, TransportSlice};
+    let s = SlicedPacket::from_ip(p).ok()?;
+    let Some(TransportSlice::Tcp(t)) = s.transport else {
+        return None;
+    };
+    let len = t.payload().len() as u32 + u32::from(t.syn()) + u32::from(t.fin());
+    Some((
+        t.sequence_number(),
+        t.ack().then(|| t.acknowledgment_number()),
+        len,
+        t.rst(),
+    ))
+}
+
+/// Whether `rst` is the RFC 9293 §3.10.7.1 answer to `seg` (both IPv4 packets).
+fn is_closed_port_reply(seg: &[u8], rst: &[u8]) -> bool {
+    let (Some((seq, ack, len, seg_rst)), Some((r_seq, r_ack, _, true))) =
+        (tcp_fields(seg), tcp_fields(rst))
+    else {
+        return false;
+    };
+    !seg_rst
+        && match ack {
+            Some(a) => r_seq == a && r_ack.is_none(),
+            None => r_seq == 0 && r_ack == Some(seq.wrapping_add(len)),
+        }
 }
 
 impl SmolTransport {
@@ -185,6 +235,7 @@ impl SmolTransport {
             last: tcp::State::Closed,
             dirty: true,
             scratch: vec![0; 64 * 1024],
+            rsts: SmolRsts::default(),
         };
         t.refresh();
         t
@@ -192,6 +243,28 @@ impl SmolTransport {
 
     fn socket(&mut self) -> &mut tcp::Socket<'static> {
         self.sockets.get_mut::<tcp::Socket>(self.handle)
+    }
+
+    /// The RSTs it sent, classified.
+    pub fn rsts(&self) -> SmolRsts {
+        self.rsts
+    }
+
+    /// Counts the RSTs among the packets queued from index `from` on; `trigger` is the segment
+    /// just handled, if they answer one.
+    fn count_rsts(&mut self, from: usize, trigger: Option<&[u8]>) {
+        let closed = self.state == ConnState::Closed;
+        for p in self.dev.tx.iter().skip(from) {
+            if !tcp_fields(p).is_some_and(|f| f.3) {
+                continue;
+            }
+            match trigger {
+                Some(seg) if closed && is_closed_port_reply(seg, p) => {
+                    self.rsts.closed_replies += 1
+                }
+                _ => self.rsts.other += 1,
+            }
+        }
     }
 
     /// smoltcp's own state.
@@ -237,13 +310,19 @@ impl SmolTransport {
 
 impl Transport for SmolTransport {
     fn handle_packet(&mut self, now: SimTime, packet: &[u8]) {
+        // The state before this segment: a RST it provokes counts as a closed port's answer only
+        // if the connection had already closed in order.
+        let from = self.dev.tx.len();
         self.dev.rx.push_back(packet.to_vec());
+        let closed_before = self.state == ConnState::Closed;
         self.pump(now);
+        self.count_rsts(from, closed_before.then_some(packet));
     }
 
     fn poll_transmit(&mut self, now: SimTime) -> Option<Vec<u8>> {
         if self.dev.tx.is_empty() && self.dirty {
             self.pump(now);
+            self.count_rsts(0, None);
         }
         self.dev.tx.pop_front()
     }
@@ -257,7 +336,9 @@ impl Transport for SmolTransport {
     }
 
     fn handle_timeout(&mut self, now: SimTime) {
+        let from = self.dev.tx.len();
         self.pump(now);
+        self.count_rsts(from, None);
     }
 
     fn state(&self) -> ConnState {
