@@ -237,6 +237,11 @@ pub struct TestArgs {
     /// Seconds to wait for the server (connect and MPA startup).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=600))]
     pub timeout: u64,
+    /// rpc_write: write a pattern that depends on each byte's store offset; rpc_read: check every
+    /// byte read against that pattern (run rpc_write --verify first over the same range).
+    /// Fails on the first mismatch.
+    #[arg(long)]
+    pub verify: bool,
 }
 
 /// Options of `compare`.
