@@ -404,20 +404,7 @@ impl Qp {
         if framer.is_gated() {
             return None;
         }
-        // Largest ULPDU whose FPDU fits `out`.
-        let mut cap = self
-            .engine
-            .config()
-            .mulpdu
-            .min(out.len())
-            .min(mpa::MAX_ULPDU_LEN);
-        loop {
-            let w = framer.wire_len(cap);
-            if w <= out.len() || cap == 0 {
-                break;
-            }
-            cap = cap.saturating_sub(w - out.len());
-        }
+        let cap = ulpdu_cap(framer, self.engine.config().mulpdu, out.len());
         let seg = self.engine.poll_segment(cap)?;
         let start = self.tx_total;
         let r = match seg.payload_slice(mem) {
@@ -443,6 +430,32 @@ impl Qp {
                 None
             }
         }
+    }
+
+    /// Claims the next FPDU (its ULPDU no larger than MULPDU, its wire length at most `max_len`)
+    /// without framing it: returns its transmit offset and wire length, and the caller frames it
+    /// with [`Qp::rebuild_fpdu`] wherever it wants the bytes (the AF_XDP engine: straight into
+    /// the packet, so a first transmission is framed once). `None` when there is no FPDU to send,
+    /// startup bytes are still pending (use [`Qp::poll_transmit`] for those), or
+    /// `keep_for_retransmit` is off (nothing could rebuild it).
+    pub fn poll_fpdu_record(&mut self, max_len: usize) -> Option<(u64, usize)> {
+        if !self.cfg.keep_for_retransmit || self.startup_tx_at < self.startup_tx.len() {
+            return None;
+        }
+        let Phase::Operational { framer, .. } = &mut self.phase else {
+            return None;
+        };
+        if framer.is_gated() {
+            return None;
+        }
+        let cap = ulpdu_cap(framer, self.engine.config().mulpdu, max_len);
+        let seg = self.engine.poll_segment(cap)?;
+        let start = self.tx_total;
+        let w = framer.skip(seg.len());
+        self.tx_total += w as u64;
+        self.engine.ulpdu_framed(self.tx_total);
+        self.unacked.push_back((start, self.tx_total, seg));
+        Some((start, w))
     }
 
     /// Rebuild, for a TCP retransmission, the FPDU that `poll_transmit` produced at transmit
@@ -829,3 +842,15 @@ fn llp_code(e: FramingError) -> crate::term_code::TermCode {
 #[cfg(test)]
 #[path = "qp_tests.rs"]
 mod tests;
+
+/// The largest ULPDU (at most `mulpdu`) whose FPDU, framed at the framer's offset, fits `room`.
+fn ulpdu_cap(framer: &mpa::Framer, mulpdu: usize, room: usize) -> usize {
+    let mut cap = mulpdu.min(room).min(mpa::MAX_ULPDU_LEN);
+    loop {
+        let w = framer.wire_len(cap);
+        if w <= room || cap == 0 {
+            return cap;
+        }
+        cap = cap.saturating_sub(w - room);
+    }
+}

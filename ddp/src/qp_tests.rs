@@ -825,6 +825,68 @@ fn rebuild_fpdu_reproduces_the_same_octets() {
     }
 }
 
+/// `poll_fpdu_record` claims FPDUs without framing them; `rebuild_fpdu` then frames each once
+/// (the AF_XDP engine's first transmission). The stream so produced is placed by the peer exactly
+/// like `poll_transmit`'s: same offsets, same lengths, the data lands. Markers on and off.
+#[test]
+fn claimed_fpdus_framed_once_by_rebuild_make_a_valid_stream() {
+    for markers in [false, true] {
+        let (mut a, mut b) = pair(markers, true);
+        a.qp.cfg.keep_for_retransmit = true;
+        pump(&mut a, &mut b, 1 << 20);
+        let (asrc, _) = a.region(10_000, Access::LOCAL_WRITE, pattern(7));
+        let (bdst, bstag) = b.region(10_000, Access::REMOTE_WRITE, |_| 0);
+        let remote = RemoteBuf {
+            stag: bstag,
+            to: 0x10_0000,
+        };
+        let local = LocalBuf {
+            region: asrc,
+            offset: 0,
+            len: 10_000,
+        };
+        a.qp.post_write(&a.tags, 1, local, remote).unwrap();
+        assert_eq!(a.qp.poll_fpdu_record(0), None, "nothing fits in 0 octets");
+        let mut out = vec![0u8; 70_000];
+        let mut claimed = Vec::new();
+        while let Some((pos, len)) = a.qp.poll_fpdu_record(1500) {
+            assert!(len <= 1500, "FPDU of {len} octets exceeds the room given");
+            assert_eq!(
+                pos + len as u64,
+                a.qp.tx_offset(),
+                "offsets advance by the wire length"
+            );
+            let n =
+                a.qp.rebuild_fpdu(&a.mem, pos, &mut out)
+                    .expect("claimed FPDU is kept");
+            assert_eq!(n, len, "rebuilt length equals the claimed length");
+            claimed.push(out[..n].to_vec());
+        }
+        assert!(claimed.len() > 5);
+        for bytes in &claimed {
+            b.qp.handle_rx_bytes(&mut b.tags, &mut b.mem, Instant::now(), bytes);
+        }
+        assert!(
+            !b.qp.is_error(),
+            "the peer accepts the stream (CRC, markers, DDP)"
+        );
+        // FPDUs framed by poll_transmit after claimed ones sit at the right stream offsets
+        // (markers where the peer expects them): claiming kept the framer's offset exact.
+        a.qp.post_write(&a.tags, 2, local, remote).unwrap();
+        for (_, bytes) in fpdus(&mut a) {
+            b.qp.handle_rx_bytes(&mut b.tags, &mut b.mem, Instant::now(), &bytes);
+        }
+        assert!(
+            !b.qp.is_error(),
+            "framing after claimed FPDUs stays in step"
+        );
+        let mut got = vec![0u8; 10_000];
+        b.mem.read(bdst, 0, &mut got);
+        let want: Vec<u8> = (0..10_000).map(pattern(7)).collect();
+        assert_eq!(got, want, "the Writes landed byte for byte");
+    }
+}
+
 /// A queue pair built from an MPA negotiation done elsewhere: offsets count from SeqStart, and
 /// the Responder waits for the first FPDU.
 #[test]

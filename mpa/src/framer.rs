@@ -57,6 +57,16 @@ impl Framer {
         fpdu_wire_len(self.cfg, self.offset, ulpdu_len)
     }
 
+    /// Claims the next FPDU's place in the stream without framing it, for a sender that frames
+    /// it later at the same offset with [`encode_fpdu`] (e.g. straight into a packet buffer);
+    /// returns its wire length. Framing is a pure function of the offset, so the later bytes are
+    /// exactly what [`Framer::encode`] would have produced here.
+    pub fn skip(&mut self, ulpdu_len: usize) -> usize {
+        let n = self.wire_len(ulpdu_len);
+        self.offset = self.offset.wrapping_add(n as u32);
+        n
+    }
+
     /// Frames the ULPDU (gather list) into `out` and advances the offset; returns the FPDU
     /// length. On error the offset does not move.
     pub fn encode(&mut self, ulpdu: &[&[u8]], out: &mut [u8]) -> Result<usize, EncodeError> {

@@ -131,14 +131,15 @@ impl Conn {
             return;
         };
         while qp.wants_to_send() && self.tcp.send_capacity() >= qp.max_fpdu_len() as u64 {
-            let Some(n) = qp.poll_transmit(mem, scratch) else {
-                break;
-            };
-            let start = qp.tx_offset() - n as u64;
-            let r = if qp.is_established() && start >= qp.tx_seq_start() {
+            // FPDUs are only claimed here; `FpduSource` frames each straight into its packet
+            // (markers and CRC in that pass), so a first transmission is framed once.
+            let r = if let Some((start, n)) = qp.poll_fpdu_record(scratch.len()) {
                 self.tcp.send_record(n as u32, start)
-            } else {
+            } else if let Some(n) = qp.poll_transmit(mem, scratch) {
+                // Startup bytes (the MPA Request/Reply) ride as owned bytes.
                 self.tcp.send_record_bytes(&scratch[..n])
+            } else {
+                break;
             };
             if r.is_err() {
                 // The stream would have a hole: give the connection up rather than corrupt it.
