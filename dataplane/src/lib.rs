@@ -30,7 +30,7 @@ pub mod store;
 pub mod xdp;
 
 pub use completion::{Completion, Opcode, Status};
-pub use config::{ConnectionConfig, MpaSettings, Transport};
+pub use config::{ConnectionConfig, EngineMode, MpaSettings, Transport, XdpConfig};
 pub use counters::CounterSnapshot;
 pub use cq::CompletionQueue;
 pub use device::{Device, QpInit};
