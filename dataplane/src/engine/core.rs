@@ -870,17 +870,11 @@ impl EngineCore {
         c.dirty = false;
         let mut closed = None;
         let mut start = false;
+        let mut peer_closed = false;
         while let Some(e) = c.tcp.poll_event() {
             match e {
                 Event::Connected => start = true,
-                Event::PeerClosed => {
-                    self.events
-                        .push_back(EngineEvent::PeerClosed { conn: ConnId(id) });
-                    if let Some(q) = c.qp.as_mut() {
-                        q.handle_close();
-                    }
-                    c.closing = true;
-                }
+                Event::PeerClosed => peer_closed = true,
                 Event::Closed(r) => closed = Some(r),
                 Event::Readable | Event::Writable | Event::RecordAcked(_) => {}
             }
@@ -894,6 +888,16 @@ impl EngineCore {
         };
         // Receive: in-order feed and out-of-order placement, straight into the regions.
         c.drive_rx(now, &mut self.tags, &mut self.mem, &mut self.counters);
+        // The FIN comes after the data before it (often in the same batch or segment): the
+        // queue pair learns of it only once that data is in.
+        if peer_closed {
+            self.events
+                .push_back(EngineEvent::PeerClosed { conn: ConnId(id) });
+            if let Some(q) = c.qp.as_mut() {
+                q.handle_close();
+            }
+            c.closing = true;
+        }
         c.drive_acked();
         // Queue-pair events and completions.
         drain_qp(
