@@ -720,8 +720,12 @@ impl EngineCore {
             self.mark(id);
             return;
         }
-        if let Some(l) = self.listeners.iter_mut().find(|l| l.tcp.matches(&seg)) {
-            l.tcp.handle_segment(now, &seg);
+        if let Some(li) = self.listeners.iter().position(|l| l.tcp.matches(&seg)) {
+            self.listeners[li].tcp.handle_segment(now, &seg);
+            // A handshake this segment completed becomes a flow at once: the peer's first data
+            // (the MPA Request) often follows in the same batch and would otherwise find no
+            // connection and draw a RST from the listener.
+            self.accept_from(now, li);
             return;
         }
         self.counters.drops += 1;
@@ -809,20 +813,26 @@ impl EngineCore {
                     break;
                 }
             }
-            while let Some(tcp) = self.listeners[li].tcp.accept() {
-                let settings = self.listeners[li].settings.clone();
-                let peer = tcp.tuple().remote;
-                let mut c = Conn::new(tcp, Role::Responder, settings);
-                c.listener = Some(ListenerId(li as u32));
-                let conn = self.add_conn(c);
-                self.counters.connections_opened += 1;
-                self.start_qp(now, conn.0);
-                self.events.push_back(EngineEvent::Accepted {
-                    listener: ListenerId(li as u32),
-                    conn,
-                    peer,
-                });
-            }
+            self.accept_from(now, li);
+        }
+    }
+
+    /// Turns the connections listener `li` has established into flows (queue pair started,
+    /// `Accepted` reported).
+    fn accept_from(&mut self, now: Instant, li: usize) {
+        while let Some(tcp) = self.listeners[li].tcp.accept() {
+            let settings = self.listeners[li].settings.clone();
+            let peer = tcp.tuple().remote;
+            let mut c = Conn::new(tcp, Role::Responder, settings);
+            c.listener = Some(ListenerId(li as u32));
+            let conn = self.add_conn(c);
+            self.counters.connections_opened += 1;
+            self.start_qp(now, conn.0);
+            self.events.push_back(EngineEvent::Accepted {
+                listener: ListenerId(li as u32),
+                conn,
+                peer,
+            });
         }
     }
 
