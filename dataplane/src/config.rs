@@ -8,8 +8,58 @@ pub enum Transport {
     /// The MPA/DDP/RDMAP stack over kernel TCP sockets (one thread per connection).
     #[default]
     Kernel,
-    /// The AF_XDP engine with our own TCP (not available yet in this build).
+    /// The AF_XDP engine with our own TCP; opened with [`crate::Device::open_xdp`], which
+    /// names the interface ([`XdpConfig`]).
     Xdp,
+}
+
+/// How the AF_XDP engine of a device is driven.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EngineMode {
+    /// The application's threads drive the engine whenever they poll or wait on a completion
+    /// queue, post work, or connect: the lowest latency, no extra thread. Something must poll.
+    Inline,
+    /// The engine busy-polls on its own thread, pinned to `core` (a `core_affinity` index) when
+    /// given; it yields the CPU while idle.
+    #[default]
+    Threaded,
+    /// As [`EngineMode::Threaded`], pinned to this core.
+    Pinned(usize),
+}
+
+/// Settings of an AF_XDP device: one interface queue, one engine.
+#[derive(Debug, Clone, PartialEq)]
+pub struct XdpConfig {
+    /// The interface to attach to (must be up, with an IPv4 address).
+    pub interface: String,
+    /// Its receive queue (default 0).
+    pub queue: u32,
+    /// Zero-copy when the driver offers it, copy mode otherwise (default), or forced.
+    pub bind: crate::xdp::BindMode,
+    /// Native XDP with a fallback to generic mode (default), or forced.
+    pub attach: crate::xdp::AttachPolicy,
+    /// Local ports for active opens, steered to the engine (reserve them from the kernel with
+    /// `deploy/host-setup`; default 40000-40999).
+    pub local_ports: std::ops::RangeInclusive<u16>,
+    /// Inline or threaded engine (default threaded).
+    pub mode: EngineMode,
+    /// Seeded fault injection on the engine's receive and transmit paths (tests; off by default).
+    pub fault: crate::engine::FaultConfig,
+}
+
+impl XdpConfig {
+    /// Defaults on `interface`.
+    pub fn new(interface: impl Into<String>) -> Self {
+        XdpConfig {
+            interface: interface.into(),
+            queue: 0,
+            bind: crate::xdp::BindMode::Auto,
+            attach: crate::xdp::AttachPolicy::NativeOrGeneric,
+            local_ports: 40000..=40999,
+            mode: EngineMode::default(),
+            fault: crate::engine::FaultConfig::default(),
+        }
+    }
 }
 
 /// Settings of one queue pair / connection.

@@ -8,6 +8,17 @@ pub enum DeviceError {
     /// The requested transport is not available in this build or on this host.
     #[error("transport not available: {0}")]
     TransportUnavailable(&'static str),
+    /// Setting up XDP or AF_XDP on the interface failed (attach, socket, addresses).
+    #[error("AF_XDP set-up on {interface}: {error}")]
+    Xdp {
+        /// What was being set up.
+        interface: &'static str,
+        /// The failure.
+        error: crate::xdp::XdpError,
+    },
+    /// The interface has no IPv4 address to serve.
+    #[error("the interface has no IPv4 address")]
+    NoAddress,
 }
 
 /// Registering memory failed.

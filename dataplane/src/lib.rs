@@ -28,9 +28,10 @@ mod pd;
 mod qp;
 pub mod store;
 pub mod xdp;
+mod xdp_device;
 
 pub use completion::{Completion, Opcode, Status};
-pub use config::{ConnectionConfig, MpaSettings, Transport};
+pub use config::{ConnectionConfig, EngineMode, MpaSettings, Transport, XdpConfig};
 pub use counters::CounterSnapshot;
 pub use cq::CompletionQueue;
 pub use device::{Device, QpInit};

@@ -151,7 +151,49 @@ fn config_errors_are_clear_one_line_messages_and_never_panics() {
         (
             "",
             &["--transport", "xdp"],
-            &["xdp", "not available yet", "kernel"],
+            &["xdp", "needs an interface", "--interface"],
+        ),
+        (
+            "transport = \"xdp\"\n[xdp]\ninterface = \"eth9\"\nengine = \"inline\"\n",
+            &[],
+            &["xdp.engine", "\"threaded\""],
+        ),
+        (
+            "",
+            &[
+                "--transport",
+                "xdp",
+                "--interface",
+                "eth9",
+                "--bind",
+                "fast",
+            ],
+            &["--bind", "\"zerocopy\""],
+        ),
+        ("", &["--interface", "eth9"], &["--transport xdp"]),
+        (
+            "",
+            &[
+                "--transport",
+                "xdp",
+                "--interface",
+                "eth9",
+                "--core",
+                "99999",
+            ],
+            &["--core", "not a CPU"],
+        ),
+        (
+            "",
+            &[
+                "--transport",
+                "xdp",
+                "--interface",
+                "eth9",
+                "--listen",
+                "198.18.0.1:40005",
+            ],
+            &["40005", "local port range"],
         ),
         (
             "[store]\npath = \"/tmp/x\"\nsize = \"lots\"\n",
@@ -206,6 +248,45 @@ fn config_errors_are_clear_one_line_messages_and_never_panics() {
 }
 
 #[test]
+fn check_config_accepts_an_xdp_configuration_without_touching_the_interface() {
+    // No such interface here: check-config validates settings only, it opens nothing.
+    let out = run(&[
+        "check-config",
+        "--transport",
+        "xdp",
+        "--interface",
+        "xwnosuch0",
+        "--queue",
+        "2",
+        "--bind",
+        "copy",
+        "--attach",
+        "generic",
+        "--local-ports",
+        "45000-45099",
+        "--engine",
+        "threaded",
+    ]);
+    let o = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for n in [
+        "Xdp",
+        "\"xwnosuch0\"",
+        "queue: 2",
+        "Copy",
+        "GenericOnly",
+        "45000..=45099",
+        "Threaded",
+    ] {
+        assert!(o.contains(n), "check-config output lacks {n}:\n{o}");
+    }
+}
+
+#[test]
 fn help_explains_the_daemon_and_its_subcommands() {
     let out = run(&["--help"]);
     assert!(out.status.success());
@@ -218,6 +299,19 @@ fn help_explains_the_daemon_and_its_subcommands() {
         "stats",
         "SIGTERM",
         "RPC-over-RDMA",
+        "--transport",
+        "--interface",
+        "--queue",
+        "--bind",
+        "zerocopy",
+        "--attach",
+        "generic",
+        "--local-ports",
+        "--engine",
+        "threaded",
+        "--core",
+        "detached",
+        "retransmissions",
     ] {
         assert!(h.contains(n), "--help lacks {n}:\n{h}");
     }

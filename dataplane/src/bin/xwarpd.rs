@@ -1,6 +1,6 @@
 //! xwarpd: the xwarp daemon. Serves RDMA listeners and an RPC-over-RDMA block store on the
-//! kernel transport (the AF_XDP engine will be a config choice), with counters on a control
-//! socket (`xwarpd stats`) and a Prometheus endpoint.
+//! kernel transport or the AF_XDP engine (a config choice), with counters on a control socket
+//! (`xwarpd stats`) and a Prometheus endpoint.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -15,6 +15,15 @@ use dataplane::daemon::{self, config::DEFAULT_CONTROL, DaemonConfig, DaemonError
 /// WRITE (server RDMA-Reads it), COMMIT (msync + fsync) and GETATTR. Settings come from
 /// --config FILE (TOML, see deploy/xwarpd.example.toml) with flags on top. Counters: `xwarpd
 /// stats`, or Prometheus text over HTTP at --metrics. SIGINT or SIGTERM stops it cleanly.
+///
+/// Transports: "kernel" (kernel TCP sockets; runs anywhere) or "xdp": xwarp's XDP program on
+/// --interface steers the listening ports and the --local-ports range into an AF_XDP socket on
+/// --queue, where the engine (our own TCP, MPA, DDP, RDMAP) runs on its own thread, pinned with
+/// --core. Needs root (or CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF, CAP_SYS_ADMIN, CAP_IPC_LOCK); run
+/// it in the interface's network namespace. On SIGINT/SIGTERM the program is detached and the
+/// UMEM freed; after a crash (kill -9) the program stays attached until the next xwarpd on that
+/// interface replaces it. Per-engine counters (packets, bytes, retransmissions, out-of-order
+/// FPDUs placed, CRC errors, Terminates, drops) appear in `xwarpd stats` and --metrics.
 #[derive(Debug, Parser)]
 #[command(name = "xwarpd", version, args_conflicts_with_subcommands = true)]
 struct Cli {
@@ -29,9 +38,35 @@ struct RunArgs {
     /// TOML configuration file; flags given here override it.
     #[arg(short, long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Transport: "kernel" (kernel TCP sockets) or "xdp" (AF_XDP engine; not available yet).
+    /// Transport: "kernel" (kernel TCP sockets) or "xdp" (AF_XDP engine; needs --interface)
+    /// [default: kernel].
     #[arg(long, value_name = "NAME")]
     transport: Option<String>,
+    /// xdp: the interface to attach to (up, with an IPv4 address).
+    #[arg(long, value_name = "IFNAME", help_heading = "xdp transport")]
+    interface: Option<String>,
+    /// xdp: the interface's receive queue the engine serves [default: 0].
+    #[arg(long, value_name = "N", help_heading = "xdp transport")]
+    queue: Option<String>,
+    /// xdp: AF_XDP bind mode: "auto" (zero-copy when the driver offers it, else copy), "copy"
+    /// or "zerocopy" (fail without it) [default: auto].
+    #[arg(long, value_name = "MODE", help_heading = "xdp transport")]
+    bind: Option<String>,
+    /// xdp: XDP attach policy: "auto" (native, else generic with a warning), "native" or
+    /// "generic" [default: auto].
+    #[arg(long, value_name = "POLICY", help_heading = "xdp transport")]
+    attach: Option<String>,
+    /// xdp: local ports for the engine's active opens, steered to it; reserve them from the
+    /// kernel (deploy/host-setup) [default: 40000-40999].
+    #[arg(long, value_name = "FIRST-LAST", help_heading = "xdp transport")]
+    local_ports: Option<String>,
+    /// xdp: engine mode; only "threaded" (the engine polls on its own thread): inline engines
+    /// need an application thread to drive them [default: threaded].
+    #[arg(long, value_name = "MODE", help_heading = "xdp transport")]
+    engine: Option<String>,
+    /// xdp: pin the engine thread to this CPU [default: not pinned].
+    #[arg(long, value_name = "CPU", help_heading = "xdp transport")]
+    core: Option<String>,
     /// Serve a block store backed by this file (created when --size is given).
     #[arg(long, value_name = "PATH")]
     store: Option<PathBuf>,
@@ -75,7 +110,7 @@ enum Command {
     /// Check a configuration (file and flags) and print it, without starting anything.
     CheckConfig {
         #[command(flatten)]
-        run: RunArgs,
+        run: Box<RunArgs>,
     },
 }
 
@@ -92,6 +127,13 @@ fn load(a: &RunArgs) -> Result<DaemonConfig, DaemonError> {
         markers: a.markers,
         crc: a.crc,
         segment_per_fpdu: a.segment_per_fpdu,
+        interface: a.interface.clone(),
+        queue: a.queue.clone(),
+        bind: a.bind.clone(),
+        attach: a.attach.clone(),
+        local_ports: a.local_ports.clone(),
+        engine: a.engine.clone(),
+        core: a.core.clone(),
     };
     Ok(DaemonConfig::load(a.config.as_deref(), &o)?)
 }

@@ -9,7 +9,8 @@ use std::str::FromStr;
 
 use serde::Deserialize;
 
-use crate::Transport;
+use crate::xdp::{AttachPolicy, BindMode, LocalPortRange};
+use crate::{EngineMode, Transport, XdpConfig};
 
 /// A configuration mistake, with the setting it concerns.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -43,9 +44,26 @@ pub enum ConfigError {
     /// The settings are incomplete or contradict each other.
     #[error("{0}")]
     Inconsistent(&'static str),
-    /// The transport is valid but not available in this build.
-    #[error("transport \"xdp\" is not available yet: the AF_XDP engine is not part of this build; use transport = \"kernel\"")]
-    XdpUnavailable,
+    /// A listening port lies inside the engine's active-open port range.
+    #[error("{setting} port {port} lies in the local port range {range} (xdp.local_ports / --local-ports), which the XDP program steers to the engine's own connections; choose a port outside it or move the range")]
+    PortInLocalRange {
+        /// The setting holding the port.
+        setting: &'static str,
+        /// The port.
+        port: u16,
+        /// The range, as `FIRST-LAST`.
+        range: String,
+    },
+    /// The engine core is not one this process may run on.
+    #[error("invalid {setting} {core}: not a CPU this process may run on (allowed: {allowed})")]
+    NoSuchCore {
+        /// Which setting (TOML key or flag).
+        setting: &'static str,
+        /// The value given.
+        core: usize,
+        /// The CPUs of this process's affinity mask.
+        allowed: String,
+    },
 }
 
 /// A byte count written as a number with an optional unit (`4096`, `64KiB`, `4MiB`, `1G`).
@@ -121,8 +139,21 @@ struct RawConfig {
     log: Option<String>,
     mpa: Option<RawMpa>,
     store: Option<RawStore>,
+    xdp: Option<RawXdp>,
     #[serde(default)]
     listener: Vec<RawListener>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawXdp {
+    interface: Option<String>,
+    queue: Option<i64>,
+    bind: Option<String>,
+    attach: Option<String>,
+    local_ports: Option<String>,
+    engine: Option<String>,
+    core: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -174,6 +205,38 @@ pub struct Overrides {
     pub crc: Option<bool>,
     /// `--segment-per-fpdu`.
     pub segment_per_fpdu: Option<bool>,
+    /// `--interface` (xdp).
+    pub interface: Option<String>,
+    /// `--queue` (xdp).
+    pub queue: Option<String>,
+    /// `--bind` (xdp).
+    pub bind: Option<String>,
+    /// `--attach` (xdp).
+    pub attach: Option<String>,
+    /// `--local-ports` (xdp).
+    pub local_ports: Option<String>,
+    /// `--engine` (xdp).
+    pub engine: Option<String>,
+    /// `--core` (xdp).
+    pub core: Option<String>,
+}
+
+impl Overrides {
+    /// The xdp flags that were given, by flag name.
+    fn xdp_flags(&self) -> Vec<&'static str> {
+        [
+            ("--interface", self.interface.is_some()),
+            ("--queue", self.queue.is_some()),
+            ("--bind", self.bind.is_some()),
+            ("--attach", self.attach.is_some()),
+            ("--local-ports", self.local_ports.is_some()),
+            ("--engine", self.engine.is_some()),
+            ("--core", self.core.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(f, given)| given.then_some(f))
+        .collect()
+    }
 }
 
 /// Where the metrics endpoint listens, or nowhere.
@@ -201,10 +264,12 @@ pub struct StoreConfig {
 }
 
 /// A validated daemon configuration.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct DaemonConfig {
-    /// The transport (only `Kernel` passes validation in this build).
+    /// The transport.
     pub transport: Transport,
+    /// The AF_XDP device's settings: `Some` exactly when `transport` is `Xdp`.
+    pub xdp: Option<XdpConfig>,
     /// The Unix control socket `xwarpd stats` talks to.
     pub control_socket: PathBuf,
     /// The Prometheus endpoint.
@@ -251,6 +316,177 @@ pub fn parse_transport(setting: &'static str, v: &str) -> Result<Transport, Conf
     }
 }
 
+/// A setting given as a flag or as a file key (the flag wins), with the name to blame.
+fn pick<'a>(
+    flag: (&'static str, Option<&'a str>),
+    key: (&'static str, Option<&'a str>),
+) -> Option<(&'static str, &'a str)> {
+    match (flag, key) {
+        ((f, Some(v)), _) => Some((f, v)),
+        (_, (k, Some(v))) => Some((k, v)),
+        _ => None,
+    }
+}
+
+/// One of a setting's keywords (`default` when not given).
+fn keyword<T: Copy>(
+    given: Option<(&'static str, &str)>,
+    default: T,
+    words: &[(&str, T)],
+    expected: &'static str,
+) -> Result<T, ConfigError> {
+    let Some((setting, v)) = given else {
+        return Ok(default);
+    };
+    words
+        .iter()
+        .find(|(w, _)| *w == v)
+        .map(|&(_, t)| t)
+        .ok_or_else(|| ConfigError::Invalid {
+            setting,
+            value: v.into(),
+            expected,
+        })
+}
+
+/// Whether `n` is a name Linux accepts for an interface (`dev_valid_name`).
+fn valid_ifname(n: &str) -> bool {
+    !n.is_empty()
+        && n.len() < 16
+        && n != "."
+        && n != ".."
+        && !n.chars().any(|c| c == '/' || c == ':' || c.is_whitespace())
+}
+
+/// Parses the `[xdp]` section with the xdp flags on top. `Ok(None)` when no interface is
+/// named (fine for the kernel transport, which ignores the section once it is valid).
+fn parse_xdp(raw: RawXdp, o: &Overrides) -> Result<Option<XdpConfig>, ConfigError> {
+    let invalid = |setting, value: &str, expected| ConfigError::Invalid {
+        setting,
+        value: value.into(),
+        expected,
+    };
+    let (queue_key, core_key) = (
+        raw.queue.map(|q| q.to_string()),
+        raw.core.map(|c| c.to_string()),
+    );
+    let queue = match pick(
+        ("--queue", o.queue.as_deref()),
+        ("xdp.queue", queue_key.as_deref()),
+    ) {
+        Some((setting, v)) => v.trim().parse::<u32>().map_err(|_| {
+            invalid(
+                setting,
+                v,
+                "a receive queue number, 0 or more (see `ethtool -l IFNAME`)",
+            )
+        })?,
+        None => 0,
+    };
+    let bind = keyword(
+        pick(
+            ("--bind", o.bind.as_deref()),
+            ("xdp.bind", raw.bind.as_deref()),
+        ),
+        BindMode::Auto,
+        &[
+            ("auto", BindMode::Auto),
+            ("copy", BindMode::Copy),
+            ("zerocopy", BindMode::ZeroCopy),
+        ],
+        "\"auto\" (zero-copy when the driver offers it, else copy), \"copy\" or \"zerocopy\"",
+    )?;
+    let attach = keyword(
+        pick(
+            ("--attach", o.attach.as_deref()),
+            ("xdp.attach", raw.attach.as_deref()),
+        ),
+        AttachPolicy::NativeOrGeneric,
+        &[
+            ("auto", AttachPolicy::NativeOrGeneric),
+            ("native", AttachPolicy::NativeOnly),
+            ("generic", AttachPolicy::GenericOnly),
+        ],
+        "\"auto\" (native XDP, else generic with a warning), \"native\" or \"generic\"",
+    )?;
+    let local_ports = match pick(
+        ("--local-ports", o.local_ports.as_deref()),
+        ("xdp.local_ports", raw.local_ports.as_deref()),
+    ) {
+        Some((setting, v)) => {
+            let r: LocalPortRange = v.trim().parse().map_err(|_| {
+                invalid(
+                    setting,
+                    v,
+                    "PORT or FIRST-LAST with 1 <= FIRST <= LAST <= 65535, like 40000-40999",
+                )
+            })?;
+            r.first()..=r.last()
+        }
+        None => XdpConfig::new("").local_ports,
+    };
+    keyword(
+        pick(
+            ("--engine", o.engine.as_deref()),
+            ("xdp.engine", raw.engine.as_deref()),
+        ),
+        (),
+        &[("threaded", ())],
+        "\"threaded\" (the engine polls on its own thread; an inline engine needs an application thread driving it, which a daemon does not have; pin it with xdp.core / --core)",
+    )?;
+    let mode = match pick(
+        ("--core", o.core.as_deref()),
+        ("xdp.core", core_key.as_deref()),
+    ) {
+        None => EngineMode::Threaded,
+        Some((setting, v)) => {
+            let core = v
+                .trim()
+                .parse::<usize>()
+                .map_err(|_| invalid(setting, v, "a CPU number, 0 or more"))?;
+            let allowed: Vec<usize> = core_affinity::get_core_ids()
+                .unwrap_or_default()
+                .into_iter()
+                .map(|c| c.id)
+                .collect();
+            if !allowed.is_empty() && !allowed.contains(&core) {
+                return Err(ConfigError::NoSuchCore {
+                    setting,
+                    core,
+                    allowed: allowed
+                        .iter()
+                        .map(|c| c.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                });
+            }
+            EngineMode::Pinned(core)
+        }
+    };
+    let interface = match pick(
+        ("--interface", o.interface.as_deref()),
+        ("xdp.interface", raw.interface.as_deref()),
+    ) {
+        None => return Ok(None),
+        Some((setting, v)) if !valid_ifname(v) => {
+            return Err(invalid(
+                setting,
+                v,
+                "an interface name: 1 to 15 bytes, no '/', ':' or whitespace",
+            ))
+        }
+        Some((_, v)) => v,
+    };
+    Ok(Some(XdpConfig {
+        queue,
+        bind,
+        attach,
+        local_ports,
+        mode,
+        ..XdpConfig::new(interface)
+    }))
+}
+
 impl DaemonConfig {
     /// Reads `path` (if given), applies `o` on top and validates.
     pub fn load(path: Option<&Path>, o: &Overrides) -> Result<Self, ConfigError> {
@@ -286,9 +522,20 @@ impl DaemonConfig {
             (None, None) => ("transport", "kernel"),
         };
         let transport = parse_transport(tsetting, tname)?;
-        if transport == Transport::Xdp {
-            return Err(ConfigError::XdpUnavailable);
-        }
+        // The section is checked whatever the transport, so a file can be switched with
+        // --transport; the flags only make sense with xdp.
+        let xdp = parse_xdp(raw.xdp.unwrap_or_default(), o)?;
+        let xdp = match transport {
+            Transport::Kernel if !o.xdp_flags().is_empty() => {
+                return Err(ConfigError::Inconsistent(
+                    "--interface, --queue, --bind, --attach, --local-ports, --engine and --core apply to the xdp transport only: add --transport xdp",
+                ))
+            }
+            Transport::Kernel => None,
+            Transport::Xdp => Some(xdp.ok_or(ConfigError::Inconsistent(
+                "transport \"xdp\" needs an interface: set xdp.interface in the file or give --interface IFNAME",
+            ))?),
+        };
         let metrics = match o.metrics.as_deref().or(raw.metrics.as_deref()) {
             Some("off") => MetricsAddr::Off,
             Some(v) => MetricsAddr::On(addr("metrics", v)?),
@@ -377,8 +624,30 @@ impl DaemonConfig {
                 })
             }
         };
+        let segment_per_fpdu = o.segment_per_fpdu.or(mpa.segment_per_fpdu).unwrap_or(false);
+        if let Some(x) = &xdp {
+            if segment_per_fpdu {
+                return Err(ConfigError::Inconsistent(
+                    "segment_per_fpdu applies to the kernel transport only (the xdp engine segments by itself)",
+                ));
+            }
+            let range = LocalPortRange::new(*x.local_ports.start(), *x.local_ports.end())
+                .map_err(|_| ConfigError::Inconsistent("empty local port range"))?;
+            let store_port = store.as_ref().map(|s| ("store.listen", s.listen.port()));
+            let ports = listeners.iter().map(|l| ("listener", l.port()));
+            for (setting, port) in store_port.into_iter().chain(ports) {
+                if port != 0 && range.contains(port) {
+                    return Err(ConfigError::PortInLocalRange {
+                        setting,
+                        port,
+                        range: range.to_string(),
+                    });
+                }
+            }
+        }
         Ok(Self {
             transport,
+            xdp,
             control_socket: o
                 .control_socket
                 .clone()
@@ -388,7 +657,7 @@ impl DaemonConfig {
             log,
             markers: o.markers.or(mpa.markers).unwrap_or(false),
             crc: o.crc.or(mpa.crc).unwrap_or(true),
-            segment_per_fpdu: o.segment_per_fpdu.or(mpa.segment_per_fpdu).unwrap_or(false),
+            segment_per_fpdu,
             store,
             listeners,
         })
@@ -462,7 +731,10 @@ mod tests {
                 "transport = \"rdma\"",
                 &["transport", "\"kernel\" or \"xdp\""],
             ),
-            ("transport = \"xdp\"", &["not available yet", "kernel"]),
+            (
+                "transport = \"xdp\"",
+                &["needs an interface", "xdp.interface", "--interface"],
+            ),
             (
                 "metrics = \"localhost\"",
                 &["metrics", "IP address and port"],
@@ -492,6 +764,216 @@ mod tests {
                 assert!(e.contains(n), "{text:?}: {e:?} lacks {n:?}");
             }
         }
+    }
+
+    fn xdp(text: &str, o: &Overrides) -> Result<XdpConfig, ConfigError> {
+        let c = DaemonConfig::from_toml(text, "test.toml", o)?;
+        assert_eq!(c.transport, Transport::Xdp);
+        Ok(c.xdp.expect("xdp transport carries its settings"))
+    }
+
+    #[test]
+    fn xdp_section_defaults_are_the_devices() {
+        let x = xdp(
+            "transport = \"xdp\"\n[xdp]\ninterface = \"eth1\"",
+            &Overrides::default(),
+        )
+        .unwrap();
+        assert_eq!(x, XdpConfig::new("eth1"));
+        // A daemon's engine runs on its own thread, never inline.
+        assert_eq!(x.mode, EngineMode::Threaded);
+    }
+
+    #[test]
+    fn xdp_section_parses_every_key() {
+        let core = core_affinity::get_core_ids().unwrap()[0].id;
+        let x = xdp(
+            &format!(
+                r#"
+                transport = "xdp"
+                [xdp]
+                interface = "enp1s0f1"
+                queue = 3
+                bind = "zerocopy"
+                attach = "native"
+                local_ports = "50000-50099"
+                engine = "threaded"
+                core = {core}
+                "#
+            ),
+            &Overrides::default(),
+        )
+        .unwrap();
+        assert_eq!(x.interface, "enp1s0f1");
+        assert_eq!(x.queue, 3);
+        assert_eq!(x.bind, BindMode::ZeroCopy);
+        assert_eq!(x.attach, AttachPolicy::NativeOnly);
+        assert_eq!(x.local_ports, 50000..=50099);
+        assert_eq!(x.mode, EngineMode::Pinned(core));
+        for (word, mode) in [
+            ("auto", BindMode::Auto),
+            ("copy", BindMode::Copy),
+            ("zerocopy", BindMode::ZeroCopy),
+        ] {
+            let o = Overrides {
+                bind: Some(word.into()),
+                ..Overrides::default()
+            };
+            assert_eq!(
+                xdp("transport=\"xdp\"\n[xdp]\ninterface=\"x\"", &o)
+                    .unwrap()
+                    .bind,
+                mode
+            );
+        }
+        for (word, policy) in [
+            ("auto", AttachPolicy::NativeOrGeneric),
+            ("native", AttachPolicy::NativeOnly),
+            ("generic", AttachPolicy::GenericOnly),
+        ] {
+            let o = Overrides {
+                attach: Some(word.into()),
+                ..Overrides::default()
+            };
+            let x = xdp("transport=\"xdp\"\n[xdp]\ninterface=\"x\"", &o).unwrap();
+            assert_eq!(x.attach, policy);
+        }
+    }
+
+    #[test]
+    fn xdp_flags_override_the_file() {
+        let o = Overrides {
+            transport: Some("xdp".into()),
+            interface: Some("veth7".into()),
+            queue: Some("1".into()),
+            local_ports: Some("41000".into()),
+            ..Overrides::default()
+        };
+        let x = xdp(
+            "transport = \"kernel\"\n[xdp]\ninterface = \"eth0\"\nqueue = 5\nbind = \"copy\"",
+            &o,
+        )
+        .unwrap();
+        assert_eq!((x.interface.as_str(), x.queue), ("veth7", 1));
+        assert_eq!(
+            x.bind,
+            BindMode::Copy,
+            "the file's key stays when no flag is given"
+        );
+        assert_eq!(x.local_ports, 41000..=41000);
+    }
+
+    #[test]
+    fn kernel_transport_checks_but_ignores_the_xdp_section() {
+        let c = parse("[xdp]\ninterface = \"eth1\"\nqueue = 2").unwrap();
+        assert_eq!((c.transport, c.xdp), (Transport::Kernel, None));
+        // A broken section is reported even so (check-config catches it before a switch).
+        let e = parse("[xdp]\nbind = \"fast\"").unwrap_err().to_string();
+        assert!(e.contains("xdp.bind"), "{e}");
+    }
+
+    #[test]
+    fn xdp_errors_name_the_setting_and_what_is_accepted() {
+        let x = "transport = \"xdp\"\n[xdp]\ninterface = \"eth1\"\n";
+        let cases: Vec<(String, &[&str])> = vec![
+            (
+                format!("{x}queue = -1"),
+                &["xdp.queue", "\"-1\"", "receive queue"],
+            ),
+            (
+                format!("{x}bind = \"fast\""),
+                &["xdp.bind", "\"auto\"", "\"copy\"", "\"zerocopy\""],
+            ),
+            (
+                format!("{x}attach = \"offload\""),
+                &["xdp.attach", "\"native\"", "\"generic\""],
+            ),
+            (
+                format!("{x}local_ports = \"40999-40000\""),
+                &["xdp.local_ports", "FIRST-LAST"],
+            ),
+            (
+                format!("{x}local_ports = \"0-10\""),
+                &["xdp.local_ports", "1 <= FIRST"],
+            ),
+            (
+                format!("{x}local_ports = \"70000\""),
+                &["xdp.local_ports", "65535"],
+            ),
+            (
+                format!("{x}engine = \"inline\""),
+                &["xdp.engine", "\"inline\"", "\"threaded\"", "daemon"],
+            ),
+            (
+                format!("{x}core = 100000"),
+                &["xdp.core", "100000", "not a CPU", "allowed"],
+            ),
+            (format!("{x}core = -3"), &["xdp.core", "CPU number"]),
+            (
+                "transport = \"xdp\"\n[xdp]\ninterface = \"a/b\"".into(),
+                &["xdp.interface", "\"a/b\"", "15 bytes"],
+            ),
+            (
+                "transport = \"xdp\"\n[xdp]\ninterface = \"sixteen-bytes-00\"".into(),
+                &["xdp.interface", "15 bytes"],
+            ),
+            (
+                "transport = \"xdp\"\n[xdp]\nqueue = 1".into(),
+                &["needs an interface", "--interface"],
+            ),
+            (format!("{x}ring = 5"), &["unknown field", "ring"]),
+            (
+                format!("{x}[mpa]\nsegment_per_fpdu = true"),
+                &["segment_per_fpdu", "kernel transport only"],
+            ),
+            (
+                format!("{x}local_ports = \"20000-20100\"\n[store]\npath = \"/x\""),
+                &["store.listen", "20049", "20000-20100", "local port range"],
+            ),
+            (
+                format!("{x}[[listener]]\naddr = \"198.18.0.1:40001\""),
+                &["listener", "40001", "40000-40999"],
+            ),
+        ];
+        for (text, needles) in &cases {
+            let e = parse(text).expect_err(text).to_string();
+            for n in *needles {
+                assert!(e.contains(n), "{text:?}: {e:?} lacks {n:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn xdp_flags_need_the_xdp_transport() {
+        for o in [
+            Overrides {
+                interface: Some("eth1".into()),
+                ..Overrides::default()
+            },
+            Overrides {
+                core: Some("0".into()),
+                ..Overrides::default()
+            },
+        ] {
+            let e = DaemonConfig::from_toml("", "t", &o)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("xdp transport only") && e.contains("--transport xdp"),
+                "{e}"
+            );
+        }
+        // Flag errors name the flag, not the key.
+        let o = Overrides {
+            transport: Some("xdp".into()),
+            interface: Some("eth1".into()),
+            queue: Some("first".into()),
+            ..Overrides::default()
+        };
+        let e = DaemonConfig::from_toml("", "t", &o)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--queue") && e.contains("\"first\""), "{e}");
     }
 
     #[test]

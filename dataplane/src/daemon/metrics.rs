@@ -162,41 +162,92 @@ impl Snapshot {
             }
         }
         type EngineField = fn(&EngineCounters) -> u64;
-        let per_engine: [(&str, &str, EngineField); 9] = [
-            ("engine_rx_packets_total", "Frames received.", |e| {
-                e.rx_packets
+        let per_engine: [(&str, &str, &str, EngineField); 14] = [
+            (
+                "engine_rx_packets_total",
+                "counter",
+                "Frames received.",
+                |e| e.rx_packets,
+            ),
+            ("engine_tx_packets_total", "counter", "Frames sent.", |e| {
+                e.tx_packets
             }),
-            ("engine_tx_packets_total", "Frames sent.", |e| e.tx_packets),
-            ("engine_rx_bytes_total", "Octets received.", |e| e.rx_bytes),
-            ("engine_tx_bytes_total", "Octets sent.", |e| e.tx_bytes),
+            (
+                "engine_rx_bytes_total",
+                "counter",
+                "Octets received.",
+                |e| e.rx_bytes,
+            ),
+            ("engine_tx_bytes_total", "counter", "Octets sent.", |e| {
+                e.tx_bytes
+            }),
             (
                 "engine_retransmissions_total",
-                "TCP retransmissions.",
+                "counter",
+                "TCP segments retransmitted.",
                 |e| e.retransmissions,
             ),
             (
                 "engine_ooo_fpdus_placed_total",
-                "FPDUs placed out of order.",
+                "counter",
+                "FPDUs placed out of order, before their gap filled.",
                 |e| e.ooo_fpdus_placed,
             ),
-            ("engine_crc_errors_total", "MPA CRC errors.", |e| {
-                e.crc_errors
-            }),
+            (
+                "engine_ooo_bytes_max",
+                "gauge",
+                "Most octets one connection held out of order at any time.",
+                |e| e.ooo_bytes_max,
+            ),
+            (
+                "engine_crc_errors_total",
+                "counter",
+                "MPA CRC errors.",
+                |e| e.crc_errors,
+            ),
+            (
+                "engine_framing_errors_total",
+                "counter",
+                "Other MPA framing errors (marker, length, alignment).",
+                |e| e.framing_errors,
+            ),
             (
                 "engine_terminates_total",
+                "counter",
                 "Terminates sent and received.",
                 |e| e.terminates_sent + e.terminates_received,
             ),
-            ("engine_drops_total", "Frames dropped or malformed.", |e| {
-                e.drops + e.malformed
-            }),
+            (
+                "engine_drops_total",
+                "counter",
+                "Frames dropped: not ours, no flow or listener, or malformed.",
+                |e| e.drops + e.malformed,
+            ),
+            (
+                "engine_malformed_total",
+                "counter",
+                "Malformed frames (bad Ethernet, IP or TCP header or checksum); part of drops.",
+                |e| e.malformed,
+            ),
+            (
+                "engine_tx_stalls_total",
+                "counter",
+                "Frames not sent for want of a transmit buffer or a neighbour's MAC.",
+                |e| e.tx_no_buffer + e.no_neighbour,
+            ),
+            (
+                "engine_connections_opened_total",
+                "counter",
+                "TCP connections established by the engine.",
+                |e| e.connections_opened,
+            ),
         ];
         if !self.engines.is_empty() {
-            for (name, help, f) in per_engine {
-                let _ = writeln!(o, "# HELP xwarpd_{name} {help} Per engine.");
-                let _ = writeln!(o, "# TYPE xwarpd_{name} counter");
+            for (name, kind, help, f) in per_engine {
+                let _ = writeln!(o, "# HELP xwarpd_{name} {help} Per engine (queue).");
+                let _ = writeln!(o, "# TYPE xwarpd_{name} {kind}");
                 for (q, e) in &self.engines {
-                    let _ = writeln!(o, "xwarpd_{name}{{engine=\"{q}\"}} {}", f(e));
+                    let _ = writeln!(o, "xwarpd_{name}{{queue=\"{q}\"}} {}", f(e));
                 }
             }
         }
@@ -289,17 +340,40 @@ mod tests {
             engines: vec![(
                 3,
                 EngineCounters {
+                    rx_packets: 1,
+                    rx_bytes: 2,
+                    tx_packets: 3,
+                    tx_bytes: 4,
+                    retransmissions: 5,
                     ooo_fpdus_placed: 9,
+                    crc_errors: 6,
+                    terminates_sent: 7,
+                    terminates_received: 8,
+                    drops: 10,
+                    malformed: 11,
                     ..EngineCounters::default()
                 },
             )],
             ..s
         };
-        assert!(e
-            .to_prometheus()
-            .contains("xwarpd_engine_ooo_fpdus_placed_total{engine=\"3\"} 9\n"));
+        let et = e.to_prometheus();
+        for line in [
+            "xwarpd_engine_rx_packets_total{queue=\"3\"} 1\n",
+            "xwarpd_engine_rx_bytes_total{queue=\"3\"} 2\n",
+            "xwarpd_engine_tx_packets_total{queue=\"3\"} 3\n",
+            "xwarpd_engine_tx_bytes_total{queue=\"3\"} 4\n",
+            "xwarpd_engine_retransmissions_total{queue=\"3\"} 5\n",
+            "xwarpd_engine_ooo_fpdus_placed_total{queue=\"3\"} 9\n",
+            "xwarpd_engine_crc_errors_total{queue=\"3\"} 6\n",
+            "xwarpd_engine_terminates_total{queue=\"3\"} 15\n",
+            "xwarpd_engine_drops_total{queue=\"3\"} 21\n",
+            "xwarpd_engine_malformed_total{queue=\"3\"} 11\n",
+            "# TYPE xwarpd_engine_ooo_bytes_max gauge\n",
+        ] {
+            assert!(et.contains(line), "{line:?} missing in\n{et}");
+        }
         // Every sample line is `name{labels} value` or `name value`.
-        for l in t.lines().filter(|l| !l.starts_with('#')) {
+        for l in t.lines().chain(et.lines()).filter(|l| !l.starts_with('#')) {
             let v = l.rsplit(' ').next().unwrap();
             assert!(v.parse::<u64>().is_ok(), "{l}");
         }

@@ -56,10 +56,47 @@ fn transport_name(t: &Transport) -> &'static str {
     }
 }
 
+/// Opens the configured transport. For xdp: in the calling process's network namespace,
+/// attaching to the interface (a stale xwarp program left by a crash is replaced).
+fn open_device(cfg: &DaemonConfig) -> Result<Device, DaemonError> {
+    let Some(x) = &cfg.xdp else {
+        return Ok(Device::open(cfg.transport.clone())?);
+    };
+    warn_unreserved(x);
+    let what = format!("AF_XDP device on {} queue {}", x.interface, x.queue);
+    let device = Device::open_xdp(x.clone()).map_err(|e| start_err(what, e))?;
+    tracing::info!(
+        interface = %x.interface,
+        queue = x.queue,
+        bind = ?x.bind,
+        attach = ?x.attach,
+        mode = ?x.mode,
+        local_ports = %format!("{}-{}", x.local_ports.start(), x.local_ports.end()),
+        "xdp device open"
+    );
+    Ok(device)
+}
+
+/// Warns when the engine's local port range is not reserved from the kernel's ephemeral
+/// ports (`deploy/host-setup` reserves it): the kernel could then pick one of those ports for
+/// its own connection, whose replies the XDP program would steer to the engine.
+fn warn_unreserved(x: &crate::XdpConfig) {
+    let (first, last) = (*x.local_ports.start(), *x.local_ports.end());
+    let Ok(reserved) = crate::xdp::ports::reserved_ports() else {
+        return;
+    };
+    let covered = (first..=last).all(|p| reserved.iter().any(|r| r.contains(p)));
+    if !covered {
+        tracing::warn!(
+            "local ports {first}-{last} are not all in net.ipv4.ip_local_reserved_ports: the kernel may use them for its own connections (deploy/host-setup reserves them)"
+        );
+    }
+}
+
 /// Runs the daemon until SIGINT or SIGTERM. Returns the signal number that stopped it.
 pub fn run(cfg: &DaemonConfig) -> Result<i32, DaemonError> {
     signals::install().map_err(|e| start_err("installing signal handlers", e))?;
-    let device = Device::open(cfg.transport.clone())?;
+    let device = open_device(cfg)?;
     let mut conn = ConnectionConfig::default();
     conn.mpa.want_markers = cfg.markers;
     conn.mpa.want_crc = cfg.crc;
@@ -91,6 +128,7 @@ pub fn run(cfg: &DaemonConfig) -> Result<i32, DaemonError> {
         echoes.push(e);
     }
     let transport = transport_name(&cfg.transport);
+    let queue = cfg.xdp.as_ref().map_or(0, |x| x.queue);
     let snapshot = {
         let (device, store_stats, echo_stats) =
             (device.clone(), store_stats.clone(), echo_stats.clone());
@@ -104,8 +142,10 @@ pub fn run(cfg: &DaemonConfig) -> Result<i32, DaemonError> {
             echo_connections: echo_stats.connections.load(Ordering::Relaxed),
             echo_messages: echo_stats.messages.load(Ordering::Relaxed),
             uptime_seconds: started.elapsed().as_secs(),
-            // The xdp transport fills this once the device exposes its engines' counters.
-            engines: Vec::new(),
+            engines: device
+                .engine_counters()
+                .map(|c| vec![(queue, c)])
+                .unwrap_or_default(),
         }
     };
     let metrics_srv = match cfg.metrics {
@@ -125,6 +165,9 @@ pub fn run(cfg: &DaemonConfig) -> Result<i32, DaemonError> {
             })?;
 
     let mut ready = format!("xwarpd ready transport={transport}");
+    if let Some(x) = &cfg.xdp {
+        ready += &format!(" interface={} queue={}", x.interface, x.queue);
+    }
     if let Some(s) = &store {
         ready += &format!(" store={}", s.local_addr());
     }
@@ -151,7 +194,8 @@ pub fn run(cfg: &DaemonConfig) -> Result<i32, DaemonError> {
     if let Some(s) = store {
         s.shutdown();
     }
-    // The XDP transport will detach its program and free its UMEM here when it exists.
+    // The last handle: on the xdp transport this stops the engine, detaches the XDP program
+    // and frees the UMEM.
     drop(device);
     tracing::info!("stopped cleanly");
     println!("xwarpd stopped signal={sig}");
