@@ -186,6 +186,16 @@ pub enum EngineArg {
     Threaded,
 }
 
+impl EngineArg {
+    /// Lower-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Inline => "inline",
+            Self::Threaded => "threaded",
+        }
+    }
+}
+
 /// Options of a test run.
 #[derive(Debug, Clone, Args)]
 pub struct TestArgs {
@@ -222,9 +232,10 @@ pub struct TestArgs {
     /// Do not ask for the MPA CRC (it stays on if the peer asks).
     #[arg(long)]
     pub no_crc: bool,
-    /// Engine mode of the xdp transport.
-    #[arg(short, long, value_enum, default_value_t = EngineArg::Threaded)]
-    pub engine: EngineArg,
+    /// Engine mode of the xdp transport (default: inline; on a host with few cores a busy-polling
+    /// engine thread competes with the application for them).
+    #[arg(short, long, value_enum)]
+    pub engine: Option<EngineArg>,
     /// Work requests in flight in bandwidth tests.
     #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub tx_depth: u32,
@@ -242,6 +253,14 @@ pub struct TestArgs {
     /// Fails on the first mismatch.
     #[arg(long)]
     pub verify: bool,
+}
+
+impl TestArgs {
+    /// The engine mode of the xdp transport for `test`: `--engine`, else inline.
+    pub fn engine_for(&self, test: TestKind) -> EngineArg {
+        let _ = test;
+        self.engine.unwrap_or(EngineArg::Inline)
+    }
 }
 
 /// Options of `compare`.
@@ -350,7 +369,7 @@ pub fn all_sizes() -> Vec<u64> {
 impl RunSpec {
     /// Checks the combination of options.
     pub fn new(test: TestKind, args: &TestArgs) -> Result<Self, String> {
-        if args.engine == EngineArg::Inline && args.transport == TransportArg::Kernel {
+        if args.engine == Some(EngineArg::Inline) && args.transport == TransportArg::Kernel {
             return Err(
                 "--engine inline needs --transport xdp (the kernel transport runs a thread per connection)"
                     .into(),
@@ -448,6 +467,14 @@ mod tests {
         let e = spec(&["write_lat", "--engine", "inline"]).unwrap_err();
         assert!(e.contains("--transport xdp"), "{e}");
         assert!(spec(&["write_lat", "--engine", "inline", "-t", "xdp"]).is_ok());
+    }
+
+    #[test]
+    fn xdp_engine_defaults_to_inline_and_follows_the_flag() {
+        let s = spec(&["write_lat", "-t", "xdp"]).unwrap();
+        assert_eq!(s.args.engine_for(s.test), EngineArg::Inline);
+        let s = spec(&["write_bw", "-t", "xdp", "-e", "threaded"]).unwrap();
+        assert_eq!(s.args.engine_for(s.test), EngineArg::Threaded);
     }
 
     #[test]

@@ -258,9 +258,10 @@ impl Server {
     }
 }
 
-/// `--interface IF` for the raw tests (they bind AF_XDP to it), nothing for the others.
-fn raw_iface(test: TestKind, ifname: &str) -> Vec<String> {
-    if matches!(test, TestKind::RawLat | TestKind::RawBw) {
+/// `--interface IF` for what binds AF_XDP to the testbed's veth end (the raw tests and the xdp
+/// transport), nothing for the kernel transport.
+fn iface_args(test: TestKind, transport: &str, ifname: &str) -> Vec<String> {
+    if matches!(test, TestKind::RawLat | TestKind::RawBw) || transport == "xdp" {
         vec!["--interface".into(), ifname.into()]
     } else {
         Vec::new()
@@ -284,7 +285,7 @@ pub fn run_pair(
         child: tb
             .exec(true, exe)
             .args([test.name(), "--transport", transport, "--port", &port_s])
-            .args(raw_iface(test, &tb.if_a))
+            .args(iface_args(test, transport, &tb.if_a))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -327,7 +328,7 @@ pub fn run_pair(
             "--json",
         ])
         .arg(json)
-        .args(raw_iface(test, &tb.if_b))
+        .args(iface_args(test, transport, &tb.if_b))
         .stdin(Stdio::null())
         .output()
         .map_err(|e| format!("cannot start the client: {e}"))?;
@@ -428,6 +429,14 @@ mod tests {
         assert_eq!(raw_test(TestKind::WriteLat), TestKind::RawLat);
         assert_eq!(raw_test(TestKind::SendBw), TestKind::RawBw);
         assert_eq!(raw_test(TestKind::RpcRead), TestKind::RawBw);
+    }
+
+    #[test]
+    fn xdp_and_raw_runs_bind_the_veth_end_kernel_runs_do_not() {
+        let a = ["--interface".to_string(), "veth0".to_string()];
+        assert_eq!(iface_args(TestKind::RawLat, "xdp", "veth0"), a);
+        assert_eq!(iface_args(TestKind::WriteLat, "xdp", "veth0"), a);
+        assert!(iface_args(TestKind::WriteLat, "kernel", "veth0").is_empty());
     }
 
     #[test]

@@ -42,7 +42,7 @@ fn layout(test: TestKind, size: u64, server: bool) -> (usize, usize) {
 /// Runs the server: serves clients until one says its run was the last.
 pub fn serve(spec: &RunSpec) -> Result<(), String> {
     let args = &spec.args;
-    let device = open_device(args.transport)?;
+    let device = open_device(args, spec.test, None)?;
     let bind = resolve(&args.bind, args.port)?;
     let listener: Listener = device
         .listen(bind, connection_config(args))
@@ -114,7 +114,7 @@ fn write_lat_server(s: &Session) -> Result<(), Ended> {
     let out = s.slot(1);
     for i in 0.. {
         let seq = seq_of(i);
-        s.spin("a write", || (s.byte_at(last) == seq).then_some(()))?;
+        s.spin_on_byte("a write", last, seq)?;
         s.mr.write(out.end - 1, &[seq]);
         s.qp.post_write(i, &s.mr, out.clone(), s.remote_slot0())
             .map_err(|e| Ended::Failed(format!("post_write: {e}")))?;
@@ -225,8 +225,8 @@ impl Stop {
 /// Runs the client side of `spec` against `host`; prints the table and returns the rows.
 pub fn run_client(spec: &RunSpec, host: &str) -> Result<Vec<Record>, String> {
     let args = &spec.args;
-    let device = open_device(args.transport)?;
     let addr = resolve(host, args.port)?;
+    let device = open_device(args, spec.test, Some(addr.ip()))?;
     let config = connection_config(args);
     let mut rows = Vec::new();
     println!("{RULE}");
@@ -316,7 +316,7 @@ fn write_lat(s: &Session, length: Length, p: &mut Progress) -> Result<LatencyRec
         let t0 = Instant::now();
         s.qp.post_write(i, &s.mr, out.clone(), s.remote_slot0())
             .map_err(|e| Ended::Failed(format!("post_write: {e}")))?;
-        s.spin("the echo", || (s.byte_at(last) == seq).then_some(()))?;
+        s.spin_on_byte("the echo", last, seq)?;
         rec.record(t0.elapsed() / 2);
         s.drain_send()?;
         i += 1;

@@ -29,7 +29,7 @@ impl Drop for TempStore {
 /// Serves a temporary store until the first client has come and gone.
 pub fn serve(spec: &RunSpec) -> Result<(), String> {
     let args = &spec.args;
-    let device = open_device(args.transport)?;
+    let device = open_device(args, spec.test, None)?;
     let bind = resolve(&args.bind, args.port)?;
     let tmp = TempStore(
         std::env::temp_dir().join(format!("xwarp-bench-store-{}.img", std::process::id())),
@@ -64,8 +64,8 @@ pub fn serve(spec: &RunSpec) -> Result<(), String> {
 /// Runs READs or WRITEs of every size against the store at `host`.
 pub fn run_client(spec: &RunSpec, host: &str) -> Result<Vec<Record>, String> {
     let args = &spec.args;
-    open_device(args.transport)?;
     let addr = resolve(host, args.port)?;
+    let device = open_device(args, spec.test, Some(addr.ip()))?;
     let opts = ClientOptions {
         transport: match args.transport {
             crate::cli::TransportArg::Kernel => dataplane::Transport::Kernel,
@@ -74,8 +74,8 @@ pub fn run_client(spec: &RunSpec, host: &str) -> Result<Vec<Record>, String> {
         connection: connection_config(args),
         call_timeout: Duration::from_secs(30),
     };
-    let mut c =
-        StoreClient::connect(addr, &opts).map_err(|e| format!("cannot reach {addr}: {e}"))?;
+    let mut c = StoreClient::connect_on(&device, addr, &opts)
+        .map_err(|e| format!("cannot reach {addr}: {e}"))?;
     println!("{RULE}");
     println!(
         "                    {} over {} ({addr}), Gb/sec = 10^9 bit/s",

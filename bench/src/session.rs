@@ -9,17 +9,17 @@
 //!   ctrl slots are 16 bytes: FIN (1 byte 0xF1), ACK ("XA"), credits ("XC" + u32)
 //! ```
 
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::ops::Range;
 use std::sync::atomic::{fence, Ordering};
 use std::time::{Duration, Instant};
 
 use dataplane::{
-    Access, Completion, CompletionQueue, ConnectError, ConnectionConfig, Device, Incoming,
-    MemoryRegion, QpError, QpInit, QueuePair, RemoteAddr, Status, Transport,
+    Access, Completion, CompletionQueue, ConnectError, ConnectionConfig, Device, EngineMode,
+    Incoming, MemoryRegion, QpError, QpInit, QueuePair, RemoteAddr, Status, Transport, XdpConfig,
 };
 
-use crate::cli::{TestArgs, TransportArg};
+use crate::cli::{EngineArg, TestArgs, TestKind, TransportArg};
 use crate::handshake::{BufferInfo, Reply, Request, Status as HsStatus};
 
 /// Bytes of a control slot.
@@ -44,14 +44,90 @@ pub enum Ctrl {
     Credits(u32),
 }
 
-/// The device for a transport, with the "not available yet" message for xdp.
-pub fn open_device(t: TransportArg) -> Result<Device, String> {
-    let transport = match t {
-        TransportArg::Kernel => Transport::Kernel,
-        TransportArg::Xdp => Transport::Xdp,
+/// The device for the options: the kernel transport, or an AF_XDP device on `--interface`
+/// (default: the interface towards `peer` for a client, the only non-loopback interface for a
+/// server) and `--queue`, its engine inline or threaded. Opened in the calling process's
+/// network namespace.
+pub fn open_device(
+    args: &TestArgs,
+    test: TestKind,
+    peer: Option<IpAddr>,
+) -> Result<Device, String> {
+    match args.transport {
+        TransportArg::Kernel => Device::open(Transport::Kernel)
+            .map_err(|e| format!("cannot open the kernel transport: {e}")),
+        TransportArg::Xdp => {
+            let cfg = xdp_config(args, test, peer)?;
+            let what = format!(
+                "{} queue {} ({} engine)",
+                cfg.interface,
+                cfg.queue,
+                args.engine_for(test).name()
+            );
+            Device::open_xdp(cfg)
+                .map_err(|e| format!("cannot open the xdp transport on {what}: {e}"))
+        }
+    }
+}
+
+/// The AF_XDP settings of the options.
+pub fn xdp_config(
+    args: &TestArgs,
+    test: TestKind,
+    peer: Option<IpAddr>,
+) -> Result<XdpConfig, String> {
+    let interface = match &args.interface {
+        Some(i) => i.clone(),
+        None => default_interface(peer)?,
     };
-    Device::open(transport)
-        .map_err(|e| format!("transport {} is not available yet ({e})", t.name()))
+    let mut cfg = XdpConfig::new(interface);
+    cfg.queue = args.queue;
+    cfg.mode = match args.engine_for(test) {
+        EngineArg::Inline => EngineMode::Inline,
+        EngineArg::Threaded => EngineMode::Threaded,
+    };
+    Ok(cfg)
+}
+
+/// The interface to attach to when none is named: the route's towards `peer`, or else the only
+/// non-loopback interface of this namespace.
+fn default_interface(peer: Option<IpAddr>) -> Result<String, String> {
+    if let Some(dst) = peer {
+        let oif = dataplane::xdp::netlink::RtNetlink::new()
+            .and_then(|mut nl| nl.route_get(dst))
+            .map_err(|e| format!("no route to {dst} ({e}); name the interface with --interface"))?
+            .oif;
+        let name = interface_name(oif)
+            .ok_or_else(|| format!("no interface with index {oif}; use --interface"))?;
+        if name == "lo" {
+            return Err(format!(
+                "the route to {dst} goes through lo; the xdp transport needs a real interface"
+            ));
+        }
+        return Ok(name);
+    }
+    let names: Vec<String> = std::fs::read_dir("/sys/class/net")
+        .map_err(|e| format!("cannot list interfaces ({e}); use --interface"))?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n != "lo")
+        .collect();
+    match names.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => Err("no network interface besides lo; use --interface".into()),
+        many => Err(format!(
+            "several interfaces ({}): name one with --interface",
+            many.join(", ")
+        )),
+    }
+}
+
+/// The name of interface `index` (from sysfs).
+fn interface_name(index: u32) -> Option<String> {
+    std::fs::read_dir("/sys/class/net").ok()?.find_map(|e| {
+        let e = e.ok()?;
+        let idx = std::fs::read_to_string(e.path().join("ifindex")).ok()?;
+        (idx.trim().parse::<u32>().ok()? == index).then(|| e.file_name().into_string().ok())?
+    })
 }
 
 /// The connection settings from the options.
@@ -354,6 +430,16 @@ impl Session {
                 since = Instant::now();
             }
         }
+    }
+
+    /// Busy-polls until the byte at `offset` of the local buffer is `value` (an RDMA Write
+    /// landed), draining send completions meanwhile: polling a completion queue is what drives
+    /// an inline engine.
+    pub fn spin_on_byte(&self, what: &str, offset: usize, value: u8) -> Result<(), Ended> {
+        self.spin(what, || match self.drain_send() {
+            Err(e) => Some(Err(e)),
+            Ok(_) => (self.byte_at(offset) == value).then_some(Ok(())),
+        })?
     }
 
     /// The next completion of `cq` (busy-polled); a failed one is an error.

@@ -33,19 +33,23 @@ fn bench_in(tb: &Testbed, in_a: bool) -> Command {
     c
 }
 
-/// Runs server and client of `test` with `size` bytes and `iters` iterations; returns the
-/// client's output and the server's exit.
-fn run(
+/// Runs server and client of `test` with `size` bytes and `iters` iterations, each with its
+/// extra options; returns the client's output and the server's exit.
+#[allow(clippy::too_many_arguments)]
+fn run_with(
     tb: &Testbed,
     test: &str,
     size: &str,
     iters: &str,
     port: u16,
     json: &std::path::Path,
+    server_extra: &[&str],
+    client_extra: &[&str],
 ) -> Output {
     let port = port.to_string();
     let mut server = bench_in(tb, true)
         .args([test, "--port", &port])
+        .args(server_extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -60,6 +64,7 @@ fn run(
             test, ADDR_A, "--port", &port, "-s", size, "-n", iters, "--json",
         ])
         .arg(json)
+        .args(client_extra)
         .output()
         .expect("spawn client");
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -97,7 +102,7 @@ fn kernel_transport_tests_print_perftest_columns_and_json() {
     ];
     for (k, (test, size, iters)) in cases.into_iter().enumerate() {
         let json = dir.join(format!("{test}.json"));
-        let out = run(&tb, test, size, iters, 19_000 + k as u16, &json);
+        let out = run_with(&tb, test, size, iters, 19_000 + k as u16, &json, &[], &[]);
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(
             out.status.success(),
@@ -170,6 +175,90 @@ fn kernel_transport_tests_print_perftest_columns_and_json() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Whether this build has the xdp transport (it opens on the testbed's veth end; the probe
+/// connects to a port nobody serves).
+fn xdp_transport_built(tb: &Testbed) -> bool {
+    let out = bench_in(tb, false)
+        .args([
+            "write_lat",
+            ADDR_A,
+            "--port",
+            "1",
+            "-n",
+            "1",
+            "--timeout",
+            "2",
+        ])
+        .args(["-t", "xdp", "-i", &tb.if_b])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    !err.contains("being built")
+}
+
+#[test]
+fn xdp_transport_tests_run_end_to_end_and_interoperate_with_kernel() {
+    let name = "xdp_transport_tests_run_end_to_end_and_interoperate_with_kernel";
+    if !require_root(name) {
+        return;
+    }
+    let tb = Testbed::up(1500).expect("testbed");
+    if !xdp_transport_built(&tb) {
+        eprintln!("SKIP {name}: Device::open_xdp is not implemented in this build");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("xwarp-bench-e2e-xdp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let xa = ["-t", "xdp", "-i", tb.if_a.as_str()];
+    let xb = ["-t", "xdp", "-i", tb.if_b.as_str()];
+    let kernel: [&str; 0] = [];
+    // (test, size, iterations, server options, client options, client transport)
+    type Case<'a> = (
+        &'a str,
+        &'a str,
+        &'a str,
+        &'a [&'a str],
+        &'a [&'a str],
+        &'a str,
+    );
+    let cases: [Case; 12] = [
+        ("write_lat", "64", "100", &xa, &xb, "xdp"),
+        ("write_bw", "64K", "200", &xa, &xb, "xdp"),
+        ("read_lat", "64", "100", &xa, &xb, "xdp"),
+        ("read_bw", "64K", "100", &xa, &xb, "xdp"),
+        ("send_lat", "64", "100", &xa, &xb, "xdp"),
+        ("send_bw", "64", "2000", &xa, &xb, "xdp"),
+        ("rpc_write", "1M", "8", &xa, &xb, "xdp"),
+        ("rpc_read", "1M", "8", &xa, &xb, "xdp"),
+        // each side's transport is its own choice: xdp against kernel, both ways
+        ("write_lat", "64", "50", &xa, &kernel, "kernel"),
+        ("send_bw", "64", "1000", &kernel, &xb, "xdp"),
+        ("rpc_read", "64K", "20", &kernel, &xb, "xdp"),
+        ("write_bw", "64K", "100", &xa, &kernel, "kernel"),
+    ];
+    for (k, (test, size, iters, srv, cli, transport)) in cases.into_iter().enumerate() {
+        let json = dir.join(format!("{test}-{k}.json"));
+        let out = run_with(&tb, test, size, iters, 19_100 + k as u16, &json, srv, cli);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{test} case {k}: client failed: {}\n{stdout}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let o = &v.as_array().expect("array")[0];
+        assert_eq!(o["transport"], transport, "case {k}");
+        let figure = if test.ends_with("_lat") {
+            &o["t_typical_us"]
+        } else {
+            &o["bw_gbps"]
+        };
+        assert!(figure.as_f64().is_some_and(|f| f > 0.0), "case {k}: {o}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 fn one_line_error(out: &Output, what: &str) -> String {
     let err = String::from_utf8_lossy(&out.stderr).to_string();
     assert_eq!(
@@ -221,10 +310,12 @@ fn unreachable_host_in_the_testbed_is_one_line_and_exit_1() {
 }
 
 #[test]
-fn missing_modules_say_not_available_yet() {
+fn xdp_transport_set_up_failures_are_one_line() {
+    // No such interface: refused before anything is attached anywhere.
     for args in [
-        &["write_lat", "127.0.0.1", "--transport", "xdp"][..],
-        &["rpc_read", "127.0.0.1", "--transport", "xdp"],
+        &["write_lat", "198.18.0.1", "-t", "xdp", "-i", "nosuchif0"][..],
+        &["rpc_read", "198.18.0.1", "-t", "xdp", "-i", "nosuchif0"],
+        &["write_lat", "-t", "xdp", "-i", "nosuchif0"],
     ] {
         let out = Command::new(EXE)
             .args(args)
@@ -232,8 +323,19 @@ fn missing_modules_say_not_available_yet() {
             .output()
             .unwrap();
         let err = one_line_error(&out, &format!("{args:?}"));
-        assert!(err.contains("not available yet"), "{args:?}: {err}");
+        assert!(
+            err.contains("cannot open the xdp transport on nosuchif0 queue 0"),
+            "{args:?}: {err}"
+        );
     }
+    // Loopback is never chosen as the default interface (no XDP outside a testbed).
+    let out = Command::new(EXE)
+        .args(["write_lat", "127.0.0.1", "-t", "xdp"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = one_line_error(&out, "xdp to 127.0.0.1");
+    assert!(err.contains("goes through lo"), "{err}");
 }
 
 #[test]

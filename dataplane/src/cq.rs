@@ -20,11 +20,19 @@ impl CqInner {
     }
 }
 
+/// Something that produces completions when driven: an inline AF_XDP engine runs a round.
+pub(crate) trait Drive: Send + Sync + std::fmt::Debug {
+    /// Runs the engine once.
+    fn drive(&self);
+}
+
 /// A completion queue. Cheap to clone; clones share the queue.
 #[derive(Debug, Clone, Default)]
 pub struct CompletionQueue {
     pub(crate) inner: Arc<CqInner>,
     pub(crate) device_id: u64,
+    /// An inline engine to run while the queue is empty.
+    pub(crate) driver: Option<Arc<dyn Drive>>,
 }
 
 impl CompletionQueue {
@@ -32,12 +40,14 @@ impl CompletionQueue {
         Self {
             inner: Arc::default(),
             device_id,
+            driver: None,
         }
     }
 
     /// Moves up to `out.capacity() - out.len()` (at least one) completions into `out`; returns how many.
     /// Never blocks.
     pub fn poll(&self, out: &mut Vec<Completion>, max: usize) -> usize {
+        self.drive_if_empty();
         let mut q = self.inner.queue.lock().unwrap_or_else(|e| e.into_inner());
         let n = max.min(q.len());
         out.extend(q.drain(..n));
@@ -46,6 +56,7 @@ impl CompletionQueue {
 
     /// Returns the next completion, if any, without blocking.
     pub fn poll_one(&self) -> Option<Completion> {
+        self.drive_if_empty();
         self.inner
             .queue
             .lock()
@@ -56,6 +67,18 @@ impl CompletionQueue {
     /// Waits up to `timeout` for the next completion.
     pub fn wait(&self, timeout: Duration) -> Option<Completion> {
         let deadline = Instant::now() + timeout;
+        if self.driver.is_some() {
+            // Inline engine: run it until something arrives (busy polling).
+            loop {
+                if let Some(c) = self.poll_one() {
+                    return Some(c);
+                }
+                if Instant::now() >= deadline {
+                    return None;
+                }
+                std::thread::yield_now();
+            }
+        }
         let mut q = self.inner.queue.lock().unwrap_or_else(|e| e.into_inner());
         loop {
             if let Some(c) = q.pop_front() {
@@ -71,6 +94,22 @@ impl CompletionQueue {
                 .wait_timeout(q, deadline - now)
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
+        }
+    }
+}
+
+impl CompletionQueue {
+    fn drive_if_empty(&self) {
+        if let Some(d) = &self.driver {
+            let empty = self
+                .inner
+                .queue
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_empty();
+            if empty {
+                d.drive();
+            }
         }
     }
 }

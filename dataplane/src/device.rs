@@ -9,7 +9,8 @@ use ddp::{EngineConfig, QpConfig, StreamId};
 
 use crate::counters::{CounterSnapshot, Counters};
 use crate::kernel::{self, DriverOptions, EstablishedTx};
-use crate::qp::{next_qp_num, QpShared};
+use crate::qp::{next_qp_num, QpKind, QpShared};
+use crate::xdp_device::XdpDevice;
 use crate::{
     CompletionQueue, ConnectError, ConnectionConfig, DeviceError, Listener, ProtectionDomain,
     QueuePair, Transport, XdpConfig,
@@ -34,6 +35,8 @@ pub struct Device {
     id: u64,
     transport: Transport,
     counters: Arc<Counters>,
+    /// The AF_XDP engine (xdp transport only).
+    xdp: Option<Arc<XdpDevice>>,
 }
 
 impl Device {
@@ -48,6 +51,7 @@ impl Device {
             id: NEXT_DEVICE.fetch_add(1, Ordering::Relaxed),
             transport,
             counters: Arc::default(),
+            xdp: None,
         })
     }
 
@@ -55,15 +59,34 @@ impl Device {
     /// stale one of ours), binds an AF_XDP socket to `cfg.queue` and starts the engine. Must be
     /// called in the interface's network namespace. Dropping the last handle detaches XDP.
     pub fn open_xdp(cfg: XdpConfig) -> Result<Self, DeviceError> {
-        let _ = cfg;
-        Err(DeviceError::TransportUnavailable(
-            "the AF_XDP transport is being built",
-        ))
+        let counters = Arc::<Counters>::default();
+        let xdp = XdpDevice::open(&cfg, counters.clone())?;
+        Ok(Self {
+            id: NEXT_DEVICE.fetch_add(1, Ordering::Relaxed),
+            transport: Transport::Xdp,
+            counters,
+            xdp: Some(Arc::new(xdp)),
+        })
     }
 
     /// The engine's counters (AF_XDP devices; `None` for the kernel transport).
     pub fn engine_counters(&self) -> Option<crate::engine::EngineCounters> {
-        None
+        let x = self.xdp.as_ref()?;
+        let c = x.shared.lock().engine.counters();
+        Some(c)
+    }
+
+    /// The XDP program's counters (AF_XDP devices: packets redirected to the engine, passed to
+    /// the kernel, dropped as malformed, steered without a socket).
+    pub fn xdp_counters(&self) -> Option<crate::xdp::Counters> {
+        let x = self.xdp.as_ref()?;
+        let c = x.shared.lock().program.counters().ok();
+        c
+    }
+
+    /// The device's IPv4 address (AF_XDP devices: the interface's).
+    pub fn local_ip(&self) -> Option<std::net::Ipv4Addr> {
+        self.xdp.as_ref().map(|x| x.shared.ip)
     }
 
     /// The transport this device runs.
@@ -78,7 +101,12 @@ impl Device {
 
     /// A new completion queue.
     pub fn create_cq(&self) -> CompletionQueue {
-        CompletionQueue::new(self.id)
+        let mut cq = CompletionQueue::new(self.id);
+        // Inline engines run when the application polls or waits.
+        if let Some(x) = self.xdp.as_ref().filter(|x| x.shared.inline) {
+            cq.driver = Some(x.clone());
+        }
+        cq
     }
 
     /// Counters of every listener and connection of this device.
@@ -92,7 +120,10 @@ impl Device {
         addr: SocketAddr,
         config: ConnectionConfig,
     ) -> Result<Listener, ConnectError> {
-        Listener::bind(addr, config, self.counters.clone(), self.id)
+        match &self.xdp {
+            Some(x) => Ok(Listener::xdp(x.listen(addr, config)?, self.id)),
+            None => Listener::bind(addr, config, self.counters.clone(), self.id),
+        }
     }
 
     /// Connects to `addr` as MPA initiator, sending `private_data` in the Request. Returns the
@@ -116,6 +147,10 @@ impl Device {
                 mpa::startup::UsageError::PrivateDataTooLong,
             ));
         }
+        if let Some(x) = &self.xdp {
+            let (qp, peer_private_data) = x.connect(addr, init, config, private_data)?;
+            return Ok(QueuePair::xdp(qp, peer_private_data));
+        }
         let stream = TcpStream::connect_timeout(&addr, config.mpa.timeout)?;
         stream.set_nodelay(true)?;
         let num = next_qp_num();
@@ -125,11 +160,7 @@ impl Device {
         let (tx, rx) = mpsc::sync_channel(1);
         let shared = spawn_driver(num, stream, qp, init, config, &self.counters, Some(tx))?;
         match rx.recv() {
-            Ok(Ok(peer_private_data)) => Ok(QueuePair {
-                shared,
-                peer_private_data,
-                detached: false,
-            }),
+            Ok(Ok(peer_private_data)) => Ok(QueuePair::kernel(shared, peer_private_data)),
             Ok(Err(e)) => Err(e),
             Err(_) => Err(ConnectError::Startup(mpa::StartupError::ConnectionClosed)),
         }
@@ -189,7 +220,10 @@ impl PendingQp {
         config: &ConnectionConfig,
         counters: &Arc<Counters>,
     ) -> Result<QueuePair, ConnectError> {
-        let shared = self.qp.shared.clone();
+        let QpKind::Kernel(shared) = &self.qp.kind else {
+            unreachable!("a pending kernel queue pair");
+        };
+        let shared = shared.clone();
         let opts = DriverOptions {
             segment_per_chunk: config.segment_per_fpdu,
         };
@@ -201,11 +235,7 @@ impl PendingQp {
         Counters::inc(&counters.mpa_established);
         let peer_private_data = std::mem::take(&mut self.qp.peer_private_data);
         // The handle moves out; the pending one must not close the connection when dropped.
-        let qp = QueuePair {
-            shared,
-            peer_private_data,
-            detached: false,
-        };
+        let qp = QueuePair::kernel(shared, peer_private_data);
         self.qp.detached = true;
         Ok(qp)
     }
@@ -231,10 +261,6 @@ pub(crate) fn prepare_queue_pair(
     }
     let shared = Arc::new(QpShared::new(num, qp, init.pd, init.send_cq, init.recv_cq)?);
     Ok(PendingQp {
-        qp: QueuePair {
-            shared,
-            peer_private_data: negotiated.peer_private_data.clone(),
-            detached: false,
-        },
+        qp: QueuePair::kernel(shared, negotiated.peer_private_data.clone()),
     })
 }

@@ -28,6 +28,7 @@ mod pd;
 mod qp;
 pub mod store;
 pub mod xdp;
+mod xdp_device;
 
 pub use completion::{Completion, Opcode, Status};
 pub use config::{ConnectionConfig, EngineMode, MpaSettings, Transport, XdpConfig};

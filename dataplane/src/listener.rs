@@ -15,12 +15,13 @@ use mpa::{Responder, StartupEvent};
 
 use crate::counters::Counters;
 use crate::device::{prepare_queue_pair, QpInit};
+use crate::xdp_device::{XdpIncoming, XdpListener};
 use crate::{ConnectError, ConnectionConfig, PostError, QueuePair};
 
-/// A connection whose MPA Request arrived and was well formed; the application accepts or
+/// Kernel transport: a connection whose MPA Request arrived and was well formed; the application accepts or
 /// rejects it.
 #[derive(Debug)]
-pub struct Incoming {
+pub(crate) struct KernelIncoming {
     stream: TcpStream,
     responder: Responder,
     private_data: Vec<u8>,
@@ -29,45 +30,30 @@ pub struct Incoming {
     leftover: Vec<u8>,
     config: ConnectionConfig,
     counters: Arc<Counters>,
-    device_id: u64,
 }
 
-impl Incoming {
+impl KernelIncoming {
     /// The private data of the peer's MPA Request.
-    pub fn private_data(&self) -> &[u8] {
+    pub(crate) fn private_data(&self) -> &[u8] {
         &self.private_data
     }
 
     /// The peer's address.
-    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+    pub(crate) fn peer_addr(&self) -> io::Result<SocketAddr> {
         self.stream.peer_addr()
     }
 
     /// True if the peer asked for markers in what we send.
-    pub fn peer_wants_markers(&self) -> bool {
+    pub(crate) fn peer_wants_markers(&self) -> bool {
         self.peer_wants_markers
     }
 
-    /// Accepts: sends the MPA Reply (R=0) with `private_data` and starts the queue pair.
-    pub fn accept(self, init: QpInit, private_data: &[u8]) -> Result<QueuePair, ConnectError> {
-        self.accept_with(init, private_data, |_| Ok(()))
-    }
-
-    /// As [`accept`](Self::accept), running `before_reply` on the new queue pair before the
-    /// Reply goes out: the place to post receive buffers, so the peer's first Sends (which may
-    /// follow the Reply at once) find them.
-    pub fn accept_with(
+    pub(crate) fn accept_with(
         mut self,
         init: QpInit,
         private_data: &[u8],
         before_reply: impl FnOnce(&QueuePair) -> Result<(), PostError>,
     ) -> Result<QueuePair, ConnectError> {
-        if init.pd.inner.device_id != self.device_id
-            || init.send_cq.device_id != self.device_id
-            || init.recv_cq.device_id != self.device_id
-        {
-            return Err(ConnectError::ForeignResource);
-        }
         self.responder.accept(private_data)?;
         let reply = self.responder.poll_transmit().unwrap_or_default();
         let negotiated = loop {
@@ -92,7 +78,7 @@ impl Incoming {
 
     /// Rejects: sends an MPA Reply with R=1 and `private_data`; MPA ends but TCP stays open
     /// (MPA-80), so the TCP stream is handed back.
-    pub fn reject(mut self, private_data: &[u8]) -> Result<TcpStream, ConnectError> {
+    pub(crate) fn reject(mut self, private_data: &[u8]) -> Result<TcpStream, ConnectError> {
         self.responder.reject(private_data)?;
         if let Some(bytes) = self.responder.poll_transmit() {
             self.stream.write_all(&bytes)?;
@@ -115,19 +101,18 @@ pub enum AcceptError {
 
 /// An MPA listener (responder side).
 #[derive(Debug)]
-pub struct Listener {
-    incoming: Mutex<Receiver<Incoming>>,
+pub(crate) struct KernelListener {
+    incoming: Mutex<Receiver<KernelIncoming>>,
     local: SocketAddr,
     stop: Arc<AtomicBool>,
     acceptor: Option<JoinHandle<()>>,
 }
 
-impl Listener {
+impl KernelListener {
     pub(crate) fn bind(
         addr: SocketAddr,
         config: ConnectionConfig,
         counters: Arc<Counters>,
-        device_id: u64,
     ) -> Result<Self, ConnectError> {
         let tcp = TcpListener::bind(addr)?;
         tcp.set_nonblocking(true)?;
@@ -137,7 +122,7 @@ impl Listener {
         let stop2 = stop.clone();
         let acceptor = std::thread::Builder::new()
             .name("xwarp-listen".into())
-            .spawn(move || accept_loop(tcp, tx, stop2, config, counters, device_id))?;
+            .spawn(move || accept_loop(tcp, tx, stop2, config, counters))?;
         Ok(Self {
             incoming: Mutex::new(rx),
             local,
@@ -151,19 +136,7 @@ impl Listener {
         self.local
     }
 
-    /// Waits for the next connection whose MPA Request was valid. Malformed requests never show
-    /// up here: they are closed and counted.
-    pub fn accept(&self) -> Result<Incoming, AcceptError> {
-        loop {
-            match self.accept_timeout(Duration::from_secs(3600)) {
-                Err(AcceptError::Timeout) => continue,
-                r => return r,
-            }
-        }
-    }
-
-    /// As [`accept`](Self::accept) with a timeout.
-    pub fn accept_timeout(&self, timeout: Duration) -> Result<Incoming, AcceptError> {
+    pub(crate) fn accept_timeout(&self, timeout: Duration) -> Result<KernelIncoming, AcceptError> {
         let rx = self.incoming.lock().unwrap_or_else(|p| p.into_inner());
         match rx.recv_timeout(timeout) {
             Ok(i) => Ok(i),
@@ -173,7 +146,7 @@ impl Listener {
     }
 }
 
-impl Drop for Listener {
+impl Drop for KernelListener {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
         if let Some(h) = self.acceptor.take() {
@@ -184,11 +157,10 @@ impl Drop for Listener {
 
 fn accept_loop(
     tcp: TcpListener,
-    tx: SyncSender<Incoming>,
+    tx: SyncSender<KernelIncoming>,
     stop: Arc<AtomicBool>,
     config: ConnectionConfig,
     counters: Arc<Counters>,
-    device_id: u64,
 ) {
     while !stop.load(Ordering::Acquire) {
         match tcp.accept() {
@@ -199,7 +171,7 @@ fn accept_loop(
                 let counters = counters.clone();
                 let _ = std::thread::Builder::new()
                     .name("xwarp-startup".into())
-                    .spawn(move || responder_startup(stream, tx, config, counters, device_id));
+                    .spawn(move || responder_startup(stream, tx, config, counters));
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 // Sleep in poll(2) until a connection arrives (or 100 ms, to see `stop`).
@@ -214,10 +186,9 @@ fn accept_loop(
 /// are counted (MPA-79, MPA-86, MPA-91, MPA-95, MPA-102); valid ones go to `accept`.
 fn responder_startup(
     mut stream: TcpStream,
-    tx: SyncSender<Incoming>,
+    tx: SyncSender<KernelIncoming>,
     config: ConnectionConfig,
     counters: Arc<Counters>,
-    device_id: u64,
 ) {
     if stream.set_nonblocking(false).is_err() || stream.set_nodelay(true).is_err() {
         return;
@@ -236,7 +207,7 @@ fn responder_startup(
                 peer_wants_markers,
                 ..
             }) => {
-                let inc = Incoming {
+                let inc = KernelIncoming {
                     stream,
                     responder: r,
                     private_data,
@@ -244,7 +215,6 @@ fn responder_startup(
                     leftover,
                     config,
                     counters,
-                    device_id,
                 };
                 let _ = tx.send(inc);
                 return;
@@ -284,5 +254,146 @@ fn responder_startup(
                 ) => {}
             Err(_) => r.handle_close(),
         }
+    }
+}
+
+/// A connection whose MPA Request arrived and was well formed; the application accepts or
+/// rejects it.
+#[derive(Debug)]
+pub struct Incoming {
+    kind: IncomingKind,
+    device_id: u64,
+}
+
+#[derive(Debug)]
+enum IncomingKind {
+    Kernel(KernelIncoming),
+    Xdp(XdpIncoming),
+}
+
+impl Incoming {
+    /// The private data of the peer's MPA Request.
+    pub fn private_data(&self) -> &[u8] {
+        match &self.kind {
+            IncomingKind::Kernel(k) => k.private_data(),
+            IncomingKind::Xdp(x) => &x.req.private_data,
+        }
+    }
+
+    /// The peer's address.
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        match &self.kind {
+            IncomingKind::Kernel(k) => k.peer_addr(),
+            IncomingKind::Xdp(x) => Ok(x.req.peer),
+        }
+    }
+
+    /// True if the peer asked for markers in what we send.
+    pub fn peer_wants_markers(&self) -> bool {
+        match &self.kind {
+            IncomingKind::Kernel(k) => k.peer_wants_markers(),
+            IncomingKind::Xdp(x) => x.req.peer_wants_markers,
+        }
+    }
+
+    /// Accepts: sends the MPA Reply (R=0) with `private_data` and starts the queue pair.
+    pub fn accept(self, init: QpInit, private_data: &[u8]) -> Result<QueuePair, ConnectError> {
+        self.accept_with(init, private_data, |_| Ok(()))
+    }
+
+    /// As [`accept`](Self::accept), running `before_reply` on the new queue pair before the
+    /// Reply goes out: the place to post receive buffers, so the peer's first Sends (which may
+    /// follow the Reply at once) find them.
+    pub fn accept_with(
+        self,
+        init: QpInit,
+        private_data: &[u8],
+        before_reply: impl FnOnce(&QueuePair) -> Result<(), PostError>,
+    ) -> Result<QueuePair, ConnectError> {
+        if init.pd.inner.device_id != self.device_id
+            || init.send_cq.device_id != self.device_id
+            || init.recv_cq.device_id != self.device_id
+        {
+            return Err(ConnectError::ForeignResource);
+        }
+        match self.kind {
+            IncomingKind::Kernel(k) => k.accept_with(init, private_data, before_reply),
+            IncomingKind::Xdp(x) => x.accept_with(init, private_data, before_reply),
+        }
+    }
+
+    /// Rejects: sends an MPA Reply with R=1 and `private_data`; MPA ends but TCP stays open
+    /// (MPA-80): the kernel transport hands the TCP stream back, the AF_XDP engine closes it
+    /// gracefully (`None`).
+    pub fn reject(self, private_data: &[u8]) -> Result<Option<TcpStream>, ConnectError> {
+        match self.kind {
+            IncomingKind::Kernel(k) => k.reject(private_data).map(Some),
+            IncomingKind::Xdp(x) => x.reject(private_data).map(|()| None),
+        }
+    }
+}
+
+/// An MPA listener (responder side).
+#[derive(Debug)]
+pub struct Listener {
+    kind: ListenerKind,
+    device_id: u64,
+}
+
+#[derive(Debug)]
+enum ListenerKind {
+    Kernel(KernelListener),
+    Xdp(XdpListener),
+}
+
+impl Listener {
+    pub(crate) fn bind(
+        addr: SocketAddr,
+        config: ConnectionConfig,
+        counters: Arc<Counters>,
+        device_id: u64,
+    ) -> Result<Self, ConnectError> {
+        Ok(Listener {
+            kind: ListenerKind::Kernel(KernelListener::bind(addr, config, counters)?),
+            device_id,
+        })
+    }
+
+    pub(crate) fn xdp(l: XdpListener, device_id: u64) -> Self {
+        Listener {
+            kind: ListenerKind::Xdp(l),
+            device_id,
+        }
+    }
+
+    /// The address it listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        match &self.kind {
+            ListenerKind::Kernel(k) => k.local_addr(),
+            ListenerKind::Xdp(x) => x.local,
+        }
+    }
+
+    /// Waits for the next connection whose MPA Request was valid. Malformed requests never show
+    /// up here: they are closed and counted.
+    pub fn accept(&self) -> Result<Incoming, AcceptError> {
+        loop {
+            match self.accept_timeout(Duration::from_secs(3600)) {
+                Err(AcceptError::Timeout) => continue,
+                r => return r,
+            }
+        }
+    }
+
+    /// As [`accept`](Self::accept) with a timeout.
+    pub fn accept_timeout(&self, timeout: Duration) -> Result<Incoming, AcceptError> {
+        let kind = match &self.kind {
+            ListenerKind::Kernel(k) => IncomingKind::Kernel(k.accept_timeout(timeout)?),
+            ListenerKind::Xdp(x) => IncomingKind::Xdp(x.accept_timeout(timeout)?),
+        };
+        Ok(Incoming {
+            kind,
+            device_id: self.device_id,
+        })
     }
 }

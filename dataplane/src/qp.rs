@@ -14,6 +14,7 @@ use ddp::{LocalBuf, RemoteBuf, SendOpts, Stag};
 
 use crate::kernel::Waker;
 use crate::pd::PdInner;
+use crate::xdp_device::XdpQp;
 use crate::{
     Completion, CompletionQueue, MemoryRegion, Opcode, PostError, ProtectionDomain, Status,
 };
@@ -170,10 +171,19 @@ impl QpShared {
 /// A connected queue pair. Dropping it closes the connection gracefully.
 #[derive(Debug)]
 pub struct QueuePair {
-    pub(crate) shared: Arc<QpShared>,
+    pub(crate) kind: QpKind,
     pub(crate) peer_private_data: Vec<u8>,
     /// A handle whose connection moved to another handle (drop does not close it).
     pub(crate) detached: bool,
+}
+
+/// Which transport runs the queue pair.
+#[derive(Debug)]
+pub(crate) enum QpKind {
+    /// A driver thread over a kernel TCP socket; the protocol state is shared.
+    Kernel(Arc<QpShared>),
+    /// A connection of the AF_XDP engine.
+    Xdp(XdpQp),
 }
 
 fn local_buf(
@@ -196,9 +206,30 @@ fn local_buf(
 }
 
 impl QueuePair {
+    /// A kernel-transport queue pair.
+    pub(crate) fn kernel(shared: Arc<QpShared>, peer_private_data: Vec<u8>) -> Self {
+        QueuePair {
+            kind: QpKind::Kernel(shared),
+            peer_private_data,
+            detached: false,
+        }
+    }
+
+    /// An AF_XDP queue pair.
+    pub(crate) fn xdp(qp: XdpQp, peer_private_data: Vec<u8>) -> Self {
+        QueuePair {
+            kind: QpKind::Xdp(qp),
+            peer_private_data,
+            detached: false,
+        }
+    }
+
     /// The queue pair's number (unique in this process).
     pub fn num(&self) -> u32 {
-        self.shared.num
+        match &self.kind {
+            QpKind::Kernel(s) => s.num,
+            QpKind::Xdp(x) => x.link.num,
+        }
     }
 
     /// The private data the peer sent in its MPA Request or Reply.
@@ -208,35 +239,50 @@ impl QueuePair {
 
     /// Why the queue pair failed, if it did.
     pub fn error(&self) -> Option<QpError> {
-        *self.shared.error.lock().unwrap_or_else(|p| p.into_inner())
+        match &self.kind {
+            QpKind::Kernel(s) => *s.error.lock().unwrap_or_else(|p| p.into_inner()),
+            QpKind::Xdp(x) => x.error(),
+        }
     }
 
     /// True while the connection is usable.
     pub fn is_connected(&self) -> bool {
-        !self.shared.is_finished()
-            && !self.shared.close_requested.load(Ordering::Acquire)
-            && !self.shared.lock_qp().is_error()
+        match &self.kind {
+            QpKind::Kernel(s) => {
+                !s.is_finished()
+                    && !s.close_requested.load(Ordering::Acquire)
+                    && !s.lock_qp().is_error()
+            }
+            QpKind::Xdp(x) => x.is_connected(),
+        }
     }
 
+    /// Checks the range and runs the transport's post: `kernel` on the shared queue pair,
+    /// `xdp` on the engine.
     fn post(
         &self,
         mr: &MemoryRegion,
         range: Range<usize>,
-        f: impl FnOnce(&mut ddp::Qp, &ddp::StagTable, LocalBuf) -> Result<(), ddp::PostError>,
+        kernel: impl FnOnce(&mut ddp::Qp, &ddp::StagTable, LocalBuf) -> Result<(), ddp::PostError>,
+        xdp: impl FnOnce(&XdpQp, LocalBuf) -> Result<(), PostError>,
     ) -> Result<(), PostError> {
-        let buf = local_buf(&self.shared.pd, mr, &range)?;
-        if self.shared.close_requested.load(Ordering::Acquire) || self.shared.is_finished() {
+        let shared = match &self.kind {
+            QpKind::Kernel(s) => s,
+            QpKind::Xdp(x) => return xdp(x, local_buf(&x.pd, mr, &range)?),
+        };
+        let buf = local_buf(&shared.pd, mr, &range)?;
+        if shared.close_requested.load(Ordering::Acquire) || shared.is_finished() {
             return Err(PostError::NotConnected);
         }
         {
-            let mut qp = self.shared.lock_qp();
-            let st = self.shared.pd().lock();
-            f(&mut qp, &st.tags, buf).map_err(|e| match e {
+            let mut qp = shared.lock_qp();
+            let st = shared.pd().lock();
+            kernel(&mut qp, &st.tags, buf).map_err(|e| match e {
                 ddp::PostError::InvalidState => PostError::NotConnected,
                 other => PostError::Refused(other),
             })?;
         }
-        self.shared.waker.wake();
+        shared.waker.wake();
         Ok(())
     }
 
@@ -263,9 +309,12 @@ impl QueuePair {
             solicited,
             invalidate: invalidate.map(Stag),
         };
-        self.post(mr, range, |qp, tags, buf| {
-            qp.post_send(tags, wr_id, buf, opts)
-        })
+        self.post(
+            mr,
+            range,
+            |qp, tags, buf| qp.post_send(tags, wr_id, buf, opts),
+            |x, buf| x.post(|e, c| e.post_send(c, wr_id, buf, opts)),
+        )
     }
 
     /// Posts `mr[range]` as a receive buffer for one incoming Send.
@@ -275,7 +324,12 @@ impl QueuePair {
         mr: &MemoryRegion,
         range: Range<usize>,
     ) -> Result<(), PostError> {
-        self.post(mr, range, |qp, tags, buf| qp.post_recv(tags, wr_id, buf))
+        self.post(
+            mr,
+            range,
+            |qp, tags, buf| qp.post_recv(tags, wr_id, buf),
+            |x, buf| x.post(|e, c| e.post_recv(c, wr_id, buf)),
+        )
     }
 
     /// RDMA Writes `mr[range]` to the peer's buffer at `remote`.
@@ -290,9 +344,12 @@ impl QueuePair {
             stag: Stag(remote.stag),
             to: remote.to,
         };
-        self.post(mr, range, |qp, tags, buf| {
-            qp.post_write(tags, wr_id, buf, r)
-        })
+        self.post(
+            mr,
+            range,
+            |qp, tags, buf| qp.post_write(tags, wr_id, buf, r),
+            |x, buf| x.post(|e, c| e.post_write(c, wr_id, buf, r)),
+        )
     }
 
     /// RDMA Reads `range.len()` bytes from the peer's buffer at `remote` into `mr[range]`.
@@ -307,7 +364,12 @@ impl QueuePair {
             stag: Stag(remote.stag),
             to: remote.to,
         };
-        self.post(mr, range, |qp, tags, buf| qp.post_read(tags, wr_id, buf, r))
+        self.post(
+            mr,
+            range,
+            |qp, tags, buf| qp.post_read(tags, wr_id, buf, r),
+            |x, buf| x.post(|e, c| e.post_read(c, wr_id, buf, r)),
+        )
     }
 
     /// Closes the connection gracefully: queued work still goes out, then FIN; what is left
@@ -317,9 +379,14 @@ impl QueuePair {
     }
 
     fn shutdown(&mut self) {
-        self.shared.close_requested.store(true, Ordering::Release);
-        self.shared.waker.wake();
-        self.shared.wait_finished(Duration::from_secs(5));
+        match &self.kind {
+            QpKind::Kernel(s) => {
+                s.close_requested.store(true, Ordering::Release);
+                s.waker.wake();
+                s.wait_finished(Duration::from_secs(5));
+            }
+            QpKind::Xdp(x) => x.close(),
+        }
     }
 }
 

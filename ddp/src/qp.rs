@@ -42,7 +42,7 @@ use mpa::{
 use crate::completion::Completion;
 use crate::memory::Memory;
 use crate::rdmap_engine::{EngineConfig, EngineEvent, EngineState, EngineStats, RdmapEngine};
-use crate::stag_table::StagTable;
+use crate::stag_table::{PdId, StagTable};
 use crate::term_code::LlpError;
 use crate::terminate::TerminateRepr;
 use crate::tx_segment::TxSegment;
@@ -102,6 +102,10 @@ pub enum QpEvent {
     ConnectRequest {
         /// The Request's private data.
         private_data: Vec<u8>,
+        /// The Initiator wants markers on what it receives (we will send markers).
+        peer_wants_markers: bool,
+        /// The Initiator asked for CRCs.
+        peer_wants_crc: bool,
     },
     /// MPA is up; FPDUs flow.
     Established {
@@ -261,6 +265,13 @@ impl Qp {
     /// Octets `poll_transmit` has produced so far.
     pub fn tx_offset(&self) -> u64 {
         self.tx_total
+    }
+
+    /// Moves the queue pair into protection domain `pd`: a responder created before the
+    /// application chose its domain learns it when the application accepts. Tagged accesses
+    /// are checked against the new domain from then on.
+    pub fn set_pd(&mut self, pd: PdId) {
+        self.engine.set_pd(pd);
     }
 
     /// The DDP/RDMAP engine's counters.
@@ -776,7 +787,11 @@ impl Qp {
         }
         for ev in evs {
             match ev {
-                StartupEvent::RequestReceived { private_data, .. } => {
+                StartupEvent::RequestReceived {
+                    private_data,
+                    peer_wants_markers,
+                    peer_wants_crc,
+                } => {
                     if self.cfg.auto_accept {
                         let pd = self.cfg.private_data.clone();
                         if let Phase::Startup(Startup::Responder(r)) = &mut self.phase {
@@ -786,8 +801,11 @@ impl Qp {
                         self.pump_startup();
                         return;
                     }
-                    self.events
-                        .push_back(QpEvent::ConnectRequest { private_data });
+                    self.events.push_back(QpEvent::ConnectRequest {
+                        private_data,
+                        peer_wants_markers,
+                        peer_wants_crc,
+                    });
                 }
                 StartupEvent::Established(n) => {
                     // SeqStart of our direction is after every startup octet we will send.

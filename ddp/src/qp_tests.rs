@@ -550,7 +550,9 @@ fn responder_decides_and_rejects() {
     assert_eq!(
         b.events(),
         [QpEvent::ConnectRequest {
-            private_data: b"let me in".to_vec()
+            private_data: b"let me in".to_vec(),
+            peer_wants_markers: false,
+            peer_wants_crc: true,
         }]
     );
     b.qp.reject(b"no").unwrap();
@@ -1163,4 +1165,54 @@ fn unaligned_segments_located_by_markers() {
         assert!(b.mem.get(brecv).unwrap()[200 * i..200 * (i + 1)] == src[100 * i..100 * i + 200]);
     }
     assert!(!b.qp.is_error());
+}
+
+/// A responder created in one protection domain and moved to another at accept time: tagged
+/// accesses are checked against the new domain (DDP-06 §8: the STag's PD must match the
+/// stream's), so a Write into the new domain's region lands and one into a region of the old
+/// domain would be refused.
+#[test]
+fn set_pd_moves_tagged_checks_to_the_new_domain() {
+    let now = Instant::now();
+    let ic = qp_cfg(1, false, true);
+    let mut rc = qp_cfg(2, false, true);
+    rc.auto_accept = false;
+    rc.engine.pd = PdId(9);
+    let mut a = End::new(Qp::new_initiator(ic, now).unwrap(), 1);
+    let mut b = End::new(Qp::new_responder(rc, now), 2);
+    pump(&mut a, &mut b, 64);
+    assert!(matches!(
+        b.events()[..],
+        [QpEvent::ConnectRequest {
+            peer_wants_crc: true,
+            peer_wants_markers: false,
+            ..
+        }]
+    ));
+    // b's regions are registered in PdId(1) (End::region); the queue pair joins that domain.
+    let (bwin, bstag) = b.region(64, Access::REMOTE_WRITE, |_| 0);
+    b.qp.set_pd(PdId(1));
+    b.qp.accept(b"").unwrap();
+    let (asrc, _) = a.region(64, Access::LOCAL_WRITE, pattern(3));
+    pump(&mut a, &mut b, 64);
+    a.qp.post_write(
+        &a.tags,
+        1,
+        LocalBuf {
+            region: asrc,
+            offset: 0,
+            len: 64,
+        },
+        RemoteBuf {
+            stag: bstag,
+            to: 0x10_0000,
+        },
+    )
+    .unwrap();
+    pump(&mut a, &mut b, 64);
+    assert!(!b.qp.is_error(), "{:?}", b.events());
+    assert_eq!(
+        b.mem.get(bwin).unwrap(),
+        &(0..64).map(pattern(3)).collect::<Vec<u8>>()[..]
+    );
 }

@@ -282,6 +282,11 @@ pub struct RdmapEngine {
 }
 
 impl RdmapEngine {
+    /// Sets the protection domain tagged accesses are checked against.
+    pub fn set_pd(&mut self, pd: PdId) {
+        self.cfg.pd = pd;
+    }
+
     /// A new engine; MSNs start at 1 on every queue (DDP-36). `cfg.mulpdu` is raised to
     /// [`MIN_MULPDU`] if smaller.
     pub fn new(mut cfg: EngineConfig) -> Self {

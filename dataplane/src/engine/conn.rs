@@ -2,12 +2,14 @@
 //! the glue between them (in-order feed, out-of-order placement, record transmit, ACK tracking).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 use ddp::{Memory, Qp, StagTable};
 use tcp_offload::{Connection, RecordId, RecordSource, State};
 
 use super::counters::EngineCounters;
+use crate::pd::PdInner;
 
 /// The engine's name for a connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -27,6 +29,11 @@ pub(crate) struct Conn {
     pub role: Role,
     pub settings: super::QpSettings,
     pub listener: Option<super::ListenerId>,
+    /// The protection domain whose STags and regions this connection reaches (verbs API);
+    /// `None`: the engine's own table and memory.
+    pub pd: Option<Arc<PdInner>>,
+    /// Responder: report the MPA Request and wait for the application's accept or reject.
+    pub manual_accept: bool,
     /// Receive offset of the next octet fed in order to the queue pair.
     pub rx_next: u64,
     /// Chunks TCP handed up out of order, waiting for the gap before them (fed in order later).
@@ -53,6 +60,8 @@ impl Conn {
             role,
             settings,
             listener: None,
+            pd: None,
+            manual_accept: false,
             rx_next: 0,
             ooo: BTreeMap::new(),
             ooo_bytes: 0,
@@ -76,7 +85,7 @@ impl Conn {
 
     /// Feeds TCP's received chunks to the queue pair: in-order ones (and any held chunks they
     /// reach) through MPA's stream parser, out-of-order ones through the locator at once.
-    pub fn drive_rx<M: Memory>(
+    pub fn drive_rx<M: Memory + ?Sized>(
         &mut self,
         now: Instant,
         tags: &mut StagTable,
@@ -123,7 +132,12 @@ impl Conn {
 
     /// Moves what the queue pair has to send into TCP: startup frames as owned records, FPDUs
     /// as external records rebuilt at each (re)transmission.
-    pub fn drive_tx<M: Memory>(&mut self, mem: &M, scratch: &mut [u8], c: &mut EngineCounters) {
+    pub fn drive_tx<M: Memory + ?Sized>(
+        &mut self,
+        mem: &M,
+        scratch: &mut [u8],
+        c: &mut EngineCounters,
+    ) {
         if !matches!(self.tcp.state(), State::Established | State::CloseWait) || self.tcp_closed {
             return;
         }
@@ -174,14 +188,14 @@ impl Conn {
 
 /// Rebuilds FPDU bytes (markers and CRC included) from the memory region, for the first
 /// transmission and every retransmission. Record ids are the FPDUs' transmit offsets.
-pub(crate) struct FpduSource<'a, M: Memory> {
+pub(crate) struct FpduSource<'a, M: Memory + ?Sized> {
     pub qp: Option<&'a mut Qp>,
     pub mem: &'a M,
     pub scratch: &'a mut [u8],
     pub failures: u64,
 }
 
-impl<M: Memory> RecordSource for FpduSource<'_, M> {
+impl<M: Memory + ?Sized> RecordSource for FpduSource<'_, M> {
     fn write_record(&mut self, id: RecordId, offset: u32, dst: &mut [u8]) {
         let Some(qp) = self.qp.as_deref_mut() else {
             dst.fill(0);

@@ -5,10 +5,11 @@
 use std::collections::{HashMap, VecDeque};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::ops::RangeInclusive;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ddp::{
-    Completion, LocalBuf, PdId, Qp, QpConfig, QpEvent, RegionHandle, RegionSpec, RemoteBuf,
+    Completion, LocalBuf, Memory, PdId, Qp, QpConfig, QpEvent, RegionHandle, RegionSpec, RemoteBuf,
     SendOpts, Stag, StagTable, StreamId, VecMemory,
 };
 use mpa::{FramingError, StartupConfig};
@@ -23,6 +24,7 @@ use super::ethernet::{self, EthernetFrame, EthernetRepr, Mac};
 use super::fault::{release_held_tx, FaultConfig, FaultCounters, FaultyIo};
 use super::io::{PacketIo, TxOutcome};
 use super::timer_wheel::TimerWheel;
+use crate::pd::{PdInner, PdState};
 
 /// The engine's name for a listener.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -119,10 +121,24 @@ pub enum EngineEvent {
         /// What was negotiated.
         negotiated: ddp::Negotiated,
     },
+    /// A listener opened with manual accept received a valid MPA Request on `conn`: accept or
+    /// reject it (verbs API).
+    ConnectRequest {
+        /// The connection.
+        conn: ConnId,
+        /// The Request's private data.
+        private_data: Vec<u8>,
+        /// The Initiator wants markers on what it receives.
+        peer_wants_markers: bool,
+        /// The Initiator asked for CRCs.
+        peer_wants_crc: bool,
+    },
     /// MPA startup failed or was rejected; the connection is being closed.
     StartupFailed {
         /// The connection.
         conn: ConnId,
+        /// The queue pair's event: `Rejected` or `StartupFailed`.
+        event: QpEvent,
     },
     /// The stream entered the error state (Terminate sent or received, framing error).
     StreamError {
@@ -174,6 +190,7 @@ pub enum EngineError {
 struct ListenerEntry {
     tcp: Listener,
     settings: QpSettings,
+    manual_accept: bool,
 }
 
 /// The per-queue engine over packet I/O `I`. The application API (memory, connections, work
@@ -342,6 +359,26 @@ impl EngineCore {
 
     /// Listens on `port` of our address; accepted connections run MPA as Responder.
     pub fn listen(&mut self, port: u16, settings: QpSettings) -> Result<ListenerId, EngineError> {
+        self.listen_with(port, settings, false)
+    }
+
+    /// As [`listen`](Self::listen), but each valid MPA Request is reported as
+    /// [`EngineEvent::ConnectRequest`] and waits for [`accept_in`](Self::accept_in) or
+    /// [`reject`](Self::reject).
+    pub(crate) fn listen_manual(
+        &mut self,
+        port: u16,
+        settings: QpSettings,
+    ) -> Result<ListenerId, EngineError> {
+        self.listen_with(port, settings, true)
+    }
+
+    fn listen_with(
+        &mut self,
+        port: u16,
+        settings: QpSettings,
+        manual_accept: bool,
+    ) -> Result<ListenerId, EngineError> {
         if self.listeners.iter().any(|l| l.tcp.local().port() == port) {
             return Err(EngineError::PortInUse);
         }
@@ -353,7 +390,11 @@ impl EngineCore {
             local,
             self.gen.clone(),
         );
-        self.listeners.push(ListenerEntry { tcp, settings });
+        self.listeners.push(ListenerEntry {
+            tcp,
+            settings,
+            manual_accept,
+        });
         Ok(ListenerId(self.listeners.len() as u32 - 1))
     }
 
@@ -389,6 +430,55 @@ impl EngineCore {
         Err(EngineError::NoPort)
     }
 
+    /// As [`connect`](Self::connect), in protection domain `pd`: work requests and the peer's
+    /// tagged accesses reach `pd`'s regions (verbs API).
+    pub(crate) fn connect_in(
+        &mut self,
+        now: Instant,
+        remote: SocketAddrV4,
+        settings: QpSettings,
+        pd: Arc<PdInner>,
+    ) -> Result<ConnId, EngineError> {
+        let id = self.connect(now, remote, settings)?;
+        if let Some(c) = self.conns.get_mut(&id.0) {
+            c.pd = Some(pd);
+        }
+        Ok(id)
+    }
+
+    /// Moves `conn` (a responder whose MPA Request is in, see [`EngineEvent::ConnectRequest`])
+    /// into protection domain `pd`: receives may be posted before the Reply goes out.
+    pub(crate) fn adopt_pd(&mut self, conn: ConnId, pd: Arc<PdInner>) -> Result<(), EngineError> {
+        let c = self.conn_mut(conn)?;
+        let qp = c.qp.as_mut().ok_or(EngineError::NotReady)?;
+        qp.set_pd(pd.id);
+        c.pd = Some(pd);
+        Ok(())
+    }
+
+    /// Accepts the MPA Request of `conn`: the Reply carries `private_data`.
+    pub(crate) fn accept_request(
+        &mut self,
+        conn: ConnId,
+        private_data: &[u8],
+    ) -> Result<(), EngineError> {
+        let c = self.conn_mut(conn)?;
+        let qp = c.qp.as_mut().ok_or(EngineError::NotReady)?;
+        qp.accept(private_data)
+            .map_err(|_| EngineError::PrivateDataTooLong)
+    }
+
+    /// Rejects the MPA Request of `conn` with `private_data` (MPA-80); the engine then closes
+    /// the connection gracefully.
+    pub(crate) fn reject(&mut self, conn: ConnId, private_data: &[u8]) -> Result<(), EngineError> {
+        let c = self.conn_mut(conn)?;
+        let qp = c.qp.as_mut().ok_or(EngineError::NotReady)?;
+        qp.reject(private_data)
+            .map_err(|_| EngineError::PrivateDataTooLong)?;
+        c.closing = true;
+        Ok(())
+    }
+
     fn add_conn(&mut self, c: Conn) -> ConnId {
         let id = self.next_conn;
         self.next_conn += 1;
@@ -420,7 +510,11 @@ impl EngineCore {
             .get_mut(&conn.0)
             .ok_or(EngineError::NoConnection)?;
         let qp = c.qp.as_mut().ok_or(EngineError::NotReady)?;
-        f(qp, &self.tags).map_err(EngineError::Post)?;
+        match &c.pd {
+            Some(pd) => f(qp, &pd.lock().tags),
+            None => f(qp, &self.tags),
+        }
+        .map_err(EngineError::Post)?;
         if !c.dirty {
             c.dirty = true;
             self.dirty.push(conn.0);
@@ -615,11 +709,20 @@ fn drain_qp(
                     peer_private_data,
                     negotiated,
                 }),
-                QpEvent::ConnectRequest { .. } => {}
-                QpEvent::Rejected { .. } | QpEvent::StartupFailed(_) => {
+                QpEvent::ConnectRequest {
+                    private_data,
+                    peer_wants_markers,
+                    peer_wants_crc,
+                } => events.push_back(EngineEvent::ConnectRequest {
+                    conn,
+                    private_data,
+                    peer_wants_markers,
+                    peer_wants_crc,
+                }),
+                event @ (QpEvent::Rejected { .. } | QpEvent::StartupFailed(_)) => {
                     c.closing = true;
                     c.tcp.abort();
-                    events.push_back(EngineEvent::StartupFailed { conn });
+                    events.push_back(EngineEvent::StartupFailed { conn, event });
                 }
                 ev => {
                     match ev {
@@ -720,8 +823,17 @@ impl EngineCore {
             self.mark(id);
             return;
         }
-        if let Some(l) = self.listeners.iter_mut().find(|l| l.tcp.matches(&seg)) {
+        if let Some(li) = self.listeners.iter().position(|l| l.tcp.matches(&seg)) {
+            let l = &mut self.listeners[li];
+            // A SYN's source MAC is the next hop back to its sender (the peer, or the router it
+            // came through): learn it when the kernel's table was not consulted for this peer.
+            if seg.flags.syn {
+                if let SocketAddr::V4(peer) = seg.tuple.remote {
+                    self.neighbours.entry(*peer.ip()).or_insert(eth.src());
+                }
+            }
             l.tcp.handle_segment(now, &seg);
+            self.take_accepted(now, li);
             return;
         }
         self.counters.drops += 1;
@@ -809,20 +921,29 @@ impl EngineCore {
                     break;
                 }
             }
-            while let Some(tcp) = self.listeners[li].tcp.accept() {
-                let settings = self.listeners[li].settings.clone();
-                let peer = tcp.tuple().remote;
-                let mut c = Conn::new(tcp, Role::Responder, settings);
-                c.listener = Some(ListenerId(li as u32));
-                let conn = self.add_conn(c);
-                self.counters.connections_opened += 1;
-                self.start_qp(now, conn.0);
-                self.events.push_back(EngineEvent::Accepted {
-                    listener: ListenerId(li as u32),
-                    conn,
-                    peer,
-                });
-            }
+            self.take_accepted(now, li);
+        }
+    }
+
+    /// Moves listener `li`'s established connections into the flow table. Runs right after
+    /// the listener handled a segment: the peer's first data may follow its handshake ACK in
+    /// the same receive batch and must find the connection, not the listener (which would
+    /// answer it with a RST).
+    fn take_accepted(&mut self, now: Instant, li: usize) {
+        while let Some(tcp) = self.listeners[li].tcp.accept() {
+            let settings = self.listeners[li].settings.clone();
+            let peer = tcp.tuple().remote;
+            let mut c = Conn::new(tcp, Role::Responder, settings);
+            c.listener = Some(ListenerId(li as u32));
+            c.manual_accept = self.listeners[li].manual_accept;
+            let conn = self.add_conn(c);
+            self.counters.connections_opened += 1;
+            self.start_qp(now, conn.0);
+            self.events.push_back(EngineEvent::Accepted {
+                listener: ListenerId(li as u32),
+                conn,
+                peer,
+            });
         }
     }
 
@@ -838,7 +959,7 @@ impl EngineCore {
         let cfg = QpConfig {
             engine: ddp::EngineConfig {
                 stream: StreamId(id as u32),
-                pd: PdId(0),
+                pd: c.pd.as_ref().map_or(PdId(0), |p| p.id),
                 ird: c.settings.ird,
                 ord: c.settings.ord,
                 ..ddp::EngineConfig::default()
@@ -847,7 +968,7 @@ impl EngineCore {
             emss: c.tcp.emss(),
             private_data: c.settings.private_data.clone(),
             keep_for_retransmit: true,
-            auto_accept: true,
+            auto_accept: !c.manual_accept,
         };
         c.qp = match c.role {
             Role::Initiator => match Qp::new_initiator(cfg, now) {
@@ -870,16 +991,14 @@ impl EngineCore {
         c.dirty = false;
         let mut closed = None;
         let mut start = false;
+        let mut peer_closed = false;
         while let Some(e) = c.tcp.poll_event() {
             match e {
                 Event::Connected => start = true,
                 Event::PeerClosed => {
                     self.events
                         .push_back(EngineEvent::PeerClosed { conn: ConnId(id) });
-                    if let Some(q) = c.qp.as_mut() {
-                        q.handle_close();
-                    }
-                    c.closing = true;
+                    peer_closed = true;
                 }
                 Event::Closed(r) => closed = Some(r),
                 Event::Readable | Event::Writable | Event::RecordAcked(_) => {}
@@ -892,9 +1011,25 @@ impl EngineCore {
         let Some(c) = self.conns.get_mut(&id) else {
             return;
         };
+        // The connection's tags and memory: its protection domain's (held for the whole round;
+        // lock order engine -> domain), or the engine's own.
+        let pd = c.pd.clone();
+        let mut guard = pd.as_ref().map(|p| p.lock());
+        let (tags, mem): (&mut StagTable, &mut dyn Memory) = match guard.as_deref_mut() {
+            Some(PdState { tags, mem }) => (tags, mem),
+            None => (&mut self.tags, &mut self.mem),
+        };
         // Receive: in-order feed and out-of-order placement, straight into the regions.
-        c.drive_rx(now, &mut self.tags, &mut self.mem, &mut self.counters);
+        c.drive_rx(now, tags, mem, &mut self.counters);
         c.drive_acked();
+        if peer_closed {
+            // Only now: data and ACKs that came with the FIN are in (delivered, completed);
+            // what is left is flushed (MPA error 1 unless we were closing).
+            if let Some(q) = c.qp.as_mut() {
+                q.handle_close();
+            }
+            c.closing = true;
+        }
         // Queue-pair events and completions.
         drain_qp(
             c,
@@ -904,7 +1039,7 @@ impl EngineCore {
             &mut self.counters,
         );
         // Transmit: queue-pair output into TCP as records.
-        c.drive_tx(&self.mem, &mut self.scratch, &mut self.counters);
+        c.drive_tx(mem, &mut self.scratch, &mut self.counters);
         if c.closing && !c.tcp_closed {
             let idle = c.qp.as_ref().is_none_or(|q| q.is_idle() || q.is_error());
             if idle && c.tcp.send_queued() == 0 {
@@ -925,7 +1060,7 @@ impl EngineCore {
                 let mut produced = 0usize;
                 let mut src_rec = FpduSource {
                     qp: c.qp.as_mut(),
-                    mem: &self.mem,
+                    mem: &*mem,
                     scratch: &mut self.rebuild,
                     failures: 0,
                 };
@@ -951,7 +1086,7 @@ impl EngineCore {
                     }
                 }
                 // More room in TCP's send buffer may have opened: top it up.
-                c.drive_tx(&self.mem, &mut self.scratch, &mut self.counters);
+                c.drive_tx(mem, &mut self.scratch, &mut self.counters);
             },
         }
         // Completions and events of this round's transmissions and ACKs (Terminate sent).

@@ -148,6 +148,17 @@ impl StoreClient {
     /// Connects to a store server at `addr`, negotiating inline sizes with RFC 8797 private data.
     pub fn connect(addr: SocketAddr, opts: &ClientOptions) -> Result<Self, StoreError> {
         let device = Device::open(opts.transport.clone())?;
+        Self::connect_on(&device, addr, opts)
+    }
+
+    /// [`connect`](Self::connect) through an open `device` (an AF_XDP device from
+    /// [`Device::open_xdp`], for one); `opts.transport` is not used.
+    pub fn connect_on(
+        device: &Device,
+        addr: SocketAddr,
+        opts: &ClientOptions,
+    ) -> Result<Self, StoreError> {
+        let device = device.clone();
         let pd = device.alloc_pd();
         let cq = device.create_cq();
         let rcq = device.create_cq();

@@ -207,21 +207,63 @@ impl RtNetlink {
         Ok(self.neighbours(ifindex)?.into_iter().find(|n| n.ip == ip))
     }
 
-    /// The link-layer address of interface `ifindex`.
-    pub fn link_mac(&mut self, ifindex: u32) -> Result<Mac, XdpError> {
+    /// The IPv4 addresses of interface `ifindex`.
+    pub fn ipv4_addresses(&mut self, ifindex: u32) -> Result<Vec<std::net::Ipv4Addr>, XdpError> {
+        use netlink_packet_route::address::{AddressAttribute, AddressMessage};
+        let replies = self.request(
+            RouteNetlinkMessage::GetAddress(AddressMessage::default()),
+            true,
+        )?;
+        let mut out = Vec::new();
+        for m in replies {
+            let RouteNetlinkMessage::NewAddress(a) = m else {
+                continue;
+            };
+            if a.header.index != ifindex {
+                continue;
+            }
+            for attr in a.attributes {
+                if let AddressAttribute::Local(IpAddr::V4(v4)) = attr {
+                    out.push(v4);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The MTU of interface `ifindex`.
+    pub fn link_mtu(&mut self, ifindex: u32) -> Result<u32, XdpError> {
+        self.link_attribute(ifindex, |a| match a {
+            LinkAttribute::Mtu(mtu) => Some(Ok(mtu)),
+            _ => None,
+        })
+    }
+
+    /// The first attribute of interface `ifindex` that `pick` maps to a value.
+    fn link_attribute<T>(
+        &mut self,
+        ifindex: u32,
+        pick: impl Fn(LinkAttribute) -> Option<Result<T, XdpError>>,
+    ) -> Result<T, XdpError> {
         let mut msg = LinkMessage::default();
         msg.header.index = ifindex;
         let replies = self.request(RouteNetlinkMessage::GetLink(msg), false)?;
         for m in replies {
             if let RouteNetlinkMessage::NewLink(l) = m {
-                for a in l.attributes {
-                    if let LinkAttribute::Address(bytes) = a {
-                        return bytes.try_into().map_err(|_| XdpError::Netlink);
-                    }
+                if let Some(v) = l.attributes.into_iter().find_map(&pick) {
+                    return v;
                 }
             }
         }
         Err(XdpError::Netlink)
+    }
+
+    /// The link-layer address of interface `ifindex`.
+    pub fn link_mac(&mut self, ifindex: u32) -> Result<Mac, XdpError> {
+        self.link_attribute(ifindex, |a| match a {
+            LinkAttribute::Address(bytes) => Some(bytes.try_into().map_err(|_| XdpError::Netlink)),
+            _ => None,
+        })
     }
 }
 

@@ -1,0 +1,173 @@
+//! Passive side on the AF_XDP engine: listeners steered by the XDP program, and MPA Requests
+//! waiting for the application's accept or reject.
+
+use std::net::{IpAddr, SocketAddr, SocketAddrV4};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::qp::{settings, XdpQp};
+use super::route::{QpLink, Request};
+use super::XdpDevice;
+use crate::counters::Counters;
+use crate::engine::ListenerId;
+use crate::qp::next_qp_num;
+use crate::xdp::PortKind;
+use crate::{AcceptError, ConnectError, ConnectionConfig, QpInit, QueuePair};
+
+/// An engine listener.
+#[derive(Debug)]
+pub(crate) struct XdpListener {
+    pub(crate) dev: Arc<XdpDevice>,
+    id: ListenerId,
+    pub(crate) local: SocketAddr,
+    config: ConnectionConfig,
+}
+
+/// A connection whose MPA Request arrived on an engine listener.
+#[derive(Debug)]
+pub(crate) struct XdpIncoming {
+    pub(crate) dev: Arc<XdpDevice>,
+    pub(crate) req: Request,
+    pub(crate) config: ConnectionConfig,
+}
+
+fn addr_error(msg: &'static str) -> ConnectError {
+    ConnectError::Io(std::io::Error::new(
+        std::io::ErrorKind::AddrNotAvailable,
+        msg,
+    ))
+}
+
+impl XdpDevice {
+    /// Listens on `addr` (the interface's address or unspecified; a fixed port) and steers the
+    /// port to the engine.
+    pub(crate) fn listen(
+        self: &Arc<Self>,
+        addr: SocketAddr,
+        config: ConnectionConfig,
+    ) -> Result<XdpListener, ConnectError> {
+        let ip = self.shared.ip;
+        match addr.ip() {
+            IpAddr::V4(a) if a.is_unspecified() || a == ip => {}
+            _ => {
+                return Err(addr_error(
+                    "the xdp transport listens on its interface's IPv4 address",
+                ))
+            }
+        }
+        if addr.port() == 0 {
+            return Err(addr_error("the xdp transport needs a fixed listening port"));
+        }
+        let mut st = self.shared.lock();
+        let id = st
+            .engine
+            .listen_manual(addr.port(), settings(&config, &[]))
+            .map_err(|_| {
+                ConnectError::Io(std::io::Error::new(
+                    std::io::ErrorKind::AddrInUse,
+                    "port already listened on",
+                ))
+            })?;
+        st.program
+            .steer_port(addr.port(), PortKind::Listen)
+            .map_err(|e| ConnectError::Io(std::io::Error::other(e)))?;
+        st.listeners.insert(id, Default::default());
+        Ok(XdpListener {
+            dev: self.clone(),
+            id,
+            local: SocketAddr::V4(SocketAddrV4::new(ip, addr.port())),
+            config,
+        })
+    }
+}
+
+impl XdpListener {
+    pub(crate) fn accept_timeout(&self, timeout: Duration) -> Result<XdpIncoming, AcceptError> {
+        let deadline = Instant::now() + timeout;
+        let id = self.id;
+        let req = self
+            .dev
+            .shared
+            .wait_until(deadline, |st| match st.listeners.get_mut(&id) {
+                Some(q) => q.pop_front().map(Ok),
+                None => Some(Err(AcceptError::Closed)),
+            })
+            .ok_or(AcceptError::Timeout)??;
+        Ok(XdpIncoming {
+            dev: self.dev.clone(),
+            req,
+            config: self.config.clone(),
+        })
+    }
+}
+
+impl Drop for XdpListener {
+    fn drop(&mut self) {
+        let mut st = self.dev.shared.lock();
+        let _ = st.program.unsteer_port(self.local.port());
+        // Requests nobody will accept any more: reset them.
+        if let Some(q) = st.listeners.remove(&self.id) {
+            for r in q {
+                let _ = st.engine.abort(r.conn);
+            }
+        }
+    }
+}
+
+impl XdpIncoming {
+    /// Accepts: the queue pair joins `init.pd`, `before_reply` may post receives, then the
+    /// Reply goes out.
+    pub(crate) fn accept_with(
+        self,
+        init: QpInit,
+        private_data: &[u8],
+        before_reply: impl FnOnce(&QueuePair) -> Result<(), crate::PostError>,
+    ) -> Result<QueuePair, ConnectError> {
+        if private_data.len() > usize::from(self.config.mpa.max_private_data) {
+            return Err(ConnectError::Usage(
+                mpa::startup::UsageError::PrivateDataTooLong,
+            ));
+        }
+        let conn = self.req.conn;
+        let link = Arc::new(QpLink::new(
+            next_qp_num(),
+            init.send_cq.clone(),
+            init.recv_cq.clone(),
+        ));
+        {
+            let mut st = self.dev.shared.lock();
+            st.engine
+                .adopt_pd(conn, init.pd.inner.clone())
+                .map_err(|_| ConnectError::Startup(mpa::StartupError::ConnectionClosed))?;
+            st.routes.insert(conn, link.clone());
+        }
+        let qp = QueuePair::xdp(
+            XdpQp {
+                dev: self.dev.clone(),
+                conn,
+                link,
+                pd: init.pd,
+            },
+            self.req.private_data.clone(),
+        );
+        before_reply(&qp).map_err(ConnectError::Post)?;
+        let mut st = self.dev.shared.lock();
+        st.engine
+            .accept_request(conn, private_data)
+            .map_err(|_| ConnectError::Startup(mpa::StartupError::ConnectionClosed))?;
+        if self.dev.shared.inline {
+            st.poll(Instant::now());
+        }
+        Ok(qp)
+    }
+
+    /// Rejects with `private_data`; the engine closes the connection after the Reply.
+    pub(crate) fn reject(self, private_data: &[u8]) -> Result<(), ConnectError> {
+        let mut st = self.dev.shared.lock();
+        st.engine
+            .reject(self.req.conn, private_data)
+            .map_err(|_| ConnectError::Startup(mpa::StartupError::ConnectionClosed))?;
+        Counters::inc(&st.counters.startup_rejected);
+        Ok(())
+    }
+}

@@ -1,0 +1,182 @@
+//! The `xdp` transport behind the verbs API: one AF_XDP engine per device, shared by its
+//! listeners, queue pairs and completion queues.
+//!
+//! ```text
+//! Device::open_xdp ── XdpDevice ── Mutex<State { Engine<XskIo>, XdpProgram, routes, ... }>
+//!                        │             ▲ poll + route (engine thread, or the application's
+//!                        │             │ threads in inline mode)
+//!   QueuePair ── XdpQp ──┤  post_* ────┘  (lock order: engine state -> protection domain)
+//!   Listener ── XdpListener ── accept_timeout: waits for a routed ConnectRequest
+//!   CompletionQueue ◄── routed completions (pushed under the state lock)
+//! ```
+//!
+//! The engine's completions and events are routed after every poll: completions to the queue
+//! pair's completion queues, MPA outcomes to waiting `connect` calls and listeners, stream
+//! errors and closes to the queue pair's status. Connections reach their protection domain's
+//! regions directly (the one copy: UMEM frame to region).
+
+mod listener;
+mod open;
+mod qp;
+mod route;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+pub(crate) use listener::{XdpIncoming, XdpListener};
+pub(crate) use qp::XdpQp;
+pub(crate) use route::State;
+
+use crate::cq::Drive;
+use crate::xdp::netns::NetNs;
+
+/// Idle polls of the engine thread before it starts sleeping between polls.
+const IDLE_SPINS: u32 = 2000;
+/// The engine thread's sleep while idle.
+const IDLE_SLEEP: Duration = Duration::from_micros(50);
+
+/// What the engine thread and the handles share.
+pub(crate) struct Shared {
+    state: Mutex<State>,
+    /// Application threads waiting for the state lock: the engine thread steps aside.
+    waiters: AtomicUsize,
+    /// The application drives the engine (no engine thread).
+    pub(crate) inline: bool,
+    /// The interface's network namespace (next-hop look-ups run there).
+    pub(crate) netns: NetNs,
+    pub(crate) ip: std::net::Ipv4Addr,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XdpShared")
+            .field("ip", &self.ip)
+            .field("inline", &self.inline)
+            .finish()
+    }
+}
+
+impl Shared {
+    /// The state, for an application thread: the engine thread yields to it.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        self.waiters.fetch_add(1, Ordering::AcqRel);
+        let g = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        self.waiters.fetch_sub(1, Ordering::AcqRel);
+        g
+    }
+
+    /// One round of engine work and routing (inline mode; a no-op when an engine thread runs).
+    pub(crate) fn drive(&self) {
+        if self.inline {
+            self.lock().poll(Instant::now());
+        }
+    }
+
+    /// Runs `f` on the state until it returns `Some` or `deadline` passes, driving the engine
+    /// meanwhile in inline mode.
+    pub(crate) fn wait_until<T>(
+        &self,
+        deadline: Instant,
+        mut f: impl FnMut(&mut State) -> Option<T>,
+    ) -> Option<T> {
+        loop {
+            let now = Instant::now();
+            {
+                let mut st = self.lock();
+                if self.inline {
+                    st.poll(now);
+                }
+                if let Some(t) = f(&mut st) {
+                    return Some(t);
+                }
+            }
+            if now >= deadline {
+                return None;
+            }
+            if self.inline {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(20));
+            }
+        }
+    }
+}
+
+/// An open AF_XDP device. Dropping the last handle stops the engine thread, closes the
+/// AF_XDP socket (freeing the UMEM) and detaches the XDP program.
+pub(crate) struct XdpDevice {
+    pub(crate) shared: Arc<Shared>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for XdpDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.shared.fmt(f)
+    }
+}
+
+impl Drive for XdpDevice {
+    fn drive(&self) {
+        self.shared.drive();
+    }
+}
+
+impl XdpDevice {
+    fn start(shared: Arc<Shared>, core: Option<usize>) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = (!shared.inline).then(|| {
+            let (s, stop) = (shared.clone(), stop.clone());
+            std::thread::Builder::new()
+                .name("xwarp-engine".into())
+                .spawn(move || engine_thread(&s, &stop, core))
+                .expect("spawn the engine thread")
+        });
+        XdpDevice {
+            shared,
+            stop,
+            thread,
+        }
+    }
+}
+
+impl Drop for XdpDevice {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The engine thread: busy-polls, steps aside for application threads that want the state,
+/// and sleeps briefly after a long idle stretch.
+fn engine_thread(shared: &Shared, stop: &AtomicBool, core: Option<usize>) {
+    if let Some(id) = core {
+        if !core_affinity::set_for_current(core_affinity::CoreId { id }) {
+            tracing::warn!(core = id, "engine thread could not be pinned");
+        }
+    }
+    let mut idle = 0u32;
+    while !stop.load(Ordering::Acquire) {
+        let busy = {
+            let mut st = shared.state.lock().unwrap_or_else(|p| p.into_inner());
+            st.poll(Instant::now())
+        };
+        while shared.waiters.load(Ordering::Acquire) > 0 {
+            std::hint::spin_loop();
+        }
+        if busy {
+            idle = 0;
+        } else {
+            idle = idle.saturating_add(1);
+            if idle > IDLE_SPINS {
+                std::thread::sleep(IDLE_SLEEP);
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! Opening an AF_XDP device: interface facts from rtnetlink, the XDP program, the AF_XDP
+//! socket, the engine.
+
+use std::collections::HashMap;
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use super::{Shared, State, XdpDevice};
+use crate::counters::Counters;
+use crate::engine::{Engine, EngineConfig, XskIo};
+use crate::pd::os_random_u64;
+use crate::xdp::netlink::RtNetlink;
+use crate::xdp::netns::NetNs;
+use crate::xdp::{program, LocalPortRange, XdpError, XdpProgram, XskConfig, XskQueue};
+use crate::{DeviceError, EngineMode, XdpConfig};
+
+/// Ethernet + IPv4 + TCP headers without options.
+const HEADERS: u32 = 14 + 20 + 20;
+/// TCP options our segments may carry (timestamps, padded).
+const TCP_OPTIONS: u32 = 12;
+
+fn xdp_err(error: XdpError) -> DeviceError {
+    DeviceError::Xdp {
+        interface: "interface",
+        error,
+    }
+}
+
+/// UMEM frame size for `mtu`: 2048 when a full frame fits (with the kernel's headroom),
+/// else 4096 (the largest AF_XDP frame).
+fn frame_size_for(mtu: u32) -> u32 {
+    if mtu + 14 + 256 <= 2048 {
+        2048
+    } else {
+        4096
+    }
+}
+
+impl XdpDevice {
+    /// Opens `cfg.interface` in the calling thread's network namespace.
+    pub(crate) fn open(cfg: &XdpConfig, counters: Arc<Counters>) -> Result<Self, DeviceError> {
+        let netns = NetNs::current().map_err(|e| xdp_err(XdpError::from_io("netns", &e)))?;
+        let ifindex = program::ifindex(&cfg.interface).map_err(xdp_err)?;
+        let mut nl = RtNetlink::new().map_err(xdp_err)?;
+        let mac = nl.link_mac(ifindex).map_err(xdp_err)?;
+        let ip = *nl
+            .ipv4_addresses(ifindex)
+            .map_err(xdp_err)?
+            .first()
+            .ok_or(DeviceError::NoAddress)?;
+        let mtu = nl.link_mtu(ifindex).map_err(xdp_err)?;
+        let ports = LocalPortRange::new(*cfg.local_ports.start(), *cfg.local_ports.end())
+            .map_err(xdp_err)?;
+
+        let prog = XdpProgram::attach(&cfg.interface, cfg.attach).map_err(xdp_err)?;
+        prog.steer_range(ports).map_err(xdp_err)?;
+        let frame_size = frame_size_for(mtu);
+        let queue = XskQueue::new(
+            &cfg.interface,
+            cfg.queue,
+            XskConfig {
+                bind_mode: cfg.bind,
+                frame_size,
+                ..XskConfig::default()
+            },
+        )
+        .map_err(xdp_err)?;
+        prog.register_socket(cfg.queue, queue.fd())
+            .map_err(xdp_err)?;
+        tracing::info!(
+            interface = %cfg.interface,
+            queue = cfg.queue,
+            %ip,
+            mtu,
+            xdp_mode = ?prog.mode(),
+            zero_copy = queue.is_zero_copy(),
+            "AF_XDP device open"
+        );
+
+        let mut ecfg = EngineConfig::new(mac, ip);
+        ecfg.local_ports = cfg.local_ports.clone();
+        ecfg.fault = cfg.fault;
+        let room = frame_size.min(mtu + 14) - HEADERS - TCP_OPTIONS;
+        ecfg.tcp.mss = u16::try_from(room).unwrap_or(u16::MAX);
+        let mut secret = [0u8; 16];
+        secret[..8].copy_from_slice(&os_random_u64().to_ne_bytes());
+        secret[8..].copy_from_slice(&os_random_u64().to_ne_bytes());
+        ecfg.isn_secret = secret;
+        ecfg.stag_seed = os_random_u64();
+        let engine = Engine::new(ecfg, XskIo::new(queue), Instant::now());
+
+        let (inline, core) = match cfg.mode {
+            EngineMode::Inline => (true, None),
+            EngineMode::Threaded => (false, None),
+            EngineMode::Pinned(c) => (false, Some(c)),
+        };
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                engine,
+                program: prog,
+                routes: HashMap::new(),
+                pending: HashMap::new(),
+                listeners: HashMap::new(),
+                counters,
+            }),
+            waiters: AtomicUsize::new(0),
+            inline,
+            netns,
+            ip,
+        });
+        Ok(XdpDevice::start(shared, core))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_fit_the_mtu() {
+        assert_eq!(frame_size_for(1500), 2048);
+        assert_eq!(frame_size_for(3000), 4096);
+    }
+}

@@ -1,0 +1,213 @@
+//! Queue pairs on the AF_XDP engine: active open, work requests, close.
+
+use std::net::{IpAddr, SocketAddr, SocketAddrV4};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::route::{Pending, QpLink};
+use super::XdpDevice;
+use crate::engine::{ConnId, EngineCore, EngineError, QpSettings};
+use crate::qp::{next_qp_num, QpError};
+use crate::xdp::{resolve_next_hop, XdpError};
+use crate::{ConnectError, ConnectionConfig, PostError, ProtectionDomain, QpInit};
+
+/// How long a graceful close may take before the handle gives up waiting.
+const CLOSE_WAIT: Duration = Duration::from_secs(5);
+
+/// The engine side of a [`crate::QueuePair`].
+#[derive(Debug)]
+pub(crate) struct XdpQp {
+    pub(crate) dev: Arc<XdpDevice>,
+    pub(crate) conn: ConnId,
+    pub(crate) link: Arc<QpLink>,
+    pub(crate) pd: ProtectionDomain,
+}
+
+pub(crate) fn settings(config: &ConnectionConfig, private_data: &[u8]) -> QpSettings {
+    QpSettings {
+        startup: config.mpa,
+        private_data: private_data.to_vec(),
+        ird: config.ird,
+        ord: config.ord,
+    }
+}
+
+fn post_error(e: EngineError) -> PostError {
+    match e {
+        EngineError::Post(ddp::PostError::InvalidState) => PostError::NotConnected,
+        EngineError::Post(p) => PostError::Refused(p),
+        _ => PostError::NotConnected,
+    }
+}
+
+fn io_error(e: XdpError) -> std::io::Error {
+    let kind = match e {
+        XdpError::NoRoute => std::io::ErrorKind::NetworkUnreachable,
+        XdpError::NeighbourTimeout => std::io::ErrorKind::HostUnreachable,
+        _ => std::io::ErrorKind::Other,
+    };
+    std::io::Error::new(kind, e)
+}
+
+impl XdpDevice {
+    /// The next hop's MAC of `ip`, from the kernel's tables in the device's namespace (the
+    /// kernel resolves a missing neighbour), handed to the engine.
+    fn learn_next_hop(&self, ip: std::net::Ipv4Addr, timeout: Duration) -> std::io::Result<()> {
+        let shared = &self.shared;
+        let _guard = if shared.netns.is_current()? {
+            None
+        } else {
+            Some(shared.netns.enter()?)
+        };
+        let hop = resolve_next_hop(IpAddr::V4(ip), timeout).map_err(io_error)?;
+        shared.lock().engine.add_neighbour(ip, hop.dst_mac);
+        Ok(())
+    }
+
+    /// Active open: TCP from the steered local port range, then MPA as Initiator. Returns the
+    /// queue pair and the peer's private data.
+    pub(crate) fn connect(
+        self: &Arc<Self>,
+        addr: SocketAddr,
+        init: QpInit,
+        config: &ConnectionConfig,
+        private_data: &[u8],
+    ) -> Result<(XdpQp, Vec<u8>), ConnectError> {
+        let fail = |e| e;
+        let SocketAddr::V4(v4) = addr else {
+            return Err(fail(ConnectError::Io(std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                "the xdp transport speaks IPv4 only",
+            ))));
+        };
+        self.learn_next_hop(*v4.ip(), config.mpa.timeout)
+            .map_err(|e| fail(ConnectError::Io(e)))?;
+        let num = next_qp_num();
+        let link = Arc::new(QpLink::new(num, init.send_cq.clone(), init.recv_cq.clone()));
+        let conn = {
+            let mut st = self.shared.lock();
+            let conn = st
+                .engine
+                .connect_in(
+                    Instant::now(),
+                    SocketAddrV4::new(*v4.ip(), v4.port()),
+                    settings(config, private_data),
+                    init.pd.inner.clone(),
+                )
+                .map_err(|e| {
+                    fail(ConnectError::Io(std::io::Error::new(
+                        std::io::ErrorKind::AddrNotAvailable,
+                        e,
+                    )))
+                })?;
+            st.pending.insert(conn, Pending::Connecting);
+            st.routes.insert(conn, link.clone());
+            conn
+        };
+        // TCP's own SYN retries plus MPA's startup timeout.
+        let deadline = Instant::now() + config.mpa.timeout * 2 + Duration::from_secs(3);
+        let outcome = self.shared.wait_until(deadline, |st| {
+            if let Some(Pending::Done(_)) = st.pending.get(&conn) {
+                match st.pending.remove(&conn) {
+                    Some(Pending::Done(r)) => Some(r),
+                    _ => None,
+                }
+            } else {
+                None
+            }
+        });
+        let qp = XdpQp {
+            dev: self.clone(),
+            conn,
+            link,
+            pd: init.pd,
+        };
+        match outcome {
+            Some(Ok(peer_private_data)) => Ok((qp, peer_private_data)),
+            Some(Err(e)) => {
+                qp.forget();
+                Err(fail(e))
+            }
+            None => {
+                qp.abort();
+                Err(fail(ConnectError::Startup(mpa::StartupError::Timeout)))
+            }
+        }
+    }
+}
+
+impl XdpQp {
+    /// Runs `f` on the engine under the lock; in inline mode the engine then runs a round so
+    /// the work leaves at once.
+    fn with_engine<R>(&self, f: impl FnOnce(&mut EngineCore, ConnId) -> R) -> R {
+        let mut st = self.dev.shared.lock();
+        let r = f(&mut st.engine, self.conn);
+        if self.dev.shared.inline {
+            st.poll(Instant::now());
+        }
+        r
+    }
+
+    fn check_open(&self) -> Result<(), PostError> {
+        let s = self.link.status();
+        if s.close_requested || s.finished {
+            return Err(PostError::NotConnected);
+        }
+        Ok(())
+    }
+
+    /// Posts a work request through `f` (the engine's post call for this connection).
+    pub(crate) fn post(
+        &self,
+        f: impl FnOnce(&mut EngineCore, ConnId) -> Result<(), EngineError>,
+    ) -> Result<(), PostError> {
+        self.check_open()?;
+        self.with_engine(f).map_err(post_error)
+    }
+
+    pub(crate) fn error(&self) -> Option<QpError> {
+        self.link.status().error
+    }
+
+    pub(crate) fn is_connected(&self) -> bool {
+        let s = self.link.status();
+        !s.finished && !s.close_requested && s.error.is_none()
+    }
+
+    /// Graceful close: queued work goes out, then FIN; waits until the engine dropped the
+    /// connection (or [`CLOSE_WAIT`]).
+    pub(crate) fn close(&self) {
+        if self.link.status().finished {
+            return;
+        }
+        self.link.update(|s| s.close_requested = true);
+        let gone = self.with_engine(|e, c| e.close(c)).is_err();
+        if gone {
+            return;
+        }
+        if self.dev.shared.inline {
+            let deadline = Instant::now() + CLOSE_WAIT;
+            let link = &self.link;
+            self.dev
+                .shared
+                .wait_until(deadline, |_| link.status().finished.then_some(()));
+        } else {
+            self.link.wait_finished(CLOSE_WAIT);
+        }
+    }
+
+    /// Abortive close (RST); does not wait.
+    pub(crate) fn abort(&self) {
+        self.link.update(|s| s.close_requested = true);
+        let _ = self.with_engine(|e, c| e.abort(c));
+    }
+
+    /// A failed startup: the engine already closes the connection; stop routing to it.
+    fn forget(&self) {
+        self.link.update(|s| {
+            s.close_requested = true;
+            s.finished = true;
+        });
+        self.dev.shared.lock().routes.remove(&self.conn);
+    }
+}

@@ -1,0 +1,286 @@
+//! The engine's state and the routing of its completions and events to the verbs objects.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use ddp::QpEvent;
+
+use crate::counters::Counters;
+use crate::engine::{ConnId, Engine, EngineEvent, ListenerId, XskIo};
+use crate::qp::{map_completion, QpError};
+use crate::xdp::XdpProgram;
+use crate::{CompletionQueue, ConnectError, Opcode};
+
+/// What a queue pair handle and the router share: where completions go and how it ended.
+#[derive(Debug)]
+pub(crate) struct QpLink {
+    pub(crate) num: u32,
+    pub(crate) send_cq: CompletionQueue,
+    pub(crate) recv_cq: CompletionQueue,
+    status: Mutex<LinkStatus>,
+    changed: Condvar,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct LinkStatus {
+    pub(crate) error: Option<QpError>,
+    pub(crate) close_requested: bool,
+    pub(crate) finished: bool,
+}
+
+impl QpLink {
+    pub(crate) fn new(num: u32, send_cq: CompletionQueue, recv_cq: CompletionQueue) -> Self {
+        QpLink {
+            num,
+            send_cq,
+            recv_cq,
+            status: Mutex::default(),
+            changed: Condvar::new(),
+        }
+    }
+
+    pub(crate) fn status(&self) -> LinkStatus {
+        *self.status.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn update(&self, f: impl FnOnce(&mut LinkStatus)) {
+        f(&mut self.status.lock().unwrap_or_else(|p| p.into_inner()));
+        self.changed.notify_all();
+    }
+
+    /// Waits (threaded mode) until the connection is gone or `timeout` passes.
+    pub(crate) fn wait_finished(&self, timeout: Duration) -> bool {
+        let g = self.status.lock().unwrap_or_else(|p| p.into_inner());
+        let (g, _) = self
+            .changed
+            .wait_timeout_while(g, timeout, |s| !s.finished)
+            .unwrap_or_else(|p| p.into_inner());
+        g.finished
+    }
+
+    fn set_error(&self, e: QpError) {
+        self.update(|s| {
+            if s.error.is_none() {
+                s.error = Some(e);
+            }
+        });
+    }
+}
+
+/// A connection between TCP set-up and the application's queue pair.
+#[derive(Debug)]
+pub(crate) enum Pending {
+    /// `connect` waits for MPA.
+    Connecting,
+    /// MPA ended for a `connect`: the peer's private data, or why not.
+    Done(Result<Vec<u8>, ConnectError>),
+    /// A listener's TCP connection, MPA Request not yet in.
+    Accepted {
+        listener: ListenerId,
+        peer: SocketAddr,
+    },
+}
+
+/// An MPA Request waiting in a listener's queue.
+#[derive(Debug)]
+pub(crate) struct Request {
+    pub(crate) conn: ConnId,
+    pub(crate) peer: SocketAddr,
+    pub(crate) private_data: Vec<u8>,
+    pub(crate) peer_wants_markers: bool,
+}
+
+/// Everything behind the device's lock. Field order is drop order: the engine (and its
+/// AF_XDP socket and UMEM) goes before the XDP program is detached.
+pub(crate) struct State {
+    pub(crate) engine: Engine<XskIo>,
+    pub(crate) program: XdpProgram,
+    pub(crate) routes: HashMap<ConnId, Arc<QpLink>>,
+    pub(crate) pending: HashMap<ConnId, Pending>,
+    pub(crate) listeners: HashMap<ListenerId, VecDeque<Request>>,
+    pub(crate) counters: Arc<Counters>,
+}
+
+/// A stream-ending queue-pair event as the verbs API reports it (same mapping as the kernel
+/// transport), counted on the device.
+fn stream_error(c: &Counters, ev: &QpEvent) -> Option<QpError> {
+    let fields = |t: &ddp::TerminateRepr| (t.code.layer as u8, t.code.etype, t.code.code);
+    Some(match ev {
+        QpEvent::FramingError(e) => {
+            match e.code() {
+                mpa::ErrorCode::CrcError => Counters::inc(&c.crc_errors),
+                mpa::ErrorCode::MarkerError => Counters::inc(&c.marker_errors),
+                _ => Counters::inc(&c.framing_errors),
+            }
+            QpError::Framing(e.code() as u8)
+        }
+        QpEvent::TerminateSent(t) => {
+            Counters::inc(&c.terminates_sent);
+            let (layer, etype, code) = fields(t);
+            QpError::TerminateSent { layer, etype, code }
+        }
+        QpEvent::TerminateReceived(t) => {
+            Counters::inc(&c.terminates_received);
+            let (layer, etype, code) = fields(t);
+            QpError::TerminateReceived { layer, etype, code }
+        }
+        QpEvent::MalformedTerminateReceived => {
+            Counters::inc(&c.terminates_received);
+            QpError::TerminateReceived {
+                layer: 0xff,
+                etype: 0xff,
+                code: 0xff,
+            }
+        }
+        QpEvent::TransportFailed => QpError::PeerClosed,
+        _ => return None,
+    })
+}
+
+/// Why MPA startup failed, as `connect` reports it; counted on the device.
+fn startup_error(c: &Counters, ev: QpEvent) -> ConnectError {
+    match ev {
+        QpEvent::Rejected { private_data } => {
+            Counters::inc(&c.startup_rejected);
+            ConnectError::Rejected { private_data }
+        }
+        QpEvent::StartupFailed(e) => {
+            match e {
+                mpa::StartupError::Timeout => Counters::inc(&c.startup_timeouts),
+                mpa::StartupError::ConnectionClosed => {}
+                _ => Counters::inc(&c.startup_malformed),
+            }
+            ConnectError::Startup(e)
+        }
+        _ => ConnectError::Startup(mpa::StartupError::ConnectionClosed),
+    }
+}
+
+impl State {
+    /// One engine round, then routing. Returns true when anything happened.
+    pub(crate) fn poll(&mut self, now: Instant) -> bool {
+        let frames = self.engine.poll(now);
+        let routed = self.route();
+        frames > 0 || routed
+    }
+
+    /// Moves the engine's completions and events to their queue pairs, listeners and waiting
+    /// `connect` calls. Returns true when there were any.
+    pub(crate) fn route(&mut self) -> bool {
+        let mut any = false;
+        while let Some((conn, wc)) = self.engine.poll_completion() {
+            any = true;
+            if let Some(link) = self.routes.get(&conn) {
+                let c = map_completion(wc, link.num);
+                if c.opcode == Opcode::Recv {
+                    link.recv_cq.inner.push(c);
+                } else {
+                    link.send_cq.inner.push(c);
+                }
+            }
+        }
+        while let Some(ev) = self.engine.poll_event() {
+            any = true;
+            self.handle_event(ev);
+        }
+        any
+    }
+
+    fn handle_event(&mut self, ev: EngineEvent) {
+        let c = &self.counters;
+        match ev {
+            EngineEvent::Accepted {
+                listener,
+                conn,
+                peer,
+            } => {
+                Counters::inc(&c.tcp_accepted);
+                self.pending
+                    .insert(conn, Pending::Accepted { listener, peer });
+            }
+            EngineEvent::ConnectRequest {
+                conn,
+                private_data,
+                peer_wants_markers,
+                ..
+            } => match self.pending.remove(&conn) {
+                Some(Pending::Accepted { listener, peer }) => {
+                    match self.listeners.get_mut(&listener) {
+                        Some(q) => q.push_back(Request {
+                            conn,
+                            peer,
+                            private_data,
+                            peer_wants_markers,
+                        }),
+                        // The listener is gone: nobody will accept.
+                        None => {
+                            let _ = self.engine.abort(conn);
+                        }
+                    }
+                }
+                other => {
+                    if let Some(p) = other {
+                        self.pending.insert(conn, p);
+                    }
+                }
+            },
+            EngineEvent::Established {
+                conn,
+                peer_private_data,
+                ..
+            } => {
+                Counters::inc(&c.mpa_established);
+                if let Some(p @ Pending::Connecting) = self.pending.get_mut(&conn) {
+                    *p = Pending::Done(Ok(peer_private_data));
+                }
+            }
+            EngineEvent::StartupFailed { conn, event } => {
+                let e = startup_error(c, event);
+                match self.pending.get_mut(&conn) {
+                    Some(p @ Pending::Connecting) => *p = Pending::Done(Err(e)),
+                    _ => {
+                        self.pending.remove(&conn);
+                    }
+                }
+            }
+            EngineEvent::StreamError { conn, event } => {
+                let e = stream_error(c, &event);
+                if let (Some(link), Some(e)) = (self.routes.get(&conn), e) {
+                    link.set_error(e);
+                }
+            }
+            EngineEvent::PeerClosed { conn } => {
+                if let Some(link) = self.routes.get(&conn) {
+                    if !link.status().close_requested {
+                        // The peer closed while we were not closing: MPA error 1.
+                        link.set_error(QpError::PeerClosed);
+                    }
+                }
+            }
+            EngineEvent::Closed { conn, .. } => {
+                if let Some(p @ Pending::Connecting) = self.pending.get_mut(&conn) {
+                    *p = Pending::Done(Err(ConnectError::Startup(
+                        mpa::StartupError::ConnectionClosed,
+                    )));
+                } else if !matches!(self.pending.get(&conn), Some(Pending::Done(_))) {
+                    self.pending.remove(&conn);
+                }
+                for q in self.listeners.values_mut() {
+                    q.retain(|r| r.conn != conn);
+                }
+                if let Some(link) = self.routes.remove(&conn) {
+                    let st = link.status();
+                    if st.error.is_none() && !st.close_requested {
+                        link.set_error(QpError::PeerClosed);
+                    }
+                    if link.status().error.is_some() {
+                        Counters::inc(&c.connection_errors);
+                    }
+                    link.update(|s| s.finished = true);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,748 @@
+//! Shared fixture of the AF_XDP end-to-end tests (`afxdp_*.rs`): an engine on AF_XDP on one
+//! side of a netns/veth testbed ([`EngineHost`]: XDP attached natively, the active-open range and
+//! listener ports steered, one copy-mode queue), poll helpers with deadlines, and a transfer
+//! plan both ends of a connection run and verify byte for byte ([`Layout`], [`EngineEnd`],
+//! [`KernelEnd`]).
+//!
+//! The plan: each end registers a source region (Sends from its first half, Writes from its
+//! second), a receive region, a Write target and a Read source, and tells the peer the STags of
+//! the last two in its MPA private data. Then each end, for every size, RDMA Writes into the
+//! peer's target and RDMA Reads from the peer's source, and after those Sends each size into the
+//! peer's posted receives. A Send is delivered after the Writes posted before it (in-order
+//! delivery on one stream), so once an end has its four receives the peer's Writes are placed.
+#![allow(dead_code)]
+
+use std::net::{SocketAddr, SocketAddrV4};
+use std::ops::Range;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use dataplane::engine::{ConnId, Engine, EngineConfig, EngineEvent, ListenerId, QpSettings, XskIo};
+use dataplane::xdp::testbed::{Side, VethTestbed};
+use dataplane::xdp::{
+    AttachMode, AttachPolicy, BindMode, LocalPortRange, PortKind, XdpProgram, XskConfig, XskQueue,
+};
+use dataplane::{
+    Access, Completion as KCompletion, CompletionQueue, ConnectionConfig, Device, MemoryRegion,
+    MpaSettings, Opcode, ProtectionDomain, QpInit, QueuePair, RemoteAddr, Status,
+};
+use ddp::{Completion, LocalBuf, Negotiated, RegionHandle, RemoteBuf, Stag, WcOpcode, WcStatus};
+
+/// The sizes every transfer test moves (issue 4: 1 B to 16 MiB).
+pub const SIZES: [usize; 4] = [1, 4096, 1 << 20, 16 << 20];
+
+/// The engine's active-open port range (steered as [`PortKind::ActiveOpen`]).
+pub const ACTIVE_PORTS: std::ops::RangeInclusive<u16> = 40000..=40999;
+
+/// Heavy tests of one binary take turns: two busy-polling engines plus kernel peers on the
+/// machine's two cores would only slow each other down.
+pub fn serial() -> MutexGuard<'static, ()> {
+    static HEAVY: Mutex<()> = Mutex::new(());
+    HEAVY.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Fills `buf` with the deterministic pattern of `seed` (xorshift64, eight octets a step).
+pub fn fill_pattern(buf: &mut [u8], seed: u64) {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut chunks = buf.chunks_exact_mut(8);
+    for c in &mut chunks {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        c.copy_from_slice(&x.to_le_bytes());
+    }
+    x ^= x << 13;
+    let rest = chunks.into_remainder();
+    let n = rest.len();
+    rest.copy_from_slice(&x.to_le_bytes()[..n]);
+}
+
+/// `len` octets of the pattern of `seed`.
+pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
+    let mut v = vec![0u8; len];
+    fill_pattern(&mut v, seed);
+    v
+}
+
+/// veth hands frames over with the TCP checksum left to "offload" (CHECKSUM_PARTIAL); a bypass
+/// receiver would see it unfilled. Makes `side`'s kernel compute checksums in software.
+pub fn kernel_checksums_in_software(tb: &VethTestbed, side: Side) {
+    let ifname = tb.ifname(side).to_string();
+    let out = tb
+        .exec(side, &["ethtool", "-K", &ifname, "tx", "off"])
+        .expect("run ethtool");
+    assert!(out.status.success(), "ethtool -K {ifname} tx off: {out:?}");
+}
+
+/// MPA settings of an engine connection.
+pub fn engine_settings(markers: bool, crc: bool, private_data: Vec<u8>) -> QpSettings {
+    let mut s = QpSettings {
+        private_data,
+        ..QpSettings::default()
+    };
+    s.startup.want_markers = markers;
+    s.startup.want_crc = crc;
+    s
+}
+
+/// MPA settings of a kernel-transport connection.
+pub fn kernel_config(markers: bool, crc: bool) -> ConnectionConfig {
+    ConnectionConfig {
+        mpa: MpaSettings {
+            want_markers: markers,
+            want_crc: crc,
+            ..MpaSettings::default()
+        },
+        ..ConnectionConfig::default()
+    }
+}
+
+/// What MPA negotiation must give (MPA-98: markers per direction, as the receiver asks;
+/// MPA-99: CRC if either side asks), seen from the end whose wishes are `local`.
+pub fn expect_negotiated(got: &Negotiated, local: (bool, bool), peer: (bool, bool), who: &str) {
+    let (lm, lc) = local;
+    let (pm, pc) = peer;
+    assert_eq!(
+        (got.rx_markers, got.tx_markers, got.crc),
+        (lm, pm, lc || pc),
+        "{who}: negotiated {got:?} for local (markers, crc) {local:?}, peer {peer:?}"
+    );
+}
+
+// ------------------------------------------------------------------------------------------
+// The engine on AF_XDP
+
+/// An engine on AF_XDP on one side of the testbed, with everything it received so far.
+pub struct EngineHost {
+    pub e: Engine<XskIo>,
+    pub prog: XdpProgram,
+    pub side: Side,
+    /// Every event so far, in order.
+    pub events: Vec<EngineEvent>,
+    /// Every completion so far, in order.
+    pub wcs: Vec<(ConnId, Completion)>,
+}
+
+impl EngineHost {
+    /// Attaches the steering program to `side`'s veth end (native mode), steers the active-open
+    /// range, binds a copy-mode AF_XDP socket on queue 0 and starts an engine on it. `tweak`
+    /// adjusts the engine configuration. The calling thread may be in any namespace.
+    pub fn new(tb: &VethTestbed, side: Side, tweak: impl FnOnce(&mut EngineConfig)) -> EngineHost {
+        let _ns = tb.enter(side).expect("enter netns");
+        let ifname = tb.ifname(side).to_string();
+        let prog = XdpProgram::attach(&ifname, AttachPolicy::NativeOrGeneric).expect("attach XDP");
+        assert_eq!(prog.mode(), AttachMode::Native, "veth takes native XDP");
+        prog.steer_range(LocalPortRange::new(*ACTIVE_PORTS.start(), *ACTIVE_PORTS.end()).unwrap())
+            .expect("steer the active-open range");
+        let queue = XskQueue::new(
+            &ifname,
+            0,
+            XskConfig {
+                bind_mode: BindMode::Copy,
+                ..XskConfig::default()
+            },
+        )
+        .expect("AF_XDP socket");
+        prog.register_socket(0, queue.fd()).expect("XSKMAP");
+        let mut cfg = EngineConfig::new(tb.mac(side).unwrap(), tb.ip(side));
+        cfg.local_ports = ACTIVE_PORTS;
+        cfg.default_next_hop = Some(tb.mac(side.peer()).unwrap());
+        tweak(&mut cfg);
+        let e = Engine::new(cfg, XskIo::new(queue), Instant::now());
+        EngineHost {
+            e,
+            prog,
+            side,
+            events: Vec::new(),
+            wcs: Vec::new(),
+        }
+    }
+
+    /// Listens on `port` and steers it to the engine.
+    pub fn listen(&mut self, port: u16, settings: QpSettings) -> ListenerId {
+        self.prog
+            .steer_port(port, PortKind::Listen)
+            .expect("steer the listening port");
+        self.e.listen(port, settings).expect("listen")
+    }
+
+    /// One round: poll, collect events and completions; when idle, wait up to 1 ms for frames
+    /// (leaves the CPU to the kernel peer on a two-core machine).
+    pub fn step(&mut self) {
+        let now = Instant::now();
+        let n = self.e.poll(now);
+        while let Some(ev) = self.e.poll_event() {
+            self.events.push(ev);
+        }
+        while let Some(wc) = self.e.poll_completion() {
+            self.wcs.push(wc);
+        }
+        if n == 0 && self.e.poll_timeout().is_none_or(|t| t > now) {
+            let _ = self.e.io_mut().queue_mut().poll_rx(1);
+        }
+    }
+
+    /// Steps until `done` holds; panics after `timeout` with `what` and the counters.
+    pub fn run_until(
+        &mut self,
+        timeout: Duration,
+        what: &str,
+        mut done: impl FnMut(&mut EngineHost) -> bool,
+    ) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if done(self) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what}: not done after {timeout:?}; counters {:?}; events {:?}",
+                self.e.counters(),
+                self.events
+            );
+            self.step();
+        }
+    }
+
+    /// Steps for `d` (keeps the engine answering while a peer finishes).
+    pub fn run_for(&mut self, d: Duration) {
+        let end = Instant::now() + d;
+        while Instant::now() < end {
+            self.step();
+        }
+    }
+
+    /// The negotiated MPA parameters of `conn`, once established.
+    pub fn established(&self, conn: ConnId) -> Option<(Negotiated, Vec<u8>)> {
+        self.events.iter().find_map(|e| match e {
+            EngineEvent::Established {
+                conn: c,
+                negotiated,
+                peer_private_data,
+            } if *c == conn => Some((*negotiated, peer_private_data.clone())),
+            _ => None,
+        })
+    }
+
+    /// Connections `listener` accepted so far, in order.
+    pub fn accepted(&self, listener: ListenerId) -> Vec<ConnId> {
+        self.events
+            .iter()
+            .filter_map(|e| match e {
+                EngineEvent::Accepted {
+                    listener: l, conn, ..
+                } if *l == listener => Some(*conn),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Whether `conn` is gone, and why.
+    pub fn closed(&self, conn: ConnId) -> Option<tcp_offload::CloseReason> {
+        self.events.iter().find_map(|e| match e {
+            EngineEvent::Closed { conn: c, reason } if *c == conn => Some(*reason),
+            _ => None,
+        })
+    }
+
+    /// Completions of `conn` so far.
+    pub fn completions_of(&self, conn: ConnId) -> Vec<Completion> {
+        self.wcs
+            .iter()
+            .filter(|(c, _)| *c == conn)
+            .map(|(_, w)| *w)
+            .collect()
+    }
+
+    /// A zeroed region.
+    pub fn region(&mut self, len: usize, access: Access) -> (RegionHandle, Stag) {
+        self.e.register(len.max(1), access)
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// The transfer plan
+
+/// Where each size sits in an end's regions: size `i` at `offs[i]` (page aligned, a page of
+/// untouched gap after each so overruns show).
+#[derive(Clone, Debug)]
+pub struct Layout {
+    pub sizes: Vec<usize>,
+    pub offs: Vec<usize>,
+    /// Length of the receive, Write-target, Read-source and Read-destination regions.
+    pub total: usize,
+}
+
+impl Layout {
+    pub fn new(sizes: &[usize]) -> Layout {
+        let mut offs = Vec::new();
+        let mut at = 0;
+        for &n in sizes {
+            offs.push(at);
+            at += n.div_ceil(4096) * 4096 + 4096;
+        }
+        Layout {
+            sizes: sizes.to_vec(),
+            offs,
+            total: at,
+        }
+    }
+
+    /// The slot of size `i`.
+    pub fn slot(&self, i: usize) -> Range<usize> {
+        self.offs[i]..self.offs[i] + self.sizes[i]
+    }
+
+    /// What a destination region of this layout must hold when every slot `i` got
+    /// `data[base + slot(i)]` and nothing else was touched.
+    pub fn expected(&self, data: &[u8], base: usize) -> Vec<u8> {
+        let mut v = vec![0u8; self.total];
+        for i in 0..self.sizes.len() {
+            let s = self.slot(i);
+            v[s.clone()].copy_from_slice(&data[base + s.start..base + s.end]);
+        }
+        v
+    }
+
+    /// Total octets moved one way by one end's plan (Sends + Writes + Read Responses).
+    pub fn octets_each_way(&self) -> usize {
+        3 * self.sizes.iter().sum::<usize>()
+    }
+}
+
+/// The bytes an end sends: Sends from `src[..total]`, Writes from `src[total..]`, and what its
+/// peer Reads from `read_src`.
+pub struct Sources {
+    pub src: Vec<u8>,
+    pub read_src: Vec<u8>,
+}
+
+impl Sources {
+    pub fn new(layout: &Layout, seed: u64) -> Arc<Sources> {
+        Arc::new(Sources {
+            src: pattern(2 * layout.total, seed),
+            read_src: pattern(layout.total, seed ^ 0xA5A5),
+        })
+    }
+}
+
+/// Private data carrying an end's Write-target and Read-source STags.
+pub fn stags_private_data(write: u32, read: u32) -> Vec<u8> {
+    let mut v = write.to_be_bytes().to_vec();
+    v.extend_from_slice(&read.to_be_bytes());
+    v
+}
+
+/// The (Write target, Read source) STags from a peer's private data.
+pub fn parse_stags(pd: &[u8]) -> (u32, u32) {
+    assert!(
+        pd.len() >= 8,
+        "private data too short for two STags: {pd:?}"
+    );
+    (
+        u32::from_be_bytes(pd[0..4].try_into().unwrap()),
+        u32::from_be_bytes(pd[4..8].try_into().unwrap()),
+    )
+}
+
+/// Which half of the plan an end checks: the requests it initiated (Writes, Reads, Sends and the
+/// Read data), and/or what its peer initiated (its receives and the peer's Write data).
+#[derive(Clone, Copy, Debug)]
+pub struct Part {
+    pub ops: bool,
+    pub received: bool,
+}
+
+/// Both ends initiate.
+pub const BOTH: Part = Part {
+    ops: true,
+    received: true,
+};
+/// This end initiates, the peer only receives.
+pub const OPS_ONLY: Part = Part {
+    ops: true,
+    received: false,
+};
+/// The peer initiates, this end only receives.
+pub const RECEIVED_ONLY: Part = Part {
+    ops: false,
+    received: true,
+};
+
+impl Part {
+    /// Completions this end gets for `n` sizes.
+    pub fn completions(self, n: usize) -> usize {
+        n * (3 * usize::from(self.ops) + usize::from(self.received))
+    }
+}
+
+const OP_WRITE: u64 = 1;
+const OP_READ: u64 = 2;
+const OP_SEND: u64 = 3;
+const OP_RECV: u64 = 4;
+
+fn wr(op: u64, i: usize) -> u64 {
+    op << 8 | i as u64
+}
+
+/// An end's five regions (engine handles or kernel memory regions).
+pub struct Regions<R> {
+    /// Sends from the first half, Writes from the second (2 x `Layout::total`).
+    pub src: R,
+    pub recv: R,
+    pub write_target: R,
+    pub read_src: R,
+    pub read_dst: R,
+}
+
+impl<R> Regions<R> {
+    /// Registers the five regions with `reg(len, access, initial contents)`.
+    fn make(
+        layout: &Layout,
+        sources: &Sources,
+        mut reg: impl FnMut(usize, Access, &[u8]) -> R,
+    ) -> Self {
+        let t = layout.total;
+        Regions {
+            src: reg(2 * t, Access::LOCAL_WRITE, &sources.src),
+            recv: reg(t, Access::LOCAL_WRITE, &[]),
+            write_target: reg(t, Access::LOCAL_WRITE | Access::REMOTE_WRITE, &[]),
+            read_src: reg(t, Access::REMOTE_READ, &sources.read_src),
+            read_dst: reg(t, Access::LOCAL_WRITE, &[]),
+        }
+    }
+}
+
+impl<R> Regions<R> {
+    /// Checks the destinations of `part`; `view(region, f)` runs `f` over a region's bytes.
+    fn check(
+        &self,
+        layout: &Layout,
+        part: Part,
+        peer: &Sources,
+        who: &str,
+        view: impl Fn(&R, &mut dyn FnMut(&[u8])),
+    ) {
+        let t = layout.total;
+        let slots = |r: &R, data: &[u8], base: usize, what: &str| {
+            view(r, &mut |got| {
+                check_slots(layout, got, data, base, what, who)
+            })
+        };
+        if part.received {
+            slots(&self.recv, &peer.src, 0, "Send data received");
+            slots(&self.write_target, &peer.src, t, "RDMA Write data");
+        }
+        if part.ops {
+            slots(&self.read_dst, &peer.read_src, 0, "RDMA Read data");
+        }
+    }
+}
+
+/// One engine end of the plan.
+pub struct EngineEnd {
+    pub layout: Layout,
+    pub r: Regions<RegionHandle>,
+    /// (Write target, Read source) STags for the private data.
+    pub stags: (u32, u32),
+}
+
+impl EngineEnd {
+    /// Registers the regions on `h` and fills the sources.
+    pub fn register(h: &mut EngineHost, layout: &Layout, sources: &Sources) -> EngineEnd {
+        let mut stags = Vec::new();
+        let r = Regions::make(layout, sources, |len, access, init| {
+            let (r, stag) = h.region(len, access);
+            h.e.region_mut(r).unwrap()[..init.len()].copy_from_slice(init);
+            stags.push(stag.0);
+            r
+        });
+        EngineEnd {
+            layout: layout.clone(),
+            r,
+            stags: (stags[2], stags[3]),
+        }
+    }
+
+    /// Zeroes the destinations for another run.
+    pub fn reset(&self, h: &mut EngineHost) {
+        for r in [self.r.recv, self.r.write_target, self.r.read_dst] {
+            h.e.region_mut(r).unwrap().fill(0);
+        }
+    }
+
+    pub fn private_data(&self) -> Vec<u8> {
+        stags_private_data(self.stags.0, self.stags.1)
+    }
+
+    /// Posts one receive per size (before the peer can Send: at Accepted / Established).
+    pub fn post_recvs(&self, h: &mut EngineHost, conn: ConnId) {
+        for i in 0..self.layout.sizes.len() {
+            let b = lbuf(self.r.recv, self.layout.slot(i));
+            h.e.post_recv(conn, wr(OP_RECV, i), b).expect("post_recv");
+        }
+    }
+
+    /// Posts the Writes and Reads of every size, then the Sends.
+    pub fn post_ops(&self, h: &mut EngineHost, conn: ConnId, peer: (u32, u32)) {
+        let t = self.layout.total;
+        for i in 0..self.layout.sizes.len() {
+            let s = self.layout.slot(i);
+            let remote = |stag: u32| RemoteBuf {
+                stag: Stag(stag),
+                to: s.start as u64,
+            };
+            h.e.post_write(
+                conn,
+                wr(OP_WRITE, i),
+                lbuf(self.r.src, t + s.start..t + s.end),
+                remote(peer.0),
+            )
+            .expect("post_write");
+            h.e.post_read(
+                conn,
+                wr(OP_READ, i),
+                lbuf(self.r.read_dst, s.clone()),
+                remote(peer.1),
+            )
+            .expect("post_read");
+        }
+        for i in 0..self.layout.sizes.len() {
+            h.e.post_send(
+                conn,
+                wr(OP_SEND, i),
+                lbuf(self.r.src, self.layout.slot(i)),
+                Default::default(),
+            )
+            .expect("post_send");
+        }
+    }
+
+    /// True once every request of `conn` completed (any status).
+    pub fn finished(&self, h: &EngineHost, conn: ConnId, part: Part) -> bool {
+        h.completions_of(conn).len() >= part.completions(self.layout.sizes.len())
+    }
+
+    /// Checks the completions and destinations of `part` against the peer's sources.
+    pub fn verify(&self, h: &EngineHost, conn: ConnId, part: Part, peer: &Sources, who: &str) {
+        let wcs: Vec<Done> = h
+            .completions_of(conn)
+            .iter()
+            .map(|w| Done {
+                wr_id: w.wr_id,
+                op: match w.opcode {
+                    WcOpcode::Write => OP_WRITE,
+                    WcOpcode::Read => OP_READ,
+                    WcOpcode::Send => OP_SEND,
+                    _ => OP_RECV,
+                },
+                ok: w.status == WcStatus::Success,
+                byte_len: w.byte_len,
+            })
+            .collect();
+        check_completions(&self.layout, &wcs, part, who);
+        self.r.check(&self.layout, part, peer, who, |r, f| {
+            f(h.e.region(*r).unwrap())
+        });
+    }
+}
+
+/// A completion of either API, reduced to what the plan checks.
+#[derive(Debug)]
+struct Done {
+    wr_id: u64,
+    /// Which operation completed (`OP_*`).
+    op: u64,
+    ok: bool,
+    byte_len: u32,
+}
+
+/// Every request of `part` completed once, successfully, as the operation it was posted as;
+/// every receive got its size.
+fn check_completions(layout: &Layout, wcs: &[Done], part: Part, who: &str) {
+    for w in wcs {
+        assert!(w.ok, "{who}: {w:?}");
+        let (op, i) = (w.wr_id >> 8, (w.wr_id & 0xff) as usize);
+        assert_eq!(w.op, op, "{who}: {w:?}");
+        assert!(
+            if op == OP_RECV {
+                part.received
+            } else {
+                part.ops
+            },
+            "{who}: unexpected {w:?}"
+        );
+        if op == OP_RECV {
+            assert_eq!(w.byte_len as usize, layout.sizes[i], "{who}: {w:?}");
+        }
+    }
+    assert_eq!(
+        wcs.len(),
+        part.completions(layout.sizes.len()),
+        "{who}: {wcs:?}"
+    );
+}
+
+/// A destination region holds `data[base + slot]` in each slot and zeros elsewhere.
+fn check_slots(layout: &Layout, got: &[u8], data: &[u8], base: usize, what: &str, who: &str) {
+    let want = layout.expected(data, base);
+    assert!(
+        got == &want[..],
+        "{who}: {what} differs at offset {:?}",
+        first_difference(got, &want)
+    );
+}
+
+fn lbuf(region: RegionHandle, r: Range<usize>) -> LocalBuf {
+    LocalBuf {
+        region,
+        offset: r.start as u64,
+        len: (r.end - r.start) as u32,
+    }
+}
+
+/// The first offset where two buffers differ (for failure messages).
+pub fn first_difference(a: &[u8], b: &[u8]) -> Option<usize> {
+    a.iter().zip(b).position(|(x, y)| x != y)
+}
+
+// ------------------------------------------------------------------------------------------
+// The kernel transport end
+
+/// One kernel-transport end of the plan (runs on its own thread in the peer namespace).
+pub struct KernelEnd {
+    pub dev: Device,
+    pub pd: ProtectionDomain,
+    pub cq: CompletionQueue,
+    pub layout: Layout,
+    pub r: Regions<MemoryRegion>,
+}
+
+impl KernelEnd {
+    pub fn new(dev: &Device, layout: &Layout, sources: &Sources) -> KernelEnd {
+        let pd = dev.alloc_pd();
+        let r = Regions::make(layout, sources, |len, access, init| {
+            let mr = pd.register(len, access).unwrap();
+            mr.write(0, init).unwrap();
+            mr
+        });
+        KernelEnd {
+            dev: dev.clone(),
+            cq: dev.create_cq(),
+            pd,
+            layout: layout.clone(),
+            r,
+        }
+    }
+
+    pub fn init(&self) -> QpInit {
+        QpInit {
+            pd: self.pd.clone(),
+            send_cq: self.cq.clone(),
+            recv_cq: self.cq.clone(),
+        }
+    }
+
+    pub fn private_data(&self) -> Vec<u8> {
+        stags_private_data(self.r.write_target.stag(), self.r.read_src.stag())
+    }
+
+    pub fn post_recvs(&self, qp: &QueuePair) -> Result<(), dataplane::PostError> {
+        for i in 0..self.layout.sizes.len() {
+            qp.post_recv(wr(OP_RECV, i), &self.r.recv, self.layout.slot(i))?;
+        }
+        Ok(())
+    }
+
+    /// Connects to `addr` (the calling thread must be in the right namespace) with receives
+    /// posted at once.
+    pub fn connect(&self, addr: SocketAddrV4, cfg: &ConnectionConfig) -> QueuePair {
+        let qp = self
+            .dev
+            .connect(SocketAddr::V4(addr), self.init(), cfg, &self.private_data())
+            .expect("kernel transport connects to the engine");
+        self.post_recvs(&qp).unwrap();
+        qp
+    }
+
+    /// Accepts one connection on `listener` with receives posted before the Reply.
+    pub fn accept(&self, listener: &dataplane::Listener) -> (QueuePair, Vec<u8>) {
+        let inc = listener
+            .accept_timeout(Duration::from_secs(30))
+            .expect("the engine connects");
+        let pd = inc.private_data().to_vec();
+        let qp = inc
+            .accept_with(self.init(), &self.private_data(), |qp| self.post_recvs(qp))
+            .expect("accept");
+        (qp, pd)
+    }
+
+    pub fn post_ops(&self, qp: &QueuePair, peer: (u32, u32)) {
+        let t = self.layout.total;
+        for i in 0..self.layout.sizes.len() {
+            let s = self.layout.slot(i);
+            let at = |stag| RemoteAddr {
+                stag,
+                to: s.start as u64,
+            };
+            qp.post_write(
+                wr(OP_WRITE, i),
+                &self.r.src,
+                t + s.start..t + s.end,
+                at(peer.0),
+            )
+            .expect("kernel post_write");
+            qp.post_read(wr(OP_READ, i), &self.r.read_dst, s.clone(), at(peer.1))
+                .expect("kernel post_read");
+        }
+        for i in 0..self.layout.sizes.len() {
+            qp.post_send(wr(OP_SEND, i), &self.r.src, self.layout.slot(i))
+                .expect("kernel post_send");
+        }
+    }
+
+    /// Waits for every completion of `part`; returns them (panics on timeout).
+    pub fn wait_all(&self, part: Part, timeout: Duration) -> Vec<KCompletion> {
+        let deadline = Instant::now() + timeout;
+        let mut got = Vec::new();
+        while got.len() < part.completions(self.layout.sizes.len()) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(
+                !left.is_zero(),
+                "kernel end: only {} completions after {timeout:?}: {got:?}",
+                got.len()
+            );
+            if let Some(c) = self.cq.wait(left.min(Duration::from_millis(200))) {
+                got.push(c);
+            }
+        }
+        got
+    }
+
+    /// Checks the completions and destinations of `part` against the engine's sources.
+    pub fn verify(&self, wcs: &[KCompletion], part: Part, peer: &Sources, who: &str) {
+        let wcs: Vec<Done> = wcs
+            .iter()
+            .map(|w| Done {
+                wr_id: w.wr_id,
+                op: match w.opcode {
+                    Opcode::Write => OP_WRITE,
+                    Opcode::Read => OP_READ,
+                    Opcode::Send => OP_SEND,
+                    Opcode::Recv => OP_RECV,
+                },
+                ok: w.status == Status::Success,
+                byte_len: w.byte_len,
+            })
+            .collect();
+        check_completions(&self.layout, &wcs, part, who);
+        self.r.check(&self.layout, part, peer, who, |r, f| {
+            r.with_slice(0, r.len(), |got| f(got)).unwrap()
+        });
+    }
+}
+
+/// The engine's address on `side` with `port`.
+pub fn addr(tb: &VethTestbed, side: Side, port: u16) -> SocketAddrV4 {
+    SocketAddrV4::new(tb.ip(side), port)
+}
