@@ -87,7 +87,12 @@ impl EngineConfig {
         EngineConfig {
             mac,
             ip,
-            tcp: Config::default(),
+            tcp: Config {
+                // The peer completes its Sends and Writes when we acknowledge them: a lone
+                // segment is acknowledged after 1 ms (a timer-wheel tick), not 40.
+                delayed_ack: Some(Duration::from_millis(1)),
+                ..Config::default()
+            },
             listener: ListenerConfig::default(),
             local_ports: 40000..=40999,
             default_next_hop: None,
