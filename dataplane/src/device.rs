@@ -76,6 +76,14 @@ impl Device {
         Some(c)
     }
 
+    /// The XDP program's counters (AF_XDP devices: packets redirected to the engine, passed to
+    /// the kernel, dropped as malformed, steered without a socket).
+    pub fn xdp_counters(&self) -> Option<crate::xdp::Counters> {
+        let x = self.xdp.as_ref()?;
+        let c = x.shared.lock().program.counters().ok();
+        c
+    }
+
     /// The device's IPv4 address (AF_XDP devices: the interface's).
     pub fn local_ip(&self) -> Option<std::net::Ipv4Addr> {
         self.xdp.as_ref().map(|x| x.shared.ip)

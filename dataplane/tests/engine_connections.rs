@@ -94,3 +94,89 @@ fn abort_sends_rst_peer_sees_reset_and_flushes() {
         .iter()
         .any(|(_, w)| w.wr_id == 77 && w.status == WcStatus::Flushed));
 }
+
+/// Regression: a peer's handshake ACK and its first data (the MPA Request) arriving in one
+/// receive batch. The listener hands the connection over at the ACK; the data must find the
+/// connection, not the listener (which answered it with a RST before the engine moved the
+/// connection into its flow table right after each listener segment).
+#[test]
+fn data_right_behind_the_handshake_ack_reaches_the_new_connection() {
+    use dataplane::engine::{Engine, PacketIo};
+    use std::net::SocketAddr;
+    use std::time::{Duration, Instant};
+    use tcp_offload::{Config, Connection, FourTuple, IsnGenerator};
+
+    let base = Instant::now();
+    let (mut raw, pb) = dataplane::engine::mem_link(base, link(), link(), 9).unwrap();
+    let mut b = Engine::new(
+        engine_support::engine_cfg(MAC_B, IP_B, MAC_A, Default::default()),
+        pb,
+        base,
+    );
+    b.listen(7000, settings(false, true)).unwrap();
+    let tuple = FourTuple {
+        local: SocketAddr::V4(SocketAddrV4::new(IP_A, 41000)),
+        remote: SocketAddr::V4(SocketAddrV4::new(IP_B, 7000)),
+    };
+    let mut now = base;
+    let mut client = Connection::connect(
+        Config::default(),
+        tuple,
+        &IsnGenerator::new([3; 16], now),
+        now,
+    );
+    let frame = |ip_packet: &[u8]| {
+        let mut f = Vec::with_capacity(14 + ip_packet.len());
+        f.extend_from_slice(&MAC_B);
+        f.extend_from_slice(&MAC_A);
+        f.extend_from_slice(&0x0800u16.to_be_bytes());
+        f.extend_from_slice(ip_packet);
+        f
+    };
+    let mut out = vec![0u8; 2048];
+    let mut rsts = 0;
+    let mut mpa_reply = false;
+    let mut sent_request = false;
+    for _ in 0..200 {
+        now += Duration::from_millis(1);
+        // Everything the client has to send goes out in one batch (ACK + Request together).
+        while let Some(n) = client.poll_transmit(now, &mut out) {
+            raw.inject(now, frame(&out[..n]));
+        }
+        b.poll(now + Duration::from_millis(1));
+        raw.rx_batch(now + Duration::from_millis(1), 64, &mut |f: &[u8]| {
+            let seg = tcp_offload::wire::parse(&f[14..]).expect("a TCP segment");
+            rsts += u32::from(seg.flags.rst);
+            mpa_reply |= seg.payload.starts_with(b"MPA ID Rep Frame");
+            let _ = client.handle_packet(now, &f[14..]);
+        });
+        if client.state() == tcp_offload::State::Established && !sent_request {
+            // The pure handshake ACK, then the MPA Request right behind it, injected together.
+            let mut batch = Vec::new();
+            while let Some(n) = client.poll_transmit(now, &mut out) {
+                batch.push(frame(&out[..n]));
+            }
+            assert_eq!(batch.len(), 1, "one pure ACK");
+            let mut init = mpa::Initiator::new(settings(false, true).startup, now, b"").unwrap();
+            client.send(&init.poll_transmit().unwrap()).unwrap();
+            while let Some(n) = client.poll_transmit(now, &mut out) {
+                batch.push(frame(&out[..n]));
+            }
+            assert_eq!(batch.len(), 2, "ACK and Request");
+            for f in batch {
+                raw.inject(now, f);
+            }
+            sent_request = true;
+        }
+        if mpa_reply {
+            break;
+        }
+    }
+    assert_eq!(
+        rsts,
+        0,
+        "the engine reset the new connection: {:?}",
+        b.counters()
+    );
+    assert!(mpa_reply, "no MPA Reply: {:?}", b.counters());
+}

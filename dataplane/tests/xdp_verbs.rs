@@ -202,8 +202,9 @@ fn xdp_against_kernel(mode: EngineMode, tag: &str) {
         )
         .unwrap_or_else(|e| {
             panic!(
-                "kernel connects to the engine: {e:?}; engine {:?}; device {:?}",
+                "kernel connects to the engine: {e:?}; engine {:?}; xdp {:?}; device {:?}",
                 x.engine_counters(),
+                x.xdp_counters(),
                 x.counters()
             )
         })

@@ -13,7 +13,7 @@ use crate::config::Config;
 use crate::counters::Counters;
 use crate::isn::{FourTuple, IsnGenerator};
 use crate::rtt::RttEstimator;
-use crate::rx::{OooBudget, OooLimits, RecvBuffer, RxChunk};
+use crate::rx::{OooBudget, OooLimits, RecvBuffer, RxChunk, RxRef, RxSink};
 use crate::seq::{SeqNum, SeqSpace};
 use crate::tx::{NoRecordSource, Plan, RecordId, RecordSource, SendBuffer, Split};
 use crate::wire::{self, Flags, Segment, SegmentRepr, TcpOptions, WireError, MAX_SACK_BLOCKS};
@@ -224,6 +224,8 @@ pub struct Connection {
     events: VecDeque<Event>,
     counters: Counters,
     ooo_limits: OooLimits,
+    /// Lengths of the chunks handed to a sink during one `handle_segment_with` (capacity kept).
+    sink_lens: Vec<u64>,
 }
 
 /// IP + TCP header octets without options (RFC 9293 §3.7.1 MMS_S - MSS).
@@ -323,6 +325,7 @@ impl Connection {
             events: VecDeque::new(),
             counters: Counters::default(),
             ooo_limits,
+            sink_lens: Vec::with_capacity(8),
             cfg,
         }
     }
@@ -597,6 +600,12 @@ impl Connection {
 
     fn maybe_window_update(&mut self, before: u64) {
         let after = self.window_to_advertise();
+        self.window_update_if_opened(before, after);
+    }
+
+    /// Asks for a window-update ACK when reading opened the window from `before` to `after` by
+    /// min(2 EMSS, buffer / 2) while it was below half the buffer.
+    fn window_update_if_opened(&mut self, before: u64, after: u64) {
         let thresh = u64::from(self.emss())
             .saturating_mul(2)
             .min(u64::from(self.cfg.recv_buffer) / 2);
@@ -807,7 +816,68 @@ impl Connection {
     }
 
     /// Handles one parsed segment addressed to this connection (RFC 9293 §3.10.7 SEGMENT ARRIVES).
+    /// Record-mode data is queued for [`Self::poll_recv`].
     pub fn handle_segment(&mut self, now: Instant, seg: &Segment<'_>) {
+        self.dispatch_segment(now, seg, None);
+    }
+
+    /// [`Self::handle_packet`] with [`Self::handle_segment_with`]'s delivery.
+    pub fn handle_packet_with(
+        &mut self,
+        now: Instant,
+        packet: &[u8],
+        sink: &mut dyn RxSink,
+    ) -> Result<(), WireError> {
+        let seg = wire::parse_counted(
+            packet,
+            &mut self.counters.malformed,
+            &mut self.counters.bad_checksum,
+        )?;
+        self.handle_segment_with(now, &seg, sink);
+        Ok(())
+    }
+
+    /// [`Self::handle_segment`], but in record mode every chunk committed by this segment is handed
+    /// to `sink` during the call, its octets borrowed from `seg.payload`: no copy, no allocation.
+    ///
+    /// Contract: the chunks, their order and every field are exactly what `poll_recv` would have
+    /// returned had this been `handle_segment(now, seg)` followed by `poll_recv` until `None`;
+    /// chunks still queued from before (by `handle_segment` or by [`Self::enter_record_mode`]) go
+    /// to `sink` first. The counters, events (`Readable` included), timers, and the ACKs and
+    /// windows that `poll_transmit` emits afterwards are those of that sequence too: the octets
+    /// given to the sink never count against the receive window, and a window-update ACK is owed
+    /// exactly when draining would have owed one. In byte-stream mode `sink` is not called and
+    /// this is `handle_segment` (TCP holds in-order and out-of-order data for `recv`).
+    pub fn handle_segment_with(&mut self, now: Instant, seg: &Segment<'_>, sink: &mut dyn RxSink) {
+        if !self.recv.record_mode {
+            self.dispatch_segment(now, seg, None);
+            return;
+        }
+        let mut lens = std::mem::take(&mut self.sink_lens);
+        lens.clear();
+        let mut out = |c: RxRef<'_>| {
+            lens.push(c.data.len() as u64);
+            sink.on_chunk(c);
+        };
+        while let Some(c) = self.recv.pop_chunk() {
+            out(c.as_rx_ref());
+        }
+        self.dispatch_segment(now, seg, Some(&mut out));
+        // Replay the window check `poll_recv` makes at each chunk it pops, with the chunks held
+        // as they would have been.
+        let buffer = u64::from(self.cfg.recv_buffer);
+        let held = self.recv.held();
+        let mut queued: u64 = lens.iter().sum();
+        for &len in &lens {
+            let before = buffer.saturating_sub(held + queued);
+            queued -= len;
+            let after = buffer.saturating_sub(held + queued);
+            self.window_update_if_opened(before, after);
+        }
+        self.sink_lens = lens;
+    }
+
+    fn dispatch_segment(&mut self, now: Instant, seg: &Segment<'_>, sink: Option<&mut dyn RxSink>) {
         self.counters.segs_in += 1;
         match self.state {
             State::Closed => {
@@ -822,8 +892,8 @@ impl Connection {
                 }
             }
             State::Listen => self.segment_in_listen(now, seg),
-            State::SynSent => self.segment_in_syn_sent(now, seg),
-            _ => self.segment_in_sync(now, seg),
+            State::SynSent => self.segment_in_syn_sent(now, seg, sink),
+            _ => self.segment_in_sync(now, seg, sink),
         }
     }
 
@@ -888,7 +958,12 @@ impl Connection {
         self.syn_tx_count = 0;
     }
 
-    fn segment_in_syn_sent(&mut self, now: Instant, seg: &Segment<'_>) {
+    fn segment_in_syn_sent(
+        &mut self,
+        now: Instant,
+        seg: &Segment<'_>,
+        sink: Option<&mut dyn RxSink>,
+    ) {
         // RFC 9293 §3.10.7.3.
         let mut ack_ok = false;
         if seg.flags.ack {
@@ -932,7 +1007,7 @@ impl Connection {
                 }
             }
             self.ack_now = true;
-            self.accept_data(now, seg);
+            self.accept_data(now, seg, sink);
         } else {
             // Simultaneous open (RFC 9293 §3.5, figure 7): SYN-RECEIVED, resend our SYN as SYN-ACK.
             self.state = State::SynReceived;
@@ -1004,7 +1079,7 @@ impl Connection {
         self.ack_now = true;
     }
 
-    fn segment_in_sync(&mut self, now: Instant, seg: &Segment<'_>) {
+    fn segment_in_sync(&mut self, now: Instant, seg: &Segment<'_>, sink: Option<&mut dyn RxSink>) {
         let mut seg = *seg;
         // A retransmitted SYN in SYN-RECEIVED: our SYN-ACK was lost; send it again.
         if self.state == State::SynReceived
@@ -1130,7 +1205,7 @@ impl Connection {
             self.state,
             State::Established | State::FinWait1 | State::FinWait2
         ) {
-            self.accept_data(now, &seg);
+            self.accept_data(now, &seg, sink);
         } else if !seg.payload.is_empty() {
             // Data after the peer's FIN: ignore but acknowledge.
             self.ack_now = true;
@@ -1491,7 +1566,7 @@ impl Connection {
         self.rexmit_unlost_bytes = twice;
     }
 
-    fn accept_data(&mut self, now: Instant, seg: &Segment<'_>) {
+    fn accept_data(&mut self, now: Instant, seg: &Segment<'_>, sink: Option<&mut dyn RxSink>) {
         if seg.payload.is_empty() {
             return;
         }
@@ -1520,7 +1595,9 @@ impl Connection {
         }
         let rcv = self.rcv;
         let was_ooo = !self.recv.ranges().is_empty();
-        let a = self.recv.accept(off, data, |o| rcv.seq(o), self.ooo_limits);
+        let a = self
+            .recv
+            .accept(off, data, |o| rcv.seq(o), self.ooo_limits, sink);
         self.counters.bytes_received += a.new_bytes;
         self.counters.duplicate_bytes += a.dup_bytes;
         self.counters.ooo_committed += a.ooo_ranges;

@@ -27,7 +27,9 @@
 //! * Receive: in record mode every range that passed all TCP checks is committed once and handed up
 //!   at once with its sequence number and the in-order point ([`RxChunk`], via
 //!   [`Connection::poll_recv`]), in order or not. Committed octets are never handed up again and never
-//!   change. Out-of-order memory is bounded per connection ([`Config::max_ooo_bytes`],
+//!   change. [`Connection::handle_segment_with`] hands the same chunks to an [`RxSink`] during the
+//!   call instead, borrowed from the packet ([`RxRef`]): no copy and no allocation in TCP, so the
+//!   upper layer can place straight from the receive frame. Out-of-order memory is bounded per connection ([`Config::max_ooo_bytes`],
 //!   [`Config::max_ooo_ranges`]) and in total ([`OooBudget`], shared by a [`Listener`]).
 //! * Byte-stream mode (the default, for the MPA startup frames): [`Connection::send`] /
 //!   [`Connection::recv`] as in ordinary TCP.
@@ -35,7 +37,8 @@
 //! # Call order (per connection, per poll of the engine)
 //!
 //! 1. For each received packet: [`Connection::handle_packet`] (or parse with [`wire::parse`] and call
-//!    [`Connection::handle_segment`] after demultiplexing by [`Segment::tuple`]).
+//!    [`Connection::handle_segment`] after demultiplexing by [`Segment::tuple`]; in record mode
+//!    `handle_segment_with` / `handle_packet_with` deliver the data to a sink right there).
 //! 2. If `now >= poll_timeout()`: [`Connection::handle_timeout`]`(now)`.
 //! 3. Drain [`Connection::poll_event`] and the received data ([`Connection::recv`] /
 //!    [`Connection::poll_recv`]); queue new data ([`Connection::send`] / `send_record*`).
@@ -81,7 +84,7 @@ pub use counters::{Counters, ListenerCounters};
 pub use exchange::exchange;
 pub use isn::{FourTuple, IsnGenerator};
 pub use listener::{Listener, ListenerConfig};
-pub use rx::{OooBudget, RxChunk};
+pub use rx::{OooBudget, RxChunk, RxRef, RxSink};
 pub use seq::SeqNum;
 pub use tx::{NoRecordSource, RecordId, RecordSource};
 pub use wire::{Segment, WireError};

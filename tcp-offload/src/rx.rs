@@ -62,6 +62,68 @@ pub struct RxChunk {
     pub in_order_point: u64,
 }
 
+impl RxChunk {
+    /// This chunk as the borrowed form a [`RxSink`] receives.
+    pub fn as_rx_ref(&self) -> RxRef<'_> {
+        RxRef {
+            seq: self.seq,
+            offset: self.offset,
+            data: &self.data,
+            in_order: self.in_order,
+            in_order_point: self.in_order_point,
+        }
+    }
+}
+
+/// A committed record-mode chunk lent to an [`RxSink`]: the fields of [`RxChunk`], with the
+/// octets borrowed from the received packet instead of copied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RxRef<'a> {
+    /// Sequence number of the first octet.
+    pub seq: SeqNum,
+    /// Stream offset of the first octet (0 = first data octet of the connection).
+    pub offset: u64,
+    /// The octets (committed: they never change and are never handed up again).
+    pub data: &'a [u8],
+    /// True when this chunk started at the in-order point when it was committed.
+    pub in_order: bool,
+    /// The in-order point (RCV.NXT as a stream offset) after this chunk was committed: every octet
+    /// before it has been handed up.
+    pub in_order_point: u64,
+}
+
+impl RxRef<'_> {
+    /// An owned copy (what [`crate::Connection::poll_recv`] would have returned).
+    pub fn to_chunk(&self) -> RxChunk {
+        RxChunk {
+            seq: self.seq,
+            offset: self.offset,
+            data: self.data.to_vec(),
+            in_order: self.in_order,
+            in_order_point: self.in_order_point,
+        }
+    }
+}
+
+/// Takes committed record-mode chunks synchronously, during
+/// [`crate::Connection::handle_segment_with`].
+///
+/// Contract: `on_chunk` is called once per chunk, in the order `poll_recv` would have returned
+/// them; the chunk's octets count as consumed when the call returns (they never count against the
+/// receive window) and `chunk.data` is only valid during the call, so a sink that needs octets
+/// later (e.g. out-of-order data it cannot place yet) must copy them. The connection is borrowed
+/// meanwhile, so the sink cannot call back into it.
+pub trait RxSink {
+    /// One committed chunk.
+    fn on_chunk(&mut self, chunk: RxRef<'_>);
+}
+
+impl<F: FnMut(RxRef<'_>)> RxSink for F {
+    fn on_chunk(&mut self, chunk: RxRef<'_>) {
+        self(chunk)
+    }
+}
+
 /// What one `accept` call did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Accepted {
@@ -147,52 +209,59 @@ impl RecvBuffer {
     }
 
     /// Commits what is new in `data` at offset `off` (already trimmed to the window by the caller).
+    ///
+    /// In record mode each newly committed range becomes a chunk: queued for [`Self::pop_chunk`]
+    /// when `sink` is `None`, else handed to `sink` at once (borrowed from `data`, nothing queued
+    /// or allocated). In byte mode `sink` is not used.
     pub fn accept(
         &mut self,
         off: u64,
         data: &[u8],
         seq_of: impl Fn(u64) -> SeqNum,
         lim: OooLimits,
+        mut sink: Option<&mut dyn RxSink>,
     ) -> Accepted {
         let mut res = Accepted::default();
         let end = off + data.len() as u64;
         let start = off.max(self.nxt);
         res.dup_bytes += start.saturating_sub(off).min(data.len() as u64);
-        if start >= end {
-            return res;
-        }
-        // The gaps of [start, end) not yet committed.
-        let mut gaps: Vec<(u64, u64)> = Vec::new();
+        // Walk [start, end) left to right: skip what is committed (below `nxt` or inside a range),
+        // commit each gap. Our own commits all lie below `cur`, so the committed parts met ahead of
+        // `cur` were committed before this call (duplicates). No gap list is built.
         let mut cur = start;
-        for &(rs, re) in &self.ranges {
-            if re <= cur {
+        while cur < end {
+            let i = self.ranges.partition_point(|r| r.1 <= cur);
+            let skip_to = if cur < self.nxt {
+                self.nxt
+            } else {
+                match self.ranges.get(i) {
+                    Some(&(rs, re)) if rs <= cur => re,
+                    _ => cur,
+                }
+            };
+            if skip_to > cur {
+                res.dup_bytes += skip_to.min(end) - cur;
+                cur = skip_to;
                 continue;
             }
-            if rs >= end {
-                break;
-            }
-            if rs > cur {
-                gaps.push((cur, rs));
-            }
-            res.dup_bytes += re.min(end) - rs.max(cur);
-            cur = cur.max(re);
-        }
-        if cur < end {
-            gaps.push((cur, end));
-        }
-        for (gs, ge) in gaps {
+            let ge = self.ranges.get(i).map_or(end, |r| r.0.min(end));
+            let gs = cur;
+            cur = ge;
             let bytes = &data[(gs - off) as usize..(ge - off) as usize];
             if gs == self.nxt {
-                self.deliver_in_order(gs, bytes, &seq_of);
                 res.new_bytes += ge - gs;
                 res.advanced = true;
-                if self.advance(&seq_of) {
+                self.nxt = ge;
+                if !self.record_mode {
+                    self.inorder.extend(bytes);
+                }
+                // Ranges now touching `nxt` join the in-order stream; the chunk reports the
+                // in-order point after that.
+                if self.advance() {
                     res.filled_gap = true;
-                    // The chunk that filled the gap reports the new in-order point.
-                    let point = self.nxt - 1;
-                    if let Some(c) = self.chunks.back_mut().filter(|c| c.in_order) {
-                        c.in_order_point = point;
-                    }
+                }
+                if self.record_mode {
+                    self.commit_chunk(gs, bytes, true, &seq_of, sink.as_deref_mut());
                 }
             } else {
                 // Out of order: commit if the bounds allow.
@@ -212,13 +281,35 @@ impl RecvBuffer {
                 res.new_bytes += n;
                 res.ooo_ranges += 1;
                 if self.record_mode {
-                    self.push_chunk(gs, bytes.to_vec(), false, &seq_of);
+                    self.commit_chunk(gs, bytes, false, &seq_of, sink.as_deref_mut());
                 } else {
                     self.pieces.insert(gs, bytes.to_vec());
                 }
             }
         }
         res
+    }
+
+    /// Record mode: hands the committed range `[off, off + bytes.len())` to `sink`, or queues a
+    /// copy when there is none. `in_order_point` is the current `nxt`.
+    fn commit_chunk<'s>(
+        &mut self,
+        off: u64,
+        bytes: &[u8],
+        in_order: bool,
+        seq_of: &impl Fn(u64) -> SeqNum,
+        sink: Option<&mut (dyn RxSink + 's)>,
+    ) {
+        match sink {
+            Some(s) => s.on_chunk(RxRef {
+                seq: seq_of(off),
+                offset: off - 1,
+                data: bytes,
+                in_order,
+                in_order_point: self.nxt - 1,
+            }),
+            None => self.push_chunk(off, bytes.to_vec(), in_order, seq_of),
+        }
     }
 
     fn push_chunk(
@@ -238,15 +329,6 @@ impl RecvBuffer {
         });
     }
 
-    fn deliver_in_order(&mut self, off: u64, bytes: &[u8], seq_of: &impl Fn(u64) -> SeqNum) {
-        self.nxt = off + bytes.len() as u64;
-        if self.record_mode {
-            self.push_chunk(off, bytes.to_vec(), true, seq_of);
-        } else {
-            self.inorder.extend(bytes);
-        }
-    }
-
     fn insert_range(&mut self, s: u64, e: u64) {
         let i = self.ranges.partition_point(|r| r.1 < s);
         let mut ns = s;
@@ -262,7 +344,7 @@ impl RecvBuffer {
     }
 
     /// Moves committed ranges that now touch `nxt` into the in-order stream. True if any did.
-    fn advance(&mut self, _seq_of: &impl Fn(u64) -> SeqNum) -> bool {
+    fn advance(&mut self) -> bool {
         let mut any = false;
         while let Some(&(rs, re)) = self.ranges.first() {
             if rs > self.nxt {
@@ -291,10 +373,8 @@ impl RecvBuffer {
                 self.last_changed = None;
             }
         }
-        if any {
-            // In record mode the data was handed up already: the new in-order point is reported on
-            // the chunks that follow and by `Connection::rcv_nxt`.
-        }
+        // In record mode the data was handed up already: the new in-order point is reported on the
+        // chunk that filled the gap, the chunks that follow and by `Connection::rcv_nxt`.
         any
     }
 
@@ -362,9 +442,9 @@ mod tests {
     #[test]
     fn byte_mode_reassembles_in_order() {
         let mut r = RecvBuffer::new(1);
-        assert_eq!(r.accept(6, b"world", seq, LIM).ooo_ranges, 1);
+        assert_eq!(r.accept(6, b"world", seq, LIM, None).ooo_ranges, 1);
         assert_eq!(r.readable(), 0);
-        let a = r.accept(1, b"hello", seq, LIM);
+        let a = r.accept(1, b"hello", seq, LIM, None);
         assert!(a.filled_gap && a.advanced);
         let mut b = [0u8; 16];
         let n = r.read(&mut b);
@@ -377,9 +457,9 @@ mod tests {
     fn committed_ooo_data_never_changes_and_is_handed_up_once_mpa_13_14() {
         let mut r = RecvBuffer::new(1);
         r.record_mode = true;
-        r.accept(11, b"KLMNO", seq, LIM);
+        r.accept(11, b"KLMNO", seq, LIM, None);
         // A different overlapping copy: only the new octets are committed.
-        let a = r.accept(9, b"xxyyyyyQ", seq, LIM);
+        let a = r.accept(9, b"xxyyyyyQ", seq, LIM, None);
         assert_eq!(a.dup_bytes, 5);
         let mut got = vec![];
         while let Some(c) = r.pop_chunk() {
@@ -393,7 +473,7 @@ mod tests {
                 (15, b"Q".to_vec(), false)
             ]
         );
-        let a = r.accept(1, b"abcdefghij", seq, LIM);
+        let a = r.accept(1, b"abcdefghij", seq, LIM, None);
         assert_eq!(a.new_bytes, 8);
         assert_eq!(a.dup_bytes, 2);
         let c = r.pop_chunk().unwrap();
@@ -411,7 +491,7 @@ mod tests {
         let mut r = RecvBuffer::new(1);
         r.set_budget(budget.clone());
         for k in 0..10u64 {
-            r.accept(100 + k * 200, &[1u8; 100], seq, LIM);
+            r.accept(100 + k * 200, &[1u8; 100], seq, LIM, None);
         }
         assert_eq!(
             r.ranges().len(),
@@ -423,7 +503,7 @@ mod tests {
         assert_eq!(budget.used(), 0);
         let mut r = RecvBuffer::new(1);
         for k in 0..10u64 {
-            r.accept(100 + k * 20, &[1u8; 10], seq, LIM);
+            r.accept(100 + k * 20, &[1u8; 10], seq, LIM, None);
         }
         assert_eq!(r.ranges().len(), LIM.max_ranges);
     }
@@ -431,14 +511,92 @@ mod tests {
     #[test]
     fn switch_to_record_mode_keeps_unread_bytes() {
         let mut r = RecvBuffer::new(1);
-        r.accept(1, b"startupFPDU", seq, LIM);
+        r.accept(1, b"startupFPDU", seq, LIM, None);
         let mut b = [0u8; 7];
         r.read(&mut b);
-        r.accept(20, b"ooo", seq, LIM);
+        r.accept(20, b"ooo", seq, LIM, None);
         r.enter_record_mode(seq);
         let c = r.pop_chunk().unwrap();
         assert_eq!((c.offset, c.data.as_slice()), (7, &b"FPDU"[..]));
         let c = r.pop_chunk().unwrap();
         assert_eq!((c.offset, c.in_order), (19, false));
+    }
+}
+
+#[cfg(test)]
+mod proptests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    fn seq(o: u64) -> SeqNum {
+        SeqNum(o as u32)
+    }
+
+    proptest! {
+        /// `accept` against a model (a map of committed octets): every octet is committed once
+        /// with its first copy (MPA-13/14), new + duplicate octets add up to the input, in record
+        /// mode the chunks are exactly the newly committed octets and in byte mode `read` yields
+        /// the in-order stream; the ranges and `nxt` match the model.
+        #[test]
+        fn accept_matches_model(
+            record in any::<bool>(),
+            ops in prop::collection::vec((1u64..400, 0usize..120, any::<u8>()), 1..40),
+        ) {
+            let lim = OooLimits { max_ranges: usize::MAX, max_bytes: u64::MAX };
+            let mut r = RecvBuffer::new(1);
+            r.record_mode = record;
+            let mut model: BTreeMap<u64, u8> = BTreeMap::new();
+            let mut stream = Vec::new();
+            for (off, len, v) in ops {
+                let data: Vec<u8> = (0..len as u64).map(|i| (off + i) as u8 ^ v).collect();
+                let before = model.len();
+                let mut fresh = BTreeMap::new();
+                for (i, &b) in data.iter().enumerate() {
+                    let o = off + i as u64;
+                    if !model.contains_key(&o) && o >= r.nxt {
+                        fresh.insert(o, b);
+                    }
+                }
+                let a = r.accept(off, &data, seq, lim, None);
+                prop_assert_eq!(a.new_bytes + a.dup_bytes, len as u64);
+                prop_assert_eq!(a.new_bytes, fresh.len() as u64);
+                prop_assert_eq!(a.ooo_dropped, 0);
+                model.extend(fresh.iter());
+                prop_assert_eq!(model.len(), before + fresh.len());
+                let mut nxt = 1;
+                while model.contains_key(&nxt) { nxt += 1; }
+                prop_assert_eq!(r.nxt, nxt);
+                if record {
+                    let mut got = BTreeMap::new();
+                    while let Some(c) = r.pop_chunk() {
+                        prop_assert_eq!(c.seq, seq(c.offset + 1));
+                        prop_assert!(c.in_order_point < r.nxt);
+                        for (i, &b) in c.data.iter().enumerate() {
+                            prop_assert!(got.insert(c.offset + 1 + i as u64, b).is_none());
+                        }
+                    }
+                    prop_assert_eq!(got, fresh);
+                } else {
+                    let mut buf = [0u8; 512];
+                    let n = r.read(&mut buf);
+                    stream.extend_from_slice(&buf[..n]);
+                }
+                // Ranges: exactly the committed octets above nxt, maximal and sorted.
+                let mut want: Vec<(u64, u64)> = Vec::new();
+                for (&o, _) in model.range(nxt..) {
+                    match want.last_mut() {
+                        Some(l) if l.1 == o => l.1 = o + 1,
+                        _ => want.push((o, o + 1)),
+                    }
+                }
+                prop_assert_eq!(r.ranges(), &want[..]);
+                prop_assert_eq!(r.ooo_bytes, want.iter().map(|w| w.1 - w.0).sum::<u64>());
+            }
+            if !record {
+                let want: Vec<u8> = model.range(1..r.nxt).map(|(_, &b)| b).collect();
+                prop_assert_eq!(stream, want);
+            }
+        }
     }
 }

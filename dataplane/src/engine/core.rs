@@ -87,7 +87,12 @@ impl EngineConfig {
         EngineConfig {
             mac,
             ip,
-            tcp: Config::default(),
+            tcp: Config {
+                // The peer completes its Sends and Writes when we acknowledge them: a lone
+                // segment is acknowledged after 1 ms (a timer-wheel tick), not 40.
+                delayed_ack: Some(Duration::from_millis(1)),
+                ..Config::default()
+            },
             listener: ListenerConfig::default(),
             local_ports: 40000..=40999,
             default_next_hop: None,
@@ -823,7 +828,8 @@ impl EngineCore {
             self.mark(id);
             return;
         }
-        if let Some(l) = self.listeners.iter_mut().find(|l| l.tcp.matches(&seg)) {
+        if let Some(li) = self.listeners.iter().position(|l| l.tcp.matches(&seg)) {
+            let l = &mut self.listeners[li];
             // A SYN's source MAC is the next hop back to its sender (the peer, or the router it
             // came through): learn it when the kernel's table was not consulted for this peer.
             if seg.flags.syn {
@@ -832,6 +838,7 @@ impl EngineCore {
                 }
             }
             l.tcp.handle_segment(now, &seg);
+            self.take_accepted(now, li);
             return;
         }
         self.counters.drops += 1;
@@ -919,21 +926,29 @@ impl EngineCore {
                     break;
                 }
             }
-            while let Some(tcp) = self.listeners[li].tcp.accept() {
-                let settings = self.listeners[li].settings.clone();
-                let peer = tcp.tuple().remote;
-                let mut c = Conn::new(tcp, Role::Responder, settings);
-                c.listener = Some(ListenerId(li as u32));
-                c.manual_accept = self.listeners[li].manual_accept;
-                let conn = self.add_conn(c);
-                self.counters.connections_opened += 1;
-                self.start_qp(now, conn.0);
-                self.events.push_back(EngineEvent::Accepted {
-                    listener: ListenerId(li as u32),
-                    conn,
-                    peer,
-                });
-            }
+            self.take_accepted(now, li);
+        }
+    }
+
+    /// Moves listener `li`'s established connections into the flow table. Runs right after
+    /// the listener handled a segment: the peer's first data may follow its handshake ACK in
+    /// the same receive batch and must find the connection, not the listener (which would
+    /// answer it with a RST).
+    fn take_accepted(&mut self, now: Instant, li: usize) {
+        while let Some(tcp) = self.listeners[li].tcp.accept() {
+            let settings = self.listeners[li].settings.clone();
+            let peer = tcp.tuple().remote;
+            let mut c = Conn::new(tcp, Role::Responder, settings);
+            c.listener = Some(ListenerId(li as u32));
+            c.manual_accept = self.listeners[li].manual_accept;
+            let conn = self.add_conn(c);
+            self.counters.connections_opened += 1;
+            self.start_qp(now, conn.0);
+            self.events.push_back(EngineEvent::Accepted {
+                listener: ListenerId(li as u32),
+                conn,
+                peer,
+            });
         }
     }
 

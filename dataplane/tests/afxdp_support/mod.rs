@@ -345,6 +345,37 @@ pub fn parse_stags(pd: &[u8]) -> (u32, u32) {
     )
 }
 
+/// Which half of the plan an end checks: the requests it initiated (Writes, Reads, Sends and the
+/// Read data), and/or what its peer initiated (its receives and the peer's Write data).
+#[derive(Clone, Copy, Debug)]
+pub struct Part {
+    pub ops: bool,
+    pub received: bool,
+}
+
+/// Both ends initiate.
+pub const BOTH: Part = Part {
+    ops: true,
+    received: true,
+};
+/// This end initiates, the peer only receives.
+pub const OPS_ONLY: Part = Part {
+    ops: true,
+    received: false,
+};
+/// The peer initiates, this end only receives.
+pub const RECEIVED_ONLY: Part = Part {
+    ops: false,
+    received: true,
+};
+
+impl Part {
+    /// Completions this end gets for `n` sizes.
+    pub fn completions(self, n: usize) -> usize {
+        n * (3 * usize::from(self.ops) + usize::from(self.received))
+    }
+}
+
 const OP_WRITE: u64 = 1;
 const OP_READ: u64 = 2;
 const OP_SEND: u64 = 3;
@@ -378,6 +409,32 @@ impl<R> Regions<R> {
             write_target: reg(t, Access::LOCAL_WRITE | Access::REMOTE_WRITE, &[]),
             read_src: reg(t, Access::REMOTE_READ, &sources.read_src),
             read_dst: reg(t, Access::LOCAL_WRITE, &[]),
+        }
+    }
+}
+
+impl<R> Regions<R> {
+    /// Checks the destinations of `part`; `view(region, f)` runs `f` over a region's bytes.
+    fn check(
+        &self,
+        layout: &Layout,
+        part: Part,
+        peer: &Sources,
+        who: &str,
+        view: impl Fn(&R, &mut dyn FnMut(&[u8])),
+    ) {
+        let t = layout.total;
+        let slots = |r: &R, data: &[u8], base: usize, what: &str| {
+            view(r, &mut |got| {
+                check_slots(layout, got, data, base, what, who)
+            })
+        };
+        if part.received {
+            slots(&self.recv, &peer.src, 0, "Send data received");
+            slots(&self.write_target, &peer.src, t, "RDMA Write data");
+        }
+        if part.ops {
+            slots(&self.read_dst, &peer.read_src, 0, "RDMA Read data");
         }
     }
 }
@@ -462,12 +519,12 @@ impl EngineEnd {
     }
 
     /// True once every request of `conn` completed (any status).
-    pub fn finished(&self, h: &EngineHost, conn: ConnId) -> bool {
-        h.completions_of(conn).len() >= 4 * self.layout.sizes.len()
+    pub fn finished(&self, h: &EngineHost, conn: ConnId, part: Part) -> bool {
+        h.completions_of(conn).len() >= part.completions(self.layout.sizes.len())
     }
 
-    /// Checks every completion and every destination against the peer's sources.
-    pub fn verify(&self, h: &EngineHost, conn: ConnId, peer: &Sources, who: &str) {
+    /// Checks the completions and destinations of `part` against the peer's sources.
+    pub fn verify(&self, h: &EngineHost, conn: ConnId, part: Part, peer: &Sources, who: &str) {
         let wcs: Vec<Done> = h
             .completions_of(conn)
             .iter()
@@ -483,34 +540,10 @@ impl EngineEnd {
                 byte_len: w.byte_len,
             })
             .collect();
-        check_completions(&self.layout, &wcs, who);
-        let t = self.layout.total;
-        let region = |r| h.e.region(r).unwrap();
-        let l = &self.layout;
-        check_slots(
-            l,
-            region(self.r.recv),
-            &peer.src,
-            0,
-            "Send data received",
-            who,
-        );
-        check_slots(
-            l,
-            region(self.r.write_target),
-            &peer.src,
-            t,
-            "RDMA Write data",
-            who,
-        );
-        check_slots(
-            l,
-            region(self.r.read_dst),
-            &peer.read_src,
-            0,
-            "RDMA Read data",
-            who,
-        );
+        check_completions(&self.layout, &wcs, part, who);
+        self.r.check(&self.layout, part, peer, who, |r, f| {
+            f(h.e.region(*r).unwrap())
+        });
     }
 }
 
@@ -524,18 +557,30 @@ struct Done {
     byte_len: u32,
 }
 
-/// Every request of the plan completed once, successfully, as the operation it was posted as;
+/// Every request of `part` completed once, successfully, as the operation it was posted as;
 /// every receive got its size.
-fn check_completions(layout: &Layout, wcs: &[Done], who: &str) {
+fn check_completions(layout: &Layout, wcs: &[Done], part: Part, who: &str) {
     for w in wcs {
         assert!(w.ok, "{who}: {w:?}");
         let (op, i) = (w.wr_id >> 8, (w.wr_id & 0xff) as usize);
         assert_eq!(w.op, op, "{who}: {w:?}");
+        assert!(
+            if op == OP_RECV {
+                part.received
+            } else {
+                part.ops
+            },
+            "{who}: unexpected {w:?}"
+        );
         if op == OP_RECV {
             assert_eq!(w.byte_len as usize, layout.sizes[i], "{who}: {w:?}");
         }
     }
-    assert_eq!(wcs.len(), 4 * layout.sizes.len(), "{who}: {wcs:?}");
+    assert_eq!(
+        wcs.len(),
+        part.completions(layout.sizes.len()),
+        "{who}: {wcs:?}"
+    );
 }
 
 /// A destination region holds `data[base + slot]` in each slot and zeros elsewhere.
@@ -656,11 +701,11 @@ impl KernelEnd {
         }
     }
 
-    /// Waits for every completion of the plan; returns them (panics on timeout).
-    pub fn wait_all(&self, timeout: Duration) -> Vec<KCompletion> {
+    /// Waits for every completion of `part`; returns them (panics on timeout).
+    pub fn wait_all(&self, part: Part, timeout: Duration) -> Vec<KCompletion> {
         let deadline = Instant::now() + timeout;
         let mut got = Vec::new();
-        while got.len() < 4 * self.layout.sizes.len() {
+        while got.len() < part.completions(self.layout.sizes.len()) {
             let left = deadline.saturating_duration_since(Instant::now());
             assert!(
                 !left.is_zero(),
@@ -674,8 +719,8 @@ impl KernelEnd {
         got
     }
 
-    /// Checks completions and destinations against the engine's sources.
-    pub fn verify(&self, wcs: &[KCompletion], peer: &Sources, who: &str) {
+    /// Checks the completions and destinations of `part` against the engine's sources.
+    pub fn verify(&self, wcs: &[KCompletion], part: Part, peer: &Sources, who: &str) {
         let wcs: Vec<Done> = wcs
             .iter()
             .map(|w| Done {
@@ -690,16 +735,10 @@ impl KernelEnd {
                 byte_len: w.byte_len,
             })
             .collect();
-        check_completions(&self.layout, &wcs, who);
-        let t = self.layout.total;
-        let l = &self.layout;
-        let slots = |r: &MemoryRegion, data: &[u8], base, what| {
-            r.with_slice(0, t, |got| check_slots(l, got, data, base, what, who))
-                .unwrap()
-        };
-        slots(&self.r.recv, &peer.src, 0, "Send data received");
-        slots(&self.r.write_target, &peer.src, t, "RDMA Write data");
-        slots(&self.r.read_dst, &peer.read_src, 0, "RDMA Read data");
+        check_completions(&self.layout, &wcs, part, who);
+        self.r.check(&self.layout, part, peer, who, |r, f| {
+            r.with_slice(0, r.len(), |got| f(got)).unwrap()
+        });
     }
 }
 
