@@ -340,39 +340,44 @@ fn xdp_daemon_kill_9_leaves_its_program_and_a_restart_replaces_it_and_reads_back
     assert_eq!(attached_prog(&tb), None, "XDP still attached after SIGINT");
 }
 
-/// The daemon refuses a missing interface with a clear message (the device's error, with the
-/// interface and queue), exit status 1, and leaves nothing attached; it warns when the engine's
-/// local ports are not reserved from the kernel.
+/// Start failures on the xdp transport are one clear message (with the interface and queue)
+/// and exit status 1, and leave no XDP program behind: a missing interface and a queue the
+/// interface lacks are caught before attaching; zero-copy refused by veth's driver comes after
+/// the attach, which is undone. The daemon warns when the engine's local ports are not reserved.
 #[test]
-fn xdp_daemon_on_a_missing_interface_fails_clearly() {
+fn xdp_daemon_start_failures_are_clear_and_leave_nothing_attached() {
     let Some(tb) = for_test("xwm") else { return };
-    let ctl = Tmp::new("xdp-missing.sock");
-    let out = tb
-        .exec(
-            Side::A,
-            &[
-                BIN,
-                "--transport",
-                "xdp",
-                "--interface",
-                "xwnosuch0",
-                "--metrics",
-                "off",
-                "--control",
-                ctl.path(),
-            ],
-        )
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(
-        err.contains("xwnosuch0") && err.contains("queue 0"),
-        "{err}"
-    );
-    assert!(!err.contains("panicked"), "{err}");
-    assert!(
-        err.contains("40000-40999") && err.contains("ip_local_reserved_ports"),
-        "no warning about unreserved ports: {err}"
-    );
-    assert_eq!(attached_prog(&tb), None);
+    let ctl = Tmp::new("xdp-fail.sock");
+    let ifa = tb.ifname(Side::A).to_string();
+    let cases: [(&[&str], &[&str]); 3] = [
+        (
+            &["--interface", "xwnosuch0"],
+            &["xwnosuch0 queue 0", "no interface", "network namespace"],
+        ),
+        (
+            &["--interface", &ifa, "--queue", "3"],
+            &["queue 3", "1 receive queue", "ethtool -L"],
+        ),
+        (
+            &["--interface", &ifa, "--bind", "zerocopy"],
+            &["queue 0", "zero-copy", "\"copy\""],
+        ),
+    ];
+    for (flags, needles) in cases {
+        let mut argv = vec![BIN, "--transport", "xdp", "--metrics", "off"];
+        argv.extend_from_slice(&["--control", ctl.path()]);
+        argv.extend_from_slice(flags);
+        let out = tb.exec(Side::A, &argv).unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{flags:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+        for n in needles {
+            assert!(err.contains(n), "{flags:?}: {err:?} lacks {n:?}");
+        }
+        assert!(
+            err.contains("40000-40999") && err.contains("ip_local_reserved_ports"),
+            "no warning about unreserved ports: {err}"
+        );
+        assert_eq!(attached_prog(&tb), None, "{flags:?} left XDP attached");
+    }
 }
