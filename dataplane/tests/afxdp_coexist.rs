@@ -136,10 +136,13 @@ fn sixty_four_connections_over_two_listeners_each_verified() {
         .collect();
     let started = Instant::now();
     let dev = Device::open(Transport::Kernel).unwrap();
+    // Every peer connects, then waits for all others: 64 connections open at once.
+    // (A counter with a deadline, not a Barrier: a peer that fails must not hang the others.)
+    let all_up = std::sync::atomic::AtomicUsize::new(0);
     thread::scope(|s| {
         let peers: Vec<_> = (0..N)
             .map(|i| {
-                let (tb, dev) = (&tb, dev.clone());
+                let (tb, dev, all_up) = (&tb, dev.clone(), &all_up);
                 s.spawn(move || {
                     let _ns = tb.enter(Side::B).unwrap();
                     let pd = dev.alloc_pd();
@@ -165,6 +168,15 @@ fn sixty_four_connections_over_two_listeners_each_verified() {
                         .unwrap_or_else(|e| panic!("peer {i}: connect: {e}"));
                     let (wstag, _) = parse_stags(qp.peer_private_data());
                     qp.post_recv(2, &back, 0..LEN).unwrap();
+                    all_up.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let deadline = Instant::now() + Duration::from_secs(60);
+                    while all_up.load(std::sync::atomic::Ordering::SeqCst) < N {
+                        assert!(
+                            Instant::now() < deadline,
+                            "peer {i}: not all peers connected"
+                        );
+                        thread::sleep(Duration::from_millis(1));
+                    }
                     let at = RemoteAddr {
                         stag: wstag,
                         to: (i * LEN) as u64,
@@ -194,7 +206,9 @@ fn sixty_four_connections_over_two_listeners_each_verified() {
         let mut slot_of: BTreeMap<ConnId, (usize, ListenerId)> = BTreeMap::new();
         let mut verified: BTreeMap<usize, ConnId> = BTreeMap::new();
         let mut done_wcs = 0;
+        let mut most_open = 0;
         h.run_until(Duration::from_secs(120), "64 connections", |h| {
+            most_open = most_open.max(h.e.connection_count());
             while seen < h.events.len() {
                 if let EngineEvent::Accepted { listener, conn, .. } = h.events[seen] {
                     let slot = slot_of.len();
@@ -246,6 +260,7 @@ fn sixty_four_connections_over_two_listeners_each_verified() {
             slot_of.keys().all(|c| h.closed(*c).is_some())
         });
         assert_eq!(verified.len(), N);
+        assert_eq!(most_open, N, "connections open at once");
         let per_listener: Vec<usize> = listeners
             .iter()
             .map(|l| slot_of.values().filter(|(_, x)| x == l).count())

@@ -522,9 +522,10 @@ fn check_decode(
 }
 
 /// Issue 4: the engine's traffic with the kernel transport, captured in B, decodes as cleanly
-/// as the kernel transport's own (`wire_oracle.rs`), for markers on/off x CRC on/off. The engine
-/// connects and Sends, Writes and Reads 1 B, 4 KiB and 256 KiB; one FPDU per segment on both
-/// sides, EMSS 1024 so full FPDUs keep their phase to the markers.
+/// as the kernel transport's own (`wire_oracle.rs`), for markers on/off x CRC on/off with the
+/// engine connecting and Sending, Writing and Reading 1 B, 4 KiB and 256 KiB, and once with the
+/// kernel end doing so to an engine listener; one FPDU per segment on both sides, EMSS 1024 so
+/// full FPDUs keep their phase to the markers.
 #[test]
 fn engine_traffic_decodes_cleanly_in_wireshark() {
     let test = "engine_traffic_decodes_cleanly_in_wireshark";
@@ -543,10 +544,16 @@ fn engine_traffic_decodes_cleanly_in_wireshark() {
         c.tcp.pack_records = false;
     });
     let end = EngineEnd::register(&mut h, &layout, &esrc);
-    for (k, (markers, crc)) in [(true, true), (false, true), (true, false), (false, false)]
-        .into_iter()
-        .enumerate()
-    {
+    // (markers, crc, engine connects): the engine as Initiator under every marker/CRC case, and
+    // once as Responder (its Reply and Read Responses on the wire).
+    let runs = [
+        (true, true, true),
+        (false, true, true),
+        (true, false, true),
+        (false, false, true),
+        (true, true, false),
+    ];
+    for (k, (markers, crc, engine_connects)) in runs.into_iter().enumerate() {
         let port = 4500 + k as u16;
         let cap = Dumpcap::start(&tb, Side::B, port);
         KernelRun {
@@ -560,14 +567,18 @@ fn engine_traffic_decodes_cleanly_in_wireshark() {
                 ..kernel_config(markers, crc)
             },
             port,
-            engine_connects: true,
-            part: OPS_ONLY,
+            engine_connects,
+            part: if engine_connects {
+                OPS_ONLY
+            } else {
+                RECEIVED_ONLY
+            },
         }
         .run(&mut h, &end);
         let path = cap.finish();
         let t = Instant::now();
-        // The engine connects: Writes (0x00), Read Requests (0x01), Sends (0x03); the kernel
-        // end answers with Read Responses (0x02) only.
+        // The connecting side Writes (0x00), Read Requests (0x01) and Sends (0x03); the
+        // listening side answers with Read Responses (0x02) only.
         let fpdus = check_decode(
             &path,
             port,
@@ -576,7 +587,8 @@ fn engine_traffic_decodes_cleanly_in_wireshark() {
             (&["0x00", "0x01", "0x03"], &["0x02"]),
         );
         println!(
-            "markers {markers}, crc {crc}: {fpdus} FPDUs decoded cleanly in {:?}",
+            "markers {markers}, crc {crc}, engine connects {engine_connects}: {fpdus} FPDUs \
+             decoded cleanly in {:?}",
             t.elapsed()
         );
     }
