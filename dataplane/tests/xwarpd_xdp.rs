@@ -381,3 +381,76 @@ fn xdp_daemon_start_failures_are_clear_and_leave_nothing_attached() {
         assert_eq!(attached_prog(&tb), None, "{flags:?} left XDP attached");
     }
 }
+
+/// Eight store clients at once over the xdp transport (engine pinned with --core), each
+/// writing, committing and reading back its own 1 MiB; then SIGTERM while they are still
+/// connected: a clean exit within the stop timeout, every client sees its connection go, and
+/// XDP is detached.
+#[test]
+fn xdp_daemon_serves_concurrent_clients_and_stops_with_them_connected() {
+    let Some(tb) = testbed("xwc") else { return };
+    let store = Tmp::new("xdp-conc.img");
+    let ctl = Tmp::new("xdp-conc.sock");
+    let core = core_affinity::get_core_ids().unwrap().last().unwrap().id;
+    let mut d = start_xdp_daemon(
+        &tb,
+        &store,
+        &ctl,
+        Some("16MiB"),
+        &["--core", &core.to_string()],
+    );
+    const CLIENTS: usize = 8;
+    const LEN: usize = 1 << 20;
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
+    let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+    let stop_rx = std::sync::Mutex::new(stop_rx);
+    std::thread::scope(|s| {
+        let mut clients = Vec::new();
+        for i in 0..CLIENTS {
+            let (tb, ready_tx, stop_rx) = (&tb, ready_tx.clone(), &stop_rx);
+            clients.push(s.spawn(move || {
+                let _ns = tb.enter(Side::B).unwrap();
+                let mut c = client(tb);
+                let buf = c.pd().register(LEN, Access::ALL).unwrap();
+                let data = pattern(LEN, 100 + i);
+                let off = (i * (LEN + 4096)) as u64;
+                buf.write(0, &data).unwrap();
+                c.write(off, &buf, 0..LEN).unwrap();
+                c.commit(off, LEN as u32).unwrap();
+                verify(&mut c, &[(off, data)], &format!("for client {i}"));
+                ready_tx.send(()).unwrap();
+                // Stay connected until the daemon was told to stop.
+                let _ = stop_rx.lock().unwrap().recv();
+                c.getattr().is_err()
+            }));
+        }
+        for _ in 0..CLIENTS {
+            ready_rx
+                .recv_timeout(Duration::from_secs(120))
+                .expect("every client done in time");
+        }
+        let st = stats(&tb, &ctl);
+        assert_eq!(
+            sample(&st, "xwarpd_store_connections"),
+            CLIENTS as u64,
+            "{st}"
+        );
+        assert!(
+            sample(&st, "xwarpd_engine_connections_opened_total") >= CLIENTS as u64,
+            "{st}"
+        );
+        d.signal(libc::SIGTERM);
+        let (status, _, log) = d.wait(Duration::from_secs(30));
+        assert!(status.success(), "{status:?}\n{log}");
+        for _ in 0..CLIENTS {
+            stop_tx.send(()).unwrap();
+        }
+        for (i, h) in clients.into_iter().enumerate() {
+            assert!(
+                h.join().unwrap(),
+                "client {i} still answered after the daemon stopped"
+            );
+        }
+    });
+    assert_eq!(attached_prog(&tb), None, "XDP still attached after SIGTERM");
+}

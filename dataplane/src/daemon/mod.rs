@@ -2,10 +2,12 @@
 //! (the block store of [`crate::store`], echo listeners), its counters on a Unix control socket
 //! ([`control`], read by `xwarpd stats`) and a Prometheus endpoint ([`metrics`]).
 //!
-//! Lifecycle: open the device on the configured transport, start the store and the listeners,
-//! the metrics endpoint and the control socket, print one `xwarpd ready ...` line on stdout,
-//! then wait for SIGINT/SIGTERM; on either, stop accepting, close connections (queued work
-//! flushed), sync the store, remove the control socket, and return.
+//! Lifecycle: open the device on the configured transport (kernel, or xdp on an interface
+//! queue through [`crate::Device::open_xdp`]), start the store and the listeners, the metrics
+//! endpoint and the control socket, print one `xwarpd ready ...` line on stdout, then wait for
+//! SIGINT/SIGTERM; on either, stop accepting, close connections (queued work flushed), sync the
+//! store, remove the control socket, drop the device (xdp: engine stopped, XDP program
+//! detached, UMEM freed), and return.
 
 pub mod config;
 pub mod control;
