@@ -1,13 +1,19 @@
 //! `rpc_read` / `rpc_write`: the storage tests, through the block store's client
 //! (`dataplane::store`): READ (the server RDMA-Writes into our buffer) and WRITE (the server
-//! RDMA-Reads it), one call at a time. Reported as bandwidth (a call per message).
+//! RDMA-Reads it), pipelined: up to `--tx-depth` calls in flight, as the server's credits allow.
+//! Reported as bandwidth (a call per message).
 //!
 //! The client talks to any store server (`xwarpd --store`, or this tool without an address,
 //! which serves a 64 MiB temporary store and exits when its client has gone).
 
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dataplane::store::{ClientOptions, MappedFile, ServerOptions, StoreClient, StoreServer};
+use dataplane::store::{
+    CallId, ClientOptions, MappedFile, ServerOptions, StoreClient, StoreError, StoreServer,
+    MAX_IN_FLIGHT,
+};
 use dataplane::Access;
 
 use crate::cli::{Length, RunSpec, TestKind, MAX_SIZE};
@@ -86,52 +92,7 @@ pub fn run_client(spec: &RunSpec, host: &str) -> Result<Vec<Record>, String> {
     println!("{}", report::header(spec.test));
     let mut rows = Vec::new();
     for &size in &spec.sizes {
-        let len = size as usize;
-        let buf = c
-            .pd()
-            .register(len, Access::ALL)
-            .map_err(|e| format!("cannot register {len} bytes: {e}"))?;
-        let span = STORE_SIZE / size.max(1);
-        let mut times = Vec::new();
-        let start = Instant::now();
-        let mut i = 0u64;
-        loop {
-            let more = match spec.length {
-                Length::Iterations(n) => i < n,
-                Length::Duration(d) => start.elapsed() < d,
-            };
-            if !more {
-                break;
-            }
-            let offset = (i % span) * size;
-            let reading = spec.test == TestKind::RpcRead;
-            if args.verify && !reading {
-                buf.with_mut_slice(0, len, |b| fill_pattern(offset, b));
-            }
-            let r = if reading {
-                c.read(offset, &buf, 0..len).map(|_| ())
-            } else {
-                c.write(offset, &buf, 0..len).map(|_| ())
-            };
-            r.map_err(|e| format!("{} {size} B: {e}", spec.test.name()))?;
-            times.push(start.elapsed());
-            if args.verify && reading {
-                if let Some(Some(at)) = buf.with_slice(0, len, |b| first_mismatch(offset, b)) {
-                    return Err(format!(
-                        "rpc_read {size} B: data mismatch at store offset {} (expected the \
-                         rpc_write --verify pattern)",
-                        offset + at as u64
-                    ));
-                }
-            }
-            i += 1;
-        }
-        let row = Record::bandwidth(
-            spec.test,
-            args.transport.name(),
-            size,
-            &bandwidth(size, &times, start.elapsed()),
-        );
+        let row = run_size(&mut c, spec, size)?;
         println!("{}", row.row());
         rows.push(row);
     }
@@ -148,6 +109,77 @@ pub fn run_client(spec: &RunSpec, host: &str) -> Result<Vec<Record>, String> {
         report::write_json(path, &rows)?;
     }
     Ok(rows)
+}
+
+/// One size: up to `--tx-depth` calls in flight (within the server's credits), each in its own
+/// slot of one registered buffer; a call's time is when its answer came.
+fn run_size(c: &mut StoreClient, spec: &RunSpec, size: u64) -> Result<Record, String> {
+    let args = &spec.args;
+    let len = size as usize;
+    let reading = spec.test == TestKind::RpcRead;
+    let depth = (args.tx_depth as usize).clamp(1, MAX_IN_FLIGHT);
+    let buf = Arc::new(
+        c.pd()
+            .register(len * depth, Access::ALL)
+            .map_err(|e| format!("cannot register {} bytes: {e}", len * depth))?,
+    );
+    let span = STORE_SIZE / size.max(1);
+    let fail = |e: StoreError| format!("{} {size} B: {e}", spec.test.name());
+    let mut free: Vec<usize> = (0..depth).rev().collect();
+    // call -> (slot, store offset)
+    let mut busy: HashMap<CallId, (usize, u64)> = HashMap::new();
+    let mut times = Vec::new();
+    let start = Instant::now();
+    let mut issued = 0u64;
+    loop {
+        let more = match spec.length {
+            Length::Iterations(n) => issued < n,
+            Length::Duration(d) => start.elapsed() < d,
+        };
+        if more && !free.is_empty() {
+            let slot = free.pop().expect("checked");
+            let offset = (issued % span) * size;
+            let range = slot * len..(slot + 1) * len;
+            let id = if reading {
+                c.start_read(offset, &buf, range)
+            } else {
+                if args.verify {
+                    buf.with_mut_slice(range.start, len, |b| fill_pattern(offset, b));
+                }
+                c.start_write(offset, &buf, range, false)
+            }
+            .map_err(fail)?;
+            busy.insert(id, (slot, offset));
+            issued += 1;
+            continue;
+        }
+        if busy.is_empty() {
+            break;
+        }
+        let (id, r) = c.wait_any().map_err(fail)?;
+        r.map_err(fail)?;
+        times.push(start.elapsed());
+        let Some((slot, offset)) = busy.remove(&id) else {
+            continue;
+        };
+        if args.verify && reading {
+            let at = slot * len;
+            if let Some(Some(bad)) = buf.with_slice(at, len, |b| first_mismatch(offset, b)) {
+                return Err(format!(
+                    "rpc_read {size} B: data mismatch at store offset {} (expected the \
+                     rpc_write --verify pattern)",
+                    offset + bad as u64
+                ));
+            }
+        }
+        free.push(slot);
+    }
+    Ok(Record::bandwidth(
+        spec.test,
+        args.transport.name(),
+        size,
+        &bandwidth(size, &times, start.elapsed()),
+    ))
 }
 
 /// The byte `rpc_write --verify` stores at store offset `pos` (never constant over a page, and

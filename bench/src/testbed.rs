@@ -106,6 +106,32 @@ impl Testbed {
             .status();
     }
 
+    /// Turns off transmit checksum offload on one side's veth end. veth hands kernel TCP's
+    /// frames over with the checksum left to "offload" (CHECKSUM_PARTIAL), which an AF_XDP
+    /// engine on the other end sees as a bad checksum: a kernel-transport peer of the xdp
+    /// transport needs this on its side (it also turns off TSO, so kernel-vs-kernel figures
+    /// are only comparable without it).
+    pub fn tx_checksum_off(&self, in_a: bool) -> Result<(), String> {
+        let (ns, dev) = if in_a {
+            (&self.ns_a, &self.if_a)
+        } else {
+            (&self.ns_b, &self.if_b)
+        };
+        let out = Command::new("ip")
+            .args(["netns", "exec", ns, "ethtool", "-K", dev, "tx", "off"])
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run ethtool: {e}"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "ethtool -K {dev} tx off failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
+        }
+    }
+
     /// `ip netns exec NS` followed by `program`, as a command to finish and spawn.
     pub fn exec(&self, in_a: bool, program: &std::path::Path) -> Command {
         let mut c = Command::new("ip");

@@ -207,6 +207,9 @@ fn xdp_transport_tests_run_end_to_end_and_interoperate_with_kernel() {
         eprintln!("SKIP {name}: Device::open_xdp is not implemented in this build");
         return;
     }
+    // The kernel-transport ends of the mixed cases need real checksums on the wire.
+    tb.tx_checksum_off(true).unwrap();
+    tb.tx_checksum_off(false).unwrap();
     let dir = std::env::temp_dir().join(format!("xwarp-bench-e2e-xdp-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let xa = ["-t", "xdp", "-i", tb.if_a.as_str()];

@@ -2,126 +2,18 @@
 //! line, `xwarpd stats` and the Prometheus endpoint with counters that move, clean shutdown on
 //! SIGTERM and SIGINT, and committed data surviving kill -9 and a restart on the same file.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+mod xwarpd_support;
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
 
 use dataplane::store::{ClientOptions, StoreClient};
 use dataplane::Access;
-
-const BIN: &str = env!("CARGO_BIN_EXE_xwarpd");
-
-struct Tmp(PathBuf);
-impl Tmp {
-    fn new(name: &str) -> Self {
-        let p = std::env::temp_dir().join(format!("xwarpd-t-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_file(&p);
-        Self(p)
-    }
-}
-impl Drop for Tmp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-/// A running daemon; killed on drop if the test did not stop it.
-struct Daemon {
-    child: Option<Child>,
-    stdout: BufReader<ChildStdout>,
-    ready: String,
-}
-
-impl Daemon {
-    fn start(args: &[&str]) -> Daemon {
-        let mut child = Command::new(BIN)
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn xwarpd");
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut ready = String::new();
-        stdout.read_line(&mut ready).unwrap();
-        if !ready.starts_with("xwarpd ready") {
-            let _ = child.kill();
-            let mut e = String::new();
-            let _ = child.stderr.take().unwrap().read_to_string(&mut e);
-            panic!("xwarpd did not start: {ready:?}\n{e}");
-        }
-        Daemon {
-            child: Some(child),
-            stdout,
-            ready,
-        }
-    }
-
-    fn field(&self, key: &str) -> String {
-        self.ready
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix(&format!("{key}=")))
-            .unwrap_or_else(|| panic!("{key} missing in {:?}", self.ready))
-            .to_string()
-    }
-
-    fn signal(&mut self, sig: i32) {
-        let pid = self.child.as_ref().unwrap().id() as i32;
-        // Safety: kill(2) on our own child's pid.
-        assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
-    }
-
-    /// Waits for exit (at most `t`); returns status, rest of stdout, stderr.
-    fn wait(mut self, t: Duration) -> (std::process::ExitStatus, String, String) {
-        let mut child = self.child.take().unwrap();
-        let deadline = Instant::now() + t;
-        let status = loop {
-            if let Some(s) = child.try_wait().unwrap() {
-                break s;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                panic!("xwarpd did not exit within {t:?}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        let mut out = String::new();
-        let _ = self.stdout.read_to_string(&mut out);
-        let mut err = String::new();
-        let _ = child.stderr.take().unwrap().read_to_string(&mut err);
-        (status, out, err)
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Some(c) = self.child.as_mut() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
+use xwarpd_support::{http_get, sample, Daemon, Tmp, BIN};
 
 fn run(args: &[&str]) -> Output {
     Command::new(BIN).args(args).output().unwrap()
-}
-
-fn http_get(addr: &str) -> String {
-    let mut c = std::net::TcpStream::connect(addr).unwrap();
-    c.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n")
-        .unwrap();
-    let mut s = String::new();
-    c.read_to_string(&mut s).unwrap();
-    s
-}
-
-/// The value of the first sample of `name` in Prometheus text.
-fn sample(text: &str, name: &str) -> u64 {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
-        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-        .unwrap_or_else(|| panic!("no sample {name} in:\n{text}"))
 }
 
 fn store_args<'a>(store: &'a Path, ctl: &'a Path, size: &'a str) -> Vec<&'a str> {

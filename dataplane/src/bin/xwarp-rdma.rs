@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use dataplane::{
-    Access, CompletionQueue, ConnectionConfig, Device, MemoryRegion, MpaSettings, Opcode, QpInit,
-    QueuePair, RemoteAddr, Transport,
+    Access, CompletionQueue, ConnectionConfig, Device, EngineMode, MemoryRegion, MpaSettings,
+    Opcode, QpInit, QueuePair, RemoteAddr, Transport, XdpConfig,
 };
 
 #[derive(Parser, Debug)]
@@ -58,9 +58,20 @@ struct Wire {
     /// MPA revision to send and accept: 1 (RFC 5044) or 0 (the draft).
     #[arg(long, default_value_t = 1)]
     revision: u8,
-    /// Transport: only `kernel` (kernel TCP sockets) for now.
+    /// Transport: `kernel` (kernel TCP sockets) or `xdp` (the AF_XDP engine with xwarp's own
+    /// TCP; needs --interface and root or CAP_NET_ADMIN/CAP_NET_RAW/CAP_BPF/CAP_IPC_LOCK).
     #[arg(long, value_enum, default_value_t = TransportArg::Kernel)]
     transport: TransportArg,
+    /// xdp transport: the interface to attach to (its IPv4 address is the local address).
+    #[arg(long)]
+    interface: Option<String>,
+    /// xdp transport: the interface's receive queue.
+    #[arg(long, default_value_t = 0)]
+    queue: u32,
+    /// xdp transport: `inline` (this program's calls drive the engine: lowest latency) or
+    /// `threaded` (a busy-polling engine thread).
+    #[arg(long, value_enum, default_value_t = EngineArg::Inline)]
+    engine: EngineArg,
     /// Give every FPDU its own TCP segment (slow; for packet captures).
     #[arg(long)]
     segment_per_fpdu: bool,
@@ -78,6 +89,35 @@ struct Wire {
 enum TransportArg {
     Kernel,
     Xdp,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy)]
+enum EngineArg {
+    Inline,
+    Threaded,
+}
+
+/// Opens the device the wire options name.
+fn open_device(w: &Wire) -> Result<Device, Failure> {
+    match w.transport {
+        TransportArg::Kernel => {
+            Device::open(Transport::Kernel).map_err(|e| Failure::Setup(e.to_string()))
+        }
+        TransportArg::Xdp => {
+            let ifname = w.interface.as_deref().ok_or_else(|| {
+                Failure::Setup(
+                    "--transport xdp needs --interface (the interface to attach to)".into(),
+                )
+            })?;
+            let mut cfg = XdpConfig::new(ifname);
+            cfg.queue = w.queue;
+            cfg.mode = match w.engine {
+                EngineArg::Inline => EngineMode::Inline,
+                EngineArg::Threaded => EngineMode::Threaded,
+            };
+            Device::open_xdp(cfg).map_err(|e| Failure::Setup(e.to_string()))
+        }
+    }
 }
 
 #[derive(Args, Debug)]
@@ -231,11 +271,7 @@ impl From<&str> for Failure {
     }
 }
 
-fn config(w: &Wire) -> Result<(Transport, ConnectionConfig), Failure> {
-    let transport = match w.transport {
-        TransportArg::Kernel => Transport::Kernel,
-        TransportArg::Xdp => Transport::Xdp,
-    };
+fn config(w: &Wire) -> Result<ConnectionConfig, Failure> {
     if w.revision > 1 {
         return Err(Failure::Setup(format!(
             "--revision must be 0 or 1, not {}",
@@ -253,7 +289,7 @@ fn config(w: &Wire) -> Result<(Transport, ConnectionConfig), Failure> {
         emss: w.emss,
         ..ConnectionConfig::default()
     };
-    Ok((transport, cfg))
+    Ok(cfg)
 }
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -310,8 +346,8 @@ impl Ends {
 // ------------------------------------------------------------------ server
 
 fn server(a: ServerArgs) -> Result<(), Failure> {
-    let (transport, cfg) = config(&a.wire)?;
-    let dev = Device::open(transport).map_err(|e| e.to_string())?;
+    let cfg = config(&a.wire)?;
+    let dev = open_device(&a.wire)?;
     let pd = dev.alloc_pd();
     let max = a.max_size.max(1);
     let data = pd
@@ -507,8 +543,8 @@ fn connect(
 }
 
 fn client(a: ClientArgs) -> Result<(), Failure> {
-    let (transport, cfg) = config(&a.wire)?;
-    let dev = Device::open(transport).map_err(|e| e.to_string())?;
+    let cfg = config(&a.wire)?;
+    let dev = open_device(&a.wire)?;
     let pd = dev.alloc_pd();
     let scq = dev.create_cq();
     let rcq = dev.create_cq();

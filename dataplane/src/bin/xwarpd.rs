@@ -2,6 +2,7 @@
 //! kernel transport or the AF_XDP engine (a config choice), with counters on a control socket
 //! (`xwarpd stats`) and a Prometheus endpoint.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -174,11 +175,12 @@ fn main() -> ExitCode {
             tracing_subscriber::fmt()
                 .with_env_filter(filter)
                 .with_writer(std::io::stderr)
+                .with_ansi(std::io::stderr().is_terminal())
                 .init();
             match daemon::run(&cfg) {
                 Ok(_) => ExitCode::SUCCESS,
                 Err(e) => {
-                    tracing::error!("{e}");
+                    // One line on stderr, where the log goes too.
                     eprintln!("xwarpd: {e}");
                     ExitCode::FAILURE
                 }

@@ -32,8 +32,75 @@ pub(crate) type EstablishedTx = SyncSender<Result<Vec<u8>, ConnectError>>;
 const RX_BUF: usize = 256 * 1024;
 /// How long a closing connection may take to flush its queued bytes and see the peer's FIN.
 const LINGER: Duration = Duration::from_secs(2);
-/// Most FPDUs taken from the queue pair before writing them out.
-const TX_BATCH: usize = 64;
+/// Bytes of framed output the driver holds for the socket: FPDUs are framed straight into one
+/// buffer and written with one `write`, so TCP builds large segments (GSO) instead of one small
+/// skb per FPDU.
+const TX_BUF: usize = 256 * 1024;
+/// Frame more only while fewer bytes than this wait for the socket (it is not keeping up).
+const TX_REFILL_BELOW: usize = 64 * 1024;
+
+/// Framed bytes waiting for the socket: `buf[start..end]`, reused without allocation. With
+/// one segment per chunk, `chunk_ends` holds where each chunk (FPDU or startup frame) ends.
+struct TxBuf {
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+    chunk_ends: VecDeque<usize>,
+}
+
+impl TxBuf {
+    fn new() -> Self {
+        Self {
+            buf: vec![0u8; TX_BUF.max(mpa::MAX_FPDU_LEN)],
+            start: 0,
+            end: 0,
+            chunk_ends: VecDeque::new(),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.start == self.end
+    }
+
+    fn pending(&self) -> usize {
+        self.end - self.start
+    }
+
+    /// Moves what is pending to the front; returns the free space behind it.
+    fn make_room(&mut self) -> &mut [u8] {
+        if self.start > 0 {
+            self.buf.copy_within(self.start..self.end, 0);
+            for e in &mut self.chunk_ends {
+                *e -= self.start;
+            }
+            self.end -= self.start;
+            self.start = 0;
+        }
+        &mut self.buf[self.end..]
+    }
+
+    /// The bytes the next write may take: everything, or the rest of the current chunk.
+    fn next_write(&self, per_chunk: bool) -> &[u8] {
+        let end = match self.chunk_ends.front() {
+            Some(&e) if per_chunk => e,
+            _ => self.end,
+        };
+        &self.buf[self.start..end]
+    }
+
+    /// `n` bytes were written.
+    fn consume(&mut self, n: usize) {
+        self.start += n;
+        while self.chunk_ends.front().is_some_and(|&e| e <= self.start) {
+            self.chunk_ends.pop_front();
+        }
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+            self.chunk_ends.clear();
+        }
+    }
+}
 
 /// Bytes written to the socket but not yet sent by TCP.
 fn unsent_bytes(sock: &TcpStream) -> i32 {
@@ -74,8 +141,9 @@ struct Driver<'a> {
     counters: &'a Counters,
     opts: DriverOptions,
     established: Option<EstablishedTx>,
-    tx: VecDeque<Vec<u8>>,
-    tx_off: usize,
+    tx: TxBuf,
+    /// Whether the last write stopped inside a chunk (one-segment-per-chunk mode).
+    mid_chunk: bool,
     written: u64,
     /// The stream failed (Terminate, framing error, startup failure): flush, then close.
     failed: bool,
@@ -157,7 +225,7 @@ impl Driver<'_> {
     }
 
     /// Runs the queue pair's timers, takes its output, completions and events.
-    fn pump(&mut self, now: Instant, buf: &mut [u8]) {
+    fn pump(&mut self, now: Instant) {
         let mut events = Vec::new();
         {
             let mut qp = self.shared.lock_qp();
@@ -168,13 +236,25 @@ impl Driver<'_> {
                 self.graceful_started = true;
                 qp.close();
             }
-            {
+            if self.tx.pending() < TX_REFILL_BELOW {
                 let st = self.shared.pd().lock();
-                while self.tx.len() < TX_BATCH {
-                    match qp.poll_transmit(&st.mem, buf) {
-                        Some(n) => self.tx.push_back(buf[..n].to_vec()),
-                        None => break,
+                if self.opts.segment_per_chunk {
+                    // One chunk at a time, each end remembered.
+                    loop {
+                        let room = self.tx.make_room();
+                        let Some(n) = qp.poll_transmit(&st.mem, room) else {
+                            break;
+                        };
+                        self.tx.end += n;
+                        self.tx.chunk_ends.push_back(self.tx.end);
+                        if self.tx.buf.len() - self.tx.end < qp.max_fpdu_len() {
+                            break;
+                        }
                     }
+                } else {
+                    let room = self.tx.make_room();
+                    let n = qp.poll_transmit_batch(&st.mem, room);
+                    self.tx.end += n;
                 }
             }
             while let Some(c) = qp.poll_completion() {
@@ -189,22 +269,28 @@ impl Driver<'_> {
         }
     }
 
-    /// Writes queued chunks; returns true when the socket (or the one-segment rule) holds us back.
+    /// Writes what is framed; returns true when the socket (or the one-segment rule) holds us
+    /// back.
     fn flush_tx(&mut self) -> Result<bool, QpError> {
         let before = self.written;
+        let per_chunk = self.opts.segment_per_chunk;
         let mut blocked = false;
-        while let Some(front) = self.tx.front() {
-            if self.opts.segment_per_chunk && self.tx_off == 0 && unsent_bytes(self.sock) > 0 {
+        while !self.tx.is_empty() {
+            if per_chunk && !self.mid_chunk && unsent_bytes(self.sock) > 0 {
                 blocked = true;
                 break;
             }
-            match self.sock.write(&front[self.tx_off..]) {
+            let out = self.tx.next_write(per_chunk);
+            let len = out.len();
+            match self.sock.write(out) {
                 Ok(n) => {
                     self.written += n as u64;
-                    self.tx_off += n;
-                    if self.tx_off == front.len() {
-                        self.tx.pop_front();
-                        self.tx_off = 0;
+                    self.mid_chunk = n < len;
+                    self.tx.consume(n);
+                    if n < len && !per_chunk {
+                        // The socket buffer is full.
+                        blocked = true;
+                        break;
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -253,16 +339,15 @@ impl Driver<'_> {
             .map_err(|e| QpError::Io(e.kind()))?;
         let fd = self.sock.as_raw_fd();
         let mut rx = vec![0u8; RX_BUF];
-        let mut buf = vec![0u8; mpa::MAX_FPDU_LEN];
         loop {
             let now = Instant::now();
-            self.pump(now, &mut buf);
+            self.pump(now);
             if self.close_now {
                 return Ok(());
             }
             let blocked = self.flush_tx()?;
             // Sends written above may complete at once.
-            self.pump(now, &mut buf);
+            self.pump(now);
             let closing = self.failed || self.graceful_started;
             if closing {
                 let since = *self.closing_since.get_or_insert(now);
@@ -325,8 +410,8 @@ pub(crate) fn run(
         counters: &counters,
         opts,
         established,
-        tx: VecDeque::new(),
-        tx_off: 0,
+        tx: TxBuf::new(),
+        mid_chunk: false,
         written: 0,
         failed: false,
         close_now: false,
@@ -354,4 +439,54 @@ pub(crate) fn run(
     )));
     let _ = sock.shutdown(Shutdown::Both);
     shared.set_finished();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn push(t: &mut TxBuf, bytes: &[u8], chunk: bool) {
+        let room = t.make_room();
+        room[..bytes.len()].copy_from_slice(bytes);
+        t.end += bytes.len();
+        if chunk {
+            t.chunk_ends.push_back(t.end);
+        }
+    }
+
+    #[test]
+    fn everything_framed_goes_out_in_one_write() {
+        let mut t = TxBuf::new();
+        push(&mut t, b"fpdu-one", false);
+        push(&mut t, b"fpdu-two", false);
+        assert_eq!(t.next_write(false), b"fpdu-onefpdu-two");
+        t.consume(5);
+        assert_eq!(t.next_write(false), b"onefpdu-two");
+        t.consume(11);
+        assert!(t.is_empty());
+        assert_eq!(
+            (t.start, t.end),
+            (0, 0),
+            "an emptied buffer starts over at 0"
+        );
+    }
+
+    #[test]
+    fn one_segment_per_chunk_writes_stop_at_chunk_ends_even_after_compaction() {
+        let mut t = TxBuf::new();
+        push(&mut t, b"aaaa", true);
+        push(&mut t, b"bbb", true);
+        assert_eq!(t.next_write(true), b"aaaa");
+        t.consume(2); // a partial write
+        assert_eq!(t.next_write(true), b"aa");
+        let _ = t.make_room(); // moves the pending bytes (and the chunk ends) to the front
+        assert_eq!(t.start, 0);
+        assert_eq!(t.next_write(true), b"aa");
+        t.consume(2);
+        push(&mut t, b"cc", true);
+        assert_eq!(t.next_write(true), b"bbb");
+        t.consume(3);
+        assert_eq!(t.next_write(true), b"cc");
+        assert_eq!(t.pending(), 2);
+    }
 }

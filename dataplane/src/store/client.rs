@@ -1,6 +1,12 @@
-//! The store's client: one connection, one call at a time, data straight between the caller's
-//! registered buffer and the server's file (the server RDMA-Writes READ data into the buffer and
-//! RDMA-Reads WRITE data out of it; small transfers travel inline).
+//! The store's client: one connection, data straight between the caller's registered buffer and
+//! the server's file (the server RDMA-Writes READ data into the buffer and RDMA-Reads WRITE data
+//! out of it; small transfers travel inline).
+//!
+//! Calls either run one at a time ([`StoreClient::read`], [`StoreClient::write`], ...) or are
+//! pipelined: [`StoreClient::start_read`] / [`StoreClient::start_write`] put a call on the wire
+//! and return at once while the server's credit grant allows another (RPCRDMA-07: never more
+//! calls outstanding than the last grant; before the first reply that is 1, RPCRDMA-35), and
+//! [`StoreClient::wait_any`] collects the answers in the order they come.
 //!
 //! ```no_run
 //! use dataplane::store::{StoreClient, ClientOptions};
@@ -14,9 +20,11 @@
 //! assert_eq!(got.len, 5);
 //! ```
 
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::ops::Range;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use rpcrdma::negotiation::PrivateData;
 use rpcrdma::storage::{
@@ -28,7 +36,13 @@ use rpcrdma::{
     WriteChunk,
 };
 
-use super::{INLINE_SIZE, REPLY_BUFFERS};
+use super::INLINE_SIZE;
+
+/// The most calls a client has in flight: it keeps this many reply receives posted (C-3) and
+/// asks the server for as many credits; the server's grant may allow fewer.
+pub const MAX_IN_FLIGHT: usize = 16;
+/// wr_id tag of the Sends carrying calls (the low bits are the send slot).
+const SEND_WR: u64 = 1 << 32;
 use crate::{
     Access, ConnectError, ConnectionConfig, Device, MemoryRegion, Opcode, PostError,
     ProtectionDomain, QpInit, QueuePair, Transport,
@@ -114,11 +128,44 @@ pub struct WriteResult {
     pub verifier: u64,
 }
 
+/// A call in flight (its XID).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CallId(pub u32);
+
+/// The answer of a finished call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finished {
+    /// READ.
+    Read(ReadResult),
+    /// WRITE.
+    Write(WriteResult),
+    /// COMMIT: the server's boot verifier.
+    Commit(u64),
+    /// GETATTR.
+    Getattr(Attributes),
+    /// NULL.
+    Null,
+}
+
+/// A pipelined call's buffer: kept registered (the server reaches it by RDMA) until the call
+/// ends, and where inline READ data goes.
+struct Pending {
+    buf: Option<(Arc<MemoryRegion>, usize)>,
+}
+
+/// The buffer a call waited on in place (the one-at-a-time calls) places inline READ data in.
+type SyncDest<'a> = Option<(u32, &'a MemoryRegion, usize)>;
+
 /// A connected store client.
 pub struct StoreClient {
     // Field order is drop order: the connection closes before its regions go.
     qp: QueuePair,
     session: ClientSession,
+    pending: HashMap<u32, Pending>,
+    ready: VecDeque<(CallId, Result<Finished, StoreError>)>,
+    /// Send slots (of `INLINE_SIZE` bytes in `send_mr`) whose Send has completed.
+    send_free: Vec<usize>,
+    msg: Vec<u8>,
     pd: ProtectionDomain,
     cq: crate::CompletionQueue,
     rcq: crate::CompletionQueue,
@@ -162,8 +209,10 @@ impl StoreClient {
         let pd = device.alloc_pd();
         let cq = device.create_cq();
         let rcq = device.create_cq();
-        let send_mr = pd.register(INLINE_SIZE as usize, Access::LOCAL_WRITE)?;
-        let recv_mr = pd.register(INLINE_SIZE as usize * REPLY_BUFFERS, Access::LOCAL_WRITE)?;
+        // A Send's buffer stays busy until the Send completes, which may be after its reply.
+        let send_slots = MAX_IN_FLIGHT + 1;
+        let send_mr = pd.register(INLINE_SIZE as usize * send_slots, Access::LOCAL_WRITE)?;
+        let recv_mr = pd.register(INLINE_SIZE as usize * MAX_IN_FLIGHT, Access::LOCAL_WRITE)?;
         let mine = PrivateData {
             remote_invalidation: false,
             send_size: INLINE_SIZE,
@@ -182,17 +231,21 @@ impl StoreClient {
             max_inline_reply: reply,
             ..ChunkPlanner::default()
         };
-        for i in 0..REPLY_BUFFERS {
+        for i in 0..MAX_IN_FLIGHT {
             let s = i * INLINE_SIZE as usize;
             qp.post_recv(i as u64, &recv_mr, s..s + INLINE_SIZE as usize)?;
         }
         Ok(Self {
             session: ClientSession::new(
-                REPLY_BUFFERS as u32,
+                MAX_IN_FLIGHT as u32,
                 first_xid(),
                 planner,
                 Rules::default(),
             ),
+            pending: HashMap::new(),
+            ready: VecDeque::new(),
+            send_free: (0..send_slots).rev().collect(),
+            msg: vec![0u8; INLINE_SIZE as usize],
             qp,
             pd,
             cq,
@@ -213,7 +266,7 @@ impl StoreClient {
     /// The store's size and limits.
     pub fn getattr(&mut self) -> Result<Attributes, StoreError> {
         match self.call(&StorageCall::Getattr, &CallChunks::default(), None)? {
-            Answer::Getattr(a) => Ok(a),
+            Finished::Getattr(a) => Ok(a),
             _ => Err(StoreError::Rpc("reply of another procedure".into())),
         }
     }
@@ -228,25 +281,9 @@ impl StoreClient {
         buf: &MemoryRegion,
         range: Range<usize>,
     ) -> Result<ReadResult, StoreError> {
-        let count = self.check_range(buf, &range)?;
-        let plan = self
-            .session
-            .plan(StorageProc::Read, count)
-            .map_err(|e| StoreError::Rpc(e.to_string()))?;
-        let mut chunks = CallChunks::default();
-        if plan.bulk_result == Placement::Chunk {
-            if !buf.access().contains(Access::REMOTE_WRITE) {
-                return Err(StoreError::Invalid("READ buffer lacks REMOTE_WRITE access"));
-            }
-            chunks.read_result = Some(WriteChunk::new(vec![Segment {
-                handle: buf.stag(),
-                length: count,
-                offset: range.start as u64,
-            }]));
-        }
-        let call = StorageCall::Read(ReadArgs { offset, count });
+        let (call, chunks) = self.read_call(offset, buf, &range)?;
         match self.call(&call, &chunks, Some((buf, range.start)))? {
-            Answer::Read(r) => Ok(r),
+            Finished::Read(r) => Ok(r),
             _ => Err(StoreError::Rpc("reply of another procedure".into())),
         }
     }
@@ -261,39 +298,10 @@ impl StoreClient {
         range: Range<usize>,
         stable: bool,
     ) -> Result<WriteResult, StoreError> {
-        let count = self.check_range(buf, &range)?;
-        let plan = self
-            .session
-            .plan(StorageProc::Write, count)
-            .map_err(|e| StoreError::Rpc(e.to_string()))?;
-        let mut chunks = CallChunks::default();
         let mut inline = Vec::new();
-        let data = if plan.bulk_arg == Placement::Chunk {
-            if !buf.access().contains(Access::REMOTE_READ) {
-                return Err(StoreError::Invalid("WRITE buffer lacks REMOTE_READ access"));
-            }
-            chunks.write_data = vec![Segment {
-                handle: buf.stag(),
-                length: count,
-                offset: range.start as u64,
-            }];
-            Payload::ReadChunk {
-                position: 0,
-                len: count,
-            }
-        } else {
-            inline.resize(range.len(), 0);
-            buf.read(range.start, &mut inline)
-                .ok_or(StoreError::Invalid("range outside the buffer"))?;
-            Payload::Inline(&inline)
-        };
-        let call = StorageCall::Write(WriteArgs {
-            offset,
-            stable,
-            data,
-        });
+        let (call, chunks) = self.write_call(offset, buf, &range, stable, &mut inline)?;
         match self.call(&call, &chunks, None)? {
-            Answer::Write(w) => Ok(w),
+            Finished::Write(w) => Ok(w),
             _ => Err(StoreError::Rpc("reply of another procedure".into())),
         }
     }
@@ -313,9 +321,65 @@ impl StoreClient {
     pub fn commit(&mut self, offset: u64, count: u32) -> Result<u64, StoreError> {
         let call = StorageCall::Commit(CommitArgs { offset, count });
         match self.call(&call, &CallChunks::default(), None)? {
-            Answer::Commit(v) => Ok(v),
+            Finished::Commit(v) => Ok(v),
             _ => Err(StoreError::Rpc("reply of another procedure".into())),
         }
+    }
+
+    /// Starts a READ of `range.len()` bytes at `offset` into `buf[range]` and returns without
+    /// waiting for it, once the server's credits allow another call (until then it waits,
+    /// keeping the answers that arrive for [`wait_any`](Self::wait_any)). `buf` stays
+    /// registered until the call ends; do not touch `buf[range]` before its answer.
+    pub fn start_read(
+        &mut self,
+        offset: u64,
+        buf: &Arc<MemoryRegion>,
+        range: Range<usize>,
+    ) -> Result<CallId, StoreError> {
+        let (call, chunks) = self.read_call(offset, buf, &range)?;
+        let xid = self.start(&call, &chunks, Some((buf.clone(), range.start)))?;
+        Ok(CallId(xid))
+    }
+
+    /// Starts a WRITE of `buf[range]` at `offset` (see [`start_read`](Self::start_read) for
+    /// when it returns); do not change `buf[range]` before its answer.
+    pub fn start_write(
+        &mut self,
+        offset: u64,
+        buf: &Arc<MemoryRegion>,
+        range: Range<usize>,
+        stable: bool,
+    ) -> Result<CallId, StoreError> {
+        let mut inline = Vec::new();
+        let (call, chunks) = self.write_call(offset, buf, &range, stable, &mut inline)?;
+        let xid = self.start(&call, &chunks, Some((buf.clone(), range.start)))?;
+        Ok(CallId(xid))
+    }
+
+    /// Waits for the next call to finish and returns it with its answer (a call's own failure,
+    /// such as a status from the server, is the inner error). Fails when no call is in flight,
+    /// on a timeout, or when the connection is lost.
+    pub fn wait_any(&mut self) -> Result<(CallId, Result<Finished, StoreError>), StoreError> {
+        loop {
+            if let Some(done) = self.ready.pop_front() {
+                return Ok(done);
+            }
+            if self.pending.is_empty() {
+                return Err(StoreError::Invalid("no call in flight"));
+            }
+            self.pump(None)?;
+        }
+    }
+
+    /// Calls started and not yet returned by [`wait_any`](Self::wait_any).
+    pub fn in_flight(&self) -> usize {
+        self.pending.len() + self.ready.len()
+    }
+
+    /// The server's current credit grant: how many calls may be in flight at once (at most
+    /// [`MAX_IN_FLIGHT`]).
+    pub fn credits(&self) -> u32 {
+        self.session.credits().granted()
     }
 
     fn check_range(&self, buf: &MemoryRegion, range: &Range<usize>) -> Result<u32, StoreError> {
@@ -332,88 +396,216 @@ impl StoreClient {
         u32::try_from(range.len()).map_err(|_| StoreError::Invalid("range longer than 4 GiB"))
     }
 
-    /// Sends one call and waits for its answer.
+    /// The READ call and its write chunk (the server RDMA-Writes into `buf[range]`) or none
+    /// (the data comes inline).
+    fn read_call(
+        &self,
+        offset: u64,
+        buf: &MemoryRegion,
+        range: &Range<usize>,
+    ) -> Result<(StorageCall<'static>, CallChunks), StoreError> {
+        let count = self.check_range(buf, range)?;
+        let plan = self
+            .session
+            .plan(StorageProc::Read, count)
+            .map_err(|e| StoreError::Rpc(e.to_string()))?;
+        let mut chunks = CallChunks::default();
+        if plan.bulk_result == Placement::Chunk {
+            if !buf.access().contains(Access::REMOTE_WRITE) {
+                return Err(StoreError::Invalid("READ buffer lacks REMOTE_WRITE access"));
+            }
+            chunks.read_result = Some(WriteChunk::new(vec![Segment {
+                handle: buf.stag(),
+                length: count,
+                offset: range.start as u64,
+            }]));
+        }
+        Ok((StorageCall::Read(ReadArgs { offset, count }), chunks))
+    }
+
+    /// The WRITE call: its read chunk (the server RDMA-Reads `buf[range]`), or the data copied
+    /// into `inline`.
+    fn write_call<'i>(
+        &self,
+        offset: u64,
+        buf: &MemoryRegion,
+        range: &Range<usize>,
+        stable: bool,
+        inline: &'i mut Vec<u8>,
+    ) -> Result<(StorageCall<'i>, CallChunks), StoreError> {
+        let count = self.check_range(buf, range)?;
+        let plan = self
+            .session
+            .plan(StorageProc::Write, count)
+            .map_err(|e| StoreError::Rpc(e.to_string()))?;
+        let mut chunks = CallChunks::default();
+        let data = if plan.bulk_arg == Placement::Chunk {
+            if !buf.access().contains(Access::REMOTE_READ) {
+                return Err(StoreError::Invalid("WRITE buffer lacks REMOTE_READ access"));
+            }
+            chunks.write_data = vec![Segment {
+                handle: buf.stag(),
+                length: count,
+                offset: range.start as u64,
+            }];
+            Payload::ReadChunk {
+                position: 0,
+                len: count,
+            }
+        } else {
+            inline.resize(range.len(), 0);
+            buf.read(range.start, inline)
+                .ok_or(StoreError::Invalid("range outside the buffer"))?;
+            Payload::Inline(inline)
+        };
+        let call = StorageCall::Write(WriteArgs {
+            offset,
+            stable,
+            data,
+        });
+        Ok((call, chunks))
+    }
+
+    /// Sends one call and waits for its answer; `read_into` takes inline READ data.
     fn call(
         &mut self,
         call: &StorageCall<'_>,
         chunks: &CallChunks,
         read_into: Option<(&MemoryRegion, usize)>,
-    ) -> Result<Answer, StoreError> {
+    ) -> Result<Finished, StoreError> {
+        let xid = self.start(call, chunks, None)?;
+        let sync = read_into.map(|(mr, at)| (xid, mr, at));
+        loop {
+            if let Some(i) = self.ready.iter().position(|(id, _)| id.0 == xid) {
+                let (_, r) = self.ready.remove(i).expect("found above");
+                return r;
+            }
+            self.pump(sync)?;
+        }
+    }
+
+    /// Puts a call on the wire once a credit (RPCRDMA-07) and a send slot are free.
+    fn start(
+        &mut self,
+        call: &StorageCall<'_>,
+        chunks: &CallChunks,
+        buf: Option<(Arc<MemoryRegion>, usize)>,
+    ) -> Result<u32, StoreError> {
+        loop {
+            self.reap_sends()?;
+            if self.session.can_start() && !self.send_free.is_empty() {
+                break;
+            }
+            self.pump(None)?;
+        }
         let mut send = [0u8; INLINE_SIZE as usize];
         let (xid, n) = self
             .session
             .start_call(&mut send, call, chunks)
             .map_err(|e| StoreError::Rpc(e.to_string()))?;
+        let slot = self.send_free.pop().expect("checked above");
+        let at = slot * INLINE_SIZE as usize;
+        self.pending.insert(xid, Pending { buf });
         self.send_mr
-            .write(0, &send[..n])
+            .write(at, &send[..n])
             .ok_or(StoreError::Invalid("call too long"))?;
-        self.qp.post_send(u64::from(xid), &self.send_mr, 0..n)?;
-        let deadline = std::time::Instant::now() + self.timeout;
-        loop {
-            // Keep the send queue's completions drained; a failed Send fails the call.
-            while let Some(c) = self.cq.poll_one() {
-                if !c.is_ok() {
-                    return Err(StoreError::Disconnected);
-                }
+        self.qp
+            .post_send(SEND_WR | slot as u64, &self.send_mr, at..at + n)?;
+        Ok(xid)
+    }
+
+    /// Frees the send slots of completed Sends; a failed Send means the connection is gone.
+    fn reap_sends(&mut self) -> Result<(), StoreError> {
+        while let Some(c) = self.cq.poll_one() {
+            if !c.is_ok() {
+                return Err(StoreError::Disconnected);
             }
-            let now = std::time::Instant::now();
+            if c.wr_id & SEND_WR != 0 {
+                self.send_free.push((c.wr_id & !SEND_WR) as usize);
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits for one received reply (at most the call timeout) and files its answer in `ready`.
+    fn pump(&mut self, sync: SyncDest<'_>) -> Result<(), StoreError> {
+        let deadline = Instant::now() + self.timeout;
+        let c = loop {
+            self.reap_sends()?;
+            let now = Instant::now();
             if now >= deadline {
                 return Err(StoreError::Timeout);
             }
-            let wait = (deadline - now).min(Duration::from_millis(200));
-            let Some(c) = self.rcq.wait(wait) else {
-                if !self.qp.is_connected() {
-                    return Err(StoreError::Disconnected);
-                }
-                continue;
+            // Short waits while every send slot is busy, so they come back promptly.
+            let cap = if self.send_free.is_empty() {
+                Duration::from_millis(1)
+            } else {
+                Duration::from_millis(200)
             };
-            if c.opcode != Opcode::Recv || !c.is_ok() {
+            if let Some(c) = self.rcq.wait((deadline - now).min(cap)) {
+                break c;
+            }
+            if !self.qp.is_connected() {
                 return Err(StoreError::Disconnected);
             }
-            let slot = c.wr_id as usize;
-            let start = slot * INLINE_SIZE as usize;
-            let len = (c.byte_len as usize).min(INLINE_SIZE as usize);
-            let mut msg = vec![0u8; len];
-            self.recv_mr.read(start, &mut msg);
-            self.qp
-                .post_recv(c.wr_id, &self.recv_mr, start..start + INLINE_SIZE as usize)?;
-            match self.session.handle_receive(&msg) {
-                ClientEvent::Reply { xid: x, reply, .. } if x == xid => {
-                    return answer(reply.reply, read_into, &reply.rpc);
-                }
-                ClientEvent::Refused { xid: x, body } if x == xid => {
-                    return Err(StoreError::Refused(body))
-                }
-                ClientEvent::Failed { xid: x, error } if x == xid => {
-                    return Err(StoreError::Rpc(error.to_string()))
-                }
-                ClientEvent::LongReply { .. } => {
-                    return Err(StoreError::Rpc("long replies are not supported".into()))
-                }
-                _ => continue,
-            }
+        };
+        if c.opcode != Opcode::Recv || !c.is_ok() {
+            return Err(StoreError::Disconnected);
         }
+        let start = c.wr_id as usize * INLINE_SIZE as usize;
+        let len = (c.byte_len as usize).min(INLINE_SIZE as usize);
+        self.recv_mr.read(start, &mut self.msg[..len]);
+        // The buffer backs a reply receive again at once (C-3).
+        self.qp
+            .post_recv(c.wr_id, &self.recv_mr, start..start + INLINE_SIZE as usize)?;
+        let (xid, result) = match self.session.handle_receive(&self.msg[..len]) {
+            ClientEvent::Reply { xid, reply, .. } => {
+                let p = self.pending.remove(&xid);
+                let dest = match (&p, sync) {
+                    (
+                        Some(Pending {
+                            buf: Some((mr, at)),
+                        }),
+                        _,
+                    ) => Some((&**mr, *at)),
+                    (_, Some((x, mr, at))) if x == xid => Some((mr, at)),
+                    _ => None,
+                };
+                (xid, answer(reply.reply, dest, &reply.rpc))
+            }
+            ClientEvent::Refused { xid, body } => {
+                self.pending.remove(&xid);
+                (xid, Err(StoreError::Refused(body)))
+            }
+            ClientEvent::Failed { xid, error } => {
+                self.pending.remove(&xid);
+                (xid, Err(StoreError::Rpc(error.to_string())))
+            }
+            ClientEvent::LongReply { xid, .. } => {
+                self.pending.remove(&xid);
+                (
+                    xid,
+                    Err(StoreError::Rpc("long replies are not supported".into())),
+                )
+            }
+            ClientEvent::Dropped { .. } => return Ok(()),
+        };
+        self.ready.push_back((CallId(xid), result));
+        Ok(())
     }
 }
 
-enum Answer {
-    Read(ReadResult),
-    Write(WriteResult),
-    Commit(u64),
-    Getattr(Attributes),
-    Null,
-}
-
+/// The answer of a reply; inline READ data is copied to `read_into`.
 fn answer(
     reply: Option<StorageReply<'_>>,
     read_into: Option<(&MemoryRegion, usize)>,
     rpc: &rpcrdma::ReplyHeader<'_>,
-) -> Result<Answer, StoreError> {
+) -> Result<Finished, StoreError> {
     let Some(reply) = reply else {
         return Err(StoreError::Rpc(format!("not accepted: {rpc:?}")));
     };
     Ok(match reply {
-        StorageReply::Null => Answer::Null,
+        StorageReply::Null => Finished::Null,
         StorageReply::Read(r) => {
             let ok = r.map_err(StoreError::Status)?;
             let len = match ok.data {
@@ -428,17 +620,17 @@ fn answer(
                     return Err(StoreError::Rpc("READ data in a read chunk".into()))
                 }
             };
-            Answer::Read(ReadResult { len, eof: ok.eof })
+            Finished::Read(ReadResult { len, eof: ok.eof })
         }
         StorageReply::Write(w) => {
             let w = w.map_err(StoreError::Status)?;
-            Answer::Write(WriteResult {
+            Finished::Write(WriteResult {
                 count: w.count,
                 committed: w.committed,
                 verifier: w.verifier,
             })
         }
-        StorageReply::Commit(c) => Answer::Commit(c.map_err(StoreError::Status)?.verifier),
-        StorageReply::Getattr(g) => Answer::Getattr(g.map_err(StoreError::Status)?),
+        StorageReply::Commit(c) => Finished::Commit(c.map_err(StoreError::Status)?.verifier),
+        StorageReply::Getattr(g) => Finished::Getattr(g.map_err(StoreError::Status)?),
     })
 }

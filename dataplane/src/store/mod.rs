@@ -20,7 +20,10 @@ mod mapped;
 mod server;
 mod stats;
 
-pub use client::{Attributes, ClientOptions, ReadResult, StoreClient, StoreError, WriteResult};
+pub use client::{
+    Attributes, CallId, ClientOptions, Finished, ReadResult, StoreClient, StoreError, WriteResult,
+    MAX_IN_FLIGHT,
+};
 pub use mapped::MappedFile;
 pub use server::{ServerOptions, StoreServer, BLOCK_SIZE};
 pub use stats::{ConnSnapshot, ConnStats, StoreStats};
@@ -29,5 +32,3 @@ pub use stats::{ConnSnapshot, ConnStats, StoreStats};
 pub const INLINE_SIZE: u32 = 8192;
 /// Largest READ or WRITE per call by default.
 pub const DEFAULT_MAX_IO: u32 = 4 << 20;
-/// Receive buffers a client keeps posted for replies.
-const REPLY_BUFFERS: usize = 4;

@@ -14,7 +14,8 @@
 
 use std::net::{SocketAddr, SocketAddrV4};
 use std::ops::Range;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{mpsc, Arc, Mutex, MutexGuard};
+use std::thread;
 use std::time::{Duration, Instant};
 
 use dataplane::engine::{ConnId, Engine, EngineConfig, EngineEvent, ListenerId, QpSettings, XskIo};
@@ -24,7 +25,7 @@ use dataplane::xdp::{
 };
 use dataplane::{
     Access, Completion as KCompletion, CompletionQueue, ConnectionConfig, Device, MemoryRegion,
-    MpaSettings, Opcode, ProtectionDomain, QpInit, QueuePair, RemoteAddr, Status,
+    MpaSettings, Opcode, ProtectionDomain, QpInit, QueuePair, RemoteAddr, Status, Transport,
 };
 use ddp::{Completion, LocalBuf, Negotiated, RegionHandle, RemoteBuf, Stag, WcOpcode, WcStatus};
 
@@ -345,6 +346,37 @@ pub fn parse_stags(pd: &[u8]) -> (u32, u32) {
     )
 }
 
+/// Which half of the plan an end checks: the requests it initiated (Writes, Reads, Sends and the
+/// Read data), and/or what its peer initiated (its receives and the peer's Write data).
+#[derive(Clone, Copy, Debug)]
+pub struct Part {
+    pub ops: bool,
+    pub received: bool,
+}
+
+/// Both ends initiate.
+pub const BOTH: Part = Part {
+    ops: true,
+    received: true,
+};
+/// This end initiates, the peer only receives.
+pub const OPS_ONLY: Part = Part {
+    ops: true,
+    received: false,
+};
+/// The peer initiates, this end only receives.
+pub const RECEIVED_ONLY: Part = Part {
+    ops: false,
+    received: true,
+};
+
+impl Part {
+    /// Completions this end gets for `n` sizes.
+    pub fn completions(self, n: usize) -> usize {
+        n * (3 * usize::from(self.ops) + usize::from(self.received))
+    }
+}
+
 const OP_WRITE: u64 = 1;
 const OP_READ: u64 = 2;
 const OP_SEND: u64 = 3;
@@ -378,6 +410,32 @@ impl<R> Regions<R> {
             write_target: reg(t, Access::LOCAL_WRITE | Access::REMOTE_WRITE, &[]),
             read_src: reg(t, Access::REMOTE_READ, &sources.read_src),
             read_dst: reg(t, Access::LOCAL_WRITE, &[]),
+        }
+    }
+}
+
+impl<R> Regions<R> {
+    /// Checks the destinations of `part`; `view(region, f)` runs `f` over a region's bytes.
+    fn check(
+        &self,
+        layout: &Layout,
+        part: Part,
+        peer: &Sources,
+        who: &str,
+        view: impl Fn(&R, &mut dyn FnMut(&[u8])),
+    ) {
+        let t = layout.total;
+        let slots = |r: &R, data: &[u8], base: usize, what: &str| {
+            view(r, &mut |got| {
+                check_slots(layout, got, data, base, what, who)
+            })
+        };
+        if part.received {
+            slots(&self.recv, &peer.src, 0, "Send data received");
+            slots(&self.write_target, &peer.src, t, "RDMA Write data");
+        }
+        if part.ops {
+            slots(&self.read_dst, &peer.read_src, 0, "RDMA Read data");
         }
     }
 }
@@ -462,12 +520,12 @@ impl EngineEnd {
     }
 
     /// True once every request of `conn` completed (any status).
-    pub fn finished(&self, h: &EngineHost, conn: ConnId) -> bool {
-        h.completions_of(conn).len() >= 4 * self.layout.sizes.len()
+    pub fn finished(&self, h: &EngineHost, conn: ConnId, part: Part) -> bool {
+        h.completions_of(conn).len() >= part.completions(self.layout.sizes.len())
     }
 
-    /// Checks every completion and every destination against the peer's sources.
-    pub fn verify(&self, h: &EngineHost, conn: ConnId, peer: &Sources, who: &str) {
+    /// Checks the completions and destinations of `part` against the peer's sources.
+    pub fn verify(&self, h: &EngineHost, conn: ConnId, part: Part, peer: &Sources, who: &str) {
         let wcs: Vec<Done> = h
             .completions_of(conn)
             .iter()
@@ -483,34 +541,10 @@ impl EngineEnd {
                 byte_len: w.byte_len,
             })
             .collect();
-        check_completions(&self.layout, &wcs, who);
-        let t = self.layout.total;
-        let region = |r| h.e.region(r).unwrap();
-        let l = &self.layout;
-        check_slots(
-            l,
-            region(self.r.recv),
-            &peer.src,
-            0,
-            "Send data received",
-            who,
-        );
-        check_slots(
-            l,
-            region(self.r.write_target),
-            &peer.src,
-            t,
-            "RDMA Write data",
-            who,
-        );
-        check_slots(
-            l,
-            region(self.r.read_dst),
-            &peer.read_src,
-            0,
-            "RDMA Read data",
-            who,
-        );
+        check_completions(&self.layout, &wcs, part, who);
+        self.r.check(&self.layout, part, peer, who, |r, f| {
+            f(h.e.region(*r).unwrap())
+        });
     }
 }
 
@@ -524,18 +558,30 @@ struct Done {
     byte_len: u32,
 }
 
-/// Every request of the plan completed once, successfully, as the operation it was posted as;
+/// Every request of `part` completed once, successfully, as the operation it was posted as;
 /// every receive got its size.
-fn check_completions(layout: &Layout, wcs: &[Done], who: &str) {
+fn check_completions(layout: &Layout, wcs: &[Done], part: Part, who: &str) {
     for w in wcs {
         assert!(w.ok, "{who}: {w:?}");
         let (op, i) = (w.wr_id >> 8, (w.wr_id & 0xff) as usize);
         assert_eq!(w.op, op, "{who}: {w:?}");
+        assert!(
+            if op == OP_RECV {
+                part.received
+            } else {
+                part.ops
+            },
+            "{who}: unexpected {w:?}"
+        );
         if op == OP_RECV {
             assert_eq!(w.byte_len as usize, layout.sizes[i], "{who}: {w:?}");
         }
     }
-    assert_eq!(wcs.len(), 4 * layout.sizes.len(), "{who}: {wcs:?}");
+    assert_eq!(
+        wcs.len(),
+        part.completions(layout.sizes.len()),
+        "{who}: {wcs:?}"
+    );
 }
 
 /// A destination region holds `data[base + slot]` in each slot and zeros elsewhere.
@@ -656,11 +702,11 @@ impl KernelEnd {
         }
     }
 
-    /// Waits for every completion of the plan; returns them (panics on timeout).
-    pub fn wait_all(&self, timeout: Duration) -> Vec<KCompletion> {
+    /// Waits for every completion of `part`; returns them (panics on timeout).
+    pub fn wait_all(&self, part: Part, timeout: Duration) -> Vec<KCompletion> {
         let deadline = Instant::now() + timeout;
         let mut got = Vec::new();
-        while got.len() < 4 * self.layout.sizes.len() {
+        while got.len() < part.completions(self.layout.sizes.len()) {
             let left = deadline.saturating_duration_since(Instant::now());
             assert!(
                 !left.is_zero(),
@@ -674,8 +720,8 @@ impl KernelEnd {
         got
     }
 
-    /// Checks completions and destinations against the engine's sources.
-    pub fn verify(&self, wcs: &[KCompletion], peer: &Sources, who: &str) {
+    /// Checks the completions and destinations of `part` against the engine's sources.
+    pub fn verify(&self, wcs: &[KCompletion], part: Part, peer: &Sources, who: &str) {
         let wcs: Vec<Done> = wcs
             .iter()
             .map(|w| Done {
@@ -690,20 +736,145 @@ impl KernelEnd {
                 byte_len: w.byte_len,
             })
             .collect();
-        check_completions(&self.layout, &wcs, who);
-        let t = self.layout.total;
-        let l = &self.layout;
-        let slots = |r: &MemoryRegion, data: &[u8], base, what| {
-            r.with_slice(0, t, |got| check_slots(l, got, data, base, what, who))
-                .unwrap()
-        };
-        slots(&self.r.recv, &peer.src, 0, "Send data received");
-        slots(&self.r.write_target, &peer.src, t, "RDMA Write data");
-        slots(&self.r.read_dst, &peer.read_src, 0, "RDMA Read data");
+        check_completions(&self.layout, &wcs, part, who);
+        self.r.check(&self.layout, part, peer, who, |r, f| {
+            r.with_slice(0, r.len(), |got| f(got)).unwrap()
+        });
     }
 }
 
 /// The engine's address on `side` with `port`.
 pub fn addr(tb: &VethTestbed, side: Side, port: u16) -> SocketAddrV4 {
     SocketAddrV4::new(tb.ip(side), port)
+}
+
+// ------------------------------------------------------------------------------------------
+// One engine <-> kernel-transport connection running the plan
+
+/// One connection between the engine (A) and a kernel-transport end (B).
+pub struct KernelRun<'a> {
+    pub tb: &'a VethTestbed,
+    pub esrc: &'a Sources,
+    pub ksrc: &'a Sources,
+    /// What the engine asks for: (markers, CRC).
+    pub engine: (bool, bool),
+    /// The kernel end's settings (its MPA wishes included).
+    pub kcfg: ConnectionConfig,
+    pub port: u16,
+    pub engine_connects: bool,
+    /// The engine's half of the plan (the kernel end runs the other).
+    pub part: Part,
+}
+
+impl KernelRun<'_> {
+    /// Runs the plan, verified at both ends, then the kernel end closes (graceful: the engine
+    /// sees the FIN and closes too).
+    pub fn run(&self, h: &mut EngineHost, end: &EngineEnd) {
+        let KernelRun {
+            tb,
+            esrc,
+            ksrc,
+            engine,
+            port,
+            engine_connects,
+            part,
+            ..
+        } = *self;
+        let kernel_wants = (self.kcfg.mpa.want_markers, self.kcfg.mpa.want_crc);
+        let kpart = Part {
+            ops: part.received,
+            received: part.ops,
+        };
+        let who = format!(
+            "engine (markers, crc) {engine:?}, kernel {kernel_wants:?}, engine connects: \
+             {engine_connects}"
+        );
+        let layout = end.layout.clone();
+        end.reset(h);
+        // Kernel listening -> engine may connect; engine listening -> kernel may connect.
+        let (k_ready_tx, k_ready_rx) = mpsc::channel::<()>();
+        let (e_ready_tx, e_ready_rx) = mpsc::channel::<()>();
+        let (verified_tx, verified_rx) = mpsc::channel::<()>();
+        let (close_tx, close_rx) = mpsc::channel::<()>();
+        let started = Instant::now();
+        let mut engine_verified = false;
+        thread::scope(|s| {
+            let (layout, kwho, cfg) = (&layout, who.clone(), self.kcfg.clone());
+            let kernel = s.spawn(move || {
+                let _ns = tb.enter(Side::B).unwrap();
+                let dev = Device::open(Transport::Kernel).unwrap();
+                let kend = KernelEnd::new(&dev, layout, ksrc);
+                let (qp, peer_pd) = if engine_connects {
+                    let listener = dev
+                        .listen(addr(tb, Side::B, port).into(), cfg)
+                        .expect("kernel listen");
+                    k_ready_tx.send(()).unwrap();
+                    kend.accept(&listener)
+                } else {
+                    e_ready_rx.recv().unwrap();
+                    let qp = kend.connect(addr(tb, Side::A, port), &cfg);
+                    let pd = qp.peer_private_data().to_vec();
+                    (qp, pd)
+                };
+                if kpart.ops {
+                    kend.post_ops(&qp, parse_stags(&peer_pd));
+                }
+                let wcs = kend.wait_all(kpart, Duration::from_secs(120));
+                kend.verify(&wcs, kpart, esrc, &format!("kernel end ({kwho})"));
+                verified_tx.send(()).unwrap();
+                let _ = close_rx.recv_timeout(Duration::from_secs(120));
+                qp.close();
+            });
+            let settings = engine_settings(engine.0, engine.1, end.private_data());
+            let conn = if engine_connects {
+                k_ready_rx.recv().unwrap();
+                let conn =
+                    h.e.connect(Instant::now(), addr(tb, Side::B, port), settings)
+                        .unwrap();
+                h.run_until(Duration::from_secs(30), "MPA startup", |h| {
+                    h.established(conn).is_some() || kernel.is_finished()
+                });
+                conn
+            } else {
+                let lid = h.listen(port, settings);
+                e_ready_tx.send(()).unwrap();
+                h.run_until(Duration::from_secs(30), "accept", |h| {
+                    !h.accepted(lid).is_empty() || kernel.is_finished()
+                });
+                h.accepted(lid).first().copied().unwrap_or(ConnId(u64::MAX))
+            };
+            // Receives go up before the peer can Send: at Accepted (Responder) or at
+            // Established (Initiator; the Responder sends nothing before our first FPDU, MPA-85).
+            if part.received && h.e.tcp(conn).is_some() {
+                end.post_recvs(h, conn);
+            }
+            h.run_until(Duration::from_secs(30), "MPA startup", |h| {
+                h.established(conn).is_some() || kernel.is_finished()
+            });
+            if let Some((neg, pd)) = h.established(conn) {
+                expect_negotiated(&neg, engine, kernel_wants, &who);
+                if part.ops {
+                    end.post_ops(h, conn, parse_stags(&pd));
+                }
+                let mut verified = false;
+                h.run_until(Duration::from_secs(120), "the plan", |h| {
+                    verified |= verified_rx.try_recv().is_ok();
+                    (verified && end.finished(h, conn, part)) || kernel.is_finished()
+                });
+                if end.finished(h, conn, part) {
+                    end.verify(h, conn, part, ksrc, &format!("engine end ({who})"));
+                    engine_verified = true;
+                }
+            }
+            let _ = close_tx.send(());
+            h.run_until(Duration::from_secs(30), "close", |h| {
+                h.closed(conn).is_some() || kernel.is_finished() && h.established(conn).is_none()
+            });
+            if let Err(p) = kernel.join() {
+                std::panic::resume_unwind(p);
+            }
+        });
+        assert!(engine_verified, "{who}: the engine end never finished");
+        println!("{who}: done in {:?}", started.elapsed());
+    }
 }

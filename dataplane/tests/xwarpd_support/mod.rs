@@ -1,0 +1,147 @@
+//! Running the xwarpd binary in tests: a daemon process (killed on drop) with its ready line,
+//! signals and exit; temporary files; reading samples out of Prometheus text.
+#![allow(dead_code)]
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_xwarpd");
+
+/// A temporary file path, removed on drop.
+pub struct Tmp(pub PathBuf);
+
+impl Tmp {
+    pub fn new(name: &str) -> Self {
+        let p = std::env::temp_dir().join(format!("xwarpd-t-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_file(&p);
+        Self(p)
+    }
+
+    pub fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+impl Drop for Tmp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// A running daemon; killed on drop if the test did not stop it. Its stderr (the log) goes to
+/// a file, so a chatty daemon never blocks on a full pipe.
+pub struct Daemon {
+    child: Option<Child>,
+    stdout: BufReader<ChildStdout>,
+    log: Tmp,
+    /// The `xwarpd ready ...` line.
+    pub ready: String,
+}
+
+static NEXT_LOG: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+impl Daemon {
+    /// Starts xwarpd with `args`.
+    pub fn start(args: &[&str]) -> Daemon {
+        let mut c = Command::new(BIN);
+        c.args(args);
+        Self::spawn(c)
+    }
+
+    /// Spawns `cmd` (xwarpd, perhaps behind `ip netns exec`) and waits for its ready line.
+    pub fn spawn(mut cmd: Command) -> Daemon {
+        let n = NEXT_LOG.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let log = Tmp::new(&format!("daemon-{n}.log"));
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(File::create(&log.0).expect("log file"))
+            .spawn()
+            .expect("spawn xwarpd");
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut ready = String::new();
+        stdout.read_line(&mut ready).unwrap();
+        if !ready.starts_with("xwarpd ready") {
+            let _ = child.kill();
+            let _ = child.wait();
+            let e = std::fs::read_to_string(&log.0).unwrap_or_default();
+            panic!("xwarpd did not start: {ready:?}\n{e}");
+        }
+        Daemon {
+            child: Some(child),
+            stdout,
+            log,
+            ready,
+        }
+    }
+
+    /// The value of `key=` in the ready line.
+    pub fn field(&self, key: &str) -> String {
+        self.ready
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix(&format!("{key}=")))
+            .unwrap_or_else(|| panic!("{key} missing in {:?}", self.ready))
+            .to_string()
+    }
+
+    /// The log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log.0).unwrap_or_default()
+    }
+
+    pub fn signal(&mut self, sig: i32) {
+        let pid = self.child.as_ref().unwrap().id() as i32;
+        // Safety: kill(2) on our own child's pid.
+        assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
+    }
+
+    /// Waits for exit (at most `t`); returns status, rest of stdout, the log.
+    pub fn wait(mut self, t: Duration) -> (std::process::ExitStatus, String, String) {
+        let mut child = self.child.take().unwrap();
+        let deadline = Instant::now() + t;
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("xwarpd did not exit within {t:?}\n{}", self.log());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut out = String::new();
+        let _ = self.stdout.read_to_string(&mut out);
+        (status, out, self.log())
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(c) = self.child.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// An HTTP GET of `/metrics` at `addr`; the whole answer.
+pub fn http_get(addr: &str) -> String {
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    c.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    let mut s = String::new();
+    c.read_to_string(&mut s).unwrap();
+    s
+}
+
+/// The value of the first sample of `name` in Prometheus text.
+pub fn sample(text: &str, name: &str) -> u64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no sample {name} in:\n{text}"))
+}
