@@ -34,11 +34,8 @@ pub(crate) struct Conn {
     pub pd: Option<Arc<PdInner>>,
     /// Responder: report the MPA Request and wait for the application's accept or reject.
     pub manual_accept: bool,
-    /// Receive offset of the next octet fed in order to the queue pair.
-    pub rx_next: u64,
-    /// Chunks TCP handed up out of order, waiting for the gap before them (fed in order later).
-    pub ooo: BTreeMap<u64, Vec<u8>>,
-    pub ooo_bytes: u64,
+    /// What has been fed to the queue pair, and out-of-order chunks waiting for their gap.
+    pub rx: RxFeed,
     /// Transmit offset TCP has acknowledged.
     pub acked: u64,
     /// The application asked for a graceful close.
@@ -62,9 +59,7 @@ impl Conn {
             listener: None,
             pd: None,
             manual_accept: false,
-            rx_next: 0,
-            ooo: BTreeMap::new(),
-            ooo_bytes: 0,
+            rx: RxFeed::default(),
             acked: 0,
             closing: false,
             tcp_closed: false,
@@ -83,8 +78,9 @@ impl Conn {
         }
     }
 
-    /// Feeds TCP's received chunks to the queue pair: in-order ones (and any held chunks they
-    /// reach) through MPA's stream parser, out-of-order ones through the locator at once.
+    /// Feeds chunks TCP queued (before the queue pair existed, or through `poll_recv`) to the
+    /// queue pair. The engine's receive path normally hands them over during
+    /// `handle_segment_with` instead ([`FeedSink`]), straight from the frame.
     pub fn drive_rx<M: Memory + ?Sized>(
         &mut self,
         now: Instant,
@@ -97,36 +93,8 @@ impl Conn {
                 c.internal_errors += 1;
                 continue;
             };
-            let end = chunk.offset + chunk.data.len() as u64;
-            if end <= self.rx_next {
-                continue;
-            }
-            if chunk.offset > self.rx_next {
-                if qp.is_established() && !qp.is_error() {
-                    c.ooo_fpdus_placed +=
-                        qp.handle_segment(tags, mem, chunk.offset, &chunk.data) as u64;
-                }
-                self.ooo_bytes += chunk.data.len() as u64;
-                c.ooo_bytes_max = c.ooo_bytes_max.max(self.ooo_bytes);
-                self.ooo.insert(chunk.offset, chunk.data);
-                continue;
-            }
-            let skip = (self.rx_next - chunk.offset) as usize;
-            qp.handle_rx_bytes(tags, mem, now, &chunk.data[skip..]);
-            self.rx_next = end;
-            while let Some(e) = self.ooo.first_entry() {
-                if *e.key() > self.rx_next {
-                    break;
-                }
-                let (off, data) = e.remove_entry();
-                self.ooo_bytes -= data.len() as u64;
-                let end = off + data.len() as u64;
-                if end > self.rx_next {
-                    let skip = (self.rx_next - off) as usize;
-                    qp.handle_rx_bytes(tags, mem, now, &data[skip..]);
-                    self.rx_next = end;
-                }
-            }
+            self.rx
+                .feed(qp, tags, mem, now, chunk.offset, &chunk.data, c);
         }
     }
 
@@ -217,5 +185,89 @@ impl<M: Memory + ?Sized> RecordSource for FpduSource<'_, M> {
                 self.failures += 1;
             }
         }
+    }
+}
+
+/// The receive side of a connection between TCP and the queue pair: in-order octets go through
+/// MPA's stream parser, out-of-order ones through the locator at once (placed before their gap
+/// fills) and are kept until the gap fills, then fed in order.
+#[derive(Debug, Default)]
+pub(crate) struct RxFeed {
+    /// Receive offset of the next octet fed in order to the queue pair.
+    pub next: u64,
+    /// Chunks TCP handed up out of order, waiting for the gap before them.
+    pub ooo: BTreeMap<u64, Vec<u8>>,
+    /// Octets in `ooo`.
+    pub ooo_bytes: u64,
+}
+
+impl RxFeed {
+    /// Feeds the chunk `data` at stream offset `offset` (one copy: placement writes straight
+    /// from `data` into the region; only out-of-order chunks are also kept).
+    #[allow(clippy::too_many_arguments)]
+    pub fn feed<M: Memory + ?Sized>(
+        &mut self,
+        qp: &mut Qp,
+        tags: &mut StagTable,
+        mem: &mut M,
+        now: Instant,
+        offset: u64,
+        data: &[u8],
+        c: &mut EngineCounters,
+    ) {
+        let end = offset + data.len() as u64;
+        if end <= self.next {
+            return;
+        }
+        if offset > self.next {
+            if qp.is_established() && !qp.is_error() {
+                c.ooo_fpdus_placed += qp.handle_segment(tags, mem, offset, data) as u64;
+            }
+            self.ooo_bytes += data.len() as u64;
+            c.ooo_bytes_max = c.ooo_bytes_max.max(self.ooo_bytes);
+            self.ooo.insert(offset, data.to_vec());
+            return;
+        }
+        let skip = (self.next - offset) as usize;
+        qp.handle_rx_bytes(tags, mem, now, &data[skip..]);
+        self.next = end;
+        while let Some(e) = self.ooo.first_entry() {
+            if *e.key() > self.next {
+                break;
+            }
+            let (off, data) = e.remove_entry();
+            self.ooo_bytes -= data.len() as u64;
+            let end = off + data.len() as u64;
+            if end > self.next {
+                let skip = (self.next - off) as usize;
+                qp.handle_rx_bytes(tags, mem, now, &data[skip..]);
+                self.next = end;
+            }
+        }
+    }
+}
+
+/// Takes TCP's committed chunks during `handle_segment_with` and feeds them to the queue pair
+/// straight from the received frame.
+pub(crate) struct FeedSink<'a, M: Memory + ?Sized> {
+    pub qp: &'a mut Qp,
+    pub rx: &'a mut RxFeed,
+    pub tags: &'a mut StagTable,
+    pub mem: &'a mut M,
+    pub now: Instant,
+    pub counters: &'a mut EngineCounters,
+}
+
+impl<M: Memory + ?Sized> tcp_offload::RxSink for FeedSink<'_, M> {
+    fn on_chunk(&mut self, chunk: tcp_offload::RxRef<'_>) {
+        self.rx.feed(
+            self.qp,
+            self.tags,
+            self.mem,
+            self.now,
+            chunk.offset,
+            chunk.data,
+            self.counters,
+        );
     }
 }

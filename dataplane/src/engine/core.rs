@@ -18,7 +18,7 @@ use tcp_offload::{
     ListenerConfig, State,
 };
 
-use super::conn::{Conn, ConnId, FpduSource, Role};
+use super::conn::{Conn, ConnId, FeedSink, FpduSource, Role};
 use super::counters::EngineCounters;
 use super::ethernet::{self, EthernetFrame, EthernetRepr, Mac};
 use super::fault::{release_held_tx, FaultConfig, FaultCounters, FaultyIo};
@@ -328,7 +328,7 @@ impl EngineCore {
     }
     /// Out-of-order octets the engine holds for `conn`, waiting for a gap to fill.
     pub fn ooo_bytes(&self, conn: ConnId) -> Option<u64> {
-        self.conns.get(&conn.0).map(|c| c.ooo_bytes)
+        self.conns.get(&conn.0).map(|c| c.rx.ooo_bytes)
     }
 
     // ---------------------------------------------------------------------------------------
@@ -823,7 +823,27 @@ impl EngineCore {
         }
         if let Some(&id) = self.flows.get(&seg.tuple) {
             if let Some(c) = self.conns.get_mut(&id) {
-                c.tcp.handle_segment(now, &seg);
+                match c.qp.as_mut() {
+                    // The one copy: TCP lends the payload, placement writes it into the region.
+                    Some(qp) if c.tcp.record_mode() => {
+                        let mut guard = c.pd.as_ref().map(|p| p.lock());
+                        let (tags, mem): (&mut StagTable, &mut dyn Memory) =
+                            match guard.as_deref_mut() {
+                                Some(PdState { tags, mem }) => (tags, mem),
+                                None => (&mut self.tags, &mut self.mem),
+                            };
+                        let mut sink = FeedSink {
+                            qp,
+                            rx: &mut c.rx,
+                            tags,
+                            mem,
+                            now,
+                            counters: &mut self.counters,
+                        };
+                        c.tcp.handle_segment_with(now, &seg, &mut sink);
+                    }
+                    _ => c.tcp.handle_segment(now, &seg),
+                }
             }
             self.mark(id);
             return;
