@@ -53,134 +53,6 @@ fn combos(rotate: usize) -> Vec<Combo> {
         .collect()
 }
 
-/// One connection between the engine (A) and a kernel-transport end (B).
-struct KernelRun<'a> {
-    tb: &'a VethTestbed,
-    esrc: &'a Sources,
-    ksrc: &'a Sources,
-    /// What the engine asks for: (markers, CRC).
-    engine: (bool, bool),
-    /// The kernel end's settings (its MPA wishes included).
-    kcfg: dataplane::ConnectionConfig,
-    port: u16,
-    engine_connects: bool,
-    /// The engine's half of the plan (the kernel end runs the other).
-    part: Part,
-}
-
-impl KernelRun<'_> {
-    /// Runs the plan, verified at both ends, then the kernel end closes (graceful: the engine
-    /// sees the FIN and closes too).
-    fn run(&self, h: &mut EngineHost, end: &EngineEnd) {
-        let KernelRun {
-            tb,
-            esrc,
-            ksrc,
-            engine,
-            port,
-            engine_connects,
-            part,
-            ..
-        } = *self;
-        let kernel_wants = (self.kcfg.mpa.want_markers, self.kcfg.mpa.want_crc);
-        let kpart = Part {
-            ops: part.received,
-            received: part.ops,
-        };
-        let who = format!(
-            "engine (markers, crc) {engine:?}, kernel {kernel_wants:?}, engine connects: \
-             {engine_connects}"
-        );
-        let layout = end.layout.clone();
-        end.reset(h);
-        // Kernel listening -> engine may connect; engine listening -> kernel may connect.
-        let (k_ready_tx, k_ready_rx) = mpsc::channel::<()>();
-        let (e_ready_tx, e_ready_rx) = mpsc::channel::<()>();
-        let (verified_tx, verified_rx) = mpsc::channel::<()>();
-        let (close_tx, close_rx) = mpsc::channel::<()>();
-        let started = Instant::now();
-        let mut engine_verified = false;
-        thread::scope(|s| {
-            let (layout, kwho, cfg) = (&layout, who.clone(), self.kcfg.clone());
-            let kernel = s.spawn(move || {
-                let _ns = tb.enter(Side::B).unwrap();
-                let dev = Device::open(Transport::Kernel).unwrap();
-                let kend = KernelEnd::new(&dev, layout, ksrc);
-                let (qp, peer_pd) = if engine_connects {
-                    let listener = dev
-                        .listen(addr(tb, Side::B, port).into(), cfg)
-                        .expect("kernel listen");
-                    k_ready_tx.send(()).unwrap();
-                    kend.accept(&listener)
-                } else {
-                    e_ready_rx.recv().unwrap();
-                    let qp = kend.connect(addr(tb, Side::A, port), &cfg);
-                    let pd = qp.peer_private_data().to_vec();
-                    (qp, pd)
-                };
-                if kpart.ops {
-                    kend.post_ops(&qp, parse_stags(&peer_pd));
-                }
-                let wcs = kend.wait_all(kpart, Duration::from_secs(120));
-                kend.verify(&wcs, kpart, esrc, &format!("kernel end ({kwho})"));
-                verified_tx.send(()).unwrap();
-                let _ = close_rx.recv_timeout(Duration::from_secs(120));
-                qp.close();
-            });
-            let settings = engine_settings(engine.0, engine.1, end.private_data());
-            let conn = if engine_connects {
-                k_ready_rx.recv().unwrap();
-                let conn =
-                    h.e.connect(Instant::now(), addr(tb, Side::B, port), settings)
-                        .unwrap();
-                h.run_until(Duration::from_secs(30), "MPA startup", |h| {
-                    h.established(conn).is_some() || kernel.is_finished()
-                });
-                conn
-            } else {
-                let lid = h.listen(port, settings);
-                e_ready_tx.send(()).unwrap();
-                h.run_until(Duration::from_secs(30), "accept", |h| {
-                    !h.accepted(lid).is_empty() || kernel.is_finished()
-                });
-                h.accepted(lid).first().copied().unwrap_or(ConnId(u64::MAX))
-            };
-            // Receives go up before the peer can Send: at Accepted (Responder) or at
-            // Established (Initiator; the Responder sends nothing before our first FPDU, MPA-85).
-            if part.received && h.e.tcp(conn).is_some() {
-                end.post_recvs(h, conn);
-            }
-            h.run_until(Duration::from_secs(30), "MPA startup", |h| {
-                h.established(conn).is_some() || kernel.is_finished()
-            });
-            if let Some((neg, pd)) = h.established(conn) {
-                expect_negotiated(&neg, engine, kernel_wants, &who);
-                if part.ops {
-                    end.post_ops(h, conn, parse_stags(&pd));
-                }
-                let mut verified = false;
-                h.run_until(Duration::from_secs(120), "the plan", |h| {
-                    verified |= verified_rx.try_recv().is_ok();
-                    (verified && end.finished(h, conn, part)) || kernel.is_finished()
-                });
-                if end.finished(h, conn, part) {
-                    end.verify(h, conn, part, ksrc, &format!("engine end ({who})"));
-                    engine_verified = true;
-                }
-            }
-            let _ = close_tx.send(());
-            h.run_until(Duration::from_secs(30), "close", |h| {
-                h.closed(conn).is_some() || kernel.is_finished() && h.established(conn).is_none()
-            });
-            if let Err(p) = kernel.join() {
-                std::panic::resume_unwind(p);
-            }
-        });
-        assert!(engine_verified, "{who}: the engine end never finished");
-        println!("{who}: done in {:?}", started.elapsed());
-    }
-}
-
 fn transfer_matrix(tag: &str, engine_connects: bool, first_port: u16) {
     let Some(tb) = for_test(tag) else { return };
     let _serial = serial();
@@ -650,9 +522,10 @@ fn check_decode(
 }
 
 /// Issue 4: the engine's traffic with the kernel transport, captured in B, decodes as cleanly
-/// as the kernel transport's own (`wire_oracle.rs`), for markers on/off x CRC on/off. The engine
-/// connects and Sends, Writes and Reads 1 B, 4 KiB and 256 KiB; one FPDU per segment on both
-/// sides, EMSS 1024 so full FPDUs keep their phase to the markers.
+/// as the kernel transport's own (`wire_oracle.rs`), for markers on/off x CRC on/off with the
+/// engine connecting and Sending, Writing and Reading 1 B, 4 KiB and 256 KiB, and once with the
+/// kernel end doing so to an engine listener; one FPDU per segment on both sides, EMSS 1024 so
+/// full FPDUs keep their phase to the markers.
 #[test]
 fn engine_traffic_decodes_cleanly_in_wireshark() {
     let test = "engine_traffic_decodes_cleanly_in_wireshark";
@@ -671,10 +544,16 @@ fn engine_traffic_decodes_cleanly_in_wireshark() {
         c.tcp.pack_records = false;
     });
     let end = EngineEnd::register(&mut h, &layout, &esrc);
-    for (k, (markers, crc)) in [(true, true), (false, true), (true, false), (false, false)]
-        .into_iter()
-        .enumerate()
-    {
+    // (markers, crc, engine connects): the engine as Initiator under every marker/CRC case, and
+    // once as Responder (its Reply and Read Responses on the wire).
+    let runs = [
+        (true, true, true),
+        (false, true, true),
+        (true, false, true),
+        (false, false, true),
+        (true, true, false),
+    ];
+    for (k, (markers, crc, engine_connects)) in runs.into_iter().enumerate() {
         let port = 4500 + k as u16;
         let cap = Dumpcap::start(&tb, Side::B, port);
         KernelRun {
@@ -688,14 +567,18 @@ fn engine_traffic_decodes_cleanly_in_wireshark() {
                 ..kernel_config(markers, crc)
             },
             port,
-            engine_connects: true,
-            part: OPS_ONLY,
+            engine_connects,
+            part: if engine_connects {
+                OPS_ONLY
+            } else {
+                RECEIVED_ONLY
+            },
         }
         .run(&mut h, &end);
         let path = cap.finish();
         let t = Instant::now();
-        // The engine connects: Writes (0x00), Read Requests (0x01), Sends (0x03); the kernel
-        // end answers with Read Responses (0x02) only.
+        // The connecting side Writes (0x00), Read Requests (0x01) and Sends (0x03); the
+        // listening side answers with Read Responses (0x02) only.
         let fpdus = check_decode(
             &path,
             port,
@@ -704,7 +587,8 @@ fn engine_traffic_decodes_cleanly_in_wireshark() {
             (&["0x00", "0x01", "0x03"], &["0x02"]),
         );
         println!(
-            "markers {markers}, crc {crc}: {fpdus} FPDUs decoded cleanly in {:?}",
+            "markers {markers}, crc {crc}, engine connects {engine_connects}: {fpdus} FPDUs \
+             decoded cleanly in {:?}",
             t.elapsed()
         );
     }

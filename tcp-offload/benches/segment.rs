@@ -2,74 +2,53 @@
 //!
 //! Run: `cargo bench -p tcp-offload --bench segment`
 
+mod support;
+
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use tcp_offload::{Config, Connection, FourTuple, IsnGenerator, RecordId, RecordSource, State};
+use support::{pair, Arena, Pattern, BATCH, SEG};
+use tcp_offload::{Connection, RxRef};
 
-const BATCH: usize = 2048;
-const SEG: usize = 1448;
-
-struct Pattern;
-impl RecordSource for Pattern {
-    fn write_record(&mut self, id: RecordId, offset: u32, dst: &mut [u8]) {
-        dst.fill((id as u32 ^ offset) as u8);
+/// `iters` times: a pair, `BATCH` records from a to b; the time b spends in `receive` for each
+/// packet plus its ACK generation (a's side untimed).
+fn rx_batches(
+    iters: u64,
+    b_records: bool,
+    mut receive: impl FnMut(&mut Connection, Instant, &[u8]),
+) -> Duration {
+    let mut total = Duration::ZERO;
+    let mut pkts = Arena::with_capacity();
+    let mut acks = Arena::with_capacity();
+    let mut buf = vec![0u8; 2048];
+    for _ in 0..iters {
+        let t0 = Instant::now();
+        let (mut a, mut b) = pair(t0, b_records);
+        let mut done = 0;
+        while done < BATCH {
+            // a's next flight (not timed), as far as b's window allows.
+            for ack in acks.iter() {
+                a.handle_packet(t0, ack).unwrap();
+            }
+            acks.clear();
+            pkts.clear();
+            while let Some(n) = a.poll_transmit_with(t0, &mut buf, &mut Pattern) {
+                pkts.push(&buf[..n]);
+            }
+            done += pkts.len();
+            // b receives, hands the data up and acknowledges (timed).
+            let start = Instant::now();
+            for p in pkts.iter() {
+                receive(&mut b, t0, p);
+                while let Some(n) = b.poll_transmit(t0, &mut buf) {
+                    acks.push(&buf[..n]);
+                }
+            }
+            total += start.elapsed();
+        }
+        assert_eq!(b.rcv_nxt_offset(), (BATCH * SEG) as u64);
     }
-}
-
-fn cfg() -> Config {
-    Config {
-        recv_buffer: 64 << 20,
-        send_buffer: 64 << 20,
-        window_scale: Some(10),
-        initial_window: 100_000,
-        ..Config::default()
-    }
-}
-
-/// An established pair (a active, b passive), all handshake packets exchanged.
-fn pair(t0: Instant) -> (Connection, Connection) {
-    let g = IsnGenerator::new([3; 16], t0);
-    let ta = FourTuple {
-        local: "198.18.0.1:40000".parse().unwrap(),
-        remote: "198.18.0.2:5000".parse().unwrap(),
-    };
-    let mut a = Connection::connect(cfg(), ta, &g, t0);
-    let mut b = Connection::listen(cfg(), ta.remote, &g, t0);
-    tcp_offload::exchange(&mut a, &mut b, t0, 4);
-    assert_eq!(
-        (a.state(), b.state()),
-        (State::Established, State::Established)
-    );
-    a.enter_record_mode();
-    (a, b)
-}
-
-/// Packets back to back in one reusable buffer (no allocation per packet in the timed loops).
-#[derive(Default)]
-struct Arena {
-    data: Vec<u8>,
-    ends: Vec<usize>,
-}
-
-impl Arena {
-    fn push(&mut self, p: &[u8]) {
-        self.data.extend_from_slice(p);
-        self.ends.push(self.data.len());
-    }
-    fn clear(&mut self) {
-        self.data.clear();
-        self.ends.clear();
-    }
-    fn len(&self) -> usize {
-        self.ends.len()
-    }
-    fn iter(&self) -> impl Iterator<Item = &[u8]> {
-        let starts = std::iter::once(0).chain(self.ends.iter().copied());
-        starts
-            .zip(self.ends.iter().copied())
-            .map(|(a, b)| &self.data[a..b])
-    }
+    total
 }
 
 fn bench(c: &mut Criterion) {
@@ -77,61 +56,42 @@ fn bench(c: &mut Criterion) {
     g.throughput(Throughput::Elements(BATCH as u64));
     g.measurement_time(Duration::from_secs(5));
 
+    // b in byte mode: `handle_packet`, ACKs, `recv` into a buffer.
     g.bench_function("rx_in_order_with_ack", |bch| {
+        let mut rbuf = vec![0u8; 1 << 16];
         bch.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            let mut pkts = Arena::default();
-            let mut acks = Arena::default();
-            let mut buf = vec![0u8; 2048];
-            let mut rbuf = vec![0u8; 1 << 16];
-            for _ in 0..iters {
-                let t0 = Instant::now();
-                let (mut a, mut b) = pair(t0);
-                for id in 0..BATCH {
-                    a.send_record(SEG as u32, id as u64).unwrap();
-                }
-                let mut done = 0;
-                while done < BATCH {
-                    // a's next flight (not timed), as far as b's window allows.
-                    for ack in acks.iter() {
-                        a.handle_packet(t0, ack).unwrap();
-                    }
-                    acks.clear();
-                    pkts.clear();
-                    while let Some(n) = a.poll_transmit_with(t0, &mut buf, &mut Pattern) {
-                        pkts.push(&buf[..n]);
-                    }
-                    done += pkts.len();
-                    // b receives, acknowledges and hands the data up (timed).
-                    let start = Instant::now();
-                    for p in pkts.iter() {
-                        b.handle_packet(t0, p).unwrap();
-                        while let Some(n) = b.poll_transmit(t0, &mut buf) {
-                            acks.push(&buf[..n]);
-                        }
-                        while b.recv(&mut rbuf) > 0 {}
-                    }
-                    total += start.elapsed();
-                }
-                assert_eq!(b.rcv_nxt_offset(), (BATCH * SEG) as u64);
-            }
-            total
+            rx_batches(iters, false, |b, t0, p| {
+                b.handle_packet(t0, p).unwrap();
+                while b.recv(&mut rbuf) > 0 {}
+            })
+        })
+    });
+
+    // b in record mode: `handle_packet_with`, the sink copies each chunk into a region at its
+    // stream offset (the engine's one copy), ACKs.
+    g.bench_function("rx_in_order_sink", |bch| {
+        let mut region = vec![0u8; BATCH * SEG];
+        bch.iter_custom(|iters| {
+            rx_batches(iters, true, |b, t0, p| {
+                let mut place = |c: RxRef<'_>| {
+                    let at = c.offset as usize;
+                    region[at..at + c.data.len()].copy_from_slice(c.data);
+                };
+                b.handle_packet_with(t0, p, &mut place).unwrap();
+            })
         })
     });
 
     g.bench_function("tx_records", |bch| {
         bch.iter_custom(|iters| {
             let mut total = Duration::ZERO;
-            let mut pkts = Arena::default();
-            let mut acks = Arena::default();
+            let mut pkts = Arena::with_capacity();
+            let mut acks = Arena::with_capacity();
             let mut buf = vec![0u8; 2048];
             let mut rbuf = vec![0u8; 1 << 16];
             for _ in 0..iters {
                 let t0 = Instant::now();
-                let (mut a, mut b) = pair(t0);
-                for id in 0..BATCH {
-                    a.send_record(SEG as u32, id as u64).unwrap();
-                }
+                let (mut a, mut b) = pair(t0, false);
                 let mut sent = 0;
                 while sent < BATCH {
                     // a: handle the ACKs and emit the segments they allow (timed).

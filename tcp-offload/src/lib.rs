@@ -9,7 +9,7 @@
 //!   or SACK-based recovery (RFC 6675), CUBIC (RFC 9438, default) or NewReno congestion control,
 //!   delayed ACKs with a quick-ACK phase, persist timer and zero-window probes, keepalive.
 //! * [`Listener`]: passive opens with a bounded half-open table, SYN cookies and an accept queue.
-//! * [`wire`]: parse and emit IPv4+TCP and IPv6+TCP (no extension headers) with `etherparse`;
+//! * [`wire`]: parse and emit IPv4+TCP and IPv6+TCP (no extension headers), header bytes direct;
 //!   malformed packets are classified (not ours / malformed: drop and count).
 //! * [`sim_transport::SimTransport`]: a connection (client) or a listener (server) as a
 //!   [`sim::Transport`] for the seeded simulated link; [`exchange()`] joins two connections back to

@@ -8,6 +8,7 @@
 //! (`send_record_bytes`) and byte-stream data are kept in an owned buffer.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// An opaque record identifier chosen by the caller (e.g. an index into its own FPDU table).
 pub type RecordId = u64;
@@ -88,6 +89,10 @@ pub(crate) struct SendBuffer {
     pub end: u64,
     /// Octets queued and not yet acknowledged.
     pub queued: u64,
+    /// Index of the chunk the last lookup found: consecutive lookups (plan, boundary checks, fill
+    /// of the next segment) land on it or the next one, so most need no binary search. Only a
+    /// hint (an atomic so that lookups keep taking `&self` and the buffer stays `Sync`).
+    hint: AtomicUsize,
 }
 
 impl SendBuffer {
@@ -99,6 +104,7 @@ impl SendBuffer {
             owned_end: 0,
             end: start,
             queued: 0,
+            hint: AtomicUsize::new(0),
         }
     }
 
@@ -163,6 +169,8 @@ impl SendBuffer {
             }
             let c = *c;
             self.chunks.pop_front();
+            let h = self.hint.get_mut();
+            *h = h.saturating_sub(1);
             self.queued -= u64::from(c.len);
             match c.kind {
                 ChunkKind::Bytes { owned } | ChunkKind::OwnedRecord { owned } => {
@@ -176,9 +184,31 @@ impl SendBuffer {
         }
     }
 
+    /// The index of the chunk holding `off`.
     fn index_of(&self, off: u64) -> Option<usize> {
-        let i = self.chunks.partition_point(|c| c.end() <= off);
-        (i < self.chunks.len() && self.chunks[i].off <= off).then_some(i)
+        let h = self.hint.load(Ordering::Relaxed);
+        let holds = |i: usize| {
+            self.chunks
+                .get(i)
+                .is_some_and(|c| c.off <= off && off < c.end())
+        };
+        // The same chunk, the next (the next segment) or the previous (a boundary check looked one
+        // ahead) chunk, else a binary search.
+        let i = if holds(h) {
+            h
+        } else if holds(h + 1) {
+            h + 1
+        } else if h > 0 && holds(h - 1) {
+            h - 1
+        } else {
+            let i = self.chunks.partition_point(|c| c.end() <= off);
+            if !holds(i) {
+                return None;
+            }
+            i
+        };
+        self.hint.store(i, Ordering::Relaxed);
+        Some(i)
     }
 
     /// True when `off` is the first octet of a record (or inside byte-stream data, where any cut is fine).
@@ -375,5 +405,33 @@ mod tests {
         s.fill(21, &mut out, &mut Pattern);
         assert_eq!(&out, b"WN");
         assert_eq!(s.queued, 4);
+    }
+
+    proptest::proptest! {
+        /// The hinted chunk lookup finds what a plain binary search finds, for any order of
+        /// lookups interleaved with releases of acknowledged chunks.
+        #[test]
+        fn hinted_lookup_equals_binary_search(
+            lens in proptest::collection::vec(1u32..3000, 1..60),
+            steps in proptest::collection::vec((proptest::bool::weighted(0.1), 0u64..200_000), 1..200),
+        ) {
+            let mut s = SendBuffer::new(1);
+            for (id, &l) in lens.iter().enumerate() {
+                s.push_external_record(l, id as u64);
+            }
+            for (release, at) in steps {
+                let off = at % (s.end + 10);
+                if release {
+                    s.release(off, |_| {});
+                }
+                // The offset, then the next chunk's start and back (the hint's neighbours).
+                let next = s.chunks.iter().find(|c| c.off > off).map_or(off + 1, |c| c.off);
+                for o in [off, next, off, off + 1] {
+                    let i = s.chunks.partition_point(|c| c.end() <= o);
+                    let want = (i < s.chunks.len() && s.chunks[i].off <= o).then_some(i);
+                    proptest::prop_assert_eq!(s.index_of(o), want);
+                }
+            }
+        }
     }
 }

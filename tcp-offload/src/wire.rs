@@ -1,16 +1,13 @@
-//! TCP/IP wire format: a checked view over IPv4+TCP and IPv6+TCP packets, parsed with
-//! `etherparse`, and the emit side. IPv6 extension headers are not followed (such packets are
-//! "not ours").
+//! TCP/IP wire format: a checked view over IPv4+TCP and IPv6+TCP packets and the emit side, both
+//! reading and writing header bytes directly (field offsets in `field`), with the Internet
+//! checksum of [`crate::checksum`]. IPv6 extension headers are not followed (such packets are
+//! "not ours"). The former `etherparse`-based code is kept as the test oracle (`wire_oracle.rs`):
+//! both must agree on every input.
 //!
-//! Field offsets live in `etherparse`; this module owns the option rules: MSS (RFC 9293 §3.7.1),
-//! window scale and timestamps (RFC 7323), SACK-permitted and SACK blocks (RFC 2018).
+//! Option rules: MSS (RFC 9293 §3.7.1), window scale and timestamps (RFC 7323), SACK-permitted and
+//! SACK blocks (RFC 2018).
 
-use std::net::{IpAddr, SocketAddr};
-
-use etherparse::{
-    IpNumber, Ipv4Header, Ipv4HeaderSlice, Ipv6Header, Ipv6HeaderSlice, TcpHeader, TcpHeaderSlice,
-    TcpOptionElement, TcpOptionReadError, TcpOptionsIterator,
-};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use crate::checksum;
 use crate::isn::FourTuple;
@@ -104,59 +101,39 @@ impl TcpOptions {
         n
     }
 
-    /// The option elements in emit order, without allocating.
-    fn elements(&self) -> OptionElements {
-        use TcpOptionElement::*;
-        let mut out = OptionElements {
-            els: core::array::from_fn(|_| Noop),
-            len: 0,
+    /// Writes the options in the layout of [`Self::encoded_len`] (MSS; NOP WS; NOP NOP
+    /// SACK-permitted; NOP NOP timestamps; NOP NOP SACK blocks) into `out`, which must be exactly
+    /// that long.
+    fn emit(&self, out: &mut [u8]) {
+        use field::opt;
+        let mut at = 0;
+        let mut put = |bytes: &[u8]| {
+            out[at..at + bytes.len()].copy_from_slice(bytes);
+            at += bytes.len();
         };
         if let Some(m) = self.mss {
-            out.push(MaximumSegmentSize(m));
+            let [h, l] = m.to_be_bytes();
+            put(&[opt::MSS, 4, h, l]);
         }
         if let Some(w) = self.window_scale {
-            out.push(Noop);
-            out.push(WindowScale(w));
+            put(&[opt::NOP, opt::WINDOW_SCALE, 3, w]);
         }
         if self.sack_permitted {
-            out.push(Noop);
-            out.push(Noop);
-            out.push(SelectiveAcknowledgementPermitted);
+            put(&[opt::NOP, opt::NOP, opt::SACK_PERMITTED, 2]);
         }
         if let Some((v, e)) = self.timestamps {
-            out.push(Noop);
-            out.push(Noop);
-            out.push(Timestamp(v, e));
+            put(&[opt::NOP, opt::NOP, opt::TIMESTAMPS, 10]);
+            put(&v.to_be_bytes());
+            put(&e.to_be_bytes());
         }
         let blocks = self.sack_blocks();
-        if let Some((first, rest)) = blocks.split_first() {
-            let mut more = [None; 3];
-            for (m, b) in more.iter_mut().zip(rest) {
-                *m = Some((b.0 .0, b.1 .0));
+        if !blocks.is_empty() {
+            put(&[opt::NOP, opt::NOP, opt::SACK, 2 + 8 * blocks.len() as u8]);
+            for (l, r) in blocks {
+                put(&l.0.to_be_bytes());
+                put(&r.0.to_be_bytes());
             }
-            out.push(Noop);
-            out.push(Noop);
-            out.push(SelectiveAcknowledgement((first.0 .0, first.1 .0), more));
         }
-        out
-    }
-}
-
-/// A fixed-size list of option elements (at most 14 for our layouts).
-struct OptionElements {
-    els: [TcpOptionElement; 14],
-    len: usize,
-}
-
-impl OptionElements {
-    fn push(&mut self, e: TcpOptionElement) {
-        if let Some(slot) = self.els.get_mut(self.len) {
-            *slot = e;
-            self.len += 1;
-        }
-    }
-    fn as_slice(&self) -> &[TcpOptionElement] {
-        &self.els[..self.len]
     }
 }
 
@@ -254,59 +231,152 @@ pub fn parse_counted<'a>(
     r
 }
 
+/// Field offsets, in one place.
+mod field {
+    use std::ops::Range;
+
+    /// IPv4 header (RFC 791 §3.1).
+    pub mod ipv4 {
+        use super::Range;
+        pub const VER_IHL: usize = 0;
+        pub const TOTAL_LEN: Range<usize> = 2..4;
+        pub const FLAGS_FRAG: Range<usize> = 6..8;
+        pub const TTL: usize = 8;
+        pub const PROTOCOL: usize = 9;
+        pub const CHECKSUM: Range<usize> = 10..12;
+        pub const SRC: Range<usize> = 12..16;
+        pub const DST: Range<usize> = 16..20;
+        /// Don't Fragment in the flags/fragment-offset word.
+        pub const DF: u16 = 0x4000;
+        /// More Fragments.
+        pub const MF: u16 = 0x2000;
+        /// The fragment offset bits.
+        pub const FRAG_OFFSET: u16 = 0x1FFF;
+    }
+
+    /// IPv6 fixed header (RFC 8200 §3).
+    pub mod ipv6 {
+        use super::Range;
+        pub const PAYLOAD_LEN: Range<usize> = 4..6;
+        pub const NEXT_HEADER: usize = 6;
+        pub const HOP_LIMIT: usize = 7;
+        pub const SRC: Range<usize> = 8..24;
+        pub const DST: Range<usize> = 24..40;
+    }
+
+    /// TCP header (RFC 9293 §3.1).
+    pub mod tcp {
+        use super::Range;
+        pub const SRC_PORT: Range<usize> = 0..2;
+        pub const DST_PORT: Range<usize> = 2..4;
+        pub const SEQ: Range<usize> = 4..8;
+        pub const ACK: Range<usize> = 8..12;
+        /// Data offset in the high nibble.
+        pub const DATA_OFF: usize = 12;
+        pub const FLAGS: usize = 13;
+        pub const WINDOW: Range<usize> = 14..16;
+        pub const CHECKSUM: Range<usize> = 16..18;
+        pub const OPTIONS: usize = 20;
+        pub const FIN: u8 = 0x01;
+        pub const SYN: u8 = 0x02;
+        pub const RST: u8 = 0x04;
+        pub const PSH: u8 = 0x08;
+        pub const ACK_FLAG: u8 = 0x10;
+    }
+
+    /// TCP option kinds and lengths (RFC 9293 §3.2, RFC 7323, RFC 2018).
+    pub mod opt {
+        pub const END: u8 = 0;
+        pub const NOP: u8 = 1;
+        pub const MSS: u8 = 2;
+        pub const WINDOW_SCALE: u8 = 3;
+        pub const SACK_PERMITTED: u8 = 4;
+        pub const SACK: u8 = 5;
+        pub const TIMESTAMPS: u8 = 8;
+    }
+}
+
+/// IP protocol number of TCP.
+const PROTO_TCP: u8 = 6;
+/// Hop limit / TTL we emit.
+const HOP_LIMIT: u8 = 64;
+
+fn be16(b: &[u8], r: std::ops::Range<usize>) -> u16 {
+    u16::from_be_bytes([b[r.start], b[r.start + 1]])
+}
+
+fn be32(b: &[u8], r: std::ops::Range<usize>) -> u32 {
+    u32::from_be_bytes([b[r.start], b[r.start + 1], b[r.start + 2], b[r.start + 3]])
+}
+
+fn octets<const N: usize>(b: &[u8], r: std::ops::Range<usize>) -> [u8; N] {
+    let mut a = [0u8; N];
+    a.copy_from_slice(&b[r]);
+    a
+}
+
 /// Parses an IPv4 packet carrying TCP.
 pub fn parse_ipv4(packet: &[u8]) -> Result<Segment<'_>, WireError> {
-    let ip = Ipv4HeaderSlice::from_slice(packet).map_err(|e| {
-        use etherparse::err::ipv4::HeaderSliceError as E;
-        match e {
-            E::Len(_) => WireError::Truncated,
-            E::Content(_) => WireError::BadIpHeader,
-        }
-    })?;
-    if ip.protocol() != IpNumber::TCP {
+    use field::ipv4 as f;
+    if packet.len() < IPV4_HEADER_LEN {
+        return Err(WireError::Truncated);
+    }
+    if packet[f::VER_IHL] >> 4 != 4 {
+        return Err(WireError::BadIpHeader);
+    }
+    let ihl = usize::from(packet[f::VER_IHL] & 0x0F) * 4;
+    if ihl < IPV4_HEADER_LEN {
+        return Err(WireError::BadIpHeader);
+    }
+    if packet.len() < ihl {
+        return Err(WireError::Truncated);
+    }
+    if packet[f::PROTOCOL] != PROTO_TCP {
         return Err(WireError::NotTcp);
     }
-    if ip.is_fragmenting_payload() {
+    let frag = be16(packet, f::FLAGS_FRAG);
+    if frag & (f::MF | f::FRAG_OFFSET) != 0 {
         return Err(WireError::Fragment);
     }
-    let ihl = usize::from(ip.ihl()) * 4;
-    let total = usize::from(ip.total_len());
+    let total = usize::from(be16(packet, f::TOTAL_LEN));
     if total < ihl {
         return Err(WireError::BadIpHeader);
     }
     if packet.len() < total {
         return Err(WireError::Truncated);
     }
-    if ip.to_header().calc_header_checksum() != ip.header_checksum() {
+    // The checksum over the header with its checksum field taken as zero must equal the field.
+    let hdr = &packet[..ihl];
+    let computed = !checksum::fold(checksum::sum(
+        &hdr[f::CHECKSUM.end..],
+        checksum::sum(&hdr[..f::CHECKSUM.start], 0),
+    ));
+    if computed != be16(hdr, f::CHECKSUM) {
         return Err(WireError::BadIpHeader);
     }
-    let (src, dst) = (
-        IpAddr::V4(ip.source_addr()),
-        IpAddr::V4(ip.destination_addr()),
-    );
+    let src = IpAddr::V4(Ipv4Addr::from(octets::<4>(hdr, f::SRC)));
+    let dst = IpAddr::V4(Ipv4Addr::from(octets::<4>(hdr, f::DST)));
     parse_tcp(&packet[ihl..total], ihl, src, dst)
 }
 
 /// Parses an IPv6 packet carrying TCP directly (extension headers are not followed: not ours).
 pub fn parse_ipv6(packet: &[u8]) -> Result<Segment<'_>, WireError> {
-    let ip = Ipv6HeaderSlice::from_slice(packet).map_err(|e| {
-        use etherparse::err::ipv6::HeaderSliceError as E;
-        match e {
-            E::Len(_) => WireError::Truncated,
-            E::Content(_) => WireError::BadIpHeader,
-        }
-    })?;
-    if ip.next_header() != IpNumber::TCP {
+    use field::ipv6 as f;
+    if packet.len() < IPV6_HEADER_LEN {
+        return Err(WireError::Truncated);
+    }
+    if packet[0] >> 4 != 6 {
+        return Err(WireError::BadIpHeader);
+    }
+    if packet[f::NEXT_HEADER] != PROTO_TCP {
         return Err(WireError::NotTcp);
     }
-    let total = IPV6_HEADER_LEN + usize::from(ip.payload_length());
+    let total = IPV6_HEADER_LEN + usize::from(be16(packet, f::PAYLOAD_LEN));
     if packet.len() < total {
         return Err(WireError::Truncated);
     }
-    let (src, dst) = (
-        IpAddr::V6(ip.source_addr()),
-        IpAddr::V6(ip.destination_addr()),
-    );
+    let src = IpAddr::V6(Ipv6Addr::from(octets::<16>(packet, f::SRC)));
+    let dst = IpAddr::V6(Ipv6Addr::from(octets::<16>(packet, f::DST)));
     parse_tcp(&packet[IPV6_HEADER_LEN..total], IPV6_HEADER_LEN, src, dst)
 }
 
@@ -317,82 +387,103 @@ fn parse_tcp(
     src: IpAddr,
     dst: IpAddr,
 ) -> Result<Segment<'_>, WireError> {
-    let tcp = TcpHeaderSlice::from_slice(l4).map_err(|e| {
-        use etherparse::err::tcp::HeaderSliceError as E;
-        match e {
-            E::Len(_) => {
-                if l4.len() >= 13 && (l4[12] >> 4) >= 5 {
-                    WireError::BadDataOffset
-                } else {
-                    WireError::Truncated
-                }
-            }
-            E::Content(_) => WireError::BadDataOffset,
-        }
-    })?;
-    let hlen = usize::from(tcp.data_offset()) * 4;
-    let payload = &l4[hlen..];
+    use field::tcp as f;
+    let data_off = l4.get(f::DATA_OFF).map_or(0, |b| b >> 4);
+    if l4.len() < TCP_HEADER_LEN {
+        return Err(if l4.len() > f::DATA_OFF && data_off >= 5 {
+            WireError::BadDataOffset
+        } else {
+            WireError::Truncated
+        });
+    }
+    let hlen = usize::from(data_off) * 4;
+    if hlen < TCP_HEADER_LEN || l4.len() < hlen {
+        return Err(WireError::BadDataOffset);
+    }
     // Summing the whole segment, checksum field included, gives 0xFFFF when it is intact.
     let pseudo = checksum::pseudo(src, dst, l4.len()).ok_or(WireError::BadIpHeader)?;
     if checksum::fold(checksum::sum(l4, pseudo)) != 0xFFFF {
         return Err(WireError::BadChecksum);
     }
-    let options = parse_options(tcp.options())?;
-    let tuple = FourTuple {
-        local: SocketAddr::new(dst, tcp.destination_port()),
-        remote: SocketAddr::new(src, tcp.source_port()),
-    };
+    let options = parse_options(&l4[f::OPTIONS..hlen])?;
+    let flags = l4[f::FLAGS];
     Ok(Segment {
-        tuple,
-        seq: SeqNum(tcp.sequence_number()),
-        ack: SeqNum(tcp.acknowledgment_number()),
-        flags: Flags {
-            syn: tcp.syn(),
-            ack: tcp.ack(),
-            fin: tcp.fin(),
-            rst: tcp.rst(),
-            psh: tcp.psh(),
+        tuple: FourTuple {
+            local: SocketAddr::new(dst, be16(l4, f::DST_PORT)),
+            remote: SocketAddr::new(src, be16(l4, f::SRC_PORT)),
         },
-        window: tcp.window_size(),
+        seq: SeqNum(be32(l4, f::SEQ)),
+        ack: SeqNum(be32(l4, f::ACK)),
+        flags: Flags {
+            syn: flags & f::SYN != 0,
+            ack: flags & f::ACK_FLAG != 0,
+            fin: flags & f::FIN != 0,
+            rst: flags & f::RST != 0,
+            psh: flags & f::PSH != 0,
+        },
+        window: be16(l4, f::WINDOW),
         options,
-        payload,
+        payload: &l4[hlen..],
         payload_offset: l4_offset + hlen,
     })
 }
 
-/// Parses TCP options; unknown kinds with a sane length are skipped (RFC 9293 §3.2).
-pub fn parse_options(mut raw: &[u8]) -> Result<TcpOptions, WireError> {
-    use TcpOptionElement::*;
+/// Parses TCP options; unknown kinds with a sane length are skipped (RFC 9293 §3.2). Known kinds
+/// must have their exact length (SACK: 1 to 4 blocks), END stops the list.
+pub fn parse_options(raw: &[u8]) -> Result<TcpOptions, WireError> {
+    use field::opt;
     let mut o = TcpOptions::default();
-    let mut it = TcpOptionsIterator::from_slice(raw);
-    loop {
-        let before = it.rest();
-        let Some(el) = it.next() else { return Ok(o) };
-        match el {
-            Ok(Noop) => {}
-            Ok(MaximumSegmentSize(m)) => o.mss = Some(m),
-            Ok(WindowScale(w)) => o.window_scale = Some(w),
-            Ok(SelectiveAcknowledgementPermitted) => o.sack_permitted = true,
-            Ok(Timestamp(v, e)) => o.timestamps = Some((v, e)),
-            Ok(SelectiveAcknowledgement(first, more)) => {
-                o.sack[0] = (SeqNum(first.0), SeqNum(first.1));
-                let mut n = 1;
-                for b in more.iter().flatten() {
-                    o.sack[n] = (SeqNum(b.0), SeqNum(b.1));
-                    n += 1;
+    // Fast path: the layout of nearly every segment once timestamps are on.
+    if let [opt::NOP, opt::NOP, opt::TIMESTAMPS, 10, ts @ ..] = raw {
+        if ts.len() == 8 {
+            o.timestamps = Some((be32(ts, 0..4), be32(ts, 4..8)));
+            return Ok(o);
+        }
+    }
+    let mut rest = raw;
+    while let Some(&kind) = rest.first() {
+        match kind {
+            opt::END => break,
+            opt::NOP => {
+                rest = &rest[1..];
+                continue;
+            }
+            _ => {}
+        }
+        let len = usize::from(*rest.get(1).ok_or(WireError::BadOption)?);
+        let exact = match kind {
+            opt::MSS => Some(4),
+            opt::WINDOW_SCALE => Some(3),
+            opt::SACK_PERMITTED => Some(2),
+            opt::TIMESTAMPS => Some(10),
+            _ => None,
+        };
+        let ok = match (kind, exact) {
+            (_, Some(n)) => len == n,
+            (opt::SACK, _) => matches!(len, 10 | 18 | 26 | 34),
+            _ => len >= 2,
+        };
+        if !ok || rest.len() < len {
+            return Err(WireError::BadOption);
+        }
+        let body = &rest[2..len];
+        match kind {
+            opt::MSS => o.mss = Some(be16(body, 0..2)),
+            opt::WINDOW_SCALE => o.window_scale = Some(body[0]),
+            opt::SACK_PERMITTED => o.sack_permitted = true,
+            opt::TIMESTAMPS => o.timestamps = Some((be32(body, 0..4), be32(body, 4..8))),
+            opt::SACK => {
+                let n = body.len() / 8;
+                for (k, b) in body.chunks_exact(8).enumerate() {
+                    o.sack[k] = (SeqNum(be32(b, 0..4)), SeqNum(be32(b, 4..8)));
                 }
                 o.sack_count = n as u8;
             }
-            Err(TcpOptionReadError::UnknownId(_)) => match before.get(1) {
-                Some(&len) if len >= 2 && usize::from(len) <= before.len() => {
-                    raw = &before[usize::from(len)..];
-                    it = TcpOptionsIterator::from_slice(raw);
-                }
-                _ => return Err(WireError::BadOption),
-            },
-            Err(_) => return Err(WireError::BadOption),
+            _ => {}
         }
+        rest = &rest[len..];
     }
+    Ok(o)
 }
 
 /// The header fields of a segment to emit.
@@ -429,6 +520,10 @@ impl SegmentRepr {
 
     /// Emits the packet into `buf`: `fill` writes the `payload_len` payload octets in place (so
     /// record bytes can be rebuilt straight into the frame). Returns the packet length.
+    ///
+    /// Headers are written byte by byte (IPv4: no options, DF set, TTL 64, identification 0;
+    /// IPv6: traffic class and flow label 0, hop limit 64), options in the layout of
+    /// [`TcpOptions::encoded_len`]; the TCP checksum covers the payload after `fill`.
     pub fn emit(
         &self,
         buf: &mut [u8],
@@ -436,64 +531,93 @@ impl SegmentRepr {
         fill: impl FnOnce(&mut [u8]),
     ) -> Result<usize, WireError> {
         let (src, dst) = (self.tuple.local, self.tuple.remote);
-        let mut tcp = TcpHeader::new(src.port(), dst.port(), self.seq.0, self.window);
-        tcp.syn = self.flags.syn;
-        tcp.fin = self.flags.fin;
-        tcp.rst = self.flags.rst;
-        tcp.psh = self.flags.psh;
-        if let Some(a) = self.ack {
-            tcp.ack = true;
-            tcp.acknowledgment_number = a.0;
+        let opt_len = self.options.encoded_len();
+        if opt_len > MAX_OPTIONS_LEN {
+            return Err(WireError::BufferTooSmall);
         }
-        let els = self.options.elements();
-        tcp.set_options(els.as_slice())
-            .map_err(|_| WireError::BufferTooSmall)?;
-        let tcp_len = tcp.header_len();
+        let tcp_len = TCP_HEADER_LEN + opt_len;
         let ip_len = match src {
             SocketAddr::V4(_) => IPV4_HEADER_LEN,
             SocketAddr::V6(_) => IPV6_HEADER_LEN,
         };
-        let total = ip_len + tcp_len + payload_len;
-        if tcp_len + payload_len > usize::from(u16::MAX)
-            || total > usize::from(u16::MAX) + ip_len
-            || buf.len() < total
-        {
+        let l4_len = tcp_len + payload_len;
+        let total = ip_len + l4_len;
+        if l4_len > usize::from(u16::MAX) || buf.len() < total {
             return Err(WireError::BufferTooSmall);
         }
         let (hdrs, rest) = buf.split_at_mut(ip_len + tcp_len);
-        let payload = &mut rest[..payload_len];
-        fill(payload);
-        let l4_len = (tcp_len + payload_len) as u16;
+        let (ip, th) = hdrs.split_at_mut(ip_len);
         match (src.ip(), dst.ip()) {
             (IpAddr::V4(s), IpAddr::V4(d)) => {
-                let mut ip = Ipv4Header::new(l4_len, 64, IpNumber::TCP, s.octets(), d.octets())
-                    .map_err(|_| WireError::BufferTooSmall)?;
-                ip.header_checksum = ip.calc_header_checksum();
-                hdrs[..ip_len].copy_from_slice(&ip.to_bytes());
+                if l4_len > usize::from(u16::MAX) - IPV4_HEADER_LEN {
+                    return Err(WireError::BufferTooSmall);
+                }
+                emit_ipv4(ip, s, d, (IPV4_HEADER_LEN + l4_len) as u16);
             }
-            (IpAddr::V6(s), IpAddr::V6(d)) => {
-                let ip = Ipv6Header {
-                    traffic_class: 0,
-                    flow_label: Default::default(),
-                    payload_length: l4_len,
-                    next_header: IpNumber::TCP,
-                    hop_limit: 64,
-                    source: s.octets(),
-                    destination: d.octets(),
-                };
-                hdrs[..ip_len].copy_from_slice(&ip.to_bytes());
-            }
+            (IpAddr::V6(s), IpAddr::V6(d)) => emit_ipv6(ip, s, d, l4_len as u16),
             _ => return Err(WireError::Ipv6Unsupported),
         }
-        tcp.checksum = 0;
-        let th = &mut hdrs[ip_len..];
-        th.copy_from_slice(&tcp.to_bytes());
-        let pseudo = checksum::pseudo(src.ip(), dst.ip(), usize::from(l4_len))
-            .ok_or(WireError::Ipv6Unsupported)?;
+        self.emit_tcp_header(th);
+        let payload = &mut rest[..payload_len];
+        fill(payload);
+        let pseudo =
+            checksum::pseudo(src.ip(), dst.ip(), l4_len).ok_or(WireError::Ipv6Unsupported)?;
         let sum = !checksum::fold(checksum::sum(payload, checksum::sum(th, pseudo)));
-        th[16..18].copy_from_slice(&sum.to_be_bytes());
+        th[field::tcp::CHECKSUM].copy_from_slice(&sum.to_be_bytes());
         Ok(total)
     }
+
+    /// The TCP header with options and a zero checksum into `th` (exactly its length).
+    fn emit_tcp_header(&self, th: &mut [u8]) {
+        use field::tcp as f;
+        th[f::SRC_PORT].copy_from_slice(&self.tuple.local.port().to_be_bytes());
+        th[f::DST_PORT].copy_from_slice(&self.tuple.remote.port().to_be_bytes());
+        th[f::SEQ].copy_from_slice(&self.seq.0.to_be_bytes());
+        th[f::ACK].copy_from_slice(&self.ack.map_or(0, |a| a.0).to_be_bytes());
+        th[f::DATA_OFF] = ((th.len() / 4) as u8) << 4;
+        let fl = &self.flags;
+        th[f::FLAGS] = [
+            (fl.fin, f::FIN),
+            (fl.syn, f::SYN),
+            (fl.rst, f::RST),
+            (fl.psh, f::PSH),
+            (self.ack.is_some(), f::ACK_FLAG),
+        ]
+        .iter()
+        .filter(|(on, _)| *on)
+        .fold(0, |a, (_, bit)| a | bit);
+        th[f::WINDOW].copy_from_slice(&self.window.to_be_bytes());
+        th[f::CHECKSUM.start..f::OPTIONS].fill(0); // checksum, urgent pointer
+        self.options.emit(&mut th[f::OPTIONS..]);
+    }
+}
+
+/// An IPv4 header without options (DF set, TTL 64) with its checksum into `ip`.
+fn emit_ipv4(ip: &mut [u8], src: Ipv4Addr, dst: Ipv4Addr, total_len: u16) {
+    use field::ipv4 as f;
+    ip[f::VER_IHL] = 0x45;
+    ip[1] = 0; // DSCP / ECN
+    ip[f::TOTAL_LEN].copy_from_slice(&total_len.to_be_bytes());
+    ip[4..6].fill(0); // identification
+    ip[f::FLAGS_FRAG].copy_from_slice(&f::DF.to_be_bytes());
+    ip[f::TTL] = HOP_LIMIT;
+    ip[f::PROTOCOL] = PROTO_TCP;
+    ip[f::CHECKSUM].fill(0);
+    ip[f::SRC].copy_from_slice(&src.octets());
+    ip[f::DST].copy_from_slice(&dst.octets());
+    let sum = !checksum::fold(checksum::sum(ip, 0));
+    ip[f::CHECKSUM].copy_from_slice(&sum.to_be_bytes());
+}
+
+/// An IPv6 fixed header (next header TCP, hop limit 64) into `ip`.
+fn emit_ipv6(ip: &mut [u8], src: Ipv6Addr, dst: Ipv6Addr, payload_len: u16) {
+    use field::ipv6 as f;
+    ip[..4].copy_from_slice(&[0x60, 0, 0, 0]);
+    ip[f::PAYLOAD_LEN].copy_from_slice(&payload_len.to_be_bytes());
+    ip[f::NEXT_HEADER] = PROTO_TCP;
+    ip[f::HOP_LIMIT] = HOP_LIMIT;
+    ip[f::SRC].copy_from_slice(&src.octets());
+    ip[f::DST].copy_from_slice(&dst.octets());
 }
 
 #[cfg(test)]
@@ -682,13 +806,17 @@ mod proptests {
     use super::*;
     use proptest::prelude::*;
 
-    fn options() -> impl Strategy<Value = TcpOptions> {
+    /// Options with window-scale shifts from `ws` and up to `max_blocks` SACK blocks.
+    pub(super) fn options_in(
+        ws: impl Strategy<Value = u8>,
+        max_blocks: usize,
+    ) -> impl Strategy<Value = TcpOptions> {
         (
             proptest::option::of(any::<u16>()),
-            proptest::option::of(0u8..15),
+            proptest::option::of(ws),
             any::<bool>(),
             proptest::option::of(any::<(u32, u32)>()),
-            proptest::collection::vec(any::<(u32, u32)>(), 0..=3),
+            proptest::collection::vec(any::<(u32, u32)>(), 0..=max_blocks),
         )
             .prop_map(|(mss, ws, sp, ts, blocks)| {
                 let mut o = TcpOptions {
@@ -704,7 +832,10 @@ mod proptests {
                 o.sack_count = blocks.len() as u8;
                 o
             })
-            .prop_filter("fits 40 octets", |o| o.encoded_len() <= MAX_OPTIONS_LEN)
+    }
+
+    fn options() -> impl Strategy<Value = TcpOptions> {
+        options_in(0u8..15, 3).prop_filter("fits 40 octets", |o| o.encoded_len() <= MAX_OPTIONS_LEN)
     }
 
     proptest! {
@@ -735,6 +866,185 @@ mod proptests {
             prop_assert_eq!(s.options, o);
             prop_assert_eq!(s.payload, &payload[..]);
             prop_assert_eq!(s.tuple.local, repr.tuple.remote);
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "wire_oracle.rs"]
+mod oracle;
+
+/// The direct byte code against the former `etherparse` code (the oracle).
+#[cfg(test)]
+mod oracle_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn tuple(v6: bool) -> FourTuple {
+        if v6 {
+            FourTuple {
+                local: "[2001:db8::1]:4000".parse().unwrap(),
+                remote: "[2001:db8::22]:5000".parse().unwrap(),
+            }
+        } else {
+            FourTuple {
+                local: "198.18.0.1:4000".parse().unwrap(),
+                remote: "198.18.3.2:5000".parse().unwrap(),
+            }
+        }
+    }
+
+    fn repr() -> impl Strategy<Value = SegmentRepr> {
+        (
+            any::<bool>(),
+            any::<u32>(),
+            proptest::option::of(any::<u32>()),
+            any::<u16>(),
+            any::<[bool; 4]>(),
+            super::proptests::options_in(any::<u8>(), 4),
+        )
+            .prop_map(|(v6, seq, ack, window, [syn, fin, rst, psh], options)| {
+                SegmentRepr {
+                    tuple: tuple(v6),
+                    seq: SeqNum(seq),
+                    ack: ack.map(SeqNum),
+                    flags: Flags {
+                        syn,
+                        fin,
+                        rst,
+                        psh,
+                        ack: false,
+                    },
+                    window,
+                    options,
+                }
+            })
+    }
+
+    fn emit_vec(r: &SegmentRepr, payload: &[u8]) -> Result<Vec<u8>, WireError> {
+        let mut buf = vec![0u8; r.buffer_len(payload.len())];
+        let n = r.emit(&mut buf, payload.len(), |p| p.copy_from_slice(payload))?;
+        buf.truncate(n);
+        Ok(buf)
+    }
+
+    /// Recomputes the IPv4 header checksum and the TCP checksum after a mutation, where the
+    /// lengths allow, so that mutations reach the checks behind the checksums.
+    fn fix_checksums(p: &mut [u8]) {
+        let v6 = p.first().is_some_and(|b| b >> 4 == 6);
+        let (ihl, total) = if v6 {
+            if p.len() < 40 {
+                return;
+            }
+            (40, 40 + usize::from(u16::from_be_bytes([p[4], p[5]])))
+        } else {
+            if p.len() < 20 {
+                return;
+            }
+            let ihl = usize::from(p[0] & 0x0F) * 4;
+            if ihl < 20 || p.len() < ihl {
+                return;
+            }
+            p[10..12].fill(0);
+            let c = !oracle::rfc1071(&[&p[..ihl]]);
+            p[10..12].copy_from_slice(&c.to_be_bytes());
+            (ihl, usize::from(u16::from_be_bytes([p[2], p[3]])))
+        };
+        if total < ihl + 18 || p.len() < total {
+            return;
+        }
+        let (src, dst): (IpAddr, IpAddr) = if v6 {
+            (
+                Ipv6Addr::from(<[u8; 16]>::try_from(&p[8..24]).unwrap()).into(),
+                Ipv6Addr::from(<[u8; 16]>::try_from(&p[24..40]).unwrap()).into(),
+            )
+        } else {
+            (
+                Ipv4Addr::from(<[u8; 4]>::try_from(&p[12..16]).unwrap()).into(),
+                Ipv4Addr::from(<[u8; 4]>::try_from(&p[16..20]).unwrap()).into(),
+            )
+        };
+        let l4 = &mut p[ihl..total];
+        l4[16..18].fill(0);
+        let c = !oracle::rfc1071(&[&oracle::pseudo_bytes(src, dst, l4.len()), l4]);
+        l4[16..18].copy_from_slice(&c.to_be_bytes());
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+        /// Emit writes exactly the bytes etherparse built (or fails the same way).
+        #[test]
+        fn emit_equals_oracle(
+            r in repr(),
+            payload in proptest::collection::vec(any::<u8>(), 0..1600),
+        ) {
+            prop_assert_eq!(emit_vec(&r, &payload), oracle::emit(&r, &payload));
+        }
+
+        /// Parse agrees with the oracle on emitted packets after mutations (with and without
+        /// checksum repair), truncations and trailing octets.
+        #[test]
+        fn parse_equals_oracle(
+            r in repr(),
+            payload in proptest::collection::vec(any::<u8>(), 0..200),
+            muts in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..4),
+            fix in any::<bool>(),
+            cut in proptest::option::of(any::<prop::sample::Index>()),
+            extra in proptest::collection::vec(any::<u8>(), 0..3),
+        ) {
+            let Ok(mut p) = oracle::emit(&r, &payload) else { return Ok(()) };
+            for (at, v) in &muts {
+                let i = at.index(p.len());
+                p[i] = *v;
+            }
+            if fix {
+                fix_checksums(&mut p);
+            }
+            if let Some(c) = cut {
+                p.truncate(c.index(p.len() + 1));
+            }
+            let pristine = muts.is_empty() && cut.is_none();
+            p.extend_from_slice(&extra);
+            if pristine {
+                prop_assert!(parse(&p).is_ok());
+            }
+            prop_assert_eq!(parse(&p), oracle::parse(&p));
+        }
+
+        /// Parse agrees with the oracle on arbitrary bytes behind a plausible IP version nibble.
+        #[test]
+        fn parse_equals_oracle_on_noise(
+            v in prop_oneof![Just(0x45u8), Just(0x60), any::<u8>()],
+            mut p in proptest::collection::vec(any::<u8>(), 0..120),
+            fix in any::<bool>(),
+        ) {
+            if let Some(b) = p.first_mut() {
+                *b = v;
+            }
+            if fix {
+                fix_checksums(&mut p);
+            }
+            prop_assert_eq!(parse(&p), oracle::parse(&p));
+        }
+
+        /// Option parsing agrees with the oracle on any bytes and on option-like sequences.
+        #[test]
+        fn parse_options_equals_oracle(
+            raw in proptest::collection::vec(any::<u8>(), 0..40),
+            parts in proptest::collection::vec(
+                (prop_oneof![Just(0u8), Just(1), Just(2), Just(3), Just(4), Just(5), Just(8), Just(30)],
+                 0u8..40, proptest::collection::vec(any::<u8>(), 0..34)),
+                0..6),
+        ) {
+            prop_assert_eq!(parse_options(&raw), oracle::parse_options(&raw));
+            let mut built = Vec::new();
+            for (kind, len, body) in parts {
+                built.push(kind);
+                built.push(len);
+                built.extend_from_slice(&body[..body.len().min(usize::from(len).saturating_sub(2))]);
+            }
+            prop_assert_eq!(parse_options(&built), oracle::parse_options(&built));
         }
     }
 }

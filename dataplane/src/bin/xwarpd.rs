@@ -180,7 +180,7 @@ fn main() -> ExitCode {
             match daemon::run(&cfg) {
                 Ok(_) => ExitCode::SUCCESS,
                 Err(e) => {
-                    tracing::error!("{e}");
+                    // One line on stderr, where the log goes too.
                     eprintln!("xwarpd: {e}");
                     ExitCode::FAILURE
                 }

@@ -2,10 +2,12 @@
 //! (the block store of [`crate::store`], echo listeners), its counters on a Unix control socket
 //! ([`control`], read by `xwarpd stats`) and a Prometheus endpoint ([`metrics`]).
 //!
-//! Lifecycle: open the device on the configured transport, start the store and the listeners,
-//! the metrics endpoint and the control socket, print one `xwarpd ready ...` line on stdout,
-//! then wait for SIGINT/SIGTERM; on either, stop accepting, close connections (queued work
-//! flushed), sync the store, remove the control socket, and return.
+//! Lifecycle: open the device on the configured transport (kernel, or xdp on an interface
+//! queue through [`crate::Device::open_xdp`]), start the store and the listeners, the metrics
+//! endpoint and the control socket, print one `xwarpd ready ...` line on stdout, then wait for
+//! SIGINT/SIGTERM; on either, stop accepting, close connections (queued work flushed), sync the
+//! store, remove the control socket, drop the device (xdp: engine stopped, XDP program
+//! detached, UMEM freed), and return.
 
 pub mod config;
 pub mod control;
@@ -64,7 +66,19 @@ fn open_device(cfg: &DaemonConfig) -> Result<Device, DaemonError> {
     };
     warn_unreserved(x);
     let what = format!("AF_XDP device on {} queue {}", x.interface, x.queue);
-    let device = Device::open_xdp(x.clone()).map_err(|e| start_err(what, e))?;
+    preflight(x).map_err(|e| start_err(&what, e))?;
+    let device = Device::open_xdp(x.clone()).map_err(|e| {
+        let zero_copy_refused = matches!(&e, crate::DeviceError::Xdp { error, .. }
+            if error.errno() == Some(libc::EOPNOTSUPP));
+        if zero_copy_refused && x.bind == crate::xdp::BindMode::ZeroCopy {
+            start_err(
+                &what,
+                format!("{e} (the driver offers no zero-copy AF_XDP on this interface: use bind \"auto\" or \"copy\")"),
+            )
+        } else {
+            start_err(&what, e)
+        }
+    })?;
     tracing::info!(
         interface = %x.interface,
         queue = x.queue,
@@ -75,6 +89,33 @@ fn open_device(cfg: &DaemonConfig) -> Result<Device, DaemonError> {
         "xdp device open"
     );
     Ok(device)
+}
+
+/// Checks what can be checked before anything is attached: the interface exists in this
+/// network namespace and has the queue.
+fn preflight(x: &crate::XdpConfig) -> Result<(), String> {
+    use crate::xdp::{program::ifindex, queues::rx_queue_count, XdpError};
+    match ifindex(&x.interface) {
+        Ok(_) => {}
+        Err(XdpError::NoSuchInterface) => {
+            return Err(format!(
+                "no interface {} in this network namespace (run xwarpd in the interface's namespace, e.g. `ip netns exec NS xwarpd ...`)",
+                x.interface
+            ))
+        }
+        Err(e) => return Err(e.to_string()),
+    }
+    if let Ok(n) = rx_queue_count(&x.interface) {
+        if x.queue >= n {
+            return Err(format!(
+                "{} has {n} receive queue(s), 0 to {}: choose one with --queue / xdp.queue, or add channels with `ethtool -L {} combined N`",
+                x.interface,
+                n.saturating_sub(1),
+                x.interface
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Warns when the engine's local port range is not reserved from the kernel's ephemeral

@@ -14,7 +14,8 @@
 
 use std::net::{SocketAddr, SocketAddrV4};
 use std::ops::Range;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{mpsc, Arc, Mutex, MutexGuard};
+use std::thread;
 use std::time::{Duration, Instant};
 
 use dataplane::engine::{ConnId, Engine, EngineConfig, EngineEvent, ListenerId, QpSettings, XskIo};
@@ -24,7 +25,7 @@ use dataplane::xdp::{
 };
 use dataplane::{
     Access, Completion as KCompletion, CompletionQueue, ConnectionConfig, Device, MemoryRegion,
-    MpaSettings, Opcode, ProtectionDomain, QpInit, QueuePair, RemoteAddr, Status,
+    MpaSettings, Opcode, ProtectionDomain, QpInit, QueuePair, RemoteAddr, Status, Transport,
 };
 use ddp::{Completion, LocalBuf, Negotiated, RegionHandle, RemoteBuf, Stag, WcOpcode, WcStatus};
 
@@ -745,4 +746,135 @@ impl KernelEnd {
 /// The engine's address on `side` with `port`.
 pub fn addr(tb: &VethTestbed, side: Side, port: u16) -> SocketAddrV4 {
     SocketAddrV4::new(tb.ip(side), port)
+}
+
+// ------------------------------------------------------------------------------------------
+// One engine <-> kernel-transport connection running the plan
+
+/// One connection between the engine (A) and a kernel-transport end (B).
+pub struct KernelRun<'a> {
+    pub tb: &'a VethTestbed,
+    pub esrc: &'a Sources,
+    pub ksrc: &'a Sources,
+    /// What the engine asks for: (markers, CRC).
+    pub engine: (bool, bool),
+    /// The kernel end's settings (its MPA wishes included).
+    pub kcfg: ConnectionConfig,
+    pub port: u16,
+    pub engine_connects: bool,
+    /// The engine's half of the plan (the kernel end runs the other).
+    pub part: Part,
+}
+
+impl KernelRun<'_> {
+    /// Runs the plan, verified at both ends, then the kernel end closes (graceful: the engine
+    /// sees the FIN and closes too).
+    pub fn run(&self, h: &mut EngineHost, end: &EngineEnd) {
+        let KernelRun {
+            tb,
+            esrc,
+            ksrc,
+            engine,
+            port,
+            engine_connects,
+            part,
+            ..
+        } = *self;
+        let kernel_wants = (self.kcfg.mpa.want_markers, self.kcfg.mpa.want_crc);
+        let kpart = Part {
+            ops: part.received,
+            received: part.ops,
+        };
+        let who = format!(
+            "engine (markers, crc) {engine:?}, kernel {kernel_wants:?}, engine connects: \
+             {engine_connects}"
+        );
+        let layout = end.layout.clone();
+        end.reset(h);
+        // Kernel listening -> engine may connect; engine listening -> kernel may connect.
+        let (k_ready_tx, k_ready_rx) = mpsc::channel::<()>();
+        let (e_ready_tx, e_ready_rx) = mpsc::channel::<()>();
+        let (verified_tx, verified_rx) = mpsc::channel::<()>();
+        let (close_tx, close_rx) = mpsc::channel::<()>();
+        let started = Instant::now();
+        let mut engine_verified = false;
+        thread::scope(|s| {
+            let (layout, kwho, cfg) = (&layout, who.clone(), self.kcfg.clone());
+            let kernel = s.spawn(move || {
+                let _ns = tb.enter(Side::B).unwrap();
+                let dev = Device::open(Transport::Kernel).unwrap();
+                let kend = KernelEnd::new(&dev, layout, ksrc);
+                let (qp, peer_pd) = if engine_connects {
+                    let listener = dev
+                        .listen(addr(tb, Side::B, port).into(), cfg)
+                        .expect("kernel listen");
+                    k_ready_tx.send(()).unwrap();
+                    kend.accept(&listener)
+                } else {
+                    e_ready_rx.recv().unwrap();
+                    let qp = kend.connect(addr(tb, Side::A, port), &cfg);
+                    let pd = qp.peer_private_data().to_vec();
+                    (qp, pd)
+                };
+                if kpart.ops {
+                    kend.post_ops(&qp, parse_stags(&peer_pd));
+                }
+                let wcs = kend.wait_all(kpart, Duration::from_secs(120));
+                kend.verify(&wcs, kpart, esrc, &format!("kernel end ({kwho})"));
+                verified_tx.send(()).unwrap();
+                let _ = close_rx.recv_timeout(Duration::from_secs(120));
+                qp.close();
+            });
+            let settings = engine_settings(engine.0, engine.1, end.private_data());
+            let conn = if engine_connects {
+                k_ready_rx.recv().unwrap();
+                let conn =
+                    h.e.connect(Instant::now(), addr(tb, Side::B, port), settings)
+                        .unwrap();
+                h.run_until(Duration::from_secs(30), "MPA startup", |h| {
+                    h.established(conn).is_some() || kernel.is_finished()
+                });
+                conn
+            } else {
+                let lid = h.listen(port, settings);
+                e_ready_tx.send(()).unwrap();
+                h.run_until(Duration::from_secs(30), "accept", |h| {
+                    !h.accepted(lid).is_empty() || kernel.is_finished()
+                });
+                h.accepted(lid).first().copied().unwrap_or(ConnId(u64::MAX))
+            };
+            // Receives go up before the peer can Send: at Accepted (Responder) or at
+            // Established (Initiator; the Responder sends nothing before our first FPDU, MPA-85).
+            if part.received && h.e.tcp(conn).is_some() {
+                end.post_recvs(h, conn);
+            }
+            h.run_until(Duration::from_secs(30), "MPA startup", |h| {
+                h.established(conn).is_some() || kernel.is_finished()
+            });
+            if let Some((neg, pd)) = h.established(conn) {
+                expect_negotiated(&neg, engine, kernel_wants, &who);
+                if part.ops {
+                    end.post_ops(h, conn, parse_stags(&pd));
+                }
+                let mut verified = false;
+                h.run_until(Duration::from_secs(120), "the plan", |h| {
+                    verified |= verified_rx.try_recv().is_ok();
+                    (verified && end.finished(h, conn, part)) || kernel.is_finished()
+                });
+                if end.finished(h, conn, part) {
+                    end.verify(h, conn, part, ksrc, &format!("engine end ({who})"));
+                    engine_verified = true;
+                }
+            }
+            let _ = close_tx.send(());
+            h.run_until(Duration::from_secs(30), "close", |h| {
+                h.closed(conn).is_some() || kernel.is_finished() && h.established(conn).is_none()
+            });
+            if let Err(p) = kernel.join() {
+                std::panic::resume_unwind(p);
+            }
+        });
+        assert!(engine_verified, "{who}: the engine end never finished");
+        println!("{who}: done in {:?}", started.elapsed());
+    }
 }
