@@ -272,6 +272,10 @@ pub struct CompareArgs {
     /// Fewer iterations (a smoke test, seconds instead of a minute).
     #[arg(long)]
     pub short: bool,
+    /// Rounds of the whole plan; each figure is the median over them (default 3, 1 with
+    /// --short).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub rounds: Option<u32>,
     /// MTU of the testbed's veth pair.
     #[arg(long, default_value_t = 1500, value_parser = clap::value_parser!(u32).range(576..=9000))]
     pub mtu: u32,
@@ -369,7 +373,9 @@ pub fn all_sizes() -> Vec<u64> {
 impl RunSpec {
     /// Checks the combination of options.
     pub fn new(test: TestKind, args: &TestArgs) -> Result<Self, String> {
-        if args.engine == Some(EngineArg::Inline) && args.transport == TransportArg::Kernel {
+        let raw = matches!(test, TestKind::RawLat | TestKind::RawBw);
+        if args.engine == Some(EngineArg::Inline) && args.transport == TransportArg::Kernel && !raw
+        {
             return Err(
                 "--engine inline needs --transport xdp (the kernel transport runs a thread per connection)"
                     .into(),

@@ -116,47 +116,96 @@ pub fn run(args: &CompareArgs) -> Result<(), String> {
     );
     let tmp = std::env::temp_dir().join(format!("xwarp-bench-compare-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).map_err(|e| format!("cannot create {}: {e}", tmp.display()))?;
-    let mut records = Vec::new();
+    let rounds = args.rounds.unwrap_or(if args.short { 1 } else { 3 });
+    let mut runs: Vec<CompareRecord> = Vec::new();
     let mut notes: Vec<String> = Vec::new();
     let mut port = DEFAULT_PORT;
-    for (test, bytes, _, full, short) in PLAN {
-        let iters = if args.short { short } else { full };
-        for transport in TRANSPORTS {
-            let (run_test, t) = match transport {
-                "raw" => (raw_test(test), "xdp"),
-                other => (test, other),
-            };
-            eprintln!(
-                "xwarp-bench compare: {} {} B over {transport} ...",
-                test.name(),
-                bytes
-            );
-            let json = tmp.join(format!("{}-{transport}.json", test.name()));
-            let r = run_pair(&tb, &exe, run_test, t, bytes, iters, port, &json);
-            port += 1;
-            let rec = match r {
-                Ok(rec) => Some(rec),
-                Err(e) => {
-                    let note = format!("{transport} {}: {e}", test.name());
-                    eprintln!("xwarp-bench compare: n/a: {note}");
-                    notes.push(note);
-                    None
+    // Whole rounds, one after the other, so load that comes and goes hits every column alike.
+    for round in 1..=rounds {
+        for (test, bytes, _, full, short) in PLAN {
+            let iters = if args.short { short } else { full };
+            for transport in TRANSPORTS {
+                let (run_test, t) = match transport {
+                    "raw" => (raw_test(test), "xdp"),
+                    other => (test, other),
+                };
+                eprintln!(
+                    "xwarp-bench compare: round {round}/{rounds}: {} {} B over {transport} \
+                     (load average {})",
+                    test.name(),
+                    bytes,
+                    load_average()
+                );
+                let json = tmp.join(format!("{}-{transport}.json", test.name()));
+                let r = run_pair(&tb, &exe, run_test, t, bytes, iters, port, &json);
+                port += 1;
+                match r {
+                    Ok(rec) => runs.push(CompareRecord::from_record(
+                        test,
+                        transport,
+                        Some(&rec),
+                        bytes,
+                    )),
+                    Err(e) => {
+                        let note = format!("{transport} {}: {e}", test.name());
+                        eprintln!("xwarp-bench compare: n/a: {note}");
+                        notes.push(note);
+                    }
                 }
-            };
-            records.push(CompareRecord::from_record(
-                test,
-                transport,
-                rec.as_ref(),
-                bytes,
-            ));
+            }
         }
     }
+    let records = medians(&runs);
+    // A run that failed in one round but was measured in another is not an n/a.
+    notes.retain(|n| {
+        !records.iter().any(|r| {
+            n.starts_with(&format!("{} {}:", r.transport, r.test))
+                && (r.t_typical_us.is_some() || r.bw_gbps.is_some())
+        })
+    });
     let _ = std::fs::remove_dir_all(&tmp);
     print!("{}", table(&records, &notes));
     if let Some(path) = &args.json {
         report::write_json(path, &records)?;
     }
     Ok(())
+}
+
+/// The 1-minute load average (`/proc/loadavg`), for the log.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "?".into())
+}
+
+/// One record per (test, transport) of the plan, each figure the median over the rounds that
+/// measured it (the upper median of an even count); all null where no round did.
+pub fn medians(runs: &[CompareRecord]) -> Vec<CompareRecord> {
+    let mut out = Vec::new();
+    for (test, bytes, _, _, _) in PLAN {
+        for transport in TRANSPORTS {
+            let these: Vec<&CompareRecord> = runs
+                .iter()
+                .filter(|r| r.test == test.name() && r.transport == transport && r.bytes == bytes)
+                .collect();
+            let med = |f: fn(&CompareRecord) -> Option<f64>| {
+                let mut v: Vec<f64> = these.iter().filter_map(|r| f(r)).collect();
+                v.sort_by(f64::total_cmp);
+                v.get(v.len() / 2).copied()
+            };
+            out.push(CompareRecord {
+                test: test.name().into(),
+                transport: transport.into(),
+                bytes,
+                t_typical_us: med(|r| r.t_typical_us),
+                p99_us: med(|r| r.p99_us),
+                bw_gbps: med(|r| r.bw_gbps),
+                msg_rate_mpps: med(|r| r.msg_rate_mpps),
+            });
+        }
+    }
+    out
 }
 
 /// The compare table, with the reasons of every n/a below it.
@@ -422,6 +471,36 @@ mod tests {
         );
         assert!(v["bw_gbps"].is_null());
         assert_eq!(v["bytes"], 64);
+    }
+
+    #[test]
+    fn medians_take_the_middle_round_and_stay_null_without_one() {
+        let runs = vec![
+            rec("write_lat", "xdp", 64, Some(9.0), None),
+            rec("write_lat", "xdp", 64, Some(4.0), None),
+            rec("write_lat", "xdp", 64, Some(5.0), None),
+            rec("write_lat", "raw", 64, Some(2.0), None),
+        ];
+        let m = medians(&runs);
+        assert_eq!(
+            m.len(),
+            PLAN.len() * TRANSPORTS.len(),
+            "one row per plan entry"
+        );
+        let get = |t: &str| {
+            m.iter()
+                .find(|r| r.test == "write_lat" && r.transport == t)
+                .unwrap()
+                .clone()
+        };
+        assert_eq!(
+            get("xdp").t_typical_us,
+            Some(5.0),
+            "median, not mean or best"
+        );
+        assert_eq!(get("raw").t_typical_us, Some(2.0));
+        assert_eq!(get("kernel").t_typical_us, None, "no round measured it");
+        assert_eq!(get("xdp").bw_gbps, None);
     }
 
     #[test]

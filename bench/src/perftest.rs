@@ -19,7 +19,9 @@ use dataplane::{Incoming, Listener};
 use crate::cli::{Length, RunSpec, TestArgs, TestKind, MAX_SIZE};
 use crate::handshake::{BufferInfo, Reply, Request, Status as HsStatus};
 use crate::report::{self, Record, RULE};
-use crate::session::{connection_config, open_device, resolve, Ctrl, Ended, Session};
+use crate::session::{
+    connection_config, open_device, report_engine_counters, resolve, Ctrl, Ended, Session,
+};
 use crate::stats::{bandwidth, LatencyRecorder};
 
 /// Receive buffers of the send_bw server: as many as fit in 64 MiB, 2 to 512.
@@ -69,6 +71,7 @@ pub fn serve(spec: &RunSpec) -> Result<(), String> {
             continue;
         };
         serve_one(spec.test, &device, incoming, &req)?;
+        report_engine_counters(&device, "server");
         if req.last {
             return Ok(());
         }
@@ -264,6 +267,7 @@ pub fn run_client(spec: &RunSpec, host: &str) -> Result<Vec<Record>, String> {
         rows.push(row);
         drop(s);
     }
+    report_engine_counters(&device, "client");
     println!("{RULE}");
     if let Some(path) = &args.json {
         report::write_json(path, &rows)?;

@@ -1,6 +1,9 @@
 //! `raw_lat` / `raw_bw`: the same traffic pattern as plain Ethernet/IPv4/TCP-shaped frames over
 //! AF_XDP (dataplane::xdp::raw), no TCP state, no MPA/DDP: the ceiling of the host.
 //!
+//! raw_lat busy-polls its rings with the default `--engine inline` (the xdp transport's inline
+//! engine spins the same way), and sleeps in poll(2) with `--engine threaded`.
+//!
 //! Both sides attach the steering XDP program to `--interface` and bind an AF_XDP socket on
 //! `--queue`, steering the test port. The server echoes (`raw_lat`) or counts (`raw_bw`) until
 //! the client has been quiet for a while after its traffic. The client reports:
@@ -55,6 +58,12 @@ fn open_queue(spec: &RunSpec, ifname: &str) -> Result<(XdpProgram, XskQueue), St
     .map_err(|e| xdp_err("cannot set up AF_XDP", e))
 }
 
+/// Whether the raw ping-pong spins on its rings (as the inline engine does: `--engine inline`,
+/// the default) or sleeps in poll(2) (`--engine threaded`).
+fn busy_polls(spec: &RunSpec) -> bool {
+    spec.args.engine_for(spec.test) == crate::cli::EngineArg::Inline
+}
+
 /// Payload bytes per frame for messages of `size`.
 pub fn frame_payload(size: u64) -> usize {
     (size as usize).clamp(8, MTU_PAYLOAD)
@@ -78,11 +87,14 @@ pub fn serve(spec: &RunSpec) -> Result<(), String> {
     let _ = std::io::Write::flush(&mut std::io::stdout());
     let start = Instant::now();
     let mut total = 0u64;
+    // raw_lat spins like an inline engine; the raw_bw sink sleeps in poll(2), which leaves the
+    // flooding sender (and the kernel's copy-mode work) more of a small host's cores.
+    let busy = spec.test == TestKind::RawLat && busy_polls(spec);
     while start.elapsed() < SERVE_WAIT || total > 0 {
         let n = if spec.test == TestKind::RawLat {
-            raw_echo(&mut q, u64::MAX, IDLE, false).map_err(|e| xdp_err("echo", e))?
+            raw_echo(&mut q, u64::MAX, IDLE, busy).map_err(|e| xdp_err("echo", e))?
         } else {
-            raw_sink(&mut q, u64::MAX, IDLE, false)
+            raw_sink(&mut q, u64::MAX, IDLE, busy)
                 .map_err(|e| xdp_err("sink", e))?
                 .frames
         };
@@ -131,7 +143,7 @@ pub fn run_client(spec: &RunSpec, host: &str) -> Result<Vec<Record>, String> {
                 payload_len: (size as usize).clamp(8, MTU_PAYLOAD),
                 iterations: u32::try_from(iterations).unwrap_or(u32::MAX),
                 reply_timeout: Duration::from_secs(2),
-                busy_poll: false,
+                busy_poll: busy_polls(spec),
             };
             let rep = raw_ping_pong(&mut q, &cfg).map_err(|e| xdp_err("ping-pong", e))?;
             let mut rec = LatencyRecorder::new();

@@ -70,6 +70,17 @@ pub fn open_device(
     }
 }
 
+/// With `XWARP_BENCH_COUNTERS=1` in the environment, prints the engine's counters (xdp
+/// transport) to stderr as one line: retransmissions, drops and the like explain a figure.
+pub fn report_engine_counters(device: &Device, role: &str) {
+    if std::env::var_os("XWARP_BENCH_COUNTERS").is_none_or(|v| v != "1") {
+        return;
+    }
+    if let Some(c) = device.engine_counters() {
+        eprintln!("xwarp-bench: {role} engine counters: {c:?}");
+    }
+}
+
 /// The AF_XDP settings of the options.
 pub fn xdp_config(
     args: &TestArgs,

@@ -620,6 +620,14 @@ impl Connection {
         }
     }
 
+    /// Sends the delayed ACK with the next `poll_transmit` if one is owed: the caller knows no
+    /// data of its own will carry it soon (the engine's "short segment" policy).
+    pub fn flush_delayed_ack(&mut self) {
+        if self.ack_pending {
+            self.ack_now = true;
+        }
+    }
+
     /// Acknowledge the next `n` data segments at once (e.g. while MPA starts up).
     pub fn quick_ack(&mut self, n: u32) {
         self.quick_acks = self.quick_acks.max(n);
