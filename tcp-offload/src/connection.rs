@@ -181,6 +181,8 @@ pub struct Connection {
     ts_recent: u32,
     ts_offset: u32,
     ts_epoch: Instant,
+    /// The last `(now, ts_now(now))`.
+    ts_cache: Option<(Instant, u32)>,
     last_ack_sent: u64,
     sack_enabled: bool,
 
@@ -297,6 +299,7 @@ impl Connection {
             ts_recent: 0,
             ts_offset: gen.ts_offset(&tuple),
             ts_epoch: gen.epoch().min(now),
+            ts_cache: None,
             last_ack_sent: 0,
             sack_enabled: false,
             rto_at: None,
@@ -1034,9 +1037,17 @@ impl Connection {
         self.arm_keepalive(now);
     }
 
-    fn ts_now(&self, now: Instant) -> u32 {
-        (now.saturating_duration_since(self.ts_epoch).as_millis() as u32)
-            .wrapping_add(self.ts_offset)
+    fn ts_now(&mut self, now: Instant) -> u32 {
+        // Calls in one engine poll share `now`: compute the clock once for them.
+        if let Some((t, v)) = self.ts_cache {
+            if t == now {
+                return v;
+            }
+        }
+        let v = (now.saturating_duration_since(self.ts_epoch).as_millis() as u32)
+            .wrapping_add(self.ts_offset);
+        self.ts_cache = Some((now, v));
+        v
     }
 
     fn sample_rtt_ts(&mut self, now: Instant, seg: &Segment<'_>) {
@@ -1661,9 +1672,14 @@ impl Connection {
         w as u16
     }
 
-    fn base_options(&self, now: Instant) -> TcpOptions {
+    fn base_options(&mut self, now: Instant) -> TcpOptions {
+        let ts = if self.ts_enabled {
+            Some((self.ts_now(now), self.ts_recent))
+        } else {
+            None
+        };
         TcpOptions {
-            timestamps: self.ts_enabled.then(|| (self.ts_now(now), self.ts_recent)),
+            timestamps: ts,
             ..Default::default()
         }
     }
@@ -1793,7 +1809,11 @@ impl Connection {
                 o.window_scale = None;
             }
             o.sack_permitted &= self.sack_enabled;
-            o.timestamps = self.ts_enabled.then(|| (self.ts_now(now), self.ts_recent));
+            o.timestamps = if self.ts_enabled {
+                Some((self.ts_now(now), self.ts_recent))
+            } else {
+                None
+            };
         } else if o.timestamps.is_some() {
             o.timestamps = Some((self.ts_now(now), 0));
         }
