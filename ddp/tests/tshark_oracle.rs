@@ -11,96 +11,12 @@ use ddp::{
     Access, LocalBuf, PdId, Qp, QpConfig, RegionSpec, RemoteBuf, SendOpts, Stag, StagTable,
     StreamId, VecMemory,
 };
-use std::process::Command;
 use std::time::Instant;
+use testkit::synthetic::{ACK, PSH};
+use testkit::{require_tool, Capture, Peer, TempPath, Tshark};
 
-const IP: [[u8; 4]; 2] = [[198, 18, 0, 1], [198, 18, 0, 2]];
-const PORT: [u16; 2] = [40000, 20000];
-const SYN: u8 = 0x02;
-const ACK: u8 = 0x10;
-const PSH: u8 = 0x08;
-
-fn checksum(chunks: &[&[u8]]) -> u16 {
-    let mut sum = 0u32;
-    for c in chunks {
-        for pair in c.chunks(2) {
-            sum += u32::from(u16::from_be_bytes([pair[0], *pair.get(1).unwrap_or(&0)]));
-        }
-    }
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
-}
-
-/// One TCP connection as Ethernet frames; side 0 is the client (MPA Initiator).
-struct Capture {
-    frames: Vec<Vec<u8>>,
-    seq: [u32; 2],
-}
-
-impl Capture {
-    fn new() -> Self {
-        let mut c = Capture {
-            frames: Vec::new(),
-            seq: [0x1000_0000, 0x2000_0000],
-        };
-        c.segment(0, SYN, &[]);
-        c.segment(1, SYN | ACK, &[]);
-        c.segment(0, ACK, &[]);
-        c
-    }
-
-    fn segment(&mut self, from: usize, flags: u8, payload: &[u8]) {
-        let to = 1 - from;
-        let mut tcp = Vec::with_capacity(20 + payload.len());
-        tcp.extend_from_slice(&PORT[from].to_be_bytes());
-        tcp.extend_from_slice(&PORT[to].to_be_bytes());
-        tcp.extend_from_slice(&self.seq[from].to_be_bytes());
-        let ack = if flags & ACK != 0 { self.seq[to] } else { 0 };
-        tcp.extend_from_slice(&ack.to_be_bytes());
-        tcp.extend_from_slice(&[5 << 4, flags, 0xff, 0xff, 0, 0, 0, 0]);
-        tcp.extend_from_slice(payload);
-        let tcp_len = (tcp.len() as u16).to_be_bytes();
-        let pseudo = [&IP[from][..], &IP[to][..], &[0, 6], &tcp_len[..]].concat();
-        let c = checksum(&[&pseudo, &tcp]);
-        tcp[16..18].copy_from_slice(&c.to_be_bytes());
-        let mut ip = vec![0x45, 0];
-        ip.extend_from_slice(&((20 + tcp.len()) as u16).to_be_bytes());
-        ip.extend_from_slice(&[0, 0, 0x40, 0, 64, 6, 0, 0]);
-        ip.extend_from_slice(&IP[from]);
-        ip.extend_from_slice(&IP[to]);
-        let c = checksum(&[&ip]);
-        ip[10..12].copy_from_slice(&c.to_be_bytes());
-        let mac = |s: usize| [2, 0, 0, 0, 0, 1 + s as u8];
-        self.frames
-            .push([&mac(to)[..], &mac(from)[..], &[0x08, 0x00], &ip, &tcp].concat());
-        self.seq[from] =
-            self.seq[from].wrapping_add(payload.len() as u32 + u32::from(flags & SYN != 0));
-    }
-
-    fn pcap(&self) -> Vec<u8> {
-        let mut out = Vec::new();
-        out.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
-        out.extend_from_slice(&2u16.to_le_bytes());
-        out.extend_from_slice(&4u16.to_le_bytes());
-        for w in [0u32, 0, 262_144, 1] {
-            out.extend_from_slice(&w.to_le_bytes());
-        }
-        for (i, f) in self.frames.iter().enumerate() {
-            for w in [
-                1_700_000_000u32,
-                i as u32 * 10,
-                f.len() as u32,
-                f.len() as u32,
-            ] {
-                out.extend_from_slice(&w.to_le_bytes());
-            }
-            out.extend_from_slice(f);
-        }
-        out
-    }
-}
+const CLIENT_PORT: u16 = 40000;
+const SERVER_PORT: u16 = 20000;
 
 struct End {
     qp: Qp,
@@ -146,7 +62,12 @@ fn pump(ends: &mut [End; 2], cap: &mut Capture, fpdus: &mut usize) {
                 if established {
                     *fpdus += 1;
                 }
-                cap.segment(from, PSH | ACK, &buf[..n]);
+                let peer = if from == 0 {
+                    Peer::Client
+                } else {
+                    Peer::Server
+                };
+                cap.segment(peer, PSH | ACK, &buf[..n]);
                 src.qp.on_acked(src.qp.tx_offset());
                 dst.qp
                     .handle_rx_bytes(&mut dst.tags, &mut dst.mem, Instant::now(), &buf[..n]);
@@ -157,31 +78,6 @@ fn pump(ends: &mut [End; 2], cap: &mut Capture, fpdus: &mut usize) {
             break;
         }
     }
-}
-
-fn tshark(pcap: &std::path::Path, filter: &str, fields: &[&str]) -> Vec<String> {
-    let mut cmd = Command::new("tshark");
-    cmd.args(["-r"]).arg(pcap).args([
-        "-o",
-        "tcp.try_heuristic_first:TRUE",
-        "-Y",
-        filter,
-        "-T",
-        "fields",
-    ]);
-    for f in fields {
-        cmd.args(["-e", f]);
-    }
-    let out = cmd.output().expect("run tshark");
-    assert!(
-        out.status.success(),
-        "tshark failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_owned)
-        .collect()
 }
 
 fn run(markers: bool, crc: bool) {
@@ -206,7 +102,8 @@ fn run(markers: bool, crc: bool) {
             mem: VecMemory::new(),
         },
     ];
-    let mut cap = Capture::new();
+    let mut cap = Capture::new(CLIENT_PORT, SERVER_PORT);
+    cap.handshake();
     let mut fpdus = 0;
     let (csrc, _) = ends[0].region(6000, Access::LOCAL_WRITE);
     let (cread, _) = ends[0].region(3000, Access::LOCAL_WRITE);
@@ -278,18 +175,12 @@ fn run(markers: bool, crc: bool) {
         "the Terminate went through"
     );
 
-    let path = std::env::temp_dir().join(format!(
-        "ddp-oracle-{}-{markers}-{crc}.pcap",
-        std::process::id()
-    ));
-    std::fs::write(&path, cap.pcap()).unwrap();
-    let mpa = tshark(
-        &path,
-        "iwarp_mpa.key.req || iwarp_mpa.key.rep",
-        &["frame.number"],
-    );
+    let file = TempPath::new(&format!("ddp-oracle-{markers}-{crc}.pcap"));
+    std::fs::write(file.path(), cap.pcap()).unwrap();
+    let tshark = Tshark::read(file.path());
+    let mpa = tshark.fields("iwarp_mpa.key.req || iwarp_mpa.key.rep", &["frame.number"]);
     assert_eq!(mpa.len(), 2, "MPA Request and Reply decoded");
-    let ops = tshark(&path, "iwarp_rdma", &["iwarp_rdma.opcode"]);
+    let ops = tshark.fields("iwarp_rdma", &["iwarp_rdma.opcode"]);
     let count = |op: &str| ops.iter().filter(|o| o.as_str() == op).count();
     assert_eq!(
         ops.len(),
@@ -313,19 +204,7 @@ fn run(markers: bool, crc: bool) {
         "single-segment messages"
     );
     if crc {
-        let labels = Command::new("tshark")
-            .arg("-r")
-            .arg(&path)
-            .args([
-                "-o",
-                "tcp.try_heuristic_first:TRUE",
-                "-Y",
-                "iwarp_mpa.crc_check",
-                "-V",
-            ])
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&labels.stdout);
+        let text = tshark.verbose("iwarp_mpa.crc_check");
         assert_eq!(
             text.matches("Good CRC32").count(),
             fpdus,
@@ -335,12 +214,13 @@ fn run(markers: bool, crc: bool) {
     }
     if markers {
         assert!(
-            !tshark(&path, "iwarp_mpa.marker_fpduptr", &["frame.number"]).is_empty(),
+            !tshark
+                .fields("iwarp_mpa.marker_fpduptr", &["frame.number"])
+                .is_empty(),
             "markers decoded"
         );
     }
-    let term = tshark(
-        &path,
+    let term = tshark.fields(
         "iwarp_rdma.opcode == 7",
         &[
             "iwarp_rdma.term_layer",
@@ -362,8 +242,7 @@ fn run(markers: bool, crc: bool) {
         f[5].starts_with("c140"),
         "the offending tagged Write header copied: {term:?}"
     );
-    let bad = tshark(
-        &path,
+    let bad = tshark.fields(
         "_ws.malformed || _ws.expert.severity >= 8388608",
         &["frame.number"],
     );
@@ -371,24 +250,11 @@ fn run(markers: bool, crc: bool) {
         bad.is_empty(),
         "malformed or error-level expert info in frames {bad:?}"
     );
-    std::fs::remove_file(&path).ok();
-}
-
-fn have_tshark() -> bool {
-    if Command::new("tshark").arg("--version").output().is_ok() {
-        return true;
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "tshark is required in CI"
-    );
-    eprintln!("skipping: tshark not installed (the wire oracle needs it)");
-    false
 }
 
 #[test]
 fn tshark_reads_our_fpdus_markers_off() {
-    if have_tshark() {
+    if require_tool("tshark_reads_our_fpdus_markers_off", "tshark") {
         run(false, true);
         run(false, false);
     }
@@ -396,7 +262,7 @@ fn tshark_reads_our_fpdus_markers_off() {
 
 #[test]
 fn tshark_reads_our_fpdus_markers_on() {
-    if have_tshark() {
+    if require_tool("tshark_reads_our_fpdus_markers_on", "tshark") {
         run(true, true);
         run(true, false);
     }

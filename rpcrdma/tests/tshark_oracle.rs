@@ -17,10 +17,9 @@ use rpcrdma::{
     receive_at_server, Body, CallHeader, ChunkLists, HeaderRepr, Payload, ReadSegment,
     ReducedWriter, ReplyHeader, Rules, Segment, ServerInbound, WriteChunk,
 };
-use std::process::Command;
+use testkit::synthetic::{ACK, PSH};
+use testkit::{require_tool, Capture, Peer, TempPath, Tshark};
 
-const CLIENT_IP: [u8; 4] = [198, 18, 0, 1];
-const SERVER_IP: [u8; 4] = [198, 18, 0, 2];
 const CLIENT_PORT: u16 = 40123;
 const SERVER_PORT: u16 = 20049;
 
@@ -32,87 +31,36 @@ fn seg(handle: u32, length: u32, offset: u64) -> Segment {
     }
 }
 
-fn checksum(chunks: &[&[u8]]) -> u16 {
-    let mut sum = 0u32;
-    for c in chunks {
-        for pair in c.chunks(2) {
-            let w = u16::from_be_bytes([pair[0], *pair.get(1).unwrap_or(&0)]);
-            sum += u32::from(w);
-        }
-    }
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
-}
-
-/// One TCP connection, both directions, as Ethernet frames.
-struct Capture {
-    frames: Vec<Vec<u8>>,
-    seq: [u32; 2],
+/// One TCP connection (the client 198.18.0.1, the server 198.18.0.2) carrying MPA, DDP and
+/// RDMAP framed by hand.
+struct Conversation {
+    cap: Capture,
     /// Next MSN per direction and queue (QN 0 Send, QN 1 Read Request).
     msn: [[u32; 2]; 2],
 }
 
-const SYN: u8 = 0x02;
-const ACK: u8 = 0x10;
-const PSH: u8 = 0x08;
+fn peer(from_client: bool) -> Peer {
+    if from_client {
+        Peer::Client
+    } else {
+        Peer::Server
+    }
+}
 
-impl Capture {
+impl Conversation {
     fn new() -> Self {
         Self {
-            frames: Vec::new(),
-            seq: [0x1000_0000, 0x2000_0000],
+            cap: Capture::new(CLIENT_PORT, SERVER_PORT),
             msn: [[1, 1], [1, 1]],
         }
     }
 
     fn tcp(&mut self, from_client: bool, flags: u8, payload: &[u8]) {
-        let (d, o) = if from_client { (0, 1) } else { (1, 0) };
-        let (src, dst, sport, dport) = if from_client {
-            (CLIENT_IP, SERVER_IP, CLIENT_PORT, SERVER_PORT)
-        } else {
-            (SERVER_IP, CLIENT_IP, SERVER_PORT, CLIENT_PORT)
-        };
-        let mut tcp = Vec::with_capacity(20 + payload.len());
-        tcp.extend_from_slice(&sport.to_be_bytes());
-        tcp.extend_from_slice(&dport.to_be_bytes());
-        tcp.extend_from_slice(&self.seq[d].to_be_bytes());
-        let ack = if flags & ACK != 0 { self.seq[o] } else { 0 };
-        tcp.extend_from_slice(&ack.to_be_bytes());
-        tcp.push(5 << 4);
-        tcp.push(flags);
-        tcp.extend_from_slice(&65535u16.to_be_bytes());
-        tcp.extend_from_slice(&[0, 0, 0, 0]);
-        tcp.extend_from_slice(payload);
-        let tcp_len = (tcp.len() as u16).to_be_bytes();
-        let pseudo = [&src[..], &dst[..], &[0, 6], &tcp_len[..]].concat();
-        let c = checksum(&[&pseudo, &tcp]);
-        tcp[16..18].copy_from_slice(&c.to_be_bytes());
-
-        let mut ip = vec![0x45, 0];
-        ip.extend_from_slice(&((20 + tcp.len()) as u16).to_be_bytes());
-        ip.extend_from_slice(&[0, 0, 0x40, 0, 64, 6, 0, 0]);
-        ip.extend_from_slice(&src);
-        ip.extend_from_slice(&dst);
-        let c = checksum(&[&ip]);
-        ip[10..12].copy_from_slice(&c.to_be_bytes());
-
-        let (smac, dmac) = if from_client {
-            ([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
-        } else {
-            ([2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 1])
-        };
-        let frame = [&dmac[..], &smac[..], &[0x08, 0x00], &ip, &tcp].concat();
-        self.frames.push(frame);
-        let used = payload.len() as u32 + u32::from(flags & SYN != 0);
-        self.seq[d] = self.seq[d].wrapping_add(used);
+        self.cap.segment(peer(from_client), flags, payload);
     }
 
     fn handshake(&mut self) {
-        self.tcp(true, SYN, &[]);
-        self.tcp(false, SYN | ACK, &[]);
-        self.tcp(true, ACK, &[]);
+        self.cap.handshake();
         // MPA Rev 1 startup frames, CRC on, no markers, no private data.
         let req = [&b"MPA ID Req Frame"[..], &[0x40, 1, 0, 0]].concat();
         let rep = [&b"MPA ID Rep Frame"[..], &[0x40, 1, 0, 0]].concat();
@@ -169,25 +117,7 @@ impl Capture {
     }
 
     fn pcap(&self) -> Vec<u8> {
-        let mut out = Vec::new();
-        out.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
-        out.extend_from_slice(&2u16.to_le_bytes());
-        out.extend_from_slice(&4u16.to_le_bytes());
-        for w in [0u32, 0, 262_144, 1] {
-            out.extend_from_slice(&w.to_le_bytes());
-        }
-        for (i, f) in self.frames.iter().enumerate() {
-            for w in [
-                1_700_000_000u32,
-                i as u32 * 10,
-                f.len() as u32,
-                f.len() as u32,
-            ] {
-                out.extend_from_slice(&w.to_le_bytes());
-            }
-            out.extend_from_slice(f);
-        }
-        out
+        self.cap.pcap()
     }
 }
 
@@ -223,8 +153,8 @@ fn call(xid: u32, call: &StorageCall<'_>, chunks: &CallChunks) -> Vec<u8> {
 /// The storage traffic: GETATTR, small inline WRITE, READ by write chunk (RDMA Write), WRITE by
 /// read chunk (RDMA Read), COMMIT, a wrong-version call answered with ERR_VERS, and a DONE.
 /// `malformed`: the GETATTR call's RPC credential claims 400 bytes the message does not have.
-fn storage_conversation(malformed: bool) -> Capture {
-    let mut cap = Capture::new();
+fn storage_conversation(malformed: bool) -> Conversation {
+    let mut cap = Conversation::new();
     cap.handshake();
 
     let c = call(0x100, &StorageCall::Getattr, &CallChunks::default());
@@ -475,83 +405,38 @@ fn worked_example_call() -> (Vec<u8>, Vec<Segment>) {
     (send, sources)
 }
 
-struct TempFile(std::path::PathBuf);
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-fn tshark(args: &[&str]) -> Option<String> {
-    let out = Command::new("tshark").args(args).output().ok()?;
-    assert!(
-        out.status.success(),
-        "tshark failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Some(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
 #[test]
 fn tshark_decodes_storage_traffic_as_rpc_over_rdma_without_errors() {
-    if Command::new("tshark").arg("--version").output().is_err() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "tshark is required under CI"
-        );
-        eprintln!("skipped: tshark not installed (apt-get install tshark)");
+    if !require_tool(
+        "tshark_decodes_storage_traffic_as_rpc_over_rdma_without_errors",
+        "tshark",
+    ) {
         return;
     }
     let cap = storage_conversation(false);
-    let path =
-        std::env::temp_dir().join(format!("xwarp-rpcrdma-oracle-{}.pcap", std::process::id()));
-    let _guard = TempFile(path.clone());
-    std::fs::write(&path, cap.pcap()).unwrap();
-    let p = path.to_str().unwrap();
-    let common = [
-        "-r",
-        p,
-        "-o",
-        "tcp.try_heuristic_first:TRUE",
-        "-o",
-        "rpc.dissect_unknown_programs:TRUE",
-    ];
+    let file = TempPath::new("rpcrdma-oracle.pcap");
+    let path = file.path();
+    std::fs::write(path, cap.pcap()).unwrap();
+    let tshark = Tshark::read(path).pref("rpc.dissect_unknown_programs:TRUE");
 
     // One line per RPC-over-RDMA message: frame, msg_type, xid, vers, rpc xid, rpc msg type.
-    let fields = [
-        &common[..],
-        &[
-            "-Y",
+    let out = tshark
+        .fields(
             "rpcordma || rpc",
-            "-T",
-            "fields",
-            "-E",
-            "separator=;",
-            "-e",
-            "frame.number",
-            "-e",
-            "rpcordma.msg_type",
-            "-e",
-            "rpcordma.xid",
-            "-e",
-            "rpcordma.writes_count",
-            "-e",
-            "rpcordma.reads_count",
-            "-e",
-            "rpcordma.position",
-            "-e",
-            "rpc.xid",
-            "-e",
-            "rpc.msgtyp",
-            "-e",
-            "rpc.program",
-        ],
-    ]
-    .concat();
-    let Some(out) = tshark(&fields) else {
-        panic!("tshark could not run")
-    };
-    let rows: Vec<Vec<&str>> = out.lines().map(|l| l.split(';').collect()).collect();
+            &[
+                "frame.number",
+                "rpcordma.msg_type",
+                "rpcordma.xid",
+                "rpcordma.writes_count",
+                "rpcordma.reads_count",
+                "rpcordma.position",
+                "rpc.xid",
+                "rpc.msgtyp",
+                "rpc.program",
+            ],
+        )
+        .join("\n");
+    let rows: Vec<Vec<&str>> = out.lines().map(|l| l.split('\t').collect()).collect();
     eprintln!("{out}");
     // 8 calls + 7 replies + ERR_VERS + DONE = 17 RPC-over-RDMA messages.
     let rdma = rows.iter().filter(|r| !r[1].is_empty()).count();
@@ -614,26 +499,22 @@ fn tshark_decodes_storage_traffic_as_rpc_over_rdma_without_errors() {
     );
 
     // No malformed packet, no expert warning or error anywhere, every CRC good.
-    let bad = [
-        &common[..],
-        &["-Y", "_ws.malformed || _ws.expert.severity >= \"Warning\""],
-    ]
-    .concat();
-    let out = tshark(&bad).unwrap();
+    let bad = ["-Y", "_ws.malformed || _ws.expert.severity >= \"Warning\""];
+    let out = tshark.run(&bad);
     assert!(out.trim().is_empty(), "tshark flagged:\n{out}");
     // Controls, so that the clean answers above mean something: a flipped CRC byte is labelled
     // "Bad CRC32", and an RPC credential length running past the message is flagged by the
     // filter.
     let mut damaged = storage_conversation(false);
-    *damaged.frames[5].last_mut().unwrap() ^= 0xff;
-    std::fs::write(&path, damaged.pcap()).unwrap();
-    let v = tshark(&[&common[..], &["-V", "-Y", "frame.number == 6"]].concat()).unwrap();
+    *damaged.cap.frames[5].last_mut().unwrap() ^= 0xff;
+    std::fs::write(path, damaged.pcap()).unwrap();
+    let v = tshark.verbose("frame.number == 6");
     assert!(v.contains("Bad CRC32"), "a bad CRC went unnoticed");
-    std::fs::write(&path, storage_conversation(true).pcap()).unwrap();
-    let out = tshark(&bad).unwrap();
+    std::fs::write(path, storage_conversation(true).pcap()).unwrap();
+    let out = tshark.run(&bad);
     assert!(!out.trim().is_empty(), "a malformed header went unnoticed");
-    std::fs::write(&path, storage_conversation(false).pcap()).unwrap();
-    let verbose = tshark(&[&common[..], &["-V", "-Y", "iwarp_mpa.fpdu"]].concat()).unwrap();
+    std::fs::write(path, storage_conversation(false).pcap()).unwrap();
+    let verbose = tshark.verbose("iwarp_mpa.fpdu");
     assert!(!verbose.contains("Bad CRC32"), "bad CRC in our framing");
     assert!(verbose.contains("Good CRC32"), "CRC verdicts missing");
     assert!(verbose.contains("ERR_VERS"), "ERR_VERS not decoded");

@@ -1,0 +1,90 @@
+//! Whether a test may skip for want of a tool, and temporary paths.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// True when the environment forbids skipping (`CI=true` or `CI=1`): a test that cannot run
+/// there must fail instead.
+pub fn skipping_forbidden() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+/// True when `tool` is on the PATH. When it is not: under `CI=true` this panics (naming
+/// `test` and the tool); elsewhere it prints a line saying test `test` is skipped and why, and
+/// returns false.
+pub fn require_tool(test: &str, tool: &str) -> bool {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if found {
+        return true;
+    }
+    assert!(
+        !skipping_forbidden(),
+        "{test}: {tool} is missing and CI=true forbids skipping (deploy/xwarp installs it)"
+    );
+    eprintln!("SKIP {test}: {tool} is not installed");
+    false
+}
+
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
+/// A path in the temporary directory, unique to this process and call (the name carries the
+/// pid, a counter and `name`), with nothing at it when created. Dropping it removes the file,
+/// also when the test fails, unless the environment variable `XW_KEEP` is set (to look at a
+/// capture after a failure).
+#[derive(Debug)]
+pub struct TempPath(PathBuf);
+
+impl TempPath {
+    /// A fresh path ending in `name` (e.g. `oracle.pcap`).
+    pub fn new(name: &str) -> Self {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let p = std::env::temp_dir().join(format!("xwarp-t-{}-{n}-{name}", std::process::id()));
+        let _ = std::fs::remove_file(&p);
+        TempPath(p)
+    }
+
+    /// The path.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    /// The path as UTF-8 (temporary paths are).
+    pub fn as_str(&self) -> &str {
+        self.0.to_str().expect("temporary paths are UTF-8")
+    }
+}
+
+impl Drop for TempPath {
+    fn drop(&mut self) {
+        if std::env::var_os("XW_KEEP").is_none() {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn temp_paths_are_unique_and_removed_on_drop() {
+        let a = TempPath::new("x.pcap");
+        let b = TempPath::new("x.pcap");
+        assert_ne!(a.path(), b.path());
+        assert!(a.as_str().contains(&std::process::id().to_string()));
+        std::fs::write(a.path(), b"data").unwrap();
+        let p = a.path().to_owned();
+        drop(a);
+        assert_eq!(p.exists(), std::env::var_os("XW_KEEP").is_some());
+    }
+
+    #[test]
+    fn sh_is_found() {
+        assert!(require_tool("sh_is_found", "sh"));
+    }
+}
