@@ -50,7 +50,7 @@ fn good_connection<'a>(
 fn ping_and_kernel_tcp_on_another_port_pass_while_the_engine_runs() {
     let Some(tb) = for_test("xcp") else { return };
     let _serial = serial();
-    kernel_checksums_in_software(&tb, Side::B);
+    tb.tx_checksum_off(Side::B).expect("ethtool -K tx off");
     let mut h = EngineHost::new(&tb, Side::A, |_| {});
     let layout = Layout::new(&[4096, 1 << 20, 4 << 20]);
     let (esrc, ksrc) = (Sources::new(&layout, 31), Sources::new(&layout, 32));
@@ -115,7 +115,7 @@ fn ping_and_kernel_tcp_on_another_port_pass_while_the_engine_runs() {
 fn sixty_four_connections_over_two_listeners_each_verified() {
     let Some(tb) = for_test("x64") else { return };
     let _serial = serial();
-    kernel_checksums_in_software(&tb, Side::B);
+    tb.tx_checksum_off(Side::B).expect("ethtool -K tx off");
     const N: usize = 64;
     const LEN: usize = 64 << 10;
     const PORTS: [u16; 2] = [4810, 4811];
@@ -462,7 +462,7 @@ fn starts_with_terminate(bytes: &[u8]) -> bool {
 fn malformed_frames_and_mpa_garbage_are_counted_and_a_good_connection_is_unaffected() {
     let Some(tb) = for_test("xbad") else { return };
     let _serial = serial();
-    kernel_checksums_in_software(&tb, Side::B);
+    tb.tx_checksum_off(Side::B).expect("ethtool -K tx off");
     let mut h = EngineHost::new(&tb, Side::A, |_| {});
     let layout = Layout::new(&[4096, 1 << 20, 4 << 20]);
     let (esrc, ksrc) = (Sources::new(&layout, 41), Sources::new(&layout, 42));

@@ -12,21 +12,18 @@
 //! Root and tools (ethtool, tc, tshark) needed: skipped elsewhere, failures under CI=true.
 
 mod afxdp_support;
-mod common;
 
-use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::io::{Read, Write};
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use afxdp_support::*;
-use common::{require_tool, tshark_read};
 use dataplane::engine::{ConnId, EngineConfig};
 use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
 use dataplane::{Access, Device, Transport};
+use testkit::iwarp_oracle::{check_decode, Expect};
+use testkit::{require_tool, unique_temp_path, LiveCapture};
 
 /// What each end asks for in its MPA frame: (markers on what it receives, CRC).
 #[derive(Clone, Copy, Debug)]
@@ -56,7 +53,7 @@ fn combos(rotate: usize) -> Vec<Combo> {
 fn transfer_matrix(tag: &str, engine_connects: bool, first_port: u16) {
     let Some(tb) = for_test(tag) else { return };
     let _serial = serial();
-    kernel_checksums_in_software(&tb, Side::B);
+    tb.tx_checksum_off(Side::B).expect("ethtool -K tx off");
     let layout = Layout::new(&SIZES);
     let esrc = Sources::new(&layout, 1);
     let ksrc = Sources::new(&layout, 2);
@@ -153,7 +150,7 @@ fn egress_stats(tb: &VethTestbed, side: Side) -> String {
 fn reordered_and_lost_kernel_writes_are_placed_out_of_order_via_markers() {
     let Some(tb) = for_test("xoo") else { return };
     let _serial = serial();
-    kernel_checksums_in_software(&tb, Side::B);
+    tb.tx_checksum_off(Side::B).expect("ethtool -K tx off");
     let how = reorder_and_drop_on_egress(&tb, Side::B);
 
     const LEN: usize = 8 << 20;
@@ -284,241 +281,11 @@ fn reordered_and_lost_kernel_writes_are_placed_out_of_order_via_markers() {
 // ------------------------------------------------------------------------------------------
 // Wire oracle: Wireshark's iWARP dissectors on the engine's traffic
 
-/// dumpcap on `side`'s veth end for one TCP port; the file is complete after [`Self::finish`].
-struct Dumpcap {
-    child: Option<std::process::Child>,
-    path: PathBuf,
-}
-
-impl Dumpcap {
-    fn start(tb: &VethTestbed, side: Side, port: u16) -> Dumpcap {
-        let path =
-            std::env::temp_dir().join(format!("xwarp-afxdp-{}-{port}.pcapng", std::process::id()));
-        let _ = std::fs::remove_file(&path);
-        let mut child = tb
-            .command(side, "dumpcap")
-            .args([
-                "-i",
-                tb.ifname(side),
-                "-f",
-                &format!("tcp port {port}"),
-                "-w",
-            ])
-            .arg(&path)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn dumpcap");
-        // dumpcap reports "Capturing on '<if>'" once the capture runs; keep draining stderr.
-        let (tx, rx) = mpsc::channel();
-        let stderr = BufReader::new(child.stderr.take().unwrap());
-        thread::spawn(move || {
-            for line in stderr.lines().map_while(Result::ok) {
-                if line.contains("Capturing on") {
-                    let _ = tx.send(());
-                }
-            }
-        });
-        let cap = Dumpcap {
-            child: Some(child),
-            path,
-        };
-        rx.recv_timeout(Duration::from_secs(20))
-            .expect("dumpcap starts capturing");
-        thread::sleep(Duration::from_millis(300));
-        cap
-    }
-
-    /// Stops the capture (SIGINT, so the file is flushed) and returns its path.
-    fn finish(mut self) -> PathBuf {
-        thread::sleep(Duration::from_millis(300));
-        if let Some(mut c) = self.child.take() {
-            // Safety: signalling our own child by its pid.
-            unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
-            let end = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < end && c.try_wait().ok().flatten().is_none() {
-                thread::sleep(Duration::from_millis(20));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        self.path.clone()
-    }
-}
-
-impl Drop for Dumpcap {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-/// One captured TCP segment as the dissectors saw it (`tshark -T fields`; FT_NONE fields print
-/// "1" when present, repeated fields are comma-separated).
-#[derive(Debug, Default)]
-struct Seen {
-    from_listener: bool,
-    seq: u64,
-    len: u64,
-    retransmission: bool,
-    request: bool,
-    reply: bool,
-    /// FPDUs the MPA dissector found in the segment.
-    fpdus: usize,
-    markers: bool,
-    opcodes: Vec<String>,
-    malformed: bool,
-    /// Highest expert-info severity (0x00800000 = error).
-    severity: u32,
-}
-
-const SEEN_FIELDS: [&str; 11] = [
-    "tcp.srcport",
-    "tcp.seq",
-    "tcp.len",
-    "tcp.analysis.retransmission",
-    "iwarp_mpa.req",
-    "iwarp_mpa.rep",
-    "iwarp_mpa.fpdu",
-    "iwarp_mpa.markers",
-    "iwarp_rdma.opcode",
-    "_ws.malformed",
-    "_ws.expert.severity",
-];
-
-/// Every segment of the connection on `port` in one tshark pass.
-fn dissect(path: &Path, port: u16) -> Vec<Seen> {
-    let mut args = vec!["-Y".to_string(), format!("tcp.port == {port}")];
-    args.extend(["-T", "fields"].map(String::from));
-    for f in SEEN_FIELDS {
-        args.extend(["-e".to_string(), f.to_string()]);
-    }
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let list = |f: &str| -> Vec<String> {
-        f.split(',')
-            .filter(|x| !x.is_empty())
-            .map(String::from)
-            .collect()
-    };
-    let num = |x: &str| {
-        x.strip_prefix("0x")
-            .map_or_else(|| x.parse().ok(), |h| u32::from_str_radix(h, 16).ok())
-            .unwrap_or(0)
-    };
-    tshark_read(path, &args)
-        .lines()
-        .map(|l| {
-            let f: Vec<&str> = l.split('\t').collect();
-            let get = |i: usize| f.get(i).copied().unwrap_or("");
-            Seen {
-                from_listener: get(0) == port.to_string(),
-                seq: get(1).parse().unwrap_or(0),
-                len: get(2).parse().unwrap_or(0),
-                retransmission: !get(3).is_empty(),
-                request: !get(4).is_empty(),
-                reply: !get(5).is_empty(),
-                fpdus: list(get(6)).len(),
-                markers: !get(7).is_empty(),
-                opcodes: list(get(8)),
-                malformed: !get(9).is_empty(),
-                severity: list(get(10)).iter().map(|x| num(x)).max().unwrap_or(0),
-            }
-        })
-        .collect()
-}
-
-/// Checks a capture of one engine connection as `wire_oracle.rs` checks the kernel transport's:
-/// MPA Request and Reply decode (MPA-77, MPA-81); Wireshark follows every FPDU, one per TCP
-/// segment (MPA-57); with CRC every FPDU shows "Good CRC32" and none "Bad CRC32" (MPA-51);
-/// markers decode when on and are absent when off (MPA-32); the RDMAP opcodes per direction
-/// are exactly the ones sent; nothing malformed, no error-level expert info.
-fn check_decode(
-    path: &Path,
-    port: u16,
-    markers: bool,
-    crc: bool,
-    ops: (&[&str], &[&str]),
-) -> usize {
-    let keep = format!("(capture kept at {})", path.display());
-    let seen = dissect(path, port);
-    let payload: Vec<&Seen> = seen
-        .iter()
-        .filter(|s| s.len > 0 && !s.retransmission)
-        .collect();
-    // tshark 4.0 loses the stream after an FPDU that ends on a marker position (design brief):
-    // the oracle's sizes avoid those; make sure. Offsets count from each side's SeqStart.
-    let mut on_marker = Vec::new();
-    for side in [true, false] {
-        let mut dir = payload.iter().filter(|s| s.from_listener == side);
-        if let Some(first) = dir.next() {
-            let start = first.seq + first.len;
-            on_marker.extend(
-                dir.map(|s| s.seq + s.len - start)
-                    .filter(|end| end % 512 == 0),
-            );
-        }
-    }
-    assert!(
-        !markers || on_marker.is_empty(),
-        "FPDUs end on marker positions {on_marker:?}; tshark cannot follow those {keep}"
-    );
-    let count = |f: fn(&Seen) -> bool| seen.iter().filter(|s| f(s)).count();
-    assert_eq!(count(|s| s.request), 1, "MPA Request {keep}");
-    assert_eq!(count(|s| s.reply), 1, "MPA Reply {keep}");
-    let fpdus: usize = seen.iter().map(|s| s.fpdus).sum();
-    assert!(fpdus > 500, "only {fpdus} FPDUs decoded {keep}");
-    assert_eq!(
-        fpdus,
-        payload.len() - 2,
-        "tshark lost the MPA stream {keep}"
-    );
-    assert!(
-        payload.iter().skip(2).all(|s| s.fpdus == 1),
-        "a segment without exactly one FPDU {keep}"
-    );
-    let verbose = tshark_read(
-        path,
-        &["-V", "-Y", &format!("tcp.port == {port} && iwarp_mpa.fpdu")],
-    );
-    assert_eq!(verbose.matches("Bad CRC32").count(), 0, "Bad CRC32 {keep}");
-    if crc {
-        assert_eq!(
-            verbose.matches("Good CRC32").count(),
-            fpdus,
-            "not every FPDU shows Good CRC32 {keep}"
-        );
-    }
-    let with_markers = count(|s| s.markers);
-    assert_eq!(
-        with_markers > 0,
-        markers,
-        "{with_markers} FPDUs with markers {keep}"
-    );
-    let opcodes = |from_listener: bool| -> BTreeSet<String> {
-        seen.iter()
-            .filter(|s| s.from_listener == from_listener)
-            .flat_map(|s| s.opcodes.iter().cloned())
-            .collect()
-    };
-    let set = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
-    assert_eq!(
-        opcodes(false),
-        set(ops.0),
-        "connecting side's opcodes {keep}"
-    );
-    assert_eq!(opcodes(true), set(ops.1), "listening side's opcodes {keep}");
-    assert_eq!(count(|s| s.malformed), 0, "malformed packets {keep}");
-    assert_eq!(
-        count(|s| s.severity >= 0x0080_0000),
-        0,
-        "error-level expert info {keep}"
-    );
-    if std::env::var_os("XW_KEEP").is_none() {
-        let _ = std::fs::remove_file(path);
-    }
-    fpdus
+/// dumpcap on `side`'s veth end for one TCP port; the file is complete after
+/// [`LiveCapture::finish`].
+fn dumpcap(tb: &VethTestbed, side: Side, port: u16) -> LiveCapture {
+    let file = unique_temp_path(&format!("afxdp-{port}.pcapng"));
+    LiveCapture::start(tb.command(side, "dumpcap"), tb.ifname(side), port, file)
 }
 
 /// Issue 4: the engine's traffic with the kernel transport, captured in B, decodes as cleanly
@@ -534,7 +301,7 @@ fn engine_traffic_decodes_cleanly_in_wireshark() {
         return;
     }
     let _serial = serial();
-    kernel_checksums_in_software(&tb, Side::B);
+    tb.tx_checksum_off(Side::B).expect("ethtool -K tx off");
     let layout = Layout::new(&[1, 4096, 256 << 10]);
     let esrc = Sources::new(&layout, 5);
     let ksrc = Sources::new(&layout, 6);
@@ -555,7 +322,7 @@ fn engine_traffic_decodes_cleanly_in_wireshark() {
     ];
     for (k, (markers, crc, engine_connects)) in runs.into_iter().enumerate() {
         let port = 4500 + k as u16;
-        let cap = Dumpcap::start(&tb, Side::B, port);
+        let cap = dumpcap(&tb, Side::B, port);
         KernelRun {
             tb: &tb,
             esrc: &esrc,
@@ -579,13 +346,14 @@ fn engine_traffic_decodes_cleanly_in_wireshark() {
         let t = Instant::now();
         // The connecting side Writes (0x00), Read Requests (0x01) and Sends (0x03); the
         // listening side answers with Read Responses (0x02) only.
-        let fpdus = check_decode(
-            &path,
-            port,
+        let expect = Expect {
             markers,
             crc,
-            (&["0x00", "0x01", "0x03"], &["0x02"]),
-        );
+            min_fpdus: 500,
+            connecting_ops: &["0x00", "0x01", "0x03"],
+            listening_ops: &["0x02"],
+        };
+        let fpdus = check_decode(test, &path, port, &expect);
         println!(
             "markers {markers}, crc {crc}, engine connects {engine_connects}: {fpdus} FPDUs \
              decoded cleanly in {:?}",
@@ -734,7 +502,7 @@ fn kernel_sees(tb: &VethTestbed, port: u16, ready: mpsc::Sender<()>) -> dataplan
 fn engine_graceful_close_and_abort_reach_the_kernel_end() {
     let Some(tb) = for_test("xtd") else { return };
     let _serial = serial();
-    kernel_checksums_in_software(&tb, Side::B);
+    tb.tx_checksum_off(Side::B).expect("ethtool -K tx off");
     let mut h = EngineHost::new(&tb, Side::A, |c| {
         c.tcp.time_wait = Duration::from_millis(200)
     });
@@ -801,7 +569,7 @@ fn engine_graceful_close_and_abort_reach_the_kernel_end() {
 fn kernel_graceful_close_and_reset_reach_the_engine() {
     let Some(tb) = for_test("xtk") else { return };
     let _serial = serial();
-    kernel_checksums_in_software(&tb, Side::B);
+    tb.tx_checksum_off(Side::B).expect("ethtool -K tx off");
     let mut h = EngineHost::new(&tb, Side::A, |_| {});
 
     // Graceful.

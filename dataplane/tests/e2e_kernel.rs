@@ -7,12 +7,12 @@ mod common;
 use std::time::Duration;
 
 use common::*;
+use dataplane::xdp::testbed::for_test;
 
 fn run_matrix(test: &str, port: u16, wire: &[&str]) {
-    if !require_root(test) {
+    let Some(tb) = for_test("e2e") else {
         return;
-    }
-    let tb = Testbed::new();
+    };
     let server = start_server(&tb, port, wire);
     let mut args = vec!["--ops", "send,write,read", "--sizes", "1,4K,1M"];
     args.extend_from_slice(wire);

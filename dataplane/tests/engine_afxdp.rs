@@ -23,11 +23,7 @@ fn afxdp_engine_to_kernel_transport_send_and_write() {
 
     // veth hands frames over with the TCP checksum left to "offload" (CHECKSUM_PARTIAL); a
     // bypass receiver sees it unfilled. Have B's kernel compute checksums in software.
-    let ifb = tb.ifname(Side::B).to_string();
-    let out = tb
-        .exec(Side::B, &["ethtool", "-K", &ifb, "tx", "off"])
-        .unwrap();
-    assert!(out.status.success(), "ethtool -K tx off: {out:?}");
+    tb.tx_checksum_off(Side::B).expect("ethtool -K tx off");
 
     // B: the kernel transport listening.
     let dev = Device::open(Transport::Kernel).unwrap();

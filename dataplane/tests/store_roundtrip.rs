@@ -52,7 +52,7 @@ fn write_then_read_back_equal_from_1_byte_to_4_mib_at_unaligned_offsets() {
     }
     // The bytes are in the file itself (the mapping is shared).
     c.commit(0, 0).unwrap();
-    let bytes = std::fs::read(&f.0).unwrap();
+    let bytes = std::fs::read(f.path()).unwrap();
     assert_eq!(bytes[1], pattern(7, 1)[0]);
     let st = srv.stats().snapshot();
     assert_eq!(st.len(), 1);

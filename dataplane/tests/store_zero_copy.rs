@@ -47,13 +47,16 @@ fn write_is_in_the_file_before_commit_and_read_serves_the_page_cache() {
         let w = c.write_with(off, &buf, 0..n, false).unwrap();
         assert!(!w.committed);
         let mut got = vec![0u8; n];
-        let file = std::fs::File::open(&f.0).unwrap();
+        let file = std::fs::File::open(f.path()).unwrap();
         file.read_exact_at(&mut got, off).unwrap();
         assert!(got == data, "{n} B at {off}: not in the file before COMMIT");
     }
     // An independent write of the file is what a chunked READ returns.
     let outside = pattern(9, 300_000);
-    let mut file = std::fs::OpenOptions::new().write(true).open(&f.0).unwrap();
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(f.path())
+        .unwrap();
     file.seek(SeekFrom::Start(5 << 20)).unwrap();
     file.write_all(&outside).unwrap();
     let r = c.read(5 << 20, &buf, 0..outside.len()).unwrap();

@@ -15,21 +15,28 @@
 
 mod common;
 
-use std::collections::BTreeSet;
-use std::path::Path;
 use std::time::Duration;
 
 use common::*;
+use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
+use testkit::iwarp_oracle::{check_decode, dissect, fpdu_ends_on_markers, Expect};
+use testkit::{require_tool, unique_temp_path, LiveCapture};
 
 const SIZES: &str = "1,4K,1M";
 
 /// Runs the client/server matrix with a capture; returns the capture (kept on failure).
-fn captured_run(test: &str, port: u16, wire: &[&str]) -> Option<(Testbed, Capture)> {
-    if !require_root(test) || !require_tool(test, "tshark") {
+fn captured_run(test: &str, port: u16, wire: &[&str]) -> Option<(VethTestbed, LiveCapture)> {
+    let tb = for_test("wire")?;
+    if !require_tool(test, "tshark") {
         return None;
     }
-    let tb = Testbed::new();
-    let mut cap = Capture::start(&tb, &tb.ns_a.clone(), &tb.if_a.clone(), port);
+    let file = unique_temp_path(&format!("oracle-{port}.pcap"));
+    let mut cap = LiveCapture::start(
+        tb.command(Side::A, "tshark"),
+        tb.ifname(Side::A),
+        port,
+        file,
+    );
     let server = start_server(&tb, port, wire);
     let mut args = vec!["--ops", "send,write,read", "--sizes", SIZES];
     args.extend_from_slice(wire);
@@ -46,154 +53,6 @@ fn captured_run(test: &str, port: u16, wire: &[&str]) -> Option<(Testbed, Captur
     Some((tb, cap))
 }
 
-/// (source port, TCP relative seq, length) of every segment with payload (retransmissions,
-/// which Wireshark rightly does not dissect again, left out).
-fn segments(path: &Path) -> Vec<(u16, u64, u64)> {
-    tshark_read(
-        path,
-        &[
-            "-Y",
-            "tcp.len > 0 && !tcp.analysis.retransmission",
-            "-T",
-            "fields",
-            "-e",
-            "tcp.srcport",
-            "-e",
-            "tcp.seq",
-            "-e",
-            "tcp.len",
-        ],
-    )
-    .lines()
-    .filter_map(|l| {
-        let f: Vec<u64> = l
-            .split_whitespace()
-            .filter_map(|x| x.parse().ok())
-            .collect();
-        (f.len() == 3).then(|| (f[0] as u16, f[1], f[2]))
-    })
-    .collect()
-}
-
-/// Stream offsets (from SeqStart, the first octet after the startup frame) at which an FPDU
-/// ends on a marker position, for each direction. One FPDU per segment; the first segment of
-/// each direction is its startup frame.
-fn fpdu_ends_on_markers(path: &Path) -> Vec<(u16, u64)> {
-    let segs = segments(path);
-    let mut hits = Vec::new();
-    let ports: BTreeSet<u16> = segs.iter().map(|s| s.0).collect();
-    for p in ports {
-        let mut dir = segs.iter().filter(|s| s.0 == p);
-        let Some(&(_, seq0, len0)) = dir.next() else {
-            continue;
-        };
-        let seq_start = seq0 + len0;
-        for &(_, seq, len) in dir {
-            let end = seq + len - seq_start;
-            if end.is_multiple_of(512) {
-                hits.push((p, end));
-            }
-        }
-    }
-    hits
-}
-
-fn opcodes(path: &Path, src_port_filter: &str) -> BTreeSet<String> {
-    tshark_read(
-        path,
-        &[
-            "-Y",
-            &format!("iwarp_rdma && {src_port_filter}"),
-            "-T",
-            "fields",
-            "-e",
-            "iwarp_rdma.opcode",
-        ],
-    )
-    .lines()
-    .flat_map(|l| {
-        l.split(',')
-            .map(|s| s.trim().to_string())
-            .collect::<Vec<_>>()
-    })
-    .filter(|s| !s.is_empty())
-    .collect()
-}
-
-fn check_capture(test: &str, path: &Path, port: u16, markers: bool, crc: bool) {
-    let keep = format!("(capture kept at {})", path.display());
-    let hits = fpdu_ends_on_markers(path);
-    assert!(
-        !markers || hits.is_empty(),
-        "{test}: oracle capture has FPDUs ending on a marker position {hits:?}; tshark 4.0 cannot follow those {keep}"
-    );
-    // MPA startup: exactly one Request and one Reply, decoded.
-    assert_eq!(
-        tshark_count(path, "iwarp_mpa.req"),
-        1,
-        "{test}: MPA Request not decoded {keep}"
-    );
-    assert_eq!(
-        tshark_count(path, "iwarp_mpa.rep"),
-        1,
-        "{test}: MPA Reply not decoded {keep}"
-    );
-    // Wireshark follows every FPDU: every payload segment after the two startup frames is one.
-    let payload_segments = segments(path).len();
-    let fpdus = tshark_count(path, "iwarp_mpa.fpdu");
-    assert!(fpdus > 100, "{test}: only {fpdus} FPDUs decoded {keep}");
-    assert_eq!(
-        fpdus,
-        payload_segments - 2,
-        "{test}: tshark lost the MPA stream {keep}"
-    );
-    // CRC verdicts are in the -V text.
-    let text = tshark_read(path, &["-V", "-Y", "iwarp_mpa.fpdu"]);
-    let good = text.matches("Good CRC32").count();
-    let bad = text.matches("Bad CRC32").count();
-    assert_eq!(bad, 0, "{test}: Bad CRC32 in the capture {keep}");
-    if crc {
-        assert_eq!(
-            good, fpdus,
-            "{test}: not every FPDU shows Good CRC32 {keep}"
-        );
-    }
-    // Markers decode when on, and are absent when off.
-    let with_markers = tshark_count(path, "iwarp_mpa.markers");
-    if markers {
-        assert!(with_markers > 0, "{test}: no markers decoded {keep}");
-    } else {
-        assert_eq!(with_markers, 0, "{test}: markers decoded though off {keep}");
-    }
-    // RDMAP opcodes, per direction: the client sends Sends, Writes and Read Requests; the server
-    // Sends (its replies) and Read Responses. No Terminate.
-    let client = opcodes(path, &format!("tcp.dstport == {port}"));
-    let server = opcodes(path, &format!("tcp.srcport == {port}"));
-    let set = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
-    assert_eq!(
-        client,
-        set(&["0x00", "0x01", "0x03"]),
-        "{test}: client opcodes {keep}"
-    );
-    assert_eq!(
-        server,
-        set(&["0x02", "0x03"]),
-        "{test}: server opcodes {keep}"
-    );
-    // Nothing malformed, no error-level expert info.
-    assert_eq!(
-        tshark_count(path, "_ws.malformed"),
-        0,
-        "{test}: malformed packets {keep}"
-    );
-    assert_eq!(
-        tshark_count(path, "_ws.expert.severity >= 0x00800000"),
-        0,
-        "{test}: error-level expert info {keep}"
-    );
-    let _ = std::fs::remove_file(path);
-}
-
 fn oracle(test: &str, port: u16, markers: bool, crc: bool) {
     let mut wire = vec!["--segment-per-fpdu", "--emss", "1024"];
     if markers {
@@ -205,7 +64,16 @@ fn oracle(test: &str, port: u16, markers: bool, crc: bool) {
     let Some((_tb, cap)) = captured_run(test, port, &wire) else {
         return;
     };
-    check_capture(test, &cap.path, port, markers, crc);
+    // The client sends Sends, Writes and Read Requests; the server Sends (its replies) and
+    // Read Responses. No Terminate.
+    let expect = Expect {
+        markers,
+        crc,
+        min_fpdus: 100,
+        connecting_ops: &["0x00", "0x01", "0x03"],
+        listening_ops: &["0x02", "0x03"],
+    };
+    check_decode(test, &cap.finish(), port, &expect);
 }
 
 #[test]
@@ -234,14 +102,16 @@ fn wire_oracle_markers_off_crc_off() {
 #[test]
 fn fpdu_ending_on_marker_position_verified_by_data() {
     let test = "fpdu_ending_on_marker_position_verified_by_data";
-    let Some((_tb, cap)) = captured_run(test, 18615, &["--segment-per-fpdu", "--markers"]) else {
+    let port = 18615;
+    let Some((_tb, cap)) = captured_run(test, port, &["--segment-per-fpdu", "--markers"]) else {
         return;
     };
-    let hits = fpdu_ends_on_markers(&cap.path);
+    let path = cap.finish();
+    let hits = fpdu_ends_on_markers(&dissect(&path, port));
     assert!(
         !hits.is_empty(),
         "{test}: no FPDU ended on a marker position; choose other sizes (capture {})",
-        cap.path.display()
+        path.display()
     );
-    let _ = std::fs::remove_file(&cap.path);
+    let _ = std::fs::remove_file(&path);
 }

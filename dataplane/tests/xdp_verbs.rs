@@ -57,15 +57,6 @@ fn open_xdp(tb: &VethTestbed, side: Side, mode: EngineMode) -> Device {
     Device::open_xdp(cfg).expect("open the xdp device")
 }
 
-/// veth leaves TCP checksums to "offload" (CHECKSUM_PARTIAL): a kernel peer sending to an
-/// AF_XDP receiver must compute them in software.
-fn kernel_checksums_in_software(tb: &VethTestbed, side: Side) {
-    let out = tb
-        .exec(side, &["ethtool", "-K", tb.ifname(side), "tx", "off"])
-        .unwrap();
-    assert!(out.status.success(), "ethtool -K tx off: {out:?}");
-}
-
 /// The active side: Send, Write and Read against the passive side's regions, all verified
 /// by the passive side (Send, Write) or here (Read).
 fn active_side(qp: &QueuePair, dev: &Device, pd: &QpInit, cq: &CompletionQueue, stags: (u32, u32)) {
@@ -175,7 +166,7 @@ fn run_pair(tb: &VethTestbed, a: Device, b: Device, port: u16) {
 
 fn xdp_against_kernel(mode: EngineMode, tag: &str) {
     let Some(tb) = for_test(tag) else { return };
-    kernel_checksums_in_software(&tb, Side::B);
+    tb.tx_checksum_off(Side::B).expect("ethtool -K tx off");
     let x = open_xdp(&tb, Side::A, mode);
     let k = Device::open(dataplane::Transport::Kernel).unwrap();
     // The xdp device connects to the kernel's listener ...

@@ -4,34 +4,18 @@
 //! call and reply as the storage program, with no malformed packet, no error-level expert info
 //! and no bad CRC. Needs root and tshark (skips elsewhere, fails under CI=true).
 
-mod common;
-
 use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use common::*;
 use dataplane::store::{ClientOptions, StoreClient};
+use dataplane::xdp::testbed::{for_test, Side};
 use dataplane::{Access, ConnectionConfig};
+use testkit::{require_tool, unique_temp_path, LiveCapture, Tshark};
 
 const BIN: &str = env!("CARGO_BIN_EXE_xwarpd");
 /// rpcrdma::storage::PROGRAM in decimal, as tshark prints it.
 const PROGRAM: &str = "536893527";
-
-/// Runs `f` on a thread that joined network namespace `ns` (sockets it opens live there).
-fn in_netns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let path = format!("/var/run/netns/{ns}");
-    std::thread::spawn(move || {
-        let fd = std::fs::File::open(&path).expect("open netns");
-        use std::os::fd::AsRawFd;
-        // Safety: setns on a valid namespace fd; it changes only this thread's namespace.
-        let r = unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) };
-        assert_eq!(r, 0, "setns {path}: {}", std::io::Error::last_os_error());
-        f()
-    })
-    .join()
-    .expect("client thread")
-}
 
 struct Killed(Child);
 impl Drop for Killed {
@@ -44,18 +28,25 @@ impl Drop for Killed {
 #[test]
 fn tshark_decodes_store_traffic_as_rpc_over_rdma_without_errors() {
     let test = "tshark_decodes_store_traffic_as_rpc_over_rdma_without_errors";
-    if !require_root(test) || !require_tool(test, "tshark") {
+    let Some(tb) = for_test("xwire") else {
+        return;
+    };
+    if !require_tool(test, "tshark") {
         return;
     }
-    let tb = Testbed::new();
     let port = 20049;
     let pid = std::process::id();
     let store = std::env::temp_dir().join(format!("xwarpd-wire-{pid}.img"));
     let ctl = std::env::temp_dir().join(format!("xwarpd-wire-{pid}.sock"));
-    let mut cap = Capture::start(&tb, &tb.ns_a.clone(), &tb.if_a.clone(), port);
-    let listen = format!("{ADDR_A}:{port}");
+    let cap = LiveCapture::start(
+        tb.command(Side::A, "tshark"),
+        tb.ifname(Side::A),
+        port,
+        unique_temp_path("xwarpd-wire.pcap"),
+    );
+    let listen = format!("{}:{port}", tb.ip(Side::A));
     let mut d = Killed(
-        tb.cmd(&tb.ns_a, BIN)
+        tb.command(Side::A, BIN)
             .args(["--store", store.to_str().unwrap(), "--size", "8MiB"])
             .args(["--store-listen", &listen, "--segment-per-fpdu", "true"])
             .args(["--metrics", "off", "--control", ctl.to_str().unwrap()])
@@ -72,7 +63,7 @@ fn tshark_decodes_store_traffic_as_rpc_over_rdma_without_errors() {
 
     // Inline and chunked WRITE and READ, COMMIT, GETATTR: 6 calls.
     let addr = listen.parse().unwrap();
-    in_netns(&tb.ns_b.clone(), move || {
+    tb.run_in(Side::B, move || {
         let opts = ClientOptions {
             connection: ConnectionConfig {
                 segment_per_fpdu: true,
@@ -104,44 +95,23 @@ fn tshark_decodes_store_traffic_as_rpc_over_rdma_without_errors() {
     let mut err = String::new();
     let _ = d.0.stderr.take().unwrap().read_to_string(&mut err);
     assert!(err.contains("stopped cleanly"), "{err}");
-    cap.stop();
+    let path = cap.finish();
     let _ = std::fs::remove_file(&store);
 
-    let tshark = |extra: &[&str]| {
-        let out = Command::new("tshark")
-            .arg("-r")
-            .arg(&cap.path)
-            .args(["-o", "tcp.try_heuristic_first:TRUE"])
-            .args(["-o", "rpc.dissect_unknown_programs:TRUE"])
-            .args(extra)
-            .output()
-            .expect("tshark");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
-    let out = tshark(&[
-        "-Y",
-        "rpcordma || rpc",
-        "-T",
-        "fields",
-        "-E",
-        "separator=;",
-        "-e",
-        "rpcordma.msg_type",
-        "-e",
-        "rpcordma.xid",
-        "-e",
-        "rpc.xid",
-        "-e",
-        "rpc.msgtyp",
-        "-e",
-        "rpc.program",
-    ]);
-    let rows: Vec<Vec<&str>> = out.lines().map(|l| l.split(';').collect()).collect();
+    let tshark = Tshark::read(&path).pref("rpc.dissect_unknown_programs:TRUE");
+    let out = tshark
+        .fields(
+            "rpcordma || rpc",
+            &[
+                "rpcordma.msg_type",
+                "rpcordma.xid",
+                "rpc.xid",
+                "rpc.msgtyp",
+                "rpc.program",
+            ],
+        )
+        .join("\n");
+    let rows: Vec<Vec<&str>> = out.lines().map(|l| l.split('\t').collect()).collect();
     // 6 calls and 6 replies, all RDMA_MSG (0); no RDMA_ERROR (4).
     let rdma: Vec<&Vec<&str>> = rows.iter().filter(|r| !r[0].is_empty()).collect();
     assert_eq!(rdma.len(), 12, "rpcordma messages:\n{out}");
@@ -168,13 +138,13 @@ fn tshark_decodes_store_traffic_as_rpc_over_rdma_without_errors() {
         }
     }
     // Nothing malformed, no error-level expert info, every CRC good.
-    let bad = tshark(&["-Y", "_ws.malformed || _ws.expert.severity == error"]);
+    let bad = tshark.run(&["-Y", "_ws.malformed || _ws.expert.severity == error"]);
     assert!(bad.trim().is_empty(), "malformed or error packets:\n{bad}");
-    let v = tshark(&["-Y", "iwarp_mpa", "-V"]);
+    let v = tshark.verbose("iwarp_mpa");
     assert!(
         v.contains("Good CRC32"),
         "no MPA FPDU with a checked CRC found"
     );
     assert!(!v.contains("Bad CRC32"));
-    let _ = std::fs::remove_file(&cap.path);
+    let _ = std::fs::remove_file(&path);
 }

@@ -73,9 +73,9 @@ fn start_xdp_daemon(
     let listen = format!("{}:{STORE_PORT}", tb.ip(Side::A));
     let mut c = tb.command(Side::A, BIN);
     c.args(["--transport", "xdp", "--interface", tb.ifname(Side::A)])
-        .args(["--queue", "0", "--store", store.path()])
+        .args(["--queue", "0", "--store", store.as_str()])
         .args(["--store-listen", &listen, "--metrics", "127.0.0.1:0"])
-        .args(["--control", ctl.path(), "--log", "info"])
+        .args(["--control", ctl.as_str(), "--log", "info"])
         .args(extra);
     if let Some(s) = size {
         c.args(["--size", s]);
@@ -111,7 +111,7 @@ fn attached_prog(tb: &VethTestbed) -> Option<u32> {
 /// `xwarpd stats` against the daemon in A.
 fn stats(tb: &VethTestbed, ctl: &Tmp) -> String {
     let out = tb
-        .exec(Side::A, &[BIN, "stats", "--control", ctl.path()])
+        .exec(Side::A, &[BIN, "stats", "--control", ctl.as_str()])
         .unwrap();
     assert!(
         out.status.success(),
@@ -119,18 +119,6 @@ fn stats(tb: &VethTestbed, ctl: &Tmp) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Runs `f` on a thread inside `side`'s namespace (sockets and threads it creates live there).
-fn in_ns<T: Send>(tb: &VethTestbed, side: Side, f: impl FnOnce() -> T + Send) -> T {
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            let _ns = tb.enter(side).expect("enter namespace");
-            f()
-        })
-        .join()
-        .expect("namespace thread")
-    })
 }
 
 fn client(tb: &VethTestbed) -> StoreClient {
@@ -213,7 +201,7 @@ fn xdp_daemon_serves_the_store_to_a_kernel_client_counts_and_detaches_on_sigterm
     // rpc_write / COMMIT / rpc_read from B on the kernel transport, every byte checked.
     let expect = writes();
     let written: usize = expect.iter().map(|(_, d)| d.len()).sum();
-    in_ns(&tb, Side::B, || {
+    tb.run_in(Side::B, || {
         let mut c = client(&tb);
         assert_eq!(c.getattr().unwrap().size, 32 << 20);
         let buf = c.pd().register(4 << 20, Access::ALL).unwrap();
@@ -225,7 +213,7 @@ fn xdp_daemon_serves_the_store_to_a_kernel_client_counts_and_detaches_on_sigterm
         verify(&mut c, &expect, "after WRITE on the xdp transport");
     });
     // The echo listener on the same device: Sends come back unchanged.
-    in_ns(&tb, Side::B, || echo_round_trips(echo.parse().unwrap()));
+    tb.run_in(Side::B, || echo_round_trips(echo.parse().unwrap()));
 
     // The engine's counters moved, in `xwarpd stats` and on the Prometheus endpoint.
     let after = stats(&tb, &ctl);
@@ -269,7 +257,7 @@ fn xdp_daemon_serves_the_store_to_a_kernel_client_counts_and_detaches_on_sigterm
     );
     assert_eq!(sample(&after, "xwarpd_echo_messages_total"), 2);
     let metrics = d.field("metrics");
-    let prom = in_ns(&tb, Side::A, || http_get(&metrics));
+    let prom = tb.run_in(Side::A, || http_get(&metrics));
     assert!(prom.starts_with("HTTP/1.0 200 OK"), "{prom}");
     assert!(sample(&prom, "xwarpd_engine_rx_bytes_total") >= rx);
 
@@ -297,7 +285,7 @@ fn xdp_daemon_kill_9_leaves_its_program_and_a_restart_replaces_it_and_reads_back
     let first = attached_prog(&tb).expect("attached while serving");
 
     let expect = writes();
-    let verifier = in_ns(&tb, Side::B, || {
+    let verifier = tb.run_in(Side::B, || {
         let mut c = client(&tb);
         let buf = c.pd().register(4 << 20, Access::ALL).unwrap();
         for (off, data) in &expect {
@@ -322,7 +310,7 @@ fn xdp_daemon_kill_9_leaves_its_program_and_a_restart_replaces_it_and_reads_back
     let mut d = start_xdp_daemon(&tb, &store, &ctl, None, &[]);
     let second = attached_prog(&tb).expect("attached after restart");
     assert_ne!(second, first, "the restarted xwarpd loads its own program");
-    in_ns(&tb, Side::B, || {
+    tb.run_in(Side::B, || {
         let mut c = client(&tb);
         let a = c.getattr().unwrap();
         assert_eq!(a.size, 32 << 20);
@@ -365,7 +353,7 @@ fn xdp_daemon_start_failures_are_clear_and_leave_nothing_attached() {
     ];
     for (flags, needles) in cases {
         let mut argv = vec![BIN, "--transport", "xdp", "--metrics", "off"];
-        argv.extend_from_slice(&["--control", ctl.path()]);
+        argv.extend_from_slice(&["--control", ctl.as_str()]);
         argv.extend_from_slice(flags);
         let out = tb.exec(Side::A, &argv).unwrap();
         let err = String::from_utf8_lossy(&out.stderr);

@@ -19,5 +19,5 @@ pub mod tshark;
 pub use checksum::internet_checksum;
 pub use pcap::pcap_file;
 pub use synthetic::{Capture, Peer};
-pub use tools::{require_tool, skipping_forbidden, TempPath};
+pub use tools::{require_tool, skipping_forbidden, unique_temp_path, TempPath};
 pub use tshark::{LiveCapture, Tshark};

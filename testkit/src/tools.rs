@@ -32,20 +32,27 @@ pub fn require_tool(test: &str, tool: &str) -> bool {
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
+/// A path in the temporary directory ending in `name`, unique to this process and call (pid
+/// and a counter in the name), with nothing at it. Nobody removes it: for files a failing test
+/// leaves behind on purpose (see [`TempPath`] for the guarded kind).
+pub fn unique_temp_path(name: &str) -> PathBuf {
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let p = std::env::temp_dir().join(format!("xwarp-t-{}-{n}-{name}", std::process::id()));
+    let _ = std::fs::remove_file(&p);
+    p
+}
+
 /// A path in the temporary directory, unique to this process and call (the name carries the
 /// pid, a counter and `name`), with nothing at it when created. Dropping it removes the file,
 /// also when the test fails, unless the environment variable `XW_KEEP` is set (to look at a
 /// capture after a failure).
 #[derive(Debug)]
-pub struct TempPath(PathBuf);
+pub struct TempPath(pub PathBuf);
 
 impl TempPath {
-    /// A fresh path ending in `name` (e.g. `oracle.pcap`).
+    /// A fresh path ending in `name` (e.g. `oracle.pcap`), see [`unique_temp_path`].
     pub fn new(name: &str) -> Self {
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let p = std::env::temp_dir().join(format!("xwarp-t-{}-{n}-{name}", std::process::id()));
-        let _ = std::fs::remove_file(&p);
-        TempPath(p)
+        TempPath(unique_temp_path(name))
     }
 
     /// The path.

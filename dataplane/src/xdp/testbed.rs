@@ -121,6 +121,42 @@ impl VethTestbed {
         NetNs::named(self.netns_name(side))?.enter()
     }
 
+    /// Turns off transmit checksum offload on `side`'s veth end (`ethtool -K IF tx off` in its
+    /// namespace). veth hands kernel TCP's frames over with the checksum left to "offload"
+    /// (CHECKSUM_PARTIAL), which a bypass receiver on the other end sees unfilled: the kernel
+    /// end of a test against the AF_XDP engine needs this. It also turns TSO off.
+    pub fn tx_checksum_off(&self, side: Side) -> io::Result<()> {
+        run(Command::new("ip")
+            .args(["netns", "exec", self.netns_name(side), "ethtool", "-K"])
+            .args([self.ifname(side), "tx", "off"]))
+        .map(drop)
+    }
+
+    /// Sets the MTU of both veth ends.
+    pub fn set_mtu(&self, mtu: u32) -> io::Result<()> {
+        for side in [Side::A, Side::B] {
+            let ifname = self.ifname(side).to_owned();
+            self.ip_cmd(side, &["link", "set", &ifname, "mtu", &mtu.to_string()])?;
+        }
+        Ok(())
+    }
+
+    /// Runs `f` on a new thread that has entered `side`'s namespace (sockets it opens and
+    /// threads it starts live there), waits for it and returns its result; a panic in `f` is
+    /// passed on. The calling thread stays where it is.
+    pub fn run_in<T: Send>(&self, side: Side, f: impl FnOnce() -> T + Send) -> T {
+        std::thread::scope(|s| {
+            let t = s.spawn(|| {
+                let _ns = self.enter(side).expect("enter the testbed namespace");
+                f()
+            });
+            match t.join() {
+                Ok(v) => v,
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        })
+    }
+
     /// Runs a program inside `side`'s namespace (`ip netns exec`) and waits for it.
     pub fn exec(&self, side: Side, argv: &[&str]) -> io::Result<Output> {
         Command::new("ip")
@@ -187,4 +223,49 @@ pub fn for_test(tag: &str) -> Option<VethTestbed> {
         return None;
     }
     Some(VethTestbed::create(tag).expect("create the netns/veth testbed"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `run_in` runs its closure inside the namespace (the veth end is visible there) and
+    /// leaves the calling thread where it was (the veth end is not visible here); a panic in
+    /// the closure reaches the caller.
+    #[test]
+    fn run_in_enters_the_namespace_on_another_thread_only() {
+        let Some(tb) = for_test("runin") else {
+            return;
+        };
+        let name = tb.ifname(Side::B).to_owned();
+        assert!(tb.run_in(Side::B, || ifindex(&name).is_ok()));
+        assert!(
+            ifindex(&name).is_err(),
+            "the caller stayed in its namespace"
+        );
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            tb.run_in(Side::A, || panic!("inside"))
+        }));
+        assert!(caught.is_err());
+    }
+
+    /// `set_mtu` reaches both ends; `tx_checksum_off` leaves the end without tx checksumming.
+    #[test]
+    fn mtu_and_tx_checksum_settings_reach_the_veth_ends() {
+        let Some(tb) = for_test("mtu") else {
+            return;
+        };
+        tb.set_mtu(1400).unwrap();
+        for side in [Side::A, Side::B] {
+            let out = tb.ip_cmd(side, &["link", "show", tb.ifname(side)]).unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(text.contains("mtu 1400"), "{text}");
+        }
+        tb.tx_checksum_off(Side::B).unwrap();
+        let out = tb
+            .exec(Side::B, &["ethtool", "-k", tb.ifname(Side::B)])
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("tx-checksumming: off"), "{text}");
+    }
 }

@@ -65,16 +65,6 @@ pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
     v
 }
 
-/// veth hands frames over with the TCP checksum left to "offload" (CHECKSUM_PARTIAL); a bypass
-/// receiver would see it unfilled. Makes `side`'s kernel compute checksums in software.
-pub fn kernel_checksums_in_software(tb: &VethTestbed, side: Side) {
-    let ifname = tb.ifname(side).to_string();
-    let out = tb
-        .exec(side, &["ethtool", "-K", &ifname, "tx", "off"])
-        .expect("run ethtool");
-    assert!(out.status.success(), "ethtool -K {ifname} tx off: {out:?}");
-}
-
 /// MPA settings of an engine connection.
 pub fn engine_settings(markers: bool, crc: bool, private_data: Vec<u8>) -> QpSettings {
     let mut s = QpSettings {

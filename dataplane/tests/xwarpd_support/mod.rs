@@ -4,32 +4,13 @@
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::PathBuf;
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_xwarpd");
 
 /// A temporary file path, removed on drop.
-pub struct Tmp(pub PathBuf);
-
-impl Tmp {
-    pub fn new(name: &str) -> Self {
-        let p = std::env::temp_dir().join(format!("xwarpd-t-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_file(&p);
-        Self(p)
-    }
-
-    pub fn path(&self) -> &str {
-        self.0.to_str().unwrap()
-    }
-}
-
-impl Drop for Tmp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
+pub use testkit::TempPath as Tmp;
 
 /// A running daemon; killed on drop if the test did not stop it. Its stderr (the log) goes to
 /// a file, so a chatty daemon never blocks on a full pipe.
@@ -57,7 +38,7 @@ impl Daemon {
         let log = Tmp::new(&format!("daemon-{n}.log"));
         let mut child = cmd
             .stdout(Stdio::piped())
-            .stderr(File::create(&log.0).expect("log file"))
+            .stderr(File::create(log.path()).expect("log file"))
             .spawn()
             .expect("spawn xwarpd");
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
@@ -66,7 +47,7 @@ impl Daemon {
         if !ready.starts_with("xwarpd ready") {
             let _ = child.kill();
             let _ = child.wait();
-            let e = std::fs::read_to_string(&log.0).unwrap_or_default();
+            let e = std::fs::read_to_string(log.path()).unwrap_or_default();
             panic!("xwarpd did not start: {ready:?}\n{e}");
         }
         Daemon {
@@ -88,7 +69,7 @@ impl Daemon {
 
     /// The log so far.
     pub fn log(&self) -> String {
-        std::fs::read_to_string(&self.log.0).unwrap_or_default()
+        std::fs::read_to_string(self.log.path()).unwrap_or_default()
     }
 
     pub fn signal(&mut self, sig: i32) {
