@@ -276,6 +276,11 @@ pub struct CompareArgs {
     /// --short).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=20))]
     pub rounds: Option<u32>,
+    /// Do not pin the server to CPU 0 and the client to CPU 1 (by default every transport's
+    /// endpoints each get their own core, which keeps latency figures from depending on where
+    /// the scheduler put the two busy-polling processes).
+    #[arg(long)]
+    pub no_pin: bool,
     /// MTU of the testbed's veth pair.
     #[arg(long, default_value_t = 1500, value_parser = clap::value_parser!(u32).range(576..=9000))]
     pub mtu: u32,
