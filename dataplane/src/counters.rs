@@ -44,9 +44,9 @@ counters! {
     terminates_received,
     /// Connections that ended in error.
     connection_errors,
-    /// Bytes written to sockets.
+    /// Bytes written to sockets (kernel transport), or frame octets sent (xdp transport).
     tx_bytes,
-    /// Bytes read from sockets.
+    /// Bytes read from sockets (kernel transport), or frame octets received (xdp transport).
     rx_bytes,
 }
 

@@ -68,15 +68,20 @@ impl CompletionQueue {
     pub fn wait(&self, timeout: Duration) -> Option<Completion> {
         let deadline = Instant::now() + timeout;
         if self.driver.is_some() {
-            // Inline engine: run it until something arrives (busy polling).
+            // Inline engine: run it until something arrives (busy polling; the CPU is given up
+            // only now and then, so a waiting peer on the same core still gets to run).
+            let mut idle = 0u32;
             loop {
                 if let Some(c) = self.poll_one() {
                     return Some(c);
                 }
-                if Instant::now() >= deadline {
-                    return None;
+                idle = idle.wrapping_add(1);
+                if idle.is_multiple_of(64) {
+                    if Instant::now() >= deadline {
+                        return None;
+                    }
+                    std::thread::yield_now();
                 }
-                std::thread::yield_now();
             }
         }
         let mut q = self.inner.queue.lock().unwrap_or_else(|e| e.into_inner());

@@ -111,7 +111,13 @@ impl Device {
 
     /// Counters of every listener and connection of this device.
     pub fn counters(&self) -> CounterSnapshot {
-        self.counters.snapshot()
+        let mut c = self.counters.snapshot();
+        // On AF_XDP the engine counts the bytes (frames on the wire, headers included).
+        if let Some(e) = self.engine_counters() {
+            c.rx_bytes = e.rx_bytes;
+            c.tx_bytes = e.tx_bytes;
+        }
+        c
     }
 
     /// Listens on `addr` as MPA responder with `config`.

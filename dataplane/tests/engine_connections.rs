@@ -180,3 +180,43 @@ fn data_right_behind_the_handshake_ack_reaches_the_new_connection() {
     );
     assert!(mpa_reply, "no MPA Reply: {:?}", b.counters());
 }
+
+/// iWARP completes a Write when TCP has it acknowledged, so a lone small Write must not wait
+/// for the peer's delayed-ACK timer: the engine acknowledges a short segment at its next round
+/// (virtual time over the in-memory link: the completion comes within a few link delays).
+#[test]
+fn a_lone_small_write_completes_without_waiting_for_the_delayed_ack_timer() {
+    use std::time::Duration;
+    let mut p = Pair::clean();
+    let (ca, cb) = p.establish(7100, settings(false, true), settings(false, true));
+    let (_, stag) = p.b.register(64, Access::REMOTE_WRITE);
+    let (src, _) = filled(&mut p.a, &[7u8; 64], Access::LOCAL_WRITE);
+    // Past TCP's initial quick ACKs (every segment acknowledged at once at the start).
+    for i in 0..40 {
+        p.a.post_write(ca, 1000 + i, buf(src, 64), RemoteBuf { stag, to: 0 })
+            .unwrap();
+        p.wait_wc(true, 1000 + i);
+    }
+    let settle = p.now + Duration::from_millis(50);
+    p.run_until(1_000_000, |p| p.now >= settle);
+    let start = p.now;
+    p.a.post_write(ca, 77, buf(src, 64), RemoteBuf { stag, to: 0 })
+        .unwrap();
+    // Step by hand: `now` before the step that delivered the completion is when it happened.
+    let mut took = None;
+    for _ in 0..100_000 {
+        let t = p.now;
+        p.step();
+        if let Some((_, wc)) = p.wc_a.iter().find(|(_, c)| c.wr_id == 77) {
+            assert_eq!(wc.status, WcStatus::Success);
+            took = Some(t - start);
+            break;
+        }
+    }
+    let took = took.expect("the Write completed");
+    // The link's one-way delay is 50 µs; the delayed-ACK timer is 1 ms.
+    assert!(
+        took < Duration::from_micros(500),
+        "the Write completed after {took:?} (virtual): the ACK waited for a timer; a {:?} b {:?} tcp b {:?}", p.a.counters(), p.b.counters(), p.b.tcp(cb).map(|t| *t.counters())
+    );
+}

@@ -218,6 +218,7 @@ fn xdp_against_kernel(mode: EngineMode, tag: &str) {
     assert_eq!(c.malformed, 0, "{c:?}");
     let d = x.counters();
     assert_eq!(d.mpa_established, 2, "{d:?}");
+    assert_eq!((d.rx_bytes, d.tx_bytes), (c.rx_bytes, c.tx_bytes), "{d:?}");
 }
 
 #[test]

@@ -6,7 +6,8 @@
 //! valgrind --tool=callgrind --toggle-collect='*timed*' target/release/examples/segment_profile rx
 //! ```
 //!
-//! Modes: `rx` (in-order receive in byte mode, ACK generation, `recv`), `tx` (ACK handling and
+//! Modes: `rx` (in-order receive in byte mode, ACK generation, `recv`), `sink` (the same in record
+//! mode through `handle_packet_with`, each chunk copied into a region), `tx` (ACK handling and
 //! record transmission).
 
 #[path = "../benches/support/mod.rs"]
@@ -15,14 +16,22 @@ mod support;
 use std::time::Instant;
 
 use support::{pair, Arena, Pattern, BATCH, SEG};
-use tcp_offload::Connection;
+use tcp_offload::{Connection, RxRef};
 
-/// b receives, acknowledges and reads.
-fn rx(b: &mut Connection, t0: Instant, pkts: &Arena, acks: &mut Arena) {
+/// b receives, acknowledges and reads (byte mode) or places into `region` (record mode).
+fn rx(b: &mut Connection, t0: Instant, pkts: &Arena, acks: &mut Arena, region: &mut [u8]) {
     let mut buf = [0u8; 2048];
     let mut rbuf = [0u8; 4096];
     for p in pkts.iter() {
-        b.handle_packet(t0, p).unwrap();
+        if b.record_mode() {
+            let mut place = |c: RxRef<'_>| {
+                let at = c.offset as usize;
+                region[at..at + c.data.len()].copy_from_slice(c.data);
+            };
+            b.handle_packet_with(t0, p, &mut place).unwrap();
+        } else {
+            b.handle_packet(t0, p).unwrap();
+        }
         while let Some(n) = b.poll_transmit(t0, &mut buf) {
             acks.push(&buf[..n]);
         }
@@ -42,8 +51,8 @@ fn tx(a: &mut Connection, t0: Instant, acks: &Arena, pkts: &mut Arena) {
 }
 
 #[inline(never)]
-fn timed_rx(b: &mut Connection, t0: Instant, pkts: &Arena, acks: &mut Arena) {
-    rx(b, t0, pkts, acks)
+fn timed_rx(b: &mut Connection, t0: Instant, pkts: &Arena, acks: &mut Arena, region: &mut [u8]) {
+    rx(b, t0, pkts, acks, region)
 }
 
 #[inline(never)]
@@ -54,7 +63,8 @@ fn timed_tx(a: &mut Connection, t0: Instant, acks: &Arena, pkts: &mut Arena) {
 fn main() {
     let mode = std::env::args().nth(1).unwrap_or_else(|| "rx".into());
     let t0 = Instant::now();
-    let (mut a, mut b) = pair(t0, false);
+    let (mut a, mut b) = pair(t0, mode == "sink");
+    let mut region = vec![0u8; BATCH * SEG];
     let (mut pkts, mut acks) = (Arena::with_capacity(), Arena::with_capacity());
     let (mut done, mut rounds) = (0, 0);
     while done < BATCH {
@@ -66,10 +76,10 @@ fn main() {
         }
         acks.clear();
         done += pkts.len();
-        if mode == "rx" {
-            timed_rx(&mut b, t0, &pkts, &mut acks);
+        if mode == "tx" {
+            rx(&mut b, t0, &pkts, &mut acks, &mut region);
         } else {
-            rx(&mut b, t0, &pkts, &mut acks);
+            timed_rx(&mut b, t0, &pkts, &mut acks, &mut region);
         }
         rounds += 1;
     }

@@ -181,6 +181,8 @@ pub struct Connection {
     ts_recent: u32,
     ts_offset: u32,
     ts_epoch: Instant,
+    /// The last `(now, ts_now(now))`.
+    ts_cache: Option<(Instant, u32)>,
     last_ack_sent: u64,
     sack_enabled: bool,
 
@@ -297,6 +299,7 @@ impl Connection {
             ts_recent: 0,
             ts_offset: gen.ts_offset(&tuple),
             ts_epoch: gen.epoch().min(now),
+            ts_cache: None,
             last_ack_sent: 0,
             sack_enabled: false,
             rto_at: None,
@@ -617,6 +620,14 @@ impl Connection {
         }
     }
 
+    /// Sends the delayed ACK with the next `poll_transmit` if one is owed: the caller knows no
+    /// data of its own will carry it soon (the engine's "short segment" policy).
+    pub fn flush_delayed_ack(&mut self) {
+        if self.ack_pending {
+            self.ack_now = true;
+        }
+    }
+
     /// Acknowledge the next `n` data segments at once (e.g. while MPA starts up).
     pub fn quick_ack(&mut self, n: u32) {
         self.quick_acks = self.quick_acks.max(n);
@@ -848,6 +859,19 @@ impl Connection {
     /// given to the sink never count against the receive window, and a window-update ACK is owed
     /// exactly when draining would have owed one. In byte-stream mode `sink` is not called and
     /// this is `handle_segment` (TCP holds in-order and out-of-order data for `recv`).
+    ///
+    /// ```no_run
+    /// # use std::time::Instant;
+    /// # use tcp_offload::{wire, Connection, RxRef};
+    /// # fn place(conn: &mut Connection, packet: &[u8], region: &mut [u8]) {
+    /// let seg = wire::parse(packet).unwrap();
+    /// conn.handle_segment_with(Instant::now(), &seg, &mut |c: RxRef<'_>| {
+    ///     // The one copy: from the received frame straight into the memory region.
+    ///     let at = c.offset as usize;
+    ///     region[at..at + c.data.len()].copy_from_slice(c.data);
+    /// });
+    /// # }
+    /// ```
     pub fn handle_segment_with(&mut self, now: Instant, seg: &Segment<'_>, sink: &mut dyn RxSink) {
         if !self.recv.record_mode {
             self.dispatch_segment(now, seg, None);
@@ -1026,9 +1050,17 @@ impl Connection {
         self.arm_keepalive(now);
     }
 
-    fn ts_now(&self, now: Instant) -> u32 {
-        (now.saturating_duration_since(self.ts_epoch).as_millis() as u32)
-            .wrapping_add(self.ts_offset)
+    fn ts_now(&mut self, now: Instant) -> u32 {
+        // Calls in one engine poll share `now`: compute the clock once for them.
+        if let Some((t, v)) = self.ts_cache {
+            if t == now {
+                return v;
+            }
+        }
+        let v = (now.saturating_duration_since(self.ts_epoch).as_millis() as u32)
+            .wrapping_add(self.ts_offset);
+        self.ts_cache = Some((now, v));
+        v
     }
 
     fn sample_rtt_ts(&mut self, now: Instant, seg: &Segment<'_>) {
@@ -1653,9 +1685,14 @@ impl Connection {
         w as u16
     }
 
-    fn base_options(&self, now: Instant) -> TcpOptions {
+    fn base_options(&mut self, now: Instant) -> TcpOptions {
+        let ts = if self.ts_enabled {
+            Some((self.ts_now(now), self.ts_recent))
+        } else {
+            None
+        };
         TcpOptions {
-            timestamps: self.ts_enabled.then(|| (self.ts_now(now), self.ts_recent)),
+            timestamps: ts,
             ..Default::default()
         }
     }
@@ -1785,7 +1822,11 @@ impl Connection {
                 o.window_scale = None;
             }
             o.sack_permitted &= self.sack_enabled;
-            o.timestamps = self.ts_enabled.then(|| (self.ts_now(now), self.ts_recent));
+            o.timestamps = if self.ts_enabled {
+                Some((self.ts_now(now), self.ts_recent))
+            } else {
+                None
+            };
         } else if o.timestamps.is_some() {
             o.timestamps = Some((self.ts_now(now), 0));
         }

@@ -346,12 +346,11 @@ pub fn parse_ipv4(packet: &[u8]) -> Result<Segment<'_>, WireError> {
         return Err(WireError::Truncated);
     }
     // The checksum over the header with its checksum field taken as zero must equal the field.
+    // One pass: with the field included the sum folds to 0xFFFF exactly then, except that a field
+    // of 0xFFFF (the other zero) also would: the computed value is never 0xFFFF (the version
+    // octet makes the rest of the header non-zero), so that field is wrong.
     let hdr = &packet[..ihl];
-    let computed = !checksum::fold(checksum::sum(
-        &hdr[f::CHECKSUM.end..],
-        checksum::sum(&hdr[..f::CHECKSUM.start], 0),
-    ));
-    if computed != be16(hdr, f::CHECKSUM) {
+    if checksum::fold(checksum::sum(hdr, 0)) != 0xFFFF || be16(hdr, f::CHECKSUM) == 0xFFFF {
         return Err(WireError::BadIpHeader);
     }
     let src = IpAddr::V4(Ipv4Addr::from(octets::<4>(hdr, f::SRC)));
@@ -777,6 +776,30 @@ mod tests {
         let mut p = good;
         p[9] = 17;
         assert!(!parse(&p).unwrap_err().is_malformed() || parse(&p).is_err());
+    }
+
+    /// The IPv4 header checksum field must equal the computed value exactly: 0xFFFF (a second
+    /// representation of zero) is rejected even where the ones'-complement sum would pass.
+    #[test]
+    fn ipv4_header_checksum_ffff_is_rejected() {
+        let p = sample(TcpOptions::default(), b"");
+        let mut found = false;
+        // Vary the identification until the computed checksum is 0x0000, then store 0xFFFF.
+        for id in 0..=u16::MAX {
+            let mut q = p.clone();
+            q[4..6].copy_from_slice(&id.to_be_bytes());
+            q[10..12].fill(0);
+            let c = !checksum::fold(checksum::sum(&q[..20], 0));
+            if c == 0 {
+                assert!(parse(&q).is_ok());
+                q[10..12].copy_from_slice(&[0xFF, 0xFF]);
+                assert_eq!(parse(&q).unwrap_err(), WireError::BadIpHeader);
+                assert_eq!(oracle::parse(&q).unwrap_err(), WireError::BadIpHeader);
+                found = true;
+                break;
+            }
+        }
+        assert!(found);
     }
 
     #[test]

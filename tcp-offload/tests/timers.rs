@@ -143,6 +143,27 @@ fn rfc5681_s4_2_delayed_ack_every_second_segment_or_timer() {
 }
 
 #[test]
+fn flush_delayed_ack_sends_an_owed_ack_at_once_and_nothing_otherwise() {
+    let cfg = Config {
+        quick_acks: 0,
+        delayed_ack: Some(Duration::from_millis(40)),
+        ..plain()
+    };
+    let mut s = Script::establish_active(cfg, TcpOptions::default());
+    s.c.flush_delayed_ack();
+    assert!(s.drain().is_empty(), "no ACK owed: nothing to send");
+    s.inject("A", &[1; 500], false);
+    assert!(s.drain().is_empty(), "first segment: ACK delayed");
+    s.c.flush_delayed_ack();
+    assert_eq!(s.drain().len(), 1, "the owed ACK goes out at once");
+    s.advance(Duration::from_millis(40));
+    assert!(
+        s.drain().is_empty(),
+        "and the timer has nothing left to acknowledge"
+    );
+}
+
+#[test]
 fn quick_acks_acknowledge_every_segment_during_mpa_startup() {
     let cfg = Config {
         quick_acks: 0,

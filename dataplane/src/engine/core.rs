@@ -26,6 +26,10 @@ use super::io::{PacketIo, TxOutcome};
 use super::timer_wheel::TimerWheel;
 use crate::pd::{PdInner, PdState};
 
+/// A data segment at least this much shorter than the MSS counts as short: the sender had no
+/// more to send (a full segment is a whole number of FPDUs a little under the MSS).
+const SHORT_SEGMENT_SLACK: usize = 128;
+
 /// The engine's name for a listener.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ListenerId(pub u32);
@@ -240,6 +244,9 @@ pub struct EngineCore {
     scratch: Vec<u8>,
     rebuild: Vec<u8>,
     pending_tx: Vec<Vec<u8>>,
+    /// Connections that received a short data segment in the last round: their delayed ACK
+    /// goes out next round unless the application's reply carried it meanwhile.
+    ack_soon: Vec<u64>,
     busy: bool,
     last_now: Instant,
 }
@@ -271,6 +278,7 @@ impl<I: PacketIo> Engine<I> {
                 scratch: vec![0; mpa::MAX_FPDU_LEN],
                 rebuild: vec![0; mpa::MAX_FPDU_LEN],
                 pending_tx: Vec::new(),
+                ack_soon: Vec::new(),
                 busy: false,
                 last_now: now,
                 cfg,
@@ -631,7 +639,12 @@ impl<I: PacketIo> Engine<I> {
             take(l.tcp.poll_timeout());
         }
         take(self.io.next_rx());
-        if c.busy || !c.dirty.is_empty() || !c.pending_tx.is_empty() || self.io.holding() {
+        if c.busy
+            || !c.dirty.is_empty()
+            || !c.pending_tx.is_empty()
+            || !c.ack_soon.is_empty()
+            || self.io.holding()
+        {
             // Work is left: poll again at once ("now" is the caller's last one).
             take(Some(c.last_now));
         }
@@ -646,6 +659,18 @@ impl<I: PacketIo> Engine<I> {
         c.busy = false;
         // 1. Receive: each frame is handled in place (placement copies straight from it).
         let max = c.cfg.rx_batch;
+        // 0. Short segments of the last round: a sender that had no more to send waits for our
+        //    ACK to complete its work; give the application one round to answer with data that
+        //    carries it, then acknowledge (instead of the delayed-ACK timer).
+        let soon = std::mem::take(&mut c.ack_soon);
+        for &id in &soon {
+            if let Some(k) = c.conns.get_mut(&id) {
+                k.tcp.flush_delayed_ack();
+            }
+            c.mark(id);
+        }
+        c.ack_soon = soon;
+        c.ack_soon.clear();
         let n = io.rx_batch(now, max, &mut |f: &[u8]| c.handle_frame(now, f));
         // 2. Timers.
         let mut fired = std::mem::take(&mut c.fired);
@@ -823,6 +848,11 @@ impl EngineCore {
         }
         if let Some(&id) = self.flows.get(&seg.tuple) {
             if let Some(c) = self.conns.get_mut(&id) {
+                // A segment well short of the MSS ends the sender's burst (see `ack_soon`).
+                let len = seg.payload.len();
+                if len > 0 && len + SHORT_SEGMENT_SLACK <= c.tcp.emss() as usize {
+                    self.ack_soon.push(id);
+                }
                 match c.qp.as_mut() {
                     // The one copy: TCP lends the payload, placement writes it into the region.
                     Some(qp) if c.tcp.record_mode() => {

@@ -137,15 +137,12 @@ impl XdpDevice {
 }
 
 impl XdpQp {
-    /// Runs `f` on the engine under the lock; in inline mode the engine then runs a round so
-    /// the work leaves at once.
+    /// Runs `f` on the engine under the lock. Posted work leaves at the engine's next round: the
+    /// engine thread's, or (inline) the application's next completion-queue poll or wait, so
+    /// work posted back to back is framed together (small FPDUs share a segment, MPA-62).
     fn with_engine<R>(&self, f: impl FnOnce(&mut EngineCore, ConnId) -> R) -> R {
         let mut st = self.dev.shared.lock();
-        let r = f(&mut st.engine, self.conn);
-        if self.dev.shared.inline {
-            st.poll(Instant::now());
-        }
-        r
+        f(&mut st.engine, self.conn)
     }
 
     fn check_open(&self) -> Result<(), PostError> {
