@@ -117,6 +117,15 @@ pub fn run(args: &CompareArgs) -> Result<(), String> {
     let tmp = std::env::temp_dir().join(format!("xwarp-bench-compare-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).map_err(|e| format!("cannot create {}: {e}", tmp.display()))?;
     let rounds = args.rounds.unwrap_or(if args.short { 1 } else { 3 });
+    let pin = pinning(args);
+    eprintln!(
+        "xwarp-bench compare: {rounds} round(s), {}",
+        if pin {
+            "server pinned to CPU 0, client to CPU 1 (every transport)"
+        } else {
+            "not pinned"
+        }
+    );
     let mut runs: Vec<CompareRecord> = Vec::new();
     let mut notes: Vec<String> = Vec::new();
     let mut port = DEFAULT_PORT;
@@ -137,7 +146,7 @@ pub fn run(args: &CompareArgs) -> Result<(), String> {
                     load_average()
                 );
                 let json = tmp.join(format!("{}-{transport}.json", test.name()));
-                let r = run_pair(&tb, &exe, run_test, t, bytes, iters, port, &json);
+                let r = run_pair(&tb, &exe, run_test, t, bytes, iters, port, &json, pin);
                 port += 1;
                 match r {
                     Ok(rec) => runs.push(CompareRecord::from_record(
@@ -317,6 +326,22 @@ fn iface_args(test: TestKind, transport: &str, ifname: &str) -> Vec<String> {
     }
 }
 
+/// The command running `exe` on one side: in its namespace, pinned to its own core when `pin`
+/// (the server to CPU 0, the client to CPU 1, with `taskset`).
+fn side(tb: &Testbed, in_a: bool, exe: &Path, pin: bool) -> std::process::Command {
+    if !pin {
+        return tb.exec(in_a, exe);
+    }
+    let mut c = tb.exec(in_a, Path::new("taskset"));
+    c.args(["-c", if in_a { "0" } else { "1" }]).arg(exe);
+    c
+}
+
+/// Whether compare pins its two sides: `--no-pin` not given and at least two CPUs.
+fn pinning(args: &CompareArgs) -> bool {
+    !args.no_pin && std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2)
+}
+
 /// Runs one test: server in namespace a, client in namespace b; returns the client's record.
 #[allow(clippy::too_many_arguments)]
 pub fn run_pair(
@@ -328,11 +353,11 @@ pub fn run_pair(
     iters: u64,
     port: u16,
     json: &PathBuf,
+    pin: bool,
 ) -> Result<Record, String> {
     let port_s = port.to_string();
     let mut server = Server {
-        child: tb
-            .exec(true, exe)
+        child: side(tb, true, exe, pin)
             .args([test.name(), "--transport", transport, "--port", &port_s])
             .args(iface_args(test, transport, &tb.if_a))
             .stdin(Stdio::null())
@@ -361,8 +386,7 @@ pub fn run_pair(
             return Err(last_line(&server.stderr()));
         }
     }
-    let out = tb
-        .exec(false, exe)
+    let out = side(tb, false, exe, pin)
         .args([
             test.name(),
             ADDR_A,

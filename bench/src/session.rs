@@ -46,8 +46,8 @@ pub enum Ctrl {
 
 /// The device for the options: the kernel transport, or an AF_XDP device on `--interface`
 /// (default: the interface towards `peer` for a client, the only non-loopback interface for a
-/// server) and `--queue`, its engine inline or threaded. Opened in the calling process's
-/// network namespace.
+/// server; `peer` is `None` on a server) and `--queue`, its engine inline or threaded. Opened in
+/// the calling process's network namespace.
 pub fn open_device(
     args: &TestArgs,
     test: TestKind,
@@ -62,7 +62,7 @@ pub fn open_device(
                 "{} queue {} ({} engine)",
                 cfg.interface,
                 cfg.queue,
-                args.engine_for(test).name()
+                args.engine_for_role(test, peer.is_none()).name()
             );
             Device::open_xdp(cfg)
                 .map_err(|e| format!("cannot open the xdp transport on {what}: {e}"))
@@ -93,7 +93,7 @@ pub fn xdp_config(
     };
     let mut cfg = XdpConfig::new(interface);
     cfg.queue = args.queue;
-    cfg.mode = match args.engine_for(test) {
+    cfg.mode = match args.engine_for_role(test, peer.is_none()) {
         EngineArg::Inline => EngineMode::Inline,
         EngineArg::Threaded => EngineMode::Threaded,
     };

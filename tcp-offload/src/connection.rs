@@ -859,6 +859,19 @@ impl Connection {
     /// given to the sink never count against the receive window, and a window-update ACK is owed
     /// exactly when draining would have owed one. In byte-stream mode `sink` is not called and
     /// this is `handle_segment` (TCP holds in-order and out-of-order data for `recv`).
+    ///
+    /// ```no_run
+    /// # use std::time::Instant;
+    /// # use tcp_offload::{wire, Connection, RxRef};
+    /// # fn place(conn: &mut Connection, packet: &[u8], region: &mut [u8]) {
+    /// let seg = wire::parse(packet).unwrap();
+    /// conn.handle_segment_with(Instant::now(), &seg, &mut |c: RxRef<'_>| {
+    ///     // The one copy: from the received frame straight into the memory region.
+    ///     let at = c.offset as usize;
+    ///     region[at..at + c.data.len()].copy_from_slice(c.data);
+    /// });
+    /// # }
+    /// ```
     pub fn handle_segment_with(&mut self, now: Instant, seg: &Segment<'_>, sink: &mut dyn RxSink) {
         if !self.recv.record_mode {
             self.dispatch_segment(now, seg, None);
