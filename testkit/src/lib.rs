@@ -8,6 +8,7 @@
 //! - [`tshark`]: running tshark over a capture file, and live captures in a namespace.
 //! - [`iwarp_oracle`]: the checks every live iWARP capture of one connection must pass.
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
 pub mod checksum;
 pub mod iwarp_oracle;
