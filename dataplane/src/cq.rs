@@ -8,15 +8,26 @@ use crate::Completion;
 
 #[derive(Debug, Default)]
 pub(crate) struct CqInner {
-    queue: Mutex<VecDeque<Completion>>,
+    queue: Mutex<Queue>,
     ready: Condvar,
 }
 
+/// The completions, and how many threads sleep waiting for one.
+#[derive(Debug, Default)]
+struct Queue {
+    items: VecDeque<Completion>,
+    sleepers: usize,
+}
+
 impl CqInner {
+    /// Appends `c`; wakes sleeping waiters only when there are any (no futex call per
+    /// completion on the fast path).
     pub(crate) fn push(&self, c: Completion) {
         let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-        q.push_back(c);
-        self.ready.notify_all();
+        q.items.push_back(c);
+        if q.sleepers > 0 {
+            self.ready.notify_all();
+        }
     }
 }
 
@@ -49,8 +60,8 @@ impl CompletionQueue {
     pub fn poll(&self, out: &mut Vec<Completion>, max: usize) -> usize {
         self.drive_if_empty();
         let mut q = self.inner.queue.lock().unwrap_or_else(|e| e.into_inner());
-        let n = max.min(q.len());
-        out.extend(q.drain(..n));
+        let n = max.min(q.items.len());
+        out.extend(q.items.drain(..n));
         n
     }
 
@@ -61,6 +72,7 @@ impl CompletionQueue {
             .queue
             .lock()
             .unwrap_or_else(|e| e.into_inner())
+            .items
             .pop_front()
     }
 
@@ -86,19 +98,21 @@ impl CompletionQueue {
         }
         let mut q = self.inner.queue.lock().unwrap_or_else(|e| e.into_inner());
         loop {
-            if let Some(c) = q.pop_front() {
+            if let Some(c) = q.items.pop_front() {
                 return Some(c);
             }
             let now = Instant::now();
             if now >= deadline {
                 return None;
             }
+            q.sleepers += 1;
             q = self
                 .inner
                 .ready
                 .wait_timeout(q, deadline - now)
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
+            q.sleepers -= 1;
         }
     }
 }
@@ -111,6 +125,7 @@ impl CompletionQueue {
                 .queue
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
+                .items
                 .is_empty();
             if empty {
                 d.drive();

@@ -10,6 +10,7 @@ use crate::engine::{ConnId, EngineCore, EngineError, QpSettings};
 use crate::qp::{next_qp_num, QpError};
 use crate::xdp::{resolve_next_hop, XdpError};
 use crate::{ConnectError, ConnectionConfig, PostError, ProtectionDomain, QpInit};
+use tcp_offload::State;
 
 /// How long a graceful close may take before the handle gives up waiting.
 const CLOSE_WAIT: Duration = Duration::from_secs(5);
@@ -182,15 +183,17 @@ impl XdpQp {
         if gone {
             return;
         }
-        if self.dev.shared.inline {
-            let deadline = Instant::now() + CLOSE_WAIT;
-            let link = &self.link;
-            self.dev
-                .shared
-                .wait_until(deadline, |_| link.status().finished.then_some(()));
-        } else {
-            self.link.wait_finished(CLOSE_WAIT);
-        }
+        // Done once both FINs are through: TIME-WAIT only guards the tuple, nothing of the
+        // queue pair's is left in it.
+        let deadline = Instant::now() + CLOSE_WAIT;
+        let (link, conn) = (&self.link, self.conn);
+        self.dev.shared.wait_until(deadline, |st| {
+            let tcp_done = matches!(
+                st.engine.tcp_state(conn),
+                None | Some(State::Closed | State::TimeWait)
+            );
+            (link.status().finished || tcp_done).then_some(())
+        });
     }
 
     /// Abortive close (RST); does not wait.

@@ -2,8 +2,8 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
-use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use ddp::QpEvent;
 
@@ -20,7 +20,6 @@ pub(crate) struct QpLink {
     pub(crate) send_cq: CompletionQueue,
     pub(crate) recv_cq: CompletionQueue,
     status: Mutex<LinkStatus>,
-    changed: Condvar,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -37,7 +36,6 @@ impl QpLink {
             send_cq,
             recv_cq,
             status: Mutex::default(),
-            changed: Condvar::new(),
         }
     }
 
@@ -47,17 +45,6 @@ impl QpLink {
 
     pub(crate) fn update(&self, f: impl FnOnce(&mut LinkStatus)) {
         f(&mut self.status.lock().unwrap_or_else(|p| p.into_inner()));
-        self.changed.notify_all();
-    }
-
-    /// Waits (threaded mode) until the connection is gone or `timeout` passes.
-    pub(crate) fn wait_finished(&self, timeout: Duration) -> bool {
-        let g = self.status.lock().unwrap_or_else(|p| p.into_inner());
-        let (g, _) = self
-            .changed
-            .wait_timeout_while(g, timeout, |s| !s.finished)
-            .unwrap_or_else(|p| p.into_inner());
-        g.finished
     }
 
     fn set_error(&self, e: QpError) {
