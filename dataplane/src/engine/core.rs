@@ -30,6 +30,9 @@ use crate::pd::{PdInner, PdState};
 /// more to send (a full segment is a whole number of FPDUs a little under the MSS).
 const SHORT_SEGMENT_SLACK: usize = 128;
 
+/// How long a short segment's ACK waits for the application's reply to carry it.
+const ACK_GRACE: Duration = Duration::from_micros(25);
+
 /// The engine's tables: hashed with foldhash, seeded per process (a peer choosing its ports
 /// cannot aim at a bucket), several times cheaper per packet than SipHash.
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
@@ -248,9 +251,9 @@ pub struct EngineCore {
     scratch: Vec<u8>,
     rebuild: Vec<u8>,
     pending_tx: Vec<Vec<u8>>,
-    /// Connections that received a short data segment in the last round: their delayed ACK
-    /// goes out next round unless the application's reply carried it meanwhile.
-    ack_soon: Vec<u64>,
+    /// Connections that received a short data segment, and when: their delayed ACK goes out
+    /// [`ACK_GRACE`] later unless the application's reply carried it meanwhile.
+    ack_soon: VecDeque<(u64, Instant)>,
     busy: bool,
     last_now: Instant,
 }
@@ -282,7 +285,7 @@ impl<I: PacketIo> Engine<I> {
                 scratch: vec![0; mpa::MAX_FPDU_LEN],
                 rebuild: vec![0; mpa::MAX_FPDU_LEN],
                 pending_tx: Vec::new(),
-                ack_soon: Vec::new(),
+                ack_soon: VecDeque::new(),
                 busy: false,
                 last_now: now,
                 cfg,
@@ -643,12 +646,8 @@ impl<I: PacketIo> Engine<I> {
             take(l.tcp.poll_timeout());
         }
         take(self.io.next_rx());
-        if c.busy
-            || !c.dirty.is_empty()
-            || !c.pending_tx.is_empty()
-            || !c.ack_soon.is_empty()
-            || self.io.holding()
-        {
+        take(c.ack_soon.front().map(|&(_, at)| at + ACK_GRACE));
+        if c.busy || !c.dirty.is_empty() || !c.pending_tx.is_empty() || self.io.holding() {
             // Work is left: poll again at once ("now" is the caller's last one).
             take(Some(c.last_now));
         }
@@ -661,20 +660,21 @@ impl<I: PacketIo> Engine<I> {
         let Engine { io, core: c } = self;
         c.last_now = now;
         c.busy = false;
-        // 1. Receive: each frame is handled in place (placement copies straight from it).
-        let max = c.cfg.rx_batch;
-        // 0. Short segments of the last round: a sender that had no more to send waits for our
-        //    ACK to complete its work; give the application one round to answer with data that
-        //    carries it, then acknowledge (instead of the delayed-ACK timer).
-        let soon = std::mem::take(&mut c.ack_soon);
-        for &id in &soon {
+        // 0. Short segments: a sender that had no more to send waits for our ACK to complete
+        //    its work; give the application ACK_GRACE to answer with data that carries it, then
+        //    acknowledge (instead of the delayed-ACK timer).
+        while let Some(&(id, at)) = c.ack_soon.front() {
+            if at + ACK_GRACE > now {
+                break;
+            }
+            c.ack_soon.pop_front();
             if let Some(k) = c.conns.get_mut(&id) {
                 k.tcp.flush_delayed_ack();
             }
             c.mark(id);
         }
-        c.ack_soon = soon;
-        c.ack_soon.clear();
+        // 1. Receive: each frame is handled in place (placement copies straight from it).
+        let max = c.cfg.rx_batch;
         let n = io.rx_batch(now, max, &mut |f: &[u8]| c.handle_frame(now, f));
         // 2. Timers.
         let mut fired = std::mem::take(&mut c.fired);
@@ -855,7 +855,7 @@ impl EngineCore {
                 // A segment well short of the MSS ends the sender's burst (see `ack_soon`).
                 let len = seg.payload.len();
                 if len > 0 && len + SHORT_SEGMENT_SLACK <= c.tcp.emss() as usize {
-                    self.ack_soon.push(id);
+                    self.ack_soon.push_back((id, now));
                 }
                 match c.qp.as_mut() {
                     // The one copy: TCP lends the payload, placement writes it into the region.

@@ -140,6 +140,8 @@ pub struct XskQueue {
     scratch: Vec<FrameDesc>,
     in_fill: usize,
     in_tx: usize,
+    /// Frames were queued on the tx ring since the kernel was last kicked successfully.
+    unkicked: bool,
     fill_target: usize,
     capacity: usize,
     zero_copy: bool,
@@ -229,6 +231,7 @@ impl XskQueue {
             scratch: Vec::with_capacity(cfg.ring_size as usize),
             in_fill: 0,
             in_tx: 0,
+            unkicked: false,
             fill_target: cfg.fill_target(),
             capacity,
             zero_copy,
@@ -383,16 +386,22 @@ impl XskQueue {
         let n = unsafe { self.tx.produce(&self.scratch) };
         frames.drain(..n);
         self.in_tx += n;
-        if n > 0 && self.tx.needs_wakeup() {
-            let _ = self.tx.wakeup();
+        if n > 0 {
+            self.unkicked = true;
+            self.kick_tx();
         }
         n
     }
 
-    /// Kicks the kernel to transmit what is queued (needed in copy mode when it asks).
+    /// Kicks the kernel to transmit what was queued since the last successful kick (copy mode
+    /// always asks; each kick is a `sendto`, so nothing is kicked twice). A kick the kernel
+    /// could not finish (its budget, a busy ring) is retried on the next call.
     pub fn kick_tx(&mut self) {
-        if self.in_tx > 0 && self.tx.needs_wakeup() {
-            let _ = self.tx.wakeup();
+        if !self.unkicked {
+            return;
+        }
+        if !self.tx.needs_wakeup() || self.tx.wakeup().is_ok() {
+            self.unkicked = false;
         }
     }
 
