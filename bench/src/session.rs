@@ -415,13 +415,16 @@ impl Session {
     pub fn spin<T>(&self, what: &str, mut f: impl FnMut() -> Option<T>) -> Result<T, Ended> {
         let mut spins = 0u32;
         let mut since = Instant::now();
+        // An inline engine runs in this loop: nothing else needs this CPU, so give it up only
+        // now and then. Otherwise a transport thread (kernel driver, engine thread) may.
+        let yield_mask = if self._device.is_inline() { 1023 } else { 15 };
         loop {
             fence(Ordering::Acquire);
             if let Some(v) = f() {
                 return Ok(v);
             }
             spins = spins.wrapping_add(1);
-            if spins & 15 == 0 {
+            if spins & yield_mask == 0 {
                 std::thread::yield_now();
             }
             if spins & 1023 == 0 {

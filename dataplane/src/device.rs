@@ -84,6 +84,12 @@ impl Device {
         c
     }
 
+    /// True when the application's own calls drive the engine (an AF_XDP device in
+    /// [`crate::EngineMode::Inline`]): a busy-polling caller need not give up its CPU.
+    pub fn is_inline(&self) -> bool {
+        self.xdp.as_ref().is_some_and(|x| x.shared.inline)
+    }
+
     /// The device's IPv4 address (AF_XDP devices: the interface's).
     pub fn local_ip(&self) -> Option<std::net::Ipv4Addr> {
         self.xdp.as_ref().map(|x| x.shared.ip)

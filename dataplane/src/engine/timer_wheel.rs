@@ -11,6 +11,9 @@ pub struct TimerWheel {
     tick: Duration,
     /// The last tick expired.
     now_tick: u64,
+    /// When the tick after `now_tick` begins: `expire` before it has nothing to do (a compare
+    /// instead of a 128-bit division on every engine round).
+    next_tick_at: Instant,
     slots: Vec<Vec<(u64, u64)>>,
     len: usize,
 }
@@ -22,6 +25,7 @@ impl TimerWheel {
             base,
             tick: tick.max(Duration::from_nanos(1)),
             now_tick: 0,
+            next_tick_at: base + tick.max(Duration::from_nanos(1)),
             slots: vec![Vec::new(); slots.max(1)],
             len: 0,
         }
@@ -65,6 +69,9 @@ impl TimerWheel {
 
     /// Moves time to `now` and appends the keys whose deadline tick has passed to `out`.
     pub fn expire(&mut self, now: Instant, out: &mut Vec<u64>) {
+        if now < self.next_tick_at {
+            return;
+        }
         let target = self.tick_of(now);
         if target <= self.now_tick {
             return;
@@ -85,6 +92,8 @@ impl TimerWheel {
             self.len -= before - slot.len();
         }
         self.now_tick = target;
+        self.next_tick_at =
+            self.base + Duration::from_nanos(((target + 1) as u128 * self.tick.as_nanos()) as u64);
     }
 }
 

@@ -68,8 +68,10 @@ impl PacketIo for XskIo {
     }
 
     fn flush(&mut self, _now: Instant) {
+        // `send` kicks the kernel for what it queued; in copy mode that `sendto` usually
+        // completes the batch, so reclaim first and kick again only for what is left.
         self.queue.send(&mut self.tx);
-        self.queue.kick_tx();
         self.queue.reclaim();
+        self.queue.kick_tx();
     }
 }

@@ -140,8 +140,6 @@ pub struct XskQueue {
     scratch: Vec<FrameDesc>,
     in_fill: usize,
     in_tx: usize,
-    /// Frames were queued on the tx ring since the kernel was last kicked successfully.
-    unkicked: bool,
     fill_target: usize,
     capacity: usize,
     zero_copy: bool,
@@ -231,7 +229,6 @@ impl XskQueue {
             scratch: Vec::with_capacity(cfg.ring_size as usize),
             in_fill: 0,
             in_tx: 0,
-            unkicked: false,
             fill_target: cfg.fill_target(),
             capacity,
             zero_copy,
@@ -307,11 +304,12 @@ impl XskQueue {
     /// Takes up to `max` received frames into `out` (appended) and tops the fill ring up.
     /// Returns how many were received.
     pub fn recv(&mut self, out: &mut Vec<Frame>, max: usize) -> usize {
-        self.scratch.clear();
-        self.scratch.resize(max, FrameDesc::default());
+        if self.scratch.len() < max {
+            self.scratch.resize(max, FrameDesc::default());
+        }
         // Safety: the descriptors the rx ring returns belong to this UMEM (we only ever fill
         // it with our own frames); each becomes exactly one token below.
-        let n = unsafe { self.rx.consume(&mut self.scratch) };
+        let n = unsafe { self.rx.consume(&mut self.scratch[..max]) };
         self.in_fill -= n;
         let owner = self.owner;
         out.extend(self.scratch[..n].iter().map(|&desc| Frame { desc, owner }));
@@ -386,22 +384,18 @@ impl XskQueue {
         let n = unsafe { self.tx.produce(&self.scratch) };
         frames.drain(..n);
         self.in_tx += n;
-        if n > 0 {
-            self.unkicked = true;
-            self.kick_tx();
+        if n > 0 && self.tx.needs_wakeup() {
+            let _ = self.tx.wakeup();
         }
         n
     }
 
-    /// Kicks the kernel to transmit what was queued since the last successful kick (copy mode
-    /// always asks; each kick is a `sendto`, so nothing is kicked twice). A kick the kernel
-    /// could not finish (its budget, a busy ring) is retried on the next call.
+    /// Kicks the kernel again while transmitted frames have not all completed (copy mode sends
+    /// at most a budget per `sendto` and says nothing about the rest). Call it after
+    /// [`XskQueue::reclaim`], so that a batch the last `send` finished costs no second `sendto`.
     pub fn kick_tx(&mut self) {
-        if !self.unkicked {
-            return;
-        }
-        if !self.tx.needs_wakeup() || self.tx.wakeup().is_ok() {
-            self.unkicked = false;
+        if self.in_tx > 0 && self.tx.needs_wakeup() {
+            let _ = self.tx.wakeup();
         }
     }
 
