@@ -654,6 +654,24 @@ impl<I: PacketIo> Engine<I> {
         t
     }
 
+    /// Transmits what `conn` has to send now, without a receive round: for work posted on an
+    /// idle connection (nothing in flight), where waiting for the next round only adds latency.
+    pub fn transmit_now(&mut self, now: Instant, conn: ConnId) {
+        let Engine { io, core: c } = self;
+        c.last_now = now;
+        c.service(now, conn.0, io);
+        c.flush_pending(now, io);
+        io.flush(now);
+    }
+
+    /// True when `conn` has nothing queued or in flight (posted work may leave at once).
+    pub fn is_idle_to_send(&self, conn: ConnId) -> bool {
+        self.core
+            .conns
+            .get(&conn.0)
+            .is_some_and(|c| c.tcp.bytes_in_flight() == 0 && c.tcp.send_queued() == 0)
+    }
+
     /// One round of run-to-completion work: receive a batch, run expired timers, service every
     /// connection that has something to do, transmit. Returns the frames received.
     pub fn poll(&mut self, now: Instant) -> usize {

@@ -138,9 +138,7 @@ impl XdpDevice {
 }
 
 impl XdpQp {
-    /// Runs `f` on the engine under the lock. Posted work leaves at the engine's next round: the
-    /// engine thread's, or (inline) the application's next completion-queue poll or wait, so
-    /// work posted back to back is framed together (small FPDUs share a segment, MPA-62).
+    /// Runs `f` on the engine under the lock.
     fn with_engine<R>(&self, f: impl FnOnce(&mut EngineCore, ConnId) -> R) -> R {
         let mut st = self.dev.shared.lock();
         f(&mut st.engine, self.conn)
@@ -160,7 +158,15 @@ impl XdpQp {
         f: impl FnOnce(&mut EngineCore, ConnId) -> Result<(), EngineError>,
     ) -> Result<(), PostError> {
         self.check_open()?;
-        self.with_engine(f).map_err(post_error)
+        let mut st = self.dev.shared.lock();
+        // Inline, on an idle connection: send at once (a ping-pong's answer); with work in
+        // flight the next round frames it together with what follows (MPA-62 packing).
+        let at_once = self.dev.shared.inline && st.engine.is_idle_to_send(self.conn);
+        f(&mut st.engine, self.conn).map_err(post_error)?;
+        if at_once {
+            st.engine.transmit_now(Instant::now(), self.conn);
+        }
+        Ok(())
     }
 
     pub(crate) fn error(&self) -> Option<QpError> {
