@@ -450,9 +450,13 @@ impl Session {
     /// landed), draining send completions meanwhile: polling a completion queue is what drives
     /// an inline engine.
     pub fn spin_on_byte(&self, what: &str, offset: usize, value: u8) -> Result<(), Ended> {
-        self.spin(what, || match self.drain_send() {
-            Err(e) => Some(Err(e)),
-            Ok(_) => (self.byte_at(offset) == value).then_some(Ok(())),
+        // The byte first: draining (which runs an inline engine once more whenever the queue
+        // is empty) comes after the data is seen, not between its arrival and the check.
+        self.spin(what, || {
+            if self.byte_at(offset) == value {
+                return Some(Ok(()));
+            }
+            self.drain_send().err().map(Err)
         })?
     }
 
