@@ -26,6 +26,7 @@ mod listener;
 pub mod memory;
 mod pd;
 mod qp;
+mod qp_events;
 pub mod store;
 pub mod xdp;
 mod xdp_device;

@@ -16,6 +16,7 @@ use ddp::QpEvent;
 use super::waker::wait;
 use crate::counters::Counters;
 use crate::qp::{QpError, QpShared};
+use crate::qp_events::{startup_error, stream_error};
 use crate::ConnectError;
 
 /// Driver options that shape how bytes reach the wire.
@@ -131,10 +132,6 @@ pub(crate) fn tcp_mss(sock: &TcpStream) -> Option<u32> {
     (r == 0 && v > 0).then_some(v as u32)
 }
 
-fn term_fields(t: &ddp::TerminateRepr) -> (u8, u8, u8) {
-    (t.code.layer as u8, t.code.etype, t.code.code)
-}
-
 struct Driver<'a> {
     sock: &'a mut TcpStream,
     shared: &'a QpShared,
@@ -177,49 +174,17 @@ impl Driver<'_> {
                 self.report(Ok(peer_private_data));
             }
             QpEvent::ConnectRequest { .. } => {}
-            QpEvent::Rejected { private_data } => {
-                Counters::inc(&c.startup_rejected);
-                self.report(Err(ConnectError::Rejected { private_data }));
+            ev @ (QpEvent::Rejected { .. } | QpEvent::StartupFailed(_)) => {
+                // A malformed or missing startup frame closes TCP at once; a rejection first
+                // lets the Reply drain.
+                self.close_now |= matches!(ev, QpEvent::StartupFailed(_));
+                self.report(Err(startup_error(c, ev)));
                 self.failed = true;
             }
-            QpEvent::StartupFailed(e) => {
-                match e {
-                    mpa::StartupError::Timeout => Counters::inc(&c.startup_timeouts),
-                    mpa::StartupError::ConnectionClosed => {}
-                    _ => Counters::inc(&c.startup_malformed),
+            ev => {
+                if let Some(e) = stream_error(c, &ev) {
+                    self.fail(e);
                 }
-                self.report(Err(ConnectError::Startup(e)));
-                self.failed = true;
-                self.close_now = true;
-            }
-            QpEvent::FramingError(e) => {
-                match e.code() {
-                    mpa::ErrorCode::CrcError => Counters::inc(&c.crc_errors),
-                    mpa::ErrorCode::MarkerError => Counters::inc(&c.marker_errors),
-                    _ => Counters::inc(&c.framing_errors),
-                }
-                self.fail(QpError::Framing(e.code() as u8));
-            }
-            QpEvent::TerminateSent(t) => {
-                Counters::inc(&c.terminates_sent);
-                let (layer, etype, code) = term_fields(&t);
-                self.fail(QpError::TerminateSent { layer, etype, code });
-            }
-            QpEvent::TerminateReceived(t) => {
-                Counters::inc(&c.terminates_received);
-                let (layer, etype, code) = term_fields(&t);
-                self.fail(QpError::TerminateReceived { layer, etype, code });
-            }
-            QpEvent::MalformedTerminateReceived => {
-                Counters::inc(&c.terminates_received);
-                self.fail(QpError::TerminateReceived {
-                    layer: 0xff,
-                    etype: 0xff,
-                    code: 0xff,
-                });
-            }
-            QpEvent::TransportFailed => {
-                self.fail(QpError::PeerClosed);
             }
         }
     }

@@ -5,11 +5,10 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use ddp::QpEvent;
-
 use crate::counters::Counters;
 use crate::engine::{ConnId, Engine, EngineEvent, ListenerId, XskIo};
 use crate::qp::{map_completion, QpError};
+use crate::qp_events::{startup_error, stream_error};
 use crate::xdp::XdpProgram;
 use crate::{CompletionQueue, ConnectError, Opcode};
 
@@ -88,61 +87,6 @@ pub(crate) struct State {
     pub(crate) pending: HashMap<ConnId, Pending>,
     pub(crate) listeners: HashMap<ListenerId, VecDeque<Request>>,
     pub(crate) counters: Arc<Counters>,
-}
-
-/// A stream-ending queue-pair event as the verbs API reports it (same mapping as the kernel
-/// transport), counted on the device.
-fn stream_error(c: &Counters, ev: &QpEvent) -> Option<QpError> {
-    let fields = |t: &ddp::TerminateRepr| (t.code.layer as u8, t.code.etype, t.code.code);
-    Some(match ev {
-        QpEvent::FramingError(e) => {
-            match e.code() {
-                mpa::ErrorCode::CrcError => Counters::inc(&c.crc_errors),
-                mpa::ErrorCode::MarkerError => Counters::inc(&c.marker_errors),
-                _ => Counters::inc(&c.framing_errors),
-            }
-            QpError::Framing(e.code() as u8)
-        }
-        QpEvent::TerminateSent(t) => {
-            Counters::inc(&c.terminates_sent);
-            let (layer, etype, code) = fields(t);
-            QpError::TerminateSent { layer, etype, code }
-        }
-        QpEvent::TerminateReceived(t) => {
-            Counters::inc(&c.terminates_received);
-            let (layer, etype, code) = fields(t);
-            QpError::TerminateReceived { layer, etype, code }
-        }
-        QpEvent::MalformedTerminateReceived => {
-            Counters::inc(&c.terminates_received);
-            QpError::TerminateReceived {
-                layer: 0xff,
-                etype: 0xff,
-                code: 0xff,
-            }
-        }
-        QpEvent::TransportFailed => QpError::PeerClosed,
-        _ => return None,
-    })
-}
-
-/// Why MPA startup failed, as `connect` reports it; counted on the device.
-fn startup_error(c: &Counters, ev: QpEvent) -> ConnectError {
-    match ev {
-        QpEvent::Rejected { private_data } => {
-            Counters::inc(&c.startup_rejected);
-            ConnectError::Rejected { private_data }
-        }
-        QpEvent::StartupFailed(e) => {
-            match e {
-                mpa::StartupError::Timeout => Counters::inc(&c.startup_timeouts),
-                mpa::StartupError::ConnectionClosed => {}
-                _ => Counters::inc(&c.startup_malformed),
-            }
-            ConnectError::Startup(e)
-        }
-        _ => ConnectError::Startup(mpa::StartupError::ConnectionClosed),
-    }
 }
 
 impl State {
