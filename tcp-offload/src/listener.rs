@@ -193,6 +193,16 @@ impl Listener {
             self.after_update(now, seg.tuple, st);
             return;
         }
+        // An established connection waiting in the accept queue owns its segments: the peer's
+        // first data may follow its handshake ACK before the user calls `accept`.
+        if let Some(c) = self
+            .accept_queue
+            .iter_mut()
+            .find(|c| c.tuple() == seg.tuple)
+        {
+            c.handle_segment(now, seg);
+            return;
+        }
         let f = seg.flags;
         if f.rst {
             return;

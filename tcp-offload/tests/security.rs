@@ -301,6 +301,39 @@ fn listener_half_open_entry_completes_without_cookies() {
     assert_eq!(l.half_open_len(), 0);
 }
 
+/// Regression: data the client sends right after its handshake ACK, before the user takes the
+/// connection with `accept`, belongs to that connection; the listener used to answer it with a
+/// RST (it looked like an ACK for a cookie it never sent).
+#[test]
+fn listener_hands_data_before_accept_to_the_queued_connection() {
+    let t0 = Instant::now();
+    let mut l = harness::listener(t0, ListenerConfig::default());
+    let g = gen(t0);
+    let mut client = Connection::connect(Config::default(), tuple_a(), &g, t0);
+    let mut buf = vec![0u8; 2000];
+    for _ in 0..4 {
+        while let Some(n) = client.poll_transmit(t0, &mut buf) {
+            l.handle_packet(t0, &buf[..n]).unwrap();
+        }
+        while let Some(n) = l.poll_transmit(t0, &mut buf) {
+            client.handle_packet(t0, &buf[..n]).unwrap();
+        }
+    }
+    assert_eq!(l.accept_queue_len(), 1, "established, not yet accepted");
+    client.send(b"first data").unwrap();
+    while let Some(n) = client.poll_transmit(t0, &mut buf) {
+        l.handle_packet(t0, &buf[..n]).unwrap();
+    }
+    assert!(
+        l.poll_transmit(t0, &mut buf).is_none(),
+        "the listener answered the data (RST)"
+    );
+    let mut server = l.accept().expect("accepted");
+    let mut got = [0u8; 32];
+    let n = server.recv(&mut got);
+    assert_eq!(&got[..n], b"first data");
+}
+
 #[test]
 fn listener_rejects_forged_cookie_ack_with_rst() {
     let t0 = Instant::now();

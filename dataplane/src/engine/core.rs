@@ -1003,9 +1003,10 @@ impl EngineCore {
     }
 
     /// Moves listener `li`'s established connections into the flow table. Runs right after
-    /// the listener handled a segment: the peer's first data may follow its handshake ACK in
-    /// the same receive batch and must find the connection, not the listener (which would
-    /// answer it with a RST).
+    /// the listener handled a segment, so the peer's next segments (its first data may follow
+    /// the handshake ACK in the same receive batch) take the flow-table path to the connection
+    /// and its queue pair starts at once. (The listener also hands segments to connections
+    /// still in its accept queue, so this is about speed, not correctness.)
     fn take_accepted(&mut self, now: Instant, li: usize) {
         while let Some(tcp) = self.listeners[li].tcp.accept() {
             let settings = self.listeners[li].settings.clone();
