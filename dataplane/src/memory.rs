@@ -45,7 +45,8 @@ unsafe impl Send for PinnedBuf {}
 // Safety: as above; no method hands out references into the mapping that outlive the call.
 unsafe impl Sync for PinnedBuf {}
 
-fn page_size() -> usize {
+/// The system page size (4096 when `sysconf` cannot say).
+pub(crate) fn page_size() -> usize {
     // Safety: sysconf has no memory-safety preconditions.
     let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     if p <= 0 {

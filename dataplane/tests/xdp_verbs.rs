@@ -14,20 +14,10 @@ use dataplane::{
     Access, CompletionQueue, ConnectionConfig, Device, EngineMode, Opcode, QpInit, QueuePair,
     RemoteAddr, Status, XdpConfig,
 };
+use testkit::pattern;
 
 const T: Duration = Duration::from_secs(30);
 const LEN: usize = 1 << 20;
-
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| {
-            (i as u32)
-                .wrapping_mul(2654435761)
-                .rotate_left(seed as u32 % 31) as u8
-                ^ seed
-        })
-        .collect()
-}
 
 fn init(dev: &Device) -> (QpInit, CompletionQueue) {
     let cq = dev.create_cq();

@@ -19,9 +19,9 @@ use xwarpd_support::{http_get, sample, Daemon, Tmp, BIN};
 const STORE_PORT: u16 = 20049;
 const ECHO_PORT: u16 = 18515;
 
-/// Data written at `offset`: distinct bytes per write.
+/// Data of write number `seed`: distinct bytes per write.
 fn pattern(len: usize, seed: usize) -> Vec<u8> {
-    (0..len).map(|j| (j * 31 + seed * 7 + 1) as u8).collect()
+    testkit::pattern(len, seed as u64)
 }
 
 /// Writes of 1 B to 4 MiB at unaligned offsets.

@@ -12,12 +12,14 @@
 
 pub mod checksum;
 pub mod iwarp_oracle;
+pub mod pattern;
 pub mod pcap;
 pub mod synthetic;
 pub mod tools;
 pub mod tshark;
 
 pub use checksum::internet_checksum;
+pub use pattern::{fill_pattern, pattern};
 pub use pcap::pcap_file;
 pub use synthetic::{Capture, Peer};
 pub use tools::{require_tool, skipping_forbidden, unique_temp_path, TempPath};

@@ -8,6 +8,7 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::path::Path;
 
+use crate::memory::page_size;
 use crate::{Access, MemoryRegion, ProtectionDomain, RegisterError};
 
 /// A store file, open read-write and at its final size, not yet mapped.
@@ -72,17 +73,6 @@ impl MappedFile {
 pub(crate) struct FileRegion {
     region: MemoryRegion,
     file: File,
-}
-
-/// The system page size (`memory::page_size` is private to that module).
-fn page_size() -> usize {
-    // Safety: sysconf has no memory-safety preconditions.
-    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if p <= 0 {
-        4096
-    } else {
-        p as usize
-    }
 }
 
 impl FileRegion {

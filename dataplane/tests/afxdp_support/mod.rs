@@ -42,28 +42,8 @@ pub fn serial() -> MutexGuard<'static, ()> {
     HEAVY.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Fills `buf` with the deterministic pattern of `seed` (xorshift64, eight octets a step).
-pub fn fill_pattern(buf: &mut [u8], seed: u64) {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut chunks = buf.chunks_exact_mut(8);
-    for c in &mut chunks {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        c.copy_from_slice(&x.to_le_bytes());
-    }
-    x ^= x << 13;
-    let rest = chunks.into_remainder();
-    let n = rest.len();
-    rest.copy_from_slice(&x.to_le_bytes()[..n]);
-}
-
-/// `len` octets of the pattern of `seed`.
-pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
-    let mut v = vec![0u8; len];
-    fill_pattern(&mut v, seed);
-    v
-}
+#[allow(unused_imports)] // each test binary uses its own part of this module
+pub use testkit::{fill_pattern, pattern};
 
 /// MPA settings of an engine connection.
 pub fn engine_settings(markers: bool, crc: bool, private_data: Vec<u8>) -> QpSettings {

@@ -172,18 +172,8 @@ pub fn settings(markers: bool, crc: bool) -> QpSettings {
     s
 }
 
-/// Deterministic pattern bytes.
-pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
+#[allow(unused_imports)] // each test binary uses its own part of this module
+pub use testkit::pattern;
 
 pub fn filled(e: &mut Engine<MemPort>, data: &[u8], access: Access) -> (RegionHandle, Stag) {
     let (h, s) = e.register(data.len().max(1), access);

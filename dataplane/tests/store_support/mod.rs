@@ -21,15 +21,7 @@ pub fn server(file: &TempFile, size: u64) -> (Device, StoreServer) {
     server_with(file, size, ServerOptions::default())
 }
 
-/// Deterministic bytes (xorshift) so a mismatch is reproducible.
+/// Deterministic bytes (testkit's pattern; this module's callers name the seed first).
 pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    testkit::pattern(len, seed)
 }
