@@ -69,6 +69,11 @@ pub struct Config {
     pub syn_retries: u32,
     /// Delayed-ACK timeout (RFC 5681 §4.2, < 500 ms); `None` acknowledges every segment at once.
     pub delayed_ack: Option<Duration>,
+    /// Delay for acknowledging a data segment well short of the EMSS (at least
+    /// [`SHORT_SEGMENT_SLACK`] octets shorter: its sender had no more to send and may be waiting
+    /// for the ACK, as an iWARP sender is to complete its work). `None` (the default) treats it
+    /// like any other segment.
+    pub short_segment_ack: Option<Duration>,
     /// Segments acknowledged at once after the connection opens (quick-ACK phase, e.g. MPA startup).
     pub quick_acks: u32,
     /// Keepalive; `None` disables it (the default, RFC 1122 §4.2.3.6).
@@ -108,6 +113,7 @@ impl Default for Config {
             max_retries: 15,
             syn_retries: 6,
             delayed_ack: Some(Duration::from_millis(40)),
+            short_segment_ack: None,
             quick_acks: 16,
             keepalive: None,
             congestion: CongestionAlgo::Cubic,
@@ -121,6 +127,10 @@ impl Default for Config {
         }
     }
 }
+
+/// How much shorter than the EMSS a data segment must be to count as short (a full segment is a
+/// whole number of records a little under the EMSS).
+pub const SHORT_SEGMENT_SLACK: usize = 128;
 
 impl Config {
     /// Checks the settings for consistency.

@@ -620,14 +620,6 @@ impl Connection {
         }
     }
 
-    /// Sends the delayed ACK with the next `poll_transmit` if one is owed: the caller knows no
-    /// data of its own will carry it soon (the engine's "short segment" policy).
-    pub fn flush_delayed_ack(&mut self) {
-        if self.ack_pending {
-            self.ack_now = true;
-        }
-    }
-
     /// Acknowledge the next `n` data segments at once (e.g. while MPA starts up).
     pub fn quick_ack(&mut self, n: u32) {
         self.quick_acks = self.quick_acks.max(n);
@@ -1655,10 +1647,15 @@ impl Connection {
         } else {
             self.ack_pending = true;
             self.segs_since_ack += 1;
+            let short = data.len() + crate::config::SHORT_SEGMENT_SLACK <= self.emss() as usize;
+            let delay = match self.cfg.short_segment_ack {
+                Some(d) if short => Some(d),
+                _ => self.cfg.delayed_ack,
+            };
             if self.segs_since_ack >= 2 {
                 self.ack_now = true;
-            } else if self.delack_at.is_none() {
-                self.delack_at = self.cfg.delayed_ack.map(|d| now + d);
+            } else if let Some(at) = delay.map(|d| now + d) {
+                self.delack_at = Some(self.delack_at.map_or(at, |t| t.min(at)));
             }
         }
     }

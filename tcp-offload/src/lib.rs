@@ -78,7 +78,7 @@ pub mod sim_transport;
 pub mod tx;
 pub mod wire;
 
-pub use config::{Config, ConfigError, CongestionAlgo, Keepalive};
+pub use config::{Config, ConfigError, CongestionAlgo, Keepalive, SHORT_SEGMENT_SLACK};
 pub use connection::{emit_rst_for, CloseReason, Connection, Event, SendError, State};
 pub use counters::{Counters, ListenerCounters};
 pub use exchange::exchange;

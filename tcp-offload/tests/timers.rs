@@ -143,24 +143,28 @@ fn rfc5681_s4_2_delayed_ack_every_second_segment_or_timer() {
 }
 
 #[test]
-fn flush_delayed_ack_sends_an_owed_ack_at_once_and_nothing_otherwise() {
+fn short_segments_are_acknowledged_after_their_own_shorter_delay() {
     let cfg = Config {
         quick_acks: 0,
         delayed_ack: Some(Duration::from_millis(40)),
+        short_segment_ack: Some(Duration::from_micros(25)),
         ..plain()
     };
     let mut s = Script::establish_active(cfg, TcpOptions::default());
-    s.c.flush_delayed_ack();
-    assert!(s.drain().is_empty(), "no ACK owed: nothing to send");
-    s.inject("A", &[1; 500], false);
-    assert!(s.drain().is_empty(), "first segment: ACK delayed");
-    s.c.flush_delayed_ack();
-    assert_eq!(s.drain().len(), 1, "the owed ACK goes out at once");
+    let full = s.c.emss() as usize;
+    // A full segment waits for the ordinary delayed-ACK timer.
+    s.inject("A", &vec![1; full], false);
+    assert!(s.drain().is_empty(), "full segment: ACK delayed");
+    s.advance(Duration::from_micros(25));
+    assert!(s.drain().is_empty(), "not on the short timer");
     s.advance(Duration::from_millis(40));
-    assert!(
-        s.drain().is_empty(),
-        "and the timer has nothing left to acknowledge"
-    );
+    assert_eq!(s.drain().len(), 1, "the 40 ms timer");
+    // A short one (its sender had no more to send) after 25 us.
+    s.inject("A", &[1; 100], false);
+    assert!(s.drain().is_empty(), "not at once");
+    s.advance(Duration::from_micros(25));
+    assert_eq!(s.drain().len(), 1, "the short-segment timer");
+    assert_eq!(s.c.counters().delayed_acks, 2);
 }
 
 #[test]

@@ -26,12 +26,9 @@ use super::io::{PacketIo, TxOutcome};
 use super::timer_wheel::TimerWheel;
 use crate::pd::{PdInner, PdState};
 
-/// A data segment at least this much shorter than the MSS counts as short: the sender had no
-/// more to send (a full segment is a whole number of FPDUs a little under the MSS).
-const SHORT_SEGMENT_SLACK: usize = 128;
-
-/// How long a short segment's ACK waits for the application's reply to carry it.
-const ACK_GRACE: Duration = Duration::from_micros(25);
+/// Slots of the timer wheel: with the default 25 us tick, one turn is about 205 ms (the minimum
+/// RTO), so most deadlines sit in their own turn.
+const WHEEL_SLOTS: usize = 8192;
 
 /// The engine's tables: hashed with foldhash, seeded per process (a peer choosing its ports
 /// cannot aim at a bucket), several times cheaper per packet than SipHash.
@@ -99,9 +96,11 @@ impl EngineConfig {
             mac,
             ip,
             tcp: Config {
-                // The peer completes its Sends and Writes when we acknowledge them: a lone
-                // segment is acknowledged after 1 ms (a timer-wheel tick), not 40.
+                // The peer completes its Sends and Writes when we acknowledge them: a short
+                // segment (its sender had no more to send) is acknowledged after 25 us unless
+                // our answer carries the ACK first; a lone full one after 1 ms, not 40.
                 delayed_ack: Some(Duration::from_millis(1)),
+                short_segment_ack: Some(Duration::from_micros(25)),
                 ..Config::default()
             },
             listener: ListenerConfig::default(),
@@ -111,7 +110,7 @@ impl EngineConfig {
             isn_secret: [7; 16],
             stag_seed: u64::from(u32::from(ip)),
             fault: FaultConfig::default(),
-            timer_tick: Duration::from_millis(1),
+            timer_tick: Duration::from_micros(25),
         }
     }
 }
@@ -251,9 +250,6 @@ pub struct EngineCore {
     scratch: Vec<u8>,
     rebuild: Vec<u8>,
     pending_tx: Vec<Vec<u8>>,
-    /// Connections that received a short data segment, and when: their delayed ACK goes out
-    /// [`ACK_GRACE`] later unless the application's reply carried it meanwhile.
-    ack_soon: VecDeque<(u64, Instant)>,
     busy: bool,
     last_now: Instant,
 }
@@ -274,7 +270,7 @@ impl<I: PacketIo> Engine<I> {
                 next_conn: 1,
                 next_port,
                 dirty: Vec::new(),
-                wheel: TimerWheel::new(now, cfg.timer_tick, 1024),
+                wheel: TimerWheel::new(now, cfg.timer_tick, WHEEL_SLOTS),
                 fired: Vec::new(),
                 tags: StagTable::new(cfg.stag_seed),
                 mem: VecMemory::new(),
@@ -285,7 +281,6 @@ impl<I: PacketIo> Engine<I> {
                 scratch: vec![0; mpa::MAX_FPDU_LEN],
                 rebuild: vec![0; mpa::MAX_FPDU_LEN],
                 pending_tx: Vec::new(),
-                ack_soon: VecDeque::new(),
                 busy: false,
                 last_now: now,
                 cfg,
@@ -646,7 +641,6 @@ impl<I: PacketIo> Engine<I> {
             take(l.tcp.poll_timeout());
         }
         take(self.io.next_rx());
-        take(c.ack_soon.front().map(|&(_, at)| at + ACK_GRACE));
         if c.busy || !c.dirty.is_empty() || !c.pending_tx.is_empty() || self.io.holding() {
             // Work is left: poll again at once ("now" is the caller's last one).
             take(Some(c.last_now));
@@ -678,19 +672,6 @@ impl<I: PacketIo> Engine<I> {
         let Engine { io, core: c } = self;
         c.last_now = now;
         c.busy = false;
-        // 0. Short segments: a sender that had no more to send waits for our ACK to complete
-        //    its work; give the application ACK_GRACE to answer with data that carries it, then
-        //    acknowledge (instead of the delayed-ACK timer).
-        while let Some(&(id, at)) = c.ack_soon.front() {
-            if at + ACK_GRACE > now {
-                break;
-            }
-            c.ack_soon.pop_front();
-            if let Some(k) = c.conns.get_mut(&id) {
-                k.tcp.flush_delayed_ack();
-            }
-            c.mark(id);
-        }
         // 1. Receive: each frame is handled in place (placement copies straight from it).
         let max = c.cfg.rx_batch;
         let n = io.rx_batch(now, max, &mut |f: &[u8]| c.handle_frame(now, f));
@@ -870,11 +851,6 @@ impl EngineCore {
         }
         if let Some(&id) = self.flows.get(&seg.tuple) {
             if let Some(c) = self.conns.get_mut(&id) {
-                // A segment well short of the MSS ends the sender's burst (see `ack_soon`).
-                let len = seg.payload.len();
-                if len > 0 && len + SHORT_SEGMENT_SLACK <= c.tcp.emss() as usize {
-                    self.ack_soon.push_back((id, now));
-                }
                 match c.qp.as_mut() {
                     // The one copy: TCP lends the payload, placement writes it into the region.
                     Some(qp) if c.tcp.record_mode() => {
