@@ -220,3 +220,114 @@ fn a_lone_small_write_completes_without_waiting_for_the_delayed_ack_timer() {
         "the Write completed after {took:?} (virtual): the ACK waited for a timer; a {:?} b {:?} tcp b {:?}", p.a.counters(), p.b.counters(), p.b.tcp(cb).map(|t| *t.counters())
     );
 }
+
+/// Timers in the engine's wheel include MPA's: an Initiator whose peer completes TCP but never
+/// answers the MPA Request gives up after the startup timeout (MPA-82), reports it and closes
+/// the connection. The peer here is a bare tcp-offload listener over the in-memory link.
+#[test]
+fn mpa_startup_timeout_fires_from_the_engine_timer_wheel() {
+    use dataplane::engine::{Engine, EngineEvent, PacketIo};
+    use std::net::SocketAddr;
+    use std::time::{Duration, Instant};
+    use tcp_offload::{Config, IsnGenerator, Listener, ListenerConfig};
+
+    let base = Instant::now();
+    let (pa, mut raw) = dataplane::engine::mem_link(base, link(), link(), 5).unwrap();
+    let mut a = Engine::new(
+        engine_support::engine_cfg(MAC_A, IP_A, MAC_B, Default::default()),
+        pa,
+        base,
+    );
+    let mut l = Listener::new(
+        Config::default(),
+        ListenerConfig::default(),
+        SocketAddr::V4(SocketAddrV4::new(IP_B, 7300)),
+        IsnGenerator::new([9; 16], base),
+    );
+    let mut s = settings(false, true);
+    s.startup.timeout = Duration::from_secs(2);
+    let conn = a.connect(base, SocketAddrV4::new(IP_B, 7300), s).unwrap();
+    let mut server = None;
+    let mut now = base;
+    let mut out = vec![0u8; 2048];
+    let mut failed = None;
+    let mut closed = false;
+    while now < base + Duration::from_secs(10) && !(failed.is_some() && closed) {
+        now += Duration::from_millis(5);
+        a.poll(now);
+        while let Some(e) = a.poll_event() {
+            match e {
+                EngineEvent::StartupFailed { conn: c, event } if c == conn => {
+                    failed = Some((now - base, event))
+                }
+                EngineEvent::Closed { conn: c, .. } if c == conn => closed = true,
+                _ => {}
+            }
+        }
+        raw.rx_batch(now, 64, &mut |f: &[u8]| match server.as_mut() {
+            Some(c) => {
+                let _ = tcp_offload::Connection::handle_packet(c, now, &f[14..]);
+            }
+            None => {
+                let _ = l.handle_packet(now, &f[14..]);
+            }
+        });
+        if server.is_none() {
+            server = l.accept();
+        }
+        let mut frames = Vec::new();
+        while let Some(n) = l.poll_transmit(now, &mut out) {
+            frames.push(out[..n].to_vec());
+        }
+        while let Some(n) = server.as_mut().and_then(|c| c.poll_transmit(now, &mut out)) {
+            frames.push(out[..n].to_vec());
+        }
+        for p in frames {
+            raw.inject(now, [&MAC_A[..], &MAC_B[..], &[0x08, 0x00], &p].concat());
+        }
+    }
+    let (after, event) = failed.expect("MPA startup never timed out");
+    assert_eq!(
+        event,
+        ddp::QpEvent::StartupFailed(mpa::StartupError::Timeout),
+        "MPA-82"
+    );
+    assert!(
+        after >= Duration::from_secs(2) && after < Duration::from_secs(3),
+        "timed out after {after:?} (virtual), not at the 2 s startup timeout"
+    );
+    assert!(closed, "the connection was not closed");
+    assert!(server.is_some(), "TCP itself was established");
+}
+
+/// A Send completes when TCP has it acknowledged, not when it is sent: with the peer engine
+/// stopped (nothing acknowledges), the Send stays outstanding however long the sender runs; once
+/// the peer runs, it completes.
+#[test]
+fn a_send_completes_on_the_peers_ack_not_on_transmission() {
+    use std::time::Duration;
+    let mut p = Pair::clean();
+    let (ca, cb) = p.establish(7400, settings(false, true), settings(false, true));
+    let (dst, _) = p.b.register(4096, Access::LOCAL_WRITE);
+    p.b.post_recv(cb, 1, buf(dst, 4096)).unwrap();
+    p.run_until(1000, |p| p.b.poll_timeout().is_none_or(|t| t > p.now));
+    let (src, _) = filled(&mut p.a, &pattern(4096, 3), Access::LOCAL_WRITE);
+    p.a.post_send(ca, 2, buf(src, 4096), Default::default())
+        .unwrap();
+    // Only A runs, for longer than any delayed ACK (but short of the RTO).
+    let sent_before = p.a.counters().tx_packets;
+    for _ in 0..100 {
+        p.now += Duration::from_millis(1);
+        p.a.poll(p.now);
+    }
+    assert!(
+        p.a.counters().tx_packets > sent_before,
+        "the Send was transmitted"
+    );
+    assert!(
+        p.a.poll_completion().is_none(),
+        "the Send completed without an ACK"
+    );
+    let wc = p.wait_wc(true, 2);
+    assert_eq!(wc.status, WcStatus::Success);
+}
