@@ -341,3 +341,101 @@ fn committed_data_survives_kill_9_and_restart_on_the_same_file() {
     d.signal(libc::SIGTERM);
     assert!(d.wait(Duration::from_secs(20)).0.success());
 }
+
+/// A store larger than the free space of its filesystem is refused at start with one clear
+/// line. Before, the file was extended sparse: on ext4 the daemon started and the first RDMA
+/// Read placed into a page of the shared mapping the filesystem could not back, and the kernel
+/// killed the daemon with SIGBUS mid-transfer (CI saw exactly that on a nearly full disk); on
+/// tmpfs mlock failed with a misleading "raise RLIMIT_MEMLOCK".
+///
+/// Each case runs xwarpd in its own mount namespace (`unshare -m`) over a small filesystem
+/// (a 4 MiB ext4 image on a loop device, a 1 MiB tmpfs), so the machine's mounts never change,
+/// even if the test fails. Needs root; under CI=true it must run.
+#[test]
+fn a_store_larger_than_its_filesystem_is_refused_at_start_not_killed_by_sigbus_later() {
+    // Safety: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        assert_ne!(
+            std::env::var("CI").as_deref(),
+            Ok("true"),
+            "CI=true: this test needs root (mount namespace, loop device, tmpfs)"
+        );
+        eprintln!("skipping: needs root for a mount namespace with a small filesystem");
+        return;
+    }
+    let image = Tmp::new("small-fs.ext4");
+    let f = std::fs::File::create(&image.0).unwrap();
+    f.set_len(4 << 20).unwrap();
+    drop(f);
+    let mkfs = Command::new("mkfs.ext4")
+        .args(["-q", "-F"])
+        .arg(&image.0)
+        .output()
+        .expect("mkfs.ext4 (e2fsprogs)");
+    assert!(mkfs.status.success(), "{mkfs:?}");
+    let cases = [
+        ("ext4", format!("mount -o loop {}", image.0.display())),
+        ("tmpfs", "mount -t tmpfs -o size=1m xwarp-test".to_string()),
+    ];
+    for (fs, mount) in cases {
+        let dir = Tmp::new(&format!("small-fs-{fs}"));
+        std::fs::create_dir_all(&dir.0).unwrap();
+        let d = dir.0.to_str().unwrap();
+        let script = format!(
+            "{mount} {d} && exec {BIN} --store {d}/store.img --size 8MiB \
+             --store-listen 127.0.0.1:0 --metrics off --control {d}/control.sock"
+        );
+        let mut child = Command::new("timeout")
+            .args(["30", "unshare", "--mount", "--propagation", "private"])
+            .args(["sh", "-c", &script])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+            &mut first,
+        )
+        .unwrap();
+        if first.starts_with("xwarpd ready") {
+            // The old behaviour: it started. Write the whole store to show what follows.
+            let addr = first
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix("store="))
+                .unwrap()
+                .parse()
+                .unwrap();
+            let outcome =
+                StoreClient::connect(addr, &ClientOptions::default()).and_then(|mut c| {
+                    let buf = c.pd().register(4 << 20, Access::ALL).unwrap();
+                    c.write(0, &buf, 0..(4 << 20))?;
+                    c.write(4 << 20, &buf, 0..(4 << 20))
+                });
+            // The daemon has died (SIGBUS: timeout reports 135) or not; stop it either way.
+            for _ in 0..50 {
+                if child.try_wait().unwrap().is_some() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "{fs}: started on a filesystem that cannot hold the store; writing it gave \
+                 {outcome:?}, daemon {:?}: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let out = child.wait_with_output().unwrap();
+        let _ = std::fs::remove_dir(&dir.0);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{fs}: {stderr}");
+        let last = stderr.trim().lines().last().unwrap_or_default();
+        assert!(
+            last.starts_with("xwarpd: ") && last.contains("no space") && last.contains("8388608"),
+            "{fs}: {stderr}"
+        );
+    }
+}

@@ -19,9 +19,13 @@ pub struct MappedFile {
 }
 
 impl MappedFile {
-    /// Opens (creating if missing) `path`. With `size`, a shorter file is extended (sparse,
-    /// zeros) to `size` bytes; a longer one is kept as it is. Without `size` the file must
-    /// exist and be non-empty.
+    /// Opens (creating if missing) `path`. With `size`, a shorter file is extended (zeros) to
+    /// `size` bytes; a longer one is kept as it is. Without `size` the file must exist and be
+    /// non-empty.
+    ///
+    /// Every block of the file is allocated here (`posix_fallocate`): the store is written
+    /// through a shared mapping, where a filesystem out of space can only answer a page fault
+    /// with SIGBUS. Allocating up front turns that into this error (`StorageFull`) at start.
     pub fn open(path: &Path, size: Option<u64>) -> io::Result<Self> {
         let file = OpenOptions::new()
             .read(true)
@@ -44,6 +48,7 @@ impl MappedFile {
         }
         let len = usize::try_from(len)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "store file too large"))?;
+        allocate(&file, len)?;
         Ok(Self { file, len })
     }
 
@@ -65,6 +70,25 @@ impl MappedFile {
             region,
             file: self.file,
         })
+    }
+}
+
+/// Allocates the blocks of `[0, len)` of `file` (holes included), so that writes through a
+/// shared mapping never need the filesystem to find space.
+fn allocate(file: &File, len: usize) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let off_len = libc::off_t::try_from(len)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "store file too large"))?;
+    // Safety: `file` is an open descriptor for the whole call; posix_fallocate touches no memory
+    // of ours.
+    let r = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, off_len) };
+    match r {
+        0 => Ok(()),
+        libc::ENOSPC => Err(io::Error::new(
+            io::ErrorKind::StorageFull,
+            format!("no space on the filesystem for a {len}-byte store file"),
+        )),
+        e => Err(io::Error::from_raw_os_error(e)),
     }
 }
 
