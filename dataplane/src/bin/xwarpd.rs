@@ -71,7 +71,7 @@ struct RunArgs {
     /// Serve a block store backed by this file (created when --size is given).
     #[arg(long, value_name = "PATH")]
     store: Option<PathBuf>,
-    /// Store size (e.g. 1GiB); the file is extended to it, never shrunk.
+    /// Store size (e.g. 1GiB); the file is extended to it, never shrunk, and fully allocated.
     #[arg(long, value_name = "N")]
     size: Option<String>,
     /// Address the store listens on [default: 0.0.0.0:20049].
