@@ -7,16 +7,22 @@
 /// Octets of the CRC field that ends every FPDU.
 pub const CRC_LEN: usize = 4;
 
-/// CRC-32C of `data` (hardware accelerated where the CPU has it).
+/// CRC-32C of `data`. `crc-fast` picks the widest carry-less-multiply folding the CPU has at
+/// run time (PCLMULQDQ, VPCLMULQDQ/AVX-512): about four times the `crc32c` crate's
+/// rate on a 1460-octet FPDU (`cargo bench -p mpa --bench framing`).
 #[inline]
 pub fn crc32c(data: &[u8]) -> u32 {
-    crc32c::crc32c(data)
+    crc_fast::crc32_iscsi(data)
 }
 
 /// Continues a CRC-32C: `crc32c_append(crc32c(a), b) == crc32c(a ++ b)`; start from 0.
 #[inline]
 pub fn crc32c_append(crc: u32, data: &[u8]) -> u32 {
-    crc32c::crc32c_append(crc, data)
+    // The register holds the value before the final inversion.
+    let mut d =
+        crc_fast::Digest::new_with_init_state(crc_fast::CrcAlgorithm::Crc32Iscsi, u64::from(!crc));
+    d.update(data);
+    d.finalize() as u32
 }
 
 /// The four wire octets of a CRC value (least significant octet first).
@@ -59,5 +65,21 @@ mod tests {
             assert_eq!(crc32c_append(crc32c(a), b), crc32c(&data), "cut {cut}");
         }
         assert_eq!(crc_from_wire(crc_to_wire(0x84B3_864C)), 0x84B3_864C);
+    }
+
+    proptest::proptest! {
+        /// crc-fast agrees with an independent implementation (the `crc32c` crate) at every
+        /// length and alignment, appends included.
+        #[test]
+        fn agrees_with_the_crc32c_crate(
+            data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..9000),
+            skip in 0usize..64,
+            cut in 0usize..9000,
+        ) {
+            let d = &data[skip.min(data.len())..];
+            proptest::prop_assert_eq!(crc32c(d), crc32c::crc32c(d));
+            let (a, b) = d.split_at(cut.min(d.len()));
+            proptest::prop_assert_eq!(crc32c_append(crc32c::crc32c(a), b), crc32c::crc32c(d));
+        }
     }
 }
