@@ -172,6 +172,9 @@ pub struct Qp {
     ulpdu_tx: Vec<u8>,
     /// FPDUs sent and not yet acknowledged: (start, end, descriptor), when kept.
     unacked: VecDeque<(u64, u64, TxSegment)>,
+    /// Index in `unacked` of the FPDU `rebuild_fpdu` most likely asks for next (the one after
+    /// the last it rebuilt): first transmissions go in order, so the search is skipped.
+    unacked_hint: usize,
     events: VecDeque<QpEvent>,
 }
 
@@ -202,6 +205,7 @@ impl Qp {
             rx_fpdu_pos: 0,
             ulpdu_tx: vec![0; mpa::MAX_ULPDU_LEN],
             unacked: VecDeque::new(),
+            unacked_hint: 0,
             events: VecDeque::new(),
         }
     }
@@ -483,10 +487,15 @@ impl Qp {
             return None;
         };
         let cfg = framer.config();
-        let i = self
-            .unacked
-            .binary_search_by_key(&stream_pos, |e| e.0)
-            .ok()?;
+        let h = self.unacked_hint;
+        let i = if self.unacked.get(h).is_some_and(|e| e.0 == stream_pos) {
+            h
+        } else {
+            self.unacked
+                .binary_search_by_key(&stream_pos, |e| e.0)
+                .ok()?
+        };
+        self.unacked_hint = i + 1;
         let (start, _, seg) = self.unacked[i];
         let offset = start.wrapping_sub(self.tx_seq_start) as u32;
         let r = match seg.payload_slice(mem) {
@@ -537,6 +546,7 @@ impl Qp {
     pub fn on_acked(&mut self, offset: u64) {
         while self.unacked.front().is_some_and(|e| e.1 <= offset) {
             self.unacked.pop_front();
+            self.unacked_hint = self.unacked_hint.saturating_sub(1);
         }
         self.engine.on_acked(offset);
     }
