@@ -44,7 +44,7 @@ fn layout(test: TestKind, size: u64, server: bool) -> (usize, usize) {
 /// Runs the server: serves clients until one says its run was the last.
 pub fn serve(spec: &RunSpec) -> Result<(), String> {
     let args = &spec.args;
-    let device = open_device(args, spec.test, None)?;
+    let device = open_device(args, None)?;
     let bind = resolve(&args.bind, args.port)?;
     let listener: Listener = device
         .listen(bind, connection_config(args))
@@ -229,7 +229,7 @@ impl Stop {
 pub fn run_client(spec: &RunSpec, host: &str) -> Result<Vec<Record>, String> {
     let args = &spec.args;
     let addr = resolve(host, args.port)?;
-    let device = open_device(args, spec.test, Some(addr.ip()))?;
+    let device = open_device(args, Some(addr.ip()))?;
     let config = connection_config(args);
     let mut rows = Vec::new();
     println!("{RULE}");

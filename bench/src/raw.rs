@@ -61,7 +61,7 @@ fn open_queue(spec: &RunSpec, ifname: &str) -> Result<(XdpProgram, XskQueue), St
 /// Whether the raw ping-pong spins on its rings (as the inline engine does: `--engine inline`,
 /// the default) or sleeps in poll(2) (`--engine threaded`).
 fn busy_polls(spec: &RunSpec) -> bool {
-    spec.args.engine_for(spec.test) == crate::cli::EngineArg::Inline
+    spec.args.engine() == crate::cli::EngineArg::Inline
 }
 
 /// Payload bytes per frame for messages of `size`.

@@ -35,7 +35,7 @@ impl Drop for TempStore {
 /// Serves a temporary store until the first client has come and gone.
 pub fn serve(spec: &RunSpec) -> Result<(), String> {
     let args = &spec.args;
-    let device = open_device(args, spec.test, None)?;
+    let device = open_device(args, None)?;
     let bind = resolve(&args.bind, args.port)?;
     let tmp = TempStore(
         std::env::temp_dir().join(format!("xwarp-bench-store-{}.img", std::process::id())),
@@ -71,7 +71,7 @@ pub fn serve(spec: &RunSpec) -> Result<(), String> {
 pub fn run_client(spec: &RunSpec, host: &str) -> Result<Vec<Record>, String> {
     let args = &spec.args;
     let addr = resolve(host, args.port)?;
-    let device = open_device(args, spec.test, Some(addr.ip()))?;
+    let device = open_device(args, Some(addr.ip()))?;
     let opts = ClientOptions {
         transport: match args.transport {
             crate::cli::TransportArg::Kernel => dataplane::Transport::Kernel,

@@ -19,7 +19,7 @@ use dataplane::{
     Incoming, MemoryRegion, QpError, QpInit, QueuePair, RemoteAddr, Status, Transport, XdpConfig,
 };
 
-use crate::cli::{EngineArg, TestArgs, TestKind, TransportArg};
+use crate::cli::{EngineArg, TestArgs, TransportArg};
 use crate::handshake::{BufferInfo, Reply, Request, Status as HsStatus};
 
 /// Bytes of a control slot.
@@ -48,21 +48,17 @@ pub enum Ctrl {
 /// (default: the interface towards `peer` for a client, the only non-loopback interface for a
 /// server; `peer` is `None` on a server) and `--queue`, its engine inline or threaded. Opened in
 /// the calling process's network namespace.
-pub fn open_device(
-    args: &TestArgs,
-    test: TestKind,
-    peer: Option<IpAddr>,
-) -> Result<Device, String> {
+pub fn open_device(args: &TestArgs, peer: Option<IpAddr>) -> Result<Device, String> {
     match args.transport {
         TransportArg::Kernel => Device::open(Transport::Kernel)
             .map_err(|e| format!("cannot open the kernel transport: {e}")),
         TransportArg::Xdp => {
-            let cfg = xdp_config(args, test, peer)?;
+            let cfg = xdp_config(args, peer)?;
             let what = format!(
                 "{} queue {} ({} engine)",
                 cfg.interface,
                 cfg.queue,
-                args.engine_for_role(test, peer.is_none()).name()
+                args.engine().name()
             );
             Device::open_xdp(cfg)
                 .map_err(|e| format!("cannot open the xdp transport on {what}: {e}"))
@@ -82,18 +78,14 @@ pub fn report_engine_counters(device: &Device, role: &str) {
 }
 
 /// The AF_XDP settings of the options.
-pub fn xdp_config(
-    args: &TestArgs,
-    test: TestKind,
-    peer: Option<IpAddr>,
-) -> Result<XdpConfig, String> {
+pub fn xdp_config(args: &TestArgs, peer: Option<IpAddr>) -> Result<XdpConfig, String> {
     let interface = match &args.interface {
         Some(i) => i.clone(),
         None => default_interface(peer)?,
     };
     let mut cfg = XdpConfig::new(interface);
     cfg.queue = args.queue;
-    cfg.mode = match args.engine_for_role(test, peer.is_none()) {
+    cfg.mode = match args.engine() {
         EngineArg::Inline => EngineMode::Inline,
         EngineArg::Threaded => EngineMode::Threaded,
     };

@@ -81,6 +81,11 @@ impl XdpDevice {
     }
 }
 
+/// How often an inline device's accept drives the engine while it waits. An acceptor usually
+/// waits beside threads serving the connections it accepted: spinning, it would take the
+/// engine (and, pinned, the core) from them half the time. A handshake step waits at most this.
+const ACCEPT_PACE: Duration = Duration::from_micros(100);
+
 impl XdpListener {
     pub(crate) fn accept_timeout(&self, timeout: Duration) -> Result<XdpIncoming, AcceptError> {
         let deadline = Instant::now() + timeout;
@@ -88,9 +93,11 @@ impl XdpListener {
         let req = self
             .dev
             .shared
-            .wait_until(deadline, |st| match st.listeners.get_mut(&id) {
-                Some(q) => q.pop_front().map(Ok),
-                None => Some(Err(AcceptError::Closed)),
+            .wait_paced(deadline, Some(ACCEPT_PACE), |st| {
+                match st.listeners.get_mut(&id) {
+                    Some(q) => q.pop_front().map(Ok),
+                    None => Some(Err(AcceptError::Closed)),
+                }
             })
             .ok_or(AcceptError::Timeout)??;
         Ok(XdpIncoming {

@@ -79,6 +79,18 @@ impl Shared {
     pub(crate) fn wait_until<T>(
         &self,
         deadline: Instant,
+        f: impl FnMut(&mut State) -> Option<T>,
+    ) -> Option<T> {
+        self.wait_paced(deadline, None, f)
+    }
+
+    /// [`Shared::wait_until`], sleeping `pace` between rounds in inline mode instead of only
+    /// yielding: for waits that may last long beside other threads driving the same engine
+    /// (an acceptor beside the connections it accepted).
+    pub(crate) fn wait_paced<T>(
+        &self,
+        deadline: Instant,
+        pace: Option<Duration>,
         mut f: impl FnMut(&mut State) -> Option<T>,
     ) -> Option<T> {
         loop {
@@ -96,7 +108,10 @@ impl Shared {
                 return None;
             }
             if self.inline {
-                std::thread::yield_now();
+                match pace {
+                    Some(d) => std::thread::sleep(d),
+                    None => std::thread::yield_now(),
+                }
             } else {
                 std::thread::sleep(Duration::from_micros(20));
             }
