@@ -181,7 +181,7 @@ pub struct Connection {
     ts_recent: u32,
     ts_offset: u32,
     ts_epoch: Instant,
-    /// The last `(now, ts_now(now))`.
+    /// The last `(now, ts_now(now))`; its TSval is also the floor of the next one.
     ts_cache: Option<(Instant, u32)>,
     last_ack_sent: u64,
     sack_enabled: bool,
@@ -1042,6 +1042,10 @@ impl Connection {
         self.arm_keepalive(now);
     }
 
+    /// Our TSval at `now`. Never smaller than the last one (RFC 7323 §5.4: TSval values are
+    /// monotonically non-decreasing), even when the caller's `now` goes backwards (several
+    /// threads driving one engine with clock reads taken before its lock): a smaller TSval
+    /// makes the peer's PAWS drop the segment (RFC 7323 §5.3), a hole it reports with dupacks.
     fn ts_now(&mut self, now: Instant) -> u32 {
         // Calls in one engine poll share `now`: compute the clock once for them.
         if let Some((t, v)) = self.ts_cache {
@@ -1049,8 +1053,13 @@ impl Connection {
                 return v;
             }
         }
-        let v = (now.saturating_duration_since(self.ts_epoch).as_millis() as u32)
+        let mut v = (now.saturating_duration_since(self.ts_epoch).as_millis() as u32)
             .wrapping_add(self.ts_offset);
+        if let Some((_, last)) = self.ts_cache {
+            if (v.wrapping_sub(last) as i32) < 0 {
+                v = last;
+            }
+        }
         self.ts_cache = Some((now, v));
         v
     }

@@ -76,6 +76,30 @@ fn rfc7323_s4_rtt_is_measured_from_timestamps() {
     );
 }
 
+/// RFC 7323 §5.4: TSval never decreases, even when the caller's clock does (several threads
+/// driving one engine, each reading the clock before taking its lock). A smaller TSval would
+/// have the peer's PAWS check (§5.3) drop the segment as an old duplicate.
+#[test]
+fn rfc7323_s5_4_tsval_never_decreases_when_the_callers_time_goes_back() {
+    let mut s = Script::establish_active(Config::default(), all_opts());
+    s.advance(Duration::from_millis(50));
+    s.c.send(&[1; 1000]).unwrap();
+    let first = s.drain()[0].options.timestamps.unwrap().0;
+    s.now -= Duration::from_millis(5);
+    s.c.send(&[2; 1000]).unwrap();
+    let out = s.drain();
+    let second = out[0].options.timestamps.unwrap().0;
+    assert!(
+        (second.wrapping_sub(first) as i32) >= 0,
+        "TSval went back: {first} then {second}"
+    );
+    // Time going forward again moves it on.
+    s.now += Duration::from_millis(20);
+    s.c.send(&[3; 1000]).unwrap();
+    let third = s.drain()[0].options.timestamps.unwrap().0;
+    assert_eq!(third, first.wrapping_add(15));
+}
+
 #[test]
 fn rfc6298_s5_rto_timer_starts_with_data_restarts_on_ack_and_stops_when_all_acked() {
     let mut s = Script::establish_active(plain(), TcpOptions::default());
