@@ -61,6 +61,7 @@ pub fn serve(spec: &RunSpec) -> Result<(), String> {
         std::thread::sleep(Duration::from_millis(50));
         let conns = server.stats().snapshot();
         if !conns.is_empty() && conns.iter().all(|c| !c.connected) {
+            crate::session::report_engine_counters(&device, "server");
             server.shutdown();
             return Ok(());
         }
@@ -97,6 +98,7 @@ pub fn run_client(spec: &RunSpec, host: &str) -> Result<Vec<Record>, String> {
         rows.push(row);
     }
     println!("{RULE}");
+    crate::session::report_engine_counters(&device, "client");
     if args.verify {
         let what = if spec.test == TestKind::RpcRead {
             "read back and verified"

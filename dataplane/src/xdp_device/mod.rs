@@ -98,7 +98,7 @@ impl Shared {
             {
                 let mut st = self.lock();
                 if self.inline {
-                    st.poll(now);
+                    st.poll(Instant::now());
                 }
                 if let Some(t) = f(&mut st) {
                     return Some(t);
