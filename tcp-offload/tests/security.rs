@@ -286,15 +286,7 @@ fn listener_half_open_entry_completes_without_cookies() {
     let mut l = harness::listener(t0, ListenerConfig::default());
     let g = gen(t0);
     let mut client = Connection::connect(Config::default(), tuple_a(), &g, t0);
-    let mut buf = vec![0u8; 2000];
-    for _ in 0..4 {
-        while let Some(n) = client.poll_transmit(t0, &mut buf) {
-            l.handle_packet(t0, &buf[..n]).unwrap();
-        }
-        while let Some(n) = l.poll_transmit(t0, &mut buf) {
-            client.handle_packet(t0, &buf[..n]).unwrap();
-        }
-    }
+    harness::handshake_via(&mut l, &mut client, t0);
     let server = l.accept().expect("accepted");
     assert_eq!(server.state(), State::Established);
     assert_eq!(l.counters().cookies_sent, 0);
@@ -310,16 +302,9 @@ fn listener_hands_data_before_accept_to_the_queued_connection() {
     let mut l = harness::listener(t0, ListenerConfig::default());
     let g = gen(t0);
     let mut client = Connection::connect(Config::default(), tuple_a(), &g, t0);
-    let mut buf = vec![0u8; 2000];
-    for _ in 0..4 {
-        while let Some(n) = client.poll_transmit(t0, &mut buf) {
-            l.handle_packet(t0, &buf[..n]).unwrap();
-        }
-        while let Some(n) = l.poll_transmit(t0, &mut buf) {
-            client.handle_packet(t0, &buf[..n]).unwrap();
-        }
-    }
+    harness::handshake_via(&mut l, &mut client, t0);
     assert_eq!(l.accept_queue_len(), 1, "established, not yet accepted");
+    let mut buf = vec![0u8; 2000];
     client.send(b"first data").unwrap();
     while let Some(n) = client.poll_transmit(t0, &mut buf) {
         l.handle_packet(t0, &buf[..n]).unwrap();

@@ -202,6 +202,19 @@ pub fn listener(t0: Instant, lcfg: ListenerConfig) -> Listener {
     Listener::new(Config::default(), lcfg, tuple_b().local, gen(t0))
 }
 
+/// Runs `client`'s three-way handshake through `l`, every packet at `t0`.
+pub fn handshake_via(l: &mut Listener, client: &mut Connection, t0: Instant) {
+    let mut buf = vec![0u8; 2000];
+    for _ in 0..4 {
+        while let Some(n) = client.poll_transmit(t0, &mut buf) {
+            l.handle_packet(t0, &buf[..n]).unwrap();
+        }
+        while let Some(n) = l.poll_transmit(t0, &mut buf) {
+            client.handle_packet(t0, &buf[..n]).unwrap();
+        }
+    }
+}
+
 /// Builds a raw packet from `tuple` (local = source).
 pub fn raw(repr: wire::SegmentRepr, payload: &[u8]) -> Vec<u8> {
     let mut buf = vec![0u8; repr.buffer_len(payload.len())];
