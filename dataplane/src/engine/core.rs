@@ -32,7 +32,7 @@ const WHEEL_SLOTS: usize = 8192;
 
 /// The engine's tables: hashed with foldhash, seeded per process (a peer choosing its ports
 /// cannot aim at a bucket), several times cheaper per packet than SipHash.
-type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+pub(crate) type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// The engine's name for a listener.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -35,6 +35,7 @@ mod timer_wheel;
 #[cfg(target_os = "linux")]
 mod xsk_io;
 
+pub(crate) use self::core::FastMap;
 pub use self::core::{
     Engine, EngineConfig, EngineCore, EngineError, EngineEvent, ListenerId, QpSettings,
 };

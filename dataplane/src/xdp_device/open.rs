@@ -1,14 +1,13 @@
 //! Opening an AF_XDP device: interface facts from rtnetlink, the XDP program, the AF_XDP
 //! socket, the engine.
 
-use std::collections::HashMap;
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use super::{Shared, State, XdpDevice};
 use crate::counters::Counters;
-use crate::engine::{Engine, EngineConfig, XskIo};
+use crate::engine::{Engine, EngineConfig, FastMap, XskIo};
 use crate::pd::os_random_u64;
 use crate::xdp::netlink::RtNetlink;
 use crate::xdp::netns::NetNs;
@@ -99,9 +98,9 @@ impl XdpDevice {
             state: Mutex::new(State {
                 engine,
                 program: prog,
-                routes: HashMap::new(),
-                pending: HashMap::new(),
-                listeners: HashMap::new(),
+                routes: FastMap::default(),
+                pending: FastMap::default(),
+                listeners: FastMap::default(),
                 counters,
             }),
             waiters: AtomicUsize::new(0),

@@ -1,12 +1,12 @@
 //! The engine's state and the routing of its completions and events to the verbs objects.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crate::counters::Counters;
-use crate::engine::{ConnId, Engine, EngineEvent, ListenerId, XskIo};
+use crate::engine::{ConnId, Engine, EngineEvent, FastMap, ListenerId, XskIo};
 use crate::qp::{map_completion, QpError};
 use crate::qp_events::{startup_error, stream_error};
 use crate::xdp::XdpProgram;
@@ -83,9 +83,9 @@ pub(crate) struct Request {
 pub(crate) struct State {
     pub(crate) engine: Engine<XskIo>,
     pub(crate) program: XdpProgram,
-    pub(crate) routes: HashMap<ConnId, Arc<QpLink>>,
-    pub(crate) pending: HashMap<ConnId, Pending>,
-    pub(crate) listeners: HashMap<ListenerId, VecDeque<Request>>,
+    pub(crate) routes: FastMap<ConnId, Arc<QpLink>>,
+    pub(crate) pending: FastMap<ConnId, Pending>,
+    pub(crate) listeners: FastMap<ListenerId, VecDeque<Request>>,
     pub(crate) counters: Arc<Counters>,
 }
 
