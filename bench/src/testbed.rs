@@ -13,9 +13,9 @@ pub const ADDR_A: &str = "198.18.0.1";
 /// Address of the client side (namespace b).
 pub const ADDR_B: &str = "198.18.0.2";
 
-/// True when this process can build a testbed (root, iproute2).
-pub fn is_root() -> bool {
-    dataplane::xdp::testbed::available().is_ok()
+/// Whether this process can build a testbed (root, iproute2), or why not.
+pub fn available() -> Result<(), String> {
+    dataplane::xdp::testbed::available()
 }
 
 /// A live testbed; dropped, it is removed.

@@ -6,25 +6,14 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use bench::report::{BW_HEADER, LAT_HEADER};
-use bench::testbed::{is_root, Testbed, ADDR_A};
+use bench::testbed::{Testbed, ADDR_A};
 
 const EXE: &str = env!("CARGO_BIN_EXE_xwarp-bench");
 
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-}
-
-/// Under CI=true a missing privilege fails; elsewhere the test is skipped with the reason.
+/// Under CI a missing privilege fails; elsewhere the test is skipped with the reason
+/// (the workspace's one rule, `testkit::or_skip`).
 fn require_root(test: &str) -> bool {
-    if is_root() {
-        return true;
-    }
-    assert!(
-        !in_ci(),
-        "{test}: needs root (network namespaces) and CI=true forbids skipping"
-    );
-    eprintln!("SKIP {test}: needs root to create network namespaces");
-    false
+    testkit::or_skip(test, bench::testbed::available()).is_some()
 }
 
 fn bench_in(tb: &Testbed, in_a: bool) -> Command {

@@ -23,6 +23,7 @@ use dataplane::{Access, Device, QpInit, RemoteAddr, Transport};
 use ddp::{LocalBuf, WcOpcode, WcStatus};
 use tcp_offload::wire::{Flags, SegmentRepr, TcpOptions};
 use tcp_offload::{FourTuple, SeqNum};
+use testkit::or_skip;
 
 /// A verified engine <-> kernel-transport connection (the kernel end connects to `port`).
 fn good_connection<'a>(
@@ -48,7 +49,9 @@ fn good_connection<'a>(
 /// (XDP_PASS), carrying data both ways.
 #[test]
 fn ping_and_kernel_tcp_on_another_port_pass_while_the_engine_runs() {
-    let Some(tb) = for_test("xcp") else { return };
+    let Some(tb) = or_skip("xcp", for_test("xcp")) else {
+        return;
+    };
     let _serial = serial();
     tb.tx_checksum_off(Side::B).expect("ethtool -K tx off");
     let mut h = EngineHost::new(&tb, Side::A, |_| {});
@@ -113,7 +116,9 @@ fn ping_and_kernel_tcp_on_another_port_pass_while_the_engine_runs() {
 /// pattern, which the peer checks; then the peer closes.
 #[test]
 fn sixty_four_connections_over_two_listeners_each_verified() {
-    let Some(tb) = for_test("x64") else { return };
+    let Some(tb) = or_skip("x64", for_test("x64")) else {
+        return;
+    };
     let _serial = serial();
     tb.tx_checksum_off(Side::B).expect("ethtool -K tx off");
     const N: usize = 64;
@@ -460,7 +465,9 @@ fn starts_with_terminate(bytes: &[u8]) -> bool {
 /// same time (and one after) is unaffected.
 #[test]
 fn malformed_frames_and_mpa_garbage_are_counted_and_a_good_connection_is_unaffected() {
-    let Some(tb) = for_test("xbad") else { return };
+    let Some(tb) = or_skip("xbad", for_test("xbad")) else {
+        return;
+    };
     let _serial = serial();
     tb.tx_checksum_off(Side::B).expect("ethtool -K tx off");
     let mut h = EngineHost::new(&tb, Side::A, |_| {});
@@ -567,7 +574,9 @@ fn malformed_frames_and_mpa_garbage_are_counted_and_a_good_connection_is_unaffec
 /// frames, so they arrive in one batch.
 #[test]
 fn handshake_ack_and_mpa_request_in_one_batch_reach_the_connection() {
-    let Some(tb) = for_test("xbt") else { return };
+    let Some(tb) = or_skip("xbt", for_test("xbt")) else {
+        return;
+    };
     let _serial = serial();
     let mut h = EngineHost::new(&tb, Side::A, |_| {});
     const PORT: u16 = 4830;

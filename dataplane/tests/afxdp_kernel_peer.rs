@@ -23,6 +23,7 @@ use dataplane::engine::{ConnId, EngineConfig};
 use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
 use dataplane::{Access, Device, Transport};
 use testkit::iwarp_oracle::{check_decode, Expect};
+use testkit::or_skip;
 use testkit::{require_tool, unique_temp_path, LiveCapture};
 
 /// What each end asks for in its MPA frame: (markers on what it receives, CRC).
@@ -51,7 +52,9 @@ fn combos(rotate: usize) -> Vec<Combo> {
 }
 
 fn transfer_matrix(tag: &str, engine_connects: bool, first_port: u16) {
-    let Some(tb) = for_test(tag) else { return };
+    let Some(tb) = or_skip(tag, for_test(tag)) else {
+        return;
+    };
     let _serial = serial();
     tb.tx_checksum_off(Side::B).expect("ethtool -K tx off");
     let layout = Layout::new(&SIZES);
@@ -148,7 +151,9 @@ fn egress_stats(tb: &VethTestbed, side: Side) -> String {
 /// `recv_buffer`).
 #[test]
 fn reordered_and_lost_kernel_writes_are_placed_out_of_order_via_markers() {
-    let Some(tb) = for_test("xoo") else { return };
+    let Some(tb) = or_skip("xoo", for_test("xoo")) else {
+        return;
+    };
     let _serial = serial();
     tb.tx_checksum_off(Side::B).expect("ethtool -K tx off");
     let how = reorder_and_drop_on_egress(&tb, Side::B);
@@ -296,7 +301,9 @@ fn dumpcap(tb: &VethTestbed, side: Side, port: u16) -> LiveCapture {
 #[test]
 fn engine_traffic_decodes_cleanly_in_wireshark() {
     let test = "engine_traffic_decodes_cleanly_in_wireshark";
-    let Some(tb) = for_test("xws") else { return };
+    let Some(tb) = or_skip("xws", for_test("xws")) else {
+        return;
+    };
     if !require_tool(test, "tshark") || !require_tool(test, "dumpcap") {
         return;
     }
@@ -500,7 +507,9 @@ fn kernel_sees(tb: &VethTestbed, port: u16, ready: mpsc::Sender<()>) -> dataplan
 /// receive completes flushed with the connection `Aborted`.
 #[test]
 fn engine_graceful_close_and_abort_reach_the_kernel_end() {
-    let Some(tb) = for_test("xtd") else { return };
+    let Some(tb) = or_skip("xtd", for_test("xtd")) else {
+        return;
+    };
     let _serial = serial();
     tb.tx_checksum_off(Side::B).expect("ethtool -K tx off");
     let mut h = EngineHost::new(&tb, Side::A, |c| {
@@ -567,7 +576,9 @@ fn engine_graceful_close_and_abort_reach_the_kernel_end() {
 /// the engine reports the connection `Reset` and flushes its posted receive.
 #[test]
 fn kernel_graceful_close_and_reset_reach_the_engine() {
-    let Some(tb) = for_test("xtk") else { return };
+    let Some(tb) = or_skip("xtk", for_test("xtk")) else {
+        return;
+    };
     let _serial = serial();
     tb.tx_checksum_off(Side::B).expect("ethtool -K tx off");
     let mut h = EngineHost::new(&tb, Side::A, |_| {});

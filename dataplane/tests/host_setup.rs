@@ -5,10 +5,12 @@
 //! `ip_local_reserved_ports` and the veth's channels are per-namespace and bpffs is mounted in
 //! `ip netns exec`'s private mount namespace. Global settings (hugepages) are exercised only
 //! with `--dry-run`. The namespace is removed by a Drop guard, even on failure.
-//! Std only, to keep this test cheap to compile.
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
+
+use testkit::or_skip;
+use testkit::privileged::{have_tool, is_root};
 
 fn script() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy/host-setup")
@@ -21,45 +23,21 @@ fn text(out: &Output) -> (String, String) {
     )
 }
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(2) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool} >/dev/null")])
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
-}
-
-/// Whether a root-only test may run: under CI=true it must (panics otherwise), elsewhere it
-/// skips with the reason.
+/// Whether a root-only test may run: the workspace's one rule (`testkit::or_skip`: under CI it
+/// must, elsewhere it skips with the reason).
 fn may_run_as_root(test: &str) -> bool {
-    let ci = std::env::var("CI").map(|v| v == "true").unwrap_or(false);
-    let missing: Vec<&str> = ["ip", "ethtool"].into_iter().filter(|t| !have(t)).collect();
-    let reason = if !is_root() {
-        Some("needs root (network namespaces)".to_string())
+    let missing: Vec<&str> = ["ip", "ethtool"]
+        .into_iter()
+        .filter(|t| !have_tool(t))
+        .collect();
+    let ready = if !is_root() {
+        Err("needs root (network namespaces)".to_string())
     } else if !missing.is_empty() {
-        Some(format!("missing tools: {}", missing.join(" ")))
+        Err(format!("missing tools: {}", missing.join(" ")))
     } else {
-        None
+        Ok(())
     };
-    match reason {
-        None => true,
-        Some(r) if ci => panic!("{test}: CI=true but cannot run: {r}"),
-        Some(r) => {
-            eprintln!("skipping {test}: {r}");
-            false
-        }
-    }
+    or_skip(test, ready).is_some()
 }
 
 /// Runs the script (in the root namespace: only for --help, --check, --dry-run and bad
@@ -198,7 +176,7 @@ fn script_passes_bash_n_and_shellcheck() {
         .output()
         .expect("bash -n");
     assert!(out.status.success(), "bash -n: {}", text(&out).1);
-    if have("shellcheck") {
+    if have_tool("shellcheck") {
         let out = Command::new("shellcheck")
             .arg(script())
             .output()

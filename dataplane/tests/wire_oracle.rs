@@ -20,13 +20,14 @@ use std::time::Duration;
 use common::*;
 use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
 use testkit::iwarp_oracle::{check_decode, dissect, fpdu_ends_on_markers, Expect};
+use testkit::or_skip;
 use testkit::{require_tool, unique_temp_path, LiveCapture};
 
 const SIZES: &str = "1,4K,1M";
 
 /// Runs the client/server matrix with a capture; returns the capture (kept on failure).
 fn captured_run(test: &str, port: u16, wire: &[&str]) -> Option<(VethTestbed, LiveCapture)> {
-    let tb = for_test("wire")?;
+    let tb = or_skip("wire", for_test("wire"))?;
     if !require_tool(test, "tshark") {
         return None;
     }

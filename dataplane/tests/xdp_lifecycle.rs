@@ -7,11 +7,14 @@ use dataplane::xdp::testbed::{for_test, Side};
 use dataplane::xdp::{
     AttachMode, AttachPolicy, BindMode, XdpError, XdpProgram, XskConfig, XskQueue,
 };
+use testkit::or_skip;
 
 /// Requirement (issue 4): detached on clean exit; dropping leaves no program on the interface.
 #[test]
 fn drop_detaches_and_leaves_no_program() {
-    let Some(tb) = for_test("drop") else { return };
+    let Some(tb) = or_skip("drop", for_test("drop")) else {
+        return;
+    };
     let _ns = tb.enter(Side::B).unwrap();
     let ifb = tb.ifname(Side::B);
     assert!(attached(ifb).unwrap().is_empty());
@@ -30,7 +33,9 @@ fn drop_detaches_and_leaves_no_program() {
 /// the interface it was attached to (and touches nothing in the dropping thread's namespace).
 #[test]
 fn drop_from_another_namespace_detaches_the_right_interface() {
-    let Some(tb) = for_test("xns") else { return };
+    let Some(tb) = or_skip("xns", for_test("xns")) else {
+        return;
+    };
     let ifb = tb.ifname(Side::B).to_owned();
     let prog = {
         let _ns = tb.enter(Side::B).unwrap();
@@ -48,7 +53,9 @@ fn drop_from_another_namespace_detaches_the_right_interface() {
 /// crash is modelled by forgetting the program: as after a kill -9, nothing detaches it.
 #[test]
 fn stale_program_is_replaced() {
-    let Some(tb) = for_test("stale") else { return };
+    let Some(tb) = or_skip("stale", for_test("stale")) else {
+        return;
+    };
     let _ns = tb.enter(Side::B).unwrap();
     let ifb = tb.ifname(Side::B);
     let crashed = XdpProgram::attach(ifb, AttachPolicy::NativeOnly).unwrap();
@@ -69,7 +76,9 @@ fn stale_program_is_replaced() {
 /// A stale program in generic mode blocks a native attach until removed: it is replaced too.
 #[test]
 fn stale_generic_program_is_replaced_by_a_native_attach() {
-    let Some(tb) = for_test("stgen") else { return };
+    let Some(tb) = or_skip("stgen", for_test("stgen")) else {
+        return;
+    };
     let _ns = tb.enter(Side::B).unwrap();
     let ifb = tb.ifname(Side::B);
     let crashed = XdpProgram::attach(ifb, AttachPolicy::GenericOnly).unwrap();
@@ -87,7 +96,9 @@ fn stale_generic_program_is_replaced_by_a_native_attach() {
 /// loopback has no native XDP (the namespace's own `lo`).
 #[test]
 fn native_refused_falls_back_to_generic() {
-    let Some(tb) = for_test("gen") else { return };
+    let Some(tb) = or_skip("gen", for_test("gen")) else {
+        return;
+    };
     let _ns = tb.enter(Side::A).unwrap();
     assert!(XdpProgram::attach("lo", AttachPolicy::NativeOnly).is_err());
     let prog = XdpProgram::attach("lo", AttachPolicy::NativeOrGeneric).unwrap();
@@ -103,7 +114,9 @@ fn native_refused_falls_back_to_generic() {
 /// A missing interface is reported as such, not as a generic OS error.
 #[test]
 fn unknown_interface_is_reported() {
-    let Some(tb) = for_test("noif") else { return };
+    let Some(tb) = or_skip("noif", for_test("noif")) else {
+        return;
+    };
     let _ns = tb.enter(Side::A).unwrap();
     // The other side's interface lives in the other namespace.
     assert_eq!(
@@ -117,7 +130,9 @@ fn unknown_interface_is_reported() {
 /// zero-copy: Auto binds in copy mode, forcing zero-copy fails.
 #[test]
 fn veth_binds_in_copy_mode_and_refuses_forced_zero_copy() {
-    let Some(tb) = for_test("zc") else { return };
+    let Some(tb) = or_skip("zc", for_test("zc")) else {
+        return;
+    };
     let _ns = tb.enter(Side::B).unwrap();
     let ifb = tb.ifname(Side::B);
     let _prog = XdpProgram::attach(ifb, AttachPolicy::NativeOnly).unwrap();
@@ -143,7 +158,9 @@ fn veth_binds_in_copy_mode_and_refuses_forced_zero_copy() {
 /// Frame tokens are checked against their queue: a frame of one UMEM is refused by another.
 #[test]
 fn frame_of_another_queue_is_refused() {
-    let Some(tb) = for_test("own") else { return };
+    let Some(tb) = or_skip("own", for_test("own")) else {
+        return;
+    };
     let _ns = tb.enter(Side::B).unwrap();
     let small = XskConfig {
         frame_count: 64,
@@ -162,7 +179,9 @@ fn frame_of_another_queue_is_refused() {
 /// Port set and XSKMAP bounds are checked before the kernel sees them.
 #[test]
 fn map_bounds_are_checked() {
-    let Some(tb) = for_test("bound") else { return };
+    let Some(tb) = or_skip("bound", for_test("bound")) else {
+        return;
+    };
     let _ns = tb.enter(Side::B).unwrap();
     let prog = XdpProgram::attach(tb.ifname(Side::B), AttachPolicy::NativeOnly).unwrap();
     assert!(matches!(
@@ -199,7 +218,9 @@ fn program_of_a_killed_process_is_replaced_on_restart() {
     if let Ok(spec) = std::env::var(CHILD_ENV) {
         return child_attach_and_hang(&spec);
     }
-    let Some(tb) = for_test("kill") else { return };
+    let Some(tb) = or_skip("kill", for_test("kill")) else {
+        return;
+    };
     let ifb = tb.ifname(Side::B).to_owned();
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
@@ -243,7 +264,7 @@ fn program_of_a_killed_process_is_replaced_on_restart() {
 /// program stays. The foreign program is built with clang and attached with iproute2.
 #[test]
 fn foreign_program_is_left_alone() {
-    let Some(tb) = for_test("foreign") else {
+    let Some(tb) = or_skip("foreign", for_test("foreign")) else {
         return;
     };
     let dir = std::env::temp_dir().join(format!("xwarp-foreign-{}", std::process::id()));
@@ -311,7 +332,9 @@ fn foreign_program_is_left_alone() {
 /// socket binds on every queue it reports.
 #[test]
 fn rx_queue_count_matches_the_veth_and_every_queue_binds() {
-    let Some(tb) = for_test("queues") else { return };
+    let Some(tb) = or_skip("queues", for_test("queues")) else {
+        return;
+    };
     let _ns = tb.enter(Side::A).unwrap();
     let ifa = tb.ifname(Side::A);
     assert_eq!(dataplane::xdp::queues::rx_queue_count(ifa).unwrap(), 1);

@@ -15,12 +15,15 @@ use dataplane::xdp::testbed::{for_test, Side};
 use dataplane::xdp::{
     resolve_next_hop, AttachPolicy, LocalPortRange, PortKind, XdpError, XdpProgram,
 };
+use testkit::or_skip;
 
 /// Requirement (issue 4): the next-hop MAC comes from the kernel's neighbour table, and a
 /// missing entry is resolved by the kernel when we ask.
 #[test]
 fn missing_neighbour_is_resolved_through_the_kernel() {
-    let Some(tb) = for_test("neigh") else { return };
+    let Some(tb) = or_skip("neigh", for_test("neigh")) else {
+        return;
+    };
     let mac_b = tb.mac(Side::B).unwrap();
     let _a = tb.enter(Side::A).unwrap();
     let if_a = ifindex(tb.ifname(Side::A)).unwrap();
@@ -55,7 +58,9 @@ fn missing_neighbour_is_resolved_through_the_kernel() {
 /// route the answer is NoRoute.
 #[test]
 fn routes_come_from_the_kernel_table() {
-    let Some(tb) = for_test("route") else { return };
+    let Some(tb) = or_skip("route", for_test("route")) else {
+        return;
+    };
     let _a = tb.enter(Side::A).unwrap();
     let far: IpAddr = Ipv4Addr::new(198, 19, 7, 7).into();
     assert_eq!(
@@ -83,7 +88,9 @@ fn root_reserved_ports() -> String {
 /// connections then avoid it.
 #[test]
 fn active_open_range_is_reserved_in_the_test_namespace_and_steered() {
-    let Some(tb) = for_test("ports") else { return };
+    let Some(tb) = or_skip("ports", for_test("ports")) else {
+        return;
+    };
     // The test thread starts in the namespace the tests were started in (the host's).
     let host = NetNs::current().unwrap();
     let host_before = root_reserved_ports();
@@ -145,7 +152,9 @@ fn active_open_range_is_reserved_in_the_test_namespace_and_steered() {
 /// exist only inside the test namespaces.
 #[test]
 fn ipv6_neighbour_is_resolved_through_the_kernel() {
-    let Some(tb) = for_test("neigh6") else { return };
+    let Some(tb) = or_skip("neigh6", for_test("neigh6")) else {
+        return;
+    };
     let a6: IpAddr = "2001:db8:18::1".parse().unwrap();
     let b6: IpAddr = "2001:db8:18::2".parse().unwrap();
     for (side, addr) in [

@@ -12,13 +12,16 @@ use dataplane::xdp::testbed::{for_test, Side};
 use dataplane::xdp::{
     resolve_next_hop, steered_queue, AttachPolicy, PortKind, XskConfig, XskQueue,
 };
+use testkit::or_skip;
 
 const PORT: u16 = 18515;
 const ROUNDS: u32 = 200;
 
 #[test]
 fn raw_ping_pong_over_af_xdp() {
-    let Some(tb) = for_test("raw") else { return };
+    let Some(tb) = or_skip("raw", for_test("raw")) else {
+        return;
+    };
     // Both ends: native XDP steering PORT into an AF_XDP socket on queue 0.
     let setup = |side: Side| {
         let _ns = tb.enter(side).unwrap();
@@ -67,7 +70,9 @@ fn raw_ping_pong_over_af_xdp() {
 /// never more than was sent, and the steering counters agree.
 #[test]
 fn raw_flood_is_counted_by_the_sink() {
-    let Some(tb) = for_test("rbw") else { return };
+    let Some(tb) = or_skip("rbw", for_test("rbw")) else {
+        return;
+    };
     const FRAMES: u64 = 20_000;
     const PAYLOAD: usize = 1024;
     let (prog_b, mut q_b) = {

@@ -17,6 +17,7 @@ use dataplane::xdp::{
     resolve_next_hop, steered_queue, AttachMode, AttachPolicy, Frame, PortKind, XdpProgram,
     XskConfig, XskQueue,
 };
+use testkit::or_skip;
 
 const STEERED: u16 = 4791;
 const PASSED: u16 = 5001;
@@ -55,7 +56,9 @@ fn is_syn_to(frame: &[u8], port: u16) -> bool {
 /// ping and a kernel TCP connection on another port still work (XDP_PASS); counters move.
 #[test]
 fn steered_port_reaches_af_xdp_and_the_rest_passes_to_the_kernel() {
-    let Some(tb) = for_test("steer") else { return };
+    let Some(tb) = or_skip("steer", for_test("steer")) else {
+        return;
+    };
     let _ns = tb.enter(Side::B).unwrap();
     let ifb = tb.ifname(Side::B).to_owned();
     let prog = XdpProgram::attach(&ifb, AttachPolicy::NativeOnly).expect("native XDP on veth");
@@ -148,7 +151,9 @@ fn steered_port_reaches_af_xdp_and_the_rest_passes_to_the_kernel() {
 /// socket on the queue goes to the kernel and is counted apart.
 #[test]
 fn malformed_frames_are_counted_and_unsocketed_steering_passes() {
-    let Some(tb) = for_test("malf") else { return };
+    let Some(tb) = or_skip("malf", for_test("malf")) else {
+        return;
+    };
     let ifb = tb.ifname(Side::B).to_owned();
     let mac_b = tb.mac(Side::B).unwrap();
     let prog = {
@@ -212,7 +217,9 @@ fn malformed_frames_are_counted_and_unsocketed_steering_passes() {
 /// the destination MAC taken from the kernel's neighbour table.
 #[test]
 fn af_xdp_transmission_reaches_the_peer() {
-    let Some(tb) = for_test("tx") else { return };
+    let Some(tb) = or_skip("tx", for_test("tx")) else {
+        return;
+    };
     let ifa = tb.ifname(Side::A).to_owned();
     let ifb = tb.ifname(Side::B).to_owned();
     let capture = {
@@ -283,7 +290,9 @@ fn vlan_tagged(frame: &[u8]) -> Vec<u8> {
 /// are redirected, other ports pass.
 #[test]
 fn vlan_tagged_and_ipv6_segments_are_steered_by_port() {
-    let Some(tb) = for_test("v6vl") else { return };
+    let Some(tb) = or_skip("v6vl", for_test("v6vl")) else {
+        return;
+    };
     let ifb = tb.ifname(Side::B).to_owned();
     let mac_b = tb.mac(Side::B).unwrap();
     let (prog, mut q) = {

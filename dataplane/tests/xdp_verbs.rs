@@ -14,6 +14,7 @@ use dataplane::{
     Access, CompletionQueue, ConnectionConfig, Device, EngineMode, Opcode, QpInit, QueuePair,
     RemoteAddr, Status, XdpConfig,
 };
+use testkit::or_skip;
 use testkit::pattern;
 
 const T: Duration = Duration::from_secs(30);
@@ -155,7 +156,9 @@ fn run_pair(tb: &VethTestbed, a: Device, b: Device, port: u16) {
 }
 
 fn xdp_against_kernel(mode: EngineMode, tag: &str) {
-    let Some(tb) = for_test(tag) else { return };
+    let Some(tb) = or_skip(tag, for_test(tag)) else {
+        return;
+    };
     tb.tx_checksum_off(Side::B).expect("ethtool -K tx off");
     let x = open_xdp(&tb, Side::A, mode);
     let k = Device::open(dataplane::Transport::Kernel).unwrap();
@@ -214,7 +217,9 @@ fn verbs_on_xdp_threaded_against_kernel() {
 
 #[test]
 fn verbs_on_xdp_both_ends() {
-    let Some(tb) = for_test("vxx") else { return };
+    let Some(tb) = or_skip("vxx", for_test("vxx")) else {
+        return;
+    };
     let a = open_xdp(&tb, Side::A, EngineMode::Threaded);
     let b = open_xdp(&tb, Side::B, EngineMode::Threaded);
     run_pair(&tb, a, b, 4102);
@@ -222,7 +227,9 @@ fn verbs_on_xdp_both_ends() {
 
 #[test]
 fn xdp_device_refuses_a_foreign_address_and_a_missing_interface() {
-    let Some(tb) = for_test("vxe") else { return };
+    let Some(tb) = or_skip("vxe", for_test("vxe")) else {
+        return;
+    };
     let x = open_xdp(&tb, Side::A, EngineMode::Inline);
     assert!(x
         .listen(

@@ -353,14 +353,7 @@ fn committed_data_survives_kill_9_and_restart_on_the_same_file() {
 /// even if the test fails. Needs root; under CI=true it must run.
 #[test]
 fn a_store_larger_than_its_filesystem_is_refused_at_start_not_killed_by_sigbus_later() {
-    // Safety: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        assert_ne!(
-            std::env::var("CI").as_deref(),
-            Ok("true"),
-            "CI=true: this test needs root (mount namespace, loop device, tmpfs)"
-        );
-        eprintln!("skipping: needs root for a mount namespace with a small filesystem");
+    if !testkit::require_root("a_store_larger_than_its_filesystem_is_refused_at_start") {
         return;
     }
     let image = Tmp::new("small-fs.ext4");

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use dataplane::store::{ClientOptions, StoreClient};
 use dataplane::xdp::testbed::{for_test, Side};
 use dataplane::{Access, ConnectionConfig};
+use testkit::or_skip;
 use testkit::{require_tool, unique_temp_path, LiveCapture, Tshark};
 
 const BIN: &str = env!("CARGO_BIN_EXE_xwarpd");
@@ -28,7 +29,7 @@ impl Drop for Killed {
 #[test]
 fn tshark_decodes_store_traffic_as_rpc_over_rdma_without_errors() {
     let test = "tshark_decodes_store_traffic_as_rpc_over_rdma_without_errors";
-    let Some(tb) = for_test("xwire") else {
+    let Some(tb) = or_skip("xwire", for_test("xwire")) else {
         return;
     };
     if !require_tool(test, "tshark") {

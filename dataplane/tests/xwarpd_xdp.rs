@@ -14,6 +14,7 @@ use dataplane::store::{ClientOptions, StoreClient};
 use dataplane::xdp::program::attached;
 use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
 use dataplane::{Access, ConnectionConfig, Device, QpInit, Transport};
+use testkit::or_skip;
 use xwarpd_support::{http_get, sample, Daemon, Tmp, BIN};
 
 const STORE_PORT: u16 = 20049;
@@ -42,7 +43,7 @@ fn writes() -> Vec<(u64, Vec<u8>)> {
 /// checksum left to "offload", which an AF_XDP receiver would see unfilled and count
 /// malformed) and, as `deploy/host-setup` does, A's engine ports reserved from A's kernel.
 fn testbed(tag: &str) -> Option<VethTestbed> {
-    let tb = for_test(tag)?;
+    let tb = or_skip(tag, for_test(tag))?;
     let ifb = tb.ifname(Side::B).to_string();
     let out = tb
         .exec(Side::B, &["ethtool", "-K", &ifb, "tx", "off"])
@@ -334,7 +335,9 @@ fn xdp_daemon_kill_9_leaves_its_program_and_a_restart_replaces_it_and_reads_back
 /// the attach, which is undone. The daemon warns when the engine's local ports are not reserved.
 #[test]
 fn xdp_daemon_start_failures_are_clear_and_leave_nothing_attached() {
-    let Some(tb) = for_test("xwm") else { return };
+    let Some(tb) = or_skip("xwm", for_test("xwm")) else {
+        return;
+    };
     let ctl = Tmp::new("xdp-fail.sock");
     let ifa = tb.ifname(Side::A).to_string();
     let cases: [(&[&str], &[&str]); 3] = [

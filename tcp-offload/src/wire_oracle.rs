@@ -148,7 +148,12 @@ fn parse_ipv4(packet: &[u8]) -> Result<Segment<'_>, WireError> {
     if packet.len() < total {
         return Err(WireError::Truncated);
     }
-    if ip.to_header().calc_header_checksum() != ip.header_checksum() {
+    // The checksum covers the header's octets as received. (etherparse's own recomputation
+    // goes through its `Ipv4Header`, which has no field for the reserved flag bit and so drops
+    // it: a header with that bit flipped and its checksum left alone passed there.)
+    let mut hdr = packet[..ihl].to_vec();
+    hdr[10..12].fill(0);
+    if !rfc1071(&[&hdr]) != ip.header_checksum() {
         return Err(WireError::BadIpHeader);
     }
     let (src, dst) = (

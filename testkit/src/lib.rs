@@ -4,7 +4,8 @@
 //! - [`synthetic`]: one TCP connection between 198.18.0.1 and 198.18.0.2 as Ethernet frames,
 //!   written by hand for the dissectors to read (no network, no root).
 //! - [`pcap`]: classic pcap files of Ethernet frames.
-//! - [`tools`]: whether a tool may be missing (`CI=true` says no), and temporary paths.
+//! - [`privileged`]: the one rule for tests that need root or tools: skip, or (under CI) fail.
+//! - [`temp`]: temporary paths.
 //! - [`tshark`]: running tshark over a capture file, and live captures in a namespace.
 //! - [`iwarp_oracle`]: the checks every live iWARP capture of one connection must pass.
 #![forbid(unsafe_code)]
@@ -14,13 +15,15 @@ pub mod checksum;
 pub mod iwarp_oracle;
 pub mod pattern;
 pub mod pcap;
+pub mod privileged;
 pub mod synthetic;
-pub mod tools;
+pub mod temp;
 pub mod tshark;
 
 pub use checksum::internet_checksum;
 pub use pattern::{fill_pattern, pattern};
 pub use pcap::pcap_file;
+pub use privileged::{must_run, or_skip, require_root, require_tool};
 pub use synthetic::{Capture, Peer};
-pub use tools::{require_tool, skipping_forbidden, unique_temp_path, TempPath};
+pub use temp::{unique_temp_path, TempPath};
 pub use tshark::{LiveCapture, Tshark};

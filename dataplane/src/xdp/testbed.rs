@@ -212,17 +212,12 @@ fn run(cmd: &mut Command) -> io::Result<Output> {
     }
 }
 
-/// A testbed for a test: `None` (with a message saying why) when this process cannot build one
-/// and CI is not set; under `CI=true` a missing capability fails the test instead.
-pub fn for_test(tag: &str) -> Option<VethTestbed> {
-    if let Err(why) = available() {
-        if std::env::var("CI").as_deref() == Ok("true") {
-            panic!("CI=true, so this network test must run, but it cannot: {why}");
-        }
-        eprintln!("skipping network test: {why}");
-        return None;
-    }
-    Some(VethTestbed::create(tag).expect("create the netns/veth testbed"))
+/// A testbed for a test, or why this process cannot build one (`Err`: not root, no `ip`).
+/// Whether the test then skips or fails is the test's rule (`testkit::or_skip`: fail under
+/// CI). Panics when the testbed could be built but creating it failed: that is a real failure.
+pub fn for_test(tag: &str) -> Result<VethTestbed, String> {
+    available()?;
+    Ok(VethTestbed::create(tag).expect("create the netns/veth testbed"))
 }
 
 #[cfg(test)]
@@ -234,7 +229,7 @@ mod tests {
     /// the closure reaches the caller.
     #[test]
     fn run_in_enters_the_namespace_on_another_thread_only() {
-        let Some(tb) = for_test("runin") else {
+        let Some(tb) = testkit::or_skip("runin", for_test("runin")) else {
             return;
         };
         let name = tb.ifname(Side::B).to_owned();
@@ -252,7 +247,7 @@ mod tests {
     /// `set_mtu` reaches both ends; `tx_checksum_off` leaves the end without tx checksumming.
     #[test]
     fn mtu_and_tx_checksum_settings_reach_the_veth_ends() {
-        let Some(tb) = for_test("mtu") else {
+        let Some(tb) = testkit::or_skip("mtu", for_test("mtu")) else {
             return;
         };
         tb.set_mtu(1400).unwrap();

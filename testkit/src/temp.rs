@@ -1,34 +1,7 @@
-//! Whether a test may skip for want of a tool, and temporary paths.
+//! Temporary paths for test files, unique per process and call.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
-
-/// True when the environment forbids skipping (`CI=true` or `CI=1`): a test that cannot run
-/// there must fail instead.
-pub fn skipping_forbidden() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-}
-
-/// True when `tool` is on the PATH. When it is not: under `CI=true` this panics (naming
-/// `test` and the tool); elsewhere it prints a line saying test `test` is skipped and why, and
-/// returns false.
-pub fn require_tool(test: &str, tool: &str) -> bool {
-    let found = Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if found {
-        return true;
-    }
-    assert!(
-        !skipping_forbidden(),
-        "{test}: {tool} is missing and CI=true forbids skipping (deploy/xwarp installs it)"
-    );
-    eprintln!("SKIP {test}: {tool} is not installed");
-    false
-}
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
@@ -88,10 +61,5 @@ mod tests {
         let p = a.path().to_owned();
         drop(a);
         assert_eq!(p.exists(), std::env::var_os("XW_KEEP").is_some());
-    }
-
-    #[test]
-    fn sh_is_found() {
-        assert!(require_tool("sh_is_found", "sh"));
     }
 }
