@@ -472,6 +472,9 @@ pub fn parse_options(raw: &[u8]) -> Result<TcpOptions, WireError> {
             opt::SACK_PERMITTED => o.sack_permitted = true,
             opt::TIMESTAMPS => o.timestamps = Some((be32(body, 0..4), be32(body, 4..8))),
             opt::SACK => {
+                // A later SACK option replaces an earlier one whole: no block of the first
+                // may linger in the slots the second does not fill.
+                o.sack = Default::default();
                 let n = body.len() / 8;
                 for (k, b) in body.chunks_exact(8).enumerate() {
                     o.sack[k] = (SeqNum(be32(b, 0..4)), SeqNum(be32(b, 4..8)));
@@ -800,6 +803,22 @@ mod tests {
             }
         }
         assert!(found);
+    }
+
+    /// A second SACK option with fewer blocks than the first replaces it whole (found by the
+    /// tcp_options fuzz target: the fourth block of the first option stayed in its slot, so
+    /// two equal option sets compared unequal).
+    #[test]
+    fn a_later_sack_option_replaces_the_earlier_one_whole() {
+        let mut raw = vec![5, 34];
+        for k in 0..8u32 {
+            raw.extend_from_slice(&(k + 1).to_be_bytes());
+        }
+        raw.extend_from_slice(&[5, 10, 0, 0, 0, 9, 0, 0, 0, 10]);
+        let o = parse_options(&raw).unwrap();
+        assert_eq!(o.sack_blocks(), &[(SeqNum(9), SeqNum(10))]);
+        assert_eq!(o.sack[1..], [(SeqNum(0), SeqNum(0)); MAX_SACK_BLOCKS - 1]);
+        assert_eq!(super::oracle::parse_options(&raw), Ok(o));
     }
 
     #[test]

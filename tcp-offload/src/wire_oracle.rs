@@ -246,6 +246,7 @@ pub fn parse_options(mut raw: &[u8]) -> Result<TcpOptions, WireError> {
             Ok(SelectiveAcknowledgementPermitted) => o.sack_permitted = true,
             Ok(Timestamp(v, e)) => o.timestamps = Some((v, e)),
             Ok(SelectiveAcknowledgement(first, more)) => {
+                o.sack = Default::default();
                 o.sack[0] = (SeqNum(first.0), SeqNum(first.1));
                 let mut n = 1;
                 for b in more.iter().flatten() {

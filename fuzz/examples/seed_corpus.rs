@@ -1,0 +1,187 @@
+//! Writes the seed corpus of every fuzz target into `fuzz/corpus/<target>/seed-*`: valid
+//! inputs built with our own encoders, so the fuzzers start from inputs that reach deep into
+//! each parser. Run once when a target is added: `cargo run -p fuzz-targets --example
+//! seed_corpus`; the fuzzers then grow the corpus (`deploy/xwarp fuzz`).
+
+use std::path::Path;
+
+use mpa::{Framer, FramingConfig, StartupConfig};
+use rpcrdma::storage::{ReadArgs, ReadOk, StorageCall, StorageProc, StorageReply, WriteArgs};
+use rpcrdma::storage_send::{call_header, encode_call, encode_reply, CallChunks};
+use rpcrdma::{ChunkLists, Payload, ReplyHeader, Segment, WriteChunk};
+use tcp_offload::isn::FourTuple;
+use tcp_offload::wire::{Flags, SegmentRepr, TcpOptions};
+use tcp_offload::SeqNum;
+
+fn write(target: &str, name: &str, data: &[u8]) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("corpus")
+        .join(target);
+    std::fs::create_dir_all(&dir).expect("corpus folder");
+    std::fs::write(dir.join(format!("seed-{name}")), data).expect("write seed");
+}
+
+fn tcp(v6: bool, syn: bool, payload: &[u8]) -> Vec<u8> {
+    let tuple = if v6 {
+        FourTuple {
+            local: "[2001:db8::1]:40000".parse().unwrap(),
+            remote: "[2001:db8::2]:18515".parse().unwrap(),
+        }
+    } else {
+        FourTuple {
+            local: "198.18.0.2:40000".parse().unwrap(),
+            remote: "198.18.0.1:18515".parse().unwrap(),
+        }
+    };
+    let mut options = TcpOptions {
+        timestamps: Some((1000, 2000)),
+        ..TcpOptions::default()
+    };
+    if syn {
+        options.mss = Some(1460);
+        options.window_scale = Some(7);
+        options.sack_permitted = true;
+    } else {
+        options.sack[0] = (SeqNum(5000), SeqNum(6000));
+        options.sack_count = 1;
+    }
+    let repr = SegmentRepr {
+        tuple,
+        seq: SeqNum(0x1234_5678),
+        ack: (!syn).then_some(SeqNum(42)),
+        flags: Flags {
+            syn,
+            psh: !payload.is_empty(),
+            ..Flags::default()
+        },
+        window: 512,
+        options,
+    };
+    let mut buf = vec![0u8; repr.buffer_len(payload.len())];
+    let n = repr
+        .emit(&mut buf, payload.len(), |p| p.copy_from_slice(payload))
+        .unwrap();
+    buf.truncate(n);
+    buf
+}
+
+fn fpdus(cfg: FramingConfig, offset: u32, ulpdus: &[&[u8]]) -> Vec<u8> {
+    let mut f = Framer::new(cfg, offset);
+    let mut out = Vec::new();
+    for u in ulpdus {
+        f.encode_to_vec(&[u], &mut out).unwrap();
+    }
+    out
+}
+
+fn main() {
+    write("tcp_wire", "syn4", &tcp(false, true, b""));
+    write(
+        "tcp_wire",
+        "data4",
+        &tcp(false, false, b"an FPDU would be here"),
+    );
+    write("tcp_wire", "data6", &tcp(true, false, b"v6 payload"));
+    // TCP option areas: the options of a SYN and of a data segment (after the 20-octet header).
+    write("tcp_options", "syn", &tcp(false, true, b"")[40..]);
+    write("tcp_options", "data", &tcp(false, false, b"")[40..]);
+
+    let req = mpa::startup_frame::Repr {
+        kind: mpa::startup_frame::FrameKind::Request,
+        markers: true,
+        crc: true,
+        reject: false,
+        revision: 1,
+        private_data: b"private",
+    }
+    .to_vec();
+    write("mpa_startup", "request", &req);
+    // The state-machine part reads: revision, limit (2), markers, crc, accept, chunk, stream.
+    let cfg = StartupConfig::default();
+    let mut sm = vec![cfg.revision, 0x02, 0x00, 1, 1, 1, 7];
+    sm.extend_from_slice(&req);
+    sm.extend_from_slice(&fpdus(
+        FramingConfig {
+            markers: true,
+            crc: true,
+        },
+        0,
+        &[b"first"],
+    ));
+    write("mpa_startup", "responder", &sm);
+
+    let ulpdus: [&[u8]; 3] = [b"ddp header and payload", &[0xAB; 600], b"x"];
+    for (name, markers, crc) in [
+        ("m1c1", true, true),
+        ("m0c1", false, true),
+        ("m1c0", true, false),
+    ] {
+        let cfg = FramingConfig { markers, crc };
+        let offset = 508u32;
+        let mut s = vec![u8::from(markers), u8::from(crc)];
+        s.extend_from_slice(&offset.to_be_bytes());
+        s.extend_from_slice(&100u16.to_be_bytes());
+        s.extend_from_slice(&fpdus(cfg, offset, &ulpdus));
+        write("mpa_stream", name, &s);
+        let mut l = vec![u8::from(markers), u8::from(crc), 1];
+        l.extend_from_slice(&offset.to_be_bytes());
+        l.extend_from_slice(&fpdus(cfg, offset, &ulpdus));
+        write("mpa_locate", name, &l);
+    }
+
+    let mut buf = [0u8; 2048];
+    let read = StorageCall::Read(ReadArgs {
+        offset: 4096,
+        count: 1 << 20,
+    });
+    let chunks = CallChunks {
+        read_result: Some(WriteChunk::new(vec![Segment {
+            handle: 0x42,
+            length: 1 << 20,
+            offset: 0x7000_0000,
+        }])),
+        ..Default::default()
+    };
+    let n = encode_call(
+        &mut buf,
+        32,
+        &call_header(7, StorageProc::Read),
+        &read,
+        &chunks,
+    )
+    .unwrap();
+    write("rpcrdma_header", "read_call", &buf[..n]);
+    write("store_call", "read_call", &buf[..n]);
+    let write_call = StorageCall::Write(WriteArgs {
+        offset: 0,
+        stable: true,
+        data: Payload::Inline(b"inline write data"),
+    });
+    let n = encode_call(
+        &mut buf,
+        32,
+        &call_header(8, StorageProc::Write),
+        &write_call,
+        &CallChunks::default(),
+    )
+    .unwrap();
+    write("rpcrdma_header", "write_call", &buf[..n]);
+    write("store_call", "write_call", &buf[..n]);
+
+    let reply = StorageReply::Read(Ok(ReadOk {
+        eof: false,
+        data: Payload::Inline(b"inline read data"),
+    }));
+    let n = encode_reply(
+        &mut buf[1..],
+        32,
+        &ChunkLists::default(),
+        &ReplyHeader::success(7),
+        Some(&reply),
+    )
+    .unwrap();
+    buf[0] = StorageProc::Read as u8;
+    write("rpcrdma_header", "read_reply", &buf[1..n + 1]);
+    write("store_reply", "read_reply", &buf[..n + 1]);
+    println!("seed corpus written under fuzz/corpus/");
+}
