@@ -1,6 +1,6 @@
 //! Work completions: {wr_id, opcode, status, byte_len} plus receive details.
 
-use crate::stag::Stag;
+use crate::ddp::stag::Stag;
 
 /// Which work request completed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

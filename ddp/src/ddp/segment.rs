@@ -1,9 +1,9 @@
 //! A whole DDP segment (-06 §4.4): either header model, plus its payload.
 
-use crate::control;
-use crate::tagged::{TaggedPacket, TaggedRepr, TAGGED_HEADER_LEN};
-use crate::untagged::{UntaggedPacket, UntaggedRepr, UNTAGGED_HEADER_LEN};
-use crate::wire_error::WireError;
+use crate::ddp::control;
+use crate::ddp::tagged::{TaggedPacket, TaggedRepr, TAGGED_HEADER_LEN};
+use crate::ddp::untagged::{UntaggedPacket, UntaggedRepr, UNTAGGED_HEADER_LEN};
+use crate::ddp::wire_error::WireError;
 
 /// The header of a DDP segment, tagged or untagged (chosen by the T bit, DDP-13).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,7 +78,7 @@ impl DdpHeader {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stag::Stag;
+    use crate::ddp::stag::Stag;
     use proptest::prelude::*;
 
     #[test]

@@ -7,8 +7,8 @@
 //! ```
 
 use crate::be::{get_u32, get_u64, put_u32, put_u64};
-use crate::stag::Stag;
-use crate::wire_error::WireError;
+use crate::ddp::stag::Stag;
+use crate::ddp::wire_error::WireError;
 
 /// Length of the Read Request header.
 pub const READ_REQUEST_LEN: usize = 28;
@@ -143,7 +143,7 @@ impl ReadRequestRepr {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::untagged::{UntaggedPacket, UntaggedRepr};
+    use crate::ddp::untagged::{UntaggedPacket, UntaggedRepr};
     use proptest::prelude::*;
 
     /// Digest §6.2: the whole 46-octet Read Request segment, byte for byte.

@@ -1,6 +1,6 @@
 //! The RDMAP Control Field (RFC 5040 §4.1, digest §6.1): `|RV(2)|Rsvd(2)|Opcode(4)|` = DDP `RsvdULP[0:7]`.
 
-use crate::wire_error::WireError;
+use crate::ddp::wire_error::WireError;
 
 /// The RDMAP version (RV) of RFC 5040.
 pub const RDMAP_VERSION: u8 = 1;

@@ -39,14 +39,14 @@ use mpa::{
     StreamParser,
 };
 
-use crate::completion::Completion;
-use crate::memory::Memory;
-use crate::rdmap_engine::{EngineConfig, EngineEvent, EngineState, EngineStats, RdmapEngine};
-use crate::stag_table::{PdId, StagTable};
-use crate::term_code::LlpError;
-use crate::terminate::TerminateRepr;
-use crate::tx_segment::TxSegment;
-use crate::work_request::{LocalBuf, PostError, RemoteBuf, SendOpts};
+use crate::ddp::memory::Memory;
+use crate::ddp::stag_table::{PdId, StagTable};
+use crate::ddp::tx_segment::TxSegment;
+use crate::rdmap::completion::Completion;
+use crate::rdmap::engine::{EngineConfig, EngineEvent, EngineState, EngineStats, RdmapEngine};
+use crate::rdmap::term_code::LlpError;
+use crate::rdmap::terminate::TerminateRepr;
+use crate::rdmap::work_request::{LocalBuf, PostError, RemoteBuf, SendOpts};
 
 /// Settings of a queue pair.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -860,7 +860,7 @@ fn collect_parts<'a>(
 }
 
 /// The LLP Terminate code for an MPA receive error (digest §6.5).
-fn llp_code(e: FramingError) -> crate::term_code::TermCode {
+fn llp_code(e: FramingError) -> crate::rdmap::term_code::TermCode {
     match e.code() {
         mpa::ErrorCode::MarkerError => LlpError::Marker.term_code(),
         _ => LlpError::Crc.term_code(),
@@ -868,7 +868,6 @@ fn llp_code(e: FramingError) -> crate::term_code::TermCode {
 }
 
 #[cfg(test)]
-#[path = "qp_tests.rs"]
 mod tests;
 
 /// The largest ULPDU (at most `mulpdu`) whose FPDU, framed at the framer's offset, fits `room`.

@@ -1,8 +1,8 @@
 //! What the ULP posts: local and remote buffer descriptions and post errors.
 
-use crate::memory::RegionHandle;
-use crate::stag::Stag;
-use crate::stag_table::LocalFault;
+use crate::ddp::memory::RegionHandle;
+use crate::ddp::stag::Stag;
+use crate::ddp::stag_table::LocalFault;
 
 /// A local buffer: `len` octets at `offset` (0-based) within a registered region.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,9 +5,9 @@
 //! ```
 
 use crate::be::{get_u32, get_u64, put_u32, put_u64};
-use crate::control;
-use crate::stag::Stag;
-use crate::wire_error::WireError;
+use crate::ddp::control;
+use crate::ddp::stag::Stag;
+use crate::ddp::wire_error::WireError;
 
 /// Length of the tagged header (DDP-22).
 pub const TAGGED_HEADER_LEN: usize = 14;

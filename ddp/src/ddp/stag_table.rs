@@ -5,9 +5,10 @@
 //! STag = 24-bit slot index + 8-bit key. Keys come from a seeded CSPRNG (`StdRng`, ChaCha) so
 //! a peer cannot guess a valid STag from an old one; the seed is an argument for determinism.
 
-use crate::memory::RegionHandle;
-use crate::stag::Stag;
-use crate::term_code::{DdpError, RdmapError, TermCode};
+use crate::ddp::error::DdpError;
+use crate::ddp::memory::RegionHandle;
+use crate::ddp::stag::Stag;
+use crate::rdmap::term_code::{RdmapError, TermCode};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 

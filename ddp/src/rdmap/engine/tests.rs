@@ -1,8 +1,8 @@
 //! Tests of the ULPDU-level engine: two engines joined by an in-memory ULPDU pipe.
 
 use super::*;
-use crate::memory::VecMemory;
-use crate::stag_table::RegionSpec;
+use crate::ddp::memory::VecMemory;
+use crate::ddp::stag_table::RegionSpec;
 
 /// One side: engine, STag table, memory, and its transmit stream offset.
 pub(crate) struct Side {
@@ -255,7 +255,7 @@ fn check_terminate(sink: &mut Side, seg: &[u8], code: TermCode, copied: bool) ->
     assert_eq!(t.code, code);
     assert_eq!(t.seg_len, Some(seg.len() as u16));
     if copied {
-        let hl = if crate::control::is_tagged(seg[0]) {
+        let hl = if crate::ddp::control::is_tagged(seg[0]) {
             TAGGED_HEADER_LEN
         } else {
             UNTAGGED_HEADER_LEN
@@ -1224,7 +1224,7 @@ fn post_checks_local_buffers() {
     );
     assert_eq!(
         e,
-        Err(PostError::Local(crate::stag_table::LocalFault::Access))
+        Err(PostError::Local(crate::ddp::stag_table::LocalFault::Access))
     );
     let e = a.eng.post_send(
         &a.tags,
@@ -1238,7 +1238,7 @@ fn post_checks_local_buffers() {
     );
     assert_eq!(
         e,
-        Err(PostError::Local(crate::stag_table::LocalFault::Bounds))
+        Err(PostError::Local(crate::ddp::stag_table::LocalFault::Bounds))
     );
 }
 

@@ -20,22 +20,25 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use crate::completion::{Completion, WcOpcode, WcStatus};
-use crate::memory::{Memory, RegionHandle};
-use crate::rdmap_control::{qn, Opcode, RdmapControl};
-use crate::read_request::{ReadRequestPacket, ReadRequestRepr, READ_REQUEST_LEN};
-use crate::rx_segment::{gather_prefix, RxSegment, HEAD_MAX};
-use crate::segment::DdpHeader;
-use crate::segmentation::next_segment;
-use crate::stag::Stag;
-use crate::stag_table::{Access, InvalidateFault, PdId, Region, StagTable, StreamId, TaggedFault};
-use crate::tagged::{TaggedRepr, TAGGED_HEADER_LEN};
-use crate::term_code::{DdpError, RdmapError, TermCode};
-use crate::terminate::{CopiedHeader, TerminatePacket, TerminateRepr, TERMINATE_MAX_LEN};
-use crate::tx_segment::{TxPayload, TxSegment};
-use crate::untagged::{UntaggedRepr, UNTAGGED_HEADER_LEN};
-use crate::wire_error::WireError;
-use crate::work_request::{LocalBuf, PostError, RemoteBuf, SendOpts};
+use crate::ddp::error::DdpError;
+use crate::ddp::memory::{Memory, RegionHandle};
+use crate::ddp::rx_segment::{gather_prefix, RxSegment, HEAD_MAX};
+use crate::ddp::segment::DdpHeader;
+use crate::ddp::segmentation::next_segment;
+use crate::ddp::stag::Stag;
+use crate::ddp::stag_table::{
+    Access, InvalidateFault, PdId, Region, StagTable, StreamId, TaggedFault,
+};
+use crate::ddp::tagged::{TaggedRepr, TAGGED_HEADER_LEN};
+use crate::ddp::tx_segment::{TxPayload, TxSegment};
+use crate::ddp::untagged::{UntaggedRepr, UNTAGGED_HEADER_LEN};
+use crate::ddp::wire_error::WireError;
+use crate::rdmap::completion::{Completion, WcOpcode, WcStatus};
+use crate::rdmap::control::{qn, Opcode, RdmapControl};
+use crate::rdmap::read_request::{ReadRequestPacket, ReadRequestRepr, READ_REQUEST_LEN};
+use crate::rdmap::term_code::{RdmapError, TermCode};
+use crate::rdmap::terminate::{CopiedHeader, TerminatePacket, TerminateRepr, TERMINATE_MAX_LEN};
+use crate::rdmap::work_request::{LocalBuf, PostError, RemoteBuf, SendOpts};
 
 mod delivery;
 mod placement;
@@ -620,5 +623,4 @@ impl RdmapEngine {
 }
 
 #[cfg(test)]
-#[path = "rdmap_engine_tests.rs"]
 mod tests;

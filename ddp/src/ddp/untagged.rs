@@ -6,8 +6,8 @@
 //! ```
 
 use crate::be::{get_u32, put_u32};
-use crate::control;
-use crate::wire_error::WireError;
+use crate::ddp::control;
+use crate::ddp::wire_error::WireError;
 
 /// Length of the untagged header (DDP-30).
 pub const UNTAGGED_HEADER_LEN: usize = 18;

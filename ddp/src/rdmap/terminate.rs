@@ -11,12 +11,12 @@
 //! so both readings agree on what we emit.
 
 use crate::be::{get_u16, get_u32, put_u16, put_u32};
-use crate::control;
-use crate::read_request::READ_REQUEST_LEN;
-use crate::tagged::TAGGED_HEADER_LEN;
-use crate::term_code::{Layer, TermCode};
-use crate::untagged::UNTAGGED_HEADER_LEN;
-use crate::wire_error::WireError;
+use crate::ddp::control;
+use crate::ddp::tagged::TAGGED_HEADER_LEN;
+use crate::ddp::untagged::UNTAGGED_HEADER_LEN;
+use crate::ddp::wire_error::WireError;
+use crate::rdmap::read_request::READ_REQUEST_LEN;
+use crate::rdmap::term_code::{Layer, TermCode};
 
 /// Length of the Terminate Control field.
 pub const TERM_CONTROL_LEN: usize = 4;
@@ -255,7 +255,7 @@ impl TerminateRepr {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::term_code::DdpError;
+    use crate::ddp::error::DdpError;
     use proptest::prelude::*;
 
     /// Digest §6.5: a DDP base/bounds error with M and D gives Terminate Control 0x1101C000.
