@@ -1,7 +1,7 @@
 //! Two queue pairs joined by an in-memory byte pipe: MPA startup, then RDMAP over FPDUs.
 
 use super::*;
-use crate::ddp::memory::{RegionHandle, VecMemory};
+use crate::ddp::memory::{Memory, RegionHandle, VecMemory};
 use crate::ddp::stag::Stag;
 use crate::ddp::stag_table::{Access, PdId, RegionSpec, StreamId};
 use crate::rdmap::completion::{WcOpcode, WcStatus};
