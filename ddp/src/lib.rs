@@ -22,17 +22,17 @@ pub use crate::ddp::memory::{Memory, RegionHandle, VecMemory};
 pub use crate::ddp::segment::DdpHeader;
 pub use crate::ddp::stag::Stag;
 pub use crate::ddp::stag_table::{
-    Access, PdId, Placement, Region, RegionSpec, StagTable, StreamId, TaggedFault,
+    Access, PdId, Region, RegionRange, RegionSpec, StagTable, StreamId, TaggedFault,
 };
 pub use crate::ddp::tagged::{TaggedPacket, TaggedRepr, TAGGED_HEADER_LEN};
 pub use crate::ddp::tx_segment::{TxPayload, TxSegment};
 pub use crate::ddp::untagged::{UntaggedPacket, UntaggedRepr, UNTAGGED_HEADER_LEN};
 pub use crate::ddp::wire_error::WireError;
-pub use crate::qp::{Negotiated, Qp, QpConfig, QpEvent};
-pub use crate::rdmap::completion::{Completion, WcOpcode, WcStatus};
-pub use crate::rdmap::control::{Opcode, RdmapControl};
-pub use crate::rdmap::engine::{EngineConfig, EngineEvent, EngineState, EngineStats, RdmapEngine};
+pub use crate::qp::{NegotiatedFraming, Qp, QpConfig, QpEvent};
+pub use crate::rdmap::completion::{WcOpcode, WcStatus, WorkCompletion};
+pub use crate::rdmap::control::{RdmapControl, RdmapOpcode};
+pub use crate::rdmap::engine::{RdmapConfig, RdmapEngine, RdmapEvent, RdmapState, RdmapStats};
 pub use crate::rdmap::read_request::{ReadRequestPacket, ReadRequestRepr, READ_REQUEST_LEN};
 pub use crate::rdmap::term_code::{Layer, LlpError, RdmapError, TermCode};
 pub use crate::rdmap::terminate::{CopiedHeader, TerminatePacket, TerminateRepr};
-pub use crate::rdmap::work_request::{LocalBuf, PostError, RemoteBuf, SendOpts};
+pub use crate::rdmap::work_request::{LocalBuf, RemoteBuf, SendOpts, WorkRequestError};

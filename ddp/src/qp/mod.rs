@@ -41,17 +41,17 @@ use mpa::{Framer, FramingError, StartupConfig, StartupError, StreamParser};
 
 use crate::ddp::stag_table::{PdId, StagTable};
 use crate::ddp::tx_segment::TxSegment;
-use crate::rdmap::completion::Completion;
-use crate::rdmap::engine::{EngineConfig, EngineEvent, EngineState, EngineStats, RdmapEngine};
+use crate::rdmap::completion::WorkCompletion;
+use crate::rdmap::engine::{RdmapConfig, RdmapEngine, RdmapEvent, RdmapState, RdmapStats};
 use crate::rdmap::terminate::TerminateRepr;
-use crate::rdmap::work_request::{LocalBuf, PostError, RemoteBuf, SendOpts};
+use crate::rdmap::work_request::{LocalBuf, RemoteBuf, SendOpts, WorkRequestError};
 
 /// Settings of a queue pair.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QpConfig {
     /// Stream/PD identity and IRD/ORD. Its `mulpdu` is replaced by the value MPA derives from
     /// `emss` once markers are negotiated.
-    pub engine: EngineConfig,
+    pub engine: RdmapConfig,
     /// MPA startup settings (revision, markers wanted, CRC wanted, private-data limit, timeout).
     pub startup: StartupConfig,
     /// Effective MSS of the TCP connection (MULPDU is derived from it, MPA-63/64).
@@ -69,7 +69,7 @@ pub struct QpConfig {
 impl Default for QpConfig {
     fn default() -> Self {
         QpConfig {
-            engine: EngineConfig::default(),
+            engine: RdmapConfig::default(),
             startup: StartupConfig::default(),
             emss: mpa::mulpdu::DEFAULT_EMSS,
             private_data: Vec::new(),
@@ -81,7 +81,7 @@ impl Default for QpConfig {
 
 /// What MPA agreed on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Negotiated {
+pub struct NegotiatedFraming {
     /// We insert markers.
     pub tx_markers: bool,
     /// The peer inserts markers.
@@ -110,7 +110,7 @@ pub enum QpEvent {
         /// The peer's private data.
         peer_private_data: Vec<u8>,
         /// Markers, CRC, MULPDU.
-        negotiated: Negotiated,
+        negotiated: NegotiatedFraming,
     },
     /// The connection was rejected (a Reply with R=1, sent or received). MPA is left; TCP is
     /// open and the ULP decides (MPA-80): normally the transport closes.
@@ -143,7 +143,7 @@ enum Phase {
     Operational {
         framer: Framer,
         parser: StreamParser,
-        negotiated: Negotiated,
+        negotiated: NegotiatedFraming,
     },
     /// MPA was left (rejected or failed): no FPDU will flow.
     Closed,
@@ -242,7 +242,7 @@ impl Qp {
     }
 
     /// What MPA negotiated, once established.
-    pub fn negotiated(&self) -> Option<Negotiated> {
+    pub fn negotiated(&self) -> Option<NegotiatedFraming> {
         match &self.phase {
             Phase::Operational { negotiated, .. } => Some(*negotiated),
             _ => None,
@@ -251,7 +251,7 @@ impl Qp {
 
     /// The stream is in error (Terminate sent or received, framing error, transport failure).
     pub fn is_error(&self) -> bool {
-        self.engine.state() == EngineState::Error
+        self.engine.state() == RdmapState::Error
     }
 
     /// Receive offset of the peer's first FPDU octet (its SeqStart), once established.
@@ -277,7 +277,7 @@ impl Qp {
     }
 
     /// The DDP/RDMAP engine's counters.
-    pub fn stats(&self) -> EngineStats {
+    pub fn stats(&self) -> RdmapStats {
         self.engine.stats()
     }
 
@@ -295,7 +295,7 @@ impl Qp {
         tags: &StagTable,
         wr_id: u64,
         buf: LocalBuf,
-    ) -> Result<(), PostError> {
+    ) -> Result<(), WorkRequestError> {
         self.engine.post_recv(tags, wr_id, buf)
     }
 
@@ -306,7 +306,7 @@ impl Qp {
         wr_id: u64,
         buf: LocalBuf,
         opts: SendOpts,
-    ) -> Result<(), PostError> {
+    ) -> Result<(), WorkRequestError> {
         self.engine.post_send(tags, wr_id, buf, opts)
     }
 
@@ -317,7 +317,7 @@ impl Qp {
         wr_id: u64,
         buf: LocalBuf,
         remote: RemoteBuf,
-    ) -> Result<(), PostError> {
+    ) -> Result<(), WorkRequestError> {
         self.engine.post_write(tags, wr_id, buf, remote)
     }
 
@@ -328,12 +328,12 @@ impl Qp {
         wr_id: u64,
         buf: LocalBuf,
         remote: RemoteBuf,
-    ) -> Result<(), PostError> {
+    ) -> Result<(), WorkRequestError> {
         self.engine.post_read(tags, wr_id, buf, remote)
     }
 
     /// The next work completion.
-    pub fn poll_completion(&mut self) -> Option<Completion> {
+    pub fn poll_completion(&mut self) -> Option<WorkCompletion> {
         self.engine.poll_completion()
     }
 
@@ -344,11 +344,11 @@ impl Qp {
         }
         loop {
             let e = match self.engine.poll_event()? {
-                EngineEvent::TerminateQueued(_) => continue,
-                EngineEvent::TerminateSent(t) => QpEvent::TerminateSent(t),
-                EngineEvent::TerminateReceived(t) => QpEvent::TerminateReceived(t),
-                EngineEvent::MalformedTerminateReceived => QpEvent::MalformedTerminateReceived,
-                EngineEvent::TransportFailed => QpEvent::TransportFailed,
+                RdmapEvent::TerminateQueued(_) => continue,
+                RdmapEvent::TerminateSent(t) => QpEvent::TerminateSent(t),
+                RdmapEvent::TerminateReceived(t) => QpEvent::TerminateReceived(t),
+                RdmapEvent::MalformedTerminateReceived => QpEvent::MalformedTerminateReceived,
+                RdmapEvent::TransportFailed => QpEvent::TransportFailed,
             };
             return Some(e);
         }

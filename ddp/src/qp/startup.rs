@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use mpa::StartupEvent;
 
-use super::{Negotiated, Phase, Qp, QpEvent, Startup};
+use super::{NegotiatedFraming, Phase, Qp, QpEvent, Startup};
 
 impl Qp {
     /// Accept the pending Request with `private_data` in the Reply.
@@ -60,7 +60,7 @@ impl Qp {
     ) {
         let mulpdu = mpa::mulpdu(self.cfg.emss, n.tx_markers);
         self.engine.set_mulpdu(mulpdu);
-        let negotiated = Negotiated {
+        let negotiated = NegotiatedFraming {
             tx_markers: n.tx_markers,
             rx_markers: n.rx_markers,
             crc: n.crc,

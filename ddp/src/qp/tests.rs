@@ -43,7 +43,7 @@ impl End {
         (h, s)
     }
 
-    pub fn completions(&mut self) -> Vec<Completion> {
+    pub fn completions(&mut self) -> Vec<WorkCompletion> {
         std::iter::from_fn(|| self.qp.poll_completion()).collect()
     }
 
@@ -662,7 +662,7 @@ fn graceful_close_drains_then_idle() {
     a.qp.close();
     assert_eq!(
         a.qp.post_send(&a.tags, 4, buf, SendOpts::default()),
-        Err(PostError::InvalidState)
+        Err(WorkRequestError::InvalidState)
     );
     assert!(!a.qp.is_idle());
     b.qp.post_send(

@@ -27,7 +27,7 @@ pub enum WcStatus {
 
 /// One work completion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Completion {
+pub struct WorkCompletion {
     /// The caller's identifier from the post.
     pub wr_id: u64,
     /// What kind of request.

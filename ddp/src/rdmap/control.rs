@@ -8,7 +8,7 @@ pub const RDMAP_VERSION: u8 = 1;
 /// RDMAP opcodes of RFC 5040 (digest §6.1 table).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
-pub enum Opcode {
+pub enum RdmapOpcode {
     /// Tagged, no RDMAP header.
     RdmaWrite = 0x0,
     /// Untagged QN 1, 28-octet Read Request header.
@@ -37,45 +37,48 @@ pub mod qn {
     pub const TERMINATE: u32 = 2;
 }
 
-impl Opcode {
+impl RdmapOpcode {
     /// Decode the 4-bit opcode.
-    pub const fn from_u8(v: u8) -> Result<Opcode, WireError> {
+    pub const fn from_u8(v: u8) -> Result<RdmapOpcode, WireError> {
         Ok(match v {
-            0x0 => Opcode::RdmaWrite,
-            0x1 => Opcode::RdmaReadRequest,
-            0x2 => Opcode::RdmaReadResponse,
-            0x3 => Opcode::Send,
-            0x4 => Opcode::SendInvalidate,
-            0x5 => Opcode::SendSe,
-            0x6 => Opcode::SendSeInvalidate,
-            0x7 => Opcode::Terminate,
+            0x0 => RdmapOpcode::RdmaWrite,
+            0x1 => RdmapOpcode::RdmaReadRequest,
+            0x2 => RdmapOpcode::RdmaReadResponse,
+            0x3 => RdmapOpcode::Send,
+            0x4 => RdmapOpcode::SendInvalidate,
+            0x5 => RdmapOpcode::SendSe,
+            0x6 => RdmapOpcode::SendSeInvalidate,
+            0x7 => RdmapOpcode::Terminate,
             other => return Err(WireError::UnknownOpcode(other)),
         })
     }
 
     /// Whether the message uses the Tagged Buffer Model.
     pub const fn is_tagged(self) -> bool {
-        matches!(self, Opcode::RdmaWrite | Opcode::RdmaReadResponse)
+        matches!(self, RdmapOpcode::RdmaWrite | RdmapOpcode::RdmaReadResponse)
     }
 
     /// The QN an untagged opcode travels on (None for tagged opcodes).
     pub const fn queue(self) -> Option<u32> {
         match self {
-            Opcode::RdmaWrite | Opcode::RdmaReadResponse => None,
-            Opcode::RdmaReadRequest => Some(qn::READ_REQUEST),
-            Opcode::Terminate => Some(qn::TERMINATE),
+            RdmapOpcode::RdmaWrite | RdmapOpcode::RdmaReadResponse => None,
+            RdmapOpcode::RdmaReadRequest => Some(qn::READ_REQUEST),
+            RdmapOpcode::Terminate => Some(qn::TERMINATE),
             _ => Some(qn::SEND),
         }
     }
 
     /// Whether `RsvdULP[8:39]` carries an Invalidate STag.
     pub const fn carries_invalidate(self) -> bool {
-        matches!(self, Opcode::SendInvalidate | Opcode::SendSeInvalidate)
+        matches!(
+            self,
+            RdmapOpcode::SendInvalidate | RdmapOpcode::SendSeInvalidate
+        )
     }
 
     /// Whether the message asks for a solicited event.
     pub const fn solicited(self) -> bool {
-        matches!(self, Opcode::SendSe | Opcode::SendSeInvalidate)
+        matches!(self, RdmapOpcode::SendSe | RdmapOpcode::SendSeInvalidate)
     }
 }
 
@@ -83,7 +86,7 @@ impl Opcode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RdmapControl {
     /// The message opcode.
-    pub opcode: Opcode,
+    pub opcode: RdmapOpcode,
 }
 
 impl RdmapControl {
@@ -93,7 +96,7 @@ impl RdmapControl {
         if rv != RDMAP_VERSION {
             return Err(WireError::RdmapVersion(rv));
         }
-        match Opcode::from_u8(byte & 0x0F) {
+        match RdmapOpcode::from_u8(byte & 0x0F) {
             Ok(opcode) => Ok(RdmapControl { opcode }),
             Err(e) => Err(e),
         }
@@ -113,14 +116,14 @@ mod tests {
     #[test]
     fn control_bytes_of_digest_table() {
         let expect = [
-            (Opcode::RdmaWrite, 0x40),
-            (Opcode::RdmaReadRequest, 0x41),
-            (Opcode::RdmaReadResponse, 0x42),
-            (Opcode::Send, 0x43),
-            (Opcode::SendInvalidate, 0x44),
-            (Opcode::SendSe, 0x45),
-            (Opcode::SendSeInvalidate, 0x46),
-            (Opcode::Terminate, 0x47),
+            (RdmapOpcode::RdmaWrite, 0x40),
+            (RdmapOpcode::RdmaReadRequest, 0x41),
+            (RdmapOpcode::RdmaReadResponse, 0x42),
+            (RdmapOpcode::Send, 0x43),
+            (RdmapOpcode::SendInvalidate, 0x44),
+            (RdmapOpcode::SendSe, 0x45),
+            (RdmapOpcode::SendSeInvalidate, 0x46),
+            (RdmapOpcode::Terminate, 0x47),
         ];
         for (op, byte) in expect {
             assert_eq!(RdmapControl { opcode: op }.emit(), byte);
@@ -137,7 +140,7 @@ mod tests {
     proptest! {
         #[test]
         fn parse_emit_roundtrip(op in 0u8..8) {
-            let c = RdmapControl { opcode: Opcode::from_u8(op).unwrap() };
+            let c = RdmapControl { opcode: RdmapOpcode::from_u8(op).unwrap() };
             prop_assert_eq!(RdmapControl::parse(c.emit()), Ok(c));
         }
 

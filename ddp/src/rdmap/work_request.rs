@@ -35,20 +35,20 @@ pub struct SendOpts {
 
 /// Why a work request was refused at post time (nothing was queued).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PostError {
+pub enum WorkRequestError {
     /// The queue pair is not in a state that accepts work (not yet established, or in error).
     InvalidState,
     /// The local buffer failed the STag table's local check.
     Local(LocalFault),
 }
 
-impl core::fmt::Display for PostError {
+impl core::fmt::Display for WorkRequestError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
-            PostError::InvalidState => write!(f, "queue pair not ready"),
-            PostError::Local(l) => write!(f, "local buffer refused: {l:?}"),
+            WorkRequestError::InvalidState => write!(f, "queue pair not ready"),
+            WorkRequestError::Local(l) => write!(f, "local buffer refused: {l:?}"),
         }
     }
 }
 
-impl std::error::Error for PostError {}
+impl std::error::Error for WorkRequestError {}

@@ -14,8 +14,7 @@ impl RdmapEngine {
         }
         self.current.is_some()
             || self.terminate.is_some()
-            || (self.state == EngineState::Active
-                && (!self.responses.is_empty() || self.sq_ready()))
+            || (self.state == RdmapState::Active && (!self.responses.is_empty() || self.sq_ready()))
     }
 
     fn sq_ready(&self) -> bool {
@@ -25,7 +24,7 @@ impl RdmapEngine {
                 !matches!(
                     m.header,
                     TxHeader::Untagged {
-                        opcode: Opcode::RdmaReadRequest,
+                        opcode: RdmapOpcode::RdmaReadRequest,
                         ..
                     }
                 ) || (self.orq.len() as u32) < self.cfg.ord
@@ -37,7 +36,7 @@ impl RdmapEngine {
         if let Some(t) = self.terminate.take() {
             return Some(t);
         }
-        if self.state != EngineState::Active {
+        if self.state != RdmapState::Active {
             return None;
         }
         if let Some(r) = self.responses.pop_front() {
@@ -137,7 +136,7 @@ impl RdmapEngine {
                 TxAfter::ResponseSent => self.irq_in_use = self.irq_in_use.saturating_sub(1),
                 TxAfter::Terminate(t) => {
                     self.terminate_sent = true;
-                    self.events.push_back(EngineEvent::TerminateSent(t));
+                    self.events.push_back(RdmapEvent::TerminateSent(t));
                 }
             }
         } else {
@@ -174,7 +173,7 @@ impl RdmapEngine {
     pub(super) fn drain_sq(&mut self) {
         while let Some(e) = self.sq.front() {
             let Some(status) = e.status else { break };
-            self.completions.push_back(Completion {
+            self.completions.push_back(WorkCompletion {
                 wr_id: e.wr_id,
                 opcode: e.opcode,
                 status,
