@@ -18,6 +18,7 @@ pub mod qp;
 pub mod rdmap;
 
 pub use crate::ddp::error::DdpError;
+pub use crate::ddp::header_error::DdpHeaderError;
 pub use crate::ddp::memory::{Memory, RegionHandle, VecMemory};
 pub use crate::ddp::segment::DdpHeader;
 pub use crate::ddp::stag::Stag;
@@ -27,11 +28,11 @@ pub use crate::ddp::stag_table::{
 pub use crate::ddp::tagged::{TaggedPacket, TaggedRepr, TAGGED_HEADER_LEN};
 pub use crate::ddp::tx_segment::{TxPayload, TxSegment};
 pub use crate::ddp::untagged::{UntaggedPacket, UntaggedRepr, UNTAGGED_HEADER_LEN};
-pub use crate::ddp::wire_error::WireError;
 pub use crate::qp::{NegotiatedFraming, Qp, QpConfig, QpEvent};
 pub use crate::rdmap::completion::{WcOpcode, WcStatus, WorkCompletion};
 pub use crate::rdmap::control::{RdmapControl, RdmapOpcode};
 pub use crate::rdmap::engine::{RdmapConfig, RdmapEngine, RdmapEvent, RdmapState, RdmapStats};
+pub use crate::rdmap::header_error::RdmapHeaderError;
 pub use crate::rdmap::read_request::{ReadRequestPacket, ReadRequestRepr, READ_REQUEST_LEN};
 pub use crate::rdmap::term_code::{Layer, LlpError, RdmapError, TermCode};
 pub use crate::rdmap::terminate::{CopiedHeader, TerminatePacket, TerminateRepr};

@@ -2,7 +2,7 @@
 //! segment that segmentation and placement work on.
 //!
 //! - wire: [`control`] (the DDP Control Field), [`tagged`] and [`untagged`] (the two header
-//!   models), [`segment`] (either model, chosen by the T bit), [`wire_error`] (why a header did
+//!   models), [`segment`] (either model, chosen by the T bit), [`header_error`] (why a header did
 //!   not parse).
 //! - resources: [`stag`], [`stag_table`] (regions, rights, PD/stream association, invalidation,
 //!   the -06 §7.1 tagged checks), [`memory`] (the caller's memory behind region handles).
@@ -16,6 +16,7 @@
 
 pub mod control;
 pub mod error;
+pub mod header_error;
 pub mod memory;
 pub(crate) mod rx_segment;
 pub mod segment;
@@ -25,4 +26,3 @@ pub mod stag_table;
 pub mod tagged;
 pub mod tx_segment;
 pub mod untagged;
-pub mod wire_error;

@@ -1,9 +1,9 @@
 //! A whole DDP segment (-06 §4.4): either header model, plus its payload.
 
 use crate::ddp::control;
+use crate::ddp::header_error::DdpHeaderError;
 use crate::ddp::tagged::{TaggedPacket, TaggedRepr, TAGGED_HEADER_LEN};
 use crate::ddp::untagged::{UntaggedPacket, UntaggedRepr, UNTAGGED_HEADER_LEN};
-use crate::ddp::wire_error::WireError;
 
 /// The header of a DDP segment, tagged or untagged (chosen by the T bit, DDP-13).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,11 +18,11 @@ impl DdpHeader {
     /// Parse the header at the start of `segment`; returns it and the payload.
     /// The control byte is read first, so a short buffer with DV != 1 reports the version
     /// error (the header layout is unknown then), and a short buffer with DV = 1 `Truncated`.
-    pub fn parse(segment: &[u8]) -> Result<(DdpHeader, &[u8]), WireError> {
-        let c = *segment.first().ok_or(WireError::Truncated)?;
+    pub fn parse(segment: &[u8]) -> Result<(DdpHeader, &[u8]), DdpHeaderError> {
+        let c = *segment.first().ok_or(DdpHeaderError::Truncated)?;
         let tagged = control::is_tagged(c);
         if control::version(c) != control::DDP_VERSION {
-            return Err(WireError::DdpVersion {
+            return Err(DdpHeaderError::Version {
                 dv: control::version(c),
                 tagged,
             });
@@ -110,13 +110,16 @@ mod tests {
     fn version_error_wins_over_truncation() {
         assert_eq!(
             DdpHeader::parse(&[0x82]),
-            Err(WireError::DdpVersion {
+            Err(DdpHeaderError::Version {
                 dv: 2,
                 tagged: true
             })
         );
-        assert_eq!(DdpHeader::parse(&[0x41, 0x43]), Err(WireError::Truncated));
-        assert_eq!(DdpHeader::parse(&[]), Err(WireError::Truncated));
+        assert_eq!(
+            DdpHeader::parse(&[0x41, 0x43]),
+            Err(DdpHeaderError::Truncated)
+        );
+        assert_eq!(DdpHeader::parse(&[]), Err(DdpHeaderError::Truncated));
     }
 
     fn arb_header() -> impl Strategy<Value = DdpHeader> {

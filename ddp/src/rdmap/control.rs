@@ -1,6 +1,6 @@
 //! The RDMAP Control Field (RFC 5040 §4.1, digest §6.1): `|RV(2)|Rsvd(2)|Opcode(4)|` = DDP `RsvdULP[0:7]`.
 
-use crate::ddp::wire_error::WireError;
+use crate::rdmap::header_error::RdmapHeaderError;
 
 /// The RDMAP version (RV) of RFC 5040.
 pub const RDMAP_VERSION: u8 = 1;
@@ -39,7 +39,7 @@ pub mod qn {
 
 impl RdmapOpcode {
     /// Decode the 4-bit opcode.
-    pub const fn from_u8(v: u8) -> Result<RdmapOpcode, WireError> {
+    pub const fn from_u8(v: u8) -> Result<RdmapOpcode, RdmapHeaderError> {
         Ok(match v {
             0x0 => RdmapOpcode::RdmaWrite,
             0x1 => RdmapOpcode::RdmaReadRequest,
@@ -49,7 +49,7 @@ impl RdmapOpcode {
             0x5 => RdmapOpcode::SendSe,
             0x6 => RdmapOpcode::SendSeInvalidate,
             0x7 => RdmapOpcode::Terminate,
-            other => return Err(WireError::UnknownOpcode(other)),
+            other => return Err(RdmapHeaderError::UnknownOpcode(other)),
         })
     }
 
@@ -91,10 +91,10 @@ pub struct RdmapControl {
 
 impl RdmapControl {
     /// Parse: RV must be 1 (else 0x0/0x2/0x05), opcode known (else 0x0/0x2/0x06). Rsvd ignored.
-    pub const fn parse(byte: u8) -> Result<RdmapControl, WireError> {
+    pub const fn parse(byte: u8) -> Result<RdmapControl, RdmapHeaderError> {
         let rv = byte >> 6;
         if rv != RDMAP_VERSION {
-            return Err(WireError::RdmapVersion(rv));
+            return Err(RdmapHeaderError::Version(rv));
         }
         match RdmapOpcode::from_u8(byte & 0x0F) {
             Ok(opcode) => Ok(RdmapControl { opcode }),
@@ -133,8 +133,11 @@ mod tests {
 
     #[test]
     fn bad_version_and_opcode() {
-        assert_eq!(RdmapControl::parse(0x83), Err(WireError::RdmapVersion(2)));
-        assert_eq!(RdmapControl::parse(0x48), Err(WireError::UnknownOpcode(8)));
+        assert_eq!(RdmapControl::parse(0x83), Err(RdmapHeaderError::Version(2)));
+        assert_eq!(
+            RdmapControl::parse(0x48),
+            Err(RdmapHeaderError::UnknownOpcode(8))
+        );
     }
 
     proptest! {

@@ -8,7 +8,7 @@
 
 use crate::be::{get_u32, get_u64, put_u32, put_u64};
 use crate::ddp::stag::Stag;
-use crate::ddp::wire_error::WireError;
+use crate::rdmap::header_error::RdmapHeaderError;
 
 /// Length of the Read Request header.
 pub const READ_REQUEST_LEN: usize = 28;
@@ -34,9 +34,9 @@ impl<T: AsRef<[u8]>> ReadRequestPacket<T> {
     }
 
     /// Wrap after checking the length (at least 28 octets).
-    pub fn new_checked(buffer: T) -> Result<Self, WireError> {
+    pub fn new_checked(buffer: T) -> Result<Self, RdmapHeaderError> {
         if buffer.as_ref().len() < READ_REQUEST_LEN {
-            return Err(WireError::Truncated);
+            return Err(RdmapHeaderError::Truncated);
         }
         Ok(Self::new_unchecked(buffer))
     }
@@ -103,9 +103,9 @@ pub struct ReadRequestRepr {
 
 impl ReadRequestRepr {
     /// Parse (length-checked).
-    pub fn parse<T: AsRef<[u8]>>(p: &ReadRequestPacket<T>) -> Result<Self, WireError> {
+    pub fn parse<T: AsRef<[u8]>>(p: &ReadRequestPacket<T>) -> Result<Self, RdmapHeaderError> {
         if p.buffer.as_ref().len() < READ_REQUEST_LEN {
-            return Err(WireError::Truncated);
+            return Err(RdmapHeaderError::Truncated);
         }
         Ok(ReadRequestRepr {
             sink_stag: p.sink_stag(),

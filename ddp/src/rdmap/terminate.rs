@@ -14,7 +14,7 @@ use crate::be::{get_u16, get_u32, put_u16, put_u32};
 use crate::ddp::control;
 use crate::ddp::tagged::TAGGED_HEADER_LEN;
 use crate::ddp::untagged::UNTAGGED_HEADER_LEN;
-use crate::ddp::wire_error::WireError;
+use crate::rdmap::header_error::RdmapHeaderError;
 use crate::rdmap::read_request::READ_REQUEST_LEN;
 use crate::rdmap::term_code::{Layer, TermCode};
 
@@ -77,13 +77,13 @@ impl<T: AsRef<[u8]>> TerminatePacket<T> {
     }
 
     /// Wrap after checking that every part the M/D/R bits announce is present.
-    pub fn new_checked(buffer: T) -> Result<Self, WireError> {
+    pub fn new_checked(buffer: T) -> Result<Self, RdmapHeaderError> {
         let p = Self::new_unchecked(buffer);
         if p.buffer.as_ref().len() < TERM_CONTROL_LEN {
-            return Err(WireError::Truncated);
+            return Err(RdmapHeaderError::Truncated);
         }
         if p.buffer.as_ref().len() < p.header_len()? {
-            return Err(WireError::Truncated);
+            return Err(RdmapHeaderError::Truncated);
         }
         Ok(p)
     }
@@ -110,14 +110,16 @@ impl<T: AsRef<[u8]>> TerminatePacket<T> {
 
     /// Length of the whole Terminate header per its M/D/R bits; needs the copied DDP header's
     /// first octet when D is set.
-    pub fn header_len(&self) -> Result<usize, WireError> {
+    pub fn header_len(&self) -> Result<usize, RdmapHeaderError> {
         let b = self.buffer.as_ref();
         let mut len = TERM_CONTROL_LEN;
         if self.m() || self.d() {
             len += 2;
         }
         if self.d() {
-            let c = *b.get(field::DDP_HEADER).ok_or(WireError::Truncated)?;
+            let c = *b
+                .get(field::DDP_HEADER)
+                .ok_or(RdmapHeaderError::Truncated)?;
             len += if control::is_tagged(c) {
                 TAGGED_HEADER_LEN
             } else {
@@ -151,17 +153,17 @@ pub struct TerminateRepr {
 
 impl TerminateRepr {
     /// Parse; fails on an unknown layer or a truncated body.
-    pub fn parse<T: AsRef<[u8]>>(p: &TerminatePacket<T>) -> Result<Self, WireError> {
+    pub fn parse<T: AsRef<[u8]>>(p: &TerminatePacket<T>) -> Result<Self, RdmapHeaderError> {
         let b = p.buffer.as_ref();
         if b.len() < p.header_len()? {
-            return Err(WireError::Truncated);
+            return Err(RdmapHeaderError::Truncated);
         }
         let c = p.control();
         let layer = match (c >> 28) as u8 {
             0 => Layer::Rdmap,
             1 => Layer::Ddp,
             2 => Layer::Llp,
-            other => return Err(WireError::UnknownLayer(other)),
+            other => return Err(RdmapHeaderError::UnknownLayer(other)),
         };
         let code = TermCode {
             layer,
@@ -178,7 +180,7 @@ impl TerminateRepr {
         }
         let mut ddp_header = None;
         if p.d() {
-            let h = CopiedHeader::from_segment(&b[at..]).ok_or(WireError::Truncated)?;
+            let h = CopiedHeader::from_segment(&b[at..]).ok_or(RdmapHeaderError::Truncated)?;
             at += h.as_bytes().len();
             ddp_header = Some(h);
         }
@@ -187,7 +189,7 @@ impl TerminateRepr {
             let mut r = [0u8; READ_REQUEST_LEN];
             r.copy_from_slice(
                 b.get(at..at + READ_REQUEST_LEN)
-                    .ok_or(WireError::Truncated)?,
+                    .ok_or(RdmapHeaderError::Truncated)?,
             );
             rdma_header = Some(r);
         }

@@ -21,6 +21,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use crate::ddp::error::DdpError;
+use crate::ddp::header_error::DdpHeaderError;
 use crate::ddp::memory::{Memory, RegionHandle};
 use crate::ddp::rx_segment::{gather_prefix, RxSegment, HEAD_MAX};
 use crate::ddp::segment::DdpHeader;
@@ -32,9 +33,9 @@ use crate::ddp::stag_table::{
 use crate::ddp::tagged::{TaggedRepr, TAGGED_HEADER_LEN};
 use crate::ddp::tx_segment::{TxPayload, TxSegment};
 use crate::ddp::untagged::{UntaggedRepr, UNTAGGED_HEADER_LEN};
-use crate::ddp::wire_error::WireError;
 use crate::rdmap::completion::{WcOpcode, WcStatus, WorkCompletion};
 use crate::rdmap::control::{qn, RdmapControl, RdmapOpcode};
+use crate::rdmap::header_error::RdmapHeaderError;
 use crate::rdmap::read_request::{ReadRequestPacket, ReadRequestRepr, READ_REQUEST_LEN};
 use crate::rdmap::term_code::{RdmapError, TermCode};
 use crate::rdmap::terminate::{CopiedHeader, TerminatePacket, TerminateRepr, TERMINATE_MAX_LEN};

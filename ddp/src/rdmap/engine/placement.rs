@@ -102,7 +102,7 @@ impl RdmapEngine {
         let seg = RxSegment::new(parts, head);
         let (header, _) = match DdpHeader::parse(seg.head()) {
             Ok(x) => x,
-            Err(WireError::DdpVersion { tagged, .. }) => {
+            Err(DdpHeaderError::Version { tagged, .. }) => {
                 // DDP-21: the header layout is unknown, so it is not copied.
                 let e = if tagged {
                     DdpError::TaggedVersion
@@ -122,7 +122,7 @@ impl RdmapEngine {
         };
         let ctrl = match RdmapControl::parse(header.rsvd_ulp()) {
             Ok(c) => c,
-            Err(WireError::RdmapVersion(_)) => {
+            Err(RdmapHeaderError::Version(_)) => {
                 return rx_fail(RdmapError::Version.term_code(), seg)
             }
             Err(_) => return rx_fail(RdmapError::UnexpectedOpcode.term_code(), seg),
