@@ -7,24 +7,42 @@ const T_BIT: u8 = 0x80;
 const L_BIT: u8 = 0x40;
 const DV_MASK: u8 = 0x03;
 
-/// Encode a control byte: Rsvd is 0 and DV is 1 on transmit (DDP-19, DDP-20).
-pub const fn encode(tagged: bool, last: bool) -> u8 {
-    (if tagged { T_BIT } else { 0 }) | (if last { L_BIT } else { 0 }) | DDP_VERSION
+/// The DDP Control Field: a one-octet field of the tagged and untagged headers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DdpControl {
+    /// T bit: the tagged header follows (DDP-13).
+    pub tagged: bool,
+    /// L bit: the last segment of a DDP message (DDP-14).
+    pub last: bool,
+    /// DV; the header views refuse anything but [`DDP_VERSION`] (DDP-21).
+    pub version: u8,
 }
 
-/// T bit: the tagged header follows (DDP-13).
-pub const fn is_tagged(byte: u8) -> bool {
-    byte & T_BIT != 0
-}
+impl DdpControl {
+    /// A control field of the version we speak (DV = 1, DDP-20).
+    pub const fn new(tagged: bool, last: bool) -> DdpControl {
+        DdpControl {
+            tagged,
+            last,
+            version: DDP_VERSION,
+        }
+    }
 
-/// L bit: the last segment of a DDP message (DDP-14).
-pub const fn is_last(byte: u8) -> bool {
-    byte & L_BIT != 0
-}
+    /// Read the octet; Rsvd is not checked on receive (DDP-19), DV is left to the caller.
+    pub const fn parse(octet: u8) -> DdpControl {
+        DdpControl {
+            tagged: octet & T_BIT != 0,
+            last: octet & L_BIT != 0,
+            version: octet & DV_MASK,
+        }
+    }
 
-/// DV field; Rsvd is not checked on receive (DDP-19).
-pub const fn version(byte: u8) -> u8 {
-    byte & DV_MASK
+    /// The octet: Rsvd is 0 on transmit (DDP-19).
+    pub const fn emit(self) -> u8 {
+        (if self.tagged { T_BIT } else { 0 })
+            | (if self.last { L_BIT } else { 0 })
+            | (self.version & DV_MASK)
+    }
 }
 
 #[cfg(test)]
@@ -33,17 +51,17 @@ mod tests {
 
     #[test]
     fn ddp_19_20_common_values() {
-        assert_eq!(encode(false, false), 0x01);
-        assert_eq!(encode(false, true), 0x41);
-        assert_eq!(encode(true, false), 0x81);
-        assert_eq!(encode(true, true), 0xC1);
+        assert_eq!(DdpControl::new(false, false).emit(), 0x01);
+        assert_eq!(DdpControl::new(false, true).emit(), 0x41);
+        assert_eq!(DdpControl::new(true, false).emit(), 0x81);
+        assert_eq!(DdpControl::new(true, true).emit(), 0xC1);
     }
 
     #[test]
     fn ddp_19_rsvd_ignored_on_receive() {
-        let b = 0x80 | 0x3C | 0x01;
-        assert!(is_tagged(b));
-        assert!(!is_last(b));
-        assert_eq!(version(b), 1);
+        let c = DdpControl::parse(0x80 | 0x3C | 0x01);
+        assert!(c.tagged);
+        assert!(!c.last);
+        assert_eq!(c.version, 1);
     }
 }

@@ -4,10 +4,10 @@
 
 use crate::ddp::memory::{Memory, RegionHandle};
 use crate::ddp::untagged::UNTAGGED_HEADER_LEN;
-use crate::rdmap::terminate::TERMINATE_MAX_LEN;
+use crate::rdmap::terminate::TERMINATE_HEADER_MAX_LEN;
 
 /// Longest prefix made contiguous: the largest header plus the largest inline RDMAP payload.
-pub const HEAD_MAX: usize = UNTAGGED_HEADER_LEN + TERMINATE_MAX_LEN;
+pub const HEAD_MAX: usize = UNTAGGED_HEADER_LEN + TERMINATE_HEADER_MAX_LEN;
 
 /// A received segment: its parts, total length and contiguous prefix.
 #[derive(Debug, Clone, Copy)]

@@ -5,7 +5,7 @@
 //! ```
 
 use crate::be::{get_u32, get_u64, put_u32, put_u64};
-use crate::ddp::control;
+use crate::ddp::control::{DdpControl, DDP_VERSION};
 use crate::ddp::header_error::DdpHeaderError;
 use crate::ddp::stag::Stag;
 
@@ -128,18 +128,18 @@ impl TaggedRepr {
     /// Parse; rejects T = 0 and DV != 1 (DDP-21: 0x1/0x04 at the sink). Rsvd is ignored (DDP-19).
     pub fn parse<T: AsRef<[u8]>>(p: &TaggedPacket<T>) -> Result<Self, DdpHeaderError> {
         p.check_len()?;
-        let c = p.control();
-        if !control::is_tagged(c) {
+        let c = DdpControl::parse(p.control());
+        if !c.tagged {
             return Err(DdpHeaderError::WrongModel);
         }
-        if control::version(c) != control::DDP_VERSION {
+        if c.version != DDP_VERSION {
             return Err(DdpHeaderError::Version {
-                dv: control::version(c),
+                dv: c.version,
                 tagged: true,
             });
         }
         Ok(TaggedRepr {
-            last: control::is_last(c),
+            last: c.last,
             rsvd_ulp: p.rsvd_ulp(),
             stag: p.stag(),
             to: p.to(),
@@ -153,7 +153,7 @@ impl TaggedRepr {
 
     /// Write the header into the first 14 octets of `p` (payload untouched).
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut TaggedPacket<T>) {
-        p.set_control(control::encode(true, self.last));
+        p.set_control(DdpControl::new(true, self.last).emit());
         p.set_rsvd_ulp(self.rsvd_ulp);
         p.set_stag(self.stag);
         p.set_to(self.to);

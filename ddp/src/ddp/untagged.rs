@@ -6,7 +6,7 @@
 //! ```
 
 use crate::be::{get_u32, put_u32};
-use crate::ddp::control;
+use crate::ddp::control::{DdpControl, DDP_VERSION};
 use crate::ddp::header_error::DdpHeaderError;
 
 /// Length of the untagged header (DDP-30).
@@ -154,18 +154,18 @@ impl UntaggedRepr {
     /// Parse; rejects T = 1 and DV != 1 (DDP-21: 0x2/0x06 at the sink). Rsvd is ignored (DDP-19).
     pub fn parse<T: AsRef<[u8]>>(p: &UntaggedPacket<T>) -> Result<Self, DdpHeaderError> {
         p.check_len()?;
-        let c = p.control();
-        if control::is_tagged(c) {
+        let c = DdpControl::parse(p.control());
+        if c.tagged {
             return Err(DdpHeaderError::WrongModel);
         }
-        if control::version(c) != control::DDP_VERSION {
+        if c.version != DDP_VERSION {
             return Err(DdpHeaderError::Version {
-                dv: control::version(c),
+                dv: c.version,
                 tagged: false,
             });
         }
         Ok(UntaggedRepr {
-            last: control::is_last(c),
+            last: c.last,
             rsvd_ulp: p.rsvd_ulp(),
             rsvd_ulp_ext: p.rsvd_ulp_ext(),
             qn: p.qn(),
@@ -181,7 +181,7 @@ impl UntaggedRepr {
 
     /// Write the header into the first 18 octets of `p` (payload untouched).
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut UntaggedPacket<T>) {
-        p.set_control(control::encode(false, self.last));
+        p.set_control(DdpControl::new(false, self.last).emit());
         p.set_rsvd_ulp(self.rsvd_ulp);
         p.set_rsvd_ulp_ext(self.rsvd_ulp_ext);
         p.set_qn(self.qn);

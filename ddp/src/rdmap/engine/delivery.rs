@@ -57,7 +57,7 @@ impl RdmapEngine {
                 self.rr_next_msn = self.rr_next_msn.wrapping_add(1);
                 let source = if req.size == 0 {
                     TxSource::Inline {
-                        bytes: [0; TERMINATE_MAX_LEN],
+                        bytes: [0; TERMINATE_HEADER_MAX_LEN],
                     }
                 } else {
                     match tags.check_remote(

@@ -24,7 +24,7 @@ use crate::ddp::error::DdpError;
 use crate::ddp::header_error::DdpHeaderError;
 use crate::ddp::memory::{Memory, RegionHandle};
 use crate::ddp::rx_segment::{gather_prefix, RxSegment, HEAD_MAX};
-use crate::ddp::segment::DdpHeader;
+use crate::ddp::segment::{DdpPacket, DdpRepr};
 use crate::ddp::segmentation::next_segment;
 use crate::ddp::stag::Stag;
 use crate::ddp::stag_table::{
@@ -36,9 +36,11 @@ use crate::ddp::untagged::{UntaggedRepr, UNTAGGED_HEADER_LEN};
 use crate::rdmap::completion::{WcOpcode, WcStatus, WorkCompletion};
 use crate::rdmap::control::{qn, RdmapControl, RdmapOpcode};
 use crate::rdmap::header_error::RdmapHeaderError;
-use crate::rdmap::read_request::{ReadRequestPacket, ReadRequestRepr, READ_REQUEST_LEN};
+use crate::rdmap::read_request::{ReadRequestPacket, ReadRequestRepr, READ_REQUEST_HEADER_LEN};
 use crate::rdmap::term_code::{RdmapError, TermCode};
-use crate::rdmap::terminate::{CopiedHeader, TerminatePacket, TerminateRepr, TERMINATE_MAX_LEN};
+use crate::rdmap::terminate::{
+    TerminatePacket, TerminateRepr, TerminatedDdpHeader, TERMINATE_HEADER_MAX_LEN,
+};
 use crate::rdmap::work_request::{LocalBuf, RemoteBuf, SendOpts, WorkRequestError};
 
 mod delivery;
@@ -72,8 +74,8 @@ impl Default for RdmapConfig {
     }
 }
 
-/// Smallest MULPDU the engine accepts: a Terminate must fit (18 + 70 = 88 octets).
-pub const MIN_MULPDU: usize = UNTAGGED_HEADER_LEN + TERMINATE_MAX_LEN;
+/// Smallest MULPDU the engine accepts: a Terminate must fit (18 + 52 = 70 octets).
+pub const MIN_MULPDU: usize = UNTAGGED_HEADER_LEN + TERMINATE_HEADER_MAX_LEN;
 
 /// The engine's state (digest §4.2 suggestion, reduced to what the engine needs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,8 +132,13 @@ enum TxHeader {
 
 #[derive(Debug, Clone, Copy)]
 enum TxSource {
-    Region { region: RegionHandle, offset: u64 },
-    Inline { bytes: [u8; TERMINATE_MAX_LEN] },
+    Region {
+        region: RegionHandle,
+        offset: u64,
+    },
+    Inline {
+        bytes: [u8; TERMINATE_HEADER_MAX_LEN],
+    },
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -226,14 +233,14 @@ enum RxRecord {
 /// (they go into the Terminate, DDP-81).
 #[derive(Debug, Clone, Copy)]
 struct Offending {
-    hdr: CopiedHeader,
+    hdr: TerminatedDdpHeader,
     seg_len: u16,
 }
 
 impl Offending {
     fn of(seg: RxSegment<'_>) -> Option<Offending> {
         Some(Offending {
-            hdr: CopiedHeader::from_segment(seg.head())?,
+            hdr: TerminatedDdpHeader::from_segment(seg.head())?,
             seg_len: seg.len().min(usize::from(u16::MAX)) as u16,
         })
     }
@@ -241,7 +248,7 @@ impl Offending {
     fn terminate(
         self,
         code: TermCode,
-        rdma_header: Option<[u8; READ_REQUEST_LEN]>,
+        rdma_header: Option<[u8; READ_REQUEST_HEADER_LEN]>,
     ) -> TerminateRepr {
         TerminateRepr {
             code,
@@ -490,8 +497,8 @@ impl RdmapEngine {
             src_to: remote.to,
         };
         let seq = self.push_sq(wr_id, WcOpcode::Read, buf.len);
-        let mut bytes = [0u8; TERMINATE_MAX_LEN];
-        bytes[..READ_REQUEST_LEN].copy_from_slice(&req.to_bytes());
+        let mut bytes = [0u8; TERMINATE_HEADER_MAX_LEN];
+        bytes[..READ_REQUEST_HEADER_LEN].copy_from_slice(&req.to_bytes());
         self.sq_pending.push_back(TxMsg {
             header: TxHeader::Untagged {
                 opcode: RdmapOpcode::RdmaReadRequest,
@@ -500,7 +507,7 @@ impl RdmapEngine {
                 inv: 0,
             },
             source: TxSource::Inline { bytes },
-            total: READ_REQUEST_LEN as u32,
+            total: READ_REQUEST_HEADER_LEN as u32,
             sent: 0,
             after: TxAfter::ReadRequest {
                 seq,

@@ -75,7 +75,7 @@ impl RdmapEngine {
             code,
             seg_len: Some(seg.len().min(usize::from(u16::MAX)) as u16),
             ddp_header: if with_header {
-                CopiedHeader::from_segment(seg.head())
+                TerminatedDdpHeader::from_segment(seg.head())
             } else {
                 None
             },
@@ -100,8 +100,8 @@ impl RdmapEngine {
             }
         };
         let seg = RxSegment::new(parts, head);
-        let (header, _) = match DdpHeader::parse(seg.head()) {
-            Ok(x) => x,
+        let header = match DdpPacket::new_checked(seg.head()).and_then(|p| DdpRepr::parse(&p)) {
+            Ok(h) => h,
             Err(DdpHeaderError::Version { tagged, .. }) => {
                 // DDP-21: the header layout is unknown, so it is not copied.
                 let e = if tagged {
@@ -129,8 +129,8 @@ impl RdmapEngine {
         };
         let opcode = ctrl.opcode;
         match header {
-            DdpHeader::Tagged(h) => self.place_tagged(tags, mem, stream_pos, seg, h, opcode),
-            DdpHeader::Untagged(h) => self.place_untagged(mem, seg, h, opcode),
+            DdpRepr::Tagged(h) => self.place_tagged(tags, mem, stream_pos, seg, h, opcode),
+            DdpRepr::Untagged(h) => self.place_untagged(mem, seg, h, opcode),
         }
     }
 
@@ -258,7 +258,7 @@ impl RdmapEngine {
                 if h.mo != 0 {
                     return fail(DdpError::InvalidMo);
                 }
-                if n > READ_REQUEST_LEN as u64 {
+                if n > READ_REQUEST_HEADER_LEN as u64 {
                     return fail(DdpError::TooLong);
                 }
                 let Ok(p) = ReadRequestPacket::new_checked(payload) else {

@@ -196,15 +196,21 @@ fn send_write_read_loopback() {
 // ---------------------------------------------------------------------------------------------
 // The -06 §7.2 error table: one test per row, each showing the Terminate sent.
 
+/// The header and the payload of a produced segment, through the view.
+fn parse_segment(seg: &[u8]) -> Result<(DdpRepr, &[u8]), DdpHeaderError> {
+    let p = DdpPacket::new_checked(seg)?;
+    Ok((DdpRepr::parse(&p)?, &seg[p.header_len()..]))
+}
+
 fn tagged_seg(last: bool, opcode: RdmapOpcode, stag: Stag, to: u64, payload: &[u8]) -> Vec<u8> {
     let mut v = vec![0u8; TAGGED_HEADER_LEN + payload.len()];
-    DdpHeader::Tagged(TaggedRepr {
+    DdpRepr::Tagged(TaggedRepr {
         last,
         rsvd_ulp: RdmapControl { opcode }.emit(),
         stag,
         to,
     })
-    .emit(&mut v);
+    .emit(&mut DdpPacket::new_unchecked(&mut v[..]));
     v[TAGGED_HEADER_LEN..].copy_from_slice(payload);
     v
 }
@@ -219,7 +225,7 @@ fn untagged_seg(
 ) -> Vec<u8> {
     let mut v = vec![0u8; UNTAGGED_HEADER_LEN + payload.len()];
     let rsvd_ulp = RdmapControl { opcode }.emit();
-    DdpHeader::Untagged(UntaggedRepr {
+    DdpRepr::Untagged(UntaggedRepr {
         last,
         rsvd_ulp,
         rsvd_ulp_ext: 0,
@@ -227,7 +233,7 @@ fn untagged_seg(
         msn,
         mo,
     })
-    .emit(&mut v);
+    .emit(&mut DdpPacket::new_unchecked(&mut v[..]));
     v[UNTAGGED_HEADER_LEN..].copy_from_slice(payload);
     v
 }
@@ -249,8 +255,8 @@ fn check_terminate(sink: &mut Side, seg: &[u8], code: TermCode, copied: bool) ->
     );
     let tx = sink.drain_tx();
     assert_eq!(tx.len(), 1, "exactly one Terminate");
-    let (hdr, payload) = DdpHeader::parse(&tx[0].1).unwrap();
-    let DdpHeader::Untagged(u) = hdr else {
+    let (hdr, payload) = parse_segment(&tx[0].1).unwrap();
+    let DdpRepr::Untagged(u) = hdr else {
         panic!("Terminate must be untagged")
     };
     assert_eq!((u.qn, u.msn, u.mo, u.last), (qn::TERMINATE, 1, 0, true));
@@ -262,7 +268,7 @@ fn check_terminate(sink: &mut Side, seg: &[u8], code: TermCode, copied: bool) ->
     assert_eq!(t.code, code);
     assert_eq!(t.seg_len, Some(seg.len() as u16));
     if copied {
-        let hl = if crate::ddp::control::is_tagged(seg[0]) {
+        let hl = if crate::ddp::control::DdpControl::parse(seg[0]).tagged {
             TAGGED_HEADER_LEN
         } else {
             UNTAGGED_HEADER_LEN
@@ -715,9 +721,9 @@ fn msn_wraps_through_zero() {
     let tx = a.drain_tx();
     let msns: Vec<u32> = tx
         .iter()
-        .map(|(_, u)| match DdpHeader::parse(u).unwrap().0 {
-            DdpHeader::Untagged(h) => h.msn,
-            DdpHeader::Tagged(_) => unreachable!(),
+        .map(|(_, u)| match parse_segment(u).unwrap().0 {
+            DdpRepr::Untagged(h) => h.msn,
+            DdpRepr::Tagged(_) => unreachable!(),
         })
         .collect();
     assert_eq!(msns, [0xFFFF_FFFE, 0xFFFF_FFFF, 0, 1]);
@@ -789,9 +795,9 @@ fn msn_per_queue_starts_at_one() {
     let got: Vec<(u32, u32)> = a
         .drain_tx()
         .iter()
-        .map(|(_, u)| match DdpHeader::parse(u).unwrap().0 {
-            DdpHeader::Untagged(h) => (h.qn, h.msn),
-            DdpHeader::Tagged(_) => unreachable!(),
+        .map(|(_, u)| match parse_segment(u).unwrap().0 {
+            DdpRepr::Untagged(h) => (h.qn, h.msn),
+            DdpRepr::Tagged(_) => unreachable!(),
         })
         .collect();
     assert_eq!(got, [(0, 1), (1, 1), (0, 2), (1, 2)]);
@@ -986,7 +992,7 @@ fn read_request_bad_source_terminates_with_rdma_header() {
         .handle_ulpdu_in_order(&mut b.tags, &mut b.mem, tx[0].0, &tx[0].1);
     let out = b.drain_tx();
     assert_eq!(out.len(), 1);
-    let (_, payload) = DdpHeader::parse(&out[0].1).unwrap();
+    let (_, payload) = parse_segment(&out[0].1).unwrap();
     let t = TerminateRepr::parse(&TerminatePacket::new_checked(payload).unwrap()).unwrap();
     assert_eq!(t.code, RdmapError::AccessRights.term_code());
     assert_eq!(t.ddp_header.unwrap().as_bytes(), &tx[0].1[..18]);
@@ -1282,7 +1288,7 @@ fn segments_respect_mulpdu() {
     assert!(tx.iter().all(|(_, u)| u.len() <= 200));
     let lasts: Vec<bool> = tx
         .iter()
-        .map(|(_, u)| DdpHeader::parse(u).unwrap().0.last())
+        .map(|(_, u)| parse_segment(u).unwrap().0.last())
         .collect();
     assert_eq!(lasts.iter().filter(|l| **l).count(), 1);
     assert!(lasts[lasts.len() - 1]);

@@ -94,7 +94,7 @@ impl RdmapEngine {
         }
         let plan = next_segment(msg.total, msg.sent, (limit - hl) as u32);
         let header = match msg.header {
-            TxHeader::Tagged { opcode, stag, to } => DdpHeader::Tagged(TaggedRepr {
+            TxHeader::Tagged { opcode, stag, to } => DdpRepr::Tagged(TaggedRepr {
                 last: plan.last,
                 rsvd_ulp: RdmapControl { opcode }.emit(),
                 stag,
@@ -105,7 +105,7 @@ impl RdmapEngine {
                 qn,
                 msn,
                 inv,
-            } => DdpHeader::Untagged(UntaggedRepr {
+            } => DdpRepr::Untagged(UntaggedRepr {
                 last: plan.last,
                 rsvd_ulp: RdmapControl { opcode }.emit(),
                 rsvd_ulp_ext: inv,
@@ -115,7 +115,7 @@ impl RdmapEngine {
             }),
         };
         let mut hbytes = [0u8; UNTAGGED_HEADER_LEN];
-        header.emit(&mut hbytes);
+        header.emit(&mut DdpPacket::new_unchecked(&mut hbytes[..]));
         let payload = match msg.source {
             TxSource::Region { region, offset } => TxPayload::Region {
                 region,
