@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
-use ddp::{EngineConfig, QpConfig, StreamId};
+use ddp::{QpConfig, RdmapConfig, StreamId};
 
 use crate::counters::{CounterSnapshot, Counters};
 use crate::kernel::{self, DriverOptions, EstablishedTx};
@@ -181,12 +181,12 @@ impl Device {
 
 fn qp_config(num: u32, stream: &TcpStream, init: &QpInit, config: &ConnectionConfig) -> QpConfig {
     QpConfig {
-        engine: EngineConfig {
+        engine: RdmapConfig {
             stream: StreamId(num),
             pd: init.pd.inner.id,
             ird: config.ird,
             ord: config.ord,
-            ..EngineConfig::default()
+            ..RdmapConfig::default()
         },
         startup: config.mpa,
         emss: config

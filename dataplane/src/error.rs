@@ -79,5 +79,5 @@ pub enum PostError {
     NotConnected,
     /// The protocol engine refused it (local access check: rights, bounds, PD).
     #[error("refused by the queue pair: {0}")]
-    Refused(ddp::PostError),
+    Refused(ddp::WorkRequestError),
 }

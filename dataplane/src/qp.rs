@@ -62,7 +62,7 @@ pub enum QpError {
     Framing(u8),
 }
 
-pub(crate) fn map_completion(c: ddp::Completion, qp_num: u32) -> Completion {
+pub(crate) fn map_completion(c: ddp::WorkCompletion, qp_num: u32) -> Completion {
     Completion {
         wr_id: c.wr_id,
         opcode: match c.opcode {
@@ -140,7 +140,7 @@ impl QpShared {
         }
     }
 
-    pub(crate) fn deliver(&self, c: ddp::Completion) {
+    pub(crate) fn deliver(&self, c: ddp::WorkCompletion) {
         let c = map_completion(c, self.num);
         if c.opcode == Opcode::Recv {
             self.recv_cq.inner.push(c);
@@ -263,7 +263,11 @@ impl QueuePair {
         &self,
         mr: &MemoryRegion,
         range: Range<usize>,
-        kernel: impl FnOnce(&mut ddp::Qp, &ddp::StagTable, LocalBuf) -> Result<(), ddp::PostError>,
+        kernel: impl FnOnce(
+            &mut ddp::Qp,
+            &ddp::StagTable,
+            LocalBuf,
+        ) -> Result<(), ddp::WorkRequestError>,
         xdp: impl FnOnce(&XdpQp, LocalBuf) -> Result<(), PostError>,
     ) -> Result<(), PostError> {
         let shared = match &self.kind {
@@ -278,7 +282,7 @@ impl QueuePair {
             let mut qp = shared.lock_qp();
             let st = shared.pd().lock();
             kernel(&mut qp, &st.tags, buf).map_err(|e| match e {
-                ddp::PostError::InvalidState => PostError::NotConnected,
+                ddp::WorkRequestError::InvalidState => PostError::NotConnected,
                 other => PostError::Refused(other),
             })?;
         }

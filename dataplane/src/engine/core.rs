@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ddp::{
-    Completion, LocalBuf, Memory, PdId, Qp, QpConfig, QpEvent, RegionHandle, RegionSpec, RemoteBuf,
-    SendOpts, Stag, StagTable, StreamId, VecMemory,
+    LocalBuf, Memory, PdId, Qp, QpConfig, QpEvent, RegionHandle, RegionSpec, RemoteBuf, SendOpts,
+    Stag, StagTable, StreamId, VecMemory, WorkCompletion,
 };
 use mpa::{FramingError, StartupConfig};
 use tcp_offload::{
@@ -134,7 +134,7 @@ pub enum EngineEvent {
         /// The peer's private data.
         peer_private_data: Vec<u8>,
         /// What was negotiated.
-        negotiated: ddp::Negotiated,
+        negotiated: ddp::NegotiatedFraming,
     },
     /// A listener opened with manual accept received a valid MPA Request on `conn`: accept or
     /// reject it (verbs API).
@@ -187,7 +187,7 @@ pub enum EngineError {
     NotReady,
     /// The work request was refused.
     #[error("post refused: {0}")]
-    Post(ddp::PostError),
+    Post(ddp::WorkRequestError),
     /// No free local port in the active-open range.
     #[error("no free local port")]
     NoPort,
@@ -244,7 +244,7 @@ pub struct EngineCore {
     tags: StagTable,
     mem: VecMemory,
     next_region: u32,
-    completions: VecDeque<(ConnId, Completion)>,
+    completions: VecDeque<(ConnId, WorkCompletion)>,
     events: VecDeque<EngineEvent>,
     counters: EngineCounters,
     scratch: Vec<u8>,
@@ -518,7 +518,7 @@ impl EngineCore {
     fn with_qp(
         &mut self,
         conn: ConnId,
-        f: impl FnOnce(&mut Qp, &StagTable) -> Result<(), ddp::PostError>,
+        f: impl FnOnce(&mut Qp, &StagTable) -> Result<(), ddp::WorkRequestError>,
     ) -> Result<(), EngineError> {
         let c = self
             .conns
@@ -610,7 +610,7 @@ impl EngineCore {
     }
 
     /// The next work completion of any connection.
-    pub fn poll_completion(&mut self) -> Option<(ConnId, Completion)> {
+    pub fn poll_completion(&mut self) -> Option<(ConnId, WorkCompletion)> {
         self.completions.pop_front()
     }
 
@@ -725,7 +725,7 @@ fn drain_qp(
     c: &mut Conn,
     conn: ConnId,
     events: &mut VecDeque<EngineEvent>,
-    completions: &mut VecDeque<(ConnId, Completion)>,
+    completions: &mut VecDeque<(ConnId, WorkCompletion)>,
     counters: &mut EngineCounters,
 ) {
     if let Some(q) = c.qp.as_mut() {
@@ -1011,12 +1011,12 @@ impl EngineCore {
         }
         c.tcp.enter_record_mode();
         let cfg = QpConfig {
-            engine: ddp::EngineConfig {
+            engine: ddp::RdmapConfig {
                 stream: StreamId(id as u32),
                 pd: c.pd.as_ref().map_or(PdId(0), |p| p.id),
                 ird: c.settings.ird,
                 ord: c.settings.ord,
-                ..ddp::EngineConfig::default()
+                ..ddp::RdmapConfig::default()
             },
             startup: c.settings.startup,
             emss: c.tcp.emss(),

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use ddp::Completion;
+use ddp::WorkCompletion;
 
 use super::conn::ConnId;
 use super::core::{Engine, EngineCore, EngineEvent};
@@ -19,7 +19,7 @@ use super::spsc::{spsc, Consumer, Producer};
 type Command = Box<dyn FnOnce(&mut EngineCore, Instant) -> Box<dyn Any + Send> + Send>;
 
 enum Output {
-    Completion(ConnId, Completion),
+    Completion(ConnId, WorkCompletion),
     Event(EngineEvent),
     Reply(Box<dyn Any + Send>),
 }
@@ -31,7 +31,7 @@ const RING: usize = 4096;
 pub struct ThreadedEngine {
     commands: Producer<Command>,
     outputs: Consumer<Output>,
-    completions: VecDeque<(ConnId, Completion)>,
+    completions: VecDeque<(ConnId, WorkCompletion)>,
     events: VecDeque<EngineEvent>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
@@ -125,7 +125,7 @@ impl ThreadedEngine {
     }
 
     /// The next completion.
-    pub fn poll_completion(&mut self) -> Option<(ConnId, Completion)> {
+    pub fn poll_completion(&mut self) -> Option<(ConnId, WorkCompletion)> {
         if self.completions.is_empty() {
             self.drain();
         }

@@ -35,7 +35,7 @@ pub(crate) fn settings(config: &ConnectionConfig, private_data: &[u8]) -> QpSett
 
 fn post_error(e: EngineError) -> PostError {
     match e {
-        EngineError::Post(ddp::PostError::InvalidState) => PostError::NotConnected,
+        EngineError::Post(ddp::WorkRequestError::InvalidState) => PostError::NotConnected,
         EngineError::Post(p) => PostError::Refused(p),
         _ => PostError::NotConnected,
     }

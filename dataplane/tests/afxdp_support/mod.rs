@@ -27,7 +27,9 @@ use dataplane::{
     Access, Completion as KCompletion, CompletionQueue, ConnectionConfig, Device, MemoryRegion,
     MpaSettings, Opcode, ProtectionDomain, QpInit, QueuePair, RemoteAddr, Status, Transport,
 };
-use ddp::{Completion, LocalBuf, Negotiated, RegionHandle, RemoteBuf, Stag, WcOpcode, WcStatus};
+use ddp::{
+    LocalBuf, NegotiatedFraming, RegionHandle, RemoteBuf, Stag, WcOpcode, WcStatus, WorkCompletion,
+};
 
 /// The sizes every transfer test moves (issue 4: 1 B to 16 MiB).
 pub const SIZES: [usize; 4] = [1, 4096, 1 << 20, 16 << 20];
@@ -70,7 +72,12 @@ pub fn kernel_config(markers: bool, crc: bool) -> ConnectionConfig {
 
 /// What MPA negotiation must give (MPA-98: markers per direction, as the receiver asks;
 /// MPA-99: CRC if either side asks), seen from the end whose wishes are `local`.
-pub fn expect_negotiated(got: &Negotiated, local: (bool, bool), peer: (bool, bool), who: &str) {
+pub fn expect_negotiated(
+    got: &NegotiatedFraming,
+    local: (bool, bool),
+    peer: (bool, bool),
+    who: &str,
+) {
     let (lm, lc) = local;
     let (pm, pc) = peer;
     assert_eq!(
@@ -91,7 +98,7 @@ pub struct EngineHost {
     /// Every event so far, in order.
     pub events: Vec<EngineEvent>,
     /// Every completion so far, in order.
-    pub wcs: Vec<(ConnId, Completion)>,
+    pub wcs: Vec<(ConnId, WorkCompletion)>,
 }
 
 impl EngineHost {
@@ -184,7 +191,7 @@ impl EngineHost {
     }
 
     /// The negotiated MPA parameters of `conn`, once established.
-    pub fn established(&self, conn: ConnId) -> Option<(Negotiated, Vec<u8>)> {
+    pub fn established(&self, conn: ConnId) -> Option<(NegotiatedFraming, Vec<u8>)> {
         self.events.iter().find_map(|e| match e {
             EngineEvent::Established {
                 conn: c,
@@ -217,7 +224,7 @@ impl EngineHost {
     }
 
     /// Completions of `conn` so far.
-    pub fn completions_of(&self, conn: ConnId) -> Vec<Completion> {
+    pub fn completions_of(&self, conn: ConnId) -> Vec<WorkCompletion> {
         self.wcs
             .iter()
             .filter(|(c, _)| *c == conn)

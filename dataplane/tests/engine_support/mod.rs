@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use dataplane::engine::{
     mem_link, ConnId, Engine, EngineConfig, EngineEvent, FaultConfig, MemPort, QpSettings,
 };
-use ddp::{Access, Completion, LocalBuf, RegionHandle, RemoteBuf, Stag, WcOpcode, WcStatus};
+use ddp::{Access, LocalBuf, RegionHandle, RemoteBuf, Stag, WcOpcode, WcStatus, WorkCompletion};
 use tcp_offload::sim::LinkConfig;
 
 pub const MAC_A: [u8; 6] = [2, 0, 0, 0, 0, 1];
@@ -23,8 +23,8 @@ pub struct Pair {
     pub base: Instant,
     pub events_a: Vec<EngineEvent>,
     pub events_b: Vec<EngineEvent>,
-    pub wc_a: Vec<(ConnId, Completion)>,
-    pub wc_b: Vec<(ConnId, Completion)>,
+    pub wc_a: Vec<(ConnId, WorkCompletion)>,
+    pub wc_b: Vec<(ConnId, WorkCompletion)>,
     pub steps: u64,
 }
 
@@ -150,7 +150,7 @@ impl Pair {
         (ca, cb)
     }
 
-    pub fn wait_wc(&mut self, on_a: bool, wr_id: u64) -> Completion {
+    pub fn wait_wc(&mut self, on_a: bool, wr_id: u64) -> WorkCompletion {
         self.run_until(50_000_000, |p| {
             let v = if on_a { &p.wc_a } else { &p.wc_b };
             v.iter().any(|(_, c)| c.wr_id == wr_id)

@@ -29,7 +29,7 @@ impl RdmapEngine {
         parts: &[&[u8]],
     ) {
         self.stats.rx_ulpdus += 1;
-        if self.state != EngineState::Active || stream_pos < self.delivered_through {
+        if self.state != RdmapState::Active || stream_pos < self.delivered_through {
             self.stats.rx_dropped += 1;
             return;
         }
@@ -50,7 +50,7 @@ impl RdmapEngine {
                 break;
             }
             let rec = entry.remove();
-            if self.state != EngineState::Active {
+            if self.state != RdmapState::Active {
                 self.records.clear();
                 break;
             }
@@ -75,7 +75,7 @@ impl RdmapEngine {
             code,
             seg_len: Some(seg.len().min(usize::from(u16::MAX)) as u16),
             ddp_header: if with_header {
-                CopiedHeader::from_segment(seg.head())
+                TerminatedDdpHeader::from_segment(seg.head())
             } else {
                 None
             },
@@ -100,9 +100,9 @@ impl RdmapEngine {
             }
         };
         let seg = RxSegment::new(parts, head);
-        let (header, _) = match DdpHeader::parse(seg.head()) {
-            Ok(x) => x,
-            Err(WireError::DdpVersion { tagged, .. }) => {
+        let header = match DdpPacket::new_checked(seg.head()).and_then(|p| DdpRepr::parse(&p)) {
+            Ok(h) => h,
+            Err(DdpHeaderError::Version { tagged, .. }) => {
                 // DDP-21: the header layout is unknown, so it is not copied.
                 let e = if tagged {
                     DdpError::TaggedVersion
@@ -122,15 +122,15 @@ impl RdmapEngine {
         };
         let ctrl = match RdmapControl::parse(header.rsvd_ulp()) {
             Ok(c) => c,
-            Err(WireError::RdmapVersion(_)) => {
+            Err(RdmapHeaderError::Version(_)) => {
                 return rx_fail(RdmapError::Version.term_code(), seg)
             }
             Err(_) => return rx_fail(RdmapError::UnexpectedOpcode.term_code(), seg),
         };
         let opcode = ctrl.opcode;
         match header {
-            DdpHeader::Tagged(h) => self.place_tagged(tags, mem, stream_pos, seg, h, opcode),
-            DdpHeader::Untagged(h) => self.place_untagged(mem, seg, h, opcode),
+            DdpRepr::Tagged(h) => self.place_tagged(tags, mem, stream_pos, seg, h, opcode),
+            DdpRepr::Untagged(h) => self.place_untagged(mem, seg, h, opcode),
         }
     }
 
@@ -141,12 +141,12 @@ impl RdmapEngine {
         stream_pos: u64,
         seg: RxSegment<'_>,
         h: TaggedRepr,
-        opcode: Opcode,
+        opcode: RdmapOpcode,
     ) -> Option<RxRecord> {
         let n = (seg.len() - TAGGED_HEADER_LEN) as u64;
         let need = match opcode {
-            Opcode::RdmaWrite => Access::REMOTE_WRITE,
-            Opcode::RdmaReadResponse => {
+            RdmapOpcode::RdmaWrite => Access::REMOTE_WRITE,
+            RdmapOpcode::RdmaReadResponse => {
                 if self.orq.is_empty() {
                     return rx_fail(RdmapError::UnexpectedOpcode.term_code(), seg);
                 }
@@ -183,7 +183,7 @@ impl RdmapEngine {
                 Err(f) => return rx_fail(tagged_code(f), seg),
             }
         }
-        if opcode == Opcode::RdmaReadResponse && h.last {
+        if opcode == RdmapOpcode::RdmaReadResponse && h.last {
             return Some(RxRecord::ReadResponseLast {
                 seg: Offending::of(seg)?,
             });
@@ -196,7 +196,7 @@ impl RdmapEngine {
         mem: &mut M,
         seg: RxSegment<'_>,
         h: UntaggedRepr,
-        opcode: Opcode,
+        opcode: RdmapOpcode,
     ) -> Option<RxRecord> {
         let fail = |e: DdpError| rx_fail(e.term_code(), seg);
         let n = (seg.len() - UNTAGGED_HEADER_LEN) as u64;
@@ -252,13 +252,13 @@ impl RdmapEngine {
                     // IRD exceeded (or MSN out of range): digest §6.2, as siw does.
                     return fail(DdpError::MsnRange);
                 }
-                if opcode != Opcode::RdmaReadRequest {
+                if opcode != RdmapOpcode::RdmaReadRequest {
                     return rx_fail(RdmapError::UnexpectedOpcode.term_code(), seg);
                 }
                 if h.mo != 0 {
                     return fail(DdpError::InvalidMo);
                 }
-                if n > READ_REQUEST_LEN as u64 {
+                if n > READ_REQUEST_HEADER_LEN as u64 {
                     return fail(DdpError::TooLong);
                 }
                 let Ok(p) = ReadRequestPacket::new_checked(payload) else {
@@ -278,7 +278,7 @@ impl RdmapEngine {
                 if h.msn.wrapping_sub(self.term_next_msn) >= 1 {
                     return fail(DdpError::MsnRange);
                 }
-                if opcode != Opcode::Terminate {
+                if opcode != RdmapOpcode::Terminate {
                     return rx_fail(RdmapError::UnexpectedOpcode.term_code(), seg);
                 }
                 let t = TerminatePacket::new_checked(payload)

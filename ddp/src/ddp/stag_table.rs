@@ -5,9 +5,10 @@
 //! STag = 24-bit slot index + 8-bit key. Keys come from a seeded CSPRNG (`StdRng`, ChaCha) so
 //! a peer cannot guess a valid STag from an old one; the seed is an argument for determinism.
 
-use crate::memory::RegionHandle;
-use crate::stag::Stag;
-use crate::term_code::{DdpError, RdmapError, TermCode};
+use crate::ddp::error::DdpError;
+use crate::ddp::memory::RegionHandle;
+use crate::ddp::stag::Stag;
+use crate::rdmap::term_code::{RdmapError, TermCode};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -114,14 +115,14 @@ pub enum InvalidateFault {
 
 /// Registration failures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RegisterError {
+pub enum RegisterFault {
     /// All 2^24 - 1 indexes are in use.
     TableFull,
 }
 
-/// A placement resolved against the table: where in which region, and how much.
+/// What a tagged access resolves to in the table: the region, the offset in it, and the length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Placement {
+pub struct RegionRange {
     /// Target region.
     pub region: RegionHandle,
     /// Offset from the region start.
@@ -160,13 +161,13 @@ impl StagTable {
     }
 
     /// Register a region; it is valid at once. Returns its handle and STag.
-    pub fn register(&mut self, spec: RegionSpec) -> Result<(RegionHandle, Stag), RegisterError> {
+    pub fn register(&mut self, spec: RegionSpec) -> Result<(RegionHandle, Stag), RegisterFault> {
         let index = match self.free.pop() {
             Some(i) => i,
             None => {
                 let i = self.slots.len() as u32;
                 if i > MAX_INDEX {
-                    return Err(RegisterError::TableFull);
+                    return Err(RegisterFault::TableFull);
                 }
                 self.slots.push(None);
                 i
@@ -251,7 +252,7 @@ impl StagTable {
         need: Access,
         pd: PdId,
         stream: StreamId,
-    ) -> Result<Placement, TaggedFault> {
+    ) -> Result<RegionRange, TaggedFault> {
         // #1/#2: the STag exists, its key matches and it has not been invalidated.
         let (handle, r) = self
             .lookup(stag)
@@ -277,7 +278,7 @@ impl StagTable {
         if to < base || to >= limit || end > limit {
             return Err(TaggedFault::Ddp(DdpError::BaseBounds));
         }
-        Ok(Placement {
+        Ok(RegionRange {
             region: handle,
             offset: to - base,
             len,
@@ -350,7 +351,7 @@ mod tests {
             .unwrap();
         assert_eq!(
             ok,
-            Placement {
+            RegionRange {
                 region: h,
                 offset: 99,
                 len: 1

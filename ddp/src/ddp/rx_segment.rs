@@ -2,12 +2,12 @@
 //! between MPA markers, so placement copies each part straight into the region (no
 //! reassembly copy). Headers and small RDMAP payloads are read from a short contiguous prefix.
 
-use crate::memory::{Memory, RegionHandle};
-use crate::terminate::TERMINATE_MAX_LEN;
-use crate::untagged::UNTAGGED_HEADER_LEN;
+use crate::ddp::memory::{Memory, RegionHandle};
+use crate::ddp::untagged::UNTAGGED_HEADER_LEN;
+use crate::rdmap::terminate::TERMINATE_HEADER_MAX_LEN;
 
 /// Longest prefix made contiguous: the largest header plus the largest inline RDMAP payload.
-pub const HEAD_MAX: usize = UNTAGGED_HEADER_LEN + TERMINATE_MAX_LEN;
+pub const HEAD_MAX: usize = UNTAGGED_HEADER_LEN + TERMINATE_HEADER_MAX_LEN;
 
 /// A received segment: its parts, total length and contiguous prefix.
 #[derive(Debug, Clone, Copy)]
@@ -85,7 +85,7 @@ impl<'a> RxSegment<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory::VecMemory;
+    use crate::ddp::memory::VecMemory;
 
     #[test]
     fn parts_write_like_one_slice() {

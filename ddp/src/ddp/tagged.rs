@@ -5,9 +5,9 @@
 //! ```
 
 use crate::be::{get_u32, get_u64, put_u32, put_u64};
-use crate::control;
-use crate::stag::Stag;
-use crate::wire_error::WireError;
+use crate::ddp::control::{DdpControl, DDP_VERSION};
+use crate::ddp::header_error::DdpHeaderError;
+use crate::ddp::stag::Stag;
 
 /// Length of the tagged header (DDP-22).
 pub const TAGGED_HEADER_LEN: usize = 14;
@@ -33,16 +33,16 @@ impl<T: AsRef<[u8]>> TaggedPacket<T> {
     }
 
     /// Wrap after checking the buffer holds the whole header.
-    pub fn new_checked(buffer: T) -> Result<Self, WireError> {
+    pub fn new_checked(buffer: T) -> Result<Self, DdpHeaderError> {
         let p = Self::new_unchecked(buffer);
         p.check_len()?;
         Ok(p)
     }
 
     /// `Err(Truncated)` when shorter than 14 octets.
-    pub fn check_len(&self) -> Result<(), WireError> {
+    pub fn check_len(&self) -> Result<(), DdpHeaderError> {
         if self.buffer.as_ref().len() < TAGGED_HEADER_LEN {
-            Err(WireError::Truncated)
+            Err(DdpHeaderError::Truncated)
         } else {
             Ok(())
         }
@@ -126,20 +126,20 @@ pub struct TaggedRepr {
 
 impl TaggedRepr {
     /// Parse; rejects T = 0 and DV != 1 (DDP-21: 0x1/0x04 at the sink). Rsvd is ignored (DDP-19).
-    pub fn parse<T: AsRef<[u8]>>(p: &TaggedPacket<T>) -> Result<Self, WireError> {
+    pub fn parse<T: AsRef<[u8]>>(p: &TaggedPacket<T>) -> Result<Self, DdpHeaderError> {
         p.check_len()?;
-        let c = p.control();
-        if !control::is_tagged(c) {
-            return Err(WireError::WrongModel);
+        let c = DdpControl::parse(p.control());
+        if !c.tagged {
+            return Err(DdpHeaderError::WrongModel);
         }
-        if control::version(c) != control::DDP_VERSION {
-            return Err(WireError::DdpVersion {
-                dv: control::version(c),
+        if c.version != DDP_VERSION {
+            return Err(DdpHeaderError::Version {
+                dv: c.version,
                 tagged: true,
             });
         }
         Ok(TaggedRepr {
-            last: control::is_last(c),
+            last: c.last,
             rsvd_ulp: p.rsvd_ulp(),
             stag: p.stag(),
             to: p.to(),
@@ -153,7 +153,7 @@ impl TaggedRepr {
 
     /// Write the header into the first 14 octets of `p` (payload untouched).
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut TaggedPacket<T>) {
-        p.set_control(control::encode(true, self.last));
+        p.set_control(DdpControl::new(true, self.last).emit());
         p.set_rsvd_ulp(self.rsvd_ulp);
         p.set_stag(self.stag);
         p.set_to(self.to);
@@ -204,7 +204,7 @@ mod tests {
         let b = [0xC2u8, 0x40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
         assert_eq!(
             TaggedRepr::parse(&TaggedPacket::new_unchecked(&b[..])),
-            Err(WireError::DdpVersion {
+            Err(DdpHeaderError::Version {
                 dv: 2,
                 tagged: true
             })
@@ -215,7 +215,7 @@ mod tests {
     fn truncated_rejected() {
         assert_eq!(
             TaggedPacket::new_checked(&[0xC1u8; 13][..]).err(),
-            Some(WireError::Truncated)
+            Some(DdpHeaderError::Truncated)
         );
     }
 

@@ -1,8 +1,8 @@
 //! Tests of the ULPDU-level engine: two engines joined by an in-memory ULPDU pipe.
 
 use super::*;
-use crate::memory::VecMemory;
-use crate::stag_table::RegionSpec;
+use crate::ddp::memory::VecMemory;
+use crate::ddp::stag_table::RegionSpec;
 
 /// One side: engine, STag table, memory, and its transmit stream offset.
 pub(crate) struct Side {
@@ -13,7 +13,7 @@ pub(crate) struct Side {
 }
 
 impl Side {
-    pub fn new(seed: u64, cfg: EngineConfig) -> Side {
+    pub fn new(seed: u64, cfg: RdmapConfig) -> Side {
         Side {
             eng: RdmapEngine::new(cfg),
             tags: StagTable::new(seed),
@@ -41,11 +41,11 @@ impl Side {
         (h, s)
     }
 
-    pub fn completions(&mut self) -> Vec<Completion> {
+    pub fn completions(&mut self) -> Vec<WorkCompletion> {
         std::iter::from_fn(|| self.eng.poll_completion()).collect()
     }
 
-    pub fn events(&mut self) -> Vec<EngineEvent> {
+    pub fn events(&mut self) -> Vec<RdmapEvent> {
         std::iter::from_fn(|| self.eng.poll_event()).collect()
     }
 
@@ -86,8 +86,8 @@ pub(crate) fn pump(a: &mut Side, b: &mut Side) {
     }
 }
 
-pub(crate) fn cfg(stream: u32) -> EngineConfig {
-    EngineConfig {
+pub(crate) fn cfg(stream: u32) -> RdmapConfig {
+    RdmapConfig {
         stream: StreamId(stream),
         pd: PdId(1),
         ird: 4,
@@ -196,23 +196,36 @@ fn send_write_read_loopback() {
 // ---------------------------------------------------------------------------------------------
 // The -06 §7.2 error table: one test per row, each showing the Terminate sent.
 
-fn tagged_seg(last: bool, opcode: Opcode, stag: Stag, to: u64, payload: &[u8]) -> Vec<u8> {
+/// The header and the payload of a produced segment, through the view.
+fn parse_segment(seg: &[u8]) -> Result<(DdpRepr, &[u8]), DdpHeaderError> {
+    let p = DdpPacket::new_checked(seg)?;
+    Ok((DdpRepr::parse(&p)?, &seg[p.header_len()..]))
+}
+
+fn tagged_seg(last: bool, opcode: RdmapOpcode, stag: Stag, to: u64, payload: &[u8]) -> Vec<u8> {
     let mut v = vec![0u8; TAGGED_HEADER_LEN + payload.len()];
-    DdpHeader::Tagged(TaggedRepr {
+    DdpRepr::Tagged(TaggedRepr {
         last,
         rsvd_ulp: RdmapControl { opcode }.emit(),
         stag,
         to,
     })
-    .emit(&mut v);
+    .emit(&mut DdpPacket::new_unchecked(&mut v[..]));
     v[TAGGED_HEADER_LEN..].copy_from_slice(payload);
     v
 }
 
-fn untagged_seg(last: bool, opcode: Opcode, qn: u32, msn: u32, mo: u32, payload: &[u8]) -> Vec<u8> {
+fn untagged_seg(
+    last: bool,
+    opcode: RdmapOpcode,
+    qn: u32,
+    msn: u32,
+    mo: u32,
+    payload: &[u8],
+) -> Vec<u8> {
     let mut v = vec![0u8; UNTAGGED_HEADER_LEN + payload.len()];
     let rsvd_ulp = RdmapControl { opcode }.emit();
-    DdpHeader::Untagged(UntaggedRepr {
+    DdpRepr::Untagged(UntaggedRepr {
         last,
         rsvd_ulp,
         rsvd_ulp_ext: 0,
@@ -220,7 +233,7 @@ fn untagged_seg(last: bool, opcode: Opcode, qn: u32, msn: u32, mo: u32, payload:
         msn,
         mo,
     })
-    .emit(&mut v);
+    .emit(&mut DdpPacket::new_unchecked(&mut v[..]));
     v[UNTAGGED_HEADER_LEN..].copy_from_slice(payload);
     v
 }
@@ -234,7 +247,7 @@ fn check_terminate(sink: &mut Side, seg: &[u8], code: TermCode, copied: bool) ->
     let placed_before = sink.eng.stats().rx_placed_octets;
     sink.eng
         .handle_ulpdu_in_order(&mut sink.tags, &mut sink.mem, 100, seg);
-    assert_eq!(sink.eng.state(), EngineState::Error);
+    assert_eq!(sink.eng.state(), RdmapState::Error);
     assert_eq!(
         sink.eng.stats().rx_placed_octets,
         placed_before,
@@ -242,20 +255,20 @@ fn check_terminate(sink: &mut Side, seg: &[u8], code: TermCode, copied: bool) ->
     );
     let tx = sink.drain_tx();
     assert_eq!(tx.len(), 1, "exactly one Terminate");
-    let (hdr, payload) = DdpHeader::parse(&tx[0].1).unwrap();
-    let DdpHeader::Untagged(u) = hdr else {
+    let (hdr, payload) = parse_segment(&tx[0].1).unwrap();
+    let DdpRepr::Untagged(u) = hdr else {
         panic!("Terminate must be untagged")
     };
     assert_eq!((u.qn, u.msn, u.mo, u.last), (qn::TERMINATE, 1, 0, true));
     assert_eq!(
         RdmapControl::parse(u.rsvd_ulp).unwrap().opcode,
-        Opcode::Terminate
+        RdmapOpcode::Terminate
     );
     let t = TerminateRepr::parse(&TerminatePacket::new_checked(payload).unwrap()).unwrap();
     assert_eq!(t.code, code);
     assert_eq!(t.seg_len, Some(seg.len() as u16));
     if copied {
-        let hl = if crate::control::is_tagged(seg[0]) {
+        let hl = if crate::ddp::control::DdpControl::parse(seg[0]).tagged {
             TAGGED_HEADER_LEN
         } else {
             UNTAGGED_HEADER_LEN
@@ -270,8 +283,7 @@ fn check_terminate(sink: &mut Side, seg: &[u8], code: TermCode, copied: bool) ->
     }
     let ev = sink.events();
     assert!(
-        ev.contains(&EngineEvent::TerminateQueued(t))
-            && ev.contains(&EngineEvent::TerminateSent(t))
+        ev.contains(&RdmapEvent::TerminateQueued(t)) && ev.contains(&RdmapEvent::TerminateSent(t))
     );
     // DDP-82: a later valid segment is dropped without effect; nothing more is sent.
     let placed = sink.eng.stats().rx_placed_octets;
@@ -279,7 +291,7 @@ fn check_terminate(sink: &mut Side, seg: &[u8], code: TermCode, copied: bool) ->
         &mut sink.tags,
         &mut sink.mem,
         200,
-        &untagged_seg(true, Opcode::Send, 0, 1, 0, b"x"),
+        &untagged_seg(true, RdmapOpcode::Send, 0, 1, 0, b"x"),
     );
     assert_eq!(sink.eng.stats().rx_placed_octets, placed);
     assert!(sink.drain_tx().is_empty());
@@ -313,7 +325,7 @@ fn sink() -> (Side, Stag) {
 #[test]
 fn ddp_7_2_row_local_catastrophic_truncated_header() {
     let (mut s, stag) = sink();
-    let seg = tagged_seg(true, Opcode::RdmaWrite, stag, 0x1000, b"");
+    let seg = tagged_seg(true, RdmapOpcode::RdmaWrite, stag, 0x1000, b"");
     check_terminate(
         &mut s,
         &seg[..10],
@@ -321,7 +333,7 @@ fn ddp_7_2_row_local_catastrophic_truncated_header() {
         false,
     );
     let (mut s, _) = sink();
-    let seg = untagged_seg(true, Opcode::Send, 0, 1, 0, b"");
+    let seg = untagged_seg(true, RdmapOpcode::Send, 0, 1, 0, b"");
     check_terminate(
         &mut s,
         &seg[..17],
@@ -337,7 +349,7 @@ fn ddp_7_2_row_tagged_invalid_stag() {
     let forged = Stag::new(stag.index(), stag.key() ^ 0x5A);
     check_terminate(
         &mut s,
-        &tagged_seg(true, Opcode::RdmaWrite, forged, 0x1000, b"abc"),
+        &tagged_seg(true, RdmapOpcode::RdmaWrite, forged, 0x1000, b"abc"),
         DdpError::InvalidStag.term_code(),
         true,
     );
@@ -345,7 +357,7 @@ fn ddp_7_2_row_tagged_invalid_stag() {
     s.tags.invalidate(stag).unwrap();
     check_terminate(
         &mut s,
-        &tagged_seg(true, Opcode::RdmaWrite, stag, 0x1000, b"abc"),
+        &tagged_seg(true, RdmapOpcode::RdmaWrite, stag, 0x1000, b"abc"),
         DdpError::InvalidStag.term_code(),
         true,
     );
@@ -358,7 +370,7 @@ fn ddp_7_2_row_tagged_base_bounds() {
         let (mut s, stag) = sink();
         check_terminate(
             &mut s,
-            &tagged_seg(true, Opcode::RdmaWrite, stag, to, b"abc"),
+            &tagged_seg(true, RdmapOpcode::RdmaWrite, stag, to, b"abc"),
             DdpError::BaseBounds.term_code(),
             true,
         );
@@ -379,7 +391,7 @@ fn ddp_7_2_row_tagged_not_associated() {
     let (_, other_pd) = s.tags.register(spec).unwrap();
     check_terminate(
         &mut s,
-        &tagged_seg(true, Opcode::RdmaWrite, other_pd, 0, b"abc"),
+        &tagged_seg(true, RdmapOpcode::RdmaWrite, other_pd, 0, b"abc"),
         DdpError::StagNotAssociated.term_code(),
         true,
     );
@@ -394,7 +406,7 @@ fn ddp_7_2_row_tagged_not_associated() {
     let (_, other_stream) = s.tags.register(spec).unwrap();
     check_terminate(
         &mut s,
-        &tagged_seg(true, Opcode::RdmaWrite, other_stream, 0, b"abc"),
+        &tagged_seg(true, RdmapOpcode::RdmaWrite, other_stream, 0, b"abc"),
         DdpError::StagNotAssociated.term_code(),
         true,
     );
@@ -404,7 +416,7 @@ fn ddp_7_2_row_tagged_not_associated() {
 #[test]
 fn ddp_7_2_row_tagged_to_wrap() {
     let (mut s, stag) = sink();
-    let seg = tagged_seg(true, Opcode::RdmaWrite, stag, u64::MAX - 1, b"abc");
+    let seg = tagged_seg(true, RdmapOpcode::RdmaWrite, stag, u64::MAX - 1, b"abc");
     check_terminate(&mut s, &seg, DdpError::ToWrap.term_code(), true);
 }
 
@@ -412,7 +424,7 @@ fn ddp_7_2_row_tagged_to_wrap() {
 #[test]
 fn ddp_7_2_row_tagged_version() {
     let (mut s, stag) = sink();
-    let mut seg = tagged_seg(true, Opcode::RdmaWrite, stag, 0x1000, b"abc");
+    let mut seg = tagged_seg(true, RdmapOpcode::RdmaWrite, stag, 0x1000, b"abc");
     seg[0] = (seg[0] & !0x03) | 0x02;
     check_terminate(&mut s, &seg, DdpError::TaggedVersion.term_code(), false);
 }
@@ -423,7 +435,7 @@ fn ddp_7_2_row_untagged_invalid_qn() {
     let (mut s, _) = sink();
     check_terminate(
         &mut s,
-        &untagged_seg(true, Opcode::Send, 7, 1, 0, b"abc"),
+        &untagged_seg(true, RdmapOpcode::Send, 7, 1, 0, b"abc"),
         DdpError::InvalidQn.term_code(),
         true,
     );
@@ -437,7 +449,7 @@ fn ddp_7_2_row_untagged_no_buffer() {
     s.region(32, Access::ALL, |_| 0);
     check_terminate(
         &mut s,
-        &untagged_seg(true, Opcode::Send, 0, 1, 0, b"abc"),
+        &untagged_seg(true, RdmapOpcode::Send, 0, 1, 0, b"abc"),
         DdpError::NoBuffer.term_code(),
         true,
     );
@@ -451,7 +463,7 @@ fn ddp_7_2_row_untagged_msn_range() {
         let (mut s, _) = sink();
         check_terminate(
             &mut s,
-            &untagged_seg(true, Opcode::Send, 0, msn, 0, b"abc"),
+            &untagged_seg(true, RdmapOpcode::Send, 0, msn, 0, b"abc"),
             DdpError::MsnRange.term_code(),
             true,
         );
@@ -464,7 +476,7 @@ fn ddp_7_2_row_untagged_invalid_mo() {
     let (mut s, _) = sink();
     check_terminate(
         &mut s,
-        &untagged_seg(false, Opcode::Send, 0, 1, 32, b"abc"),
+        &untagged_seg(false, RdmapOpcode::Send, 0, 1, 32, b"abc"),
         DdpError::InvalidMo.term_code(),
         true,
     );
@@ -476,7 +488,7 @@ fn ddp_7_2_row_untagged_too_long() {
     let (mut s, _) = sink();
     check_terminate(
         &mut s,
-        &untagged_seg(true, Opcode::Send, 0, 1, 30, b"abc"),
+        &untagged_seg(true, RdmapOpcode::Send, 0, 1, 30, b"abc"),
         DdpError::TooLong.term_code(),
         true,
     );
@@ -486,7 +498,7 @@ fn ddp_7_2_row_untagged_too_long() {
 #[test]
 fn ddp_7_2_row_untagged_version() {
     let (mut s, _) = sink();
-    let mut seg = untagged_seg(true, Opcode::Send, 0, 1, 0, b"abc");
+    let mut seg = untagged_seg(true, RdmapOpcode::Send, 0, 1, 0, b"abc");
     seg[0] &= !0x03;
     check_terminate(&mut s, &seg, DdpError::UntaggedVersion.term_code(), false);
 }
@@ -496,24 +508,24 @@ fn ddp_7_2_row_untagged_version() {
 #[test]
 fn rdmap_errors_terminate() {
     let (mut s, stag) = sink();
-    let mut seg = untagged_seg(true, Opcode::Send, 0, 1, 0, b"abc");
+    let mut seg = untagged_seg(true, RdmapOpcode::Send, 0, 1, 0, b"abc");
     seg[1] = 0x83;
     check_terminate(&mut s, &seg, RdmapError::Version.term_code(), true);
     let (mut s, _) = sink();
-    let mut seg = untagged_seg(true, Opcode::Send, 0, 1, 0, b"abc");
+    let mut seg = untagged_seg(true, RdmapOpcode::Send, 0, 1, 0, b"abc");
     seg[1] = 0x49;
     check_terminate(&mut s, &seg, RdmapError::UnexpectedOpcode.term_code(), true);
     let (mut s, stag2) = sink();
     check_terminate(
         &mut s,
-        &tagged_seg(true, Opcode::Send, stag2, 0x1000, b"a"),
+        &tagged_seg(true, RdmapOpcode::Send, stag2, 0x1000, b"a"),
         RdmapError::UnexpectedOpcode.term_code(),
         true,
     );
     let (mut s, _) = sink();
     check_terminate(
         &mut s,
-        &tagged_seg(true, Opcode::RdmaReadResponse, stag, 0x1000, b"a"),
+        &tagged_seg(true, RdmapOpcode::RdmaReadResponse, stag, 0x1000, b"a"),
         RdmapError::UnexpectedOpcode.term_code(),
         true,
     );
@@ -521,7 +533,7 @@ fn rdmap_errors_terminate() {
     let (_, ro) = s.region(8, Access::REMOTE_READ, |_| 0);
     check_terminate(
         &mut s,
-        &tagged_seg(true, Opcode::RdmaWrite, ro, 0x1000, b"a"),
+        &tagged_seg(true, RdmapOpcode::RdmaWrite, ro, 0x1000, b"a"),
         RdmapError::AccessRights.term_code(),
         true,
     );
@@ -615,7 +627,7 @@ fn tagged_placed_out_of_order_delivered_in_order() {
     b.eng.handle_ulpdu(&b.tags, &mut b.mem, last_pos, &last);
     b.eng.deliver_through(&mut b.tags, last_pos + 1);
     assert!(b.completions().is_empty());
-    assert_eq!(b.eng.state(), EngineState::Active);
+    assert_eq!(b.eng.state(), RdmapState::Active);
 }
 
 /// DDP-60: message k waits for a withheld segment of message k-1 (untagged Sends).
@@ -709,9 +721,9 @@ fn msn_wraps_through_zero() {
     let tx = a.drain_tx();
     let msns: Vec<u32> = tx
         .iter()
-        .map(|(_, u)| match DdpHeader::parse(u).unwrap().0 {
-            DdpHeader::Untagged(h) => h.msn,
-            DdpHeader::Tagged(_) => unreachable!(),
+        .map(|(_, u)| match parse_segment(u).unwrap().0 {
+            DdpRepr::Untagged(h) => h.msn,
+            DdpRepr::Tagged(_) => unreachable!(),
         })
         .collect();
     assert_eq!(msns, [0xFFFF_FFFE, 0xFFFF_FFFF, 0, 1]);
@@ -720,7 +732,7 @@ fn msn_wraps_through_zero() {
             .handle_ulpdu_in_order(&mut b.tags, &mut b.mem, *pos, u);
     }
     assert_eq!(b.completions().len(), 4);
-    assert_eq!(b.eng.state(), EngineState::Active);
+    assert_eq!(b.eng.state(), RdmapState::Active);
 }
 
 /// DDP-36: each queue's MSN starts at 1, independently (Send, Read Request, Terminate).
@@ -783,9 +795,9 @@ fn msn_per_queue_starts_at_one() {
     let got: Vec<(u32, u32)> = a
         .drain_tx()
         .iter()
-        .map(|(_, u)| match DdpHeader::parse(u).unwrap().0 {
-            DdpHeader::Untagged(h) => (h.qn, h.msn),
-            DdpHeader::Tagged(_) => unreachable!(),
+        .map(|(_, u)| match parse_segment(u).unwrap().0 {
+            DdpRepr::Untagged(h) => (h.qn, h.msn),
+            DdpRepr::Tagged(_) => unreachable!(),
         })
         .collect();
     assert_eq!(got, [(0, 1), (1, 1), (0, 2), (1, 2)]);
@@ -854,8 +866,8 @@ fn zero_length_send_write_read() {
         )
         .unwrap();
     pump(&mut a, &mut b);
-    assert_eq!(b.eng.state(), EngineState::Active);
-    assert_eq!(a.eng.state(), EngineState::Active);
+    assert_eq!(b.eng.state(), RdmapState::Active);
+    assert_eq!(a.eng.state(), RdmapState::Active);
     let ca: Vec<_> = a
         .completions()
         .iter()
@@ -881,7 +893,7 @@ fn zero_length_send_write_read() {
 /// wait behind the blocked Read (send queue order).
 #[test]
 fn ord_limits_outstanding_reads() {
-    let mut a = Side::new(1, EngineConfig { ord: 2, ..cfg(1) });
+    let mut a = Side::new(1, RdmapConfig { ord: 2, ..cfg(1) });
     let mut b = Side::new(2, cfg(2));
     let (abuf, _) = a.region(64, Access::LOCAL_WRITE, |_| 0);
     let (_, bstag) = b.region(64, Access::REMOTE_READ, pattern(2));
@@ -919,8 +931,8 @@ fn ord_limits_outstanding_reads() {
 /// IRD: a peer that exceeds our IRD gets a Terminate 0x1/0x2/0x03 (MSN range of QN 1, as siw).
 #[test]
 fn ird_exceeded_terminates() {
-    let mut a = Side::new(1, EngineConfig { ord: 4, ..cfg(1) });
-    let mut b = Side::new(2, EngineConfig { ird: 1, ..cfg(2) });
+    let mut a = Side::new(1, RdmapConfig { ord: 4, ..cfg(1) });
+    let mut b = Side::new(2, RdmapConfig { ird: 1, ..cfg(2) });
     let (abuf, _) = a.region(64, Access::LOCAL_WRITE, |_| 0);
     let (_, bstag) = b.region(64, Access::REMOTE_READ, pattern(2));
     for i in 0..2u64 {
@@ -980,7 +992,7 @@ fn read_request_bad_source_terminates_with_rdma_header() {
         .handle_ulpdu_in_order(&mut b.tags, &mut b.mem, tx[0].0, &tx[0].1);
     let out = b.drain_tx();
     assert_eq!(out.len(), 1);
-    let (_, payload) = DdpHeader::parse(&out[0].1).unwrap();
+    let (_, payload) = parse_segment(&out[0].1).unwrap();
     let t = TerminateRepr::parse(&TerminatePacket::new_checked(payload).unwrap()).unwrap();
     assert_eq!(t.code, RdmapError::AccessRights.term_code());
     assert_eq!(t.ddp_header.unwrap().as_bytes(), &tx[0].1[..18]);
@@ -988,10 +1000,10 @@ fn read_request_bad_source_terminates_with_rdma_header() {
     // A receives it: error state, Read flushed, event.
     a.eng
         .handle_ulpdu_in_order(&mut a.tags, &mut a.mem, out[0].0, &out[0].1);
-    assert_eq!(a.eng.state(), EngineState::Error);
+    assert_eq!(a.eng.state(), RdmapState::Error);
     let c = a.completions();
     assert_eq!((c[0].wr_id, c[0].status), (1, WcStatus::Flushed));
-    assert!(a.events().contains(&EngineEvent::TerminateReceived(t)));
+    assert!(a.events().contains(&RdmapEvent::TerminateReceived(t)));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1091,7 +1103,7 @@ fn send_variants_invalidate_and_solicit() {
         )
         .unwrap();
     pump(&mut a, &mut b);
-    assert_eq!(b.eng.state(), EngineState::Error);
+    assert_eq!(b.eng.state(), RdmapState::Error);
 }
 
 /// Send with Invalidate naming an STag that cannot be invalidated: RDMAP 0x2/0x09.
@@ -1129,17 +1141,17 @@ fn send_with_invalidate_of_unknown_stag_terminates() {
         )
         .unwrap();
     pump(&mut a, &mut b);
-    assert_eq!(b.eng.state(), EngineState::Error);
+    assert_eq!(b.eng.state(), RdmapState::Error);
     let code = RdmapError::CannotInvalidate.term_code();
     assert!(b
         .events()
         .iter()
-        .any(|e| matches!(e, EngineEvent::TerminateSent(t) if t.code == code)));
+        .any(|e| matches!(e, RdmapEvent::TerminateSent(t) if t.code == code)));
     assert!(a
         .events()
         .iter()
-        .any(|e| matches!(e, EngineEvent::TerminateReceived(t) if t.code == code)));
-    assert_eq!(a.eng.state(), EngineState::Error);
+        .any(|e| matches!(e, RdmapEvent::TerminateReceived(t) if t.code == code)));
+    assert_eq!(a.eng.state(), RdmapState::Error);
 }
 
 /// Receiving a Terminate moves the stream to error and flushes every outstanding request, in
@@ -1179,11 +1191,11 @@ fn terminate_received_flushes_work_requests() {
         rdma_header: None,
     };
     let (tb, tl) = term.to_bytes();
-    let seg = untagged_seg(true, Opcode::Terminate, qn::TERMINATE, 1, 0, &tb[..tl]);
+    let seg = untagged_seg(true, RdmapOpcode::Terminate, qn::TERMINATE, 1, 0, &tb[..tl]);
     a.eng
         .handle_ulpdu_in_order(&mut a.tags, &mut a.mem, 0, &seg);
-    assert_eq!(a.eng.state(), EngineState::Error);
-    assert_eq!(a.events(), [EngineEvent::TerminateReceived(term)]);
+    assert_eq!(a.eng.state(), RdmapState::Error);
+    assert_eq!(a.events(), [RdmapEvent::TerminateReceived(term)]);
     let c: Vec<_> = a
         .completions()
         .iter()
@@ -1200,7 +1212,7 @@ fn terminate_received_flushes_work_requests() {
     );
     assert_eq!(
         a.eng.post_send(&a.tags, 4, buf, SendOpts::default()),
-        Err(PostError::InvalidState)
+        Err(WorkRequestError::InvalidState)
     );
     assert!(
         a.drain_tx().is_empty(),
@@ -1224,7 +1236,9 @@ fn post_checks_local_buffers() {
     );
     assert_eq!(
         e,
-        Err(PostError::Local(crate::stag_table::LocalFault::Access))
+        Err(WorkRequestError::Local(
+            crate::ddp::stag_table::LocalFault::Access
+        ))
     );
     let e = a.eng.post_send(
         &a.tags,
@@ -1238,7 +1252,9 @@ fn post_checks_local_buffers() {
     );
     assert_eq!(
         e,
-        Err(PostError::Local(crate::stag_table::LocalFault::Bounds))
+        Err(WorkRequestError::Local(
+            crate::ddp::stag_table::LocalFault::Bounds
+        ))
     );
 }
 
@@ -1247,7 +1263,7 @@ fn post_checks_local_buffers() {
 fn segments_respect_mulpdu() {
     let mut a = Side::new(
         1,
-        EngineConfig {
+        RdmapConfig {
             mulpdu: 200,
             ..cfg(1)
         },
@@ -1272,7 +1288,7 @@ fn segments_respect_mulpdu() {
     assert!(tx.iter().all(|(_, u)| u.len() <= 200));
     let lasts: Vec<bool> = tx
         .iter()
-        .map(|(_, u)| DdpHeader::parse(u).unwrap().0.last())
+        .map(|(_, u)| parse_segment(u).unwrap().0.last())
         .collect();
     assert_eq!(lasts.iter().filter(|l| **l).count(), 1);
     assert!(lasts[lasts.len() - 1]);
@@ -1374,7 +1390,7 @@ proptest::proptest! {
         let (mut eng, mut tags, mut mem, stags) = fuzz_sink();
         for (i, (tagged, si, to, qn, msn, mo, len, op)) in hdrs.into_iter().enumerate() {
             let payload = vec![0xAB; len];
-            let opcode = Opcode::from_u8(op).unwrap();
+            let opcode = RdmapOpcode::from_u8(op).unwrap();
             let stag = stags.get(si).copied().unwrap_or(Stag(0x0102_0304));
             let to = if to % 2 == 0 { 0x1000 + to % 120 } else { to };
             let seg = if tagged {
@@ -1410,9 +1426,9 @@ fn skipped_last_segment_is_msn_range_error() {
         &mut s.tags,
         &mut s.mem,
         0,
-        &untagged_seg(false, Opcode::Send, 0, 1, 0, b"ab"),
+        &untagged_seg(false, RdmapOpcode::Send, 0, 1, 0, b"ab"),
     );
-    let seg = untagged_seg(true, Opcode::Send, 0, 2, 0, b"");
+    let seg = untagged_seg(true, RdmapOpcode::Send, 0, 2, 0, b"");
     let t = check_terminate(&mut s, &seg, DdpError::MsnRange.term_code(), true);
     assert_eq!(
         t.ddp_header.unwrap().as_bytes(),
@@ -1458,7 +1474,7 @@ fn read_response_limited_to_requested_sink() {
         let stag = if other_stag { other } else { sink };
         let seg = tagged_seg(
             true,
-            Opcode::RdmaReadResponse,
+            RdmapOpcode::RdmaReadResponse,
             stag,
             0x1000 + to_off,
             &[7u8; 8],
@@ -1539,7 +1555,7 @@ fn ulpdu_parts_cut_anywhere() {
         assert_eq!(b.mem.get(bdst).unwrap(), &want[..]);
         assert_eq!(a.mem.get(aback).unwrap(), &want[..]);
         assert_eq!(a.completions().len(), 3);
-        assert_eq!(b.eng.state(), EngineState::Active);
+        assert_eq!(b.eng.state(), RdmapState::Active);
     }
 }
 
@@ -1600,13 +1616,13 @@ fn write_after_send_with_invalidate_refused_even_out_of_order() {
         &[0u8; 8],
         "the Write did not land"
     );
-    assert_eq!(b.eng.state(), EngineState::Error);
+    assert_eq!(b.eng.state(), RdmapState::Error);
     assert_eq!(b.drain_tx().len(), 1);
     let code = DdpError::InvalidStag.term_code();
     assert!(b
         .events()
         .iter()
-        .any(|e| matches!(e, EngineEvent::TerminateSent(t) if t.code == code)));
+        .any(|e| matches!(e, RdmapEvent::TerminateSent(t) if t.code == code)));
     let c = b.completions();
     assert_eq!(
         (c[0].wr_id, c[0].invalidated),

@@ -7,11 +7,11 @@
 //! ```
 
 use crate::be::{get_u32, get_u64, put_u32, put_u64};
-use crate::stag::Stag;
-use crate::wire_error::WireError;
+use crate::ddp::stag::Stag;
+use crate::rdmap::header_error::RdmapHeaderError;
 
 /// Length of the Read Request header.
-pub const READ_REQUEST_LEN: usize = 28;
+pub const READ_REQUEST_HEADER_LEN: usize = 28;
 
 mod field {
     pub const SINK_STAG: usize = 0;
@@ -28,17 +28,30 @@ pub struct ReadRequestPacket<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> ReadRequestPacket<T> {
-    /// Wrap without checking.
+    /// Wrap without checking; accessors may panic on a short buffer.
     pub const fn new_unchecked(buffer: T) -> Self {
         ReadRequestPacket { buffer }
     }
 
-    /// Wrap after checking the length (at least 28 octets).
-    pub fn new_checked(buffer: T) -> Result<Self, WireError> {
-        if buffer.as_ref().len() < READ_REQUEST_LEN {
-            return Err(WireError::Truncated);
+    /// Wrap after checking the buffer holds the whole header.
+    pub fn new_checked(buffer: T) -> Result<Self, RdmapHeaderError> {
+        let p = Self::new_unchecked(buffer);
+        p.check_len()?;
+        Ok(p)
+    }
+
+    /// `Err(Truncated)` when shorter than 28 octets.
+    pub fn check_len(&self) -> Result<(), RdmapHeaderError> {
+        if self.buffer.as_ref().len() < READ_REQUEST_HEADER_LEN {
+            Err(RdmapHeaderError::Truncated)
+        } else {
+            Ok(())
         }
-        Ok(Self::new_unchecked(buffer))
+    }
+
+    /// Give the buffer back.
+    pub fn into_inner(self) -> T {
+        self.buffer
     }
 
     /// Data Sink STag (the requester's buffer).
@@ -68,21 +81,29 @@ impl<T: AsRef<[u8]>> ReadRequestPacket<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> ReadRequestPacket<T> {
-    /// Set every field.
-    pub fn set_all(
-        &mut self,
-        sink_stag: Stag,
-        sink_to: u64,
-        size: u32,
-        src_stag: Stag,
-        src_to: u64,
-    ) {
-        let b = self.buffer.as_mut();
-        put_u32(b, field::SINK_STAG, sink_stag.0);
-        put_u64(b, field::SINK_TO, sink_to);
-        put_u32(b, field::SIZE, size);
-        put_u32(b, field::SRC_STAG, src_stag.0);
-        put_u64(b, field::SRC_TO, src_to);
+    /// Set the Data Sink STag.
+    pub fn set_sink_stag(&mut self, v: Stag) {
+        put_u32(self.buffer.as_mut(), field::SINK_STAG, v.0);
+    }
+
+    /// Set the Data Sink Tagged Offset.
+    pub fn set_sink_to(&mut self, v: u64) {
+        put_u64(self.buffer.as_mut(), field::SINK_TO, v);
+    }
+
+    /// Set the RDMA Read Message Size.
+    pub fn set_size(&mut self, v: u32) {
+        put_u32(self.buffer.as_mut(), field::SIZE, v);
+    }
+
+    /// Set the Data Source STag.
+    pub fn set_src_stag(&mut self, v: Stag) {
+        put_u32(self.buffer.as_mut(), field::SRC_STAG, v.0);
+    }
+
+    /// Set the Data Source Tagged Offset.
+    pub fn set_src_to(&mut self, v: u64) {
+        put_u64(self.buffer.as_mut(), field::SRC_TO, v);
     }
 }
 
@@ -103,10 +124,8 @@ pub struct ReadRequestRepr {
 
 impl ReadRequestRepr {
     /// Parse (length-checked).
-    pub fn parse<T: AsRef<[u8]>>(p: &ReadRequestPacket<T>) -> Result<Self, WireError> {
-        if p.buffer.as_ref().len() < READ_REQUEST_LEN {
-            return Err(WireError::Truncated);
-        }
+    pub fn parse<T: AsRef<[u8]>>(p: &ReadRequestPacket<T>) -> Result<Self, RdmapHeaderError> {
+        p.check_len()?;
         Ok(ReadRequestRepr {
             sink_stag: p.sink_stag(),
             sink_to: p.sink_to(),
@@ -118,23 +137,21 @@ impl ReadRequestRepr {
 
     /// Always 28.
     pub const fn buffer_len(&self) -> usize {
-        READ_REQUEST_LEN
+        READ_REQUEST_HEADER_LEN
     }
 
-    /// Write into the first 28 octets of `p`.
+    /// Write the header into the first 28 octets of `p`.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut ReadRequestPacket<T>) {
-        p.set_all(
-            self.sink_stag,
-            self.sink_to,
-            self.size,
-            self.src_stag,
-            self.src_to,
-        );
+        p.set_sink_stag(self.sink_stag);
+        p.set_sink_to(self.sink_to);
+        p.set_size(self.size);
+        p.set_src_stag(self.src_stag);
+        p.set_src_to(self.src_to);
     }
 
     /// The 28 octets as an array.
-    pub fn to_bytes(&self) -> [u8; READ_REQUEST_LEN] {
-        let mut b = [0u8; READ_REQUEST_LEN];
+    pub fn to_bytes(&self) -> [u8; READ_REQUEST_HEADER_LEN] {
+        let mut b = [0u8; READ_REQUEST_HEADER_LEN];
         self.emit(&mut ReadRequestPacket::new_unchecked(&mut b[..]));
         b
     }
@@ -143,7 +160,7 @@ impl ReadRequestRepr {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::untagged::{UntaggedPacket, UntaggedRepr};
+    use crate::ddp::untagged::{UntaggedPacket, UntaggedRepr};
     use proptest::prelude::*;
 
     /// Digest §6.2: the whole 46-octet Read Request segment, byte for byte.

@@ -1,6 +1,6 @@
 //! Work completions: {wr_id, opcode, status, byte_len} plus receive details.
 
-use crate::stag::Stag;
+use crate::ddp::stag::Stag;
 
 /// Which work request completed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,7 +27,7 @@ pub enum WcStatus {
 
 /// One work completion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Completion {
+pub struct WorkCompletion {
     /// The caller's identifier from the post.
     pub wr_id: u64,
     /// What kind of request.

@@ -1,6 +1,6 @@
 //! The RDMAP Control Field (RFC 5040 §4.1, digest §6.1): `|RV(2)|Rsvd(2)|Opcode(4)|` = DDP `RsvdULP[0:7]`.
 
-use crate::wire_error::WireError;
+use crate::rdmap::header_error::RdmapHeaderError;
 
 /// The RDMAP version (RV) of RFC 5040.
 pub const RDMAP_VERSION: u8 = 1;
@@ -8,7 +8,7 @@ pub const RDMAP_VERSION: u8 = 1;
 /// RDMAP opcodes of RFC 5040 (digest §6.1 table).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
-pub enum Opcode {
+pub enum RdmapOpcode {
     /// Tagged, no RDMAP header.
     RdmaWrite = 0x0,
     /// Untagged QN 1, 28-octet Read Request header.
@@ -37,45 +37,48 @@ pub mod qn {
     pub const TERMINATE: u32 = 2;
 }
 
-impl Opcode {
+impl RdmapOpcode {
     /// Decode the 4-bit opcode.
-    pub const fn from_u8(v: u8) -> Result<Opcode, WireError> {
+    pub const fn from_u8(v: u8) -> Result<RdmapOpcode, RdmapHeaderError> {
         Ok(match v {
-            0x0 => Opcode::RdmaWrite,
-            0x1 => Opcode::RdmaReadRequest,
-            0x2 => Opcode::RdmaReadResponse,
-            0x3 => Opcode::Send,
-            0x4 => Opcode::SendInvalidate,
-            0x5 => Opcode::SendSe,
-            0x6 => Opcode::SendSeInvalidate,
-            0x7 => Opcode::Terminate,
-            other => return Err(WireError::UnknownOpcode(other)),
+            0x0 => RdmapOpcode::RdmaWrite,
+            0x1 => RdmapOpcode::RdmaReadRequest,
+            0x2 => RdmapOpcode::RdmaReadResponse,
+            0x3 => RdmapOpcode::Send,
+            0x4 => RdmapOpcode::SendInvalidate,
+            0x5 => RdmapOpcode::SendSe,
+            0x6 => RdmapOpcode::SendSeInvalidate,
+            0x7 => RdmapOpcode::Terminate,
+            other => return Err(RdmapHeaderError::UnknownOpcode(other)),
         })
     }
 
     /// Whether the message uses the Tagged Buffer Model.
     pub const fn is_tagged(self) -> bool {
-        matches!(self, Opcode::RdmaWrite | Opcode::RdmaReadResponse)
+        matches!(self, RdmapOpcode::RdmaWrite | RdmapOpcode::RdmaReadResponse)
     }
 
     /// The QN an untagged opcode travels on (None for tagged opcodes).
     pub const fn queue(self) -> Option<u32> {
         match self {
-            Opcode::RdmaWrite | Opcode::RdmaReadResponse => None,
-            Opcode::RdmaReadRequest => Some(qn::READ_REQUEST),
-            Opcode::Terminate => Some(qn::TERMINATE),
+            RdmapOpcode::RdmaWrite | RdmapOpcode::RdmaReadResponse => None,
+            RdmapOpcode::RdmaReadRequest => Some(qn::READ_REQUEST),
+            RdmapOpcode::Terminate => Some(qn::TERMINATE),
             _ => Some(qn::SEND),
         }
     }
 
     /// Whether `RsvdULP[8:39]` carries an Invalidate STag.
     pub const fn carries_invalidate(self) -> bool {
-        matches!(self, Opcode::SendInvalidate | Opcode::SendSeInvalidate)
+        matches!(
+            self,
+            RdmapOpcode::SendInvalidate | RdmapOpcode::SendSeInvalidate
+        )
     }
 
     /// Whether the message asks for a solicited event.
     pub const fn solicited(self) -> bool {
-        matches!(self, Opcode::SendSe | Opcode::SendSeInvalidate)
+        matches!(self, RdmapOpcode::SendSe | RdmapOpcode::SendSeInvalidate)
     }
 }
 
@@ -83,17 +86,17 @@ impl Opcode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RdmapControl {
     /// The message opcode.
-    pub opcode: Opcode,
+    pub opcode: RdmapOpcode,
 }
 
 impl RdmapControl {
     /// Parse: RV must be 1 (else 0x0/0x2/0x05), opcode known (else 0x0/0x2/0x06). Rsvd ignored.
-    pub const fn parse(byte: u8) -> Result<RdmapControl, WireError> {
+    pub const fn parse(byte: u8) -> Result<RdmapControl, RdmapHeaderError> {
         let rv = byte >> 6;
         if rv != RDMAP_VERSION {
-            return Err(WireError::RdmapVersion(rv));
+            return Err(RdmapHeaderError::Version(rv));
         }
-        match Opcode::from_u8(byte & 0x0F) {
+        match RdmapOpcode::from_u8(byte & 0x0F) {
             Ok(opcode) => Ok(RdmapControl { opcode }),
             Err(e) => Err(e),
         }
@@ -113,14 +116,14 @@ mod tests {
     #[test]
     fn control_bytes_of_digest_table() {
         let expect = [
-            (Opcode::RdmaWrite, 0x40),
-            (Opcode::RdmaReadRequest, 0x41),
-            (Opcode::RdmaReadResponse, 0x42),
-            (Opcode::Send, 0x43),
-            (Opcode::SendInvalidate, 0x44),
-            (Opcode::SendSe, 0x45),
-            (Opcode::SendSeInvalidate, 0x46),
-            (Opcode::Terminate, 0x47),
+            (RdmapOpcode::RdmaWrite, 0x40),
+            (RdmapOpcode::RdmaReadRequest, 0x41),
+            (RdmapOpcode::RdmaReadResponse, 0x42),
+            (RdmapOpcode::Send, 0x43),
+            (RdmapOpcode::SendInvalidate, 0x44),
+            (RdmapOpcode::SendSe, 0x45),
+            (RdmapOpcode::SendSeInvalidate, 0x46),
+            (RdmapOpcode::Terminate, 0x47),
         ];
         for (op, byte) in expect {
             assert_eq!(RdmapControl { opcode: op }.emit(), byte);
@@ -130,14 +133,17 @@ mod tests {
 
     #[test]
     fn bad_version_and_opcode() {
-        assert_eq!(RdmapControl::parse(0x83), Err(WireError::RdmapVersion(2)));
-        assert_eq!(RdmapControl::parse(0x48), Err(WireError::UnknownOpcode(8)));
+        assert_eq!(RdmapControl::parse(0x83), Err(RdmapHeaderError::Version(2)));
+        assert_eq!(
+            RdmapControl::parse(0x48),
+            Err(RdmapHeaderError::UnknownOpcode(8))
+        );
     }
 
     proptest! {
         #[test]
         fn parse_emit_roundtrip(op in 0u8..8) {
-            let c = RdmapControl { opcode: Opcode::from_u8(op).unwrap() };
+            let c = RdmapControl { opcode: RdmapOpcode::from_u8(op).unwrap() };
             prop_assert_eq!(RdmapControl::parse(c.emit()), Ok(c));
         }
 

@@ -2,9 +2,9 @@
 //! The framer gathers `header + payload` straight into the transmit frame, and a TCP
 //! retransmission rebuilds the same octets from the descriptor (no retransmit copy is kept).
 
-use crate::memory::{Memory, RegionHandle};
-use crate::terminate::TERMINATE_MAX_LEN;
-use crate::untagged::UNTAGGED_HEADER_LEN;
+use crate::ddp::memory::{Memory, RegionHandle};
+use crate::ddp::untagged::UNTAGGED_HEADER_LEN;
+use crate::rdmap::terminate::TERMINATE_HEADER_MAX_LEN;
 
 /// Where a segment's payload comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,7 +21,7 @@ pub enum TxPayload {
     /// A small RDMAP header carried inline (Read Request, Terminate).
     Inline {
         /// The octets (the first `len` are used).
-        bytes: [u8; TERMINATE_MAX_LEN],
+        bytes: [u8; TERMINATE_HEADER_MAX_LEN],
         /// Octets used.
         len: u8,
     },

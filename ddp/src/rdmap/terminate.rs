@@ -11,17 +11,18 @@
 //! so both readings agree on what we emit.
 
 use crate::be::{get_u16, get_u32, put_u16, put_u32};
-use crate::control;
-use crate::read_request::READ_REQUEST_LEN;
-use crate::tagged::TAGGED_HEADER_LEN;
-use crate::term_code::{Layer, TermCode};
-use crate::untagged::UNTAGGED_HEADER_LEN;
-use crate::wire_error::WireError;
+use crate::ddp::control::DdpControl;
+use crate::ddp::tagged::TAGGED_HEADER_LEN;
+use crate::ddp::untagged::UNTAGGED_HEADER_LEN;
+use crate::rdmap::header_error::RdmapHeaderError;
+use crate::rdmap::read_request::READ_REQUEST_HEADER_LEN;
+use crate::rdmap::term_code::{Layer, TermCode};
 
-/// Length of the Terminate Control field.
-pub const TERM_CONTROL_LEN: usize = 4;
+/// Length of the Terminate Control field: the shortest Terminate header.
+pub const TERMINATE_CONTROL_LEN: usize = 4;
 /// Largest Terminate header: 4 + 2 + 18 + 28.
-pub const TERMINATE_MAX_LEN: usize = TERM_CONTROL_LEN + 2 + UNTAGGED_HEADER_LEN + READ_REQUEST_LEN;
+pub const TERMINATE_HEADER_MAX_LEN: usize =
+    TERMINATE_CONTROL_LEN + 2 + UNTAGGED_HEADER_LEN + READ_REQUEST_HEADER_LEN;
 
 const M_BIT: u32 = 0x8000;
 const D_BIT: u32 = 0x4000;
@@ -33,18 +34,18 @@ mod field {
     pub const DDP_HEADER: usize = 6;
 }
 
-/// A copy of the offending DDP header (14 or 18 octets).
+/// The Terminated DDP Header: a copy of the offending DDP header (14 or 18 octets).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CopiedHeader {
+pub struct TerminatedDdpHeader {
     bytes: [u8; UNTAGGED_HEADER_LEN],
     len: u8,
 }
 
-impl CopiedHeader {
+impl TerminatedDdpHeader {
     /// Copy the header at the start of `segment`; its T bit decides 14 or 18 octets.
     /// `None` when the segment is too short to hold it.
-    pub fn from_segment(segment: &[u8]) -> Option<CopiedHeader> {
-        let len = if control::is_tagged(*segment.first()?) {
+    pub fn from_segment(segment: &[u8]) -> Option<TerminatedDdpHeader> {
+        let len = if DdpControl::parse(*segment.first()?).tagged {
             TAGGED_HEADER_LEN
         } else {
             UNTAGGED_HEADER_LEN
@@ -52,7 +53,7 @@ impl CopiedHeader {
         let src = segment.get(..len)?;
         let mut bytes = [0u8; UNTAGGED_HEADER_LEN];
         bytes[..len].copy_from_slice(src);
-        Some(CopiedHeader {
+        Some(TerminatedDdpHeader {
             bytes,
             len: len as u8,
         })
@@ -71,21 +72,33 @@ pub struct TerminatePacket<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> TerminatePacket<T> {
-    /// Wrap without checking.
+    /// Wrap without checking; accessors may panic on a short buffer.
     pub const fn new_unchecked(buffer: T) -> Self {
         TerminatePacket { buffer }
     }
 
     /// Wrap after checking that every part the M/D/R bits announce is present.
-    pub fn new_checked(buffer: T) -> Result<Self, WireError> {
+    pub fn new_checked(buffer: T) -> Result<Self, RdmapHeaderError> {
         let p = Self::new_unchecked(buffer);
-        if p.buffer.as_ref().len() < TERM_CONTROL_LEN {
-            return Err(WireError::Truncated);
-        }
-        if p.buffer.as_ref().len() < p.header_len()? {
-            return Err(WireError::Truncated);
-        }
+        p.check_len()?;
         Ok(p)
+    }
+
+    /// `Err(Truncated)` when shorter than the Terminate Control field or than the parts its
+    /// M/D/R bits announce.
+    pub fn check_len(&self) -> Result<(), RdmapHeaderError> {
+        if self.buffer.as_ref().len() < TERMINATE_CONTROL_LEN {
+            return Err(RdmapHeaderError::Truncated);
+        }
+        if self.buffer.as_ref().len() < self.header_len()? {
+            return Err(RdmapHeaderError::Truncated);
+        }
+        Ok(())
+    }
+
+    /// Give the buffer back.
+    pub fn into_inner(self) -> T {
+        self.buffer
     }
 
     /// The raw 32-bit Terminate Control field.
@@ -110,22 +123,24 @@ impl<T: AsRef<[u8]>> TerminatePacket<T> {
 
     /// Length of the whole Terminate header per its M/D/R bits; needs the copied DDP header's
     /// first octet when D is set.
-    pub fn header_len(&self) -> Result<usize, WireError> {
+    pub fn header_len(&self) -> Result<usize, RdmapHeaderError> {
         let b = self.buffer.as_ref();
-        let mut len = TERM_CONTROL_LEN;
+        let mut len = TERMINATE_CONTROL_LEN;
         if self.m() || self.d() {
             len += 2;
         }
         if self.d() {
-            let c = *b.get(field::DDP_HEADER).ok_or(WireError::Truncated)?;
-            len += if control::is_tagged(c) {
+            let c = *b
+                .get(field::DDP_HEADER)
+                .ok_or(RdmapHeaderError::Truncated)?;
+            len += if DdpControl::parse(c).tagged {
                 TAGGED_HEADER_LEN
             } else {
                 UNTAGGED_HEADER_LEN
             };
         }
         if self.r() {
-            len += READ_REQUEST_LEN;
+            len += READ_REQUEST_HEADER_LEN;
         }
         Ok(len)
     }
@@ -133,6 +148,18 @@ impl<T: AsRef<[u8]>> TerminatePacket<T> {
     /// DDP Segment Length (meaningful when M is set).
     pub fn seg_len(&self) -> u16 {
         get_u16(self.buffer.as_ref(), field::SEG_LEN)
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> TerminatePacket<T> {
+    /// Set the 32-bit Terminate Control field.
+    pub fn set_control(&mut self, v: u32) {
+        put_u32(self.buffer.as_mut(), field::CONTROL, v);
+    }
+
+    /// Set the DDP Segment Length.
+    pub fn set_seg_len(&mut self, v: u16) {
+        put_u16(self.buffer.as_mut(), field::SEG_LEN, v);
     }
 }
 
@@ -144,31 +171,29 @@ pub struct TerminateRepr {
     /// The offending DDP segment's length (M bit).
     pub seg_len: Option<u16>,
     /// The offending DDP header (D bit).
-    pub ddp_header: Option<CopiedHeader>,
+    pub ddp_header: Option<TerminatedDdpHeader>,
     /// The offending RDMA header, a Read Request (R bit).
-    pub rdma_header: Option<[u8; READ_REQUEST_LEN]>,
+    pub rdma_header: Option<[u8; READ_REQUEST_HEADER_LEN]>,
 }
 
 impl TerminateRepr {
     /// Parse; fails on an unknown layer or a truncated body.
-    pub fn parse<T: AsRef<[u8]>>(p: &TerminatePacket<T>) -> Result<Self, WireError> {
+    pub fn parse<T: AsRef<[u8]>>(p: &TerminatePacket<T>) -> Result<Self, RdmapHeaderError> {
+        p.check_len()?;
         let b = p.buffer.as_ref();
-        if b.len() < p.header_len()? {
-            return Err(WireError::Truncated);
-        }
         let c = p.control();
         let layer = match (c >> 28) as u8 {
             0 => Layer::Rdmap,
             1 => Layer::Ddp,
             2 => Layer::Llp,
-            other => return Err(WireError::UnknownLayer(other)),
+            other => return Err(RdmapHeaderError::UnknownLayer(other)),
         };
         let code = TermCode {
             layer,
             etype: ((c >> 24) & 0xF) as u8,
             code: (c >> 16) as u8,
         };
-        let mut at = TERM_CONTROL_LEN;
+        let mut at = TERMINATE_CONTROL_LEN;
         let mut seg_len = None;
         if p.m() || p.d() {
             if p.m() {
@@ -178,16 +203,17 @@ impl TerminateRepr {
         }
         let mut ddp_header = None;
         if p.d() {
-            let h = CopiedHeader::from_segment(&b[at..]).ok_or(WireError::Truncated)?;
+            let h =
+                TerminatedDdpHeader::from_segment(&b[at..]).ok_or(RdmapHeaderError::Truncated)?;
             at += h.as_bytes().len();
             ddp_header = Some(h);
         }
         let mut rdma_header = None;
         if p.r() {
-            let mut r = [0u8; READ_REQUEST_LEN];
+            let mut r = [0u8; READ_REQUEST_HEADER_LEN];
             r.copy_from_slice(
-                b.get(at..at + READ_REQUEST_LEN)
-                    .ok_or(WireError::Truncated)?,
+                b.get(at..at + READ_REQUEST_HEADER_LEN)
+                    .ok_or(RdmapHeaderError::Truncated)?,
             );
             rdma_header = Some(r);
         }
@@ -201,7 +227,7 @@ impl TerminateRepr {
 
     /// Octets `emit` writes.
     pub fn buffer_len(&self) -> usize {
-        let mut len = TERM_CONTROL_LEN;
+        let mut len = TERMINATE_CONTROL_LEN;
         if self.seg_len.is_some() || self.ddp_header.is_some() {
             len += 2;
         }
@@ -209,13 +235,13 @@ impl TerminateRepr {
             len += h.as_bytes().len();
         }
         if self.rdma_header.is_some() {
-            len += READ_REQUEST_LEN;
+            len += READ_REQUEST_HEADER_LEN;
         }
         len
     }
 
-    /// Write into the first `buffer_len()` octets of `buf`.
-    pub fn emit(&self, buf: &mut [u8]) {
+    /// Write the header into the first `buffer_len()` octets of `p`.
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut TerminatePacket<T>) {
         let mut c = (u32::from(self.code.layer as u8) << 28)
             | (u32::from(self.code.etype & 0xF) << 24)
             | (u32::from(self.code.code) << 16);
@@ -228,26 +254,27 @@ impl TerminateRepr {
         if self.rdma_header.is_some() {
             c |= R_BIT;
         }
-        put_u32(buf, field::CONTROL, c);
-        let mut at = TERM_CONTROL_LEN;
+        p.set_control(c);
+        let mut at = TERMINATE_CONTROL_LEN;
         if self.seg_len.is_some() || self.ddp_header.is_some() {
-            put_u16(buf, field::SEG_LEN, self.seg_len.unwrap_or(0));
+            p.set_seg_len(self.seg_len.unwrap_or(0));
             at += 2;
         }
+        let buf = p.buffer.as_mut();
         if let Some(h) = &self.ddp_header {
             let hb = h.as_bytes();
             buf[at..at + hb.len()].copy_from_slice(hb);
             at += hb.len();
         }
         if let Some(r) = &self.rdma_header {
-            buf[at..at + READ_REQUEST_LEN].copy_from_slice(r);
+            buf[at..at + READ_REQUEST_HEADER_LEN].copy_from_slice(r);
         }
     }
 
     /// Emit into a fixed array; returns it and the used length.
-    pub fn to_bytes(&self) -> ([u8; TERMINATE_MAX_LEN], usize) {
-        let mut b = [0u8; TERMINATE_MAX_LEN];
-        self.emit(&mut b);
+    pub fn to_bytes(&self) -> ([u8; TERMINATE_HEADER_MAX_LEN], usize) {
+        let mut b = [0u8; TERMINATE_HEADER_MAX_LEN];
+        self.emit(&mut TerminatePacket::new_unchecked(&mut b[..]));
         (b, self.buffer_len())
     }
 }
@@ -255,7 +282,7 @@ impl TerminateRepr {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::term_code::DdpError;
+    use crate::ddp::error::DdpError;
     use proptest::prelude::*;
 
     /// Digest §6.5: a DDP base/bounds error with M and D gives Terminate Control 0x1101C000.
@@ -267,7 +294,7 @@ mod tests {
         let t = TerminateRepr {
             code: DdpError::BaseBounds.term_code(),
             seg_len: Some(15),
-            ddp_header: CopiedHeader::from_segment(&seg),
+            ddp_header: TerminatedDdpHeader::from_segment(&seg),
             rdma_header: None,
         };
         let (b, len) = t.to_bytes();
@@ -291,7 +318,7 @@ mod tests {
                 let layer = [Layer::Rdmap, Layer::Ddp, Layer::Llp][l as usize];
                 let ddp_header = hdr.map(|(tagged, mut v)| {
                     v[0] = if tagged { v[0] | 0x80 } else { v[0] & 0x7F };
-                    CopiedHeader::from_segment(&v).unwrap()
+                    TerminatedDdpHeader::from_segment(&v).unwrap()
                 });
                 let rdma_header = rdma.map(|v| {
                     let mut a = [0u8; 28];

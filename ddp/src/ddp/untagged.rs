@@ -6,8 +6,8 @@
 //! ```
 
 use crate::be::{get_u32, put_u32};
-use crate::control;
-use crate::wire_error::WireError;
+use crate::ddp::control::{DdpControl, DDP_VERSION};
+use crate::ddp::header_error::DdpHeaderError;
 
 /// Length of the untagged header (DDP-30).
 pub const UNTAGGED_HEADER_LEN: usize = 18;
@@ -35,16 +35,16 @@ impl<T: AsRef<[u8]>> UntaggedPacket<T> {
     }
 
     /// Wrap after checking the buffer holds the whole header.
-    pub fn new_checked(buffer: T) -> Result<Self, WireError> {
+    pub fn new_checked(buffer: T) -> Result<Self, DdpHeaderError> {
         let p = Self::new_unchecked(buffer);
         p.check_len()?;
         Ok(p)
     }
 
     /// `Err(Truncated)` when shorter than 18 octets.
-    pub fn check_len(&self) -> Result<(), WireError> {
+    pub fn check_len(&self) -> Result<(), DdpHeaderError> {
         if self.buffer.as_ref().len() < UNTAGGED_HEADER_LEN {
-            Err(WireError::Truncated)
+            Err(DdpHeaderError::Truncated)
         } else {
             Ok(())
         }
@@ -152,20 +152,20 @@ pub struct UntaggedRepr {
 
 impl UntaggedRepr {
     /// Parse; rejects T = 1 and DV != 1 (DDP-21: 0x2/0x06 at the sink). Rsvd is ignored (DDP-19).
-    pub fn parse<T: AsRef<[u8]>>(p: &UntaggedPacket<T>) -> Result<Self, WireError> {
+    pub fn parse<T: AsRef<[u8]>>(p: &UntaggedPacket<T>) -> Result<Self, DdpHeaderError> {
         p.check_len()?;
-        let c = p.control();
-        if control::is_tagged(c) {
-            return Err(WireError::WrongModel);
+        let c = DdpControl::parse(p.control());
+        if c.tagged {
+            return Err(DdpHeaderError::WrongModel);
         }
-        if control::version(c) != control::DDP_VERSION {
-            return Err(WireError::DdpVersion {
-                dv: control::version(c),
+        if c.version != DDP_VERSION {
+            return Err(DdpHeaderError::Version {
+                dv: c.version,
                 tagged: false,
             });
         }
         Ok(UntaggedRepr {
-            last: control::is_last(c),
+            last: c.last,
             rsvd_ulp: p.rsvd_ulp(),
             rsvd_ulp_ext: p.rsvd_ulp_ext(),
             qn: p.qn(),
@@ -181,7 +181,7 @@ impl UntaggedRepr {
 
     /// Write the header into the first 18 octets of `p` (payload untouched).
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut UntaggedPacket<T>) {
-        p.set_control(control::encode(false, self.last));
+        p.set_control(DdpControl::new(false, self.last).emit());
         p.set_rsvd_ulp(self.rsvd_ulp);
         p.set_rsvd_ulp_ext(self.rsvd_ulp_ext);
         p.set_qn(self.qn);
@@ -254,7 +254,7 @@ mod tests {
         b[0] = 0x40;
         assert_eq!(
             UntaggedRepr::parse(&UntaggedPacket::new_unchecked(&b[..])),
-            Err(WireError::DdpVersion {
+            Err(DdpHeaderError::Version {
                 dv: 0,
                 tagged: false
             })
@@ -265,7 +265,7 @@ mod tests {
     fn truncated_rejected() {
         assert_eq!(
             UntaggedPacket::new_checked(&[0x41u8; 17][..]).err(),
-            Some(WireError::Truncated)
+            Some(DdpHeaderError::Truncated)
         );
     }
 

@@ -40,7 +40,7 @@ impl RdmapEngine {
                         }
                     }
                 }
-                self.completions.push_back(Completion {
+                self.completions.push_back(WorkCompletion {
                     wr_id: rqe.wr_id,
                     opcode: WcOpcode::Recv,
                     status: WcStatus::Success,
@@ -57,7 +57,7 @@ impl RdmapEngine {
                 self.rr_next_msn = self.rr_next_msn.wrapping_add(1);
                 let source = if req.size == 0 {
                     TxSource::Inline {
-                        bytes: [0; TERMINATE_MAX_LEN],
+                        bytes: [0; TERMINATE_HEADER_MAX_LEN],
                     }
                 } else {
                     match tags.check_remote(
@@ -83,7 +83,7 @@ impl RdmapEngine {
                 self.irq_in_use += 1;
                 self.responses.push_back(TxMsg {
                     header: TxHeader::Tagged {
-                        opcode: Opcode::RdmaReadResponse,
+                        opcode: RdmapOpcode::RdmaReadResponse,
                         stag: req.sink_stag,
                         to: req.sink_to,
                     },
@@ -110,8 +110,8 @@ impl RdmapEngine {
             RxRecord::Terminate(t) => {
                 self.term_next_msn = self.term_next_msn.wrapping_add(1);
                 self.events.push_back(match t {
-                    Some(t) => EngineEvent::TerminateReceived(t),
-                    None => EngineEvent::MalformedTerminateReceived,
+                    Some(t) => RdmapEvent::TerminateReceived(t),
+                    None => RdmapEvent::MalformedTerminateReceived,
                 });
                 self.enter_error();
             }

@@ -14,8 +14,7 @@ impl RdmapEngine {
         }
         self.current.is_some()
             || self.terminate.is_some()
-            || (self.state == EngineState::Active
-                && (!self.responses.is_empty() || self.sq_ready()))
+            || (self.state == RdmapState::Active && (!self.responses.is_empty() || self.sq_ready()))
     }
 
     fn sq_ready(&self) -> bool {
@@ -25,7 +24,7 @@ impl RdmapEngine {
                 !matches!(
                     m.header,
                     TxHeader::Untagged {
-                        opcode: Opcode::RdmaReadRequest,
+                        opcode: RdmapOpcode::RdmaReadRequest,
                         ..
                     }
                 ) || (self.orq.len() as u32) < self.cfg.ord
@@ -37,7 +36,7 @@ impl RdmapEngine {
         if let Some(t) = self.terminate.take() {
             return Some(t);
         }
-        if self.state != EngineState::Active {
+        if self.state != RdmapState::Active {
             return None;
         }
         if let Some(r) = self.responses.pop_front() {
@@ -95,7 +94,7 @@ impl RdmapEngine {
         }
         let plan = next_segment(msg.total, msg.sent, (limit - hl) as u32);
         let header = match msg.header {
-            TxHeader::Tagged { opcode, stag, to } => DdpHeader::Tagged(TaggedRepr {
+            TxHeader::Tagged { opcode, stag, to } => DdpRepr::Tagged(TaggedRepr {
                 last: plan.last,
                 rsvd_ulp: RdmapControl { opcode }.emit(),
                 stag,
@@ -106,7 +105,7 @@ impl RdmapEngine {
                 qn,
                 msn,
                 inv,
-            } => DdpHeader::Untagged(UntaggedRepr {
+            } => DdpRepr::Untagged(UntaggedRepr {
                 last: plan.last,
                 rsvd_ulp: RdmapControl { opcode }.emit(),
                 rsvd_ulp_ext: inv,
@@ -116,7 +115,7 @@ impl RdmapEngine {
             }),
         };
         let mut hbytes = [0u8; UNTAGGED_HEADER_LEN];
-        header.emit(&mut hbytes);
+        header.emit(&mut DdpPacket::new_unchecked(&mut hbytes[..]));
         let payload = match msg.source {
             TxSource::Region { region, offset } => TxPayload::Region {
                 region,
@@ -137,7 +136,7 @@ impl RdmapEngine {
                 TxAfter::ResponseSent => self.irq_in_use = self.irq_in_use.saturating_sub(1),
                 TxAfter::Terminate(t) => {
                     self.terminate_sent = true;
-                    self.events.push_back(EngineEvent::TerminateSent(t));
+                    self.events.push_back(RdmapEvent::TerminateSent(t));
                 }
             }
         } else {
@@ -174,7 +173,7 @@ impl RdmapEngine {
     pub(super) fn drain_sq(&mut self) {
         while let Some(e) = self.sq.front() {
             let Some(status) = e.status else { break };
-            self.completions.push_back(Completion {
+            self.completions.push_back(WorkCompletion {
                 wr_id: e.wr_id,
                 opcode: e.opcode,
                 status,

@@ -1,11 +1,11 @@
 //! Two queue pairs joined by an in-memory byte pipe: MPA startup, then RDMAP over FPDUs.
 
 use super::*;
-use crate::completion::{WcOpcode, WcStatus};
-use crate::memory::{RegionHandle, VecMemory};
-use crate::stag::Stag;
-use crate::stag_table::{Access, PdId, RegionSpec, StreamId};
-use crate::term_code::LlpError;
+use crate::ddp::memory::{Memory, RegionHandle, VecMemory};
+use crate::ddp::stag::Stag;
+use crate::ddp::stag_table::{Access, PdId, RegionSpec, StreamId};
+use crate::rdmap::completion::{WcOpcode, WcStatus};
+use crate::rdmap::term_code::LlpError;
 
 pub(crate) struct End {
     pub qp: Qp,
@@ -43,7 +43,7 @@ impl End {
         (h, s)
     }
 
-    pub fn completions(&mut self) -> Vec<Completion> {
+    pub fn completions(&mut self) -> Vec<WorkCompletion> {
         std::iter::from_fn(|| self.qp.poll_completion()).collect()
     }
 
@@ -489,8 +489,8 @@ fn corrupted_crc_terminates_with_llp_code() {
 #[test]
 fn bad_stag_and_bounds_over_mpa() {
     for (to_off, code) in [
-        (None, crate::term_code::DdpError::InvalidStag),
-        (Some(60u64), crate::term_code::DdpError::BaseBounds),
+        (None, crate::ddp::error::DdpError::InvalidStag),
+        (Some(60u64), crate::ddp::error::DdpError::BaseBounds),
     ] {
         let (mut a, mut b) = pair(true, true);
         pump(&mut a, &mut b, 1 << 20);
@@ -662,7 +662,7 @@ fn graceful_close_drains_then_idle() {
     a.qp.close();
     assert_eq!(
         a.qp.post_send(&a.tags, 4, buf, SendOpts::default()),
-        Err(PostError::InvalidState)
+        Err(WorkRequestError::InvalidState)
     );
     assert!(!a.qp.is_idle());
     b.qp.post_send(

@@ -20,30 +20,36 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use crate::completion::{Completion, WcOpcode, WcStatus};
-use crate::memory::{Memory, RegionHandle};
-use crate::rdmap_control::{qn, Opcode, RdmapControl};
-use crate::read_request::{ReadRequestPacket, ReadRequestRepr, READ_REQUEST_LEN};
-use crate::rx_segment::{gather_prefix, RxSegment, HEAD_MAX};
-use crate::segment::DdpHeader;
-use crate::segmentation::next_segment;
-use crate::stag::Stag;
-use crate::stag_table::{Access, InvalidateFault, PdId, Region, StagTable, StreamId, TaggedFault};
-use crate::tagged::{TaggedRepr, TAGGED_HEADER_LEN};
-use crate::term_code::{DdpError, RdmapError, TermCode};
-use crate::terminate::{CopiedHeader, TerminatePacket, TerminateRepr, TERMINATE_MAX_LEN};
-use crate::tx_segment::{TxPayload, TxSegment};
-use crate::untagged::{UntaggedRepr, UNTAGGED_HEADER_LEN};
-use crate::wire_error::WireError;
-use crate::work_request::{LocalBuf, PostError, RemoteBuf, SendOpts};
+use crate::ddp::error::DdpError;
+use crate::ddp::header_error::DdpHeaderError;
+use crate::ddp::memory::{Memory, RegionHandle};
+use crate::ddp::rx_segment::{gather_prefix, RxSegment, HEAD_MAX};
+use crate::ddp::segment::{DdpPacket, DdpRepr};
+use crate::ddp::segmentation::next_segment;
+use crate::ddp::stag::Stag;
+use crate::ddp::stag_table::{
+    Access, InvalidateFault, PdId, Region, StagTable, StreamId, TaggedFault,
+};
+use crate::ddp::tagged::{TaggedRepr, TAGGED_HEADER_LEN};
+use crate::ddp::tx_segment::{TxPayload, TxSegment};
+use crate::ddp::untagged::{UntaggedRepr, UNTAGGED_HEADER_LEN};
+use crate::rdmap::completion::{WcOpcode, WcStatus, WorkCompletion};
+use crate::rdmap::control::{qn, RdmapControl, RdmapOpcode};
+use crate::rdmap::header_error::RdmapHeaderError;
+use crate::rdmap::read_request::{ReadRequestPacket, ReadRequestRepr, READ_REQUEST_HEADER_LEN};
+use crate::rdmap::term_code::{RdmapError, TermCode};
+use crate::rdmap::terminate::{
+    TerminatePacket, TerminateRepr, TerminatedDdpHeader, TERMINATE_HEADER_MAX_LEN,
+};
+use crate::rdmap::work_request::{LocalBuf, RemoteBuf, SendOpts, WorkRequestError};
 
 mod delivery;
 mod placement;
 mod transmit;
 
-/// Engine settings.
+/// Settings of the per-stream RDMAP engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct EngineConfig {
+pub struct RdmapConfig {
     /// This stream's identifier, for STag stream association (DDP-87).
     pub stream: StreamId,
     /// This stream's protection domain (DDP-86).
@@ -56,9 +62,9 @@ pub struct EngineConfig {
     pub mulpdu: usize,
 }
 
-impl Default for EngineConfig {
+impl Default for RdmapConfig {
     fn default() -> Self {
-        EngineConfig {
+        RdmapConfig {
             stream: StreamId(0),
             pd: PdId(0),
             ird: 16,
@@ -68,12 +74,12 @@ impl Default for EngineConfig {
     }
 }
 
-/// Smallest MULPDU the engine accepts: a Terminate must fit (18 + 70 = 88 octets).
-pub const MIN_MULPDU: usize = UNTAGGED_HEADER_LEN + TERMINATE_MAX_LEN;
+/// Smallest MULPDU the engine accepts: a Terminate must fit (18 + 52 = 70 octets).
+pub const MIN_MULPDU: usize = UNTAGGED_HEADER_LEN + TERMINATE_HEADER_MAX_LEN;
 
 /// The engine's state (digest §4.2 suggestion, reduced to what the engine needs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EngineState {
+pub enum RdmapState {
     /// Data flows both ways.
     Active,
     /// An error was detected or reported: receive drops everything (DDP-82), work requests are
@@ -83,7 +89,7 @@ pub enum EngineState {
 
 /// Things the ULP should know about besides completions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EngineEvent {
+pub enum RdmapEvent {
     /// We detected an error and queued this Terminate (it is also reported when sent).
     TerminateQueued(TerminateRepr),
     /// The Terminate left in a ULPDU; nothing more will be sent.
@@ -98,7 +104,7 @@ pub enum EngineEvent {
 
 /// Counters, for tests and diagnostics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct EngineStats {
+pub struct RdmapStats {
     /// ULPDUs produced.
     pub tx_ulpdus: u64,
     /// ULPDUs handed in.
@@ -112,12 +118,12 @@ pub struct EngineStats {
 #[derive(Debug, Clone, Copy)]
 enum TxHeader {
     Tagged {
-        opcode: Opcode,
+        opcode: RdmapOpcode,
         stag: Stag,
         to: u64,
     },
     Untagged {
-        opcode: Opcode,
+        opcode: RdmapOpcode,
         qn: u32,
         msn: u32,
         inv: u32,
@@ -126,8 +132,13 @@ enum TxHeader {
 
 #[derive(Debug, Clone, Copy)]
 enum TxSource {
-    Region { region: RegionHandle, offset: u64 },
-    Inline { bytes: [u8; TERMINATE_MAX_LEN] },
+    Region {
+        region: RegionHandle,
+        offset: u64,
+    },
+    Inline {
+        bytes: [u8; TERMINATE_HEADER_MAX_LEN],
+    },
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -200,7 +211,7 @@ enum RxRecord {
     SendLast {
         msn: u32,
         len: u32,
-        opcode: Opcode,
+        opcode: RdmapOpcode,
         inv: Stag,
         seg: Offending,
     },
@@ -222,14 +233,14 @@ enum RxRecord {
 /// (they go into the Terminate, DDP-81).
 #[derive(Debug, Clone, Copy)]
 struct Offending {
-    hdr: CopiedHeader,
+    hdr: TerminatedDdpHeader,
     seg_len: u16,
 }
 
 impl Offending {
     fn of(seg: RxSegment<'_>) -> Option<Offending> {
         Some(Offending {
-            hdr: CopiedHeader::from_segment(seg.head())?,
+            hdr: TerminatedDdpHeader::from_segment(seg.head())?,
             seg_len: seg.len().min(usize::from(u16::MAX)) as u16,
         })
     }
@@ -237,7 +248,7 @@ impl Offending {
     fn terminate(
         self,
         code: TermCode,
-        rdma_header: Option<[u8; READ_REQUEST_LEN]>,
+        rdma_header: Option<[u8; READ_REQUEST_HEADER_LEN]>,
     ) -> TerminateRepr {
         TerminateRepr {
             code,
@@ -251,8 +262,8 @@ impl Offending {
 /// The DDP/RDMAP engine of one stream. See the module documentation.
 #[derive(Debug)]
 pub struct RdmapEngine {
-    cfg: EngineConfig,
-    state: EngineState,
+    cfg: RdmapConfig,
+    state: RdmapState,
     /// The ULP asked for a graceful close: posts are refused.
     closing: bool,
     // transmit
@@ -276,9 +287,9 @@ pub struct RdmapEngine {
     term_next_msn: u32,
     records: BTreeMap<u64, RxRecord>,
     delivered_through: u64,
-    completions: VecDeque<Completion>,
-    events: VecDeque<EngineEvent>,
-    stats: EngineStats,
+    completions: VecDeque<WorkCompletion>,
+    events: VecDeque<RdmapEvent>,
+    stats: RdmapStats,
 }
 
 impl RdmapEngine {
@@ -289,11 +300,11 @@ impl RdmapEngine {
 
     /// A new engine; MSNs start at 1 on every queue (DDP-36). `cfg.mulpdu` is raised to
     /// [`MIN_MULPDU`] if smaller.
-    pub fn new(mut cfg: EngineConfig) -> Self {
+    pub fn new(mut cfg: RdmapConfig) -> Self {
         cfg.mulpdu = cfg.mulpdu.max(MIN_MULPDU);
         RdmapEngine {
             cfg,
-            state: EngineState::Active,
+            state: RdmapState::Active,
             closing: false,
             sq_pending: VecDeque::new(),
             responses: VecDeque::new(),
@@ -314,22 +325,22 @@ impl RdmapEngine {
             delivered_through: 0,
             completions: VecDeque::new(),
             events: VecDeque::new(),
-            stats: EngineStats::default(),
+            stats: RdmapStats::default(),
         }
     }
 
     /// Settings in force.
-    pub fn config(&self) -> &EngineConfig {
+    pub fn config(&self) -> &RdmapConfig {
         &self.cfg
     }
 
     /// Current state.
-    pub fn state(&self) -> EngineState {
+    pub fn state(&self) -> RdmapState {
         self.state
     }
 
     /// Counters.
-    pub fn stats(&self) -> EngineStats {
+    pub fn stats(&self) -> RdmapStats {
         self.stats
     }
 
@@ -374,12 +385,12 @@ impl RdmapEngine {
         tags: &'t StagTable,
         buf: LocalBuf,
         need: Access,
-    ) -> Result<&'t Region, PostError> {
-        if self.state != EngineState::Active {
-            return Err(PostError::InvalidState);
+    ) -> Result<&'t Region, WorkRequestError> {
+        if self.state != RdmapState::Active {
+            return Err(WorkRequestError::InvalidState);
         }
         tags.check_local(buf.region, buf.offset, u64::from(buf.len), need)
-            .map_err(PostError::Local)
+            .map_err(WorkRequestError::Local)
     }
 
     /// Queue a Send or Write whose payload is `buf`; it completes on acknowledgement.
@@ -403,7 +414,7 @@ impl RdmapEngine {
         tags: &StagTable,
         wr_id: u64,
         buf: LocalBuf,
-    ) -> Result<(), PostError> {
+    ) -> Result<(), WorkRequestError> {
         self.check_post(tags, buf, Access::LOCAL_WRITE)?;
         self.rq.push_back(RqEntry { wr_id, buf });
         Ok(())
@@ -417,16 +428,16 @@ impl RdmapEngine {
         wr_id: u64,
         buf: LocalBuf,
         opts: SendOpts,
-    ) -> Result<(), PostError> {
+    ) -> Result<(), WorkRequestError> {
         if self.closing {
-            return Err(PostError::InvalidState); // DDP-67
+            return Err(WorkRequestError::InvalidState); // DDP-67
         }
         self.check_post(tags, buf, Access::default())?;
         let opcode = match (opts.solicited, opts.invalidate.is_some()) {
-            (false, false) => Opcode::Send,
-            (false, true) => Opcode::SendInvalidate,
-            (true, false) => Opcode::SendSe,
-            (true, true) => Opcode::SendSeInvalidate,
+            (false, false) => RdmapOpcode::Send,
+            (false, true) => RdmapOpcode::SendInvalidate,
+            (true, false) => RdmapOpcode::SendSe,
+            (true, true) => RdmapOpcode::SendSeInvalidate,
         };
         let inv = opts.invalidate.unwrap_or_default().0;
         self.queue_from_region(
@@ -450,13 +461,13 @@ impl RdmapEngine {
         wr_id: u64,
         buf: LocalBuf,
         remote: RemoteBuf,
-    ) -> Result<(), PostError> {
+    ) -> Result<(), WorkRequestError> {
         if self.closing {
-            return Err(PostError::InvalidState); // DDP-67
+            return Err(WorkRequestError::InvalidState); // DDP-67
         }
         self.check_post(tags, buf, Access::default())?;
         let header = TxHeader::Tagged {
-            opcode: Opcode::RdmaWrite,
+            opcode: RdmapOpcode::RdmaWrite,
             stag: remote.stag,
             to: remote.to,
         };
@@ -473,9 +484,9 @@ impl RdmapEngine {
         wr_id: u64,
         buf: LocalBuf,
         remote: RemoteBuf,
-    ) -> Result<(), PostError> {
+    ) -> Result<(), WorkRequestError> {
         if self.closing {
-            return Err(PostError::InvalidState); // DDP-67
+            return Err(WorkRequestError::InvalidState); // DDP-67
         }
         let r = self.check_post(tags, buf, Access::LOCAL_WRITE)?;
         let req = ReadRequestRepr {
@@ -486,17 +497,17 @@ impl RdmapEngine {
             src_to: remote.to,
         };
         let seq = self.push_sq(wr_id, WcOpcode::Read, buf.len);
-        let mut bytes = [0u8; TERMINATE_MAX_LEN];
-        bytes[..READ_REQUEST_LEN].copy_from_slice(&req.to_bytes());
+        let mut bytes = [0u8; TERMINATE_HEADER_MAX_LEN];
+        bytes[..READ_REQUEST_HEADER_LEN].copy_from_slice(&req.to_bytes());
         self.sq_pending.push_back(TxMsg {
             header: TxHeader::Untagged {
-                opcode: Opcode::RdmaReadRequest,
+                opcode: RdmapOpcode::RdmaReadRequest,
                 qn: qn::READ_REQUEST,
                 msn: 0,
                 inv: 0,
             },
             source: TxSource::Inline { bytes },
-            total: READ_REQUEST_LEN as u32,
+            total: READ_REQUEST_HEADER_LEN as u32,
             sent: 0,
             after: TxAfter::ReadRequest {
                 seq,
@@ -512,10 +523,10 @@ impl RdmapEngine {
 
     /// Enter the error state: receive drops everything, outstanding requests are flushed.
     fn enter_error(&mut self) {
-        if self.state == EngineState::Error {
+        if self.state == RdmapState::Error {
             return;
         }
-        self.state = EngineState::Error;
+        self.state = RdmapState::Error;
         self.records.clear();
         self.sq_pending.clear();
         self.responses.clear();
@@ -528,7 +539,7 @@ impl RdmapEngine {
         }
         self.drain_sq();
         for r in self.rq.drain(..) {
-            self.completions.push_back(Completion {
+            self.completions.push_back(WorkCompletion {
                 wr_id: r.wr_id,
                 opcode: WcOpcode::Recv,
                 status: WcStatus::Flushed,
@@ -541,7 +552,7 @@ impl RdmapEngine {
 
     /// A local error: queue the one Terminate (DDP-83) and enter the error state.
     fn fail_stream(&mut self, t: TerminateRepr) {
-        if self.state == EngineState::Error {
+        if self.state == RdmapState::Error {
             return;
         }
         self.enter_error();
@@ -549,7 +560,7 @@ impl RdmapEngine {
         let msn = self.next_msn(qn::TERMINATE);
         self.terminate = Some(TxMsg {
             header: TxHeader::Untagged {
-                opcode: Opcode::Terminate,
+                opcode: RdmapOpcode::Terminate,
                 qn: qn::TERMINATE,
                 msn,
                 inv: 0,
@@ -559,7 +570,7 @@ impl RdmapEngine {
             sent: 0,
             after: TxAfter::Terminate(t),
         });
-        self.events.push_back(EngineEvent::TerminateQueued(t));
+        self.events.push_back(RdmapEvent::TerminateQueued(t));
     }
 
     /// The ULP or the transport reports a fatal error with this code: a Terminate carrying it
@@ -575,8 +586,8 @@ impl RdmapEngine {
 
     /// The transport is gone (connection lost): report it, flush everything; nothing can be sent.
     pub fn transport_failed(&mut self) {
-        if self.state == EngineState::Active {
-            self.events.push_back(EngineEvent::TransportFailed);
+        if self.state == RdmapState::Active {
+            self.events.push_back(RdmapEvent::TransportFailed);
         }
         self.abort();
     }
@@ -604,12 +615,12 @@ impl RdmapEngine {
     // Output to the ULP
 
     /// The next work completion.
-    pub fn poll_completion(&mut self) -> Option<Completion> {
+    pub fn poll_completion(&mut self) -> Option<WorkCompletion> {
         self.completions.pop_front()
     }
 
     /// The next event.
-    pub fn poll_event(&mut self) -> Option<EngineEvent> {
+    pub fn poll_event(&mut self) -> Option<RdmapEvent> {
         self.events.pop_front()
     }
 
@@ -620,5 +631,4 @@ impl RdmapEngine {
 }
 
 #[cfg(test)]
-#[path = "rdmap_engine_tests.rs"]
 mod tests;

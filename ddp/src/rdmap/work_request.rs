@@ -1,8 +1,8 @@
 //! What the ULP posts: local and remote buffer descriptions and post errors.
 
-use crate::memory::RegionHandle;
-use crate::stag::Stag;
-use crate::stag_table::LocalFault;
+use crate::ddp::memory::RegionHandle;
+use crate::ddp::stag::Stag;
+use crate::ddp::stag_table::LocalFault;
 
 /// A local buffer: `len` octets at `offset` (0-based) within a registered region.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,20 +35,20 @@ pub struct SendOpts {
 
 /// Why a work request was refused at post time (nothing was queued).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PostError {
+pub enum WorkRequestError {
     /// The queue pair is not in a state that accepts work (not yet established, or in error).
     InvalidState,
     /// The local buffer failed the STag table's local check.
     Local(LocalFault),
 }
 
-impl core::fmt::Display for PostError {
+impl core::fmt::Display for WorkRequestError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
-            PostError::InvalidState => write!(f, "queue pair not ready"),
-            PostError::Local(l) => write!(f, "local buffer refused: {l:?}"),
+            WorkRequestError::InvalidState => write!(f, "queue pair not ready"),
+            WorkRequestError::Local(l) => write!(f, "local buffer refused: {l:?}"),
         }
     }
 }
 
-impl std::error::Error for PostError {}
+impl std::error::Error for WorkRequestError {}

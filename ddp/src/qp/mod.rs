@@ -1,0 +1,398 @@
+//! The sans-IO queue pair: MPA startup, MPA framing and the DDP/RDMAP engine of one connection,
+//! driven by a transport (kernel TCP sockets, or our AF_XDP TCP).
+//!
+//! # Decision: the Qp carries the MPA startup
+//! [`Qp::new_initiator`] / [`Qp::new_responder`] give a queue pair that emits its MPA Request or
+//! Reply through [`Qp::poll_transmit`] and reads the peer's frame from
+//! [`Qp::handle_rx_bytes`], then switches to FPDUs on the same calls. A transport only moves
+//! bytes: it never sees MPA frames. Work may be posted before the connection is established
+//! (receive buffers should be); it goes out once MPA is up and, for a Responder, once the first
+//! FPDU of the Initiator has arrived (MPA-85).
+//!
+//! # Stream coordinates
+//! Every `u64` stream offset here counts octets of one direction of the TCP byte stream from
+//! the connection's first octet, the startup frame included: the transmit side counts what
+//! `poll_transmit` produced, the receive side what the peer sent. [`Qp::on_acked`] takes the
+//! transmit count acknowledged (the kernel transport passes what it has written; a TCP passes
+//! `ack - isn - 1`). [`Qp::handle_ulpdu`] and [`Qp::deliver_through`] take receive offsets.
+//!
+//! # Receive, two ways
+//! - In-order bytes ([`Qp::handle_rx_bytes`]): MPA's stream parser finds FPDUs whatever the
+//!   segmentation; each ULPDU is placed and delivered at once.
+//! - Located FPDUs ([`Qp::handle_ulpdu`], after startup): the transport found the FPDU itself
+//!   (MPA's out-of-order locator) and checked its CRC; the ULPDU is placed now, and delivered
+//!   when [`Qp::deliver_through`] says every earlier octet has arrived.
+//!
+//! The two may be mixed on one connection: a TCP that places out-of-order segments early still
+//! feeds the in-order bytes to `handle_rx_bytes`; an FPDU seen both ways is placed twice
+//! (allowed, DDP-56) and delivered once.
+//!
+//! Placement writes through the caller's [`Memory`](crate::Memory) straight from the slice
+//! handed in (or from each piece between markers), so the copy from the received frame into the
+//! region is the only copy.
+//!
+//! Files: this one holds the settings, events, state and posting; `startup.rs` the MPA startup,
+//! `transmit.rs` framing and acknowledgement, `receive.rs` the two receive paths.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use mpa::{Framer, FramingError, StartupConfig, StartupError, StreamParser};
+
+use crate::ddp::stag_table::{PdId, StagTable};
+use crate::ddp::tx_segment::TxSegment;
+use crate::rdmap::completion::WorkCompletion;
+use crate::rdmap::engine::{RdmapConfig, RdmapEngine, RdmapEvent, RdmapState, RdmapStats};
+use crate::rdmap::terminate::TerminateRepr;
+use crate::rdmap::work_request::{LocalBuf, RemoteBuf, SendOpts, WorkRequestError};
+
+/// Settings of a queue pair.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QpConfig {
+    /// Stream/PD identity and IRD/ORD. Its `mulpdu` is replaced by the value MPA derives from
+    /// `emss` once markers are negotiated.
+    pub engine: RdmapConfig,
+    /// MPA startup settings (revision, markers wanted, CRC wanted, private-data limit, timeout).
+    pub startup: StartupConfig,
+    /// Effective MSS of the TCP connection (MULPDU is derived from it, MPA-63/64).
+    pub emss: u32,
+    /// Private data: in our Request (Initiator), or in our Reply when `auto_accept` is set.
+    pub private_data: Vec<u8>,
+    /// Keep a descriptor of every FPDU until it is acknowledged, so a TCP retransmission can
+    /// rebuild it ([`Qp::rebuild_fpdu`]). Off for the kernel transport (TCP keeps its own copy).
+    pub keep_for_retransmit: bool,
+    /// Responder: accept every valid Request at once. When false, [`QpEvent::ConnectRequest`]
+    /// is reported and the ULP calls [`Qp::accept`] or [`Qp::reject`].
+    pub auto_accept: bool,
+}
+
+impl Default for QpConfig {
+    fn default() -> Self {
+        QpConfig {
+            engine: RdmapConfig::default(),
+            startup: StartupConfig::default(),
+            emss: mpa::mulpdu::DEFAULT_EMSS,
+            private_data: Vec::new(),
+            auto_accept: true,
+            keep_for_retransmit: false,
+        }
+    }
+}
+
+/// What MPA agreed on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NegotiatedFraming {
+    /// We insert markers.
+    pub tx_markers: bool,
+    /// The peer inserts markers.
+    pub rx_markers: bool,
+    /// CRCs both ways.
+    pub crc: bool,
+    /// MULPDU in force for what we send.
+    pub mulpdu: usize,
+}
+
+/// Things the transport and the ULP must know besides completions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QpEvent {
+    /// Responder without auto-accept: a valid Request arrived; call [`Qp::accept`] or
+    /// [`Qp::reject`].
+    ConnectRequest {
+        /// The Request's private data.
+        private_data: Vec<u8>,
+        /// The Initiator wants markers on what it receives (we will send markers).
+        peer_wants_markers: bool,
+        /// The Initiator asked for CRCs.
+        peer_wants_crc: bool,
+    },
+    /// MPA is up; FPDUs flow.
+    Established {
+        /// The peer's private data.
+        peer_private_data: Vec<u8>,
+        /// Markers, CRC, MULPDU.
+        negotiated: NegotiatedFraming,
+    },
+    /// The connection was rejected (a Reply with R=1, sent or received). MPA is left; TCP is
+    /// open and the ULP decides (MPA-80): normally the transport closes.
+    Rejected {
+        /// The Reply's private data.
+        private_data: Vec<u8>,
+    },
+    /// Startup failed (bad key, revision, PD_Length, timeout, ...): close TCP now (MPA §7).
+    StartupFailed(StartupError),
+    /// An MPA receive error (CRC, marker, length): nothing more is delivered; a Terminate
+    /// with the LLP code is queued; TCP stays open until the ULP closes (MPA-111, MPA-112).
+    FramingError(FramingError),
+    /// We sent a Terminate: the stream is in error; close after it has gone out.
+    TerminateSent(TerminateRepr),
+    /// The peer's Terminate arrived: the stream is in error; work requests were flushed.
+    TerminateReceived(TerminateRepr),
+    /// A malformed Terminate arrived: as [`QpEvent::TerminateReceived`].
+    MalformedTerminateReceived,
+    /// The transport failed or closed: the stream is in error; work requests were flushed.
+    TransportFailed,
+}
+
+enum Startup {
+    Initiator(mpa::Initiator),
+    Responder(mpa::Responder),
+}
+
+enum Phase {
+    Startup(Startup),
+    Operational {
+        framer: Framer,
+        parser: StreamParser,
+        negotiated: NegotiatedFraming,
+    },
+    /// MPA was left (rejected or failed): no FPDU will flow.
+    Closed,
+}
+
+/// The queue pair. See the module documentation.
+pub struct Qp {
+    cfg: QpConfig,
+    phase: Phase,
+    engine: RdmapEngine,
+    /// Startup octets not yet handed out.
+    startup_tx: Vec<u8>,
+    startup_tx_at: usize,
+    /// Octets produced by `poll_transmit` so far.
+    tx_total: u64,
+    /// Receive offset of the next octet `handle_rx_bytes` parses as FPDU stream (or startup).
+    rx_total: u64,
+    /// Receive offset of the peer's SeqStart (just past its startup frame).
+    rx_seq_start: u64,
+    /// Transmit offset of our SeqStart.
+    tx_seq_start: u64,
+    /// Receive offset of the next FPDU the stream parser will give.
+    rx_fpdu_pos: u64,
+    ulpdu_tx: Vec<u8>,
+    /// FPDUs sent and not yet acknowledged: (start, end, descriptor), when kept.
+    unacked: VecDeque<(u64, u64, TxSegment)>,
+    /// Index in `unacked` of the FPDU `rebuild_fpdu` most likely asks for next (the one after
+    /// the last it rebuilt): first transmissions go in order, so the search is skipped.
+    unacked_hint: usize,
+    events: VecDeque<QpEvent>,
+}
+
+impl core::fmt::Debug for Qp {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Qp")
+            .field("established", &self.is_established())
+            .field("tx_total", &self.tx_total)
+            .field("rx_total", &self.rx_total)
+            .field("engine", &self.engine.state())
+            .finish()
+    }
+}
+
+impl Qp {
+    fn with_phase(cfg: QpConfig, phase: Phase) -> Qp {
+        let engine = RdmapEngine::new(cfg.engine);
+        Qp {
+            cfg,
+            phase,
+            engine,
+            startup_tx: Vec::new(),
+            startup_tx_at: 0,
+            tx_total: 0,
+            rx_total: 0,
+            rx_seq_start: 0,
+            tx_seq_start: 0,
+            rx_fpdu_pos: 0,
+            ulpdu_tx: vec![0; mpa::MAX_ULPDU_LEN],
+            unacked: VecDeque::new(),
+            unacked_hint: 0,
+            events: VecDeque::new(),
+        }
+    }
+
+    /// An MPA Initiator: its Request (with `cfg.private_data`) is the first output.
+    pub fn new_initiator(cfg: QpConfig, now: Instant) -> Result<Qp, mpa::startup::UsageError> {
+        let init = mpa::Initiator::new(cfg.startup, now, &cfg.private_data)?;
+        let mut qp = Qp::with_phase(cfg, Phase::Startup(Startup::Initiator(init)));
+        qp.pump_startup();
+        Ok(qp)
+    }
+
+    /// An MPA Responder: waits for the Request, then replies (auto-accept) or reports
+    /// [`QpEvent::ConnectRequest`].
+    pub fn new_responder(cfg: QpConfig, now: Instant) -> Qp {
+        let resp = mpa::Responder::new(cfg.startup, now);
+        Qp::with_phase(cfg, Phase::Startup(Startup::Responder(resp)))
+    }
+
+    /// A queue pair for a connection whose MPA startup was done elsewhere (for example by the
+    /// transport with `mpa::Initiator`/`Responder` directly). Stream offsets then count from
+    /// SeqStart in both directions (0 = the first FPDU octet). A Responder still waits for the
+    /// peer's first FPDU before sending (MPA-85). Reports [`QpEvent::Established`].
+    pub fn new_established(cfg: QpConfig, negotiated: &mpa::Negotiated) -> Qp {
+        let mut qp = Qp::with_phase(cfg, Phase::Closed);
+        qp.enter_operational(negotiated, 0, 0);
+        qp
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // State
+
+    /// MPA is up (FPDUs may flow).
+    pub fn is_established(&self) -> bool {
+        matches!(self.phase, Phase::Operational { .. })
+    }
+
+    /// What MPA negotiated, once established.
+    pub fn negotiated(&self) -> Option<NegotiatedFraming> {
+        match &self.phase {
+            Phase::Operational { negotiated, .. } => Some(*negotiated),
+            _ => None,
+        }
+    }
+
+    /// The stream is in error (Terminate sent or received, framing error, transport failure).
+    pub fn is_error(&self) -> bool {
+        self.engine.state() == RdmapState::Error
+    }
+
+    /// Receive offset of the peer's first FPDU octet (its SeqStart), once established.
+    pub fn rx_seq_start(&self) -> u64 {
+        self.rx_seq_start
+    }
+
+    /// Transmit offset of our first FPDU octet (our SeqStart), once established.
+    pub fn tx_seq_start(&self) -> u64 {
+        self.tx_seq_start
+    }
+
+    /// Octets `poll_transmit` has produced so far.
+    pub fn tx_offset(&self) -> u64 {
+        self.tx_total
+    }
+
+    /// Moves the queue pair into protection domain `pd`: a responder created before the
+    /// application chose its domain learns it when the application accepts. Tagged accesses
+    /// are checked against the new domain from then on.
+    pub fn set_pd(&mut self, pd: PdId) {
+        self.engine.set_pd(pd);
+    }
+
+    /// The DDP/RDMAP engine's counters.
+    pub fn stats(&self) -> RdmapStats {
+        self.engine.stats()
+    }
+
+    /// The engine (read-only), for diagnostics.
+    pub fn engine(&self) -> &RdmapEngine {
+        &self.engine
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // Work requests (may be posted before establishment)
+
+    /// Post a receive buffer (see [`RdmapEngine::post_recv`]).
+    pub fn post_recv(
+        &mut self,
+        tags: &StagTable,
+        wr_id: u64,
+        buf: LocalBuf,
+    ) -> Result<(), WorkRequestError> {
+        self.engine.post_recv(tags, wr_id, buf)
+    }
+
+    /// Post a Send (see [`RdmapEngine::post_send`]).
+    pub fn post_send(
+        &mut self,
+        tags: &StagTable,
+        wr_id: u64,
+        buf: LocalBuf,
+        opts: SendOpts,
+    ) -> Result<(), WorkRequestError> {
+        self.engine.post_send(tags, wr_id, buf, opts)
+    }
+
+    /// Post an RDMA Write (see [`RdmapEngine::post_write`]).
+    pub fn post_write(
+        &mut self,
+        tags: &StagTable,
+        wr_id: u64,
+        buf: LocalBuf,
+        remote: RemoteBuf,
+    ) -> Result<(), WorkRequestError> {
+        self.engine.post_write(tags, wr_id, buf, remote)
+    }
+
+    /// Post an RDMA Read (see [`RdmapEngine::post_read`]).
+    pub fn post_read(
+        &mut self,
+        tags: &StagTable,
+        wr_id: u64,
+        buf: LocalBuf,
+        remote: RemoteBuf,
+    ) -> Result<(), WorkRequestError> {
+        self.engine.post_read(tags, wr_id, buf, remote)
+    }
+
+    /// The next work completion.
+    pub fn poll_completion(&mut self) -> Option<WorkCompletion> {
+        self.engine.poll_completion()
+    }
+
+    /// The next event.
+    pub fn poll_event(&mut self) -> Option<QpEvent> {
+        if let Some(e) = self.events.pop_front() {
+            return Some(e);
+        }
+        loop {
+            let e = match self.engine.poll_event()? {
+                RdmapEvent::TerminateQueued(_) => continue,
+                RdmapEvent::TerminateSent(t) => QpEvent::TerminateSent(t),
+                RdmapEvent::TerminateReceived(t) => QpEvent::TerminateReceived(t),
+                RdmapEvent::MalformedTerminateReceived => QpEvent::MalformedTerminateReceived,
+                RdmapEvent::TransportFailed => QpEvent::TransportFailed,
+            };
+            return Some(e);
+        }
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // Lifecycle
+
+    /// TCP closed, reset or lost: startup fails, or the stream enters error with every work
+    /// request flushed.
+    pub fn handle_close(&mut self) {
+        match &mut self.phase {
+            Phase::Startup(Startup::Initiator(i)) => i.handle_close(),
+            Phase::Startup(Startup::Responder(r)) => r.handle_close(),
+            _ => {}
+        }
+        self.pump_startup();
+        if self.is_established() {
+            self.engine.transport_failed();
+        } else {
+            self.engine.abort();
+        }
+    }
+
+    /// Graceful close (DDP-66, DDP-67): later posts fail; queued work still goes out and
+    /// reception continues. Close TCP once [`Qp::is_idle`] says everything was acknowledged.
+    pub fn close(&mut self) {
+        self.engine.close();
+    }
+
+    /// Abortive teardown (DDP-75): flush every work request, send nothing more.
+    pub fn abort(&mut self) {
+        self.engine.abort();
+    }
+
+    /// Nothing left to send and every Send/Write/Read complete.
+    pub fn is_idle(&self) -> bool {
+        self.startup_tx_at >= self.startup_tx.len() && self.engine.is_idle()
+    }
+}
+
+mod receive;
+mod startup;
+mod transmit;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,185 @@
+//! Receive: in-order octets through MPA's stream parser, or FPDUs the transport located out of
+//! order; each ULPDU is placed at once and delivered in stream order.
+
+use std::time::Instant;
+
+use mpa::{FramingConfig, FramingError, LocateOptions};
+
+use crate::ddp::memory::Memory;
+use crate::ddp::stag_table::StagTable;
+use crate::rdmap::term_code::{LlpError, TermCode};
+
+use super::{Phase, Qp, QpEvent, Startup};
+
+impl Qp {
+    /// Feed in-order stream octets (any segmentation): startup frame first, then FPDUs, which
+    /// are placed and delivered at once. Everything is consumed.
+    pub fn handle_rx_bytes<M: Memory + ?Sized>(
+        &mut self,
+        tags: &mut StagTable,
+        mem: &mut M,
+        now: Instant,
+        mut data: &[u8],
+    ) {
+        if let Phase::Startup(s) = &mut self.phase {
+            let used = match s {
+                Startup::Initiator(i) => i.handle_input(now, data),
+                Startup::Responder(r) => r.handle_input(now, data),
+            };
+            self.rx_total += used as u64;
+            data = &data[used..];
+            self.pump_startup();
+        }
+        let Phase::Operational { framer, parser, .. } = &mut self.phase else {
+            return;
+        };
+        while !data.is_empty() {
+            let took = parser.push(data);
+            self.rx_total += took as u64;
+            data = &data[took..];
+            loop {
+                match parser.next_fpdu() {
+                    Ok(Some(f)) => {
+                        let pos = self.rx_fpdu_pos;
+                        self.rx_fpdu_pos += f.wire_len() as u64;
+                        framer.peer_fpdu_received();
+                        // The pieces between markers go straight to their places (no copy).
+                        let mut parts: [&[u8]; MAX_PARTS] = [&[]; MAX_PARTS];
+                        let k = collect_parts(f.ulpdu_chunks(), &mut parts);
+                        self.engine.handle_ulpdu_parts(tags, mem, pos, &parts[..k]);
+                        self.engine.deliver_through(tags, pos + 1);
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        if !self.is_error() {
+                            self.events.push_back(QpEvent::FramingError(e));
+                            self.engine.terminate_with(llp_code(e));
+                        }
+                        return;
+                    }
+                }
+            }
+            if took == 0 {
+                return;
+            }
+        }
+    }
+
+    /// Framing of what we receive (for MPA's out-of-order locator), once established.
+    pub fn rx_framing(&self) -> Option<FramingConfig> {
+        match &self.phase {
+            Phase::Operational { parser, .. } => Some(parser.config()),
+            _ => None,
+        }
+    }
+
+    /// Out-of-order path for one TCP segment the transport has committed to keep, whose first
+    /// octet is at receive offset `seg_pos`: MPA's locator finds the complete FPDUs in it
+    /// (aligned start or markers), checks their CRCs, and each ULPDU is placed now. Returns how
+    /// many FPDUs were found; FPDUs that straddle the segment's edges are not (the transport
+    /// hands them over later in order, or the sender aligns FPDUs to segments). Delivery waits
+    /// for [`Qp::deliver_through`]. A framing error stops the stream as in the in-order path.
+    pub fn handle_segment<M: Memory + ?Sized>(
+        &mut self,
+        tags: &StagTable,
+        mem: &mut M,
+        seg_pos: u64,
+        seg: &[u8],
+    ) -> usize {
+        let Some(cfg) = self.rx_framing() else {
+            return 0;
+        };
+        if seg_pos < self.rx_seq_start {
+            return 0;
+        }
+        let seg_off = (seg_pos - self.rx_seq_start) as u32;
+        let mut found = 0;
+        for item in mpa::locate(cfg, seg_off, seg, LocateOptions::default()) {
+            match item {
+                Ok(f) => {
+                    let pos = seg_pos + u64::from(f.fpdu.offset().wrapping_sub(seg_off));
+                    found += 1;
+                    let mut parts: [&[u8]; MAX_PARTS] = [&[]; MAX_PARTS];
+                    let k = collect_parts(f.segment_ranges().map(|r| &seg[r]), &mut parts);
+                    self.handle_ulpdu_parts(tags, mem, pos, &parts[..k]);
+                }
+                Err(e) => {
+                    self.handle_framing_error(e.error);
+                    break;
+                }
+            }
+        }
+        found
+    }
+
+    /// Hand in one ULPDU located and CRC-checked by the transport, starting (its FPDU) at
+    /// receive offset `stream_pos`, possibly out of order. It is placed now; see
+    /// [`Qp::deliver_through`]. Ignored before establishment.
+    pub fn handle_ulpdu<M: Memory + ?Sized>(
+        &mut self,
+        tags: &StagTable,
+        mem: &mut M,
+        stream_pos: u64,
+        ulpdu: &[u8],
+    ) {
+        let Phase::Operational { framer, .. } = &mut self.phase else {
+            return;
+        };
+        framer.peer_fpdu_received();
+        self.engine.handle_ulpdu(tags, mem, stream_pos, ulpdu);
+    }
+
+    /// As [`Qp::handle_ulpdu`] for a ULPDU given as the pieces between MPA markers: each piece
+    /// is copied straight into its place.
+    pub fn handle_ulpdu_parts<M: Memory + ?Sized>(
+        &mut self,
+        tags: &StagTable,
+        mem: &mut M,
+        stream_pos: u64,
+        parts: &[&[u8]],
+    ) {
+        let Phase::Operational { framer, .. } = &mut self.phase else {
+            return;
+        };
+        framer.peer_fpdu_received();
+        self.engine.handle_ulpdu_parts(tags, mem, stream_pos, parts);
+    }
+
+    /// Every receive octet before `stream_pos` has arrived and been handed in: deliver in order.
+    pub fn deliver_through(&mut self, tags: &mut StagTable, stream_pos: u64) {
+        self.engine.deliver_through(tags, stream_pos);
+    }
+
+    /// The transport reports an MPA framing error it found itself (out-of-order path).
+    pub fn handle_framing_error(&mut self, e: FramingError) {
+        if !self.is_error() {
+            self.events.push_back(QpEvent::FramingError(e));
+            self.engine.terminate_with(llp_code(e));
+        }
+    }
+}
+
+/// Most pieces a ULPDU splits into between markers: a 64768-octet ULPDU spans at most 128
+/// markers (one per 512 stream octets), so 129 pieces.
+const MAX_PARTS: usize = 130;
+
+/// Collect a ULPDU's pieces into `parts`; returns how many.
+fn collect_parts<'a>(
+    chunks: impl Iterator<Item = &'a [u8]>,
+    parts: &mut [&'a [u8]; MAX_PARTS],
+) -> usize {
+    let mut k = 0;
+    for c in chunks.take(MAX_PARTS) {
+        parts[k] = c;
+        k += 1;
+    }
+    k
+}
+
+/// The LLP Terminate code for an MPA receive error (digest §6.5).
+fn llp_code(e: FramingError) -> TermCode {
+    match e.code() {
+        mpa::ErrorCode::MarkerError => LlpError::Marker.term_code(),
+        _ => LlpError::Crc.term_code(),
+    }
+}

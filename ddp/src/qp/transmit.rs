@@ -1,0 +1,186 @@
+//! Transmit: the startup frame's octets, then whole FPDUs framed from the engine's segments
+//! (markers and CRC in one pass), kept for a retransmission when asked, and acknowledgements.
+
+use crate::ddp::memory::Memory;
+
+use super::{Phase, Qp};
+
+impl Qp {
+    /// Whether `poll_transmit` would produce something now.
+    pub fn wants_to_send(&self) -> bool {
+        if self.startup_tx_at < self.startup_tx.len() {
+            return true;
+        }
+        match &self.phase {
+            Phase::Operational { framer, .. } => !framer.is_gated() && self.engine.wants_to_send(),
+            _ => false,
+        }
+    }
+
+    /// Produce the next octets to send into `out`: startup-frame bytes, or one whole FPDU
+    /// (markers and CRC included, framed at the right stream offset, its ULPDU no larger than
+    /// MULPDU). Returns the length, or `None` when there is nothing to send. `out` should hold
+    /// [`Qp::max_fpdu_len`] octets; a smaller `out` gets smaller FPDUs.
+    pub fn poll_transmit<M: Memory + ?Sized>(&mut self, mem: &M, out: &mut [u8]) -> Option<usize> {
+        if self.startup_tx_at < self.startup_tx.len() {
+            let src = &self.startup_tx[self.startup_tx_at..];
+            let n = src.len().min(out.len());
+            out[..n].copy_from_slice(&src[..n]);
+            self.startup_tx_at += n;
+            self.tx_total += n as u64;
+            if self.startup_tx_at == self.startup_tx.len() {
+                self.startup_tx.clear();
+                self.startup_tx_at = 0;
+            }
+            return (n > 0).then_some(n);
+        }
+        let Phase::Operational { framer, .. } = &mut self.phase else {
+            return None;
+        };
+        if framer.is_gated() {
+            return None;
+        }
+        let cap = ulpdu_cap(framer, self.engine.config().mulpdu, out.len());
+        let seg = self.engine.poll_segment(cap)?;
+        let start = self.tx_total;
+        let r = match seg.payload_slice(mem) {
+            // One copy: header and payload gathered straight into the frame.
+            Some(p) => framer.encode(&[seg.header(), p], out),
+            None => {
+                let n = seg.write_ulpdu(mem, &mut self.ulpdu_tx);
+                framer.encode(&[&self.ulpdu_tx[..n]], out)
+            }
+        };
+        match r {
+            Ok(w) => {
+                self.tx_total += w as u64;
+                self.engine.ulpdu_framed(self.tx_total);
+                if self.cfg.keep_for_retransmit {
+                    self.unacked.push_back((start, self.tx_total, seg));
+                }
+                Some(w)
+            }
+            Err(_) => {
+                // Sized above so this cannot happen; fail loudly rather than corrupt the stream.
+                self.engine.transport_failed();
+                None
+            }
+        }
+    }
+
+    /// Claims the next FPDU (its ULPDU no larger than MULPDU, its wire length at most `max_len`)
+    /// without framing it: returns its transmit offset and wire length, and the caller frames it
+    /// with [`Qp::rebuild_fpdu`] wherever it wants the bytes (the AF_XDP engine: straight into
+    /// the packet, so a first transmission is framed once). `None` when there is no FPDU to send,
+    /// startup bytes are still pending (use [`Qp::poll_transmit`] for those), or
+    /// `keep_for_retransmit` is off (nothing could rebuild it).
+    pub fn poll_fpdu_record(&mut self, max_len: usize) -> Option<(u64, usize)> {
+        if !self.cfg.keep_for_retransmit || self.startup_tx_at < self.startup_tx.len() {
+            return None;
+        }
+        let Phase::Operational { framer, .. } = &mut self.phase else {
+            return None;
+        };
+        if framer.is_gated() {
+            return None;
+        }
+        let cap = ulpdu_cap(framer, self.engine.config().mulpdu, max_len);
+        let seg = self.engine.poll_segment(cap)?;
+        let start = self.tx_total;
+        let w = framer.skip(seg.len());
+        self.tx_total += w as u64;
+        self.engine.ulpdu_framed(self.tx_total);
+        self.unacked.push_back((start, self.tx_total, seg));
+        Some((start, w))
+    }
+
+    /// Rebuild, for a TCP retransmission, the FPDU that `poll_transmit` produced at transmit
+    /// offset `stream_pos` (not yet acknowledged), from its descriptor and the region's
+    /// memory: the same octets, markers and CRC included. Needs `keep_for_retransmit`.
+    /// Returns its length, or `None` if no FPDU starts there (or `out` is too small).
+    pub fn rebuild_fpdu<M: Memory + ?Sized>(
+        &mut self,
+        mem: &M,
+        stream_pos: u64,
+        out: &mut [u8],
+    ) -> Option<usize> {
+        let Phase::Operational { framer, .. } = &self.phase else {
+            return None;
+        };
+        let cfg = framer.config();
+        let h = self.unacked_hint;
+        let i = if self.unacked.get(h).is_some_and(|e| e.0 == stream_pos) {
+            h
+        } else {
+            self.unacked
+                .binary_search_by_key(&stream_pos, |e| e.0)
+                .ok()?
+        };
+        self.unacked_hint = i + 1;
+        let (start, _, seg) = self.unacked[i];
+        let offset = start.wrapping_sub(self.tx_seq_start) as u32;
+        let r = match seg.payload_slice(mem) {
+            Some(p) => mpa::encode_fpdu(cfg, offset, &[seg.header(), p], out),
+            None => {
+                let n = seg.write_ulpdu(mem, &mut self.ulpdu_tx);
+                mpa::encode_fpdu(cfg, offset, &[&self.ulpdu_tx[..n]], out)
+            }
+        };
+        r.ok()
+    }
+
+    /// Transmit offsets `(start, end)` of the FPDUs kept for retransmission (not yet acknowledged).
+    pub fn unacked_fpdus(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.unacked.iter().map(|e| (e.0, e.1))
+    }
+
+    /// Fill `out` with as many whole outputs of [`Qp::poll_transmit`] as fit (startup bytes and
+    /// FPDUs, each FPDU full-sized while room remains for one): one write for the kernel
+    /// transport. Returns the octets written (0: nothing to send).
+    pub fn poll_transmit_batch<M: Memory + ?Sized>(&mut self, mem: &M, out: &mut [u8]) -> usize {
+        let mut n = 0;
+        while out.len() - n >= self.max_fpdu_len().min(out.len()) {
+            match self.poll_transmit(mem, &mut out[n..]) {
+                Some(w) => n += w,
+                None => break,
+            }
+        }
+        n
+    }
+
+    /// Largest FPDU this queue pair produces at any stream offset (size `out` of
+    /// `poll_transmit` to it).
+    pub fn max_fpdu_len(&self) -> usize {
+        match &self.phase {
+            Phase::Operational { framer, .. } => {
+                // At another stream offset the same FPDU may hold one marker more.
+                let extra = if framer.config().markers { 4 } else { 0 };
+                framer.wire_len(self.engine.config().mulpdu) + extra
+            }
+            _ => mpa::MAX_FPDU_LEN,
+        }
+    }
+
+    /// The transport has the transmit stream acknowledged up to `offset` (exclusive): Sends and
+    /// Writes whose FPDUs end there or before complete. The kernel transport calls this as soon
+    /// as it has written the octets.
+    pub fn on_acked(&mut self, offset: u64) {
+        while self.unacked.front().is_some_and(|e| e.1 <= offset) {
+            self.unacked.pop_front();
+            self.unacked_hint = self.unacked_hint.saturating_sub(1);
+        }
+        self.engine.on_acked(offset);
+    }
+}
+
+/// The largest ULPDU (at most `mulpdu`) whose FPDU, framed at the framer's offset, fits `room`.
+fn ulpdu_cap(framer: &mpa::Framer, mulpdu: usize, room: usize) -> usize {
+    let mut cap = mulpdu.min(room).min(mpa::MAX_ULPDU_LEN);
+    loop {
+        let w = framer.wire_len(cap);
+        if w <= room || cap == 0 {
+            return cap;
+        }
+        cap = cap.saturating_sub(w - room);
+    }
+}
