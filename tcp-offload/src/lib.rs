@@ -11,9 +11,7 @@
 //! * [`Listener`]: passive opens with a bounded half-open table, SYN cookies and an accept queue.
 //! * [`wire`]: parse and emit IPv4+TCP and IPv6+TCP (no extension headers), header bytes direct;
 //!   malformed packets are classified (not ours / malformed: drop and count).
-//! * [`sim_transport::SimTransport`]: a connection (client) or a listener (server) as a
-//!   [`sim::Transport`] for the seeded simulated link; [`exchange()`] joins two connections back to
-//!   back for tests and benchmarks.
+//! * [`exchange()`]: joins two connections back to back for tests and benchmarks.
 //!
 //! # MPA awareness
 //!
@@ -73,8 +71,6 @@ pub mod listener;
 pub mod rtt;
 pub mod rx;
 pub mod seq;
-pub mod sim;
-pub mod sim_transport;
 pub mod tx;
 pub mod wire;
 

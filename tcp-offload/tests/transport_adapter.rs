@@ -1,13 +1,13 @@
-//! Our TCP through the seeded simulated link (`tcp_offload::sim`) via [`SimTransport`]: byte
+//! Our TCP through the seeded simulated link (`netsim`) via [`SimTransport`]: byte
 //! stream and record mode, loss and reordering, header alignment audited on the wire. (The full
 //! interop matrix, smoltcp included, lives in the `sim_*` tests.)
 
 use std::time::{Duration, Instant};
 
-use tcp_offload::sim::{
+use netsim::sim_transport::SimTransport;
+use netsim::{
     BulkApp, BulkConfig, Host, LinkConfig, Pattern, RecordPlan, SegmentAudit, Side, Sim, Transport,
 };
-use tcp_offload::sim_transport::SimTransport;
 use tcp_offload::{Config, FourTuple, ListenerConfig};
 
 fn tuple() -> FourTuple {
@@ -25,7 +25,7 @@ fn link(loss: f64, jitter_ms: u64) -> LinkConfig {
 }
 
 struct Run {
-    audit: [tcp_offload::sim::AuditStats; 2],
+    audit: [netsim::AuditStats; 2],
     exceptions: [u64; 2],
     ooo: u64,
 }
@@ -133,7 +133,7 @@ fn record_mode_is_header_aligned_and_commits_out_of_order() {
 fn transport_reports_state_and_stats() {
     let base = Instant::now();
     let t = SimTransport::client(Config::default(), tuple(), [1; 16], base, false);
-    assert_eq!(t.state(), tcp_offload::sim::ConnState::Opening);
+    assert_eq!(t.state(), netsim::ConnState::Opening);
     assert_eq!(
         t.send_space(),
         0,

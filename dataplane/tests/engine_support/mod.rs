@@ -9,7 +9,7 @@ use dataplane::engine::{
     mem_link, ConnId, Engine, EngineConfig, EngineEvent, FaultConfig, MemPort, QpSettings,
 };
 use ddp::{Access, Completion, LocalBuf, RegionHandle, RemoteBuf, Stag, WcOpcode, WcStatus};
-use tcp_offload::sim::LinkConfig;
+use netsim::LinkConfig;
 
 pub const MAC_A: [u8; 6] = [2, 0, 0, 0, 0, 1];
 pub const MAC_B: [u8; 6] = [2, 0, 0, 0, 0, 2];

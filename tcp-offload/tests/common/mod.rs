@@ -12,7 +12,7 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use tcp_offload::sim::{
+use netsim::{
     mix64, AuditStats, BulkApp, BulkConfig, Host, LinkConfig, LinkStats, SegmentAudit,
     SegmentRange, Side, Sim, SimConfig, SimReport, SimTime, Transport, TransportStats, VerifyStats,
 };

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use tcp_offload::sim::{mix64, ConnState, Delivery, SimTime, Transport, TransportStats};
+use netsim::{mix64, ConnState, Delivery, SimTime, Transport, TransportStats};
 use tcp_offload::{
     CloseReason, Config, Connection, Event, FourTuple, IsnGenerator, Listener, ListenerConfig,
     RecordId, RecordSource,

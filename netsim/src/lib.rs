@@ -11,7 +11,8 @@
 //! [`SegmentAudit`] watches one side's segments on the link (retransmissions, flags, header
 //! alignment to records, payload contents).
 //!
-//! A run, in outline (adapters for our TCP and smoltcp live in `tests/common/`):
+//! A run, in outline (an adapter for our TCP is [`sim_transport::SimTransport`]; the tests of
+//! `tcp-offload` carry their own adapters in `tests/common/`):
 //!
 //! ```text
 //! let a = Host::new(client_transport, BulkApp::new(BulkConfig::new(n, seed_a, n, seed_b)));
@@ -22,6 +23,9 @@
 //! let report = sim.run()?; // both sides verified every octet and closed
 //! ```
 
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
 mod audit;
 mod bulk;
 mod driver;
@@ -29,6 +33,8 @@ mod link;
 mod stream;
 mod time;
 mod verify;
+
+pub mod sim_transport;
 
 pub use audit::{AuditStats, SegmentAudit, SegmentRange};
 pub use bulk::{BulkApp, BulkConfig, ClosePolicy, Finish};

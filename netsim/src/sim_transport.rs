@@ -1,4 +1,4 @@
-//! Our TCP as a [`crate::sim::Transport`]: a client ([`Connection::connect`]) or a server (a
+//! Our TCP as a [`crate::Transport`]: a client ([`Connection::connect`]) or a server (a
 //! [`Listener`] until the connection is accepted), driven in the simulation's virtual time.
 //!
 //! In record mode (MPA Full Operation) both directions switch once the connection is open:
@@ -7,11 +7,11 @@
 
 use std::time::Instant;
 
-use crate::config::Config;
-use crate::connection::{CloseReason, Connection, Event, State};
-use crate::isn::{FourTuple, IsnGenerator};
-use crate::listener::{Listener, ListenerConfig};
-use crate::sim::{ConnState, Delivery, SimTime, Transport, TransportStats};
+use crate::{ConnState, Delivery, SimTime, Transport, TransportStats};
+use tcp_offload::config::Config;
+use tcp_offload::connection::{CloseReason, Connection, Event, State};
+use tcp_offload::isn::{FourTuple, IsnGenerator};
+use tcp_offload::listener::{Listener, ListenerConfig};
 
 /// Our TCP seen by the simulation.
 #[derive(Debug)]

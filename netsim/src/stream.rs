@@ -27,8 +27,11 @@ pub enum ConnState {
 impl ConnState {
     /// The coarse state of one of our connections: its RFC 9293 state, and for CLOSED why it
     /// closed (anything but an orderly close counts as [`ConnState::Reset`]).
-    pub fn of_tcp(state: crate::State, closed: Option<crate::CloseReason>) -> ConnState {
-        use crate::State as S;
+    pub fn of_tcp(
+        state: tcp_offload::State,
+        closed: Option<tcp_offload::CloseReason>,
+    ) -> ConnState {
+        use tcp_offload::State as S;
         match state {
             S::Listen | S::SynSent | S::SynReceived => ConnState::Opening,
             S::Established => ConnState::Established,
@@ -36,7 +39,7 @@ impl ConnState {
             S::FinWait1 | S::FinWait2 | S::Closing | S::LastAck => ConnState::Closing,
             S::TimeWait => ConnState::TimeWait,
             S::Closed => match closed {
-                Some(crate::CloseReason::Normal) => ConnState::Closed,
+                Some(tcp_offload::CloseReason::Normal) => ConnState::Closed,
                 _ => ConnState::Reset,
             },
         }
@@ -173,7 +176,7 @@ impl<T: Transport, A: Application> Endpoint for Host<T, A> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{CloseReason, State};
+    use tcp_offload::{CloseReason, State};
 
     #[test]
     fn tcp_states_map_to_what_the_application_sees() {
