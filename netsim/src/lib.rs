@@ -11,6 +11,9 @@
 //! [`SegmentAudit`] watches one side's segments on the link (retransmissions, flags, header
 //! alignment to records, payload contents).
 //!
+//! Without a link, [`exchange()`] joins two of our connections back to back (no loss, no delay,
+//! one instant), for tests and benchmarks that need an open pair.
+//!
 //! A run, in outline (an adapter for our TCP is [`sim_transport::SimTransport`]; the tests of
 //! `tcp-offload` carry their own adapters in `tests/common/`):
 //!
@@ -29,6 +32,7 @@
 mod audit;
 mod bulk;
 mod driver;
+mod exchange;
 mod link;
 mod stream;
 mod time;
@@ -39,6 +43,7 @@ pub mod sim_transport;
 pub use audit::{AuditStats, SegmentAudit, SegmentRange};
 pub use bulk::{BulkApp, BulkConfig, ClosePolicy, Finish};
 pub use driver::{Endpoint, Side, Sim, SimConfig, SimError, SimReport, Tap};
+pub use exchange::exchange;
 pub use link::{Link, LinkConfig, LinkConfigError, LinkStats, SendOutcome};
 pub use stream::{Application, ConnState, Delivery, Host, Transport, TransportStats};
 pub use time::SimTime;

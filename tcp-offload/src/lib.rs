@@ -11,7 +11,6 @@
 //! * [`Listener`]: passive opens with a bounded half-open table, SYN cookies and an accept queue.
 //! * [`wire`]: parse and emit IPv4+TCP and IPv6+TCP (no extension headers), header bytes direct;
 //!   malformed packets are classified (not ours / malformed: drop and count).
-//! * [`exchange()`]: joins two connections back to back for tests and benchmarks.
 //!
 //! # MPA awareness
 //!
@@ -65,7 +64,6 @@ mod checksum;
 pub mod config;
 pub mod connection;
 pub mod counters;
-pub mod exchange;
 pub mod isn;
 pub mod listener;
 pub mod rtt;
@@ -77,7 +75,6 @@ pub mod wire;
 pub use config::{Config, ConfigError, CongestionAlgo, Keepalive, SHORT_SEGMENT_SLACK};
 pub use connection::{emit_rst_for, CloseReason, Connection, Event, SendError, State};
 pub use counters::{Counters, ListenerCounters};
-pub use exchange::exchange;
 pub use isn::{FourTuple, IsnGenerator};
 pub use listener::{Listener, ListenerConfig};
 pub use rx::{OooBudget, RxChunk, RxRef, RxSink};
