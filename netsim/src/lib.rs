@@ -34,17 +34,21 @@ mod bulk;
 mod driver;
 mod exchange;
 mod link;
+mod role;
 mod stream;
 mod time;
 mod verify;
 
+pub mod ours;
 pub mod sim_transport;
+pub mod smol;
 
 pub use audit::{AuditStats, SegmentAudit, SegmentRange};
 pub use bulk::{BulkApp, BulkConfig, ClosePolicy, Finish};
 pub use driver::{Endpoint, Side, Sim, SimConfig, SimError, SimReport, Tap};
 pub use exchange::exchange;
 pub use link::{Link, LinkConfig, LinkConfigError, LinkStats, SendOutcome};
+pub use role::{Role, CLIENT_IP, CLIENT_PORT, SERVER_IP, SERVER_PORT};
 pub use stream::{Application, ConnState, Delivery, Host, Transport, TransportStats};
 pub use time::SimTime;
 pub use verify::{mix64, Pattern, RecordPlan, StreamVerifier, VerifyError, VerifyStats};

@@ -6,13 +6,13 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use netsim::{mix64, ConnState, Delivery, SimTime, Transport, TransportStats};
+use crate::{mix64, ConnState, Delivery, SimTime, Transport, TransportStats};
 use tcp_offload::{
     CloseReason, Config, Connection, Event, FourTuple, IsnGenerator, Listener, ListenerConfig,
     RecordId, RecordSource,
 };
 
-use super::{Role, CLIENT_IP, CLIENT_PORT, SERVER_IP, SERVER_PORT};
+use crate::{Role, CLIENT_IP, CLIENT_PORT, SERVER_IP, SERVER_PORT};
 
 /// How the application hands data to our TCP.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
