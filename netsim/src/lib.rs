@@ -14,8 +14,8 @@
 //! Without a link, [`exchange()`] joins two of our connections back to back (no loss, no delay,
 //! one instant), for tests and benchmarks that need an open pair.
 //!
-//! A run, in outline (an adapter for our TCP is [`sim_transport::SimTransport`]; the tests of
-//! `tcp-offload` carry their own adapters in `tests/common/`):
+//! A run, in outline (our TCP plugs in through [`ours::OursTransport`], smoltcp through
+//! [`smol::SmolTransport`]):
 //!
 //! ```text
 //! let a = Host::new(client_transport, BulkApp::new(BulkConfig::new(n, seed_a, n, seed_b)));
@@ -25,6 +25,16 @@
 //! sim.add_tap(|side, now, packet| audit[side as usize].observe(packet));
 //! let report = sim.run()?; // both sides verified every octet and closed
 //! ```
+//!
+//! One adapter of our TCP. There were two: `SimTransport` in tcp-offload's library (client, or
+//! server behind a listener; byte stream or owned records) and the tests' `OursTransport`, which
+//! had diverged from it. [`ours::OursTransport`] is kept because it covers all the tests need
+//! (external records written at every retransmission, passive open by `Connection::listen` or by a
+//! `Listener`, record mode entered early, counters of stale timeouts and acknowledged records, a
+//! detailed `describe`); from `SimTransport` it took the listener settings, a close asked for
+//! while opening being kept until the connection is established, no send space before that, and
+//! `segments_sent` counting data segments as documented. `SimTransport`'s immediate timeout after
+//! each application call is left out: the driver already polls for output after every turn.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -40,7 +50,6 @@ mod time;
 mod verify;
 
 pub mod ours;
-pub mod sim_transport;
 pub mod smol;
 
 pub use audit::{AuditStats, SegmentAudit, SegmentRange};
