@@ -90,6 +90,23 @@ impl RecordSource for Records {
     }
 }
 
+/// The coarse state of one of our connections: its RFC 9293 state, and for CLOSED why it closed
+/// (anything but an orderly close counts as [`ConnState::Reset`]).
+fn conn_state(state: State, closed: Option<CloseReason>) -> ConnState {
+    use State as S;
+    match state {
+        S::Listen | S::SynSent | S::SynReceived => ConnState::Opening,
+        S::Established => ConnState::Established,
+        S::CloseWait => ConnState::PeerClosed,
+        S::FinWait1 | S::FinWait2 | S::Closing | S::LastAck => ConnState::Closing,
+        S::TimeWait => ConnState::TimeWait,
+        S::Closed => match closed {
+            Some(CloseReason::Normal) => ConnState::Closed,
+            _ => ConnState::Reset,
+        },
+    }
+}
+
 /// Our TCP as a [`Transport`].
 pub struct OursTransport {
     base: Instant,
@@ -275,7 +292,7 @@ impl Transport for OursTransport {
         let Some(c) = &self.conn else {
             return ConnState::Opening;
         };
-        ConnState::of_tcp(c.state(), self.close_reason)
+        conn_state(c.state(), self.close_reason)
     }
 
     /// Zero until the connection is established and once a close was asked for.
@@ -463,5 +480,25 @@ mod tests {
             );
             assert_ne!(t.state(), ConnState::Reset);
         }
+    }
+
+    #[test]
+    fn tcp_states_map_to_what_the_application_sees() {
+        assert_eq!(conn_state(State::SynSent, None), ConnState::Opening);
+        assert_eq!(conn_state(State::CloseWait, None), ConnState::PeerClosed);
+        assert_eq!(conn_state(State::Closing, None), ConnState::Closing);
+        assert_eq!(conn_state(State::TimeWait, None), ConnState::TimeWait);
+        assert_eq!(
+            conn_state(State::Closed, Some(CloseReason::Normal)),
+            ConnState::Closed
+        );
+        assert_eq!(
+            conn_state(State::Closed, Some(CloseReason::Reset)),
+            ConnState::Reset
+        );
+        assert_eq!(
+            conn_state(State::Closed, Some(CloseReason::TimedOut)),
+            ConnState::Reset
+        );
     }
 }
