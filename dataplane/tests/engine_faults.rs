@@ -7,7 +7,7 @@ use std::time::Duration;
 use dataplane::engine::FaultConfig;
 use engine_support::*;
 
-fn lossy() -> tcp_offload::sim::LinkConfig {
+fn lossy() -> netsim::LinkConfig {
     link()
         .with_loss(0.01)
         .with_reorder(0.25, Duration::from_micros(300))

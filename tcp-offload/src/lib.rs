@@ -11,9 +11,6 @@
 //! * [`Listener`]: passive opens with a bounded half-open table, SYN cookies and an accept queue.
 //! * [`wire`]: parse and emit IPv4+TCP and IPv6+TCP (no extension headers), header bytes direct;
 //!   malformed packets are classified (not ours / malformed: drop and count).
-//! * [`sim_transport::SimTransport`]: a connection (client) or a listener (server) as a
-//!   [`sim::Transport`] for the seeded simulated link; [`exchange()`] joins two connections back to
-//!   back for tests and benchmarks.
 //!
 //! # MPA awareness
 //!
@@ -67,21 +64,17 @@ mod checksum;
 pub mod config;
 pub mod connection;
 pub mod counters;
-pub mod exchange;
 pub mod isn;
 pub mod listener;
 pub mod rtt;
 pub mod rx;
 pub mod seq;
-pub mod sim;
-pub mod sim_transport;
 pub mod tx;
 pub mod wire;
 
 pub use config::{Config, ConfigError, CongestionAlgo, Keepalive, SHORT_SEGMENT_SLACK};
 pub use connection::{emit_rst_for, CloseReason, Connection, Event, SendError, State};
 pub use counters::{Counters, ListenerCounters};
-pub use exchange::exchange;
 pub use isn::{FourTuple, IsnGenerator};
 pub use listener::{Listener, ListenerConfig};
 pub use rx::{OooBudget, RxChunk, RxRef, RxSink};

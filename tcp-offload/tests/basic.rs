@@ -60,19 +60,19 @@ fn open_transfer_close_over_ipv6() {
     };
     let mut a = Connection::connect(Config::default(), t, &g, t0);
     let mut b = Connection::listen(Config::default(), t.remote, &g, t0);
-    tcp_offload::exchange(&mut a, &mut b, t0, 4);
+    netsim::exchange(&mut a, &mut b, t0, 4);
     assert_eq!(
         (a.state(), b.state()),
         (State::Established, State::Established)
     );
     a.send(b"over v6").unwrap();
-    tcp_offload::exchange(&mut a, &mut b, t0, 4);
+    netsim::exchange(&mut a, &mut b, t0, 4);
     let mut buf = [0u8; 16];
     let n = b.recv(&mut buf);
     assert_eq!(&buf[..n], b"over v6");
     a.close(t0);
-    tcp_offload::exchange(&mut a, &mut b, t0, 4);
+    netsim::exchange(&mut a, &mut b, t0, 4);
     b.close(t0);
-    tcp_offload::exchange(&mut a, &mut b, t0, 4);
+    netsim::exchange(&mut a, &mut b, t0, 4);
     assert_eq!((a.state(), b.state()), (State::TimeWait, State::Closed));
 }

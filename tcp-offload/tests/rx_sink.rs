@@ -5,11 +5,10 @@
 
 use std::time::{Duration, Instant};
 
+use netsim::exchange;
 use proptest::prelude::*;
 use tcp_offload::wire::{self, Flags, Segment, TcpOptions};
-use tcp_offload::{
-    exchange, Config, Connection, FourTuple, IsnGenerator, RxChunk, RxRef, SeqNum, State,
-};
+use tcp_offload::{Config, Connection, FourTuple, IsnGenerator, RxChunk, RxRef, SeqNum, State};
 
 /// An established receiver `b` and what the test needs to forge segments from its peer: the
 /// peer's tuple, the ACK number the peer would send and the peer's last TSval.

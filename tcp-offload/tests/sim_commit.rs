@@ -9,7 +9,7 @@ use common::ours::{Mode, OursOptions, OursTransport, Passive};
 use common::wrap::{Hooks, Wrapped};
 use common::{link_case, par_seeds, run_bulk, stream_seed, Role};
 use etherparse::{SlicedPacket, TransportSlice};
-use tcp_offload::sim::{
+use netsim::{
     BulkConfig, ClosePolicy, Pattern, RecordPlan, SegmentAudit, Side, SimConfig, SimTime, Transport,
 };
 

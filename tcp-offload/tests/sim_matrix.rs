@@ -21,9 +21,7 @@ use common::ours::{Mode, OursOptions, OursTransport, Passive};
 use common::peer::Peer;
 use common::smol::{SmolConfig, SmolTransport};
 use common::{link_case, par_seeds, run_bulk, stream_seed, threads, Outcome, Role, Summary};
-use tcp_offload::sim::{
-    BulkConfig, ClosePolicy, Pattern, RecordPlan, SegmentAudit, Side, SimConfig,
-};
+use netsim::{BulkConfig, ClosePolicy, Pattern, RecordPlan, SegmentAudit, Side, SimConfig};
 
 const KIB: u64 = 1024;
 

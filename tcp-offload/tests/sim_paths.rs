@@ -10,7 +10,7 @@ use common::ours::{Mode, OursOptions, OursTransport, Passive};
 use common::peer::Peer;
 use common::smol::{SmolConfig, SmolTransport};
 use common::{link_case, run_bulk, stream_seed, Outcome, Role};
-use tcp_offload::sim::{
+use netsim::{
     BulkConfig, ClosePolicy, LinkConfig, Pattern, SegmentAudit, Side, SimConfig, SimTime,
 };
 use tcp_offload::Config;

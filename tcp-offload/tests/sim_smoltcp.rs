@@ -9,7 +9,7 @@ use common::wrap::{Hooks, Wrapped};
 use common::{
     link_case, par_seeds, run_bulk as run_bulk_keep, stream_seed, threads, Outcome, Role, Summary,
 };
-use tcp_offload::sim::{
+use netsim::{
     BulkConfig, ClosePolicy, Delivery, LinkConfig, Pattern, SegmentAudit, Side, SimConfig, SimTime,
     Transport,
 };

@@ -468,7 +468,7 @@ fn rfc9293_s3_5_simultaneous_open_between_two_active_connections() {
         (a.state(), b.state()),
         (State::SynReceived, State::SynReceived)
     );
-    tcp_offload::exchange(&mut a, &mut b, t0, 4);
+    netsim::exchange(&mut a, &mut b, t0, 4);
     assert_eq!(
         (a.state(), b.state()),
         (State::Established, State::Established)

@@ -1,20 +1,27 @@
-//! Our TCP through the seeded simulated link (`tcp_offload::sim`) via [`SimTransport`]: byte
+//! Our TCP through the seeded simulated link (`netsim`) via [`OursTransport`]: byte
 //! stream and record mode, loss and reordering, header alignment audited on the wire. (The full
 //! interop matrix, smoltcp included, lives in the `sim_*` tests.)
 
 use std::time::{Duration, Instant};
 
-use tcp_offload::sim::{
-    BulkApp, BulkConfig, Host, LinkConfig, Pattern, RecordPlan, SegmentAudit, Side, Sim, Transport,
+use netsim::ours::{Mode, OursOptions, OursTransport, Passive};
+use netsim::{
+    BulkApp, BulkConfig, Host, LinkConfig, Pattern, RecordPlan, Role, SegmentAudit, Side, Sim,
+    Transport,
 };
-use tcp_offload::sim_transport::SimTransport;
-use tcp_offload::{Config, FourTuple, ListenerConfig};
 
-fn tuple() -> FourTuple {
-    FourTuple {
-        local: "198.18.0.1:49152".parse().unwrap(),
-        remote: "198.18.0.2:5000".parse().unwrap(),
-    }
+/// A client, or a server behind a listener, in byte-stream or owned-record mode.
+fn ours(role: Role, seed: u64, records: bool, base: Instant) -> OursTransport {
+    let opts = OursOptions {
+        mode: if records {
+            Mode::OwnedRecords
+        } else {
+            Mode::Bytes
+        },
+        passive: Passive::Listener,
+        ..OursOptions::default()
+    };
+    OursTransport::new(role, seed, &opts, base)
 }
 
 fn link(loss: f64, jitter_ms: u64) -> LinkConfig {
@@ -25,26 +32,15 @@ fn link(loss: f64, jitter_ms: u64) -> LinkConfig {
 }
 
 struct Run {
-    audit: [tcp_offload::sim::AuditStats; 2],
+    audit: [netsim::AuditStats; 2],
     exceptions: [u64; 2],
     ooo: u64,
 }
 
 fn run(seed: u64, len: u64, link: LinkConfig, records: bool) -> Run {
     let base = Instant::now();
-    let rev = FourTuple {
-        local: tuple().remote,
-        remote: tuple().local,
-    };
-    let a = SimTransport::client(Config::default(), tuple(), [1; 16], base, records);
-    let b = SimTransport::server(
-        Config::default(),
-        ListenerConfig::default(),
-        rev,
-        [2; 16],
-        base,
-        records,
-    );
+    let a = ours(Role::Client, 1, records, base);
+    let b = ours(Role::Server, 2, records, base);
     let (sa, sb) = (seed * 2 + 1, seed * 2 + 2);
     let mut ca = BulkConfig::new(len, sa, len, sb);
     let mut cb = BulkConfig::new(len, sb, len, sa);
@@ -132,8 +128,8 @@ fn record_mode_is_header_aligned_and_commits_out_of_order() {
 #[test]
 fn transport_reports_state_and_stats() {
     let base = Instant::now();
-    let t = SimTransport::client(Config::default(), tuple(), [1; 16], base, false);
-    assert_eq!(t.state(), tcp_offload::sim::ConnState::Opening);
+    let t = ours(Role::Client, 1, false, base);
+    assert_eq!(t.state(), netsim::ConnState::Opening);
     assert_eq!(
         t.send_space(),
         0,

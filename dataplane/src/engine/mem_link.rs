@@ -1,11 +1,11 @@
-//! An in-memory Ethernet link between two engines over `tcp_offload::sim::Link` (seeded delay,
+//! An in-memory Ethernet link between two engines over `netsim::Link` (seeded delay,
 //! jitter, loss, reordering, duplication). Time is the engines' `Instant`s, counted from `base`:
 //! tests drive it with virtual time.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use tcp_offload::sim::{Link, LinkConfig, LinkConfigError, LinkStats, SimTime};
+use netsim::{Link, LinkConfig, LinkConfigError, LinkStats, SimTime};
 
 use super::io::{PacketIo, TxOutcome};
 

@@ -9,7 +9,7 @@ use dataplane::engine::{
     mem_link, ConnId, Engine, EngineConfig, EngineEvent, FaultConfig, MemPort, QpSettings,
 };
 use ddp::{Access, LocalBuf, RegionHandle, RemoteBuf, Stag, WcOpcode, WcStatus, WorkCompletion};
-use tcp_offload::sim::LinkConfig;
+use netsim::LinkConfig;
 
 pub const MAC_A: [u8; 6] = [2, 0, 0, 0, 0, 1];
 pub const MAC_B: [u8; 6] = [2, 0, 0, 0, 0, 2];

@@ -38,7 +38,7 @@ pub fn pair(t0: Instant, b_records: bool) -> (Connection, Connection) {
     };
     let mut a = Connection::connect(cfg(), ta, &g, t0);
     let mut b = Connection::listen(cfg(), ta.remote, &g, t0);
-    tcp_offload::exchange(&mut a, &mut b, t0, 4);
+    netsim::exchange(&mut a, &mut b, t0, 4);
     assert_eq!(
         (a.state(), b.state()),
         (State::Established, State::Established)

@@ -1,39 +1,21 @@
-//! Shared machinery of the simulation tests: addresses, a bulk-transfer runner that wires two
-//! transports, their apps and link audits together, a parallel seed runner and case summaries.
+//! Shared machinery of the simulation tests: a bulk-transfer runner that wires two transports,
+//! their apps and link audits together, a parallel seed runner and case summaries.
 #![allow(dead_code)]
 
-pub mod ours;
 pub mod peer;
-pub mod smol;
 pub mod wrap;
+
+pub use netsim::{ours, smol, Role};
 
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use tcp_offload::sim::{
+use netsim::{
     mix64, AuditStats, BulkApp, BulkConfig, Host, LinkConfig, LinkStats, SegmentAudit,
     SegmentRange, Side, Sim, SimConfig, SimReport, SimTime, Transport, TransportStats, VerifyStats,
 };
-
-/// The connecting side (simulation side A).
-pub const CLIENT_IP: [u8; 4] = [198, 18, 0, 1];
-/// The listening side (simulation side B).
-pub const SERVER_IP: [u8; 4] = [198, 18, 0, 2];
-/// Server port.
-pub const SERVER_PORT: u16 = 5000;
-/// Client port.
-pub const CLIENT_PORT: u16 = 49152;
-
-/// Which end of the connection a transport plays.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Role {
-    /// Active open.
-    Client,
-    /// Passive open.
-    Server,
-}
 
 /// Seed of the stream a side sends in run `seed`.
 pub fn stream_seed(seed: u64, side: Side) -> u64 {

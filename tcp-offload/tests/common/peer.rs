@@ -1,6 +1,6 @@
 //! Either TCP behind one type, so one runner serves every pairing.
 
-use tcp_offload::sim::{ConnState, Delivery, SimTime, Transport, TransportStats};
+use netsim::{ConnState, Delivery, SimTime, Transport, TransportStats};
 
 use super::ours::OursTransport;
 use super::smol::SmolTransport;

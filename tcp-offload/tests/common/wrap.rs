@@ -1,7 +1,7 @@
 //! A transport with hooks on what it receives: tests tamper with packets going in or data
 //! coming out without re-implementing the whole [`Transport`].
 
-use tcp_offload::sim::{ConnState, Delivery, SimTime, Transport, TransportStats};
+use netsim::{ConnState, Delivery, SimTime, Transport, TransportStats};
 
 /// Hooks of a [`Wrapped`] transport; the defaults pass everything through.
 pub trait Hooks<T: Transport> {

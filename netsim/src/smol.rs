@@ -5,14 +5,14 @@ use std::cell::Cell;
 use std::collections::VecDeque;
 use std::time::Duration;
 
+use crate::{ConnState, Delivery, SimTime, Transport};
 use smoltcp::iface::{Config, Interface, SocketHandle, SocketSet};
 use smoltcp::phy::{self, Checksum, ChecksumCapabilities, Device, DeviceCapabilities, Medium};
 use smoltcp::socket::tcp;
 use smoltcp::time::{Duration as SmolDuration, Instant as SmolInstant};
 use smoltcp::wire::{HardwareAddress, IpAddress, IpCidr, Ipv4Address};
-use tcp_offload::sim::{ConnState, Delivery, SimTime, Transport};
 
-use super::{Role, CLIENT_IP, CLIENT_PORT, SERVER_IP, SERVER_PORT};
+use crate::{Role, CLIENT_IP, CLIENT_PORT, SERVER_IP, SERVER_PORT};
 
 /// Knobs of a smoltcp endpoint.
 #[derive(Clone, Debug)]

@@ -24,25 +24,6 @@ pub enum ConnState {
     Reset,
 }
 
-impl ConnState {
-    /// The coarse state of one of our connections: its RFC 9293 state, and for CLOSED why it
-    /// closed (anything but an orderly close counts as [`ConnState::Reset`]).
-    pub fn of_tcp(state: crate::State, closed: Option<crate::CloseReason>) -> ConnState {
-        use crate::State as S;
-        match state {
-            S::Listen | S::SynSent | S::SynReceived => ConnState::Opening,
-            S::Established => ConnState::Established,
-            S::CloseWait => ConnState::PeerClosed,
-            S::FinWait1 | S::FinWait2 | S::Closing | S::LastAck => ConnState::Closing,
-            S::TimeWait => ConnState::TimeWait,
-            S::Closed => match closed {
-                Some(crate::CloseReason::Normal) => ConnState::Closed,
-                _ => ConnState::Reset,
-            },
-        }
-    }
-}
-
 /// Stream data handed up by a transport.
 ///
 /// `offset` counts from the first data octet of the stream (sequence number ISN + 1).
@@ -167,37 +148,5 @@ impl<T: Transport, A: Application> Endpoint for Host<T, A> {
     }
     fn failure(&self) -> Option<String> {
         self.app.failure()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::{CloseReason, State};
-
-    #[test]
-    fn tcp_states_map_to_what_the_application_sees() {
-        assert_eq!(ConnState::of_tcp(State::SynSent, None), ConnState::Opening);
-        assert_eq!(
-            ConnState::of_tcp(State::CloseWait, None),
-            ConnState::PeerClosed
-        );
-        assert_eq!(ConnState::of_tcp(State::Closing, None), ConnState::Closing);
-        assert_eq!(
-            ConnState::of_tcp(State::TimeWait, None),
-            ConnState::TimeWait
-        );
-        assert_eq!(
-            ConnState::of_tcp(State::Closed, Some(CloseReason::Normal)),
-            ConnState::Closed
-        );
-        assert_eq!(
-            ConnState::of_tcp(State::Closed, Some(CloseReason::Reset)),
-            ConnState::Reset
-        );
-        assert_eq!(
-            ConnState::of_tcp(State::Closed, Some(CloseReason::TimedOut)),
-            ConnState::Reset
-        );
     }
 }

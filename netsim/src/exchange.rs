@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use crate::connection::Connection;
+use tcp_offload::Connection;
 
 /// Delivers every packet each side sends to the other until both are quiet (at most `rounds`
 /// round trips). Returns the number of packets moved.

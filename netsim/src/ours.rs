@@ -1,18 +1,23 @@
 //! Our TCP ([`tcp_offload::Connection`], optionally behind a [`tcp_offload::Listener`]) as a
 //! [`Transport`] for the simulated link, in byte-stream mode or in record (MPA) mode with owned or
-//! external records.
+//! external records, driven in the simulation's virtual time.
+//!
+//! In record mode (MPA Full Operation) both directions switch once the connection is
+//! synchronized: `send_record` queues whole records (header alignment), and `recv` hands up
+//! committed chunks at once, out of order included, with the in-order point. A `close` asked for
+//! before the connection opened is kept and carried out once it is established.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use tcp_offload::sim::{mix64, ConnState, Delivery, SimTime, Transport, TransportStats};
+use crate::{mix64, ConnState, Delivery, SimTime, Transport, TransportStats};
 use tcp_offload::{
     CloseReason, Config, Connection, Event, FourTuple, IsnGenerator, Listener, ListenerConfig,
-    RecordId, RecordSource,
+    RecordId, RecordSource, State,
 };
 
-use super::{Role, CLIENT_IP, CLIENT_PORT, SERVER_IP, SERVER_PORT};
+use crate::{Role, CLIENT_IP, CLIENT_PORT, SERVER_IP, SERVER_PORT};
 
 /// How the application hands data to our TCP.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,6 +49,8 @@ pub struct OursOptions {
     pub mode: Mode,
     /// Passive-open path (server role only).
     pub passive: Passive,
+    /// Listener settings, for [`Passive::Listener`].
+    pub listener: ListenerConfig,
     /// Call `enter_record_mode` right after creating the connection, before the handshake,
     /// instead of once it is synchronized.
     pub early_record_mode: bool,
@@ -55,6 +62,7 @@ impl Default for OursOptions {
             cfg: Config::default(),
             mode: Mode::OwnedRecords,
             passive: Passive::Connection,
+            listener: ListenerConfig::default(),
             early_record_mode: false,
         }
     }
@@ -82,6 +90,23 @@ impl RecordSource for Records {
     }
 }
 
+/// The coarse state of one of our connections: its RFC 9293 state, and for CLOSED why it closed
+/// (anything but an orderly close counts as [`ConnState::Reset`]).
+fn conn_state(state: State, closed: Option<CloseReason>) -> ConnState {
+    use State as S;
+    match state {
+        S::Listen | S::SynSent | S::SynReceived => ConnState::Opening,
+        S::Established => ConnState::Established,
+        S::CloseWait => ConnState::PeerClosed,
+        S::FinWait1 | S::FinWait2 | S::Closing | S::LastAck => ConnState::Closing,
+        S::TimeWait => ConnState::TimeWait,
+        S::Closed => match closed {
+            Some(CloseReason::Normal) => ConnState::Closed,
+            _ => ConnState::Reset,
+        },
+    }
+}
+
 /// Our TCP as a [`Transport`].
 pub struct OursTransport {
     base: Instant,
@@ -95,6 +120,8 @@ pub struct OursTransport {
     reported_in_order: u64,
     peer_fin: bool,
     close_reason: Option<CloseReason>,
+    /// The application asked to close; carried out once the connection is established.
+    close_requested: bool,
     /// `poll_timeout` earlier than the `now` it was asked at (never expected).
     pub stale_timeouts: u64,
     /// `RecordAcked` events seen.
@@ -136,7 +163,7 @@ impl OursTransport {
             (Role::Server, Passive::Listener) => {
                 let l = Listener::new(
                     opts.cfg.clone(),
-                    ListenerConfig::default(),
+                    opts.listener.clone(),
                     addr(SERVER_IP, SERVER_PORT),
                     gen,
                 );
@@ -163,6 +190,7 @@ impl OursTransport {
             reported_in_order: 0,
             peer_fin: false,
             close_reason: None,
+            close_requested: false,
             stale_timeouts: 0,
             records_acked: 0,
         }
@@ -187,13 +215,18 @@ impl OursTransport {
         self.records.bad_writes
     }
 
-    fn drain_events(&mut self) {
+    /// Picks up an accepted connection, enters record mode and carries out a pending close once
+    /// the connection allows, and drains its events; after every input.
+    fn drain_events(&mut self, at: Instant) {
         if self.conn.is_none() {
             self.conn = self.listener.as_mut().and_then(Listener::accept);
         }
         let Some(c) = &mut self.conn else { return };
         if self.mode != Mode::Bytes && !c.record_mode() && c.state().is_synchronized() {
             c.enter_record_mode();
+        }
+        if self.close_requested && matches!(c.state(), State::Established | State::CloseWait) {
+            c.close(at);
         }
         while let Some(e) = c.poll_event() {
             match e {
@@ -218,7 +251,7 @@ impl Transport for OursTransport {
             (None, Some(l)) => drop(l.handle_packet(at, packet)),
             (None, None) => {}
         }
-        self.drain_events();
+        self.drain_events(at);
     }
 
     fn poll_transmit(&mut self, now: SimTime) -> Option<Vec<u8>> {
@@ -228,7 +261,7 @@ impl Transport for OursTransport {
             (None, Some(l)) => l.poll_transmit(at, &mut self.buf),
             (None, None) => None,
         };
-        self.drain_events();
+        self.drain_events(at);
         n.map(|n| self.buf[..n].to_vec())
     }
 
@@ -252,20 +285,27 @@ impl Transport for OursTransport {
             (None, Some(l)) => l.handle_timeout(at),
             (None, None) => {}
         }
-        self.drain_events();
+        self.drain_events(at);
     }
 
     fn state(&self) -> ConnState {
         let Some(c) = &self.conn else {
             return ConnState::Opening;
         };
-        ConnState::of_tcp(c.state(), self.close_reason)
+        conn_state(c.state(), self.close_reason)
     }
 
+    /// Zero until the connection is established and once a close was asked for.
     fn send_space(&self) -> usize {
-        self.conn.as_ref().map_or(0, |c| {
-            usize::try_from(c.send_capacity()).unwrap_or(usize::MAX)
-        })
+        match &self.conn {
+            Some(c)
+                if matches!(c.state(), State::Established | State::CloseWait)
+                    && !self.close_requested =>
+            {
+                usize::try_from(c.send_capacity()).unwrap_or(usize::MAX)
+            }
+            _ => 0,
+        }
     }
 
     fn send(&mut self, _now: SimTime, data: &[u8]) -> usize {
@@ -348,11 +388,8 @@ impl Transport for OursTransport {
     }
 
     fn close(&mut self, now: SimTime) {
-        let at = self.at(now);
-        if let Some(c) = &mut self.conn {
-            c.close(at);
-        }
-        self.drain_events();
+        self.close_requested = true;
+        self.drain_events(self.at(now));
     }
 
     fn describe(&self) -> String {
@@ -377,10 +414,91 @@ impl Transport for OursTransport {
         };
         let k = c.counters();
         TransportStats {
-            segments_sent: k.segs_out,
+            segments_sent: k.data_segs_out,
             retransmits: k.retransmits,
             unaligned_exceptions: k.split_emss + k.split_window + k.unaligned_retransmits,
             ooo_commits: k.ooo_committed,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Application, Host, LinkConfig, Sim};
+
+    /// Closes at its first turn, before the connection opened; done once it closed in order.
+    struct CloseAtOnce {
+        asked: bool,
+    }
+
+    impl Application for CloseAtOnce {
+        fn poll(&mut self, now: SimTime, t: &mut dyn Transport) {
+            if !self.asked {
+                assert_eq!(t.state(), ConnState::Opening);
+                assert_eq!(t.send_space(), 0, "nothing can be queued before the open");
+                t.close(now);
+                self.asked = true;
+            }
+        }
+        fn is_done(&self) -> bool {
+            false
+        }
+        fn failure(&self) -> Option<String> {
+            None
+        }
+    }
+
+    #[test]
+    fn a_close_asked_for_while_opening_is_carried_out_once_established() {
+        let base = Instant::now();
+        let opts = OursOptions {
+            passive: Passive::Listener,
+            ..OursOptions::default()
+        };
+        let host = |role, seed| {
+            Host::new(
+                OursTransport::new(role, seed, &opts, base),
+                CloseAtOnce { asked: false },
+            )
+        };
+        let mut sim = Sim::new(
+            7,
+            host(Role::Client, 1),
+            host(Role::Server, 2),
+            LinkConfig::default(),
+            LinkConfig::default(),
+        )
+        .unwrap();
+        sim.run_until(SimTime::from_secs(1)).unwrap();
+        for t in [&sim.a.transport, &sim.b.transport] {
+            let c = t.connection().expect("the connection opened");
+            assert!(
+                matches!(c.state(), State::TimeWait | State::Closed),
+                "{}",
+                t.describe()
+            );
+            assert_ne!(t.state(), ConnState::Reset);
+        }
+    }
+
+    #[test]
+    fn tcp_states_map_to_what_the_application_sees() {
+        assert_eq!(conn_state(State::SynSent, None), ConnState::Opening);
+        assert_eq!(conn_state(State::CloseWait, None), ConnState::PeerClosed);
+        assert_eq!(conn_state(State::Closing, None), ConnState::Closing);
+        assert_eq!(conn_state(State::TimeWait, None), ConnState::TimeWait);
+        assert_eq!(
+            conn_state(State::Closed, Some(CloseReason::Normal)),
+            ConnState::Closed
+        );
+        assert_eq!(
+            conn_state(State::Closed, Some(CloseReason::Reset)),
+            ConnState::Reset
+        );
+        assert_eq!(
+            conn_state(State::Closed, Some(CloseReason::TimedOut)),
+            ConnState::Reset
+        );
     }
 }
