@@ -74,6 +74,59 @@ fn fpdus(cfg: FramingConfig, offset: u32, ulpdus: &[&[u8]]) -> Vec<u8> {
     out
 }
 
+/// What a peer queue pair sends the fuzzed one: a Send, an RDMA Write into the fixture's
+/// target region and an RDMA Read Request of it.
+fn peer_stream(markers: bool, crc: bool) -> Vec<u8> {
+    use ddp::{Access, LocalBuf, PdId, RegionSpec, RemoteBuf, SendOpts, StagTable, VecMemory};
+    let target = fuzz_targets::ddp_targets::qp_fixture().target;
+    let mut tags = StagTable::new(99);
+    let (h, _) = tags
+        .register(RegionSpec {
+            base_to: 0,
+            len: 4096,
+            access: Access::LOCAL_WRITE,
+            pd: PdId(1),
+            stream: None,
+        })
+        .unwrap();
+    let mut mem = VecMemory::new();
+    mem.insert(h, (0..4096).map(|i| i as u8).collect());
+    let mut qp = fuzz_targets::ddp_targets::qp_established(markers, crc);
+    let buf = |offset, len| LocalBuf {
+        region: h,
+        offset,
+        len,
+    };
+    qp.post_send(&tags, 1, buf(0, 100), SendOpts::default())
+        .unwrap();
+    qp.post_write(
+        &tags,
+        2,
+        buf(100, 3000),
+        RemoteBuf {
+            stag: target,
+            to: 0x1000,
+        },
+    )
+    .unwrap();
+    qp.post_read(
+        &tags,
+        3,
+        buf(0, 512),
+        RemoteBuf {
+            stag: target,
+            to: 0x1100,
+        },
+    )
+    .unwrap();
+    let mut out = vec![0u8; mpa::MAX_FPDU_LEN];
+    let mut stream = Vec::new();
+    while let Some(n) = qp.poll_transmit(&mem, &mut out) {
+        stream.extend_from_slice(&out[..n]);
+    }
+    stream
+}
+
 fn main() {
     write("tcp_wire", "syn4", &tcp(false, true, b""));
     write(
@@ -183,5 +236,23 @@ fn main() {
     buf[0] = StorageProc::Read as u8;
     write("rpcrdma_header", "read_reply", &buf[1..n + 1]);
     write("store_reply", "read_reply", &buf[..n + 1]);
+    // DDP and RDMAP headers: the first octet picks the header (0 DDP, 1 Read Request, 2 Terminate).
+    for (name, markers, crc) in [
+        ("m0c0", false, false),
+        ("m0c1", false, true),
+        ("m1c1", true, true),
+    ] {
+        let stream = peer_stream(markers, crc);
+        let mut q = vec![u8::from(markers), u8::from(crc), 0x02, 0x00];
+        q.extend_from_slice(&stream);
+        write("qp_stream", name, &q);
+        if name == "m0c0" {
+            // Without markers and CRC the stream is ULPDU_Length + ULPDU: headers follow the
+            // 2-octet length of each FPDU.
+            let mut h = vec![0u8];
+            h.extend_from_slice(&stream[2..]);
+            write("ddp_headers", "ddp_send", &h);
+        }
+    }
     println!("seed corpus written under fuzz/corpus/");
 }

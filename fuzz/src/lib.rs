@@ -13,6 +13,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod ddp_targets;
 mod input;
 pub mod mpa_targets;
 pub mod rpcrdma_targets;
@@ -49,6 +50,14 @@ pub const TARGETS: &[Target] = &[
     Target {
         name: "mpa_locate",
         run: mpa_targets::mpa_locate,
+    },
+    Target {
+        name: "ddp_headers",
+        run: ddp_targets::ddp_headers,
+    },
+    Target {
+        name: "qp_stream",
+        run: ddp_targets::qp_stream,
     },
     Target {
         name: "rpcrdma_header",
