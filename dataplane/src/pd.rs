@@ -74,7 +74,10 @@ pub struct ProtectionDomain {
     pub(crate) inner: Arc<PdInner>,
 }
 
-pub(crate) fn os_random_u64() -> u64 {
+/// 64 random bits from the OS (`getrandom(2)`), for secrets and keys (STag keys, ISN and
+/// SYN-cookie secrets, a server's boot verifier); falls back to time and address entropy if
+/// the call fails.
+pub fn os_random_u64() -> u64 {
     let mut b = [0u8; 8];
     // Safety: getrandom writes at most b.len() bytes into the valid buffer b.
     let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };

@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 
 pub use config::{ConfigError, DaemonConfig, MetricsAddr, Overrides, StoreConfig};
 
-use crate::store::{MappedFile, ServerOptions, StoreServer, StoreStats};
-use crate::{ConnectionConfig, Device, Transport};
+use crate::store::{ServerOptions, StoreServer, StoreStats};
+use crate::{ConnectionConfig, Device, MappedFile, Transport};
 
 /// Why the daemon could not start or run.
 #[derive(Debug, thiserror::Error)]

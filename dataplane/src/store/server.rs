@@ -22,12 +22,11 @@ use rpcrdma::storage::{
 };
 use rpcrdma::{ChunkLists, Payload, ReplyOut, Rules, ServerEvent, ServerSession};
 
-use super::mapped::FileRegion;
 use super::stats::{ConnStats, StoreStats};
-use super::{MappedFile, INLINE_SIZE};
+use super::INLINE_SIZE;
 use crate::{
-    AcceptError, Access, CompletionQueue, ConnectionConfig, Device, Incoming, Listener,
-    MemoryRegion, ProtectionDomain, QpInit, QueuePair, RemoteAddr,
+    AcceptError, Access, CompletionQueue, ConnectionConfig, Device, FileRegion, Incoming, Listener,
+    MappedFile, MemoryRegion, ProtectionDomain, QpInit, QueuePair, RemoteAddr,
 };
 
 /// Block size reported by GETATTR.
@@ -83,7 +82,7 @@ impl StoreServer {
             file.register(&pd)
                 .map_err(|e| crate::ConnectError::Io(std::io::Error::other(e)))?,
         );
-        let verifier = crate::pd::os_random_u64();
+        let verifier = crate::os_random_u64();
         let ctx = Ctx {
             device: device.clone(),
             pd,
