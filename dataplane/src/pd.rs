@@ -148,6 +148,12 @@ impl ProtectionDomain {
         self.register_buf(Arc::new(PinnedBuf::map_file(file, len)?), access)
     }
 
+    /// True when `mr` was registered in this protection domain (or in a clone of it): only
+    /// such regions can be the local buffers of this domain's queue pairs.
+    pub fn owns(&self, mr: &MemoryRegion) -> bool {
+        Arc::ptr_eq(&mr.pd, &self.inner)
+    }
+
     /// Registers pinned memory holding a copy of `data`.
     pub fn register_from(
         &self,
