@@ -17,7 +17,6 @@ mod completion;
 mod config;
 mod counters;
 mod cq;
-pub mod daemon;
 mod device;
 pub mod engine;
 mod error;
@@ -28,7 +27,6 @@ pub mod memory;
 mod pd;
 mod qp;
 mod qp_events;
-pub mod store;
 pub mod xdp;
 mod xdp_device;
 

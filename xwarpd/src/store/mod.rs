@@ -1,7 +1,7 @@
 //! The block-storage service: a file, mmap'ed shared, served over RPC-over-RDMA (the `rpcrdma`
 //! crate's storage program: READ, WRITE, COMMIT, GETATTR), and its client library.
 //!
-//! - [`MappedFile`](crate::MappedFile): the backing file, opened and sized; the server maps it
+//! - [`MappedFile`](dataplane::MappedFile): the backing file, opened and sized; the server maps it
 //!   shared (mlock'ed) and registers the mapping, so what RDMA places is in the page cache at
 //!   once and COMMIT (msync + fdatasync of the range) makes it durable.
 //! - [`StoreServer`]: listens, serves each connection on its own thread, one call at a time.

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use dataplane::daemon::{self, config::DEFAULT_CONTROL, DaemonConfig, DaemonError, Overrides};
+use xwarpd::daemon::{self, config::DEFAULT_CONTROL, DaemonConfig, DaemonError, Overrides};
 
 /// xwarpd: the xwarp data-plane daemon.
 ///
