@@ -7,6 +7,7 @@
 //!   client library ([`store::StoreClient`], used by `xwarp-bench`).
 //!
 //! The `xwarpd` binary (`src/main.rs`) is the command line over [`daemon`].
+#![forbid(unsafe_code)]
 
 pub mod daemon;
 pub mod store;

@@ -1,6 +1,7 @@
 //! xwarpd: the xwarp daemon. Serves RDMA listeners and an RPC-over-RDMA block store on the
 //! kernel transport or the AF_XDP engine (a config choice), with counters on a control socket
 //! (`xwarpd stats`) and a Prometheus endpoint.
+#![forbid(unsafe_code)]
 
 use std::io::IsTerminal;
 use std::path::PathBuf;

@@ -1,40 +1,35 @@
 //! SIGINT/SIGTERM: the handler only sets a flag; the daemon's main loop polls it and shuts
 //! down in order.
+//!
+//! The handlers are `signal-hook`'s (an atomic store, async-signal-safe). SIGPIPE needs no
+//! handler: the Rust runtime ignores it before `main`, so a vanished control client makes a
+//! write fail with `EPIPE` instead of killing the daemon.
 
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 
-static SIGNALLED: AtomicI32 = AtomicI32::new(0);
+use signal_hook::consts::{SIGINT, SIGTERM};
 
-extern "C" fn on_signal(sig: libc::c_int) {
-    // Only an atomic store: async-signal-safe.
-    SIGNALLED.store(sig, Ordering::SeqCst);
+/// The number of the signal that asked us to stop; 0 while none has.
+static SIGNALLED: OnceLock<Arc<AtomicUsize>> = OnceLock::new();
+
+fn signalled() -> &'static Arc<AtomicUsize> {
+    SIGNALLED.get_or_init(|| Arc::new(AtomicUsize::new(0)))
 }
 
-/// Installs the handlers for SIGINT and SIGTERM (and ignores SIGPIPE, so a vanished control
-/// client cannot kill the daemon).
+/// Installs the handlers for SIGINT and SIGTERM.
 pub fn install() -> std::io::Result<()> {
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        // Safety: a zeroed sigaction is valid; the handler is an extern "C" fn that only does an
-        // atomic store, which is async-signal-safe; sigemptyset gets a valid mask pointer.
-        let r = unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
-            libc::sigemptyset(&mut sa.sa_mask);
-            libc::sigaction(sig, &sa, std::ptr::null_mut())
-        };
-        if r != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
+    for sig in [SIGINT, SIGTERM] {
+        // Signal numbers are small and positive: the cast is lossless.
+        signal_hook::flag::register_usize(sig, signalled().clone(), sig as usize)?;
     }
-    // Safety: setting SIGPIPE to SIG_IGN has no memory-safety preconditions.
-    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
     Ok(())
 }
 
 /// The signal that asked us to stop, if any.
 pub fn received() -> Option<i32> {
-    match SIGNALLED.load(Ordering::SeqCst) {
+    match signalled().load(Ordering::SeqCst) {
         0 => None,
-        s => Some(s),
+        s => i32::try_from(s).ok(),
     }
 }
