@@ -1,5 +1,5 @@
 //! `rpc_read` / `rpc_write`: the storage tests, through the block store's client
-//! (`dataplane::store`): READ (the server RDMA-Writes into our buffer) and WRITE (the server
+//! (`xwarpd::store`): READ (the server RDMA-Writes into our buffer) and WRITE (the server
 //! RDMA-Reads it), pipelined: up to `--tx-depth` calls in flight, as the server's credits allow.
 //! Reported as bandwidth (a call per message).
 //!
@@ -10,11 +10,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dataplane::store::{
-    CallId, ClientOptions, MappedFile, ServerOptions, StoreClient, StoreError, StoreServer,
-    MAX_IN_FLIGHT,
+use dataplane::{Access, MappedFile};
+use xwarpd::store::{
+    CallId, ClientOptions, ServerOptions, StoreClient, StoreError, StoreServer, MAX_IN_FLIGHT,
 };
-use dataplane::Access;
 
 use crate::cli::{Length, RunSpec, TestKind, MAX_SIZE};
 use crate::report::{self, Record, RULE};

@@ -74,7 +74,10 @@ pub struct ProtectionDomain {
     pub(crate) inner: Arc<PdInner>,
 }
 
-pub(crate) fn os_random_u64() -> u64 {
+/// 64 random bits from the OS (`getrandom(2)`), for secrets and keys (STag keys, ISN and
+/// SYN-cookie secrets, a server's boot verifier); falls back to time and address entropy if
+/// the call fails.
+pub fn os_random_u64() -> u64 {
     let mut b = [0u8; 8];
     // Safety: getrandom writes at most b.len() bytes into the valid buffer b.
     let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
@@ -143,6 +146,12 @@ impl ProtectionDomain {
         access: Access,
     ) -> Result<MemoryRegion, RegisterError> {
         self.register_buf(Arc::new(PinnedBuf::map_file(file, len)?), access)
+    }
+
+    /// True when `mr` was registered in this protection domain (or in a clone of it): only
+    /// such regions can be the local buffers of this domain's queue pairs.
+    pub fn owns(&self, mr: &MemoryRegion) -> bool {
+        Arc::ptr_eq(&mr.pd, &self.inner)
     }
 
     /// Registers pinned memory holding a copy of `data`.

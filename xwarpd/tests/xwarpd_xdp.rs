@@ -10,11 +10,11 @@ mod xwarpd_support;
 
 use std::time::Duration;
 
-use dataplane::store::{ClientOptions, StoreClient};
 use dataplane::xdp::program::attached;
 use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
 use dataplane::{Access, ConnectionConfig, Device, QpInit, Transport};
 use testkit::or_skip;
+use xwarpd::store::{ClientOptions, StoreClient};
 use xwarpd_support::{http_get, sample, Daemon, Tmp, BIN};
 
 const STORE_PORT: u16 = 20049;
@@ -146,7 +146,7 @@ fn echo_round_trips(addr: std::net::SocketAddr) {
     let dev = Device::open(Transport::Kernel).unwrap();
     let pd = dev.alloc_pd();
     let cq = dev.create_cq();
-    let max = dataplane::daemon::echo::ECHO_MAX;
+    let max = xwarpd::daemon::echo::ECHO_MAX;
     let mr = pd.register(2 * max, Access::LOCAL_WRITE).unwrap();
     let init = QpInit {
         pd: pd.clone(),

@@ -2,8 +2,8 @@
 //! loopback (kernel transport), deterministic data.
 #![allow(dead_code)]
 
-use dataplane::store::{MappedFile, ServerOptions, StoreServer};
-use dataplane::{Device, Transport};
+use dataplane::{Device, MappedFile, Transport};
+use xwarpd::store::{ServerOptions, StoreServer};
 
 /// A store file in the temp directory, removed on drop.
 pub use testkit::TempPath as TempFile;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::worker::Worker;
 use std::time::Duration;
 
-use crate::{AcceptError, Access, ConnectionConfig, Device, Incoming, QpInit};
+use dataplane::{AcceptError, Access, ConnectionConfig, Device, Incoming, QpInit};
 
 /// Largest Send echoed.
 pub const ECHO_MAX: usize = 64 << 10;
@@ -37,7 +37,7 @@ impl EchoServer {
         addr: SocketAddr,
         config: ConnectionConfig,
         stats: Arc<EchoStats>,
-    ) -> Result<Self, crate::ConnectError> {
+    ) -> Result<Self, dataplane::ConnectError> {
         let l = device.listen(addr, config)?;
         let local = l.local_addr();
         let dev = device.clone();
@@ -67,7 +67,7 @@ impl EchoServer {
                 let _ = h.join();
             }
         })
-        .map_err(crate::ConnectError::Io)?;
+        .map_err(dataplane::ConnectError::Io)?;
         Ok(Self {
             local,
             _worker: worker,

@@ -8,11 +8,11 @@ use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use dataplane::store::{ClientOptions, StoreClient};
 use dataplane::xdp::testbed::{for_test, Side};
 use dataplane::{Access, ConnectionConfig};
 use testkit::or_skip;
 use testkit::{require_tool, unique_temp_path, LiveCapture, Tshark};
+use xwarpd::store::{ClientOptions, StoreClient};
 
 const BIN: &str = env!("CARGO_BIN_EXE_xwarpd");
 /// rpcrdma::storage::PROGRAM in decimal, as tshark prints it.

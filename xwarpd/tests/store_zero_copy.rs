@@ -16,9 +16,9 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::sync::Mutex;
 
-use dataplane::store::{ClientOptions, ServerOptions, StoreClient};
 use dataplane::Access;
 use store_support::{pattern, server_with, TempFile};
+use xwarpd::store::{ClientOptions, ServerOptions, StoreClient};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 

@@ -1,13 +1,14 @@
 //! xwarpd: the xwarp daemon. Serves RDMA listeners and an RPC-over-RDMA block store on the
 //! kernel transport or the AF_XDP engine (a config choice), with counters on a control socket
 //! (`xwarpd stats`) and a Prometheus endpoint.
+#![forbid(unsafe_code)]
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use dataplane::daemon::{self, config::DEFAULT_CONTROL, DaemonConfig, DaemonError, Overrides};
+use xwarpd::daemon::{self, config::DEFAULT_CONTROL, DaemonConfig, DaemonError, Overrides};
 
 /// xwarpd: the xwarp data-plane daemon.
 ///

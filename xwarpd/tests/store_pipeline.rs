@@ -7,12 +7,12 @@ mod store_support;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use dataplane::store::{
-    CallId, ClientOptions, Finished, ServerOptions, StoreClient, StoreError, MAX_IN_FLIGHT,
-};
 use dataplane::Access;
 use rpcrdma::storage::Status;
 use store_support::{pattern, server, server_with, TempFile};
+use xwarpd::store::{
+    CallId, ClientOptions, Finished, ServerOptions, StoreClient, StoreError, MAX_IN_FLIGHT,
+};
 
 #[test]
 fn pipelined_writes_then_reads_come_back_equal_inline_and_chunked() {

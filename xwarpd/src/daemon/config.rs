@@ -9,8 +9,8 @@ use std::str::FromStr;
 
 use serde::Deserialize;
 
-use crate::xdp::{AttachPolicy, BindMode, LocalPortRange};
-use crate::{EngineMode, Transport, XdpConfig};
+use dataplane::xdp::{AttachPolicy, BindMode, LocalPortRange};
+use dataplane::{EngineMode, Transport, XdpConfig};
 
 /// A configuration mistake, with the setting it concerns.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -1,9 +1,9 @@
 //! The block-storage service: a file, mmap'ed shared, served over RPC-over-RDMA (the `rpcrdma`
 //! crate's storage program: READ, WRITE, COMMIT, GETATTR), and its client library.
 //!
-//! - [`MappedFile`]: the backing file, opened and sized; the server maps it shared (mlock'ed)
-//!   and registers the mapping, so what RDMA places is in the page cache at once and COMMIT
-//!   (msync + fdatasync of the range) makes it durable.
+//! - [`MappedFile`](dataplane::MappedFile): the backing file, opened and sized; the server maps it
+//!   shared (mlock'ed) and registers the mapping, so what RDMA places is in the page cache at
+//!   once and COMMIT (msync + fdatasync of the range) makes it durable.
 //! - [`StoreServer`]: listens, serves each connection on its own thread, one call at a time.
 //!   READ data is RDMA-Written straight from the file's region into the client's write chunk,
 //!   WRITE data RDMA-Read from its read chunk straight into the region at the offset: no
@@ -16,7 +16,6 @@
 //! sides offer [`INLINE_SIZE`]-byte Sends and receive buffers.
 
 mod client;
-mod mapped;
 mod server;
 mod stats;
 
@@ -24,7 +23,6 @@ pub use client::{
     Attributes, CallId, ClientOptions, Finished, ReadResult, StoreClient, StoreError, WriteResult,
     MAX_IN_FLIGHT,
 };
-pub use mapped::MappedFile;
 pub use server::{ServerOptions, StoreServer, BLOCK_SIZE};
 pub use stats::{ConnSnapshot, ConnStats, StoreStats};
 

@@ -8,8 +8,8 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use dataplane::store::{ClientOptions, StoreClient};
 use dataplane::Access;
+use xwarpd::store::{ClientOptions, StoreClient};
 use xwarpd_support::{http_get, sample, Daemon, Tmp, BIN};
 
 fn run(args: &[&str]) -> Output {

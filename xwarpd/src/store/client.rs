@@ -9,7 +9,7 @@
 //! [`StoreClient::wait_any`] collects the answers in the order they come.
 //!
 //! ```no_run
-//! use dataplane::store::{StoreClient, ClientOptions};
+//! use xwarpd::store::{StoreClient, ClientOptions};
 //! use dataplane::Access;
 //! let mut c = StoreClient::connect("198.18.0.1:20049".parse().unwrap(), &ClientOptions::default()).unwrap();
 //! let buf = c.pd().register(1 << 20, Access::ALL).unwrap();
@@ -43,7 +43,7 @@ use super::INLINE_SIZE;
 pub const MAX_IN_FLIGHT: usize = 16;
 /// wr_id tag of the Sends carrying calls (the low bits are the send slot).
 const SEND_WR: u64 = 1 << 32;
-use crate::{
+use dataplane::{
     Access, ConnectError, ConnectionConfig, Device, MemoryRegion, Opcode, PostError,
     ProtectionDomain, QpInit, QueuePair, Transport,
 };
@@ -74,13 +74,13 @@ impl Default for ClientOptions {
 pub enum StoreError {
     /// The device could not be opened.
     #[error(transparent)]
-    Device(#[from] crate::DeviceError),
+    Device(#[from] dataplane::DeviceError),
     /// Connecting failed (TCP, MPA startup, rejection).
     #[error("connect: {0}")]
     Connect(#[from] ConnectError),
     /// Registering the client's own buffers failed.
     #[error(transparent)]
-    Register(#[from] crate::RegisterError),
+    Register(#[from] dataplane::RegisterError),
     /// A work request could not be posted (the buffer is not from [`StoreClient::pd`], a range
     /// is out of bounds, the connection is down).
     #[error("post: {0}")]
@@ -167,8 +167,8 @@ pub struct StoreClient {
     send_free: Vec<usize>,
     msg: Vec<u8>,
     pd: ProtectionDomain,
-    cq: crate::CompletionQueue,
-    rcq: crate::CompletionQueue,
+    cq: dataplane::CompletionQueue,
+    rcq: dataplane::CompletionQueue,
     send_mr: MemoryRegion,
     recv_mr: MemoryRegion,
     timeout: Duration,
@@ -383,7 +383,7 @@ impl StoreClient {
     }
 
     fn check_range(&self, buf: &MemoryRegion, range: &Range<usize>) -> Result<u32, StoreError> {
-        if !std::sync::Arc::ptr_eq(&buf.pd, &self.pd.inner) {
+        if !self.pd.owns(buf) {
             return Err(StoreError::Invalid(
                 "buffer not registered in this client's protection domain (use pd())",
             ));

@@ -7,9 +7,9 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::time::Duration;
 
-use crate::engine::EngineCounters;
 use crate::store::ConnSnapshot;
-use crate::CounterSnapshot;
+use dataplane::engine::EngineCounters;
+use dataplane::CounterSnapshot;
 
 /// Everything the daemon reports, at one instant.
 #[derive(Debug, Clone, Default)]

@@ -3,7 +3,7 @@
 //! ([`control`], read by `xwarpd stats`) and a Prometheus endpoint ([`metrics`]).
 //!
 //! Lifecycle: open the device on the configured transport (kernel, or xdp on an interface
-//! queue through [`crate::Device::open_xdp`]), start the store and the listeners, the metrics
+//! queue through [`dataplane::Device::open_xdp`]), start the store and the listeners, the metrics
 //! endpoint and the control socket, print one `xwarpd ready ...` line on stdout, then wait for
 //! SIGINT/SIGTERM; on either, stop accepting, close connections (queued work flushed), sync the
 //! store, remove the control socket, drop the device (xdp: engine stopped, XDP program
@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 
 pub use config::{ConfigError, DaemonConfig, MetricsAddr, Overrides, StoreConfig};
 
-use crate::store::{MappedFile, ServerOptions, StoreServer, StoreStats};
-use crate::{ConnectionConfig, Device, Transport};
+use crate::store::{ServerOptions, StoreServer, StoreStats};
+use dataplane::{ConnectionConfig, Device, MappedFile, Transport};
 
 /// Why the daemon could not start or run.
 #[derive(Debug, thiserror::Error)]
@@ -33,7 +33,7 @@ pub enum DaemonError {
     Config(#[from] ConfigError),
     /// The device could not be opened.
     #[error(transparent)]
-    Device(#[from] crate::DeviceError),
+    Device(#[from] dataplane::DeviceError),
     /// Something failed while starting a service.
     #[error("{what}: {reason}")]
     Start {
@@ -68,9 +68,9 @@ fn open_device(cfg: &DaemonConfig) -> Result<Device, DaemonError> {
     let what = format!("AF_XDP device on {} queue {}", x.interface, x.queue);
     preflight(x).map_err(|e| start_err(&what, e))?;
     let device = Device::open_xdp(x.clone()).map_err(|e| {
-        let zero_copy_refused = matches!(&e, crate::DeviceError::Xdp { error, .. }
+        let zero_copy_refused = matches!(&e, dataplane::DeviceError::Xdp { error, .. }
             if error.errno() == Some(libc::EOPNOTSUPP));
-        if zero_copy_refused && x.bind == crate::xdp::BindMode::ZeroCopy {
+        if zero_copy_refused && x.bind == dataplane::xdp::BindMode::ZeroCopy {
             start_err(
                 &what,
                 format!("{e} (the driver offers no zero-copy AF_XDP on this interface: use bind \"auto\" or \"copy\")"),
@@ -93,8 +93,8 @@ fn open_device(cfg: &DaemonConfig) -> Result<Device, DaemonError> {
 
 /// Checks what can be checked before anything is attached: the interface exists in this
 /// network namespace and has the queue.
-fn preflight(x: &crate::XdpConfig) -> Result<(), String> {
-    use crate::xdp::{program::ifindex, queues::rx_queue_count, XdpError};
+fn preflight(x: &dataplane::XdpConfig) -> Result<(), String> {
+    use dataplane::xdp::{program::ifindex, queues::rx_queue_count, XdpError};
     match ifindex(&x.interface) {
         Ok(_) => {}
         Err(XdpError::NoSuchInterface) => {
@@ -121,9 +121,9 @@ fn preflight(x: &crate::XdpConfig) -> Result<(), String> {
 /// Warns when the engine's local port range is not reserved from the kernel's ephemeral
 /// ports (`deploy/host-setup` reserves it): the kernel could then pick one of those ports for
 /// its own connection, whose replies the XDP program would steer to the engine.
-fn warn_unreserved(x: &crate::XdpConfig) {
+fn warn_unreserved(x: &dataplane::XdpConfig) {
     let (first, last) = (*x.local_ports.start(), *x.local_ports.end());
-    let Ok(reserved) = crate::xdp::ports::reserved_ports() else {
+    let Ok(reserved) = dataplane::xdp::ports::reserved_ports() else {
         return;
     };
     let covered = (first..=last).all(|p| reserved.iter().any(|r| r.contains(p)));

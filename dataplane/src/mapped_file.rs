@@ -1,8 +1,8 @@
-//! The backing file of a block store. [`MappedFile`] opens and sizes it; the server then maps
-//! it shared (`MAP_SHARED`, mlock'ed) and registers that mapping in its protection domain
-//! ([`FileRegion`]), so RDMA places bytes straight into the page cache and sends them straight
-//! out of it: a killed server loses nothing that was placed, and [`FileRegion::sync`] (msync +
-//! fdatasync) makes a range durable against power loss.
+//! A file served as a memory region (the backing file of a block store). [`MappedFile`] opens
+//! and sizes it; [`MappedFile::register`] maps it shared (`MAP_SHARED`, mlock'ed) and registers
+//! that mapping in a protection domain ([`FileRegion`]), so RDMA places bytes straight into the
+//! page cache and sends them straight out of it: a killed server loses nothing that was placed,
+//! and [`FileRegion::sync`] (msync + fdatasync) makes a range durable against power loss.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -64,7 +64,7 @@ impl MappedFile {
 
     /// Maps the whole file shared and registers it in `pd` for local access only (no peer gets
     /// an STag for it): the server's RDMA Writes read it, its RDMA Reads land in it.
-    pub(crate) fn register(self, pd: &ProtectionDomain) -> Result<FileRegion, RegisterError> {
+    pub fn register(self, pd: &ProtectionDomain) -> Result<FileRegion, RegisterError> {
         let region = pd.register_file(&self.file, self.len, Access::LOCAL_WRITE)?;
         Ok(FileRegion {
             region,
@@ -92,26 +92,32 @@ fn allocate(file: &File, len: usize) -> io::Result<()> {
     }
 }
 
-/// The store file as a registered memory region of the server's protection domain.
+/// A [`MappedFile`] as a registered memory region of a protection domain; the mapping and the
+/// registration last as long as this value.
 #[derive(Debug)]
-pub(crate) struct FileRegion {
+pub struct FileRegion {
     region: MemoryRegion,
     file: File,
 }
 
 impl FileRegion {
     /// Size of the store in bytes.
-    pub(crate) fn len(&self) -> u64 {
+    pub fn len(&self) -> u64 {
         self.region.len() as u64
     }
 
+    /// Always false: empty files are refused.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
     /// The registered region: the local buffer of every RDMA Write and Read of the service.
-    pub(crate) fn region(&self) -> &MemoryRegion {
+    pub fn region(&self) -> &MemoryRegion {
         &self.region
     }
 
     /// `[offset, offset+len)` as a region range, `None` when out of bounds.
-    pub(crate) fn range(&self, offset: u64, len: u32) -> Option<std::ops::Range<usize>> {
+    pub fn range(&self, offset: u64, len: u32) -> Option<std::ops::Range<usize>> {
         let off = usize::try_from(offset).ok()?;
         let end = off.checked_add(len as usize)?;
         (end <= self.region.len()).then_some(off..end)
@@ -119,7 +125,7 @@ impl FileRegion {
 
     /// Makes `[offset, offset+len)` durable (the whole file when `len` is 0): msync(MS_SYNC) of
     /// its pages, then fdatasync of the file.
-    pub(crate) fn sync(&self, offset: u64, len: u64) -> io::Result<()> {
+    pub fn sync(&self, offset: u64, len: u64) -> io::Result<()> {
         let size = self.region.len();
         let (start, end) = if len == 0 {
             (0, size)

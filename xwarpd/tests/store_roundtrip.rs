@@ -7,11 +7,11 @@ mod store_support;
 
 use std::time::Duration;
 
-use dataplane::store::{ClientOptions, StoreClient, StoreError};
 use dataplane::{Access, ConnectionConfig, Device, QpInit, Transport};
 use rpcrdma::storage::Status;
 use rpcrdma::{receive_at_client, ClientInbound, ErrorBody, HeaderRepr, Rules};
 use store_support::{pattern, server, TempFile};
+use xwarpd::store::{ClientOptions, StoreClient, StoreError};
 
 #[test]
 fn write_then_read_back_equal_from_1_byte_to_4_mib_at_unaligned_offsets() {

@@ -22,12 +22,11 @@ use rpcrdma::storage::{
 };
 use rpcrdma::{ChunkLists, Payload, ReplyOut, Rules, ServerEvent, ServerSession};
 
-use super::mapped::FileRegion;
 use super::stats::{ConnStats, StoreStats};
-use super::{MappedFile, INLINE_SIZE};
-use crate::{
-    AcceptError, Access, CompletionQueue, ConnectionConfig, Device, Incoming, Listener,
-    MemoryRegion, ProtectionDomain, QpInit, QueuePair, RemoteAddr,
+use super::INLINE_SIZE;
+use dataplane::{
+    AcceptError, Access, CompletionQueue, ConnectionConfig, Device, FileRegion, Incoming, Listener,
+    MappedFile, MemoryRegion, ProtectionDomain, QpInit, QueuePair, RemoteAddr,
 };
 
 /// Block size reported by GETATTR.
@@ -73,7 +72,7 @@ impl StoreServer {
         addr: SocketAddr,
         file: MappedFile,
         opts: ServerOptions,
-    ) -> Result<Self, crate::ConnectError> {
+    ) -> Result<Self, dataplane::ConnectError> {
         let listener = device.listen(addr, opts.connection.clone())?;
         let local = listener.local_addr();
         let stop = Arc::new(AtomicBool::new(false));
@@ -81,9 +80,9 @@ impl StoreServer {
         let pd = device.alloc_pd();
         let file = Arc::new(
             file.register(&pd)
-                .map_err(|e| crate::ConnectError::Io(std::io::Error::other(e)))?,
+                .map_err(|e| dataplane::ConnectError::Io(std::io::Error::other(e)))?,
         );
-        let verifier = crate::pd::os_random_u64();
+        let verifier = dataplane::os_random_u64();
         let ctx = Ctx {
             device: device.clone(),
             pd,
@@ -96,7 +95,7 @@ impl StoreServer {
         let acceptor = std::thread::Builder::new()
             .name("xwarp-store".into())
             .spawn(move || accept_loop(listener, ctx))
-            .map_err(crate::ConnectError::Io)?;
+            .map_err(dataplane::ConnectError::Io)?;
         tracing::info!(%local, size = file.len(), "store serving");
         Ok(Self {
             local,
@@ -213,7 +212,7 @@ fn serve_incoming(inc: Incoming, ctx: Ctx) {
     let rcq = ctx.device.create_cq();
     let credits = ctx.opts.credits.max(1);
     let regions = (|| {
-        Ok::<_, crate::RegisterError>((
+        Ok::<_, dataplane::RegisterError>((
             pd.register(INLINE_SIZE as usize * credits as usize, Access::LOCAL_WRITE)?,
             pd.register(INLINE_SIZE as usize, Access::LOCAL_WRITE)?,
         ))
@@ -542,7 +541,7 @@ impl Conn {
         let mut got = 0;
         while got < posted {
             match self.scq.wait(Duration::from_secs(30)) {
-                Some(c) if c.opcode == crate::Opcode::Read => {
+                Some(c) if c.opcode == dataplane::Opcode::Read => {
                     if !c.is_ok() {
                         return Err(Fail::Conn("RDMA Read failed"));
                     }
@@ -566,7 +565,7 @@ impl Conn {
         loop {
             match self.scq.wait(Duration::from_secs(30)) {
                 Some(c) if !c.is_ok() => return Err("send failed"),
-                Some(c) if c.opcode == crate::Opcode::Send => return Ok(()),
+                Some(c) if c.opcode == dataplane::Opcode::Send => return Ok(()),
                 Some(_) => {}
                 None => return Err("send timed out"),
             }
