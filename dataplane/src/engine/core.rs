@@ -1,6 +1,5 @@
 //! The engine: flow table, listeners, RX demultiplexing, per-connection service, TX into frames,
-//! timers. Single-threaded; drive it with [`Engine::poll`] (inline) or put it on its own core
-//! ([`super::ThreadedEngine`]).
+//! timers. Single-threaded; drive it with [`Engine::poll`].
 
 use std::collections::{HashMap, VecDeque};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};

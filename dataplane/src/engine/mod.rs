@@ -19,8 +19,8 @@
 //! duplicates and reordering on both paths. Bad input is counted ([`EngineCounters`]) and never
 //! panics; a protocol error ends only its own connection.
 //!
-//! Two modes: inline (the application calls [`Engine::poll`]) and threaded
-//! ([`ThreadedEngine`]: the engine on its own pinned core, SPSC rings to the application).
+//! The application calls [`Engine::poll`] (the verbs API's xdp transport does so from its own
+//! engine thread, or from the application's calls in inline mode).
 
 mod conn;
 mod core;
@@ -29,8 +29,6 @@ pub mod ethernet;
 mod fault;
 mod io;
 mod mem_link;
-mod spsc;
-mod threaded;
 mod timer_wheel;
 #[cfg(target_os = "linux")]
 mod xsk_io;
@@ -44,8 +42,6 @@ pub use counters::EngineCounters;
 pub use fault::{FaultConfig, FaultCounters, FaultyIo};
 pub use io::{PacketIo, TxOutcome};
 pub use mem_link::{mem_link, MemPort, MEM_FRAME_LEN};
-pub use spsc::{spsc, Consumer, Producer};
-pub use threaded::ThreadedEngine;
 pub use timer_wheel::TimerWheel;
 #[cfg(target_os = "linux")]
 pub use xsk_io::XskIo;
