@@ -68,6 +68,34 @@ impl PdInner {
     }
 }
 
+/// A protection domain as the AF_XDP engine's connections hold it: the endpoint locks its
+/// table and memory for each received frame and each connection round. Opaque outside this
+/// crate.
+#[derive(Debug, Clone)]
+pub struct PdHandle(Arc<PdInner>);
+
+/// A locked [`PdHandle`].
+pub struct PdGuard<'a>(MutexGuard<'a, PdState>);
+
+impl endpoint::Domain for PdHandle {
+    type Guard<'a> = PdGuard<'a>;
+
+    fn id(&self) -> PdId {
+        self.0.id
+    }
+
+    fn lock(&self) -> PdGuard<'_> {
+        PdGuard(self.0.lock())
+    }
+}
+
+impl endpoint::DomainGuard for PdGuard<'_> {
+    fn parts(&mut self) -> (&mut StagTable, &mut dyn Memory) {
+        let PdState { tags, mem } = &mut *self.0;
+        (tags, mem)
+    }
+}
+
 /// A protection domain. Cheap to clone; clones are the same domain.
 #[derive(Debug, Clone)]
 pub struct ProtectionDomain {
@@ -90,6 +118,11 @@ pub(crate) fn os_random_u64() -> u64 {
 }
 
 impl ProtectionDomain {
+    /// The domain as the AF_XDP engine's connections hold it.
+    pub(crate) fn handle(&self) -> PdHandle {
+        PdHandle(self.inner.clone())
+    }
+
     pub(crate) fn new(device_id: u64) -> Self {
         Self {
             inner: Arc::new(PdInner {

@@ -3,8 +3,8 @@
 mod engine_support;
 use std::net::SocketAddrV4;
 
-use dataplane::engine::{ConnId, EngineEvent};
 use ddp::{Access, RemoteBuf, WcStatus};
+use endpoint::{ConnId, EndpointEvent};
 use engine_support::*;
 use tcp_offload::CloseReason;
 
@@ -29,7 +29,7 @@ fn sixty_four_connections_over_two_listeners_each_verified() {
         conns.iter().all(|c| established(&p.events_a, *c))
             && p.events_b
                 .iter()
-                .filter(|e| matches!(e, EngineEvent::Established { .. }))
+                .filter(|e| matches!(e, EndpointEvent::Established { .. }))
                 .count()
                 == 64
     });
@@ -52,10 +52,10 @@ fn sixty_four_connections_over_two_listeners_each_verified() {
     assert_eq!(p.b.connection_count(), 64);
 }
 
-fn closed(ev: &[EngineEvent]) -> Vec<(ConnId, CloseReason)> {
+fn closed(ev: &[EndpointEvent]) -> Vec<(ConnId, CloseReason)> {
     ev.iter()
         .filter_map(|e| match e {
-            EngineEvent::Closed { conn, reason } => Some((*conn, *reason)),
+            EndpointEvent::Closed { conn, reason } => Some((*conn, *reason)),
             _ => None,
         })
         .collect()
@@ -75,7 +75,7 @@ fn graceful_close_after_work_completes_both_sides_closed() {
     assert!(p
         .events_b
         .iter()
-        .any(|e| matches!(e, EngineEvent::PeerClosed { .. })));
+        .any(|e| matches!(e, EndpointEvent::PeerClosed { .. })));
     assert_eq!(p.a.connection_count() + p.b.connection_count(), 0);
 }
 
@@ -102,17 +102,18 @@ fn abort_sends_rst_peer_sees_reset_and_flushes() {
 #[test]
 fn data_right_behind_the_handshake_ack_reaches_the_new_connection() {
     use dataplane::engine::{Engine, PacketIo};
+    use engine_support::Host;
     use std::net::SocketAddr;
     use std::time::{Duration, Instant};
     use tcp_offload::{Config, Connection, FourTuple, IsnGenerator};
 
     let base = Instant::now();
     let (mut raw, pb) = dataplane::engine::mem_link(base, link(), link(), 9).unwrap();
-    let mut b = Engine::new(
-        engine_support::engine_cfg(MAC_B, IP_B, MAC_A, Default::default()),
+    let mut b = Host(Engine::new(
+        engine_support::engine_cfg(MAC_B, IP_B, MAC_A),
         pb,
         base,
-    );
+    ));
     b.listen(7000, settings(false, true)).unwrap();
     let tuple = FourTuple {
         local: SocketAddr::V4(SocketAddrV4::new(IP_A, 41000)),
@@ -226,18 +227,20 @@ fn a_lone_small_write_completes_without_waiting_for_the_delayed_ack_timer() {
 /// the connection. The peer here is a bare tcp-offload listener over the in-memory link.
 #[test]
 fn mpa_startup_timeout_fires_from_the_engine_timer_wheel() {
-    use dataplane::engine::{Engine, EngineEvent, PacketIo};
+    use dataplane::engine::{Engine, PacketIo};
+    use endpoint::EndpointEvent;
+    use engine_support::Host;
     use std::net::SocketAddr;
     use std::time::{Duration, Instant};
     use tcp_offload::{Config, IsnGenerator, Listener, ListenerConfig};
 
     let base = Instant::now();
     let (pa, mut raw) = dataplane::engine::mem_link(base, link(), link(), 5).unwrap();
-    let mut a = Engine::new(
-        engine_support::engine_cfg(MAC_A, IP_A, MAC_B, Default::default()),
+    let mut a = Host(Engine::new(
+        engine_support::engine_cfg(MAC_A, IP_A, MAC_B),
         pa,
         base,
-    );
+    ));
     let mut l = Listener::new(
         Config::default(),
         ListenerConfig::default(),
@@ -257,10 +260,10 @@ fn mpa_startup_timeout_fires_from_the_engine_timer_wheel() {
         a.poll(now);
         while let Some(e) = a.poll_event() {
             match e {
-                EngineEvent::StartupFailed { conn: c, event } if c == conn => {
+                EndpointEvent::StartupFailed { conn: c, event } if c == conn => {
                     failed = Some((now - base, event))
                 }
-                EngineEvent::Closed { conn: c, .. } if c == conn => closed = true,
+                EndpointEvent::Closed { conn: c, .. } if c == conn => closed = true,
                 _ => {}
             }
         }

@@ -7,7 +7,9 @@ use std::time::Instant;
 
 use tcp_offload::sim::{Link, LinkConfig, LinkConfigError, LinkStats, SimTime};
 
-use super::io::{PacketIo, TxOutcome};
+use endpoint::{FrameSink, TxOutcome};
+
+use super::io::PacketIo;
 
 /// Frame buffer size of a port.
 pub const MEM_FRAME_LEN: usize = 2048;
@@ -72,6 +74,16 @@ impl PacketIo for MemPort {
         n
     }
 
+    fn flush(&mut self, _now: Instant) {}
+
+    fn next_rx(&self) -> Option<Instant> {
+        lock(&self.rx)
+            .next_arrival()
+            .map(|t| t.to_instant(self.base))
+    }
+}
+
+impl FrameSink for MemPort {
     fn tx_frame(
         &mut self,
         now: Instant,
@@ -85,13 +97,5 @@ impl PacketIo for MemPort {
             }
             None => TxOutcome::Empty,
         }
-    }
-
-    fn flush(&mut self, _now: Instant) {}
-
-    fn next_rx(&self) -> Option<Instant> {
-        lock(&self.rx)
-            .next_arrival()
-            .map(|t| t.to_instant(self.base))
     }
 }

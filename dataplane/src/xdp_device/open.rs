@@ -7,7 +7,9 @@ use std::time::Instant;
 
 use super::{Shared, State, XdpDevice};
 use crate::counters::Counters;
-use crate::engine::{Engine, EngineConfig, FastMap, XskIo};
+use endpoint::{EndpointConfig, FastMap};
+
+use crate::engine::{Engine, XskIo};
 use crate::pd::os_random_u64;
 use crate::xdp::netlink::RtNetlink;
 use crate::xdp::netns::NetNs;
@@ -77,9 +79,8 @@ impl XdpDevice {
             "AF_XDP device open"
         );
 
-        let mut ecfg = EngineConfig::new(mac, ip);
+        let mut ecfg = EndpointConfig::new(mac, ip);
         ecfg.local_ports = cfg.local_ports.clone();
-        ecfg.fault = cfg.fault;
         let room = frame_size.min(mtu + 14) - HEADERS - TCP_OPTIONS;
         ecfg.tcp.mss = u16::try_from(room).unwrap_or(u16::MAX);
         let mut secret = [0u8; 16];
@@ -87,7 +88,7 @@ impl XdpDevice {
         secret[8..].copy_from_slice(&os_random_u64().to_ne_bytes());
         ecfg.isn_secret = secret;
         ecfg.stag_seed = os_random_u64();
-        let engine = Engine::new(ecfg, XskIo::new(queue), Instant::now());
+        let engine = Engine::with_faults(ecfg, XskIo::new(queue), cfg.fault, Instant::now());
 
         let (inline, core) = match cfg.mode {
             EngineMode::Inline => (true, None),

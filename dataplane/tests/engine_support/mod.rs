@@ -5,10 +5,9 @@
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::{Duration, Instant};
 
-use dataplane::engine::{
-    mem_link, ConnId, Engine, EngineConfig, EngineEvent, FaultConfig, MemPort, QpSettings,
-};
+use dataplane::engine::{mem_link, Engine, FaultConfig, FaultCounters, MemPort, PdHandle};
 use ddp::{Access, Completion, LocalBuf, RegionHandle, RemoteBuf, Stag, WcOpcode, WcStatus};
+use endpoint::{ConnId, Endpoint, EndpointConfig, EndpointEvent, QpSettings};
 use tcp_offload::sim::LinkConfig;
 
 pub const MAC_A: [u8; 6] = [2, 0, 0, 0, 0, 1];
@@ -16,13 +15,44 @@ pub const MAC_B: [u8; 6] = [2, 0, 0, 0, 0, 2];
 pub const IP_A: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
 pub const IP_B: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
 
+/// An engine with the endpoint's calls at hand.
+pub struct Host(pub Engine<MemPort>);
+
+impl std::ops::Deref for Host {
+    type Target = Endpoint<PdHandle>;
+    fn deref(&self) -> &Endpoint<PdHandle> {
+        self.0.endpoint()
+    }
+}
+
+impl std::ops::DerefMut for Host {
+    fn deref_mut(&mut self) -> &mut Endpoint<PdHandle> {
+        self.0.endpoint_mut()
+    }
+}
+
+impl Host {
+    pub fn poll(&mut self, now: Instant) -> usize {
+        self.0.poll(now)
+    }
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.0.poll_timeout()
+    }
+    pub fn io_mut(&mut self) -> &mut MemPort {
+        self.0.io_mut()
+    }
+    pub fn fault_counters(&self) -> FaultCounters {
+        self.0.fault_counters()
+    }
+}
+
 pub struct Pair {
-    pub a: Engine<MemPort>,
-    pub b: Engine<MemPort>,
+    pub a: Host,
+    pub b: Host,
     pub now: Instant,
     pub base: Instant,
-    pub events_a: Vec<EngineEvent>,
-    pub events_b: Vec<EngineEvent>,
+    pub events_a: Vec<EndpointEvent>,
+    pub events_b: Vec<EndpointEvent>,
     pub wc_a: Vec<(ConnId, Completion)>,
     pub wc_b: Vec<(ConnId, Completion)>,
     pub steps: u64,
@@ -35,15 +65,9 @@ pub fn link() -> LinkConfig {
         .with_mtu(1514)
 }
 
-pub fn engine_cfg(
-    mac: [u8; 6],
-    ip: Ipv4Addr,
-    peer_mac: [u8; 6],
-    fault: FaultConfig,
-) -> EngineConfig {
-    let mut c = EngineConfig::new(mac, ip);
+pub fn engine_cfg(mac: [u8; 6], ip: Ipv4Addr, peer_mac: [u8; 6]) -> EndpointConfig {
+    let mut c = EndpointConfig::new(mac, ip);
     c.default_next_hop = Some(peer_mac);
-    c.fault = fault;
     c
 }
 
@@ -57,8 +81,18 @@ impl Pair {
     ) -> Pair {
         let base = Instant::now();
         let (pa, pb) = mem_link(base, ab, ba, seed).expect("link config");
-        let a = Engine::new(engine_cfg(MAC_A, IP_A, MAC_B, fa), pa, base);
-        let b = Engine::new(engine_cfg(MAC_B, IP_B, MAC_A, fb), pb, base);
+        let a = Host(Engine::with_faults(
+            engine_cfg(MAC_A, IP_A, MAC_B),
+            pa,
+            fa,
+            base,
+        ));
+        let b = Host(Engine::with_faults(
+            engine_cfg(MAC_B, IP_B, MAC_A),
+            pb,
+            fb,
+            base,
+        ));
         Pair {
             a,
             b,
@@ -137,13 +171,13 @@ impl Pair {
             established(&p.events_a, ca)
                 && p.events_b
                     .iter()
-                    .any(|e| matches!(e, EngineEvent::Established { .. }))
+                    .any(|e| matches!(e, EndpointEvent::Established { .. }))
         });
         let cb = self
             .events_b
             .iter()
             .find_map(|e| match e {
-                EngineEvent::Established { conn, .. } => Some(*conn),
+                EndpointEvent::Established { conn, .. } => Some(*conn),
                 _ => None,
             })
             .unwrap();
@@ -160,9 +194,9 @@ impl Pair {
     }
 }
 
-pub fn established(ev: &[EngineEvent], c: ConnId) -> bool {
+pub fn established(ev: &[EndpointEvent], c: ConnId) -> bool {
     ev.iter()
-        .any(|e| matches!(e, EngineEvent::Established { conn, .. } if *conn == c))
+        .any(|e| matches!(e, EndpointEvent::Established { conn, .. } if *conn == c))
 }
 
 pub fn settings(markers: bool, crc: bool) -> QpSettings {
@@ -175,7 +209,7 @@ pub fn settings(markers: bool, crc: bool) -> QpSettings {
 #[allow(unused_imports)] // each test binary uses its own part of this module
 pub use testkit::pattern;
 
-pub fn filled(e: &mut Engine<MemPort>, data: &[u8], access: Access) -> (RegionHandle, Stag) {
+pub fn filled(e: &mut Host, data: &[u8], access: Access) -> (RegionHandle, Stag) {
     let (h, s) = e.register(data.len().max(1), access);
     e.region_mut(h).unwrap()[..data.len()].copy_from_slice(data);
     (h, s)
