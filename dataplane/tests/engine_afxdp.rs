@@ -3,7 +3,6 @@
 //! from the engine, verified byte for byte at the kernel side; RDMA Read of 1 MiB from the
 //! kernel's region, verified at the engine.
 
-mod engine_support;
 use std::net::{SocketAddr, SocketAddrV4};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -12,10 +11,24 @@ use dataplane::engine::{Engine, XskIo};
 use dataplane::xdp::testbed::{for_test, Side};
 use dataplane::xdp::{AttachPolicy, BindMode, LocalPortRange, XdpProgram, XskConfig, XskQueue};
 use dataplane::{Access, ConnectionConfig, Device, QpInit, Transport};
-use ddp::{RemoteBuf, Stag, WcStatus};
-use endpoint::{EndpointConfig, EndpointEvent};
-use engine_support::{buf, pattern, settings};
-use testkit::or_skip;
+use ddp::{LocalBuf, RegionHandle, RemoteBuf, Stag, WcStatus};
+use endpoint::{EndpointConfig, EndpointEvent, QpSettings};
+use testkit::{or_skip, pattern};
+
+fn settings(markers: bool, crc: bool) -> QpSettings {
+    let mut s = QpSettings::default();
+    s.startup.want_markers = markers;
+    s.startup.want_crc = crc;
+    s
+}
+
+fn buf(region: RegionHandle, len: usize) -> LocalBuf {
+    LocalBuf {
+        region,
+        offset: 0,
+        len: len as u32,
+    }
+}
 
 #[test]
 fn afxdp_engine_to_kernel_transport_send_and_write() {

@@ -16,8 +16,8 @@ pub trait PacketIo: FrameSink {
     /// Pushes queued transmit frames out (AF_XDP: kick the kernel when it needs a wakeup).
     fn flush(&mut self, now: Instant);
 
-    /// When a frame will next be receivable if known (an in-memory link knows; a NIC queue
-    /// does not and returns `None`).
+    /// When a frame will next be receivable if known (a test's in-memory link knows; a NIC
+    /// queue does not and returns `None`).
     fn next_rx(&self) -> Option<Instant> {
         None
     }

@@ -16,7 +16,6 @@
 mod driver;
 mod fault;
 mod io;
-mod mem_link;
 #[cfg(target_os = "linux")]
 mod xsk_io;
 
@@ -27,6 +26,5 @@ pub use driver::Engine;
 pub use endpoint::EndpointCounters as EngineCounters;
 pub use fault::{FaultConfig, FaultCounters, FaultyIo};
 pub use io::PacketIo;
-pub use mem_link::{mem_link, MemPort, MEM_FRAME_LEN};
 #[cfg(target_os = "linux")]
 pub use xsk_io::XskIo;

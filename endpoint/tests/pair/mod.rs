@@ -1,61 +1,118 @@
-//! Shared harness of the engine tests: two engines over the in-memory link, driven in virtual
-//! time (each step jumps to the earliest timer or frame arrival).
+//! The pair harness: endpoints joined by the seeded link simulator, driven in virtual time (no
+//! sockets, no threads). A round of an endpoint is what the AF_XDP engine does per poll: a
+//! receive batch, the timers, the transmits; each step of a [`Pair`] runs both and jumps to the
+//! earliest timer or frame arrival. The simulator is named only here.
 #![allow(dead_code)]
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::{Duration, Instant};
 
-use dataplane::engine::{mem_link, Engine, FaultConfig, FaultCounters, MemPort, PdHandle};
 use ddp::{Access, Completion, LocalBuf, RegionHandle, RemoteBuf, Stag, WcOpcode, WcStatus};
-use endpoint::{ConnId, Endpoint, EndpointConfig, EndpointEvent, QpSettings};
-use tcp_offload::sim::LinkConfig;
+use endpoint::{ConnId, Endpoint, EndpointConfig, EndpointEvent, FrameSink, QpSettings, TxOutcome};
+pub use tcp_offload::sim::LinkConfig;
+use tcp_offload::sim::{Link, LinkStats, SimTime};
 
 pub const MAC_A: [u8; 6] = [2, 0, 0, 0, 0, 1];
 pub const MAC_B: [u8; 6] = [2, 0, 0, 0, 0, 2];
 pub const IP_A: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
 pub const IP_B: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
 
-/// An engine with the endpoint's calls at hand.
-pub struct Host(pub Engine<MemPort>);
+/// Transmit buffer of an endpoint (a 2048-octet UMEM frame).
+pub const FRAME_LEN: usize = 2048;
+/// Frames an endpoint handles per round (as the AF_XDP engine).
+pub const RX_BATCH: usize = 64;
 
-impl std::ops::Deref for Host {
-    type Target = Endpoint<PdHandle>;
-    fn deref(&self) -> &Endpoint<PdHandle> {
-        self.0.endpoint()
+/// One direction of the wire: a seeded simulated link, its time counted from `base`.
+pub struct Wire {
+    link: Link,
+    base: Instant,
+}
+
+/// Two directions, `a_to_b` seeded with `seed` and `b_to_a` with a seed derived from it.
+pub fn wires(base: Instant, a_to_b: LinkConfig, b_to_a: LinkConfig, seed: u64) -> (Wire, Wire) {
+    let wire = |cfg, seed| Wire {
+        link: Link::new(cfg, seed).expect("link config"),
+        base,
+    };
+    (wire(a_to_b, seed), wire(b_to_a, seed ^ 0x5bd1_e995))
+}
+
+impl Wire {
+    /// Puts `frame` on the wire at `now` (crafted or garbage frames too).
+    pub fn send(&mut self, now: Instant, frame: Vec<u8>) {
+        self.link.send(SimTime::from_instant(self.base, now), frame);
+    }
+
+    /// Hands each frame arrived by `now` (at most `max`) to `f`; returns how many.
+    pub fn recv_batch(&mut self, now: Instant, max: usize, mut f: impl FnMut(&[u8])) -> usize {
+        let t = SimTime::from_instant(self.base, now);
+        let mut n = 0;
+        while n < max {
+            let Some(frame) = self.link.pop_arrived(t) else {
+                break;
+            };
+            f(&frame);
+            n += 1;
+        }
+        n
+    }
+
+    /// When the next frame arrives.
+    pub fn next_arrival(&self) -> Option<Instant> {
+        self.link.next_arrival().map(|t| t.to_instant(self.base))
+    }
+
+    /// What the link did.
+    pub fn stats(&self) -> LinkStats {
+        *self.link.stats()
     }
 }
 
-impl std::ops::DerefMut for Host {
-    fn deref_mut(&mut self) -> &mut Endpoint<PdHandle> {
-        self.0.endpoint_mut()
+/// An endpoint's transmit buffer over a wire: each frame written goes on the wire.
+struct WireSink<'a> {
+    wire: &'a mut Wire,
+    buf: &'a mut [u8],
+}
+
+impl FrameSink for WireSink<'_> {
+    fn tx_frame(
+        &mut self,
+        now: Instant,
+        fill: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
+    ) -> TxOutcome {
+        match fill(self.buf) {
+            Some(n) => {
+                let frame = self.buf[..n.min(self.buf.len())].to_vec();
+                self.wire.send(now, frame);
+                TxOutcome::Queued
+            }
+            None => TxOutcome::Empty,
+        }
     }
 }
 
-impl Host {
-    pub fn poll(&mut self, now: Instant) -> usize {
-        self.0.poll(now)
-    }
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        self.0.poll_timeout()
-    }
-    pub fn io_mut(&mut self) -> &mut MemPort {
-        self.0.io_mut()
-    }
-    pub fn fault_counters(&self) -> FaultCounters {
-        self.0.fault_counters()
-    }
+/// One round of `ep` at `now`: a receive batch from `rx`, the timers, the transmits onto `tx`.
+/// Returns the frames received.
+pub fn drive(ep: &mut Endpoint, rx: &mut Wire, tx: &mut Wire, now: Instant) -> usize {
+    let n = rx.recv_batch(now, RX_BATCH, |f| ep.handle_frame(now, f));
+    ep.handle_timeout(now);
+    let mut buf = [0u8; FRAME_LEN];
+    ep.poll_transmit(
+        now,
+        &mut WireSink {
+            wire: tx,
+            buf: &mut buf,
+        },
+    );
+    n
 }
 
-pub struct Pair {
-    pub a: Host,
-    pub b: Host,
-    pub now: Instant,
-    pub base: Instant,
-    pub events_a: Vec<EndpointEvent>,
-    pub events_b: Vec<EndpointEvent>,
-    pub wc_a: Vec<(ConnId, Completion)>,
-    pub wc_b: Vec<(ConnId, Completion)>,
-    pub steps: u64,
+/// When to drive `ep` next at the latest: its own timeout or the next arrival on `rx`.
+pub fn next_wake(ep: &Endpoint, rx: &Wire) -> Option<Instant> {
+    [ep.poll_timeout(), rx.next_arrival()]
+        .into_iter()
+        .flatten()
+        .min()
 }
 
 /// A link with an MTU fitting 1500-octet IP packets plus Ethernet.
@@ -65,37 +122,37 @@ pub fn link() -> LinkConfig {
         .with_mtu(1514)
 }
 
-pub fn engine_cfg(mac: [u8; 6], ip: Ipv4Addr, peer_mac: [u8; 6]) -> EndpointConfig {
+/// The configuration of a test endpoint: `peer_mac` as its default next hop.
+pub fn endpoint_cfg(mac: [u8; 6], ip: Ipv4Addr, peer_mac: [u8; 6]) -> EndpointConfig {
     let mut c = EndpointConfig::new(mac, ip);
     c.default_next_hop = Some(peer_mac);
     c
 }
 
+/// Endpoints A and B over `ab` (A to B) and `ba`.
+pub struct Pair {
+    pub a: Endpoint,
+    pub b: Endpoint,
+    pub ab: Wire,
+    pub ba: Wire,
+    pub now: Instant,
+    pub base: Instant,
+    pub events_a: Vec<EndpointEvent>,
+    pub events_b: Vec<EndpointEvent>,
+    pub wc_a: Vec<(ConnId, Completion)>,
+    pub wc_b: Vec<(ConnId, Completion)>,
+    pub steps: u64,
+}
+
 impl Pair {
-    pub fn new(
-        ab: LinkConfig,
-        ba: LinkConfig,
-        seed: u64,
-        fa: FaultConfig,
-        fb: FaultConfig,
-    ) -> Pair {
+    pub fn new(ab: LinkConfig, ba: LinkConfig, seed: u64) -> Pair {
         let base = Instant::now();
-        let (pa, pb) = mem_link(base, ab, ba, seed).expect("link config");
-        let a = Host(Engine::with_faults(
-            engine_cfg(MAC_A, IP_A, MAC_B),
-            pa,
-            fa,
-            base,
-        ));
-        let b = Host(Engine::with_faults(
-            engine_cfg(MAC_B, IP_B, MAC_A),
-            pb,
-            fb,
-            base,
-        ));
+        let (ab, ba) = wires(base, ab, ba, seed);
         Pair {
-            a,
-            b,
+            a: Endpoint::new(endpoint_cfg(MAC_A, IP_A, MAC_B), base),
+            b: Endpoint::new(endpoint_cfg(MAC_B, IP_B, MAC_A), base),
+            ab,
+            ba,
             now: base,
             base,
             events_a: Vec::new(),
@@ -107,19 +164,33 @@ impl Pair {
     }
 
     pub fn clean() -> Pair {
-        Pair::new(
-            link(),
-            link(),
-            1,
-            FaultConfig::default(),
-            FaultConfig::default(),
-        )
+        Pair::new(link(), link(), 1)
+    }
+
+    /// One round of A at the current time.
+    pub fn poll_a(&mut self) -> usize {
+        drive(&mut self.a, &mut self.ba, &mut self.ab, self.now)
+    }
+
+    /// One round of B at the current time.
+    pub fn poll_b(&mut self) -> usize {
+        drive(&mut self.b, &mut self.ab, &mut self.ba, self.now)
+    }
+
+    /// When A must run next.
+    pub fn wake_a(&self) -> Option<Instant> {
+        next_wake(&self.a, &self.ba)
+    }
+
+    /// When B must run next.
+    pub fn wake_b(&self) -> Option<Instant> {
+        next_wake(&self.b, &self.ab)
     }
 
     /// One step: poll both, collect events and completions, advance virtual time.
     pub fn step(&mut self) {
-        self.a.poll(self.now);
-        self.b.poll(self.now);
+        self.poll_a();
+        self.poll_b();
         while let Some(e) = self.a.poll_event() {
             self.events_a.push(e);
         }
@@ -132,10 +203,7 @@ impl Pair {
         while let Some(c) = self.b.poll_completion() {
             self.wc_b.push(c);
         }
-        let next = [self.a.poll_timeout(), self.b.poll_timeout()]
-            .into_iter()
-            .flatten()
-            .min();
+        let next = [self.wake_a(), self.wake_b()].into_iter().flatten().min();
         self.steps += 1;
         match next {
             Some(t) if t > self.now => self.now = t,
@@ -209,7 +277,7 @@ pub fn settings(markers: bool, crc: bool) -> QpSettings {
 #[allow(unused_imports)] // each test binary uses its own part of this module
 pub use testkit::pattern;
 
-pub fn filled(e: &mut Host, data: &[u8], access: Access) -> (RegionHandle, Stag) {
+pub fn filled(e: &mut Endpoint, data: &[u8], access: Access) -> (RegionHandle, Stag) {
     let (h, s) = e.register(data.len().max(1), access);
     e.region_mut(h).unwrap()[..data.len()].copy_from_slice(data);
     (h, s)
@@ -230,13 +298,8 @@ pub fn transfer_all(p: &mut Pair, ca: ConnId, cb: ConnId, len: usize, seed: u64)
     let (src, _) = filled(&mut p.a, &data, Access::LOCAL_WRITE);
     let (dst, _) = p.b.register(len.max(1), Access::LOCAL_WRITE);
     p.b.post_recv(cb, seed * 10 + 1, buf(dst, len)).unwrap();
-    p.a.post_send(
-        cb_on_a(ca),
-        seed * 10 + 2,
-        buf(src, len),
-        Default::default(),
-    )
-    .unwrap();
+    p.a.post_send(ca, seed * 10 + 2, buf(src, len), Default::default())
+        .unwrap();
     let r = p.wait_wc(false, seed * 10 + 1);
     assert_eq!(
         (r.opcode, r.status, r.byte_len as usize),
@@ -275,8 +338,4 @@ pub fn transfer_all(p: &mut Pair, ca: ConnId, cb: ConnId, len: usize, seed: u64)
         p.a.region(dst).unwrap()[..len] == data[..],
         "Read data differs ({len} B)"
     );
-}
-
-fn cb_on_a(ca: ConnId) -> ConnId {
-    ca
 }

@@ -1,11 +1,11 @@
 //! Bad input never panics, is counted, and never harms another connection: malformed
 //! Ethernet/IPv4/TCP frames, segments for nobody, and MPA/DDP garbage on a live connection.
 
-mod engine_support;
+mod pair;
 use std::net::{SocketAddr, SocketAddrV4};
 
 use endpoint::EndpointEvent;
-use engine_support::*;
+use pair::*;
 use tcp_offload::wire::{Flags, SegmentRepr, TcpOptions};
 use tcp_offload::FourTuple;
 
@@ -85,7 +85,7 @@ fn malformed_frames_and_mpa_garbage_are_counted_and_isolated() {
     };
     junk.push(eth(MAC_B, MAC_A, 0x0800, &segment(stray, 1, 1, b"x")));
     for j in junk {
-        p.a.io_mut().inject(now, j);
+        p.ab.send(now, j);
     }
     for _ in 0..20 {
         p.step();

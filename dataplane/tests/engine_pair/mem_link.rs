@@ -1,15 +1,14 @@
 //! An in-memory Ethernet link between two engines over `tcp_offload::sim::Link` (seeded delay,
-//! jitter, loss, reordering, duplication). Time is the engines' `Instant`s, counted from `base`:
-//! tests drive it with virtual time.
+//! jitter, loss, reordering, duplication): a [`PacketIo`] for tests of the engine's own I/O
+//! (the fault injector). Time is the engines' `Instant`s, counted from `base`: tests drive it
+//! with virtual time.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use tcp_offload::sim::{Link, LinkConfig, LinkConfigError, LinkStats, SimTime};
-
+use dataplane::engine::PacketIo;
 use endpoint::{FrameSink, TxOutcome};
-
-use super::io::PacketIo;
+use tcp_offload::sim::{Link, LinkConfig, LinkConfigError, LinkStats, SimTime};
 
 /// Frame buffer size of a port.
 pub const MEM_FRAME_LEN: usize = 2048;
