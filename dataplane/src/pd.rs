@@ -102,11 +102,28 @@ pub struct ProtectionDomain {
     pub(crate) inner: Arc<PdInner>,
 }
 
+/// Fills `buf` from the OS random source (getrandom(2), retried when interrupted).
+pub(crate) fn os_random(buf: &mut [u8]) -> std::io::Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        let rest = &mut buf[done..];
+        // Safety: getrandom writes at most rest.len() bytes into the valid buffer rest.
+        let n = unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+            continue;
+        }
+        done += n as usize;
+    }
+    Ok(())
+}
+
 pub(crate) fn os_random_u64() -> u64 {
     let mut b = [0u8; 8];
-    // Safety: getrandom writes at most b.len() bytes into the valid buffer b.
-    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
-    if n != 8 {
+    if os_random(&mut b).is_err() {
         // Fall back to time and address entropy: keys only make STags hard to guess.
         let t = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

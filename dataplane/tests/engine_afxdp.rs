@@ -12,7 +12,7 @@ use dataplane::xdp::testbed::{for_test, Side};
 use dataplane::xdp::{AttachPolicy, BindMode, LocalPortRange, XdpProgram, XskConfig, XskQueue};
 use dataplane::{Access, ConnectionConfig, Device, QpInit, Transport};
 use ddp::{LocalBuf, RegionHandle, RemoteBuf, Stag, WcStatus};
-use endpoint::{EndpointConfig, EndpointEvent, QpSettings};
+use endpoint::{EndpointConfig, EndpointEvent, QpSettings, Secrets};
 use testkit::{or_skip, pattern};
 
 fn settings(markers: bool, crc: bool) -> QpSettings {
@@ -106,7 +106,8 @@ fn afxdp_engine_to_kernel_transport_send_and_write() {
     )
     .unwrap();
     prog.register_socket(0, queue.fd()).unwrap();
-    let mut cfg = EndpointConfig::new(tb.mac(Side::A).unwrap(), tb.ip(Side::A));
+    let secrets = Secrets::fixed_for_tests(1);
+    let mut cfg = EndpointConfig::new(tb.mac(Side::A).unwrap(), tb.ip(Side::A), secrets);
     cfg.local_ports = 40000..=40999;
     cfg.default_next_hop = Some(tb.mac(Side::B).unwrap());
     let start = Instant::now();

@@ -8,6 +8,7 @@ use mpa::StartupConfig;
 use tcp_offload::{Config, ListenerConfig};
 
 use crate::ethernet::Mac;
+use crate::secrets::Secrets;
 
 /// MPA and RDMAP settings of a connection.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -48,17 +49,16 @@ pub struct EndpointConfig {
     pub local_ports: RangeInclusive<u16>,
     /// Next hop MAC when the neighbour table has no entry for the peer (e.g. a gateway).
     pub default_next_hop: Option<Mac>,
-    /// Secret of the ISN generator (tests fix it; production draws it).
-    pub isn_secret: [u8; 16],
-    /// Seed of the STag key generator.
-    pub stag_seed: u64,
+    /// The ISN generator's key and the STag key generator's seed (the caller's, from the OS
+    /// random source).
+    pub secrets: Secrets,
     /// Granularity of the timer wheel.
     pub timer_tick: Duration,
 }
 
 impl EndpointConfig {
-    /// Defaults for `mac`/`ip`.
-    pub fn new(mac: Mac, ip: Ipv4Addr) -> Self {
+    /// Defaults for `mac`/`ip`, with the caller's `secrets`.
+    pub fn new(mac: Mac, ip: Ipv4Addr, secrets: Secrets) -> Self {
         EndpointConfig {
             mac,
             ip,
@@ -73,8 +73,7 @@ impl EndpointConfig {
             listener: ListenerConfig::default(),
             local_ports: 40000..=40999,
             default_next_hop: None,
-            isn_secret: [7; 16],
-            stag_seed: u64::from(u32::from(ip)),
+            secrets,
             timer_tick: Duration::from_micros(25),
         }
     }

@@ -73,7 +73,7 @@ impl<D: Domain> Endpoint<D> {
     /// An endpoint with `now` as the clock's origin.
     pub fn new(cfg: EndpointConfig, now: Instant) -> Self {
         Endpoint {
-            gen: IsnGenerator::new(cfg.isn_secret, now),
+            gen: IsnGenerator::new(cfg.secrets.isn_key(), now),
             conns: FastMap::default(),
             flows: FastMap::default(),
             listeners: Vec::new(),
@@ -83,7 +83,7 @@ impl<D: Domain> Endpoint<D> {
             dirty: Vec::new(),
             wheel: TimerWheel::new(now, cfg.timer_tick, WHEEL_SLOTS),
             fired: Vec::new(),
-            tags: StagTable::new(cfg.stag_seed),
+            tags: StagTable::new(cfg.secrets.stag_seed()),
             mem: VecMemory::new(),
             completions: VecDeque::new(),
             events: VecDeque::new(),

@@ -21,7 +21,8 @@
 //!
 //! A connection reaches memory through a protection domain the caller owns ([`Domain`]: an
 //! STag table and the memory behind its regions, locked for a round), or through the endpoint's
-//! own table and memory ([`Endpoint::register`]). Bad input is counted ([`EndpointCounters`])
+//! own table and memory ([`Endpoint::register`]). Its secrets (ISN key, STag seed) are the
+//! caller's ([`Secrets`]). Bad input is counted ([`EndpointCounters`])
 //! and never panics; a protocol error ends only its own connection.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -39,6 +40,7 @@ mod listeners;
 mod local_ports;
 mod neighbours;
 mod rx;
+mod secrets;
 mod service;
 mod timer_wheel;
 
@@ -51,4 +53,5 @@ pub use error::EndpointError;
 pub use event::EndpointEvent;
 pub use frame_sink::{FrameSink, TxOutcome};
 pub use listeners::ListenerId;
+pub use secrets::Secrets;
 pub use timer_wheel::TimerWheel;

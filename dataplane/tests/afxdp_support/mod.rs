@@ -28,7 +28,7 @@ use dataplane::{
     MpaSettings, Opcode, ProtectionDomain, QpInit, QueuePair, RemoteAddr, Status, Transport,
 };
 use ddp::{Completion, LocalBuf, Negotiated, RegionHandle, RemoteBuf, Stag, WcOpcode, WcStatus};
-use endpoint::{ConnId, EndpointConfig, EndpointEvent, ListenerId, QpSettings};
+use endpoint::{ConnId, EndpointConfig, EndpointEvent, ListenerId, QpSettings, Secrets};
 
 /// The sizes every transfer test moves (issue 4: 1 B to 16 MiB).
 pub const SIZES: [usize; 4] = [1, 4096, 1 << 20, 16 << 20];
@@ -120,7 +120,8 @@ impl EngineHost {
         )
         .expect("AF_XDP socket");
         prog.register_socket(0, queue.fd()).expect("XSKMAP");
-        let mut cfg = EndpointConfig::new(tb.mac(side).unwrap(), tb.ip(side));
+        let secrets = Secrets::fixed_for_tests(u64::from(u32::from(tb.ip(side))));
+        let mut cfg = EndpointConfig::new(tb.mac(side).unwrap(), tb.ip(side), secrets);
         cfg.local_ports = ACTIVE_PORTS;
         cfg.default_next_hop = Some(tb.mac(side.peer()).unwrap());
         tweak(&mut cfg);

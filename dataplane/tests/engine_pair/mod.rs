@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use dataplane::engine::{Engine, FaultConfig};
 use ddp::{Access, Completion, LocalBuf, RemoteBuf, WcOpcode, WcStatus};
-use endpoint::{ConnId, EndpointConfig, EndpointEvent, QpSettings};
+use endpoint::{ConnId, EndpointConfig, EndpointEvent, QpSettings, Secrets};
 pub use mem_link::{mem_link, MemPort};
 use tcp_offload::sim::LinkConfig;
 use testkit::pattern;
@@ -47,8 +47,9 @@ impl Pair {
     ) -> Pair {
         let base = Instant::now();
         let (pa, pb) = mem_link(base, ab, ba, seed).expect("link config");
-        let cfg = |mac, ip, peer_mac| {
-            let mut c = EndpointConfig::new(mac, ip);
+        let cfg = |mac, ip: Ipv4Addr, peer_mac| {
+            let secrets = Secrets::fixed_for_tests(u64::from(u32::from(ip)));
+            let mut c = EndpointConfig::new(mac, ip, secrets);
             c.default_next_hop = Some(peer_mac);
             c
         };

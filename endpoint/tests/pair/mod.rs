@@ -8,7 +8,9 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::{Duration, Instant};
 
 use ddp::{Access, Completion, LocalBuf, RegionHandle, RemoteBuf, Stag, WcOpcode, WcStatus};
-use endpoint::{ConnId, Endpoint, EndpointConfig, EndpointEvent, FrameSink, QpSettings, TxOutcome};
+use endpoint::{
+    ConnId, Endpoint, EndpointConfig, EndpointEvent, FrameSink, QpSettings, Secrets, TxOutcome,
+};
 pub use tcp_offload::sim::LinkConfig;
 use tcp_offload::sim::{Link, LinkStats, SimTime};
 
@@ -122,9 +124,11 @@ pub fn link() -> LinkConfig {
         .with_mtu(1514)
 }
 
-/// The configuration of a test endpoint: `peer_mac` as its default next hop.
+/// The configuration of a test endpoint: fixed secrets (from its address), `peer_mac` as its
+/// default next hop.
 pub fn endpoint_cfg(mac: [u8; 6], ip: Ipv4Addr, peer_mac: [u8; 6]) -> EndpointConfig {
-    let mut c = EndpointConfig::new(mac, ip);
+    let secrets = Secrets::fixed_for_tests(u64::from(u32::from(ip)));
+    let mut c = EndpointConfig::new(mac, ip, secrets);
     c.default_next_hop = Some(peer_mac);
     c
 }
