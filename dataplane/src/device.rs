@@ -70,9 +70,9 @@ impl Device {
     }
 
     /// The engine's counters (AF_XDP devices; `None` for the kernel transport).
-    pub fn engine_counters(&self) -> Option<crate::engine::EngineCounters> {
+    pub fn engine_counters(&self) -> Option<endpoint::EndpointCounters> {
         let x = self.xdp.as_ref()?;
-        let c = x.shared.lock().engine.counters();
+        let c = x.shared.lock().engine.endpoint().counters();
         Some(c)
     }
 

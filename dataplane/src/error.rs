@@ -19,6 +19,9 @@ pub enum DeviceError {
     /// The interface has no IPv4 address to serve.
     #[error("the interface has no IPv4 address")]
     NoAddress,
+    /// The OS random source (the engine's secrets are drawn from it) failed.
+    #[error("the OS random source failed: {0}")]
+    Random(io::ErrorKind),
 }
 
 /// Registering memory failed.

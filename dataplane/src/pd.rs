@@ -68,20 +68,64 @@ impl PdInner {
     }
 }
 
+/// A protection domain as the AF_XDP engine's connections hold it: the endpoint locks its
+/// table and memory for each received frame and each connection round. Opaque outside this
+/// crate.
+#[derive(Debug, Clone)]
+pub struct PdHandle(Arc<PdInner>);
+
+/// A locked [`PdHandle`].
+pub struct PdGuard<'a>(MutexGuard<'a, PdState>);
+
+impl endpoint::Domain for PdHandle {
+    type Guard<'a> = PdGuard<'a>;
+
+    fn id(&self) -> PdId {
+        self.0.id
+    }
+
+    fn lock(&self) -> PdGuard<'_> {
+        PdGuard(self.0.lock())
+    }
+}
+
+impl endpoint::DomainGuard for PdGuard<'_> {
+    fn parts(&mut self) -> (&mut StagTable, &mut dyn Memory) {
+        let PdState { tags, mem } = &mut *self.0;
+        (tags, mem)
+    }
+}
+
 /// A protection domain. Cheap to clone; clones are the same domain.
 #[derive(Debug, Clone)]
 pub struct ProtectionDomain {
     pub(crate) inner: Arc<PdInner>,
 }
 
-/// 64 random bits from the OS (`getrandom(2)`), for secrets and keys (STag keys, ISN and
-/// SYN-cookie secrets, a server's boot verifier); falls back to time and address entropy if
-/// the call fails.
+/// Fills `buf` from the OS random source (getrandom(2), retried when interrupted).
+pub(crate) fn os_random(buf: &mut [u8]) -> std::io::Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        let rest = &mut buf[done..];
+        // Safety: getrandom writes at most rest.len() bytes into the valid buffer rest.
+        let n = unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+            continue;
+        }
+        done += n as usize;
+    }
+    Ok(())
+}
+
+/// 64 random bits from the OS (`getrandom(2)`), for keys (STag keys, a server's boot
+/// verifier); falls back to time and address entropy if the call fails.
 pub fn os_random_u64() -> u64 {
     let mut b = [0u8; 8];
-    // Safety: getrandom writes at most b.len() bytes into the valid buffer b.
-    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
-    if n != 8 {
+    if os_random(&mut b).is_err() {
         // Fall back to time and address entropy: keys only make STags hard to guess.
         let t = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -93,6 +137,11 @@ pub fn os_random_u64() -> u64 {
 }
 
 impl ProtectionDomain {
+    /// The domain as the AF_XDP engine's connections hold it.
+    pub(crate) fn handle(&self) -> PdHandle {
+        PdHandle(self.inner.clone())
+    }
+
     pub(crate) fn new(device_id: u64) -> Self {
         Self {
             inner: Arc::new(PdInner {

@@ -15,12 +15,12 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use afxdp_support::*;
-use dataplane::engine::{ConnId, EngineEvent, ListenerId};
 use dataplane::xdp::packet_socket::PacketSocket;
 use dataplane::xdp::ping::icmp_echo;
 use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
 use dataplane::{Access, Device, QpInit, RemoteAddr, Transport};
 use ddp::{LocalBuf, WcOpcode, WcStatus};
+use endpoint::{ConnId, EndpointEvent, ListenerId};
 use tcp_offload::wire::{Flags, SegmentRepr, TcpOptions};
 use tcp_offload::{FourTuple, SeqNum};
 use testkit::or_skip;
@@ -129,7 +129,7 @@ fn sixty_four_connections_over_two_listeners_each_verified() {
     let (replies, _) = h.region(N * LEN, Access::LOCAL_WRITE);
     for i in 0..N {
         fill_pattern(
-            &mut h.e.region_mut(replies).unwrap()[i * LEN..(i + 1) * LEN],
+            &mut h.e.endpoint_mut().region_mut(replies).unwrap()[i * LEN..(i + 1) * LEN],
             1000 + i as u64,
         );
     }
@@ -213,9 +213,9 @@ fn sixty_four_connections_over_two_listeners_each_verified() {
         let mut done_wcs = 0;
         let mut most_open = 0;
         h.run_until(Duration::from_secs(120), "64 connections", |h| {
-            most_open = most_open.max(h.e.connection_count());
+            most_open = most_open.max(h.e.endpoint().connection_count());
             while seen < h.events.len() {
-                if let EngineEvent::Accepted { listener, conn, .. } = h.events[seen] {
+                if let EndpointEvent::Accepted { listener, conn, .. } = h.events[seen] {
                     let slot = slot_of.len();
                     slot_of.insert(conn, (slot, listener));
                     let b = LocalBuf {
@@ -223,7 +223,7 @@ fn sixty_four_connections_over_two_listeners_each_verified() {
                         offset: (slot * 8) as u64,
                         len: 8,
                     };
-                    h.e.post_recv(conn, 0, b).unwrap();
+                    h.e.endpoint_mut().post_recv(conn, 0, b).unwrap();
                 }
                 seen += 1;
             }
@@ -235,7 +235,7 @@ fn sixty_four_connections_over_two_listeners_each_verified() {
                     continue;
                 }
                 let (slot, listener) = slot_of[&conn];
-                let idb = &h.e.region(ids).unwrap()[slot * 8..slot * 8 + 8];
+                let idb = &h.e.endpoint().region(ids).unwrap()[slot * 8..slot * 8 + 8];
                 let i = u64::from_le_bytes(idb.try_into().unwrap()) as usize;
                 assert!(i < N, "peer number {i}");
                 assert_eq!(
@@ -243,7 +243,7 @@ fn sixty_four_connections_over_two_listeners_each_verified() {
                     listeners[i * PORTS.len() / N],
                     "peer {i} came in on the wrong listener"
                 );
-                let got = &h.e.region(target).unwrap()[i * LEN..(i + 1) * LEN];
+                let got = &h.e.endpoint().region(target).unwrap()[i * LEN..(i + 1) * LEN];
                 assert!(
                     got == &pattern(LEN, i as u64)[..],
                     "peer {i}: its RDMA Write differs"
@@ -254,7 +254,9 @@ fn sixty_four_connections_over_two_listeners_each_verified() {
                     offset: (i * LEN) as u64,
                     len: LEN as u32,
                 };
-                h.e.post_send(conn, 1, reply, Default::default()).unwrap();
+                h.e.endpoint_mut()
+                    .post_send(conn, 1, reply, Default::default())
+                    .unwrap();
             }
             peers.iter().all(|p| p.is_finished())
         });
@@ -279,7 +281,7 @@ fn sixty_four_connections_over_two_listeners_each_verified() {
             );
         }
     });
-    let c = h.e.counters();
+    let c = h.e.endpoint().counters();
     println!("64 connections in {:?}; counters {c:?}", started.elapsed());
     assert_eq!(c.connections_opened, N as u64);
     assert_eq!(c.connections_closed, N as u64);
@@ -541,7 +543,7 @@ fn malformed_frames_and_mpa_garbage_are_counted_and_a_good_connection_is_unaffec
         h.run_for(Duration::from_millis(200));
     });
     let xdp = h.prog.counters().unwrap().since(&before_xdp);
-    let c = h.e.counters();
+    let c = h.e.endpoint().counters();
     println!("XDP counters moved: {xdp:?}\nengine counters: {c:?}");
     assert!(xdp.malformed >= 6, "XDP malformed: {xdp:?}");
     assert!(c.malformed >= 2, "engine malformed: {c:?}");
@@ -553,7 +555,7 @@ fn malformed_frames_and_mpa_garbage_are_counted_and_a_good_connection_is_unaffec
     let failed = h
         .events
         .iter()
-        .filter(|e| matches!(e, EngineEvent::StartupFailed { .. }))
+        .filter(|e| matches!(e, EndpointEvent::StartupFailed { .. }))
         .count();
     assert!(failed >= 1, "the bad key's startup failure is reported");
     let garbage_conns: BTreeSet<ConnId> = h.accepted(lid).into_iter().collect();

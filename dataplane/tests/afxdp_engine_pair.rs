@@ -13,8 +13,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use afxdp_support::*;
-use dataplane::engine::{EngineCounters, EngineEvent};
 use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
+use endpoint::{EndpointCounters, EndpointEvent};
 use testkit::or_skip;
 
 /// What each engine asks for in its MPA frame: (markers on what it receives, CRC).
@@ -71,7 +71,7 @@ fn engine_side(
     theirs: &Sources,
     tx: Sender<Msg>,
     rx: Receiver<Msg>,
-) -> EngineCounters {
+) -> EndpointCounters {
     let layout = Layout::new(&SIZES);
     let mut h = EngineHost::new(tb, me, |c| c.tcp.time_wait = Duration::from_millis(100));
     let end = EngineEnd::register(&mut h, &layout, mine);
@@ -88,7 +88,10 @@ fn engine_side(
         let conn = if connecting {
             wait_for(&mut h, &rx, Msg::Listening, Duration::from_secs(60));
             let peer = addr(tb, me.peer(), case.port);
-            let conn = h.e.connect(Instant::now(), peer, settings).unwrap();
+            let conn =
+                h.e.endpoint_mut()
+                    .connect(Instant::now(), peer, settings)
+                    .unwrap();
             h.run_until(Duration::from_secs(30), &who, |h| {
                 h.established(conn).is_some()
             });
@@ -118,7 +121,7 @@ fn engine_side(
         wait_for(&mut h, &rx, Msg::Verified, Duration::from_secs(120));
         // The connecting side closes gracefully; the other sees the FIN and closes too.
         if connecting {
-            h.e.close(conn).unwrap();
+            h.e.endpoint_mut().close(conn).unwrap();
         }
         h.run_until(Duration::from_secs(30), &who, |h| h.closed(conn).is_some());
         assert_eq!(
@@ -130,7 +133,7 @@ fn engine_side(
             assert!(
                 h.events
                     .iter()
-                    .any(|e| matches!(e, EngineEvent::PeerClosed { conn: c } if *c == conn)),
+                    .any(|e| matches!(e, EndpointEvent::PeerClosed { conn: c } if *c == conn)),
                 "{who}: no PeerClosed"
             );
         }
@@ -140,7 +143,7 @@ fn engine_side(
             started.elapsed()
         );
     }
-    h.e.counters()
+    h.e.endpoint().counters()
 }
 
 /// Issue 4: engines on both ends; Send, Write and Read of 1 B..16 MiB both ways, verified at
@@ -160,7 +163,7 @@ fn engine_to_engine_send_write_read_1b_to_16mib_every_mpa_negotiation() {
     let (ca, cb) = thread::scope(|s| {
         let a = s.spawn(|| engine_side(&tb, Side::A, &src_a, &src_b, a_tx, b_rx));
         let b = s.spawn(|| engine_side(&tb, Side::B, &src_b, &src_a, b_tx, a_rx));
-        let join = |t: thread::ScopedJoinHandle<'_, EngineCounters>| {
+        let join = |t: thread::ScopedJoinHandle<'_, EndpointCounters>| {
             t.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
         };
         (join(a), join(b))

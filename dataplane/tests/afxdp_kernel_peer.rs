@@ -19,9 +19,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use afxdp_support::*;
-use dataplane::engine::{ConnId, EngineConfig};
 use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
 use dataplane::{Access, Device, Transport};
+use endpoint::{ConnId, EndpointConfig};
 use testkit::iwarp_oracle::{check_decode, Expect};
 use testkit::or_skip;
 use testkit::{require_tool, unique_temp_path, LiveCapture};
@@ -60,7 +60,7 @@ fn transfer_matrix(tag: &str, engine_connects: bool, first_port: u16) {
     let layout = Layout::new(&SIZES);
     let esrc = Sources::new(&layout, 1);
     let ksrc = Sources::new(&layout, 2);
-    let mut h = EngineHost::new(&tb, Side::A, |_: &mut EngineConfig| {});
+    let mut h = EngineHost::new(&tb, Side::A, |_: &mut EndpointConfig| {});
     let end = EngineEnd::register(&mut h, &layout, &esrc);
     let started = Instant::now();
     for (k, combo) in combos(usize::from(engine_connects)).into_iter().enumerate() {
@@ -79,7 +79,7 @@ fn transfer_matrix(tag: &str, engine_connects: bool, first_port: u16) {
     println!(
         "{tag}: {:?} in all; engine counters {:?}",
         started.elapsed(),
-        h.e.counters()
+        h.e.endpoint().counters()
     );
 }
 
@@ -163,7 +163,7 @@ fn reordered_and_lost_kernel_writes_are_placed_out_of_order_via_markers() {
     let port = 4400;
     let mut h = EngineHost::new(&tb, Side::A, |_| {});
     let bound = {
-        let t = &h.e.config().tcp;
+        let t = &h.e.endpoint().config().tcp;
         u64::from(t.max_ooo_bytes.min(t.recv_buffer))
     };
     let (target, stag) = h.region(LEN, Access::LOCAL_WRITE | Access::REMOTE_WRITE);
@@ -227,16 +227,17 @@ fn reordered_and_lost_kernel_writes_are_placed_out_of_order_via_markers() {
             !h.accepted(lid).is_empty() || kernel.is_finished()
         });
         let conn = h.accepted(lid)[0];
-        h.e.post_recv(
-            conn,
-            1,
-            ddp::LocalBuf {
-                region: fence,
-                offset: 0,
-                len: 64,
-            },
-        )
-        .unwrap();
+        h.e.endpoint_mut()
+            .post_recv(
+                conn,
+                1,
+                ddp::LocalBuf {
+                    region: fence,
+                    offset: 0,
+                    len: 64,
+                },
+            )
+            .unwrap();
         h.run_until(Duration::from_secs(120), "the fence Send", |h| {
             !h.completions_of(conn).is_empty()
         });
@@ -254,13 +255,13 @@ fn reordered_and_lost_kernel_writes_are_placed_out_of_order_via_markers() {
             .unwrap_or_else(|p| std::panic::resume_unwind(p));
         drop(qp);
     });
-    let got = h.e.region(target).unwrap();
+    let got = h.e.endpoint().region(target).unwrap();
     assert!(
         got == &data[..],
         "RDMA Write data differs at {:?}",
         first_difference(got, &data)
     );
-    let c = h.e.counters();
+    let c = h.e.endpoint().counters();
     println!(
         "out-of-order run ({how}): {} MiB in {:?}; ooo_fpdus_placed {}, ooo_bytes_max {} \
          (bound {bound}); counters {c:?}; egress: {}",
@@ -442,19 +443,23 @@ fn engine_to_kernel(
 ) -> (ConnId, ddp::LocalBuf) {
     ready.recv().unwrap();
     let conn =
-        h.e.connect(
-            Instant::now(),
-            addr(tb, Side::B, port),
-            engine_settings(false, true, vec![]),
-        )
-        .unwrap();
+        h.e.endpoint_mut()
+            .connect(
+                Instant::now(),
+                addr(tb, Side::B, port),
+                engine_settings(false, true, vec![]),
+            )
+            .unwrap();
     h.run_until(Duration::from_secs(30), "MPA startup", |h| {
         h.established(conn).is_some()
     });
     let (rbuf, _) = h.region(TEARDOWN_LEN, Access::LOCAL_WRITE);
-    h.e.post_recv(conn, 500, buf_of(rbuf)).unwrap();
+    h.e.endpoint_mut()
+        .post_recv(conn, 500, buf_of(rbuf))
+        .unwrap();
     let (src, _) = h.region(TEARDOWN_LEN, Access::LOCAL_WRITE);
-    h.e.region_mut(src)
+    h.e.endpoint_mut()
+        .region_mut(src)
         .unwrap()
         .copy_from_slice(&pattern(TEARDOWN_LEN, u64::from(port)));
     (conn, buf_of(src))
@@ -520,8 +525,10 @@ fn engine_graceful_close_and_abort_reach_the_kernel_end() {
         let (tx, rx) = mpsc::channel();
         let kernel = s.spawn(|| kernel_sees(&tb, 4600, tx));
         let (conn, src) = engine_to_kernel(&tb, &mut h, 4600, &rx);
-        h.e.post_send(conn, 1, src, Default::default()).unwrap();
-        h.e.close(conn).unwrap();
+        h.e.endpoint_mut()
+            .post_send(conn, 1, src, Default::default())
+            .unwrap();
+        h.e.endpoint_mut().close(conn).unwrap();
         h.run_until(Duration::from_secs(30), "graceful close", |h| {
             h.closed(conn).is_some()
         });
@@ -542,11 +549,13 @@ fn engine_graceful_close_and_abort_reach_the_kernel_end() {
         let (tx, rx) = mpsc::channel();
         let kernel = s.spawn(|| kernel_sees(&tb, 4601, tx));
         let (conn, src) = engine_to_kernel(&tb, &mut h, 4601, &rx);
-        h.e.post_send(conn, 1, src, Default::default()).unwrap();
+        h.e.endpoint_mut()
+            .post_send(conn, 1, src, Default::default())
+            .unwrap();
         h.run_until(Duration::from_secs(30), "Send acknowledged", |h| {
             !h.completions_of(conn).is_empty()
         });
-        h.e.abort(conn).unwrap();
+        h.e.endpoint_mut().abort(conn).unwrap();
         h.run_until(Duration::from_secs(30), "abort", |h| {
             h.closed(conn).is_some()
         });
@@ -567,7 +576,10 @@ fn engine_graceful_close_and_abort_reach_the_kernel_end() {
             "the engine's posted receive after abort"
         );
     });
-    println!("teardown (engine side): counters {:?}", h.e.counters());
+    println!(
+        "teardown (engine side): counters {:?}",
+        h.e.endpoint().counters()
+    );
 }
 
 /// Issue 4, teardown, the kernel's side. Graceful: a kernel-transport end Sends 4 KiB and closes;
@@ -615,9 +627,10 @@ fn kernel_graceful_close_and_reset_reach_the_engine() {
             (0, ddp::WcStatus::Success, TEARDOWN_LEN)
         );
         assert_eq!((wcs[1].wr_id, wcs[1].status), (1, ddp::WcStatus::Flushed));
-        assert!(h.events.iter().any(
-            |e| matches!(e, dataplane::engine::EngineEvent::PeerClosed { conn: c } if *c == conn)
-        ));
+        assert!(h
+            .events
+            .iter()
+            .any(|e| matches!(e, endpoint::EndpointEvent::PeerClosed { conn: c } if *c == conn)));
         assert_eq!(h.closed(conn), Some(tcp_offload::CloseReason::Normal));
     });
 
@@ -648,19 +661,22 @@ fn kernel_graceful_close_and_reset_reach_the_engine() {
             "{wcs:?}"
         );
     });
-    println!("teardown (kernel side): counters {:?}", h.e.counters());
+    println!(
+        "teardown (kernel side): counters {:?}",
+        h.e.endpoint().counters()
+    );
 }
 
 /// Waits for `lid`'s connection, posts two 4 KiB receives (wr_id 0 and 1) on it, and runs
 /// until it is gone.
-fn accept_until_closed(h: &mut EngineHost, lid: dataplane::engine::ListenerId) -> ConnId {
+fn accept_until_closed(h: &mut EngineHost, lid: endpoint::ListenerId) -> ConnId {
     h.run_until(Duration::from_secs(30), "accept", |h| {
         !h.accepted(lid).is_empty()
     });
     let conn = h.accepted(lid)[0];
     for i in 0..2 {
         let (r, _) = h.region(TEARDOWN_LEN, Access::LOCAL_WRITE);
-        h.e.post_recv(conn, i, buf_of(r)).unwrap();
+        h.e.endpoint_mut().post_recv(conn, i, buf_of(r)).unwrap();
     }
     h.run_until(Duration::from_secs(30), "close", |h| {
         h.closed(conn).is_some()

@@ -3,18 +3,32 @@
 //! from the engine, verified byte for byte at the kernel side; RDMA Read of 1 MiB from the
 //! kernel's region, verified at the engine.
 
-mod engine_support;
 use std::net::{SocketAddr, SocketAddrV4};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use dataplane::engine::{Engine, EngineConfig, EngineEvent, XskIo};
+use dataplane::engine::{Engine, XskIo};
 use dataplane::xdp::testbed::{for_test, Side};
 use dataplane::xdp::{AttachPolicy, BindMode, LocalPortRange, XdpProgram, XskConfig, XskQueue};
 use dataplane::{Access, ConnectionConfig, Device, QpInit, Transport};
-use ddp::{RemoteBuf, Stag, WcStatus};
-use engine_support::{buf, pattern, settings};
-use testkit::or_skip;
+use ddp::{LocalBuf, RegionHandle, RemoteBuf, Stag, WcStatus};
+use endpoint::{EndpointConfig, EndpointEvent, QpSettings, Secrets};
+use testkit::{or_skip, pattern};
+
+fn settings(markers: bool, crc: bool) -> QpSettings {
+    let mut s = QpSettings::default();
+    s.startup.want_markers = markers;
+    s.startup.want_crc = crc;
+    s
+}
+
+fn buf(region: RegionHandle, len: usize) -> LocalBuf {
+    LocalBuf {
+        region,
+        offset: 0,
+        len: len as u32,
+    }
+}
 
 #[test]
 fn afxdp_engine_to_kernel_transport_send_and_write() {
@@ -92,55 +106,63 @@ fn afxdp_engine_to_kernel_transport_send_and_write() {
     )
     .unwrap();
     prog.register_socket(0, queue.fd()).unwrap();
-    let mut cfg = EngineConfig::new(tb.mac(Side::A).unwrap(), tb.ip(Side::A));
+    let secrets = Secrets::fixed_for_tests(1);
+    let mut cfg = EndpointConfig::new(tb.mac(Side::A).unwrap(), tb.ip(Side::A), secrets);
     cfg.local_ports = 40000..=40999;
     cfg.default_next_hop = Some(tb.mac(Side::B).unwrap());
     let start = Instant::now();
     let mut e = Engine::new(cfg, XskIo::new(queue), start);
     let (stag, read_stag) = stag_rx.recv().unwrap();
-    let (rdst, _) = e.register(len, Access::LOCAL_WRITE);
+    let (rdst, _) = e.endpoint_mut().register(len, Access::LOCAL_WRITE);
     let conn = e
+        .endpoint_mut()
         .connect(
             Instant::now(),
             SocketAddrV4::new(tb.ip(Side::B), 4000),
             settings(false, true),
         )
         .unwrap();
-    let (src, _) = e.register(len, Access::LOCAL_WRITE);
-    e.region_mut(src).unwrap().copy_from_slice(&data);
+    let (src, _) = e.endpoint_mut().register(len, Access::LOCAL_WRITE);
+    e.endpoint_mut()
+        .region_mut(src)
+        .unwrap()
+        .copy_from_slice(&data);
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut posted = false;
     let mut done = Vec::new();
     while Instant::now() < deadline && done.len() < 3 {
         e.poll(Instant::now());
-        while let Some(ev) = e.poll_event() {
-            if let EngineEvent::Established { .. } = ev {
-                e.post_send(conn, 1, buf(src, len), Default::default())
+        while let Some(ev) = e.endpoint_mut().poll_event() {
+            if let EndpointEvent::Established { .. } = ev {
+                e.endpoint_mut()
+                    .post_send(conn, 1, buf(src, len), Default::default())
                     .unwrap();
-                e.post_write(
-                    conn,
-                    2,
-                    buf(src, len),
-                    RemoteBuf {
-                        stag: Stag(stag),
-                        to: 0,
-                    },
-                )
-                .unwrap();
-                e.post_read(
-                    conn,
-                    3,
-                    buf(rdst, len),
-                    RemoteBuf {
-                        stag: Stag(read_stag),
-                        to: 0,
-                    },
-                )
-                .unwrap();
+                e.endpoint_mut()
+                    .post_write(
+                        conn,
+                        2,
+                        buf(src, len),
+                        RemoteBuf {
+                            stag: Stag(stag),
+                            to: 0,
+                        },
+                    )
+                    .unwrap();
+                e.endpoint_mut()
+                    .post_read(
+                        conn,
+                        3,
+                        buf(rdst, len),
+                        RemoteBuf {
+                            stag: Stag(read_stag),
+                            to: 0,
+                        },
+                    )
+                    .unwrap();
                 posted = true;
             }
         }
-        while let Some((_, wc)) = e.poll_completion() {
+        while let Some((_, wc)) = e.endpoint_mut().poll_completion() {
             done.push(wc);
         }
     }
@@ -153,19 +175,19 @@ fn afxdp_engine_to_kernel_transport_send_and_write() {
     assert!(
         posted,
         "MPA startup with the kernel did not finish: {:?}",
-        e.counters()
+        e.endpoint().counters()
     );
     assert!(
         done.len() == 3 && done.iter().all(|w| w.status == WcStatus::Success),
         "{done:?} {:?}",
-        e.counters()
+        e.endpoint().counters()
     );
     assert!(
-        e.region(rdst).unwrap() == &pattern(len, 12)[..],
+        e.endpoint().region(rdst).unwrap() == &pattern(len, 12)[..],
         "Read data differs at the engine"
     );
     let (send_ok, write_ok) = kernel.join().unwrap();
     assert!(send_ok, "Send data differs at the kernel side");
     assert!(write_ok, "Write data differs at the kernel side");
-    println!("engine counters: {:?}", e.counters());
+    println!("engine counters: {:?}", e.endpoint().counters());
 }

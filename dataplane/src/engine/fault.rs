@@ -3,7 +3,9 @@
 
 use std::time::Instant;
 
-use super::io::{PacketIo, TxOutcome};
+use endpoint::{FrameSink, TxOutcome};
+
+use super::io::PacketIo;
 
 /// Fault probabilities in `[0, 1]`, per direction.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -158,6 +160,16 @@ impl<I: PacketIo> PacketIo for FaultyIo<I> {
         n
     }
 
+    fn flush(&mut self, now: Instant) {
+        self.inner.flush(now);
+    }
+
+    fn next_rx(&self) -> Option<Instant> {
+        self.inner.next_rx()
+    }
+}
+
+impl<I: PacketIo> FrameSink for FaultyIo<I> {
     fn tx_frame(
         &mut self,
         now: Instant,
@@ -208,14 +220,6 @@ impl<I: PacketIo> PacketIo for FaultyIo<I> {
             return TxOutcome::Queued;
         }
         r
-    }
-
-    fn flush(&mut self, now: Instant) {
-        self.inner.flush(now);
-    }
-
-    fn next_rx(&self) -> Option<Instant> {
-        self.inner.next_rx()
     }
 }
 

@@ -4,7 +4,9 @@
 
 use std::time::Instant;
 
-use super::io::{PacketIo, TxOutcome};
+use endpoint::{FrameSink, TxOutcome};
+
+use super::io::PacketIo;
 use crate::xdp::{Frame, XskQueue};
 
 /// An engine's packet I/O on one AF_XDP socket.
@@ -43,6 +45,16 @@ impl PacketIo for XskIo {
         n
     }
 
+    fn flush(&mut self, _now: Instant) {
+        // `send` kicks the kernel for what it queued; in copy mode that `sendto` usually
+        // completes the batch, so reclaim first and kick again only for what is left.
+        self.queue.send(&mut self.tx);
+        self.queue.reclaim();
+        self.queue.kick_tx();
+    }
+}
+
+impl FrameSink for XskIo {
     fn tx_frame(
         &mut self,
         _now: Instant,
@@ -65,13 +77,5 @@ impl PacketIo for XskIo {
                 TxOutcome::Empty
             }
         }
-    }
-
-    fn flush(&mut self, _now: Instant) {
-        // `send` kicks the kernel for what it queued; in copy mode that `sendto` usually
-        // completes the batch, so reclaim first and kick again only for what is left.
-        self.queue.send(&mut self.tx);
-        self.queue.reclaim();
-        self.queue.kick_tx();
     }
 }

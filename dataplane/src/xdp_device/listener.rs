@@ -5,11 +5,12 @@ use std::net::{IpAddr, SocketAddr, SocketAddrV4};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use endpoint::ListenerId;
+
 use super::qp::{settings, XdpQp};
 use super::route::{QpLink, Request};
 use super::XdpDevice;
 use crate::counters::Counters;
-use crate::engine::ListenerId;
 use crate::qp::next_qp_num;
 use crate::xdp::PortKind;
 use crate::{AcceptError, ConnectError, ConnectionConfig, QpInit, QueuePair};
@@ -61,6 +62,7 @@ impl XdpDevice {
         let mut st = self.shared.lock();
         let id = st
             .engine
+            .endpoint_mut()
             .listen_manual(addr.port(), settings(&config, &[]))
             .map_err(|_| {
                 ConnectError::Io(std::io::Error::new(
@@ -115,7 +117,7 @@ impl Drop for XdpListener {
         // Requests nobody will accept any more: reset them.
         if let Some(q) = st.listeners.remove(&self.id) {
             for r in q {
-                let _ = st.engine.abort(r.conn);
+                let _ = st.engine.endpoint_mut().abort(r.conn);
             }
         }
     }
@@ -144,7 +146,8 @@ impl XdpIncoming {
         {
             let mut st = self.dev.shared.lock();
             st.engine
-                .adopt_pd(conn, init.pd.inner.clone())
+                .endpoint_mut()
+                .adopt_pd(conn, init.pd.handle())
                 .map_err(|_| ConnectError::Startup(mpa::StartupError::ConnectionClosed))?;
             st.routes.insert(conn, link.clone());
         }
@@ -160,6 +163,7 @@ impl XdpIncoming {
         before_reply(&qp).map_err(ConnectError::Post)?;
         let mut st = self.dev.shared.lock();
         st.engine
+            .endpoint_mut()
             .accept_request(conn, private_data)
             .map_err(|_| ConnectError::Startup(mpa::StartupError::ConnectionClosed))?;
         if self.dev.shared.inline {
@@ -172,6 +176,7 @@ impl XdpIncoming {
     pub(crate) fn reject(self, private_data: &[u8]) -> Result<(), ConnectError> {
         let mut st = self.dev.shared.lock();
         st.engine
+            .endpoint_mut()
             .reject(self.req.conn, private_data)
             .map_err(|_| ConnectError::Startup(mpa::StartupError::ConnectionClosed))?;
         Counters::inc(&st.counters.startup_rejected);

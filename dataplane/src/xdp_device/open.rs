@@ -7,8 +7,10 @@ use std::time::Instant;
 
 use super::{Shared, State, XdpDevice};
 use crate::counters::Counters;
-use crate::engine::{Engine, EngineConfig, FastMap, XskIo};
-use crate::pd::os_random_u64;
+use endpoint::{EndpointConfig, FastMap, Secrets};
+
+use crate::engine::{Engine, XskIo};
+use crate::pd::os_random;
 use crate::xdp::netlink::RtNetlink;
 use crate::xdp::netns::NetNs;
 use crate::xdp::{program, LocalPortRange, XdpError, XdpProgram, XskConfig, XskQueue};
@@ -39,6 +41,9 @@ fn frame_size_for(mtu: u32) -> u32 {
 impl XdpDevice {
     /// Opens `cfg.interface` in the calling thread's network namespace.
     pub(crate) fn open(cfg: &XdpConfig, counters: Arc<Counters>) -> Result<Self, DeviceError> {
+        // The engine's ISN key and STag seed.
+        let mut secrets = [0u8; 24];
+        os_random(&mut secrets).map_err(|e| DeviceError::Random(e.kind()))?;
         let netns = NetNs::current().map_err(|e| xdp_err(XdpError::from_io("netns", &e)))?;
         let ifindex = program::ifindex(&cfg.interface).map_err(xdp_err)?;
         let mut nl = RtNetlink::new().map_err(xdp_err)?;
@@ -77,17 +82,11 @@ impl XdpDevice {
             "AF_XDP device open"
         );
 
-        let mut ecfg = EngineConfig::new(mac, ip);
+        let mut ecfg = EndpointConfig::new(mac, ip, Secrets::from_random(secrets));
         ecfg.local_ports = cfg.local_ports.clone();
-        ecfg.fault = cfg.fault;
         let room = frame_size.min(mtu + 14) - HEADERS - TCP_OPTIONS;
         ecfg.tcp.mss = u16::try_from(room).unwrap_or(u16::MAX);
-        let mut secret = [0u8; 16];
-        secret[..8].copy_from_slice(&os_random_u64().to_ne_bytes());
-        secret[8..].copy_from_slice(&os_random_u64().to_ne_bytes());
-        ecfg.isn_secret = secret;
-        ecfg.stag_seed = os_random_u64();
-        let engine = Engine::new(ecfg, XskIo::new(queue), Instant::now());
+        let engine = Engine::with_faults(ecfg, XskIo::new(queue), cfg.fault, Instant::now());
 
         let (inline, core) = match cfg.mode {
             EngineMode::Inline => (true, None),

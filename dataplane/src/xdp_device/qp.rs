@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 
 use super::route::{Pending, QpLink};
 use super::XdpDevice;
-use crate::engine::{ConnId, EngineCore, EngineError, QpSettings};
+use endpoint::{ConnId, Endpoint, EndpointError, QpSettings};
+
+use crate::engine::PdHandle;
 use crate::qp::{next_qp_num, QpError};
 use crate::xdp::{resolve_next_hop, XdpError};
 use crate::{ConnectError, ConnectionConfig, PostError, ProtectionDomain, QpInit};
@@ -33,10 +35,10 @@ pub(crate) fn settings(config: &ConnectionConfig, private_data: &[u8]) -> QpSett
     }
 }
 
-fn post_error(e: EngineError) -> PostError {
+fn post_error(e: EndpointError) -> PostError {
     match e {
-        EngineError::Post(ddp::WorkRequestError::InvalidState) => PostError::NotConnected,
-        EngineError::Post(p) => PostError::Refused(p),
+        EndpointError::Post(ddp::WorkRequestError::InvalidState) => PostError::NotConnected,
+        EndpointError::Post(p) => PostError::Refused(p),
         _ => PostError::NotConnected,
     }
 }
@@ -61,7 +63,11 @@ impl XdpDevice {
             Some(shared.netns.enter()?)
         };
         let hop = resolve_next_hop(IpAddr::V4(ip), timeout).map_err(io_error)?;
-        shared.lock().engine.add_neighbour(ip, hop.dst_mac);
+        shared
+            .lock()
+            .engine
+            .endpoint_mut()
+            .add_neighbour(ip, hop.dst_mac);
         Ok(())
     }
 
@@ -89,11 +95,12 @@ impl XdpDevice {
             let mut st = self.shared.lock();
             let conn = st
                 .engine
+                .endpoint_mut()
                 .connect_in(
                     Instant::now(),
                     SocketAddrV4::new(*v4.ip(), v4.port()),
                     settings(config, private_data),
-                    init.pd.inner.clone(),
+                    init.pd.handle(),
                 )
                 .map_err(|e| {
                     fail(ConnectError::Io(std::io::Error::new(
@@ -139,9 +146,9 @@ impl XdpDevice {
 
 impl XdpQp {
     /// Runs `f` on the engine under the lock.
-    fn with_engine<R>(&self, f: impl FnOnce(&mut EngineCore, ConnId) -> R) -> R {
+    fn with_engine<R>(&self, f: impl FnOnce(&mut Endpoint<PdHandle>, ConnId) -> R) -> R {
         let mut st = self.dev.shared.lock();
-        f(&mut st.engine, self.conn)
+        f(st.engine.endpoint_mut(), self.conn)
     }
 
     fn check_open(&self) -> Result<(), PostError> {
@@ -155,14 +162,14 @@ impl XdpQp {
     /// Posts a work request through `f` (the engine's post call for this connection).
     pub(crate) fn post(
         &self,
-        f: impl FnOnce(&mut EngineCore, ConnId) -> Result<(), EngineError>,
+        f: impl FnOnce(&mut Endpoint<PdHandle>, ConnId) -> Result<(), EndpointError>,
     ) -> Result<(), PostError> {
         self.check_open()?;
         let mut st = self.dev.shared.lock();
         // Inline, on an idle connection: send at once (a ping-pong's answer); with work in
         // flight the next round frames it together with what follows (MPA-62 packing).
-        let at_once = self.dev.shared.inline && st.engine.is_idle_to_send(self.conn);
-        f(&mut st.engine, self.conn).map_err(post_error)?;
+        let at_once = self.dev.shared.inline && st.engine.endpoint().is_idle_to_send(self.conn);
+        f(st.engine.endpoint_mut(), self.conn).map_err(post_error)?;
         if at_once {
             st.engine.transmit_now(Instant::now(), self.conn);
         }
@@ -195,7 +202,7 @@ impl XdpQp {
         let (link, conn) = (&self.link, self.conn);
         self.dev.shared.wait_until(deadline, |st| {
             let tcp_done = matches!(
-                st.engine.tcp_state(conn),
+                st.engine.endpoint().tcp_state(conn),
                 None | Some(State::Closed | State::TimeWait)
             );
             (link.status().finished || tcp_done).then_some(())

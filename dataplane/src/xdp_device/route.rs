@@ -5,8 +5,10 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use endpoint::{ConnId, EndpointEvent, FastMap, ListenerId};
+
 use crate::counters::Counters;
-use crate::engine::{ConnId, Engine, EngineEvent, FastMap, ListenerId, XskIo};
+use crate::engine::{Engine, XskIo};
 use crate::qp::{map_completion, QpError};
 use crate::qp_events::{startup_error, stream_error};
 use crate::xdp::XdpProgram;
@@ -101,7 +103,7 @@ impl State {
     /// `connect` calls. Returns true when there were any.
     pub(crate) fn route(&mut self) -> bool {
         let mut any = false;
-        while let Some((conn, wc)) = self.engine.poll_completion() {
+        while let Some((conn, wc)) = self.engine.endpoint_mut().poll_completion() {
             any = true;
             if let Some(link) = self.routes.get(&conn) {
                 let c = map_completion(wc, link.num);
@@ -112,17 +114,17 @@ impl State {
                 }
             }
         }
-        while let Some(ev) = self.engine.poll_event() {
+        while let Some(ev) = self.engine.endpoint_mut().poll_event() {
             any = true;
             self.handle_event(ev);
         }
         any
     }
 
-    fn handle_event(&mut self, ev: EngineEvent) {
+    fn handle_event(&mut self, ev: EndpointEvent) {
         let c = &self.counters;
         match ev {
-            EngineEvent::Accepted {
+            EndpointEvent::Accepted {
                 listener,
                 conn,
                 peer,
@@ -131,7 +133,7 @@ impl State {
                 self.pending
                     .insert(conn, Pending::Accepted { listener, peer });
             }
-            EngineEvent::ConnectRequest {
+            EndpointEvent::ConnectRequest {
                 conn,
                 private_data,
                 peer_wants_markers,
@@ -147,7 +149,7 @@ impl State {
                         }),
                         // The listener is gone: nobody will accept.
                         None => {
-                            let _ = self.engine.abort(conn);
+                            let _ = self.engine.endpoint_mut().abort(conn);
                         }
                     }
                 }
@@ -157,7 +159,7 @@ impl State {
                     }
                 }
             },
-            EngineEvent::Established {
+            EndpointEvent::Established {
                 conn,
                 peer_private_data,
                 ..
@@ -167,7 +169,7 @@ impl State {
                     *p = Pending::Done(Ok(peer_private_data));
                 }
             }
-            EngineEvent::StartupFailed { conn, event } => {
+            EndpointEvent::StartupFailed { conn, event } => {
                 let e = startup_error(c, event);
                 match self.pending.get_mut(&conn) {
                     Some(p @ Pending::Connecting) => *p = Pending::Done(Err(e)),
@@ -176,13 +178,13 @@ impl State {
                     }
                 }
             }
-            EngineEvent::StreamError { conn, event } => {
+            EndpointEvent::StreamError { conn, event } => {
                 let e = stream_error(c, &event);
                 if let (Some(link), Some(e)) = (self.routes.get(&conn), e) {
                     link.set_error(e);
                 }
             }
-            EngineEvent::PeerClosed { conn } => {
+            EndpointEvent::PeerClosed { conn } => {
                 if let Some(link) = self.routes.get(&conn) {
                     if !link.status().close_requested {
                         // The peer closed while we were not closing: MPA error 1.
@@ -190,7 +192,7 @@ impl State {
                     }
                 }
             }
-            EngineEvent::Closed { conn, .. } => {
+            EndpointEvent::Closed { conn, .. } => {
                 if let Some(p @ Pending::Connecting) = self.pending.get_mut(&conn) {
                     *p = Pending::Done(Err(ConnectError::Startup(
                         mpa::StartupError::ConnectionClosed,

@@ -18,7 +18,7 @@ use std::sync::{mpsc, Arc, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use dataplane::engine::{ConnId, Engine, EngineConfig, EngineEvent, ListenerId, QpSettings, XskIo};
+use dataplane::engine::{Engine, XskIo};
 use dataplane::xdp::testbed::{Side, VethTestbed};
 use dataplane::xdp::{
     AttachMode, AttachPolicy, BindMode, LocalPortRange, PortKind, XdpProgram, XskConfig, XskQueue,
@@ -30,6 +30,7 @@ use dataplane::{
 use ddp::{
     LocalBuf, NegotiatedFraming, RegionHandle, RemoteBuf, Stag, WcOpcode, WcStatus, WorkCompletion,
 };
+use endpoint::{ConnId, EndpointConfig, EndpointEvent, ListenerId, QpSettings, Secrets};
 
 /// The sizes every transfer test moves (issue 4: 1 B to 16 MiB).
 pub const SIZES: [usize; 4] = [1, 4096, 1 << 20, 16 << 20];
@@ -96,7 +97,7 @@ pub struct EngineHost {
     pub prog: XdpProgram,
     pub side: Side,
     /// Every event so far, in order.
-    pub events: Vec<EngineEvent>,
+    pub events: Vec<EndpointEvent>,
     /// Every completion so far, in order.
     pub wcs: Vec<(ConnId, WorkCompletion)>,
 }
@@ -105,7 +106,11 @@ impl EngineHost {
     /// Attaches the steering program to `side`'s veth end (native mode), steers the active-open
     /// range, binds a copy-mode AF_XDP socket on queue 0 and starts an engine on it. `tweak`
     /// adjusts the engine configuration. The calling thread may be in any namespace.
-    pub fn new(tb: &VethTestbed, side: Side, tweak: impl FnOnce(&mut EngineConfig)) -> EngineHost {
+    pub fn new(
+        tb: &VethTestbed,
+        side: Side,
+        tweak: impl FnOnce(&mut EndpointConfig),
+    ) -> EngineHost {
         let _ns = tb.enter(side).expect("enter netns");
         let ifname = tb.ifname(side).to_string();
         let prog = XdpProgram::attach(&ifname, AttachPolicy::NativeOrGeneric).expect("attach XDP");
@@ -122,7 +127,8 @@ impl EngineHost {
         )
         .expect("AF_XDP socket");
         prog.register_socket(0, queue.fd()).expect("XSKMAP");
-        let mut cfg = EngineConfig::new(tb.mac(side).unwrap(), tb.ip(side));
+        let secrets = Secrets::fixed_for_tests(u64::from(u32::from(tb.ip(side))));
+        let mut cfg = EndpointConfig::new(tb.mac(side).unwrap(), tb.ip(side), secrets);
         cfg.local_ports = ACTIVE_PORTS;
         cfg.default_next_hop = Some(tb.mac(side.peer()).unwrap());
         tweak(&mut cfg);
@@ -141,7 +147,10 @@ impl EngineHost {
         self.prog
             .steer_port(port, PortKind::Listen)
             .expect("steer the listening port");
-        self.e.listen(port, settings).expect("listen")
+        self.e
+            .endpoint_mut()
+            .listen(port, settings)
+            .expect("listen")
     }
 
     /// One round: poll, collect events and completions; when idle, wait up to 1 ms for frames
@@ -149,10 +158,10 @@ impl EngineHost {
     pub fn step(&mut self) {
         let now = Instant::now();
         let n = self.e.poll(now);
-        while let Some(ev) = self.e.poll_event() {
+        while let Some(ev) = self.e.endpoint_mut().poll_event() {
             self.events.push(ev);
         }
-        while let Some(wc) = self.e.poll_completion() {
+        while let Some(wc) = self.e.endpoint_mut().poll_completion() {
             self.wcs.push(wc);
         }
         if n == 0 && self.e.poll_timeout().is_none_or(|t| t > now) {
@@ -175,7 +184,7 @@ impl EngineHost {
             assert!(
                 Instant::now() < deadline,
                 "{what}: not done after {timeout:?}; counters {:?}; events {:?}",
-                self.e.counters(),
+                self.e.endpoint().counters(),
                 self.events
             );
             self.step();
@@ -193,7 +202,7 @@ impl EngineHost {
     /// The negotiated MPA parameters of `conn`, once established.
     pub fn established(&self, conn: ConnId) -> Option<(NegotiatedFraming, Vec<u8>)> {
         self.events.iter().find_map(|e| match e {
-            EngineEvent::Established {
+            EndpointEvent::Established {
                 conn: c,
                 negotiated,
                 peer_private_data,
@@ -207,7 +216,7 @@ impl EngineHost {
         self.events
             .iter()
             .filter_map(|e| match e {
-                EngineEvent::Accepted {
+                EndpointEvent::Accepted {
                     listener: l, conn, ..
                 } if *l == listener => Some(*conn),
                 _ => None,
@@ -218,7 +227,7 @@ impl EngineHost {
     /// Whether `conn` is gone, and why.
     pub fn closed(&self, conn: ConnId) -> Option<tcp_offload::CloseReason> {
         self.events.iter().find_map(|e| match e {
-            EngineEvent::Closed { conn: c, reason } if *c == conn => Some(*reason),
+            EndpointEvent::Closed { conn: c, reason } if *c == conn => Some(*reason),
             _ => None,
         })
     }
@@ -234,7 +243,7 @@ impl EngineHost {
 
     /// A zeroed region.
     pub fn region(&mut self, len: usize, access: Access) -> (RegionHandle, Stag) {
-        self.e.register(len.max(1), access)
+        self.e.endpoint_mut().register(len.max(1), access)
     }
 }
 
@@ -431,7 +440,7 @@ impl EngineEnd {
         let mut stags = Vec::new();
         let r = Regions::make(layout, sources, |len, access, init| {
             let (r, stag) = h.region(len, access);
-            h.e.region_mut(r).unwrap()[..init.len()].copy_from_slice(init);
+            h.e.endpoint_mut().region_mut(r).unwrap()[..init.len()].copy_from_slice(init);
             stags.push(stag.0);
             r
         });
@@ -445,7 +454,7 @@ impl EngineEnd {
     /// Zeroes the destinations for another run.
     pub fn reset(&self, h: &mut EngineHost) {
         for r in [self.r.recv, self.r.write_target, self.r.read_dst] {
-            h.e.region_mut(r).unwrap().fill(0);
+            h.e.endpoint_mut().region_mut(r).unwrap().fill(0);
         }
     }
 
@@ -457,7 +466,9 @@ impl EngineEnd {
     pub fn post_recvs(&self, h: &mut EngineHost, conn: ConnId) {
         for i in 0..self.layout.sizes.len() {
             let b = lbuf(self.r.recv, self.layout.slot(i));
-            h.e.post_recv(conn, wr(OP_RECV, i), b).expect("post_recv");
+            h.e.endpoint_mut()
+                .post_recv(conn, wr(OP_RECV, i), b)
+                .expect("post_recv");
         }
     }
 
@@ -470,29 +481,32 @@ impl EngineEnd {
                 stag: Stag(stag),
                 to: s.start as u64,
             };
-            h.e.post_write(
-                conn,
-                wr(OP_WRITE, i),
-                lbuf(self.r.src, t + s.start..t + s.end),
-                remote(peer.0),
-            )
-            .expect("post_write");
-            h.e.post_read(
-                conn,
-                wr(OP_READ, i),
-                lbuf(self.r.read_dst, s.clone()),
-                remote(peer.1),
-            )
-            .expect("post_read");
+            h.e.endpoint_mut()
+                .post_write(
+                    conn,
+                    wr(OP_WRITE, i),
+                    lbuf(self.r.src, t + s.start..t + s.end),
+                    remote(peer.0),
+                )
+                .expect("post_write");
+            h.e.endpoint_mut()
+                .post_read(
+                    conn,
+                    wr(OP_READ, i),
+                    lbuf(self.r.read_dst, s.clone()),
+                    remote(peer.1),
+                )
+                .expect("post_read");
         }
         for i in 0..self.layout.sizes.len() {
-            h.e.post_send(
-                conn,
-                wr(OP_SEND, i),
-                lbuf(self.r.src, self.layout.slot(i)),
-                Default::default(),
-            )
-            .expect("post_send");
+            h.e.endpoint_mut()
+                .post_send(
+                    conn,
+                    wr(OP_SEND, i),
+                    lbuf(self.r.src, self.layout.slot(i)),
+                    Default::default(),
+                )
+                .expect("post_send");
         }
     }
 
@@ -520,7 +534,7 @@ impl EngineEnd {
             .collect();
         check_completions(&self.layout, &wcs, part, who);
         self.r.check(&self.layout, part, peer, who, |r, f| {
-            f(h.e.region(*r).unwrap())
+            f(h.e.endpoint().region(*r).unwrap())
         });
     }
 }
@@ -806,7 +820,8 @@ impl KernelRun<'_> {
             let conn = if engine_connects {
                 k_ready_rx.recv().unwrap();
                 let conn =
-                    h.e.connect(Instant::now(), addr(tb, Side::B, port), settings)
+                    h.e.endpoint_mut()
+                        .connect(Instant::now(), addr(tb, Side::B, port), settings)
                         .unwrap();
                 h.run_until(Duration::from_secs(30), "MPA startup", |h| {
                     h.established(conn).is_some() || kernel.is_finished()
@@ -822,7 +837,7 @@ impl KernelRun<'_> {
             };
             // Receives go up before the peer can Send: at Accepted (Responder) or at
             // Established (Initiator; the Responder sends nothing before our first FPDU, MPA-85).
-            if part.received && h.e.tcp(conn).is_some() {
+            if part.received && h.e.endpoint().tcp(conn).is_some() {
                 end.post_recvs(h, conn);
             }
             h.run_until(Duration::from_secs(30), "MPA startup", |h| {

@@ -8,8 +8,8 @@ use std::net::{SocketAddr, TcpListener};
 use std::time::Duration;
 
 use crate::store::ConnSnapshot;
-use dataplane::engine::EngineCounters;
 use dataplane::CounterSnapshot;
+use endpoint::EndpointCounters;
 
 /// Everything the daemon reports, at one instant.
 #[derive(Debug, Clone, Default)]
@@ -27,7 +27,7 @@ pub struct Snapshot {
     /// Seconds since start.
     pub uptime_seconds: u64,
     /// Per-engine counters of the AF_XDP transport (empty on the kernel transport), by queue.
-    pub engines: Vec<(u32, EngineCounters)>,
+    pub engines: Vec<(u32, EndpointCounters)>,
 }
 
 fn escape(v: &str) -> String {
@@ -161,7 +161,7 @@ impl Snapshot {
                 );
             }
         }
-        type EngineField = fn(&EngineCounters) -> u64;
+        type EngineField = fn(&EndpointCounters) -> u64;
         let per_engine: [(&str, &str, &str, EngineField); 14] = [
             (
                 "engine_rx_packets_total",
@@ -339,7 +339,7 @@ mod tests {
         let e = Snapshot {
             engines: vec![(
                 3,
-                EngineCounters {
+                EndpointCounters {
                     rx_packets: 1,
                     rx_bytes: 2,
                     tx_packets: 3,
@@ -351,7 +351,7 @@ mod tests {
                     terminates_received: 8,
                     drops: 10,
                     malformed: 11,
-                    ..EngineCounters::default()
+                    ..EndpointCounters::default()
                 },
             )],
             ..s

@@ -1,13 +1,14 @@
 //! An in-memory Ethernet link between two engines over `netsim::Link` (seeded delay,
-//! jitter, loss, reordering, duplication). Time is the engines' `Instant`s, counted from `base`:
-//! tests drive it with virtual time.
+//! jitter, loss, reordering, duplication): a [`PacketIo`] for tests of the engine's own I/O
+//! (the fault injector). Time is the engines' `Instant`s, counted from `base`: tests drive it
+//! with virtual time.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use dataplane::engine::PacketIo;
+use endpoint::{FrameSink, TxOutcome};
 use netsim::{Link, LinkConfig, LinkConfigError, LinkStats, SimTime};
-
-use super::io::{PacketIo, TxOutcome};
 
 /// Frame buffer size of a port.
 pub const MEM_FRAME_LEN: usize = 2048;
@@ -72,6 +73,16 @@ impl PacketIo for MemPort {
         n
     }
 
+    fn flush(&mut self, _now: Instant) {}
+
+    fn next_rx(&self) -> Option<Instant> {
+        lock(&self.rx)
+            .next_arrival()
+            .map(|t| t.to_instant(self.base))
+    }
+}
+
+impl FrameSink for MemPort {
     fn tx_frame(
         &mut self,
         now: Instant,
@@ -85,13 +96,5 @@ impl PacketIo for MemPort {
             }
             None => TxOutcome::Empty,
         }
-    }
-
-    fn flush(&mut self, _now: Instant) {}
-
-    fn next_rx(&self) -> Option<Instant> {
-        lock(&self.rx)
-            .next_arrival()
-            .map(|t| t.to_instant(self.base))
     }
 }

@@ -1,8 +1,8 @@
-//! Per-engine counters (read with [`super::Engine::counters`]).
+//! Per-endpoint counters (read with [`crate::Endpoint::counters`]).
 
-/// Counters of one engine. Plain integers: an engine is single-threaded.
+/// Counters of one endpoint. Plain integers: an endpoint is single-threaded.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct EngineCounters {
+pub struct EndpointCounters {
     /// Frames received.
     pub rx_packets: u64,
     /// Octets of frames received.

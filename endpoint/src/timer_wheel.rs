@@ -12,7 +12,7 @@ pub struct TimerWheel {
     /// The last tick expired.
     now_tick: u64,
     /// When the tick after `now_tick` begins: `expire` before it has nothing to do (a compare
-    /// instead of a 128-bit division on every engine round).
+    /// instead of a 128-bit division on every endpoint round).
     next_tick_at: Instant,
     slots: Vec<Vec<(u64, u64)>>,
     len: usize,

@@ -1,8 +1,8 @@
-//! Two engines over the in-memory link: MPA startup, then Send, RDMA Write and RDMA Read of
+//! Two endpoints over the simulated link: MPA startup, then Send, RDMA Write and RDMA Read of
 //! 1 B .. 16 MiB verified byte for byte, markers and CRC on and off.
 
-mod engine_support;
-use engine_support::*;
+mod pair;
+use pair::*;
 
 #[test]
 fn startup_and_small_transfers_markers_off_crc_on() {
@@ -53,9 +53,9 @@ fn sixteen_mib_send_write_read_markers_on() {
 }
 
 /// Issue 4's one copy: in-order data goes from the received frame straight into the region
-/// (TCP lends each chunk to placement), so the receiving engine allocates next to nothing per
+/// (TCP lends each chunk to placement), so the receiving endpoint allocates next to nothing per
 /// segment; the former path copied every chunk into a `Vec` first (at least one octet of heap
-/// per octet received). Counted on the receiver's polls only (the in-memory link's own frame
+/// per octet received). Counted on the receiver's rounds only (the simulated link's own frame
 /// buffers are allocated by the sender).
 #[test]
 fn in_order_receive_places_from_the_frame_without_a_copy_on_the_heap() {
@@ -72,11 +72,9 @@ fn in_order_receive_places_from_the_frame_without_a_copy_on_the_heap() {
     let mut rx_heap = 0u64;
     let mut done = None;
     for _ in 0..5_000_000 {
-        p.a.poll(p.now);
-        let now = p.now;
-        let b = &mut p.b;
+        p.poll_a();
         rx_heap += allocation_counter::measure(|| {
-            b.poll(now);
+            p.poll_b();
         })
         .bytes_total;
         while let Some((_, wc)) = p.a.poll_completion() {
@@ -85,10 +83,7 @@ fn in_order_receive_places_from_the_frame_without_a_copy_on_the_heap() {
         if done.is_some() {
             break;
         }
-        let next = [p.a.poll_timeout(), p.b.poll_timeout()]
-            .into_iter()
-            .flatten()
-            .min();
+        let next = [p.wake_a(), p.wake_b()].into_iter().flatten().min();
         p.now = match next {
             Some(t) if t > p.now => t,
             _ => p.now + Duration::from_micros(1),

@@ -1,11 +1,11 @@
 //! Bad input never panics, is counted, and never harms another connection: malformed
 //! Ethernet/IPv4/TCP frames, segments for nobody, and MPA/DDP garbage on a live connection.
 
-mod engine_support;
+mod pair;
 use std::net::{SocketAddr, SocketAddrV4};
 
-use dataplane::engine::EngineEvent;
-use engine_support::*;
+use endpoint::EndpointEvent;
+use pair::*;
 use tcp_offload::wire::{Flags, SegmentRepr, TcpOptions};
 use tcp_offload::FourTuple;
 
@@ -51,7 +51,7 @@ fn malformed_frames_and_mpa_garbage_are_counted_and_isolated() {
         .events_b
         .iter()
         .filter_map(|e| match e {
-            EngineEvent::Established { conn, .. } => Some(*conn),
+            EndpointEvent::Established { conn, .. } => Some(*conn),
             _ => None,
         })
         .find(|c| *c != cb1)
@@ -85,7 +85,7 @@ fn malformed_frames_and_mpa_garbage_are_counted_and_isolated() {
     };
     junk.push(eth(MAC_B, MAC_A, 0x0800, &segment(stray, 1, 1, b"x")));
     for j in junk {
-        p.a.io_mut().inject(now, j);
+        p.ab.send(now, j);
     }
     for _ in 0..20 {
         p.step();
@@ -107,13 +107,13 @@ fn malformed_frames_and_mpa_garbage_are_counted_and_isolated() {
     p.run_until(100_000, |p| {
         p.events_b
             .iter()
-            .any(|e| matches!(e, EngineEvent::StreamError { conn, .. } if *conn == cb1))
+            .any(|e| matches!(e, EndpointEvent::StreamError { conn, .. } if *conn == cb1))
     });
     // B's Terminate reaches A, which reports the stream error too.
     p.run_until(100_000, |p| {
         p.events_a
             .iter()
-            .any(|e| matches!(e, EngineEvent::StreamError { conn, .. } if *conn == ca1))
+            .any(|e| matches!(e, EndpointEvent::StreamError { conn, .. } if *conn == ca1))
     });
     assert!(p.b.counters().terminates_sent > 0);
     assert!(p.a.counters().terminates_received > 0);
@@ -123,5 +123,5 @@ fn malformed_frames_and_mpa_garbage_are_counted_and_isolated() {
     assert!(!p
         .events_b
         .iter()
-        .any(|e| matches!(e, EngineEvent::StreamError { conn, .. } if *conn == cb2)));
+        .any(|e| matches!(e, EndpointEvent::StreamError { conn, .. } if *conn == cb2)));
 }

@@ -1,17 +1,17 @@
-//! One connection of an engine: our TCP, the queue pair (MPA startup, framing, DDP/RDMAP) and
+//! One connection of an endpoint: our TCP, the queue pair (MPA startup, framing, DDP/RDMAP) and
 //! the glue between them (in-order feed, out-of-order placement, record transmit, ACK tracking).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Instant;
 
 use ddp::{Memory, Qp, StagTable};
 use tcp_offload::{Connection, RecordId, RecordSource, State};
 
-use super::counters::EngineCounters;
-use crate::pd::PdInner;
+use crate::config::QpSettings;
+use crate::counters::EndpointCounters;
+use crate::listeners::ListenerId;
 
-/// The engine's name for a connection.
+/// The endpoint's name for a connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ConnId(pub u64);
 
@@ -22,16 +22,16 @@ pub(crate) enum Role {
     Responder,
 }
 
-pub(crate) struct Conn {
+pub(crate) struct Conn<D> {
     pub tcp: Connection,
     /// Created once TCP is established (its EMSS sets MULPDU).
     pub qp: Option<Qp>,
     pub role: Role,
-    pub settings: super::QpSettings,
-    pub listener: Option<super::ListenerId>,
+    pub settings: QpSettings,
+    pub listener: Option<ListenerId>,
     /// The protection domain whose STags and regions this connection reaches (verbs API);
-    /// `None`: the engine's own table and memory.
-    pub pd: Option<Arc<PdInner>>,
+    /// `None`: the endpoint's own table and memory.
+    pub pd: Option<D>,
     /// Responder: report the MPA Request and wait for the application's accept or reject.
     pub manual_accept: bool,
     /// What has been fed to the queue pair, and out-of-order chunks waiting for their gap.
@@ -45,12 +45,12 @@ pub(crate) struct Conn {
     /// Currently armed timer deadline.
     pub armed: Option<Instant>,
     pub dirty: bool,
-    /// Counters of the TCP already added to the engine's.
+    /// Counters of the TCP already added to the endpoint's.
     pub retrans_seen: u64,
 }
 
-impl Conn {
-    pub fn new(tcp: Connection, role: Role, settings: super::QpSettings) -> Self {
+impl<D> Conn<D> {
+    pub fn new(tcp: Connection, role: Role, settings: QpSettings) -> Self {
         Conn {
             tcp,
             qp: None,
@@ -79,14 +79,14 @@ impl Conn {
     }
 
     /// Feeds chunks TCP queued (before the queue pair existed, or through `poll_recv`) to the
-    /// queue pair. The engine's receive path normally hands them over during
+    /// queue pair. The endpoint's receive path normally hands them over during
     /// `handle_segment_with` instead ([`FeedSink`]), straight from the frame.
     pub fn drive_rx<M: Memory + ?Sized>(
         &mut self,
         now: Instant,
         tags: &mut StagTable,
         mem: &mut M,
-        c: &mut EngineCounters,
+        c: &mut EndpointCounters,
     ) {
         while let Some(chunk) = self.tcp.poll_recv() {
             let Some(qp) = self.qp.as_mut() else {
@@ -104,7 +104,7 @@ impl Conn {
         &mut self,
         mem: &M,
         scratch: &mut [u8],
-        c: &mut EngineCounters,
+        c: &mut EndpointCounters,
     ) {
         if !matches!(self.tcp.state(), State::Established | State::CloseWait) || self.tcp_closed {
             return;
@@ -213,7 +213,7 @@ impl RxFeed {
         now: Instant,
         offset: u64,
         data: &[u8],
-        c: &mut EngineCounters,
+        c: &mut EndpointCounters,
     ) {
         let end = offset + data.len() as u64;
         if end <= self.next {
@@ -255,7 +255,7 @@ pub(crate) struct FeedSink<'a, M: Memory + ?Sized> {
     pub tags: &'a mut StagTable,
     pub mem: &'a mut M,
     pub now: Instant,
-    pub counters: &'a mut EngineCounters,
+    pub counters: &'a mut EndpointCounters,
 }
 
 impl<M: Memory + ?Sized> tcp_offload::RxSink for FeedSink<'_, M> {

@@ -1,11 +1,11 @@
 //! 64 concurrent connections over two listeners, each verified; graceful close and RST.
 
-mod engine_support;
+mod pair;
 use std::net::SocketAddrV4;
 
-use dataplane::engine::{ConnId, EngineEvent};
 use ddp::{Access, RemoteBuf, WcStatus};
-use engine_support::*;
+use endpoint::{ConnId, Endpoint, EndpointEvent};
+use pair::*;
 use tcp_offload::CloseReason;
 
 #[test]
@@ -29,7 +29,7 @@ fn sixty_four_connections_over_two_listeners_each_verified() {
         conns.iter().all(|c| established(&p.events_a, *c))
             && p.events_b
                 .iter()
-                .filter(|e| matches!(e, EngineEvent::Established { .. }))
+                .filter(|e| matches!(e, EndpointEvent::Established { .. }))
                 .count()
                 == 64
     });
@@ -52,10 +52,10 @@ fn sixty_four_connections_over_two_listeners_each_verified() {
     assert_eq!(p.b.connection_count(), 64);
 }
 
-fn closed(ev: &[EngineEvent]) -> Vec<(ConnId, CloseReason)> {
+fn closed(ev: &[EndpointEvent]) -> Vec<(ConnId, CloseReason)> {
     ev.iter()
         .filter_map(|e| match e {
-            EngineEvent::Closed { conn, reason } => Some((*conn, *reason)),
+            EndpointEvent::Closed { conn, reason } => Some((*conn, *reason)),
             _ => None,
         })
         .collect()
@@ -75,7 +75,7 @@ fn graceful_close_after_work_completes_both_sides_closed() {
     assert!(p
         .events_b
         .iter()
-        .any(|e| matches!(e, EngineEvent::PeerClosed { .. })));
+        .any(|e| matches!(e, EndpointEvent::PeerClosed { .. })));
     assert_eq!(p.a.connection_count() + p.b.connection_count(), 0);
 }
 
@@ -97,22 +97,18 @@ fn abort_sends_rst_peer_sees_reset_and_flushes() {
 
 /// Regression: a peer's handshake ACK and its first data (the MPA Request) arriving in one
 /// receive batch. The listener hands the connection over at the ACK; the data must find the
-/// connection, not the listener (which answered it with a RST before the engine moved the
+/// connection, not the listener (which answered it with a RST before the endpoint moved the
 /// connection into its flow table right after each listener segment).
 #[test]
 fn data_right_behind_the_handshake_ack_reaches_the_new_connection() {
-    use dataplane::engine::{Engine, PacketIo};
     use std::net::SocketAddr;
     use std::time::{Duration, Instant};
     use tcp_offload::{Config, Connection, FourTuple, IsnGenerator};
 
     let base = Instant::now();
-    let (mut raw, pb) = dataplane::engine::mem_link(base, link(), link(), 9).unwrap();
-    let mut b = Engine::new(
-        engine_support::engine_cfg(MAC_B, IP_B, MAC_A, Default::default()),
-        pb,
-        base,
-    );
+    // The raw client sends on `to_b` and reads `from_b`.
+    let (mut to_b, mut from_b) = wires(base, link(), link(), 9);
+    let mut b: Endpoint = Endpoint::new(endpoint_cfg(MAC_B, IP_B, MAC_A), base);
     b.listen(7000, settings(false, true)).unwrap();
     let tuple = FourTuple {
         local: SocketAddr::V4(SocketAddrV4::new(IP_A, 41000)),
@@ -141,10 +137,15 @@ fn data_right_behind_the_handshake_ack_reaches_the_new_connection() {
         now += Duration::from_millis(1);
         // Everything the client has to send goes out in one batch (ACK + Request together).
         while let Some(n) = client.poll_transmit(now, &mut out) {
-            raw.inject(now, frame(&out[..n]));
+            to_b.send(now, frame(&out[..n]));
         }
-        b.poll(now + Duration::from_millis(1));
-        raw.rx_batch(now + Duration::from_millis(1), 64, &mut |f: &[u8]| {
+        drive(
+            &mut b,
+            &mut to_b,
+            &mut from_b,
+            now + Duration::from_millis(1),
+        );
+        from_b.recv_batch(now + Duration::from_millis(1), 64, |f: &[u8]| {
             let seg = tcp_offload::wire::parse(&f[14..]).expect("a TCP segment");
             rsts += u32::from(seg.flags.rst);
             mpa_reply |= seg.payload.starts_with(b"MPA ID Rep Frame");
@@ -164,7 +165,7 @@ fn data_right_behind_the_handshake_ack_reaches_the_new_connection() {
             }
             assert_eq!(batch.len(), 2, "ACK and Request");
             for f in batch {
-                raw.inject(now, f);
+                to_b.send(now, f);
             }
             sent_request = true;
         }
@@ -175,15 +176,15 @@ fn data_right_behind_the_handshake_ack_reaches_the_new_connection() {
     assert_eq!(
         rsts,
         0,
-        "the engine reset the new connection: {:?}",
+        "the endpoint reset the new connection: {:?}",
         b.counters()
     );
     assert!(mpa_reply, "no MPA Reply: {:?}", b.counters());
 }
 
 /// iWARP completes a Write when TCP has it acknowledged, so a lone small Write must not wait
-/// for the peer's delayed-ACK timer: the engine acknowledges a short segment at its next round
-/// (virtual time over the in-memory link: the completion comes within a few link delays).
+/// for the peer's delayed-ACK timer: the endpoint acknowledges a short segment at its next round
+/// (virtual time over the simulated link: the completion comes within a few link delays).
 #[test]
 fn a_lone_small_write_completes_without_waiting_for_the_delayed_ack_timer() {
     use std::time::Duration;
@@ -221,23 +222,19 @@ fn a_lone_small_write_completes_without_waiting_for_the_delayed_ack_timer() {
     );
 }
 
-/// Timers in the engine's wheel include MPA's: an Initiator whose peer completes TCP but never
+/// Timers in the endpoint's wheel include MPA's: an Initiator whose peer completes TCP but never
 /// answers the MPA Request gives up after the startup timeout (MPA-82), reports it and closes
-/// the connection. The peer here is a bare tcp-offload listener over the in-memory link.
+/// the connection. The peer here is a bare tcp-offload listener over the simulated link.
 #[test]
-fn mpa_startup_timeout_fires_from_the_engine_timer_wheel() {
-    use dataplane::engine::{Engine, EngineEvent, PacketIo};
+fn mpa_startup_timeout_fires_from_the_endpoint_timer_wheel() {
     use std::net::SocketAddr;
     use std::time::{Duration, Instant};
     use tcp_offload::{Config, IsnGenerator, Listener, ListenerConfig};
 
     let base = Instant::now();
-    let (pa, mut raw) = dataplane::engine::mem_link(base, link(), link(), 5).unwrap();
-    let mut a = Engine::new(
-        engine_support::engine_cfg(MAC_A, IP_A, MAC_B, Default::default()),
-        pa,
-        base,
-    );
+    // The raw server reads `from_a` and sends on `to_a`.
+    let (mut from_a, mut to_a) = wires(base, link(), link(), 5);
+    let mut a: Endpoint = Endpoint::new(endpoint_cfg(MAC_A, IP_A, MAC_B), base);
     let mut l = Listener::new(
         Config::default(),
         ListenerConfig::default(),
@@ -254,17 +251,17 @@ fn mpa_startup_timeout_fires_from_the_engine_timer_wheel() {
     let mut closed = false;
     while now < base + Duration::from_secs(10) && !(failed.is_some() && closed) {
         now += Duration::from_millis(5);
-        a.poll(now);
+        drive(&mut a, &mut to_a, &mut from_a, now);
         while let Some(e) = a.poll_event() {
             match e {
-                EngineEvent::StartupFailed { conn: c, event } if c == conn => {
+                EndpointEvent::StartupFailed { conn: c, event } if c == conn => {
                     failed = Some((now - base, event))
                 }
-                EngineEvent::Closed { conn: c, .. } if c == conn => closed = true,
+                EndpointEvent::Closed { conn: c, .. } if c == conn => closed = true,
                 _ => {}
             }
         }
-        raw.rx_batch(now, 64, &mut |f: &[u8]| match server.as_mut() {
+        from_a.recv_batch(now, 64, |f: &[u8]| match server.as_mut() {
             Some(c) => {
                 let _ = tcp_offload::Connection::handle_packet(c, now, &f[14..]);
             }
@@ -283,7 +280,7 @@ fn mpa_startup_timeout_fires_from_the_engine_timer_wheel() {
             frames.push(out[..n].to_vec());
         }
         for p in frames {
-            raw.inject(now, [&MAC_A[..], &MAC_B[..], &[0x08, 0x00], &p].concat());
+            to_a.send(now, [&MAC_A[..], &MAC_B[..], &[0x08, 0x00], &p].concat());
         }
     }
     let (after, event) = failed.expect("MPA startup never timed out");
@@ -300,7 +297,7 @@ fn mpa_startup_timeout_fires_from_the_engine_timer_wheel() {
     assert!(server.is_some(), "TCP itself was established");
 }
 
-/// A Send completes when TCP has it acknowledged, not when it is sent: with the peer engine
+/// A Send completes when TCP has it acknowledged, not when it is sent: with the peer endpoint
 /// stopped (nothing acknowledges), the Send stays outstanding however long the sender runs; once
 /// the peer runs, it completes.
 #[test]
@@ -310,7 +307,7 @@ fn a_send_completes_on_the_peers_ack_not_on_transmission() {
     let (ca, cb) = p.establish(7400, settings(false, true), settings(false, true));
     let (dst, _) = p.b.register(4096, Access::LOCAL_WRITE);
     p.b.post_recv(cb, 1, buf(dst, 4096)).unwrap();
-    p.run_until(1000, |p| p.b.poll_timeout().is_none_or(|t| t > p.now));
+    p.run_until(1000, |p| p.wake_b().is_none_or(|t| t > p.now));
     let (src, _) = filled(&mut p.a, &pattern(4096, 3), Access::LOCAL_WRITE);
     p.a.post_send(ca, 2, buf(src, 4096), Default::default())
         .unwrap();
@@ -318,7 +315,7 @@ fn a_send_completes_on_the_peers_ack_not_on_transmission() {
     let sent_before = p.a.counters().tx_packets;
     for _ in 0..100 {
         p.now += Duration::from_millis(1);
-        p.a.poll(p.now);
+        p.poll_a();
     }
     assert!(
         p.a.counters().tx_packets > sent_before,

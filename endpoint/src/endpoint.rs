@@ -1,0 +1,462 @@
+//! The endpoint: the tables of one iWARP host, the calls that drive it (frames and time in;
+//! frames, events and completions out) and the calls an application makes on it.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::time::Instant;
+
+use ddp::{
+    LocalBuf, PdId, Qp, RegionHandle, RegionSpec, RemoteBuf, SendOpts, Stag, StagTable, VecMemory,
+    WorkCompletion,
+};
+use tcp_offload::{Connection, FourTuple, IsnGenerator, State};
+
+use crate::config::{EndpointConfig, QpSettings};
+use crate::conn::{Conn, ConnId, Role};
+use crate::counters::EndpointCounters;
+use crate::domain::{Domain, DomainGuard, NoDomain};
+use crate::error::EndpointError;
+use crate::ethernet::Mac;
+use crate::event::EndpointEvent;
+use crate::frame_sink::FrameSink;
+use crate::listeners::ListenerEntry;
+use crate::local_ports::LocalPorts;
+use crate::neighbours::Neighbours;
+use crate::timer_wheel::TimerWheel;
+
+/// Slots of the timer wheel: with the default 25 us tick, one turn is about 205 ms (the minimum
+/// RTO), so most deadlines sit in their own turn.
+const WHEEL_SLOTS: usize = 8192;
+
+/// The endpoint's tables: hashed with foldhash, seeded per process (a peer choosing its ports
+/// cannot aim at a bucket), several times cheaper per packet than SipHash.
+pub type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
+/// One iWARP host on one address: connections (our TCP + MPA + DDP/RDMAP), listeners, local
+/// ports, neighbours and timers. Single-threaded and sans-IO: drive it with
+/// [`handle_frame`](Self::handle_frame), [`handle_timeout`](Self::handle_timeout) and
+/// [`poll_transmit`](Self::poll_transmit), wake it at [`poll_timeout`](Self::poll_timeout),
+/// and collect [`poll_event`](Self::poll_event) and [`poll_completion`](Self::poll_completion).
+/// Connections reach memory through a caller-owned protection domain `D` or, without one,
+/// through the endpoint's own table and memory.
+pub struct Endpoint<D: Domain = NoDomain> {
+    pub(crate) cfg: EndpointConfig,
+    pub(crate) gen: IsnGenerator,
+    pub(crate) conns: FastMap<u64, Conn<D>>,
+    pub(crate) flows: FastMap<FourTuple, u64>,
+    pub(crate) listeners: Vec<ListenerEntry>,
+    pub(crate) neighbours: Neighbours,
+    pub(crate) ports: LocalPorts,
+    next_conn: u64,
+    /// Connections with something to do in the next round.
+    pub(crate) dirty: Vec<u64>,
+    pub(crate) wheel: TimerWheel,
+    fired: Vec<u64>,
+    pub(crate) tags: StagTable,
+    pub(crate) mem: VecMemory,
+    pub(crate) completions: VecDeque<(ConnId, WorkCompletion)>,
+    pub(crate) events: VecDeque<EndpointEvent>,
+    pub(crate) counters: EndpointCounters,
+    /// Startup frames and claimed FPDUs are written here before TCP takes them.
+    pub(crate) scratch: Vec<u8>,
+    /// FPDUs rebuilt for a partial retransmission.
+    pub(crate) rebuild: Vec<u8>,
+    /// Frames built outside a connection (RSTs for strays), waiting for a transmit buffer.
+    pub(crate) pending_tx: Vec<Vec<u8>>,
+    /// The sink ran out of buffers in this round.
+    pub(crate) busy: bool,
+    /// The time of the last call that drove the endpoint.
+    pub(crate) last_now: Instant,
+}
+
+impl<D: Domain> Endpoint<D> {
+    /// An endpoint with `now` as the clock's origin.
+    pub fn new(cfg: EndpointConfig, now: Instant) -> Self {
+        Endpoint {
+            gen: IsnGenerator::new(cfg.secrets.isn_key(), now),
+            conns: FastMap::default(),
+            flows: FastMap::default(),
+            listeners: Vec::new(),
+            neighbours: Neighbours::new(cfg.default_next_hop),
+            ports: LocalPorts::new(cfg.local_ports.clone()),
+            next_conn: 1,
+            dirty: Vec::new(),
+            wheel: TimerWheel::new(now, cfg.timer_tick, WHEEL_SLOTS),
+            fired: Vec::new(),
+            tags: StagTable::new(cfg.secrets.stag_seed()),
+            mem: VecMemory::new(),
+            completions: VecDeque::new(),
+            events: VecDeque::new(),
+            counters: EndpointCounters::default(),
+            scratch: vec![0; mpa::MAX_FPDU_LEN],
+            rebuild: vec![0; mpa::MAX_FPDU_LEN],
+            pending_tx: Vec::new(),
+            busy: false,
+            last_now: now,
+            cfg,
+        }
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Driving: time and frames in, frames out
+
+    /// Runs the timers due at `now`: TCP's and the MPA startup's of every connection, and the
+    /// listeners'.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.last_now = now;
+        let mut fired = std::mem::take(&mut self.fired);
+        self.wheel.expire(now, &mut fired);
+        for id in fired.drain(..) {
+            if let Some(k) = self.conns.get_mut(&id) {
+                if k.armed.is_some_and(|d| d <= now) {
+                    k.armed = None;
+                    if k.tcp.poll_timeout().is_some_and(|d| d <= now) {
+                        k.tcp.handle_timeout(now);
+                    }
+                    if let Some(q) = k.qp.as_mut() {
+                        if q.poll_timeout().is_some_and(|d| d <= now) {
+                            q.handle_timeout(now);
+                        }
+                    }
+                    if !k.dirty {
+                        k.dirty = true;
+                        self.dirty.push(id);
+                    }
+                }
+            }
+        }
+        self.fired = fired;
+        self.listener_timeouts(now);
+    }
+
+    /// One round of transmit work: listeners (SYN-ACKs, stateless replies, accepts), then
+    /// every connection with something to do (TCP events, receive, queue-pair events, work
+    /// requests into TCP, segments into `sink`'s frames, timers), then frames built outside a
+    /// connection.
+    pub fn poll_transmit(&mut self, now: Instant, sink: &mut dyn FrameSink) {
+        self.last_now = now;
+        self.busy = false;
+        self.service_listeners(now, sink);
+        let mut dirty = std::mem::take(&mut self.dirty);
+        for id in dirty.drain(..) {
+            self.service(now, id, sink);
+        }
+        if self.dirty.is_empty() {
+            self.dirty = dirty;
+        }
+        self.flush_pending(now, sink);
+    }
+
+    /// Runs `conn` alone and transmits what it has to send now, without a receive round: for
+    /// work posted on an idle connection (nothing in flight), where waiting for the next round
+    /// only adds latency.
+    pub fn transmit_conn(&mut self, now: Instant, conn: ConnId, sink: &mut dyn FrameSink) {
+        self.last_now = now;
+        self.service(now, conn.0, sink);
+        self.flush_pending(now, sink);
+    }
+
+    /// When to drive the endpoint next at the latest (the earliest timer, or the last `now`
+    /// when work is left); `None` when idle.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let mut t: Option<Instant> = None;
+        let mut take = |x: Option<Instant>| {
+            if let Some(x) = x {
+                t = Some(t.map_or(x, |t| t.min(x)));
+            }
+        };
+        for k in self.conns.values() {
+            take(k.armed.map(|d| self.wheel.fire_time(d)));
+        }
+        for l in &self.listeners {
+            take(l.tcp.poll_timeout());
+        }
+        if self.busy || !self.dirty.is_empty() || !self.pending_tx.is_empty() {
+            // Work is left: poll again at once ("now" is the caller's last one).
+            take(Some(self.last_now));
+        }
+        t
+    }
+
+    /// The next work completion of any connection.
+    pub fn poll_completion(&mut self) -> Option<(ConnId, WorkCompletion)> {
+        self.completions.pop_front()
+    }
+
+    /// The next event.
+    pub fn poll_event(&mut self) -> Option<EndpointEvent> {
+        self.events.pop_front()
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Configuration and state
+
+    /// Counters.
+    pub fn counters(&self) -> EndpointCounters {
+        let mut c = self.counters;
+        c.retransmissions += self
+            .conns
+            .values()
+            .map(|k| k.tcp.counters().retransmits.saturating_sub(k.retrans_seen))
+            .sum::<u64>();
+        c
+    }
+    /// The configuration.
+    pub fn config(&self) -> &EndpointConfig {
+        &self.cfg
+    }
+    /// Sets the next hop MAC of `ip` (from the kernel's neighbour table).
+    pub fn add_neighbour(&mut self, ip: Ipv4Addr, mac: Mac) {
+        self.neighbours.insert(ip, mac);
+    }
+    /// Live connections.
+    pub fn connection_count(&self) -> usize {
+        self.conns.len()
+    }
+    /// The TCP state of a connection.
+    pub fn tcp_state(&self, conn: ConnId) -> Option<State> {
+        self.conns.get(&conn.0).map(|c| c.tcp.state())
+    }
+    /// The TCP connection (diagnostics and tests).
+    pub fn tcp(&self, conn: ConnId) -> Option<&Connection> {
+        self.conns.get(&conn.0).map(|c| &c.tcp)
+    }
+    /// Out-of-order octets the endpoint holds for `conn`, waiting for a gap to fill.
+    pub fn ooo_bytes(&self, conn: ConnId) -> Option<u64> {
+        self.conns.get(&conn.0).map(|c| c.rx.ooo_bytes)
+    }
+    /// True when `conn` has nothing queued or in flight (posted work may leave at once).
+    pub fn is_idle_to_send(&self, conn: ConnId) -> bool {
+        self.conns
+            .get(&conn.0)
+            .is_some_and(|c| c.tcp.bytes_in_flight() == 0 && c.tcp.send_queued() == 0)
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Memory
+
+    /// Registers a zeroed region of `len` octets in the endpoint's own table and memory (for
+    /// connections without a domain; zero-based TOs).
+    pub fn register(&mut self, len: usize, access: ddp::Access) -> (RegionHandle, Stag) {
+        let (h, stag) = self
+            .tags
+            .register(RegionSpec {
+                base_to: 0,
+                len: len as u64,
+                access,
+                pd: PdId(0),
+                stream: None,
+            })
+            .expect("STag table has room for 2^24 regions");
+        self.mem.insert(h, vec![0; len]);
+        (h, stag)
+    }
+    /// A region's bytes.
+    pub fn region(&self, h: RegionHandle) -> Option<&[u8]> {
+        self.mem.get(h)
+    }
+    /// A region's bytes, mutably (fill send buffers; not while a request on them runs).
+    pub fn region_mut(&mut self, h: RegionHandle) -> Option<&mut [u8]> {
+        self.mem.get_mut(h).map(|v| v.as_mut_slice())
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Connections
+
+    /// Opens a connection to `remote` from a local port of the range; MPA runs as Initiator.
+    pub fn connect(
+        &mut self,
+        now: Instant,
+        remote: SocketAddrV4,
+        settings: QpSettings,
+    ) -> Result<ConnId, EndpointError> {
+        check_private_data(&settings)?;
+        let ip = self.cfg.ip;
+        let tuple_of = |port| FourTuple {
+            local: SocketAddr::V4(SocketAddrV4::new(ip, port)),
+            remote: SocketAddr::V4(remote),
+        };
+        let (flows, listeners) = (&self.flows, &self.listeners);
+        let port = self
+            .ports
+            .allocate(|port| {
+                flows.contains_key(&tuple_of(port))
+                    || listeners.iter().any(|l| l.tcp.local().port() == port)
+            })
+            .ok_or(EndpointError::NoPort)?;
+        let tcp = Connection::connect(self.cfg.tcp.clone(), tuple_of(port), &self.gen, now);
+        Ok(self.add_conn(Conn::new(tcp, Role::Initiator, settings)))
+    }
+
+    /// As [`connect`](Self::connect), in protection domain `pd`: work requests and the peer's
+    /// tagged accesses reach `pd`'s regions.
+    pub fn connect_in(
+        &mut self,
+        now: Instant,
+        remote: SocketAddrV4,
+        settings: QpSettings,
+        pd: D,
+    ) -> Result<ConnId, EndpointError> {
+        let id = self.connect(now, remote, settings)?;
+        if let Some(c) = self.conns.get_mut(&id.0) {
+            c.pd = Some(pd);
+        }
+        Ok(id)
+    }
+
+    /// Moves `conn` (a responder whose MPA Request is in, see
+    /// [`EndpointEvent::ConnectRequest`]) into protection domain `pd`: receives may be posted
+    /// before the Reply goes out.
+    pub fn adopt_pd(&mut self, conn: ConnId, pd: D) -> Result<(), EndpointError> {
+        let c = self.conn_mut(conn)?;
+        let qp = c.qp.as_mut().ok_or(EndpointError::NotReady)?;
+        qp.set_pd(pd.id());
+        c.pd = Some(pd);
+        Ok(())
+    }
+
+    /// Accepts the MPA Request of `conn`: the Reply carries `private_data`.
+    pub fn accept_request(
+        &mut self,
+        conn: ConnId,
+        private_data: &[u8],
+    ) -> Result<(), EndpointError> {
+        let c = self.conn_mut(conn)?;
+        let qp = c.qp.as_mut().ok_or(EndpointError::NotReady)?;
+        qp.accept(private_data)
+            .map_err(|_| EndpointError::PrivateDataTooLong)
+    }
+
+    /// Rejects the MPA Request of `conn` with `private_data` (MPA-80); the endpoint then
+    /// closes the connection gracefully.
+    pub fn reject(&mut self, conn: ConnId, private_data: &[u8]) -> Result<(), EndpointError> {
+        let c = self.conn_mut(conn)?;
+        let qp = c.qp.as_mut().ok_or(EndpointError::NotReady)?;
+        qp.reject(private_data)
+            .map_err(|_| EndpointError::PrivateDataTooLong)?;
+        c.closing = true;
+        Ok(())
+    }
+
+    pub(crate) fn add_conn(&mut self, c: Conn<D>) -> ConnId {
+        let id = self.next_conn;
+        self.next_conn += 1;
+        self.flows.insert(c.tcp.tuple(), id);
+        self.conns.insert(id, c);
+        self.dirty.push(id);
+        ConnId(id)
+    }
+
+    fn conn_mut(&mut self, conn: ConnId) -> Result<&mut Conn<D>, EndpointError> {
+        let c = self
+            .conns
+            .get_mut(&conn.0)
+            .ok_or(EndpointError::NoConnection)?;
+        if !c.dirty {
+            c.dirty = true;
+            self.dirty.push(conn.0);
+        }
+        Ok(c)
+    }
+
+    fn with_qp(
+        &mut self,
+        conn: ConnId,
+        f: impl FnOnce(&mut Qp, &StagTable) -> Result<(), ddp::WorkRequestError>,
+    ) -> Result<(), EndpointError> {
+        let c = self
+            .conns
+            .get_mut(&conn.0)
+            .ok_or(EndpointError::NoConnection)?;
+        let qp = c.qp.as_mut().ok_or(EndpointError::NotReady)?;
+        match &c.pd {
+            Some(pd) => f(qp, pd.lock().parts().0),
+            None => f(qp, &self.tags),
+        }
+        .map_err(EndpointError::Post)?;
+        if !c.dirty {
+            c.dirty = true;
+            self.dirty.push(conn.0);
+        }
+        Ok(())
+    }
+
+    /// Posts a receive buffer.
+    pub fn post_recv(
+        &mut self,
+        conn: ConnId,
+        wr_id: u64,
+        buf: LocalBuf,
+    ) -> Result<(), EndpointError> {
+        self.with_qp(conn, |q, t| q.post_recv(t, wr_id, buf))
+    }
+    /// Posts a Send.
+    pub fn post_send(
+        &mut self,
+        conn: ConnId,
+        wr_id: u64,
+        buf: LocalBuf,
+        opts: SendOpts,
+    ) -> Result<(), EndpointError> {
+        self.with_qp(conn, |q, t| q.post_send(t, wr_id, buf, opts))
+    }
+    /// Posts an RDMA Write.
+    pub fn post_write(
+        &mut self,
+        conn: ConnId,
+        wr_id: u64,
+        buf: LocalBuf,
+        remote: RemoteBuf,
+    ) -> Result<(), EndpointError> {
+        self.with_qp(conn, |q, t| q.post_write(t, wr_id, buf, remote))
+    }
+    /// Posts an RDMA Read.
+    pub fn post_read(
+        &mut self,
+        conn: ConnId,
+        wr_id: u64,
+        buf: LocalBuf,
+        remote: RemoteBuf,
+    ) -> Result<(), EndpointError> {
+        self.with_qp(conn, |q, t| q.post_read(t, wr_id, buf, remote))
+    }
+
+    /// Graceful close: queued work still goes out; TCP closes (FIN) once all is acknowledged.
+    pub fn close(&mut self, conn: ConnId) -> Result<(), EndpointError> {
+        let c = self.conn_mut(conn)?;
+        if let Some(q) = c.qp.as_mut() {
+            q.close();
+        }
+        c.closing = true;
+        Ok(())
+    }
+
+    /// Abortive close: work requests are flushed and TCP sends RST.
+    pub fn abort(&mut self, conn: ConnId) -> Result<(), EndpointError> {
+        let c = self.conn_mut(conn)?;
+        if let Some(q) = c.qp.as_mut() {
+            q.abort();
+        }
+        c.tcp.abort();
+        Ok(())
+    }
+
+    /// Test hook for peer misbehaviour: queues raw octets into `conn`'s TCP stream, bypassing
+    /// MPA and DDP (the peer receives them as if our MPA had sent them; the stream is then
+    /// corrupt and the connection should be closed after the test's check).
+    #[doc(hidden)]
+    pub fn inject_stream_bytes(&mut self, conn: ConnId, bytes: &[u8]) -> Result<(), EndpointError> {
+        let c = self.conn_mut(conn)?;
+        c.tcp
+            .send_record_bytes(bytes)
+            .map(|_| ())
+            .map_err(|_| EndpointError::NotReady)
+    }
+}
+
+pub(crate) fn check_private_data(s: &QpSettings) -> Result<(), EndpointError> {
+    if s.private_data.len() > usize::from(s.startup.max_private_data) {
+        return Err(EndpointError::PrivateDataTooLong);
+    }
+    Ok(())
+}

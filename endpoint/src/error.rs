@@ -1,0 +1,27 @@
+//! Why an application call on an endpoint was refused.
+
+/// Why an application call was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum EndpointError {
+    /// No such connection (closed, or never existed).
+    #[error("no such connection")]
+    NoConnection,
+    /// The connection's queue pair does not exist yet (TCP not established).
+    #[error("connection not ready")]
+    NotReady,
+    /// The work request was refused.
+    #[error("post refused: {0}")]
+    Post(ddp::WorkRequestError),
+    /// No free local port in the active-open range.
+    #[error("no free local port")]
+    NoPort,
+    /// A listener on this port exists already.
+    #[error("port in use")]
+    PortInUse,
+    /// Private data longer than the MPA limit.
+    #[error("private data too long")]
+    PrivateDataTooLong,
+    /// Only IPv4 is supported.
+    #[error("IPv4 only")]
+    Ipv4Only,
+}

@@ -1,0 +1,70 @@
+//! What the application learns from an endpoint besides completions.
+
+use std::net::SocketAddr;
+
+use ddp::QpEvent;
+use tcp_offload::CloseReason;
+
+use crate::conn::ConnId;
+use crate::listeners::ListenerId;
+
+/// What the application learns besides completions ([`crate::Endpoint::poll_event`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EndpointEvent {
+    /// A listener accepted a TCP connection; MPA startup runs (post receives now).
+    Accepted {
+        /// The listener.
+        listener: ListenerId,
+        /// The new connection.
+        conn: ConnId,
+        /// The peer.
+        peer: SocketAddr,
+    },
+    /// MPA is up on `conn`.
+    Established {
+        /// The connection.
+        conn: ConnId,
+        /// The peer's private data.
+        peer_private_data: Vec<u8>,
+        /// What was negotiated.
+        negotiated: ddp::NegotiatedFraming,
+    },
+    /// A listener opened with manual accept received a valid MPA Request on `conn`: accept or
+    /// reject it (verbs API).
+    ConnectRequest {
+        /// The connection.
+        conn: ConnId,
+        /// The Request's private data.
+        private_data: Vec<u8>,
+        /// The Initiator wants markers on what it receives.
+        peer_wants_markers: bool,
+        /// The Initiator asked for CRCs.
+        peer_wants_crc: bool,
+    },
+    /// MPA startup failed or was rejected; the connection is being closed.
+    StartupFailed {
+        /// The connection.
+        conn: ConnId,
+        /// The queue pair's event: `Rejected` or `StartupFailed`.
+        event: QpEvent,
+    },
+    /// The stream entered the error state (Terminate sent or received, framing error).
+    StreamError {
+        /// The connection.
+        conn: ConnId,
+        /// The queue pair's event.
+        event: QpEvent,
+    },
+    /// The peer closed its side (FIN).
+    PeerClosed {
+        /// The connection.
+        conn: ConnId,
+    },
+    /// The connection is gone.
+    Closed {
+        /// The connection.
+        conn: ConnId,
+        /// Why TCP ended.
+        reason: CloseReason,
+    },
+}

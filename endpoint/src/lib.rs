@@ -1,0 +1,57 @@
+//! The sans-IO iWARP host: everything a host does that needs no I/O. Many connections, each our
+//! TCP (`tcp_offload`) + MPA (`mpa`) + DDP/RDMAP (`ddp::Qp`); frame demultiplexing, listeners,
+//! local ports, neighbours, timers, counters. No sockets, no threads, no clock: the caller
+//! feeds frames and time and polls for frames, events, completions and the next timeout
+//! (quinn-proto's `Endpoint` shape).
+//!
+//! ```text
+//! handle_frame(now, frame) ─ Ethernet ─ IPv4/TCP (tcp_offload::wire) ─ flow table ─┬─ Connection
+//!                                                                       listeners ─┘ (Listener)
+//!   in order      ─ Qp::handle_rx_bytes (MPA parser, place + deliver), straight from the frame
+//!   out of order  ─ Qp::handle_segment (MPA locator: aligned start or markers; placed now,
+//!                   delivered when the gap fills)
+//! post_* ─ Qp::poll_transmit ─ Connection::send_record(len, id = stream offset)
+//! poll_transmit(now, FrameSink) ─ Connection::poll_transmit_with(FpduSource)
+//!   ─ Qp::rebuild_fpdu straight into the sink's frame (markers + CRC; retransmissions rebuild
+//!     from the region)
+//! snd_una ─ Qp::on_acked ─ Send/Write completions ─ poll_completion
+//! handle_timeout(now) ─ TimerWheel (TCP's RTO, delayed ACK, persist, keepalive, TIME-WAIT;
+//!                       the MPA startup timeout)
+//! ```
+//!
+//! A connection reaches memory through a protection domain the caller owns ([`Domain`]: an
+//! STag table and the memory behind its regions, locked for a round), or through the endpoint's
+//! own table and memory ([`Endpoint::register`]). Its secrets (ISN key, STag seed) are the
+//! caller's ([`Secrets`]). Bad input is counted ([`EndpointCounters`])
+//! and never panics; a protocol error ends only its own connection.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod config;
+mod conn;
+mod counters;
+mod domain;
+mod endpoint;
+mod error;
+pub mod ethernet;
+mod event;
+mod frame_sink;
+mod listeners;
+mod local_ports;
+mod neighbours;
+mod rx;
+mod secrets;
+mod service;
+mod timer_wheel;
+
+pub use config::{EndpointConfig, QpSettings};
+pub use conn::ConnId;
+pub use counters::EndpointCounters;
+pub use domain::{Domain, DomainGuard, NoDomain};
+pub use endpoint::{Endpoint, FastMap};
+pub use error::EndpointError;
+pub use event::EndpointEvent;
+pub use frame_sink::{FrameSink, TxOutcome};
+pub use listeners::ListenerId;
+pub use secrets::Secrets;
+pub use timer_wheel::TimerWheel;

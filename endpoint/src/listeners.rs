@@ -1,0 +1,154 @@
+//! Listeners: TCP's passive opens on our address, their SYN-ACKs and stateless replies, and
+//! the hand-over of established connections into the flow table (MPA then runs as Responder).
+
+use std::net::{SocketAddr, SocketAddrV4};
+use std::time::Instant;
+
+use tcp_offload::Listener;
+
+use crate::config::QpSettings;
+use crate::conn::{Conn, Role};
+use crate::domain::Domain;
+use crate::endpoint::{check_private_data, Endpoint};
+use crate::error::EndpointError;
+use crate::ethernet::{self, EthernetRepr};
+use crate::event::EndpointEvent;
+use crate::frame_sink::{FrameSink, TxOutcome};
+
+/// The endpoint's name for a listener.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ListenerId(pub u32);
+
+pub(crate) struct ListenerEntry {
+    pub(crate) tcp: Listener,
+    settings: QpSettings,
+    manual_accept: bool,
+}
+
+impl<D: Domain> Endpoint<D> {
+    /// Listens on `port` of our address; accepted connections run MPA as Responder.
+    pub fn listen(&mut self, port: u16, settings: QpSettings) -> Result<ListenerId, EndpointError> {
+        self.listen_with(port, settings, false)
+    }
+
+    /// As [`listen`](Self::listen), but each valid MPA Request is reported as
+    /// [`EndpointEvent::ConnectRequest`] and waits for
+    /// [`accept_request`](Self::accept_request) or [`reject`](Self::reject).
+    pub fn listen_manual(
+        &mut self,
+        port: u16,
+        settings: QpSettings,
+    ) -> Result<ListenerId, EndpointError> {
+        self.listen_with(port, settings, true)
+    }
+
+    fn listen_with(
+        &mut self,
+        port: u16,
+        settings: QpSettings,
+        manual_accept: bool,
+    ) -> Result<ListenerId, EndpointError> {
+        if self.listeners.iter().any(|l| l.tcp.local().port() == port) {
+            return Err(EndpointError::PortInUse);
+        }
+        check_private_data(&settings)?;
+        let local = SocketAddr::V4(SocketAddrV4::new(self.cfg.ip, port));
+        let tcp = Listener::new(
+            self.cfg.tcp.clone(),
+            self.cfg.listener.clone(),
+            local,
+            self.gen.clone(),
+        );
+        self.listeners.push(ListenerEntry {
+            tcp,
+            settings,
+            manual_accept,
+        });
+        Ok(ListenerId(self.listeners.len() as u32 - 1))
+    }
+
+    /// Runs the listeners' timers due at `now`.
+    pub(crate) fn listener_timeouts(&mut self, now: Instant) {
+        for l in &mut self.listeners {
+            if l.tcp.poll_timeout().is_some_and(|d| d <= now) {
+                l.tcp.handle_timeout(now);
+            }
+        }
+    }
+
+    /// Each listener's stateless replies and SYN-ACKs into frames, then its accepts.
+    pub(crate) fn service_listeners(&mut self, now: Instant, io: &mut dyn FrameSink) {
+        for li in 0..self.listeners.len() {
+            // Stateless replies and SYN-ACKs.
+            loop {
+                let src = self.cfg.mac;
+                let mut produced = false;
+                let l = &mut self.listeners[li];
+                let neighbours = &self.neighbours;
+                // (The listener's destination is only known after it wrote the packet.)
+                let mut no_hop = false;
+                let r = io.tx_frame(now, &mut |buf: &mut [u8]| {
+                    let n = l.tcp.poll_transmit(now, &mut buf[ethernet::HEADER_LEN..])?;
+                    produced = true;
+                    let dst_ip = match tcp_offload::wire::parse(&buf[ethernet::HEADER_LEN..][..n]) {
+                        Ok(s) => match s.tuple.local {
+                            SocketAddr::V4(a) => *a.ip(),
+                            SocketAddr::V6(_) => return None,
+                        },
+                        Err(_) => return None,
+                    };
+                    let Some(dst) = neighbours.next_hop(dst_ip) else {
+                        no_hop = true;
+                        return None;
+                    };
+                    EthernetRepr {
+                        dst,
+                        src,
+                        ethertype: ethernet::ETHERTYPE_IPV4,
+                    }
+                    .emit(buf);
+                    Some(ethernet::HEADER_LEN + n)
+                });
+                if no_hop {
+                    self.counters.no_neighbour += 1;
+                }
+                match r {
+                    TxOutcome::Queued => self.counters.tx_packets += 1,
+                    TxOutcome::NoBuffer => {
+                        self.counters.tx_no_buffer += 1;
+                        self.busy = true;
+                        break;
+                    }
+                    TxOutcome::Empty => {}
+                }
+                if !produced {
+                    break;
+                }
+            }
+            self.take_accepted(now, li);
+        }
+    }
+
+    /// Moves listener `li`'s established connections into the flow table. Runs right after
+    /// the listener handled a segment, so the peer's next segments (its first data may follow
+    /// the handshake ACK in the same receive batch) take the flow-table path to the connection
+    /// and its queue pair starts at once. (The listener also hands segments to connections
+    /// still in its accept queue, so this is about speed, not correctness.)
+    pub(crate) fn take_accepted(&mut self, now: Instant, li: usize) {
+        while let Some(tcp) = self.listeners[li].tcp.accept() {
+            let settings = self.listeners[li].settings.clone();
+            let peer = tcp.tuple().remote;
+            let mut c = Conn::new(tcp, Role::Responder, settings);
+            c.listener = Some(ListenerId(li as u32));
+            c.manual_accept = self.listeners[li].manual_accept;
+            let conn = self.add_conn(c);
+            self.counters.connections_opened += 1;
+            self.start_qp(now, conn.0);
+            self.events.push_back(EndpointEvent::Accepted {
+                listener: ListenerId(li as u32),
+                conn,
+                peer,
+            });
+        }
+    }
+}

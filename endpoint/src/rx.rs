@@ -1,0 +1,118 @@
+//! Receive: the checks and demultiplexing of one received frame (Ethernet, IPv4, TCP; flow
+//! table, then listeners, else a RST), and the one copy from the frame into the region.
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use ddp::{Memory, StagTable};
+use tcp_offload::emit_rst_for;
+
+use crate::conn::FeedSink;
+use crate::domain::{Domain, DomainGuard};
+use crate::endpoint::Endpoint;
+use crate::ethernet::{self, EthernetFrame};
+use crate::service::frame_out;
+
+/// Most RSTs for strays waiting for a transmit buffer.
+const PENDING_TX_MAX: usize = 1024;
+
+impl<D: Domain> Endpoint<D> {
+    /// Handles one received Ethernet frame (no FCS). The slice is only borrowed for the call:
+    /// in-order payload is placed straight from it. Never panics; bad frames are counted and
+    /// dropped.
+    pub fn handle_frame(&mut self, now: Instant, frame: &[u8]) {
+        self.last_now = now;
+        self.counters.rx_packets += 1;
+        self.counters.rx_bytes += frame.len() as u64;
+        let Ok(eth) = EthernetFrame::new_checked(frame) else {
+            self.counters.malformed += 1;
+            return;
+        };
+        let dst = eth.dst();
+        if dst != self.cfg.mac && dst != ethernet::BROADCAST {
+            self.counters.drops += 1;
+            return;
+        }
+        if eth.ethertype() != ethernet::ETHERTYPE_IPV4 {
+            self.counters.drops += 1;
+            return;
+        }
+        let seg = match tcp_offload::wire::parse(eth.payload()) {
+            Ok(s) => s,
+            Err(e) => {
+                if e.is_malformed() {
+                    self.counters.malformed += 1;
+                } else {
+                    self.counters.drops += 1;
+                }
+                return;
+            }
+        };
+        if seg.tuple.local.ip() != std::net::IpAddr::V4(self.cfg.ip) {
+            self.counters.drops += 1;
+            return;
+        }
+        if let Some(&id) = self.flows.get(&seg.tuple) {
+            if let Some(c) = self.conns.get_mut(&id) {
+                match c.qp.as_mut() {
+                    // The one copy: TCP lends the payload, placement writes it into the region.
+                    Some(qp) if c.tcp.record_mode() => {
+                        let mut guard = c.pd.as_ref().map(|p| p.lock());
+                        let (tags, mem): (&mut StagTable, &mut dyn Memory) = match guard.as_mut() {
+                            Some(g) => g.parts(),
+                            None => (&mut self.tags, &mut self.mem),
+                        };
+                        let mut sink = FeedSink {
+                            qp,
+                            rx: &mut c.rx,
+                            tags,
+                            mem,
+                            now,
+                            counters: &mut self.counters,
+                        };
+                        c.tcp.handle_segment_with(now, &seg, &mut sink);
+                    }
+                    _ => c.tcp.handle_segment(now, &seg),
+                }
+            }
+            self.mark(id);
+            return;
+        }
+        if let Some(li) = self.listeners.iter().position(|l| l.tcp.matches(&seg)) {
+            let l = &mut self.listeners[li];
+            // A SYN's source MAC is the next hop back to its sender (the peer, or the router it
+            // came through): learn it when the kernel's table was not consulted for this peer.
+            if seg.flags.syn {
+                if let SocketAddr::V4(peer) = seg.tuple.remote {
+                    self.neighbours.learn(*peer.ip(), eth.src());
+                }
+            }
+            l.tcp.handle_segment(now, &seg);
+            self.take_accepted(now, li);
+            return;
+        }
+        self.counters.drops += 1;
+        if !seg.flags.rst {
+            let mut buf = vec![0u8; 128];
+            let src = self.cfg.mac;
+            let dst = eth.src();
+            if let Some(n) = frame_out(&mut buf, src, dst, |b| emit_rst_for(&seg, b)) {
+                buf.truncate(n);
+                self.counters.rsts_for_unknown += 1;
+                if self.pending_tx.len() < PENDING_TX_MAX {
+                    self.pending_tx.push(buf);
+                }
+            }
+        }
+    }
+
+    /// Marks connection `id` for the next round.
+    pub(crate) fn mark(&mut self, id: u64) {
+        if let Some(c) = self.conns.get_mut(&id) {
+            if !c.dirty {
+                c.dirty = true;
+                self.dirty.push(id);
+            }
+        }
+    }
+}

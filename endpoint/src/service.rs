@@ -1,0 +1,298 @@
+//! A connection's round: TCP events, receive, queue-pair events and completions, work requests
+//! into TCP as records, segments into frames (FPDUs framed straight into the frame), close and
+//! timers. And the frames built outside a connection.
+
+use std::collections::VecDeque;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::Instant;
+
+use ddp::{Memory, PdId, Qp, QpConfig, QpEvent, StagTable, StreamId, WorkCompletion};
+use mpa::FramingError;
+use tcp_offload::{CloseReason, Event, State};
+
+use crate::conn::{Conn, ConnId, FpduSource, Role};
+use crate::counters::EndpointCounters;
+use crate::domain::{Domain, DomainGuard};
+use crate::endpoint::Endpoint;
+use crate::ethernet::{self, EthernetRepr, Mac};
+use crate::event::EndpointEvent;
+use crate::frame_sink::{FrameSink, TxOutcome};
+
+impl<D: Domain> Endpoint<D> {
+    /// Writes the frames built outside a connection (RSTs for strays).
+    pub(crate) fn flush_pending(&mut self, now: Instant, io: &mut dyn FrameSink) {
+        while let Some(f) = self.pending_tx.pop() {
+            let r = io.tx_frame(now, &mut |buf: &mut [u8]| {
+                let n = f.len().min(buf.len());
+                buf[..n].copy_from_slice(&f[..n]);
+                Some(n)
+            });
+            if r == TxOutcome::NoBuffer {
+                self.counters.tx_no_buffer += 1;
+                self.pending_tx.push(f);
+                return;
+            }
+            self.counters.tx_packets += 1;
+            self.counters.tx_bytes += f.len() as u64;
+        }
+    }
+
+    /// TCP is established: record mode on, queue pair created with the connection's EMSS.
+    pub(crate) fn start_qp(&mut self, now: Instant, id: u64) {
+        let Some(c) = self.conns.get_mut(&id) else {
+            return;
+        };
+        if c.qp.is_some() {
+            return;
+        }
+        c.tcp.enter_record_mode();
+        let cfg = QpConfig {
+            engine: ddp::RdmapConfig {
+                stream: StreamId(id as u32),
+                pd: c.pd.as_ref().map_or(PdId(0), |p| p.id()),
+                ird: c.settings.ird,
+                ord: c.settings.ord,
+                ..ddp::RdmapConfig::default()
+            },
+            startup: c.settings.startup,
+            emss: c.tcp.emss(),
+            private_data: c.settings.private_data.clone(),
+            keep_for_retransmit: true,
+            auto_accept: !c.manual_accept,
+        };
+        c.qp = match c.role {
+            Role::Initiator => match Qp::new_initiator(cfg, now) {
+                Ok(q) => Some(q),
+                Err(_) => {
+                    self.counters.internal_errors += 1;
+                    c.tcp.abort();
+                    None
+                }
+            },
+            Role::Responder => Some(Qp::new_responder(cfg, now)),
+        };
+    }
+
+    /// Runs one connection: TCP events, receive, queue-pair events, transmit, timers.
+    pub(crate) fn service(&mut self, now: Instant, id: u64, io: &mut dyn FrameSink) {
+        let Some(c) = self.conns.get_mut(&id) else {
+            return;
+        };
+        c.dirty = false;
+        let mut closed = None;
+        let mut start = false;
+        let mut peer_closed = false;
+        while let Some(e) = c.tcp.poll_event() {
+            match e {
+                Event::Connected => start = true,
+                Event::PeerClosed => {
+                    self.events
+                        .push_back(EndpointEvent::PeerClosed { conn: ConnId(id) });
+                    peer_closed = true;
+                }
+                Event::Closed(r) => closed = Some(r),
+                Event::Readable | Event::Writable | Event::RecordAcked(_) => {}
+            }
+        }
+        if start && c.role == Role::Initiator {
+            self.counters.connections_opened += 1;
+            self.start_qp(now, id);
+        }
+        let Some(c) = self.conns.get_mut(&id) else {
+            return;
+        };
+        // The connection's tags and memory: its protection domain's (held for the whole round;
+        // lock order endpoint -> domain), or the endpoint's own.
+        let pd = c.pd.clone();
+        let mut guard = pd.as_ref().map(|p| p.lock());
+        let (tags, mem): (&mut StagTable, &mut dyn Memory) = match guard.as_mut() {
+            Some(g) => g.parts(),
+            None => (&mut self.tags, &mut self.mem),
+        };
+        // Receive: in-order feed and out-of-order placement, straight into the regions.
+        c.drive_rx(now, tags, mem, &mut self.counters);
+        c.drive_acked();
+        if peer_closed {
+            // Only now: data and ACKs that came with the FIN are in (delivered, completed);
+            // what is left is flushed (MPA error 1 unless we were closing).
+            if let Some(q) = c.qp.as_mut() {
+                q.handle_close();
+            }
+            c.closing = true;
+        }
+        // Queue-pair events and completions.
+        drain_qp(
+            c,
+            ConnId(id),
+            &mut self.events,
+            &mut self.completions,
+            &mut self.counters,
+        );
+        // Transmit: queue-pair output into TCP as records.
+        c.drive_tx(mem, &mut self.scratch, &mut self.counters);
+        if c.closing && !c.tcp_closed {
+            let idle = c.qp.as_ref().is_none_or(|q| q.is_idle() || q.is_error());
+            if idle && c.tcp.send_queued() == 0 {
+                c.tcp_closed = true;
+                c.tcp.close(now);
+            }
+        }
+        // Segments into frames.
+        let src = self.cfg.mac;
+        let dst_ip = match c.tcp.tuple().remote {
+            SocketAddr::V4(a) => *a.ip(),
+            SocketAddr::V6(_) => Ipv4Addr::UNSPECIFIED,
+        };
+        match self.neighbours.next_hop(dst_ip) {
+            None => self.counters.no_neighbour += 1,
+            Some(dst) => loop {
+                let mut produced = 0usize;
+                let mut src_rec = FpduSource {
+                    qp: c.qp.as_mut(),
+                    mem: &*mem,
+                    scratch: &mut self.rebuild,
+                    failures: 0,
+                };
+                let tcp = &mut c.tcp;
+                let r = io.tx_frame(now, &mut |buf: &mut [u8]| {
+                    let n = frame_out(buf, src, dst, |b| {
+                        tcp.poll_transmit_with(now, b, &mut src_rec)
+                    })?;
+                    produced = n;
+                    Some(n)
+                });
+                self.counters.internal_errors += src_rec.failures;
+                match r {
+                    TxOutcome::NoBuffer => {
+                        self.counters.tx_no_buffer += 1;
+                        self.busy = true;
+                        break;
+                    }
+                    _ if produced == 0 => break,
+                    _ => {
+                        self.counters.tx_packets += 1;
+                        self.counters.tx_bytes += produced as u64;
+                    }
+                }
+                // More room in TCP's send buffer may have opened: top it up.
+                c.drive_tx(mem, &mut self.scratch, &mut self.counters);
+            },
+        }
+        // Completions and events of this round's transmissions and ACKs (Terminate sent).
+        drain_qp(
+            c,
+            ConnId(id),
+            &mut self.events,
+            &mut self.completions,
+            &mut self.counters,
+        );
+        if closed.is_none() && c.tcp.state() == State::Closed {
+            closed = Some(CloseReason::Aborted);
+        }
+        if let Some(reason) = closed {
+            if let Some(q) = c.qp.as_mut() {
+                q.handle_close();
+                while let Some(wc) = q.poll_completion() {
+                    self.completions.push_back((ConnId(id), wc));
+                }
+            }
+            let c = self.conns.remove(&id).expect("present");
+            self.counters.retransmissions +=
+                c.tcp.counters().retransmits.saturating_sub(c.retrans_seen);
+            self.flows.remove(&c.tcp.tuple());
+            self.counters.connections_closed += 1;
+            self.events.push_back(EndpointEvent::Closed {
+                conn: ConnId(id),
+                reason,
+            });
+            return;
+        }
+        // Timers.
+        if let Some(d) = c.deadline() {
+            if c.armed.is_none_or(|a| d < a) {
+                c.armed = Some(d);
+                self.wheel.insert(id, d);
+            }
+        }
+    }
+}
+
+/// Moves a queue pair's completions and events to the endpoint's queues; stream errors and
+/// failed startups mark the connection for closing.
+fn drain_qp<D>(
+    c: &mut Conn<D>,
+    conn: ConnId,
+    events: &mut VecDeque<EndpointEvent>,
+    completions: &mut VecDeque<(ConnId, WorkCompletion)>,
+    counters: &mut EndpointCounters,
+) {
+    if let Some(q) = c.qp.as_mut() {
+        while let Some(wc) = q.poll_completion() {
+            completions.push_back((conn, wc));
+        }
+        while let Some(e) = q.poll_event() {
+            match e {
+                QpEvent::Established {
+                    peer_private_data,
+                    negotiated,
+                } => events.push_back(EndpointEvent::Established {
+                    conn,
+                    peer_private_data,
+                    negotiated,
+                }),
+                QpEvent::ConnectRequest {
+                    private_data,
+                    peer_wants_markers,
+                    peer_wants_crc,
+                } => events.push_back(EndpointEvent::ConnectRequest {
+                    conn,
+                    private_data,
+                    peer_wants_markers,
+                    peer_wants_crc,
+                }),
+                event @ (QpEvent::Rejected { .. } | QpEvent::StartupFailed(_)) => {
+                    c.closing = true;
+                    c.tcp.abort();
+                    events.push_back(EndpointEvent::StartupFailed { conn, event });
+                }
+                ev => {
+                    match ev {
+                        QpEvent::FramingError(FramingError::CrcMismatch) => {
+                            counters.crc_errors += 1
+                        }
+                        QpEvent::FramingError(_) => counters.framing_errors += 1,
+                        QpEvent::TerminateSent(_) => counters.terminates_sent += 1,
+                        QpEvent::TerminateReceived(_) | QpEvent::MalformedTerminateReceived => {
+                            counters.terminates_received += 1
+                        }
+                        _ => {}
+                    }
+                    // The stream is dead: close TCP once what is queued (the Terminate) is out.
+                    c.closing = true;
+                    events.push_back(EndpointEvent::StreamError { conn, event: ev });
+                }
+            }
+        }
+    }
+}
+
+/// Writes an IPv4 packet with an Ethernet header in front into a transmit frame: `emit` writes
+/// the packet at `buf[14..]` and returns its length.
+pub(crate) fn frame_out(
+    buf: &mut [u8],
+    src: Mac,
+    dst: Mac,
+    emit: impl FnOnce(&mut [u8]) -> Option<usize>,
+) -> Option<usize> {
+    if buf.len() <= ethernet::HEADER_LEN {
+        return None;
+    }
+    let n = emit(&mut buf[ethernet::HEADER_LEN..])?;
+    EthernetRepr {
+        dst,
+        src,
+        ethertype: ethernet::ETHERTYPE_IPV4,
+    }
+    .emit(buf);
+    Some(ethernet::HEADER_LEN + n)
+}
