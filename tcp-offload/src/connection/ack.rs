@@ -1,0 +1,157 @@
+//! ACK processing: RFC 9293 §3.10.7.4 fifth check, RFC 5961 §5.2 ACK validation, new data
+//! acknowledged (RTT samples, release of send data, congestion control).
+
+use std::time::Instant;
+
+use crate::wire::Segment;
+
+use super::state::{CloseReason, State};
+use super::{Connection, Event};
+
+impl Connection {
+    /// The ACK processing of RFC 9293 §3.10.7.4 fifth check plus RFC 5961 §5.2. Returns false when
+    /// the segment must be dropped.
+    pub(super) fn process_ack(&mut self, now: Instant, seg: &Segment<'_>) -> bool {
+        let Some(ack) = self.snd.off(seg.ack, self.snd_una) else {
+            self.counters.bad_acks += 1;
+            self.ack_now = true;
+            return false;
+        };
+        if ack > self.snd_nxt {
+            // Acks something not yet sent: ACK and drop (RFC 9293, RFC 5961 §5.2).
+            self.counters.bad_acks += 1;
+            self.ack_now = true;
+            return false;
+        }
+        if ack + u64::from(self.max_snd_wnd) + 1 < self.snd_una {
+            // Too old (RFC 5961 §5.2): ACK and drop.
+            self.counters.bad_acks += 1;
+            self.ack_now = true;
+            return false;
+        }
+        let old_wnd = self.snd_wnd;
+        let new_data = ack > self.snd_una;
+        // SACK blocks (RFC 2018 §3, honoured per RFC 6675).
+        let mut sacked_new = false;
+        if self.sack_enabled && seg.options.sack_count > 0 {
+            sacked_new = self.apply_sack(seg);
+        }
+        if new_data {
+            self.on_new_ack(now, seg, ack);
+        } else if ack == self.snd_una
+            && seg.payload.is_empty()
+            && !seg.flags.fin
+            && !self.sent.is_empty()
+            && (u32::from(seg.window) << self.snd_wscale) == old_wnd
+        {
+            // RFC 5681 §2 duplicate ACK.
+            self.counters.dupacks += 1;
+            self.dupacks += 1;
+            self.on_dupack(now, sacked_new);
+        }
+        self.update_window(seg, false);
+        // State transitions that depend on our FIN being acknowledged.
+        let fin_acked =
+            self.fin_queued && self.sent.is_empty() && self.snd_una == self.sendbuf.end + 1;
+        match self.state {
+            State::FinWait1 if fin_acked => {
+                self.state = State::FinWait2;
+            }
+            State::Closing if fin_acked => self.enter_time_wait(now),
+            State::LastAck if fin_acked => {
+                self.terminate(CloseReason::Normal);
+                return false;
+            }
+            _ => {}
+        }
+        if self.sent.is_empty()
+            && self.snd_wnd == 0
+            && self.has_unsent()
+            && self.persist_at.is_none()
+        {
+            self.arm_persist(now);
+        }
+        true
+    }
+
+    fn on_new_ack(&mut self, now: Instant, seg: &Segment<'_>, ack: u64) {
+        let acked = ack - self.snd_una;
+        let mut any_rexmit = false;
+        let ts_ecr = seg.options.timestamps.map(|t| t.1);
+        while let Some(s) = self.sent.front() {
+            if s.end() > ack {
+                break;
+            }
+            if s.ever_rexmit {
+                any_rexmit = true;
+                // Spurious when the ACK echoes a timestamp older than the retransmission.
+                if let Some(ecr) = ts_ecr {
+                    if self.ts_enabled && (ecr.wrapping_sub(s.rexmit_ts) as i32) < 0 {
+                        self.counters.spurious_retransmits += 1;
+                    }
+                }
+            }
+            if let Some(s) = self.sent.pop_front() {
+                self.uncount(&s);
+            }
+        }
+        self.snd_una = ack;
+        self.retries = 0;
+        self.rtt.reset_backoff();
+        // RTT (RFC 7323 §4.1 with timestamps; Karn's rule otherwise, RFC 6298 §3).
+        if self.ts_enabled {
+            self.sample_rtt_ts(now, seg);
+        } else if let Some((end, t)) = self.rtt_timed {
+            if ack >= end {
+                self.rtt_timed = None;
+                if !any_rexmit {
+                    self.rtt.on_sample(now.saturating_duration_since(t));
+                }
+            }
+        }
+        // Release acknowledged send data.
+        let events = &mut self.events;
+        let before = self.sendbuf.queued;
+        self.sendbuf.release(ack.min(self.sendbuf.end), |id| {
+            events.push_back(Event::RecordAcked(id))
+        });
+        if self.sendbuf.queued < before {
+            self.events.push_back(Event::Writable);
+        }
+        // Loss recovery / congestion control.
+        let flight = self.pipe();
+        if self.in_recovery {
+            if ack >= self.recovery_point {
+                // Full ACK: leave recovery (RFC 6582 §3.2 step 3, RFC 6675 §5).
+                self.in_recovery = false;
+                self.dupacks = 0;
+                self.cc.on_recovery_end(flight);
+            } else {
+                // Partial ACK (RFC 6582 §3.2 step 3): the next hole is lost; retransmit it.
+                if !self.sack_enabled {
+                    let segs = (acked / u64::from(self.emss()).max(1)) as u32;
+                    self.dupacks = self.dupacks.saturating_sub(segs.max(1));
+                }
+                if let Some(f) = self.sent.front_mut() {
+                    if !f.sacked && !f.rexmit {
+                        f.lost = true;
+                    }
+                }
+                self.recount();
+            }
+        } else {
+            self.dupacks = 0;
+            self.cc
+                .on_ack(now, acked.min(u64::from(u32::MAX)) as u32, self.rtt.srtt());
+        }
+        if self.sack_enabled {
+            self.mark_lost();
+        }
+        // RFC 6298 §5.2/5.3.
+        if self.sent.is_empty() {
+            self.rto_at = None;
+        } else {
+            self.rto_at = Some(now + self.rtt.rto());
+        }
+    }
+}

@@ -1,0 +1,183 @@
+//! Loss recovery: fast retransmit / fast recovery (RFC 5681 §3.2) with NewReno (RFC 6582) or
+//! SACK (RFC 6675 NextSeg rules, RescueRxt), and RTO recovery (RFC 6298 §5, RFC 5681 §3.1).
+
+use std::time::Instant;
+
+use crate::tx::RecordSource;
+
+use super::rst::RstOut;
+use super::state::{CloseReason, State};
+use super::Connection;
+
+impl Connection {
+    pub(super) fn on_dupack(&mut self, _now: Instant, _sacked_new: bool) {
+        if self.sack_enabled {
+            self.mark_lost();
+        }
+        if self.in_recovery {
+            return;
+        }
+        let first_lost = self.sack_enabled && self.sent.front().is_some_and(|s| s.lost);
+        // RFC 5681 §3.2 / RFC 6675 §5: enter on DupThresh dupacks or when IsLost(SND.UNA).
+        if self.dupacks < self.cfg.dupthresh && !first_lost {
+            return;
+        }
+        // RFC 6582 §3.2 step 2 / §4.1: not for data sent before the last recovery or RTO.
+        if self.snd_una < self.recover {
+            return;
+        }
+        self.in_recovery = true;
+        self.counters.recoveries += 1;
+        self.recover = self.snd_nxt;
+        self.recovery_point = self.snd_nxt;
+        self.rescue_rxt = None;
+        let flight = (self.snd_nxt - self.snd_una).min(u64::from(u32::MAX)) as u32;
+        let ss = self.cc.on_congestion_event(flight);
+        self.cc.cwnd = ss;
+        if let Some(f) = self.sent.front_mut() {
+            f.lost = true;
+            f.rexmit = false;
+        }
+        self.recount();
+    }
+
+    pub(super) fn on_rto(&mut self, now: Instant) {
+        self.counters.rto_expiries += 1;
+        match self.state {
+            State::SynSent | State::SynReceived => {
+                self.syn_tx_count += 1;
+                if self.syn_tx_count > self.cfg.syn_retries {
+                    self.terminate(CloseReason::TimedOut);
+                    return;
+                }
+                self.syn_timed_out = true;
+                self.rtt.back_off();
+                self.syn_due = true;
+                self.counters.retransmits += 1;
+                self.counters.rto_retransmits += 1;
+            }
+            _ if !self.sent.is_empty() => {
+                self.retries += 1;
+                if self.retries > self.cfg.max_retries {
+                    self.rst_out = Some(RstOut {
+                        seq: self.snd.seq(self.snd_nxt),
+                        ack: None,
+                    });
+                    self.terminate(CloseReason::TimedOut);
+                    return;
+                }
+                // RFC 5681 §3.1 eq. 4 / RFC 6298 §5.4-5.6 / RFC 6582 §4 (recover).
+                let flight = self.pipe();
+                self.cc.on_rto(flight);
+                self.in_recovery = false;
+                self.dupacks = 0;
+                self.recover = self.snd_nxt;
+                for s in self.sent.iter_mut() {
+                    if !s.sacked {
+                        s.lost = true;
+                        s.rexmit = false;
+                    }
+                }
+                self.recount();
+                self.rtt_timed = None;
+                self.rtt.back_off();
+            }
+            _ => {}
+        }
+        self.rto_at = Some(now + self.rtt.rto());
+    }
+
+    /// RFC 6675 §4 NextSeg rule (1) (and the RTO / NewReno retransmissions): the first segment
+    /// marked lost and not yet resent.
+    pub(super) fn send_retransmission(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        source: &mut dyn RecordSource,
+    ) -> Option<usize> {
+        if self.lost_pending == 0 {
+            return None;
+        }
+        let i = self
+            .sent
+            .iter()
+            .position(|s| s.lost && !s.rexmit && !s.sacked)?;
+        let pipe = self.pipe();
+        let s = self.sent[i];
+        let seg_total = s.len + u32::from(s.fin);
+        // The first retransmission of a recovery episode is always allowed (RFC 5681 §3.2 step 2).
+        let first = i == 0 && self.sent.iter().all(|x| !x.rexmit);
+        if !first && pipe.saturating_add(seg_total) > self.cc.cwnd.max(self.emss()) && pipe > 0 {
+            return None;
+        }
+        let n = self.resend(now, buf, source, i)?;
+        self.sent[i].rexmit = true;
+        self.lost_pending -= 1;
+        self.lost_pending_bytes -= u64::from(seg_total);
+        if !self.in_recovery {
+            self.counters.rto_retransmits += 1;
+        }
+        Some(n)
+    }
+
+    /// RFC 6675 §4 NextSeg rules (3) and (4), tried in loss recovery (§5 step C) when rule (1)
+    /// found nothing lost to resend and rule (2) no new data to send. Whole original segments only
+    /// (MPA-61), so "a segment of up to SMSS" is one original segment.
+    pub(super) fn send_sack_extra(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        source: &mut dyn RecordSource,
+    ) -> Option<usize> {
+        if !self.in_recovery
+            || !self.sack_enabled
+            || self.sacked_bytes == 0
+            || self.lost_pending > 0
+        {
+            return None;
+        }
+        // §5 (C): only while cwnd - pipe >= 1 SMSS.
+        if self.cc.cwnd.saturating_sub(self.pipe()) < self.emss() {
+            return None;
+        }
+        // Highest octet covered by a SACK (rule 1.b) and HighRxt (rule 1.a: segments after the
+        // highest one resent by rules 1 and 3).
+        let high_sacked = self.sent.iter().rev().find(|s| s.sacked)?.end();
+        let above_rxt = self
+            .sent
+            .iter()
+            .rposition(|s| s.rexmit)
+            .map_or(0, |k| k + 1);
+        // Rule (3): an unSACKed segment meeting (1.a) and (1.b) but not IsLost.
+        if let Some(k) = self
+            .sent
+            .iter()
+            .skip(above_rxt)
+            .take_while(|s| s.off < high_sacked)
+            .position(|s| !s.sacked && !s.lost && !s.rexmit)
+        {
+            let i = above_rxt + k;
+            let n = self.resend(now, buf, source, i)?;
+            // HighRxt moves past it (§5 C.3); it is now in the network twice (pipe).
+            self.sent[i].rexmit = true;
+            let s = self.sent[i];
+            self.rexmit_unlost_bytes += u64::from(s.len) + u64::from(s.fin);
+            self.counters.sack_rule3_retransmits += 1;
+            return Some(n);
+        }
+        // Rule (4): one rescue retransmission per episode, of the segment holding the highest
+        // outstanding unSACKed octet, if HighACK > RescueRxt (or RescueRxt is undefined).
+        if self.rescue_rxt.is_some_and(|r| self.snd_una <= r) {
+            return None;
+        }
+        let i = self.sent.iter().rposition(|s| !s.sacked)?;
+        if self.sent[i].rexmit || self.sent[i].lost {
+            return None; // Already resent (or rule 1's to resend): nothing to rescue.
+        }
+        let n = self.resend(now, buf, source, i)?;
+        // HighRxt is not updated (§4 rule 4, §5 C.3), so `rexmit` stays clear and pipe unchanged.
+        self.rescue_rxt = Some(self.recovery_point);
+        self.counters.rescue_retransmits += 1;
+        Some(n)
+    }
+}
