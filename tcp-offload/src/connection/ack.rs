@@ -6,6 +6,7 @@ use std::time::Instant;
 use crate::wire::Segment;
 
 use super::state::{CloseReason, State};
+use super::timers::Timer;
 use super::{Connection, Event};
 
 impl Connection {
@@ -67,7 +68,7 @@ impl Connection {
         if self.sent.is_empty()
             && self.snd_wnd == 0
             && self.has_unsent()
-            && self.persist_at.is_none()
+            && !self.timers.is_armed(Timer::Persist)
         {
             self.arm_persist(now);
         }
@@ -149,9 +150,9 @@ impl Connection {
         }
         // RFC 6298 §5.2/5.3.
         if self.sent.is_empty() {
-            self.rto_at = None;
+            self.timers.stop(Timer::Rto);
         } else {
-            self.rto_at = Some(now + self.rtt.rto());
+            self.timers.set(Timer::Rto, now + self.rtt.rto());
         }
     }
 }

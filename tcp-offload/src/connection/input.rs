@@ -9,6 +9,7 @@ use crate::wire::{self, Segment, WireError};
 
 use super::rst::{rst_for, RstOut};
 use super::state::{CloseReason, State};
+use super::timers::Timer;
 use super::{Connection, Event};
 
 impl Connection {
@@ -184,7 +185,7 @@ impl Connection {
             self.snd_una = self.snd.off(seg.ack, self.snd_una).unwrap_or(1);
             self.sent.clear();
             self.recount();
-            self.rto_at = None;
+            self.timers.stop(Timer::Rto);
             self.update_window(seg, true);
             self.establish(now);
             if self.ts_enabled {
@@ -281,7 +282,7 @@ impl Connection {
                 self.ack_now = true;
                 if self.state == State::TimeWait && seg.flags.fin {
                     // RFC 9293 §3.10.7.4: a retransmitted FIN restarts the 2 MSL timeout.
-                    self.timewait_at = Some(now + self.cfg.time_wait);
+                    self.timers.set(Timer::TimeWait, now + self.cfg.time_wait);
                 }
             }
             return;
@@ -305,7 +306,7 @@ impl Connection {
                         // RFC 9293 §3.10.7.4: a passive open returns to LISTEN.
                         self.state = State::Listen;
                         self.tuple.remote = SocketAddr::from(([0, 0, 0, 0], 0));
-                        self.rto_at = None;
+                        self.timers.stop(Timer::Rto);
                         self.snd_nxt = 0;
                         self.syn_due = false;
                     }
@@ -334,7 +335,7 @@ impl Connection {
                 self.snd_una = 1;
                 self.sent.retain(|s| s.off >= 1);
                 self.recount();
-                self.rto_at = None;
+                self.timers.stop(Timer::Rto);
                 self.snd_wl1 = seg.seq;
                 self.snd_wl2 = seg.ack;
                 self.snd_wnd = u32::from(seg.window) << self.snd_wscale;
@@ -380,7 +381,7 @@ impl Connection {
             self.ack_now = true;
             if self.state == State::TimeWait {
                 // RFC 9293: retransmitted FIN -> ACK and restart the 2 MSL timeout.
-                self.timewait_at = Some(now + self.cfg.time_wait);
+                self.timers.set(Timer::TimeWait, now + self.cfg.time_wait);
             }
         }
         self.check_fin(now);
@@ -451,7 +452,7 @@ impl Connection {
             if self.segs_since_ack >= 2 {
                 self.ack_now = true;
             } else if let Some(at) = delay.map(|d| now + d) {
-                self.delack_at = Some(self.delack_at.map_or(at, |t| t.min(at)));
+                self.timers.set_earlier(Timer::DelayedAck, at);
             }
         }
     }

@@ -47,6 +47,7 @@ pub use rst::emit_rst_for;
 pub(crate) use rst::{emit_rst, rst_for, RstOut};
 use scoreboard::SentSeg;
 pub use state::{CloseReason, State};
+use timers::Timers;
 
 /// Something the upper layer should know (drained with [`Connection::poll_event`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -138,11 +139,7 @@ pub struct Connection {
     sack_enabled: bool,
 
     // Timers.
-    rto_at: Option<Instant>,
-    delack_at: Option<Instant>,
-    persist_at: Option<Instant>,
-    keepalive_at: Option<Instant>,
-    timewait_at: Option<Instant>,
+    timers: Timers,
     rtt: RttEstimator,
     rtt_timed: Option<(u64, Instant)>,
     retries: u32,
@@ -165,8 +162,6 @@ pub struct Connection {
     /// RFC 5681 §4.2: immediate *duplicate* ACKs (no data) owed, one per out-of-order or
     /// gap-filling segment (capped), even when several arrived in one batch.
     dupacks_owed: u8,
-    /// Our FIN is held until then while the peer's data has holes.
-    fin_hold_until: Option<Instant>,
     fin_hold_over: bool,
     ack_pending: bool,
     segs_since_ack: u32,
@@ -234,11 +229,7 @@ impl Connection {
             ts_cache: None,
             last_ack_sent: 0,
             sack_enabled: false,
-            rto_at: None,
-            delack_at: None,
-            persist_at: None,
-            keepalive_at: None,
-            timewait_at: None,
+            timers: Timers::default(),
             rtt_timed: None,
             retries: 0,
             syn_timed_out: false,
@@ -251,7 +242,6 @@ impl Connection {
             rescue_rxt: None,
             ack_now: false,
             dupacks_owed: 0,
-            fin_hold_until: None,
             fin_hold_over: false,
             ack_pending: false,
             segs_since_ack: 0,

@@ -11,6 +11,7 @@ use super::options::syn_options;
 use super::rst::emit_rst;
 use super::scoreboard::SentSeg;
 use super::state::State;
+use super::timers::Timer;
 use super::Connection;
 
 impl Connection {
@@ -245,7 +246,10 @@ impl Connection {
                         len = wnd_room.min(emss);
                         split = Some(Split::Window);
                     } else {
-                        if self.sent.is_empty() && self.snd_wnd == 0 && self.persist_at.is_none() {
+                        if self.sent.is_empty()
+                            && self.snd_wnd == 0
+                            && !self.timers.is_armed(Timer::Persist)
+                        {
                             self.arm_persist(now);
                         }
                         return None;
@@ -258,7 +262,9 @@ impl Connection {
             // Hold our FIN (at most two RTOs) while the peer's data has holes: some peers (smoltcp
             // 0.12) stop their retransmission timer when our FIN arrives in FIN-WAIT-1, and the hole
             // would never be filled. Sending the FIN a little later costs nothing.
-            let until = *self.fin_hold_until.get_or_insert(now + self.rtt.rto() * 2);
+            let until = self
+                .timers
+                .get_or_set(Timer::FinHold, now + self.rtt.rto() * 2);
             if now < until {
                 fin = false;
             } else {
@@ -266,7 +272,7 @@ impl Connection {
             }
         }
         if fin {
-            self.fin_hold_until = None;
+            self.timers.stop(Timer::FinHold);
         }
         if len == 0 && !fin {
             return None;
@@ -313,7 +319,7 @@ impl Connection {
         }
         // RFC 6298 §5.1.
         self.arm_rto_if_idle(now);
-        self.persist_at = None;
+        self.timers.stop(Timer::Persist);
         Some(n)
     }
 
@@ -355,7 +361,7 @@ impl Connection {
         self.ack_now = false;
         self.ack_pending = false;
         self.segs_since_ack = 0;
-        self.delack_at = None;
+        self.timers.stop(Timer::DelayedAck);
         Some(n)
     }
 }

@@ -7,6 +7,7 @@ use crate::tx::RecordSource;
 
 use super::rst::RstOut;
 use super::state::{CloseReason, State};
+use super::timers::Timer;
 use super::Connection;
 
 impl Connection {
@@ -84,7 +85,7 @@ impl Connection {
             }
             _ => {}
         }
-        self.rto_at = Some(now + self.rtt.rto());
+        self.timers.set(Timer::Rto, now + self.rtt.rto());
     }
 
     /// RFC 6675 §4 NextSeg rule (1) (and the RTO / NewReno retransmissions): the first segment

@@ -4,6 +4,7 @@
 use std::time::Instant;
 
 use super::rst::RstOut;
+use super::timers::Timer;
 use super::{Connection, Event};
 
 /// Connection states, named as in RFC 9293 §3.3.2.
@@ -97,11 +98,11 @@ impl Connection {
             self.state = State::Closed;
             self.events.push_back(Event::Closed(why));
         }
-        self.rto_at = None;
-        self.delack_at = None;
-        self.persist_at = None;
-        self.keepalive_at = None;
-        self.timewait_at = None;
+        self.timers.stop(Timer::Rto);
+        self.timers.stop(Timer::DelayedAck);
+        self.timers.stop(Timer::Persist);
+        self.timers.stop(Timer::Keepalive);
+        self.timers.stop(Timer::TimeWait);
         self.ack_now = false;
         self.ack_pending = false;
         self.probe_due = false;
@@ -141,9 +142,9 @@ impl Connection {
 
     pub(super) fn enter_time_wait(&mut self, now: Instant) {
         self.state = State::TimeWait;
-        self.rto_at = None;
-        self.persist_at = None;
-        self.keepalive_at = None;
-        self.timewait_at = Some(now + self.cfg.time_wait);
+        self.timers.stop(Timer::Rto);
+        self.timers.stop(Timer::Persist);
+        self.timers.stop(Timer::Keepalive);
+        self.timers.set(Timer::TimeWait, now + self.cfg.time_wait);
     }
 }

@@ -3,6 +3,7 @@
 
 use crate::wire::Segment;
 
+use super::timers::Timer;
 use super::Connection;
 
 impl Connection {
@@ -61,7 +62,7 @@ impl Connection {
             self.snd_wl1 = seg.seq;
             self.snd_wl2 = seg.ack;
             if self.snd_wnd > 0 {
-                self.persist_at = None;
+                self.timers.stop(Timer::Persist);
                 self.persist_backoff = 0;
             }
         }
