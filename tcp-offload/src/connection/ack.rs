@@ -42,7 +42,7 @@ impl Connection {
         } else if ack == self.snd_una
             && seg.payload.is_empty()
             && !seg.flags.fin
-            && !self.sent.is_empty()
+            && !self.scoreboard.is_empty()
             && (u32::from(seg.window) << self.snd_wscale) == old_wnd
         {
             // RFC 5681 §2 duplicate ACK.
@@ -53,7 +53,7 @@ impl Connection {
         self.update_window(seg, false);
         // State transitions that depend on our FIN being acknowledged.
         let fin_acked =
-            self.fin_queued && self.sent.is_empty() && self.snd_una == self.sendbuf.end + 1;
+            self.fin_queued && self.scoreboard.is_empty() && self.snd_una == self.sendbuf.end + 1;
         match self.state {
             State::FinWait1 if fin_acked => {
                 self.state = State::FinWait2;
@@ -65,7 +65,7 @@ impl Connection {
             }
             _ => {}
         }
-        if self.sent.is_empty()
+        if self.scoreboard.is_empty()
             && self.snd_wnd == 0
             && self.has_unsent()
             && !self.timers.is_armed(Timer::Persist)
@@ -75,14 +75,29 @@ impl Connection {
         true
     }
 
+    /// Marks the SACK blocks of `seg` (RFC 2018 §3, honoured per RFC 6675); true if something
+    /// new was SACKed.
+    fn apply_sack(&mut self, seg: &Segment<'_>) -> bool {
+        let mut any = false;
+        for &(l, r) in seg.options.sack_blocks() {
+            let (Some(lo), Some(ro)) =
+                (self.snd.off(l, self.snd_una), self.snd.off(r, self.snd_una))
+            else {
+                continue;
+            };
+            if lo >= ro || lo < self.snd_una || ro > self.snd_nxt {
+                continue; // RFC 2018 §4 / RFC 6675: ignore invalid or D-SACK blocks.
+            }
+            any |= self.scoreboard.sack(lo, ro);
+        }
+        any
+    }
+
     fn on_new_ack(&mut self, now: Instant, seg: &Segment<'_>, ack: u64) {
         let acked = ack - self.snd_una;
         let mut any_rexmit = false;
         let ts_ecr = seg.options.timestamps.map(|t| t.1);
-        while let Some(s) = self.sent.front() {
-            if s.end() > ack {
-                break;
-            }
+        while let Some(s) = self.scoreboard.pop_acked(ack) {
             if s.ever_rexmit {
                 any_rexmit = true;
                 // Spurious when the ACK echoes a timestamp older than the retransmission.
@@ -91,9 +106,6 @@ impl Connection {
                         self.counters.spurious_retransmits += 1;
                     }
                 }
-            }
-            if let Some(s) = self.sent.pop_front() {
-                self.uncount(&s);
             }
         }
         self.snd_una = ack;
@@ -133,12 +145,7 @@ impl Connection {
                     let segs = (acked / u64::from(self.emss()).max(1)) as u32;
                     self.dupacks = self.dupacks.saturating_sub(segs.max(1));
                 }
-                if let Some(f) = self.sent.front_mut() {
-                    if !f.sacked && !f.rexmit {
-                        f.lost = true;
-                    }
-                }
-                self.recount();
+                self.scoreboard.on_partial_ack();
             }
         } else {
             self.dupacks = 0;
@@ -149,7 +156,7 @@ impl Connection {
             self.mark_lost();
         }
         // RFC 6298 §5.2/5.3.
-        if self.sent.is_empty() {
+        if self.scoreboard.is_empty() {
             self.timers.stop(Timer::Rto);
         } else {
             self.timers.set(Timer::Rto, now + self.rtt.rto());

@@ -183,8 +183,7 @@ impl Connection {
         self.recv.nxt = 1;
         if ack_ok {
             self.snd_una = self.snd.off(seg.ack, self.snd_una).unwrap_or(1);
-            self.sent.clear();
-            self.recount();
+            self.scoreboard.clear();
             self.timers.stop(Timer::Rto);
             self.update_window(seg, true);
             self.establish(now);
@@ -333,8 +332,7 @@ impl Connection {
             let a = seg.ack;
             if a.gt(self.snd.seq(self.snd_una)) && a.le(self.snd.seq(self.snd_nxt)) {
                 self.snd_una = 1;
-                self.sent.retain(|s| s.off >= 1);
-                self.recount();
+                self.scoreboard.drop_below(1);
                 self.timers.stop(Timer::Rto);
                 self.snd_wl1 = seg.seq;
                 self.snd_wl2 = seg.ack;

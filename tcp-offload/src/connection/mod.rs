@@ -45,7 +45,7 @@ use crate::wire::Segment;
 
 pub use rst::emit_rst_for;
 pub(crate) use rst::{emit_rst, rst_for, RstOut};
-use scoreboard::SentSeg;
+use scoreboard::Scoreboard;
 pub use state::{CloseReason, State};
 use timers::Timers;
 
@@ -100,17 +100,8 @@ pub struct Connection {
     snd_wl1: SeqNum,
     snd_wl2: SeqNum,
     sendbuf: SendBuffer,
-    sent: VecDeque<SentSeg>,
-    /// Sum of the sequence lengths in `sent`.
-    sent_bytes: u64,
-    /// Sum over SACKed segments in `sent`.
-    sacked_bytes: u64,
-    /// Segments marked lost and not yet retransmitted (and their octets).
-    lost_pending: u32,
-    lost_pending_bytes: u64,
-    /// Octets of segments retransmitted while not deemed lost (NextSeg rule 3): in the network twice
-    /// (RFC 6675 §4 pipe: not lost, and at or below HighRxt).
-    rexmit_unlost_bytes: u64,
+    /// Segments sent and not yet acknowledged, with their SACK marks.
+    scoreboard: Scoreboard,
     fin_queued: bool,
     syn_due: bool,
     syn_tx_count: u32,
@@ -202,12 +193,7 @@ impl Connection {
             snd_wl1: SeqNum(0),
             snd_wl2: SeqNum(0),
             sendbuf: SendBuffer::new(1),
-            sent: VecDeque::new(),
-            sent_bytes: 0,
-            sacked_bytes: 0,
-            lost_pending: 0,
-            lost_pending_bytes: 0,
-            rexmit_unlost_bytes: 0,
+            scoreboard: Scoreboard::default(),
             fin_queued: false,
             syn_due: false,
             syn_tx_count: 0,

@@ -9,7 +9,6 @@ use crate::wire::{Flags, SegmentRepr};
 
 use super::options::syn_options;
 use super::rst::emit_rst;
-use super::scoreboard::SentSeg;
 use super::state::State;
 use super::timers::Timer;
 use super::Connection;
@@ -154,7 +153,7 @@ impl Connection {
         source: &mut dyn RecordSource,
         i: usize,
     ) -> Option<usize> {
-        let s = self.sent[i];
+        let s = self.scoreboard.get(i);
         let mut start = s.off;
         let mut len = s.len;
         if start < self.snd_una {
@@ -174,9 +173,7 @@ impl Connection {
         let n = self.emit(now, buf, seq, flags, start, len, source, true)?;
         self.counters.data_segs_out += 1;
         let ts = self.ts_now(now);
-        let seg = &mut self.sent[i];
-        seg.ever_rexmit = true;
-        seg.rexmit_ts = ts;
+        self.scoreboard.on_resend(i, ts);
         self.counters.retransmits += 1;
         if self.in_recovery {
             self.counters.fast_retransmits += 1;
@@ -227,7 +224,7 @@ impl Connection {
                     // Nagle (RFC 9293 §3.7.4), off by default.
                     if self.cfg.nagle
                         && l < emss
-                        && !self.sent.is_empty()
+                        && !self.scoreboard.is_empty()
                         && self.snd_nxt + u64::from(l) < data_end
                     {
                         return None;
@@ -238,7 +235,7 @@ impl Connection {
                 Plan::Blocked { need } => {
                     // MPA §5.3 exception: the window (not cwnd) is smaller than the record and
                     // nothing is in flight to open it: send what fits.
-                    if self.sent.is_empty()
+                    if self.scoreboard.is_empty()
                         && wnd_room > 0
                         && wnd_room < need
                         && cwnd_room >= wnd_room.min(emss)
@@ -246,7 +243,7 @@ impl Connection {
                         len = wnd_room.min(emss);
                         split = Some(Split::Window);
                     } else {
-                        if self.sent.is_empty()
+                        if self.scoreboard.is_empty()
                             && self.snd_wnd == 0
                             && !self.timers.is_armed(Timer::Persist)
                         {
@@ -277,7 +274,7 @@ impl Connection {
         if len == 0 && !fin {
             return None;
         }
-        if len == 0 && fin && self.sent.iter().any(|s| s.fin) {
+        if len == 0 && fin && self.scoreboard.has_fin() {
             return None;
         }
         // Count every segment that is not header-aligned (MPA §5.3 exceptions): the piece that
@@ -301,17 +298,7 @@ impl Connection {
         };
         let n = self.emit(now, buf, seq, flags, start, len, source, true)?;
         self.counters.data_segs_out += 1;
-        self.sent_bytes += u64::from(len) + u64::from(fin);
-        self.sent.push_back(SentSeg {
-            off: start,
-            len,
-            fin,
-            sacked: false,
-            lost: false,
-            rexmit: false,
-            ever_rexmit: false,
-            rexmit_ts: 0,
-        });
+        self.scoreboard.push(start, len, fin);
         self.snd_nxt = start + u64::from(len) + u64::from(fin);
         self.counters.bytes_sent += u64::from(len);
         if self.rtt_timed.is_none() && !self.ts_enabled {

@@ -11,6 +11,21 @@ use super::timers::Timer;
 use super::Connection;
 
 impl Connection {
+    /// Octets in the network (RFC 6675 §4 "pipe"; without SACK, dupacks count as left segments).
+    pub(super) fn pipe(&self) -> u32 {
+        let mut p = self.scoreboard.pipe();
+        if !self.sack_enabled && self.in_recovery {
+            p = p.saturating_sub(u64::from(self.dupacks) * u64::from(self.emss()));
+        }
+        p.min(u64::from(u32::MAX)) as u32
+    }
+
+    /// RFC 6675 §4 IsLost, with DupThresh from the configuration and SMSS the EMSS.
+    pub(super) fn mark_lost(&mut self) {
+        let emss = self.emss();
+        self.scoreboard.mark_lost(self.cfg.dupthresh, emss);
+    }
+
     pub(super) fn on_dupack(&mut self, _now: Instant, _sacked_new: bool) {
         if self.sack_enabled {
             self.mark_lost();
@@ -18,7 +33,7 @@ impl Connection {
         if self.in_recovery {
             return;
         }
-        let first_lost = self.sack_enabled && self.sent.front().is_some_and(|s| s.lost);
+        let first_lost = self.sack_enabled && self.scoreboard.front().is_some_and(|s| s.lost);
         // RFC 5681 §3.2 / RFC 6675 §5: enter on DupThresh dupacks or when IsLost(SND.UNA).
         if self.dupacks < self.cfg.dupthresh && !first_lost {
             return;
@@ -35,11 +50,7 @@ impl Connection {
         let flight = (self.snd_nxt - self.snd_una).min(u64::from(u32::MAX)) as u32;
         let ss = self.cc.on_congestion_event(flight);
         self.cc.cwnd = ss;
-        if let Some(f) = self.sent.front_mut() {
-            f.lost = true;
-            f.rexmit = false;
-        }
-        self.recount();
+        self.scoreboard.on_recovery_start();
     }
 
     pub(super) fn on_rto(&mut self, now: Instant) {
@@ -57,7 +68,7 @@ impl Connection {
                 self.counters.retransmits += 1;
                 self.counters.rto_retransmits += 1;
             }
-            _ if !self.sent.is_empty() => {
+            _ if !self.scoreboard.is_empty() => {
                 self.retries += 1;
                 if self.retries > self.cfg.max_retries {
                     self.rst_out = Some(RstOut {
@@ -73,13 +84,7 @@ impl Connection {
                 self.in_recovery = false;
                 self.dupacks = 0;
                 self.recover = self.snd_nxt;
-                for s in self.sent.iter_mut() {
-                    if !s.sacked {
-                        s.lost = true;
-                        s.rexmit = false;
-                    }
-                }
-                self.recount();
+                self.scoreboard.on_rto();
                 self.rtt_timed = None;
                 self.rtt.back_off();
             }
@@ -96,25 +101,17 @@ impl Connection {
         buf: &mut [u8],
         source: &mut dyn RecordSource,
     ) -> Option<usize> {
-        if self.lost_pending == 0 {
-            return None;
-        }
-        let i = self
-            .sent
-            .iter()
-            .position(|s| s.lost && !s.rexmit && !s.sacked)?;
+        let i = self.scoreboard.next_lost()?;
         let pipe = self.pipe();
-        let s = self.sent[i];
+        let s = self.scoreboard.get(i);
         let seg_total = s.len + u32::from(s.fin);
         // The first retransmission of a recovery episode is always allowed (RFC 5681 §3.2 step 2).
-        let first = i == 0 && self.sent.iter().all(|x| !x.rexmit);
+        let first = i == 0 && self.scoreboard.none_resent();
         if !first && pipe.saturating_add(seg_total) > self.cc.cwnd.max(self.emss()) && pipe > 0 {
             return None;
         }
         let n = self.resend(now, buf, source, i)?;
-        self.sent[i].rexmit = true;
-        self.lost_pending -= 1;
-        self.lost_pending_bytes -= u64::from(seg_total);
+        self.scoreboard.resent_lost(i);
         if !self.in_recovery {
             self.counters.rto_retransmits += 1;
         }
@@ -132,8 +129,8 @@ impl Connection {
     ) -> Option<usize> {
         if !self.in_recovery
             || !self.sack_enabled
-            || self.sacked_bytes == 0
-            || self.lost_pending > 0
+            || self.scoreboard.sacked_octets() == 0
+            || self.scoreboard.lost_pending() > 0
         {
             return None;
         }
@@ -141,28 +138,11 @@ impl Connection {
         if self.cc.cwnd.saturating_sub(self.pipe()) < self.emss() {
             return None;
         }
-        // Highest octet covered by a SACK (rule 1.b) and HighRxt (rule 1.a: segments after the
-        // highest one resent by rules 1 and 3).
-        let high_sacked = self.sent.iter().rev().find(|s| s.sacked)?.end();
-        let above_rxt = self
-            .sent
-            .iter()
-            .rposition(|s| s.rexmit)
-            .map_or(0, |k| k + 1);
         // Rule (3): an unSACKed segment meeting (1.a) and (1.b) but not IsLost.
-        if let Some(k) = self
-            .sent
-            .iter()
-            .skip(above_rxt)
-            .take_while(|s| s.off < high_sacked)
-            .position(|s| !s.sacked && !s.lost && !s.rexmit)
-        {
-            let i = above_rxt + k;
+        if let Some(i) = self.scoreboard.next_unlost_below_sack() {
             let n = self.resend(now, buf, source, i)?;
             // HighRxt moves past it (§5 C.3); it is now in the network twice (pipe).
-            self.sent[i].rexmit = true;
-            let s = self.sent[i];
-            self.rexmit_unlost_bytes += u64::from(s.len) + u64::from(s.fin);
+            self.scoreboard.resent_unlost(i);
             self.counters.sack_rule3_retransmits += 1;
             return Some(n);
         }
@@ -171,10 +151,7 @@ impl Connection {
         if self.rescue_rxt.is_some_and(|r| self.snd_una <= r) {
             return None;
         }
-        let i = self.sent.iter().rposition(|s| !s.sacked)?;
-        if self.sent[i].rexmit || self.sent[i].lost {
-            return None; // Already resent (or rule 1's to resend): nothing to rescue.
-        }
+        let i = self.scoreboard.rescue_candidate()?;
         let n = self.resend(now, buf, source, i)?;
         // HighRxt is not updated (§4 rule 4, §5 C.3), so `rexmit` stays clear and pipe unchanged.
         self.rescue_rxt = Some(self.recovery_point);

@@ -109,7 +109,7 @@ impl Connection {
         // The timer stops when it fires; it is re-armed only while the window stays shut.
         if self.timers.expired(Timer::Persist, now)
             && self.snd_wnd == 0
-            && self.sent.is_empty()
+            && self.scoreboard.is_empty()
             && self.has_unsent()
         {
             // RFC 9293 §3.8.6.1: probe the zero window; back off like the RTO.
@@ -124,7 +124,7 @@ impl Connection {
                     self.terminate(CloseReason::TimedOut);
                     return;
                 }
-                if self.state.is_synchronized() && self.sent.is_empty() {
+                if self.state.is_synchronized() && self.scoreboard.is_empty() {
                     self.probe_due = true;
                     self.keepalive_sent += 1;
                     self.counters.keepalives += 1;
