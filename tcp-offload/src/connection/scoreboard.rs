@@ -4,12 +4,15 @@
 //! whether it was resent; and the sums that make RFC 6675's "pipe".
 //!
 //! Offsets are the connection's send-side stream offsets (SYN at 0, data from 1). The flags of a
-//! segment change only through the methods here, so the sums always match the segments.
+//! segment change only through the methods here, and every change updates the sums at once
+//! (O(1) per segment changed): no figure is recomputed over the queue per ACK. Loss marking
+//! (IsLost) keeps a frontier that only moves up the queue, so each segment is visited a bounded
+//! number of times over its life, however many ACKs arrive.
 
 use std::collections::VecDeque;
 
 /// One segment sent and not yet cumulatively acknowledged.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct SentSeg {
     pub(super) off: u64,
     pub(super) len: u32,
@@ -34,6 +37,16 @@ impl SentSeg {
     fn octets(&self) -> u64 {
         u64::from(self.len) + u64::from(self.fin)
     }
+
+    /// Deemed lost and not yet resent: NextSeg rule (1)'s to send.
+    fn is_lost_pending(&self) -> bool {
+        !self.sacked && self.lost && !self.rexmit
+    }
+
+    /// Resent by NextSeg rule (3) while not deemed lost: in the network twice.
+    fn is_resent_unlost(&self) -> bool {
+        !self.sacked && !self.lost && self.rexmit
+    }
 }
 
 /// The retransmission queue with its SACK marks and sums.
@@ -50,6 +63,27 @@ pub(super) struct Scoreboard {
     /// Octets of segments retransmitted while not deemed lost (NextSeg rule 3): in the network
     /// twice (RFC 6675 §4 pipe: not lost, and at or below HighRxt).
     rexmit_unlost_octets: u64,
+    /// Segments with `rexmit` set.
+    resent: u32,
+    /// No lost-pending segment starts below this offset (where NextSeg rule (1) starts looking).
+    lost_pending_from: u64,
+    /// IsLost's frontier, see [`LossFrontier`].
+    frontier: LossFrontier,
+}
+
+/// Where IsLost (RFC 6675 §4) stands. IsLost is monotone here: SACK marks are only added, a
+/// segment stops being deemed lost only by being SACKed, segments leave only from the bottom and
+/// new ones join at the top. So the unSACKed segments that are IsLost are those below one point
+/// of the queue that only moves up, and only the SACKed segments above it must be counted. (A
+/// segment once marked stays marked, so the point is valid whatever thresholds come next.)
+#[derive(Clone, Copy, Debug, Default)]
+struct LossFrontier {
+    /// SACKed segments starting at or above `edge`, and the sum of their `len`.
+    edge: u64,
+    sacked_above: u32,
+    sacked_len_above: u64,
+    /// Every unSACKed segment starting below `marked` is marked lost.
+    marked: u64,
 }
 
 impl Scoreboard {
@@ -93,17 +127,22 @@ impl Scoreboard {
 
     /// True if no segment in flight has been retransmitted since it was last marked lost.
     pub fn none_resent(&self) -> bool {
-        self.segs.iter().all(|s| !s.rexmit)
+        self.resent == 0
     }
 
     /// NextSeg rule (1) (RFC 6675 §4): the oldest segment deemed lost and not yet resent.
-    pub fn next_lost(&self) -> Option<usize> {
+    pub fn next_lost(&mut self) -> Option<usize> {
         if self.lost_pending == 0 {
             return None;
         }
-        self.segs
+        let from = self.index_of(self.lost_pending_from);
+        let k = self
+            .segs
             .iter()
-            .position(|s| s.lost && !s.rexmit && !s.sacked)
+            .skip(from)
+            .position(SentSeg::is_lost_pending)?;
+        self.lost_pending_from = self.segs[from + k].off;
+        Some(from + k)
     }
 
     /// NextSeg rule (3) (RFC 6675 §4): the oldest segment above HighRxt (the highest segment
@@ -148,7 +187,7 @@ impl Scoreboard {
             ever_rexmit: false,
             rexmit_ts: 0,
         };
-        self.sent_octets += s.octets();
+        self.count(&s);
         self.segs.push_back(s);
     }
 
@@ -164,14 +203,16 @@ impl Scoreboard {
 
     /// Forgets every segment that starts below `off`.
     pub fn drop_below(&mut self, off: u64) {
-        self.segs.retain(|s| s.off >= off);
-        self.recount();
+        while self.segs.front().is_some_and(|s| s.off < off) {
+            if let Some(s) = self.segs.pop_front() {
+                self.uncount(&s);
+            }
+        }
     }
 
     /// Forgets every segment.
     pub fn clear(&mut self) {
-        self.segs.clear();
-        self.recount();
+        *self = Scoreboard::default();
     }
 
     // ----- marks --------------------------------------------------------------------------------
@@ -180,76 +221,92 @@ impl Scoreboard {
     /// boundaries are kept for retransmission). True if a segment became SACKed.
     pub fn sack(&mut self, lo: u64, ro: u64) -> bool {
         let mut any = false;
-        let i = self.segs.partition_point(|s| s.end() <= lo);
-        for s in self.segs.iter_mut().skip(i) {
+        let mut i = self.segs.partition_point(|s| s.end() <= lo);
+        while let Some(&s) = self.segs.get(i) {
             if s.off >= ro {
                 break;
             }
             if s.off >= lo && s.end() <= ro && !s.sacked {
-                s.sacked = true;
-                s.lost = false;
+                self.update(i, |s| {
+                    s.sacked = true;
+                    s.lost = false;
+                });
                 any = true;
             }
-        }
-        if any {
-            self.recount();
+            i += 1;
         }
         any
     }
 
     /// RFC 6675 §4 IsLost for every segment: `dupthresh` SACKed segments, or more than
-    /// (`dupthresh` - 1) * `smss` SACKed octets, above it.
+    /// (`dupthresh` - 1) * `smss` SACKed octets, above it. Moves the frontier up past every SACKed
+    /// segment that has enough SACKed above it, then marks the unSACKed segments below it.
     pub fn mark_lost(&mut self, dupthresh: u32, smss: u32) {
         if self.sacked_octets == 0 {
             return;
         }
         let bytes_thresh = u64::from(dupthresh.saturating_sub(1)) * u64::from(smss);
-        let mut segs_above = 0u32;
-        let mut bytes_above = 0u64;
-        for s in self.segs.iter_mut().rev() {
-            if s.sacked {
-                segs_above += 1;
-                bytes_above += u64::from(s.len);
-            } else if !s.lost && (segs_above >= dupthresh || bytes_above > bytes_thresh) {
-                // A segment already resent by NextSeg rule (3) stays resent (it is at or below
-                // HighRxt, RFC 6675 §4 rule (1.a)).
-                s.lost = true;
+        if dupthresh == 0 {
+            // Everything unSACKed is lost (a configuration `Config::validate` refuses).
+            for i in 0..self.segs.len() {
+                if !self.segs[i].sacked && !self.segs[i].lost {
+                    self.update(i, |s| s.lost = true);
+                }
             }
+            return;
         }
-        self.recount();
+        let is_lost_below =
+            |f: &LossFrontier| f.sacked_above >= dupthresh || f.sacked_len_above > bytes_thresh;
+        let mut upto = None;
+        let mut i = self.index_of(self.frontier.edge);
+        while is_lost_below(&self.frontier) {
+            // The lowest SACKed segment at or above the edge: every unSACKed one below it is
+            // IsLost. Try the next one with this one no longer counted above.
+            let Some(k) = self.segs.iter().skip(i).position(|s| s.sacked) else {
+                break;
+            };
+            let s = self.segs[i + k];
+            upto = Some(s.off);
+            self.frontier.edge = s.off + 1;
+            self.frontier.sacked_above -= 1;
+            self.frontier.sacked_len_above -= u64::from(s.len);
+            i += k + 1;
+        }
+        if let Some(upto) = upto {
+            self.mark_lost_below(upto);
+        }
     }
 
     /// A partial ACK (RFC 6582 §3.2 step 3): the oldest segment is deemed lost unless SACKed or
     /// already resent.
     pub fn on_partial_ack(&mut self) {
-        if let Some(f) = self.segs.front_mut() {
-            if !f.sacked && !f.rexmit {
-                f.lost = true;
-            }
+        if self.segs.front().is_some_and(|f| !f.sacked && !f.rexmit) {
+            self.update(0, |f| f.lost = true);
         }
-        self.recount();
     }
 
     /// Entering fast recovery (RFC 5681 §3.2, RFC 6675 §5): the oldest segment is deemed lost and
     /// due for retransmission.
     pub fn on_recovery_start(&mut self) {
-        if let Some(f) = self.segs.front_mut() {
-            f.lost = true;
-            f.rexmit = false;
+        if !self.segs.is_empty() {
+            self.update(0, |f| {
+                f.lost = true;
+                f.rexmit = false;
+            });
         }
-        self.recount();
     }
 
     /// A retransmission timeout (RFC 6675 §5.1): every segment not SACKed is deemed lost and due
     /// for retransmission.
     pub fn on_rto(&mut self) {
-        for s in self.segs.iter_mut() {
-            if !s.sacked {
-                s.lost = true;
-                s.rexmit = false;
+        for i in 0..self.segs.len() {
+            if !self.segs[i].sacked {
+                self.update(i, |s| {
+                    s.lost = true;
+                    s.rexmit = false;
+                });
             }
         }
-        self.recount();
     }
 
     /// Segment `i` was retransmitted at TSval `ts`.
@@ -261,23 +318,55 @@ impl Scoreboard {
 
     /// Segment `i`, deemed lost, was resent by NextSeg rule (1): back in the network once.
     pub fn resent_lost(&mut self, i: usize) {
-        let s = &mut self.segs[i];
-        s.rexmit = true;
-        let b = s.octets();
-        self.lost_pending -= 1;
-        self.lost_pending_octets -= b;
+        self.update(i, |s| s.rexmit = true);
     }
 
     /// Segment `i`, not deemed lost, was resent by NextSeg rule (3): HighRxt moves past it
     /// (RFC 6675 §5 C.3) and it is in the network twice.
     pub fn resent_unlost(&mut self, i: usize) {
-        let s = &mut self.segs[i];
-        s.rexmit = true;
-        let b = s.octets();
-        self.rexmit_unlost_octets += b;
+        self.update(i, |s| s.rexmit = true);
     }
 
     // ----- sums ---------------------------------------------------------------------------------
+
+    /// The index of the first segment starting at or above `off`.
+    fn index_of(&self, off: u64) -> usize {
+        if self.segs.front().is_none_or(|s| s.off >= off) {
+            return 0;
+        }
+        self.segs.partition_point(|s| s.off < off)
+    }
+
+    /// Changes the flags of segment `i` with `f`, keeping the sums.
+    fn update(&mut self, i: usize, f: impl FnOnce(&mut SentSeg)) {
+        let old = self.segs[i];
+        self.uncount(&old);
+        f(&mut self.segs[i]);
+        let new = self.segs[i];
+        self.count(&new);
+    }
+
+    /// Adds a segment's share to the sums.
+    fn count(&mut self, s: &SentSeg) {
+        let b = s.octets();
+        self.sent_octets += b;
+        if s.sacked {
+            self.sacked_octets += b;
+            if s.off >= self.frontier.edge {
+                self.frontier.sacked_above += 1;
+                self.frontier.sacked_len_above += u64::from(s.len);
+            }
+        }
+        if s.is_lost_pending() {
+            self.lost_pending += 1;
+            self.lost_pending_octets += b;
+            self.lost_pending_from = self.lost_pending_from.min(s.off);
+        }
+        if s.is_resent_unlost() {
+            self.rexmit_unlost_octets += b;
+        }
+        self.resent += u32::from(s.rexmit);
+    }
 
     /// Removes a segment's share of the sums.
     fn uncount(&mut self, s: &SentSeg) {
@@ -285,35 +374,328 @@ impl Scoreboard {
         self.sent_octets -= b;
         if s.sacked {
             self.sacked_octets -= b;
+            if s.off >= self.frontier.edge {
+                self.frontier.sacked_above -= 1;
+                self.frontier.sacked_len_above -= u64::from(s.len);
+            }
         }
-        if s.lost && !s.rexmit && !s.sacked {
+        if s.is_lost_pending() {
             self.lost_pending -= 1;
             self.lost_pending_octets -= b;
         }
-        if !s.lost && s.rexmit && !s.sacked {
+        if s.is_resent_unlost() {
             self.rexmit_unlost_octets -= b;
+        }
+        self.resent -= u32::from(s.rexmit);
+    }
+
+    /// Marks lost every unSACKed segment starting below `upto` and not yet marked.
+    fn mark_lost_below(&mut self, upto: u64) {
+        let from = self.index_of(self.frontier.marked);
+        for i in from..self.segs.len() {
+            let s = self.segs[i];
+            if s.off >= upto {
+                break;
+            }
+            if !s.sacked && !s.lost {
+                // A segment already resent by NextSeg rule (3) stays resent (it is at or below
+                // HighRxt, RFC 6675 §4 rule (1.a)).
+                self.update(i, |s| s.lost = true);
+            }
+        }
+        self.frontier.marked = self.frontier.marked.max(upto);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// The scoreboard as it was before incremental accounting: flags changed in place, every
+    /// figure recounted over the whole queue, IsLost found by a scan from the top.
+    #[derive(Default)]
+    struct Recount {
+        segs: VecDeque<SentSeg>,
+    }
+
+    /// (sent, SACKed, lost-pending count, lost-pending octets, resent-unlost octets).
+    type Sums = (u64, u64, u32, u64, u64);
+
+    impl Recount {
+        fn sums(&self) -> Sums {
+            let (mut all, mut sacked, mut n, mut lost, mut twice) = (0, 0, 0, 0, 0);
+            for s in &self.segs {
+                let b = s.octets();
+                all += b;
+                if s.sacked {
+                    sacked += b;
+                } else if s.lost && !s.rexmit {
+                    n += 1;
+                    lost += b;
+                } else if !s.lost && s.rexmit {
+                    twice += b;
+                }
+            }
+            (all, sacked, n, lost, twice)
+        }
+
+        fn pipe(&self) -> u64 {
+            let (all, sacked, _, lost, twice) = self.sums();
+            all - sacked - lost + twice
+        }
+
+        fn sack(&mut self, lo: u64, ro: u64) -> bool {
+            let mut any = false;
+            for s in self.segs.iter_mut() {
+                if s.off >= lo && s.end() <= ro && !s.sacked {
+                    s.sacked = true;
+                    s.lost = false;
+                    any = true;
+                }
+            }
+            any
+        }
+
+        fn mark_lost(&mut self, dupthresh: u32, smss: u32) {
+            if self.sums().1 == 0 {
+                return;
+            }
+            let bytes_thresh = u64::from(dupthresh.saturating_sub(1)) * u64::from(smss);
+            let (mut segs_above, mut bytes_above) = (0u32, 0u64);
+            for s in self.segs.iter_mut().rev() {
+                if s.sacked {
+                    segs_above += 1;
+                    bytes_above += u64::from(s.len);
+                } else if !s.lost && (segs_above >= dupthresh || bytes_above > bytes_thresh) {
+                    s.lost = true;
+                }
+            }
+        }
+
+        fn next_lost(&self) -> Option<usize> {
+            self.segs
+                .iter()
+                .position(|s| s.lost && !s.rexmit && !s.sacked)
         }
     }
 
-    /// Recomputes the sums after bulk changes (loss marking, SACK, RTO).
-    fn recount(&mut self) {
-        let (mut all, mut sacked, mut n, mut lost, mut twice) = (0, 0, 0, 0, 0);
-        for s in &self.segs {
-            let b = s.octets();
-            all += b;
-            if s.sacked {
-                sacked += b;
-            } else if s.lost && !s.rexmit {
-                n += 1;
-                lost += b;
-            } else if !s.lost && s.rexmit {
-                twice += b;
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// A new segment of `len` octets (a FIN-only one when 0), the FIN on it when `fin`.
+        Send {
+            len: u32,
+            fin: bool,
+        },
+        /// A cumulative ACK at `at` of the outstanding range (0..=1000 per mille).
+        Ack {
+            at: u32,
+        },
+        /// A SACK block between two points of the outstanding range (per mille), on segment
+        /// boundaries when `aligned`.
+        Sack {
+            a: u32,
+            b: u32,
+            aligned: bool,
+        },
+        /// IsLost with the thresholds numbered `which` (mostly the connection's usual ones).
+        MarkLost {
+            which: usize,
+        },
+        PartialAck,
+        RecoveryStart,
+        Rto,
+        /// NextSeg rules (1), (3), (4) (the caller's guards aside).
+        ResendLost,
+        ResendUnlost,
+        Rescue,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            6 => (prop_oneof![1 => 0u32..3, 4 => 0u32..3000], prop::bool::weighted(0.02))
+                .prop_map(|(len, fin)| Op::Send { len, fin }),
+            2 => (0u32..=1000).prop_map(|at| Op::Ack { at }),
+            6 => (0u32..=1000, 0u32..=1000, any::<bool>())
+                .prop_map(|(a, b, aligned)| Op::Sack { a, b, aligned }),
+            4 => (0usize..8).prop_map(|which| Op::MarkLost { which }),
+            1 => Just(Op::PartialAck),
+            1 => Just(Op::RecoveryStart),
+            1 => Just(Op::Rto),
+            3 => Just(Op::ResendLost),
+            2 => Just(Op::ResendUnlost),
+            1 => Just(Op::Rescue),
+        ]
+    }
+
+    /// (DupThresh, SMSS): the usual pair most of the time, others (0 included, which
+    /// `Config::validate` refuses) now and then: the frontier must hold whatever comes next.
+    const THRESHOLDS: [(u32, u32); 8] = [
+        (3, 1448),
+        (3, 1448),
+        (3, 1448),
+        (3, 1448),
+        (3, 1448),
+        (1, 536),
+        (2, 1000),
+        (0, 1448),
+    ];
+
+    /// The point `per_mille` of the way from `una` to `nxt`, moved to a segment boundary when
+    /// `aligned`.
+    fn point(r: &Recount, una: u64, nxt: u64, per_mille: u32, aligned: bool) -> u64 {
+        let p = una + (nxt - una) * u64::from(per_mille) / 1000;
+        if !aligned {
+            return p;
+        }
+        r.segs
+            .iter()
+            .map(|s| s.off.max(una))
+            .chain([nxt])
+            .find(|&b| b >= p)
+            .unwrap_or(nxt)
+    }
+
+    fn check(sb: &Scoreboard, r: &Recount) -> Result<(), TestCaseError> {
+        prop_assert!(sb.segs == r.segs, "flags differ");
+        let own = Recount {
+            segs: sb.segs.clone(),
+        };
+        let sums = (
+            sb.sent_octets,
+            sb.sacked_octets,
+            sb.lost_pending,
+            sb.lost_pending_octets,
+            sb.rexmit_unlost_octets,
+        );
+        prop_assert_eq!(sums, own.sums());
+        prop_assert_eq!(sb.pipe(), r.pipe());
+        prop_assert_eq!(sb.sacked_octets(), r.sums().1);
+        prop_assert_eq!(sb.lost_pending(), r.sums().2);
+        prop_assert_eq!(sb.none_resent(), r.segs.iter().all(|s| !s.rexmit));
+        let f = sb.frontier;
+        let above = sb.segs.iter().filter(|s| s.sacked && s.off >= f.edge);
+        prop_assert_eq!(f.sacked_above as usize, above.clone().count());
+        prop_assert_eq!(
+            f.sacked_len_above,
+            above.map(|s| u64::from(s.len)).sum::<u64>()
+        );
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+        /// The incremental figures (pipe, SACKed octets, lost-pending segments and octets,
+        /// resent-unlost octets, the loss frontier's counts) and every segment's flags equal
+        /// those of a full recount after any sequence of sends, ACKs, SACK blocks, loss marking,
+        /// recovery starts, partial ACKs, retransmissions and RTOs; NextSeg rule (1) picks the
+        /// same segment.
+        #[test]
+        fn incremental_equals_recount(ops in prop::collection::vec(op(), 1..300)) {
+            let mut sb = Scoreboard::default();
+            let mut r = Recount::default();
+            let (mut una, mut nxt, mut fin_sent) = (1u64, 1u64, false);
+            for (ts, op) in ops.into_iter().enumerate() {
+                let ts = ts as u32;
+                match op {
+                    Op::Send { len, fin } => {
+                        let fin = fin || len == 0;
+                        if !fin_sent {
+                            sb.push(nxt, len, fin);
+                            let s = SentSeg {
+                                off: nxt,
+                                len,
+                                fin,
+                                sacked: false,
+                                lost: false,
+                                rexmit: false,
+                                ever_rexmit: false,
+                                rexmit_ts: 0,
+                            };
+                            nxt = s.end();
+                            r.segs.push_back(s);
+                            fin_sent = fin;
+                        }
+                    }
+                    Op::Ack { at } => {
+                        let ack = point(&r, una, nxt, at, false).max(una);
+                        while let Some(s) = sb.pop_acked(ack) {
+                            prop_assert_eq!(Some(s), r.segs.pop_front());
+                        }
+                        prop_assert!(r.segs.front().is_none_or(|s| s.end() > ack));
+                        una = ack;
+                    }
+                    Op::Sack { a, b, aligned } => {
+                        let (lo, ro) = (
+                            point(&r, una, nxt, a.min(b), aligned),
+                            point(&r, una, nxt, a.max(b), aligned),
+                        );
+                        if lo < ro {
+                            prop_assert_eq!(sb.sack(lo, ro), r.sack(lo, ro));
+                        }
+                    }
+                    Op::MarkLost { which } => {
+                        let (d, smss) = THRESHOLDS[which];
+                        sb.mark_lost(d, smss);
+                        r.mark_lost(d, smss);
+                    }
+                    Op::PartialAck => {
+                        sb.on_partial_ack();
+                        if let Some(f) = r.segs.front_mut() {
+                            if !f.sacked && !f.rexmit {
+                                f.lost = true;
+                            }
+                        }
+                    }
+                    Op::RecoveryStart => {
+                        sb.on_recovery_start();
+                        if let Some(f) = r.segs.front_mut() {
+                            f.lost = true;
+                            f.rexmit = false;
+                        }
+                    }
+                    Op::Rto => {
+                        sb.on_rto();
+                        for s in r.segs.iter_mut().filter(|s| !s.sacked) {
+                            s.lost = true;
+                            s.rexmit = false;
+                        }
+                    }
+                    Op::ResendLost => {
+                        let i = sb.next_lost();
+                        prop_assert_eq!(i, r.next_lost());
+                        if let Some(i) = i {
+                            sb.resent_lost(i);
+                            sb.on_resend(i, ts);
+                            let s = &mut r.segs[i];
+                            s.rexmit = true;
+                            s.ever_rexmit = true;
+                            s.rexmit_ts = ts;
+                        }
+                    }
+                    Op::ResendUnlost => {
+                        if let Some(i) = sb.next_unlost_below_sack() {
+                            sb.resent_unlost(i);
+                            sb.on_resend(i, ts);
+                            let s = &mut r.segs[i];
+                            s.rexmit = true;
+                            s.ever_rexmit = true;
+                            s.rexmit_ts = ts;
+                        }
+                    }
+                    Op::Rescue => {
+                        if let Some(i) = sb.rescue_candidate() {
+                            sb.on_resend(i, ts);
+                            let s = &mut r.segs[i];
+                            s.ever_rexmit = true;
+                            s.rexmit_ts = ts;
+                        }
+                    }
+                }
+                check(&sb, &r)?;
             }
         }
-        self.sent_octets = all;
-        self.sacked_octets = sacked;
-        self.lost_pending = n;
-        self.lost_pending_octets = lost;
-        self.rexmit_unlost_octets = twice;
     }
 }
