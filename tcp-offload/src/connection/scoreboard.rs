@@ -69,6 +69,12 @@ pub(super) struct Scoreboard {
     lost_pending_from: u64,
     /// IsLost's frontier, see [`LossFrontier`].
     frontier: LossFrontier,
+    /// SACK blocks applied lately (the peer repeats its blocks, the newest one grown, in every
+    /// ACK): every segment lying whole inside one of them is SACKed, so only the rest of a block
+    /// that contains one is walked.
+    applied: [Option<(u64, u64)>; 4],
+    /// The slot of `applied` the next new block takes.
+    applied_next: usize,
 }
 
 /// Where IsLost (RFC 6675 §4) stands. IsLost is monotone here: SACK marks are only added, a
@@ -220,21 +226,21 @@ impl Scoreboard {
     /// A valid SACK block `[lo, ro)` (RFC 2018 §3): marks every segment it covers whole (original
     /// boundaries are kept for retransmission). True if a segment became SACKed.
     pub fn sack(&mut self, lo: u64, ro: u64) -> bool {
-        let mut any = false;
-        let mut i = self.segs.partition_point(|s| s.end() <= lo);
-        while let Some(&s) = self.segs.get(i) {
-            if s.off >= ro {
-                break;
+        // The largest block applied before that this one contains: only the segments reaching
+        // out of it can be new.
+        let known = (0..self.applied.len())
+            .filter_map(|k| Some((k, self.applied[k]?)))
+            .filter(|&(_, (l, r))| lo <= l && r <= ro)
+            .max_by_key(|&(_, (l, r))| r - l);
+        let (any, slot) = match known {
+            Some((k, (l, r))) => (self.sack_in(lo, ro, lo, l) | self.sack_in(lo, ro, r, ro), k),
+            None => {
+                let k = self.applied_next;
+                self.applied_next = (k + 1) % self.applied.len();
+                (self.sack_in(lo, ro, lo, ro), k)
             }
-            if s.off >= lo && s.end() <= ro && !s.sacked {
-                self.update(i, |s| {
-                    s.sacked = true;
-                    s.lost = false;
-                });
-                any = true;
-            }
-            i += 1;
-        }
+        };
+        self.applied[slot] = Some((lo, ro));
         any
     }
 
@@ -389,6 +395,27 @@ impl Scoreboard {
         self.resent -= u32::from(s.rexmit);
     }
 
+    /// Marks SACKed the segments lying whole inside `[lo, ro)` among those that reach into
+    /// `[from, to)`; true if one was not SACKed before.
+    fn sack_in(&mut self, lo: u64, ro: u64, from: u64, to: u64) -> bool {
+        let mut any = false;
+        let mut i = self.segs.partition_point(|s| s.end() <= from);
+        while let Some(&s) = self.segs.get(i) {
+            if s.off >= to {
+                break;
+            }
+            if s.off >= lo && s.end() <= ro && !s.sacked {
+                self.update(i, |s| {
+                    s.sacked = true;
+                    s.lost = false;
+                });
+                any = true;
+            }
+            i += 1;
+        }
+        any
+    }
+
     /// Marks lost every unSACKed segment starting below `upto` and not yet marked.
     fn mark_lost_below(&mut self, upto: u64) {
         let from = self.index_of(self.frontier.marked);
@@ -499,6 +526,13 @@ mod tests {
             b: u32,
             aligned: bool,
         },
+        /// The last SACK block again, grown to the left and right by these shares (per mille)
+        /// of the room there, on segment boundaries when `aligned` (a peer's next ACK).
+        SackAgain {
+            left: u32,
+            right: u32,
+            aligned: bool,
+        },
         /// IsLost with the thresholds numbered `which` (mostly the connection's usual ones).
         MarkLost {
             which: usize,
@@ -519,6 +553,8 @@ mod tests {
             2 => (0u32..=1000).prop_map(|at| Op::Ack { at }),
             6 => (0u32..=1000, 0u32..=1000, any::<bool>())
                 .prop_map(|(a, b, aligned)| Op::Sack { a, b, aligned }),
+            6 => (prop_oneof![0u32..1, 0u32..=1000], prop_oneof![0u32..1, 0u32..=1000], any::<bool>())
+                .prop_map(|(left, right, aligned)| Op::SackAgain { left, right, aligned }),
             4 => (0usize..8).prop_map(|which| Op::MarkLost { which }),
             1 => Just(Op::PartialAck),
             1 => Just(Op::RecoveryStart),
@@ -597,6 +633,7 @@ mod tests {
             let mut sb = Scoreboard::default();
             let mut r = Recount::default();
             let (mut una, mut nxt, mut fin_sent) = (1u64, 1u64, false);
+            let mut last_block = None;
             for (ts, op) in ops.into_iter().enumerate() {
                 let ts = ts as u32;
                 match op {
@@ -634,6 +671,21 @@ mod tests {
                         );
                         if lo < ro {
                             prop_assert_eq!(sb.sack(lo, ro), r.sack(lo, ro));
+                            last_block = Some((lo, ro));
+                        }
+                    }
+                    Op::SackAgain { left, right, aligned } => {
+                        if let Some((lo, ro)) = last_block {
+                            let lo = lo.max(una);
+                            let ro = ro.max(lo);
+                            let (lo, ro) = (
+                                point(&r, una, lo, 1000 - left, aligned),
+                                point(&r, ro, nxt, right, aligned),
+                            );
+                            if lo < ro {
+                                prop_assert_eq!(sb.sack(lo, ro), r.sack(lo, ro));
+                                last_block = Some((lo, ro));
+                            }
                         }
                     }
                     Op::MarkLost { which } => {
