@@ -34,7 +34,7 @@ impl Connection {
         let new_data = ack > self.snd_una;
         // SACK blocks (RFC 2018 §3, honoured per RFC 6675).
         let mut sacked_new = false;
-        if self.sack_enabled && seg.options.sack_count > 0 {
+        if self.opts.sack && seg.options.sack_count > 0 {
             sacked_new = self.apply_sack(seg);
         }
         if new_data {
@@ -43,7 +43,7 @@ impl Connection {
             && seg.payload.is_empty()
             && !seg.flags.fin
             && !self.scoreboard.is_empty()
-            && (u32::from(seg.window) << self.snd_wscale) == old_wnd
+            && (u32::from(seg.window) << self.opts.snd_wscale) == old_wnd
         {
             // RFC 5681 §2 duplicate ACK.
             self.counters.dupacks += 1;
@@ -102,7 +102,7 @@ impl Connection {
                 any_rexmit = true;
                 // Spurious when the ACK echoes a timestamp older than the retransmission.
                 if let Some(ecr) = ts_ecr {
-                    if self.ts_enabled && (ecr.wrapping_sub(s.rexmit_ts) as i32) < 0 {
+                    if self.opts.ts && (ecr.wrapping_sub(s.rexmit_ts) as i32) < 0 {
                         self.counters.spurious_retransmits += 1;
                     }
                 }
@@ -112,7 +112,7 @@ impl Connection {
         self.retries = 0;
         self.rtt.reset_backoff();
         // RTT (RFC 7323 §4.1 with timestamps; Karn's rule otherwise, RFC 6298 §3).
-        if self.ts_enabled {
+        if self.opts.ts {
             self.sample_rtt_ts(now, seg);
         } else if let Some((end, t)) = self.rtt_timed {
             if ack >= end {
@@ -141,7 +141,7 @@ impl Connection {
                 self.cc.on_recovery_end(flight);
             } else {
                 // Partial ACK (RFC 6582 §3.2 step 3): the next hole is lost; retransmit it.
-                if !self.sack_enabled {
+                if !self.opts.sack {
                     let segs = (acked / u64::from(self.emss()).max(1)) as u32;
                     self.dupacks = self.dupacks.saturating_sub(segs.max(1));
                 }
@@ -152,7 +152,7 @@ impl Connection {
             self.cc
                 .on_ack(now, acked.min(u64::from(u32::MAX)) as u32, self.rtt.srtt());
         }
-        if self.sack_enabled {
+        if self.opts.sack {
             self.mark_lost();
         }
         // RFC 6298 §5.2/5.3.

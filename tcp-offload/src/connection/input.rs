@@ -187,7 +187,7 @@ impl Connection {
             self.timers.stop(Timer::Rto);
             self.update_window(seg, true);
             self.establish(now);
-            if self.ts_enabled {
+            if self.opts.ts {
                 self.sample_rtt_ts(now, seg);
             } else if let Some((_, t)) = self.rtt_timed.take() {
                 if self.syn_tx_count == 0 {
@@ -264,9 +264,9 @@ impl Connection {
         let seg_off = self.rcv.off(seg.seq, self.recv.nxt);
         let seg_len = u64::from(seg.seg_len());
         // RFC 7323 §5.3 PAWS (R1-R3), before the window check; RST exempt.
-        if self.ts_enabled && !seg.flags.rst {
+        if self.opts.ts && !seg.flags.rst {
             if let Some((v, _)) = seg.options.timestamps {
-                if (v.wrapping_sub(self.ts_recent) as i32) < 0 {
+                if (v.wrapping_sub(self.opts.ts_recent) as i32) < 0 {
                     self.counters.paws_dropped += 1;
                     self.ack_now = true;
                     return;
@@ -288,10 +288,12 @@ impl Connection {
         }
         let seg_off = seg_off.unwrap_or(self.recv.nxt);
         // RFC 7323 §4.3 (TS.Recent update): SEG.SEQ <= Last.ACK.sent.
-        if self.ts_enabled {
+        if self.opts.ts {
             if let Some((v, _)) = seg.options.timestamps {
-                if seg_off <= self.last_ack_sent && (v.wrapping_sub(self.ts_recent) as i32) >= 0 {
-                    self.ts_recent = v;
+                if seg_off <= self.last_ack_sent
+                    && (v.wrapping_sub(self.opts.ts_recent) as i32) >= 0
+                {
+                    self.opts.ts_recent = v;
                 }
             }
         }
@@ -336,9 +338,9 @@ impl Connection {
                 self.timers.stop(Timer::Rto);
                 self.snd_wl1 = seg.seq;
                 self.snd_wl2 = seg.ack;
-                self.snd_wnd = u32::from(seg.window) << self.snd_wscale;
+                self.snd_wnd = u32::from(seg.window) << self.opts.snd_wscale;
                 self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
-                if self.ts_enabled {
+                if self.opts.ts {
                     self.sample_rtt_ts(now, &seg);
                 }
                 let fin_queued = self.fin_queued;

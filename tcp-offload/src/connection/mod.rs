@@ -43,6 +43,7 @@ use crate::seq::{SeqNum, SeqSpace};
 use crate::tx::{RecordId, SendBuffer, Split};
 use crate::wire::Segment;
 
+use options::{Negotiated, TsClock};
 pub use rst::emit_rst_for;
 pub(crate) use rst::{emit_rst, rst_for, RstOut};
 use scoreboard::Scoreboard;
@@ -116,18 +117,9 @@ pub struct Connection {
     fin_delivered: bool,
 
     // Options.
-    snd_wscale: u8,
-    rcv_wscale: u8,
-    ws_enabled: bool,
-    peer_mss: u16,
-    ts_enabled: bool,
-    ts_recent: u32,
-    ts_offset: u32,
-    ts_epoch: Instant,
-    /// The last `(now, ts_now(now))`; its TSval is also the floor of the next one.
-    ts_cache: Option<(Instant, u32)>,
+    opts: Negotiated,
+    ts_clock: TsClock,
     last_ack_sent: u64,
-    sack_enabled: bool,
 
     // Timers.
     timers: Timers,
@@ -204,17 +196,9 @@ impl Connection {
             rcv_edge: 1,
             fin_rcvd: None,
             fin_delivered: false,
-            snd_wscale: 0,
-            rcv_wscale: 0,
-            ws_enabled: false,
-            peer_mss: 536,
-            ts_enabled: false,
-            ts_recent: 0,
-            ts_offset: gen.ts_offset(&tuple),
-            ts_epoch: gen.epoch().min(now),
-            ts_cache: None,
+            opts: Negotiated::default(),
+            ts_clock: TsClock::new(gen.epoch().min(now), gen.ts_offset(&tuple)),
             last_ack_sent: 0,
-            sack_enabled: false,
             timers: Timers::default(),
             rtt_timed: None,
             retries: 0,
@@ -294,24 +278,24 @@ impl Connection {
         };
         // The cookie SYN-ACK advertised min(recv_buffer, 65535), unscaled.
         c.rcv_edge = 1 + u64::from(c.cfg.recv_buffer.min(65535));
-        c.peer_mss = mss;
+        c.opts.peer_mss = mss;
         if let Some((ws, sack)) = peer_opts {
             if let (Some(ws), Some(ours)) = (ws, c.cfg.window_scale) {
-                c.ws_enabled = true;
-                c.snd_wscale = ws.min(14);
-                c.rcv_wscale = ours;
+                c.opts.ws_enabled = true;
+                c.opts.snd_wscale = ws.min(14);
+                c.opts.rcv_wscale = ours;
             }
-            c.sack_enabled = sack && c.cfg.sack;
-            c.ts_enabled = c.cfg.timestamps && ack.options.timestamps.is_some();
+            c.opts.sack = sack && c.cfg.sack;
+            c.opts.ts = c.cfg.timestamps && ack.options.timestamps.is_some();
             if let Some((v, _)) = ack.options.timestamps {
-                c.ts_recent = v;
+                c.opts.ts_recent = v;
             }
         }
         c.snd_una = 1;
         c.snd_nxt = 1;
         c.snd_wl1 = ack.seq;
         c.snd_wl2 = ack.ack;
-        c.snd_wnd = u32::from(ack.window) << c.snd_wscale;
+        c.snd_wnd = u32::from(ack.window) << c.opts.snd_wscale;
         c.max_snd_wnd = c.snd_wnd;
         c.last_ack_sent = 1;
         c.set_emss();
@@ -401,18 +385,19 @@ impl Connection {
 
     /// True if SACK was negotiated.
     pub fn sack_enabled(&self) -> bool {
-        self.sack_enabled
+        self.opts.sack
     }
 
     /// True if timestamps were negotiated.
     pub fn timestamps_enabled(&self) -> bool {
-        self.ts_enabled
+        self.opts.ts
     }
 
     /// Window scale shifts (ours applied to received windows' meaning, peer's) if negotiated.
     pub fn window_scales(&self) -> Option<(u8, u8)> {
-        self.ws_enabled
-            .then_some((self.rcv_wscale, self.snd_wscale))
+        self.opts
+            .ws_enabled
+            .then_some((self.opts.rcv_wscale, self.opts.snd_wscale))
     }
 
     /// The configuration.

@@ -105,17 +105,17 @@ impl Connection {
         let synack = self.state == State::SynReceived;
         if synack {
             // Echo only what the peer offered (RFC 7323 §2.2, §3.2; RFC 2018 §2).
-            if !self.ws_enabled {
+            if !self.opts.ws_enabled {
                 o.window_scale = None;
             }
-            o.sack_permitted &= self.sack_enabled;
-            o.timestamps = if self.ts_enabled {
-                Some((self.ts_now(now), self.ts_recent))
+            o.sack_permitted &= self.opts.sack;
+            o.timestamps = if self.opts.ts {
+                Some((self.ts_clock.tsval(now), self.opts.ts_recent))
             } else {
                 None
             };
         } else if o.timestamps.is_some() {
-            o.timestamps = Some((self.ts_now(now), 0));
+            o.timestamps = Some((self.ts_clock.tsval(now), 0));
         }
         let window = self.advertise(true);
         let repr = SegmentRepr {
@@ -172,7 +172,7 @@ impl Connection {
         };
         let n = self.emit(now, buf, seq, flags, start, len, source, true)?;
         self.counters.data_segs_out += 1;
-        let ts = self.ts_now(now);
+        let ts = self.ts_clock.tsval(now);
         self.scoreboard.on_resend(i, ts);
         self.counters.retransmits += 1;
         if self.in_recovery {
@@ -301,7 +301,7 @@ impl Connection {
         self.scoreboard.push(start, len, fin);
         self.snd_nxt = start + u64::from(len) + u64::from(fin);
         self.counters.bytes_sent += u64::from(len);
-        if self.rtt_timed.is_none() && !self.ts_enabled {
+        if self.rtt_timed.is_none() && !self.opts.ts {
             self.rtt_timed = Some((self.snd_nxt, now));
         }
         // RFC 6298 §5.1.
@@ -327,7 +327,7 @@ impl Connection {
         let mut options = self.base_options(now);
         if with_sack {
             let used = options.encoded_len();
-            let limit = (self.emss() + if self.ts_enabled { 12 } else { 0 }) as usize;
+            let limit = (self.emss() + if self.opts.ts { 12 } else { 0 }) as usize;
             let room = limit.saturating_sub(len as usize + used).min(40 - used);
             self.add_sack_blocks(&mut options, room);
         }

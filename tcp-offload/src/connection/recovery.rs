@@ -14,7 +14,7 @@ impl Connection {
     /// Octets in the network (RFC 6675 §4 "pipe"; without SACK, dupacks count as left segments).
     pub(super) fn pipe(&self) -> u32 {
         let mut p = self.scoreboard.pipe();
-        if !self.sack_enabled && self.in_recovery {
+        if !self.opts.sack && self.in_recovery {
             p = p.saturating_sub(u64::from(self.dupacks) * u64::from(self.emss()));
         }
         p.min(u64::from(u32::MAX)) as u32
@@ -27,13 +27,13 @@ impl Connection {
     }
 
     pub(super) fn on_dupack(&mut self, _now: Instant, _sacked_new: bool) {
-        if self.sack_enabled {
+        if self.opts.sack {
             self.mark_lost();
         }
         if self.in_recovery {
             return;
         }
-        let first_lost = self.sack_enabled && self.scoreboard.front().is_some_and(|s| s.lost);
+        let first_lost = self.opts.sack && self.scoreboard.front().is_some_and(|s| s.lost);
         // RFC 5681 §3.2 / RFC 6675 §5: enter on DupThresh dupacks or when IsLost(SND.UNA).
         if self.dupacks < self.cfg.dupthresh && !first_lost {
             return;
@@ -128,7 +128,7 @@ impl Connection {
         source: &mut dyn RecordSource,
     ) -> Option<usize> {
         if !self.in_recovery
-            || !self.sack_enabled
+            || !self.opts.sack
             || self.scoreboard.sacked_octets() == 0
             || self.scoreboard.lost_pending() > 0
         {

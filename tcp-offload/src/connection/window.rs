@@ -18,7 +18,7 @@ impl Connection {
 
     pub(super) fn advertise(&mut self, syn: bool) -> u16 {
         let free = self.window_to_advertise();
-        let scale = if syn { 0 } else { self.rcv_wscale };
+        let scale = if syn { 0 } else { self.opts.rcv_wscale };
         let mut w = (free >> scale).min(65535);
         // Never shrink the window (RFC 9293 §3.8.6.2.2).
         let edge_now = self.recv.nxt + (w << scale);
@@ -56,7 +56,11 @@ impl Connection {
             || self.snd_wl1.lt(seg.seq)
             || (self.snd_wl1 == seg.seq && self.snd_wl2.le(seg.ack))
         {
-            let scale = if seg.flags.syn { 0 } else { self.snd_wscale };
+            let scale = if seg.flags.syn {
+                0
+            } else {
+                self.opts.snd_wscale
+            };
             self.snd_wnd = u32::from(seg.window) << scale;
             self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
             self.snd_wl1 = seg.seq;
