@@ -47,7 +47,7 @@ impl Connection {
         {
             // RFC 5681 §2 duplicate ACK.
             self.counters.dupacks += 1;
-            self.dupacks += 1;
+            self.recovery.dupacks += 1;
             self.on_dupack(now, sacked_new);
         }
         self.update_window(seg, false);
@@ -131,30 +131,7 @@ impl Connection {
         if self.sendbuf.queued < before {
             self.events.push_back(Event::Writable);
         }
-        // Loss recovery / congestion control.
-        let flight = self.pipe();
-        if self.in_recovery {
-            if ack >= self.recovery_point {
-                // Full ACK: leave recovery (RFC 6582 §3.2 step 3, RFC 6675 §5).
-                self.in_recovery = false;
-                self.dupacks = 0;
-                self.cc.on_recovery_end(flight);
-            } else {
-                // Partial ACK (RFC 6582 §3.2 step 3): the next hole is lost; retransmit it.
-                if !self.opts.sack {
-                    let segs = (acked / u64::from(self.emss()).max(1)) as u32;
-                    self.dupacks = self.dupacks.saturating_sub(segs.max(1));
-                }
-                self.scoreboard.on_partial_ack();
-            }
-        } else {
-            self.dupacks = 0;
-            self.cc
-                .on_ack(now, acked.min(u64::from(u32::MAX)) as u32, self.rtt.srtt());
-        }
-        if self.opts.sack {
-            self.mark_lost();
-        }
+        self.on_ack_recovery(now, ack, acked);
         // RFC 6298 §5.2/5.3.
         if self.scoreboard.is_empty() {
             self.timers.stop(Timer::Rto);

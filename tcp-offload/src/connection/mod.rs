@@ -44,6 +44,7 @@ use crate::tx::{RecordId, SendBuffer, Split};
 use crate::wire::Segment;
 
 use options::{Negotiated, TsClock};
+use recovery::LossRecovery;
 pub use rst::emit_rst_for;
 pub(crate) use rst::{emit_rst, rst_for, RstOut};
 use scoreboard::Scoreboard;
@@ -132,13 +133,7 @@ pub struct Connection {
 
     // Congestion and loss recovery.
     cc: Congestion,
-    dupacks: u32,
-    in_recovery: bool,
-    recovery_point: u64,
-    recover: u64,
-    /// RFC 6675 RescueRxt: the RecoveryPoint of the episode that made its rescue retransmission
-    /// (`None`: undefined; reset on entering recovery so each episode has one).
-    rescue_rxt: Option<u64>,
+    recovery: LossRecovery,
 
     // ACK generation.
     ack_now: bool,
@@ -205,11 +200,7 @@ impl Connection {
             syn_timed_out: false,
             persist_backoff: 0,
             keepalive_sent: 0,
-            dupacks: 0,
-            in_recovery: false,
-            recovery_point: 0,
-            recover: 0,
-            rescue_rxt: None,
+            recovery: LossRecovery::default(),
             ack_now: false,
             dupacks_owed: 0,
             fin_hold_over: false,
@@ -334,7 +325,7 @@ impl Connection {
 
     /// True while in fast recovery.
     pub fn in_recovery(&self) -> bool {
-        self.in_recovery
+        self.recovery.active
     }
 
     /// Current RTO.

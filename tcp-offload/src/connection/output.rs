@@ -175,7 +175,7 @@ impl Connection {
         let ts = self.ts_clock.tsval(now);
         self.scoreboard.on_resend(i, ts);
         self.counters.retransmits += 1;
-        if self.in_recovery {
+        if self.recovery.active {
             self.counters.fast_retransmits += 1;
         }
         self.rtt_timed = None; // Karn
