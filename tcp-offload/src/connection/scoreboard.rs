@@ -28,6 +28,20 @@ pub(super) struct SentSeg {
 }
 
 impl SentSeg {
+    /// A segment just sent: no marks.
+    fn new(off: u64, len: u32, fin: bool) -> Self {
+        SentSeg {
+            off,
+            len,
+            fin,
+            sacked: false,
+            lost: false,
+            rexmit: false,
+            ever_rexmit: false,
+            rexmit_ts: 0,
+        }
+    }
+
     /// The offset after the segment (its FIN included).
     pub(super) fn end(&self) -> u64 {
         self.off + u64::from(self.len) + u64::from(self.fin)
@@ -183,16 +197,7 @@ impl Scoreboard {
 
     /// A new segment `[off, off + len)` (+ FIN) was sent.
     pub fn push(&mut self, off: u64, len: u32, fin: bool) {
-        let s = SentSeg {
-            off,
-            len,
-            fin,
-            sacked: false,
-            lost: false,
-            rexmit: false,
-            ever_rexmit: false,
-            rexmit_ts: 0,
-        };
+        let s = SentSeg::new(off, len, fin);
         self.count(&s);
         self.segs.push_back(s);
     }
@@ -501,6 +506,14 @@ mod tests {
             }
         }
 
+        /// Segment `i` resent at `ts`; `rexmit` set too unless a rescue (NextSeg rule 4).
+        fn resend(&mut self, i: usize, ts: u32, rexmit: bool) {
+            let s = &mut self.segs[i];
+            s.rexmit |= rexmit;
+            s.ever_rexmit = true;
+            s.rexmit_ts = ts;
+        }
+
         fn next_lost(&self) -> Option<usize> {
             self.segs
                 .iter()
@@ -641,16 +654,7 @@ mod tests {
                         let fin = fin || len == 0;
                         if !fin_sent {
                             sb.push(nxt, len, fin);
-                            let s = SentSeg {
-                                off: nxt,
-                                len,
-                                fin,
-                                sacked: false,
-                                lost: false,
-                                rexmit: false,
-                                ever_rexmit: false,
-                                rexmit_ts: 0,
-                            };
+                            let s = SentSeg::new(nxt, len, fin);
                             nxt = s.end();
                             r.segs.push_back(s);
                             fin_sent = fin;
@@ -721,28 +725,20 @@ mod tests {
                         if let Some(i) = i {
                             sb.resent_lost(i);
                             sb.on_resend(i, ts);
-                            let s = &mut r.segs[i];
-                            s.rexmit = true;
-                            s.ever_rexmit = true;
-                            s.rexmit_ts = ts;
+                            r.resend(i, ts, true);
                         }
                     }
                     Op::ResendUnlost => {
                         if let Some(i) = sb.next_unlost_below_sack() {
                             sb.resent_unlost(i);
                             sb.on_resend(i, ts);
-                            let s = &mut r.segs[i];
-                            s.rexmit = true;
-                            s.ever_rexmit = true;
-                            s.rexmit_ts = ts;
+                            r.resend(i, ts, true);
                         }
                     }
                     Op::Rescue => {
                         if let Some(i) = sb.rescue_candidate() {
                             sb.on_resend(i, ts);
-                            let s = &mut r.segs[i];
-                            s.ever_rexmit = true;
-                            s.rexmit_ts = ts;
+                            r.resend(i, ts, false);
                         }
                     }
                 }
