@@ -24,6 +24,8 @@ fn cfg() -> Config {
         send_buffer: 64 << 20,
         window_scale: Some(10),
         initial_window: 100_000,
+        // Room to hold a whole flight out of order (the SACK case; no other case has holes).
+        max_ooo_bytes: 64 << 20,
         ..Config::default()
     }
 }

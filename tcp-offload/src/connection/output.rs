@@ -1,0 +1,354 @@
+//! Building segments: `poll_transmit*`, the SYN, ACKs, new data (window, cwnd, Nagle, record
+//! alignment: MPA §5.3, MPA-61) and retransmissions of whole original segments.
+
+use std::time::Instant;
+
+use crate::seq::SeqNum;
+use crate::tx::{NoRecordSource, Plan, RecordSource, Split};
+use crate::wire::{Flags, SegmentRepr};
+
+use super::options::syn_options;
+use super::rst::emit_rst;
+use super::state::State;
+use super::timers::Timer;
+use super::Connection;
+
+impl Connection {
+    /// Writes the next packet to send (an IPv4 packet) into `buf` and returns its length.
+    /// Uses owned data only; connections with external records use [`Self::poll_transmit_with`].
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        self.poll_transmit_with(now, buf, &mut NoRecordSource)
+    }
+
+    /// Like [`Self::poll_transmit`]; `source` writes the bytes of external records.
+    pub fn poll_transmit_with(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        source: &mut dyn RecordSource,
+    ) -> Option<usize> {
+        let n = self.transmit(now, buf, source)?;
+        self.counters.segs_out += 1;
+        Some(n)
+    }
+
+    fn transmit(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        source: &mut dyn RecordSource,
+    ) -> Option<usize> {
+        if let Some(r) = self.rst_out.take() {
+            self.counters.rsts_sent += 1;
+            return emit_rst(self.tuple, r, buf);
+        }
+        match self.state {
+            State::Closed | State::Listen => return None,
+            State::SynSent | State::SynReceived if self.syn_due => return self.send_syn(now, buf),
+            State::SynSent => return None,
+            _ => {}
+        }
+        if self.state == State::SynReceived {
+            // Data waits for ESTABLISHED; only ACKs (e.g. challenge ACKs) go out.
+            return self.send_ack_if_due(now, buf);
+        }
+        if self.state == State::TimeWait || self.state == State::Closed {
+            return self.send_ack_if_due(now, buf);
+        }
+        if self.dupacks_owed > 0 {
+            // Sent apart from data so that the peer counts it as a duplicate ACK (RFC 5681 §2).
+            let owed = self.dupacks_owed - 1;
+            self.ack_now = true;
+            let r = self.send_ack_if_due(now, buf);
+            self.dupacks_owed = owed;
+            return r;
+        }
+        if let Some(n) = self.send_retransmission(now, buf, source) {
+            return Some(n);
+        }
+        if let Some(n) = self.send_new_data(now, buf, source) {
+            return Some(n);
+        }
+        if let Some(n) = self.send_sack_extra(now, buf, source) {
+            return Some(n);
+        }
+        if self.probe_due {
+            self.probe_due = false;
+            // Zero-window probe / keepalive: an old sequence number elicits an ACK without breaking
+            // record alignment (RFC 9293 §3.8.4, RFC 1122 §4.2.3.6).
+            let seq = self.snd.seq(self.snd_una.saturating_sub(1));
+            return self.emit(now, buf, seq, Flags::default(), 0, 0, source, false);
+        }
+        self.send_ack_if_due(now, buf)
+    }
+
+    fn send_ack_if_due(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        if !self.ack_now {
+            return None;
+        }
+        self.counters.acks_sent += 1;
+        let seq = self.snd.seq(self.snd_nxt);
+        self.emit(
+            now,
+            buf,
+            seq,
+            Flags::default(),
+            0,
+            0,
+            &mut NoRecordSource,
+            true,
+        )
+    }
+
+    fn send_syn(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        let mut o = syn_options(&self.cfg, &self.tuple);
+        let synack = self.state == State::SynReceived;
+        if synack {
+            // Echo only what the peer offered (RFC 7323 §2.2, §3.2; RFC 2018 §2).
+            if !self.opts.ws_enabled {
+                o.window_scale = None;
+            }
+            o.sack_permitted &= self.opts.sack;
+            o.timestamps = if self.opts.ts {
+                Some((self.ts_clock.tsval(now), self.opts.ts_recent))
+            } else {
+                None
+            };
+        } else if o.timestamps.is_some() {
+            o.timestamps = Some((self.ts_clock.tsval(now), 0));
+        }
+        let window = self.advertise(true);
+        let repr = SegmentRepr {
+            tuple: self.tuple,
+            seq: self.snd.isn,
+            ack: synack.then(|| self.rcv.seq(self.recv.nxt)),
+            flags: Flags {
+                syn: true,
+                ..Default::default()
+            },
+            window,
+            options: o,
+        };
+        let n = repr.emit(buf, 0, |_| {}).ok()?;
+        self.syn_due = false;
+        self.snd_nxt = self.snd_nxt.max(1);
+        if synack {
+            self.last_ack_sent = self.recv.nxt;
+            self.ack_now = false;
+        }
+        if self.rtt_timed.is_none() && self.syn_tx_count == 0 {
+            self.rtt_timed = Some((1, now));
+        }
+        self.arm_rto_if_idle(now);
+        Some(n)
+    }
+
+    /// Retransmits segment `i` of the scoreboard with its original boundaries (MPA-61); if the
+    /// peer acked part of it, from SND.UNA (rare; counted). Updates the retransmission counters,
+    /// Karn's state and the segment's timestamp; the caller updates the scoreboard flags.
+    pub(super) fn resend(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        source: &mut dyn RecordSource,
+        i: usize,
+    ) -> Option<usize> {
+        let s = self.scoreboard.get(i);
+        let mut start = s.off;
+        let mut len = s.len;
+        if start < self.snd_una {
+            let cut = (self.snd_una - start).min(u64::from(len)) as u32;
+            start += u64::from(cut);
+            len -= cut;
+            if !self.sendbuf.is_boundary(start) {
+                self.counters.unaligned_retransmits += 1;
+            }
+        }
+        let seq = self.snd.seq(start);
+        let flags = Flags {
+            fin: s.fin,
+            psh: len > 0,
+            ..Default::default()
+        };
+        let n = self.emit(now, buf, seq, flags, start, len, source, true)?;
+        self.counters.data_segs_out += 1;
+        let ts = self.ts_clock.tsval(now);
+        self.scoreboard.on_resend(i, ts);
+        self.counters.retransmits += 1;
+        if self.recovery.active {
+            self.counters.fast_retransmits += 1;
+        }
+        self.rtt_timed = None; // Karn
+        self.arm_rto_if_idle(now);
+        Some(n)
+    }
+
+    fn send_new_data(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        source: &mut dyn RecordSource,
+    ) -> Option<usize> {
+        if !matches!(
+            self.state,
+            State::Established
+                | State::CloseWait
+                | State::FinWait1
+                | State::Closing
+                | State::LastAck
+        ) {
+            return None;
+        }
+        let data_end = self.sendbuf.end;
+        let fin_pending = self.fin_queued && self.snd_nxt <= data_end;
+        if self.snd_nxt >= data_end && !fin_pending {
+            return None;
+        }
+        let emss = self.emss();
+        let wnd_edge = self.snd_una + u64::from(self.snd_wnd);
+        let wnd_room = wnd_edge
+            .saturating_sub(self.snd_nxt)
+            .min(u64::from(u32::MAX)) as u32;
+        let pipe = self.pipe();
+        let cwnd_room = self.cc.cwnd.saturating_sub(pipe);
+        let room = wnd_room.min(cwnd_room);
+        let mut len = 0u32;
+        let mut split = None;
+        if self.snd_nxt < data_end {
+            match self
+                .sendbuf
+                .plan(self.snd_nxt, emss, room, self.cfg.pack_records)
+            {
+                Plan::Empty => {}
+                Plan::Send { len: l, split: s } => {
+                    // Nagle (RFC 9293 §3.7.4), off by default.
+                    if self.cfg.nagle
+                        && l < emss
+                        && !self.scoreboard.is_empty()
+                        && self.snd_nxt + u64::from(l) < data_end
+                    {
+                        return None;
+                    }
+                    len = l;
+                    split = s;
+                }
+                Plan::Blocked { need } => {
+                    // MPA §5.3 exception: the window (not cwnd) is smaller than the record and
+                    // nothing is in flight to open it: send what fits.
+                    if self.scoreboard.is_empty()
+                        && wnd_room > 0
+                        && wnd_room < need
+                        && cwnd_room >= wnd_room.min(emss)
+                    {
+                        len = wnd_room.min(emss);
+                        split = Some(Split::Window);
+                    } else {
+                        if self.scoreboard.is_empty()
+                            && self.snd_wnd == 0
+                            && !self.timers.is_armed(Timer::Persist)
+                        {
+                            self.arm_persist(now);
+                        }
+                        return None;
+                    }
+                }
+            }
+        }
+        let mut fin = fin_pending && self.snd_nxt + u64::from(len) == data_end;
+        if fin && !self.fin_hold_over && !self.recv.ranges().is_empty() {
+            // Hold our FIN (at most two RTOs) while the peer's data has holes: some peers (smoltcp
+            // 0.12) stop their retransmission timer when our FIN arrives in FIN-WAIT-1, and the hole
+            // would never be filled. Sending the FIN a little later costs nothing.
+            let until = self
+                .timers
+                .get_or_set(Timer::FinHold, now + self.rtt.rto() * 2);
+            if now < until {
+                fin = false;
+            } else {
+                self.fin_hold_over = true;
+            }
+        }
+        if fin {
+            self.timers.stop(Timer::FinHold);
+        }
+        if len == 0 && !fin {
+            return None;
+        }
+        if len == 0 && fin && self.scoreboard.has_fin() {
+            return None;
+        }
+        // Count every segment that is not header-aligned (MPA §5.3 exceptions): the piece that
+        // splits a record and the pieces that carry its rest.
+        let aligned = self.sendbuf.is_boundary(self.snd_nxt)
+            && self.sendbuf.is_boundary(self.snd_nxt + u64::from(len));
+        if !aligned {
+            let why = split.or(self.last_split).unwrap_or(Split::Emss);
+            self.last_split = Some(why);
+            match why {
+                Split::Emss => self.counters.split_emss += 1,
+                Split::Window => self.counters.split_window += 1,
+            }
+        }
+        let start = self.snd_nxt;
+        let seq = self.snd.seq(start);
+        let flags = Flags {
+            fin,
+            psh: len > 0,
+            ..Default::default()
+        };
+        let n = self.emit(now, buf, seq, flags, start, len, source, true)?;
+        self.counters.data_segs_out += 1;
+        self.scoreboard.push(start, len, fin);
+        self.snd_nxt = start + u64::from(len) + u64::from(fin);
+        self.counters.bytes_sent += u64::from(len);
+        if self.rtt_timed.is_none() && !self.opts.ts {
+            self.rtt_timed = Some((self.snd_nxt, now));
+        }
+        // RFC 6298 §5.1.
+        self.arm_rto_if_idle(now);
+        self.timers.stop(Timer::Persist);
+        Some(n)
+    }
+
+    /// Emits one segment with the current ACK, window and options; payload from the send buffer.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn emit(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        seq: SeqNum,
+        mut flags: Flags,
+        off: u64,
+        len: u32,
+        source: &mut dyn RecordSource,
+        with_sack: bool,
+    ) -> Option<usize> {
+        flags.ack = true;
+        let mut options = self.base_options(now);
+        if with_sack {
+            let used = options.encoded_len();
+            let limit = (self.emss() + if self.opts.ts { 12 } else { 0 }) as usize;
+            let room = limit.saturating_sub(len as usize + used).min(40 - used);
+            self.add_sack_blocks(&mut options, room);
+        }
+        let window = self.advertise(false);
+        let repr = SegmentRepr {
+            tuple: self.tuple,
+            seq,
+            ack: Some(self.rcv.seq(self.recv.nxt)),
+            flags,
+            window,
+            options,
+        };
+        let sendbuf = &self.sendbuf;
+        let n = repr
+            .emit(buf, len as usize, |p| sendbuf.fill(off, p, source))
+            .ok()?;
+        self.last_ack_sent = self.recv.nxt;
+        self.ack_now = false;
+        self.ack_pending = false;
+        self.segs_since_ack = 0;
+        self.timers.stop(Timer::DelayedAck);
+        Some(n)
+    }
+}

@@ -1,0 +1,50 @@
+//! Resets for segments that do not belong to a connection (RFC 9293 §3.10.7.1).
+
+use crate::isn::FourTuple;
+use crate::seq::SeqNum;
+use crate::wire::{Flags, Segment, SegmentRepr, TcpOptions};
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RstOut {
+    pub seq: SeqNum,
+    pub ack: Option<SeqNum>,
+}
+
+/// The RST answering `seg` (RFC 9293 §3.10.7.1).
+pub(crate) fn rst_for(seg: &Segment<'_>) -> RstOut {
+    if seg.flags.ack {
+        RstOut {
+            seq: seg.ack,
+            ack: None,
+        }
+    } else {
+        RstOut {
+            seq: SeqNum(0),
+            ack: Some(seg.seq.plus(seg.seg_len())),
+        }
+    }
+}
+
+/// Emits a bare RST (no options, window 0).
+pub(crate) fn emit_rst(tuple: FourTuple, r: RstOut, buf: &mut [u8]) -> Option<usize> {
+    let repr = SegmentRepr {
+        tuple,
+        seq: r.seq,
+        ack: r.ack,
+        flags: Flags {
+            rst: true,
+            ..Default::default()
+        },
+        window: 0,
+        options: TcpOptions::default(),
+    };
+    repr.emit(buf, 0, |_| {}).ok()
+}
+
+/// Emits the RST answering `seg` into `buf` (for listeners and endpoints without a connection).
+pub fn emit_rst_for(seg: &Segment<'_>, buf: &mut [u8]) -> Option<usize> {
+    if seg.flags.rst {
+        return None;
+    }
+    emit_rst(seg.tuple, rst_for(seg), buf)
+}

@@ -1,0 +1,206 @@
+//! The connection's timers: RFC 6298 retransmission, delayed ACK (RFC 5681 §4.2), persist
+//! (RFC 9293 §3.8.6.1), keepalive (RFC 1122 §4.2.3.6), TIME-WAIT and the FIN hold.
+
+use std::time::Instant;
+
+use super::state::CloseReason;
+use super::Connection;
+
+/// One of a connection's timers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Timer {
+    /// Retransmission timer (RFC 6298 §5), also the SYN's.
+    Rto,
+    /// Delayed ACK (RFC 5681 §4.2; RFC 9293 §3.8.6.3), with the shorter delay for short segments
+    /// when configured.
+    DelayedAck,
+    /// Persist timer: zero-window probes (RFC 9293 §3.8.6.1).
+    Persist,
+    /// Keepalive (RFC 1122 §4.2.3.6): idle time, then the probe interval.
+    Keepalive,
+    /// TIME-WAIT's 2*MSL (RFC 9293 §3.10.7.4).
+    TimeWait,
+    /// How long our FIN is held while the peer's data has holes (see `send_new_data`).
+    FinHold,
+}
+
+impl Timer {
+    const COUNT: usize = 6;
+}
+
+/// The deadlines of a connection's timers: each [`Timer`] is stopped or armed for one instant.
+/// Pure bookkeeping: what an expiry does is [`Connection::handle_timeout`]'s business.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Timers {
+    deadline: [Option<Instant>; Timer::COUNT],
+}
+
+impl Timers {
+    /// The deadline of `t`, if armed.
+    pub fn get(&self, t: Timer) -> Option<Instant> {
+        self.deadline[t as usize]
+    }
+
+    /// True if `t` is armed.
+    pub fn is_armed(&self, t: Timer) -> bool {
+        self.get(t).is_some()
+    }
+
+    /// Arms (or re-arms) `t` for `at`.
+    pub fn set(&mut self, t: Timer, at: Instant) {
+        self.deadline[t as usize] = Some(at);
+    }
+
+    /// Arms `t` for `at` unless it is armed for an earlier instant.
+    pub fn set_earlier(&mut self, t: Timer, at: Instant) {
+        let d = &mut self.deadline[t as usize];
+        *d = Some(d.map_or(at, |old| old.min(at)));
+    }
+
+    /// The deadline of `t`, arming it for `at` first if it is stopped.
+    pub fn get_or_set(&mut self, t: Timer, at: Instant) -> Instant {
+        *self.deadline[t as usize].get_or_insert(at)
+    }
+
+    /// Stops `t`.
+    pub fn stop(&mut self, t: Timer) {
+        self.deadline[t as usize] = None;
+    }
+
+    /// The earliest deadline of all armed timers.
+    pub fn next(&self) -> Option<Instant> {
+        self.deadline.iter().flatten().min().copied()
+    }
+
+    /// True if `t` is armed for `now` or earlier; it is then stopped (it fires once).
+    pub fn expired(&mut self, t: Timer, now: Instant) -> bool {
+        let d = &mut self.deadline[t as usize];
+        if d.is_some_and(|at| at <= now) {
+            *d = None;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+impl Connection {
+    /// The earliest time `handle_timeout` must be called.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.timers.next()
+    }
+
+    /// Runs every timer that expired at `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.timers.expired(Timer::FinHold, now) {
+            self.fin_hold_over = true;
+        }
+        if self.timers.expired(Timer::TimeWait, now) {
+            self.terminate(CloseReason::Normal);
+            return;
+        }
+        if self.timers.expired(Timer::Rto, now) {
+            self.on_rto(now);
+        }
+        if self.timers.expired(Timer::DelayedAck, now) && self.ack_pending {
+            self.ack_now = true;
+            self.counters.delayed_acks += 1;
+        }
+        // The timer stops when it fires; it is re-armed only while the window stays shut.
+        if self.timers.expired(Timer::Persist, now)
+            && self.snd_wnd == 0
+            && self.scoreboard.is_empty()
+            && self.has_unsent()
+        {
+            // RFC 9293 §3.8.6.1: probe the zero window; back off like the RTO.
+            self.probe_due = true;
+            self.counters.window_probes += 1;
+            self.persist_backoff = self.persist_backoff.saturating_add(1);
+            self.arm_persist(now);
+        }
+        if self.timers.expired(Timer::Keepalive, now) {
+            if let Some(ka) = self.cfg.keepalive {
+                if self.keepalive_sent >= ka.probes {
+                    self.terminate(CloseReason::TimedOut);
+                    return;
+                }
+                if self.state.is_synchronized() && self.scoreboard.is_empty() {
+                    self.probe_due = true;
+                    self.keepalive_sent += 1;
+                    self.counters.keepalives += 1;
+                }
+                self.timers.set(Timer::Keepalive, now + ka.interval);
+            }
+        }
+    }
+
+    /// RFC 6298 §5.1: start the timer when a segment is sent and it is not running.
+    pub(super) fn arm_rto_if_idle(&mut self, now: Instant) {
+        if !self.timers.is_armed(Timer::Rto) {
+            self.timers.set(Timer::Rto, now + self.rtt.rto());
+        }
+    }
+
+    pub(super) fn arm_keepalive(&mut self, now: Instant) {
+        if let Some(ka) = self.cfg.keepalive {
+            self.keepalive_sent = 0;
+            self.timers.set(Timer::Keepalive, now + ka.idle);
+        }
+    }
+
+    pub(super) fn arm_persist(&mut self, now: Instant) {
+        let d = self
+            .rtt
+            .rto()
+            .saturating_mul(1 << self.persist_backoff.min(6))
+            .min(self.cfg.rto_max);
+        self.timers.set(Timer::Persist, now + d);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn next_is_the_earliest_armed_deadline() {
+        let t0 = Instant::now();
+        let mut t = Timers::default();
+        assert_eq!(t.next(), None);
+        t.set(Timer::Keepalive, t0 + Duration::from_secs(7200));
+        t.set(Timer::Rto, t0 + Duration::from_secs(1));
+        assert_eq!(t.next(), Some(t0 + Duration::from_secs(1)));
+        t.stop(Timer::Rto);
+        assert_eq!(t.next(), Some(t0 + Duration::from_secs(7200)));
+    }
+
+    #[test]
+    fn expired_fires_once_and_only_when_due() {
+        let t0 = Instant::now();
+        let mut t = Timers::default();
+        t.set(Timer::DelayedAck, t0 + Duration::from_millis(40));
+        assert!(!t.expired(Timer::DelayedAck, t0));
+        assert!(!t.expired(Timer::Rto, t0 + Duration::from_secs(9)));
+        assert!(t.expired(Timer::DelayedAck, t0 + Duration::from_millis(40)));
+        assert!(!t.is_armed(Timer::DelayedAck));
+        assert!(!t.expired(Timer::DelayedAck, t0 + Duration::from_secs(1)));
+    }
+
+    #[test]
+    fn set_earlier_and_get_or_set_keep_an_armed_deadline() {
+        let t0 = Instant::now();
+        let (early, late) = (
+            t0 + Duration::from_millis(5),
+            t0 + Duration::from_millis(40),
+        );
+        let mut t = Timers::default();
+        t.set_earlier(Timer::DelayedAck, late);
+        t.set_earlier(Timer::DelayedAck, early);
+        t.set_earlier(Timer::DelayedAck, late);
+        assert_eq!(t.get(Timer::DelayedAck), Some(early));
+        assert_eq!(t.get_or_set(Timer::FinHold, late), late);
+        assert_eq!(t.get_or_set(Timer::FinHold, early), late);
+    }
+}
