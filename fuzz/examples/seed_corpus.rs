@@ -254,5 +254,23 @@ fn main() {
             write("ddp_headers", "ddp_send", &h);
         }
     }
+    // The endpoint pair: markers, then one op per step (0-2 deliver, 3 drop, 4 duplicate,
+    // 5 reorder, 6 corrupt, 7 corrupt with checksums repaired, 8 inject, 9 time).
+    let mut clean = vec![0u8];
+    clean.extend(std::iter::repeat_n(0u8, 300));
+    write("endpoint_pair", "clean", &clean);
+    clean[0] = 1;
+    write("endpoint_pair", "clean_markers", &clean);
+    let mut rough = vec![1u8];
+    for k in 0..120u8 {
+        match k % 6 {
+            0 => rough.push(3),
+            1 => rough.push(5),
+            2 => rough.push(4),
+            3 => rough.extend_from_slice(&[9, 250]),
+            _ => rough.push(0),
+        }
+    }
+    write("endpoint_pair", "lossy", &rough);
     println!("seed corpus written under fuzz/corpus/");
 }

@@ -49,9 +49,24 @@ pub fn ddp_headers(data: &[u8]) {
 
 /// A [`Memory`] that checks every access against the regions' lengths: ddp promises to check
 /// bounds before it calls, so an access outside a region is a bug (a panic here).
-struct CheckedMemory(VecMemory);
+pub struct CheckedMemory(VecMemory);
 
 impl CheckedMemory {
+    /// Checked access to `mem`.
+    pub fn new(mem: VecMemory) -> Self {
+        CheckedMemory(mem)
+    }
+
+    /// The memory behind the checks.
+    pub fn inner(&self) -> &VecMemory {
+        &self.0
+    }
+
+    /// The memory behind the checks, to fill regions.
+    pub fn inner_mut(&mut self) -> &mut VecMemory {
+        &mut self.0
+    }
+
     fn check(&self, region: RegionHandle, offset: u64, len: usize) {
         let size = self.0.get(region).map_or(0, |r| r.len() as u64);
         assert!(

@@ -14,6 +14,7 @@
 #![deny(missing_docs)]
 
 pub mod ddp_targets;
+pub mod endpoint_target;
 mod input;
 pub mod mpa_targets;
 pub mod rpcrdma_targets;
@@ -58,6 +59,10 @@ pub const TARGETS: &[Target] = &[
     Target {
         name: "qp_stream",
         run: ddp_targets::qp_stream,
+    },
+    Target {
+        name: "endpoint_pair",
+        run: endpoint_target::endpoint_pair,
     },
     Target {
         name: "rpcrdma_header",
