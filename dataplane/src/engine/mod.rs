@@ -21,8 +21,6 @@ mod xsk_io;
 
 pub use crate::pd::PdHandle;
 pub use driver::Engine;
-/// The endpoint's counters under their former name, for the daemon until it names
-/// [`endpoint::EndpointCounters`] itself.
 pub use fault::{FaultConfig, FaultCounters, FaultyIo};
 pub use io::PacketIo;
 #[cfg(target_os = "linux")]
