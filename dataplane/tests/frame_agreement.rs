@@ -21,7 +21,7 @@ use dataplane::xdp::{
     steered_queue, AttachPolicy, Counters, PortKind, XdpAction, XdpProgram, XskConfig,
 };
 use endpoint::{classify, FrameVerdict, OwnedAddrs};
-use testkit::frame_corpus::{frame_corpus, header_mutations, CorpusAddrs, Expect};
+use testkit::frame_corpus::{frame_corpus, header_mutations, named, CorpusAddrs, Expect};
 use testkit::or_skip;
 
 const STEERED: u16 = 4791;
@@ -139,14 +139,7 @@ fn xdp_program_and_endpoint_classifier_agree_frame_by_frame() {
 
     // Mutations: every header octet changed, every truncation, of four good frames; the two
     // sides must agree on each.
-    let pick = |name: &str| {
-        corpus
-            .iter()
-            .find(|f| f.name == name)
-            .unwrap_or_else(|| panic!("{name} in the corpus"))
-            .bytes
-            .clone()
-    };
+    let pick = |name: &str| named(&corpus, name).to_vec();
     let bases = [
         pick("TCP to us, steered port"),
         pick("first fragment (MF set), steered port"),

@@ -17,7 +17,7 @@ use dataplane::xdp::{
     resolve_next_hop, steered_queue, AttachMode, AttachPolicy, Frame, PortKind, XdpProgram,
     XskConfig, XskQueue,
 };
-use testkit::frame_corpus::{frame_corpus, CorpusAddrs};
+use testkit::frame_corpus::{frame_corpus, named, CorpusAddrs};
 use testkit::or_skip;
 
 const STEERED: u16 = 4791;
@@ -288,14 +288,7 @@ fn steering_needs_our_address_and_leaves_ipv6_vlan_and_fragments_alone() {
         ..CorpusAddrs::default()
     };
     let frames = frame_corpus(&corpus);
-    let pick = |name: &str| {
-        frames
-            .iter()
-            .find(|f| f.name == name)
-            .unwrap_or_else(|| panic!("{name} in the corpus"))
-            .bytes
-            .clone()
-    };
+    let pick = |name: &str| named(&frames, name).to_vec();
     let ours = pick("TCP to us, steered port");
     let passed = [
         pick("TCP to another address, steered port"),

@@ -189,6 +189,16 @@ pub fn frame_corpus(a: &CorpusAddrs) -> Vec<CorpusFrame> {
         f(&mut b);
         b
     };
+    // `s` with the flags/fragment word `flags_frag`, as a frame.
+    let frag = |mut s: Ipv4Spec, flags_frag: u16| {
+        s.flags_frag = flags_frag;
+        a.frame(&s)
+    };
+    // A TCP "segment" to us of the ports alone.
+    let ports_only = |port: u16| {
+        let ports = [&40000u16.to_be_bytes()[..], &port.to_be_bytes()[..]].concat();
+        a.ipv4(us, 6, ports)
+    };
 
     // 12: ours.
     add("TCP to us, steered port", good.clone(), Ours);
@@ -358,11 +368,9 @@ pub fn frame_corpus(a: &CorpusAddrs) -> Vec<CorpusFrame> {
         a.frame(&a.tcp_to(a.peer_ip, a.steered, b"x")),
         NotOurs,
     );
-    let mut frag_other = a.tcp_to(other, a.steered, b"x");
-    frag_other.flags_frag = 0x2000;
     add(
         "first fragment to another address",
-        a.frame(&frag_other),
+        frag(a.tcp_to(other, a.steered, b"x"), 0x2000),
         NotOurs,
     );
     add(
@@ -396,11 +404,7 @@ pub fn frame_corpus(a: &CorpusAddrs) -> Vec<CorpusFrame> {
     );
 
     // 7.
-    let later = |flags_frag: u16, payload: Vec<u8>| {
-        let mut s = a.ipv4(us, 6, payload);
-        s.flags_frag = flags_frag;
-        a.frame(&s)
-    };
+    let later = |flags_frag: u16, payload: Vec<u8>| frag(a.ipv4(us, 6, payload), flags_frag);
     add(
         "later fragment (offset 8, MF set)",
         later(0x2001, vec![0xAB; 16]),
@@ -433,9 +437,11 @@ pub fn frame_corpus(a: &CorpusAddrs) -> Vec<CorpusFrame> {
         a.frame(&a.ipv4(us, 6, Vec::new())),
         Malformed,
     );
-    let mut tiny = a.ipv4(us, 6, vec![0x9c, 0x40]);
-    tiny.flags_frag = 0x2000;
-    add("tiny first fragment (2 octets)", a.frame(&tiny), Malformed);
+    add(
+        "tiny first fragment (2 octets)",
+        frag(a.ipv4(us, 6, vec![0x9c, 0x40]), 0x2000),
+        Malformed,
+    );
 
     // 9.
     add(
@@ -443,17 +449,14 @@ pub fn frame_corpus(a: &CorpusAddrs) -> Vec<CorpusFrame> {
         a.frame(&a.tcp_to(us, a.unsteered, b"x")),
         NotOurs,
     );
-    let mut frag_unsteered = a.tcp_to(us, a.unsteered, b"x");
-    frag_unsteered.flags_frag = 0x2000;
     add(
         "first fragment to an unsteered port",
-        a.frame(&frag_unsteered),
+        frag(a.tcp_to(us, a.unsteered, b"x"), 0x2000),
         NotOurs,
     );
-    let unsteered_ports = [0x9c, 0x40, (a.unsteered >> 8) as u8, a.unsteered as u8];
     add(
         "TCP header cut short (4 octets), unsteered port",
-        a.frame(&a.ipv4(us, 6, unsteered_ports.to_vec())),
+        a.frame(&ports_only(a.unsteered)),
         NotOurs,
     );
     let bad_off = |port: u16, off: u8| {
@@ -468,32 +471,27 @@ pub fn frame_corpus(a: &CorpusAddrs) -> Vec<CorpusFrame> {
     );
 
     // 10.
-    let mut first = a.tcp_to(us, a.steered, &[0xAB; 16]);
-    first.flags_frag = 0x2000;
+    let first = a.tcp_to(us, a.steered, &[0xAB; 16]);
     add(
         "first fragment (MF set), steered port",
-        a.frame(&first),
+        frag(first.clone(), 0x2000),
         Fragment,
     );
-    first.flags_frag = 0x6000;
-    add("first fragment with DF and MF", a.frame(&first), Fragment);
-    let mut short_first = a.ipv4(
-        us,
-        6,
-        vec![0x9c, 0x40, (a.steered >> 8) as u8, a.steered as u8],
+    add(
+        "first fragment with DF and MF",
+        frag(first, 0x6000),
+        Fragment,
     );
-    short_first.flags_frag = 0x2000;
     add(
         "first fragment of 4 octets (only the ports), steered port",
-        a.frame(&short_first),
+        frag(ports_only(a.steered), 0x2000),
         Fragment,
     );
 
     // 11.
-    let steered_ports = [0x9c, 0x40, (a.steered >> 8) as u8, a.steered as u8];
     add(
         "TCP header cut short (4 octets), steered port",
-        a.frame(&a.ipv4(us, 6, steered_ports.to_vec())),
+        a.frame(&ports_only(a.steered)),
         Malformed,
     );
     add(
@@ -505,26 +503,14 @@ pub fn frame_corpus(a: &CorpusAddrs) -> Vec<CorpusFrame> {
         )),
         Malformed,
     );
-    add(
-        "data offset 4, steered port",
-        bad_off(a.steered, 4),
-        Malformed,
-    );
-    add(
-        "data offset 0, steered port",
-        bad_off(a.steered, 0),
-        Malformed,
-    );
-    add(
-        "data offset 15 (beyond the segment), steered port",
-        bad_off(a.steered, 15),
-        Malformed,
-    );
-    add(
-        "data offset 6 (24 octets): 21 in the segment",
-        bad_off(a.steered, 6),
-        Malformed,
-    );
+    for (name, off) in [
+        ("data offset 4, steered port", 4),
+        ("data offset 0, steered port", 0),
+        ("data offset 15 (beyond the segment), steered port", 15),
+        ("data offset 6 (24 octets): 21 in the segment", 6),
+    ] {
+        add(name, bad_off(a.steered, off), Malformed);
+    }
     let mut pad = a.frame(&a.tcp_to(us, a.steered, b""));
     pad[tcp_at + 12] = 6 << 4;
     pad.resize(pad.len() + 8, 0xEE);
@@ -539,6 +525,15 @@ pub fn frame_corpus(a: &CorpusAddrs) -> Vec<CorpusFrame> {
         Malformed,
     );
     c
+}
+
+/// The bytes of the corpus frame called `name` (panics if there is none: a test's typo).
+pub fn named<'a>(corpus: &'a [CorpusFrame], name: &str) -> &'a [u8] {
+    corpus
+        .iter()
+        .find(|f| f.name == name)
+        .map(|f| f.bytes.as_slice())
+        .unwrap_or_else(|| panic!("no frame {name:?} in the corpus"))
 }
 
 /// An IPv6/TCP packet (no extension headers) from 2001:db8::1 to 2001:db8::2, checksum zero.

@@ -16,20 +16,13 @@ impl XdpProgram {
     /// leaves IPv6 to the kernel). At most [`ADDRS_MAX`] of each family. New addresses are
     /// added before old ones go, so an address in both sets is never missing.
     pub fn set_owned_addrs(&self, addrs: &[IpAddr]) -> Result<(), XdpError> {
-        let v4: Vec<[u8; 4]> = addrs
-            .iter()
-            .filter_map(|a| match a {
-                IpAddr::V4(a) => Some(a.octets()),
-                IpAddr::V6(_) => None,
-            })
-            .collect();
-        let v6: Vec<[u8; 16]> = addrs
-            .iter()
-            .filter_map(|a| match a {
-                IpAddr::V6(a) => Some(a.octets()),
-                IpAddr::V4(_) => None,
-            })
-            .collect();
+        let (mut v4, mut v6): (Vec<[u8; 4]>, Vec<[u8; 16]>) = (Vec::new(), Vec::new());
+        for a in addrs {
+            match a {
+                IpAddr::V4(a) => v4.push(a.octets()),
+                IpAddr::V6(a) => v6.push(a.octets()),
+            }
+        }
         if v4.len() > ADDRS_MAX as usize || v6.len() > ADDRS_MAX as usize {
             return Err(XdpError::Invalid("more owned addresses than the map holds"));
         }
