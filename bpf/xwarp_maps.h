@@ -9,21 +9,49 @@
  * ----------------  -------------------  ------------------  -------------------------  -------------------------
  * xwarp_ports       BPF_MAP_TYPE_HASH    __u16 TCP port,     __u8 xwarp_port_kind       XWARP_PORTS_MAX
  *                                        host byte order
+ * xwarp_addrs4      BPF_MAP_TYPE_HASH    __u32 IPv4 address, __u8 1                     XWARP_ADDRS_MAX
+ *                                        network byte order
+ * xwarp_addrs6      BPF_MAP_TYPE_HASH    __u8[16] IPv6       __u8 1                     XWARP_ADDRS_MAX
+ *                                        address (slots for later: not read yet)
  * xwarp_xsks        BPF_MAP_TYPE_XSKMAP  __u32 rx queue id   __u32 AF_XDP socket fd     XWARP_XSKS_MAX
  *                                                            (written by user space)
  * xwarp_counters    BPF_MAP_TYPE_PERCPU  __u32 0 (one slot)  struct xwarp_counters,     1
  *                   _ARRAY                                   one copy per CPU
  *
- * Verdicts:
- *   - Ethernet (optionally one 802.1Q / 802.1ad tag), IPv4 or IPv6, TCP whose
- *     destination port is a key of xwarp_ports: redirected to
- *     xwarp_xsks[rx_queue_index]. If no socket is bound for that queue the
- *     packet is passed to the kernel and counted in steered_no_socket.
- *   - A header that claims more bytes than the frame holds or holds impossible
- *     values (IPv4 IHL < 5, total length < IHL, TCP data offset < 5, wrong IP
- *     version): dropped and counted in malformed.
- *   - Everything else (ARP, ICMP, UDP, other TCP ports, IP fragments other
- *     than the first, IPv6 with extension headers): XDP_PASS, counted in passed.
+ * The addresses the engine owns (xwarp_addrs4) are filled by the loader from the device's
+ * address; the steered ports (xwarp_ports) are its listening ports and active-open range.
+ *
+ * Which frames are ours: ONE definition, the same table as the doc comment of the endpoint's
+ * classifier (endpoint/src/classify.rs, `endpoint::classify`); a test feeds one corpus to both
+ * (dataplane/tests/frame_agreement.rs). Checked in this order; the first rule that matches
+ * decides:
+ *
+ *  #  the frame                                                  verdict    action, counter
+ *  1  shorter than an Ethernet header (14 octets)                Malformed  DROP, malformed
+ *  2  EtherType 802.1Q or 802.1ad: a VLAN tag (QinQ included)    NotOurs    PASS, passed
+ *  3  EtherType other than IPv4 (ARP, IPv6, ...)                 NotOurs    PASS, passed
+ *  4  IPv4 header: under 20 octets, version not 4, IHL under 5,  Malformed  DROP, malformed
+ *     total length under IHL*4 or beyond the frame
+ *  5  destination address not in xwarp_addrs4                   NotOurs    PASS, passed
+ *  6  protocol not TCP                                           NotOurs    PASS, passed
+ *  7  a later fragment (fragment offset not 0)                   NotOurs    PASS, passed
+ *  8  IP payload under 4 octets (no room for the ports)          Malformed  DROP, malformed
+ *  9  TCP destination port not in xwarp_ports                    NotOurs    PASS, passed
+ * 10  a first fragment (More Fragments set)                      Fragment   DROP, fragments
+ * 11  TCP header: IP payload under 20 octets, data offset under  Malformed  DROP, malformed
+ *     5 or beyond the IP payload
+ * 12  everything else                                            Ours       REDIRECT to
+ *     xwarp_xsks[rx_queue_index], redirected; no socket on that queue: PASS, steered_no_socket
+ *
+ * Why: the engine sends untagged frames only, so tagged traffic is the kernel's VLAN devices'
+ * (2). The endpoint does not speak IPv6 yet: IPv6 goes to the kernel, never to a socket that
+ * would drop it (3). The engine does not reassemble: a first fragment passed to the kernel
+ * would be reassembled there and answered with a RST (no socket on the engine's port), so it
+ * is dropped and counted and TCP retransmits (10); a later fragment has no ports to match and
+ * passes (the kernel's reassembly expires it without its first fragment) (7). IPv4 headers are
+ * judged whatever their destination; TCP headers only on a steered port of ours (11).
+ * Not part of the rule: the destination MAC, checksums, the reserved flag and TCP options (the
+ * endpoint checks those after redirection).
  */
 #ifndef XWARP_MAPS_H
 #define XWARP_MAPS_H
@@ -31,7 +59,13 @@
 #define XWARP_PROG_NAME "xwarp_steer"
 
 #define XWARP_PORTS_MAX 16384
+#define XWARP_ADDRS_MAX 16
 #define XWARP_XSKS_MAX 64
+
+/* Key of xwarp_addrs6: an IPv6 address as on the wire. */
+struct xwarp_addr6 {
+	__u8 addr[16];
+};
 
 /* Values of xwarp_ports. Both kinds are steered; the kind is for user space. */
 #define XWARP_PORT_LISTEN 1 /* a listening iWARP port */
@@ -43,6 +77,7 @@ struct xwarp_counters {
 	__u64 passed;            /* given to the kernel (not ours) */
 	__u64 malformed;         /* dropped: truncated or impossible headers */
 	__u64 steered_no_socket; /* steered port, but no socket on this rx queue: passed */
+	__u64 fragments;         /* dropped: a first IPv4 fragment to a steered port of ours */
 };
 
 #endif

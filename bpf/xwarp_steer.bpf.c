@@ -1,22 +1,18 @@
 /* SPDX-License-Identifier: MIT OR Apache-2.0 */
 /*
- * xwarp XDP steering program. Map layout and verdicts: xwarp_maps.h.
- * Built by dataplane/build.rs with `clang -O2 -g -target bpf`.
+ * xwarp XDP steering program. Map layout and the rules of which frames are ours (the same
+ * table as endpoint::classify): xwarp_maps.h. The numbers in the comments below are the rows
+ * of that table. Built by dataplane/build.rs with `clang -O2 -g -target bpf`.
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/in.h>
 #include <linux/ip.h>
-#include <linux/ipv6.h>
 #include <linux/tcp.h>
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
 
 #include "xwarp_maps.h"
-
-#ifndef ETH_P_8021AD
-#define ETH_P_8021AD 0x88A8
-#endif
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -24,6 +20,20 @@ struct {
 	__type(key, __u16);
 	__type(value, __u8);
 } xwarp_ports SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, XWARP_ADDRS_MAX);
+	__type(key, __u32);
+	__type(value, __u8);
+} xwarp_addrs4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, XWARP_ADDRS_MAX);
+	__type(key, struct xwarp_addr6);
+	__type(value, __u8);
+} xwarp_addrs6 SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_XSKMAP);
@@ -39,87 +49,72 @@ struct {
 	__type(value, struct xwarp_counters);
 } xwarp_counters SEC(".maps");
 
-/* What the parser concluded about a frame. */
-enum verdict { NOT_OURS, MALFORMED, STEER };
+/* The verdicts of the table in xwarp_maps.h. */
+enum verdict { NOT_OURS, MALFORMED, FRAGMENT, OURS };
 
-struct vlan_tag {
-	__be16 tci;
-	__be16 encapsulated_proto;
-};
-
-/* Reads the TCP destination port at `l4` if the TCP header is whole and sane. */
-static __always_inline enum verdict tcp_port(void *l4, void *data_end, __u16 *port)
-{
-	struct tcphdr *tcp = l4;
-
-	if ((void *)(tcp + 1) > data_end)
-		return MALFORMED;
-	if (tcp->doff < 5 || (void *)tcp + tcp->doff * 4 > data_end)
-		return MALFORMED;
-	*port = bpf_ntohs(tcp->dest);
-	return STEER;
-}
+#define IP_MF 0x2000
+#define IP_OFFSET 0x1FFF
 
 static __always_inline enum verdict classify(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	struct ethhdr *eth = data;
-	void *l3;
-	__u16 proto;
-	__u16 port = 0;
-	enum verdict v;
+	struct iphdr *ip;
+	struct tcphdr *tcp;
+	__u32 ihl_bytes, total, l4_len, daddr;
+	__u16 frag, port;
 
+	/* 1 */
 	if ((void *)(eth + 1) > data_end)
 		return MALFORMED;
-	proto = bpf_ntohs(eth->h_proto);
-	l3 = eth + 1;
-
-	if (proto == ETH_P_8021Q || proto == ETH_P_8021AD) {
-		struct vlan_tag *tag = l3;
-
-		if ((void *)(tag + 1) > data_end)
-			return MALFORMED;
-		proto = bpf_ntohs(tag->encapsulated_proto);
-		l3 = tag + 1;
-	}
-
-	if (proto == ETH_P_IP) {
-		struct iphdr *ip = l3;
-		__u32 ihl_bytes;
-
-		if ((void *)(ip + 1) > data_end)
-			return MALFORMED;
-		if (ip->version != 4 || ip->ihl < 5)
-			return MALFORMED;
-		ihl_bytes = ip->ihl * 4;
-		if (bpf_ntohs(ip->tot_len) < ihl_bytes || l3 + bpf_ntohs(ip->tot_len) > data_end)
-			return MALFORMED;
-		if (ip->protocol != IPPROTO_TCP)
-			return NOT_OURS;
-		/* Only the first fragment carries the TCP header; the engine does not reassemble. */
-		if (ip->frag_off & bpf_htons(0x1FFF | 0x2000))
-			return NOT_OURS;
-		v = tcp_port(l3 + ihl_bytes, data_end, &port);
-	} else if (proto == ETH_P_IPV6) {
-		struct ipv6hdr *ip6 = l3;
-
-		if ((void *)(ip6 + 1) > data_end)
-			return MALFORMED;
-		if (ip6->version != 6)
-			return MALFORMED;
-		if ((void *)(ip6 + 1) + bpf_ntohs(ip6->payload_len) > data_end)
-			return MALFORMED;
-		if (ip6->nexthdr != IPPROTO_TCP)
-			return NOT_OURS;
-		v = tcp_port(ip6 + 1, data_end, &port);
-	} else {
+	/* 2, 3: a VLAN tag (802.1Q, 802.1ad) is not IPv4 either */
+	if (eth->h_proto != bpf_htons(ETH_P_IP))
 		return NOT_OURS;
-	}
 
-	if (v != STEER)
-		return v;
-	return bpf_map_lookup_elem(&xwarp_ports, &port) ? STEER : NOT_OURS;
+	/* 4 */
+	ip = (void *)(eth + 1);
+	if ((void *)(ip + 1) > data_end)
+		return MALFORMED;
+	if (ip->version != 4 || ip->ihl < 5)
+		return MALFORMED;
+	ihl_bytes = ip->ihl * 4;
+	total = bpf_ntohs(ip->tot_len);
+	if (total < ihl_bytes || (void *)ip + total > data_end)
+		return MALFORMED;
+
+	/* 5 */
+	daddr = ip->daddr;
+	if (!bpf_map_lookup_elem(&xwarp_addrs4, &daddr))
+		return NOT_OURS;
+	/* 6 */
+	if (ip->protocol != IPPROTO_TCP)
+		return NOT_OURS;
+	/* 7 */
+	frag = bpf_ntohs(ip->frag_off);
+	if (frag & IP_OFFSET)
+		return NOT_OURS;
+
+	/* 8 */
+	l4_len = total - ihl_bytes;
+	tcp = (void *)ip + ihl_bytes;
+	if (l4_len < 4 || (void *)tcp + 4 > data_end)
+		return MALFORMED;
+	/* 9 */
+	port = bpf_ntohs(tcp->dest);
+	if (!bpf_map_lookup_elem(&xwarp_ports, &port))
+		return NOT_OURS;
+	/* 10 */
+	if (frag & IP_MF)
+		return FRAGMENT;
+
+	/* 11 */
+	if (l4_len < sizeof(*tcp) || (void *)(tcp + 1) > data_end)
+		return MALFORMED;
+	if (tcp->doff < 5 || tcp->doff * 4 > l4_len)
+		return MALFORMED;
+	/* 12 */
+	return OURS;
 }
 
 SEC("xdp")
@@ -137,7 +132,10 @@ int xwarp_steer(struct xdp_md *ctx)
 	case MALFORMED:
 		c->malformed++;
 		return XDP_DROP;
-	case STEER:
+	case FRAGMENT:
+		c->fragments++;
+		return XDP_DROP;
+	case OURS:
 		action = bpf_redirect_map(&xwarp_xsks, ctx->rx_queue_index, XDP_PASS);
 		if (action == XDP_REDIRECT)
 			c->redirected++;

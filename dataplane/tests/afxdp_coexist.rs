@@ -361,7 +361,7 @@ fn junk_frames(tb: &VethTestbed, port: u16) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
         ip(&|p| p[2..4].copy_from_slice(&4000u16.to_be_bytes())), // total length beyond frame
         ip(&|p| p[32] = 0x30),                                    // TCP data offset 3
         ip(&|p| p.truncate(30)),                                  // TCP header cut short
-        eth(ma, mb, 0x8100, &[0, 1]),                             // VLAN tag cut short
+        ip(&|p| p[32] = 0xf0), // TCP data offset 15: beyond the segment
     ];
     let engine_drops = vec![
         ip(&|p| {

@@ -3,10 +3,11 @@
 #![cfg(target_os = "linux")]
 
 use dataplane::xdp::program::{attached, ifindex};
-use dataplane::xdp::testbed::{for_test, Side};
+use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
 use dataplane::xdp::{
-    AttachMode, AttachPolicy, BindMode, XdpError, XdpProgram, XskConfig, XskQueue,
+    AttachMode, AttachPolicy, BindMode, IfName, XdpError, XdpProgram, XskConfig, XskQueue,
 };
+use dataplane::{Device, DeviceError, XdpConfig};
 use testkit::or_skip;
 
 /// Requirement (issue 4): detached on clean exit; dropping leaves no program on the interface.
@@ -49,47 +50,143 @@ fn drop_from_another_namespace_detaches_the_right_interface() {
     assert!(attached(&ifb).unwrap().is_empty());
 }
 
-/// Requirement (issue 4): a restarted process replaces a stale program left by a crash. The
-/// crash is modelled by forgetting the program: as after a kill -9, nothing detaches it.
+/// Requirement (issue 10 item 7): a second program in one process is refused while the first
+/// lives (its object holds the program: the loader sees a live holder, our own pid), and the
+/// first keeps its attachment. (Forgetting a program in-process no longer models a crash: the
+/// leaked object still holds it. A real crash is a killed process, below.)
 #[test]
-fn stale_program_is_replaced() {
-    let Some(tb) = or_skip("stale", for_test("stale")) else {
+fn second_program_in_one_process_is_refused_and_the_first_stays() {
+    let Some(tb) = or_skip("twice", for_test("twice")) else {
         return;
     };
     let _ns = tb.enter(Side::B).unwrap();
     let ifb = tb.ifname(Side::B);
-    let crashed = XdpProgram::attach(ifb, AttachPolicy::NativeOnly).unwrap();
-    let stale_id = crashed.prog_id();
-    std::mem::forget(crashed);
-    assert_eq!(attached(ifb).unwrap().native.map(|p| p.id), Some(stale_id));
-
-    let fresh = XdpProgram::attach(ifb, AttachPolicy::NativeOnly).expect("replaces the stale one");
-    assert_ne!(fresh.prog_id(), stale_id);
+    let first = XdpProgram::attach(ifb, AttachPolicy::NativeOnly).unwrap();
+    let err = XdpProgram::attach(ifb, AttachPolicy::NativeOrGeneric).unwrap_err();
     assert_eq!(
-        attached(ifb).unwrap().native.map(|p| p.id),
-        Some(fresh.prog_id())
+        err,
+        XdpError::ProgramInUse {
+            ifname: IfName::new(ifb),
+            id: first.prog_id(),
+            pid: std::process::id(),
+        }
     );
-    drop(fresh);
+    let msg = err.to_string();
+    assert!(
+        msg.contains(ifb) && msg.contains("Stop that process"),
+        "{msg}"
+    );
+    let now = attached(ifb).unwrap();
+    assert_eq!(now.native.map(|p| p.id), Some(first.prog_id()));
+    assert!(
+        now.generic.is_none(),
+        "no generic copy beside it: {:?}",
+        now.generic
+    );
+    drop(first);
     assert!(attached(ifb).unwrap().is_empty());
 }
 
-/// A stale program in generic mode blocks a native attach until removed: it is replaced too.
+/// Requirement (issue 10 item 7): a second engine on an interface whose program belongs to a
+/// live process refuses to start, naming the interface and the process, and never detaches
+/// the live program; once that process is killed, its program is stale and replaced.
 #[test]
-fn stale_generic_program_is_replaced_by_a_native_attach() {
-    let Some(tb) = or_skip("stgen", for_test("stgen")) else {
+fn live_program_of_another_process_is_refused_then_replaced_after_its_death() {
+    if let Ok(spec) = std::env::var(CHILD_ENV) {
+        return child_attach_and_hang(&spec);
+    }
+    let Some(tb) = or_skip("live", for_test("live")) else {
+        return;
+    };
+    let ifb = tb.ifname(Side::B).to_owned();
+    let (mut child, live_id) = spawn_attached(
+        &tb,
+        "live_program_of_another_process_is_refused_then_replaced_after_its_death",
+        "native",
+    );
+    let _ns = tb.enter(Side::B).unwrap();
+    let refused = XdpProgram::attach(&ifb, AttachPolicy::NativeOrGeneric);
+    assert_eq!(
+        refused.err(),
+        Some(XdpError::ProgramInUse {
+            ifname: IfName::new(&ifb),
+            id: live_id,
+            pid: child.id(),
+        })
+    );
+    assert_eq!(
+        attached(&ifb).unwrap().native.map(|p| p.id),
+        Some(live_id),
+        "the live program stays attached"
+    );
+    child.kill();
+    let restarted = XdpProgram::attach(&ifb, AttachPolicy::NativeOnly).expect("stale: replaced");
+    assert_ne!(restarted.prog_id(), live_id);
+    drop(restarted);
+    assert!(attached(&ifb).unwrap().is_empty());
+}
+
+/// Requirement (issue 10 item 7): a second xdp device (a second engine) on an interface refuses
+/// to open with one message that names the interface and what to do, and the first device's
+/// program stays attached; it detaches when the first device closes.
+#[test]
+fn second_xdp_device_on_an_interface_refuses_to_open() {
+    let Some(tb) = or_skip("twodev", for_test("twodev")) else {
         return;
     };
     let _ns = tb.enter(Side::B).unwrap();
     let ifb = tb.ifname(Side::B);
-    let crashed = XdpProgram::attach(ifb, AttachPolicy::GenericOnly).unwrap();
-    assert_eq!(crashed.mode(), AttachMode::Generic);
-    std::mem::forget(crashed);
-    let fresh = XdpProgram::attach(ifb, AttachPolicy::NativeOrGeneric).unwrap();
+    let first = Device::open_xdp(XdpConfig::new(ifb)).expect("the first device opens");
+    let id = attached(ifb).unwrap().native.expect("attached").id;
+    let err = Device::open_xdp(XdpConfig::new(ifb)).expect_err("the second is refused");
+    assert!(
+        matches!(
+            err,
+            DeviceError::Xdp {
+                error: XdpError::ProgramInUse { id: i, pid, .. },
+                ..
+            } if i == id && pid == std::process::id()
+        ),
+        "{err:?}"
+    );
+    let msg = err.to_string();
+    assert!(
+        msg.contains(ifb) && msg.contains("Stop that process"),
+        "{msg}"
+    );
+    assert_eq!(attached(ifb).unwrap().native.map(|p| p.id), Some(id));
+    drop(first);
+    assert!(attached(ifb).unwrap().is_empty());
+}
+
+/// A stale program in generic mode (its process killed) blocks a native attach until removed:
+/// it is replaced too.
+#[test]
+fn stale_generic_program_is_replaced_by_a_native_attach() {
+    if let Ok(spec) = std::env::var(CHILD_ENV) {
+        return child_attach_and_hang(&spec);
+    }
+    let Some(tb) = or_skip("stgen", for_test("stgen")) else {
+        return;
+    };
+    let ifb = tb.ifname(Side::B).to_owned();
+    let (mut child, stale_id) = spawn_attached(
+        &tb,
+        "stale_generic_program_is_replaced_by_a_native_attach",
+        "generic",
+    );
+    child.kill();
+    let _ns = tb.enter(Side::B).unwrap();
+    assert_eq!(
+        attached(&ifb).unwrap().generic.map(|p| p.id),
+        Some(stale_id)
+    );
+    let fresh = XdpProgram::attach(&ifb, AttachPolicy::NativeOrGeneric).unwrap();
     assert_eq!(fresh.mode(), AttachMode::Native);
-    let now = attached(ifb).unwrap();
+    let now = attached(&ifb).unwrap();
     assert!(now.generic.is_none(), "{now:?}");
     drop(fresh);
-    assert!(attached(ifb).unwrap().is_empty());
+    assert!(attached(&ifb).unwrap().is_empty());
 }
 
 /// Requirement (issue 4): native mode with a fallback to generic when the driver refuses;
@@ -197,18 +294,74 @@ fn map_bounds_are_checked() {
 
 const CHILD_ENV: &str = "XWARP_TEST_CHILD_ATTACH";
 
-/// In the child process: attach in namespace `spec` = "NETNS IFNAME", report, and wait to be
-/// killed.
+/// In the child process: attach in namespace `spec` = "NETNS IFNAME native|generic", report,
+/// and wait to be killed.
 fn child_attach_and_hang(spec: &str) {
-    let (ns, ifname) = spec.split_once(' ').expect("NETNS IFNAME");
+    let mut words = spec.split(' ');
+    let (ns, ifname, mode) = (
+        words.next().expect("NETNS"),
+        words.next().expect("IFNAME"),
+        words.next().expect("MODE"),
+    );
+    let policy = match mode {
+        "generic" => AttachPolicy::GenericOnly,
+        _ => AttachPolicy::NativeOnly,
+    };
     let _ns = dataplane::xdp::netns::NetNs::named(ns)
         .unwrap()
         .enter()
         .unwrap();
-    let prog = XdpProgram::attach(ifname, AttachPolicy::NativeOnly).unwrap();
+    let prog = XdpProgram::attach(ifname, policy).unwrap();
     println!("attached {}", prog.prog_id());
     std::io::Write::flush(&mut std::io::stdout()).unwrap();
     std::thread::sleep(std::time::Duration::from_secs(60));
+}
+
+/// A child process that is killed (SIGKILL: no Drop runs in it) and reaped at the latest
+/// when this guard drops, so a failing test leaves no process behind.
+struct Attacher(std::process::Child);
+
+impl Attacher {
+    fn id(&self) -> u32 {
+        self.0.id()
+    }
+
+    /// SIGKILL and wait: the process and its fds are gone on return.
+    fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Attacher {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Runs `test` (which calls [`child_attach_and_hang`] under [`CHILD_ENV`]) as a child process
+/// that attaches the program to B's interface in `mode` and stays alive; returns it and the
+/// program's id once attached.
+fn spawn_attached(tb: &VethTestbed, test: &str, mode: &str) -> (Attacher, u32) {
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([test, "--exact", "--nocapture"])
+        .env(
+            CHILD_ENV,
+            format!("{} {} {mode}", tb.netns_name(Side::B), tb.ifname(Side::B)),
+        )
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let child = Attacher(child);
+    let id = std::io::BufRead::lines(std::io::BufReader::new(stdout))
+        .map_while(Result::ok)
+        .find_map(|l| {
+            l.strip_prefix("attached ")
+                .and_then(|id| id.trim().parse().ok())
+        })
+        .expect("the child attached");
+    (child, id)
 }
 
 /// Requirement (issue 4): after a kill -9 the program stays attached (netlink attachment), and
@@ -222,27 +375,12 @@ fn program_of_a_killed_process_is_replaced_on_restart() {
         return;
     };
     let ifb = tb.ifname(Side::B).to_owned();
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "program_of_a_killed_process_is_replaced_on_restart",
-            "--exact",
-            "--nocapture",
-        ])
-        .env(CHILD_ENV, format!("{} {}", tb.netns_name(Side::B), ifb))
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
-    let stale_id: u32 = lines
-        .by_ref()
-        .map_while(Result::ok)
-        .find_map(|l| {
-            l.strip_prefix("attached ")
-                .map(|id| id.trim().parse().unwrap())
-        })
-        .expect("the child attached");
-    child.kill().unwrap(); // SIGKILL: no Drop runs
-    child.wait().unwrap();
+    let (mut child, stale_id) = spawn_attached(
+        &tb,
+        "program_of_a_killed_process_is_replaced_on_restart",
+        "native",
+    );
+    child.kill(); // SIGKILL: no Drop runs
 
     let _ns = tb.enter(Side::B).unwrap();
     assert_eq!(

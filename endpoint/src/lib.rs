@@ -5,8 +5,8 @@
 //! (quinn-proto's `Endpoint` shape).
 //!
 //! ```text
-//! handle_frame(now, frame) ─ Ethernet ─ IPv4/TCP (tcp_offload::wire) ─ flow table ─┬─ Connection
-//!                                                                       listeners ─┘ (Listener)
+//! handle_frame(now, frame) ─ classify ─ Ethernet ─ IPv4/TCP (tcp_offload::wire) ─ flow table ─┬─ Connection
+//!                                                                                  listeners ─┘ (Listener)
 //!   in order      ─ Qp::handle_rx_bytes (MPA parser, place + deliver), straight from the frame
 //!   out of order  ─ Qp::handle_segment (MPA locator: aligned start or markers; placed now,
 //!                   delivered when the gap fills)
@@ -19,6 +19,9 @@
 //!                       the MPA startup timeout)
 //! ```
 //!
+//! Which frames are ours is defined once, in [`classify`] (the XDP program applies the same
+//! table); `handle_frame` makes its first decision with it.
+//!
 //! A connection reaches memory through a protection domain the caller owns ([`Domain`]: an
 //! STag table and the memory behind its regions, locked for a round), or through the endpoint's
 //! own table and memory ([`Endpoint::register`]). Its secrets (ISN key, STag seed) are the
@@ -27,6 +30,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod classify;
 mod config;
 mod conn;
 mod counters;
@@ -44,6 +48,7 @@ mod secrets;
 mod service;
 mod timer_wheel;
 
+pub use classify::{classify, FrameVerdict, OwnedAddrs};
 pub use config::{EndpointConfig, QpSettings};
 pub use conn::ConnId;
 pub use counters::EndpointCounters;

@@ -1,12 +1,14 @@
-//! Receive: the checks and demultiplexing of one received frame (Ethernet, IPv4, TCP; flow
-//! table, then listeners, else a RST), and the one copy from the frame into the region.
+//! Receive: the checks and demultiplexing of one received frame (ours or not by [`classify`];
+//! Ethernet, IPv4, TCP; flow table, then listeners, else a RST), and the one copy from the
+//! frame into the region.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
 use ddp::{Memory, StagTable};
 use tcp_offload::emit_rst_for;
 
+use crate::classify::{classify, FrameVerdict, OwnedAddrs};
 use crate::conn::FeedSink;
 use crate::domain::{Domain, DomainGuard};
 use crate::endpoint::Endpoint;
@@ -20,20 +22,33 @@ impl<D: Domain> Endpoint<D> {
     /// Handles one received Ethernet frame (no FCS). The slice is only borrowed for the call:
     /// in-order payload is placed straight from it. Never panics; bad frames are counted and
     /// dropped.
+    ///
+    /// First decision: [`classify`] with our address and steered ports (listening ports and
+    /// the active-open range), as the XDP program decides. Not ours and first fragments count
+    /// as drops, malformed frames as malformed; then a frame for another MAC is dropped, and
+    /// `tcp_offload::wire` checks checksums and options.
     pub fn handle_frame(&mut self, now: Instant, frame: &[u8]) {
         self.last_now = now;
         self.counters.rx_packets += 1;
         self.counters.rx_bytes += frame.len() as u64;
+        let own = [IpAddr::V4(self.cfg.ip)];
+        match classify(frame, OwnedAddrs(&own), |port| self.is_steered(port)) {
+            FrameVerdict::Ours => {}
+            FrameVerdict::NotOurs | FrameVerdict::Fragment => {
+                self.counters.drops += 1;
+                return;
+            }
+            FrameVerdict::Malformed => {
+                self.counters.malformed += 1;
+                return;
+            }
+        }
         let Ok(eth) = EthernetFrame::new_checked(frame) else {
             self.counters.malformed += 1;
             return;
         };
         let dst = eth.dst();
         if dst != self.cfg.mac && dst != ethernet::BROADCAST {
-            self.counters.drops += 1;
-            return;
-        }
-        if eth.ethertype() != ethernet::ETHERTYPE_IPV4 {
             self.counters.drops += 1;
             return;
         }
@@ -48,10 +63,6 @@ impl<D: Domain> Endpoint<D> {
                 return;
             }
         };
-        if seg.tuple.local.ip() != std::net::IpAddr::V4(self.cfg.ip) {
-            self.counters.drops += 1;
-            return;
-        }
         if let Some(&id) = self.flows.get(&seg.tuple) {
             if let Some(c) = self.conns.get_mut(&id) {
                 match c.qp.as_mut() {
@@ -104,6 +115,13 @@ impl<D: Domain> Endpoint<D> {
                 }
             }
         }
+    }
+
+    /// Whether TCP to local `port` is steered to us: a listening port or the active-open range
+    /// (what the XDP program's port map holds).
+    fn is_steered(&self, port: u16) -> bool {
+        self.cfg.local_ports.contains(&port)
+            || self.listeners.iter().any(|l| l.tcp.local().port() == port)
     }
 
     /// Marks connection `id` for the next round.

@@ -78,10 +78,11 @@ fn malformed_frames_and_mpa_garbage_are_counted_and_isolated() {
     let mut truncated = segment(tuple, 1, 1, &[0u8; 100]);
     truncated.truncate(50);
     junk.push(eth(MAC_B, MAC_A, 0x0800, &truncated));
-    // A segment for no connection and no listener: answered with RST, counted.
+    // A segment to a steered port (B's active-open range) for no connection: answered with
+    // RST, counted.
     let stray = FourTuple {
         local: SocketAddr::V4(SocketAddrV4::new(IP_A, 9)),
-        remote: SocketAddr::V4(SocketAddrV4::new(IP_B, 9)),
+        remote: SocketAddr::V4(SocketAddrV4::new(IP_B, 40999)),
     };
     junk.push(eth(MAC_B, MAC_A, 0x0800, &segment(stray, 1, 1, b"x")));
     for j in junk {
@@ -94,6 +95,24 @@ fn malformed_frames_and_mpa_garbage_are_counted_and_isolated() {
     assert!(after.malformed >= before.malformed + 6, "{after:?}");
     assert!(after.drops > before.drops, "{after:?}");
     assert!(after.rsts_for_unknown > before.rsts_for_unknown);
+
+    // A segment to a port B neither listens on nor uses for active opens is not ours (the XDP
+    // program would give it to the kernel): dropped without a RST.
+    let unsteered = FourTuple {
+        local: SocketAddr::V4(SocketAddrV4::new(IP_A, 9)),
+        remote: SocketAddr::V4(SocketAddrV4::new(IP_B, 9)),
+    };
+    let before = p.b.counters();
+    p.ab.send(
+        p.now,
+        eth(MAC_B, MAC_A, 0x0800, &segment(unsteered, 1, 1, b"x")),
+    );
+    for _ in 0..20 {
+        p.step();
+    }
+    let after = p.b.counters();
+    assert_eq!(after.drops, before.drops + 1, "{after:?}");
+    assert_eq!(after.rsts_for_unknown, before.rsts_for_unknown);
 
     // 2. MPA garbage inside connection 1's byte stream (sent through A's TCP, so TCP stays in
     // sync): FPDUs whose CRC (and markers) cannot match.

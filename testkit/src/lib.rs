@@ -3,6 +3,8 @@
 //! - [`checksum`]: the Internet checksum (RFC 1071) over several slices.
 //! - [`synthetic`]: one TCP connection between 198.18.0.1 and 198.18.0.2 as Ethernet frames,
 //!   written by hand for the dissectors to read (no network, no root).
+//! - [`frame_corpus`]: frames for the rule of which frames are ours (the endpoint's classifier
+//!   and the XDP program), each with its verdict, and mutations of a good one.
 //! - [`pcap`]: classic pcap files of Ethernet frames.
 //! - [`privileged`]: the one rule for tests that need root or tools: skip, or (under CI) fail.
 //! - [`temp`]: temporary paths.
@@ -12,6 +14,7 @@
 #![deny(missing_docs)]
 
 pub mod checksum;
+pub mod frame_corpus;
 pub mod iwarp_oracle;
 pub mod pattern;
 pub mod pcap;

@@ -15,6 +15,21 @@ pub enum XdpError {
     /// An XDP program that is not ours is attached; we do not replace it.
     #[error("interface already runs a foreign XDP program (id {id}); detach it first")]
     ForeignProgram { id: u32 },
+    /// Another engine's steering program is attached and its owner is alive: a second engine
+    /// on the interface is refused, and the live program is left alone.
+    #[error(
+        "{ifname} already runs xwarp_steer (program id {id}) for a live process (pid {pid}): \
+         another xwarp engine serves this interface. Stop that process first (a program left \
+         by a crashed one is replaced), or run this engine on another interface"
+    )]
+    ProgramInUse {
+        /// The interface.
+        ifname: IfName,
+        /// The kernel's id of the live program.
+        id: u32,
+        /// A process that holds it.
+        pid: u32,
+    },
     /// The embedded object lacks a program or map this code expects (a build mismatch).
     #[error("the embedded XDP object has no {0}")]
     ObjectMismatch(&'static str),
@@ -60,6 +75,44 @@ impl XdpError {
             Self::Os { errno, .. } => Some(*errno),
             _ => None,
         }
+    }
+}
+
+/// An interface name, kept by value (at most `IFNAMSIZ - 1` = 15 octets, longer ones cut) so
+/// that errors stay `Copy`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct IfName {
+    len: u8,
+    bytes: [u8; 15],
+}
+
+impl IfName {
+    /// `name`, cut to 15 octets.
+    pub fn new(name: &str) -> Self {
+        let mut bytes = [0u8; 15];
+        let len = name.len().min(bytes.len());
+        bytes[..len].copy_from_slice(&name.as_bytes()[..len]);
+        IfName {
+            len: len as u8,
+            bytes,
+        }
+    }
+
+    /// The name (lossy if a cut fell inside a UTF-8 sequence).
+    pub fn as_str(&self) -> std::borrow::Cow<'_, str> {
+        String::from_utf8_lossy(&self.bytes[..usize::from(self.len)])
+    }
+}
+
+impl fmt::Display for IfName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.as_str())
+    }
+}
+
+impl fmt::Debug for IfName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.as_str())
     }
 }
 

@@ -5,12 +5,19 @@
 pub const PROG_NAME: &str = "xwarp_steer";
 /// Hash map: `u16` TCP destination port (host byte order) -> `u8` [`PortKind`].
 pub const PORTS_MAP: &str = "xwarp_ports";
+/// Hash map: `u32` IPv4 address (network byte order) -> `u8` 1: the addresses the engine owns.
+pub const ADDRS4_MAP: &str = "xwarp_addrs4";
+/// Hash map: 16-octet IPv6 address -> `u8` 1 (slots for later: the program leaves IPv6 to the
+/// kernel until the endpoint speaks it).
+pub const ADDRS6_MAP: &str = "xwarp_addrs6";
 /// XSKMAP: `u32` rx queue id -> AF_XDP socket.
 pub const XSKS_MAP: &str = "xwarp_xsks";
 /// Per-CPU array, one slot: [`Counters`].
 pub const COUNTERS_MAP: &str = "xwarp_counters";
 /// Capacity of [`PORTS_MAP`].
 pub const PORTS_MAX: u32 = 16384;
+/// Capacity of [`ADDRS4_MAP`] and of [`ADDRS6_MAP`].
+pub const ADDRS_MAX: u32 = 16;
 /// Capacity of [`XSKS_MAP`]: the highest rx queue id plus one that can be steered.
 pub const XSKS_MAX: u32 = 64;
 
@@ -52,6 +59,9 @@ pub struct Counters {
     pub malformed: u64,
     /// A steered port, but no socket on that rx queue: given to the kernel.
     pub steered_no_socket: u64,
+    /// Dropped: the first fragment of a TCP segment to a steered port of ours (the engine does
+    /// not reassemble; TCP retransmits).
+    pub fragments: u64,
 }
 
 impl Counters {
@@ -61,6 +71,7 @@ impl Counters {
         self.passed = self.passed.wrapping_add(other.passed);
         self.malformed = self.malformed.wrapping_add(other.malformed);
         self.steered_no_socket = self.steered_no_socket.wrapping_add(other.steered_no_socket);
+        self.fragments = self.fragments.wrapping_add(other.fragments);
     }
 
     /// What moved between `earlier` and `self`.
@@ -72,6 +83,7 @@ impl Counters {
             steered_no_socket: self
                 .steered_no_socket
                 .wrapping_sub(earlier.steered_no_socket),
+            fragments: self.fragments.wrapping_sub(earlier.fragments),
         }
     }
 }
@@ -98,6 +110,7 @@ mod tests {
         assert_eq!(define("XWARP_PROG_NAME"), format!("\"{PROG_NAME}\""));
         assert_eq!(define("XWARP_PORTS_MAX"), PORTS_MAX.to_string());
         assert_eq!(define("XWARP_XSKS_MAX"), XSKS_MAX.to_string());
+        assert_eq!(define("XWARP_ADDRS_MAX"), ADDRS_MAX.to_string());
         assert_eq!(
             define("XWARP_PORT_LISTEN"),
             PortKind::Listen.value().to_string()
@@ -122,7 +135,13 @@ mod tests {
             .collect();
         assert_eq!(
             fields,
-            ["redirected", "passed", "malformed", "steered_no_socket"]
+            [
+                "redirected",
+                "passed",
+                "malformed",
+                "steered_no_socket",
+                "fragments"
+            ]
         );
         assert_eq!(std::mem::size_of::<Counters>(), 8 * fields.len());
     }

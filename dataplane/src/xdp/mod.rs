@@ -5,7 +5,9 @@
 //! The layers, bottom up:
 //! - [`maps`]: the Rust mirror of `bpf/xwarp_maps.h` (map names, sizes, counter layout).
 //! - [`program`]: [`XdpProgram`] loads the embedded `bpf/xwarp_steer.bpf.c` object, attaches it
-//!   (native, generic as a fallback), fills the port set and the XSKMAP, detaches on drop.
+//!   (native, generic as a fallback; a stale copy replaced, a live one refused: `holders`),
+//!   fills the port set, the owned addresses (`owned_addrs`) and the XSKMAP, detaches on drop;
+//!   `test_run` runs it on one frame (`BPF_PROG_TEST_RUN`).
 //! - [`queues`]: how many rx queues (and so engine queues) an interface has.
 //! - [`xsk`]: [`XskQueue`], one UMEM and AF_XDP socket per engine queue; [`Frame`] tokens;
 //!   [`steered_queue`] pairs a program with a registered queue.
@@ -18,10 +20,12 @@
 #![cfg(target_os = "linux")]
 
 mod error;
+mod holders;
 pub mod maps;
 pub mod netlink;
 pub mod netns;
 pub mod next_hop;
+mod owned_addrs;
 pub mod packet_socket;
 pub mod ping;
 pub mod ports;
@@ -29,13 +33,15 @@ pub mod program;
 pub mod queues;
 pub mod raw;
 mod steered;
+mod test_run;
 pub mod testbed;
 pub mod xsk;
 
-pub use error::XdpError;
+pub use error::{IfName, XdpError};
 pub use maps::{Counters, PortKind};
 pub use next_hop::{resolve_next_hop, NextHop};
 pub use ports::LocalPortRange;
 pub use program::{AttachMode, AttachPolicy, XdpProgram};
 pub use steered::steered_queue;
+pub use test_run::XdpAction;
 pub use xsk::{BindMode, Frame, XskConfig, XskQueue};

@@ -8,21 +8,35 @@
 //! `bpf_xdp_attach`, map updates). No second BPF library is linked, and libxdp's own default
 //! program is never loaded (sockets are created with `XSK_LIBXDP_FLAGS_INHIBIT_PROG_LOAD`).
 //!
-//! Attachment goes through netlink (`bpf_xdp_attach`), so it outlives a crashed process: a new
-//! [`XdpProgram::attach`] finds a program named [`PROG_NAME`] left on the interface and replaces
-//! it, and refuses to touch anyone else's program ([`XdpError::ForeignProgram`]).
+//! Attachment goes through netlink (`bpf_xdp_attach`), so it outlives a crashed process. A new
+//! [`XdpProgram::attach`] that finds a program named [`PROG_NAME`] on the interface asks who
+//! holds it ([`holders`](super::holders)): held by no process, it is stale (left by a crash)
+//! and replaced; held by a live process, it belongs to another engine and the attach fails
+//! ([`XdpError::ProgramInUse`]) without touching it. Anyone else's program is refused
+//! ([`XdpError::ForeignProgram`]). The attach itself only succeeds on an interface without a
+//! program (`XDP_FLAGS_UPDATE_IF_NOEXIST`), so two engines starting at once cannot replace
+//! each other either.
+//!
+//! The program steers by destination address and port: the loader fills the owned-address map
+//! from the device's IPv4 addresses before attaching; [`XdpProgram::set_owned_addrs`] narrows
+//! it to the endpoint's own address.
 
 use std::ffi::CString;
 use std::fmt;
+use std::net::IpAddr;
 use std::os::fd::RawFd;
 use std::ptr::NonNull;
 
 use libbpf_sys as bpf;
 
-use super::maps::{self, Counters, PortKind, COUNTERS_MAP, PORTS_MAP, PROG_NAME, XSKS_MAP};
+use super::holders::program_holders;
+use super::maps::{
+    self, Counters, PortKind, ADDRS4_MAP, ADDRS6_MAP, COUNTERS_MAP, PORTS_MAP, PROG_NAME, XSKS_MAP,
+};
+use super::netlink::RtNetlink;
 use super::netns::NetNs;
 use super::ports::LocalPortRange;
-use super::XdpError;
+use super::{IfName, XdpError};
 
 #[repr(C, align(8))]
 struct Aligned<B: ?Sized>(B);
@@ -277,8 +291,12 @@ fn xdp_attach(ifindex: u32, prog_fd: RawFd, flags: u32, old_fd: Option<RawFd>) -
 pub struct XdpProgram {
     /// Owns the program and map fds; closed (by its Drop) after `drop` detached the program.
     _obj: Object,
-    prog_fd: RawFd,
+    /// The loaded program (-1 once detached).
+    pub(super) prog_fd: RawFd,
     ports_fd: RawFd,
+    /// The owned-address maps (`owned_addrs.rs`).
+    pub(super) addrs4_fd: RawFd,
+    pub(super) addrs6_fd: RawFd,
     xsks_fd: RawFd,
     counters_fd: RawFd,
     ifindex: u32,
@@ -308,53 +326,68 @@ impl fmt::Debug for XdpProgram {
 
 impl XdpProgram {
     /// Loads the embedded program and attaches it to `ifname` (in the calling thread's network
-    /// namespace), replacing a stale copy of ours left by a crashed process.
+    /// namespace), owning the interface's IPv4 addresses. A stale copy of ours left by a crashed
+    /// process is replaced; a live one (another engine's) is refused with
+    /// [`XdpError::ProgramInUse`] and left alone.
     pub fn attach(ifname: &str, policy: AttachPolicy) -> Result<Self, XdpError> {
         let ifindex = ifindex(ifname)?;
         let netns = NetNs::current().map_err(|e| XdpError::from_io("open netns", &e))?;
         let obj = Object::open_and_load()?;
-        let prog_fd = obj.prog_fd()?;
-        let ports_fd = obj.map_fd(PORTS_MAP)?;
-        let xsks_fd = obj.map_fd(XSKS_MAP)?;
-        let counters_fd = obj.map_fd(COUNTERS_MAP)?;
         // Safety: plain libbpf query without arguments.
         let ncpus = unsafe { bpf::libbpf_num_possible_cpus() };
         if ncpus <= 0 {
             return Err(XdpError::from_neg("libbpf_num_possible_cpus", ncpus));
         }
-
-        let prog_id = prog_fd_info(prog_fd)?.id;
-        remove_stale(ifname, ifindex)?;
-        let mode = match policy {
-            AttachPolicy::NativeOnly => attach_in(ifindex, prog_fd, AttachMode::Native)?,
-            AttachPolicy::GenericOnly => attach_in(ifindex, prog_fd, AttachMode::Generic)?,
-            AttachPolicy::NativeOrGeneric => {
-                match attach_in(ifindex, prog_fd, AttachMode::Native) {
-                    Ok(m) => m,
-                    Err(e) => {
-                        tracing::warn!(
-                            "{ifname}: native XDP refused ({e}); falling back to generic mode, \
-                             which is slower"
-                        );
-                        attach_in(ifindex, prog_fd, AttachMode::Generic)?
-                    }
-                }
-            }
-        };
-        tracing::info!("{ifname}: {PROG_NAME} (id {prog_id}) attached in {mode} mode");
-        Ok(Self {
-            _obj: obj,
+        let prog_fd = obj.prog_fd()?;
+        let mut prog = Self {
             prog_fd,
-            ports_fd,
-            xsks_fd,
-            counters_fd,
+            ports_fd: obj.map_fd(PORTS_MAP)?,
+            addrs4_fd: obj.map_fd(ADDRS4_MAP)?,
+            addrs6_fd: obj.map_fd(ADDRS6_MAP)?,
+            xsks_fd: obj.map_fd(XSKS_MAP)?,
+            counters_fd: obj.map_fd(COUNTERS_MAP)?,
+            _obj: obj,
             ifindex,
             ifname: ifname.to_owned(),
-            mode,
-            prog_id,
+            mode: AttachMode::Native,
+            prog_id: prog_fd_info(prog_fd)?.id,
             netns,
             ncpus: ncpus as usize,
-        })
+        };
+        let addrs: Vec<IpAddr> = RtNetlink::new()?
+            .ipv4_addresses(ifindex)?
+            .into_iter()
+            .map(IpAddr::V4)
+            .collect();
+        prog.set_owned_addrs(&addrs)?;
+
+        // Not attached yet: until `mode` is known, dropping `prog` must not detach anything.
+        prog.prog_fd = -1;
+        remove_stale(ifname, ifindex)?;
+        let attached = match policy {
+            AttachPolicy::NativeOnly => attach_in(ifindex, prog_fd, AttachMode::Native),
+            AttachPolicy::GenericOnly => attach_in(ifindex, prog_fd, AttachMode::Generic),
+            AttachPolicy::NativeOrGeneric => attach_in(ifindex, prog_fd, AttachMode::Native)
+                .or_else(|e| {
+                    tracing::warn!(
+                        "{ifname}: native XDP refused ({e}); falling back to generic mode, \
+                         which is slower"
+                    );
+                    attach_in(ifindex, prog_fd, AttachMode::Generic)
+                }),
+        };
+        prog.mode = attached.map_err(|e| match e.errno() {
+            // Someone attached between our check and our attach: say who, if it is one of us.
+            Some(libc::EBUSY | libc::EEXIST) => remove_stale(ifname, ifindex).err().unwrap_or(e),
+            _ => e,
+        })?;
+        prog.prog_fd = prog_fd;
+        tracing::info!(
+            "{ifname}: {PROG_NAME} (id {}) attached in {} mode",
+            prog.prog_id,
+            prog.mode
+        );
+        Ok(prog)
     }
 
     /// The mode the program runs in.
@@ -532,8 +565,11 @@ impl Drop for XdpProgram {
     }
 }
 
+/// Attaches in `mode` if the interface has no program (`XDP_FLAGS_UPDATE_IF_NOEXIST`: never
+/// replaces one that appeared since [`remove_stale`] looked).
 fn attach_in(ifindex: u32, prog_fd: RawFd, mode: AttachMode) -> Result<AttachMode, XdpError> {
-    let ret = xdp_attach(ifindex, prog_fd, mode.flag(), None);
+    let flags = mode.flag() | bpf::XDP_FLAGS_UPDATE_IF_NOEXIST;
+    let ret = xdp_attach(ifindex, prog_fd, flags, None);
     if ret < 0 {
         return Err(XdpError::from_neg(
             match mode {
@@ -546,7 +582,8 @@ fn attach_in(ifindex: u32, prog_fd: RawFd, mode: AttachMode) -> Result<AttachMod
     Ok(mode)
 }
 
-/// Detaches programs named [`PROG_NAME`] left on the interface; refuses foreign programs.
+/// Detaches programs named [`PROG_NAME`] that no process holds any more (left by a crashed
+/// process); refuses live ones of ours ([`XdpError::ProgramInUse`]) and foreign programs.
 fn remove_stale(ifname: &str, ifindex: u32) -> Result<(), XdpError> {
     let now = attached(ifname)?;
     if let Some(p) = &now.offload {
@@ -559,6 +596,14 @@ fn remove_stale(ifname: &str, ifindex: u32) -> Result<(), XdpError> {
         let Some(info) = info else { continue };
         if info.name != PROG_NAME {
             return Err(XdpError::ForeignProgram { id: info.id });
+        }
+        // Asked before we open an fd of it ourselves.
+        if let Some(&pid) = program_holders(info.id).first() {
+            return Err(XdpError::ProgramInUse {
+                ifname: IfName::new(ifname),
+                id: info.id,
+                pid,
+            });
         }
         let old = ProgFd::by_id(info.id)?;
         let ret = xdp_attach(ifindex, -1, mode.flag(), Some(old.0));

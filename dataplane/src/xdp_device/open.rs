@@ -58,6 +58,8 @@ impl XdpDevice {
             .map_err(xdp_err)?;
 
         let prog = XdpProgram::attach(&cfg.interface, cfg.attach).map_err(xdp_err)?;
+        // The program owns what the endpoint owns (endpoint::classify's rule): its address.
+        prog.set_owned_addrs(&[ip.into()]).map_err(xdp_err)?;
         prog.steer_range(ports).map_err(xdp_err)?;
         let frame_size = frame_size_for(mtu);
         let queue = XskQueue::new(
