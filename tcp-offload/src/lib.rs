@@ -60,7 +60,7 @@
 #![warn(missing_docs)]
 
 pub mod cc;
-mod checksum;
+pub mod checksum;
 pub mod config;
 pub mod connection;
 pub mod counters;

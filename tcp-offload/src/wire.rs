@@ -564,7 +564,7 @@ impl SegmentRepr {
         fill(payload);
         let pseudo =
             checksum::pseudo(src.ip(), dst.ip(), l4_len).ok_or(WireError::Ipv6Unsupported)?;
-        let sum = !checksum::fold(checksum::sum(payload, checksum::sum(th, pseudo)));
+        let sum = checksum::field(payload, checksum::sum(th, pseudo));
         th[field::tcp::CHECKSUM].copy_from_slice(&sum.to_be_bytes());
         Ok(total)
     }
@@ -607,7 +607,7 @@ fn emit_ipv4(ip: &mut [u8], src: Ipv4Addr, dst: Ipv4Addr, total_len: u16) {
     ip[f::CHECKSUM].fill(0);
     ip[f::SRC].copy_from_slice(&src.octets());
     ip[f::DST].copy_from_slice(&dst.octets());
-    let sum = !checksum::fold(checksum::sum(ip, 0));
+    let sum = checksum::field(ip, 0);
     ip[f::CHECKSUM].copy_from_slice(&sum.to_be_bytes());
 }
 
@@ -792,7 +792,7 @@ mod tests {
             let mut q = p.clone();
             q[4..6].copy_from_slice(&id.to_be_bytes());
             q[10..12].fill(0);
-            let c = !checksum::fold(checksum::sum(&q[..20], 0));
+            let c = checksum::field(&q[..20], 0);
             if c == 0 {
                 assert!(parse(&q).is_ok());
                 q[10..12].copy_from_slice(&[0xFF, 0xFF]);
@@ -988,7 +988,7 @@ mod oracle_tests {
                 return;
             }
             p[10..12].fill(0);
-            let c = !oracle::rfc1071(&[&p[..ihl]]);
+            let c = testkit::internet_checksum(&[&p[..ihl]]);
             p[10..12].copy_from_slice(&c.to_be_bytes());
             (ihl, usize::from(u16::from_be_bytes([p[2], p[3]])))
         };
@@ -1008,7 +1008,7 @@ mod oracle_tests {
         };
         let l4 = &mut p[ihl..total];
         l4[16..18].fill(0);
-        let c = !oracle::rfc1071(&[&oracle::pseudo_bytes(src, dst, l4.len()), l4]);
+        let c = testkit::internet_checksum(&[&oracle::pseudo_bytes(src, dst, l4.len()), l4]);
         l4[16..18].copy_from_slice(&c.to_be_bytes());
     }
 

@@ -16,13 +16,6 @@ use netsim::{
 const KIB: u64 = 1024;
 
 /// Ones' complement sum of 16-bit words.
-fn sum16(mut acc: u32, data: &[u8]) -> u32 {
-    for pair in data.chunks(2) {
-        acc += u32::from(u16::from_be_bytes([pair[0], *pair.get(1).unwrap_or(&0)]));
-    }
-    acc
-}
-
 /// Flips every payload octet of an IPv4/TCP packet and fixes the TCP checksum, so the copy is
 /// a valid segment carrying different data for the same sequence numbers.
 fn mutated(packet: &[u8]) -> Option<Vec<u8>> {
@@ -39,13 +32,8 @@ fn mutated(packet: &[u8]) -> Option<Vec<u8>> {
     p[ihl + 16] = 0;
     p[ihl + 17] = 0;
     let tcp_len = (total - ihl) as u16;
-    let mut acc = sum16(0, &p[12..20]);
-    acc += 6 + u32::from(tcp_len);
-    acc = sum16(acc, &p[ihl..]);
-    while acc > 0xffff {
-        acc = (acc & 0xffff) + (acc >> 16);
-    }
-    let sum = !(acc as u16);
+    let pseudo = [&[0, 6][..], &tcp_len.to_be_bytes()].concat();
+    let sum = testkit::internet_checksum(&[&p[12..20], &pseudo, &p[ihl..]]);
     p[ihl + 16..ihl + 18].copy_from_slice(&sum.to_be_bytes());
     Some(p)
 }
