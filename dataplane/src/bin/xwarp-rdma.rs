@@ -17,7 +17,7 @@ use dataplane::{
     Access, CompletionQueue, ConnectionConfig, Device, EngineMode, MemoryRegion, MpaSettings,
     Opcode, QpInit, QueuePair, RemoteAddr, Transport, XdpConfig,
 };
-use tool_support::ByteSize;
+use tool_support::{ByteSize, Pattern};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -181,12 +181,6 @@ fn parse_size(s: &str) -> Result<usize, String> {
     usize::try_from(n).map_err(|_| format!("size too large: {s}"))
 }
 
-/// The deterministic test pattern: every byte depends on the seed and its position.
-fn pattern_byte(seed: u64, i: usize) -> u8 {
-    let x = (i as u64 ^ seed.rotate_left(17)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    (x >> 56) as u8 ^ (i as u8)
-}
-
 /// Flips the middle byte when `on` (the --corrupt test hook).
 fn corrupt_if(on: bool, buf: &mut [u8]) {
     if on && !buf.is_empty() {
@@ -195,19 +189,17 @@ fn corrupt_if(on: bool, buf: &mut [u8]) {
     }
 }
 
+/// Fills `buf` with the test pattern of `seed` (`tool_support::pattern`).
 fn fill(buf: &mut [u8], seed: u64) {
-    for (i, b) in buf.iter_mut().enumerate() {
-        *b = pattern_byte(seed, i);
-    }
+    Pattern::new(seed).fill(0, buf);
 }
 
 /// Index of the first byte that differs from the pattern.
 fn first_mismatch(buf: &[u8], seed: u64) -> Option<usize> {
-    buf.iter()
-        .enumerate()
-        .position(|(i, b)| *b != pattern_byte(seed, i))
+    Pattern::new(seed)
+        .first_mismatch(0, buf)
+        .map(|i| i as usize)
 }
-
 // Control messages.
 const CTL_LEN: usize = 24;
 const EXPECT_SEND: u32 = 1;

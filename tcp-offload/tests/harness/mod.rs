@@ -260,8 +260,7 @@ pub fn transfer(p: &mut Pair, data: &[u8], limit: Duration) -> Vec<u8> {
     got
 }
 
+/// `n` octets of the shared test pattern of `seed` (`testkit::pattern`).
 pub fn payload(n: usize, seed: u64) -> Vec<u8> {
-    (0..n)
-        .map(|i| ((i as u64).wrapping_mul(2654435761).wrapping_add(seed) >> 7) as u8)
-        .collect()
+    testkit::pattern(n, seed)
 }
