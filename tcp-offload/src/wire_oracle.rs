@@ -10,7 +10,7 @@ use etherparse::{
 
 use testkit::internet_checksum;
 
-use super::{Flags, Segment, SegmentRepr, TcpOptions, WireError, IPV6_HEADER_LEN};
+use super::{Flags, SegmentRepr, TcpOptions, TcpSegment, WireError, IPV6_HEADER_LEN};
 use crate::isn::FourTuple;
 use crate::seq::SeqNum;
 
@@ -104,7 +104,7 @@ pub fn emit(repr: &SegmentRepr, payload: &[u8]) -> Result<Vec<u8>, WireError> {
 }
 
 /// The former `parse`.
-pub fn parse(packet: &[u8]) -> Result<Segment<'_>, WireError> {
+pub fn parse(packet: &[u8]) -> Result<TcpSegment<'_>, WireError> {
     match packet.first().map(|b| b >> 4) {
         Some(4) => parse_ipv4(packet),
         Some(6) => parse_ipv6(packet),
@@ -113,7 +113,7 @@ pub fn parse(packet: &[u8]) -> Result<Segment<'_>, WireError> {
     }
 }
 
-fn parse_ipv4(packet: &[u8]) -> Result<Segment<'_>, WireError> {
+fn parse_ipv4(packet: &[u8]) -> Result<TcpSegment<'_>, WireError> {
     let ip = Ipv4HeaderSlice::from_slice(packet).map_err(|e| {
         use etherparse::err::ipv4::HeaderSliceError as E;
         match e {
@@ -150,7 +150,7 @@ fn parse_ipv4(packet: &[u8]) -> Result<Segment<'_>, WireError> {
     parse_tcp(&packet[ihl..total], ihl, src, dst)
 }
 
-fn parse_ipv6(packet: &[u8]) -> Result<Segment<'_>, WireError> {
+fn parse_ipv6(packet: &[u8]) -> Result<TcpSegment<'_>, WireError> {
     let ip = Ipv6HeaderSlice::from_slice(packet).map_err(|e| {
         use etherparse::err::ipv6::HeaderSliceError as E;
         match e {
@@ -177,7 +177,7 @@ fn parse_tcp(
     l4_offset: usize,
     src: IpAddr,
     dst: IpAddr,
-) -> Result<Segment<'_>, WireError> {
+) -> Result<TcpSegment<'_>, WireError> {
     let tcp = TcpHeaderSlice::from_slice(l4).map_err(|e| {
         use etherparse::err::tcp::HeaderSliceError as E;
         match e {
@@ -197,7 +197,7 @@ fn parse_tcp(
         return Err(WireError::BadChecksum);
     }
     let options = parse_options(tcp.options())?;
-    Ok(Segment {
+    Ok(TcpSegment {
         tuple: FourTuple {
             local: SocketAddr::new(dst, tcp.destination_port()),
             remote: SocketAddr::new(src, tcp.source_port()),

@@ -7,10 +7,11 @@ use std::time::Instant;
 
 use common::ours::{Mode, OursOptions, OursTransport, Passive};
 use common::wrap::{Hooks, Wrapped};
-use common::{link_case, par_seeds, run_bulk, stream_seed, Role};
+use common::{link_case, par_seeds, run_bulk, stream_seed, SimRole};
 use etherparse::{SlicedPacket, TransportSlice};
 use netsim::{
-    BulkConfig, ClosePolicy, Pattern, RecordPlan, SegmentAudit, Side, SimConfig, SimTime, Transport,
+    BulkConfig, ClosePolicy, Pattern, RecordPlan, SegmentAudit, SimConfig, SimSide, SimTime,
+    SimTransport,
 };
 
 const KIB: u64 = 1024;
@@ -121,16 +122,16 @@ fn run(seed: u64, s: &Setup) -> Result<Run, String> {
         early_record_mode: s.early_record_mode,
         ..OursOptions::default()
     };
-    let a = OursTransport::new(Role::Client, seed ^ 0x11, &opts, base);
+    let a = OursTransport::new(SimRole::Client, seed ^ 0x11, &opts, base);
     let b = Wrapped {
-        inner: OursTransport::new(Role::Server, seed ^ 0x22, &opts, base),
+        inner: OursTransport::new(SimRole::Server, seed ^ 0x22, &opts, base),
         hooks: Tamper {
             drop_data: s.drop_data,
             mutate_duplicates: s.mutate,
             injected: 0,
         },
     };
-    let (sa, sb) = (stream_seed(seed, Side::A), stream_seed(seed, Side::B));
+    let (sa, sb) = (stream_seed(seed, SimSide::A), stream_seed(seed, SimSide::B));
     let mut ca = BulkConfig::new(s.a_len, sa, s.b_len, sb).with_close(s.close.0);
     let mut cb = BulkConfig::new(s.b_len, sb, s.a_len, sa).with_close(s.close.1);
     let mut audits = [SegmentAudit::new(), SegmentAudit::new()];
@@ -319,8 +320,8 @@ fn open_and_close_with_nothing_to_send_through_the_listener() {
         ..OursOptions::default()
     };
     for link in ["clean", "loss5"] {
-        let a = OursTransport::new(Role::Client, 3, &opts, base);
-        let b = OursTransport::new(Role::Server, 4, &opts, base);
+        let a = OursTransport::new(SimRole::Client, 3, &opts, base);
+        let b = OursTransport::new(SimRole::Server, 4, &opts, base);
         let ca = BulkConfig::new(0, 1, 0, 2);
         let cb = BulkConfig::new(0, 2, 0, 1);
         let (o, _, _) = run_bulk(
