@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use tool_support::ByteSize;
 
 /// perftest's default port.
 pub const DEFAULT_PORT: u16 = 18515;
@@ -288,24 +289,13 @@ pub struct CompareArgs {
     pub mtu: u32,
 }
 
-/// Parses a size: digits with an optional K, M or G suffix (powers of 1024; "KiB" too).
+/// Parses a message size: `tool_support::ByteSize`'s forms (64, 4K, 4KiB, 1M: powers of 1024),
+/// from 1 byte to [`MAX_SIZE`].
 pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let digits_end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, suffix) = t.split_at(digits_end);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("'{s}' is not a size (e.g. 64, 4K, 1M)"))?;
-    let mult: u64 = match suffix.to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        _ => return Err(format!("'{s}' has an unknown size suffix (use K or M)")),
-    };
-    let v = n
-        .checked_mul(mult)
-        .ok_or_else(|| format!("'{s}' is too large"))?;
+    let v = s
+        .parse::<ByteSize>()
+        .map_err(|e| format!("'{s}' is not a size: {e}"))?
+        .0;
     if v == 0 {
         return Err("the message size must be at least 1 byte".into());
     }
@@ -451,7 +441,8 @@ mod tests {
         assert!(parse_size("0").unwrap_err().contains("at least 1"));
         assert!(parse_size("16M").unwrap_err().contains("8 MiB"));
         assert!(parse_size("x").is_err());
-        assert!(parse_size("4Q").unwrap_err().contains("suffix"));
+        assert_eq!(parse_size("4 KiB"), Ok(4096));
+        assert!(parse_size("4Q").unwrap_err().contains("not a size"));
         assert!(parse_size("99999999999999999999").is_err());
     }
 

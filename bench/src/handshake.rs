@@ -42,7 +42,7 @@ pub struct Request {
 
 /// Why a server refused a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Status {
+pub enum HandshakeStatus {
     /// Accepted.
     Ok,
     /// The server runs another test (its id).
@@ -57,7 +57,7 @@ pub enum Status {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Reply {
     /// Accepted or why not.
-    pub status: Status,
+    pub status: HandshakeStatus,
     /// The server's buffer (zeroes when refused).
     pub buffer: BufferInfo,
 }
@@ -121,10 +121,10 @@ impl Reply {
         let mut out = Vec::with_capacity(REPLY_LEN);
         out.extend_from_slice(MAGIC);
         let (status, detail) = match self.status {
-            Status::Ok => (0, 0),
-            Status::WrongTest(t) => (1, t.id()),
-            Status::BadSize => (2, 0),
-            Status::Malformed => (3, 0),
+            HandshakeStatus::Ok => (0, 0),
+            HandshakeStatus::WrongTest(t) => (1, t.id()),
+            HandshakeStatus::BadSize => (2, 0),
+            HandshakeStatus::Malformed => (3, 0),
         };
         out.extend_from_slice(&[status, detail, 0, 0]);
         put_buffer(&mut out, &self.buffer);
@@ -137,10 +137,10 @@ impl Reply {
             return None;
         }
         let status = match b[4] {
-            0 => Status::Ok,
-            1 => Status::WrongTest(TestKind::from_id(b[5])?),
-            2 => Status::BadSize,
-            3 => Status::Malformed,
+            0 => HandshakeStatus::Ok,
+            1 => HandshakeStatus::WrongTest(TestKind::from_id(b[5])?),
+            2 => HandshakeStatus::BadSize,
+            3 => HandshakeStatus::Malformed,
             _ => return None,
         };
         Some(Self {
@@ -150,7 +150,7 @@ impl Reply {
     }
 
     /// A refusal.
-    pub fn refuse(status: Status) -> Self {
+    pub fn refuse(status: HandshakeStatus) -> Self {
         Self {
             status,
             buffer: BufferInfo {
@@ -191,10 +191,10 @@ mod tests {
     #[test]
     fn reply_round_trips_every_status() {
         for status in [
-            Status::Ok,
-            Status::WrongTest(TestKind::SendLat),
-            Status::BadSize,
-            Status::Malformed,
+            HandshakeStatus::Ok,
+            HandshakeStatus::WrongTest(TestKind::SendLat),
+            HandshakeStatus::BadSize,
+            HandshakeStatus::Malformed,
         ] {
             let r = Reply {
                 status,
@@ -217,7 +217,7 @@ mod tests {
         .encode();
         b[4] = 200; // no such test
         assert_eq!(Request::decode(&b), None);
-        let mut r = Reply::refuse(Status::BadSize).encode();
+        let mut r = Reply::refuse(HandshakeStatus::BadSize).encode();
         r[4] = 9;
         assert_eq!(Reply::decode(&r), None);
         assert_eq!(Reply::decode(&r[..10]), None);

@@ -1,6 +1,7 @@
 //! xwarp-bench: perftest-style latency and bandwidth tests over xwarp's transports, and
 //! `compare`, which runs them against the raw AF_XDP ceiling and the kernel transport on a
 //! two-namespace testbed.
+#![forbid(unsafe_code)]
 
 pub mod cli;
 pub mod compare;

@@ -1,4 +1,6 @@
 //! xwarp-bench: see the crate documentation (`bench::cli` for the options).
+#![forbid(unsafe_code)]
+
 use clap::Parser;
 
 fn main() {

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use dataplane::{Incoming, Listener};
 
 use crate::cli::{Length, RunSpec, TestArgs, TestKind, MAX_SIZE};
-use crate::handshake::{BufferInfo, Reply, Request, Status as HsStatus};
+use crate::handshake::{BufferInfo, HandshakeStatus as HsStatus, Reply, Request};
 use crate::report::{self, Record, RULE};
 use crate::session::{
     connection_config, open_device, report_engine_counters, resolve, Ctrl, Ended, Session,

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dataplane::{Access, MappedFile};
+use tool_support::Pattern;
 use xwarpd::store::{
     CallId, ClientOptions, ServerOptions, StoreClient, StoreError, StoreServer, MAX_IN_FLIGHT,
 };
@@ -145,7 +146,7 @@ fn run_size(c: &mut StoreClient, spec: &RunSpec, size: u64) -> Result<Record, St
                 c.start_read(offset, &buf, range)
             } else {
                 if args.verify {
-                    buf.with_mut_slice(range.start, len, |b| fill_pattern(offset, b));
+                    buf.with_mut_slice(range.start, len, |b| VERIFY_PATTERN.fill(offset, b));
                 }
                 c.start_write(offset, &buf, range, false)
             }
@@ -165,11 +166,12 @@ fn run_size(c: &mut StoreClient, spec: &RunSpec, size: u64) -> Result<Record, St
         };
         if args.verify && reading {
             let at = slot * len;
-            if let Some(Some(bad)) = buf.with_slice(at, len, |b| first_mismatch(offset, b)) {
+            if let Some(Some(bad)) =
+                buf.with_slice(at, len, |b| VERIFY_PATTERN.first_mismatch(offset, b))
+            {
                 return Err(format!(
-                    "rpc_read {size} B: data mismatch at store offset {} (expected the \
-                     rpc_write --verify pattern)",
-                    offset + bad as u64
+                    "rpc_read {size} B: data mismatch at store offset {bad} (expected the \
+                     rpc_write --verify pattern)"
                 ));
             }
         }
@@ -183,46 +185,6 @@ fn run_size(c: &mut StoreClient, spec: &RunSpec, size: u64) -> Result<Record, St
     ))
 }
 
-/// The byte `rpc_write --verify` stores at store offset `pos` (never constant over a page, and
-/// different for every offset within 2^24 bytes of another, so a misplaced block is caught).
-fn pattern_byte(pos: u64) -> u8 {
-    let x = pos.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    (x >> 56) as u8 ^ (pos as u8)
-}
-
-/// Fills `buf` with the pattern of the store range starting at `offset`.
-fn fill_pattern(offset: u64, buf: &mut [u8]) {
-    for (i, b) in buf.iter_mut().enumerate() {
-        *b = pattern_byte(offset + i as u64);
-    }
-}
-
-/// The index of the first byte of `buf` that differs from the pattern at `offset`.
-fn first_mismatch(offset: u64, buf: &[u8]) -> Option<usize> {
-    buf.iter()
-        .enumerate()
-        .position(|(i, &b)| b != pattern_byte(offset + i as u64))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pattern_round_trips_and_catches_a_flipped_or_shifted_byte() {
-        let mut buf = vec![0u8; 8192];
-        fill_pattern(4096, &mut buf);
-        assert_eq!(first_mismatch(4096, &buf), None);
-        // The same bytes read at another offset (a misplaced block) are caught.
-        assert!(first_mismatch(0, &buf).is_some());
-        assert!(first_mismatch(4097, &buf).is_some());
-        buf[5000] ^= 1;
-        assert_eq!(first_mismatch(4096, &buf), Some(5000));
-    }
-
-    #[test]
-    fn zeroed_store_does_not_pass_for_the_pattern() {
-        let buf = vec![0u8; 4096];
-        assert!(first_mismatch(0, &buf).is_some());
-    }
-}
+/// The pattern `rpc_write --verify` stores (the stream offset is the store offset) and
+/// `rpc_read --verify` checks: the shared `tool_support::pattern`.
+const VERIFY_PATTERN: Pattern = Pattern::new(0x7877_6172_7062_656e);

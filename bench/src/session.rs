@@ -20,7 +20,7 @@ use dataplane::{
 };
 
 use crate::cli::{EngineArg, TestArgs, TransportArg};
-use crate::handshake::{BufferInfo, Reply, Request, Status as HsStatus};
+use crate::handshake::{BufferInfo, HandshakeStatus as HsStatus, Reply, Request};
 
 /// Bytes of a control slot.
 pub const CTRL_LEN: usize = 16;

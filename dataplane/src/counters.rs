@@ -6,13 +6,13 @@ macro_rules! counters {
     ($($(#[$doc:meta])* $name:ident),* $(,)?) => {
         /// Live counters of a device, shared by its listeners and connections.
         #[derive(Debug, Default)]
-        pub struct Counters { $(pub(crate) $name: AtomicU64,)* }
+        pub struct DeviceCounters { $(pub(crate) $name: AtomicU64,)* }
 
-        /// A point-in-time copy of [`Counters`].
+        /// A point-in-time copy of [`DeviceCounters`].
         #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
         pub struct CounterSnapshot { $($(#[$doc])* pub $name: u64,)* }
 
-        impl Counters {
+        impl DeviceCounters {
             /// Reads every counter.
             pub fn snapshot(&self) -> CounterSnapshot {
                 CounterSnapshot { $($name: self.$name.load(Ordering::Relaxed),)* }
@@ -50,7 +50,7 @@ counters! {
     rx_bytes,
 }
 
-impl Counters {
+impl DeviceCounters {
     pub(crate) fn inc(c: &AtomicU64) {
         c.fetch_add(1, Ordering::Relaxed);
     }

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use ddp::{QpConfig, RdmapConfig, StreamId};
 
-use crate::counters::{CounterSnapshot, Counters};
+use crate::counters::{CounterSnapshot, DeviceCounters};
 use crate::kernel::{self, DriverOptions, EstablishedTx};
 use crate::qp::{next_qp_num, QpKind, QpShared};
 use crate::xdp_device::XdpDevice;
@@ -34,7 +34,7 @@ pub struct QpInit {
 pub struct Device {
     id: u64,
     transport: Transport,
-    counters: Arc<Counters>,
+    counters: Arc<DeviceCounters>,
     /// The AF_XDP engine (xdp transport only).
     xdp: Option<Arc<XdpDevice>>,
 }
@@ -59,7 +59,7 @@ impl Device {
     /// stale one of ours), binds an AF_XDP socket to `cfg.queue` and starts the engine. Must be
     /// called in the interface's network namespace. Dropping the last handle detaches XDP.
     pub fn open_xdp(cfg: XdpConfig) -> Result<Self, DeviceError> {
-        let counters = Arc::<Counters>::default();
+        let counters = Arc::<DeviceCounters>::default();
         let xdp = XdpDevice::open(&cfg, counters.clone())?;
         Ok(Self {
             id: NEXT_DEVICE.fetch_add(1, Ordering::Relaxed),
@@ -78,7 +78,7 @@ impl Device {
 
     /// The XDP program's counters (AF_XDP devices: packets redirected to the engine, passed to
     /// the kernel, dropped as malformed, steered without a socket).
-    pub fn xdp_counters(&self) -> Option<crate::xdp::Counters> {
+    pub fn xdp_counters(&self) -> Option<crate::xdp::SteerCounters> {
         let x = self.xdp.as_ref()?;
         let c = x.shared.lock().program.counters().ok();
         c
@@ -205,7 +205,7 @@ fn spawn_driver(
     qp: ddp::Qp,
     init: QpInit,
     config: &ConnectionConfig,
-    counters: &Arc<Counters>,
+    counters: &Arc<DeviceCounters>,
     established: Option<EstablishedTx>,
 ) -> Result<Arc<QpShared>, ConnectError> {
     let shared = Arc::new(QpShared::new(num, qp, init.pd, init.send_cq, init.recv_cq)?);
@@ -230,7 +230,7 @@ impl PendingQp {
         &mut self,
         stream: TcpStream,
         config: &ConnectionConfig,
-        counters: &Arc<Counters>,
+        counters: &Arc<DeviceCounters>,
     ) -> Result<QueuePair, ConnectError> {
         let QpKind::Kernel(shared) = &self.qp.kind else {
             unreachable!("a pending kernel queue pair");
@@ -244,7 +244,7 @@ impl PendingQp {
         std::thread::Builder::new()
             .name(format!("xwarp-qp{}", shared.num))
             .spawn(move || kernel::run(stream, s2, c2, opts, None))?;
-        Counters::inc(&counters.mpa_established);
+        DeviceCounters::inc(&counters.mpa_established);
         let peer_private_data = std::mem::take(&mut self.qp.peer_private_data);
         // The handle moves out; the pending one must not close the connection when dropped.
         let qp = QueuePair::kernel(shared, peer_private_data);

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use mpa::{Responder, StartupEvent};
 
-use crate::counters::Counters;
+use crate::counters::DeviceCounters;
 use crate::device::{prepare_queue_pair, QpInit};
 use crate::xdp_device::{XdpIncoming, XdpListener};
 use crate::{ConnectError, ConnectionConfig, PostError, QueuePair};
@@ -29,7 +29,7 @@ pub(crate) struct KernelIncoming {
     /// Octets that followed the Request (none from a conforming Initiator).
     leftover: Vec<u8>,
     config: ConnectionConfig,
-    counters: Arc<Counters>,
+    counters: Arc<DeviceCounters>,
 }
 
 impl KernelIncoming {
@@ -83,7 +83,7 @@ impl KernelIncoming {
         if let Some(bytes) = self.responder.poll_transmit() {
             self.stream.write_all(&bytes)?;
         }
-        Counters::inc(&self.counters.startup_rejected);
+        DeviceCounters::inc(&self.counters.startup_rejected);
         Ok(self.stream)
     }
 }
@@ -112,7 +112,7 @@ impl KernelListener {
     pub(crate) fn bind(
         addr: SocketAddr,
         config: ConnectionConfig,
-        counters: Arc<Counters>,
+        counters: Arc<DeviceCounters>,
     ) -> Result<Self, ConnectError> {
         let tcp = TcpListener::bind(addr)?;
         tcp.set_nonblocking(true)?;
@@ -160,12 +160,12 @@ fn accept_loop(
     tx: SyncSender<KernelIncoming>,
     stop: Arc<AtomicBool>,
     config: ConnectionConfig,
-    counters: Arc<Counters>,
+    counters: Arc<DeviceCounters>,
 ) {
     while !stop.load(Ordering::Acquire) {
         match tcp.accept() {
             Ok((stream, _)) => {
-                Counters::inc(&counters.tcp_accepted);
+                DeviceCounters::inc(&counters.tcp_accepted);
                 let tx = tx.clone();
                 let config = config.clone();
                 let counters = counters.clone();
@@ -188,7 +188,7 @@ fn responder_startup(
     mut stream: TcpStream,
     tx: SyncSender<KernelIncoming>,
     config: ConnectionConfig,
-    counters: Arc<Counters>,
+    counters: Arc<DeviceCounters>,
 ) {
     if stream.set_nonblocking(false).is_err() || stream.set_nodelay(true).is_err() {
         return;
@@ -222,9 +222,9 @@ fn responder_startup(
             Some(StartupEvent::Failed(e)) => {
                 tracing::info!(error = %e, "MPA startup failed: closing");
                 match e {
-                    mpa::StartupError::Timeout => Counters::inc(&counters.startup_timeouts),
+                    mpa::StartupError::Timeout => DeviceCounters::inc(&counters.startup_timeouts),
                     mpa::StartupError::ConnectionClosed => {}
-                    _ => Counters::inc(&counters.startup_malformed),
+                    _ => DeviceCounters::inc(&counters.startup_malformed),
                 }
                 return;
             }
@@ -350,7 +350,7 @@ impl Listener {
     pub(crate) fn bind(
         addr: SocketAddr,
         config: ConnectionConfig,
-        counters: Arc<Counters>,
+        counters: Arc<DeviceCounters>,
         device_id: u64,
     ) -> Result<Self, ConnectError> {
         Ok(Listener {

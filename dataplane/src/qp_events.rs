@@ -4,35 +4,35 @@
 
 use ddp::QpEvent;
 
-use crate::counters::Counters;
+use crate::counters::DeviceCounters;
 use crate::qp::QpError;
 use crate::ConnectError;
 
 /// A stream-ending queue-pair event as the verbs API reports it (`QueuePair::error`), counted
 /// on the device; `None` for events that do not end the stream.
-pub(crate) fn stream_error(c: &Counters, ev: &QpEvent) -> Option<QpError> {
+pub(crate) fn stream_error(c: &DeviceCounters, ev: &QpEvent) -> Option<QpError> {
     let fields = |t: &ddp::TerminateRepr| (t.code.layer as u8, t.code.etype, t.code.code);
     Some(match ev {
         QpEvent::FramingError(e) => {
             match e.code() {
-                mpa::ErrorCode::CrcError => Counters::inc(&c.crc_errors),
-                mpa::ErrorCode::MarkerError => Counters::inc(&c.marker_errors),
-                _ => Counters::inc(&c.framing_errors),
+                mpa::ErrorCode::CrcError => DeviceCounters::inc(&c.crc_errors),
+                mpa::ErrorCode::MarkerError => DeviceCounters::inc(&c.marker_errors),
+                _ => DeviceCounters::inc(&c.framing_errors),
             }
             QpError::Framing(e.code() as u8)
         }
         QpEvent::TerminateSent(t) => {
-            Counters::inc(&c.terminates_sent);
+            DeviceCounters::inc(&c.terminates_sent);
             let (layer, etype, code) = fields(t);
             QpError::TerminateSent { layer, etype, code }
         }
         QpEvent::TerminateReceived(t) => {
-            Counters::inc(&c.terminates_received);
+            DeviceCounters::inc(&c.terminates_received);
             let (layer, etype, code) = fields(t);
             QpError::TerminateReceived { layer, etype, code }
         }
         QpEvent::MalformedTerminateReceived => {
-            Counters::inc(&c.terminates_received);
+            DeviceCounters::inc(&c.terminates_received);
             QpError::TerminateReceived {
                 layer: 0xff,
                 etype: 0xff,
@@ -45,17 +45,17 @@ pub(crate) fn stream_error(c: &Counters, ev: &QpEvent) -> Option<QpError> {
 }
 
 /// Why MPA startup failed, as `connect` reports it; counted on the device.
-pub(crate) fn startup_error(c: &Counters, ev: QpEvent) -> ConnectError {
+pub(crate) fn startup_error(c: &DeviceCounters, ev: QpEvent) -> ConnectError {
     match ev {
         QpEvent::Rejected { private_data } => {
-            Counters::inc(&c.startup_rejected);
+            DeviceCounters::inc(&c.startup_rejected);
             ConnectError::Rejected { private_data }
         }
         QpEvent::StartupFailed(e) => {
             match e {
-                mpa::StartupError::Timeout => Counters::inc(&c.startup_timeouts),
+                mpa::StartupError::Timeout => DeviceCounters::inc(&c.startup_timeouts),
                 mpa::StartupError::ConnectionClosed => {}
-                _ => Counters::inc(&c.startup_malformed),
+                _ => DeviceCounters::inc(&c.startup_malformed),
             }
             ConnectError::Startup(e)
         }
@@ -69,7 +69,7 @@ mod tests {
 
     #[test]
     fn stream_errors_map_and_count_once() {
-        let c = Counters::default();
+        let c = DeviceCounters::default();
         let e = stream_error(&c, &QpEvent::FramingError(mpa::FramingError::CrcMismatch));
         assert_eq!(e, Some(QpError::Framing(mpa::ErrorCode::CrcError as u8)));
         assert_eq!(
@@ -88,7 +88,7 @@ mod tests {
 
     #[test]
     fn startup_failures_map_and_count() {
-        let c = Counters::default();
+        let c = DeviceCounters::default();
         let r = startup_error(
             &c,
             QpEvent::Rejected {

@@ -590,7 +590,7 @@ fn handshake_ack_and_mpa_request_in_one_batch_reach_the_connection() {
         let _ns = tb.enter(Side::B).unwrap();
         PacketSocket::open(tb.ifname(Side::B)).unwrap()
     };
-    let from_engine = |f: &[u8], want: &dyn Fn(&tcp_offload::wire::Segment<'_>) -> bool| {
+    let from_engine = |f: &[u8], want: &dyn Fn(&tcp_offload::wire::TcpSegment<'_>) -> bool| {
         f.len() > 14
             && f[12..14] == [8, 0]
             && tcp_offload::wire::parse(&f[14..]).is_ok_and(|s| {
@@ -601,7 +601,7 @@ fn handshake_ack_and_mpa_request_in_one_batch_reach_the_connection() {
     };
     let to_engine = |seg: Vec<u8>| raw.send(&eth(ma, mb, 0x0800, &seg)).unwrap();
     // Polls the engine until a frame of ours from it satisfies `want`.
-    let seen = |h: &mut EngineHost, want: &dyn Fn(&tcp_offload::wire::Segment<'_>) -> bool| {
+    let seen = |h: &mut EngineHost, want: &dyn Fn(&tcp_offload::wire::TcpSegment<'_>) -> bool| {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             h.step();

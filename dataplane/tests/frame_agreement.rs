@@ -18,7 +18,7 @@ use std::net::IpAddr;
 
 use dataplane::xdp::testbed::{for_test, Side};
 use dataplane::xdp::{
-    steered_queue, AttachPolicy, Counters, PortKind, XdpAction, XdpProgram, XskConfig,
+    steered_queue, AttachPolicy, PortKind, SteerCounters, XdpAction, XdpProgram, XskConfig,
 };
 use endpoint::{classify, FrameVerdict, OwnedAddrs};
 use testkit::frame_corpus::{frame_corpus, header_mutations, named, CorpusAddrs, Expect};
@@ -32,7 +32,7 @@ const UNSTEERED: u16 = 5001;
 fn xdp_verdict(prog: &XdpProgram, frame: &[u8]) -> Result<FrameVerdict, String> {
     let before = prog.counters().unwrap();
     let action = prog.test_run(frame).map_err(|e| format!("test run: {e}"))?;
-    let moved: Counters = prog.counters().unwrap().since(&before);
+    let moved: SteerCounters = prog.counters().unwrap().since(&before);
     // Only drops need the counters (they are per interface: the kernel's own traffic on the
     // veth may move `passed` meanwhile, never `malformed` or `fragments`).
     match (action, moved.malformed, moved.fragments) {

@@ -4,7 +4,7 @@
 use std::net::{SocketAddr, SocketAddrV4};
 use std::time::Instant;
 
-use tcp_offload::Listener;
+use tcp_offload::TcpListener;
 
 use crate::config::QpSettings;
 use crate::conn::{Conn, Role};
@@ -20,7 +20,7 @@ use crate::frame_sink::{FrameSink, TxOutcome};
 pub struct ListenerId(pub u32);
 
 pub(crate) struct ListenerEntry {
-    pub(crate) tcp: Listener,
+    pub(crate) tcp: TcpListener,
     settings: QpSettings,
     manual_accept: bool,
 }
@@ -53,7 +53,7 @@ impl<D: Domain> Endpoint<D> {
         }
         check_private_data(&settings)?;
         let local = SocketAddr::V4(SocketAddrV4::new(self.cfg.ip, port));
-        let tcp = Listener::new(
+        let tcp = TcpListener::new(
             self.cfg.tcp.clone(),
             self.cfg.listener.clone(),
             local,

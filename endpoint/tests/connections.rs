@@ -229,13 +229,13 @@ fn a_lone_small_write_completes_without_waiting_for_the_delayed_ack_timer() {
 fn mpa_startup_timeout_fires_from_the_endpoint_timer_wheel() {
     use std::net::SocketAddr;
     use std::time::{Duration, Instant};
-    use tcp_offload::{Config, IsnGenerator, Listener, ListenerConfig};
+    use tcp_offload::{Config, IsnGenerator, ListenerConfig, TcpListener};
 
     let base = Instant::now();
     // The raw server reads `from_a` and sends on `to_a`.
     let (mut from_a, mut to_a) = wires(base, link(), link(), 5);
     let mut a: Endpoint = Endpoint::new(endpoint_cfg(MAC_A, IP_A, MAC_B), base);
-    let mut l = Listener::new(
+    let mut l = TcpListener::new(
         Config::default(),
         ListenerConfig::default(),
         SocketAddr::V4(SocketAddrV4::new(IP_B, 7300)),

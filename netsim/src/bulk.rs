@@ -2,7 +2,7 @@
 //! stream it receives octet by octet, closes after sending and finishes once the connection
 //! closed cleanly.
 
-use super::stream::{Application, ConnState, Transport};
+use super::stream::{Application, ConnState, SimTransport};
 use super::time::SimTime;
 use super::verify::{Pattern, RecordPlan, StreamVerifier, VerifyStats};
 
@@ -40,7 +40,7 @@ pub struct BulkConfig {
     pub tx_seed: u64,
     /// Seed of the stream expected.
     pub rx_seed: u64,
-    /// Send as these records (whole, via [`Transport::send_record`]) instead of as bytes;
+    /// Send as these records (whole, via [`SimTransport::send_record`]) instead of as bytes;
     /// the plan's total must equal `send_len`.
     pub records: Option<RecordPlan>,
     /// Largest single `send` in byte mode.
@@ -150,7 +150,7 @@ impl BulkApp {
         }
     }
 
-    fn send_some(&mut self, now: SimTime, t: &mut dyn Transport) {
+    fn send_some(&mut self, now: SimTime, t: &mut dyn SimTransport) {
         if let Some(plan) = &self.cfg.records {
             while let Some(&size) = plan.sizes().get(self.next_record) {
                 self.buf.resize(size, 0);
@@ -181,7 +181,7 @@ impl BulkApp {
 }
 
 impl Application for BulkApp {
-    fn poll(&mut self, now: SimTime, t: &mut dyn Transport) {
+    fn poll(&mut self, now: SimTime, t: &mut dyn SimTransport) {
         if self.done_at.is_some() || self.error.is_some() {
             return;
         }

@@ -15,7 +15,7 @@ use super::time::SimTime;
 /// Call order per step, as the driver makes it: `poll_app`, then `poll_transmit` until `None`;
 /// later `handle_packet` for each arrived packet and `handle_timeout` when `poll_timeout` is due.
 /// `now` never goes backwards.
-pub trait Endpoint {
+pub trait SimEndpoint {
     /// An IPv4 packet (maybe corrupted) arrived from the link.
     fn handle_packet(&mut self, now: SimTime, packet: &[u8]);
     /// The next IPv4 packet to put on the link.
@@ -36,19 +36,19 @@ pub trait Endpoint {
 
 /// One of the two endpoints; also names the link direction it sends on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Side {
+pub enum SimSide {
     /// The first endpoint given to [`Sim::new`].
     A,
     /// The second endpoint given to [`Sim::new`].
     B,
 }
 
-impl Side {
+impl SimSide {
     /// The other side.
-    pub fn peer(self) -> Side {
+    pub fn peer(self) -> SimSide {
         match self {
-            Side::A => Side::B,
-            Side::B => Side::A,
+            SimSide::A => SimSide::B,
+            SimSide::B => SimSide::A,
         }
     }
 }
@@ -91,7 +91,7 @@ pub enum SimError {
     /// An endpoint reported a failure.
     Endpoint {
         /// Which one.
-        side: Side,
+        side: SimSide,
         /// What it said.
         reason: String,
         /// When.
@@ -132,7 +132,7 @@ impl fmt::Display for SimError {
 impl std::error::Error for SimError {}
 
 /// Observer of every packet an endpoint hands to the link, before the link's faults.
-pub type Tap = Box<dyn FnMut(Side, SimTime, &[u8])>;
+pub type Tap = Box<dyn FnMut(SimSide, SimTime, &[u8])>;
 
 /// Two endpoints, a link each way, virtual time.
 pub struct Sim<A, B> {
@@ -151,15 +151,15 @@ pub struct Sim<A, B> {
 }
 
 /// Seeds for the two link directions, derived from the run's seed.
-fn direction_seed(seed: u64, side: Side) -> u64 {
+fn direction_seed(seed: u64, side: SimSide) -> u64 {
     let salt = match side {
-        Side::A => 0x5349_4d5f_415f_4232,
-        Side::B => 0x5349_4d5f_425f_4132,
+        SimSide::A => 0x5349_4d5f_415f_4232,
+        SimSide::B => 0x5349_4d5f_425f_4132,
     };
     super::verify::mix64(seed ^ salt)
 }
 
-impl<A: Endpoint, B: Endpoint> Sim<A, B> {
+impl<A: SimEndpoint, B: SimEndpoint> Sim<A, B> {
     /// A simulation whose faults all derive from `seed`.
     pub fn new(
         seed: u64,
@@ -171,8 +171,8 @@ impl<A: Endpoint, B: Endpoint> Sim<A, B> {
         Ok(Sim {
             a,
             b,
-            a_to_b: Link::new(a_to_b, direction_seed(seed, Side::A))?,
-            b_to_a: Link::new(b_to_a, direction_seed(seed, Side::B))?,
+            a_to_b: Link::new(a_to_b, direction_seed(seed, SimSide::A))?,
+            b_to_a: Link::new(b_to_a, direction_seed(seed, SimSide::B))?,
             now: SimTime::ZERO,
             cfg: SimConfig::default(),
             taps: Vec::new(),
@@ -189,7 +189,7 @@ impl<A: Endpoint, B: Endpoint> Sim<A, B> {
     }
 
     /// Adds an observer of every packet sent (as sent, before loss or corruption).
-    pub fn add_tap(&mut self, tap: impl FnMut(Side, SimTime, &[u8]) + 'static) {
+    pub fn add_tap(&mut self, tap: impl FnMut(SimSide, SimTime, &[u8]) + 'static) {
         self.taps.push(Box::new(tap));
     }
 
@@ -199,18 +199,18 @@ impl<A: Endpoint, B: Endpoint> Sim<A, B> {
     }
 
     /// The link direction `from` sends on.
-    pub fn link(&self, from: Side) -> &Link {
+    pub fn link(&self, from: SimSide) -> &Link {
         match from {
-            Side::A => &self.a_to_b,
-            Side::B => &self.b_to_a,
+            SimSide::A => &self.a_to_b,
+            SimSide::B => &self.b_to_a,
         }
     }
 
     /// The link direction `from` sends on, e.g. to inject a packet by hand.
-    pub fn link_mut(&mut self, from: Side) -> &mut Link {
+    pub fn link_mut(&mut self, from: SimSide) -> &mut Link {
         match from {
-            Side::A => &mut self.a_to_b,
-            Side::B => &mut self.b_to_a,
+            SimSide::A => &mut self.a_to_b,
+            SimSide::B => &mut self.b_to_a,
         }
     }
 
@@ -224,11 +224,11 @@ impl<A: Endpoint, B: Endpoint> Sim<A, B> {
         }
     }
 
-    fn pump(&mut self, side: Side) {
+    fn pump(&mut self, side: SimSide) {
         let now = self.now;
-        let (ep, link): (&mut dyn Endpoint, &mut Link) = match side {
-            Side::A => (&mut self.a, &mut self.a_to_b),
-            Side::B => (&mut self.b, &mut self.b_to_a),
+        let (ep, link): (&mut dyn SimEndpoint, &mut Link) = match side {
+            SimSide::A => (&mut self.a, &mut self.a_to_b),
+            SimSide::B => (&mut self.b, &mut self.b_to_a),
         };
         ep.poll_app(now);
         while let Some(packet) = ep.poll_transmit(now) {
@@ -243,13 +243,13 @@ impl<A: Endpoint, B: Endpoint> Sim<A, B> {
         let at = self.now;
         if let Some(reason) = self.a.failure() {
             return Some(SimError::Endpoint {
-                side: Side::A,
+                side: SimSide::A,
                 reason,
                 at,
             });
         }
         self.b.failure().map(|reason| SimError::Endpoint {
-            side: Side::B,
+            side: SimSide::B,
             reason,
             at,
         })
@@ -258,8 +258,8 @@ impl<A: Endpoint, B: Endpoint> Sim<A, B> {
     /// One step (see the module doc). `Ok(true)` once both endpoints are done.
     pub fn step(&mut self) -> Result<bool, SimError> {
         self.steps += 1;
-        self.pump(Side::A);
-        self.pump(Side::B);
+        self.pump(SimSide::A);
+        self.pump(SimSide::B);
         if let Some(e) = self.failure() {
             return Err(e);
         }
@@ -354,7 +354,7 @@ mod tests {
         seen: u32,
     }
 
-    impl Endpoint for StopAndWait {
+    impl SimEndpoint for StopAndWait {
         fn handle_packet(&mut self, _now: SimTime, packet: &[u8]) {
             if packet == self.next.to_be_bytes() {
                 self.next += 1;
@@ -383,7 +383,7 @@ mod tests {
         }
     }
 
-    impl Endpoint for Echo {
+    impl SimEndpoint for Echo {
         fn handle_packet(&mut self, _now: SimTime, packet: &[u8]) {
             self.seen += 1;
             self.out.push(packet.to_vec());
@@ -465,18 +465,18 @@ mod tests {
         let seen = seen.borrow();
         assert_eq!(
             seen[0],
-            (Side::A, SimTime::ZERO, 0u32.to_be_bytes().to_vec())
+            (SimSide::A, SimTime::ZERO, 0u32.to_be_bytes().to_vec())
         );
         assert_eq!(
             seen[1],
             (
-                Side::B,
+                SimSide::B,
                 SimTime::from_millis(5),
                 0u32.to_be_bytes().to_vec()
             )
         );
         assert_eq!(
-            seen.iter().filter(|s| s.0 == Side::A).count(),
+            seen.iter().filter(|s| s.0 == SimSide::A).count(),
             3,
             "sent at 0, 50, 100 ms"
         );
@@ -515,7 +515,7 @@ mod tests {
     #[test]
     fn an_endpoint_that_never_lets_time_advance_is_a_livelock() {
         struct Spin;
-        impl Endpoint for Spin {
+        impl SimEndpoint for Spin {
             fn handle_packet(&mut self, _: SimTime, _: &[u8]) {}
             fn poll_transmit(&mut self, _: SimTime) -> Option<Vec<u8>> {
                 None
@@ -547,7 +547,7 @@ mod tests {
     #[test]
     fn an_endpoint_failure_ends_the_run() {
         struct Broken;
-        impl Endpoint for Broken {
+        impl SimEndpoint for Broken {
             fn handle_packet(&mut self, _: SimTime, _: &[u8]) {}
             fn poll_transmit(&mut self, _: SimTime) -> Option<Vec<u8>> {
                 None
@@ -575,7 +575,7 @@ mod tests {
         assert_eq!(
             sim.run(),
             Err(SimError::Endpoint {
-                side: Side::B,
+                side: SimSide::B,
                 reason: "bad octet".into(),
                 at: SimTime::ZERO
             })

@@ -1,13 +1,13 @@
 //! Seeded, deterministic simulated IP link with virtual time, for tests and benchmarks.
 //!
-//! Pure: no I/O, no clock, no threads, no unsafe. A [`Sim`] joins two [`Endpoint`]s by a
+//! Pure: no I/O, no clock, no threads, no unsafe. A [`Sim`] joins two [`SimEndpoint`]s by a
 //! [`Link`] each way (delay, jitter, reordering, loss, duplication, bit flips, MTU, bottleneck
 //! rate and queue; see [`LinkConfig`]) and runs them in [`SimTime`] until both are done. Every
 //! random draw comes from ChaCha8 streams derived from one seed, so a failing run is reproduced
 //! by its seed alone (given deterministic endpoints).
 //!
-//! Any TCP plugs in as a [`Transport`]; a [`BulkApp`] drives it with a seeded stream and checks
-//! what arrives with a [`StreamVerifier`]; a [`Host`] pairs the two into an [`Endpoint`].
+//! Any TCP plugs in as a [`SimTransport`]; a [`BulkApp`] drives it with a seeded stream and checks
+//! what arrives with a [`StreamVerifier`]; a [`Host`] pairs the two into a [`SimEndpoint`].
 //! [`SegmentAudit`] watches one side's segments on the link (retransmissions, flags, header
 //! alignment to records, payload contents).
 //!
@@ -54,10 +54,10 @@ pub mod smol;
 
 pub use audit::{AuditStats, SegmentAudit, SegmentRange};
 pub use bulk::{BulkApp, BulkConfig, ClosePolicy, Finish};
-pub use driver::{Endpoint, Side, Sim, SimConfig, SimError, SimReport, Tap};
+pub use driver::{Sim, SimConfig, SimEndpoint, SimError, SimReport, SimSide, Tap};
 pub use exchange::exchange;
 pub use link::{Link, LinkConfig, LinkConfigError, LinkStats, SendOutcome};
-pub use role::{Role, CLIENT_IP, CLIENT_PORT, SERVER_IP, SERVER_PORT};
-pub use stream::{Application, ConnState, Delivery, Host, Transport, TransportStats};
+pub use role::{SimRole, CLIENT_IP, CLIENT_PORT, SERVER_IP, SERVER_PORT};
+pub use stream::{Application, ConnState, Delivery, Host, SimTransport, TransportStats};
 pub use time::SimTime;
 pub use verify::{mix64, Pattern, RecordPlan, StreamVerifier, VerifyError, VerifyStats};

@@ -1,5 +1,5 @@
-//! Our TCP ([`tcp_offload::Connection`], optionally behind a [`tcp_offload::Listener`]) as a
-//! [`Transport`] for the simulated link, in byte-stream mode or in record (MPA) mode with owned or
+//! Our TCP ([`tcp_offload::Connection`], optionally behind a [`tcp_offload::TcpListener`]) as a
+//! [`SimTransport`] for the simulated link, in byte-stream mode or in record (MPA) mode with owned or
 //! external records, driven in the simulation's virtual time.
 //!
 //! In record mode (MPA Full Operation) both directions switch once the connection is
@@ -11,13 +11,13 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use crate::{mix64, ConnState, Delivery, SimTime, Transport, TransportStats};
+use crate::{mix64, ConnState, Delivery, SimTime, SimTransport, TransportStats};
 use tcp_offload::{
-    CloseReason, Config, Connection, Event, FourTuple, IsnGenerator, Listener, ListenerConfig,
-    RecordId, RecordSource, State,
+    CloseReason, Config, Connection, Event, FourTuple, IsnGenerator, ListenerConfig, RecordId,
+    RecordSource, State, TcpListener,
 };
 
-use crate::{Role, CLIENT_IP, CLIENT_PORT, SERVER_IP, SERVER_PORT};
+use crate::{SimRole, CLIENT_IP, CLIENT_PORT, SERVER_IP, SERVER_PORT};
 
 /// How the application hands data to our TCP.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,7 +36,7 @@ pub enum Mode {
 pub enum Passive {
     /// `Connection::listen`.
     Connection,
-    /// A `Listener` (half-open table, SYN cookies), then `accept`.
+    /// A `TcpListener` (half-open table, SYN cookies), then `accept`.
     Listener,
 }
 
@@ -107,11 +107,11 @@ fn conn_state(state: State, closed: Option<CloseReason>) -> ConnState {
     }
 }
 
-/// Our TCP as a [`Transport`].
+/// Our TCP as a [`SimTransport`].
 pub struct OursTransport {
     base: Instant,
     conn: Option<Connection>,
-    listener: Option<Listener>,
+    listener: Option<TcpListener>,
     mode: Mode,
     records: Records,
     next_record_offset: u64,
@@ -135,13 +135,13 @@ fn addr(ip: [u8; 4], port: u16) -> SocketAddr {
 impl OursTransport {
     /// A client (connects at once) or a server (listens). `base` is the instant virtual time 0
     /// stands for; the ISN secret derives from `seed`, so a run repeats exactly.
-    pub fn new(role: Role, seed: u64, opts: &OursOptions, base: Instant) -> Self {
+    pub fn new(role: SimRole, seed: u64, opts: &OursOptions, base: Instant) -> Self {
         let mut secret = [0u8; 16];
         secret[..8].copy_from_slice(&mix64(seed ^ 0x6973_6e5f_6b65_7931).to_le_bytes());
         secret[8..].copy_from_slice(&mix64(seed ^ 0x6973_6e5f_6b65_7932).to_le_bytes());
         let gen = IsnGenerator::new(secret, base);
         let (mut conn, listener) = match (role, opts.passive) {
-            (Role::Client, _) => {
+            (SimRole::Client, _) => {
                 let tuple = FourTuple {
                     local: addr(CLIENT_IP, CLIENT_PORT),
                     remote: addr(SERVER_IP, SERVER_PORT),
@@ -151,7 +151,7 @@ impl OursTransport {
                     None,
                 )
             }
-            (Role::Server, Passive::Connection) => (
+            (SimRole::Server, Passive::Connection) => (
                 Some(Connection::listen(
                     opts.cfg.clone(),
                     addr(SERVER_IP, SERVER_PORT),
@@ -160,8 +160,8 @@ impl OursTransport {
                 )),
                 None,
             ),
-            (Role::Server, Passive::Listener) => {
-                let l = Listener::new(
+            (SimRole::Server, Passive::Listener) => {
+                let l = TcpListener::new(
                     opts.cfg.clone(),
                     opts.listener.clone(),
                     addr(SERVER_IP, SERVER_PORT),
@@ -219,7 +219,7 @@ impl OursTransport {
     /// the connection allows, and drains its events; after every input.
     fn drain_events(&mut self, at: Instant) {
         if self.conn.is_none() {
-            self.conn = self.listener.as_mut().and_then(Listener::accept);
+            self.conn = self.listener.as_mut().and_then(TcpListener::accept);
         }
         let Some(c) = &mut self.conn else { return };
         if self.mode != Mode::Bytes && !c.record_mode() && c.state().is_synchronized() {
@@ -242,7 +242,7 @@ impl OursTransport {
     }
 }
 
-impl Transport for OursTransport {
+impl SimTransport for OursTransport {
     fn handle_packet(&mut self, now: SimTime, packet: &[u8]) {
         let at = self.at(now);
         // Malformed (e.g. corrupted) packets are dropped and counted by the TCP itself.
@@ -433,7 +433,7 @@ mod tests {
     }
 
     impl Application for CloseAtOnce {
-        fn poll(&mut self, now: SimTime, t: &mut dyn Transport) {
+        fn poll(&mut self, now: SimTime, t: &mut dyn SimTransport) {
             if !self.asked {
                 assert_eq!(t.state(), ConnState::Opening);
                 assert_eq!(t.send_space(), 0, "nothing can be queued before the open");
@@ -464,8 +464,8 @@ mod tests {
         };
         let mut sim = Sim::new(
             7,
-            host(Role::Client, 1),
-            host(Role::Server, 2),
+            host(SimRole::Client, 1),
+            host(SimRole::Server, 2),
             LinkConfig::default(),
             LinkConfig::default(),
         )

@@ -12,7 +12,7 @@ pub const CLIENT_PORT: u16 = 49152;
 
 /// Which end of the connection a transport plays.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Role {
+pub enum SimRole {
     /// Active open.
     Client,
     /// Passive open.

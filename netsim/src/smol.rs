@@ -1,18 +1,18 @@
-//! smoltcp's TCP (an independent implementation) as a [`Transport`] for the simulated link:
+//! smoltcp's TCP (an independent implementation) as a [`SimTransport`] for the simulated link:
 //! one `Interface` (medium IP, IPv4) with one TCP socket, client or server.
 
 use std::cell::Cell;
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use crate::{ConnState, Delivery, SimTime, Transport};
+use crate::{ConnState, Delivery, SimTime, SimTransport};
 use smoltcp::iface::{Config, Interface, SocketHandle, SocketSet};
 use smoltcp::phy::{self, Checksum, ChecksumCapabilities, Device, DeviceCapabilities, Medium};
 use smoltcp::socket::tcp;
 use smoltcp::time::{Duration as SmolDuration, Instant as SmolInstant};
 use smoltcp::wire::{HardwareAddress, IpAddress, IpCidr, Ipv4Address};
 
-use crate::{Role, CLIENT_IP, CLIENT_PORT, SERVER_IP, SERVER_PORT};
+use crate::{SimRole, CLIENT_IP, CLIENT_PORT, SERVER_IP, SERVER_PORT};
 
 /// Knobs of a smoltcp endpoint.
 #[derive(Clone, Debug)]
@@ -117,7 +117,7 @@ impl Device for SimDevice {
     }
 }
 
-/// smoltcp as a [`Transport`].
+/// smoltcp as a [`SimTransport`].
 pub struct SmolTransport {
     iface: Interface,
     sockets: SocketSet<'static>,
@@ -182,7 +182,7 @@ fn is_closed_port_reply(seg: &[u8], rst: &[u8]) -> bool {
 
 impl SmolTransport {
     /// A client (connects at once) or a server (listens), smoltcp randomness seeded by `seed`.
-    pub fn new(role: Role, seed: u64, cfg: &SmolConfig) -> Self {
+    pub fn new(role: SimRole, seed: u64, cfg: &SmolConfig) -> Self {
         let mut dev = SimDevice {
             rx: VecDeque::new(),
             tx: VecDeque::new(),
@@ -194,8 +194,8 @@ impl SmolTransport {
         let now = smol_now(SimTime::ZERO);
         let mut iface = Interface::new(config, &mut dev, now);
         let (me, peer) = match role {
-            Role::Client => (CLIENT_IP, SERVER_IP),
-            Role::Server => (SERVER_IP, CLIENT_IP),
+            SimRole::Client => (CLIENT_IP, SERVER_IP),
+            SimRole::Server => (SERVER_IP, CLIENT_IP),
         };
         iface.update_ip_addrs(|a| {
             a.push(IpCidr::new(IpAddress::Ipv4(Ipv4Address::from(me)), 24))
@@ -214,14 +214,14 @@ impl SmolTransport {
             socket.set_tsval_generator(Some(tsval));
         }
         match role {
-            Role::Client => socket
+            SimRole::Client => socket
                 .connect(
                     iface.context(),
                     (IpAddress::Ipv4(Ipv4Address::from(peer)), SERVER_PORT),
                     CLIENT_PORT,
                 )
                 .expect("connect"),
-            Role::Server => socket.listen(SERVER_PORT).expect("listen"),
+            SimRole::Server => socket.listen(SERVER_PORT).expect("listen"),
         }
         let mut sockets = SocketSet::new(Vec::new());
         let handle = sockets.add(socket);
@@ -308,7 +308,7 @@ impl SmolTransport {
     }
 }
 
-impl Transport for SmolTransport {
+impl SimTransport for SmolTransport {
     fn handle_packet(&mut self, now: SimTime, packet: &[u8]) {
         // The state before this segment: a RST it provokes counts as a closed port's answer only
         // if the connection had already closed in order.

@@ -1,8 +1,8 @@
-//! The seam between a TCP implementation and a test application: a [`Transport`] is any TCP
+//! The seam between a TCP implementation and a test application: a [`SimTransport`] is any TCP
 //! (ours, smoltcp, ...) seen from the link and from its application; an [`Application`] drives
-//! one; a [`Host`] pairs them into an [`Endpoint`] for the [`Sim`](super::Sim).
+//! one; a [`Host`] pairs them into a [`SimEndpoint`] for the [`Sim`](super::Sim).
 
-use super::driver::Endpoint;
+use super::driver::SimEndpoint;
 use super::time::SimTime;
 
 /// Coarse connection state, as an application sees it.
@@ -57,7 +57,7 @@ pub struct TransportStats {
 
 /// A TCP seen from both sides: the link (IPv4 packets in and out, timers) and its application
 /// (stream data in and out, state).
-pub trait Transport {
+pub trait SimTransport {
     /// An IPv4 packet arrived (maybe corrupted).
     fn handle_packet(&mut self, now: SimTime, packet: &[u8]);
     /// The next IPv4 packet to send.
@@ -101,17 +101,17 @@ pub trait Transport {
     }
 }
 
-/// What runs on top of a [`Transport`] in a [`Host`].
+/// What runs on top of a [`SimTransport`] in a [`Host`].
 pub trait Application {
     /// The application's turn: move data, react to the state.
-    fn poll(&mut self, now: SimTime, transport: &mut dyn Transport);
+    fn poll(&mut self, now: SimTime, transport: &mut dyn SimTransport);
     /// True once it finished (data through, connection closed as wanted).
     fn is_done(&self) -> bool;
     /// What went wrong, if something did.
     fn failure(&self) -> Option<String>;
 }
 
-/// A transport and its application: an [`Endpoint`] for the simulation.
+/// A transport and its application: a [`SimEndpoint`] for the simulation.
 #[derive(Debug)]
 pub struct Host<T, A> {
     /// The TCP.
@@ -120,14 +120,14 @@ pub struct Host<T, A> {
     pub app: A,
 }
 
-impl<T: Transport, A: Application> Host<T, A> {
+impl<T: SimTransport, A: Application> Host<T, A> {
     /// Pairs a transport with an application.
     pub fn new(transport: T, app: A) -> Self {
         Host { transport, app }
     }
 }
 
-impl<T: Transport, A: Application> Endpoint for Host<T, A> {
+impl<T: SimTransport, A: Application> SimEndpoint for Host<T, A> {
     fn handle_packet(&mut self, now: SimTime, packet: &[u8]) {
         self.transport.handle_packet(now, packet);
     }

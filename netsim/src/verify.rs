@@ -1,68 +1,11 @@
-//! Seeded stream contents, record sizes and the receive-side verifier.
+//! Seeded stream contents (the shared `tool_support::pattern`), record sizes and the
+//! receive-side verifier.
 
 use std::collections::BTreeMap;
 use std::fmt;
 
 use super::stream::Delivery;
-
-/// SplitMix64's finaliser: a fast 64-bit mixer, good enough to make every octet of a test stream
-/// depend on its offset and seed.
-pub fn mix64(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
-
-/// The contents of a test stream: octet `i` is a function of the seed and `i` alone, so a shifted,
-/// lost, duplicated or altered octet shows at once.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Pattern {
-    seed: u64,
-}
-
-impl Pattern {
-    /// The stream of `seed`.
-    pub const fn new(seed: u64) -> Pattern {
-        Pattern { seed }
-    }
-
-    fn word(&self, block: u64) -> [u8; 8] {
-        mix64(self.seed ^ block.wrapping_mul(0xd6e8_feb8_6659_fd93)).to_le_bytes()
-    }
-
-    /// Octet at stream offset `offset`.
-    pub fn byte_at(&self, offset: u64) -> u8 {
-        self.word(offset / 8)[(offset % 8) as usize]
-    }
-
-    /// Fills `buf` with the octets starting at `offset`.
-    pub fn fill(&self, offset: u64, buf: &mut [u8]) {
-        let mut pos = offset;
-        let mut i = 0;
-        while i < buf.len() {
-            let w = self.word(pos / 8);
-            let from = (pos % 8) as usize;
-            let n = (8 - from).min(buf.len() - i);
-            buf[i..i + n].copy_from_slice(&w[from..from + n]);
-            i += n;
-            pos += n as u64;
-        }
-    }
-
-    /// The first offset where `data` (placed at `offset`) differs from the stream, if any.
-    pub fn first_mismatch(&self, offset: u64, data: &[u8]) -> Option<u64> {
-        let mut expected = [0u8; 256];
-        for (chunk_no, chunk) in data.chunks(expected.len()).enumerate() {
-            let at = offset + (chunk_no * expected.len()) as u64;
-            self.fill(at, &mut expected[..chunk.len()]);
-            if let Some(i) = chunk.iter().zip(&expected).position(|(a, b)| a != b) {
-                return Some(at + i as u64);
-            }
-        }
-        None
-    }
-}
+pub use tool_support::pattern::{mix64, Pattern};
 
 /// Record (MPA FPDU) sizes for a stream, drawn from a seed, summing to the stream length.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -324,20 +267,6 @@ mod tests {
             data,
             in_order,
         }
-    }
-
-    #[test]
-    fn fill_agrees_with_byte_at_at_every_alignment() {
-        let p = Pattern::new(42);
-        for start in 0..20u64 {
-            let mut buf = vec![0; 37];
-            p.fill(start, &mut buf);
-            for (i, b) in buf.iter().enumerate() {
-                assert_eq!(*b, p.byte_at(start + i as u64));
-            }
-        }
-        let first = |p: Pattern| (0..64).map(|i| p.byte_at(i)).collect::<Vec<_>>();
-        assert_ne!(first(Pattern::new(1)), first(Pattern::new(2)));
     }
 
     #[test]

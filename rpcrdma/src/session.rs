@@ -749,7 +749,7 @@ mod tests {
             .collect();
         assert_eq!(s.credits().in_progress(), 4);
         for (xid, requested, chunks) in calls {
-            let reply = StorageReply::Getattr(Err(storage::Status::Io));
+            let reply = StorageReply::Getattr(Err(storage::StoreStatus::Io));
             let m = s
                 .encode_reply(&mut out, xid, requested, &chunks, &reply)
                 .unwrap();
@@ -1020,8 +1020,8 @@ mod tests {
                     let reply = match proc {
                         StorageProc::Read => StorageReply::Read(Ok(ReadOk { eof: false, data: Payload::WriteChunk { index: 0, len: n } })),
                         StorageProc::Write => StorageReply::Write(Ok(WriteOk { count: n, committed: false, verifier: 1 })),
-                        StorageProc::Commit => StorageReply::Commit(Err(storage::Status::Io)),
-                        _ => StorageReply::Getattr(Err(storage::Status::Io)),
+                        StorageProc::Commit => StorageReply::Commit(Err(storage::StoreStatus::Io)),
+                        _ => StorageReply::Getattr(Err(storage::StoreStatus::Io)),
                     };
                     let mut out = [0u8; 512];
                     let m = s.encode_reply(&mut out, xid, requested, &chunks, &reply).unwrap();

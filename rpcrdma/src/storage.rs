@@ -70,7 +70,7 @@ impl TryFrom<u32> for StorageProc {
 /// Result status of a procedure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u32)]
-pub enum Status {
+pub enum StoreStatus {
     /// Success; the result body follows.
     Ok = 0,
     /// I/O error on the store.
@@ -85,15 +85,15 @@ pub enum Status {
     ServerFault = 5,
 }
 
-impl Status {
+impl StoreStatus {
     fn decode(r: &mut XdrReader<'_>) -> Result<Self, XdrError> {
         Ok(match r.u32()? {
-            0 => Status::Ok,
-            1 => Status::Io,
-            2 => Status::Inval,
-            3 => Status::OutOfRange,
-            4 => Status::TooBig,
-            5 => Status::ServerFault,
+            0 => StoreStatus::Ok,
+            1 => StoreStatus::Io,
+            2 => StoreStatus::Inval,
+            3 => StoreStatus::OutOfRange,
+            4 => StoreStatus::TooBig,
+            5 => StoreStatus::ServerFault,
             _ => return Err(XdrError::BadDiscriminant),
         })
     }
@@ -189,13 +189,13 @@ pub enum StorageReply<'a> {
     /// NULL.
     Null,
     /// READ.
-    Read(Result<ReadOk<'a>, Status>),
+    Read(Result<ReadOk<'a>, StoreStatus>),
     /// WRITE.
-    Write(Result<WriteOk, Status>),
+    Write(Result<WriteOk, StoreStatus>),
     /// COMMIT.
-    Commit(Result<CommitOk, Status>),
+    Commit(Result<CommitOk, StoreStatus>),
     /// GETATTR.
-    Getattr(Result<GetattrOk, Status>),
+    Getattr(Result<GetattrOk, StoreStatus>),
 }
 
 impl<'a> StorageCall<'a> {
@@ -255,15 +255,15 @@ impl<'a> StorageCall<'a> {
 
 fn encode_status<T>(
     w: &mut ReducedWriter<'_>,
-    res: &Result<T, Status>,
+    res: &Result<T, StoreStatus>,
     body: impl FnOnce(&mut ReducedWriter<'_>, &T) -> Result<(), XdrError>,
 ) -> Result<(), XdrError> {
     match res {
         Ok(v) => {
-            w.xdr().u32(Status::Ok as u32)?;
+            w.xdr().u32(StoreStatus::Ok as u32)?;
             body(w, v)
         }
-        Err(Status::Ok) => Err(XdrError::BadDiscriminant),
+        Err(StoreStatus::Ok) => Err(XdrError::BadDiscriminant),
         Err(s) => w.xdr().u32(*s as u32),
     }
 }
@@ -271,9 +271,9 @@ fn encode_status<T>(
 fn decode_status<'a, 'c, T>(
     r: &mut ReducedReader<'a, 'c>,
     body: impl FnOnce(&mut ReducedReader<'a, 'c>) -> Result<T, HeaderError>,
-) -> Result<Result<T, Status>, HeaderError> {
-    match Status::decode(r.xdr())? {
-        Status::Ok => body(r).map(Ok),
+) -> Result<Result<T, StoreStatus>, HeaderError> {
+    match StoreStatus::decode(r.xdr())? {
+        StoreStatus::Ok => body(r).map(Ok),
         s => Ok(Err(s)),
     }
 }
@@ -295,7 +295,7 @@ impl<'a> StorageReply<'a> {
     }
 
     /// Encodes the result. READ data as [`Payload::WriteChunk`] writes only its length word
-    /// (RPCRDMA-17: the data went by RDMA Write). `Err(Status::Ok)` is refused.
+    /// (RPCRDMA-17: the data went by RDMA Write). `Err(StoreStatus::Ok)` is refused.
     pub fn encode(&self, w: &mut ReducedWriter<'_>) -> Result<(), XdrError> {
         match self {
             StorageReply::Null => Ok(()),
@@ -456,13 +456,13 @@ mod tests {
         );
     }
 
-    fn status() -> impl Strategy<Value = Status> {
+    fn status() -> impl Strategy<Value = StoreStatus> {
         prop_oneof![
-            Just(Status::Io),
-            Just(Status::Inval),
-            Just(Status::OutOfRange),
-            Just(Status::TooBig),
-            Just(Status::ServerFault),
+            Just(StoreStatus::Io),
+            Just(StoreStatus::Inval),
+            Just(StoreStatus::OutOfRange),
+            Just(StoreStatus::TooBig),
+            Just(StoreStatus::ServerFault),
         ]
     }
 

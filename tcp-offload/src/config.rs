@@ -25,7 +25,7 @@ pub struct Keepalive {
 
 /// Errors of [`Config::validate`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ConfigError {
+pub enum TcpConfigError {
     /// The MSS must be at least 88 and the MTU at least MSS + 40.
     BadMss,
     /// Window scale above 14 (RFC 7323 §2.3).
@@ -134,22 +134,22 @@ pub const SHORT_SEGMENT_SLACK: usize = 128;
 
 impl Config {
     /// Checks the settings for consistency.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), TcpConfigError> {
         if self.mss < 88 || u32::from(self.mtu) < u32::from(self.mss).min(128) + 40 {
-            return Err(ConfigError::BadMss);
+            return Err(TcpConfigError::BadMss);
         }
         if self.window_scale.is_some_and(|s| s > 14) {
-            return Err(ConfigError::BadWindowScale);
+            return Err(TcpConfigError::BadWindowScale);
         }
         let max_wnd = 65535u64 << self.window_scale.unwrap_or(0);
         if self.recv_buffer < u32::from(self.mss) || u64::from(self.recv_buffer) > max_wnd {
-            return Err(ConfigError::BadRecvBuffer);
+            return Err(TcpConfigError::BadRecvBuffer);
         }
         if !(self.rto_min <= self.rto_initial && self.rto_initial <= self.rto_max) {
-            return Err(ConfigError::BadRto);
+            return Err(TcpConfigError::BadRto);
         }
         if self.dupthresh == 0 {
-            return Err(ConfigError::BadDupThresh);
+            return Err(TcpConfigError::BadDupThresh);
         }
         Ok(())
     }
@@ -173,22 +173,22 @@ mod tests {
             window_scale: Some(15),
             ..Config::default()
         };
-        assert_eq!(c.validate(), Err(ConfigError::BadWindowScale));
+        assert_eq!(c.validate(), Err(TcpConfigError::BadWindowScale));
         let c = Config {
             window_scale: None,
             recv_buffer: 1 << 20,
             ..Config::default()
         };
-        assert_eq!(c.validate(), Err(ConfigError::BadRecvBuffer));
+        assert_eq!(c.validate(), Err(TcpConfigError::BadRecvBuffer));
         let c = Config {
             rto_min: Duration::from_secs(5),
             ..Config::default()
         };
-        assert_eq!(c.validate(), Err(ConfigError::BadRto));
+        assert_eq!(c.validate(), Err(TcpConfigError::BadRto));
         let c = Config {
             mss: 10,
             ..Config::default()
         };
-        assert_eq!(c.validate(), Err(ConfigError::BadMss));
+        assert_eq!(c.validate(), Err(TcpConfigError::BadMss));
     }
 }

@@ -2,7 +2,7 @@
 
 /// Counters of one connection. All values only ever grow.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Counters {
+pub struct TcpCounters {
     /// Segments accepted by `handle_segment` (after parsing).
     pub segs_in: u64,
     /// Segments produced by `poll_transmit`.
@@ -75,7 +75,7 @@ pub struct Counters {
     pub delayed_acks: u64,
 }
 
-/// Counters of a [`crate::Listener`].
+/// Counters of a [`crate::TcpListener`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ListenerCounters {
     /// SYNs received.

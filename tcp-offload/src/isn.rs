@@ -32,7 +32,8 @@ impl FourTuple {
 
 /// Keyed generator of ISNs and other per-connection secrets (timestamp offsets, SYN cookies).
 ///
-/// Create one per process with [`IsnGenerator::from_entropy`]; tests pass a fixed secret.
+/// Create one per process with a secret from the OS random source (the caller draws it: the
+/// endpoint's `Secrets`); tests pass a fixed secret.
 #[derive(Clone, Debug)]
 pub struct IsnGenerator {
     key: [u64; 2],
@@ -49,14 +50,6 @@ impl IsnGenerator {
             key: [k0, k1],
             epoch,
         }
-    }
-
-    /// A generator with a fresh random secret (one per process).
-    pub fn from_entropy(epoch: Instant) -> Self {
-        use rand::RngCore;
-        let mut secret = [0u8; 16];
-        rand::rngs::OsRng.fill_bytes(&mut secret);
-        Self::new(secret, epoch)
     }
 
     fn hasher(&self, domain: u8) -> SipHasher24 {

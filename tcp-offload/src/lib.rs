@@ -8,7 +8,7 @@
 //!   timestamps (PAWS, RTT) / SACK options, RFC 6298 RTO, fast retransmit with NewReno (RFC 6582)
 //!   or SACK-based recovery (RFC 6675), CUBIC (RFC 9438, default) or NewReno congestion control,
 //!   delayed ACKs with a quick-ACK phase, persist timer and zero-window probes, keepalive.
-//! * [`Listener`]: passive opens with a bounded half-open table, SYN cookies and an accept queue.
+//! * [`TcpListener`]: passive opens with a bounded half-open table, SYN cookies and an accept queue.
 //! * [`wire`]: parse and emit IPv4+TCP and IPv6+TCP (no extension headers), header bytes direct;
 //!   malformed packets are classified (not ours / malformed: drop and count).
 //!
@@ -20,21 +20,21 @@
 //!   [`Connection::send_record_bytes`] keeps a copy instead. Every new segment begins with a record
 //!   and holds only whole records (several when they fit); retransmissions resend the original
 //!   segments unchanged. The MPA §5.3 exceptions (record > EMSS; window < record with nothing in
-//!   flight) split a record and are counted in [`Counters::split_emss`] / [`Counters::split_window`].
+//!   flight) split a record and are counted in [`TcpCounters::split_emss`] / [`TcpCounters::split_window`].
 //! * Receive: in record mode every range that passed all TCP checks is committed once and handed up
 //!   at once with its sequence number and the in-order point ([`RxChunk`], via
 //!   [`Connection::poll_recv`]), in order or not. Committed octets are never handed up again and never
 //!   change. [`Connection::handle_segment_with`] hands the same chunks to an [`RxSink`] during the
 //!   call instead, borrowed from the packet ([`RxRef`]): no copy and no allocation in TCP, so the
 //!   upper layer can place straight from the receive frame. Out-of-order memory is bounded per connection ([`Config::max_ooo_bytes`],
-//!   [`Config::max_ooo_ranges`]) and in total ([`OooBudget`], shared by a [`Listener`]).
+//!   [`Config::max_ooo_ranges`]) and in total ([`OooBudget`], shared by a [`TcpListener`]).
 //! * Byte-stream mode (the default, for the MPA startup frames): [`Connection::send`] /
 //!   [`Connection::recv`] as in ordinary TCP.
 //!
 //! # Call order (per connection, per poll of the engine)
 //!
 //! 1. For each received packet: [`Connection::handle_packet`] (or parse with [`wire::parse`] and call
-//!    [`Connection::handle_segment`] after demultiplexing by [`Segment::tuple`]; in record mode
+//!    [`Connection::handle_segment`] after demultiplexing by [`TcpSegment::tuple`]; in record mode
 //!    `handle_segment_with` / `handle_packet_with` deliver the data to a sink right there).
 //! 2. If `now >= poll_timeout()`: [`Connection::handle_timeout`]`(now)`.
 //! 3. Drain [`Connection::poll_event`] and the received data ([`Connection::recv`] /
@@ -46,8 +46,8 @@
 //! Any order of these calls is safe; the order above gives the fewest wasted packets (ACKs piggyback
 //! on data queued in step 3). `now` must not go backwards.
 //!
-//! A [`Listener`] is driven the same way (`handle_packet` / `handle_timeout` / `poll_transmit` /
-//! `poll_timeout`); established connections come out of [`Listener::accept`] and are then driven
+//! A [`TcpListener`] is driven the same way (`handle_packet` / `handle_timeout` / `poll_transmit` /
+//! `poll_timeout`); established connections come out of [`TcpListener::accept`] and are then driven
 //! on their own.
 //!
 //! # Not (yet) here
@@ -60,7 +60,7 @@
 #![warn(missing_docs)]
 
 pub mod cc;
-mod checksum;
+pub mod checksum;
 pub mod config;
 pub mod connection;
 pub mod counters;
@@ -72,12 +72,12 @@ pub mod seq;
 pub mod tx;
 pub mod wire;
 
-pub use config::{Config, ConfigError, CongestionAlgo, Keepalive, SHORT_SEGMENT_SLACK};
+pub use config::{Config, CongestionAlgo, Keepalive, TcpConfigError, SHORT_SEGMENT_SLACK};
 pub use connection::{emit_rst_for, CloseReason, Connection, Event, SendError, State};
-pub use counters::{Counters, ListenerCounters};
+pub use counters::{ListenerCounters, TcpCounters};
 pub use isn::{FourTuple, IsnGenerator};
-pub use listener::{Listener, ListenerConfig};
+pub use listener::{ListenerConfig, TcpListener};
 pub use rx::{OooBudget, RxChunk, RxRef, RxSink};
 pub use seq::SeqNum;
 pub use tx::{NoRecordSource, RecordId, RecordSource};
-pub use wire::{Segment, WireError};
+pub use wire::{TcpSegment, WireError};

@@ -14,7 +14,7 @@ use crate::counters::ListenerCounters;
 use crate::isn::{FourTuple, IsnGenerator};
 use crate::rx::OooBudget;
 use crate::seq::SeqNum;
-use crate::wire::{self, Flags, Segment, SegmentRepr, TcpOptions, WireError};
+use crate::wire::{self, Flags, SegmentRepr, TcpOptions, TcpSegment, WireError};
 
 /// Listener limits.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -74,7 +74,7 @@ enum Reply {
 
 /// A listening endpoint for one local address/port.
 #[derive(Debug)]
-pub struct Listener {
+pub struct TcpListener {
     cfg: Config,
     lcfg: ListenerConfig,
     local: SocketAddr,
@@ -87,7 +87,7 @@ pub struct Listener {
     counters: ListenerCounters,
 }
 
-impl Listener {
+impl TcpListener {
     /// Listens on `local` (port must match; address `0.0.0.0` accepts any).
     pub fn new(cfg: Config, lcfg: ListenerConfig, local: SocketAddr, gen: IsnGenerator) -> Self {
         let budget = OooBudget::new(lcfg.ooo_budget);
@@ -95,7 +95,7 @@ impl Listener {
             syn_retries: lcfg.synack_retries,
             ..cfg
         };
-        Listener {
+        TcpListener {
             cfg,
             lcfg,
             local,
@@ -135,7 +135,7 @@ impl Listener {
     }
 
     /// True if `seg` is addressed to this listener.
-    pub fn matches(&self, seg: &Segment<'_>) -> bool {
+    pub fn matches(&self, seg: &TcpSegment<'_>) -> bool {
         seg.tuple.local.port() == self.local.port()
             && (self.local.ip().is_unspecified() || self.local.ip() == seg.tuple.local.ip())
     }
@@ -186,7 +186,7 @@ impl Listener {
     }
 
     /// Handles one segment addressed to this listener (or one of its half-open connections).
-    pub fn handle_segment(&mut self, now: Instant, seg: &Segment<'_>) {
+    pub fn handle_segment(&mut self, now: Instant, seg: &TcpSegment<'_>) {
         if let Some(c) = self.half_open.get_mut(&seg.tuple) {
             c.handle_segment(now, seg);
             let st = c.state();
@@ -249,7 +249,7 @@ impl Listener {
         }
     }
 
-    fn queue_rst(&mut self, seg: &Segment<'_>) {
+    fn queue_rst(&mut self, seg: &TcpSegment<'_>) {
         if self.tx.len() >= self.lcfg.max_tx_queue {
             self.counters.tx_overflow += 1;
             return;
@@ -262,7 +262,7 @@ impl Listener {
         });
     }
 
-    fn queue_cookie(&mut self, now: Instant, seg: &Segment<'_>) {
+    fn queue_cookie(&mut self, now: Instant, seg: &TcpSegment<'_>) {
         if self.tx.len() >= self.lcfg.max_tx_queue {
             self.counters.tx_overflow += 1;
             return;
@@ -421,7 +421,7 @@ impl Listener {
     }
 
     /// Answers a segment that matches nothing with RST (helper for endpoints).
-    pub fn emit_rst(seg: &Segment<'_>, buf: &mut [u8]) -> Option<usize> {
+    pub fn emit_rst(seg: &TcpSegment<'_>, buf: &mut [u8]) -> Option<usize> {
         emit_rst_for(seg, buf)
     }
 }

@@ -24,7 +24,7 @@ pub const MAX_OPTIONS_LEN: usize = 40;
 /// Most SACK blocks in one segment.
 pub const MAX_SACK_BLOCKS: usize = 4;
 
-/// Why a packet was not turned into a [`Segment`].
+/// Why a packet was not turned into a [`TcpSegment`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WireError {
     /// Not an IPv4 packet carrying TCP (not ours: pass).
@@ -154,7 +154,7 @@ pub struct Flags {
 
 /// A parsed, checksum-verified TCP segment borrowing its payload from the packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Segment<'a> {
+pub struct TcpSegment<'a> {
     /// From the receiver's view: `local` = destination, `remote` = source.
     pub tuple: FourTuple,
     /// SEG.SEQ.
@@ -173,7 +173,7 @@ pub struct Segment<'a> {
     pub payload_offset: usize,
 }
 
-impl Segment<'_> {
+impl TcpSegment<'_> {
     /// SEG.LEN: payload plus one for SYN and one for FIN.
     pub fn seg_len(&self) -> u32 {
         self.payload.len() as u32 + u32::from(self.flags.syn) + u32::from(self.flags.fin)
@@ -193,7 +193,7 @@ impl<T: AsRef<[u8]>> Ipv4TcpPacket<T> {
         Ok(Ipv4TcpPacket { buf })
     }
     /// The parsed segment (cannot fail after `new_checked`; returns the error again otherwise).
-    pub fn segment(&self) -> Result<Segment<'_>, WireError> {
+    pub fn segment(&self) -> Result<TcpSegment<'_>, WireError> {
         parse_ipv4(self.buf.as_ref())
     }
     /// The underlying buffer.
@@ -204,7 +204,7 @@ impl<T: AsRef<[u8]>> Ipv4TcpPacket<T> {
 
 /// Parses an IP packet (IPv4, or IPv6 without extension headers) carrying TCP, verifying the
 /// checksums.
-pub fn parse(packet: &[u8]) -> Result<Segment<'_>, WireError> {
+pub fn parse(packet: &[u8]) -> Result<TcpSegment<'_>, WireError> {
     match packet.first().map(|b| b >> 4) {
         Some(4) => parse_ipv4(packet),
         Some(6) => parse_ipv6(packet),
@@ -218,7 +218,7 @@ pub fn parse_counted<'a>(
     packet: &'a [u8],
     malformed: &mut u64,
     bad_checksum: &mut u64,
-) -> Result<Segment<'a>, WireError> {
+) -> Result<TcpSegment<'a>, WireError> {
     let r = parse(packet);
     if let Err(e) = r {
         if e.is_malformed() {
@@ -316,7 +316,7 @@ fn octets<const N: usize>(b: &[u8], r: std::ops::Range<usize>) -> [u8; N] {
 }
 
 /// Parses an IPv4 packet carrying TCP.
-pub fn parse_ipv4(packet: &[u8]) -> Result<Segment<'_>, WireError> {
+pub fn parse_ipv4(packet: &[u8]) -> Result<TcpSegment<'_>, WireError> {
     use field::ipv4 as f;
     if packet.len() < IPV4_HEADER_LEN {
         return Err(WireError::Truncated);
@@ -359,7 +359,7 @@ pub fn parse_ipv4(packet: &[u8]) -> Result<Segment<'_>, WireError> {
 }
 
 /// Parses an IPv6 packet carrying TCP directly (extension headers are not followed: not ours).
-pub fn parse_ipv6(packet: &[u8]) -> Result<Segment<'_>, WireError> {
+pub fn parse_ipv6(packet: &[u8]) -> Result<TcpSegment<'_>, WireError> {
     use field::ipv6 as f;
     if packet.len() < IPV6_HEADER_LEN {
         return Err(WireError::Truncated);
@@ -385,7 +385,7 @@ fn parse_tcp(
     l4_offset: usize,
     src: IpAddr,
     dst: IpAddr,
-) -> Result<Segment<'_>, WireError> {
+) -> Result<TcpSegment<'_>, WireError> {
     use field::tcp as f;
     let data_off = l4.get(f::DATA_OFF).map_or(0, |b| b >> 4);
     if l4.len() < TCP_HEADER_LEN {
@@ -406,7 +406,7 @@ fn parse_tcp(
     }
     let options = parse_options(&l4[f::OPTIONS..hlen])?;
     let flags = l4[f::FLAGS];
-    Ok(Segment {
+    Ok(TcpSegment {
         tuple: FourTuple {
             local: SocketAddr::new(dst, be16(l4, f::DST_PORT)),
             remote: SocketAddr::new(src, be16(l4, f::SRC_PORT)),
@@ -564,7 +564,7 @@ impl SegmentRepr {
         fill(payload);
         let pseudo =
             checksum::pseudo(src.ip(), dst.ip(), l4_len).ok_or(WireError::Ipv6Unsupported)?;
-        let sum = !checksum::fold(checksum::sum(payload, checksum::sum(th, pseudo)));
+        let sum = checksum::field(payload, checksum::sum(th, pseudo));
         th[field::tcp::CHECKSUM].copy_from_slice(&sum.to_be_bytes());
         Ok(total)
     }
@@ -607,7 +607,7 @@ fn emit_ipv4(ip: &mut [u8], src: Ipv4Addr, dst: Ipv4Addr, total_len: u16) {
     ip[f::CHECKSUM].fill(0);
     ip[f::SRC].copy_from_slice(&src.octets());
     ip[f::DST].copy_from_slice(&dst.octets());
-    let sum = !checksum::fold(checksum::sum(ip, 0));
+    let sum = checksum::field(ip, 0);
     ip[f::CHECKSUM].copy_from_slice(&sum.to_be_bytes());
 }
 
@@ -792,7 +792,7 @@ mod tests {
             let mut q = p.clone();
             q[4..6].copy_from_slice(&id.to_be_bytes());
             q[10..12].fill(0);
-            let c = !checksum::fold(checksum::sum(&q[..20], 0));
+            let c = checksum::field(&q[..20], 0);
             if c == 0 {
                 assert!(parse(&q).is_ok());
                 q[10..12].copy_from_slice(&[0xFF, 0xFF]);
@@ -988,7 +988,7 @@ mod oracle_tests {
                 return;
             }
             p[10..12].fill(0);
-            let c = !oracle::rfc1071(&[&p[..ihl]]);
+            let c = testkit::internet_checksum(&[&p[..ihl]]);
             p[10..12].copy_from_slice(&c.to_be_bytes());
             (ihl, usize::from(u16::from_be_bytes([p[2], p[3]])))
         };
@@ -1008,7 +1008,7 @@ mod oracle_tests {
         };
         let l4 = &mut p[ihl..total];
         l4[16..18].fill(0);
-        let c = !oracle::rfc1071(&[&oracle::pseudo_bytes(src, dst, l4.len()), l4]);
+        let c = testkit::internet_checksum(&[&oracle::pseudo_bytes(src, dst, l4.len()), l4]);
         l4[16..18].copy_from_slice(&c.to_be_bytes());
     }
 

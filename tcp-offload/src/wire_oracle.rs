@@ -1,5 +1,5 @@
 //! Test oracle for [`super`]: the former `etherparse`-based parse and emit, with checksums by the
-//! plain RFC 1071 definition. The direct byte code must agree with it on every input.
+//! plain RFC 1071 definition (`testkit::internet_checksum`). The direct byte code must agree with it on every input.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -8,24 +8,11 @@ use etherparse::{
     TcpOptionElement, TcpOptionReadError, TcpOptionsIterator,
 };
 
-use super::{Flags, Segment, SegmentRepr, TcpOptions, WireError, IPV6_HEADER_LEN};
+use testkit::internet_checksum;
+
+use super::{Flags, SegmentRepr, TcpOptions, TcpSegment, WireError, IPV6_HEADER_LEN};
 use crate::isn::FourTuple;
 use crate::seq::SeqNum;
-
-/// RFC 1071 over big-endian 16-bit words of the concatenation of `parts` (each of even length
-/// except the last).
-pub fn rfc1071(parts: &[&[u8]]) -> u16 {
-    let mut acc: u64 = 0;
-    for p in parts {
-        for w in p.chunks(2) {
-            acc += u64::from(u16::from_be_bytes([w[0], w.get(1).copied().unwrap_or(0)]));
-        }
-    }
-    while acc >> 16 != 0 {
-        acc = (acc & 0xFFFF) + (acc >> 16);
-    }
-    acc as u16
-}
 
 pub fn pseudo_bytes(src: IpAddr, dst: IpAddr, l4_len: usize) -> Vec<u8> {
     let mut v = Vec::new();
@@ -110,14 +97,14 @@ pub fn emit(repr: &SegmentRepr, payload: &[u8]) -> Result<Vec<u8>, WireError> {
     tcp.checksum = 0;
     let th = tcp.to_bytes();
     let ps = pseudo_bytes(src.ip(), dst.ip(), l4_len);
-    tcp.checksum = !rfc1071(&[&ps, &th, payload]);
+    tcp.checksum = internet_checksum(&[&ps, &th, payload]);
     out.extend_from_slice(&tcp.to_bytes());
     out.extend_from_slice(payload);
     Ok(out)
 }
 
 /// The former `parse`.
-pub fn parse(packet: &[u8]) -> Result<Segment<'_>, WireError> {
+pub fn parse(packet: &[u8]) -> Result<TcpSegment<'_>, WireError> {
     match packet.first().map(|b| b >> 4) {
         Some(4) => parse_ipv4(packet),
         Some(6) => parse_ipv6(packet),
@@ -126,7 +113,7 @@ pub fn parse(packet: &[u8]) -> Result<Segment<'_>, WireError> {
     }
 }
 
-fn parse_ipv4(packet: &[u8]) -> Result<Segment<'_>, WireError> {
+fn parse_ipv4(packet: &[u8]) -> Result<TcpSegment<'_>, WireError> {
     let ip = Ipv4HeaderSlice::from_slice(packet).map_err(|e| {
         use etherparse::err::ipv4::HeaderSliceError as E;
         match e {
@@ -153,7 +140,7 @@ fn parse_ipv4(packet: &[u8]) -> Result<Segment<'_>, WireError> {
     // it: a header with that bit flipped and its checksum left alone passed there.)
     let mut hdr = packet[..ihl].to_vec();
     hdr[10..12].fill(0);
-    if !rfc1071(&[&hdr]) != ip.header_checksum() {
+    if internet_checksum(&[&hdr]) != ip.header_checksum() {
         return Err(WireError::BadIpHeader);
     }
     let (src, dst) = (
@@ -163,7 +150,7 @@ fn parse_ipv4(packet: &[u8]) -> Result<Segment<'_>, WireError> {
     parse_tcp(&packet[ihl..total], ihl, src, dst)
 }
 
-fn parse_ipv6(packet: &[u8]) -> Result<Segment<'_>, WireError> {
+fn parse_ipv6(packet: &[u8]) -> Result<TcpSegment<'_>, WireError> {
     let ip = Ipv6HeaderSlice::from_slice(packet).map_err(|e| {
         use etherparse::err::ipv6::HeaderSliceError as E;
         match e {
@@ -190,7 +177,7 @@ fn parse_tcp(
     l4_offset: usize,
     src: IpAddr,
     dst: IpAddr,
-) -> Result<Segment<'_>, WireError> {
+) -> Result<TcpSegment<'_>, WireError> {
     let tcp = TcpHeaderSlice::from_slice(l4).map_err(|e| {
         use etherparse::err::tcp::HeaderSliceError as E;
         match e {
@@ -206,11 +193,11 @@ fn parse_tcp(
     })?;
     let hlen = usize::from(tcp.data_offset()) * 4;
     let payload = &l4[hlen..];
-    if rfc1071(&[&pseudo_bytes(src, dst, l4.len()), l4]) != 0xFFFF {
+    if internet_checksum(&[&pseudo_bytes(src, dst, l4.len()), l4]) != 0 {
         return Err(WireError::BadChecksum);
     }
     let options = parse_options(tcp.options())?;
-    Ok(Segment {
+    Ok(TcpSegment {
         tuple: FourTuple {
             local: SocketAddr::new(dst, tcp.destination_port()),
             remote: SocketAddr::new(src, tcp.source_port()),

@@ -7,8 +7,9 @@ use std::time::Duration;
 use harness::Pair;
 use tcp_offload::{Config, Event, State};
 
+/// The shared test pattern (`testkit::pattern`).
 fn payload(n: usize) -> Vec<u8> {
-    (0..n).map(|i| (i * 7 + i / 251) as u8).collect()
+    testkit::pattern(n, 7)
 }
 
 #[test]

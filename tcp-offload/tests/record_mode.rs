@@ -16,10 +16,7 @@ use tcp_offload::{Config, RecordId, RecordSource, State};
 struct PatternSource;
 
 fn pattern(id: RecordId, off: u32) -> u8 {
-    (id as u32)
-        .wrapping_mul(0x9E37_79B9)
-        .wrapping_add(off.wrapping_mul(31))
-        .to_le_bytes()[1]
+    testkit::Pattern::new(id).byte_at(u64::from(off))
 }
 
 impl RecordSource for PatternSource {

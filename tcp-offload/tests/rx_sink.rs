@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use netsim::exchange;
 use proptest::prelude::*;
-use tcp_offload::wire::{self, Flags, Segment, TcpOptions};
+use tcp_offload::wire::{self, Flags, TcpOptions, TcpSegment};
 use tcp_offload::{Config, Connection, FourTuple, IsnGenerator, RxChunk, RxRef, SeqNum, State};
 
 /// An established receiver `b` and what the test needs to forge segments from its peer: the
@@ -116,8 +116,8 @@ fn ops_mixed(stream: u64, seg: usize) -> impl Strategy<Value = Vec<Op>> {
     })
 }
 
-fn forge<'p>(rx: &Rx, op: &Op, ts_bump: u32, payload: &'p [u8]) -> Segment<'p> {
-    Segment {
+fn forge<'p>(rx: &Rx, op: &Op, ts_bump: u32, payload: &'p [u8]) -> TcpSegment<'p> {
+    TcpSegment {
         tuple: rx.peer,
         seq: rx.peer_isn_next.plus(op.start as u32),
         ack: rx.ack,
@@ -382,7 +382,7 @@ fn sink_path_allocates_nothing_for_in_order_data() {
     for sink in [true, false] {
         let mut rx = receiver(config(1 << 20, 64, true, true), t0);
         rx.b.enter_record_mode();
-        let forged: Vec<Segment<'_>> = payloads
+        let forged: Vec<TcpSegment<'_>> = payloads
             .iter()
             .enumerate()
             .map(|(k, p)| {
@@ -397,7 +397,7 @@ fn sink_path_allocates_nothing_for_in_order_data() {
             })
             .collect();
         let mut octets = 0u64;
-        let mut step = |b: &mut Connection, seg: &Segment<'_>, octets: &mut u64| {
+        let mut step = |b: &mut Connection, seg: &TcpSegment<'_>, octets: &mut u64| {
             if sink {
                 b.handle_segment_with(t0, seg, &mut |c: RxRef<'_>| *octets += c.data.len() as u64);
             } else {

@@ -177,21 +177,9 @@ fn malformed_headers_are_dropped_and_counted() {
 fn fix_tcp_checksum(p: &mut [u8]) {
     p[36] = 0;
     p[37] = 0;
-    let tcp_len = p.len() - 20;
-    let mut sum: u32 = 0;
-    let mut add = |b: &[u8]| {
-        for c in b.chunks(2) {
-            sum += u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]));
-        }
-    };
-    add(&p[12..20]);
-    add(&[0, 6]);
-    add(&(tcp_len as u16).to_be_bytes());
-    add(&p[20..]);
-    while sum > 0xFFFF {
-        sum = (sum & 0xFFFF) + (sum >> 16);
-    }
-    let c = !(sum as u16);
+    let tcp_len = (p.len() - 20) as u16;
+    let pseudo = [&[0, 6][..], &tcp_len.to_be_bytes()].concat();
+    let c = testkit::internet_checksum(&[&p[12..20], &pseudo, &p[20..]]);
     p[36..38].copy_from_slice(&c.to_be_bytes());
 }
 
@@ -375,9 +363,8 @@ proptest! {
             let tl = p.len() as u16;
             p[2..4].copy_from_slice(&tl.to_be_bytes());
             p[10] = 0; p[11] = 0;
-            let mut sum: u32 = p[..20].chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], c[1]]))).sum();
-            while sum > 0xFFFF { sum = (sum & 0xFFFF) + (sum >> 16); }
-            p[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+            let sum = testkit::internet_checksum(&[&p[..20]]);
+            p[10..12].copy_from_slice(&sum.to_be_bytes());
             fix_tcp_checksum(&mut p);
             pkt = p;
             let _ = s.c.handle_packet(s.now, &pkt);

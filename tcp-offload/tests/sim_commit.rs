@@ -7,22 +7,16 @@ use std::time::Instant;
 
 use common::ours::{Mode, OursOptions, OursTransport, Passive};
 use common::wrap::{Hooks, Wrapped};
-use common::{link_case, par_seeds, run_bulk, stream_seed, Role};
+use common::{link_case, par_seeds, run_bulk, stream_seed, SimRole};
 use etherparse::{SlicedPacket, TransportSlice};
 use netsim::{
-    BulkConfig, ClosePolicy, Pattern, RecordPlan, SegmentAudit, Side, SimConfig, SimTime, Transport,
+    BulkConfig, ClosePolicy, Pattern, RecordPlan, SegmentAudit, SimConfig, SimSide, SimTime,
+    SimTransport,
 };
 
 const KIB: u64 = 1024;
 
 /// Ones' complement sum of 16-bit words.
-fn sum16(mut acc: u32, data: &[u8]) -> u32 {
-    for pair in data.chunks(2) {
-        acc += u32::from(u16::from_be_bytes([pair[0], *pair.get(1).unwrap_or(&0)]));
-    }
-    acc
-}
-
 /// Flips every payload octet of an IPv4/TCP packet and fixes the TCP checksum, so the copy is
 /// a valid segment carrying different data for the same sequence numbers.
 fn mutated(packet: &[u8]) -> Option<Vec<u8>> {
@@ -39,13 +33,8 @@ fn mutated(packet: &[u8]) -> Option<Vec<u8>> {
     p[ihl + 16] = 0;
     p[ihl + 17] = 0;
     let tcp_len = (total - ihl) as u16;
-    let mut acc = sum16(0, &p[12..20]);
-    acc += 6 + u32::from(tcp_len);
-    acc = sum16(acc, &p[ihl..]);
-    while acc > 0xffff {
-        acc = (acc & 0xffff) + (acc >> 16);
-    }
-    let sum = !(acc as u16);
+    let pseudo = [&[0, 6][..], &tcp_len.to_be_bytes()].concat();
+    let sum = testkit::internet_checksum(&[&p[12..20], &pseudo, &p[ihl..]]);
     p[ihl + 16..ihl + 18].copy_from_slice(&sum.to_be_bytes());
     Some(p)
 }
@@ -133,16 +122,16 @@ fn run(seed: u64, s: &Setup) -> Result<Run, String> {
         early_record_mode: s.early_record_mode,
         ..OursOptions::default()
     };
-    let a = OursTransport::new(Role::Client, seed ^ 0x11, &opts, base);
+    let a = OursTransport::new(SimRole::Client, seed ^ 0x11, &opts, base);
     let b = Wrapped {
-        inner: OursTransport::new(Role::Server, seed ^ 0x22, &opts, base),
+        inner: OursTransport::new(SimRole::Server, seed ^ 0x22, &opts, base),
         hooks: Tamper {
             drop_data: s.drop_data,
             mutate_duplicates: s.mutate,
             injected: 0,
         },
     };
-    let (sa, sb) = (stream_seed(seed, Side::A), stream_seed(seed, Side::B));
+    let (sa, sb) = (stream_seed(seed, SimSide::A), stream_seed(seed, SimSide::B));
     let mut ca = BulkConfig::new(s.a_len, sa, s.b_len, sb).with_close(s.close.0);
     let mut cb = BulkConfig::new(s.b_len, sb, s.a_len, sa).with_close(s.close.1);
     let mut audits = [SegmentAudit::new(), SegmentAudit::new()];
@@ -331,8 +320,8 @@ fn open_and_close_with_nothing_to_send_through_the_listener() {
         ..OursOptions::default()
     };
     for link in ["clean", "loss5"] {
-        let a = OursTransport::new(Role::Client, 3, &opts, base);
-        let b = OursTransport::new(Role::Server, 4, &opts, base);
+        let a = OursTransport::new(SimRole::Client, 3, &opts, base);
+        let b = OursTransport::new(SimRole::Server, 4, &opts, base);
         let ca = BulkConfig::new(0, 1, 0, 2);
         let cb = BulkConfig::new(0, 2, 0, 1);
         let (o, _, _) = run_bulk(

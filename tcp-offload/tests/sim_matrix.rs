@@ -20,8 +20,8 @@ use std::time::Instant;
 use common::ours::{Mode, OursOptions, OursTransport, Passive};
 use common::peer::Peer;
 use common::smol::{SmolConfig, SmolTransport};
-use common::{link_case, par_seeds, run_bulk, stream_seed, threads, Outcome, Role, Summary};
-use netsim::{BulkConfig, ClosePolicy, Pattern, RecordPlan, SegmentAudit, Side, SimConfig};
+use common::{link_case, par_seeds, run_bulk, stream_seed, threads, Outcome, SimRole, Summary};
+use netsim::{BulkConfig, ClosePolicy, Pattern, RecordPlan, SegmentAudit, SimConfig, SimSide};
 
 const KIB: u64 = 1024;
 
@@ -141,15 +141,15 @@ fn run_one(
         passive,
         ..OursOptions::default()
     };
-    let make = |kind: Kind, role: Role, salt: u64| -> Peer {
+    let make = |kind: Kind, role: SimRole, salt: u64| -> Peer {
         match kind {
             Kind::Ours => Peer::Ours(Box::new(OursTransport::new(role, seed ^ salt, &opts, base))),
             Kind::Smol => Peer::Smol(Box::new(SmolTransport::new(role, seed ^ salt, &smol_cfg))),
         }
     };
-    let a = make(client, Role::Client, 0x11);
-    let b = make(server, Role::Server, 0x22);
-    let (sa, sb) = (stream_seed(seed, Side::A), stream_seed(seed, Side::B));
+    let a = make(client, SimRole::Client, 0x11);
+    let b = make(server, SimRole::Server, 0x22);
+    let (sa, sb) = (stream_seed(seed, SimSide::A), stream_seed(seed, SimSide::B));
     let mut ca = BulkConfig::new(len_a, sa, len_b, sb);
     let mut cb = BulkConfig::new(len_b, sb, len_a, sa);
     // smoltcp 0.12 also idles its retransmission timer in LAST-ACK on any ACK that does not

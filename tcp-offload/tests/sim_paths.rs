@@ -9,15 +9,15 @@ use std::time::{Duration, Instant};
 use common::ours::{Mode, OursOptions, OursTransport, Passive};
 use common::peer::Peer;
 use common::smol::{SmolConfig, SmolTransport};
-use common::{link_case, run_bulk, stream_seed, Outcome, Role};
+use common::{link_case, run_bulk, stream_seed, Outcome, SimRole};
 use netsim::{
-    BulkConfig, ClosePolicy, LinkConfig, Pattern, SegmentAudit, Side, SimConfig, SimTime,
+    BulkConfig, ClosePolicy, LinkConfig, Pattern, SegmentAudit, SimConfig, SimSide, SimTime,
 };
 use tcp_offload::Config;
 
 const KIB: u64 = 1024;
 
-fn ours(role: Role, seed: u64, cfg: &Config) -> Peer {
+fn ours(role: SimRole, seed: u64, cfg: &Config) -> Peer {
     let opts = OursOptions {
         cfg: cfg.clone(),
         mode: Mode::Bytes,
@@ -40,7 +40,7 @@ fn transfer(
     len: u64,
     limits: SimConfig,
 ) -> Result<Outcome, String> {
-    let (sa, sb) = (stream_seed(seed, Side::A), stream_seed(seed, Side::B));
+    let (sa, sb) = (stream_seed(seed, SimSide::A), stream_seed(seed, SimSide::B));
     let ca = BulkConfig::new(len, sa, len, sb).with_close(ClosePolicy::AfterReceiving);
     let cb = BulkConfig::new(len, sb, len, sa).with_close(ClosePolicy::AfterPeerClose);
     let audits = [
@@ -65,10 +65,13 @@ fn a_small_mtu_is_honoured_through_the_announced_mss_rfc9293_3_7_1() {
         ..SmolConfig::default()
     };
     let pairs: [(Peer, Peer); 2] = [
-        (ours(Role::Client, 1, &cfg), ours(Role::Server, 2, &cfg)),
         (
-            ours(Role::Client, 1, &cfg),
-            Peer::Smol(Box::new(SmolTransport::new(Role::Server, 2, &smol))),
+            ours(SimRole::Client, 1, &cfg),
+            ours(SimRole::Server, 2, &cfg),
+        ),
+        (
+            ours(SimRole::Client, 1, &cfg),
+            Peer::Smol(Box::new(SmolTransport::new(SimRole::Server, 2, &smol))),
         ),
     ];
     for (a, b) in pairs {
@@ -90,8 +93,8 @@ fn an_mss_too_large_for_the_path_is_a_black_hole_not_corruption() {
     };
     let err = transfer(
         6,
-        ours(Role::Client, 1, &cfg),
-        ours(Role::Server, 2, &cfg),
+        ours(SimRole::Client, 1, &cfg),
+        ours(SimRole::Server, 2, &cfg),
         link,
         64 * KIB,
         limits,
@@ -116,8 +119,8 @@ fn a_bottleneck_with_a_small_queue_drops_and_the_transfer_still_completes() {
     let cfg = Config::default();
     let o = transfer(
         7,
-        ours(Role::Client, 1, &cfg),
-        ours(Role::Server, 2, &cfg),
+        ours(SimRole::Client, 1, &cfg),
+        ours(SimRole::Server, 2, &cfg),
         link,
         1024 * KIB,
         SimConfig::default(),
@@ -135,8 +138,8 @@ fn runs_repeat_exactly_by_seed() {
     let run = |seed: u64| {
         let o = transfer(
             seed,
-            ours(Role::Client, seed, &cfg),
-            ours(Role::Server, seed + 1, &cfg),
+            ours(SimRole::Client, seed, &cfg),
+            ours(SimRole::Server, seed + 1, &cfg),
             link_case("hostile"),
             64 * KIB,
             SimConfig::default(),

@@ -7,18 +7,19 @@ mod common;
 use common::smol::{SmolConfig, SmolRsts, SmolTransport};
 use common::wrap::{Hooks, Wrapped};
 use common::{
-    link_case, par_seeds, run_bulk as run_bulk_keep, stream_seed, threads, Outcome, Role, Summary,
+    link_case, par_seeds, run_bulk as run_bulk_keep, stream_seed, threads, Outcome, SimRole,
+    Summary,
 };
 use netsim::{
-    BulkConfig, ClosePolicy, Delivery, LinkConfig, Pattern, SegmentAudit, Side, SimConfig, SimTime,
-    Transport,
+    BulkConfig, ClosePolicy, Delivery, LinkConfig, Pattern, SegmentAudit, SimConfig, SimSide,
+    SimTime, SimTransport,
 };
 
 const KIB: u64 = 1024;
 
 /// [`common::run_bulk`] without the transports.
 #[allow(clippy::too_many_arguments)]
-fn run_bulk<A: Transport, B: Transport>(
+fn run_bulk<A: SimTransport, B: SimTransport>(
     seed: u64,
     a: A,
     b: B,
@@ -34,8 +35,8 @@ fn run_bulk<A: Transport, B: Transport>(
 
 fn smol_pair(seed: u64, cfg: &SmolConfig) -> (SmolTransport, SmolTransport) {
     (
-        SmolTransport::new(Role::Client, seed, cfg),
-        SmolTransport::new(Role::Server, seed ^ 0xffff, cfg),
+        SmolTransport::new(SimRole::Client, seed, cfg),
+        SmolTransport::new(SimRole::Server, seed ^ 0xffff, cfg),
     )
 }
 
@@ -47,7 +48,7 @@ fn smol_pair(seed: u64, cfg: &SmolConfig) -> (SmolTransport, SmolTransport) {
 /// also idles the timer on an ACK not covering its FIN, so a duplicated or reordered ACK and a
 /// lost FIN can still hang the server; the seeds here do not hit it.)
 fn bulk(seed: u64, a_len: u64, b_len: u64) -> (BulkConfig, BulkConfig) {
-    let (sa, sb) = (stream_seed(seed, Side::A), stream_seed(seed, Side::B));
+    let (sa, sb) = (stream_seed(seed, SimSide::A), stream_seed(seed, SimSide::B));
     (
         BulkConfig::new(a_len, sa, b_len, sb).with_close(ClosePolicy::AfterReceiving),
         BulkConfig::new(b_len, sb, a_len, sa).with_close(ClosePolicy::AfterPeerClose),
@@ -56,8 +57,8 @@ fn bulk(seed: u64, a_len: u64, b_len: u64) -> (BulkConfig, BulkConfig) {
 
 fn audits(seed: u64) -> [SegmentAudit; 2] {
     [
-        SegmentAudit::new().with_pattern(Pattern::new(stream_seed(seed, Side::A))),
-        SegmentAudit::new().with_pattern(Pattern::new(stream_seed(seed, Side::B))),
+        SegmentAudit::new().with_pattern(Pattern::new(stream_seed(seed, SimSide::A))),
+        SegmentAudit::new().with_pattern(Pattern::new(stream_seed(seed, SimSide::B))),
     ]
 }
 
@@ -274,7 +275,7 @@ struct Spoil {
     again: Option<Delivery>,
 }
 
-impl<T: Transport> Hooks<T> for Spoil {
+impl<T: SimTransport> Hooks<T> for Spoil {
     fn recv(&mut self, inner: &mut T, now: SimTime) -> Option<Delivery> {
         if let Some(d) = self.again.take() {
             return Some(d);

@@ -6,12 +6,12 @@ use std::time::{Duration, Instant};
 
 use netsim::ours::{Mode, OursOptions, OursTransport, Passive};
 use netsim::{
-    BulkApp, BulkConfig, Host, LinkConfig, Pattern, RecordPlan, Role, SegmentAudit, Side, Sim,
-    Transport,
+    BulkApp, BulkConfig, Host, LinkConfig, Pattern, RecordPlan, SegmentAudit, Sim, SimRole,
+    SimSide, SimTransport,
 };
 
 /// A client, or a server behind a listener, in byte-stream or owned-record mode.
-fn ours(role: Role, seed: u64, records: bool, base: Instant) -> OursTransport {
+fn ours(role: SimRole, seed: u64, records: bool, base: Instant) -> OursTransport {
     let opts = OursOptions {
         mode: if records {
             Mode::OwnedRecords
@@ -39,8 +39,8 @@ struct Run {
 
 fn run(seed: u64, len: u64, link: LinkConfig, records: bool) -> Run {
     let base = Instant::now();
-    let a = ours(Role::Client, 1, records, base);
-    let b = ours(Role::Server, 2, records, base);
+    let a = ours(SimRole::Client, 1, records, base);
+    let b = ours(SimRole::Server, 2, records, base);
     let (sa, sb) = (seed * 2 + 1, seed * 2 + 2);
     let mut ca = BulkConfig::new(len, sa, len, sb);
     let mut cb = BulkConfig::new(len, sb, len, sa);
@@ -73,7 +73,7 @@ fn run(seed: u64, len: u64, link: LinkConfig, records: bool) -> Run {
     let audits = std::rc::Rc::new(std::cell::RefCell::new(audits));
     let tap = audits.clone();
     sim.add_tap(move |side, _now, p| {
-        tap.borrow_mut()[if side == Side::A { 0 } else { 1 }].observe(p)
+        tap.borrow_mut()[if side == SimSide::A { 0 } else { 1 }].observe(p)
     });
     sim.run().unwrap_or_else(|e| panic!("seed {seed}: {e}"));
     let au = audits.borrow();
@@ -128,7 +128,7 @@ fn record_mode_is_header_aligned_and_commits_out_of_order() {
 #[test]
 fn transport_reports_state_and_stats() {
     let base = Instant::now();
-    let t = ours(Role::Client, 1, false, base);
+    let t = ours(SimRole::Client, 1, false, base);
     assert_eq!(t.state(), netsim::ConnState::Opening);
     assert_eq!(
         t.send_space(),

@@ -6,6 +6,8 @@
 //! - [`frame_corpus`]: frames for the rule of which frames are ours (the endpoint's classifier
 //!   and the XDP program), each with its verdict, and mutations of a good one.
 //! - [`pcap`]: classic pcap files of Ethernet frames.
+//! - [`pattern`]: the deterministic test pattern (re-exported from `tool_support`, which the
+//!   shipped tools use to write and verify data).
 //! - [`privileged`]: the one rule for tests that need root or tools: skip, or (under CI) fail.
 //! - [`temp`]: temporary paths.
 //! - [`tshark`]: running tshark over a capture file, and live captures in a namespace.
@@ -16,7 +18,6 @@
 pub mod checksum;
 pub mod frame_corpus;
 pub mod iwarp_oracle;
-pub mod pattern;
 pub mod pcap;
 pub mod privileged;
 pub mod synthetic;
@@ -24,9 +25,10 @@ pub mod temp;
 pub mod tshark;
 
 pub use checksum::internet_checksum;
-pub use pattern::{fill_pattern, pattern};
 pub use pcap::pcap_file;
 pub use privileged::{must_run, or_skip, require_root, require_tool};
 pub use synthetic::{Capture, Peer};
 pub use temp::{unique_temp_path, TempPath};
+/// The test pattern: the one the shipped tools write and check (`tool_support::pattern`).
+pub use tool_support::pattern::{self, fill_pattern, mix64, pattern, Pattern};
 pub use tshark::{LiveCapture, Tshark};

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use dataplane::Access;
-use rpcrdma::storage::Status;
+use rpcrdma::storage::StoreStatus;
 use store_support::{pattern, server, server_with, TempFile};
 use xwarpd::store::{
     CallId, ClientOptions, Finished, ServerOptions, StoreClient, StoreError, MAX_IN_FLIGHT,
@@ -124,7 +124,10 @@ fn a_failing_pipelined_call_fails_alone() {
     }
     assert!(matches!(results[&good1], Ok(Finished::Read(_))));
     assert!(
-        matches!(results[&bad], Err(StoreError::Status(Status::OutOfRange))),
+        matches!(
+            results[&bad],
+            Err(StoreError::Status(StoreStatus::OutOfRange))
+        ),
         "{:?}",
         results[&bad]
     );

@@ -8,7 +8,7 @@ mod store_support;
 use std::time::Duration;
 
 use dataplane::{Access, ConnectionConfig, Device, QpInit, Transport};
-use rpcrdma::storage::Status;
+use rpcrdma::storage::StoreStatus;
 use rpcrdma::{receive_at_client, ClientInbound, ErrorBody, HeaderRepr, Rules};
 use store_support::{pattern, server, TempFile};
 use xwarpd::store::{ClientOptions, StoreClient, StoreError};
@@ -76,15 +76,15 @@ fn read_at_the_end_is_short_with_eof_and_beyond_is_out_of_range() {
     assert!(!r.eof);
     assert!(matches!(
         c.read(20_000, &b, 0..10),
-        Err(StoreError::Status(Status::OutOfRange))
+        Err(StoreError::Status(StoreStatus::OutOfRange))
     ));
     assert!(matches!(
         c.write(9_999, &b, 0..2),
-        Err(StoreError::Status(Status::OutOfRange))
+        Err(StoreError::Status(StoreStatus::OutOfRange))
     ));
     assert!(matches!(
         c.write(5_000, &b, 0..8192),
-        Err(StoreError::Status(Status::OutOfRange))
+        Err(StoreError::Status(StoreStatus::OutOfRange))
     ));
     // The connection still works after refusals.
     assert_eq!(c.getattr().unwrap().size, 10_000);

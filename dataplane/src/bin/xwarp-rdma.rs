@@ -17,6 +17,7 @@ use dataplane::{
     Access, CompletionQueue, ConnectionConfig, Device, EngineMode, MemoryRegion, MpaSettings,
     Opcode, QpInit, QueuePair, RemoteAddr, Transport, XdpConfig,
 };
+use tool_support::{ByteSize, Pattern};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -161,7 +162,7 @@ struct ClientArgs {
         default_value = "send,write,read"
     )]
     ops: Vec<Op>,
-    /// Transfer sizes in bytes (suffixes K, M: 1,4K,1M).
+    /// Transfer sizes in bytes (units K, M, G or KiB, MiB, GiB: powers of 1024; 1,4K,1M).
     #[arg(long, value_delimiter = ',', default_value = "1,4K,1M", value_parser = parse_size)]
     sizes: Vec<usize>,
     /// Repetitions of each (op, size).
@@ -174,25 +175,10 @@ struct ClientArgs {
     wire: Wire,
 }
 
+/// A size on the command line: `tool_support::ByteSize`'s forms (4096, 4K, 4KiB, 1M), as usize.
 fn parse_size(s: &str) -> Result<usize, String> {
-    let s = s.trim();
-    let (num, mul) = match s.chars().last() {
-        Some('K' | 'k') => (&s[..s.len() - 1], 1024),
-        Some('M' | 'm') => (&s[..s.len() - 1], 1024 * 1024),
-        Some('G' | 'g') => (&s[..s.len() - 1], 1024 * 1024 * 1024),
-        _ => (s, 1),
-    };
-    let n: usize = num
-        .parse()
-        .map_err(|_| format!("not a size: {s:?} (examples: 1, 4K, 1M)"))?;
-    n.checked_mul(mul)
-        .ok_or_else(|| format!("size too large: {s}"))
-}
-
-/// The deterministic test pattern: every byte depends on the seed and its position.
-fn pattern_byte(seed: u64, i: usize) -> u8 {
-    let x = (i as u64 ^ seed.rotate_left(17)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    (x >> 56) as u8 ^ (i as u8)
+    let n = s.parse::<ByteSize>().map_err(|e| format!("{s:?}: {e}"))?.0;
+    usize::try_from(n).map_err(|_| format!("size too large: {s}"))
 }
 
 /// Flips the middle byte when `on` (the --corrupt test hook).
@@ -203,19 +189,17 @@ fn corrupt_if(on: bool, buf: &mut [u8]) {
     }
 }
 
+/// Fills `buf` with the test pattern of `seed` (`tool_support::pattern`).
 fn fill(buf: &mut [u8], seed: u64) {
-    for (i, b) in buf.iter_mut().enumerate() {
-        *b = pattern_byte(seed, i);
-    }
+    Pattern::new(seed).fill(0, buf);
 }
 
 /// Index of the first byte that differs from the pattern.
 fn first_mismatch(buf: &[u8], seed: u64) -> Option<usize> {
-    buf.iter()
-        .enumerate()
-        .position(|(i, b)| *b != pattern_byte(seed, i))
+    Pattern::new(seed)
+        .first_mismatch(0, buf)
+        .map(|i| i as usize)
 }
-
 // Control messages.
 const CTL_LEN: usize = 24;
 const EXPECT_SEND: u32 = 1;
@@ -785,7 +769,10 @@ mod tests {
         assert_eq!(parse_size("4K").unwrap(), 4096);
         assert_eq!(parse_size("1M").unwrap(), 1 << 20);
         assert_eq!(parse_size("7").unwrap(), 7);
-        assert!(parse_size("x").is_err());
+        // Regression: the KiB form every other tool takes was rejected here.
+        assert_eq!(parse_size("4KiB").unwrap(), 4096);
+        assert_eq!(parse_size("4 MiB").unwrap(), 4 << 20);
+        assert!(parse_size("x").unwrap_err().contains("4KiB"));
         assert!(parse_size("99999999999999999999G").is_err());
     }
 

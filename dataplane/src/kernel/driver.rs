@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use ddp::QpEvent;
 
 use super::waker::wait;
-use crate::counters::Counters;
+use crate::counters::DeviceCounters;
 use crate::qp::{QpError, QpShared};
 use crate::qp_events::{startup_error, stream_error};
 use crate::ConnectError;
@@ -135,7 +135,7 @@ pub(crate) fn tcp_mss(sock: &TcpStream) -> Option<u32> {
 struct Driver<'a> {
     sock: &'a mut TcpStream,
     shared: &'a QpShared,
-    counters: &'a Counters,
+    counters: &'a DeviceCounters,
     opts: DriverOptions,
     established: Option<EstablishedTx>,
     tx: TxBuf,
@@ -170,7 +170,7 @@ impl Driver<'_> {
             QpEvent::Established {
                 peer_private_data, ..
             } => {
-                Counters::inc(&c.mpa_established);
+                DeviceCounters::inc(&c.mpa_established);
                 self.report(Ok(peer_private_data));
             }
             QpEvent::ConnectRequest { .. } => {}
@@ -267,7 +267,7 @@ impl Driver<'_> {
             }
         }
         if self.written != before {
-            Counters::add(&self.counters.tx_bytes, self.written - before);
+            DeviceCounters::add(&self.counters.tx_bytes, self.written - before);
             // Kernel TCP owns the bytes now: Sends and Writes complete (ddp's on_acked contract).
             self.shared.lock_qp().on_acked(self.written);
         }
@@ -282,7 +282,7 @@ impl Driver<'_> {
                     return Ok(());
                 }
                 Ok(n) => {
-                    Counters::add(&self.counters.rx_bytes, n as u64);
+                    DeviceCounters::add(&self.counters.rx_bytes, n as u64);
                     let mut qp = self.shared.lock_qp();
                     let mut st = self.shared.pd().lock();
                     let st = &mut *st;
@@ -365,7 +365,7 @@ impl Driver<'_> {
 pub(crate) fn run(
     mut sock: TcpStream,
     shared: Arc<QpShared>,
-    counters: Arc<Counters>,
+    counters: Arc<DeviceCounters>,
     opts: DriverOptions,
     established: Option<EstablishedTx>,
 ) {
@@ -390,7 +390,7 @@ pub(crate) fn run(
         shared.set_error(e);
     }
     if shared.error.lock().map(|e| e.is_some()).unwrap_or(true) {
-        Counters::inc(&counters.connection_errors);
+        DeviceCounters::inc(&counters.connection_errors);
     }
     {
         let mut qp = shared.lock_qp();

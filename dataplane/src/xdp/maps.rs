@@ -50,7 +50,7 @@ impl PortKind {
 /// The XDP program's counters (`struct xwarp_counters`), summed over CPUs by the loader.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 #[repr(C)]
-pub struct Counters {
+pub struct SteerCounters {
     /// Handed to an AF_XDP socket.
     pub redirected: u64,
     /// Given to the kernel: not ours.
@@ -64,9 +64,9 @@ pub struct Counters {
     pub fragments: u64,
 }
 
-impl Counters {
+impl SteerCounters {
     /// Adds `other` field by field (wrapping: these are free-running counters).
-    pub fn accumulate(&mut self, other: &Counters) {
+    pub fn accumulate(&mut self, other: &SteerCounters) {
         self.redirected = self.redirected.wrapping_add(other.redirected);
         self.passed = self.passed.wrapping_add(other.passed);
         self.malformed = self.malformed.wrapping_add(other.malformed);
@@ -75,8 +75,8 @@ impl Counters {
     }
 
     /// What moved between `earlier` and `self`.
-    pub fn since(&self, earlier: &Counters) -> Counters {
-        Counters {
+    pub fn since(&self, earlier: &SteerCounters) -> SteerCounters {
+        SteerCounters {
             redirected: self.redirected.wrapping_sub(earlier.redirected),
             passed: self.passed.wrapping_sub(earlier.passed),
             malformed: self.malformed.wrapping_sub(earlier.malformed),
@@ -143,7 +143,7 @@ mod tests {
                 "fragments"
             ]
         );
-        assert_eq!(std::mem::size_of::<Counters>(), 8 * fields.len());
+        assert_eq!(std::mem::size_of::<SteerCounters>(), 8 * fields.len());
     }
 
     #[test]
@@ -157,11 +157,11 @@ mod tests {
 
     #[test]
     fn counters_since_wraps() {
-        let a = Counters {
+        let a = SteerCounters {
             redirected: u64::MAX,
             ..Default::default()
         };
-        let b = Counters {
+        let b = SteerCounters {
             redirected: 1,
             passed: 2,
             ..Default::default()

@@ -38,7 +38,7 @@ pub mod testbed;
 pub mod xsk;
 
 pub use error::{IfName, XdpError};
-pub use maps::{Counters, PortKind};
+pub use maps::{PortKind, SteerCounters};
 pub use next_hop::{resolve_next_hop, NextHop};
 pub use ports::LocalPortRange;
 pub use program::{AttachMode, AttachPolicy, XdpProgram};

@@ -16,8 +16,8 @@ use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 
 use super::XdpError;
 
-/// An Ethernet address.
-pub type Mac = [u8; 6];
+/// An Ethernet address: the endpoint's type (one definition in the workspace).
+pub use endpoint::ethernet::Mac;
 
 /// The kernel's answer to "how do I reach this address" (`ip route get`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,7 +6,7 @@ use std::net::Ipv4Addr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
-use super::raw::checksum;
+use tcp_offload::checksum;
 
 /// Sends one ICMP echo request to `dst` (from the calling thread's network namespace) and waits
 /// for the matching reply; returns the round-trip time, or `None` on timeout.
@@ -28,7 +28,7 @@ pub fn icmp_echo(
     req[4..6].copy_from_slice(&ident.to_be_bytes());
     req[6..8].copy_from_slice(&seq.to_be_bytes());
     req[8..16].copy_from_slice(b"xwarping");
-    let sum = checksum(0, &req);
+    let sum = checksum::field(&req, 0);
     req[2..4].copy_from_slice(&sum.to_be_bytes());
     let addr = libc::sockaddr_in {
         sin_family: libc::AF_INET as u16,

@@ -31,7 +31,8 @@ use libbpf_sys as bpf;
 
 use super::holders::program_holders;
 use super::maps::{
-    self, Counters, PortKind, ADDRS4_MAP, ADDRS6_MAP, COUNTERS_MAP, PORTS_MAP, PROG_NAME, XSKS_MAP,
+    self, PortKind, SteerCounters, ADDRS4_MAP, ADDRS6_MAP, COUNTERS_MAP, PORTS_MAP, PROG_NAME,
+    XSKS_MAP,
 };
 use super::netlink::RtNetlink;
 use super::netns::NetNs;
@@ -503,8 +504,8 @@ impl XdpProgram {
     }
 
     /// The program's counters, summed over all CPUs.
-    pub fn counters(&self) -> Result<Counters, XdpError> {
-        let mut per_cpu = vec![Counters::default(); self.ncpus];
+    pub fn counters(&self) -> Result<SteerCounters, XdpError> {
+        let mut per_cpu = vec![SteerCounters::default(); self.ncpus];
         let key = 0u32;
         // Safety: a per-CPU lookup writes one 8-byte-aligned value per possible CPU: `per_cpu`
         // holds `ncpus` values of the map's value size (32, already a multiple of 8).
@@ -518,7 +519,7 @@ impl XdpProgram {
         if ret < 0 {
             return Err(XdpError::from_neg("read counters", ret));
         }
-        let mut sum = Counters::default();
+        let mut sum = SteerCounters::default();
         per_cpu.iter().for_each(|c| sum.accumulate(c));
         Ok(sum)
     }

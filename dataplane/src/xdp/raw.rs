@@ -6,6 +6,8 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
+use tcp_offload::checksum;
+
 use super::netlink::Mac;
 use super::next_hop::NextHop;
 use super::xsk::{Frame, XskQueue};
@@ -54,21 +56,6 @@ impl RawEndpoint {
     }
 }
 
-/// The internet checksum (RFC 1071) of `data`, folded, starting from `sum`.
-pub(crate) fn checksum(mut sum: u32, data: &[u8]) -> u16 {
-    let mut chunks = data.chunks_exact(2);
-    for c in &mut chunks {
-        sum = sum.wrapping_add(u32::from(u16::from_be_bytes([c[0], c[1]])));
-    }
-    if let [last] = chunks.remainder() {
-        sum = sum.wrapping_add(u32::from(*last) << 8);
-    }
-    while sum > 0xFFFF {
-        sum = (sum & 0xFFFF) + (sum >> 16);
-    }
-    !(sum as u16)
-}
-
 /// Writes an Ethernet/IPv4/TCP frame (PSH|ACK, sequence `seq`) carrying `payload` into `buf`;
 /// returns its length, or `None` when `buf` is too short or the payload too long for IPv4.
 pub fn build_tcp_frame(
@@ -97,7 +84,7 @@ pub fn build_tcp_frame(
     ip[10..12].fill(0);
     ip[12..16].copy_from_slice(&src.ip.octets());
     ip[16..20].copy_from_slice(&dst.ip.octets());
-    let ip_sum = checksum(0, ip);
+    let ip_sum = checksum::field(ip, 0);
     ip[10..12].copy_from_slice(&ip_sum.to_be_bytes());
     // TCP
     let tcp_len = 20 + payload.len();
@@ -111,13 +98,8 @@ pub fn build_tcp_frame(
     tcp[14..16].copy_from_slice(&65535u16.to_be_bytes());
     tcp[16..20].fill(0); // checksum, urgent pointer
     tcp[20..].copy_from_slice(payload);
-    let mut pseudo = 0u32;
-    for half in [src.ip.octets(), dst.ip.octets()] {
-        pseudo += u32::from(u16::from_be_bytes([half[0], half[1]]));
-        pseudo += u32::from(u16::from_be_bytes([half[2], half[3]]));
-    }
-    pseudo += 6 + tcp_len as u32;
-    let tcp_sum = checksum(pseudo, tcp);
+    let pseudo = checksum::pseudo_v4(src.ip, dst.ip, tcp_len);
+    let tcp_sum = checksum::field(tcp, pseudo);
     tcp[16..18].copy_from_slice(&tcp_sum.to_be_bytes());
     Some(len)
 }
@@ -381,6 +363,15 @@ pub fn raw_sink(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use testkit::internet_checksum;
+
+    /// The IPv4 pseudo header's bytes (RFC 9293 §3.1), for the independent checksum.
+    fn pseudo_header(src: &RawEndpoint, dst: &RawEndpoint, tcp_len: usize) -> Vec<u8> {
+        let mut v = [src.ip.octets(), dst.ip.octets()].concat();
+        v.extend_from_slice(&[0, 6]);
+        v.extend_from_slice(&(tcp_len as u16).to_be_bytes());
+        v
+    }
 
     fn ends() -> (RawEndpoint, RawEndpoint) {
         (
@@ -404,14 +395,17 @@ mod tests {
         let len = build_tcp_frame(&mut buf, &a, &b, 7, b"hello, xwarp").unwrap();
         let f = &buf[..len];
         assert_eq!(len, HEADERS_LEN + 12);
-        assert_eq!(checksum(0, &f[14..34]), 0, "IPv4 header checksum verifies");
-        let mut pseudo = 0u32;
-        for o in [a.ip.octets(), b.ip.octets()] {
-            pseudo += u32::from(u16::from_be_bytes([o[0], o[1]]));
-            pseudo += u32::from(u16::from_be_bytes([o[2], o[3]]));
-        }
-        pseudo += 6 + (len - 34) as u32;
-        assert_eq!(checksum(pseudo, &f[34..]), 0, "TCP checksum verifies");
+        assert_eq!(
+            internet_checksum(&[&f[14..34]]),
+            0,
+            "IPv4 header checksum verifies"
+        );
+        let pseudo = pseudo_header(&a, &b, len - 34);
+        assert_eq!(
+            internet_checksum(&[&pseudo, &f[34..]]),
+            0,
+            "TCP checksum verifies"
+        );
         assert_eq!(tcp_payload(f), Some(&b"hello, xwarp"[..]));
     }
 
@@ -420,13 +414,8 @@ mod tests {
         let (a, b) = ends();
         let mut buf = [0u8; 128];
         let len = build_tcp_frame(&mut buf, &a, &b, 1, b"abc").unwrap();
-        let mut pseudo = 0u32;
-        for o in [a.ip.octets(), b.ip.octets()] {
-            pseudo += u32::from(u16::from_be_bytes([o[0], o[1]]));
-            pseudo += u32::from(u16::from_be_bytes([o[2], o[3]]));
-        }
-        pseudo += 6 + (len - 34) as u32;
-        assert_eq!(checksum(pseudo, &buf[34..len]), 0);
+        let pseudo = pseudo_header(&a, &b, len - 34);
+        assert_eq!(internet_checksum(&[&pseudo, &buf[34..len]]), 0);
     }
 
     #[test]

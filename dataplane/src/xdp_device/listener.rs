@@ -10,7 +10,7 @@ use endpoint::ListenerId;
 use super::qp::{settings, XdpQp};
 use super::route::{QpLink, Request};
 use super::XdpDevice;
-use crate::counters::Counters;
+use crate::counters::DeviceCounters;
 use crate::qp::next_qp_num;
 use crate::xdp::PortKind;
 use crate::{AcceptError, ConnectError, ConnectionConfig, QpInit, QueuePair};
@@ -179,7 +179,7 @@ impl XdpIncoming {
             .endpoint_mut()
             .reject(self.req.conn, private_data)
             .map_err(|_| ConnectError::Startup(mpa::StartupError::ConnectionClosed))?;
-        Counters::inc(&st.counters.startup_rejected);
+        DeviceCounters::inc(&st.counters.startup_rejected);
         Ok(())
     }
 }

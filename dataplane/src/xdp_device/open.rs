@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use super::{Shared, State, XdpDevice};
-use crate::counters::Counters;
+use crate::counters::DeviceCounters;
 use endpoint::{EndpointConfig, FastMap, Secrets};
 
 use crate::engine::{Engine, XskIo};
@@ -40,7 +40,10 @@ fn frame_size_for(mtu: u32) -> u32 {
 
 impl XdpDevice {
     /// Opens `cfg.interface` in the calling thread's network namespace.
-    pub(crate) fn open(cfg: &XdpConfig, counters: Arc<Counters>) -> Result<Self, DeviceError> {
+    pub(crate) fn open(
+        cfg: &XdpConfig,
+        counters: Arc<DeviceCounters>,
+    ) -> Result<Self, DeviceError> {
         // The engine's ISN key and STag seed.
         let mut secrets = [0u8; 24];
         os_random(&mut secrets).map_err(|e| DeviceError::Random(e.kind()))?;

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use endpoint::{ConnId, EndpointEvent, FastMap, ListenerId};
 
-use crate::counters::Counters;
+use crate::counters::DeviceCounters;
 use crate::engine::{Engine, XskIo};
 use crate::qp::{map_completion, QpError};
 use crate::qp_events::{startup_error, stream_error};
@@ -88,7 +88,7 @@ pub(crate) struct State {
     pub(crate) routes: FastMap<ConnId, Arc<QpLink>>,
     pub(crate) pending: FastMap<ConnId, Pending>,
     pub(crate) listeners: FastMap<ListenerId, VecDeque<Request>>,
-    pub(crate) counters: Arc<Counters>,
+    pub(crate) counters: Arc<DeviceCounters>,
 }
 
 impl State {
@@ -129,7 +129,7 @@ impl State {
                 conn,
                 peer,
             } => {
-                Counters::inc(&c.tcp_accepted);
+                DeviceCounters::inc(&c.tcp_accepted);
                 self.pending
                     .insert(conn, Pending::Accepted { listener, peer });
             }
@@ -164,7 +164,7 @@ impl State {
                 peer_private_data,
                 ..
             } => {
-                Counters::inc(&c.mpa_established);
+                DeviceCounters::inc(&c.mpa_established);
                 if let Some(p @ Pending::Connecting) = self.pending.get_mut(&conn) {
                     *p = Pending::Done(Ok(peer_private_data));
                 }
@@ -209,7 +209,7 @@ impl State {
                         link.set_error(QpError::PeerClosed);
                     }
                     if link.status().error.is_some() {
-                        Counters::inc(&c.connection_errors);
+                        DeviceCounters::inc(&c.connection_errors);
                     }
                     link.update(|s| s.finished = true);
                 }

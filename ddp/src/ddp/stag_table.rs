@@ -2,15 +2,17 @@
 //! rights, protection domain and optional stream association; validation of tagged access
 //! (-06 §7.1, DDP-79, DDP-86..DDP-102); local and remote invalidation.
 //!
-//! STag = 24-bit slot index + 8-bit key. Keys come from a seeded CSPRNG (`StdRng`, ChaCha) so
-//! a peer cannot guess a valid STag from an old one; the seed is an argument for determinism.
+//! STag = 24-bit slot index + 8-bit key. Keys come from a keyed PRF (SipHash-2-4 over a
+//! counter, keyed with the caller's seed) so a peer cannot guess a valid STag from old ones; the
+//! seed is an argument (the OS random source in production, a constant in tests).
 
 use crate::ddp::error::DdpError;
 use crate::ddp::memory::RegionHandle;
 use crate::ddp::stag::Stag;
 use crate::rdmap::term_code::{RdmapError, TermCode};
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use core::fmt;
+use core::hash::Hasher;
+use siphasher::sip::SipHasher24;
 
 /// Access rights of a region (DDP-101).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -138,7 +140,38 @@ const MAX_INDEX: u32 = (1 << 24) - 1;
 pub struct StagTable {
     slots: Vec<Option<Region>>,
     free: Vec<u32>,
-    rng: StdRng,
+    keys: KeyStream,
+}
+
+/// STag keys: SipHash-2-4 keyed with the seed over a counter, one key per draw. Without the
+/// seed, the keys seen so far say nothing about the next one.
+struct KeyStream {
+    sip_key: (u64, u64),
+    counter: u64,
+}
+
+impl KeyStream {
+    fn new(seed: u64) -> Self {
+        // The second half of the SipHash key only separates this use of the seed from others.
+        const DOMAIN: u64 = 0x7374_6167_2d6b_6579; // "stag-key"
+        KeyStream {
+            sip_key: (seed, DOMAIN),
+            counter: 0,
+        }
+    }
+
+    fn next(&mut self) -> u8 {
+        let mut h = SipHasher24::new_with_keys(self.sip_key.0, self.sip_key.1);
+        h.write_u64(self.counter);
+        self.counter = self.counter.wrapping_add(1);
+        h.finish() as u8
+    }
+}
+
+impl fmt::Debug for KeyStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("KeyStream(..)")
+    }
 }
 
 impl StagTable {
@@ -147,13 +180,13 @@ impl StagTable {
         StagTable {
             slots: vec![None],
             free: Vec::new(),
-            rng: StdRng::seed_from_u64(seed),
+            keys: KeyStream::new(seed),
         }
     }
 
     fn fresh_key(&mut self, old: Option<u8>) -> u8 {
         loop {
-            let k: u8 = self.rng.gen();
+            let k = self.keys.next();
             if Some(k) != old {
                 return k;
             }
@@ -339,6 +372,29 @@ mod tests {
             .collect();
         assert_eq!(ka, kc, "same seed, same keys (determinism in tests)");
         assert!(c.lookup(Stag(0)).is_none());
+    }
+
+    /// Keys spread over the 8-bit space across slots, and eight seeds give eight different
+    /// key sequences (SipHash-2-4 over a counter, keyed with the seed).
+    #[test]
+    fn keys_differ_across_seeds_and_slots() {
+        let keys = |seed: u64| -> Vec<u8> {
+            let mut t = StagTable::new(seed);
+            (0..64)
+                .map(|_| t.register(spec(0, 8, Access::ALL)).unwrap().1.key())
+                .collect()
+        };
+        let mut seen = std::collections::BTreeSet::new();
+        for seed in [0, 1, 2, 3, u64::MAX, 1 << 32, 0xdead_beef, 42] {
+            let k = keys(seed);
+            let distinct: std::collections::BTreeSet<u8> = k.iter().copied().collect();
+            assert!(
+                distinct.len() >= 32,
+                "seed {seed}: {} distinct keys",
+                distinct.len()
+            );
+            assert!(seen.insert(k), "seed {seed} repeats another seed's keys");
+        }
     }
 
     /// DDP-90: [base, base+len) exactly: base+len-1 is legal, base+len is not.

@@ -101,12 +101,9 @@ fn one_way(src: &mut End, dst: &mut End, chunk: usize) -> bool {
     moved
 }
 
+/// Octet `i` of the shared test pattern of `seed` (`testkit::Pattern`).
 fn pattern(seed: usize) -> impl Fn(usize) -> u8 {
-    move |i| {
-        (i.wrapping_mul(131)
-            .wrapping_add(i >> 9)
-            .wrapping_add(seed * 17)) as u8
-    }
+    move |i| testkit::Pattern::new(seed as u64).byte_at(i as u64)
 }
 
 #[test]

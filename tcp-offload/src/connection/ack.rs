@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use crate::wire::Segment;
+use crate::wire::TcpSegment;
 
 use super::state::{CloseReason, State};
 use super::timers::Timer;
@@ -12,7 +12,7 @@ use super::{Connection, Event};
 impl Connection {
     /// The ACK processing of RFC 9293 §3.10.7.4 fifth check plus RFC 5961 §5.2. Returns false when
     /// the segment must be dropped.
-    pub(super) fn process_ack(&mut self, now: Instant, seg: &Segment<'_>) -> bool {
+    pub(super) fn process_ack(&mut self, now: Instant, seg: &TcpSegment<'_>) -> bool {
         let Some(ack) = self.snd.off(seg.ack, self.snd_una) else {
             self.counters.bad_acks += 1;
             self.ack_now = true;
@@ -77,7 +77,7 @@ impl Connection {
 
     /// Marks the SACK blocks of `seg` (RFC 2018 §3, honoured per RFC 6675); true if something
     /// new was SACKed.
-    fn apply_sack(&mut self, seg: &Segment<'_>) -> bool {
+    fn apply_sack(&mut self, seg: &TcpSegment<'_>) -> bool {
         let mut any = false;
         for &(l, r) in seg.options.sack_blocks() {
             let (Some(lo), Some(ro)) =
@@ -93,7 +93,7 @@ impl Connection {
         any
     }
 
-    fn on_new_ack(&mut self, now: Instant, seg: &Segment<'_>, ack: u64) {
+    fn on_new_ack(&mut self, now: Instant, seg: &TcpSegment<'_>, ack: u64) {
         let acked = ack - self.snd_una;
         let mut any_rexmit = false;
         let ts_ecr = seg.options.timestamps.map(|t| t.1);

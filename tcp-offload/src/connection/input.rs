@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use crate::rx::{RxRef, RxSink};
-use crate::wire::{self, Segment, WireError};
+use crate::wire::{self, TcpSegment, WireError};
 
 use super::rst::{rst_for, RstOut};
 use super::state::{CloseReason, State};
@@ -26,7 +26,7 @@ impl Connection {
 
     /// Handles one parsed segment addressed to this connection (RFC 9293 §3.10.7 SEGMENT ARRIVES).
     /// Record-mode data is queued for [`Self::poll_recv`].
-    pub fn handle_segment(&mut self, now: Instant, seg: &Segment<'_>) {
+    pub fn handle_segment(&mut self, now: Instant, seg: &TcpSegment<'_>) {
         self.dispatch_segment(now, seg, None);
     }
 
@@ -70,7 +70,12 @@ impl Connection {
     /// });
     /// # }
     /// ```
-    pub fn handle_segment_with(&mut self, now: Instant, seg: &Segment<'_>, sink: &mut dyn RxSink) {
+    pub fn handle_segment_with(
+        &mut self,
+        now: Instant,
+        seg: &TcpSegment<'_>,
+        sink: &mut dyn RxSink,
+    ) {
         if !self.recv.record_mode {
             self.dispatch_segment(now, seg, None);
             return;
@@ -99,7 +104,12 @@ impl Connection {
         self.sink_lens = lens;
     }
 
-    fn dispatch_segment(&mut self, now: Instant, seg: &Segment<'_>, sink: Option<&mut dyn RxSink>) {
+    fn dispatch_segment(
+        &mut self,
+        now: Instant,
+        seg: &TcpSegment<'_>,
+        sink: Option<&mut dyn RxSink>,
+    ) {
         self.counters.segs_in += 1;
         match self.state {
             State::Closed => {
@@ -120,14 +130,14 @@ impl Connection {
     }
 
     /// RFC 9293 §3.10.7.1: reset for a segment that does not belong to a connection.
-    fn reply_rst(&mut self, seg: &Segment<'_>) {
+    fn reply_rst(&mut self, seg: &TcpSegment<'_>) {
         if seg.flags.rst {
             return;
         }
         self.rst_out = Some(rst_for(seg));
     }
 
-    fn segment_in_listen(&mut self, now: Instant, seg: &Segment<'_>) {
+    fn segment_in_listen(&mut self, now: Instant, seg: &TcpSegment<'_>) {
         // RFC 9293 §3.10.7.2.
         if seg.flags.rst {
             return;
@@ -150,7 +160,7 @@ impl Connection {
     fn segment_in_syn_sent(
         &mut self,
         now: Instant,
-        seg: &Segment<'_>,
+        seg: &TcpSegment<'_>,
         sink: Option<&mut dyn RxSink>,
     ) {
         // RFC 9293 §3.10.7.3.
@@ -237,7 +247,12 @@ impl Connection {
         self.ack_now = true;
     }
 
-    fn segment_in_sync(&mut self, now: Instant, seg: &Segment<'_>, sink: Option<&mut dyn RxSink>) {
+    fn segment_in_sync(
+        &mut self,
+        now: Instant,
+        seg: &TcpSegment<'_>,
+        sink: Option<&mut dyn RxSink>,
+    ) {
         let mut seg = *seg;
         // A retransmitted SYN in SYN-RECEIVED: our SYN-ACK was lost; send it again.
         if self.state == State::SynReceived
@@ -387,7 +402,7 @@ impl Connection {
         self.check_fin(now);
     }
 
-    fn accept_data(&mut self, now: Instant, seg: &Segment<'_>, sink: Option<&mut dyn RxSink>) {
+    fn accept_data(&mut self, now: Instant, seg: &TcpSegment<'_>, sink: Option<&mut dyn RxSink>) {
         if seg.payload.is_empty() {
             return;
         }

@@ -35,13 +35,13 @@ use std::time::{Duration, Instant};
 
 use crate::cc::Congestion;
 use crate::config::Config;
-use crate::counters::Counters;
+use crate::counters::TcpCounters;
 use crate::isn::{FourTuple, IsnGenerator};
 use crate::rtt::RttEstimator;
 use crate::rx::{OooBudget, OooLimits, RecvBuffer, RxChunk};
 use crate::seq::{SeqNum, SeqSpace};
 use crate::tx::{RecordId, SendBuffer, Split};
-use crate::wire::Segment;
+use crate::wire::TcpSegment;
 
 use options::{Negotiated, TsClock};
 use recovery::LossRecovery;
@@ -148,7 +148,7 @@ pub struct Connection {
     rst_out: Option<RstOut>,
 
     events: VecDeque<Event>,
-    counters: Counters,
+    counters: TcpCounters,
     ooo_limits: OooLimits,
     /// Lengths of the chunks handed to a sink during one `handle_segment_with` (capacity kept).
     sink_lens: Vec<u64>,
@@ -209,7 +209,7 @@ impl Connection {
             probe_due: false,
             rst_out: None,
             events: VecDeque::new(),
-            counters: Counters::default(),
+            counters: TcpCounters::default(),
             ooo_limits,
             sink_lens: Vec::with_capacity(8),
             cfg,
@@ -226,7 +226,7 @@ impl Connection {
     }
 
     /// Passive open of a single connection (RFC 9293 §3.10.1 OPEN, passive): LISTEN on `local`.
-    /// For many connections use [`crate::Listener`].
+    /// For many connections use [`crate::TcpListener`].
     pub fn listen(cfg: Config, local: SocketAddr, gen: &IsnGenerator, now: Instant) -> Self {
         let tuple = FourTuple {
             local,
@@ -239,8 +239,8 @@ impl Connection {
         c
     }
 
-    /// A connection in SYN-RECEIVED for the SYN `syn` (used by [`crate::Listener`]).
-    pub fn accept_syn(cfg: Config, syn: &Segment<'_>, gen: &IsnGenerator, now: Instant) -> Self {
+    /// A connection in SYN-RECEIVED for the SYN `syn` (used by [`crate::TcpListener`]).
+    pub fn accept_syn(cfg: Config, syn: &TcpSegment<'_>, gen: &IsnGenerator, now: Instant) -> Self {
         let iss = gen.isn(&syn.tuple, now);
         let mut c = Self::blank(cfg, syn.tuple, iss, gen, now);
         c.passive = true;
@@ -250,12 +250,12 @@ impl Connection {
         c
     }
 
-    /// A connection in ESTABLISHED rebuilt from a validated SYN cookie (used by [`crate::Listener`]).
+    /// A connection in ESTABLISHED rebuilt from a validated SYN cookie (used by [`crate::TcpListener`]).
     /// `iss` is our cookie ISN, `ack` the cookie-validating ACK segment, `mss` the MSS the cookie
     /// encoded, `wscale`/`sack` the peer's options recovered from the cookie's timestamp bits.
     pub(crate) fn from_cookie(
         cfg: Config,
-        ack: &Segment<'_>,
+        ack: &TcpSegment<'_>,
         iss: SeqNum,
         mss: u16,
         peer_opts: Option<(Option<u8>, bool)>,
@@ -309,7 +309,7 @@ impl Connection {
     }
 
     /// Counters.
-    pub fn counters(&self) -> &Counters {
+    pub fn counters(&self) -> &TcpCounters {
         &self.counters
     }
 

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use crate::config::Config;
 use crate::isn::FourTuple;
 use crate::seq::SeqSpace;
-use crate::wire::{Segment, TcpOptions, MAX_SACK_BLOCKS};
+use crate::wire::{TcpOptions, TcpSegment, MAX_SACK_BLOCKS};
 
 use super::Connection;
 
@@ -119,7 +119,7 @@ impl Connection {
             .max(1)
     }
 
-    pub(super) fn on_syn(&mut self, seg: &Segment<'_>, now: Instant) {
+    pub(super) fn on_syn(&mut self, seg: &TcpSegment<'_>, now: Instant) {
         // Record the peer's ISN and options (RFC 9293 §3.10.7.2/3; RFC 7323 §2.2, §3.2; RFC 2018 §2).
         self.rcv = SeqSpace { isn: seg.seq };
         self.recv = self.recv.fresh(1);
@@ -152,7 +152,7 @@ impl Connection {
         self.cc.set_mss(emss, self.cfg.initial_window);
     }
 
-    pub(super) fn sample_rtt_ts(&mut self, now: Instant, seg: &Segment<'_>) {
+    pub(super) fn sample_rtt_ts(&mut self, now: Instant, seg: &TcpSegment<'_>) {
         if let Some((_, ecr)) = seg.options.timestamps {
             let d = self.ts_clock.tsval(now).wrapping_sub(ecr);
             if ecr != 0 && d < 60_000 {

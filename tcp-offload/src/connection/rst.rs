@@ -2,7 +2,7 @@
 
 use crate::isn::FourTuple;
 use crate::seq::SeqNum;
-use crate::wire::{Flags, Segment, SegmentRepr, TcpOptions};
+use crate::wire::{Flags, SegmentRepr, TcpOptions, TcpSegment};
 
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct RstOut {
@@ -11,7 +11,7 @@ pub(crate) struct RstOut {
 }
 
 /// The RST answering `seg` (RFC 9293 §3.10.7.1).
-pub(crate) fn rst_for(seg: &Segment<'_>) -> RstOut {
+pub(crate) fn rst_for(seg: &TcpSegment<'_>) -> RstOut {
     if seg.flags.ack {
         RstOut {
             seq: seg.ack,
@@ -42,7 +42,7 @@ pub(crate) fn emit_rst(tuple: FourTuple, r: RstOut, buf: &mut [u8]) -> Option<us
 }
 
 /// Emits the RST answering `seg` into `buf` (for listeners and endpoints without a connection).
-pub fn emit_rst_for(seg: &Segment<'_>, buf: &mut [u8]) -> Option<usize> {
+pub fn emit_rst_for(seg: &TcpSegment<'_>, buf: &mut [u8]) -> Option<usize> {
     if seg.flags.rst {
         return None;
     }

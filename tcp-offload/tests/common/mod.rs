@@ -5,7 +5,7 @@
 pub mod peer;
 pub mod wrap;
 
-pub use netsim::{ours, smol, Role};
+pub use netsim::{ours, smol, SimRole};
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -14,14 +14,15 @@ use std::sync::Mutex;
 
 use netsim::{
     mix64, AuditStats, BulkApp, BulkConfig, Host, LinkConfig, LinkStats, SegmentAudit,
-    SegmentRange, Side, Sim, SimConfig, SimReport, SimTime, Transport, TransportStats, VerifyStats,
+    SegmentRange, Sim, SimConfig, SimReport, SimSide, SimTime, SimTransport, TransportStats,
+    VerifyStats,
 };
 
 /// Seed of the stream a side sends in run `seed`.
-pub fn stream_seed(seed: u64, side: Side) -> u64 {
+pub fn stream_seed(seed: u64, side: SimSide) -> u64 {
     mix64(
         seed.wrapping_mul(2)
-            .wrapping_add(if side == Side::A { 1 } else { 2 }),
+            .wrapping_add(if side == SimSide::A { 1 } else { 2 }),
     )
 }
 
@@ -55,7 +56,7 @@ pub struct Outcome {
 /// `XWARP_SIM_TRACE` set in the environment, a run in which any RST was sent prints its last 40
 /// packets (side, virtual time, ports, flags, seq, ack, payload length, window) to stderr.
 #[allow(clippy::too_many_arguments)]
-pub fn run_bulk<A: Transport, B: Transport>(
+pub fn run_bulk<A: SimTransport, B: SimTransport>(
     seed: u64,
     a: A,
     b: B,
@@ -73,7 +74,7 @@ pub fn run_bulk<A: Transport, B: Transport>(
         .with_config(limits);
     let audits = Rc::new(RefCell::new(audits));
     let tap = Rc::clone(&audits);
-    let rsts: Rc<RefCell<Vec<(Side, SimTime)>>> = Rc::default();
+    let rsts: Rc<RefCell<Vec<(SimSide, SimTime)>>> = Rc::default();
     let rst_tap = Rc::clone(&rsts);
     let trace: Rc<RefCell<Vec<String>>> = Rc::default();
     let trace_tap = Rc::clone(&trace);

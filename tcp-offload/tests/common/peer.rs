@@ -1,6 +1,6 @@
 //! Either TCP behind one type, so one runner serves every pairing.
 
-use netsim::{ConnState, Delivery, SimTime, Transport, TransportStats};
+use netsim::{ConnState, Delivery, SimTime, SimTransport, TransportStats};
 
 use super::ours::OursTransport;
 use super::smol::SmolTransport;
@@ -14,13 +14,13 @@ pub enum Peer {
 }
 
 impl Peer {
-    fn t(&self) -> &dyn Transport {
+    fn t(&self) -> &dyn SimTransport {
         match self {
             Peer::Ours(t) => t.as_ref(),
             Peer::Smol(t) => t.as_ref(),
         }
     }
-    fn t_mut(&mut self) -> &mut dyn Transport {
+    fn t_mut(&mut self) -> &mut dyn SimTransport {
         match self {
             Peer::Ours(t) => t.as_mut(),
             Peer::Smol(t) => t.as_mut(),
@@ -43,7 +43,7 @@ impl Peer {
     }
 }
 
-impl Transport for Peer {
+impl SimTransport for Peer {
     fn handle_packet(&mut self, now: SimTime, packet: &[u8]) {
         self.t_mut().handle_packet(now, packet)
     }

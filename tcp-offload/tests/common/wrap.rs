@@ -1,10 +1,10 @@
 //! A transport with hooks on what it receives: tests tamper with packets going in or data
 //! coming out without re-implementing the whole [`Transport`].
 
-use netsim::{ConnState, Delivery, SimTime, Transport, TransportStats};
+use netsim::{ConnState, Delivery, SimTime, SimTransport, TransportStats};
 
 /// Hooks of a [`Wrapped`] transport; the defaults pass everything through.
-pub trait Hooks<T: Transport> {
+pub trait Hooks<T: SimTransport> {
     /// A packet arrives for `inner`.
     fn packet(&mut self, inner: &mut T, now: SimTime, packet: &[u8]) {
         inner.handle_packet(now, packet)
@@ -23,7 +23,7 @@ pub struct Wrapped<T, H> {
     pub hooks: H,
 }
 
-impl<T: Transport, H: Hooks<T>> Transport for Wrapped<T, H> {
+impl<T: SimTransport, H: Hooks<T>> SimTransport for Wrapped<T, H> {
     fn handle_packet(&mut self, now: SimTime, p: &[u8]) {
         self.hooks.packet(&mut self.inner, now, p)
     }

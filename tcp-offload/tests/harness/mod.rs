@@ -4,10 +4,10 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use tcp_offload::wire::{self, Segment};
+use tcp_offload::wire::{self, TcpSegment};
 use tcp_offload::{
-    Config, Connection, FourTuple, IsnGenerator, Listener, ListenerConfig, NoRecordSource,
-    RecordSource,
+    Config, Connection, FourTuple, IsnGenerator, ListenerConfig, NoRecordSource, RecordSource,
+    TcpListener,
 };
 
 pub fn tuple_a() -> FourTuple {
@@ -40,7 +40,7 @@ pub struct Pkt {
 }
 
 impl Pkt {
-    pub fn seg(&self) -> Segment<'_> {
+    pub fn seg(&self) -> TcpSegment<'_> {
         wire::parse(&self.bytes).expect("own packets parse")
     }
 }
@@ -198,12 +198,12 @@ impl Pair {
 }
 
 /// A listener-side harness: drives many packets into a listener.
-pub fn listener(t0: Instant, lcfg: ListenerConfig) -> Listener {
-    Listener::new(Config::default(), lcfg, tuple_b().local, gen(t0))
+pub fn listener(t0: Instant, lcfg: ListenerConfig) -> TcpListener {
+    TcpListener::new(Config::default(), lcfg, tuple_b().local, gen(t0))
 }
 
 /// Runs `client`'s three-way handshake through `l`, every packet at `t0`.
-pub fn handshake_via(l: &mut Listener, client: &mut Connection, t0: Instant) {
+pub fn handshake_via(l: &mut TcpListener, client: &mut Connection, t0: Instant) {
     let mut buf = vec![0u8; 2000];
     for _ in 0..4 {
         while let Some(n) = client.poll_transmit(t0, &mut buf) {
@@ -260,8 +260,7 @@ pub fn transfer(p: &mut Pair, data: &[u8], limit: Duration) -> Vec<u8> {
     got
 }
 
+/// `n` octets of the shared test pattern of `seed` (`testkit::pattern`).
 pub fn payload(n: usize, seed: u64) -> Vec<u8> {
-    (0..n)
-        .map(|i| ((i as u64).wrapping_mul(2654435761).wrapping_add(seed) >> 7) as u8)
-        .collect()
+    testkit::pattern(n, seed)
 }

@@ -2,12 +2,12 @@
 //! newtypes. Every mistake is a [`ConfigError`] that names the setting and says what is
 //! accepted; nothing here panics.
 
-use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 
 use serde::Deserialize;
+pub use tool_support::ByteSize;
+use tool_support::SizeError;
 
 use dataplane::xdp::{AttachPolicy, BindMode, LocalPortRange};
 use dataplane::{EngineMode, Transport, XdpConfig};
@@ -66,42 +66,6 @@ pub enum ConfigError {
     },
 }
 
-/// A byte count written as a number with an optional unit (`4096`, `64KiB`, `4MiB`, `1G`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct ByteSize(pub u64);
-
-impl FromStr for ByteSize {
-    type Err = &'static str;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let s = s.trim();
-        let split = s
-            .find(|c: char| !c.is_ascii_digit() && c != '_')
-            .unwrap_or(s.len());
-        let (num, unit) = s.split_at(split);
-        let n: u64 = num
-            .replace('_', "")
-            .parse()
-            .map_err(|_| "a number of bytes with an optional unit: 4096, 64KiB, 4MiB, 1GiB")?;
-        let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-            "" | "b" => 1,
-            "k" | "kb" | "kib" => 1 << 10,
-            "m" | "mb" | "mib" => 1 << 20,
-            "g" | "gb" | "gib" => 1 << 30,
-            "t" | "tb" | "tib" => 1 << 40,
-            _ => return Err("a unit of B, KiB, MiB, GiB or TiB (powers of 1024)"),
-        };
-        n.checked_mul(mult)
-            .map(ByteSize)
-            .ok_or("a size below 16 EiB")
-    }
-}
-
-impl fmt::Display for ByteSize {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
-    }
-}
-
 /// A byte size in TOML: an integer or a string with a unit.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
@@ -120,10 +84,10 @@ impl RawSize {
                     value: n.to_string(),
                     expected: "a non-negative number of bytes",
                 }),
-            RawSize::Text(t) => t.parse().map_err(|expected| ConfigError::Invalid {
+            RawSize::Text(t) => t.parse().map_err(|e: SizeError| ConfigError::Invalid {
                 setting,
                 value: t.clone(),
-                expected,
+                expected: e.expected(),
             }),
         }
     }
@@ -569,18 +533,17 @@ impl DaemonConfig {
                 None
             }
             Some(path) => {
-                let size =
-                    match (&o.size, &rs.size) {
-                        (Some(s), _) => Some(s.parse::<ByteSize>().map_err(|expected| {
-                            ConfigError::Invalid {
-                                setting: "--size",
-                                value: s.clone(),
-                                expected,
-                            }
-                        })?),
-                        (None, Some(s)) => Some(s.parse("store.size")?),
-                        (None, None) => None,
-                    };
+                let size = match (&o.size, &rs.size) {
+                    (Some(s), _) => {
+                        Some(s.parse::<ByteSize>().map_err(|e| ConfigError::Invalid {
+                            setting: "--size",
+                            value: s.clone(),
+                            expected: e.expected(),
+                        })?)
+                    }
+                    (None, Some(s)) => Some(s.parse("store.size")?),
+                    (None, None) => None,
+                };
                 if size == Some(ByteSize(0)) {
                     return Err(ConfigError::Invalid {
                         setting: "store.size",
@@ -977,13 +940,22 @@ mod tests {
     }
 
     #[test]
-    fn byte_sizes() {
-        assert_eq!("4096".parse::<ByteSize>(), Ok(ByteSize(4096)));
-        assert_eq!("64KiB".parse::<ByteSize>(), Ok(ByteSize(65536)));
-        assert_eq!("4 MiB".parse::<ByteSize>(), Ok(ByteSize(4 << 20)));
-        assert_eq!("1_000".parse::<ByteSize>(), Ok(ByteSize(1000)));
-        assert!("".parse::<ByteSize>().is_err());
-        assert!("-1".parse::<ByteSize>().is_err());
-        assert!("99999999999T".parse::<ByteSize>().is_err());
+    fn store_size_takes_the_shared_size_forms() {
+        // The forms are tool_support::ByteSize's (tested there); the config reads text and
+        // integers through it.
+        for (text, want) in [
+            ("\"4KiB\"", 4096),
+            ("\"4 MiB\"", 4 << 20),
+            ("\"1G\"", 1 << 30),
+            ("65536", 65536),
+        ] {
+            let c = DaemonConfig::from_toml(
+                &format!("[store]\npath = \"/x\"\nsize = {text}"),
+                "t",
+                &Overrides::default(),
+            )
+            .unwrap();
+            assert_eq!(c.store.unwrap().size, Some(ByteSize(want)), "{text}");
+        }
     }
 }

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use rpcrdma::negotiation::PrivateData;
 use rpcrdma::storage::{
-    CommitArgs, GetattrOk, ReadArgs, Status, StorageCall, StorageProc, StorageReply, WriteArgs,
+    CommitArgs, GetattrOk, ReadArgs, StorageCall, StorageProc, StorageReply, StoreStatus, WriteArgs,
 };
 use rpcrdma::storage_send::CallChunks;
 use rpcrdma::{
@@ -90,7 +90,7 @@ pub enum StoreError {
     Invalid(&'static str),
     /// The server answered with a non-OK status.
     #[error("server status {0:?}")]
-    Status(Status),
+    Status(StoreStatus),
     /// The server refused the call at the transport level (RDMA_ERROR).
     #[error("RDMA_ERROR from the server: {0:?}")]
     Refused(ErrorBody),

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use rpcrdma::negotiation::PrivateData;
 use rpcrdma::storage::{
-    CommitOk, GetattrOk, ReadOk, Status, StorageCall, StorageReply, WriteArgs, WriteOk,
+    CommitOk, GetattrOk, ReadOk, StorageCall, StorageReply, StoreStatus, WriteArgs, WriteOk,
 };
 use rpcrdma::{ChunkLists, Payload, ReplyOut, Rules, ServerEvent, ServerSession};
 
@@ -265,7 +265,7 @@ fn serve_incoming(inc: Incoming, ctx: Ctx) {
 
 /// Why a call could not be served: a status for the client, or a broken connection.
 enum Fail {
-    Status(Status),
+    Status(StoreStatus),
     Conn(&'static str),
 }
 
@@ -385,28 +385,28 @@ impl Conn {
             StorageCall::Commit(a) => {
                 ctx.file
                     .sync(a.offset, u64::from(a.count))
-                    .map_err(|_| Fail::Status(Status::Io))?;
+                    .map_err(|_| Fail::Status(StoreStatus::Io))?;
                 self.stats.count_commit();
                 Ok(Done::Commit)
             }
             StorageCall::Read(a) => {
                 if a.offset > size {
-                    return Err(Fail::Status(Status::OutOfRange));
+                    return Err(Fail::Status(StoreStatus::OutOfRange));
                 }
                 if a.count > ctx.opts.max_io {
-                    return Err(Fail::Status(Status::TooBig));
+                    return Err(Fail::Status(StoreStatus::TooBig));
                 }
                 let n = (size - a.offset).min(u64::from(a.count)) as u32;
                 let eof = a.offset + u64::from(n) >= size;
                 match chunks.writes.first() {
                     Some(chunk) => {
                         if chunk.total_len() < u64::from(n) {
-                            return Err(Fail::Status(Status::TooBig));
+                            return Err(Fail::Status(StoreStatus::TooBig));
                         }
                         let at = ctx
                             .file
                             .range(a.offset, n)
-                            .ok_or(Fail::Status(Status::Io))?
+                            .ok_or(Fail::Status(StoreStatus::Io))?
                             .start;
                         // RDMA Write out of the file's region segment by segment, then the reply
                         // Send follows in order.
@@ -438,11 +438,11 @@ impl Conn {
                         let r = ctx
                             .file
                             .range(a.offset, n)
-                            .ok_or(Fail::Status(Status::Io))?;
+                            .ok_or(Fail::Status(StoreStatus::Io))?;
                         ctx.file
                             .region()
                             .read(r.start, &mut v)
-                            .ok_or(Fail::Status(Status::Io))?;
+                            .ok_or(Fail::Status(StoreStatus::Io))?;
                         self.stats.add_read(u64::from(n));
                         Ok(Done::ReadInline { data: v, eof })
                     }
@@ -458,32 +458,32 @@ impl Conn {
                     .checked_add(u64::from(len))
                     .is_none_or(|end| end > size)
                 {
-                    return Err(Fail::Status(Status::OutOfRange));
+                    return Err(Fail::Status(StoreStatus::OutOfRange));
                 }
                 if len > ctx.opts.max_io {
-                    return Err(Fail::Status(Status::TooBig));
+                    return Err(Fail::Status(StoreStatus::TooBig));
                 }
                 let at = ctx
                     .file
                     .range(offset, len)
-                    .ok_or(Fail::Status(Status::OutOfRange))?
+                    .ok_or(Fail::Status(StoreStatus::OutOfRange))?
                     .start;
                 match data {
                     Payload::Inline(d) => {
                         ctx.file
                             .region()
                             .write(at, d)
-                            .ok_or(Fail::Status(Status::Io))?;
+                            .ok_or(Fail::Status(StoreStatus::Io))?;
                     }
                     Payload::ReadChunk { position, .. } => {
                         self.pull(ctx.file.region(), at, chunks, position, len)?;
                     }
-                    Payload::WriteChunk { .. } => return Err(Fail::Status(Status::Inval)),
+                    Payload::WriteChunk { .. } => return Err(Fail::Status(StoreStatus::Inval)),
                 }
                 if stable {
                     ctx.file
                         .sync(offset, u64::from(len))
-                        .map_err(|_| Fail::Status(Status::Io))?;
+                        .map_err(|_| Fail::Status(StoreStatus::Io))?;
                 }
                 self.stats.add_written(u64::from(len));
                 Ok(Done::Write {
@@ -512,7 +512,7 @@ impl Conn {
             .map(|r| u64::from(r.target.length))
             .sum();
         if offered < u64::from(len) {
-            return Err(Fail::Status(Status::Inval));
+            return Err(Fail::Status(StoreStatus::Inval));
         }
         let mut at = 0u32;
         let mut posted = 0;
@@ -536,7 +536,7 @@ impl Conn {
             at += take;
         }
         if at != len {
-            return Err(Fail::Status(Status::Inval));
+            return Err(Fail::Status(StoreStatus::Inval));
         }
         let mut got = 0;
         while got < posted {
@@ -630,7 +630,7 @@ fn fill_inline<'a>(reply: StorageReply<'a>, inline: &'a [u8]) -> StorageReply<'a
     }
 }
 
-fn error_reply(call: &StorageCall<'_>, s: Status) -> StorageReply<'static> {
+fn error_reply(call: &StorageCall<'_>, s: StoreStatus) -> StorageReply<'static> {
     match call {
         StorageCall::Null => StorageReply::Null,
         StorageCall::Read(_) => StorageReply::Read(Err(s)),

@@ -96,8 +96,9 @@ pub(crate) fn cfg(stream: u32) -> RdmapConfig {
     }
 }
 
+/// Octet `i` of the shared test pattern of `seed` (`testkit::Pattern`).
 fn pattern(seed: usize) -> impl Fn(usize) -> u8 {
-    move |i| (i.wrapping_mul(31).wrapping_add(seed * 7)) as u8
+    move |i| testkit::Pattern::new(seed as u64).byte_at(i as u64)
 }
 
 #[test]
