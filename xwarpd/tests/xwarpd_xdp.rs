@@ -63,14 +63,14 @@ fn testbed(tag: &str) -> Option<VethTestbed> {
     Some(tb)
 }
 
-/// xwarpd on the xdp transport in A, serving a store on A's address.
-fn start_xdp_daemon(
+/// The command line of xwarpd on the xdp transport in A, serving a store on A's address.
+fn xdp_daemon_command(
     tb: &VethTestbed,
     store: &Tmp,
     ctl: &Tmp,
     size: Option<&str>,
     extra: &[&str],
-) -> Daemon {
+) -> std::process::Command {
     let listen = format!("{}:{STORE_PORT}", tb.ip(Side::A));
     let mut c = tb.command(Side::A, BIN);
     c.args(["--transport", "xdp", "--interface", tb.ifname(Side::A)])
@@ -81,7 +81,19 @@ fn start_xdp_daemon(
     if let Some(s) = size {
         c.args(["--size", s]);
     }
-    let d = Daemon::spawn(c);
+    c
+}
+
+/// xwarpd on the xdp transport in A, serving a store on A's address.
+fn start_xdp_daemon(
+    tb: &VethTestbed,
+    store: &Tmp,
+    ctl: &Tmp,
+    size: Option<&str>,
+    extra: &[&str],
+) -> Daemon {
+    let listen = format!("{}:{STORE_PORT}", tb.ip(Side::A));
+    let d = Daemon::spawn(xdp_daemon_command(tb, store, ctl, size, extra));
     assert!(d.ready.contains("transport=xdp"), "{}", d.ready);
     assert_eq!(d.field("interface"), tb.ifname(Side::A));
     assert_eq!(d.field("queue"), "0");
@@ -497,4 +509,50 @@ fn xdp_daemon_keeps_a_read_before_an_overlapping_pipelined_write_old() {
             "round {round}: the WRITE is missing"
         );
     }
+}
+
+/// Supervision (issue 10 item 8): the engine thread panics (XWARP_TEST_PANIC=engine, debug
+/// builds, in its first busy round: when a client connects) and the daemon stops with ONE log
+/// line naming the engine thread, exit status 70, the XDP program detached and the control
+/// socket removed. Before, the daemon kept running with a dead data path.
+#[test]
+fn an_engine_thread_panic_stops_the_daemon_with_one_line_and_exit_70() {
+    let Some(tb) = testbed("xwp") else { return };
+    let store = Tmp::new("xdp-panic.img");
+    let ctl = Tmp::new("xdp-panic.sock");
+    let mut cmd = xdp_daemon_command(&tb, &store, &ctl, Some("1MiB"), &[]);
+    cmd.env("XWARP_TEST_PANIC", "engine");
+    let d = Daemon::spawn(cmd);
+    assert!(attached_prog(&tb).is_some());
+    let addr = format!("{}:{STORE_PORT}", tb.ip(Side::A)).parse().unwrap();
+    let client = std::thread::scope(|s| {
+        let h = s.spawn(|| {
+            tb.run_in(Side::B, || {
+                let o = ClientOptions {
+                    call_timeout: Duration::from_secs(5),
+                    ..ClientOptions::default()
+                };
+                StoreClient::connect(addr, &o).and_then(|mut c| c.getattr())
+            })
+        });
+        let out = d.wait(Duration::from_secs(30));
+        (out, h.join().unwrap())
+    });
+    let ((status, out, log), reached) = client;
+    assert!(reached.is_err(), "the dead engine answered: {reached:?}");
+    assert_eq!(status.code(), Some(70), "{status:?}\n{log}");
+    let lines: Vec<&str> = log.lines().filter(|l| l.contains("panicked")).collect();
+    assert_eq!(lines.len(), 1, "one line about the panic:\n{log}");
+    assert!(
+        lines[0].contains("thread 'xwarp-engine' panicked")
+            && lines[0].contains("XWARP_TEST_PANIC=engine"),
+        "{log}"
+    );
+    assert!(!out.contains("xwarpd stopped"), "{out}");
+    assert_eq!(
+        attached_prog(&tb),
+        None,
+        "XDP left attached after the panic"
+    );
+    assert!(!ctl.0.exists(), "control socket left behind");
 }
