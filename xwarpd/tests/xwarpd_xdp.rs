@@ -63,7 +63,8 @@ fn testbed(tag: &str) -> Option<VethTestbed> {
     Some(tb)
 }
 
-/// The command line of xwarpd on the xdp transport in A, serving a store on A's address.
+/// The command line of xwarpd on the xdp transport in A, serving a store; without
+/// `--store-listen` in `extra`, on the interface's address (port 20049).
 fn xdp_daemon_command(
     tb: &VethTestbed,
     store: &Tmp,
@@ -71,11 +72,10 @@ fn xdp_daemon_command(
     size: Option<&str>,
     extra: &[&str],
 ) -> std::process::Command {
-    let listen = format!("{}:{STORE_PORT}", tb.ip(Side::A));
     let mut c = tb.command(Side::A, BIN);
     c.args(["--transport", "xdp", "--interface", tb.ifname(Side::A)])
         .args(["--queue", "0", "--store", store.as_str()])
-        .args(["--store-listen", &listen, "--metrics", "127.0.0.1:0"])
+        .args(["--metrics", "127.0.0.1:0"])
         .args(["--control", ctl.as_str(), "--log", "info"])
         .args(extra);
     if let Some(s) = size {
@@ -93,7 +93,9 @@ fn start_xdp_daemon(
     extra: &[&str],
 ) -> Daemon {
     let listen = format!("{}:{STORE_PORT}", tb.ip(Side::A));
-    let d = Daemon::spawn(xdp_daemon_command(tb, store, ctl, size, extra));
+    let mut c = xdp_daemon_command(tb, store, ctl, size, extra);
+    c.args(["--store-listen", &listen]);
+    let d = Daemon::spawn(c);
     assert!(d.ready.contains("transport=xdp"), "{}", d.ready);
     assert_eq!(d.field("interface"), tb.ifname(Side::A));
     assert_eq!(d.field("queue"), "0");
@@ -511,7 +513,8 @@ fn xdp_daemon_keeps_a_read_before_an_overlapping_pipelined_write_old() {
     }
 }
 
-/// Supervision (issue 10 item 8): the engine thread panics (XWARP_TEST_PANIC=engine, debug
+/// Supervision (issue 10 item 8), on a daemon whose store address comes from the interface
+/// (no --store-listen): the engine thread panics (XWARP_TEST_PANIC=engine, debug
 /// builds, in its first busy round: when a client connects) and the daemon stops with ONE log
 /// line naming the engine thread, exit status 70, the XDP program detached and the control
 /// socket removed. Before, the daemon kept running with a dead data path.
@@ -524,7 +527,10 @@ fn an_engine_thread_panic_stops_the_daemon_with_one_line_and_exit_70() {
     cmd.env("XWARP_TEST_PANIC", "engine");
     let d = Daemon::spawn(cmd);
     assert!(attached_prog(&tb).is_some());
-    let addr = format!("{}:{STORE_PORT}", tb.ip(Side::A)).parse().unwrap();
+    // No --store-listen: the store listens on the interface's address.
+    let addr = format!("{}:{STORE_PORT}", tb.ip(Side::A));
+    assert_eq!(d.field("store"), addr);
+    let addr = addr.parse().unwrap();
     let client = std::thread::scope(|s| {
         let h = s.spawn(|| {
             tb.run_in(Side::B, || {
