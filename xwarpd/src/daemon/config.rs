@@ -298,7 +298,7 @@ pub fn parse_transport(setting: &'static str, v: &str) -> Result<Transport, Conf
 }
 
 /// A setting given as a flag or as a file key (the flag wins), with the name to blame.
-fn pick<'a>(
+pub(super) fn pick<'a>(
     flag: (&'static str, Option<&'a str>),
     key: (&'static str, Option<&'a str>),
 ) -> Option<(&'static str, &'a str)> {

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::config::{addr, ByteSize, ConfigError, Overrides, RawSize};
+use super::config::{addr, pick, ByteSize, ConfigError, Overrides, RawSize};
 use crate::store::{AllowList, IpNet, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS};
 
 /// The store port (the NFS/RDMA port), used when the address comes from the interface.
@@ -175,11 +175,13 @@ pub(super) fn parse_store(
         });
     }
     let cap_key = rs.max_connections.map(|c| c.to_string());
-    let max_connections = match (&o.store_max_connections, &cap_key) {
-        (Some(v), _) => Some(("--store-max-connections", v.as_str())),
-        (None, Some(v)) => Some(("store.max_connections", v.as_str())),
-        (None, None) => None,
-    };
+    let max_connections = pick(
+        (
+            "--store-max-connections",
+            o.store_max_connections.as_deref(),
+        ),
+        ("store.max_connections", cap_key.as_deref()),
+    );
     let max_connections = match max_connections {
         None => DEFAULT_MAX_CONNECTIONS,
         Some((setting, v)) => v
@@ -198,11 +200,10 @@ pub(super) fn parse_store(
         Some(RawDuration::Text(t)) => Some(t.clone()),
         None => None,
     };
-    let idle = match (&o.store_idle_timeout, &idle_key) {
-        (Some(v), _) => Some(("--store-idle-timeout", v.as_str())),
-        (None, Some(v)) => Some(("store.idle_timeout", v.as_str())),
-        (None, None) => None,
-    };
+    let idle = pick(
+        ("--store-idle-timeout", o.store_idle_timeout.as_deref()),
+        ("store.idle_timeout", idle_key.as_deref()),
+    );
     let idle_timeout = match idle {
         None => DEFAULT_IDLE_TIMEOUT,
         Some((setting, v)) => parse_duration(v)

@@ -152,51 +152,34 @@ impl Conn {
                     Err(Fail::Conn(why)) => return Err(why),
                 };
                 let reply = fill_inline(reply, &self.inline);
-                let encoded = self.session.encode_reply_within(
-                    &mut self.out,
-                    &mut self.message,
-                    self.max_inline_reply,
+                let mut enc = InlineEncoder {
+                    session: &mut self.session,
+                    out: &mut self.out,
+                    message: &mut self.message,
+                    max_inline_reply: self.max_inline_reply,
                     xid,
                     requested,
-                    &chunks,
-                    &reply,
-                );
-                let out_len = match encoded {
-                    Ok(ReplyOut::Inline { send_len }) => {
+                    chunks: &chunks,
+                };
+                let out_len = match enc.encode(&reply) {
+                    Some(n) => {
                         // Inline READ data (empty for every other reply).
                         self.stats.add_read(self.inline.len() as u64);
-                        send_len
+                        n
                     }
-                    Ok(ReplyOut::ReplyChunk { .. }) | Err(_) => {
+                    None => {
                         // No reply chunks here: a READ whose data was just short enough to pass
                         // the check but not with its headers is TOO_BIG too; anything else is
                         // SYSTEM_ERR rather than an overrun of the client's buffer.
                         self.stats.count_error();
-                        let small = match call.call {
-                            StorageCall::Read(_) => Some(error_reply(&call.call, Status::TooBig)),
-                            _ => None,
-                        };
-                        let refit = small.and_then(|r| {
-                            let n = self.session.encode_reply_within(
-                                &mut self.out,
-                                &mut self.message,
-                                self.max_inline_reply,
-                                xid,
-                                requested,
-                                &chunks,
-                                &r,
-                            );
-                            match n {
-                                Ok(ReplyOut::Inline { send_len }) => Some(send_len),
-                                _ => None,
-                            }
-                        });
-                        match refit {
+                        let too_big = matches!(call.call, StorageCall::Read(_))
+                            .then(|| error_reply(&call.call, Status::TooBig));
+                        match too_big.and_then(|r| enc.encode(&r)) {
                             Some(n) => n,
-                            None => self
+                            None => enc
                                 .session
                                 .encode_rpc_error(
-                                    &mut self.out,
+                                    enc.out,
                                     xid,
                                     requested,
                                     &chunks,
@@ -418,6 +401,36 @@ impl Conn {
                 Some(_) => {}
                 None => return Err("send timed out"),
             }
+        }
+    }
+}
+
+/// Encodes the replies to one call into the connection's send buffer.
+struct InlineEncoder<'a> {
+    session: &'a mut ServerSession,
+    out: &'a mut [u8],
+    message: &'a mut [u8],
+    max_inline_reply: u32,
+    xid: u32,
+    requested: u32,
+    chunks: &'a ChunkLists,
+}
+
+impl InlineEncoder<'_> {
+    /// The Send's length when `reply` fits the client's receive buffer inline.
+    fn encode(&mut self, reply: &StorageReply<'_>) -> Option<usize> {
+        let r = self.session.encode_reply_within(
+            self.out,
+            self.message,
+            self.max_inline_reply,
+            self.xid,
+            self.requested,
+            self.chunks,
+            reply,
+        );
+        match r {
+            Ok(ReplyOut::Inline { send_len }) => Some(send_len),
+            Ok(ReplyOut::ReplyChunk { .. }) | Err(_) => None,
         }
     }
 }
