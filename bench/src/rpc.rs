@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 use dataplane::{Access, MappedFile};
 use tool_support::Pattern;
 use xwarpd::store::{
-    CallId, ClientOptions, ServerOptions, StoreClient, StoreError, StoreServer, MAX_IN_FLIGHT,
+    AllowList, CallId, ClientOptions, ServerOptions, StoreClient, StoreError, StoreServer,
+    MAX_IN_FLIGHT,
 };
 
 use crate::cli::{Length, RunSpec, TestKind, MAX_SIZE};
@@ -45,6 +46,9 @@ pub fn serve(spec: &RunSpec) -> Result<(), String> {
     let opts = ServerOptions {
         max_io: MAX_SIZE as u32,
         connection: connection_config(args),
+        // A measurement server for one client on a testbed, bound to --bind (by default every
+        // address): any client network.
+        allow: AllowList::any(),
         ..ServerOptions::default()
     };
     let server = StoreServer::start(&device, bind, file, opts)
@@ -59,8 +63,8 @@ pub fn serve(spec: &RunSpec) -> Result<(), String> {
     let _ = std::io::Write::flush(&mut std::io::stdout());
     loop {
         std::thread::sleep(Duration::from_millis(50));
-        let conns = server.stats().snapshot();
-        if !conns.is_empty() && conns.iter().all(|c| !c.connected) {
+        let s = server.stats().snapshot();
+        if s.accepted > 0 && s.open.is_empty() {
             crate::session::report_engine_counters(&device, "server");
             server.shutdown();
             return Ok(());

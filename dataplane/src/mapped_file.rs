@@ -116,6 +116,15 @@ impl FileRegion {
         &self.region
     }
 
+    /// Registers the same mapping again in `pd`, for local access only (no peer gets an STag
+    /// for it), so queue pairs of another protection domain can use the file as their local
+    /// buffer too (a server with one domain per client connection). Costs one STag in `pd`'s
+    /// table: no new mapping, no more locked memory. The mapping stays while any registration
+    /// of it lives; dropping the returned region deregisters only that one.
+    pub fn register_in(&self, pd: &ProtectionDomain) -> Result<MemoryRegion, RegisterError> {
+        pd.register_buf(self.region.buf.clone(), Access::LOCAL_WRITE)
+    }
+
     /// `[offset, offset+len)` as a region range, `None` when out of bounds.
     pub fn range(&self, offset: u64, len: u32) -> Option<std::ops::Range<usize>> {
         let off = usize::try_from(offset).ok()?;
@@ -182,7 +191,19 @@ mod tests {
         assert_eq!(&std::fs::read(&p).unwrap()[9_990..], b"0123456789");
         f.sync(9_990, 10).unwrap();
         f.sync(0, 0).unwrap();
+        // A second domain's registration is the same memory under its own STag.
+        let pd2 = Device::open(Transport::Kernel).unwrap().alloc_pd();
+        let alias = f.register_in(&pd2).unwrap();
+        assert!(pd2.owns(&alias) && !pd.owns(&alias));
+        assert_eq!(alias.addr(), f.region().addr());
+        alias.write(0, b"ab").unwrap();
+        assert_eq!(&std::fs::read(&p).unwrap()[..2], b"ab");
         drop(f);
+        // The mapping outlives the first registration while another one lives.
+        let mut o = [0u8; 2];
+        alias.read(9_998, &mut o).unwrap();
+        assert_eq!(&o, b"89");
+        drop(alias);
         // Reopening with a smaller size does not shrink the file and keeps its contents.
         let m = MappedFile::open(&p, Some(100)).unwrap();
         assert_eq!(m.len(), 10_000);

@@ -161,7 +161,7 @@ impl ProtectionDomain {
         self.register_buf(Arc::new(PinnedBuf::new(len)?), access)
     }
 
-    fn register_buf(
+    pub(crate) fn register_buf(
         &self,
         buf: Arc<PinnedBuf>,
         access: Access,
@@ -221,7 +221,7 @@ pub struct MemoryRegion {
     pub(crate) handle: RegionHandle,
     stag: Stag,
     access: Access,
-    buf: Arc<PinnedBuf>,
+    pub(crate) buf: Arc<PinnedBuf>,
     pub(crate) pd: Arc<PdInner>,
 }
 

@@ -16,7 +16,13 @@ use xwarpd::daemon::{self, config::DEFAULT_CONTROL, DaemonConfig, DaemonError, O
 /// a file mmap'ed shared and served with READ (server RDMA-Writes into the client's buffer),
 /// WRITE (server RDMA-Reads it), COMMIT (msync + fsync) and GETATTR. Settings come from
 /// --config FILE (TOML, see deploy/xwarpd.example.toml) with flags on top. Counters: `xwarpd
-/// stats`, or Prometheus text over HTTP at --metrics. SIGINT or SIGTERM stops it cleanly.
+/// stats`, or Prometheus text over HTTP at --metrics. SIGINT or SIGTERM stops it cleanly; a
+/// panic in any of its threads stops it with one log line and exit status 70 (systemd's
+/// Restart=on-failure then restarts it).
+///
+/// The store admits only clients from allowed networks (--store-allow; by default the listen
+/// address's own subnet), at most --store-max-connections at once, and closes connections idle
+/// for --store-idle-timeout; each connection gets its own protection domain.
 ///
 /// Transports: "kernel" (kernel TCP sockets; runs anywhere) or "xdp": xwarp's XDP program on
 /// --interface steers the listening ports and the --local-ports range into an AF_XDP socket on
@@ -75,9 +81,22 @@ struct RunArgs {
     /// Store size (e.g. 1GiB); the file is extended to it, never shrunk, and fully allocated.
     #[arg(long, value_name = "N")]
     size: Option<String>,
-    /// Address the store listens on [default: 0.0.0.0:20049].
+    /// Address the store listens on, e.g. 198.18.0.1:20049 (required with --store; on the xdp
+    /// transport it defaults to the interface's IPv4 address, port 20049). No wildcard default:
+    /// 0.0.0.0 or :: must be given, and then needs --store-allow.
     #[arg(long, value_name = "ADDR")]
     store_listen: Option<String>,
+    /// A client network admitted by the store (CIDR like 198.18.0.0/15, or one address); repeat
+    /// for more; replaces store.allow. Others are refused, counted and logged once per peer a
+    /// minute [default: the listen address's own subnet, from its interface's prefix].
+    #[arg(long, value_name = "CIDR")]
+    store_allow: Vec<String>,
+    /// Most store connections served at once; more are refused and counted [default: 64].
+    #[arg(long, value_name = "N")]
+    store_max_connections: Option<String>,
+    /// Close a store connection with no call for this long (300, 300s, 5m) [default: 300s].
+    #[arg(long, value_name = "DURATION")]
+    store_idle_timeout: Option<String>,
     /// An echo listener (each Send comes back); repeat for more.
     #[arg(long, value_name = "ADDR")]
     listen: Vec<String>,
@@ -125,6 +144,9 @@ fn load(a: &RunArgs) -> Result<DaemonConfig, DaemonError> {
         store: a.store.clone(),
         size: a.size.clone(),
         store_listen: a.store_listen.clone(),
+        store_allow: a.store_allow.clone(),
+        store_max_connections: a.store_max_connections.clone(),
+        store_idle_timeout: a.store_idle_timeout.clone(),
         listen: a.listen.clone(),
         markers: a.markers,
         crc: a.crc,
@@ -179,7 +201,9 @@ fn main() -> ExitCode {
                 .with_ansi(std::io::stderr().is_terminal())
                 .init();
             match daemon::run(&cfg) {
-                Ok(_) => ExitCode::SUCCESS,
+                Ok(daemon::Stop::Signal(_)) => ExitCode::SUCCESS,
+                // Already logged, in one line, by the supervisor.
+                Ok(daemon::Stop::Panic) => ExitCode::from(daemon::supervisor::EXIT_PANIC),
                 Err(e) => {
                     // One line on stderr, where the log goes too.
                     eprintln!("xwarpd: {e}");

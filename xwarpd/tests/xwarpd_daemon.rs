@@ -101,6 +101,49 @@ fn config_errors_are_clear_one_line_messages_and_never_panics() {
             &["metrics", "IP address and port"],
         ),
         ("", &["--size", "1G"], &["without a store path"]),
+        (
+            "[store]\npath = \"/tmp/x\"\n",
+            &[],
+            &[
+                "store needs a listen address",
+                "--store-listen",
+                "no 0.0.0.0",
+            ],
+        ),
+        (
+            "",
+            &["--store", "/tmp/x", "--store-listen", "0.0.0.0:20049"],
+            &["every address", "--store-allow"],
+        ),
+        (
+            "",
+            &[
+                "--store",
+                "/tmp/x",
+                "--store-listen",
+                "127.0.0.1:1",
+                "--store-allow",
+                "lan",
+            ],
+            &["--store-allow", "\"lan\""],
+        ),
+        (
+            "[store]\npath = \"/tmp/x\"\nlisten = \"127.0.0.1:1\"\nidle_timeout = \"later\"\n",
+            &[],
+            &["store.idle_timeout", "1s to 7 days"],
+        ),
+        (
+            "",
+            &[
+                "--store",
+                "/tmp/x",
+                "--store-listen",
+                "127.0.0.1:1",
+                "--store-max-connections",
+                "0",
+            ],
+            &["--store-max-connections", "1 to 4096"],
+        ),
     ];
     for (text, flags, needles) in cases {
         std::fs::write(&bad.0, text).unwrap();
@@ -204,6 +247,11 @@ fn help_explains_the_daemon_and_its_subcommands() {
         "--core",
         "detached",
         "retransmissions",
+        "--store-allow",
+        "--store-max-connections",
+        "--store-idle-timeout",
+        "No wildcard default",
+        "exit status 70",
     ] {
         assert!(h.contains(n), "--help lacks {n}:\n{h}");
     }
@@ -443,5 +491,96 @@ fn a_store_larger_than_its_filesystem_is_refused_at_start_not_killed_by_sigbus_l
             last.starts_with("xwarpd: ") && last.contains("no space") && last.contains("8388608"),
             "{fs}: {stderr}"
         );
+    }
+}
+
+/// The control socket's path is claimed only when it is free or a stale socket of ours: a
+/// regular file, a directory and a socket another process listens on are refused with one clear
+/// line, and left as they were. Before, the daemon deleted a file (or empty directory) there.
+#[test]
+fn a_control_path_held_by_something_else_is_refused_and_left_alone() {
+    let file = Tmp::new("ctl-file");
+    std::fs::write(&file.0, b"not a socket").unwrap();
+    let dir = Tmp::new("ctl-dir");
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let live = Tmp::new("ctl-live.sock");
+    let other = std::os::unix::net::UnixListener::bind(&live.0).unwrap();
+    for (path, needle) in [
+        (&file.0, "a regular file"),
+        (&dir.0, "a directory"),
+        (&live.0, "live socket"),
+    ] {
+        let out = run(
+            &["--listen", "127.0.0.1:0", "--metrics", "off", "--control"]
+                .into_iter()
+                .chain([path.to_str().unwrap()])
+                .collect::<Vec<_>>(),
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{path:?}: {err}");
+        let last = err.trim().lines().last().unwrap_or_default();
+        assert!(
+            last.starts_with("xwarpd: control socket") && last.contains(needle),
+            "{path:?}: {err}"
+        );
+    }
+    assert_eq!(std::fs::read(&file.0).unwrap(), b"not a socket");
+    assert!(dir.0.is_dir());
+    assert!(std::os::unix::net::UnixStream::connect(&live.0).is_ok());
+    drop(other);
+    let _ = std::fs::remove_dir(&dir.0);
+}
+
+/// A panicking store or echo connection thread stops the daemon: ONE log line naming the thread
+/// and the panic, exit status 70 (systemd's Restart=on-failure restarts it), nothing left
+/// behind. The panic is injected through XWARP_TEST_PANIC (read in debug builds only). Before,
+/// the daemon logged Rust's panic message and kept running with the dead thread.
+#[test]
+fn a_panicking_connection_thread_stops_the_daemon_with_one_line_and_exit_70() {
+    for place in ["store", "echo"] {
+        let store = Tmp::new(&format!("panic-{place}.img"));
+        let ctl = Tmp::new(&format!("panic-{place}.sock"));
+        let mut cmd = Command::new(BIN);
+        cmd.args(store_args(&store.0, &ctl.0, "1MiB"))
+            .args(["--listen", "127.0.0.1:0"])
+            .env("XWARP_TEST_PANIC", place);
+        let d = Daemon::spawn(cmd);
+        let target = if place == "store" {
+            d.field("store")
+        } else {
+            d.field("listener")
+        };
+        let target: std::net::SocketAddr = target.parse().unwrap();
+        // The connection's thread panics as it starts: the client's connect fails or hangs up.
+        let client = std::thread::spawn(move || {
+            let dev = dataplane::Device::open(dataplane::Transport::Kernel).unwrap();
+            let pd = dev.alloc_pd();
+            let cq = dev.create_cq();
+            let init = dataplane::QpInit {
+                pd,
+                send_cq: cq.clone(),
+                recv_cq: cq,
+            };
+            let _ = dev.connect(target, init, &dataplane::ConnectionConfig::default(), b"");
+        });
+        let (status, out, log) = d.wait(Duration::from_secs(30));
+        let _ = client.join();
+        assert_eq!(status.code(), Some(70), "{place}: {status:?}\n{log}");
+        let lines: Vec<&str> = log.lines().filter(|l| l.contains("panicked")).collect();
+        assert_eq!(lines.len(), 1, "{place}: one line about the panic:\n{log}");
+        let thread = if place == "store" {
+            "xwarp-store-conn"
+        } else {
+            "xwarpd-echo-conn"
+        };
+        assert!(
+            lines[0].contains(&format!("thread '{thread}' panicked"))
+                && lines[0].contains(&format!("XWARP_TEST_PANIC={place}"))
+                && lines[0].contains("exit 70"),
+            "{place}: {log}"
+        );
+        assert!(!log.contains("RUST_BACKTRACE"), "{place}: {log}");
+        assert!(!out.contains("xwarpd stopped"), "{place}: {out}");
+        assert!(!ctl.0.exists(), "{place}: control socket left behind");
     }
 }

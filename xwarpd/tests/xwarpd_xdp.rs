@@ -63,6 +63,27 @@ fn testbed(tag: &str) -> Option<VethTestbed> {
     Some(tb)
 }
 
+/// The command line of xwarpd on the xdp transport in A, serving a store; without
+/// `--store-listen` in `extra`, on the interface's address (port 20049).
+fn xdp_daemon_command(
+    tb: &VethTestbed,
+    store: &Tmp,
+    ctl: &Tmp,
+    size: Option<&str>,
+    extra: &[&str],
+) -> std::process::Command {
+    let mut c = tb.command(Side::A, BIN);
+    c.args(["--transport", "xdp", "--interface", tb.ifname(Side::A)])
+        .args(["--queue", "0", "--store", store.as_str()])
+        .args(["--metrics", "127.0.0.1:0"])
+        .args(["--control", ctl.as_str(), "--log", "info"])
+        .args(extra);
+    if let Some(s) = size {
+        c.args(["--size", s]);
+    }
+    c
+}
+
 /// xwarpd on the xdp transport in A, serving a store on A's address.
 fn start_xdp_daemon(
     tb: &VethTestbed,
@@ -72,15 +93,8 @@ fn start_xdp_daemon(
     extra: &[&str],
 ) -> Daemon {
     let listen = format!("{}:{STORE_PORT}", tb.ip(Side::A));
-    let mut c = tb.command(Side::A, BIN);
-    c.args(["--transport", "xdp", "--interface", tb.ifname(Side::A)])
-        .args(["--queue", "0", "--store", store.as_str()])
-        .args(["--store-listen", &listen, "--metrics", "127.0.0.1:0"])
-        .args(["--control", ctl.as_str(), "--log", "info"])
-        .args(extra);
-    if let Some(s) = size {
-        c.args(["--size", s]);
-    }
+    let mut c = xdp_daemon_command(tb, store, ctl, size, extra);
+    c.args(["--store-listen", &listen]);
     let d = Daemon::spawn(c);
     assert!(d.ready.contains("transport=xdp"), "{}", d.ready);
     assert_eq!(d.field("interface"), tb.ifname(Side::A));
@@ -497,4 +511,54 @@ fn xdp_daemon_keeps_a_read_before_an_overlapping_pipelined_write_old() {
             "round {round}: the WRITE is missing"
         );
     }
+}
+
+/// Supervision (issue 10 item 8), on a daemon whose store address comes from the interface
+/// (no --store-listen): the engine thread panics (XWARP_TEST_PANIC=engine, debug
+/// builds, in its first busy round: when a client connects) and the daemon stops with ONE log
+/// line naming the engine thread, exit status 70, the XDP program detached and the control
+/// socket removed. Before, the daemon kept running with a dead data path.
+#[test]
+fn an_engine_thread_panic_stops_the_daemon_with_one_line_and_exit_70() {
+    let Some(tb) = testbed("xwp") else { return };
+    let store = Tmp::new("xdp-panic.img");
+    let ctl = Tmp::new("xdp-panic.sock");
+    let mut cmd = xdp_daemon_command(&tb, &store, &ctl, Some("1MiB"), &[]);
+    cmd.env("XWARP_TEST_PANIC", "engine");
+    let d = Daemon::spawn(cmd);
+    assert!(attached_prog(&tb).is_some());
+    // No --store-listen: the store listens on the interface's address.
+    let addr = format!("{}:{STORE_PORT}", tb.ip(Side::A));
+    assert_eq!(d.field("store"), addr);
+    let addr = addr.parse().unwrap();
+    let client = std::thread::scope(|s| {
+        let h = s.spawn(|| {
+            tb.run_in(Side::B, || {
+                let o = ClientOptions {
+                    call_timeout: Duration::from_secs(5),
+                    ..ClientOptions::default()
+                };
+                StoreClient::connect(addr, &o).and_then(|mut c| c.getattr())
+            })
+        });
+        let out = d.wait(Duration::from_secs(30));
+        (out, h.join().unwrap())
+    });
+    let ((status, out, log), reached) = client;
+    assert!(reached.is_err(), "the dead engine answered: {reached:?}");
+    assert_eq!(status.code(), Some(70), "{status:?}\n{log}");
+    let lines: Vec<&str> = log.lines().filter(|l| l.contains("panicked")).collect();
+    assert_eq!(lines.len(), 1, "one line about the panic:\n{log}");
+    assert!(
+        lines[0].contains("thread 'xwarp-engine' panicked")
+            && lines[0].contains("XWARP_TEST_PANIC=engine"),
+        "{log}"
+    );
+    assert!(!out.contains("xwarpd stopped"), "{out}");
+    assert_eq!(
+        attached_prog(&tb),
+        None,
+        "XDP left attached after the panic"
+    );
+    assert!(!ctl.0.exists(), "control socket left behind");
 }

@@ -175,11 +175,18 @@ fn engine_thread(shared: &Shared, stop: &AtomicBool, core: Option<usize>) {
         }
     }
     let mut idle = 0u32;
+    // Test hook, debug builds only: XWARP_TEST_PANIC=engine makes this thread panic in its
+    // first busy round (supervision tests of the daemon).
+    let inject_panic =
+        cfg!(debug_assertions) && std::env::var("XWARP_TEST_PANIC").is_ok_and(|v| v == "engine");
     while !stop.load(Ordering::Acquire) {
         let busy = {
             let mut st = shared.state.lock().unwrap_or_else(|p| p.into_inner());
             st.poll(Instant::now())
         };
+        if busy && inject_panic {
+            panic!("injected by XWARP_TEST_PANIC=engine");
+        }
         while shared.waiters.load(Ordering::Acquire) > 0 {
             std::hint::spin_loop();
         }

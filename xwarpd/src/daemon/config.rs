@@ -9,6 +9,8 @@ use serde::Deserialize;
 pub use tool_support::ByteSize;
 use tool_support::SizeError;
 
+use super::store_config::{parse_store, RawStore};
+pub use super::store_config::{StoreConfig, DEFAULT_STORE_PORT};
 use dataplane::xdp::{AttachPolicy, BindMode, LocalPortRange};
 use dataplane::{EngineMode, Transport, XdpConfig};
 
@@ -69,13 +71,13 @@ pub enum ConfigError {
 /// A byte size in TOML: an integer or a string with a unit.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
-enum RawSize {
+pub(super) enum RawSize {
     Int(i64),
     Text(String),
 }
 
 impl RawSize {
-    fn parse(&self, setting: &'static str) -> Result<ByteSize, ConfigError> {
+    pub(super) fn parse(&self, setting: &'static str) -> Result<ByteSize, ConfigError> {
         match self {
             RawSize::Int(n) => u64::try_from(*n)
                 .map(ByteSize)
@@ -128,16 +130,6 @@ struct RawMpa {
     segment_per_fpdu: Option<bool>,
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawStore {
-    path: Option<PathBuf>,
-    size: Option<RawSize>,
-    listen: Option<String>,
-    credits: Option<i64>,
-    max_io: Option<RawSize>,
-}
-
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawListener {
@@ -161,6 +153,12 @@ pub struct Overrides {
     pub size: Option<String>,
     /// `--store-listen`.
     pub store_listen: Option<String>,
+    /// `--store-allow` (replaces the file's `store.allow`).
+    pub store_allow: Vec<String>,
+    /// `--store-max-connections`.
+    pub store_max_connections: Option<String>,
+    /// `--store-idle-timeout`.
+    pub store_idle_timeout: Option<String>,
     /// `--listen` (added to the file's listeners).
     pub listen: Vec<String>,
     /// `--markers`.
@@ -212,21 +210,6 @@ pub enum MetricsAddr {
     On(SocketAddr),
 }
 
-/// The store service's settings.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoreConfig {
-    /// The backing file.
-    pub path: PathBuf,
-    /// Size to create or extend the file to (`None`: use the existing file's size).
-    pub size: Option<ByteSize>,
-    /// Where it listens.
-    pub listen: SocketAddr,
-    /// Credits per connection (1..=256).
-    pub credits: u32,
-    /// Largest READ/WRITE per call (4 KiB..=16 MiB).
-    pub max_io: u32,
-}
-
 /// A validated daemon configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DaemonConfig {
@@ -256,10 +239,8 @@ pub struct DaemonConfig {
 pub const DEFAULT_CONTROL: &str = "/run/xwarpd/control.sock";
 /// Default Prometheus endpoint.
 pub const DEFAULT_METRICS: &str = "127.0.0.1:9464";
-/// Default store port (the NFS/RDMA port).
-pub const DEFAULT_STORE_LISTEN: &str = "0.0.0.0:20049";
 
-fn addr(setting: &'static str, v: &str) -> Result<SocketAddr, ConfigError> {
+pub(super) fn addr(setting: &'static str, v: &str) -> Result<SocketAddr, ConfigError> {
     v.parse().map_err(|_| ConfigError::Invalid {
         setting,
         value: v.into(),
@@ -281,7 +262,7 @@ pub fn parse_transport(setting: &'static str, v: &str) -> Result<Transport, Conf
 }
 
 /// A setting given as a flag or as a file key (the flag wins), with the name to blame.
-fn pick<'a>(
+pub(super) fn pick<'a>(
     flag: (&'static str, Option<&'a str>),
     key: (&'static str, Option<&'a str>),
 ) -> Option<(&'static str, &'a str)> {
@@ -521,72 +502,7 @@ impl DaemonConfig {
         for l in &o.listen {
             listeners.push(addr("--listen", l)?);
         }
-        let rs = raw.store.unwrap_or_default();
-        let path = o.store.clone().or(rs.path);
-        let store = match path {
-            None => {
-                if o.size.is_some() || rs.size.is_some() {
-                    return Err(ConfigError::Inconsistent(
-                        "a store size was given without a store path (--store PATH)",
-                    ));
-                }
-                None
-            }
-            Some(path) => {
-                let size = match (&o.size, &rs.size) {
-                    (Some(s), _) => {
-                        Some(s.parse::<ByteSize>().map_err(|e| ConfigError::Invalid {
-                            setting: "--size",
-                            value: s.clone(),
-                            expected: e.expected(),
-                        })?)
-                    }
-                    (None, Some(s)) => Some(s.parse("store.size")?),
-                    (None, None) => None,
-                };
-                if size == Some(ByteSize(0)) {
-                    return Err(ConfigError::Invalid {
-                        setting: "store.size",
-                        value: "0".into(),
-                        expected: "a size of at least 1 byte",
-                    });
-                }
-                let listen = addr(
-                    "store.listen",
-                    o.store_listen
-                        .as_deref()
-                        .or(rs.listen.as_deref())
-                        .unwrap_or(DEFAULT_STORE_LISTEN),
-                )?;
-                let credits = rs.credits.unwrap_or(16);
-                let credits = u32::try_from(credits)
-                    .ok()
-                    .filter(|c| (1..=256).contains(c))
-                    .ok_or(ConfigError::Invalid {
-                        setting: "store.credits",
-                        value: credits.to_string(),
-                        expected: "a whole number from 1 to 256",
-                    })?;
-                let max_io = match &rs.max_io {
-                    Some(m) => m.parse("store.max_io")?,
-                    None => ByteSize(u64::from(crate::store::DEFAULT_MAX_IO)),
-                };
-                if !(4096..=u64::from(rpcrdma::storage::MAX_IO)).contains(&max_io.0) {
-                    return Err(ConfigError::Invalid {
-                        setting: "store.max_io",
-                        value: max_io.to_string(),
-                        expected: "from 4KiB to 16MiB",
-                    });
-                }
-                Some(StoreConfig {
-                    path,
-                    size,
-                    listen,
-                    credits,
-                    max_io: max_io.0 as u32,
-                })
-            }
-        };
+        let store = parse_store(raw.store.unwrap_or_default(), o, xdp.is_some())?;
         let segment_per_fpdu = o.segment_per_fpdu.or(mpa.segment_per_fpdu).unwrap_or(false);
         if let Some(x) = &xdp {
             if segment_per_fpdu {
@@ -596,7 +512,10 @@ impl DaemonConfig {
             }
             let range = LocalPortRange::new(*x.local_ports.start(), *x.local_ports.end())
                 .map_err(|_| ConfigError::Inconsistent("empty local port range"))?;
-            let store_port = store.as_ref().map(|s| ("store.listen", s.listen.port()));
+            let store_port = store.as_ref().map(|s| {
+                let port = s.listen.map_or(DEFAULT_STORE_PORT, |l| l.port());
+                ("store.listen", port)
+            });
             let ports = listeners.iter().map(|l| ("listener", l.port()));
             for (setting, port) in store_port.into_iter().chain(ports) {
                 if port != 0 && range.contains(port) {
@@ -678,6 +597,7 @@ mod tests {
     fn flags_override_the_file() {
         let o = Overrides {
             store: Some("/tmp/flag.img".into()),
+            store_listen: Some("127.0.0.1:20049".into()),
             size: Some("1G".into()),
             metrics: Some("127.0.0.1:1".into()),
             ..Overrides::default()
@@ -709,11 +629,11 @@ mod tests {
                 &["store.size", "unit"],
             ),
             (
-                "[store]\npath = \"/x\"\ncredits = 0",
+                "[store]\npath = \"/x\"\nlisten = \"127.0.0.1:1\"\ncredits = 0",
                 &["store.credits", "1 to 256"],
             ),
             (
-                "[store]\npath = \"/x\"\nmax_io = \"1GiB\"",
+                "[store]\npath = \"/x\"\nlisten = \"127.0.0.1:1\"\nmax_io = \"1GiB\"",
                 &["store.max_io", "16MiB"],
             ),
             ("[store]\nsize = 5", &["without a store path"]),

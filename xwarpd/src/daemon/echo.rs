@@ -13,6 +13,9 @@ use dataplane::{AcceptError, Access, ConnectionConfig, Device, Incoming, QpInit}
 /// Largest Send echoed.
 pub const ECHO_MAX: usize = 64 << 10;
 const SLOTS: usize = 8;
+/// Most connections one echo listener serves at once (each has a thread and
+/// `ECHO_MAX * 8` = 512 KiB of locked memory); more are rejected.
+pub const ECHO_MAX_CONNECTIONS: usize = 16;
 
 /// Counters of the echo service.
 #[derive(Debug, Default)]
@@ -21,6 +24,8 @@ pub struct EchoStats {
     pub connections: AtomicU64,
     /// Sends echoed.
     pub messages: AtomicU64,
+    /// Connections rejected: the listener already served [`ECHO_MAX_CONNECTIONS`].
+    pub refused: AtomicU64,
 }
 
 /// One echo listener.
@@ -42,28 +47,36 @@ impl EchoServer {
         let local = l.local_addr();
         let dev = device.clone();
         let worker = Worker::spawn("xwarpd-echo", move |s2| {
-            let mut conns = Vec::new();
-            let mut stops = Vec::new();
+            // The live connections' threads and stop flags: at most ECHO_MAX_CONNECTIONS.
+            let mut conns: Vec<(std::thread::JoinHandle<()>, Arc<AtomicBool>)> = Vec::new();
             while Worker::running(s2) {
                 match l.accept_timeout(Duration::from_millis(100)) {
                     Ok(inc) => {
+                        conns.retain(|(h, _)| !h.is_finished());
+                        if conns.len() >= ECHO_MAX_CONNECTIONS {
+                            stats.refused.fetch_add(1, Ordering::Relaxed);
+                            let _ = inc.reject(b"");
+                            continue;
+                        }
                         stats.connections.fetch_add(1, Ordering::Relaxed);
                         let (d, st) = (dev.clone(), stats.clone());
                         let s3 = Arc::new(AtomicBool::new(false));
-                        stops.push(s3.clone());
+                        let stop = s3.clone();
                         if let Ok(h) = std::thread::Builder::new()
                             .name("xwarpd-echo-conn".into())
                             .spawn(move || echo(inc, &d, &st, &s3))
                         {
-                            conns.push(h);
+                            conns.push((h, stop));
                         }
                     }
                     Err(AcceptError::Timeout) => {}
                     Err(AcceptError::Closed) => break,
                 }
             }
-            stops.iter().for_each(|s| s.store(true, Ordering::Release));
-            for h in conns {
+            conns
+                .iter()
+                .for_each(|(_, s)| s.store(true, Ordering::Release));
+            for (h, _) in conns {
                 let _ = h.join();
             }
         })
@@ -81,6 +94,8 @@ impl EchoServer {
 }
 
 fn echo(inc: Incoming, dev: &Device, stats: &EchoStats, stop: &AtomicBool) {
+    #[cfg(debug_assertions)]
+    super::test_hooks::panic_if("echo");
     let pd = dev.alloc_pd();
     let (scq, rcq) = (dev.create_cq(), dev.create_cq());
     let Ok(mr) = pd.register(ECHO_MAX * SLOTS, Access::LOCAL_WRITE) else {

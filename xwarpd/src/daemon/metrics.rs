@@ -7,7 +7,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::time::Duration;
 
-use crate::store::ConnSnapshot;
+use crate::store::{CallCounts, Refusal, StoreSnapshot};
 use dataplane::CounterSnapshot;
 use endpoint::EndpointCounters;
 
@@ -18,12 +18,14 @@ pub struct Snapshot {
     pub transport: &'static str,
     /// The device's (engine's) counters.
     pub device: CounterSnapshot,
-    /// The store's connections.
-    pub store: Vec<ConnSnapshot>,
+    /// The store's counters (totals and open connections).
+    pub store: StoreSnapshot,
     /// Echo listener counters: connections and messages echoed.
     pub echo_connections: u64,
     /// Messages echoed.
     pub echo_messages: u64,
+    /// Echo connections rejected at the listener's connection cap.
+    pub echo_refused: u64,
     /// Seconds since start.
     pub uptime_seconds: u64,
     /// Per-engine counters of the AF_XDP transport (empty on the kernel transport), by queue.
@@ -114,50 +116,95 @@ impl Snapshot {
                 "Sends echoed by the echo listeners.",
                 self.echo_messages,
             ),
+            (
+                "echo_refused_total",
+                "Echo connections rejected at a listener's connection cap.",
+                self.echo_refused,
+            ),
         ] {
             metric(&mut o, name, "counter", help, v);
         }
-        type Field = fn(&ConnSnapshot) -> u64;
-        let per_conn: [(&str, &str, Field); 8] = [
-            ("store_reads_total", "READ calls.", |c| c.reads),
-            ("store_writes_total", "WRITE calls.", |c| c.writes),
-            ("store_commits_total", "COMMIT calls.", |c| c.commits),
-            ("store_other_calls_total", "GETATTR and NULL calls.", |c| {
-                c.other_calls
-            }),
-            ("store_read_bytes_total", "Bytes returned by READ.", |c| {
-                c.bytes_read
-            }),
-            ("store_written_bytes_total", "Bytes stored by WRITE.", |c| {
-                c.bytes_written
-            }),
-            (
-                "store_errors_total",
-                "Calls answered with a non-OK status.",
-                |c| c.errors,
-            ),
-            (
-                "store_refused_total",
-                "Messages refused (RDMA_ERROR, RPC rejections).",
-                |c| c.refused,
-            ),
-        ];
+        let st = &self.store;
         let _ = writeln!(
             o,
             "# HELP xwarpd_store_connections Store connections now open."
         );
         let _ = writeln!(o, "# TYPE xwarpd_store_connections gauge");
-        let open = self.store.iter().filter(|c| c.connected).count();
-        let _ = writeln!(o, "xwarpd_store_connections {open}");
-        for (name, help, f) in per_conn {
-            let _ = writeln!(o, "# HELP xwarpd_{name} {help} Per connection.");
+        let _ = writeln!(o, "xwarpd_store_connections {}", st.open.len());
+        for (name, help, v) in [
+            (
+                "store_connections_accepted_total",
+                "Store connections accepted.",
+                st.accepted,
+            ),
+            (
+                "store_connections_idle_closed_total",
+                "Store connections closed for having had no call within the idle timeout.",
+                st.idle_closed,
+            ),
+        ] {
+            let _ = writeln!(o, "# HELP xwarpd_{name} {help}");
             let _ = writeln!(o, "# TYPE xwarpd_{name} counter");
-            for (i, c) in self.store.iter().enumerate() {
+            let _ = writeln!(o, "xwarpd_{name} {v}");
+        }
+        let _ = writeln!(
+            o,
+            "# HELP xwarpd_store_connections_refused_total Store connections refused: the peer is in no allowed network, or the server was at its connection cap."
+        );
+        let _ = writeln!(o, "# TYPE xwarpd_store_connections_refused_total counter");
+        for (reason, v) in [
+            (Refusal::NotAllowed, st.refused_not_allowed),
+            (Refusal::Full, st.refused_full),
+        ] {
+            let _ = writeln!(
+                o,
+                "xwarpd_store_connections_refused_total{{reason=\"{}\"}} {v}",
+                reason.label()
+            );
+        }
+        type Field = fn(&CallCounts) -> u64;
+        let calls: [(&str, &str, Field); 8] = [
+            ("reads_total", "READ calls.", |c| c.reads),
+            ("writes_total", "WRITE calls.", |c| c.writes),
+            ("commits_total", "COMMIT calls.", |c| c.commits),
+            ("other_calls_total", "GETATTR and NULL calls.", |c| {
+                c.other_calls
+            }),
+            ("read_bytes_total", "Bytes returned by READ.", |c| {
+                c.bytes_read
+            }),
+            ("written_bytes_total", "Bytes stored by WRITE.", |c| {
+                c.bytes_written
+            }),
+            (
+                "errors_total",
+                "Calls answered with a non-OK status.",
+                |c| c.errors,
+            ),
+            (
+                "refused_total",
+                "Messages refused (RDMA_ERROR, RPC rejections).",
+                |c| c.refused,
+            ),
+        ];
+        // Service totals (closed connections included), then one series per OPEN connection:
+        // a connection's series go when it closes, so there are at most as many as the cap.
+        for (name, help, f) in calls {
+            let _ = writeln!(o, "# HELP xwarpd_store_{name} {help} All connections.");
+            let _ = writeln!(o, "# TYPE xwarpd_store_{name} counter");
+            let _ = writeln!(o, "xwarpd_store_{name} {}", f(&st.totals));
+            let _ = writeln!(
+                o,
+                "# HELP xwarpd_store_connection_{name} {help} Per open connection."
+            );
+            let _ = writeln!(o, "# TYPE xwarpd_store_connection_{name} counter");
+            for c in &st.open {
                 let _ = writeln!(
                     o,
-                    "xwarpd_{name}{{conn=\"{i}\",peer=\"{}\"}} {}",
+                    "xwarpd_store_connection_{name}{{conn=\"{}\",peer=\"{}\"}} {}",
+                    c.id,
                     escape(&c.peer),
-                    f(c)
+                    f(&c.counts)
                 );
             }
         }
@@ -310,6 +357,7 @@ impl MetricsServer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::ConnSnapshot;
 
     #[test]
     fn prometheus_text_has_help_type_and_labels() {
@@ -319,23 +367,46 @@ mod tests {
                 tx_bytes: 42,
                 ..CounterSnapshot::default()
             },
-            store: vec![ConnSnapshot {
-                peer: "198.18.0.2:4000".into(),
-                connected: true,
-                reads: 3,
-                ..ConnSnapshot::default()
-            }],
+            store: StoreSnapshot {
+                totals: CallCounts {
+                    reads: 10,
+                    ..CallCounts::default()
+                },
+                open: vec![ConnSnapshot {
+                    id: 7,
+                    peer: "198.18.0.2:4000".into(),
+                    counts: CallCounts {
+                        reads: 3,
+                        ..CallCounts::default()
+                    },
+                }],
+                accepted: 8,
+                refused_full: 2,
+                ..StoreSnapshot::default()
+            },
             ..Snapshot::default()
         };
         let t = s.to_prometheus();
         assert!(t.contains("# TYPE xwarpd_tx_bytes_total counter\n"));
         assert!(t.contains("xwarpd_tx_bytes_total{transport=\"kernel\"} 42\n"));
-        assert!(t.contains("xwarpd_store_reads_total{conn=\"0\",peer=\"198.18.0.2:4000\"} 3\n"));
+        assert!(t.contains("xwarpd_store_reads_total 10\n"));
+        assert!(t.contains(
+            "xwarpd_store_connection_reads_total{conn=\"7\",peer=\"198.18.0.2:4000\"} 3\n"
+        ));
         assert!(t.contains("xwarpd_store_connections 1\n"));
+        assert!(t.contains("xwarpd_store_connections_accepted_total 8\n"));
+        assert!(t.contains("xwarpd_store_connections_refused_total{reason=\"full\"} 2\n"));
+        assert!(t.contains("xwarpd_store_connections_refused_total{reason=\"not_allowed\"} 0\n"));
         assert!(
             !t.contains("engine_"),
             "no engine lines on the kernel transport"
         );
+        // Once the connection has closed its series are gone; the totals stay.
+        let mut closed = s.clone();
+        closed.store.open.clear();
+        let ct = closed.to_prometheus();
+        assert!(!ct.contains("xwarpd_store_connection_reads_total{"), "{ct}");
+        assert!(ct.contains("xwarpd_store_reads_total 10\n"));
         let e = Snapshot {
             engines: vec![(
                 3,

@@ -7,13 +7,18 @@
 //! endpoint and the control socket, print one `xwarpd ready ...` line on stdout, then wait for
 //! SIGINT/SIGTERM; on either, stop accepting, close connections (queued work flushed), sync the
 //! store, remove the control socket, drop the device (xdp: engine stopped, XDP program
-//! detached, UMEM freed), and return.
+//! detached, UMEM freed), and return. A panic in any thread ([`supervisor`]) stops it the same
+//! way, and the binary then exits non-zero.
 
 pub mod config;
 pub mod control;
 pub mod echo;
 pub mod metrics;
 pub mod signals;
+mod store_config;
+pub mod supervisor;
+#[cfg(debug_assertions)]
+pub(crate) mod test_hooks;
 mod worker;
 
 use std::sync::atomic::Ordering;
@@ -134,8 +139,36 @@ fn warn_unreserved(x: &dataplane::XdpConfig) {
     }
 }
 
-/// Runs the daemon until SIGINT or SIGTERM. Returns the signal number that stopped it.
-pub fn run(cfg: &DaemonConfig) -> Result<i32, DaemonError> {
+/// What stopped a daemon that had started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// SIGINT or SIGTERM (the signal number): a clean stop.
+    Signal(i32),
+    /// A thread panicked (logged by [`supervisor`]); the process should exit with
+    /// [`supervisor::EXIT_PANIC`].
+    Panic,
+}
+
+/// The store's listen address: the configured one, or the xdp interface's IPv4 address.
+fn store_listen(s: &StoreConfig, device: &Device) -> Result<std::net::SocketAddr, DaemonError> {
+    if let Some(a) = s.listen {
+        return Ok(a);
+    }
+    let ip = device.local_ip().ok_or_else(|| {
+        start_err(
+            "store listener",
+            "the interface has no IPv4 address to listen on: set store.listen or --store-listen",
+        )
+    })?;
+    Ok(std::net::SocketAddr::new(
+        ip.into(),
+        config::DEFAULT_STORE_PORT,
+    ))
+}
+
+/// Runs the daemon until SIGINT or SIGTERM, or until a thread panics.
+pub fn run(cfg: &DaemonConfig) -> Result<Stop, DaemonError> {
+    supervisor::install();
     signals::install().map_err(|e| start_err("installing signal handlers", e))?;
     let device = open_device(cfg)?;
     let mut conn = ConnectionConfig::default();
@@ -152,9 +185,13 @@ pub fn run(cfg: &DaemonConfig) -> Result<i32, DaemonError> {
                 credits: s.credits,
                 max_io: s.max_io,
                 connection: conn.clone(),
+                allow: s.allow.clone(),
+                max_connections: s.max_connections,
+                idle_timeout: s.idle_timeout,
             };
-            let srv = StoreServer::start(&device, s.listen, file, opts)
-                .map_err(|e| start_err(format!("store listener {}", s.listen), e))?;
+            let listen = store_listen(s, &device)?;
+            let srv = StoreServer::start(&device, listen, file, opts)
+                .map_err(|e| start_err(format!("store listener {listen}"), e))?;
             Some(srv)
         }
         None => None,
@@ -182,6 +219,7 @@ pub fn run(cfg: &DaemonConfig) -> Result<i32, DaemonError> {
                 .unwrap_or_default(),
             echo_connections: echo_stats.connections.load(Ordering::Relaxed),
             echo_messages: echo_stats.messages.load(Ordering::Relaxed),
+            echo_refused: echo_stats.refused.load(Ordering::Relaxed),
             uptime_seconds: started.elapsed().as_secs(),
             engines: device
                 .engine_counters()
@@ -222,13 +260,20 @@ pub fn run(cfg: &DaemonConfig) -> Result<i32, DaemonError> {
     tracing::info!("{ready}");
     println!("{ready}");
 
-    let sig = loop {
+    let stop = loop {
         if let Some(s) = signals::received() {
-            break s;
+            break Stop::Signal(s);
+        }
+        if supervisor::failure().is_some() {
+            break Stop::Panic;
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    tracing::info!(signal = sig, "shutting down");
+    match stop {
+        Stop::Signal(sig) => tracing::info!(signal = sig, "shutting down"),
+        // The panic was logged; shut down what still works, within a limit.
+        Stop::Panic => supervisor::exit_if_shutdown_hangs(),
+    }
     drop(control);
     drop(metrics_srv);
     drop(echoes);
@@ -238,7 +283,9 @@ pub fn run(cfg: &DaemonConfig) -> Result<i32, DaemonError> {
     // The last handle: on the xdp transport this stops the engine, detaches the XDP program
     // and frees the UMEM.
     drop(device);
-    tracing::info!("stopped cleanly");
-    println!("xwarpd stopped signal={sig}");
-    Ok(sig)
+    if let Stop::Signal(sig) = stop {
+        tracing::info!("stopped cleanly");
+        println!("xwarpd stopped signal={sig}");
+    }
+    Ok(stop)
 }

@@ -4,10 +4,12 @@
 //! - [`MappedFile`](dataplane::MappedFile): the backing file, opened and sized; the server maps it
 //!   shared (mlock'ed) and registers the mapping, so what RDMA places is in the page cache at
 //!   once and COMMIT (msync + fdatasync of the range) makes it durable.
-//! - [`StoreServer`]: listens, serves each connection on its own thread, one call at a time.
-//!   READ data is RDMA-Written straight from the file's region into the client's write chunk,
-//!   WRITE data RDMA-Read from its read chunk straight into the region at the offset: no
-//!   staging buffer, no copy. All connections share the protection domain of that region.
+//! - [`StoreServer`]: listens, admits clients by network ([`AllowList`]) up to a connection
+//!   cap, serves each connection on its own thread, one call at a time, and closes it after an
+//!   idle timeout. READ data is RDMA-Written straight from the file's region into the client's
+//!   write chunk, WRITE data RDMA-Read from its read chunk straight into the region at the
+//!   offset: no staging buffer, no copy. Each connection has its own protection domain, in
+//!   which the file's one mapping is registered again (local access only).
 //! - [`StoreClient`]: connect, [`read`](StoreClient::read) into a registered buffer,
 //!   [`write`](StoreClient::write), [`commit`](StoreClient::commit),
 //!   [`getattr`](StoreClient::getattr).
@@ -15,16 +17,25 @@
 //! Connection parameters travel as RFC 8797 private data in the MPA Request and Reply: both
 //! sides offer [`INLINE_SIZE`]-byte Sends and receive buffers.
 
+mod admission;
 mod client;
+mod connection;
+#[cfg(test)]
+mod isolation_tests;
 mod server;
 mod stats;
 
+pub use admission::{interface_subnet, AllowError, AllowList, Refusal, REFUSAL_LOG_INTERVAL};
 pub use client::{
     Attributes, CallId, ClientOptions, Finished, ReadResult, StoreClient, StoreError, WriteResult,
     MAX_IN_FLIGHT,
 };
-pub use server::{ServerOptions, StoreServer, BLOCK_SIZE};
-pub use stats::{ConnSnapshot, ConnStats, StoreStats};
+pub use ipnet::IpNet;
+pub use server::{
+    ServerOptions, StartError, StoreServer, BLOCK_SIZE, DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_CONNECTIONS,
+};
+pub use stats::{CallCounts, ConnSnapshot, StoreSnapshot, StoreStats};
 
 /// Send and receive buffer size both ends offer (RFC 8797 private data).
 pub const INLINE_SIZE: u32 = 8192;

@@ -2,7 +2,9 @@
 //! loopback (kernel transport), deterministic data.
 #![allow(dead_code)]
 
-use dataplane::{Device, MappedFile, Transport};
+use std::time::Duration;
+
+use dataplane::{Access, ConnectionConfig, Device, MappedFile, QpInit, Transport};
 use xwarpd::store::{ServerOptions, StoreServer};
 
 /// A store file in the temp directory, removed on drop.
@@ -24,4 +26,34 @@ pub fn server(file: &TempFile, size: u64) -> (Device, StoreServer) {
 /// Deterministic bytes (testkit's pattern; this module's callers name the seed first).
 pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
     testkit::pattern(len, seed)
+}
+
+/// Sends raw bytes as one Send on a plain verbs connection and returns the answer.
+pub fn raw_exchange(addr: std::net::SocketAddr, msg: &[u8]) -> Vec<u8> {
+    let dev = Device::open(Transport::Kernel).unwrap();
+    let pd = dev.alloc_pd();
+    let (scq, rcq) = (dev.create_cq(), dev.create_cq());
+    let mr = pd.register(16384, Access::LOCAL_WRITE).unwrap();
+    let init = QpInit {
+        pd: pd.clone(),
+        send_cq: scq,
+        recv_cq: rcq.clone(),
+    };
+    let pdata = rpcrdma::negotiation::PrivateData {
+        remote_invalidation: false,
+        send_size: 8192,
+        recv_size: 8192,
+    }
+    .encode();
+    let qp = dev
+        .connect(addr, init, &ConnectionConfig::default(), &pdata)
+        .unwrap();
+    qp.post_recv(1, &mr, 8192..16384).unwrap();
+    mr.write(0, msg).unwrap();
+    qp.post_send(2, &mr, 0..msg.len()).unwrap();
+    let c = rcq.wait(Duration::from_secs(20)).expect("an answer");
+    assert!(c.is_ok());
+    let mut out = vec![0u8; c.byte_len as usize];
+    mr.read(8192, &mut out).unwrap();
+    out
 }

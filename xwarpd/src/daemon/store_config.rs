@@ -1,0 +1,363 @@
+//! The `[store]` section and the `--store*` flags, validated into [`StoreConfig`].
+//!
+//! The listen address has no wildcard default: it is given (`store.listen`, `--store-listen`),
+//! or on the xdp transport taken from the interface (its IPv4 address, port 20049). Clients are
+//! admitted by network: `store.allow` / `--store-allow`, by default only the listen address's
+//! own subnet (found from its interface's prefix at start); listening on every address
+//! (0.0.0.0, ::) therefore needs an explicit list.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::config::{addr, pick, ByteSize, ConfigError, Overrides, RawSize};
+use crate::store::{AllowList, IpNet, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS};
+
+/// The store port (the NFS/RDMA port), used when the address comes from the interface.
+pub const DEFAULT_STORE_PORT: u16 = 20049;
+/// Largest connection cap accepted.
+const MAX_CONNECTIONS_LIMIT: u32 = 4096;
+
+/// The `[store]` section as written (every key optional; unknown keys are errors).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawStore {
+    path: Option<PathBuf>,
+    size: Option<RawSize>,
+    listen: Option<String>,
+    allow: Option<Vec<String>>,
+    credits: Option<i64>,
+    max_io: Option<RawSize>,
+    max_connections: Option<i64>,
+    idle_timeout: Option<RawDuration>,
+}
+
+/// A duration in TOML: whole seconds, or a string with a unit (`300s`, `5m`, `1h`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum RawDuration {
+    Secs(i64),
+    Text(String),
+}
+
+/// The store service's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreConfig {
+    /// The backing file.
+    pub path: PathBuf,
+    /// Size to create or extend the file to (`None`: use the existing file's size).
+    pub size: Option<ByteSize>,
+    /// Where it listens; `None`: the xdp interface's IPv4 address, port [`DEFAULT_STORE_PORT`].
+    pub listen: Option<SocketAddr>,
+    /// The client networks admitted.
+    pub allow: AllowList,
+    /// Credits per connection (1..=256).
+    pub credits: u32,
+    /// Largest READ/WRITE per call (4 KiB..=16 MiB).
+    pub max_io: u32,
+    /// Most connections at once (1..=4096).
+    pub max_connections: u32,
+    /// A connection with no call for this long is closed (1 s to 7 days).
+    pub idle_timeout: Duration,
+}
+
+/// Parses `v` as seconds or a number with a unit `s`, `m` or `h`.
+fn parse_duration(v: &str) -> Option<Duration> {
+    let v = v.trim();
+    let split = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
+    let (num, unit) = v.split_at(split);
+    let n: u64 = num.parse().ok()?;
+    let mult = match unit.trim() {
+        "" | "s" => 1,
+        "m" | "min" => 60,
+        "h" => 3600,
+        _ => return None,
+    };
+    n.checked_mul(mult).map(Duration::from_secs)
+}
+
+/// An allow-list entry: a network (`198.18.0.0/15`, `2001:db8::/32`) or one address.
+fn parse_net(setting: &'static str, v: &str) -> Result<IpNet, ConfigError> {
+    let v = v.trim();
+    v.parse::<IpNet>()
+        .map(|n| n.trunc())
+        .or_else(|_| v.parse::<IpAddr>().map(IpNet::from))
+        .map_err(|_| ConfigError::Invalid {
+            setting,
+            value: v.into(),
+            expected: "a network like 198.18.0.0/15 or 2001:db8::/32, or one address (0.0.0.0/0 admits every IPv4 client)",
+        })
+}
+
+/// Validates the store settings: `Ok(None)` when no store path is given. `xdp`: the transport
+/// has an interface the listen address may come from.
+pub(super) fn parse_store(
+    rs: RawStore,
+    o: &Overrides,
+    xdp: bool,
+) -> Result<Option<StoreConfig>, ConfigError> {
+    let Some(path) = o.store.clone().or(rs.path) else {
+        if o.size.is_some() || rs.size.is_some() {
+            return Err(ConfigError::Inconsistent(
+                "a store size was given without a store path (--store PATH)",
+            ));
+        }
+        return Ok(None);
+    };
+    let size = match (&o.size, &rs.size) {
+        (Some(s), _) => Some(s.parse::<ByteSize>().map_err(|e| ConfigError::Invalid {
+            setting: "--size",
+            value: s.clone(),
+            expected: e.expected(),
+        })?),
+        (None, Some(s)) => Some(s.parse("store.size")?),
+        (None, None) => None,
+    };
+    if size == Some(ByteSize(0)) {
+        return Err(ConfigError::Invalid {
+            setting: "store.size",
+            value: "0".into(),
+            expected: "a size of at least 1 byte",
+        });
+    }
+    let listen = match (&o.store_listen, &rs.listen) {
+        (Some(l), _) => Some(addr("--store-listen", l)?),
+        (None, Some(l)) => Some(addr("store.listen", l)?),
+        (None, None) if xdp => None,
+        (None, None) => {
+            return Err(ConfigError::Inconsistent(
+                "the store needs a listen address: set store.listen or give --store-listen ADDR:PORT (an address of this host, e.g. 198.18.0.1:20049); there is no 0.0.0.0 default",
+            ))
+        }
+    };
+    let allow = if !o.store_allow.is_empty() {
+        let nets = o.store_allow.iter().map(|v| parse_net("--store-allow", v));
+        AllowList::Nets(nets.collect::<Result<_, _>>()?)
+    } else if let Some(list) = &rs.allow {
+        let nets = list.iter().map(|v| parse_net("store.allow", v));
+        AllowList::Nets(nets.collect::<Result<_, _>>()?)
+    } else {
+        AllowList::ListenSubnet
+    };
+    if allow == AllowList::Nets(Vec::new()) {
+        return Err(ConfigError::Inconsistent(
+            "store.allow is empty, so no client could connect: list the client networks",
+        ));
+    }
+    if allow == AllowList::ListenSubnet && listen.is_some_and(|l| l.ip().is_unspecified()) {
+        return Err(ConfigError::Inconsistent(
+            "the store listens on every address (0.0.0.0 or ::), where the default allow-list (the listen address's subnet) is undefined: list the client networks in store.allow or with --store-allow CIDR",
+        ));
+    }
+    let credits = rs.credits.unwrap_or(16);
+    let credits = u32::try_from(credits)
+        .ok()
+        .filter(|c| (1..=256).contains(c))
+        .ok_or(ConfigError::Invalid {
+            setting: "store.credits",
+            value: credits.to_string(),
+            expected: "a whole number from 1 to 256",
+        })?;
+    let max_io = match &rs.max_io {
+        Some(m) => m.parse("store.max_io")?,
+        None => ByteSize(u64::from(crate::store::DEFAULT_MAX_IO)),
+    };
+    if !(4096..=u64::from(rpcrdma::storage::MAX_IO)).contains(&max_io.0) {
+        return Err(ConfigError::Invalid {
+            setting: "store.max_io",
+            value: max_io.to_string(),
+            expected: "from 4KiB to 16MiB",
+        });
+    }
+    let cap_key = rs.max_connections.map(|c| c.to_string());
+    let max_connections = pick(
+        (
+            "--store-max-connections",
+            o.store_max_connections.as_deref(),
+        ),
+        ("store.max_connections", cap_key.as_deref()),
+    );
+    let max_connections = match max_connections {
+        None => DEFAULT_MAX_CONNECTIONS,
+        Some((setting, v)) => v
+            .trim()
+            .parse::<u32>()
+            .ok()
+            .filter(|c| (1..=MAX_CONNECTIONS_LIMIT).contains(c))
+            .ok_or_else(|| ConfigError::Invalid {
+                setting,
+                value: v.into(),
+                expected: "a whole number from 1 to 4096",
+            })?,
+    };
+    let idle_key = match &rs.idle_timeout {
+        Some(RawDuration::Secs(n)) => Some(n.to_string()),
+        Some(RawDuration::Text(t)) => Some(t.clone()),
+        None => None,
+    };
+    let idle = pick(
+        ("--store-idle-timeout", o.store_idle_timeout.as_deref()),
+        ("store.idle_timeout", idle_key.as_deref()),
+    );
+    let idle_timeout = match idle {
+        None => DEFAULT_IDLE_TIMEOUT,
+        Some((setting, v)) => parse_duration(v)
+            .filter(|d| (1..=7 * 86_400).contains(&d.as_secs()))
+            .ok_or_else(|| ConfigError::Invalid {
+                setting,
+                value: v.into(),
+                expected: "a duration from 1s to 7 days: seconds, or a number with s, m or h (300, 300s, 5m)",
+            })?,
+    };
+    Ok(Some(StoreConfig {
+        path,
+        size,
+        listen,
+        allow,
+        credits,
+        max_io: max_io.0 as u32,
+        max_connections,
+        idle_timeout,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::daemon::DaemonConfig;
+
+    fn store(text: &str, o: &Overrides) -> Result<StoreConfig, ConfigError> {
+        let c = DaemonConfig::from_toml(text, "test.toml", o)?;
+        Ok(c.store.expect("a store"))
+    }
+
+    fn net(s: &str) -> IpNet {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn allow_list_idle_timeout_and_cap_parse_from_file_and_flags() {
+        let s = store(
+            "[store]\npath = \"/x\"\nlisten = \"198.18.0.1:20049\"\nallow = [\"198.18.0.0/15\", \"2001:db8::7\", \"10.1.2.3/8\"]\nmax_connections = 8\nidle_timeout = \"5m\"",
+            &Overrides::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            s.allow,
+            AllowList::Nets(vec![
+                net("198.18.0.0/15"),
+                net("2001:db8::7/128"),
+                net("10.0.0.0/8")
+            ])
+        );
+        assert_eq!(s.max_connections, 8);
+        assert_eq!(s.idle_timeout, Duration::from_secs(300));
+        // Defaults: the listen subnet, the default cap and timeout.
+        let d = store(
+            "[store]\npath = \"/x\"\nlisten = \"198.18.0.1:20049\"",
+            &Overrides::default(),
+        )
+        .unwrap();
+        assert_eq!(d.allow, AllowList::ListenSubnet);
+        assert_eq!(d.max_connections, DEFAULT_MAX_CONNECTIONS);
+        assert_eq!(d.idle_timeout, DEFAULT_IDLE_TIMEOUT);
+        // Flags replace the file's list and settings.
+        let o = Overrides {
+            store_allow: vec!["127.0.0.0/8".into()],
+            store_max_connections: Some("2".into()),
+            store_idle_timeout: Some("30".into()),
+            ..Overrides::default()
+        };
+        let f = store(
+            "[store]\npath = \"/x\"\nlisten = \"0.0.0.0:1\"\nallow = [\"198.18.0.0/15\"]\nidle_timeout = 9",
+            &o,
+        )
+        .unwrap();
+        assert_eq!(f.allow, AllowList::Nets(vec![net("127.0.0.0/8")]));
+        assert_eq!(
+            (f.max_connections, f.idle_timeout),
+            (2, Duration::from_secs(30))
+        );
+    }
+
+    #[test]
+    fn listen_address_is_required_unless_the_xdp_interface_gives_it() {
+        let e = store("[store]\npath = \"/x\"", &Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("store.listen") && e.contains("--store-listen") && e.contains("no 0.0.0.0"),
+            "{e}"
+        );
+        let x = store(
+            "transport = \"xdp\"\n[xdp]\ninterface = \"eth1\"\n[store]\npath = \"/x\"",
+            &Overrides::default(),
+        )
+        .unwrap();
+        assert_eq!(x.listen, None);
+    }
+
+    #[test]
+    fn store_errors_name_the_setting_and_what_is_accepted() {
+        let p = "[store]\npath = \"/x\"\nlisten = \"198.18.0.1:20049\"\n";
+        let cases: Vec<(String, &[&str])> = vec![
+            (
+                "[store]\npath = \"/x\"\nlisten = \"0.0.0.0:20049\"".into(),
+                &["every address", "store.allow", "--store-allow"],
+            ),
+            (
+                "[store]\npath = \"/x\"\nlisten = \"[::]:20049\"".into(),
+                &["every address"],
+            ),
+            (format!("{p}allow = []"), &["store.allow", "empty"]),
+            (
+                format!("{p}allow = [\"198.18.0.0/40\"]"),
+                &["store.allow", "198.18.0.0/40", "0.0.0.0/0"],
+            ),
+            (format!("{p}allow = [\"lan\"]"), &["store.allow", "\"lan\""]),
+            (
+                format!("{p}max_connections = 0"),
+                &["store.max_connections", "1 to 4096"],
+            ),
+            (
+                format!("{p}max_connections = 5000"),
+                &["store.max_connections", "1 to 4096"],
+            ),
+            (
+                format!("{p}idle_timeout = 0"),
+                &["store.idle_timeout", "1s to 7 days"],
+            ),
+            (
+                format!("{p}idle_timeout = \"soon\""),
+                &["store.idle_timeout", "\"soon\""],
+            ),
+        ];
+        for (text, needles) in &cases {
+            let e = store(text, &Overrides::default())
+                .expect_err(text)
+                .to_string();
+            for n in *needles {
+                assert!(e.contains(n), "{text:?}: {e:?} lacks {n:?}");
+            }
+        }
+        let o = Overrides {
+            store_allow: vec!["nowhere".into()],
+            ..Overrides::default()
+        };
+        let e = store(p, &o).unwrap_err().to_string();
+        assert!(e.contains("--store-allow") && e.contains("nowhere"), "{e}");
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("300"), Some(Duration::from_secs(300)));
+        assert_eq!(parse_duration("300s"), Some(Duration::from_secs(300)));
+        assert_eq!(parse_duration("5m"), Some(Duration::from_secs(300)));
+        assert_eq!(parse_duration("2h"), Some(Duration::from_secs(7200)));
+        assert_eq!(parse_duration("-1"), None);
+        assert_eq!(parse_duration("5d"), None);
+        assert_eq!(parse_duration(""), None);
+    }
+}
