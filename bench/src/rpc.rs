@@ -145,7 +145,9 @@ fn run_size(c: &mut StoreClient, spec: &RunSpec, size: u64) -> Result<Record, St
                 c.start_read(offset, &buf, range)
             } else {
                 if args.verify {
-                    buf.with_mut_slice(range.start, len, |b| fill_pattern(offset, b));
+                    let mut b = vec![0; len];
+                    fill_pattern(offset, &mut b);
+                    buf.write(range.start, &b);
                 }
                 c.start_write(offset, &buf, range, false)
             }
@@ -165,7 +167,8 @@ fn run_size(c: &mut StoreClient, spec: &RunSpec, size: u64) -> Result<Record, St
         };
         if args.verify && reading {
             let at = slot * len;
-            if let Some(Some(bad)) = buf.with_slice(at, len, |b| first_mismatch(offset, b)) {
+            let got = buf.read_vec(at, len);
+            if let Some(bad) = got.and_then(|b| first_mismatch(offset, &b)) {
                 return Err(format!(
                     "rpc_read {size} B: data mismatch at store offset {} (expected the \
                      rpc_write --verify pattern)",

@@ -72,10 +72,6 @@ impl Memory for CheckedMemory {
         self.check(region, offset, out.len());
         self.0.read(region, offset, out);
     }
-    fn read_slice(&self, region: RegionHandle, offset: u64, len: usize) -> Option<&[u8]> {
-        self.check(region, offset, len);
-        self.0.read_slice(region, offset, len)
-    }
 }
 
 /// The queue pair's surroundings in [`qp_stream`]: its STag table and checked memory, the

@@ -729,7 +729,7 @@ impl KernelEnd {
             .collect();
         check_completions(&self.layout, &wcs, part, who);
         self.r.check(&self.layout, part, peer, who, |r, f| {
-            r.with_slice(0, r.len(), |got| f(got)).unwrap()
+            f(&r.read_vec(0, r.len()).unwrap())
         });
     }
 }

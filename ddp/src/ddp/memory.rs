@@ -1,6 +1,9 @@
 //! Where placed data lives. ddp never holds registered memory: the caller implements [`Memory`]
 //! (the dataplane over pinned memory; tests over `Vec<u8>`), and ddp copies straight between
 //! frames and regions through it, so the one copy from the received frame is the only copy.
+//!
+//! The trait only copies, it never lends: registered memory is shared with the application
+//! (and, for a NIC, a device), so no reference into it may exist while ddp works on it.
 
 use std::collections::HashMap;
 
@@ -13,15 +16,9 @@ pub struct RegionHandle(pub u32);
 pub trait Memory {
     /// Copy `data` into `region` at `offset`.
     fn write(&mut self, region: RegionHandle, offset: u64, data: &[u8]);
-    /// Copy `out.len()` octets of `region` at `offset` into `out`.
+    /// Copy `out.len()` octets of `region` at `offset` into `out`. The transmit path calls it
+    /// with the frame itself as `out` (the one copy).
     fn read(&self, region: RegionHandle, offset: u64, out: &mut [u8]);
-
-    /// Lend `len` octets of `region` at `offset` without copying, if the memory can; the
-    /// transmit path then frames straight from the region (one copy instead of two).
-    fn read_slice(&self, region: RegionHandle, offset: u64, len: usize) -> Option<&[u8]> {
-        let _ = (region, offset, len);
-        None
-    }
 }
 
 /// A [`Memory`] over owned vectors, for tests and simple users. Unknown regions read as zeros and
@@ -61,13 +58,6 @@ impl Memory for VecMemory {
                 dst.copy_from_slice(data);
             }
         }
-    }
-
-    fn read_slice(&self, region: RegionHandle, offset: u64, len: usize) -> Option<&[u8]> {
-        let start = usize::try_from(offset).ok()?;
-        self.regions
-            .get(&region)?
-            .get(start..start.checked_add(len)?)
     }
 
     fn read(&self, region: RegionHandle, offset: u64, out: &mut [u8]) {

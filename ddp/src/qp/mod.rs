@@ -167,7 +167,6 @@ pub struct Qp {
     tx_seq_start: u64,
     /// Receive offset of the next FPDU the stream parser will give.
     rx_fpdu_pos: u64,
-    ulpdu_tx: Vec<u8>,
     /// FPDUs sent and not yet acknowledged: (start, end, descriptor), when kept.
     unacked: VecDeque<(u64, u64, TxSegment)>,
     /// Index in `unacked` of the FPDU `rebuild_fpdu` most likely asks for next (the one after
@@ -201,7 +200,6 @@ impl Qp {
             rx_seq_start: 0,
             tx_seq_start: 0,
             rx_fpdu_pos: 0,
-            ulpdu_tx: vec![0; mpa::MAX_ULPDU_LEN],
             unacked: VecDeque::new(),
             unacked_hint: 0,
             events: VecDeque::new(),

@@ -43,14 +43,16 @@ impl Qp {
         let cap = ulpdu_cap(framer, self.engine.config().mulpdu, out.len());
         let seg = self.engine.poll_segment(cap)?;
         let start = self.tx_total;
-        let r = match seg.payload_slice(mem) {
-            // One copy: header and payload gathered straight into the frame.
-            Some(p) => framer.encode(&[seg.header(), p], out),
-            None => {
-                let n = seg.write_ulpdu(mem, &mut self.ulpdu_tx);
-                framer.encode(&[&self.ulpdu_tx[..n]], out)
-            }
-        };
+        // One copy: header and payload straight into the frame, between the markers.
+        let mut at = 0;
+        let r = framer.encode_with(
+            seg.len(),
+            &mut |dst| {
+                seg.copy_ulpdu_range(mem, at, dst);
+                at += dst.len();
+            },
+            out,
+        );
         match r {
             Ok(w) => {
                 self.tx_total += w as u64;
@@ -119,14 +121,12 @@ impl Qp {
         self.unacked_hint = i + 1;
         let (start, _, seg) = self.unacked[i];
         let offset = start.wrapping_sub(self.tx_seq_start) as u32;
-        let r = match seg.payload_slice(mem) {
-            Some(p) => mpa::encode_fpdu(cfg, offset, &[seg.header(), p], out),
-            None => {
-                let n = seg.write_ulpdu(mem, &mut self.ulpdu_tx);
-                mpa::encode_fpdu(cfg, offset, &[&self.ulpdu_tx[..n]], out)
-            }
+        let mut at = 0;
+        let mut fill = |dst: &mut [u8]| {
+            seg.copy_ulpdu_range(mem, at, dst);
+            at += dst.len();
         };
-        r.ok()
+        mpa::encode_fpdu_with(cfg, offset, seg.len(), &mut fill, out).ok()
     }
 
     /// Transmit offsets `(start, end)` of the FPDUs kept for retransmission (not yet acknowledged).
