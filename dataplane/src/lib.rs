@@ -12,6 +12,12 @@
 //! Every connection runs the same sans-IO protocol stack (`mpa`, `ddp`); the transport only
 //! moves bytes: [`Transport::Kernel`] over kernel TCP sockets, `Transport::Xdp` (later) over
 //! AF_XDP with our own TCP.
+//!
+//! The only crate of the workspace with `unsafe` (AF_XDP rings and UMEM, syscalls, pinned
+//! memory): every `unsafe` block and impl states why it is sound (`// Safety:`), and an
+//! `unsafe fn` spells out each unsafe operation in its body.
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 mod completion;
 mod config;

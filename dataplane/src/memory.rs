@@ -250,10 +250,8 @@ mod tests {
         assert!(b.write_at(usize::MAX, &[1]).is_none());
         b.write_at(10, b"abc").unwrap();
         // Safety: nothing else uses `b` in this test.
-        assert_eq!(
-            unsafe { b.with_slice(10, 3, |s| s.to_vec()) }.unwrap(),
-            b"abc"
-        );
+        let abc = unsafe { b.with_slice(10, 3, |s| s.to_vec()) };
+        assert_eq!(abc.unwrap(), b"abc");
         // Safety: as above.
         unsafe { b.with_mut_slice(0, 2, |s| s.copy_from_slice(b"xy")) }.unwrap();
         // Safety: as above.
