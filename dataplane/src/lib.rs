@@ -6,7 +6,8 @@
 //!   ├─ create_cq() -> CompletionQueue ── poll / wait -> Completion { wr_id, opcode, status, byte_len }
 //!   ├─ listen(addr, ConnectionConfig) -> Listener ── accept() -> Incoming ── accept(QpInit, pd) -> QueuePair
 //!   └─ connect(addr, QpInit, &ConnectionConfig, private_data) -> QueuePair
-//! QueuePair::{post_send, post_recv, post_write, post_read, close}
+//! QueuePair::{post(wr_id, mr, range, PostKind) and its post_send / post_recv / post_write /
+//!            post_read shorthands, close}
 //! ```
 //!
 //! Every connection runs the same sans-IO protocol stack (`mpa`, `ddp`); the transport only
@@ -45,4 +46,4 @@ pub use error::{ConnectError, DeviceError, PostError, RegisterError};
 pub use listener::{AcceptError, Incoming, Listener};
 pub use mapped_file::{FileRegion, MappedFile};
 pub use pd::{os_random_u64, Access, MemoryRegion, ProtectionDomain};
-pub use qp::{QpError, QueuePair, RemoteAddr};
+pub use qp::{PostKind, QpError, QueuePair, RemoteAddr};

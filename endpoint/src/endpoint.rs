@@ -6,8 +6,7 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::Instant;
 
 use ddp::{
-    LocalBuf, PdId, Qp, RegionHandle, RegionSpec, RemoteBuf, SendOpts, Stag, StagTable, VecMemory,
-    WorkCompletion,
+    PdId, RegionHandle, RegionSpec, Stag, StagTable, VecMemory, WorkCompletion, WorkRequest,
 };
 use tcp_offload::{Connection, FourTuple, IsnGenerator, State};
 
@@ -359,19 +358,17 @@ impl<D: Domain> Endpoint<D> {
         Ok(c)
     }
 
-    fn with_qp(
-        &mut self,
-        conn: ConnId,
-        f: impl FnOnce(&mut Qp, &StagTable) -> Result<(), ddp::WorkRequestError>,
-    ) -> Result<(), EndpointError> {
+    /// Posts a work request on `conn` (see [`ddp::RdmapEngine::post`]); refusals come back at
+    /// once, with nothing queued.
+    pub fn post(&mut self, conn: ConnId, wr: WorkRequest) -> Result<(), EndpointError> {
         let c = self
             .conns
             .get_mut(&conn.0)
             .ok_or(EndpointError::NoConnection)?;
         let qp = c.qp.as_mut().ok_or(EndpointError::NotReady)?;
         match &c.pd {
-            Some(pd) => f(qp, pd.lock().parts().0),
-            None => f(qp, &self.tags),
+            Some(pd) => qp.post(pd.lock().parts().0, wr),
+            None => qp.post(&self.tags, wr),
         }
         .map_err(EndpointError::Post)?;
         if !c.dirty {
@@ -379,46 +376,6 @@ impl<D: Domain> Endpoint<D> {
             self.dirty.push(conn.0);
         }
         Ok(())
-    }
-
-    /// Posts a receive buffer.
-    pub fn post_recv(
-        &mut self,
-        conn: ConnId,
-        wr_id: u64,
-        buf: LocalBuf,
-    ) -> Result<(), EndpointError> {
-        self.with_qp(conn, |q, t| q.post_recv(t, wr_id, buf))
-    }
-    /// Posts a Send.
-    pub fn post_send(
-        &mut self,
-        conn: ConnId,
-        wr_id: u64,
-        buf: LocalBuf,
-        opts: SendOpts,
-    ) -> Result<(), EndpointError> {
-        self.with_qp(conn, |q, t| q.post_send(t, wr_id, buf, opts))
-    }
-    /// Posts an RDMA Write.
-    pub fn post_write(
-        &mut self,
-        conn: ConnId,
-        wr_id: u64,
-        buf: LocalBuf,
-        remote: RemoteBuf,
-    ) -> Result<(), EndpointError> {
-        self.with_qp(conn, |q, t| q.post_write(t, wr_id, buf, remote))
-    }
-    /// Posts an RDMA Read.
-    pub fn post_read(
-        &mut self,
-        conn: ConnId,
-        wr_id: u64,
-        buf: LocalBuf,
-        remote: RemoteBuf,
-    ) -> Result<(), EndpointError> {
-        self.with_qp(conn, |q, t| q.post_read(t, wr_id, buf, remote))
     }
 
     /// Graceful close: queued work still goes out; TCP closes (FIN) once all is acknowledged.

@@ -1,5 +1,6 @@
 //! DDP and RDMAP: every header view and `Repr`, and a queue pair fed an arbitrary FPDU stream.
 
+use ddp::WorkRequest;
 use std::time::Instant;
 
 use ddp::{
@@ -150,14 +151,16 @@ pub fn qp_stream(data: &[u8]) {
     let mut qp = qp_established(markers, crc);
     let posted = [(1u64, 0u64, 1024u32), (2, 1024, 1024)];
     for (wr_id, offset, len) in posted {
-        qp.post_recv(
+        qp.post(
             &tags,
-            wr_id,
-            LocalBuf {
-                region: rx,
-                offset,
-                len,
-            },
+            WorkRequest::recv(
+                wr_id,
+                LocalBuf {
+                    region: rx,
+                    offset,
+                    len,
+                },
+            ),
         )
         .expect("receive posted");
     }

@@ -9,7 +9,7 @@ use super::XdpDevice;
 use endpoint::{ConnId, Endpoint, EndpointError, QpSettings};
 
 use crate::engine::PdHandle;
-use crate::qp::{next_qp_num, QpError};
+use crate::qp::{next_qp_num, refused, QpError};
 use crate::xdp::{resolve_next_hop, XdpError};
 use crate::{ConnectError, ConnectionConfig, PostError, ProtectionDomain, QpInit};
 use tcp_offload::State;
@@ -37,8 +37,7 @@ pub(crate) fn settings(config: &ConnectionConfig, private_data: &[u8]) -> QpSett
 
 fn post_error(e: EndpointError) -> PostError {
     match e {
-        EndpointError::Post(ddp::WorkRequestError::InvalidState) => PostError::NotConnected,
-        EndpointError::Post(p) => PostError::Refused(p),
+        EndpointError::Post(p) => refused(p),
         _ => PostError::NotConnected,
     }
 }
@@ -159,17 +158,17 @@ impl XdpQp {
         Ok(())
     }
 
-    /// Posts a work request through `f` (the engine's post call for this connection).
-    pub(crate) fn post(
-        &self,
-        f: impl FnOnce(&mut Endpoint<PdHandle>, ConnId) -> Result<(), EndpointError>,
-    ) -> Result<(), PostError> {
+    /// Posts `wr` on the engine's connection.
+    pub(crate) fn post(&self, wr: ddp::WorkRequest) -> Result<(), PostError> {
         self.check_open()?;
         let mut st = self.dev.shared.lock();
         // Inline, on an idle connection: send at once (a ping-pong's answer); with work in
         // flight the next round frames it together with what follows (MPA-62 packing).
         let at_once = self.dev.shared.inline && st.engine.endpoint().is_idle_to_send(self.conn);
-        f(st.engine.endpoint_mut(), self.conn).map_err(post_error)?;
+        st.engine
+            .endpoint_mut()
+            .post(self.conn, wr)
+            .map_err(post_error)?;
         if at_once {
             st.engine.transmit_now(Instant::now(), self.conn);
         }

@@ -44,7 +44,7 @@ use crate::ddp::tx_segment::TxSegment;
 use crate::rdmap::completion::WorkCompletion;
 use crate::rdmap::engine::{RdmapConfig, RdmapEngine, RdmapEvent, RdmapState, RdmapStats};
 use crate::rdmap::terminate::TerminateRepr;
-use crate::rdmap::work_request::{LocalBuf, RemoteBuf, SendOpts, WorkRequestError};
+use crate::rdmap::work_request::{WorkRequest, WorkRequestError};
 
 /// Settings of a queue pair.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -287,47 +287,9 @@ impl Qp {
     // ----------------------------------------------------------------------------------------
     // Work requests (may be posted before establishment)
 
-    /// Post a receive buffer (see [`RdmapEngine::post_recv`]).
-    pub fn post_recv(
-        &mut self,
-        tags: &StagTable,
-        wr_id: u64,
-        buf: LocalBuf,
-    ) -> Result<(), WorkRequestError> {
-        self.engine.post_recv(tags, wr_id, buf)
-    }
-
-    /// Post a Send (see [`RdmapEngine::post_send`]).
-    pub fn post_send(
-        &mut self,
-        tags: &StagTable,
-        wr_id: u64,
-        buf: LocalBuf,
-        opts: SendOpts,
-    ) -> Result<(), WorkRequestError> {
-        self.engine.post_send(tags, wr_id, buf, opts)
-    }
-
-    /// Post an RDMA Write (see [`RdmapEngine::post_write`]).
-    pub fn post_write(
-        &mut self,
-        tags: &StagTable,
-        wr_id: u64,
-        buf: LocalBuf,
-        remote: RemoteBuf,
-    ) -> Result<(), WorkRequestError> {
-        self.engine.post_write(tags, wr_id, buf, remote)
-    }
-
-    /// Post an RDMA Read (see [`RdmapEngine::post_read`]).
-    pub fn post_read(
-        &mut self,
-        tags: &StagTable,
-        wr_id: u64,
-        buf: LocalBuf,
-        remote: RemoteBuf,
-    ) -> Result<(), WorkRequestError> {
-        self.engine.post_read(tags, wr_id, buf, remote)
+    /// Post a work request (see [`RdmapEngine::post`]).
+    pub fn post(&mut self, tags: &StagTable, wr: WorkRequest) -> Result<(), WorkRequestError> {
+        self.engine.post(tags, wr)
     }
 
     /// The next work completion.

@@ -6,6 +6,7 @@ use crate::ddp::stag::Stag;
 use crate::ddp::stag_table::{Access, PdId, RegionSpec, StreamId};
 use crate::rdmap::completion::{WcOpcode, WcStatus};
 use crate::rdmap::term_code::LlpError;
+use crate::rdmap::work_request::{LocalBuf, RemoteBuf, SendOpts, WorkRequest};
 
 pub(crate) struct End {
     pub qp: Qp,
@@ -145,24 +146,28 @@ fn run_all_ops(markers: bool, crc: bool, len: usize, chunk: usize) {
     let (bsrc, bsrc_stag) = b.region(len, Access::REMOTE_READ, pattern(2));
     let l = len as u32;
     // Work posted before the connection is up.
-    b.qp.post_recv(
+    b.qp.post(
         &b.tags,
-        100,
-        LocalBuf {
-            region: brecv,
-            offset: 0,
-            len: l,
-        },
+        WorkRequest::recv(
+            100,
+            LocalBuf {
+                region: brecv,
+                offset: 0,
+                len: l,
+            },
+        ),
     )
     .unwrap();
-    b.qp.post_recv(
+    b.qp.post(
         &b.tags,
-        101,
-        LocalBuf {
-            region: brecv,
-            offset: len as u64,
-            len: l,
-        },
+        WorkRequest::recv(
+            101,
+            LocalBuf {
+                region: brecv,
+                offset: len as u64,
+                len: l,
+            },
+        ),
     )
     .unwrap();
     let src = LocalBuf {
@@ -170,26 +175,30 @@ fn run_all_ops(markers: bool, crc: bool, len: usize, chunk: usize) {
         offset: 0,
         len: l,
     };
-    a.qp.post_send(&a.tags, 1, src, SendOpts::default())
+    a.qp.post(&a.tags, WorkRequest::send(1, src, SendOpts::default()))
         .unwrap();
-    a.qp.post_send(
+    a.qp.post(
         &a.tags,
-        2,
-        src,
-        SendOpts {
-            solicited: false,
-            invalidate: Some(binv),
-        },
+        WorkRequest::send(
+            2,
+            src,
+            SendOpts {
+                solicited: false,
+                invalidate: Some(binv),
+            },
+        ),
     )
     .unwrap();
-    a.qp.post_write(
+    a.qp.post(
         &a.tags,
-        3,
-        src,
-        RemoteBuf {
-            stag: bstag,
-            to: 0x10_0000,
-        },
+        WorkRequest::write(
+            3,
+            src,
+            RemoteBuf {
+                stag: bstag,
+                to: 0x10_0000,
+            },
+        ),
     )
     .unwrap();
     let rd = LocalBuf {
@@ -197,14 +206,16 @@ fn run_all_ops(markers: bool, crc: bool, len: usize, chunk: usize) {
         offset: 0,
         len: l,
     };
-    a.qp.post_read(
+    a.qp.post(
         &a.tags,
-        4,
-        rd,
-        RemoteBuf {
-            stag: bsrc_stag,
-            to: 0x10_0000,
-        },
+        WorkRequest::read(
+            4,
+            rd,
+            RemoteBuf {
+                stag: bsrc_stag,
+                to: 0x10_0000,
+            },
+        ),
     )
     .unwrap();
     pump(&mut a, &mut b, chunk);
@@ -330,39 +341,45 @@ fn out_of_order_segments_placed_then_delivered_in_order() {
         let (asrc, _) = a.region(n, Access::LOCAL_WRITE, pattern(4));
         let (bwin, bstag) = b.region(n, Access::REMOTE_WRITE, |_| 0);
         let (brecv, _) = b.region(64, Access::LOCAL_WRITE, |_| 0);
-        b.qp.post_recv(
+        b.qp.post(
             &b.tags,
-            9,
-            LocalBuf {
-                region: brecv,
-                offset: 0,
-                len: 64,
-            },
+            WorkRequest::recv(
+                9,
+                LocalBuf {
+                    region: brecv,
+                    offset: 0,
+                    len: 64,
+                },
+            ),
         )
         .unwrap();
-        a.qp.post_write(
+        a.qp.post(
             &a.tags,
-            1,
-            LocalBuf {
-                region: asrc,
-                offset: 0,
-                len: n as u32,
-            },
-            RemoteBuf {
-                stag: bstag,
-                to: 0x10_0000,
-            },
+            WorkRequest::write(
+                1,
+                LocalBuf {
+                    region: asrc,
+                    offset: 0,
+                    len: n as u32,
+                },
+                RemoteBuf {
+                    stag: bstag,
+                    to: 0x10_0000,
+                },
+            ),
         )
         .unwrap();
-        a.qp.post_send(
+        a.qp.post(
             &a.tags,
-            2,
-            LocalBuf {
-                region: asrc,
-                offset: 0,
-                len: 64,
-            },
-            SendOpts::default(),
+            WorkRequest::send(
+                2,
+                LocalBuf {
+                    region: asrc,
+                    offset: 0,
+                    len: 64,
+                },
+                SendOpts::default(),
+            ),
         )
         .unwrap();
         let mut segs = fpdus(&mut a);
@@ -403,36 +420,42 @@ fn corrupted_crc_terminates_with_llp_code() {
     let (asrc, _) = a.region(100, Access::LOCAL_WRITE, pattern(1));
     let (brecv, _) = b.region(200, Access::LOCAL_WRITE, |_| 0);
     for i in 0..2 {
-        b.qp.post_recv(
+        b.qp.post(
             &b.tags,
-            5 + i,
-            LocalBuf {
-                region: brecv,
-                offset: 100 * i,
-                len: 100,
-            },
+            WorkRequest::recv(
+                5 + i,
+                LocalBuf {
+                    region: brecv,
+                    offset: 100 * i,
+                    len: 100,
+                },
+            ),
         )
         .unwrap();
-        a.qp.post_send(
+        a.qp.post(
             &a.tags,
-            1 + i,
+            WorkRequest::send(
+                1 + i,
+                LocalBuf {
+                    region: asrc,
+                    offset: 0,
+                    len: 100,
+                },
+                SendOpts::default(),
+            ),
+        )
+        .unwrap();
+    }
+    a.qp.post(
+        &a.tags,
+        WorkRequest::recv(
+            7,
             LocalBuf {
                 region: asrc,
                 offset: 0,
                 len: 100,
             },
-            SendOpts::default(),
-        )
-        .unwrap();
-    }
-    a.qp.post_recv(
-        &a.tags,
-        7,
-        LocalBuf {
-            region: asrc,
-            offset: 0,
-            len: 100,
-        },
+        ),
     )
     .unwrap();
     let mut segs = fpdus(&mut a);
@@ -506,15 +529,17 @@ fn bad_stag_and_bounds_over_mpa() {
                 to: 0x10_0000 + off,
             },
         };
-        a.qp.post_write(
+        a.qp.post(
             &a.tags,
-            1,
-            LocalBuf {
-                region: asrc,
-                offset: 0,
-                len: 16,
-            },
-            remote,
+            WorkRequest::write(
+                1,
+                LocalBuf {
+                    region: asrc,
+                    offset: 0,
+                    len: 16,
+                },
+                remote,
+            ),
         )
         .unwrap();
         pump(&mut a, &mut b, 1 << 20);
@@ -569,50 +594,58 @@ fn responder_waits_for_first_fpdu() {
     let (mut a, mut b) = pair(false, true);
     pump(&mut a, &mut b, 1 << 20);
     let (bsrc, _) = b.region(8, Access::LOCAL_WRITE, pattern(1));
-    b.qp.post_send(
+    b.qp.post(
         &b.tags,
-        1,
-        LocalBuf {
-            region: bsrc,
-            offset: 0,
-            len: 8,
-        },
-        SendOpts::default(),
+        WorkRequest::send(
+            1,
+            LocalBuf {
+                region: bsrc,
+                offset: 0,
+                len: 8,
+            },
+            SendOpts::default(),
+        ),
     )
     .unwrap();
     assert!(fpdus(&mut b).is_empty());
     let (asrc, _) = a.region(8, Access::LOCAL_WRITE, pattern(1));
     let (arecv, _) = a.region(8, Access::LOCAL_WRITE, |_| 0);
-    a.qp.post_recv(
+    a.qp.post(
         &a.tags,
-        2,
-        LocalBuf {
-            region: arecv,
-            offset: 0,
-            len: 8,
-        },
+        WorkRequest::recv(
+            2,
+            LocalBuf {
+                region: arecv,
+                offset: 0,
+                len: 8,
+            },
+        ),
     )
     .unwrap();
     let (brecv, _) = b.region(8, Access::LOCAL_WRITE, |_| 0);
-    b.qp.post_recv(
+    b.qp.post(
         &b.tags,
-        3,
-        LocalBuf {
-            region: brecv,
-            offset: 0,
-            len: 8,
-        },
+        WorkRequest::recv(
+            3,
+            LocalBuf {
+                region: brecv,
+                offset: 0,
+                len: 8,
+            },
+        ),
     )
     .unwrap();
-    a.qp.post_send(
+    a.qp.post(
         &a.tags,
-        4,
-        LocalBuf {
-            region: asrc,
-            offset: 0,
-            len: 8,
-        },
-        SendOpts::default(),
+        WorkRequest::send(
+            4,
+            LocalBuf {
+                region: asrc,
+                offset: 0,
+                len: 8,
+            },
+            SendOpts::default(),
+        ),
     )
     .unwrap();
     pump(&mut a, &mut b, 1 << 20);
@@ -632,24 +665,28 @@ fn graceful_close_drains_then_idle() {
     let (brecv, _) = b.region(5000, Access::LOCAL_WRITE, |_| 0);
     let (arecv, _) = a.region(8, Access::LOCAL_WRITE, |_| 0);
     let (bsrc, _) = b.region(8, Access::LOCAL_WRITE, pattern(2));
-    b.qp.post_recv(
+    b.qp.post(
         &b.tags,
-        1,
-        LocalBuf {
-            region: brecv,
-            offset: 0,
-            len: 5000,
-        },
+        WorkRequest::recv(
+            1,
+            LocalBuf {
+                region: brecv,
+                offset: 0,
+                len: 5000,
+            },
+        ),
     )
     .unwrap();
-    a.qp.post_recv(
+    a.qp.post(
         &a.tags,
-        2,
-        LocalBuf {
-            region: arecv,
-            offset: 0,
-            len: 8,
-        },
+        WorkRequest::recv(
+            2,
+            LocalBuf {
+                region: arecv,
+                offset: 0,
+                len: 8,
+            },
+        ),
     )
     .unwrap();
     let buf = LocalBuf {
@@ -657,23 +694,25 @@ fn graceful_close_drains_then_idle() {
         offset: 0,
         len: 5000,
     };
-    a.qp.post_send(&a.tags, 3, buf, SendOpts::default())
+    a.qp.post(&a.tags, WorkRequest::send(3, buf, SendOpts::default()))
         .unwrap();
     a.qp.close();
     assert_eq!(
-        a.qp.post_send(&a.tags, 4, buf, SendOpts::default()),
+        a.qp.post(&a.tags, WorkRequest::send(4, buf, SendOpts::default())),
         Err(WorkRequestError::InvalidState)
     );
     assert!(!a.qp.is_idle());
-    b.qp.post_send(
+    b.qp.post(
         &b.tags,
-        5,
-        LocalBuf {
-            region: bsrc,
-            offset: 0,
-            len: 8,
-        },
-        SendOpts::default(),
+        WorkRequest::send(
+            5,
+            LocalBuf {
+                region: bsrc,
+                offset: 0,
+                len: 8,
+            },
+            SendOpts::default(),
+        ),
     )
     .unwrap();
     pump(&mut a, &mut b, 1 << 20);
@@ -695,14 +734,16 @@ fn graceful_close_drains_then_idle() {
 fn bad_startup_frame_fails_once() {
     let (_, mut b) = pair(false, true);
     let (brecv, _) = b.region(8, Access::LOCAL_WRITE, |_| 0);
-    b.qp.post_recv(
+    b.qp.post(
         &b.tags,
-        1,
-        LocalBuf {
-            region: brecv,
-            offset: 0,
-            len: 8,
-        },
+        WorkRequest::recv(
+            1,
+            LocalBuf {
+                region: brecv,
+                offset: 0,
+                len: 8,
+            },
+        ),
     )
     .unwrap();
     b.qp.handle_rx_bytes(
@@ -753,32 +794,36 @@ fn rebuild_fpdu_reproduces_the_same_octets() {
         let (asrc, _) = a.region(10_000, Access::LOCAL_WRITE, pattern(6));
         let (_, bstag) = b.region(10_000, Access::REMOTE_WRITE | Access::REMOTE_READ, |_| 0);
         let (aread, _) = a.region(100, Access::LOCAL_WRITE, |_| 0);
-        a.qp.post_write(
+        a.qp.post(
             &a.tags,
-            1,
-            LocalBuf {
-                region: asrc,
-                offset: 0,
-                len: 10_000,
-            },
-            RemoteBuf {
-                stag: bstag,
-                to: 0x10_0000,
-            },
+            WorkRequest::write(
+                1,
+                LocalBuf {
+                    region: asrc,
+                    offset: 0,
+                    len: 10_000,
+                },
+                RemoteBuf {
+                    stag: bstag,
+                    to: 0x10_0000,
+                },
+            ),
         )
         .unwrap();
-        a.qp.post_read(
+        a.qp.post(
             &a.tags,
-            2,
-            LocalBuf {
-                region: aread,
-                offset: 0,
-                len: 100,
-            },
-            RemoteBuf {
-                stag: bstag,
-                to: 0x10_0000,
-            },
+            WorkRequest::read(
+                2,
+                LocalBuf {
+                    region: aread,
+                    offset: 0,
+                    len: 100,
+                },
+                RemoteBuf {
+                    stag: bstag,
+                    to: 0x10_0000,
+                },
+            ),
         )
         .unwrap();
         let sent = fpdus(&mut a);
@@ -834,7 +879,8 @@ fn claimed_fpdus_framed_once_by_rebuild_make_a_valid_stream() {
             offset: 0,
             len: 10_000,
         };
-        a.qp.post_write(&a.tags, 1, local, remote).unwrap();
+        a.qp.post(&a.tags, WorkRequest::write(1, local, remote))
+            .unwrap();
         assert_eq!(a.qp.poll_fpdu_record(0), None, "nothing fits in 0 octets");
         let mut out = vec![0u8; 70_000];
         let mut claimed = Vec::new();
@@ -861,7 +907,8 @@ fn claimed_fpdus_framed_once_by_rebuild_make_a_valid_stream() {
         );
         // FPDUs framed by poll_transmit after claimed ones sit at the right stream offsets
         // (markers where the peer expects them): claiming kept the framer's offset exact.
-        a.qp.post_write(&a.tags, 2, local, remote).unwrap();
+        a.qp.post(&a.tags, WorkRequest::write(2, local, remote))
+            .unwrap();
         for (_, bytes) in fpdus(&mut a) {
             b.qp.handle_rx_bytes(&mut b.tags, &mut b.mem, Instant::now(), &bytes);
         }
@@ -902,25 +949,29 @@ fn new_established_from_negotiated() {
         assert!(matches!(&a.events()[..], [QpEvent::Established { .. }]));
         let (asrc, _) = a.region(3000, Access::LOCAL_WRITE, pattern(8));
         let (brecv, _) = b.region(3000, Access::LOCAL_WRITE, |_| 0);
-        b.qp.post_recv(
+        b.qp.post(
             &b.tags,
-            1,
-            LocalBuf {
-                region: brecv,
-                offset: 0,
-                len: 3000,
-            },
+            WorkRequest::recv(
+                1,
+                LocalBuf {
+                    region: brecv,
+                    offset: 0,
+                    len: 3000,
+                },
+            ),
         )
         .unwrap();
-        a.qp.post_send(
+        a.qp.post(
             &a.tags,
-            2,
-            LocalBuf {
-                region: asrc,
-                offset: 0,
-                len: 3000,
-            },
-            SendOpts::default(),
+            WorkRequest::send(
+                2,
+                LocalBuf {
+                    region: asrc,
+                    offset: 0,
+                    len: 3000,
+                },
+                SendOpts::default(),
+            ),
         )
         .unwrap();
         pump(&mut a, &mut b, 333);
@@ -944,14 +995,16 @@ fn poll_transmit_batch_fills_whole_fpdus() {
         offset: 0,
         len: 100_000,
     };
-    a.qp.post_write(
+    a.qp.post(
         &a.tags,
-        1,
-        l,
-        RemoteBuf {
-            stag: bstag,
-            to: 0x10_0000,
-        },
+        WorkRequest::write(
+            1,
+            l,
+            RemoteBuf {
+                stag: bstag,
+                to: 0x10_0000,
+            },
+        ),
     )
     .unwrap();
     let mut buf = vec![0u8; 16_384];
@@ -995,13 +1048,14 @@ fn out_of_order_then_in_order_bytes_deliver_once() {
                 offset: 10_000 * i,
                 len: 10_000,
             };
-            b.qp.post_recv(&b.tags, 10 + i, r).unwrap();
+            b.qp.post(&b.tags, WorkRequest::recv(10 + i, r)).unwrap();
             let s = LocalBuf {
                 region: asrc,
                 offset: 5000 * i,
                 len: 10_000,
             };
-            a.qp.post_send(&a.tags, i, s, SendOpts::default()).unwrap();
+            a.qp.post(&a.tags, WorkRequest::send(i, s, SendOpts::default()))
+                .unwrap();
         }
         let segs = fpdus(&mut a);
         // Every third FPDU arrives early, out of order.
@@ -1044,11 +1098,11 @@ proptest::proptest! {
         let (brecv, _) = b.region(9_000, Access::LOCAL_WRITE, |_| 0);
         let (bwin, bstag) = b.region(12_000, Access::REMOTE_WRITE, |_| 0);
         for i in 0..3u64 {
-            b.qp.post_recv(&b.tags, i, LocalBuf { region: brecv, offset: 3000 * i, len: 3000 }).unwrap();
-            a.qp.post_send(&a.tags, i, LocalBuf { region: asrc, offset: 1000 * i, len: 3000 }, SendOpts::default()).unwrap();
+            b.qp.post(&b.tags, WorkRequest::recv(i, LocalBuf { region: brecv, offset: 3000 * i, len: 3000 })).unwrap();
+            a.qp.post(&a.tags, WorkRequest::send(i, LocalBuf { region: asrc, offset: 1000 * i, len: 3000 }, SendOpts::default())).unwrap();
         }
         let w = LocalBuf { region: asrc, offset: 0, len: 12_000 };
-        a.qp.post_write(&a.tags, 9, w, RemoteBuf { stag: bstag, to: 0x10_0000 }).unwrap();
+        a.qp.post(&a.tags, WorkRequest::write(9, w, RemoteBuf { stag: bstag, to: 0x10_0000 })).unwrap();
         let segs = fpdus(&mut a);
         let end = a.qp.tx_offset();
         // Random picks (with repeats), then every segment once so none is missing.
@@ -1089,21 +1143,23 @@ fn unaligned_segments_located_by_markers() {
             offset: 200 * i,
             len: 200,
         };
-        b.qp.post_recv(&b.tags, i, r).unwrap();
+        b.qp.post(&b.tags, WorkRequest::recv(i, r)).unwrap();
     }
     let w = LocalBuf {
         region: asrc,
         offset: 0,
         len: 30_000,
     };
-    a.qp.post_write(
+    a.qp.post(
         &a.tags,
-        7,
-        w,
-        RemoteBuf {
-            stag: bstag,
-            to: 0x10_0000,
-        },
+        WorkRequest::write(
+            7,
+            w,
+            RemoteBuf {
+                stag: bstag,
+                to: 0x10_0000,
+            },
+        ),
     )
     .unwrap();
     for i in 0..3u64 {
@@ -1112,7 +1168,8 @@ fn unaligned_segments_located_by_markers() {
             offset: 100 * i,
             len: 200,
         };
-        a.qp.post_send(&a.tags, i, s, SendOpts::default()).unwrap();
+        a.qp.post(&a.tags, WorkRequest::send(i, s, SendOpts::default()))
+            .unwrap();
     }
     let segs = fpdus(&mut a);
     let start = segs[0].0;
@@ -1182,18 +1239,20 @@ fn set_pd_moves_tagged_checks_to_the_new_domain() {
     b.qp.accept(b"").unwrap();
     let (asrc, _) = a.region(64, Access::LOCAL_WRITE, pattern(3));
     pump(&mut a, &mut b, 64);
-    a.qp.post_write(
+    a.qp.post(
         &a.tags,
-        1,
-        LocalBuf {
-            region: asrc,
-            offset: 0,
-            len: 64,
-        },
-        RemoteBuf {
-            stag: bstag,
-            to: 0x10_0000,
-        },
+        WorkRequest::write(
+            1,
+            LocalBuf {
+                region: asrc,
+                offset: 0,
+                len: 64,
+            },
+            RemoteBuf {
+                stag: bstag,
+                to: 0x10_0000,
+            },
+        ),
     )
     .unwrap();
     pump(&mut a, &mut b, 64);

@@ -41,7 +41,7 @@ use crate::rdmap::term_code::{RdmapError, TermCode};
 use crate::rdmap::terminate::{
     TerminatePacket, TerminateRepr, TerminatedDdpHeader, TERMINATE_HEADER_MAX_LEN,
 };
-use crate::rdmap::work_request::{LocalBuf, RemoteBuf, SendOpts, WorkRequestError};
+use crate::rdmap::work_request::{LocalBuf, WorkRequest, WorkRequestError, WorkRequestKind};
 
 mod delivery;
 mod placement;
@@ -380,16 +380,17 @@ impl RdmapEngine {
     }
 
     /// Refuse work unless active and `buf` passes the table's local check for `need`.
-    fn check_post<'t>(
+    fn check_post(
         &self,
-        tags: &'t StagTable,
+        tags: &StagTable,
         buf: LocalBuf,
         need: Access,
-    ) -> Result<&'t Region, WorkRequestError> {
+    ) -> Result<Region, WorkRequestError> {
         if self.state != RdmapState::Active {
             return Err(WorkRequestError::InvalidState);
         }
         tags.check_local(buf.region, buf.offset, u64::from(buf.len), need)
+            .copied()
             .map_err(WorkRequestError::Local)
     }
 
@@ -408,95 +409,68 @@ impl RdmapEngine {
         });
     }
 
-    /// Post a receive buffer (needs local write). Consumed by the next Send in MSN order.
-    pub fn post_recv(
-        &mut self,
-        tags: &StagTable,
-        wr_id: u64,
-        buf: LocalBuf,
-    ) -> Result<(), WorkRequestError> {
-        self.check_post(tags, buf, Access::LOCAL_WRITE)?;
-        self.rq.push_back(RqEntry { wr_id, buf });
+    /// Post a work request. It is checked at once (the queue pair accepts work, the local
+    /// buffer passes the STag table's local check) and refused with nothing queued otherwise.
+    /// - `Recv` needs local write; it is consumed by the next Send in MSN order.
+    /// - `Send` (Send, with SE, with Invalidate, with SE and Invalidate) and `Write` complete
+    ///   once the transport acknowledges their last octet.
+    /// - `Read` needs local write; the Read Request names the region's current STag and TO as
+    ///   the Data Sink. At most ORD Read Requests are outstanding; later ones wait in the send
+    ///   queue. It completes when the Read Response's last segment is delivered.
+    ///
+    /// After [`close`](Self::close) only receives are taken (DDP-67).
+    pub fn post(&mut self, tags: &StagTable, wr: WorkRequest) -> Result<(), WorkRequestError> {
+        let need = match wr.kind {
+            WorkRequestKind::Recv { .. } | WorkRequestKind::Read { .. } => Access::LOCAL_WRITE,
+            WorkRequestKind::Send { .. } | WorkRequestKind::Write { .. } => Access::default(),
+        };
+        if self.closing && !matches!(wr.kind, WorkRequestKind::Recv { .. }) {
+            return Err(WorkRequestError::InvalidState); // DDP-67
+        }
+        let region = self.check_post(tags, wr.local(), need)?;
+        let wr_id = wr.wr_id;
+        match wr.kind {
+            WorkRequestKind::Recv { local } => self.rq.push_back(RqEntry { wr_id, buf: local }),
+            WorkRequestKind::Send { local, opts } => {
+                let opcode = match (opts.solicited, opts.invalidate.is_some()) {
+                    (false, false) => RdmapOpcode::Send,
+                    (false, true) => RdmapOpcode::SendInvalidate,
+                    (true, false) => RdmapOpcode::SendSe,
+                    (true, true) => RdmapOpcode::SendSeInvalidate,
+                };
+                let header = TxHeader::Untagged {
+                    opcode,
+                    qn: qn::SEND,
+                    msn: 0,
+                    inv: opts.invalidate.unwrap_or_default().0,
+                };
+                self.queue_from_region(wr_id, WcOpcode::Send, local, header);
+            }
+            WorkRequestKind::Write { local, remote } => {
+                let header = TxHeader::Tagged {
+                    opcode: RdmapOpcode::RdmaWrite,
+                    stag: remote.stag,
+                    to: remote.to,
+                };
+                self.queue_from_region(wr_id, WcOpcode::Write, local, header);
+            }
+            WorkRequestKind::Read { local, remote } => {
+                let req = ReadRequestRepr {
+                    sink_stag: region.stag,
+                    sink_to: region.spec.base_to.wrapping_add(local.offset),
+                    size: local.len,
+                    src_stag: remote.stag,
+                    src_to: remote.to,
+                };
+                self.queue_read_request(wr_id, req);
+            }
+        }
         Ok(())
     }
 
-    /// Post a Send (Send, Send with SE, Send with Invalidate, Send with SE and Invalidate).
-    /// Completes once the transport acknowledges its last octet.
-    pub fn post_send(
-        &mut self,
-        tags: &StagTable,
-        wr_id: u64,
-        buf: LocalBuf,
-        opts: SendOpts,
-    ) -> Result<(), WorkRequestError> {
-        if self.closing {
-            return Err(WorkRequestError::InvalidState); // DDP-67
-        }
-        self.check_post(tags, buf, Access::default())?;
-        let opcode = match (opts.solicited, opts.invalidate.is_some()) {
-            (false, false) => RdmapOpcode::Send,
-            (false, true) => RdmapOpcode::SendInvalidate,
-            (true, false) => RdmapOpcode::SendSe,
-            (true, true) => RdmapOpcode::SendSeInvalidate,
-        };
-        let inv = opts.invalidate.unwrap_or_default().0;
-        self.queue_from_region(
-            wr_id,
-            WcOpcode::Send,
-            buf,
-            TxHeader::Untagged {
-                opcode,
-                qn: qn::SEND,
-                msn: 0,
-                inv,
-            },
-        );
-        Ok(())
-    }
-
-    /// Post an RDMA Write of `buf` to the peer's `remote`. Completes on acknowledgement.
-    pub fn post_write(
-        &mut self,
-        tags: &StagTable,
-        wr_id: u64,
-        buf: LocalBuf,
-        remote: RemoteBuf,
-    ) -> Result<(), WorkRequestError> {
-        if self.closing {
-            return Err(WorkRequestError::InvalidState); // DDP-67
-        }
-        self.check_post(tags, buf, Access::default())?;
-        let header = TxHeader::Tagged {
-            opcode: RdmapOpcode::RdmaWrite,
-            stag: remote.stag,
-            to: remote.to,
-        };
-        self.queue_from_region(wr_id, WcOpcode::Write, buf, header);
-        Ok(())
-    }
-
-    /// Post an RDMA Read of `buf.len` octets at the peer's `remote` into `buf` (needs local
-    /// write; the Read Request names the region's current STag and TO as the Data Sink). At most
-    /// ORD Read Requests are outstanding; later ones wait in the send queue.
-    pub fn post_read(
-        &mut self,
-        tags: &StagTable,
-        wr_id: u64,
-        buf: LocalBuf,
-        remote: RemoteBuf,
-    ) -> Result<(), WorkRequestError> {
-        if self.closing {
-            return Err(WorkRequestError::InvalidState); // DDP-67
-        }
-        let r = self.check_post(tags, buf, Access::LOCAL_WRITE)?;
-        let req = ReadRequestRepr {
-            sink_stag: r.stag,
-            sink_to: r.spec.base_to.wrapping_add(buf.offset),
-            size: buf.len,
-            src_stag: remote.stag,
-            src_to: remote.to,
-        };
-        let seq = self.push_sq(wr_id, WcOpcode::Read, buf.len);
+    /// Queue the Read Request `req`; it completes when its Read Response has been delivered.
+    fn queue_read_request(&mut self, wr_id: u64, req: ReadRequestRepr) {
+        let seq = self.push_sq(wr_id, WcOpcode::Read, req.size);
         let mut bytes = [0u8; TERMINATE_HEADER_MAX_LEN];
         bytes[..READ_REQUEST_HEADER_LEN].copy_from_slice(&req.to_bytes());
         self.sq_pending.push_back(TxMsg {
@@ -518,7 +492,6 @@ impl RdmapEngine {
                 },
             },
         });
-        Ok(())
     }
 
     /// Enter the error state: receive drops everything, outstanding requests are flushed.
