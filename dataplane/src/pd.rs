@@ -210,7 +210,9 @@ impl ProtectionDomain {
     }
 }
 
-/// A registered memory region. Dropping it deregisters it (its STag becomes invalid).
+/// A registered memory region. Dropping it deregisters it: its STag becomes invalid at once,
+/// and work still posted on it completes flushed when the engine reaches it, without touching
+/// memory (its handle names this registration only, never the next region in the slot).
 #[derive(Debug)]
 pub struct MemoryRegion {
     pub(crate) handle: RegionHandle,
@@ -353,9 +355,9 @@ mod tests {
         st.mem.read(a.handle, 0, &mut o);
         assert_eq!(&o, b"hELlo");
         let mut z = [9u8; 3];
-        st.mem.read(RegionHandle(9999), 0, &mut z);
+        st.mem.read(RegionHandle::new(9999, 1), 0, &mut z);
         assert_eq!(z, [0; 3]);
-        st.mem.write(RegionHandle(9999), 0, b"x");
+        st.mem.write(RegionHandle::new(9999, 1), 0, b"x");
     }
 
     #[test]

@@ -29,7 +29,7 @@ fn pump(a: &mut End, b: &mut End, buf: &mut [u8]) -> u64 {
             } else {
                 (&mut *b, &mut *a)
             };
-            while let Some(n) = x.qp.poll_transmit(&x.mem, buf) {
+            while let Some(n) = x.qp.poll_transmit(&x.tags, &x.mem, buf) {
                 y.qp.handle_rx_bytes(&mut y.tags, &mut y.mem, Instant::now(), &buf[..n]);
                 wire += n as u64;
                 moved = true;

@@ -57,7 +57,7 @@ fn pump(ends: &mut [End; 2], cap: &mut Capture, fpdus: &mut usize) {
                 };
                 let established =
                     src.qp.is_established() && src.qp.tx_offset() >= src.qp.tx_seq_start();
-                let Some(n) = src.qp.poll_transmit(&src.mem, &mut buf) else {
+                let Some(n) = src.qp.poll_transmit(&src.tags, &src.mem, &mut buf) else {
                     break;
                 };
                 if established {

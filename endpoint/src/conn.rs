@@ -102,6 +102,7 @@ impl<D> Conn<D> {
     /// as external records rebuilt at each (re)transmission.
     pub fn drive_tx<M: Memory + ?Sized>(
         &mut self,
+        tags: &StagTable,
         mem: &M,
         scratch: &mut [u8],
         c: &mut EndpointCounters,
@@ -115,9 +116,9 @@ impl<D> Conn<D> {
         while qp.wants_to_send() && self.tcp.send_capacity() >= qp.max_fpdu_len() as u64 {
             // FPDUs are only claimed here; `FpduSource` frames each straight into its packet
             // (markers and CRC in that pass), so a first transmission is framed once.
-            let r = if let Some((start, n)) = qp.poll_fpdu_record(scratch.len()) {
+            let r = if let Some((start, n)) = qp.poll_fpdu_record(tags, scratch.len()) {
                 self.tcp.send_record(n as u32, start)
-            } else if let Some(n) = qp.poll_transmit(mem, scratch) {
+            } else if let Some(n) = qp.poll_transmit(tags, mem, scratch) {
                 // Startup bytes (the MPA Request/Reply) ride as owned bytes.
                 self.tcp.send_record_bytes(&scratch[..n])
             } else {
@@ -156,8 +157,11 @@ impl<D> Conn<D> {
 
 /// Rebuilds FPDU bytes (markers and CRC included) from the memory region, for the first
 /// transmission and every retransmission. Record ids are the FPDUs' transmit offsets.
+/// A rebuild that fails (no such FPDU, or its region deregistered since) leaves zeros and is
+/// counted in `failures`: the connection cannot go on and is given up after the round.
 pub(crate) struct FpduSource<'a, M: Memory + ?Sized> {
     pub qp: Option<&'a mut Qp>,
+    pub tags: &'a StagTable,
     pub mem: &'a M,
     pub scratch: &'a mut [u8],
     pub failures: u64,
@@ -172,11 +176,11 @@ impl<M: Memory + ?Sized> RecordSource for FpduSource<'_, M> {
         };
         if offset == 0 {
             // Whole FPDU into the frame: framed and CRC'd in one pass, no extra copy.
-            if qp.rebuild_fpdu(self.mem, id, dst) == Some(dst.len()) {
+            if qp.rebuild_fpdu(self.tags, self.mem, id, dst) == Some(dst.len()) {
                 return;
             }
         }
-        match qp.rebuild_fpdu(self.mem, id, self.scratch) {
+        match qp.rebuild_fpdu(self.tags, self.mem, id, self.scratch) {
             Some(n) if (offset as usize) + dst.len() <= n => {
                 dst.copy_from_slice(&self.scratch[offset as usize..offset as usize + dst.len()]);
             }

@@ -41,4 +41,7 @@ pub struct EndpointCounters {
     pub connections_closed: u64,
     /// Internal inconsistencies caught (the connection was aborted instead of panicking).
     pub internal_errors: u64,
+    /// FPDUs that could not be rebuilt for a (re)transmission, mostly because their region was
+    /// deregistered while they were unacknowledged: the connection was aborted.
+    pub rebuild_failures: u64,
 }

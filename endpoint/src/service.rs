@@ -129,7 +129,7 @@ impl<D: Domain> Endpoint<D> {
             &mut self.counters,
         );
         // Transmit: queue-pair output into TCP as records.
-        c.drive_tx(mem, &mut self.scratch, &mut self.counters);
+        c.drive_tx(tags, mem, &mut self.scratch, &mut self.counters);
         if c.closing && !c.tcp_closed {
             let idle = c.qp.as_ref().is_none_or(|q| q.is_idle() || q.is_error());
             if idle && c.tcp.send_queued() == 0 {
@@ -149,6 +149,7 @@ impl<D: Domain> Endpoint<D> {
                 let mut produced = 0usize;
                 let mut src_rec = FpduSource {
                     qp: c.qp.as_mut(),
+                    tags: &*tags,
                     mem: &*mem,
                     scratch: &mut self.rebuild,
                     failures: 0,
@@ -161,7 +162,16 @@ impl<D: Domain> Endpoint<D> {
                     produced = n;
                     Some(n)
                 });
-                self.counters.internal_errors += src_rec.failures;
+                let failures = src_rec.failures;
+                if failures > 0 {
+                    // An FPDU could not be rebuilt (its region was deregistered while it was
+                    // unacknowledged): the stream cannot go on with the same octets.
+                    self.counters.rebuild_failures += failures;
+                    if let Some(q) = c.qp.as_mut() {
+                        q.abort();
+                    }
+                    c.tcp.abort();
+                }
                 match r {
                     TxOutcome::NoBuffer => {
                         self.counters.tx_no_buffer += 1;
@@ -175,7 +185,7 @@ impl<D: Domain> Endpoint<D> {
                     }
                 }
                 // More room in TCP's send buffer may have opened: top it up.
-                c.drive_tx(mem, &mut self.scratch, &mut self.counters);
+                c.drive_tx(tags, mem, &mut self.scratch, &mut self.counters);
             },
         }
         // Completions and events of this round's transmissions and ACKs (Terminate sent).

@@ -129,7 +129,7 @@ fn peer_stream(markers: bool, crc: bool) -> Vec<u8> {
     .unwrap();
     let mut out = vec![0u8; mpa::MAX_FPDU_LEN];
     let mut stream = Vec::new();
-    while let Some(n) = qp.poll_transmit(&mem, &mut out) {
+    while let Some(n) = qp.poll_transmit(&tags, &mem, &mut out) {
         stream.extend_from_slice(&out[..n]);
     }
     stream

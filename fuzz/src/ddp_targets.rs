@@ -169,7 +169,7 @@ pub fn qp_stream(data: &[u8]) {
     let mut was_error = false;
     for p in stream.chunks(piece) {
         qp.handle_rx_bytes(&mut tags, &mut mem, now, p);
-        while qp.poll_transmit(&mem, &mut out).is_some() {}
+        while qp.poll_transmit(&tags, &mem, &mut out).is_some() {}
         while let Some(wc) = qp.poll_completion() {
             if let Some(&(_, _, len)) = posted.iter().find(|(id, _, _)| *id == wc.wr_id) {
                 assert!(wc.byte_len <= len, "{wc:?} longer than its buffer");

@@ -207,7 +207,7 @@ impl Driver<'_> {
                     // One chunk at a time, each end remembered.
                     loop {
                         let room = self.tx.make_room();
-                        let Some(n) = qp.poll_transmit(&st.mem, room) else {
+                        let Some(n) = qp.poll_transmit(&st.tags, &st.mem, room) else {
                             break;
                         };
                         self.tx.end += n;
@@ -218,7 +218,7 @@ impl Driver<'_> {
                     }
                 } else {
                     let room = self.tx.make_room();
-                    let n = qp.poll_transmit_batch(&st.mem, room);
+                    let n = qp.poll_transmit_batch(&st.tags, &st.mem, room);
                     self.tx.end += n;
                 }
             }

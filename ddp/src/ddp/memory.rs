@@ -7,9 +7,33 @@
 
 use std::collections::HashMap;
 
-/// A small caller-visible name for a registered memory region (the STag table's slot).
+/// A small caller-visible name for one registration of a memory region: the STag table's slot
+/// and the slot's generation. A slot is reused after deregistration under a new generation, so
+/// a handle kept by a work request (a posted receive, a Read's sink, a queued Send) never names
+/// the region registered in the slot later: the table and the memory refuse the stale handle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct RegionHandle(pub u32);
+pub struct RegionHandle {
+    index: u32,
+    generation: u32,
+}
+
+impl RegionHandle {
+    /// The handle of registration `generation` of slot `index` (the table makes these; other
+    /// [`Memory`] implementations and tests may too).
+    pub const fn new(index: u32, generation: u32) -> Self {
+        RegionHandle { index, generation }
+    }
+
+    /// The slot (the STag's 24-bit index).
+    pub const fn index(self) -> u32 {
+        self.index
+    }
+
+    /// Which registration of the slot this is.
+    pub const fn generation(self) -> u32 {
+        self.generation
+    }
+}
 
 /// Byte access to registered regions. `offset` is from the start of the region (0-based), and
 /// ddp only calls these after checking `offset + len` against the region's registered length.
@@ -21,8 +45,9 @@ pub trait Memory {
     fn read(&self, region: RegionHandle, offset: u64, out: &mut [u8]);
 }
 
-/// A [`Memory`] over owned vectors, for tests and simple users. Unknown regions read as zeros and
-/// drop writes (an implementation bug would show up as wrong data in byte-for-byte checks).
+/// A [`Memory`] over owned vectors, for tests and simple users, keyed by the whole handle
+/// (generation included). Unknown regions read as zeros and drop writes (an implementation bug
+/// would show up as wrong data in byte-for-byte checks).
 #[derive(Debug, Default, Clone)]
 pub struct VecMemory {
     regions: HashMap<RegionHandle, Vec<u8>>,
@@ -47,6 +72,11 @@ impl VecMemory {
     /// The bytes of `region`, writable.
     pub fn get_mut(&mut self, region: RegionHandle) -> Option<&mut Vec<u8>> {
         self.regions.get_mut(&region)
+    }
+
+    /// Detach the storage of `region` (after deregistration).
+    pub fn remove(&mut self, region: RegionHandle) -> Option<Vec<u8>> {
+        self.regions.remove(&region)
     }
 }
 

@@ -89,7 +89,7 @@ fn one_way(src: &mut End, dst: &mut End, chunk: usize) -> bool {
     let now = Instant::now();
     let mut buf = vec![0u8; 70_000];
     let mut moved = false;
-    while let Some(n) = src.qp.poll_transmit(&src.mem, &mut buf) {
+    while let Some(n) = src.qp.poll_transmit(&src.tags, &src.mem, &mut buf) {
         dst.inbox.extend_from_slice(&buf[..n]);
         moved = true;
     }
@@ -321,7 +321,7 @@ fn fpdus(src: &mut End) -> Vec<(u64, Vec<u8>)> {
     let mut v = Vec::new();
     loop {
         let pos = src.qp.tx_offset();
-        let Some(n) = src.qp.poll_transmit(&src.mem, &mut buf) else {
+        let Some(n) = src.qp.poll_transmit(&src.tags, &src.mem, &mut buf) else {
             break;
         };
         v.push((pos, buf[..n].to_vec()));
@@ -762,7 +762,10 @@ fn bad_startup_frame_fails_once() {
             .collect::<Vec<_>>(),
         [(1, WcStatus::Flushed)]
     );
-    assert!(b.qp.poll_transmit(&b.mem, &mut [0u8; 100]).is_none());
+    assert!(b
+        .qp
+        .poll_transmit(&b.tags, &b.mem, &mut [0u8; 100])
+        .is_none());
 }
 
 proptest::proptest! {
@@ -772,13 +775,13 @@ proptest::proptest! {
     fn arbitrary_rx_bytes_never_panic(data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..600), markers: bool, crc: bool) {
         let (mut a, mut b) = pair(markers, crc);
         b.qp.handle_rx_bytes(&mut b.tags, &mut b.mem, Instant::now(), &data);
-        let _ = b.qp.poll_transmit(&b.mem, &mut [0u8; 2000]);
+        let _ = b.qp.poll_transmit(&b.tags, &b.mem, &mut [0u8; 2000]);
         let (mut a2, mut b2) = pair(markers, crc);
         pump(&mut a2, &mut b2, 1 << 20);
         b2.qp.handle_rx_bytes(&mut b2.tags, &mut b2.mem, Instant::now(), &data);
         let _ = b2.qp.handle_segment(&b2.tags, &mut b2.mem, b2.qp.rx_seq_start() + 4, &data);
         pump(&mut a2, &mut b2, 100);
-        let _ = a.qp.poll_transmit(&a.mem, &mut [0u8; 2000]);
+        let _ = a.qp.poll_transmit(&a.tags, &a.mem, &mut [0u8; 2000]);
     }
 }
 
@@ -830,25 +833,33 @@ fn rebuild_fpdu_reproduces_the_same_octets() {
         assert!(sent.len() > 5);
         let mut out = vec![0u8; 70_000];
         for (pos, bytes) in &sent {
-            let n = a.qp.rebuild_fpdu(&a.mem, *pos, &mut out).expect("kept");
+            let n =
+                a.qp.rebuild_fpdu(&a.tags, &a.mem, *pos, &mut out)
+                    .expect("kept");
             assert_eq!(&out[..n], &bytes[..], "FPDU at {pos} rebuilt identically");
         }
         // Backwards and skipping: every lookup misses the next-in-order guess.
         for (pos, bytes) in sent.iter().rev().step_by(2) {
-            let n = a.qp.rebuild_fpdu(&a.mem, *pos, &mut out).expect("kept");
+            let n =
+                a.qp.rebuild_fpdu(&a.tags, &a.mem, *pos, &mut out)
+                    .expect("kept");
             assert_eq!(&out[..n], &bytes[..], "FPDU at {pos} rebuilt out of order");
         }
         assert!(
-            a.qp.rebuild_fpdu(&a.mem, sent[0].0 + 1, &mut out).is_none(),
+            a.qp.rebuild_fpdu(&a.tags, &a.mem, sent[0].0 + 1, &mut out)
+                .is_none(),
             "no FPDU starts there"
         );
         a.qp.on_acked(sent[2].0);
         assert!(
-            a.qp.rebuild_fpdu(&a.mem, sent[1].0, &mut out).is_none(),
+            a.qp.rebuild_fpdu(&a.tags, &a.mem, sent[1].0, &mut out)
+                .is_none(),
             "acknowledged: forgotten"
         );
         for (pos, bytes) in &sent[2..] {
-            let n = a.qp.rebuild_fpdu(&a.mem, *pos, &mut out).expect("kept");
+            let n =
+                a.qp.rebuild_fpdu(&a.tags, &a.mem, *pos, &mut out)
+                    .expect("kept");
             assert_eq!(&out[..n], &bytes[..], "FPDU at {pos} rebuilt after the ACK");
         }
         // The rebuilt stream is a valid stream for the peer.
@@ -856,6 +867,41 @@ fn rebuild_fpdu_reproduces_the_same_octets() {
             b.qp.handle_rx_bytes(&mut b.tags, &mut b.mem, Instant::now(), bytes);
         }
         assert!(!b.qp.is_error());
+    }
+}
+
+/// A region deregistered while its FPDUs are unacknowledged: they cannot be rebuilt (the
+/// transport must give the connection up), and the slot's next region is never read for them.
+#[test]
+fn no_rebuild_from_a_deregistered_region() {
+    let (mut a, mut b) = pair(false, true);
+    a.qp.cfg.keep_for_retransmit = true;
+    pump(&mut a, &mut b, 1 << 20);
+    let (src, _) = a.region(3000, Access::LOCAL_WRITE, pattern(6));
+    let (_, bstag) = b.region(3000, Access::REMOTE_WRITE, |_| 0);
+    let local = LocalBuf {
+        region: src,
+        offset: 0,
+        len: 3000,
+    };
+    let remote = RemoteBuf {
+        stag: bstag,
+        to: 0x10_0000,
+    };
+    a.qp.post(&a.tags, WorkRequest::write(1, local, remote))
+        .unwrap();
+    let sent = fpdus(&mut a);
+    let mut out = vec![0u8; 70_000];
+    assert!(a
+        .qp
+        .rebuild_fpdu(&a.tags, &a.mem, sent[0].0, &mut out)
+        .is_some());
+    a.tags.deregister(src).unwrap();
+    a.mem.remove(src);
+    let (next, _) = a.region(3000, Access::LOCAL_WRITE, pattern(7));
+    assert_eq!(next.index(), src.index(), "the slot is reused");
+    for (pos, _) in &sent {
+        assert!(a.qp.rebuild_fpdu(&a.tags, &a.mem, *pos, &mut out).is_none());
     }
 }
 
@@ -881,10 +927,14 @@ fn claimed_fpdus_framed_once_by_rebuild_make_a_valid_stream() {
         };
         a.qp.post(&a.tags, WorkRequest::write(1, local, remote))
             .unwrap();
-        assert_eq!(a.qp.poll_fpdu_record(0), None, "nothing fits in 0 octets");
+        assert_eq!(
+            a.qp.poll_fpdu_record(&a.tags, 0),
+            None,
+            "nothing fits in 0 octets"
+        );
         let mut out = vec![0u8; 70_000];
         let mut claimed = Vec::new();
-        while let Some((pos, len)) = a.qp.poll_fpdu_record(1500) {
+        while let Some((pos, len)) = a.qp.poll_fpdu_record(&a.tags, 1500) {
             assert!(len <= 1500, "FPDU of {len} octets exceeds the room given");
             assert_eq!(
                 pos + len as u64,
@@ -892,7 +942,7 @@ fn claimed_fpdus_framed_once_by_rebuild_make_a_valid_stream() {
                 "offsets advance by the wire length"
             );
             let n =
-                a.qp.rebuild_fpdu(&a.mem, pos, &mut out)
+                a.qp.rebuild_fpdu(&a.tags, &a.mem, pos, &mut out)
                     .expect("claimed FPDU is kept");
             assert_eq!(n, len, "rebuilt length equals the claimed length");
             claimed.push(out[..n].to_vec());
@@ -1010,7 +1060,7 @@ fn poll_transmit_batch_fills_whole_fpdus() {
     let mut buf = vec![0u8; 16_384];
     let mut batches = 0;
     loop {
-        let n = a.qp.poll_transmit_batch(&a.mem, &mut buf);
+        let n = a.qp.poll_transmit_batch(&a.tags, &a.mem, &mut buf);
         if n == 0 {
             break;
         }

@@ -113,6 +113,11 @@ pub struct RdmapStats {
     pub rx_placed_octets: u64,
     /// ULPDUs dropped because the stream is in error (DDP-82) or already delivered.
     pub rx_dropped: u64,
+    /// Segments whose data was dropped because the receive buffer or Read sink they were for
+    /// had been deregistered.
+    pub rx_region_gone: u64,
+    /// Work requests flushed at framing because their region had been deregistered.
+    pub tx_region_gone: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -192,6 +197,9 @@ struct SinkRange {
     stag: Stag,
     to: u64,
     size: u32,
+    /// The registration the Read was posted on: once it is gone, the Read Response lands
+    /// nowhere and the Read completes flushed.
+    region: RegionHandle,
 }
 
 impl SinkRange {
@@ -419,6 +427,15 @@ impl RdmapEngine {
     ///   queue. It completes when the Read Response's last segment is delivered.
     ///
     /// After [`close`](Self::close) only receives are taken (DDP-67).
+    ///
+    /// Deregistering a region does not wait for the work posted on it: each request keeps its
+    /// region's [`RegionHandle`] (slot and generation), and when the engine reaches it after the
+    /// region was deregistered, it completes with [`WcStatus::Flushed`] and touches no memory: a
+    /// receive when its Send is delivered (the Send's data is dropped), a Read when its Response
+    /// is delivered (the Response's data is dropped), a Send or Write when it would be framed.
+    /// The stream goes on, except when a message is cut in the middle (a region gone while its
+    /// Send, Write or Read Response was partly sent): then a Terminate (RDMAP catastrophic
+    /// error) ends the stream, as the peer could not make sense of the rest.
     pub fn post(&mut self, tags: &StagTable, wr: WorkRequest) -> Result<(), WorkRequestError> {
         let need = match wr.kind {
             WorkRequestKind::Recv { .. } | WorkRequestKind::Read { .. } => Access::LOCAL_WRITE,
@@ -462,14 +479,15 @@ impl RdmapEngine {
                     src_stag: remote.stag,
                     src_to: remote.to,
                 };
-                self.queue_read_request(wr_id, req);
+                self.queue_read_request(wr_id, req, local.region);
             }
         }
         Ok(())
     }
 
-    /// Queue the Read Request `req`; it completes when its Read Response has been delivered.
-    fn queue_read_request(&mut self, wr_id: u64, req: ReadRequestRepr) {
+    /// Queue the Read Request `req` whose Data Sink is in `region`; it completes when its Read
+    /// Response has been delivered.
+    fn queue_read_request(&mut self, wr_id: u64, req: ReadRequestRepr, region: RegionHandle) {
         let seq = self.push_sq(wr_id, WcOpcode::Read, req.size);
         let mut bytes = [0u8; TERMINATE_HEADER_MAX_LEN];
         bytes[..READ_REQUEST_HEADER_LEN].copy_from_slice(&req.to_bytes());
@@ -489,6 +507,7 @@ impl RdmapEngine {
                     stag: req.sink_stag,
                     to: req.sink_to,
                     size: req.size,
+                    region,
                 },
             },
         });
@@ -511,6 +530,11 @@ impl RdmapEngine {
             }
         }
         self.drain_sq();
+        self.flush_rq();
+    }
+
+    /// Every posted receive completes flushed.
+    fn flush_rq(&mut self) {
         for r in self.rq.drain(..) {
             self.completions.push_back(WorkCompletion {
                 wr_id: r.wr_id,
@@ -603,5 +627,7 @@ impl RdmapEngine {
     }
 }
 
+#[cfg(test)]
+mod dereg_tests;
 #[cfg(test)]
 mod tests;

@@ -54,7 +54,7 @@ impl Side {
     pub fn drain_tx(&mut self) -> Vec<(u64, Vec<u8>)> {
         let mut out = Vec::new();
         let mut buf = vec![0u8; 65536];
-        while let Some(n) = self.eng.poll_ulpdu(&self.mem, &mut buf) {
+        while let Some(n) = self.eng.poll_ulpdu(&self.tags, &self.mem, &mut buf) {
             let pos = self.tx_pos;
             // Pretend MPA adds 8 octets per FPDU so stream offsets are not ULPDU offsets.
             self.tx_pos += n as u64 + 8;
@@ -206,7 +206,7 @@ fn send_write_read_loopback() {
 // The -06 §7.2 error table: one test per row, each showing the Terminate sent.
 
 /// The header and the payload of a produced segment, through the view.
-fn parse_segment(seg: &[u8]) -> Result<(DdpRepr, &[u8]), DdpHeaderError> {
+pub(crate) fn parse_segment(seg: &[u8]) -> Result<(DdpRepr, &[u8]), DdpHeaderError> {
     let p = DdpPacket::new_checked(seg)?;
     Ok((DdpRepr::parse(&p)?, &seg[p.header_len()..]))
 }
@@ -304,7 +304,7 @@ fn check_terminate(sink: &mut Side, seg: &[u8], code: TermCode, copied: bool) ->
     );
     assert_eq!(sink.eng.stats().rx_placed_octets, placed);
     assert!(sink.drain_tx().is_empty());
-    for h in [RegionHandle(1), RegionHandle(2)] {
+    for h in [RegionHandle::new(1, 1), RegionHandle::new(2, 1)] {
         assert_eq!(sink.mem.get(h), before.get(h), "memory unchanged");
     }
     t
@@ -1413,7 +1413,7 @@ fn fuzz_sink() -> (RdmapEngine, StagTable, BoundsChecked, Vec<Stag>) {
         WorkRequest::recv(
             1,
             LocalBuf {
-                region: RegionHandle(1),
+                region: RegionHandle::new(1, 1),
                 offset: 8,
                 len: 40,
             },
@@ -1425,7 +1425,7 @@ fn fuzz_sink() -> (RdmapEngine, StagTable, BoundsChecked, Vec<Stag>) {
         WorkRequest::recv(
             2,
             LocalBuf {
-                region: RegionHandle(2),
+                region: RegionHandle::new(2, 1),
                 offset: 0,
                 len: 100,
             },
@@ -1452,7 +1452,7 @@ proptest::proptest! {
             eng.handle_ulpdu_in_order(&mut tags, &mut mem, i as u64 * 200, s);
         }
         let mut out = [0u8; 2000];
-        while eng.poll_ulpdu(&mem, &mut out).is_some() {}
+        while eng.poll_ulpdu(&tags, &mem, &mut out).is_some() {}
     }
 
     /// Well-formed headers with random fields aimed at real STags: placement stays inside the
