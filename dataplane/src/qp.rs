@@ -7,8 +7,7 @@
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use ddp::{LocalBuf, RemoteBuf, SendOpts, Stag, WorkRequest};
 
@@ -90,8 +89,7 @@ pub(crate) struct QpShared {
     pub(crate) pd: ProtectionDomain,
     pub(crate) waker: Waker,
     pub(crate) close_requested: AtomicBool,
-    finished: Mutex<bool>,
-    finished_cv: Condvar,
+    finished: AtomicBool,
     pub(crate) error: Mutex<Option<QpError>>,
     pub(crate) send_cq: CompletionQueue,
     pub(crate) recv_cq: CompletionQueue,
@@ -117,8 +115,7 @@ impl QpShared {
             pd,
             waker: Waker::new()?,
             close_requested: AtomicBool::new(false),
-            finished: Mutex::new(false),
-            finished_cv: Condvar::new(),
+            finished: AtomicBool::new(false),
             error: Mutex::new(None),
             send_cq,
             recv_cq,
@@ -164,21 +161,11 @@ impl QpShared {
     }
 
     pub(crate) fn set_finished(&self) {
-        *self.finished.lock().unwrap_or_else(|p| p.into_inner()) = true;
-        self.finished_cv.notify_all();
+        self.finished.store(true, Ordering::Release);
     }
 
     pub(crate) fn is_finished(&self) -> bool {
-        *self.finished.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn wait_finished(&self, timeout: Duration) -> bool {
-        let g = self.finished.lock().unwrap_or_else(|p| p.into_inner());
-        let (g, _) = self
-            .finished_cv
-            .wait_timeout_while(g, timeout, |f| !*f)
-            .unwrap_or_else(|p| p.into_inner());
-        *g
+        self.finished.load(Ordering::Acquire)
     }
 }
 
@@ -403,8 +390,12 @@ impl QueuePair {
         self.post(wr_id, mr, range, PostKind::Read(remote))
     }
 
-    /// Closes the connection gracefully: queued work still goes out, then FIN; what is left
-    /// completes as flushed. Returns once the connection driver has stopped (or after 5 s).
+    /// Closes the queue pair; dropping it does the same. Returns at once: posted receives and
+    /// RDMA Reads complete flushed on their completion queues now, and nothing the peer sends
+    /// from now on reaches memory (counted in [`crate::CounterSnapshot::rx_after_close`]).
+    /// Posted Sends and Writes still go out and complete; then the transport closes TCP (FIN),
+    /// and resets it (RST, the rest flushed) if that has not finished within
+    /// [`crate::ConnectionConfig::close_timeout`].
     pub fn close(self) {
         drop(self)
     }
@@ -413,8 +404,14 @@ impl QueuePair {
         match &self.kind {
             QpKind::Kernel(s) => {
                 s.close_requested.store(true, Ordering::Release);
+                {
+                    let mut qp = s.lock_qp();
+                    qp.shutdown();
+                    while let Some(c) = qp.poll_completion() {
+                        s.deliver(c);
+                    }
+                }
                 s.waker.wake();
-                s.wait_finished(Duration::from_secs(5));
             }
             QpKind::Xdp(x) => x.close(),
         }

@@ -531,7 +531,7 @@ fn engine_graceful_close_and_abort_reach_the_kernel_end() {
         h.e.endpoint_mut()
             .post(conn, WorkRequest::send(1, src, Default::default()))
             .unwrap();
-        h.e.endpoint_mut().close(conn).unwrap();
+        h.e.endpoint_mut().close(Instant::now(), conn).unwrap();
         h.run_until(Duration::from_secs(30), "graceful close", |h| {
             h.closed(conn).is_some()
         });

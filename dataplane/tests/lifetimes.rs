@@ -1,14 +1,16 @@
 //! Lifetimes of memory regions and queue pairs through the verbs API, on both transports,
 //! against a scripted peer (`raw_peer`) whose messages arrive exactly when the test says:
 //! - work posted on a region that is deregistered (and its STag slot reused by a new region)
-//!   before the peer's data comes completes flushed, and the new region is untouched.
+//!   before the peer's data comes completes flushed, and the new region is untouched;
+//! - closing a queue pair with work outstanding returns at once, flushes that work, closes the
+//!   connection (FIN, then RST at the close timeout), and late data from the peer lands nowhere.
 //!
 //! The kernel transport runs on loopback; the xdp transport in a veth testbed (root).
 
 mod raw_peer;
 
 use std::net::{SocketAddr, TcpListener};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
 use dataplane::xdp::BindMode;
@@ -16,7 +18,7 @@ use dataplane::{
     Access, Completion, CompletionQueue, ConnectionConfig, Device, EngineMode, MemoryRegion,
     Opcode, QpInit, QueuePair, RemoteAddr, Status, XdpConfig,
 };
-use raw_peer::RawPeer;
+use raw_peer::{Ending, RawPeer};
 use testkit::or_skip;
 
 const T: Duration = Duration::from_secs(30);
@@ -31,7 +33,7 @@ enum Net {
 
 /// Our end of one connection to a raw e.peer.
 struct Ends {
-    _dev: Device,
+    dev: Device,
     init: QpInit,
     cq: CompletionQueue,
     qp: QueuePair,
@@ -72,7 +74,7 @@ impl Ends {
             (qp, peer.join().expect("the peer accepts"))
         });
         Ends {
-            _dev: dev,
+            dev,
             init,
             cq,
             qp,
@@ -175,4 +177,97 @@ fn deregistered_work_flushes_and_never_reaches_the_slots_next_region_xdp() {
         return;
     };
     deregistered_work(Net::Xdp(tb));
+}
+
+/// Our end closes with a receive and an RDMA Read outstanding while the peer stays open: the
+/// close returns at once, both complete flushed, the peer sees FIN and, as it never closes its
+/// side, RST at the close timeout; the Read Response and RDMA Write it sends after our close
+/// land nowhere and are counted.
+fn closing_with_work_outstanding(net: Net) {
+    let cfg = ConnectionConfig {
+        close_timeout: Duration::from_secs(1),
+        ..ConnectionConfig::default()
+    };
+    let e = Ends::open(&net, &cfg);
+    let (recv, sink, src) = (
+        e.register(Access::LOCAL_WRITE),
+        e.register(Access::LOCAL_WRITE),
+        e.register(Access::LOCAL_WRITE),
+    );
+    let window = e.register(Access::REMOTE_WRITE);
+    let Ends {
+        dev,
+        qp,
+        cq,
+        mut peer,
+        ..
+    } = e;
+    qp.post_recv(1, &recv, 0..64).unwrap();
+    qp.post_send(2, &src, 0..0).unwrap();
+    assert!(peer.next_ulpdu(T).is_some(), "our first FPDU (MPA-85)");
+    let remote = RemoteAddr {
+        stag: 0x0012_3400,
+        to: 0,
+    };
+    qp.post_read(3, &sink, 0..32, remote).unwrap();
+    let rr = peer.read_request(T);
+    let started = Instant::now();
+    drop(qp);
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(1),
+        "close returned after {took:?}"
+    );
+    let mut done: Vec<_> = (0..3)
+        .map(|_| {
+            let c = cq.wait(T).expect("a completion");
+            (c.wr_id, c.opcode, c.status)
+        })
+        .collect();
+    done.sort_by_key(|c| c.0);
+    assert_eq!(
+        done,
+        [
+            (1, Opcode::Recv, Status::Flushed),
+            (2, Opcode::Send, Status::Success),
+            (3, Opcode::Read, Status::Flushed)
+        ]
+    );
+    peer.tagged(
+        ddp::RdmapOpcode::RdmaReadResponse,
+        rr.sink_stag.0,
+        rr.sink_to,
+        &[0xdd; 32],
+    );
+    peer.tagged(ddp::RdmapOpcode::RdmaWrite, window.stag(), 0, &[0xee; 32]);
+    assert_eq!(peer.ending(T), Ending::Fin);
+    assert!(peer.reset_within(T), "RST at the close timeout");
+    let deadline = Instant::now() + T;
+    let counted = loop {
+        let c = dev.counters();
+        if (c.rx_after_close >= 2 && c.close_timeouts == 1) || Instant::now() > deadline {
+            break c;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert!(
+        counted.rx_after_close >= 2 && counted.close_timeouts == 1,
+        "{counted:?}"
+    );
+    for mr in [&recv, &sink, &window] {
+        assert!(zeros(mr), "nothing landed after the close");
+    }
+}
+
+#[test]
+fn close_returns_at_once_flushes_and_drops_late_data_kernel() {
+    closing_with_work_outstanding(Net::Kernel);
+}
+
+#[test]
+fn close_returns_at_once_flushes_and_drops_late_data_xdp() {
+    let Some(tb) = or_skip("ltc", for_test("ltc")) else {
+        return;
+    };
+    closing_with_work_outstanding(Net::Xdp(tb));
 }

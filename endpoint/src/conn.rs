@@ -38,8 +38,11 @@ pub(crate) struct Conn<D> {
     pub rx: RxFeed,
     /// Transmit offset TCP has acknowledged.
     pub acked: u64,
-    /// The application asked for a graceful close.
+    /// The connection is on its way out (the application closed it, or the stream failed):
+    /// TCP closes once the queue pair is idle.
     pub closing: bool,
+    /// The application closed it: abort (RST) if it has not finished by then.
+    pub close_deadline: Option<Instant>,
     /// TCP close already called.
     pub tcp_closed: bool,
     /// Currently armed timer deadline.
@@ -62,6 +65,7 @@ impl<D> Conn<D> {
             rx: RxFeed::default(),
             acked: 0,
             closing: false,
+            close_deadline: None,
             tcp_closed: false,
             armed: None,
             dirty: true,
@@ -69,13 +73,19 @@ impl<D> Conn<D> {
         }
     }
 
-    /// The next deadline of TCP or the MPA startup.
+    /// The next deadline of TCP, the MPA startup or the close timeout.
     pub fn deadline(&self) -> Option<Instant> {
         let q = self.qp.as_ref().and_then(|q| q.poll_timeout());
-        match (self.tcp.poll_timeout(), q) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [self.tcp.poll_timeout(), q, self.close_deadline]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Still finishing a close the application asked for (not yet in TIME-WAIT or gone).
+    pub fn is_lingering(&self) -> bool {
+        self.close_deadline.is_some()
+            && !matches!(self.tcp.state(), State::TimeWait | State::Closed)
     }
 
     /// Feeds chunks TCP queued (before the queue pair existed, or through `poll_recv`) to the

@@ -101,6 +101,17 @@ impl<D: Domain> Endpoint<D> {
         let Some(c) = self.conns.get_mut(&id) else {
             return;
         };
+        if c.close_deadline.is_some_and(|d| now >= d) {
+            c.close_deadline = None;
+            if !matches!(c.tcp.state(), State::TimeWait | State::Closed) {
+                // Closed by the application and not finished in time: abort (RST).
+                self.counters.close_timeouts += 1;
+                if let Some(q) = c.qp.as_mut() {
+                    q.abort();
+                }
+                c.tcp.abort();
+            }
+        }
         // The connection's tags and memory: its protection domain's (held for the whole round;
         // lock order endpoint -> domain), or the endpoint's own.
         let pd = c.pd.clone();
@@ -209,6 +220,7 @@ impl<D: Domain> Endpoint<D> {
             let c = self.conns.remove(&id).expect("present");
             self.counters.retransmissions +=
                 c.tcp.counters().retransmits.saturating_sub(c.retrans_seen);
+            self.counters.rx_after_close += c.qp.as_ref().map_or(0, |q| q.stats().rx_after_close);
             self.flows.remove(&c.tcp.tuple());
             self.counters.connections_closed += 1;
             self.events.push_back(EndpointEvent::Closed {

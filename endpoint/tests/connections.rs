@@ -70,7 +70,7 @@ fn graceful_close_after_work_completes_both_sides_closed() {
     let mut p = Pair::clean();
     let (ca, cb) = p.establish(4000, settings(false, true), settings(false, true));
     transfer_all(&mut p, ca, cb, 12_345, 1);
-    p.a.close(ca).unwrap();
+    p.a.close(p.now, ca).unwrap();
     p.run_until(1_000_000, |p| {
         closed(&p.events_a).iter().any(|c| c.0 == ca)
             && closed(&p.events_b).iter().any(|c| c.0 == cb)

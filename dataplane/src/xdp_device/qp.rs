@@ -12,10 +12,6 @@ use crate::engine::PdHandle;
 use crate::qp::{next_qp_num, refused, QpError};
 use crate::xdp::{resolve_next_hop, XdpError};
 use crate::{ConnectError, ConnectionConfig, PostError, ProtectionDomain, QpInit};
-use tcp_offload::State;
-
-/// How long a graceful close may take before the handle gives up waiting.
-const CLOSE_WAIT: Duration = Duration::from_secs(5);
 
 /// The engine side of a [`crate::QueuePair`].
 #[derive(Debug)]
@@ -32,6 +28,7 @@ pub(crate) fn settings(config: &ConnectionConfig, private_data: &[u8]) -> QpSett
         private_data: private_data.to_vec(),
         ird: config.ird,
         ord: config.ord,
+        close_timeout: config.close_timeout,
     }
 }
 
@@ -184,28 +181,25 @@ impl XdpQp {
         !s.finished && !s.close_requested && s.error.is_none()
     }
 
-    /// Graceful close: queued work goes out, then FIN; waits until the engine dropped the
-    /// connection (or [`CLOSE_WAIT`]).
+    /// Closes the queue pair without waiting ([`Endpoint::close`]): its receives and Reads
+    /// complete flushed on its CQs now, nothing the peer sends later lands, posted Sends and
+    /// Writes still go out; the engine then closes TCP (FIN) and aborts it (RST) if it has not
+    /// finished within the connection's close timeout. In inline mode the FIN of an idle
+    /// connection leaves at once.
     pub(crate) fn close(&self) {
         if self.link.status().finished {
             return;
         }
         self.link.update(|s| s.close_requested = true);
-        let gone = self.with_engine(|e, c| e.close(c)).is_err();
-        if gone {
+        let mut st = self.dev.shared.lock();
+        let now = Instant::now();
+        if st.engine.endpoint_mut().close(now, self.conn).is_err() {
             return;
         }
-        // Done once both FINs are through: TIME-WAIT only guards the tuple, nothing of the
-        // queue pair's is left in it.
-        let deadline = Instant::now() + CLOSE_WAIT;
-        let (link, conn) = (&self.link, self.conn);
-        self.dev.shared.wait_until(deadline, |st| {
-            let tcp_done = matches!(
-                st.engine.endpoint().tcp_state(conn),
-                None | Some(State::Closed | State::TimeWait)
-            );
-            (link.status().finished || tcp_done).then_some(())
-        });
+        st.route();
+        if self.dev.shared.inline {
+            st.engine.transmit_now(now, self.conn);
+        }
     }
 
     /// Abortive close (RST); does not wait.

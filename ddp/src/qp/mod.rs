@@ -339,6 +339,13 @@ impl Qp {
         self.engine.close();
     }
 
+    /// The ULP closes the queue pair for good (see [`RdmapEngine::shutdown`]): receives and
+    /// Reads flush now, nothing more is placed, posted Sends and Writes still go out. Close TCP
+    /// once [`Qp::is_idle`] (or abort after a timeout).
+    pub fn shutdown(&mut self) {
+        self.engine.shutdown();
+    }
+
     /// Abortive teardown (DDP-75): flush every work request, send nothing more.
     pub fn abort(&mut self) {
         self.engine.abort();

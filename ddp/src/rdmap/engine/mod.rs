@@ -113,6 +113,8 @@ pub struct RdmapStats {
     pub rx_placed_octets: u64,
     /// ULPDUs dropped because the stream is in error (DDP-82) or already delivered.
     pub rx_dropped: u64,
+    /// ULPDUs dropped because the ULP had closed the stream ([`RdmapEngine::shutdown`]).
+    pub rx_after_close: u64,
     /// Segments whose data was dropped because the receive buffer or Read sink they were for
     /// had been deregistered.
     pub rx_region_gone: u64,
@@ -274,6 +276,8 @@ pub struct RdmapEngine {
     state: RdmapState,
     /// The ULP asked for a graceful close: posts are refused.
     closing: bool,
+    /// The ULP closed the stream for good ([`RdmapEngine::shutdown`]): nothing is placed.
+    shut: bool,
     // transmit
     sq_pending: VecDeque<TxMsg>,
     responses: VecDeque<TxMsg>,
@@ -314,6 +318,7 @@ impl RdmapEngine {
             cfg,
             state: RdmapState::Active,
             closing: false,
+            shut: false,
             sq_pending: VecDeque::new(),
             responses: VecDeque::new(),
             terminate: None,
@@ -426,7 +431,8 @@ impl RdmapEngine {
     ///   the Data Sink. At most ORD Read Requests are outstanding; later ones wait in the send
     ///   queue. It completes when the Read Response's last segment is delivered.
     ///
-    /// After [`close`](Self::close) only receives are taken (DDP-67).
+    /// After [`close`](Self::close) only receives are taken, after
+    /// [`shutdown`](Self::shutdown) nothing (DDP-67).
     ///
     /// Deregistering a region does not wait for the work posted on it: each request keeps its
     /// region's [`RegionHandle`] (slot and generation), and when the engine reaches it after the
@@ -441,7 +447,7 @@ impl RdmapEngine {
             WorkRequestKind::Recv { .. } | WorkRequestKind::Read { .. } => Access::LOCAL_WRITE,
             WorkRequestKind::Send { .. } | WorkRequestKind::Write { .. } => Access::default(),
         };
-        if self.closing && !matches!(wr.kind, WorkRequestKind::Recv { .. }) {
+        if self.shut || (self.closing && !matches!(wr.kind, WorkRequestKind::Recv { .. })) {
             return Err(WorkRequestError::InvalidState); // DDP-67
         }
         let region = self.check_post(tags, wr.local(), need)?;
@@ -603,6 +609,37 @@ impl RdmapEngine {
         self.closing = true;
     }
 
+    /// The ULP closes the stream for good (the verbs API's queue-pair close): posts are refused
+    /// from now on (DDP-67), and nothing reaches the ULP's memory any more. Every posted receive
+    /// and every RDMA Read (sent or queued) completes flushed at once; ULPDUs that arrive later
+    /// are dropped and counted ([`RdmapStats::rx_after_close`]): Read Requests are not served,
+    /// late Read Responses and Writes land nowhere. Sends and Writes already posted still go
+    /// out and complete on acknowledgement (DDP-66); [`is_idle`](Self::is_idle) then says the
+    /// transport may close (and it aborts if that takes too long).
+    pub fn shutdown(&mut self) {
+        self.closing = true;
+        if self.shut {
+            return;
+        }
+        self.shut = true;
+        self.records.clear();
+        self.responses.clear();
+        self.orq.clear();
+        let read_request = |m: &TxMsg| matches!(m.after, TxAfter::ReadRequest { .. });
+        self.sq_pending.retain(|m| !read_request(m));
+        if self.current.as_ref().is_some_and(read_request) {
+            // Inline and not started: nothing of it is on the wire.
+            self.current = None;
+        }
+        for e in self.sq.iter_mut() {
+            if e.opcode == WcOpcode::Read && e.status.is_none() {
+                e.status = Some(WcStatus::Flushed);
+            }
+        }
+        self.drain_sq();
+        self.flush_rq();
+    }
+
     /// Nothing left to send and every Send/Write/Read completed: the transport may close.
     pub fn is_idle(&self) -> bool {
         !self.wants_to_send() && self.sq.is_empty()
@@ -629,5 +666,7 @@ impl RdmapEngine {
 
 #[cfg(test)]
 mod dereg_tests;
+#[cfg(test)]
+mod shutdown_tests;
 #[cfg(test)]
 mod tests;

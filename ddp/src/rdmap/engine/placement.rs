@@ -29,6 +29,10 @@ impl RdmapEngine {
         parts: &[&[u8]],
     ) {
         self.stats.rx_ulpdus += 1;
+        if self.shut {
+            self.stats.rx_after_close += 1;
+            return;
+        }
         if self.state != RdmapState::Active || stream_pos < self.delivered_through {
             self.stats.rx_dropped += 1;
             return;
