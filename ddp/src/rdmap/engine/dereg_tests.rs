@@ -1,17 +1,9 @@
 //! Work on a region that is deregistered before the engine reaches it: it completes flushed,
 //! touches no memory, and never reaches the region registered later in the same slot.
 
-use super::tests::{cfg, parse_segment, pump, Side};
+use super::tests::{buf, cfg, parse_segment, pump, Side};
 use super::*;
-use crate::rdmap::work_request::{LocalBuf, RemoteBuf, SendOpts, WorkRequest};
-
-fn buf(region: RegionHandle, len: u32) -> LocalBuf {
-    LocalBuf {
-        region,
-        offset: 0,
-        len,
-    }
-}
+use crate::rdmap::work_request::{RemoteBuf, SendOpts, WorkRequest};
 
 /// Deregisters `h` and registers a zeroed region of the same length in its slot (the table
 /// reuses the oldest free slot, and this is the only one).
@@ -26,7 +18,7 @@ fn replace(side: &mut Side, h: RegionHandle, len: usize, access: Access) -> (Reg
 
 fn send(side: &mut Side, wr_id: u64, src: RegionHandle, len: u32) {
     let wr = WorkRequest::send(wr_id, buf(src, len), SendOpts::default());
-    side.eng.post(&side.tags, wr).unwrap();
+    side.post(wr);
 }
 
 /// A receive posted on a region deregistered since: the Send that consumes it completes it
@@ -37,9 +29,7 @@ fn receive_on_a_deregistered_region_completes_flushed_and_the_new_region_is_unto
     let mut b = Side::new(2, cfg(2));
     let (src, _) = a.region(16, Access::LOCAL_WRITE, |i| i as u8 + 1);
     let (old, _) = b.region(32, Access::LOCAL_WRITE, |_| 0);
-    b.eng
-        .post(&b.tags, WorkRequest::recv(7, buf(old, 32)))
-        .unwrap();
+    b.post(WorkRequest::recv(7, buf(old, 32)));
     let (new, _) = replace(&mut b, old, 32, Access::LOCAL_WRITE);
     send(&mut a, 1, src, 16);
     pump(&mut a, &mut b);
@@ -56,9 +46,7 @@ fn receive_on_a_deregistered_region_completes_flushed_and_the_new_region_is_unto
     );
     assert_eq!(b.eng.stats().rx_region_gone, 1);
     // The stream goes on: the next Send reaches a receive posted on the new region.
-    b.eng
-        .post(&b.tags, WorkRequest::recv(8, buf(new, 32)))
-        .unwrap();
+    b.post(WorkRequest::recv(8, buf(new, 32)));
     send(&mut a, 2, src, 16);
     pump(&mut a, &mut b);
     let wc = b.completions();
@@ -83,14 +71,9 @@ fn read_into_a_deregistered_sink_completes_flushed_even_under_the_same_stag() {
         stag: src,
         to: 0x1000,
     };
-    a.eng
-        .post(&a.tags, WorkRequest::read(3, buf(sink, 64), remote))
-        .unwrap();
+    a.post(WorkRequest::read(3, buf(sink, 64), remote));
     // The Read Request reaches the peer, which queues its Response.
-    for (pos, u) in a.drain_tx() {
-        b.eng
-            .handle_ulpdu_in_order(&mut b.tags, &mut b.mem, pos, &u);
-    }
+    a.send_to(&mut b);
     let (new, mut stag) = replace(&mut a, sink, 64, Access::LOCAL_WRITE);
     // Keys are 8 bits: give the new region the old STag outright.
     for _ in 0..100_000 {
@@ -128,9 +111,7 @@ fn send_on_a_deregistered_region_completes_flushed_and_sends_nothing() {
     let (gone, _) = a.region(16, Access::LOCAL_WRITE, |_| 0xee);
     let (src, _) = a.region(16, Access::LOCAL_WRITE, |i| i as u8);
     let (rx, _) = b.region(16, Access::LOCAL_WRITE, |_| 0);
-    b.eng
-        .post(&b.tags, WorkRequest::recv(9, buf(rx, 16)))
-        .unwrap();
+    b.post(WorkRequest::recv(9, buf(rx, 16)));
     send(&mut a, 1, gone, 16);
     send(&mut a, 2, src, 16);
     a.tags.deregister(gone).unwrap();

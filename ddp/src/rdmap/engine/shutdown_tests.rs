@@ -1,17 +1,9 @@
 //! The ULP's close of a stream for good ([`RdmapEngine::shutdown`]): what would place data
 //! into its memory ends at once, what it sent still goes out.
 
-use super::tests::{cfg, pump, Side};
+use super::tests::{buf, cfg, pump, Side};
 use super::*;
-use crate::rdmap::work_request::{LocalBuf, RemoteBuf, SendOpts, WorkRequest};
-
-fn buf(region: RegionHandle, len: u32) -> LocalBuf {
-    LocalBuf {
-        region,
-        offset: 0,
-        len,
-    }
-}
+use crate::rdmap::work_request::{RemoteBuf, SendOpts, WorkRequest};
 
 /// Receives and Reads (sent or still queued) flush at once, later posts are refused, a late
 /// Read Response and Write from the peer land nowhere (counted), and a Send posted before the
@@ -31,32 +23,19 @@ fn shutdown_flushes_what_would_place_and_lets_sends_finish() {
         stag: bsrc,
         to: 0x1000,
     };
-    a.eng
-        .post(&a.tags, WorkRequest::recv(1, buf(recv, 64)))
-        .unwrap();
-    a.eng
-        .post(&a.tags, WorkRequest::read(2, buf(sink, 32), remote))
-        .unwrap();
+    a.post(WorkRequest::recv(1, buf(recv, 64)));
+    a.post(WorkRequest::read(2, buf(sink, 32), remote));
     // The first Read Request reaches the peer, which queues its Response.
-    for (pos, u) in a.drain_tx() {
-        b.eng
-            .handle_ulpdu_in_order(&mut b.tags, &mut b.mem, pos, &u);
-    }
-    a.eng
-        .post(&a.tags, WorkRequest::read(3, buf(sink, 32), remote))
-        .unwrap();
+    a.send_to(&mut b);
+    a.post(WorkRequest::read(3, buf(sink, 32), remote));
     let send = WorkRequest::send(4, buf(src, 64), SendOpts::default());
-    a.eng.post(&a.tags, send).unwrap();
-    b.eng
-        .post(&b.tags, WorkRequest::recv(10, buf(brecv, 64)))
-        .unwrap();
+    a.post(send);
+    b.post(WorkRequest::recv(10, buf(brecv, 64)));
     let write = RemoteBuf {
         stag: window,
         to: 0x1000,
     };
-    b.eng
-        .post(&b.tags, WorkRequest::write(11, buf(bwrite, 64), write))
-        .unwrap();
+    b.post(WorkRequest::write(11, buf(bwrite, 64), write));
     a.eng.shutdown();
     let flushed: Vec<_> = a
         .completions()

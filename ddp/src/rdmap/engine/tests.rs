@@ -42,6 +42,19 @@ impl Side {
         (h, s)
     }
 
+    /// Posts `wr`, which must be taken.
+    pub fn post(&mut self, wr: WorkRequest) {
+        self.eng.post(&self.tags, wr).expect("posted");
+    }
+
+    /// Hands every ULPDU this side wants to send now to `to`, in order, unacknowledged.
+    pub fn send_to(&mut self, to: &mut Side) {
+        for (pos, u) in self.drain_tx() {
+            to.eng
+                .handle_ulpdu_in_order(&mut to.tags, &mut to.mem, pos, &u);
+        }
+    }
+
     pub fn completions(&mut self) -> Vec<WorkCompletion> {
         std::iter::from_fn(|| self.eng.poll_completion()).collect()
     }
@@ -84,6 +97,15 @@ pub(crate) fn pump(a: &mut Side, b: &mut Side) {
         if !moved {
             break;
         }
+    }
+}
+
+/// `len` octets at the start of `region`.
+pub(crate) fn buf(region: RegionHandle, len: u32) -> LocalBuf {
+    LocalBuf {
+        region,
+        offset: 0,
+        len,
     }
 }
 
