@@ -150,7 +150,9 @@ fn run_size(c: &mut StoreClient, spec: &RunSpec, size: u64) -> Result<Record, St
                 c.start_read(offset, &buf, range)
             } else {
                 if args.verify {
-                    buf.with_mut_slice(range.start, len, |b| VERIFY_PATTERN.fill(offset, b));
+                    let mut b = vec![0; len];
+                    VERIFY_PATTERN.fill(offset, &mut b);
+                    buf.write(range.start, &b);
                 }
                 c.start_write(offset, &buf, range, false)
             }
@@ -170,9 +172,8 @@ fn run_size(c: &mut StoreClient, spec: &RunSpec, size: u64) -> Result<Record, St
         };
         if args.verify && reading {
             let at = slot * len;
-            if let Some(Some(bad)) =
-                buf.with_slice(at, len, |b| VERIFY_PATTERN.first_mismatch(offset, b))
-            {
+            let got = buf.read_vec(at, len);
+            if let Some(bad) = got.and_then(|b| VERIFY_PATTERN.first_mismatch(offset, &b)) {
                 return Err(format!(
                     "rpc_read {size} B: data mismatch at store offset {bad} (expected the \
                      rpc_write --verify pattern)"

@@ -78,6 +78,9 @@ pub struct ConnectionConfig {
     /// Kernel transport: give every FPDU its own TCP segment by waiting until the previous bytes
     /// left the socket (slow; for wire captures, which need one FPDU per segment with markers).
     pub segment_per_fpdu: bool,
+    /// How long a closed queue pair's connection may take to finish (posted Sends and Writes
+    /// out, FIN exchanged) before the transport aborts it with RST (default 5 s).
+    pub close_timeout: std::time::Duration,
 }
 
 impl Default for ConnectionConfig {
@@ -88,6 +91,7 @@ impl Default for ConnectionConfig {
             ord: 16,
             emss: None,
             segment_per_fpdu: false,
+            close_timeout: std::time::Duration::from_secs(5),
         }
     }
 }

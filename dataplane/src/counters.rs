@@ -48,6 +48,12 @@ counters! {
     tx_bytes,
     /// Bytes read from sockets (kernel transport), or frame octets received (xdp transport).
     rx_bytes,
+    /// DDP segments that arrived after the application closed their queue pair: dropped,
+    /// nothing placed.
+    rx_after_close,
+    /// Closed queue pairs whose connection did not finish within the close timeout: aborted
+    /// with RST.
+    close_timeouts,
 }
 
 impl DeviceCounters {

@@ -118,10 +118,13 @@ impl Device {
     /// Counters of every listener and connection of this device.
     pub fn counters(&self) -> CounterSnapshot {
         let mut c = self.counters.snapshot();
-        // On AF_XDP the engine counts the bytes (frames on the wire, headers included).
+        // On AF_XDP the engine counts the bytes (frames on the wire, headers included) and
+        // the ends of closed connections.
         if let Some(e) = self.engine_counters() {
             c.rx_bytes = e.rx_bytes;
             c.tx_bytes = e.tx_bytes;
+            c.rx_after_close = e.rx_after_close;
+            c.close_timeouts = e.close_timeouts;
         }
         c
     }
@@ -209,9 +212,7 @@ fn spawn_driver(
     established: Option<EstablishedTx>,
 ) -> Result<Arc<QpShared>, ConnectError> {
     let shared = Arc::new(QpShared::new(num, qp, init.pd, init.send_cq, init.recv_cq)?);
-    let opts = DriverOptions {
-        segment_per_chunk: config.segment_per_fpdu,
-    };
+    let opts = DriverOptions::of(config);
     let (s2, c2) = (shared.clone(), counters.clone());
     std::thread::Builder::new()
         .name(format!("xwarp-qp{num}"))
@@ -236,9 +237,7 @@ impl PendingQp {
             unreachable!("a pending kernel queue pair");
         };
         let shared = shared.clone();
-        let opts = DriverOptions {
-            segment_per_chunk: config.segment_per_fpdu,
-        };
+        let opts = DriverOptions::of(config);
         let c2 = counters.clone();
         let s2 = shared.clone();
         std::thread::Builder::new()

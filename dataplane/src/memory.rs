@@ -3,7 +3,13 @@
 //! A [`PinnedBuf`] is the storage behind a memory region. Remote peers (through the transport
 //! threads) and the application both access it, exactly as a NIC and the CPU share a registered
 //! buffer in verbs: the contract is that the application does not touch bytes a work request in
-//! flight reads or writes. All accesses go through bounds-checked copies.
+//! flight reads or writes.
+//!
+//! Because a careless application (or peer) can break that contract from safe code, no safe
+//! method creates a Rust reference into the mapping: [`PinnedBuf::read_at`] and
+//! [`PinnedBuf::write_at`] copy through raw pointers, and the transports do the same. Borrowing
+//! the bytes in place ([`PinnedBuf::with_slice`], [`PinnedBuf::with_mut_slice`]) is `unsafe`,
+//! with the contract on the method.
 
 use std::ptr::NonNull;
 
@@ -38,11 +44,12 @@ pub struct PinnedBuf {
     map_len: usize,
 }
 
-// Safety: PinnedBuf owns its mapping; all access goes through raw-pointer copies with explicit
-// bounds checks, and callers coordinate concurrent use of the same bytes through work requests
-// (the verbs contract described at module level).
+// Safety: PinnedBuf owns its mapping (freed only in Drop); every safe access is a bounds-checked
+// raw-pointer copy, so moving the owner to another thread moves nothing that aliases.
 unsafe impl Send for PinnedBuf {}
-// Safety: as above; no method hands out references into the mapping that outlive the call.
+// Safety: shared use from several threads only ever copies through raw pointers (no safe method
+// creates a reference into the mapping); the `unsafe` borrowing methods put the exclusion on
+// their callers.
 unsafe impl Sync for PinnedBuf {}
 
 /// The system page size (4096 when `sysconf` cannot say).
@@ -172,45 +179,41 @@ impl PinnedBuf {
         Some(())
     }
 
-    /// Borrows `[offset, offset+len)` for as long as `self`; `None` when out of bounds.
+    /// Runs `f` over the bytes `[offset, offset+len)` in place. `None` when out of bounds.
     ///
-    /// Used by the transmit path to frame straight from the region; bytes a concurrent work
-    /// request writes may change under it (the verbs contract).
-    pub fn slice(&self, offset: usize, len: usize) -> Option<&[u8]> {
-        self.check(offset, len)?;
-        // Safety: the range is inside the mapping, which lives as long as `self`.
-        Some(unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(offset), len) })
-    }
-
-    /// Runs `f` over the bytes `[offset, offset+len)`. `None` when out of bounds.
-    ///
-    /// The slice is only valid inside `f`; bytes a work request in flight writes may change under
-    /// it (the verbs contract), so callers use this only for ranges no transfer targets.
-    pub fn with_slice<R>(
+    /// # Safety
+    /// While `f` runs, nothing may write these bytes: no work request that places data in the
+    /// range (a posted receive, an RDMA Read's sink, a region a peer may RDMA Write) may be in
+    /// flight, and no other thread may write the range (`write_at` or `with_mut_slice`).
+    pub unsafe fn with_slice<R>(
         &self,
         offset: usize,
         len: usize,
         f: impl FnOnce(&[u8]) -> R,
     ) -> Option<R> {
         self.check(offset, len)?;
-        // Safety: the range is inside the live mapping (checked above) and the slice does not
-        // escape `f`.
+        // Safety: the range is inside the live mapping (checked above), the slice does not
+        // escape `f`, and the caller guarantees nothing writes the range meanwhile.
         let s = unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(offset), len) };
         Some(f(s))
     }
 
-    /// Runs `f` over the mutable bytes `[offset, offset+len)`. `None` when out of bounds.
+    /// Runs `f` over the mutable bytes `[offset, offset+len)` in place. `None` when out of
+    /// bounds.
     ///
-    /// Same contract as [`with_slice`](Self::with_slice): no transfer may target the range meanwhile.
-    pub fn with_mut_slice<R>(
+    /// # Safety
+    /// While `f` runs, nothing else may read or write these bytes: no work request on the range
+    /// may be in flight (a Send, Write or Read Response reading it, a receive or Read placing
+    /// into it, a region a peer may RDMA Read or Write), and no other thread may access it.
+    pub unsafe fn with_mut_slice<R>(
         &self,
         offset: usize,
         len: usize,
         f: impl FnOnce(&mut [u8]) -> R,
     ) -> Option<R> {
         self.check(offset, len)?;
-        // Safety: the range is inside the live mapping (checked above), the slice does not escape
-        // `f`, and by the module contract nothing else accesses these bytes during the call.
+        // Safety: the range is inside the live mapping (checked above), the slice does not
+        // escape `f`, and the caller guarantees exclusive access to the range meanwhile.
         let s = unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr().add(offset), len) };
         Some(f(s))
     }
@@ -246,9 +249,13 @@ mod tests {
         assert!(b.read_at(4993, &mut out).is_none());
         assert!(b.write_at(usize::MAX, &[1]).is_none());
         b.write_at(10, b"abc").unwrap();
-        assert_eq!(b.with_slice(10, 3, |s| s.to_vec()).unwrap(), b"abc");
-        b.with_mut_slice(0, 2, |s| s.copy_from_slice(b"xy"))
-            .unwrap();
+        // Safety: nothing else uses `b` in this test.
+        let abc = unsafe { b.with_slice(10, 3, |s| s.to_vec()) };
+        assert_eq!(abc.unwrap(), b"abc");
+        // Safety: as above.
+        unsafe { b.with_mut_slice(0, 2, |s| s.copy_from_slice(b"xy")) }.unwrap();
+        // Safety: as above.
+        assert!(unsafe { b.with_slice(4999, 2, |_| ()) }.is_none());
         b.read_at(0, &mut out[..2]).unwrap();
         assert_eq!(&out[..2], b"xy");
     }

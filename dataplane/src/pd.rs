@@ -39,11 +39,6 @@ impl Memory for PdMemory {
             out.fill(0);
         }
     }
-
-    fn read_slice(&self, region: RegionHandle, offset: u64, len: usize) -> Option<&[u8]> {
-        let b = self.regions.get(&region)?;
-        b.slice(usize::try_from(offset).ok()?, len)
-    }
 }
 
 /// The table and the memory, locked together (a connection needs both at once).
@@ -215,7 +210,9 @@ impl ProtectionDomain {
     }
 }
 
-/// A registered memory region. Dropping it deregisters it (its STag becomes invalid).
+/// A registered memory region. Dropping it deregisters it: its STag becomes invalid at once,
+/// and work still posted on it completes flushed when the engine reaches it, without touching
+/// memory (its handle names this registration only, never the next region in the slot).
 #[derive(Debug)]
 pub struct MemoryRegion {
     pub(crate) handle: RegionHandle,
@@ -250,25 +247,57 @@ impl MemoryRegion {
     pub fn read(&self, offset: usize, dst: &mut [u8]) -> Option<()> {
         self.buf.read_at(offset, dst)
     }
-    /// Runs `f` over `[offset, offset+len)`; `None` if out of bounds. No transfer may target the
-    /// range meanwhile.
-    pub fn with_slice<R>(
+    /// A copy of `[offset, offset+len)`; `None` if out of bounds.
+    pub fn read_vec(&self, offset: usize, len: usize) -> Option<Vec<u8>> {
+        let mut v = vec![0; len];
+        self.buf.read_at(offset, &mut v)?;
+        Some(v)
+    }
+    /// Runs `f` over `[offset, offset+len)` in place (zero copy); `None` if out of bounds.
+    /// Prefer [`read`](Self::read).
+    ///
+    /// # Safety
+    /// While `f` runs nothing may write the range: no receive, RDMA Read sink or remotely
+    /// writable STag covering it may be in use (the engine places into those at any time), and
+    /// no other thread may write it.
+    ///
+    /// ```compile_fail,E0133
+    /// # let pd = dataplane::Device::open(dataplane::Transport::Kernel).unwrap().alloc_pd();
+    /// let mr = pd.register(8, dataplane::Access::ALL).unwrap();
+    /// mr.with_slice(0, 8, |s| s.len()); // unsafe: the engine may write the bytes meanwhile
+    /// ```
+    pub unsafe fn with_slice<R>(
         &self,
         offset: usize,
         len: usize,
         f: impl FnOnce(&[u8]) -> R,
     ) -> Option<R> {
-        self.buf.with_slice(offset, len, f)
+        // Safety: the caller keeps every writer away from the range (this method's contract,
+        // the same as PinnedBuf::with_slice's).
+        unsafe { self.buf.with_slice(offset, len, f) }
     }
-    /// Runs `f` over the mutable `[offset, offset+len)`; `None` if out of bounds. No transfer may
-    /// target the range meanwhile.
-    pub fn with_mut_slice<R>(
+    /// Runs `f` over the mutable `[offset, offset+len)` in place (zero copy); `None` if out of
+    /// bounds. Prefer [`write`](Self::write).
+    ///
+    /// # Safety
+    /// While `f` runs nothing else may access the range: no work request on it may be in
+    /// flight (a Send, Write or Read Response reading it, a receive or Read sink), no STag
+    /// covering it may be usable by a peer, and no other thread may access it.
+    ///
+    /// ```compile_fail,E0133
+    /// # let pd = dataplane::Device::open(dataplane::Transport::Kernel).unwrap().alloc_pd();
+    /// let mr = pd.register(8, dataplane::Access::ALL).unwrap();
+    /// mr.with_mut_slice(0, 8, |s| s.fill(1)); // unsafe: the engine may use the bytes meanwhile
+    /// ```
+    pub unsafe fn with_mut_slice<R>(
         &self,
         offset: usize,
         len: usize,
         f: impl FnOnce(&mut [u8]) -> R,
     ) -> Option<R> {
-        self.buf.with_mut_slice(offset, len, f)
+        // Safety: the caller gives the range exclusive access (this method's contract, the
+        // same as PinnedBuf::with_mut_slice's).
+        unsafe { self.buf.with_mut_slice(offset, len, f) }
     }
     /// Start address of the pinned memory (page aligned).
     pub fn addr(&self) -> usize {
@@ -325,12 +354,10 @@ mod tests {
         let mut o = [0u8; 5];
         st.mem.read(a.handle, 0, &mut o);
         assert_eq!(&o, b"hELlo");
-        assert_eq!(st.mem.read_slice(a.handle, 3, 2).unwrap(), b"lo");
-        assert!(st.mem.read_slice(a.handle, 4, 2).is_none());
         let mut z = [9u8; 3];
-        st.mem.read(RegionHandle(9999), 0, &mut z);
+        st.mem.read(RegionHandle::new(9999, 1), 0, &mut z);
         assert_eq!(z, [0; 3]);
-        st.mem.write(RegionHandle(9999), 0, b"x");
+        st.mem.write(RegionHandle::new(9999, 1), 0, b"x");
     }
 
     #[test]

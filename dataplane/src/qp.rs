@@ -7,10 +7,9 @@
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use ddp::{LocalBuf, RemoteBuf, SendOpts, Stag};
+use ddp::{LocalBuf, RemoteBuf, SendOpts, Stag, WorkRequest};
 
 use crate::kernel::Waker;
 use crate::pd::PdInner;
@@ -90,8 +89,7 @@ pub(crate) struct QpShared {
     pub(crate) pd: ProtectionDomain,
     pub(crate) waker: Waker,
     pub(crate) close_requested: AtomicBool,
-    finished: Mutex<bool>,
-    finished_cv: Condvar,
+    finished: AtomicBool,
     pub(crate) error: Mutex<Option<QpError>>,
     pub(crate) send_cq: CompletionQueue,
     pub(crate) recv_cq: CompletionQueue,
@@ -117,8 +115,7 @@ impl QpShared {
             pd,
             waker: Waker::new()?,
             close_requested: AtomicBool::new(false),
-            finished: Mutex::new(false),
-            finished_cv: Condvar::new(),
+            finished: AtomicBool::new(false),
             error: Mutex::new(None),
             send_cq,
             recv_cq,
@@ -131,6 +128,20 @@ impl QpShared {
 
     pub(crate) fn pd(&self) -> &PdInner {
         &self.pd.inner
+    }
+
+    /// Posts `wr` on the shared queue pair and wakes the driver.
+    fn post(&self, wr: WorkRequest) -> Result<(), PostError> {
+        if self.close_requested.load(Ordering::Acquire) || self.is_finished() {
+            return Err(PostError::NotConnected);
+        }
+        {
+            let mut qp = self.lock_qp();
+            let st = self.pd().lock();
+            qp.post(&st.tags, wr).map_err(refused)?;
+        }
+        self.waker.wake();
+        Ok(())
     }
 
     pub(crate) fn set_error(&self, e: QpError) {
@@ -150,21 +161,11 @@ impl QpShared {
     }
 
     pub(crate) fn set_finished(&self) {
-        *self.finished.lock().unwrap_or_else(|p| p.into_inner()) = true;
-        self.finished_cv.notify_all();
+        self.finished.store(true, Ordering::Release);
     }
 
     pub(crate) fn is_finished(&self) -> bool {
-        *self.finished.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn wait_finished(&self, timeout: Duration) -> bool {
-        let g = self.finished.lock().unwrap_or_else(|p| p.into_inner());
-        let (g, _) = self
-            .finished_cv
-            .wait_timeout_while(g, timeout, |f| !*f)
-            .unwrap_or_else(|p| p.into_inner());
-        *g
+        self.finished.load(Ordering::Acquire)
     }
 }
 
@@ -184,6 +185,39 @@ pub(crate) enum QpKind {
     Kernel(Arc<QpShared>),
     /// A connection of the AF_XDP engine.
     Xdp(XdpQp),
+}
+
+/// What a work request of [`QueuePair::post`] asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PostKind {
+    /// An RDMAP Send of the range into the peer's next posted receive buffer.
+    Send {
+        /// Send with Solicited Event.
+        solicited: bool,
+        /// Send with Invalidate: the peer invalidates this (its own) STag before delivering.
+        invalidate: Option<u32>,
+    },
+    /// The range as a receive buffer for one incoming Send.
+    Recv,
+    /// An RDMA Write of the range to the peer's buffer at this address.
+    Write(RemoteAddr),
+    /// An RDMA Read of `range.len()` bytes from the peer's buffer at this address into the range.
+    Read(RemoteAddr),
+}
+
+fn remote_buf(r: RemoteAddr) -> RemoteBuf {
+    RemoteBuf {
+        stag: Stag(r.stag),
+        to: r.to,
+    }
+}
+
+/// A refusal of ddp's as the verbs API reports it.
+pub(crate) fn refused(e: ddp::WorkRequestError) -> PostError {
+    match e {
+        ddp::WorkRequestError::InvalidState => PostError::NotConnected,
+        other => PostError::Refused(other),
+    }
 }
 
 fn local_buf(
@@ -257,37 +291,45 @@ impl QueuePair {
         }
     }
 
-    /// Checks the range and runs the transport's post: `kernel` on the shared queue pair,
-    /// `xdp` on the engine.
-    fn post(
+    /// Posts one work request on `mr[range]` (a region of this queue pair's protection
+    /// domain): checked at once (range, domain, rights, state) and refused with nothing queued
+    /// otherwise. Its completion comes on the send queue's CQ (or the receive queue's, for
+    /// `Recv`) with `wr_id`. The `post_*` methods are shorthands for it.
+    pub fn post(
         &self,
+        wr_id: u64,
         mr: &MemoryRegion,
         range: Range<usize>,
-        kernel: impl FnOnce(
-            &mut ddp::Qp,
-            &ddp::StagTable,
-            LocalBuf,
-        ) -> Result<(), ddp::WorkRequestError>,
-        xdp: impl FnOnce(&XdpQp, LocalBuf) -> Result<(), PostError>,
+        kind: PostKind,
     ) -> Result<(), PostError> {
-        let shared = match &self.kind {
-            QpKind::Kernel(s) => s,
-            QpKind::Xdp(x) => return xdp(x, local_buf(&x.pd, mr, &range)?),
+        let pd = match &self.kind {
+            QpKind::Kernel(s) => &s.pd,
+            QpKind::Xdp(x) => &x.pd,
         };
-        let buf = local_buf(&shared.pd, mr, &range)?;
-        if shared.close_requested.load(Ordering::Acquire) || shared.is_finished() {
-            return Err(PostError::NotConnected);
+        let local = local_buf(pd, mr, &range)?;
+        let wr = match kind {
+            PostKind::Recv => WorkRequest::recv(wr_id, local),
+            PostKind::Send {
+                solicited,
+                invalidate,
+            } => {
+                let invalidate = invalidate.map(Stag);
+                WorkRequest::send(
+                    wr_id,
+                    local,
+                    SendOpts {
+                        solicited,
+                        invalidate,
+                    },
+                )
+            }
+            PostKind::Write(r) => WorkRequest::write(wr_id, local, remote_buf(r)),
+            PostKind::Read(r) => WorkRequest::read(wr_id, local, remote_buf(r)),
+        };
+        match &self.kind {
+            QpKind::Kernel(s) => s.post(wr),
+            QpKind::Xdp(x) => x.post(wr),
         }
-        {
-            let mut qp = shared.lock_qp();
-            let st = shared.pd().lock();
-            kernel(&mut qp, &st.tags, buf).map_err(|e| match e {
-                ddp::WorkRequestError::InvalidState => PostError::NotConnected,
-                other => PostError::Refused(other),
-            })?;
-        }
-        shared.waker.wake();
-        Ok(())
     }
 
     /// Sends `mr[range]` as one RDMAP Send into the peer's next posted receive buffer.
@@ -309,16 +351,11 @@ impl QueuePair {
         solicited: bool,
         invalidate: Option<u32>,
     ) -> Result<(), PostError> {
-        let opts = SendOpts {
+        let kind = PostKind::Send {
             solicited,
-            invalidate: invalidate.map(Stag),
+            invalidate,
         };
-        self.post(
-            mr,
-            range,
-            |qp, tags, buf| qp.post_send(tags, wr_id, buf, opts),
-            |x, buf| x.post(|e, c| e.post_send(c, wr_id, buf, opts)),
-        )
+        self.post(wr_id, mr, range, kind)
     }
 
     /// Posts `mr[range]` as a receive buffer for one incoming Send.
@@ -328,12 +365,7 @@ impl QueuePair {
         mr: &MemoryRegion,
         range: Range<usize>,
     ) -> Result<(), PostError> {
-        self.post(
-            mr,
-            range,
-            |qp, tags, buf| qp.post_recv(tags, wr_id, buf),
-            |x, buf| x.post(|e, c| e.post_recv(c, wr_id, buf)),
-        )
+        self.post(wr_id, mr, range, PostKind::Recv)
     }
 
     /// RDMA Writes `mr[range]` to the peer's buffer at `remote`.
@@ -344,16 +376,7 @@ impl QueuePair {
         range: Range<usize>,
         remote: RemoteAddr,
     ) -> Result<(), PostError> {
-        let r = RemoteBuf {
-            stag: Stag(remote.stag),
-            to: remote.to,
-        };
-        self.post(
-            mr,
-            range,
-            |qp, tags, buf| qp.post_write(tags, wr_id, buf, r),
-            |x, buf| x.post(|e, c| e.post_write(c, wr_id, buf, r)),
-        )
+        self.post(wr_id, mr, range, PostKind::Write(remote))
     }
 
     /// RDMA Reads `range.len()` bytes from the peer's buffer at `remote` into `mr[range]`.
@@ -364,20 +387,15 @@ impl QueuePair {
         range: Range<usize>,
         remote: RemoteAddr,
     ) -> Result<(), PostError> {
-        let r = RemoteBuf {
-            stag: Stag(remote.stag),
-            to: remote.to,
-        };
-        self.post(
-            mr,
-            range,
-            |qp, tags, buf| qp.post_read(tags, wr_id, buf, r),
-            |x, buf| x.post(|e, c| e.post_read(c, wr_id, buf, r)),
-        )
+        self.post(wr_id, mr, range, PostKind::Read(remote))
     }
 
-    /// Closes the connection gracefully: queued work still goes out, then FIN; what is left
-    /// completes as flushed. Returns once the connection driver has stopped (or after 5 s).
+    /// Closes the queue pair; dropping it does the same. Returns at once: posted receives and
+    /// RDMA Reads complete flushed on their completion queues now, and nothing the peer sends
+    /// from now on reaches memory (counted in [`crate::CounterSnapshot::rx_after_close`]).
+    /// Posted Sends and Writes still go out and complete; then the transport closes TCP (FIN),
+    /// and resets it (RST, the rest flushed) if that has not finished within
+    /// [`crate::ConnectionConfig::close_timeout`].
     pub fn close(self) {
         drop(self)
     }
@@ -386,8 +404,14 @@ impl QueuePair {
         match &self.kind {
             QpKind::Kernel(s) => {
                 s.close_requested.store(true, Ordering::Release);
+                {
+                    let mut qp = s.lock_qp();
+                    qp.shutdown();
+                    while let Some(c) = qp.poll_completion() {
+                        s.deliver(c);
+                    }
+                }
                 s.waker.wake();
-                s.wait_finished(Duration::from_secs(5));
             }
             QpKind::Xdp(x) => x.close(),
         }

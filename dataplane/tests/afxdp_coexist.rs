@@ -8,6 +8,7 @@
 
 mod afxdp_support;
 
+use ddp::WorkRequest;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
@@ -223,7 +224,9 @@ fn sixty_four_connections_over_two_listeners_each_verified() {
                         offset: (slot * 8) as u64,
                         len: 8,
                     };
-                    h.e.endpoint_mut().post_recv(conn, 0, b).unwrap();
+                    h.e.endpoint_mut()
+                        .post(conn, WorkRequest::recv(0, b))
+                        .unwrap();
                 }
                 seen += 1;
             }
@@ -255,7 +258,7 @@ fn sixty_four_connections_over_two_listeners_each_verified() {
                     len: LEN as u32,
                 };
                 h.e.endpoint_mut()
-                    .post_send(conn, 1, reply, Default::default())
+                    .post(conn, WorkRequest::send(1, reply, Default::default()))
                     .unwrap();
             }
             peers.iter().all(|p| p.is_finished())

@@ -121,7 +121,7 @@ fn engine_side(
         wait_for(&mut h, &rx, Msg::Verified, Duration::from_secs(120));
         // The connecting side closes gracefully; the other sees the FIN and closes too.
         if connecting {
-            h.e.endpoint_mut().close(conn).unwrap();
+            h.e.endpoint_mut().close(Instant::now(), conn).unwrap();
         }
         h.run_until(Duration::from_secs(30), &who, |h| h.closed(conn).is_some());
         assert_eq!(

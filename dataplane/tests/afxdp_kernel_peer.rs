@@ -13,6 +13,7 @@
 
 mod afxdp_support;
 
+use ddp::WorkRequest;
 use std::io::{Read, Write};
 use std::sync::mpsc;
 use std::thread;
@@ -228,14 +229,16 @@ fn reordered_and_lost_kernel_writes_are_placed_out_of_order_via_markers() {
         });
         let conn = h.accepted(lid)[0];
         h.e.endpoint_mut()
-            .post_recv(
+            .post(
                 conn,
-                1,
-                ddp::LocalBuf {
-                    region: fence,
-                    offset: 0,
-                    len: 64,
-                },
+                WorkRequest::recv(
+                    1,
+                    ddp::LocalBuf {
+                        region: fence,
+                        offset: 0,
+                        len: 64,
+                    },
+                ),
             )
             .unwrap();
         h.run_until(Duration::from_secs(120), "the fence Send", |h| {
@@ -455,7 +458,7 @@ fn engine_to_kernel(
     });
     let (rbuf, _) = h.region(TEARDOWN_LEN, Access::LOCAL_WRITE);
     h.e.endpoint_mut()
-        .post_recv(conn, 500, buf_of(rbuf))
+        .post(conn, WorkRequest::recv(500, buf_of(rbuf)))
         .unwrap();
     let (src, _) = h.region(TEARDOWN_LEN, Access::LOCAL_WRITE);
     h.e.endpoint_mut()
@@ -526,9 +529,9 @@ fn engine_graceful_close_and_abort_reach_the_kernel_end() {
         let kernel = s.spawn(|| kernel_sees(&tb, 4600, tx));
         let (conn, src) = engine_to_kernel(&tb, &mut h, 4600, &rx);
         h.e.endpoint_mut()
-            .post_send(conn, 1, src, Default::default())
+            .post(conn, WorkRequest::send(1, src, Default::default()))
             .unwrap();
-        h.e.endpoint_mut().close(conn).unwrap();
+        h.e.endpoint_mut().close(Instant::now(), conn).unwrap();
         h.run_until(Duration::from_secs(30), "graceful close", |h| {
             h.closed(conn).is_some()
         });
@@ -550,7 +553,7 @@ fn engine_graceful_close_and_abort_reach_the_kernel_end() {
         let kernel = s.spawn(|| kernel_sees(&tb, 4601, tx));
         let (conn, src) = engine_to_kernel(&tb, &mut h, 4601, &rx);
         h.e.endpoint_mut()
-            .post_send(conn, 1, src, Default::default())
+            .post(conn, WorkRequest::send(1, src, Default::default()))
             .unwrap();
         h.run_until(Duration::from_secs(30), "Send acknowledged", |h| {
             !h.completions_of(conn).is_empty()
@@ -676,7 +679,9 @@ fn accept_until_closed(h: &mut EngineHost, lid: endpoint::ListenerId) -> ConnId 
     let conn = h.accepted(lid)[0];
     for i in 0..2 {
         let (r, _) = h.region(TEARDOWN_LEN, Access::LOCAL_WRITE);
-        h.e.endpoint_mut().post_recv(conn, i, buf_of(r)).unwrap();
+        h.e.endpoint_mut()
+            .post(conn, WorkRequest::recv(i, buf_of(r)))
+            .unwrap();
     }
     h.run_until(Duration::from_secs(30), "close", |h| {
         h.closed(conn).is_some()

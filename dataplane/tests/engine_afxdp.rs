@@ -3,6 +3,7 @@
 //! from the engine, verified byte for byte at the kernel side; RDMA Read of 1 MiB from the
 //! kernel's region, verified at the engine.
 
+use ddp::WorkRequest;
 use std::net::{SocketAddr, SocketAddrV4};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -135,28 +136,35 @@ fn afxdp_engine_to_kernel_transport_send_and_write() {
         while let Some(ev) = e.endpoint_mut().poll_event() {
             if let EndpointEvent::Established { .. } = ev {
                 e.endpoint_mut()
-                    .post_send(conn, 1, buf(src, len), Default::default())
-                    .unwrap();
-                e.endpoint_mut()
-                    .post_write(
+                    .post(
                         conn,
-                        2,
-                        buf(src, len),
-                        RemoteBuf {
-                            stag: Stag(stag),
-                            to: 0,
-                        },
+                        WorkRequest::send(1, buf(src, len), Default::default()),
                     )
                     .unwrap();
                 e.endpoint_mut()
-                    .post_read(
+                    .post(
                         conn,
-                        3,
-                        buf(rdst, len),
-                        RemoteBuf {
-                            stag: Stag(read_stag),
-                            to: 0,
-                        },
+                        WorkRequest::write(
+                            2,
+                            buf(src, len),
+                            RemoteBuf {
+                                stag: Stag(stag),
+                                to: 0,
+                            },
+                        ),
+                    )
+                    .unwrap();
+                e.endpoint_mut()
+                    .post(
+                        conn,
+                        WorkRequest::read(
+                            3,
+                            buf(rdst, len),
+                            RemoteBuf {
+                                stag: Stag(read_stag),
+                                to: 0,
+                            },
+                        ),
                     )
                     .unwrap();
                 posted = true;

@@ -196,7 +196,7 @@ impl Good {
         assert_eq!(got, data, "{when}: echoed data differs");
         self.qp.post_write(3, &self.tx, 0..n, self.remote).unwrap();
         wait(&self.scq, "write");
-        self.rx.with_mut_slice(0, n, |s| s.fill(0)).unwrap();
+        self.rx.write(0, &vec![0; n]).unwrap();
         self.qp.post_read(4, &self.rx, 0..n, self.remote).unwrap();
         wait(&self.scq, "read");
         self.rx.read(0, &mut got).unwrap();

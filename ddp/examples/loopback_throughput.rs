@@ -4,6 +4,7 @@
 //!
 //! `cargo run --release -p ddp --example loopback_throughput`
 
+use ddp::WorkRequest;
 use ddp::{
     Access, LocalBuf, PdId, Qp, QpConfig, RegionSpec, RemoteBuf, StagTable, StreamId, VecMemory,
 };
@@ -28,7 +29,7 @@ fn pump(a: &mut End, b: &mut End, buf: &mut [u8]) -> u64 {
             } else {
                 (&mut *b, &mut *a)
             };
-            while let Some(n) = x.qp.poll_transmit(&x.mem, buf) {
+            while let Some(n) = x.qp.poll_transmit(&x.tags, &x.mem, buf) {
                 y.qp.handle_rx_bytes(&mut y.tags, &mut y.mem, Instant::now(), &buf[..n]);
                 wire += n as u64;
                 moved = true;
@@ -88,8 +89,11 @@ fn main() {
                 offset: 0,
                 len: SIZE as u32,
             };
-            a.qp.post_write(&a.tags, i as u64, l, RemoteBuf { stag, to: 0 })
-                .unwrap();
+            a.qp.post(
+                &a.tags,
+                WorkRequest::write(i as u64, l, RemoteBuf { stag, to: 0 }),
+            )
+            .unwrap();
             wire += pump(&mut a, &mut b, &mut buf);
             assert!(a.qp.poll_completion().is_some());
         }

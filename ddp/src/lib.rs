@@ -63,4 +63,6 @@ pub use crate::rdmap::header_error::RdmapHeaderError;
 pub use crate::rdmap::read_request::{ReadRequestPacket, ReadRequestRepr, READ_REQUEST_HEADER_LEN};
 pub use crate::rdmap::term_code::{Layer, LlpError, RdmapError, TermCode};
 pub use crate::rdmap::terminate::{TerminatePacket, TerminateRepr, TerminatedDdpHeader};
-pub use crate::rdmap::work_request::{LocalBuf, RemoteBuf, SendOpts, WorkRequestError};
+pub use crate::rdmap::work_request::{
+    LocalBuf, RemoteBuf, SendOpts, WorkRequest, WorkRequestError, WorkRequestKind,
+};

@@ -7,6 +7,7 @@
 //! Each `poll_transmit` output becomes one TCP segment of a synthetic capture (no network, no
 //! root). Needs `tshark`: under `CI=true` a missing tshark fails; elsewhere the test skips.
 
+use ddp::WorkRequest;
 use ddp::{
     Access, LocalBuf, PdId, Qp, QpConfig, RegionSpec, RemoteBuf, SendOpts, Stag, StagTable,
     StreamId, VecMemory,
@@ -56,7 +57,7 @@ fn pump(ends: &mut [End; 2], cap: &mut Capture, fpdus: &mut usize) {
                 };
                 let established =
                     src.qp.is_established() && src.qp.tx_offset() >= src.qp.tx_seq_start();
-                let Some(n) = src.qp.poll_transmit(&src.mem, &mut buf) else {
+                let Some(n) = src.qp.poll_transmit(&src.tags, &src.mem, &mut buf) else {
                     break;
                 };
                 if established {
@@ -116,7 +117,10 @@ fn run(markers: bool, crc: bool) {
             offset: 6000 * i,
             len: 6000,
         };
-        ends[1].qp.post_recv(&ends[1].tags, i, buf).unwrap();
+        ends[1]
+            .qp
+            .post(&ends[1].tags, WorkRequest::recv(i, buf))
+            .unwrap();
     }
     let c = &mut ends[0];
     let b = |len| LocalBuf {
@@ -124,49 +128,61 @@ fn run(markers: bool, crc: bool) {
         offset: 0,
         len,
     };
-    c.qp.post_send(&c.tags, 1, b(100), SendOpts::default())
+    c.qp.post(&c.tags, WorkRequest::send(1, b(100), SendOpts::default()))
         .unwrap();
-    c.qp.post_send(
+    c.qp.post(
         &c.tags,
-        2,
-        b(5000),
-        SendOpts {
-            solicited: false,
-            invalidate: Some(sinv),
-        },
+        WorkRequest::send(
+            2,
+            b(5000),
+            SendOpts {
+                solicited: false,
+                invalidate: Some(sinv),
+            },
+        ),
     )
     .unwrap();
-    c.qp.post_send(
+    c.qp.post(
         &c.tags,
-        3,
-        b(10),
-        SendOpts {
-            solicited: true,
-            invalidate: None,
-        },
+        WorkRequest::send(
+            3,
+            b(10),
+            SendOpts {
+                solicited: true,
+                invalidate: None,
+            },
+        ),
     )
     .unwrap();
-    c.qp.post_write(&c.tags, 4, b(3000), RemoteBuf { stag: swin, to: 0 })
-        .unwrap();
+    c.qp.post(
+        &c.tags,
+        WorkRequest::write(4, b(3000), RemoteBuf { stag: swin, to: 0 }),
+    )
+    .unwrap();
     let rd = LocalBuf {
         region: cread,
         offset: 0,
         len: 3000,
     };
-    c.qp.post_read(&c.tags, 5, rd, RemoteBuf { stag: swin, to: 0 })
-        .unwrap();
+    c.qp.post(
+        &c.tags,
+        WorkRequest::read(5, rd, RemoteBuf { stag: swin, to: 0 }),
+    )
+    .unwrap();
     pump(&mut ends, &mut cap, &mut fpdus);
     assert!(!ends[1].qp.is_error() && !ends[0].qp.is_error());
     // Last: a Write to a forged STag, answered by a Terminate (DDP 0x1/0x00, M and D set).
     let c = &mut ends[0];
-    c.qp.post_write(
+    c.qp.post(
         &c.tags,
-        6,
-        b(8),
-        RemoteBuf {
-            stag: Stag(swin.0 ^ 0x80),
-            to: 0,
-        },
+        WorkRequest::write(
+            6,
+            b(8),
+            RemoteBuf {
+                stag: Stag(swin.0 ^ 0x80),
+                to: 0,
+            },
+        ),
     )
     .unwrap();
     pump(&mut ends, &mut cap, &mut fpdus);

@@ -21,6 +21,9 @@ pub struct QpSettings {
     pub ird: u32,
     /// Outbound RDMA Read depth.
     pub ord: u32,
+    /// How long a connection the application closed may take to finish (queued Sends and
+    /// Writes out, FIN exchanged) before it is aborted with RST.
+    pub close_timeout: Duration,
 }
 
 impl Default for QpSettings {
@@ -30,6 +33,7 @@ impl Default for QpSettings {
             private_data: Vec::new(),
             ird: 16,
             ord: 16,
+            close_timeout: Duration::from_secs(5),
         }
     }
 }

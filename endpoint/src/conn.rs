@@ -38,8 +38,11 @@ pub(crate) struct Conn<D> {
     pub rx: RxFeed,
     /// Transmit offset TCP has acknowledged.
     pub acked: u64,
-    /// The application asked for a graceful close.
+    /// The connection is on its way out (the application closed it, or the stream failed):
+    /// TCP closes once the queue pair is idle.
     pub closing: bool,
+    /// The application closed it: abort (RST) if it has not finished by then.
+    pub close_deadline: Option<Instant>,
     /// TCP close already called.
     pub tcp_closed: bool,
     /// Currently armed timer deadline.
@@ -62,6 +65,7 @@ impl<D> Conn<D> {
             rx: RxFeed::default(),
             acked: 0,
             closing: false,
+            close_deadline: None,
             tcp_closed: false,
             armed: None,
             dirty: true,
@@ -69,13 +73,19 @@ impl<D> Conn<D> {
         }
     }
 
-    /// The next deadline of TCP or the MPA startup.
+    /// The next deadline of TCP, the MPA startup or the close timeout.
     pub fn deadline(&self) -> Option<Instant> {
         let q = self.qp.as_ref().and_then(|q| q.poll_timeout());
-        match (self.tcp.poll_timeout(), q) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [self.tcp.poll_timeout(), q, self.close_deadline]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Still finishing a close the application asked for (not yet in TIME-WAIT or gone).
+    pub fn is_lingering(&self) -> bool {
+        self.close_deadline.is_some()
+            && !matches!(self.tcp.state(), State::TimeWait | State::Closed)
     }
 
     /// Feeds chunks TCP queued (before the queue pair existed, or through `poll_recv`) to the
@@ -102,6 +112,7 @@ impl<D> Conn<D> {
     /// as external records rebuilt at each (re)transmission.
     pub fn drive_tx<M: Memory + ?Sized>(
         &mut self,
+        tags: &StagTable,
         mem: &M,
         scratch: &mut [u8],
         c: &mut EndpointCounters,
@@ -115,9 +126,9 @@ impl<D> Conn<D> {
         while qp.wants_to_send() && self.tcp.send_capacity() >= qp.max_fpdu_len() as u64 {
             // FPDUs are only claimed here; `FpduSource` frames each straight into its packet
             // (markers and CRC in that pass), so a first transmission is framed once.
-            let r = if let Some((start, n)) = qp.poll_fpdu_record(scratch.len()) {
+            let r = if let Some((start, n)) = qp.poll_fpdu_record(tags, scratch.len()) {
                 self.tcp.send_record(n as u32, start)
-            } else if let Some(n) = qp.poll_transmit(mem, scratch) {
+            } else if let Some(n) = qp.poll_transmit(tags, mem, scratch) {
                 // Startup bytes (the MPA Request/Reply) ride as owned bytes.
                 self.tcp.send_record_bytes(&scratch[..n])
             } else {
@@ -156,8 +167,11 @@ impl<D> Conn<D> {
 
 /// Rebuilds FPDU bytes (markers and CRC included) from the memory region, for the first
 /// transmission and every retransmission. Record ids are the FPDUs' transmit offsets.
+/// A rebuild that fails (no such FPDU, or its region deregistered since) leaves zeros and is
+/// counted in `failures`: the connection cannot go on and is given up after the round.
 pub(crate) struct FpduSource<'a, M: Memory + ?Sized> {
     pub qp: Option<&'a mut Qp>,
+    pub tags: &'a StagTable,
     pub mem: &'a M,
     pub scratch: &'a mut [u8],
     pub failures: u64,
@@ -172,11 +186,11 @@ impl<M: Memory + ?Sized> RecordSource for FpduSource<'_, M> {
         };
         if offset == 0 {
             // Whole FPDU into the frame: framed and CRC'd in one pass, no extra copy.
-            if qp.rebuild_fpdu(self.mem, id, dst) == Some(dst.len()) {
+            if qp.rebuild_fpdu(self.tags, self.mem, id, dst) == Some(dst.len()) {
                 return;
             }
         }
-        match qp.rebuild_fpdu(self.mem, id, self.scratch) {
+        match qp.rebuild_fpdu(self.tags, self.mem, id, self.scratch) {
             Some(n) if (offset as usize) + dst.len() <= n => {
                 dst.copy_from_slice(&self.scratch[offset as usize..offset as usize + dst.len()]);
             }

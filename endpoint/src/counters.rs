@@ -41,4 +41,13 @@ pub struct EndpointCounters {
     pub connections_closed: u64,
     /// Internal inconsistencies caught (the connection was aborted instead of panicking).
     pub internal_errors: u64,
+    /// Connections the application closed that had not finished within their close timeout
+    /// (aborted with RST).
+    pub close_timeouts: u64,
+    /// DDP segments that arrived after the application closed their connection: dropped,
+    /// nothing placed (sum over connections, closed ones included).
+    pub rx_after_close: u64,
+    /// FPDUs that could not be rebuilt for a (re)transmission, mostly because their region was
+    /// deregistered while they were unacknowledged: the connection was aborted.
+    pub rebuild_failures: u64,
 }

@@ -6,8 +6,7 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::Instant;
 
 use ddp::{
-    LocalBuf, PdId, Qp, RegionHandle, RegionSpec, RemoteBuf, SendOpts, Stag, StagTable, VecMemory,
-    WorkCompletion,
+    PdId, RegionHandle, RegionSpec, Stag, StagTable, VecMemory, WorkCompletion, WorkRequest,
 };
 use tcp_offload::{Connection, FourTuple, IsnGenerator, State};
 
@@ -199,6 +198,12 @@ impl<D: Domain> Endpoint<D> {
             .values()
             .map(|k| k.tcp.counters().retransmits.saturating_sub(k.retrans_seen))
             .sum::<u64>();
+        c.rx_after_close += self
+            .conns
+            .values()
+            .filter_map(|k| k.qp.as_ref())
+            .map(|q| q.stats().rx_after_close)
+            .sum::<u64>();
         c
     }
     /// The configuration.
@@ -359,19 +364,17 @@ impl<D: Domain> Endpoint<D> {
         Ok(c)
     }
 
-    fn with_qp(
-        &mut self,
-        conn: ConnId,
-        f: impl FnOnce(&mut Qp, &StagTable) -> Result<(), ddp::WorkRequestError>,
-    ) -> Result<(), EndpointError> {
+    /// Posts a work request on `conn` (see [`ddp::RdmapEngine::post`]); refusals come back at
+    /// once, with nothing queued.
+    pub fn post(&mut self, conn: ConnId, wr: WorkRequest) -> Result<(), EndpointError> {
         let c = self
             .conns
             .get_mut(&conn.0)
             .ok_or(EndpointError::NoConnection)?;
         let qp = c.qp.as_mut().ok_or(EndpointError::NotReady)?;
         match &c.pd {
-            Some(pd) => f(qp, pd.lock().parts().0),
-            None => f(qp, &self.tags),
+            Some(pd) => qp.post(pd.lock().parts().0, wr),
+            None => qp.post(&self.tags, wr),
         }
         .map_err(EndpointError::Post)?;
         if !c.dirty {
@@ -381,54 +384,42 @@ impl<D: Domain> Endpoint<D> {
         Ok(())
     }
 
-    /// Posts a receive buffer.
-    pub fn post_recv(
-        &mut self,
-        conn: ConnId,
-        wr_id: u64,
-        buf: LocalBuf,
-    ) -> Result<(), EndpointError> {
-        self.with_qp(conn, |q, t| q.post_recv(t, wr_id, buf))
-    }
-    /// Posts a Send.
-    pub fn post_send(
-        &mut self,
-        conn: ConnId,
-        wr_id: u64,
-        buf: LocalBuf,
-        opts: SendOpts,
-    ) -> Result<(), EndpointError> {
-        self.with_qp(conn, |q, t| q.post_send(t, wr_id, buf, opts))
-    }
-    /// Posts an RDMA Write.
-    pub fn post_write(
-        &mut self,
-        conn: ConnId,
-        wr_id: u64,
-        buf: LocalBuf,
-        remote: RemoteBuf,
-    ) -> Result<(), EndpointError> {
-        self.with_qp(conn, |q, t| q.post_write(t, wr_id, buf, remote))
-    }
-    /// Posts an RDMA Read.
-    pub fn post_read(
-        &mut self,
-        conn: ConnId,
-        wr_id: u64,
-        buf: LocalBuf,
-        remote: RemoteBuf,
-    ) -> Result<(), EndpointError> {
-        self.with_qp(conn, |q, t| q.post_read(t, wr_id, buf, remote))
-    }
-
-    /// Graceful close: queued work still goes out; TCP closes (FIN) once all is acknowledged.
-    pub fn close(&mut self, conn: ConnId) -> Result<(), EndpointError> {
-        let c = self.conn_mut(conn)?;
+    /// The application closes `conn` (the verbs API's queue-pair close; see
+    /// [`ddp::Qp::shutdown`]): its posted receives and RDMA Reads complete flushed now (ready in
+    /// [`poll_completion`](Self::poll_completion)), nothing the peer sends later is placed
+    /// (counted in `rx_after_close`), posted Sends and Writes still go out; TCP closes (FIN)
+    /// once they are acknowledged. A connection not finished within its `close_timeout`
+    /// ([`QpSettings`]) from `now` is aborted (RST, the rest flushed) by the endpoint's timers.
+    pub fn close(&mut self, now: Instant, conn: ConnId) -> Result<(), EndpointError> {
+        let c = self
+            .conns
+            .get_mut(&conn.0)
+            .ok_or(EndpointError::NoConnection)?;
         if let Some(q) = c.qp.as_mut() {
-            q.close();
+            q.shutdown();
+            while let Some(wc) = q.poll_completion() {
+                self.completions.push_back((conn, wc));
+            }
         }
         c.closing = true;
+        c.close_deadline
+            .get_or_insert(now + c.settings.close_timeout);
+        if !c.dirty {
+            c.dirty = true;
+            self.dirty.push(conn.0);
+        }
         Ok(())
+    }
+
+    /// Connections the application closed that are still finishing (not yet in TIME-WAIT or
+    /// gone), and the latest time by which each will have finished or been aborted; `None`
+    /// when there are none. A caller about to stop driving the endpoint drives it until then.
+    pub fn lingering_until(&self) -> Option<Instant> {
+        self.conns
+            .values()
+            .filter(|c| c.is_lingering())
+            .filter_map(|c| c.close_deadline)
+            .max()
     }
 
     /// Abortive close: work requests are flushed and TCP sends RST.

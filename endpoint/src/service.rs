@@ -101,6 +101,17 @@ impl<D: Domain> Endpoint<D> {
         let Some(c) = self.conns.get_mut(&id) else {
             return;
         };
+        if c.close_deadline.is_some_and(|d| now >= d) {
+            c.close_deadline = None;
+            if !matches!(c.tcp.state(), State::TimeWait | State::Closed) {
+                // Closed by the application and not finished in time: abort (RST).
+                self.counters.close_timeouts += 1;
+                if let Some(q) = c.qp.as_mut() {
+                    q.abort();
+                }
+                c.tcp.abort();
+            }
+        }
         // The connection's tags and memory: its protection domain's (held for the whole round;
         // lock order endpoint -> domain), or the endpoint's own.
         let pd = c.pd.clone();
@@ -129,7 +140,7 @@ impl<D: Domain> Endpoint<D> {
             &mut self.counters,
         );
         // Transmit: queue-pair output into TCP as records.
-        c.drive_tx(mem, &mut self.scratch, &mut self.counters);
+        c.drive_tx(tags, mem, &mut self.scratch, &mut self.counters);
         if c.closing && !c.tcp_closed {
             let idle = c.qp.as_ref().is_none_or(|q| q.is_idle() || q.is_error());
             if idle && c.tcp.send_queued() == 0 {
@@ -149,6 +160,7 @@ impl<D: Domain> Endpoint<D> {
                 let mut produced = 0usize;
                 let mut src_rec = FpduSource {
                     qp: c.qp.as_mut(),
+                    tags: &*tags,
                     mem: &*mem,
                     scratch: &mut self.rebuild,
                     failures: 0,
@@ -161,7 +173,16 @@ impl<D: Domain> Endpoint<D> {
                     produced = n;
                     Some(n)
                 });
-                self.counters.internal_errors += src_rec.failures;
+                let failures = src_rec.failures;
+                if failures > 0 {
+                    // An FPDU could not be rebuilt (its region was deregistered while it was
+                    // unacknowledged): the stream cannot go on with the same octets.
+                    self.counters.rebuild_failures += failures;
+                    if let Some(q) = c.qp.as_mut() {
+                        q.abort();
+                    }
+                    c.tcp.abort();
+                }
                 match r {
                     TxOutcome::NoBuffer => {
                         self.counters.tx_no_buffer += 1;
@@ -175,7 +196,7 @@ impl<D: Domain> Endpoint<D> {
                     }
                 }
                 // More room in TCP's send buffer may have opened: top it up.
-                c.drive_tx(mem, &mut self.scratch, &mut self.counters);
+                c.drive_tx(tags, mem, &mut self.scratch, &mut self.counters);
             },
         }
         // Completions and events of this round's transmissions and ACKs (Terminate sent).
@@ -199,6 +220,7 @@ impl<D: Domain> Endpoint<D> {
             let c = self.conns.remove(&id).expect("present");
             self.counters.retransmissions +=
                 c.tcp.counters().retransmits.saturating_sub(c.retrans_seen);
+            self.counters.rx_after_close += c.qp.as_ref().map_or(0, |q| q.stats().rx_after_close);
             self.flows.remove(&c.tcp.tuple());
             self.counters.connections_closed += 1;
             self.events.push_back(EndpointEvent::Closed {

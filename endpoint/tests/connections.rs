@@ -1,6 +1,7 @@
 //! 64 concurrent connections over two listeners, each verified; graceful close and RST.
 
 mod pair;
+use ddp::WorkRequest;
 use std::net::SocketAddrV4;
 
 use ddp::{Access, RemoteBuf, WcStatus};
@@ -40,8 +41,11 @@ fn sixty_four_connections_over_two_listeners_each_verified() {
         let data = pattern(len, i as u64 + 100);
         let (src, _) = filled(&mut p.a, &data, Access::LOCAL_WRITE);
         let (dst, stag) = p.b.register(len, Access::REMOTE_WRITE);
-        p.a.post_write(*c, i as u64, buf(src, len), RemoteBuf { stag, to: 0 })
-            .unwrap();
+        p.a.post(
+            *c,
+            WorkRequest::write(i as u64, buf(src, len), RemoteBuf { stag, to: 0 }),
+        )
+        .unwrap();
         expect.push((dst, data));
     }
     p.run_until(1_000_000, |p| p.wc_a.len() >= 64);
@@ -66,7 +70,7 @@ fn graceful_close_after_work_completes_both_sides_closed() {
     let mut p = Pair::clean();
     let (ca, cb) = p.establish(4000, settings(false, true), settings(false, true));
     transfer_all(&mut p, ca, cb, 12_345, 1);
-    p.a.close(ca).unwrap();
+    p.a.close(p.now, ca).unwrap();
     p.run_until(1_000_000, |p| {
         closed(&p.events_a).iter().any(|c| c.0 == ca)
             && closed(&p.events_b).iter().any(|c| c.0 == cb)
@@ -84,7 +88,7 @@ fn abort_sends_rst_peer_sees_reset_and_flushes() {
     let mut p = Pair::clean();
     let (ca, cb) = p.establish(4000, settings(false, true), settings(false, true));
     let (dst, _) = p.b.register(100, Access::LOCAL_WRITE);
-    p.b.post_recv(cb, 77, buf(dst, 100)).unwrap();
+    p.b.post(cb, WorkRequest::recv(77, buf(dst, 100))).unwrap();
     p.a.abort(ca).unwrap();
     p.run_until(100_000, |p| closed(&p.events_b).iter().any(|c| c.0 == cb));
     assert_eq!(closed(&p.events_b)[0].1, CloseReason::Reset);
@@ -194,15 +198,21 @@ fn a_lone_small_write_completes_without_waiting_for_the_delayed_ack_timer() {
     let (src, _) = filled(&mut p.a, &[7u8; 64], Access::LOCAL_WRITE);
     // Past TCP's initial quick ACKs (every segment acknowledged at once at the start).
     for i in 0..40 {
-        p.a.post_write(ca, 1000 + i, buf(src, 64), RemoteBuf { stag, to: 0 })
-            .unwrap();
+        p.a.post(
+            ca,
+            WorkRequest::write(1000 + i, buf(src, 64), RemoteBuf { stag, to: 0 }),
+        )
+        .unwrap();
         p.wait_wc(true, 1000 + i);
     }
     let settle = p.now + Duration::from_millis(50);
     p.run_until(1_000_000, |p| p.now >= settle);
     let start = p.now;
-    p.a.post_write(ca, 77, buf(src, 64), RemoteBuf { stag, to: 0 })
-        .unwrap();
+    p.a.post(
+        ca,
+        WorkRequest::write(77, buf(src, 64), RemoteBuf { stag, to: 0 }),
+    )
+    .unwrap();
     // Step by hand: `now` before the step that delivered the completion is when it happened.
     let mut took = None;
     for _ in 0..100_000 {
@@ -306,10 +316,10 @@ fn a_send_completes_on_the_peers_ack_not_on_transmission() {
     let mut p = Pair::clean();
     let (ca, cb) = p.establish(7400, settings(false, true), settings(false, true));
     let (dst, _) = p.b.register(4096, Access::LOCAL_WRITE);
-    p.b.post_recv(cb, 1, buf(dst, 4096)).unwrap();
+    p.b.post(cb, WorkRequest::recv(1, buf(dst, 4096))).unwrap();
     p.run_until(1000, |p| p.wake_b().is_none_or(|t| t > p.now));
     let (src, _) = filled(&mut p.a, &pattern(4096, 3), Access::LOCAL_WRITE);
-    p.a.post_send(ca, 2, buf(src, 4096), Default::default())
+    p.a.post(ca, WorkRequest::send(2, buf(src, 4096), Default::default()))
         .unwrap();
     // Only A runs, for longer than any delayed ACK (but short of the RTO).
     let sent_before = p.a.counters().tx_packets;

@@ -2,6 +2,7 @@
 //! 1 B .. 16 MiB verified byte for byte, markers and CRC on and off.
 
 mod pair;
+use ddp::WorkRequest;
 use pair::*;
 
 #[test]
@@ -67,8 +68,11 @@ fn in_order_receive_places_from_the_frame_without_a_copy_on_the_heap() {
     let (dst, stag) = p.b.register(len, Access::REMOTE_WRITE);
     let data = pattern(len, 42);
     let (src, _) = filled(&mut p.a, &data, Access::LOCAL_WRITE);
-    p.a.post_write(ca, 9, buf(src, len), RemoteBuf { stag, to: 0 })
-        .unwrap();
+    p.a.post(
+        ca,
+        WorkRequest::write(9, buf(src, len), RemoteBuf { stag, to: 0 }),
+    )
+    .unwrap();
     let mut rx_heap = 0u64;
     let mut done = None;
     for _ in 0..5_000_000 {

@@ -3,6 +3,7 @@
 //! each parser. Run once when a target is added: `cargo run -p fuzz-targets --example
 //! seed_corpus`; the fuzzers then grow the corpus (`deploy/xwarp fuzz`).
 
+use ddp::WorkRequest;
 use std::path::Path;
 
 use mpa::{Framer, FramingConfig, StartupConfig};
@@ -97,31 +98,38 @@ fn peer_stream(markers: bool, crc: bool) -> Vec<u8> {
         offset,
         len,
     };
-    qp.post_send(&tags, 1, buf(0, 100), SendOpts::default())
-        .unwrap();
-    qp.post_write(
+    qp.post(
         &tags,
-        2,
-        buf(100, 3000),
-        RemoteBuf {
-            stag: target,
-            to: 0x1000,
-        },
+        WorkRequest::send(1, buf(0, 100), SendOpts::default()),
     )
     .unwrap();
-    qp.post_read(
+    qp.post(
         &tags,
-        3,
-        buf(0, 512),
-        RemoteBuf {
-            stag: target,
-            to: 0x1100,
-        },
+        WorkRequest::write(
+            2,
+            buf(100, 3000),
+            RemoteBuf {
+                stag: target,
+                to: 0x1000,
+            },
+        ),
+    )
+    .unwrap();
+    qp.post(
+        &tags,
+        WorkRequest::read(
+            3,
+            buf(0, 512),
+            RemoteBuf {
+                stag: target,
+                to: 0x1100,
+            },
+        ),
     )
     .unwrap();
     let mut out = vec![0u8; mpa::MAX_FPDU_LEN];
     let mut stream = Vec::new();
-    while let Some(n) = qp.poll_transmit(&mem, &mut out) {
+    while let Some(n) = qp.poll_transmit(&tags, &mem, &mut out) {
         stream.extend_from_slice(&out[..n]);
     }
     stream

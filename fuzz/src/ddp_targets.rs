@@ -1,5 +1,6 @@
 //! DDP and RDMAP: every header view and `Repr`, and a queue pair fed an arbitrary FPDU stream.
 
+use ddp::WorkRequest;
 use std::time::Instant;
 
 use ddp::{
@@ -87,10 +88,6 @@ impl Memory for CheckedMemory {
         self.check(region, offset, out.len());
         self.0.read(region, offset, out);
     }
-    fn read_slice(&self, region: RegionHandle, offset: u64, len: usize) -> Option<&[u8]> {
-        self.check(region, offset, len);
-        self.0.read_slice(region, offset, len)
-    }
 }
 
 /// The queue pair's surroundings in [`qp_stream`]: its STag table and checked memory, the
@@ -169,14 +166,16 @@ pub fn qp_stream(data: &[u8]) {
     let mut qp = qp_established(markers, crc);
     let posted = [(1u64, 0u64, 1024u32), (2, 1024, 1024)];
     for (wr_id, offset, len) in posted {
-        qp.post_recv(
+        qp.post(
             &tags,
-            wr_id,
-            LocalBuf {
-                region: rx,
-                offset,
-                len,
-            },
+            WorkRequest::recv(
+                wr_id,
+                LocalBuf {
+                    region: rx,
+                    offset,
+                    len,
+                },
+            ),
         )
         .expect("receive posted");
     }
@@ -185,7 +184,7 @@ pub fn qp_stream(data: &[u8]) {
     let mut was_error = false;
     for p in stream.chunks(piece) {
         qp.handle_rx_bytes(&mut tags, &mut mem, now, p);
-        while qp.poll_transmit(&mem, &mut out).is_some() {}
+        while qp.poll_transmit(&tags, &mem, &mut out).is_some() {}
         while let Some(wc) = qp.poll_completion() {
             if let Some(&(_, _, len)) = posted.iter().find(|(id, _, _)| *id == wc.wr_id) {
                 assert!(wc.byte_len <= len, "{wc:?} longer than its buffer");

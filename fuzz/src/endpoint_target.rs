@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use ddp::{
     Access, LocalBuf, Memory, PdId, RegionHandle, RegionSpec, RemoteBuf, SendOpts, Stag, StagTable,
-    VecMemory, WcOpcode, WcStatus,
+    VecMemory, WcOpcode, WcStatus, WorkRequest,
 };
 use endpoint::{
     ConnId, Domain, DomainGuard, Endpoint, EndpointConfig, EndpointEvent, FrameSink, QpSettings,
@@ -222,7 +222,7 @@ impl World {
                                 offset: (i * SEND_LEN) as u64,
                                 len: SEND_LEN as u32,
                             };
-                            w.b.post_recv(conn, i as u64, buf).ok()?;
+                            w.b.post(conn, WorkRequest::recv(i as u64, buf)).ok()?;
                         }
                         w.b.accept_request(conn, b"").ok()?;
                     }
@@ -250,8 +250,11 @@ impl World {
                 offset: (i * SEND_LEN) as u64,
                 len: SEND_LEN as u32,
             };
-            w.a.post_send(w.ca, 100 + i as u64, buf, SendOpts::default())
-                .ok()?;
+            w.a.post(
+                w.ca,
+                WorkRequest::send(100 + i as u64, buf, SendOpts::default()),
+            )
+            .ok()?;
         }
         for (k, off) in (0..TARGET_LEN).step_by(WRITE_LEN).enumerate() {
             let len = WRITE_LEN.min(TARGET_LEN - off);
@@ -264,7 +267,8 @@ impl World {
                 stag: target_stag,
                 to: off as u64,
             };
-            w.a.post_write(w.ca, 200 + k as u64, buf, remote).ok()?;
+            w.a.post(w.ca, WorkRequest::write(200 + k as u64, buf, remote))
+                .ok()?;
         }
         Some(w)
     }

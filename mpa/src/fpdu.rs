@@ -275,6 +275,41 @@ pub fn encode_fpdu(
     out: &mut [u8],
 ) -> Result<usize, EncodeError> {
     let len: usize = ulpdu.iter().map(|p| p.len()).sum();
+    let (mut part, mut at) = (0, 0);
+    encode_fpdu_with(
+        cfg,
+        offset,
+        len,
+        &mut |dst| {
+            let mut done = 0;
+            while done < dst.len() {
+                let src = &ulpdu[part][at..];
+                let n = src.len().min(dst.len() - done);
+                dst[done..done + n].copy_from_slice(&src[..n]);
+                done += n;
+                at += n;
+                if at == ulpdu[part].len() {
+                    part += 1;
+                    at = 0;
+                }
+            }
+        },
+        out,
+    )
+}
+
+/// As [`encode_fpdu`], for a ULPDU of `ulpdu_len` octets that `fill` writes: it is called
+/// with consecutive pieces of the FPDU body (the ULPDU, in order, cut at marker positions)
+/// and must fill each completely. For a sender whose ULPDU lives where it may not be
+/// borrowed (memory a peer or device may write): the one copy goes straight into the frame.
+pub fn encode_fpdu_with(
+    cfg: FramingConfig,
+    offset: u32,
+    ulpdu_len: usize,
+    fill: &mut dyn FnMut(&mut [u8]),
+    out: &mut [u8],
+) -> Result<usize, EncodeError> {
+    let len = ulpdu_len;
     if len > MAX_ULPDU_LEN {
         return Err(EncodeError::UlpduTooLong(len));
     }
@@ -297,9 +332,7 @@ pub fn encode_fpdu(
         w.raw(&marker::Repr::to_bytes(0));
     }
     w.body(&(len as u16).to_be_bytes());
-    for part in ulpdu {
-        w.body(part);
-    }
+    w.body_from(len, fill);
     w.body(&[0u8; 3][..pad_len(len)]);
     if w.body == w.next_marker {
         w.marker();
@@ -339,16 +372,26 @@ impl Writer<'_> {
         self.next_marker = self.next_marker.saturating_add(BODY_PER_MARKER);
     }
 
-    fn body(&mut self, mut data: &[u8]) {
-        while !data.is_empty() {
+    fn body(&mut self, data: &[u8]) {
+        let mut at = 0;
+        self.body_from(data.len(), &mut |dst| {
+            dst.copy_from_slice(&data[at..at + dst.len()]);
+            at += dst.len();
+        });
+    }
+
+    /// `len` body octets written by `fill`, piece by piece between markers.
+    fn body_from(&mut self, mut len: usize, fill: &mut dyn FnMut(&mut [u8])) {
+        while len > 0 {
             if self.body == self.next_marker {
                 self.marker();
             }
             let room = (self.next_marker - self.body) as usize;
-            let n = room.min(data.len());
-            self.raw(&data[..n]);
+            let n = room.min(len);
+            fill(&mut self.out[self.pos..self.pos + n]);
+            self.pos += n;
             self.body += n as u32;
-            data = &data[n..];
+            len -= n;
         }
     }
 }

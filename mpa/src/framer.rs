@@ -2,7 +2,7 @@
 //! the Responder's send gate (MPA-85).
 
 use crate::error::EncodeError;
-use crate::fpdu::{encode_fpdu, fpdu_wire_len, FramingConfig};
+use crate::fpdu::{encode_fpdu, encode_fpdu_with, fpdu_wire_len, FramingConfig};
 
 /// Frames consecutive ULPDUs of one send half connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,6 +74,22 @@ impl Framer {
             return Err(EncodeError::AwaitingPeerFpdu);
         }
         let n = encode_fpdu(self.cfg, self.offset, ulpdu, out)?;
+        self.offset = self.offset.wrapping_add(n as u32);
+        Ok(n)
+    }
+
+    /// As [`Framer::encode`], for a ULPDU of `ulpdu_len` octets that `fill` writes piece by
+    /// piece ([`encode_fpdu_with`]).
+    pub fn encode_with(
+        &mut self,
+        ulpdu_len: usize,
+        fill: &mut dyn FnMut(&mut [u8]),
+        out: &mut [u8],
+    ) -> Result<usize, EncodeError> {
+        if self.gated {
+            return Err(EncodeError::AwaitingPeerFpdu);
+        }
+        let n = encode_fpdu_with(self.cfg, self.offset, ulpdu_len, fill, out)?;
         self.offset = self.offset.wrapping_add(n as u32);
         Ok(n)
     }

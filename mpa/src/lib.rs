@@ -46,8 +46,8 @@ pub mod stream;
 
 pub use error::{BufferTooSmall, EncodeError, ErrorAction, ErrorCode, FramingError, StartupError};
 pub use fpdu::{
-    decode_fpdu, encode_fpdu, fpdu_wire_len, Decoded, FpduLayout, FpduRef, FramingConfig,
-    MAX_FPDU_LEN, MAX_ULPDU_LEN,
+    decode_fpdu, encode_fpdu, encode_fpdu_with, fpdu_wire_len, Decoded, FpduLayout, FpduRef,
+    FramingConfig, MAX_FPDU_LEN, MAX_ULPDU_LEN,
 };
 pub use framer::Framer;
 pub use locate::{locate, LocateOptions, LocatedFpdu, Locator};

@@ -7,8 +7,8 @@ use mpa::locate::{locate, LocateOptions};
 use mpa::marker::{self, is_marker_position};
 use mpa::startup_frame::{self, FrameKind};
 use mpa::{
-    decode_fpdu, encode_fpdu, fpdu_wire_len, Framer, FramingConfig, Initiator, Responder,
-    StartupConfig, StreamParser, MAX_ULPDU_LEN,
+    decode_fpdu, encode_fpdu, encode_fpdu_with, fpdu_wire_len, Framer, FramingConfig, Initiator,
+    Responder, StartupConfig, StreamParser, MAX_ULPDU_LEN,
 };
 use proptest::prelude::*;
 use std::time::Instant;
@@ -127,6 +127,29 @@ fn offset_strategy() -> impl Strategy<Value = u32> {
 
 proptest! {
     /// parse(emit(x)) == x for one FPDU; length and marker slots as computed (MPA-26, 50, 56).
+    /// A ULPDU written piece by piece (`encode_fpdu_with`, the sender whose bytes may not be
+    /// borrowed) frames to the same octets as the gather list, and the pieces asked for
+    /// cover the ULPDU in order, each between two markers.
+    #[test]
+    fn fill_frames_like_gather(cfg in cfg_strategy(), offset in offset_strategy(),
+                               ulpdu in prop::collection::vec(any::<u8>(), 0..2100)) {
+        let mut want = vec![0u8; fpdu_wire_len(cfg, offset, ulpdu.len())];
+        let n = encode_fpdu(cfg, offset, &[&ulpdu], &mut want).unwrap();
+        let mut got = vec![0u8; n];
+        let mut at = 0;
+        let mut pieces = 0;
+        let m = encode_fpdu_with(cfg, offset, ulpdu.len(), &mut |dst| {
+            dst.copy_from_slice(&ulpdu[at..at + dst.len()]);
+            at += dst.len();
+            pieces += 1;
+            assert!(!dst.is_empty() && (!cfg.markers || dst.len() <= 512));
+        }, &mut got).unwrap();
+        prop_assert_eq!(m, n);
+        prop_assert_eq!(at, ulpdu.len());
+        prop_assert!(cfg.markers || pieces <= 1);
+        prop_assert_eq!(got, want);
+    }
+
     #[test]
     fn fpdu_round_trip(cfg in cfg_strategy(), offset in offset_strategy(),
                        ulpdu in prop::collection::vec(any::<u8>(), 0..2100), cut in any::<prop::sample::Index>()) {

@@ -431,9 +431,8 @@ fn serve(
         let reply = if let Some(x) = expect.take() {
             let ok = len as u64 == x.size
                 && buf
-                    .with_slice(0, len, |s| first_mismatch(s, x.seed))
-                    .flatten()
-                    .is_none();
+                    .read_vec(0, len)
+                    .is_some_and(|s| first_mismatch(&s, x.seed).is_none());
             if !ok {
                 eprintln!(
                     "send of {} bytes (seed {}): received {len} bytes that do not match",
@@ -459,7 +458,7 @@ fn serve(
                 }
                 Some(x) if x.kind == CHECK_WRITE => {
                     let n = x.size as usize;
-                    let m = data.with_slice(0, n, |s| first_mismatch(s, x.seed));
+                    let m = data.read_vec(0, n).map(|s| first_mismatch(&s, x.seed));
                     match m {
                         Some(None) => OK,
                         other => {
@@ -473,10 +472,7 @@ fn serve(
                 }
                 Some(x) if x.kind == FILL => {
                     let n = x.size as usize;
-                    match data.with_mut_slice(0, n, |s| {
-                        fill(s, x.seed);
-                        corrupt_if(corrupt, s)
-                    }) {
+                    match fill_region(data, n, x.seed, corrupt) {
                         Some(()) => FILLED,
                         None => BAD,
                     }
@@ -647,6 +643,14 @@ fn expect_ok(kind: u32, what: &str) -> Result<(), Failure> {
     }
 }
 
+/// Writes the pattern of `seed` (corrupted when asked) into `data[..n]`, by copy.
+fn fill_region(data: &MemoryRegion, n: usize, seed: u64, corrupt: bool) -> Option<()> {
+    let mut s = vec![0; n];
+    fill(&mut s, seed);
+    corrupt_if(corrupt, &mut s);
+    data.write(0, &s)
+}
+
 fn run_send(
     e: &Ends,
     data: &MemoryRegion,
@@ -659,11 +663,7 @@ fn run_send(
         size: size as u64,
         seed,
     })?;
-    data.with_mut_slice(0, size, |s| {
-        fill(s, seed);
-        corrupt_if(e.corrupt, s)
-    })
-    .ok_or("size")?;
+    fill_region(data, size, seed, e.corrupt).ok_or("size")?;
     e.qp.post_send(1, data, 0..size)
         .map_err(|x| format!("post_send: {x}"))?;
     let c = wait_cq(&e.scq, "send")?;
@@ -681,11 +681,7 @@ fn run_write(
     seed: u64,
     remote: RemoteAddr,
 ) -> Result<(), Failure> {
-    data.with_mut_slice(0, size, |s| {
-        fill(s, seed);
-        corrupt_if(e.corrupt, s)
-    })
-    .ok_or("size")?;
+    fill_region(data, size, seed, e.corrupt).ok_or("size")?;
     e.qp.post_write(2, data, 0..size, remote)
         .map_err(|x| format!("post_write: {x}"))?;
     let c = wait_cq(&e.scq, "write")?;
@@ -721,7 +717,7 @@ fn run_read(
             )))
         }
     }
-    data.with_mut_slice(0, size, |s| s.fill(0)).ok_or("size")?;
+    data.write(0, &vec![0; size]).ok_or("size")?;
     e.qp.post_read(3, data, 0..size, remote)
         .map_err(|x| format!("post_read: {x}"))?;
     let c = wait_cq(&e.scq, "read")?;
@@ -729,8 +725,8 @@ fn run_read(
         return Err(Failure::Setup(format!("odd read completion {c:?}")));
     }
     match data
-        .with_slice(0, size, |s| first_mismatch(s, seed))
-        .flatten()
+        .read_vec(0, size)
+        .and_then(|s| first_mismatch(&s, seed))
     {
         None => Ok(()),
         Some(i) => Err(Failure::Mismatch(format!("read data differs at byte {i}"))),

@@ -19,20 +19,31 @@ use crate::qp::{QpError, QpShared};
 use crate::qp_events::{startup_error, stream_error};
 use crate::ConnectError;
 
-/// Driver options that shape how bytes reach the wire.
-#[derive(Debug, Clone, Copy, Default)]
+/// Driver options that shape how bytes reach the wire and how a connection ends.
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct DriverOptions {
     /// Give every chunk (one FPDU, or a startup frame) its own TCP segment: before writing a
     /// chunk, wait until the kernel has sent everything written before (SIOCOUTQNSD == 0).
     pub(crate) segment_per_chunk: bool,
+    /// How long a closing connection may take to flush its queued bytes and see the peer's
+    /// FIN before it is reset.
+    pub(crate) close_timeout: Duration,
+}
+
+impl DriverOptions {
+    /// The options `config` asks for.
+    pub(crate) fn of(config: &crate::ConnectionConfig) -> Self {
+        DriverOptions {
+            segment_per_chunk: config.segment_per_fpdu,
+            close_timeout: config.close_timeout,
+        }
+    }
 }
 
 /// Where the driver reports how MPA startup ended: the peer's private data, or why not.
 pub(crate) type EstablishedTx = SyncSender<Result<Vec<u8>, ConnectError>>;
 
 const RX_BUF: usize = 256 * 1024;
-/// How long a closing connection may take to flush its queued bytes and see the peer's FIN.
-const LINGER: Duration = Duration::from_secs(2);
 /// Bytes of framed output the driver holds for the socket: FPDUs are framed straight into one
 /// buffer and written with one `write`, so TCP builds large segments (GSO) instead of one small
 /// skb per FPDU.
@@ -115,6 +126,26 @@ fn unsent_bytes(sock: &TcpStream) -> i32 {
     }
 }
 
+/// Makes closing `sock` send RST (SO_LINGER on with a zero timeout): the abort of a connection
+/// that did not finish in time.
+fn reset_on_close(sock: &TcpStream) {
+    let l = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // Safety: setsockopt reads a linger struct of exactly the size passed from a valid
+    // reference, on a descriptor `sock` keeps open for the call.
+    unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&l as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+}
+
 /// The kernel's MSS of a connected socket (TCP_MAXSEG), the EMSS MPA derives MULPDU from.
 pub(crate) fn tcp_mss(sock: &TcpStream) -> Option<u32> {
     let mut v: libc::c_int = 0;
@@ -150,6 +181,8 @@ struct Driver<'a> {
     graceful_started: bool,
     fin_sent: bool,
     peer_fin: bool,
+    /// The close did not finish in time: the socket is reset, not closed.
+    reset: bool,
 }
 
 impl Driver<'_> {
@@ -198,8 +231,9 @@ impl Driver<'_> {
                 qp.handle_timeout(now);
             }
             if self.shared.close_requested.load(Ordering::Acquire) && !self.graceful_started {
+                // QueuePair::close shut the queue pair already; this only starts the close.
                 self.graceful_started = true;
-                qp.close();
+                qp.shutdown();
             }
             if self.tx.pending() < TX_REFILL_BELOW {
                 let st = self.shared.pd().lock();
@@ -207,7 +241,7 @@ impl Driver<'_> {
                     // One chunk at a time, each end remembered.
                     loop {
                         let room = self.tx.make_room();
-                        let Some(n) = qp.poll_transmit(&st.mem, room) else {
+                        let Some(n) = qp.poll_transmit(&st.tags, &st.mem, room) else {
                             break;
                         };
                         self.tx.end += n;
@@ -218,7 +252,7 @@ impl Driver<'_> {
                     }
                 } else {
                     let room = self.tx.make_room();
-                    let n = qp.poll_transmit_batch(&st.mem, room);
+                    let n = qp.poll_transmit_batch(&st.tags, &st.mem, room);
                     self.tx.end += n;
                 }
             }
@@ -316,14 +350,22 @@ impl Driver<'_> {
             let closing = self.failed || self.graceful_started;
             if closing {
                 let since = *self.closing_since.get_or_insert(now);
-                let expired = now.duration_since(since) > LINGER;
+                let expired = now.duration_since(since) > self.opts.close_timeout;
                 let drained =
                     self.tx.is_empty() && (self.failed || self.shared.lock_qp().is_idle());
-                if (drained || expired) && !self.fin_sent {
+                if drained && !self.fin_sent {
                     let _ = self.sock.shutdown(Shutdown::Write);
                     self.fin_sent = true;
                 }
-                if self.fin_sent && (self.peer_fin || expired) {
+                if self.fin_sent && self.peer_fin {
+                    return Ok(());
+                }
+                if expired {
+                    // Not finished in time: abort (RST); what is left is flushed.
+                    if self.graceful_started {
+                        DeviceCounters::inc(&self.counters.close_timeouts);
+                    }
+                    self.reset = true;
                     return Ok(());
                 }
             } else if self.peer_fin {
@@ -384,8 +426,10 @@ pub(crate) fn run(
         graceful_started: false,
         fin_sent: false,
         peer_fin: false,
+        reset: false,
     };
     let r = d.run();
+    let reset = d.reset;
     if let Err(e) = r {
         shared.set_error(e);
     }
@@ -398,11 +442,17 @@ pub(crate) fn run(
         while let Some(c) = qp.poll_completion() {
             shared.deliver(c);
         }
+        DeviceCounters::add(&counters.rx_after_close, qp.stats().rx_after_close);
     }
     d.report(Err(ConnectError::Startup(
         mpa::StartupError::ConnectionClosed,
     )));
-    let _ = sock.shutdown(Shutdown::Both);
+    if reset {
+        reset_on_close(&sock);
+    } else {
+        let _ = sock.shutdown(Shutdown::Both);
+    }
+    drop(sock);
     shared.set_finished();
 }
 

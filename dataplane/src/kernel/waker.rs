@@ -17,9 +17,8 @@ impl Waker {
             return Err(io::Error::last_os_error());
         }
         // Safety: fd is a fresh descriptor we exclusively own.
-        Ok(Self {
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
-        })
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(Self { fd })
     }
 
     /// Makes the eventfd readable.

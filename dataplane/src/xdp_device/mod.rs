@@ -36,6 +36,9 @@ use crate::xdp::netns::NetNs;
 const IDLE_SPINS: u32 = 2000;
 /// The engine thread's sleep while idle.
 const IDLE_SLEEP: Duration = Duration::from_micros(50);
+/// How long past the last close deadline a dropped device keeps driving its engine (the
+/// abort itself takes a round).
+const DRAIN_GRACE: Duration = Duration::from_millis(100);
 
 /// What the engine thread and the handles share.
 pub(crate) struct Shared {
@@ -71,6 +74,23 @@ impl Shared {
     pub(crate) fn drive(&self) {
         if self.inline {
             self.lock().poll(Instant::now());
+        }
+    }
+
+    /// Drives the engine until the connections the application closed have finished (FIN
+    /// exchanged, or reset at their close timeout): the last handle of a device is often
+    /// dropped right after its queue pairs were closed.
+    fn drain_closing(&self) {
+        loop {
+            let now = Instant::now();
+            let mut st = self.lock();
+            st.poll(now);
+            match st.engine.endpoint().lingering_until() {
+                Some(until) if now <= until + DRAIN_GRACE => {}
+                _ => return,
+            }
+            drop(st);
+            std::thread::sleep(IDLE_SLEEP);
         }
     }
 
@@ -163,6 +183,7 @@ impl Drop for XdpDevice {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+        self.shared.drain_closing();
     }
 }
 

@@ -9,13 +9,9 @@ use super::XdpDevice;
 use endpoint::{ConnId, Endpoint, EndpointError, QpSettings};
 
 use crate::engine::PdHandle;
-use crate::qp::{next_qp_num, QpError};
+use crate::qp::{next_qp_num, refused, QpError};
 use crate::xdp::{resolve_next_hop, XdpError};
 use crate::{ConnectError, ConnectionConfig, PostError, ProtectionDomain, QpInit};
-use tcp_offload::State;
-
-/// How long a graceful close may take before the handle gives up waiting.
-const CLOSE_WAIT: Duration = Duration::from_secs(5);
 
 /// The engine side of a [`crate::QueuePair`].
 #[derive(Debug)]
@@ -32,13 +28,13 @@ pub(crate) fn settings(config: &ConnectionConfig, private_data: &[u8]) -> QpSett
         private_data: private_data.to_vec(),
         ird: config.ird,
         ord: config.ord,
+        close_timeout: config.close_timeout,
     }
 }
 
 fn post_error(e: EndpointError) -> PostError {
     match e {
-        EndpointError::Post(ddp::WorkRequestError::InvalidState) => PostError::NotConnected,
-        EndpointError::Post(p) => PostError::Refused(p),
+        EndpointError::Post(p) => refused(p),
         _ => PostError::NotConnected,
     }
 }
@@ -159,17 +155,17 @@ impl XdpQp {
         Ok(())
     }
 
-    /// Posts a work request through `f` (the engine's post call for this connection).
-    pub(crate) fn post(
-        &self,
-        f: impl FnOnce(&mut Endpoint<PdHandle>, ConnId) -> Result<(), EndpointError>,
-    ) -> Result<(), PostError> {
+    /// Posts `wr` on the engine's connection.
+    pub(crate) fn post(&self, wr: ddp::WorkRequest) -> Result<(), PostError> {
         self.check_open()?;
         let mut st = self.dev.shared.lock();
         // Inline, on an idle connection: send at once (a ping-pong's answer); with work in
         // flight the next round frames it together with what follows (MPA-62 packing).
         let at_once = self.dev.shared.inline && st.engine.endpoint().is_idle_to_send(self.conn);
-        f(st.engine.endpoint_mut(), self.conn).map_err(post_error)?;
+        st.engine
+            .endpoint_mut()
+            .post(self.conn, wr)
+            .map_err(post_error)?;
         if at_once {
             st.engine.transmit_now(Instant::now(), self.conn);
         }
@@ -185,28 +181,25 @@ impl XdpQp {
         !s.finished && !s.close_requested && s.error.is_none()
     }
 
-    /// Graceful close: queued work goes out, then FIN; waits until the engine dropped the
-    /// connection (or [`CLOSE_WAIT`]).
+    /// Closes the queue pair without waiting ([`Endpoint::close`]): its receives and Reads
+    /// complete flushed on its CQs now, nothing the peer sends later lands, posted Sends and
+    /// Writes still go out; the engine then closes TCP (FIN) and aborts it (RST) if it has not
+    /// finished within the connection's close timeout. In inline mode the FIN of an idle
+    /// connection leaves at once.
     pub(crate) fn close(&self) {
         if self.link.status().finished {
             return;
         }
         self.link.update(|s| s.close_requested = true);
-        let gone = self.with_engine(|e, c| e.close(c)).is_err();
-        if gone {
+        let mut st = self.dev.shared.lock();
+        let now = Instant::now();
+        if st.engine.endpoint_mut().close(now, self.conn).is_err() {
             return;
         }
-        // Done once both FINs are through: TIME-WAIT only guards the tuple, nothing of the
-        // queue pair's is left in it.
-        let deadline = Instant::now() + CLOSE_WAIT;
-        let (link, conn) = (&self.link, self.conn);
-        self.dev.shared.wait_until(deadline, |st| {
-            let tcp_done = matches!(
-                st.engine.endpoint().tcp_state(conn),
-                None | Some(State::Closed | State::TimeWait)
-            );
-            (link.status().finished || tcp_done).then_some(())
-        });
+        st.route();
+        if self.dev.shared.inline {
+            st.engine.transmit_now(now, self.conn);
+        }
     }
 
     /// Abortive close (RST); does not wait.

@@ -12,6 +12,7 @@
 //! delivery on one stream), so once an end has its four receives the peer's Writes are placed.
 #![allow(dead_code)]
 
+use ddp::WorkRequest;
 use std::net::{SocketAddr, SocketAddrV4};
 use std::ops::Range;
 use std::sync::{mpsc, Arc, Mutex, MutexGuard};
@@ -467,7 +468,7 @@ impl EngineEnd {
         for i in 0..self.layout.sizes.len() {
             let b = lbuf(self.r.recv, self.layout.slot(i));
             h.e.endpoint_mut()
-                .post_recv(conn, wr(OP_RECV, i), b)
+                .post(conn, WorkRequest::recv(wr(OP_RECV, i), b))
                 .expect("post_recv");
         }
     }
@@ -482,29 +483,35 @@ impl EngineEnd {
                 to: s.start as u64,
             };
             h.e.endpoint_mut()
-                .post_write(
+                .post(
                     conn,
-                    wr(OP_WRITE, i),
-                    lbuf(self.r.src, t + s.start..t + s.end),
-                    remote(peer.0),
+                    WorkRequest::write(
+                        wr(OP_WRITE, i),
+                        lbuf(self.r.src, t + s.start..t + s.end),
+                        remote(peer.0),
+                    ),
                 )
                 .expect("post_write");
             h.e.endpoint_mut()
-                .post_read(
+                .post(
                     conn,
-                    wr(OP_READ, i),
-                    lbuf(self.r.read_dst, s.clone()),
-                    remote(peer.1),
+                    WorkRequest::read(
+                        wr(OP_READ, i),
+                        lbuf(self.r.read_dst, s.clone()),
+                        remote(peer.1),
+                    ),
                 )
                 .expect("post_read");
         }
         for i in 0..self.layout.sizes.len() {
             h.e.endpoint_mut()
-                .post_send(
+                .post(
                     conn,
-                    wr(OP_SEND, i),
-                    lbuf(self.r.src, self.layout.slot(i)),
-                    Default::default(),
+                    WorkRequest::send(
+                        wr(OP_SEND, i),
+                        lbuf(self.r.src, self.layout.slot(i)),
+                        Default::default(),
+                    ),
                 )
                 .expect("post_send");
         }
@@ -729,7 +736,7 @@ impl KernelEnd {
             .collect();
         check_completions(&self.layout, &wcs, part, who);
         self.r.check(&self.layout, part, peer, who, |r, f| {
-            r.with_slice(0, r.len(), |got| f(got)).unwrap()
+            f(&r.read_vec(0, r.len()).unwrap())
         });
     }
 }

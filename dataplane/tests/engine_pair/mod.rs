@@ -5,6 +5,7 @@
 
 mod mem_link;
 
+use ddp::WorkRequest;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::{Duration, Instant};
 
@@ -147,9 +148,12 @@ pub fn transfer_all(p: &mut Pair, ca: ConnId, cb: ConnId, len: usize, seed: u64)
             WcOpcode::Send => {
                 let (dst, _) = filled(&mut p.b, &zeros, Access::LOCAL_WRITE);
                 let (src, _) = filled(&mut p.a, &data, Access::LOCAL_WRITE);
-                p.b.endpoint_mut().post_recv(cb, wr + 100, dst).unwrap();
+                p.b.endpoint_mut()
+                    .post(cb, WorkRequest::recv(wr + 100, dst))
+                    .unwrap();
                 let ep = p.a.endpoint_mut();
-                ep.post_send(ca, wr, src, Default::default()).unwrap();
+                ep.post(ca, WorkRequest::send(wr, src, Default::default()))
+                    .unwrap();
                 let r = p.wait_wc(false, wr + 100);
                 assert_eq!(
                     (r.opcode, r.status, r.byte_len as usize),
@@ -162,14 +166,18 @@ pub fn transfer_all(p: &mut Pair, ca: ConnId, cb: ConnId, len: usize, seed: u64)
                 let (dst, stag) = filled(&mut p.b, &zeros, access);
                 let (src, _) = filled(&mut p.a, &data, Access::LOCAL_WRITE);
                 let remote = RemoteBuf { stag, to: 0 };
-                p.a.endpoint_mut().post_write(ca, wr, src, remote).unwrap();
+                p.a.endpoint_mut()
+                    .post(ca, WorkRequest::write(wr, src, remote))
+                    .unwrap();
                 (false, dst)
             }
             _ => {
                 let (_, stag) = filled(&mut p.b, &data, Access::REMOTE_READ);
                 let (dst, _) = filled(&mut p.a, &zeros, Access::LOCAL_WRITE);
                 let remote = RemoteBuf { stag, to: 0 };
-                p.a.endpoint_mut().post_read(ca, wr, dst, remote).unwrap();
+                p.a.endpoint_mut()
+                    .post(ca, WorkRequest::read(wr, dst, remote))
+                    .unwrap();
                 (true, dst)
             }
         };

@@ -1,31 +1,53 @@
 //! Where placed data lives. ddp never holds registered memory: the caller implements [`Memory`]
 //! (the dataplane over pinned memory; tests over `Vec<u8>`), and ddp copies straight between
 //! frames and regions through it, so the one copy from the received frame is the only copy.
+//!
+//! The trait only copies, it never lends: registered memory is shared with the application
+//! (and, for a NIC, a device), so no reference into it may exist while ddp works on it.
 
 use std::collections::HashMap;
 
-/// A small caller-visible name for a registered memory region (the STag table's slot).
+/// A small caller-visible name for one registration of a memory region: the STag table's slot
+/// and the slot's generation. A slot is reused after deregistration under a new generation, so
+/// a handle kept by a work request (a posted receive, a Read's sink, a queued Send) never names
+/// the region registered in the slot later: the table and the memory refuse the stale handle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct RegionHandle(pub u32);
+pub struct RegionHandle {
+    index: u32,
+    generation: u32,
+}
+
+impl RegionHandle {
+    /// The handle of registration `generation` of slot `index` (the table makes these; other
+    /// [`Memory`] implementations and tests may too).
+    pub const fn new(index: u32, generation: u32) -> Self {
+        RegionHandle { index, generation }
+    }
+
+    /// The slot (the STag's 24-bit index).
+    pub const fn index(self) -> u32 {
+        self.index
+    }
+
+    /// Which registration of the slot this is.
+    pub const fn generation(self) -> u32 {
+        self.generation
+    }
+}
 
 /// Byte access to registered regions. `offset` is from the start of the region (0-based), and
 /// ddp only calls these after checking `offset + len` against the region's registered length.
 pub trait Memory {
     /// Copy `data` into `region` at `offset`.
     fn write(&mut self, region: RegionHandle, offset: u64, data: &[u8]);
-    /// Copy `out.len()` octets of `region` at `offset` into `out`.
+    /// Copy `out.len()` octets of `region` at `offset` into `out`. The transmit path calls it
+    /// with the frame itself as `out` (the one copy).
     fn read(&self, region: RegionHandle, offset: u64, out: &mut [u8]);
-
-    /// Lend `len` octets of `region` at `offset` without copying, if the memory can; the
-    /// transmit path then frames straight from the region (one copy instead of two).
-    fn read_slice(&self, region: RegionHandle, offset: u64, len: usize) -> Option<&[u8]> {
-        let _ = (region, offset, len);
-        None
-    }
 }
 
-/// A [`Memory`] over owned vectors, for tests and simple users. Unknown regions read as zeros and
-/// drop writes (an implementation bug would show up as wrong data in byte-for-byte checks).
+/// A [`Memory`] over owned vectors, for tests and simple users, keyed by the whole handle
+/// (generation included). Unknown regions read as zeros and drop writes (an implementation bug
+/// would show up as wrong data in byte-for-byte checks).
 #[derive(Debug, Default, Clone)]
 pub struct VecMemory {
     regions: HashMap<RegionHandle, Vec<u8>>,
@@ -51,6 +73,11 @@ impl VecMemory {
     pub fn get_mut(&mut self, region: RegionHandle) -> Option<&mut Vec<u8>> {
         self.regions.get_mut(&region)
     }
+
+    /// Detach the storage of `region` (after deregistration).
+    pub fn remove(&mut self, region: RegionHandle) -> Option<Vec<u8>> {
+        self.regions.remove(&region)
+    }
 }
 
 impl Memory for VecMemory {
@@ -61,13 +88,6 @@ impl Memory for VecMemory {
                 dst.copy_from_slice(data);
             }
         }
-    }
-
-    fn read_slice(&self, region: RegionHandle, offset: u64, len: usize) -> Option<&[u8]> {
-        let start = usize::try_from(offset).ok()?;
-        self.regions
-            .get(&region)?
-            .get(start..start.checked_add(len)?)
     }
 
     fn read(&self, region: RegionHandle, offset: u64, out: &mut [u8]) {

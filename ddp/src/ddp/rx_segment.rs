@@ -98,8 +98,11 @@ mod tests {
         assert_eq!(seg.len(), 200);
         assert!(seg.small_payload(18).is_none(), "not all in the prefix");
         let mut mem = VecMemory::new();
-        mem.insert(RegionHandle(1), vec![0; 300]);
-        seg.write_payload(&mut mem, RegionHandle(1), 10, 18);
-        assert_eq!(&mem.get(RegionHandle(1)).unwrap()[10..192], &whole[18..]);
+        mem.insert(RegionHandle::new(1, 1), vec![0; 300]);
+        seg.write_payload(&mut mem, RegionHandle::new(1, 1), 10, 18);
+        assert_eq!(
+            &mem.get(RegionHandle::new(1, 1)).unwrap()[10..192],
+            &whole[18..]
+        );
     }
 }

@@ -5,6 +5,11 @@
 //! STag = 24-bit slot index + 8-bit key. Keys come from a keyed PRF (SipHash-2-4 over a
 //! counter, keyed with the caller's seed) so a peer cannot guess a valid STag from old ones; the
 //! seed is an argument (the OS random source in production, a constant in tests).
+//!
+//! Slots are reused after deregistration, oldest free slot first, each time under a new
+//! generation and a key other than the slot's last one. A [`RegionHandle`] names one
+//! registration (slot and generation): every call that takes a handle refuses a stale one, so
+//! work posted on a region that was deregistered never reaches the slot's next region.
 
 use crate::ddp::error::DdpError;
 use crate::ddp::memory::RegionHandle;
@@ -13,6 +18,7 @@ use crate::rdmap::term_code::{RdmapError, TermCode};
 use core::fmt;
 use core::hash::Hasher;
 use siphasher::sip::SipHasher24;
+use std::collections::VecDeque;
 
 /// Access rights of a region (DDP-101).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -135,11 +141,22 @@ pub struct RegionRange {
 
 const MAX_INDEX: u32 = (1 << 24) - 1;
 
+/// One slot of the table: its current registration and how many it has had.
+#[derive(Debug, Clone, Copy, Default)]
+struct Slot {
+    /// Generation of the current (or, when empty, the last) registration.
+    generation: u32,
+    /// Key of the current (or last) registration's STag.
+    last_key: Option<u8>,
+    region: Option<Region>,
+}
+
 /// The STag table. Index 0 is never handed out, so STag 0 is never valid.
 #[derive(Debug)]
 pub struct StagTable {
-    slots: Vec<Option<Region>>,
-    free: Vec<u32>,
+    slots: Vec<Slot>,
+    /// Free slots, the longest free first (reuse as late as possible).
+    free: VecDeque<u32>,
     keys: KeyStream,
 }
 
@@ -178,8 +195,8 @@ impl StagTable {
     /// An empty table whose key generator is seeded with `seed`.
     pub fn new(seed: u64) -> Self {
         StagTable {
-            slots: vec![None],
-            free: Vec::new(),
+            slots: vec![Slot::default()],
+            free: VecDeque::new(),
             keys: KeyStream::new(seed),
         }
     }
@@ -193,55 +210,83 @@ impl StagTable {
         }
     }
 
-    /// Register a region; it is valid at once. Returns its handle and STag.
+    /// Register a region; it is valid at once. Returns its handle and STag. A reused slot gets
+    /// a new generation and a key other than its last one, so the slot's previous STag does
+    /// not reach the new region.
     pub fn register(&mut self, spec: RegionSpec) -> Result<(RegionHandle, Stag), RegisterFault> {
-        let index = match self.free.pop() {
+        let index = match self.free.pop_front() {
             Some(i) => i,
             None => {
                 let i = self.slots.len() as u32;
                 if i > MAX_INDEX {
                     return Err(RegisterFault::TableFull);
                 }
-                self.slots.push(None);
+                self.slots.push(Slot::default());
                 i
             }
         };
-        let key = self.fresh_key(None);
+        let last = self.slots[index as usize].last_key;
+        let key = self.fresh_key(last);
         let stag = Stag::new(index, key);
-        self.slots[index as usize] = Some(Region {
+        let slot = &mut self.slots[index as usize];
+        slot.generation = slot.generation.wrapping_add(1);
+        slot.last_key = Some(key);
+        slot.region = Some(Region {
             spec,
             stag,
             valid: true,
         });
-        Ok((RegionHandle(index), stag))
+        Ok((RegionHandle::new(index, slot.generation), stag))
     }
 
-    /// Remove a region; its handle and index may be reused later (with another key).
+    /// Remove a region; its slot may be reused later (another generation, another key). A stale
+    /// handle (the region was deregistered already) changes nothing.
     pub fn deregister(&mut self, handle: RegionHandle) -> Option<Region> {
-        let r = self.slots.get_mut(handle.0 as usize)?.take()?;
-        self.free.push(handle.0);
+        let slot = self.slot_mut(handle)?;
+        let r = slot.region.take()?;
+        self.free.push_back(handle.index());
         Some(r)
     }
 
-    /// The region behind a handle.
+    fn slot_mut(&mut self, handle: RegionHandle) -> Option<&mut Slot> {
+        self.slots
+            .get_mut(handle.index() as usize)
+            .filter(|s| s.generation == handle.generation() && s.region.is_some())
+    }
+
+    /// The region behind a handle; `None` once it has been deregistered (even when its slot
+    /// holds another region now).
     pub fn region(&self, handle: RegionHandle) -> Option<&Region> {
-        self.slots.get(handle.0 as usize)?.as_ref()
+        let s = self.slots.get(handle.index() as usize)?;
+        (s.generation == handle.generation())
+            .then_some(s.region.as_ref())
+            .flatten()
+    }
+
+    /// Whether `handle`'s registration is still in place.
+    pub fn is_registered(&self, handle: RegionHandle) -> bool {
+        self.region(handle).is_some()
+    }
+
+    fn handle_of(&self, index: u32) -> RegionHandle {
+        RegionHandle::new(index, self.slots[index as usize].generation)
     }
 
     /// The region an STag names (index and key must both match), valid or not.
     pub fn lookup(&self, stag: Stag) -> Option<(RegionHandle, &Region)> {
-        let r = self.slots.get(stag.index() as usize)?.as_ref()?;
-        (r.stag == stag).then_some((RegionHandle(stag.index()), r))
+        let s = self.slots.get(stag.index() as usize)?;
+        let r = s.region.as_ref()?;
+        (r.stag == stag).then_some((self.handle_of(stag.index()), r))
     }
 
     /// Local invalidation: the STag stops working at once, including for segments that arrive
     /// later out of order (DDP-91, DDP-102).
     pub fn invalidate(&mut self, stag: Stag) -> Result<RegionHandle, InvalidateFault> {
         let idx = stag.index() as usize;
-        match self.slots.get_mut(idx).and_then(|s| s.as_mut()) {
+        match self.slots.get_mut(idx).and_then(|s| s.region.as_mut()) {
             Some(r) if r.stag == stag && r.valid => {
                 r.valid = false;
-                Ok(RegionHandle(stag.index()))
+                Ok(self.handle_of(stag.index()))
             }
             _ => Err(InvalidateFault::Invalid),
         }
@@ -269,8 +314,10 @@ impl StagTable {
     pub fn revalidate(&mut self, handle: RegionHandle) -> Option<Stag> {
         let old = self.region(handle)?.stag.key();
         let key = self.fresh_key(Some(old));
-        let r = self.slots.get_mut(handle.0 as usize)?.as_mut()?;
-        r.stag = Stag::new(handle.0, key);
+        let slot = self.slot_mut(handle)?;
+        slot.last_key = Some(key);
+        let r = slot.region.as_mut()?;
+        r.stag = Stag::new(handle.index(), key);
         r.valid = true;
         Some(r.stag)
     }
@@ -518,6 +565,35 @@ mod tests {
             t.invalidate_remote(s, PdId(1), StreamId(0)),
             Err(InvalidateFault::Invalid)
         );
+    }
+
+    /// Slots are reused oldest-free first, under a new generation and a key other than the
+    /// slot's last: the old handle and the old STag reach nothing, the new ones work.
+    #[test]
+    fn a_reused_slot_refuses_the_old_handle_and_the_old_stag() {
+        let mut t = StagTable::new(3);
+        let (a, sa) = t.register(spec(0, 10, Access::ALL)).unwrap();
+        let (b, _) = t.register(spec(0, 10, Access::ALL)).unwrap();
+        t.deregister(a).unwrap();
+        t.deregister(b).unwrap();
+        assert!(t.deregister(a).is_none(), "twice: nothing");
+        let (c, sc) = t.register(spec(0, 20, Access::ALL)).unwrap();
+        assert_eq!(c.index(), a.index(), "the longest free slot first");
+        assert_ne!(c.generation(), a.generation());
+        assert_ne!(sc.key(), sa.key(), "another key than the slot's last");
+        assert!(t.region(a).is_none() && !t.is_registered(a));
+        assert!(t.is_registered(c));
+        assert_eq!(
+            t.check_local(a, 0, 1, Access::default()),
+            Err(LocalFault::InvalidRegion)
+        );
+        assert!(t.deregister(a).is_none(), "a stale handle removes nothing");
+        assert!(t.is_registered(c));
+        assert!(t.lookup(sa).is_none());
+        assert_eq!(t.lookup(sc).map(|(h, _)| h), Some(c));
+        assert!(t.revalidate(a).is_none());
+        let (d, _) = t.register(spec(0, 10, Access::ALL)).unwrap();
+        assert_eq!(d.index(), b.index());
     }
 
     #[test]

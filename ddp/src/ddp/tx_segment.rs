@@ -72,33 +72,32 @@ impl TxSegment {
         false
     }
 
-    /// The payload as a borrowed slice when no copy is needed: inline payloads, or region
-    /// payloads the memory can lend ([`Memory::read_slice`]).
-    pub fn payload_slice<'a, M: Memory + ?Sized>(&'a self, mem: &'a M) -> Option<&'a [u8]> {
+    /// Copy ULPDU octets `[at, at + dst.len())` (header, then payload; `at + dst.len()` at
+    /// most [`len`](Self::len)) into `dst`: region payloads through [`Memory::read`], so the
+    /// framer can copy a segment straight into its frame piece by piece.
+    pub fn copy_ulpdu_range<M: Memory + ?Sized>(&self, mem: &M, at: usize, dst: &mut [u8]) {
+        let hl = usize::from(self.header_len);
+        let mut dst = dst;
+        let mut at = at;
+        if at < hl {
+            let n = (hl - at).min(dst.len());
+            dst[..n].copy_from_slice(&self.header[at..at + n]);
+            dst = &mut dst[n..];
+            at += n;
+        }
+        if dst.is_empty() {
+            return;
+        }
+        let p = at - hl;
         match &self.payload {
-            TxPayload::Inline { bytes, len } => Some(&bytes[..usize::from(*len)]),
-            TxPayload::Region { len: 0, .. } => Some(&[]),
-            TxPayload::Region {
-                region,
-                offset,
-                len,
-            } => mem.read_slice(*region, *offset, *len as usize),
+            TxPayload::Inline { bytes, .. } => dst.copy_from_slice(&bytes[p..p + dst.len()]),
+            TxPayload::Region { region, offset, .. } => mem.read(*region, offset + p as u64, dst),
         }
     }
 
     /// Write the whole ULPDU into the front of `out` (at least `len()` octets); returns `len()`.
     pub fn write_ulpdu<M: Memory + ?Sized>(&self, mem: &M, out: &mut [u8]) -> usize {
-        let hl = usize::from(self.header_len);
-        out[..hl].copy_from_slice(self.header());
-        let body = &mut out[hl..self.len()];
-        match &self.payload {
-            TxPayload::Inline { bytes, len } => body.copy_from_slice(&bytes[..usize::from(*len)]),
-            TxPayload::Region { region, offset, .. } => {
-                if !body.is_empty() {
-                    mem.read(*region, *offset, body);
-                }
-            }
-        }
+        self.copy_ulpdu_range(mem, 0, &mut out[..self.len()]);
         self.len()
     }
 }

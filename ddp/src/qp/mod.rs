@@ -44,7 +44,7 @@ use crate::ddp::tx_segment::TxSegment;
 use crate::rdmap::completion::WorkCompletion;
 use crate::rdmap::engine::{RdmapConfig, RdmapEngine, RdmapEvent, RdmapState, RdmapStats};
 use crate::rdmap::terminate::TerminateRepr;
-use crate::rdmap::work_request::{LocalBuf, RemoteBuf, SendOpts, WorkRequestError};
+use crate::rdmap::work_request::{WorkRequest, WorkRequestError};
 
 /// Settings of a queue pair.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -167,7 +167,6 @@ pub struct Qp {
     tx_seq_start: u64,
     /// Receive offset of the next FPDU the stream parser will give.
     rx_fpdu_pos: u64,
-    ulpdu_tx: Vec<u8>,
     /// FPDUs sent and not yet acknowledged: (start, end, descriptor), when kept.
     unacked: VecDeque<(u64, u64, TxSegment)>,
     /// Index in `unacked` of the FPDU `rebuild_fpdu` most likely asks for next (the one after
@@ -201,7 +200,6 @@ impl Qp {
             rx_seq_start: 0,
             tx_seq_start: 0,
             rx_fpdu_pos: 0,
-            ulpdu_tx: vec![0; mpa::MAX_ULPDU_LEN],
             unacked: VecDeque::new(),
             unacked_hint: 0,
             events: VecDeque::new(),
@@ -289,47 +287,9 @@ impl Qp {
     // ----------------------------------------------------------------------------------------
     // Work requests (may be posted before establishment)
 
-    /// Post a receive buffer (see [`RdmapEngine::post_recv`]).
-    pub fn post_recv(
-        &mut self,
-        tags: &StagTable,
-        wr_id: u64,
-        buf: LocalBuf,
-    ) -> Result<(), WorkRequestError> {
-        self.engine.post_recv(tags, wr_id, buf)
-    }
-
-    /// Post a Send (see [`RdmapEngine::post_send`]).
-    pub fn post_send(
-        &mut self,
-        tags: &StagTable,
-        wr_id: u64,
-        buf: LocalBuf,
-        opts: SendOpts,
-    ) -> Result<(), WorkRequestError> {
-        self.engine.post_send(tags, wr_id, buf, opts)
-    }
-
-    /// Post an RDMA Write (see [`RdmapEngine::post_write`]).
-    pub fn post_write(
-        &mut self,
-        tags: &StagTable,
-        wr_id: u64,
-        buf: LocalBuf,
-        remote: RemoteBuf,
-    ) -> Result<(), WorkRequestError> {
-        self.engine.post_write(tags, wr_id, buf, remote)
-    }
-
-    /// Post an RDMA Read (see [`RdmapEngine::post_read`]).
-    pub fn post_read(
-        &mut self,
-        tags: &StagTable,
-        wr_id: u64,
-        buf: LocalBuf,
-        remote: RemoteBuf,
-    ) -> Result<(), WorkRequestError> {
-        self.engine.post_read(tags, wr_id, buf, remote)
+    /// Post a work request (see [`RdmapEngine::post`]).
+    pub fn post(&mut self, tags: &StagTable, wr: WorkRequest) -> Result<(), WorkRequestError> {
+        self.engine.post(tags, wr)
     }
 
     /// The next work completion.
@@ -377,6 +337,13 @@ impl Qp {
     /// reception continues. Close TCP once [`Qp::is_idle`] says everything was acknowledged.
     pub fn close(&mut self) {
         self.engine.close();
+    }
+
+    /// The ULP closes the queue pair for good (see [`RdmapEngine::shutdown`]): receives and
+    /// Reads flush now, nothing more is placed, posted Sends and Writes still go out. Close TCP
+    /// once [`Qp::is_idle`] (or abort after a timeout).
+    pub fn shutdown(&mut self) {
+        self.engine.shutdown();
     }
 
     /// Abortive teardown (DDP-75): flush every work request, send nothing more.

@@ -6,6 +6,7 @@ use crate::ddp::stag::Stag;
 use crate::ddp::stag_table::{Access, PdId, RegionSpec, StreamId};
 use crate::rdmap::completion::{WcOpcode, WcStatus};
 use crate::rdmap::term_code::LlpError;
+use crate::rdmap::work_request::{LocalBuf, RemoteBuf, SendOpts, WorkRequest};
 
 pub(crate) struct End {
     pub qp: Qp,
@@ -88,7 +89,7 @@ fn one_way(src: &mut End, dst: &mut End, chunk: usize) -> bool {
     let now = Instant::now();
     let mut buf = vec![0u8; 70_000];
     let mut moved = false;
-    while let Some(n) = src.qp.poll_transmit(&src.mem, &mut buf) {
+    while let Some(n) = src.qp.poll_transmit(&src.tags, &src.mem, &mut buf) {
         dst.inbox.extend_from_slice(&buf[..n]);
         moved = true;
     }
@@ -142,24 +143,28 @@ fn run_all_ops(markers: bool, crc: bool, len: usize, chunk: usize) {
     let (bsrc, bsrc_stag) = b.region(len, Access::REMOTE_READ, pattern(2));
     let l = len as u32;
     // Work posted before the connection is up.
-    b.qp.post_recv(
+    b.qp.post(
         &b.tags,
-        100,
-        LocalBuf {
-            region: brecv,
-            offset: 0,
-            len: l,
-        },
+        WorkRequest::recv(
+            100,
+            LocalBuf {
+                region: brecv,
+                offset: 0,
+                len: l,
+            },
+        ),
     )
     .unwrap();
-    b.qp.post_recv(
+    b.qp.post(
         &b.tags,
-        101,
-        LocalBuf {
-            region: brecv,
-            offset: len as u64,
-            len: l,
-        },
+        WorkRequest::recv(
+            101,
+            LocalBuf {
+                region: brecv,
+                offset: len as u64,
+                len: l,
+            },
+        ),
     )
     .unwrap();
     let src = LocalBuf {
@@ -167,26 +172,30 @@ fn run_all_ops(markers: bool, crc: bool, len: usize, chunk: usize) {
         offset: 0,
         len: l,
     };
-    a.qp.post_send(&a.tags, 1, src, SendOpts::default())
+    a.qp.post(&a.tags, WorkRequest::send(1, src, SendOpts::default()))
         .unwrap();
-    a.qp.post_send(
+    a.qp.post(
         &a.tags,
-        2,
-        src,
-        SendOpts {
-            solicited: false,
-            invalidate: Some(binv),
-        },
+        WorkRequest::send(
+            2,
+            src,
+            SendOpts {
+                solicited: false,
+                invalidate: Some(binv),
+            },
+        ),
     )
     .unwrap();
-    a.qp.post_write(
+    a.qp.post(
         &a.tags,
-        3,
-        src,
-        RemoteBuf {
-            stag: bstag,
-            to: 0x10_0000,
-        },
+        WorkRequest::write(
+            3,
+            src,
+            RemoteBuf {
+                stag: bstag,
+                to: 0x10_0000,
+            },
+        ),
     )
     .unwrap();
     let rd = LocalBuf {
@@ -194,14 +203,16 @@ fn run_all_ops(markers: bool, crc: bool, len: usize, chunk: usize) {
         offset: 0,
         len: l,
     };
-    a.qp.post_read(
+    a.qp.post(
         &a.tags,
-        4,
-        rd,
-        RemoteBuf {
-            stag: bsrc_stag,
-            to: 0x10_0000,
-        },
+        WorkRequest::read(
+            4,
+            rd,
+            RemoteBuf {
+                stag: bsrc_stag,
+                to: 0x10_0000,
+            },
+        ),
     )
     .unwrap();
     pump(&mut a, &mut b, chunk);
@@ -307,7 +318,7 @@ fn fpdus(src: &mut End) -> Vec<(u64, Vec<u8>)> {
     let mut v = Vec::new();
     loop {
         let pos = src.qp.tx_offset();
-        let Some(n) = src.qp.poll_transmit(&src.mem, &mut buf) else {
+        let Some(n) = src.qp.poll_transmit(&src.tags, &src.mem, &mut buf) else {
             break;
         };
         v.push((pos, buf[..n].to_vec()));
@@ -327,39 +338,45 @@ fn out_of_order_segments_placed_then_delivered_in_order() {
         let (asrc, _) = a.region(n, Access::LOCAL_WRITE, pattern(4));
         let (bwin, bstag) = b.region(n, Access::REMOTE_WRITE, |_| 0);
         let (brecv, _) = b.region(64, Access::LOCAL_WRITE, |_| 0);
-        b.qp.post_recv(
+        b.qp.post(
             &b.tags,
-            9,
-            LocalBuf {
-                region: brecv,
-                offset: 0,
-                len: 64,
-            },
+            WorkRequest::recv(
+                9,
+                LocalBuf {
+                    region: brecv,
+                    offset: 0,
+                    len: 64,
+                },
+            ),
         )
         .unwrap();
-        a.qp.post_write(
+        a.qp.post(
             &a.tags,
-            1,
-            LocalBuf {
-                region: asrc,
-                offset: 0,
-                len: n as u32,
-            },
-            RemoteBuf {
-                stag: bstag,
-                to: 0x10_0000,
-            },
+            WorkRequest::write(
+                1,
+                LocalBuf {
+                    region: asrc,
+                    offset: 0,
+                    len: n as u32,
+                },
+                RemoteBuf {
+                    stag: bstag,
+                    to: 0x10_0000,
+                },
+            ),
         )
         .unwrap();
-        a.qp.post_send(
+        a.qp.post(
             &a.tags,
-            2,
-            LocalBuf {
-                region: asrc,
-                offset: 0,
-                len: 64,
-            },
-            SendOpts::default(),
+            WorkRequest::send(
+                2,
+                LocalBuf {
+                    region: asrc,
+                    offset: 0,
+                    len: 64,
+                },
+                SendOpts::default(),
+            ),
         )
         .unwrap();
         let mut segs = fpdus(&mut a);
@@ -400,36 +417,42 @@ fn corrupted_crc_terminates_with_llp_code() {
     let (asrc, _) = a.region(100, Access::LOCAL_WRITE, pattern(1));
     let (brecv, _) = b.region(200, Access::LOCAL_WRITE, |_| 0);
     for i in 0..2 {
-        b.qp.post_recv(
+        b.qp.post(
             &b.tags,
-            5 + i,
-            LocalBuf {
-                region: brecv,
-                offset: 100 * i,
-                len: 100,
-            },
+            WorkRequest::recv(
+                5 + i,
+                LocalBuf {
+                    region: brecv,
+                    offset: 100 * i,
+                    len: 100,
+                },
+            ),
         )
         .unwrap();
-        a.qp.post_send(
+        a.qp.post(
             &a.tags,
-            1 + i,
+            WorkRequest::send(
+                1 + i,
+                LocalBuf {
+                    region: asrc,
+                    offset: 0,
+                    len: 100,
+                },
+                SendOpts::default(),
+            ),
+        )
+        .unwrap();
+    }
+    a.qp.post(
+        &a.tags,
+        WorkRequest::recv(
+            7,
             LocalBuf {
                 region: asrc,
                 offset: 0,
                 len: 100,
             },
-            SendOpts::default(),
-        )
-        .unwrap();
-    }
-    a.qp.post_recv(
-        &a.tags,
-        7,
-        LocalBuf {
-            region: asrc,
-            offset: 0,
-            len: 100,
-        },
+        ),
     )
     .unwrap();
     let mut segs = fpdus(&mut a);
@@ -503,15 +526,17 @@ fn bad_stag_and_bounds_over_mpa() {
                 to: 0x10_0000 + off,
             },
         };
-        a.qp.post_write(
+        a.qp.post(
             &a.tags,
-            1,
-            LocalBuf {
-                region: asrc,
-                offset: 0,
-                len: 16,
-            },
-            remote,
+            WorkRequest::write(
+                1,
+                LocalBuf {
+                    region: asrc,
+                    offset: 0,
+                    len: 16,
+                },
+                remote,
+            ),
         )
         .unwrap();
         pump(&mut a, &mut b, 1 << 20);
@@ -566,50 +591,58 @@ fn responder_waits_for_first_fpdu() {
     let (mut a, mut b) = pair(false, true);
     pump(&mut a, &mut b, 1 << 20);
     let (bsrc, _) = b.region(8, Access::LOCAL_WRITE, pattern(1));
-    b.qp.post_send(
+    b.qp.post(
         &b.tags,
-        1,
-        LocalBuf {
-            region: bsrc,
-            offset: 0,
-            len: 8,
-        },
-        SendOpts::default(),
+        WorkRequest::send(
+            1,
+            LocalBuf {
+                region: bsrc,
+                offset: 0,
+                len: 8,
+            },
+            SendOpts::default(),
+        ),
     )
     .unwrap();
     assert!(fpdus(&mut b).is_empty());
     let (asrc, _) = a.region(8, Access::LOCAL_WRITE, pattern(1));
     let (arecv, _) = a.region(8, Access::LOCAL_WRITE, |_| 0);
-    a.qp.post_recv(
+    a.qp.post(
         &a.tags,
-        2,
-        LocalBuf {
-            region: arecv,
-            offset: 0,
-            len: 8,
-        },
+        WorkRequest::recv(
+            2,
+            LocalBuf {
+                region: arecv,
+                offset: 0,
+                len: 8,
+            },
+        ),
     )
     .unwrap();
     let (brecv, _) = b.region(8, Access::LOCAL_WRITE, |_| 0);
-    b.qp.post_recv(
+    b.qp.post(
         &b.tags,
-        3,
-        LocalBuf {
-            region: brecv,
-            offset: 0,
-            len: 8,
-        },
+        WorkRequest::recv(
+            3,
+            LocalBuf {
+                region: brecv,
+                offset: 0,
+                len: 8,
+            },
+        ),
     )
     .unwrap();
-    a.qp.post_send(
+    a.qp.post(
         &a.tags,
-        4,
-        LocalBuf {
-            region: asrc,
-            offset: 0,
-            len: 8,
-        },
-        SendOpts::default(),
+        WorkRequest::send(
+            4,
+            LocalBuf {
+                region: asrc,
+                offset: 0,
+                len: 8,
+            },
+            SendOpts::default(),
+        ),
     )
     .unwrap();
     pump(&mut a, &mut b, 1 << 20);
@@ -629,24 +662,28 @@ fn graceful_close_drains_then_idle() {
     let (brecv, _) = b.region(5000, Access::LOCAL_WRITE, |_| 0);
     let (arecv, _) = a.region(8, Access::LOCAL_WRITE, |_| 0);
     let (bsrc, _) = b.region(8, Access::LOCAL_WRITE, pattern(2));
-    b.qp.post_recv(
+    b.qp.post(
         &b.tags,
-        1,
-        LocalBuf {
-            region: brecv,
-            offset: 0,
-            len: 5000,
-        },
+        WorkRequest::recv(
+            1,
+            LocalBuf {
+                region: brecv,
+                offset: 0,
+                len: 5000,
+            },
+        ),
     )
     .unwrap();
-    a.qp.post_recv(
+    a.qp.post(
         &a.tags,
-        2,
-        LocalBuf {
-            region: arecv,
-            offset: 0,
-            len: 8,
-        },
+        WorkRequest::recv(
+            2,
+            LocalBuf {
+                region: arecv,
+                offset: 0,
+                len: 8,
+            },
+        ),
     )
     .unwrap();
     let buf = LocalBuf {
@@ -654,23 +691,25 @@ fn graceful_close_drains_then_idle() {
         offset: 0,
         len: 5000,
     };
-    a.qp.post_send(&a.tags, 3, buf, SendOpts::default())
+    a.qp.post(&a.tags, WorkRequest::send(3, buf, SendOpts::default()))
         .unwrap();
     a.qp.close();
     assert_eq!(
-        a.qp.post_send(&a.tags, 4, buf, SendOpts::default()),
+        a.qp.post(&a.tags, WorkRequest::send(4, buf, SendOpts::default())),
         Err(WorkRequestError::InvalidState)
     );
     assert!(!a.qp.is_idle());
-    b.qp.post_send(
+    b.qp.post(
         &b.tags,
-        5,
-        LocalBuf {
-            region: bsrc,
-            offset: 0,
-            len: 8,
-        },
-        SendOpts::default(),
+        WorkRequest::send(
+            5,
+            LocalBuf {
+                region: bsrc,
+                offset: 0,
+                len: 8,
+            },
+            SendOpts::default(),
+        ),
     )
     .unwrap();
     pump(&mut a, &mut b, 1 << 20);
@@ -692,14 +731,16 @@ fn graceful_close_drains_then_idle() {
 fn bad_startup_frame_fails_once() {
     let (_, mut b) = pair(false, true);
     let (brecv, _) = b.region(8, Access::LOCAL_WRITE, |_| 0);
-    b.qp.post_recv(
+    b.qp.post(
         &b.tags,
-        1,
-        LocalBuf {
-            region: brecv,
-            offset: 0,
-            len: 8,
-        },
+        WorkRequest::recv(
+            1,
+            LocalBuf {
+                region: brecv,
+                offset: 0,
+                len: 8,
+            },
+        ),
     )
     .unwrap();
     b.qp.handle_rx_bytes(
@@ -718,7 +759,10 @@ fn bad_startup_frame_fails_once() {
             .collect::<Vec<_>>(),
         [(1, WcStatus::Flushed)]
     );
-    assert!(b.qp.poll_transmit(&b.mem, &mut [0u8; 100]).is_none());
+    assert!(b
+        .qp
+        .poll_transmit(&b.tags, &b.mem, &mut [0u8; 100])
+        .is_none());
 }
 
 proptest::proptest! {
@@ -728,25 +772,13 @@ proptest::proptest! {
     fn arbitrary_rx_bytes_never_panic(data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..600), markers: bool, crc: bool) {
         let (mut a, mut b) = pair(markers, crc);
         b.qp.handle_rx_bytes(&mut b.tags, &mut b.mem, Instant::now(), &data);
-        let _ = b.qp.poll_transmit(&b.mem, &mut [0u8; 2000]);
+        let _ = b.qp.poll_transmit(&b.tags, &b.mem, &mut [0u8; 2000]);
         let (mut a2, mut b2) = pair(markers, crc);
         pump(&mut a2, &mut b2, 1 << 20);
         b2.qp.handle_rx_bytes(&mut b2.tags, &mut b2.mem, Instant::now(), &data);
         let _ = b2.qp.handle_segment(&b2.tags, &mut b2.mem, b2.qp.rx_seq_start() + 4, &data);
         pump(&mut a2, &mut b2, 100);
-        let _ = a.qp.poll_transmit(&a.mem, &mut [0u8; 2000]);
-    }
-}
-
-/// A memory that only copies (no `read_slice`), to exercise the copying transmit path.
-struct CopyOnly<'a>(&'a VecMemory);
-
-impl Memory for CopyOnly<'_> {
-    fn write(&mut self, _: RegionHandle, _: u64, _: &[u8]) {
-        unreachable!("transmit never writes")
-    }
-    fn read(&self, region: RegionHandle, offset: u64, out: &mut [u8]) {
-        self.0.read(region, offset, out)
+        let _ = a.qp.poll_transmit(&a.tags, &a.mem, &mut [0u8; 2000]);
     }
 }
 
@@ -762,66 +794,69 @@ fn rebuild_fpdu_reproduces_the_same_octets() {
         let (asrc, _) = a.region(10_000, Access::LOCAL_WRITE, pattern(6));
         let (_, bstag) = b.region(10_000, Access::REMOTE_WRITE | Access::REMOTE_READ, |_| 0);
         let (aread, _) = a.region(100, Access::LOCAL_WRITE, |_| 0);
-        a.qp.post_write(
+        a.qp.post(
             &a.tags,
-            1,
-            LocalBuf {
-                region: asrc,
-                offset: 0,
-                len: 10_000,
-            },
-            RemoteBuf {
-                stag: bstag,
-                to: 0x10_0000,
-            },
+            WorkRequest::write(
+                1,
+                LocalBuf {
+                    region: asrc,
+                    offset: 0,
+                    len: 10_000,
+                },
+                RemoteBuf {
+                    stag: bstag,
+                    to: 0x10_0000,
+                },
+            ),
         )
         .unwrap();
-        a.qp.post_read(
+        a.qp.post(
             &a.tags,
-            2,
-            LocalBuf {
-                region: aread,
-                offset: 0,
-                len: 100,
-            },
-            RemoteBuf {
-                stag: bstag,
-                to: 0x10_0000,
-            },
+            WorkRequest::read(
+                2,
+                LocalBuf {
+                    region: aread,
+                    offset: 0,
+                    len: 100,
+                },
+                RemoteBuf {
+                    stag: bstag,
+                    to: 0x10_0000,
+                },
+            ),
         )
         .unwrap();
         let sent = fpdus(&mut a);
         assert!(sent.len() > 5);
         let mut out = vec![0u8; 70_000];
         for (pos, bytes) in &sent {
-            let n = a.qp.rebuild_fpdu(&a.mem, *pos, &mut out).expect("kept");
-            assert_eq!(&out[..n], &bytes[..], "FPDU at {pos} rebuilt identically");
-            // Same octets through the copying path (a memory that cannot lend slices).
             let n =
-                a.qp.rebuild_fpdu(&CopyOnly(&a.mem), *pos, &mut out)
+                a.qp.rebuild_fpdu(&a.tags, &a.mem, *pos, &mut out)
                     .expect("kept");
-            assert_eq!(
-                &out[..n],
-                &bytes[..],
-                "FPDU at {pos} rebuilt identically by copy"
-            );
+            assert_eq!(&out[..n], &bytes[..], "FPDU at {pos} rebuilt identically");
         }
         // Backwards and skipping: every lookup misses the next-in-order guess.
         for (pos, bytes) in sent.iter().rev().step_by(2) {
-            let n = a.qp.rebuild_fpdu(&a.mem, *pos, &mut out).expect("kept");
+            let n =
+                a.qp.rebuild_fpdu(&a.tags, &a.mem, *pos, &mut out)
+                    .expect("kept");
             assert_eq!(&out[..n], &bytes[..], "FPDU at {pos} rebuilt out of order");
         }
         assert!(
-            a.qp.rebuild_fpdu(&a.mem, sent[0].0 + 1, &mut out).is_none(),
+            a.qp.rebuild_fpdu(&a.tags, &a.mem, sent[0].0 + 1, &mut out)
+                .is_none(),
             "no FPDU starts there"
         );
         a.qp.on_acked(sent[2].0);
         assert!(
-            a.qp.rebuild_fpdu(&a.mem, sent[1].0, &mut out).is_none(),
+            a.qp.rebuild_fpdu(&a.tags, &a.mem, sent[1].0, &mut out)
+                .is_none(),
             "acknowledged: forgotten"
         );
         for (pos, bytes) in &sent[2..] {
-            let n = a.qp.rebuild_fpdu(&a.mem, *pos, &mut out).expect("kept");
+            let n =
+                a.qp.rebuild_fpdu(&a.tags, &a.mem, *pos, &mut out)
+                    .expect("kept");
             assert_eq!(&out[..n], &bytes[..], "FPDU at {pos} rebuilt after the ACK");
         }
         // The rebuilt stream is a valid stream for the peer.
@@ -829,6 +864,41 @@ fn rebuild_fpdu_reproduces_the_same_octets() {
             b.qp.handle_rx_bytes(&mut b.tags, &mut b.mem, Instant::now(), bytes);
         }
         assert!(!b.qp.is_error());
+    }
+}
+
+/// A region deregistered while its FPDUs are unacknowledged: they cannot be rebuilt (the
+/// transport must give the connection up), and the slot's next region is never read for them.
+#[test]
+fn no_rebuild_from_a_deregistered_region() {
+    let (mut a, mut b) = pair(false, true);
+    a.qp.cfg.keep_for_retransmit = true;
+    pump(&mut a, &mut b, 1 << 20);
+    let (src, _) = a.region(3000, Access::LOCAL_WRITE, pattern(6));
+    let (_, bstag) = b.region(3000, Access::REMOTE_WRITE, |_| 0);
+    let local = LocalBuf {
+        region: src,
+        offset: 0,
+        len: 3000,
+    };
+    let remote = RemoteBuf {
+        stag: bstag,
+        to: 0x10_0000,
+    };
+    a.qp.post(&a.tags, WorkRequest::write(1, local, remote))
+        .unwrap();
+    let sent = fpdus(&mut a);
+    let mut out = vec![0u8; 70_000];
+    assert!(a
+        .qp
+        .rebuild_fpdu(&a.tags, &a.mem, sent[0].0, &mut out)
+        .is_some());
+    a.tags.deregister(src).unwrap();
+    a.mem.remove(src);
+    let (next, _) = a.region(3000, Access::LOCAL_WRITE, pattern(7));
+    assert_eq!(next.index(), src.index(), "the slot is reused");
+    for (pos, _) in &sent {
+        assert!(a.qp.rebuild_fpdu(&a.tags, &a.mem, *pos, &mut out).is_none());
     }
 }
 
@@ -852,11 +922,16 @@ fn claimed_fpdus_framed_once_by_rebuild_make_a_valid_stream() {
             offset: 0,
             len: 10_000,
         };
-        a.qp.post_write(&a.tags, 1, local, remote).unwrap();
-        assert_eq!(a.qp.poll_fpdu_record(0), None, "nothing fits in 0 octets");
+        a.qp.post(&a.tags, WorkRequest::write(1, local, remote))
+            .unwrap();
+        assert_eq!(
+            a.qp.poll_fpdu_record(&a.tags, 0),
+            None,
+            "nothing fits in 0 octets"
+        );
         let mut out = vec![0u8; 70_000];
         let mut claimed = Vec::new();
-        while let Some((pos, len)) = a.qp.poll_fpdu_record(1500) {
+        while let Some((pos, len)) = a.qp.poll_fpdu_record(&a.tags, 1500) {
             assert!(len <= 1500, "FPDU of {len} octets exceeds the room given");
             assert_eq!(
                 pos + len as u64,
@@ -864,7 +939,7 @@ fn claimed_fpdus_framed_once_by_rebuild_make_a_valid_stream() {
                 "offsets advance by the wire length"
             );
             let n =
-                a.qp.rebuild_fpdu(&a.mem, pos, &mut out)
+                a.qp.rebuild_fpdu(&a.tags, &a.mem, pos, &mut out)
                     .expect("claimed FPDU is kept");
             assert_eq!(n, len, "rebuilt length equals the claimed length");
             claimed.push(out[..n].to_vec());
@@ -879,7 +954,8 @@ fn claimed_fpdus_framed_once_by_rebuild_make_a_valid_stream() {
         );
         // FPDUs framed by poll_transmit after claimed ones sit at the right stream offsets
         // (markers where the peer expects them): claiming kept the framer's offset exact.
-        a.qp.post_write(&a.tags, 2, local, remote).unwrap();
+        a.qp.post(&a.tags, WorkRequest::write(2, local, remote))
+            .unwrap();
         for (_, bytes) in fpdus(&mut a) {
             b.qp.handle_rx_bytes(&mut b.tags, &mut b.mem, Instant::now(), &bytes);
         }
@@ -920,25 +996,29 @@ fn new_established_from_negotiated() {
         assert!(matches!(&a.events()[..], [QpEvent::Established { .. }]));
         let (asrc, _) = a.region(3000, Access::LOCAL_WRITE, pattern(8));
         let (brecv, _) = b.region(3000, Access::LOCAL_WRITE, |_| 0);
-        b.qp.post_recv(
+        b.qp.post(
             &b.tags,
-            1,
-            LocalBuf {
-                region: brecv,
-                offset: 0,
-                len: 3000,
-            },
+            WorkRequest::recv(
+                1,
+                LocalBuf {
+                    region: brecv,
+                    offset: 0,
+                    len: 3000,
+                },
+            ),
         )
         .unwrap();
-        a.qp.post_send(
+        a.qp.post(
             &a.tags,
-            2,
-            LocalBuf {
-                region: asrc,
-                offset: 0,
-                len: 3000,
-            },
-            SendOpts::default(),
+            WorkRequest::send(
+                2,
+                LocalBuf {
+                    region: asrc,
+                    offset: 0,
+                    len: 3000,
+                },
+                SendOpts::default(),
+            ),
         )
         .unwrap();
         pump(&mut a, &mut b, 333);
@@ -962,20 +1042,22 @@ fn poll_transmit_batch_fills_whole_fpdus() {
         offset: 0,
         len: 100_000,
     };
-    a.qp.post_write(
+    a.qp.post(
         &a.tags,
-        1,
-        l,
-        RemoteBuf {
-            stag: bstag,
-            to: 0x10_0000,
-        },
+        WorkRequest::write(
+            1,
+            l,
+            RemoteBuf {
+                stag: bstag,
+                to: 0x10_0000,
+            },
+        ),
     )
     .unwrap();
     let mut buf = vec![0u8; 16_384];
     let mut batches = 0;
     loop {
-        let n = a.qp.poll_transmit_batch(&a.mem, &mut buf);
+        let n = a.qp.poll_transmit_batch(&a.tags, &a.mem, &mut buf);
         if n == 0 {
             break;
         }
@@ -1013,13 +1095,14 @@ fn out_of_order_then_in_order_bytes_deliver_once() {
                 offset: 10_000 * i,
                 len: 10_000,
             };
-            b.qp.post_recv(&b.tags, 10 + i, r).unwrap();
+            b.qp.post(&b.tags, WorkRequest::recv(10 + i, r)).unwrap();
             let s = LocalBuf {
                 region: asrc,
                 offset: 5000 * i,
                 len: 10_000,
             };
-            a.qp.post_send(&a.tags, i, s, SendOpts::default()).unwrap();
+            a.qp.post(&a.tags, WorkRequest::send(i, s, SendOpts::default()))
+                .unwrap();
         }
         let segs = fpdus(&mut a);
         // Every third FPDU arrives early, out of order.
@@ -1062,11 +1145,11 @@ proptest::proptest! {
         let (brecv, _) = b.region(9_000, Access::LOCAL_WRITE, |_| 0);
         let (bwin, bstag) = b.region(12_000, Access::REMOTE_WRITE, |_| 0);
         for i in 0..3u64 {
-            b.qp.post_recv(&b.tags, i, LocalBuf { region: brecv, offset: 3000 * i, len: 3000 }).unwrap();
-            a.qp.post_send(&a.tags, i, LocalBuf { region: asrc, offset: 1000 * i, len: 3000 }, SendOpts::default()).unwrap();
+            b.qp.post(&b.tags, WorkRequest::recv(i, LocalBuf { region: brecv, offset: 3000 * i, len: 3000 })).unwrap();
+            a.qp.post(&a.tags, WorkRequest::send(i, LocalBuf { region: asrc, offset: 1000 * i, len: 3000 }, SendOpts::default())).unwrap();
         }
         let w = LocalBuf { region: asrc, offset: 0, len: 12_000 };
-        a.qp.post_write(&a.tags, 9, w, RemoteBuf { stag: bstag, to: 0x10_0000 }).unwrap();
+        a.qp.post(&a.tags, WorkRequest::write(9, w, RemoteBuf { stag: bstag, to: 0x10_0000 })).unwrap();
         let segs = fpdus(&mut a);
         let end = a.qp.tx_offset();
         // Random picks (with repeats), then every segment once so none is missing.
@@ -1107,21 +1190,23 @@ fn unaligned_segments_located_by_markers() {
             offset: 200 * i,
             len: 200,
         };
-        b.qp.post_recv(&b.tags, i, r).unwrap();
+        b.qp.post(&b.tags, WorkRequest::recv(i, r)).unwrap();
     }
     let w = LocalBuf {
         region: asrc,
         offset: 0,
         len: 30_000,
     };
-    a.qp.post_write(
+    a.qp.post(
         &a.tags,
-        7,
-        w,
-        RemoteBuf {
-            stag: bstag,
-            to: 0x10_0000,
-        },
+        WorkRequest::write(
+            7,
+            w,
+            RemoteBuf {
+                stag: bstag,
+                to: 0x10_0000,
+            },
+        ),
     )
     .unwrap();
     for i in 0..3u64 {
@@ -1130,7 +1215,8 @@ fn unaligned_segments_located_by_markers() {
             offset: 100 * i,
             len: 200,
         };
-        a.qp.post_send(&a.tags, i, s, SendOpts::default()).unwrap();
+        a.qp.post(&a.tags, WorkRequest::send(i, s, SendOpts::default()))
+            .unwrap();
     }
     let segs = fpdus(&mut a);
     let start = segs[0].0;
@@ -1200,18 +1286,20 @@ fn set_pd_moves_tagged_checks_to_the_new_domain() {
     b.qp.accept(b"").unwrap();
     let (asrc, _) = a.region(64, Access::LOCAL_WRITE, pattern(3));
     pump(&mut a, &mut b, 64);
-    a.qp.post_write(
+    a.qp.post(
         &a.tags,
-        1,
-        LocalBuf {
-            region: asrc,
-            offset: 0,
-            len: 64,
-        },
-        RemoteBuf {
-            stag: bstag,
-            to: 0x10_0000,
-        },
+        WorkRequest::write(
+            1,
+            LocalBuf {
+                region: asrc,
+                offset: 0,
+                len: 64,
+            },
+            RemoteBuf {
+                stag: bstag,
+                to: 0x10_0000,
+            },
+        ),
     )
     .unwrap();
     pump(&mut a, &mut b, 64);

@@ -2,6 +2,8 @@
 //! (markers and CRC in one pass), kept for a retransmission when asked, and acknowledgements.
 
 use crate::ddp::memory::Memory;
+use crate::ddp::stag_table::StagTable;
+use crate::ddp::tx_segment::TxPayload;
 
 use super::{Phase, Qp};
 
@@ -21,7 +23,12 @@ impl Qp {
     /// (markers and CRC included, framed at the right stream offset, its ULPDU no larger than
     /// MULPDU). Returns the length, or `None` when there is nothing to send. `out` should hold
     /// [`Qp::max_fpdu_len`] octets; a smaller `out` gets smaller FPDUs.
-    pub fn poll_transmit<M: Memory + ?Sized>(&mut self, mem: &M, out: &mut [u8]) -> Option<usize> {
+    pub fn poll_transmit<M: Memory + ?Sized>(
+        &mut self,
+        tags: &StagTable,
+        mem: &M,
+        out: &mut [u8],
+    ) -> Option<usize> {
         if self.startup_tx_at < self.startup_tx.len() {
             let src = &self.startup_tx[self.startup_tx_at..];
             let n = src.len().min(out.len());
@@ -41,16 +48,18 @@ impl Qp {
             return None;
         }
         let cap = ulpdu_cap(framer, self.engine.config().mulpdu, out.len());
-        let seg = self.engine.poll_segment(cap)?;
+        let seg = self.engine.poll_segment(tags, cap)?;
         let start = self.tx_total;
-        let r = match seg.payload_slice(mem) {
-            // One copy: header and payload gathered straight into the frame.
-            Some(p) => framer.encode(&[seg.header(), p], out),
-            None => {
-                let n = seg.write_ulpdu(mem, &mut self.ulpdu_tx);
-                framer.encode(&[&self.ulpdu_tx[..n]], out)
-            }
-        };
+        // One copy: header and payload straight into the frame, between the markers.
+        let mut at = 0;
+        let r = framer.encode_with(
+            seg.len(),
+            &mut |dst| {
+                seg.copy_ulpdu_range(mem, at, dst);
+                at += dst.len();
+            },
+            out,
+        );
         match r {
             Ok(w) => {
                 self.tx_total += w as u64;
@@ -74,7 +83,7 @@ impl Qp {
     /// the packet, so a first transmission is framed once). `None` when there is no FPDU to send,
     /// startup bytes are still pending (use [`Qp::poll_transmit`] for those), or
     /// `keep_for_retransmit` is off (nothing could rebuild it).
-    pub fn poll_fpdu_record(&mut self, max_len: usize) -> Option<(u64, usize)> {
+    pub fn poll_fpdu_record(&mut self, tags: &StagTable, max_len: usize) -> Option<(u64, usize)> {
         if !self.cfg.keep_for_retransmit || self.startup_tx_at < self.startup_tx.len() {
             return None;
         }
@@ -85,7 +94,7 @@ impl Qp {
             return None;
         }
         let cap = ulpdu_cap(framer, self.engine.config().mulpdu, max_len);
-        let seg = self.engine.poll_segment(cap)?;
+        let seg = self.engine.poll_segment(tags, cap)?;
         let start = self.tx_total;
         let w = framer.skip(seg.len());
         self.tx_total += w as u64;
@@ -97,9 +106,12 @@ impl Qp {
     /// Rebuild, for a TCP retransmission, the FPDU that `poll_transmit` produced at transmit
     /// offset `stream_pos` (not yet acknowledged), from its descriptor and the region's
     /// memory: the same octets, markers and CRC included. Needs `keep_for_retransmit`.
-    /// Returns its length, or `None` if no FPDU starts there (or `out` is too small).
+    /// Returns its length, or `None` if no FPDU starts there, `out` is too small, or its
+    /// payload's region has been deregistered since (`tags` says; the same octets cannot be
+    /// produced, so the transport must give the connection up).
     pub fn rebuild_fpdu<M: Memory + ?Sized>(
         &mut self,
+        tags: &StagTable,
         mem: &M,
         stream_pos: u64,
         out: &mut [u8],
@@ -118,15 +130,18 @@ impl Qp {
         };
         self.unacked_hint = i + 1;
         let (start, _, seg) = self.unacked[i];
-        let offset = start.wrapping_sub(self.tx_seq_start) as u32;
-        let r = match seg.payload_slice(mem) {
-            Some(p) => mpa::encode_fpdu(cfg, offset, &[seg.header(), p], out),
-            None => {
-                let n = seg.write_ulpdu(mem, &mut self.ulpdu_tx);
-                mpa::encode_fpdu(cfg, offset, &[&self.ulpdu_tx[..n]], out)
+        if let TxPayload::Region { region, .. } = seg.payload {
+            if !tags.is_registered(region) {
+                return None;
             }
+        }
+        let offset = start.wrapping_sub(self.tx_seq_start) as u32;
+        let mut at = 0;
+        let mut fill = |dst: &mut [u8]| {
+            seg.copy_ulpdu_range(mem, at, dst);
+            at += dst.len();
         };
-        r.ok()
+        mpa::encode_fpdu_with(cfg, offset, seg.len(), &mut fill, out).ok()
     }
 
     /// Transmit offsets `(start, end)` of the FPDUs kept for retransmission (not yet acknowledged).
@@ -137,10 +152,15 @@ impl Qp {
     /// Fill `out` with as many whole outputs of [`Qp::poll_transmit`] as fit (startup bytes and
     /// FPDUs, each FPDU full-sized while room remains for one): one write for the kernel
     /// transport. Returns the octets written (0: nothing to send).
-    pub fn poll_transmit_batch<M: Memory + ?Sized>(&mut self, mem: &M, out: &mut [u8]) -> usize {
+    pub fn poll_transmit_batch<M: Memory + ?Sized>(
+        &mut self,
+        tags: &StagTable,
+        mem: &M,
+        out: &mut [u8],
+    ) -> usize {
         let mut n = 0;
         while out.len() - n >= self.max_fpdu_len().min(out.len()) {
-            match self.poll_transmit(mem, &mut out[n..]) {
+            match self.poll_transmit(tags, mem, &mut out[n..]) {
                 Some(w) => n += w,
                 None => break,
             }

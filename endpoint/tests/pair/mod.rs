@@ -4,6 +4,7 @@
 //! earliest timer or frame arrival. The simulator is named only here.
 #![allow(dead_code)]
 
+use ddp::WorkRequest;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::{Duration, Instant};
 
@@ -301,9 +302,13 @@ pub fn transfer_all(p: &mut Pair, ca: ConnId, cb: ConnId, len: usize, seed: u64)
     let data = pattern(len, seed);
     let (src, _) = filled(&mut p.a, &data, Access::LOCAL_WRITE);
     let (dst, _) = p.b.register(len.max(1), Access::LOCAL_WRITE);
-    p.b.post_recv(cb, seed * 10 + 1, buf(dst, len)).unwrap();
-    p.a.post_send(ca, seed * 10 + 2, buf(src, len), Default::default())
+    p.b.post(cb, WorkRequest::recv(seed * 10 + 1, buf(dst, len)))
         .unwrap();
+    p.a.post(
+        ca,
+        WorkRequest::send(seed * 10 + 2, buf(src, len), Default::default()),
+    )
+    .unwrap();
     let r = p.wait_wc(false, seed * 10 + 1);
     assert_eq!(
         (r.opcode, r.status, r.byte_len as usize),
@@ -321,8 +326,11 @@ pub fn transfer_all(p: &mut Pair, ca: ConnId, cb: ConnId, len: usize, seed: u64)
     let (src, _) = filled(&mut p.a, &data, Access::LOCAL_WRITE);
     let (dst, stag) =
         p.b.register(len.max(1), Access::REMOTE_WRITE | Access::LOCAL_WRITE);
-    p.a.post_write(ca, seed * 10 + 3, buf(src, len), RemoteBuf { stag, to: 0 })
-        .unwrap();
+    p.a.post(
+        ca,
+        WorkRequest::write(seed * 10 + 3, buf(src, len), RemoteBuf { stag, to: 0 }),
+    )
+    .unwrap();
     let w = p.wait_wc(true, seed * 10 + 3);
     assert_eq!((w.opcode, w.status), (WcOpcode::Write, WcStatus::Success));
     assert!(
@@ -334,8 +342,11 @@ pub fn transfer_all(p: &mut Pair, ca: ConnId, cb: ConnId, len: usize, seed: u64)
     let data = pattern(len, seed + 2);
     let (_src, stag) = filled(&mut p.b, &data, Access::REMOTE_READ);
     let (dst, _) = p.a.register(len.max(1), Access::LOCAL_WRITE);
-    p.a.post_read(ca, seed * 10 + 4, buf(dst, len), RemoteBuf { stag, to: 0 })
-        .unwrap();
+    p.a.post(
+        ca,
+        WorkRequest::read(seed * 10 + 4, buf(dst, len), RemoteBuf { stag, to: 0 }),
+    )
+    .unwrap();
     let rd = p.wait_wc(true, seed * 10 + 4);
     assert_eq!((rd.opcode, rd.status), (WcOpcode::Read, WcStatus::Success));
     assert!(

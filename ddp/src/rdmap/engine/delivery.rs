@@ -40,11 +40,17 @@ impl RdmapEngine {
                         }
                     }
                 }
+                // A buffer deregistered since it was posted got none of the data.
+                let placed = tags.is_registered(rqe.buf.region);
                 self.completions.push_back(WorkCompletion {
                     wr_id: rqe.wr_id,
                     opcode: WcOpcode::Recv,
-                    status: WcStatus::Success,
-                    byte_len: len,
+                    status: if placed {
+                        WcStatus::Success
+                    } else {
+                        WcStatus::Flushed
+                    },
+                    byte_len: if placed { len } else { 0 },
                     invalidated,
                     solicited: opcode.solicited(),
                 });
@@ -103,7 +109,12 @@ impl RdmapEngine {
                     .checked_sub(self.sq_base_seq)
                     .and_then(|i| self.sq.get_mut(i as usize))
                 {
-                    e.status = Some(WcStatus::Success);
+                    // A sink deregistered since the Read was posted got none of the data.
+                    e.status = Some(if tags.is_registered(o.sink.region) {
+                        WcStatus::Success
+                    } else {
+                        WcStatus::Flushed
+                    });
                 }
                 self.drain_sq();
             }

@@ -41,7 +41,7 @@ use crate::rdmap::term_code::{RdmapError, TermCode};
 use crate::rdmap::terminate::{
     TerminatePacket, TerminateRepr, TerminatedDdpHeader, TERMINATE_HEADER_MAX_LEN,
 };
-use crate::rdmap::work_request::{LocalBuf, RemoteBuf, SendOpts, WorkRequestError};
+use crate::rdmap::work_request::{LocalBuf, WorkRequest, WorkRequestError, WorkRequestKind};
 
 mod delivery;
 mod placement;
@@ -113,6 +113,13 @@ pub struct RdmapStats {
     pub rx_placed_octets: u64,
     /// ULPDUs dropped because the stream is in error (DDP-82) or already delivered.
     pub rx_dropped: u64,
+    /// ULPDUs dropped because the ULP had closed the stream ([`RdmapEngine::shutdown`]).
+    pub rx_after_close: u64,
+    /// Segments whose data was dropped because the receive buffer or Read sink they were for
+    /// had been deregistered.
+    pub rx_region_gone: u64,
+    /// Work requests flushed at framing because their region had been deregistered.
+    pub tx_region_gone: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -192,6 +199,9 @@ struct SinkRange {
     stag: Stag,
     to: u64,
     size: u32,
+    /// The registration the Read was posted on: once it is gone, the Read Response lands
+    /// nowhere and the Read completes flushed.
+    region: RegionHandle,
 }
 
 impl SinkRange {
@@ -266,6 +276,8 @@ pub struct RdmapEngine {
     state: RdmapState,
     /// The ULP asked for a graceful close: posts are refused.
     closing: bool,
+    /// The ULP closed the stream for good ([`RdmapEngine::shutdown`]): nothing is placed.
+    shut: bool,
     // transmit
     sq_pending: VecDeque<TxMsg>,
     responses: VecDeque<TxMsg>,
@@ -306,6 +318,7 @@ impl RdmapEngine {
             cfg,
             state: RdmapState::Active,
             closing: false,
+            shut: false,
             sq_pending: VecDeque::new(),
             responses: VecDeque::new(),
             terminate: None,
@@ -380,16 +393,17 @@ impl RdmapEngine {
     }
 
     /// Refuse work unless active and `buf` passes the table's local check for `need`.
-    fn check_post<'t>(
+    fn check_post(
         &self,
-        tags: &'t StagTable,
+        tags: &StagTable,
         buf: LocalBuf,
         need: Access,
-    ) -> Result<&'t Region, WorkRequestError> {
+    ) -> Result<Region, WorkRequestError> {
         if self.state != RdmapState::Active {
             return Err(WorkRequestError::InvalidState);
         }
         tags.check_local(buf.region, buf.offset, u64::from(buf.len), need)
+            .copied()
             .map_err(WorkRequestError::Local)
     }
 
@@ -408,95 +422,79 @@ impl RdmapEngine {
         });
     }
 
-    /// Post a receive buffer (needs local write). Consumed by the next Send in MSN order.
-    pub fn post_recv(
-        &mut self,
-        tags: &StagTable,
-        wr_id: u64,
-        buf: LocalBuf,
-    ) -> Result<(), WorkRequestError> {
-        self.check_post(tags, buf, Access::LOCAL_WRITE)?;
-        self.rq.push_back(RqEntry { wr_id, buf });
+    /// Post a work request. It is checked at once (the queue pair accepts work, the local
+    /// buffer passes the STag table's local check) and refused with nothing queued otherwise.
+    /// - `Recv` needs local write; it is consumed by the next Send in MSN order.
+    /// - `Send` (Send, with SE, with Invalidate, with SE and Invalidate) and `Write` complete
+    ///   once the transport acknowledges their last octet.
+    /// - `Read` needs local write; the Read Request names the region's current STag and TO as
+    ///   the Data Sink. At most ORD Read Requests are outstanding; later ones wait in the send
+    ///   queue. It completes when the Read Response's last segment is delivered.
+    ///
+    /// After [`close`](Self::close) only receives are taken, after
+    /// [`shutdown`](Self::shutdown) nothing (DDP-67).
+    ///
+    /// Deregistering a region does not wait for the work posted on it: each request keeps its
+    /// region's [`RegionHandle`] (slot and generation), and when the engine reaches it after the
+    /// region was deregistered, it completes with [`WcStatus::Flushed`] and touches no memory: a
+    /// receive when its Send is delivered (the Send's data is dropped), a Read when its Response
+    /// is delivered (the Response's data is dropped), a Send or Write when it would be framed.
+    /// The stream goes on, except when a message is cut in the middle (a region gone while its
+    /// Send, Write or Read Response was partly sent): then a Terminate (RDMAP catastrophic
+    /// error) ends the stream, as the peer could not make sense of the rest.
+    pub fn post(&mut self, tags: &StagTable, wr: WorkRequest) -> Result<(), WorkRequestError> {
+        let need = match wr.kind {
+            WorkRequestKind::Recv { .. } | WorkRequestKind::Read { .. } => Access::LOCAL_WRITE,
+            WorkRequestKind::Send { .. } | WorkRequestKind::Write { .. } => Access::default(),
+        };
+        if self.shut || (self.closing && !matches!(wr.kind, WorkRequestKind::Recv { .. })) {
+            return Err(WorkRequestError::InvalidState); // DDP-67
+        }
+        let region = self.check_post(tags, wr.local(), need)?;
+        let wr_id = wr.wr_id;
+        match wr.kind {
+            WorkRequestKind::Recv { local } => self.rq.push_back(RqEntry { wr_id, buf: local }),
+            WorkRequestKind::Send { local, opts } => {
+                let opcode = match (opts.solicited, opts.invalidate.is_some()) {
+                    (false, false) => RdmapOpcode::Send,
+                    (false, true) => RdmapOpcode::SendInvalidate,
+                    (true, false) => RdmapOpcode::SendSe,
+                    (true, true) => RdmapOpcode::SendSeInvalidate,
+                };
+                let header = TxHeader::Untagged {
+                    opcode,
+                    qn: qn::SEND,
+                    msn: 0,
+                    inv: opts.invalidate.unwrap_or_default().0,
+                };
+                self.queue_from_region(wr_id, WcOpcode::Send, local, header);
+            }
+            WorkRequestKind::Write { local, remote } => {
+                let header = TxHeader::Tagged {
+                    opcode: RdmapOpcode::RdmaWrite,
+                    stag: remote.stag,
+                    to: remote.to,
+                };
+                self.queue_from_region(wr_id, WcOpcode::Write, local, header);
+            }
+            WorkRequestKind::Read { local, remote } => {
+                let req = ReadRequestRepr {
+                    sink_stag: region.stag,
+                    sink_to: region.spec.base_to.wrapping_add(local.offset),
+                    size: local.len,
+                    src_stag: remote.stag,
+                    src_to: remote.to,
+                };
+                self.queue_read_request(wr_id, req, local.region);
+            }
+        }
         Ok(())
     }
 
-    /// Post a Send (Send, Send with SE, Send with Invalidate, Send with SE and Invalidate).
-    /// Completes once the transport acknowledges its last octet.
-    pub fn post_send(
-        &mut self,
-        tags: &StagTable,
-        wr_id: u64,
-        buf: LocalBuf,
-        opts: SendOpts,
-    ) -> Result<(), WorkRequestError> {
-        if self.closing {
-            return Err(WorkRequestError::InvalidState); // DDP-67
-        }
-        self.check_post(tags, buf, Access::default())?;
-        let opcode = match (opts.solicited, opts.invalidate.is_some()) {
-            (false, false) => RdmapOpcode::Send,
-            (false, true) => RdmapOpcode::SendInvalidate,
-            (true, false) => RdmapOpcode::SendSe,
-            (true, true) => RdmapOpcode::SendSeInvalidate,
-        };
-        let inv = opts.invalidate.unwrap_or_default().0;
-        self.queue_from_region(
-            wr_id,
-            WcOpcode::Send,
-            buf,
-            TxHeader::Untagged {
-                opcode,
-                qn: qn::SEND,
-                msn: 0,
-                inv,
-            },
-        );
-        Ok(())
-    }
-
-    /// Post an RDMA Write of `buf` to the peer's `remote`. Completes on acknowledgement.
-    pub fn post_write(
-        &mut self,
-        tags: &StagTable,
-        wr_id: u64,
-        buf: LocalBuf,
-        remote: RemoteBuf,
-    ) -> Result<(), WorkRequestError> {
-        if self.closing {
-            return Err(WorkRequestError::InvalidState); // DDP-67
-        }
-        self.check_post(tags, buf, Access::default())?;
-        let header = TxHeader::Tagged {
-            opcode: RdmapOpcode::RdmaWrite,
-            stag: remote.stag,
-            to: remote.to,
-        };
-        self.queue_from_region(wr_id, WcOpcode::Write, buf, header);
-        Ok(())
-    }
-
-    /// Post an RDMA Read of `buf.len` octets at the peer's `remote` into `buf` (needs local
-    /// write; the Read Request names the region's current STag and TO as the Data Sink). At most
-    /// ORD Read Requests are outstanding; later ones wait in the send queue.
-    pub fn post_read(
-        &mut self,
-        tags: &StagTable,
-        wr_id: u64,
-        buf: LocalBuf,
-        remote: RemoteBuf,
-    ) -> Result<(), WorkRequestError> {
-        if self.closing {
-            return Err(WorkRequestError::InvalidState); // DDP-67
-        }
-        let r = self.check_post(tags, buf, Access::LOCAL_WRITE)?;
-        let req = ReadRequestRepr {
-            sink_stag: r.stag,
-            sink_to: r.spec.base_to.wrapping_add(buf.offset),
-            size: buf.len,
-            src_stag: remote.stag,
-            src_to: remote.to,
-        };
-        let seq = self.push_sq(wr_id, WcOpcode::Read, buf.len);
+    /// Queue the Read Request `req` whose Data Sink is in `region`; it completes when its Read
+    /// Response has been delivered.
+    fn queue_read_request(&mut self, wr_id: u64, req: ReadRequestRepr, region: RegionHandle) {
+        let seq = self.push_sq(wr_id, WcOpcode::Read, req.size);
         let mut bytes = [0u8; TERMINATE_HEADER_MAX_LEN];
         bytes[..READ_REQUEST_HEADER_LEN].copy_from_slice(&req.to_bytes());
         self.sq_pending.push_back(TxMsg {
@@ -515,10 +513,10 @@ impl RdmapEngine {
                     stag: req.sink_stag,
                     to: req.sink_to,
                     size: req.size,
+                    region,
                 },
             },
         });
-        Ok(())
     }
 
     /// Enter the error state: receive drops everything, outstanding requests are flushed.
@@ -538,6 +536,11 @@ impl RdmapEngine {
             }
         }
         self.drain_sq();
+        self.flush_rq();
+    }
+
+    /// Every posted receive completes flushed.
+    fn flush_rq(&mut self) {
         for r in self.rq.drain(..) {
             self.completions.push_back(WorkCompletion {
                 wr_id: r.wr_id,
@@ -606,6 +609,37 @@ impl RdmapEngine {
         self.closing = true;
     }
 
+    /// The ULP closes the stream for good (the verbs API's queue-pair close): posts are refused
+    /// from now on (DDP-67), and nothing reaches the ULP's memory any more. Every posted receive
+    /// and every RDMA Read (sent or queued) completes flushed at once; ULPDUs that arrive later
+    /// are dropped and counted ([`RdmapStats::rx_after_close`]): Read Requests are not served,
+    /// late Read Responses and Writes land nowhere. Sends and Writes already posted still go
+    /// out and complete on acknowledgement (DDP-66); [`is_idle`](Self::is_idle) then says the
+    /// transport may close (and it aborts if that takes too long).
+    pub fn shutdown(&mut self) {
+        self.closing = true;
+        if self.shut {
+            return;
+        }
+        self.shut = true;
+        self.records.clear();
+        self.responses.clear();
+        self.orq.clear();
+        let read_request = |m: &TxMsg| matches!(m.after, TxAfter::ReadRequest { .. });
+        self.sq_pending.retain(|m| !read_request(m));
+        if self.current.as_ref().is_some_and(read_request) {
+            // Inline and not started: nothing of it is on the wire.
+            self.current = None;
+        }
+        for e in self.sq.iter_mut() {
+            if e.opcode == WcOpcode::Read && e.status.is_none() {
+                e.status = Some(WcStatus::Flushed);
+            }
+        }
+        self.drain_sq();
+        self.flush_rq();
+    }
+
     /// Nothing left to send and every Send/Write/Read completed: the transport may close.
     pub fn is_idle(&self) -> bool {
         !self.wants_to_send() && self.sq.is_empty()
@@ -630,5 +664,9 @@ impl RdmapEngine {
     }
 }
 
+#[cfg(test)]
+mod dereg_tests;
+#[cfg(test)]
+mod shutdown_tests;
 #[cfg(test)]
 mod tests;

@@ -29,6 +29,10 @@ impl RdmapEngine {
         parts: &[&[u8]],
     ) {
         self.stats.rx_ulpdus += 1;
+        if self.shut {
+            self.stats.rx_after_close += 1;
+            return;
+        }
         if self.state != RdmapState::Active || stream_pos < self.delivered_through {
             self.stats.rx_dropped += 1;
             return;
@@ -130,7 +134,7 @@ impl RdmapEngine {
         let opcode = ctrl.opcode;
         match header {
             DdpRepr::Tagged(h) => self.place_tagged(tags, mem, stream_pos, seg, h, opcode),
-            DdpRepr::Untagged(h) => self.place_untagged(mem, seg, h, opcode),
+            DdpRepr::Untagged(h) => self.place_untagged(tags, mem, seg, h, opcode),
         }
     }
 
@@ -144,6 +148,7 @@ impl RdmapEngine {
         opcode: RdmapOpcode,
     ) -> Option<RxRecord> {
         let n = (seg.len() - TAGGED_HEADER_LEN) as u64;
+        let mut sink_gone = false;
         let need = match opcode {
             RdmapOpcode::RdmaWrite => Access::REMOTE_WRITE,
             RdmapOpcode::RdmaReadResponse => {
@@ -151,18 +156,22 @@ impl RdmapEngine {
                     return rx_fail(RdmapError::UnexpectedOpcode.term_code(), seg);
                 }
                 // Only the sink an outstanding Read named may be written (as siw checks).
-                if n > 0
-                    && !self
+                if n > 0 {
+                    let Some(o) = self
                         .orq
                         .iter()
-                        .any(|o| o.sink.stag == h.stag && o.sink.covers(h.to, n))
-                {
-                    let e = if self.orq.iter().any(|o| o.sink.stag == h.stag) {
-                        DdpError::BaseBounds
-                    } else {
-                        DdpError::InvalidStag
+                        .find(|o| o.sink.stag == h.stag && o.sink.covers(h.to, n))
+                    else {
+                        let e = if self.orq.iter().any(|o| o.sink.stag == h.stag) {
+                            DdpError::BaseBounds
+                        } else {
+                            DdpError::InvalidStag
+                        };
+                        return rx_fail(e.term_code(), seg);
                     };
-                    return rx_fail(e.term_code(), seg);
+                    // The sink's region was deregistered after the Read was posted: its slot
+                    // may hold another region (even under the same STag), so nothing lands.
+                    sink_gone = !tags.is_registered(o.sink.region);
                 }
                 Access::LOCAL_WRITE
             }
@@ -174,7 +183,9 @@ impl RdmapEngine {
         if n > 0 && self.invalidated_before(h.stag, stream_pos) {
             return rx_fail(DdpError::InvalidStag.term_code(), seg);
         }
-        if n > 0 {
+        if sink_gone {
+            self.stats.rx_region_gone += 1;
+        } else if n > 0 {
             match tags.check_remote(h.stag, h.to, n, need, self.cfg.pd, self.cfg.stream) {
                 Ok(p) => {
                     seg.write_payload(mem, p.region, p.offset, TAGGED_HEADER_LEN);
@@ -193,6 +204,7 @@ impl RdmapEngine {
 
     fn place_untagged<M: Memory + ?Sized>(
         &mut self,
+        tags: &StagTable,
         mem: &mut M,
         seg: RxSegment<'_>,
         h: UntaggedRepr,
@@ -223,13 +235,19 @@ impl RdmapEngine {
                     if u64::from(h.mo) + n > u64::from(buf.len) {
                         return fail(DdpError::TooLong);
                     }
-                    seg.write_payload(
-                        mem,
-                        buf.region,
-                        buf.offset + u64::from(h.mo),
-                        UNTAGGED_HEADER_LEN,
-                    );
-                    self.stats.rx_placed_octets += n;
+                    if tags.is_registered(buf.region) {
+                        seg.write_payload(
+                            mem,
+                            buf.region,
+                            buf.offset + u64::from(h.mo),
+                            UNTAGGED_HEADER_LEN,
+                        );
+                        self.stats.rx_placed_octets += n;
+                    } else {
+                        // Deregistered after it was posted: the data lands nowhere and the
+                        // receive completes flushed at delivery.
+                        self.stats.rx_region_gone += 1;
+                    }
                 } else if u64::from(h.mo) > u64::from(buf.len) {
                     return fail(DdpError::InvalidMo);
                 }

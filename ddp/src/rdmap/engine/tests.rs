@@ -3,6 +3,7 @@
 use super::*;
 use crate::ddp::memory::VecMemory;
 use crate::ddp::stag_table::RegionSpec;
+use crate::rdmap::work_request::{LocalBuf, RemoteBuf, SendOpts, WorkRequest};
 
 /// One side: engine, STag table, memory, and its transmit stream offset.
 pub(crate) struct Side {
@@ -41,6 +42,19 @@ impl Side {
         (h, s)
     }
 
+    /// Posts `wr`, which must be taken.
+    pub fn post(&mut self, wr: WorkRequest) {
+        self.eng.post(&self.tags, wr).expect("posted");
+    }
+
+    /// Hands every ULPDU this side wants to send now to `to`, in order, unacknowledged.
+    pub fn send_to(&mut self, to: &mut Side) {
+        for (pos, u) in self.drain_tx() {
+            to.eng
+                .handle_ulpdu_in_order(&mut to.tags, &mut to.mem, pos, &u);
+        }
+    }
+
     pub fn completions(&mut self) -> Vec<WorkCompletion> {
         std::iter::from_fn(|| self.eng.poll_completion()).collect()
     }
@@ -53,7 +67,7 @@ impl Side {
     pub fn drain_tx(&mut self) -> Vec<(u64, Vec<u8>)> {
         let mut out = Vec::new();
         let mut buf = vec![0u8; 65536];
-        while let Some(n) = self.eng.poll_ulpdu(&self.mem, &mut buf) {
+        while let Some(n) = self.eng.poll_ulpdu(&self.tags, &self.mem, &mut buf) {
             let pos = self.tx_pos;
             // Pretend MPA adds 8 octets per FPDU so stream offsets are not ULPDU offsets.
             self.tx_pos += n as u64 + 8;
@@ -86,6 +100,15 @@ pub(crate) fn pump(a: &mut Side, b: &mut Side) {
     }
 }
 
+/// `len` octets at the start of `region`.
+pub(crate) fn buf(region: RegionHandle, len: u32) -> LocalBuf {
+    LocalBuf {
+        region,
+        offset: 0,
+        len,
+    }
+}
+
 pub(crate) fn cfg(stream: u32) -> RdmapConfig {
     RdmapConfig {
         stream: StreamId(stream),
@@ -115,59 +138,67 @@ fn send_write_read_loopback() {
     let (brecv, _) = b.region(n, Access::LOCAL_WRITE, |_| 0);
     // Send
     b.eng
-        .post_recv(
+        .post(
             &b.tags,
-            10,
-            LocalBuf {
-                region: brecv,
-                offset: 0,
-                len: n as u32,
-            },
+            WorkRequest::recv(
+                10,
+                LocalBuf {
+                    region: brecv,
+                    offset: 0,
+                    len: n as u32,
+                },
+            ),
         )
         .unwrap();
     a.eng
-        .post_send(
+        .post(
             &a.tags,
-            1,
-            LocalBuf {
-                region: asrc,
-                offset: 0,
-                len: n as u32,
-            },
-            SendOpts::default(),
+            WorkRequest::send(
+                1,
+                LocalBuf {
+                    region: asrc,
+                    offset: 0,
+                    len: n as u32,
+                },
+                SendOpts::default(),
+            ),
         )
         .unwrap();
     // Write
     a.eng
-        .post_write(
+        .post(
             &a.tags,
-            2,
-            LocalBuf {
-                region: asrc,
-                offset: 0,
-                len: n as u32,
-            },
-            RemoteBuf {
-                stag: bstag,
-                to: 0x1000,
-            },
+            WorkRequest::write(
+                2,
+                LocalBuf {
+                    region: asrc,
+                    offset: 0,
+                    len: n as u32,
+                },
+                RemoteBuf {
+                    stag: bstag,
+                    to: 0x1000,
+                },
+            ),
         )
         .unwrap();
     // Read back into a fresh region of A
     let (aback, _) = a.region(n, Access::LOCAL_WRITE, |_| 0);
     a.eng
-        .post_read(
+        .post(
             &a.tags,
-            3,
-            LocalBuf {
-                region: aback,
-                offset: 0,
-                len: n as u32,
-            },
-            RemoteBuf {
-                stag: bstag,
-                to: 0x1000,
-            },
+            WorkRequest::read(
+                3,
+                LocalBuf {
+                    region: aback,
+                    offset: 0,
+                    len: n as u32,
+                },
+                RemoteBuf {
+                    stag: bstag,
+                    to: 0x1000,
+                },
+            ),
         )
         .unwrap();
     pump(&mut a, &mut b);
@@ -198,7 +229,7 @@ fn send_write_read_loopback() {
 // The -06 §7.2 error table: one test per row, each showing the Terminate sent.
 
 /// The header and the payload of a produced segment, through the view.
-fn parse_segment(seg: &[u8]) -> Result<(DdpRepr, &[u8]), DdpHeaderError> {
+pub(crate) fn parse_segment(seg: &[u8]) -> Result<(DdpRepr, &[u8]), DdpHeaderError> {
     let p = DdpPacket::new_checked(seg)?;
     Ok((DdpRepr::parse(&p)?, &seg[p.header_len()..]))
 }
@@ -296,7 +327,7 @@ fn check_terminate(sink: &mut Side, seg: &[u8], code: TermCode, copied: bool) ->
     );
     assert_eq!(sink.eng.stats().rx_placed_octets, placed);
     assert!(sink.drain_tx().is_empty());
-    for h in [RegionHandle(1), RegionHandle(2)] {
+    for h in [RegionHandle::new(1, 1), RegionHandle::new(2, 1)] {
         assert_eq!(sink.mem.get(h), before.get(h), "memory unchanged");
     }
     t
@@ -308,14 +339,16 @@ fn sink() -> (Side, Stag) {
     let (_, stag) = s.region(64, Access::REMOTE_WRITE | Access::LOCAL_WRITE, |_| 0xEE);
     let (recv, _) = s.region(32, Access::LOCAL_WRITE, |_| 0xDD);
     s.eng
-        .post_recv(
+        .post(
             &s.tags,
-            1,
-            LocalBuf {
-                region: recv,
-                offset: 0,
-                len: 32,
-            },
+            WorkRequest::recv(
+                1,
+                LocalBuf {
+                    region: recv,
+                    offset: 0,
+                    len: 32,
+                },
+            ),
         )
         .unwrap();
     (s, stag)
@@ -555,41 +588,47 @@ fn tagged_placed_out_of_order_delivered_in_order() {
     let (bdst, bstag) = b.region(n, Access::REMOTE_WRITE, |_| 0);
     let (brecv, _) = b.region(64, Access::LOCAL_WRITE, |_| 0);
     b.eng
-        .post_recv(
+        .post(
             &b.tags,
-            77,
-            LocalBuf {
-                region: brecv,
-                offset: 0,
-                len: 64,
-            },
+            WorkRequest::recv(
+                77,
+                LocalBuf {
+                    region: brecv,
+                    offset: 0,
+                    len: 64,
+                },
+            ),
         )
         .unwrap();
     a.eng
-        .post_write(
+        .post(
             &a.tags,
-            1,
-            LocalBuf {
-                region: asrc,
-                offset: 0,
-                len: n as u32,
-            },
-            RemoteBuf {
-                stag: bstag,
-                to: 0x1000,
-            },
+            WorkRequest::write(
+                1,
+                LocalBuf {
+                    region: asrc,
+                    offset: 0,
+                    len: n as u32,
+                },
+                RemoteBuf {
+                    stag: bstag,
+                    to: 0x1000,
+                },
+            ),
         )
         .unwrap();
     a.eng
-        .post_send(
+        .post(
             &a.tags,
-            2,
-            LocalBuf {
-                region: asrc,
-                offset: 0,
-                len: 10,
-            },
-            SendOpts::default(),
+            WorkRequest::send(
+                2,
+                LocalBuf {
+                    region: asrc,
+                    offset: 0,
+                    len: 10,
+                },
+                SendOpts::default(),
+            ),
         )
         .unwrap();
     let tx = a.drain_tx();
@@ -640,26 +679,30 @@ fn untagged_out_of_order_waits_for_gap() {
     let (brecv, _) = b.region(8000, Access::LOCAL_WRITE, |_| 0);
     for i in 0..2u64 {
         b.eng
-            .post_recv(
+            .post(
                 &b.tags,
-                10 + i,
-                LocalBuf {
-                    region: brecv,
-                    offset: 4000 * i,
-                    len: 4000,
-                },
+                WorkRequest::recv(
+                    10 + i,
+                    LocalBuf {
+                        region: brecv,
+                        offset: 4000 * i,
+                        len: 4000,
+                    },
+                ),
             )
             .unwrap();
         a.eng
-            .post_send(
+            .post(
                 &a.tags,
-                i,
-                LocalBuf {
-                    region: asrc,
-                    offset: 0,
-                    len: 4000,
-                },
-                SendOpts::default(),
+                WorkRequest::send(
+                    i,
+                    LocalBuf {
+                        region: asrc,
+                        offset: 0,
+                        len: 4000,
+                    },
+                    SendOpts::default(),
+                ),
             )
             .unwrap();
     }
@@ -696,26 +739,30 @@ fn msn_wraps_through_zero() {
     let (brecv, _) = b.region(64, Access::LOCAL_WRITE, |_| 0);
     for i in 0..4u64 {
         b.eng
-            .post_recv(
+            .post(
                 &b.tags,
-                i,
-                LocalBuf {
-                    region: brecv,
-                    offset: 16 * i,
-                    len: 16,
-                },
+                WorkRequest::recv(
+                    i,
+                    LocalBuf {
+                        region: brecv,
+                        offset: 16 * i,
+                        len: 16,
+                    },
+                ),
             )
             .unwrap();
         a.eng
-            .post_send(
+            .post(
                 &a.tags,
-                i,
-                LocalBuf {
-                    region: asrc,
-                    offset: 0,
-                    len: 16,
-                },
-                SendOpts::default(),
+                WorkRequest::send(
+                    i,
+                    LocalBuf {
+                        region: asrc,
+                        offset: 0,
+                        len: 16,
+                    },
+                    SendOpts::default(),
+                ),
             )
             .unwrap();
     }
@@ -746,51 +793,59 @@ fn msn_per_queue_starts_at_one() {
         to: 0,
     };
     a.eng
-        .post_send(
+        .post(
             &a.tags,
-            1,
-            LocalBuf {
-                region: asrc,
-                offset: 0,
-                len: 4,
-            },
-            SendOpts::default(),
+            WorkRequest::send(
+                1,
+                LocalBuf {
+                    region: asrc,
+                    offset: 0,
+                    len: 4,
+                },
+                SendOpts::default(),
+            ),
         )
         .unwrap();
     a.eng
-        .post_read(
+        .post(
             &a.tags,
-            2,
-            LocalBuf {
-                region: asrc,
-                offset: 0,
-                len: 4,
-            },
-            rb,
+            WorkRequest::read(
+                2,
+                LocalBuf {
+                    region: asrc,
+                    offset: 0,
+                    len: 4,
+                },
+                rb,
+            ),
         )
         .unwrap();
     a.eng
-        .post_send(
+        .post(
             &a.tags,
-            3,
-            LocalBuf {
-                region: asrc,
-                offset: 0,
-                len: 4,
-            },
-            SendOpts::default(),
+            WorkRequest::send(
+                3,
+                LocalBuf {
+                    region: asrc,
+                    offset: 0,
+                    len: 4,
+                },
+                SendOpts::default(),
+            ),
         )
         .unwrap();
     a.eng
-        .post_read(
+        .post(
             &a.tags,
-            4,
-            LocalBuf {
-                region: asrc,
-                offset: 0,
-                len: 4,
-            },
-            rb,
+            WorkRequest::read(
+                4,
+                LocalBuf {
+                    region: asrc,
+                    offset: 0,
+                    len: 4,
+                },
+                rb,
+            ),
         )
         .unwrap();
     let got: Vec<(u32, u32)> = a
@@ -816,14 +871,16 @@ fn zero_length_send_write_read() {
     let (asrc, _) = a.region(8, Access::LOCAL_WRITE, |_| 1);
     let (brecv, _) = b.region(8, Access::LOCAL_WRITE, |_| 9);
     b.eng
-        .post_recv(
+        .post(
             &b.tags,
-            50,
-            LocalBuf {
-                region: brecv,
-                offset: 0,
-                len: 8,
-            },
+            WorkRequest::recv(
+                50,
+                LocalBuf {
+                    region: brecv,
+                    offset: 0,
+                    len: 8,
+                },
+            ),
         )
         .unwrap();
     let garbage = RemoteBuf {
@@ -831,39 +888,45 @@ fn zero_length_send_write_read() {
         to: u64::MAX,
     };
     a.eng
-        .post_send(
+        .post(
             &a.tags,
-            1,
-            LocalBuf {
-                region: asrc,
-                offset: 0,
-                len: 0,
-            },
-            SendOpts::default(),
+            WorkRequest::send(
+                1,
+                LocalBuf {
+                    region: asrc,
+                    offset: 0,
+                    len: 0,
+                },
+                SendOpts::default(),
+            ),
         )
         .unwrap();
     a.eng
-        .post_write(
+        .post(
             &a.tags,
-            2,
-            LocalBuf {
-                region: asrc,
-                offset: 0,
-                len: 0,
-            },
-            garbage,
+            WorkRequest::write(
+                2,
+                LocalBuf {
+                    region: asrc,
+                    offset: 0,
+                    len: 0,
+                },
+                garbage,
+            ),
         )
         .unwrap();
     a.eng
-        .post_read(
+        .post(
             &a.tags,
-            3,
-            LocalBuf {
-                region: asrc,
-                offset: 0,
-                len: 0,
-            },
-            garbage,
+            WorkRequest::read(
+                3,
+                LocalBuf {
+                    region: asrc,
+                    offset: 0,
+                    len: 0,
+                },
+                garbage,
+            ),
         )
         .unwrap();
     pump(&mut a, &mut b);
@@ -900,18 +963,20 @@ fn ord_limits_outstanding_reads() {
     let (_, bstag) = b.region(64, Access::REMOTE_READ, pattern(2));
     for i in 0..4u64 {
         a.eng
-            .post_read(
+            .post(
                 &a.tags,
-                i,
-                LocalBuf {
-                    region: abuf,
-                    offset: 16 * i,
-                    len: 16,
-                },
-                RemoteBuf {
-                    stag: bstag,
-                    to: 0x1000,
-                },
+                WorkRequest::read(
+                    i,
+                    LocalBuf {
+                        region: abuf,
+                        offset: 16 * i,
+                        len: 16,
+                    },
+                    RemoteBuf {
+                        stag: bstag,
+                        to: 0x1000,
+                    },
+                ),
             )
             .unwrap();
     }
@@ -938,18 +1003,20 @@ fn ird_exceeded_terminates() {
     let (_, bstag) = b.region(64, Access::REMOTE_READ, pattern(2));
     for i in 0..2u64 {
         a.eng
-            .post_read(
+            .post(
                 &a.tags,
-                i,
-                LocalBuf {
-                    region: abuf,
-                    offset: 16 * i,
-                    len: 16,
-                },
-                RemoteBuf {
-                    stag: bstag,
-                    to: 0x1000,
-                },
+                WorkRequest::read(
+                    i,
+                    LocalBuf {
+                        region: abuf,
+                        offset: 16 * i,
+                        len: 16,
+                    },
+                    RemoteBuf {
+                        stag: bstag,
+                        to: 0x1000,
+                    },
+                ),
             )
             .unwrap();
     }
@@ -974,18 +1041,20 @@ fn read_request_bad_source_terminates_with_rdma_header() {
     let (abuf, _) = a.region(64, Access::LOCAL_WRITE, |_| 0);
     let (_, no_read) = b.region(64, Access::REMOTE_WRITE, pattern(2));
     a.eng
-        .post_read(
+        .post(
             &a.tags,
-            1,
-            LocalBuf {
-                region: abuf,
-                offset: 0,
-                len: 16,
-            },
-            RemoteBuf {
-                stag: no_read,
-                to: 0x1000,
-            },
+            WorkRequest::read(
+                1,
+                LocalBuf {
+                    region: abuf,
+                    offset: 0,
+                    len: 16,
+                },
+                RemoteBuf {
+                    stag: no_read,
+                    to: 0x1000,
+                },
+            ),
         )
         .unwrap();
     let tx = a.drain_tx();
@@ -1022,14 +1091,16 @@ fn send_variants_invalidate_and_solicit() {
     let (_, s2) = b.region(8, Access::REMOTE_WRITE, |_| 0);
     for i in 0..4u64 {
         b.eng
-            .post_recv(
+            .post(
                 &b.tags,
-                i,
-                LocalBuf {
-                    region: brecv,
-                    offset: 8 * i,
-                    len: 8,
-                },
+                WorkRequest::recv(
+                    i,
+                    LocalBuf {
+                        region: brecv,
+                        offset: 8 * i,
+                        len: 8,
+                    },
+                ),
             )
             .unwrap();
     }
@@ -1039,40 +1110,46 @@ fn send_variants_invalidate_and_solicit() {
         len: 8,
     };
     a.eng
-        .post_send(
+        .post(
             &a.tags,
-            0,
-            buf,
-            SendOpts {
-                solicited: false,
-                invalidate: Some(s1),
-            },
+            WorkRequest::send(
+                0,
+                buf,
+                SendOpts {
+                    solicited: false,
+                    invalidate: Some(s1),
+                },
+            ),
         )
         .unwrap();
     a.eng
-        .post_send(
+        .post(
             &a.tags,
-            1,
-            buf,
-            SendOpts {
-                solicited: true,
-                invalidate: None,
-            },
+            WorkRequest::send(
+                1,
+                buf,
+                SendOpts {
+                    solicited: true,
+                    invalidate: None,
+                },
+            ),
         )
         .unwrap();
     a.eng
-        .post_send(
+        .post(
             &a.tags,
-            2,
-            buf,
-            SendOpts {
-                solicited: true,
-                invalidate: Some(s2),
-            },
+            WorkRequest::send(
+                2,
+                buf,
+                SendOpts {
+                    solicited: true,
+                    invalidate: Some(s2),
+                },
+            ),
         )
         .unwrap();
     a.eng
-        .post_send(&a.tags, 3, buf, SendOpts::default())
+        .post(&a.tags, WorkRequest::send(3, buf, SendOpts::default()))
         .unwrap();
     pump(&mut a, &mut b);
     let c: Vec<_> = b
@@ -1093,14 +1170,16 @@ fn send_variants_invalidate_and_solicit() {
     assert!(!b.tags.lookup(s2).unwrap().1.valid);
     // A Write to the invalidated STag is now refused (DDP-102).
     a.eng
-        .post_write(
+        .post(
             &a.tags,
-            9,
-            buf,
-            RemoteBuf {
-                stag: s1,
-                to: 0x1000,
-            },
+            WorkRequest::write(
+                9,
+                buf,
+                RemoteBuf {
+                    stag: s1,
+                    to: 0x1000,
+                },
+            ),
         )
         .unwrap();
     pump(&mut a, &mut b);
@@ -1115,14 +1194,16 @@ fn send_with_invalidate_of_unknown_stag_terminates() {
     let (asrc, _) = a.region(8, Access::LOCAL_WRITE, pattern(1));
     let (brecv, _) = b.region(8, Access::LOCAL_WRITE, |_| 0);
     b.eng
-        .post_recv(
+        .post(
             &b.tags,
-            0,
-            LocalBuf {
-                region: brecv,
-                offset: 0,
-                len: 8,
-            },
+            WorkRequest::recv(
+                0,
+                LocalBuf {
+                    region: brecv,
+                    offset: 0,
+                    len: 8,
+                },
+            ),
         )
         .unwrap();
     let buf = LocalBuf {
@@ -1131,14 +1212,16 @@ fn send_with_invalidate_of_unknown_stag_terminates() {
         len: 8,
     };
     a.eng
-        .post_send(
+        .post(
             &a.tags,
-            0,
-            buf,
-            SendOpts {
-                solicited: false,
-                invalidate: Some(Stag(0x4242_4242)),
-            },
+            WorkRequest::send(
+                0,
+                buf,
+                SendOpts {
+                    solicited: false,
+                    invalidate: Some(Stag(0x4242_4242)),
+                },
+            ),
         )
         .unwrap();
     pump(&mut a, &mut b);
@@ -1166,24 +1249,26 @@ fn terminate_received_flushes_work_requests() {
         offset: 0,
         len: 8,
     };
-    a.eng.post_recv(&a.tags, 100, buf).unwrap();
+    a.eng.post(&a.tags, WorkRequest::recv(100, buf)).unwrap();
     a.eng
-        .post_send(&a.tags, 1, buf, SendOpts::default())
+        .post(&a.tags, WorkRequest::send(1, buf, SendOpts::default()))
         .unwrap();
     a.eng
-        .post_read(
+        .post(
             &a.tags,
-            2,
-            buf,
-            RemoteBuf {
-                stag: Stag(5),
-                to: 0,
-            },
+            WorkRequest::read(
+                2,
+                buf,
+                RemoteBuf {
+                    stag: Stag(5),
+                    to: 0,
+                },
+            ),
         )
         .unwrap();
     a.drain_tx(); // sent, not acknowledged
     a.eng
-        .post_send(&a.tags, 3, buf, SendOpts::default())
+        .post(&a.tags, WorkRequest::send(3, buf, SendOpts::default()))
         .unwrap(); // not sent yet
     let term = TerminateRepr {
         code: DdpError::InvalidQn.term_code(),
@@ -1212,7 +1297,8 @@ fn terminate_received_flushes_work_requests() {
         ]
     );
     assert_eq!(
-        a.eng.post_send(&a.tags, 4, buf, SendOpts::default()),
+        a.eng
+            .post(&a.tags, WorkRequest::send(4, buf, SendOpts::default())),
         Err(WorkRequestError::InvalidState)
     );
     assert!(
@@ -1226,14 +1312,16 @@ fn terminate_received_flushes_work_requests() {
 fn post_checks_local_buffers() {
     let mut a = Side::new(1, cfg(1));
     let (ro, _) = a.region(8, Access::REMOTE_READ, |_| 0);
-    let e = a.eng.post_recv(
+    let e = a.eng.post(
         &a.tags,
-        1,
-        LocalBuf {
-            region: ro,
-            offset: 0,
-            len: 8,
-        },
+        WorkRequest::recv(
+            1,
+            LocalBuf {
+                region: ro,
+                offset: 0,
+                len: 8,
+            },
+        ),
     );
     assert_eq!(
         e,
@@ -1241,15 +1329,17 @@ fn post_checks_local_buffers() {
             crate::ddp::stag_table::LocalFault::Access
         ))
     );
-    let e = a.eng.post_send(
+    let e = a.eng.post(
         &a.tags,
-        1,
-        LocalBuf {
-            region: ro,
-            offset: 4,
-            len: 8,
-        },
-        SendOpts::default(),
+        WorkRequest::send(
+            1,
+            LocalBuf {
+                region: ro,
+                offset: 4,
+                len: 8,
+            },
+            SendOpts::default(),
+        ),
     );
     assert_eq!(
         e,
@@ -1271,18 +1361,20 @@ fn segments_respect_mulpdu() {
     );
     let (asrc, _) = a.region(5000, Access::LOCAL_WRITE, pattern(1));
     a.eng
-        .post_write(
+        .post(
             &a.tags,
-            1,
-            LocalBuf {
-                region: asrc,
-                offset: 0,
-                len: 5000,
-            },
-            RemoteBuf {
-                stag: Stag(0x100),
-                to: 7,
-            },
+            WorkRequest::write(
+                1,
+                LocalBuf {
+                    region: asrc,
+                    offset: 0,
+                    len: 5000,
+                },
+                RemoteBuf {
+                    stag: Stag(0x100),
+                    to: 7,
+                },
+            ),
         )
         .unwrap();
     let tx = a.drain_tx();
@@ -1339,24 +1431,28 @@ fn fuzz_sink() -> (RdmapEngine, StagTable, BoundsChecked, Vec<Stag>) {
         stags.push(s);
     }
     let mut eng = RdmapEngine::new(cfg(1));
-    eng.post_recv(
+    eng.post(
         &tags,
-        1,
-        LocalBuf {
-            region: RegionHandle(1),
-            offset: 8,
-            len: 40,
-        },
+        WorkRequest::recv(
+            1,
+            LocalBuf {
+                region: RegionHandle::new(1, 1),
+                offset: 8,
+                len: 40,
+            },
+        ),
     )
     .unwrap();
-    eng.post_recv(
+    eng.post(
         &tags,
-        2,
-        LocalBuf {
-            region: RegionHandle(2),
-            offset: 0,
-            len: 100,
-        },
+        WorkRequest::recv(
+            2,
+            LocalBuf {
+                region: RegionHandle::new(2, 1),
+                offset: 0,
+                len: 100,
+            },
+        ),
     )
     .unwrap();
     (
@@ -1379,7 +1475,7 @@ proptest::proptest! {
             eng.handle_ulpdu_in_order(&mut tags, &mut mem, i as u64 * 200, s);
         }
         let mut out = [0u8; 2000];
-        while eng.poll_ulpdu(&mem, &mut out).is_some() {}
+        while eng.poll_ulpdu(&tags, &mem, &mut out).is_some() {}
     }
 
     /// Well-formed headers with random fields aimed at real STags: placement stays inside the
@@ -1413,14 +1509,16 @@ fn skipped_last_segment_is_msn_range_error() {
     let (mut s, _) = sink();
     let (recv2, _) = s.region(32, Access::LOCAL_WRITE, |_| 0);
     s.eng
-        .post_recv(
+        .post(
             &s.tags,
-            2,
-            LocalBuf {
-                region: recv2,
-                offset: 0,
-                len: 32,
-            },
+            WorkRequest::recv(
+                2,
+                LocalBuf {
+                    region: recv2,
+                    offset: 0,
+                    len: 32,
+                },
+            ),
         )
         .unwrap();
     s.eng.handle_ulpdu_in_order(
@@ -1459,15 +1557,17 @@ fn read_response_limited_to_requested_sink() {
             to: 0,
         };
         a.eng
-            .post_read(
+            .post(
                 &a.tags,
-                1,
-                LocalBuf {
-                    region: abuf,
-                    offset: 0,
-                    len: 16,
-                },
-                rb,
+                WorkRequest::read(
+                    1,
+                    LocalBuf {
+                        region: abuf,
+                        offset: 0,
+                        len: 16,
+                    },
+                    rb,
+                ),
             )
             .unwrap();
         let sink = a.tags.region(abuf).unwrap().stag;
@@ -1506,30 +1606,36 @@ fn ulpdu_parts_cut_anywhere() {
             to: 0x1000,
         };
         b.eng
-            .post_recv(
+            .post(
                 &b.tags,
-                5,
-                LocalBuf {
-                    region: brecv,
-                    offset: 0,
-                    len: n as u32,
-                },
+                WorkRequest::recv(
+                    5,
+                    LocalBuf {
+                        region: brecv,
+                        offset: 0,
+                        len: n as u32,
+                    },
+                ),
             )
             .unwrap();
         a.eng
-            .post_send(&a.tags, 1, buf, SendOpts::default())
+            .post(&a.tags, WorkRequest::send(1, buf, SendOpts::default()))
             .unwrap();
-        a.eng.post_write(&a.tags, 2, buf, remote).unwrap();
         a.eng
-            .post_read(
+            .post(&a.tags, WorkRequest::write(2, buf, remote))
+            .unwrap();
+        a.eng
+            .post(
                 &a.tags,
-                3,
-                LocalBuf {
-                    region: aback,
-                    offset: 0,
-                    len: n as u32,
-                },
-                remote,
+                WorkRequest::read(
+                    3,
+                    LocalBuf {
+                        region: aback,
+                        offset: 0,
+                        len: n as u32,
+                    },
+                    remote,
+                ),
             )
             .unwrap();
         loop {
@@ -1570,14 +1676,16 @@ fn write_after_send_with_invalidate_refused_even_out_of_order() {
     let (brecv, _) = b.region(8, Access::LOCAL_WRITE, |_| 0);
     let (bwin, bstag) = b.region(8, Access::REMOTE_WRITE, |_| 0);
     b.eng
-        .post_recv(
+        .post(
             &b.tags,
-            1,
-            LocalBuf {
-                region: brecv,
-                offset: 0,
-                len: 8,
-            },
+            WorkRequest::recv(
+                1,
+                LocalBuf {
+                    region: brecv,
+                    offset: 0,
+                    len: 8,
+                },
+            ),
         )
         .unwrap();
     let buf = LocalBuf {
@@ -1586,25 +1694,29 @@ fn write_after_send_with_invalidate_refused_even_out_of_order() {
         len: 8,
     };
     a.eng
-        .post_send(
+        .post(
             &a.tags,
-            1,
-            buf,
-            SendOpts {
-                solicited: false,
-                invalidate: Some(bstag),
-            },
+            WorkRequest::send(
+                1,
+                buf,
+                SendOpts {
+                    solicited: false,
+                    invalidate: Some(bstag),
+                },
+            ),
         )
         .unwrap();
     a.eng
-        .post_write(
+        .post(
             &a.tags,
-            2,
-            buf,
-            RemoteBuf {
-                stag: bstag,
-                to: 0x1000,
-            },
+            WorkRequest::write(
+                2,
+                buf,
+                RemoteBuf {
+                    stag: bstag,
+                    to: 0x1000,
+                },
+            ),
         )
         .unwrap();
     let tx = a.drain_tx();

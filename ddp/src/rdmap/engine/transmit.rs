@@ -32,7 +32,19 @@ impl RdmapEngine {
         }
     }
 
-    fn pick_next(&mut self) -> Option<TxMsg> {
+    /// Whether `m` reads a region that has been deregistered since it was queued.
+    fn source_gone(tags: &StagTable, m: &TxMsg) -> bool {
+        matches!(m.source, TxSource::Region { region, .. } if !tags.is_registered(region))
+    }
+
+    /// A region was deregistered under a message partly sent (or a Read Response due): the
+    /// peer cannot make sense of the rest, so the stream ends with a Terminate.
+    fn fail_region_gone(&mut self) {
+        self.stats.tx_region_gone += 1;
+        self.terminate_with(RdmapError::CatastrophicStream.term_code());
+    }
+
+    fn pick_next(&mut self, tags: &StagTable) -> Option<TxMsg> {
         if let Some(t) = self.terminate.take() {
             return Some(t);
         }
@@ -40,7 +52,33 @@ impl RdmapEngine {
             return None;
         }
         if let Some(r) = self.responses.pop_front() {
+            if Self::source_gone(tags, &r) {
+                self.fail_region_gone();
+                return self.terminate.take();
+            }
             return Some(r);
+        }
+        // A Send or Write whose region was deregistered before its first octet went out
+        // completes flushed; the stream goes on (no MSN was taken).
+        while self
+            .sq_pending
+            .front()
+            .is_some_and(|m| Self::source_gone(tags, m))
+        {
+            if let Some(TxMsg {
+                after: TxAfter::AwaitAck { seq },
+                ..
+            }) = self.sq_pending.pop_front()
+            {
+                self.stats.tx_region_gone += 1;
+                if let Some(e) = seq
+                    .checked_sub(self.sq_base_seq)
+                    .and_then(|i| self.sq.get_mut(i as usize))
+                {
+                    e.status = Some(WcStatus::Flushed);
+                }
+            }
+            self.drain_sq();
         }
         if !self.sq_ready() {
             return None;
@@ -61,17 +99,31 @@ impl RdmapEngine {
     /// Produce the next DDP segment (ULPDU) into `out`, at most `min(MULPDU, out.len())` octets.
     /// Returns its length, or `None` when there is nothing to send. After framing it, the caller
     /// reports the stream offset just past its FPDU with [`ulpdu_framed`](Self::ulpdu_framed).
-    pub fn poll_ulpdu<M: Memory + ?Sized>(&mut self, mem: &M, out: &mut [u8]) -> Option<usize> {
-        let seg = self.poll_segment(out.len())?;
+    pub fn poll_ulpdu<M: Memory + ?Sized>(
+        &mut self,
+        tags: &StagTable,
+        mem: &M,
+        out: &mut [u8],
+    ) -> Option<usize> {
+        let seg = self.poll_segment(tags, out.len())?;
         Some(seg.write_ulpdu(mem, out))
     }
 
     /// As [`poll_ulpdu`](Self::poll_ulpdu), but return the segment as a descriptor (header
     /// octets and payload location, at most `min(MULPDU, max_len)` octets) so the caller can
-    /// frame it straight from memory, and rebuild it for a retransmission.
-    pub fn poll_segment(&mut self, max_len: usize) -> Option<TxSegment> {
+    /// frame it straight from memory, and rebuild it for a retransmission. `tags` says which
+    /// regions are still registered (see [`post`](Self::post) for what happens to work on a
+    /// deregistered one).
+    pub fn poll_segment(&mut self, tags: &StagTable, max_len: usize) -> Option<TxSegment> {
         if self.terminate_sent {
             return None;
+        }
+        if self
+            .current
+            .as_ref()
+            .is_some_and(|m| Self::source_gone(tags, m))
+        {
+            self.fail_region_gone();
         }
         if self.terminate.is_some() {
             // A Terminate preempts a message in progress: the stream is dead anyway.
@@ -79,7 +131,7 @@ impl RdmapEngine {
         }
         let mut msg = match self.current.take() {
             Some(m) => m,
-            None => self.pick_next()?,
+            None => self.pick_next(tags)?,
         };
         let limit = self.cfg.mulpdu.min(max_len);
         let hl = match msg.header {
