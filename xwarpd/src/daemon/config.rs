@@ -870,7 +870,7 @@ mod tests {
             ("65536", 65536),
         ] {
             let c = DaemonConfig::from_toml(
-                &format!("[store]\npath = \"/x\"\nsize = {text}"),
+                &format!("[store]\npath = \"/x\"\nlisten = \"198.18.0.1:20049\"\nsize = {text}"),
                 "t",
                 &Overrides::default(),
             )
