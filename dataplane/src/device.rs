@@ -33,6 +33,9 @@ pub struct QpInit {
 #[derive(Debug, Clone)]
 pub struct Device {
     id: u64,
+    /// The key each protection domain's STag seed is derived from (drawn from the OS random
+    /// source at open; see [`crate::pd::StagSeeds`]).
+    stag_seeds: crate::pd::StagSeeds,
     transport: Transport,
     counters: Arc<DeviceCounters>,
     /// The AF_XDP engine (xdp transport only).
@@ -49,6 +52,7 @@ impl Device {
         }
         Ok(Self {
             id: NEXT_DEVICE.fetch_add(1, Ordering::Relaxed),
+            stag_seeds: crate::pd::StagSeeds::from_os()?,
             transport,
             counters: Arc::default(),
             xdp: None,
@@ -60,9 +64,11 @@ impl Device {
     /// called in the interface's network namespace. Dropping the last handle detaches XDP.
     pub fn open_xdp(cfg: XdpConfig) -> Result<Self, DeviceError> {
         let counters = Arc::<DeviceCounters>::default();
+        let stag_seeds = crate::pd::StagSeeds::from_os()?;
         let xdp = XdpDevice::open(&cfg, counters.clone())?;
         Ok(Self {
             id: NEXT_DEVICE.fetch_add(1, Ordering::Relaxed),
+            stag_seeds,
             transport: Transport::Xdp,
             counters,
             xdp: Some(Arc::new(xdp)),
@@ -102,7 +108,7 @@ impl Device {
 
     /// A new protection domain.
     pub fn alloc_pd(&self) -> ProtectionDomain {
-        ProtectionDomain::new(self.id)
+        ProtectionDomain::new(self.id, &self.stag_seeds)
     }
 
     /// A new completion queue.

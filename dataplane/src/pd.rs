@@ -116,19 +116,49 @@ pub(crate) fn os_random(buf: &mut [u8]) -> std::io::Result<()> {
     Ok(())
 }
 
-/// 64 random bits from the OS (`getrandom(2)`), for keys (STag keys, a server's boot
-/// verifier); falls back to time and address entropy if the call fails.
-pub fn os_random_u64() -> u64 {
+/// 64 random bits from the OS (`getrandom(2)`), for keys and verifiers; an error when the OS
+/// cannot give them (never a weaker fallback).
+pub fn os_random_u64() -> std::io::Result<u64> {
     let mut b = [0u8; 8];
-    if os_random(&mut b).is_err() {
-        // Fall back to time and address entropy: keys only make STags hard to guess.
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0);
-        return t ^ (&b as *const _ as u64).rotate_left(32);
+    os_random(&mut b)?;
+    Ok(u64::from_ne_bytes(b))
+}
+
+/// Where each protection domain's STag key seed comes from: a device's 128-bit key from the OS
+/// random source, and SipHash-2-4 of the domain's id under it (a keyed PRF: one domain's keys
+/// say nothing about another's).
+#[derive(Clone)]
+pub(crate) struct StagSeeds {
+    key: (u64, u64),
+}
+
+impl std::fmt::Debug for StagSeeds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StagSeeds(..)")
     }
-    u64::from_ne_bytes(b)
+}
+
+impl StagSeeds {
+    /// A key from the OS random source; failing to get one is an error.
+    pub(crate) fn from_os() -> Result<Self, crate::DeviceError> {
+        let rand = || os_random_u64().map_err(|e| crate::DeviceError::Random(e.kind()));
+        Ok(StagSeeds {
+            key: (rand()?, rand()?),
+        })
+    }
+
+    /// The seed of domain `pd`.
+    fn seed(&self, pd: PdId) -> u64 {
+        use std::hash::Hasher;
+        let mut h = siphasher::sip::SipHasher24::new_with_keys(self.key.0, self.key.1);
+        h.write_u32(pd.0);
+        h.finish()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn fixed_for_tests(k: u64) -> Self {
+        StagSeeds { key: (k, !k) }
+    }
 }
 
 impl ProtectionDomain {
@@ -137,13 +167,14 @@ impl ProtectionDomain {
         PdHandle(self.inner.clone())
     }
 
-    pub(crate) fn new(device_id: u64) -> Self {
+    pub(crate) fn new(device_id: u64, seeds: &StagSeeds) -> Self {
+        let id = PdId(NEXT_PD.fetch_add(1, Ordering::Relaxed));
         Self {
             inner: Arc::new(PdInner {
-                id: PdId(NEXT_PD.fetch_add(1, Ordering::Relaxed)),
+                id,
                 device_id,
                 state: Mutex::new(PdState {
-                    tags: StagTable::new(os_random_u64()),
+                    tags: StagTable::new(seeds.seed(id)),
                     mem: PdMemory::default(),
                 }),
             }),
@@ -321,9 +352,21 @@ impl Drop for MemoryRegion {
 mod tests {
     use super::*;
 
+    /// Issue 10 item 5: each domain's STag seed is a keyed PRF of its id under the device's
+    /// random key: distinct per domain and per device key (no seed from an address or a clock).
+    #[test]
+    fn stag_seeds_differ_per_domain_and_per_device_key() {
+        let (a, b) = (StagSeeds::fixed_for_tests(1), StagSeeds::fixed_for_tests(2));
+        assert_ne!(a.seed(PdId(1)), a.seed(PdId(2)));
+        assert_ne!(a.seed(PdId(1)), b.seed(PdId(1)));
+        assert_eq!(a.seed(PdId(7)), a.seed(PdId(7)));
+        let os = StagSeeds::from_os().expect("the OS random source");
+        assert_ne!(os.key, StagSeeds::from_os().unwrap().key);
+    }
+
     #[test]
     fn stags_are_unique_and_resolve() {
-        let pd = ProtectionDomain::new(1);
+        let pd = ProtectionDomain::new(1, &StagSeeds::fixed_for_tests(1));
         let a = pd.register(100, Access::ALL).unwrap();
         let b = pd.register(100, Access::REMOTE_READ).unwrap();
         assert_ne!(a.stag(), b.stag());
@@ -338,7 +381,7 @@ mod tests {
 
     #[test]
     fn drop_deregisters() {
-        let pd = ProtectionDomain::new(1);
+        let pd = ProtectionDomain::new(1, &StagSeeds::fixed_for_tests(1));
         let a = pd.register(10, Access::ALL).unwrap();
         let s = Stag(a.stag());
         drop(a);
@@ -347,7 +390,7 @@ mod tests {
 
     #[test]
     fn memory_trait_reads_writes_and_tolerates_unknown_regions() {
-        let pd = ProtectionDomain::new(1);
+        let pd = ProtectionDomain::new(1, &StagSeeds::fixed_for_tests(1));
         let a = pd.register_from(b"hello", Access::ALL).unwrap();
         let mut st = pd.inner.lock();
         st.mem.write(a.handle, 1, b"EL");
@@ -362,7 +405,7 @@ mod tests {
 
     #[test]
     fn empty_region_is_refused() {
-        let pd = ProtectionDomain::new(1);
+        let pd = ProtectionDomain::new(1, &StagSeeds::fixed_for_tests(1));
         assert!(pd.register(0, Access::ALL).is_err());
     }
 }

@@ -80,6 +80,9 @@ pub enum StartError {
     /// The acceptor thread could not start.
     #[error("starting the acceptor: {0}")]
     Thread(std::io::Error),
+    /// The OS random source gave no boot verifier.
+    #[error("drawing the store's boot verifier from the OS random source: {0}")]
+    Random(std::io::Error),
 }
 
 /// A running store service. Dropping it (or [`StoreServer::shutdown`]) stops accepting, closes
@@ -116,7 +119,7 @@ impl StoreServer {
             opts,
             stats: stats.clone(),
             stop: stop.clone(),
-            verifier: dataplane::os_random_u64(),
+            verifier: dataplane::os_random_u64().map_err(StartError::Random)?,
         };
         let nets = allowed.clone();
         let acceptor = std::thread::Builder::new()
