@@ -1,7 +1,7 @@
 //! Completion queue: shared by any number of queue pairs, polled by the application.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use crate::Completion;
@@ -42,8 +42,10 @@ pub(crate) trait Drive: Send + Sync + std::fmt::Debug {
 pub struct CompletionQueue {
     pub(crate) inner: Arc<CqInner>,
     pub(crate) device_id: u64,
-    /// An inline engine to run while the queue is empty.
-    pub(crate) driver: Option<Arc<dyn Drive>>,
+    /// An inline engine to run while the queue is empty. Weak: the device's routes hold
+    /// completion queues, so a strong handle here would keep a dropped device (its engine and
+    /// XDP program) alive for ever.
+    pub(crate) driver: Option<Weak<dyn Drive>>,
 }
 
 impl CompletionQueue {
@@ -79,7 +81,7 @@ impl CompletionQueue {
     /// Waits up to `timeout` for the next completion.
     pub fn wait(&self, timeout: Duration) -> Option<Completion> {
         let deadline = Instant::now() + timeout;
-        if self.driver.is_some() {
+        if self.driver().is_some() {
             // Inline engine: run it until something arrives (busy polling; the CPU is given up
             // only now and then, so a waiting peer on the same core still gets to run).
             let mut idle = 0u32;
@@ -118,8 +120,13 @@ impl CompletionQueue {
 }
 
 impl CompletionQueue {
+    /// The inline engine, while its device is alive.
+    fn driver(&self) -> Option<Arc<dyn Drive>> {
+        self.driver.as_ref()?.upgrade()
+    }
+
     fn drive_if_empty(&self) {
-        if let Some(d) = &self.driver {
+        if let Some(d) = self.driver() {
             let empty = self
                 .inner
                 .queue

@@ -116,7 +116,8 @@ impl Device {
         let mut cq = CompletionQueue::new(self.id);
         // Inline engines run when the application polls or waits.
         if let Some(x) = self.xdp.as_ref().filter(|x| x.shared.inline) {
-            cq.driver = Some(x.clone());
+            let weak: std::sync::Weak<XdpDevice> = Arc::downgrade(x);
+            cq.driver = Some(weak);
         }
         cq
     }
