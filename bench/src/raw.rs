@@ -7,16 +7,22 @@
 //! Both sides attach the steering XDP program to `--interface` and bind an AF_XDP socket on
 //! `--queue`, steering the test port. The server echoes (`raw_lat`) or counts (`raw_bw`) until
 //! the client has been quiet for a while after its traffic. The client reports:
-//! `raw_lat` half the round trip per sample; `raw_bw` what it queued for transmission (payload
-//! bits and frames per second: the MsgRate column is the packet rate). Messages larger than
-//! one frame's payload go as several frames.
+//! `raw_lat` half the round trip per sample (its wait makes no system call); `raw_bw` what the
+//! server received, which the client asks for after each run (payload bits and frames per
+//! second over the receiver's first-to-last arrival: the MsgRate column is the packet rate).
+//! Frames follow the interface MTU (up to what one UMEM frame holds: no multi-buffer); messages
+//! larger than one frame's payload go as several frames.
 
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
+use dataplane::xdp::netlink::RtNetlink;
+use dataplane::xdp::program::ifindex;
 use dataplane::xdp::raw::{
-    raw_echo, raw_flood, raw_ping_pong, raw_sink, PingPongConfig, RawEndpoint,
+    raw_echo, raw_flood, raw_ping_pong, raw_sink, raw_sink_report, PingPongConfig, RawEndpoint,
+    HEADERS_LEN,
 };
+use dataplane::xdp::xsk::frame_size_for_mtu;
 use dataplane::xdp::{
     resolve_next_hop, steered_queue, AttachPolicy, PortKind, XdpProgram, XskConfig, XskQueue,
 };
@@ -26,8 +32,8 @@ use crate::report::{self, Record, RULE};
 use crate::session::resolve;
 use crate::stats::{gbps, BwStats, LatencyRecorder};
 
-/// TCP payload per frame at a 1500-byte MTU (1500 - IPv4 - TCP headers).
-const MTU_PAYLOAD: usize = 1460;
+/// IPv4 and TCP header bytes inside the MTU.
+const IP_TCP_HEADERS: usize = 40;
 /// How long the server waits for a client at all.
 const SERVE_WAIT: Duration = Duration::from_secs(120);
 /// Quiet time after which the server decides the client is done.
@@ -46,16 +52,34 @@ fn xdp_err(what: &str, e: impl std::fmt::Display) -> String {
     format!("{what}: {e}")
 }
 
-/// The steering program on `ifname` and an AF_XDP socket on `--queue`, the port steered.
-fn open_queue(spec: &RunSpec, ifname: &str) -> Result<(XdpProgram, XskQueue), String> {
-    steered_queue(
+/// The steering program on `ifname` and an AF_XDP socket on `--queue`, the port steered, with
+/// UMEM frames sized for the interface's MTU; also the TCP payload one frame carries.
+fn open_queue(spec: &RunSpec, ifname: &str) -> Result<(XdpProgram, XskQueue, usize), String> {
+    let mtu = RtNetlink::new()
+        .and_then(|mut nl| nl.link_mtu(ifindex(ifname)?))
+        .map_err(|e| xdp_err("cannot read the MTU", e))?;
+    let cfg = XskConfig {
+        frame_size: frame_size_for_mtu(mtu),
+        ..XskConfig::default()
+    };
+    let (prog, q) = steered_queue(
         ifname,
         spec.args.queue,
         AttachPolicy::NativeOnly,
-        XskConfig::default(),
+        cfg,
         &[(spec.args.port, PortKind::Listen)],
     )
-    .map_err(|e| xdp_err("cannot set up AF_XDP", e))
+    .map_err(|e| xdp_err("cannot set up AF_XDP", e))?;
+    let payload = max_payload(mtu, q.frame_capacity());
+    Ok((prog, q, payload))
+}
+
+/// TCP payload of a full frame: what the MTU allows, within one UMEM frame of `capacity`
+/// packet bytes.
+fn max_payload(mtu: u32, capacity: usize) -> usize {
+    let by_mtu = (mtu as usize).saturating_sub(IP_TCP_HEADERS);
+    let by_frame = capacity.saturating_sub(HEADERS_LEN);
+    by_mtu.min(by_frame).max(8)
 }
 
 /// Whether the raw ping-pong spins on its rings (as the inline engine does: `--engine inline`,
@@ -64,21 +88,21 @@ fn busy_polls(spec: &RunSpec) -> bool {
     spec.args.engine() == crate::cli::EngineArg::Inline
 }
 
-/// Payload bytes per frame for messages of `size`.
-pub fn frame_payload(size: u64) -> usize {
-    (size as usize).clamp(8, MTU_PAYLOAD)
+/// Payload bytes per frame for messages of `size` when a frame carries at most `max`.
+pub fn frame_payload(size: u64, max: usize) -> usize {
+    (size as usize).clamp(8, max.max(8))
 }
 
-/// Frames per message of `size`.
-pub fn frames_per_message(size: u64) -> u64 {
-    (size.max(1)).div_ceil(frame_payload(size) as u64)
+/// Frames per message of `size` when a frame carries at most `max` payload bytes.
+pub fn frames_per_message(size: u64, max: usize) -> u64 {
+    (size.max(1)).div_ceil(frame_payload(size, max) as u64)
 }
 
 /// Raw server: echo or sink until the client is done.
 pub fn serve(spec: &RunSpec) -> Result<(), String> {
     let ifname = iface(spec)?;
     let port = spec.args.port;
-    let (_prog, mut q) = open_queue(spec, ifname)?;
+    let (_prog, mut q, _) = open_queue(spec, ifname)?;
     println!(
         "xwarp-bench {} server listening on {ifname} queue {} port {port} (raw AF_XDP)",
         spec.test.name(),
@@ -115,7 +139,7 @@ pub fn run_client(spec: &RunSpec, host: &str) -> Result<Vec<Record>, String> {
     let IpAddr::V4(server_ip) = addr.ip() else {
         return Err("raw tests run over IPv4 only".into());
     };
-    let (_prog, mut q) = open_queue(spec, ifname)?;
+    let (_prog, mut q, max) = open_queue(spec, ifname)?;
     let hop = resolve_next_hop(IpAddr::V4(server_ip), Duration::from_secs(3))
         .map_err(|e| format!("cannot reach {server_ip}: {e}"))?;
     let (local, remote): (RawEndpoint, RawEndpoint) =
@@ -135,12 +159,12 @@ pub fn run_client(spec: &RunSpec, host: &str) -> Result<Vec<Record>, String> {
     println!("{RULE}");
     println!("{}", report::header(spec.test));
     let mut rows = Vec::new();
-    for &size in &spec.sizes {
+    for (run_id, &size) in (1u64..).zip(&spec.sizes) {
         let row = if spec.test == TestKind::RawLat {
             let cfg = PingPongConfig {
                 local,
                 remote,
-                payload_len: (size as usize).clamp(8, MTU_PAYLOAD),
+                payload_len: frame_payload(size, max),
                 iterations: u32::try_from(iterations).unwrap_or(u32::MAX),
                 reply_timeout: Duration::from_secs(2),
                 busy_poll: busy_polls(spec),
@@ -153,9 +177,9 @@ pub fn run_client(spec: &RunSpec, host: &str) -> Result<Vec<Record>, String> {
             let st = rec.summary().ok_or("no samples")?;
             Record::latency(spec.test, "raw", size, &st)
         } else {
-            let payload = frame_payload(size);
-            let frames = iterations.saturating_mul(frames_per_message(size));
-            let run = raw_flood(
+            let payload = frame_payload(size, max);
+            let frames = iterations.saturating_mul(frames_per_message(size, max));
+            let sent = raw_flood(
                 &mut q,
                 &local,
                 &remote,
@@ -164,6 +188,17 @@ pub fn run_client(spec: &RunSpec, host: &str) -> Result<Vec<Record>, String> {
                 Duration::from_secs(60),
             )
             .map_err(|e| xdp_err("flood", e))?;
+            // What arrived, by the receiver's count and clock.
+            let run = raw_sink_report(&mut q, &local, &remote, run_id, Duration::from_secs(5))
+                .map_err(|e| xdp_err("report", e))?;
+            if run.frames < sent.frames {
+                eprintln!(
+                    "xwarp-bench: {}: {} of {} frames arrived",
+                    spec.test.name(),
+                    run.frames,
+                    sent.frames
+                );
+            }
             let secs = run.elapsed.as_secs_f64();
             let avg = gbps(run.frames * payload as u64, secs);
             let b = BwStats {
@@ -192,14 +227,31 @@ pub fn run_client(spec: &RunSpec, host: &str) -> Result<Vec<Record>, String> {
 mod tests {
     use super::*;
 
+    /// Headroom the kernel keeps in front of a frame in the UMEM (XDP_PACKET_HEADROOM).
+    const UMEM_HEADROOM: usize = 256;
+
     #[test]
     fn messages_split_into_mtu_frames() {
-        assert_eq!(frame_payload(2), 8, "at least the 8-byte sequence number");
-        assert_eq!(frame_payload(64), 64);
-        assert_eq!(frame_payload(65_536), 1460);
-        assert_eq!(frames_per_message(64), 1);
+        let max = max_payload(1500, 2048 - UMEM_HEADROOM);
+        assert_eq!(max, 1460);
+        assert_eq!(
+            frame_payload(2, max),
+            8,
+            "at least the 8-byte sequence number"
+        );
+        assert_eq!(frame_payload(64, max), 64);
+        assert_eq!(frame_payload(65_536, max), 1460);
+        assert_eq!(frames_per_message(64, max), 1);
         // 65536 / 1460 = 44.9 -> 45 frames
-        assert_eq!(frames_per_message(65_536), 45);
-        assert_eq!(frames_per_message(1 << 20), 719);
+        assert_eq!(frames_per_message(65_536, max), 45);
+        assert_eq!(frames_per_message(1 << 20, max), 719);
+    }
+
+    #[test]
+    fn frames_follow_the_mtu_up_to_one_umem_frame() {
+        // MTU 3498 fits a 4096-byte frame: 3458 payload bytes.
+        assert_eq!(max_payload(3498, 4096 - UMEM_HEADROOM), 3458);
+        // MTU 9000 is cut to what one 4096-byte frame holds (no multi-buffer).
+        assert_eq!(max_payload(9000, 4096 - UMEM_HEADROOM), 4096 - 256 - 54);
     }
 }

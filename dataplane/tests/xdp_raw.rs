@@ -6,7 +6,7 @@ use std::thread;
 use std::time::Duration;
 
 use dataplane::xdp::raw::{
-    raw_echo, raw_flood, raw_ping_pong, raw_sink, PingPongConfig, RawEndpoint,
+    raw_echo, raw_flood, raw_ping_pong, raw_sink, raw_sink_report, PingPongConfig, RawEndpoint,
 };
 use dataplane::xdp::testbed::{for_test, Side};
 use dataplane::xdp::{
@@ -118,4 +118,54 @@ fn raw_flood_is_counted_by_the_sink() {
         got.frames as f64 / secs / 1e6,
         got.bytes as f64 * 8.0 / secs / 1e9
     );
+}
+
+/// `raw_bw` reports what arrived: the client asks the sink after each run and gets the
+/// receiver's count for that run alone (a repeated request gets the same answer); the sink's
+/// total is the sum of its answers.
+#[test]
+fn raw_sink_reports_what_arrived_per_run() {
+    let Some(tb) = or_skip("rrp", for_test("rrp")) else {
+        return;
+    };
+    let steered = |side: Side| {
+        let _ns = tb.enter(side).unwrap();
+        steered_queue(
+            tb.ifname(side),
+            0,
+            AttachPolicy::NativeOnly,
+            XskConfig::default(),
+            &[(PORT, PortKind::Listen)],
+        )
+        .unwrap()
+    };
+    let (_prog_b, mut q_b) = steered(Side::B);
+    let (_prog_a, mut q_a) = steered(Side::A);
+    let _a = tb.enter(Side::A).unwrap();
+    let hop = resolve_next_hop(tb.ip(Side::B).into(), Duration::from_secs(3)).unwrap();
+    let (local, remote) = RawEndpoint::pair_from_hop(&hop, PORT, tb.ip(Side::B), PORT).unwrap();
+    let sink = thread::spawn(move || raw_sink(&mut q_b, u64::MAX, Duration::from_secs(2), false));
+    let t = Duration::from_secs(10);
+    let first = raw_flood(&mut q_a, &local, &remote, 512, 10_000, t).unwrap();
+    let r1 = raw_sink_report(&mut q_a, &local, &remote, 1, t).unwrap();
+    let again = raw_sink_report(&mut q_a, &local, &remote, 1, t).unwrap();
+    let second = raw_flood(&mut q_a, &local, &remote, 512, 5_000, t).unwrap();
+    let r2 = raw_sink_report(&mut q_a, &local, &remote, 2, t).unwrap();
+    let total = sink.join().unwrap().unwrap();
+    assert!(
+        r1.frames > 0 && r1.frames <= first.frames,
+        "{r1:?} of {first:?}"
+    );
+    assert_eq!(again, r1, "a repeated request gets the same answer");
+    assert!(
+        r2.frames > 0 && r2.frames <= second.frames,
+        "{r2:?} of {second:?}"
+    );
+    assert_eq!(r1.bytes, r1.frames * (54 + 512) as u64);
+    assert_eq!(
+        total.frames,
+        r1.frames + r2.frames,
+        "{total:?} = {r1:?} + {r2:?}"
+    );
+    assert!(r1.elapsed > Duration::ZERO);
 }

@@ -17,6 +17,15 @@ use super::XdpError;
 pub const HEADERS_LEN: usize = 14 + 20 + 20;
 const ETHERTYPE_IPV4: u16 = 0x0800;
 const TCP_PSH_ACK: u8 = 0x18;
+/// How long a waiting ping-pong lets a sent frame sit before it kicks the tx ring again.
+const KICK_AGAIN: Duration = Duration::from_millis(1);
+/// First payload octets of the frame that asks a [`raw_sink`] for its count
+/// ([`raw_sink_report`]); a run id follows.
+const REPORT_ASK: [u8; 8] = *b"XWRAW?N\0";
+/// First payload octets of a [`raw_sink`]'s answer: run id, frames, bytes, nanoseconds follow.
+const REPORT_ANSWER: [u8; 8] = *b"XWRAW=N\0";
+/// Payload length of the request and the answer.
+const REPORT_LEN: usize = 8 + 4 * 8;
 
 /// One end of a raw exchange.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -209,10 +218,19 @@ pub fn raw_ping_pong(q: &mut XskQueue, cfg: &PingPongConfig) -> Result<PingPongR
                 return Err(XdpError::Invalid("tx ring stayed full"));
             }
         }
+        // One kick per frame: in copy mode that sendto transmits it. The wait below makes no
+        // system call (busy_poll) unless the frame is still not out after KICK_AGAIN.
+        q.kick_tx();
+        let mut kicked = start;
         let rtt = loop {
             if q.recv(&mut rx, 64) == 0 {
-                q.kick_tx();
-                if start.elapsed() > cfg.reply_timeout {
+                let now = Instant::now();
+                if now - kicked > KICK_AGAIN {
+                    q.reclaim();
+                    q.kick_tx();
+                    kicked = now;
+                }
+                if now - start > cfg.reply_timeout {
                     return Err(XdpError::Invalid("no reply within the timeout"));
                 }
                 if !cfg.busy_poll {
@@ -284,8 +302,8 @@ pub struct RawRun {
 }
 
 /// Sends `count` frames of `payload_len` bytes from `local` to `remote` as fast as the tx ring
-/// takes them (the future `raw_bw`); returns what was queued for transmission. Gives up after
-/// `timeout`.
+/// takes them; returns what was queued for transmission (what arrived: [`raw_sink_report`]).
+/// Gives up after `timeout`.
 pub fn raw_flood(
     q: &mut XskQueue,
     local: &RawEndpoint,
@@ -327,7 +345,9 @@ pub fn raw_flood(
 }
 
 /// Receives frames until `count` have arrived or nothing arrived for `idle` (the receiving
-/// side of [`raw_flood`]); counts Ethernet/IPv4/TCP frames only.
+/// side of [`raw_flood`]); counts Ethernet/IPv4/TCP frames only. A request of
+/// [`raw_sink_report`] is answered with what arrived since the previous request (the same
+/// answer again for a repeated request), and counting starts anew.
 pub fn raw_sink(
     q: &mut XskQueue,
     count: u64,
@@ -335,29 +355,183 @@ pub fn raw_sink(
     busy_poll: bool,
 ) -> Result<RawRun, XdpError> {
     let mut rx: Vec<Frame> = Vec::with_capacity(64);
+    let mut total = RawRun::default();
     let mut run = RawRun::default();
     let mut first: Option<Instant> = None;
     let mut last = Instant::now();
-    while run.frames < count && last.elapsed() < idle {
+    let mut answered: Option<(u64, RawRun)> = None;
+    while total.frames < count && last.elapsed() < idle {
+        q.reclaim();
         if q.recv(&mut rx, 64) == 0 {
+            q.kick_tx();
             if !busy_poll {
                 q.poll_rx(1)?;
             }
             continue;
         }
         last = Instant::now();
-        first.get_or_insert(last);
+        let mut asked = None;
         for f in &rx {
             let data = q.data(f);
-            if tcp_payload(data).is_some() {
-                run.frames += 1;
-                run.bytes += data.len() as u64;
+            let Some(payload) = tcp_payload(data) else {
+                continue;
+            };
+            if let Some(id) = report_request(payload) {
+                asked = Some((id, ends_of(data)));
+                continue;
             }
+            first.get_or_insert(last);
+            run.frames += 1;
+            run.bytes += data.len() as u64;
         }
         q.release(&mut rx);
+        if let Some((id, Some((from, to)))) = asked {
+            let figures = match answered {
+                Some((done, figures)) if done == id => figures,
+                _ => {
+                    run.elapsed = first.map(|f| last - f).unwrap_or_default();
+                    total.frames += run.frames;
+                    total.bytes += run.bytes;
+                    let figures = std::mem::take(&mut run);
+                    first = None;
+                    answered = Some((id, figures));
+                    figures
+                }
+            };
+            send_report(q, &to, &from, id, &figures)?;
+        }
     }
-    run.elapsed = first.map(|f| last - f).unwrap_or_default();
-    Ok(run)
+    total.frames += run.frames;
+    total.bytes += run.bytes;
+    total.elapsed = first.map(|f| last - f).unwrap_or_default();
+    Ok(total)
+}
+
+/// Asks the [`raw_sink`] at `remote` what arrived since the previous request (`id` must differ
+/// from the previous request's), resending the request until the answer comes or `timeout`
+/// passes: the receiver's count, bytes and first-to-last time, the figures a bandwidth test
+/// reports.
+pub fn raw_sink_report(
+    q: &mut XskQueue,
+    local: &RawEndpoint,
+    remote: &RawEndpoint,
+    id: u64,
+    timeout: Duration,
+) -> Result<RawRun, XdpError> {
+    let start = Instant::now();
+    let mut rx: Vec<Frame> = Vec::with_capacity(64);
+    let mut asked: Option<Instant> = None;
+    while start.elapsed() < timeout {
+        q.reclaim();
+        if asked.is_none_or(|t| t.elapsed() > Duration::from_millis(20)) {
+            let mut payload = [0u8; REPORT_LEN];
+            payload[..8].copy_from_slice(&REPORT_ASK);
+            payload[8..16].copy_from_slice(&id.to_le_bytes());
+            send_frame(q, local, remote, &payload)?;
+            asked = Some(Instant::now());
+        }
+        if q.recv(&mut rx, 64) == 0 {
+            continue;
+        }
+        let answer = rx
+            .iter()
+            .find_map(|f| tcp_payload(q.data(f)).and_then(report_answer));
+        q.release(&mut rx);
+        if let Some((got, run)) = answer {
+            if got == id {
+                return Ok(run);
+            }
+        }
+    }
+    Err(XdpError::Invalid(
+        "the sink did not report within the timeout",
+    ))
+}
+
+/// The run id of a report request.
+fn report_request(payload: &[u8]) -> Option<u64> {
+    (payload.len() >= REPORT_LEN && payload[..8] == REPORT_ASK)
+        .then(|| u64::from_le_bytes(payload[8..16].try_into().unwrap_or_default()))
+}
+
+/// The run id and figures of a report answer.
+fn report_answer(payload: &[u8]) -> Option<(u64, RawRun)> {
+    if payload.len() < REPORT_LEN || payload[..8] != REPORT_ANSWER {
+        return None;
+    }
+    let word = |i: usize| {
+        u64::from_le_bytes(
+            payload[8 + 8 * i..16 + 8 * i]
+                .try_into()
+                .unwrap_or_default(),
+        )
+    };
+    Some((
+        word(0),
+        RawRun {
+            frames: word(1),
+            bytes: word(2),
+            elapsed: Duration::from_nanos(word(3)),
+        },
+    ))
+}
+
+/// Source and destination of an Ethernet/IPv4/TCP frame (checked by [`tcp_payload`] first).
+fn ends_of(frame: &[u8]) -> Option<(RawEndpoint, RawEndpoint)> {
+    tcp_payload(frame)?;
+    let ihl = usize::from(frame[14] & 0x0F) * 4;
+    let port = |at: usize| u16::from_be_bytes([frame[at], frame[at + 1]]);
+    let ip = |at: usize| Ipv4Addr::new(frame[at], frame[at + 1], frame[at + 2], frame[at + 3]);
+    let mac = |at: usize| -> Mac { frame[at..at + 6].try_into().unwrap_or_default() };
+    Some((
+        RawEndpoint {
+            mac: mac(6),
+            ip: ip(26),
+            port: port(14 + ihl),
+        },
+        RawEndpoint {
+            mac: mac(0),
+            ip: ip(30),
+            port: port(14 + ihl + 2),
+        },
+    ))
+}
+
+/// Sends the answer to report request `id`.
+fn send_report(
+    q: &mut XskQueue,
+    from: &RawEndpoint,
+    to: &RawEndpoint,
+    id: u64,
+    run: &RawRun,
+) -> Result<(), XdpError> {
+    let mut payload = [0u8; REPORT_LEN];
+    payload[..8].copy_from_slice(&REPORT_ANSWER);
+    let nanos = u64::try_from(run.elapsed.as_nanos()).unwrap_or(u64::MAX);
+    for (i, w) in [id, run.frames, run.bytes, nanos].into_iter().enumerate() {
+        payload[8 + 8 * i..16 + 8 * i].copy_from_slice(&w.to_le_bytes());
+    }
+    send_frame(q, from, to, &payload)
+}
+
+/// Builds and sends one frame (kicking the tx ring); a full ring drops it (the asker retries).
+fn send_frame(
+    q: &mut XskQueue,
+    from: &RawEndpoint,
+    to: &RawEndpoint,
+    payload: &[u8],
+) -> Result<(), XdpError> {
+    let Some(mut f) = q.alloc() else {
+        return Ok(());
+    };
+    let len = build_tcp_frame(q.data_mut_full(&mut f), from, to, 0, payload)
+        .ok_or(XdpError::Invalid("frame too short"))?;
+    q.set_len(&mut f, len)?;
+    let mut tx = vec![f];
+    q.send(&mut tx);
+    q.release(&mut tx);
+    q.kick_tx();
+    Ok(())
 }
 
 #[cfg(test)]

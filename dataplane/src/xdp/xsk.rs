@@ -33,6 +33,16 @@ pub enum BindMode {
     ZeroCopy,
 }
 
+/// UMEM frame size for an interface of `mtu`: 2048 when a whole frame fits with the kernel's
+/// headroom, else 4096 (the largest frame AF_XDP takes without multi-buffer).
+pub fn frame_size_for_mtu(mtu: u32) -> u32 {
+    if mtu + 14 + 256 <= 2048 {
+        2048
+    } else {
+        4096
+    }
+}
+
 /// Sizes and modes of one [`XskQueue`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct XskConfig {

@@ -28,15 +28,7 @@ fn xdp_err(error: XdpError) -> DeviceError {
     }
 }
 
-/// UMEM frame size for `mtu`: 2048 when a full frame fits (with the kernel's headroom),
-/// else 4096 (the largest AF_XDP frame).
-fn frame_size_for(mtu: u32) -> u32 {
-    if mtu + 14 + 256 <= 2048 {
-        2048
-    } else {
-        4096
-    }
-}
+use crate::xdp::xsk::frame_size_for_mtu as frame_size_for;
 
 impl XdpDevice {
     /// Opens `cfg.interface` in the calling thread's network namespace.
