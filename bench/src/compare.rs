@@ -1,6 +1,8 @@
 //! `compare`: runs raw, xdp and kernel on a fresh two-namespace testbed, the server in one
-//! namespace and the client in the other (each a child `xwarp-bench`), and prints one table
-//! with the ratios xdp/raw and xdp/kernel.
+//! namespace and the client in the other (each a child `xwarp-bench`), and Linux TCP itself
+//! (sockperf, iperf3: [`crate::linux`]) with the same pinning, and prints one table with the
+//! ratios xdp/raw, xdp/kernel and xdp/linux. A planned cell that could not be measured makes
+//! the run fail (after the table and the JSON are written).
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -19,7 +21,7 @@ use crate::testbed::{Testbed, ADDR_A};
 pub struct CompareRecord {
     /// The test as compare names it (`write_lat`, ...).
     pub test: String,
-    /// `raw`, `xdp` or `kernel`.
+    /// `raw`, `xdp`, `kernel` or `linux`.
     pub transport: String,
     /// Message size.
     pub bytes: u64,
@@ -67,8 +69,8 @@ pub const PLAN: [(TestKind, u64, Metric, u64, u64); 5] = [
     (TestKind::RpcRead, 1 << 20, Metric::Bandwidth, 500, 30),
 ];
 
-/// The transports, in table order.
-pub const TRANSPORTS: [&str; 3] = ["raw", "xdp", "kernel"];
+/// The transports, in table order (`linux`: Linux TCP with sockperf and iperf3).
+pub const TRANSPORTS: [&str; 4] = ["raw", "xdp", "kernel", "linux"];
 
 /// The raw AF_XDP test standing in for `test`.
 pub fn raw_test(test: TestKind) -> TestKind {
@@ -146,15 +148,22 @@ pub fn run(args: &CompareArgs) -> Result<(), String> {
                     load_average()
                 );
                 let json = tmp.join(format!("{}-{transport}.json", test.name()));
-                let r = run_pair(&tb, &exe, run_test, t, bytes, iters, port, &json, pin);
+                let r = if transport == "linux" {
+                    crate::linux::run(
+                        &tb,
+                        test,
+                        bytes,
+                        crate::linux::seconds(args.short),
+                        port,
+                        pin,
+                    )
+                } else {
+                    run_pair(&tb, &exe, run_test, t, bytes, iters, port, &json, pin)
+                        .map(|rec| CompareRecord::from_record(test, transport, Some(&rec), bytes))
+                };
                 port += 1;
                 match r {
-                    Ok(rec) => runs.push(CompareRecord::from_record(
-                        test,
-                        transport,
-                        Some(&rec),
-                        bytes,
-                    )),
+                    Ok(rec) => runs.push(rec),
                     Err(e) => {
                         let note = format!("{transport} {}: {e}", test.name());
                         eprintln!("xwarp-bench compare: n/a: {note}");
@@ -177,7 +186,26 @@ pub fn run(args: &CompareArgs) -> Result<(), String> {
     if let Some(path) = &args.json {
         report::write_json(path, &records)?;
     }
+    let missing = missing_cells(&records);
+    if !missing.is_empty() {
+        return Err(format!("not measured: {}", missing.join(", ")));
+    }
     Ok(())
+}
+
+/// The planned cells (`transport test`) that no round measured.
+pub fn missing_cells(records: &[CompareRecord]) -> Vec<String> {
+    records
+        .iter()
+        .filter(|r| {
+            let metric = PLAN
+                .iter()
+                .find(|p| p.0.name() == r.test && p.1 == r.bytes)
+                .map(|p| p.2);
+            metric.is_some_and(|m| m.of(r).is_none())
+        })
+        .map(|r| format!("{} {}", r.transport, r.test))
+        .collect()
 }
 
 /// The 1-minute load average (`/proc/loadavg`), for the log.
@@ -227,8 +255,17 @@ pub fn table(records: &[CompareRecord], notes: &[String]) -> String {
     out.push_str(RULE);
     out.push('\n');
     out.push_str(&format!(
-        " {:<10}{:>9}  {:<16}{:>10}{:>10}{:>10}{:>10}{:>12}\n",
-        "test", "#bytes", "metric", "raw", "xdp", "kernel", "xdp/raw", "xdp/kernel"
+        " {:<10}{:>9}  {:<16}{:>10}{:>10}{:>10}{:>10}{:>10}{:>12}{:>11}\n",
+        "test",
+        "#bytes",
+        "metric",
+        "raw",
+        "xdp",
+        "kernel",
+        "linux",
+        "xdp/raw",
+        "xdp/kernel",
+        "xdp/linux"
     ));
     for (test, bytes, metric, _, _) in PLAN {
         let get = |t: &str| {
@@ -237,17 +274,19 @@ pub fn table(records: &[CompareRecord], notes: &[String]) -> String {
                 .find(|r| r.test == test.name() && r.transport == t && r.bytes == bytes)
                 .and_then(|r| metric.of(r))
         };
-        let (raw, xdp, kernel) = (get("raw"), get("xdp"), get("kernel"));
+        let (raw, xdp, kernel, linux) = (get("raw"), get("xdp"), get("kernel"), get("linux"));
         out.push_str(&format!(
-            " {:<10}{:>9}  {:<16}{:>10}{:>10}{:>10}{:>10}{:>12}\n",
+            " {:<10}{:>9}  {:<16}{:>10}{:>10}{:>10}{:>10}{:>10}{:>12}{:>11}\n",
             test.name(),
             bytes,
             metric.unit(),
             f(raw, 3),
             f(xdp, 3),
             f(kernel, 3),
+            f(linux, 3),
             f(ratio(xdp, raw), 2),
             f(ratio(xdp, kernel), 2),
+            f(ratio(xdp, linux), 2),
         ));
     }
     out.push_str(RULE);
@@ -328,7 +367,12 @@ fn iface_args(test: TestKind, transport: &str, ifname: &str) -> Vec<String> {
 
 /// The command running `exe` on one side: in its namespace, pinned to its own core when `pin`
 /// (the server to CPU 0, the client to CPU 1, with `taskset`).
-fn side(tb: &Testbed, in_a: bool, exe: &Path, pin: bool) -> std::process::Command {
+pub(crate) fn side_command(
+    tb: &Testbed,
+    in_a: bool,
+    exe: &Path,
+    pin: bool,
+) -> std::process::Command {
     if !pin {
         return tb.exec(in_a, exe);
     }
@@ -357,7 +401,7 @@ pub fn run_pair(
 ) -> Result<Record, String> {
     let port_s = port.to_string();
     let mut server = Server {
-        child: side(tb, true, exe, pin)
+        child: side_command(tb, true, exe, pin)
             .args([test.name(), "--transport", transport, "--port", &port_s])
             .args(iface_args(test, transport, &tb.if_a))
             .stdin(Stdio::null())
@@ -386,7 +430,7 @@ pub fn run_pair(
             return Err(last_line(&server.stderr()));
         }
     }
-    let out = side(tb, false, exe, pin)
+    let out = side_command(tb, false, exe, pin)
         .args([
             test.name(),
             ADDR_A,
@@ -446,6 +490,7 @@ mod tests {
             rec("write_lat", "kernel", 64, Some(20.0), None),
             rec("write_lat", "xdp", 64, Some(5.0), None),
             rec("write_lat", "raw", 64, Some(4.0), None),
+            rec("write_lat", "linux", 64, Some(10.0), None),
             rec("write_bw", "kernel", 65_536, None, Some(2.5)),
         ];
         let notes = vec!["xdp write_bw: not available yet".to_string(); 2];
@@ -461,8 +506,10 @@ mod tests {
                 "4.000",
                 "5.000",
                 "20.000",
+                "10.000",
                 "1.25",
-                "0.25"
+                "0.25",
+                "0.50"
             ]
         );
         let bw = t.lines().find(|l| l.starts_with(" write_bw")).unwrap();
@@ -473,6 +520,29 @@ mod tests {
             "notes deduplicated"
         );
         assert_eq!(t.lines().filter(|l| l.contains("rpc_read")).count(), 1);
+    }
+
+    #[test]
+    fn a_planned_cell_without_a_figure_is_missing() {
+        let mut runs = vec![rec("write_lat", "linux", 64, Some(10.0), None)];
+        let missing = missing_cells(&medians(&runs));
+        assert_eq!(missing.len(), PLAN.len() * TRANSPORTS.len() - 1);
+        assert!(missing.contains(&"xdp write_lat".to_string()));
+        assert!(!missing.contains(&"linux write_lat".to_string()));
+        for (test, bytes, metric, _, _) in PLAN {
+            for t in TRANSPORTS {
+                let v = Some(1.0);
+                runs.push(match metric {
+                    Metric::Typical => rec(test.name(), t, bytes, v, None),
+                    Metric::Bandwidth => rec(test.name(), t, bytes, None, v),
+                    Metric::Rate => CompareRecord {
+                        msg_rate_mpps: v,
+                        ..rec(test.name(), t, bytes, None, None)
+                    },
+                });
+            }
+        }
+        assert!(missing_cells(&medians(&runs)).is_empty());
     }
 
     #[test]

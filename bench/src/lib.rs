@@ -6,6 +6,7 @@
 pub mod cli;
 pub mod compare;
 pub mod handshake;
+pub mod linux;
 pub mod perftest;
 pub mod raw;
 pub mod report;
