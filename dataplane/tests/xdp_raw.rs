@@ -169,3 +169,21 @@ fn raw_sink_reports_what_arrived_per_run() {
     );
     assert!(r1.elapsed > Duration::ZERO);
 }
+
+/// Copy mode on a kernel with `XDP_MAX_TX_SKB_BUDGET` (6.17+): one kick may move the whole tx
+/// ring (2048 frames), not 32; older kernels keep 32.
+#[test]
+fn copy_mode_takes_the_whole_ring_per_kick_where_the_kernel_allows() {
+    let Some(tb) = or_skip("rtb", for_test("rtb")) else {
+        return;
+    };
+    let _a = tb.enter(Side::A).unwrap();
+    let q = XskQueue::new(tb.ifname(Side::A), 0, XskConfig::default()).unwrap();
+    assert!(!q.is_zero_copy());
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let mut v = release.trim().split(|c: char| !c.is_ascii_digit());
+    let major: u32 = v.next().unwrap().parse().unwrap();
+    let minor: u32 = v.next().unwrap().parse().unwrap();
+    let expected = if (major, minor) >= (6, 17) { 2048 } else { 32 };
+    assert_eq!(q.tx_budget(), expected, "kernel {release}");
+}

@@ -154,6 +154,7 @@ pub struct XskQueue {
     capacity: usize,
     zero_copy: bool,
     queue_id: u32,
+    tx_budget: u32,
 }
 
 impl std::fmt::Debug for XskQueue {
@@ -217,6 +218,13 @@ impl XskQueue {
             })?;
         let (fill, comp) = rings.ok_or(XdpError::Invalid("UMEM unexpectedly shared"))?;
         let zero_copy = is_zero_copy(tx.fd().as_raw_fd())?;
+        // Copy mode: one sendto may move the whole tx ring instead of the kernel's default 32
+        // frames (kernels from 6.17 on; older ones keep 32).
+        let tx_budget = if zero_copy {
+            cfg.ring_size
+        } else {
+            set_tx_budget(tx.fd().as_raw_fd(), cfg.ring_size)
+        };
         tracing::info!(
             "{ifname} queue {queue_id}: AF_XDP socket in {} mode{}",
             if zero_copy { "zero-copy" } else { "copy" },
@@ -243,6 +251,7 @@ impl XskQueue {
             capacity,
             zero_copy,
             queue_id,
+            tx_budget,
         };
         q.refill();
         Ok(q)
@@ -261,6 +270,12 @@ impl XskQueue {
     /// Whether the socket runs zero-copy (false: copy mode).
     pub fn is_zero_copy(&self) -> bool {
         self.zero_copy
+    }
+
+    /// Frames one kick (`sendto`) can hand to the driver in copy mode: the tx ring's size
+    /// where the kernel takes `XDP_MAX_TX_SKB_BUDGET` (6.17 and later), else its default 32.
+    pub fn tx_budget(&self) -> u32 {
+        self.tx_budget
     }
 
     /// Largest packet a frame holds.
@@ -490,6 +505,35 @@ fn into_contents_mut(data: xsk_rs::umem::frame::DataMut<'_>) -> &mut [u8] {
     // `data`'s borrow of the UMEM and the frame token; DataMut is only a view with no drop
     // effects, so returning its contents for the same lifetime is sound.
     unsafe { std::slice::from_raw_parts_mut(ptr, len) }
+}
+
+/// `XDP_MAX_TX_SKB_BUDGET` (include/uapi/linux/if_xdp.h, Linux 6.17).
+const XDP_MAX_TX_SKB_BUDGET: libc::c_int = 9;
+/// The copy-mode budget per `sendto` of kernels without that option.
+const DEFAULT_TX_BUDGET: u32 = 32;
+
+/// Asks for `budget` frames per `sendto` in copy mode; returns the budget in force.
+fn set_tx_budget(fd: RawFd, budget: u32) -> u32 {
+    // Safety: `budget` is readable for the size passed and outlives the call; the kernel only
+    // reads it.
+    let ret = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_XDP,
+            XDP_MAX_TX_SKB_BUDGET,
+            (&budget as *const u32).cast(),
+            std::mem::size_of::<u32>() as libc::socklen_t,
+        )
+    };
+    if ret == 0 {
+        budget
+    } else {
+        tracing::debug!(
+            "XDP_MAX_TX_SKB_BUDGET not taken ({}): {DEFAULT_TX_BUDGET} frames per sendto",
+            std::io::Error::last_os_error()
+        );
+        DEFAULT_TX_BUDGET
+    }
 }
 
 fn is_zero_copy(fd: RawFd) -> Result<bool, XdpError> {
