@@ -45,6 +45,11 @@ pub struct XdpConfig {
     pub mode: EngineMode,
     /// Seeded fault injection on the engine's receive and transmit paths (tests; off by default).
     pub fault: crate::engine::FaultConfig,
+    /// UMEM on 2 MiB huge pages (reserve them with `deploy/host-setup --hugepages N`; off by
+    /// default).
+    pub huge_pages: bool,
+    /// Busy-poll socket options for NIC drivers that support them (off by default).
+    pub busy_poll: Option<crate::xdp::BusyPoll>,
 }
 
 impl XdpConfig {
@@ -58,6 +63,8 @@ impl XdpConfig {
             local_ports: 40000..=40999,
             mode: EngineMode::default(),
             fault: crate::engine::FaultConfig::default(),
+            huge_pages: false,
+            busy_poll: None,
         }
     }
 }

@@ -10,7 +10,7 @@ use dataplane::xdp::raw::{
 };
 use dataplane::xdp::testbed::{for_test, Side};
 use dataplane::xdp::{
-    resolve_next_hop, steered_queue, AttachPolicy, PortKind, XskConfig, XskQueue,
+    resolve_next_hop, steered_queue, AttachPolicy, BusyPoll, PortKind, XskConfig, XskQueue,
 };
 use testkit::or_skip;
 
@@ -186,4 +186,69 @@ fn copy_mode_takes_the_whole_ring_per_kick_where_the_kernel_allows() {
     let minor: u32 = v.next().unwrap().parse().unwrap();
     let expected = if (major, minor) >= (6, 17) { 2048 } else { 32 };
     assert_eq!(q.tx_budget(), expected, "kernel {release}");
+}
+
+/// Options for real NICs (issue 11 item 5) on veth: with the busy-poll socket options set on
+/// both ends, frames still make the round trip; a UMEM on huge pages opens where enough are
+/// free and otherwise fails naming the remedy (this VM reserves none: the second branch).
+#[test]
+fn busy_poll_and_huge_page_options() {
+    let Some(tb) = or_skip("rbp", for_test("rbp")) else {
+        return;
+    };
+    let busy = XskConfig {
+        busy_poll: Some(BusyPoll::default()),
+        ..XskConfig::default()
+    };
+    let setup = |side: Side| {
+        let _ns = tb.enter(side).unwrap();
+        steered_queue(
+            tb.ifname(side),
+            0,
+            AttachPolicy::NativeOnly,
+            busy,
+            &[(PORT, PortKind::Listen)],
+        )
+        .expect("busy-poll options accepted")
+    };
+    let (_prog_b, mut q_b) = setup(Side::B);
+    let (_prog_a, mut q_a) = setup(Side::A);
+    let _a = tb.enter(Side::A).unwrap();
+    let hop = resolve_next_hop(tb.ip(Side::B).into(), Duration::from_secs(3)).unwrap();
+    let (local, remote) = RawEndpoint::pair_from_hop(&hop, PORT, tb.ip(Side::B), PORT).unwrap();
+    let echo = thread::spawn(move || raw_echo(&mut q_b, 50, Duration::from_secs(30), true));
+    let cfg = PingPongConfig {
+        local,
+        remote,
+        payload_len: 64,
+        iterations: 50,
+        reply_timeout: Duration::from_secs(2),
+        busy_poll: true,
+    };
+    let report = raw_ping_pong(&mut q_a, &cfg).expect("every ping comes back");
+    assert_eq!(report.rtts.len(), 50);
+    assert_eq!(echo.join().unwrap().unwrap(), 50);
+    drop(q_a);
+
+    let huge = XskConfig {
+        huge_pages: true,
+        ..XskConfig::default()
+    };
+    let need_pages = (u64::from(huge.frame_count) * u64::from(huge.frame_size)).div_ceil(2 << 20);
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let free_pages: u64 = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("HugePages_Free:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    match XskQueue::new(tb.ifname(Side::A), 0, huge) {
+        Ok(q) => assert!(
+            free_pages >= need_pages,
+            "opened without free huge pages: {q:?}"
+        ),
+        Err(e) => {
+            assert!(free_pages < need_pages, "{free_pages} pages free, yet: {e}");
+            assert!(e.to_string().contains("--hugepages"), "{e}");
+        }
+    }
 }

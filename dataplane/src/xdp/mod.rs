@@ -44,4 +44,4 @@ pub use ports::LocalPortRange;
 pub use program::{AttachMode, AttachPolicy, XdpProgram};
 pub use steered::steered_queue;
 pub use test_run::XdpAction;
-pub use xsk::{BindMode, Frame, XskConfig, XskQueue};
+pub use xsk::{BindMode, BusyPoll, Frame, XskConfig, XskQueue};

@@ -56,6 +56,32 @@ pub struct XskConfig {
     pub bind_mode: BindMode,
     /// Bind with `XDP_USE_NEED_WAKEUP` (the kernel is kicked only when it asks).
     pub need_wakeup: bool,
+    /// Back the UMEM with 2 MiB huge pages (fewer TLB misses on a large UMEM). Reserve them
+    /// first (`deploy/host-setup --hugepages N`); without free huge pages the queue fails to
+    /// open. Off by default.
+    pub huge_pages: bool,
+    /// Busy polling for NIC drivers that run their receive work from the application's system
+    /// calls (`SO_PREFER_BUSY_POLL`, `SO_BUSY_POLL`, `SO_BUSY_POLL_BUDGET`); `None` (default)
+    /// leaves the socket as it is. It changes nothing on veth.
+    pub busy_poll: Option<BusyPoll>,
+}
+
+/// Busy-poll settings of an AF_XDP socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BusyPoll {
+    /// How long one busy-poll system call may spin in the driver (`SO_BUSY_POLL`, µs).
+    pub usecs: u32,
+    /// Packets the driver may handle per busy poll (`SO_BUSY_POLL_BUDGET`).
+    pub budget: u32,
+}
+
+impl Default for BusyPoll {
+    fn default() -> Self {
+        BusyPoll {
+            usecs: 20,
+            budget: 64,
+        }
+    }
 }
 
 impl Default for XskConfig {
@@ -66,6 +92,8 @@ impl Default for XskConfig {
             ring_size: 2048,
             bind_mode: BindMode::Auto,
             need_wakeup: true,
+            huge_pages: false,
+            busy_poll: None,
         }
     }
 }
@@ -185,10 +213,15 @@ impl XskQueue {
             .map_err(|_| XdpError::Invalid("UMEM configuration"))?;
         let capacity = umem_cfg.mtu() as usize;
         let count = NonZeroU32::new(cfg.frame_count).ok_or(XdpError::Invalid("zero frames"))?;
-        let (umem, descs) = Umem::new(umem_cfg, count, false).map_err(|e| XdpError::Os {
-            op: "create UMEM",
-            errno: source_errno(&e),
-        })?;
+        let (umem, descs) =
+            Umem::new(umem_cfg, count, cfg.huge_pages).map_err(|e| XdpError::Os {
+                op: if cfg.huge_pages {
+                    "create UMEM on huge pages (reserve them: deploy/host-setup --hugepages N)"
+                } else {
+                    "create UMEM"
+                },
+                errno: source_errno(&e),
+            })?;
 
         let mut bind = match cfg.bind_mode {
             BindMode::Auto => BindFlags::empty(),
@@ -218,6 +251,9 @@ impl XskQueue {
             })?;
         let (fill, comp) = rings.ok_or(XdpError::Invalid("UMEM unexpectedly shared"))?;
         let zero_copy = is_zero_copy(tx.fd().as_raw_fd())?;
+        if let Some(bp) = cfg.busy_poll {
+            set_busy_poll(tx.fd().as_raw_fd(), bp)?;
+        }
         // Copy mode: one sendto may move the whole tx ring instead of the kernel's default 32
         // frames (kernels from 6.17 on; older ones keep 32).
         let tx_budget = if zero_copy {
@@ -507,6 +543,47 @@ fn into_contents_mut(data: xsk_rs::umem::frame::DataMut<'_>) -> &mut [u8] {
     unsafe { std::slice::from_raw_parts_mut(ptr, len) }
 }
 
+/// `SO_PREFER_BUSY_POLL` and `SO_BUSY_POLL_BUDGET` (asm-generic/socket.h, Linux 5.11).
+const SO_PREFER_BUSY_POLL: libc::c_int = 69;
+const SO_BUSY_POLL_BUDGET: libc::c_int = 70;
+
+/// Sets one integer socket option.
+fn set_int_option(fd: RawFd, level: libc::c_int, name: libc::c_int, value: u32) -> bool {
+    let v = value as libc::c_int;
+    // Safety: `v` is readable for the size passed and outlives the call; the kernel only
+    // reads it.
+    let ret = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    ret == 0
+}
+
+/// Turns busy polling on for the socket (the three options, in the order the kernel's AF_XDP
+/// documentation gives).
+fn set_busy_poll(fd: RawFd, bp: BusyPoll) -> Result<(), XdpError> {
+    let sol = libc::SOL_SOCKET;
+    for (name, value, op) in [
+        (SO_PREFER_BUSY_POLL, 1, "setsockopt(SO_PREFER_BUSY_POLL)"),
+        (libc::SO_BUSY_POLL, bp.usecs, "setsockopt(SO_BUSY_POLL)"),
+        (
+            SO_BUSY_POLL_BUDGET,
+            bp.budget,
+            "setsockopt(SO_BUSY_POLL_BUDGET)",
+        ),
+    ] {
+        if !set_int_option(fd, sol, name, value) {
+            return Err(XdpError::last_os(op));
+        }
+    }
+    Ok(())
+}
+
 /// `XDP_MAX_TX_SKB_BUDGET` (include/uapi/linux/if_xdp.h, Linux 6.17).
 const XDP_MAX_TX_SKB_BUDGET: libc::c_int = 9;
 /// The copy-mode budget per `sendto` of kernels without that option.
@@ -514,18 +591,7 @@ const DEFAULT_TX_BUDGET: u32 = 32;
 
 /// Asks for `budget` frames per `sendto` in copy mode; returns the budget in force.
 fn set_tx_budget(fd: RawFd, budget: u32) -> u32 {
-    // Safety: `budget` is readable for the size passed and outlives the call; the kernel only
-    // reads it.
-    let ret = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_XDP,
-            XDP_MAX_TX_SKB_BUDGET,
-            (&budget as *const u32).cast(),
-            std::mem::size_of::<u32>() as libc::socklen_t,
-        )
-    };
-    if ret == 0 {
+    if set_int_option(fd, libc::SOL_XDP, XDP_MAX_TX_SKB_BUDGET, budget) {
         budget
     } else {
         tracing::debug!(

@@ -63,6 +63,8 @@ impl XdpDevice {
             XskConfig {
                 bind_mode: cfg.bind,
                 frame_size,
+                huge_pages: cfg.huge_pages,
+                busy_poll: cfg.busy_poll,
                 ..XskConfig::default()
             },
         )
