@@ -87,6 +87,13 @@ impl<I: PacketIo> Engine<I> {
         let Engine { io, endpoint, .. } = self;
         // 1. Receive: each frame is handled in place (placement copies straight from it).
         let n = io.rx_batch(now, RX_BATCH, &mut |f: &[u8]| endpoint.handle_frame(now, f));
+        // Idle round: nothing arrived, no frame held back, and by the endpoint's own account
+        // (`poll_timeout`: no timer due, no work left) nothing to do. Only completed
+        // transmissions are reclaimed: a busy-polling engine spends its idle time here.
+        if n == 0 && !io.holding() && endpoint.poll_timeout().is_none_or(|t| t > now) {
+            io.flush(now);
+            return 0;
+        }
         // 2. Timers.
         endpoint.handle_timeout(now);
         // 3. Listeners and connections into frames.
