@@ -66,6 +66,7 @@ pub mod connection;
 pub mod counters;
 pub mod isn;
 pub mod listener;
+pub mod rdma;
 pub mod rtt;
 pub mod rx;
 pub mod seq;
