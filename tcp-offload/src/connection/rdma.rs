@@ -193,7 +193,7 @@ impl Connection {
             match self.placements.place(t, run_at, s, bytes) {
                 Placed::Yes => {
                     self.counters.rdma_bytes_placed += e - s;
-                    if s > nxt_before {
+                    if gs > nxt_before {
                         self.counters.rdma_ooo_bytes_placed += e - s;
                     }
                 }
