@@ -130,7 +130,7 @@ impl RdmaOption {
         }
         // §3.1.8: the sender MUST align the option; a misaligned one was not built by a
         // conforming sender (or was moved by a middlebox): do not trust its fields.
-        if at % 4 != 0 {
+        if !at.is_multiple_of(4) {
             return Err(RdmaOptionError::Misaligned);
         }
         let aligned = raw[2] & A_BIT != 0;
