@@ -203,3 +203,70 @@ fn tcprdma_31_annotation_past_the_buffer_fails_and_the_stream_wins() {
         "taken"
     );
 }
+
+/// Sends `payload` to `c` as the peer `s` would, with `rdma` among the options.
+fn inject(c: &mut Connection, rdma: Option<RdmaOption>, payload: &[u8]) {
+    let now = Instant::now();
+    let repr = wire::SegmentRepr {
+        tuple: FourTuple {
+            local: c.tuple().remote,
+            remote: c.tuple().local,
+        },
+        seq: c.rcv_nxt(),
+        ack: Some(c.send_seq_of_offset(c.send_position())),
+        flags: wire::Flags::default(),
+        window: 1000,
+        options: wire::TcpOptions {
+            rdma,
+            ..Default::default()
+        },
+    };
+    let mut buf = vec![0u8; repr.buffer_len(payload.len())];
+    let n = repr
+        .emit(&mut buf, payload.len(), |p| p.copy_from_slice(payload))
+        .unwrap();
+    c.handle_packet(now, &buf[..n]).unwrap();
+}
+
+/// TCPRDMA-14: a length-2 option on a data segment causes no transfer; a connection that did
+/// not negotiate the option never acts on kind 25 (it may mean something else), even with a
+/// buffer-shaped annotation; the data arrives as plain stream bytes either way.
+#[test]
+fn tcprdma_14_negotiate_form_on_data_and_unnegotiated_kind25_are_ignored() {
+    let run = tcp_offload::rdma::RdmaAnnotation {
+        aligned: true,
+        unsolicited: false,
+        rid: 3,
+        buffer_offset: 0,
+        data_offset: 0,
+        data_len: 8,
+        total: Some(8),
+    };
+    let (mut c, _s, _) = open(true, true);
+    c.expect_transfer(3, vec![0; 8]).unwrap();
+    inject(&mut c, Some(RdmaOption::Negotiate), b"12345678");
+    assert_eq!(c.counters().rdma_bytes_placed, 0);
+    inject(&mut c, Some(RdmaOption::Transfer(run)), b"abcdefgh");
+    assert_eq!(
+        c.counters().rdma_bytes_placed,
+        8,
+        "the same run annotated is placed"
+    );
+    let mut got = [0u8; 16];
+    assert_eq!(c.recv(&mut got), 16);
+    assert_eq!(&got, b"12345678abcdefgh");
+
+    let (mut c, _s, _) = open(false, true);
+    inject(&mut c, Some(RdmaOption::Transfer(run)), b"abcdefgh");
+    let k = c.counters();
+    assert_eq!(
+        (
+            k.rdma_bytes_placed,
+            k.rdma_unmatched,
+            k.rdma_options_ignored
+        ),
+        (0, 0, 0)
+    );
+    assert_eq!(c.recv(&mut got), 8);
+    assert_eq!(&got[..8], b"abcdefgh");
+}
