@@ -11,6 +11,7 @@ use rpcrdma::storage::{ReadArgs, ReadOk, StorageCall, StorageProc, StorageReply,
 use rpcrdma::storage_send::{call_header, encode_call, encode_reply, CallChunks};
 use rpcrdma::{ChunkLists, Payload, ReplyHeader, Segment, WriteChunk};
 use tcp_offload::isn::FourTuple;
+use tcp_offload::rdma::{RdmaAnnotation, RdmaOption};
 use tcp_offload::wire::{Flags, SegmentRepr, TcpOptions};
 use tcp_offload::SeqNum;
 
@@ -23,6 +24,11 @@ fn write(target: &str, name: &str, data: &[u8]) {
 }
 
 fn tcp(v6: bool, syn: bool, payload: &[u8]) -> Vec<u8> {
+    tcp_with(v6, syn, payload, None)
+}
+
+/// [`tcp`] with a TCP RDMA option (kind 25) among the options.
+fn tcp_with(v6: bool, syn: bool, payload: &[u8], rdma: Option<RdmaOption>) -> Vec<u8> {
     let tuple = if v6 {
         FourTuple {
             local: "[2001:db8::1]:40000".parse().unwrap(),
@@ -36,13 +42,15 @@ fn tcp(v6: bool, syn: bool, payload: &[u8]) -> Vec<u8> {
     };
     let mut options = TcpOptions {
         timestamps: Some((1000, 2000)),
+        rdma,
         ..TcpOptions::default()
     };
     if syn {
         options.mss = Some(1460);
         options.window_scale = Some(7);
         options.sack_permitted = true;
-    } else {
+    } else if rdma.is_none() {
+        // (Timestamps, the RDMA option and a SACK block do not fit 40 octets together.)
         options.sack[0] = (SeqNum(5000), SeqNum(6000));
         options.sack_count = 1;
     }
@@ -146,6 +154,21 @@ fn main() {
     // TCP option areas: the options of a SYN and of a data segment (after the 20-octet header).
     write("tcp_options", "syn", &tcp(false, true, b"")[40..]);
     write("tcp_options", "data", &tcp(false, false, b"")[40..]);
+    // A data segment annotated with the TCP RDMA option (draft section 4, segment 1).
+    let annotated = RdmaOption::Transfer(RdmaAnnotation {
+        aligned: true,
+        unsolicited: false,
+        rid: 0x1A2B_3C4D,
+        buffer_offset: 0,
+        data_offset: 100,
+        data_len: 900,
+        total: Some(4000),
+    });
+    write(
+        "tcp_wire",
+        "data4-rdma",
+        &tcp_with(false, false, &[0xAB; 1000], Some(annotated)),
+    );
 
     let req = mpa::startup_frame::Repr {
         kind: mpa::startup_frame::FrameKind::Request,

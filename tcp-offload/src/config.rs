@@ -94,6 +94,13 @@ pub struct Config {
     pub max_ooo_bytes: u32,
     /// Challenge ACKs per second and connection (RFC 5961 §7 rate limit).
     pub challenge_acks_per_sec: u32,
+    /// Offer the TCP RDMA option (draft-csapuntz-tcprdma-00, kind 25) in the handshake; it is
+    /// used only when the peer offers it too (TCPRDMA-14). Off by default.
+    pub tcp_rdma: bool,
+    /// With the RDMA option on: end a segment before every marked message start, so that
+    /// every ULP message starts a segment with A = 1 (draft §4 segmentation A). Off: segments
+    /// are cut only between runs (segmentation B, fewer segments).
+    pub tcp_rdma_align_messages: bool,
 }
 
 impl Default for Config {
@@ -124,6 +131,8 @@ impl Default for Config {
             max_ooo_ranges: 64,
             max_ooo_bytes: 1 << 20,
             challenge_acks_per_sec: 100,
+            tcp_rdma: false,
+            tcp_rdma_align_messages: false,
         }
     }
 }

@@ -73,6 +73,22 @@ pub struct TcpCounters {
     pub acks_sent: u64,
     /// Delayed ACKs that fired from the timer.
     pub delayed_acks: u64,
+    /// TCP RDMA option: segments sent with a run annotation (retransmissions included).
+    pub rdma_segments_annotated: u64,
+    /// TCP RDMA option: received options ignored (bad length, misaligned, past the payload).
+    pub rdma_options_ignored: u64,
+    /// TCP RDMA option: octets placed into registered buffers.
+    pub rdma_bytes_placed: u64,
+    /// TCP RDMA option: octets placed while a hole before them was still open.
+    pub rdma_ooo_bytes_placed: u64,
+    /// TCP RDMA option: octets `recv_transfer` skipped because they were placed already.
+    pub rdma_copies_avoided: u64,
+    /// TCP RDMA option: octets `recv_transfer` had to copy from the stream.
+    pub rdma_bytes_copied: u64,
+    /// TCP RDMA option: annotated segments whose RID had no registered buffer.
+    pub rdma_unmatched: u64,
+    /// TCP RDMA option: transfers that stopped placing (bounds, total change, conflict).
+    pub rdma_placement_failed: u64,
 }
 
 /// Counters of a [`crate::TcpListener`].

@@ -31,6 +31,16 @@
 //! * Byte-stream mode (the default, for the MPA startup frames): [`Connection::send`] /
 //!   [`Connection::recv`] as in ordinary TCP.
 //!
+//! # The TCP RDMA option (draft-csapuntz-tcprdma-00, [`rdma`])
+//!
+//! With [`Config::tcp_rdma`] on both ends (negotiated in SYN / SYN-ACK), a byte-stream sender
+//! marks transfer bytes ([`Connection::mark_transfer`]) and message starts
+//! ([`Connection::mark_message_start`]); every segment with transfer bytes carries the option
+//! (one run per segment). A receiver registers a buffer per RID
+//! ([`Connection::expect_transfer`]); annotated runs are placed there as TCP accepts them, in
+//! order or not, and [`Connection::recv_transfer`] consumes those stream octets without a copy
+//! ([`Connection::take_transfer`] hands the buffer back).
+//!
 //! # Call order (per connection, per poll of the engine)
 //!
 //! 1. For each received packet: [`Connection::handle_packet`] (or parse with [`wire::parse`] and call
@@ -66,6 +76,7 @@ pub mod connection;
 pub mod counters;
 pub mod isn;
 pub mod listener;
+pub mod rdma;
 pub mod rtt;
 pub mod rx;
 pub mod seq;

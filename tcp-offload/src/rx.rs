@@ -389,6 +389,18 @@ impl RecvBuffer {
         n
     }
 
+    /// Byte mode: drops the next `n` in-order octets unread (the ULP has them already: the
+    /// TCP RDMA option placed them).
+    pub fn discard(&mut self, n: usize) {
+        let n = n.min(self.inorder.len());
+        self.inorder.drain(..n);
+    }
+
+    /// True when `[s, e)` is committed (in order or in one out-of-order range).
+    pub fn holds(&self, s: u64, e: u64) -> bool {
+        e <= self.nxt || self.ranges.iter().any(|&(rs, re)| rs <= s && e <= re)
+    }
+
     /// Unread in-order octets (byte mode).
     pub fn readable(&self) -> usize {
         self.inorder.len()

@@ -5,12 +5,13 @@
 //! both must agree on every input.
 //!
 //! Option rules: MSS (RFC 9293 §3.7.1), window scale and timestamps (RFC 7323), SACK-permitted and
-//! SACK blocks (RFC 2018).
+//! SACK blocks (RFC 2018), the TCP RDMA option (draft-csapuntz-tcprdma-00, [`crate::rdma::option`]).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use crate::checksum;
 use crate::isn::FourTuple;
+use crate::rdma::option::{self as rdma_opt, RdmaOption, RdmaOptionError};
 use crate::seq::SeqNum;
 
 /// IPv4 header length we emit (no IP options).
@@ -72,6 +73,12 @@ pub struct TcpOptions {
     pub sack: [(SeqNum, SeqNum); MAX_SACK_BLOCKS],
     /// Number of valid SACK blocks.
     pub sack_count: u8,
+    /// The first RDMA option of the segment when it decoded (TCPRDMA-15: later ones are
+    /// ignored). Acted on only by connections that negotiated it.
+    pub rdma: Option<RdmaOption>,
+    /// Why the first RDMA option was ignored, if it was (never emitted; the connection counts
+    /// it). At most one of `rdma` and `rdma_ignored` is set.
+    pub rdma_ignored: Option<RdmaOptionError>,
 }
 
 impl TcpOptions {
@@ -95,6 +102,9 @@ impl TcpOptions {
         if self.timestamps.is_some() {
             n += 12; // NOP NOP + 10
         }
+        if let Some(r) = &self.rdma {
+            n += r.padded_len(); // (NOP NOP) + 2 / 4 / 16 / 20
+        }
         if self.sack_count > 0 {
             n += 4 + 8 * usize::from(self.sack_count); // NOP NOP + 2 + 8n
         }
@@ -102,8 +112,9 @@ impl TcpOptions {
     }
 
     /// Writes the options in the layout of [`Self::encoded_len`] (MSS; NOP WS; NOP NOP
-    /// SACK-permitted; NOP NOP timestamps; NOP NOP SACK blocks) into `out`, which must be exactly
-    /// that long.
+    /// SACK-permitted; NOP NOP timestamps; RDMA; NOP NOP SACK blocks) into `out`, which must be
+    /// exactly that long. Every element before the RDMA option is a multiple of 4 octets, so the
+    /// RDMA option starts 4-aligned relative to the TCP header (§3.1.8, TCPRDMA-12).
     fn emit(&self, out: &mut [u8]) {
         use field::opt;
         let mut at = 0;
@@ -125,6 +136,14 @@ impl TcpOptions {
             put(&[opt::NOP, opt::NOP, opt::TIMESTAMPS, 10]);
             put(&v.to_be_bytes());
             put(&e.to_be_bytes());
+        }
+        if let Some(r) = &self.rdma {
+            for _ in r.len()..r.padded_len() {
+                put(&[opt::NOP]);
+            }
+            let mut b = [0u8; rdma_opt::LEN_FULL as usize];
+            r.emit(&mut b[..r.len()]);
+            put(&b[..r.len()]);
         }
         let blocks = self.sack_blocks();
         if !blocks.is_empty() {
@@ -404,7 +423,8 @@ fn parse_tcp(
     if checksum::fold(checksum::sum(l4, pseudo)) != 0xFFFF {
         return Err(WireError::BadChecksum);
     }
-    let options = parse_options(&l4[f::OPTIONS..hlen])?;
+    let mut options = parse_options(&l4[f::OPTIONS..hlen])?;
+    check_rdma_run(&mut options, l4.len() - hlen);
     let flags = l4[f::FLAGS];
     Ok(TcpSegment {
         tuple: FourTuple {
@@ -427,8 +447,32 @@ fn parse_tcp(
     })
 }
 
+/// TCPRDMA-04/05: an RDMA option whose run reaches past the payload is ignored (and reported in
+/// `rdma_ignored`), never a reason to drop the segment.
+pub(crate) fn check_rdma_run(o: &mut TcpOptions, payload_len: usize) {
+    if let Some(RdmaOption::Transfer(t)) = o.rdma {
+        if !t.fits_payload(payload_len) {
+            o.rdma = None;
+            o.rdma_ignored = Some(RdmaOptionError::PastSegmentEnd);
+        }
+    }
+}
+
+/// Records the RDMA option `raw` found at offset `at` of the option area, if it is the
+/// segment's first (TCPRDMA-15): decoded into `rdma`, or its error into `rdma_ignored`.
+pub(crate) fn note_rdma_option(o: &mut TcpOptions, raw: &[u8], at: usize) {
+    if o.rdma.is_some() || o.rdma_ignored.is_some() {
+        return;
+    }
+    match RdmaOption::parse(raw, at) {
+        Ok(r) => o.rdma = Some(r),
+        Err(e) => o.rdma_ignored = Some(e),
+    }
+}
+
 /// Parses TCP options; unknown kinds with a sane length are skipped (RFC 9293 §3.2). Known kinds
-/// must have their exact length (SACK: 1 to 4 blocks), END stops the list.
+/// must have their exact length (SACK: 1 to 4 blocks), END stops the list. An RDMA option
+/// (kind 25) with a well-formed TLV but a bad length or alignment is ignored, not an error.
 pub fn parse_options(raw: &[u8]) -> Result<TcpOptions, WireError> {
     use field::opt;
     let mut o = TcpOptions::default();
@@ -481,6 +525,7 @@ pub fn parse_options(raw: &[u8]) -> Result<TcpOptions, WireError> {
                 }
                 o.sack_count = n as u8;
             }
+            rdma_opt::KIND => note_rdma_option(&mut o, &rest[..len], raw.len() - rest.len()),
             _ => {}
         }
         rest = &rest[len..];

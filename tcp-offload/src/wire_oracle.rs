@@ -196,7 +196,8 @@ fn parse_tcp(
     if internet_checksum(&[&pseudo_bytes(src, dst, l4.len()), l4]) != 0 {
         return Err(WireError::BadChecksum);
     }
-    let options = parse_options(tcp.options())?;
+    let mut options = parse_options(tcp.options())?;
+    super::check_rdma_run(&mut options, payload.len());
     Ok(TcpSegment {
         tuple: FourTuple {
             local: SocketAddr::new(dst, tcp.destination_port()),
@@ -222,6 +223,7 @@ fn parse_tcp(
 pub fn parse_options(mut raw: &[u8]) -> Result<TcpOptions, WireError> {
     use TcpOptionElement::*;
     let mut o = TcpOptions::default();
+    let full_len = raw.len();
     let mut it = TcpOptionsIterator::from_slice(raw);
     loop {
         let before = it.rest();
@@ -244,6 +246,12 @@ pub fn parse_options(mut raw: &[u8]) -> Result<TcpOptions, WireError> {
             }
             Err(TcpOptionReadError::UnknownId(_)) => match before.get(1) {
                 Some(&len) if len >= 2 && usize::from(len) <= before.len() => {
+                    // The RDMA option's body is decoded by the shared codec (its own golden
+                    // vectors test it); the oracle checks the TLV walk around it.
+                    if before[0] == crate::rdma::option::KIND {
+                        let at = full_len - before.len();
+                        super::note_rdma_option(&mut o, &before[..usize::from(len)], at);
+                    }
                     raw = &before[usize::from(len)..];
                     it = TcpOptionsIterator::from_slice(raw);
                 }

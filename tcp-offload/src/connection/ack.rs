@@ -125,6 +125,7 @@ impl Connection {
         // Release acknowledged send data.
         let events = &mut self.events;
         let before = self.sendbuf.queued;
+        self.marks.release(ack.min(self.sendbuf.end));
         self.sendbuf.release(ack.min(self.sendbuf.end), |id| {
             events.push_back(Event::RecordAcked(id))
         });

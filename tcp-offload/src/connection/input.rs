@@ -413,6 +413,8 @@ impl Connection {
             return;
         };
         let mut data = seg.payload;
+        let seg_off = off;
+        let rdma_run = self.rdma_run_of(seg);
         // Trim to the window (RFC 9293 §3.10.7.4 seventh step).
         if off < self.recv.nxt {
             let k = ((self.recv.nxt - off) as usize).min(data.len());
@@ -431,9 +433,18 @@ impl Connection {
         }
         let rcv = self.rcv;
         let was_ooo = !self.recv.ranges().is_empty();
+        let nxt_before = self.recv.nxt;
+        if rdma_run.is_some() {
+            self.rdma_note_gaps(off, off + data.len() as u64);
+        }
         let a = self
             .recv
             .accept(off, data, |o| rcv.seq(o), self.ooo_limits, sink);
+        if let Some(t) = rdma_run {
+            // Only what TCP accepted as new is placed: trimming moves the run in step.
+            let run_at = seg_off + u64::from(t.data_offset);
+            self.rdma_place(&t, run_at, off, data, nxt_before);
+        }
         self.counters.bytes_received += a.new_bytes;
         self.counters.duplicate_bytes += a.dup_bytes;
         self.counters.ooo_committed += a.ooo_ranges;

@@ -16,12 +16,14 @@
 //! * `output`: building segments (`poll_transmit*`), new data, Nagle, record alignment (MPA-61);
 //! * `timers`: the retransmission, delayed-ACK, persist, keepalive and TIME-WAIT timers;
 //! * `options`: negotiated options (MSS, window scale, timestamps, SACK-permitted);
-//! * `rst`: resets for segments without a connection.
+//! * `rst`: resets for segments without a connection;
+//! * `rdma`: the TCP RDMA option (annotations sent, runs placed; draft-csapuntz-tcprdma-00).
 
 mod ack;
 mod input;
 mod options;
 mod output;
+mod rdma;
 mod recovery;
 mod rst;
 mod scoreboard;
@@ -37,6 +39,8 @@ use crate::cc::Congestion;
 use crate::config::Config;
 use crate::counters::TcpCounters;
 use crate::isn::{FourTuple, IsnGenerator};
+use crate::rdma::annotate::SendMarks;
+use crate::rdma::placement::Placements;
 use crate::rtt::RttEstimator;
 use crate::rx::{OooBudget, OooLimits, RecvBuffer, RxChunk};
 use crate::seq::{SeqNum, SeqSpace};
@@ -152,6 +156,12 @@ pub struct Connection {
     ooo_limits: OooLimits,
     /// Lengths of the chunks handed to a sink during one `handle_segment_with` (capacity kept).
     sink_lens: Vec<u64>,
+    /// TCP RDMA option: the send stream's transfer runs and message starts.
+    marks: SendMarks,
+    /// TCP RDMA option: the receive buffers registered per RID.
+    placements: Placements,
+    /// TCP RDMA option: the not-yet-received parts of the segment being accepted (capacity kept).
+    rdma_gaps: Vec<(u64, u64)>,
 }
 
 impl Connection {
@@ -212,6 +222,9 @@ impl Connection {
             counters: TcpCounters::default(),
             ooo_limits,
             sink_lens: Vec::with_capacity(8),
+            marks: SendMarks::default(),
+            placements: Placements::default(),
+            rdma_gaps: Vec::new(),
             cfg,
         }
     }

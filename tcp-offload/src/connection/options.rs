@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::config::Config;
 use crate::isn::FourTuple;
+use crate::rdma::option::RdmaOption;
 use crate::seq::SeqSpace;
 use crate::wire::{TcpOptions, TcpSegment, MAX_SACK_BLOCKS};
 
@@ -26,6 +27,8 @@ pub(super) fn syn_options(cfg: &Config, tuple: &FourTuple) -> TcpOptions {
         window_scale: cfg.window_scale,
         sack_permitted: cfg.sack,
         timestamps: cfg.timestamps.then_some((0, 0)),
+        // TCPRDMA-14: the length-2 form offers the RDMA option.
+        rdma: cfg.tcp_rdma.then_some(RdmaOption::Negotiate),
         ..Default::default()
     }
 }
@@ -47,6 +50,8 @@ pub(super) struct Negotiated {
     pub ts: bool,
     /// TS.Recent (RFC 7323 §4.3): the peer's TSval we echo.
     pub ts_recent: u32,
+    /// The TCP RDMA option both ways (TCPRDMA-14: both SYNs carried the length-2 form).
+    pub rdma: bool,
 }
 
 impl Default for Negotiated {
@@ -59,6 +64,7 @@ impl Default for Negotiated {
             sack: false,
             ts: false,
             ts_recent: 0,
+            rdma: false,
         }
     }
 }
@@ -143,6 +149,7 @@ impl Connection {
         } else {
             self.opts.ts = false;
         }
+        self.opts.rdma = self.cfg.tcp_rdma && o.rdma == Some(RdmaOption::Negotiate);
         self.set_emss();
         let _ = now;
     }

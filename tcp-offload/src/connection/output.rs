@@ -3,6 +3,7 @@
 
 use std::time::Instant;
 
+use crate::rdma::annotate::MssAccounting;
 use crate::seq::SeqNum;
 use crate::tx::{NoRecordSource, Plan, RecordSource, Split};
 use crate::wire::{Flags, SegmentRepr};
@@ -109,6 +110,9 @@ impl Connection {
                 o.window_scale = None;
             }
             o.sack_permitted &= self.opts.sack;
+            if !self.opts.rdma {
+                o.rdma = None;
+            }
             o.timestamps = if self.opts.ts {
                 Some((self.ts_clock.tsval(now), self.opts.ts_recent))
             } else {
@@ -254,6 +258,20 @@ impl Connection {
                 }
             }
         }
+        if len > 0 && self.opts.rdma && !self.marks.is_empty() {
+            // TCPRDMA-13: at most one run per segment; RFC 6691: the option's octets come out
+            // of the payload.
+            len = self
+                .marks
+                .next_segment(
+                    self.snd_nxt,
+                    len,
+                    emss,
+                    MssAccounting::Rfc6691,
+                    self.cfg.tcp_rdma_align_messages,
+                )
+                .0;
+        }
         let mut fin = fin_pending && self.snd_nxt + u64::from(len) == data_end;
         if fin && !self.fin_hold_over && !self.recv.ranges().is_empty() {
             // Hold our FIN (at most two RTOs) while the peer's data has holes: some peers (smoltcp
@@ -325,6 +343,9 @@ impl Connection {
     ) -> Option<usize> {
         flags.ack = true;
         let mut options = self.base_options(now);
+        // Option space priority: timestamps, then the RDMA option (mandatory on segments with
+        // transfer bytes, TCPRDMA-11), then as many SACK blocks as still fit.
+        self.rdma_option_for(&mut options, off, len);
         if with_sack {
             let used = options.encoded_len();
             let limit = (self.emss() + if self.opts.ts { 12 } else { 0 }) as usize;

@@ -1,0 +1,237 @@
+//! The sender's side: which byte ranges of the send stream are transfer bytes (runs, given by
+//! the ULP), where ULP messages start, how a segment is cut so that it holds at most one run,
+//! and the option each segment carries.
+//!
+//! Rules implemented (draft §3.1.8, §3.3, §4; digest §3):
+//! * TCPRDMA-13: at most one contiguous run of transfer bytes per segment ([`SendMarks::cut`]);
+//!   two runs of the same transfer separated by other bytes are two runs (draft §4).
+//! * TCPRDMA-11: every segment holding transfer bytes carries the option, computed from the
+//!   marks for the segment's exact range at every (re)transmission ([`SendMarks::annotation`]).
+//! * TCPRDMA-02/07: the RID and total of a run are the ULP's, the same on all its segments.
+//! * TCPRDMA-09: A is set exactly on segments that start at a marked message start; a segment
+//!   that starts a message but holds no transfer bytes carries the 4-octet A-only form.
+//! * TCPRDMA-06: a run without a known total produces the 16-octet form.
+//! * MSS accounting ([`MssAccounting`]): the connection uses RFC 6691 (the option's octets come
+//!   out of the payload, so the packet fits the path); the draft §4 convention (option ignored)
+//!   is kept for reproducing the draft's tables.
+
+use std::collections::VecDeque;
+
+use super::option::{RdmaAnnotation, RdmaOption, RID_LIMIT};
+
+/// Most runs a connection keeps queued (released as they are acknowledged).
+pub const MAX_SEND_RUNS: usize = 4096;
+/// Most message starts a connection keeps queued (released as they are acknowledged).
+pub const MAX_SEND_MESSAGES: usize = 4096;
+
+/// What the ULP says about a run of its send stream (digest §10).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transfer {
+    /// RDMA ID (46 bits), chosen by the ULP (e.g. `op_index << 32 | xid` for ONC RPC).
+    pub rid: u64,
+    /// Offset in the receiver's buffer of the run's first byte (octets of the transfer before it).
+    pub buffer_offset: u32,
+    /// Total length of the transfer when known (then the 20-octet form, else the 16-octet one).
+    pub total: Option<u32>,
+    /// U: the receiver did not ask for this transfer (e.g. WRITE data, TCPRDMA-10).
+    pub unsolicited: bool,
+}
+
+/// Why a mark was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AnnotateError {
+    /// The option was not negotiated on this connection (or the connection is in record mode).
+    NotNegotiated,
+    /// The RID does not fit 46 bits.
+    BadRid,
+    /// An empty run.
+    Empty,
+    /// The run starts before the end of an earlier one or before data already sent, or a
+    /// message start lies before an earlier one or before data already sent.
+    OutOfOrder,
+    /// The run does not fit the 32-bit buffer offset or reaches past its total.
+    TooLong,
+    /// The table of runs or message starts is full ([`MAX_SEND_RUNS`], [`MAX_SEND_MESSAGES`]).
+    Full,
+}
+
+/// How the option's octets count against the MSS.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MssAccounting {
+    /// Draft §4: the payload may be a whole MSS; the option is not counted.
+    Draft,
+    /// RFC 6691 §2: option octets beyond those of every segment reduce the payload, so
+    /// payload + RDMA option <= EMSS (the connection's EMSS already leaves room for timestamps).
+    Rfc6691,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Run {
+    start: u64,
+    end: u64,
+    t: Transfer,
+}
+
+/// The send stream's transfer runs and message starts, in stream offsets, sorted.
+#[derive(Clone, Debug, Default)]
+pub struct SendMarks {
+    runs: VecDeque<Run>,
+    messages: VecDeque<u64>,
+}
+
+impl SendMarks {
+    /// Marks `[start, start + len)` as transfer bytes of `t`. Runs come in stream order and do
+    /// not overlap; a run that continues the previous one (same RID, total and U, adjacent in
+    /// the stream and in the buffer) extends it.
+    pub fn mark_run(&mut self, start: u64, len: u32, t: Transfer) -> Result<(), AnnotateError> {
+        if t.rid >= RID_LIMIT {
+            return Err(AnnotateError::BadRid);
+        }
+        if len == 0 {
+            return Err(AnnotateError::Empty);
+        }
+        let end_in_buffer = u64::from(t.buffer_offset) + u64::from(len);
+        if end_in_buffer > u64::from(u32::MAX) + 1
+            || t.total.is_some_and(|n| end_in_buffer > u64::from(n))
+        {
+            return Err(AnnotateError::TooLong);
+        }
+        let end = start + u64::from(len);
+        if let Some(last) = self.runs.back_mut() {
+            if start < last.end {
+                return Err(AnnotateError::OutOfOrder);
+            }
+            let continues = last.end == start
+                && last.t.rid == t.rid
+                && last.t.total == t.total
+                && last.t.unsolicited == t.unsolicited
+                && u64::from(last.t.buffer_offset) + (last.end - last.start)
+                    == u64::from(t.buffer_offset);
+            if continues {
+                last.end = end;
+                return Ok(());
+            }
+        }
+        if self.runs.len() >= MAX_SEND_RUNS {
+            return Err(AnnotateError::Full);
+        }
+        self.runs.push_back(Run { start, end, t });
+        Ok(())
+    }
+
+    /// Marks `at` as the first byte of a ULP message (A bit). Starts come in stream order.
+    pub fn mark_message(&mut self, at: u64) -> Result<(), AnnotateError> {
+        match self.messages.back() {
+            Some(&last) if at == last => return Ok(()),
+            Some(&last) if at < last => return Err(AnnotateError::OutOfOrder),
+            _ => {}
+        }
+        if self.messages.len() >= MAX_SEND_MESSAGES {
+            return Err(AnnotateError::Full);
+        }
+        self.messages.push_back(at);
+        Ok(())
+    }
+
+    /// Forgets what lies wholly below `una`: no segment starting below it is sent again.
+    pub fn release(&mut self, una: u64) {
+        while self.runs.front().is_some_and(|r| r.end <= una) {
+            self.runs.pop_front();
+        }
+        while self.messages.front().is_some_and(|&m| m < una) {
+            self.messages.pop_front();
+        }
+    }
+
+    /// True when no run or message start is queued.
+    pub fn is_empty(&self) -> bool {
+        self.runs.is_empty() && self.messages.is_empty()
+    }
+
+    /// The end of the last run (where the next run may start), if any.
+    pub fn last_run_end(&self) -> Option<u64> {
+        self.runs.back().map(|r| r.end)
+    }
+
+    /// The first run ending after `s`.
+    fn run_from(&self, s: u64) -> Option<usize> {
+        let i = self.runs.partition_point(|r| r.end <= s);
+        (i < self.runs.len()).then_some(i)
+    }
+
+    /// The longest prefix (at least 1 octet) of `[s, s + len)` that holds at most one run
+    /// (TCPRDMA-13); with `align_messages` also ending before any message start inside it, so
+    /// that every message starts a segment (draft §4 segmentation A).
+    pub fn cut(&self, s: u64, len: u32, align_messages: bool) -> u32 {
+        let mut e = s + u64::from(len);
+        if let Some(i) = self.run_from(s) {
+            if self.runs[i].start < e {
+                if let Some(next) = self.runs.get(i + 1) {
+                    e = e.min(next.start);
+                }
+            }
+        }
+        if align_messages {
+            let j = self.messages.partition_point(|&m| m <= s);
+            if let Some(&m) = self.messages.get(j) {
+                e = e.min(m);
+            }
+        }
+        (e - s) as u32
+    }
+
+    /// The option for the segment `[s, s + len)` (cut by [`Self::cut`]): the run it holds, or
+    /// the A-only form when it only starts a message, or none.
+    pub fn annotation(&self, s: u64, len: u32) -> Option<RdmaOption> {
+        let e = s + u64::from(len);
+        let aligned = self.messages.binary_search(&s).is_ok();
+        let run = self
+            .run_from(s)
+            .map(|i| self.runs[i])
+            .filter(|r| r.start < e && len > 0);
+        match run {
+            Some(r) => {
+                let from = r.start.max(s);
+                let to = r.end.min(e);
+                Some(RdmaOption::Transfer(RdmaAnnotation {
+                    aligned,
+                    unsolicited: r.t.unsolicited,
+                    rid: r.t.rid,
+                    // Transfer bytes before this segment's part of the run (draft §4).
+                    buffer_offset: r.t.buffer_offset + (from - r.start) as u32,
+                    data_offset: u16::try_from(from - s).ok()?,
+                    data_len: u16::try_from(to - from).ok()?,
+                    total: r.t.total,
+                }))
+            }
+            None if aligned => Some(RdmaOption::Aligned { aligned: true }),
+            None => None,
+        }
+    }
+
+    /// The next new segment from `s` with `avail` octets allowed (window, cwnd, queued data,
+    /// EMSS): its length and option, after the one-run cut and the MSS accounting.
+    pub fn next_segment(
+        &self,
+        s: u64,
+        avail: u32,
+        emss: u32,
+        acct: MssAccounting,
+        align_messages: bool,
+    ) -> (u32, Option<RdmaOption>) {
+        let mut len = self.cut(s, avail.min(emss), align_messages);
+        let mut opt = self.annotation(s, len);
+        if let (MssAccounting::Rfc6691, Some(o)) = (acct, opt) {
+            let budget = emss.saturating_sub(o.padded_len() as u32).max(1);
+            if len > budget {
+                len = self.cut(s, budget, align_messages);
+                opt = self.annotation(s, len);
+            }
+        }
+        (len, opt)
+    }
+}
+
+#[cfg(test)]
+#[path = "annotate_tests.rs"]
+mod tests;

@@ -1,0 +1,375 @@
+//! The receiver's side: buffers the ULP registered per RID, the placement of annotated runs
+//! into them as segments are accepted (in order or not), the placed ranges per RID and the
+//! ULP's read of the stream that skips the copy for bytes already placed.
+//!
+//! Rules implemented (draft §3.1.5, §6.1; digest §3 "receiver trimming", "idempotence", §6):
+//! * Only bytes TCP accepts as new are placed, so placed bytes are exactly the stream's bytes
+//!   (the stream stays authoritative; a duplicate is never placed twice, overlap trimming moves
+//!   the buffer offset in step). TCPRDMA-08.
+//! * Placed ranges are kept per RID as (buffer range, stream offset) pieces: an interval set
+//!   that merges neighbours and is bounded ([`MAX_PIECES`]). A piece that would map buffer
+//!   octets already placed from other stream octets is a conflict: the transfer stops placing.
+//! * TCPRDMA-31: `buffer_offset + data_len` within the buffer and within the total; TCPRDMA-07:
+//!   the total may not change; either failure stops placing for the RID (the ULP copies).
+//! * TCPRDMA-32: the table is per connection; unknown RIDs (solicited or not) are not placed.
+
+use super::option::RdmaAnnotation;
+
+/// Most RIDs a connection expects at once.
+pub const MAX_EXPECTED: usize = 256;
+/// Most disjoint placed pieces per RID (beyond: further pieces are copied, not placed).
+pub const MAX_PIECES: usize = 256;
+
+/// Why a registration or a read was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlacementError {
+    /// The option was not negotiated on this connection.
+    NotNegotiated,
+    /// The RID does not fit 46 bits or is already expected.
+    BadRid,
+    /// [`MAX_EXPECTED`] RIDs are expected already.
+    Full,
+    /// No buffer is registered for the RID.
+    Unknown,
+    /// The range does not fit the registered buffer.
+    OutOfBounds,
+}
+
+/// What happened to one piece offered for placement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Placed {
+    /// Written into the RID's buffer.
+    Yes,
+    /// No buffer for the RID (not placed; copied by the ULP as usual).
+    Unmatched,
+    /// The transfer failed now (bounds, total, conflict): no more placement for it.
+    Failed,
+    /// Not placed (the transfer failed earlier, or its piece table is full).
+    Skipped,
+}
+
+#[derive(Debug)]
+struct Expected {
+    rid: u64,
+    buf: Vec<u8>,
+    /// (buffer start, buffer end, stream offset of the buffer start), sorted, disjoint.
+    pieces: Vec<(u32, u32, u64)>,
+    total: Option<u32>,
+    failed: bool,
+}
+
+/// A transfer buffer handed back to the ULP.
+#[derive(Debug, PartialEq, Eq)]
+pub struct PlacedTransfer {
+    /// The RID.
+    pub rid: u64,
+    /// The buffer, with the placed (and `recv_transfer`-copied) octets in it.
+    pub buf: Vec<u8>,
+    /// Buffer ranges `[start, end)` filled, sorted, merged.
+    pub filled: Vec<(u32, u32)>,
+    /// The total the sender announced, if it did.
+    pub total: Option<u32>,
+    /// True when placement stopped (bounds, total change, conflicting annotations): the
+    /// ranges in `filled` are still right, the rest must come from the stream.
+    pub failed: bool,
+}
+
+impl PlacedTransfer {
+    /// Octets filled.
+    pub fn filled_len(&self) -> u64 {
+        self.filled.iter().map(|&(s, e)| u64::from(e - s)).sum()
+    }
+}
+
+/// The per-connection table of expected transfers.
+#[derive(Debug, Default)]
+pub struct Placements {
+    expected: Vec<Expected>,
+}
+
+impl Placements {
+    /// Registers `buf` for `rid`.
+    pub fn expect(&mut self, rid: u64, buf: Vec<u8>) -> Result<(), PlacementError> {
+        if rid >= super::option::RID_LIMIT || self.find(rid).is_some() {
+            return Err(PlacementError::BadRid);
+        }
+        if self.expected.len() >= MAX_EXPECTED {
+            return Err(PlacementError::Full);
+        }
+        self.expected.push(Expected {
+            rid,
+            buf,
+            pieces: Vec::new(),
+            total: None,
+            failed: false,
+        });
+        Ok(())
+    }
+
+    fn find(&self, rid: u64) -> Option<usize> {
+        self.expected.iter().position(|e| e.rid == rid)
+    }
+
+    /// True when any RID is expected.
+    pub fn is_empty(&self) -> bool {
+        self.expected.is_empty()
+    }
+
+    /// Hands the buffer of `rid` back and forgets the RID.
+    pub fn take(&mut self, rid: u64) -> Option<PlacedTransfer> {
+        let e = self.expected.swap_remove(self.find(rid)?);
+        let mut filled: Vec<(u32, u32)> = Vec::with_capacity(e.pieces.len());
+        for &(s, end, _) in &e.pieces {
+            match filled.last_mut() {
+                Some(last) if last.1 == s => last.1 = end,
+                _ => filled.push((s, end)),
+            }
+        }
+        Some(PlacedTransfer {
+            rid,
+            buf: e.buf,
+            filled,
+            total: e.total,
+            failed: e.failed,
+        })
+    }
+
+    /// Places `bytes`, which TCP has just accepted as new at stream offset `at`, for the run
+    /// `t` that starts at stream offset `run_at`; `bytes` lies inside the run.
+    pub(crate) fn place(
+        &mut self,
+        t: &RdmaAnnotation,
+        run_at: u64,
+        at: u64,
+        bytes: &[u8],
+    ) -> Placed {
+        let Some(i) = self.find(t.rid) else {
+            return Placed::Unmatched;
+        };
+        let e = &mut self.expected[i];
+        if e.failed {
+            return Placed::Skipped;
+        }
+        // TCPRDMA-07: the total is the same on every segment that carries it.
+        match (e.total, t.total) {
+            (Some(a), Some(b)) if a != b => {
+                e.failed = true;
+                return Placed::Failed;
+            }
+            (None, Some(b)) => e.total = Some(b),
+            _ => {}
+        }
+        let start = u64::from(t.buffer_offset) + (at - run_at);
+        let end = start + bytes.len() as u64;
+        // TCPRDMA-31: never past the buffer or the announced total.
+        if end > e.buf.len() as u64 || e.total.is_some_and(|n| end > u64::from(n)) {
+            e.failed = true;
+            return Placed::Failed;
+        }
+        let (start, end) = (start as u32, end as u32);
+        // Octets already placed must have come from the same stream octets.
+        let j = e.pieces.partition_point(|p| p.1 <= start);
+        let delta = at.wrapping_sub(u64::from(start));
+        let conflict = e.pieces[j..]
+            .iter()
+            .take_while(|p| p.0 < end)
+            .any(|p| p.2.wrapping_sub(u64::from(p.0)) != delta);
+        if conflict {
+            e.failed = true;
+            return Placed::Failed;
+        }
+        if !e.fill(start, end, at) {
+            return Placed::Skipped;
+        }
+        e.buf[start as usize..end as usize].copy_from_slice(bytes);
+        Placed::Yes
+    }
+
+    /// How many octets from buffer offset `bo` of `rid` were placed from the stream octets
+    /// starting at `at` (0 when the next octet was not, or from elsewhere).
+    pub(crate) fn placed_run(&self, rid: u64, bo: u32, at: u64) -> u32 {
+        let Some(i) = self.find(rid) else { return 0 };
+        let e = &self.expected[i];
+        let j = e.pieces.partition_point(|p| p.1 <= bo);
+        match e.pieces.get(j) {
+            Some(&(s, end, ss)) if s <= bo && ss + u64::from(bo - s) == at => end - bo,
+            _ => 0,
+        }
+    }
+
+    /// The first buffer offset at or after `bo` where a placed piece starts (bounded by `limit`).
+    pub(crate) fn next_placed(&self, rid: u64, bo: u32, limit: u32) -> u32 {
+        let Some(i) = self.find(rid) else {
+            return limit;
+        };
+        let e = &self.expected[i];
+        let j = e.pieces.partition_point(|p| p.1 <= bo);
+        e.pieces.get(j).map_or(limit, |p| p.0.max(bo).min(limit))
+    }
+
+    /// The buffer of `rid` for the ULP's copy path; records `[bo, bo + len)` as filled from
+    /// stream offset `at` (the stream wins over any piece placed there from elsewhere, which
+    /// also marks the transfer failed). Bounds are the caller's ([`Self::check_range`]).
+    pub(crate) fn copy_target(
+        &mut self,
+        rid: u64,
+        bo: u32,
+        len: u32,
+        at: u64,
+    ) -> Option<&mut [u8]> {
+        let i = self.find(rid)?;
+        let e = &mut self.expected[i];
+        let delta = at.wrapping_sub(u64::from(bo));
+        let j = e.pieces.partition_point(|p| p.1 <= bo);
+        if e.pieces[j..]
+            .iter()
+            .take_while(|p| p.0 < bo + len)
+            .any(|p| p.2.wrapping_sub(u64::from(p.0)) != delta)
+        {
+            e.failed = true;
+        }
+        // When the table is full the range is copied but not recorded.
+        let _ = e.fill(bo, bo + len, at);
+        Some(&mut e.buf[bo as usize..(bo + len) as usize])
+    }
+
+    /// Checks that `[bo, bo + len)` fits the buffer of `rid`.
+    pub(crate) fn check_range(&self, rid: u64, bo: u32, len: u32) -> Result<(), PlacementError> {
+        let i = self.find(rid).ok_or(PlacementError::Unknown)?;
+        if u64::from(bo) + u64::from(len) > self.expected[i].buf.len() as u64 {
+            return Err(PlacementError::OutOfBounds);
+        }
+        Ok(())
+    }
+}
+
+impl Expected {
+    /// Records `[s, end)` as filled from stream offset `at`: pieces under it are cut away, then
+    /// it merges with neighbours that continue it (same stream-to-buffer offset). False (and
+    /// nothing changed) when that would exceed [`MAX_PIECES`].
+    fn fill(&mut self, s: u32, end: u32, at: u64) -> bool {
+        let lo = self.pieces.partition_point(|p| p.1 < s);
+        let hi = lo + self.pieces[lo..].iter().take_while(|p| p.0 <= end).count();
+        let mut new: Vec<(u32, u32, u64)> = Vec::with_capacity(hi - lo + 2);
+        for &(ps, pe, pat) in &self.pieces[lo..hi] {
+            if ps < s {
+                new.push((ps, pe.min(s), pat));
+            }
+            if pe > end {
+                new.push((end.max(ps), pe, pat + u64::from(end.max(ps) - ps)));
+            }
+        }
+        new.push((s, end, at));
+        new.sort_unstable();
+        let mut merged: Vec<(u32, u32, u64)> = Vec::with_capacity(new.len());
+        for p in new {
+            match merged.last_mut() {
+                Some(m)
+                    if m.1 == p.0
+                        && m.2.wrapping_sub(u64::from(m.0)) == p.2.wrapping_sub(u64::from(p.0)) =>
+                {
+                    m.1 = p.1
+                }
+                _ => merged.push(p),
+            }
+        }
+        if self.pieces.len() - (hi - lo) + merged.len() > MAX_PIECES {
+            return false;
+        }
+        self.pieces.splice(lo..hi, merged);
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ann(rid: u64, bo: u32, total: Option<u32>) -> RdmaAnnotation {
+        RdmaAnnotation {
+            aligned: false,
+            unsolicited: false,
+            rid,
+            buffer_offset: bo,
+            data_offset: 0,
+            data_len: 0,
+            total,
+        }
+    }
+
+    /// TCPRDMA-08: pieces out of order land at their offsets; duplicates are harmless; the
+    /// interval set merges into one range.
+    #[test]
+    fn tcprdma_08_out_of_order_pieces_merge_into_one_range() {
+        let mut p = Placements::default();
+        p.expect(5, vec![0; 30]).unwrap();
+        let t = ann(5, 0, Some(30));
+        assert_eq!(p.place(&t, 100, 120, &[3; 10]), Placed::Yes);
+        assert_eq!(p.place(&t, 100, 100, &[1; 10]), Placed::Yes);
+        assert_eq!(p.place(&t, 100, 100, &[1; 10]), Placed::Yes);
+        assert_eq!(p.place(&t, 100, 110, &[2; 10]), Placed::Yes);
+        assert_eq!(p.placed_run(5, 0, 100), 30);
+        assert_eq!(p.placed_run(5, 0, 101), 0, "from other stream octets");
+        let done = p.take(5).unwrap();
+        assert_eq!(done.filled, vec![(0, 30)]);
+        assert_eq!(&done.buf[..], &[[1u8; 10], [2; 10], [3; 10]].concat()[..]);
+        assert!(!done.failed);
+    }
+
+    /// TCPRDMA-31: out of the buffer or past the total fails the transfer, writes nothing;
+    /// TCPRDMA-07: a changed total fails it; a conflicting re-annotation fails it.
+    #[test]
+    fn tcprdma_31_07_bounds_total_and_conflicts_fail_the_transfer() {
+        let mut p = Placements::default();
+        p.expect(1, vec![0; 4096]).unwrap();
+        assert_eq!(
+            p.place(&ann(1, 0xFFFF_FF00, None), 0, 0, &[9; 1000]),
+            Placed::Failed
+        );
+        assert_eq!(p.place(&ann(1, 0, None), 0, 0, &[9; 10]), Placed::Skipped);
+        assert!(p.take(1).unwrap().buf.iter().all(|&b| b == 0));
+
+        p.expect(2, vec![0; 100]).unwrap();
+        assert_eq!(p.place(&ann(2, 0, Some(50)), 0, 0, &[1; 10]), Placed::Yes);
+        assert_eq!(
+            p.place(&ann(2, 45, Some(50)), 0, 0, &[1; 10]),
+            Placed::Failed
+        );
+        p.expect(3, vec![0; 100]).unwrap();
+        assert_eq!(p.place(&ann(3, 0, Some(50)), 0, 0, &[1; 10]), Placed::Yes);
+        assert_eq!(
+            p.place(&ann(3, 10, Some(60)), 0, 0, &[1; 10]),
+            Placed::Failed
+        );
+        p.expect(4, vec![0; 100]).unwrap();
+        assert_eq!(p.place(&ann(4, 0, None), 0, 0, &[1; 10]), Placed::Yes);
+        // Same buffer octets from other stream octets.
+        assert_eq!(
+            p.place(&ann(4, 5, None), 500, 500, &[2; 10]),
+            Placed::Failed
+        );
+        let t = p.take(4).unwrap();
+        assert!(t.failed);
+        assert_eq!(t.filled, vec![(0, 10)]);
+        assert_eq!(p.place(&ann(77, 0, None), 0, 0, &[1]), Placed::Unmatched);
+    }
+
+    /// The piece table is bounded: beyond it pieces are skipped, not placed.
+    #[test]
+    fn piece_table_is_bounded() {
+        let mut p = Placements::default();
+        p.expect(1, vec![0; 2 * MAX_PIECES + 10]).unwrap();
+        let t = ann(1, 0, None);
+        for k in 0..MAX_PIECES as u64 {
+            assert_eq!(p.place(&t, 0, 2 * k, &[1]), Placed::Yes);
+        }
+        assert_eq!(p.place(&t, 0, 2 * MAX_PIECES as u64, &[1]), Placed::Skipped);
+        // Filling a hole merges two pieces: allowed even when full.
+        assert_eq!(p.place(&t, 0, 1, &[1]), Placed::Yes);
+        for k in 0..MAX_EXPECTED as u64 - 1 {
+            p.expect(100 + k, Vec::new()).unwrap();
+        }
+        assert_eq!(p.expect(5000, Vec::new()), Err(PlacementError::Full));
+        assert_eq!(p.expect(1, Vec::new()), Err(PlacementError::BadRid));
+    }
+}
