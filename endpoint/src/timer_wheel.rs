@@ -90,6 +90,10 @@ impl TimerWheel {
                 }
             });
             self.len -= before - slot.len();
+            if slot.is_empty() && slot.capacity() > 16 {
+                // A burst of timers is gone: give its memory back.
+                slot.shrink_to_fit();
+            }
         }
         self.now_tick = target;
         self.next_tick_at =

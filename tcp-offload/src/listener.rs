@@ -384,6 +384,10 @@ impl TcpListener {
         if let Some(d) = h.armed {
             self.deadlines.remove(&(d, *t));
         }
+        if self.half_open.len() < self.half_open.capacity() / 4 {
+            // A flood is over: give the table's memory back (half its size at a quarter full).
+            self.half_open.shrink_to(self.half_open.len() * 2);
+        }
         Some(h.conn)
     }
 
@@ -437,7 +441,16 @@ impl TcpListener {
                 }
             }
         }
-        let r = self.tx.pop_front()?;
+        let Some(r) = self.tx.pop_front() else {
+            // Drained: give back what a burst grew (bounded by max_tx_queue and the burst).
+            if self.tx.capacity() > 64 {
+                self.tx.shrink_to_fit();
+            }
+            if self.dirty.capacity() > 64 {
+                self.dirty.shrink_to_fit();
+            }
+            return None;
+        };
         match r {
             Reply::Rst { tuple, seq, ack } => {
                 self.counters.rsts_sent += 1;
