@@ -130,20 +130,19 @@ impl<D: Domain> Endpoint<D> {
         self.wheel.expire(now, &mut fired);
         for id in fired.drain(..) {
             if let Some(k) = self.conns.get_mut(&id) {
-                if k.armed.is_some_and(|d| d <= now) {
-                    k.armed = None;
-                    if k.tcp.poll_timeout().is_some_and(|d| d <= now) {
-                        k.tcp.handle_timeout(now);
+                // Its one wheel entry fired: the round re-arms it for the next deadline.
+                k.armed = None;
+                if k.tcp.poll_timeout().is_some_and(|d| d <= now) {
+                    k.tcp.handle_timeout(now);
+                }
+                if let Some(q) = k.qp.as_mut() {
+                    if q.poll_timeout().is_some_and(|d| d <= now) {
+                        q.handle_timeout(now);
                     }
-                    if let Some(q) = k.qp.as_mut() {
-                        if q.poll_timeout().is_some_and(|d| d <= now) {
-                            q.handle_timeout(now);
-                        }
-                    }
-                    if !k.dirty {
-                        k.dirty = true;
-                        self.dirty.push(id);
-                    }
+                }
+                if !k.dirty {
+                    k.dirty = true;
+                    self.dirty.push(id);
                 }
             }
         }

@@ -247,6 +247,7 @@ impl<D: Domain> Endpoint<D> {
                 }
             }
             let mut c = self.conns.remove(&id).expect("present");
+            self.wheel.cancel(id);
             leave_backlog(&mut c, &mut self.listeners);
             add_tcp_timeouts(&mut self.counters, c.tcp.counters());
             self.counters.retransmissions +=
@@ -262,11 +263,13 @@ impl<D: Domain> Endpoint<D> {
             });
             return;
         }
-        // Timers.
-        if let Some(d) = c.deadline() {
-            if c.armed.is_none_or(|a| d < a) {
-                c.armed = Some(d);
-                self.wheel.insert(id, d);
+        // Timers: the connection's one wheel entry follows its earliest deadline.
+        let due = c.deadline();
+        if due != c.armed {
+            c.armed = due;
+            match due {
+                Some(d) => self.wheel.insert(id, d),
+                None => self.wheel.cancel(id),
             }
         }
     }
