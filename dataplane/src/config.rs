@@ -45,6 +45,11 @@ pub struct XdpConfig {
     pub mode: EngineMode,
     /// Seeded fault injection on the engine's receive and transmit paths (tests; off by default).
     pub fault: crate::engine::FaultConfig,
+    /// The engine's caps: connections, neighbours, unverified SYN sources, outstanding work.
+    pub limits: endpoint::EndpointLimits,
+    /// Each listener's half-open table, SYN cookies, SYN-ACK retries and backlog (connections
+    /// whose MPA startup has not finished).
+    pub listener: tcp_offload::ListenerConfig,
 }
 
 impl XdpConfig {
@@ -58,6 +63,8 @@ impl XdpConfig {
             local_ports: 40000..=40999,
             mode: EngineMode::default(),
             fault: crate::engine::FaultConfig::default(),
+            limits: endpoint::EndpointLimits::default(),
+            listener: tcp_offload::ListenerConfig::default(),
         }
     }
 }

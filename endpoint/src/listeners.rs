@@ -78,6 +78,17 @@ impl<D: Domain> Endpoint<D> {
                 l.tcp.handle_timeout(now);
             }
         }
+        // A SYN's source MAC serves only the replies to that SYN (SYN-ACK and its retries,
+        // cookie SYN-ACK, RST): once no listener holds a half-open entry or a queued reply, a
+        // flood's leftovers are forgotten.
+        if self.neighbours.syn_sources_len() > 0
+            && self
+                .listeners
+                .iter()
+                .all(|l| l.tcp.half_open_len() == 0 && l.tcp.tx_queue_len() == 0)
+        {
+            self.neighbours.forget_syn_sources();
+        }
     }
 
     /// Each listener's stateless replies and SYN-ACKs into frames, then its accepts.

@@ -104,6 +104,12 @@ impl Neighbours {
         }
     }
 
+    /// Forgets every SYN source (no reply can need one), giving their memory back.
+    pub(crate) fn forget_syn_sources(&mut self) {
+        self.syn_sources = FastMap::default();
+        self.syn_order = VecDeque::new();
+    }
+
     /// Drops the entries whose address `in_use` does not name; returns how many.
     pub(crate) fn evict_unused(&mut self, in_use: impl Fn(&Ipv4Addr) -> bool) -> usize {
         let before = self.table.len();

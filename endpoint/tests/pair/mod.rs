@@ -166,6 +166,8 @@ pub struct Pair {
     /// A's net heap octets allocated inside its rounds (`poll_a`), and the most at any time.
     pub heap_a: i64,
     pub heap_a_peak: i64,
+    /// B's net heap octets allocated inside its rounds (`poll_b`).
+    pub heap_b: i64,
 }
 
 impl Pair {
@@ -203,6 +205,7 @@ impl Pair {
             steps: 0,
             heap_a: 0,
             heap_a_peak: 0,
+            heap_b: 0,
         }
     }
 
@@ -220,9 +223,13 @@ impl Pair {
         n
     }
 
-    /// One round of B at the current time.
+    /// One round of B at the current time (its heap use measured).
     pub fn poll_b(&mut self) -> usize {
-        drive(&mut self.b, &mut self.ab, &mut self.ba, self.now)
+        let mut n = 0;
+        let (b, ab, ba, now) = (&mut self.b, &mut self.ab, &mut self.ba, self.now);
+        let info = allocation_counter::measure(|| n = drive(b, ab, ba, now));
+        self.heap_b += info.bytes_current;
+        n
     }
 
     /// When A must run next.
