@@ -143,14 +143,7 @@ fn a_connection_costs_little_before_mpa_is_up() {
     p.run_until(1_000_000, |p| {
         conns.iter().all(|c| established(&p.events_a, *c))
     });
-    let cbs: Vec<_> = p
-        .events_b
-        .iter()
-        .filter_map(|e| match e {
-            EndpointEvent::Established { conn, .. } => Some(*conn),
-            _ => None,
-        })
-        .collect();
+    let cbs = established_conns(&p.events_b);
     assert_eq!(cbs.len(), usize::from(N));
     // A Send each way (the Initiator first, MPA-85).
     let (ra, _) = p.a.register(64, Access::LOCAL_WRITE);
@@ -409,14 +402,7 @@ fn spoofed_syns_neither_grow_nor_override_the_neighbour_table() {
     // B still reaches A through A's MAC: a Write over the connection completes.
     let (src, _) = filled(&mut p.a, &[9; 4096], Access::LOCAL_WRITE);
     let (dst, _) = p.b.register(4096, Access::LOCAL_WRITE);
-    let cb = p
-        .events_b
-        .iter()
-        .find_map(|e| match e {
-            EndpointEvent::Established { conn, .. } => Some(*conn),
-            _ => None,
-        })
-        .unwrap();
+    let cb = established_conns(&p.events_b)[0];
     p.b.post(cb, WorkRequest::recv(1, buf(dst, 4096))).unwrap();
     p.a.post(ca, WorkRequest::send(2, buf(src, 4096), Default::default()))
         .unwrap();

@@ -71,13 +71,8 @@ fn scene(sa: QpSettings, sb: QpSettings) -> Scene {
         p.a.connect(p.now, SocketAddrV4::new(IP_B, 6000), sa)
             .unwrap();
     p.run_until(100_000, |p| established(&p.events_a, ca));
-    let cb = p
-        .events_b
-        .iter()
-        .filter_map(|e| match e {
-            EndpointEvent::Established { conn, .. } => Some(*conn),
-            _ => None,
-        })
+    let cb = established_conns(&p.events_b)
+        .into_iter()
         .find(|c| *c != good.1)
         .expect("B's end of the hostile connection");
     let bad_port = p.a.tcp(ca).unwrap().tuple().local.port();

@@ -296,15 +296,7 @@ impl Pair {
                     .iter()
                     .any(|e| matches!(e, EndpointEvent::Established { .. }))
         });
-        let cb = self
-            .events_b
-            .iter()
-            .find_map(|e| match e {
-                EndpointEvent::Established { conn, .. } => Some(*conn),
-                _ => None,
-            })
-            .unwrap();
-        (ca, cb)
+        (ca, established_conns(&self.events_b)[0])
     }
 
     pub fn wait_wc(&mut self, on_a: bool, wr_id: u64) -> WorkCompletion {
@@ -315,6 +307,16 @@ impl Pair {
         let v = if on_a { &self.wc_a } else { &self.wc_b };
         v.iter().find(|(_, c)| c.wr_id == wr_id).unwrap().1
     }
+}
+
+/// The connections `ev` reports established, in order.
+pub fn established_conns(ev: &[EndpointEvent]) -> Vec<ConnId> {
+    ev.iter()
+        .filter_map(|e| match e {
+            EndpointEvent::Established { conn, .. } => Some(*conn),
+            _ => None,
+        })
+        .collect()
 }
 
 pub fn established(ev: &[EndpointEvent], c: ConnId) -> bool {
