@@ -50,6 +50,11 @@ pub struct XdpConfig {
     pub huge_pages: bool,
     /// Busy-poll socket options for NIC drivers that support them (off by default).
     pub busy_poll: Option<crate::xdp::BusyPoll>,
+    /// The engine's caps: connections, neighbours, unverified SYN sources, outstanding work.
+    pub limits: endpoint::EndpointLimits,
+    /// Each listener's half-open table, SYN cookies, SYN-ACK retries and backlog (connections
+    /// whose MPA startup has not finished).
+    pub listener: tcp_offload::ListenerConfig,
 }
 
 impl XdpConfig {
@@ -65,6 +70,8 @@ impl XdpConfig {
             fault: crate::engine::FaultConfig::default(),
             huge_pages: false,
             busy_poll: None,
+            limits: endpoint::EndpointLimits::default(),
+            listener: tcp_offload::ListenerConfig::default(),
         }
     }
 }

@@ -82,6 +82,19 @@ impl Device {
         Some(c)
     }
 
+    /// What the engine holds now (AF_XDP devices; `None` for the kernel transport).
+    pub fn engine_load(&self) -> Option<EngineLoad> {
+        let x = self.xdp.as_ref()?;
+        let st = x.shared.lock();
+        let e = st.engine.endpoint();
+        Some(EngineLoad {
+            connections: e.connection_count(),
+            half_open: e.half_open_count(),
+            neighbours: e.neighbour_count(),
+            syn_sources: e.syn_source_count(),
+        })
+    }
+
     /// The XDP program's counters (AF_XDP devices: packets redirected to the engine, passed to
     /// the kernel, dropped as malformed, steered without a socket).
     pub fn xdp_counters(&self) -> Option<crate::xdp::SteerCounters> {
@@ -281,4 +294,17 @@ pub(crate) fn prepare_queue_pair(
     Ok(PendingQp {
         qp: QueuePair::kernel(shared, negotiated.peer_private_data.clone()),
     })
+}
+
+/// What an AF_XDP device's engine holds at one moment ([`Device::engine_load`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EngineLoad {
+    /// Live connections (every state after SYN-RECEIVED).
+    pub connections: usize,
+    /// Half-open handshakes (SYN-RECEIVED) over all listeners.
+    pub half_open: usize,
+    /// Next-hop entries.
+    pub neighbours: usize,
+    /// Unverified SYN source MACs kept to answer SYNs.
+    pub syn_sources: usize,
 }

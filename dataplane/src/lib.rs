@@ -41,7 +41,7 @@ pub use completion::{Completion, Opcode, Status};
 pub use config::{ConnectionConfig, EngineMode, MpaSettings, Transport, XdpConfig};
 pub use counters::CounterSnapshot;
 pub use cq::CompletionQueue;
-pub use device::{Device, QpInit};
+pub use device::{Device, EngineLoad, QpInit};
 pub use error::{ConnectError, DeviceError, PostError, RegisterError};
 pub use listener::{AcceptError, Incoming, Listener};
 pub use mapped_file::{FileRegion, MappedFile};

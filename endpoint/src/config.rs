@@ -5,7 +5,7 @@ use std::ops::RangeInclusive;
 use std::time::Duration;
 
 use mpa::StartupConfig;
-use tcp_offload::{Config, ListenerConfig};
+use tcp_offload::{Config, Keepalive, ListenerConfig};
 
 use crate::ethernet::Mac;
 use crate::secrets::Secrets;
@@ -24,6 +24,9 @@ pub struct QpSettings {
     /// How long a connection the application closed may take to finish (queued Sends and
     /// Writes out, FIN exchanged) before it is aborted with RST.
     pub close_timeout: Duration,
+    /// Listeners with manual accept: how long an MPA Request may wait for the application's
+    /// accept or reject before the connection is reset (counted in `accept_timeouts`).
+    pub accept_timeout: Duration,
 }
 
 impl Default for QpSettings {
@@ -34,6 +37,37 @@ impl Default for QpSettings {
             ird: 16,
             ord: 16,
             close_timeout: Duration::from_secs(5),
+            accept_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The endpoint's bounds under load and hostile peers. Each refusal is counted in
+/// [`crate::EndpointCounters`]. Per listener, the half-open table, SYN cookies and the backlog
+/// are [`ListenerConfig`]'s (`max_half_open`, `syn_cookies`, `max_accept_queue`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EndpointLimits {
+    /// Connections at once, of every role and state. A handshake completed past it is reset
+    /// (`connections_refused`); `connect` fails with [`crate::EndpointError::TooManyConnections`].
+    pub max_connections: usize,
+    /// Next-hop entries (set by the caller or learnt from established flows). Keep it at least
+    /// twice `max_connections`: entries of addresses without a live connection make room.
+    pub max_neighbours: usize,
+    /// Unverified SYN source MACs remembered to answer SYNs (first in, first out). Keep it
+    /// above a listener's `max_half_open + max_tx_queue`.
+    pub max_syn_sources: usize,
+    /// Work requests posted and not yet taken with `poll_completion`: bounds the completion
+    /// queue (every work request completes exactly once). Posts past it are refused.
+    pub max_outstanding_work: usize,
+}
+
+impl Default for EndpointLimits {
+    fn default() -> Self {
+        EndpointLimits {
+            max_connections: 4096,
+            max_neighbours: 8192,
+            max_syn_sources: 4096,
+            max_outstanding_work: 1 << 16,
         }
     }
 }
@@ -47,8 +81,11 @@ pub struct EndpointConfig {
     pub ip: Ipv4Addr,
     /// TCP settings of every connection.
     pub tcp: Config,
-    /// Listener limits.
+    /// Listener limits; `max_accept_queue` is each listener's backlog: connections whose MPA
+    /// startup has not finished (Request not in, or waiting for the application's accept).
     pub listener: ListenerConfig,
+    /// Connection, neighbour and work-request caps.
+    pub limits: EndpointLimits,
     /// Local ports for active opens (reserved from the kernel by the host set-up).
     pub local_ports: RangeInclusive<u16>,
     /// Next hop MAC when the neighbour table has no entry for the peer (e.g. a gateway).
@@ -72,9 +109,17 @@ impl EndpointConfig {
                 // our answer carries the ACK first; a lone full one after 1 ms, not 40.
                 delayed_ack: Some(Duration::from_millis(1)),
                 short_segment_ack: Some(Duration::from_micros(25)),
+                // A dead peer is noticed: MPA connections may stay idle for long (RFC 1122
+                // §4.2.3.6 allows keepalive when the application asks; iWARP does).
+                keepalive: Some(Keepalive {
+                    idle: Duration::from_secs(60),
+                    interval: Duration::from_secs(10),
+                    probes: 6,
+                }),
                 ..Config::default()
             },
             listener: ListenerConfig::default(),
+            limits: EndpointLimits::default(),
             local_ports: 40000..=40999,
             default_next_hop: None,
             secrets,

@@ -34,6 +34,10 @@ pub(crate) struct Conn<D> {
     pub pd: Option<D>,
     /// Responder: report the MPA Request and wait for the application's accept or reject.
     pub manual_accept: bool,
+    /// Counted in its listener's backlog (MPA startup not finished).
+    pub in_backlog: bool,
+    /// Manual accept: the MPA Request was reported; reset if not answered by then.
+    pub decide_deadline: Option<Instant>,
     /// What has been fed to the queue pair, and out-of-order chunks waiting for their gap.
     pub rx: RxFeed,
     /// Transmit offset TCP has acknowledged.
@@ -58,11 +62,13 @@ impl<D> Conn<D> {
             tcp,
             qp: None,
             role,
-            settings,
             listener: None,
             pd: None,
             manual_accept: false,
-            rx: RxFeed::default(),
+            in_backlog: false,
+            decide_deadline: None,
+            rx: RxFeed::new(startup_rx_limit(&settings)),
+            settings,
             acked: 0,
             closing: false,
             close_deadline: None,
@@ -73,13 +79,19 @@ impl<D> Conn<D> {
         }
     }
 
-    /// The next deadline of TCP, the MPA startup or the close timeout.
+    /// The next deadline of TCP, the MPA startup, the application's accept or the close
+    /// timeout.
     pub fn deadline(&self) -> Option<Instant> {
         let q = self.qp.as_ref().and_then(|q| q.poll_timeout());
-        [self.tcp.poll_timeout(), q, self.close_deadline]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.tcp.poll_timeout(),
+            q,
+            self.close_deadline,
+            self.decide_deadline,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Still finishing a close the application asked for (not yet in TIME-WAIT or gone).
@@ -202,10 +214,18 @@ impl<M: Memory + ?Sized> RecordSource for FpduSource<'_, M> {
     }
 }
 
+/// The most octets a peer may send before MPA is up: one startup frame (MPA §7.1: an
+/// Initiator sends FPDUs only after the Reply, a Responder only after the Initiator's first
+/// FPDU), whose private data our startup reader bounds by `max_private_data`.
+fn startup_rx_limit(s: &QpSettings) -> u64 {
+    (mpa::startup_frame::HEADER_LEN + usize::from(s.startup.max_private_data)) as u64
+}
+
 /// The receive side of a connection between TCP and the queue pair: in-order octets go through
 /// MPA's stream parser, out-of-order ones through the locator at once (placed before their gap
-/// fills) and are kept until the gap fills, then fed in order.
-#[derive(Debug, Default)]
+/// fills) and are kept until the gap fills, then fed in order. Before MPA is up, at most one
+/// startup frame is taken: octets past it mark the connection `overrun` (it is reset).
+#[derive(Debug)]
 pub(crate) struct RxFeed {
     /// Receive offset of the next octet fed in order to the queue pair.
     pub next: u64,
@@ -213,9 +233,23 @@ pub(crate) struct RxFeed {
     pub ooo: BTreeMap<u64, Vec<u8>>,
     /// Octets in `ooo`.
     pub ooo_bytes: u64,
+    /// Stream octets allowed before MPA is up.
+    startup_limit: u64,
+    /// The peer sent past `startup_limit` before MPA was up.
+    pub overrun: bool,
 }
 
 impl RxFeed {
+    fn new(startup_limit: u64) -> Self {
+        RxFeed {
+            next: 0,
+            ooo: BTreeMap::new(),
+            ooo_bytes: 0,
+            startup_limit,
+            overrun: false,
+        }
+    }
+
     /// Feeds the chunk `data` at stream offset `offset` (one copy: placement writes straight
     /// from `data` into the region; only out-of-order chunks are also kept).
     #[allow(clippy::too_many_arguments)]
@@ -230,7 +264,13 @@ impl RxFeed {
         c: &mut EndpointCounters,
     ) {
         let end = offset + data.len() as u64;
-        if end <= self.next {
+        if end <= self.next || self.overrun {
+            return;
+        }
+        if end > self.startup_limit && !qp.is_established() {
+            // More than a startup frame before MPA is up: nothing of it is kept.
+            self.overrun = true;
+            c.startup_overruns += 1;
             return;
         }
         if offset > self.next {

@@ -50,4 +50,29 @@ pub struct EndpointCounters {
     /// FPDUs that could not be rebuilt for a (re)transmission, mostly because their region was
     /// deregistered while they were unacknowledged: the connection was aborted.
     pub rebuild_failures: u64,
+    /// Handshakes completed past `max_connections` or the listener's backlog, or whose peer
+    /// could get no next hop: reset at once.
+    pub connections_refused: u64,
+    /// Connections reset because the peer sent more than a startup frame before MPA was up
+    /// (an Initiator may send FPDUs only after the Reply, a Responder after the first FPDU).
+    pub startup_overruns: u64,
+    /// MPA Requests the application neither accepted nor rejected within `accept_timeout`
+    /// (reset).
+    pub accept_timeouts: u64,
+    /// Next hops neither set nor learnt because the table was full of addresses in use.
+    pub neighbours_refused: u64,
+    /// Posts refused at `max_outstanding_work`.
+    pub work_refused: u64,
+    /// SYN cookies sent by the listeners (half-open table full).
+    pub syn_cookies_sent: u64,
+    /// Half-open connections that expired after their SYN-ACK retries.
+    pub half_open_expired: u64,
+    /// Listener replies (cookies, RSTs) dropped because the listener's queue was full.
+    pub listener_tx_overflow: u64,
+    /// Connections dropped after unanswered keepalive probes (sum over connections).
+    pub keepalive_timeouts: u64,
+    /// Connections reset after the FIN-WAIT-2 limit (sum over connections).
+    pub fin_wait2_timeouts: u64,
+    /// Connections reset after the peer's window stayed shut past the persist limit.
+    pub persist_timeouts: u64,
 }

@@ -31,6 +31,22 @@ const WHEEL_SLOTS: usize = 8192;
 /// cannot aim at a bucket), several times cheaper per packet than SipHash.
 pub type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
+/// Gives a table's memory back once it is mostly empty (after a flood of connections is
+/// gone): below a quarter full it shrinks to twice its length, so it never shrinks and grows
+/// in turn.
+pub(crate) fn shrink_sparse<K: Eq + std::hash::Hash, V>(m: &mut FastMap<K, V>) {
+    if m.len() < m.capacity() / 4 {
+        m.shrink_to(m.len() * 2);
+    }
+}
+
+/// As [`shrink_sparse`], for the endpoint's queues, once drained.
+fn shrink_drained<T>(q: &mut VecDeque<T>) {
+    if q.is_empty() && q.capacity() > 64 {
+        q.shrink_to_fit();
+    }
+}
+
 /// One iWARP host on one address: connections (our TCP + MPA + DDP/RDMAP), listeners, local
 /// ports, neighbours and timers. Single-threaded and sans-IO: drive it with
 /// [`handle_frame`](Self::handle_frame), [`handle_timeout`](Self::handle_timeout) and
@@ -54,6 +70,8 @@ pub struct Endpoint<D: Domain = NoDomain> {
     pub(crate) tags: StagTable,
     pub(crate) mem: VecMemory,
     pub(crate) completions: VecDeque<(ConnId, WorkCompletion)>,
+    /// Work requests posted and not yet taken with `poll_completion`.
+    outstanding: usize,
     pub(crate) events: VecDeque<EndpointEvent>,
     pub(crate) counters: EndpointCounters,
     /// Startup frames and claimed FPDUs are written here before TCP takes them.
@@ -76,7 +94,11 @@ impl<D: Domain> Endpoint<D> {
             conns: FastMap::default(),
             flows: FastMap::default(),
             listeners: Vec::new(),
-            neighbours: Neighbours::new(cfg.default_next_hop),
+            neighbours: Neighbours::new(
+                cfg.default_next_hop,
+                cfg.limits.max_neighbours,
+                cfg.limits.max_syn_sources,
+            ),
             ports: LocalPorts::new(cfg.local_ports.clone()),
             next_conn: 1,
             dirty: Vec::new(),
@@ -85,6 +107,7 @@ impl<D: Domain> Endpoint<D> {
             tags: StagTable::new(cfg.secrets.stag_seed()),
             mem: VecMemory::new(),
             completions: VecDeque::new(),
+            outstanding: 0,
             events: VecDeque::new(),
             counters: EndpointCounters::default(),
             scratch: vec![0; mpa::MAX_FPDU_LEN],
@@ -107,20 +130,19 @@ impl<D: Domain> Endpoint<D> {
         self.wheel.expire(now, &mut fired);
         for id in fired.drain(..) {
             if let Some(k) = self.conns.get_mut(&id) {
-                if k.armed.is_some_and(|d| d <= now) {
-                    k.armed = None;
-                    if k.tcp.poll_timeout().is_some_and(|d| d <= now) {
-                        k.tcp.handle_timeout(now);
+                // Its one wheel entry fired: the round re-arms it for the next deadline.
+                k.armed = None;
+                if k.tcp.poll_timeout().is_some_and(|d| d <= now) {
+                    k.tcp.handle_timeout(now);
+                }
+                if let Some(q) = k.qp.as_mut() {
+                    if q.poll_timeout().is_some_and(|d| d <= now) {
+                        q.handle_timeout(now);
                     }
-                    if let Some(q) = k.qp.as_mut() {
-                        if q.poll_timeout().is_some_and(|d| d <= now) {
-                            q.handle_timeout(now);
-                        }
-                    }
-                    if !k.dirty {
-                        k.dirty = true;
-                        self.dirty.push(id);
-                    }
+                }
+                if !k.dirty {
+                    k.dirty = true;
+                    self.dirty.push(id);
                 }
             }
         }
@@ -179,12 +201,21 @@ impl<D: Domain> Endpoint<D> {
 
     /// The next work completion of any connection.
     pub fn poll_completion(&mut self) -> Option<(ConnId, WorkCompletion)> {
-        self.completions.pop_front()
+        let Some(c) = self.completions.pop_front() else {
+            shrink_drained(&mut self.completions);
+            return None;
+        };
+        self.outstanding = self.outstanding.saturating_sub(1);
+        Some(c)
     }
 
     /// The next event.
     pub fn poll_event(&mut self) -> Option<EndpointEvent> {
-        self.events.pop_front()
+        let e = self.events.pop_front();
+        if e.is_none() {
+            shrink_drained(&mut self.events);
+        }
+        e
     }
 
     // ---------------------------------------------------------------------------------------
@@ -204,19 +235,55 @@ impl<D: Domain> Endpoint<D> {
             .filter_map(|k| k.qp.as_ref())
             .map(|q| q.stats().rx_after_close)
             .sum::<u64>();
+        for k in self.conns.values() {
+            add_tcp_timeouts(&mut c, k.tcp.counters());
+        }
+        for l in &self.listeners {
+            let lc = l.tcp.counters();
+            c.syn_cookies_sent += lc.cookies_sent;
+            c.half_open_expired += lc.half_open_expired;
+            c.listener_tx_overflow += lc.tx_overflow;
+        }
         c
     }
     /// The configuration.
     pub fn config(&self) -> &EndpointConfig {
         &self.cfg
     }
-    /// Sets the next hop MAC of `ip` (from the kernel's neighbour table).
-    pub fn add_neighbour(&mut self, ip: Ipv4Addr, mac: Mac) {
-        self.neighbours.insert(ip, mac);
+    /// Sets the next hop MAC of `ip` (from the kernel's neighbour table), replacing what was
+    /// there. Fails when the table is full of addresses in use (counted).
+    pub fn add_neighbour(&mut self, ip: Ipv4Addr, mac: Mac) -> Result<(), EndpointError> {
+        if self.place_neighbour(ip, mac, true) {
+            Ok(())
+        } else {
+            Err(EndpointError::NeighboursFull)
+        }
+    }
+    /// Entries in the neighbour table (set or learnt; SYN sources not included).
+    pub fn neighbour_count(&self) -> usize {
+        self.neighbours.len()
+    }
+    /// Unverified SYN sources remembered for listener replies.
+    pub fn syn_source_count(&self) -> usize {
+        self.neighbours.syn_sources_len()
     }
     /// Live connections.
     pub fn connection_count(&self) -> usize {
         self.conns.len()
+    }
+    /// Connections in SYN-RECEIVED, over all listeners.
+    pub fn half_open_count(&self) -> usize {
+        self.listeners.iter().map(|l| l.tcp.half_open_len()).sum()
+    }
+    /// Connections of a listener whose MPA startup has not finished (its backlog).
+    pub fn backlog_len(&self, listener: crate::ListenerId) -> usize {
+        self.listeners
+            .get(listener.0 as usize)
+            .map_or(0, |l| l.backlog)
+    }
+    /// Work requests posted and not yet taken with `poll_completion`.
+    pub fn outstanding_work(&self) -> usize {
+        self.outstanding
     }
     /// The TCP state of a connection.
     pub fn tcp_state(&self, conn: ConnId) -> Option<State> {
@@ -276,6 +343,9 @@ impl<D: Domain> Endpoint<D> {
         settings: QpSettings,
     ) -> Result<ConnId, EndpointError> {
         check_private_data(&settings)?;
+        if self.conns.len() >= self.cfg.limits.max_connections {
+            return Err(EndpointError::TooManyConnections);
+        }
         let ip = self.cfg.ip;
         let tuple_of = |port| FourTuple {
             local: SocketAddr::V4(SocketAddrV4::new(ip, port)),
@@ -329,7 +399,9 @@ impl<D: Domain> Endpoint<D> {
         let c = self.conn_mut(conn)?;
         let qp = c.qp.as_mut().ok_or(EndpointError::NotReady)?;
         qp.accept(private_data)
-            .map_err(|_| EndpointError::PrivateDataTooLong)
+            .map_err(|_| EndpointError::PrivateDataTooLong)?;
+        c.decide_deadline = None;
+        Ok(())
     }
 
     /// Rejects the MPA Request of `conn` with `private_data` (MPA-80); the endpoint then
@@ -339,6 +411,7 @@ impl<D: Domain> Endpoint<D> {
         let qp = c.qp.as_mut().ok_or(EndpointError::NotReady)?;
         qp.reject(private_data)
             .map_err(|_| EndpointError::PrivateDataTooLong)?;
+        c.decide_deadline = None;
         c.closing = true;
         Ok(())
     }
@@ -367,6 +440,10 @@ impl<D: Domain> Endpoint<D> {
     /// Posts a work request on `conn` (see [`ddp::RdmapEngine::post`]); refusals come back at
     /// once, with nothing queued.
     pub fn post(&mut self, conn: ConnId, wr: WorkRequest) -> Result<(), EndpointError> {
+        if self.outstanding >= self.cfg.limits.max_outstanding_work {
+            self.counters.work_refused += 1;
+            return Err(EndpointError::TooMuchWork);
+        }
         let c = self
             .conns
             .get_mut(&conn.0)
@@ -377,6 +454,7 @@ impl<D: Domain> Endpoint<D> {
             None => qp.post(&self.tags, wr),
         }
         .map_err(EndpointError::Post)?;
+        self.outstanding += 1;
         if !c.dirty {
             c.dirty = true;
             self.dirty.push(conn.0);
@@ -443,6 +521,13 @@ impl<D: Domain> Endpoint<D> {
             .map(|_| ())
             .map_err(|_| EndpointError::NotReady)
     }
+}
+
+/// Adds a connection's TCP timeouts (keepalive, FIN-WAIT-2, persist) to `c`.
+pub(crate) fn add_tcp_timeouts(c: &mut EndpointCounters, t: &tcp_offload::TcpCounters) {
+    c.keepalive_timeouts += t.keepalive_timeouts;
+    c.fin_wait2_timeouts += t.fin_wait2_timeouts;
+    c.persist_timeouts += t.persist_timeouts;
 }
 
 pub(crate) fn check_private_data(s: &QpSettings) -> Result<(), EndpointError> {

@@ -24,4 +24,13 @@ pub enum EndpointError {
     /// Only IPv4 is supported.
     #[error("IPv4 only")]
     Ipv4Only,
+    /// The endpoint holds `max_connections` connections already.
+    #[error("connection limit reached")]
+    TooManyConnections,
+    /// `max_outstanding_work` work requests are posted and not yet completed and polled.
+    #[error("too many outstanding work requests")]
+    TooMuchWork,
+    /// The neighbour table is full of addresses in use.
+    #[error("neighbour table full")]
+    NeighboursFull,
 }

@@ -30,6 +30,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod admission;
 mod classify;
 mod config;
 mod conn;
@@ -49,7 +50,7 @@ mod service;
 mod timer_wheel;
 
 pub use classify::{classify, FrameVerdict, OwnedAddrs};
-pub use config::{EndpointConfig, QpSettings};
+pub use config::{EndpointConfig, EndpointLimits, QpSettings};
 pub use conn::ConnId;
 pub use counters::EndpointCounters;
 pub use domain::{Domain, DomainGuard, NoDomain};

@@ -1,5 +1,6 @@
 //! Listeners: TCP's passive opens on our address, their SYN-ACKs and stateless replies, and
-//! the hand-over of established connections into the flow table (MPA then runs as Responder).
+//! the hand-over of established connections into the flow table (MPA then runs as Responder)
+//! when the caps admit them (see `admission.rs`).
 
 use std::net::{SocketAddr, SocketAddrV4};
 use std::time::Instant;
@@ -11,7 +12,7 @@ use crate::conn::{Conn, Role};
 use crate::domain::Domain;
 use crate::endpoint::{check_private_data, Endpoint};
 use crate::error::EndpointError;
-use crate::ethernet::{self, EthernetRepr};
+use crate::ethernet::{self, EthernetRepr, Mac};
 use crate::event::EndpointEvent;
 use crate::frame_sink::{FrameSink, TxOutcome};
 
@@ -23,6 +24,8 @@ pub(crate) struct ListenerEntry {
     pub(crate) tcp: TcpListener,
     settings: QpSettings,
     manual_accept: bool,
+    /// Its connections whose MPA startup has not finished (bounded by `max_accept_queue`).
+    pub(crate) backlog: usize,
 }
 
 impl<D: Domain> Endpoint<D> {
@@ -63,6 +66,7 @@ impl<D: Domain> Endpoint<D> {
             tcp,
             settings,
             manual_accept,
+            backlog: 0,
         });
         Ok(ListenerId(self.listeners.len() as u32 - 1))
     }
@@ -73,6 +77,17 @@ impl<D: Domain> Endpoint<D> {
             if l.tcp.poll_timeout().is_some_and(|d| d <= now) {
                 l.tcp.handle_timeout(now);
             }
+        }
+        // A SYN's source MAC serves only the replies to that SYN (SYN-ACK and its retries,
+        // cookie SYN-ACK, RST): once no listener holds a half-open entry or a queued reply, a
+        // flood's leftovers are forgotten.
+        if self.neighbours.syn_sources_len() > 0
+            && self
+                .listeners
+                .iter()
+                .all(|l| l.tcp.half_open_len() == 0 && l.tcp.tx_queue_len() == 0)
+        {
+            self.neighbours.forget_syn_sources();
         }
     }
 
@@ -97,7 +112,7 @@ impl<D: Domain> Endpoint<D> {
                         },
                         Err(_) => return None,
                     };
-                    let Some(dst) = neighbours.next_hop(dst_ip) else {
+                    let Some(dst) = neighbours.reply_hop(dst_ip) else {
                         no_hop = true;
                         return None;
                     };
@@ -125,22 +140,29 @@ impl<D: Domain> Endpoint<D> {
                     break;
                 }
             }
-            self.take_accepted(now, li);
+            self.take_accepted(now, li, None);
         }
     }
 
-    /// Moves listener `li`'s established connections into the flow table. Runs right after
-    /// the listener handled a segment, so the peer's next segments (its first data may follow
-    /// the handshake ACK in the same receive batch) take the flow-table path to the connection
-    /// and its queue pair starts at once. (The listener also hands segments to connections
-    /// still in its accept queue, so this is about speed, not correctness.)
-    pub(crate) fn take_accepted(&mut self, now: Instant, li: usize) {
+    /// Moves listener `li`'s established connections into the flow table, or resets those the
+    /// caps refuse; `via` is the MAC the completing segment came from. Runs right after the
+    /// listener handled a segment, so the peer's next segments (its first data may follow the
+    /// handshake ACK in the same receive batch) take the flow-table path to the connection and
+    /// its queue pair starts at once, and the listener's accept queue is always empty between
+    /// calls (the bound that counts is the backlog of unfinished MPA startups).
+    pub(crate) fn take_accepted(&mut self, now: Instant, li: usize, via: Option<Mac>) {
         while let Some(tcp) = self.listeners[li].tcp.accept() {
+            if !self.admit_passive(li, &tcp, via) {
+                self.refuse(now, tcp);
+                continue;
+            }
             let settings = self.listeners[li].settings.clone();
             let peer = tcp.tuple().remote;
             let mut c = Conn::new(tcp, Role::Responder, settings);
             c.listener = Some(ListenerId(li as u32));
             c.manual_accept = self.listeners[li].manual_accept;
+            c.in_backlog = true;
+            self.listeners[li].backlog += 1;
             let conn = self.add_conn(c);
             self.counters.connections_opened += 1;
             self.start_qp(now, conn.0);

@@ -16,7 +16,7 @@ use crate::ethernet::{self, EthernetFrame};
 use crate::service::frame_out;
 
 /// Most RSTs for strays waiting for a transmit buffer.
-const PENDING_TX_MAX: usize = 1024;
+pub(crate) const PENDING_TX_MAX: usize = 1024;
 
 impl<D: Domain> Endpoint<D> {
     /// Handles one received Ethernet frame (no FCS). The slice is only borrowed for the call:
@@ -90,16 +90,16 @@ impl<D: Domain> Endpoint<D> {
             return;
         }
         if let Some(li) = self.listeners.iter().position(|l| l.tcp.matches(&seg)) {
-            let l = &mut self.listeners[li];
-            // A SYN's source MAC is the next hop back to its sender (the peer, or the router it
-            // came through): learn it when the kernel's table was not consulted for this peer.
-            if seg.flags.syn {
+            // A SYN's source MAC is where its answer goes (the peer, or the router it came
+            // through), unverified: it is learnt as a next hop only once the handshake
+            // completes through it (`take_accepted`).
+            if seg.flags.syn && !seg.flags.ack {
                 if let SocketAddr::V4(peer) = seg.tuple.remote {
-                    self.neighbours.learn(*peer.ip(), eth.src());
+                    self.neighbours.note_syn(*peer.ip(), eth.src());
                 }
             }
-            l.tcp.handle_segment(now, &seg);
-            self.take_accepted(now, li);
+            self.listeners[li].tcp.handle_segment(now, &seg);
+            self.take_accepted(now, li, Some(eth.src()));
             return;
         }
         self.counters.drops += 1;

@@ -10,10 +10,11 @@ use ddp::{Memory, PdId, Qp, QpConfig, QpEvent, StagTable, StreamId, WorkCompleti
 use mpa::FramingError;
 use tcp_offload::{CloseReason, Event, State};
 
+use crate::admission::leave_backlog;
 use crate::conn::{Conn, ConnId, FpduSource, Role};
 use crate::counters::EndpointCounters;
 use crate::domain::{Domain, DomainGuard};
-use crate::endpoint::Endpoint;
+use crate::endpoint::{add_tcp_timeouts, shrink_sparse, Endpoint};
 use crate::ethernet::{self, EthernetRepr, Mac};
 use crate::event::EndpointEvent;
 use crate::frame_sink::{FrameSink, TxOutcome};
@@ -101,6 +102,19 @@ impl<D: Domain> Endpoint<D> {
         let Some(c) = self.conns.get_mut(&id) else {
             return;
         };
+        if c.decide_deadline.is_some_and(|d| now >= d) {
+            // The application never answered the MPA Request: reset.
+            c.decide_deadline = None;
+            self.counters.accept_timeouts += 1;
+            if let Some(q) = c.qp.as_mut() {
+                q.abort();
+            }
+            c.tcp.abort();
+            self.events.push_back(EndpointEvent::StartupFailed {
+                conn: ConnId(id),
+                event: QpEvent::StartupFailed(mpa::StartupError::Timeout),
+            });
+        }
         if c.close_deadline.is_some_and(|d| now >= d) {
             c.close_deadline = None;
             if !matches!(c.tcp.state(), State::TimeWait | State::Closed) {
@@ -122,6 +136,13 @@ impl<D: Domain> Endpoint<D> {
         };
         // Receive: in-order feed and out-of-order placement, straight into the regions.
         c.drive_rx(now, tags, mem, &mut self.counters);
+        if c.rx.overrun && c.tcp.state() != State::Closed {
+            // More than a startup frame before MPA was up (counted by the feed): reset.
+            if let Some(q) = c.qp.as_mut() {
+                q.abort();
+            }
+            c.tcp.abort();
+        }
         c.drive_acked();
         if peer_closed {
             // Only now: data and ACKs that came with the FIN are in (delivered, completed);
@@ -135,10 +156,14 @@ impl<D: Domain> Endpoint<D> {
         drain_qp(
             c,
             ConnId(id),
+            now,
             &mut self.events,
             &mut self.completions,
             &mut self.counters,
         );
+        if c.qp.as_ref().is_some_and(|q| q.is_established()) {
+            leave_backlog(c, &mut self.listeners);
+        }
         // Transmit: queue-pair output into TCP as records.
         c.drive_tx(tags, mem, &mut self.scratch, &mut self.counters);
         if c.closing && !c.tcp_closed {
@@ -203,10 +228,14 @@ impl<D: Domain> Endpoint<D> {
         drain_qp(
             c,
             ConnId(id),
+            now,
             &mut self.events,
             &mut self.completions,
             &mut self.counters,
         );
+        if c.qp.as_ref().is_some_and(|q| q.is_established()) {
+            leave_backlog(c, &mut self.listeners);
+        }
         if closed.is_none() && c.tcp.state() == State::Closed {
             closed = Some(CloseReason::Aborted);
         }
@@ -217,11 +246,16 @@ impl<D: Domain> Endpoint<D> {
                     self.completions.push_back((ConnId(id), wc));
                 }
             }
-            let c = self.conns.remove(&id).expect("present");
+            let mut c = self.conns.remove(&id).expect("present");
+            self.wheel.cancel(id);
+            leave_backlog(&mut c, &mut self.listeners);
+            add_tcp_timeouts(&mut self.counters, c.tcp.counters());
             self.counters.retransmissions +=
                 c.tcp.counters().retransmits.saturating_sub(c.retrans_seen);
             self.counters.rx_after_close += c.qp.as_ref().map_or(0, |q| q.stats().rx_after_close);
             self.flows.remove(&c.tcp.tuple());
+            shrink_sparse(&mut self.conns);
+            shrink_sparse(&mut self.flows);
             self.counters.connections_closed += 1;
             self.events.push_back(EndpointEvent::Closed {
                 conn: ConnId(id),
@@ -229,11 +263,13 @@ impl<D: Domain> Endpoint<D> {
             });
             return;
         }
-        // Timers.
-        if let Some(d) = c.deadline() {
-            if c.armed.is_none_or(|a| d < a) {
-                c.armed = Some(d);
-                self.wheel.insert(id, d);
+        // Timers: the connection's one wheel entry follows its earliest deadline.
+        let due = c.deadline();
+        if due != c.armed {
+            c.armed = due;
+            match due {
+                Some(d) => self.wheel.insert(id, d),
+                None => self.wheel.cancel(id),
             }
         }
     }
@@ -244,6 +280,7 @@ impl<D: Domain> Endpoint<D> {
 fn drain_qp<D>(
     c: &mut Conn<D>,
     conn: ConnId,
+    now: Instant,
     events: &mut VecDeque<EndpointEvent>,
     completions: &mut VecDeque<(ConnId, WorkCompletion)>,
     counters: &mut EndpointCounters,
@@ -266,12 +303,15 @@ fn drain_qp<D>(
                     private_data,
                     peer_wants_markers,
                     peer_wants_crc,
-                } => events.push_back(EndpointEvent::ConnectRequest {
-                    conn,
-                    private_data,
-                    peer_wants_markers,
-                    peer_wants_crc,
-                }),
+                } => {
+                    c.decide_deadline = Some(now + c.settings.accept_timeout);
+                    events.push_back(EndpointEvent::ConnectRequest {
+                        conn,
+                        private_data,
+                        peer_wants_markers,
+                        peer_wants_crc,
+                    })
+                }
                 event @ (QpEvent::Rejected { .. } | QpEvent::StartupFailed(_)) => {
                     c.closing = true;
                     c.tcp.abort();

@@ -1,8 +1,25 @@
-//! A hashed timer wheel: O(1) insertion, expiry by walking the slots passed since the last call.
-//! Entries are `(key, deadline)`; stale entries (a key re-armed elsewhere) are the caller's to
-//! ignore. Deadlines further out than one turn stay in their slot until their tick comes.
+//! A hashed timer wheel: O(1) insertion and cancellation, expiry by walking the slots passed
+//! since the last call. Each key has at most one entry: arming a key again moves it, so the
+//! wheel holds one entry per armed key however often deadlines change (a connection re-arms
+//! on every segment). Entries live in one table and each slot is a doubly linked list through
+//! it, so memory follows the keys armed at once, not the slots ever used, and arming allocates
+//! nothing once the table has grown. Deadlines further out than one turn stay in their slot
+//! until their tick comes.
 
 use std::time::{Duration, Instant};
+
+use crate::endpoint::FastMap;
+
+/// No entry (end of a list, or a free entry).
+const NIL: u32 = u32::MAX;
+
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    key: u64,
+    tick: u64,
+    prev: u32,
+    next: u32,
+}
 
 /// The wheel.
 #[derive(Debug)]
@@ -14,8 +31,13 @@ pub struct TimerWheel {
     /// When the tick after `now_tick` begins: `expire` before it has nothing to do (a compare
     /// instead of a 128-bit division on every endpoint round).
     next_tick_at: Instant,
-    slots: Vec<Vec<(u64, u64)>>,
-    len: usize,
+    /// The first entry of each slot's list.
+    heads: Vec<u32>,
+    entries: Vec<Entry>,
+    /// Entries not in use.
+    free: Vec<u32>,
+    /// Each armed key's entry.
+    at: FastMap<u64, u32>,
 }
 
 impl TimerWheel {
@@ -26,8 +48,10 @@ impl TimerWheel {
             tick: tick.max(Duration::from_nanos(1)),
             now_tick: 0,
             next_tick_at: base + tick.max(Duration::from_nanos(1)),
-            slots: vec![Vec::new(); slots.max(1)],
-            len: 0,
+            heads: vec![NIL; slots.max(1)],
+            entries: Vec::new(),
+            free: Vec::new(),
+            at: FastMap::default(),
         }
     }
 
@@ -48,23 +72,96 @@ impl TimerWheel {
         self.base + Duration::from_nanos((t as u128 * self.tick.as_nanos()) as u64)
     }
 
-    /// Entries held (stale ones included).
+    /// Keys armed.
     pub fn len(&self) -> usize {
-        self.len
+        self.at.len()
     }
 
-    /// True when empty.
+    /// True when no key is armed.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.at.is_empty()
+    }
+
+    fn slot_of(&self, tick: u64) -> usize {
+        (tick % self.heads.len() as u64) as usize
     }
 
     /// Arms `key` for `deadline` (rounded up to the next tick; a past deadline fires at the next
-    /// expiry).
+    /// expiry), replacing its earlier deadline if it had one.
     pub fn insert(&mut self, key: u64, deadline: Instant) {
-        let t = self.tick_ceil(deadline).max(self.now_tick + 1);
-        let n = self.slots.len() as u64;
-        self.slots[(t % n) as usize].push((key, t));
-        self.len += 1;
+        let tick = self.tick_ceil(deadline).max(self.now_tick + 1);
+        let slot = self.slot_of(tick);
+        let head = self.heads[slot];
+        let e = Entry {
+            key,
+            tick,
+            prev: NIL,
+            next: head,
+        };
+        let i = match self.at.get(&key) {
+            Some(&i) => {
+                self.unlink(i);
+                self.entries[i as usize] = e;
+                i
+            }
+            None => match self.free.pop() {
+                Some(i) => {
+                    self.entries[i as usize] = e;
+                    i
+                }
+                None => {
+                    self.entries.push(e);
+                    (self.entries.len() - 1) as u32
+                }
+            },
+        };
+        // (`unlink` may have changed the head if the entry was first in this very slot.)
+        let head = self.heads[slot];
+        self.entries[i as usize].next = head;
+        if head != NIL {
+            self.entries[head as usize].prev = i;
+        }
+        self.heads[slot] = i;
+        self.at.insert(key, i);
+    }
+
+    /// Disarms `key` (nothing if it was not armed).
+    pub fn cancel(&mut self, key: u64) {
+        if let Some(i) = self.at.remove(&key) {
+            self.unlink(i);
+            self.release(i);
+        }
+    }
+
+    /// Takes entry `i` out of its slot's list.
+    fn unlink(&mut self, i: u32) {
+        let Entry {
+            tick, prev, next, ..
+        } = self.entries[i as usize];
+        if prev == NIL {
+            let slot = self.slot_of(tick);
+            self.heads[slot] = next;
+        } else {
+            self.entries[prev as usize].next = next;
+        }
+        if next != NIL {
+            self.entries[next as usize].prev = prev;
+        }
+    }
+
+    /// Returns entry `i` to the free list; the table shrinks once every entry is free.
+    fn release(&mut self, i: u32) {
+        self.free.push(i);
+        if self.free.len() == self.entries.len() {
+            self.free.clear();
+            self.entries.clear();
+            if self.entries.capacity() > 64 {
+                // A burst of timers is gone: give its memory back.
+                self.entries.shrink_to_fit();
+                self.free.shrink_to_fit();
+            }
+        }
+        crate::endpoint::shrink_sparse(&mut self.at);
     }
 
     /// Moves time to `now` and appends the keys whose deadline tick has passed to `out`.
@@ -76,20 +173,21 @@ impl TimerWheel {
         if target <= self.now_tick {
             return;
         }
-        let n = self.slots.len() as u64;
+        let n = self.heads.len() as u64;
         let steps = (target - self.now_tick).min(n);
-        for i in 1..=steps {
-            let slot = &mut self.slots[((self.now_tick + i) % n) as usize];
-            let before = slot.len();
-            slot.retain(|&(k, t)| {
-                if t <= target {
-                    out.push(k);
-                    false
-                } else {
-                    true
+        for step in 1..=steps {
+            let slot = self.slot_of(self.now_tick + step);
+            let mut i = self.heads[slot];
+            while i != NIL {
+                let e = self.entries[i as usize];
+                if e.tick <= target {
+                    self.unlink(i);
+                    self.at.remove(&e.key);
+                    self.release(i);
+                    out.push(e.key);
                 }
-            });
-            self.len -= before - slot.len();
+                i = e.next;
+            }
         }
         self.now_tick = target;
         self.next_tick_at =
@@ -132,5 +230,28 @@ mod tests {
         w.insert(7, base);
         w.expire(base + Duration::from_millis(11), &mut out);
         assert_eq!(out, vec![7]);
+    }
+
+    /// Arming a key again moves its entry: however often a deadline changes, the wheel holds
+    /// one entry per key, and only the last deadline fires.
+    #[test]
+    fn re_arming_moves_the_one_entry_of_a_key() {
+        let base = Instant::now();
+        let mut w = TimerWheel::new(base, Duration::from_millis(1), 64);
+        for i in 0..=10_000u64 {
+            // Alternately far and near, as a connection's keepalive and delayed ACK; far last.
+            let d = if i % 2 == 0 { 5000 } else { 3 };
+            w.insert(1, base + Duration::from_millis(d + i % 7));
+            w.insert(2, base + Duration::from_millis(40));
+        }
+        assert_eq!(w.len(), 2);
+        assert_eq!(w.entries.len() - w.free.len(), 2, "one entry per key");
+        let mut out = Vec::new();
+        w.expire(base + Duration::from_millis(100), &mut out);
+        assert_eq!(out, vec![2], "key 1 was last armed far out");
+        w.cancel(1);
+        w.expire(base + Duration::from_secs(10), &mut out);
+        assert_eq!(out, vec![2]);
+        assert!(w.is_empty());
     }
 }

@@ -78,6 +78,14 @@ pub struct Config {
     pub quick_acks: u32,
     /// Keepalive; `None` disables it (the default, RFC 1122 §4.2.3.6).
     pub keepalive: Option<Keepalive>,
+    /// Longest FIN-WAIT-2 (our FIN acknowledged, the peer's still missing) before the
+    /// connection is reset and counted (`fin_wait2_timeouts`), as Linux's `tcp_fin_timeout`;
+    /// `None` waits for the peer's FIN forever (RFC 9293 sets no limit).
+    pub fin_wait2_timeout: Option<Duration>,
+    /// Longest time the peer may keep its window shut while we have data to send before the
+    /// connection is reset and counted (`persist_timeouts`): RFC 6429 lets a TCP end a
+    /// connection in the persist condition to reclaim resources. `None` probes forever.
+    pub persist_limit: Option<Duration>,
     /// Congestion controller.
     pub congestion: CongestionAlgo,
     /// Initial congestion window in segments (RFC 5681 §3.1 allows up to 4; RFC 6928 allows 10).
@@ -123,6 +131,8 @@ impl Default for Config {
             short_segment_ack: None,
             quick_acks: 16,
             keepalive: None,
+            fin_wait2_timeout: Some(Duration::from_secs(60)),
+            persist_limit: Some(Duration::from_secs(120)),
             congestion: CongestionAlgo::Cubic,
             initial_window: 10,
             dupthresh: 3,

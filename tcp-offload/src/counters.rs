@@ -69,6 +69,12 @@ pub struct TcpCounters {
     pub window_probes: u64,
     /// Keepalive probes sent.
     pub keepalives: u64,
+    /// Connections dropped because their keepalive probes went unanswered.
+    pub keepalive_timeouts: u64,
+    /// Connections reset after `Config::fin_wait2_timeout` in FIN-WAIT-2.
+    pub fin_wait2_timeouts: u64,
+    /// Connections reset after the peer's window stayed shut for `Config::persist_limit`.
+    pub persist_timeouts: u64,
     /// Pure ACKs sent.
     pub acks_sent: u64,
     /// Delayed ACKs that fired from the timer.

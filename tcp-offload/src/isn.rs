@@ -10,7 +10,7 @@ use siphasher::sip::SipHasher24;
 use crate::seq::SeqNum;
 
 /// The connection identifier the hash covers (RFC 6528 §3).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FourTuple {
     /// Our address and port.
     pub local: SocketAddr,

@@ -3,8 +3,10 @@
 //!
 //! Memory stays bounded under a SYN flood: at most `max_half_open` connections in SYN-RECEIVED, at
 //! most `max_tx_queue` stateless replies waiting, at most `max_accept_queue` accepted connections.
+//! Work per call does not grow with the half-open table: the entries' deadlines sit in an ordered
+//! set, so `poll_timeout` reads its first element and `handle_timeout` visits only expired ones.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::time::Instant;
 
@@ -72,6 +74,13 @@ enum Reply {
     },
 }
 
+/// A connection in SYN-RECEIVED and the deadline it is filed under in `deadlines`.
+#[derive(Debug)]
+struct HalfOpen {
+    conn: Connection,
+    armed: Option<Instant>,
+}
+
 /// A listening endpoint for one local address/port.
 #[derive(Debug)]
 pub struct TcpListener {
@@ -79,7 +88,9 @@ pub struct TcpListener {
     lcfg: ListenerConfig,
     local: SocketAddr,
     gen: IsnGenerator,
-    half_open: HashMap<FourTuple, Connection>,
+    half_open: HashMap<FourTuple, HalfOpen>,
+    /// The half-open entries' deadlines, earliest first (one per armed entry).
+    deadlines: BTreeSet<(Instant, FourTuple)>,
     dirty: VecDeque<FourTuple>,
     accept_queue: VecDeque<Connection>,
     tx: VecDeque<Reply>,
@@ -101,6 +112,7 @@ impl TcpListener {
             local,
             gen,
             half_open: HashMap::new(),
+            deadlines: BTreeSet::new(),
             dirty: VecDeque::new(),
             accept_queue: VecDeque::new(),
             tx: VecDeque::new(),
@@ -187,9 +199,10 @@ impl TcpListener {
 
     /// Handles one segment addressed to this listener (or one of its half-open connections).
     pub fn handle_segment(&mut self, now: Instant, seg: &TcpSegment<'_>) {
-        if let Some(c) = self.half_open.get_mut(&seg.tuple) {
-            c.handle_segment(now, seg);
-            let st = c.state();
+        if let Some(h) = self.half_open.get_mut(&seg.tuple) {
+            h.conn.handle_segment(now, seg);
+            let st = h.conn.state();
+            self.refile(seg.tuple);
             self.after_update(now, seg.tuple, st);
             return;
         }
@@ -210,8 +223,10 @@ impl TcpListener {
         if f.syn && !f.ack {
             self.counters.syns += 1;
             if self.half_open.len() < self.lcfg.max_half_open {
-                let c = Connection::accept_syn(self.cfg.clone(), seg, &self.gen, now);
-                self.half_open.insert(seg.tuple, c);
+                let conn = Connection::accept_syn(self.cfg.clone(), seg, &self.gen, now);
+                self.half_open
+                    .insert(seg.tuple, HalfOpen { conn, armed: None });
+                self.refile(seg.tuple);
                 self.dirty.push_back(seg.tuple);
                 self.counters.synacks += 1;
             } else if self.lcfg.syn_cookies {
@@ -338,7 +353,7 @@ impl TcpListener {
                 self.dirty.push_back(tuple);
             }
             _ => {
-                if let Some(mut c) = self.half_open.remove(&tuple) {
+                if let Some(mut c) = self.remove_half_open(&tuple) {
                     c.set_ooo_budget(self.budget.clone());
                     self.push_accepted(c);
                 }
@@ -346,30 +361,63 @@ impl TcpListener {
         }
     }
 
-    /// The earliest timer of the half-open entries.
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        self.half_open
-            .values()
-            .filter_map(|c| c.poll_timeout())
-            .min()
+    /// Files half-open entry `t` under its connection's current deadline.
+    fn refile(&mut self, t: FourTuple) {
+        let Some(h) = self.half_open.get_mut(&t) else {
+            return;
+        };
+        let due = h.conn.poll_timeout();
+        if due != h.armed {
+            if let Some(old) = h.armed {
+                self.deadlines.remove(&(old, t));
+            }
+            if let Some(d) = due {
+                self.deadlines.insert((d, t));
+            }
+            h.armed = due;
+        }
     }
 
-    /// Runs expired timers (SYN-ACK retransmissions, expiry of half-open entries).
+    /// Removes half-open entry `t` and its deadline.
+    fn remove_half_open(&mut self, t: &FourTuple) -> Option<Connection> {
+        let h = self.half_open.remove(t)?;
+        if let Some(d) = h.armed {
+            self.deadlines.remove(&(d, *t));
+        }
+        if self.half_open.len() < self.half_open.capacity() / 4 {
+            // A flood is over: give the table's memory back (half its size at a quarter full).
+            self.half_open.shrink_to(self.half_open.len() * 2);
+        }
+        Some(h.conn)
+    }
+
+    /// The earliest timer of the half-open entries.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.deadlines.first().map(|(d, _)| *d)
+    }
+
+    /// Runs expired timers (SYN-ACK retransmissions, expiry of half-open entries); visits only
+    /// the entries whose deadline has passed.
     pub fn handle_timeout(&mut self, now: Instant) {
-        let mut expired = Vec::new();
-        for (t, c) in self.half_open.iter_mut() {
-            if c.poll_timeout().is_some_and(|d| d <= now) {
-                c.handle_timeout(now);
-                if c.state() == State::Closed {
-                    expired.push(*t);
-                } else {
-                    self.dirty.push_back(*t);
-                }
+        let mut due = Vec::new();
+        while self.deadlines.first().is_some_and(|&(d, _)| d <= now) {
+            if let Some((_, t)) = self.deadlines.pop_first() {
+                due.push(t);
             }
         }
-        for t in expired {
-            self.half_open.remove(&t);
-            self.counters.half_open_expired += 1;
+        for t in due {
+            let Some(h) = self.half_open.get_mut(&t) else {
+                continue;
+            };
+            h.armed = None;
+            h.conn.handle_timeout(now);
+            if h.conn.state() == State::Closed {
+                self.remove_half_open(&t);
+                self.counters.half_open_expired += 1;
+            } else {
+                self.refile(t);
+                self.dirty.push_back(t);
+            }
         }
     }
 
@@ -377,12 +425,14 @@ impl TcpListener {
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
         while let Some(t) = self.dirty.front().copied() {
             match self.half_open.get_mut(&t) {
-                Some(c) => {
-                    if let Some(n) = c.poll_transmit(now, buf) {
+                Some(h) => {
+                    if let Some(n) = h.conn.poll_transmit(now, buf) {
+                        // Sending the SYN-ACK arms its retransmission timer.
+                        self.refile(t);
                         return Some(n);
                     }
-                    if c.state() == State::Closed {
-                        self.half_open.remove(&t);
+                    if h.conn.state() == State::Closed {
+                        self.remove_half_open(&t);
                     }
                     self.dirty.pop_front();
                 }
@@ -391,7 +441,16 @@ impl TcpListener {
                 }
             }
         }
-        let r = self.tx.pop_front()?;
+        let Some(r) = self.tx.pop_front() else {
+            // Drained: give back what a burst grew (bounded by max_tx_queue and the burst).
+            if self.tx.capacity() > 64 {
+                self.tx.shrink_to_fit();
+            }
+            if self.dirty.capacity() > 64 {
+                self.dirty.shrink_to_fit();
+            }
+            return None;
+        };
         match r {
             Reply::Rst { tuple, seq, ack } => {
                 self.counters.rsts_sent += 1;
@@ -423,5 +482,128 @@ impl TcpListener {
     /// Answers a segment that matches nothing with RST (helper for endpoints).
     pub fn emit_rst(seg: &TcpSegment<'_>, buf: &mut [u8]) -> Option<usize> {
         emit_rst_for(seg, buf)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::connection::Connection;
+
+    fn tuple(i: u16) -> FourTuple {
+        FourTuple {
+            local: SocketAddr::from(([198, 18, 0, 2], 5000)),
+            remote: SocketAddr::from(([198, 19, (i >> 8) as u8, i as u8], 1024 + i)),
+        }
+    }
+
+    fn syn(i: u16) -> Vec<u8> {
+        let repr = SegmentRepr {
+            tuple: FourTuple {
+                local: tuple(i).remote,
+                remote: tuple(i).local,
+            },
+            seq: SeqNum(u32::from(i) * 7919),
+            ack: None,
+            flags: Flags {
+                syn: true,
+                ..Default::default()
+            },
+            window: 1000,
+            options: TcpOptions {
+                mss: Some(1460),
+                ..Default::default()
+            },
+        };
+        let mut buf = vec![0u8; 100];
+        let n = repr.emit(&mut buf, 0, |_| {}).unwrap();
+        buf.truncate(n);
+        buf
+    }
+
+    /// Every half-open entry with a timer is filed once, under its connection's deadline, and
+    /// nothing else is filed.
+    fn assert_filed(l: &TcpListener) {
+        let armed = l.half_open.values().filter(|h| h.armed.is_some()).count();
+        assert_eq!(l.deadlines.len(), armed, "stale or missing deadlines");
+        for (t, h) in &l.half_open {
+            assert_eq!(
+                h.armed,
+                h.conn.poll_timeout(),
+                "entry filed under an old deadline"
+            );
+            if let Some(d) = h.armed {
+                assert!(l.deadlines.contains(&(d, *t)));
+            }
+        }
+    }
+
+    /// The deadline set follows the half-open table through SYNs, SYN-ACKs, retransmissions,
+    /// completed handshakes and expiry, and `poll_timeout` is its first element.
+    #[test]
+    fn half_open_deadlines_track_every_entry_until_it_leaves() {
+        let t0 = Instant::now();
+        let gen = IsnGenerator::new([5; 16], t0);
+        let lcfg = ListenerConfig {
+            synack_retries: 2,
+            ..ListenerConfig::default()
+        };
+        let mut l = TcpListener::new(
+            Config::default(),
+            lcfg,
+            SocketAddr::from(([198, 18, 0, 2], 5000)),
+            gen.clone(),
+        );
+        let mut buf = vec![0u8; 2000];
+        let mut now = t0;
+        for i in 0..300u16 {
+            l.handle_packet(now, &syn(i)).unwrap();
+            if i % 7 == 0 {
+                while l.poll_transmit(now, &mut buf).is_some() {}
+                now += Duration::from_millis(13);
+            }
+            assert_filed(&l);
+        }
+        while l.poll_transmit(now, &mut buf).is_some() {}
+        assert_filed(&l);
+        // A real client completes its handshake: its entry leaves the table and the set.
+        let mut client = Connection::connect(
+            Config::default(),
+            FourTuple {
+                local: SocketAddr::from(([198, 18, 0, 1], 40000)),
+                remote: SocketAddr::from(([198, 18, 0, 2], 5000)),
+            },
+            &gen,
+            now,
+        );
+        for _ in 0..4 {
+            while let Some(n) = client.poll_transmit(now, &mut buf) {
+                l.handle_packet(now, &buf[..n]).unwrap();
+            }
+            while let Some(n) = l.poll_transmit(now, &mut buf) {
+                if wire::parse(&buf[..n]).unwrap().tuple.local.port() == 40000 {
+                    client.handle_packet(now, &buf[..n]).unwrap();
+                }
+            }
+            assert_filed(&l);
+        }
+        assert!(l.accept().is_some());
+        assert_eq!(l.half_open_len(), 300);
+        // Timers run only when due; every spoofed entry retransmits, then expires.
+        let mut rounds = 0;
+        while let Some(d) = l.poll_timeout() {
+            assert_eq!(Some(d), l.deadlines.first().map(|e| e.0));
+            now = d;
+            l.handle_timeout(now);
+            while l.poll_transmit(now, &mut buf).is_some() {}
+            assert_filed(&l);
+            rounds += 1;
+            assert!(rounds < 10_000, "timers do not converge");
+        }
+        assert_eq!(l.half_open_len(), 0);
+        assert!(l.deadlines.is_empty());
+        assert_eq!(l.counters().half_open_expired, 300);
     }
 }

@@ -282,6 +282,7 @@ fn rfc9293_s3_8_4_keepalive_probes_then_drops_a_dead_peer() {
     }
     assert_eq!(probes, 3);
     assert_eq!(s.c.state(), State::Closed);
+    assert_eq!(s.c.counters().keepalive_timeouts, 1);
     let ev: Vec<_> = std::iter::from_fn(|| s.c.poll_event()).collect();
     assert!(ev.contains(&Event::Closed(CloseReason::TimedOut)));
 }
@@ -300,4 +301,114 @@ fn rfc9293_s3_8_4_keepalive_answered_keeps_the_connection() {
     }
     assert_eq!(s.c.state(), State::Established);
     assert!(s.c.counters().keepalives >= 5);
+}
+
+/// Runs the connection's timers until it closes or `limit` (virtual) has passed, the peer
+/// answering every probe with `answer` (a window update) when given. Returns the segments sent.
+fn run_timers(s: &mut Script, limit: Duration, answer: Option<u16>) -> Vec<harness::script::Out> {
+    let end = s.now + limit;
+    let mut sent = Vec::new();
+    while let Some(t) = s.c.poll_timeout() {
+        if t > end || s.c.state() == State::Closed {
+            break;
+        }
+        s.now = t;
+        s.c.handle_timeout(t);
+        let out = s.drain();
+        let probed = !out.is_empty();
+        sent.extend(out);
+        if let (true, Some(w)) = (probed, answer) {
+            if s.c.state() != State::Closed {
+                window_update(s, w);
+            }
+        }
+    }
+    sent
+}
+
+/// A peer that keeps its window shut forever while answering every probe: RFC 6429 lets the
+/// connection be ended; it is reset after `persist_limit`, counted.
+#[test]
+fn rfc6429_a_window_shut_forever_ends_the_connection_at_the_persist_limit() {
+    let cfg = Config {
+        persist_limit: Some(Duration::from_secs(30)),
+        ..plain()
+    };
+    let mut s = Script::establish_active(cfg, TcpOptions::default());
+    window_update(&mut s, 0);
+    s.c.send(&[7; 1000]).unwrap();
+    assert!(s.drain().is_empty());
+    let start = s.now;
+    let sent = run_timers(&mut s, Duration::from_secs(600), Some(0));
+    assert_eq!(s.c.state(), State::Closed);
+    let waited = s.now - start;
+    assert!(
+        waited >= Duration::from_secs(30) && waited < Duration::from_secs(90),
+        "reset after {waited:?}, not at the 30 s persist limit"
+    );
+    assert!(sent.last().is_some_and(|o| o.flags.rst), "RST sent last");
+    assert!(s.c.counters().window_probes >= 3, "probed meanwhile");
+    assert_eq!(s.c.counters().persist_timeouts, 1);
+    let ev: Vec<_> = std::iter::from_fn(|| s.c.poll_event()).collect();
+    assert!(ev.contains(&Event::Closed(CloseReason::TimedOut)));
+}
+
+/// The persist limit counts one zero-window stretch: a window that opens (and data that
+/// flows) starts the clock again, so a slow reader is not cut off.
+#[test]
+fn rfc6429_a_window_that_opens_restarts_the_persist_clock() {
+    let cfg = Config {
+        persist_limit: Some(Duration::from_secs(30)),
+        ..plain()
+    };
+    let mut s = Script::establish_active(cfg, TcpOptions::default());
+    for _ in 0..3 {
+        window_update(&mut s, 0);
+        s.c.send(&[7; 100]).unwrap();
+        s.drain();
+        // Shut for 20 s (two thirds of the limit), then the window opens and data flows.
+        run_timers(&mut s, Duration::from_secs(20), Some(0));
+        assert_eq!(s.c.state(), State::Established);
+        window_update(&mut s, 4096);
+        let out = s.drain();
+        assert_eq!(out.iter().map(|o| o.payload.len()).sum::<usize>(), 100);
+        s.inject("A", b"", false);
+    }
+    assert_eq!(s.c.counters().persist_timeouts, 0);
+}
+
+/// FIN-WAIT-2 is bounded: a peer that acknowledges our FIN and never sends its own is reset
+/// after `fin_wait2_timeout`, counted.
+#[test]
+fn fin_wait_2_ends_at_its_timeout_with_rst() {
+    let cfg = Config {
+        fin_wait2_timeout: Some(Duration::from_secs(60)),
+        ..plain()
+    };
+    let mut s = Script::establish_active(cfg, TcpOptions::default());
+    s.c.close(s.now);
+    s.drain();
+    s.inject("A", b"", false);
+    assert_eq!(s.c.state(), State::FinWait2);
+    let start = s.now;
+    let sent = run_timers(&mut s, Duration::from_secs(600), None);
+    assert_eq!(s.c.state(), State::Closed);
+    assert_eq!(s.now - start, Duration::from_secs(60));
+    assert!(sent.iter().any(|o| o.flags.rst), "RST sent: {sent:?}");
+    assert_eq!(s.c.counters().fin_wait2_timeouts, 1);
+}
+
+/// Without the limit FIN-WAIT-2 waits for the peer's FIN (RFC 9293).
+#[test]
+fn fin_wait_2_without_a_timeout_waits() {
+    let cfg = Config {
+        fin_wait2_timeout: None,
+        ..plain()
+    };
+    let mut s = Script::establish_active(cfg, TcpOptions::default());
+    s.c.close(s.now);
+    s.drain();
+    s.inject("A", b"", false);
+    run_timers(&mut s, Duration::from_secs(600), None);
+    assert_eq!(s.c.state(), State::FinWait2);
 }

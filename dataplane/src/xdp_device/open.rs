@@ -83,6 +83,8 @@ impl XdpDevice {
 
         let mut ecfg = EndpointConfig::new(mac, ip, Secrets::from_random(secrets));
         ecfg.local_ports = cfg.local_ports.clone();
+        ecfg.limits = cfg.limits.clone();
+        ecfg.listener = cfg.listener.clone();
         let room = frame_size.min(mtu + 14) - HEADERS - TCP_OPTIONS;
         ecfg.tcp.mss = u16::try_from(room).unwrap_or(u16::MAX);
         let engine = Engine::with_faults(ecfg, XskIo::new(queue), cfg.fault, Instant::now());

@@ -29,6 +29,8 @@ pub(crate) fn settings(config: &ConnectionConfig, private_data: &[u8]) -> QpSett
         ird: config.ird,
         ord: config.ord,
         close_timeout: config.close_timeout,
+        // The application's accept deadline and the rest: the endpoint's defaults.
+        ..QpSettings::default()
     }
 }
 
@@ -63,8 +65,8 @@ impl XdpDevice {
             .lock()
             .engine
             .endpoint_mut()
-            .add_neighbour(ip, hop.dst_mac);
-        Ok(())
+            .add_neighbour(ip, hop.dst_mac)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::OutOfMemory, e))
     }
 
     /// Active open: TCP from the steered local port range, then MPA as Initiator. Returns the

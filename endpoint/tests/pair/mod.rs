@@ -25,10 +25,15 @@ pub const FRAME_LEN: usize = 2048;
 /// Frames an endpoint handles per round (as the AF_XDP engine).
 pub const RX_BATCH: usize = 64;
 
-/// One direction of the wire: a seeded simulated link, its time counted from `base`.
+/// Looks at (and may rewrite) each frame put on a wire; false drops it.
+pub type Tap = Box<dyn FnMut(&mut Vec<u8>) -> bool>;
+
+/// One direction of the wire: a seeded simulated link, its time counted from `base`, with an
+/// optional tap (a hostile middle: drops or rewrites frames before the link).
 pub struct Wire {
     link: Link,
     base: Instant,
+    pub tap: Option<Tap>,
 }
 
 /// Two directions, `a_to_b` seeded with `seed` and `b_to_a` with a seed derived from it.
@@ -36,13 +41,19 @@ pub fn wires(base: Instant, a_to_b: LinkConfig, b_to_a: LinkConfig, seed: u64) -
     let wire = |cfg, seed| Wire {
         link: Link::new(cfg, seed).expect("link config"),
         base,
+        tap: None,
     };
     (wire(a_to_b, seed), wire(b_to_a, seed ^ 0x5bd1_e995))
 }
 
 impl Wire {
     /// Puts `frame` on the wire at `now` (crafted or garbage frames too).
-    pub fn send(&mut self, now: Instant, frame: Vec<u8>) {
+    pub fn send(&mut self, now: Instant, mut frame: Vec<u8>) {
+        if let Some(tap) = self.tap.as_mut() {
+            if !tap(&mut frame) {
+                return;
+            }
+        }
         self.link.send(SimTime::from_instant(self.base, now), frame);
     }
 
@@ -55,6 +66,8 @@ impl Wire {
                 break;
             };
             f(&frame);
+            // The link's copy is the wire's memory, not the receiver's.
+            allocation_counter::opt_out(|| drop(frame));
             n += 1;
         }
         n
@@ -85,8 +98,11 @@ impl FrameSink for WireSink<'_> {
     ) -> TxOutcome {
         match fill(self.buf) {
             Some(n) => {
-                let frame = self.buf[..n.min(self.buf.len())].to_vec();
-                self.wire.send(now, frame);
+                // The link's copy is the wire's memory, not the sender's.
+                allocation_counter::opt_out(|| {
+                    let frame = self.buf[..n.min(self.buf.len())].to_vec();
+                    self.wire.send(now, frame);
+                });
                 TxOutcome::Queued
             }
             None => TxOutcome::Empty,
@@ -147,15 +163,37 @@ pub struct Pair {
     pub wc_a: Vec<(ConnId, WorkCompletion)>,
     pub wc_b: Vec<(ConnId, WorkCompletion)>,
     pub steps: u64,
+    /// A's net heap octets allocated inside its rounds (`poll_a`), and the most at any time.
+    pub heap_a: i64,
+    pub heap_a_peak: i64,
+    /// B's net heap octets allocated inside its rounds (`poll_b`).
+    pub heap_b: i64,
 }
 
 impl Pair {
     pub fn new(ab: LinkConfig, ba: LinkConfig, seed: u64) -> Pair {
+        Pair::with_configs(
+            endpoint_cfg(MAC_A, IP_A, MAC_B),
+            endpoint_cfg(MAC_B, IP_B, MAC_A),
+            ab,
+            ba,
+            seed,
+        )
+    }
+
+    /// Endpoints with the given configurations (A's address is `IP_A`, B's `IP_B`).
+    pub fn with_configs(
+        cfg_a: EndpointConfig,
+        cfg_b: EndpointConfig,
+        ab: LinkConfig,
+        ba: LinkConfig,
+        seed: u64,
+    ) -> Pair {
         let base = Instant::now();
         let (ab, ba) = wires(base, ab, ba, seed);
         Pair {
-            a: Endpoint::new(endpoint_cfg(MAC_A, IP_A, MAC_B), base),
-            b: Endpoint::new(endpoint_cfg(MAC_B, IP_B, MAC_A), base),
+            a: Endpoint::new(cfg_a, base),
+            b: Endpoint::new(cfg_b, base),
             ab,
             ba,
             now: base,
@@ -165,6 +203,9 @@ impl Pair {
             wc_a: Vec::new(),
             wc_b: Vec::new(),
             steps: 0,
+            heap_a: 0,
+            heap_a_peak: 0,
+            heap_b: 0,
         }
     }
 
@@ -172,14 +213,23 @@ impl Pair {
         Pair::new(link(), link(), 1)
     }
 
-    /// One round of A at the current time.
+    /// One round of A at the current time (its heap use measured).
     pub fn poll_a(&mut self) -> usize {
-        drive(&mut self.a, &mut self.ba, &mut self.ab, self.now)
+        let mut n = 0;
+        let (a, ba, ab, now) = (&mut self.a, &mut self.ba, &mut self.ab, self.now);
+        let info = allocation_counter::measure(|| n = drive(a, ba, ab, now));
+        self.heap_a += info.bytes_current;
+        self.heap_a_peak = self.heap_a_peak.max(self.heap_a);
+        n
     }
 
-    /// One round of B at the current time.
+    /// One round of B at the current time (its heap use measured).
     pub fn poll_b(&mut self) -> usize {
-        drive(&mut self.b, &mut self.ab, &mut self.ba, self.now)
+        let mut n = 0;
+        let (b, ab, ba, now) = (&mut self.b, &mut self.ab, &mut self.ba, self.now);
+        let info = allocation_counter::measure(|| n = drive(b, ab, ba, now));
+        self.heap_b += info.bytes_current;
+        n
     }
 
     /// When A must run next.
@@ -246,15 +296,7 @@ impl Pair {
                     .iter()
                     .any(|e| matches!(e, EndpointEvent::Established { .. }))
         });
-        let cb = self
-            .events_b
-            .iter()
-            .find_map(|e| match e {
-                EndpointEvent::Established { conn, .. } => Some(*conn),
-                _ => None,
-            })
-            .unwrap();
-        (ca, cb)
+        (ca, established_conns(&self.events_b)[0])
     }
 
     pub fn wait_wc(&mut self, on_a: bool, wr_id: u64) -> WorkCompletion {
@@ -265,6 +307,16 @@ impl Pair {
         let v = if on_a { &self.wc_a } else { &self.wc_b };
         v.iter().find(|(_, c)| c.wr_id == wr_id).unwrap().1
     }
+}
+
+/// The connections `ev` reports established, in order.
+pub fn established_conns(ev: &[EndpointEvent]) -> Vec<ConnId> {
+    ev.iter()
+        .filter_map(|e| match e {
+            EndpointEvent::Established { conn, .. } => Some(*conn),
+            _ => None,
+        })
+        .collect()
 }
 
 pub fn established(ev: &[EndpointEvent], c: ConnId) -> bool {

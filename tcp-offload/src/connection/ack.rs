@@ -57,6 +57,9 @@ impl Connection {
         match self.state {
             State::FinWait1 if fin_acked => {
                 self.state = State::FinWait2;
+                if let Some(limit) = self.cfg.fin_wait2_timeout {
+                    self.timers.set(Timer::FinWait2, now + limit);
+                }
             }
             State::Closing if fin_acked => self.enter_time_wait(now),
             State::LastAck if fin_acked => {

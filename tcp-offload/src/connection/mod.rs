@@ -133,6 +133,8 @@ pub struct Connection {
     retries: u32,
     syn_timed_out: bool,
     persist_backoff: u32,
+    /// When the current zero-window stretch began (persist limit).
+    persist_since: Option<Instant>,
     keepalive_sent: u32,
 
     // Congestion and loss recovery.
@@ -209,6 +211,7 @@ impl Connection {
             retries: 0,
             syn_timed_out: false,
             persist_backoff: 0,
+            persist_since: None,
             keepalive_sent: 0,
             recovery: LossRecovery::default(),
             ack_now: false,

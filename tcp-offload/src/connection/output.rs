@@ -325,6 +325,7 @@ impl Connection {
         // RFC 6298 §5.1.
         self.arm_rto_if_idle(now);
         self.timers.stop(Timer::Persist);
+        self.persist_since = None;
         Some(n)
     }
 

@@ -83,13 +83,18 @@ impl Connection {
 
     /// Abort (RFC 9293 §3.10.5): sends RST and closes.
     pub fn abort(&mut self) {
+        self.abort_with(CloseReason::Aborted);
+    }
+
+    /// Abort for `why`: RST to the peer (when it knows the connection), then CLOSED.
+    pub(super) fn abort_with(&mut self, why: CloseReason) {
         if self.state.is_synchronized() || self.state == State::SynReceived {
             self.rst_out = Some(RstOut {
                 seq: self.snd.seq(self.snd_nxt),
                 ack: None,
             });
         }
-        self.terminate(CloseReason::Aborted);
+        self.terminate(why);
     }
 
     pub(super) fn terminate(&mut self, why: CloseReason) {
@@ -103,6 +108,7 @@ impl Connection {
         self.timers.stop(Timer::Persist);
         self.timers.stop(Timer::Keepalive);
         self.timers.stop(Timer::TimeWait);
+        self.timers.stop(Timer::FinWait2);
         self.ack_now = false;
         self.ack_pending = false;
         self.probe_due = false;
@@ -145,6 +151,7 @@ impl Connection {
         self.timers.stop(Timer::Rto);
         self.timers.stop(Timer::Persist);
         self.timers.stop(Timer::Keepalive);
+        self.timers.stop(Timer::FinWait2);
         self.timers.set(Timer::TimeWait, now + self.cfg.time_wait);
     }
 }

@@ -1,9 +1,10 @@
 //! The connection's timers: RFC 6298 retransmission, delayed ACK (RFC 5681 §4.2), persist
-//! (RFC 9293 §3.8.6.1), keepalive (RFC 1122 §4.2.3.6), TIME-WAIT and the FIN hold.
+//! (RFC 9293 §3.8.6.1) with its limit (RFC 6429), keepalive (RFC 1122 §4.2.3.6), the
+//! FIN-WAIT-2 limit, TIME-WAIT and the FIN hold.
 
 use std::time::Instant;
 
-use super::state::CloseReason;
+use super::state::{CloseReason, State};
 use super::Connection;
 
 /// One of a connection's timers.
@@ -22,10 +23,12 @@ pub(super) enum Timer {
     TimeWait,
     /// How long our FIN is held while the peer's data has holes (see `send_new_data`).
     FinHold,
+    /// The longest FIN-WAIT-2 ([`crate::Config::fin_wait2_timeout`]).
+    FinWait2,
 }
 
 impl Timer {
-    const COUNT: usize = 6;
+    const COUNT: usize = 7;
 }
 
 /// The deadlines of a connection's timers: each [`Timer`] is stopped or armed for one instant.
@@ -99,6 +102,13 @@ impl Connection {
             self.terminate(CloseReason::Normal);
             return;
         }
+        if self.timers.expired(Timer::FinWait2, now) && self.state == State::FinWait2 {
+            // The peer acknowledged our FIN and never sent its own: reset (as Linux does for
+            // an orphaned connection at tcp_fin_timeout).
+            self.counters.fin_wait2_timeouts += 1;
+            self.abort_with(CloseReason::TimedOut);
+            return;
+        }
         if self.timers.expired(Timer::Rto, now) {
             self.on_rto(now);
         }
@@ -112,6 +122,17 @@ impl Connection {
             && self.scoreboard.is_empty()
             && self.has_unsent()
         {
+            if self
+                .cfg
+                .persist_limit
+                .zip(self.persist_since)
+                .is_some_and(|(limit, since)| now.saturating_duration_since(since) >= limit)
+            {
+                // RFC 6429: the window stayed shut too long; reclaim the connection.
+                self.counters.persist_timeouts += 1;
+                self.abort_with(CloseReason::TimedOut);
+                return;
+            }
             // RFC 9293 §3.8.6.1: probe the zero window; back off like the RTO.
             self.probe_due = true;
             self.counters.window_probes += 1;
@@ -121,6 +142,7 @@ impl Connection {
         if self.timers.expired(Timer::Keepalive, now) {
             if let Some(ka) = self.cfg.keepalive {
                 if self.keepalive_sent >= ka.probes {
+                    self.counters.keepalive_timeouts += 1;
                     self.terminate(CloseReason::TimedOut);
                     return;
                 }
@@ -148,7 +170,10 @@ impl Connection {
         }
     }
 
+    /// Arms the persist timer; the first arming of a zero-window stretch starts the clock of
+    /// [`crate::Config::persist_limit`].
     pub(super) fn arm_persist(&mut self, now: Instant) {
+        self.persist_since.get_or_insert(now);
         let d = self
             .rtt
             .rto()

@@ -68,6 +68,7 @@ impl Connection {
             if self.snd_wnd > 0 {
                 self.timers.stop(Timer::Persist);
                 self.persist_backoff = 0;
+                self.persist_since = None;
             }
         }
     }

@@ -1,0 +1,493 @@
+//! Floods against the xdp engine through the verbs API (issue 10, "What it must show"): an xdp
+//! device listens in namespace A; namespace B floods it.
+//!
+//! - SYN flood: 100,000 SYNs or more with spoofed sources (random addresses in 198.18.0.0/15
+//!   outside the testbed's /24, random ports) from a raw socket in B, until the engine has
+//!   received 100,000; during the flood a kernel client connects and verifies a 1 MiB RDMA Write. The process's resident memory grows by less
+//!   than [`SYN_FLOOD_RSS`], and no half-open state (entries, SYN source MACs) is left once the
+//!   SYN-ACK retries are over.
+//! - Idle-connection flood: 10,000 kernel TCP connections that complete the handshake and never
+//!   send an MPA Request. Those past the backlog are reset at once, the others by the MPA startup
+//!   timeout; resident memory stays within [`IDLE_RSS_PER_CONN`] per connection held and
+//!   [`IDLE_RSS_TOTAL`] in all, and comes back (within [`IDLE_RSS_LEFT`]) once they are gone.
+//!
+//! The engine runs in this process, so its memory is this process's resident set (VmRSS); the
+//! client sockets are the kernel's and not in it.
+
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Mutex};
+use std::time::{Duration, Instant};
+
+use dataplane::xdp::packet_socket::PacketSocket;
+use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
+use dataplane::xdp::BindMode;
+use dataplane::{
+    Access, CompletionQueue, ConnectionConfig, Device, EngineMode, MpaSettings, QpInit, Status,
+    Transport, XdpConfig,
+};
+use testkit::{or_skip, pattern};
+
+const T: Duration = Duration::from_secs(60);
+const LEN: usize = 1 << 20;
+
+/// Spoofed SYNs the engine receives at least (more are sent: the receive ring drops some).
+const SYNS: u64 = 100_000;
+/// Frames the flood may be ahead of the engine (its receive ring holds 2048).
+const AHEAD: u64 = 1024;
+/// More than the real client's connection brings the engine (about 1,000 frames for 1 MiB).
+const OTHER_FRAMES: u64 = 5_000;
+/// Most the resident set may grow over the SYN flood (the engine keeps at most `max_half_open`
+/// entries and `max_syn_sources` MACs; cookies cost nothing).
+const SYN_FLOOD_RSS: u64 = 32 << 20;
+
+/// Idle connections opened.
+const IDLE: usize = 10_000;
+/// The listener's backlog in the idle flood (connections whose MPA startup has not finished);
+/// the connection cap is the default 4096.
+const IDLE_BACKLOG: usize = 2048;
+/// Most resident memory per idle connection held (before MPA is up a connection has no queue
+/// pair buffers: a few KB of TCP and MPA state).
+const IDLE_RSS_PER_CONN: u64 = 24 << 10;
+/// Most the resident set may grow while the idle connections are held.
+const IDLE_RSS_TOTAL: u64 = 64 << 20;
+/// Most the resident set may stay above where it started once they are gone.
+const IDLE_RSS_LEFT: u64 = 16 << 20;
+
+/// The tests measure this process's resident set: one at a time.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// The process's resident set, in octets.
+fn rss() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let kb: u64 = s
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS");
+    kb * 1024
+}
+
+/// The resident set once the allocator has given its free memory back: freed memory stays
+/// with the allocator until it is asked (the engine's heap itself comes back: the endpoint's
+/// admission tests count it).
+fn trimmed_rss() -> u64 {
+    // Safety: malloc_trim only releases free memory of the allocator's arenas.
+    unsafe { libc::malloc_trim(0) };
+    rss()
+}
+
+/// Raises this process's open-file limit to at least `n` (up to the hard limit).
+fn raise_nofile(n: u64) {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // Safety: getrlimit writes one rlimit into `lim`, which lives across the call.
+    let r = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
+    assert_eq!(r, 0, "getrlimit");
+    if lim.rlim_cur >= n {
+        return;
+    }
+    // Root may raise the hard limit too.
+    lim.rlim_max = lim.rlim_max.max(n);
+    lim.rlim_cur = n;
+    // Safety: setrlimit reads one valid rlimit.
+    let r = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) };
+    assert_eq!(r, 0, "setrlimit(RLIMIT_NOFILE, {n})");
+}
+
+fn open_xdp(tb: &VethTestbed, tune: impl FnOnce(&mut XdpConfig)) -> Device {
+    let _ns = tb.enter(Side::A).unwrap();
+    let mut cfg = XdpConfig::new(tb.ifname(Side::A));
+    cfg.bind = BindMode::Copy;
+    cfg.mode = EngineMode::Threaded;
+    tune(&mut cfg);
+    Device::open_xdp(cfg).expect("open the xdp device")
+}
+
+fn init(dev: &Device) -> (QpInit, CompletionQueue) {
+    let cq = dev.create_cq();
+    (
+        QpInit {
+            pd: dev.alloc_pd(),
+            send_cq: cq.clone(),
+            recv_cq: cq.clone(),
+        },
+        cq,
+    )
+}
+
+fn wait_ok(cq: &CompletionQueue, what: &str) {
+    let c = cq
+        .wait(T)
+        .unwrap_or_else(|| panic!("no completion for {what}"));
+    assert_eq!(c.status, Status::Success, "{what}: {c:?}");
+}
+
+/// Waits until `f` holds, or panics with `what` after `limit`.
+fn wait_until(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
+    let end = Instant::now() + limit;
+    while !f() {
+        assert!(Instant::now() < end, "{what} not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+// ------------------------------------------------------------------ the spoofed SYNs
+
+/// One's-complement sum of `data` added to `sum`.
+fn sum16(data: &[u8], mut sum: u32) -> u32 {
+    for c in data.chunks(2) {
+        sum += u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]));
+    }
+    sum
+}
+
+fn fold(mut sum: u32) -> u16 {
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+/// An Ethernet/IPv4/TCP SYN (no options) from `src` to `dst`.
+fn syn_frame(macs: ([u8; 6], [u8; 6]), src: SocketAddrV4, dst: SocketAddrV4, seq: u32) -> [u8; 54] {
+    let mut f = [0u8; 54];
+    f[0..6].copy_from_slice(&macs.1);
+    f[6..12].copy_from_slice(&macs.0);
+    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    let ip = &mut f[14..34];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&40u16.to_be_bytes());
+    ip[6] = 0x40; // DF
+    ip[8] = 64;
+    ip[9] = 6;
+    ip[12..16].copy_from_slice(&src.ip().octets());
+    ip[16..20].copy_from_slice(&dst.ip().octets());
+    let ck = fold(sum16(ip, 0));
+    ip[10..12].copy_from_slice(&ck.to_be_bytes());
+    let tcp = &mut f[34..54];
+    tcp[0..2].copy_from_slice(&src.port().to_be_bytes());
+    tcp[2..4].copy_from_slice(&dst.port().to_be_bytes());
+    tcp[4..8].copy_from_slice(&seq.to_be_bytes());
+    tcp[12] = 5 << 4;
+    tcp[13] = 0x02; // SYN
+    tcp[14..16].copy_from_slice(&64240u16.to_be_bytes());
+    let mut pseudo = [0u8; 12];
+    pseudo[0..4].copy_from_slice(&src.ip().octets());
+    pseudo[4..8].copy_from_slice(&dst.ip().octets());
+    pseudo[9] = 6;
+    pseudo[10..12].copy_from_slice(&20u16.to_be_bytes());
+    let ck = fold(sum16(tcp, sum16(&pseudo, 0)));
+    tcp[16..18].copy_from_slice(&ck.to_be_bytes());
+    f
+}
+
+/// A fixed-seed xorshift: the flood is the same every run.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A source in 198.18.0.0/15 outside 198.18.0.0/24 (the testbed's own subnet: B would
+    /// answer SYN-ACKs for its own address with RST).
+    fn spoofed(&mut self) -> SocketAddrV4 {
+        let r = self.next();
+        let host = ((r as u32) & 0x1_ffff).max(256);
+        let ip = u32::from(Ipv4Addr::new(198, 18, 0, 0)) | host;
+        let port = ((r >> 32) as u16).max(1024);
+        SocketAddrV4::new(Ipv4Addr::from(ip), port)
+    }
+}
+
+/// Sends spoofed SYNs to `dst` from B until the engine has received at least `SYNS` frames
+/// (`engine_rx`) and `stop` is set (or two minutes passed); returns how many were sent.
+fn flood(
+    tb: &VethTestbed,
+    dst: SocketAddrV4,
+    stop: &AtomicBool,
+    sent: &AtomicU64,
+    engine_rx: impl Fn() -> u64,
+) -> u64 {
+    let _ns = tb.enter(Side::B).unwrap();
+    let sock = PacketSocket::open(tb.ifname(Side::B)).expect("AF_PACKET socket in B");
+    let macs = (tb.mac(Side::B).unwrap(), tb.mac(Side::A).unwrap());
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let end = Instant::now() + Duration::from_secs(120);
+    let mut n = 0u64;
+    let mut received = 0;
+    while (received < SYNS + OTHER_FRAMES || !stop.load(Ordering::Relaxed)) && Instant::now() < end
+    {
+        let f = syn_frame(macs, rng.spoofed(), dst, rng.next() as u32);
+        match sock.send(&f) {
+            Ok(_) => n += 1,
+            // The veth's queue is full: let the engine catch up.
+            Err(_) => std::thread::yield_now(),
+        }
+        if n % 256 == 0 {
+            sent.store(n, Ordering::Relaxed);
+            // As fast as the engine takes the SYNs in, and at most `AHEAD` frames ahead of
+            // it: a faster sender only overflows the receive ring, whose drops hit the real
+            // client's frames as much as the flood's (that measures the ring, not the engine).
+            // (Frames lost before the engine, e.g. by the veth, never arrive: wait 20 ms at
+            // most.)
+            let wait_end = Instant::now() + Duration::from_millis(20);
+            loop {
+                received = engine_rx();
+                if n <= received + AHEAD || Instant::now() >= wait_end {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            if std::env::var_os("FLOOD_DEBUG").is_some() && n % (1 << 16) == 0 {
+                eprintln!("sent {n} received {received}");
+            }
+        }
+    }
+    sent.store(n, Ordering::Relaxed);
+    n
+}
+
+/// The passive side of the real connection: accepts one MPA Request, lets the peer write 1 MiB
+/// into its window and checks it once the peer's zero-octet Send says the Write is done.
+/// Gives the listener back: dropping it would stop steering its port to the engine.
+fn passive(
+    dev: Device,
+    listener: dataplane::Listener,
+    stag: mpsc::Sender<u32>,
+) -> dataplane::Listener {
+    let (qi, cq) = init(&dev);
+    let recv = qi.pd.register(16, Access::LOCAL_WRITE).unwrap();
+    let win = qi.pd.register(LEN, Access::REMOTE_WRITE).unwrap();
+    stag.send(win.stag()).unwrap();
+    let inc = listener
+        .accept_timeout(T)
+        .expect("the real client's MPA Request");
+    let qp = inc
+        .accept_with(qi, b"", |qp| qp.post_recv(1, &recv, 0..16))
+        .expect("accept");
+    wait_ok(&cq, "the zero-octet Send after the Write");
+    let mut got = vec![0u8; LEN];
+    win.read(0, &mut got).unwrap();
+    assert!(got == pattern(LEN, 7), "RDMA Write data differs");
+    qp.close();
+    listener
+}
+
+/// The real client: a kernel-transport device in B connects, writes 1 MiB, then Sends nothing.
+fn real_client(tb: &VethTestbed, k: &Device, dst: SocketAddr, stag: u32) {
+    let (qi, cq) = init(k);
+    let qp = {
+        let _ns = tb.enter(Side::B).unwrap();
+        k.connect(dst, qi.clone(), &ConnectionConfig::default(), b"")
+            .expect("the real client connects during the flood")
+    };
+    let src = qi
+        .pd
+        .register_from(&pattern(LEN, 7), Access::LOCAL_WRITE)
+        .unwrap();
+    qp.post_write(2, &src, 0..LEN, dataplane::RemoteAddr { stag, to: 0 })
+        .unwrap();
+    wait_ok(&cq, "1 MiB RDMA Write");
+    qp.post_send(3, &src, 0..0).unwrap();
+    wait_ok(&cq, "zero-octet Send");
+    drop(qp);
+}
+
+#[test]
+fn syn_flood_leaves_a_real_client_working_and_no_state_behind() {
+    let Some(tb) = or_skip("syf", for_test("syf")) else {
+        return;
+    };
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    tb.tx_checksum_off(Side::B).expect("ethtool -K tx off");
+    let started = Instant::now();
+    // Two SYN-ACK retries (1 s + 2 s + 4 s) instead of five: the half-open entries are gone
+    // 7 s after the flood rather than 63 s. Everything else is the default.
+    let x = open_xdp(&tb, |c| c.listener.synack_retries = 2);
+    let port = 4200;
+    let local = SocketAddrV4::new(tb.ip(Side::A), port);
+    let listener = x
+        .listen(SocketAddr::V4(local), ConnectionConfig::default())
+        .unwrap();
+    let (stx, srx) = mpsc::channel();
+    let x2 = x.clone();
+    let acceptor = std::thread::spawn(move || passive(x2, listener, stx));
+    let stag = srx.recv_timeout(T).unwrap();
+    let k = Device::open(Transport::Kernel).unwrap();
+    let before = rss();
+
+    let stop = AtomicBool::new(false);
+    let sent = AtomicU64::new(0);
+    let (n, client_took) = std::thread::scope(|s| {
+        let flooder = s.spawn(|| {
+            flood(&tb, local, &stop, &sent, || {
+                x.engine_counters().unwrap().rx_packets
+            })
+        });
+        // The client starts once a tenth of the flood is out, and must finish while it goes on.
+        wait_until(T, "the flood starting", || {
+            sent.load(Ordering::Relaxed) >= SYNS / 10
+        });
+        let t0 = Instant::now();
+        real_client(&tb, &k, SocketAddr::V4(local), stag);
+        let took = t0.elapsed();
+        assert!(!flooder.is_finished(), "the Write finished after the flood");
+        stop.store(true, Ordering::Relaxed);
+        let n = flooder.join().expect("flooder");
+        (n, took)
+    });
+    let _listener = acceptor.join().expect("the engine's passive side");
+    let grown = rss().saturating_sub(before);
+    let c = x.engine_counters().unwrap();
+    let load = x.engine_load().unwrap();
+    println!("SYN flood: XDP {:?}", x.xdp_counters());
+    println!(
+        "SYN flood: {n} SYNs; real client took {client_took:?}; RSS +{} KiB; {load:?}; {c:?}",
+        grown >> 10
+    );
+    assert!(
+        c.rx_packets >= SYNS + OTHER_FRAMES,
+        "the engine received {} frames",
+        c.rx_packets
+    );
+    assert!(
+        grown < SYN_FLOOD_RSS,
+        "resident set grew by {grown} octets over the flood"
+    );
+    assert!(c.syn_cookies_sent > 0, "the half-open table filled: {c:?}");
+    assert!(
+        load.neighbours <= 1,
+        "spoofed SYNs taught neighbours: {load:?}"
+    );
+    // No half-open state left once the SYN-ACK retries are over; the real connection closes.
+    wait_until(
+        Duration::from_secs(30),
+        "half-open entries expiring",
+        || {
+            let l = x.engine_load().unwrap();
+            l.half_open == 0 && l.connections == 0
+        },
+    );
+    let c = x.engine_counters().unwrap();
+    let load = x.engine_load().unwrap();
+    println!("SYN flood: afterwards {load:?}");
+    assert_eq!(load.syn_sources, 0, "SYN sources left");
+    assert!(c.half_open_expired > 0, "{c:?}");
+    assert_eq!(x.counters().mpa_established, 1);
+    println!("SYN flood test took {:?}", started.elapsed());
+}
+
+#[test]
+fn idle_connection_flood_is_refused_or_reaped_within_bounded_memory() {
+    let Some(tb) = or_skip("idf", for_test("idf")) else {
+        return;
+    };
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    tb.tx_checksum_off(Side::B).expect("ethtool -K tx off");
+    raise_nofile(IDLE as u64 + 1024);
+    let started = Instant::now();
+    let x = open_xdp(&tb, |c| c.listener.max_accept_queue = IDLE_BACKLOG);
+    let port = 4300;
+    let local = SocketAddrV4::new(tb.ip(Side::A), port);
+    let cfg = ConnectionConfig {
+        mpa: MpaSettings {
+            // Long enough that the held connections are still there when the last ones are
+            // opened; short enough for the test.
+            timeout: Duration::from_secs(15),
+            ..MpaSettings::default()
+        },
+        ..ConnectionConfig::default()
+    };
+    let _listener = x.listen(SocketAddr::V4(local), cfg).unwrap();
+    let before = trimmed_rss();
+
+    // Four clients in B open the connections and keep them.
+    let t0 = Instant::now();
+    // A connection reset before connect() returned (the engine refused it as soon as the
+    // handshake completed) reports ECONNRESET: it completed the handshake too.
+    let (mut socks, reset_early): (Vec<TcpStream>, usize) = std::thread::scope(|s| {
+        let clients: Vec<_> = (0..4)
+            .map(|_| {
+                s.spawn(|| {
+                    let _ns = tb.enter(Side::B).unwrap();
+                    let mut v = Vec::with_capacity(IDLE / 4);
+                    let mut reset = 0;
+                    for _ in 0..IDLE / 4 {
+                        match TcpStream::connect_timeout(&SocketAddr::V4(local), T) {
+                            Ok(c) => v.push(c),
+                            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => reset += 1,
+                            Err(e) => panic!("TCP connect to the engine: {e}"),
+                        }
+                    }
+                    (v, reset)
+                })
+            })
+            .collect();
+        clients.into_iter().map(|h| h.join().expect("client")).fold(
+            (Vec::new(), 0),
+            |(mut all, n), (v, r)| {
+                all.extend(v);
+                (all, n + r)
+            },
+        )
+    });
+    let opened = t0.elapsed();
+    assert_eq!(socks.len() + reset_early, IDLE);
+    let held = x.engine_load().unwrap();
+    let grown = rss().saturating_sub(before);
+    let c = x.engine_counters().unwrap();
+    println!(
+        "idle flood: {IDLE} connections opened in {opened:?} ({reset_early} reset before \
+         connect returned); held {held:?}; RSS +{} KiB ({} octets per connection held); {c:?}",
+        grown >> 10,
+        grown / held.connections.max(1) as u64
+    );
+    assert!(
+        held.connections <= IDLE_BACKLOG,
+        "more connections held than the backlog: {held:?}"
+    );
+    assert!(
+        held.connections >= IDLE_BACKLOG / 2,
+        "the held connections were reaped before the flood ended ({opened:?}): {held:?}"
+    );
+    assert!(
+        c.connections_refused as usize >= IDLE - IDLE_BACKLOG,
+        "those past the backlog are reset: {c:?}"
+    );
+    assert!(
+        grown < IDLE_RSS_TOTAL,
+        "resident set grew by {grown} octets"
+    );
+    assert!(
+        grown / (held.connections as u64) < IDLE_RSS_PER_CONN,
+        "{} octets per idle connection",
+        grown / held.connections as u64
+    );
+    // The MPA startup timeout reaps the rest.
+    wait_until(Duration::from_secs(60), "idle connections reaped", || {
+        x.engine_load().unwrap().connections == 0
+    });
+    let c = x.engine_counters().unwrap();
+    assert!(
+        c.connections_refused + c.connections_closed >= IDLE as u64,
+        "every idle connection was refused or reaped: {c:?}"
+    );
+    socks.clear();
+    let left = trimmed_rss().saturating_sub(before);
+    println!(
+        "idle flood: RSS +{} KiB once they are gone; test took {:?}",
+        left >> 10,
+        started.elapsed()
+    );
+    assert!(
+        left < IDLE_RSS_LEFT,
+        "resident set still {left} octets above the start"
+    );
+}
