@@ -150,7 +150,7 @@ struct Accepted {
     cq: CompletionQueue,
     recv: MemoryRegion,
     request: mpa::RequestInfo,
-    _src: MemoryRegion,
+    src: MemoryRegion,
 }
 
 /// Our Responder: accepts one Request on `listener` (with `depths` when given), with a receive
@@ -186,7 +186,7 @@ fn serve(
             cq,
             recv,
             request,
-            _src: src,
+            src,
         }
     })
 }
@@ -292,7 +292,7 @@ fn responder_ird_exceeded(bed: &Bed, port: u16) {
     let (mut s, rep) = peer_request(bed, port, &Frame::request(2, Some(Rdma::depths(2, 2)), b""));
     assert_eq!(rep.unwrap().rdma.unwrap().ird, 2);
     let a = h.join().unwrap();
-    let src = a._src.stag();
+    let src = a.src.stag();
     let mut burst = Vec::new();
     for msn in 1..=3u32 {
         let rr = Seg::read_request(msn, (0x55, 0), 256 << 10, (src, 0));
@@ -430,27 +430,17 @@ fn peer_responder<R: Send + 'static>(
     })
 }
 
+/// The peer's Reply to our Request `req` (which asks for CRC and no markers, as every test's
+/// config does).
 fn reply_to(req: &Frame, rev: u8, rdma: Option<Rdma>) -> Frame {
+    assert!(!req.markers && req.crc, "our Request: no markers, CRC");
     Frame {
         reply: true,
         crc: true,
         rev,
         rdma,
         pd: b"theirs".to_vec(),
-        // No markers asked (our Request asks for none either).
-        markers: false,
         ..Frame::default()
-    }
-    .checked_against(req)
-}
-
-impl Frame {
-    fn checked_against(self, req: &Frame) -> Frame {
-        assert!(
-            !req.markers && req.crc,
-            "our default Request: no markers, CRC"
-        );
-        self
     }
 }
 

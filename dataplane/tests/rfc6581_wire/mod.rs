@@ -174,7 +174,7 @@ pub fn crc32c(data: &[u8]) -> u32 {
 pub fn fpdu(ulpdu: &[u8]) -> Vec<u8> {
     let mut o = (ulpdu.len() as u16).to_be_bytes().to_vec();
     o.extend_from_slice(ulpdu);
-    while o.len() % 4 != 0 {
+    while !o.len().is_multiple_of(4) {
         o.push(0);
     }
     let c = crc32c(&o);
