@@ -127,10 +127,19 @@ impl CompletionQueue {
                 }
             }
         }
+        self.sleep_until(deadline, |q| q.items.pop_front())
+    }
+
+    /// Sleeps on the queue until `take` finds something or `deadline` passes.
+    fn sleep_until<T>(
+        &self,
+        deadline: Instant,
+        mut take: impl FnMut(&mut Queue) -> Option<T>,
+    ) -> Option<T> {
         let mut q = self.inner.queue.lock().unwrap_or_else(|e| e.into_inner());
         loop {
-            if let Some(c) = q.items.pop_front() {
-                return Some(c);
+            if let Some(x) = take(&mut q) {
+                return Some(x);
             }
             let now = Instant::now();
             if now >= deadline {
@@ -166,16 +175,15 @@ impl CompletionQueue {
     /// false when none fired. The completions stay in the queue for [`Self::poll`].
     pub fn wait_event(&self, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
+        let take = |q: &mut Queue| (q.events > 0).then(|| q.events -= 1);
         if let Some(d) = &self.driver {
             // Inline engine: run it until the event fires.
             loop {
-                {
-                    let mut q = self.inner.queue.lock().unwrap_or_else(|e| e.into_inner());
-                    if q.events > 0 {
-                        q.events -= 1;
-                        return true;
-                    }
+                let mut q = self.inner.queue.lock().unwrap_or_else(|e| e.into_inner());
+                if take(&mut q).is_some() {
+                    return true;
                 }
+                drop(q);
                 if Instant::now() >= deadline {
                     return false;
                 }
@@ -183,25 +191,7 @@ impl CompletionQueue {
                 std::thread::yield_now();
             }
         }
-        let mut q = self.inner.queue.lock().unwrap_or_else(|e| e.into_inner());
-        loop {
-            if q.events > 0 {
-                q.events -= 1;
-                return true;
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return false;
-            }
-            q.sleepers += 1;
-            q = self
-                .inner
-                .ready
-                .wait_timeout(q, deadline - now)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-            q.sleepers -= 1;
-        }
+        self.sleep_until(deadline, take).is_some()
     }
 
     fn drive_if_empty(&self) {

@@ -117,17 +117,8 @@ impl Frame {
     /// Reads one frame; `Ok(None)` when the connection ends first.
     pub fn read_from(s: &mut impl Read) -> io::Result<Option<Frame>> {
         let mut h = [0u8; 20];
-        match s.read_exact(&mut h) {
-            Ok(()) => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset
-                ) =>
-            {
-                return Ok(None)
-            }
-            Err(e) => return Err(e),
+        if !read_or_end(s, &mut h)? {
+            return Ok(None);
         }
         let reply = match &h[..16] {
             k if k == REP_KEY => true,
@@ -150,6 +141,22 @@ impl Frame {
             rdma,
             pd,
         }))
+    }
+}
+
+/// Fills `buf`; false when the connection ends (FIN or RST) first.
+fn read_or_end(s: &mut impl Read, buf: &mut [u8]) -> io::Result<bool> {
+    match s.read_exact(buf) {
+        Ok(()) => Ok(true),
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset
+            ) =>
+        {
+            Ok(false)
+        }
+        Err(e) => Err(e),
     }
 }
 
@@ -185,17 +192,8 @@ pub fn fpdu(ulpdu: &[u8]) -> Vec<u8> {
 /// Reads one FPDU and checks its CRC; `Ok(None)` when the connection ends first.
 pub fn read_fpdu(s: &mut impl Read) -> io::Result<Option<Vec<u8>>> {
     let mut l = [0u8; 2];
-    match s.read_exact(&mut l) {
-        Ok(()) => {}
-        Err(e)
-            if matches!(
-                e.kind(),
-                io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset
-            ) =>
-        {
-            return Ok(None)
-        }
-        Err(e) => return Err(e),
+    if !read_or_end(s, &mut l)? {
+        return Ok(None);
     }
     let n = usize::from(u16::from_be_bytes(l));
     let padded = (2 + n).div_ceil(4) * 4 - 2;
