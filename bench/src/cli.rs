@@ -197,6 +197,28 @@ impl EngineArg {
     }
 }
 
+/// A ready-to-receive message type of peer-to-peer mode (RFC 6581).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RtrArg {
+    /// A zero-length Send.
+    Send,
+    /// A zero-length RDMA Write.
+    Write,
+    /// A zero-length RDMA Read.
+    Read,
+}
+
+impl RtrArg {
+    /// The mpa type.
+    pub fn rtr(self) -> mpa::RtrType {
+        match self {
+            RtrArg::Send => mpa::RtrType::Send,
+            RtrArg::Write => mpa::RtrType::Write,
+            RtrArg::Read => mpa::RtrType::Read,
+        }
+    }
+}
+
 /// Options of a test run.
 #[derive(Debug, Clone, Args)]
 pub struct TestArgs {
@@ -233,6 +255,20 @@ pub struct TestArgs {
     /// Do not ask for the MPA CRC (it stays on if the peer asks).
     #[arg(long)]
     pub no_crc: bool,
+    /// MPA revision: 2 (RFC 6581, accepts 1 and 2; the default), 1 (RFC 5044 only) or 0 (the
+    /// draft's strict mode).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(0..=2))]
+    pub revision: u8,
+    /// Inbound RDMA Read Requests served at once (IRD; negotiated in a Rev 2 startup).
+    #[arg(long, default_value_t = 16)]
+    pub ird: u32,
+    /// Outbound RDMA Reads kept outstanding (ORD; lowered to the peer's IRD in Rev 2).
+    #[arg(long, default_value_t = 16)]
+    pub ord: u32,
+    /// Rev 2 peer-to-peer mode: ready-to-receive types (send, write, read; comma separated) the
+    /// client offers / the server takes (empty: the client asks for none, the server takes all).
+    #[arg(long, value_delimiter = ',')]
+    pub p2p: Vec<RtrArg>,
     /// Engine mode of the xdp transport (default: inline; on a host with few cores a busy-polling
     /// engine thread competes with the application for them).
     #[arg(short, long, value_enum)]

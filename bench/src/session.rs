@@ -135,7 +135,25 @@ fn interface_name(index: u32) -> Option<String> {
 
 /// The connection settings from the options.
 pub fn connection_config(args: &TestArgs) -> ConnectionConfig {
-    let mut c = ConnectionConfig::default();
+    let mut c = ConnectionConfig {
+        mpa: match args.revision {
+            0 => mpa::StartupConfig::strict_draft(),
+            1 => mpa::StartupConfig::rfc5044(),
+            _ => mpa::StartupConfig::default(),
+        },
+        ird: args.ird,
+        ord: args.ord,
+        ..ConnectionConfig::default()
+    };
+    let rtr = args
+        .p2p
+        .iter()
+        .map(|t| t.rtr())
+        .fold(mpa::RtrTypes::NONE, mpa::RtrTypes::with);
+    if !rtr.is_empty() {
+        c.mpa.p2p_offer = rtr;
+        c.mpa.p2p_accept = rtr;
+    }
     c.mpa.want_markers = args.markers;
     c.mpa.want_crc = !args.no_crc;
     c.mpa.timeout = Duration::from_secs(args.timeout);

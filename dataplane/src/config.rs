@@ -79,13 +79,17 @@ impl XdpConfig {
 /// Settings of one queue pair / connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConnectionConfig {
-    /// MPA settings: revision (default 1, RFC 5044), markers wanted on what we receive (the M
-    /// bit, negotiated per direction), CRC wanted (default on; on if either side asks),
-    /// private-data limit (default 512), startup timeout.
+    /// MPA settings: revision sent (default 2, RFC 6581) and accepted (default 1 and 2),
+    /// markers wanted on what we receive (the M bit, negotiated per direction), CRC wanted
+    /// (default on; on if either side asks), private-data limit (default 512), startup
+    /// timeout, peer-to-peer mode (RTR types offered as Initiator, taken as Responder).
     pub mpa: MpaSettings,
-    /// Inbound RDMA Read Requests we serve at once (IRD).
+    /// Inbound RDMA Read Requests we serve at once (IRD); offered in a Rev 2 startup frame. A
+    /// peer exceeding it gets a Terminate (RFC 5040).
     pub ird: u32,
-    /// Outbound RDMA Reads we keep in flight (ORD).
+    /// Outbound RDMA Reads we keep in flight (ORD); offered in a Rev 2 startup frame and lowered
+    /// to the peer's IRD (RFC 6581 §5): later Reads wait in order. The values in force are in
+    /// [`crate::QueuePair::negotiated`].
     pub ord: u32,
     /// Effective MSS used to derive MULPDU; `None` asks the socket (TCP_MAXSEG).
     pub emss: Option<u32>,
@@ -115,10 +119,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn defaults_follow_rfc5044_and_mpa43() {
+    fn defaults_follow_rfc6581_and_mpa43() {
         let c = ConnectionConfig::default();
         assert!(c.mpa.want_crc, "MPA-43: CRC on by default");
-        assert_eq!(c.mpa.revision, 1);
+        // RFC 6581 as siw and Chelsio: initiate Rev 2, accept Rev 1 and Rev 2.
+        assert_eq!(c.mpa.revision, 2);
+        assert!(c.mpa.accept.contains(1) && c.mpa.accept.contains(2));
+        assert!(!c.mpa.accept.contains(0));
         assert_eq!(c.mpa.max_private_data, 512);
         assert!(!c.mpa.want_markers);
     }

@@ -32,6 +32,10 @@ counters! {
     startup_timeouts,
     /// Connections rejected (R=1) by us or the peer.
     startup_rejected,
+    /// Rev 2 Replies whose IRD/ORD or RTR choice could not work (RFC 6581 §5): Terminate sent.
+    startup_refused,
+    /// Rev 2 Requests the peer closed on, retried with Rev 1 (RFC 6581 §8).
+    rev1_fallbacks,
     /// FPDUs with a bad CRC.
     crc_errors,
     /// Marker errors (FPDUPTR disagreeing with the length chain).

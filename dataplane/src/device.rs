@@ -9,7 +9,7 @@ use ddp::{QpConfig, RdmapConfig, StreamId};
 
 use crate::counters::{CounterSnapshot, DeviceCounters};
 use crate::kernel::{self, DriverOptions, EstablishedTx};
-use crate::qp::{next_qp_num, QpKind, QpShared};
+use crate::qp::{next_qp_num, Established, QpKind, QpShared};
 use crate::xdp_device::XdpDevice;
 use crate::{
     CompletionQueue, ConnectError, ConnectionConfig, DeviceError, Listener, ProtectionDomain,
@@ -161,9 +161,14 @@ impl Device {
         }
     }
 
-    /// Connects to `addr` as MPA initiator, sending `private_data` in the Request. Returns the
-    /// queue pair once the peer's Reply accepted; the peer's private data is in
-    /// [`QueuePair::peer_private_data`].
+    /// Connects to `addr` as MPA initiator, sending `private_data` in the Request (with
+    /// `config`'s revision, IRD/ORD and peer-to-peer offer). Returns the queue pair once the
+    /// peer's Reply accepted; the peer's private data is in [`QueuePair::peer_private_data`],
+    /// what was negotiated in [`QueuePair::negotiated`].
+    ///
+    /// RFC 6581 §8: when a Rev 2 Request meets a Responder that closes TCP before replying (an
+    /// RFC 5044 one) and `config` accepts Rev 1, the connection is retried once with Rev 1
+    /// ([`mpa::StartupConfig::rev1_fallback`]; counted in `rev1_fallbacks`).
     pub fn connect(
         &self,
         addr: SocketAddr,
@@ -182,9 +187,33 @@ impl Device {
                 mpa::startup::UsageError::PrivateDataTooLong,
             ));
         }
+        match self.connect_once(addr, init.clone(), config, private_data) {
+            Err(ConnectError::Startup(mpa::StartupError::ConnectionClosed)) => {
+                let Some(mpa) = config.mpa.rev1_fallback() else {
+                    return Err(ConnectError::Startup(mpa::StartupError::ConnectionClosed));
+                };
+                DeviceCounters::inc(&self.counters.rev1_fallbacks);
+                let retry = ConnectionConfig {
+                    mpa,
+                    ..config.clone()
+                };
+                self.connect_once(addr, init, &retry, private_data)
+            }
+            r => r,
+        }
+    }
+
+    /// One connection attempt with `config` as it is.
+    fn connect_once(
+        &self,
+        addr: SocketAddr,
+        init: QpInit,
+        config: &ConnectionConfig,
+        private_data: &[u8],
+    ) -> Result<QueuePair, ConnectError> {
         if let Some(x) = &self.xdp {
-            let (qp, peer_private_data) = x.connect(addr, init, config, private_data)?;
-            return Ok(QueuePair::xdp(qp, peer_private_data));
+            let (qp, up) = x.connect(addr, init, config, private_data)?;
+            return Ok(QueuePair::xdp(qp, up));
         }
         let stream = TcpStream::connect_timeout(&addr, config.mpa.timeout)?;
         stream.set_nodelay(true)?;
@@ -195,7 +224,7 @@ impl Device {
         let (tx, rx) = mpsc::sync_channel(1);
         let shared = spawn_driver(num, stream, qp, init, config, &self.counters, Some(tx))?;
         match rx.recv() {
-            Ok(Ok(peer_private_data)) => Ok(QueuePair::kernel(shared, peer_private_data)),
+            Ok(Ok(up)) => Ok(QueuePair::kernel(shared, up)),
             Ok(Err(e)) => Err(e),
             Err(_) => Err(ConnectError::Startup(mpa::StartupError::ConnectionClosed)),
         }
@@ -264,9 +293,12 @@ impl PendingQp {
             .name(format!("xwarp-qp{}", shared.num))
             .spawn(move || kernel::run(stream, s2, c2, opts, None))?;
         DeviceCounters::inc(&counters.mpa_established);
-        let peer_private_data = std::mem::take(&mut self.qp.peer_private_data);
+        let up = Established {
+            peer_private_data: std::mem::take(&mut self.qp.peer_private_data),
+            negotiated: self.qp.negotiated,
+        };
         // The handle moves out; the pending one must not close the connection when dropped.
-        let qp = QueuePair::kernel(shared, peer_private_data);
+        let qp = QueuePair::kernel(shared, up);
         self.qp.detached = true;
         Ok(qp)
     }
@@ -285,6 +317,12 @@ pub(crate) fn prepare_queue_pair(
     let mut qp = ddp::Qp::new_established(cfg, negotiated);
     // Drop the Established event: the caller already knows.
     while qp.poll_event().is_some() {}
+    let up = Established {
+        peer_private_data: negotiated.peer_private_data.clone(),
+        negotiated: qp
+            .negotiated()
+            .ok_or(ConnectError::Startup(mpa::StartupError::ConnectionClosed))?,
+    };
     if !leftover.is_empty() {
         let mut st = init.pd.inner.lock();
         let st = &mut *st;
@@ -292,7 +330,7 @@ pub(crate) fn prepare_queue_pair(
     }
     let shared = Arc::new(QpShared::new(num, qp, init.pd, init.send_cq, init.recv_cq)?);
     Ok(PendingQp {
-        qp: QueuePair::kernel(shared, negotiated.peer_private_data.clone()),
+        qp: QueuePair::kernel(shared, up),
     })
 }
 

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use mpa::{Responder, StartupEvent};
+use mpa::{ReadDepths, RequestInfo, Responder, StartupEvent};
 
 use crate::counters::DeviceCounters;
 use crate::device::{prepare_queue_pair, QpInit};
@@ -24,8 +24,7 @@ use crate::{ConnectError, ConnectionConfig, PostError, QueuePair};
 pub(crate) struct KernelIncoming {
     stream: TcpStream,
     responder: Responder,
-    private_data: Vec<u8>,
-    peer_wants_markers: bool,
+    request: RequestInfo,
     /// Octets that followed the Request (none from a conforming Initiator).
     leftover: Vec<u8>,
     config: ConnectionConfig,
@@ -33,19 +32,9 @@ pub(crate) struct KernelIncoming {
 }
 
 impl KernelIncoming {
-    /// The private data of the peer's MPA Request.
-    pub(crate) fn private_data(&self) -> &[u8] {
-        &self.private_data
-    }
-
     /// The peer's address.
     pub(crate) fn peer_addr(&self) -> io::Result<SocketAddr> {
         self.stream.peer_addr()
-    }
-
-    /// True if the peer asked for markers in what we send.
-    pub(crate) fn peer_wants_markers(&self) -> bool {
-        self.peer_wants_markers
     }
 
     pub(crate) fn accept_with(
@@ -54,7 +43,8 @@ impl KernelIncoming {
         private_data: &[u8],
         before_reply: impl FnOnce(&QueuePair) -> Result<(), PostError>,
     ) -> Result<QueuePair, ConnectError> {
-        self.responder.accept(private_data)?;
+        let depths = ReadDepths::capped(self.config.ird, self.config.ord);
+        self.responder.accept(private_data, depths)?;
         let reply = self.responder.poll_transmit().unwrap_or_default();
         let negotiated = loop {
             match self.responder.poll_event() {
@@ -79,7 +69,8 @@ impl KernelIncoming {
     /// Rejects: sends an MPA Reply with R=1 and `private_data`; MPA ends but TCP stays open
     /// (MPA-80), so the TCP stream is handed back.
     pub(crate) fn reject(mut self, private_data: &[u8]) -> Result<TcpStream, ConnectError> {
-        self.responder.reject(private_data)?;
+        let depths = ReadDepths::capped(self.config.ird, self.config.ord);
+        self.responder.reject(private_data, depths)?;
         if let Some(bytes) = self.responder.poll_transmit() {
             self.stream.write_all(&bytes)?;
         }
@@ -202,16 +193,11 @@ fn responder_startup(
             r.handle_timeout(now);
         }
         match r.poll_event() {
-            Some(StartupEvent::RequestReceived {
-                private_data,
-                peer_wants_markers,
-                ..
-            }) => {
+            Some(StartupEvent::RequestReceived(request)) => {
                 let inc = KernelIncoming {
                     stream,
                     responder: r,
-                    private_data,
-                    peer_wants_markers,
+                    request,
                     leftover,
                     config,
                     counters,
@@ -272,12 +258,32 @@ enum IncomingKind {
 }
 
 impl Incoming {
+    /// What the peer's MPA Request said: its private data, markers and CRC wishes, revision,
+    /// and in Rev 2 its IRD/ORD and peer-to-peer offer (RFC 6581).
+    pub fn request(&self) -> &RequestInfo {
+        match &self.kind {
+            IncomingKind::Kernel(k) => &k.request,
+            IncomingKind::Xdp(x) => &x.req.info,
+        }
+    }
+
     /// The private data of the peer's MPA Request.
     pub fn private_data(&self) -> &[u8] {
-        match &self.kind {
-            IncomingKind::Kernel(k) => k.private_data(),
-            IncomingKind::Xdp(x) => &x.req.private_data,
-        }
+        &self.request().private_data
+    }
+
+    /// The read depths this connection offers when accepted (RFC 6581 §5: a Rev 2 Reply
+    /// negotiates them with the Request's; Rev 1 exchanges none and they apply as they are):
+    /// at most `ird` Read Requests served at once, at most `ord` outstanding. By default the
+    /// listener's [`ConnectionConfig`].
+    pub fn with_read_depths(mut self, ird: u32, ord: u32) -> Self {
+        let config = match &mut self.kind {
+            IncomingKind::Kernel(k) => &mut k.config,
+            IncomingKind::Xdp(x) => &mut x.config,
+        };
+        config.ird = ird;
+        config.ord = ord;
+        self
     }
 
     /// The peer's address.
@@ -290,10 +296,7 @@ impl Incoming {
 
     /// True if the peer asked for markers in what we send.
     pub fn peer_wants_markers(&self) -> bool {
-        match &self.kind {
-            IncomingKind::Kernel(k) => k.peer_wants_markers(),
-            IncomingKind::Xdp(x) => x.req.peer_wants_markers,
-        }
+        self.request().peer_wants_markers
     }
 
     /// Accepts: sends the MPA Reply (R=0) with `private_data` and starts the queue pair.

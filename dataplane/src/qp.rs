@@ -81,6 +81,13 @@ pub(crate) fn map_completion(c: ddp::WorkCompletion, qp_num: u32) -> Completion 
     }
 }
 
+/// How MPA ended for a new queue pair: the peer's private data and what was negotiated.
+#[derive(Debug, Clone)]
+pub(crate) struct Established {
+    pub(crate) peer_private_data: Vec<u8>,
+    pub(crate) negotiated: ddp::NegotiatedFraming,
+}
+
 /// State shared by a queue pair handle and its connection driver.
 #[derive(Debug)]
 pub(crate) struct QpShared {
@@ -174,6 +181,7 @@ impl QpShared {
 pub struct QueuePair {
     pub(crate) kind: QpKind,
     pub(crate) peer_private_data: Vec<u8>,
+    pub(crate) negotiated: ddp::NegotiatedFraming,
     /// A handle whose connection moved to another handle (drop does not close it).
     pub(crate) detached: bool,
 }
@@ -241,19 +249,21 @@ fn local_buf(
 
 impl QueuePair {
     /// A kernel-transport queue pair.
-    pub(crate) fn kernel(shared: Arc<QpShared>, peer_private_data: Vec<u8>) -> Self {
+    pub(crate) fn kernel(shared: Arc<QpShared>, up: Established) -> Self {
         QueuePair {
             kind: QpKind::Kernel(shared),
-            peer_private_data,
+            peer_private_data: up.peer_private_data,
+            negotiated: up.negotiated,
             detached: false,
         }
     }
 
     /// An AF_XDP queue pair.
-    pub(crate) fn xdp(qp: XdpQp, peer_private_data: Vec<u8>) -> Self {
+    pub(crate) fn xdp(qp: XdpQp, up: Established) -> Self {
         QueuePair {
             kind: QpKind::Xdp(qp),
-            peer_private_data,
+            peer_private_data: up.peer_private_data,
+            negotiated: up.negotiated,
             detached: false,
         }
     }
@@ -266,9 +276,17 @@ impl QueuePair {
         }
     }
 
-    /// The private data the peer sent in its MPA Request or Reply.
+    /// The private data the peer sent in its MPA Request or Reply (its own: a Rev 2 frame's
+    /// IRD/ORD octets are not part of it).
     pub fn peer_private_data(&self) -> &[u8] {
         &self.peer_private_data
+    }
+
+    /// What MPA negotiated: markers and CRC per direction, the revision, and the IRD/ORD in
+    /// force (RFC 6581 §5: the ORD never above the peer's IRD; with Rev 1, the configured
+    /// ones), and the peer-to-peer RTR message if any.
+    pub fn negotiated(&self) -> ddp::NegotiatedFraming {
+        self.negotiated
     }
 
     /// Why the queue pair failed, if it did.

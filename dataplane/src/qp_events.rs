@@ -55,6 +55,9 @@ pub(crate) fn startup_error(c: &DeviceCounters, ev: QpEvent) -> ConnectError {
             match e {
                 mpa::StartupError::Timeout => DeviceCounters::inc(&c.startup_timeouts),
                 mpa::StartupError::ConnectionClosed => {}
+                mpa::StartupError::InsufficientIrd { .. } | mpa::StartupError::NoMatchingRtr => {
+                    DeviceCounters::inc(&c.startup_refused)
+                }
                 _ => DeviceCounters::inc(&c.startup_malformed),
             }
             ConnectError::Startup(e)
@@ -78,11 +81,14 @@ mod tests {
         );
         let s = c.snapshot();
         assert_eq!((s.crc_errors, s.framing_errors, s.marker_errors), (1, 0, 0));
-        let est = QpEvent::ConnectRequest {
+        let est = QpEvent::ConnectRequest(mpa::RequestInfo {
             private_data: vec![],
             peer_wants_markers: false,
             peer_wants_crc: true,
-        };
+            revision: 2,
+            peer_read_depths: None,
+            p2p_offer: mpa::RtrTypes::NONE,
+        });
         assert_eq!(stream_error(&c, &est), None, "not a stream error");
     }
 

@@ -285,6 +285,10 @@ impl<D: Domain> Endpoint<D> {
     pub fn outstanding_work(&self) -> usize {
         self.outstanding
     }
+    /// What MPA negotiated on a connection (framing, revision, IRD/ORD, RTR), once it is up.
+    pub fn negotiated(&self, conn: ConnId) -> Option<ddp::NegotiatedFraming> {
+        self.conns.get(&conn.0)?.qp.as_ref()?.negotiated()
+    }
     /// The TCP state of a connection.
     pub fn tcp_state(&self, conn: ConnId) -> Option<State> {
         self.conns.get(&conn.0).map(|c| c.tcp.state())
@@ -390,7 +394,8 @@ impl<D: Domain> Endpoint<D> {
         Ok(())
     }
 
-    /// Accepts the MPA Request of `conn`: the Reply carries `private_data`.
+    /// Accepts the MPA Request of `conn`: the Reply carries `private_data` (and, to a Rev 2
+    /// Request, the connection's IRD/ORD from its [`QpSettings`]).
     pub fn accept_request(
         &mut self,
         conn: ConnId,
@@ -399,6 +404,22 @@ impl<D: Domain> Endpoint<D> {
         let c = self.conn_mut(conn)?;
         let qp = c.qp.as_mut().ok_or(EndpointError::NotReady)?;
         qp.accept(private_data)
+            .map_err(|_| EndpointError::PrivateDataTooLong)?;
+        c.decide_deadline = None;
+        Ok(())
+    }
+
+    /// As [`accept_request`](Self::accept_request), answering a Rev 2 Request with `depths`
+    /// (RFC 6581 §5: the Reply's IRD/ORD are negotiated from these and the Request's).
+    pub fn accept_request_with(
+        &mut self,
+        conn: ConnId,
+        private_data: &[u8],
+        depths: mpa::ReadDepths,
+    ) -> Result<(), EndpointError> {
+        let c = self.conn_mut(conn)?;
+        let qp = c.qp.as_mut().ok_or(EndpointError::NotReady)?;
+        qp.accept_with(private_data, depths)
             .map_err(|_| EndpointError::PrivateDataTooLong)?;
         c.decide_deadline = None;
         Ok(())

@@ -34,14 +34,12 @@ pub enum EndpointEvent {
     ConnectRequest {
         /// The connection.
         conn: ConnId,
-        /// The Request's private data.
-        private_data: Vec<u8>,
-        /// The Initiator wants markers on what it receives.
-        peer_wants_markers: bool,
-        /// The Initiator asked for CRCs.
-        peer_wants_crc: bool,
+        /// The Request: private data, markers and CRC wishes, revision, and in Rev 2 the
+        /// Initiator's IRD/ORD and peer-to-peer offer.
+        request: mpa::RequestInfo,
     },
-    /// MPA startup failed or was rejected; the connection is being closed.
+    /// MPA startup failed or was rejected; the connection is being closed (after the
+    /// Terminate, for RFC 6581's IRD and RTR refusals).
     StartupFailed {
         /// The connection.
         conn: ConnId,

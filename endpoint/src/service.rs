@@ -299,22 +299,21 @@ fn drain_qp<D>(
                     peer_private_data,
                     negotiated,
                 }),
-                QpEvent::ConnectRequest {
-                    private_data,
-                    peer_wants_markers,
-                    peer_wants_crc,
-                } => {
+                QpEvent::ConnectRequest(request) => {
                     c.decide_deadline = Some(now + c.settings.accept_timeout);
-                    events.push_back(EndpointEvent::ConnectRequest {
-                        conn,
-                        private_data,
-                        peer_wants_markers,
-                        peer_wants_crc,
-                    })
+                    events.push_back(EndpointEvent::ConnectRequest { conn, request })
                 }
                 event @ (QpEvent::Rejected { .. } | QpEvent::StartupFailed(_)) => {
                     c.closing = true;
-                    c.tcp.abort();
+                    // RFC 6581 §5: an IRD/ORD or RTR refusal queued a Terminate; TCP closes
+                    // once it is out. Anything else closes at once.
+                    let terminate = matches!(
+                        &event,
+                        QpEvent::StartupFailed(e) if e.action() == mpa::ErrorAction::Terminate
+                    );
+                    if !terminate {
+                        c.tcp.abort();
+                    }
                     events.push_back(EndpointEvent::StartupFailed { conn, event });
                 }
                 ev => {

@@ -295,7 +295,13 @@ fn octets_past_the_startup_frame_before_mpa_is_up_reset_the_connection() {
         raw.step(&mut p, Duration::from_millis(1));
     }
     assert_eq!(raw.established(), 1);
-    let mut init = mpa::Initiator::new(settings(false, true).startup, p.now, b"").unwrap();
+    let mut init = mpa::Initiator::new(
+        settings(false, true).startup,
+        p.now,
+        b"",
+        mpa::ReadDepths::default(),
+    )
+    .unwrap();
     let c = &mut raw.conns[0];
     c.send(&init.poll_transmit().unwrap()).unwrap();
     for _ in 0..5 {

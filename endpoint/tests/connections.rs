@@ -162,7 +162,13 @@ fn data_right_behind_the_handshake_ack_reaches_the_new_connection() {
                 batch.push(frame(&out[..n]));
             }
             assert_eq!(batch.len(), 1, "one pure ACK");
-            let mut init = mpa::Initiator::new(settings(false, true).startup, now, b"").unwrap();
+            let mut init = mpa::Initiator::new(
+                settings(false, true).startup,
+                now,
+                b"",
+                mpa::ReadDepths::default(),
+            )
+            .unwrap();
             client.send(&init.poll_transmit().unwrap()).unwrap();
             while let Some(n) = client.poll_transmit(now, &mut out) {
                 batch.push(frame(&out[..n]));

@@ -170,29 +170,69 @@ fn main() {
         &tcp_with(false, false, &[0xAB; 1000], Some(annotated)),
     );
 
-    let req = mpa::startup_frame::Repr {
-        kind: mpa::startup_frame::FrameKind::Request,
-        markers: true,
-        crc: true,
-        reject: false,
-        revision: 1,
-        private_data: b"private",
-    }
-    .to_vec();
-    write("mpa_startup", "request", &req);
-    // The state-machine part reads: revision, limit (2), markers, crc, accept, chunk, stream.
-    let cfg = StartupConfig::default();
-    let mut sm = vec![cfg.revision, 0x02, 0x00, 1, 1, 1, 7];
-    sm.extend_from_slice(&req);
-    sm.extend_from_slice(&fpdus(
-        FramingConfig {
+    let frame = |kind, revision, enhanced, pd: &'static [u8]| {
+        mpa::startup_frame::Repr {
+            kind,
             markers: true,
             crc: true,
-        },
-        0,
-        &[b"first"],
-    ));
-    write("mpa_startup", "responder", &sm);
+            reject: false,
+            revision,
+            enhanced,
+            private_data: pd,
+        }
+        .to_vec()
+    };
+    use mpa::startup_frame::FrameKind::{Reply, Request};
+    let req = frame(Request, 1, None, b"private");
+    write("mpa_startup", "request", &req);
+    // RFC 6581 §7.1: Rev 2 frames with IRD/ORD and a peer-to-peer offer / choice.
+    let offer = mpa::enhanced::EnhancedData {
+        ird: 16,
+        ord: 8,
+        p2p: true,
+        rtr: mpa::RtrTypes::ALL,
+    };
+    let req2 = frame(Request, 2, Some(offer), b"private");
+    write("mpa_startup", "request-rev2", &req2);
+    let choice = mpa::enhanced::EnhancedData {
+        rtr: mpa::RtrTypes::only(mpa::RtrType::Read),
+        ..offer
+    };
+    let rep2 = frame(Reply, 2, Some(choice), b"welcome");
+    write("mpa_startup", "reply-rev2", &rep2);
+    // The state-machine part reads: accept and P2P bits, revision, limit (2), markers, crc,
+    // IRD (2), ORD (2), accept, chunk, stream. Accept bits 0b10_111_110: Rev 1 and 2, offer
+    // every RTR type, take Send and Read.
+    let cfg = StartupConfig::default();
+    let state_machine = |first: &[u8]| {
+        let mut sm = vec![
+            0b1011_1110,
+            cfg.revision,
+            0x02,
+            0x00,
+            1,
+            1,
+            0,
+            16,
+            0,
+            16,
+            1,
+            7,
+        ];
+        sm.extend_from_slice(first);
+        sm.extend_from_slice(&fpdus(
+            FramingConfig {
+                markers: true,
+                crc: true,
+            },
+            0,
+            &[b"first"],
+        ));
+        sm
+    };
+    write("mpa_startup", "responder", &state_machine(&req));
+    write("mpa_startup", "responder-rev2", &state_machine(&req2));
+    write("mpa_startup", "initiator-rev2", &state_machine(&rep2));
 
     let ulpdus: [&[u8]; 3] = [b"ddp header and payload", &[0xAB; 600], b"x"];
     for (name, markers, crc) in [

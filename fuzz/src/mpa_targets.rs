@@ -4,29 +4,56 @@
 use std::time::{Duration, Instant};
 
 use mpa::startup_frame::{Packet, Repr};
-use mpa::{locate, FramingConfig, LocateOptions, Responder, StartupConfig, StreamParser};
+use mpa::{
+    locate, FramingConfig, LocateOptions, ReadDepths, Responder, Revisions, RtrType, RtrTypes,
+    StartupConfig, StreamParser,
+};
 
 use crate::Input;
 
+/// RTR types from the low three bits of `bits`.
+fn rtr_types(bits: u8) -> RtrTypes {
+    [RtrType::Send, RtrType::Write, RtrType::Read]
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| bits & (1 << i) != 0)
+        .fold(RtrTypes::NONE, |s, (_, t)| s.with(t))
+}
+
 /// Arbitrary octets as a startup frame, then as a Responder's and an Initiator's input: a
-/// parsed frame re-emits to the same octets (the Res bits aside, MPA-101); the state machines
-/// never panic and never take more than they were given.
+/// parsed frame re-emits to the same octets (the Res bits aside, MPA-101; the Enhanced bit
+/// counts only in Rev 2, RFC 6581 §7.1); the state machines (revision policy, Rev 2 IRD/ORD
+/// and peer-to-peer negotiation chosen by the input) never panic and never take more than they
+/// were given; the ULP never gets more private data than the limit.
 pub fn mpa_startup(data: &[u8]) {
     if let Ok(p) = Packet::new_checked(data) {
         if let Ok(r) = Repr::parse(&p) {
             let again = r.to_vec();
             let mut orig = data[..p.frame_len()].to_vec();
-            orig[16] &= !0x1F; // Res: ignored on receive, zero on send
+            orig[16] &= !0x0F; // Res: ignored on receive, zero on send
+            if r.enhanced.is_none() {
+                orig[16] &= !0x10; // a Res bit outside Rev 2
+            }
             assert_eq!(again, orig);
         }
     }
     let mut input = Input::new(data);
+    let accept_bits = input.u8();
     let cfg = StartupConfig {
-        revision: input.u8() & 1,
+        revision: input.u8() % 3,
+        accept: (0..3u8)
+            .filter(|r| accept_bits & (1 << r) != 0)
+            .fold(Revisions::NONE, Revisions::with),
         max_private_data: input.u16() & 0x03FF,
         want_markers: input.bool(),
         want_crc: input.bool(),
         timeout: Duration::from_secs(1),
+        p2p_offer: rtr_types(accept_bits >> 3),
+        p2p_accept: rtr_types(accept_bits >> 6),
+    };
+    let depths = ReadDepths {
+        ird: input.u16(),
+        ord: input.u16(),
     };
     let accept = input.bool();
     let chunk = usize::from(input.u8()).max(1);
@@ -37,12 +64,13 @@ pub fn mpa_startup(data: &[u8]) {
         let n = r.handle_input(t0, c);
         assert!(n <= c.len());
         while let Some(e) = r.poll_event() {
-            if let mpa::StartupEvent::RequestReceived { private_data, .. } = e {
-                assert!(private_data.len() <= usize::from(cfg.max_private_data));
+            if let mpa::StartupEvent::RequestReceived(info) = e {
+                assert!(info.private_data.len() <= usize::from(cfg.max_private_data));
+                assert!(cfg.accept.contains(info.revision));
                 let _ = if accept {
-                    r.accept(b"ok")
+                    r.accept(b"ok", depths)
                 } else {
-                    r.reject(b"no")
+                    r.reject(b"no", depths)
                 };
             }
         }
@@ -50,11 +78,17 @@ pub fn mpa_startup(data: &[u8]) {
     }
     r.handle_timeout(t0 + Duration::from_secs(2));
     while r.poll_event().is_some() {}
-    if let Ok(mut i) = mpa::Initiator::new(cfg, t0, b"hello") {
+    if let Ok(mut i) = mpa::Initiator::new(cfg, t0, b"hello", depths) {
         while i.poll_transmit().is_some() {}
         for c in rest.chunks(chunk) {
             assert!(i.handle_input(t0, c) <= c.len());
-            while i.poll_event().is_some() {}
+            while let Some(e) = i.poll_event() {
+                if let mpa::StartupEvent::Established(n) = e {
+                    assert!(n.revision <= cfg.revision && cfg.accept.contains(n.revision));
+                    assert!(n.read_depths.ord <= depths.ord && n.read_depths.ird == depths.ird);
+                    assert!(n.peer_private_data.len() <= usize::from(cfg.max_private_data));
+                }
+            }
         }
         i.handle_close();
         while i.poll_event().is_some() {}

@@ -2,7 +2,8 @@
 //!
 //! Three kinds are kept apart: framing errors on a receive half connection (codes 2 and 3,
 //! plus the bad-length case A11: stop delivery, keep TCP open), startup failures (code 4:
-//! close TCP at once) and local API misuse ([`EncodeError`], nothing goes on the wire).
+//! close TCP at once; codes 6 and 7 of RFC 6581: Terminate, then close) and local API misuse
+//! ([`EncodeError`], nothing goes on the wire).
 
 use thiserror::Error;
 
@@ -19,6 +20,13 @@ pub enum ErrorCode {
     MarkerError = 3,
     /// 4: invalid MPA Request or Reply frame (also: startup timed out).
     InvalidStartupFrame = 4,
+    /// 5: local catastrophic error (RFC 6581 §9).
+    LocalCatastrophic = 5,
+    /// 6: insufficient IRD resources: the peer's ORD exceeds our IRD (RFC 6581 §5, §9).
+    InsufficientIrd = 6,
+    /// 7: no matching RTR option: peer-to-peer mode asked and no offered RTR type chosen
+    /// (RFC 6581 §5, §9).
+    NoMatchingRtr = 7,
 }
 
 /// What the owner of the connection must do after an error.
@@ -33,6 +41,9 @@ pub enum ErrorAction {
     Close,
     /// The connection is already gone; only report it (code 1).
     Report,
+    /// MPA reached Full Operation but the RDMA parameters cannot work (RFC 6581 codes 6 and
+    /// 7): send a Terminate carrying the code (layer LLP, type MPA), then close.
+    Terminate,
 }
 
 /// A receive-side framing error: the FPDU at `offset` is invalid (draft §5.2, §5.4, §7).
@@ -88,6 +99,22 @@ pub enum StartupError {
     /// PD_Length above the local private-data limit (MPA-91, ambiguity A16).
     #[error("MPA private data length {0} above the local limit")]
     PrivateDataTooLong(u16),
+    /// A Rev 2 frame with the Enhanced flag and fewer than 4 octets of private data
+    /// (RFC 6581 §7.1).
+    #[error("MPA Rev 2 frame without its IRD/ORD octets")]
+    BadEnhancedData,
+    /// The Reply's ORD exceeds our IRD (RFC 6581 §5, code 6).
+    #[error("peer ORD {peer_ord} above our IRD {ird}")]
+    InsufficientIrd {
+        /// Our IRD.
+        ird: u16,
+        /// The peer's ORD.
+        peer_ord: u16,
+    },
+    /// We asked for peer-to-peer mode and the Reply chose no RTR type we offered (RFC 6581 §5,
+    /// code 7).
+    #[error("no matching RTR option")]
+    NoMatchingRtr,
     /// No complete frame before the startup deadline (MPA-90, MPA-92).
     #[error("MPA startup timed out")]
     Timeout,
@@ -97,18 +124,25 @@ pub enum StartupError {
 }
 
 impl StartupError {
-    /// The draft §7 code (4 for every frame problem and the timeout, 1 for a lost connection).
+    /// The draft §7 code (4 for every frame problem and the timeout, 1 for a lost connection;
+    /// RFC 6581's 6 and 7 for IRD/ORD and RTR mismatches).
     pub fn code(self) -> ErrorCode {
         match self {
             StartupError::ConnectionClosed => ErrorCode::ConnectionLost,
+            StartupError::InsufficientIrd { .. } => ErrorCode::InsufficientIrd,
+            StartupError::NoMatchingRtr => ErrorCode::NoMatchingRtr,
             _ => ErrorCode::InvalidStartupFrame,
         }
     }
 
-    /// What to do: close TCP immediately (or just report if it is already gone).
+    /// What to do: close TCP immediately (or just report if it is already gone); after a
+    /// valid Reply whose RDMA parameters do not fit, Terminate first (RFC 6581 §5).
     pub fn action(self) -> ErrorAction {
         match self {
             StartupError::ConnectionClosed => ErrorAction::Report,
+            StartupError::InsufficientIrd { .. } | StartupError::NoMatchingRtr => {
+                ErrorAction::Terminate
+            }
             _ => ErrorAction::Close,
         }
     }
@@ -153,6 +187,32 @@ mod tests {
         assert_eq!(ErrorCode::CrcError as u8, 2);
         assert_eq!(ErrorCode::MarkerError as u8, 3);
         assert_eq!(ErrorCode::InvalidStartupFrame as u8, 4);
+    }
+
+    /// RFC 6581 §9: the codes it adds, and the Terminate its two negotiation errors demand.
+    #[test]
+    fn rfc6581_9_codes() {
+        assert_eq!(ErrorCode::LocalCatastrophic as u8, 5);
+        assert_eq!(ErrorCode::InsufficientIrd as u8, 6);
+        assert_eq!(ErrorCode::NoMatchingRtr as u8, 7);
+        let e = StartupError::InsufficientIrd {
+            ird: 1,
+            peer_ord: 2,
+        };
+        assert_eq!(
+            (e.code(), e.action()),
+            (ErrorCode::InsufficientIrd, ErrorAction::Terminate)
+        );
+        let e = StartupError::NoMatchingRtr;
+        assert_eq!(
+            (e.code(), e.action()),
+            (ErrorCode::NoMatchingRtr, ErrorAction::Terminate)
+        );
+        let e = StartupError::BadEnhancedData;
+        assert_eq!(
+            (e.code(), e.action()),
+            (ErrorCode::InvalidStartupFrame, ErrorAction::Close)
+        );
     }
 
     /// MPA-111/112: framing errors stop delivery, never close TCP; MPA-109: startup errors close.

@@ -1,5 +1,6 @@
-//! MPA framing (draft-ietf-rddp-mpa-01 / RFC 5044), sans-IO: no sockets, no clocks, no
-//! threads. Spec digest: `shared/specs/spec-mpa.md` (requirement ids MPA-xx).
+//! MPA framing (draft-ietf-rddp-mpa-01 / RFC 5044, with RFC 6581's enhanced connection
+//! establishment), sans-IO: no sockets, no clocks, no threads. Spec digest:
+//! `shared/specs/spec-mpa.md` (requirement ids MPA-xx).
 //!
 //! * [`fpdu`]: FPDU encode/decode, a pure function of (config, stream offset, ULPDU).
 //! * [`framer`]: a stateful sender on top that tracks the stream offset.
@@ -7,7 +8,9 @@
 //! * [`crc`]: CRC32c, LSB first on the wire.
 //! * [`mulpdu`]: MULPDU from EMSS.
 //! * [`startup_frame`] and [`startup`]: MPA Request/Reply frames and the Initiator and
-//!   Responder state machines.
+//!   Responder state machines; [`revision`]: Rev 0, 1 and 2 and which a peer accepts;
+//!   [`enhanced`] and [`read_depths`]: Rev 2's IRD/ORD octets and peer-to-peer mode, and their
+//!   negotiation (RFC 6581).
 //! * [`stream`]: in-order receive parser over a byte stream of any segmentation.
 //! * [`locate`]: out-of-order FPDU locator for one committed TCP segment.
 //! * [`error`]: error codes of draft §7 and the action each demands.
@@ -34,16 +37,20 @@
 #![warn(missing_docs)]
 
 pub mod crc;
+pub mod enhanced;
 pub mod error;
 pub mod fpdu;
 pub mod framer;
 pub mod locate;
 pub mod marker;
 pub mod mulpdu;
+pub mod read_depths;
+pub mod revision;
 pub mod startup;
 pub mod startup_frame;
 pub mod stream;
 
+pub use enhanced::{RtrType, RtrTypes};
 pub use error::{BufferTooSmall, EncodeError, ErrorAction, ErrorCode, FramingError, StartupError};
 pub use fpdu::{
     decode_fpdu, encode_fpdu, encode_fpdu_with, fpdu_wire_len, Decoded, FpduLayout, FpduRef,
@@ -52,5 +59,9 @@ pub use fpdu::{
 pub use framer::Framer;
 pub use locate::{locate, LocateOptions, LocatedFpdu, Locator};
 pub use mulpdu::mulpdu;
-pub use startup::{Initiator, Negotiated, Responder, Role, StartupConfig, StartupEvent};
+pub use read_depths::ReadDepths;
+pub use revision::Revisions;
+pub use startup::{
+    Initiator, Negotiated, RequestInfo, Responder, Role, StartupConfig, StartupEvent,
+};
 pub use stream::StreamParser;

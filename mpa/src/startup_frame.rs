@@ -1,15 +1,20 @@
-//! MPA Request and Reply frames (draft §6.1.1, Figure 7; digest §1.4).
+//! MPA Request and Reply frames (draft §6.1.1, Figure 7; digest §1.4; RFC 6581 §7.1).
 //!
 //! ```text
 //! 0..16   Key  "MPA ID Req Frame" / "MPA ID Rep Frame"
-//! 16      M 0x80 | C 0x40 | R 0x20 | Res 0x1F
+//! 16      M 0x80 | C 0x40 | R 0x20 | Enhanced 0x10 (Rev 2) | Res 0x0F
 //! 17      Rev
 //! 18..20  PD_Length (u16 BE)
-//! 20..    Private data (PD_Length octets)
+//! 20..    Private data (PD_Length octets); in a Rev 2 frame with the Enhanced flag the first
+//!         4 are the IRD/ORD octets ([`crate::enhanced`]), the ULP's private data follows
 //! ```
-//! Plain bytes in the Startup Phase: no CRC, no markers, no padding.
+//! Plain bytes in the Startup Phase: no CRC, no markers, no padding. In Rev 0 and Rev 1
+//! frames the Enhanced bit is a Res bit (not checked on receive, MPA-101).
 
 use thiserror::Error;
+
+use crate::enhanced::{EnhancedData, EnhancedPacket, ENHANCED_LEN};
+pub use crate::revision::{REVISION_DRAFT, REVISION_ENHANCED, REVISION_RFC5044};
 
 /// Key of an MPA Request Frame (hex of §6.1.1; A3: capital F as in the hex).
 pub const KEY_REQUEST: [u8; 16] = *b"MPA ID Req Frame";
@@ -17,15 +22,12 @@ pub const KEY_REQUEST: [u8; 16] = *b"MPA ID Req Frame";
 pub const KEY_REPLY: [u8; 16] = *b"MPA ID Rep Frame";
 /// Octets before the private data.
 pub const HEADER_LEN: usize = 20;
-/// Revision of draft-ietf-rddp-mpa-01.
-pub const REVISION_DRAFT: u8 = 0;
-/// Revision of RFC 5044.
-pub const REVISION_RFC5044: u8 = 1;
 
 const FLAG_M: u8 = 0x80;
 const FLAG_C: u8 = 0x40;
 const FLAG_R: u8 = 0x20;
-const FLAG_RES: u8 = 0x1F;
+const FLAG_ENHANCED: u8 = 0x10;
+const FLAG_RES: u8 = 0x0F;
 
 mod field {
     use core::ops::Range;
@@ -74,6 +76,9 @@ pub enum FrameError {
     /// The key is neither the Request nor the Reply key.
     #[error("bad MPA key")]
     BadKey,
+    /// A Rev 2 frame with the Enhanced flag and PD_Length below 4 (RFC 6581 §7.1).
+    #[error("MPA Rev 2 frame too short for its IRD/ORD octets")]
+    NoEnhancedData,
 }
 
 /// A checked zero-copy view of a Request or Reply frame.
@@ -129,9 +134,18 @@ impl<T: AsRef<[u8]>> Packet<T> {
     pub fn reject(&self) -> bool {
         self.flags() & FLAG_R != 0
     }
+    /// The Enhanced flag (RFC 6581 §7.1): in a Rev 2 frame, the private data starts with the
+    /// IRD/ORD octets. A Res bit in other revisions.
+    pub fn enhanced(&self) -> bool {
+        self.flags() & FLAG_ENHANCED != 0
+    }
     /// Res bits (0 on send, not checked on receive, MPA-101).
     pub fn reserved(&self) -> u8 {
         self.flags() & FLAG_RES
+    }
+    /// Whether the private data leads with the IRD/ORD octets: Rev 2 and the Enhanced flag.
+    pub fn has_enhanced_data(&self) -> bool {
+        self.revision() == REVISION_ENHANCED && self.enhanced()
     }
     /// Rev.
     pub fn revision(&self) -> u8 {
@@ -153,11 +167,10 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     pub fn set_key(&mut self, key: &[u8; 16]) {
         self.buffer.as_mut()[field::KEY].copy_from_slice(key);
     }
-    /// Writes the flag octet (M, C, R; Res 0).
-    pub fn set_flags(&mut self, m: bool, c: bool, r: bool) {
-        let f = (if m { FLAG_M } else { 0 })
-            | (if c { FLAG_C } else { 0 })
-            | (if r { FLAG_R } else { 0 });
+    /// Writes the flag octet (M, C, R, Enhanced; Res 0).
+    pub fn set_flags(&mut self, m: bool, c: bool, r: bool, enhanced: bool) {
+        let bit = |on: bool, f: u8| if on { f } else { 0 };
+        let f = bit(m, FLAG_M) | bit(c, FLAG_C) | bit(r, FLAG_R) | bit(enhanced, FLAG_ENHANCED);
         self.buffer.as_mut()[field::FLAGS] = f;
     }
     /// Writes Rev.
@@ -188,43 +201,68 @@ pub struct Repr<'a> {
     pub reject: bool,
     /// Rev.
     pub revision: u8,
-    /// Private data (at most 65535 octets).
+    /// Rev 2: the IRD/ORD octets (RFC 6581 §7.1), sent with the Enhanced flag ahead of
+    /// `private_data`. Parsed only from Rev 2 frames with the flag; emitted whenever set.
+    pub enhanced: Option<EnhancedData>,
+    /// The ULP's private data (at most 65535 octets with the enhanced data).
     pub private_data: &'a [u8],
 }
 
 impl<'a> Repr<'a> {
-    /// Parses a view: checks the length and the key; Res is ignored (MPA-101). The
-    /// revision and the private-data limit are the state machines' business.
+    /// Parses a view: checks the length, the key and, in a Rev 2 frame with the Enhanced
+    /// flag, that the IRD/ORD octets are there; Res is ignored (MPA-101). The revision and the
+    /// private-data limit are the state machines' business.
     pub fn parse<T: AsRef<[u8]> + ?Sized>(p: &Packet<&'a T>) -> Result<Repr<'a>, FrameError> {
         p.check_len()?;
         let buf: &'a [u8] = p.buffer.as_ref();
         let p = Packet::new_unchecked(buf);
         let kind = p.kind().ok_or(FrameError::BadKey)?;
-        let end = p.frame_len();
+        let mut pd = &buf[field::PD..p.frame_len()];
+        let mut enhanced = None;
+        if p.has_enhanced_data() {
+            let e = EnhancedPacket::new_checked(pd).map_err(|_| FrameError::NoEnhancedData)?;
+            enhanced = Some(EnhancedData::parse(&e));
+            pd = &pd[ENHANCED_LEN..];
+        }
         Ok(Repr {
             kind,
             markers: p.markers(),
             crc: p.crc(),
             reject: p.reject(),
             revision: p.revision(),
-            private_data: &buf[field::PD..end],
+            enhanced,
+            private_data: pd,
         })
+    }
+
+    fn enhanced_len(&self) -> usize {
+        if self.enhanced.is_some() {
+            ENHANCED_LEN
+        } else {
+            0
+        }
     }
 
     /// Octets of the emitted frame.
     pub fn buffer_len(&self) -> usize {
-        HEADER_LEN + self.private_data.len()
+        HEADER_LEN + self.enhanced_len() + self.private_data.len()
     }
 
-    /// Writes the frame into a view of at least [`Self::buffer_len`] octets. The private
-    /// data must not exceed 65535 octets (it is truncated to that).
+    /// Writes the frame into a view of at least [`Self::buffer_len`] octets. PD_Length (the
+    /// enhanced octets included) must not exceed 65535 (the private data is truncated to fit).
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut Packet<T>) {
-        let pd = &self.private_data[..self.private_data.len().min(usize::from(u16::MAX))];
+        let room = usize::from(u16::MAX) - self.enhanced_len();
+        let pd = &self.private_data[..self.private_data.len().min(room)];
         p.set_key(self.kind.key());
-        p.set_flags(self.markers, self.crc, self.reject);
+        p.set_flags(self.markers, self.crc, self.reject, self.enhanced.is_some());
         p.set_revision(self.revision);
-        p.set_pd_length(pd.len() as u16);
-        p.private_data_mut().copy_from_slice(pd);
+        p.set_pd_length((self.enhanced_len() + pd.len()) as u16);
+        let out = p.private_data_mut();
+        let (head, tail) = out.split_at_mut(self.enhanced_len());
+        if let Some(e) = self.enhanced {
+            head.copy_from_slice(&e.to_bytes());
+        }
+        tail.copy_from_slice(pd);
     }
 
     /// The frame as a new vector.
@@ -254,6 +292,7 @@ mod tests {
             crc: true,
             reject: false,
             revision: 0,
+            enhanced: None,
             private_data: &[],
         };
         assert_eq!(
@@ -266,6 +305,7 @@ mod tests {
             crc: true,
             reject: false,
             revision: 0,
+            enhanced: None,
             private_data: b"ok",
         };
         assert_eq!(
@@ -299,12 +339,61 @@ mod tests {
         }
     }
 
+    /// RFC 6581 §7.1: a Rev 2 Request with the Enhanced flag, IRD/ORD octets ahead of the
+    /// ULP's private data, byte for byte; the ULP's private data comes back alone.
+    #[test]
+    fn rfc6581_7_1_rev2_frame_bytes() {
+        use crate::enhanced::{RtrType, RtrTypes};
+        let req = Repr {
+            kind: FrameKind::Request,
+            markers: false,
+            crc: true,
+            reject: false,
+            revision: 2,
+            enhanced: Some(EnhancedData {
+                ird: 16,
+                ord: 8,
+                p2p: true,
+                rtr: RtrTypes::only(RtrType::Write).with(RtrType::Read),
+            }),
+            private_data: b"pd",
+        };
+        let bytes = req.to_vec();
+        assert_eq!(
+            bytes,
+            hex("4d 50 41 20 49 44 20 52 65 71 20 46 72 61 6d 65 50 02 00 06 80 10 c0 08 70 64")
+        );
+        let back = Repr::parse(&Packet::new_checked(&bytes[..]).unwrap()).unwrap();
+        assert_eq!(back, req);
+        assert_eq!(back.private_data, b"pd");
+    }
+
+    /// RFC 6581 §7.1: the Enhanced flag means IRD/ORD octets only in a Rev 2 frame; a Rev 2
+    /// frame with the flag and fewer than 4 octets is malformed; without the flag, or in Rev 1,
+    /// the private data is all the ULP's.
+    #[test]
+    fn rfc6581_7_1_enhanced_flag_only_counts_in_rev2() {
+        let mut b = hex("4d 50 41 20 49 44 20 52 65 70 20 46 72 61 6d 65 50 02 00 03 01 02 03");
+        assert_eq!(
+            Repr::parse(&Packet::new_checked(&b[..]).unwrap()),
+            Err(FrameError::NoEnhancedData)
+        );
+        b[17] = 1;
+        let r = Repr::parse(&Packet::new_checked(&b[..]).unwrap()).unwrap();
+        assert_eq!((r.enhanced, r.private_data), (None, &[1u8, 2, 3][..]));
+        b[17] = 2;
+        b[16] = 0x40;
+        let r = Repr::parse(&Packet::new_checked(&b[..]).unwrap()).unwrap();
+        assert_eq!((r.enhanced, r.private_data), (None, &[1u8, 2, 3][..]));
+    }
+
     /// MPA-100/101: R in a Request and Res bits are carried but not errors.
     #[test]
     fn res_bits_and_request_r_are_not_errors() {
         let mut b = hex("4d 50 41 20 49 44 20 52 65 71 20 46 72 61 6d 65 ff 00 00 00");
         let p = Packet::new_checked(&b[..]).unwrap();
-        assert_eq!(p.reserved(), 0x1f);
+        assert_eq!(p.reserved(), 0x0f);
+        assert!(p.enhanced() && !p.has_enhanced_data());
         let r = Repr::parse(&p).unwrap();
         assert!(r.markers && r.crc && r.reject);
         b[0] = b'm';

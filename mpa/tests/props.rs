@@ -3,12 +3,13 @@
 
 mod common;
 use common::*;
+use mpa::enhanced::EnhancedData;
 use mpa::locate::{locate, LocateOptions};
 use mpa::marker::{self, is_marker_position};
 use mpa::startup_frame::{self, FrameKind};
 use mpa::{
     decode_fpdu, encode_fpdu, encode_fpdu_with, fpdu_wire_len, Framer, FramingConfig, Initiator,
-    Responder, StartupConfig, StreamParser, MAX_ULPDU_LEN,
+    ReadDepths, Responder, RtrType, RtrTypes, StartupConfig, StreamParser, MAX_ULPDU_LEN,
 };
 use proptest::prelude::*;
 use std::time::Instant;
@@ -269,13 +270,22 @@ proptest! {
         }
     }
 
-    /// Startup frames: parse(emit(x)) == x (MPA-77, MPA-103).
+    /// Startup frames: parse(emit(x)) == x (MPA-77, MPA-103), Rev 2's IRD/ORD octets
+    /// included (RFC 6581 §7.1).
     #[test]
     fn startup_frame_round_trip(req in any::<bool>(), markers in any::<bool>(), crc in any::<bool>(),
-                                reject in any::<bool>(), revision in any::<u8>(),
+                                reject in any::<bool>(), revision in 0u8..4,
+                                enh in any::<bool>(), ird in 0u16..=0x3FFF, ord in 0u16..=0x3FFF,
+                                p2p in any::<bool>(), rtr in 0u8..8,
                                 pd in prop::collection::vec(any::<u8>(), 0..700)) {
         let kind = if req { FrameKind::Request } else { FrameKind::Reply };
-        let x = startup_frame::Repr { kind, markers, crc, reject, revision, private_data: &pd };
+        let rtr = [RtrType::Send, RtrType::Write, RtrType::Read]
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| rtr & (1 << i) != 0)
+            .fold(RtrTypes::NONE, |s, (_, t)| s.with(t));
+        let enhanced = (revision == 2 && enh).then_some(EnhancedData { ird, ord, p2p, rtr });
+        let x = startup_frame::Repr { kind, markers, crc, reject, revision, enhanced, private_data: &pd };
         let bytes = x.to_vec();
         prop_assert_eq!(bytes.len(), x.buffer_len());
         let p = startup_frame::Packet::new_checked(&bytes[..]).unwrap();
@@ -315,7 +325,7 @@ proptest! {
         let _ = marker::Packet::new_checked(&data[..]).map(|p| marker::Repr::parse(&p));
         let now = Instant::now();
         for config in [StartupConfig::default(), StartupConfig::strict_draft()] {
-            let mut i = Initiator::new(config, now, b"").unwrap();
+            let mut i = Initiator::new(config, now, b"", ReadDepths::default()).unwrap();
             let mut r = Responder::new(config, now);
             let mut at = 0;
             for &c in chunks.iter().chain(std::iter::once(&usize::MAX)) {
@@ -328,7 +338,7 @@ proptest! {
             }
             while i.poll_event().is_some() {}
             while r.poll_event().is_some() {}
-            let _ = r.accept(&[]);
+            let _ = r.accept(&[], ReadDepths::default());
             i.handle_timeout(now);
             r.handle_timeout(now);
         }

@@ -5,8 +5,8 @@ use common::*;
 use mpa::startup::UsageError;
 use mpa::startup_frame::{FrameKind, Repr};
 use mpa::{
-    ErrorAction, ErrorCode, Initiator, Negotiated, Responder, Role, StartupConfig, StartupError,
-    StartupEvent,
+    ErrorAction, ErrorCode, Initiator, Negotiated, ReadDepths, RequestInfo, Responder, Role,
+    StartupConfig, StartupError, StartupEvent,
 };
 use std::time::{Duration, Instant};
 
@@ -18,6 +18,7 @@ fn frame(kind: FrameKind, markers: bool, reject: bool, revision: u8, pd: &[u8]) 
         crc: true,
         reject,
         revision,
+        enhanced: None,
         private_data: pd,
     }
     .to_vec()
@@ -34,17 +35,17 @@ fn cfg(markers: bool, crc: bool) -> StartupConfig {
 /// Runs a full exchange with the given configs; returns both sides' Negotiated.
 fn handshake(ic: StartupConfig, rc: StartupConfig) -> (Negotiated, Negotiated) {
     let now = Instant::now();
-    let mut i = Initiator::new(ic, now, b"hello").unwrap();
+    let mut i = Initiator::new(ic, now, b"hello", ReadDepths::default()).unwrap();
     let mut r = Responder::new(rc, now);
     let req = i.poll_transmit().unwrap();
     assert_eq!(r.handle_input(now, &req), req.len());
     match r.poll_event() {
-        Some(StartupEvent::RequestReceived { private_data, .. }) => {
+        Some(StartupEvent::RequestReceived(RequestInfo { private_data, .. })) => {
             assert_eq!(private_data, b"hello")
         }
         e => panic!("{e:?}"),
     }
-    r.accept(b"welcome").unwrap();
+    r.accept(b"welcome", ReadDepths::default()).unwrap();
     let rn = match r.poll_event() {
         Some(StartupEvent::Established(n)) => n,
         e => panic!("{e:?}"),
@@ -61,10 +62,14 @@ fn handshake(ic: StartupConfig, rc: StartupConfig) -> (Negotiated, Negotiated) {
     (inn, rn)
 }
 
-/// MPA-77, MPA-94, MPA-102 (RFC mode default Rev 1): the Request's exact bytes.
+/// MPA-77, MPA-94, MPA-102 (RFC 5044 mode, Rev 1): the Request's exact bytes.
 #[test]
 fn mpa_77_request_bytes() {
-    let mut i = Initiator::new(cfg(true, true), Instant::now(), b"pd").unwrap();
+    let rev1 = StartupConfig {
+        want_markers: true,
+        ..StartupConfig::rfc5044()
+    };
+    let mut i = Initiator::new(rev1, Instant::now(), b"pd", ReadDepths::default()).unwrap();
     let req = i.poll_transmit().unwrap();
     assert_eq!(
         req,
@@ -75,19 +80,24 @@ fn mpa_77_request_bytes() {
         want_markers: false,
         ..StartupConfig::strict_draft()
     };
-    let mut i = Initiator::new(strict, Instant::now(), b"").unwrap();
+    let mut i = Initiator::new(strict, Instant::now(), b"", ReadDepths::default()).unwrap();
     assert_eq!(
         i.poll_transmit().unwrap(),
         hex("4d 50 41 20 49 44 20 52 65 71 20 46 72 61 6d 65 40 00 00 00")
     );
 }
 
-/// MPA-43: the default configuration asks for CRCs, no markers, Rev 1, PD limit 512.
+/// MPA-43: the default configuration asks for CRCs, no markers, PD limit 512; it sends Rev 2
+/// and accepts Rev 1 and 2 (what siw and Chelsio send by default), never Rev 0; no
+/// peer-to-peer request, every RTR type taken.
 #[test]
 fn mpa_43_defaults() {
     let c = StartupConfig::default();
     assert!(c.want_crc && !c.want_markers);
-    assert_eq!((c.revision, c.max_private_data), (1, 512));
+    assert_eq!((c.revision, c.max_private_data), (2, 512));
+    assert!(c.accept.contains(1) && c.accept.contains(2) && !c.accept.contains(0));
+    assert!(c.p2p_offer.is_empty());
+    assert_eq!(c.p2p_accept, mpa::RtrTypes::ALL);
 }
 
 /// MPA-98, MPA-99: markers per direction, CRC if either asks; all 16 combinations.
@@ -148,7 +158,7 @@ fn expect_failed(e: Option<StartupEvent>) -> StartupError {
 #[test]
 fn mpa_97_bad_reply_key_closes() {
     let now = Instant::now();
-    let mut i = Initiator::new(cfg(false, true), now, b"").unwrap();
+    let mut i = Initiator::new(cfg(false, true), now, b"", ReadDepths::default()).unwrap();
     let mut rep = frame(FrameKind::Reply, false, false, 1, &[]);
     rep[15] = b'E';
     i.handle_input(now, &rep);
@@ -159,8 +169,8 @@ fn mpa_97_bad_reply_key_closes() {
 #[test]
 fn mpa_89_initiator_initiator_detected() {
     let now = Instant::now();
-    let mut a = Initiator::new(cfg(false, true), now, b"").unwrap();
-    let mut b = Initiator::new(cfg(false, true), now, b"").unwrap();
+    let mut a = Initiator::new(cfg(false, true), now, b"", ReadDepths::default()).unwrap();
+    let mut b = Initiator::new(cfg(false, true), now, b"", ReadDepths::default()).unwrap();
     let ra = a.poll_transmit().unwrap();
     let rb = b.poll_transmit().unwrap();
     a.handle_input(now, &rb);
@@ -197,7 +207,7 @@ fn mpa_90_responder_responder_times_out() {
 #[test]
 fn mpa_92_partial_frame_times_out() {
     let now = Instant::now();
-    let mut i = Initiator::new(cfg(false, true), now, b"").unwrap();
+    let mut i = Initiator::new(cfg(false, true), now, b"", ReadDepths::default()).unwrap();
     let rep = frame(FrameKind::Reply, false, false, 1, &[]);
     assert_eq!(i.handle_input(now, &rep[..19]), 19);
     assert!(i.poll_event().is_none());
@@ -212,7 +222,10 @@ fn mpa_102_bad_revision_closes() {
     let now = Instant::now();
     for (mode, sent) in [
         (StartupConfig::default(), 0u8),
+        (StartupConfig::default(), 3),
+        (StartupConfig::rfc5044(), 2),
         (StartupConfig::strict_draft(), 1),
+        (StartupConfig::strict_draft(), 2),
     ] {
         let mut r = Responder::new(mode, now);
         let req = frame(FrameKind::Request, false, false, sent, &[]);
@@ -244,17 +257,18 @@ fn mpa_91_pd_length_over_limit_closes() {
     );
     // Exactly at the limit is fine.
     let pd = vec![7u8; 512];
-    let mut i = Initiator::new(cfg(false, true), now, &pd).unwrap();
+    let mut i = Initiator::new(cfg(false, true), now, &pd, ReadDepths::default()).unwrap();
     let mut r = Responder::new(cfg(false, true), now);
     let req = i.poll_transmit().unwrap();
-    assert_eq!(r.handle_input(now, &req), 532);
+    assert_eq!(req.len(), 20 + 4 + 512, "Rev 2: IRD/ORD octets on top");
+    assert_eq!(r.handle_input(now, &req), req.len());
     assert!(matches!(
         r.poll_event(),
-        Some(StartupEvent::RequestReceived { .. })
+        Some(StartupEvent::RequestReceived(_))
     ));
     // And we refuse to send more than the limit ourselves.
     assert_eq!(
-        Initiator::new(cfg(false, true), now, &[0; 513]).unwrap_err(),
+        Initiator::new(cfg(false, true), now, &[0; 513], ReadDepths::default()).unwrap_err(),
         UsageError::PrivateDataTooLong
     );
 }
@@ -263,15 +277,15 @@ fn mpa_91_pd_length_over_limit_closes() {
 #[test]
 fn mpa_80_83_reject_keeps_tcp_open() {
     let now = Instant::now();
-    let mut i = Initiator::new(cfg(false, true), now, b"may I?").unwrap();
+    let mut i = Initiator::new(cfg(false, true), now, b"may I?", ReadDepths::default()).unwrap();
     let mut r = Responder::new(cfg(false, true), now);
     let req = i.poll_transmit().unwrap();
     r.handle_input(now, &req);
     assert!(matches!(
         r.poll_event(),
-        Some(StartupEvent::RequestReceived { .. })
+        Some(StartupEvent::RequestReceived(_))
     ));
-    r.reject(b"no").unwrap();
+    r.reject(b"no", ReadDepths::default()).unwrap();
     assert_eq!(
         r.poll_event(),
         Some(StartupEvent::Rejected {
@@ -288,7 +302,10 @@ fn mpa_80_83_reject_keeps_tcp_open() {
         })
     );
     assert!(i.is_done() && r.is_done());
-    assert_eq!(r.accept(b""), Err(UsageError::NotDeciding));
+    assert_eq!(
+        r.accept(b"", ReadDepths::default()),
+        Err(UsageError::NotDeciding)
+    );
 }
 
 /// MPA-100: R=1 in a Request is not checked.
@@ -300,7 +317,7 @@ fn mpa_100_request_r_bit_ignored() {
     r.handle_input(now, &req);
     assert!(matches!(
         r.poll_event(),
-        Some(StartupEvent::RequestReceived { .. })
+        Some(StartupEvent::RequestReceived(_))
     ));
 }
 
@@ -336,7 +353,7 @@ fn mpa_85_responder_silent_until_first_fpdu() {
 fn frames_split_and_coalesced_with_first_fpdu() {
     let now = Instant::now();
     let pd = b"some private data";
-    let mut i = Initiator::new(cfg(true, true), now, pd).unwrap();
+    let mut i = Initiator::new(cfg(true, true), now, pd, ReadDepths::default()).unwrap();
     let req = i.poll_transmit().unwrap();
     for cut in 0..=req.len() {
         let mut r = Responder::new(cfg(false, true), now);
@@ -346,7 +363,7 @@ fn frames_split_and_coalesced_with_first_fpdu() {
         }
         assert_eq!(r.handle_input(now, &req[cut..]), req.len() - cut);
         assert!(
-            matches!(r.poll_event(), Some(StartupEvent::RequestReceived { .. })),
+            matches!(r.poll_event(), Some(StartupEvent::RequestReceived(_))),
             "cut {cut}"
         );
     }
@@ -354,7 +371,7 @@ fn frames_split_and_coalesced_with_first_fpdu() {
     let mut r = Responder::new(cfg(true, true), now);
     r.handle_input(now, &req);
     r.poll_event();
-    r.accept(b"").unwrap();
+    r.accept(b"", ReadDepths::default()).unwrap();
     let rn = match r.poll_event() {
         Some(StartupEvent::Established(n)) => n,
         e => panic!("{e:?}"),
@@ -412,7 +429,7 @@ fn mpa_101_res_bits_not_checked() {
     assert_eq!(r.handle_input(now, &req), 20);
     assert!(matches!(
         r.poll_event(),
-        Some(StartupEvent::RequestReceived { .. })
+        Some(StartupEvent::RequestReceived(_))
     ));
 }
 
@@ -425,18 +442,18 @@ proptest::proptest! {
                                 cut_req in 0usize..60, cut_rep in 0usize..60,
                                 pd in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40)) {
         let now = Instant::now();
-        let mut i = Initiator::new(cfg(im, ic), now, &pd).unwrap();
+        let mut i = Initiator::new(cfg(im, ic), now, &pd, ReadDepths::default()).unwrap();
         let mut r = Responder::new(cfg(rm, rc), now);
         // Initiator -> Responder: the Request, cut once.
         let req = i.poll_transmit().unwrap();
         let c = cut_req.min(req.len());
         let used = r.handle_input(now, &req[..c]) + r.handle_input(now, &req[c..]);
         proptest::prop_assert_eq!(used, req.len());
-        let Some(StartupEvent::RequestReceived { private_data, .. }) = r.poll_event() else {
+        let Some(StartupEvent::RequestReceived(RequestInfo { private_data, .. })) = r.poll_event() else {
             panic!("no request")
         };
         proptest::prop_assert_eq!(&private_data, &pd);
-        r.accept(&pd).unwrap();
+        r.accept(&pd, ReadDepths::default()).unwrap();
         let Some(StartupEvent::Established(rn)) = r.poll_event() else { panic!("responder") };
         let rep = r.poll_transmit().unwrap();
         // Responder -> Initiator: the Reply, cut once; the Initiator then sends an FPDU.

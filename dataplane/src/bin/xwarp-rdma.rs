@@ -56,9 +56,22 @@ struct Wire {
     /// Do not ask for CRC32c (CRC stays on if the peer asks).
     #[arg(long)]
     no_crc: bool,
-    /// MPA revision to send and accept: 1 (RFC 5044) or 0 (the draft).
-    #[arg(long, default_value_t = 1)]
+    /// MPA revision: 2 (RFC 6581: send Rev 2, accept Rev 1 and 2, as siw and Chelsio), 1 (RFC
+    /// 5044 only) or 0 (the draft's strict mode).
+    #[arg(long, default_value_t = 2)]
     revision: u8,
+    /// Inbound RDMA Read Requests served at once (IRD), offered in a Rev 2 frame.
+    #[arg(long, default_value_t = 16)]
+    ird: u32,
+    /// Outbound RDMA Reads kept outstanding (ORD), offered in a Rev 2 frame and lowered to the
+    /// peer's IRD.
+    #[arg(long, default_value_t = 16)]
+    ord: u32,
+    /// Rev 2 peer-to-peer mode: the ready-to-receive message types (send, write, read; comma
+    /// separated) the client offers / the server takes. Empty: the client asks for none, the
+    /// server takes all three.
+    #[arg(long, value_delimiter = ',')]
+    p2p: Vec<RtrArg>,
     /// Transport: `kernel` (kernel TCP sockets) or `xdp` (the AF_XDP engine with xwarp's own
     /// TCP; needs --interface and root or CAP_NET_ADMIN/CAP_NET_RAW/CAP_BPF/CAP_IPC_LOCK).
     #[arg(long, value_enum, default_value_t = TransportArg::Kernel)]
@@ -255,25 +268,71 @@ impl From<&str> for Failure {
     }
 }
 
+/// A ready-to-receive message type of peer-to-peer mode (RFC 6581).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum RtrArg {
+    Send,
+    Write,
+    Read,
+}
+
 fn config(w: &Wire) -> Result<ConnectionConfig, Failure> {
-    if w.revision > 1 {
-        return Err(Failure::Setup(format!(
-            "--revision must be 0 or 1, not {}",
-            w.revision
-        )));
-    }
+    let base = match w.revision {
+        2 => MpaSettings::default(),
+        1 => MpaSettings::rfc5044(),
+        0 => MpaSettings::strict_draft(),
+        r => {
+            return Err(Failure::Setup(format!(
+                "--revision must be 0, 1 or 2, not {r}"
+            )))
+        }
+    };
+    let rtr = w
+        .p2p
+        .iter()
+        .map(|t| match t {
+            RtrArg::Send => mpa::RtrType::Send,
+            RtrArg::Write => mpa::RtrType::Write,
+            RtrArg::Read => mpa::RtrType::Read,
+        })
+        .fold(mpa::RtrTypes::NONE, mpa::RtrTypes::with);
     let cfg = ConnectionConfig {
         mpa: MpaSettings {
             want_markers: w.markers,
             want_crc: !w.no_crc,
-            revision: w.revision,
-            ..MpaSettings::default()
+            p2p_offer: rtr,
+            p2p_accept: if rtr.is_empty() {
+                mpa::RtrTypes::ALL
+            } else {
+                rtr
+            },
+            ..base
         },
+        ird: w.ird,
+        ord: w.ord,
         segment_per_fpdu: w.segment_per_fpdu,
         emss: w.emss,
         ..ConnectionConfig::default()
     };
     Ok(cfg)
+}
+
+/// What MPA negotiated, for the connection lines.
+fn describe(n: &ddp::NegotiatedFraming) -> String {
+    let on = |b: bool| if b { "on" } else { "off" };
+    let mut d = format!(
+        "MPA rev {}, markers tx {} rx {}, crc {}, IRD {} ORD {}",
+        n.revision,
+        on(n.tx_markers),
+        on(n.rx_markers),
+        on(n.crc),
+        n.ird,
+        n.ord
+    );
+    if let Some(t) = n.rtr {
+        d.push_str(&format!(", p2p RTR {t:?}"));
+    }
+    d
 }
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -383,7 +442,10 @@ fn server(a: ServerArgs) -> Result<(), Failure> {
             }
         };
         served += 1;
-        println!("connection {served} from {peer}");
+        println!(
+            "connection {served} from {peer} ({})",
+            describe(&qp.negotiated())
+        );
         let ends = Ends::new(qp, scq, rcq, &pd)?;
         match serve(&ends, &data, &recvs, a.wire.corrupt) {
             Ok(n) => bad += n,
@@ -556,8 +618,10 @@ fn client(a: ClientArgs) -> Result<(), Failure> {
         )));
     }
     println!(
-        "connected to {}:{} (server region STag {remote_stag:#010x}, {remote_len} bytes; markers {}, crc {})",
-        a.connect, a.port, if a.wire.markers { "on" } else { "off" }, if a.wire.no_crc { "off" } else { "on" }
+        "connected to {}:{} (server region STag {remote_stag:#010x}, {remote_len} bytes; {})",
+        a.connect,
+        a.port,
+        describe(&qp.negotiated())
     );
     for (i, r) in replies.iter().enumerate() {
         qp.post_recv(i as u64, r, 0..CTL_LEN)

@@ -15,7 +15,7 @@ use ddp::QpEvent;
 
 use super::waker::wait;
 use crate::counters::DeviceCounters;
-use crate::qp::{QpError, QpShared};
+use crate::qp::{Established, QpError, QpShared};
 use crate::qp_events::{startup_error, stream_error};
 use crate::ConnectError;
 
@@ -40,8 +40,9 @@ impl DriverOptions {
     }
 }
 
-/// Where the driver reports how MPA startup ended: the peer's private data, or why not.
-pub(crate) type EstablishedTx = SyncSender<Result<Vec<u8>, ConnectError>>;
+/// Where the driver reports how MPA startup ended: the peer's private data and what was
+/// negotiated, or why not.
+pub(crate) type EstablishedTx = SyncSender<Result<Established, ConnectError>>;
 
 const RX_BUF: usize = 256 * 1024;
 /// Bytes of framed output the driver holds for the socket: FPDUs are framed straight into one
@@ -186,7 +187,7 @@ struct Driver<'a> {
 }
 
 impl Driver<'_> {
-    fn report(&mut self, r: Result<Vec<u8>, ConnectError>) {
+    fn report(&mut self, r: Result<Established, ConnectError>) {
         if let Some(tx) = self.established.take() {
             let _ = tx.send(r);
         }
@@ -201,16 +202,23 @@ impl Driver<'_> {
         let c = self.counters;
         match ev {
             QpEvent::Established {
-                peer_private_data, ..
+                peer_private_data,
+                negotiated,
             } => {
                 DeviceCounters::inc(&c.mpa_established);
-                self.report(Ok(peer_private_data));
+                self.report(Ok(Established {
+                    peer_private_data,
+                    negotiated,
+                }));
             }
-            QpEvent::ConnectRequest { .. } => {}
+            QpEvent::ConnectRequest(_) => {}
             ev @ (QpEvent::Rejected { .. } | QpEvent::StartupFailed(_)) => {
                 // A malformed or missing startup frame closes TCP at once; a rejection first
-                // lets the Reply drain.
-                self.close_now |= matches!(ev, QpEvent::StartupFailed(_));
+                // lets the Reply drain, and an RFC 6581 refusal its Terminate.
+                self.close_now |= matches!(
+                    &ev,
+                    QpEvent::StartupFailed(e) if e.action() != mpa::ErrorAction::Terminate
+                );
                 self.report(Err(startup_error(c, ev)));
                 self.failed = true;
             }

@@ -11,7 +11,7 @@ use super::qp::{settings, XdpQp};
 use super::route::{QpLink, Request};
 use super::XdpDevice;
 use crate::counters::DeviceCounters;
-use crate::qp::next_qp_num;
+use crate::qp::{next_qp_num, Established};
 use crate::xdp::PortKind;
 use crate::{AcceptError, ConnectError, ConnectionConfig, QpInit, QueuePair};
 
@@ -151,21 +151,27 @@ impl XdpIncoming {
                 .map_err(|_| ConnectError::Startup(mpa::StartupError::ConnectionClosed))?;
             st.routes.insert(conn, link.clone());
         }
-        let qp = QueuePair::xdp(
+        let closed = || ConnectError::Startup(mpa::StartupError::ConnectionClosed);
+        let mut qp = QueuePair::xdp(
             XdpQp {
                 dev: self.dev.clone(),
                 conn,
                 link,
                 pd: init.pd,
             },
-            self.req.private_data.clone(),
+            Established {
+                peer_private_data: self.req.info.private_data.clone(),
+                // Known once the Reply is decided, below.
+                negotiated: ddp::NegotiatedFraming::default(),
+            },
         );
         before_reply(&qp).map_err(ConnectError::Post)?;
         let mut st = self.dev.shared.lock();
-        st.engine
-            .endpoint_mut()
-            .accept_request(conn, private_data)
-            .map_err(|_| ConnectError::Startup(mpa::StartupError::ConnectionClosed))?;
+        let depths = mpa::ReadDepths::capped(self.config.ird, self.config.ord);
+        let ep = st.engine.endpoint_mut();
+        ep.accept_request_with(conn, private_data, depths)
+            .map_err(|_| closed())?;
+        qp.negotiated = ep.negotiated(conn).ok_or_else(closed)?;
         if self.dev.shared.inline {
             st.poll(Instant::now());
         }

@@ -9,7 +9,7 @@ use super::XdpDevice;
 use endpoint::{ConnId, Endpoint, EndpointError, QpSettings};
 
 use crate::engine::PdHandle;
-use crate::qp::{next_qp_num, refused, QpError};
+use crate::qp::{next_qp_num, refused, Established, QpError};
 use crate::xdp::{resolve_next_hop, XdpError};
 use crate::{ConnectError, ConnectionConfig, PostError, ProtectionDomain, QpInit};
 
@@ -70,14 +70,14 @@ impl XdpDevice {
     }
 
     /// Active open: TCP from the steered local port range, then MPA as Initiator. Returns the
-    /// queue pair and the peer's private data.
+    /// queue pair, the peer's private data and what was negotiated.
     pub(crate) fn connect(
         self: &Arc<Self>,
         addr: SocketAddr,
         init: QpInit,
         config: &ConnectionConfig,
         private_data: &[u8],
-    ) -> Result<(XdpQp, Vec<u8>), ConnectError> {
+    ) -> Result<(XdpQp, Established), ConnectError> {
         let fail = |e| e;
         let SocketAddr::V4(v4) = addr else {
             return Err(fail(ConnectError::Io(std::io::Error::new(
@@ -129,7 +129,7 @@ impl XdpDevice {
             pd: init.pd,
         };
         match outcome {
-            Some(Ok(peer_private_data)) => Ok((qp, peer_private_data)),
+            Some(Ok(up)) => Ok((qp, up)),
             Some(Err(e)) => {
                 qp.forget();
                 Err(fail(e))

@@ -9,7 +9,7 @@ use endpoint::{ConnId, EndpointEvent, FastMap, ListenerId};
 
 use crate::counters::DeviceCounters;
 use crate::engine::{Engine, XskIo};
-use crate::qp::{map_completion, QpError};
+use crate::qp::{map_completion, Established, QpError};
 use crate::qp_events::{startup_error, stream_error};
 use crate::xdp::XdpProgram;
 use crate::{CompletionQueue, ConnectError, Opcode};
@@ -62,8 +62,9 @@ impl QpLink {
 pub(crate) enum Pending {
     /// `connect` waits for MPA.
     Connecting,
-    /// MPA ended for a `connect`: the peer's private data, or why not.
-    Done(Result<Vec<u8>, ConnectError>),
+    /// MPA ended for a `connect`: the peer's private data and what was negotiated, or why
+    /// not.
+    Done(Result<Established, ConnectError>),
     /// A listener's TCP connection, MPA Request not yet in.
     Accepted {
         listener: ListenerId,
@@ -76,8 +77,7 @@ pub(crate) enum Pending {
 pub(crate) struct Request {
     pub(crate) conn: ConnId,
     pub(crate) peer: SocketAddr,
-    pub(crate) private_data: Vec<u8>,
-    pub(crate) peer_wants_markers: bool,
+    pub(crate) info: mpa::RequestInfo,
 }
 
 /// Everything behind the device's lock. Field order is drop order: the engine (and its
@@ -133,19 +133,13 @@ impl State {
                 self.pending
                     .insert(conn, Pending::Accepted { listener, peer });
             }
-            EndpointEvent::ConnectRequest {
-                conn,
-                private_data,
-                peer_wants_markers,
-                ..
-            } => match self.pending.remove(&conn) {
+            EndpointEvent::ConnectRequest { conn, request } => match self.pending.remove(&conn) {
                 Some(Pending::Accepted { listener, peer }) => {
                     match self.listeners.get_mut(&listener) {
                         Some(q) => q.push_back(Request {
                             conn,
                             peer,
-                            private_data,
-                            peer_wants_markers,
+                            info: request,
                         }),
                         // The listener is gone: nobody will accept.
                         None => {
@@ -162,11 +156,14 @@ impl State {
             EndpointEvent::Established {
                 conn,
                 peer_private_data,
-                ..
+                negotiated,
             } => {
                 DeviceCounters::inc(&c.mpa_established);
                 if let Some(p @ Pending::Connecting) = self.pending.get_mut(&conn) {
-                    *p = Pending::Done(Ok(peer_private_data));
+                    *p = Pending::Done(Ok(Established {
+                        peer_private_data,
+                        negotiated,
+                    }));
                 }
             }
             EndpointEvent::StartupFailed { conn, event } => {

@@ -62,6 +62,7 @@ impl RawPeer {
             crc: true,
             reject: false,
             revision: 1,
+            enhanced: None,
             private_data: &[],
         };
         sock.write_all(&reply.to_vec()).unwrap();

@@ -37,7 +37,10 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use mpa::{Framer, FramingError, StartupConfig, StartupError, StreamParser};
+use mpa::{
+    Framer, FramingError, ReadDepths, RequestInfo, RtrType, StartupConfig, StartupError,
+    StreamParser,
+};
 
 use crate::ddp::stag_table::{PdId, StagTable};
 use crate::ddp::tx_segment::TxSegment;
@@ -50,9 +53,11 @@ use crate::rdmap::work_request::{WorkRequest, WorkRequestError};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QpConfig {
     /// Stream/PD identity and IRD/ORD. Its `mulpdu` is replaced by the value MPA derives from
-    /// `emss` once markers are negotiated.
+    /// `emss` once markers are negotiated; its IRD/ORD are offered in a Rev 2 startup frame
+    /// and replaced by what MPA negotiated (RFC 6581 §5).
     pub engine: RdmapConfig,
-    /// MPA startup settings (revision, markers wanted, CRC wanted, private-data limit, timeout).
+    /// MPA startup settings (revision sent and accepted, markers wanted, CRC wanted,
+    /// private-data limit, timeout, peer-to-peer mode).
     pub startup: StartupConfig,
     /// Effective MSS of the TCP connection (MULPDU is derived from it, MPA-63/64).
     pub emss: u32,
@@ -79,8 +84,9 @@ impl Default for QpConfig {
     }
 }
 
-/// What MPA agreed on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What MPA agreed on: how each direction frames and, from a Rev 2 exchange, the RDMA
+/// parameters (RFC 6581 §5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct NegotiatedFraming {
     /// We insert markers.
     pub tx_markers: bool,
@@ -90,21 +96,23 @@ pub struct NegotiatedFraming {
     pub crc: bool,
     /// MULPDU in force for what we send.
     pub mulpdu: usize,
+    /// The connection's MPA revision.
+    pub revision: u8,
+    /// Read Requests we serve at once (IRD).
+    pub ird: u32,
+    /// Read Requests we keep outstanding at most (ORD): never above the peer's IRD.
+    pub ord: u32,
+    /// Peer-to-peer mode: the ready-to-receive message the Initiator sends first.
+    pub rtr: Option<RtrType>,
 }
 
 /// Things the transport and the ULP must know besides completions.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum QpEvent {
-    /// Responder without auto-accept: a valid Request arrived; call [`Qp::accept`] or
-    /// [`Qp::reject`].
-    ConnectRequest {
-        /// The Request's private data.
-        private_data: Vec<u8>,
-        /// The Initiator wants markers on what it receives (we will send markers).
-        peer_wants_markers: bool,
-        /// The Initiator asked for CRCs.
-        peer_wants_crc: bool,
-    },
+    /// Responder without auto-accept: a valid Request arrived (its private data, markers and
+    /// CRC wishes, revision, Rev 2 IRD/ORD and peer-to-peer offer); call [`Qp::accept`],
+    /// [`Qp::accept_with`] or [`Qp::reject`].
+    ConnectRequest(RequestInfo),
     /// MPA is up; FPDUs flow.
     Established {
         /// The peer's private data.
@@ -119,6 +127,9 @@ pub enum QpEvent {
         private_data: Vec<u8>,
     },
     /// Startup failed (bad key, revision, PD_Length, timeout, ...): close TCP now (MPA §7).
+    /// For the RFC 6581 errors whose action is [`mpa::ErrorAction::Terminate`] (insufficient
+    /// IRD, no matching RTR) MPA is up and a Terminate with the code is queued: close once it
+    /// is out.
     StartupFailed(StartupError),
     /// An MPA receive error (CRC, marker, length): nothing more is delivered; a Terminate
     /// with the LLP code is queued; TCP stays open until the ULP closes (MPA-111, MPA-112).
@@ -206,9 +217,11 @@ impl Qp {
         }
     }
 
-    /// An MPA Initiator: its Request (with `cfg.private_data`) is the first output.
+    /// An MPA Initiator: its Request (with `cfg.private_data`, and in Rev 2 the engine's
+    /// IRD/ORD) is the first output.
     pub fn new_initiator(cfg: QpConfig, now: Instant) -> Result<Qp, mpa::startup::UsageError> {
-        let init = mpa::Initiator::new(cfg.startup, now, &cfg.private_data)?;
+        let depths = ReadDepths::capped(cfg.engine.ird, cfg.engine.ord);
+        let init = mpa::Initiator::new(cfg.startup, now, &cfg.private_data, depths)?;
         let mut qp = Qp::with_phase(cfg, Phase::Startup(Startup::Initiator(init)));
         qp.pump_startup();
         Ok(qp)
@@ -227,7 +240,11 @@ impl Qp {
     /// peer's first FPDU before sending (MPA-85). Reports [`QpEvent::Established`].
     pub fn new_established(cfg: QpConfig, negotiated: &mpa::Negotiated) -> Qp {
         let mut qp = Qp::with_phase(cfg, Phase::Closed);
-        qp.enter_operational(negotiated, 0, 0);
+        let agreed = qp.enter_operational(negotiated, 0, 0);
+        qp.events.push_back(QpEvent::Established {
+            peer_private_data: negotiated.peer_private_data.clone(),
+            negotiated: agreed,
+        });
         qp
     }
 
@@ -361,5 +378,7 @@ mod receive;
 mod startup;
 mod transmit;
 
+#[cfg(test)]
+mod rev2_tests;
 #[cfg(test)]
 mod tests;

@@ -571,11 +571,14 @@ fn responder_decides_and_rejects() {
     pump(&mut a, &mut b, 5);
     assert_eq!(
         b.events(),
-        [QpEvent::ConnectRequest {
+        [QpEvent::ConnectRequest(mpa::RequestInfo {
             private_data: b"let me in".to_vec(),
             peer_wants_markers: false,
             peer_wants_crc: true,
-        }]
+            revision: 2,
+            peer_read_depths: Some(mpa::ReadDepths { ird: 16, ord: 16 }),
+            p2p_offer: mpa::RtrTypes::NONE,
+        })]
     );
     b.qp.reject(b"no").unwrap();
     pump(&mut a, &mut b, 5);
@@ -981,6 +984,9 @@ fn new_established_from_negotiated() {
             rx_markers: markers,
             crc: true,
             revision: 1,
+            read_depths: mpa::ReadDepths::default(),
+            peer_read_depths: None,
+            rtr: None,
             peer_private_data: b"pd".to_vec(),
             local_frame_len: 20,
             peer_frame_len: 20,
@@ -1274,11 +1280,11 @@ fn set_pd_moves_tagged_checks_to_the_new_domain() {
     pump(&mut a, &mut b, 64);
     assert!(matches!(
         b.events()[..],
-        [QpEvent::ConnectRequest {
+        [QpEvent::ConnectRequest(mpa::RequestInfo {
             peer_wants_crc: true,
             peer_wants_markers: false,
             ..
-        }]
+        })]
     ));
     // b's regions are registered in PdId(1) (End::region); the queue pair joins that domain.
     let (bwin, bstag) = b.region(64, Access::REMOTE_WRITE, |_| 0);

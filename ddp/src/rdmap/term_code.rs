@@ -89,6 +89,12 @@ pub enum LlpError {
     Marker,
     /// 0x04 Invalid MPA Request/Reply frame.
     InvalidStartup,
+    /// 0x05 Local catastrophic error (RFC 6581 §9).
+    LocalCatastrophic,
+    /// 0x06 Insufficient IRD resources: the peer's ORD exceeds our IRD (RFC 6581 §5, §9).
+    InsufficientIrd,
+    /// 0x07 No matching RTR option (RFC 6581 §5, §9).
+    NoMatchingRtr,
 }
 
 impl LlpError {
@@ -99,6 +105,9 @@ impl LlpError {
             LlpError::Crc => 0x02,
             LlpError::Marker => 0x03,
             LlpError::InvalidStartup => 0x04,
+            LlpError::LocalCatastrophic => 0x05,
+            LlpError::InsufficientIrd => 0x06,
+            LlpError::NoMatchingRtr => 0x07,
         };
         TermCode {
             layer: Layer::Llp,

@@ -106,14 +106,15 @@ impl RdmapEngine {
                 };
                 if let Some(e) = o
                     .seq
-                    .checked_sub(self.sq_base_seq)
+                    .and_then(|seq| seq.checked_sub(self.sq_base_seq))
                     .and_then(|i| self.sq.get_mut(i as usize))
                 {
                     // A sink deregistered since the Read was posted got none of the data.
-                    e.status = Some(if tags.is_registered(o.sink.region) {
-                        WcStatus::Success
-                    } else {
+                    let gone = o.sink.is_some_and(|s| !tags.is_registered(s.region));
+                    e.status = Some(if gone {
                         WcStatus::Flushed
+                    } else {
+                        WcStatus::Success
                     });
                 }
                 self.drain_sq();

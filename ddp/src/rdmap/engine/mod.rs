@@ -16,9 +16,12 @@
 //! completion: the transmit path reads it when it frames, and again for a retransmission.
 //!
 //! Files: this one holds the state, posting and error handling; `transmit.rs` segmentation and
-//! acknowledgement, `placement.rs` validation and placement, `delivery.rs` in-order delivery.
+//! acknowledgement, `placement.rs` validation and placement, `delivery.rs` in-order delivery,
+//! `rtr.rs` the negotiated read depths and peer-to-peer mode's ready-to-receive message.
 
 use std::collections::{BTreeMap, VecDeque};
+
+use mpa::RtrType;
 
 use crate::ddp::error::DdpError;
 use crate::ddp::header_error::DdpHeaderError;
@@ -45,6 +48,7 @@ use crate::rdmap::work_request::{LocalBuf, WorkRequest, WorkRequestError, WorkRe
 
 mod delivery;
 mod placement;
+mod rtr;
 mod transmit;
 
 /// Settings of the per-stream RDMAP engine.
@@ -54,9 +58,11 @@ pub struct RdmapConfig {
     pub stream: StreamId,
     /// This stream's protection domain (DDP-86).
     pub pd: PdId,
-    /// Inbound RDMA Read queue depth: Read Requests we accept outstanding.
+    /// Inbound RDMA Read queue depth: Read Requests we accept outstanding; a peer with more
+    /// gets a Terminate (0x0/0x2/0x07, see `placement.rs`).
     pub ird: u32,
-    /// Outbound RDMA Read queue depth: Read Requests we keep outstanding at most.
+    /// Outbound RDMA Read queue depth: Read Requests we keep outstanding at most (never more
+    /// than the peer's IRD once MPA Rev 2 negotiated it); later ones wait in order.
     pub ord: u32,
     /// Largest ULPDU (DDP segment) the LLP takes, header included (DDP-02, DDP-41).
     pub mulpdu: usize,
@@ -120,6 +126,10 @@ pub struct RdmapStats {
     pub rx_region_gone: u64,
     /// Work requests flushed at framing because their region had been deregistered.
     pub tx_region_gone: u64,
+    /// Read Requests beyond our IRD (answered with a Terminate).
+    pub rx_ird_exceeded: u64,
+    /// Ready-to-receive messages of peer-to-peer mode consumed (RFC 6581).
+    pub rx_rtr: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -153,10 +163,16 @@ enum TxAfter {
     /// A Send or Write: completes when the transport acknowledges its last octet.
     AwaitAck { seq: u64 },
     /// A Read Request: takes an ORD slot when it starts; completes when the Read Response's
-    /// last segment is delivered.
-    ReadRequest { seq: u64, sink: SinkRange },
+    /// last segment is delivered. The RTR Read of peer-to-peer mode has no work request and no
+    /// sink (`None`, zero length).
+    ReadRequest {
+        seq: Option<u64>,
+        sink: Option<SinkRange>,
+    },
     /// A Read Response: frees an IRD slot.
     ResponseSent,
+    /// The zero-length Send or Write RTR message of peer-to-peer mode: nothing completes.
+    Rtr,
     /// The Terminate.
     Terminate(TerminateRepr),
 }
@@ -188,9 +204,11 @@ struct RqEntry {
 
 #[derive(Debug, Clone, Copy)]
 struct OrqEntry {
-    seq: u64,
-    /// The Data Sink the Read Request named: a Read Response may only target it.
-    sink: SinkRange,
+    /// The Read's send-queue entry (`None`: the RTR Read, which completes nothing).
+    seq: Option<u64>,
+    /// The Data Sink the Read Request named: a Read Response may only target it (`None`: a
+    /// zero-length Read, which places nothing).
+    sink: Option<SinkRange>,
 }
 
 /// The Data Sink of an outstanding RDMA Read.
@@ -296,6 +314,10 @@ pub struct RdmapEngine {
     rq_first_msn: u32,
     rr_next_msn: u32,
     irq_in_use: u32,
+    /// Peer-to-peer mode, Responder: the ready-to-receive message still to come. A Send RTR
+    /// (zero-length, MSN 1) is consumed without a receive buffer; a Write or Read RTR is an
+    /// ordinary zero-length message, only counted.
+    rtr_expected: Option<RtrType>,
     term_next_msn: u32,
     records: BTreeMap<u64, RxRecord>,
     delivered_through: u64,
@@ -333,6 +355,7 @@ impl RdmapEngine {
             rq_first_msn: 1,
             rr_next_msn: 1,
             irq_in_use: 0,
+            rtr_expected: None,
             term_next_msn: 1,
             records: BTreeMap::new(),
             delivered_through: 0,
@@ -508,13 +531,13 @@ impl RdmapEngine {
             total: READ_REQUEST_HEADER_LEN as u32,
             sent: 0,
             after: TxAfter::ReadRequest {
-                seq,
-                sink: SinkRange {
+                seq: Some(seq),
+                sink: Some(SinkRange {
                     stag: req.sink_stag,
                     to: req.sink_to,
                     size: req.size,
                     region,
-                },
+                }),
             },
         });
     }

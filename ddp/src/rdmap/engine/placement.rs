@@ -157,12 +157,14 @@ impl RdmapEngine {
                 }
                 // Only the sink an outstanding Read named may be written (as siw checks).
                 if n > 0 {
-                    let Some(o) = self
+                    let named = |o: &&OrqEntry| o.sink.filter(|s| s.stag == h.stag);
+                    let Some(sink) = self
                         .orq
                         .iter()
-                        .find(|o| o.sink.stag == h.stag && o.sink.covers(h.to, n))
+                        .filter_map(|o| named(&o))
+                        .find(|s| s.covers(h.to, n))
                     else {
-                        let e = if self.orq.iter().any(|o| o.sink.stag == h.stag) {
+                        let e = if self.orq.iter().any(|o| named(&o).is_some()) {
                             DdpError::BaseBounds
                         } else {
                             DdpError::InvalidStag
@@ -171,12 +173,17 @@ impl RdmapEngine {
                     };
                     // The sink's region was deregistered after the Read was posted: its slot
                     // may hold another region (even under the same STag), so nothing lands.
-                    sink_gone = !tags.is_registered(o.sink.region);
+                    sink_gone = !tags.is_registered(sink.region);
                 }
                 Access::LOCAL_WRITE
             }
             _ => return rx_fail(RdmapError::UnexpectedOpcode.term_code(), seg),
         };
+        if n == 0 && opcode == RdmapOpcode::RdmaWrite && self.rtr_expected == Some(RtrType::Write) {
+            // RFC 6581 §5: the Initiator's Write RTR (nothing to place).
+            self.rtr_expected = None;
+            self.stats.rx_rtr += 1;
+        }
         // DDP-49/50: a zero-length tagged segment is not checked.
         // An earlier Send with Invalidate of this STag, placed but not yet delivered, revokes
         // it for everything after it in the stream, even what arrives first (DDP-102).
@@ -215,6 +222,21 @@ impl RdmapEngine {
         let payload = seg.small_payload(UNTAGGED_HEADER_LEN).unwrap_or(&[]);
         match h.qn {
             qn::SEND => {
+                if self.rtr_expected == Some(RtrType::Send)
+                    && h.msn == self.rq_first_msn
+                    && h.last
+                    && h.mo == 0
+                    && n == 0
+                    && opcode == RdmapOpcode::Send
+                {
+                    // RFC 6581 §5: the Initiator's Send RTR takes MSN 1 and no buffer of the
+                    // ULP's; it is the first message of the stream, so nothing placed earlier
+                    // can have counted on MSN 1.
+                    self.rtr_expected = None;
+                    self.rq_first_msn = self.rq_first_msn.wrapping_add(1);
+                    self.stats.rx_rtr += 1;
+                    return None;
+                }
                 // §7.1 untagged #2 and #5: the MSN must name a posted buffer.
                 if self.rq.is_empty() {
                     return fail(DdpError::NoBuffer);
@@ -264,11 +286,18 @@ impl RdmapEngine {
                 None
             }
             qn::READ_REQUEST => {
-                let window = self.cfg.ird.saturating_sub(self.irq_in_use);
+                // QN 1's buffers are implicit, IRD of them (digest §6.1). An MSN no IRD-sized
+                // window from the next expected one could hold is out of range (DDP, as siw);
+                // one that fits the window but finds every IRD slot busy is a peer exceeding
+                // our IRD: RFC 5040's Remote Operation Error, "Catastrophic error, localized
+                // to RDMAP Stream" (0x0/0x2/0x07, what siw sends for it).
                 let idx = h.msn.wrapping_sub(self.rr_next_msn);
-                if idx >= window {
-                    // IRD exceeded (or MSN out of range): digest §6.2, as siw does.
+                if idx >= self.cfg.ird.max(1) {
                     return fail(DdpError::MsnRange);
+                }
+                if idx >= self.cfg.ird.saturating_sub(self.irq_in_use) {
+                    self.stats.rx_ird_exceeded += 1;
+                    return rx_fail(RdmapError::CatastrophicStream.term_code(), seg);
                 }
                 if opcode != RdmapOpcode::RdmaReadRequest {
                     return rx_fail(RdmapError::UnexpectedOpcode.term_code(), seg);
@@ -286,6 +315,11 @@ impl RdmapEngine {
                     return rx_fail(RdmapError::Unspecified.term_code(), seg);
                 }
                 let req = ReadRequestRepr::parse(&p).ok()?;
+                if req.size == 0 && self.rtr_expected == Some(RtrType::Read) {
+                    // RFC 6581 §5: the Initiator's Read RTR, answered like any zero-length Read.
+                    self.rtr_expected = None;
+                    self.stats.rx_rtr += 1;
+                }
                 Some(RxRecord::ReadRequest {
                     msn: h.msn,
                     req,

@@ -994,14 +994,10 @@ fn ord_limits_outstanding_reads() {
     assert_eq!(a.drain_tx().len(), 2, "two more once slots free");
 }
 
-/// IRD: a peer that exceeds our IRD gets a Terminate 0x1/0x2/0x03 (MSN range of QN 1, as siw).
-#[test]
-fn ird_exceeded_terminates() {
-    let mut a = Side::new(1, RdmapConfig { ord: 4, ..cfg(1) });
-    let mut b = Side::new(2, RdmapConfig { ird: 1, ..cfg(2) });
-    let (abuf, _) = a.region(64, Access::LOCAL_WRITE, |_| 0);
-    let (_, bstag) = b.region(64, Access::REMOTE_READ, pattern(2));
-    for i in 0..2u64 {
+/// Posts `n` Reads of 16 octets from `b`'s region `stag` on `a`; returns what `a` sends.
+fn post_reads(a: &mut Side, n: u64, stag: Stag) -> Vec<(u64, Vec<u8>)> {
+    let (abuf, _) = a.region(16 * n as usize, Access::LOCAL_WRITE, |_| 0);
+    for i in 0..n {
         a.eng
             .post(
                 &a.tags,
@@ -1012,24 +1008,67 @@ fn ird_exceeded_terminates() {
                         offset: 16 * i,
                         len: 16,
                     },
-                    RemoteBuf {
-                        stag: bstag,
-                        to: 0x1000,
-                    },
+                    RemoteBuf { stag, to: 0x1000 },
                 ),
             )
             .unwrap();
     }
-    let tx = a.drain_tx();
+    a.drain_tx()
+}
+
+/// IRD (RFC 5040): a peer whose Read Request finds every IRD slot busy gets a Terminate with
+/// RDMAP Remote Operation Error "Catastrophic error, localized to RDMAP Stream" (0x0/0x2/0x07,
+/// as siw sends it), the DDP header copied, and the excess counted. Fails with the earlier rule
+/// (DDP MSN range).
+#[test]
+fn ird_exceeded_terminates() {
+    let mut a = Side::new(1, RdmapConfig { ord: 4, ..cfg(1) });
+    let mut b = Side::new(2, RdmapConfig { ird: 1, ..cfg(2) });
+    let (_, bstag) = b.region(64, Access::REMOTE_READ, pattern(2));
+    let tx = post_reads(&mut a, 2, bstag);
     assert_eq!(tx.len(), 2);
     // B handles both before sending any response: the second exceeds IRD 1.
     b.eng
         .handle_ulpdu_in_order(&mut b.tags, &mut b.mem, tx[0].0, &tx[0].1);
-    let t = check_terminate(&mut b, &tx[1].1, DdpError::MsnRange.term_code(), true);
+    let t = check_terminate(
+        &mut b,
+        &tx[1].1,
+        RdmapError::CatastrophicStream.term_code(),
+        true,
+    );
     assert_eq!(
         t.ddp_header.unwrap().as_bytes(),
         &tx[1].1[..UNTAGGED_HEADER_LEN]
     );
+    assert_eq!(b.eng.stats().rx_ird_exceeded, 1);
+}
+
+/// An IRD of 0: the first Read Request already exceeds it.
+#[test]
+fn ird_zero_refuses_the_first_read() {
+    let mut a = Side::new(1, cfg(1));
+    let mut b = Side::new(2, RdmapConfig { ird: 0, ..cfg(2) });
+    let (_, bstag) = b.region(64, Access::REMOTE_READ, pattern(2));
+    let tx = post_reads(&mut a, 1, bstag);
+    check_terminate(
+        &mut b,
+        &tx[0].1,
+        RdmapError::CatastrophicStream.term_code(),
+        true,
+    );
+}
+
+/// A Read Request whose MSN no IRD-sized window could hold is a DDP MSN range error
+/// (0x1/0x2/0x03), not an IRD excess.
+#[test]
+fn read_request_msn_beyond_any_window_is_msn_range() {
+    let mut a = Side::new(1, RdmapConfig { ord: 4, ..cfg(1) });
+    let mut b = Side::new(2, RdmapConfig { ird: 2, ..cfg(2) });
+    let (_, bstag) = b.region(64, Access::REMOTE_READ, pattern(2));
+    let tx = post_reads(&mut a, 3, bstag);
+    // The third alone (MSN 3, two past the next expected 1): outside the window of IRD 2.
+    check_terminate(&mut b, &tx[2].1, DdpError::MsnRange.term_code(), true);
+    assert_eq!(b.eng.stats().rx_ird_exceeded, 0);
 }
 
 /// A Read Request whose Data Source fails its checks: RDMAP Remote Protection Terminate with

@@ -17,18 +17,16 @@ impl RdmapEngine {
             || (self.state == RdmapState::Active && (!self.responses.is_empty() || self.sq_ready()))
     }
 
+    /// The next queued message may start: a Read Request only while fewer than ORD Reads are
+    /// outstanding (RFC 5040; the RTR Read of peer-to-peer mode goes first whatever ORD says).
     fn sq_ready(&self) -> bool {
         match self.sq_pending.front() {
             None => false,
-            Some(m) => {
-                !matches!(
-                    m.header,
-                    TxHeader::Untagged {
-                        opcode: RdmapOpcode::RdmaReadRequest,
-                        ..
-                    }
-                ) || (self.orq.len() as u32) < self.cfg.ord
-            }
+            Some(m) => match m.after {
+                TxAfter::ReadRequest { seq: None, .. } => true,
+                TxAfter::ReadRequest { .. } => (self.orq.len() as u32) < self.cfg.ord,
+                _ => true,
+            },
         }
     }
 
@@ -184,7 +182,7 @@ impl RdmapEngine {
         if plan.last {
             match msg.after {
                 TxAfter::AwaitAck { seq } => self.just_finished = Some(seq),
-                TxAfter::ReadRequest { .. } => {}
+                TxAfter::ReadRequest { .. } | TxAfter::Rtr => {}
                 TxAfter::ResponseSent => self.irq_in_use = self.irq_in_use.saturating_sub(1),
                 TxAfter::Terminate(t) => {
                     self.terminate_sent = true;
