@@ -248,3 +248,64 @@ fn xdp_device_refuses_a_foreign_address_and_a_missing_interface() {
     let _ns = tb.enter(Side::A).unwrap();
     assert!(Device::open_xdp(XdpConfig::new("xw-no-such-if")).is_err());
 }
+
+/// Dropping an xdp listener keeps the connections it accepted working (the XDP program keeps
+/// steering the port while they live: their segments must not reach the kernel, which would
+/// reset them); a SYN to the dropped listener's port is refused; listening on the port again
+/// works and accepts.
+#[test]
+fn dropped_listener_keeps_its_connections_and_the_port_can_be_listened_on_again() {
+    let Some(tb) = or_skip("vxl", for_test("vxl")) else {
+        return;
+    };
+    tb.tx_checksum_off(Side::B).expect("ethtool -K tx off");
+    let x = open_xdp(&tb, Side::A, EngineMode::Threaded);
+    let k = Device::open(dataplane::Transport::Kernel).unwrap();
+    let at = SocketAddr::V4(SocketAddrV4::new(tb.ip(Side::A), 4103));
+    let connect = |k: &Device| {
+        let (qi, cq) = init(k);
+        let _ns = tb.enter(Side::B).unwrap();
+        k.connect(at, qi.clone(), &ConnectionConfig::default(), b"hi")
+            .map(|qp| (qp, qi, cq))
+    };
+    for round in 0..2 {
+        let listener = x.listen(at, ConnectionConfig::default()).expect("listen");
+        let x2 = x.clone();
+        let server = std::thread::spawn(move || {
+            let (qi, cq) = init(&x2);
+            let buf = qi.pd.register(8192, Access::LOCAL_WRITE).unwrap();
+            let inc = listener.accept_timeout(T).expect("an MPA Request");
+            let qp = inc
+                .accept_with(qi, b"ok", |qp| {
+                    qp.post_recv(1, &buf, 0..4096)?;
+                    qp.post_recv(2, &buf, 4096..8192)
+                })
+                .unwrap();
+            wait_ok(&cq, "receive before the listener is dropped");
+            drop(listener);
+            wait_ok(&cq, "receive after the listener was dropped");
+            let mut got = vec![0u8; 8192];
+            buf.read(0, &mut got).unwrap();
+            (qp, got)
+        });
+        let (qp, qi, cq) = connect(&k).expect("connect");
+        let src = qi
+            .pd
+            .register_from(&pattern(8192, round), Access::LOCAL_WRITE)
+            .unwrap();
+        qp.post_send(1, &src, 0..4096).unwrap();
+        wait_ok(&cq, "send");
+        // Let the server drop its listener before the second message.
+        std::thread::sleep(Duration::from_millis(300));
+        qp.post_send(2, &src, 4096..8192).unwrap();
+        wait_ok(&cq, "send");
+        let (sqp, got) = server.join().expect("server side");
+        assert!(got == pattern(8192, round), "round {round}: data differs");
+        // No listener on the port now: a new connection is refused.
+        assert!(
+            connect(&k).is_err(),
+            "round {round}: connected without a listener"
+        );
+        drop((qp, sqp));
+    }
+}

@@ -60,6 +60,7 @@ pub struct Endpoint<D: Domain = NoDomain> {
     pub(crate) conns: FastMap<u64, Conn<D>>,
     pub(crate) flows: FastMap<FourTuple, u64>,
     pub(crate) listeners: Vec<ListenerEntry>,
+    pub(crate) retired_listeners: crate::listeners::RetiredListenerCounters,
     pub(crate) neighbours: Neighbours,
     pub(crate) ports: LocalPorts,
     next_conn: u64,
@@ -94,6 +95,7 @@ impl<D: Domain> Endpoint<D> {
             conns: FastMap::default(),
             flows: FastMap::default(),
             listeners: Vec::new(),
+            retired_listeners: Default::default(),
             neighbours: Neighbours::new(
                 cfg.default_next_hop,
                 cfg.limits.max_neighbours,
@@ -244,6 +246,9 @@ impl<D: Domain> Endpoint<D> {
             c.half_open_expired += lc.half_open_expired;
             c.listener_tx_overflow += lc.tx_overflow;
         }
+        c.syn_cookies_sent += self.retired_listeners.syn_cookies_sent;
+        c.half_open_expired += self.retired_listeners.half_open_expired;
+        c.listener_tx_overflow += self.retired_listeners.listener_tx_overflow;
         c
     }
     /// The configuration.

@@ -26,6 +26,23 @@ pub(crate) struct ListenerEntry {
     manual_accept: bool,
     /// Its connections whose MPA startup has not finished (bounded by `max_accept_queue`).
     pub(crate) backlog: usize,
+    /// Closed by [`Endpoint::unlisten`]: matches no segment, holds no state.
+    pub(crate) closed: bool,
+}
+
+/// What closed listeners counted, kept for [`Endpoint::counters`].
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct RetiredListenerCounters {
+    pub(crate) syn_cookies_sent: u64,
+    pub(crate) half_open_expired: u64,
+    pub(crate) listener_tx_overflow: u64,
+}
+
+impl ListenerEntry {
+    /// Whether it takes segments to `port`.
+    pub(crate) fn listens_on(&self, port: u16) -> bool {
+        !self.closed && self.tcp.local().port() == port
+    }
 }
 
 impl<D: Domain> Endpoint<D> {
@@ -51,7 +68,7 @@ impl<D: Domain> Endpoint<D> {
         settings: QpSettings,
         manual_accept: bool,
     ) -> Result<ListenerId, EndpointError> {
-        if self.listeners.iter().any(|l| l.tcp.local().port() == port) {
+        if self.listeners.iter().any(|l| l.listens_on(port)) {
             return Err(EndpointError::PortInUse);
         }
         check_private_data(&settings)?;
@@ -67,8 +84,39 @@ impl<D: Domain> Endpoint<D> {
             settings,
             manual_accept,
             backlog: 0,
+            closed: false,
         });
         Ok(ListenerId(self.listeners.len() as u32 - 1))
+    }
+
+    /// Stops listener `id`: segments to its port no longer reach it (a SYN gets RST unless the
+    /// port is listened on again), its half-open handshakes are forgotten and their queued
+    /// replies dropped. Connections it accepted before are not touched. Its counters stay in
+    /// [`counters`](Self::counters). Unknown or closed ids are ignored.
+    pub fn unlisten(&mut self, id: ListenerId) {
+        let Some(l) = self.listeners.get_mut(id.0 as usize).filter(|l| !l.closed) else {
+            return;
+        };
+        let lc = l.tcp.counters();
+        self.retired_listeners.syn_cookies_sent += lc.cookies_sent;
+        self.retired_listeners.half_open_expired += lc.half_open_expired;
+        self.retired_listeners.listener_tx_overflow += lc.tx_overflow;
+        // A fresh listener holds no half-open entry, timer or queued reply.
+        l.tcp = TcpListener::new(
+            self.cfg.tcp.clone(),
+            self.cfg.listener.clone(),
+            l.tcp.local(),
+            self.gen.clone(),
+        );
+        l.closed = true;
+    }
+
+    /// Whether a connection of ours has local port `port` (the XDP program must keep steering
+    /// a closed listener's port while its accepted connections live).
+    pub fn has_connection_on_port(&self, port: u16) -> bool {
+        self.conns
+            .values()
+            .any(|c| c.tcp.tuple().local.port() == port)
     }
 
     /// Runs the listeners' timers due at `now`.

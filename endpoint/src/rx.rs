@@ -89,7 +89,11 @@ impl<D: Domain> Endpoint<D> {
             self.mark(id);
             return;
         }
-        if let Some(li) = self.listeners.iter().position(|l| l.tcp.matches(&seg)) {
+        if let Some(li) = self
+            .listeners
+            .iter()
+            .position(|l| !l.closed && l.tcp.matches(&seg))
+        {
             // A SYN's source MAC is where its answer goes (the peer, or the router it came
             // through), unverified: it is learnt as a next hop only once the handshake
             // completes through it (`take_accepted`).
@@ -117,8 +121,10 @@ impl<D: Domain> Endpoint<D> {
         }
     }
 
-    /// Whether TCP to local `port` is steered to us: a listening port or the active-open range
-    /// (what the XDP program's port map holds).
+    /// Whether TCP to local `port` is steered to us: a listening port, the port of a closed
+    /// listener (the XDP program keeps it while connections accepted on it live; a segment of
+    /// none of them gets RST), or the active-open range (what the XDP program's port map
+    /// holds).
     fn is_steered(&self, port: u16) -> bool {
         self.cfg.local_ports.contains(&port)
             || self.listeners.iter().any(|l| l.tcp.local().port() == port)

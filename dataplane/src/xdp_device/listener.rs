@@ -73,6 +73,7 @@ impl XdpDevice {
         st.program
             .steer_port(addr.port(), PortKind::Listen)
             .map_err(|e| ConnectError::Io(std::io::Error::other(e)))?;
+        st.unsteer_later.retain(|&p| p != addr.port());
         st.listeners.insert(id, Default::default());
         Ok(XdpListener {
             dev: self.clone(),
@@ -113,13 +114,17 @@ impl XdpListener {
 impl Drop for XdpListener {
     fn drop(&mut self) {
         let mut st = self.dev.shared.lock();
-        let _ = st.program.unsteer_port(self.local.port());
+        st.engine.endpoint_mut().unlisten(self.id);
         // Requests nobody will accept any more: reset them.
         if let Some(q) = st.listeners.remove(&self.id) {
             for r in q {
                 let _ = st.engine.endpoint_mut().abort(r.conn);
             }
         }
+        // The port stays steered while connections accepted on it live (their segments must
+        // reach the engine, not the kernel); it is released once they are gone.
+        st.unsteer_later.push(self.local.port());
+        st.unsteer_unused();
     }
 }
 

@@ -102,6 +102,7 @@ impl XdpDevice {
                 pending: FastMap::default(),
                 listeners: FastMap::default(),
                 counters,
+                unsteer_later: Vec::new(),
             }),
             waiters: AtomicUsize::new(0),
             inline,

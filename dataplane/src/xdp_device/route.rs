@@ -89,6 +89,9 @@ pub(crate) struct State {
     pub(crate) pending: FastMap<ConnId, Pending>,
     pub(crate) listeners: FastMap<ListenerId, VecDeque<Request>>,
     pub(crate) counters: Arc<DeviceCounters>,
+    /// Ports of closed listeners that the XDP program keeps steering until their accepted
+    /// connections are gone (unsteered then, unless listened on again).
+    pub(crate) unsteer_later: Vec<u16>,
 }
 
 impl State {
@@ -96,7 +99,27 @@ impl State {
     pub(crate) fn poll(&mut self, now: Instant) -> bool {
         let frames = self.engine.poll(now);
         let routed = self.route();
+        if !self.unsteer_later.is_empty() {
+            self.unsteer_unused();
+        }
         frames > 0 || routed
+    }
+
+    /// Stops steering the ports of closed listeners whose connections are all gone.
+    pub(crate) fn unsteer_unused(&mut self) {
+        let State {
+            engine,
+            program,
+            unsteer_later,
+            ..
+        } = self;
+        unsteer_later.retain(|&port| {
+            if engine.endpoint().has_connection_on_port(port) {
+                return true;
+            }
+            let _ = program.unsteer_port(port);
+            false
+        });
     }
 
     /// Moves the engine's completions and events to their queue pairs, listeners and waiting
