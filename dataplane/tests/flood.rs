@@ -230,7 +230,7 @@ fn flood(
             // The veth's queue is full: let the engine catch up.
             Err(_) => std::thread::yield_now(),
         }
-        if n % 256 == 0 {
+        if n.is_multiple_of(256) {
             sent.store(n, Ordering::Relaxed);
             // As fast as the engine takes the SYNs in, and at most `AHEAD` frames ahead of
             // it: a faster sender only overflows the receive ring, whose drops hit the real
@@ -245,7 +245,7 @@ fn flood(
                 }
                 std::thread::sleep(Duration::from_millis(1));
             }
-            if std::env::var_os("FLOOD_DEBUG").is_some() && n % (1 << 16) == 0 {
+            if std::env::var_os("FLOOD_DEBUG").is_some() && n.is_multiple_of(1 << 16) {
                 eprintln!("sent {n} received {received}");
             }
         }

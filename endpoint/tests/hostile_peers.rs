@@ -278,13 +278,20 @@ fn an_endless_stream_of_one_octet_fpdus_gets_a_terminate_and_a_close() {
 
 /// A peer that sends more RDMA Read Requests than A's IRD allows at once: A answers with a
 /// Terminate (digest §6.2: the Read Request's MSN is out of range, as siw does) and closes;
-/// B's Reads fail. (Negotiating IRD/ORD in MPA Rev 2 is another change; this holds without it.)
+/// B's Reads fail. Both sides speak RFC 5044 (Rev 1): nothing is negotiated, so B keeps an ORD
+/// of 32 (with Rev 2, RFC 6581's negotiation and ORD enforcement keep a well-behaved B within
+/// A's IRD: `dataplane/tests/rfc6581_peer.rs`).
 #[test]
 fn read_requests_beyond_ird_get_a_terminate() {
     let alone = baseline();
-    let mut sa = settings(false, true);
+    let rev1 = |mut s: QpSettings| {
+        s.startup.revision = 1;
+        s.startup.accept = mpa::Revisions::only(1);
+        s
+    };
+    let mut sa = rev1(settings(false, true));
     sa.ird = 2;
-    let mut sb = settings(false, true);
+    let mut sb = rev1(settings(false, true));
     sb.ord = 32;
     let mut s = scene(sa, sb);
     let len = 64 << 10;
