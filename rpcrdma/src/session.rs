@@ -15,11 +15,12 @@ use crate::header::{Body, ErrorBody, HeaderRepr, Packet};
 use crate::planner::{CallPlan, ChunkPlanner, PlanError};
 use crate::receive::{receive_at_client, receive_at_server, ClientInbound, ServerInbound};
 use crate::rpc::{AcceptStat, ReplyHeader};
+use crate::segment::Segment;
 use crate::storage::{StorageCall, StorageProc, StorageReply};
 use crate::storage_send::{
     call_header, call_shape, decode_call_message, decode_reply_message, echo_writes, encode_call,
-    encode_reply, encode_reply_message, reply_chunk_header, CallChunks, CallRejection, DecodedCall,
-    DecodedReply,
+    encode_long_call, encode_reply, encode_reply_message, reply_chunk_header,
+    reply_read_chunk_header, CallChunks, CallRejection, DecodedCall, DecodedReply,
 };
 use crate::xdr::XdrError;
 use std::collections::{HashMap, VecDeque};
@@ -85,6 +86,17 @@ pub enum ClientEvent<'a> {
     },
 }
 
+/// A call put on the wire by [`ClientSession::start_call_within`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Started {
+    /// The call's XID.
+    pub xid: u32,
+    /// Bytes of the Send.
+    pub send_len: usize,
+    /// A long call: bytes of the message in `message_buf` (the position-0 read chunk).
+    pub long_message_len: Option<usize>,
+}
+
 /// The client end of one connection.
 pub struct ClientSession {
     credits: ClientCredits,
@@ -139,14 +151,7 @@ impl ClientSession {
         call: &StorageCall<'_>,
         chunks: &CallChunks,
     ) -> Result<(u32, usize), StartError> {
-        if !self.owed_dones.is_empty() {
-            return Err(NoCredit {
-                in_flight: self.credits.calls_in_flight(),
-                granted: self.credits.granted(),
-            }
-            .into());
-        }
-        self.credits.check_available()?;
+        self.check_can_start()?;
         let xid = self.next_xid;
         let n = encode_call(
             buf,
@@ -155,6 +160,74 @@ impl ClientSession {
             call,
             chunks,
         )?;
+        self.commit_call(xid, call, chunks)?;
+        Ok((xid, n))
+    }
+
+    /// [`start_call`](Self::start_call) in the form the server's inline limit requires
+    /// (RPCRDMA-36, digest §4.4 client step 4): RDMA_MSG when the whole Send fits
+    /// `max_inline_call`, else a long call (RPCRDMA-29): the reduced message is encoded into
+    /// `message_buf`, which the caller must copy to the registered memory `long_at` names
+    /// (handle and offset; its length is the room there) and keep readable until the reply,
+    /// and `send` gets the RDMA_NOMSG header with the message as the position-0 read chunk.
+    pub fn start_call_within(
+        &mut self,
+        send: &mut [u8],
+        message_buf: &mut [u8],
+        call: &StorageCall<'_>,
+        chunks: &CallChunks,
+        long_at: Segment,
+    ) -> Result<Started, StartError> {
+        self.check_can_start()?;
+        let xid = self.next_xid;
+        let rpc = call_header(xid, call.proc());
+        let credit = self.credits.requested();
+        let limit = self.planner.max_inline_call as usize;
+        let (send_len, long_message_len) = match encode_call(send, credit, &rpc, call, chunks) {
+            Ok(n) if n <= limit => (n, None),
+            Ok(_) | Err(HeaderError::Xdr(XdrError::BufferTooShort)) => {
+                let (mlen, mut header) =
+                    encode_long_call(message_buf, credit, &rpc, call, chunks, &[long_at])?;
+                if mlen > long_at.length as usize {
+                    return Err(HeaderError::LongMessageTooLong.into());
+                }
+                // The position-0 chunk is exactly the message.
+                if let Body::NoMsg(c) = &mut header.body {
+                    c.reads[0].target.length = mlen as u32;
+                }
+                if header.buffer_len() > limit {
+                    return Err(HeaderError::Xdr(XdrError::BufferTooShort).into());
+                }
+                (header.emit(send)?, Some(mlen))
+            }
+            Err(e) => return Err(e.into()),
+        };
+        self.commit_call(xid, call, chunks)?;
+        Ok(Started {
+            xid,
+            send_len,
+            long_message_len,
+        })
+    }
+
+    fn check_can_start(&self) -> Result<(), StartError> {
+        if !self.owed_dones.is_empty() {
+            return Err(NoCredit {
+                in_flight: self.credits.calls_in_flight(),
+                granted: self.credits.granted(),
+            }
+            .into());
+        }
+        Ok(self.credits.check_available()?)
+    }
+
+    /// Takes the credit and the XID of a call just encoded.
+    fn commit_call(
+        &mut self,
+        xid: u32,
+        call: &StorageCall<'_>,
+        chunks: &CallChunks,
+    ) -> Result<(), StartError> {
         self.credits.try_start_call()?;
         self.next_xid = self.next_xid.wrapping_add(1);
         self.pending.insert(
@@ -164,7 +237,7 @@ impl ClientSession {
                 chunks: chunks.as_lists(),
             },
         );
-        Ok((xid, n))
+        Ok(())
     }
 
     /// Takes in one received Send.
@@ -286,6 +359,17 @@ pub enum ReplyOut {
         /// Bytes of the NOMSG Send.
         send_len: usize,
     },
+    /// The read-chunk fallback (draft §5.2, digest §4.4 server step 4): no reply chunk large
+    /// enough, so the reply message goes as a position-0 read chunk. Copy
+    /// `message_buf[..message_len]` to the exposed memory, Send `send[..send_len]`
+    /// (RDMA_NOMSG), and keep the memory readable until the RDMA_DONE or its timeout
+    /// ([`ServerSession::poll_expired_done`]); the DONE is already expected.
+    ReadChunk {
+        /// Bytes of the reply message.
+        message_len: usize,
+        /// Bytes of the NOMSG Send.
+        send_len: usize,
+    },
 }
 
 /// A reply that cannot be sent as asked.
@@ -298,6 +382,20 @@ pub enum LongReplyError {
     /// Encoding failed.
     #[error(transparent)]
     Encode(#[from] HeaderError),
+}
+
+/// Where [`ServerSession::encode_long_reply`] puts a reply.
+#[derive(Debug)]
+pub struct LongReply<'a> {
+    /// The Send.
+    pub send: &'a mut [u8],
+    /// The reply message, when it does not go inline.
+    pub message_buf: &'a mut [u8],
+    /// The client's receive size.
+    pub max_inline_reply: u32,
+    /// Memory the client may RDMA-Read a long reply from (its length is the room), and the
+    /// time the reply goes out; `None`: no read-chunk fallback.
+    pub expose: Option<(Segment, Instant)>,
 }
 
 /// The server end of one connection.
@@ -505,8 +603,29 @@ impl ServerSession {
         call_chunks: &ChunkLists,
         reply: &StorageReply<'_>,
     ) -> Result<ReplyOut, LongReplyError> {
+        let mut long = LongReply {
+            send,
+            message_buf,
+            max_inline_reply,
+            expose: None,
+        };
+        self.encode_long_reply(&mut long, xid, requested, call_chunks, reply)
+    }
+
+    /// [`encode_reply_within`](Self::encode_reply_within) with the read-chunk fallback: when
+    /// the reply fits neither inline nor a reply chunk and `long.expose` names server memory
+    /// (handle, offset, room) the client may RDMA-Read, the reply goes as a position-0 read
+    /// chunk there ([`ReplyOut::ReadChunk`]) and its DONE is expected from `now`.
+    pub fn encode_long_reply(
+        &mut self,
+        long: &mut LongReply<'_>,
+        xid: u32,
+        requested: u32,
+        call_chunks: &ChunkLists,
+        reply: &StorageReply<'_>,
+    ) -> Result<ReplyOut, LongReplyError> {
         let rpc = ReplyHeader::success(xid);
-        let mlen = encode_reply_message(message_buf, &rpc, Some(reply))?;
+        let mlen = encode_reply_message(long.message_buf, &rpc, Some(reply))?;
         let inline = HeaderRepr {
             xid,
             credit: 0,
@@ -515,23 +634,41 @@ impl ServerSession {
                 ..ChunkLists::default()
             }),
         };
-        if inline.buffer_len() + mlen <= max_inline_reply as usize {
+        if inline.buffer_len() + mlen <= long.max_inline_reply as usize {
             let grant = self.credits.grant_for_reply(requested, false);
-            let n = encode_reply(send, grant, call_chunks, &rpc, Some(reply))?;
+            let n = encode_reply(long.send, grant, call_chunks, &rpc, Some(reply))?;
             return Ok(ReplyOut::Inline { send_len: n });
         }
         let fits = call_chunks
             .reply
             .as_ref()
             .is_some_and(|c| c.total_len() >= mlen as u64);
-        if !fits {
-            return Err(LongReplyError::NoReplyChunk);
+        if fits {
+            let grant = self.credits.grant_for_reply(requested, false);
+            let header = reply_chunk_header(xid, grant, call_chunks, Some(reply), mlen as u32)
+                .ok_or(LongReplyError::Encode(HeaderError::EchoMismatch))?;
+            let send_len = header.emit(long.send)?;
+            return Ok(ReplyOut::ReplyChunk {
+                message_len: mlen,
+                send_len,
+            });
         }
-        let grant = self.credits.grant_for_reply(requested, false);
-        let header = reply_chunk_header(xid, grant, call_chunks, Some(reply), mlen as u32)
+        let Some((at, now)) = long.expose.filter(|(s, _)| s.length as usize >= mlen) else {
+            return Err(LongReplyError::NoReplyChunk);
+        };
+        let seg = Segment {
+            length: mlen as u32,
+            ..at
+        };
+        let mut header = reply_read_chunk_header(xid, 0, call_chunks, Some(reply), &[seg])
             .ok_or(LongReplyError::Encode(HeaderError::EchoMismatch))?;
-        let send_len = header.emit(send)?;
-        Ok(ReplyOut::ReplyChunk {
+        if header.buffer_len() > long.send.len() {
+            return Err(HeaderError::Xdr(XdrError::BufferTooShort).into());
+        }
+        header.credit = self.credits.grant_for_reply(requested, true);
+        let send_len = header.emit(long.send)?;
+        self.dones.expect(now, xid);
+        Ok(ReplyOut::ReadChunk {
             message_len: mlen,
             send_len,
         })

@@ -210,6 +210,27 @@ pub fn encode_long_call(
     Ok((mlen, header))
 }
 
+/// The length of the long message an RDMA_NOMSG's `chunks` carry (RPCRDMA-29): the sum of
+/// the position-0 read segments. Checked against `max` (the receiver's buffer for it) before
+/// anything is allocated or read: [`HeaderError::LongMessageTooLong`] above it,
+/// [`HeaderError::NoMsgWithoutMessage`] when there is no position-0 chunk. Both are answered
+/// with ERR_CHUNK at a server.
+pub fn long_message_len(chunks: &ChunkLists, max: u32) -> Result<u32, HeaderError> {
+    let mut total = 0u64;
+    let mut any = false;
+    for r in chunks.reads.iter().take_while(|r| r.position == 0) {
+        any = true;
+        total += u64::from(r.target.length);
+    }
+    if !any {
+        return Err(HeaderError::NoMsgWithoutMessage);
+    }
+    u32::try_from(total)
+        .ok()
+        .filter(|&n| n <= max)
+        .ok_or(HeaderError::LongMessageTooLong)
+}
+
 fn split(buf: &mut [u8], at: usize) -> Result<(&mut [u8], &mut [u8]), HeaderError> {
     if buf.len() < at {
         return Err(HeaderError::Xdr(XdrError::BufferTooShort));

@@ -1,0 +1,204 @@
+//! RPC-over-RDMA long messages against the store over loopback (kernel transport), issue 12
+//! item 5: calls and replies longer than the inline size (8 KiB), every byte checked.
+//!
+//! - Long calls (RPCRDMA-29, -36): with DDP off, WRITE data stays in the call, which goes as
+//!   RDMA_NOMSG with the message in a position-0 read chunk; the server RDMA-Reads it.
+//! - Long replies (RPCRDMA-30): READ data in the reply, RDMA-Written by the server into the
+//!   call's reply chunk, announced by RDMA_NOMSG.
+//! - The read-chunk fallback (draft §5.2): without a reply chunk the server returns the long
+//!   reply as a position-0 read chunk; the client RDMA-Reads it and sends RDMA_DONE, which frees
+//!   the server to expose the next one.
+//! - Bounds: a long call longer than the server takes is ERR_CHUNK before anything is read.
+
+mod store_support;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use dataplane::Access;
+use rpcrdma::storage::{StorageCall, StorageProc, WriteArgs};
+use rpcrdma::storage_send::{call_header, encode_long_call, CallChunks};
+use rpcrdma::{receive_at_client, ClientInbound, ErrorBody, Payload, Rules, Segment};
+use store_support::{pattern, raw_exchange, server, TempFile};
+use xwarpd::store::{
+    ClientOptions, Finished, MessagePolicy, StoreClient, INLINE_SIZE, MAX_LONG_MESSAGE,
+};
+
+/// Sizes on both sides of the inline size, up to what a long WRITE call can carry.
+const SIZES: [usize; 8] = [1, 4000, 8100, 8192, 8193, 12_345, 40_000, 65_000];
+
+fn client(addr: std::net::SocketAddr, policy: MessagePolicy) -> StoreClient {
+    let mut c = StoreClient::connect(addr, &ClientOptions::default()).unwrap();
+    c.set_policy(policy);
+    c
+}
+
+/// Writes every size, then reads each back into an unaligned place, comparing every byte;
+/// returns how many of them were longer than the inline size.
+fn round_trip(c: &mut StoreClient, seed: u64) -> u64 {
+    let src = c.pd().register(1 << 17, Access::ALL).unwrap();
+    let dst = c.pd().register(1 << 17, Access::ALL).unwrap();
+    let mut offset = 5u64;
+    let mut long = 0;
+    for (i, &n) in SIZES.iter().enumerate() {
+        let data = pattern(seed + i as u64, n);
+        src.write(0, &data).unwrap();
+        let w = c.write(offset, &src, 0..n).unwrap();
+        assert_eq!(w.count as usize, n);
+        dst.write(3, &vec![0xEE; n]).unwrap();
+        let r = c.read(offset, &dst, 3..3 + n).unwrap();
+        assert_eq!(r.len as usize, n, "size {n}");
+        let mut got = vec![0u8; n];
+        dst.read(3, &mut got).unwrap();
+        assert!(got == data, "size {n} at offset {offset}: data differs");
+        offset += n as u64 + 4091;
+        // 8100 bytes still fit with their headers (84 for the call, 64 for the reply); from
+        // 8192 on nothing does.
+        long += u64::from(n >= INLINE_SIZE as usize);
+    }
+    long
+}
+
+#[test]
+fn long_calls_and_long_replies_through_reply_chunks_carry_every_byte() {
+    let f = TempFile::new("long-rc");
+    let (_dev, srv) = server(&f, 16 << 20);
+    let policy = MessagePolicy {
+        ddp: false,
+        reply_chunks: true,
+    };
+    let mut c = client(srv.local_addr(), policy);
+    let long = round_trip(&mut c, 100);
+    let st = srv.stats().snapshot().totals;
+    assert_eq!(
+        st.long_calls, long,
+        "every WRITE past the inline size went long"
+    );
+    assert_eq!(
+        st.long_replies, long,
+        "every READ past it came through the reply chunk"
+    );
+    assert_eq!((st.errors, st.refused), (0, 0));
+    // The bytes are in the file itself.
+    c.commit(0, 0).unwrap();
+    let file = std::fs::read(f.path()).unwrap();
+    let last = SIZES.len() - 1;
+    let at = 5 + SIZES[..last].iter().map(|&n| n as u64 + 4091).sum::<u64>();
+    let want = pattern(100 + last as u64, SIZES[last]);
+    assert!(file[at as usize..at as usize + SIZES[last]] == want[..]);
+}
+
+#[test]
+fn without_a_reply_chunk_long_replies_fall_back_to_a_read_chunk_and_a_done() {
+    let f = TempFile::new("long-fallback");
+    let (_dev, srv) = server(&f, 16 << 20);
+    let policy = MessagePolicy {
+        ddp: false,
+        reply_chunks: false,
+    };
+    let mut c = client(srv.local_addr(), policy);
+    // Several read-chunk replies in a row: each needs the DONE of the one before (the server
+    // exposes one at a time and would answer TOO_BIG otherwise).
+    let long = round_trip(&mut c, 200);
+    let long2 = round_trip(&mut c, 300);
+    let st = srv.stats().snapshot().totals;
+    assert_eq!(st.long_replies, long + long2);
+    assert_eq!(st.long_calls, long + long2);
+    assert_eq!((st.errors, st.refused), (0, 0));
+}
+
+#[test]
+fn the_default_policy_uses_chunks_and_never_goes_long() {
+    let f = TempFile::new("long-default");
+    let (_dev, srv) = server(&f, 16 << 20);
+    let mut c = client(srv.local_addr(), MessagePolicy::default());
+    round_trip(&mut c, 400);
+    let st = srv.stats().snapshot().totals;
+    assert_eq!((st.long_calls, st.long_replies), (0, 0));
+}
+
+#[test]
+fn pipelined_long_calls_and_replies_come_back_equal() {
+    let f = TempFile::new("long-pipe");
+    let (_dev, srv) = server(&f, 16 << 20);
+    let policy = MessagePolicy {
+        ddp: false,
+        reply_chunks: true,
+    };
+    let mut c = client(srv.local_addr(), policy);
+    let slot = 1 << 16;
+    let n = 12;
+    let src = Arc::new(c.pd().register(slot * n, Access::ALL).unwrap());
+    let dst = Arc::new(c.pd().register(slot * n, Access::ALL).unwrap());
+    let mut ids = HashMap::new();
+    let mut expect = Vec::new();
+    for i in 0..n {
+        let len = 9000 + i * 4000;
+        let data = pattern(500 + i as u64, len);
+        src.write(i * slot, &data).unwrap();
+        let offset = (i * slot) as u64 + 7;
+        let id = c
+            .start_write(offset, &src, i * slot..i * slot + len, false)
+            .unwrap();
+        ids.insert(id, i);
+        expect.push((offset, data));
+    }
+    while c.in_flight() > 0 {
+        let (id, r) = c.wait_any().unwrap();
+        let i = ids.remove(&id).expect("an answer for a call we started");
+        assert!(matches!(r.unwrap(), Finished::Write(w) if w.count as usize == expect[i].1.len()));
+    }
+    for (i, (offset, data)) in expect.iter().enumerate() {
+        let id = c
+            .start_read(*offset, &dst, i * slot..i * slot + data.len())
+            .unwrap();
+        ids.insert(id, i);
+    }
+    while c.in_flight() > 0 {
+        let (id, r) = c.wait_any().unwrap();
+        let i = ids.remove(&id).unwrap();
+        assert!(matches!(r.unwrap(), Finished::Read(x) if x.len as usize == expect[i].1.len()));
+    }
+    for (i, (_, data)) in expect.iter().enumerate() {
+        let mut got = vec![0u8; data.len()];
+        dst.read(i * slot, &mut got).unwrap();
+        assert!(got == *data, "call {i}: data differs");
+    }
+    let st = srv.stats().snapshot().totals;
+    assert_eq!((st.long_calls, st.long_replies), (n as u64, n as u64));
+}
+
+#[test]
+fn a_long_call_longer_than_the_server_takes_is_err_chunk_before_any_read() {
+    let f = TempFile::new("long-bound");
+    let (_dev, srv) = server(&f, 1 << 20);
+    let data = vec![7u8; 100];
+    let call = StorageCall::Write(WriteArgs {
+        offset: 0,
+        stable: false,
+        data: Payload::Inline(&data),
+    });
+    let mut message = vec![0u8; 4096];
+    // A handle no one registered: any RDMA Read of it would break the connection instead.
+    let claim = Segment {
+        handle: 0xDEAD_BEEF,
+        length: MAX_LONG_MESSAGE + 1,
+        offset: 0,
+    };
+    let (_, header) = encode_long_call(
+        &mut message,
+        1,
+        &call_header(0x55, StorageProc::Write),
+        &call,
+        &CallChunks::default(),
+        &[claim],
+    )
+    .unwrap();
+    let out = raw_exchange(srv.local_addr(), &header.to_vec());
+    let ClientInbound::Error { xid, body, .. } = receive_at_client(&out, &Rules::default()) else {
+        panic!("not an RDMA_ERROR: {out:?}");
+    };
+    assert_eq!((xid, body), (0x55, ErrorBody::Chunk));
+    let st = srv.stats().snapshot().totals;
+    assert_eq!((st.refused, st.long_calls, st.writes), (1, 0, 0));
+}
