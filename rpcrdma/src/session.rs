@@ -1110,6 +1110,200 @@ mod tests {
         );
     }
 
+    /// A client whose calls and replies may be 1 KiB inline (the pre-negotiation default).
+    fn long_msg_at(room: u32) -> Segment {
+        Segment {
+            handle: 0x70,
+            length: room,
+            offset: 0x1000,
+        }
+    }
+
+    #[test]
+    fn rpcrdma_29_36_start_call_within_goes_long_exactly_past_the_inline_limit() {
+        let (mut c, mut s) = pair(8);
+        let mut send = [0u8; 1024];
+        let mut message = vec![0u8; 8192];
+        // WRITE data inline: 28 header + 56 call + data. 940 bytes: 1024, still inline.
+        for (len, long) in [(940usize, false), (941, true), (5000, true)] {
+            let data = vec![len as u8; len];
+            let call = StorageCall::Write(WriteArgs {
+                offset: 8,
+                stable: false,
+                data: Payload::Inline(&data),
+            });
+            let st = c
+                .start_call_within(
+                    &mut send,
+                    &mut message,
+                    &call,
+                    &CallChunks::default(),
+                    long_msg_at(8192),
+                )
+                .unwrap();
+            assert_eq!(st.long_message_len.is_some(), long, "{len}");
+            assert!(st.send_len <= 1024);
+            let event = s.handle_receive(&send[..st.send_len]);
+            let decoded = match (event, st.long_message_len) {
+                (ServerEvent::Call { call, .. }, None) => call.call,
+                (ServerEvent::LongCall { header }, Some(mlen)) => {
+                    // The position-0 chunk is exactly the message, where we said.
+                    let c0 = header.body.chunks().unwrap();
+                    assert_eq!(
+                        crate::storage_send::long_message_len(c0, 1 << 20),
+                        Ok(mlen as u32)
+                    );
+                    assert_eq!(c0.reads[0].target.handle, 0x70);
+                    assert_eq!(c0.reads[0].target.offset, 0x1000);
+                    // ... the server RDMA-Reads message[..mlen] ...
+                    match s.decode_long_call(header, &message[..mlen]) {
+                        ServerEvent::Call { call, .. } => call.call,
+                        other => panic!("{other:?}"),
+                    }
+                }
+                (other, l) => panic!("{len}: {other:?} (long {l:?})"),
+            };
+            assert_eq!(decoded, call);
+            let mut out = [0u8; 256];
+            let reply = StorageReply::Write(Ok(WriteOk {
+                count: len as u32,
+                committed: false,
+                verifier: 1,
+            }));
+            let n = s
+                .encode_reply(&mut out, st.xid, 4, &ChunkLists::default(), &reply)
+                .unwrap();
+            assert!(matches!(
+                c.handle_receive(&out[..n]),
+                ClientEvent::Reply { .. }
+            ));
+        }
+        // No room for the message where it would go: refused, no credit or XID taken.
+        let data = vec![1u8; 5000];
+        let call = StorageCall::Write(WriteArgs {
+            offset: 0,
+            stable: false,
+            data: Payload::Inline(&data),
+        });
+        let before = c.outstanding();
+        assert_eq!(
+            c.start_call_within(
+                &mut send,
+                &mut message,
+                &call,
+                &CallChunks::default(),
+                long_msg_at(4000)
+            ),
+            Err(StartError::Encode(HeaderError::LongMessageTooLong))
+        );
+        assert_eq!(c.outstanding(), before);
+    }
+
+    #[test]
+    fn rpcrdma_30_read_chunk_fallback_when_no_reply_chunk_fits_then_done_releases() {
+        let (mut c, mut s) = pair(4);
+        let mut send = [0u8; 1024];
+        let (xid, n) = c
+            .start_call(
+                &mut send,
+                &StorageCall::Read(ReadArgs {
+                    offset: 0,
+                    count: 3000,
+                }),
+                &CallChunks::default(),
+            )
+            .unwrap();
+        let ServerEvent::Call {
+            requested, chunks, ..
+        } = s.handle_receive(&send[..n])
+        else {
+            panic!()
+        };
+        let data: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
+        let reply = StorageReply::Read(Ok(ReadOk {
+            eof: true,
+            data: Payload::Inline(&data),
+        }));
+        let mut out = [0u8; 1024];
+        let mut msg = vec![0u8; 8192];
+        let now = Instant::now();
+        // Exposed memory too small: no fallback.
+        let mut long = LongReply {
+            send: &mut out,
+            message_buf: &mut msg,
+            max_inline_reply: 1024,
+            expose: Some((long_msg_at(100), now)),
+        };
+        assert_eq!(
+            s.encode_long_reply(&mut long, xid, requested, &chunks, &reply),
+            Err(LongReplyError::NoReplyChunk)
+        );
+        long.expose = Some((long_msg_at(8192), now));
+        let placed = s
+            .encode_long_reply(&mut long, xid, requested, &chunks, &reply)
+            .unwrap();
+        let ReplyOut::ReadChunk {
+            message_len,
+            send_len,
+        } = placed
+        else {
+            panic!("{placed:?}")
+        };
+        assert_eq!(message_len, 24 + 12 + 3000);
+        let ClientEvent::LongReply { header, .. } = c.handle_receive(&out[..send_len]) else {
+            panic!()
+        };
+        let c0 = header.body.chunks().unwrap();
+        assert_eq!(c0.reads[0].target.length as usize, message_len);
+        // ... the client RDMA-Reads it ...
+        let d = c.decode_long_reply(&header, &msg[..message_len]).unwrap();
+        assert_eq!(d.reply, Some(reply));
+        let mut done = [0u8; 16];
+        let dn = c.poll_done(&mut done).unwrap();
+        assert_eq!(
+            s.handle_receive(&done[..dn]),
+            ServerEvent::Done { xid, release: true }
+        );
+        // Never released twice, and nothing left to expire.
+        assert_eq!(s.poll_expired_done(now + Duration::from_secs(60)), None);
+    }
+
+    #[test]
+    fn rpcrdma_22_an_unacknowledged_read_chunk_reply_expires() {
+        let (mut c, mut s) = pair(4);
+        let mut send = [0u8; 1024];
+        let (xid, n) = c
+            .start_call(&mut send, &StorageCall::Getattr, &CallChunks::default())
+            .unwrap();
+        let ServerEvent::Call {
+            requested, chunks, ..
+        } = s.handle_receive(&send[..n])
+        else {
+            panic!()
+        };
+        let reply = StorageReply::Getattr(Ok(storage::GetattrOk {
+            size: 1,
+            block_size: 512,
+            max_io: 4096,
+            verifier: 2,
+        }));
+        let (mut out, mut msg) = ([0u8; 256], [0u8; 256]);
+        let now = Instant::now();
+        // A receive size below even this small reply forces the fallback.
+        let mut long = LongReply {
+            send: &mut out,
+            message_buf: &mut msg,
+            max_inline_reply: 40,
+            expose: Some((long_msg_at(256), now)),
+        };
+        let placed = s
+            .encode_long_reply(&mut long, xid, requested, &chunks, &reply)
+            .unwrap();
+        assert!(matches!(placed, ReplyOut::ReadChunk { .. }));
+        assert_eq!(s.poll_expired_done(now), None);
+        assert_eq!(s.poll_expired_done(now + Duration::from_secs(2)), Some(xid));
+    }
+
     mod prop {
         use super::*;
         use proptest::prelude::*;

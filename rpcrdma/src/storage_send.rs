@@ -922,6 +922,43 @@ mod tests {
     }
 
     #[test]
+    fn rpcrdma_29_long_message_len_is_bounded_before_anything_is_read() {
+        let seg = |position, length| ReadSegment {
+            position,
+            target: Segment {
+                handle: 1,
+                length,
+                offset: 0,
+            },
+        };
+        let lists = |reads| ChunkLists {
+            reads,
+            ..ChunkLists::default()
+        };
+        // Position-0 entries add up; the WRITE data's chunk after them does not count.
+        let c = lists(vec![seg(0, 100), seg(0, 60), seg(52, 4096)]);
+        assert_eq!(long_message_len(&c, 160), Ok(160));
+        assert_eq!(
+            long_message_len(&c, 159),
+            Err(HeaderError::LongMessageTooLong)
+        );
+        // Sums past u32 do not wrap.
+        let huge = lists(vec![seg(0, u32::MAX), seg(0, u32::MAX)]);
+        assert_eq!(
+            long_message_len(&huge, u32::MAX),
+            Err(HeaderError::LongMessageTooLong)
+        );
+        assert_eq!(
+            long_message_len(&lists(vec![seg(52, 10)]), 100),
+            Err(HeaderError::NoMsgWithoutMessage)
+        );
+        assert_eq!(
+            HeaderError::LongMessageTooLong.response(),
+            crate::error::ErrorResponse::ErrChunk
+        );
+    }
+
+    #[test]
     fn rpcrdma_29_long_call_decodes_from_the_position_zero_chunk() {
         let mut msg = [0u8; 256];
         let data_seg = seg(0x30, 8192, 0x9000);
