@@ -1110,7 +1110,27 @@ mod tests {
         );
     }
 
-    /// A client whose calls and replies may be 1 KiB inline (the pre-negotiation default).
+    /// Starts `call` without chunks and hands it to the server: its XID, the credits asked
+    /// and the call's chunk lists.
+    fn deliver(
+        c: &mut ClientSession,
+        s: &mut ServerSession,
+        call: &StorageCall<'_>,
+    ) -> (u32, u32, ChunkLists) {
+        let mut send = [0u8; 1024];
+        let (xid, n) = c
+            .start_call(&mut send, call, &CallChunks::default())
+            .unwrap();
+        let ServerEvent::Call {
+            requested, chunks, ..
+        } = s.handle_receive(&send[..n])
+        else {
+            panic!("not a call")
+        };
+        (xid, requested, chunks)
+    }
+
+    /// Memory with `room` bytes a long message may go to (handle 0x70 at 0x1000).
     fn long_msg_at(room: u32) -> Segment {
         Segment {
             handle: 0x70,
@@ -1202,23 +1222,11 @@ mod tests {
     #[test]
     fn rpcrdma_30_read_chunk_fallback_when_no_reply_chunk_fits_then_done_releases() {
         let (mut c, mut s) = pair(4);
-        let mut send = [0u8; 1024];
-        let (xid, n) = c
-            .start_call(
-                &mut send,
-                &StorageCall::Read(ReadArgs {
-                    offset: 0,
-                    count: 3000,
-                }),
-                &CallChunks::default(),
-            )
-            .unwrap();
-        let ServerEvent::Call {
-            requested, chunks, ..
-        } = s.handle_receive(&send[..n])
-        else {
-            panic!()
-        };
+        let read = StorageCall::Read(ReadArgs {
+            offset: 0,
+            count: 3000,
+        });
+        let (xid, requested, chunks) = deliver(&mut c, &mut s, &read);
         let data: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
         let reply = StorageReply::Read(Ok(ReadOk {
             eof: true,
@@ -1271,16 +1279,7 @@ mod tests {
     #[test]
     fn rpcrdma_22_an_unacknowledged_read_chunk_reply_expires() {
         let (mut c, mut s) = pair(4);
-        let mut send = [0u8; 1024];
-        let (xid, n) = c
-            .start_call(&mut send, &StorageCall::Getattr, &CallChunks::default())
-            .unwrap();
-        let ServerEvent::Call {
-            requested, chunks, ..
-        } = s.handle_receive(&send[..n])
-        else {
-            panic!()
-        };
+        let (xid, requested, chunks) = deliver(&mut c, &mut s, &StorageCall::Getattr);
         let reply = StorageReply::Getattr(Ok(storage::GetattrOk {
             size: 1,
             block_size: 512,

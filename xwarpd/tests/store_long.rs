@@ -27,6 +27,14 @@ use xwarpd::store::{
 /// Sizes on both sides of the inline size, up to what a long WRITE call can carry.
 const SIZES: [usize; 8] = [1, 4000, 8100, 8192, 8193, 12_345, 40_000, 65_000];
 
+/// Data in the messages (no DDP), with or without reply chunks.
+fn in_message(reply_chunks: bool) -> MessagePolicy {
+    MessagePolicy {
+        ddp: false,
+        reply_chunks,
+    }
+}
+
 fn client(addr: std::net::SocketAddr, policy: MessagePolicy) -> StoreClient {
     let mut c = StoreClient::connect(addr, &ClientOptions::default()).unwrap();
     c.set_policy(policy);
@@ -63,11 +71,7 @@ fn round_trip(c: &mut StoreClient, seed: u64) -> u64 {
 fn long_calls_and_long_replies_through_reply_chunks_carry_every_byte() {
     let f = TempFile::new("long-rc");
     let (_dev, srv) = server(&f, 16 << 20);
-    let policy = MessagePolicy {
-        ddp: false,
-        reply_chunks: true,
-    };
-    let mut c = client(srv.local_addr(), policy);
+    let mut c = client(srv.local_addr(), in_message(true));
     let long = round_trip(&mut c, 100);
     let st = srv.stats().snapshot().totals;
     assert_eq!(
@@ -92,11 +96,7 @@ fn long_calls_and_long_replies_through_reply_chunks_carry_every_byte() {
 fn without_a_reply_chunk_long_replies_fall_back_to_a_read_chunk_and_a_done() {
     let f = TempFile::new("long-fallback");
     let (_dev, srv) = server(&f, 16 << 20);
-    let policy = MessagePolicy {
-        ddp: false,
-        reply_chunks: false,
-    };
-    let mut c = client(srv.local_addr(), policy);
+    let mut c = client(srv.local_addr(), in_message(false));
     // Several read-chunk replies in a row: each needs the DONE of the one before (the server
     // exposes one at a time and would answer TOO_BIG otherwise).
     let long = round_trip(&mut c, 200);
@@ -121,11 +121,7 @@ fn the_default_policy_uses_chunks_and_never_goes_long() {
 fn pipelined_long_calls_and_replies_come_back_equal() {
     let f = TempFile::new("long-pipe");
     let (_dev, srv) = server(&f, 16 << 20);
-    let policy = MessagePolicy {
-        ddp: false,
-        reply_chunks: true,
-    };
-    let mut c = client(srv.local_addr(), policy);
+    let mut c = client(srv.local_addr(), in_message(true));
     let slot = 1 << 16;
     let n = 12;
     let src = Arc::new(c.pd().register(slot * n, Access::ALL).unwrap());

@@ -833,10 +833,7 @@ impl StoreClient {
         let empty = rpcrdma::ChunkLists::default();
         let chunks = header.body.chunks().unwrap_or(&empty);
         let Some(long) = self.long.as_ref() else {
-            self.finish(xid);
-            return Ok(Err(StoreError::Rpc(
-                "long reply to a call without one".into(),
-            )));
+            return Ok(self.refuse_long_reply(header, "long reply to a call without one"));
         };
         let (from, len) = if chunks.reads.is_empty() {
             // Into our reply chunk: the echo was checked against what we offered.
@@ -844,18 +841,12 @@ impl StoreClient {
             match slot {
                 Some(i) if len <= LongSlots::SIZE as u64 => (i, len as usize),
                 _ => {
-                    self.finish(xid);
-                    return Ok(Err(StoreError::Rpc(
-                        "long reply without our reply chunk".into(),
-                    )));
+                    return Ok(self.refuse_long_reply(header, "long reply without our reply chunk"));
                 }
             }
         } else {
             let Ok(len) = long_message_len(chunks, MAX_LONG_MESSAGE) else {
-                self.finish(xid);
-                return Ok(Err(StoreError::Rpc(
-                    "long reply larger than we take".into(),
-                )));
+                return Ok(self.refuse_long_reply(header, "long reply larger than we take"));
             };
             let base = LongSlots::FETCH * LongSlots::SIZE;
             let mut at = 0usize;
@@ -888,6 +879,18 @@ impl StoreClient {
         };
         self.long_msg = m;
         Ok(result)
+    }
+
+    /// Fails call `header.xid` for a long reply we cannot take; the session forgets the call
+    /// (and owes the DONE that releases the server's memory, for a read-chunk reply).
+    fn refuse_long_reply(
+        &mut self,
+        header: &HeaderRepr,
+        why: &str,
+    ) -> Result<Finished, StoreError> {
+        let _ = self.session.decode_long_reply(header, &[]);
+        self.finish(header.xid);
+        Err(StoreError::Rpc(why.into()))
     }
 
     /// Waits for `n` RDMA Reads of a long reply (Send completions meanwhile free their slots).

@@ -15,8 +15,8 @@
 //! and announced by an RDMA_NOMSG, or, without a reply chunk large enough, goes as a
 //! position-0 read chunk (the read-chunk fallback, draft §5.2) from a registration made for it
 //! alone (remote read only) and dropped at the client's RDMA_DONE or after its timeout
-//! (RPCRDMA-22). One such reply is exposed at a time; a second one meanwhile is answered
-//! SYSTEM_ERR.
+//! (RPCRDMA-22). One such reply is exposed at a time; a second one meanwhile is answered like
+//! a reply nothing can carry (TOO_BIG for a READ, else SYSTEM_ERR).
 //!
 //! Every length a client controls is checked before anything is allocated, copied or posted:
 //! a READ beyond `max_io` or its write chunk, and an inline READ whose reply cannot fit the
