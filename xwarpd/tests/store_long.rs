@@ -19,7 +19,7 @@ use dataplane::Access;
 use rpcrdma::storage::{StorageCall, StorageProc, WriteArgs};
 use rpcrdma::storage_send::{call_header, encode_long_call, CallChunks};
 use rpcrdma::{receive_at_client, ClientInbound, ErrorBody, Payload, Rules, Segment};
-use store_support::{pattern, raw_exchange, server, TempFile};
+use store_support::{pattern, raw_connect, raw_exchange, server, TempFile};
 use xwarpd::store::{
     ClientOptions, Finished, MessagePolicy, StoreClient, INLINE_SIZE, MAX_LONG_MESSAGE,
 };
@@ -197,4 +197,45 @@ fn a_long_call_longer_than_the_server_takes_is_err_chunk_before_any_read() {
     assert_eq!((xid, body), (0x55, ErrorBody::Chunk));
     let st = srv.stats().snapshot().totals;
     assert_eq!((st.refused, st.long_calls, st.writes), (1, 0, 0));
+}
+
+#[test]
+fn a_long_call_whose_chunk_cannot_be_read_ends_only_its_connection() {
+    let f = TempFile::new("long-badstag");
+    let (_dev, srv) = server(&f, 1 << 20);
+    let data = vec![7u8; 100];
+    let call = StorageCall::Write(WriteArgs {
+        offset: 0,
+        stable: false,
+        data: Payload::Inline(&data),
+    });
+    let mut message = vec![0u8; 4096];
+    // Within the bound, at a handle this client never registered: the server's RDMA Read fails.
+    let claim = Segment {
+        handle: 0x0BAD_57A6,
+        length: 256,
+        offset: 0,
+    };
+    let (mlen, header) = encode_long_call(
+        &mut message,
+        1,
+        &call_header(0x56, StorageProc::Write),
+        &call,
+        &CallChunks::default(),
+        &[claim],
+    )
+    .unwrap();
+    assert!(mlen <= 256);
+    let conn = raw_connect(srv.local_addr());
+    conn.send(&header.to_vec());
+    // No answer: the connection ends (the receive is flushed) instead.
+    let c = conn.rcq.wait(std::time::Duration::from_secs(20));
+    assert!(c.is_none_or(|c| !c.is_ok()), "an answer came: {c:?}");
+    // Nothing was served, and the server still serves others.
+    let mut other = client(srv.local_addr(), in_message(true));
+    let buf = other.pd().register(20_000, Access::ALL).unwrap();
+    buf.write(0, &pattern(9, 20_000)).unwrap();
+    assert_eq!(other.write(0, &buf, 0..20_000).unwrap().count, 20_000);
+    let st = srv.stats().snapshot().totals;
+    assert_eq!((st.writes, st.long_calls), (1, 1));
 }

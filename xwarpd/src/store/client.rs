@@ -8,6 +8,13 @@
 //! calls outstanding than the last grant; before the first reply that is 1, RPCRDMA-35), and
 //! [`StoreClient::wait_any`] collects the answers in the order they come.
 //!
+//! Long messages (RPCRDMA-29, -30, -36): a call that does not fit the server's inline size goes
+//! as RDMA_NOMSG with its message in a position-0 read chunk; a call whose reply may not fit
+//! ours offers a reply chunk; a reply sent as a position-0 read chunk instead (draft §5.2) is
+//! RDMA-Read and acknowledged with RDMA_DONE. Both take one of a few long-message slots,
+//! registered at the first long message. [`MessagePolicy`] chooses whether bulk data goes by
+//! RDMA (the default) or in the messages, and whether reply chunks are offered.
+//!
 //! ```no_run
 //! use xwarpd::store::{StoreClient, ClientOptions};
 //! use dataplane::Access;
