@@ -164,32 +164,39 @@ fn pipelined_long_calls_and_replies_come_back_equal() {
     assert_eq!((st.long_calls, st.long_replies), (n as u64, n as u64));
 }
 
-#[test]
-fn a_long_call_longer_than_the_server_takes_is_err_chunk_before_any_read() {
-    let f = TempFile::new("long-bound");
-    let (_dev, srv) = server(&f, 1 << 20);
+/// The RDMA_NOMSG header of a long WRITE call `xid` of 100 bytes whose position-0 chunk
+/// claims `len` bytes at `handle`.
+fn long_write_call(xid: u32, handle: u32, len: u32) -> rpcrdma::HeaderRepr {
     let data = vec![7u8; 100];
     let call = StorageCall::Write(WriteArgs {
         offset: 0,
         stable: false,
         data: Payload::Inline(&data),
     });
-    let mut message = vec![0u8; 4096];
-    // A handle no one registered: any RDMA Read of it would break the connection instead.
     let claim = Segment {
-        handle: 0xDEAD_BEEF,
-        length: MAX_LONG_MESSAGE + 1,
+        handle,
+        length: len,
         offset: 0,
     };
-    let (_, header) = encode_long_call(
-        &mut message,
+    let (mlen, header) = encode_long_call(
+        &mut [0u8; 4096],
         1,
-        &call_header(0x55, StorageProc::Write),
+        &call_header(xid, StorageProc::Write),
         &call,
         &CallChunks::default(),
         &[claim],
     )
     .unwrap();
+    assert!(mlen <= 256, "the message fits what the chunk claims");
+    header
+}
+
+#[test]
+fn a_long_call_longer_than_the_server_takes_is_err_chunk_before_any_read() {
+    let f = TempFile::new("long-bound");
+    let (_dev, srv) = server(&f, 1 << 20);
+    // A handle no one registered: any RDMA Read of it would break the connection instead.
+    let header = long_write_call(0x55, 0xDEAD_BEEF, MAX_LONG_MESSAGE + 1);
     let out = raw_exchange(srv.local_addr(), &header.to_vec());
     let ClientInbound::Error { xid, body, .. } = receive_at_client(&out, &Rules::default()) else {
         panic!("not an RDMA_ERROR: {out:?}");
@@ -203,29 +210,8 @@ fn a_long_call_longer_than_the_server_takes_is_err_chunk_before_any_read() {
 fn a_long_call_whose_chunk_cannot_be_read_ends_only_its_connection() {
     let f = TempFile::new("long-badstag");
     let (_dev, srv) = server(&f, 1 << 20);
-    let data = vec![7u8; 100];
-    let call = StorageCall::Write(WriteArgs {
-        offset: 0,
-        stable: false,
-        data: Payload::Inline(&data),
-    });
-    let mut message = vec![0u8; 4096];
     // Within the bound, at a handle this client never registered: the server's RDMA Read fails.
-    let claim = Segment {
-        handle: 0x0BAD_57A6,
-        length: 256,
-        offset: 0,
-    };
-    let (mlen, header) = encode_long_call(
-        &mut message,
-        1,
-        &call_header(0x56, StorageProc::Write),
-        &call,
-        &CallChunks::default(),
-        &[claim],
-    )
-    .unwrap();
-    assert!(mlen <= 256);
+    let header = long_write_call(0x56, 0x0BAD_57A6, 256);
     let conn = raw_connect(srv.local_addr());
     conn.send(&header.to_vec());
     // No answer: the connection ends (the receive is flushed) instead.
