@@ -15,15 +15,16 @@
 //! and announced by an RDMA_NOMSG, or, without a reply chunk large enough, goes as a
 //! position-0 read chunk (the read-chunk fallback, draft §5.2) from a registration made for it
 //! alone (remote read only) and dropped at the client's RDMA_DONE or after its timeout
-//! (RPCRDMA-22). One such reply is exposed at a time; a second one meanwhile is answered like
-//! a reply nothing can carry (TOO_BIG for a READ, else SYSTEM_ERR).
+//! (RPCRDMA-22). At most `credits` such replies are exposed at once (each owes a DONE, which
+//! takes a credit, so a client within its credits never meets the bound); past it a reply is
+//! answered like one nothing can carry (TOO_BIG for a READ, else SYSTEM_ERR).
 //!
 //! Every length a client controls is checked before anything is allocated, copied or posted:
 //! a READ beyond `max_io` or its write chunk, and an inline READ whose reply cannot fit the
 //! client's receive buffer, are answered TOO_BIG (the storage program's "larger than its
 //! chunk") at once. A long call longer than [`MAX_LONG_MESSAGE`] is answered ERR_CHUNK before
 //! anything is read. The only buffers are the connection's, of fixed size, made at connect
-//! (and the exposed one of a read-chunk reply, at most [`MAX_LONG_MESSAGE`]).
+//! (and those of read-chunk replies, at most [`MAX_LONG_MESSAGE`] each, `credits` at once).
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -59,7 +60,9 @@ pub(crate) struct Conn {
     /// only, [`MAX_LONG_MESSAGE`] bytes).
     long_mr: MemoryRegion,
     /// The read-chunk reply the client may still RDMA-Read (its XID), until its DONE.
-    exposed: Option<(u32, MemoryRegion)>,
+    exposed: Vec<(u32, MemoryRegion)>,
+    /// Most read-chunk replies exposed at once (the connection's credits).
+    max_exposed: usize,
     pd: ProtectionDomain,
     session: ServerSession,
     /// The client's receive size: replies longer than this would overrun it.
@@ -105,7 +108,8 @@ impl Conn {
             send_mr,
             file_mr,
             long_mr,
-            exposed: None,
+            exposed: Vec::new(),
+            max_exposed: credits as usize,
             pd,
             session,
             max_inline_reply,
@@ -289,13 +293,11 @@ impl Conn {
     /// Drops the registration of read-chunk reply `xid` (its DONE came or timed out): the
     /// client can no longer read it.
     fn release(&mut self, xid: u32) {
-        if self.exposed.as_ref().is_some_and(|(x, _)| *x == xid) {
-            self.exposed = None;
-        }
+        self.exposed.retain(|(x, _)| *x != xid);
     }
 
     /// Encodes `reply` in the form the client's limits allow: inline, into the reply chunk,
-    /// or (when no reply is exposed yet) as a position-0 read chunk of a fresh remote-read
+    /// or (while fewer than `max_exposed` are) as a position-0 read chunk of a fresh remote-read
     /// registration. `None`: none of them can carry it.
     fn encode(&mut self, to: &Reply<'_>, reply: &StorageReply<'_>) -> Option<ReplyOut> {
         let mut long = LongReply {
@@ -307,7 +309,8 @@ impl Conn {
         let r = self
             .session
             .encode_long_reply(&mut long, to.xid, to.requested, to.chunks, reply);
-        if !matches!(r, Err(LongReplyError::NoReplyChunk)) || self.exposed.is_some() {
+        if !matches!(r, Err(LongReplyError::NoReplyChunk)) || self.exposed.len() >= self.max_exposed
+        {
             return r.ok();
         }
         let mr = self
@@ -328,7 +331,7 @@ impl Conn {
             .ok()?;
         if let ReplyOut::ReadChunk { message_len, .. } = out {
             mr.write(0, &self.message[..message_len])?;
-            self.exposed = Some((to.xid, mr));
+            self.exposed.push((to.xid, mr));
         }
         Some(out)
     }
@@ -374,7 +377,7 @@ impl Conn {
                 self.send_out(send_len)
             }
             ReplyOut::ReadChunk { send_len, .. } => {
-                debug_assert!(self.exposed.as_ref().is_some_and(|(x, _)| *x == xid));
+                debug_assert!(self.exposed.iter().any(|(x, _)| *x == xid));
                 self.stats.count_long_reply();
                 self.send_out(send_len)
             }
