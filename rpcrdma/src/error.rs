@@ -70,6 +70,10 @@ pub enum HeaderError {
     /// client): dropped.
     #[error("procedure not valid in this direction")]
     WrongDirection,
+    /// A long message (the position-0 read chunk of an RDMA_NOMSG, RPCRDMA-29) longer than the
+    /// receiver's buffer for it; refused before anything is allocated or read.
+    #[error("long message larger than the receiver's buffer for it")]
+    LongMessageTooLong,
 }
 
 impl From<XdrError> for HeaderError {

@@ -89,7 +89,7 @@ pub use reduced::{Padding, Payload, ReducedReader, ReducedWriter};
 pub use rpc::{AcceptStat, CallHeader, RejectStat, ReplyHeader, ReplyStat, RpcError};
 pub use segment::{ReadSegment, Segment, WriteChunk};
 pub use session::{
-    ClientEvent, ClientSession, LongReplyError, ReplyOut, ServerEvent, ServerSession, ServerStats,
-    StartError,
+    ClientEvent, ClientSession, LongReply, LongReplyError, ReplyOut, ServerEvent, ServerSession,
+    ServerStats, StartError, Started,
 };
 pub use xdr::{XdrError, XdrReader, XdrWriter};

@@ -15,11 +15,12 @@ use crate::header::{Body, ErrorBody, HeaderRepr, Packet};
 use crate::planner::{CallPlan, ChunkPlanner, PlanError};
 use crate::receive::{receive_at_client, receive_at_server, ClientInbound, ServerInbound};
 use crate::rpc::{AcceptStat, ReplyHeader};
+use crate::segment::Segment;
 use crate::storage::{StorageCall, StorageProc, StorageReply};
 use crate::storage_send::{
     call_header, call_shape, decode_call_message, decode_reply_message, echo_writes, encode_call,
-    encode_reply, encode_reply_message, reply_chunk_header, CallChunks, CallRejection, DecodedCall,
-    DecodedReply,
+    encode_long_call, encode_reply, encode_reply_message, reply_chunk_header,
+    reply_read_chunk_header, CallChunks, CallRejection, DecodedCall, DecodedReply,
 };
 use crate::xdr::XdrError;
 use std::collections::{HashMap, VecDeque};
@@ -85,6 +86,17 @@ pub enum ClientEvent<'a> {
     },
 }
 
+/// A call put on the wire by [`ClientSession::start_call_within`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Started {
+    /// The call's XID.
+    pub xid: u32,
+    /// Bytes of the Send.
+    pub send_len: usize,
+    /// A long call: bytes of the message in `message_buf` (the position-0 read chunk).
+    pub long_message_len: Option<usize>,
+}
+
 /// The client end of one connection.
 pub struct ClientSession {
     credits: ClientCredits,
@@ -139,14 +151,7 @@ impl ClientSession {
         call: &StorageCall<'_>,
         chunks: &CallChunks,
     ) -> Result<(u32, usize), StartError> {
-        if !self.owed_dones.is_empty() {
-            return Err(NoCredit {
-                in_flight: self.credits.calls_in_flight(),
-                granted: self.credits.granted(),
-            }
-            .into());
-        }
-        self.credits.check_available()?;
+        self.check_can_start()?;
         let xid = self.next_xid;
         let n = encode_call(
             buf,
@@ -155,6 +160,74 @@ impl ClientSession {
             call,
             chunks,
         )?;
+        self.commit_call(xid, call, chunks)?;
+        Ok((xid, n))
+    }
+
+    /// [`start_call`](Self::start_call) in the form the server's inline limit requires
+    /// (RPCRDMA-36, digest §4.4 client step 4): RDMA_MSG when the whole Send fits
+    /// `max_inline_call`, else a long call (RPCRDMA-29): the reduced message is encoded into
+    /// `message_buf`, which the caller must copy to the registered memory `long_at` names
+    /// (handle and offset; its length is the room there) and keep readable until the reply,
+    /// and `send` gets the RDMA_NOMSG header with the message as the position-0 read chunk.
+    pub fn start_call_within(
+        &mut self,
+        send: &mut [u8],
+        message_buf: &mut [u8],
+        call: &StorageCall<'_>,
+        chunks: &CallChunks,
+        long_at: Segment,
+    ) -> Result<Started, StartError> {
+        self.check_can_start()?;
+        let xid = self.next_xid;
+        let rpc = call_header(xid, call.proc());
+        let credit = self.credits.requested();
+        let limit = self.planner.max_inline_call as usize;
+        let (send_len, long_message_len) = match encode_call(send, credit, &rpc, call, chunks) {
+            Ok(n) if n <= limit => (n, None),
+            Ok(_) | Err(HeaderError::Xdr(XdrError::BufferTooShort)) => {
+                let (mlen, mut header) =
+                    encode_long_call(message_buf, credit, &rpc, call, chunks, &[long_at])?;
+                if mlen > long_at.length as usize {
+                    return Err(HeaderError::LongMessageTooLong.into());
+                }
+                // The position-0 chunk is exactly the message.
+                if let Body::NoMsg(c) = &mut header.body {
+                    c.reads[0].target.length = mlen as u32;
+                }
+                if header.buffer_len() > limit {
+                    return Err(HeaderError::Xdr(XdrError::BufferTooShort).into());
+                }
+                (header.emit(send)?, Some(mlen))
+            }
+            Err(e) => return Err(e.into()),
+        };
+        self.commit_call(xid, call, chunks)?;
+        Ok(Started {
+            xid,
+            send_len,
+            long_message_len,
+        })
+    }
+
+    fn check_can_start(&self) -> Result<(), StartError> {
+        if !self.owed_dones.is_empty() {
+            return Err(NoCredit {
+                in_flight: self.credits.calls_in_flight(),
+                granted: self.credits.granted(),
+            }
+            .into());
+        }
+        Ok(self.credits.check_available()?)
+    }
+
+    /// Takes the credit and the XID of a call just encoded.
+    fn commit_call(
+        &mut self,
+        xid: u32,
+        call: &StorageCall<'_>,
+        chunks: &CallChunks,
+    ) -> Result<(), StartError> {
         self.credits.try_start_call()?;
         self.next_xid = self.next_xid.wrapping_add(1);
         self.pending.insert(
@@ -164,7 +237,7 @@ impl ClientSession {
                 chunks: chunks.as_lists(),
             },
         );
-        Ok((xid, n))
+        Ok(())
     }
 
     /// Takes in one received Send.
@@ -286,6 +359,17 @@ pub enum ReplyOut {
         /// Bytes of the NOMSG Send.
         send_len: usize,
     },
+    /// The read-chunk fallback (draft §5.2, digest §4.4 server step 4): no reply chunk large
+    /// enough, so the reply message goes as a position-0 read chunk. Copy
+    /// `message_buf[..message_len]` to the exposed memory, Send `send[..send_len]`
+    /// (RDMA_NOMSG), and keep the memory readable until the RDMA_DONE or its timeout
+    /// ([`ServerSession::poll_expired_done`]); the DONE is already expected.
+    ReadChunk {
+        /// Bytes of the reply message.
+        message_len: usize,
+        /// Bytes of the NOMSG Send.
+        send_len: usize,
+    },
 }
 
 /// A reply that cannot be sent as asked.
@@ -298,6 +382,20 @@ pub enum LongReplyError {
     /// Encoding failed.
     #[error(transparent)]
     Encode(#[from] HeaderError),
+}
+
+/// Where [`ServerSession::encode_long_reply`] puts a reply.
+#[derive(Debug)]
+pub struct LongReply<'a> {
+    /// The Send.
+    pub send: &'a mut [u8],
+    /// The reply message, when it does not go inline.
+    pub message_buf: &'a mut [u8],
+    /// The client's receive size.
+    pub max_inline_reply: u32,
+    /// Memory the client may RDMA-Read a long reply from (its length is the room), and the
+    /// time the reply goes out; `None`: no read-chunk fallback.
+    pub expose: Option<(Segment, Instant)>,
 }
 
 /// The server end of one connection.
@@ -505,8 +603,29 @@ impl ServerSession {
         call_chunks: &ChunkLists,
         reply: &StorageReply<'_>,
     ) -> Result<ReplyOut, LongReplyError> {
+        let mut long = LongReply {
+            send,
+            message_buf,
+            max_inline_reply,
+            expose: None,
+        };
+        self.encode_long_reply(&mut long, xid, requested, call_chunks, reply)
+    }
+
+    /// [`encode_reply_within`](Self::encode_reply_within) with the read-chunk fallback: when
+    /// the reply fits neither inline nor a reply chunk and `long.expose` names server memory
+    /// (handle, offset, room) the client may RDMA-Read, the reply goes as a position-0 read
+    /// chunk there ([`ReplyOut::ReadChunk`]) and its DONE is expected from `now`.
+    pub fn encode_long_reply(
+        &mut self,
+        long: &mut LongReply<'_>,
+        xid: u32,
+        requested: u32,
+        call_chunks: &ChunkLists,
+        reply: &StorageReply<'_>,
+    ) -> Result<ReplyOut, LongReplyError> {
         let rpc = ReplyHeader::success(xid);
-        let mlen = encode_reply_message(message_buf, &rpc, Some(reply))?;
+        let mlen = encode_reply_message(long.message_buf, &rpc, Some(reply))?;
         let inline = HeaderRepr {
             xid,
             credit: 0,
@@ -515,23 +634,41 @@ impl ServerSession {
                 ..ChunkLists::default()
             }),
         };
-        if inline.buffer_len() + mlen <= max_inline_reply as usize {
+        if inline.buffer_len() + mlen <= long.max_inline_reply as usize {
             let grant = self.credits.grant_for_reply(requested, false);
-            let n = encode_reply(send, grant, call_chunks, &rpc, Some(reply))?;
+            let n = encode_reply(long.send, grant, call_chunks, &rpc, Some(reply))?;
             return Ok(ReplyOut::Inline { send_len: n });
         }
         let fits = call_chunks
             .reply
             .as_ref()
             .is_some_and(|c| c.total_len() >= mlen as u64);
-        if !fits {
-            return Err(LongReplyError::NoReplyChunk);
+        if fits {
+            let grant = self.credits.grant_for_reply(requested, false);
+            let header = reply_chunk_header(xid, grant, call_chunks, Some(reply), mlen as u32)
+                .ok_or(LongReplyError::Encode(HeaderError::EchoMismatch))?;
+            let send_len = header.emit(long.send)?;
+            return Ok(ReplyOut::ReplyChunk {
+                message_len: mlen,
+                send_len,
+            });
         }
-        let grant = self.credits.grant_for_reply(requested, false);
-        let header = reply_chunk_header(xid, grant, call_chunks, Some(reply), mlen as u32)
+        let Some((at, now)) = long.expose.filter(|(s, _)| s.length as usize >= mlen) else {
+            return Err(LongReplyError::NoReplyChunk);
+        };
+        let seg = Segment {
+            length: mlen as u32,
+            ..at
+        };
+        let mut header = reply_read_chunk_header(xid, 0, call_chunks, Some(reply), &[seg])
             .ok_or(LongReplyError::Encode(HeaderError::EchoMismatch))?;
-        let send_len = header.emit(send)?;
-        Ok(ReplyOut::ReplyChunk {
+        if header.buffer_len() > long.send.len() {
+            return Err(HeaderError::Xdr(XdrError::BufferTooShort).into());
+        }
+        header.credit = self.credits.grant_for_reply(requested, true);
+        let send_len = header.emit(long.send)?;
+        self.dones.expect(now, xid);
+        Ok(ReplyOut::ReadChunk {
             message_len: mlen,
             send_len,
         })
@@ -971,6 +1108,199 @@ mod tests {
             ),
             Err(LongReplyError::NoReplyChunk)
         );
+    }
+
+    /// Starts `call` without chunks and hands it to the server: its XID, the credits asked
+    /// and the call's chunk lists.
+    fn deliver(
+        c: &mut ClientSession,
+        s: &mut ServerSession,
+        call: &StorageCall<'_>,
+    ) -> (u32, u32, ChunkLists) {
+        let mut send = [0u8; 1024];
+        let (xid, n) = c
+            .start_call(&mut send, call, &CallChunks::default())
+            .unwrap();
+        let ServerEvent::Call {
+            requested, chunks, ..
+        } = s.handle_receive(&send[..n])
+        else {
+            panic!("not a call")
+        };
+        (xid, requested, chunks)
+    }
+
+    /// Memory with `room` bytes a long message may go to (handle 0x70 at 0x1000).
+    fn long_msg_at(room: u32) -> Segment {
+        Segment {
+            handle: 0x70,
+            length: room,
+            offset: 0x1000,
+        }
+    }
+
+    #[test]
+    fn rpcrdma_29_36_start_call_within_goes_long_exactly_past_the_inline_limit() {
+        let (mut c, mut s) = pair(8);
+        let mut send = [0u8; 1024];
+        let mut message = vec![0u8; 8192];
+        // WRITE data inline: 28 header + 56 call + data. 940 bytes: 1024, still inline.
+        for (len, long) in [(940usize, false), (941, true), (5000, true)] {
+            let data = vec![len as u8; len];
+            let call = StorageCall::Write(WriteArgs {
+                offset: 8,
+                stable: false,
+                data: Payload::Inline(&data),
+            });
+            let st = c
+                .start_call_within(
+                    &mut send,
+                    &mut message,
+                    &call,
+                    &CallChunks::default(),
+                    long_msg_at(8192),
+                )
+                .unwrap();
+            assert_eq!(st.long_message_len.is_some(), long, "{len}");
+            assert!(st.send_len <= 1024);
+            let event = s.handle_receive(&send[..st.send_len]);
+            let decoded = match (event, st.long_message_len) {
+                (ServerEvent::Call { call, .. }, None) => call.call,
+                (ServerEvent::LongCall { header }, Some(mlen)) => {
+                    // The position-0 chunk is exactly the message, where we said.
+                    let c0 = header.body.chunks().unwrap();
+                    assert_eq!(
+                        crate::storage_send::long_message_len(c0, 1 << 20),
+                        Ok(mlen as u32)
+                    );
+                    assert_eq!(c0.reads[0].target.handle, 0x70);
+                    assert_eq!(c0.reads[0].target.offset, 0x1000);
+                    // ... the server RDMA-Reads message[..mlen] ...
+                    match s.decode_long_call(header, &message[..mlen]) {
+                        ServerEvent::Call { call, .. } => call.call,
+                        other => panic!("{other:?}"),
+                    }
+                }
+                (other, l) => panic!("{len}: {other:?} (long {l:?})"),
+            };
+            assert_eq!(decoded, call);
+            let mut out = [0u8; 256];
+            let reply = StorageReply::Write(Ok(WriteOk {
+                count: len as u32,
+                committed: false,
+                verifier: 1,
+            }));
+            let n = s
+                .encode_reply(&mut out, st.xid, 4, &ChunkLists::default(), &reply)
+                .unwrap();
+            assert!(matches!(
+                c.handle_receive(&out[..n]),
+                ClientEvent::Reply { .. }
+            ));
+        }
+        // No room for the message where it would go: refused, no credit or XID taken.
+        let data = vec![1u8; 5000];
+        let call = StorageCall::Write(WriteArgs {
+            offset: 0,
+            stable: false,
+            data: Payload::Inline(&data),
+        });
+        let before = c.outstanding();
+        assert_eq!(
+            c.start_call_within(
+                &mut send,
+                &mut message,
+                &call,
+                &CallChunks::default(),
+                long_msg_at(4000)
+            ),
+            Err(StartError::Encode(HeaderError::LongMessageTooLong))
+        );
+        assert_eq!(c.outstanding(), before);
+    }
+
+    #[test]
+    fn rpcrdma_30_read_chunk_fallback_when_no_reply_chunk_fits_then_done_releases() {
+        let (mut c, mut s) = pair(4);
+        let read = StorageCall::Read(ReadArgs {
+            offset: 0,
+            count: 3000,
+        });
+        let (xid, requested, chunks) = deliver(&mut c, &mut s, &read);
+        let data: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
+        let reply = StorageReply::Read(Ok(ReadOk {
+            eof: true,
+            data: Payload::Inline(&data),
+        }));
+        let mut out = [0u8; 1024];
+        let mut msg = vec![0u8; 8192];
+        let now = Instant::now();
+        // Exposed memory too small: no fallback.
+        let mut long = LongReply {
+            send: &mut out,
+            message_buf: &mut msg,
+            max_inline_reply: 1024,
+            expose: Some((long_msg_at(100), now)),
+        };
+        assert_eq!(
+            s.encode_long_reply(&mut long, xid, requested, &chunks, &reply),
+            Err(LongReplyError::NoReplyChunk)
+        );
+        long.expose = Some((long_msg_at(8192), now));
+        let placed = s
+            .encode_long_reply(&mut long, xid, requested, &chunks, &reply)
+            .unwrap();
+        let ReplyOut::ReadChunk {
+            message_len,
+            send_len,
+        } = placed
+        else {
+            panic!("{placed:?}")
+        };
+        assert_eq!(message_len, 24 + 12 + 3000);
+        let ClientEvent::LongReply { header, .. } = c.handle_receive(&out[..send_len]) else {
+            panic!()
+        };
+        let c0 = header.body.chunks().unwrap();
+        assert_eq!(c0.reads[0].target.length as usize, message_len);
+        // ... the client RDMA-Reads it ...
+        let d = c.decode_long_reply(&header, &msg[..message_len]).unwrap();
+        assert_eq!(d.reply, Some(reply));
+        let mut done = [0u8; 16];
+        let dn = c.poll_done(&mut done).unwrap();
+        assert_eq!(
+            s.handle_receive(&done[..dn]),
+            ServerEvent::Done { xid, release: true }
+        );
+        // Never released twice, and nothing left to expire.
+        assert_eq!(s.poll_expired_done(now + Duration::from_secs(60)), None);
+    }
+
+    #[test]
+    fn rpcrdma_22_an_unacknowledged_read_chunk_reply_expires() {
+        let (mut c, mut s) = pair(4);
+        let (xid, requested, chunks) = deliver(&mut c, &mut s, &StorageCall::Getattr);
+        let reply = StorageReply::Getattr(Ok(storage::GetattrOk {
+            size: 1,
+            block_size: 512,
+            max_io: 4096,
+            verifier: 2,
+        }));
+        let (mut out, mut msg) = ([0u8; 256], [0u8; 256]);
+        let now = Instant::now();
+        // A receive size below even this small reply forces the fallback.
+        let mut long = LongReply {
+            send: &mut out,
+            message_buf: &mut msg,
+            max_inline_reply: 40,
+            expose: Some((long_msg_at(256), now)),
+        };
+        let placed = s
+            .encode_long_reply(&mut long, xid, requested, &chunks, &reply)
+            .unwrap();
+        assert!(matches!(placed, ReplyOut::ReadChunk { .. }));
+        assert_eq!(s.poll_expired_done(now), None);
+        assert_eq!(s.poll_expired_done(now + Duration::from_secs(2)), Some(xid));
     }
 
     mod prop {

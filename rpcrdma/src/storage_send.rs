@@ -210,6 +210,27 @@ pub fn encode_long_call(
     Ok((mlen, header))
 }
 
+/// The length of the long message an RDMA_NOMSG's `chunks` carry (RPCRDMA-29): the sum of
+/// the position-0 read segments. Checked against `max` (the receiver's buffer for it) before
+/// anything is allocated or read: [`HeaderError::LongMessageTooLong`] above it,
+/// [`HeaderError::NoMsgWithoutMessage`] when there is no position-0 chunk. Both are answered
+/// with ERR_CHUNK at a server.
+pub fn long_message_len(chunks: &ChunkLists, max: u32) -> Result<u32, HeaderError> {
+    let mut total = 0u64;
+    let mut any = false;
+    for r in chunks.reads.iter().take_while(|r| r.position == 0) {
+        any = true;
+        total += u64::from(r.target.length);
+    }
+    if !any {
+        return Err(HeaderError::NoMsgWithoutMessage);
+    }
+    u32::try_from(total)
+        .ok()
+        .filter(|&n| n <= max)
+        .ok_or(HeaderError::LongMessageTooLong)
+}
+
 fn split(buf: &mut [u8], at: usize) -> Result<(&mut [u8], &mut [u8]), HeaderError> {
     if buf.len() < at {
         return Err(HeaderError::Xdr(XdrError::BufferTooShort));
@@ -898,6 +919,43 @@ mod tests {
         assert_eq!(d.reply, Some(reply));
         // Too small a reply chunk: no header (the caller must fall back).
         assert!(reply_chunk_header(3, 2, &call_chunks, Some(&reply), 9000).is_none());
+    }
+
+    #[test]
+    fn rpcrdma_29_long_message_len_is_bounded_before_anything_is_read() {
+        let seg = |position, length| ReadSegment {
+            position,
+            target: Segment {
+                handle: 1,
+                length,
+                offset: 0,
+            },
+        };
+        let lists = |reads| ChunkLists {
+            reads,
+            ..ChunkLists::default()
+        };
+        // Position-0 entries add up; the WRITE data's chunk after them does not count.
+        let c = lists(vec![seg(0, 100), seg(0, 60), seg(52, 4096)]);
+        assert_eq!(long_message_len(&c, 160), Ok(160));
+        assert_eq!(
+            long_message_len(&c, 159),
+            Err(HeaderError::LongMessageTooLong)
+        );
+        // Sums past u32 do not wrap.
+        let huge = lists(vec![seg(0, u32::MAX), seg(0, u32::MAX)]);
+        assert_eq!(
+            long_message_len(&huge, u32::MAX),
+            Err(HeaderError::LongMessageTooLong)
+        );
+        assert_eq!(
+            long_message_len(&lists(vec![seg(52, 10)]), 100),
+            Err(HeaderError::NoMsgWithoutMessage)
+        );
+        assert_eq!(
+            HeaderError::LongMessageTooLong.response(),
+            crate::error::ErrorResponse::ErrChunk
+        );
     }
 
     #[test]

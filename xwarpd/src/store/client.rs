@@ -8,6 +8,13 @@
 //! calls outstanding than the last grant; before the first reply that is 1, RPCRDMA-35), and
 //! [`StoreClient::wait_any`] collects the answers in the order they come.
 //!
+//! Long messages (RPCRDMA-29, -30, -36): a call that does not fit the server's inline size goes
+//! as RDMA_NOMSG with its message in a position-0 read chunk; a call whose reply may not fit
+//! ours offers a reply chunk; a reply sent as a position-0 read chunk instead (draft §5.2) is
+//! RDMA-Read and acknowledged with RDMA_DONE. Both take one of a few long-message slots,
+//! registered at the first long message. [`MessagePolicy`] chooses whether bulk data goes by
+//! RDMA (the default) or in the messages, and whether reply chunks are offered.
+//!
 //! ```no_run
 //! use xwarpd::store::{StoreClient, ClientOptions};
 //! use dataplane::Access;
@@ -30,23 +37,33 @@ use rpcrdma::negotiation::PrivateData;
 use rpcrdma::storage::{
     CommitArgs, GetattrOk, ReadArgs, StorageCall, StorageProc, StorageReply, StoreStatus, WriteArgs,
 };
-use rpcrdma::storage_send::CallChunks;
+use rpcrdma::storage_send::{long_message_len, CallChunks};
 use rpcrdma::{
-    ChunkPlanner, ClientEvent, ClientSession, ErrorBody, Payload, Placement, Rules, Segment,
-    WriteChunk,
+    ChunkPlanner, ClientEvent, ClientSession, ErrorBody, HeaderRepr, Payload, Placement, Rules,
+    Segment, WriteChunk,
 };
 
-use super::INLINE_SIZE;
+use super::{INLINE_SIZE, MAX_LONG_MESSAGE};
 
 /// The most calls a client has in flight: it keeps this many reply receives posted (C-3) and
 /// asks the server for as many credits; the server's grant may allow fewer.
 pub const MAX_IN_FLIGHT: usize = 16;
 /// wr_id tag of the Sends carrying calls (the low bits are the send slot).
 const SEND_WR: u64 = 1 << 32;
+/// wr_id of the RDMA Reads fetching a long reply from its read chunk.
+const FETCH_WR: u64 = 2 << 32;
+/// Calls with a long message (a long call, or a reply chunk) in flight at once; more wait.
+const LONG_SLOTS: usize = 4;
 use dataplane::{
     Access, ConnectError, ConnectionConfig, Device, MemoryRegion, Opcode, PostError,
     ProtectionDomain, QpInit, QueuePair, Transport,
 };
+
+/// Bytes of a READ reply besides its data: transport header with an echoed reply chunk, RPC
+/// reply header, status, eof and the length word.
+const REPLY_OVERHEAD: u64 = 64;
+/// Bytes of a WRITE call besides its data (RPC call header and arguments), with room to spare.
+const CALL_OVERHEAD: u32 = 128;
 
 /// How a client connects.
 #[derive(Debug, Clone)]
@@ -65,6 +82,31 @@ impl Default for ClientOptions {
             transport: Transport::Kernel,
             connection: ConnectionConfig::default(),
             call_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// How a client's messages carry bulk data and long messages (RFC 8166 §3.5: DDP-eligible
+/// data may travel by RDMA or in the message; the requester chooses). Set with
+/// [`StoreClient::set_policy`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MessagePolicy {
+    /// READ and WRITE data go by RDMA (write and read chunks) where the chunk planner says
+    /// (at least 4 KiB, or too long for inline). Off: the data stays in the RPC messages, and
+    /// messages too long for the inline size go as long calls and long replies (up to
+    /// [`MAX_LONG_MESSAGE`]).
+    pub ddp: bool,
+    /// Offer a reply chunk with a call whose reply may not fit inline (RPCRDMA-30). Off: the
+    /// server returns such a reply as a position-0 read chunk, which the client RDMA-Reads and
+    /// acknowledges with RDMA_DONE (draft §5.2).
+    pub reply_chunks: bool,
+}
+
+impl Default for MessagePolicy {
+    fn default() -> Self {
+        Self {
+            ddp: true,
+            reply_chunks: true,
         }
     }
 }
@@ -151,6 +193,52 @@ pub enum Finished {
 /// ends, and where inline READ data goes.
 struct Pending {
     buf: Option<(Arc<MemoryRegion>, usize)>,
+    /// The long-message slot the call holds until its answer.
+    long_slot: Option<usize>,
+}
+
+/// Registered memory for long messages, made at the first one: per slot a long call's message
+/// (remote read) and a reply chunk (remote write); one more reply-side slot takes long replies
+/// fetched from a read chunk.
+struct LongSlots {
+    call_mr: MemoryRegion,
+    reply_mr: MemoryRegion,
+    free: Vec<usize>,
+}
+
+impl LongSlots {
+    const SIZE: usize = MAX_LONG_MESSAGE as usize;
+    /// The reply-side slot long replies are fetched into.
+    const FETCH: usize = LONG_SLOTS;
+
+    fn new(pd: &ProtectionDomain) -> Result<Self, StoreError> {
+        Ok(Self {
+            call_mr: pd.register(Self::SIZE * LONG_SLOTS, Access::REMOTE_READ)?,
+            reply_mr: pd.register(
+                Self::SIZE * (LONG_SLOTS + 1),
+                Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+            )?,
+            free: (0..LONG_SLOTS).rev().collect(),
+        })
+    }
+
+    /// Where a long call's message in `slot` is read from.
+    fn call_at(&self, slot: usize) -> Segment {
+        Segment {
+            handle: self.call_mr.stag(),
+            length: MAX_LONG_MESSAGE,
+            offset: (slot * Self::SIZE) as u64,
+        }
+    }
+
+    /// The reply chunk of `slot`.
+    fn reply_chunk(&self, slot: usize) -> WriteChunk {
+        WriteChunk::new(vec![Segment {
+            handle: self.reply_mr.stag(),
+            length: MAX_LONG_MESSAGE,
+            offset: (slot * Self::SIZE) as u64,
+        }])
+    }
 }
 
 /// The buffer a call waited on in place (the one-at-a-time calls) places inline READ data in.
@@ -166,6 +254,12 @@ pub struct StoreClient {
     /// Send slots (of `INLINE_SIZE` bytes in `send_mr`) whose Send has completed.
     send_free: Vec<usize>,
     msg: Vec<u8>,
+    policy: MessagePolicy,
+    /// The client's receive size (replies longer than this do not come inline).
+    max_inline_reply: u32,
+    long: Option<LongSlots>,
+    /// A long message: encoded for a long call, or a long reply taken out of its slot.
+    long_msg: Vec<u8>,
     pd: ProtectionDomain,
     cq: dataplane::CompletionQueue,
     rcq: dataplane::CompletionQueue,
@@ -246,6 +340,10 @@ impl StoreClient {
             ready: VecDeque::new(),
             send_free: (0..send_slots).rev().collect(),
             msg: vec![0u8; INLINE_SIZE as usize],
+            policy: MessagePolicy::default(),
+            max_inline_reply: reply,
+            long: None,
+            long_msg: Vec::new(),
             qp,
             pd,
             cq,
@@ -265,7 +363,7 @@ impl StoreClient {
 
     /// The store's size and limits.
     pub fn getattr(&mut self) -> Result<Attributes, StoreError> {
-        match self.call(&StorageCall::Getattr, &CallChunks::default(), None)? {
+        match self.call(&StorageCall::Getattr, CallChunks::default(), false, None)? {
             Finished::Getattr(a) => Ok(a),
             _ => Err(StoreError::Rpc("reply of another procedure".into())),
         }
@@ -281,8 +379,8 @@ impl StoreClient {
         buf: &MemoryRegion,
         range: Range<usize>,
     ) -> Result<ReadResult, StoreError> {
-        let (call, chunks) = self.read_call(offset, buf, &range)?;
-        match self.call(&call, &chunks, Some((buf, range.start)))? {
+        let (call, chunks, long_reply) = self.read_call(offset, buf, &range)?;
+        match self.call(&call, chunks, long_reply, Some((buf, range.start)))? {
             Finished::Read(r) => Ok(r),
             _ => Err(StoreError::Rpc("reply of another procedure".into())),
         }
@@ -300,7 +398,7 @@ impl StoreClient {
     ) -> Result<WriteResult, StoreError> {
         let mut inline = Vec::new();
         let (call, chunks) = self.write_call(offset, buf, &range, stable, &mut inline)?;
-        match self.call(&call, &chunks, None)? {
+        match self.call(&call, chunks, false, None)? {
             Finished::Write(w) => Ok(w),
             _ => Err(StoreError::Rpc("reply of another procedure".into())),
         }
@@ -320,7 +418,7 @@ impl StoreClient {
     /// boot verifier. Once this returns, the data survives a crash of the server.
     pub fn commit(&mut self, offset: u64, count: u32) -> Result<u64, StoreError> {
         let call = StorageCall::Commit(CommitArgs { offset, count });
-        match self.call(&call, &CallChunks::default(), None)? {
+        match self.call(&call, CallChunks::default(), false, None)? {
             Finished::Commit(v) => Ok(v),
             _ => Err(StoreError::Rpc("reply of another procedure".into())),
         }
@@ -336,8 +434,8 @@ impl StoreClient {
         buf: &Arc<MemoryRegion>,
         range: Range<usize>,
     ) -> Result<CallId, StoreError> {
-        let (call, chunks) = self.read_call(offset, buf, &range)?;
-        let xid = self.start(&call, &chunks, Some((buf.clone(), range.start)))?;
+        let (call, chunks, long_reply) = self.read_call(offset, buf, &range)?;
+        let xid = self.start(&call, chunks, long_reply, Some((buf.clone(), range.start)))?;
         Ok(CallId(xid))
     }
 
@@ -352,7 +450,7 @@ impl StoreClient {
     ) -> Result<CallId, StoreError> {
         let mut inline = Vec::new();
         let (call, chunks) = self.write_call(offset, buf, &range, stable, &mut inline)?;
-        let xid = self.start(&call, &chunks, Some((buf.clone(), range.start)))?;
+        let xid = self.start(&call, chunks, false, Some((buf.clone(), range.start)))?;
         Ok(CallId(xid))
     }
 
@@ -382,6 +480,11 @@ impl StoreClient {
         self.session.credits().granted()
     }
 
+    /// How the following calls carry bulk data and long messages.
+    pub fn set_policy(&mut self, policy: MessagePolicy) {
+        self.policy = policy;
+    }
+
     fn check_range(&self, buf: &MemoryRegion, range: &Range<usize>) -> Result<u32, StoreError> {
         if !self.pd.owns(buf) {
             return Err(StoreError::Invalid(
@@ -397,20 +500,21 @@ impl StoreClient {
     }
 
     /// The READ call and its write chunk (the server RDMA-Writes into `buf[range]`) or none
-    /// (the data comes inline).
+    /// (the data comes in the reply), and whether the reply may be too long for inline and
+    /// wants a reply chunk (RPCRDMA-30, digest §4.4 client step 3).
     fn read_call(
         &self,
         offset: u64,
         buf: &MemoryRegion,
         range: &Range<usize>,
-    ) -> Result<(StorageCall<'static>, CallChunks), StoreError> {
+    ) -> Result<(StorageCall<'static>, CallChunks, bool), StoreError> {
         let count = self.check_range(buf, range)?;
         let plan = self
             .session
             .plan(StorageProc::Read, count)
             .map_err(|e| StoreError::Rpc(e.to_string()))?;
         let mut chunks = CallChunks::default();
-        if plan.bulk_result == Placement::Chunk {
+        let long_reply = if plan.bulk_result == Placement::Chunk && self.policy.ddp {
             if !buf.access().contains(Access::REMOTE_WRITE) {
                 return Err(StoreError::Invalid("READ buffer lacks REMOTE_WRITE access"));
             }
@@ -419,8 +523,22 @@ impl StoreClient {
                 length: count,
                 offset: range.start as u64,
             }]));
-        }
-        Ok((StorageCall::Read(ReadArgs { offset, count }), chunks))
+            false
+        } else {
+            // The data comes in the reply: header, status, eof, length word and the data.
+            let reply_len = REPLY_OVERHEAD + u64::from(count.next_multiple_of(4));
+            if reply_len > u64::from(MAX_LONG_MESSAGE) {
+                return Err(StoreError::Invalid(
+                    "READ too long for a reply without a write chunk",
+                ));
+            }
+            reply_len > u64::from(self.max_inline_reply)
+        };
+        Ok((
+            StorageCall::Read(ReadArgs { offset, count }),
+            chunks,
+            long_reply,
+        ))
     }
 
     /// The WRITE call: its read chunk (the server RDMA-Reads `buf[range]`), or the data copied
@@ -439,7 +557,7 @@ impl StoreClient {
             .plan(StorageProc::Write, count)
             .map_err(|e| StoreError::Rpc(e.to_string()))?;
         let mut chunks = CallChunks::default();
-        let data = if plan.bulk_arg == Placement::Chunk {
+        let data = if plan.bulk_arg == Placement::Chunk && self.policy.ddp {
             if !buf.access().contains(Access::REMOTE_READ) {
                 return Err(StoreError::Invalid("WRITE buffer lacks REMOTE_READ access"));
             }
@@ -453,6 +571,12 @@ impl StoreClient {
                 len: count,
             }
         } else {
+            // In the message, which goes as a long call when it does not fit inline.
+            if count > MAX_LONG_MESSAGE - CALL_OVERHEAD {
+                return Err(StoreError::Invalid(
+                    "WRITE too long for a call without a read chunk",
+                ));
+            }
             inline.resize(range.len(), 0);
             buf.read(range.start, inline)
                 .ok_or(StoreError::Invalid("range outside the buffer"))?;
@@ -470,10 +594,11 @@ impl StoreClient {
     fn call(
         &mut self,
         call: &StorageCall<'_>,
-        chunks: &CallChunks,
+        chunks: CallChunks,
+        long_reply: bool,
         read_into: Option<(&MemoryRegion, usize)>,
     ) -> Result<Finished, StoreError> {
-        let xid = self.start(call, chunks, None)?;
+        let xid = self.start(call, chunks, long_reply, None)?;
         let sync = read_into.map(|(mr, at)| (xid, mr, at));
         loop {
             if let Some(i) = self.ready.iter().position(|(id, _)| id.0 == xid) {
@@ -484,34 +609,133 @@ impl StoreClient {
         }
     }
 
-    /// Puts a call on the wire once a credit (RPCRDMA-07) and a send slot are free.
+    /// Puts a call on the wire once a credit (RPCRDMA-07), a send slot and, when it needs
+    /// one, a long-message slot are free: inline (RDMA_MSG) when it fits the server's inline
+    /// size, else as a long call (RPCRDMA-29, -36). `long_reply`: the reply may not fit inline,
+    /// so the call offers a reply chunk (unless the policy says not to).
     fn start(
         &mut self,
         call: &StorageCall<'_>,
-        chunks: &CallChunks,
+        mut chunks: CallChunks,
+        long_reply: bool,
         buf: Option<(Arc<MemoryRegion>, usize)>,
     ) -> Result<u32, StoreError> {
-        loop {
+        let reply_chunk = long_reply && self.policy.reply_chunks;
+        if self.long.is_none() && (reply_chunk || !self.policy.ddp) {
+            self.long = Some(LongSlots::new(&self.pd)?);
+            self.long_msg = vec![0; MAX_LONG_MESSAGE as usize];
+        }
+        // A call needs a long slot when it offers a reply chunk; one that may turn out long
+        // takes one if free, and waits for one if it does turn out long.
+        let mut wait_for_slot = reply_chunk;
+        let (started, slot) = loop {
             self.reap_sends()?;
-            if self.session.can_start() && !self.send_free.is_empty() {
-                break;
+            self.flush_dones()?;
+            let slot_free = self.long.as_ref().is_some_and(|l| !l.free.is_empty());
+            if self.session.can_start()
+                && !self.send_free.is_empty()
+                && (slot_free || !wait_for_slot)
+            {
+                let slot = self.long.as_mut().and_then(|l| l.free.pop());
+                match self.try_start(call, &mut chunks, reply_chunk, slot) {
+                    Err(StoreError::Rpc(_)) if slot.is_none() && !wait_for_slot => {
+                        // Long, and no slot was free: wait for one.
+                        wait_for_slot = true;
+                        if self.long.is_none() {
+                            self.long = Some(LongSlots::new(&self.pd)?);
+                            self.long_msg = vec![0; MAX_LONG_MESSAGE as usize];
+                        }
+                    }
+                    Err(e) => {
+                        self.free_slot(slot);
+                        return Err(e);
+                    }
+                    Ok(started) => break (started, slot),
+                }
+                continue;
             }
             self.pump(None)?;
+        };
+        let slot_used = reply_chunk || started.long_message_len.is_some();
+        let long_slot = if slot_used { slot } else { None };
+        if !slot_used {
+            self.free_slot(slot);
         }
-        let mut send = [0u8; INLINE_SIZE as usize];
-        let (xid, n) = self
-            .session
-            .start_call(&mut send, call, chunks)
-            .map_err(|e| StoreError::Rpc(e.to_string()))?;
-        let slot = self.send_free.pop().expect("checked above");
-        let at = slot * INLINE_SIZE as usize;
-        self.pending.insert(xid, Pending { buf });
+        let send_slot = self.send_free.pop().expect("checked above");
+        let at = send_slot * INLINE_SIZE as usize;
+        self.pending.insert(started.xid, Pending { buf, long_slot });
+        let (send, n) = (&self.msg, started.send_len);
         self.send_mr
             .write(at, &send[..n])
             .ok_or(StoreError::Invalid("call too long"))?;
         self.qp
-            .post_send(SEND_WR | slot as u64, &self.send_mr, at..at + n)?;
-        Ok(xid)
+            .post_send(SEND_WR | send_slot as u64, &self.send_mr, at..at + n)?;
+        Ok(started.xid)
+    }
+
+    /// Encodes the call into `self.msg` (the Send) and, for a long call, its message into
+    /// slot `slot`'s remote-readable memory; the reply chunk of `slot` is offered when
+    /// `reply_chunk`. Without a slot, a call that does not fit inline fails with
+    /// [`StoreError::Rpc`].
+    fn try_start(
+        &mut self,
+        call: &StorageCall<'_>,
+        chunks: &mut CallChunks,
+        reply_chunk: bool,
+        slot: Option<usize>,
+    ) -> Result<rpcrdma::Started, StoreError> {
+        let long = slot.and_then(|i| self.long.as_ref().map(|l| (l, i)));
+        chunks.reply_chunk = long.filter(|_| reply_chunk).map(|(l, i)| l.reply_chunk(i));
+        let long_at = long.map_or(
+            Segment {
+                handle: 0,
+                length: 0,
+                offset: 0,
+            },
+            |(l, i)| l.call_at(i),
+        );
+        let started = self
+            .session
+            .start_call_within(&mut self.msg, &mut self.long_msg, call, chunks, long_at)
+            .map_err(|e| StoreError::Rpc(e.to_string()))?;
+        if let (Some(n), Some((l, _))) = (started.long_message_len, long) {
+            l.call_mr
+                .write(long_at.offset as usize, &self.long_msg[..n])
+                .ok_or(StoreError::Invalid("long call too long"))?;
+        }
+        Ok(started)
+    }
+
+    fn free_slot(&mut self, slot: Option<usize>) {
+        if let (Some(i), Some(l)) = (slot, self.long.as_mut()) {
+            l.free.push(i);
+        }
+    }
+
+    /// The pending call `xid` is answered: its long slot is free again.
+    fn finish(&mut self, xid: u32) -> Option<Pending> {
+        let p = self.pending.remove(&xid)?;
+        self.free_slot(p.long_slot);
+        Some(p)
+    }
+
+    /// Sends the RDMA_DONEs owed for long replies read from read chunks (RPCRDMA-04, -20), as
+    /// send slots and credits allow.
+    fn flush_dones(&mut self) -> Result<(), StoreError> {
+        while let Some(&send_slot) = self.send_free.last() {
+            let mut done = [0u8; 16];
+            let Some(n) = self.session.poll_done(&mut done) else {
+                return Ok(());
+            };
+            self.send_free.pop();
+            let at = send_slot * INLINE_SIZE as usize;
+            self.send_mr
+                .write(at, &done[..n])
+                .ok_or(StoreError::Invalid("DONE too long"))?;
+            self.qp
+                .post_send(SEND_WR | send_slot as u64, &self.send_mr, at..at + n)?;
+        }
+        Ok(())
     }
 
     /// Frees the send slots of completed Sends; a failed Send means the connection is gone.
@@ -558,40 +782,165 @@ impl StoreClient {
         // The buffer backs a reply receive again at once (C-3).
         self.qp
             .post_recv(c.wr_id, &self.recv_mr, start..start + INLINE_SIZE as usize)?;
-        let (xid, result) = match self.session.handle_receive(&self.msg[..len]) {
-            ClientEvent::Reply { xid, reply, .. } => {
-                let p = self.pending.remove(&xid);
-                let dest = match (&p, sync) {
-                    (
-                        Some(Pending {
-                            buf: Some((mr, at)),
-                        }),
-                        _,
-                    ) => Some((&**mr, *at)),
-                    (_, Some((x, mr, at))) if x == xid => Some((mr, at)),
-                    _ => None,
-                };
-                (xid, answer(reply.reply, dest, &reply.rpc))
-            }
-            ClientEvent::Refused { xid, body } => {
-                self.pending.remove(&xid);
-                (xid, Err(StoreError::Refused(body)))
-            }
-            ClientEvent::Failed { xid, error } => {
-                self.pending.remove(&xid);
-                (xid, Err(StoreError::Rpc(error.to_string())))
-            }
-            ClientEvent::LongReply { xid, .. } => {
-                self.pending.remove(&xid);
-                (
-                    xid,
-                    Err(StoreError::Rpc("long replies are not supported".into())),
-                )
-            }
-            ClientEvent::Dropped { .. } => return Ok(()),
+        let msg = std::mem::take(&mut self.msg);
+        let outcome = self.take_reply(&msg[..len], sync);
+        self.msg = msg;
+        let Some((xid, result)) = outcome? else {
+            return Ok(());
         };
         self.ready.push_back((CallId(xid), result));
         Ok(())
+    }
+}
+
+impl StoreClient {
+    /// What one received Send answers: the call and its result (`None`: dropped).
+    #[allow(clippy::type_complexity)]
+    fn take_reply(
+        &mut self,
+        msg: &[u8],
+        sync: SyncDest<'_>,
+    ) -> Result<Option<(u32, Result<Finished, StoreError>)>, StoreError> {
+        let (xid, result) = match self.session.handle_receive(msg) {
+            ClientEvent::Reply { xid, reply, .. } => {
+                let p = self.finish(xid);
+                (
+                    xid,
+                    answer(reply.reply, dest(p.as_ref(), sync, xid), &reply.rpc),
+                )
+            }
+            ClientEvent::Refused { xid, body } => {
+                self.finish(xid);
+                (xid, Err(StoreError::Refused(body)))
+            }
+            ClientEvent::Failed { xid, error } => {
+                self.finish(xid);
+                (xid, Err(StoreError::Rpc(error.to_string())))
+            }
+            ClientEvent::LongReply { xid, header } => {
+                let result = self.long_reply(&header, sync);
+                self.flush_dones()?;
+                (xid, result?)
+            }
+            ClientEvent::Dropped { .. } => return Ok(None),
+        };
+        Ok(Some((xid, result)))
+    }
+
+    /// A long reply (RDMA_NOMSG, RPCRDMA-30): the message is in the call's reply chunk (its
+    /// echoed length says how much), or is RDMA-Read from the position-0 read chunk into the
+    /// fetch slot (the DONE is then owed). The outer error is a broken connection.
+    fn long_reply(
+        &mut self,
+        header: &HeaderRepr,
+        sync: SyncDest<'_>,
+    ) -> Result<Result<Finished, StoreError>, StoreError> {
+        let xid = header.xid;
+        let slot = self.pending.get(&xid).and_then(|p| p.long_slot);
+        let empty = rpcrdma::ChunkLists::default();
+        let chunks = header.body.chunks().unwrap_or(&empty);
+        let Some(long) = self.long.as_ref() else {
+            return Ok(self.refuse_long_reply(header, "long reply to a call without one"));
+        };
+        let (from, len) = if chunks.reads.is_empty() {
+            // Into our reply chunk: the echo was checked against what we offered.
+            let len = rpcrdma::chunk_rules::reply_chunk_len(chunks).unwrap_or(0);
+            match slot {
+                Some(i) if len <= LongSlots::SIZE as u64 => (i, len as usize),
+                _ => {
+                    return Ok(self.refuse_long_reply(header, "long reply without our reply chunk"));
+                }
+            }
+        } else {
+            let Ok(len) = long_message_len(chunks, MAX_LONG_MESSAGE) else {
+                return Ok(self.refuse_long_reply(header, "long reply larger than we take"));
+            };
+            let base = LongSlots::FETCH * LongSlots::SIZE;
+            let mut at = 0usize;
+            let mut posted = 0;
+            for r in chunks.reads.iter().take_while(|r| r.position == 0) {
+                let n = r.target.length as usize;
+                self.qp.post_read(
+                    FETCH_WR,
+                    &long.reply_mr,
+                    base + at..base + at + n,
+                    dataplane::RemoteAddr {
+                        stag: r.target.handle,
+                        to: r.target.offset,
+                    },
+                )?;
+                at += n;
+                posted += 1;
+            }
+            self.wait_fetches(posted)?;
+            (LongSlots::FETCH, len as usize)
+        };
+        let mut m = std::mem::take(&mut self.long_msg);
+        let long = self.long.as_ref().expect("checked above");
+        long.reply_mr.read(from * LongSlots::SIZE, &mut m[..len]);
+        let decoded = self.session.decode_long_reply(header, &m[..len]);
+        let p = self.finish(xid);
+        let result = match decoded {
+            Ok(reply) => answer(reply.reply, dest(p.as_ref(), sync, xid), &reply.rpc),
+            Err(e) => Err(StoreError::Rpc(e.to_string())),
+        };
+        self.long_msg = m;
+        Ok(result)
+    }
+
+    /// Fails call `header.xid` for a long reply we cannot take; the session forgets the call
+    /// (and owes the DONE that releases the server's memory, for a read-chunk reply).
+    fn refuse_long_reply(
+        &mut self,
+        header: &HeaderRepr,
+        why: &str,
+    ) -> Result<Finished, StoreError> {
+        let _ = self.session.decode_long_reply(header, &[]);
+        self.finish(header.xid);
+        Err(StoreError::Rpc(why.into()))
+    }
+
+    /// Waits for `n` RDMA Reads of a long reply (Send completions meanwhile free their slots).
+    fn wait_fetches(&mut self, mut n: usize) -> Result<(), StoreError> {
+        let deadline = Instant::now() + self.timeout;
+        while n > 0 {
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(StoreError::Timeout);
+            }
+            let Some(c) = self.cq.wait(deadline - now) else {
+                continue;
+            };
+            if !c.is_ok() {
+                return Err(StoreError::Disconnected);
+            }
+            if c.wr_id == FETCH_WR {
+                n -= 1;
+            } else if c.wr_id & SEND_WR != 0 {
+                self.send_free.push((c.wr_id & !SEND_WR) as usize);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Where inline READ data of call `xid` goes: its pipelined buffer, or the one a synchronous
+/// call waits on.
+fn dest<'a>(
+    p: Option<&'a Pending>,
+    sync: SyncDest<'a>,
+    xid: u32,
+) -> Option<(&'a MemoryRegion, usize)> {
+    match (p, sync) {
+        (
+            Some(Pending {
+                buf: Some((mr, at)),
+                ..
+            }),
+            _,
+        ) => Some((&**mr, *at)),
+        (_, Some((x, mr, at))) if x == xid => Some((mr, at)),
+        _ => None,
     }
 }
 

@@ -9,10 +9,22 @@
 //! verifier. Bad transport headers are answered by the `rpcrdma` session (RDMA_ERROR
 //! ERR_VERS/ERR_CHUNK).
 //!
+//! Long messages (RPCRDMA-29, -30): a long call (RDMA_NOMSG) is RDMA-Read from its position-0
+//! chunk into the connection's long-message buffer and served as if it had come inline; a
+//! reply too long for the client's receive buffer is RDMA-Written into the call's reply chunk
+//! and announced by an RDMA_NOMSG, or, without a reply chunk large enough, goes as a
+//! position-0 read chunk (the read-chunk fallback, draft §5.2) from a registration made for it
+//! alone (remote read only) and dropped at the client's RDMA_DONE or after its timeout
+//! (RPCRDMA-22). At most `credits` such replies are exposed at once (each owes a DONE, which
+//! takes a credit, so a client within its credits never meets the bound); past it a reply is
+//! answered like one nothing can carry (TOO_BIG for a READ, else SYSTEM_ERR).
+//!
 //! Every length a client controls is checked before anything is allocated, copied or posted:
 //! a READ beyond `max_io` or its write chunk, and an inline READ whose reply cannot fit the
 //! client's receive buffer, are answered TOO_BIG (the storage program's "larger than its
-//! chunk") at once. The only buffers are the connection's, of fixed size, made at connect.
+//! chunk") at once. A long call longer than [`MAX_LONG_MESSAGE`] is answered ERR_CHUNK before
+//! anything is read. The only buffers are the connection's, of fixed size, made at connect
+//! (and those of read-chunk replies, at most [`MAX_LONG_MESSAGE`] each, `credits` at once).
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -20,12 +32,16 @@ use std::time::{Duration, Instant};
 use rpcrdma::storage::{
     CommitOk, GetattrOk, ReadOk, StorageCall, StorageReply, StoreStatus, WriteArgs, WriteOk,
 };
-use rpcrdma::{ChunkLists, Payload, ReplyOut, Rules, ServerEvent, ServerSession};
+use rpcrdma::storage_send::long_message_len;
+use rpcrdma::{
+    ChunkLists, LongReply, LongReplyError, Payload, ReadSegment, ReplyOut, Rules, Segment,
+    ServerEvent, ServerSession,
+};
 
 use super::server::{Ctx, BLOCK_SIZE};
 use super::stats::ConnGuard;
-use super::INLINE_SIZE;
-use dataplane::{CompletionQueue, MemoryRegion, QueuePair, RemoteAddr};
+use super::{INLINE_SIZE, MAX_LONG_MESSAGE};
+use dataplane::{Access, CompletionQueue, MemoryRegion, ProtectionDomain, QueuePair, RemoteAddr};
 
 /// How long the server waits for its own RDMA Read or reply Send to complete.
 const RDMA_TIMEOUT: Duration = Duration::from_secs(30);
@@ -40,14 +56,24 @@ pub(crate) struct Conn {
     send_mr: MemoryRegion,
     /// The file, registered in this connection's protection domain (local access only).
     file_mr: MemoryRegion,
+    /// Long calls are RDMA-Read into it, long replies RDMA-Written from it (local access
+    /// only, [`MAX_LONG_MESSAGE`] bytes).
+    long_mr: MemoryRegion,
+    /// The read-chunk reply the client may still RDMA-Read (its XID), until its DONE.
+    exposed: Vec<(u32, MemoryRegion)>,
+    /// Most read-chunk replies exposed at once (the connection's credits).
+    max_exposed: usize,
+    pd: ProtectionDomain,
     session: ServerSession,
     /// The client's receive size: replies longer than this would overrun it.
     max_inline_reply: u32,
     /// The received call (copied out of its receive buffer, which is re-posted at once).
     msg: Vec<u8>,
-    /// Inline READ data; never longer than `max_inline_reply`.
+    /// A long call's message, read from its position-0 chunk.
+    long_msg: Vec<u8>,
+    /// Inline READ data; never longer than [`MAX_LONG_MESSAGE`].
     inline: Vec<u8>,
-    /// The reply's RPC message, when it would go in a reply chunk (never: we refuse those).
+    /// The reply's RPC message, when it does not go inline.
     message: Vec<u8>,
     /// The encoded reply Send.
     out: Vec<u8>,
@@ -64,7 +90,8 @@ impl Conn {
     pub(crate) fn new(
         qp: QueuePair,
         (scq, rcq): (CompletionQueue, CompletionQueue),
-        (recv_mr, send_mr, file_mr): (MemoryRegion, MemoryRegion, MemoryRegion),
+        pd: ProtectionDomain,
+        [recv_mr, send_mr, file_mr, long_mr]: [MemoryRegion; 4],
         credits: u32,
         max_inline_reply: u32,
         stats: ConnGuard,
@@ -72,6 +99,7 @@ impl Conn {
         let mut session = ServerSession::new(credits, Rules::default(), Duration::from_secs(5));
         session.posted_receives(credits.saturating_sub(1));
         let n = INLINE_SIZE as usize;
+        let long = MAX_LONG_MESSAGE as usize;
         Self {
             qp,
             scq,
@@ -79,11 +107,16 @@ impl Conn {
             recv_mr,
             send_mr,
             file_mr,
+            long_mr,
+            exposed: Vec::new(),
+            max_exposed: credits as usize,
+            pd,
             session,
             max_inline_reply,
             msg: vec![0; n],
-            inline: Vec::with_capacity(n),
-            message: vec![0; n],
+            long_msg: vec![0; long],
+            inline: Vec::with_capacity(long),
+            message: vec![0; long],
             out: vec![0; n],
             stats,
         }
@@ -96,6 +129,10 @@ impl Conn {
         loop {
             if ctx.stop.load(Ordering::Acquire) {
                 return "server shutting down";
+            }
+            // RPCRDMA-22: a read-chunk reply whose DONE never came is no longer readable.
+            if let Some(xid) = self.session.poll_expired_done(Instant::now()) {
+                self.release(xid);
             }
             let Some(c) = self.rcq.wait(Duration::from_millis(100)) else {
                 if !self.qp.is_connected() {
@@ -134,7 +171,12 @@ impl Conn {
     }
 
     fn handle(&mut self, ctx: &Ctx, msg: &[u8]) -> Result<(), &'static str> {
-        match self.session.handle_receive(msg) {
+        let event = self.session.handle_receive(msg);
+        self.dispatch(ctx, event)
+    }
+
+    fn dispatch(&mut self, ctx: &Ctx, event: ServerEvent<'_>) -> Result<(), &'static str> {
+        match event {
             ServerEvent::Call {
                 xid,
                 requested,
@@ -151,45 +193,16 @@ impl Conn {
                     }
                     Err(Fail::Conn(why)) => return Err(why),
                 };
-                let reply = fill_inline(reply, &self.inline);
-                let mut enc = InlineEncoder {
-                    session: &mut self.session,
-                    out: &mut self.out,
-                    message: &mut self.message,
-                    max_inline_reply: self.max_inline_reply,
+                let to = Reply {
                     xid,
                     requested,
                     chunks: &chunks,
                 };
-                let out_len = match enc.encode(&reply) {
-                    Some(n) => {
-                        // Inline READ data (empty for every other reply).
-                        self.stats.add_read(self.inline.len() as u64);
-                        n
-                    }
-                    None => {
-                        // No reply chunks here: a READ whose data was just short enough to pass
-                        // the check but not with its headers is TOO_BIG too; anything else is
-                        // SYSTEM_ERR rather than an overrun of the client's buffer.
-                        self.stats.count_error();
-                        let too_big = matches!(call.call, StorageCall::Read(_))
-                            .then(|| error_reply(&call.call, StoreStatus::TooBig));
-                        match too_big.and_then(|r| enc.encode(&r)) {
-                            Some(n) => n,
-                            None => enc
-                                .session
-                                .encode_rpc_error(
-                                    enc.out,
-                                    xid,
-                                    requested,
-                                    &chunks,
-                                    rpcrdma::AcceptStat::SystemErr,
-                                )
-                                .map_err(|_| "cannot encode a reply")?,
-                        }
-                    }
-                };
-                self.send_out(out_len)
+                let inline = std::mem::take(&mut self.inline);
+                let out = self.encode_or_fail(&to, &call.call, fill_inline(reply, &inline));
+                self.inline = inline;
+                let out = out?;
+                self.send_reply(xid, &chunks, out)
             }
             ServerEvent::Refused { .. } => {
                 self.stats.count_refused();
@@ -199,15 +212,175 @@ impl Conn {
                 Ok(())
             }
             ServerEvent::LongCall { header } => {
-                // We never advertise long calls (8 KiB inline); refuse like a bad chunk.
-                self.stats.count_refused();
-                let grant = self.session.credits().last_grant().max(1);
-                let n = rpcrdma::HeaderRepr::err_chunk(header.xid, grant)
-                    .emit(&mut self.out)
-                    .map_err(|_| "cannot encode RDMA_ERROR")?;
-                self.send_out(n)
+                let chunks = header.body.chunks().cloned().unwrap_or_default();
+                // Bounded before anything is read (the chunk rules already bounded the list).
+                let Ok(len) = long_message_len(&chunks, MAX_LONG_MESSAGE) else {
+                    self.stats.count_refused();
+                    let grant = self.session.credits().last_grant().max(1);
+                    let n = rpcrdma::HeaderRepr::err_chunk(header.xid, grant)
+                        .emit(&mut self.out)
+                        .map_err(|_| "cannot encode RDMA_ERROR")?;
+                    return self.send_out(n);
+                };
+                let segments: Vec<ReadSegment> = chunks
+                    .reads
+                    .iter()
+                    .take_while(|r| r.position == 0)
+                    .copied()
+                    .collect();
+                read_segments((&self.qp, &self.scq, &self.long_mr), 0, &segments, len).map_err(
+                    |f| match f {
+                        Fail::Conn(why) => why,
+                        Fail::Status(_) => "long call chunk unreadable",
+                    },
+                )?;
+                self.stats.count_long_call();
+                let mut msg = std::mem::take(&mut self.long_msg);
+                self.long_mr.read(0, &mut msg[..len as usize]);
+                let event = self.session.decode_long_call(header, &msg[..len as usize]);
+                let served = self.dispatch(ctx, event);
+                self.long_msg = msg;
+                served
             }
-            ServerEvent::Done { .. } => Ok(()),
+            ServerEvent::Done { xid, release } => {
+                if release {
+                    self.release(xid);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// [`encode`](Self::encode), or when nothing can carry the reply a shorter answer:
+    /// too long even for the long-message buffer (a READ just short enough to pass the check
+    /// but not with its headers is TOO_BIG too), or a second read-chunk reply while one is
+    /// exposed: anything else is SYSTEM_ERR rather than an overrun of the client's buffer.
+    fn encode_or_fail(
+        &mut self,
+        to: &Reply<'_>,
+        call: &StorageCall<'_>,
+        reply: StorageReply<'_>,
+    ) -> Result<ReplyOut, &'static str> {
+        if let Some(out) = self.encode(to, &reply) {
+            if let StorageReply::Read(Ok(ReadOk {
+                data: Payload::Inline(d),
+                ..
+            })) = reply
+            {
+                self.stats.add_read(d.len() as u64);
+            }
+            return Ok(out);
+        }
+        self.stats.count_error();
+        let too_big =
+            matches!(call, StorageCall::Read(_)).then(|| error_reply(call, StoreStatus::TooBig));
+        if let Some(out) = too_big.and_then(|r| self.encode(to, &r)) {
+            return Ok(out);
+        }
+        let send_len = self
+            .session
+            .encode_rpc_error(
+                &mut self.out,
+                to.xid,
+                to.requested,
+                to.chunks,
+                rpcrdma::AcceptStat::SystemErr,
+            )
+            .map_err(|_| "cannot encode a reply")?;
+        Ok(ReplyOut::Inline { send_len })
+    }
+
+    /// Drops the registration of read-chunk reply `xid` (its DONE came or timed out): the
+    /// client can no longer read it.
+    fn release(&mut self, xid: u32) {
+        self.exposed.retain(|(x, _)| *x != xid);
+    }
+
+    /// Encodes `reply` in the form the client's limits allow: inline, into the reply chunk,
+    /// or (while fewer than `max_exposed` are) as a position-0 read chunk of a fresh remote-read
+    /// registration. `None`: none of them can carry it.
+    fn encode(&mut self, to: &Reply<'_>, reply: &StorageReply<'_>) -> Option<ReplyOut> {
+        let mut long = LongReply {
+            send: &mut self.out,
+            message_buf: &mut self.message,
+            max_inline_reply: self.max_inline_reply,
+            expose: None,
+        };
+        let r = self
+            .session
+            .encode_long_reply(&mut long, to.xid, to.requested, to.chunks, reply);
+        if !matches!(r, Err(LongReplyError::NoReplyChunk)) || self.exposed.len() >= self.max_exposed
+        {
+            return r.ok();
+        }
+        let mr = self
+            .pd
+            .register(MAX_LONG_MESSAGE as usize, Access::REMOTE_READ)
+            .ok()?;
+        long.expose = Some((
+            Segment {
+                handle: mr.stag(),
+                length: MAX_LONG_MESSAGE,
+                offset: 0,
+            },
+            Instant::now(),
+        ));
+        let out = self
+            .session
+            .encode_long_reply(&mut long, to.xid, to.requested, to.chunks, reply)
+            .ok()?;
+        if let ReplyOut::ReadChunk { message_len, .. } = out {
+            mr.write(0, &self.message[..message_len])?;
+            self.exposed.push((to.xid, mr));
+        }
+        Some(out)
+    }
+
+    /// Puts an encoded reply on the wire: the long message first (RDMA Write into the reply
+    /// chunk; RDMAP orders it before the Send, RPCRDMA-03), then the Send.
+    fn send_reply(
+        &mut self,
+        xid: u32,
+        chunks: &ChunkLists,
+        out: ReplyOut,
+    ) -> Result<(), &'static str> {
+        match out {
+            ReplyOut::Inline { send_len } => self.send_out(send_len),
+            ReplyOut::ReplyChunk {
+                message_len,
+                send_len,
+            } => {
+                let rc = chunks.reply.as_ref().ok_or("reply chunk vanished")?;
+                self.long_mr
+                    .write(0, &self.message[..message_len])
+                    .ok_or("long reply too long")?;
+                let mut done = 0usize;
+                for seg in &rc.segments {
+                    if done == message_len {
+                        break;
+                    }
+                    let take = (seg.length as usize).min(message_len - done);
+                    self.qp
+                        .post_write(
+                            4,
+                            &self.long_mr,
+                            done..done + take,
+                            RemoteAddr {
+                                stag: seg.handle,
+                                to: seg.offset,
+                            },
+                        )
+                        .map_err(|_| "RDMA Write refused")?;
+                    done += take;
+                }
+                self.stats.count_long_reply();
+                self.send_out(send_len)
+            }
+            ReplyOut::ReadChunk { send_len, .. } => {
+                debug_assert!(self.exposed.iter().any(|(x, _)| *x == xid));
+                self.stats.count_long_reply();
+                self.send_out(send_len)
+            }
         }
     }
 
@@ -267,9 +440,10 @@ impl Conn {
                         Ok(Done::ReadChunk { len: n, eof })
                     }
                     None => {
-                        // The data alone must fit the client's receive buffer: refused before a
-                        // byte is copied (the reply's own headers are checked when encoding).
-                        if n > self.max_inline_reply {
+                        // The data alone must fit the long-message buffer: refused before a
+                        // byte is copied (the reply's own headers are checked when encoding;
+                        // whether it goes inline, in the reply chunk or as a read chunk too).
+                        if n > MAX_LONG_MESSAGE {
                             return Err(Fail::Status(StoreStatus::TooBig));
                         }
                         self.inline.resize(n as usize, 0);
@@ -336,54 +510,13 @@ impl Conn {
         position: u32,
         len: u32,
     ) -> Result<(), Fail> {
-        let offered: u64 = chunks
+        let segments: Vec<ReadSegment> = chunks
             .reads
             .iter()
             .filter(|r| r.position == position)
-            .map(|r| u64::from(r.target.length))
-            .sum();
-        if offered < u64::from(len) {
-            return Err(Fail::Status(StoreStatus::Inval));
-        }
-        let mut at = 0u32;
-        let mut posted = 0;
-        for seg in chunks.reads.iter().filter(|r| r.position == position) {
-            let take = seg.target.length.min(len - at);
-            if take == 0 {
-                break;
-            }
-            self.qp
-                .post_read(
-                    2,
-                    &self.file_mr,
-                    base + at as usize..base + (at + take) as usize,
-                    RemoteAddr {
-                        stag: seg.target.handle,
-                        to: seg.target.offset,
-                    },
-                )
-                .map_err(|_| Fail::Conn("RDMA Read refused"))?;
-            posted += 1;
-            at += take;
-        }
-        if at != len {
-            return Err(Fail::Status(StoreStatus::Inval));
-        }
-        let mut got = 0;
-        while got < posted {
-            match self.scq.wait(RDMA_TIMEOUT) {
-                Some(c) if c.opcode == dataplane::Opcode::Read => {
-                    if !c.is_ok() {
-                        return Err(Fail::Conn("RDMA Read failed"));
-                    }
-                    got += 1;
-                }
-                Some(c) if !c.is_ok() => return Err(Fail::Conn("work request failed")),
-                Some(_) => {}
-                None => return Err(Fail::Conn("RDMA Read timed out")),
-            }
-        }
-        Ok(())
+            .copied()
+            .collect();
+        read_segments((&self.qp, &self.scq, &self.file_mr), base, &segments, len)
     }
 
     /// Sends the first `len` bytes of `out` and waits until the Send (and every Write before
@@ -407,34 +540,60 @@ impl Conn {
     }
 }
 
-/// Encodes the replies to one call into the connection's send buffer.
-struct InlineEncoder<'a> {
-    session: &'a mut ServerSession,
-    out: &'a mut [u8],
-    message: &'a mut [u8],
-    max_inline_reply: u32,
+/// The call a reply answers.
+struct Reply<'a> {
     xid: u32,
     requested: u32,
     chunks: &'a ChunkLists,
 }
 
-impl InlineEncoder<'_> {
-    /// The Send's length when `reply` fits the client's receive buffer inline.
-    fn encode(&mut self, reply: &StorageReply<'_>) -> Option<usize> {
-        let r = self.session.encode_reply_within(
-            self.out,
-            self.message,
-            self.max_inline_reply,
-            self.xid,
-            self.requested,
-            self.chunks,
-            reply,
-        );
-        match r {
-            Ok(ReplyOut::Inline { send_len }) => Some(send_len),
-            Ok(ReplyOut::ReplyChunk { .. }) | Err(_) => None,
+/// RDMA-Reads `segments` (`len` bytes in all, in order) into `mr` from `base` on and waits for
+/// the Reads. Segments offering less than `len` are refused before anything is posted.
+fn read_segments(
+    (qp, scq, mr): (&QueuePair, &CompletionQueue, &MemoryRegion),
+    base: usize,
+    segments: &[ReadSegment],
+    len: u32,
+) -> Result<(), Fail> {
+    let offered: u64 = segments.iter().map(|r| u64::from(r.target.length)).sum();
+    if offered < u64::from(len) {
+        return Err(Fail::Status(StoreStatus::Inval));
+    }
+    let mut at = 0u32;
+    let mut posted = 0;
+    for seg in segments {
+        let take = seg.target.length.min(len - at);
+        if take == 0 {
+            break;
+        }
+        qp.post_read(
+            2,
+            mr,
+            base + at as usize..base + (at + take) as usize,
+            RemoteAddr {
+                stag: seg.target.handle,
+                to: seg.target.offset,
+            },
+        )
+        .map_err(|_| Fail::Conn("RDMA Read refused"))?;
+        posted += 1;
+        at += take;
+    }
+    let mut got = 0;
+    while got < posted {
+        match scq.wait(RDMA_TIMEOUT) {
+            Some(c) if c.opcode == dataplane::Opcode::Read => {
+                if !c.is_ok() {
+                    return Err(Fail::Conn("RDMA Read failed"));
+                }
+                got += 1;
+            }
+            Some(c) if !c.is_ok() => return Err(Fail::Conn("work request failed")),
+            Some(_) => {}
+            None => return Err(Fail::Conn("RDMA Read timed out")),
         }
     }
+    Ok(())
 }
 
 /// A served call before its reply is encoded.

@@ -15,7 +15,10 @@
 //!   [`getattr`](StoreClient::getattr).
 //!
 //! Connection parameters travel as RFC 8797 private data in the MPA Request and Reply: both
-//! sides offer [`INLINE_SIZE`]-byte Sends and receive buffers.
+//! sides offer [`INLINE_SIZE`]-byte Sends and receive buffers. Messages longer than that travel
+//! as RPC-over-RDMA long messages, up to [`MAX_LONG_MESSAGE`]: long calls as RDMA_NOMSG with a
+//! position-0 read chunk, long replies through the call's reply chunk or, without one, as a
+//! position-0 read chunk the client RDMA-Reads and acknowledges with RDMA_DONE.
 
 mod admission;
 mod client;
@@ -27,8 +30,8 @@ mod stats;
 
 pub use admission::{interface_subnet, AllowError, AllowList, Refusal, REFUSAL_LOG_INTERVAL};
 pub use client::{
-    Attributes, CallId, ClientOptions, Finished, ReadResult, StoreClient, StoreError, WriteResult,
-    MAX_IN_FLIGHT,
+    Attributes, CallId, ClientOptions, Finished, MessagePolicy, ReadResult, StoreClient,
+    StoreError, WriteResult, MAX_IN_FLIGHT,
 };
 pub use ipnet::IpNet;
 pub use server::{
@@ -39,5 +42,9 @@ pub use stats::{CallCounts, ConnSnapshot, StoreSnapshot, StoreStats};
 
 /// Send and receive buffer size both ends offer (RFC 8797 private data).
 pub const INLINE_SIZE: u32 = 8192;
+/// Largest long message (RPCRDMA-29, -30) either end takes: a long call's position-0 chunk, a
+/// long reply in a reply chunk or a read chunk. Longer ones are refused (ERR_CHUNK, TOO_BIG)
+/// before anything is allocated or moved.
+pub const MAX_LONG_MESSAGE: u32 = 64 << 10;
 /// Largest READ or WRITE per call by default.
 pub const DEFAULT_MAX_IO: u32 = 4 << 20;

@@ -283,9 +283,10 @@ fn serve_incoming(inc: Incoming, ctx: &Ctx) {
             pd.register(INLINE_SIZE as usize * credits as usize, Access::LOCAL_WRITE)?,
             pd.register(INLINE_SIZE as usize, Access::LOCAL_WRITE)?,
             ctx.file.register_in(&pd)?,
+            pd.register(super::MAX_LONG_MESSAGE as usize, Access::LOCAL_WRITE)?,
         ))
     })();
-    let (recv_mr, send_mr, file_mr) = match regions {
+    let (recv_mr, send_mr, file_mr, long_mr) = match regions {
         Ok(r) => r,
         Err(e) => {
             tracing::warn!(%peer, error = %e, "cannot register connection buffers: rejecting");
@@ -319,7 +320,8 @@ fn serve_incoming(inc: Incoming, ctx: &Ctx) {
     let mut conn = Conn::new(
         qp,
         (scq, rcq),
-        (recv_mr, send_mr, file_mr),
+        pd,
+        [recv_mr, send_mr, file_mr, long_mr],
         credits,
         max_inline_reply,
         stats,

@@ -30,6 +30,10 @@ pub struct CallCounts {
     pub errors: u64,
     /// Messages refused at the transport or RPC level (RDMA_ERROR, RPC rejections).
     pub refused: u64,
+    /// Long calls (RDMA_NOMSG, RDMA-Read from their position-0 chunk).
+    pub long_calls: u64,
+    /// Long replies (into a reply chunk, or as a position-0 read chunk).
+    pub long_replies: u64,
 }
 
 impl std::ops::AddAssign for CallCounts {
@@ -42,6 +46,8 @@ impl std::ops::AddAssign for CallCounts {
         self.bytes_written += o.bytes_written;
         self.errors += o.errors;
         self.refused += o.refused;
+        self.long_calls += o.long_calls;
+        self.long_replies += o.long_replies;
     }
 }
 
@@ -56,6 +62,8 @@ struct AtomicCounts {
     bytes_written: AtomicU64,
     errors: AtomicU64,
     refused: AtomicU64,
+    long_calls: AtomicU64,
+    long_replies: AtomicU64,
 }
 
 fn inc(a: &AtomicU64, n: u64) {
@@ -74,6 +82,8 @@ impl AtomicCounts {
             bytes_written: l(&self.bytes_written),
             errors: l(&self.errors),
             refused: l(&self.refused),
+            long_calls: l(&self.long_calls),
+            long_replies: l(&self.long_replies),
         }
     }
 
@@ -86,6 +96,8 @@ impl AtomicCounts {
         inc(&self.bytes_written, c.bytes_written);
         inc(&self.errors, c.errors);
         inc(&self.refused, c.refused);
+        inc(&self.long_calls, c.long_calls);
+        inc(&self.long_replies, c.long_replies);
     }
 }
 
@@ -115,6 +127,12 @@ impl ConnStats {
     }
     pub(crate) fn count_refused(&self) {
         inc(&self.counts.refused, 1)
+    }
+    pub(crate) fn count_long_call(&self) {
+        inc(&self.counts.long_calls, 1)
+    }
+    pub(crate) fn count_long_reply(&self) {
+        inc(&self.counts.long_replies, 1)
     }
     pub(crate) fn add_read(&self, n: u64) {
         inc(&self.counts.bytes_read, n)

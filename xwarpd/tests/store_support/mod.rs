@@ -28,8 +28,17 @@ pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
     testkit::pattern(len, seed)
 }
 
-/// Sends raw bytes as one Send on a plain verbs connection and returns the answer.
-pub fn raw_exchange(addr: std::net::SocketAddr, msg: &[u8]) -> Vec<u8> {
+/// A plain verbs connection to a store: its queue pair, a 16 KiB buffer (Sends from its
+/// first half, the one receive posted in its second) and the receive completion queue.
+pub struct RawConn {
+    pub qp: dataplane::QueuePair,
+    pub mr: dataplane::MemoryRegion,
+    pub rcq: dataplane::CompletionQueue,
+    _dev: Device,
+}
+
+/// Connects to `addr` offering 8 KiB inline (RFC 8797 private data), one receive posted.
+pub fn raw_connect(addr: std::net::SocketAddr) -> RawConn {
     let dev = Device::open(Transport::Kernel).unwrap();
     let pd = dev.alloc_pd();
     let (scq, rcq) = (dev.create_cq(), dev.create_cq());
@@ -49,11 +58,29 @@ pub fn raw_exchange(addr: std::net::SocketAddr, msg: &[u8]) -> Vec<u8> {
         .connect(addr, init, &ConnectionConfig::default(), &pdata)
         .unwrap();
     qp.post_recv(1, &mr, 8192..16384).unwrap();
-    mr.write(0, msg).unwrap();
-    qp.post_send(2, &mr, 0..msg.len()).unwrap();
-    let c = rcq.wait(Duration::from_secs(20)).expect("an answer");
+    RawConn {
+        qp,
+        mr,
+        rcq,
+        _dev: dev,
+    }
+}
+
+impl RawConn {
+    /// Sends `msg` as one Send.
+    pub fn send(&self, msg: &[u8]) {
+        self.mr.write(0, msg).unwrap();
+        self.qp.post_send(2, &self.mr, 0..msg.len()).unwrap();
+    }
+}
+
+/// Sends raw bytes as one Send on a plain verbs connection and returns the answer.
+pub fn raw_exchange(addr: std::net::SocketAddr, msg: &[u8]) -> Vec<u8> {
+    let conn = raw_connect(addr);
+    conn.send(msg);
+    let c = conn.rcq.wait(Duration::from_secs(20)).expect("an answer");
     assert!(c.is_ok());
     let mut out = vec![0u8; c.byte_len as usize];
-    mr.read(8192, &mut out).unwrap();
+    conn.mr.read(8192, &mut out).unwrap();
     out
 }
