@@ -271,6 +271,15 @@ impl QueuePair {
         &self.peer_private_data
     }
 
+    /// What MPA negotiated for this connection (markers per direction, CRC, MULPDU); `None`
+    /// until the connection is established.
+    pub fn negotiated(&self) -> Option<ddp::NegotiatedFraming> {
+        match &self.kind {
+            QpKind::Kernel(s) => s.lock_qp().negotiated(),
+            QpKind::Xdp(x) => x.link.status().negotiated,
+        }
+    }
+
     /// Why the queue pair failed, if it did.
     pub fn error(&self) -> Option<QpError> {
         match &self.kind {
