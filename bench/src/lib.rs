@@ -5,6 +5,7 @@
 
 pub mod cli;
 pub mod compare;
+pub mod facts;
 pub mod handshake;
 pub mod perftest;
 pub mod raw;
