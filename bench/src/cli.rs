@@ -59,6 +59,18 @@ pub enum Command {
     RawBw(TestArgs),
     /// Run raw, xdp and kernel on a built-in two-namespace testbed and print the ratios.
     Compare(CompareArgs),
+    /// Draw a result file (a test's --json, or compare's) as an SVG chart: bandwidth against
+    /// size, latency percentiles (CDF), or compare's grouped bars per transport.
+    Plot(PlotArgs),
+}
+
+/// Options of `plot`.
+#[derive(Debug, Clone, Args)]
+pub struct PlotArgs {
+    /// The result file (JSON).
+    pub input: PathBuf,
+    /// The SVG file to write.
+    pub output: PathBuf,
 }
 
 /// The tests, with a stable wire id for the handshake.
@@ -456,7 +468,7 @@ impl Command {
             Self::RpcWrite(a) => (TestKind::RpcWrite, a),
             Self::RawLat(a) => (TestKind::RawLat, a),
             Self::RawBw(a) => (TestKind::RawBw, a),
-            Self::Compare(_) => return None,
+            Self::Compare(_) | Self::Plot(_) => return None,
         };
         Some(t)
     }
