@@ -92,12 +92,7 @@ fn size_label(b: u64) -> String {
 }
 
 /// One panel of grouped bars: groups (test and size) along x, one bar per transport.
-fn bar_panel(
-    area: &Area,
-    title: &str,
-    unit: &str,
-    rows: &[Group],
-) -> Result<(), String> {
+fn bar_panel(area: &Area, title: &str, unit: &str, rows: &[Group]) -> Result<(), String> {
     let top = rows
         .iter()
         .flat_map(|(_, v)| v.iter().flatten())
