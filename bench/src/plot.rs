@@ -145,6 +145,12 @@ fn bar_panel(area: &Area, title: &str, unit: &str, rows: &[Group]) -> Result<(),
             .map_err(err)?
             .label(*name)
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
+        // The figure over each bar: small bars beside tall ones stay readable.
+        chart
+            .draw_series(bars.iter().map(|&(x, m, _)| {
+                Text::new(format!("{m:.3}"), (x, m + top * 0.02), ("sans-serif", 11))
+            }))
+            .map_err(err)?;
         // The spread of the rounds.
         chart
             .draw_series(bars.iter().filter_map(|&(x, _, r)| {

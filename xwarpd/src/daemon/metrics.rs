@@ -53,8 +53,13 @@ pub struct Snapshot {
 
 type Labels = Vec<(&'static str, String)>;
 
+/// `help` without its final period: the encoder adds one.
+fn help(text: &str) -> String {
+    text.trim_end_matches('.').to_string()
+}
+
 fn counter(r: &mut Registry, name: &str, help: &str, v: u64) {
-    r.register(name, help, ConstCounter::new(v));
+    r.register(name, self::help(help), ConstCounter::new(v));
 }
 
 fn labelled(r: &mut Registry, name: &str, help: &str, rows: &[(Labels, u64)]) {
@@ -62,7 +67,7 @@ fn labelled(r: &mut Registry, name: &str, help: &str, rows: &[(Labels, u64)]) {
     for (l, v) in rows {
         f.get_or_create(l).inc_by(*v);
     }
-    r.register(name, help, f);
+    r.register(name, self::help(help), f);
 }
 
 impl Snapshot {
@@ -71,7 +76,7 @@ impl Snapshot {
         let mut r = Registry::with_prefix("xwarpd");
         r.register(
             "build",
-            "The xwarpd version and the transport it serves.",
+            help("The xwarpd version and the transport it serves."),
             Info::new(vec![
                 ("version", env!("CARGO_PKG_VERSION").to_string()),
                 ("transport", self.transport.to_string()),
@@ -80,7 +85,7 @@ impl Snapshot {
         let up = i64::try_from(self.uptime_seconds).unwrap_or(i64::MAX);
         r.register(
             "uptime_seconds",
-            "Seconds since the daemon started.",
+            help("Seconds since the daemon started."),
             ConstGauge::new(up),
         );
         let d = &self.device;
@@ -158,7 +163,7 @@ impl Snapshot {
         let open = i64::try_from(st.open.len()).unwrap_or(i64::MAX);
         r.register(
             "store_connections",
-            "Store connections now open.",
+            help("Store connections now open."),
             ConstGauge::new(open),
         );
         counter(
@@ -316,7 +321,7 @@ impl Snapshot {
         }
         r.register(
             "engine_ooo_bytes_max",
-            "Most octets one connection held out of order at any time. Per engine (queue).",
+            help("Most octets one connection held out of order at any time. Per engine (queue)."),
             most,
         );
     }
@@ -436,6 +441,7 @@ mod tests {
         let s = sample();
         let text = s.to_prometheus();
         assert!(text.ends_with("# EOF\n"), "{text}");
+        assert!(!text.contains(".."), "a help text ends in two periods:\n{text}");
         let p = parse(&text);
         let version = env!("CARGO_PKG_VERSION");
         assert_eq!(
