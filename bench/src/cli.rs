@@ -59,6 +59,18 @@ pub enum Command {
     RawBw(TestArgs),
     /// Run raw, xdp and kernel on a built-in two-namespace testbed and print the ratios.
     Compare(CompareArgs),
+    /// Draw a result file (a test's --json, or compare's) as an SVG chart: bandwidth against
+    /// size, latency percentiles (CDF), or compare's grouped bars per transport.
+    Plot(PlotArgs),
+}
+
+/// Options of `plot`.
+#[derive(Debug, Clone, Args)]
+pub struct PlotArgs {
+    /// The result file (JSON).
+    pub input: PathBuf,
+    /// The SVG file to write.
+    pub output: PathBuf,
 }
 
 /// The tests, with a stable wire id for the handshake.
@@ -240,20 +252,54 @@ pub struct TestArgs {
     /// Run each size for this many seconds instead of a number of iterations.
     #[arg(short = 'D', long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
-    /// Transport.
-    #[arg(short, long, value_enum, default_value_t = TransportArg::Kernel)]
+    /// Work requests in flight in bandwidth tests (perftest's TX depth).
+    #[arg(short = 't', long = "tx-depth", default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub tx_depth: u32,
+    /// Number of queue pairs (perftest's -q); xwarp-bench runs one, more are refused.
+    #[arg(short = 'q', long = "qp", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub qps: u32,
+    /// perftest's completion events (-e); refused: xwarp-bench busy-polls its completion queues.
+    #[arg(short = 'e', long = "events")]
+    pub events: bool,
+    /// perftest's "do not fail on CPU frequency warnings" (-F); accepted: xwarp-bench does not
+    /// check the CPU frequency.
+    #[arg(short = 'F', long = "CPU-freq")]
+    pub cpu_freq: bool,
+    /// perftest's device (-d): with --transport xdp, the network interface (as --interface);
+    /// refused on the kernel transport, which has no device to choose.
+    #[arg(short = 'd', long = "ib-dev", value_name = "DEVICE")]
+    pub ib_dev: Option<String>,
+    /// perftest's GID index (-x); refused: iWARP addresses peers by IP, there is no GID table.
+    #[arg(short = 'x', long = "gid-index", value_name = "N")]
+    pub gid_index: Option<u32>,
+    /// perftest's rdma_cm connection set-up (-R); accepted: xwarp-bench always connects by IP
+    /// address and port, as rdma_cm does.
+    #[arg(short = 'R', long = "rdma_cm")]
+    pub rdma_cm: bool,
+    /// Bandwidth in Gb/sec (10^9 bit/s) instead of perftest's default MB/sec (2^20 bytes/s).
+    #[arg(long = "report_gbits")]
+    pub report_gbits: bool,
+    /// Latency tests: print the histogram of the samples after the results (perftest's -H).
+    #[arg(short = 'H', long = "report-histogram")]
+    pub histogram: bool,
+    /// perftest's bidirectional mode (-b); refused: not implemented yet, run a client from each
+    /// side instead.
+    #[arg(short = 'b', long = "bidirectional")]
+    pub bidirectional: bool,
+    /// Transport [default: kernel].
+    #[arg(long, value_enum, default_value_t = TransportArg::Kernel, help_heading = "xwarp options")]
     pub transport: TransportArg,
-    /// Network interface of the xdp transport.
-    #[arg(short, long)]
+    /// xdp: the network interface [default: the route's towards the server].
+    #[arg(long, value_name = "IFNAME", help_heading = "xwarp options")]
     pub interface: Option<String>,
-    /// Receive queue of the xdp transport.
-    #[arg(short, long, default_value_t = 0)]
-    pub queue: u32,
+    /// xdp: the interface's receive queue [default: 0].
+    #[arg(long, value_name = "N", help_heading = "xwarp options")]
+    pub queue: Option<u32>,
     /// Ask for MPA markers on what this side receives.
-    #[arg(long)]
+    #[arg(long, help_heading = "xwarp options")]
     pub markers: bool,
     /// Do not ask for the MPA CRC (it stays on if the peer asks).
-    #[arg(long)]
+    #[arg(long, help_heading = "xwarp options")]
     pub no_crc: bool,
     /// MPA revision: 2 (RFC 6581, accepts 1 and 2; the default), 1 (RFC 5044 only) or 0 (the
     /// draft's strict mode).
@@ -269,18 +315,19 @@ pub struct TestArgs {
     /// client offers / the server takes (empty: the client asks for none, the server takes all).
     #[arg(long, value_delimiter = ',')]
     pub p2p: Vec<RtrArg>,
-    /// Engine mode of the xdp transport (default: inline; on a host with few cores a busy-polling
-    /// engine thread competes with the application for them).
-    #[arg(short, long, value_enum)]
+    /// xdp: engine mode (default: inline; on a host with few cores a busy-polling engine thread
+    /// competes with the application for them).
+    #[arg(long, value_enum, help_heading = "xwarp options")]
     pub engine: Option<EngineArg>,
-    /// Work requests in flight in bandwidth tests.
-    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=4096))]
-    pub tx_depth: u32,
+    /// Also write the results as CSV to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
     /// Server: address to listen on.
     #[arg(long, default_value = "0.0.0.0")]
     pub bind: String,
-    /// Write the results as a JSON array to FILE.
-    #[arg(long, value_name = "FILE")]
+    /// Write the results as a JSON array to FILE (each record with the parameters it ran
+    /// with).
+    #[arg(long, value_name = "FILE", alias = "out_json_file")]
     pub json: Option<PathBuf>,
     /// Seconds to wait for the server (connect and MPA startup).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=600))]
@@ -299,6 +346,71 @@ impl TestArgs {
     /// Gb/s, threaded 2.6-3.5, five runs each, alternated).
     pub fn engine(&self) -> EngineArg {
         self.engine.unwrap_or(EngineArg::Inline)
+    }
+
+    /// The receive queue of the xdp transport (default 0).
+    pub fn queue(&self) -> u32 {
+        self.queue.unwrap_or(0)
+    }
+
+    /// The bandwidth unit of the tables.
+    pub fn bw_unit(&self) -> crate::report::BwUnit {
+        if self.report_gbits {
+            crate::report::BwUnit::Gigabits
+        } else {
+            crate::report::BwUnit::MegaBytes
+        }
+    }
+
+    /// The perftest options xwarp-bench refuses, and the options that do not apply to the
+    /// chosen transport: the first one given, with one line saying why.
+    pub fn refusal(&self, test: TestKind) -> Option<String> {
+        let raw = matches!(test, TestKind::RawLat | TestKind::RawBw);
+        if self.qps > 1 {
+            return Some(format!(
+                "-q {}: xwarp-bench runs one queue pair per test; run several clients for more",
+                self.qps
+            ));
+        }
+        if self.events {
+            return Some("-e: completion events are not supported: xwarp-bench busy-polls its completion queues".into());
+        }
+        if self.gid_index.is_some() {
+            return Some(
+                "-x: iWARP addresses peers by IP address; there is no GID table to index".into(),
+            );
+        }
+        if self.bidirectional {
+            return Some(
+                "-b: bidirectional tests are not implemented; run a client from each side".into(),
+            );
+        }
+        if let (Some(d), Some(i)) = (&self.ib_dev, &self.interface) {
+            if d != i {
+                return Some(format!(
+                    "-d {d} and --interface {i} name different interfaces; give one"
+                ));
+            }
+        }
+        if self.transport == TransportArg::Kernel && !raw {
+            for (given, flag) in [
+                (self.ib_dev.is_some(), "-d"),
+                (self.interface.is_some(), "--interface"),
+                (self.queue.is_some(), "--queue"),
+                (self.engine == Some(EngineArg::Inline), "--engine inline"),
+                (self.engine == Some(EngineArg::Threaded), "--engine"),
+            ] {
+                if given {
+                    return Some(format!("{flag} applies to the xdp transport only (the kernel transport has no device, queue or engine of ours): add --transport xdp"));
+                }
+            }
+        }
+        if self.histogram && !test.is_latency() {
+            return Some(
+                "-H: the histogram is of latency samples; use it with a *_lat test".into(),
+            );
+        }
+        None
     }
 }
 
@@ -392,7 +504,7 @@ impl Command {
             Self::RpcWrite(a) => (TestKind::RpcWrite, a),
             Self::RawLat(a) => (TestKind::RawLat, a),
             Self::RawBw(a) => (TestKind::RawBw, a),
-            Self::Compare(_) => return None,
+            Self::Compare(_) | Self::Plot(_) => return None,
         };
         Some(t)
     }
@@ -406,13 +518,12 @@ pub fn all_sizes() -> Vec<u64> {
 impl RunSpec {
     /// Checks the combination of options.
     pub fn new(test: TestKind, args: &TestArgs) -> Result<Self, String> {
-        let raw = matches!(test, TestKind::RawLat | TestKind::RawBw);
-        if args.engine == Some(EngineArg::Inline) && args.transport == TransportArg::Kernel && !raw
-        {
-            return Err(
-                "--engine inline needs --transport xdp (the kernel transport runs a thread per connection)"
-                    .into(),
-            );
+        if let Some(why) = args.refusal(test) {
+            return Err(why);
+        }
+        let mut args = args.clone();
+        if args.interface.is_none() {
+            args.interface = args.ib_dev.clone();
         }
         let sizes = if args.all {
             all_sizes()
@@ -428,7 +539,7 @@ impl RunSpec {
             test,
             sizes,
             length,
-            args: args.clone(),
+            args,
         })
     }
 }
@@ -506,18 +617,76 @@ mod tests {
     fn inline_engine_needs_xdp() {
         let e = spec(&["write_lat", "--engine", "inline"]).unwrap_err();
         assert!(e.contains("--transport xdp"), "{e}");
-        assert!(spec(&["write_lat", "--engine", "inline", "-t", "xdp"]).is_ok());
+        assert!(spec(&["write_lat", "--engine", "inline", "--transport", "xdp"]).is_ok());
+    }
+
+    #[test]
+    fn perftest_flags_mean_what_they_mean_in_perftest() {
+        let s = spec(&[
+            "write_bw",
+            "-t",
+            "64",
+            "-q",
+            "1",
+            "-F",
+            "-R",
+            "--report_gbits",
+        ])
+        .unwrap();
+        assert_eq!(s.args.tx_depth, 64);
+        assert_eq!(s.args.qps, 1);
+        assert_eq!(s.args.bw_unit(), crate::report::BwUnit::Gigabits);
+        assert_eq!(
+            spec(&["write_bw"]).unwrap().args.bw_unit(),
+            crate::report::BwUnit::MegaBytes
+        );
+        let s = spec(&["write_lat", "--transport", "xdp", "-d", "xw0"]).unwrap();
+        assert_eq!(s.args.interface.as_deref(), Some("xw0"));
+        assert!(spec(&["write_lat", "-H"]).unwrap().args.histogram);
+        let s = spec(&["write_bw", "--out_json_file", "/tmp/r.json"]).unwrap();
+        assert_eq!(s.args.json.unwrap().to_str(), Some("/tmp/r.json"));
+    }
+
+    #[test]
+    fn refused_options_say_why_in_one_line() {
+        for (args, needle) in [
+            (&["write_bw", "-q", "2"][..], "one queue pair"),
+            (&["write_lat", "-e"], "busy-polls"),
+            (&["write_lat", "-x", "3"], "GID"),
+            (&["write_bw", "-b"], "bidirectional"),
+            (&["write_lat", "-d", "mlx5_0"], "xdp transport only"),
+            (&["write_lat", "--interface", "eth1"], "xdp transport only"),
+            (&["write_lat", "--queue", "1"], "xdp transport only"),
+            (&["write_lat", "--engine", "threaded"], "xdp transport only"),
+            (&["write_bw", "-H"], "latency"),
+            (
+                &[
+                    "write_lat",
+                    "--transport",
+                    "xdp",
+                    "-d",
+                    "a0",
+                    "--interface",
+                    "b0",
+                ],
+                "different",
+            ),
+        ] {
+            let e = spec(args).unwrap_err();
+            assert!(e.contains(needle), "{args:?}: {e}");
+            assert_eq!(e.lines().count(), 1, "{e}");
+        }
     }
 
     #[test]
     fn xdp_engine_defaults_to_inline_and_follows_the_flag() {
-        let s = spec(&["write_lat", "-t", "xdp"]).unwrap();
+        let s = spec(&["write_lat", "--transport", "xdp"]).unwrap();
         assert_eq!(s.args.engine(), EngineArg::Inline);
-        let s = spec(&["write_bw", "-t", "xdp", "-e", "threaded"]).unwrap();
+        let s = spec(&["write_bw", "--transport", "xdp", "--engine", "threaded"]).unwrap();
         assert_eq!(s.args.engine(), EngineArg::Threaded);
-        let s = spec(&["rpc_read", "-t", "xdp"]).unwrap();
+        let s = spec(&["rpc_read", "--transport", "xdp"]).unwrap();
         assert_eq!(s.args.engine(), EngineArg::Inline);
-        let s = spec(&["rpc_read", "-t", "xdp", "-e", "threaded"]).unwrap();
+        let s = spec(&["rpc_read", "--transport", "xdp", "--engine", "threaded"]).unwrap();
         assert_eq!(s.args.engine(), EngineArg::Threaded);
     }
 

@@ -33,6 +33,12 @@ pub struct CompareRecord {
     pub bw_gbps: Option<f64>,
     /// Message rate (bandwidth tests).
     pub msg_rate_mpps: Option<f64>,
+    /// The spread of the rounds: the smallest and largest t_typical (latency tests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub t_typical_range_us: Option<[f64; 2]>,
+    /// The spread of the rounds: the smallest and largest bandwidth (bandwidth tests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bw_range_gbps: Option<[f64; 2]>,
 }
 
 impl CompareRecord {
@@ -45,6 +51,8 @@ impl CompareRecord {
             p99_us: r.and_then(|r| r.p99_us),
             bw_gbps: r.and_then(|r| r.bw_gbps),
             msg_rate_mpps: r.and_then(|r| r.msg_rate_mpps),
+            t_typical_range_us: None,
+            bw_range_gbps: None,
         }
     }
 }
@@ -226,10 +234,18 @@ pub fn medians(runs: &[CompareRecord]) -> Vec<CompareRecord> {
                 .iter()
                 .filter(|r| r.test == test.name() && r.transport == transport && r.bytes == bytes)
                 .collect();
-            let med = |f: fn(&CompareRecord) -> Option<f64>| {
+            let sorted = |f: fn(&CompareRecord) -> Option<f64>| {
                 let mut v: Vec<f64> = these.iter().filter_map(|r| f(r)).collect();
                 v.sort_by(f64::total_cmp);
+                v
+            };
+            let med = |f: fn(&CompareRecord) -> Option<f64>| {
+                let v = sorted(f);
                 v.get(v.len() / 2).copied()
+            };
+            let range = |f: fn(&CompareRecord) -> Option<f64>| {
+                let v = sorted(f);
+                Some([*v.first()?, *v.last()?])
             };
             out.push(CompareRecord {
                 test: test.name().into(),
@@ -239,6 +255,8 @@ pub fn medians(runs: &[CompareRecord]) -> Vec<CompareRecord> {
                 p99_us: med(|r| r.p99_us),
                 bw_gbps: med(|r| r.bw_gbps),
                 msg_rate_mpps: med(|r| r.msg_rate_mpps),
+                t_typical_range_us: range(|r| r.t_typical_us),
+                bw_range_gbps: range(|r| r.bw_gbps),
             });
         }
     }
@@ -474,6 +492,8 @@ mod tests {
             p99_us: typ,
             bw_gbps: bw,
             msg_rate_mpps: None,
+            t_typical_range_us: None,
+            bw_range_gbps: None,
         }
     }
 

@@ -5,9 +5,11 @@
 
 pub mod cli;
 pub mod compare;
+pub mod facts;
 pub mod handshake;
 pub mod linux;
 pub mod perftest;
+pub mod plot;
 pub mod raw;
 pub mod report;
 pub mod rpc;
@@ -21,6 +23,9 @@ use cli::{Cli, Command, RunSpec};
 pub fn run(cli: Cli) -> Result<(), String> {
     if let Command::Compare(c) = &cli.command {
         return compare::run(c);
+    }
+    if let Command::Plot(p) = &cli.command {
+        return plot::run(&p.input, &p.output);
     }
     let Some((test, args)) = cli.command.test() else {
         return Ok(());

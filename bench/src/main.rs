@@ -5,6 +5,16 @@ use clap::Parser;
 
 fn main() {
     let cli = bench::cli::Cli::parse();
+    // Warnings (generic XDP, copy mode, fallbacks in the dataplane) on stderr; RUST_LOG
+    // overrides the level.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .without_time()
+        .init();
     if let Err(e) = bench::run(cli) {
         // One line, no panic, non-zero exit.
         eprintln!("xwarp-bench: error: {}", e.replace('\n', " "));

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use dataplane::{Incoming, Listener};
 
 use crate::cli::{Length, RunSpec, TestArgs, TestKind, MAX_SIZE};
+use crate::facts;
 use crate::handshake::{BufferInfo, HandshakeStatus as HsStatus, Reply, Request};
 use crate::report::{self, Record, RULE};
 use crate::session::{
@@ -232,20 +233,8 @@ pub fn run_client(spec: &RunSpec, host: &str) -> Result<Vec<Record>, String> {
     let device = open_device(args, Some(addr.ip()))?;
     let config = connection_config(args);
     let mut rows = Vec::new();
-    println!("{RULE}");
-    println!(
-        "                    {} over {} ({}), {}",
-        spec.test.name(),
-        args.transport.name(),
-        addr,
-        if spec.test.is_latency() {
-            "latency in usec"
-        } else {
-            "Gb/sec = 10^9 bit/s"
-        }
-    );
-    println!("{RULE}");
-    println!("{}", report::header(spec.test));
+    let unit = args.bw_unit();
+    let mut histograms = Vec::new();
     for (k, &size) in spec.sizes.iter().enumerate() {
         let req = Request {
             test: spec.test,
@@ -260,17 +249,53 @@ pub fn run_client(spec: &RunSpec, host: &str) -> Result<Vec<Record>, String> {
         let (slots, _) = layout(spec.test, size, false);
         let ctrl = matches!(spec.test, TestKind::WriteBw | TestKind::SendBw);
         let mut s = Session::connect(device.clone(), addr, req, &config, slots, ctrl)?;
-        let row = measure(&mut s, spec.test, size, spec.length, args)
+        let params = facts::params(spec, &device, Some(&s.qp));
+        if k == 0 {
+            // perftest's order: the parameter block, then the table.
+            println!("{RULE}");
+            println!(
+                "                    {} over {} ({}), {}",
+                spec.test.name(),
+                args.transport.name(),
+                addr,
+                if spec.test.is_latency() {
+                    "latency in usec"
+                } else if unit == report::BwUnit::Gigabits {
+                    "Gb/sec = 10^9 bit/s"
+                } else {
+                    "MB/sec = 2^20 bytes/s"
+                }
+            );
+            print!("{}", params.block());
+            facts::warn(&params);
+            println!("{RULE}");
+            println!("{}", report::header_in(spec.test, unit));
+        }
+        let (mut row, hist) = measure(&mut s, spec.test, size, spec.length, args)
             .map_err(|e| format!("{} {} B: {e}", spec.test.name(), size))?;
-        println!("{}", row.row());
+        row.params = Some(params);
+        println!("{}", row.row_in(unit));
         let _ = std::io::stdout().flush();
         rows.push(row);
+        if let Some(h) = hist.filter(|_| args.histogram) {
+            histograms.push((size, h));
+        }
         drop(s);
     }
     report_engine_counters(&device, "client");
     println!("{RULE}");
+    for (size, lines) in histograms {
+        println!("Latency histogram of {size} B (usec, count):");
+        for l in lines {
+            println!("{l}");
+        }
+        println!("{RULE}");
+    }
     if let Some(path) = &args.json {
         report::write_json(path, &rows)?;
+    }
+    if let Some(path) = &args.csv {
+        report::write_csv(path, &rows)?;
     }
     Ok(rows)
 }
@@ -281,7 +306,7 @@ fn measure(
     size: u64,
     length: Length,
     args: &TestArgs,
-) -> Result<Record, Ended> {
+) -> Result<(Record, Option<Vec<String>>), Ended> {
     let transport = args.transport.name();
     let mut progress = Progress::new(test, size);
     if test.is_latency() {
@@ -293,19 +318,17 @@ fn measure(
         let st = rec
             .summary()
             .ok_or_else(|| Ended::Failed("no samples".into()))?;
-        return Ok(Record::latency(test, transport, size, &st));
+        let mut r = Record::latency(test, transport, size, &st);
+        r.percentiles_us = Some(rec.percentiles());
+        return Ok((r, Some(rec.histogram_lines())));
     }
     let depth = match test {
         TestKind::ReadBw => args.tx_depth.min(READ_DEPTH),
         _ => args.tx_depth,
     };
     let (completions, total) = stream(s, test, length, depth, &mut progress)?;
-    Ok(Record::bandwidth(
-        test,
-        transport,
-        size,
-        &bandwidth(size, &completions, total),
-    ))
+    let r = Record::bandwidth(test, transport, size, &bandwidth(size, &completions, total));
+    Ok((r, None))
 }
 
 fn write_lat(s: &Session, length: Length, p: &mut Progress) -> Result<LatencyRecorder, Ended> {

@@ -64,7 +64,7 @@ fn open_queue(spec: &RunSpec, ifname: &str) -> Result<(XdpProgram, XskQueue, usi
     };
     let (prog, q) = steered_queue(
         ifname,
-        spec.args.queue,
+        spec.args.queue(),
         AttachPolicy::NativeOnly,
         cfg,
         &[(spec.args.port, PortKind::Listen)],
@@ -106,7 +106,7 @@ pub fn serve(spec: &RunSpec) -> Result<(), String> {
     println!(
         "xwarp-bench {} server listening on {ifname} queue {} port {port} (raw AF_XDP)",
         spec.test.name(),
-        spec.args.queue
+        spec.args.queue()
     );
     let _ = std::io::Write::flush(&mut std::io::stdout());
     let start = Instant::now();
@@ -157,7 +157,8 @@ pub fn run_client(spec: &RunSpec, host: &str) -> Result<Vec<Record>, String> {
         spec.test.name()
     );
     println!("{RULE}");
-    println!("{}", report::header(spec.test));
+    let unit = spec.args.bw_unit();
+    println!("{}", report::header_in(spec.test, unit));
     let mut rows = Vec::new();
     for (run_id, &size) in (1u64..).zip(&spec.sizes) {
         let row = if spec.test == TestKind::RawLat {
@@ -175,7 +176,9 @@ pub fn run_client(spec: &RunSpec, host: &str) -> Result<Vec<Record>, String> {
                 rec.record(*r / 2);
             }
             let st = rec.summary().ok_or("no samples")?;
-            Record::latency(spec.test, "raw", size, &st)
+            let mut r = Record::latency(spec.test, "raw", size, &st);
+            r.percentiles_us = Some(rec.percentiles());
+            r
         } else {
             let payload = frame_payload(size, max);
             let frames = iterations.saturating_mul(frames_per_message(size, max));
@@ -213,12 +216,15 @@ pub fn run_client(spec: &RunSpec, host: &str) -> Result<Vec<Record>, String> {
             };
             Record::bandwidth(spec.test, "raw", size, &b)
         };
-        println!("{}", row.row());
+        println!("{}", row.row_in(unit));
         rows.push(row);
     }
     println!("{RULE}");
     if let Some(path) = &spec.args.json {
         report::write_json(path, &rows)?;
+    }
+    if let Some(path) = &spec.args.csv {
+        report::write_csv(path, &rows)?;
     }
     Ok(rows)
 }

@@ -12,19 +12,130 @@ use crate::stats::{BwStats, LatencyStats};
 pub const RULE: &str =
     "---------------------------------------------------------------------------------------";
 
-/// perftest's bandwidth header.
+/// perftest's bandwidth header with `--report_gbits`.
 pub const BW_HEADER: &str =
     " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]";
+/// perftest's bandwidth header (its default unit, MB/sec: 2^20 bytes a second).
+pub const BW_HEADER_MB: &str =
+    " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]";
+
+/// Gb/s (10^9 bit/s) to perftest's MB/sec (2^20 bytes/s).
+pub fn gbps_to_mb_per_sec(gbps: f64) -> f64 {
+    gbps * 1e9 / 8.0 / 1_048_576.0
+}
+
+/// The bandwidth unit of the tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BwUnit {
+    /// MB/sec (2^20 bytes/s), perftest's default.
+    #[default]
+    MegaBytes,
+    /// Gb/sec (10^9 bit/s), perftest's `--report_gbits`.
+    Gigabits,
+}
+
+/// What a test ran on, printed before the results (like perftest's parameter block) and kept
+/// in the JSON. Fields that do not apply (XDP facts on the kernel transport) are `null`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Params {
+    /// The test.
+    pub test: String,
+    /// `xdp`, `kernel` or `raw`.
+    pub transport: String,
+    /// Connection type (iWARP is reliable connected).
+    pub connection: String,
+    /// Queue pairs.
+    pub num_of_qps: u32,
+    /// Work requests in flight (bandwidth tests).
+    pub tx_depth: u32,
+    /// The interface (xdp).
+    pub interface: Option<String>,
+    /// Its receive queue (xdp).
+    pub queue: Option<u32>,
+    /// `native` or `generic` XDP.
+    pub xdp_mode: Option<String>,
+    /// AF_XDP zero-copy (else copy mode).
+    pub zero_copy: Option<bool>,
+    /// The engine: `inline`, `threaded`, or `pinned to CPU N`.
+    pub engine: Option<String>,
+    /// The interface's MTU.
+    pub mtu: Option<u32>,
+    /// The MSS of the engine's TCP.
+    pub mss: Option<u16>,
+    /// MPA markers we insert, as negotiated.
+    pub tx_markers: Option<bool>,
+    /// MPA markers the peer inserts, as negotiated.
+    pub rx_markers: Option<bool>,
+    /// MPA CRC, as negotiated.
+    pub crc: Option<bool>,
+    /// MULPDU in force for what we send.
+    pub mulpdu: Option<usize>,
+}
+
+impl Params {
+    /// perftest-style lines: ` Name : value`.
+    pub fn block(&self) -> String {
+        let mut rows: Vec<(&str, String)> = vec![
+            ("Test", self.test.clone()),
+            ("Transport", self.transport.clone()),
+            ("Connection type", self.connection.clone()),
+            ("Number of qps", self.num_of_qps.to_string()),
+            ("TX depth", self.tx_depth.to_string()),
+        ];
+        let opt = |v: &Option<String>| v.clone();
+        for (name, v) in [
+            ("Interface", opt(&self.interface)),
+            ("Queue", self.queue.map(|q| q.to_string())),
+            ("XDP mode", opt(&self.xdp_mode)),
+            (
+                "AF_XDP bind",
+                self.zero_copy
+                    .map(|z| if z { "zero-copy" } else { "copy" }.to_string()),
+            ),
+            ("Engine", opt(&self.engine)),
+            ("MTU", self.mtu.map(|m| m.to_string())),
+            ("MSS", self.mss.map(|m| m.to_string())),
+            (
+                "MPA markers",
+                self.tx_markers
+                    .zip(self.rx_markers)
+                    .map(|(t, r)| format!("tx {}, rx {}", on_off(t), on_off(r))),
+            ),
+            ("MPA CRC", self.crc.map(|c| on_off(c).to_string())),
+            ("MULPDU", self.mulpdu.map(|m| m.to_string())),
+        ] {
+            if let Some(v) = v {
+                rows.push((name, v));
+            }
+        }
+        rows.iter()
+            .map(|(n, v)| format!(" {n:<16}: {v}\n"))
+            .collect()
+    }
+}
+
+fn on_off(b: bool) -> &'static str {
+    if b {
+        "on"
+    } else {
+        "off"
+    }
+}
 
 /// perftest's latency header.
 pub const LAT_HEADER: &str = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec]";
 
-/// The header for a test.
+/// The header for a test, bandwidth in Gb/sec.
 pub fn header(test: TestKind) -> &'static str {
-    if test.is_latency() {
-        LAT_HEADER
-    } else {
-        BW_HEADER
+    header_in(test, BwUnit::Gigabits)
+}
+
+/// The header for a test, bandwidth in `unit`.
+pub fn header_in(test: TestKind, unit: BwUnit) -> &'static str {
+    match (test.is_latency(), unit) {
+        (true, _) => LAT_HEADER,
+        (false, BwUnit::Gigabits) => BW_HEADER,
+        (false, BwUnit::MegaBytes) => BW_HEADER_MB,
     }
 }
 
@@ -59,6 +170,18 @@ pub struct Record {
     pub bw_gbps: Option<f64>,
     /// Message rate.
     pub msg_rate_mpps: Option<f64>,
+    /// Average bandwidth in perftest's MB/sec (2^20 bytes/s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bw_average_mb_s: Option<f64>,
+    /// Latency distribution: (percentile, microseconds) points (latency tests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub percentiles_us: Option<Vec<[f64; 2]>>,
+    /// I/Os per second (storage tests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iops: Option<f64>,
+    /// What the test ran on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<Params>,
 }
 
 impl Record {
@@ -79,6 +202,10 @@ impl Record {
             bw_peak_gbps: None,
             bw_gbps: None,
             msg_rate_mpps: None,
+            bw_average_mb_s: None,
+            percentiles_us: None,
+            iops: None,
+            params: None,
         }
     }
 
@@ -99,11 +226,50 @@ impl Record {
             bw_peak_gbps: Some(b.peak_gbps),
             bw_gbps: Some(b.avg_gbps),
             msg_rate_mpps: Some(b.msg_rate_mpps),
+            bw_average_mb_s: Some(gbps_to_mb_per_sec(b.avg_gbps)),
+            percentiles_us: None,
+            iops: None,
+            params: None,
         }
     }
 
-    /// perftest's row for this record.
+    /// perftest's row for this record, bandwidth in Gb/sec.
     pub fn row(&self) -> String {
+        self.row_in(BwUnit::Gigabits)
+    }
+
+    /// The CSV header of [`Record::csv`].
+    pub const CSV_HEADER: &'static str = "test,transport,bytes,iterations,t_min_us,t_max_us,t_typical_us,t_avg_us,t_stdev_us,p99_us,p999_us,bw_peak_gbps,bw_gbps,msg_rate_mpps,iops";
+
+    /// This record as one CSV line (empty fields where a column does not apply).
+    pub fn csv(&self) -> String {
+        let f = |v: Option<f64>| v.map_or_else(String::new, |v| format!("{v}"));
+        format!(
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            self.test,
+            self.transport,
+            self.bytes,
+            self.iterations,
+            f(self.t_min_us),
+            f(self.t_max_us),
+            f(self.t_typical_us),
+            f(self.t_avg_us),
+            f(self.t_stdev_us),
+            f(self.p99_us),
+            f(self.p999_us),
+            f(self.bw_peak_gbps),
+            f(self.bw_gbps),
+            f(self.msg_rate_mpps),
+            f(self.iops),
+        )
+    }
+
+    /// perftest's row for this record, bandwidth in `unit`.
+    pub fn row_in(&self, unit: BwUnit) -> String {
+        let bw = |v: Option<f64>| match unit {
+            BwUnit::Gigabits => v,
+            BwUnit::MegaBytes => v.map(gbps_to_mb_per_sec),
+        };
         let f = |v: Option<f64>| v.unwrap_or(f64::NAN);
         if self.t_typical_us.is_some() {
             format!(
@@ -123,12 +289,23 @@ impl Record {
                 " {:<11}{:<13}{:>17.2}{:>20.2}{:>20.6}",
                 self.bytes,
                 self.iterations,
-                f(self.bw_peak_gbps),
-                f(self.bw_gbps),
+                f(bw(self.bw_peak_gbps)),
+                f(bw(self.bw_gbps)),
                 f(self.msg_rate_mpps),
             )
         }
     }
+}
+
+/// Writes `rows` as CSV (with a header line) to `path`.
+pub fn write_csv(path: &Path, rows: &[Record]) -> Result<(), String> {
+    let mut text = String::from(Record::CSV_HEADER);
+    text.push('\n');
+    for r in rows {
+        text.push_str(&r.csv());
+        text.push('\n');
+    }
+    std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
 /// Writes `value` as pretty JSON to `path`.
@@ -183,6 +360,86 @@ mod tests {
         let cols: Vec<&str> = row.split_whitespace().collect();
         assert_eq!(cols, ["65536", "5000", "9.50", "9.25", "0.017642"]);
         assert_eq!(header(TestKind::WriteBw), BW_HEADER);
+    }
+
+    #[test]
+    fn mb_per_sec_is_perftests_default_and_gbits_on_request() {
+        let b = BwStats {
+            iterations: 10,
+            peak_gbps: 8.388_608,
+            avg_gbps: 8.388_608,
+            msg_rate_mpps: 1.0,
+        };
+        let r = Record::bandwidth(TestKind::WriteBw, "kernel", 65_536, &b);
+        // 8.388608 Gb/s = 1048576000 B/s = 1000 MB/sec (2^20).
+        let cols: Vec<String> = r
+            .row_in(BwUnit::MegaBytes)
+            .split_whitespace()
+            .map(String::from)
+            .collect();
+        assert_eq!(cols[2], "1000.00");
+        assert_eq!(cols[3], "1000.00");
+        assert!(r.row_in(BwUnit::Gigabits).contains("8.39"));
+        assert_eq!(
+            header_in(TestKind::WriteBw, BwUnit::MegaBytes),
+            BW_HEADER_MB
+        );
+        assert_eq!(r.bw_average_mb_s.map(|v| v.round()), Some(1000.0));
+    }
+
+    #[test]
+    fn csv_has_a_field_per_header_column() {
+        let r = Record::latency(TestKind::WriteLat, "xdp", 64, &lat());
+        let line = r.csv();
+        assert_eq!(
+            line.split(',').count(),
+            Record::CSV_HEADER.split(',').count()
+        );
+        assert!(
+            line.starts_with("write_lat,xdp,64,1000,10,90.5,12.25,"),
+            "{line}"
+        );
+        assert!(line.ends_with(",,,,"), "{line}");
+    }
+
+    #[test]
+    fn parameter_block_names_what_ran() {
+        let p = Params {
+            test: "write_bw".into(),
+            transport: "xdp".into(),
+            connection: "RC".into(),
+            num_of_qps: 1,
+            tx_depth: 128,
+            interface: Some("xw0".into()),
+            queue: Some(0),
+            xdp_mode: Some("generic".into()),
+            zero_copy: Some(false),
+            engine: Some("inline".into()),
+            mtu: Some(1500),
+            mss: Some(1446),
+            tx_markers: Some(true),
+            rx_markers: Some(false),
+            crc: Some(true),
+            mulpdu: Some(1400),
+        };
+        let b = p.block();
+        for want in [
+            " Transport       : xdp",
+            " XDP mode        : generic",
+            " AF_XDP bind     : copy",
+            " MSS             : 1446",
+            " MPA markers     : tx on, rx off",
+            " MPA CRC         : on",
+            " TX depth        : 128",
+        ] {
+            assert!(b.contains(want), "{want:?} missing in\n{b}");
+        }
+        let k = Params {
+            transport: "kernel".into(),
+            ..Params::default()
+        }
+        .block();
+        assert!(!k.contains("XDP mode"), "{k}");
     }
 
     #[test]

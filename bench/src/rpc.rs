@@ -87,18 +87,27 @@ pub fn run_client(spec: &RunSpec, host: &str) -> Result<Vec<Record>, String> {
     };
     let mut c = StoreClient::connect_on(&device, addr, &opts)
         .map_err(|e| format!("cannot reach {addr}: {e}"))?;
+    let unit = args.bw_unit();
+    let params = crate::facts::params(spec, &device, None);
     println!("{RULE}");
     println!(
-        "                    {} over {} ({addr}), Gb/sec = 10^9 bit/s",
+        "                    {} over {} ({addr}), {}",
         spec.test.name(),
-        args.transport.name()
+        args.transport.name(),
+        match unit {
+            report::BwUnit::Gigabits => "Gb/sec = 10^9 bit/s",
+            report::BwUnit::MegaBytes => "MB/sec = 2^20 bytes/s",
+        }
     );
+    print!("{}", params.block());
+    crate::facts::warn(&params);
     println!("{RULE}");
-    println!("{}", report::header(spec.test));
+    println!("{}", report::header_in(spec.test, unit));
     let mut rows = Vec::new();
     for &size in &spec.sizes {
-        let row = run_size(&mut c, spec, size)?;
-        println!("{}", row.row());
+        let mut row = run_size(&mut c, spec, size)?;
+        row.params = Some(params.clone());
+        println!("{}", row.row_in(unit));
         rows.push(row);
     }
     println!("{RULE}");
@@ -113,6 +122,9 @@ pub fn run_client(spec: &RunSpec, host: &str) -> Result<Vec<Record>, String> {
     }
     if let Some(path) = &args.json {
         report::write_json(path, &rows)?;
+    }
+    if let Some(path) = &args.csv {
+        report::write_csv(path, &rows)?;
     }
     Ok(rows)
 }

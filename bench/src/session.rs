@@ -84,7 +84,7 @@ pub fn xdp_config(args: &TestArgs, peer: Option<IpAddr>) -> Result<XdpConfig, St
         None => default_interface(peer)?,
     };
     let mut cfg = XdpConfig::new(interface);
-    cfg.queue = args.queue;
+    cfg.queue = args.queue();
     cfg.mode = match args.engine() {
         EngineArg::Inline => EngineMode::Inline,
         EngineArg::Threaded => EngineMode::Threaded,

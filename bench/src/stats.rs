@@ -46,6 +46,32 @@ impl LatencyRecorder {
         self.hist.is_empty()
     }
 
+    /// The latency distribution as (percentile, microseconds) points, for CDF curves and the
+    /// JSON: [`CDF_PERCENTILES`] of the samples.
+    pub fn percentiles(&self) -> Vec<[f64; 2]> {
+        if self.hist.is_empty() {
+            return Vec::new();
+        }
+        CDF_PERCENTILES
+            .iter()
+            .map(|&p| [p, self.hist.value_at_quantile(p / 100.0) as f64 / 1000.0])
+            .collect()
+    }
+
+    /// perftest's `-H` dump: one line per recorded value bucket, `usec count`.
+    pub fn histogram_lines(&self) -> Vec<String> {
+        self.hist
+            .iter_recorded()
+            .map(|v| {
+                format!(
+                    "{:.3}, {}",
+                    v.value_iterated_to() as f64 / 1000.0,
+                    v.count_at_value()
+                )
+            })
+            .collect()
+    }
+
     /// The summary, `None` without samples.
     pub fn summary(&self) -> Option<LatencyStats> {
         if self.hist.is_empty() {
@@ -64,6 +90,11 @@ impl LatencyRecorder {
         })
     }
 }
+
+/// The percentiles [`LatencyRecorder::percentiles`] reports.
+pub const CDF_PERCENTILES: [f64; 14] = [
+    0.0, 1.0, 5.0, 10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.9, 99.99, 99.999, 100.0,
+];
 
 /// perftest's latency columns, in microseconds.
 #[derive(Debug, Clone, Copy, PartialEq)]

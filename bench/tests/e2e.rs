@@ -5,7 +5,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use bench::report::{BW_HEADER, LAT_HEADER};
+use bench::report::{BW_HEADER, BW_HEADER_MB, LAT_HEADER};
 use bench::testbed::{Testbed, ADDR_A};
 
 const EXE: &str = env!("CARGO_BIN_EXE_xwarp-bench");
@@ -99,10 +99,15 @@ fn kernel_transport_tests_print_perftest_columns_and_json() {
             String::from_utf8_lossy(&out.stderr)
         );
         let lat = test.ends_with("_lat");
-        let header = if lat { LAT_HEADER } else { BW_HEADER };
+        // perftest's default unit, MB/sec; the parameter block before the table.
+        let header = if lat { LAT_HEADER } else { BW_HEADER_MB };
         assert!(
             stdout.lines().any(|l| l == header),
             "{test}: no header in\n{stdout}"
+        );
+        assert!(
+            stdout.contains(" Transport       : kernel") && stdout.contains(" TX depth        : "),
+            "{test}: no parameter block in\n{stdout}"
         );
         let bytes = bench::cli::parse_size(size).unwrap().to_string();
         let row: Vec<&str> = stdout
@@ -160,7 +165,56 @@ fn kernel_transport_tests_print_perftest_columns_and_json() {
         assert_eq!(o["t_typical_us"].is_null(), !lat);
         assert_eq!(o["bw_gbps"].is_null(), lat);
         assert_eq!(o["msg_rate_mpps"].is_null(), lat);
+        assert_eq!(o["params"]["transport"], "kernel", "{test}: {o:?}");
+        assert_eq!(o["params"]["num_of_qps"], 1);
+        if !test.starts_with("rpc") {
+            assert_eq!(o["params"]["crc"], true, "{test}: negotiated CRC in {o:?}");
+        }
+        if lat {
+            let p = o["percentiles_us"].as_array().expect("percentiles");
+            assert!(p.len() > 5 && p.windows(2).all(|w| w[0][1].as_f64() <= w[1][1].as_f64()));
+        }
     }
+    // --report_gbits, -H and --csv.
+    let json = dir.join("extra.json");
+    let csv = dir.join("extra.csv");
+    let out = run_with(
+        &tb,
+        "write_bw",
+        "4K",
+        "300",
+        19_100,
+        &json,
+        &[],
+        &["--report_gbits", "--csv", csv.to_str().unwrap()],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(stdout.lines().any(|l| l == BW_HEADER), "{stdout}");
+    let c = std::fs::read_to_string(&csv).unwrap();
+    assert!(
+        c.starts_with("test,transport,bytes,")
+            && c.lines()
+                .nth(1)
+                .unwrap()
+                .starts_with("write_bw,kernel,4096,300,"),
+        "{c}"
+    );
+    let out = run_with(&tb, "write_lat", "64", "100", 19_101, &json, &[], &["-H"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("Latency histogram of 64 B (usec, count):"),
+        "{stdout}"
+    );
+    let counts: u64 = stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("Latency histogram"))
+        .skip(1)
+        .take_while(|l| !l.starts_with("---"))
+        .map(|l| l.rsplit(", ").next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(counts, 100, "the histogram counts every sample:\n{stdout}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -178,7 +232,7 @@ fn xdp_transport_built(tb: &Testbed) -> bool {
             "--timeout",
             "2",
         ])
-        .args(["-t", "xdp", "-i", &tb.if_b])
+        .args(["--transport", "xdp", "--interface", &tb.if_b])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -201,8 +255,8 @@ fn xdp_transport_tests_run_end_to_end_and_interoperate_with_kernel() {
     tb.tx_checksum_off(false).unwrap();
     let dir = std::env::temp_dir().join(format!("xwarp-bench-e2e-xdp-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let xa = ["-t", "xdp", "-i", tb.if_a.as_str()];
-    let xb = ["-t", "xdp", "-i", tb.if_b.as_str()];
+    let xa = ["--transport", "xdp", "--interface", tb.if_a.as_str()];
+    let xb = ["--transport", "xdp", "--interface", tb.if_b.as_str()];
     let kernel: [&str; 0] = [];
     // (test, size, iterations, server options, client options, client transport)
     type Case<'a> = (
@@ -247,6 +301,27 @@ fn xdp_transport_tests_run_end_to_end_and_interoperate_with_kernel() {
             &o["bw_gbps"]
         };
         assert!(figure.as_f64().is_some_and(|f| f > 0.0), "case {k}: {o}");
+        if transport == "xdp" {
+            // The parameter block and the JSON say what the xdp transport ran on.
+            assert!(
+                stdout.contains(" XDP mode        : "),
+                "case {k}:\n{stdout}"
+            );
+            assert!(
+                stdout.contains(" AF_XDP bind     : "),
+                "case {k}:\n{stdout}"
+            );
+            assert!(
+                stdout.contains(" MSS             : "),
+                "case {k}:\n{stdout}"
+            );
+            let p = &o["params"];
+            assert!(
+                ["native", "generic"].contains(&p["xdp_mode"].as_str().unwrap_or("")),
+                "{p}"
+            );
+            assert!(p["zero_copy"].is_boolean() && p["mtu"] == 1500, "{p}");
+        }
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -305,9 +380,29 @@ fn unreachable_host_in_the_testbed_is_one_line_and_exit_1() {
 fn xdp_transport_set_up_failures_are_one_line() {
     // No such interface: refused before anything is attached anywhere.
     for args in [
-        &["write_lat", "198.18.0.1", "-t", "xdp", "-i", "nosuchif0"][..],
-        &["rpc_read", "198.18.0.1", "-t", "xdp", "-i", "nosuchif0"],
-        &["write_lat", "-t", "xdp", "-i", "nosuchif0"],
+        &[
+            "write_lat",
+            "198.18.0.1",
+            "--transport",
+            "xdp",
+            "--interface",
+            "nosuchif0",
+        ][..],
+        &[
+            "rpc_read",
+            "198.18.0.1",
+            "--transport",
+            "xdp",
+            "--interface",
+            "nosuchif0",
+        ],
+        &[
+            "write_lat",
+            "--transport",
+            "xdp",
+            "--interface",
+            "nosuchif0",
+        ],
     ] {
         let out = Command::new(EXE)
             .args(args)
@@ -322,7 +417,7 @@ fn xdp_transport_set_up_failures_are_one_line() {
     }
     // Loopback is never chosen as the default interface (no XDP outside a testbed).
     let out = Command::new(EXE)
-        .args(["write_lat", "127.0.0.1", "-t", "xdp"])
+        .args(["write_lat", "127.0.0.1", "--transport", "xdp"])
         .stdin(Stdio::null())
         .output()
         .unwrap();

@@ -76,6 +76,26 @@ impl XdpConfig {
     }
 }
 
+/// What an open AF_XDP device runs on, as set up ([`crate::Device::xdp_info`]): for reports
+/// (the bench's parameter block, `xwarpd status`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct XdpInfo {
+    /// The interface.
+    pub interface: String,
+    /// Its receive queue the engine serves.
+    pub queue: u32,
+    /// Native or generic XDP, as attached.
+    pub attach_mode: crate::xdp::AttachMode,
+    /// The AF_XDP socket is bound zero-copy (else copy mode).
+    pub zero_copy: bool,
+    /// The interface's MTU at open.
+    pub mtu: u32,
+    /// The MSS the engine's TCP offers.
+    pub mss: u16,
+    /// Inline, threaded or pinned engine.
+    pub mode: EngineMode,
+}
+
 /// Settings of one queue pair / connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConnectionConfig {

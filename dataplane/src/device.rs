@@ -103,6 +103,12 @@ impl Device {
         c
     }
 
+    /// What an AF_XDP device was set up with (attach mode, zero-copy, MTU, MSS, queue);
+    /// `None` for the kernel transport.
+    pub fn xdp_info(&self) -> Option<crate::XdpInfo> {
+        self.xdp.as_ref().map(|x| x.shared.info.clone())
+    }
+
     /// True when the application's own calls drive the engine (an AF_XDP device in
     /// [`crate::EngineMode::Inline`]): a busy-polling caller need not give up its CPU.
     pub fn is_inline(&self) -> bool {

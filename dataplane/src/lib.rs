@@ -38,7 +38,7 @@ pub mod xdp;
 mod xdp_device;
 
 pub use completion::{Completion, Opcode, Status};
-pub use config::{ConnectionConfig, EngineMode, MpaSettings, Transport, XdpConfig};
+pub use config::{ConnectionConfig, EngineMode, MpaSettings, Transport, XdpConfig, XdpInfo};
 pub use counters::CounterSnapshot;
 pub use cq::CompletionQueue;
 pub use device::{Device, EngineLoad, QpInit};

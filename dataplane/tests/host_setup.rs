@@ -522,7 +522,8 @@ fn irq_affinity_follows_queue_names_and_undo_restores() {
 }
 
 /// Writes a fake `ethtool` into `dir` (a NIC with 8 combined channels and ntuple filters off)
-/// that logs its arguments to `dir/ethtool.log` and answers rule insertions with IDs 1000, ...
+/// that logs its arguments to `dir/ethtool.log`, answers rule insertions with IDs 1000, ...,
+/// and keeps its state (channels, ntuple, rules) so that `-l`, `-k` and `-n` report it.
 fn fake_ethtool(dir: &std::path::Path) {
     let d = dir.display();
     let fake = format!(
@@ -530,18 +531,35 @@ fn fake_ethtool(dir: &std::path::Path) {
 echo "$*" >> {d}/ethtool.log
 case "$1" in
     -i) echo "driver: fakenic" ;;
-    -l) printf 'Channel parameters for %s:\nPre-set maximums:\nRX:\t\tn/a\nTX:\t\tn/a\nOther:\t\t1\nCombined:\t8\nCurrent hardware settings:\nRX:\t\tn/a\nTX:\t\tn/a\nOther:\t\t1\nCombined:\t8\n' "$2" ;;
-    -k) echo "ntuple-filters: off" ;;
+    -l) c=$(cat {d}/combined); printf 'Channel parameters for %s:\nPre-set maximums:\nRX:\t\tn/a\nTX:\t\tn/a\nOther:\t\t1\nCombined:\t8\nCurrent hardware settings:\nRX:\t\tn/a\nTX:\t\tn/a\nOther:\t\t1\nCombined:\t%s\n' "$2" "$c" ;;
+    -L) echo "$4" > {d}/combined ;;
+    -k) echo "ntuple-filters: $(cat {d}/ntuple)" ;;
+    -K) echo "$4" > {d}/ntuple ;;
+    -n) while read -r id port mask q; do
+            printf 'Filter: %s\n\tRule Type: TCP over IPv4\n\tSrc IP addr: 0.0.0.0 mask: 255.255.255.255\n\tDest IP addr: 0.0.0.0 mask: 255.255.255.255\n\tTOS: 0x0 mask: 0xff\n\tSrc port: 0 mask: 0xffff\n\tDest port: %s mask: 0x%x\n\tAction: Direct to queue %s\n\n' "$id" "$port" "$mask" "$q"
+        done < {d}/rules ;;
     -N) if [[ "$3" != delete ]]; then
-            n=$(wc -l < {d}/ids); echo x >> {d}/ids; echo "Added rule with ID $((1000 + n))"
+            n=$(wc -l < {d}/ids); echo x >> {d}/ids; id=$((1000 + n))
+            mask=0; [[ "$7" == m ]] && mask=$8
+            echo "$id $6 $mask ${{@: -1}}" >> {d}/rules
+            echo "Added rule with ID $id"
+        else
+            sed -i "/^$4 /d" {d}/rules
         fi ;;
 esac
 "#
     );
     let path = dir.join("ethtool");
     std::fs::write(&path, fake).unwrap();
-    std::fs::write(dir.join("ids"), "").unwrap();
-    std::fs::write(dir.join("ethtool.log"), "").unwrap();
+    for (f, v) in [
+        ("ids", ""),
+        ("ethtool.log", ""),
+        ("rules", ""),
+        ("combined", "8\n"),
+        ("ntuple", "off\n"),
+    ] {
+        std::fs::write(dir.join(f), v).unwrap();
+    }
     let ok = Command::new("chmod")
         .args(["755", path.to_str().unwrap()])
         .status()
@@ -613,6 +631,83 @@ fn ntuple_rules_steer_ports_to_queues_and_undo_deletes_them() {
     want.push(format!("-K {iface} ntuple off"));
     want.push(format!("-L {iface} combined 8"));
     assert_eq!(undone, want);
+}
+
+/// A second run with the same settings changes nothing: no channel change, no second ntuple
+/// rule (the rules `ethtool -n` lists are kept), no new undo command; `--persist` writes the
+/// boot unit (into a DESTDIR) that replays the same arguments, once.
+#[test]
+fn a_second_run_changes_nothing_and_persist_writes_a_boot_unit() {
+    if !may_run_as_root("a_second_run_changes_nothing_and_persist_writes_a_boot_unit") {
+        return;
+    }
+    let ns = Netns::new("i");
+    let iface = ns.iface.clone();
+    let (bin, path) = ns.fake_ethtool_path();
+    let undo = ns.undo_file();
+    let destdir = bin.parent().unwrap().join("destdir");
+    let args = [
+        "--iface",
+        &iface,
+        "--queues",
+        "2",
+        "--ports",
+        "18515",
+        "--local-ports",
+        "61440-61951",
+        "--undo-file",
+        &undo,
+        "--persist",
+        "--destdir",
+        destdir.to_str().unwrap(),
+    ];
+    let run = || ns.host_setup_env(&args, &[("PATH", &path)]);
+    let out = run();
+    let (o, e) = text(&out);
+    assert!(out.status.success(), "{o}{e}");
+    let rules = std::fs::read_to_string(bin.join("rules")).unwrap();
+    assert_eq!(rules.lines().count(), 3, "{rules}");
+    let undo_first = std::fs::read_to_string(&undo).unwrap();
+    let unit_path = destdir.join("etc/systemd/system/xwarp-host-setup.service");
+    let unit = std::fs::read_to_string(&unit_path).unwrap();
+    assert!(
+        unit.contains("Type=oneshot") && unit.contains("Before=xwarpd.service"),
+        "{unit}"
+    );
+    assert!(
+        unit.contains(&format!(
+            "ExecStart=/usr/local/lib/xwarp/host-setup --iface {iface} --queues 2"
+        )),
+        "{unit}"
+    );
+    assert!(!unit.contains("--persist"), "{unit}");
+    assert!(destdir.join("usr/local/lib/xwarp/host-setup").is_file());
+
+    std::fs::write(bin.join("ethtool.log"), "").unwrap();
+    let out = run();
+    let (o, e) = text(&out);
+    assert!(out.status.success(), "{o}{e}");
+    let log = std::fs::read_to_string(bin.join("ethtool.log")).unwrap();
+    let changes: Vec<&str> = log
+        .lines()
+        .filter(|l| l.starts_with("-L") || l.starts_with("-K") || l.starts_with("-N"))
+        .collect();
+    assert_eq!(changes, Vec::<&str>::new(), "{o}");
+    assert_eq!(std::fs::read_to_string(bin.join("rules")).unwrap(), rules);
+    assert!(o.contains("is there already (rule 1000)"), "{o}");
+    // bpffs aside: `ip netns exec` gives every run a fresh /sys, so it is mounted each time.
+    let changed: Vec<&str> = o
+        .lines()
+        .filter(|l| l.starts_with("change:") && !l.contains("mount -t bpf"))
+        .collect();
+    assert_eq!(changed, Vec::<&str>::new(), "{o}");
+    let ethtool_undos = |u: &str| u.lines().filter(|l| l.contains("ethtool")).count();
+    assert_eq!(
+        ethtool_undos(&std::fs::read_to_string(&undo).unwrap()),
+        ethtool_undos(&undo_first),
+        "no new undo command"
+    );
+    assert_eq!(std::fs::read_to_string(&unit_path).unwrap(), unit);
 }
 
 /// A local port range that is not aligned: the masked rules of --dry-run are aligned

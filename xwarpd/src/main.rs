@@ -8,7 +8,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use xwarpd::daemon::{self, config::DEFAULT_CONTROL, DaemonConfig, DaemonError, Overrides};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{reload, EnvFilter};
+use xwarpd::daemon::{self, config::DEFAULT_CONTROL, DaemonConfig, DaemonError, Hooks, Overrides};
 
 /// xwarpd: the xwarp data-plane daemon.
 ///
@@ -16,9 +19,12 @@ use xwarpd::daemon::{self, config::DEFAULT_CONTROL, DaemonConfig, DaemonError, O
 /// a file mmap'ed shared and served with READ (server RDMA-Writes into the client's buffer),
 /// WRITE (server RDMA-Reads it), COMMIT (msync + fsync) and GETATTR. Settings come from
 /// --config FILE (TOML, see deploy/xwarpd.example.toml) with flags on top. Counters: `xwarpd
-/// stats`, or Prometheus text over HTTP at --metrics. SIGINT or SIGTERM stops it cleanly; a
-/// panic in any of its threads stops it with one log line and exit status 70 (systemd's
-/// Restart=on-failure then restarts it).
+/// stats`, or Prometheus text over HTTP at --metrics; a summary for people: `xwarpd status`.
+/// SIGINT or SIGTERM stops it cleanly (store synced); SIGHUP reloads the configuration (the log
+/// filter applies at once; other changed settings are named and wait for a restart). It tells
+/// systemd when it is ready (Type=notify) and logs to the journal with priorities when its
+/// stderr is the journal. A panic in any of its threads stops it with one log line and exit
+/// status 70 (systemd's Restart=on-failure then restarts it).
 ///
 /// The store admits only clients from allowed networks (--store-allow; by default the listen
 /// address's own subnet), at most --store-max-connections at once, and closes connections idle
@@ -128,7 +134,15 @@ enum Command {
         #[arg(long, value_name = "PATH", default_value = DEFAULT_CONTROL)]
         control: PathBuf,
     },
-    /// Check a configuration (file and flags) and print it, without starting anything.
+    /// Print what a running xwarpd serves, for people: transport, XDP mode, zero-copy, queue,
+    /// connections and totals (asks its control socket).
+    Status {
+        /// The daemon's control socket.
+        #[arg(long, value_name = "PATH", default_value = DEFAULT_CONTROL)]
+        control: PathBuf,
+    },
+    /// Check a configuration (file and flags) and print the effective one as TOML (every
+    /// setting, defaults filled in), without starting anything.
     CheckConfig {
         #[command(flatten)]
         run: Box<RunArgs>,
@@ -162,22 +176,67 @@ fn load(a: &RunArgs) -> Result<DaemonConfig, DaemonError> {
     Ok(DaemonConfig::load(a.config.as_deref(), &o)?)
 }
 
+/// True when stderr is the journal's stream (systemd sets `JOURNAL_STREAM` to its
+/// `device:inode`).
+fn stderr_is_journal() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Some(want) = std::env::var_os("JOURNAL_STREAM") else {
+        return false;
+    };
+    let Ok(fd) = std::os::fd::AsFd::as_fd(&std::io::stderr()).try_clone_to_owned() else {
+        return false;
+    };
+    let Ok(m) = std::fs::File::from(fd).metadata() else {
+        return false;
+    };
+    want.to_str() == Some(&format!("{}:{}", m.dev(), m.ino()))
+}
+
+/// Installs the log subscriber: to the journal with priorities (and fields) when stderr is the
+/// journal, else formatted lines on stderr. Returns the function that replaces the filter.
+fn init_logging(filter: &str) -> impl Fn(&str) -> Result<(), String> + Send + 'static {
+    let filter = EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new("info"));
+    let (filter, handle) = reload::Layer::new(filter);
+    let journald = stderr_is_journal()
+        .then(|| tracing_journald::layer().ok())
+        .flatten();
+    let fmt = journald.is_none().then(|| {
+        tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::stderr().is_terminal())
+    });
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(journald)
+        .with(fmt)
+        .init();
+    move |f: &str| {
+        let f = EnvFilter::try_new(f).map_err(|e| e.to_string())?;
+        handle.reload(f).map_err(|e| e.to_string())
+    }
+}
+
+fn ask(control: &std::path::Path, request: &str) -> ExitCode {
+    match daemon::control::query(control, request) {
+        Ok(s) => {
+            print!("{s}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("xwarpd {request}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Some(Command::Stats { control }) => match daemon::control::query_stats(&control) {
-            Ok(s) => {
-                print!("{s}");
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("xwarpd stats: {e}");
-                ExitCode::FAILURE
-            }
-        },
+        Some(Command::Stats { control }) => ask(&control, "stats"),
+        Some(Command::Status { control }) => ask(&control, "status"),
         Some(Command::CheckConfig { run }) => match load(&run) {
             Ok(c) => {
-                println!("{c:#?}");
+                print!("{}", c.to_toml());
                 ExitCode::SUCCESS
             }
             Err(e) => {
@@ -193,14 +252,13 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            let filter = tracing_subscriber::EnvFilter::try_new(&cfg.log)
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-            tracing_subscriber::fmt()
-                .with_env_filter(filter)
-                .with_writer(std::io::stderr)
-                .with_ansi(std::io::stderr().is_terminal())
-                .init();
-            match daemon::run(&cfg) {
+            let set_log = init_logging(&cfg.log);
+            let run = cli.run;
+            let hooks = Hooks {
+                reload: Some(Box::new(move || load(&run))),
+                set_log: Some(Box::new(set_log)),
+            };
+            match daemon::run_with(&cfg, &hooks) {
                 Ok(daemon::Stop::Signal(_)) => ExitCode::SUCCESS,
                 // Already logged, in one line, by the supervisor.
                 Ok(daemon::Stop::Panic) => ExitCode::from(daemon::supervisor::EXIT_PANIC),

@@ -209,13 +209,13 @@ fn check_config_accepts_an_xdp_configuration_without_touching_the_interface() {
         String::from_utf8_lossy(&out.stderr)
     );
     for n in [
-        "Xdp",
-        "\"xwnosuch0\"",
-        "queue: 2",
-        "Copy",
-        "GenericOnly",
-        "45000..=45099",
-        "Threaded",
+        "transport = \"xdp\"",
+        "interface = \"xwnosuch0\"",
+        "queue = 2",
+        "bind = \"copy\"",
+        "attach = \"generic\"",
+        "local_ports = \"45000-45099\"",
+        "engine = \"threaded\"",
     ] {
         assert!(o.contains(n), "check-config output lacks {n}:\n{o}");
     }

@@ -209,7 +209,7 @@ fn xdp_daemon_serves_the_store_to_a_kernel_client_counts_and_detaches_on_sigterm
     assert!(attached_prog(&tb).is_some(), "no XDP program while serving");
 
     let before = stats(&tb, &ctl);
-    assert!(before.contains("xwarpd_uptime_seconds{transport=\"xdp\"}"));
+    assert!(before.contains("transport=\"xdp\"}"), "{before}");
     let rx0 = sample(&before, "xwarpd_engine_rx_bytes_total");
     let tx0 = sample(&before, "xwarpd_engine_tx_packets_total");
 
@@ -275,6 +275,21 @@ fn xdp_daemon_serves_the_store_to_a_kernel_client_counts_and_detaches_on_sigterm
     let prom = tb.run_in(Side::A, || http_get(&metrics));
     assert!(prom.starts_with("HTTP/1.0 200 OK"), "{prom}");
     assert!(sample(&prom, "xwarpd_engine_rx_bytes_total") >= rx);
+    // The XDP program's own counters, and the status for people.
+    assert!(sample(&prom, "xwarpd_xdp_redirected_total") > 0, "{prom}");
+    sample(&prom, "xwarpd_xdp_fragments_total");
+    let out = tb
+        .exec(Side::A, &[BIN, "status", "--control", ctl.as_str()])
+        .unwrap();
+    let status = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(status.contains(" XDP, "), "{status}");
+    assert!(status.contains("queue 0"), "{status}");
+    assert!(status.contains("redirected"), "{status}");
 
     // SIGTERM: a clean exit, the XDP program detached.
     d.signal(libc::SIGTERM);

@@ -50,6 +50,8 @@ pub(crate) struct Shared {
     /// The interface's network namespace (next-hop look-ups run there).
     pub(crate) netns: NetNs,
     pub(crate) ip: std::net::Ipv4Addr,
+    /// What the device was set up with.
+    pub(crate) info: crate::XdpInfo,
 }
 
 impl std::fmt::Debug for Shared {

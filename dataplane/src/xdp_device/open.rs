@@ -87,6 +87,15 @@ impl XdpDevice {
         ecfg.listener = cfg.listener.clone();
         let room = frame_size.min(mtu + 14) - HEADERS - TCP_OPTIONS;
         ecfg.tcp.mss = u16::try_from(room).unwrap_or(u16::MAX);
+        let info = crate::XdpInfo {
+            interface: cfg.interface.clone(),
+            queue: cfg.queue,
+            attach_mode: prog.mode(),
+            zero_copy: queue.is_zero_copy(),
+            mtu,
+            mss: ecfg.tcp.mss,
+            mode: cfg.mode,
+        };
         let engine = Engine::with_faults(ecfg, XskIo::new(queue), cfg.fault, Instant::now());
 
         let (inline, core) = match cfg.mode {
@@ -108,6 +117,7 @@ impl XdpDevice {
             inline,
             netns,
             ip,
+            info,
         });
         Ok(XdpDevice::start(shared, core))
     }

@@ -28,6 +28,8 @@ pub(crate) struct LinkStatus {
     pub(crate) error: Option<QpError>,
     pub(crate) close_requested: bool,
     pub(crate) finished: bool,
+    /// What MPA negotiated, once established.
+    pub(crate) negotiated: Option<ddp::NegotiatedFraming>,
 }
 
 impl QpLink {
@@ -182,6 +184,9 @@ impl State {
                 negotiated,
             } => {
                 DeviceCounters::inc(&c.mpa_established);
+                if let Some(link) = self.routes.get(&conn) {
+                    link.update(|s| s.negotiated = Some(negotiated));
+                }
                 if let Some(p @ Pending::Connecting) = self.pending.get_mut(&conn) {
                     *p = Pending::Done(Ok(Established {
                         peer_private_data,

@@ -1,5 +1,6 @@
-//! The control socket: a Unix stream socket `xwarpd stats` connects to. A request is one line
-//! (`stats`); the answer is the metrics text, then the connection closes.
+//! The control socket: a Unix stream socket `xwarpd stats` and `xwarpd status` connect to. A
+//! request is one line (`stats`: the metrics text; `status`: a summary for people); the answer
+//! follows, then the connection closes.
 //!
 //! The socket's path is claimed carefully: only a stale socket of ours (a socket file owned by
 //! this user on which nobody listens: connect fails with ECONNREFUSED, as after a kill -9) is
@@ -27,6 +28,15 @@ impl ControlServer {
         path: &Path,
         stats: impl Fn() -> String + Send + 'static,
     ) -> std::io::Result<Self> {
+        Self::start_with(path, move |req| (req == "stats").then(&stats))
+    }
+
+    /// As [`ControlServer::start`], answering each request line with what `answer` returns for
+    /// it (`None`: an unknown request, answered with an error line).
+    pub fn start_with(
+        path: &Path,
+        answer: impl Fn(&str) -> Option<String> + Send + 'static,
+    ) -> std::io::Result<Self> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)?;
         }
@@ -42,12 +52,12 @@ impl ControlServer {
                         let mut line = String::new();
                         let mut r = BufReader::new(&c);
                         let _ = r.read_line(&mut line);
-                        let answer = match line.trim() {
-                            "stats" => stats(),
-                            other => {
-                                format!("error: unknown request {other:?} (try \"stats\")\n")
-                            }
-                        };
+                        let req = line.trim();
+                        let answer = answer(req).unwrap_or_else(|| {
+                            format!(
+                                "error: unknown request {req:?} (try \"stats\" or \"status\")\n"
+                            )
+                        });
                         let _ = (&c).write_all(answer.as_bytes());
                     }
                     Err(_) => std::thread::sleep(Duration::from_millis(20)),
@@ -119,6 +129,11 @@ impl Drop for ControlServer {
 
 /// Asks the daemon behind `path` for its stats.
 pub fn query_stats(path: &Path) -> std::io::Result<String> {
+    query(path, "stats")
+}
+
+/// Sends `request` (`stats`, `status`) to the daemon behind `path`; its answer.
+pub fn query(path: &Path, request: &str) -> std::io::Result<String> {
     let mut c = UnixStream::connect(path).map_err(|e| {
         std::io::Error::new(
             e.kind(),
@@ -129,7 +144,7 @@ pub fn query_stats(path: &Path) -> std::io::Result<String> {
         )
     })?;
     c.set_read_timeout(Some(Duration::from_secs(5)))?;
-    c.write_all(b"stats\n")?;
+    c.write_all(format!("{request}\n").as_bytes())?;
     let mut s = String::new();
     c.read_to_string(&mut s)?;
     Ok(s)

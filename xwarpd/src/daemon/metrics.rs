@@ -1,15 +1,30 @@
-//! Counters in the Prometheus text exposition format, and a tiny HTTP responder serving them
-//! (any `GET` answers the metrics; one request per connection).
+//! Counters as Prometheus/OpenMetrics text, through `prometheus-client`'s registry, and a
+//! tiny HTTP responder serving them (any `GET` answers the metrics; one request per connection).
+//!
+//! Each scrape builds a registry from one [`Snapshot`]. Labels are bounded: `reason` (two
+//! values), `queue` (the engines), and `conn`/`peer` on the per-connection store series, which
+//! exist only while that connection is open (at most the connection cap): a closed connection's
+//! calls stay in the service totals. `xwarpd_build_info` names the version and transport.
 
 use super::worker::Worker;
-use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::time::Duration;
 
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::metrics::info::Info;
+use prometheus_client::registry::Registry;
+
 use crate::store::{CallCounts, Refusal, StoreSnapshot};
-use dataplane::CounterSnapshot;
+use dataplane::xdp::SteerCounters;
+use dataplane::{CounterSnapshot, XdpInfo};
 use endpoint::EndpointCounters;
+
+/// The content type of [`Snapshot::to_prometheus`] (OpenMetrics text, which Prometheus reads).
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// Everything the daemon reports, at one instant.
 #[derive(Debug, Clone, Default)]
@@ -30,274 +45,292 @@ pub struct Snapshot {
     pub uptime_seconds: u64,
     /// Per-engine counters of the AF_XDP transport (empty on the kernel transport), by queue.
     pub engines: Vec<(u32, EndpointCounters)>,
+    /// What the AF_XDP device runs on (attach mode, zero-copy, queue); `None` on kernel.
+    pub xdp_info: Option<XdpInfo>,
+    /// The XDP program's steering counters; `None` on the kernel transport.
+    pub xdp_counters: Option<SteerCounters>,
 }
 
-fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
+type Labels = Vec<(&'static str, String)>;
+
+/// `help` without its final period: the encoder adds one.
+fn help(text: &str) -> String {
+    text.trim_end_matches('.').to_string()
+}
+
+fn counter(r: &mut Registry, name: &str, help: &str, v: u64) {
+    r.register(name, self::help(help), ConstCounter::new(v));
+}
+
+fn labelled(r: &mut Registry, name: &str, help: &str, rows: &[(Labels, u64)]) {
+    let f = Family::<Labels, Counter>::default();
+    for (l, v) in rows {
+        f.get_or_create(l).inc_by(*v);
+    }
+    r.register(name, self::help(help), f);
 }
 
 impl Snapshot {
-    /// Renders the Prometheus text format (version 0.0.4).
-    pub fn to_prometheus(&self) -> String {
-        let mut o = String::new();
-        let t = self.transport;
-        let metric = |o: &mut String, name: &str, kind: &str, help: &str, v: u64| {
-            let _ = writeln!(o, "# HELP xwarpd_{name} {help}");
-            let _ = writeln!(o, "# TYPE xwarpd_{name} {kind}");
-            let _ = writeln!(o, "xwarpd_{name}{{transport=\"{t}\"}} {v}");
-        };
-        let d = &self.device;
-        metric(
-            &mut o,
-            "uptime_seconds",
-            "gauge",
-            "Seconds since the daemon started.",
-            self.uptime_seconds,
+    /// The registry of this snapshot's metrics (prefix `xwarpd_`).
+    pub fn registry(&self) -> Registry {
+        let mut r = Registry::with_prefix("xwarpd");
+        r.register(
+            "build",
+            help("The xwarpd version and the transport it serves."),
+            Info::new(vec![
+                ("version", env!("CARGO_PKG_VERSION").to_string()),
+                ("transport", self.transport.to_string()),
+            ]),
         );
+        let up = i64::try_from(self.uptime_seconds).unwrap_or(i64::MAX);
+        r.register(
+            "uptime_seconds",
+            help("Seconds since the daemon started."),
+            ConstGauge::new(up),
+        );
+        let d = &self.device;
         for (name, help, v) in [
             (
-                "tcp_accepted_total",
+                "tcp_accepted",
                 "TCP connections accepted by listeners.",
                 d.tcp_accepted,
             ),
             (
-                "mpa_established_total",
+                "mpa_established",
                 "MPA connections established.",
                 d.mpa_established,
             ),
             (
-                "startup_malformed_total",
+                "startup_malformed",
                 "Malformed MPA startup frames.",
                 d.startup_malformed,
             ),
             (
-                "startup_timeouts_total",
+                "startup_timeouts",
                 "MPA startups that timed out.",
                 d.startup_timeouts,
             ),
             (
-                "startup_rejected_total",
+                "startup_rejected",
                 "MPA connections rejected.",
                 d.startup_rejected,
             ),
-            ("crc_errors_total", "FPDUs with a bad CRC.", d.crc_errors),
-            ("marker_errors_total", "MPA marker errors.", d.marker_errors),
+            ("crc_errors", "FPDUs with a bad CRC.", d.crc_errors),
+            ("marker_errors", "MPA marker errors.", d.marker_errors),
+            ("framing_errors", "Other framing errors.", d.framing_errors),
             (
-                "framing_errors_total",
-                "Other framing errors.",
-                d.framing_errors,
-            ),
-            (
-                "terminates_sent_total",
+                "terminates_sent",
                 "Terminate messages sent.",
                 d.terminates_sent,
             ),
             (
-                "terminates_received_total",
+                "terminates_received",
                 "Terminate messages received.",
                 d.terminates_received,
             ),
             (
-                "connection_errors_total",
+                "connection_errors",
                 "Connections that ended in error.",
                 d.connection_errors,
             ),
-            ("tx_bytes_total", "Bytes sent.", d.tx_bytes),
-            ("rx_bytes_total", "Bytes received.", d.rx_bytes),
+            ("tx_bytes", "Bytes sent.", d.tx_bytes),
+            ("rx_bytes", "Bytes received.", d.rx_bytes),
             (
-                "echo_connections_total",
+                "echo_connections",
                 "Connections of the echo listeners.",
                 self.echo_connections,
             ),
             (
-                "echo_messages_total",
+                "echo_messages",
                 "Sends echoed by the echo listeners.",
                 self.echo_messages,
             ),
             (
-                "echo_refused_total",
+                "echo_refused",
                 "Echo connections rejected at a listener's connection cap.",
                 self.echo_refused,
             ),
         ] {
-            metric(&mut o, name, "counter", help, v);
+            counter(&mut r, name, help, v);
         }
-        let st = &self.store;
-        let _ = writeln!(
-            o,
-            "# HELP xwarpd_store_connections Store connections now open."
+        self.register_store(&mut r);
+        self.register_xdp(&mut r);
+        r
+    }
+
+    fn register_store(&self, r: &mut Registry) {
+        let st: &StoreSnapshot = &self.store;
+        let open = i64::try_from(st.open.len()).unwrap_or(i64::MAX);
+        r.register(
+            "store_connections",
+            help("Store connections now open."),
+            ConstGauge::new(open),
         );
-        let _ = writeln!(o, "# TYPE xwarpd_store_connections gauge");
-        let _ = writeln!(o, "xwarpd_store_connections {}", st.open.len());
-        for (name, help, v) in [
-            (
-                "store_connections_accepted_total",
-                "Store connections accepted.",
-                st.accepted,
-            ),
-            (
-                "store_connections_idle_closed_total",
-                "Store connections closed for having had no call within the idle timeout.",
-                st.idle_closed,
-            ),
-        ] {
-            let _ = writeln!(o, "# HELP xwarpd_{name} {help}");
-            let _ = writeln!(o, "# TYPE xwarpd_{name} counter");
-            let _ = writeln!(o, "xwarpd_{name} {v}");
-        }
-        let _ = writeln!(
-            o,
-            "# HELP xwarpd_store_connections_refused_total Store connections refused: the peer is in no allowed network, or the server was at its connection cap."
+        counter(
+            r,
+            "store_connections_accepted",
+            "Store connections accepted.",
+            st.accepted,
         );
-        let _ = writeln!(o, "# TYPE xwarpd_store_connections_refused_total counter");
-        for (reason, v) in [
+        counter(
+            r,
+            "store_connections_idle_closed",
+            "Store connections closed for having had no call within the idle timeout.",
+            st.idle_closed,
+        );
+        let refused: Vec<(Labels, u64)> = [
             (Refusal::NotAllowed, st.refused_not_allowed),
             (Refusal::Full, st.refused_full),
-        ] {
-            let _ = writeln!(
-                o,
-                "xwarpd_store_connections_refused_total{{reason=\"{}\"}} {v}",
-                reason.label()
-            );
-        }
+        ]
+        .into_iter()
+        .map(|(reason, v)| (vec![("reason", reason.label().to_string())], v))
+        .collect();
+        labelled(
+            r,
+            "store_connections_refused",
+            "Store connections refused: the peer is in no allowed network, or the server was at its connection cap.",
+            &refused,
+        );
         type Field = fn(&CallCounts) -> u64;
         let calls: [(&str, &str, Field); 8] = [
-            ("reads_total", "READ calls.", |c| c.reads),
-            ("writes_total", "WRITE calls.", |c| c.writes),
-            ("commits_total", "COMMIT calls.", |c| c.commits),
-            ("other_calls_total", "GETATTR and NULL calls.", |c| {
-                c.other_calls
-            }),
-            ("read_bytes_total", "Bytes returned by READ.", |c| {
-                c.bytes_read
-            }),
-            ("written_bytes_total", "Bytes stored by WRITE.", |c| {
+            ("reads", "READ calls.", |c| c.reads),
+            ("writes", "WRITE calls.", |c| c.writes),
+            ("commits", "COMMIT calls.", |c| c.commits),
+            ("other_calls", "GETATTR and NULL calls.", |c| c.other_calls),
+            ("read_bytes", "Bytes returned by READ.", |c| c.bytes_read),
+            ("written_bytes", "Bytes stored by WRITE.", |c| {
                 c.bytes_written
             }),
+            ("errors", "Calls answered with a non-OK status.", |c| {
+                c.errors
+            }),
             (
-                "errors_total",
-                "Calls answered with a non-OK status.",
-                |c| c.errors,
-            ),
-            (
-                "refused_total",
+                "refused",
                 "Messages refused (RDMA_ERROR, RPC rejections).",
                 |c| c.refused,
             ),
         ];
-        // Service totals (closed connections included), then one series per OPEN connection:
-        // a connection's series go when it closes, so there are at most as many as the cap.
+        // Service totals (closed connections included), then one series per OPEN connection.
         for (name, help, f) in calls {
-            let _ = writeln!(o, "# HELP xwarpd_store_{name} {help} All connections.");
-            let _ = writeln!(o, "# TYPE xwarpd_store_{name} counter");
-            let _ = writeln!(o, "xwarpd_store_{name} {}", f(&st.totals));
-            let _ = writeln!(
-                o,
-                "# HELP xwarpd_store_connection_{name} {help} Per open connection."
+            counter(
+                r,
+                &format!("store_{name}"),
+                &format!("{help} All connections."),
+                f(&st.totals),
             );
-            let _ = writeln!(o, "# TYPE xwarpd_store_connection_{name} counter");
-            for c in &st.open {
-                let _ = writeln!(
-                    o,
-                    "xwarpd_store_connection_{name}{{conn=\"{}\",peer=\"{}\"}} {}",
-                    c.id,
-                    escape(&c.peer),
-                    f(&c.counts)
-                );
+            let rows: Vec<(Labels, u64)> = st
+                .open
+                .iter()
+                .map(|c| {
+                    (
+                        vec![("conn", c.id.to_string()), ("peer", c.peer.clone())],
+                        f(&c.counts),
+                    )
+                })
+                .collect();
+            labelled(
+                r,
+                &format!("store_connection_{name}"),
+                &format!("{help} Per open connection."),
+                &rows,
+            );
+        }
+    }
+
+    fn register_xdp(&self, r: &mut Registry) {
+        if let Some(x) = &self.xdp_counters {
+            for (name, help, v) in [
+                ("xdp_redirected", "Frames the XDP program handed to an AF_XDP socket.", x.redirected),
+                ("xdp_passed", "Frames the XDP program gave to the kernel: not ours.", x.passed),
+                ("xdp_malformed", "Frames the XDP program dropped: truncated or impossible headers.", x.malformed),
+                (
+                    "xdp_steered_no_socket",
+                    "Frames to a steered port with no AF_XDP socket on their queue (given to the kernel).",
+                    x.steered_no_socket,
+                ),
+                (
+                    "xdp_fragments",
+                    "First IP fragments of TCP segments to a steered port, dropped (the engine does not reassemble).",
+                    x.fragments,
+                ),
+            ] {
+                counter(r, name, help, v);
             }
         }
+        if self.engines.is_empty() {
+            return;
+        }
         type EngineField = fn(&EndpointCounters) -> u64;
-        let per_engine: [(&str, &str, &str, EngineField); 14] = [
+        let per_engine: [(&str, &str, EngineField); 13] = [
+            ("engine_rx_packets", "Frames received.", |e| e.rx_packets),
+            ("engine_tx_packets", "Frames sent.", |e| e.tx_packets),
+            ("engine_rx_bytes", "Octets received.", |e| e.rx_bytes),
+            ("engine_tx_bytes", "Octets sent.", |e| e.tx_bytes),
             (
-                "engine_rx_packets_total",
-                "counter",
-                "Frames received.",
-                |e| e.rx_packets,
-            ),
-            ("engine_tx_packets_total", "counter", "Frames sent.", |e| {
-                e.tx_packets
-            }),
-            (
-                "engine_rx_bytes_total",
-                "counter",
-                "Octets received.",
-                |e| e.rx_bytes,
-            ),
-            ("engine_tx_bytes_total", "counter", "Octets sent.", |e| {
-                e.tx_bytes
-            }),
-            (
-                "engine_retransmissions_total",
-                "counter",
+                "engine_retransmissions",
                 "TCP segments retransmitted.",
                 |e| e.retransmissions,
             ),
             (
-                "engine_ooo_fpdus_placed_total",
-                "counter",
+                "engine_ooo_fpdus_placed",
                 "FPDUs placed out of order, before their gap filled.",
                 |e| e.ooo_fpdus_placed,
             ),
+            ("engine_crc_errors", "MPA CRC errors.", |e| e.crc_errors),
             (
-                "engine_ooo_bytes_max",
-                "gauge",
-                "Most octets one connection held out of order at any time.",
-                |e| e.ooo_bytes_max,
-            ),
-            (
-                "engine_crc_errors_total",
-                "counter",
-                "MPA CRC errors.",
-                |e| e.crc_errors,
-            ),
-            (
-                "engine_framing_errors_total",
-                "counter",
+                "engine_framing_errors",
                 "Other MPA framing errors (marker, length, alignment).",
                 |e| e.framing_errors,
             ),
+            ("engine_terminates", "Terminates sent and received.", |e| {
+                e.terminates_sent + e.terminates_received
+            }),
             (
-                "engine_terminates_total",
-                "counter",
-                "Terminates sent and received.",
-                |e| e.terminates_sent + e.terminates_received,
-            ),
-            (
-                "engine_drops_total",
-                "counter",
+                "engine_drops",
                 "Frames dropped: not ours, no flow or listener, or malformed.",
                 |e| e.drops + e.malformed,
             ),
             (
-                "engine_malformed_total",
-                "counter",
+                "engine_malformed",
                 "Malformed frames (bad Ethernet, IP or TCP header or checksum); part of drops.",
                 |e| e.malformed,
             ),
             (
-                "engine_tx_stalls_total",
-                "counter",
+                "engine_tx_stalls",
                 "Frames not sent for want of a transmit buffer or a neighbour's MAC.",
                 |e| e.tx_no_buffer + e.no_neighbour,
             ),
             (
-                "engine_connections_opened_total",
-                "counter",
+                "engine_connections_opened",
                 "TCP connections established by the engine.",
                 |e| e.connections_opened,
             ),
         ];
-        if !self.engines.is_empty() {
-            for (name, kind, help, f) in per_engine {
-                let _ = writeln!(o, "# HELP xwarpd_{name} {help} Per engine (queue).");
-                let _ = writeln!(o, "# TYPE xwarpd_{name} {kind}");
-                for (q, e) in &self.engines {
-                    let _ = writeln!(o, "xwarpd_{name}{{queue=\"{q}\"}} {}", f(e));
-                }
-            }
+        for (name, help, f) in per_engine {
+            let rows: Vec<(Labels, u64)> = self
+                .engines
+                .iter()
+                .map(|(q, e)| (vec![("queue", q.to_string())], f(e)))
+                .collect();
+            labelled(r, name, &format!("{help} Per engine (queue)."), &rows);
         }
+        let most = Family::<Labels, Gauge>::default();
+        for (q, e) in &self.engines {
+            most.get_or_create(&vec![("queue", q.to_string())])
+                .set(i64::try_from(e.ooo_bytes_max).unwrap_or(i64::MAX));
+        }
+        r.register(
+            "engine_ooo_bytes_max",
+            help("Most octets one connection held out of order at any time. Per engine (queue)."),
+            most,
+        );
+    }
+
+    /// Renders the registry as OpenMetrics text (ends with `# EOF`).
+    pub fn to_prometheus(&self) -> String {
+        let mut o = String::new();
+        // Writing into a String cannot fail.
+        let _ = encode(&mut o, &self.registry());
         o
     }
 }
@@ -330,7 +363,7 @@ impl MetricsServer {
                         let resp = if req[..n].starts_with(b"GET ") {
                             let body = snapshot().to_prometheus();
                             format!(
-                                    "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                                    "HTTP/1.0 200 OK\r\nContent-Type: {CONTENT_TYPE}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                                     body.len()
                                 )
                         } else {
@@ -358,10 +391,25 @@ impl MetricsServer {
 mod tests {
     use super::*;
     use crate::store::ConnSnapshot;
+    use prometheus_parse::{Scrape, Value};
 
-    #[test]
-    fn prometheus_text_has_help_type_and_labels() {
-        let s = Snapshot {
+    /// Parses `text` with a Prometheus text parser; every sample as (name, labels, value).
+    fn parse(text: &str) -> Scrape {
+        Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).expect("parses")
+    }
+
+    fn value(s: &Scrape, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        s.samples
+            .iter()
+            .find(|x| x.metric == name && labels.iter().all(|(k, v)| x.labels.get(k) == Some(*v)))
+            .map(|x| match x.value {
+                Value::Counter(v) | Value::Gauge(v) | Value::Untyped(v) => v,
+                _ => f64::NAN,
+            })
+    }
+
+    fn sample() -> Snapshot {
+        Snapshot {
             transport: "kernel",
             device: CounterSnapshot {
                 tx_bytes: 42,
@@ -385,29 +433,91 @@ mod tests {
                 ..StoreSnapshot::default()
             },
             ..Snapshot::default()
-        };
-        let t = s.to_prometheus();
-        assert!(t.contains("# TYPE xwarpd_tx_bytes_total counter\n"));
-        assert!(t.contains("xwarpd_tx_bytes_total{transport=\"kernel\"} 42\n"));
-        assert!(t.contains("xwarpd_store_reads_total 10\n"));
-        assert!(t.contains(
-            "xwarpd_store_connection_reads_total{conn=\"7\",peer=\"198.18.0.2:4000\"} 3\n"
-        ));
-        assert!(t.contains("xwarpd_store_connections 1\n"));
-        assert!(t.contains("xwarpd_store_connections_accepted_total 8\n"));
-        assert!(t.contains("xwarpd_store_connections_refused_total{reason=\"full\"} 2\n"));
-        assert!(t.contains("xwarpd_store_connections_refused_total{reason=\"not_allowed\"} 0\n"));
+        }
+    }
+
+    #[test]
+    fn the_registry_text_parses_with_build_info_totals_and_bounded_labels() {
+        let s = sample();
+        let text = s.to_prometheus();
+        assert!(text.ends_with("# EOF\n"), "{text}");
         assert!(
-            !t.contains("engine_"),
-            "no engine lines on the kernel transport"
+            !text.contains(".."),
+            "a help text ends in two periods:\n{text}"
         );
+        let p = parse(&text);
+        let version = env!("CARGO_PKG_VERSION");
+        assert_eq!(
+            value(
+                &p,
+                "xwarpd_build_info",
+                &[("version", version), ("transport", "kernel")]
+            ),
+            Some(1.0),
+            "{text}"
+        );
+        assert_eq!(value(&p, "xwarpd_tx_bytes_total", &[]), Some(42.0));
+        assert_eq!(value(&p, "xwarpd_store_reads_total", &[]), Some(10.0));
+        assert_eq!(
+            value(
+                &p,
+                "xwarpd_store_connection_reads_total",
+                &[("conn", "7"), ("peer", "198.18.0.2:4000")]
+            ),
+            Some(3.0)
+        );
+        assert_eq!(value(&p, "xwarpd_store_connections", &[]), Some(1.0));
+        assert_eq!(
+            value(&p, "xwarpd_store_connections_accepted_total", &[]),
+            Some(8.0)
+        );
+        assert_eq!(
+            value(
+                &p,
+                "xwarpd_store_connections_refused_total",
+                &[("reason", "full")]
+            ),
+            Some(2.0)
+        );
+        assert_eq!(
+            value(
+                &p,
+                "xwarpd_store_connections_refused_total",
+                &[("reason", "not_allowed")]
+            ),
+            Some(0.0)
+        );
+        assert!(
+            !p.samples
+                .iter()
+                .any(|x| x.metric.contains("engine_") || x.metric.contains("xdp_")),
+            "no engine or XDP series on the kernel transport"
+        );
+        // Labels are bounded: only these keys appear.
+        for x in &p.samples {
+            for (k, _) in x.labels.iter() {
+                assert!(
+                    ["version", "transport", "reason", "conn", "peer"].contains(&k.as_str()),
+                    "unexpected label {k} on {}",
+                    x.metric
+                );
+            }
+        }
         // Once the connection has closed its series are gone; the totals stay.
         let mut closed = s.clone();
         closed.store.open.clear();
-        let ct = closed.to_prometheus();
-        assert!(!ct.contains("xwarpd_store_connection_reads_total{"), "{ct}");
-        assert!(ct.contains("xwarpd_store_reads_total 10\n"));
+        let c = parse(&closed.to_prometheus());
+        assert!(
+            !c.samples.iter().any(|x| x.labels.get("conn").is_some()),
+            "a closed connection's series stayed"
+        );
+        assert_eq!(value(&c, "xwarpd_store_reads_total", &[]), Some(10.0));
+    }
+
+    #[test]
+    fn xdp_program_and_engine_counters_are_exported_by_queue() {
         let e = Snapshot {
+            transport: "xdp",
             engines: vec![(
                 3,
                 EndpointCounters {
@@ -417,6 +527,7 @@ mod tests {
                     tx_bytes: 4,
                     retransmissions: 5,
                     ooo_fpdus_placed: 9,
+                    ooo_bytes_max: 12,
                     crc_errors: 6,
                     terminates_sent: 7,
                     terminates_received: 8,
@@ -425,28 +536,44 @@ mod tests {
                     ..EndpointCounters::default()
                 },
             )],
-            ..s
+            xdp_counters: Some(SteerCounters {
+                redirected: 100,
+                passed: 101,
+                malformed: 102,
+                steered_no_socket: 103,
+                fragments: 104,
+            }),
+            ..sample()
         };
-        let et = e.to_prometheus();
-        for line in [
-            "xwarpd_engine_rx_packets_total{queue=\"3\"} 1\n",
-            "xwarpd_engine_rx_bytes_total{queue=\"3\"} 2\n",
-            "xwarpd_engine_tx_packets_total{queue=\"3\"} 3\n",
-            "xwarpd_engine_tx_bytes_total{queue=\"3\"} 4\n",
-            "xwarpd_engine_retransmissions_total{queue=\"3\"} 5\n",
-            "xwarpd_engine_ooo_fpdus_placed_total{queue=\"3\"} 9\n",
-            "xwarpd_engine_crc_errors_total{queue=\"3\"} 6\n",
-            "xwarpd_engine_terminates_total{queue=\"3\"} 15\n",
-            "xwarpd_engine_drops_total{queue=\"3\"} 21\n",
-            "xwarpd_engine_malformed_total{queue=\"3\"} 11\n",
-            "# TYPE xwarpd_engine_ooo_bytes_max gauge\n",
+        let text = e.to_prometheus();
+        let p = parse(&text);
+        for (name, v) in [
+            ("xwarpd_engine_rx_packets_total", 1.0),
+            ("xwarpd_engine_rx_bytes_total", 2.0),
+            ("xwarpd_engine_tx_packets_total", 3.0),
+            ("xwarpd_engine_tx_bytes_total", 4.0),
+            ("xwarpd_engine_retransmissions_total", 5.0),
+            ("xwarpd_engine_ooo_fpdus_placed_total", 9.0),
+            ("xwarpd_engine_crc_errors_total", 6.0),
+            ("xwarpd_engine_terminates_total", 15.0),
+            ("xwarpd_engine_drops_total", 21.0),
+            ("xwarpd_engine_malformed_total", 11.0),
+            ("xwarpd_engine_ooo_bytes_max", 12.0),
         ] {
-            assert!(et.contains(line), "{line:?} missing in\n{et}");
+            assert_eq!(
+                value(&p, name, &[("queue", "3")]),
+                Some(v),
+                "{name} in\n{text}"
+            );
         }
-        // Every sample line is `name{labels} value` or `name value`.
-        for l in t.lines().chain(et.lines()).filter(|l| !l.starts_with('#')) {
-            let v = l.rsplit(' ').next().unwrap();
-            assert!(v.parse::<u64>().is_ok(), "{l}");
+        for (name, v) in [
+            ("xwarpd_xdp_redirected_total", 100.0),
+            ("xwarpd_xdp_passed_total", 101.0),
+            ("xwarpd_xdp_malformed_total", 102.0),
+            ("xwarpd_xdp_steered_no_socket_total", 103.0),
+            ("xwarpd_xdp_fragments_total", 104.0),
+        ] {
+            assert_eq!(value(&p, name, &[]), Some(v), "{name} in\n{text}");
         }
     }
 
@@ -464,6 +591,7 @@ mod tests {
         let mut s = String::new();
         c.read_to_string(&mut s).unwrap();
         assert!(s.starts_with("HTTP/1.0 200 OK\r\n"), "{s}");
-        assert!(s.contains("xwarpd_echo_messages_total{transport=\"kernel\"} 7"));
+        assert!(s.contains(CONTENT_TYPE), "{s}");
+        assert!(s.contains("xwarpd_echo_messages_total 7\n"), "{s}");
     }
 }

@@ -4,8 +4,9 @@
 //!
 //! Lifecycle: open the device on the configured transport (kernel, or xdp on an interface
 //! queue through [`dataplane::Device::open_xdp`]), start the store and the listeners, the metrics
-//! endpoint and the control socket, print one `xwarpd ready ...` line on stdout, then wait for
-//! SIGINT/SIGTERM; on either, stop accepting, close connections (queued work flushed), sync the
+//! endpoint and the control socket, print one `xwarpd ready ...` line on stdout and tell the
+//! service manager `READY=1` (`Type=notify`), then wait for SIGINT/SIGTERM (SIGHUP reloads, see
+//! [`reload`]); on either, stop accepting, close connections (queued work flushed), sync the
 //! store, remove the control socket, drop the device (xdp: engine stopped, XDP program
 //! detached, UMEM freed), and return. A panic in any thread ([`supervisor`]) stops it the same
 //! way, and the binary then exits non-zero.
@@ -13,8 +14,11 @@
 pub mod config;
 pub mod control;
 pub mod echo;
+mod effective;
 pub mod metrics;
+pub mod reload;
 pub mod signals;
+mod status;
 mod store_config;
 pub mod supervisor;
 #[cfg(debug_assertions)]
@@ -26,6 +30,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use config::{ConfigError, DaemonConfig, MetricsAddr, Overrides, StoreConfig};
+pub use reload::Hooks;
 
 use crate::store::{ServerOptions, StoreServer, StoreStats};
 use dataplane::{ConnectionConfig, Device, MappedFile, Transport};
@@ -166,8 +171,14 @@ fn store_listen(s: &StoreConfig, device: &Device) -> Result<std::net::SocketAddr
     ))
 }
 
-/// Runs the daemon until SIGINT or SIGTERM, or until a thread panics.
+/// Runs the daemon until SIGINT or SIGTERM, or until a thread panics; SIGHUP is logged and
+/// changes nothing (no configuration source: see [`run_with`]).
 pub fn run(cfg: &DaemonConfig) -> Result<Stop, DaemonError> {
+    run_with(cfg, &Hooks::default())
+}
+
+/// As [`run`], reloading on SIGHUP through `hooks`.
+pub fn run_with(cfg: &DaemonConfig, hooks: &Hooks) -> Result<Stop, DaemonError> {
     supervisor::install();
     signals::install().map_err(|e| start_err("installing signal handlers", e))?;
     let device = open_device(cfg)?;
@@ -207,6 +218,16 @@ pub fn run(cfg: &DaemonConfig) -> Result<Stop, DaemonError> {
     }
     let transport = transport_name(&cfg.transport);
     let queue = cfg.xdp.as_ref().map_or(0, |x| x.queue);
+    let xdp_info = device.xdp_info();
+    if let Some(x) = &xdp_info {
+        tracing::info!(
+            attach = ?x.attach_mode,
+            zero_copy = x.zero_copy,
+            mtu = x.mtu,
+            mss = x.mss,
+            "xdp device set up"
+        );
+    }
     let snapshot = {
         let (device, store_stats, echo_stats) =
             (device.clone(), store_stats.clone(), echo_stats.clone());
@@ -225,6 +246,8 @@ pub fn run(cfg: &DaemonConfig) -> Result<Stop, DaemonError> {
                 .engine_counters()
                 .map(|c| vec![(queue, c)])
                 .unwrap_or_default(),
+            xdp_info: xdp_info.clone(),
+            xdp_counters: device.xdp_counters(),
         }
     };
     let metrics_srv = match cfg.metrics {
@@ -234,14 +257,18 @@ pub fn run(cfg: &DaemonConfig) -> Result<Stop, DaemonError> {
                 .map_err(|e| start_err(format!("metrics endpoint {a}"), e))?,
         ),
     };
-    let control =
-        control::ControlServer::start(&cfg.control_socket, move || snapshot().to_prometheus())
-            .map_err(|e| {
-                start_err(
-                    format!("control socket {}", cfg.control_socket.display()),
-                    e,
-                )
-            })?;
+    let max_connections = cfg.store.as_ref().map(|s| s.max_connections);
+    let control = control::ControlServer::start_with(&cfg.control_socket, move |req| match req {
+        "stats" => Some(snapshot().to_prometheus()),
+        "status" => Some(snapshot().to_status(max_connections)),
+        _ => None,
+    })
+    .map_err(|e| {
+        start_err(
+            format!("control socket {}", cfg.control_socket.display()),
+            e,
+        )
+    })?;
 
     let mut ready = format!("xwarpd ready transport={transport}");
     if let Some(x) = &cfg.xdp {
@@ -259,16 +286,25 @@ pub fn run(cfg: &DaemonConfig) -> Result<Stop, DaemonError> {
     ready += &format!(" control={}", cfg.control_socket.display());
     tracing::info!("{ready}");
     println!("{ready}");
+    let _ = sd_notify::notify(&[
+        sd_notify::NotifyState::Ready,
+        sd_notify::NotifyState::Status(&ready),
+    ]);
 
+    let mut running = cfg.clone();
     let stop = loop {
         if let Some(s) = signals::received() {
             break Stop::Signal(s);
+        }
+        if signals::take_hangup() {
+            reload::reload(&mut running, hooks);
         }
         if supervisor::failure().is_some() {
             break Stop::Panic;
         }
         std::thread::sleep(Duration::from_millis(50));
     };
+    let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
     match stop {
         Stop::Signal(sig) => tracing::info!(signal = sig, "shutting down"),
         // The panic was logged; shut down what still works, within a limit.

@@ -1,0 +1,62 @@
+//! The parameter block: what a test ran on (transport, XDP mode, zero-copy, engine, MTU/MSS,
+//! negotiated MPA markers and CRC), from the device and the connected queue pair.
+
+use dataplane::xdp::AttachMode;
+use dataplane::{Device, EngineMode, QueuePair};
+
+use crate::cli::RunSpec;
+use crate::report::Params;
+
+/// The facts of a run on `device`, with what `qp` negotiated (once connected).
+pub fn params(spec: &RunSpec, device: &Device, qp: Option<&QueuePair>) -> Params {
+    let mut p = Params {
+        test: spec.test.name().into(),
+        transport: spec.args.transport.name().into(),
+        connection: "RC".into(),
+        num_of_qps: 1,
+        tx_depth: spec.args.tx_depth,
+        ..Params::default()
+    };
+    if let Some(x) = device.xdp_info() {
+        p.interface = Some(x.interface);
+        p.queue = Some(x.queue);
+        p.xdp_mode = Some(
+            match x.attach_mode {
+                AttachMode::Native => "native",
+                AttachMode::Generic => "generic",
+            }
+            .into(),
+        );
+        p.zero_copy = Some(x.zero_copy);
+        p.engine = Some(match x.mode {
+            EngineMode::Inline => "inline".into(),
+            EngineMode::Threaded => "threaded".into(),
+            EngineMode::Pinned(c) => format!("pinned to CPU {c}"),
+        });
+        p.mtu = Some(x.mtu);
+        p.mss = Some(x.mss);
+    }
+    if let Some(n) = qp.map(QueuePair::negotiated) {
+        p.tx_markers = Some(n.tx_markers);
+        p.rx_markers = Some(n.rx_markers);
+        p.crc = Some(n.crc);
+        p.mulpdu = Some(n.mulpdu);
+    }
+    p
+}
+
+/// Warns on stderr about what makes figures slower than the host can do: generic XDP, copy
+/// mode.
+pub fn warn(p: &Params) {
+    if p.xdp_mode.as_deref() == Some("generic") {
+        tracing::warn!(
+            "XDP runs in generic (skb) mode on {}: figures are below what native XDP gives",
+            p.interface.as_deref().unwrap_or("?")
+        );
+    }
+    if p.zero_copy == Some(false) {
+        tracing::warn!(
+            "AF_XDP is bound in copy mode: every frame is copied once more than with zero-copy"
+        );
+    }
+}

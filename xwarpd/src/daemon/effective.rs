@@ -1,0 +1,155 @@
+//! The effective configuration as TOML (`xwarpd check-config`): every setting with the value the
+//! daemon would use, defaults filled in, in the shape of the configuration file, so the output
+//! can be saved and read back as a configuration.
+
+use toml::{Table, Value};
+
+use super::config::{DaemonConfig, MetricsAddr};
+use crate::store::AllowList;
+use dataplane::xdp::{AttachPolicy, BindMode};
+use dataplane::EngineMode;
+
+fn s(v: impl ToString) -> Value {
+    Value::String(v.to_string())
+}
+
+fn i(v: impl Into<i64>) -> Value {
+    Value::Integer(v.into())
+}
+
+impl DaemonConfig {
+    /// The effective configuration, as a configuration file [`DaemonConfig::load`] reads back.
+    pub fn to_toml(&self) -> String {
+        let mut t = Table::new();
+        let transport = match self.transport {
+            dataplane::Transport::Kernel => "kernel",
+            dataplane::Transport::Xdp => "xdp",
+        };
+        t.insert("transport".into(), s(transport));
+        t.insert("control_socket".into(), s(self.control_socket.display()));
+        let metrics = match self.metrics {
+            MetricsAddr::Off => "off".to_string(),
+            MetricsAddr::On(a) => a.to_string(),
+        };
+        t.insert("metrics".into(), s(metrics));
+        t.insert("log".into(), s(&self.log));
+        let mut mpa = Table::new();
+        mpa.insert("markers".into(), Value::Boolean(self.markers));
+        mpa.insert("crc".into(), Value::Boolean(self.crc));
+        mpa.insert(
+            "segment_per_fpdu".into(),
+            Value::Boolean(self.segment_per_fpdu),
+        );
+        t.insert("mpa".into(), Value::Table(mpa));
+        if let Some(x) = &self.xdp {
+            let mut xt = Table::new();
+            xt.insert("interface".into(), s(&x.interface));
+            xt.insert("queue".into(), i(x.queue));
+            let bind = match x.bind {
+                BindMode::Auto => "auto",
+                BindMode::Copy => "copy",
+                BindMode::ZeroCopy => "zerocopy",
+            };
+            xt.insert("bind".into(), s(bind));
+            let attach = match x.attach {
+                AttachPolicy::NativeOrGeneric => "auto",
+                AttachPolicy::NativeOnly => "native",
+                AttachPolicy::GenericOnly => "generic",
+            };
+            xt.insert("attach".into(), s(attach));
+            let ports = format!("{}-{}", x.local_ports.start(), x.local_ports.end());
+            xt.insert("local_ports".into(), s(ports));
+            xt.insert("engine".into(), s("threaded"));
+            if let EngineMode::Pinned(c) = x.mode {
+                xt.insert("core".into(), i(i64::try_from(c).unwrap_or(i64::MAX)));
+            }
+            t.insert("xdp".into(), Value::Table(xt));
+        }
+        if let Some(st) = &self.store {
+            let mut sm = Table::new();
+            sm.insert("path".into(), s(st.path.display()));
+            if let Some(size) = st.size {
+                sm.insert("size".into(), s(size));
+            }
+            if let Some(l) = st.listen {
+                sm.insert("listen".into(), s(l));
+            }
+            if let AllowList::Nets(nets) = &st.allow {
+                let v = nets.iter().map(s).collect();
+                sm.insert("allow".into(), Value::Array(v));
+            }
+            sm.insert("credits".into(), i(st.credits));
+            sm.insert("max_io".into(), s(st.max_io));
+            sm.insert("max_connections".into(), i(st.max_connections));
+            let idle = i64::try_from(st.idle_timeout.as_secs()).unwrap_or(i64::MAX);
+            sm.insert("idle_timeout".into(), s(format!("{idle}s")));
+            t.insert("store".into(), Value::Table(sm));
+        }
+        let listeners = self
+            .listeners
+            .iter()
+            .map(|a| {
+                let mut l = Table::new();
+                l.insert("addr".into(), s(a));
+                Value::Table(l)
+            })
+            .collect();
+        t.insert("listener".into(), Value::Array(listeners));
+        // A table of strings, numbers, booleans and tables always serialises.
+        toml::to_string(&t).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::daemon::Overrides;
+
+    #[test]
+    fn the_effective_toml_reads_back_as_the_same_configuration() {
+        let text = r#"
+transport = "xdp"
+metrics = "off"
+[xdp]
+interface = "xw0"
+queue = 3
+bind = "copy"
+attach = "generic"
+local_ports = "45000-45099"
+core = 0
+[store]
+path = "/tmp/x.img"
+size = "8MiB"
+listen = "198.18.0.1:20049"
+allow = ["198.18.0.0/15"]
+idle_timeout = "5m"
+[[listener]]
+addr = "198.18.0.1:18516"
+"#;
+        let c = DaemonConfig::from_toml(text, "t", &Overrides::default()).unwrap();
+        let out = c.to_toml();
+        for want in [
+            "transport = \"xdp\"",
+            "bind = \"copy\"",
+            "attach = \"generic\"",
+            "local_ports = \"45000-45099\"",
+            "idle_timeout = \"300s\"",
+            "credits = 16",
+            "log = \"info\"",
+            "[mpa]",
+            "crc = true",
+        ] {
+            assert!(out.contains(want), "{want:?} missing in\n{out}");
+        }
+        let back = DaemonConfig::from_toml(&out, "effective", &Overrides::default()).unwrap();
+        assert_eq!(back, c, "{out}");
+        // The kernel defaults, with no file at all, read back too.
+        let k = DaemonConfig::load(None, &Overrides::default()).unwrap();
+        let kt = k.to_toml();
+        assert!(!kt.contains("[xdp]"), "{kt}");
+        assert_eq!(
+            DaemonConfig::from_toml(&kt, "k", &Overrides::default()).unwrap(),
+            k
+        );
+    }
+}
