@@ -6,9 +6,10 @@ use std::thread;
 use std::time::Duration;
 
 use dataplane::xdp::raw::{
-    raw_echo, raw_flood, raw_ping_pong, raw_sink, raw_sink_report, PingPongConfig, RawEndpoint,
+    raw_echo, raw_flood, raw_ping_pong, raw_sink, raw_sink_report, PingPongConfig, PingPongReport,
+    RawEndpoint,
 };
-use dataplane::xdp::testbed::{for_test, Side};
+use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
 use dataplane::xdp::{
     resolve_next_hop, steered_queue, AttachPolicy, BusyPoll, PortKind, XskConfig, XskQueue,
 };
@@ -17,19 +18,22 @@ use testkit::or_skip;
 const PORT: u16 = 18515;
 const ROUNDS: u32 = 200;
 
-#[test]
-fn raw_ping_pong_over_af_xdp() {
-    let Some(tb) = or_skip("raw", for_test("raw")) else {
-        return;
-    };
-    // Both ends: native XDP steering PORT into an AF_XDP socket on queue 0.
+/// A ping-pong of `rounds` 64-byte frames from A to an echo on B, both ends steered by native
+/// XDP into AF_XDP sockets made with `xsk`; returns the report, the echo count and how many
+/// frames each end's program redirected.
+fn ping_pong(
+    tb: &VethTestbed,
+    xsk: XskConfig,
+    rounds: u32,
+    busy_poll: bool,
+) -> (PingPongReport, u64, [u64; 2]) {
     let setup = |side: Side| {
         let _ns = tb.enter(side).unwrap();
         steered_queue(
             tb.ifname(side),
             0,
             AttachPolicy::NativeOnly,
-            XskConfig::default(),
+            xsk,
             &[(PORT, PortKind::Listen)],
         )
         .unwrap()
@@ -43,27 +47,43 @@ fn raw_ping_pong_over_af_xdp() {
         local,
         remote,
         payload_len: 64,
-        iterations: ROUNDS,
+        iterations: rounds,
         reply_timeout: Duration::from_secs(2),
-        busy_poll: false,
+        busy_poll,
     };
     let echo = thread::spawn(move || {
-        raw_echo(&mut q_b, u64::from(ROUNDS), Duration::from_secs(30), false)
+        raw_echo(
+            &mut q_b,
+            u64::from(rounds),
+            Duration::from_secs(30),
+            busy_poll,
+        )
     });
     let report = raw_ping_pong(&mut q_a, &cfg).expect("every ping comes back");
     let echoed = echo.join().unwrap().unwrap();
+    let redirected = [&prog_a, &prog_b].map(|p| p.counters().unwrap().redirected);
+    (report, echoed, redirected)
+}
+
+#[test]
+fn raw_ping_pong_over_af_xdp() {
+    let Some(tb) = or_skip("raw", for_test("raw")) else {
+        return;
+    };
+    let (report, echoed, redirected) = ping_pong(&tb, XskConfig::default(), ROUNDS, false);
     assert_eq!(report.rtts.len(), ROUNDS as usize);
     assert_eq!(echoed, u64::from(ROUNDS));
     // Every round trip crossed both XDP programs as redirects, never the kernels.
-    assert!(prog_a.counters().unwrap().redirected >= u64::from(ROUNDS));
-    assert!(prog_b.counters().unwrap().redirected >= u64::from(ROUNDS));
+    assert!(
+        redirected.iter().all(|&r| r >= u64::from(ROUNDS)),
+        "{redirected:?}"
+    );
     println!(
         "raw AF_XDP ping-pong, 64 B payload, {ROUNDS} rounds: min {:?} median {:?} p99 {:?}",
         report.quantile(0.0).unwrap(),
         report.quantile(0.5).unwrap(),
         report.quantile(0.99).unwrap()
     );
-    drop(prog_b);
 }
 
 /// One-way flood over raw AF_XDP frames (the groundwork of `raw_bw`): what arrives is counted,
@@ -200,35 +220,9 @@ fn busy_poll_and_huge_page_options() {
         busy_poll: Some(BusyPoll::default()),
         ..XskConfig::default()
     };
-    let setup = |side: Side| {
-        let _ns = tb.enter(side).unwrap();
-        steered_queue(
-            tb.ifname(side),
-            0,
-            AttachPolicy::NativeOnly,
-            busy,
-            &[(PORT, PortKind::Listen)],
-        )
-        .expect("busy-poll options accepted")
-    };
-    let (_prog_b, mut q_b) = setup(Side::B);
-    let (_prog_a, mut q_a) = setup(Side::A);
-    let _a = tb.enter(Side::A).unwrap();
-    let hop = resolve_next_hop(tb.ip(Side::B).into(), Duration::from_secs(3)).unwrap();
-    let (local, remote) = RawEndpoint::pair_from_hop(&hop, PORT, tb.ip(Side::B), PORT).unwrap();
-    let echo = thread::spawn(move || raw_echo(&mut q_b, 50, Duration::from_secs(30), true));
-    let cfg = PingPongConfig {
-        local,
-        remote,
-        payload_len: 64,
-        iterations: 50,
-        reply_timeout: Duration::from_secs(2),
-        busy_poll: true,
-    };
-    let report = raw_ping_pong(&mut q_a, &cfg).expect("every ping comes back");
+    let (report, echoed, _) = ping_pong(&tb, busy, 50, true);
     assert_eq!(report.rtts.len(), 50);
-    assert_eq!(echo.join().unwrap().unwrap(), 50);
-    drop(q_a);
+    assert_eq!(echoed, 50);
 
     let huge = XskConfig {
         huge_pages: true,
