@@ -130,6 +130,18 @@ impl Device {
         ProtectionDomain::new(self.id, &self.stag_seeds)
     }
 
+    /// What a queue pair needs in the common case: a new protection domain and one new
+    /// completion queue for both directions, which is also returned for polling.
+    pub fn qp_init(&self) -> (QpInit, CompletionQueue) {
+        let cq = self.create_cq();
+        let init = QpInit {
+            pd: self.alloc_pd(),
+            send_cq: cq.clone(),
+            recv_cq: cq.clone(),
+        };
+        (init, cq)
+    }
+
     /// A new completion queue.
     pub fn create_cq(&self) -> CompletionQueue {
         let mut cq = CompletionQueue::new(self.id);

@@ -23,8 +23,8 @@ use dataplane::xdp::packet_socket::PacketSocket;
 use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
 use dataplane::xdp::BindMode;
 use dataplane::{
-    Access, CompletionQueue, ConnectionConfig, Device, EngineMode, MpaSettings, QpInit, Status,
-    Transport, XdpConfig,
+    Access, CompletionQueue, ConnectionConfig, Device, EngineMode, MpaSettings, Status, Transport,
+    XdpConfig,
 };
 use testkit::{or_skip, pattern};
 
@@ -104,18 +104,6 @@ fn open_xdp(tb: &VethTestbed, tune: impl FnOnce(&mut XdpConfig)) -> Device {
     cfg.mode = EngineMode::Threaded;
     tune(&mut cfg);
     Device::open_xdp(cfg).expect("open the xdp device")
-}
-
-fn init(dev: &Device) -> (QpInit, CompletionQueue) {
-    let cq = dev.create_cq();
-    (
-        QpInit {
-            pd: dev.alloc_pd(),
-            send_cq: cq.clone(),
-            recv_cq: cq.clone(),
-        },
-        cq,
-    )
 }
 
 fn wait_ok(cq: &CompletionQueue, what: &str) {
@@ -262,7 +250,7 @@ fn passive(
     listener: dataplane::Listener,
     stag: mpsc::Sender<u32>,
 ) -> dataplane::Listener {
-    let (qi, cq) = init(&dev);
+    let (qi, cq) = dev.qp_init();
     let recv = qi.pd.register(16, Access::LOCAL_WRITE).unwrap();
     let win = qi.pd.register(LEN, Access::REMOTE_WRITE).unwrap();
     stag.send(win.stag()).unwrap();
@@ -282,7 +270,7 @@ fn passive(
 
 /// The real client: a kernel-transport device in B connects, writes 1 MiB, then Sends nothing.
 fn real_client(tb: &VethTestbed, k: &Device, dst: SocketAddr, stag: u32) {
-    let (qi, cq) = init(k);
+    let (qi, cq) = k.qp_init();
     let qp = {
         let _ns = tb.enter(Side::B).unwrap();
         k.connect(dst, qi.clone(), &ConnectionConfig::default(), b"")

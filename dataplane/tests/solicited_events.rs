@@ -20,16 +20,6 @@ const T: Duration = Duration::from_secs(20);
 /// How long a receiver waits for an event that must not fire.
 const NO_EVENT: Duration = Duration::from_millis(400);
 
-fn init(dev: &Device) -> (QpInit, CompletionQueue) {
-    let cq = dev.create_cq();
-    let qi = QpInit {
-        pd: dev.alloc_pd(),
-        send_cq: cq.clone(),
-        recv_cq: cq.clone(),
-    };
-    (qi, cq)
-}
-
 /// The listener of `rx` on `side`, one per port for the whole test.
 fn listener(tb: &VethTestbed, rx: &Device, side: Side, port: u16) -> Arc<Listener> {
     static LISTENERS: Mutex<Vec<(u16, Arc<Listener>)>> = Mutex::new(Vec::new());
@@ -58,8 +48,8 @@ fn pair(
 ) {
     let at = SocketAddr::V4(SocketAddrV4::new(tb.ip(rx_side), port));
     let listener = listener(tb, rx, rx_side, port);
-    let (rqi, rcq) = init(rx);
-    let (tqi, tcq) = init(tx);
+    let (rqi, rcq) = rx.qp_init();
+    let (tqi, tcq) = tx.qp_init();
     let rqi2 = rqi.clone();
     let (buf_tx, buf_rx) = std::sync::mpsc::channel();
     let acc = std::thread::spawn(move || {

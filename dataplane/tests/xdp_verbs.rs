@@ -21,18 +21,6 @@ use testkit::pattern;
 const T: Duration = Duration::from_secs(30);
 const LEN: usize = 1 << 20;
 
-fn init(dev: &Device) -> (QpInit, CompletionQueue) {
-    let cq = dev.create_cq();
-    (
-        QpInit {
-            pd: dev.alloc_pd(),
-            send_cq: cq.clone(),
-            recv_cq: cq.clone(),
-        },
-        cq,
-    )
-}
-
 fn wait_ok(cq: &CompletionQueue, what: &str) -> dataplane::Completion {
     let c = cq
         .wait(T)
@@ -93,7 +81,7 @@ fn active_side(qp: &QueuePair, dev: &Device, pd: &QpInit, cq: &CompletionQueue, 
 
 /// The passive side: regions, accept (receive posted before the Reply), verification.
 fn passive_side(dev: Device, listener: dataplane::Listener, stags: mpsc::Sender<(u32, u32)>) {
-    let (qi, cq) = init(&dev);
+    let (qi, cq) = dev.qp_init();
     let recv = qi.pd.register(LEN, Access::LOCAL_WRITE).unwrap();
     let win = qi.pd.register(LEN, Access::REMOTE_WRITE).unwrap();
     let rsrc = qi
@@ -139,7 +127,7 @@ fn run_pair(tb: &VethTestbed, a: Device, b: Device, port: u16) {
     let b2 = b.clone();
     let passive = std::thread::spawn(move || passive_side(b2, listener, stx));
     let stags = srx.recv_timeout(T).unwrap();
-    let (qi, cq) = init(&a);
+    let (qi, cq) = a.qp_init();
     let qp = {
         let _ns = tb.enter(Side::A).unwrap();
         a.connect(
@@ -176,7 +164,7 @@ fn xdp_against_kernel(mode: EngineMode, tag: &str) {
     let x2 = x.clone();
     let passive = std::thread::spawn(move || passive_side(x2, listener, stx));
     let stags = srx.recv_timeout(T).unwrap();
-    let (qi, cq) = init(&k);
+    let (qi, cq) = k.qp_init();
     let qp = {
         let _ns = tb.enter(Side::B).unwrap();
         k.connect(
@@ -274,7 +262,7 @@ fn dropped_listener_keeps_its_connections_and_the_port_can_be_listened_on_again(
     let k = Device::open(dataplane::Transport::Kernel).unwrap();
     let at = SocketAddr::V4(SocketAddrV4::new(tb.ip(Side::A), 4103));
     let connect = |k: &Device| {
-        let (qi, cq) = init(k);
+        let (qi, cq) = k.qp_init();
         let _ns = tb.enter(Side::B).unwrap();
         k.connect(at, qi.clone(), &ConnectionConfig::default(), b"hi")
             .map(|qp| (qp, qi, cq))
@@ -283,7 +271,7 @@ fn dropped_listener_keeps_its_connections_and_the_port_can_be_listened_on_again(
         let listener = x.listen(at, ConnectionConfig::default()).expect("listen");
         let x2 = x.clone();
         let server = std::thread::spawn(move || {
-            let (qi, cq) = init(&x2);
+            let (qi, cq) = x2.qp_init();
             let buf = qi.pd.register(8192, Access::LOCAL_WRITE).unwrap();
             let inc = listener.accept_timeout(T).expect("an MPA Request");
             let qp = inc
