@@ -150,6 +150,7 @@ impl<D: Domain> Endpoint<D> {
                 let neighbours = &self.neighbours;
                 // (The listener's destination is only known after it wrote the packet.)
                 let mut no_hop = false;
+                let mut frame_len = 0;
                 let r = io.tx_frame(now, &mut |buf: &mut [u8]| {
                     let n = l.tcp.poll_transmit(now, &mut buf[ethernet::HEADER_LEN..])?;
                     produced = true;
@@ -170,13 +171,17 @@ impl<D: Domain> Endpoint<D> {
                         ethertype: ethernet::ETHERTYPE_IPV4,
                     }
                     .emit(buf);
-                    Some(ethernet::HEADER_LEN + n)
+                    frame_len = ethernet::HEADER_LEN + n;
+                    Some(frame_len)
                 });
                 if no_hop {
                     self.counters.no_neighbour += 1;
                 }
                 match r {
-                    TxOutcome::Queued => self.counters.tx_packets += 1,
+                    TxOutcome::Queued => {
+                        self.counters.tx_packets += 1;
+                        self.counters.tx_bytes += frame_len as u64;
+                    }
                     TxOutcome::NoBuffer => {
                         self.counters.tx_no_buffer += 1;
                         self.busy = true;
