@@ -246,6 +246,10 @@ pub fn run_with(cfg: &DaemonConfig, hooks: &Hooks) -> Result<Stop, DaemonError> 
                 .engine_counters()
                 .map(|c| vec![(queue, c)])
                 .unwrap_or_default(),
+            engine_loads: device
+                .engine_load()
+                .map(|l| vec![(queue, l)])
+                .unwrap_or_default(),
             xdp_info: xdp_info.clone(),
             xdp_counters: device.xdp_counters(),
         }
