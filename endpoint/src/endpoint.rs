@@ -188,9 +188,9 @@ impl<D: Domain> Endpoint<D> {
                 t = Some(t.map_or(x, |t| t.min(x)));
             }
         };
-        for k in self.conns.values() {
-            take(k.armed.map(|d| self.wheel.fire_time(d)));
-        }
+        // The connections' timers: the wheel's earliest armed tick (not a walk of every
+        // connection).
+        take(self.wheel.next_fire());
         for l in &self.listeners {
             take(l.tcp.poll_timeout());
         }
