@@ -5,6 +5,7 @@
 
 pub mod cli;
 pub mod compare;
+pub mod compare_report;
 pub mod facts;
 pub mod handshake;
 pub mod linux;
