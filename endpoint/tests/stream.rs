@@ -1,9 +1,12 @@
 //! Plain TCP byte streams through the endpoint (issue 13 item 5): both directions under loss
 //! and reordering, half-close, and the TCP RDMA option (marks on the sender, a buffer per RID
-//! on the receiver, bytes placed out of order before the hole fills, copies avoided).
+//! on the receiver, bytes placed out of order before the hole fills, copies avoided; kind 25
+//! on every data segment of the transfer in tshark).
 
 mod pair;
+use std::cell::RefCell;
 use std::net::SocketAddrV4;
+use std::rc::Rc;
 use std::time::Duration;
 
 use endpoint::{ConnId, EndpointError, EndpointEvent, StreamOptions};
@@ -276,4 +279,59 @@ fn tcp_rdma_option_not_negotiated_when_one_side_does_not_offer_it() {
         assert_eq!(ka.rdma_segments_annotated + kb.rdma_segments_annotated, 0);
         assert_eq!(ka.rdma_bytes_placed + kb.rdma_bytes_placed, 0);
     }
+}
+
+/// The frames both wires carried (taps before the links: what each side sent, lost ones too).
+fn record_frames(p: &mut Pair) -> Rc<RefCell<Vec<Vec<u8>>>> {
+    let frames = Rc::new(RefCell::new(Vec::new()));
+    for wire in [&mut p.ab, &mut p.ba] {
+        let f = frames.clone();
+        wire.tap = Some(Box::new(move |frame: &mut Vec<u8>| {
+            f.borrow_mut().push(frame.clone());
+            true
+        }));
+    }
+    frames
+}
+
+/// Wireshark on the pair's frames, B's transfer sent over a lossy link: every data segment B
+/// sent (retransmissions included) carries option kind 25, and tshark finds no error.
+#[test]
+fn tcp_rdma_option_on_every_data_segment_in_tshark() {
+    let test = "tcp_rdma_option_on_every_data_segment_in_tshark";
+    if !testkit::require_tool(test, "tshark") {
+        return;
+    }
+    let mut p = Pair::new(link(), lossy(), 24);
+    let frames = record_frames(&mut p);
+    let (ca, cb) = establish_stream(&mut p, 5004, opts(true), opts(true));
+    let data = pattern(1 << 20, 30);
+    assert!(annotated_reply(&mut p, ca, cb, 5 << 32 | 9, &data) == data);
+    assert!(p.b.counters().retransmissions > 0, "the link lost nothing");
+    let path = testkit::unique_temp_path("stream-rdma.pcap");
+    std::fs::write(&path, testkit::pcap_file(frames.borrow().iter())).unwrap();
+    let ts = testkit::Tshark::read(&path);
+    let data_from_b = format!("ip.src == {IP_B} && tcp.len > 0");
+    let annotated = ts.count(&format!("{data_from_b} && tcp.option_kind == 25"));
+    let plain = ts.count(&format!("{data_from_b} && !(tcp.option_kind == 25)"));
+    let resent = ts.count(&format!(
+        "{data_from_b} && tcp.analysis.retransmission && tcp.option_kind == 25"
+    ));
+    let errors = ts.count("_ws.expert.severity >= 8388608");
+    println!("B's data segments: {annotated} with kind 25 ({resent} resent), {plain} without; {errors} errors");
+    assert!(annotated >= (1 << 20) / 1460, "{annotated}");
+    assert_eq!(
+        plain,
+        0,
+        "data segments without the option in {}",
+        path.display()
+    );
+    assert!(resent > 0, "no annotated retransmission");
+    assert_eq!(errors, 0, "tshark reports errors in {}", path.display());
+    // A's segments (the handshake's offer aside) carry none: A sends no transfer.
+    let from_a = ts.count(&format!(
+        "ip.src == {IP_A} && tcp.len > 0 && tcp.option_kind == 25"
+    ));
+    assert_eq!(from_a, 0);
+    let _ = std::fs::remove_file(&path);
 }
