@@ -21,7 +21,6 @@ pub struct TcpListener {
     dev: Arc<XdpDevice>,
     id: ListenerId,
     local: SocketAddr,
-    cfg: StreamConfig,
 }
 
 /// How often an inline device's accept drives the engine while it waits (see the iWARP
@@ -74,7 +73,6 @@ impl Device {
             dev: dev.clone(),
             id,
             local: SocketAddr::V4(SocketAddrV4::new(ip, addr.port())),
-            cfg,
         })
     }
 }
@@ -105,7 +103,7 @@ impl TcpListener {
             })
             .ok_or_else(|| io_err(io::ErrorKind::TimedOut, "no connection to accept"))?;
         Ok((
-            TcpStream::new(self.dev.clone(), conn, self.local, peer, self.cfg),
+            TcpStream::new(self.dev.clone(), conn, self.local, peer),
             peer,
         ))
     }
