@@ -98,13 +98,6 @@ fn exchange(p: &mut Pair, ca: ConnId, cb: ConnId, a: &mut Side, b: &mut Side) {
     assert!(b.got == a.out, "B received other octets than A sent");
 }
 
-fn closed_reason(ev: &[EndpointEvent], c: ConnId) -> Option<CloseReason> {
-    ev.iter().find_map(|e| match e {
-        EndpointEvent::Closed { conn, reason } if *conn == c => Some(*reason),
-        _ => None,
-    })
-}
-
 #[test]
 fn stream_both_directions_under_loss_and_reorder_then_half_close() {
     let mut p = Pair::new(lossy(), lossy(), 21);
@@ -142,9 +135,9 @@ fn stream_both_directions_under_loss_and_reorder_then_half_close() {
     assert!(got == reply);
     p.b.stream_shutdown(cb).unwrap();
     p.run_until(1_000_000, |p| {
-        closed_reason(&p.events_b, cb).is_some() && p.a.stream_eof(ca) == Ok(true)
+        closed(&p.events_b, cb).is_some() && p.a.stream_eof(ca) == Ok(true)
     });
-    assert_eq!(closed_reason(&p.events_b, cb), Some(CloseReason::Normal));
+    assert_eq!(closed(&p.events_b, cb), Some(CloseReason::Normal));
 }
 
 #[test]
@@ -160,8 +153,8 @@ fn stream_calls_refused_on_iwarp_connections_and_abort_resets_the_peer() {
 
     let (ca, cb) = establish_stream(&mut p, 5001, opts(false), opts(false));
     p.a.abort(ca).unwrap();
-    p.run_until(10_000, |p| closed_reason(&p.events_b, cb).is_some());
-    assert_eq!(closed_reason(&p.events_b, cb), Some(CloseReason::Reset));
+    p.run_until(10_000, |p| closed(&p.events_b, cb).is_some());
+    assert_eq!(closed(&p.events_b, cb), Some(CloseReason::Reset));
     assert_eq!(
         p.b.stream_recv(cb, &mut buf),
         Err(EndpointError::NoConnection)
