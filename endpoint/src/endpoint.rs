@@ -518,6 +518,8 @@ impl<D: Domain> Endpoint<D> {
             q.abort();
         }
         c.tcp.abort();
+        // (A stream held for its unread octets is let go.)
+        c.closing = true;
         Ok(())
     }
 

@@ -242,6 +242,8 @@ impl<D: Domain> Endpoint<D> {
         if closed.is_none() && c.tcp.state() == State::Closed {
             closed = Some(CloseReason::Aborted);
         }
+        // A stream closed in order keeps its unread octets for the application.
+        let closed = closed.and_then(|r| crate::stream::close_reason_unless_held(c, r));
         if let Some(reason) = closed {
             if let Some(q) = c.qp.as_mut() {
                 q.handle_close();

@@ -72,6 +72,27 @@ pub(crate) struct StreamState {
     pub peer_fin: bool,
     /// The application shut its sending half (FIN queued after the data).
     pub write_shut: bool,
+    /// TCP ended (first reason seen); the connection may be held for its unread octets.
+    pub ended: Option<tcp_offload::CloseReason>,
+}
+
+/// When TCP ended on a stream connection with `reason`: `None` while the connection is held
+/// for the application (closed in order with octets still unread, and not closed by the
+/// application: it stays until they are read, then [`EndpointEvent::Closed`] follows), else the
+/// reason to report. Held connections count against `max_connections`.
+pub(crate) fn close_reason_unless_held<D>(
+    c: &mut Conn<D>,
+    reason: tcp_offload::CloseReason,
+) -> Option<tcp_offload::CloseReason> {
+    let Some(s) = c.stream.as_mut() else {
+        return Some(reason);
+    };
+    let reason = *s.ended.get_or_insert(reason);
+    let unread = c.tcp.recv_ready() > 0;
+    // Closed (`close`) or aborted (`abort`) by the application: nobody will read.
+    let let_go = c.close_deadline.is_some() || (c.closing && !s.write_shut);
+    let held = reason == tcp_offload::CloseReason::Normal && unread && !let_go;
+    (!held).then_some(reason)
 }
 
 fn annotate_error(e: AnnotateError) -> EndpointError {

@@ -328,3 +328,39 @@ fn tcp_rdma_option_on_every_data_segment_in_tshark() {
     assert_eq!(from_a, 0);
     let _ = std::fs::remove_file(&path);
 }
+
+/// B shuts its sending half before reading what A sent (A's FIN included): TCP ends in order
+/// (LAST-ACK acknowledged) while octets are unread; they stay readable, then the end of
+/// stream, then the connection is gone.
+#[test]
+fn octets_unread_when_tcp_ends_stay_readable() {
+    let mut p = Pair::clean();
+    let (ca, cb) = establish_stream(&mut p, 5005, opts(false), opts(false));
+    let data = pattern(20_000, 40);
+    assert_eq!(p.a.stream_send(ca, &data), Ok(data.len()));
+    p.a.stream_shutdown(ca).unwrap();
+    p.run_until(10_000, |p| p.b.stream_recv_ready(cb) == Ok(data.len()));
+    p.run_until(10_000, |p| {
+        p.events_b
+            .iter()
+            .any(|e| matches!(e, EndpointEvent::PeerClosed { conn } if *conn == cb))
+    });
+    p.b.stream_shutdown(cb).unwrap();
+    p.run_until(10_000, |p| {
+        p.b.tcp_state(cb) == Some(tcp_offload::State::Closed)
+    });
+    assert_eq!(closed(&p.events_b, cb), None, "closed with octets unread");
+    for _ in 0..10 {
+        p.step();
+    }
+    let mut got = vec![0u8; 2 * data.len()];
+    let n = p.b.stream_recv(cb, &mut got).unwrap();
+    assert!(got[..n] == data[..]);
+    assert_eq!(p.b.stream_eof(cb), Ok(true));
+    p.run_until(10, |p| closed(&p.events_b, cb).is_some());
+    assert_eq!(closed(&p.events_b, cb), Some(CloseReason::Normal));
+    assert_eq!(
+        p.b.stream_recv(cb, &mut got),
+        Err(EndpointError::NoConnection)
+    );
+}
