@@ -299,6 +299,9 @@ impl TcpStream {
     /// copy), the others copied into the buffer. Returns the octets consumed, 0 at end of
     /// stream.
     pub fn read_transfer(&self, rid: u64, buffer_offset: u32, len: u32) -> io::Result<u32> {
+        if len == 0 {
+            return Ok(0);
+        }
         self.wait_read(|e, c| {
             e.stream_recv_transfer(c, rid, buffer_offset, len)
                 .map(|n| n as usize)
