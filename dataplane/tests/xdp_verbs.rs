@@ -4,13 +4,15 @@
 //! 1 MiB are verified byte for byte, in inline and threaded engine mode, and the device's
 //! counters move. Also: the engine pair on both ends through the verbs API.
 
+mod common;
+use common::open_xdp;
+
 use std::net::{SocketAddr, SocketAddrV4};
 use std::sync::mpsc;
 use std::time::Duration;
 
 use dataplane::xdp::program::attached;
 use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
-use dataplane::xdp::BindMode;
 use dataplane::{
     Access, CompletionQueue, ConnectionConfig, Device, EngineMode, Opcode, QpInit, QueuePair,
     RemoteAddr, Status, XdpConfig,
@@ -27,14 +29,6 @@ fn wait_ok(cq: &CompletionQueue, what: &str) -> dataplane::Completion {
         .unwrap_or_else(|| panic!("no completion for {what}"));
     assert_eq!(c.status, Status::Success, "{what}: {c:?}");
     c
-}
-
-fn open_xdp(tb: &VethTestbed, side: Side, mode: EngineMode) -> Device {
-    let _ns = tb.enter(side).unwrap();
-    let mut cfg = XdpConfig::new(tb.ifname(side));
-    cfg.bind = BindMode::Copy;
-    cfg.mode = mode;
-    Device::open_xdp(cfg).expect("open the xdp device")
 }
 
 /// The active side: Send, Write and Read against the passive side's regions, all verified

@@ -1,5 +1,5 @@
 //! Running `xwarp-rdma` in a [`VethTestbed`]: the server in side A, the client in side B, and
-//! child processes killed on drop.
+//! child processes killed on drop; opening an xdp device in one side.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
@@ -7,6 +7,15 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use dataplane::xdp::testbed::{Side, VethTestbed};
+
+/// An xdp device on `side`'s veth end (copy mode, as veth needs), its engine in `mode`.
+pub fn open_xdp(tb: &VethTestbed, side: Side, mode: dataplane::EngineMode) -> dataplane::Device {
+    let _ns = tb.enter(side).unwrap();
+    let mut cfg = dataplane::XdpConfig::new(tb.ifname(side));
+    cfg.bind = dataplane::xdp::BindMode::Copy;
+    cfg.mode = mode;
+    dataplane::Device::open_xdp(cfg).expect("open the xdp device")
+}
 
 /// A child process killed on drop.
 pub struct Guarded(pub Option<Child>);

@@ -319,6 +319,14 @@ pub fn established_conns(ev: &[EndpointEvent]) -> Vec<ConnId> {
         .collect()
 }
 
+/// Why connection `c` closed, once `ev` reports it.
+pub fn closed(ev: &[EndpointEvent], c: ConnId) -> Option<tcp_offload::CloseReason> {
+    ev.iter().find_map(|e| match e {
+        EndpointEvent::Closed { conn, reason } if *conn == c => Some(*reason),
+        _ => None,
+    })
+}
+
 pub fn established(ev: &[EndpointEvent], c: ConnId) -> bool {
     ev.iter()
         .any(|e| matches!(e, EndpointEvent::Established { conn, .. } if *conn == c))
