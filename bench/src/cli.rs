@@ -151,6 +151,11 @@ impl TestKind {
         )
     }
 
+    /// A storage test (rpc_read, rpc_write).
+    pub fn is_storage(self) -> bool {
+        matches!(self, Self::RpcRead | Self::RpcWrite)
+    }
+
     /// perftest's default size: 2 B for latency, 64 KiB for bandwidth.
     pub fn default_size(self) -> u64 {
         if self.is_latency() {
@@ -231,6 +236,49 @@ impl RtrArg {
     }
 }
 
+/// The I/O pattern of the storage tests (fio's `--rw`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RwArg {
+    /// Sequential READs.
+    Read,
+    /// Sequential WRITEs.
+    Write,
+    /// READs at random offsets.
+    Randread,
+    /// WRITEs at random offsets.
+    Randwrite,
+}
+
+impl RwArg {
+    /// fio's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Read => "read",
+            Self::Write => "write",
+            Self::Randread => "randread",
+            Self::Randwrite => "randwrite",
+        }
+    }
+
+    /// READs (else WRITEs).
+    pub fn reads(self) -> bool {
+        matches!(self, Self::Read | Self::Randread)
+    }
+
+    /// Random offsets (else sequential).
+    pub fn random(self) -> bool {
+        matches!(self, Self::Randread | Self::Randwrite)
+    }
+}
+
+/// The storage client keeps at most this many calls in flight (`--iodepth`).
+pub const MAX_IODEPTH: u32 = xwarpd::store::MAX_IN_FLIGHT as u32;
+/// Work requests in flight of the bandwidth tests without `-t` (perftest's default).
+pub const DEFAULT_TX_DEPTH: u32 = 128;
+/// The seed of the random offsets without `--seed`.
+pub const DEFAULT_SEED: u64 = 1;
+
 /// Options of a test run.
 #[derive(Debug, Clone, Args)]
 pub struct TestArgs {
@@ -239,9 +287,10 @@ pub struct TestArgs {
     /// TCP port.
     #[arg(short, long, default_value_t = DEFAULT_PORT)]
     pub port: u16,
-    /// Message size in bytes (suffixes K, M: powers of 1024). Default: 2 for latency, 65536 for
-    /// bandwidth tests.
-    #[arg(short, long, value_parser = parse_size, conflicts_with = "all")]
+    /// Message size in bytes (suffixes K, M: powers of 1024); for the storage tests the block
+    /// size of each I/O (fio's --bs, an alias). Default: 2 for latency, 65536 for bandwidth and
+    /// storage tests.
+    #[arg(short, long, visible_alias = "bs", value_parser = parse_size, conflicts_with = "all")]
     pub size: Option<u64>,
     /// Run every size from 2 B to 8 MiB in powers of two.
     #[arg(short, long)]
@@ -252,9 +301,10 @@ pub struct TestArgs {
     /// Run each size for this many seconds instead of a number of iterations.
     #[arg(short = 'D', long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
-    /// Work requests in flight in bandwidth tests (perftest's TX depth).
-    #[arg(short = 't', long = "tx-depth", default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=4096))]
-    pub tx_depth: u32,
+    /// Work requests in flight in bandwidth tests (perftest's TX depth) [default: 128]. The
+    /// storage tests take --iodepth instead.
+    #[arg(short = 't', long = "tx-depth", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub tx_depth: Option<u32>,
     /// Number of queue pairs (perftest's -q); xwarp-bench runs one, more are refused.
     #[arg(short = 'q', long = "qp", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub qps: u32,
@@ -282,10 +332,37 @@ pub struct TestArgs {
     /// Latency tests: print the histogram of the samples after the results (perftest's -H).
     #[arg(short = 'H', long = "report-histogram")]
     pub histogram: bool,
-    /// perftest's bidirectional mode (-b); refused: not implemented yet, run a client from each
-    /// side instead.
+    /// perftest's bidirectional mode (-b), write_bw and read_bw: the server streams towards the
+    /// client while the client streams towards it; both directions and their sum are reported.
+    /// The server follows its client (-b on the server is accepted and changes nothing).
     #[arg(short = 'b', long = "bidirectional")]
     pub bidirectional: bool,
+    /// perftest's --cpu_util: the CPU time this side used during each measurement, in per cent
+    /// of one core (and the xdp engine thread's share when it has its own thread).
+    #[arg(long = "cpu_util")]
+    pub cpu_util: bool,
+    /// Storage tests: the I/O pattern, as fio's --rw (sequential or seeded random offsets
+    /// aligned to the block size within the store). Its direction must be the test's
+    /// [default: read for rpc_read, write for rpc_write].
+    #[arg(
+        long,
+        value_enum,
+        value_name = "PATTERN",
+        help_heading = "storage tests (rpc_read, rpc_write)"
+    )]
+    pub rw: Option<RwArg>,
+    /// Storage tests: calls in flight, as fio's --iodepth (at most 16: the store client's
+    /// credit request on its connection) [default: 16].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096), help_heading = "storage tests (rpc_read, rpc_write)")]
+    pub iodepth: Option<u32>,
+    /// Storage tests: the seed of the random offsets of --rw randread/randwrite (the same seed
+    /// gives the same offsets) [default: 1].
+    #[arg(
+        long,
+        value_name = "N",
+        help_heading = "storage tests (rpc_read, rpc_write)"
+    )]
+    pub seed: Option<u64>,
     /// Transport [default: kernel].
     #[arg(long, value_enum, default_value_t = TransportArg::Kernel, help_heading = "xwarp options")]
     pub transport: TransportArg,
@@ -353,6 +430,31 @@ impl TestArgs {
         self.queue.unwrap_or(0)
     }
 
+    /// Work requests in flight of the bandwidth tests: `-t`, else perftest's 128.
+    pub fn tx_depth(&self) -> u32 {
+        self.tx_depth.unwrap_or(DEFAULT_TX_DEPTH)
+    }
+
+    /// Calls in flight of the storage tests: `--iodepth`, else [`MAX_IODEPTH`] (what the
+    /// storage tests kept in flight before the option existed).
+    pub fn iodepth(&self) -> u32 {
+        self.iodepth.unwrap_or(MAX_IODEPTH)
+    }
+
+    /// The I/O pattern of storage test `test`: `--rw`, else sequential in the test's direction.
+    pub fn rw(&self, test: TestKind) -> RwArg {
+        self.rw.unwrap_or(if test == TestKind::RpcWrite {
+            RwArg::Write
+        } else {
+            RwArg::Read
+        })
+    }
+
+    /// The seed of the random offsets.
+    pub fn seed(&self) -> u64 {
+        self.seed.unwrap_or(DEFAULT_SEED)
+    }
+
     /// The bandwidth unit of the tables.
     pub fn bw_unit(&self) -> crate::report::BwUnit {
         if self.report_gbits {
@@ -381,9 +483,12 @@ impl TestArgs {
             );
         }
         if self.bidirectional {
-            return Some(
-                "-b: bidirectional tests are not implemented; run a client from each side".into(),
-            );
+            if let Some(why) = bidirectional_refusal(test) {
+                return Some(format!("-b with {}: {why}", test.name()));
+            }
+        }
+        if let Some(why) = self.storage_refusal(test) {
+            return Some(why);
         }
         if let (Some(d), Some(i)) = (&self.ib_dev, &self.interface) {
             if d != i {
@@ -411,6 +516,78 @@ impl TestArgs {
             );
         }
         None
+    }
+}
+
+impl TestArgs {
+    /// The storage options given to a test that is not a storage test, an I/O pattern against
+    /// the test's direction, or perftest's `-t` on a storage test.
+    fn storage_refusal(&self, test: TestKind) -> Option<String> {
+        if !test.is_storage() {
+            for (given, flag) in [
+                (self.rw.is_some(), "--rw"),
+                (self.iodepth.is_some(), "--iodepth"),
+                (self.seed.is_some(), "--seed"),
+                (self.verify, "--verify"),
+            ] {
+                if given {
+                    return Some(format!(
+                        "{flag} applies to the storage tests (rpc_read, rpc_write) only"
+                    ));
+                }
+            }
+            return None;
+        }
+        if let Some(t) = self.tx_depth {
+            return Some(format!(
+                "-t {t}: the storage tests keep --iodepth calls in flight (perftest's TX depth is for the RDMA tests)"
+            ));
+        }
+        if let Some(rw) = self.rw {
+            if rw.reads() != (test == TestKind::RpcRead) {
+                let other = if rw.reads() { "rpc_read" } else { "rpc_write" };
+                return Some(format!(
+                    "--rw {}: {} {}; run {other} for it",
+                    rw.name(),
+                    test.name(),
+                    if test == TestKind::RpcRead {
+                        "reads"
+                    } else {
+                        "writes"
+                    }
+                ));
+            }
+        }
+        if self.seed.is_some() && !self.rw(test).random() {
+            return Some(
+                "--seed chooses random offsets: give it with --rw randread or randwrite".into(),
+            );
+        }
+        if let Some(n) = self.iodepth.filter(|n| *n > MAX_IODEPTH) {
+            return Some(format!(
+                "--iodepth {n}: the store client keeps at most {MAX_IODEPTH} calls in flight on its connection (the credits it asks the server for)"
+            ));
+        }
+        None
+    }
+}
+
+/// Why `-b` does not apply to `test`, `None` where it does (write_bw, read_bw).
+pub fn bidirectional_refusal(test: TestKind) -> Option<&'static str> {
+    match test {
+        TestKind::WriteBw | TestKind::ReadBw => None,
+        TestKind::WriteLat | TestKind::ReadLat | TestKind::SendLat => {
+            Some("a latency test already goes both ways (ping-pong or request and response)")
+        }
+        TestKind::SendBw => Some(
+            "not supported: send_bw's flow control and its control messages share each side's receive queue, which a second stream would need for its own ring",
+        ),
+        TestKind::RpcRead | TestKind::RpcWrite => Some(
+            "a storage test's direction is the test; run rpc_read and rpc_write side by side",
+        ),
+        TestKind::RawLat | TestKind::RawBw => {
+            Some("the raw tests measure one stream of frames; run a client from each side")
+        }
     }
 }
 
@@ -633,7 +810,7 @@ mod tests {
             "--report_gbits",
         ])
         .unwrap();
-        assert_eq!(s.args.tx_depth, 64);
+        assert_eq!(s.args.tx_depth(), 64);
         assert_eq!(s.args.qps, 1);
         assert_eq!(s.args.bw_unit(), crate::report::BwUnit::Gigabits);
         assert_eq!(
@@ -653,7 +830,9 @@ mod tests {
             (&["write_bw", "-q", "2"][..], "one queue pair"),
             (&["write_lat", "-e"], "busy-polls"),
             (&["write_lat", "-x", "3"], "GID"),
-            (&["write_bw", "-b"], "bidirectional"),
+            (&["write_lat", "-b"], "latency test already goes both ways"),
+            (&["send_bw", "-b"], "receive queue"),
+            (&["rpc_read", "-b"], "direction is the test"),
             (&["write_lat", "-d", "mlx5_0"], "xdp transport only"),
             (&["write_lat", "--interface", "eth1"], "xdp transport only"),
             (&["write_lat", "--queue", "1"], "xdp transport only"),
