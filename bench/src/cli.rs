@@ -858,6 +858,103 @@ mod tests {
     }
 
     #[test]
+    fn storage_options_are_fio_like() {
+        let s = spec(&[
+            "rpc_read",
+            "--rw",
+            "randread",
+            "--bs",
+            "4K",
+            "--iodepth",
+            "8",
+        ])
+        .unwrap();
+        assert_eq!(s.sizes, [4096], "--bs is -s");
+        assert_eq!(s.args.rw(s.test), RwArg::Randread);
+        assert_eq!(s.args.iodepth(), 8);
+        assert_eq!(s.args.seed(), DEFAULT_SEED);
+        let s = spec(&["rpc_write", "--rw", "randwrite", "--seed", "42"]).unwrap();
+        assert_eq!(s.args.seed(), 42);
+        // Defaults: sequential in the test's direction, 16 calls in flight (as before --iodepth).
+        let s = spec(&["rpc_write"]).unwrap();
+        assert_eq!(s.args.rw(s.test), RwArg::Write);
+        assert_eq!(s.args.iodepth(), MAX_IODEPTH);
+        assert_eq!(
+            spec(&["rpc_read"]).unwrap().args.rw(TestKind::RpcRead),
+            RwArg::Read
+        );
+        assert_eq!(spec(&["rpc_read", "-s", "1M"]).unwrap().sizes, [1 << 20]);
+        assert!(parse(&["rpc_read", "--rw", "trim"]).is_err());
+        assert!(parse(&["rpc_read", "--iodepth", "0"]).is_err());
+    }
+
+    #[test]
+    fn cpu_util_and_bidirectional_are_accepted_where_they_apply() {
+        for t in [
+            "write_lat",
+            "write_bw",
+            "read_bw",
+            "send_bw",
+            "rpc_read",
+            "raw_lat",
+        ] {
+            assert!(spec(&[t, "--cpu_util"]).unwrap().args.cpu_util, "{t}");
+        }
+        for t in ["write_bw", "read_bw"] {
+            let s = spec(&[t, "-b", "--transport", "xdp"]).unwrap();
+            assert!(s.args.bidirectional, "{t}");
+            assert!(spec(&[t, "--bidirectional"]).is_ok());
+        }
+        assert_eq!(
+            spec(&["write_bw"]).unwrap().args.tx_depth(),
+            DEFAULT_TX_DEPTH
+        );
+        for t in ALL_TESTS {
+            // -b is accepted exactly where it is implemented.
+            let ok = spec(&[t.name(), "-b"]).is_ok();
+            assert_eq!(ok, bidirectional_refusal(t).is_none(), "{}", t.name());
+        }
+    }
+
+    #[test]
+    fn storage_options_elsewhere_and_against_the_test_are_refused() {
+        for (args, needle) in [
+            (
+                &["write_bw", "--rw", "read"][..],
+                "--rw applies to the storage tests",
+            ),
+            (
+                &["read_lat", "--iodepth", "4"],
+                "--iodepth applies to the storage tests",
+            ),
+            (
+                &["send_bw", "--seed", "3"],
+                "--seed applies to the storage tests",
+            ),
+            (
+                &["write_lat", "--verify"],
+                "--verify applies to the storage tests",
+            ),
+            (
+                &["rpc_read", "--rw", "write"],
+                "rpc_read reads; run rpc_write",
+            ),
+            (
+                &["rpc_write", "--rw", "randread"],
+                "rpc_write writes; run rpc_read",
+            ),
+            (&["rpc_read", "--seed", "5"], "--rw randread or randwrite"),
+            (&["rpc_read", "--iodepth", "64"], "at most 16 calls"),
+            (&["rpc_read", "-t", "8"], "--iodepth"),
+            (&["raw_bw", "-b"], "one stream of frames"),
+        ] {
+            let e = spec(args).unwrap_err();
+            assert!(e.contains(needle), "{args:?}: {e}");
+            assert_eq!(e.lines().count(), 1, "{e}");
+        }
+    }
+
+    #[test]
     fn xdp_engine_defaults_to_inline_and_follows_the_flag() {
         let s = spec(&["write_lat", "--transport", "xdp"]).unwrap();
         assert_eq!(s.args.engine(), EngineArg::Inline);

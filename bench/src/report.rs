@@ -554,6 +554,89 @@ mod tests {
     }
 
     #[test]
+    fn storage_row_has_the_eight_columns_of_its_header_and_cpu_adds_one() {
+        let b = BwStats {
+            iterations: 500,
+            peak_gbps: 2.0,
+            avg_gbps: 1.048_576,
+            msg_rate_mpps: 0.032,
+        };
+        let mut r = Record::storage(TestKind::RpcRead, "kernel", 4096, &b, &lat(), 20.5);
+        assert_eq!(r.iops, Some(32_000.0));
+        assert_eq!(r.t_typical_us, Some(12.25), "p50 is the median");
+        let cols: Vec<String> = r
+            .row_in(BwUnit::Gigabits)
+            .split_whitespace()
+            .map(String::from)
+            .collect();
+        assert_eq!(
+            cols,
+            ["4096", "500", "1.05", "32000", "12.25", "20.50", "30.00", "80.00"]
+        );
+        let header = header_line(TestKind::RpcRead, BwUnit::MegaBytes, false);
+        assert_eq!(header, STORAGE_HEADER_MB);
+        // MB/sec: 1.048576 Gb/s = 131072000 B/s = 125 MB/sec.
+        assert_eq!(
+            r.row_in(BwUnit::MegaBytes).split_whitespace().nth(2),
+            Some("125.00")
+        );
+        r.cpu_util = Some(37.5);
+        let with_cpu = header_line(TestKind::RpcRead, BwUnit::MegaBytes, true);
+        assert!(with_cpu.ends_with("CPU_Util[%]"));
+        let row = r.row_in(BwUnit::MegaBytes);
+        assert_eq!(row.split_whitespace().count(), 9);
+        assert_eq!(row.split_whitespace().last(), Some("37.50"));
+        assert_eq!(
+            with_cpu.split_whitespace().count(),
+            STORAGE_HEADER_MB.split_whitespace().count() + 1
+        );
+        let line = r.csv();
+        let header: Vec<&str> = Record::CSV_HEADER.split(',').collect();
+        let fields: Vec<&str> = line.split(',').collect();
+        assert_eq!(fields.len(), header.len());
+        let at = |k: &str| fields[header.iter().position(|h| *h == k).unwrap()];
+        assert_eq!(at("iops"), "32000");
+        assert_eq!(at("p90_us"), "20.5");
+        assert_eq!(at("cpu_util"), "37.5");
+        assert_eq!(at("cpu_util_engine"), "");
+    }
+
+    #[test]
+    fn bidirectional_row_is_the_sum_and_the_streams_are_noted() {
+        let mine = BwStats {
+            iterations: 100,
+            peak_gbps: 5.0,
+            avg_gbps: 4.0,
+            msg_rate_mpps: 0.1,
+        };
+        let theirs = BwStats {
+            iterations: 90,
+            peak_gbps: 3.0,
+            avg_gbps: 2.0,
+            msg_rate_mpps: 0.05,
+        };
+        let r = Record::bidirectional(TestKind::WriteBw, "xdp", 65_536, &mine, &theirs);
+        assert_eq!(r.bw_gbps, Some(6.0));
+        assert_eq!(r.bw_peak_gbps, Some(8.0));
+        assert_eq!(r.iterations, 100);
+        assert_eq!((r.bw_client_gbps, r.bw_server_gbps), (Some(4.0), Some(2.0)));
+        let n = notes(&r, BwUnit::Gigabits);
+        assert_eq!(n.len(), 1);
+        assert!(
+            n[0].contains("client's stream 4.00 Gb/sec + server's stream 2.00 Gb/sec"),
+            "{n:?}"
+        );
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["bw_server_gbps"], 2.0);
+        let one_way = Record::bandwidth(TestKind::WriteBw, "xdp", 65_536, &mine);
+        assert!(notes(&one_way, BwUnit::Gigabits).is_empty());
+        assert!(serde_json::to_value(&one_way)
+            .unwrap()
+            .get("bw_server_gbps")
+            .is_none());
+    }
+
+    #[test]
     fn parameter_block_names_what_ran() {
         let p = Params {
             test: "write_bw".into(),
@@ -592,6 +675,23 @@ mod tests {
         }
         .block();
         assert!(!k.contains("XDP mode"), "{k}");
+        let st = Params {
+            iodepth: Some(4),
+            rw: Some("randread".into()),
+            seed: Some(7),
+            store_size: Some(64 << 20),
+            ..Params::default()
+        }
+        .block();
+        for want in [
+            " I/O depth       : 4",
+            " I/O pattern     : randread",
+            " Random seed     : 7",
+            " Store size      : 67108864",
+        ] {
+            assert!(st.contains(want), "{want:?} missing in\n{st}");
+        }
+        assert!(!st.contains("TX depth"), "{st}");
     }
 
     #[test]
