@@ -22,6 +22,13 @@ fn bench_in(tb: &Testbed, in_a: bool) -> Command {
     c
 }
 
+/// A fresh directory for a test's result files (removed by the test at its end).
+fn scratch_dir(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("xwarp-bench-e2e-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 /// Runs server and client of `test` with `size` bytes and `iters` iterations, each with its
 /// extra options; returns the client's output and the server's exit.
 #[allow(clippy::too_many_arguments)]
@@ -77,8 +84,7 @@ fn kernel_transport_tests_print_perftest_columns_and_json() {
         return;
     }
     let tb = Testbed::up(1500).expect("testbed");
-    let dir = std::env::temp_dir().join(format!("xwarp-bench-e2e-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("kernel");
     let cases = [
         ("write_lat", "64", "100"),
         ("write_bw", "4K", "300"),
@@ -278,8 +284,7 @@ fn storage_tests_report_iops_percentiles_and_cpu_util_in_text_json_and_csv() {
         return;
     }
     let tb = Testbed::up(1500).expect("testbed");
-    let dir = std::env::temp_dir().join(format!("xwarp-bench-e2e-fio-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("fio");
     for (k, (test, rw)) in [
         ("rpc_write", "randwrite"),
         ("rpc_read", "randread"),
@@ -369,8 +374,7 @@ fn bidirectional_bandwidth_and_cpu_util_on_the_kernel_transport() {
         return;
     }
     let tb = Testbed::up(1500).expect("testbed");
-    let dir = std::env::temp_dir().join(format!("xwarp-bench-e2e-bidi-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("bidi");
     for (k, test) in ["write_bw", "read_bw"].into_iter().enumerate() {
         let json = dir.join(format!("{test}.json"));
         let out = run_with(
@@ -475,8 +479,7 @@ fn xdp_transport_tests_run_end_to_end_and_interoperate_with_kernel() {
     // The kernel-transport ends of the mixed cases need real checksums on the wire.
     tb.tx_checksum_off(true).unwrap();
     tb.tx_checksum_off(false).unwrap();
-    let dir = std::env::temp_dir().join(format!("xwarp-bench-e2e-xdp-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("xdp");
     let xa = ["--transport", "xdp", "--interface", tb.if_a.as_str()];
     let xb = ["--transport", "xdp", "--interface", tb.if_b.as_str()];
     let kernel: [&str; 0] = [];
