@@ -5,7 +5,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use dataplane::{Access, Device, MemoryRegion};
 use xwarpd::store::{CallId, ClientOptions, StoreClient, StoreError, MAX_IN_FLIGHT};
@@ -33,43 +33,100 @@ pub trait BlockClient {
     fn contents(&self, slot: usize) -> Result<Vec<u8>, String>;
 }
 
-/// The xwarpd store's client: RPC-over-RDMA on one connection, pipelined by XID (at most
-/// [`MAX_IN_FLIGHT`] calls, within the server's credits).
+/// The xwarpd store's client: RPC-over-RDMA, pipelined by XID on each of one or more
+/// connections (at most [`MAX_IN_FLIGHT`] calls on each, within the server's credits). Slot `s`
+/// goes over connection `s % n`; with several connections, waiting polls them in turn.
 pub struct RpcRdmaClient {
-    client: StoreClient,
-    buf: Option<Arc<MemoryRegion>>,
+    conns: Vec<Connection>,
     block: usize,
     /// The store's size, asked once.
     size: Option<u64>,
+    /// The connection polled first next time (turns go round).
+    next: usize,
+}
+
+/// One connection and the buffer of its slots.
+struct Connection {
+    client: StoreClient,
+    buf: Option<Arc<MemoryRegion>>,
+}
+
+/// How long a call may take.
+const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Connections needed for `depth` calls in flight.
+pub fn connections_for(depth: u32) -> usize {
+    (depth as usize).div_ceil(MAX_IN_FLIGHT).max(1)
 }
 
 impl RpcRdmaClient {
-    /// Connects through `device` to the store server at `addr`.
+    /// Opens `connections` connections through `device` to the store server at `addr`.
     pub fn connect(
         device: &Device,
         addr: SocketAddr,
         connection: dataplane::ConnectionConfig,
+        connections: usize,
     ) -> Result<Self, String> {
         let opts = ClientOptions {
             transport: device.transport().clone(),
             connection,
-            call_timeout: Duration::from_secs(30),
+            call_timeout: CALL_TIMEOUT,
         };
-        let client = StoreClient::connect_on(device, addr, &opts)
-            .map_err(|e| format!("cannot reach {addr}: {e}"))?;
+        let conns = (0..connections.max(1))
+            .map(|_| {
+                let client = StoreClient::connect_on(device, addr, &opts)
+                    .map_err(|e| format!("cannot reach {addr}: {e}"))?;
+                Ok(Connection { client, buf: None })
+            })
+            .collect::<Result<Vec<_>, String>>()?;
         Ok(Self {
-            client,
-            buf: None,
+            conns,
             block: 0,
             size: None,
+            next: 0,
         })
     }
 
-    fn buf(&self) -> Result<&Arc<MemoryRegion>, String> {
-        self.buf
+    /// Connection and slot within its buffer of `slot`.
+    fn place(&self, slot: usize) -> (usize, usize) {
+        (slot % self.conns.len(), slot / self.conns.len())
+    }
+
+    fn buf(&self, conn: usize) -> Result<&Arc<MemoryRegion>, String> {
+        self.conns[conn]
+            .buf
             .as_ref()
             .ok_or_else(|| "no buffer: prepare() first".to_string())
     }
+
+    /// Polls every connection in turn until one has an answer.
+    fn poll_all(&mut self) -> Result<CallTag, String> {
+        let deadline = Instant::now() + CALL_TIMEOUT;
+        let n = self.conns.len();
+        let mut spins = 0u32;
+        loop {
+            for k in 0..n {
+                let i = (self.next + k) % n;
+                if let Some((CallId(x), r)) = self.conns[i].client.poll_any().map_err(call_error)? {
+                    r.map_err(call_error)?;
+                    self.next = (i + 1) % n;
+                    return Ok(tag(i, x));
+                }
+            }
+            spins = spins.wrapping_add(1);
+            if spins.is_multiple_of(64) {
+                if Instant::now() > deadline {
+                    return Err(call_error(StoreError::Timeout));
+                }
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
+/// The tag of call `xid` on connection `conn`.
+fn tag(conn: usize, xid: u32) -> CallTag {
+    ((conn as u64) << 32) | u64::from(xid)
 }
 
 impl BlockClient for RpcRdmaClient {
@@ -77,7 +134,7 @@ impl BlockClient for RpcRdmaClient {
         if let Some(s) = self.size {
             return Ok(s);
         }
-        let a = self
+        let a = self.conns[0]
             .client
             .getattr()
             .map_err(|e| format!("GETATTR failed: {e}"))?;
@@ -86,52 +143,82 @@ impl BlockClient for RpcRdmaClient {
     }
 
     fn max_in_flight(&self) -> usize {
-        MAX_IN_FLIGHT
+        MAX_IN_FLIGHT * self.conns.len()
     }
 
     fn prepare(&mut self, block: usize, slots: usize) -> Result<(), String> {
-        let len = block * slots;
-        self.buf = None;
-        let mr = self
-            .client
-            .pd()
-            .register(len, Access::ALL)
-            .map_err(|e| format!("cannot register {len} bytes: {e}"))?;
-        self.buf = Some(Arc::new(mr));
+        let len = block * slots.div_ceil(self.conns.len());
+        for c in &mut self.conns {
+            c.buf = None;
+            let mr = c
+                .client
+                .pd()
+                .register(len, Access::ALL)
+                .map_err(|e| format!("cannot register {len} bytes: {e}"))?;
+            c.buf = Some(Arc::new(mr));
+        }
         self.block = block;
         Ok(())
     }
 
     fn start(&mut self, read: bool, offset: u64, slot: usize) -> Result<CallTag, String> {
-        let buf = self.buf()?.clone();
-        let range = slot * self.block..(slot + 1) * self.block;
+        let (conn, at) = self.place(slot);
+        let buf = self.buf(conn)?.clone();
+        let range = at * self.block..(at + 1) * self.block;
+        let client = &mut self.conns[conn].client;
         let id = if read {
-            self.client.start_read(offset, &buf, range)
+            client.start_read(offset, &buf, range)
         } else {
-            self.client.start_write(offset, &buf, range, false)
+            client.start_write(offset, &buf, range, false)
         };
-        id.map(|CallId(x)| u64::from(x)).map_err(call_error)
+        id.map(|CallId(x)| tag(conn, x)).map_err(call_error)
     }
 
     fn wait_any(&mut self) -> Result<CallTag, String> {
-        let (CallId(x), r) = self.client.wait_any().map_err(call_error)?;
+        if self.conns.len() > 1 {
+            return self.poll_all();
+        }
+        let (CallId(x), r) = self.conns[0].client.wait_any().map_err(call_error)?;
         r.map_err(call_error)?;
-        Ok(u64::from(x))
+        Ok(tag(0, x))
     }
 
     fn fill(&mut self, slot: usize, data: &[u8]) -> Result<(), String> {
-        self.buf()?
-            .write(slot * self.block, data)
+        let (conn, at) = self.place(slot);
+        self.buf(conn)?
+            .write(at * self.block, data)
             .ok_or_else(|| format!("slot {slot} is outside the buffer"))
     }
 
     fn contents(&self, slot: usize) -> Result<Vec<u8>, String> {
-        self.buf()?
-            .read_vec(slot * self.block, self.block)
+        let (conn, at) = self.place(slot);
+        self.buf(conn)?
+            .read_vec(at * self.block, self.block)
             .ok_or_else(|| format!("slot {slot} is outside the buffer"))
     }
 }
 
 fn call_error(e: StoreError) -> String {
     e.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_connection_per_sixteen_calls() {
+        assert_eq!(connections_for(1), 1);
+        assert_eq!(connections_for(16), 1);
+        assert_eq!(connections_for(17), 2);
+        assert_eq!(connections_for(40), 3);
+        assert_eq!(connections_for(256), 16);
+    }
+
+    #[test]
+    fn tags_keep_the_connection_and_the_xid_apart() {
+        assert_eq!(tag(0, 7), 7);
+        assert_ne!(tag(1, 7), tag(2, 7));
+        assert_eq!(tag(3, u32::MAX) >> 32, 3);
+    }
 }

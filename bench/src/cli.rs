@@ -272,8 +272,13 @@ impl RwArg {
     }
 }
 
-/// The storage client keeps at most this many calls in flight (`--iodepth`).
-pub const MAX_IODEPTH: u32 = xwarpd::store::MAX_IN_FLIGHT as u32;
+/// Calls in flight on one connection of the storage client (the credits it asks for).
+pub const CALLS_PER_CONNECTION: u32 = xwarpd::store::MAX_IN_FLIGHT as u32;
+/// Connections the storage tests open at most (`--iodepth` above [`CALLS_PER_CONNECTION`]
+/// spreads the calls over several).
+pub const MAX_CONNECTIONS: u32 = 16;
+/// The most calls in flight of `--iodepth`.
+pub const MAX_IODEPTH: u32 = CALLS_PER_CONNECTION * MAX_CONNECTIONS;
 /// Work requests in flight of the bandwidth tests without `-t` (perftest's default).
 pub const DEFAULT_TX_DEPTH: u32 = 128;
 /// The seed of the random offsets without `--seed`.
@@ -351,8 +356,9 @@ pub struct TestArgs {
         help_heading = "storage tests (rpc_read, rpc_write)"
     )]
     pub rw: Option<RwArg>,
-    /// Storage tests: calls in flight, as fio's --iodepth (at most 16: the store client's
-    /// credit request on its connection) [default: 16].
+    /// Storage tests: calls in flight, as fio's --iodepth: up to 16 on one connection (the
+    /// credits the store client asks for), more over one connection per 16, at most 256
+    /// [default: 16].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096), help_heading = "storage tests (rpc_read, rpc_write)")]
     pub iodepth: Option<u32>,
     /// Storage tests: the seed of the random offsets of --rw randread/randwrite (the same seed
@@ -435,10 +441,10 @@ impl TestArgs {
         self.tx_depth.unwrap_or(DEFAULT_TX_DEPTH)
     }
 
-    /// Calls in flight of the storage tests: `--iodepth`, else [`MAX_IODEPTH`] (what the
+    /// Calls in flight of the storage tests: `--iodepth`, else one connection's worth (what the
     /// storage tests kept in flight before the option existed).
     pub fn iodepth(&self) -> u32 {
-        self.iodepth.unwrap_or(MAX_IODEPTH)
+        self.iodepth.unwrap_or(CALLS_PER_CONNECTION)
     }
 
     /// The I/O pattern of storage test `test`: `--rw`, else sequential in the test's direction.
@@ -565,7 +571,7 @@ impl TestArgs {
         }
         if let Some(n) = self.iodepth.filter(|n| *n > MAX_IODEPTH) {
             return Some(format!(
-                "--iodepth {n}: the store client keeps at most {MAX_IODEPTH} calls in flight on its connection (the credits it asks the server for)"
+                "--iodepth {n}: at most {MAX_IODEPTH} calls in flight ({MAX_CONNECTIONS} connections of {CALLS_PER_CONNECTION}, the credits the store client asks for on each)"
             ));
         }
         None
@@ -878,7 +884,14 @@ mod tests {
         // Defaults: sequential in the test's direction, 16 calls in flight (as before --iodepth).
         let s = spec(&["rpc_write"]).unwrap();
         assert_eq!(s.args.rw(s.test), RwArg::Write);
-        assert_eq!(s.args.iodepth(), MAX_IODEPTH);
+        assert_eq!(s.args.iodepth(), CALLS_PER_CONNECTION);
+        assert_eq!(
+            spec(&["rpc_read", "--iodepth", "256"])
+                .unwrap()
+                .args
+                .iodepth(),
+            256
+        );
         assert_eq!(
             spec(&["rpc_read"]).unwrap().args.rw(TestKind::RpcRead),
             RwArg::Read
@@ -944,7 +957,7 @@ mod tests {
                 "rpc_write writes; run rpc_read",
             ),
             (&["rpc_read", "--seed", "5"], "--rw randread or randwrite"),
-            (&["rpc_read", "--iodepth", "64"], "at most 16 calls"),
+            (&["rpc_read", "--iodepth", "257"], "at most 256 calls"),
             (&["rpc_read", "-t", "8"], "--iodepth"),
             (&["raw_bw", "-b"], "one stream of frames"),
         ] {

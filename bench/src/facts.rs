@@ -21,6 +21,7 @@ pub fn params(spec: &RunSpec, device: &Device, qp: Option<&QueuePair>) -> Params
     if spec.test.is_storage() {
         let rw = spec.args.rw(spec.test);
         p.tx_depth = spec.args.iodepth();
+        p.num_of_qps = crate::block_client::connections_for(spec.args.iodepth()) as u32;
         p.iodepth = Some(spec.args.iodepth());
         p.rw = Some(rw.name().into());
         p.seed = rw.random().then(|| spec.args.seed());

@@ -15,7 +15,7 @@ use dataplane::MappedFile;
 use tool_support::Pattern;
 use xwarpd::store::{AllowList, ServerOptions, StoreServer};
 
-use crate::block_client::{BlockClient, RpcRdmaClient};
+use crate::block_client::{connections_for, BlockClient, RpcRdmaClient};
 use crate::cli::{Length, RunSpec, TestKind, MAX_SIZE};
 use crate::cpu::CpuSampler;
 use crate::io_pattern::Offsets;
@@ -78,7 +78,8 @@ pub fn run_client(spec: &RunSpec, host: &str) -> Result<Vec<Record>, String> {
     let args = &spec.args;
     let addr = resolve(host, args.port)?;
     let device = open_device(args, Some(addr.ip()))?;
-    let mut c = RpcRdmaClient::connect(&device, addr, connection_config(args))?;
+    let connections = connections_for(args.iodepth());
+    let mut c = RpcRdmaClient::connect(&device, addr, connection_config(args), connections)?;
     let unit = args.bw_unit();
     let mut params = crate::facts::params(spec, &device, None);
     params.store_size = Some(c.store_size()?);

@@ -285,10 +285,11 @@ fn storage_tests_report_iops_percentiles_and_cpu_util_in_text_json_and_csv() {
     }
     let tb = Testbed::up(1500).expect("testbed");
     let dir = scratch_dir("fio");
-    for (k, (test, rw)) in [
-        ("rpc_write", "randwrite"),
-        ("rpc_read", "randread"),
-        ("rpc_read", "read"),
+    // (test, --rw, --iodepth, connections): 40 calls in flight take three connections
+    for (k, (test, rw, depth, connections)) in [
+        ("rpc_write", "randwrite", "4", 1),
+        ("rpc_read", "randread", "4", 1),
+        ("rpc_read", "read", "40", 3),
     ]
     .into_iter()
     .enumerate()
@@ -299,7 +300,7 @@ fn storage_tests_report_iops_percentiles_and_cpu_util_in_text_json_and_csv() {
             "--rw",
             rw,
             "--iodepth",
-            "4",
+            depth,
             "--cpu_util",
             "--csv",
             csv.to_str().unwrap(),
@@ -327,7 +328,10 @@ fn storage_tests_report_iops_percentiles_and_cpu_util_in_text_json_and_csv() {
             stdout.contains(&format!(" I/O pattern     : {rw}")),
             "{stdout}"
         );
-        assert!(stdout.contains(" I/O depth       : 4"), "{stdout}");
+        assert!(
+            stdout.contains(&format!(" I/O depth       : {depth}")),
+            "{stdout}"
+        );
         assert!(
             stdout
                 .lines()
@@ -349,7 +353,8 @@ fn storage_tests_report_iops_percentiles_and_cpu_util_in_text_json_and_csv() {
         let cpu = f("cpu_util");
         assert!((0.0..=100.0 * cores()).contains(&cpu), "cpu_util {cpu}");
         assert_eq!(o["params"]["rw"], rw);
-        assert_eq!(o["params"]["iodepth"], 4);
+        assert_eq!(o["params"]["iodepth"].to_string(), depth);
+        assert_eq!(o["params"]["num_of_qps"], connections);
         assert_eq!(o["params"]["store_size"], 64 << 20);
         let seed = if rw.starts_with("rand") {
             serde_json::json!(3)
