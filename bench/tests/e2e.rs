@@ -491,6 +491,7 @@ fn xdp_transport_tests_run_end_to_end_and_interoperate_with_kernel() {
     // -b, one with a threaded engine whose CPU share --cpu_util reports
     let xb_bidi = [&xb[..], &["-b"]].concat();
     let xb_bidi_threaded = [&xb[..], &["-b", "--engine", "threaded", "--cpu_util"]].concat();
+    let xb_cpu = [&xb[..], &["--cpu_util"]].concat();
     // (test, size, iterations, server options, client options, client transport)
     type Case<'a> = (
         &'a str,
@@ -500,7 +501,7 @@ fn xdp_transport_tests_run_end_to_end_and_interoperate_with_kernel() {
         &'a [&'a str],
         &'a str,
     );
-    let cases: [Case; 14] = [
+    let cases: [Case; 15] = [
         ("write_lat", "64", "100", &xa, &xb, "xdp"),
         ("write_bw", "64K", "200", &xa, &xb, "xdp"),
         ("read_lat", "64", "100", &xa, &xb, "xdp"),
@@ -516,6 +517,8 @@ fn xdp_transport_tests_run_end_to_end_and_interoperate_with_kernel() {
         ("write_bw", "64K", "100", &xa, &kernel, "kernel"),
         ("write_bw", "64K", "200", &xa, &xb_bidi_threaded, "xdp"),
         ("read_bw", "64K", "100", &xa, &xb_bidi, "xdp"),
+        // --cpu_util on the raw ceiling too
+        ("raw_lat", "64", "100", &xa, &xb_cpu, "raw"),
     ];
     for (k, (test, size, iters, srv, cli, transport)) in cases.into_iter().enumerate() {
         let json = dir.join(format!("{test}-{k}.json"));
@@ -541,12 +544,16 @@ fn xdp_transport_tests_run_end_to_end_and_interoperate_with_kernel() {
         }
         if cli.contains(&"--cpu_util") {
             let cpu = o["cpu_util"].as_f64().expect("cpu_util");
+            assert!(0.0 < cpu && cpu <= 100.0 * cores(), "case {k}: {o}");
+            assert!(stdout.contains("CPU_Util[%]"), "case {k}: {stdout}");
+        }
+        if cli.contains(&"threaded") {
+            let cpu = o["cpu_util"].as_f64().expect("cpu_util");
             let engine = o["cpu_util_engine"]
                 .as_f64()
                 .expect("the engine thread's share");
             // The engine thread is one of the process's threads.
             assert!(0.0 <= engine && engine <= cpu + 1e-9, "case {k}: {o}");
-            assert!(cpu <= 100.0 * cores(), "case {k}: {o}");
             assert!(
                 stdout.contains(" CPU_Util of the engine thread: "),
                 "{stdout}"
