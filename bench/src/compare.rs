@@ -46,12 +46,14 @@ pub struct CompareRecord {
 
 impl CompareRecord {
     fn from_record(test: TestKind, transport: &str, r: Option<&Record>, bytes: u64) -> Self {
+        // The storage tests' records have call latencies too; compare shows their bandwidth.
+        let lat = r.filter(|_| test.is_latency());
         Self {
             test: test.name().into(),
             transport: transport.into(),
             bytes,
-            t_typical_us: r.and_then(|r| r.t_typical_us),
-            p99_us: r.and_then(|r| r.p99_us),
+            t_typical_us: lat.and_then(|r| r.t_typical_us),
+            p99_us: lat.and_then(|r| r.p99_us),
             bw_gbps: r.and_then(|r| r.bw_gbps),
             msg_rate_mpps: r.and_then(|r| r.msg_rate_mpps),
             t_typical_range_us: None,
