@@ -1,8 +1,7 @@
 //! Receive: the checks and demultiplexing of one received frame (ours or not by [`classify`];
-//! Ethernet, IPv4, TCP; flow table, then listeners, else a RST), and the one copy from the
+//! Ethernet, IPv4 or IPv6, TCP; flow table, then listeners, else a RST), and the one copy from the
 //! frame into the region.
 
-use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
 use ddp::{Memory, StagTable};
@@ -31,7 +30,7 @@ impl<D: Domain> Endpoint<D> {
         self.last_now = now;
         self.counters.rx_packets += 1;
         self.counters.rx_bytes += frame.len() as u64;
-        let own = [IpAddr::V4(self.cfg.ip)];
+        let own = [self.cfg.ip];
         match classify(frame, OwnedAddrs(&own), |port| self.is_steered(port)) {
             FrameVerdict::Ours => {}
             FrameVerdict::NotOurs | FrameVerdict::Fragment => {
@@ -98,9 +97,7 @@ impl<D: Domain> Endpoint<D> {
             // through), unverified: it is learnt as a next hop only once the handshake
             // completes through it (`take_accepted`).
             if seg.flags.syn && !seg.flags.ack {
-                if let SocketAddr::V4(peer) = seg.tuple.remote {
-                    self.neighbours.note_syn(*peer.ip(), eth.src());
-                }
+                self.neighbours.note_syn(seg.tuple.remote.ip(), eth.src());
             }
             self.listeners[li].tcp.handle_segment(now, &seg);
             self.take_accepted(now, li, Some(eth.src()));
