@@ -23,8 +23,8 @@ impl<D: Domain> Endpoint<D> {
     /// dropped.
     ///
     /// First decision: [`classify`] with our address and steered ports (listening ports and
-    /// the active-open range), as the XDP program decides. Not ours and first fragments count
-    /// as drops, malformed frames as malformed; then a frame for another MAC is dropped, and
+    /// the active-open range), as the XDP program decides. Not ours counts as a drop, a first
+    /// fragment as a fragment, a malformed frame as malformed; then a frame for another MAC is dropped, and
     /// `tcp_offload::wire` checks checksums and options.
     pub fn handle_frame(&mut self, now: Instant, frame: &[u8]) {
         self.last_now = now;
@@ -33,8 +33,12 @@ impl<D: Domain> Endpoint<D> {
         let own = [self.cfg.ip];
         match classify(frame, OwnedAddrs(&own), |port| self.is_steered(port)) {
             FrameVerdict::Ours => {}
-            FrameVerdict::NotOurs | FrameVerdict::Fragment => {
+            FrameVerdict::NotOurs => {
                 self.counters.drops += 1;
+                return;
+            }
+            FrameVerdict::Fragment => {
+                self.counters.fragments += 1;
                 return;
             }
             FrameVerdict::Malformed => {
