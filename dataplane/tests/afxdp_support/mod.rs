@@ -133,6 +133,9 @@ impl EngineHost {
         cfg.local_ports = ACTIVE_PORTS;
         cfg.default_next_hop = Some(tb.mac(side.peer()).unwrap());
         tweak(&mut cfg);
+        // The program owns the address the engine serves (a tweak may pick the IPv6 one).
+        prog.set_owned_addrs(&[cfg.ip])
+            .expect("own the engine's address");
         let e = Engine::new(cfg, XskIo::new(queue), Instant::now());
         EngineHost {
             e,
@@ -655,10 +658,10 @@ impl KernelEnd {
 
     /// Connects to `addr` (the calling thread must be in the right namespace) with receives
     /// posted at once.
-    pub fn connect(&self, addr: SocketAddrV4, cfg: &ConnectionConfig) -> QueuePair {
+    pub fn connect(&self, addr: impl Into<SocketAddr>, cfg: &ConnectionConfig) -> QueuePair {
         let qp = self
             .dev
-            .connect(SocketAddr::V4(addr), self.init(), cfg, &self.private_data())
+            .connect(addr.into(), self.init(), cfg, &self.private_data())
             .expect("kernel transport connects to the engine");
         self.post_recvs(&qp).unwrap();
         qp
@@ -746,6 +749,15 @@ pub fn addr(tb: &VethTestbed, side: Side, port: u16) -> SocketAddrV4 {
     SocketAddrV4::new(tb.ip(side), port)
 }
 
+/// `side`'s IPv4 address (or IPv6, `v6`) with `port`.
+pub fn addr_of(tb: &VethTestbed, side: Side, port: u16, v6: bool) -> SocketAddr {
+    if v6 {
+        SocketAddr::new(tb.ip6(side).into(), port)
+    } else {
+        addr(tb, side, port).into()
+    }
+}
+
 // ------------------------------------------------------------------------------------------
 // One engine <-> kernel-transport connection running the plan
 
@@ -788,6 +800,8 @@ impl KernelRun<'_> {
              {engine_connects}"
         );
         let layout = end.layout.clone();
+        // The family of the address the engine serves.
+        let v6 = h.e.endpoint().config().ip.is_ipv6();
         end.reset(h);
         // Kernel listening -> engine may connect; engine listening -> kernel may connect.
         let (k_ready_tx, k_ready_rx) = mpsc::channel::<()>();
@@ -804,13 +818,13 @@ impl KernelRun<'_> {
                 let kend = KernelEnd::new(&dev, layout, ksrc);
                 let (qp, peer_pd) = if engine_connects {
                     let listener = dev
-                        .listen(addr(tb, Side::B, port).into(), cfg)
+                        .listen(addr_of(tb, Side::B, port, v6), cfg)
                         .expect("kernel listen");
                     k_ready_tx.send(()).unwrap();
                     kend.accept(&listener)
                 } else {
                     e_ready_rx.recv().unwrap();
-                    let qp = kend.connect(addr(tb, Side::A, port), &cfg);
+                    let qp = kend.connect(addr_of(tb, Side::A, port, v6), &cfg);
                     let pd = qp.peer_private_data().to_vec();
                     (qp, pd)
                 };
@@ -828,7 +842,7 @@ impl KernelRun<'_> {
                 k_ready_rx.recv().unwrap();
                 let conn =
                     h.e.endpoint_mut()
-                        .connect(Instant::now(), addr(tb, Side::B, port), settings)
+                        .connect(Instant::now(), addr_of(tb, Side::B, port, v6), settings)
                         .unwrap();
                 h.run_until(Duration::from_secs(30), "MPA startup", |h| {
                     h.established(conn).is_some() || kernel.is_finished()
