@@ -34,7 +34,8 @@ pub struct XdpConfig {
     pub interface: String,
     /// The interface's address the engine serves, IPv4 or IPv6 (one per device): `None` (the
     /// default) takes its first IPv4 address, else its first IPv6 address that is not
-    /// link-local; an address given must be one of the interface's.
+    /// link-local; `0.0.0.0` or `::` the first of that family; any other address must be one
+    /// of the interface's.
     pub address: Option<std::net::IpAddr>,
     /// Its receive queue (default 0).
     pub queue: u32,

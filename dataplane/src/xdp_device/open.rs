@@ -123,20 +123,24 @@ impl XdpDevice {
     }
 }
 
-/// The address a device serves among the interface's `addrs`: `wanted` if it is one of them;
-/// without a wish, the first IPv4 address, else the first IPv6 one that is not link-local
-/// (fe80::/10: it would need a scope on every peer's side).
+/// The address a device serves among the interface's `addrs` (link-local IPv6 ones, fe80::/10,
+/// never: they would need a scope on every peer's side): `wanted` if it is one of them; for an
+/// unspecified `wanted` (0.0.0.0, ::) the first of its family; without a wish, the first IPv4
+/// address, else the first IPv6 one.
 fn serving_address(addrs: &[IpAddr], wanted: Option<IpAddr>) -> Option<IpAddr> {
-    if let Some(w) = wanted {
-        return addrs.contains(&w).then_some(w);
-    }
     let link_local =
         |a: &IpAddr| matches!(a, IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80);
-    addrs
-        .iter()
-        .find(|a| a.is_ipv4())
-        .or_else(|| addrs.iter().find(|a| !link_local(a)))
-        .copied()
+    let first = |v6: bool| {
+        addrs
+            .iter()
+            .find(|a| a.is_ipv6() == v6 && !link_local(a))
+            .copied()
+    };
+    match wanted {
+        Some(w) if w.is_unspecified() => first(w.is_ipv6()),
+        Some(w) => addrs.contains(&w).then_some(w),
+        None => first(false).or_else(|| first(true)),
+    }
 }
 
 #[cfg(test)]
@@ -153,6 +157,10 @@ mod tests {
         assert_eq!(serving_address(&[ll], None), None);
         assert_eq!(serving_address(&[v4, g6], Some(g6)), Some(g6));
         assert_eq!(serving_address(&[v4], Some(g6)), None);
+        let (any4, any6) = ("0.0.0.0".parse().ok(), "::".parse().ok());
+        assert_eq!(serving_address(&[v4, ll, g6], any6), Some(g6));
+        assert_eq!(serving_address(&[g6, v4], any4), Some(v4));
+        assert_eq!(serving_address(&[v4, ll], any6), None);
     }
 
     #[test]

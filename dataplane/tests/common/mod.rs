@@ -44,11 +44,16 @@ pub fn rdma_bin() -> &'static str {
 
 /// Starts `xwarp-rdma server` in side A and waits until it listens.
 pub fn start_server(tb: &VethTestbed, port: u16, extra: &[&str]) -> Guarded {
+    start_server_at(tb, &tb.ip(Side::A).to_string(), port, extra)
+}
+
+/// Starts `xwarp-rdma server` in side A bound to `bind` and waits until it listens.
+pub fn start_server_at(tb: &VethTestbed, bind: &str, port: u16, extra: &[&str]) -> Guarded {
     let mut c = tb.command(Side::A, rdma_bin());
     c.args([
         "server",
         "--bind",
-        &tb.ip(Side::A).to_string(),
+        bind,
         "--port",
         &port.to_string(),
         "--connections",
@@ -72,11 +77,16 @@ pub fn start_server(tb: &VethTestbed, port: u16, extra: &[&str]) -> Guarded {
 
 /// Runs `xwarp-rdma client` in side B against the server in side A; returns its output.
 pub fn run_client(tb: &VethTestbed, port: u16, args: &[&str]) -> Output {
+    run_client_to(tb, &tb.ip(Side::A).to_string(), port, args)
+}
+
+/// Runs `xwarp-rdma client` in side B against the server at `connect`; returns its output.
+pub fn run_client_to(tb: &VethTestbed, connect: &str, port: u16, args: &[&str]) -> Output {
     let mut c = tb.command(Side::B, rdma_bin());
     c.args([
         "client",
         "--connect",
-        &tb.ip(Side::A).to_string(),
+        connect,
         "--port",
         &port.to_string(),
         "--wait-server",
