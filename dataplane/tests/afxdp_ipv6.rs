@@ -18,9 +18,8 @@ use std::net::IpAddr;
 
 use afxdp_support::*;
 use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
-use testkit::iwarp_oracle::{check_decode, iwarp_tshark, Expect};
 use testkit::or_skip;
-use testkit::{require_tool, unique_temp_path, LiveCapture};
+use testkit::require_tool;
 
 /// An engine on `tb`'s side A serving its IPv6 address.
 fn engine_v6(tb: &VethTestbed, tweak: impl FnOnce(&mut endpoint::EndpointConfig)) -> EngineHost {
@@ -97,59 +96,6 @@ fn engine_ipv6_traffic_decodes_cleanly_in_wireshark() {
         c.tcp.pack_records = false;
     });
     let end = EngineEnd::register(&mut h, &layout, &esrc);
-    for (k, (markers, engine_connects)) in [(true, true), (false, true), (true, false)]
-        .into_iter()
-        .enumerate()
-    {
-        let port = 4700 + k as u16;
-        let file = unique_temp_path(&format!("afxdp6-{port}.pcapng"));
-        let cap = LiveCapture::start(
-            tb.command(Side::B, "dumpcap"),
-            tb.ifname(Side::B),
-            port,
-            file,
-        );
-        KernelRun {
-            tb: &tb,
-            esrc: &esrc,
-            ksrc: &ksrc,
-            engine: (markers, true),
-            kcfg: dataplane::ConnectionConfig {
-                emss: Some(1024),
-                segment_per_fpdu: true,
-                ..kernel_config(markers, true)
-            },
-            port,
-            engine_connects,
-            part: if engine_connects {
-                OPS_ONLY
-            } else {
-                RECEIVED_ONLY
-            },
-        }
-        .run(&mut h, &end);
-        let path = cap.finish();
-        let t = iwarp_tshark(&path);
-        let v6 = t.count(&format!("ipv6 && tcp.port == {port}"));
-        let all = t.count(&format!("tcp.port == {port}"));
-        assert!(v6 > 100 && v6 == all, "{v6} of {all} segments are IPv6");
-        // Retransmissions and window updates may happen on a loaded machine; errors may not.
-        let bad = t.count(&format!(
-            "tcp.port == {port} && (tcp.checksum.status == 0 || tcp.analysis.lost_segment \
-             || tcp.analysis.ack_lost_segment || tcp.analysis.out_of_order \
-             || tcp.analysis.zero_window_probe_ack || tcp.analysis.reused_ports)"
-        ));
-        assert_eq!(bad, 0, "TCP errors in the capture {}", path.display());
-        let expect = Expect {
-            markers,
-            crc: true,
-            min_fpdus: 200,
-            connecting_ops: &["0x00", "0x01", "0x03"],
-            listening_ops: &["0x02"],
-        };
-        let fpdus = check_decode(test, &path, port, &expect);
-        println!(
-            "IPv6, markers {markers}, engine connects {engine_connects}: {fpdus} FPDUs decoded"
-        );
-    }
+    let runs = [(true, true, true), (false, true, true), (true, true, false)];
+    decode_runs(test, &tb, &mut h, (&end, &esrc, &ksrc), &runs, 4700);
 }

@@ -891,3 +891,89 @@ impl KernelRun<'_> {
         println!("{who}: done in {:?}", started.elapsed());
     }
 }
+
+// ------------------------------------------------------------------------------------------
+// Wire oracle: Wireshark's iWARP dissectors on the engine's traffic
+
+/// Runs `(markers, crc, engine_connects)` connections from `first_port` on between the
+/// engine `h` (set up for one FPDU per segment: EMSS 1024) and the kernel transport in B
+/// (EMSS 1024, one FPDU per segment), each captured in B with dumpcap, and checks each capture:
+/// every segment of the connection is of the engine's address family, TCP analysis finds no
+/// lost segment, out-of-order or bad checksum, and Wireshark's iWARP dissectors decode it
+/// cleanly (`check_decode`: MPA Request and Reply, one FPDU per segment, Good CRC32 on every
+/// FPDU when CRC is on, markers when on). The connecting side Writes (0x00), Read Requests (0x01) and Sends
+/// (0x03); the listening side answers with Read Responses (0x02) only.
+pub fn decode_runs(
+    test: &str,
+    tb: &VethTestbed,
+    h: &mut EngineHost,
+    (end, esrc, ksrc): (&EngineEnd, &Sources, &Sources),
+    runs: &[(bool, bool, bool)],
+    first_port: u16,
+) {
+    use testkit::iwarp_oracle::{check_decode, iwarp_tshark, Expect};
+    let family = if h.e.endpoint().config().ip.is_ipv6() {
+        "ipv6"
+    } else {
+        "ip"
+    };
+    for (k, &(markers, crc, engine_connects)) in runs.iter().enumerate() {
+        let port = first_port + k as u16;
+        let file = testkit::unique_temp_path(&format!("afxdp-{port}.pcapng"));
+        let cap = testkit::LiveCapture::start(
+            tb.command(Side::B, "dumpcap"),
+            tb.ifname(Side::B),
+            port,
+            file,
+        );
+        KernelRun {
+            tb,
+            esrc,
+            ksrc,
+            engine: (markers, crc),
+            kcfg: ConnectionConfig {
+                emss: Some(1024),
+                segment_per_fpdu: true,
+                ..kernel_config(markers, crc)
+            },
+            port,
+            engine_connects,
+            part: if engine_connects {
+                OPS_ONLY
+            } else {
+                RECEIVED_ONLY
+            },
+        }
+        .run(h, end);
+        let path = cap.finish();
+        let t = Instant::now();
+        let shark = iwarp_tshark(&path);
+        let ours = shark.count(&format!("{family} && tcp.port == {port}"));
+        let all = shark.count(&format!("tcp.port == {port}"));
+        assert!(
+            ours > 100 && ours == all,
+            "{test}: {ours} of {all} segments are {family} ({})",
+            path.display()
+        );
+        // Retransmissions may happen on a loaded machine; errors may not.
+        let bad = shark.count(&format!(
+            "tcp.port == {port} && (tcp.checksum.status == 0 || tcp.analysis.lost_segment \
+             || tcp.analysis.ack_lost_segment || tcp.analysis.out_of_order)"
+        ));
+        assert_eq!(bad, 0, "{test}: TCP errors in {}", path.display());
+        let expect = Expect {
+            markers,
+            crc,
+            min_fpdus: 500,
+            connecting_ops: &["0x00", "0x01", "0x03"],
+            listening_ops: &["0x02"],
+        };
+        let fpdus = check_decode(test, &path, port, &expect);
+        println!(
+            "{family}, markers {markers}, crc {crc}, engine connects {engine_connects}: {fpdus} \
+             FPDUs \
+             decoded cleanly in {:?}",
+            t.elapsed()
+        );
+    }
+}
