@@ -174,10 +174,7 @@ fn store_listen(s: &StoreConfig, device: &Device) -> Result<std::net::SocketAddr
             "the device has no address to listen on: set store.listen or --store-listen",
         )
     })?;
-    Ok(std::net::SocketAddr::new(
-        ip.into(),
-        config::DEFAULT_STORE_PORT,
-    ))
+    Ok(std::net::SocketAddr::new(ip, config::DEFAULT_STORE_PORT))
 }
 
 /// Runs the daemon until SIGINT or SIGTERM, or until a thread panics; SIGHUP is logged and
