@@ -19,7 +19,6 @@ use std::net::IpAddr;
 use afxdp_support::*;
 use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
 use testkit::or_skip;
-use testkit::require_tool;
 
 /// An engine on `tb`'s side A serving its IPv6 address.
 fn engine_v6(tb: &VethTestbed, tweak: impl FnOnce(&mut endpoint::EndpointConfig)) -> EngineHost {
@@ -78,24 +77,12 @@ fn engine_and_kernel_transport_over_ipv6_markers_off_and_on() {
 /// the markers).
 #[test]
 fn engine_ipv6_traffic_decodes_cleanly_in_wireshark() {
-    let test = "engine_ipv6_traffic_decodes_cleanly_in_wireshark";
-    let Some(tb) = or_skip("x6w", for_test("x6w")) else {
-        return;
-    };
-    if !require_tool(test, "tshark") || !require_tool(test, "dumpcap") {
-        return;
-    }
-    let _serial = serial();
-    tb.tx_checksum_off(Side::B).expect("ethtool -K tx off");
-    let layout = Layout::new(&[1, 4096, 256 << 10]);
-    let esrc = Sources::new(&layout, 63);
-    let ksrc = Sources::new(&layout, 64);
-    let mut h = engine_v6(&tb, |c| {
-        // MSS 1036 - 12 octets of timestamps = EMSS 1024; one FPDU per segment.
-        c.tcp.mss = 1036;
-        c.tcp.pack_records = false;
-    });
-    let end = EngineEnd::register(&mut h, &layout, &esrc);
     let runs = [(true, true, true), (false, true, true), (true, true, false)];
-    decode_runs(test, &tb, &mut h, (&end, &esrc, &ksrc), &runs, 4700);
+    wireshark_decode_test(
+        "engine_ipv6_traffic_decodes_cleanly_in_wireshark",
+        "x6w",
+        true,
+        &runs,
+        4700,
+    );
 }

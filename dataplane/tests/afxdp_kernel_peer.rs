@@ -24,7 +24,6 @@ use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
 use dataplane::{Access, Device, Transport};
 use endpoint::{ConnId, EndpointConfig};
 use testkit::or_skip;
-use testkit::require_tool;
 
 /// What each end asks for in its MPA frame: (markers on what it receives, CRC).
 #[derive(Clone, Copy, Debug)]
@@ -296,24 +295,6 @@ fn reordered_and_lost_kernel_writes_are_placed_out_of_order_via_markers() {
 /// full FPDUs keep their phase to the markers.
 #[test]
 fn engine_traffic_decodes_cleanly_in_wireshark() {
-    let test = "engine_traffic_decodes_cleanly_in_wireshark";
-    let Some(tb) = or_skip("xws", for_test("xws")) else {
-        return;
-    };
-    if !require_tool(test, "tshark") || !require_tool(test, "dumpcap") {
-        return;
-    }
-    let _serial = serial();
-    tb.tx_checksum_off(Side::B).expect("ethtool -K tx off");
-    let layout = Layout::new(&[1, 4096, 256 << 10]);
-    let esrc = Sources::new(&layout, 5);
-    let ksrc = Sources::new(&layout, 6);
-    let mut h = EngineHost::new(&tb, Side::A, |c| {
-        // MSS 1036 - 12 octets of timestamps = EMSS 1024; one FPDU per segment.
-        c.tcp.mss = 1036;
-        c.tcp.pack_records = false;
-    });
-    let end = EngineEnd::register(&mut h, &layout, &esrc);
     // (markers, crc, engine connects): the engine as Initiator under every marker/CRC case, and
     // once as Responder (its Reply and Read Responses on the wire).
     let runs = [
@@ -323,7 +304,13 @@ fn engine_traffic_decodes_cleanly_in_wireshark() {
         (false, false, true),
         (true, true, false),
     ];
-    decode_runs(test, &tb, &mut h, (&end, &esrc, &ksrc), &runs, 4500);
+    wireshark_decode_test(
+        "engine_traffic_decodes_cleanly_in_wireshark",
+        "xws",
+        false,
+        &runs,
+        4500,
+    );
 }
 
 // ------------------------------------------------------------------------------------------

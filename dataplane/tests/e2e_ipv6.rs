@@ -31,25 +31,7 @@ fn run(test: &str, port: u16, server: &[&str], client: &[&str]) {
     let cargs = at(Side::B, client);
     args.extend(cargs.iter().map(String::as_str));
     let out = run_client_to(&tb, &tb.ip6(Side::A).to_string(), port, &args);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "{test}: client failed ({:?})\n{stdout}\n{stderr}",
-        out.status
-    );
-    let verified = stdout
-        .lines()
-        .filter(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            ["send", "write", "read"].contains(&f[..].first().copied().unwrap_or(""))
-                && f.last() == Some(&"verified")
-        })
-        .count();
-    assert_eq!(
-        verified, 9,
-        "{test}: three ops x three sizes verified in\n{stdout}"
-    );
+    assert_all_verified(test, &out);
     let sout = srv.wait_output(Duration::from_secs(30));
     assert!(
         sout.status.success(),

@@ -895,6 +895,39 @@ impl KernelRun<'_> {
 // ------------------------------------------------------------------------------------------
 // Wire oracle: Wireshark's iWARP dissectors on the engine's traffic
 
+/// The wire-oracle test: an engine in A (over IPv6 when `v6`, serving 2001:db8::1) set up for
+/// one FPDU per segment (MSS 1036 less 12 octets of timestamps: EMSS 1024, so full FPDUs keep
+/// their phase to the markers), the kernel transport in B, the plan of 1 B, 4 KiB and 256 KiB
+/// over each of `runs` ([`decode_runs`]). Skipped without root, tshark or dumpcap.
+pub fn wireshark_decode_test(
+    test: &str,
+    tag: &str,
+    v6: bool,
+    runs: &[(bool, bool, bool)],
+    first_port: u16,
+) {
+    let Some(tb) = testkit::or_skip(tag, dataplane::xdp::testbed::for_test(tag)) else {
+        return;
+    };
+    if !testkit::require_tool(test, "tshark") || !testkit::require_tool(test, "dumpcap") {
+        return;
+    }
+    let _serial = serial();
+    tb.tx_checksum_off(Side::B).expect("ethtool -K tx off");
+    let layout = Layout::new(&[1, 4096, 256 << 10]);
+    let esrc = Sources::new(&layout, 5);
+    let ksrc = Sources::new(&layout, 6);
+    let mut h = EngineHost::new(&tb, Side::A, |c| {
+        c.tcp.mss = 1036;
+        c.tcp.pack_records = false;
+        if v6 {
+            c.ip = tb.ip6(Side::A).into();
+        }
+    });
+    let end = EngineEnd::register(&mut h, &layout, &esrc);
+    decode_runs(test, &tb, &mut h, (&end, &esrc, &ksrc), runs, first_port);
+}
+
 /// Runs `(markers, crc, engine_connects)` connections from `first_port` on between the
 /// engine `h` (set up for one FPDU per segment: EMSS 1024) and the kernel transport in B
 /// (EMSS 1024, one FPDU per segment), each captured in B with dumpcap, and checks each capture:

@@ -97,3 +97,28 @@ pub fn run_client_to(tb: &VethTestbed, connect: &str, port: u16, args: &[&str]) 
     .stderr(Stdio::piped());
     Guarded(Some(c.spawn().expect("spawn client"))).wait_output(Duration::from_secs(300))
 }
+
+/// Asserts that the client of `--ops send,write,read --sizes 1,4K,1M` succeeded and printed a
+/// verified line for each op and size.
+pub fn assert_all_verified(test: &str, out: &Output) {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{test}: client failed ({:?})\n{stdout}\n{stderr}",
+        out.status
+    );
+    for op in ["send", "write", "read"] {
+        for size in ["1", "4096", "1048576"] {
+            assert!(
+                stdout.lines().any(|l| {
+                    let f: Vec<&str> = l.split_whitespace().collect();
+                    f.first() == Some(&op)
+                        && f.get(1) == Some(&size)
+                        && f.last() == Some(&"verified")
+                }),
+                "{test}: no verified {op} of {size} bytes in\n{stdout}"
+            );
+        }
+    }
+}
