@@ -119,16 +119,43 @@ fn addr_of(tb: &VethTestbed, side: Side, port: u16, v6: bool) -> SocketAddr {
 }
 
 fn run_pair(tb: &VethTestbed, a: Device, b: Device, port: u16) {
-    run_pair_over(tb, a, b, port, false, Side::B)
+    run_pair_over(tb, a, b, port, Over::default())
 }
 
-/// `b` listens on the IPv4 (or IPv6: `v6`) address of `b_side`, `a` connects from the other
-/// side; the plan, verified.
-fn run_pair_over(tb: &VethTestbed, a: Device, b: Device, port: u16, v6: bool, b_side: Side) {
-    let cfg = ConnectionConfig {
+/// How [`run_pair_over`] connects.
+#[derive(Clone, Copy)]
+struct Over {
+    /// Over the IPv6 addresses.
+    v6: bool,
+    /// The listening device's side.
+    listener: Side,
+    /// Both ask for markers.
+    markers: bool,
+}
+
+impl Default for Over {
+    fn default() -> Self {
+        Over {
+            v6: false,
+            listener: Side::B,
+            markers: false,
+        }
+    }
+}
+
+/// `b` listens on the IPv4 (or IPv6) address of its side, `a` connects from the other side;
+/// the plan, verified.
+fn run_pair_over(tb: &VethTestbed, a: Device, b: Device, port: u16, over: Over) {
+    let Over {
+        v6,
+        listener: b_side,
+        markers,
+    } = over;
+    let mut cfg = ConnectionConfig {
         emss: None,
         ..ConnectionConfig::default()
     };
+    cfg.mpa.want_markers = markers;
     // B listens (in its namespace for the kernel transport), A connects.
     let listener = {
         let _ns = tb.enter(b_side).unwrap();
@@ -328,8 +355,8 @@ fn open_xdp_v6(tb: &VethTestbed, side: Side) -> Device {
 /// Requirement (issue 12 item 4): the verbs API over IPv6 on both transports. The xdp device
 /// serves 2001:db8::1 (next hops from the kernel's neighbour table, which NDP fills; the
 /// steering program owns the IPv6 address), the kernel transport 2001:db8::2: each connects
-/// to the other's listener; then two kernel-transport devices over IPv6. Send, Write and Read
-/// of 1 MiB verified each time.
+/// to the other's listener (markers off, then on); then two kernel-transport devices over IPv6.
+/// Send, Write and Read of 1 MiB verified each time.
 #[test]
 fn verbs_over_ipv6_xdp_and_kernel_transports() {
     let Some(tb) = or_skip("vx6", for_test("vx6")) else {
@@ -340,9 +367,18 @@ fn verbs_over_ipv6_xdp_and_kernel_transports() {
     assert_eq!(x.local_ip(), Some(tb.ip6(Side::A).into()));
     let k = Device::open(dataplane::Transport::Kernel).unwrap();
     // The xdp device connects to the kernel's IPv6 listener ...
-    run_pair_over(&tb, x.clone(), k.clone(), 4110, true, Side::B);
+    let v6 = Over {
+        v6: true,
+        ..Over::default()
+    };
+    run_pair_over(&tb, x.clone(), k.clone(), 4110, v6);
     // ... the kernel connects to the xdp device's ...
-    run_pair_over(&tb, k.clone(), x.clone(), 4111, true, Side::A);
+    let to_a = Over {
+        listener: Side::A,
+        markers: true,
+        ..v6
+    };
+    run_pair_over(&tb, k.clone(), x.clone(), 4111, to_a);
     // ... and an IPv4 peer address is refused by the IPv6 device.
     let (qi, _cq) = x.qp_init();
     let v4 = addr_of(&tb, Side::B, 4112, false);
@@ -361,5 +397,31 @@ fn verbs_over_ipv6_xdp_and_kernel_transports() {
         assert!(attached(tb.ifname(Side::A)).unwrap().is_empty());
     }
     let k2 = Device::open(dataplane::Transport::Kernel).unwrap();
-    run_pair_over(&tb, k2, k, 4113, true, Side::B);
+    run_pair_over(&tb, k2, k, 4113, v6);
+}
+
+/// Requirement (issue 12 item 4): our pair over IPv6, two xdp devices (each serving its side's
+/// IPv6 address), markers off and on.
+#[test]
+fn verbs_on_xdp_both_ends_over_ipv6_markers_off_and_on() {
+    let Some(tb) = or_skip("vx6x", for_test("vx6x")) else {
+        return;
+    };
+    let a = open_xdp_v6(&tb, Side::A);
+    let b = open_xdp_v6(&tb, Side::B);
+    for (port, markers) in [(4120, false), (4121, true)] {
+        let over = Over {
+            v6: true,
+            markers,
+            ..Over::default()
+        };
+        run_pair_over(&tb, a.clone(), b.clone(), port, over);
+    }
+    for d in [&a, &b] {
+        let c = d.engine_counters().expect("engine counters");
+        assert!(
+            c.rx_packets > 500 && c.malformed + c.crc_errors == 0,
+            "{c:?}"
+        );
+    }
 }
