@@ -102,6 +102,13 @@ pub fn xdp_config(args: &TestArgs, peer: Option<IpAddr>) -> Result<XdpConfig, St
         None => default_interface(peer)?,
     };
     let mut cfg = XdpConfig::new(interface);
+    // The address served: a client's of its peer's family, a server's `--bind` (0.0.0.0 or ::
+    // stand for the interface's first address of that family).
+    cfg.address = match peer {
+        Some(IpAddr::V4(_)) => Some(std::net::Ipv4Addr::UNSPECIFIED.into()),
+        Some(IpAddr::V6(_)) => Some(std::net::Ipv6Addr::UNSPECIFIED.into()),
+        None => args.bind.parse().ok(),
+    };
     cfg.queue = args.queue();
     cfg.mode = match args.engine() {
         EngineArg::Inline => EngineMode::Inline,

@@ -2,7 +2,7 @@
 //! the hand-over of established connections into the flow table (MPA then runs as Responder)
 //! when the caps admit them (see `admission.rs`).
 
-use std::net::{SocketAddr, SocketAddrV4};
+use std::net::SocketAddr;
 use std::time::Instant;
 
 use tcp_offload::TcpListener;
@@ -88,7 +88,7 @@ impl<D: Domain> Endpoint<D> {
             return Err(EndpointError::PortInUse);
         }
         check_private_data(&settings)?;
-        let local = SocketAddr::V4(SocketAddrV4::new(self.cfg.ip, port));
+        let local = SocketAddr::new(self.cfg.ip, port);
         let tcp = TcpListener::new(tcp, self.cfg.listener.clone(), local, self.gen.clone());
         self.listeners.push(ListenerEntry {
             tcp,
@@ -167,10 +167,7 @@ impl<D: Domain> Endpoint<D> {
                     let n = l.tcp.poll_transmit(now, &mut buf[ethernet::HEADER_LEN..])?;
                     produced = true;
                     let dst_ip = match tcp_offload::wire::parse(&buf[ethernet::HEADER_LEN..][..n]) {
-                        Ok(s) => match s.tuple.local {
-                            SocketAddr::V4(a) => *a.ip(),
-                            SocketAddr::V6(_) => return None,
-                        },
+                        Ok(s) => s.tuple.local.ip(),
                         Err(_) => return None,
                     };
                     let Some(dst) = neighbours.reply_hop(dst_ip) else {
@@ -180,7 +177,7 @@ impl<D: Domain> Endpoint<D> {
                     EthernetRepr {
                         dst,
                         src,
-                        ethertype: ethernet::ETHERTYPE_IPV4,
+                        ethertype: ethernet::ethertype_of(&buf[ethernet::HEADER_LEN..]),
                     }
                     .emit(buf);
                     frame_len = ethernet::HEADER_LEN + n;

@@ -14,7 +14,7 @@
 //! [`EndpointEvent::StreamWritable`], [`EndpointEvent::PeerClosed`] (half-close: the rest can
 //! still be read, then [`Endpoint::stream_eof`]), [`EndpointEvent::Closed`].
 
-use std::net::{SocketAddr, SocketAddrV4};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use tcp_offload::rdma::{AnnotateError, PlacedTransfer, PlacementError, Transfer};
@@ -119,9 +119,13 @@ impl<D: Domain> Endpoint<D> {
     pub fn stream_connect(
         &mut self,
         now: Instant,
-        remote: SocketAddrV4,
+        remote: impl Into<SocketAddr>,
         opts: StreamOptions,
     ) -> Result<ConnId, EndpointError> {
+        let remote = remote.into();
+        if remote.is_ipv4() != self.cfg.ip.is_ipv4() {
+            return Err(EndpointError::AddressFamily);
+        }
         let tcp = opts.tcp_config(&self.cfg.tcp);
         let tuple = self.active_tuple(remote)?;
         let tcp = Connection::connect(tcp, tuple, &self.gen, now);
@@ -131,17 +135,14 @@ impl<D: Domain> Endpoint<D> {
     }
 
     /// A four-tuple from a free local port of the range to `remote`, under the connection cap.
-    pub(crate) fn active_tuple(
-        &mut self,
-        remote: SocketAddrV4,
-    ) -> Result<FourTuple, EndpointError> {
+    pub(crate) fn active_tuple(&mut self, remote: SocketAddr) -> Result<FourTuple, EndpointError> {
         if self.conns.len() >= self.cfg.limits.max_connections {
             return Err(EndpointError::TooManyConnections);
         }
         let ip = self.cfg.ip;
         let tuple_of = |port| FourTuple {
-            local: SocketAddr::V4(SocketAddrV4::new(ip, port)),
-            remote: SocketAddr::V4(remote),
+            local: SocketAddr::new(ip, port),
+            remote,
         };
         let (flows, listeners) = (&self.flows, &self.listeners);
         let port = self

@@ -2,7 +2,7 @@
 //! listener's, accepted connections queued by the router until `accept` takes them.
 
 use std::io;
-use std::net::{IpAddr, SocketAddr, SocketAddrV4};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -43,14 +43,12 @@ impl Device {
     pub fn tcp_listen(&self, addr: SocketAddr, cfg: StreamConfig) -> io::Result<TcpListener> {
         let dev = xdp_of(self)?;
         let ip = dev.shared.ip;
-        match addr.ip() {
-            IpAddr::V4(a) if a.is_unspecified() || a == ip => {}
-            _ => {
-                return Err(io_err(
-                    io::ErrorKind::AddrNotAvailable,
-                    "the xdp transport listens on its interface's IPv4 address",
-                ))
-            }
+        let a = addr.ip();
+        if !(a == ip || (a.is_unspecified() && a.is_ipv4() == ip.is_ipv4())) {
+            return Err(io_err(
+                io::ErrorKind::AddrNotAvailable,
+                "the xdp transport listens on the address it serves (XdpConfig::address)",
+            ));
         }
         if addr.port() == 0 {
             return Err(io_err(
@@ -72,7 +70,7 @@ impl Device {
         Ok(TcpListener {
             dev: dev.clone(),
             id,
-            local: SocketAddr::V4(SocketAddrV4::new(ip, addr.port())),
+            local: SocketAddr::new(ip, addr.port()),
         })
     }
 }

@@ -3,7 +3,7 @@
 //! marks and placement.
 
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, SocketAddr, SocketAddrV4};
+use std::net::{Shutdown, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -45,19 +45,19 @@ impl Device {
     /// once the handshake completed (or failed: `ConnectionRefused`, `TimedOut`).
     pub fn tcp_connect(&self, addr: SocketAddr, cfg: &StreamConfig) -> io::Result<TcpStream> {
         let dev = xdp_of(self)?;
-        let SocketAddr::V4(v4) = addr else {
+        if addr.is_ipv4() != dev.shared.ip.is_ipv4() {
             return Err(io_err(
                 io::ErrorKind::Unsupported,
-                "the xdp transport speaks IPv4 only",
+                "the address family differs from the address the xdp device serves",
             ));
-        };
-        dev.learn_next_hop(*v4.ip(), cfg.connect_timeout)?;
+        }
+        dev.learn_next_hop(addr.ip(), cfg.connect_timeout)?;
         let conn = {
             let mut st = dev.shared.lock();
             let conn = st
                 .engine
                 .endpoint_mut()
-                .stream_connect(Instant::now(), v4, cfg.options())
+                .stream_connect(Instant::now(), addr, cfg.options())
                 .map_err(|e| io::Error::new(io::ErrorKind::AddrNotAvailable, e))?;
             st.streams.conns.insert(conn, None);
             if dev.shared.inline {
@@ -71,7 +71,7 @@ impl Device {
                 .endpoint()
                 .tcp(conn)
                 .map(|t| t.tuple().local)
-                .unwrap_or(SocketAddr::V4(SocketAddrV4::new(dev.shared.ip, 0)))
+                .unwrap_or(SocketAddr::new(dev.shared.ip, 0))
         };
         let s = TcpStream::new(dev.clone(), conn, local, addr);
         let deadline = Instant::now() + cfg.connect_timeout;
