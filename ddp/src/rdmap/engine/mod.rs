@@ -119,6 +119,9 @@ pub struct RdmapStats {
     pub rx_placed_octets: u64,
     /// ULPDUs dropped because the stream is in error (DDP-82) or already delivered.
     pub rx_dropped: u64,
+    /// Of `rx_dropped`: ULPDUs dropped because the stream had entered error (DDP-82), however
+    /// they arrived (in order, or out of order after an error found out of order).
+    pub rx_dropped_after_error: u64,
     /// ULPDUs dropped because the ULP had closed the stream ([`RdmapEngine::shutdown`]).
     pub rx_after_close: u64,
     /// Segments whose data was dropped because the receive buffer or Read sink they were for
@@ -296,6 +299,9 @@ pub struct RdmapEngine {
     closing: bool,
     /// The ULP closed the stream for good ([`RdmapEngine::shutdown`]): nothing is placed.
     shut: bool,
+    /// Stream position of the first receive error found (maybe out of order, not yet
+    /// delivered): nothing after it is placed (DDP-82).
+    rx_error_at: Option<u64>,
     // transmit
     sq_pending: VecDeque<TxMsg>,
     responses: VecDeque<TxMsg>,
@@ -341,6 +347,7 @@ impl RdmapEngine {
             state: RdmapState::Active,
             closing: false,
             shut: false,
+            rx_error_at: None,
             sq_pending: VecDeque::new(),
             responses: VecDeque::new(),
             terminate: None,
