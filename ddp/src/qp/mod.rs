@@ -361,6 +361,24 @@ impl Qp {
         }
     }
 
+    /// The peer's FIN, after every octet before it was handed in (DDP-10). Before MPA is up
+    /// this is [`Qp::handle_close`]. Once up, the stream is half-closed, not in error (DDP-69,
+    /// see [`RdmapEngine::peer_half_closed`]): receives and Reads flush, Sends and Writes go
+    /// on and complete, Read Responses still go out; the transport closes our half when the
+    /// ULP closes ([`Qp::close`] / [`Qp::shutdown`], then [`Qp::is_idle`]; DDP-70).
+    pub fn handle_peer_fin(&mut self) {
+        if self.is_established() {
+            self.engine.peer_half_closed();
+        } else {
+            self.handle_close();
+        }
+    }
+
+    /// The peer half-closed its side ([`Qp::handle_peer_fin`]).
+    pub fn is_peer_closed(&self) -> bool {
+        self.engine.is_peer_closed()
+    }
+
     /// Graceful close (DDP-66, DDP-67): later posts fail; queued work still goes out and
     /// reception continues. Close TCP once [`Qp::is_idle`] says everything was acknowledged.
     pub fn close(&mut self) {

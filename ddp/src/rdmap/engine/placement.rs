@@ -33,6 +33,10 @@ impl RdmapEngine {
             self.stats.rx_after_close += 1;
             return;
         }
+        if self.peer_closed {
+            self.rx_after_peer_close();
+            return;
+        }
         // DDP-82 (-06 §7.1): after an error every later segment is silently dropped: once the
         // stream is in error, and at once for every segment after an error found out of
         // order ("later" in stream order, however the segments arrive).
