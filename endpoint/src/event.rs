@@ -53,7 +53,10 @@ pub enum EndpointEvent {
         /// The queue pair's event.
         event: QpEvent,
     },
-    /// The peer closed its side (FIN).
+    /// The peer closed its side (FIN) after everything before it was delivered. Once MPA is up
+    /// the stream is half-closed (DDP-69): posted receives and Reads have completed flushed,
+    /// Sends and Writes still go out and complete; [`crate::Endpoint::close`] sends our FIN
+    /// once they are acknowledged (DDP-70). The connection stays until then.
     PeerClosed {
         /// The connection.
         conn: ConnId,
