@@ -10,16 +10,11 @@ use std::time::Duration;
 use ddp::{Access, Stag, WcStatus, WorkRequest};
 use pair::*;
 
-/// A whole markers-off FPDU (length, ULPDU, pad, CRC) around `ulpdu`.
+/// `ulpdu` framed as a whole markers-off FPDU (length, ULPDU, pad, CRC).
 fn fpdu_image(ulpdu: &[u8]) -> Vec<u8> {
-    let cfg = mpa::FramingConfig {
-        markers: false,
-        crc: true,
-    };
+    let mut f = mpa::Framer::new(mpa::FramingConfig::default(), 0);
     let mut out = Vec::new();
-    mpa::Framer::new(cfg, 0)
-        .encode_to_vec(&[ulpdu], &mut out)
-        .unwrap();
+    f.encode_to_vec(&[ulpdu], &mut out).unwrap();
     out
 }
 

@@ -2,7 +2,7 @@
 //! markers or by the ULPDU_Length chain from a known FPDU start (MPA-70), never by a CRC that
 //! happens to match; after a receive error nothing later in the stream is placed (DDP-82).
 
-use super::tests::{pair, pump, End};
+use super::tests::{fpdus, pair, pump, End};
 use super::*;
 use crate::ddp::memory::RegionHandle;
 use crate::ddp::stag::Stag;
@@ -12,31 +12,12 @@ use crate::rdmap::term_code::TermCode;
 use crate::rdmap::work_request::{LocalBuf, RemoteBuf, SendOpts, WorkRequest};
 use crate::DdpError;
 
-/// Everything `src` has to send, one FPDU per entry with its transmit offset.
-fn fpdus(src: &mut End) -> Vec<(u64, Vec<u8>)> {
-    let mut buf = vec![0u8; 70_000];
-    let mut v = Vec::new();
-    loop {
-        let pos = src.qp.tx_offset();
-        let Some(n) = src.qp.poll_transmit(&src.tags, &src.mem, &mut buf) else {
-            break;
-        };
-        v.push((pos, buf[..n].to_vec()));
-    }
-    v
-}
-
 /// A whole FPDU (MPA header, DDP/RDMAP header, payload, pad, CRC) as markers-off framing
 /// makes it: a valid FPDU image wherever it starts a segment of a markers-off stream.
 fn fpdu_image(ulpdu: &[u8]) -> Vec<u8> {
-    let cfg = mpa::FramingConfig {
-        markers: false,
-        crc: true,
-    };
-    let mut out = Vec::new();
-    mpa::Framer::new(cfg, 0)
-        .encode_to_vec(&[ulpdu], &mut out)
-        .unwrap();
+    let cfg = mpa::FramingConfig::default();
+    let mut out = vec![0u8; mpa::fpdu_wire_len(cfg, 0, ulpdu.len())];
+    mpa::encode_fpdu(cfg, 0, &[ulpdu], &mut out).unwrap();
     out
 }
 
@@ -251,16 +232,16 @@ fn mpa_70_fpdu_images_in_payloads_are_never_placed_markers_off_and_on() {
     }
 }
 
-/// MPA-70 ways 1 and 3 with markers off: a segment that starts where the in-order parser's next
-/// FPDU starts is located, and so is the one the length chain then reaches; a segment after a
-/// gap is not (it waits for in-order delivery), and nothing of it is placed.
-#[test]
-fn mpa_70_markers_off_out_of_order_segments_wait_for_the_chain() {
+/// A and B established (markers off); A has posted `n` RDMA Writes of 1000 octets each into
+/// B's window at `1000 * i`; returns B's window and A's FPDUs, one per Write.
+fn thousand_octet_writes(n: u64) -> (End, RegionHandle, Vec<(u64, Vec<u8>)>, Vec<u8>) {
     let (mut a, mut b) = pair(false, true);
     pump(&mut a, &mut b, 1 << 20);
-    let (asrc, _) = a.region(4000, Access::LOCAL_WRITE, |i| (i % 251) as u8 + 1);
-    let (bwin, bstag) = b.region(4000, Access::REMOTE_WRITE, |_| 0);
-    for i in 0..4u64 {
+    let len = 1000 * n as usize;
+    let data: Vec<u8> = (0..len).map(|i| (i % 251) as u8 + 1).collect();
+    let (asrc, _) = a.region(len, Access::LOCAL_WRITE, |i| data[i]);
+    let (bwin, bstag) = b.region(len, Access::REMOTE_WRITE, |_| 0);
+    for i in 0..n {
         let l = LocalBuf {
             region: asrc,
             offset: 1000 * i,
@@ -273,7 +254,16 @@ fn mpa_70_markers_off_out_of_order_segments_wait_for_the_chain() {
         a.qp.post(&a.tags, WorkRequest::write(i, l, r)).unwrap();
     }
     let segs = fpdus(&mut a);
-    assert_eq!(segs.len(), 4);
+    assert_eq!(segs.len(), n as usize);
+    (b, bwin, segs, data)
+}
+
+/// MPA-70 ways 1 and 3 with markers off: a segment that starts where the in-order parser's next
+/// FPDU starts is located, and so is the one the length chain then reaches; a segment after a
+/// gap is not (it waits for in-order delivery), and nothing of it is placed.
+#[test]
+fn mpa_70_markers_off_out_of_order_segments_wait_for_the_chain() {
+    let (mut b, bwin, segs, want) = thousand_octet_writes(4);
     let placed = |b: &End, i: usize| {
         b.mem.get(bwin).unwrap()[1000 * i..1000 * (i + 1)]
             .iter()
@@ -298,7 +288,6 @@ fn mpa_70_markers_off_out_of_order_segments_wait_for_the_chain() {
     for (_, s) in &segs {
         b.qp.handle_rx_bytes(&mut b.tags, &mut b.mem, Instant::now(), s);
     }
-    let want: Vec<u8> = (0..4000).map(|i| (i % 251) as u8 + 1).collect();
     assert!(b.mem.get(bwin).unwrap() == &want[..]);
     assert!(!b.qp.is_error());
 }
@@ -308,30 +297,11 @@ fn mpa_70_markers_off_out_of_order_segments_wait_for_the_chain() {
 /// begins there is located.
 #[test]
 fn mpa_70_length_of_a_partly_received_fpdu_gives_the_next_start() {
-    let (mut a, mut b) = pair(false, true);
-    pump(&mut a, &mut b, 1 << 20);
-    let (asrc, _) = a.region(2000, Access::LOCAL_WRITE, |i| (i % 13) as u8 + 1);
-    let (bwin, bstag) = b.region(2000, Access::REMOTE_WRITE, |_| 0);
-    for i in 0..2u64 {
-        let l = LocalBuf {
-            region: asrc,
-            offset: 1000 * i,
-            len: 1000,
-        };
-        let r = RemoteBuf {
-            stag: bstag,
-            to: BASE_TO + 1000 * i,
-        };
-        a.qp.post(&a.tags, WorkRequest::write(i, l, r)).unwrap();
-    }
-    let segs = fpdus(&mut a);
+    let (mut b, bwin, segs, want) = thousand_octet_writes(2);
     b.qp.handle_rx_bytes(&mut b.tags, &mut b.mem, Instant::now(), &segs[0].1[..100]);
     let (pos, s) = &segs[1];
     assert_eq!(b.qp.handle_segment(&b.tags, &mut b.mem, *pos, s), 1);
-    assert!(
-        b.mem.get(bwin).unwrap()[1000..]
-            == (1000..2000).map(|i| (i % 13) as u8 + 1).collect::<Vec<_>>()[..]
-    );
+    assert!(b.mem.get(bwin).unwrap()[1000..] == want[1000..]);
     assert!(b.mem.get(bwin).unwrap()[..1000].iter().all(|&x| x == 0));
 }
 

@@ -313,7 +313,7 @@ fn loopback_any_segmentation() {
 
 /// Collect the FPDUs `src` wants to send, each with its transmit offset (one per TCP segment,
 /// as an MPA-aware TCP sends them).
-fn fpdus(src: &mut End) -> Vec<(u64, Vec<u8>)> {
+pub(crate) fn fpdus(src: &mut End) -> Vec<(u64, Vec<u8>)> {
     let mut buf = vec![0u8; 70_000];
     let mut v = Vec::new();
     loop {
