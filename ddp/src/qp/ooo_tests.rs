@@ -232,9 +232,12 @@ fn mpa_70_fpdu_images_in_payloads_are_never_placed_markers_off_and_on() {
     }
 }
 
+/// FPDUs with their transmit offsets.
+type Fpdus = Vec<(u64, Vec<u8>)>;
+
 /// A and B established (markers off); A has posted `n` RDMA Writes of 1000 octets each into
-/// B's window at `1000 * i`; returns B's window and A's FPDUs, one per Write.
-fn thousand_octet_writes(n: u64) -> (End, RegionHandle, Vec<(u64, Vec<u8>)>, Vec<u8>) {
+/// B's window at `1000 * i`; returns B, its window, A's FPDUs (one per Write) and the data.
+fn thousand_octet_writes(n: u64) -> (End, RegionHandle, Fpdus, Vec<u8>) {
     let (mut a, mut b) = pair(false, true);
     pump(&mut a, &mut b, 1 << 20);
     let len = 1000 * n as usize;
