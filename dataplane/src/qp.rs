@@ -297,13 +297,28 @@ impl QueuePair {
         }
     }
 
-    /// True while the connection is usable.
+    /// The peer closed its sending side (TCP FIN) after everything before it was delivered:
+    /// the queue pair is half-closed (DDP -06 §6.2.1, DDP-69). Its receives and RDMA Reads
+    /// (posted then or later) complete flushed; Sends and Writes still go out and complete,
+    /// and the peer's Read Requests delivered before still get their Responses.
+    /// [`close`](Self::close) when done sends our FIN (DDP-70).
+    pub fn is_peer_closed(&self) -> bool {
+        match &self.kind {
+            QpKind::Kernel(s) => s.lock_qp().is_peer_closed(),
+            QpKind::Xdp(x) => x.link.status().peer_closed,
+        }
+    }
+
+    /// True while both directions are open: false once the queue pair failed, the application
+    /// closed it, or the peer closed its side ([`is_peer_closed`](Self::is_peer_closed): Sends
+    /// and Writes still go out then).
     pub fn is_connected(&self) -> bool {
         match &self.kind {
             QpKind::Kernel(s) => {
-                !s.is_finished()
-                    && !s.close_requested.load(Ordering::Acquire)
-                    && !s.lock_qp().is_error()
+                !s.is_finished() && !s.close_requested.load(Ordering::Acquire) && {
+                    let q = s.lock_qp();
+                    !q.is_error() && !q.is_peer_closed()
+                }
             }
             QpKind::Xdp(x) => x.is_connected(),
         }

@@ -266,7 +266,22 @@ fn sixty_four_connections_over_two_listeners_each_verified() {
         for p in peers {
             p.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
         }
+        // Each peer closed its queue pair: half-closed here (DDP-69); close ours (DDP-70).
+        let mut ours_closed = std::collections::BTreeSet::new();
         h.run_until(Duration::from_secs(30), "64 closes", |h| {
+            let fins: Vec<ConnId> = h
+                .events
+                .iter()
+                .filter_map(|e| match e {
+                    EndpointEvent::PeerClosed { conn } => Some(*conn),
+                    _ => None,
+                })
+                .collect();
+            for c in fins {
+                if ours_closed.insert(c) {
+                    let _ = h.e.endpoint_mut().close(Instant::now(), c);
+                }
+            }
             slot_of.keys().all(|c| h.closed(*c).is_some())
         });
         assert_eq!(verified.len(), N);

@@ -119,8 +119,16 @@ fn engine_side(
         end.verify(&h, conn, BOTH, theirs, &who);
         tx.send(Msg::Verified).unwrap();
         wait_for(&mut h, &rx, Msg::Verified, Duration::from_secs(120));
-        // The connecting side closes gracefully; the other sees the FIN and closes too.
+        // The connecting side closes gracefully; the other sees the FIN (half-closed, DDP-69)
+        // and closes too (DDP-70).
         if connecting {
+            h.e.endpoint_mut().close(Instant::now(), conn).unwrap();
+        } else {
+            h.run_until(Duration::from_secs(30), &who, |h| {
+                h.events
+                    .iter()
+                    .any(|e| matches!(e, EndpointEvent::PeerClosed { conn: c } if *c == conn))
+            });
             h.e.endpoint_mut().close(Instant::now(), conn).unwrap();
         }
         h.run_until(Duration::from_secs(30), &who, |h| h.closed(conn).is_some());

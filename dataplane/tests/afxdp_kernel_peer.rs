@@ -361,14 +361,18 @@ impl SmallKernelEnd {
             .expect("a kernel completion")
     }
 
-    /// Waits until the queue pair reports an error; returns it.
-    fn error_of(qp: &dataplane::QueuePair) -> dataplane::QpError {
+    /// Waits until the queue pair reports an error (returned) or the peer's half-close (DDP-69,
+    /// `Ok`).
+    fn end_of(qp: &dataplane::QueuePair) -> Result<(), dataplane::QpError> {
         let end = Instant::now() + Duration::from_secs(30);
         loop {
             if let Some(e) = qp.error() {
-                return e;
+                return Err(e);
             }
-            assert!(Instant::now() < end, "the kernel end saw no error");
+            if qp.is_peer_closed() {
+                return Ok(());
+            }
+            assert!(Instant::now() < end, "the kernel end saw no end");
             thread::sleep(Duration::from_millis(5));
         }
     }
@@ -418,7 +422,11 @@ fn buf_of(region: ddp::RegionHandle) -> ddp::LocalBuf {
 
 /// The kernel end's view of a connection the engine ends: the 4 KiB Send arrived intact, the
 /// second receive was flushed, and the queue pair's error says how TCP ended.
-fn kernel_sees(tb: &VethTestbed, port: u16, ready: mpsc::Sender<()>) -> dataplane::QpError {
+fn kernel_sees(
+    tb: &VethTestbed,
+    port: u16,
+    ready: mpsc::Sender<()>,
+) -> Result<(), dataplane::QpError> {
     let _ns = tb.enter(Side::B).unwrap();
     let k = SmallKernelEnd::new(2, TEARDOWN_LEN);
     let listener = k
@@ -445,12 +453,14 @@ fn kernel_sees(tb: &VethTestbed, port: u16, ready: mpsc::Sender<()>) -> dataplan
     assert!(got == pattern(TEARDOWN_LEN, u64::from(port)), "Send data");
     let second = k.next();
     assert_eq!(second.status, dataplane::Status::Flushed, "{second:?}");
-    SmallKernelEnd::error_of(&qp)
+    let end = SmallKernelEnd::end_of(&qp);
+    qp.close(); // after a half-close, our side closes too (DDP-70)
+    end
 }
 
 /// Issue 4, teardown, the engine's side. Graceful: the engine Sends 4 KiB and closes at once;
-/// the Send still arrives, the kernel end sees the FIN (MPA-106: `PeerClosed`, the other receive
-/// flushed), and the engine's connection ends `Normal` after TIME-WAIT. Abortive: the engine
+/// the Send still arrives, the kernel end sees the FIN (half-closed, DDP-69: the other receive
+/// flushed; it then closes too), and the engine's connection ends `Normal` after TIME-WAIT. Abortive: the engine
 /// aborts after a Send; the kernel end sees the RST (`ConnectionReset`), and the engine's posted
 /// receive completes flushed with the connection `Aborted`.
 #[test]
@@ -478,11 +488,7 @@ fn engine_graceful_close_and_abort_reach_the_kernel_end() {
         let err = kernel
             .join()
             .unwrap_or_else(|p| std::panic::resume_unwind(p));
-        assert_eq!(
-            err,
-            dataplane::QpError::PeerClosed,
-            "kernel end after a FIN"
-        );
+        assert_eq!(err, Ok(()), "kernel end after a FIN: half-closed (DDP-69)");
         assert_eq!(h.closed(conn), Some(tcp_offload::CloseReason::Normal));
         let wcs = h.completions_of(conn);
         let send = wcs.iter().find(|w| w.wr_id == 1).expect("Send completion");
@@ -508,7 +514,7 @@ fn engine_graceful_close_and_abort_reach_the_kernel_end() {
             .unwrap_or_else(|p| std::panic::resume_unwind(p));
         assert_eq!(
             err,
-            dataplane::QpError::Io(std::io::ErrorKind::ConnectionReset),
+            Err(dataplane::QpError::Io(std::io::ErrorKind::ConnectionReset)),
             "kernel end after a RST"
         );
         assert_eq!(h.closed(conn), Some(tcp_offload::CloseReason::Aborted));
@@ -526,8 +532,8 @@ fn engine_graceful_close_and_abort_reach_the_kernel_end() {
 }
 
 /// Issue 4, teardown, the kernel's side. Graceful: a kernel-transport end Sends 4 KiB and closes;
-/// the engine delivers the Send, reports `PeerClosed` (MPA-106), flushes its other receive and
-/// ends `Normal`. Abortive: a kernel socket that finished MPA startup resets (SO_LINGER 0);
+/// the engine delivers the Send, reports `PeerClosed` (half-closed, DDP-69), flushes its other
+/// receive, closes its side (DDP-70) and ends `Normal`. Abortive: a kernel socket that finished MPA startup resets (SO_LINGER 0);
 /// the engine reports the connection `Reset` and flushes its posted receive.
 #[test]
 fn kernel_graceful_close_and_reset_reach_the_engine() {
@@ -623,9 +629,21 @@ fn accept_until_closed(h: &mut EngineHost, lid: endpoint::ListenerId) -> ConnId 
             .post(conn, WorkRequest::recv(i, buf_of(r)))
             .unwrap();
     }
+    let peer_closed = |h: &EngineHost| {
+        h.events
+            .iter()
+            .any(|e| matches!(e, endpoint::EndpointEvent::PeerClosed { conn: c } if *c == conn))
+    };
     h.run_until(Duration::from_secs(30), "close", |h| {
-        h.closed(conn).is_some()
+        h.closed(conn).is_some() || peer_closed(h)
     });
+    if h.closed(conn).is_none() {
+        // Half-closed by the peer's FIN (DDP-69): the application closes its side (DDP-70).
+        h.e.endpoint_mut().close(Instant::now(), conn).unwrap();
+        h.run_until(Duration::from_secs(30), "close", |h| {
+            h.closed(conn).is_some()
+        });
+    }
     conn
 }
 

@@ -235,8 +235,9 @@ fn post_refusals_come_back_at_once() {
     ));
 }
 
-// DDP-73: when one side closes, the other's outstanding receives complete as flushed and its
-// queue pair reports the closed peer.
+// DDP-73, DDP-69: when one side closes, the other's outstanding receives complete as flushed
+// and its queue pair reports the half-closed peer; a receive posted then flushes at once; its
+// own close then ends the connection.
 #[test]
 fn close_flushes_the_peers_receives() {
     let (_c, cq, s, sq) = pair(&ConnectionConfig::default(), &[]);
@@ -246,10 +247,12 @@ fn close_flushes_the_peers_receives() {
     let r = wait(&s.init.recv_cq);
     assert_eq!((r.wr_id, r.status), (42, Status::Flushed));
     assert!(!sq.is_connected());
-    assert!(matches!(
-        sq.post_recv(1, &dst, 0..64),
-        Err(PostError::NotConnected)
-    ));
+    assert!(sq.is_peer_closed());
+    sq.post_recv(1, &dst, 0..64).unwrap();
+    let r = wait(&s.init.recv_cq);
+    assert_eq!((r.wr_id, r.status), (1, Status::Flushed));
+    assert_eq!(sq.error(), None);
+    sq.close();
 }
 
 #[test]

@@ -236,8 +236,9 @@ fn startup_rx_limit(s: &QpSettings) -> u64 {
 pub(crate) struct RxFeed {
     /// Receive offset of the next octet fed in order to the queue pair.
     pub next: u64,
-    /// Chunks TCP handed up out of order, waiting for the gap before them.
-    pub ooo: BTreeMap<u64, Vec<u8>>,
+    /// Chunks TCP handed up out of order, waiting for the gap before them (bounded by TCP's
+    /// out-of-order limits: TCP commits, and hands up, no more than they allow).
+    pub ooo: BTreeMap<u64, HeldChunk>,
     /// Octets in `ooo`.
     pub ooo_bytes: u64,
     /// Stream octets allowed before MPA is up.
@@ -281,12 +282,21 @@ impl RxFeed {
             return;
         }
         if offset > self.next {
+            // MPA-70: the queue pair locates FPDUs only by markers or the length chain; a
+            // chunk neither reaches waits here for in-order delivery.
+            let mut located = false;
             if qp.is_established() && !qp.is_error() {
-                c.ooo_fpdus_placed += qp.handle_segment(tags, mem, offset, data) as u64;
+                let n = qp.handle_segment(tags, mem, offset, data);
+                c.ooo_fpdus_placed += n as u64;
+                located = n > 0;
             }
             self.ooo_bytes += data.len() as u64;
             c.ooo_bytes_max = c.ooo_bytes_max.max(self.ooo_bytes);
-            self.ooo.insert(offset, data.to_vec());
+            let data = data.to_vec();
+            self.ooo.insert(offset, HeldChunk { data, located });
+            if located {
+                self.follow_chain(qp, tags, mem, offset, c);
+            }
             return;
         }
         let skip = (self.next - offset) as usize;
@@ -296,7 +306,7 @@ impl RxFeed {
             if *e.key() > self.next {
                 break;
             }
-            let (off, data) = e.remove_entry();
+            let (off, HeldChunk { data, .. }) = e.remove_entry();
             self.ooo_bytes -= data.len() as u64;
             let end = off + data.len() as u64;
             if end > self.next {
@@ -306,6 +316,43 @@ impl RxFeed {
             }
         }
     }
+}
+
+impl RxFeed {
+    /// The length chain may now reach held chunks after `from` that nothing located yet (an
+    /// FPDU located in one ends where the next begins): hands them to the queue pair again,
+    /// in order, until one yields nothing.
+    fn follow_chain<M: Memory + ?Sized>(
+        &mut self,
+        qp: &mut Qp,
+        tags: &mut StagTable,
+        mem: &mut M,
+        from: u64,
+        c: &mut EndpointCounters,
+    ) {
+        for (&off, h) in self.ooo.range_mut(from + 1..) {
+            if h.located {
+                continue;
+            }
+            if qp.is_error() {
+                return;
+            }
+            let n = qp.handle_segment(tags, mem, off, &h.data);
+            if n == 0 {
+                return;
+            }
+            c.ooo_fpdus_placed += n as u64;
+            h.located = true;
+        }
+    }
+}
+
+/// An out-of-order chunk held for in-order delivery.
+#[derive(Debug)]
+pub(crate) struct HeldChunk {
+    pub data: Vec<u8>,
+    /// The queue pair found FPDUs in it (it is not handed over out of order again).
+    pub located: bool,
 }
 
 /// Takes TCP's committed chunks during `handle_segment_with` and feeds them to the queue pair

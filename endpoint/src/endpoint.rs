@@ -505,6 +505,26 @@ impl<D: Domain> Endpoint<D> {
         Ok(())
     }
 
+    /// The application's graceful half-close (DDP -06 §6.2.1, DDP-71; [`ddp::Qp::close`]): no
+    /// more Sends, Writes or Reads are taken (receives are), what is posted still goes out and
+    /// completes, then TCP sends our FIN. Reception stays on: the peer's messages are placed
+    /// and delivered until its own FIN. [`close`](Self::close) ends the rest.
+    pub fn close_send(&mut self, conn: ConnId) -> Result<(), EndpointError> {
+        let c = self
+            .conns
+            .get_mut(&conn.0)
+            .ok_or(EndpointError::NoConnection)?;
+        if let Some(q) = c.qp.as_mut() {
+            q.close();
+        }
+        c.closing = true;
+        if !c.dirty {
+            c.dirty = true;
+            self.dirty.push(conn.0);
+        }
+        Ok(())
+    }
+
     /// Connections the application closed that are still finishing (not yet in TIME-WAIT or
     /// gone), and the latest time by which each will have finished or been aborted; `None`
     /// when there are none. A caller about to stop driving the endpoint drives it until then.

@@ -69,7 +69,11 @@ pub enum EndpointEvent {
         /// The connection.
         conn: ConnId,
     },
-    /// The peer closed its side (FIN).
+    /// The peer closed its side (FIN) after everything before it was delivered. Once MPA is up
+    /// the stream is half-closed (DDP-69): posted receives and Reads have completed flushed,
+    /// Sends and Writes still go out and complete; [`crate::Endpoint::close`] sends our FIN
+    /// once they are acknowledged (DDP-70). The connection stays until then. On a plain
+    /// stream: what arrived before the FIN can still be read, then the end.
     PeerClosed {
         /// The connection.
         conn: ConnId,

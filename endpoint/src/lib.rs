@@ -8,8 +8,8 @@
 //! handle_frame(now, frame) ─ classify ─ Ethernet ─ IPv4/TCP (tcp_offload::wire) ─ flow table ─┬─ Connection
 //!                                                                                  listeners ─┘ (Listener)
 //!   in order      ─ Qp::handle_rx_bytes (MPA parser, place + deliver), straight from the frame
-//!   out of order  ─ Qp::handle_segment (MPA locator: aligned start or markers; placed now,
-//!                   delivered when the gap fills)
+//!   out of order  ─ Qp::handle_segment (MPA locator: markers or the length chain, MPA-70;
+//!                   placed now, delivered when the gap fills; else held for in-order delivery)
 //! post(wr) ─ Qp::poll_transmit ─ Connection::send_record(len, id = stream offset)
 //! poll_transmit(now, FrameSink) ─ Connection::poll_transmit_with(FpduSource)
 //!   ─ Qp::rebuild_fpdu straight into the sink's frame (markers + CRC; retransmissions rebuild

@@ -147,12 +147,19 @@ impl<D: Domain> Endpoint<D> {
         }
         c.drive_acked();
         if peer_closed && c.stream.is_none() {
-            // Only now: data and ACKs that came with the FIN are in (delivered, completed);
-            // what is left is flushed (MPA error 1 unless we were closing).
-            if let Some(q) = c.qp.as_mut() {
-                q.handle_close();
+            // Only now: data and ACKs that came with the FIN are in (delivered, completed).
+            // Once MPA is up the stream is half-closed (DDP -06 §6.2.1, DDP-69): receives and
+            // Reads flush, our Sends, Writes and Read Responses go on (TCP is in CLOSE-WAIT and
+            // still sends), and our FIN follows the application's close (DDP-70). Before MPA
+            // is up the startup fails and TCP closes.
+            match c.qp.as_mut() {
+                Some(q) if q.is_established() => q.handle_peer_fin(),
+                Some(q) => {
+                    q.handle_peer_fin();
+                    c.closing = true;
+                }
+                None => c.closing = true,
             }
-            c.closing = true;
         }
         // Queue-pair events and completions.
         drain_qp(

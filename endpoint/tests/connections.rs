@@ -71,6 +71,13 @@ fn graceful_close_after_work_completes_both_sides_closed() {
     let (ca, cb) = p.establish(4000, settings(false, true), settings(false, true));
     transfer_all(&mut p, ca, cb, 12_345, 1);
     p.a.close(p.now, ca).unwrap();
+    // B sees A's FIN (half-closed, DDP-69) and closes its own side (DDP-70).
+    p.run_until(1_000_000, |p| {
+        p.events_b
+            .iter()
+            .any(|e| matches!(e, EndpointEvent::PeerClosed { .. }))
+    });
+    p.b.close(p.now, cb).unwrap();
     p.run_until(1_000_000, |p| {
         closed(&p.events_a).iter().any(|c| c.0 == ca)
             && closed(&p.events_b).iter().any(|c| c.0 == cb)

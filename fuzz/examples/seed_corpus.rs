@@ -317,6 +317,10 @@ fn main() {
         let mut q = vec![u8::from(markers), u8::from(crc), 0x02, 0x00];
         q.extend_from_slice(&stream);
         write("qp_stream", name, &q);
+        // The same stream cut in 512-octet pieces, handed out of order first, then the FIN.
+        let mut o = vec![u8::from(markers), u8::from(crc), 0x82, 0x00];
+        o.extend_from_slice(&stream);
+        write("qp_stream", &format!("{name}-ooo"), &o);
         if name == "m0c0" {
             // Without markers and CRC the stream is ULPDU_Length + ULPDU: headers follow the
             // 2-octet length of each FPDU.

@@ -153,11 +153,16 @@ pub fn qp_established(markers: bool, crc: bool) -> Qp {
 /// readable region and two posted receives, fed the rest of the input as its in-order FPDU
 /// stream in input-sized pieces, transmitting whatever it answers (Read Responses, Terminate):
 /// no panic, no memory access outside a registered region, no receive completion longer than
-/// its buffer, and once in the error state it stays there.
+/// its buffer, and once in the error state it stays there. With the piece size's top bit set,
+/// every piece but the first is first handed to the out-of-order path, last first (MPA's
+/// locator: markers and the length chain only); and the stream ends with the peer's FIN, after
+/// which a receive posted completes flushed (DDP-69).
 pub fn qp_stream(data: &[u8]) {
     let mut input = Input::new(data);
     let (markers, crc) = (input.bool(), input.bool());
-    let piece = usize::from(input.u16() % 4096).max(1);
+    let raw_piece = input.u16();
+    let out_of_order = raw_piece & 0x8000 != 0;
+    let piece = usize::from(raw_piece % 4096).max(1);
     let stream = input.rest();
 
     let QpFixture {
@@ -185,6 +190,11 @@ pub fn qp_stream(data: &[u8]) {
     let now = Instant::now();
     let mut out = vec![0u8; mpa::MAX_FPDU_LEN];
     let mut was_error = false;
+    if out_of_order {
+        for (i, p) in stream.chunks(piece).enumerate().skip(1).rev() {
+            qp.handle_segment(&tags, &mut mem, (i * piece) as u64, p);
+        }
+    }
     for p in stream.chunks(piece) {
         qp.handle_rx_bytes(&mut tags, &mut mem, now, p);
         while qp.poll_transmit(&tags, &mem, &mut out).is_some() {}
@@ -196,5 +206,17 @@ pub fn qp_stream(data: &[u8]) {
         while qp.poll_event().is_some() {}
         assert!(!was_error || qp.is_error(), "left the error state");
         was_error = qp.is_error();
+    }
+    if out_of_order {
+        qp.handle_peer_fin();
+        let late = LocalBuf {
+            region: rx,
+            offset: 0,
+            len: 16,
+        };
+        if qp.post(&tags, WorkRequest::recv(9, late)).is_ok() {
+            let wc = std::iter::from_fn(|| qp.poll_completion()).find(|wc| wc.wr_id == 9);
+            assert_eq!(wc.map(|w| w.status), Some(ddp::WcStatus::Flushed), "DDP-69");
+        }
     }
 }

@@ -160,10 +160,12 @@ pub fn mpa_locate(data: &[u8]) {
         markers: input.bool(),
         crc: input.bool(),
     };
-    let opts = LocateOptions {
-        aligned_start: input.bool(),
-    };
+    // The flag: the segment's first octet is an FPDU start the length chain reached.
+    let known = input.bool();
     let seg_offset = input.u32();
+    let opts = LocateOptions {
+        known_start: known.then_some(seg_offset),
+    };
     let seg = input.rest();
     let mut out = vec![0u8; mpa::MAX_ULPDU_LEN];
     for found in locate(cfg, seg_offset, seg, opts).take(seg.len() + 1) {

@@ -34,7 +34,10 @@ fn bench(c: &mut Criterion) {
                 b.iter_batched(
                     || (),
                     |_| {
-                        for f in locate(cfg, offset, black_box(&out), LocateOptions::default()) {
+                        let opts = LocateOptions {
+                            known_start: Some(offset),
+                        };
+                        for f in locate(cfg, offset, black_box(&out), opts) {
                             f.unwrap().copy_ulpdu(&mut dst).unwrap();
                         }
                     },

@@ -98,6 +98,30 @@ impl StreamParser {
         self.offset
     }
 
+    /// Where the FPDU after the one being assembled starts, once that one's ULPDU_Length has
+    /// arrived (the length chain, MPA-70 way 1): an out-of-order segment holding this offset
+    /// can be located from it ([`crate::LocateOptions::known_start`]). `None` before the
+    /// header is in, when no octet of the FPDU is, or after an error. (Its CRC is not yet
+    /// checked: a wrong length shows up as a CRC error at the one or the other.)
+    pub fn pending_end(&self) -> Option<u32> {
+        if self.failed.is_some() {
+            return None;
+        }
+        let held = &self.buf[self.head..];
+        let lead = if self.cfg.markers && crate::marker::is_marker_position(self.offset) {
+            crate::marker::MARKER_LEN
+        } else {
+            0
+        };
+        let h = held.get(lead..lead + 2)?;
+        let len = u16::from_be_bytes([h[0], h[1]]);
+        if usize::from(len) > crate::fpdu::MAX_ULPDU_LEN {
+            return None;
+        }
+        let wire = crate::fpdu::fpdu_wire_len(self.cfg, self.offset, usize::from(len));
+        Some(self.offset.wrapping_add(wire as u32))
+    }
+
     /// Octets held that do not yet form a complete FPDU.
     pub fn buffered(&self) -> usize {
         self.buf.len() - self.head

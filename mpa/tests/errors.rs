@@ -107,17 +107,14 @@ fn mpa_108_wrong_fpduptr_with_valid_crc_is_code_3() {
             ErrorAction::StopDelivery
         )
     );
-    // Out of order, FPDU 2 found by the length chain from FPDU 1 (gap closing) or as an
-    // aligned start: the marker is checked and the error reported.
+    // Out of order, FPDU 2 found by the length chain from FPDU 1 (gap closing) or from its
+    // known start: the marker is checked and the error reported.
     for start in [0, a] {
         let seg = &s[start..];
-        let found: Vec<_> = locate(
-            MARKERS_CRC,
-            0x1d0 + start as u32,
-            seg,
-            LocateOptions::default(),
-        )
-        .collect();
+        let opts = LocateOptions {
+            known_start: Some(0x1d0 + start as u32),
+        };
+        let found: Vec<_> = locate(MARKERS_CRC, 0x1d0 + start as u32, seg, opts).collect();
         let e = found.last().expect("reported").unwrap_err();
         assert_eq!(
             (e.error.code(), e.offset),
@@ -209,12 +206,12 @@ fn mpa_28_47_48_crc_off_not_checked_on_checked() {
     assert_eq!(drain(&mut p).1, Some(FramingError::CrcMismatch));
 }
 
-/// Locator: a corrupted CRC in a marker-anchored FPDU is reported (code 2), while a
-/// failed aligned-start guess is not an error.
+/// Locator: a corrupted CRC in a marker-anchored FPDU is reported (code 2); a segment that
+/// starts mid-FPDU is anchored by its marker alone (MPA-70).
 #[test]
-fn locator_crc_error_and_failed_guess() {
+fn locator_crc_error_in_marker_anchored_fpdu() {
     let (s, [a, _, _]) = three(MARKERS_CRC);
-    // Segment starting mid-FPDU-1: the guess fails quietly, the marker anchors FPDU 2.
+    // Segment starting mid-FPDU-1: the marker anchors FPDU 2.
     let seg = &s[4..];
     let got: Vec<_> = locate(MARKERS_CRC, 0x1d4, seg, LocateOptions::default()).collect();
     assert_eq!(got.len(), 2);

@@ -195,12 +195,12 @@ proptest! {
     }
 
     /// The out-of-order locator finds, in each segment of a random cut, exactly the FPDUs
-    /// the in-order parse finds there that are reachable from an anchor (aligned start or a
+    /// the in-order parse finds there that are reachable from an anchor (a known chain start or a
     /// marker), with the same offsets and ULPDUs; segments are processed in random order
     /// (MPA-01, MPA-12, MPA-70).
     #[test]
     fn locator_matches_in_order_parse(offset in offset_strategy(), crc in any::<bool>(),
-                                      aligned in any::<bool>(),
+                                      chain_known in any::<bool>(),
                                       sizes in prop_oneof![
                                           prop::collection::vec(1usize..1500, 1..16),
                                           prop::collection::vec(1usize..9000, 1..6),
@@ -211,7 +211,6 @@ proptest! {
                                       ],
                                       order in any::<u64>(), seed in any::<u8>()) {
         let cfg = FramingConfig { markers: true, crc };
-        let opts = LocateOptions { aligned_start: aligned };
         let (stream, sent) = build_stream(cfg, offset, &sizes, seed);
         let in_order = parse_in_order(cfg, offset, &stream, &[]);
         prop_assert_eq!(in_order.len(), sent.len());
@@ -233,6 +232,10 @@ proptest! {
         let mut found_all = std::collections::BTreeMap::new();
         for &(s, e) in &segs {
             let seg_off = offset.wrapping_add(s as u32);
+            // A known chain start (MPA-70 way 1/3): the first FPDU start inside the segment.
+            let known = sent.iter().find(|f| f.start >= s && f.start < e).map(|f| f.start);
+            let known = if chain_known { known } else { None };
+            let opts = LocateOptions { known_start: known.map(|k| offset.wrapping_add(k as u32)) };
             let got: Vec<(u32, Vec<u8>)> = locate(cfg, seg_off, &stream[s..e], opts)
                 .map(|r| {
                     let l = r.expect("no error on a clean stream");
@@ -244,9 +247,8 @@ proptest! {
                     (l.fpdu.offset(), v)
                 })
                 .collect();
-            // Oracle: anchors = aligned start (if trusted) and the FPDU holding each marker.
-            let mut anchor: Option<usize> = None;
-            if aligned && crc && sent.iter().any(|f| f.start == s) { anchor = Some(s); }
+            // Oracle: anchors = the known start, else the FPDU holding each marker.
+            let mut anchor: Option<usize> = known;
             if anchor.is_none() {
                 for idx in s..e.saturating_sub(3) {
                     if !is_marker_position(offset.wrapping_add(idx as u32)) { continue; }
@@ -308,7 +310,7 @@ proptest! {
                                    chunks in prop::collection::vec(1usize..400, 0..20),
                                    aligned in any::<bool>()) {
         let _ = decode_fpdu(cfg, offset, &data);
-        for l in locate(cfg, offset, &data, LocateOptions { aligned_start: aligned }).flatten() {
+        for l in locate(cfg, offset, &data, LocateOptions { known_start: aligned.then_some(offset) }).flatten() {
             let _ = l.segment_ranges().count();
             let _ = l.fpdu.ulpdu_to_vec();
         }

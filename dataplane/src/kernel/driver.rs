@@ -320,7 +320,10 @@ impl Driver<'_> {
         loop {
             match self.sock.read(rx) {
                 Ok(0) => {
+                    // The peer's FIN, after every octet before it was handed in: the stream is
+                    // half-closed (DDP-69), not failed; before MPA is up the startup fails.
                     self.peer_fin = true;
+                    self.shared.lock_qp().handle_peer_fin();
                     return Ok(());
                 }
                 Ok(n) => {
@@ -376,10 +379,10 @@ impl Driver<'_> {
                     self.reset = true;
                     return Ok(());
                 }
-            } else if self.peer_fin {
-                // The peer closed while we were not closing: MPA error 1, work is flushed.
-                return Err(QpError::PeerClosed);
             }
+            // A peer FIN while we are not closing half-closes the stream (DDP -06 §6.2.1): our
+            // Sends, Writes and Read Responses still go out; our FIN follows the application's
+            // close (DDP-70).
             // More FPDUs are queued and the socket takes them: only look for input, do not sleep.
             let more = !blocked && !self.tx.is_empty();
             let timeout_ms = if more {
@@ -397,8 +400,20 @@ impl Driver<'_> {
                 }
             };
             let want_write = blocked && !self.opts.segment_per_chunk;
-            let ready = wait(fd, want_write, &self.shared.waker, timeout_ms)
-                .map_err(|e| QpError::Io(e.kind()))?;
+            // After the peer's FIN the socket stays readable (EOF): stop asking for it.
+            let ready = wait(
+                fd,
+                !self.peer_fin,
+                want_write,
+                &self.shared.waker,
+                timeout_ms,
+            )
+            .map_err(|e| QpError::Io(e.kind()))?;
+            if ready.hangup && self.peer_fin && !self.fin_sent {
+                // Both directions gone without our FIN: the peer reset the half-closed
+                // connection.
+                return Err(QpError::Io(io::ErrorKind::ConnectionReset));
+            }
             if ready.woken {
                 self.shared.waker.drain();
             }

@@ -49,9 +49,11 @@ pub(crate) struct Ready {
     pub(crate) woken: bool,
 }
 
-/// Waits until `sock` is readable (or writable, if `want_write`), the waker fires, or `timeout_ms` passes.
+/// Waits until `sock` is readable (if `want_read`) or writable (if `want_write`), it hangs
+/// up, the waker fires, or `timeout_ms` passes.
 pub(crate) fn wait(
     sock: RawFd,
+    want_read: bool,
     want_write: bool,
     waker: &Waker,
     timeout_ms: i32,
@@ -59,7 +61,8 @@ pub(crate) fn wait(
     let mut fds = [
         libc::pollfd {
             fd: sock,
-            events: libc::POLLIN | if want_write { libc::POLLOUT } else { 0 },
+            events: if want_read { libc::POLLIN } else { 0 }
+                | if want_write { libc::POLLOUT } else { 0 },
             revents: 0,
         },
         libc::pollfd {
@@ -108,13 +111,13 @@ mod tests {
     fn wake_then_drain() {
         let w = Waker::new().unwrap();
         let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
-        let r = wait(a.as_raw_fd(), false, &w, 0).unwrap();
+        let r = wait(a.as_raw_fd(), true, false, &w, 0).unwrap();
         assert!(!r.woken && !r.readable);
         w.wake();
-        let r = wait(a.as_raw_fd(), false, &w, 1000).unwrap();
+        let r = wait(a.as_raw_fd(), true, false, &w, 1000).unwrap();
         assert!(r.woken);
         w.drain();
-        let r = wait(a.as_raw_fd(), false, &w, 0).unwrap();
+        let r = wait(a.as_raw_fd(), true, false, &w, 0).unwrap();
         assert!(!r.woken);
     }
 }

@@ -180,7 +180,7 @@ impl XdpQp {
 
     pub(crate) fn is_connected(&self) -> bool {
         let s = self.link.status();
-        !s.finished && !s.close_requested && s.error.is_none()
+        !s.finished && !s.close_requested && !s.peer_closed && s.error.is_none()
     }
 
     /// Closes the queue pair without waiting ([`Endpoint::close`]): its receives and Reads

@@ -27,6 +27,8 @@ pub(crate) struct QpLink {
 pub(crate) struct LinkStatus {
     pub(crate) error: Option<QpError>,
     pub(crate) close_requested: bool,
+    /// The peer's FIN arrived: the stream is half-closed (DDP-69).
+    pub(crate) peer_closed: bool,
     pub(crate) finished: bool,
     /// What MPA negotiated, once established.
     pub(crate) negotiated: Option<ddp::NegotiatedFraming>,
@@ -215,11 +217,10 @@ impl State {
                 }
             }
             EndpointEvent::PeerClosed { conn } => {
+                // Half-closed, not failed (DDP-69): the application may still send and closes
+                // when done (DDP-70). Before MPA is up the startup failure reports it.
                 if let Some(link) = self.routes.get(&conn) {
-                    if !link.status().close_requested {
-                        // The peer closed while we were not closing: MPA error 1.
-                        link.set_error(QpError::PeerClosed);
-                    }
+                    link.update(|s| s.peer_closed = true);
                 }
             }
             EndpointEvent::StreamConnected { .. }

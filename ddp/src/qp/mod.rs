@@ -19,9 +19,10 @@
 //! # Receive, two ways
 //! - In-order bytes ([`Qp::handle_rx_bytes`]): MPA's stream parser finds FPDUs whatever the
 //!   segmentation; each ULPDU is placed and delivered at once.
-//! - Located FPDUs ([`Qp::handle_ulpdu`], after startup): the transport found the FPDU itself
-//!   (MPA's out-of-order locator) and checked its CRC; the ULPDU is placed now, and delivered
-//!   when [`Qp::deliver_through`] says every earlier octet has arrived.
+//! - Located FPDUs ([`Qp::handle_segment`], or [`Qp::handle_ulpdu`] after startup): MPA's
+//!   out-of-order locator found the FPDU by a marker or by the ULPDU_Length chain from a known
+//!   FPDU start, never by a matching CRC (MPA-70), and checked its CRC; the ULPDU is placed
+//!   now, and delivered when [`Qp::deliver_through`] says every earlier octet has arrived.
 //!
 //! The two may be mixed on one connection: a TCP that places out-of-order segments early still
 //! feeds the in-order bytes to `handle_rx_bytes`; an FPDU seen both ways is placed twice
@@ -34,7 +35,7 @@
 //! Files: this one holds the settings, events, state and posting; `startup.rs` the MPA startup,
 //! `transmit.rs` framing and acknowledgement, `receive.rs` the two receive paths.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::time::Instant;
 
 use mpa::{
@@ -48,6 +49,11 @@ use crate::rdmap::completion::WorkCompletion;
 use crate::rdmap::engine::{RdmapConfig, RdmapEngine, RdmapEvent, RdmapState, RdmapStats};
 use crate::rdmap::terminate::TerminateRepr;
 use crate::rdmap::work_request::{WorkRequest, WorkRequestError};
+
+/// Most FPDU starts the out-of-order length chain remembers (one per out-of-order run of
+/// segments is what it needs; past the bound new ones are not kept and those segments wait
+/// for in-order delivery).
+pub const MAX_CHAIN_STARTS: usize = 64;
 
 /// Settings of a queue pair.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -178,6 +184,10 @@ pub struct Qp {
     tx_seq_start: u64,
     /// Receive offset of the next FPDU the stream parser will give.
     rx_fpdu_pos: u64,
+    /// FPDU starts beyond the in-order point that the ULPDU_Length chain reached out of order
+    /// (the end of each FPDU located there): the only places besides markers where the
+    /// locator may start (MPA-70). At most [`MAX_CHAIN_STARTS`].
+    chain_starts: BTreeSet<u64>,
     /// FPDUs sent and not yet acknowledged: (start, end, descriptor), when kept.
     unacked: VecDeque<(u64, u64, TxSegment)>,
     /// Index in `unacked` of the FPDU `rebuild_fpdu` most likely asks for next (the one after
@@ -211,6 +221,7 @@ impl Qp {
             rx_seq_start: 0,
             tx_seq_start: 0,
             rx_fpdu_pos: 0,
+            chain_starts: BTreeSet::new(),
             unacked: VecDeque::new(),
             unacked_hint: 0,
             events: VecDeque::new(),
@@ -350,6 +361,24 @@ impl Qp {
         }
     }
 
+    /// The peer's FIN, after every octet before it was handed in (DDP-10). Before MPA is up
+    /// this is [`Qp::handle_close`]. Once up, the stream is half-closed, not in error (DDP-69,
+    /// see [`RdmapEngine::peer_half_closed`]): receives and Reads flush, Sends and Writes go
+    /// on and complete, Read Responses still go out; the transport closes our half when the
+    /// ULP closes ([`Qp::close`] / [`Qp::shutdown`], then [`Qp::is_idle`]; DDP-70).
+    pub fn handle_peer_fin(&mut self) {
+        if self.is_established() {
+            self.engine.peer_half_closed();
+        } else {
+            self.handle_close();
+        }
+    }
+
+    /// The peer half-closed its side ([`Qp::handle_peer_fin`]).
+    pub fn is_peer_closed(&self) -> bool {
+        self.engine.is_peer_closed()
+    }
+
     /// Graceful close (DDP-66, DDP-67): later posts fail; queued work still goes out and
     /// reception continues. Close TCP once [`Qp::is_idle`] says everything was acknowledged.
     pub fn close(&mut self) {
@@ -378,6 +407,8 @@ mod receive;
 mod startup;
 mod transmit;
 
+#[cfg(test)]
+mod ooo_tests;
 #[cfg(test)]
 mod rev2_tests;
 #[cfg(test)]

@@ -9,7 +9,7 @@ use crate::ddp::memory::Memory;
 use crate::ddp::stag_table::StagTable;
 use crate::rdmap::term_code::{LlpError, TermCode};
 
-use super::{Phase, Qp, QpEvent, Startup};
+use super::{Phase, Qp, QpEvent, Startup, MAX_CHAIN_STARTS};
 
 impl Qp {
     /// Feed in-order stream octets (any segmentation): startup frame first, then FPDUs, which
@@ -60,9 +60,10 @@ impl Qp {
                 }
             }
             if took == 0 {
-                return;
+                break;
             }
         }
+        self.prune_chain_starts();
     }
 
     /// Framing of what we receive (for MPA's out-of-order locator), once established.
@@ -74,11 +75,14 @@ impl Qp {
     }
 
     /// Out-of-order path for one TCP segment the transport has committed to keep, whose first
-    /// octet is at receive offset `seg_pos`: MPA's locator finds the complete FPDUs in it
-    /// (aligned start or markers), checks their CRCs, and each ULPDU is placed now. Returns how
-    /// many FPDUs were found; FPDUs that straddle the segment's edges are not (the transport
-    /// hands them over later in order, or the sender aligns FPDUs to segments). Delivery waits
-    /// for [`Qp::deliver_through`]. A framing error stops the stream as in the in-order path.
+    /// octet is at receive offset `seg_pos`. MPA's locator finds the complete FPDUs in it ONLY
+    /// from an FPDU start the ULPDU_Length chain already reached (the in-order parser's next
+    /// FPDU once its length is in, or the end of an FPDU located out of order before) or from
+    /// the markers (MPA-70); it never guesses. Each verified ULPDU is placed now and the end of
+    /// the last one becomes a known chain start. Returns how many FPDUs were found; none when
+    /// neither anchor reaches the segment (it then waits for in-order delivery). Delivery waits
+    /// for [`Qp::deliver_through`]. A framing error stops the stream at once (MPA-111), as the
+    /// in-order path does.
     pub fn handle_segment<M: Memory + ?Sized>(
         &mut self,
         tags: &StagTable,
@@ -86,22 +90,45 @@ impl Qp {
         seg_pos: u64,
         seg: &[u8],
     ) -> usize {
-        let Some(cfg) = self.rx_framing() else {
+        let Phase::Operational { parser, .. } = &self.phase else {
             return 0;
         };
-        if seg_pos < self.rx_seq_start {
+        let cfg = parser.config();
+        if seg_pos < self.rx_seq_start || self.is_error() {
             return 0;
         }
-        let seg_off = (seg_pos - self.rx_seq_start) as u32;
+        let seg_end = seg_pos + seg.len() as u64;
+        // In order, the chain is at `rx_fpdu_pos` (the parser's next FPDU, its `next_offset`)
+        // and, once that FPDU's length is in, at its end.
+        let in_order_next = parser
+            .pending_end()
+            .map(|e| self.rx_fpdu_pos + u64::from(e.wrapping_sub(parser.next_offset())));
+        let known = [Some(self.rx_fpdu_pos), in_order_next]
+            .into_iter()
+            .flatten()
+            .chain(self.chain_starts.range(seg_pos..seg_end).next().copied())
+            .filter(|&k| k >= seg_pos && k < seg_end)
+            .min();
+        let to_off = |pos: u64| (pos - self.rx_seq_start) as u32;
+        let seg_off = to_off(seg_pos);
+        let opts = LocateOptions {
+            known_start: known.map(to_off),
+        };
         let mut found = 0;
-        for item in mpa::locate(cfg, seg_off, seg, LocateOptions::default()) {
+        let mut chain_end = None;
+        for item in mpa::locate(cfg, seg_off, seg, opts) {
             match item {
                 Ok(f) => {
                     let pos = seg_pos + u64::from(f.fpdu.offset().wrapping_sub(seg_off));
                     found += 1;
+                    chain_end = Some(pos + f.fpdu.wire_len() as u64);
                     let mut parts: [&[u8]; MAX_PARTS] = [&[]; MAX_PARTS];
                     let k = collect_parts(f.segment_ranges().map(|r| &seg[r]), &mut parts);
                     self.handle_ulpdu_parts(tags, mem, pos, &parts[..k]);
+                    if self.is_error() {
+                        // DDP-82: nothing after the error is placed, not even in this segment.
+                        break;
+                    }
                 }
                 Err(e) => {
                     self.handle_framing_error(e.error);
@@ -109,7 +136,23 @@ impl Qp {
                 }
             }
         }
+        if let Some(end) = chain_end {
+            if self.chain_starts.len() < MAX_CHAIN_STARTS {
+                self.chain_starts.insert(end);
+            }
+        }
         found
+    }
+
+    /// Forgets remembered chain starts the in-order point has passed.
+    fn prune_chain_starts(&mut self) {
+        while self
+            .chain_starts
+            .first()
+            .is_some_and(|&s| s < self.rx_total)
+        {
+            self.chain_starts.pop_first();
+        }
     }
 
     /// Hand in one ULPDU located and CRC-checked by the transport, starting (its FPDU) at

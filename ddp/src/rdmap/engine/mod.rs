@@ -47,6 +47,7 @@ use crate::rdmap::terminate::{
 use crate::rdmap::work_request::{LocalBuf, WorkRequest, WorkRequestError, WorkRequestKind};
 
 mod delivery;
+mod half_close;
 mod placement;
 mod rtr;
 mod transmit;
@@ -119,6 +120,11 @@ pub struct RdmapStats {
     pub rx_placed_octets: u64,
     /// ULPDUs dropped because the stream is in error (DDP-82) or already delivered.
     pub rx_dropped: u64,
+    /// Of `rx_dropped`: ULPDUs dropped because the stream had entered error (DDP-82), however
+    /// they arrived (in order, or out of order after an error found out of order).
+    pub rx_dropped_after_error: u64,
+    /// ULPDUs handed in after the peer's half-close (DDP-68: the stream was torn down).
+    pub rx_after_peer_close: u64,
     /// ULPDUs dropped because the ULP had closed the stream ([`RdmapEngine::shutdown`]).
     pub rx_after_close: u64,
     /// Segments whose data was dropped because the receive buffer or Read sink they were for
@@ -296,6 +302,11 @@ pub struct RdmapEngine {
     closing: bool,
     /// The ULP closed the stream for good ([`RdmapEngine::shutdown`]): nothing is placed.
     shut: bool,
+    /// The peer half-closed its side (DDP-69): nothing more arrives; we may still send.
+    peer_closed: bool,
+    /// Stream position of the first receive error found (maybe out of order, not yet
+    /// delivered): nothing after it is placed (DDP-82).
+    rx_error_at: Option<u64>,
     // transmit
     sq_pending: VecDeque<TxMsg>,
     responses: VecDeque<TxMsg>,
@@ -341,6 +352,8 @@ impl RdmapEngine {
             state: RdmapState::Active,
             closing: false,
             shut: false,
+            rx_error_at: None,
+            peer_closed: false,
             sq_pending: VecDeque::new(),
             responses: VecDeque::new(),
             terminate: None,
@@ -455,7 +468,9 @@ impl RdmapEngine {
     ///   queue. It completes when the Read Response's last segment is delivered.
     ///
     /// After [`close`](Self::close) only receives are taken, after
-    /// [`shutdown`](Self::shutdown) nothing (DDP-67).
+    /// [`shutdown`](Self::shutdown) nothing (DDP-67). After the peer's half-close
+    /// ([`peer_half_closed`](Self::peer_half_closed)) receives and Reads complete flushed at
+    /// once; Sends and Writes go on.
     ///
     /// Deregistering a region does not wait for the work posted on it: each request keeps its
     /// region's [`RegionHandle`] (slot and generation), and when the engine reaches it after the
@@ -474,6 +489,9 @@ impl RdmapEngine {
             return Err(WorkRequestError::InvalidState); // DDP-67
         }
         let region = self.check_post(tags, wr.local(), need)?;
+        if self.flush_if_peer_closed(&wr) {
+            return Ok(());
+        }
         let wr_id = wr.wr_id;
         match wr.kind {
             WorkRequestKind::Recv { local } => self.rq.push_back(RqEntry { wr_id, buf: local }),
@@ -647,19 +665,7 @@ impl RdmapEngine {
         self.shut = true;
         self.records.clear();
         self.responses.clear();
-        self.orq.clear();
-        let read_request = |m: &TxMsg| matches!(m.after, TxAfter::ReadRequest { .. });
-        self.sq_pending.retain(|m| !read_request(m));
-        if self.current.as_ref().is_some_and(read_request) {
-            // Inline and not started: nothing of it is on the wire.
-            self.current = None;
-        }
-        for e in self.sq.iter_mut() {
-            if e.opcode == WcOpcode::Read && e.status.is_none() {
-                e.status = Some(WcStatus::Flushed);
-            }
-        }
-        self.drain_sq();
+        self.flush_reads();
         self.flush_rq();
     }
 
@@ -689,6 +695,8 @@ impl RdmapEngine {
 
 #[cfg(test)]
 mod dereg_tests;
+#[cfg(test)]
+mod half_close_tests;
 #[cfg(test)]
 mod shutdown_tests;
 #[cfg(test)]

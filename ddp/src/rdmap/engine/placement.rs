@@ -33,11 +33,33 @@ impl RdmapEngine {
             self.stats.rx_after_close += 1;
             return;
         }
-        if self.state != RdmapState::Active || stream_pos < self.delivered_through {
+        if self.peer_closed {
+            self.rx_after_peer_close();
+            return;
+        }
+        // DDP-82 (-06 §7.1): after an error every later segment is silently dropped: once the
+        // stream is in error, and at once for every segment after an error found out of
+        // order ("later" in stream order, however the segments arrive).
+        if self.state != RdmapState::Active || self.rx_error_at.is_some_and(|e| stream_pos > e) {
+            self.stats.rx_dropped += 1;
+            self.stats.rx_dropped_after_error += 1;
+            return;
+        }
+        if stream_pos < self.delivered_through {
             self.stats.rx_dropped += 1;
             return;
         }
         if let Some(rec) = self.place(tags, mem, stream_pos, parts) {
+            if matches!(rec, RxRecord::Error(_)) {
+                // DDP-80: placement of this segment stopped before anything was written. The
+                // report (Terminate, flush) follows in stream order, at delivery, so the ULP
+                // sees what in-order reception shows: every message before the error is
+                // delivered once the gap fills (DDP-58), then the error. Segments before it
+                // that arrive later are still placed; a segment after it never is.
+                self.rx_error_at = Some(self.rx_error_at.map_or(stream_pos, |e| e.min(stream_pos)));
+                // Placed before the error was known: never delivered.
+                let _ = self.records.split_off(&(stream_pos + 1));
+            }
             self.records.insert(stream_pos, rec);
         }
     }
