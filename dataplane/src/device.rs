@@ -75,6 +75,11 @@ impl Device {
         })
     }
 
+    /// The AF_XDP engine (xdp transport only).
+    pub(crate) fn xdp_device(&self) -> Option<&Arc<XdpDevice>> {
+        self.xdp.as_ref()
+    }
+
     /// The engine's counters (AF_XDP devices; `None` for the kernel transport).
     pub fn engine_counters(&self) -> Option<endpoint::EndpointCounters> {
         let x = self.xdp.as_ref()?;

@@ -34,6 +34,7 @@ pub mod memory;
 mod pd;
 mod qp;
 mod qp_events;
+mod stream;
 pub mod xdp;
 mod xdp_device;
 
@@ -47,3 +48,4 @@ pub use listener::{AcceptError, Incoming, Listener};
 pub use mapped_file::{FileRegion, MappedFile};
 pub use pd::{os_random_u64, Access, MemoryRegion, ProtectionDomain};
 pub use qp::{PostKind, QpError, QueuePair, RemoteAddr};
+pub use stream::{PlacedTransfer, StreamConfig, StreamCounters, TcpListener, TcpStream, Transfer};

@@ -54,6 +54,8 @@ pub(crate) struct Conn<D> {
     pub dirty: bool,
     /// Counters of the TCP already added to the endpoint's.
     pub retrans_seen: u64,
+    /// A plain byte stream (no MPA, no queue pair), see `stream.rs`.
+    pub stream: Option<crate::stream::StreamState>,
 }
 
 impl<D> Conn<D> {
@@ -76,6 +78,7 @@ impl<D> Conn<D> {
             armed: None,
             dirty: true,
             retrans_seen: 0,
+            stream: None,
         }
     }
 
@@ -110,6 +113,10 @@ impl<D> Conn<D> {
         mem: &mut M,
         c: &mut EndpointCounters,
     ) {
+        if self.stream.is_some() {
+            // The application reads a stream's octets from TCP itself.
+            return;
+        }
         while let Some(chunk) = self.tcp.poll_recv() {
             let Some(qp) = self.qp.as_mut() else {
                 c.internal_errors += 1;

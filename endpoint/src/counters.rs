@@ -75,4 +75,14 @@ pub struct EndpointCounters {
     pub fin_wait2_timeouts: u64,
     /// Connections reset after the peer's window stayed shut past the persist limit.
     pub persist_timeouts: u64,
+    /// Stream connections, TCP RDMA option: segments sent with a transfer annotation.
+    pub rdma_segments_annotated: u64,
+    /// Stream connections, TCP RDMA option: octets placed into registered buffers on arrival.
+    pub rdma_bytes_placed: u64,
+    /// Of those, octets placed before the hole before them filled.
+    pub rdma_ooo_bytes_placed: u64,
+    /// Octets the application's transfer reads skipped because they were placed already.
+    pub rdma_copies_avoided: u64,
+    /// Octets the application's transfer reads had to copy from the stream.
+    pub rdma_bytes_copied: u64,
 }

@@ -2,7 +2,7 @@
 //! frames, events and completions out) and the calls an application makes on it.
 
 use std::collections::{HashMap, VecDeque};
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Instant;
 
 use ddp::{
@@ -352,23 +352,8 @@ impl<D: Domain> Endpoint<D> {
         settings: QpSettings,
     ) -> Result<ConnId, EndpointError> {
         check_private_data(&settings)?;
-        if self.conns.len() >= self.cfg.limits.max_connections {
-            return Err(EndpointError::TooManyConnections);
-        }
-        let ip = self.cfg.ip;
-        let tuple_of = |port| FourTuple {
-            local: SocketAddr::V4(SocketAddrV4::new(ip, port)),
-            remote: SocketAddr::V4(remote),
-        };
-        let (flows, listeners) = (&self.flows, &self.listeners);
-        let port = self
-            .ports
-            .allocate(|port| {
-                flows.contains_key(&tuple_of(port))
-                    || listeners.iter().any(|l| l.tcp.local().port() == port)
-            })
-            .ok_or(EndpointError::NoPort)?;
-        let tcp = Connection::connect(self.cfg.tcp.clone(), tuple_of(port), &self.gen, now);
+        let tuple = self.active_tuple(remote)?;
+        let tcp = Connection::connect(self.cfg.tcp.clone(), tuple, &self.gen, now);
         Ok(self.add_conn(Conn::new(tcp, Role::Initiator, settings)))
     }
 
@@ -549,8 +534,10 @@ impl<D: Domain> Endpoint<D> {
     }
 }
 
-/// Adds a connection's TCP timeouts (keepalive, FIN-WAIT-2, persist) to `c`.
+/// Adds a connection's TCP timeouts (keepalive, FIN-WAIT-2, persist) and TCP RDMA option
+/// counters to `c`.
 pub(crate) fn add_tcp_timeouts(c: &mut EndpointCounters, t: &tcp_offload::TcpCounters) {
+    crate::stream::add_rdma_counters(c, t);
     c.keepalive_timeouts += t.keepalive_timeouts;
     c.fin_wait2_timeouts += t.fin_wait2_timeouts;
     c.persist_timeouts += t.persist_timeouts;

@@ -33,4 +33,13 @@ pub enum EndpointError {
     /// The neighbour table is full of addresses in use.
     #[error("neighbour table full")]
     NeighboursFull,
+    /// A stream call on an iWARP connection.
+    #[error("not a stream connection")]
+    NotAStream,
+    /// A TCP RDMA option mark was refused.
+    #[error("transfer mark refused: {0:?}")]
+    Annotate(tcp_offload::rdma::AnnotateError),
+    /// A TCP RDMA option receive buffer or read was refused.
+    #[error("transfer placement refused: {0:?}")]
+    Placement(tcp_offload::rdma::PlacementError),
 }

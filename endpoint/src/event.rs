@@ -11,7 +11,8 @@ use crate::listeners::ListenerId;
 /// What the application learns besides completions ([`crate::Endpoint::poll_event`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum EndpointEvent {
-    /// A listener accepted a TCP connection; MPA startup runs (post receives now).
+    /// A listener accepted a TCP connection; MPA startup runs (post receives now). On a
+    /// stream listener the connection is ready for octets at once.
     Accepted {
         /// The listener.
         listener: ListenerId,
@@ -52,6 +53,21 @@ pub enum EndpointEvent {
         conn: ConnId,
         /// The queue pair's event.
         event: QpEvent,
+    },
+    /// A stream connection's handshake completed: octets can be sent.
+    StreamConnected {
+        /// The connection.
+        conn: ConnId,
+    },
+    /// A stream connection has new octets to read (or its end).
+    StreamReadable {
+        /// The connection.
+        conn: ConnId,
+    },
+    /// A stream connection's send buffer has room again.
+    StreamWritable {
+        /// The connection.
+        conn: ConnId,
     },
     /// The peer closed its side (FIN).
     PeerClosed {

@@ -47,6 +47,7 @@ mod neighbours;
 mod rx;
 mod secrets;
 mod service;
+mod stream;
 mod timer_wheel;
 
 pub use classify::{classify, FrameVerdict, OwnedAddrs};
@@ -60,4 +61,5 @@ pub use event::EndpointEvent;
 pub use frame_sink::{FrameSink, TxOutcome};
 pub use listeners::ListenerId;
 pub use secrets::Secrets;
+pub use stream::StreamOptions;
 pub use timer_wheel::TimerWheel;

@@ -28,6 +28,8 @@ pub(crate) struct ListenerEntry {
     pub(crate) backlog: usize,
     /// Closed by [`Endpoint::unlisten`]: matches no segment, holds no state.
     pub(crate) closed: bool,
+    /// A plain-stream listener (no MPA): its connections are byte streams.
+    stream: Option<crate::StreamOptions>,
 }
 
 /// What closed listeners counted, kept for [`Endpoint::counters`].
@@ -68,23 +70,33 @@ impl<D: Domain> Endpoint<D> {
         settings: QpSettings,
         manual_accept: bool,
     ) -> Result<ListenerId, EndpointError> {
+        let tcp = self.cfg.tcp.clone();
+        self.listen_entry(port, tcp, settings, manual_accept, None)
+    }
+
+    /// Adds a listener on `port` whose connections get TCP settings `tcp`; `stream`: a
+    /// plain-stream listener.
+    pub(crate) fn listen_entry(
+        &mut self,
+        port: u16,
+        tcp: tcp_offload::Config,
+        settings: QpSettings,
+        manual_accept: bool,
+        stream: Option<crate::StreamOptions>,
+    ) -> Result<ListenerId, EndpointError> {
         if self.listeners.iter().any(|l| l.listens_on(port)) {
             return Err(EndpointError::PortInUse);
         }
         check_private_data(&settings)?;
         let local = SocketAddr::V4(SocketAddrV4::new(self.cfg.ip, port));
-        let tcp = TcpListener::new(
-            self.cfg.tcp.clone(),
-            self.cfg.listener.clone(),
-            local,
-            self.gen.clone(),
-        );
+        let tcp = TcpListener::new(tcp, self.cfg.listener.clone(), local, self.gen.clone());
         self.listeners.push(ListenerEntry {
             tcp,
             settings,
             manual_accept,
             backlog: 0,
             closed: false,
+            stream,
         });
         Ok(ListenerId(self.listeners.len() as u32 - 1))
     }
@@ -208,6 +220,18 @@ impl<D: Domain> Endpoint<D> {
             let peer = tcp.tuple().remote;
             let mut c = Conn::new(tcp, Role::Responder, settings);
             c.listener = Some(ListenerId(li as u32));
+            if self.listeners[li].stream.is_some() {
+                // A byte stream: ready at once, no MPA startup, no backlog.
+                c.stream = Some(Default::default());
+                let conn = self.add_conn(c);
+                self.counters.connections_opened += 1;
+                self.events.push_back(EndpointEvent::Accepted {
+                    listener: ListenerId(li as u32),
+                    conn,
+                    peer,
+                });
+                continue;
+            }
             c.manual_accept = self.listeners[li].manual_accept;
             c.in_backlog = true;
             self.listeners[li].backlog += 1;

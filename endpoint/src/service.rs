@@ -94,8 +94,11 @@ impl<D: Domain> Endpoint<D> {
                 Event::Closed(r) => closed = Some(r),
                 Event::Readable | Event::Writable | Event::RecordAcked(_) => {}
             }
+            if c.stream.is_some() {
+                crate::stream::stream_event(c, ConnId(id), e, &mut self.events);
+            }
         }
-        if start && c.role == Role::Initiator {
+        if start && c.role == Role::Initiator && c.stream.is_none() {
             self.counters.connections_opened += 1;
             self.start_qp(now, id);
         }
@@ -144,7 +147,7 @@ impl<D: Domain> Endpoint<D> {
             c.tcp.abort();
         }
         c.drive_acked();
-        if peer_closed {
+        if peer_closed && c.stream.is_none() {
             // Only now: data and ACKs that came with the FIN are in (delivered, completed);
             // what is left is flushed (MPA error 1 unless we were closing).
             if let Some(q) = c.qp.as_mut() {

@@ -112,6 +112,7 @@ impl XdpDevice {
                 listeners: FastMap::default(),
                 counters,
                 unsteer_later: Vec::new(),
+                streams: Default::default(),
             }),
             waiters: AtomicUsize::new(0),
             inline,

@@ -53,7 +53,11 @@ fn io_error(e: XdpError) -> std::io::Error {
 impl XdpDevice {
     /// The next hop's MAC of `ip`, from the kernel's tables in the device's namespace (the
     /// kernel resolves a missing neighbour), handed to the engine.
-    fn learn_next_hop(&self, ip: std::net::Ipv4Addr, timeout: Duration) -> std::io::Result<()> {
+    pub(crate) fn learn_next_hop(
+        &self,
+        ip: std::net::Ipv4Addr,
+        timeout: Duration,
+    ) -> std::io::Result<()> {
         let shared = &self.shared;
         let _guard = if shared.netns.is_current()? {
             None

@@ -94,6 +94,8 @@ pub(crate) struct State {
     /// Ports of closed listeners that the XDP program keeps steering until their accepted
     /// connections are gone (unsteered then, unless listened on again).
     pub(crate) unsteer_later: Vec<u16>,
+    /// Stream listeners' accept queues and stream connections' ends (`crate::stream`).
+    pub(crate) streams: crate::stream::StreamRoutes,
 }
 
 impl State {
@@ -147,6 +149,9 @@ impl State {
     }
 
     fn handle_event(&mut self, ev: EndpointEvent) {
+        let Some(ev) = self.streams.route(ev, self.engine.endpoint_mut()) else {
+            return;
+        };
         let c = &self.counters;
         match ev {
             EndpointEvent::Accepted {
@@ -217,6 +222,9 @@ impl State {
                     }
                 }
             }
+            EndpointEvent::StreamConnected { .. }
+            | EndpointEvent::StreamReadable { .. }
+            | EndpointEvent::StreamWritable { .. } => {}
             EndpointEvent::Closed { conn, .. } => {
                 if let Some(p @ Pending::Connecting) = self.pending.get_mut(&conn) {
                     *p = Pending::Done(Err(ConnectError::Startup(

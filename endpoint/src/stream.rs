@@ -1,0 +1,318 @@
+//! Plain TCP byte-stream connections beside the iWARP ones (issue 13 item 5): no MPA startup,
+//! no queue pair; the application reads and writes TCP's byte stream, optionally with the TCP
+//! RDMA option (draft-csapuntz-tcprdma-00, `tcp_offload::rdma`): the sender marks transfer
+//! bytes, the receiver registers a buffer per RID and reads the stream skipping what was
+//! already placed.
+//!
+//! A stream connection has the same bounds, timers and caps as an iWARP one (connection cap,
+//! listener half-open table and SYN cookies, neighbours, close timeout, keepalive); its
+//! receive path is TCP's own byte buffer (`Connection::handle_segment`), which also places
+//! annotated runs into the registered buffers as segments are accepted, in order or not.
+//!
+//! Events: [`EndpointEvent::Accepted`] (stream listener: ready for bytes at once),
+//! [`EndpointEvent::StreamConnected`], [`EndpointEvent::StreamReadable`],
+//! [`EndpointEvent::StreamWritable`], [`EndpointEvent::PeerClosed`] (half-close: the rest can
+//! still be read, then [`Endpoint::stream_eof`]), [`EndpointEvent::Closed`].
+
+use std::net::{SocketAddr, SocketAddrV4};
+use std::time::{Duration, Instant};
+
+use tcp_offload::rdma::{AnnotateError, PlacedTransfer, PlacementError, Transfer};
+use tcp_offload::{Config, Connection, FourTuple, SendError, State};
+
+use crate::config::QpSettings;
+use crate::conn::{Conn, ConnId, Role};
+use crate::domain::Domain;
+use crate::endpoint::Endpoint;
+use crate::error::EndpointError;
+use crate::listeners::ListenerId;
+
+/// Settings of a stream connection or listener.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamOptions {
+    /// Offer the TCP RDMA option (kind 25) in the SYN / SYN-ACK; used only when the peer
+    /// offers it too (TCPRDMA-14). Off by default.
+    pub tcp_rdma: bool,
+    /// How long a connection the application closed may take to finish (queued octets out,
+    /// FIN exchanged) before it is aborted with RST.
+    pub close_timeout: Duration,
+}
+
+impl Default for StreamOptions {
+    fn default() -> Self {
+        StreamOptions {
+            tcp_rdma: false,
+            close_timeout: QpSettings::default().close_timeout,
+        }
+    }
+}
+
+impl StreamOptions {
+    /// TCP settings of such a connection: the endpoint's, with the option offered or not.
+    pub(crate) fn tcp_config(&self, base: &Config) -> Config {
+        Config {
+            tcp_rdma: self.tcp_rdma,
+            ..base.clone()
+        }
+    }
+
+    /// The per-connection settings the endpoint's close path reads (no MPA here).
+    pub(crate) fn qp_settings(&self) -> QpSettings {
+        QpSettings {
+            close_timeout: self.close_timeout,
+            ..QpSettings::default()
+        }
+    }
+}
+
+/// What a stream connection keeps beside its TCP.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct StreamState {
+    /// The peer's FIN arrived (in order): after the buffered octets, the stream ends.
+    pub peer_fin: bool,
+    /// The application shut its sending half (FIN queued after the data).
+    pub write_shut: bool,
+}
+
+fn annotate_error(e: AnnotateError) -> EndpointError {
+    EndpointError::Annotate(e)
+}
+
+fn placement_error(e: PlacementError) -> EndpointError {
+    EndpointError::Placement(e)
+}
+
+impl<D: Domain> Endpoint<D> {
+    /// Listens on `port` for plain TCP streams.
+    pub fn stream_listen(
+        &mut self,
+        port: u16,
+        opts: StreamOptions,
+    ) -> Result<ListenerId, EndpointError> {
+        let tcp = opts.tcp_config(&self.cfg.tcp);
+        self.listen_entry(port, tcp, opts.qp_settings(), false, Some(opts))
+    }
+
+    /// Opens a plain TCP stream to `remote` from a local port of the active-open range.
+    /// [`EndpointEvent::StreamConnected`] reports the handshake done.
+    pub fn stream_connect(
+        &mut self,
+        now: Instant,
+        remote: SocketAddrV4,
+        opts: StreamOptions,
+    ) -> Result<ConnId, EndpointError> {
+        let tcp = opts.tcp_config(&self.cfg.tcp);
+        let tuple = self.active_tuple(remote)?;
+        let tcp = Connection::connect(tcp, tuple, &self.gen, now);
+        let mut c = Conn::new(tcp, Role::Initiator, opts.qp_settings());
+        c.stream = Some(StreamState::default());
+        Ok(self.add_conn(c))
+    }
+
+    /// A four-tuple from a free local port of the range to `remote`, under the connection cap.
+    pub(crate) fn active_tuple(
+        &mut self,
+        remote: SocketAddrV4,
+    ) -> Result<FourTuple, EndpointError> {
+        if self.conns.len() >= self.cfg.limits.max_connections {
+            return Err(EndpointError::TooManyConnections);
+        }
+        let ip = self.cfg.ip;
+        let tuple_of = |port| FourTuple {
+            local: SocketAddr::V4(SocketAddrV4::new(ip, port)),
+            remote: SocketAddr::V4(remote),
+        };
+        let (flows, listeners) = (&self.flows, &self.listeners);
+        let port = self
+            .ports
+            .allocate(|port| {
+                flows.contains_key(&tuple_of(port))
+                    || listeners.iter().any(|l| l.tcp.local().port() == port)
+            })
+            .ok_or(EndpointError::NoPort)?;
+        Ok(tuple_of(port))
+    }
+
+    fn stream_conn(&mut self, conn: ConnId) -> Result<&mut Conn<D>, EndpointError> {
+        let id = conn.0;
+        let c = self.conns.get_mut(&id).ok_or(EndpointError::NoConnection)?;
+        if c.stream.is_none() {
+            return Err(EndpointError::NotAStream);
+        }
+        if !c.dirty {
+            c.dirty = true;
+            self.dirty.push(id);
+        }
+        Ok(c)
+    }
+
+    fn stream_ref(&self, conn: ConnId) -> Result<&Conn<D>, EndpointError> {
+        let c = self.conns.get(&conn.0).ok_or(EndpointError::NoConnection)?;
+        if c.stream.is_none() {
+            return Err(EndpointError::NotAStream);
+        }
+        Ok(c)
+    }
+
+    /// Queues as much of `data` as TCP's send buffer takes; returns the count (0: full, wait
+    /// for [`EndpointEvent::StreamWritable`]). Refused before the handshake completed and after
+    /// the sending half was shut.
+    pub fn stream_send(&mut self, conn: ConnId, data: &[u8]) -> Result<usize, EndpointError> {
+        let c = self.stream_conn(conn)?;
+        if c.closing || !matches!(c.tcp.state(), State::Established | State::CloseWait) {
+            return Err(EndpointError::NotReady);
+        }
+        // The only refusal left is the state TCP is in (checked above): not ready.
+        c.tcp
+            .send(data)
+            .map_err(|_: SendError| EndpointError::NotReady)
+    }
+
+    /// Room in the send buffer now.
+    pub fn stream_send_capacity(&self, conn: ConnId) -> Result<u64, EndpointError> {
+        Ok(self.stream_ref(conn)?.tcp.send_capacity())
+    }
+
+    /// Reads in-order octets into `buf`; 0 when none are ready (see [`Self::stream_eof`]).
+    pub fn stream_recv(&mut self, conn: ConnId, buf: &mut [u8]) -> Result<usize, EndpointError> {
+        Ok(self.stream_conn(conn)?.tcp.recv(buf))
+    }
+
+    /// Octets ready for [`Self::stream_recv`].
+    pub fn stream_recv_ready(&self, conn: ConnId) -> Result<usize, EndpointError> {
+        Ok(self.stream_ref(conn)?.tcp.recv_ready())
+    }
+
+    /// True when the peer's FIN arrived and every octet before it was read. A connection that
+    /// is gone (closed, reset) reports [`EndpointError::NoConnection`].
+    pub fn stream_eof(&self, conn: ConnId) -> Result<bool, EndpointError> {
+        let c = self.stream_ref(conn)?;
+        Ok(c.stream.is_some_and(|s| s.peer_fin) && c.tcp.recv_ready() == 0)
+    }
+
+    /// Whether the handshake completed (octets can be sent).
+    pub fn stream_is_connected(&self, conn: ConnId) -> Result<bool, EndpointError> {
+        Ok(self.stream_ref(conn)?.tcp.state().is_synchronized())
+    }
+
+    /// Shuts the sending half: a FIN follows the queued octets; receiving goes on. The
+    /// connection ends when both FINs are exchanged (or by [`Endpoint::close`]'s timeout).
+    pub fn stream_shutdown(&mut self, conn: ConnId) -> Result<(), EndpointError> {
+        let c = self.stream_conn(conn)?;
+        if let Some(s) = c.stream.as_mut() {
+            s.write_shut = true;
+        }
+        c.closing = true;
+        Ok(())
+    }
+
+    /// True when both SYNs carried the TCP RDMA option: marks are sent and placement runs.
+    pub fn stream_rdma_enabled(&self, conn: ConnId) -> Result<bool, EndpointError> {
+        Ok(self.stream_ref(conn)?.tcp.rdma_enabled())
+    }
+
+    /// Stream offset (from 0) of the next octet [`Self::stream_send`] queues.
+    pub fn stream_send_position(&self, conn: ConnId) -> Result<u64, EndpointError> {
+        Ok(self.stream_ref(conn)?.tcp.send_position())
+    }
+
+    /// Sender: marks `len` octets from stream offset `start` (not yet sent, after every earlier
+    /// run) as bytes of transfer `t` (TCPRDMA-02/06/07/10/11/13).
+    pub fn stream_mark_transfer(
+        &mut self,
+        conn: ConnId,
+        start: u64,
+        len: u32,
+        t: Transfer,
+    ) -> Result<(), EndpointError> {
+        self.stream_conn(conn)?
+            .tcp
+            .mark_transfer(start, len, t)
+            .map_err(annotate_error)
+    }
+
+    /// Sender: the segment starting at stream offset `at` carries A = 1 (TCPRDMA-09).
+    pub fn stream_mark_message_start(
+        &mut self,
+        conn: ConnId,
+        at: u64,
+    ) -> Result<(), EndpointError> {
+        self.stream_conn(conn)?
+            .tcp
+            .mark_message_start(at)
+            .map_err(annotate_error)
+    }
+
+    /// Receiver: `buf` is the destination of transfer `rid`; annotated runs of it are placed
+    /// there as TCP accepts their segments, in order or not (TCPRDMA-08/32).
+    pub fn stream_expect_transfer(
+        &mut self,
+        conn: ConnId,
+        rid: u64,
+        buf: Vec<u8>,
+    ) -> Result<(), EndpointError> {
+        self.stream_conn(conn)?
+            .tcp
+            .expect_transfer(rid, buf)
+            .map_err(placement_error)
+    }
+
+    /// Receiver: consumes up to `len` in-order octets that the application knows are octets
+    /// `[buffer_offset, ..)` of transfer `rid`: those already placed are skipped (copies
+    /// avoided), the rest copied into the buffer. Returns the octets consumed (0: none ready).
+    pub fn stream_recv_transfer(
+        &mut self,
+        conn: ConnId,
+        rid: u64,
+        buffer_offset: u32,
+        len: u32,
+    ) -> Result<u32, EndpointError> {
+        self.stream_conn(conn)?
+            .tcp
+            .recv_transfer(rid, buffer_offset, len)
+            .map_err(placement_error)
+    }
+
+    /// Receiver: the buffer of `rid` with what was placed and copied; forgets the RID.
+    pub fn stream_take_transfer(
+        &mut self,
+        conn: ConnId,
+        rid: u64,
+    ) -> Result<Option<PlacedTransfer>, EndpointError> {
+        Ok(self.stream_conn(conn)?.tcp.take_transfer(rid))
+    }
+}
+
+/// Adds a connection's TCP RDMA option counters to the endpoint's.
+pub(crate) fn add_rdma_counters(c: &mut crate::EndpointCounters, t: &tcp_offload::TcpCounters) {
+    c.rdma_segments_annotated += t.rdma_segments_annotated;
+    c.rdma_bytes_placed += t.rdma_bytes_placed;
+    c.rdma_ooo_bytes_placed += t.rdma_ooo_bytes_placed;
+    c.rdma_copies_avoided += t.rdma_copies_avoided;
+    c.rdma_bytes_copied += t.rdma_bytes_copied;
+}
+
+/// A stream connection's view of one TCP event: the application's events, and the peer's FIN
+/// noted (the endpoint's own `PeerClosed` is pushed by the round).
+pub(crate) fn stream_event<D>(
+    c: &mut Conn<D>,
+    conn: ConnId,
+    e: tcp_offload::Event,
+    events: &mut std::collections::VecDeque<crate::EndpointEvent>,
+) {
+    use crate::EndpointEvent as E;
+    use tcp_offload::Event;
+    match e {
+        Event::Connected if c.role == Role::Initiator => {
+            events.push_back(E::StreamConnected { conn })
+        }
+        Event::Readable => events.push_back(E::StreamReadable { conn }),
+        Event::Writable => events.push_back(E::StreamWritable { conn }),
+        Event::PeerClosed => {
+            if let Some(s) = c.stream.as_mut() {
+                s.peer_fin = true;
+            }
+        }
+        _ => {}
+    }
+}
