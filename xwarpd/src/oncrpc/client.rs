@@ -82,6 +82,18 @@ impl TcpStoreClient {
         Self::over(Box::new(s), opts)
     }
 
+    /// Connects over our own TCP through `device` (xdp transport), offering the TCP RDMA
+    /// option when `tcp_rdma` (it is used when the server offers it too).
+    pub fn connect_xdp(
+        device: &dataplane::Device,
+        addr: SocketAddr,
+        tcp_rdma: bool,
+        opts: &TcpClientOptions,
+    ) -> Result<Self, StoreError> {
+        let s = super::xdp::connect(device, addr, tcp_rdma)?;
+        Self::over(Box::new(s), opts)
+    }
+
     /// A client on an open stream.
     pub fn over(
         mut stream: Box<dyn RpcStream>,
@@ -276,7 +288,7 @@ impl TcpStoreClient {
                 return Err(e);
             }
         };
-        self.read_data(rid, placed, &mut buf[..len as usize])?;
+        self.read_data(rid, placed, buf, len)?;
         let pad = padded_len(len as usize) - len as usize;
         let mut p = [0u8; 3];
         self.records
@@ -292,18 +304,24 @@ impl TcpStoreClient {
         Ok(ReadResult { len, eof })
     }
 
-    /// Reads `dst.len()` octets of READ data: straight into `dst`, or with placement through
-    /// the stream's transfer read into the RID's buffer.
-    fn read_data(&mut self, rid: u64, placed: bool, dst: &mut [u8]) -> Result<(), StoreError> {
+    /// Reads `len` octets of READ data: straight into `dst`, or with placement through the
+    /// stream's transfer read into the RID's buffer (`dst` is then empty: the stream holds it).
+    fn read_data(
+        &mut self,
+        rid: u64,
+        placed: bool,
+        dst: &mut [u8],
+        len: u32,
+    ) -> Result<(), StoreError> {
         if !placed {
             return self
                 .records
-                .read_exact(self.stream.as_mut(), dst)
+                .read_exact(self.stream.as_mut(), &mut dst[..len as usize])
                 .map_err(record_error);
         }
         self.counters.placed_reads += 1;
-        self.counters.bytes_expected += dst.len() as u64;
-        let total = dst.len() as u32;
+        self.counters.bytes_expected += u64::from(len);
+        let total = len;
         let mut done = 0u32;
         while done < total {
             let run = self

@@ -12,12 +12,14 @@
 //! - [`stream`]: the byte stream ([`RpcStream`]) and the option's calls on it.
 //! - [`TcpStoreServer`]: listener, admission, a thread per connection (`conn`).
 //! - [`TcpStoreClient`]: READ / WRITE / COMMIT / GETATTR over a stream.
+//! - [`xdp`]: the xdp transport's streams (our TCP, where the option can be negotiated).
 
 mod client;
 mod conn;
 pub mod record;
 mod server;
 pub mod stream;
+pub mod xdp;
 
 pub use client::{TcpClientCounters, TcpClientOptions, TcpStoreClient};
 pub use server::{

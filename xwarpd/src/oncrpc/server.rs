@@ -125,6 +125,21 @@ impl TcpStoreServer {
         Self::start(Box::new(listener), allowed, store, opts)
     }
 
+    /// Serves `store` on our own TCP at `addr` through `device` (xdp transport), offering the
+    /// TCP RDMA option when `tcp_rdma`.
+    pub fn start_xdp(
+        device: &Device,
+        addr: SocketAddr,
+        store: SharedStore,
+        opts: TcpServerOptions,
+        tcp_rdma: bool,
+    ) -> Result<Self, StartError> {
+        let allowed = opts.allow.resolve(addr.ip())?;
+        let listener =
+            super::xdp::XdpListener::bind(device, addr, tcp_rdma).map_err(StartError::Listen)?;
+        Self::start(Box::new(listener), allowed, store, opts)
+    }
+
     /// Serves `store` on the connections of `listener`, admitting the networks `allowed`
     /// (resolved from `opts.allow` for the listen address).
     pub fn start(
