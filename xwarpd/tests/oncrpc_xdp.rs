@@ -101,8 +101,22 @@ fn xwarp_client_reads_1_gib(tag: &str, port: u16, server_offers: bool) {
     } else {
         assert_eq!((k.placed_reads, k.copies_avoided), (0, 0));
     }
+    // A READ that fails (past the end): a status; with the option its reply carries a
+    // zero-length transfer and the client gets its buffer back; the next READ is placed again.
+    let mut buf = Vec::new();
+    assert!(matches!(
+        c.read(STORE as u64 + 1, &mut buf, 4096),
+        Err(xwarpd::store::StoreError::Status(
+            rpcrdma::storage::StoreStatus::OutOfRange
+        ))
+    ));
+    assert_eq!(buf.len(), 4096, "the buffer came back");
+    let r = c.read(0, &mut buf, 4096).expect("READ after a failed one");
+    assert_eq!(r.len, 4096);
+    assert!(buf[..4096] == pattern(4096, SEED)[..]);
     let st = srv.stats().snapshot();
-    assert_eq!(st.totals.bytes_read, TOTAL);
+    assert_eq!(st.totals.bytes_read, TOTAL + 4096);
+    assert_eq!(st.totals.errors, 1);
 }
 
 #[test]
