@@ -4,10 +4,11 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
+use std::sync::Arc;
+
 use std::time::Duration;
 
+use crate::store::threads::{Acceptor, ConnThreads};
 use dataplane::{Device, FileRegion, MappedFile};
 use ipnet::IpNet;
 
@@ -107,8 +108,7 @@ pub(crate) struct TcpCtx {
 #[derive(Debug)]
 pub struct TcpStoreServer {
     local: SocketAddr,
-    stop: Arc<AtomicBool>,
-    acceptor: Option<JoinHandle<()>>,
+    acceptor: Acceptor,
     stats: Arc<StoreStats>,
     allowed: Vec<IpNet>,
 }
@@ -158,16 +158,15 @@ impl TcpStoreServer {
             stop: stop.clone(),
         });
         let gate = Gate::new(allowed.clone(), ctx.opts.max_connections);
-        let acceptor = std::thread::Builder::new()
-            .name("xwarp-store-tcp".into())
-            .spawn(move || accept_loop(listener, ctx, gate))
-            .map_err(StartError::Thread)?;
+        let acceptor = Acceptor::spawn("xwarp-store-tcp", stop.clone(), move || {
+            accept_loop(listener, ctx, gate)
+        })
+        .map_err(StartError::Thread)?;
         let allow: Vec<String> = allowed.iter().map(|n| n.to_string()).collect();
         tracing::info!(%local, allow = %allow.join(","), "store serving ONC RPC over TCP");
         Ok(Self {
             local,
-            stop,
-            acceptor: Some(acceptor),
+            acceptor,
             stats,
             allowed,
         })
@@ -194,10 +193,7 @@ impl TcpStoreServer {
     }
 
     fn stop_now(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        if let Some(h) = self.acceptor.take() {
-            let _ = h.join();
-        }
+        self.acceptor.stop();
     }
 }
 
@@ -209,7 +205,7 @@ impl Drop for TcpStoreServer {
 
 fn accept_loop(listener: Box<dyn RpcListener>, ctx: Arc<TcpCtx>, mut gate: Gate) {
     // At most `max_connections` threads: one per slot.
-    let conns: Mutex<Vec<JoinHandle<()>>> = Mutex::default();
+    let conns = ConnThreads::default();
     while !ctx.stop.load(Ordering::Acquire) {
         let stream = match listener.accept_timeout(Duration::from_millis(100)) {
             Ok(Some(s)) => s,
@@ -225,20 +221,10 @@ fn accept_loop(listener: Box<dyn RpcListener>, ctx: Arc<TcpCtx>, mut gate: Gate)
             continue;
         };
         let c = ctx.clone();
-        let h = std::thread::Builder::new()
-            .name("xwarp-store-tcp-conn".into())
-            .spawn(move || {
-                let _slot = slot;
-                super::conn::serve(stream, &c)
-            });
-        let mut v = conns.lock().unwrap_or_else(|p| p.into_inner());
-        v.retain(|h| !h.is_finished());
-        match h {
-            Ok(h) => v.push(h),
-            Err(e) => tracing::warn!(error = %e, "cannot start a store connection thread"),
-        }
+        conns.spawn("xwarp-store-tcp-conn", move || {
+            let _slot = slot;
+            super::conn::serve(stream, &c)
+        });
     }
-    for h in conns.into_inner().unwrap_or_default() {
-        let _ = h.join();
-    }
+    conns.join();
 }

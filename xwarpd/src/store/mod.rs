@@ -28,6 +28,7 @@ pub(crate) mod extent;
 mod isolation_tests;
 mod server;
 pub(crate) mod stats;
+pub(crate) mod threads;
 
 pub use admission::{interface_subnet, AllowError, AllowList, Refusal, REFUSAL_LOG_INTERVAL};
 pub use client::{

@@ -11,10 +11,11 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
+use std::sync::Arc;
+
 use std::time::Duration;
 
+use super::threads::{Acceptor, ConnThreads};
 use ipnet::IpNet;
 use rpcrdma::negotiation::PrivateData;
 
@@ -90,8 +91,7 @@ pub enum StartError {
 #[derive(Debug)]
 pub struct StoreServer {
     local: SocketAddr,
-    stop: Arc<AtomicBool>,
-    acceptor: Option<JoinHandle<()>>,
+    acceptor: Acceptor,
     stats: Arc<StoreStats>,
     file: Arc<FileRegion>,
     verifier: u64,
@@ -124,16 +124,15 @@ impl StoreServer {
             verifier,
         };
         let nets = allowed.clone();
-        let acceptor = std::thread::Builder::new()
-            .name("xwarp-store".into())
-            .spawn(move || accept_loop(listener, ctx, nets))
-            .map_err(StartError::Thread)?;
+        let acceptor = Acceptor::spawn("xwarp-store", stop.clone(), move || {
+            accept_loop(listener, ctx, nets)
+        })
+        .map_err(StartError::Thread)?;
         let allow: Vec<String> = allowed.iter().map(|n| n.to_string()).collect();
         tracing::info!(%local, size = file.len(), allow = %allow.join(","), "store serving");
         Ok(Self {
             local,
-            stop,
-            acceptor: Some(acceptor),
+            acceptor,
             stats,
             file,
             verifier,
@@ -171,10 +170,7 @@ impl StoreServer {
     }
 
     fn stop_now(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        if let Some(h) = self.acceptor.take() {
-            let _ = h.join();
-        }
+        self.acceptor.stop();
         if let Err(e) = self.file.sync(0, 0) {
             tracing::warn!(error = %e, "final sync of the store failed");
         }
@@ -203,7 +199,7 @@ fn accept_loop(listener: Listener, ctx: Ctx, allowed: Vec<IpNet>) {
     let ctx = Arc::new(ctx);
     let mut gate = Gate::new(allowed, ctx.opts.max_connections);
     // At most `max_connections` threads: one per slot.
-    let conns: Mutex<Vec<JoinHandle<()>>> = Mutex::default();
+    let conns = ConnThreads::default();
     while !ctx.stop.load(Ordering::Acquire) {
         let inc = match listener.accept_timeout(Duration::from_millis(100)) {
             Ok(inc) => inc,
@@ -215,22 +211,12 @@ fn accept_loop(listener: Listener, ctx: Ctx, allowed: Vec<IpNet>) {
             continue;
         };
         let c = ctx.clone();
-        let h = std::thread::Builder::new()
-            .name("xwarp-store-conn".into())
-            .spawn(move || {
-                let _slot = slot;
-                serve_incoming(inc, &c)
-            });
-        let mut v = conns.lock().unwrap_or_else(|p| p.into_inner());
-        v.retain(|h| !h.is_finished());
-        match h {
-            Ok(h) => v.push(h),
-            Err(e) => tracing::warn!(error = %e, "cannot start a store connection thread"),
-        }
+        conns.spawn("xwarp-store-conn", move || {
+            let _slot = slot;
+            serve_incoming(inc, &c)
+        });
     }
-    for h in conns.into_inner().unwrap_or_default() {
-        let _ = h.join();
-    }
+    conns.join();
 }
 
 /// Sets up an admitted connection: its own protection domain, the file registered in it, its
