@@ -8,6 +8,7 @@
 #include <linux/if_ether.h>
 #include <linux/in.h>
 #include <linux/ip.h>
+#include <linux/ipv6.h>
 #include <linux/tcp.h>
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
@@ -54,26 +55,33 @@ enum verdict { NOT_OURS, MALFORMED, FRAGMENT, OURS };
 
 #define IP_MF 0x2000
 #define IP_OFFSET 0x1FFF
+#define NEXTHDR_TCP 6
+#define NEXTHDR_FRAGMENT 44
+#define IP6_FRAG_OFFSET 0xFFF8
 
-static __always_inline enum verdict classify(struct xdp_md *ctx)
+/* The IPv6 Fragment header (RFC 8200 section 4.5). */
+struct frag6 {
+	__u8 nexthdr;
+	__u8 reserved;
+	__be16 offset_m;
+	__be32 id;
+};
+
+/* Where the TCP header starts (rules 4 to 9): the caller goes on with rule 10. */
+struct transport {
+	void *l4;      /* the IP payload behind the headers (the TCP header) */
+	__u32 l4_len;  /* its length by the IP header */
+	int first_fragment;
+};
+
+/* Rules 4, 6, 7 and 9 for IPv4; returns OURS to go on with `t` filled. */
+static __always_inline enum verdict ipv4(void *ip_start, void *data_end, struct transport *t)
 {
-	void *data = (void *)(long)ctx->data;
-	void *data_end = (void *)(long)ctx->data_end;
-	struct ethhdr *eth = data;
-	struct iphdr *ip;
-	struct tcphdr *tcp;
-	__u32 ihl_bytes, total, l4_len, daddr;
-	__u16 frag, port;
-
-	/* 1 */
-	if ((void *)(eth + 1) > data_end)
-		return MALFORMED;
-	/* 2, 3: a VLAN tag (802.1Q, 802.1ad) is not IPv4 either */
-	if (eth->h_proto != bpf_htons(ETH_P_IP))
-		return NOT_OURS;
+	struct iphdr *ip = ip_start;
+	__u32 ihl_bytes, total, daddr;
+	__u16 frag;
 
 	/* 4 */
-	ip = (void *)(eth + 1);
 	if ((void *)(ip + 1) > data_end)
 		return MALFORMED;
 	if (ip->version != 4 || ip->ihl < 5)
@@ -82,38 +90,107 @@ static __always_inline enum verdict classify(struct xdp_md *ctx)
 	total = bpf_ntohs(ip->tot_len);
 	if (total < ihl_bytes || (void *)ip + total > data_end)
 		return MALFORMED;
-
-	/* 5 */
+	/* 6 */
 	daddr = ip->daddr;
 	if (!bpf_map_lookup_elem(&xwarp_addrs4, &daddr))
 		return NOT_OURS;
-	/* 6 */
+	/* 7 */
 	if (ip->protocol != IPPROTO_TCP)
 		return NOT_OURS;
-	/* 7 */
+	/* 9 */
 	frag = bpf_ntohs(ip->frag_off);
 	if (frag & IP_OFFSET)
 		return NOT_OURS;
+	t->l4 = (void *)ip + ihl_bytes;
+	t->l4_len = total - ihl_bytes;
+	t->first_fragment = (frag & IP_MF) != 0;
+	return OURS;
+}
 
-	/* 8 */
-	l4_len = total - ihl_bytes;
-	tcp = (void *)ip + ihl_bytes;
-	if (l4_len < 4 || (void *)tcp + 4 > data_end)
+/* Rules 5 to 9 for IPv6; returns OURS to go on with `t` filled. */
+static __always_inline enum verdict ipv6(void *ip_start, void *data_end, struct transport *t)
+{
+	struct ipv6hdr *ip6 = ip_start;
+	struct xwarp_addr6 daddr;
+	struct frag6 *fh;
+	__u32 plen;
+
+	/* 5 */
+	if ((void *)(ip6 + 1) > data_end)
 		return MALFORMED;
+	if (ip6->version != 6)
+		return MALFORMED;
+	plen = bpf_ntohs(ip6->payload_len);
+	if ((void *)(ip6 + 1) + plen > data_end)
+		return MALFORMED;
+	/* 6 */
+	__builtin_memcpy(daddr.addr, &ip6->daddr, sizeof(daddr.addr));
+	if (!bpf_map_lookup_elem(&xwarp_addrs6, &daddr))
+		return NOT_OURS;
+	t->l4 = ip6 + 1;
+	t->l4_len = plen;
+	t->first_fragment = 0;
+	if (ip6->nexthdr == NEXTHDR_TCP)
+		return OURS;
+	/* 7 */
+	if (ip6->nexthdr != NEXTHDR_FRAGMENT)
+		return NOT_OURS;
+	/* 8 */
+	fh = (void *)(ip6 + 1);
+	if (plen < sizeof(*fh) || (void *)(fh + 1) > data_end)
+		return MALFORMED;
+	if (fh->nexthdr != NEXTHDR_TCP)
+		return NOT_OURS;
 	/* 9 */
+	if (bpf_ntohs(fh->offset_m) & IP6_FRAG_OFFSET)
+		return NOT_OURS;
+	t->l4 = fh + 1;
+	t->l4_len = plen - sizeof(*fh);
+	t->first_fragment = 1;
+	return OURS;
+}
+
+static __always_inline enum verdict classify(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	struct transport t = {};
+	struct tcphdr *tcp;
+	enum verdict v;
+	__u16 port;
+
+	/* 1 */
+	if ((void *)(eth + 1) > data_end)
+		return MALFORMED;
+	/* 2, 3: a VLAN tag (802.1Q, 802.1ad) is neither IPv4 nor IPv6 */
+	if (eth->h_proto == bpf_htons(ETH_P_IP))
+		v = ipv4(eth + 1, data_end, &t);
+	else if (eth->h_proto == bpf_htons(ETH_P_IPV6))
+		v = ipv6(eth + 1, data_end, &t);
+	else
+		return NOT_OURS;
+	if (v != OURS)
+		return v;
+
+	/* 10 */
+	tcp = t.l4;
+	if (t.l4_len < 4 || (void *)tcp + 4 > data_end)
+		return MALFORMED;
+	/* 11 */
 	port = bpf_ntohs(tcp->dest);
 	if (!bpf_map_lookup_elem(&xwarp_ports, &port))
 		return NOT_OURS;
-	/* 10 */
-	if (frag & IP_MF)
+	/* 12 */
+	if (t.first_fragment)
 		return FRAGMENT;
 
-	/* 11 */
-	if (l4_len < sizeof(*tcp) || (void *)(tcp + 1) > data_end)
+	/* 13 */
+	if (t.l4_len < sizeof(*tcp) || (void *)(tcp + 1) > data_end)
 		return MALFORMED;
-	if (tcp->doff < 5 || tcp->doff * 4 > l4_len)
+	if (tcp->doff < 5 || tcp->doff * 4 > t.l4_len)
 		return MALFORMED;
-	/* 12 */
+	/* 14 */
 	return OURS;
 }
 

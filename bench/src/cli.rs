@@ -151,6 +151,11 @@ impl TestKind {
         )
     }
 
+    /// A storage test (rpc_read, rpc_write).
+    pub fn is_storage(self) -> bool {
+        matches!(self, Self::RpcRead | Self::RpcWrite)
+    }
+
     /// perftest's default size: 2 B for latency, 64 KiB for bandwidth.
     pub fn default_size(self) -> u64 {
         if self.is_latency() {
@@ -249,6 +254,54 @@ impl RtrArg {
     }
 }
 
+/// The I/O pattern of the storage tests (fio's `--rw`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RwArg {
+    /// Sequential READs.
+    Read,
+    /// Sequential WRITEs.
+    Write,
+    /// READs at random offsets.
+    Randread,
+    /// WRITEs at random offsets.
+    Randwrite,
+}
+
+impl RwArg {
+    /// fio's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Read => "read",
+            Self::Write => "write",
+            Self::Randread => "randread",
+            Self::Randwrite => "randwrite",
+        }
+    }
+
+    /// READs (else WRITEs).
+    pub fn reads(self) -> bool {
+        matches!(self, Self::Read | Self::Randread)
+    }
+
+    /// Random offsets (else sequential).
+    pub fn random(self) -> bool {
+        matches!(self, Self::Randread | Self::Randwrite)
+    }
+}
+
+/// Calls in flight on one connection of the storage client (the credits it asks for).
+pub const CALLS_PER_CONNECTION: u32 = xwarpd::store::MAX_IN_FLIGHT as u32;
+/// Connections the storage tests open at most (`--iodepth` above [`CALLS_PER_CONNECTION`]
+/// spreads the calls over several).
+pub const MAX_CONNECTIONS: u32 = 16;
+/// The most calls in flight of `--iodepth`.
+pub const MAX_IODEPTH: u32 = CALLS_PER_CONNECTION * MAX_CONNECTIONS;
+/// Work requests in flight of the bandwidth tests without `-t` (perftest's default).
+pub const DEFAULT_TX_DEPTH: u32 = 128;
+/// The seed of the random offsets without `--seed`.
+pub const DEFAULT_SEED: u64 = 1;
+
 /// Options of a test run.
 #[derive(Debug, Clone, Args)]
 pub struct TestArgs {
@@ -257,9 +310,10 @@ pub struct TestArgs {
     /// TCP port.
     #[arg(short, long, default_value_t = DEFAULT_PORT)]
     pub port: u16,
-    /// Message size in bytes (suffixes K, M: powers of 1024). Default: 2 for latency, 65536 for
-    /// bandwidth tests.
-    #[arg(short, long, value_parser = parse_size, conflicts_with = "all")]
+    /// Message size in bytes (suffixes K, M: powers of 1024); for the storage tests the block
+    /// size of each I/O (fio's --bs, an alias). Default: 2 for latency, 65536 for bandwidth and
+    /// storage tests.
+    #[arg(short, long, visible_alias = "bs", value_parser = parse_size, conflicts_with = "all")]
     pub size: Option<u64>,
     /// Run every size from 2 B to 8 MiB in powers of two.
     #[arg(short, long)]
@@ -270,9 +324,10 @@ pub struct TestArgs {
     /// Run each size for this many seconds instead of a number of iterations.
     #[arg(short = 'D', long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
-    /// Work requests in flight in bandwidth tests (perftest's TX depth).
-    #[arg(short = 't', long = "tx-depth", default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=4096))]
-    pub tx_depth: u32,
+    /// Work requests in flight in bandwidth tests (perftest's TX depth) [default: 128]. The
+    /// storage tests take --iodepth instead.
+    #[arg(short = 't', long = "tx-depth", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub tx_depth: Option<u32>,
     /// Number of queue pairs (perftest's -q); xwarp-bench runs one, more are refused.
     #[arg(short = 'q', long = "qp", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub qps: u32,
@@ -300,10 +355,38 @@ pub struct TestArgs {
     /// Latency tests: print the histogram of the samples after the results (perftest's -H).
     #[arg(short = 'H', long = "report-histogram")]
     pub histogram: bool,
-    /// perftest's bidirectional mode (-b); refused: not implemented yet, run a client from each
-    /// side instead.
+    /// perftest's bidirectional mode (-b), write_bw and read_bw: the server streams towards the
+    /// client while the client streams towards it; both directions and their sum are reported.
+    /// The server follows its client (-b on the server is accepted and changes nothing).
     #[arg(short = 'b', long = "bidirectional")]
     pub bidirectional: bool,
+    /// perftest's --cpu_util: the CPU time this side used during each measurement, in per cent
+    /// of one core (and the xdp engine thread's share when it has its own thread).
+    #[arg(long = "cpu_util")]
+    pub cpu_util: bool,
+    /// Storage tests: the I/O pattern, as fio's --rw (sequential or seeded random offsets
+    /// aligned to the block size within the store). Its direction must be the test's
+    /// [default: read for rpc_read, write for rpc_write].
+    #[arg(
+        long,
+        value_enum,
+        value_name = "PATTERN",
+        help_heading = "storage tests (rpc_read, rpc_write)"
+    )]
+    pub rw: Option<RwArg>,
+    /// Storage tests: calls in flight, as fio's --iodepth: up to 16 on one connection (the
+    /// credits the store client asks for), more over one connection per 16, at most 256
+    /// [default: 16].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096), help_heading = "storage tests (rpc_read, rpc_write)")]
+    pub iodepth: Option<u32>,
+    /// Storage tests: the seed of the random offsets of --rw randread/randwrite (the same seed
+    /// gives the same offsets) [default: 1].
+    #[arg(
+        long,
+        value_name = "N",
+        help_heading = "storage tests (rpc_read, rpc_write)"
+    )]
+    pub seed: Option<u64>,
     /// Transport [default: kernel].
     #[arg(long, value_enum, default_value_t = TransportArg::Kernel, help_heading = "xwarp options")]
     pub transport: TransportArg,
@@ -385,6 +468,31 @@ impl TestArgs {
         self.queue.unwrap_or(0)
     }
 
+    /// Work requests in flight of the bandwidth tests: `-t`, else perftest's 128.
+    pub fn tx_depth(&self) -> u32 {
+        self.tx_depth.unwrap_or(DEFAULT_TX_DEPTH)
+    }
+
+    /// Calls in flight of the storage tests: `--iodepth`, else one connection's worth (what the
+    /// storage tests kept in flight before the option existed).
+    pub fn iodepth(&self) -> u32 {
+        self.iodepth.unwrap_or(CALLS_PER_CONNECTION)
+    }
+
+    /// The I/O pattern of storage test `test`: `--rw`, else sequential in the test's direction.
+    pub fn rw(&self, test: TestKind) -> RwArg {
+        self.rw.unwrap_or(if test == TestKind::RpcWrite {
+            RwArg::Write
+        } else {
+            RwArg::Read
+        })
+    }
+
+    /// The seed of the random offsets.
+    pub fn seed(&self) -> u64 {
+        self.seed.unwrap_or(DEFAULT_SEED)
+    }
+
     /// The bandwidth unit of the tables.
     pub fn bw_unit(&self) -> crate::report::BwUnit {
         if self.report_gbits {
@@ -422,9 +530,12 @@ impl TestArgs {
             );
         }
         if self.bidirectional {
-            return Some(
-                "-b: bidirectional tests are not implemented; run a client from each side".into(),
-            );
+            if let Some(why) = bidirectional_refusal(test) {
+                return Some(format!("-b with {}: {why}", test.name()));
+            }
+        }
+        if let Some(why) = self.storage_refusal(test) {
+            return Some(why);
         }
         if let (Some(d), Some(i)) = (&self.ib_dev, &self.interface) {
             if d != i {
@@ -452,6 +563,78 @@ impl TestArgs {
             );
         }
         None
+    }
+}
+
+impl TestArgs {
+    /// The storage options given to a test that is not a storage test, an I/O pattern against
+    /// the test's direction, or perftest's `-t` on a storage test.
+    fn storage_refusal(&self, test: TestKind) -> Option<String> {
+        if !test.is_storage() {
+            for (given, flag) in [
+                (self.rw.is_some(), "--rw"),
+                (self.iodepth.is_some(), "--iodepth"),
+                (self.seed.is_some(), "--seed"),
+                (self.verify, "--verify"),
+            ] {
+                if given {
+                    return Some(format!(
+                        "{flag} applies to the storage tests (rpc_read, rpc_write) only"
+                    ));
+                }
+            }
+            return None;
+        }
+        if let Some(t) = self.tx_depth {
+            return Some(format!(
+                "-t {t}: the storage tests keep --iodepth calls in flight (perftest's TX depth is for the RDMA tests)"
+            ));
+        }
+        if let Some(rw) = self.rw {
+            if rw.reads() != (test == TestKind::RpcRead) {
+                let other = if rw.reads() { "rpc_read" } else { "rpc_write" };
+                return Some(format!(
+                    "--rw {}: {} {}; run {other} for it",
+                    rw.name(),
+                    test.name(),
+                    if test == TestKind::RpcRead {
+                        "reads"
+                    } else {
+                        "writes"
+                    }
+                ));
+            }
+        }
+        if self.seed.is_some() && !self.rw(test).random() {
+            return Some(
+                "--seed chooses random offsets: give it with --rw randread or randwrite".into(),
+            );
+        }
+        if let Some(n) = self.iodepth.filter(|n| *n > MAX_IODEPTH) {
+            return Some(format!(
+                "--iodepth {n}: at most {MAX_IODEPTH} calls in flight ({MAX_CONNECTIONS} connections of {CALLS_PER_CONNECTION}, the credits the store client asks for on each)"
+            ));
+        }
+        None
+    }
+}
+
+/// Why `-b` does not apply to `test`, `None` where it does (write_bw, read_bw).
+pub fn bidirectional_refusal(test: TestKind) -> Option<&'static str> {
+    match test {
+        TestKind::WriteBw | TestKind::ReadBw => None,
+        TestKind::WriteLat | TestKind::ReadLat | TestKind::SendLat => {
+            Some("a latency test already goes both ways (ping-pong or request and response)")
+        }
+        TestKind::SendBw => Some(
+            "not supported: send_bw's flow control and its control messages share each side's receive queue, which a second stream would need for its own ring",
+        ),
+        TestKind::RpcRead | TestKind::RpcWrite => Some(
+            "a storage test's direction is the test; run rpc_read and rpc_write side by side",
+        ),
+        TestKind::RawLat | TestKind::RawBw => {
+            Some("the raw tests measure one stream of frames; run a client from each side")
+        }
     }
 }
 
@@ -674,7 +857,7 @@ mod tests {
             "--report_gbits",
         ])
         .unwrap();
-        assert_eq!(s.args.tx_depth, 64);
+        assert_eq!(s.args.tx_depth(), 64);
         assert_eq!(s.args.qps, 1);
         assert_eq!(s.args.bw_unit(), crate::report::BwUnit::Gigabits);
         assert_eq!(
@@ -694,7 +877,9 @@ mod tests {
             (&["write_bw", "-q", "2"][..], "one queue pair"),
             (&["write_lat", "-e"], "busy-polls"),
             (&["write_lat", "-x", "3"], "GID"),
-            (&["write_bw", "-b"], "bidirectional"),
+            (&["write_lat", "-b"], "latency test already goes both ways"),
+            (&["send_bw", "-b"], "receive queue"),
+            (&["rpc_read", "-b"], "direction is the test"),
             (&["write_lat", "-d", "mlx5_0"], "xdp transport only"),
             (&["write_lat", "--interface", "eth1"], "xdp transport only"),
             (&["write_lat", "--queue", "1"], "xdp transport only"),
@@ -712,6 +897,110 @@ mod tests {
                 ],
                 "different",
             ),
+        ] {
+            let e = spec(args).unwrap_err();
+            assert!(e.contains(needle), "{args:?}: {e}");
+            assert_eq!(e.lines().count(), 1, "{e}");
+        }
+    }
+
+    #[test]
+    fn storage_options_are_fio_like() {
+        let s = spec(&[
+            "rpc_read",
+            "--rw",
+            "randread",
+            "--bs",
+            "4K",
+            "--iodepth",
+            "8",
+        ])
+        .unwrap();
+        assert_eq!(s.sizes, [4096], "--bs is -s");
+        assert_eq!(s.args.rw(s.test), RwArg::Randread);
+        assert_eq!(s.args.iodepth(), 8);
+        assert_eq!(s.args.seed(), DEFAULT_SEED);
+        let s = spec(&["rpc_write", "--rw", "randwrite", "--seed", "42"]).unwrap();
+        assert_eq!(s.args.seed(), 42);
+        // Defaults: sequential in the test's direction, 16 calls in flight (as before --iodepth).
+        let s = spec(&["rpc_write"]).unwrap();
+        assert_eq!(s.args.rw(s.test), RwArg::Write);
+        assert_eq!(s.args.iodepth(), CALLS_PER_CONNECTION);
+        assert_eq!(
+            spec(&["rpc_read", "--iodepth", "256"])
+                .unwrap()
+                .args
+                .iodepth(),
+            256
+        );
+        assert_eq!(
+            spec(&["rpc_read"]).unwrap().args.rw(TestKind::RpcRead),
+            RwArg::Read
+        );
+        assert_eq!(spec(&["rpc_read", "-s", "1M"]).unwrap().sizes, [1 << 20]);
+        assert!(parse(&["rpc_read", "--rw", "trim"]).is_err());
+        assert!(parse(&["rpc_read", "--iodepth", "0"]).is_err());
+    }
+
+    #[test]
+    fn cpu_util_and_bidirectional_are_accepted_where_they_apply() {
+        for t in [
+            "write_lat",
+            "write_bw",
+            "read_bw",
+            "send_bw",
+            "rpc_read",
+            "raw_lat",
+        ] {
+            assert!(spec(&[t, "--cpu_util"]).unwrap().args.cpu_util, "{t}");
+        }
+        for t in ["write_bw", "read_bw"] {
+            let s = spec(&[t, "-b", "--transport", "xdp"]).unwrap();
+            assert!(s.args.bidirectional, "{t}");
+            assert!(spec(&[t, "--bidirectional"]).is_ok());
+        }
+        assert_eq!(
+            spec(&["write_bw"]).unwrap().args.tx_depth(),
+            DEFAULT_TX_DEPTH
+        );
+        for t in ALL_TESTS {
+            // -b is accepted exactly where it is implemented.
+            let ok = spec(&[t.name(), "-b"]).is_ok();
+            assert_eq!(ok, bidirectional_refusal(t).is_none(), "{}", t.name());
+        }
+    }
+
+    #[test]
+    fn storage_options_elsewhere_and_against_the_test_are_refused() {
+        for (args, needle) in [
+            (
+                &["write_bw", "--rw", "read"][..],
+                "--rw applies to the storage tests",
+            ),
+            (
+                &["read_lat", "--iodepth", "4"],
+                "--iodepth applies to the storage tests",
+            ),
+            (
+                &["send_bw", "--seed", "3"],
+                "--seed applies to the storage tests",
+            ),
+            (
+                &["write_lat", "--verify"],
+                "--verify applies to the storage tests",
+            ),
+            (
+                &["rpc_read", "--rw", "write"],
+                "rpc_read reads; run rpc_write",
+            ),
+            (
+                &["rpc_write", "--rw", "randread"],
+                "rpc_write writes; run rpc_read",
+            ),
+            (&["rpc_read", "--seed", "5"], "--rw randread or randwrite"),
+            (&["rpc_read", "--iodepth", "257"], "at most 256 calls"),
+            (&["rpc_read", "-t", "8"], "--iodepth"),
+            (&["raw_bw", "-b"], "one stream of frames"),
         ] {
             let e = spec(args).unwrap_err();
             assert!(e.contains(needle), "{args:?}: {e}");

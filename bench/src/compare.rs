@@ -17,7 +17,7 @@ use crate::report::{self, Record, RULE};
 use crate::testbed::{Testbed, ADDR_A};
 
 /// One row of the compare JSON.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CompareRecord {
     /// The test as compare names it (`write_lat`, ...).
     pub test: String,
@@ -39,20 +39,26 @@ pub struct CompareRecord {
     /// The spread of the rounds: the smallest and largest bandwidth (bandwidth tests).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bw_range_gbps: Option<[f64; 2]>,
+    /// What the run that measured this ran on (its parameter block; the first round's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ran: Option<crate::report::Params>,
 }
 
 impl CompareRecord {
     fn from_record(test: TestKind, transport: &str, r: Option<&Record>, bytes: u64) -> Self {
+        // The storage tests' records have call latencies too; compare shows their bandwidth.
+        let lat = r.filter(|_| test.is_latency());
         Self {
             test: test.name().into(),
             transport: transport.into(),
             bytes,
-            t_typical_us: r.and_then(|r| r.t_typical_us),
-            p99_us: r.and_then(|r| r.p99_us),
+            t_typical_us: lat.and_then(|r| r.t_typical_us),
+            p99_us: lat.and_then(|r| r.p99_us),
             bw_gbps: r.and_then(|r| r.bw_gbps),
             msg_rate_mpps: r.and_then(|r| r.msg_rate_mpps),
             t_typical_range_us: None,
             bw_range_gbps: None,
+            ran: r.and_then(|r| r.params.clone()),
         }
     }
 }
@@ -192,7 +198,13 @@ pub fn run(args: &CompareArgs) -> Result<(), String> {
     let _ = std::fs::remove_dir_all(&tmp);
     print!("{}", table(&records, &notes));
     if let Some(path) = &args.json {
-        report::write_json(path, &records)?;
+        let report = crate::compare_report::CompareReport {
+            environment: crate::compare_report::Environment::here(
+                args.mtu, pin, rounds, args.short,
+            ),
+            records: records.clone(),
+        };
+        report::write_json(path, &report)?;
     }
     let missing = missing_cells(&records);
     if !missing.is_empty() {
@@ -257,6 +269,7 @@ pub fn medians(runs: &[CompareRecord]) -> Vec<CompareRecord> {
                 msg_rate_mpps: med(|r| r.msg_rate_mpps),
                 t_typical_range_us: range(|r| r.t_typical_us),
                 bw_range_gbps: range(|r| r.bw_gbps),
+                ran: these.iter().find_map(|r| r.ran.clone()),
             });
         }
     }
@@ -492,8 +505,7 @@ mod tests {
             p99_us: typ,
             bw_gbps: bw,
             msg_rate_mpps: None,
-            t_typical_range_us: None,
-            bw_range_gbps: None,
+            ..CompareRecord::default()
         }
     }
 

@@ -14,9 +14,18 @@ pub fn params(spec: &RunSpec, device: &Device, qp: Option<&QueuePair>) -> Params
         transport: spec.args.transport.name().into(),
         connection: "RC".into(),
         num_of_qps: 1,
-        tx_depth: spec.args.tx_depth,
+        tx_depth: spec.args.tx_depth(),
+        bidirectional: spec.args.bidirectional && !spec.test.is_latency(),
         ..Params::default()
     };
+    if spec.test.is_storage() {
+        let rw = spec.args.rw(spec.test);
+        p.tx_depth = spec.args.iodepth();
+        p.num_of_qps = crate::block_client::connections_for(spec.args.iodepth()) as u32;
+        p.iodepth = Some(spec.args.iodepth());
+        p.rw = Some(rw.name().into());
+        p.seed = rw.random().then(|| spec.args.seed());
+    }
     if let Some(x) = device.xdp_info() {
         p.interface = Some(x.interface);
         p.queue = Some(x.queue);

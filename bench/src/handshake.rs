@@ -5,7 +5,7 @@
 //! sides see before the first work request. Big-endian, fixed layout:
 //!
 //! ```text
-//! Request (36 B): "XWB1" | test u8 | flags u8 (bit 0: last run) | 0 u16 | size u64 | stag u32 | addr u64 | len u64
+//! Request (36 B): "XWB1" | test u8 | flags u8 (bit 0: last run, bit 1: bidirectional) | 0 u16 | size u64 | stag u32 | addr u64 | len u64
 //! Reply   (28 B): "XWB1" | status u8 | 0 u8 u16 | stag u32 | addr u64 | len u64
 //! ```
 //! A server rejects (MPA Reply with R=1) with a Reply whose status says why.
@@ -36,6 +36,8 @@ pub struct Request {
     pub size: u64,
     /// True on the client's last run: the server exits after it.
     pub last: bool,
+    /// `-b`: the server streams towards the client too.
+    pub bidirectional: bool,
     /// The client's buffer.
     pub buffer: BufferInfo,
 }
@@ -94,7 +96,7 @@ impl Request {
         let mut out = Vec::with_capacity(REQUEST_LEN);
         out.extend_from_slice(MAGIC);
         out.push(self.test.id());
-        out.push(u8::from(self.last));
+        out.push(u8::from(self.last) | (u8::from(self.bidirectional) << 1));
         out.extend_from_slice(&[0, 0]);
         out.extend_from_slice(&self.size.to_be_bytes());
         put_buffer(&mut out, &self.buffer);
@@ -109,6 +111,7 @@ impl Request {
         Some(Self {
             test: TestKind::from_id(b[4])?,
             last: b[5] & 1 != 0,
+            bidirectional: b[5] & 2 != 0,
             size: u64_at(b, 8),
             buffer: get_buffer(b, 16),
         })
@@ -178,12 +181,19 @@ mod tests {
             test: TestKind::WriteBw,
             size: 65_536,
             last: true,
+            bidirectional: false,
             buffer: BUF,
         };
         let b = r.encode();
         assert_eq!(b.len(), REQUEST_LEN);
         assert_eq!(&b[..4], b"XWB1");
         assert_eq!(b[5], 1);
+        let bidi = Request {
+            bidirectional: true,
+            ..r
+        };
+        assert_eq!(bidi.encode()[5], 3);
+        assert_eq!(Request::decode(&bidi.encode()), Some(bidi));
         assert_eq!(&b[16..20], &[1, 2, 3, 4]);
         assert_eq!(Request::decode(&b), Some(r));
     }
@@ -212,6 +222,7 @@ mod tests {
             test: TestKind::ReadLat,
             size: 2,
             last: false,
+            bidirectional: false,
             buffer: BUF,
         }
         .encode();

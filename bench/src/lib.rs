@@ -3,10 +3,14 @@
 //! two-namespace testbed.
 #![forbid(unsafe_code)]
 
+pub mod block_client;
 pub mod cli;
 pub mod compare;
+pub mod compare_report;
+pub mod cpu;
 pub mod facts;
 pub mod handshake;
+pub mod io_pattern;
 pub mod linux;
 pub mod perftest;
 pub mod plot;

@@ -38,8 +38,7 @@ pub fn run(
         p99_us: None,
         bw_gbps: None,
         msg_rate_mpps: None,
-        t_typical_range_us: None,
-        bw_range_gbps: None,
+        ..CompareRecord::default()
     };
     if test.is_latency() {
         let server = ["sr", "--tcp", "-i", ADDR_A, "-p", &port_s];

@@ -10,6 +10,11 @@
 //!   stops the clock at the server's ACK: the time includes draining the pipe.
 //! - `send_bw`: Sends into the server's receive ring with credit-based flow control (iWARP has
 //!   no receiver-not-ready retry: a Send without a posted receive is fatal), then FIN / ACK.
+//! - `-b` (write_bw, read_bw): the server runs the same stream towards the client (Writes into
+//!   its buffer, Reads from it; `-t` of the server) from the connection until the client's FIN,
+//!   and answers the FIN with a report of its stream instead of the ACK. The row is the sum of
+//!   both streams (perftest's bidirectional figure); each stream is shown below it and kept in
+//!   the JSON. The server's stream is timed from its first post to its last completion.
 
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -17,13 +22,15 @@ use std::time::{Duration, Instant};
 use dataplane::{Incoming, Listener};
 
 use crate::cli::{Length, RunSpec, TestArgs, TestKind, MAX_SIZE};
+use crate::cpu::CpuSampler;
 use crate::facts;
 use crate::handshake::{BufferInfo, HandshakeStatus as HsStatus, Reply, Request};
 use crate::report::{self, Record, RULE};
 use crate::session::{
     connection_config, open_device, report_engine_counters, resolve, Ctrl, Ended, Session,
+    StreamReport,
 };
-use crate::stats::{bandwidth, LatencyRecorder};
+use crate::stats::{bandwidth, gbps, BwStats, LatencyRecorder};
 
 /// Receive buffers of the send_bw server: as many as fit in 64 MiB, 2 to 512.
 pub fn send_bw_ring(size: u64) -> usize {
@@ -71,7 +78,7 @@ pub fn serve(spec: &RunSpec) -> Result<(), String> {
             let _ = incoming.reject(&Reply::refuse(status).encode());
             continue;
         };
-        serve_one(spec.test, &device, incoming, &req)?;
+        serve_one(spec.test, &device, incoming, &req, args)?;
         report_engine_counters(&device, "server");
         if req.last {
             return Ok(());
@@ -93,10 +100,13 @@ fn serve_one(
     device: &dataplane::Device,
     incoming: Incoming,
     req: &Request,
+    args: &TestArgs,
 ) -> Result<(), String> {
     let (slots, recvs) = layout(test, req.size, true);
     let mut s = Session::accept(device.clone(), incoming, req, slots, recvs)?;
+    let bidi = req.bidirectional && matches!(test, TestKind::WriteBw | TestKind::ReadBw);
     let r = match test {
+        _ if bidi => bidirectional_server(&mut s, test, window(test, args)),
         TestKind::WriteLat => write_lat_server(&s),
         TestKind::SendLat => send_lat_server(&s),
         TestKind::WriteBw => fin_ack_server(&mut s),
@@ -147,6 +157,27 @@ fn fin_ack_server(s: &mut Session) -> Result<(), Ended> {
     }
 }
 
+/// `-b`: streams towards the client until its FIN, then reports the stream instead of the ACK.
+fn bidirectional_server(s: &mut Session, test: TestKind, depth: u32) -> Result<(), Ended> {
+    let mut p = Progress::quiet(test, s.size as u64);
+    let (times, total) = stream(s, test, Until::PeerFin, depth, &mut p)?;
+    let b = bandwidth(s.size as u64, &times, total);
+    let report = StreamReport {
+        messages: b.iterations,
+        nanos: u64::try_from(total.as_nanos()).unwrap_or(u64::MAX),
+        peak_gbps: b.peak_gbps,
+    };
+    s.send_ctrl(Ctrl::Report(report)).map_err(Ended::Failed)
+}
+
+/// Work requests a bandwidth test keeps in flight: `-t`, and at most the ORD for Reads.
+fn window(test: TestKind, args: &TestArgs) -> u32 {
+    match test {
+        TestKind::ReadBw => args.tx_depth().min(READ_DEPTH),
+        _ => args.tx_depth(),
+    }
+}
+
 fn send_bw_server(s: &mut Session) -> Result<(), Ended> {
     let ring = s.data_slots();
     let batch = (ring / 4).max(1) as u32;
@@ -174,6 +205,7 @@ struct Progress {
     start: Instant,
     last: Instant,
     what: String,
+    quiet: bool,
 }
 
 impl Progress {
@@ -183,12 +215,21 @@ impl Progress {
             start: now,
             last: now,
             what: format!("{} {} B", test.name(), size),
+            quiet: false,
+        }
+    }
+
+    /// No lines (a server's stream, which has no length of its own to count against).
+    fn quiet(test: TestKind, size: u64) -> Self {
+        Self {
+            quiet: true,
+            ..Self::new(test, size)
         }
     }
 
     fn tick(&mut self, done: u64, length: Length) {
         let now = Instant::now();
-        if now.duration_since(self.last) < Duration::from_secs(1) {
+        if self.quiet || now.duration_since(self.last) < Duration::from_secs(1) {
             return;
         }
         self.last = now;
@@ -226,6 +267,15 @@ impl Stop {
     }
 }
 
+/// How long a bandwidth stream runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Until {
+    /// The client's: its iterations or duration, then FIN and the server's answer.
+    Length(Length),
+    /// The server's under `-b`: until the client's FIN.
+    PeerFin,
+}
+
 /// Runs the client side of `spec` against `host`; prints the table and returns the rows.
 pub fn run_client(spec: &RunSpec, host: &str) -> Result<Vec<Record>, String> {
     let args = &spec.args;
@@ -240,6 +290,7 @@ pub fn run_client(spec: &RunSpec, host: &str) -> Result<Vec<Record>, String> {
             test: spec.test,
             size,
             last: k + 1 == spec.sizes.len(),
+            bidirectional: args.bidirectional,
             buffer: BufferInfo {
                 stag: 0,
                 addr: 0,
@@ -247,7 +298,7 @@ pub fn run_client(spec: &RunSpec, host: &str) -> Result<Vec<Record>, String> {
             },
         };
         let (slots, _) = layout(spec.test, size, false);
-        let ctrl = matches!(spec.test, TestKind::WriteBw | TestKind::SendBw);
+        let ctrl = matches!(spec.test, TestKind::WriteBw | TestKind::SendBw) || args.bidirectional;
         let mut s = Session::connect(device.clone(), addr, req, &config, slots, ctrl)?;
         let params = facts::params(spec, &device, Some(&s.qp));
         if k == 0 {
@@ -269,12 +320,15 @@ pub fn run_client(spec: &RunSpec, host: &str) -> Result<Vec<Record>, String> {
             print!("{}", params.block());
             facts::warn(&params);
             println!("{RULE}");
-            println!("{}", report::header_in(spec.test, unit));
+            println!("{}", report::header_line(spec.test, unit, args.cpu_util));
         }
         let (mut row, hist) = measure(&mut s, spec.test, size, spec.length, args)
             .map_err(|e| format!("{} {} B: {e}", spec.test.name(), size))?;
         row.params = Some(params);
         println!("{}", row.row_in(unit));
+        for line in report::notes(&row, unit) {
+            println!("{line}");
+        }
         let _ = std::io::stdout().flush();
         rows.push(row);
         if let Some(h) = hist.filter(|_| args.histogram) {
@@ -307,6 +361,22 @@ fn measure(
     length: Length,
     args: &TestArgs,
 ) -> Result<(Record, Option<Vec<String>>), Ended> {
+    let cpu = args.cpu_util.then(CpuSampler::start);
+    let (mut r, hist) = measure_run(s, test, size, length, args)?;
+    if let Some(u) = cpu.map(|c| c.finish()) {
+        r.cpu_util = Some(u.process);
+        r.cpu_util_engine = u.engine;
+    }
+    Ok((r, hist))
+}
+
+fn measure_run(
+    s: &mut Session,
+    test: TestKind,
+    size: u64,
+    length: Length,
+    args: &TestArgs,
+) -> Result<(Record, Option<Vec<String>>), Ended> {
     let transport = args.transport.name();
     let mut progress = Progress::new(test, size);
     if test.is_latency() {
@@ -322,13 +392,27 @@ fn measure(
         r.percentiles_us = Some(rec.percentiles());
         return Ok((r, Some(rec.histogram_lines())));
     }
-    let depth = match test {
-        TestKind::ReadBw => args.tx_depth.min(READ_DEPTH),
-        _ => args.tx_depth,
+    let until = Until::Length(length);
+    let (completions, total) = stream(s, test, until, window(test, args), &mut progress)?;
+    let mine = bandwidth(size, &completions, total);
+    let Some(theirs) = s.peer_report.take() else {
+        return Ok((Record::bandwidth(test, transport, size, &mine), None));
     };
-    let (completions, total) = stream(s, test, length, depth, &mut progress)?;
-    let r = Record::bandwidth(test, transport, size, &bandwidth(size, &completions, total));
-    Ok((r, None))
+    let secs = theirs.nanos as f64 / 1e9;
+    let theirs = BwStats {
+        iterations: theirs.messages,
+        peak_gbps: theirs.peak_gbps,
+        avg_gbps: gbps(size.saturating_mul(theirs.messages), secs),
+        msg_rate_mpps: if secs > 0.0 {
+            theirs.messages as f64 / secs / 1e6
+        } else {
+            0.0
+        },
+    };
+    Ok((
+        Record::bidirectional(test, transport, size, &mine, &theirs),
+        None,
+    ))
 }
 
 fn write_lat(s: &Session, length: Length, p: &mut Progress) -> Result<LatencyRecorder, Ended> {
@@ -396,10 +480,15 @@ fn send_lat(s: &Session, length: Length, p: &mut Progress) -> Result<LatencyReco
 fn stream(
     s: &mut Session,
     test: TestKind,
-    length: Length,
+    until: Until,
     depth: u32,
     p: &mut Progress,
 ) -> Result<(Vec<Duration>, Duration), Ended> {
+    let length = match until {
+        Until::Length(l) => l,
+        // The server's progress lines count its own stream; it has no length of its own.
+        Until::PeerFin => Length::Duration(Duration::MAX),
+    };
     let cap = match length {
         Length::Iterations(n) => n.min(1 << 24) as usize,
         Length::Duration(_) => 1 << 16,
@@ -415,8 +504,12 @@ fn stream(
     let start = stop.start;
     let (mut posted, mut done) = (0u64, 0u64);
     let send_bw = test == TestKind::SendBw;
+    let server = until == Until::PeerFin;
+    // The server's stream (-b) watches its receive queue for the client's FIN.
+    let watch_recv = send_bw || server;
+    let mut fin = false;
     loop {
-        let mut more = stop.more(posted);
+        let mut more = if server { !fin } else { stop.more(posted) };
         while more && posted - done < u64::from(depth) && credits > 0 {
             let r = match test {
                 TestKind::WriteBw => s.qp.post_write(posted, &s.mr, src.clone(), remote),
@@ -426,7 +519,7 @@ fn stream(
             r.map_err(|e| Ended::Failed(format!("post: {e}")))?;
             posted += 1;
             credits -= u64::from(send_bw);
-            more = stop.more(posted);
+            more = server || stop.more(posted);
         }
         if !more && done == posted {
             break;
@@ -447,9 +540,10 @@ fn stream(
                 }
                 progressed = true;
             }
-            while let Some(c) = send_bw.then(|| s.recv_cq.poll_one()).flatten() {
+            while let Some(c) = watch_recv.then(|| s.recv_cq.poll_one()).flatten() {
                 match s.take_ctrl(&c) {
                     Ok(Some(Ctrl::Credits(n))) => credits += u64::from(n),
+                    Ok(Some(Ctrl::Fin)) => fin = true,
                     Ok(_) => {}
                     Err(e) => return Some(Err(Ended::Failed(e))),
                 }
@@ -459,20 +553,30 @@ fn stream(
         })??;
         p.tick(done, length);
     }
-    if matches!(test, TestKind::WriteBw | TestKind::SendBw) {
-        if send_bw && credits == 0 {
-            loop {
-                let c = s.next_completion(&s.recv_cq, "credits")?;
-                if let Some(Ctrl::Credits(_)) = s.take_ctrl(&c).map_err(Ended::Failed)? {
-                    break;
-                }
+    if server {
+        let total = start.elapsed();
+        s.drain_send()?;
+        return Ok((times, total));
+    }
+    if send_bw && credits == 0 {
+        loop {
+            let c = s.next_completion(&s.recv_cq, "credits")?;
+            if let Some(Ctrl::Credits(_)) = s.take_ctrl(&c).map_err(Ended::Failed)? {
+                break;
             }
         }
+    }
+    if matches!(test, TestKind::WriteBw | TestKind::SendBw) || s.bidirectional {
         s.send_ctrl(Ctrl::Fin).map_err(Ended::Failed)?;
         loop {
             let c = s.next_completion(&s.recv_cq, "the ACK")?;
-            if s.take_ctrl(&c).map_err(Ended::Failed)? == Some(Ctrl::Ack) {
-                break;
+            match s.take_ctrl(&c).map_err(Ended::Failed)? {
+                Some(Ctrl::Ack) => break,
+                Some(Ctrl::Report(r)) => {
+                    s.peer_report = Some(r);
+                    break;
+                }
+                _ => {}
             }
         }
     }

@@ -53,8 +53,8 @@ pub fn read(path: &Path) -> Result<Results, String> {
     if let Ok(r) = serde_json::from_str::<Vec<Record>>(&text) {
         return Ok(Results::Tests(r));
     }
-    serde_json::from_str::<Vec<CompareRecord>>(&text)
-        .map(Results::Compare)
+    crate::compare_report::CompareReport::from_json(&text)
+        .map(|r| Results::Compare(r.records))
         .map_err(|e| {
             format!(
                 "{} is neither a test's nor compare's result file: {e}",

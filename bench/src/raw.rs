@@ -158,10 +158,14 @@ pub fn run_client(spec: &RunSpec, host: &str) -> Result<Vec<Record>, String> {
     );
     println!("{RULE}");
     let unit = spec.args.bw_unit();
-    println!("{}", report::header_in(spec.test, unit));
+    println!(
+        "{}",
+        report::header_line(spec.test, unit, spec.args.cpu_util)
+    );
     let mut rows = Vec::new();
     for (run_id, &size) in (1u64..).zip(&spec.sizes) {
-        let row = if spec.test == TestKind::RawLat {
+        let cpu = spec.args.cpu_util.then(crate::cpu::CpuSampler::start);
+        let mut row = if spec.test == TestKind::RawLat {
             let cfg = PingPongConfig {
                 local,
                 remote,
@@ -216,6 +220,10 @@ pub fn run_client(spec: &RunSpec, host: &str) -> Result<Vec<Record>, String> {
             };
             Record::bandwidth(spec.test, "raw", size, &b)
         };
+        if let Some(u) = cpu.map(|c| c.finish()) {
+            row.cpu_util = Some(u.process);
+            row.cpu_util_engine = u.engine;
+        }
         println!("{}", row.row_in(unit));
         rows.push(row);
     }

@@ -1,26 +1,27 @@
-//! `rpc_read` / `rpc_write`: the storage tests, through the block store's client
-//! (`xwarpd::store`): READ (the server RDMA-Writes into our buffer) and WRITE (the server
-//! RDMA-Reads it), pipelined: up to `--tx-depth` calls in flight, as the server's credits allow.
-//! Reported as bandwidth (a call per message).
+//! `rpc_read` / `rpc_write`: the storage tests, fio-like, through a [`BlockClient`] (the block
+//! store's RPC-over-RDMA client, `xwarpd::store`): READ (the server RDMA-Writes into our
+//! buffer) and WRITE (the server RDMA-Reads it) of `-s`/`--bs` bytes at the offsets of `--rw`
+//! (sequential or seeded random, [`crate::io_pattern`]), `--iodepth` calls in flight (within
+//! the server's credits). Reported as bandwidth, IOPS and the latency of each call from its
+//! start to its answer (p50, p90, p99, p99.9; the JSON has the whole percentile curve).
 //!
 //! The client talks to any store server (`xwarpd --store`, or this tool without an address,
 //! which serves a 64 MiB temporary store and exits when its client has gone).
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dataplane::{Access, MappedFile};
+use dataplane::MappedFile;
 use tool_support::Pattern;
-use xwarpd::store::{
-    AllowList, CallId, ClientOptions, ServerOptions, StoreClient, StoreError, StoreServer,
-    MAX_IN_FLIGHT,
-};
+use xwarpd::store::{AllowList, ServerOptions, StoreServer};
 
+use crate::block_client::{connections_for, BlockClient, RpcRdmaClient};
 use crate::cli::{Length, RunSpec, TestKind, MAX_SIZE};
+use crate::cpu::CpuSampler;
+use crate::io_pattern::Offsets;
 use crate::report::{self, Record, RULE};
 use crate::session::{connection_config, open_device, resolve};
-use crate::stats::bandwidth;
+use crate::stats::{bandwidth, LatencyRecorder};
 
 /// Size of the temporary store the server mode serves.
 const STORE_SIZE: u64 = 64 << 20;
@@ -77,32 +78,25 @@ pub fn run_client(spec: &RunSpec, host: &str) -> Result<Vec<Record>, String> {
     let args = &spec.args;
     let addr = resolve(host, args.port)?;
     let device = open_device(args, Some(addr.ip()))?;
-    let opts = ClientOptions {
-        transport: match args.transport {
-            crate::cli::TransportArg::Kernel => dataplane::Transport::Kernel,
-            crate::cli::TransportArg::Xdp => dataplane::Transport::Xdp,
-        },
-        connection: connection_config(args),
-        call_timeout: Duration::from_secs(30),
-    };
-    let mut c = StoreClient::connect_on(&device, addr, &opts)
-        .map_err(|e| format!("cannot reach {addr}: {e}"))?;
+    let connections = connections_for(args.iodepth());
+    let mut c = RpcRdmaClient::connect(&device, addr, connection_config(args), connections)?;
     let unit = args.bw_unit();
-    let params = crate::facts::params(spec, &device, None);
+    let mut params = crate::facts::params(spec, &device, None);
+    params.store_size = Some(c.store_size()?);
     println!("{RULE}");
     println!(
         "                    {} over {} ({addr}), {}",
         spec.test.name(),
         args.transport.name(),
         match unit {
-            report::BwUnit::Gigabits => "Gb/sec = 10^9 bit/s",
-            report::BwUnit::MegaBytes => "MB/sec = 2^20 bytes/s",
+            report::BwUnit::Gigabits => "Gb/sec = 10^9 bit/s, latency of each call in usec",
+            report::BwUnit::MegaBytes => "MB/sec = 2^20 bytes/s, latency of each call in usec",
         }
     );
     print!("{}", params.block());
     crate::facts::warn(&params);
     println!("{RULE}");
-    println!("{}", report::header_in(spec.test, unit));
+    println!("{}", report::header_line(spec.test, unit, args.cpu_util));
     let mut rows = Vec::new();
     for &size in &spec.sizes {
         let mut row = run_size(&mut c, spec, size)?;
@@ -129,24 +123,22 @@ pub fn run_client(spec: &RunSpec, host: &str) -> Result<Vec<Record>, String> {
     Ok(rows)
 }
 
-/// One size: up to `--tx-depth` calls in flight (within the server's credits), each in its own
-/// slot of one registered buffer; a call's time is when its answer came.
-fn run_size(c: &mut StoreClient, spec: &RunSpec, size: u64) -> Result<Record, String> {
+/// One block size: `--iodepth` calls in flight (as the client allows), each in its own slot;
+/// a call's latency runs from its start to its answer.
+pub fn run_size(c: &mut dyn BlockClient, spec: &RunSpec, size: u64) -> Result<Record, String> {
     let args = &spec.args;
-    let len = size as usize;
-    let reading = spec.test == TestKind::RpcRead;
-    let depth = (args.tx_depth as usize).clamp(1, MAX_IN_FLIGHT);
-    let buf = Arc::new(
-        c.pd()
-            .register(len * depth, Access::ALL)
-            .map_err(|e| format!("cannot register {} bytes: {e}", len * depth))?,
-    );
-    let span = STORE_SIZE / size.max(1);
-    let fail = |e: StoreError| format!("{} {size} B: {e}", spec.test.name());
+    let rw = args.rw(spec.test);
+    let reading = rw.reads();
+    let depth = (args.iodepth() as usize).clamp(1, c.max_in_flight());
+    let fail = |e: String| format!("{} {size} B: {e}", spec.test.name());
+    c.prepare(size as usize, depth).map_err(fail)?;
+    let mut offsets = Offsets::new(rw, size, c.store_size()?, args.seed()).map_err(fail)?;
     let mut free: Vec<usize> = (0..depth).rev().collect();
-    // call -> (slot, store offset)
-    let mut busy: HashMap<CallId, (usize, u64)> = HashMap::new();
+    // call -> (slot, store offset, start)
+    let mut busy: HashMap<u64, (usize, u64, Instant)> = HashMap::new();
     let mut times = Vec::new();
+    let mut latency = LatencyRecorder::new();
+    let cpu = args.cpu_util.then(CpuSampler::start);
     let start = Instant::now();
     let mut issued = 0u64;
     loop {
@@ -156,36 +148,31 @@ fn run_size(c: &mut StoreClient, spec: &RunSpec, size: u64) -> Result<Record, St
         };
         if more && !free.is_empty() {
             let slot = free.pop().expect("checked");
-            let offset = (issued % span) * size;
-            let range = slot * len..(slot + 1) * len;
-            let id = if reading {
-                c.start_read(offset, &buf, range)
-            } else {
-                if args.verify {
-                    let mut b = vec![0; len];
-                    VERIFY_PATTERN.fill(offset, &mut b);
-                    buf.write(range.start, &b);
-                }
-                c.start_write(offset, &buf, range, false)
+            let offset = offsets.next().expect("endless");
+            if args.verify && !reading {
+                let mut b = vec![0; size as usize];
+                VERIFY_PATTERN.fill(offset, &mut b);
+                c.fill(slot, &b).map_err(fail)?;
             }
-            .map_err(fail)?;
-            busy.insert(id, (slot, offset));
+            let t0 = Instant::now();
+            let tag = c.start(reading, offset, slot).map_err(fail)?;
+            busy.insert(tag, (slot, offset, t0));
             issued += 1;
             continue;
         }
         if busy.is_empty() {
             break;
         }
-        let (id, r) = c.wait_any().map_err(fail)?;
-        r.map_err(fail)?;
-        times.push(start.elapsed());
-        let Some((slot, offset)) = busy.remove(&id) else {
+        let tag = c.wait_any().map_err(fail)?;
+        let now = Instant::now();
+        times.push(now - start);
+        let Some((slot, offset, t0)) = busy.remove(&tag) else {
             continue;
         };
+        latency.record(now - t0);
         if args.verify && reading {
-            let at = slot * len;
-            let got = buf.read_vec(at, len);
-            if let Some(bad) = got.and_then(|b| VERIFY_PATTERN.first_mismatch(offset, &b)) {
+            let got = c.contents(slot).map_err(fail)?;
+            if let Some(bad) = VERIFY_PATTERN.first_mismatch(offset, &got) {
                 return Err(format!(
                     "rpc_read {size} B: data mismatch at store offset {bad} (expected the \
                      rpc_write --verify pattern)"
@@ -194,12 +181,26 @@ fn run_size(c: &mut StoreClient, spec: &RunSpec, size: u64) -> Result<Record, St
         }
         free.push(slot);
     }
-    Ok(Record::bandwidth(
+    let total = start.elapsed();
+    let used = cpu.map(|s| s.finish());
+    let lat = latency
+        .summary()
+        .ok_or_else(|| fail("no call completed".into()))?;
+    let p90 = latency.quantile_us(0.90).unwrap_or(f64::NAN);
+    let mut r = Record::storage(
         spec.test,
         args.transport.name(),
         size,
-        &bandwidth(size, &times, start.elapsed()),
-    ))
+        &bandwidth(size, &times, total),
+        &lat,
+        p90,
+    );
+    r.percentiles_us = Some(latency.percentiles());
+    if let Some(u) = used {
+        r.cpu_util = Some(u.process);
+        r.cpu_util_engine = u.engine;
+    }
+    Ok(r)
 }
 
 /// The pattern `rpc_write --verify` stores (the stream offset is the store offset) and

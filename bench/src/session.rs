@@ -6,7 +6,9 @@
 //! ```text
 //! [ data slot 0 | data slot 1 | ... | data slot n-1 | ctrl tx 0..8 | ctrl rx 8..32 ]
 //!   each data slot `size` bytes; slot 0 is what the peer writes to and reads from;
-//!   ctrl slots are 16 bytes: FIN (1 byte 0xF1), ACK ("XA"), credits ("XC" + u32)
+//!   ctrl slots are 32 bytes: FIN (1 byte 0xF1), ACK ("XA"), credits ("XC" + u32), the
+//!   server's report of its own stream under -b ("XR" + messages u64 + nanoseconds u64 +
+//!   peak Gb/s as f64 bits u64)
 //! ```
 
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
@@ -23,7 +25,7 @@ use crate::cli::{EngineArg, TestArgs, TransportArg};
 use crate::handshake::{BufferInfo, HandshakeStatus as HsStatus, Reply, Request};
 
 /// Bytes of a control slot.
-pub const CTRL_LEN: usize = 16;
+pub const CTRL_LEN: usize = 32;
 const CTRL_TX_SLOTS: usize = 8;
 const CTRL_SLOTS: usize = 32;
 /// The FIN a client sends when it is done (1 byte).
@@ -34,7 +36,7 @@ const CTRL_WR: u64 = 1 << 62;
 const STALL: Duration = Duration::from_secs(10);
 
 /// A control message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Ctrl {
     /// The client is done.
     Fin,
@@ -42,7 +44,23 @@ pub enum Ctrl {
     Ack,
     /// The server reposted this many receive buffers.
     Credits(u32),
+    /// `-b`: the server's own stream, instead of the ACK.
+    Report(StreamReport),
 }
+
+/// What the server's stream of a bidirectional test did.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StreamReport {
+    /// Messages completed.
+    pub messages: u64,
+    /// From its first post to its last completion.
+    pub nanos: u64,
+    /// Its best-window bandwidth.
+    pub peak_gbps: f64,
+}
+
+/// Bytes of an encoded report.
+const REPORT_LEN: usize = 26;
 
 /// The device for the options: the kernel transport, or an AF_XDP device on `--interface`
 /// (default: the interface towards `peer` for a client, the only non-loopback interface for a
@@ -84,6 +102,13 @@ pub fn xdp_config(args: &TestArgs, peer: Option<IpAddr>) -> Result<XdpConfig, St
         None => default_interface(peer)?,
     };
     let mut cfg = XdpConfig::new(interface);
+    // The address served: a client's of its peer's family, a server's `--bind` (0.0.0.0 or ::
+    // stand for the interface's first address of that family).
+    cfg.address = match peer {
+        Some(IpAddr::V4(_)) => Some(std::net::Ipv4Addr::UNSPECIFIED.into()),
+        Some(IpAddr::V6(_)) => Some(std::net::Ipv6Addr::UNSPECIFIED.into()),
+        None => args.bind.parse().ok(),
+    };
     cfg.queue = args.queue();
     cfg.mode = match args.engine() {
         EngineArg::Inline => EngineMode::Inline,
@@ -189,6 +214,10 @@ pub struct Session {
     pub remote: BufferInfo,
     /// Message size.
     pub size: usize,
+    /// `-b`: the client asked the server to stream too.
+    pub bidirectional: bool,
+    /// `-b`: the server's report of its stream, once the client has it.
+    pub peer_report: Option<StreamReport>,
     data_slots: usize,
     ctrl_tx_next: usize,
     _device: Device,
@@ -208,16 +237,18 @@ impl Resources {
         self,
         qp: QueuePair,
         remote: BufferInfo,
-        size: usize,
+        req: &Request,
         data_slots: usize,
     ) -> Session {
         Session {
+            bidirectional: req.bidirectional,
+            peer_report: None,
             qp,
             mr: self.mr,
             send_cq: self.send_cq,
             recv_cq: self.recv_cq,
             remote,
-            size,
+            size: req.size as usize,
             data_slots,
             ctrl_tx_next: 0,
             _device: self.device,
@@ -290,7 +321,7 @@ impl Session {
         let reply = Reply::decode(qp.peer_private_data())
             .filter(|r| r.status == HsStatus::Ok)
             .ok_or_else(|| format!("{addr} is not an xwarp-bench server (bad handshake)"))?;
-        let mut s = r.into_session(qp, reply.buffer, size, data_slots);
+        let mut s = r.into_session(qp, reply.buffer, &req, data_slots);
         if ctrl_recvs {
             s.post_ctrl_recvs()?;
         }
@@ -327,7 +358,7 @@ impl Session {
                 Ok(())
             })
             .map_err(|e| format!("accepting the client failed: {e}"))?;
-        Ok(r.into_session(qp, req.buffer, size, data_slots))
+        Ok(r.into_session(qp, req.buffer, req, data_slots))
     }
 
     fn post_ctrl_recvs(&mut self) -> Result<(), String> {
@@ -385,6 +416,13 @@ impl Session {
                 b[2..6].copy_from_slice(&n.to_be_bytes());
                 6
             }
+            Ctrl::Report(r) => {
+                b[..2].copy_from_slice(b"XR");
+                b[2..10].copy_from_slice(&r.messages.to_be_bytes());
+                b[10..18].copy_from_slice(&r.nanos.to_be_bytes());
+                b[18..26].copy_from_slice(&r.peak_gbps.to_bits().to_be_bytes());
+                REPORT_LEN
+            }
         };
         self.mr.write(r.start, &b[..len]);
         self.qp
@@ -401,15 +439,25 @@ impl Session {
         } else {
             (self.slot(c.wr_id as usize), None)
         };
-        let mut b = [0u8; 6];
-        let n = (c.byte_len as usize).min(6).min(range.len());
+        let mut b = [0u8; REPORT_LEN];
+        let n = (c.byte_len as usize).min(REPORT_LEN).min(range.len());
         self.mr.read(range.start, &mut b[..n]);
+        let u64_at = |at: usize| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(&b[at..at + 8]);
+            u64::from_be_bytes(a)
+        };
         let m = match (n, b[0], &b[..2.min(n)]) {
             (1, FIN, _) if c.byte_len == 1 => Some(Ctrl::Fin),
             (_, _, b"XA") if ctrl.is_some() => Some(Ctrl::Ack),
             (6, _, b"XC") if ctrl.is_some() => {
                 Some(Ctrl::Credits(u32::from_be_bytes([b[2], b[3], b[4], b[5]])))
             }
+            (REPORT_LEN, _, b"XR") if ctrl.is_some() => Some(Ctrl::Report(StreamReport {
+                messages: u64_at(2),
+                nanos: u64_at(10),
+                peak_gbps: f64::from_bits(u64_at(18)),
+            })),
             _ => None,
         };
         if let Some(i) = ctrl {

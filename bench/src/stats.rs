@@ -58,6 +58,11 @@ impl LatencyRecorder {
             .collect()
     }
 
+    /// The `q`-th quantile (0 to 1) in microseconds, `None` without samples.
+    pub fn quantile_us(&self, q: f64) -> Option<f64> {
+        (!self.hist.is_empty()).then(|| self.hist.value_at_quantile(q) as f64 / 1000.0)
+    }
+
     /// perftest's `-H` dump: one line per recorded value bucket, `usec count`.
     pub fn histogram_lines(&self) -> Vec<String> {
         self.hist

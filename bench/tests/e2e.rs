@@ -5,7 +5,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use bench::report::{BW_HEADER, BW_HEADER_MB, LAT_HEADER};
+use bench::report::{BW_HEADER, BW_HEADER_MB, LAT_HEADER, STORAGE_HEADER_MB};
 use bench::testbed::{Testbed, ADDR_A};
 
 const EXE: &str = env!("CARGO_BIN_EXE_xwarp-bench");
@@ -20,6 +20,13 @@ fn bench_in(tb: &Testbed, in_a: bool) -> Command {
     let mut c = tb.exec(in_a, std::path::Path::new(EXE));
     c.stdin(Stdio::null());
     c
+}
+
+/// A fresh directory for a test's result files (removed by the test at its end).
+fn scratch_dir(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("xwarp-bench-e2e-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
 }
 
 /// Runs server and client of `test` with `size` bytes and `iters` iterations, each with its
@@ -77,8 +84,7 @@ fn kernel_transport_tests_print_perftest_columns_and_json() {
         return;
     }
     let tb = Testbed::up(1500).expect("testbed");
-    let dir = std::env::temp_dir().join(format!("xwarp-bench-e2e-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("kernel");
     let cases = [
         ("write_lat", "64", "100"),
         ("write_bw", "4K", "300"),
@@ -99,14 +105,24 @@ fn kernel_transport_tests_print_perftest_columns_and_json() {
             String::from_utf8_lossy(&out.stderr)
         );
         let lat = test.ends_with("_lat");
+        let rpc = test.starts_with("rpc_");
         // perftest's default unit, MB/sec; the parameter block before the table.
-        let header = if lat { LAT_HEADER } else { BW_HEADER_MB };
+        let header = match (lat, rpc) {
+            (true, _) => LAT_HEADER,
+            (_, true) => STORAGE_HEADER_MB,
+            _ => BW_HEADER_MB,
+        };
         assert!(
             stdout.lines().any(|l| l == header),
             "{test}: no header in\n{stdout}"
         );
+        let depth = if rpc {
+            " I/O depth       : "
+        } else {
+            " TX depth        : "
+        };
         assert!(
-            stdout.contains(" Transport       : kernel") && stdout.contains(" TX depth        : "),
+            stdout.contains(" Transport       : kernel") && stdout.contains(depth),
             "{test}: no parameter block in\n{stdout}"
         );
         let bytes = bench::cli::parse_size(size).unwrap().to_string();
@@ -116,7 +132,12 @@ fn kernel_transport_tests_print_perftest_columns_and_json() {
             .unwrap_or_else(|| panic!("{test}: no result row in\n{stdout}"))
             .split_whitespace()
             .collect();
-        assert_eq!(row.len(), if lat { 9 } else { 5 }, "{test}: {row:?}");
+        let columns = match (lat, rpc) {
+            (true, _) => 9,
+            (_, true) => 8,
+            _ => 5,
+        };
+        assert_eq!(row.len(), columns, "{test}: {row:?}");
         assert_eq!(row[1], iters, "{test}: iterations column");
         let nums: Vec<f64> = row[2..].iter().map(|v| v.parse().unwrap()).collect();
         // every figure is a number; all are positive except a standard deviation, which may
@@ -138,6 +159,12 @@ fn kernel_transport_tests_print_perftest_columns_and_json() {
                     && nums[2] <= nums[5]
                     && nums[5] <= nums[6]
                     && nums[6] <= nums[1]
+            );
+        } else if rpc {
+            // BW, IOPS, then p50 <= p90 <= p99 <= p99.9
+            assert!(
+                nums[2..].windows(2).all(|w| w[0] <= w[1]),
+                "{test}: {nums:?}"
             );
         } else {
             assert!(nums[0] >= nums[1], "{test}: peak >= average");
@@ -162,7 +189,9 @@ fn kernel_transport_tests_print_perftest_columns_and_json() {
         assert_eq!(o["test"], test);
         assert_eq!(o["transport"], "kernel");
         assert_eq!(o["bytes"].as_u64().unwrap().to_string(), bytes);
-        assert_eq!(o["t_typical_us"].is_null(), !lat);
+        assert_eq!(o["t_typical_us"].is_null(), !lat && !rpc);
+        // iops is left out where it does not apply
+        assert_eq!(o.get("iops").is_none_or(|v| v.is_null()), !rpc);
         assert_eq!(o["bw_gbps"].is_null(), lat);
         assert_eq!(o["msg_rate_mpps"].is_null(), lat);
         assert_eq!(o["params"]["transport"], "kernel", "{test}: {o:?}");
@@ -170,7 +199,7 @@ fn kernel_transport_tests_print_perftest_columns_and_json() {
         if !test.starts_with("rpc") {
             assert_eq!(o["params"]["crc"], true, "{test}: negotiated CRC in {o:?}");
         }
-        if lat {
+        if lat || rpc {
             let p = o["percentiles_us"].as_array().expect("percentiles");
             assert!(p.len() > 5 && p.windows(2).all(|w| w[0][1].as_f64() <= w[1][1].as_f64()));
         }
@@ -218,6 +247,208 @@ fn kernel_transport_tests_print_perftest_columns_and_json() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The CPU cores of this host: `cpu_util` is at most 100 per core.
+fn cores() -> f64 {
+    std::thread::available_parallelism().map_or(1, |n| n.get()) as f64
+}
+
+fn read_json(path: &std::path::Path) -> serde_json::Value {
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    v.as_array().expect("array")[0].clone()
+}
+
+/// The CSV's one data row as (column, value) pairs.
+fn read_csv(path: &std::path::Path) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<String> = lines.next().unwrap().split(',').map(String::from).collect();
+    let row: Vec<String> = lines.next().unwrap().split(',').map(String::from).collect();
+    assert_eq!(header.len(), row.len(), "{text}");
+    assert!(lines.next().is_none(), "one size, one row: {text}");
+    header.into_iter().zip(row).collect()
+}
+
+fn csv_f64(row: &[(String, String)], key: &str) -> f64 {
+    let v = &row
+        .iter()
+        .find(|(k, _)| k == key)
+        .unwrap_or_else(|| panic!("no {key}"))
+        .1;
+    v.parse().unwrap_or_else(|_| panic!("{key} = {v:?}"))
+}
+
+#[test]
+fn storage_tests_report_iops_percentiles_and_cpu_util_in_text_json_and_csv() {
+    if !require_root("storage_tests_report_iops_percentiles_and_cpu_util_in_text_json_and_csv") {
+        return;
+    }
+    let tb = Testbed::up(1500).expect("testbed");
+    let dir = scratch_dir("fio");
+    // (test, --rw, --iodepth, connections): 40 calls in flight take three connections
+    for (k, (test, rw, depth, connections)) in [
+        ("rpc_write", "randwrite", "4", 1),
+        ("rpc_read", "randread", "4", 1),
+        ("rpc_read", "read", "40", 3),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let json = dir.join(format!("{test}-{rw}.json"));
+        let csv = dir.join(format!("{test}-{rw}.csv"));
+        let mut extra = vec![
+            "--rw",
+            rw,
+            "--iodepth",
+            depth,
+            "--cpu_util",
+            "--csv",
+            csv.to_str().unwrap(),
+        ];
+        if rw.starts_with("rand") {
+            extra.extend(["--seed", "3"]);
+        }
+        let out = run_with(
+            &tb,
+            test,
+            "4K",
+            "200",
+            19_200 + k as u16,
+            &json,
+            &[],
+            &extra,
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{test} {rw}: {}\n{stdout}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            stdout.contains(&format!(" I/O pattern     : {rw}")),
+            "{stdout}"
+        );
+        assert!(
+            stdout.contains(&format!(" I/O depth       : {depth}")),
+            "{stdout}"
+        );
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l == format!("{STORAGE_HEADER_MB}    CPU_Util[%]")),
+            "{stdout}"
+        );
+        let row = stdout
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some("4096"))
+            .unwrap_or_else(|| panic!("no row in\n{stdout}"));
+        assert_eq!(row.split_whitespace().count(), 9, "{row}");
+        // JSON
+        let o = read_json(&json);
+        let f = |k: &str| o[k].as_f64().unwrap_or_else(|| panic!("{k} in {o}"));
+        assert!(f("iops") > 0.0, "{o}");
+        assert_eq!(o["iterations"], 200);
+        let p = [f("t_typical_us"), f("p90_us"), f("p99_us"), f("p999_us")];
+        assert!(p[0] > 0.0 && p.windows(2).all(|w| w[0] <= w[1]), "{p:?}");
+        let cpu = f("cpu_util");
+        assert!((0.0..=100.0 * cores()).contains(&cpu), "cpu_util {cpu}");
+        assert_eq!(o["params"]["rw"], rw);
+        assert_eq!(o["params"]["iodepth"].to_string(), depth);
+        assert_eq!(o["params"]["num_of_qps"], connections);
+        assert_eq!(o["params"]["store_size"], 64 << 20);
+        let seed = if rw.starts_with("rand") {
+            serde_json::json!(3)
+        } else {
+            serde_json::Value::Null
+        };
+        assert_eq!(o["params"]["seed"], seed);
+        // CSV: the same figures
+        let c = read_csv(&csv);
+        assert!((csv_f64(&c, "iops") - f("iops")).abs() < 1e-6 * f("iops"));
+        assert!(csv_f64(&c, "p90_us") <= csv_f64(&c, "p99_us"));
+        assert!((0.0..=100.0 * cores()).contains(&csv_f64(&c, "cpu_util")));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `-b` on write_bw and read_bw: both streams and their sum, in the text and the JSON; and
+/// `--cpu_util` on a latency test.
+#[test]
+fn bidirectional_bandwidth_and_cpu_util_on_the_kernel_transport() {
+    if !require_root("bidirectional_bandwidth_and_cpu_util_on_the_kernel_transport") {
+        return;
+    }
+    let tb = Testbed::up(1500).expect("testbed");
+    let dir = scratch_dir("bidi");
+    for (k, test) in ["write_bw", "read_bw"].into_iter().enumerate() {
+        let json = dir.join(format!("{test}.json"));
+        let out = run_with(
+            &tb,
+            test,
+            "16K",
+            "300",
+            19_300 + k as u16,
+            &json,
+            &[],
+            &["-b"],
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{test}: {}\n{stdout}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_bidirectional(test, &stdout, &read_json(&json));
+    }
+    let json = dir.join("write_lat.json");
+    let out = run_with(
+        &tb,
+        "write_lat",
+        "64",
+        "200",
+        19_310,
+        &json,
+        &[],
+        &["--cpu_util"],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l == format!("{LAT_HEADER}    CPU_Util[%]")),
+        "{stdout}"
+    );
+    let cpu = read_json(&json)["cpu_util"].as_f64().expect("cpu_util");
+    // A busy-polling client: well above nothing, never above every core.
+    assert!(cpu > 1.0 && cpu <= 100.0 * cores(), "cpu_util {cpu}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A `-b` run's output: the parameter block says so, the note under the row gives both
+/// streams, the JSON's bandwidth is their sum.
+fn assert_bidirectional(what: &str, stdout: &str, o: &serde_json::Value) {
+    assert!(stdout.contains(" Bidirectional   : on"), "{what}: {stdout}");
+    assert!(
+        stdout.contains(" bidirectional: client's stream "),
+        "{what}: {stdout}"
+    );
+    let f = |k: &str| {
+        o[k].as_f64()
+            .unwrap_or_else(|| panic!("{what}: {k} in {o}"))
+    };
+    let (c, s) = (f("bw_client_gbps"), f("bw_server_gbps"));
+    assert!(
+        c > 0.0 && s > 0.0,
+        "{what}: both directions moved data: {o}"
+    );
+    assert!(
+        (f("bw_gbps") - (c + s)).abs() < 1e-9 * (c + s),
+        "{what}: {o}"
+    );
+    assert_eq!(o["params"]["bidirectional"], true, "{what}");
+}
+
 /// Whether this build has the xdp transport (it opens on the testbed's veth end; the probe
 /// connects to a port nobody serves).
 fn xdp_transport_built(tb: &Testbed) -> bool {
@@ -253,11 +484,14 @@ fn xdp_transport_tests_run_end_to_end_and_interoperate_with_kernel() {
     // The kernel-transport ends of the mixed cases need real checksums on the wire.
     tb.tx_checksum_off(true).unwrap();
     tb.tx_checksum_off(false).unwrap();
-    let dir = std::env::temp_dir().join(format!("xwarp-bench-e2e-xdp-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("xdp");
     let xa = ["--transport", "xdp", "--interface", tb.if_a.as_str()];
     let xb = ["--transport", "xdp", "--interface", tb.if_b.as_str()];
     let kernel: [&str; 0] = [];
+    // -b, one with a threaded engine whose CPU share --cpu_util reports
+    let xb_bidi = [&xb[..], &["-b"]].concat();
+    let xb_bidi_threaded = [&xb[..], &["-b", "--engine", "threaded", "--cpu_util"]].concat();
+    let xb_cpu = [&xb[..], &["--cpu_util"]].concat();
     // (test, size, iterations, server options, client options, client transport)
     type Case<'a> = (
         &'a str,
@@ -267,7 +501,7 @@ fn xdp_transport_tests_run_end_to_end_and_interoperate_with_kernel() {
         &'a [&'a str],
         &'a str,
     );
-    let cases: [Case; 12] = [
+    let cases: [Case; 15] = [
         ("write_lat", "64", "100", &xa, &xb, "xdp"),
         ("write_bw", "64K", "200", &xa, &xb, "xdp"),
         ("read_lat", "64", "100", &xa, &xb, "xdp"),
@@ -281,6 +515,10 @@ fn xdp_transport_tests_run_end_to_end_and_interoperate_with_kernel() {
         ("send_bw", "64", "1000", &kernel, &xb, "xdp"),
         ("rpc_read", "64K", "20", &kernel, &xb, "xdp"),
         ("write_bw", "64K", "100", &xa, &kernel, "kernel"),
+        ("write_bw", "64K", "200", &xa, &xb_bidi_threaded, "xdp"),
+        ("read_bw", "64K", "100", &xa, &xb_bidi, "xdp"),
+        // --cpu_util on the raw ceiling too
+        ("raw_lat", "64", "100", &xa, &xb_cpu, "raw"),
     ];
     for (k, (test, size, iters, srv, cli, transport)) in cases.into_iter().enumerate() {
         let json = dir.join(format!("{test}-{k}.json"));
@@ -301,6 +539,26 @@ fn xdp_transport_tests_run_end_to_end_and_interoperate_with_kernel() {
             &o["bw_gbps"]
         };
         assert!(figure.as_f64().is_some_and(|f| f > 0.0), "case {k}: {o}");
+        if cli.contains(&"-b") {
+            assert_bidirectional(&format!("case {k}"), &stdout, o);
+        }
+        if cli.contains(&"--cpu_util") {
+            let cpu = o["cpu_util"].as_f64().expect("cpu_util");
+            assert!(0.0 < cpu && cpu <= 100.0 * cores(), "case {k}: {o}");
+            assert!(stdout.contains("CPU_Util[%]"), "case {k}: {stdout}");
+        }
+        if cli.contains(&"threaded") {
+            let cpu = o["cpu_util"].as_f64().expect("cpu_util");
+            let engine = o["cpu_util_engine"]
+                .as_f64()
+                .expect("the engine thread's share");
+            // The engine thread is one of the process's threads.
+            assert!(0.0 <= engine && engine <= cpu + 1e-9, "case {k}: {o}");
+            assert!(
+                stdout.contains(" CPU_Util of the engine thread: "),
+                "{stdout}"
+            );
+        }
         if transport == "xdp" {
             // The parameter block and the JSON say what the xdp transport ran on.
             assert!(

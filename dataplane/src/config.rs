@@ -30,8 +30,13 @@ pub enum EngineMode {
 /// Settings of an AF_XDP device: one interface queue, one engine.
 #[derive(Debug, Clone, PartialEq)]
 pub struct XdpConfig {
-    /// The interface to attach to (must be up, with an IPv4 address).
+    /// The interface to attach to (must be up, with an address to serve).
     pub interface: String,
+    /// The interface's address the engine serves, IPv4 or IPv6 (one per device): `None` (the
+    /// default) takes its first IPv4 address, else its first IPv6 address that is not
+    /// link-local; `0.0.0.0` or `::` the first of that family; any other address must be one
+    /// of the interface's.
+    pub address: Option<std::net::IpAddr>,
     /// Its receive queue (default 0).
     pub queue: u32,
     /// Zero-copy when the driver offers it, copy mode otherwise (default), or forced.
@@ -62,6 +67,7 @@ impl XdpConfig {
     pub fn new(interface: impl Into<String>) -> Self {
         XdpConfig {
             interface: interface.into(),
+            address: None,
             queue: 0,
             bind: crate::xdp::BindMode::Auto,
             attach: crate::xdp::AttachPolicy::NativeOrGeneric,

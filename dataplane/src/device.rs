@@ -120,8 +120,9 @@ impl Device {
         self.xdp.as_ref().is_some_and(|x| x.shared.inline)
     }
 
-    /// The device's IPv4 address (AF_XDP devices: the interface's).
-    pub fn local_ip(&self) -> Option<std::net::Ipv4Addr> {
+    /// The device's address, IPv4 or IPv6 (AF_XDP devices: the interface's address they
+    /// serve, `XdpConfig::address`).
+    pub fn local_ip(&self) -> Option<std::net::IpAddr> {
         self.xdp.as_ref().map(|x| x.shared.ip)
     }
 

@@ -16,8 +16,9 @@ pub enum DeviceError {
         /// The failure.
         error: crate::xdp::XdpError,
     },
-    /// The interface has no IPv4 address to serve.
-    #[error("the interface has no IPv4 address")]
+    /// The interface has no address to serve (no IPv4 nor global IPv6 address, or not the
+    /// one `XdpConfig::address` names).
+    #[error("the interface has no address to serve (or not the one asked for)")]
     NoAddress,
     /// The OS random source (the engine's secrets are drawn from it) failed.
     #[error("the OS random source failed: {0}")]

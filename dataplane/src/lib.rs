@@ -27,6 +27,7 @@ mod cq;
 mod device;
 pub mod engine;
 mod error;
+pub mod heap;
 mod kernel;
 mod listener;
 mod mapped_file;

@@ -23,9 +23,7 @@ use afxdp_support::*;
 use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
 use dataplane::{Access, Device, Transport};
 use endpoint::{ConnId, EndpointConfig};
-use testkit::iwarp_oracle::{check_decode, Expect};
 use testkit::or_skip;
-use testkit::{require_tool, unique_temp_path, LiveCapture};
 
 /// What each end asks for in its MPA frame: (markers on what it receives, CRC).
 #[derive(Clone, Copy, Debug)]
@@ -290,13 +288,6 @@ fn reordered_and_lost_kernel_writes_are_placed_out_of_order_via_markers() {
 // ------------------------------------------------------------------------------------------
 // Wire oracle: Wireshark's iWARP dissectors on the engine's traffic
 
-/// dumpcap on `side`'s veth end for one TCP port; the file is complete after
-/// [`LiveCapture::finish`].
-fn dumpcap(tb: &VethTestbed, side: Side, port: u16) -> LiveCapture {
-    let file = unique_temp_path(&format!("afxdp-{port}.pcapng"));
-    LiveCapture::start(tb.command(side, "dumpcap"), tb.ifname(side), port, file)
-}
-
 /// Issue 4: the engine's traffic with the kernel transport, captured in B, decodes as cleanly
 /// as the kernel transport's own (`wire_oracle.rs`), for markers on/off x CRC on/off with the
 /// engine connecting and Sending, Writing and Reading 1 B, 4 KiB and 256 KiB, and once with the
@@ -304,24 +295,6 @@ fn dumpcap(tb: &VethTestbed, side: Side, port: u16) -> LiveCapture {
 /// full FPDUs keep their phase to the markers.
 #[test]
 fn engine_traffic_decodes_cleanly_in_wireshark() {
-    let test = "engine_traffic_decodes_cleanly_in_wireshark";
-    let Some(tb) = or_skip("xws", for_test("xws")) else {
-        return;
-    };
-    if !require_tool(test, "tshark") || !require_tool(test, "dumpcap") {
-        return;
-    }
-    let _serial = serial();
-    tb.tx_checksum_off(Side::B).expect("ethtool -K tx off");
-    let layout = Layout::new(&[1, 4096, 256 << 10]);
-    let esrc = Sources::new(&layout, 5);
-    let ksrc = Sources::new(&layout, 6);
-    let mut h = EngineHost::new(&tb, Side::A, |c| {
-        // MSS 1036 - 12 octets of timestamps = EMSS 1024; one FPDU per segment.
-        c.tcp.mss = 1036;
-        c.tcp.pack_records = false;
-    });
-    let end = EngineEnd::register(&mut h, &layout, &esrc);
     // (markers, crc, engine connects): the engine as Initiator under every marker/CRC case, and
     // once as Responder (its Reply and Read Responses on the wire).
     let runs = [
@@ -331,46 +304,13 @@ fn engine_traffic_decodes_cleanly_in_wireshark() {
         (false, false, true),
         (true, true, false),
     ];
-    for (k, (markers, crc, engine_connects)) in runs.into_iter().enumerate() {
-        let port = 4500 + k as u16;
-        let cap = dumpcap(&tb, Side::B, port);
-        KernelRun {
-            tb: &tb,
-            esrc: &esrc,
-            ksrc: &ksrc,
-            engine: (markers, crc),
-            kcfg: dataplane::ConnectionConfig {
-                emss: Some(1024),
-                segment_per_fpdu: true,
-                ..kernel_config(markers, crc)
-            },
-            port,
-            engine_connects,
-            part: if engine_connects {
-                OPS_ONLY
-            } else {
-                RECEIVED_ONLY
-            },
-        }
-        .run(&mut h, &end);
-        let path = cap.finish();
-        let t = Instant::now();
-        // The connecting side Writes (0x00), Read Requests (0x01) and Sends (0x03); the
-        // listening side answers with Read Responses (0x02) only.
-        let expect = Expect {
-            markers,
-            crc,
-            min_fpdus: 500,
-            connecting_ops: &["0x00", "0x01", "0x03"],
-            listening_ops: &["0x02"],
-        };
-        let fpdus = check_decode(test, &path, port, &expect);
-        println!(
-            "markers {markers}, crc {crc}, engine connects {engine_connects}: {fpdus} FPDUs \
-             decoded cleanly in {:?}",
-            t.elapsed()
-        );
-    }
+    wireshark_decode_test(
+        "engine_traffic_decodes_cleanly_in_wireshark",
+        "xws",
+        false,
+        &runs,
+        4500,
+    );
 }
 
 // ------------------------------------------------------------------------------------------

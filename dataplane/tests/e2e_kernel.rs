@@ -18,26 +18,7 @@ fn run_matrix(test: &str, port: u16, wire: &[&str]) {
     let mut args = vec!["--ops", "send,write,read", "--sizes", "1,4K,1M"];
     args.extend_from_slice(wire);
     let out = run_client(&tb, port, &args);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "{test}: client failed ({:?})\n{stdout}\n{stderr}",
-        out.status
-    );
-    for op in ["send", "write", "read"] {
-        for size in ["1", "4096", "1048576"] {
-            assert!(
-                stdout.lines().any(|l| {
-                    let f: Vec<&str> = l.split_whitespace().collect();
-                    f.first() == Some(&op)
-                        && f.get(1) == Some(&size)
-                        && f.last() == Some(&"verified")
-                }),
-                "{test}: no verified {op} of {size} bytes in\n{stdout}"
-            );
-        }
-    }
+    assert_all_verified(test, &out);
     let sout = server.wait_output(Duration::from_secs(30));
     assert!(
         sout.status.success(),

@@ -58,8 +58,8 @@ fn hex(b: &[u8]) -> String {
 }
 
 /// Requirement (issue 14 "What it must show"): the frame-agreement test. Every corpus frame gets
-/// the verdict of its row from both the program and the classifier; every mutation of four
-/// good frames gets the same verdict from both.
+/// the verdict of its row from both the program and the classifier; every mutation of six
+/// good frames (four IPv4, two IPv6) gets the same verdict from both.
 #[test]
 fn xdp_program_and_endpoint_classifier_agree_frame_by_frame() {
     let Some(tb) = or_skip("agree", for_test("agree")) else {
@@ -95,7 +95,9 @@ fn xdp_program_and_endpoint_classifier_agree_frame_by_frame() {
         unsteered: UNSTEERED,
         ..CorpusAddrs::default()
     };
-    let owned = [IpAddr::V4(ours)];
+    // The corpus's IPv6 address is owned too (the interface need not have it for test runs).
+    let owned = [IpAddr::V4(ours), IpAddr::from(addrs.ip6)];
+    prog.set_owned_addrs(&owned).unwrap();
     let endpoint_verdict = |f: &[u8]| classify(f, OwnedAddrs(&owned), |p| p == STEERED);
 
     // The corpus: both sides give each frame the verdict of its row.
@@ -137,7 +139,7 @@ fn xdp_program_and_endpoint_classifier_agree_frame_by_frame() {
         "only two frames are too short to run"
     );
 
-    // Mutations: every header octet changed, every truncation, of four good frames; the two
+    // Mutations: every header octet changed, every truncation, of six good frames; the two
     // sides must agree on each.
     let pick = |name: &str| named(&corpus, name).to_vec();
     let bases = [
@@ -145,6 +147,8 @@ fn xdp_program_and_endpoint_classifier_agree_frame_by_frame() {
         pick("first fragment (MF set), steered port"),
         pick("SYN padded to 60 octets (total length < frame)"),
         pick("TCP to us, unsteered port"),
+        pick("IPv6: TCP to us, steered port"),
+        pick("IPv6: first fragment (M set), steered port"),
     ];
     let mut seen = [0usize; 4];
     let mut mutations = 0;

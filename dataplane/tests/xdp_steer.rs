@@ -253,11 +253,12 @@ fn af_xdp_transmission_reaches_the_peer() {
 
 /// Requirement (issues 10 item 7, 12 item 4, 14): the rule of which frames are ours on a live
 /// interface. The program owns the interface's address (filled by the loader): a steered port
-/// at another address, IPv6, a VLAN tag and QinQ go to the kernel; a first fragment to a
-/// steered port is dropped and counted; a segment to our address and port is redirected. (The
-/// whole table is checked frame by frame in `frame_agreement.rs`.)
+/// at another address (IPv4 or IPv6), a later IPv6 fragment, a VLAN tag and QinQ go to the
+/// kernel; first fragments to a steered port (IPv4, IPv6, an IPv6 atomic fragment) are dropped
+/// and counted; a segment to our address and port is redirected. (The whole table is checked
+/// frame by frame in `frame_agreement.rs`.)
 #[test]
-fn steering_needs_our_address_and_leaves_ipv6_vlan_and_fragments_alone() {
+fn steering_needs_our_address_and_drops_first_fragments() {
     let Some(tb) = or_skip("addr", for_test("addr")) else {
         return;
     };
@@ -287,22 +288,30 @@ fn steering_needs_our_address_and_leaves_ipv6_vlan_and_fragments_alone() {
         unsteered: PASSED,
         ..CorpusAddrs::default()
     };
+    // The corpus's IPv6 address is owned too, so that IPv6 fragments reach rule 12.
+    prog.set_owned_addrs(&[tb.ip(Side::B).into(), corpus.ip6.into()])
+        .unwrap();
     let frames = frame_corpus(&corpus);
     let pick = |name: &str| named(&frames, name).to_vec();
     let ours = pick("TCP to us, steered port");
     let passed = [
         pick("TCP to another address, steered port"),
-        pick("IPv6/TCP to the steered port"),
+        pick("IPv6: TCP to another address, steered port"),
+        pick("IPv6: later fragment (offset 8, M set)"),
         pick("802.1Q tagged TCP to us, steered port"),
         pick("QinQ (802.1ad + 802.1Q) TCP to us, steered port"),
     ];
-    let fragment = pick("first fragment (MF set), steered port");
+    let fragments = [
+        pick("first fragment (MF set), steered port"),
+        pick("IPv6: first fragment (M set), steered port"),
+        pick("IPv6: atomic fragment (offset 0, M clear), steered port"),
+    ];
     let before = prog.counters().unwrap();
     let sock = {
         let _ns = tb.enter(Side::A).unwrap();
         PacketSocket::open(tb.ifname(Side::A)).unwrap()
     };
-    for f in passed.iter().chain([&fragment, &ours]) {
+    for f in passed.iter().chain(&fragments).chain([&ours]) {
         sock.send(f).unwrap();
     }
     let got = collect(&mut q, Duration::from_secs(3), 1, |f| f == &ours[..]);
@@ -310,7 +319,7 @@ fn steering_needs_our_address_and_leaves_ipv6_vlan_and_fragments_alone() {
     let deadline = Instant::now() + Duration::from_secs(3);
     let moved = loop {
         let moved = prog.counters().unwrap().since(&before);
-        if (moved.fragments >= 1 && moved.passed >= passed.len() as u64)
+        if (moved.fragments >= 3 && moved.passed >= passed.len() as u64)
             || Instant::now() > deadline
         {
             break moved;
@@ -318,7 +327,10 @@ fn steering_needs_our_address_and_leaves_ipv6_vlan_and_fragments_alone() {
         thread::sleep(Duration::from_millis(10));
     };
     assert_eq!(moved.redirected, 1, "{moved:?}");
-    assert_eq!(moved.fragments, 1, "{moved:?}");
+    assert_eq!(
+        moved.fragments, 3,
+        "IPv4 and IPv6 first fragments: {moved:?}"
+    );
     assert_eq!(moved.malformed, 0, "{moved:?}");
     assert!(moved.passed >= passed.len() as u64, "{moved:?}");
 

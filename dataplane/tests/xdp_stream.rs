@@ -10,32 +10,27 @@
 //!
 //! Root needed: skipped elsewhere, failures under CI=true.
 
-use std::io::{Read, Write};
+mod common;
+use common::open_xdp;
+
+use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, SocketAddrV4};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::thread;
 use std::time::Duration;
 
 use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
-use dataplane::xdp::BindMode;
-use dataplane::{Device, EngineMode, StreamConfig, TcpStream, Transfer, XdpConfig};
+use dataplane::{Device, EngineMode, StreamConfig, TcpStream, Transfer, Transport};
 use testkit::{or_skip, pattern};
 
 const LEN: usize = 16 << 20;
 const T: Duration = Duration::from_secs(60);
 
-/// One heavy test at a time (2 cores shared).
-fn serial() -> std::sync::MutexGuard<'static, ()> {
+/// A testbed for test `tag`, one heavy test at a time (2 cores shared); `None`: skipped.
+fn testbed(tag: &str) -> Option<(VethTestbed, MutexGuard<'static, ()>)> {
     static HEAVY: Mutex<()> = Mutex::new(());
-    HEAVY.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn open_xdp(tb: &VethTestbed, side: Side, mode: EngineMode) -> Device {
-    let _ns = tb.enter(side).unwrap();
-    let mut cfg = XdpConfig::new(tb.ifname(side));
-    cfg.bind = BindMode::Copy;
-    cfg.mode = mode;
-    Device::open_xdp(cfg).expect("open the xdp device")
+    let tb = or_skip(tag, for_test(tag))?;
+    Some((tb, HEAVY.lock().unwrap_or_else(|p| p.into_inner())))
 }
 
 /// Writes `pattern(LEN, send_seed)` from a thread through `w` (then `shut`), reads to the end
@@ -84,10 +79,9 @@ fn std_exchange(s: std::net::TcpStream, send_seed: u64, recv_seed: u64) {
 
 /// Our stream client (A, xdp) against a Linux `TcpListener` (B), 16 MiB each way at once.
 fn xdp_client_against_linux(mode: EngineMode, tag: &str) {
-    let Some(tb) = or_skip(tag, for_test(tag)) else {
+    let Some((tb, _serial)) = testbed(tag) else {
         return;
     };
-    let _serial = serial();
     // The kernel's segments must carry full checksums (veth offload leaves them partial).
     tb.tx_checksum_off(Side::B).expect("ethtool -K tx off");
     let port = 7101;
@@ -126,10 +120,9 @@ fn xdp_stream_client_against_linux_listener_inline() {
 #[test]
 fn linux_client_against_xdp_stream_listener() {
     let tag = "xstl";
-    let Some(tb) = or_skip(tag, for_test(tag)) else {
+    let Some((tb, _serial)) = testbed(tag) else {
         return;
     };
-    let _serial = serial();
     tb.tx_checksum_off(Side::B).expect("ethtool -K tx off");
     let port = 7102;
     let dev = open_xdp(&tb, Side::A, EngineMode::Threaded);
@@ -164,10 +157,9 @@ const RID: u64 = (1 << 32) | 0x77;
 #[test]
 fn tcp_rdma_option_between_two_xdp_endpoints() {
     let tag = "xsto";
-    let Some(tb) = or_skip(tag, for_test(tag)) else {
+    let Some((tb, _serial)) = testbed(tag) else {
         return;
     };
-    let _serial = serial();
     let port = 7103;
     let cfg = StreamConfig {
         tcp_rdma: true,
@@ -242,4 +234,76 @@ fn tcp_rdma_option_between_two_xdp_endpoints() {
         "{counters:?}"
     );
     assert!(b_counters.segments_annotated > 0, "{b_counters:?}");
+}
+
+/// Errors as std reports them: a closed port refuses, a read past its timeout is
+/// `WouldBlock` and consumes nothing, a peer's RST is `ConnectionReset` on read and an error
+/// on write; the kernel transport has no stream API.
+#[test]
+fn stream_errors_and_timeouts() {
+    let kernel = Device::open(Transport::Kernel).unwrap();
+    let any = SocketAddr::V4(SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, 9));
+    let e = kernel
+        .tcp_connect(any, &StreamConfig::default())
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unsupported);
+    assert_eq!(
+        kernel
+            .tcp_listen(any, StreamConfig::default())
+            .unwrap_err()
+            .kind(),
+        ErrorKind::Unsupported
+    );
+
+    let Some((tb, _serial)) = testbed("xste") else {
+        return;
+    };
+    tb.tx_checksum_off(Side::B).expect("ethtool -K tx off");
+    let dev = open_xdp(&tb, Side::A, EngineMode::Threaded);
+    let b = tb.ip(Side::B);
+    let e = dev
+        .tcp_connect(
+            SocketAddr::V4(SocketAddrV4::new(b, 7104)),
+            &StreamConfig::default(),
+        )
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::ConnectionRefused, "{e}");
+
+    let port = 7105;
+    let listener = tb.run_in(Side::B, || {
+        std::net::TcpListener::bind(SocketAddrV4::new(b, port)).unwrap()
+    });
+    let (go, wait) = std::sync::mpsc::channel::<()>();
+    let server = thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        wait.recv().unwrap();
+        s.write_all(b"hello").unwrap();
+        let mut req = [0u8; 3];
+        s.read_exact(&mut req).unwrap();
+        wait.recv().unwrap();
+        // Unread octets when it closes: Linux resets the connection.
+    });
+    let s = dev
+        .tcp_connect(
+            SocketAddr::V4(SocketAddrV4::new(b, port)),
+            &StreamConfig::default(),
+        )
+        .expect("connect");
+    s.set_read_timeout(Some(Duration::from_millis(50)));
+    let mut buf = [0u8; 16];
+    assert_eq!(
+        (&s).read(&mut buf).unwrap_err().kind(),
+        ErrorKind::WouldBlock
+    );
+    go.send(()).unwrap();
+    s.set_read_timeout(Some(T));
+    (&s).read_exact(&mut buf[..5]).unwrap();
+    assert_eq!(&buf[..5], b"hello");
+    (&s).write_all(b"abcdefgh").unwrap();
+    thread::sleep(Duration::from_millis(100));
+    go.send(()).unwrap();
+    server.join().unwrap();
+    let e = (&s).read(&mut buf).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::ConnectionReset, "{e}");
+    assert!((&s).write(b"more").is_err());
 }

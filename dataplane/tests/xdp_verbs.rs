@@ -4,13 +4,15 @@
 //! 1 MiB are verified byte for byte, in inline and threaded engine mode, and the device's
 //! counters move. Also: the engine pair on both ends through the verbs API.
 
+mod common;
+use common::open_xdp;
+
 use std::net::{SocketAddr, SocketAddrV4};
 use std::sync::mpsc;
 use std::time::Duration;
 
 use dataplane::xdp::program::attached;
 use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
-use dataplane::xdp::BindMode;
 use dataplane::{
     Access, CompletionQueue, ConnectionConfig, Device, EngineMode, Opcode, QpInit, QueuePair,
     RemoteAddr, Status, XdpConfig,
@@ -27,14 +29,6 @@ fn wait_ok(cq: &CompletionQueue, what: &str) -> dataplane::Completion {
         .unwrap_or_else(|| panic!("no completion for {what}"));
     assert_eq!(c.status, Status::Success, "{what}: {c:?}");
     c
-}
-
-fn open_xdp(tb: &VethTestbed, side: Side, mode: EngineMode) -> Device {
-    let _ns = tb.enter(side).unwrap();
-    let mut cfg = XdpConfig::new(tb.ifname(side));
-    cfg.bind = BindMode::Copy;
-    cfg.mode = mode;
-    Device::open_xdp(cfg).expect("open the xdp device")
 }
 
 /// The active side: Send, Write and Read against the passive side's regions, all verified
@@ -109,19 +103,58 @@ fn passive_side(dev: Device, listener: dataplane::Listener, stags: mpsc::Sender<
     qp.close();
 }
 
+/// `side`'s IPv4 address, or its IPv6 one (`v6`), with `port`.
+fn addr_of(tb: &VethTestbed, side: Side, port: u16, v6: bool) -> SocketAddr {
+    if v6 {
+        SocketAddr::new(tb.ip6(side).into(), port)
+    } else {
+        SocketAddr::V4(SocketAddrV4::new(tb.ip(side), port))
+    }
+}
+
 fn run_pair(tb: &VethTestbed, a: Device, b: Device, port: u16) {
-    let cfg = ConnectionConfig {
+    run_pair_over(tb, a, b, port, Over::default())
+}
+
+/// How [`run_pair_over`] connects.
+#[derive(Clone, Copy)]
+struct Over {
+    /// Over the IPv6 addresses.
+    v6: bool,
+    /// The listening device's side.
+    listener: Side,
+    /// Both ask for markers.
+    markers: bool,
+}
+
+impl Default for Over {
+    fn default() -> Self {
+        Over {
+            v6: false,
+            listener: Side::B,
+            markers: false,
+        }
+    }
+}
+
+/// `b` listens on the IPv4 (or IPv6) address of its side, `a` connects from the other side;
+/// the plan, verified.
+fn run_pair_over(tb: &VethTestbed, a: Device, b: Device, port: u16, over: Over) {
+    let Over {
+        v6,
+        listener: b_side,
+        markers,
+    } = over;
+    let mut cfg = ConnectionConfig {
         emss: None,
         ..ConnectionConfig::default()
     };
+    cfg.mpa.want_markers = markers;
     // B listens (in its namespace for the kernel transport), A connects.
     let listener = {
-        let _ns = tb.enter(Side::B).unwrap();
-        b.listen(
-            SocketAddr::V4(SocketAddrV4::new(tb.ip(Side::B), port)),
-            cfg.clone(),
-        )
-        .unwrap()
+        let _ns = tb.enter(b_side).unwrap();
+        b.listen(addr_of(tb, b_side, port, v6), cfg.clone())
+            .unwrap()
     };
     let (stx, srx) = mpsc::channel();
     let b2 = b.clone();
@@ -129,14 +162,9 @@ fn run_pair(tb: &VethTestbed, a: Device, b: Device, port: u16) {
     let stags = srx.recv_timeout(T).unwrap();
     let (qi, cq) = a.qp_init();
     let qp = {
-        let _ns = tb.enter(Side::A).unwrap();
-        a.connect(
-            SocketAddr::V4(SocketAddrV4::new(tb.ip(Side::B), port)),
-            qi.clone(),
-            &cfg,
-            b"hello",
-        )
-        .expect("connect")
+        let _ns = tb.enter(b_side.peer()).unwrap();
+        a.connect(addr_of(tb, b_side, port, v6), qi.clone(), &cfg, b"hello")
+            .expect("connect")
     };
     assert_eq!(qp.peer_private_data(), b"welcome");
     active_side(&qp, &a, &qi, &cq, stags);
@@ -306,5 +334,88 @@ fn dropped_listener_keeps_its_connections_and_the_port_can_be_listened_on_again(
             "round {round}: connected without a listener"
         );
         drop((qp, sqp));
+    }
+}
+
+/// An xdp device serving `side`'s IPv6 address.
+fn open_xdp_v6(tb: &VethTestbed, side: Side) -> Device {
+    let _ns = tb.enter(side).unwrap();
+    let mut cfg = XdpConfig::new(tb.ifname(side));
+    cfg.bind = dataplane::xdp::BindMode::Copy;
+    cfg.address = Some(tb.ip6(side).into());
+    Device::open_xdp(cfg).expect("open the xdp device on IPv6")
+}
+
+/// Requirement (issue 12 item 4): the verbs API over IPv6 on both transports. The xdp device
+/// serves 2001:db8::1 (next hops from the kernel's neighbour table, which NDP fills; the
+/// steering program owns the IPv6 address), the kernel transport 2001:db8::2: each connects
+/// to the other's listener (markers off, then on); then two kernel-transport devices over IPv6.
+/// Send, Write and Read of 1 MiB verified each time.
+#[test]
+fn verbs_over_ipv6_xdp_and_kernel_transports() {
+    let Some(tb) = or_skip("vx6", for_test("vx6")) else {
+        return;
+    };
+    tb.tx_checksum_off(Side::B).expect("ethtool -K tx off");
+    let x = open_xdp_v6(&tb, Side::A);
+    assert_eq!(x.local_ip(), Some(tb.ip6(Side::A).into()));
+    let k = Device::open(dataplane::Transport::Kernel).unwrap();
+    // The xdp device connects to the kernel's IPv6 listener ...
+    let v6 = Over {
+        v6: true,
+        ..Over::default()
+    };
+    run_pair_over(&tb, x.clone(), k.clone(), 4110, v6);
+    // ... the kernel connects to the xdp device's ...
+    let to_a = Over {
+        listener: Side::A,
+        markers: true,
+        ..v6
+    };
+    run_pair_over(&tb, k.clone(), x.clone(), 4111, to_a);
+    // ... and an IPv4 peer address is refused by the IPv6 device.
+    let (qi, _cq) = x.qp_init();
+    let v4 = addr_of(&tb, Side::B, 4112, false);
+    assert!(x
+        .connect(v4, qi, &ConnectionConfig::default(), b"")
+        .is_err());
+    let c = x.engine_counters().expect("engine counters");
+    assert!(c.rx_packets > 1000 && c.malformed == 0, "{c:?}");
+    let steer = x.xdp_counters().expect("steering counters");
+    assert!(steer.redirected >= c.rx_packets, "{steer:?} {c:?}");
+    // Two kernel-transport devices over IPv6 (the xdp device gone first: its program would
+    // steer A's IPv6 address on the active-open range, where the kernel's ephemeral ports lie).
+    drop(x);
+    {
+        let _ns = tb.enter(Side::A).unwrap();
+        assert!(attached(tb.ifname(Side::A)).unwrap().is_empty());
+    }
+    let k2 = Device::open(dataplane::Transport::Kernel).unwrap();
+    run_pair_over(&tb, k2, k, 4113, v6);
+}
+
+/// Requirement (issue 12 item 4): our pair over IPv6, two xdp devices (each serving its side's
+/// IPv6 address), markers off and on.
+#[test]
+fn verbs_on_xdp_both_ends_over_ipv6_markers_off_and_on() {
+    let Some(tb) = or_skip("vx6x", for_test("vx6x")) else {
+        return;
+    };
+    let a = open_xdp_v6(&tb, Side::A);
+    let b = open_xdp_v6(&tb, Side::B);
+    for (port, markers) in [(4120, false), (4121, true)] {
+        let over = Over {
+            v6: true,
+            markers,
+            ..Over::default()
+        };
+        run_pair_over(&tb, a.clone(), b.clone(), port, over);
+    }
+    for d in [&a, &b] {
+        let c = d.engine_counters().expect("engine counters");
+        assert!(
+            c.rx_packets > 500 && c.malformed + c.crc_errors == 0,
+            "{c:?}"
+        );
     }
 }

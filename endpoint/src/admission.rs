@@ -9,7 +9,7 @@
 //! - Next hops: see `neighbours.rs`; when the table is full, entries of addresses without a live
 //!   connection make room, else the entry is refused (`neighbours_refused`).
 
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::IpAddr;
 use std::time::Instant;
 
 use tcp_offload::Connection;
@@ -23,12 +23,9 @@ use crate::neighbours::Placed;
 use crate::rx::PENDING_TX_MAX;
 use crate::service::frame_out;
 
-/// The IPv4 address of a connection's peer.
-pub(crate) fn peer_ip(tcp: &Connection) -> Option<Ipv4Addr> {
-    match tcp.tuple().remote {
-        SocketAddr::V4(a) => Some(*a.ip()),
-        SocketAddr::V6(_) => None,
-    }
+/// The address of a connection's peer.
+pub(crate) fn peer_ip(tcp: &Connection) -> IpAddr {
+    tcp.tuple().remote.ip()
 }
 
 impl<D: Domain> Endpoint<D> {
@@ -39,10 +36,9 @@ impl<D: Domain> Endpoint<D> {
         let room = self.conns.len() < self.cfg.limits.max_connections
             && self.listeners[li].backlog < self.cfg.listener.max_accept_queue;
         let admitted = room
-            && peer_ip(tcp).is_some_and(|ip| {
-                via.or_else(|| self.neighbours.reply_hop(ip))
-                    .is_some_and(|mac| self.place_neighbour(ip, mac, false))
-            });
+            && via
+                .or_else(|| self.neighbours.reply_hop(peer_ip(tcp)))
+                .is_some_and(|mac| self.place_neighbour(peer_ip(tcp), mac, false));
         if !admitted {
             self.counters.connections_refused += 1;
         }
@@ -52,7 +48,7 @@ impl<D: Domain> Endpoint<D> {
     /// Resets `tcp` (a handshake the caps refused): RST to the peer, nothing kept.
     pub(crate) fn refuse(&mut self, now: Instant, mut tcp: Connection) {
         tcp.abort();
-        let Some(dst) = peer_ip(&tcp).and_then(|ip| self.neighbours.reply_hop(ip)) else {
+        let Some(dst) = self.neighbours.reply_hop(peer_ip(&tcp)) else {
             self.counters.no_neighbour += 1;
             return;
         };
@@ -67,7 +63,7 @@ impl<D: Domain> Endpoint<D> {
 
     /// Sets (`set`: the caller's, replacing) or learns the next hop of `ip`, making room in a
     /// full table from addresses without a live connection. False when refused (counted).
-    pub(crate) fn place_neighbour(&mut self, ip: Ipv4Addr, mac: Mac, set: bool) -> bool {
+    pub(crate) fn place_neighbour(&mut self, ip: IpAddr, mac: Mac, set: bool) -> bool {
         let place = |n: &mut crate::neighbours::Neighbours| {
             if set {
                 n.set(ip, mac)
@@ -79,9 +75,9 @@ impl<D: Domain> Endpoint<D> {
             return true;
         }
         let conns = &self.conns;
-        let live: crate::endpoint::FastMap<Ipv4Addr, ()> = conns
+        let live: crate::endpoint::FastMap<IpAddr, ()> = conns
             .values()
-            .filter_map(|c| peer_ip(&c.tcp))
+            .map(|c| peer_ip(&c.tcp))
             .map(|ip| (ip, ()))
             .collect();
         self.neighbours.evict_unused(|a| live.contains_key(a));

@@ -12,36 +12,44 @@
 //! |---|---|---|---|
 //! | 1 | shorter than an Ethernet header (14 octets) | Malformed | drop, `malformed` |
 //! | 2 | EtherType 802.1Q or 802.1ad: a VLAN tag (QinQ included) | NotOurs | pass |
-//! | 3 | EtherType other than IPv4 (ARP, IPv6, ...) | NotOurs | pass |
+//! | 3 | EtherType neither IPv4 nor IPv6 (ARP, ...) | NotOurs | pass |
 //! | 4 | IPv4 header: under 20 octets, version not 4, IHL under 5, total length under IHL x 4 or beyond the frame | Malformed | drop, `malformed` |
-//! | 5 | destination address not one we own | NotOurs | pass |
-//! | 6 | protocol not TCP | NotOurs | pass |
-//! | 7 | a later fragment (fragment offset not 0) | NotOurs | pass |
-//! | 8 | IP payload under 4 octets (no room for the ports) | Malformed | drop, `malformed` |
-//! | 9 | TCP destination port not steered | NotOurs | pass |
-//! | 10 | a first fragment (More Fragments set) | Fragment | drop, `fragments` |
-//! | 11 | TCP header: IP payload under 20 octets, data offset under 5 or beyond the IP payload | Malformed | drop, `malformed` |
-//! | 12 | everything else | Ours | redirect (no socket on the rx queue: pass, `steered_no_socket`) |
+//! | 5 | IPv6 header: under 40 octets, version not 6, 40 + payload length beyond the frame | Malformed | drop, `malformed` |
+//! | 6 | destination address not one we own (IPv4 or IPv6) | NotOurs | pass |
+//! | 7 | not TCP: IPv4 protocol not 6; IPv6 Next Header neither 6 (TCP) nor 44 (Fragment) | NotOurs | pass |
+//! | 8 | IPv6 Fragment header: under 8 octets in the payload (Malformed); its Next Header not TCP (NotOurs) | Malformed / NotOurs | drop, `malformed` / pass |
+//! | 9 | a later fragment (fragment offset not 0) | NotOurs | pass |
+//! | 10 | TCP payload (after a Fragment header, if any) under 4 octets: no room for the ports | Malformed | drop, `malformed` |
+//! | 11 | TCP destination port not steered | NotOurs | pass |
+//! | 12 | a first fragment: IPv4 More Fragments set; any IPv6 Fragment header (offset 0) | Fragment | drop, `fragments` |
+//! | 13 | TCP header: under 20 octets, data offset under 5 or beyond the TCP payload | Malformed | drop, `malformed` |
+//! | 14 | everything else | Ours | redirect (no socket on the rx queue: pass, `steered_no_socket`) |
 //!
 //! Why these rules:
 //! - **VLAN tags** (rule 2): the endpoint sends untagged frames only, so it could not answer a
 //!   tagged flow; tagged traffic belongs to the kernel's VLAN devices (serve a VLAN by running
 //!   the engine on its VLAN device). NICs that strip tags before XDP (rx VLAN offload) hand
-//!   over untagged frames, whose address then decides (rule 5).
-//! - **IPv6** (rule 3): the endpoint does not speak IPv6 yet (issue 12), so IPv6 is the
-//!   kernel's, steered port or not, rather than redirected and then dropped. The program's
-//!   map has slots for owned IPv6 addresses for when it does.
-//! - **Fragments** (rules 7 and 10): the engine does not reassemble. Passing a first fragment
+//!   over untagged frames, whose address then decides (rule 6).
+//! - **ARP and Neighbour Discovery** (rules 3 and 7): ARP and ICMPv6 (NDP's Neighbour
+//!   Solicitations and Advertisements, RFC 4861) are the kernel's: it owns the same address,
+//!   answers solicitations and keeps the neighbour table the device copies next hops from. The
+//!   endpoint learns no next hop from them itself (`neighbours.rs`).
+//! - **IPv6 extension headers** (rules 7 and 8): the endpoint parses TCP directly behind the
+//!   fixed IPv6 header (what TCP stacks send); of the extension headers only Fragment is looked
+//!   into, so that fragments to steered ports are treated as IPv4's are. Hop-by-Hop, Routing,
+//!   Destination Options and the rest are not ours (the kernel decides about them).
+//! - **Fragments** (rules 9 and 12): the engine does not reassemble. Passing a first fragment
 //!   to the kernel would be worse than dropping it: the kernel would reassemble the segment,
 //!   find no socket for the engine's port and answer with a RST that kills the engine's flow.
 //!   So a first fragment to a steered port is dropped and counted (`fragments`) and TCP
-//!   retransmits (our own segments are sent with DF and fit the MTU; a peer that fragments
-//!   shows up in the counter). A later fragment carries no ports, so it cannot be told apart
-//!   from a kernel flow's: it passes, and without its first fragment the kernel's reassembly
-//!   queue expires it.
-//! - **Malformed** (rules 1, 4, 8, 11): drop and count. An IPv4 header is judged whatever its
-//!   destination (the kernel drops the same headers); a TCP header only on a steered port of
-//!   ours: the kernel's own ports are the kernel's business.
+//!   retransmits (our own segments are sent with DF over IPv4, never fragmented over IPv6, and
+//!   fit the MTU; a peer that fragments shows up in the counter). A later fragment carries no
+//!   ports, so it cannot be told apart from a kernel flow's: it passes, and without its first
+//!   fragment the kernel's reassembly queue expires it. An IPv6 atomic fragment (offset 0, M
+//!   clear, RFC 6946) counts as a first fragment: no TCP stack of ours sends one.
+//! - **Malformed** (rules 1, 4, 5, 8, 10, 13): drop and count. An IP header is judged whatever
+//!   its destination (the kernel drops the same headers); a TCP header only on a steered port
+//!   of ours: the kernel's own ports are the kernel's business.
 //! - Not part of the rule: the destination MAC (the NIC filters it; the endpoint then drops,
 //!   counted, a frame for another MAC), the IPv4 and TCP checksums, the reserved flag and TCP
 //!   options (checked by `tcp_offload::wire::parse` after this), the flow table.
@@ -49,18 +57,27 @@
 //! A frame shorter than 14 octets cannot be fed to `BPF_PROG_TEST_RUN` (the kernel refuses it),
 //! so the agreement test checks rule 1 on this side only.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// Octets of an untagged Ethernet header.
 const ETHERNET_LEN: usize = 14;
 /// EtherType of IPv4.
 const ETHERTYPE_IPV4: u16 = 0x0800;
-/// IPv4 protocol number of TCP.
+/// EtherType of IPv6.
+const ETHERTYPE_IPV6: u16 = 0x86DD;
+/// IP protocol number (IPv6 Next Header) of TCP.
 const PROTO_TCP: u8 = 6;
+/// IPv6 Next Header of the Fragment header (RFC 8200 §4.5).
+const NEXT_FRAGMENT: u8 = 44;
 /// Octets of an IPv4 header without options, and of a TCP header without options.
 const MIN_HEADER_LEN: usize = 20;
+/// Octets of the fixed IPv6 header.
+const IPV6_HEADER_LEN: usize = 40;
+/// Octets of the IPv6 Fragment header.
+const FRAGMENT_HEADER_LEN: usize = 8;
 
-/// Field offsets of the IPv4 header (RFC 791 §3.1) and the TCP header (RFC 9293 §3.1).
+/// Field offsets of the IPv4 header (RFC 791 §3.1), the IPv6 header and its Fragment header
+/// (RFC 8200 §3, §4.5) and the TCP header (RFC 9293 §3.1).
 mod field {
     use core::ops::Range;
     pub const ETHERTYPE: Range<usize> = 12..14;
@@ -73,6 +90,14 @@ mod field {
     pub const IP_MF: u16 = 0x2000;
     /// The fragment offset bits.
     pub const IP_FRAG_OFFSET: u16 = 0x1FFF;
+    pub const IP6_PAYLOAD_LEN: Range<usize> = 4..6;
+    pub const IP6_NEXT_HEADER: usize = 6;
+    pub const IP6_DST: Range<usize> = 24..40;
+    /// In the Fragment header: its Next Header, and the offset (high 13 bits) / M word.
+    pub const FRAG6_NEXT_HEADER: usize = 0;
+    pub const FRAG6_OFFSET_M: Range<usize> = 2..4;
+    /// The fragment offset bits of that word (M is bit 0).
+    pub const FRAG6_OFFSET: u16 = 0xFFF8;
     pub const TCP_DST_PORT: Range<usize> = 2..4;
     /// Data offset in the high nibble.
     pub const TCP_DATA_OFF: usize = 12;
@@ -81,7 +106,7 @@ mod field {
 /// What a received frame is to us (rules in the module documentation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FrameVerdict {
-    /// IPv4/TCP to an owned address and a steered port, headers sound: the endpoint's.
+    /// IPv4 or IPv6 TCP to an owned address and a steered port, headers sound: the endpoint's.
     Ours,
     /// The kernel's: anything else that is well formed (XDP passes it).
     NotOurs,
@@ -93,16 +118,23 @@ pub enum FrameVerdict {
 }
 
 /// The destination addresses an endpoint owns (in the XDP program: the `xwarp_addrs4` and
-/// `xwarp_addrs6` maps). IPv6 addresses may be listed but are not consulted yet: rule 3 leaves
-/// all IPv6 to the kernel.
+/// `xwarp_addrs6` maps).
 #[derive(Clone, Copy, Debug)]
 pub struct OwnedAddrs<'a>(pub &'a [IpAddr]);
 
 impl OwnedAddrs<'_> {
     /// True if `ip` is one of ours.
-    pub fn owns_v4(&self, ip: Ipv4Addr) -> bool {
-        self.0.contains(&IpAddr::V4(ip))
+    pub fn owns(&self, ip: IpAddr) -> bool {
+        self.0.contains(&ip)
     }
+}
+
+/// Where the TCP header of an IP packet to us starts, and whether it is a fragment.
+enum Transport<'a> {
+    /// The IP payload (TCP header and data), and whether it is a first fragment.
+    Tcp { l4: &'a [u8], first_fragment: bool },
+    /// A rule decided before the TCP header.
+    Decided(FrameVerdict),
 }
 
 /// Classifies one received Ethernet frame (no FCS) by the rules of the module documentation.
@@ -118,53 +150,30 @@ pub fn classify(
     let Some(ethertype) = frame.get(field::ETHERTYPE).map(be16) else {
         return Malformed;
     };
-    // 2, 3: a VLAN tag (0x8100, 0x88A8) is not IPv4 either.
-    if ethertype != ETHERTYPE_IPV4 {
-        return NotOurs;
-    }
     let ip = &frame[ETHERNET_LEN..];
-    // 4.
-    if ip.len() < MIN_HEADER_LEN || ip[field::IP_VER_IHL] >> 4 != 4 {
-        return Malformed;
-    }
-    let ihl = usize::from(ip[field::IP_VER_IHL] & 0x0F) * 4;
-    let total = usize::from(be16(&ip[field::IP_TOTAL_LEN]));
-    if ihl < MIN_HEADER_LEN || total < ihl || total > ip.len() {
-        return Malformed;
-    }
-    // 5.
-    let dst = Ipv4Addr::new(
-        ip[field::IP_DST.start],
-        ip[field::IP_DST.start + 1],
-        ip[field::IP_DST.start + 2],
-        ip[field::IP_DST.start + 3],
-    );
-    if !owned.owns_v4(dst) {
-        return NotOurs;
-    }
-    // 6.
-    if ip[field::IP_PROTOCOL] != PROTO_TCP {
-        return NotOurs;
-    }
-    // 7.
-    let frag = be16(&ip[field::IP_FLAGS_FRAG]);
-    if frag & field::IP_FRAG_OFFSET != 0 {
-        return NotOurs;
-    }
-    // 8.
-    let tcp = &ip[ihl..total];
+    // 2, 3: a VLAN tag (0x8100, 0x88A8) is neither IPv4 nor IPv6.
+    let transport = match ethertype {
+        ETHERTYPE_IPV4 => ipv4(ip, owned),
+        ETHERTYPE_IPV6 => ipv6(ip, owned),
+        _ => return NotOurs,
+    };
+    let (tcp, first_fragment) = match transport {
+        Transport::Tcp { l4, first_fragment } => (l4, first_fragment),
+        Transport::Decided(v) => return v,
+    };
+    // 10.
     let Some(port) = tcp.get(field::TCP_DST_PORT).map(be16) else {
         return Malformed;
     };
-    // 9.
+    // 11.
     if !steered(port) {
         return NotOurs;
     }
-    // 10.
-    if frag & field::IP_MF != 0 {
+    // 12.
+    if first_fragment {
         return Fragment;
     }
-    // 11.
+    // 13.
     if tcp.len() < MIN_HEADER_LEN {
         return Malformed;
     }
@@ -172,8 +181,88 @@ pub fn classify(
     if data_off < MIN_HEADER_LEN || data_off > tcp.len() {
         return Malformed;
     }
-    // 12.
+    // 14.
     Ours
+}
+
+/// Rules 4, 6, 7 and 9 for an IPv4 packet.
+fn ipv4<'a>(ip: &'a [u8], owned: OwnedAddrs<'_>) -> Transport<'a> {
+    use FrameVerdict::*;
+    use Transport::Decided;
+    // 4.
+    if ip.len() < MIN_HEADER_LEN || ip[field::IP_VER_IHL] >> 4 != 4 {
+        return Decided(Malformed);
+    }
+    let ihl = usize::from(ip[field::IP_VER_IHL] & 0x0F) * 4;
+    let total = usize::from(be16(&ip[field::IP_TOTAL_LEN]));
+    if ihl < MIN_HEADER_LEN || total < ihl || total > ip.len() {
+        return Decided(Malformed);
+    }
+    // 6.
+    let mut dst = [0u8; 4];
+    dst.copy_from_slice(&ip[field::IP_DST]);
+    if !owned.owns(Ipv4Addr::from(dst).into()) {
+        return Decided(NotOurs);
+    }
+    // 7.
+    if ip[field::IP_PROTOCOL] != PROTO_TCP {
+        return Decided(NotOurs);
+    }
+    // 9.
+    let frag = be16(&ip[field::IP_FLAGS_FRAG]);
+    if frag & field::IP_FRAG_OFFSET != 0 {
+        return Decided(NotOurs);
+    }
+    Transport::Tcp {
+        l4: &ip[ihl..total],
+        first_fragment: frag & field::IP_MF != 0,
+    }
+}
+
+/// Rules 5 to 9 for an IPv6 packet.
+fn ipv6<'a>(ip: &'a [u8], owned: OwnedAddrs<'_>) -> Transport<'a> {
+    use FrameVerdict::*;
+    use Transport::Decided;
+    // 5.
+    if ip.len() < IPV6_HEADER_LEN || ip[0] >> 4 != 6 {
+        return Decided(Malformed);
+    }
+    let total = IPV6_HEADER_LEN + usize::from(be16(&ip[field::IP6_PAYLOAD_LEN]));
+    if total > ip.len() {
+        return Decided(Malformed);
+    }
+    // 6.
+    let mut dst = [0u8; 16];
+    dst.copy_from_slice(&ip[field::IP6_DST]);
+    if !owned.owns(Ipv6Addr::from(dst).into()) {
+        return Decided(NotOurs);
+    }
+    let payload = &ip[IPV6_HEADER_LEN..total];
+    match ip[field::IP6_NEXT_HEADER] {
+        PROTO_TCP => Transport::Tcp {
+            l4: payload,
+            first_fragment: false,
+        },
+        NEXT_FRAGMENT => {
+            // 8.
+            if payload.len() < FRAGMENT_HEADER_LEN {
+                return Decided(Malformed);
+            }
+            if payload[field::FRAG6_NEXT_HEADER] != PROTO_TCP {
+                return Decided(NotOurs);
+            }
+            // 9.
+            if be16(&payload[field::FRAG6_OFFSET_M]) & field::FRAG6_OFFSET != 0 {
+                return Decided(NotOurs);
+            }
+            Transport::Tcp {
+                l4: &payload[FRAGMENT_HEADER_LEN..],
+                first_fragment: true,
+            }
+        }
+        // 7.
+        _ => Decided(NotOurs),
+    }
 }
 
 fn be16(b: &[u8]) -> u16 {
@@ -195,7 +284,7 @@ mod tests {
     }
 
     fn classify_for(a: &CorpusAddrs, frame: &[u8]) -> FrameVerdict {
-        let own = [IpAddr::from(a.ip)];
+        let own = [IpAddr::from(a.ip), IpAddr::from(a.ip6)];
         classify(frame, OwnedAddrs(&own), |p| p == a.steered)
     }
 
@@ -244,12 +333,31 @@ mod tests {
     #[test]
     fn mutations_never_panic_and_truncations_of_a_good_frame_are_malformed() {
         let a = CorpusAddrs::default();
-        let good = a.good_frame();
-        for m in header_mutations(&good) {
-            let v = classify_for(&a, &m);
-            if good.starts_with(&m) {
-                assert_eq!(v, FrameVerdict::Malformed, "cut at {}", m.len());
+        for good in [a.good_frame(), a.good_frame6()] {
+            for m in header_mutations(&good) {
+                let v = classify_for(&a, &m);
+                if good.starts_with(&m) {
+                    assert_eq!(v, FrameVerdict::Malformed, "cut at {}", m.len());
+                }
             }
         }
+    }
+
+    #[test]
+    fn an_ipv6_frame_is_ours_only_for_an_owned_ipv6_address() {
+        let a = CorpusAddrs::default();
+        let f = a.good_frame6();
+        let steered = |p| p == a.steered;
+        let v4_only = [IpAddr::from(a.ip)];
+        let v6 = [IpAddr::from(a.ip6)];
+        assert_eq!(classify(&f, OwnedAddrs(&v6), steered), FrameVerdict::Ours);
+        assert_eq!(
+            classify(&f, OwnedAddrs(&v4_only), steered),
+            FrameVerdict::NotOurs
+        );
+        assert_eq!(
+            classify(&a.good_frame(), OwnedAddrs(&v6), steered),
+            FrameVerdict::NotOurs
+        );
     }
 }

@@ -1,6 +1,6 @@
 //! Settings of an endpoint and of each connection's queue pair.
 
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::ops::RangeInclusive;
 use std::time::Duration;
 
@@ -77,8 +77,9 @@ impl Default for EndpointLimits {
 pub struct EndpointConfig {
     /// Our MAC.
     pub mac: Mac,
-    /// Our IPv4 address.
-    pub ip: Ipv4Addr,
+    /// Our address (IPv4 or IPv6): listeners and connections use it, and only frames to it
+    /// are ours (`classify`). One address family per endpoint.
+    pub ip: IpAddr,
     /// TCP settings of every connection.
     pub tcp: Config,
     /// Listener limits; `max_accept_queue` is each listener's backlog: connections whose MPA
@@ -99,10 +100,10 @@ pub struct EndpointConfig {
 
 impl EndpointConfig {
     /// Defaults for `mac`/`ip`, with the caller's `secrets`.
-    pub fn new(mac: Mac, ip: Ipv4Addr, secrets: Secrets) -> Self {
+    pub fn new(mac: Mac, ip: impl Into<IpAddr>, secrets: Secrets) -> Self {
         EndpointConfig {
             mac,
-            ip,
+            ip: ip.into(),
             tcp: Config {
                 // The peer completes its Sends and Writes when we acknowledge them: a short
                 // segment (its sender had no more to send) is acknowledged after 25 us unless

@@ -29,6 +29,9 @@ pub struct EndpointCounters {
     pub drops: u64,
     /// Malformed frames (bad Ethernet, IP or TCP header, checksum).
     pub malformed: u64,
+    /// First fragments (IPv4, or IPv6 with a Fragment header) to a steered port: dropped, as
+    /// the XDP program drops them (the endpoint does not reassemble; TCP retransmits).
+    pub fragments: u64,
     /// RSTs sent for segments matching no connection and no listener.
     pub rsts_for_unknown: u64,
     /// Frames not sent because no transmit buffer was free.

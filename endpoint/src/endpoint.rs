@@ -2,7 +2,7 @@
 //! frames, events and completions out) and the calls an application makes on it.
 
 use std::collections::{HashMap, VecDeque};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
 use ddp::{
@@ -188,9 +188,9 @@ impl<D: Domain> Endpoint<D> {
                 t = Some(t.map_or(x, |t| t.min(x)));
             }
         };
-        for k in self.conns.values() {
-            take(k.armed.map(|d| self.wheel.fire_time(d)));
-        }
+        // The connections' timers: the wheel's earliest armed tick (not a walk of every
+        // connection).
+        take(self.wheel.next_fire());
         for l in &self.listeners {
             take(l.tcp.poll_timeout());
         }
@@ -257,8 +257,8 @@ impl<D: Domain> Endpoint<D> {
     }
     /// Sets the next hop MAC of `ip` (from the kernel's neighbour table), replacing what was
     /// there. Fails when the table is full of addresses in use (counted).
-    pub fn add_neighbour(&mut self, ip: Ipv4Addr, mac: Mac) -> Result<(), EndpointError> {
-        if self.place_neighbour(ip, mac, true) {
+    pub fn add_neighbour(&mut self, ip: impl Into<IpAddr>, mac: Mac) -> Result<(), EndpointError> {
+        if self.place_neighbour(ip.into(), mac, true) {
             Ok(())
         } else {
             Err(EndpointError::NeighboursFull)
@@ -344,13 +344,18 @@ impl<D: Domain> Endpoint<D> {
     // ---------------------------------------------------------------------------------------
     // Connections
 
-    /// Opens a connection to `remote` from a local port of the range; MPA runs as Initiator.
+    /// Opens a connection to `remote` (of the endpoint's address family) from a local port of
+    /// the range; MPA runs as Initiator.
     pub fn connect(
         &mut self,
         now: Instant,
-        remote: SocketAddrV4,
+        remote: impl Into<SocketAddr>,
         settings: QpSettings,
     ) -> Result<ConnId, EndpointError> {
+        let remote = remote.into();
+        if remote.is_ipv4() != self.cfg.ip.is_ipv4() {
+            return Err(EndpointError::AddressFamily);
+        }
         check_private_data(&settings)?;
         let tuple = self.active_tuple(remote)?;
         let tcp = Connection::connect(self.cfg.tcp.clone(), tuple, &self.gen, now);
@@ -362,7 +367,7 @@ impl<D: Domain> Endpoint<D> {
     pub fn connect_in(
         &mut self,
         now: Instant,
-        remote: SocketAddrV4,
+        remote: impl Into<SocketAddr>,
         settings: QpSettings,
         pd: D,
     ) -> Result<ConnId, EndpointError> {
@@ -518,6 +523,8 @@ impl<D: Domain> Endpoint<D> {
             q.abort();
         }
         c.tcp.abort();
+        // (A stream held for its unread octets is let go.)
+        c.closing = true;
         Ok(())
     }
 

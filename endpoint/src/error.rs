@@ -21,9 +21,9 @@ pub enum EndpointError {
     /// Private data longer than the MPA limit.
     #[error("private data too long")]
     PrivateDataTooLong,
-    /// Only IPv4 is supported.
-    #[error("IPv4 only")]
-    Ipv4Only,
+    /// The remote address is of another family (IPv4, IPv6) than the endpoint's own.
+    #[error("remote address of another family than ours")]
+    AddressFamily,
     /// The endpoint holds `max_connections` connections already.
     #[error("connection limit reached")]
     TooManyConnections,

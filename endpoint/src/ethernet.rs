@@ -6,6 +6,8 @@ pub const HEADER_LEN: usize = 14;
 pub const VLAN_TAG_LEN: usize = 4;
 /// EtherType of IPv4.
 pub const ETHERTYPE_IPV4: u16 = 0x0800;
+/// EtherType of IPv6.
+pub const ETHERTYPE_IPV6: u16 = 0x86DD;
 /// EtherType of an 802.1Q tag.
 pub const ETHERTYPE_VLAN: u16 = 0x8100;
 
@@ -85,6 +87,14 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
     /// The payload.
     pub fn payload(&self) -> &[u8] {
         &self.buf.as_ref()[self.header_len..]
+    }
+}
+
+/// The EtherType of an IP `packet` we emitted: IPv6 when its version nibble says 6, else IPv4.
+pub(crate) fn ethertype_of(packet: &[u8]) -> u16 {
+    match packet.first().map(|b| b >> 4) {
+        Some(6) => ETHERTYPE_IPV6,
+        _ => ETHERTYPE_IPV4,
     }
 }
 

@@ -2,7 +2,7 @@
 //! the hand-over of established connections into the flow table (MPA then runs as Responder)
 //! when the caps admit them (see `admission.rs`).
 
-use std::net::{SocketAddr, SocketAddrV4};
+use std::net::SocketAddr;
 use std::time::Instant;
 
 use tcp_offload::TcpListener;
@@ -88,7 +88,7 @@ impl<D: Domain> Endpoint<D> {
             return Err(EndpointError::PortInUse);
         }
         check_private_data(&settings)?;
-        let local = SocketAddr::V4(SocketAddrV4::new(self.cfg.ip, port));
+        let local = SocketAddr::new(self.cfg.ip, port);
         let tcp = TcpListener::new(tcp, self.cfg.listener.clone(), local, self.gen.clone());
         self.listeners.push(ListenerEntry {
             tcp,
@@ -162,14 +162,12 @@ impl<D: Domain> Endpoint<D> {
                 let neighbours = &self.neighbours;
                 // (The listener's destination is only known after it wrote the packet.)
                 let mut no_hop = false;
+                let mut frame_len = 0;
                 let r = io.tx_frame(now, &mut |buf: &mut [u8]| {
                     let n = l.tcp.poll_transmit(now, &mut buf[ethernet::HEADER_LEN..])?;
                     produced = true;
                     let dst_ip = match tcp_offload::wire::parse(&buf[ethernet::HEADER_LEN..][..n]) {
-                        Ok(s) => match s.tuple.local {
-                            SocketAddr::V4(a) => *a.ip(),
-                            SocketAddr::V6(_) => return None,
-                        },
+                        Ok(s) => s.tuple.local.ip(),
                         Err(_) => return None,
                     };
                     let Some(dst) = neighbours.reply_hop(dst_ip) else {
@@ -179,16 +177,20 @@ impl<D: Domain> Endpoint<D> {
                     EthernetRepr {
                         dst,
                         src,
-                        ethertype: ethernet::ETHERTYPE_IPV4,
+                        ethertype: ethernet::ethertype_of(&buf[ethernet::HEADER_LEN..]),
                     }
                     .emit(buf);
-                    Some(ethernet::HEADER_LEN + n)
+                    frame_len = ethernet::HEADER_LEN + n;
+                    Some(frame_len)
                 });
                 if no_hop {
                     self.counters.no_neighbour += 1;
                 }
                 match r {
-                    TxOutcome::Queued => self.counters.tx_packets += 1,
+                    TxOutcome::Queued => {
+                        self.counters.tx_packets += 1;
+                        self.counters.tx_bytes += frame_len as u64;
+                    }
                     TxOutcome::NoBuffer => {
                         self.counters.tx_no_buffer += 1;
                         self.busy = true;

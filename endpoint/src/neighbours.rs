@@ -1,8 +1,9 @@
-//! Next-hop MACs by IPv4 address, bounded, and whom to trust for them.
+//! Next-hop MACs by IP address (IPv4 or IPv6), bounded, and whom to trust for them.
 //!
 //! The policy:
-//! - The table holds next hops the caller set (from the kernel's neighbour table: the source
-//!   for active opens) and next hops learnt from *established* flows (the MAC a handshake was
+//! - The table holds next hops the caller set (from the kernel's neighbour table, which ARP and
+//!   IPv6 Neighbour Discovery (RFC 4861) fill: those frames are the kernel's, see `classify`;
+//!   the source for active opens) and next hops learnt from *established* flows (the MAC a handshake was
 //!   completed through). A caller's entry replaces what was there; a learnt one never replaces
 //!   an existing entry.
 //! - A SYN's source MAC is unverified (anyone can send a SYN claiming any address): it is kept
@@ -17,7 +18,7 @@
 //! If it cannot, the new entry is refused and counted by the caller.
 
 use std::collections::VecDeque;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 use crate::endpoint::FastMap;
 use crate::ethernet::Mac;
@@ -25,12 +26,12 @@ use crate::ethernet::Mac;
 /// The endpoint's neighbour table.
 #[derive(Debug)]
 pub(crate) struct Neighbours {
-    table: FastMap<Ipv4Addr, Mac>,
+    table: FastMap<IpAddr, Mac>,
     capacity: usize,
     /// Unverified SYN sources: address -> (MAC, the sequence number of its newest note).
-    syn_sources: FastMap<Ipv4Addr, (Mac, u64)>,
+    syn_sources: FastMap<IpAddr, (Mac, u64)>,
     /// Notes in arrival order, for first-in-first-out eviction (stale ones skipped).
-    syn_order: VecDeque<(Ipv4Addr, u64)>,
+    syn_order: VecDeque<(IpAddr, u64)>,
     syn_capacity: usize,
     syn_seq: u64,
     default: Option<Mac>,
@@ -72,7 +73,7 @@ impl Neighbours {
 
     /// Sets the next hop of `ip` (the caller's, from the kernel's table), replacing what was
     /// there.
-    pub(crate) fn set(&mut self, ip: Ipv4Addr, mac: Mac) -> Placed {
+    pub(crate) fn set(&mut self, ip: IpAddr, mac: Mac) -> Placed {
         if !self.table.contains_key(&ip) && self.table.len() >= self.capacity {
             return Placed::Full;
         }
@@ -82,7 +83,7 @@ impl Neighbours {
 
     /// Learns `mac` as the next hop of `ip` from an established flow, unless `ip` has an entry
     /// already (which stays).
-    pub(crate) fn learn(&mut self, ip: Ipv4Addr, mac: Mac) -> Placed {
+    pub(crate) fn learn(&mut self, ip: IpAddr, mac: Mac) -> Placed {
         if self.table.contains_key(&ip) {
             return Placed::Yes;
         }
@@ -90,7 +91,7 @@ impl Neighbours {
     }
 
     /// Remembers the source MAC of a SYN from `ip` (unverified; for replies to it only).
-    pub(crate) fn note_syn(&mut self, ip: Ipv4Addr, mac: Mac) {
+    pub(crate) fn note_syn(&mut self, ip: IpAddr, mac: Mac) {
         self.syn_seq += 1;
         self.syn_sources.insert(ip, (mac, self.syn_seq));
         self.syn_order.push_back((ip, self.syn_seq));
@@ -111,20 +112,20 @@ impl Neighbours {
     }
 
     /// Drops the entries whose address `in_use` does not name; returns how many.
-    pub(crate) fn evict_unused(&mut self, in_use: impl Fn(&Ipv4Addr) -> bool) -> usize {
+    pub(crate) fn evict_unused(&mut self, in_use: impl Fn(&IpAddr) -> bool) -> usize {
         let before = self.table.len();
         self.table.retain(|ip, _| in_use(ip));
         before - self.table.len()
     }
 
     /// The next hop of an established flow to `ip`: its entry, else the default.
-    pub(crate) fn next_hop(&self, ip: Ipv4Addr) -> Option<Mac> {
+    pub(crate) fn next_hop(&self, ip: IpAddr) -> Option<Mac> {
         self.table.get(&ip).copied().or(self.default)
     }
 
     /// The next hop for a listener's reply to `ip` (SYN-ACK, cookie, RST): its entry, else the
     /// source of its SYN, else the default.
-    pub(crate) fn reply_hop(&self, ip: Ipv4Addr) -> Option<Mac> {
+    pub(crate) fn reply_hop(&self, ip: IpAddr) -> Option<Mac> {
         self.table
             .get(&ip)
             .copied()
@@ -140,8 +141,8 @@ mod tests {
     const A: Mac = [2, 0, 0, 0, 0, 0xa];
     const B: Mac = [2, 0, 0, 0, 0, 0xb];
 
-    fn ip(i: u32) -> Ipv4Addr {
-        Ipv4Addr::from(0xc612_0000 + i)
+    fn ip(i: u32) -> IpAddr {
+        std::net::Ipv4Addr::from(0xc612_0000 + i).into()
     }
 
     #[test]

@@ -1,8 +1,7 @@
 //! Receive: the checks and demultiplexing of one received frame (ours or not by [`classify`];
-//! Ethernet, IPv4, TCP; flow table, then listeners, else a RST), and the one copy from the
+//! Ethernet, IPv4 or IPv6, TCP; flow table, then listeners, else a RST), and the one copy from the
 //! frame into the region.
 
-use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
 use ddp::{Memory, StagTable};
@@ -24,18 +23,22 @@ impl<D: Domain> Endpoint<D> {
     /// dropped.
     ///
     /// First decision: [`classify`] with our address and steered ports (listening ports and
-    /// the active-open range), as the XDP program decides. Not ours and first fragments count
-    /// as drops, malformed frames as malformed; then a frame for another MAC is dropped, and
+    /// the active-open range), as the XDP program decides. Not ours counts as a drop, a first
+    /// fragment as a fragment, a malformed frame as malformed; then a frame for another MAC is dropped, and
     /// `tcp_offload::wire` checks checksums and options.
     pub fn handle_frame(&mut self, now: Instant, frame: &[u8]) {
         self.last_now = now;
         self.counters.rx_packets += 1;
         self.counters.rx_bytes += frame.len() as u64;
-        let own = [IpAddr::V4(self.cfg.ip)];
+        let own = [self.cfg.ip];
         match classify(frame, OwnedAddrs(&own), |port| self.is_steered(port)) {
             FrameVerdict::Ours => {}
-            FrameVerdict::NotOurs | FrameVerdict::Fragment => {
+            FrameVerdict::NotOurs => {
                 self.counters.drops += 1;
+                return;
+            }
+            FrameVerdict::Fragment => {
+                self.counters.fragments += 1;
                 return;
             }
             FrameVerdict::Malformed => {
@@ -98,9 +101,7 @@ impl<D: Domain> Endpoint<D> {
             // through), unverified: it is learnt as a next hop only once the handshake
             // completes through it (`take_accepted`).
             if seg.flags.syn && !seg.flags.ack {
-                if let SocketAddr::V4(peer) = seg.tuple.remote {
-                    self.neighbours.note_syn(*peer.ip(), eth.src());
-                }
+                self.neighbours.note_syn(seg.tuple.remote.ip(), eth.src());
             }
             self.listeners[li].tcp.handle_segment(now, &seg);
             self.take_accepted(now, li, Some(eth.src()));

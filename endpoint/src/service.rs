@@ -3,7 +3,6 @@
 //! timers. And the frames built outside a connection.
 
 use std::collections::VecDeque;
-use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Instant;
 
 use ddp::{Memory, PdId, Qp, QpConfig, QpEvent, StagTable, StreamId, WorkCompletion};
@@ -178,10 +177,7 @@ impl<D: Domain> Endpoint<D> {
         }
         // Segments into frames.
         let src = self.cfg.mac;
-        let dst_ip = match c.tcp.tuple().remote {
-            SocketAddr::V4(a) => *a.ip(),
-            SocketAddr::V6(_) => Ipv4Addr::UNSPECIFIED,
-        };
+        let dst_ip = c.tcp.tuple().remote.ip();
         match self.neighbours.next_hop(dst_ip) {
             None => self.counters.no_neighbour += 1,
             Some(dst) => loop {
@@ -242,6 +238,8 @@ impl<D: Domain> Endpoint<D> {
         if closed.is_none() && c.tcp.state() == State::Closed {
             closed = Some(CloseReason::Aborted);
         }
+        // A stream closed in order keeps its unread octets for the application.
+        let closed = closed.and_then(|r| crate::stream::close_reason_unless_held(c, r));
         if let Some(reason) = closed {
             if let Some(q) = c.qp.as_mut() {
                 q.handle_close();
@@ -355,7 +353,7 @@ pub(crate) fn frame_out(
     EthernetRepr {
         dst,
         src,
-        ethertype: ethernet::ETHERTYPE_IPV4,
+        ethertype: ethernet::ethertype_of(&buf[ethernet::HEADER_LEN..]),
     }
     .emit(buf);
     Some(ethernet::HEADER_LEN + n)

@@ -14,7 +14,7 @@
 //! [`EndpointEvent::StreamWritable`], [`EndpointEvent::PeerClosed`] (half-close: the rest can
 //! still be read, then [`Endpoint::stream_eof`]), [`EndpointEvent::Closed`].
 
-use std::net::{SocketAddr, SocketAddrV4};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use tcp_offload::rdma::{AnnotateError, PlacedTransfer, PlacementError, Transfer};
@@ -72,6 +72,27 @@ pub(crate) struct StreamState {
     pub peer_fin: bool,
     /// The application shut its sending half (FIN queued after the data).
     pub write_shut: bool,
+    /// TCP ended (first reason seen); the connection may be held for its unread octets.
+    pub ended: Option<tcp_offload::CloseReason>,
+}
+
+/// When TCP ended on a stream connection with `reason`: `None` while the connection is held
+/// for the application (closed in order with octets still unread, and not closed by the
+/// application: it stays until they are read, then [`EndpointEvent::Closed`] follows), else the
+/// reason to report. Held connections count against `max_connections`.
+pub(crate) fn close_reason_unless_held<D>(
+    c: &mut Conn<D>,
+    reason: tcp_offload::CloseReason,
+) -> Option<tcp_offload::CloseReason> {
+    let Some(s) = c.stream.as_mut() else {
+        return Some(reason);
+    };
+    let reason = *s.ended.get_or_insert(reason);
+    let unread = c.tcp.recv_ready() > 0;
+    // Closed (`close`) or aborted (`abort`) by the application: nobody will read.
+    let let_go = c.close_deadline.is_some() || (c.closing && !s.write_shut);
+    let held = reason == tcp_offload::CloseReason::Normal && unread && !let_go;
+    (!held).then_some(reason)
 }
 
 fn annotate_error(e: AnnotateError) -> EndpointError {
@@ -98,9 +119,13 @@ impl<D: Domain> Endpoint<D> {
     pub fn stream_connect(
         &mut self,
         now: Instant,
-        remote: SocketAddrV4,
+        remote: impl Into<SocketAddr>,
         opts: StreamOptions,
     ) -> Result<ConnId, EndpointError> {
+        let remote = remote.into();
+        if remote.is_ipv4() != self.cfg.ip.is_ipv4() {
+            return Err(EndpointError::AddressFamily);
+        }
         let tcp = opts.tcp_config(&self.cfg.tcp);
         let tuple = self.active_tuple(remote)?;
         let tcp = Connection::connect(tcp, tuple, &self.gen, now);
@@ -110,17 +135,14 @@ impl<D: Domain> Endpoint<D> {
     }
 
     /// A four-tuple from a free local port of the range to `remote`, under the connection cap.
-    pub(crate) fn active_tuple(
-        &mut self,
-        remote: SocketAddrV4,
-    ) -> Result<FourTuple, EndpointError> {
+    pub(crate) fn active_tuple(&mut self, remote: SocketAddr) -> Result<FourTuple, EndpointError> {
         if self.conns.len() >= self.cfg.limits.max_connections {
             return Err(EndpointError::TooManyConnections);
         }
         let ip = self.cfg.ip;
         let tuple_of = |port| FourTuple {
-            local: SocketAddr::V4(SocketAddrV4::new(ip, port)),
-            remote: SocketAddr::V4(remote),
+            local: SocketAddr::new(ip, port),
+            remote,
         };
         let (flows, listeners) = (&self.flows, &self.listeners);
         let port = self

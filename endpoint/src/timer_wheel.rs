@@ -4,7 +4,9 @@
 //! on every segment). Entries live in one table and each slot is a doubly linked list through
 //! it, so memory follows the keys armed at once, not the slots ever used, and arming allocates
 //! nothing once the table has grown. Deadlines further out than one turn stay in their slot
-//! until their tick comes.
+//! until their tick comes. A bitmap of the slots that hold entries lets expiry and
+//! [`TimerWheel::next_fire`] skip empty slots 64 at a time, so a long jump of time costs
+//! O(slots / 64 + entries fired), not O(slots).
 
 use std::time::{Duration, Instant};
 
@@ -33,6 +35,8 @@ pub struct TimerWheel {
     next_tick_at: Instant,
     /// The first entry of each slot's list.
     heads: Vec<u32>,
+    /// One bit per slot: set while the slot's list is not empty.
+    occupied: Vec<u64>,
     entries: Vec<Entry>,
     /// Entries not in use.
     free: Vec<u32>,
@@ -49,6 +53,7 @@ impl TimerWheel {
             now_tick: 0,
             next_tick_at: base + tick.max(Duration::from_nanos(1)),
             heads: vec![NIL; slots.max(1)],
+            occupied: vec![0; slots.max(1).div_ceil(64)],
             entries: Vec::new(),
             free: Vec::new(),
             at: FastMap::default(),
@@ -122,6 +127,7 @@ impl TimerWheel {
             self.entries[head as usize].prev = i;
         }
         self.heads[slot] = i;
+        self.occupied[slot / 64] |= 1 << (slot % 64);
         self.at.insert(key, i);
     }
 
@@ -141,6 +147,9 @@ impl TimerWheel {
         if prev == NIL {
             let slot = self.slot_of(tick);
             self.heads[slot] = next;
+            if next == NIL {
+                self.occupied[slot / 64] &= !(1 << (slot % 64));
+            }
         } else {
             self.entries[prev as usize].next = next;
         }
@@ -164,6 +173,25 @@ impl TimerWheel {
         crate::endpoint::shrink_sparse(&mut self.at);
     }
 
+    /// The first occupied slot at or after `slot` going round the wheel, as a distance from
+    /// `slot` (0 = `slot` itself), if one lies within `within` slots.
+    fn next_occupied(&self, slot: usize, within: u64) -> Option<u64> {
+        let n = self.heads.len();
+        let (mut dist, mut s) = (0u64, slot);
+        while dist < within {
+            // (Bits past the last slot are never set.)
+            let word = self.occupied[s / 64] >> (s % 64);
+            if word != 0 {
+                let d = dist + u64::from(word.trailing_zeros());
+                return (d < within).then_some(d);
+            }
+            let to_end = (64 - s % 64).min(n - s);
+            dist += to_end as u64;
+            s = (s + to_end) % n;
+        }
+        None
+    }
+
     /// Moves time to `now` and appends the keys whose deadline tick has passed to `out`.
     pub fn expire(&mut self, now: Instant, out: &mut Vec<u64>) {
         if now < self.next_tick_at {
@@ -175,7 +203,14 @@ impl TimerWheel {
         }
         let n = self.heads.len() as u64;
         let steps = (target - self.now_tick).min(n);
-        for step in 1..=steps {
+        // Visit the occupied slots among the `steps` after `now_tick`.
+        let mut step = 1;
+        while step <= steps {
+            let Some(d) = self.next_occupied(self.slot_of(self.now_tick + step), steps - step + 1)
+            else {
+                break;
+            };
+            step += d;
             let slot = self.slot_of(self.now_tick + step);
             let mut i = self.heads[slot];
             while i != NIL {
@@ -188,10 +223,48 @@ impl TimerWheel {
                 }
                 i = e.next;
             }
+            step += 1;
         }
         self.now_tick = target;
         self.next_tick_at =
             self.base + Duration::from_nanos(((target + 1) as u128 * self.tick.as_nanos()) as u64);
+    }
+
+    /// When the next `expire` would fire something: the end of the earliest armed tick, or
+    /// `None` when nothing is armed. O(slots / 64 + entries of the slots looked at); the
+    /// entries more than one turn out are all looked at only when nothing is armed nearer.
+    pub fn next_fire(&self) -> Option<Instant> {
+        if self.at.is_empty() {
+            return None;
+        }
+        let n = self.heads.len() as u64;
+        let at_tick =
+            |t: u64| self.base + Duration::from_nanos((t as u128 * self.tick.as_nanos()) as u64);
+        // Entries due within one turn sit in the first occupied slot that holds one.
+        let mut step = 1;
+        while step <= n {
+            let Some(d) = self.next_occupied(self.slot_of(self.now_tick + step), n - step + 1)
+            else {
+                break;
+            };
+            step += d;
+            let due = self.now_tick + step;
+            let mut i = self.heads[self.slot_of(due)];
+            while i != NIL {
+                let e = &self.entries[i as usize];
+                if e.tick <= due {
+                    return Some(at_tick(e.tick));
+                }
+                i = e.next;
+            }
+            step += 1;
+        }
+        // Everything is more than one turn out.
+        self.at
+            .values()
+            .map(|&i| self.entries[i as usize].tick)
+            .min()
+            .map(at_tick)
     }
 }
 
@@ -230,6 +303,63 @@ mod tests {
         w.insert(7, base);
         w.expire(base + Duration::from_millis(11), &mut out);
         assert_eq!(out, vec![7]);
+    }
+
+    /// Against a model (a map of key -> fire tick): any sequence of arming, cancelling and
+    /// expiring fires the same keys at the same expiry, and `next_fire` is the model's
+    /// earliest fire time. Small wheels, so deadlines many turns out and wraps are common.
+    #[test]
+    fn expiry_and_next_fire_agree_with_a_model() {
+        use proptest::prelude::*;
+        use std::collections::BTreeMap;
+        #[derive(Debug, Clone)]
+        enum Op {
+            Arm(u64, u64),
+            Cancel(u64),
+            Expire(u64),
+        }
+        let op = prop_oneof![
+            (0u64..40, 0u64..3000).prop_map(|(k, us)| Op::Arm(k, us)),
+            (0u64..40).prop_map(Op::Cancel),
+            (0u64..1500).prop_map(Op::Expire),
+        ];
+        let cfg = ProptestConfig::with_cases(300);
+        proptest!(cfg, |(slots in 1usize..200, ops in proptest::collection::vec(op, 1..300))| {
+            let base = Instant::now();
+            let tick = Duration::from_micros(10);
+            let mut w = TimerWheel::new(base, tick, slots);
+            let mut model: BTreeMap<u64, u64> = BTreeMap::new();
+            let mut now = base;
+            let mut now_tick = 0u64;
+            let at = |t: u64| base + tick * t as u32;
+            for op in ops {
+                match op {
+                    Op::Arm(k, us) => {
+                        let d = now + Duration::from_micros(us);
+                        w.insert(k, d);
+                        let t = d.duration_since(base).as_nanos().div_ceil(tick.as_nanos()) as u64;
+                        model.insert(k, t.max(now_tick + 1));
+                    }
+                    Op::Cancel(k) => {
+                        w.cancel(k);
+                        model.remove(&k);
+                    }
+                    Op::Expire(us) => {
+                        now += Duration::from_micros(us);
+                        let target = (now.duration_since(base).as_nanos() / tick.as_nanos()) as u64;
+                        now_tick = now_tick.max(target);
+                        let mut out = Vec::new();
+                        w.expire(now, &mut out);
+                        out.sort_unstable();
+                        let due: Vec<u64> = model.iter().filter(|(_, &t)| t <= now_tick).map(|(&k, _)| k).collect();
+                        model.retain(|_, t| *t > now_tick);
+                        prop_assert_eq!(out, due);
+                    }
+                }
+                prop_assert_eq!(w.len(), model.len());
+                prop_assert_eq!(w.next_fire(), model.values().min().map(|&t| at(t)));
+            }
+        });
     }
 
     /// Arming a key again moves its entry: however often a deadline changes, the wheel holds

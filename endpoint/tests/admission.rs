@@ -196,6 +196,10 @@ fn idle_connections_past_the_backlog_are_refused_and_the_rest_reaped() {
     assert_eq!(held_max, 64, "the backlog filled");
     let c = p.b.counters();
     assert_eq!(c.connections_refused, 400 - 64, "{c:?}");
+    // The listener's SYN-ACKs and resets count in the octets sent too (each at least an
+    // Ethernet, IPv4 and TCP header).
+    assert!(c.tx_packets >= 400, "{c:?}");
+    assert!(c.tx_bytes >= c.tx_packets * 54, "{c:?}");
     assert_eq!(raw.resets, 400 - 64, "each refused client got a RST");
     // B's heap while it holds 64 connections in startup (the clients' own memory and the
     // wires' are not counted: they opt out or run outside the measure).

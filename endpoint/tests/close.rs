@@ -7,16 +7,8 @@ mod pair;
 use std::time::Duration;
 
 use ddp::{Access, RemoteBuf, WcOpcode, WcStatus, WorkRequest};
-use endpoint::{ConnId, EndpointEvent};
 use pair::*;
 use tcp_offload::CloseReason;
-
-fn closed(ev: &[EndpointEvent], c: ConnId) -> Option<CloseReason> {
-    ev.iter().find_map(|e| match e {
-        EndpointEvent::Closed { conn, reason } if *conn == c => Some(*reason),
-        _ => None,
-    })
-}
 
 /// A closes with a receive and a Read outstanding while B's Read Response and an RDMA Write
 /// are on their way; then B falls silent (never acknowledges A's FIN). A's receive and Read

@@ -98,13 +98,6 @@ fn exchange(p: &mut Pair, ca: ConnId, cb: ConnId, a: &mut Side, b: &mut Side) {
     assert!(b.got == a.out, "B received other octets than A sent");
 }
 
-fn closed_reason(ev: &[EndpointEvent], c: ConnId) -> Option<CloseReason> {
-    ev.iter().find_map(|e| match e {
-        EndpointEvent::Closed { conn, reason } if *conn == c => Some(*reason),
-        _ => None,
-    })
-}
-
 #[test]
 fn stream_both_directions_under_loss_and_reorder_then_half_close() {
     let mut p = Pair::new(lossy(), lossy(), 21);
@@ -142,9 +135,9 @@ fn stream_both_directions_under_loss_and_reorder_then_half_close() {
     assert!(got == reply);
     p.b.stream_shutdown(cb).unwrap();
     p.run_until(1_000_000, |p| {
-        closed_reason(&p.events_b, cb).is_some() && p.a.stream_eof(ca) == Ok(true)
+        closed(&p.events_b, cb).is_some() && p.a.stream_eof(ca) == Ok(true)
     });
-    assert_eq!(closed_reason(&p.events_b, cb), Some(CloseReason::Normal));
+    assert_eq!(closed(&p.events_b, cb), Some(CloseReason::Normal));
 }
 
 #[test]
@@ -160,8 +153,8 @@ fn stream_calls_refused_on_iwarp_connections_and_abort_resets_the_peer() {
 
     let (ca, cb) = establish_stream(&mut p, 5001, opts(false), opts(false));
     p.a.abort(ca).unwrap();
-    p.run_until(10_000, |p| closed_reason(&p.events_b, cb).is_some());
-    assert_eq!(closed_reason(&p.events_b, cb), Some(CloseReason::Reset));
+    p.run_until(10_000, |p| closed(&p.events_b, cb).is_some());
+    assert_eq!(closed(&p.events_b, cb), Some(CloseReason::Reset));
     assert_eq!(
         p.b.stream_recv(cb, &mut buf),
         Err(EndpointError::NoConnection)
@@ -334,4 +327,40 @@ fn tcp_rdma_option_on_every_data_segment_in_tshark() {
     ));
     assert_eq!(from_a, 0);
     let _ = std::fs::remove_file(&path);
+}
+
+/// B shuts its sending half before reading what A sent (A's FIN included): TCP ends in order
+/// (LAST-ACK acknowledged) while octets are unread; they stay readable, then the end of
+/// stream, then the connection is gone.
+#[test]
+fn octets_unread_when_tcp_ends_stay_readable() {
+    let mut p = Pair::clean();
+    let (ca, cb) = establish_stream(&mut p, 5005, opts(false), opts(false));
+    let data = pattern(20_000, 40);
+    assert_eq!(p.a.stream_send(ca, &data), Ok(data.len()));
+    p.a.stream_shutdown(ca).unwrap();
+    p.run_until(10_000, |p| p.b.stream_recv_ready(cb) == Ok(data.len()));
+    p.run_until(10_000, |p| {
+        p.events_b
+            .iter()
+            .any(|e| matches!(e, EndpointEvent::PeerClosed { conn } if *conn == cb))
+    });
+    p.b.stream_shutdown(cb).unwrap();
+    p.run_until(10_000, |p| {
+        p.b.tcp_state(cb) == Some(tcp_offload::State::Closed)
+    });
+    assert_eq!(closed(&p.events_b, cb), None, "closed with octets unread");
+    for _ in 0..10 {
+        p.step();
+    }
+    let mut got = vec![0u8; 2 * data.len()];
+    let n = p.b.stream_recv(cb, &mut got).unwrap();
+    assert!(got[..n] == data[..]);
+    assert_eq!(p.b.stream_eof(cb), Ok(true));
+    p.run_until(10, |p| closed(&p.events_b, cb).is_some());
+    assert_eq!(closed(&p.events_b, cb), Some(CloseReason::Normal));
+    assert_eq!(
+        p.b.stream_recv(cb, &mut got),
+        Err(EndpointError::NoConnection)
+    );
 }

@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use crate::config::Config;
-use crate::connection::{emit_rst, emit_rst_for, Connection, RstOut, State};
+use crate::connection::{default_peer_mss, emit_rst, emit_rst_for, Connection, RstOut, State};
 use crate::counters::ListenerCounters;
 use crate::isn::{FourTuple, IsnGenerator};
 use crate::rx::OooBudget;
@@ -282,7 +282,11 @@ impl TcpListener {
             self.counters.tx_overflow += 1;
             return;
         }
-        let peer_mss = seg.options.mss.unwrap_or(536).min(self.cfg.mss);
+        let peer_mss = seg
+            .options
+            .mss
+            .unwrap_or(default_peer_mss(&seg.tuple))
+            .min(self.cfg.mss);
         let iss = self.make_cookie(&seg.tuple, seg.seq, peer_mss, now);
         let mss = COOKIE_MSS[((iss.0 >> 24) & 7) as usize];
         // Options survive in our TSval's low 5 bits (echoed back in TSecr): wscale (4) + SACK (1).

@@ -77,3 +77,48 @@ fn open_transfer_close_over_ipv6() {
     netsim::exchange(&mut a, &mut b, t0, 4);
     assert_eq!((a.state(), b.state()), (State::TimeWait, State::Closed));
 }
+
+/// RFC 9293 §3.7.1: a SYN without an MSS option means 536 over IPv4 and 1220 over IPv6 (the
+/// IPv6 minimum MTU, RFC 8200 §5, less 60); our own SYN announces at most the MTU less 40 (IPv4)
+/// or 60 (IPv6).
+#[test]
+fn default_and_announced_mss_follow_the_address_family() {
+    use tcp_offload::wire::{self, Flags, SegmentRepr, TcpOptions};
+    use tcp_offload::{Connection, FourTuple, SeqNum};
+    let t0 = std::time::Instant::now();
+    for (local, remote, default, announced) in [
+        ("198.18.0.1:40000", "198.18.0.2:5000", 536, 1460),
+        ("[2001:db8::1]:40000", "[2001:db8::2]:5000", 1220, 1440),
+    ] {
+        let tuple = FourTuple {
+            local: local.parse().unwrap(),
+            remote: remote.parse().unwrap(),
+        };
+        let cfg = Config {
+            timestamps: false,
+            ..Config::default()
+        };
+        let mut c = Connection::connect(cfg, tuple, &harness::gen(t0), t0);
+        let mut buf = vec![0u8; 200];
+        let n = c.poll_transmit(t0, &mut buf).expect("SYN");
+        let syn = wire::parse(&buf[..n]).unwrap();
+        assert_eq!(syn.options.mss, Some(announced), "{local}");
+        let synack = SegmentRepr {
+            tuple: FourTuple {
+                local: tuple.remote,
+                remote: tuple.local,
+            },
+            seq: SeqNum(1000),
+            ack: Some(SeqNum(syn.seq.0.wrapping_add(1))),
+            flags: Flags {
+                syn: true,
+                ..Flags::default()
+            },
+            window: 65535,
+            options: TcpOptions::default(),
+        };
+        c.handle_packet(t0, &harness::raw(synack, &[])).unwrap();
+        assert_eq!(c.state(), State::Established);
+        assert_eq!(c.emss(), default, "{local}: no MSS option");
+    }
+}

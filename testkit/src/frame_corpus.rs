@@ -32,6 +32,12 @@ pub struct CorpusAddrs {
     pub peer_ip: [u8; 4],
     /// An IPv4 address that is not ours.
     pub other_ip: [u8; 4],
+    /// Our IPv6 address (owned).
+    pub ip6: [u8; 16],
+    /// The sender's IPv6 address.
+    pub peer_ip6: [u8; 16],
+    /// An IPv6 address that is not ours.
+    pub other_ip6: [u8; 16],
     /// A steered TCP port.
     pub steered: u16,
     /// A port that is not steered.
@@ -39,8 +45,8 @@ pub struct CorpusAddrs {
 }
 
 impl Default for CorpusAddrs {
-    /// 198.18.0.2 (us) and 198.18.0.1 (the peer), 198.18.0.99 not ours; ports 4791 (steered)
-    /// and 22 (not).
+    /// 198.18.0.2 / 2001:db8::2 (us) and 198.18.0.1 / 2001:db8::1 (the peer), 198.18.0.99 /
+    /// 2001:db8::99 not ours; ports 4791 (steered) and 22 (not).
     fn default() -> Self {
         CorpusAddrs {
             mac: [2, 0, 0, 0, 0, 2],
@@ -48,6 +54,9 @@ impl Default for CorpusAddrs {
             peer_mac: [2, 0, 0, 0, 0, 1],
             peer_ip: [198, 18, 0, 1],
             other_ip: [198, 18, 0, 99],
+            ip6: v6(2),
+            peer_ip6: v6(1),
+            other_ip6: v6(0x99),
             steered: 4791,
             unsteered: 22,
         }
@@ -103,6 +112,50 @@ impl Ipv4Spec {
     }
 }
 
+/// 2001:db8::`last`.
+fn v6(last: u8) -> [u8; 16] {
+    let mut a = [0u8; 16];
+    a[..4].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8]);
+    a[15] = last;
+    a
+}
+
+/// An IPv6 packet to build (RFC 8200 §3): the fixed header, then `payload` (extension headers,
+/// a transport header and its data) whose first header is `next_header`.
+#[derive(Debug, Clone)]
+pub struct Ipv6Spec {
+    /// Source address.
+    pub src: [u8; 16],
+    /// Destination address.
+    pub dst: [u8; 16],
+    /// Next Header (6 TCP, 17 UDP, 58 ICMPv6, 44 Fragment, 0 Hop-by-Hop, 60 Destination
+    /// Options).
+    pub next_header: u8,
+    /// What follows the fixed header.
+    pub payload: Vec<u8>,
+}
+
+impl Ipv6Spec {
+    /// The IPv6 packet.
+    pub fn packet(&self) -> Vec<u8> {
+        let mut ip = vec![0x60, 0, 0, 0];
+        ip.extend_from_slice(&(self.payload.len() as u16).to_be_bytes());
+        ip.extend_from_slice(&[self.next_header, 64]);
+        ip.extend_from_slice(&self.src);
+        ip.extend_from_slice(&self.dst);
+        ip.extend_from_slice(&self.payload);
+        ip
+    }
+}
+
+/// An IPv6 Fragment header (RFC 8200 §4.5) for `next_header`, at `offset` (8-octet units),
+/// More Fragments `more`.
+pub fn ipv6_fragment_header(next_header: u8, offset: u16, more: bool) -> [u8; 8] {
+    let om = (offset << 3) | u16::from(more);
+    let o = om.to_be_bytes();
+    [next_header, 0, o[0], o[1], 0, 0, 0x12, 0x34]
+}
+
 /// A TCP header (ACK|PSH, data offset from `options`) with its checksum over `src`/`dst`,
 /// then `data`.
 pub fn tcp_segment(
@@ -112,6 +165,24 @@ pub fn tcp_segment(
     options: &[u8],
     data: &[u8],
 ) -> Vec<u8> {
+    tcp_over(&[&src[..], &dst[..]].concat(), ports, options, data)
+}
+
+/// [`tcp_segment`] with its checksum over the IPv6 addresses `src`/`dst` (RFC 8200 §8.1).
+pub fn tcp_segment_v6(
+    src: [u8; 16],
+    dst: [u8; 16],
+    ports: (u16, u16),
+    options: &[u8],
+    data: &[u8],
+) -> Vec<u8> {
+    tcp_over(&[&src[..], &dst[..]].concat(), ports, options, data)
+}
+
+/// The TCP segment, its checksum over the pseudo header of `addrs` (source then destination;
+/// the IPv6 pseudo header's 32-bit length and zero-padded Next Header sum the same as IPv4's
+/// 16-bit fields for segments under 64 KiB).
+fn tcp_over(addrs: &[u8], ports: (u16, u16), options: &[u8], data: &[u8]) -> Vec<u8> {
     let off = (20 + options.len()) / 4;
     let mut tcp = Vec::new();
     tcp.extend_from_slice(&ports.0.to_be_bytes());
@@ -121,7 +192,7 @@ pub fn tcp_segment(
     tcp.extend_from_slice(options);
     tcp.extend_from_slice(data);
     let len = (tcp.len() as u16).to_be_bytes();
-    let pseudo = [&src[..], &dst[..], &[0, 6], &len[..]].concat();
+    let pseudo = [addrs, &[0, 6], &len[..]].concat();
     let c = internet_checksum(&[&pseudo, &tcp]);
     tcp[16..18].copy_from_slice(&c.to_be_bytes());
     tcp
@@ -166,6 +237,32 @@ impl CorpusAddrs {
     /// A good TCP segment to us on the steered port: the base of the mutations.
     pub fn good_frame(&self) -> Vec<u8> {
         self.frame(&self.tcp_to(self.ip, self.steered, b"hello, iWARP"))
+    }
+
+    fn ipv6(&self, dst: [u8; 16], next_header: u8, payload: Vec<u8>) -> Ipv6Spec {
+        Ipv6Spec {
+            src: self.peer_ip6,
+            dst,
+            next_header,
+            payload,
+        }
+    }
+
+    fn tcp6(&self, dst: [u8; 16], port: u16, data: &[u8]) -> Vec<u8> {
+        tcp_segment_v6(self.peer_ip6, dst, (40000, port), &[], data)
+    }
+
+    fn frame6(&self, ip: &Ipv6Spec) -> Vec<u8> {
+        self.eth(0x86DD, &ip.packet())
+    }
+
+    /// A good IPv6 TCP segment to us on the steered port.
+    pub fn good_frame6(&self) -> Vec<u8> {
+        self.frame6(&self.ipv6(
+            self.ip6,
+            6,
+            self.tcp6(self.ip6, self.steered, b"hello, iWARP"),
+        ))
     }
 }
 
@@ -281,18 +378,8 @@ pub fn frame_corpus(a: &CorpusAddrs) -> Vec<CorpusFrame> {
     add("ARP cut short", a.eth(0x0806, &[0, 1]), NotOurs);
     add("Ethernet header only (ARP)", a.eth(0x0806, &[]), NotOurs);
     add(
-        "IPv6/TCP to the steered port",
-        a.eth(0x86DD, &ipv6_tcp(a.steered)),
-        NotOurs,
-    );
-    add(
         "802.1Q tagged IPv6/TCP",
-        vlan_tagged(&a.eth(0x86DD, &ipv6_tcp(a.steered)), 0x8100),
-        NotOurs,
-    );
-    add(
-        "IPv4 packet under the IPv6 EtherType",
-        a.eth(0x86DD, &a.tcp_to(us, a.steered, b"x").packet()),
+        vlan_tagged(&a.good_frame6(), 0x8100),
         NotOurs,
     );
 
@@ -524,6 +611,283 @@ pub fn frame_corpus(a: &CorpusAddrs) -> Vec<CorpusFrame> {
         with(&total(20 + 19)),
         Malformed,
     );
+    c.extend(ipv6_corpus(a));
+    c
+}
+
+/// The IPv6 rows (rules 5 to 14 over IPv6).
+fn ipv6_corpus(a: &CorpusAddrs) -> Vec<CorpusFrame> {
+    use Expect::*;
+    let mut c: Vec<CorpusFrame> = Vec::new();
+    let mut add = |name: &str, bytes: Vec<u8>, expect: Expect| {
+        c.push(CorpusFrame {
+            name: format!("IPv6: {name}"),
+            bytes,
+            expect,
+        })
+    };
+    let (us, other) = (a.ip6, a.other_ip6);
+    let good = a.good_frame6();
+    let ip_at = 14;
+    let with = |f: &dyn Fn(&mut Vec<u8>)| {
+        let mut b = good.clone();
+        f(&mut b);
+        b
+    };
+    let plen =
+        |n: u16| move |b: &mut Vec<u8>| b[ip_at + 4..ip_at + 6].copy_from_slice(&n.to_be_bytes());
+    let tcp6 = |dst, port, data: &[u8]| a.frame6(&a.ipv6(dst, 6, a.tcp6(dst, port, data)));
+    // A Fragment header for `next`, then `rest`, to us.
+    let fragment = |next: u8, offset: u16, more: bool, rest: &[u8]| {
+        let p = [&ipv6_fragment_header(next, offset, more)[..], rest].concat();
+        a.frame6(&a.ipv6(us, 44, p))
+    };
+    let seg = a.tcp6(us, a.steered, &[0xAB; 16]);
+    let ports = |port: u16| [&40000u16.to_be_bytes()[..], &port.to_be_bytes()[..]].concat();
+    // An extension header of 8 octets (Next Header TCP, length 0, PadN) then `seg`.
+    let ext8 = |kind: u8| {
+        let p = [&[6, 0, 1, 4, 0, 0, 0, 0][..], &seg[..]].concat();
+        a.frame6(&a.ipv6(us, kind, p))
+    };
+
+    // 14: ours.
+    add("TCP to us, steered port", good.clone(), Ours);
+    add(
+        "SYN to us, steered port, no payload",
+        tcp6(us, a.steered, b""),
+        Ours,
+    );
+    let mut padded = tcp6(us, a.steered, b"");
+    padded.resize(padded.len() + 6, 0);
+    add("payload length < frame (padding)", padded, Ours);
+    add(
+        "bad TCP checksum",
+        with(&|b| b[ip_at + 40 + 16] ^= 0xff),
+        Ours,
+    );
+    add(
+        "traffic class and flow label set",
+        with(&|b| b[ip_at..ip_at + 4].copy_from_slice(&[0x6f, 0xf1, 0x23, 0x45])),
+        Ours,
+    );
+
+    // 3 (with the IPv4 rows): a VLAN tag; 4 and 5: the version against the EtherType.
+    add(
+        "an IPv4 packet under the IPv6 EtherType",
+        a.eth(0x86DD, &a.tcp_to(a.ip, a.steered, b"x").packet()),
+        Malformed,
+    );
+    add(
+        "an IPv6 packet under the IPv4 EtherType",
+        a.eth(0x0800, &a.ipv6(us, 6, seg.clone()).packet()),
+        Malformed,
+    );
+
+    // 5.
+    add("EtherType IPv6, no payload", a.eth(0x86DD, &[]), Malformed);
+    add(
+        "header cut at 39 octets",
+        good[..14 + 39].to_vec(),
+        Malformed,
+    );
+    add("version 0", with(&|b| b[ip_at] = 0x00), Malformed);
+    let frame_plen = (good.len() - 14 - 40) as u16;
+    add(
+        "payload length one beyond the frame",
+        with(&plen(frame_plen + 1)),
+        Malformed,
+    );
+    add("payload length 65535", with(&plen(0xffff)), Malformed);
+    add(
+        "bad header to another address",
+        {
+            let mut f = tcp6(other, a.steered, b"x");
+            f[ip_at + 5] = 0xff;
+            f
+        },
+        Malformed,
+    );
+
+    // 6.
+    add(
+        "TCP to another address, steered port",
+        tcp6(other, a.steered, b"x"),
+        NotOurs,
+    );
+    add(
+        "TCP to the peer's own address",
+        tcp6(a.peer_ip6, a.steered, b"x"),
+        NotOurs,
+    );
+    let mut all_nodes = [0u8; 16];
+    all_nodes[0] = 0xff;
+    all_nodes[1] = 0x02;
+    all_nodes[15] = 1;
+    add(
+        "TCP to ff02::1, steered port",
+        tcp6(all_nodes, a.steered, b"x"),
+        NotOurs,
+    );
+
+    // 7.
+    let mut solicited = [0u8; 16];
+    solicited[..2].copy_from_slice(&[0xff, 0x02]);
+    solicited[11..13].copy_from_slice(&[1, 0xff]);
+    solicited[13..].copy_from_slice(&us[13..]);
+    let ns = [
+        &[135, 0, 0, 0, 0, 0, 0, 0][..],
+        &us[..],
+        &[1, 1],
+        &a.peer_mac[..],
+    ]
+    .concat();
+    add(
+        "ICMPv6 Neighbour Solicitation for us",
+        ethernet(
+            [0x33, 0x33, 0xff, us[13], us[14], us[15]],
+            a.peer_mac,
+            0x86DD,
+            &a.ipv6(solicited, 58, ns).packet(),
+        ),
+        NotOurs,
+    );
+    let na = [
+        &[136, 0, 0, 0, 0x20, 0, 0, 0][..],
+        &a.peer_ip6[..],
+        &[2, 1],
+        &a.peer_mac[..],
+    ]
+    .concat();
+    add(
+        "ICMPv6 unsolicited Neighbour Advertisement to us",
+        a.frame6(&a.ipv6(us, 58, na)),
+        NotOurs,
+    );
+    let mut udp = ports(a.steered);
+    udp.extend_from_slice(&[0, 12, 0, 0, 1, 2, 3, 4]);
+    add(
+        "UDP to us, steered port number",
+        a.frame6(&a.ipv6(us, 17, udp)),
+        NotOurs,
+    );
+    add(
+        "Hop-by-Hop header before TCP, steered port",
+        ext8(0),
+        NotOurs,
+    );
+    add(
+        "Destination Options header before TCP, steered port",
+        ext8(60),
+        NotOurs,
+    );
+    add(
+        "No Next Header (59), empty",
+        a.frame6(&a.ipv6(us, 59, Vec::new())),
+        NotOurs,
+    );
+
+    // 8.
+    add(
+        "Fragment header cut at 7 octets",
+        a.frame6(&a.ipv6(us, 44, ipv6_fragment_header(6, 0, true)[..7].to_vec())),
+        Malformed,
+    );
+    add(
+        "first fragment of UDP",
+        fragment(17, 0, true, &ports(a.steered)),
+        NotOurs,
+    );
+
+    // 9.
+    add(
+        "later fragment (offset 8, M set)",
+        fragment(6, 1, true, &[0xAB; 16]),
+        NotOurs,
+    );
+    add(
+        "last fragment (offset 185, M clear)",
+        fragment(6, 185, false, &[0xAB; 16]),
+        NotOurs,
+    );
+    add(
+        "later fragment whose payload looks like TCP to the steered port",
+        fragment(6, 1, true, &seg),
+        NotOurs,
+    );
+    add(
+        "later fragment with no payload",
+        fragment(6, 0x1fff, false, &[]),
+        NotOurs,
+    );
+
+    // 10.
+    add(
+        "TCP to us, 3-octet payload",
+        a.frame6(&a.ipv6(us, 6, vec![0x9c, 0x40, 0x12])),
+        Malformed,
+    );
+    add(
+        "TCP to us, no payload",
+        a.frame6(&a.ipv6(us, 6, Vec::new())),
+        Malformed,
+    );
+    add(
+        "tiny first fragment (2 octets)",
+        fragment(6, 0, true, &[0x9c, 0x40]),
+        Malformed,
+    );
+
+    // 11.
+    add(
+        "TCP to us, unsteered port",
+        tcp6(us, a.unsteered, b"x"),
+        NotOurs,
+    );
+    add(
+        "first fragment to an unsteered port",
+        fragment(6, 0, true, &a.tcp6(us, a.unsteered, b"x")),
+        NotOurs,
+    );
+    add(
+        "TCP header cut short (4 octets), unsteered port",
+        a.frame6(&a.ipv6(us, 6, ports(a.unsteered))),
+        NotOurs,
+    );
+
+    // 12.
+    add(
+        "first fragment (M set), steered port",
+        fragment(6, 0, true, &seg),
+        Fragment,
+    );
+    add(
+        "atomic fragment (offset 0, M clear), steered port",
+        fragment(6, 0, false, &seg),
+        Fragment,
+    );
+    add(
+        "first fragment of 4 octets (only the ports), steered port",
+        fragment(6, 0, true, &ports(a.steered)),
+        Fragment,
+    );
+
+    // 13.
+    add(
+        "TCP header cut short (4 octets), steered port",
+        a.frame6(&a.ipv6(us, 6, ports(a.steered))),
+        Malformed,
+    );
+    add(
+        "TCP header of 19 octets, steered port",
+        a.frame6(&a.ipv6(us, 6, a.tcp6(us, a.steered, b"")[..19].to_vec())),
+        Malformed,
+    );
+    for (name, off) in [
+        ("data offset 4, steered port", 4),
+        ("data offset 15 (beyond the segment), steered port", 15),
+    ] {
+        add(name, with(&|b| b[ip_at + 40 + 12] = off << 4), Malformed);
+    }
     c
 }
 
@@ -536,27 +900,18 @@ pub fn named<'a>(corpus: &'a [CorpusFrame], name: &str) -> &'a [u8] {
         .unwrap_or_else(|| panic!("no frame {name:?} in the corpus"))
 }
 
-/// An IPv6/TCP packet (no extension headers) from 2001:db8::1 to 2001:db8::2, checksum zero.
-fn ipv6_tcp(port: u16) -> Vec<u8> {
-    let mut p = vec![0x60, 0, 0, 0, 0, 20, 6, 64];
-    let mut addr = [0u8; 16];
-    addr[..4].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8]);
-    addr[15] = 1;
-    p.extend_from_slice(&addr);
-    addr[15] = 2;
-    p.extend_from_slice(&addr);
-    p.extend_from_slice(&40000u16.to_be_bytes());
-    p.extend_from_slice(&port.to_be_bytes());
-    p.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x02, 0xff, 0xff, 0, 0, 0, 0]);
-    p
-}
-
-/// Mutations of `base` (an untagged IPv4/TCP frame with a 20-octet IPv4 header): every
-/// truncation from 14 octets up, and every octet of the EtherType, the IPv4 header and the
-/// first 20 octets of the TCP header set to 0x00, 0xFF and its value with each bit flipped.
+/// Mutations of `base` (an untagged IPv4/TCP frame with a 20-octet IPv4 header, or an IPv6/TCP
+/// frame, a Fragment header allowed): every truncation from 14 octets up, and every octet of
+/// the EtherType, the IP header(s) and the first 20 octets of the TCP header set to 0x00, 0xFF
+/// and its value with each bit flipped.
 pub fn header_mutations(base: &[u8]) -> Vec<Vec<u8>> {
     let mut out: Vec<Vec<u8>> = (14..base.len()).map(|n| base[..n].to_vec()).collect();
-    for i in 12..(14 + 20 + 20).min(base.len()) {
+    let ip_len = match (base.get(12..14), base.get(14 + 6)) {
+        (Some([0x86, 0xDD]), Some(44)) => 48,
+        (Some([0x86, 0xDD]), _) => 40,
+        _ => 20,
+    };
+    for i in 12..(14 + ip_len + 20).min(base.len()) {
         let orig = base[i];
         let values = [0x00, 0xFF]
             .into_iter()

@@ -12,6 +12,7 @@
 //! - [`temp`]: temporary paths.
 //! - [`tshark`]: running tshark over a capture file, and live captures in a namespace.
 //! - [`iwarp_oracle`]: the checks every live iWARP capture of one connection must pass.
+//! - [`syn_flood`]: spoofed SYN frames and a fixed-seed source of spoofed addresses.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -20,6 +21,7 @@ pub mod frame_corpus;
 pub mod iwarp_oracle;
 pub mod pcap;
 pub mod privileged;
+pub mod syn_flood;
 pub mod synthetic;
 pub mod temp;
 pub mod tshark;

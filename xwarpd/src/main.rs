@@ -259,6 +259,10 @@ fn main() -> ExitCode {
             }
         },
         None => {
+            // Connections come and go in bursts: give their memory back (dataplane::heap).
+            dataplane::heap::return_freed_memory_promptly(
+                dataplane::heap::DEFAULT_RELEASE_THRESHOLD,
+            );
             let cfg = match load(&cli.run) {
                 Ok(c) => c,
                 Err(e) => {

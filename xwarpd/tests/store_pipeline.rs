@@ -135,3 +135,32 @@ fn a_failing_pipelined_call_fails_alone() {
     // The connection is still good for one-at-a-time calls.
     assert_eq!(c.read(0, &buf, 0..10).unwrap().len, 10);
 }
+
+#[test]
+fn poll_any_returns_answers_without_waiting_and_none_when_idle() {
+    let f = TempFile::new("poll");
+    let (_dev, srv) = server(&f, 1 << 20);
+    let mut c = StoreClient::connect(srv.local_addr(), &ClientOptions::default()).unwrap();
+    assert!(c.poll_any().unwrap().is_none(), "nothing in flight");
+    let buf = Arc::new(c.pd().register(4 * 4096, Access::ALL).unwrap());
+    let mut ids: Vec<CallId> = (0..4)
+        .map(|i| {
+            c.start_read(i as u64 * 4096, &buf, i * 4096..(i + 1) * 4096)
+                .unwrap()
+        })
+        .collect();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !ids.is_empty() {
+        assert!(std::time::Instant::now() < deadline, "answers within 30 s");
+        if let Some((id, r)) = c.poll_any().unwrap() {
+            assert!(matches!(r, Ok(Finished::Read(rr)) if rr.len == 4096));
+            let at = ids
+                .iter()
+                .position(|x| *x == id)
+                .expect("a call we started");
+            ids.remove(at);
+        }
+    }
+    assert!(c.poll_any().unwrap().is_none(), "every answer taken once");
+    assert_eq!(c.in_flight(), 0);
+}

@@ -122,3 +122,47 @@ fn the_default_admits_the_listen_subnet_only_and_the_flag_replaces_it() {
     d.signal(libc::SIGTERM);
     assert!(d.wait(std::time::Duration::from_secs(20)).0.success());
 }
+
+/// Issue 12 item 4: admission over IPv6. Listening on 2001:db8::1, the default admits the
+/// listen address's /64 (B's 2001:db8::2 is in it); an allow-list without B's address refuses
+/// it, one with it admits it.
+#[test]
+fn ipv6_clients_are_admitted_by_the_listen_subnet_and_the_allow_list() {
+    let Some(tb) = or_skip("xwarpd_admission6", for_test("xw6")) else {
+        return;
+    };
+    let store = Tmp::new("admission6.img");
+    let ctl = Tmp::new("admission6.sock");
+    let listen = format!("[{}]:20049", tb.ip6(Side::A));
+    let run = |extra: &[&str]| {
+        let mut c = tb.command(Side::A, BIN);
+        c.args(["--store", store.as_str(), "--size", "1MiB"])
+            .args(["--store-listen", &listen, "--metrics", "off"])
+            .args(["--control", ctl.as_str()])
+            .args(extra);
+        let mut d = Daemon::spawn(c);
+        let addr: SocketAddr = listen.parse().unwrap();
+        let ok = tb.run_in(Side::B, || {
+            StoreClient::connect(addr, &ClientOptions::default())
+                .and_then(|mut c| c.getattr())
+                .is_ok()
+        });
+        d.signal(libc::SIGTERM);
+        let (status, _, log) = d.wait(std::time::Duration::from_secs(20));
+        assert!(status.success(), "{log}");
+        (ok, log)
+    };
+    let (ok, log) = run(&[]);
+    assert!(ok, "2001:db8::2, in A's /64, was refused:\n{log}");
+    assert!(log.contains("allow=2001:db8::/64"), "{log}");
+    let (ok, log) = run(&["--store-allow", "2001:db8::99/128"]);
+    assert!(!ok, "2001:db8::2 admitted outside --store-allow:\n{log}");
+    assert!(log.contains("not_allowed"), "{log}");
+    let (ok, log) = run(&[
+        "--store-allow",
+        "198.18.0.0/24",
+        "--store-allow",
+        "2001:db8::2/128",
+    ]);
+    assert!(ok, "2001:db8::2 refused despite --store-allow:\n{log}");
+}

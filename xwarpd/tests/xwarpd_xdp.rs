@@ -39,28 +39,8 @@ fn writes() -> Vec<(u64, Vec<u8>)> {
     v
 }
 
-/// The testbed with B's kernel filling its own TCP checksums (veth hands frames over with the
-/// checksum left to "offload", which an AF_XDP receiver would see unfilled and count
-/// malformed) and, as `deploy/host-setup` does, A's engine ports reserved from A's kernel.
 fn testbed(tag: &str) -> Option<VethTestbed> {
-    let tb = or_skip(tag, for_test(tag))?;
-    let ifb = tb.ifname(Side::B).to_string();
-    let out = tb
-        .exec(Side::B, &["ethtool", "-K", &ifb, "tx", "off"])
-        .expect("run ethtool");
-    assert!(out.status.success(), "ethtool -K {ifb} tx off: {out:?}");
-    let out = tb
-        .exec(
-            Side::A,
-            &[
-                "sysctl",
-                "-w",
-                "net.ipv4.ip_local_reserved_ports=40000-40999",
-            ],
-        )
-        .expect("run sysctl");
-    assert!(out.status.success(), "reserve ports in A: {out:?}");
-    Some(tb)
+    xwarpd_support::xdp_testbed(tag)
 }
 
 /// The command line of xwarpd on the xdp transport in A, serving a store; without

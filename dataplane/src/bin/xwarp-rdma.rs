@@ -111,8 +111,9 @@ enum EngineArg {
     Threaded,
 }
 
-/// Opens the device the wire options name.
-fn open_device(w: &Wire) -> Result<Device, Failure> {
+/// Opens the device the wire options name; an xdp device serves `addr` (unspecified: the
+/// interface's first address of its family).
+fn open_device(w: &Wire, addr: IpAddr) -> Result<Device, Failure> {
     match w.transport {
         TransportArg::Kernel => {
             Device::open(Transport::Kernel).map_err(|e| Failure::Setup(e.to_string()))
@@ -125,6 +126,7 @@ fn open_device(w: &Wire) -> Result<Device, Failure> {
             })?;
             let mut cfg = XdpConfig::new(ifname);
             cfg.queue = w.queue;
+            cfg.address = Some(addr);
             cfg.mode = match w.engine {
                 EngineArg::Inline => EngineMode::Inline,
                 EngineArg::Threaded => EngineMode::Threaded,
@@ -390,7 +392,7 @@ impl Ends {
 
 fn server(a: ServerArgs) -> Result<(), Failure> {
     let cfg = config(&a.wire)?;
-    let dev = open_device(&a.wire)?;
+    let dev = open_device(&a.wire, a.bind)?;
     let pd = dev.alloc_pd();
     let max = a.max_size.max(1);
     let data = pd
@@ -586,7 +588,12 @@ fn connect(
 
 fn client(a: ClientArgs) -> Result<(), Failure> {
     let cfg = config(&a.wire)?;
-    let dev = open_device(&a.wire)?;
+    let unspecified: IpAddr = if a.connect.is_ipv6() {
+        std::net::Ipv6Addr::UNSPECIFIED.into()
+    } else {
+        std::net::Ipv4Addr::UNSPECIFIED.into()
+    };
+    let dev = open_device(&a.wire, unspecified)?;
     let pd = dev.alloc_pd();
     let scq = dev.create_cq();
     let rcq = dev.create_cq();

@@ -2,7 +2,7 @@
 //! listener's, accepted connections queued by the router until `accept` takes them.
 
 use std::io;
-use std::net::{IpAddr, SocketAddr, SocketAddrV4};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,7 +21,6 @@ pub struct TcpListener {
     dev: Arc<XdpDevice>,
     id: ListenerId,
     local: SocketAddr,
-    cfg: StreamConfig,
 }
 
 /// How often an inline device's accept drives the engine while it waits (see the iWARP
@@ -44,14 +43,12 @@ impl Device {
     pub fn tcp_listen(&self, addr: SocketAddr, cfg: StreamConfig) -> io::Result<TcpListener> {
         let dev = xdp_of(self)?;
         let ip = dev.shared.ip;
-        match addr.ip() {
-            IpAddr::V4(a) if a.is_unspecified() || a == ip => {}
-            _ => {
-                return Err(io_err(
-                    io::ErrorKind::AddrNotAvailable,
-                    "the xdp transport listens on its interface's IPv4 address",
-                ))
-            }
+        let a = addr.ip();
+        if !(a == ip || (a.is_unspecified() && a.is_ipv4() == ip.is_ipv4())) {
+            return Err(io_err(
+                io::ErrorKind::AddrNotAvailable,
+                "the xdp transport listens on the address it serves (XdpConfig::address)",
+            ));
         }
         if addr.port() == 0 {
             return Err(io_err(
@@ -73,8 +70,7 @@ impl Device {
         Ok(TcpListener {
             dev: dev.clone(),
             id,
-            local: SocketAddr::V4(SocketAddrV4::new(ip, addr.port())),
-            cfg,
+            local: SocketAddr::new(ip, addr.port()),
         })
     }
 }
@@ -105,7 +101,7 @@ impl TcpListener {
             })
             .ok_or_else(|| io_err(io::ErrorKind::TimedOut, "no connection to accept"))?;
         Ok((
-            TcpStream::new(self.dev.clone(), conn, self.local, peer, self.cfg),
+            TcpStream::new(self.dev.clone(), conn, self.local, peer),
             peer,
         ))
     }

@@ -3,7 +3,8 @@
 //! marks and placement.
 
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, SocketAddr, SocketAddrV4};
+use std::net::{Shutdown, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -33,7 +34,7 @@ struct Inner {
     peer: SocketAddr,
     read_timeout: Mutex<Option<Duration>>,
     write_timeout: Mutex<Option<Duration>>,
-    read_shut: Mutex<bool>,
+    read_shut: AtomicBool,
 }
 
 /// Waits "forever" when no timeout is set.
@@ -44,19 +45,19 @@ impl Device {
     /// once the handshake completed (or failed: `ConnectionRefused`, `TimedOut`).
     pub fn tcp_connect(&self, addr: SocketAddr, cfg: &StreamConfig) -> io::Result<TcpStream> {
         let dev = xdp_of(self)?;
-        let SocketAddr::V4(v4) = addr else {
+        if addr.is_ipv4() != dev.shared.ip.is_ipv4() {
             return Err(io_err(
                 io::ErrorKind::Unsupported,
-                "the xdp transport speaks IPv4 only",
+                "the address family differs from the address the xdp device serves",
             ));
-        };
-        dev.learn_next_hop(*v4.ip(), cfg.connect_timeout)?;
+        }
+        dev.learn_next_hop(addr.ip(), cfg.connect_timeout)?;
         let conn = {
             let mut st = dev.shared.lock();
             let conn = st
                 .engine
                 .endpoint_mut()
-                .stream_connect(Instant::now(), v4, cfg.options())
+                .stream_connect(Instant::now(), addr, cfg.options())
                 .map_err(|e| io::Error::new(io::ErrorKind::AddrNotAvailable, e))?;
             st.streams.conns.insert(conn, None);
             if dev.shared.inline {
@@ -70,9 +71,9 @@ impl Device {
                 .endpoint()
                 .tcp(conn)
                 .map(|t| t.tuple().local)
-                .unwrap_or(SocketAddr::V4(SocketAddrV4::new(dev.shared.ip, 0)))
+                .unwrap_or(SocketAddr::new(dev.shared.ip, 0))
         };
-        let s = TcpStream::new(dev.clone(), conn, local, addr, *cfg);
+        let s = TcpStream::new(dev.clone(), conn, local, addr);
         let deadline = Instant::now() + cfg.connect_timeout;
         let up = dev.shared.wait_until(deadline, |st| {
             match st.engine.endpoint().stream_is_connected(conn) {
@@ -123,7 +124,6 @@ impl TcpStream {
         conn: ConnId,
         local: SocketAddr,
         peer: SocketAddr,
-        _cfg: StreamConfig,
     ) -> Self {
         TcpStream {
             inner: Arc::new(Inner {
@@ -133,7 +133,7 @@ impl TcpStream {
                 peer,
                 read_timeout: Mutex::new(None),
                 write_timeout: Mutex::new(None),
-                read_shut: Mutex::new(false),
+                read_shut: AtomicBool::new(false),
             }),
         }
     }
@@ -175,11 +175,7 @@ impl TcpStream {
     /// end of stream. `Both`: both.
     pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
         if matches!(how, Shutdown::Read | Shutdown::Both) {
-            *self
-                .inner
-                .read_shut
-                .lock()
-                .unwrap_or_else(|p| p.into_inner()) = true;
+            self.inner.read_shut.store(true, Ordering::Release);
         }
         if matches!(how, Shutdown::Write | Shutdown::Both) {
             self.with_endpoint(|e, c| e.stream_shutdown(c))
@@ -203,11 +199,22 @@ impl TcpStream {
         }
     }
 
-    fn deadline(t: &Mutex<Option<Duration>>) -> Instant {
-        Instant::now()
-            + t.lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .unwrap_or(FOREVER)
+    /// Runs `f` on the state until it returns `Some` (driving the engine in inline mode), or
+    /// `WouldBlock` (as std on Linux) once `timeout` passed.
+    fn wait<T>(
+        &self,
+        timeout: &Mutex<Option<Duration>>,
+        what: &'static str,
+        mut f: impl FnMut(&mut State, ConnId) -> Option<io::Result<T>>,
+    ) -> io::Result<T> {
+        let t = *timeout.lock().unwrap_or_else(|p| p.into_inner());
+        let deadline = Instant::now() + t.unwrap_or(FOREVER);
+        let conn = self.inner.conn;
+        self.inner
+            .dev
+            .shared
+            .wait_until(deadline, |st| f(st, conn))
+            .unwrap_or_else(|| Err(io_err(io::ErrorKind::WouldBlock, what)))
     }
 
     /// Waits until `f` makes progress on the connection: `Some(n)` octets, or end of stream
@@ -216,18 +223,11 @@ impl TcpStream {
         &self,
         mut f: impl FnMut(&mut Endpoint<PdHandle>, ConnId) -> Result<usize, EndpointError>,
     ) -> io::Result<usize> {
-        if *self
-            .inner
-            .read_shut
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-        {
+        if self.inner.read_shut.load(Ordering::Acquire) {
             return Ok(0);
         }
-        let conn = self.inner.conn;
-        let deadline = Self::deadline(&self.inner.read_timeout);
         let inline = self.inner.dev.shared.inline;
-        let r = self.inner.dev.shared.wait_until(deadline, |st| {
+        self.wait(&self.inner.read_timeout, "read timed out", |st, conn| {
             let ep = st.engine.endpoint_mut();
             match f(ep, conn) {
                 Ok(0) => match ep.stream_eof(conn) {
@@ -245,8 +245,7 @@ impl TcpStream {
                 Err(EndpointError::NoConnection) => Some(end_of(st, conn)),
                 Err(e) => Some(Err(annotate_io(e))),
             }
-        });
-        r.unwrap_or_else(|| Err(io_err(io::ErrorKind::WouldBlock, "read timed out")))
+        })
     }
 
     /// Marks `len` octets of the send stream from stream offset `start` (not yet written,
@@ -300,6 +299,9 @@ impl TcpStream {
     /// copy), the others copied into the buffer. Returns the octets consumed, 0 at end of
     /// stream.
     pub fn read_transfer(&self, rid: u64, buffer_offset: u32, len: u32) -> io::Result<u32> {
+        if len == 0 {
+            return Ok(0);
+        }
         self.wait_read(|e, c| {
             e.stream_recv_transfer(c, rid, buffer_offset, len)
                 .map(|n| n as usize)
@@ -361,10 +363,8 @@ impl Write for &TcpStream {
         if data.is_empty() {
             return Ok(0);
         }
-        let conn = self.inner.conn;
-        let deadline = TcpStream::deadline(&self.inner.write_timeout);
         let inline = self.inner.dev.shared.inline;
-        let r = self.inner.dev.shared.wait_until(deadline, |st| {
+        self.wait(&self.inner.write_timeout, "write timed out", |st, conn| {
             let ep = st.engine.endpoint_mut();
             let idle = ep.is_idle_to_send(conn);
             match ep.stream_send(conn, data) {
@@ -383,8 +383,7 @@ impl Write for &TcpStream {
                     "the sending half is shut",
                 ))),
             }
-        });
-        r.unwrap_or_else(|| Err(io_err(io::ErrorKind::WouldBlock, "write timed out")))
+        })
     }
 
     /// Octets written are queued to our TCP already: nothing to flush.

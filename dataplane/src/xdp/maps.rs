@@ -7,8 +7,7 @@ pub const PROG_NAME: &str = "xwarp_steer";
 pub const PORTS_MAP: &str = "xwarp_ports";
 /// Hash map: `u32` IPv4 address (network byte order) -> `u8` 1: the addresses the engine owns.
 pub const ADDRS4_MAP: &str = "xwarp_addrs4";
-/// Hash map: 16-octet IPv6 address -> `u8` 1 (slots for later: the program leaves IPv6 to the
-/// kernel until the endpoint speaks it).
+/// Hash map: 16-octet IPv6 address (as on the wire) -> `u8` 1: the addresses the engine owns.
 pub const ADDRS6_MAP: &str = "xwarp_addrs6";
 /// XSKMAP: `u32` rx queue id -> AF_XDP socket.
 pub const XSKS_MAP: &str = "xwarp_xsks";

@@ -209,6 +209,19 @@ impl RtNetlink {
 
     /// The IPv4 addresses of interface `ifindex`.
     pub fn ipv4_addresses(&mut self, ifindex: u32) -> Result<Vec<std::net::Ipv4Addr>, XdpError> {
+        Ok(self
+            .addresses(ifindex)?
+            .into_iter()
+            .filter_map(|a| match a {
+                IpAddr::V4(v4) => Some(v4),
+                IpAddr::V6(_) => None,
+            })
+            .collect())
+    }
+
+    /// The addresses of interface `ifindex`: IPv4 (`IFA_LOCAL`) and IPv6 (`IFA_ADDRESS`), in
+    /// the kernel's order.
+    pub fn addresses(&mut self, ifindex: u32) -> Result<Vec<IpAddr>, XdpError> {
         use netlink_packet_route::address::{AddressAttribute, AddressMessage};
         let replies = self.request(
             RouteNetlinkMessage::GetAddress(AddressMessage::default()),
@@ -223,8 +236,10 @@ impl RtNetlink {
                 continue;
             }
             for attr in a.attributes {
-                if let AddressAttribute::Local(IpAddr::V4(v4)) = attr {
-                    out.push(v4);
+                match attr {
+                    AddressAttribute::Local(IpAddr::V4(v4)) => out.push(IpAddr::V4(v4)),
+                    AddressAttribute::Address(IpAddr::V6(v6)) => out.push(IpAddr::V6(v6)),
+                    _ => {}
                 }
             }
         }

@@ -1,6 +1,6 @@
 //! The destination addresses the steering program treats as the engine's (`xwarp_addrs4`,
-//! and the `xwarp_addrs6` slots for later): rule 5 of the table in `bpf/xwarp_maps.h`, the
-//! program's side of `endpoint::OwnedAddrs`.
+//! `xwarp_addrs6`): rule 6 of the table in `bpf/xwarp_maps.h`, the program's side of
+//! `endpoint::OwnedAddrs`.
 
 use std::net::IpAddr;
 use std::os::fd::RawFd;
@@ -12,8 +12,7 @@ use super::{XdpError, XdpProgram};
 
 impl XdpProgram {
     /// Makes `addrs` the destination addresses the program steers, replacing the set: IPv4
-    /// ones into `xwarp_addrs4`, IPv6 ones into `xwarp_addrs6` (kept, not read yet: the program
-    /// leaves IPv6 to the kernel). At most [`ADDRS_MAX`] of each family. New addresses are
+    /// ones into `xwarp_addrs4`, IPv6 ones into `xwarp_addrs6`. At most [`ADDRS_MAX`] of each family. New addresses are
     /// added before old ones go, so an address in both sets is never missing.
     pub fn set_owned_addrs(&self, addrs: &[IpAddr]) -> Result<(), XdpError> {
         let (mut v4, mut v6): (Vec<[u8; 4]>, Vec<[u8; 16]>) = (Vec::new(), Vec::new());

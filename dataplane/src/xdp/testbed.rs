@@ -1,11 +1,12 @@
 //! A throw-away pair of network namespaces joined by a veth pair, for tests and the bench.
 //!
-//! Names carry the pid and a counter, addresses are 198.18.0.1/24 (side A) and 198.18.0.2/24
-//! (side B) inside the namespaces only, and dropping the testbed deletes both namespaces (and
+//! Names carry the pid and a counter, addresses are 198.18.0.1/24 and 2001:db8::1/64 (side A),
+//! 198.18.0.2/24 and 2001:db8::2/64 (side B; IPv6 added `nodad`, so usable at once) inside the
+//! namespaces only, and dropping the testbed deletes both namespaces (and
 //! with them the veth pair), also when a test fails.
 
 use std::io;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -85,6 +86,11 @@ impl VethTestbed {
             let addr = format!("{}/24", tb.ip(side));
             tb.ip_cmd(side, &["link", "set", "lo", "up"])?;
             tb.ip_cmd(side, &["addr", "add", &addr, "dev", &ifname])?;
+            let addr6 = format!("{}/64", tb.ip6(side));
+            tb.ip_cmd(
+                side,
+                &["-6", "addr", "add", &addr6, "dev", &ifname, "nodad"],
+            )?;
             tb.ip_cmd(side, &["link", "set", &ifname, "up"])?;
         }
         Ok(tb)
@@ -105,6 +111,14 @@ impl VethTestbed {
         match side {
             Side::A => Ipv4Addr::new(198, 18, 0, 1),
             Side::B => Ipv4Addr::new(198, 18, 0, 2),
+        }
+    }
+
+    /// The IPv6 address of `side` (2001:db8::1 or ::2).
+    pub fn ip6(&self, side: Side) -> Ipv6Addr {
+        match side {
+            Side::A => Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1),
+            Side::B => Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2),
         }
     }
 

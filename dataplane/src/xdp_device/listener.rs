@@ -1,7 +1,7 @@
 //! Passive side on the AF_XDP engine: listeners steered by the XDP program, and MPA Requests
 //! waiting for the application's accept or reject.
 
-use std::net::{IpAddr, SocketAddr, SocketAddrV4};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -48,13 +48,11 @@ impl XdpDevice {
         config: ConnectionConfig,
     ) -> Result<XdpListener, ConnectError> {
         let ip = self.shared.ip;
-        match addr.ip() {
-            IpAddr::V4(a) if a.is_unspecified() || a == ip => {}
-            _ => {
-                return Err(addr_error(
-                    "the xdp transport listens on its interface's IPv4 address",
-                ))
-            }
+        let a = addr.ip();
+        if !(a == ip || (a.is_unspecified() && a.is_ipv4() == ip.is_ipv4())) {
+            return Err(addr_error(
+                "the xdp transport listens on the address it serves (or unspecified, same family)",
+            ));
         }
         if addr.port() == 0 {
             return Err(addr_error("the xdp transport needs a fixed listening port"));
@@ -78,7 +76,7 @@ impl XdpDevice {
         Ok(XdpListener {
             dev: self.clone(),
             id,
-            local: SocketAddr::V4(SocketAddrV4::new(ip, addr.port())),
+            local: SocketAddr::new(ip, addr.port()),
             config,
         })
     }

@@ -49,7 +49,7 @@ pub(crate) struct Shared {
     pub(crate) inline: bool,
     /// The interface's network namespace (next-hop look-ups run there).
     pub(crate) netns: NetNs,
-    pub(crate) ip: std::net::Ipv4Addr,
+    pub(crate) ip: std::net::IpAddr,
     /// What the device was set up with.
     pub(crate) info: crate::XdpInfo,
 }

@@ -1,6 +1,7 @@
 //! Opening an AF_XDP device: interface facts from rtnetlink, the XDP program, the AF_XDP
 //! socket, the engine.
 
+use std::net::IpAddr;
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -16,8 +17,10 @@ use crate::xdp::netns::NetNs;
 use crate::xdp::{program, LocalPortRange, XdpError, XdpProgram, XskConfig, XskQueue};
 use crate::{DeviceError, EngineMode, XdpConfig};
 
-/// Ethernet + IPv4 + TCP headers without options.
-const HEADERS: u32 = 14 + 20 + 20;
+/// Ethernet + IP + TCP headers without options: IPv4's 20-octet header or IPv6's 40.
+fn headers(ip: IpAddr) -> u32 {
+    14 + if ip.is_ipv4() { 20 } else { 40 } + 20
+}
 /// TCP options our segments may carry (timestamps, padded).
 const TCP_OPTIONS: u32 = 12;
 
@@ -43,10 +46,7 @@ impl XdpDevice {
         let ifindex = program::ifindex(&cfg.interface).map_err(xdp_err)?;
         let mut nl = RtNetlink::new().map_err(xdp_err)?;
         let mac = nl.link_mac(ifindex).map_err(xdp_err)?;
-        let ip = *nl
-            .ipv4_addresses(ifindex)
-            .map_err(xdp_err)?
-            .first()
+        let ip = serving_address(&nl.addresses(ifindex).map_err(xdp_err)?, cfg.address)
             .ok_or(DeviceError::NoAddress)?;
         let mtu = nl.link_mtu(ifindex).map_err(xdp_err)?;
         let ports = LocalPortRange::new(*cfg.local_ports.start(), *cfg.local_ports.end())
@@ -54,7 +54,7 @@ impl XdpDevice {
 
         let prog = XdpProgram::attach(&cfg.interface, cfg.attach).map_err(xdp_err)?;
         // The program owns what the endpoint owns (endpoint::classify's rule): its address.
-        prog.set_owned_addrs(&[ip.into()]).map_err(xdp_err)?;
+        prog.set_owned_addrs(&[ip]).map_err(xdp_err)?;
         prog.steer_range(ports).map_err(xdp_err)?;
         let frame_size = frame_size_for(mtu);
         let queue = XskQueue::new(
@@ -85,7 +85,7 @@ impl XdpDevice {
         ecfg.local_ports = cfg.local_ports.clone();
         ecfg.limits = cfg.limits.clone();
         ecfg.listener = cfg.listener.clone();
-        let room = frame_size.min(mtu + 14) - HEADERS - TCP_OPTIONS;
+        let room = frame_size.min(mtu + 14) - headers(ip) - TCP_OPTIONS;
         ecfg.tcp.mss = u16::try_from(room).unwrap_or(u16::MAX);
         let info = crate::XdpInfo {
             interface: cfg.interface.clone(),
@@ -124,9 +124,45 @@ impl XdpDevice {
     }
 }
 
+/// The address a device serves among the interface's `addrs` (link-local IPv6 ones, fe80::/10,
+/// never: they would need a scope on every peer's side): `wanted` if it is one of them; for an
+/// unspecified `wanted` (0.0.0.0, ::) the first of its family; without a wish, the first IPv4
+/// address, else the first IPv6 one.
+fn serving_address(addrs: &[IpAddr], wanted: Option<IpAddr>) -> Option<IpAddr> {
+    let link_local =
+        |a: &IpAddr| matches!(a, IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80);
+    let first = |v6: bool| {
+        addrs
+            .iter()
+            .find(|a| a.is_ipv6() == v6 && !link_local(a))
+            .copied()
+    };
+    match wanted {
+        Some(w) if w.is_unspecified() => first(w.is_ipv6()),
+        Some(w) => addrs.contains(&w).then_some(w),
+        None => first(false).or_else(|| first(true)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_served_address_is_the_one_asked_for_else_ipv4_else_global_ipv6() {
+        let v4: IpAddr = "198.18.0.1".parse().unwrap();
+        let ll: IpAddr = "fe80::1".parse().unwrap();
+        let g6: IpAddr = "2001:db8::1".parse().unwrap();
+        assert_eq!(serving_address(&[ll, g6, v4], None), Some(v4));
+        assert_eq!(serving_address(&[ll, g6], None), Some(g6));
+        assert_eq!(serving_address(&[ll], None), None);
+        assert_eq!(serving_address(&[v4, g6], Some(g6)), Some(g6));
+        assert_eq!(serving_address(&[v4], Some(g6)), None);
+        let (any4, any6) = ("0.0.0.0".parse().ok(), "::".parse().ok());
+        assert_eq!(serving_address(&[v4, ll, g6], any6), Some(g6));
+        assert_eq!(serving_address(&[g6, v4], any4), Some(v4));
+        assert_eq!(serving_address(&[v4, ll], any6), None);
+    }
 
     #[test]
     fn frames_fit_the_mtu() {

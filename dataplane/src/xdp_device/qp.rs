@@ -1,6 +1,6 @@
 //! Queue pairs on the AF_XDP engine: active open, work requests, close.
 
-use std::net::{IpAddr, SocketAddr, SocketAddrV4};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -53,18 +53,14 @@ fn io_error(e: XdpError) -> std::io::Error {
 impl XdpDevice {
     /// The next hop's MAC of `ip`, from the kernel's tables in the device's namespace (the
     /// kernel resolves a missing neighbour), handed to the engine.
-    pub(crate) fn learn_next_hop(
-        &self,
-        ip: std::net::Ipv4Addr,
-        timeout: Duration,
-    ) -> std::io::Result<()> {
+    pub(crate) fn learn_next_hop(&self, ip: IpAddr, timeout: Duration) -> std::io::Result<()> {
         let shared = &self.shared;
         let _guard = if shared.netns.is_current()? {
             None
         } else {
             Some(shared.netns.enter()?)
         };
-        let hop = resolve_next_hop(IpAddr::V4(ip), timeout).map_err(io_error)?;
+        let hop = resolve_next_hop(ip, timeout).map_err(io_error)?;
         shared
             .lock()
             .engine
@@ -83,13 +79,13 @@ impl XdpDevice {
         private_data: &[u8],
     ) -> Result<(XdpQp, Established), ConnectError> {
         let fail = |e| e;
-        let SocketAddr::V4(v4) = addr else {
+        if addr.is_ipv4() != self.shared.ip.is_ipv4() {
             return Err(fail(ConnectError::Io(std::io::Error::new(
                 std::io::ErrorKind::Unsupported,
-                "the xdp transport speaks IPv4 only",
+                "the xdp transport connects within the family of the address it serves",
             ))));
-        };
-        self.learn_next_hop(*v4.ip(), config.mpa.timeout)
+        }
+        self.learn_next_hop(addr.ip(), config.mpa.timeout)
             .map_err(|e| fail(ConnectError::Io(e)))?;
         let num = next_qp_num();
         let link = Arc::new(QpLink::new(num, init.send_cq.clone(), init.recv_cq.clone()));
@@ -100,7 +96,7 @@ impl XdpDevice {
                 .endpoint_mut()
                 .connect_in(
                     Instant::now(),
-                    SocketAddrV4::new(*v4.ip(), v4.port()),
+                    addr,
                     settings(config, private_data),
                     init.pd.handle(),
                 )

@@ -133,6 +133,9 @@ impl EngineHost {
         cfg.local_ports = ACTIVE_PORTS;
         cfg.default_next_hop = Some(tb.mac(side.peer()).unwrap());
         tweak(&mut cfg);
+        // The program owns the address the engine serves (a tweak may pick the IPv6 one).
+        prog.set_owned_addrs(&[cfg.ip])
+            .expect("own the engine's address");
         let e = Engine::new(cfg, XskIo::new(queue), Instant::now());
         EngineHost {
             e,
@@ -655,10 +658,10 @@ impl KernelEnd {
 
     /// Connects to `addr` (the calling thread must be in the right namespace) with receives
     /// posted at once.
-    pub fn connect(&self, addr: SocketAddrV4, cfg: &ConnectionConfig) -> QueuePair {
+    pub fn connect(&self, addr: impl Into<SocketAddr>, cfg: &ConnectionConfig) -> QueuePair {
         let qp = self
             .dev
-            .connect(SocketAddr::V4(addr), self.init(), cfg, &self.private_data())
+            .connect(addr.into(), self.init(), cfg, &self.private_data())
             .expect("kernel transport connects to the engine");
         self.post_recvs(&qp).unwrap();
         qp
@@ -746,6 +749,15 @@ pub fn addr(tb: &VethTestbed, side: Side, port: u16) -> SocketAddrV4 {
     SocketAddrV4::new(tb.ip(side), port)
 }
 
+/// `side`'s IPv4 address (or IPv6, `v6`) with `port`.
+pub fn addr_of(tb: &VethTestbed, side: Side, port: u16, v6: bool) -> SocketAddr {
+    if v6 {
+        SocketAddr::new(tb.ip6(side).into(), port)
+    } else {
+        addr(tb, side, port).into()
+    }
+}
+
 // ------------------------------------------------------------------------------------------
 // One engine <-> kernel-transport connection running the plan
 
@@ -788,6 +800,8 @@ impl KernelRun<'_> {
              {engine_connects}"
         );
         let layout = end.layout.clone();
+        // The family of the address the engine serves.
+        let v6 = h.e.endpoint().config().ip.is_ipv6();
         end.reset(h);
         // Kernel listening -> engine may connect; engine listening -> kernel may connect.
         let (k_ready_tx, k_ready_rx) = mpsc::channel::<()>();
@@ -804,13 +818,13 @@ impl KernelRun<'_> {
                 let kend = KernelEnd::new(&dev, layout, ksrc);
                 let (qp, peer_pd) = if engine_connects {
                     let listener = dev
-                        .listen(addr(tb, Side::B, port).into(), cfg)
+                        .listen(addr_of(tb, Side::B, port, v6), cfg)
                         .expect("kernel listen");
                     k_ready_tx.send(()).unwrap();
                     kend.accept(&listener)
                 } else {
                     e_ready_rx.recv().unwrap();
-                    let qp = kend.connect(addr(tb, Side::A, port), &cfg);
+                    let qp = kend.connect(addr_of(tb, Side::A, port, v6), &cfg);
                     let pd = qp.peer_private_data().to_vec();
                     (qp, pd)
                 };
@@ -828,7 +842,7 @@ impl KernelRun<'_> {
                 k_ready_rx.recv().unwrap();
                 let conn =
                     h.e.endpoint_mut()
-                        .connect(Instant::now(), addr(tb, Side::B, port), settings)
+                        .connect(Instant::now(), addr_of(tb, Side::B, port, v6), settings)
                         .unwrap();
                 h.run_until(Duration::from_secs(30), "MPA startup", |h| {
                     h.established(conn).is_some() || kernel.is_finished()
@@ -875,5 +889,124 @@ impl KernelRun<'_> {
         });
         assert!(engine_verified, "{who}: the engine end never finished");
         println!("{who}: done in {:?}", started.elapsed());
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Wire oracle: Wireshark's iWARP dissectors on the engine's traffic
+
+/// The wire-oracle test: an engine in A (over IPv6 when `v6`, serving 2001:db8::1) set up for
+/// one FPDU per segment (MSS 1036 less 12 octets of timestamps: EMSS 1024, so full FPDUs keep
+/// their phase to the markers), the kernel transport in B, the plan of 1 B, 4 KiB and 256 KiB
+/// over each of `runs` ([`decode_runs`]). Skipped without root, tshark or dumpcap.
+pub fn wireshark_decode_test(
+    test: &str,
+    tag: &str,
+    v6: bool,
+    runs: &[(bool, bool, bool)],
+    first_port: u16,
+) {
+    let Some(tb) = testkit::or_skip(tag, dataplane::xdp::testbed::for_test(tag)) else {
+        return;
+    };
+    if !testkit::require_tool(test, "tshark") || !testkit::require_tool(test, "dumpcap") {
+        return;
+    }
+    let _serial = serial();
+    tb.tx_checksum_off(Side::B).expect("ethtool -K tx off");
+    let layout = Layout::new(&[1, 4096, 256 << 10]);
+    let esrc = Sources::new(&layout, 5);
+    let ksrc = Sources::new(&layout, 6);
+    let mut h = EngineHost::new(&tb, Side::A, |c| {
+        c.tcp.mss = 1036;
+        c.tcp.pack_records = false;
+        if v6 {
+            c.ip = tb.ip6(Side::A).into();
+        }
+    });
+    let end = EngineEnd::register(&mut h, &layout, &esrc);
+    decode_runs(test, &tb, &mut h, (&end, &esrc, &ksrc), runs, first_port);
+}
+
+/// Runs `(markers, crc, engine_connects)` connections from `first_port` on between the
+/// engine `h` (set up for one FPDU per segment: EMSS 1024) and the kernel transport in B
+/// (EMSS 1024, one FPDU per segment), each captured in B with dumpcap, and checks each capture:
+/// every segment of the connection is of the engine's address family, TCP analysis finds no
+/// lost segment, out-of-order or bad checksum, and Wireshark's iWARP dissectors decode it
+/// cleanly (`check_decode`: MPA Request and Reply, one FPDU per segment, Good CRC32 on every
+/// FPDU when CRC is on, markers when on). The connecting side Writes (0x00), Read Requests (0x01) and Sends
+/// (0x03); the listening side answers with Read Responses (0x02) only.
+pub fn decode_runs(
+    test: &str,
+    tb: &VethTestbed,
+    h: &mut EngineHost,
+    (end, esrc, ksrc): (&EngineEnd, &Sources, &Sources),
+    runs: &[(bool, bool, bool)],
+    first_port: u16,
+) {
+    use testkit::iwarp_oracle::{check_decode, iwarp_tshark, Expect};
+    let family = if h.e.endpoint().config().ip.is_ipv6() {
+        "ipv6"
+    } else {
+        "ip"
+    };
+    for (k, &(markers, crc, engine_connects)) in runs.iter().enumerate() {
+        let port = first_port + k as u16;
+        let file = testkit::unique_temp_path(&format!("afxdp-{port}.pcapng"));
+        let cap = testkit::LiveCapture::start(
+            tb.command(Side::B, "dumpcap"),
+            tb.ifname(Side::B),
+            port,
+            file,
+        );
+        KernelRun {
+            tb,
+            esrc,
+            ksrc,
+            engine: (markers, crc),
+            kcfg: ConnectionConfig {
+                emss: Some(1024),
+                segment_per_fpdu: true,
+                ..kernel_config(markers, crc)
+            },
+            port,
+            engine_connects,
+            part: if engine_connects {
+                OPS_ONLY
+            } else {
+                RECEIVED_ONLY
+            },
+        }
+        .run(h, end);
+        let path = cap.finish();
+        let t = Instant::now();
+        let shark = iwarp_tshark(&path);
+        let ours = shark.count(&format!("{family} && tcp.port == {port}"));
+        let all = shark.count(&format!("tcp.port == {port}"));
+        assert!(
+            ours > 100 && ours == all,
+            "{test}: {ours} of {all} segments are {family} ({})",
+            path.display()
+        );
+        // Retransmissions may happen on a loaded machine; errors may not.
+        let bad = shark.count(&format!(
+            "tcp.port == {port} && (tcp.checksum.status == 0 || tcp.analysis.lost_segment \
+             || tcp.analysis.ack_lost_segment || tcp.analysis.out_of_order)"
+        ));
+        assert_eq!(bad, 0, "{test}: TCP errors in {}", path.display());
+        let expect = Expect {
+            markers,
+            crc,
+            min_fpdus: 500,
+            connecting_ops: &["0x00", "0x01", "0x03"],
+            listening_ops: &["0x02"],
+        };
+        let fpdus = check_decode(test, &path, port, &expect);
+        println!(
+            "{family}, markers {markers}, crc {crc}, engine connects {engine_connects}: {fpdus} \
+             FPDUs \
+             decoded cleanly in {:?}",
+            t.elapsed()
+        );
     }
 }

@@ -1,5 +1,5 @@
 //! Running `xwarp-rdma` in a [`VethTestbed`]: the server in side A, the client in side B, and
-//! child processes killed on drop.
+//! child processes killed on drop; opening an xdp device in one side.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
@@ -7,6 +7,15 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use dataplane::xdp::testbed::{Side, VethTestbed};
+
+/// An xdp device on `side`'s veth end (copy mode, as veth needs), its engine in `mode`.
+pub fn open_xdp(tb: &VethTestbed, side: Side, mode: dataplane::EngineMode) -> dataplane::Device {
+    let _ns = tb.enter(side).unwrap();
+    let mut cfg = dataplane::XdpConfig::new(tb.ifname(side));
+    cfg.bind = dataplane::xdp::BindMode::Copy;
+    cfg.mode = mode;
+    dataplane::Device::open_xdp(cfg).expect("open the xdp device")
+}
 
 /// A child process killed on drop.
 pub struct Guarded(pub Option<Child>);
@@ -44,11 +53,16 @@ pub fn rdma_bin() -> &'static str {
 
 /// Starts `xwarp-rdma server` in side A and waits until it listens.
 pub fn start_server(tb: &VethTestbed, port: u16, extra: &[&str]) -> Guarded {
+    start_server_at(tb, &tb.ip(Side::A).to_string(), port, extra)
+}
+
+/// Starts `xwarp-rdma server` in side A bound to `bind` and waits until it listens.
+pub fn start_server_at(tb: &VethTestbed, bind: &str, port: u16, extra: &[&str]) -> Guarded {
     let mut c = tb.command(Side::A, rdma_bin());
     c.args([
         "server",
         "--bind",
-        &tb.ip(Side::A).to_string(),
+        bind,
         "--port",
         &port.to_string(),
         "--connections",
@@ -72,11 +86,16 @@ pub fn start_server(tb: &VethTestbed, port: u16, extra: &[&str]) -> Guarded {
 
 /// Runs `xwarp-rdma client` in side B against the server in side A; returns its output.
 pub fn run_client(tb: &VethTestbed, port: u16, args: &[&str]) -> Output {
+    run_client_to(tb, &tb.ip(Side::A).to_string(), port, args)
+}
+
+/// Runs `xwarp-rdma client` in side B against the server at `connect`; returns its output.
+pub fn run_client_to(tb: &VethTestbed, connect: &str, port: u16, args: &[&str]) -> Output {
     let mut c = tb.command(Side::B, rdma_bin());
     c.args([
         "client",
         "--connect",
-        &tb.ip(Side::A).to_string(),
+        connect,
         "--port",
         &port.to_string(),
         "--wait-server",
@@ -86,4 +105,29 @@ pub fn run_client(tb: &VethTestbed, port: u16, args: &[&str]) -> Output {
     .stdout(Stdio::piped())
     .stderr(Stdio::piped());
     Guarded(Some(c.spawn().expect("spawn client"))).wait_output(Duration::from_secs(300))
+}
+
+/// Asserts that the client of `--ops send,write,read --sizes 1,4K,1M` succeeded and printed a
+/// verified line for each op and size.
+pub fn assert_all_verified(test: &str, out: &Output) {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{test}: client failed ({:?})\n{stdout}\n{stderr}",
+        out.status
+    );
+    for op in ["send", "write", "read"] {
+        for size in ["1", "4096", "1048576"] {
+            assert!(
+                stdout.lines().any(|l| {
+                    let f: Vec<&str> = l.split_whitespace().collect();
+                    f.first() == Some(&op)
+                        && f.get(1) == Some(&size)
+                        && f.last() == Some(&"verified")
+                }),
+                "{test}: no verified {op} of {size} bytes in\n{stdout}"
+            );
+        }
+    }
 }

@@ -5,7 +5,7 @@
 #![allow(dead_code)]
 
 use ddp::WorkRequest;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use ddp::{Access, LocalBuf, RegionHandle, RemoteBuf, Stag, WcOpcode, WcStatus, WorkCompletion};
@@ -19,6 +19,8 @@ pub const MAC_A: [u8; 6] = [2, 0, 0, 0, 0, 1];
 pub const MAC_B: [u8; 6] = [2, 0, 0, 0, 0, 2];
 pub const IP_A: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
 pub const IP_B: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+pub const IP6_A: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1);
+pub const IP6_B: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2);
 
 /// Transmit buffer of an endpoint (a 2048-octet UMEM frame).
 pub const FRAME_LEN: usize = 2048;
@@ -143,8 +145,13 @@ pub fn link() -> LinkConfig {
 
 /// The configuration of a test endpoint: fixed secrets (from its address), `peer_mac` as its
 /// default next hop.
-pub fn endpoint_cfg(mac: [u8; 6], ip: Ipv4Addr, peer_mac: [u8; 6]) -> EndpointConfig {
-    let secrets = Secrets::fixed_for_tests(u64::from(u32::from(ip)));
+pub fn endpoint_cfg(mac: [u8; 6], ip: impl Into<IpAddr>, peer_mac: [u8; 6]) -> EndpointConfig {
+    let ip = ip.into();
+    let seed = match ip {
+        IpAddr::V4(v4) => u64::from(u32::from(v4)),
+        IpAddr::V6(v6) => u128::from(v6) as u64 ^ 0x6666,
+    };
+    let secrets = Secrets::fixed_for_tests(seed);
     let mut c = EndpointConfig::new(mac, ip, secrets);
     c.default_next_hop = Some(peer_mac);
     c
@@ -211,6 +218,17 @@ impl Pair {
 
     pub fn clean() -> Pair {
         Pair::new(link(), link(), 1)
+    }
+
+    /// A clean pair over IPv6: A is `IP6_A`, B `IP6_B`.
+    pub fn clean_v6() -> Pair {
+        Pair::with_configs(
+            endpoint_cfg(MAC_A, IP6_A, MAC_B),
+            endpoint_cfg(MAC_B, IP6_B, MAC_A),
+            link(),
+            link(),
+            1,
+        )
     }
 
     /// One round of A at the current time (its heap use measured).
@@ -283,12 +301,13 @@ impl Pair {
         );
     }
 
-    /// Listener on B, connect from A, run MPA startup; returns (conn at A, conn at B).
+    /// Listener on B, connect from A (to B's address), run MPA startup; returns (conn at A,
+    /// conn at B).
     pub fn establish(&mut self, port: u16, sa: QpSettings, sb: QpSettings) -> (ConnId, ConnId) {
         self.b.listen(port, sb).expect("listen");
         let ca = self
             .a
-            .connect(self.now, SocketAddrV4::new(IP_B, port), sa)
+            .connect(self.now, SocketAddr::new(self.b.config().ip, port), sa)
             .expect("connect");
         self.run_until(100_000, |p| {
             established(&p.events_a, ca)
@@ -317,6 +336,14 @@ pub fn established_conns(ev: &[EndpointEvent]) -> Vec<ConnId> {
             _ => None,
         })
         .collect()
+}
+
+/// Why connection `c` closed, once `ev` reports it.
+pub fn closed(ev: &[EndpointEvent], c: ConnId) -> Option<tcp_offload::CloseReason> {
+    ev.iter().find_map(|e| match e {
+        EndpointEvent::Closed { conn, reason } if *conn == c => Some(*reason),
+        _ => None,
+    })
 }
 
 pub fn established(ev: &[EndpointEvent], c: ConnId) -> bool {

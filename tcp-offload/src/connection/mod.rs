@@ -47,6 +47,7 @@ use crate::seq::{SeqNum, SeqSpace};
 use crate::tx::{RecordId, SendBuffer, Split};
 use crate::wire::TcpSegment;
 
+pub(crate) use options::default_peer_mss;
 use options::{Negotiated, TsClock};
 use recovery::LossRecovery;
 pub use rst::emit_rst_for;

@@ -20,6 +20,15 @@ fn ip_tcp_overhead(tuple: &FourTuple) -> u16 {
     }
 }
 
+/// The MSS to assume when a SYN carries no MSS option (RFC 9293 §3.7.1: 536 over IPv4; 1220,
+/// the IPv6 minimum MTU of 1280 (RFC 8200 §5) less 60, over IPv6).
+pub(crate) fn default_peer_mss(tuple: &FourTuple) -> u16 {
+    match tuple.local {
+        SocketAddr::V4(_) => 536,
+        SocketAddr::V6(_) => 1220,
+    }
+}
+
 /// Options we offer in a SYN / SYN-ACK.
 pub(super) fn syn_options(cfg: &Config, tuple: &FourTuple) -> TcpOptions {
     TcpOptions {
@@ -36,7 +45,7 @@ pub(super) fn syn_options(cfg: &Config, tuple: &FourTuple) -> TcpOptions {
 /// The options both ends agreed on in the handshake, and TS.Recent.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Negotiated {
-    /// The peer's MSS (536 when its SYN carries none, RFC 9293 §3.7.1).
+    /// The peer's MSS ([`default_peer_mss`] when its SYN carries none).
     pub peer_mss: u16,
     /// Window scaling (RFC 7323 §2.2): on only when both SYNs carried the option.
     pub ws_enabled: bool,
@@ -132,7 +141,7 @@ impl Connection {
         self.rcv_edge = 1;
         self.fin_rcvd = None;
         let o = &seg.options;
-        self.opts.peer_mss = o.mss.unwrap_or(536).max(64);
+        self.opts.peer_mss = o.mss.unwrap_or(default_peer_mss(&self.tuple)).max(64);
         if let (Some(ws), Some(ours)) = (o.window_scale, self.cfg.window_scale) {
             self.opts.ws_enabled = true;
             self.opts.snd_wscale = ws.min(14);

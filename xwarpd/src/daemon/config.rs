@@ -122,6 +122,10 @@ struct RawXdp {
     local_ports: Option<String>,
     engine: Option<String>,
     core: Option<i64>,
+    max_connections: Option<i64>,
+    backlog: Option<i64>,
+    max_half_open: Option<i64>,
+    synack_retries: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -430,14 +434,57 @@ fn parse_xdp(raw: RawXdp, o: &Overrides) -> Result<Option<XdpConfig>, ConfigErro
         }
         Some((_, v)) => v,
     };
-    Ok(Some(XdpConfig {
+    let mut cfg = XdpConfig {
         queue,
         bind,
         attach,
         local_ports,
         mode,
         ..XdpConfig::new(interface)
-    }))
+    };
+    // The engine's bounds under load (TOML only; the defaults suit most hosts).
+    let in_range = |setting, v: Option<i64>, lo: i64, hi: i64, expected| match v {
+        None => Ok(None),
+        Some(n) if (lo..=hi).contains(&n) => Ok(Some(n as usize)),
+        Some(n) => Err(invalid(setting, &n.to_string(), expected)),
+    };
+    if let Some(n) = in_range(
+        "xdp.max_connections",
+        raw.max_connections,
+        1,
+        1 << 20,
+        "connections the engine holds at most, 1 to 1048576 (default 4096)",
+    )? {
+        cfg.limits.max_connections = n;
+    }
+    if let Some(n) = in_range(
+        "xdp.backlog",
+        raw.backlog,
+        1,
+        1 << 16,
+        "connections per listener whose MPA startup has not finished, 1 to 65536 (default 256); more are reset",
+    )? {
+        cfg.listener.max_accept_queue = n;
+    }
+    if let Some(n) = in_range(
+        "xdp.max_half_open",
+        raw.max_half_open,
+        0,
+        1 << 16,
+        "half-open handshakes per listener, 0 to 65536 (default 1024); past it SYN cookies answer",
+    )? {
+        cfg.listener.max_half_open = n;
+    }
+    if let Some(n) = in_range(
+        "xdp.synack_retries",
+        raw.synack_retries,
+        0,
+        10,
+        "SYN-ACK retransmissions before a half-open handshake is dropped, 0 to 10 (default 5, as Linux)",
+    )? {
+        cfg.listener.synack_retries = n as u32;
+    }
+    Ok(Some(cfg))
 }
 
 impl DaemonConfig {
@@ -694,12 +741,20 @@ mod tests {
                 local_ports = "50000-50099"
                 engine = "threaded"
                 core = {core}
+                max_connections = 100
+                backlog = 50
+                max_half_open = 60
+                synack_retries = 2
                 "#
             ),
             &Overrides::default(),
         )
         .unwrap();
         assert_eq!(x.interface, "enp1s0f1");
+        assert_eq!(x.limits.max_connections, 100);
+        assert_eq!(x.listener.max_accept_queue, 50);
+        assert_eq!(x.listener.max_half_open, 60);
+        assert_eq!(x.listener.synack_retries, 2);
         assert_eq!(x.queue, 3);
         assert_eq!(x.bind, BindMode::ZeroCopy);
         assert_eq!(x.attach, AttachPolicy::NativeOnly);
@@ -774,6 +829,15 @@ mod tests {
             (
                 format!("{x}queue = -1"),
                 &["xdp.queue", "\"-1\"", "receive queue"],
+            ),
+            (
+                format!("{x}synack_retries = 11"),
+                &["xdp.synack_retries", "\"11\"", "0 to 10"],
+            ),
+            (format!("{x}backlog = 0"), &["xdp.backlog", "1 to 65536"]),
+            (
+                format!("{x}max_connections = 0"),
+                &["xdp.max_connections", "1 to 1048576"],
             ),
             (
                 format!("{x}bind = \"fast\""),

@@ -63,6 +63,11 @@ impl DaemonConfig {
             if let EngineMode::Pinned(c) = x.mode {
                 xt.insert("core".into(), i(i64::try_from(c).unwrap_or(i64::MAX)));
             }
+            let count = |n: usize| i(i64::try_from(n).unwrap_or(i64::MAX));
+            xt.insert("max_connections".into(), count(x.limits.max_connections));
+            xt.insert("backlog".into(), count(x.listener.max_accept_queue));
+            xt.insert("max_half_open".into(), count(x.listener.max_half_open));
+            xt.insert("synack_retries".into(), i(x.listener.synack_retries));
             t.insert("xdp".into(), Value::Table(xt));
         }
         if let Some(st) = &self.store {
@@ -117,6 +122,10 @@ bind = "copy"
 attach = "generic"
 local_ports = "45000-45099"
 core = 0
+max_connections = 100
+backlog = 50
+max_half_open = 60
+synack_retries = 2
 [store]
 path = "/tmp/x.img"
 size = "8MiB"

@@ -20,7 +20,7 @@ use prometheus_client::registry::Registry;
 
 use crate::store::{CallCounts, Refusal, StoreSnapshot};
 use dataplane::xdp::SteerCounters;
-use dataplane::{CounterSnapshot, XdpInfo};
+use dataplane::{CounterSnapshot, EngineLoad, XdpInfo};
 use endpoint::EndpointCounters;
 
 /// The content type of [`Snapshot::to_prometheus`] (OpenMetrics text, which Prometheus reads).
@@ -45,6 +45,8 @@ pub struct Snapshot {
     pub uptime_seconds: u64,
     /// Per-engine counters of the AF_XDP transport (empty on the kernel transport), by queue.
     pub engines: Vec<(u32, EndpointCounters)>,
+    /// What each engine holds now (connections, half-open handshakes, neighbours), by queue.
+    pub engine_loads: Vec<(u32, EngineLoad)>,
     /// What the AF_XDP device runs on (attach mode, zero-copy, queue); `None` on kernel.
     pub xdp_info: Option<XdpInfo>,
     /// The XDP program's steering counters; `None` on the kernel transport.
@@ -261,7 +263,7 @@ impl Snapshot {
             return;
         }
         type EngineField = fn(&EndpointCounters) -> u64;
-        let per_engine: [(&str, &str, EngineField); 13] = [
+        let per_engine: [(&str, &str, EngineField); 17] = [
             ("engine_rx_packets", "Frames received.", |e| e.rx_packets),
             ("engine_tx_packets", "Frames sent.", |e| e.tx_packets),
             ("engine_rx_bytes", "Octets received.", |e| e.rx_bytes),
@@ -305,6 +307,26 @@ impl Snapshot {
                 "TCP connections established by the engine.",
                 |e| e.connections_opened,
             ),
+            (
+                "engine_connections_closed",
+                "Connections the engine closed or reaped (MPA startup timeout, idle, peer close).",
+                |e| e.connections_closed,
+            ),
+            (
+                "engine_connections_refused",
+                "Connections refused at a cap (backlog, connection limit) with a reset.",
+                |e| e.connections_refused,
+            ),
+            (
+                "engine_syn_cookies_sent",
+                "SYN-ACKs carrying a SYN cookie (the half-open table was full).",
+                |e| e.syn_cookies_sent,
+            ),
+            (
+                "engine_half_open_expired",
+                "Half-open handshakes dropped after their last SYN-ACK retry.",
+                |e| e.half_open_expired,
+            ),
         ];
         for (name, help, f) in per_engine {
             let rows: Vec<(Labels, u64)> = self
@@ -318,6 +340,37 @@ impl Snapshot {
         for (q, e) in &self.engines {
             most.get_or_create(&vec![("queue", q.to_string())])
                 .set(i64::try_from(e.ooo_bytes_max).unwrap_or(i64::MAX));
+        }
+        type LoadField = fn(&EngineLoad) -> usize;
+        let loads: [(&str, &str, LoadField); 4] = [
+            (
+                "engine_connections",
+                "Connections the engine holds now (every state after SYN-RECEIVED).",
+                |l| l.connections,
+            ),
+            (
+                "engine_half_open",
+                "Half-open handshakes (SYN-RECEIVED) the engine holds now.",
+                |l| l.half_open,
+            ),
+            (
+                "engine_neighbours",
+                "Next-hop entries the engine holds now.",
+                |l| l.neighbours,
+            ),
+            (
+                "engine_syn_sources",
+                "Unverified SYN source MACs the engine keeps to answer SYNs.",
+                |l| l.syn_sources,
+            ),
+        ];
+        for (name, help_text, f) in loads {
+            let g = Family::<Labels, Gauge>::default();
+            for (q, l) in &self.engine_loads {
+                g.get_or_create(&vec![("queue", q.to_string())])
+                    .set(i64::try_from(f(l)).unwrap_or(i64::MAX));
+            }
+            r.register(name, help(&format!("{help_text} Per engine (queue).")), g);
         }
         r.register(
             "engine_ooo_bytes_max",
@@ -533,7 +586,20 @@ mod tests {
                     terminates_received: 8,
                     drops: 10,
                     malformed: 11,
+                    connections_closed: 13,
+                    connections_refused: 14,
+                    syn_cookies_sent: 16,
+                    half_open_expired: 17,
                     ..EndpointCounters::default()
+                },
+            )],
+            engine_loads: vec![(
+                3,
+                EngineLoad {
+                    connections: 18,
+                    half_open: 19,
+                    neighbours: 20,
+                    syn_sources: 22,
                 },
             )],
             xdp_counters: Some(SteerCounters {
@@ -559,6 +625,14 @@ mod tests {
             ("xwarpd_engine_drops_total", 21.0),
             ("xwarpd_engine_malformed_total", 11.0),
             ("xwarpd_engine_ooo_bytes_max", 12.0),
+            ("xwarpd_engine_connections_closed_total", 13.0),
+            ("xwarpd_engine_connections_refused_total", 14.0),
+            ("xwarpd_engine_syn_cookies_sent_total", 16.0),
+            ("xwarpd_engine_half_open_expired_total", 17.0),
+            ("xwarpd_engine_connections", 18.0),
+            ("xwarpd_engine_half_open", 19.0),
+            ("xwarpd_engine_neighbours", 20.0),
+            ("xwarpd_engine_syn_sources", 22.0),
         ] {
             assert_eq!(
                 value(&p, name, &[("queue", "3")]),

@@ -78,6 +78,15 @@ fn open_device(cfg: &DaemonConfig) -> Result<Device, DaemonError> {
     warn_unreserved(x);
     let what = format!("AF_XDP device on {} queue {}", x.interface, x.queue);
     preflight(x).map_err(|e| start_err(&what, e))?;
+    // The address the engine serves: the store's listen address, else the first listener's
+    // (0.0.0.0 or :: pick the interface's first address of that family), else the default.
+    let mut x = x.clone();
+    let store_listen = cfg.store.as_ref().and_then(|s| s.listen);
+    x.address = x.address.or_else(|| {
+        store_listen
+            .or_else(|| cfg.listeners.first().copied())
+            .map(|a| a.ip())
+    });
     let device = Device::open_xdp(x.clone()).map_err(|e| {
         let zero_copy_refused = matches!(&e, dataplane::DeviceError::Xdp { error, .. }
             if error.errno() == Some(libc::EOPNOTSUPP));
@@ -155,7 +164,7 @@ pub enum Stop {
     Panic,
 }
 
-/// The store's listen address: the configured one, or the xdp interface's IPv4 address.
+/// The store's listen address: the configured one, or the address the xdp device serves.
 fn store_listen(s: &StoreConfig, device: &Device) -> Result<std::net::SocketAddr, DaemonError> {
     if let Some(a) = s.listen {
         return Ok(a);
@@ -163,13 +172,10 @@ fn store_listen(s: &StoreConfig, device: &Device) -> Result<std::net::SocketAddr
     let ip = device.local_ip().ok_or_else(|| {
         start_err(
             "store listener",
-            "the interface has no IPv4 address to listen on: set store.listen or --store-listen",
+            "the device has no address to listen on: set store.listen or --store-listen",
         )
     })?;
-    Ok(std::net::SocketAddr::new(
-        ip.into(),
-        config::DEFAULT_STORE_PORT,
-    ))
+    Ok(std::net::SocketAddr::new(ip, config::DEFAULT_STORE_PORT))
 }
 
 /// Starts the store's ONC RPC over TCP service when configured: on the store's address, its
@@ -282,6 +288,10 @@ pub fn run_with(cfg: &DaemonConfig, hooks: &Hooks) -> Result<Stop, DaemonError> 
             engines: device
                 .engine_counters()
                 .map(|c| vec![(queue, c)])
+                .unwrap_or_default(),
+            engine_loads: device
+                .engine_load()
+                .map(|l| vec![(queue, l)])
                 .unwrap_or_default(),
             xdp_info: xdp_info.clone(),
             xdp_counters: device.xdp_counters(),

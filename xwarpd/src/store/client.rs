@@ -472,6 +472,24 @@ impl StoreClient {
         }
     }
 
+    /// [`wait_any`](Self::wait_any) without waiting: the next finished call if an answer has
+    /// come, else `None` (also with no call in flight). The call timeout is the caller's to
+    /// keep. For a caller that polls several clients in turn.
+    #[allow(clippy::type_complexity)]
+    pub fn poll_any(
+        &mut self,
+    ) -> Result<Option<(CallId, Result<Finished, StoreError>)>, StoreError> {
+        if self.ready.is_empty() && !self.pending.is_empty() {
+            self.reap_sends()?;
+            match self.rcq.poll_one() {
+                Some(c) => self.take_receive(c, None)?,
+                None if !self.qp.is_connected() => return Err(StoreError::Disconnected),
+                None => {}
+            }
+        }
+        Ok(self.ready.pop_front())
+    }
+
     /// Calls started and not yet returned by [`wait_any`](Self::wait_any).
     pub fn in_flight(&self) -> usize {
         self.pending.len() + self.ready.len()
@@ -776,6 +794,15 @@ impl StoreClient {
                 return Err(StoreError::Disconnected);
             }
         };
+        self.take_receive(c, sync)
+    }
+
+    /// Files the answer of received reply `c` in `ready` and reposts its buffer.
+    fn take_receive(
+        &mut self,
+        c: dataplane::Completion,
+        sync: SyncDest<'_>,
+    ) -> Result<(), StoreError> {
         if c.opcode != Opcode::Recv || !c.is_ok() {
             return Err(StoreError::Disconnected);
         }

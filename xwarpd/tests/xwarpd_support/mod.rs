@@ -67,6 +67,23 @@ impl Daemon {
             .to_string()
     }
 
+    /// The daemon's process id (`ip netns exec` execs it, so this is xwarpd itself).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    /// The daemon's resident set (VmRSS), in octets.
+    pub fn rss(&self) -> u64 {
+        let s = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
+            .expect("the daemon's /proc status");
+        let kb: u64 = s
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmRSS");
+        kb * 1024
+    }
+
     /// The log so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.log.path()).unwrap_or_default()
@@ -106,6 +123,32 @@ impl Drop for Daemon {
             let _ = c.wait();
         }
     }
+}
+
+/// A two-namespace testbed for xwarpd on the xdp transport in A: B's kernel fills its own TCP
+/// checksums (veth leaves them to "offload", which an AF_XDP receiver would see unfilled and
+/// count malformed) and, as `deploy/host-setup` does, A's engine ports are reserved from A's
+/// kernel. `None` when the test is skipped (not root, outside CI).
+pub fn xdp_testbed(tag: &str) -> Option<dataplane::xdp::testbed::VethTestbed> {
+    use dataplane::xdp::testbed::{for_test, Side};
+    let tb = testkit::or_skip(tag, for_test(tag))?;
+    let ifb = tb.ifname(Side::B).to_string();
+    let out = tb
+        .exec(Side::B, &["ethtool", "-K", &ifb, "tx", "off"])
+        .expect("run ethtool");
+    assert!(out.status.success(), "ethtool -K {ifb} tx off: {out:?}");
+    let out = tb
+        .exec(
+            Side::A,
+            &[
+                "sysctl",
+                "-w",
+                "net.ipv4.ip_local_reserved_ports=40000-40999",
+            ],
+        )
+        .expect("run sysctl");
+    assert!(out.status.success(), "reserve ports in A: {out:?}");
+    Some(tb)
 }
 
 /// An HTTP GET of `/metrics` at `addr`; the whole answer.

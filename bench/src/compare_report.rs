@@ -1,0 +1,116 @@
+//! The compare JSON: the records and what they ran on (issue 11: "its JSON records what ran").
+//!
+//! ```json
+//! { "environment": { "kernel": "6.12.48", "mtu": 1500, "pinning": "...", ... },
+//!   "records": [ { "test": "write_lat", "transport": "xdp", ..., "ran": { parameter block } } ] }
+//! ```
+//! Each record's `ran` is the parameter block of the run that measured it (XDP native or
+//! generic, copy or zero-copy, engine, MTU and MSS, negotiated markers and CRC, MULPDU);
+//! `null` for the `linux` column, whose tools have none. Files written before this format (a
+//! bare array of records) still read.
+
+use serde::{Deserialize, Serialize};
+
+use crate::compare::CompareRecord;
+
+/// What a compare run ran on, as a whole.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Environment {
+    /// `uname -r` of this host (both namespaces share its kernel).
+    pub kernel: String,
+    /// xwarp-bench's version.
+    pub xwarp_version: String,
+    /// The testbed's veth MTU.
+    pub mtu: u32,
+    /// How the two sides were pinned (every transport alike).
+    pub pinning: String,
+    /// CPUs this process may use.
+    pub cpus: usize,
+    /// Rounds; each figure is the median over them.
+    pub rounds: u32,
+    /// `--short` (fewer iterations, a smoke run).
+    pub short: bool,
+    /// The tools of the `linux` column.
+    pub linux_tools: String,
+}
+
+impl Environment {
+    /// This host's facts with the run's settings.
+    pub fn here(mtu: u32, pinned: bool, rounds: u32, short: bool) -> Self {
+        Environment {
+            kernel: kernel_release(),
+            xwarp_version: env!("CARGO_PKG_VERSION").into(),
+            mtu,
+            pinning: if pinned {
+                "server on CPU 0, client on CPU 1".into()
+            } else {
+                "not pinned".into()
+            },
+            cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
+            rounds,
+            short,
+            linux_tools: "iperf3 (bandwidth), sockperf ping-pong (latency)".into(),
+        }
+    }
+}
+
+/// The whole compare JSON.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CompareReport {
+    /// What the run ran on.
+    pub environment: Environment,
+    /// One record per planned cell (medians over the rounds).
+    pub records: Vec<CompareRecord>,
+}
+
+impl CompareReport {
+    /// Reads a compare JSON: this format, or the bare array of records written before it
+    /// (then with an empty environment).
+    pub fn from_json(text: &str) -> Result<Self, serde_json::Error> {
+        serde_json::from_str::<CompareReport>(text).or_else(|e| {
+            serde_json::from_str::<Vec<CompareRecord>>(text)
+                .map(|records| CompareReport {
+                    environment: Environment::default(),
+                    records,
+                })
+                .map_err(|_| e)
+        })
+    }
+}
+
+/// The running kernel's release, from procfs (`uname -r`); `unknown` if unreadable.
+fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_its_own_format_and_the_bare_array_before_it() {
+        let rec = CompareRecord {
+            test: "write_lat".into(),
+            transport: "xdp".into(),
+            bytes: 64,
+            t_typical_us: Some(4.0),
+            ..CompareRecord::default()
+        };
+        let r = CompareReport {
+            environment: Environment::here(9000, true, 3, false),
+            records: vec![rec.clone()],
+        };
+        let text = serde_json::to_string(&r).unwrap();
+        assert_eq!(CompareReport::from_json(&text).unwrap(), r);
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["environment"]["mtu"], 9000);
+        assert!(!v["environment"]["kernel"].as_str().unwrap().is_empty());
+        let old = serde_json::to_string(&vec![rec.clone()]).unwrap();
+        let back = CompareReport::from_json(&old).unwrap();
+        assert_eq!(back.records, vec![rec]);
+        assert_eq!(back.environment, Environment::default());
+        assert!(CompareReport::from_json("{\"nothing\": 1}").is_err());
+    }
+}

@@ -1,0 +1,163 @@
+//! The endpoint's own cost of bulk RDMA Writes, without I/O: A writes `N` × 64 KiB into B over
+//! an in-memory wire (no loss, no delay, frames handed over in receive batches of 64 as the
+//! AF_XDP engine does), and the run prints frames per 64 KiB each way.
+//!
+//! Meant for a deterministic instruction count, which a loaded or virtual machine without
+//! hardware counters still gives (issue 11's cost breakdown, "engine user time"):
+//!
+//! ```text
+//! cargo build --release -p endpoint --example bulk_cost
+//! valgrind --tool=callgrind --callgrind-out-file=cg.out target/release/examples/bulk_cost 400
+//! callgrind_annotate --inclusive=yes cg.out | head -40
+//! ```
+//! Two runs with different `N` give the cost per 64 KiB without the set-up:
+//! (Ir(N2) - Ir(N1)) / (N2 - N1). Arguments: `N` (default 200), `markers` (0/1), `crc` (0/1).
+
+use std::collections::VecDeque;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::time::{Duration, Instant};
+
+use ddp::{Access, LocalBuf, RemoteBuf, WcStatus, WorkRequest};
+use endpoint::{
+    ConnId, Endpoint, EndpointConfig, EndpointEvent, FrameSink, QpSettings, Secrets, TxOutcome,
+};
+
+const MAC_A: [u8; 6] = [2, 0, 0, 0, 0, 1];
+const MAC_B: [u8; 6] = [2, 0, 0, 0, 0, 2];
+const IP_A: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+const IP_B: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+/// One message: what `xwarp-bench write_bw` writes by default.
+const MSG: usize = 64 << 10;
+/// Writes outstanding at once (the bench's TX depth is 128; 16 keeps the window full).
+const DEPTH: u64 = 16;
+/// Frames an endpoint takes per round, as the engine's receive batch.
+const RX_BATCH: usize = 64;
+/// A UMEM frame.
+const FRAME_LEN: usize = 2048;
+
+/// One direction of the wire: frames in order, their buffers reused.
+#[derive(Default)]
+struct Wire {
+    frames: VecDeque<Vec<u8>>,
+    spare: Vec<Vec<u8>>,
+    sent: u64,
+}
+
+impl FrameSink for Wire {
+    fn tx_frame(
+        &mut self,
+        _now: Instant,
+        fill: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
+    ) -> TxOutcome {
+        let mut b = self.spare.pop().unwrap_or_else(|| vec![0; FRAME_LEN]);
+        b.resize(FRAME_LEN, 0);
+        match fill(&mut b) {
+            Some(n) => {
+                b.truncate(n);
+                self.frames.push_back(b);
+                self.sent += 1;
+                TxOutcome::Queued
+            }
+            None => {
+                self.spare.push(b);
+                TxOutcome::Empty
+            }
+        }
+    }
+}
+
+/// One round of `ep`: a receive batch from `rx`, the timers, the transmits onto `tx`.
+fn round(ep: &mut Endpoint, rx: &mut Wire, tx: &mut Wire, now: Instant) {
+    for _ in 0..RX_BATCH {
+        let Some(f) = rx.frames.pop_front() else {
+            break;
+        };
+        ep.handle_frame(now, &f);
+        rx.spare.push(f);
+    }
+    ep.handle_timeout(now);
+    ep.poll_transmit(now, tx);
+}
+
+fn config(mac: [u8; 6], ip: Ipv4Addr, peer: [u8; 6]) -> EndpointConfig {
+    let mut c = EndpointConfig::new(mac, ip, Secrets::fixed_for_tests(u64::from(u32::from(ip))));
+    c.default_next_hop = Some(peer);
+    c
+}
+
+fn main() {
+    let arg = |i: usize, d: u64| {
+        std::env::args()
+            .nth(i)
+            .map_or(d, |a| a.parse().expect("a number"))
+    };
+    let (n, markers, crc) = (arg(1, 200), arg(2, 0) == 1, arg(3, 1) == 1);
+    let t0 = Instant::now();
+    let mut now = t0;
+    let mut a = Endpoint::new(config(MAC_A, IP_A, MAC_B), now);
+    let mut b = Endpoint::new(config(MAC_B, IP_B, MAC_A), now);
+    let (mut ab, mut ba) = (Wire::default(), Wire::default());
+    let mut s = QpSettings::default();
+    s.startup.want_markers = markers;
+    s.startup.want_crc = crc;
+    b.listen(4000, s.clone()).expect("listen");
+    let ca: ConnId = a
+        .connect(now, SocketAddrV4::new(IP_B, 4000), s)
+        .expect("connect");
+    let mut up = (false, false);
+    while !(up.0 && up.1) {
+        round(&mut a, &mut ba, &mut ab, now);
+        round(&mut b, &mut ab, &mut ba, now);
+        while let Some(e) = a.poll_event() {
+            up.0 |= matches!(e, EndpointEvent::Established { .. });
+        }
+        while let Some(e) = b.poll_event() {
+            up.1 |= matches!(e, EndpointEvent::Established { .. });
+        }
+        now += Duration::from_micros(10);
+        assert!(now - t0 < Duration::from_secs(10), "no MPA startup");
+    }
+    let (dst, stag) = b.register(MSG, Access::REMOTE_WRITE);
+    let (src, _) = a.register(MSG, Access::LOCAL_WRITE);
+    a.region_mut(src)
+        .expect("source")
+        .iter_mut()
+        .enumerate()
+        .for_each(|(i, x)| *x = i as u8 | 1);
+    let (ab0, ba0) = (ab.sent, ba.sent);
+    let (mut posted, mut done) = (0u64, 0u64);
+    while done < n {
+        while posted < n && posted - done < DEPTH {
+            let local = LocalBuf {
+                region: src,
+                offset: 0,
+                len: MSG as u32,
+            };
+            a.post(
+                ca,
+                WorkRequest::write(posted, local, RemoteBuf { stag, to: 0 }),
+            )
+            .expect("post");
+            posted += 1;
+        }
+        round(&mut a, &mut ba, &mut ab, now);
+        round(&mut b, &mut ab, &mut ba, now);
+        while let Some((_, wc)) = a.poll_completion() {
+            assert_eq!(wc.status, WcStatus::Success, "{wc:?}");
+            done += 1;
+        }
+        while b.poll_completion().is_some() {}
+        while a.poll_event().is_some() || b.poll_event().is_some() {}
+        now += Duration::from_micros(5);
+    }
+    assert!(
+        b.region(dst).expect("target").iter().all(|&x| x != 0),
+        "the target was not written"
+    );
+    let per = |x: u64| x as f64 / n as f64;
+    println!(
+        "{n} x 64 KiB Writes (markers {markers}, CRC {crc}): {:.1} frames A->B and {:.1} B->A per 64 KiB",
+        per(ab.sent - ab0),
+        per(ba.sent - ba0)
+    );
+}

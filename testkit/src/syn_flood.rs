@@ -1,0 +1,108 @@
+//! Spoofed TCP SYNs for flood tests: the frame and a fixed-seed source of spoofed addresses.
+//! The sending (a packet socket in the flooding namespace) and the pacing belong to the test.
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+
+use crate::checksum::internet_checksum;
+
+/// An Ethernet/IPv4/TCP SYN without options from `src` to `dst`, sequence number `seq`.
+/// `macs` is (source, destination). Checksums are filled.
+pub fn syn_frame(
+    macs: ([u8; 6], [u8; 6]),
+    src: SocketAddrV4,
+    dst: SocketAddrV4,
+    seq: u32,
+) -> [u8; 54] {
+    let mut f = [0u8; 54];
+    f[0..6].copy_from_slice(&macs.1);
+    f[6..12].copy_from_slice(&macs.0);
+    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    let ip = &mut f[14..34];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&40u16.to_be_bytes());
+    ip[6] = 0x40; // DF
+    ip[8] = 64;
+    ip[9] = 6;
+    ip[12..16].copy_from_slice(&src.ip().octets());
+    ip[16..20].copy_from_slice(&dst.ip().octets());
+    let ck = internet_checksum(&[ip]);
+    ip[10..12].copy_from_slice(&ck.to_be_bytes());
+    let tcp = &mut f[34..54];
+    tcp[0..2].copy_from_slice(&src.port().to_be_bytes());
+    tcp[2..4].copy_from_slice(&dst.port().to_be_bytes());
+    tcp[4..8].copy_from_slice(&seq.to_be_bytes());
+    tcp[12] = 5 << 4;
+    tcp[13] = 0x02; // SYN
+    tcp[14..16].copy_from_slice(&64240u16.to_be_bytes());
+    let mut pseudo = [0u8; 12];
+    pseudo[0..4].copy_from_slice(&src.ip().octets());
+    pseudo[4..8].copy_from_slice(&dst.ip().octets());
+    pseudo[9] = 6;
+    pseudo[10..12].copy_from_slice(&20u16.to_be_bytes());
+    let ck = internet_checksum(&[&pseudo, tcp]);
+    tcp[16..18].copy_from_slice(&ck.to_be_bytes());
+    f
+}
+
+/// A fixed-seed xorshift: a flood is the same every run.
+#[derive(Debug, Clone)]
+pub struct SpoofRng(u64);
+
+impl SpoofRng {
+    /// The generator every flood test starts from.
+    pub fn new() -> Self {
+        SpoofRng(0x9e37_79b9_7f4a_7c15)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A source in 198.18.0.0/15 outside 198.18.0.0/24 (the testbeds' own subnets live there,
+    /// and a testbed host would answer SYN-ACKs for its own address with RST), port 1024 or
+    /// above.
+    pub fn spoofed(&mut self) -> SocketAddrV4 {
+        let r = self.next_u64();
+        let host = ((r as u32) & 0x1_ffff).max(256);
+        let ip = u32::from(Ipv4Addr::new(198, 18, 0, 0)) | host;
+        let port = ((r >> 32) as u16).max(1024);
+        SocketAddrV4::new(Ipv4Addr::from(ip), port)
+    }
+}
+
+impl Default for SpoofRng {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn syn_checksums_verify_and_sources_stay_in_the_test_range() {
+        let mut rng = SpoofRng::new();
+        let dst = SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 1), 4200);
+        for _ in 0..1000 {
+            let src = rng.spoofed();
+            let o = src.ip().octets();
+            assert_eq!((o[0], o[1] & 0xfe), (198, 18), "{src}");
+            assert!(!(o[1] == 18 && o[2] == 0), "{src} inside the testbed /24");
+            assert!(src.port() >= 1024);
+            let f = syn_frame(([2; 6], [4; 6]), src, dst, 7);
+            assert_eq!(internet_checksum(&[&f[14..34]]), 0, "IPv4 header checksum");
+            let mut pseudo = [0u8; 12];
+            pseudo[0..4].copy_from_slice(&o);
+            pseudo[4..8].copy_from_slice(&dst.ip().octets());
+            pseudo[9] = 6;
+            pseudo[11] = 20;
+            assert_eq!(internet_checksum(&[&pseudo, &f[34..54]]), 0, "TCP checksum");
+            assert_eq!(f[47], 0x02, "SYN only");
+        }
+    }
+}
