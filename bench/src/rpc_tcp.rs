@@ -89,7 +89,7 @@ pub fn serve(spec: &RunSpec) -> Result<(), String> {
         let ip = device
             .local_ip()
             .ok_or("the xdp interface has no IPv4 address to listen on")?;
-        bind = SocketAddr::new(ip.into(), args.port);
+        bind = SocketAddr::new(ip, args.port);
     }
     let tmp = TempStore(
         std::env::temp_dir().join(format!("xwarp-bench-tcpstore-{}.img", std::process::id())),
