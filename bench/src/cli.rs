@@ -195,6 +195,24 @@ impl TransportArg {
     }
 }
 
+/// The store's RPC transport in the rpc tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RpcTransportArg {
+    /// ONC RPC over plain TCP (record marking; the TCP RDMA option on xdp).
+    Tcp,
+    /// RPC-over-RDMA.
+    Rdma,
+}
+
+/// `on` / `off`.
+fn on_off(v: &str) -> Result<bool, String> {
+    match v {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(format!("'{v}': expected on or off")),
+    }
+}
+
 /// How the engine runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum EngineArg {
@@ -408,6 +426,20 @@ pub struct TestArgs {
     /// Server: address to listen on.
     #[arg(long, default_value = "0.0.0.0")]
     pub bind: String,
+    /// rpc tests: the store's RPC transport, "rdma" (RPC-over-RDMA, the default) or "tcp" (ONC
+    /// RPC over plain TCP); `-t tcp|rdma` is its short form on the rpc tests only (elsewhere, and
+    /// with a number, -t is the TX depth).
+    #[arg(
+        long,
+        value_enum,
+        value_name = "tcp|rdma",
+        help_heading = "xwarp options"
+    )]
+    pub rpc_transport: Option<RpcTransportArg>,
+    /// rpc tests over tcp on the xdp transport: offer the TCP RDMA option (READ data placed by
+    /// RID) [default: on].
+    #[arg(long, value_name = "on|off", value_parser = on_off, help_heading = "xwarp options")]
+    pub tcp_rdma_option: Option<bool>,
     /// Write the results as a JSON array to FILE (each record with the parameters it ran
     /// with).
     #[arg(long, value_name = "FILE", alias = "out_json_file")]
@@ -474,6 +506,15 @@ impl TestArgs {
     /// chosen transport: the first one given, with one line saying why.
     pub fn refusal(&self, test: TestKind) -> Option<String> {
         let raw = matches!(test, TestKind::RawLat | TestKind::RawBw);
+        let rpc = matches!(test, TestKind::RpcRead | TestKind::RpcWrite);
+        if !rpc && (self.rpc_transport.is_some() || self.tcp_rdma_option.is_some()) {
+            return Some(
+                "--rpc-transport and --tcp-rdma-option apply to rpc_read and rpc_write only".into(),
+            );
+        }
+        if self.tcp_rdma_option.is_some() && self.rpc_transport != Some(RpcTransportArg::Tcp) {
+            return Some("--tcp-rdma-option applies to ONC RPC over TCP: add -t tcp".into());
+        }
         if self.qps > 1 {
             return Some(format!(
                 "-q {}: xwarp-bench runs one queue pair per test; run several clients for more",

@@ -17,6 +17,7 @@ pub mod plot;
 pub mod raw;
 pub mod report;
 pub mod rpc;
+pub mod rpc_tcp;
 pub mod session;
 pub mod stats;
 pub mod testbed;
@@ -37,9 +38,12 @@ pub fn run(cli: Cli) -> Result<(), String> {
     let spec = RunSpec::new(test, args)?;
     use cli::TestKind::{RawBw, RawLat, RpcRead, RpcWrite};
     let addr = spec.args.address.as_deref();
+    let tcp = spec.args.rpc_transport == Some(cli::RpcTransportArg::Tcp);
     match (test, addr) {
         (RawLat | RawBw, None) => raw::serve(&spec),
         (RawLat | RawBw, Some(host)) => raw::run_client(&spec, host).map(|_| ()),
+        (RpcRead | RpcWrite, None) if tcp => rpc_tcp::serve(&spec),
+        (RpcRead | RpcWrite, Some(host)) if tcp => rpc_tcp::run_client(&spec, host),
         (RpcRead | RpcWrite, None) => rpc::serve(&spec),
         (RpcRead | RpcWrite, Some(host)) => rpc::run_client(&spec, host).map(|_| ()),
         (_, None) => perftest::serve(&spec),

@@ -4,7 +4,8 @@
 use clap::Parser;
 
 fn main() {
-    let cli = bench::cli::Cli::parse();
+    // `-t tcp|rdma` names the RPC transport on the rpc tests (-t is the TX depth elsewhere).
+    let cli = bench::cli::Cli::parse_from(bench::rpc_tcp::short_form(std::env::args_os()));
     // Warnings (generic XDP, copy mode, fallbacks in the dataplane) on stderr; RUST_LOG
     // overrides the level.
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()

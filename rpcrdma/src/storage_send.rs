@@ -127,7 +127,7 @@ pub fn encode_call(
     // it, then write the header with the position the message encoding found.
     let hlen = FIXED_HEADER_LEN + call_lists(chunks, None, &[]).buffer_len();
     let (hbuf, mbuf) = split(buf, hlen)?;
-    let (mlen, position) = encode_call_message_into(mbuf, rpc, call)?;
+    let (mlen, position) = encode_call_message(mbuf, rpc, call)?;
     let header = HeaderRepr {
         xid: rpc.xid,
         credit,
@@ -176,7 +176,11 @@ pub fn encode_padded_call(
     Ok(hlen + mlen)
 }
 
-fn encode_call_message_into(
+/// Encodes the (reduced) RPC call message alone into `buf`: the call header, then the
+/// arguments. Returns its length and, for WRITE data as [`Payload::ReadChunk`], the data's
+/// position (its length word is written, the data is not: the caller sends it after the
+/// message, as ONC RPC over TCP does, or RDMA-Reads it). Shared with ONC RPC over TCP.
+pub fn encode_call_message(
     buf: &mut [u8],
     rpc: &CallHeader<'_>,
     call: &StorageCall<'_>,
@@ -201,7 +205,7 @@ pub fn encode_long_call(
     message_segments: &[Segment],
 ) -> Result<(usize, HeaderRepr), HeaderError> {
     check_write_data(call, chunks)?;
-    let (mlen, position) = encode_call_message_into(message_buf, rpc, call)?;
+    let (mlen, position) = encode_call_message(message_buf, rpc, call)?;
     let header = HeaderRepr {
         xid: rpc.xid,
         credit,
@@ -275,7 +279,22 @@ pub fn decode_call_message<'a>(
             base: header.buffer_len() as u32,
         });
     }
-    let xid = header.xid;
+    let (rpc, call) = decode_storage_call(r, header.xid)?;
+    Ok(DecodedCall {
+        xid_mismatch: rpc.xid != header.xid,
+        rpc,
+        call,
+    })
+}
+
+/// Decodes an RPC call of the storage program from `r` (the message from its XID on):
+/// header, program, version, procedure and arguments, to the end of the message. A refusal
+/// carries the answer, addressed to `xid`. Shared by RPC-over-RDMA (after the transport header)
+/// and ONC RPC over TCP (a whole record).
+pub fn decode_storage_call<'a>(
+    mut r: ReducedReader<'a, '_>,
+    xid: u32,
+) -> Result<(CallHeader<'a>, StorageCall<'a>), CallRejection> {
     let accepted = |stat| CallRejection::Rpc(ReplyHeader::accepted(xid, stat));
     let rpc = match CallHeader::decode(r.xdr()) {
         Ok(rpc) => rpc,
@@ -301,11 +320,7 @@ pub fn decode_call_message<'a>(
             HeaderError::Xdr(_) => accepted(AcceptStat::GarbageArgs),
             e => CallRejection::Transport(e),
         })?;
-    Ok(DecodedCall {
-        xid_mismatch: rpc.xid != xid,
-        rpc,
-        call,
-    })
+    Ok((rpc, call))
 }
 
 /// The call's write chunks as echoed in a reply: chunk `used.0` with `used.1` bytes written,

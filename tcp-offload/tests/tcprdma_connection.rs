@@ -270,3 +270,42 @@ fn tcprdma_14_negotiate_form_on_data_and_unnegotiated_kind25_are_ignored() {
     assert_eq!(c.recv(&mut got), 8);
     assert_eq!(&got[..8], b"abcdefgh");
 }
+
+/// TCPRDMA-21: `mark_transfer` with length 0 (a failed READ reply) puts the option with data
+/// length 0 and total 0 on the segment that starts there; the receiver places nothing and
+/// reads the reply from the stream.
+#[test]
+fn tcprdma_21_zero_length_transfer_on_the_wire() {
+    let (mut c, mut s, _) = open(true, true);
+    let t = Transfer {
+        rid: 0x42,
+        buffer_offset: 0,
+        total: Some(0),
+        unsolicited: false,
+    };
+    let at = s.send_position();
+    s.mark_message_start(at).unwrap();
+    s.mark_transfer(at, 0, t).unwrap();
+    let reply = [7u8; 40];
+    assert_eq!(s.send(&reply).unwrap(), 40);
+    let mut buf = vec![0u8; 2048];
+    let n = s.poll_transmit(Instant::now(), &mut buf).unwrap();
+    let seg = wire::parse(&buf[..n]).unwrap();
+    assert_eq!(seg.payload.len(), 40);
+    match seg.options.rdma {
+        Some(RdmaOption::Transfer(a)) => {
+            assert_eq!(
+                (a.rid, a.data_offset, a.data_len, a.total, a.aligned),
+                (0x42, 0, 0, Some(0), true)
+            );
+        }
+        other => panic!("no zero-length transfer option: {other:?}"),
+    }
+    c.expect_transfer(0x42, vec![0; 100]).unwrap();
+    c.handle_packet(Instant::now(), &buf[..n]).unwrap();
+    let mut got = [0u8; 40];
+    assert_eq!(c.recv(&mut got), 40);
+    assert_eq!(got, reply);
+    assert_eq!(c.counters().rdma_bytes_placed, 0);
+    assert_eq!(c.take_transfer(0x42).unwrap().filled_len(), 0);
+}

@@ -103,6 +103,17 @@ struct RunArgs {
     /// Close a store connection with no call for this long (300, 300s, 5m) [default: 300s].
     #[arg(long, value_name = "DURATION")]
     store_idle_timeout: Option<String>,
+    /// Also serve the store over ONC RPC on plain TCP: "on" or "off" [default: off]. Same
+    /// address, allow-list and limits; its own port (--store-tcp-port).
+    #[arg(long, value_name = "on|off")]
+    store_tcp: Option<String>,
+    /// Port of the ONC RPC over TCP service [default: 20050].
+    #[arg(long, value_name = "PORT")]
+    store_tcp_port: Option<String>,
+    /// xdp: offer the TCP RDMA option (kind 25) to ONC RPC clients, so READ data is placed
+    /// where both ends speak it: "on" or "off" [default: off].
+    #[arg(long, value_name = "on|off")]
+    store_tcp_rdma_option: Option<String>,
     /// An echo listener (each Send comes back); repeat for more.
     #[arg(long, value_name = "ADDR")]
     listen: Vec<String>,
@@ -161,6 +172,9 @@ fn load(a: &RunArgs) -> Result<DaemonConfig, DaemonError> {
         store_allow: a.store_allow.clone(),
         store_max_connections: a.store_max_connections.clone(),
         store_idle_timeout: a.store_idle_timeout.clone(),
+        store_tcp: a.store_tcp.clone(),
+        store_tcp_port: a.store_tcp_port.clone(),
+        store_tcp_rdma_option: a.store_tcp_rdma_option.clone(),
         listen: a.listen.clone(),
         markers: a.markers,
         crc: a.crc,

@@ -9,6 +9,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use dataplane::Access;
+use xwarpd::oncrpc::{TcpClientOptions, TcpStoreClient};
 use xwarpd::store::{ClientOptions, StoreClient};
 use xwarpd_support::{http_get, sample, Daemon, Tmp, BIN};
 
@@ -255,6 +256,40 @@ fn help_explains_the_daemon_and_its_subcommands() {
     ] {
         assert!(h.contains(n), "--help lacks {n}:\n{h}");
     }
+}
+
+/// `--store-tcp on`: the same store over ONC RPC on kernel TCP beside RPC/RDMA (what one
+/// writes the other reads), its address in the ready line; off by default.
+#[test]
+fn store_tcp_serves_the_same_store_over_onc_rpc() {
+    let store = Tmp::new("tcp.img");
+    let ctl = Tmp::new("tcp.sock");
+    let mut args = store_args(&store.0, &ctl.0, "8MiB");
+    args.extend(["--store-tcp", "on", "--store-tcp-port", "0"]);
+    let mut d = Daemon::start(&args);
+    let mut t = TcpStoreClient::connect_kernel(
+        d.field("store_tcp").parse().unwrap(),
+        &TcpClientOptions::default(),
+    )
+    .unwrap();
+    t.write(4096, &[0x5a; 10_000], false).unwrap();
+    let mut c =
+        StoreClient::connect(d.field("store").parse().unwrap(), &ClientOptions::default()).unwrap();
+    let buf = c.pd().register(10_000, Access::ALL).unwrap();
+    c.read(4096, &buf, 0..10_000).unwrap();
+    let mut got = vec![0u8; 10_000];
+    buf.read(0, &mut got).unwrap();
+    assert!(got.iter().all(|&b| b == 0x5a));
+    let mut back = Vec::new();
+    assert_eq!(t.read(4096, &mut back, 10_000).unwrap().len, 10_000);
+    assert!(back.iter().all(|&b| b == 0x5a));
+    d.signal(libc::SIGTERM);
+    let (status, _, _) = d.wait(Duration::from_secs(20));
+    assert!(status.success());
+    let mut plain = Daemon::start(&store_args(&store.0, &ctl.0, "8MiB"));
+    assert!(!plain.log().contains("store_tcp="), "off by default");
+    plain.signal(libc::SIGTERM);
+    let _ = plain.wait(Duration::from_secs(20));
 }
 
 #[test]

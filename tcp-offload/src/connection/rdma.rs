@@ -33,6 +33,8 @@ impl Connection {
     /// [`Self::send_position`]; not yet sent, after every earlier run) as bytes of the transfer
     /// `t` (TCPRDMA-02/06/07/10): every segment carrying them carries the option, a segment
     /// holds at most one run (TCPRDMA-11/13). The octets may be queued before or after the call.
+    /// `len == 0` is a zero-length transfer at `start` (TCPRDMA-21, a failed READ): the segment
+    /// starting there carries the option with data length 0 (give `total: Some(0)`).
     pub fn mark_transfer(
         &mut self,
         start: u64,
@@ -40,6 +42,9 @@ impl Connection {
         t: Transfer,
     ) -> Result<(), AnnotateError> {
         self.check_mark(start)?;
+        if len == 0 {
+            return self.marks.mark_empty(start + 1, t);
+        }
         self.marks.mark_run(start + 1, len, t)
     }
 

@@ -11,6 +11,9 @@
 //! * TCPRDMA-09: A is set exactly on segments that start at a marked message start; a segment
 //!   that starts a message but holds no transfer bytes carries the 4-octet A-only form.
 //! * TCPRDMA-06: a run without a known total produces the 16-octet form.
+//! * TCPRDMA-21: a zero-length transfer ([`SendMarks::mark_empty`], e.g. a failed READ) is an
+//!   option with data length 0 on the segment that starts at its position; that segment holds
+//!   no transfer bytes.
 //! * MSS accounting ([`MssAccounting`]): the connection uses RFC 6691 (the option's octets come
 //!   out of the payload, so the packet fits the path); the draft §4 convention (option ignored)
 //!   is kept for reproducing the draft's tables.
@@ -72,10 +75,13 @@ struct Run {
     t: Transfer,
 }
 
-/// The send stream's transfer runs and message starts, in stream offsets, sorted.
+/// The send stream's transfer runs, zero-length transfers and message starts, in stream
+/// offsets, sorted.
 #[derive(Clone, Debug, Default)]
 pub struct SendMarks {
     runs: VecDeque<Run>,
+    /// Zero-length transfers: (position, transfer), sorted (TCPRDMA-21).
+    empties: VecDeque<(u64, Transfer)>,
     messages: VecDeque<u64>,
 }
 
@@ -97,6 +103,9 @@ impl SendMarks {
             return Err(AnnotateError::TooLong);
         }
         let end = start + u64::from(len);
+        if self.empties.back().is_some_and(|&(p, _)| start <= p) {
+            return Err(AnnotateError::OutOfOrder);
+        }
         if let Some(last) = self.runs.back_mut() {
             if start < last.end {
                 return Err(AnnotateError::OutOfOrder);
@@ -117,6 +126,35 @@ impl SendMarks {
         }
         self.runs.push_back(Run { start, end, t });
         Ok(())
+    }
+
+    /// Marks a zero-length transfer of `t` at stream offset `at` (TCPRDMA-21: a failed READ
+    /// tells the receiver to release its buffer): the segment that starts at `at` carries the
+    /// option with data offset 0 and data length 0 and no transfer bytes. `at` may not lie
+    /// inside a marked run; zero-length transfers come in stream order.
+    pub fn mark_empty(&mut self, at: u64, t: Transfer) -> Result<(), AnnotateError> {
+        if t.rid >= RID_LIMIT {
+            return Err(AnnotateError::BadRid);
+        }
+        if self.runs.back().is_some_and(|r| at < r.end)
+            || self.empties.back().is_some_and(|&(p, _)| at < p)
+        {
+            return Err(AnnotateError::OutOfOrder);
+        }
+        if self.empties.len() >= MAX_SEND_RUNS {
+            return Err(AnnotateError::Full);
+        }
+        self.empties.push_back((at, t));
+        Ok(())
+    }
+
+    /// The zero-length transfer marked at `s`, if any.
+    fn empty_at(&self, s: u64) -> Option<Transfer> {
+        let i = self.empties.partition_point(|&(p, _)| p < s);
+        self.empties
+            .get(i)
+            .filter(|&&(p, _)| p == s)
+            .map(|&(_, t)| t)
     }
 
     /// Marks `at` as the first byte of a ULP message (A bit). Starts come in stream order.
@@ -141,11 +179,14 @@ impl SendMarks {
         while self.messages.front().is_some_and(|&m| m < una) {
             self.messages.pop_front();
         }
+        while self.empties.front().is_some_and(|&(p, _)| p < una) {
+            self.empties.pop_front();
+        }
     }
 
     /// True when no run or message start is queued.
     pub fn is_empty(&self) -> bool {
-        self.runs.is_empty() && self.messages.is_empty()
+        self.runs.is_empty() && self.messages.is_empty() && self.empties.is_empty()
     }
 
     /// The end of the last run (where the next run may start), if any.
@@ -177,6 +218,16 @@ impl SendMarks {
                 e = e.min(m);
             }
         }
+        // TCPRDMA-21: a zero-length transfer starts its segment, which holds no run.
+        let j = self.empties.partition_point(|&(p, _)| p <= s);
+        if let Some(&(p, _)) = self.empties.get(j) {
+            e = e.min(p);
+        }
+        if self.empty_at(s).is_some() {
+            if let Some(i) = self.run_from(s) {
+                e = e.min(self.runs[i].start.max(s + 1));
+            }
+        }
         (e - s) as u32
     }
 
@@ -204,8 +255,19 @@ impl SendMarks {
                     total: r.t.total,
                 }))
             }
-            None if aligned => Some(RdmaOption::Aligned { aligned: true }),
-            None => None,
+            None => match self.empty_at(s) {
+                Some(t) => Some(RdmaOption::Transfer(RdmaAnnotation {
+                    aligned,
+                    unsolicited: t.unsolicited,
+                    rid: t.rid,
+                    buffer_offset: t.buffer_offset,
+                    data_offset: 0,
+                    data_len: 0,
+                    total: t.total,
+                })),
+                None if aligned => Some(RdmaOption::Aligned { aligned: true }),
+                None => None,
+            },
         }
     }
 

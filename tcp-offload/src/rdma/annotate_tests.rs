@@ -311,3 +311,63 @@ proptest! {
         }
     }
 }
+
+/// TCPRDMA-21: a zero-length transfer (a failed READ reply at 0) starts its own segment with
+/// DL = 0, Total = 0 and A; the next reply's run does not share that segment.
+#[test]
+fn tcprdma_21_zero_length_transfer_starts_a_segment_without_transfer_bytes() {
+    let empty = Transfer {
+        rid: 5,
+        buffer_offset: 0,
+        total: Some(0),
+        unsolicited: false,
+    };
+    let run = Transfer {
+        rid: 6,
+        total: Some(1000),
+        ..empty
+    };
+    let mut m = SendMarks::default();
+    m.mark_message(0).unwrap();
+    m.mark_empty(0, empty).unwrap();
+    m.mark_message(40).unwrap();
+    m.mark_run(80, 1000, run).unwrap();
+    assert_eq!(m.mark_empty(79, empty), Err(AnnotateError::OutOfOrder));
+    assert_eq!(
+        m.mark_run(
+            0,
+            1,
+            Transfer {
+                rid: 7,
+                total: None,
+                ..empty
+            }
+        ),
+        Err(AnnotateError::OutOfOrder),
+        "a run may not start at or before a zero-length transfer"
+    );
+    let (len, opt) = m.next_segment(0, 1080, 1460, MssAccounting::Rfc6691, false);
+    assert_eq!(len, 80, "the segment with DL = 0 ends before the run");
+    assert_eq!(
+        opt,
+        Some(RdmaOption::Transfer(RdmaAnnotation {
+            aligned: true,
+            unsolicited: false,
+            rid: 5,
+            buffer_offset: 0,
+            data_offset: 0,
+            data_len: 0,
+            total: Some(0),
+        }))
+    );
+    let (len, opt) = m.next_segment(80, 1000, 1460, MssAccounting::Rfc6691, false);
+    assert_eq!(len, 1000);
+    assert!(matches!(opt, Some(RdmaOption::Transfer(t)) if t.rid == 6 && t.data_len == 1000));
+    // A zero-length transfer later in a segment cuts the segment before it.
+    let mut m = SendMarks::default();
+    m.mark_empty(300, empty).unwrap();
+    assert_eq!(m.cut(0, 1000, false), 300);
+    assert_eq!(m.annotation(0, 300), None);
+    m.release(301);
+    assert!(m.is_empty());
+}

@@ -10,7 +10,9 @@ pub use tool_support::ByteSize;
 use tool_support::SizeError;
 
 use super::store_config::{parse_store, RawStore};
-pub use super::store_config::{StoreConfig, DEFAULT_STORE_PORT};
+pub use super::store_config::{
+    StoreConfig, TcpStoreConfig, DEFAULT_STORE_PORT, DEFAULT_TCP_STORE_PORT,
+};
 use dataplane::xdp::{AttachPolicy, BindMode, LocalPortRange};
 use dataplane::{EngineMode, Transport, XdpConfig};
 
@@ -163,6 +165,12 @@ pub struct Overrides {
     pub store_max_connections: Option<String>,
     /// `--store-idle-timeout`.
     pub store_idle_timeout: Option<String>,
+    /// `--store-tcp` (on/off).
+    pub store_tcp: Option<String>,
+    /// `--store-tcp-port`.
+    pub store_tcp_port: Option<String>,
+    /// `--store-tcp-rdma-option` (on/off).
+    pub store_tcp_rdma_option: Option<String>,
     /// `--listen` (added to the file's listeners).
     pub listen: Vec<String>,
     /// `--markers`.
@@ -563,8 +571,12 @@ impl DaemonConfig {
                 let port = s.listen.map_or(DEFAULT_STORE_PORT, |l| l.port());
                 ("store.listen", port)
             });
+            let tcp_port = store
+                .as_ref()
+                .and_then(|s| s.tcp)
+                .map(|t| ("store.tcp_port", t.port));
             let ports = listeners.iter().map(|l| ("listener", l.port()));
-            for (setting, port) in store_port.into_iter().chain(ports) {
+            for (setting, port) in store_port.into_iter().chain(tcp_port).chain(ports) {
                 if port != 0 && range.contains(port) {
                     return Err(ConfigError::PortInLocalRange {
                         setting,

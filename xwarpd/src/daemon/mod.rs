@@ -32,6 +32,7 @@ use std::time::{Duration, Instant};
 pub use config::{ConfigError, DaemonConfig, MetricsAddr, Overrides, StoreConfig};
 pub use reload::Hooks;
 
+use crate::oncrpc::{TcpServerOptions, TcpStoreServer};
 use crate::store::{ServerOptions, StoreServer, StoreStats};
 use dataplane::{ConnectionConfig, Device, MappedFile, Transport};
 
@@ -177,6 +178,38 @@ fn store_listen(s: &StoreConfig, device: &Device) -> Result<std::net::SocketAddr
     Ok(std::net::SocketAddr::new(ip, config::DEFAULT_STORE_PORT))
 }
 
+/// Starts the store's ONC RPC over TCP service when configured: on the store's address, its
+/// own port; kernel TCP, or our own TCP on the xdp transport (where the TCP RDMA option can
+/// be offered).
+fn start_tcp_store(
+    sc: &StoreConfig,
+    srv: &StoreServer,
+    device: &Device,
+    xdp: bool,
+) -> Result<Option<TcpStoreServer>, DaemonError> {
+    let Some(t) = sc.tcp else {
+        return Ok(None);
+    };
+    let addr = std::net::SocketAddr::new(srv.local_addr().ip(), t.port);
+    let opts = TcpServerOptions {
+        max_io: sc.max_io,
+        allow: sc.allow.clone(),
+        max_connections: sc.max_connections,
+        idle_timeout: sc.idle_timeout,
+    };
+    let started = if xdp {
+        TcpStoreServer::start_xdp(device, addr, srv.shared(), opts, t.rdma_option)
+    } else {
+        if t.rdma_option {
+            tracing::warn!("store.tcp_rdma_option needs the xdp transport (our own TCP): ignored on kernel TCP");
+        }
+        TcpStoreServer::start_kernel(addr, srv.shared(), opts)
+    };
+    started
+        .map(Some)
+        .map_err(|e| start_err(format!("store ONC RPC over TCP listener {addr}"), e))
+}
+
 /// Runs the daemon until SIGINT or SIGTERM, or until a thread panics; SIGHUP is logged and
 /// changes nothing (no configuration source: see [`run_with`]).
 pub fn run(cfg: &DaemonConfig) -> Result<Stop, DaemonError> {
@@ -212,6 +245,10 @@ pub fn run_with(cfg: &DaemonConfig, hooks: &Hooks) -> Result<Stop, DaemonError> 
             Some(srv)
         }
         None => None,
+    };
+    let tcp_store = match (&cfg.store, &store) {
+        (Some(sc), Some(srv)) => start_tcp_store(sc, srv, &device, cfg.xdp.is_some())?,
+        _ => None,
     };
     let store_stats: Option<Arc<StoreStats>> = store.as_ref().map(|s| s.stats().clone());
     let echo_stats = Arc::new(echo::EchoStats::default());
@@ -287,6 +324,9 @@ pub fn run_with(cfg: &DaemonConfig, hooks: &Hooks) -> Result<Stop, DaemonError> 
     if let Some(s) = &store {
         ready += &format!(" store={}", s.local_addr());
     }
+    if let Some(s) = &tcp_store {
+        ready += &format!(" store_tcp={}", s.local_addr());
+    }
     for e in &echoes {
         ready += &format!(" listener={}", e.local_addr());
     }
@@ -323,6 +363,9 @@ pub fn run_with(cfg: &DaemonConfig, hooks: &Hooks) -> Result<Stop, DaemonError> 
     drop(control);
     drop(metrics_srv);
     drop(echoes);
+    if let Some(s) = tcp_store {
+        s.shutdown();
+    }
     if let Some(s) = store {
         s.shutdown();
     }

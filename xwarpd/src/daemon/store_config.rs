@@ -13,6 +13,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::config::{addr, pick, ByteSize, ConfigError, Overrides, RawSize};
+pub use crate::oncrpc::DEFAULT_TCP_STORE_PORT;
 use crate::store::{AllowList, IpNet, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS};
 
 /// The store port (the NFS/RDMA port), used when the address comes from the interface.
@@ -32,6 +33,9 @@ pub(super) struct RawStore {
     max_io: Option<RawSize>,
     max_connections: Option<i64>,
     idle_timeout: Option<RawDuration>,
+    tcp: Option<bool>,
+    tcp_port: Option<i64>,
+    tcp_rdma_option: Option<bool>,
 }
 
 /// A duration in TOML: whole seconds, or a string with a unit (`300s`, `5m`, `1h`).
@@ -61,6 +65,58 @@ pub struct StoreConfig {
     pub max_connections: u32,
     /// A connection with no call for this long is closed (1 s to 7 days).
     pub idle_timeout: Duration,
+    /// The same store over ONC RPC on plain TCP (`store.tcp`, `--store-tcp on`; off by
+    /// default), with the same allow-list, limits and idle timeout.
+    pub tcp: Option<TcpStoreConfig>,
+}
+
+/// The ONC RPC over TCP service of the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TcpStoreConfig {
+    /// Its port on the store's listen address (`store.tcp_port`, `--store-tcp-port`; default
+    /// [`DEFAULT_TCP_STORE_PORT`]; 0: any free port, shown in the ready line).
+    pub port: u16,
+    /// Offer the TCP RDMA option to clients (xdp transport only: our own TCP;
+    /// `store.tcp_rdma_option`, `--store-tcp-rdma-option on`; off by default).
+    pub rdma_option: bool,
+}
+
+/// `on` / `off` (also true/false, yes/no) of a flag.
+fn on_off(setting: &'static str, v: &str) -> Result<bool, ConfigError> {
+    match v.trim() {
+        "on" | "true" | "yes" => Ok(true),
+        "off" | "false" | "no" => Ok(false),
+        _ => Err(ConfigError::Invalid {
+            setting,
+            value: v.into(),
+            expected: "on or off",
+        }),
+    }
+}
+
+/// The `store.tcp*` settings and flags.
+fn parse_tcp(rs: &RawStore, o: &Overrides) -> Result<Option<TcpStoreConfig>, ConfigError> {
+    let on = match &o.store_tcp {
+        Some(v) => on_off("--store-tcp", v)?,
+        None => rs.tcp.unwrap_or(false),
+    };
+    let rdma_option = match &o.store_tcp_rdma_option {
+        Some(v) => on_off("--store-tcp-rdma-option", v)?,
+        None => rs.tcp_rdma_option.unwrap_or(false),
+    };
+    let port_key = rs.tcp_port.map(|p| p.to_string());
+    let port = match pick(
+        ("--store-tcp-port", o.store_tcp_port.as_deref()),
+        ("store.tcp_port", port_key.as_deref()),
+    ) {
+        None => DEFAULT_TCP_STORE_PORT,
+        Some((setting, v)) => v.trim().parse::<u16>().map_err(|_| ConfigError::Invalid {
+            setting,
+            value: v.into(),
+            expected: "a port from 0 (any free port) to 65535",
+        })?,
+    };
+    Ok(on.then_some(TcpStoreConfig { port, rdma_option }))
 }
 
 /// Parses `v` as seconds or a number with a unit `s`, `m` or `h`.
@@ -98,6 +154,7 @@ pub(super) fn parse_store(
     o: &Overrides,
     xdp: bool,
 ) -> Result<Option<StoreConfig>, ConfigError> {
+    let tcp = parse_tcp(&rs, o)?;
     let Some(path) = o.store.clone().or(rs.path) else {
         if o.size.is_some() || rs.size.is_some() {
             return Err(ConfigError::Inconsistent(
@@ -212,6 +269,7 @@ pub(super) fn parse_store(
             })?,
     };
     Ok(Some(StoreConfig {
+        tcp,
         path,
         size,
         listen,
@@ -280,6 +338,61 @@ mod tests {
             (f.max_connections, f.idle_timeout),
             (2, Duration::from_secs(30))
         );
+    }
+
+    /// The ONC RPC over TCP service: off by default; on by key or flag, port 20050 unless
+    /// given, the option off unless asked; flags win over the file; bad values named.
+    #[test]
+    fn tcp_service_is_off_by_default_and_configured_by_key_or_flag() {
+        let p = "[store]\npath = \"/x\"\nlisten = \"198.18.0.1:20049\"\n";
+        assert_eq!(store(p, &Overrides::default()).unwrap().tcp, None);
+        let on = store(&format!("{p}tcp = true"), &Overrides::default()).unwrap();
+        assert_eq!(
+            on.tcp,
+            Some(TcpStoreConfig {
+                port: DEFAULT_TCP_STORE_PORT,
+                rdma_option: false
+            })
+        );
+        let file = format!("{p}tcp = true\ntcp_port = 3049\ntcp_rdma_option = true");
+        assert_eq!(
+            store(&file, &Overrides::default()).unwrap().tcp,
+            Some(TcpStoreConfig {
+                port: 3049,
+                rdma_option: true
+            })
+        );
+        let o = Overrides {
+            store_tcp: Some("off".into()),
+            ..Overrides::default()
+        };
+        assert_eq!(store(&file, &o).unwrap().tcp, None, "the flag wins");
+        let o = Overrides {
+            store_tcp: Some("on".into()),
+            store_tcp_port: Some("4049".into()),
+            ..Overrides::default()
+        };
+        assert_eq!(store(p, &o).unwrap().tcp.map(|t| t.port), Some(4049));
+        for (o, want) in [
+            (
+                Overrides {
+                    store_tcp: Some("maybe".into()),
+                    ..Overrides::default()
+                },
+                "--store-tcp",
+            ),
+            (
+                Overrides {
+                    store_tcp: Some("on".into()),
+                    store_tcp_port: Some("70000".into()),
+                    ..Overrides::default()
+                },
+                "--store-tcp-port",
+            ),
+        ] {
+            let e = store(p, &o).unwrap_err().to_string();
+            assert!(e.contains(want), "{e}");
+        }
     }
 
     #[test]

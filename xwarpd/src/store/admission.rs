@@ -3,8 +3,12 @@
 //! are counted always and logged at most once per peer address per interval.
 
 use std::collections::HashMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use super::stats::StoreStats;
 
 use ipnet::IpNet;
 
@@ -139,6 +143,69 @@ impl RefusalLog {
 pub(crate) fn admitted(nets: &[IpNet], peer: IpAddr) -> bool {
     let peer = peer.to_canonical();
     nets.iter().any(|n| n.contains(&peer))
+}
+
+/// The admission of a service's new connections: the allow-list and the connection cap;
+/// refusals are counted in the service's stats and logged at most once per peer per interval.
+/// Shared by the RPC-over-RDMA and the ONC RPC over TCP services.
+#[derive(Debug)]
+pub(crate) struct Gate {
+    allowed: Vec<IpNet>,
+    max_connections: usize,
+    active: Arc<AtomicUsize>,
+    log: RefusalLog,
+}
+
+/// One of the capped connection slots, held while the connection is served.
+#[derive(Debug)]
+pub(crate) struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Gate {
+    pub(crate) fn new(allowed: Vec<IpNet>, max_connections: u32) -> Self {
+        Self {
+            allowed,
+            max_connections: max_connections as usize,
+            active: Arc::default(),
+            log: RefusalLog::default(),
+        }
+    }
+
+    /// A slot for `peer`, or the refusal (counted in `stats`, logged as `service`).
+    pub(crate) fn admit(
+        &mut self,
+        peer: Option<SocketAddr>,
+        stats: &StoreStats,
+        service: &'static str,
+    ) -> Result<Slot, Refusal> {
+        let refusal = match peer {
+            Some(p) if !admitted(&self.allowed, p.ip()) => Some(Refusal::NotAllowed),
+            None => Some(Refusal::NotAllowed),
+            Some(_) if self.active.load(Ordering::Acquire) >= self.max_connections => {
+                Some(Refusal::Full)
+            }
+            Some(_) => None,
+        };
+        if let Some(why) = refusal {
+            stats.count_refusal(why);
+            if peer.is_none_or(|p| self.log.should_log(p.ip(), Instant::now())) {
+                tracing::warn!(
+                    peer = %peer.map_or("?".into(), |p| p.to_string()),
+                    reason = why.label(),
+                    service,
+                    "store connection refused (logged once per peer per minute)"
+                );
+            }
+            return Err(why);
+        }
+        self.active.fetch_add(1, Ordering::AcqRel);
+        Ok(Slot(self.active.clone()))
+    }
 }
 
 #[cfg(test)]

@@ -145,6 +145,9 @@ pub enum StoreError {
     /// The connection broke.
     #[error("connection lost")]
     Disconnected,
+    /// The byte stream failed (ONC RPC over TCP: connect, read, write).
+    #[error("stream: {0}")]
+    Io(#[from] std::io::Error),
 }
 
 /// The store's attributes (GETATTR).

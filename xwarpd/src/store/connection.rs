@@ -38,6 +38,7 @@ use rpcrdma::{
     ServerEvent, ServerSession,
 };
 
+use super::extent::{read_extent, write_extent};
 use super::server::{Ctx, BLOCK_SIZE};
 use super::stats::ConnGuard;
 use super::{INLINE_SIZE, MAX_LONG_MESSAGE};
@@ -401,14 +402,7 @@ impl Conn {
                 Ok(Done::Commit)
             }
             StorageCall::Read(a) => {
-                if a.offset > size {
-                    return Err(Fail::Status(StoreStatus::OutOfRange));
-                }
-                if a.count > ctx.opts.max_io {
-                    return Err(Fail::Status(StoreStatus::TooBig));
-                }
-                let n = (size - a.offset).min(u64::from(a.count)) as u32;
-                let eof = a.offset + u64::from(n) >= size;
+                let (n, eof) = read_extent(size, ctx.opts.max_io, a).map_err(Fail::Status)?;
                 let r = ctx
                     .file
                     .range(a.offset, n)
@@ -461,15 +455,7 @@ impl Conn {
                 data,
             }) => {
                 let len = data.len();
-                if offset
-                    .checked_add(u64::from(len))
-                    .is_none_or(|end| end > size)
-                {
-                    return Err(Fail::Status(StoreStatus::OutOfRange));
-                }
-                if len > ctx.opts.max_io {
-                    return Err(Fail::Status(StoreStatus::TooBig));
-                }
+                write_extent(size, ctx.opts.max_io, offset, len).map_err(Fail::Status)?;
                 let at = ctx
                     .file
                     .range(offset, len)

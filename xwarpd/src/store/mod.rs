@@ -20,13 +20,15 @@
 //! position-0 read chunk, long replies through the call's reply chunk or, without one, as a
 //! position-0 read chunk the client RDMA-Reads and acknowledges with RDMA_DONE.
 
-mod admission;
+pub(crate) mod admission;
 mod client;
 mod connection;
+pub(crate) mod extent;
 #[cfg(test)]
 mod isolation_tests;
 mod server;
-mod stats;
+pub(crate) mod stats;
+pub(crate) mod threads;
 
 pub use admission::{interface_subnet, AllowError, AllowList, Refusal, REFUSAL_LOG_INTERVAL};
 pub use client::{

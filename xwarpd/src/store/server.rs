@@ -10,15 +10,16 @@
 //! The file's own registration ([`MappedFile::register`]) sits in a domain no queue pair joins.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
+use std::time::Duration;
+
+use super::threads::{Acceptor, ConnThreads};
 use ipnet::IpNet;
 use rpcrdma::negotiation::PrivateData;
 
-use super::admission::{admitted, AllowList, Refusal, RefusalLog};
+use super::admission::{AllowList, Gate};
 use super::connection::Conn;
 use super::stats::StoreStats;
 use super::INLINE_SIZE;
@@ -90,10 +91,10 @@ pub enum StartError {
 #[derive(Debug)]
 pub struct StoreServer {
     local: SocketAddr,
-    stop: Arc<AtomicBool>,
-    acceptor: Option<JoinHandle<()>>,
+    acceptor: Acceptor,
     stats: Arc<StoreStats>,
     file: Arc<FileRegion>,
+    verifier: u64,
     allowed: Vec<IpNet>,
 }
 
@@ -112,6 +113,7 @@ impl StoreServer {
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(StoreStats::default());
         let file = Arc::new(file.register(&device.alloc_pd())?);
+        let verifier = dataplane::os_random_u64().map_err(StartError::Random)?;
         let ctx = Ctx {
             local,
             device: device.clone(),
@@ -119,23 +121,32 @@ impl StoreServer {
             opts,
             stats: stats.clone(),
             stop: stop.clone(),
-            verifier: dataplane::os_random_u64().map_err(StartError::Random)?,
+            verifier,
         };
         let nets = allowed.clone();
-        let acceptor = std::thread::Builder::new()
-            .name("xwarp-store".into())
-            .spawn(move || accept_loop(listener, ctx, nets))
-            .map_err(StartError::Thread)?;
+        let acceptor = Acceptor::spawn("xwarp-store", stop.clone(), move || {
+            accept_loop(listener, ctx, nets)
+        })
+        .map_err(StartError::Thread)?;
         let allow: Vec<String> = allowed.iter().map(|n| n.to_string()).collect();
         tracing::info!(%local, size = file.len(), allow = %allow.join(","), "store serving");
         Ok(Self {
             local,
-            stop,
-            acceptor: Some(acceptor),
+            acceptor,
             stats,
             file,
+            verifier,
             allowed,
         })
+    }
+
+    /// The store this service serves (its file and boot verifier), to serve it over another
+    /// transport too ([`crate::oncrpc::TcpStoreServer`]).
+    pub fn shared(&self) -> crate::oncrpc::SharedStore {
+        crate::oncrpc::SharedStore {
+            file: self.file.clone(),
+            verifier: self.verifier,
+        }
     }
 
     /// The bound address.
@@ -159,10 +170,7 @@ impl StoreServer {
     }
 
     fn stop_now(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        if let Some(h) = self.acceptor.take() {
-            let _ = h.join();
-        }
+        self.acceptor.stop();
         if let Err(e) = self.file.sync(0, 0) {
             tracing::warn!(error = %e, "final sync of the store failed");
         }
@@ -187,67 +195,28 @@ pub(crate) struct Ctx {
     pub(crate) verifier: u64,
 }
 
-/// Holds one of the capped connection slots; gives it back when dropped.
-struct Slot(Arc<AtomicUsize>);
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
 fn accept_loop(listener: Listener, ctx: Ctx, allowed: Vec<IpNet>) {
     let ctx = Arc::new(ctx);
-    let active = Arc::new(AtomicUsize::new(0));
-    let mut log = RefusalLog::default();
+    let mut gate = Gate::new(allowed, ctx.opts.max_connections);
     // At most `max_connections` threads: one per slot.
-    let conns: Mutex<Vec<JoinHandle<()>>> = Mutex::default();
+    let conns = ConnThreads::default();
     while !ctx.stop.load(Ordering::Acquire) {
         let inc = match listener.accept_timeout(Duration::from_millis(100)) {
             Ok(inc) => inc,
             Err(AcceptError::Timeout) => continue,
             Err(AcceptError::Closed) => break,
         };
-        let peer = inc.peer_addr().ok();
-        let refusal = match peer {
-            Some(p) if !admitted(&allowed, p.ip()) => Some(Refusal::NotAllowed),
-            None => Some(Refusal::NotAllowed),
-            Some(_) if active.load(Ordering::Acquire) >= ctx.opts.max_connections as usize => {
-                Some(Refusal::Full)
-            }
-            Some(_) => None,
-        };
-        if let Some(why) = refusal {
-            ctx.stats.count_refusal(why);
-            if peer.is_none_or(|p| log.should_log(p.ip(), Instant::now())) {
-                tracing::warn!(
-                    peer = %peer.map_or("?".into(), |p| p.to_string()),
-                    reason = why.label(),
-                    "store connection refused (logged once per peer per minute)"
-                );
-            }
+        let Ok(slot) = gate.admit(inc.peer_addr().ok(), &ctx.stats, "rpc-rdma") else {
             let _ = inc.reject(b"");
             continue;
-        }
-        active.fetch_add(1, Ordering::AcqRel);
-        let slot = Slot(active.clone());
+        };
         let c = ctx.clone();
-        let h = std::thread::Builder::new()
-            .name("xwarp-store-conn".into())
-            .spawn(move || {
-                let _slot = slot;
-                serve_incoming(inc, &c)
-            });
-        let mut v = conns.lock().unwrap_or_else(|p| p.into_inner());
-        v.retain(|h| !h.is_finished());
-        match h {
-            Ok(h) => v.push(h),
-            Err(e) => tracing::warn!(error = %e, "cannot start a store connection thread"),
-        }
+        conns.spawn("xwarp-store-conn", move || {
+            let _slot = slot;
+            serve_incoming(inc, &c)
+        });
     }
-    for h in conns.into_inner().unwrap_or_default() {
-        let _ = h.join();
-    }
+    conns.join();
 }
 
 /// Sets up an admitted connection: its own protection domain, the file registered in it, its
