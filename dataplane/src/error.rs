@@ -80,6 +80,15 @@ pub enum PostError {
     /// The queue pair is closed or in error; nothing more can be posted.
     #[error("queue pair is not connected")]
     NotConnected,
+    /// A scatter-gather list must have 1 to [`crate::MAX_SGE`] elements.
+    #[error("a work request needs 1 to {} scatter-gather elements", crate::MAX_SGE)]
+    SglLength,
+    /// A receive or RDMA Read sink in a region registered without `Access::LOCAL_WRITE`.
+    #[error("the region lacks the right this request needs: register receive and RDMA Read sinks with Access::LOCAL_WRITE")]
+    Access,
+    /// No STag left for a scatter-gather list's gather region.
+    #[error("no free STag in the protection domain for the scatter-gather list: deregister regions or wait for posted lists to complete")]
+    NoStag,
     /// The protocol engine refused it (local access check: rights, bounds, PD).
     #[error("refused by the queue pair: {0}")]
     Refused(ddp::WorkRequestError),

@@ -34,6 +34,8 @@ pub mod memory;
 mod pd;
 mod qp;
 mod qp_events;
+mod sgl;
+mod work;
 pub mod xdp;
 mod xdp_device;
 
@@ -46,4 +48,5 @@ pub use error::{ConnectError, DeviceError, PostError, RegisterError};
 pub use listener::{AcceptError, Incoming, Listener};
 pub use mapped_file::{FileRegion, MappedFile};
 pub use pd::{os_random_u64, Access, MemoryRegion, ProtectionDomain};
-pub use qp::{PostKind, QpError, QueuePair, RemoteAddr};
+pub use qp::{PostKind, PostListError, QpError, QueuePair, RemoteAddr};
+pub use sgl::{Sge, WorkRequest, MAX_SGE};

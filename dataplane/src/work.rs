@@ -1,0 +1,94 @@
+//! The work requests of one queue pair in flight: ddp carries an id of ours in each, and the
+//! completion gets the caller's id back, is held back when the request was unsignaled and
+//! succeeded, and frees the request's gather region ([`crate::sgl`]).
+//!
+//! Send queue completions come in posting order (RFC 5040 §5.3 and ddp's send queue), so a
+//! signaled completion reported after unsignaled ones implies those are done.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use ddp::{RegionHandle, WcStatus, WorkCompletion};
+
+use crate::ProtectionDomain;
+
+/// What a request in flight needs at its completion.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    wr_id: u64,
+    report_success: bool,
+    /// The local buffer's region (a gather region is released at completion).
+    region: RegionHandle,
+}
+
+#[derive(Debug, Default)]
+struct Table {
+    next: u64,
+    live: HashMap<u64, Entry>,
+}
+
+/// A queue pair's requests in flight.
+#[derive(Debug)]
+pub(crate) struct WorkTracker {
+    pd: ProtectionDomain,
+    table: Mutex<Table>,
+}
+
+impl WorkTracker {
+    pub(crate) fn new(pd: ProtectionDomain) -> Self {
+        WorkTracker {
+            pd,
+            table: Mutex::default(),
+        }
+    }
+
+    fn table(&self) -> std::sync::MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records a request about to be posted; returns the id ddp carries.
+    pub(crate) fn start(&self, wr_id: u64, report_success: bool, region: RegionHandle) -> u64 {
+        let mut t = self.table();
+        let id = t.next;
+        t.next = t.next.wrapping_add(1);
+        t.live.insert(
+            id,
+            Entry {
+                wr_id,
+                report_success,
+                region,
+            },
+        );
+        id
+    }
+
+    /// Forgets requests that were never posted and frees their gather regions.
+    pub(crate) fn cancel(&self, ids: impl IntoIterator<Item = u64>) {
+        let gone: Vec<Entry> = {
+            let mut t = self.table();
+            ids.into_iter().filter_map(|i| t.live.remove(&i)).collect()
+        };
+        let mut st = self.pd.inner.lock();
+        for e in gone {
+            crate::sgl::release(&mut st, e.region);
+        }
+    }
+
+    /// ddp's completion of one of our requests, as the caller sees it: `None` when it is held
+    /// back (an unsignaled request that succeeded). Takes the domain's lock to free a gather
+    /// region: call without holding it.
+    pub(crate) fn complete(&self, mut wc: WorkCompletion) -> Option<WorkCompletion> {
+        let Some(e) = self.table().live.remove(&wc.wr_id) else {
+            return Some(wc);
+        };
+        crate::sgl::release(&mut self.pd.inner.lock(), e.region);
+        wc.wr_id = e.wr_id;
+        (e.report_success || wc.status != WcStatus::Success).then_some(wc)
+    }
+
+    /// Requests in flight.
+    #[cfg(test)]
+    pub(crate) fn in_flight(&self) -> usize {
+        self.table().live.len()
+    }
+}
