@@ -404,7 +404,10 @@ mod tests {
             PinError::Empty
         );
         let mapped = PinnedBuf::new(10).unwrap();
-        assert!(mapped.into_boxed().is_err(), "only the caller's buffer goes back");
+        assert!(
+            mapped.into_boxed().is_err(),
+            "only the caller's buffer goes back"
+        );
     }
 
     #[test]

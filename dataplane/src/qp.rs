@@ -17,7 +17,9 @@ use crate::pd::PdInner;
 use crate::sgl::{Sge, WorkRequest as Wr};
 use crate::work::WorkTracker;
 use crate::xdp_device::XdpQp;
-use crate::{Completion, CompletionQueue, MemoryRegion, Opcode, PostError, ProtectionDomain, Status};
+use crate::{
+    Completion, CompletionQueue, MemoryRegion, Opcode, PostError, ProtectionDomain, Status,
+};
 
 /// Where a remote buffer is: the peer's STag and the tagged offset (TO) inside it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -106,7 +106,10 @@ impl<'a> WorkRequest<'a> {
             if !pd.owns(s.mr) {
                 return Err(PostError::ForeignRegion);
             }
-            if s.offset.checked_add(s.len).is_none_or(|end| end > s.mr.len()) {
+            if s.offset
+                .checked_add(s.len)
+                .is_none_or(|end| end > s.mr.len())
+            {
                 return Err(PostError::LocalBounds);
             }
             if !s.mr.access().contains(self.need()) {
@@ -226,5 +229,40 @@ impl Gather {
             ok &= p.buf.read_at(off, &mut out[r]).is_some();
         });
         all && ok
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn piece(buf: &Arc<PinnedBuf>, offset: usize, len: usize) -> Piece {
+        Piece {
+            region: RegionHandle::new(1, 1),
+            buf: buf.clone(),
+            offset,
+            len,
+        }
+    }
+
+    /// Bytes of the list map to the pieces in order, across piece boundaries, from any start.
+    #[test]
+    fn scatter_and_gather_cross_pieces_in_order() {
+        let a = Arc::new(PinnedBuf::new(16).unwrap());
+        let b = Arc::new(PinnedBuf::new(16).unwrap());
+        let g = Gather {
+            pieces: vec![piece(&a, 4, 3), piece(&b, 0, 2), piece(&a, 10, 4)],
+        };
+        g.scatter(0, b"abcdefghi");
+        let mut out = [0u8; 16];
+        a.read_at(0, &mut out).unwrap();
+        assert_eq!(&out, b"\0\0\0\0abc\0\0\0fghi\0\0");
+        let mut mid = [0u8; 5];
+        assert!(g.gather(2, &mut mid));
+        assert_eq!(&mid, b"cdefg");
+        assert!(!g.gather(5, &mut [0u8; 5]), "past the end");
+        g.scatter(8, b"XY");
+        a.read_at(13, &mut out[..3]).unwrap();
+        assert_eq!(&out[..3], b"X\0\0", "nothing past the list's end");
     }
 }

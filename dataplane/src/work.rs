@@ -92,3 +92,42 @@ impl WorkTracker {
         self.table().live.len()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pd::StagSeeds;
+    use ddp::WcOpcode;
+
+    fn wc(id: u64, status: WcStatus) -> WorkCompletion {
+        WorkCompletion {
+            wr_id: id,
+            opcode: WcOpcode::Write,
+            status,
+            byte_len: 1,
+            invalidated: None,
+            solicited: false,
+        }
+    }
+
+    /// Unsignaled successes are held back, failures never are, and every completion gets the
+    /// caller's id back and leaves nothing in flight.
+    #[test]
+    fn unsignaled_success_is_held_back_and_ids_map_back() {
+        let pd = ProtectionDomain::new(1, &StagSeeds::fixed_for_tests(1));
+        let t = WorkTracker::new(pd);
+        let r = RegionHandle::new(1, 1);
+        let quiet = t.start(70, false, r);
+        let failing = t.start(71, false, r);
+        let loud = t.start(72, true, r);
+        assert_eq!(t.in_flight(), 3);
+        assert!(t.complete(wc(quiet, WcStatus::Success)).is_none());
+        let f = t.complete(wc(failing, WcStatus::Flushed)).unwrap();
+        assert_eq!((f.wr_id, f.status), (71, WcStatus::Flushed));
+        assert_eq!(t.complete(wc(loud, WcStatus::Success)).unwrap().wr_id, 72);
+        assert_eq!(t.in_flight(), 0);
+        let never = t.start(73, true, r);
+        t.cancel([never]);
+        assert_eq!(t.in_flight(), 0);
+    }
+}
