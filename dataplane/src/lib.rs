@@ -42,7 +42,7 @@ mod xdp_device;
 pub use completion::{Completion, Opcode, Status};
 pub use config::{ConnectionConfig, EngineMode, MpaSettings, Transport, XdpConfig, XdpInfo};
 pub use counters::CounterSnapshot;
-pub use cq::CompletionQueue;
+pub use cq::{CompletionQueue, CqError, DEFAULT_CQ_CAPACITY};
 pub use device::{Device, EngineLoad, QpInit};
 pub use error::{ConnectError, DeviceError, PostError, RegisterError};
 pub use listener::{AcceptError, Incoming, Listener};

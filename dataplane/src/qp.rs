@@ -62,6 +62,10 @@ pub enum QpError {
     /// MPA framing failed (CRC 2, marker 3); a Terminate was queued, then the connection closed.
     #[error("MPA framing error (code {0})")]
     Framing(u8),
+    /// A completion queue of the queue pair overran (completions were lost), so the queue
+    /// pair was closed, as verbs moves it to the error state.
+    #[error("a completion queue of this queue pair overran: poll it more often or create it larger (Device::create_cq_with)")]
+    CqOverrun,
 }
 
 pub(crate) fn map_completion(c: ddp::WorkCompletion, qp_num: u32) -> Completion {
@@ -174,10 +178,16 @@ impl QpShared {
             return;
         };
         let c = map_completion(c, self.num);
-        if c.opcode == Opcode::Recv {
-            self.recv_cq.inner.push(c);
+        let cq = if c.opcode == Opcode::Recv {
+            &self.recv_cq
         } else {
-            self.send_cq.inner.push(c);
+            &self.send_cq
+        };
+        if cq.inner.push(c).is_err() {
+            // The driver sees the request and closes; ddp flushes what is left.
+            self.set_error(QpError::CqOverrun);
+            self.close_requested.store(true, Ordering::Release);
+            self.waker.wake();
         }
     }
 

@@ -343,3 +343,122 @@ fn deregistering_a_region_of_a_posted_list_flushes_it() {
     assert_eq!(keep.read_vec(0, 64).unwrap(), vec![0; 64], "nothing landed");
     drop((qp, sqp));
 }
+
+/// A completion queue smaller than the work on it overruns: completions are lost, so the
+/// queue reports the overrun and the queue pair fails with `CqOverrun` (verbs' CQ error and
+/// QP fatal event), instead of the queue growing.
+#[test]
+fn an_overrun_completion_queue_fails_its_queue_pair() {
+    let a = Device::open(Transport::Kernel).unwrap();
+    let b = Device::open(Transport::Kernel).unwrap();
+    let l = b
+        .listen("127.0.0.1:0".parse().unwrap(), ConnectionConfig::default())
+        .unwrap();
+    let addr = l.local_addr();
+    let server = std::thread::spawn(move || {
+        let (bi, _bcq) = b.qp_init();
+        let sink = bi.pd.register(64, Access::ALL).unwrap();
+        (l.accept_timeout(T).unwrap().accept(bi, b"").unwrap(), sink)
+    });
+    let (mut ai, _) = a.qp_init();
+    let small = a.create_cq_with(4);
+    assert_eq!(small.capacity(), 4);
+    ai.send_cq = small.clone();
+    let qp = a
+        .connect(addr, ai.clone(), &ConnectionConfig::default(), b"")
+        .unwrap();
+    let (_sqp, sink) = server.join().unwrap();
+    let src = ai.pd.register(64, Access::default()).unwrap();
+    let remote = RemoteAddr {
+        stag: sink.stag(),
+        to: 0,
+    };
+    for i in 0..10 {
+        qp.post_write(i, &src, 0..64, remote).unwrap();
+    }
+    let deadline = std::time::Instant::now() + T;
+    while qp.error().is_none() {
+        assert!(std::time::Instant::now() < deadline, "no overrun reported");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(qp.error(), Some(dataplane::QpError::CqOverrun));
+    assert_eq!(
+        small.error(),
+        Some(dataplane::CqError::Overrun { capacity: 4 })
+    );
+    assert_eq!(small.take_events(), 1, "the overrun is an event");
+    let mut got = Vec::new();
+    assert_eq!(
+        small.poll(&mut got, 100),
+        4,
+        "the queue kept its capacity, no more"
+    );
+    assert_eq!(
+        got.iter().map(|c| c.wr_id).collect::<Vec<_>>(),
+        [0, 1, 2, 3]
+    );
+}
+
+/// The completion channel with epoll: a solicited-only arm makes the queue's eventfd
+/// readable at the solicited Send, not at the plain one before it.
+#[test]
+fn the_completion_channel_wakes_epoll_on_a_solicited_send() {
+    let a = Device::open(Transport::Kernel).unwrap();
+    let b = Device::open(Transport::Kernel).unwrap();
+    let l = b
+        .listen("127.0.0.1:0".parse().unwrap(), ConnectionConfig::default())
+        .unwrap();
+    let addr = l.local_addr();
+    let (bi, bcq) = b.qp_init();
+    let sink = bi.pd.register(64, Access::LOCAL_WRITE).unwrap();
+    let bi2 = bi.clone();
+    let server = std::thread::spawn(move || {
+        let inc = l.accept_timeout(T).unwrap();
+        let qp = inc
+            .accept_with(bi2, b"", |qp| {
+                qp.post_recv(1, &sink, 0..32)?;
+                qp.post_recv(2, &sink, 32..64)
+            })
+            .unwrap();
+        (qp, sink)
+    });
+    let (ai, acq) = a.qp_init();
+    let qp = a
+        .connect(addr, ai.clone(), &ConnectionConfig::default(), b"")
+        .unwrap();
+    let _sqp = server.join().unwrap();
+    use std::os::fd::AsRawFd;
+    let fd = bcq.event_fd().unwrap().as_raw_fd();
+    // Safety (the test's own descriptors): a fresh epoll instance watching the eventfd.
+    let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+    assert!(ep >= 0);
+    let mut ev = libc::epoll_event {
+        events: libc::EPOLLIN as u32,
+        u64: 7,
+    };
+    // Safety: ep and fd are open; ev is a valid event.
+    assert_eq!(
+        unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev) },
+        0
+    );
+    let wait = |ms| {
+        let mut out = [libc::epoll_event { events: 0, u64: 0 }];
+        // Safety: out is a valid array of one event.
+        unsafe { libc::epoll_wait(ep, out.as_mut_ptr(), 1, ms) }
+    };
+    bcq.arm(true);
+    let src = ai.pd.register_from(&[5u8; 32], Access::default()).unwrap();
+    qp.post_send(1, &src, 0..32).unwrap();
+    wait_ok(&acq, "plain send");
+    assert_eq!(wait(300), 0, "a plain Send fires no solicited-only arm");
+    qp.post_send_with(2, &src, 0..32, true, None).unwrap();
+    wait_ok(&acq, "solicited send");
+    assert_eq!(wait(10_000), 1, "epoll wakes at the solicited Send");
+    assert_eq!(bcq.take_events(), 1);
+    assert_eq!(wait(0), 0, "taken");
+    let mut got = Vec::new();
+    assert_eq!(bcq.poll(&mut got, 10), 2);
+    assert!(got[1].solicited);
+    // Safety: closing the epoll descriptor this test made.
+    unsafe { libc::close(ep) };
+}

@@ -139,10 +139,16 @@ impl State {
                     continue;
                 };
                 let c = map_completion(wc, link.num);
-                if c.opcode == Opcode::Recv {
-                    link.recv_cq.inner.push(c);
+                let cq = if c.opcode == Opcode::Recv {
+                    &link.recv_cq
                 } else {
-                    link.send_cq.inner.push(c);
+                    &link.send_cq
+                };
+                if cq.inner.push(c).is_err() && link.status().error.is_none() {
+                    // The queue pair goes to error: reset, the rest of its work flushed.
+                    link.set_error(QpError::CqOverrun);
+                    link.update(|s| s.close_requested = true);
+                    let _ = self.engine.endpoint_mut().abort(conn);
                 }
             }
         }
