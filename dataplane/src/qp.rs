@@ -367,7 +367,7 @@ impl QueuePair {
     /// them are checked first (domain, bounds, rights, list length, total length, state) and
     /// none is queued when one fails ([`PostListError::index`] says which); then they are
     /// queued in order under one lock, with one wake-up of the transport (the doorbell).
-    /// Each request's scatter-gather list is one message ([`crate::sgl`]).
+    /// Each request's scatter-gather list ([`Sge`]) is one message.
     pub fn post_list(&self, wrs: &[Wr<'_>]) -> Result<(), PostListError> {
         let at = |index| move |error| PostListError { index, error };
         let (pd, work) = match &self.kind {

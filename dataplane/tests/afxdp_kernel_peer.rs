@@ -194,10 +194,7 @@ fn reordered_and_lost_kernel_writes_are_placed_out_of_order_via_markers() {
                     init,
                     // One FPDU per segment (MPA-57): what lets a receiver place a segment that
                     // arrives before its gap fills.
-                    &dataplane::ConnectionConfig {
-                        segment_per_fpdu: true,
-                        ..kernel_config(false, true)
-                    },
+                    &kernel_config(false, true).with_segment_per_fpdu(true),
                     &[],
                 )
                 .expect("connect to the engine");
@@ -339,11 +336,9 @@ fn engine_traffic_decodes_cleanly_in_wireshark() {
             esrc: &esrc,
             ksrc: &ksrc,
             engine: (markers, crc),
-            kcfg: dataplane::ConnectionConfig {
-                emss: Some(1024),
-                segment_per_fpdu: true,
-                ..kernel_config(markers, crc)
-            },
+            kcfg: kernel_config(markers, crc)
+                .with_emss(Some(1024))
+                .with_segment_per_fpdu(true),
             port,
             engine_connects,
             part: if engine_connects {

@@ -110,10 +110,7 @@ fn passive_side(dev: Device, listener: dataplane::Listener, stags: mpsc::Sender<
 }
 
 fn run_pair(tb: &VethTestbed, a: Device, b: Device, port: u16) {
-    let cfg = ConnectionConfig {
-        emss: None,
-        ..ConnectionConfig::default()
-    };
+    let cfg = ConnectionConfig::default().with_emss(None);
     // B listens (in its namespace for the kernel transport), A connects.
     let listener = {
         let _ns = tb.enter(Side::B).unwrap();

@@ -422,14 +422,10 @@ fn parse_xdp(raw: RawXdp, o: &Overrides) -> Result<Option<XdpConfig>, ConfigErro
         }
         Some((_, v)) => v,
     };
-    Ok(Some(XdpConfig {
-        queue,
-        bind,
-        attach,
-        local_ports,
-        mode,
-        ..XdpConfig::new(interface)
-    }))
+    let mut c = XdpConfig::new(interface);
+    (c.queue, c.bind, c.attach) = (queue, bind, attach);
+    (c.local_ports, c.mode) = (local_ports, mode);
+    Ok(Some(c))
 }
 
 impl DaemonConfig {
