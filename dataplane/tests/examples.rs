@@ -19,8 +19,7 @@ mod write_read;
 use std::net::{SocketAddr, SocketAddrV4};
 
 use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
-use dataplane::xdp::BindMode;
-use dataplane::{ConnectionConfig, Device, EngineMode, Listener, Transport, XdpConfig};
+use dataplane::{ConnectionConfig, Device, EngineMode, Listener, Transport};
 use testkit::or_skip;
 
 /// Where the examples' client and server run.
@@ -125,15 +124,8 @@ fn examples_run_with_an_xdp_client() {
         return;
     };
     tb.tx_checksum_off(Side::B).expect("ethtool -K tx off");
-    let client = {
-        let _ns = tb.enter(Side::A).unwrap();
-        let mut cfg = XdpConfig::new(tb.ifname(Side::A));
-        cfg.bind = BindMode::Copy;
-        cfg.mode = EngineMode::Threaded;
-        Device::open_xdp(cfg).expect("open the xdp device")
-    };
     let p = Pair {
-        client,
+        client: tb.xdp_device(Side::A, EngineMode::Threaded),
         server: Device::open(Transport::Kernel).unwrap(),
         tb: Some(&tb),
     };

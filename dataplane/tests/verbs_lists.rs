@@ -9,12 +9,10 @@ use std::net::{SocketAddr, SocketAddrV4};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
-use dataplane::xdp::BindMode;
+use dataplane::xdp::testbed::{for_test, Side};
 use dataplane::{
     Access, Completion, CompletionQueue, ConnectionConfig, Device, EngineMode, Listener, Opcode,
     PostError, PostKind, PostListError, QueuePair, RemoteAddr, Sge, Status, Transport, WorkRequest,
-    XdpConfig,
 };
 use testkit::{or_skip, pattern};
 
@@ -268,14 +266,6 @@ fn lists_unsignaled_and_owned_memory_on_the_kernel_transport() {
     run(&a, &b, SocketAddr::from(([127, 0, 0, 1], port)), |_| ());
 }
 
-fn open_xdp(tb: &VethTestbed, side: Side, mode: EngineMode) -> Device {
-    let _ns = tb.enter(side).unwrap();
-    let mut cfg = XdpConfig::new(tb.ifname(side));
-    cfg.bind = BindMode::Copy;
-    cfg.mode = mode;
-    Device::open_xdp(cfg).expect("open the xdp device")
-}
-
 /// The xdp device (side A) is active against a kernel listener, then passive for a kernel
 /// client.
 fn xdp_against_kernel(tag: &str, mode: EngineMode) {
@@ -283,7 +273,7 @@ fn xdp_against_kernel(tag: &str, mode: EngineMode) {
         return;
     };
     tb.tx_checksum_off(Side::B).expect("ethtool -K tx off");
-    let x = open_xdp(&tb, Side::A, mode);
+    let x = tb.xdp_device(Side::A, mode);
     let k = Device::open(Transport::Kernel).unwrap();
     let at_b = SocketAddr::V4(SocketAddrV4::new(tb.ip(Side::B), 4200));
     run(&x, &k, at_b, |active| {
@@ -305,16 +295,22 @@ fn lists_unsignaled_and_owned_memory_on_xdp_inline() {
     xdp_against_kernel("vli", EngineMode::Inline);
 }
 
-/// Issue 10 item 4 for lists: deregistering one region of a posted scatter-gather receive
-/// flushes the receive; the Send's data lands nowhere, not even in the list's other region.
-#[test]
-fn deregistering_a_region_of_a_posted_list_flushes_it() {
+/// Two kernel-transport devices and a listener of the second on loopback.
+fn loopback() -> (Device, Device, Listener, SocketAddr) {
     let a = Device::open(Transport::Kernel).unwrap();
     let b = Device::open(Transport::Kernel).unwrap();
     let l = b
         .listen("127.0.0.1:0".parse().unwrap(), ConnectionConfig::default())
         .unwrap();
     let addr = l.local_addr();
+    (a, b, l, addr)
+}
+
+/// Issue 10 item 4 for lists: deregistering one region of a posted scatter-gather receive
+/// flushes the receive; the Send's data lands nowhere, not even in the list's other region.
+#[test]
+fn deregistering_a_region_of_a_posted_list_flushes_it() {
+    let (a, b, l, addr) = loopback();
     let (bi, bcq) = b.qp_init();
     let keep = bi.pd.register(64, Access::LOCAL_WRITE).unwrap();
     let gone = bi.pd.register(64, Access::LOCAL_WRITE).unwrap();
@@ -349,12 +345,7 @@ fn deregistering_a_region_of_a_posted_list_flushes_it() {
 /// QP fatal event), instead of the queue growing.
 #[test]
 fn an_overrun_completion_queue_fails_its_queue_pair() {
-    let a = Device::open(Transport::Kernel).unwrap();
-    let b = Device::open(Transport::Kernel).unwrap();
-    let l = b
-        .listen("127.0.0.1:0".parse().unwrap(), ConnectionConfig::default())
-        .unwrap();
-    let addr = l.local_addr();
+    let (a, b, l, addr) = loopback();
     let server = std::thread::spawn(move || {
         let (bi, _bcq) = b.qp_init();
         let sink = bi.pd.register(64, Access::ALL).unwrap();
@@ -403,12 +394,7 @@ fn an_overrun_completion_queue_fails_its_queue_pair() {
 /// readable at the solicited Send, not at the plain one before it.
 #[test]
 fn the_completion_channel_wakes_epoll_on_a_solicited_send() {
-    let a = Device::open(Transport::Kernel).unwrap();
-    let b = Device::open(Transport::Kernel).unwrap();
-    let l = b
-        .listen("127.0.0.1:0".parse().unwrap(), ConnectionConfig::default())
-        .unwrap();
-    let addr = l.local_addr();
+    let (a, b, l, addr) = loopback();
     let (bi, bcq) = b.qp_init();
     let sink = bi.pd.register(64, Access::LOCAL_WRITE).unwrap();
     let bi2 = bi.clone();

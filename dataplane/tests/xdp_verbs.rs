@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use dataplane::xdp::program::attached;
 use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
-use dataplane::xdp::BindMode;
 use dataplane::{
     Access, CompletionQueue, ConnectionConfig, Device, EngineMode, Opcode, QpInit, QueuePair,
     RemoteAddr, Status, XdpConfig,
@@ -30,11 +29,7 @@ fn wait_ok(cq: &CompletionQueue, what: &str) -> dataplane::Completion {
 }
 
 fn open_xdp(tb: &VethTestbed, side: Side, mode: EngineMode) -> Device {
-    let _ns = tb.enter(side).unwrap();
-    let mut cfg = XdpConfig::new(tb.ifname(side));
-    cfg.bind = BindMode::Copy;
-    cfg.mode = mode;
-    Device::open_xdp(cfg).expect("open the xdp device")
+    tb.xdp_device(side, mode)
 }
 
 /// The active side: Send, Write and Read against the passive side's regions, all verified
