@@ -379,9 +379,6 @@ impl QueuePair {
             .enumerate()
             .map(|(i, wr)| wr.check(pd).map_err(at(i)))
             .collect::<Result<SmallVec<[u32; 4]>, _>>()?;
-        if !self.is_connected() {
-            return Err(at(0)(PostError::NotConnected));
-        }
         // The local buffers (gather regions registered for lists).
         let mut locals = SmallVec::<[LocalBuf; 4]>::new();
         {
@@ -403,7 +400,8 @@ impl QueuePair {
             .iter()
             .zip(&locals)
             .map(|(wr, &local)| {
-                let id = work.start(wr.wr_id, wr.reports_success(), local.region);
+                let gather = (wr.sgl.len() > 1).then_some(local.region);
+                let id = work.start(wr.wr_id, wr.reports_success(), gather);
                 ids.push(id);
                 ddp_request(id, local, wr.kind)
             })

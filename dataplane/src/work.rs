@@ -5,8 +5,9 @@
 //! Send queue completions come in posting order (RFC 5040 §5.3 and ddp's send queue), so a
 //! signaled completion reported after unsignaled ones implies those are done.
 
-use std::collections::HashMap;
 use std::sync::Mutex;
+
+use endpoint::FastMap;
 
 use ddp::{RegionHandle, WcStatus, WorkCompletion};
 
@@ -17,14 +18,14 @@ use crate::ProtectionDomain;
 struct Entry {
     wr_id: u64,
     report_success: bool,
-    /// The local buffer's region (a gather region is released at completion).
-    region: RegionHandle,
+    /// The gather region to release at completion, for a scatter-gather list.
+    gather: Option<RegionHandle>,
 }
 
 #[derive(Debug, Default)]
 struct Table {
     next: u64,
-    live: HashMap<u64, Entry>,
+    live: FastMap<u64, Entry>,
 }
 
 /// A queue pair's requests in flight.
@@ -46,8 +47,14 @@ impl WorkTracker {
         self.table.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Records a request about to be posted; returns the id ddp carries.
-    pub(crate) fn start(&self, wr_id: u64, report_success: bool, region: RegionHandle) -> u64 {
+    /// Records a request about to be posted, with its gather region if it has one; returns
+    /// the id ddp carries.
+    pub(crate) fn start(
+        &self,
+        wr_id: u64,
+        report_success: bool,
+        gather: Option<RegionHandle>,
+    ) -> u64 {
         let mut t = self.table();
         let id = t.next;
         t.next = t.next.wrapping_add(1);
@@ -56,7 +63,7 @@ impl WorkTracker {
             Entry {
                 wr_id,
                 report_success,
-                region,
+                gather,
             },
         );
         id
@@ -69,8 +76,8 @@ impl WorkTracker {
             ids.into_iter().filter_map(|i| t.live.remove(&i)).collect()
         };
         let mut st = self.pd.inner.lock();
-        for e in gone {
-            crate::sgl::release(&mut st, e.region);
+        for g in gone.iter().filter_map(|e| e.gather) {
+            crate::sgl::release(&mut st, g);
         }
     }
 
@@ -81,7 +88,9 @@ impl WorkTracker {
         let Some(e) = self.table().live.remove(&wc.wr_id) else {
             return Some(wc);
         };
-        crate::sgl::release(&mut self.pd.inner.lock(), e.region);
+        if let Some(g) = e.gather {
+            crate::sgl::release(&mut self.pd.inner.lock(), g);
+        }
         wc.wr_id = e.wr_id;
         (e.report_success || wc.status != WcStatus::Success).then_some(wc)
     }
@@ -116,7 +125,7 @@ mod tests {
     fn unsignaled_success_is_held_back_and_ids_map_back() {
         let pd = ProtectionDomain::new(1, &StagSeeds::fixed_for_tests(1));
         let t = WorkTracker::new(pd);
-        let r = RegionHandle::new(1, 1);
+        let r = Some(RegionHandle::new(1, 1));
         let quiet = t.start(70, false, r);
         let failing = t.start(71, false, r);
         let loud = t.start(72, true, r);
