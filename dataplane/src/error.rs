@@ -17,10 +17,12 @@ pub enum DeviceError {
         error: crate::xdp::XdpError,
     },
     /// The interface has no IPv4 address to serve.
-    #[error("the interface has no IPv4 address")]
+    #[error(
+        "the interface has no IPv4 address: assign one (ip addr add) before opening the device"
+    )]
     NoAddress,
     /// The OS random source (the engine's secrets are drawn from it) failed.
-    #[error("the OS random source failed: {0}")]
+    #[error("the OS random source (getrandom) failed: {0}; the device needs it for its keys")]
     Random(io::ErrorKind),
 }
 
@@ -31,7 +33,7 @@ pub enum RegisterError {
     #[error(transparent)]
     Pin(#[from] crate::memory::PinError),
     /// The STag table of the protection domain is full.
-    #[error("no free STag in this protection domain")]
+    #[error("no free STag in this protection domain: deregister regions no longer used, or spread them over more protection domains")]
     NoStag,
 }
 
@@ -55,13 +57,13 @@ pub enum ConnectError {
         private_data: Vec<u8>,
     },
     /// The protection domain or completion queues come from another device.
-    #[error("protection domain or completion queue belongs to another device")]
+    #[error("the protection domain or a completion queue belongs to another device: make them with this device's alloc_pd / create_cq")]
     ForeignResource,
     /// A work request posted before the Reply was refused.
     #[error("posting before the Reply: {0}")]
     Post(PostError),
     /// The transport of this device cannot connect yet.
-    #[error("transport not available")]
+    #[error("this device's transport cannot connect: open the device with Device::open_xdp or Transport::Kernel")]
     Unavailable,
 }
 
@@ -69,16 +71,18 @@ pub enum ConnectError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum PostError {
     /// The range lies outside the local memory region.
-    #[error("local range outside the memory region")]
+    #[error(
+        "local range outside the memory region: keep offset + length within MemoryRegion::len()"
+    )]
     LocalBounds,
     /// The memory region belongs to another protection domain.
-    #[error("memory region belongs to another protection domain")]
+    #[error("the memory region belongs to another protection domain: register it in the queue pair's (QpInit::pd)")]
     ForeignRegion,
     /// A message longer than 2^32 - 1 bytes.
-    #[error("message too long")]
+    #[error("message too long: a message carries at most 2^32 - 1 bytes; split it")]
     TooLong,
     /// The queue pair is closed or in error; nothing more can be posted.
-    #[error("queue pair is not connected")]
+    #[error("the queue pair is closed or failed (QueuePair::error says why): connect a new one")]
     NotConnected,
     /// A scatter-gather list must have 1 to [`crate::MAX_SGE`] elements.
     #[error("a work request needs 1 to {} scatter-gather elements", crate::MAX_SGE)]
