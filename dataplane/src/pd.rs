@@ -259,7 +259,8 @@ impl ProtectionDomain {
         Arc::ptr_eq(&mr.pd, &self.inner)
     }
 
-    /// Registers the caller's buffer in place (no copy): its pages are locked into RAM
+    /// Registers the caller's buffer in place (no copy, unless turning a `Vec` with spare
+    /// capacity into a `Box<[u8]>` shrinks it): its pages are locked into RAM
     /// (`mlock`) and the region owns the buffer until [`MemoryRegion::into_inner`] gives it
     /// back. Empty buffers are refused (and dropped).
     ///
