@@ -160,16 +160,14 @@ fn interface_name(index: u32) -> Option<String> {
 
 /// The connection settings from the options.
 pub fn connection_config(args: &TestArgs) -> ConnectionConfig {
-    let mut c = ConnectionConfig {
-        mpa: match args.revision {
+    let mut c = ConnectionConfig::default()
+        .with_mpa(match args.revision {
             0 => mpa::StartupConfig::strict_draft(),
             1 => mpa::StartupConfig::rfc5044(),
             _ => mpa::StartupConfig::default(),
-        },
-        ird: args.ird,
-        ord: args.ord,
-        ..ConnectionConfig::default()
-    };
+        })
+        .with_ird(args.ird)
+        .with_ord(args.ord);
     let rtr = args
         .p2p
         .iter()

@@ -18,10 +18,9 @@ pub enum Opcode {
 pub enum Status {
     /// Done.
     Success,
-    /// Flushed: the queue pair closed or failed before the request could finish.
+    /// Flushed: the queue pair closed or failed before the request could finish (why it
+    /// failed, if it did: [`crate::QueuePair::error`]).
     Flushed,
-    /// The queue pair failed with a protocol error (see [`crate::QpError`]).
-    Fatal,
 }
 
 /// One work completion.

@@ -27,8 +27,10 @@ pub enum EngineMode {
     Pinned(usize),
 }
 
-/// Settings of an AF_XDP device: one interface queue, one engine.
+/// Settings of an AF_XDP device: one interface queue, one engine. Made by
+/// [`XdpConfig::new`] (the defaults), then changed field by field.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct XdpConfig {
     /// The interface to attach to (must be up, with an address to serve).
     pub interface: String,
@@ -102,8 +104,10 @@ pub struct XdpInfo {
     pub mode: EngineMode,
 }
 
-/// Settings of one queue pair / connection.
+/// Settings of one queue pair / connection: [`ConnectionConfig::default`], then the `with_*`
+/// methods (or field by field).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ConnectionConfig {
     /// MPA settings: revision sent (default 2, RFC 6581) and accepted (default 1 and 2),
     /// markers wanted on what we receive (the M bit, negotiated per direction), CRC wanted
@@ -136,6 +140,39 @@ impl Default for ConnectionConfig {
             emss: None,
             segment_per_fpdu: false,
             close_timeout: std::time::Duration::from_secs(5),
+        }
+    }
+}
+
+impl ConnectionConfig {
+    /// With these MPA settings.
+    pub fn with_mpa(self, mpa: MpaSettings) -> Self {
+        Self { mpa, ..self }
+    }
+    /// With this IRD.
+    pub fn with_ird(self, ird: u32) -> Self {
+        Self { ird, ..self }
+    }
+    /// With this ORD.
+    pub fn with_ord(self, ord: u32) -> Self {
+        Self { ord, ..self }
+    }
+    /// With this effective MSS (`None`: ask the socket).
+    pub fn with_emss(self, emss: Option<u32>) -> Self {
+        Self { emss, ..self }
+    }
+    /// With one FPDU per TCP segment on the kernel transport (or not).
+    pub fn with_segment_per_fpdu(self, segment_per_fpdu: bool) -> Self {
+        Self {
+            segment_per_fpdu,
+            ..self
+        }
+    }
+    /// With this close timeout.
+    pub fn with_close_timeout(self, close_timeout: std::time::Duration) -> Self {
+        Self {
+            close_timeout,
+            ..self
         }
     }
 }

@@ -8,7 +8,7 @@ macro_rules! counters {
         #[derive(Debug, Default)]
         pub struct DeviceCounters { $(pub(crate) $name: AtomicU64,)* }
 
-        /// A point-in-time copy of [`DeviceCounters`].
+        /// A point-in-time copy of a device's counters ([`crate::Device::counters`]).
         #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
         pub struct CounterSnapshot { $($(#[$doc])* pub $name: u64,)* }
 

@@ -5,27 +5,63 @@
 //! the next receive of a Send carrying the solicited-event flag (RFC 5040 §5.3: Send with SE)
 //! or the next unsuccessful completion; [`CompletionQueue::wait_event`] sleeps until an armed
 //! event fires. One arm gives at most one event; the application re-arms after handling it.
+//!
+//! The completion channel: [`CompletionQueue::event_fd`] is an eventfd that is readable while
+//! fired events wait to be taken ([`CompletionQueue::take_events`]), for epoll or any event
+//! loop; with the `async` feature, [`CompletionQueue::next_event`] awaits it.
+//!
+//! Bounded: a queue holds at most its capacity of unpolled completions. One more is an
+//! overrun, as in verbs (`IBV_EVENT_CQ_ERR`): the queue goes into error and drops it and every
+//! later one, an event fires (armed or not) so that a waiting application learns of it, and the
+//! queue pairs that deliver to it fail with [`crate::QpError::CqOverrun`].
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
+use crate::kernel::Waker;
 use crate::Completion;
 
-#[derive(Debug, Default)]
+/// The capacity of [`crate::Device::create_cq`]'s queues.
+pub const DEFAULT_CQ_CAPACITY: usize = 1 << 16;
+
+#[derive(Debug)]
 pub(crate) struct CqInner {
     queue: Mutex<Queue>,
     ready: Condvar,
+    /// The completion channel's eventfd, made on first use.
+    channel: OnceLock<Waker>,
+}
+
+impl Default for CqInner {
+    fn default() -> Self {
+        CqInner::with_capacity(DEFAULT_CQ_CAPACITY)
+    }
 }
 
 /// The completions, how many threads sleep waiting for one, and the event arming.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Queue {
     items: VecDeque<Completion>,
+    capacity: usize,
+    /// A completion found the queue full: it is in error, and drops what comes.
+    overrun: bool,
     sleepers: usize,
     armed: Option<Arm>,
     /// Events fired and not yet taken by [`CompletionQueue::wait_event`] (at most one per arm).
     events: u64,
+}
+
+/// Why a completion queue stopped taking completions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum CqError {
+    /// More completions arrived than the queue holds unpolled; they and all later ones are lost.
+    #[error("completion queue overrun (more than {capacity} completions unpolled): poll more often or create a larger queue with Device::create_cq_with")]
+    Overrun {
+        /// The queue's capacity.
+        capacity: usize,
+    },
 }
 
 /// What an armed completion queue fires on.
@@ -47,18 +83,74 @@ impl Arm {
 }
 
 impl CqInner {
+    pub(crate) fn with_capacity(capacity: usize) -> Self {
+        CqInner {
+            queue: Mutex::new(Queue {
+                items: VecDeque::new(),
+                capacity: capacity.max(1),
+                overrun: false,
+                sleepers: 0,
+                armed: None,
+                events: 0,
+            }),
+            ready: Condvar::new(),
+            channel: OnceLock::new(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Appends `c`; fires an armed event it matches; wakes sleeping waiters only when there are
-    /// any (no futex call per completion on the fast path).
-    pub(crate) fn push(&self, c: Completion) {
-        let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+    /// any (no futex call per completion on the fast path). `Err` when the queue is full or
+    /// already overrun: `c` is dropped (the queue is in error from then on).
+    pub(crate) fn push(&self, c: Completion) -> Result<(), CqError> {
+        let mut q = self.lock();
+        if q.overrun || q.items.len() >= q.capacity {
+            let first = !q.overrun;
+            q.overrun = true;
+            if first {
+                // The asynchronous error: an event whether armed or not.
+                q.armed = None;
+                self.fire(&mut q);
+            }
+            return Err(CqError::Overrun {
+                capacity: q.capacity,
+            });
+        }
         if q.armed.is_some_and(|a| a.fires_on(&c)) {
             q.armed = None;
-            q.events += 1;
+            self.fire(&mut q);
         }
         q.items.push_back(c);
         if q.sleepers > 0 {
             self.ready.notify_all();
         }
+        Ok(())
+    }
+
+    /// Records a fired event and makes the channel readable (under the queue's lock, so the
+    /// eventfd and the count agree).
+    fn fire(&self, q: &mut Queue) {
+        q.events += 1;
+        if let Some(ch) = self.channel.get() {
+            ch.wake();
+        }
+        if q.sleepers > 0 {
+            self.ready.notify_all();
+        }
+    }
+
+    /// Takes every fired event; the channel is unreadable afterwards.
+    fn take_events(&self, q: &mut Queue) -> u64 {
+        let n = std::mem::take(&mut q.events);
+        if n > 0 {
+            if let Some(ch) = self.channel.get() {
+                ch.drain();
+            }
+        }
+        n
     }
 }
 
@@ -80,12 +172,55 @@ pub struct CompletionQueue {
 }
 
 impl CompletionQueue {
-    pub(crate) fn new(device_id: u64) -> Self {
+    pub(crate) fn new(device_id: u64, capacity: usize) -> Self {
         Self {
-            inner: Arc::default(),
+            inner: Arc::new(CqInner::with_capacity(capacity)),
             device_id,
             driver: None,
         }
+    }
+
+    /// How many unpolled completions it holds at most.
+    pub fn capacity(&self) -> usize {
+        self.inner.lock().capacity
+    }
+
+    /// Why the queue is in error, if it is: completions were lost to an overrun.
+    pub fn error(&self) -> Option<CqError> {
+        let q = self.inner.lock();
+        q.overrun.then_some(CqError::Overrun {
+            capacity: q.capacity,
+        })
+    }
+
+    /// The completion channel: an eventfd (non-blocking, close-on-exec) that is readable
+    /// while fired events wait to be taken with [`Self::take_events`]; for epoll or any event
+    /// loop. An event fires when an [armed](Self::arm) condition is met or the queue
+    /// overruns. The descriptor lives as long as the queue (and its clones).
+    ///
+    /// With an inline AF_XDP engine nothing runs the engine while the application sleeps on
+    /// the descriptor: use [`crate::EngineMode::Threaded`] (or the kernel transport) then.
+    pub fn event_fd(&self) -> std::io::Result<BorrowedFd<'_>> {
+        if self.inner.channel.get().is_none() {
+            let w = Waker::new()?;
+            // Under the queue's lock: an event fired before the channel existed shows at once.
+            let q = self.inner.lock();
+            if self.inner.channel.set(w).is_ok() && q.events > 0 {
+                if let Some(ch) = self.inner.channel.get() {
+                    ch.wake();
+                }
+            }
+        }
+        let ch = self.inner.channel.get().ok_or(std::io::ErrorKind::Other)?;
+        Ok(ch.as_fd())
+    }
+
+    /// Takes the events fired since the last take, without blocking (verbs'
+    /// `ibv_get_cq_event` and `ibv_ack_cq_events` together): how many; the channel is not
+    /// readable afterwards. Re-arm with [`Self::arm`] before polling the completions.
+    pub fn take_events(&self) -> u64 {
+        let mut q = self.inner.lock();
+        self.inner.take_events(&mut q)
     }
 
     /// Moves up to `out.capacity() - out.len()` (at least one) completions into `out`; returns how many.
@@ -182,7 +317,18 @@ impl CompletionQueue {
     /// false when none fired. The completions stay in the queue for [`Self::poll`].
     pub fn wait_event(&self, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
-        let take = |q: &mut Queue| (q.events > 0).then(|| q.events -= 1);
+        let inner = &self.inner;
+        let take = |q: &mut Queue| {
+            (q.events > 0).then(|| {
+                q.events -= 1;
+                if q.events == 0 {
+                    // The channel shows no event once the last is taken.
+                    if let Some(ch) = inner.channel.get() {
+                        ch.drain();
+                    }
+                }
+            })
+        };
         if let Some(d) = self.driver() {
             // Inline engine: run it until the event fires.
             loop {
@@ -199,6 +345,23 @@ impl CompletionQueue {
             }
         }
         self.sleep_until(deadline, take).is_some()
+    }
+
+    /// Waits until an event fires (an [armed](Self::arm) condition met, or an overrun) and
+    /// takes the fired events: [`Self::take_events`] as a future, for any executor
+    /// (`async-io`'s reactor watches [`Self::event_fd`]). One waiter per queue at a time (a
+    /// second concurrent one fails to register the descriptor). Needs a threaded engine or the
+    /// kernel transport: nothing drives an inline engine while this waits.
+    #[cfg(feature = "async")]
+    pub async fn next_event(&self) -> std::io::Result<u64> {
+        let fd = async_io::Async::new(self.event_fd()?)?;
+        loop {
+            let n = self.take_events();
+            if n > 0 {
+                return Ok(n);
+            }
+            fd.readable().await?;
+        }
     }
 
     fn drive_if_empty(&self) {
@@ -221,6 +384,7 @@ impl CompletionQueue {
 mod tests {
     use super::*;
     use crate::{Opcode, Status};
+    use std::os::fd::AsRawFd;
 
     fn c(wr_id: u64) -> Completion {
         Completion {
@@ -236,9 +400,9 @@ mod tests {
 
     #[test]
     fn fifo_and_bounded_poll() {
-        let cq = CompletionQueue::new(1);
+        let cq = CompletionQueue::new(1, 16);
         for i in 0..5 {
-            cq.inner.push(c(i));
+            cq.inner.push(c(i)).unwrap();
         }
         let mut out = Vec::new();
         assert_eq!(cq.poll(&mut out, 3), 3);
@@ -261,38 +425,40 @@ mod tests {
     /// completion fires it too; completions queued before arming fire nothing.
     #[test]
     fn solicited_only_arm_fires_on_solicited_or_error_once() {
-        let cq = CompletionQueue::new(1);
+        let cq = CompletionQueue::new(1, 16);
         let short = Duration::from_millis(5);
-        cq.inner.push(solicited(0));
+        cq.inner.push(solicited(0)).unwrap();
         assert!(!cq.wait_event(short), "not armed: no event");
         cq.arm(true);
-        cq.inner.push(c(1));
+        cq.inner.push(c(1)).unwrap();
         assert!(!cq.wait_event(short), "unsolicited: no event");
-        cq.inner.push(solicited(2));
-        cq.inner.push(solicited(3));
+        cq.inner.push(solicited(2)).unwrap();
+        cq.inner.push(solicited(3)).unwrap();
         assert!(cq.wait_event(short));
         assert!(!cq.wait_event(short), "one arm, one event");
         let mut out = Vec::new();
         assert_eq!(cq.poll(&mut out, 10), 4, "completions stay for poll");
         cq.arm(true);
-        cq.inner.push(Completion {
-            status: Status::Flushed,
-            ..c(4)
-        });
+        cq.inner
+            .push(Completion {
+                status: Status::Flushed,
+                ..c(4)
+            })
+            .unwrap();
         assert!(cq.wait_event(short), "an error fires a solicited-only arm");
         cq.arm(false);
-        cq.inner.push(c(5));
+        cq.inner.push(c(5)).unwrap();
         assert!(cq.wait_event(short), "a plain arm fires on any completion");
     }
 
     #[test]
     fn wait_event_wakes_on_push_from_another_thread() {
-        let cq = CompletionQueue::new(1);
+        let cq = CompletionQueue::new(1, 16);
         cq.arm(true);
         let cq2 = cq.clone();
         let t = std::thread::spawn(move || {
-            cq2.inner.push(c(1));
-            cq2.inner.push(solicited(2));
+            cq2.inner.push(c(1)).unwrap();
+            cq2.inner.push(solicited(2)).unwrap();
         });
         assert!(cq.wait_event(Duration::from_secs(10)));
         t.join().unwrap();
@@ -301,11 +467,92 @@ mod tests {
         assert!(out.last().unwrap().solicited);
     }
 
+    /// A full queue overruns (verbs' CQ error): the completion is dropped and so is every
+    /// later one, even after polling; one event fires, armed or not, and shows on the
+    /// channel's eventfd until taken.
+    #[test]
+    fn overrun_drops_fires_an_event_and_stays_in_error() {
+        let cq = CompletionQueue::new(1, 2);
+        let fd = cq.event_fd().unwrap().as_raw_fd();
+        assert!(!readable(fd));
+        cq.inner.push(c(0)).unwrap();
+        cq.inner.push(c(1)).unwrap();
+        assert_eq!(cq.error(), None);
+        assert_eq!(cq.inner.push(c(2)), Err(CqError::Overrun { capacity: 2 }));
+        assert_eq!(cq.error(), Some(CqError::Overrun { capacity: 2 }));
+        assert!(readable(fd), "the overrun shows on the channel");
+        assert_eq!(cq.take_events(), 1);
+        assert!(!readable(fd));
+        let mut out = Vec::new();
+        assert_eq!(cq.poll(&mut out, 10), 2);
+        assert!(cq.inner.push(c(3)).is_err(), "in error for good");
+        assert_eq!(cq.take_events(), 0, "one event per overrun");
+        assert!(cq.poll_one().is_none());
+        let why = cq.error().unwrap().to_string();
+        assert!(why.contains("create_cq_with"), "{why}");
+    }
+
+    /// The channel's eventfd is readable exactly while an armed event waits: a solicited-only
+    /// arm ignores plain completions; taking the event (or `wait_event`) clears it.
+    #[test]
+    fn channel_fd_follows_armed_events() {
+        let cq = CompletionQueue::new(1, 16);
+        let fd = cq.event_fd().unwrap().as_raw_fd();
+        cq.arm(true);
+        cq.inner.push(c(1)).unwrap();
+        assert!(!readable(fd), "unsolicited: no event");
+        cq.inner.push(solicited(2)).unwrap();
+        assert!(readable(fd));
+        assert!(cq.wait_event(Duration::ZERO));
+        assert!(!readable(fd), "taken by wait_event");
+        cq.arm(false);
+        cq.inner.push(c(3)).unwrap();
+        assert!(readable(fd));
+        assert_eq!(cq.take_events(), 1);
+        assert!(!readable(fd));
+        // An event fired before the channel existed shows once it is made.
+        let late = CompletionQueue::new(1, 16);
+        late.arm(false);
+        late.inner.push(c(4)).unwrap();
+        assert!(readable(late.event_fd().unwrap().as_raw_fd()));
+    }
+
+    /// The async adapter: awaiting `next_event` on a solicited-only arm returns at the
+    /// solicited completion pushed by another thread, not at the plain one before it.
+    #[cfg(feature = "async")]
+    #[test]
+    fn next_event_awaits_an_armed_event() {
+        let cq = CompletionQueue::new(1, 16);
+        cq.arm(true);
+        let cq2 = cq.clone();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            cq2.inner.push(c(1)).unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+            cq2.inner.push(solicited(2)).unwrap();
+        });
+        assert_eq!(async_io::block_on(cq.next_event()).unwrap(), 1);
+        t.join().unwrap();
+        let mut out = Vec::new();
+        assert_eq!(cq.poll(&mut out, 10), 2, "both were there when it woke");
+        cq.arm(false);
+        cq.inner.push(c(3)).unwrap();
+        assert_eq!(
+            async_io::block_on(cq.next_event()).unwrap(),
+            1,
+            "ready at once"
+        );
+    }
+
+    fn readable(fd: std::os::fd::RawFd) -> bool {
+        crate::kernel::wait_readable(fd, 0).unwrap()
+    }
+
     #[test]
     fn wait_wakes_on_push_from_another_thread() {
-        let cq = CompletionQueue::new(1);
+        let cq = CompletionQueue::new(1, 16);
         let cq2 = cq.clone();
-        let t = std::thread::spawn(move || cq2.inner.push(c(9)));
+        let t = std::thread::spawn(move || cq2.inner.push(c(9)).unwrap());
         assert_eq!(cq.wait(Duration::from_secs(10)).unwrap().wr_id, 9);
         t.join().unwrap();
     }

@@ -148,9 +148,16 @@ impl Device {
         (init, cq)
     }
 
-    /// A new completion queue.
+    /// A new completion queue holding up to [`crate::DEFAULT_CQ_CAPACITY`] unpolled
+    /// completions.
     pub fn create_cq(&self) -> CompletionQueue {
-        let mut cq = CompletionQueue::new(self.id);
+        self.create_cq_with(crate::DEFAULT_CQ_CAPACITY)
+    }
+
+    /// A new completion queue holding up to `capacity` (at least 1) unpolled completions;
+    /// one more overruns it ([`crate::CqError::Overrun`]).
+    pub fn create_cq_with(&self, capacity: usize) -> CompletionQueue {
+        let mut cq = CompletionQueue::new(self.id, capacity);
         // Inline engines run when the application polls or waits.
         if let Some(x) = self.xdp.as_ref().filter(|x| x.shared.inline) {
             let weak: std::sync::Weak<XdpDevice> = Arc::downgrade(x);

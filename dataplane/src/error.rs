@@ -18,10 +18,12 @@ pub enum DeviceError {
     },
     /// The interface has no address to serve (no IPv4 nor global IPv6 address, or not the
     /// one `XdpConfig::address` names).
-    #[error("the interface has no address to serve (or not the one asked for)")]
+    #[error(
+        "the interface has no address to serve: assign one (ip addr add), or name one of its addresses in XdpConfig::address"
+    )]
     NoAddress,
     /// The OS random source (the engine's secrets are drawn from it) failed.
-    #[error("the OS random source failed: {0}")]
+    #[error("the OS random source (getrandom) failed: {0}; the device needs it for its keys")]
     Random(io::ErrorKind),
 }
 
@@ -32,7 +34,7 @@ pub enum RegisterError {
     #[error(transparent)]
     Pin(#[from] crate::memory::PinError),
     /// The STag table of the protection domain is full.
-    #[error("no free STag in this protection domain")]
+    #[error("no free STag in this protection domain: deregister regions no longer used, or spread them over more protection domains")]
     NoStag,
 }
 
@@ -56,13 +58,13 @@ pub enum ConnectError {
         private_data: Vec<u8>,
     },
     /// The protection domain or completion queues come from another device.
-    #[error("protection domain or completion queue belongs to another device")]
+    #[error("the protection domain or a completion queue belongs to another device: make them with this device's alloc_pd / create_cq")]
     ForeignResource,
     /// A work request posted before the Reply was refused.
     #[error("posting before the Reply: {0}")]
     Post(PostError),
     /// The transport of this device cannot connect yet.
-    #[error("transport not available")]
+    #[error("this device's transport cannot connect: open the device with Device::open_xdp or Transport::Kernel")]
     Unavailable,
 }
 
@@ -70,17 +72,28 @@ pub enum ConnectError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum PostError {
     /// The range lies outside the local memory region.
-    #[error("local range outside the memory region")]
+    #[error(
+        "local range outside the memory region: keep offset + length within MemoryRegion::len()"
+    )]
     LocalBounds,
     /// The memory region belongs to another protection domain.
-    #[error("memory region belongs to another protection domain")]
+    #[error("the memory region belongs to another protection domain: register it in the queue pair's (QpInit::pd)")]
     ForeignRegion,
     /// A message longer than 2^32 - 1 bytes.
-    #[error("message too long")]
+    #[error("message too long: a message carries at most 2^32 - 1 bytes; split it")]
     TooLong,
     /// The queue pair is closed or in error; nothing more can be posted.
-    #[error("queue pair is not connected")]
+    #[error("the queue pair is closed or failed (QueuePair::error says why): connect a new one")]
     NotConnected,
+    /// A scatter-gather list must have 1 to [`crate::MAX_SGE`] elements.
+    #[error("a work request needs 1 to {} scatter-gather elements", crate::MAX_SGE)]
+    SglLength,
+    /// A receive or RDMA Read sink in a region registered without `Access::LOCAL_WRITE`.
+    #[error("the region lacks the right this request needs: register receive and RDMA Read sinks with Access::LOCAL_WRITE")]
+    Access,
+    /// No STag left for a scatter-gather list's gather region.
+    #[error("no free STag in the protection domain for the scatter-gather list: deregister regions or wait for posted lists to complete")]
+    NoStag,
     /// The protocol engine refused it (local access check: rights, bounds, PD).
     #[error("refused by the queue pair: {0}")]
     Refused(ddp::WorkRequestError),

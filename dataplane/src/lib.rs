@@ -1,22 +1,29 @@
 //! xwarp data plane: the verbs-like API over the kernel and AF_XDP transports.
 //!
 //! ```text
-//! Device::open(Transport::Kernel)
-//!   ├─ alloc_pd() -> ProtectionDomain ── register(len, Access) -> MemoryRegion (pinned, STag)
-//!   ├─ create_cq() -> CompletionQueue ── poll / wait -> Completion { wr_id, opcode, status, byte_len }
+//! Device::open(Transport::Kernel) / Device::open_xdp(XdpConfig)
+//!   ├─ alloc_pd() -> ProtectionDomain ── register(len) / register_owned(Vec) / unsafe register_raw
+//!   │                                    / register_file -> MemoryRegion (pinned, STag; into_inner)
+//!   ├─ create_cq() / create_cq_with(capacity) -> CompletionQueue ── poll / wait -> Completion,
+//!   │                                    arm + event_fd / take_events (async: next_event)
 //!   ├─ listen(addr, ConnectionConfig) -> Listener ── accept() -> Incoming ── accept(QpInit, pd) -> QueuePair
 //!   └─ connect(addr, QpInit, &ConnectionConfig, private_data) -> QueuePair
-//! QueuePair::{post(wr_id, mr, range, PostKind) and its post_send / post_recv / post_write /
-//!            post_read shorthands, close}
+//! QueuePair::{post_list(&[WorkRequest { wr_id, kind, sgl: &[Sge], signaled }]), post(wr_id, mr,
+//!            range, PostKind) and its post_send / post_recv / post_write / post_read
+//!            shorthands, close}
 //! ```
 //!
+//! Examples: `dataplane/examples/` (ping-pong, Write/Read from caller-owned memory, a block
+//! storage client), run by the `examples` test.
+//!
 //! Every connection runs the same sans-IO protocol stack (`mpa`, `ddp`); the transport only
-//! moves bytes: [`Transport::Kernel`] over kernel TCP sockets, `Transport::Xdp` (later) over
+//! moves bytes: [`Transport::Kernel`] over kernel TCP sockets, [`Transport::Xdp`] over
 //! AF_XDP with our own TCP.
 //!
 //! The only crate of the workspace with `unsafe` (AF_XDP rings and UMEM, syscalls, pinned
 //! memory): every `unsafe` block and impl states why it is sound (`// Safety:`), and an
 //! `unsafe fn` spells out each unsafe operation in its body.
+#![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
@@ -35,18 +42,21 @@ pub mod memory;
 mod pd;
 mod qp;
 mod qp_events;
+mod sgl;
 mod stream;
+mod work;
 pub mod xdp;
 mod xdp_device;
 
 pub use completion::{Completion, Opcode, Status};
 pub use config::{ConnectionConfig, EngineMode, MpaSettings, Transport, XdpConfig, XdpInfo};
 pub use counters::CounterSnapshot;
-pub use cq::CompletionQueue;
+pub use cq::{CompletionQueue, CqError, DEFAULT_CQ_CAPACITY};
 pub use device::{Device, EngineLoad, QpInit};
 pub use error::{ConnectError, DeviceError, PostError, RegisterError};
 pub use listener::{AcceptError, Incoming, Listener};
 pub use mapped_file::{FileRegion, MappedFile};
 pub use pd::{os_random_u64, Access, MemoryRegion, ProtectionDomain};
-pub use qp::{PostKind, QpError, QueuePair, RemoteAddr};
+pub use qp::{PostKind, PostListError, QpError, QueuePair, RemoteAddr};
+pub use sgl::{Sge, WorkRequest, MAX_SGE};
 pub use stream::{PlacedTransfer, StreamConfig, StreamCounters, TcpListener, TcpStream, Transfer};

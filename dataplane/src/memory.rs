@@ -36,12 +36,24 @@ pub enum PinError {
     Lock(i32),
 }
 
-/// Anonymous, page-aligned, mlock'ed memory of a fixed length.
+/// Pinned memory of a fixed length: a mapping of ours, or the caller's memory locked in place.
 #[derive(Debug)]
 pub struct PinnedBuf {
     ptr: NonNull<u8>,
     len: usize,
-    map_len: usize,
+    backing: Backing,
+}
+
+/// Where a [`PinnedBuf`]'s bytes come from, and what dropping it undoes.
+#[derive(Debug)]
+enum Backing {
+    /// Our `mmap` of `map_len` bytes (anonymous or a file): unlocked and unmapped on drop.
+    Mapped { map_len: usize },
+    /// The caller's heap buffer, owned (from `Box::into_raw`): unlocked, then given back by
+    /// [`PinnedBuf::into_boxed`] or freed on drop.
+    Owned,
+    /// Memory the caller keeps (an `unsafe` registration): only unlocked on drop.
+    Borrowed,
 }
 
 // Safety: PinnedBuf owns its mapping (freed only in Drop); every safe access is a bounds-checked
@@ -120,15 +132,79 @@ impl PinnedBuf {
             // mmap never returns null on success (MAP_FAILED is checked above).
             ptr: NonNull::new(ptr.cast()).ok_or(PinError::Map(0))?,
             len,
-            map_len,
+            backing: Backing::Mapped { map_len },
         })
+    }
+
+    /// Takes ownership of the caller's buffer and locks its pages into RAM (`mlock` of the
+    /// pages it spans). [`PinnedBuf::into_boxed`] gives it back. Empty buffers are refused.
+    pub fn from_boxed(buf: Box<[u8]>) -> Result<Self, PinError> {
+        if buf.is_empty() {
+            return Err(PinError::Empty);
+        }
+        let len = buf.len();
+        let raw = Box::into_raw(buf).cast::<u8>();
+        // Safety: raw/len describe the live allocation just released by the Box.
+        if let Err(e) = unsafe { lock_range(raw, len) } {
+            // Safety: raw came from Box::into_raw of a [u8] of this length, not freed since.
+            drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(raw, len)) });
+            return Err(e);
+        }
+        Ok(Self {
+            ptr: NonNull::new(raw).ok_or(PinError::Map(0))?,
+            len,
+            backing: Backing::Owned,
+        })
+    }
+
+    /// Locks the caller's `len` bytes at `ptr` into RAM without taking them over.
+    ///
+    /// # Safety
+    /// `ptr..ptr+len` must be valid for reads and writes, and must stay allocated and be
+    /// accessed by nothing but this buffer's methods (and the transports, through them) until
+    /// this `PinnedBuf` is dropped.
+    pub unsafe fn from_raw(ptr: *mut u8, len: usize) -> Result<Self, PinError> {
+        if len == 0 {
+            return Err(PinError::Empty);
+        }
+        let ptr = NonNull::new(ptr).ok_or(PinError::Map(libc::EFAULT))?;
+        // Safety: the caller vouches for ptr/len (this function's contract).
+        unsafe { lock_range(ptr.as_ptr(), len) }?;
+        Ok(Self {
+            ptr,
+            len,
+            backing: Backing::Borrowed,
+        })
+    }
+
+    /// True for a buffer the caller gave ([`PinnedBuf::from_boxed`]).
+    pub fn is_owned(&self) -> bool {
+        matches!(self.backing, Backing::Owned)
+    }
+
+    /// The caller's buffer back, unlocked; `Err(self)` for memory that is not a buffer the
+    /// caller gave ([`PinnedBuf::from_boxed`]).
+    pub fn into_boxed(self) -> Result<Box<[u8]>, Self> {
+        if !matches!(self.backing, Backing::Owned) {
+            return Err(self);
+        }
+        let this = std::mem::ManuallyDrop::new(self);
+        // Safety: the pages we locked in from_boxed; an unlock failure leaves them locked only.
+        unsafe { libc::munlock(this.ptr.as_ptr().cast(), this.len) };
+        let slice = std::ptr::slice_from_raw_parts_mut(this.ptr.as_ptr(), this.len);
+        // Safety: an Owned buffer's pointer and length come from Box::into_raw (from_boxed),
+        // and `this` is never dropped, so the allocation has exactly one owner again.
+        Ok(unsafe { Box::from_raw(slice) })
     }
 
     /// Writes a file mapping's dirty pages back to the file and waits (`msync(MS_SYNC)`).
     /// A no-op for anonymous memory.
     pub fn sync(&self) -> Result<(), PinError> {
+        let Backing::Mapped { map_len } = self.backing else {
+            return Ok(());
+        };
         // Safety: ptr/map_len describe our live mapping.
-        if unsafe { libc::msync(self.ptr.as_ptr().cast(), self.map_len, libc::MS_SYNC) } != 0 {
+        if unsafe { libc::msync(self.ptr.as_ptr().cast(), map_len, libc::MS_SYNC) } != 0 {
             return Err(PinError::Sync(errno()));
         }
         Ok(())
@@ -144,7 +220,7 @@ impl PinnedBuf {
         self.len == 0
     }
 
-    /// Start address (page aligned).
+    /// Start address (page aligned for memory we allocated).
     pub fn addr(&self) -> usize {
         self.ptr.as_ptr() as usize
     }
@@ -219,12 +295,39 @@ impl PinnedBuf {
     }
 }
 
+/// `mlock`s the pages that `len` bytes at `ptr` span.
+///
+/// # Safety
+/// `ptr..ptr+len` must be one live allocation.
+unsafe fn lock_range(ptr: *mut u8, len: usize) -> Result<(), PinError> {
+    // Safety: the caller's range (this function's contract); mlock rounds to whole pages.
+    if unsafe { libc::mlock(ptr.cast(), len) } != 0 {
+        return Err(PinError::Lock(errno()));
+    }
+    Ok(())
+}
+
 impl Drop for PinnedBuf {
     fn drop(&mut self) {
-        // Safety: we own the mapping; munmap also drops the lock. Nothing references it any more.
-        unsafe {
-            libc::munlock(self.ptr.as_ptr().cast(), self.map_len);
-            libc::munmap(self.ptr.as_ptr().cast(), self.map_len);
+        let ptr = self.ptr.as_ptr();
+        match self.backing {
+            // Safety: we own the mapping; munmap also drops the lock. Nothing references it
+            // any more.
+            Backing::Mapped { map_len } => unsafe {
+                libc::munlock(ptr.cast(), map_len);
+                libc::munmap(ptr.cast(), map_len);
+            },
+            // Safety: the Box's allocation (from_boxed), owned by us alone and unlocked first.
+            Backing::Owned => unsafe {
+                libc::munlock(ptr.cast(), self.len);
+                drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
+                    ptr, self.len,
+                )));
+            },
+            // Safety: the caller's live range (from_raw's contract); only the lock is ours.
+            Backing::Borrowed => unsafe {
+                libc::munlock(ptr.cast(), self.len);
+            },
         }
     }
 }
@@ -285,6 +388,38 @@ mod tests {
         assert_eq!(&got, b"on disk");
         drop(b);
         let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn a_callers_buffer_is_locked_used_and_given_back() {
+        let b = PinnedBuf::from_boxed(vec![7u8; 10_000].into_boxed_slice()).unwrap();
+        b.write_at(9_998, b"ok").unwrap();
+        assert!(b.write_at(9_999, b"no").is_none());
+        assert!(b.sync().is_ok(), "a no-op for heap memory");
+        let back = b.into_boxed().unwrap();
+        assert_eq!(back.len(), 10_000);
+        assert_eq!(&back[9_996..], &[7, 7, b'o', b'k']);
+        assert_eq!(
+            PinnedBuf::from_boxed(Box::new([])).unwrap_err(),
+            PinError::Empty
+        );
+        let mapped = PinnedBuf::new(10).unwrap();
+        assert!(
+            mapped.into_boxed().is_err(),
+            "only the caller's buffer goes back"
+        );
+    }
+
+    #[test]
+    fn raw_memory_is_used_in_place_and_stays_the_callers() {
+        let mut mine = vec![0u8; 64];
+        // Safety: `mine` outlives `b` and is not touched while `b` lives.
+        let b = unsafe { PinnedBuf::from_raw(mine.as_mut_ptr(), mine.len()) }.unwrap();
+        b.write_at(1, b"raw").unwrap();
+        drop(b);
+        assert_eq!(&mine[..4], b"\0raw");
+        // Safety: a null pointer is refused before any use.
+        assert!(unsafe { PinnedBuf::from_raw(std::ptr::null_mut(), 1) }.is_err());
     }
 
     #[test]

@@ -12,28 +12,40 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use ddp::{Memory, PdId, RegionHandle, RegionSpec, Stag, StagTable};
 
 use crate::memory::PinnedBuf;
+use crate::sgl::Gather;
 use crate::RegisterError;
 
 pub use ddp::Access;
 
-/// The memory behind a domain's regions, as ddp sees it.
+/// The memory behind a domain's regions, as ddp sees it: the registered regions, and the
+/// gather regions of scatter-gather work requests in flight ([`crate::sgl`]).
 #[derive(Debug, Default)]
 pub(crate) struct PdMemory {
     regions: HashMap<RegionHandle, Arc<PinnedBuf>>,
+    pub(crate) gathers: HashMap<RegionHandle, Gather>,
 }
 
 impl Memory for PdMemory {
     fn write(&mut self, region: RegionHandle, offset: u64, data: &[u8]) {
         // ddp checked the bounds against the registered length; a vanished region drops the data.
-        if let (Some(b), Ok(off)) = (self.regions.get(&region), usize::try_from(offset)) {
+        let Ok(off) = usize::try_from(offset) else {
+            return;
+        };
+        if let Some(b) = self.regions.get(&region) {
             let _ = b.write_at(off, data);
+        } else if let Some(g) = self.gathers.get(&region) {
+            g.scatter(off, data);
         }
     }
 
     fn read(&self, region: RegionHandle, offset: u64, out: &mut [u8]) {
-        let ok = match (self.regions.get(&region), usize::try_from(offset)) {
-            (Some(b), Ok(off)) => b.read_at(off, out).is_some(),
-            _ => false,
+        let ok = match usize::try_from(offset) {
+            Ok(off) => match (self.regions.get(&region), self.gathers.get(&region)) {
+                (Some(b), _) => b.read_at(off, out).is_some(),
+                (None, Some(g)) => g.gather(off, out),
+                (None, None) => false,
+            },
+            Err(_) => false,
         };
         if !ok {
             out.fill(0);
@@ -60,6 +72,24 @@ pub(crate) struct PdInner {
 impl PdInner {
     pub(crate) fn lock(&self) -> MutexGuard<'_, PdState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl PdState {
+    /// Deregisters `handle` and every gather region that reaches into it: work still posted
+    /// on any of them completes flushed when the engine reaches it and touches no memory
+    /// (ddp checks each handle's generation).
+    fn deregister(&mut self, handle: RegionHandle) {
+        self.tags.deregister(handle);
+        self.mem.regions.remove(&handle);
+        let tags = &mut self.tags;
+        self.mem.gathers.retain(|&g, gather| {
+            let keep = !gather.reaches(handle);
+            if !keep {
+                tags.deregister(g);
+            }
+            keep
+        });
     }
 }
 
@@ -229,6 +259,41 @@ impl ProtectionDomain {
         Arc::ptr_eq(&mr.pd, &self.inner)
     }
 
+    /// Registers the caller's buffer in place (no copy, unless turning a `Vec` with spare
+    /// capacity into a `Box<[u8]>` shrinks it): its pages are locked into RAM
+    /// (`mlock`) and the region owns the buffer until [`MemoryRegion::into_inner`] gives it
+    /// back. Empty buffers are refused (and dropped).
+    ///
+    /// A page the buffer shares with another registered buffer is unlocked when either is
+    /// given back: pinning is about residency here, never about soundness.
+    pub fn register_owned(
+        &self,
+        buf: impl Into<Box<[u8]>>,
+        access: Access,
+    ) -> Result<MemoryRegion, RegisterError> {
+        self.register_buf(Arc::new(PinnedBuf::from_boxed(buf.into())?), access)
+    }
+
+    /// Registers `len` bytes of the caller's memory at `ptr` in place, locked into RAM while
+    /// registered. The memory stays the caller's: dropping the region deregisters and unlocks
+    /// it, and frees nothing.
+    ///
+    /// # Safety
+    /// `ptr..ptr+len` must be valid for reads and writes and stay allocated until the region
+    /// is dropped. Until then the caller touches it only through the region's methods: the
+    /// engine reads and writes it at any time for work requests and for peers with this
+    /// region's STag, so a Rust reference to it would alias those writes.
+    pub unsafe fn register_raw(
+        &self,
+        ptr: *mut u8,
+        len: usize,
+        access: Access,
+    ) -> Result<MemoryRegion, RegisterError> {
+        // Safety: the caller's promise on ptr/len (this function's contract).
+        let buf = unsafe { PinnedBuf::from_raw(ptr, len) }?;
+        self.register_buf(Arc::new(buf), access)
+    }
+
     /// Registers pinned memory holding a copy of `data`.
     pub fn register_from(
         &self,
@@ -338,13 +403,33 @@ impl MemoryRegion {
     pub fn sync(&self) -> Result<(), crate::memory::PinError> {
         self.buf.sync()
     }
+
+    /// Deregisters the region and gives the caller's buffer back (a region made by
+    /// [`ProtectionDomain::register_owned`]); `Err(self)`, still registered, for memory the
+    /// domain allocated or the caller lent (`register`, `register_file`, `register_raw`).
+    ///
+    /// Never waits: from the deregistration on, no work request and no peer reaches the
+    /// buffer; work still posted on it completes flushed (as dropping the region does).
+    pub fn into_inner(self) -> Result<Vec<u8>, MemoryRegion> {
+        if !self.buf.is_owned() {
+            return Err(self);
+        }
+        let this = std::mem::ManuallyDrop::new(self);
+        this.pd.lock().deregister(this.handle);
+        // Safety: each field is read once out of a value that is never dropped.
+        let (buf, pd) = unsafe { (std::ptr::read(&this.buf), std::ptr::read(&this.pd)) };
+        drop(pd);
+        // Deregistered under the domain's lock: the table and every gather region dropped their
+        // references, so this handle holds the only one.
+        let buf = Arc::into_inner(buf).expect("no reference to a deregistered buffer");
+        let boxed = buf.into_boxed().expect("an owned buffer");
+        Ok(boxed.into_vec())
+    }
 }
 
 impl Drop for MemoryRegion {
     fn drop(&mut self) {
-        let mut st = self.pd.lock();
-        st.tags.deregister(self.handle);
-        st.mem.regions.remove(&self.handle);
+        self.pd.lock().deregister(self.handle);
     }
 }
 

@@ -10,9 +10,12 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use ddp::{LocalBuf, RemoteBuf, SendOpts, Stag, WorkRequest};
+use smallvec::SmallVec;
 
 use crate::kernel::Waker;
 use crate::pd::PdInner;
+use crate::sgl::{Sge, WorkRequest as Wr};
+use crate::work::WorkTracker;
 use crate::xdp_device::XdpQp;
 use crate::{
     Completion, CompletionQueue, MemoryRegion, Opcode, PostError, ProtectionDomain, Status,
@@ -59,6 +62,10 @@ pub enum QpError {
     /// MPA framing failed (CRC 2, marker 3); a Terminate was queued, then the connection closed.
     #[error("MPA framing error (code {0})")]
     Framing(u8),
+    /// A completion queue of the queue pair overran (completions were lost), so the queue
+    /// pair was closed, as verbs moves it to the error state.
+    #[error("a completion queue of this queue pair overran: poll it more often or create it larger (Device::create_cq_with)")]
+    CqOverrun,
 }
 
 pub(crate) fn map_completion(c: ddp::WorkCompletion, qp_num: u32) -> Completion {
@@ -100,6 +107,8 @@ pub(crate) struct QpShared {
     pub(crate) error: Mutex<Option<QpError>>,
     pub(crate) send_cq: CompletionQueue,
     pub(crate) recv_cq: CompletionQueue,
+    /// The requests in flight.
+    pub(crate) work: WorkTracker,
 }
 
 static NEXT_QP: AtomicU32 = AtomicU32::new(1);
@@ -119,6 +128,7 @@ impl QpShared {
         Ok(Self {
             num,
             qp: Mutex::new(qp),
+            work: WorkTracker::new(pd.clone()),
             pd,
             waker: Waker::new()?,
             close_requested: AtomicBool::new(false),
@@ -137,18 +147,21 @@ impl QpShared {
         &self.pd.inner
     }
 
-    /// Posts `wr` on the shared queue pair and wakes the driver.
-    fn post(&self, wr: WorkRequest) -> Result<(), PostError> {
+    /// Posts `wrs` on the shared queue pair in order, under one lock, and wakes the driver
+    /// once (the doorbell). Returns the refusal that stopped it and at which request.
+    fn post_chain(&self, wrs: &[WorkRequest]) -> Result<(), (usize, PostError)> {
         if self.close_requested.load(Ordering::Acquire) || self.is_finished() {
-            return Err(PostError::NotConnected);
+            return Err((0, PostError::NotConnected));
         }
-        {
+        let r = {
             let mut qp = self.lock_qp();
             let st = self.pd().lock();
-            qp.post(&st.tags, wr).map_err(refused)?;
-        }
+            wrs.iter()
+                .enumerate()
+                .try_for_each(|(i, wr)| qp.post(&st.tags, *wr).map_err(|e| (i, refused(e))))
+        };
         self.waker.wake();
-        Ok(())
+        r
     }
 
     pub(crate) fn set_error(&self, e: QpError) {
@@ -158,12 +171,23 @@ impl QpShared {
         }
     }
 
+    /// Hands ddp's completion `c` to the completion queue (held back for a successful
+    /// unsignaled request). Takes the domain's lock: call without holding it.
     pub(crate) fn deliver(&self, c: ddp::WorkCompletion) {
+        let Some(c) = self.work.complete(c) else {
+            return;
+        };
         let c = map_completion(c, self.num);
-        if c.opcode == Opcode::Recv {
-            self.recv_cq.inner.push(c);
+        let cq = if c.opcode == Opcode::Recv {
+            &self.recv_cq
         } else {
-            self.send_cq.inner.push(c);
+            &self.send_cq
+        };
+        if cq.inner.push(c).is_err() {
+            // The driver sees the request and closes; ddp flushes what is left.
+            self.set_error(QpError::CqOverrun);
+            self.close_requested.store(true, Ordering::Release);
+            self.waker.wake();
         }
     }
 
@@ -228,23 +252,33 @@ pub(crate) fn refused(e: ddp::WorkRequestError) -> PostError {
     }
 }
 
-fn local_buf(
-    pd: &ProtectionDomain,
-    mr: &MemoryRegion,
-    range: &Range<usize>,
-) -> Result<LocalBuf, PostError> {
-    if !Arc::ptr_eq(&mr.pd, &pd.inner) {
-        return Err(PostError::ForeignRegion);
+/// ddp's request for `kind` on `local`, carrying our id.
+fn ddp_request(id: u64, local: LocalBuf, kind: PostKind) -> WorkRequest {
+    match kind {
+        PostKind::Recv => WorkRequest::recv(id, local),
+        PostKind::Send {
+            solicited,
+            invalidate,
+        } => {
+            let opts = SendOpts {
+                solicited,
+                invalidate: invalidate.map(Stag),
+            };
+            WorkRequest::send(id, local, opts)
+        }
+        PostKind::Write(r) => WorkRequest::write(id, local, remote_buf(r)),
+        PostKind::Read(r) => WorkRequest::read(id, local, remote_buf(r)),
     }
-    if range.start > range.end || range.end > mr.len() {
-        return Err(PostError::LocalBounds);
-    }
-    let len = u32::try_from(range.end - range.start).map_err(|_| PostError::TooLong)?;
-    Ok(LocalBuf {
-        region: mr.handle,
-        offset: range.start as u64,
-        len,
-    })
+}
+
+/// A chain of work requests was refused; nothing of it was queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("work request {index} of the chain: {error}; nothing of the chain was posted")]
+pub struct PostListError {
+    /// Which request (0-based) was refused.
+    pub index: usize,
+    /// Why.
+    pub error: PostError,
 }
 
 impl QueuePair {
@@ -327,7 +361,8 @@ impl QueuePair {
     /// Posts one work request on `mr[range]` (a region of this queue pair's protection
     /// domain): checked at once (range, domain, rights, state) and refused with nothing queued
     /// otherwise. Its completion comes on the send queue's CQ (or the receive queue's, for
-    /// `Recv`) with `wr_id`. The `post_*` methods are shorthands for it.
+    /// `Recv`) with `wr_id`. The `post_*` methods are shorthands for it; [`Self::post_list`]
+    /// takes scatter-gather lists, unsignaled requests and chains.
     pub fn post(
         &self,
         wr_id: u64,
@@ -335,34 +370,66 @@ impl QueuePair {
         range: Range<usize>,
         kind: PostKind,
     ) -> Result<(), PostError> {
-        let pd = match &self.kind {
-            QpKind::Kernel(s) => &s.pd,
-            QpKind::Xdp(x) => &x.pd,
-        };
-        let local = local_buf(pd, mr, &range)?;
-        let wr = match kind {
-            PostKind::Recv => WorkRequest::recv(wr_id, local),
-            PostKind::Send {
-                solicited,
-                invalidate,
-            } => {
-                let invalidate = invalidate.map(Stag);
-                WorkRequest::send(
-                    wr_id,
-                    local,
-                    SendOpts {
-                        solicited,
-                        invalidate,
-                    },
-                )
-            }
-            PostKind::Write(r) => WorkRequest::write(wr_id, local, remote_buf(r)),
-            PostKind::Read(r) => WorkRequest::read(wr_id, local, remote_buf(r)),
-        };
-        match &self.kind {
-            QpKind::Kernel(s) => s.post(wr),
-            QpKind::Xdp(x) => x.post(wr),
+        if range.start > range.end {
+            return Err(PostError::LocalBounds);
         }
+        let sge = [Sge::new(mr, range)];
+        self.post_list(&[Wr::new(wr_id, kind, &sge)])
+            .map_err(|e| e.error)
+    }
+
+    /// Posts a chain of work requests at once (verbs' linked `ibv_post_send` list): all of
+    /// them are checked first (domain, bounds, rights, list length, total length, state) and
+    /// none is queued when one fails ([`PostListError::index`] says which); then they are
+    /// queued in order under one lock, with one wake-up of the transport (the doorbell).
+    /// Each request's scatter-gather list ([`Sge`]) is one message.
+    pub fn post_list(&self, wrs: &[Wr<'_>]) -> Result<(), PostListError> {
+        let at = |index| move |error| PostListError { index, error };
+        let (pd, work) = match &self.kind {
+            QpKind::Kernel(s) => (&s.pd, &s.work),
+            QpKind::Xdp(x) => (&x.pd, &x.link.work),
+        };
+        let lens = wrs
+            .iter()
+            .enumerate()
+            .map(|(i, wr)| wr.check(pd).map_err(at(i)))
+            .collect::<Result<SmallVec<[u32; 4]>, _>>()?;
+        // The local buffers (gather regions registered for lists).
+        let mut locals = SmallVec::<[LocalBuf; 4]>::new();
+        {
+            let mut st = pd.inner.lock();
+            for (i, (wr, &len)) in wrs.iter().zip(&lens).enumerate() {
+                match wr.local_buf(&mut st, pd, len) {
+                    Ok(l) => locals.push(l),
+                    Err(e) => {
+                        for l in &locals {
+                            crate::sgl::release(&mut st, l.region);
+                        }
+                        return Err(at(i)(e));
+                    }
+                }
+            }
+        }
+        let mut ids = SmallVec::<[u64; 4]>::new();
+        let ddp_wrs = wrs
+            .iter()
+            .zip(&locals)
+            .map(|(wr, &local)| {
+                let gather = (wr.sgl.len() > 1).then_some(local.region);
+                let id = work.start(wr.wr_id, wr.reports_success(), gather);
+                ids.push(id);
+                ddp_request(id, local, wr.kind)
+            })
+            .collect::<SmallVec<[WorkRequest; 4]>>();
+        let posted = match &self.kind {
+            QpKind::Kernel(s) => s.post_chain(&ddp_wrs),
+            QpKind::Xdp(x) => x.post_chain(&ddp_wrs),
+        };
+        posted.map_err(|(i, e)| {
+            // Only the state can refuse here (checked above): the first request then.
+            work.cancel(ids[i..].iter().copied());
+            at(i)(e)
+        })
     }
 
     /// Sends `mr[range]` as one RDMAP Send into the peer's next posted receive buffer.

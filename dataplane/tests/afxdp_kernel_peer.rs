@@ -192,10 +192,7 @@ fn reordered_and_lost_kernel_writes_are_placed_out_of_order_via_markers() {
                     init,
                     // One FPDU per segment (MPA-57): what lets a receiver place a segment that
                     // arrives before its gap fills.
-                    &dataplane::ConnectionConfig {
-                        segment_per_fpdu: true,
-                        ..kernel_config(false, true)
-                    },
+                    &kernel_config(false, true).with_segment_per_fpdu(true),
                     &[],
                 )
                 .expect("connect to the engine");

@@ -321,15 +321,12 @@ fn idle_connection_flood_is_refused_or_reaped_within_bounded_memory() {
     let x = open_xdp(&tb, |c| c.listener.max_accept_queue = IDLE_BACKLOG);
     let port = 4300;
     let local = SocketAddrV4::new(tb.ip(Side::A), port);
-    let cfg = ConnectionConfig {
-        mpa: MpaSettings {
-            // Long enough that the held connections are still there when the last ones are
-            // opened; short enough for the test.
-            timeout: Duration::from_secs(15),
-            ..MpaSettings::default()
-        },
-        ..ConnectionConfig::default()
-    };
+    let cfg = ConnectionConfig::default().with_mpa(MpaSettings {
+        // Long enough that the held connections are still there when the last ones are
+        // opened; short enough for the test.
+        timeout: Duration::from_secs(15),
+        ..MpaSettings::default()
+    });
     let _listener = x.listen(SocketAddr::V4(local), cfg).unwrap();
     let before = trimmed_rss();
 

@@ -16,10 +16,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use dataplane::xdp::testbed::{for_test, Side};
-use dataplane::xdp::BindMode;
-use dataplane::{
-    Access, ConnectionConfig, Device, EngineMode, RemoteAddr, Status, Transport, XdpConfig,
-};
+use dataplane::{Access, ConnectionConfig, Device, EngineMode, RemoteAddr, Status, Transport};
 use rfc6581_wire::{recv_seg, send_seg, Frame, Seg};
 use testkit::{or_skip, pattern};
 
@@ -36,16 +33,10 @@ fn half_close(tag: &str, xdp: bool, port: u16) {
     let dev = if xdp {
         // Copy mode, engine thread; the peer's veth leaves checksums unfilled otherwise.
         tb.tx_checksum_off(Side::B).expect("ethtool -K tx off");
-        let _ns = tb.enter(Side::A).unwrap();
-        Device::open_xdp(XdpConfig {
-            bind: BindMode::Copy,
-            mode: EngineMode::Threaded,
-            ..XdpConfig::new(tb.ifname(Side::A))
-        })
+        tb.xdp_device(Side::A, EngineMode::Threaded)
     } else {
-        Device::open(Transport::Kernel)
-    }
-    .expect("open our device");
+        Device::open(Transport::Kernel).expect("open our device")
+    };
     let ours = SocketAddr::V4(SocketAddrV4::new(tb.ip(Side::A), port));
     let listener = {
         let _ns = tb.enter(Side::A).unwrap();

@@ -37,15 +37,12 @@ fn count_panics() {
 }
 
 fn listener_config() -> ConnectionConfig {
-    ConnectionConfig {
-        mpa: MpaSettings {
-            want_markers: true,
-            want_crc: true,
-            timeout: Duration::from_secs(1),
-            ..MpaSettings::default()
-        },
-        ..ConnectionConfig::default()
-    }
+    ConnectionConfig::default().with_mpa(MpaSettings {
+        want_markers: true,
+        want_crc: true,
+        timeout: Duration::from_secs(1),
+        ..MpaSettings::default()
+    })
 }
 
 /// The server: accepts every valid Request, advertises its region (STag, length) in the Reply,
@@ -142,13 +139,10 @@ impl Good {
             send_cq: scq.clone(),
             recv_cq: rcq.clone(),
         };
-        let cfg = ConnectionConfig {
-            mpa: MpaSettings {
-                want_markers: true,
-                ..MpaSettings::default()
-            },
-            ..ConnectionConfig::default()
-        };
+        let cfg = ConnectionConfig::default().with_mpa(MpaSettings {
+            want_markers: true,
+            ..MpaSettings::default()
+        });
         let qp = dev.connect(addr, init, &cfg, b"good").unwrap();
         let p = qp.peer_private_data().to_vec();
         let remote = RemoteAddr {

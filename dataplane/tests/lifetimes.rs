@@ -184,10 +184,7 @@ fn deregistered_work_flushes_and_never_reaches_the_slots_next_region_xdp() {
 /// side, RST at the close timeout; the Read Response and RDMA Write it sends after our close
 /// land nowhere and are counted.
 fn closing_with_work_outstanding(net: Net) {
-    let cfg = ConnectionConfig {
-        close_timeout: Duration::from_secs(1),
-        ..ConnectionConfig::default()
-    };
+    let cfg = ConnectionConfig::default().with_close_timeout(Duration::from_secs(1));
     let e = Ends::open(&net, &cfg);
     let (recv, sink, src) = (
         e.register(Access::LOCAL_WRITE),

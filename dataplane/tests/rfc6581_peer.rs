@@ -112,12 +112,10 @@ impl Bed {
 }
 
 fn config(ird: u32, ord: u32, mpa: StartupConfig) -> ConnectionConfig {
-    ConnectionConfig {
-        mpa,
-        ird,
-        ord,
-        ..ConnectionConfig::default()
-    }
+    ConnectionConfig::default()
+        .with_mpa(mpa)
+        .with_ird(ird)
+        .with_ord(ord)
 }
 
 fn wait_ok(cq: &CompletionQueue, what: &str) -> dataplane::Completion {

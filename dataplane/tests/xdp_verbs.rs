@@ -145,10 +145,7 @@ fn run_pair_over(tb: &VethTestbed, a: Device, b: Device, port: u16, over: Over) 
         listener: b_side,
         markers,
     } = over;
-    let mut cfg = ConnectionConfig {
-        emss: None,
-        ..ConnectionConfig::default()
-    };
+    let mut cfg = ConnectionConfig::default().with_emss(None);
     cfg.mpa.want_markers = markers;
     // B listens (in its namespace for the kernel transport), A connects.
     let listener = {

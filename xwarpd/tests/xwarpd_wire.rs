@@ -66,10 +66,7 @@ fn tshark_decodes_store_traffic_as_rpc_over_rdma_without_errors() {
     let addr = listen.parse().unwrap();
     tb.run_in(Side::B, move || {
         let opts = ClientOptions {
-            connection: ConnectionConfig {
-                segment_per_fpdu: true,
-                ..ConnectionConfig::default()
-            },
+            connection: ConnectionConfig::default().with_segment_per_fpdu(true),
             ..ClientOptions::default()
         };
         let mut c = StoreClient::connect(addr, &opts).unwrap();

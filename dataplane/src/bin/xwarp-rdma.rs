@@ -298,8 +298,8 @@ fn config(w: &Wire) -> Result<ConnectionConfig, Failure> {
             RtrArg::Read => mpa::RtrType::Read,
         })
         .fold(mpa::RtrTypes::NONE, mpa::RtrTypes::with);
-    let cfg = ConnectionConfig {
-        mpa: MpaSettings {
+    let cfg = ConnectionConfig::default()
+        .with_mpa(MpaSettings {
             want_markers: w.markers,
             want_crc: !w.no_crc,
             p2p_offer: rtr,
@@ -309,13 +309,11 @@ fn config(w: &Wire) -> Result<ConnectionConfig, Failure> {
                 rtr
             },
             ..base
-        },
-        ird: w.ird,
-        ord: w.ord,
-        segment_per_fpdu: w.segment_per_fpdu,
-        emss: w.emss,
-        ..ConnectionConfig::default()
-    };
+        })
+        .with_ird(w.ird)
+        .with_ord(w.ord)
+        .with_segment_per_fpdu(w.segment_per_fpdu)
+        .with_emss(w.emss);
     Ok(cfg)
 }
 

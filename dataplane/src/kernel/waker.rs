@@ -1,7 +1,7 @@
 //! An eventfd that wakes a connection driver blocked in `poll(2)`.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 /// Wakes the connection driver when the application posts work or asks to close.
 #[derive(Debug)]
@@ -38,6 +38,12 @@ impl Waker {
 
     pub(crate) fn raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
+    }
+}
+
+impl AsFd for Waker {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
     }
 }
 

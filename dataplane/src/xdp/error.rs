@@ -8,13 +8,21 @@ use std::io;
 pub enum XdpError {
     /// A system call or libbpf/libxdp call failed with this errno.
     #[error("{op}: {}", Errno(*errno))]
-    Os { op: &'static str, errno: i32 },
+    Os {
+        /// The call that failed.
+        op: &'static str,
+        /// Its errno.
+        errno: i32,
+    },
     /// The interface name does not exist in the current network namespace.
     #[error("no interface with that name in this network namespace")]
     NoSuchInterface,
     /// An XDP program that is not ours is attached; we do not replace it.
     #[error("interface already runs a foreign XDP program (id {id}); detach it first")]
-    ForeignProgram { id: u32 },
+    ForeignProgram {
+        /// The foreign program's id.
+        id: u32,
+    },
     /// Another engine's steering program is attached and its owner is alive: a second engine
     /// on the interface is refused, and the live program is left alone.
     #[error(

@@ -11,7 +11,7 @@ pub const ADDRS4_MAP: &str = "xwarp_addrs4";
 pub const ADDRS6_MAP: &str = "xwarp_addrs6";
 /// XSKMAP: `u32` rx queue id -> AF_XDP socket.
 pub const XSKS_MAP: &str = "xwarp_xsks";
-/// Per-CPU array, one slot: [`Counters`].
+/// Per-CPU array, one slot: the program's `Counters`.
 pub const COUNTERS_MAP: &str = "xwarp_counters";
 /// Capacity of [`PORTS_MAP`].
 pub const PORTS_MAX: u32 = 16384;

@@ -34,6 +34,9 @@ pub mod queues;
 pub mod raw;
 mod steered;
 mod test_run;
+// A test fixture (namespaces and veth pairs for the privileged tests of this workspace), not
+// part of the library's API.
+#[doc(hidden)]
 pub mod testbed;
 pub mod xsk;
 

@@ -10,7 +10,7 @@
 //!
 //! Attachment goes through netlink (`bpf_xdp_attach`), so it outlives a crashed process. A new
 //! [`XdpProgram::attach`] that finds a program named [`PROG_NAME`] on the interface asks who
-//! holds it ([`holders`](super::holders)): held by no process, it is stale (left by a crash)
+//! holds it (`holders`): held by no process, it is stale (left by a crash)
 //! and replaced; held by a live process, it belongs to another engine and the attach fails
 //! ([`XdpError::ProgramInUse`]) without touching it. Anyone else's program is refused
 //! ([`XdpError::ForeignProgram`]). The attach itself only succeeds on an interface without a

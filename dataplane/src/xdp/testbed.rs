@@ -135,6 +135,16 @@ impl VethTestbed {
         NetNs::named(self.netns_name(side))?.enter()
     }
 
+    /// An AF_XDP device on `side`'s interface, copy mode (veth), engine `mode`; panics when it
+    /// cannot be opened (the testbed is there).
+    pub fn xdp_device(&self, side: Side, mode: crate::EngineMode) -> crate::Device {
+        let _ns = self.enter(side).expect("enter the namespace");
+        let mut cfg = crate::XdpConfig::new(self.ifname(side));
+        cfg.bind = super::BindMode::Copy;
+        cfg.mode = mode;
+        crate::Device::open_xdp(cfg).expect("open the xdp device")
+    }
+
     /// Turns off transmit checksum offload on `side`'s veth end (`ethtool -K IF tx off` in its
     /// namespace). veth hands kernel TCP's frames over with the checksum left to "offload"
     /// (CHECKSUM_PARTIAL), which a bypass receiver on the other end sees unfilled: the kernel

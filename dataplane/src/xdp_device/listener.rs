@@ -141,11 +141,7 @@ impl XdpIncoming {
             ));
         }
         let conn = self.req.conn;
-        let link = Arc::new(QpLink::new(
-            next_qp_num(),
-            init.send_cq.clone(),
-            init.recv_cq.clone(),
-        ));
+        let link = Arc::new(QpLink::new(next_qp_num(), &init));
         {
             let mut st = self.dev.shared.lock();
             st.engine

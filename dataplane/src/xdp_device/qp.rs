@@ -88,7 +88,7 @@ impl XdpDevice {
         self.learn_next_hop(addr.ip(), config.mpa.timeout)
             .map_err(|e| fail(ConnectError::Io(e)))?;
         let num = next_qp_num();
-        let link = Arc::new(QpLink::new(num, init.send_cq.clone(), init.recv_cq.clone()));
+        let link = Arc::new(QpLink::new(num, &init));
         let conn = {
             let mut st = self.shared.lock();
             let conn = st
@@ -157,17 +157,20 @@ impl XdpQp {
         Ok(())
     }
 
-    /// Posts `wr` on the engine's connection.
-    pub(crate) fn post(&self, wr: ddp::WorkRequest) -> Result<(), PostError> {
-        self.check_open()?;
+    /// Posts `wrs` on the engine's connection, in order, under one lock and with one
+    /// transmit (the doorbell). Returns how many were posted and the refusal that stopped it.
+    pub(crate) fn post_chain(&self, wrs: &[ddp::WorkRequest]) -> Result<(), (usize, PostError)> {
+        self.check_open().map_err(|e| (0, e))?;
         let mut st = self.dev.shared.lock();
         // Inline, on an idle connection: send at once (a ping-pong's answer); with work in
         // flight the next round frames it together with what follows (MPA-62 packing).
         let at_once = self.dev.shared.inline && st.engine.endpoint().is_idle_to_send(self.conn);
-        st.engine
-            .endpoint_mut()
-            .post(self.conn, wr)
-            .map_err(post_error)?;
+        for (i, wr) in wrs.iter().enumerate() {
+            st.engine
+                .endpoint_mut()
+                .post(self.conn, *wr)
+                .map_err(|e| (i, post_error(e)))?;
+        }
         if at_once {
             st.engine.transmit_now(Instant::now(), self.conn);
         }

@@ -11,6 +11,7 @@ use crate::counters::DeviceCounters;
 use crate::engine::{Engine, XskIo};
 use crate::qp::{map_completion, Established, QpError};
 use crate::qp_events::{startup_error, stream_error};
+use crate::work::WorkTracker;
 use crate::xdp::XdpProgram;
 use crate::{CompletionQueue, ConnectError, Opcode};
 
@@ -20,6 +21,8 @@ pub(crate) struct QpLink {
     pub(crate) num: u32,
     pub(crate) send_cq: CompletionQueue,
     pub(crate) recv_cq: CompletionQueue,
+    /// The queue pair's requests in flight.
+    pub(crate) work: WorkTracker,
     status: Mutex<LinkStatus>,
 }
 
@@ -35,11 +38,12 @@ pub(crate) struct LinkStatus {
 }
 
 impl QpLink {
-    pub(crate) fn new(num: u32, send_cq: CompletionQueue, recv_cq: CompletionQueue) -> Self {
+    pub(crate) fn new(num: u32, init: &crate::QpInit) -> Self {
         QpLink {
             num,
-            send_cq,
-            recv_cq,
+            send_cq: init.send_cq.clone(),
+            recv_cq: init.recv_cq.clone(),
+            work: WorkTracker::new(init.pd.clone()),
             status: Mutex::default(),
         }
     }
@@ -135,11 +139,20 @@ impl State {
         while let Some((conn, wc)) = self.engine.endpoint_mut().poll_completion() {
             any = true;
             if let Some(link) = self.routes.get(&conn) {
+                let Some(wc) = link.work.complete(wc) else {
+                    continue;
+                };
                 let c = map_completion(wc, link.num);
-                if c.opcode == Opcode::Recv {
-                    link.recv_cq.inner.push(c);
+                let cq = if c.opcode == Opcode::Recv {
+                    &link.recv_cq
                 } else {
-                    link.send_cq.inner.push(c);
+                    &link.send_cq
+                };
+                if cq.inner.push(c).is_err() && link.status().error.is_none() {
+                    // The queue pair goes to error: reset, the rest of its work flushed.
+                    link.set_error(QpError::CqOverrun);
+                    link.update(|s| s.close_requested = true);
+                    let _ = self.engine.endpoint_mut().abort(conn);
                 }
             }
         }

@@ -62,14 +62,11 @@ pub fn engine_settings(markers: bool, crc: bool, private_data: Vec<u8>) -> QpSet
 
 /// MPA settings of a kernel-transport connection.
 pub fn kernel_config(markers: bool, crc: bool) -> ConnectionConfig {
-    ConnectionConfig {
-        mpa: MpaSettings {
-            want_markers: markers,
-            want_crc: crc,
-            ..MpaSettings::default()
-        },
-        ..ConnectionConfig::default()
-    }
+    ConnectionConfig::default().with_mpa(MpaSettings {
+        want_markers: markers,
+        want_crc: crc,
+        ..MpaSettings::default()
+    })
 }
 
 /// What MPA negotiation must give (MPA-98: markers per direction, as the receiver asks;
@@ -964,11 +961,9 @@ pub fn decode_runs(
             esrc,
             ksrc,
             engine: (markers, crc),
-            kcfg: ConnectionConfig {
-                emss: Some(1024),
-                segment_per_fpdu: true,
-                ..kernel_config(markers, crc)
-            },
+            kcfg: kernel_config(markers, crc)
+                .with_emss(Some(1024))
+                .with_segment_per_fpdu(true),
             port,
             engine_connects,
             part: if engine_connects {

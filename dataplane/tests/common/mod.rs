@@ -10,11 +10,7 @@ use dataplane::xdp::testbed::{Side, VethTestbed};
 
 /// An xdp device on `side`'s veth end (copy mode, as veth needs), its engine in `mode`.
 pub fn open_xdp(tb: &VethTestbed, side: Side, mode: dataplane::EngineMode) -> dataplane::Device {
-    let _ns = tb.enter(side).unwrap();
-    let mut cfg = dataplane::XdpConfig::new(tb.ifname(side));
-    cfg.bind = dataplane::xdp::BindMode::Copy;
-    cfg.mode = mode;
-    dataplane::Device::open_xdp(cfg).expect("open the xdp device")
+    tb.xdp_device(side, mode)
 }
 
 /// A child process killed on drop.

@@ -434,14 +434,9 @@ fn parse_xdp(raw: RawXdp, o: &Overrides) -> Result<Option<XdpConfig>, ConfigErro
         }
         Some((_, v)) => v,
     };
-    let mut cfg = XdpConfig {
-        queue,
-        bind,
-        attach,
-        local_ports,
-        mode,
-        ..XdpConfig::new(interface)
-    };
+    let mut cfg = XdpConfig::new(interface);
+    (cfg.queue, cfg.bind, cfg.attach) = (queue, bind, attach);
+    (cfg.local_ports, cfg.mode) = (local_ports, mode);
     // The engine's bounds under load (TOML only; the defaults suit most hosts).
     let in_range = |setting, v: Option<i64>, lo: i64, hi: i64, expected| match v {
         None => Ok(None),
