@@ -379,8 +379,10 @@ fn idle_connection_flood_is_refused_or_reaped_within_bounded_memory() {
         held.connections >= IDLE_BACKLOG / 2,
         "the held connections were reaped before the flood ended ({opened:?}): {held:?}"
     );
+    // Those past the backlog are reset at once. (A held connection reaped by its startup
+    // timeout while the flood still runs frees its slot for a later one: it counts as closed.)
     assert!(
-        c.connections_refused as usize >= IDLE - IDLE_BACKLOG,
+        (c.connections_refused + c.connections_closed) as usize >= IDLE - IDLE_BACKLOG,
         "those past the backlog are reset: {c:?}"
     );
     assert!(

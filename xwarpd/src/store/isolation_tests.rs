@@ -108,13 +108,17 @@ fn a_second_client_cannot_write_or_read_the_first_clients_buffers() {
             qp.post_read(1, &mr, 0..64, remote).unwrap();
         }
         match terminate_of(&qp) {
-            // Invalid STag (DDP 1/0x1/0x00 or RDMAP 0/0x1/0x00): not in this domain at all.
+            // A protection error (DDP 1/0x1/x or RDMAP 0/0x1/x): mostly "invalid STag" (0x00),
+            // the first client's STag being in no table of this domain. STag keys are 8 random
+            // bits, so about one run in 256 this domain holds a region at the same index with
+            // the same key: one of its own, which the remote may not touch either (access
+            // rights 0x02, bounds 0x01, other stream 0x03). Never a success.
             QpError::TerminateReceived {
                 layer: 0 | 1,
                 etype: 0x1,
-                code: 0x00,
+                code: 0x00..=0x03,
             } => {}
-            e => panic!("{what}: expected Terminate \"invalid STag\", got {e:?}"),
+            e => panic!("{what}: expected a protection Terminate, got {e:?}"),
         }
         let mut back = [0u8; 64];
         mr.read(0, &mut back).unwrap();
