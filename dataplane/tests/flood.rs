@@ -26,7 +26,7 @@ use dataplane::{
     Access, CompletionQueue, ConnectionConfig, Device, EngineMode, MpaSettings, Status, Transport,
     XdpConfig,
 };
-use testkit::syn_flood::{syn_frame, SpoofRng};
+use testkit::syn_flood::{self, raise_nofile, rss, wait_until, Pace};
 use testkit::{or_skip, pattern};
 
 const T: Duration = Duration::from_secs(60);
@@ -60,44 +60,13 @@ const IDLE_RSS_LEFT: u64 = 6 << 20;
 /// The tests measure this process's resident set: one at a time.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-/// The process's resident set, in octets.
-fn rss() -> u64 {
-    let s = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    let kb: u64 = s
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS");
-    kb * 1024
-}
-
 /// The resident set once the allocator has given its free memory back: freed memory stays
 /// with the allocator until it is asked (the engine's heap itself comes back: the endpoint's
 /// admission tests count it).
 fn trimmed_rss() -> u64 {
     // Safety: malloc_trim only releases free memory of the allocator's arenas.
     unsafe { libc::malloc_trim(0) };
-    rss()
-}
-
-/// Raises this process's open-file limit to at least `n` (up to the hard limit).
-fn raise_nofile(n: u64) {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // Safety: getrlimit writes one rlimit into `lim`, which lives across the call.
-    let r = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
-    assert_eq!(r, 0, "getrlimit");
-    if lim.rlim_cur >= n {
-        return;
-    }
-    // Root may raise the hard limit too.
-    lim.rlim_max = lim.rlim_max.max(n);
-    lim.rlim_cur = n;
-    // Safety: setrlimit reads one valid rlimit.
-    let r = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) };
-    assert_eq!(r, 0, "setrlimit(RLIMIT_NOFILE, {n})");
+    rss(None)
 }
 
 fn open_xdp(tb: &VethTestbed, tune: impl FnOnce(&mut XdpConfig)) -> Device {
@@ -116,19 +85,11 @@ fn wait_ok(cq: &CompletionQueue, what: &str) {
     assert_eq!(c.status, Status::Success, "{what}: {c:?}");
 }
 
-/// Waits until `f` holds, or panics with `what` after `limit`.
-fn wait_until(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
-    let end = Instant::now() + limit;
-    while !f() {
-        assert!(Instant::now() < end, "{what} not within {limit:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 // ------------------------------------------------------------------ the spoofed SYNs
 
-/// Sends spoofed SYNs to `dst` from B until the engine has received at least `SYNS` frames
-/// (`engine_rx`) and `stop` is set (or two minutes passed); returns how many were sent.
+/// Sends spoofed SYNs to `dst` from a packet socket in B until the engine has received at
+/// least `SYNS` frames besides the real client's (`engine_rx`) and `stop` is set (or two
+/// minutes passed), at most `AHEAD` frames ahead of it; returns how many were sent.
 fn flood(
     tb: &VethTestbed,
     dst: SocketAddrV4,
@@ -139,40 +100,20 @@ fn flood(
     let _ns = tb.enter(Side::B).unwrap();
     let sock = PacketSocket::open(tb.ifname(Side::B)).expect("AF_PACKET socket in B");
     let macs = (tb.mac(Side::B).unwrap(), tb.mac(Side::A).unwrap());
-    let mut rng = SpoofRng::new();
-    let end = Instant::now() + Duration::from_secs(120);
-    let mut n = 0u64;
-    let mut received = 0;
-    while (received < SYNS + OTHER_FRAMES || !stop.load(Ordering::Relaxed)) && Instant::now() < end
-    {
-        let f = syn_frame(macs, rng.spoofed(), dst, rng.next_u64() as u32);
-        match sock.send(&f) {
-            Ok(_) => n += 1,
-            // The veth's queue is full: let the engine catch up.
-            Err(_) => std::thread::yield_now(),
-        }
-        if n.is_multiple_of(256) {
-            sent.store(n, Ordering::Relaxed);
-            // As fast as the engine takes the SYNs in, and at most `AHEAD` frames ahead of
-            // it: a faster sender only overflows the receive ring, whose drops hit the real
-            // client's frames as much as the flood's (that measures the ring, not the engine).
-            // (Frames lost before the engine, e.g. by the veth, never arrive: wait 20 ms at
-            // most.)
-            let wait_end = Instant::now() + Duration::from_millis(20);
-            loop {
-                received = engine_rx();
-                if n <= received + AHEAD || Instant::now() >= wait_end {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            if std::env::var_os("FLOOD_DEBUG").is_some() && n.is_multiple_of(1 << 16) {
-                eprintln!("sent {n} received {received}");
-            }
-        }
-    }
-    sent.store(n, Ordering::Relaxed);
-    n
+    let pace = Pace {
+        until_received: SYNS + OTHER_FRAMES,
+        ahead: AHEAD,
+        limit: Duration::from_secs(120),
+    };
+    syn_flood::flood(
+        macs,
+        dst,
+        pace,
+        stop,
+        sent,
+        |f| sock.send(f).is_ok(),
+        engine_rx,
+    )
 }
 
 /// The passive side of the real connection: accepts one MPA Request, lets the peer write 1 MiB
@@ -242,7 +183,7 @@ fn syn_flood_leaves_a_real_client_working_and_no_state_behind() {
     let acceptor = std::thread::spawn(move || passive(x2, listener, stx));
     let stag = srx.recv_timeout(T).unwrap();
     let k = Device::open(Transport::Kernel).unwrap();
-    let before = rss();
+    let before = rss(None);
 
     let stop = AtomicBool::new(false);
     let sent = AtomicU64::new(0);
@@ -265,7 +206,7 @@ fn syn_flood_leaves_a_real_client_working_and_no_state_behind() {
         (n, took)
     });
     let _listener = acceptor.join().expect("the engine's passive side");
-    let grown = rss().saturating_sub(before);
+    let grown = rss(None).saturating_sub(before);
     let c = x.engine_counters().unwrap();
     let load = x.engine_load().unwrap();
     println!("SYN flood: XDP {:?}", x.xdp_counters());
@@ -363,7 +304,7 @@ fn idle_connection_flood_is_refused_or_reaped_within_bounded_memory() {
     let opened = t0.elapsed();
     assert_eq!(socks.len() + reset_early, IDLE);
     let held = x.engine_load().unwrap();
-    let grown = rss().saturating_sub(before);
+    let grown = rss(None).saturating_sub(before);
     let c = x.engine_counters().unwrap();
     println!(
         "idle flood: {IDLE} connections opened in {opened:?} ({reset_early} reset before \

@@ -730,11 +730,7 @@ fn all(tag: &str, ours: Ours, base: u16) {
     };
     responder_revisions(&bed, base);
     responder_depths(&bed, base + 10);
-    if ours == Ours::Kernel {
-        // On xdp the peer's ACK of our Reply on this connection reaches namespace A's kernel,
-        // which resets it (seen in a capture; open, see the branch report).
-        responder_ird_exceeded(&bed, base + 11);
-    }
+    responder_ird_exceeded(&bed, base + 11);
     responder_p2p(&bed, base + 12);
     initiator_revisions(&bed, base + 20);
     initiator_rev1_fallback(&bed, base + 30);

@@ -1,7 +1,10 @@
-//! Spoofed TCP SYNs for flood tests: the frame and a fixed-seed source of spoofed addresses.
-//! The sending (a packet socket in the flooding namespace) and the pacing belong to the test.
+//! Spoofed TCP SYNs for flood tests: the frame, a fixed-seed source of spoofed addresses, and
+//! the paced sending loop. The socket (a packet socket in the flooding namespace) and how the
+//! receiver's progress is read belong to the test.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use crate::checksum::internet_checksum;
 
@@ -77,6 +80,91 @@ impl SpoofRng {
 impl Default for SpoofRng {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+/// How a flood is paced and when it ends.
+#[derive(Debug, Clone, Copy)]
+pub struct Pace {
+    /// Frames the receiver must have taken in before the flood may end.
+    pub until_received: u64,
+    /// Most frames the flood may be ahead of the receiver (a faster sender only overflows the
+    /// receive ring, whose drops hit a real client's frames as much as the flood's).
+    pub ahead: u64,
+    /// The flood ends after this long whatever else.
+    pub limit: Duration,
+}
+
+/// Sends spoofed SYNs (from [`SpoofRng::new`]) from `macs` to `dst` through `send` (false: the
+/// device queue is full, try again) until `received()` reached `pace.until_received` and `stop`
+/// is set, or `pace.limit` passed; keeps `sent` current and returns how many were sent. Frames
+/// lost before the receiver never arrive, so it waits for the receiver 20 ms at most.
+pub fn flood(
+    macs: ([u8; 6], [u8; 6]),
+    dst: SocketAddrV4,
+    pace: Pace,
+    stop: &AtomicBool,
+    sent: &AtomicU64,
+    mut send: impl FnMut(&[u8]) -> bool,
+    received: impl Fn() -> u64,
+) -> u64 {
+    let mut rng = SpoofRng::new();
+    let end = Instant::now() + pace.limit;
+    let (mut n, mut got) = (0u64, 0u64);
+    while (got < pace.until_received || !stop.load(Ordering::Relaxed)) && Instant::now() < end {
+        let f = syn_frame(macs, rng.spoofed(), dst, rng.next_u64() as u32);
+        if send(&f) {
+            n += 1;
+        } else {
+            std::thread::yield_now();
+        }
+        if n.is_multiple_of(256) {
+            sent.store(n, Ordering::Relaxed);
+            let wait_end = Instant::now() + Duration::from_millis(20);
+            loop {
+                got = received();
+                if n <= got + pace.ahead || Instant::now() >= wait_end {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
+    sent.store(n, Ordering::Relaxed);
+    n
+}
+
+/// The resident set of process `pid` (this process: `None`), in octets, from procfs.
+pub fn rss(pid: Option<u32>) -> u64 {
+    let path = pid.map_or("/proc/self/status".to_string(), |p| {
+        format!("/proc/{p}/status")
+    });
+    let s = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let kb: u64 = s
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no VmRSS in {path}"));
+    kb * 1024
+}
+
+/// Raises this process's open-file limit to at least `n` (root may raise the hard limit too).
+pub fn raise_nofile(n: u64) {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).expect("getrlimit");
+    if soft >= n {
+        return;
+    }
+    setrlimit(Resource::RLIMIT_NOFILE, n, hard.max(n))
+        .unwrap_or_else(|e| panic!("setrlimit(RLIMIT_NOFILE, {n}): {e}"));
+}
+
+/// Waits until `f` holds, or panics with `what` after `limit` (looks every 50 ms).
+pub fn wait_until(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
+    let end = Instant::now() + limit;
+    while !f() {
+        assert!(Instant::now() < end, "{what} not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use dataplane::xdp::packet_socket::PacketSocket;
 use dataplane::xdp::testbed::{Side, VethTestbed};
 use dataplane::Access;
-use testkit::syn_flood::{syn_frame, SpoofRng};
+use testkit::syn_flood::{self, raise_nofile, wait_until, Pace};
 use xwarpd::store::{ClientOptions, StoreClient};
 use xwarpd_support::{http_get, sample, xdp_testbed, Daemon, Tmp, BIN};
 
@@ -97,32 +97,6 @@ fn scrape(tb: &VethTestbed, d: &Daemon) -> String {
     tb.run_in(Side::A, || http_get(&addr))
 }
 
-/// Waits until `f` holds, or panics with `what` after `limit`.
-fn wait_until(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
-    let end = Instant::now() + limit;
-    while !f() {
-        assert!(Instant::now() < end, "{what} not within {limit:?}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// Raises this process's open-file limit to at least `n` (the idle clients' sockets).
-fn raise_nofile(n: u64) {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // Safety: getrlimit writes one rlimit into `lim`, which lives across the call.
-    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
-    if lim.rlim_cur >= n {
-        return;
-    }
-    lim.rlim_max = lim.rlim_max.max(n);
-    lim.rlim_cur = n;
-    // Safety: setrlimit reads one valid rlimit.
-    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) }, 0);
-}
-
 /// Keeps `rx` at the daemon engine's received-frame count (scraped from A every 5 ms) until
 /// `stop` is set.
 fn follow_rx(tb: &VethTestbed, d: &Daemon, rx: &AtomicU64, stop: &AtomicBool) {
@@ -137,10 +111,9 @@ fn follow_rx(tb: &VethTestbed, d: &Daemon, rx: &AtomicU64, stop: &AtomicBool) {
     }
 }
 
-/// Sends spoofed SYNs to `dst` from B until the engine has received at least `SYNS` frames
-/// besides the real client's and `stop` is set (or two minutes passed); returns how many were
-/// sent. At most `AHEAD` frames ahead of the engine: a faster sender only overflows the
-/// receive ring, whose drops hit the real client's frames as much as the flood's.
+/// Sends spoofed SYNs to `dst` from a packet socket in B until the engine has received at
+/// least `SYNS` frames besides the real client's and `stop` is set (or two minutes passed), at
+/// most `AHEAD` frames ahead of `rx`; returns how many were sent.
 fn flood(
     tb: &VethTestbed,
     dst: SocketAddrV4,
@@ -151,32 +124,20 @@ fn flood(
     let _ns = tb.enter(Side::B).unwrap();
     let sock = PacketSocket::open(tb.ifname(Side::B)).expect("AF_PACKET socket in B");
     let macs = (tb.mac(Side::B).unwrap(), tb.mac(Side::A).unwrap());
-    let mut rng = SpoofRng::new();
-    let end = Instant::now() + Duration::from_secs(120);
-    let mut n = 0u64;
-    let mut received = 0;
-    while (received < SYNS + OTHER_FRAMES || !stop.load(Ordering::Relaxed)) && Instant::now() < end
-    {
-        let f = syn_frame(macs, rng.spoofed(), dst, rng.next_u64() as u32);
-        match sock.send(&f) {
-            Ok(_) => n += 1,
-            Err(_) => std::thread::yield_now(),
-        }
-        if n.is_multiple_of(256) {
-            sent.store(n, Ordering::Relaxed);
-            // Frames lost before the engine never arrive: wait 20 ms at most.
-            let wait_end = Instant::now() + Duration::from_millis(20);
-            loop {
-                received = rx.load(Ordering::Relaxed);
-                if n <= received + AHEAD || Instant::now() >= wait_end {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(1));
-            }
-        }
-    }
-    sent.store(n, Ordering::Relaxed);
-    n
+    let pace = Pace {
+        until_received: SYNS + OTHER_FRAMES,
+        ahead: AHEAD,
+        limit: Duration::from_secs(120),
+    };
+    syn_flood::flood(
+        macs,
+        dst,
+        pace,
+        stop,
+        sent,
+        |f| sock.send(f).is_ok(),
+        || rx.load(Ordering::Relaxed),
+    )
 }
 
 /// The real client: a store client on the kernel transport in B WRITEs 1 MiB, COMMITs and

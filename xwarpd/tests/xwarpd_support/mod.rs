@@ -74,14 +74,7 @@ impl Daemon {
 
     /// The daemon's resident set (VmRSS), in octets.
     pub fn rss(&self) -> u64 {
-        let s = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
-            .expect("the daemon's /proc status");
-        let kb: u64 = s
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .expect("VmRSS");
-        kb * 1024
+        testkit::syn_flood::rss(Some(self.pid()))
     }
 
     /// The log so far.
