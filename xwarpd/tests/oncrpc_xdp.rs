@@ -9,12 +9,12 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, SocketAddrV4};
+use std::process::Command;
 use std::sync::Mutex;
 
-use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
-use dataplane::xdp::BindMode;
-use dataplane::{Device, EngineMode, MappedFile, XdpConfig};
-use testkit::{or_skip, pattern, TempPath};
+use dataplane::xdp::testbed::{for_test, for_test_bridged, Side, VethTestbed};
+use dataplane::{Device, EngineMode, MappedFile};
+use testkit::{or_skip, pattern, LiveCapture, TempPath, Tshark};
 use xwarpd::oncrpc::{
     SharedStore, TcpClientOptions, TcpServerOptions, TcpStoreClient, TcpStoreServer,
 };
@@ -32,11 +32,7 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 fn open_xdp(tb: &VethTestbed, side: Side, mode: EngineMode) -> Device {
-    let _ns = tb.enter(side).unwrap();
-    let mut cfg = XdpConfig::new(tb.ifname(side));
-    cfg.bind = BindMode::Copy;
-    cfg.mode = mode;
-    Device::open_xdp(cfg).expect("open the xdp device")
+    tb.xdp_device(side, mode)
 }
 
 /// A server on side B's xdp device over a store holding `pattern(STORE, SEED)`.
@@ -127,6 +123,92 @@ fn xwarp_client_on_xdp_reads_1_gib_with_the_option() {
 #[test]
 fn xwarp_client_on_xdp_reads_1_gib_without_the_option() {
     xwarp_client_reads_1_gib("ocxn", 7142, false);
+}
+
+/// The capture of the option on the wire (issue 13, "A capture shows kind 25 on every segment
+/// that carries READ data and tshark finds no TCP error"). Between two AF_XDP ends of one veth
+/// pair no packet tap sees a frame, so the two sides are bridged through a third namespace and
+/// the capture is taken on the bridge port towards the server. Every server segment longer than
+/// a reply's record mark and header carries TCP option 25 (TCPRDMA-*), the segments with it
+/// carry at least all the READ data, and Wireshark's TCP analysis finds no error.
+#[test]
+fn read_replies_carry_the_tcp_rdma_option_in_a_capture() {
+    const READS: u32 = 16;
+    const PORT: u16 = 7144;
+    let tag = "occap";
+    let Some(tb) = or_skip(tag, for_test_bridged(tag)) else {
+        return;
+    };
+    let _serial = serial();
+    let file = TempPath::new(tag);
+    let (_sdev, srv) = serve(&tb, &file, PORT, true);
+    let dev = open_xdp(&tb, Side::A, EngineMode::Threaded);
+    let mut cap = Command::new("ip");
+    cap.args(["netns", "exec", tb.middle_netns().unwrap(), "dumpcap"]);
+    let path = testkit::unique_temp_path(&format!("{tag}.pcapng"));
+    let cap = LiveCapture::start(cap, tb.middle_port(Side::B).unwrap(), PORT, path);
+    let mut c =
+        TcpStoreClient::connect_xdp(&dev, srv.local_addr(), true, &TcpClientOptions::default())
+            .expect("connect");
+    assert!(c.placement(), "the option is negotiated");
+    let want = pattern(STORE, SEED);
+    let mut buf = Vec::new();
+    for i in 0..READS {
+        let off = u64::from(i) * u64::from(READ) + 777;
+        let r = c.read(off, &mut buf, READ).expect("READ");
+        assert_eq!(r.len, READ);
+        let o = off as usize;
+        assert!(
+            buf[..READ as usize] == want[o..o + READ as usize],
+            "READ {i}"
+        );
+    }
+    assert_eq!(c.counters().placed_reads, u64::from(READS));
+    drop(c);
+    let path = cap.finish();
+    let shark = Tshark::read(&path).pref("tcp.check_checksum:TRUE");
+    let from_server = format!("tcp.srcport == {PORT} && tcp.len > 0");
+    let with = shark.fields(
+        &format!("{from_server} && tcp.option_kind == 25"),
+        &["tcp.len"],
+    );
+    let without = shark.fields(
+        &format!("{from_server} && !(tcp.option_kind == 25)"),
+        &["tcp.len"],
+    );
+    let sum = |v: &[String]| {
+        v.iter()
+            .map(|l| l.trim().parse::<u64>().unwrap())
+            .sum::<u64>()
+    };
+    println!(
+        "capture {}: {} server segments with option 25 ({} octets), {} without ({:?})",
+        path.display(),
+        with.len(),
+        sum(&with),
+        without.len(),
+        without
+    );
+    assert!(
+        sum(&with) >= u64::from(READS) * u64::from(READ),
+        "READ data outside annotated segments"
+    );
+    // A reply's record mark and header (with the READ result) go out before its data; any
+    // segment without the option holds no more than that.
+    assert!(
+        without
+            .iter()
+            .all(|l| l.trim().parse::<u64>().unwrap() <= 128),
+        "server segments without the option carry data: {without:?}"
+    );
+    let bad = shark.count(&format!(
+        "tcp.port == {PORT} && (tcp.checksum.status == 0 || tcp.analysis.lost_segment \
+         || tcp.analysis.ack_lost_segment || tcp.analysis.out_of_order)"
+    ));
+    assert_eq!(bad, 0, "TCP errors in {}", path.display());
+    let good = shark.count(&format!("tcp.port == {PORT} && tcp.checksum.status == 1"));
+    assert!(good >= with.len(), "checksums verified: {good}");
+    let _ = std::fs::remove_file(&path);
 }
 
 /// A Linux TCP client (kernel socket in namespace A, no option) reads and writes the xdp

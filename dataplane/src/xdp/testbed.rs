@@ -43,11 +43,23 @@ impl Side {
     }
 }
 
-/// Two namespaces joined by a veth pair, each end up and addressed.
+/// Two namespaces joined by a veth pair, each end up and addressed; or, bridged, each joined
+/// by its own veth pair to a Linux bridge in a third namespace.
 #[derive(Debug)]
 pub struct VethTestbed {
     ns: [String; 2],
     ifname: [String; 2],
+    middle: Option<Middle>,
+}
+
+/// The middle namespace of a bridged testbed: the bridge and its two ports. Captures there see
+/// every frame, which they cannot between two AF_XDP ends of one veth pair (copy-mode AF_XDP
+/// transmit passes no packet tap, and the receiver's XDP program redirects first).
+#[derive(Debug)]
+struct Middle {
+    ns: String,
+    /// The bridge port towards side A, towards side B.
+    ports: [String; 2],
 }
 
 impl VethTestbed {
@@ -62,25 +74,53 @@ impl VethTestbed {
             ],
             // At most 15 bytes: "xw" + pid (<= 7 digits) + counter + side.
             ifname: [format!("xw{pid}{n}a"), format!("xw{pid}{n}b")],
+            middle: None,
         };
         // From here on, Drop cleans up whatever was created.
         for ns in &tb.ns {
             run(Command::new("ip").args(["netns", "add", ns]))?;
         }
-        run(Command::new("ip").args([
-            "link",
-            "add",
-            &tb.ifname[0],
-            "netns",
-            &tb.ns[0],
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &tb.ifname[1],
-            "netns",
-            &tb.ns[1],
-        ]))?;
+        veth((&tb.ifname[0], &tb.ns[0]), (&tb.ifname[1], &tb.ns[1]))?;
+        tb.address_both()?;
+        Ok(tb)
+    }
+
+    /// As [`VethTestbed::create`], but each side's veth end leads to a Linux bridge in a third
+    /// namespace ([`VethTestbed::middle_netns`]), where a capture on a bridge port
+    /// ([`VethTestbed::middle_port`]) sees the traffic of two AF_XDP ends.
+    pub fn create_bridged(tag: &str) -> io::Result<Self> {
+        let pid = std::process::id();
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let tb = Self {
+            ns: [
+                format!("xw-{tag}-{pid}-{n}-a"),
+                format!("xw-{tag}-{pid}-{n}-b"),
+            ],
+            ifname: [format!("xw{pid}{n}a"), format!("xw{pid}{n}b")],
+            middle: Some(Middle {
+                ns: format!("xw-{tag}-{pid}-{n}-m"),
+                ports: [format!("xw{pid}{n}p"), format!("xw{pid}{n}q")],
+            }),
+        };
+        let m = tb.middle.as_ref().expect("bridged");
+        for ns in tb.ns.iter().chain([&m.ns]) {
+            run(Command::new("ip").args(["netns", "add", ns]))?;
+        }
+        let mip = |args: &[&str]| run(Command::new("ip").args(["-n", &m.ns]).args(args));
+        mip(&["link", "add", "br0", "type", "bridge"])?;
+        for i in 0..2 {
+            veth((&tb.ifname[i], &tb.ns[i]), (&m.ports[i], &m.ns))?;
+            mip(&["link", "set", &m.ports[i], "master", "br0"])?;
+            mip(&["link", "set", &m.ports[i], "up"])?;
+        }
+        mip(&["link", "set", "br0", "up"])?;
+        tb.address_both()?;
+        Ok(tb)
+    }
+
+    /// Addresses both sides' veth ends (IPv4 /24, IPv6 /64 `nodad`) and brings them up.
+    fn address_both(&self) -> io::Result<()> {
+        let tb = self;
         for side in [Side::A, Side::B] {
             let ifname = tb.ifname(side).to_owned();
             let addr = format!("{}/24", tb.ip(side));
@@ -93,7 +133,17 @@ impl VethTestbed {
             )?;
             tb.ip_cmd(side, &["link", "set", &ifname, "up"])?;
         }
-        Ok(tb)
+        Ok(())
+    }
+
+    /// The middle namespace of a bridged testbed.
+    pub fn middle_netns(&self) -> Option<&str> {
+        self.middle.as_ref().map(|m| m.ns.as_str())
+    }
+
+    /// The bridge port that leads to `side` (in the middle namespace) of a bridged testbed.
+    pub fn middle_port(&self, side: Side) -> Option<&str> {
+        self.middle.as_ref().map(|m| m.ports[side.index()].as_str())
     }
 
     /// The namespace name of `side`.
@@ -206,10 +256,17 @@ impl VethTestbed {
 
 impl Drop for VethTestbed {
     fn drop(&mut self) {
-        for ns in &self.ns {
+        for ns in self.ns.iter().chain(self.middle.as_ref().map(|m| &m.ns)) {
             let _ = Command::new("ip").args(["netns", "del", ns]).output();
         }
     }
+}
+
+/// A veth pair: `a` (name, namespace) and its peer `b`.
+fn veth(a: (&str, &str), b: (&str, &str)) -> io::Result<Output> {
+    run(Command::new("ip").args([
+        "link", "add", a.0, "netns", a.1, "type", "veth", "peer", "name", b.0, "netns", b.1,
+    ]))
 }
 
 /// Whether this process can build testbeds (root, `ip` present).
@@ -242,6 +299,12 @@ fn run(cmd: &mut Command) -> io::Result<Output> {
 pub fn for_test(tag: &str) -> Result<VethTestbed, String> {
     available()?;
     Ok(VethTestbed::create(tag).expect("create the netns/veth testbed"))
+}
+
+/// [`for_test`] for a bridged testbed ([`VethTestbed::create_bridged`]).
+pub fn for_test_bridged(tag: &str) -> Result<VethTestbed, String> {
+    available()?;
+    Ok(VethTestbed::create_bridged(tag).expect("create the bridged netns/veth testbed"))
 }
 
 #[cfg(test)]
