@@ -42,6 +42,12 @@ pub struct CompareRecord {
     /// What the run that measured this ran on (its parameter block; the first round's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ran: Option<crate::report::Params>,
+    /// The client's CPU time per GB (the ONC RPC over TCP cells).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_s_per_gb: Option<f64>,
+    /// Octets the TCP RDMA option placed without a copy (the ONC RPC over TCP cells).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copies_avoided: Option<u64>,
 }
 
 impl CompareRecord {
@@ -59,6 +65,8 @@ impl CompareRecord {
             t_typical_range_us: None,
             bw_range_gbps: None,
             ran: r.and_then(|r| r.params.clone()),
+            cpu_s_per_gb: r.and_then(|r| r.cpu_s_per_gb),
+            copies_avoided: r.and_then(|r| r.copies_avoided),
         }
     }
 }
@@ -172,7 +180,7 @@ pub fn run(args: &CompareArgs) -> Result<(), String> {
                         pin,
                     )
                 } else {
-                    run_pair(&tb, &exe, run_test, t, bytes, iters, port, &json, pin)
+                    run_pair(&tb, &exe, run_test, t, bytes, iters, port, &json, pin, &[])
                         .map(|rec| CompareRecord::from_record(test, transport, Some(&rec), bytes))
                 };
                 port += 1;
@@ -185,9 +193,36 @@ pub fn run(args: &CompareArgs) -> Result<(), String> {
                     }
                 }
             }
+            if test != TestKind::RpcRead {
+                continue;
+            }
+            // rpc_read over ONC RPC on xwarp's TCP (xdp), the TCP RDMA option off and on.
+            for (name, option) in crate::compare_tcp::TCP_CELLS {
+                eprintln!(
+                    "xwarp-bench compare: round {round}/{rounds}: rpc_read {bytes} B over {name} \
+                     (load average {})",
+                    load_average()
+                );
+                let json = tmp.join(format!("rpc_read-{name}.json"));
+                let extra = crate::compare_tcp::cell_args(option);
+                let r = run_pair(
+                    &tb, &exe, test, "xdp", bytes, iters, port, &json, pin, &extra,
+                )
+                .map(|rec| CompareRecord::from_record(test, name, Some(&rec), bytes));
+                port += 1;
+                match r {
+                    Ok(rec) => runs.push(rec),
+                    Err(e) => {
+                        let note = format!("{name} rpc_read: {e}");
+                        eprintln!("xwarp-bench compare: n/a: {note}");
+                        notes.push(note);
+                    }
+                }
+            }
         }
     }
-    let records = medians(&runs);
+    let mut records = medians(&runs);
+    let tcp = crate::compare_tcp::medians(&runs);
     // A run that failed in one round but was measured in another is not an n/a.
     notes.retain(|n| {
         !records.iter().any(|r| {
@@ -197,6 +232,12 @@ pub fn run(args: &CompareArgs) -> Result<(), String> {
     });
     let _ = std::fs::remove_dir_all(&tmp);
     print!("{}", table(&records, &notes));
+    let rdma = records
+        .iter()
+        .find(|r| r.test == "rpc_read" && r.transport == "xdp")
+        .and_then(|r| r.bw_gbps);
+    print!("\n{}", crate::compare_tcp::table(&tcp, rdma));
+    records.extend(tcp);
     if let Some(path) = &args.json {
         let report = crate::compare_report::CompareReport {
             environment: crate::compare_report::Environment::here(
@@ -270,6 +311,7 @@ pub fn medians(runs: &[CompareRecord]) -> Vec<CompareRecord> {
                 t_typical_range_us: range(|r| r.t_typical_us),
                 bw_range_gbps: range(|r| r.bw_gbps),
                 ran: these.iter().find_map(|r| r.ran.clone()),
+                ..CompareRecord::default()
             });
         }
     }
@@ -429,12 +471,14 @@ pub fn run_pair(
     port: u16,
     json: &PathBuf,
     pin: bool,
+    extra: &[&str],
 ) -> Result<Record, String> {
     let port_s = port.to_string();
     let mut server = Server {
         child: side_command(tb, true, exe, pin)
             .args([test.name(), "--transport", transport, "--port", &port_s])
             .args(iface_args(test, transport, &tb.if_a))
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -477,6 +521,7 @@ pub fn run_pair(
         ])
         .arg(json)
         .args(iface_args(test, transport, &tb.if_b))
+        .args(extra)
         .stdin(Stdio::null())
         .output()
         .map_err(|e| format!("cannot start the client: {e}"))?;

@@ -7,6 +7,7 @@ pub mod block_client;
 pub mod cli;
 pub mod compare;
 pub mod compare_report;
+pub mod compare_tcp;
 pub mod cpu;
 pub mod facts;
 pub mod handshake;

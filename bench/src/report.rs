@@ -183,7 +183,7 @@ pub fn header_line(test: TestKind, unit: BwUnit, cpu: bool) -> String {
 }
 
 /// One result row (one test, transport and size). Fields that do not apply are `null` in JSON.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Record {
     /// Test name (`write_lat`, ...).
     pub test: String,
@@ -240,6 +240,12 @@ pub struct Record {
     /// What the test ran on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub params: Option<Params>,
+    /// The client's CPU time per GB moved, in seconds (ONC RPC over TCP rows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_s_per_gb: Option<f64>,
+    /// Octets the TCP RDMA option placed so that the client's read skipped copying them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copies_avoided: Option<u64>,
 }
 
 impl Record {
@@ -269,6 +275,8 @@ impl Record {
             bw_client_gbps: None,
             bw_server_gbps: None,
             params: None,
+            cpu_s_per_gb: None,
+            copies_avoided: None,
         }
     }
 
@@ -298,6 +306,8 @@ impl Record {
             bw_client_gbps: None,
             bw_server_gbps: None,
             params: None,
+            cpu_s_per_gb: None,
+            copies_avoided: None,
         }
     }
 

@@ -21,6 +21,7 @@ use xwarpd::oncrpc::{
 use xwarpd::store::AllowList;
 
 use crate::cli::{Length, RunSpec, TestKind, TransportArg, MAX_SIZE};
+use crate::report::Record;
 use crate::session::{open_device, resolve};
 
 /// Size of the temporary store the server mode serves.
@@ -177,18 +178,31 @@ pub fn run_client(spec: &RunSpec, host: &str) -> Result<(), String> {
         " {:>10} {:>10} {:>12} {:>14} {:>16}",
         "#bytes", "#calls", "MB/sec", "CPU s/GB", "copies avoided"
     );
+    let mut records = Vec::new();
     for &size in &spec.sizes {
         let r = run_size(&mut c, spec, size)?;
         let mb = r.size as f64 * r.calls as f64 / (1 << 20) as f64 / r.secs.max(1e-9);
         let gb = r.size as f64 * r.calls as f64 / 1e9;
+        let cpu_per_gb = r.cpu.as_secs_f64() / gb.max(1e-12);
         println!(
             " {:>10} {:>10} {:>12.2} {:>14.3} {:>16}",
-            r.size,
-            r.calls,
-            mb,
-            r.cpu.as_secs_f64() / gb.max(1e-12),
-            r.copies_avoided
+            r.size, r.calls, mb, cpu_per_gb, r.copies_avoided
         );
+        records.push(Record {
+            test: spec.test.name().into(),
+            transport: args.transport.name().into(),
+            bytes: r.size,
+            iterations: r.calls,
+            bw_gbps: Some(gb * 8.0 / r.secs.max(1e-9)),
+            bw_average_mb_s: Some(mb),
+            cpu_util: Some(100.0 * r.cpu.as_secs_f64() / r.secs.max(1e-9)),
+            cpu_s_per_gb: Some(cpu_per_gb),
+            copies_avoided: Some(r.copies_avoided),
+            ..Record::default()
+        });
+    }
+    if let Some(path) = &args.json {
+        crate::report::write_json(path, &records)?;
     }
     if args.verify {
         println!("every byte checked against the verify pattern");

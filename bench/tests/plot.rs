@@ -50,7 +50,7 @@ fn rec(test: &str, t: &str, bytes: u64, lat: Option<f64>, bw: Option<f64>) -> Co
         msg_rate_mpps: None,
         t_typical_range_us: lat.map(|v| [v * 0.9, v * 1.2]),
         bw_range_gbps: bw.map(|v| [v * 0.8, v * 1.1]),
-        ran: None,
+        ..CompareRecord::default()
     }
 }
 
