@@ -277,6 +277,21 @@ fn load_average() -> String {
         .unwrap_or_else(|| "?".into())
 }
 
+/// A figure of a record.
+pub(crate) type Field = fn(&CompareRecord) -> Option<f64>;
+
+/// The values of figure `f` over `runs` that have it, in ascending order.
+pub(crate) fn sorted(runs: &[&CompareRecord], f: Field) -> Vec<f64> {
+    let mut v: Vec<f64> = runs.iter().filter_map(|r| f(r)).collect();
+    v.sort_by(f64::total_cmp);
+    v
+}
+
+/// The median of ascending `v` (the upper one of an even count).
+pub(crate) fn median(v: &[f64]) -> Option<f64> {
+    v.get(v.len() / 2).copied()
+}
+
 /// One record per (test, transport) of the plan, each figure the median over the rounds that
 /// measured it (the upper median of an even count); all null where no round did.
 pub fn medians(runs: &[CompareRecord]) -> Vec<CompareRecord> {
@@ -287,17 +302,9 @@ pub fn medians(runs: &[CompareRecord]) -> Vec<CompareRecord> {
                 .iter()
                 .filter(|r| r.test == test.name() && r.transport == transport && r.bytes == bytes)
                 .collect();
-            let sorted = |f: fn(&CompareRecord) -> Option<f64>| {
-                let mut v: Vec<f64> = these.iter().filter_map(|r| f(r)).collect();
-                v.sort_by(f64::total_cmp);
-                v
-            };
-            let med = |f: fn(&CompareRecord) -> Option<f64>| {
-                let v = sorted(f);
-                v.get(v.len() / 2).copied()
-            };
-            let range = |f: fn(&CompareRecord) -> Option<f64>| {
-                let v = sorted(f);
+            let med = |f: Field| median(&sorted(&these, f));
+            let range = |f: Field| {
+                let v = sorted(&these, f);
                 Some([*v.first()?, *v.last()?])
             };
             out.push(CompareRecord {

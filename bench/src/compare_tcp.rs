@@ -3,7 +3,7 @@
 //! same transport: what placing READ data by RID saves (the client's CPU time per GB, and
 //! throughput), measured in the same rounds as every other cell.
 
-use crate::compare::CompareRecord;
+use crate::compare::{median, sorted, CompareRecord, Field};
 
 /// The two TCP cells: (compare's transport name, `--tcp-rdma-option` value).
 pub const TCP_CELLS: [(&str, &str); 2] = [("xdp-tcp", "off"), ("xdp-tcp-option", "on")];
@@ -20,16 +20,8 @@ pub fn medians(runs: &[CompareRecord]) -> Vec<CompareRecord> {
         .iter()
         .map(|(name, _)| {
             let these: Vec<&CompareRecord> = runs.iter().filter(|r| r.transport == *name).collect();
-            let sorted = |f: fn(&CompareRecord) -> Option<f64>| {
-                let mut v: Vec<f64> = these.iter().filter_map(|r| f(r)).collect();
-                v.sort_by(f64::total_cmp);
-                v
-            };
-            let med = |f: fn(&CompareRecord) -> Option<f64>| {
-                let v = sorted(f);
-                v.get(v.len() / 2).copied()
-            };
-            let bw = sorted(|r| r.bw_gbps);
+            let med = |f: Field| median(&sorted(&these, f));
+            let bw = sorted(&these, |r| r.bw_gbps);
             CompareRecord {
                 test: "rpc_read".into(),
                 transport: (*name).into(),

@@ -65,17 +65,7 @@ struct Middle {
 impl VethTestbed {
     /// Creates the namespaces and the veth pair. `tag` (a few letters) names the namespaces.
     pub fn create(tag: &str) -> io::Result<Self> {
-        let pid = std::process::id();
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let tb = Self {
-            ns: [
-                format!("xw-{tag}-{pid}-{n}-a"),
-                format!("xw-{tag}-{pid}-{n}-b"),
-            ],
-            // At most 15 bytes: "xw" + pid (<= 7 digits) + counter + side.
-            ifname: [format!("xw{pid}{n}a"), format!("xw{pid}{n}b")],
-            middle: None,
-        };
+        let tb = Self::named(tag, false);
         // From here on, Drop cleans up whatever was created.
         for ns in &tb.ns {
             run(Command::new("ip").args(["netns", "add", ns]))?;
@@ -89,19 +79,7 @@ impl VethTestbed {
     /// namespace ([`VethTestbed::middle_netns`]), where a capture on a bridge port
     /// ([`VethTestbed::middle_port`]) sees the traffic of two AF_XDP ends.
     pub fn create_bridged(tag: &str) -> io::Result<Self> {
-        let pid = std::process::id();
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let tb = Self {
-            ns: [
-                format!("xw-{tag}-{pid}-{n}-a"),
-                format!("xw-{tag}-{pid}-{n}-b"),
-            ],
-            ifname: [format!("xw{pid}{n}a"), format!("xw{pid}{n}b")],
-            middle: Some(Middle {
-                ns: format!("xw-{tag}-{pid}-{n}-m"),
-                ports: [format!("xw{pid}{n}p"), format!("xw{pid}{n}q")],
-            }),
-        };
+        let tb = Self::named(tag, true);
         let m = tb.middle.as_ref().expect("bridged");
         for ns in tb.ns.iter().chain([&m.ns]) {
             run(Command::new("ip").args(["netns", "add", ns]))?;
@@ -116,6 +94,23 @@ impl VethTestbed {
         mip(&["link", "set", "br0", "up"])?;
         tb.address_both()?;
         Ok(tb)
+    }
+
+    /// The names of a new testbed (nothing created yet): unique per process and testbed.
+    fn named(tag: &str, bridged: bool) -> Self {
+        let pid = std::process::id();
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let ns = |side: &str| format!("xw-{tag}-{pid}-{n}-{side}");
+        // Interface names: at most 15 bytes: "xw" + pid (<= 7 digits) + counter + one letter.
+        let ifname = |side: &str| format!("xw{pid}{n}{side}");
+        Self {
+            ns: [ns("a"), ns("b")],
+            ifname: [ifname("a"), ifname("b")],
+            middle: bridged.then(|| Middle {
+                ns: ns("m"),
+                ports: [ifname("p"), ifname("q")],
+            }),
+        }
     }
 
     /// Addresses both sides' veth ends (IPv4 /24, IPv6 /64 `nodad`) and brings them up.
