@@ -8,13 +8,13 @@
 //!   SYN-ACK retries are over.
 //! - Idle-connection flood: 10,000 kernel TCP connections that complete the handshake and never
 //!   send an MPA Request. Those past the backlog are reset at once, the others by the MPA startup
-//!   timeout; resident memory stays within [`IDLE_RSS_PER_CONN`] per connection held and
-//!   [`IDLE_RSS_TOTAL`] in all, and comes back (within [`IDLE_RSS_LEFT`]) once they are gone.
+//!   timeout; resident memory stays within [`idle_flood::RSS_PER_CONN`] per connection held and
+//!   [`idle_flood::RSS_TOTAL`] in all, and comes back (within [`idle_flood::RSS_LEFT`]) once they are gone.
 //!
 //! The engine runs in this process, so its memory is this process's resident set (VmRSS); the
 //! client sockets are the kernel's and not in it.
 
-use std::net::{SocketAddr, SocketAddrV4, TcpStream};
+use std::net::{SocketAddr, SocketAddrV4};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
@@ -26,36 +26,16 @@ use dataplane::{
     Access, CompletionQueue, ConnectionConfig, Device, EngineMode, MpaSettings, Status, Transport,
     XdpConfig,
 };
-use testkit::syn_flood::{self, raise_nofile, rss, wait_until, Pace};
+use testkit::idle_flood;
+use testkit::syn_flood::{self, raise_nofile, rss, wait_until};
 use testkit::{or_skip, pattern};
 
 const T: Duration = Duration::from_secs(60);
 const LEN: usize = 1 << 20;
 
-/// Spoofed SYNs the engine receives at least (more are sent: the receive ring drops some).
-const SYNS: u64 = 100_000;
-/// Frames the flood may be ahead of the engine (its receive ring holds 2048).
-const AHEAD: u64 = 1024;
-/// More than the real client's connection brings the engine (about 1,000 frames for 1 MiB).
-const OTHER_FRAMES: u64 = 5_000;
 /// Most the resident set may grow over the SYN flood (the engine keeps at most `max_half_open`
 /// entries and `max_syn_sources` MACs; cookies cost nothing).
 const SYN_FLOOD_RSS: u64 = 32 << 20;
-
-/// Idle connections opened.
-const IDLE: usize = 10_000;
-/// The listener's backlog in the idle flood (connections whose MPA startup has not finished);
-/// the connection cap is the default 4096.
-const IDLE_BACKLOG: usize = 2048;
-/// Most resident memory per idle connection held (before MPA is up a connection has no queue
-/// pair buffers: a few KB of TCP and MPA state).
-const IDLE_RSS_PER_CONN: u64 = 24 << 10;
-/// Most the resident set may grow while the idle connections are held.
-const IDLE_RSS_TOTAL: u64 = 64 << 20;
-/// Most the resident set may stay above where it started once they are gone (under 1 MiB
-/// measured with the allocator's thresholds fixed as xwarpd fixes them, `dataplane::heap`;
-/// 7-8 MiB without).
-const IDLE_RSS_LEFT: u64 = 6 << 20;
 
 /// The tests measure this process's resident set: one at a time.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -100,11 +80,7 @@ fn flood(
     let _ns = tb.enter(Side::B).unwrap();
     let sock = PacketSocket::open(tb.ifname(Side::B)).expect("AF_PACKET socket in B");
     let macs = (tb.mac(Side::B).unwrap(), tb.mac(Side::A).unwrap());
-    let pace = Pace {
-        until_received: SYNS + OTHER_FRAMES,
-        ahead: AHEAD,
-        limit: Duration::from_secs(120),
-    };
+    let pace = syn_flood::ISSUE_10_FLOOD;
     syn_flood::flood(
         macs,
         dst,
@@ -195,7 +171,7 @@ fn syn_flood_leaves_a_real_client_working_and_no_state_behind() {
         });
         // The client starts once a tenth of the flood is out, and must finish while it goes on.
         wait_until(T, "the flood starting", || {
-            sent.load(Ordering::Relaxed) >= SYNS / 10
+            sent.load(Ordering::Relaxed) >= syn_flood::SYNS / 10
         });
         let t0 = Instant::now();
         real_client(&tb, &k, SocketAddr::V4(local), stag);
@@ -215,7 +191,7 @@ fn syn_flood_leaves_a_real_client_working_and_no_state_behind() {
         grown >> 10
     );
     assert!(
-        c.rx_packets >= SYNS + OTHER_FRAMES,
+        c.rx_packets >= syn_flood::ISSUE_10_FLOOD.until_received,
         "the engine received {} frames",
         c.rx_packets
     );
@@ -253,13 +229,13 @@ fn idle_connection_flood_is_refused_or_reaped_within_bounded_memory() {
     };
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     tb.tx_checksum_off(Side::B).expect("ethtool -K tx off");
-    raise_nofile(IDLE as u64 + 1024);
+    raise_nofile(idle_flood::CONNECTIONS as u64 + 1024);
     // As xwarpd does: freed memory goes back to the OS (dataplane::heap).
     assert!(dataplane::heap::return_freed_memory_promptly(
         dataplane::heap::DEFAULT_RELEASE_THRESHOLD
     ));
     let started = Instant::now();
-    let x = open_xdp(&tb, |c| c.listener.max_accept_queue = IDLE_BACKLOG);
+    let x = open_xdp(&tb, |c| c.listener.max_accept_queue = idle_flood::BACKLOG);
     let port = 4300;
     let local = SocketAddrV4::new(tb.ip(Side::A), port);
     let cfg = ConnectionConfig::default().with_mpa(MpaSettings {
@@ -275,63 +251,47 @@ fn idle_connection_flood_is_refused_or_reaped_within_bounded_memory() {
     let t0 = Instant::now();
     // A connection reset before connect() returned (the engine refused it as soon as the
     // handshake completed) reports ECONNRESET: it completed the handshake too.
-    let (mut socks, reset_early): (Vec<TcpStream>, usize) = std::thread::scope(|s| {
-        let clients: Vec<_> = (0..4)
-            .map(|_| {
-                s.spawn(|| {
-                    let _ns = tb.enter(Side::B).unwrap();
-                    let mut v = Vec::with_capacity(IDLE / 4);
-                    let mut reset = 0;
-                    for _ in 0..IDLE / 4 {
-                        match TcpStream::connect_timeout(&SocketAddr::V4(local), T) {
-                            Ok(c) => v.push(c),
-                            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => reset += 1,
-                            Err(e) => panic!("TCP connect to the engine: {e}"),
-                        }
-                    }
-                    (v, reset)
-                })
-            })
-            .collect();
-        clients.into_iter().map(|h| h.join().expect("client")).fold(
-            (Vec::new(), 0),
-            |(mut all, n), (v, r)| {
-                all.extend(v);
-                (all, n + r)
-            },
-        )
+    let (mut socks, reset_early) = idle_flood::open(SocketAddr::V4(local), T, || {
+        tb.enter(Side::B).expect("enter B")
     });
     let opened = t0.elapsed();
-    assert_eq!(socks.len() + reset_early, IDLE);
+    assert_eq!(socks.len() + reset_early, idle_flood::CONNECTIONS);
+    // A client's connect() returns once it has sent the last ACK of the handshake; the engine
+    // may not have taken that ACK in yet (or lost it and waits to repeat its SYN-ACK).
+    wait_until(
+        Duration::from_secs(10),
+        "the last handshakes completing",
+        || x.engine_load().unwrap().half_open == 0,
+    );
     let held = x.engine_load().unwrap();
     let grown = rss(None).saturating_sub(before);
     let c = x.engine_counters().unwrap();
     println!(
-        "idle flood: {IDLE} connections opened in {opened:?} ({reset_early} reset before \
+        "idle flood: {} connections opened in {opened:?} ({reset_early} reset before \
          connect returned); held {held:?}; RSS +{} KiB ({} octets per connection held); {c:?}",
+        idle_flood::CONNECTIONS,
         grown >> 10,
         grown / held.connections.max(1) as u64
     );
     assert!(
-        held.connections <= IDLE_BACKLOG,
+        held.connections <= idle_flood::BACKLOG,
         "more connections held than the backlog: {held:?}"
     );
     assert!(
-        held.connections >= IDLE_BACKLOG / 2,
+        held.connections >= idle_flood::BACKLOG / 2,
         "the held connections were reaped before the flood ended ({opened:?}): {held:?}"
     );
-    // Those past the backlog are reset at once. (A held connection reaped by its startup
-    // timeout while the flood still runs frees its slot for a later one: it counts as closed.)
+    // Those past the backlog are reset at once.
     assert!(
-        (c.connections_refused + c.connections_closed) as usize >= IDLE - IDLE_BACKLOG,
+        c.connections_refused as usize >= idle_flood::CONNECTIONS - idle_flood::BACKLOG,
         "those past the backlog are reset: {c:?}"
     );
     assert!(
-        grown < IDLE_RSS_TOTAL,
+        grown < idle_flood::RSS_TOTAL,
         "resident set grew by {grown} octets"
     );
     assert!(
-        grown / (held.connections as u64) < IDLE_RSS_PER_CONN,
+        grown / (held.connections as u64) < idle_flood::RSS_PER_CONN,
         "{} octets per idle connection",
         grown / held.connections as u64
     );
@@ -341,7 +301,7 @@ fn idle_connection_flood_is_refused_or_reaped_within_bounded_memory() {
     });
     let c = x.engine_counters().unwrap();
     assert!(
-        c.connections_refused + c.connections_closed >= IDLE as u64,
+        c.connections_refused + c.connections_closed >= idle_flood::CONNECTIONS as u64,
         "every idle connection was refused or reaped: {c:?}"
     );
     socks.clear();
@@ -352,7 +312,7 @@ fn idle_connection_flood_is_refused_or_reaped_within_bounded_memory() {
         started.elapsed()
     );
     assert!(
-        left < IDLE_RSS_LEFT,
+        left < idle_flood::RSS_LEFT,
         "resident set still {left} octets above the start"
     );
 }

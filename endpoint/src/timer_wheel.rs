@@ -71,12 +71,6 @@ impl TimerWheel {
         d.div_ceil(k) as u64
     }
 
-    /// The instant at which an entry armed for `deadline` fires (its tick's end).
-    pub fn fire_time(&self, deadline: Instant) -> Instant {
-        let t = self.tick_ceil(deadline);
-        self.base + Duration::from_nanos((t as u128 * self.tick.as_nanos()) as u64)
-    }
-
     /// Keys armed.
     pub fn len(&self) -> usize {
         self.at.len()

@@ -13,11 +13,13 @@
 //! - [`tshark`]: running tshark over a capture file, and live captures in a namespace.
 //! - [`iwarp_oracle`]: the checks every live iWARP capture of one connection must pass.
 //! - [`syn_flood`]: spoofed SYN frames and a fixed-seed source of spoofed addresses.
+//! - [`idle_flood`]: the idle-connection flood's plan, bounds and clients.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod checksum;
 pub mod frame_corpus;
+pub mod idle_flood;
 pub mod iwarp_oracle;
 pub mod pcap;
 pub mod privileged;

@@ -11,15 +11,15 @@
 //! - Idle-connection flood: 10,000 kernel TCP connections to the store's port that complete
 //!   the handshake and never send an MPA Request. Those past the backlog are reset at once,
 //!   the others by the MPA startup timeout; the daemon's resident memory stays within
-//!   [`IDLE_RSS_PER_CONN`] per connection held and [`IDLE_RSS_TOTAL`] in all, and comes back
-//!   (within [`IDLE_RSS_LEFT`]) once they are gone.
+//!   [`idle_flood::RSS_PER_CONN`] per connection held and [`idle_flood::RSS_TOTAL`] in all, and comes back
+//!   (within [`idle_flood::RSS_LEFT`]) once they are gone.
 //!
 //! The daemon's figures come from its metrics endpoint (engine gauges and counters) and its
 //! `/proc/PID/status`. Needs root: skipped with a message elsewhere, fails under CI=true.
 
 mod xwarpd_support;
 
-use std::net::{SocketAddr, SocketAddrV4, TcpStream};
+use std::net::{SocketAddr, SocketAddrV4};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -27,37 +27,18 @@ use std::time::{Duration, Instant};
 use dataplane::xdp::packet_socket::PacketSocket;
 use dataplane::xdp::testbed::{Side, VethTestbed};
 use dataplane::Access;
-use testkit::syn_flood::{self, raise_nofile, wait_until, Pace};
+use testkit::idle_flood;
+use testkit::syn_flood::{self, raise_nofile, wait_until};
 use xwarpd::store::{ClientOptions, StoreClient};
 use xwarpd_support::{http_get, sample, xdp_testbed, Daemon, Tmp, BIN};
 
 const T: Duration = Duration::from_secs(60);
 const PORT: u16 = 20049;
 
-/// Spoofed SYNs the engine receives at least (more are sent: the receive ring drops some).
-const SYNS: u64 = 100_000;
-/// Frames the flood may be ahead of the engine (its receive ring holds 2048).
-const AHEAD: u64 = 1024;
-/// More than the real client's connection brings the engine (about 2,000 frames for 1 MiB
-/// written and read back).
-const OTHER_FRAMES: u64 = 5_000;
 /// Most the daemon's resident set may grow over the SYN flood (the engine keeps at most
 /// `max_half_open` entries and `max_syn_sources` MACs; cookies cost nothing; the store
 /// client's connection brings its receive buffers).
 const SYN_FLOOD_RSS: u64 = 48 << 20;
-
-/// Idle connections opened.
-const IDLE: usize = 10_000;
-/// The store listener's backlog in the idle flood (`xdp.backlog`).
-const IDLE_BACKLOG: usize = 2048;
-/// Most resident memory per idle connection held (before MPA is up a connection has no queue
-/// pair buffers: a few KB of TCP and MPA state).
-const IDLE_RSS_PER_CONN: u64 = 24 << 10;
-/// Most the daemon's resident set may grow while the idle connections are held.
-const IDLE_RSS_TOTAL: u64 = 64 << 20;
-/// Most the daemon's resident set may stay above where it started once they are gone (about
-/// 1.5 MiB measured; 8 MiB before xwarpd fixed its allocator's thresholds: `dataplane::heap`).
-const IDLE_RSS_LEFT: u64 = 6 << 20;
 
 /// The tests load the machine (and the flood's pacing reads the engine): one at a time.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -124,11 +105,7 @@ fn flood(
     let _ns = tb.enter(Side::B).unwrap();
     let sock = PacketSocket::open(tb.ifname(Side::B)).expect("AF_PACKET socket in B");
     let macs = (tb.mac(Side::B).unwrap(), tb.mac(Side::A).unwrap());
-    let pace = Pace {
-        until_received: SYNS + OTHER_FRAMES,
-        ahead: AHEAD,
-        limit: Duration::from_secs(120),
-    };
+    let pace = syn_flood::ISSUE_10_FLOOD;
     syn_flood::flood(
         macs,
         dst,
@@ -178,7 +155,7 @@ fn syn_flood_against_xwarpd_leaves_a_store_client_working_and_no_state_behind() 
         // The client starts once a tenth of the flood is out, and must finish while it goes on.
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             wait_until(T, "the flood starting", || {
-                sent.load(Ordering::Relaxed) >= SYNS / 10
+                sent.load(Ordering::Relaxed) >= syn_flood::SYNS / 10
             });
             let t0 = Instant::now();
             real_client(&tb, dst);
@@ -209,7 +186,7 @@ fn syn_flood_against_xwarpd_leaves_a_store_client_working_and_no_state_behind() 
         g("xwarpd_engine_syn_cookies_sent_total"),
     );
     assert!(
-        g("xwarpd_engine_rx_packets_total") >= SYNS + OTHER_FRAMES,
+        g("xwarpd_engine_rx_packets_total") >= syn_flood::ISSUE_10_FLOOD.until_received,
         "the engine received too little:\n{m}"
     );
     assert!(
@@ -249,72 +226,53 @@ fn syn_flood_against_xwarpd_leaves_a_store_client_working_and_no_state_behind() 
 fn idle_connection_flood_against_xwarpd_is_refused_or_reaped_within_bounded_memory() {
     let Some(tb) = xdp_testbed("xif") else { return };
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    raise_nofile(IDLE as u64 + 1024);
+    raise_nofile(idle_flood::CONNECTIONS as u64 + 1024);
     let started = Instant::now();
     let tmp = temps("idle-flood");
-    let d = start(&tb, &tmp, &format!("backlog = {IDLE_BACKLOG}"));
+    let d = start(&tb, &tmp, &format!("backlog = {}", idle_flood::BACKLOG));
     let dst = SocketAddr::V4(SocketAddrV4::new(tb.ip(Side::A), PORT));
     let before = d.rss();
 
     // Four clients in B open the connections and keep them. A connection reset before
     // connect() returned (refused as soon as the handshake completed) completed it too.
     let t0 = Instant::now();
-    let (mut socks, reset_early): (Vec<TcpStream>, usize) = std::thread::scope(|s| {
-        let clients: Vec<_> = (0..4)
-            .map(|_| {
-                s.spawn(|| {
-                    let _ns = tb.enter(Side::B).unwrap();
-                    let mut v = Vec::with_capacity(IDLE / 4);
-                    let mut reset = 0;
-                    for _ in 0..IDLE / 4 {
-                        match TcpStream::connect_timeout(&dst, T) {
-                            Ok(c) => v.push(c),
-                            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => reset += 1,
-                            Err(e) => panic!("TCP connect to xwarpd: {e}"),
-                        }
-                    }
-                    (v, reset)
-                })
-            })
-            .collect();
-        clients.into_iter().map(|h| h.join().expect("client")).fold(
-            (Vec::new(), 0),
-            |(mut all, n), (v, r)| {
-                all.extend(v);
-                (all, n + r)
-            },
-        )
-    });
+    let (mut socks, reset_early) = idle_flood::open(dst, T, || tb.enter(Side::B).expect("enter B"));
     let opened = t0.elapsed();
-    assert_eq!(socks.len() + reset_early, IDLE);
+    assert_eq!(socks.len() + reset_early, idle_flood::CONNECTIONS);
+    // A client's connect() returns once it has sent the last ACK of the handshake; the engine
+    // may not have taken that ACK in yet (or lost it and waits to repeat its SYN-ACK).
+    wait_until(
+        Duration::from_secs(10),
+        "the last handshakes completing",
+        || sample(&scrape(&tb, &d), "xwarpd_engine_half_open") == 0,
+    );
     let m = scrape(&tb, &d);
     let held = sample(&m, "xwarpd_engine_connections");
     let grown = d.rss().saturating_sub(before);
     println!(
-        "xwarpd idle flood: {IDLE} connections opened in {opened:?} ({reset_early} reset \
+        "xwarpd idle flood: {} connections opened in {opened:?} ({reset_early} reset \
          before connect returned); held {held}; RSS +{} KiB ({} octets per connection held)",
+        idle_flood::CONNECTIONS,
         grown >> 10,
         grown / held.max(1)
     );
     assert!(
-        held as usize <= IDLE_BACKLOG,
+        held as usize <= idle_flood::BACKLOG,
         "more connections held than the backlog:\n{m}"
     );
     assert!(held > 0, "no connection held:\n{m}");
-    // Those past the backlog are reset at once. (A held connection reaped by its startup
-    // timeout while the flood still runs frees its slot for a later one: it counts as closed.)
-    let ended = sample(&m, "xwarpd_engine_connections_refused_total")
-        + sample(&m, "xwarpd_engine_connections_closed_total");
+    // Those past the backlog are reset at once.
+    let refused = sample(&m, "xwarpd_engine_connections_refused_total");
     assert!(
-        ended as usize >= IDLE - IDLE_BACKLOG,
+        refused as usize >= idle_flood::CONNECTIONS - idle_flood::BACKLOG,
         "those past the backlog are reset:\n{m}"
     );
     assert!(
-        grown < IDLE_RSS_TOTAL,
+        grown < idle_flood::RSS_TOTAL,
         "resident set grew by {grown} octets"
     );
     assert!(
-        grown / held < IDLE_RSS_PER_CONN,
+        grown / held < idle_flood::RSS_PER_CONN,
         "{} octets per idle connection",
         grown / held
     );
@@ -326,7 +284,7 @@ fn idle_connection_flood_against_xwarpd_is_refused_or_reaped_within_bounded_memo
     let ended = sample(&m, "xwarpd_engine_connections_refused_total")
         + sample(&m, "xwarpd_engine_connections_closed_total");
     assert!(
-        ended >= IDLE as u64,
+        ended >= idle_flood::CONNECTIONS as u64,
         "every idle connection was refused or reaped ({ended}):\n{m}"
     );
     assert_eq!(
@@ -342,7 +300,7 @@ fn idle_connection_flood_against_xwarpd_is_refused_or_reaped_within_bounded_memo
         started.elapsed()
     );
     assert!(
-        left < IDLE_RSS_LEFT,
+        left < idle_flood::RSS_LEFT,
         "the daemon's resident set still {left} octets above the start"
     );
 }

@@ -1,0 +1,58 @@
+//! The idle-connection flood of issue 10 ("at least 10,000 connections that complete TCP and
+//! never send an MPA Request"), shared by the engine's and the daemon's flood tests: the plan,
+//! the memory bounds both state, and the clients that open the connections.
+
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+/// Idle connections opened.
+pub const CONNECTIONS: usize = 10_000;
+/// The listener's backlog during the flood (connections whose MPA startup has not finished).
+pub const BACKLOG: usize = 2048;
+/// Most resident memory per idle connection held (before MPA is up a connection has no queue
+/// pair buffers: a few KB of TCP and MPA state; about 5.5 KB measured).
+pub const RSS_PER_CONN: u64 = 24 << 10;
+/// Most the resident set may grow while the idle connections are held.
+pub const RSS_TOTAL: u64 = 64 << 20;
+/// Most the resident set may stay above where it started once they are gone (0.8-1.5 MiB
+/// measured with the allocator's thresholds fixed, `dataplane::heap`; 7-8 MiB without).
+pub const RSS_LEFT: u64 = 6 << 20;
+
+/// Opens `CONNECTIONS` TCP connections to `dst` from four threads, each first calling `enter`
+/// (e.g. to move into the clients' network namespace; its guard lives while the thread
+/// connects), and keeps them. A connection reset before `connect` returned (refused as soon as
+/// the handshake completed) completed the handshake too: returns the sockets held and how many
+/// were reset so. Any other failure panics.
+pub fn open<G>(
+    dst: SocketAddr,
+    timeout: Duration,
+    enter: impl Fn() -> G + Sync,
+) -> (Vec<TcpStream>, usize) {
+    const THREADS: usize = 4;
+    std::thread::scope(|s| {
+        let clients: Vec<_> = (0..THREADS)
+            .map(|_| {
+                s.spawn(|| {
+                    let _guard = enter();
+                    let mut held = Vec::with_capacity(CONNECTIONS / THREADS);
+                    let mut reset = 0;
+                    for _ in 0..CONNECTIONS / THREADS {
+                        match TcpStream::connect_timeout(&dst, timeout) {
+                            Ok(c) => held.push(c),
+                            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => reset += 1,
+                            Err(e) => panic!("TCP connect to {dst}: {e}"),
+                        }
+                    }
+                    (held, reset)
+                })
+            })
+            .collect();
+        clients
+            .into_iter()
+            .map(|h| h.join().expect("idle client"))
+            .fold((Vec::new(), 0), |(mut all, n), (held, reset)| {
+                all.extend(held);
+                (all, n + reset)
+            })
+    })
+}
