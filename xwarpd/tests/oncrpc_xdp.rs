@@ -49,21 +49,25 @@ fn serve(tb: &VethTestbed, file: &TempPath, port: u16, tcp_rdma: bool) -> (Devic
     (dev, srv)
 }
 
+/// One `READ`-sized call at `off` into `buf`, every octet checked against `want` (the store).
+fn read_verified(c: &mut TcpStoreClient, want: &[u8], buf: &mut Vec<u8>, off: u64) {
+    let r = c.read(off, buf, READ).expect("READ");
+    assert_eq!(r.len, READ);
+    let o = off as usize;
+    assert!(
+        buf[..READ as usize] == want[o..o + READ as usize],
+        "READ at {off} differs"
+    );
+}
+
 /// Reads `TOTAL` octets in `READ`-sized calls round the store; checks every octet.
 fn read_all(c: &mut TcpStoreClient) {
     let want = pattern(STORE, SEED);
     let mut buf = Vec::new();
     let mut done = 0u64;
     while done < TOTAL {
-        let off = done % STORE as u64;
-        let r = c.read(off, &mut buf, READ).expect("READ");
-        assert_eq!(r.len, READ);
-        let o = off as usize;
-        assert!(
-            buf[..READ as usize] == want[o..o + READ as usize],
-            "READ at {off} (after {done} octets) differs"
-        );
-        done += u64::from(r.len);
+        read_verified(c, &want, &mut buf, done % STORE as u64);
+        done += u64::from(READ);
     }
     assert_eq!(c.counters().bytes_read, TOTAL);
 }
@@ -154,13 +158,11 @@ fn read_replies_carry_the_tcp_rdma_option_in_a_capture() {
     let want = pattern(STORE, SEED);
     let mut buf = Vec::new();
     for i in 0..READS {
-        let off = u64::from(i) * u64::from(READ) + 777;
-        let r = c.read(off, &mut buf, READ).expect("READ");
-        assert_eq!(r.len, READ);
-        let o = off as usize;
-        assert!(
-            buf[..READ as usize] == want[o..o + READ as usize],
-            "READ {i}"
+        read_verified(
+            &mut c,
+            &want,
+            &mut buf,
+            u64::from(i) * u64::from(READ) + 777,
         );
     }
     assert_eq!(c.counters().placed_reads, u64::from(READS));
