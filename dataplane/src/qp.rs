@@ -394,9 +394,13 @@ impl QueuePair {
             .enumerate()
             .map(|(i, wr)| wr.check(pd).map_err(at(i)))
             .collect::<Result<SmallVec<[u32; 4]>, _>>()?;
-        // The local buffers (gather regions registered for lists).
+        // The local buffers: a one-element list's is its region, taken without a lock; a
+        // longer list gets a gather region, registered under the domain's lock (which the
+        // engine also takes per frame: only lists pay for it).
         let mut locals = SmallVec::<[LocalBuf; 4]>::new();
-        {
+        if wrs.iter().all(|wr| wr.sgl.len() == 1) {
+            locals.extend(wrs.iter().zip(&lens).map(|(wr, &len)| wr.single_buf(len)));
+        } else {
             let mut st = pd.inner.lock();
             for (i, (wr, &len)) in wrs.iter().zip(&lens).enumerate() {
                 match wr.local_buf(&mut st, pd, len) {

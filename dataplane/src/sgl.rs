@@ -120,6 +120,17 @@ impl<'a> WorkRequest<'a> {
         u32::try_from(total).map_err(|_| PostError::TooLong)
     }
 
+    /// The local buffer of a one-element list: its region, nothing registered. `len` is
+    /// [`WorkRequest::check`]'s total.
+    pub(crate) fn single_buf(&self, len: u32) -> LocalBuf {
+        let one = &self.sgl[0];
+        LocalBuf {
+            region: one.mr.handle,
+            offset: one.offset as u64,
+            len,
+        }
+    }
+
     /// The local buffer ddp gets: the one element's region, or a new gather region of the
     /// list (registered in `st`; the caller releases it with [`release`]). `len` is
     /// [`WorkRequest::check`]'s total.
@@ -129,12 +140,8 @@ impl<'a> WorkRequest<'a> {
         pd: &ProtectionDomain,
         len: u32,
     ) -> Result<LocalBuf, PostError> {
-        if let [one] = self.sgl {
-            return Ok(LocalBuf {
-                region: one.mr.handle,
-                offset: one.offset as u64,
-                len,
-            });
+        if self.sgl.len() == 1 {
+            return Ok(self.single_buf(len));
         }
         let gather = Gather {
             pieces: self
