@@ -49,13 +49,29 @@ pub fn ddp_headers(data: &[u8]) {
 }
 
 /// A [`Memory`] that checks every access against the regions' lengths: ddp promises to check
-/// bounds before it calls, so an access outside a region is a bug (a panic here).
-pub struct CheckedMemory(VecMemory);
+/// bounds before it calls, so an access outside a region is a bug (a panic here). Optionally
+/// it logs where each write went, so a checker need only look at what changed.
+pub struct CheckedMemory(VecMemory, Option<Vec<(RegionHandle, u64, usize)>>);
 
 impl CheckedMemory {
     /// Checked access to `mem`.
     pub fn new(mem: VecMemory) -> Self {
-        CheckedMemory(mem)
+        CheckedMemory(mem, None)
+    }
+
+    /// Checked access to `mem` that logs every write (region, offset, length) until
+    /// [`CheckedMemory::take_writes`] drains the log.
+    pub fn logging_writes(mem: VecMemory) -> Self {
+        CheckedMemory(mem, Some(Vec::new()))
+    }
+
+    /// The writes logged since the last call (empty unless built by
+    /// [`CheckedMemory::logging_writes`]), oldest first; `into` is cleared first.
+    pub fn take_writes(&mut self, into: &mut Vec<(RegionHandle, u64, usize)>) {
+        into.clear();
+        if let Some(log) = &mut self.1 {
+            std::mem::swap(log, into);
+        }
     }
 
     /// The memory behind the checks.
@@ -82,6 +98,9 @@ impl CheckedMemory {
 impl Memory for CheckedMemory {
     fn write(&mut self, region: RegionHandle, offset: u64, data: &[u8]) {
         self.check(region, offset, data.len());
+        if let Some(log) = &mut self.1 {
+            log.push((region, offset, data.len()));
+        }
         self.0.write(region, offset, data);
     }
     fn read(&self, region: RegionHandle, offset: u64, out: &mut [u8]) {
@@ -104,7 +123,7 @@ pub struct QpFixture {
 /// The fixture [`qp_stream`] runs in: the same STags every time.
 pub fn qp_fixture() -> QpFixture {
     let mut tags = StagTable::new(7);
-    let mut mem = CheckedMemory(VecMemory::new());
+    let mut mem = CheckedMemory::new(VecMemory::new());
     let mut region = |len: usize, access: Access| {
         let (h, stag) = tags
             .register(RegionSpec {
