@@ -44,9 +44,22 @@ const SEND_LEN: usize = 700;
 const TARGET_LEN: usize = 16 * 1024;
 const WRITE_LEN: usize = 4000;
 
+/// The length of A's source region: what every Send and Write carries, by offset.
+const SOURCE_LEN: usize = if TARGET_LEN > SENDS * SEND_LEN {
+    TARGET_LEN
+} else {
+    SENDS * SEND_LEN
+};
+
 /// The octet A sends at position `i` of its source region (never 0: untouched is 0).
 fn pattern(i: usize) -> u8 {
     (i.wrapping_mul(131) % 251) as u8 + 1
+}
+
+/// A's source region's octets, computed once (not per input).
+fn source() -> &'static [u8] {
+    static SOURCE: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    SOURCE.get_or_init(|| (0..SOURCE_LEN).map(pattern).collect())
 }
 
 /// A protection domain over checked memory, shared by an endpoint's connection and the test.
@@ -83,12 +96,8 @@ impl CheckedDomain {
         CheckedDomain(Rc::new(RefCell::new((StagTable::new(seed), mem))), PdId(1))
     }
 
-    fn register(
-        &self,
-        len: usize,
-        access: Access,
-        fill: impl Fn(usize) -> u8,
-    ) -> (RegionHandle, Stag) {
+    /// Registers a region holding `init`, or `len` zeros.
+    fn register(&self, len: usize, access: Access, init: Option<&[u8]>) -> (RegionHandle, Stag) {
         let mut g = self.0.borrow_mut();
         let (h, s) =
             g.0.register(RegionSpec {
@@ -99,7 +108,8 @@ impl CheckedDomain {
                 stream: None,
             })
             .expect("room in the table");
-        g.1.inner_mut().insert(h, (0..len).map(fill).collect());
+        let bytes = init.map_or_else(|| vec![0; len], |b| b[..len].to_vec());
+        g.1.inner_mut().insert(h, bytes);
         (h, s)
     }
 
@@ -154,7 +164,7 @@ struct World {
     /// Sends B has completed successfully so far (they complete in order).
     sends_seen: usize,
     /// A's source region: what every Send and Write carries, by offset.
-    expected: Vec<u8>,
+    expected: &'static [u8],
     /// The writes B's memory logged since the last check (a buffer reused every step).
     writes: Vec<(RegionHandle, u64, usize)>,
 }
@@ -190,13 +200,9 @@ impl World {
         let ca = a
             .connect_in(now, SocketAddrV4::new(IP_B, PORT), s, pd_a.clone())
             .ok()?;
-        let (src, _) = pd_a.register(
-            TARGET_LEN.max(SENDS * SEND_LEN),
-            Access::LOCAL_WRITE,
-            pattern,
-        );
-        let (rx, _) = pd_b.register(SENDS * SEND_LEN, Access::LOCAL_WRITE, |_| 0);
-        let (target, target_stag) = pd_b.register(TARGET_LEN, Access::REMOTE_WRITE, |_| 0);
+        let (src, _) = pd_a.register(SOURCE_LEN, Access::LOCAL_WRITE, Some(source()));
+        let (rx, _) = pd_b.register(SENDS * SEND_LEN, Access::LOCAL_WRITE, None);
+        let (target, target_stag) = pd_b.register(TARGET_LEN, Access::REMOTE_WRITE, None);
         let mut w = World {
             a,
             b,
@@ -209,7 +215,7 @@ impl World {
             rx,
             target,
             sends_seen: 0,
-            expected: (0..TARGET_LEN.max(SENDS * SEND_LEN)).map(pattern).collect(),
+            expected: source(),
             writes: Vec::new(),
         };
         let mut established = (false, false);
