@@ -5,7 +5,8 @@ pub use mpa::StartupConfig as MpaSettings;
 /// Which transport carries the stack.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Transport {
-    /// The MPA/DDP/RDMAP stack over kernel TCP sockets (one thread per connection).
+    /// The MPA/DDP/RDMAP stack over kernel TCP sockets (a driver thread per connection, or
+    /// inline: [`crate::Device::open_kernel`]).
     #[default]
     Kernel,
     /// The AF_XDP engine with our own TCP; opened with [`crate::Device::open_xdp`], which
@@ -13,7 +14,8 @@ pub enum Transport {
     Xdp,
 }
 
-/// How the AF_XDP engine of a device is driven.
+/// How a device's connections are driven: the AF_XDP engine, or the kernel transport's
+/// connection drivers ([`crate::Device::open_kernel`]; not pinned).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum EngineMode {
     /// The application's threads drive the engine whenever they poll or wait on a completion

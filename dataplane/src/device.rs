@@ -8,12 +8,12 @@ use std::time::Instant;
 use ddp::{QpConfig, RdmapConfig, StreamId};
 
 use crate::counters::{CounterSnapshot, DeviceCounters};
-use crate::kernel::{self, DriverOptions, EstablishedTx};
+use crate::kernel::{self, DriverOptions, InlineDrivers};
 use crate::qp::{next_qp_num, Established, QpKind, QpShared};
 use crate::xdp_device::XdpDevice;
 use crate::{
-    CompletionQueue, ConnectError, ConnectionConfig, DeviceError, Listener, ProtectionDomain,
-    QueuePair, Transport, XdpConfig,
+    CompletionQueue, ConnectError, ConnectionConfig, DeviceError, EngineMode, Listener,
+    ProtectionDomain, QueuePair, Transport, XdpConfig,
 };
 
 static NEXT_DEVICE: AtomicU64 = AtomicU64::new(1);
@@ -40,22 +40,45 @@ pub struct Device {
     counters: Arc<DeviceCounters>,
     /// The AF_XDP engine (xdp transport only).
     xdp: Option<Arc<XdpDevice>>,
+    /// Kernel transport in inline mode: the connections the application's calls run.
+    inline: Option<Arc<InlineDrivers>>,
 }
 
 impl Device {
-    /// Opens a device on `transport`.
+    /// Opens a device on `transport` (the kernel transport with a driver thread per
+    /// connection; [`Device::open_kernel`] chooses).
     pub fn open(transport: Transport) -> Result<Self, DeviceError> {
         if transport == Transport::Xdp {
             return Err(DeviceError::TransportUnavailable(
                 "the xdp transport needs an interface: open it with Device::open_xdp(XdpConfig)",
             ));
         }
+        Self::open_kernel(EngineMode::Threaded)
+    }
+
+    /// Opens a kernel-transport device. [`EngineMode::Threaded`]: each connection runs on its
+    /// own driver thread. [`EngineMode::Inline`]: no driver threads; posting work writes it to
+    /// the socket at once and polling or waiting on a completion queue reads and places what
+    /// arrived, on the caller's thread (the lowest latency: no thread hand-off; something
+    /// must poll for connections to make progress). [`EngineMode::Pinned`] is for the AF_XDP
+    /// engine only.
+    pub fn open_kernel(mode: EngineMode) -> Result<Self, DeviceError> {
+        let inline = match mode {
+            EngineMode::Threaded => None,
+            EngineMode::Inline => Some(Arc::new(InlineDrivers::default())),
+            EngineMode::Pinned(_) => {
+                return Err(DeviceError::TransportUnavailable(
+                    "a pinned engine is the AF_XDP transport's: the kernel transport runs threaded or inline",
+                ))
+            }
+        };
         Ok(Self {
             id: NEXT_DEVICE.fetch_add(1, Ordering::Relaxed),
             stag_seeds: crate::pd::StagSeeds::from_os()?,
-            transport,
+            transport: Transport::Kernel,
             counters: Arc::default(),
             xdp: None,
+            inline,
         })
     }
 
@@ -72,6 +95,7 @@ impl Device {
             transport: Transport::Xdp,
             counters,
             xdp: Some(Arc::new(xdp)),
+            inline: None,
         })
     }
 
@@ -114,10 +138,10 @@ impl Device {
         self.xdp.as_ref().map(|x| x.shared.info.clone())
     }
 
-    /// True when the application's own calls drive the engine (an AF_XDP device in
+    /// True when the application's own calls drive the connections (a device opened in
     /// [`crate::EngineMode::Inline`]): a busy-polling caller need not give up its CPU.
     pub fn is_inline(&self) -> bool {
-        self.xdp.as_ref().is_some_and(|x| x.shared.inline)
+        self.inline.is_some() || self.xdp.as_ref().is_some_and(|x| x.shared.inline)
     }
 
     /// The device's address, IPv4 or IPv6 (AF_XDP devices: the interface's address they
@@ -163,6 +187,10 @@ impl Device {
             let weak: std::sync::Weak<XdpDevice> = Arc::downgrade(x);
             cq.driver = Some(weak);
         }
+        if let Some(i) = &self.inline {
+            let weak: std::sync::Weak<InlineDrivers> = Arc::downgrade(i);
+            cq.driver = Some(weak);
+        }
         cq
     }
 
@@ -188,7 +216,13 @@ impl Device {
     ) -> Result<Listener, ConnectError> {
         match &self.xdp {
             Some(x) => Ok(Listener::xdp(x.listen(addr, config)?, self.id)),
-            None => Listener::bind(addr, config, self.counters.clone(), self.id),
+            None => Listener::bind(
+                addr,
+                config,
+                self.counters.clone(),
+                self.id,
+                self.inline.clone(),
+            ),
         }
     }
 
@@ -253,8 +287,28 @@ impl Device {
         cfg.private_data = private_data.to_vec();
         let qp = ddp::Qp::new_initiator(cfg, Instant::now())?;
         let (tx, rx) = mpsc::sync_channel(1);
-        let shared = spawn_driver(num, stream, qp, init, config, &self.counters, Some(tx))?;
-        match rx.recv() {
+        let shared = Arc::new(QpShared::new(num, qp, init.pd, init.send_cq, init.recv_cq)?);
+        let opts = DriverOptions::of(config);
+        let counters = self.counters.clone();
+        let up = match &self.inline {
+            Some(inline) => {
+                // Drive the startup on this thread until the driver reports how it ended (the
+                // queue pair's own MPA timer bounds it; the extra second only guards a bug).
+                let conn = inline.start(stream, &shared, counters, opts, Some(tx));
+                let limit = config.mpa.timeout + std::time::Duration::from_secs(1);
+                let nap = std::time::Duration::from_millis(1);
+                conn.drive_until(limit, nap, || rx.try_recv().ok())
+                    .ok_or(mpsc::RecvError)
+            }
+            None => {
+                let s2 = shared.clone();
+                std::thread::Builder::new()
+                    .name(format!("xwarp-qp{num}"))
+                    .spawn(move || kernel::run(stream, s2, counters, opts, Some(tx)))?;
+                rx.recv()
+            }
+        };
+        match up {
             Ok(Ok(up)) => Ok(QueuePair::kernel(shared, up)),
             Ok(Err(e)) => Err(e),
             Err(_) => Err(ConnectError::Startup(mpa::StartupError::ConnectionClosed)),
@@ -282,36 +336,19 @@ fn qp_config(num: u32, stream: &TcpStream, init: &QpInit, config: &ConnectionCon
     }
 }
 
-fn spawn_driver(
-    num: u32,
-    stream: TcpStream,
-    qp: ddp::Qp,
-    init: QpInit,
-    config: &ConnectionConfig,
-    counters: &Arc<DeviceCounters>,
-    established: Option<EstablishedTx>,
-) -> Result<Arc<QpShared>, ConnectError> {
-    let shared = Arc::new(QpShared::new(num, qp, init.pd, init.send_cq, init.recv_cq)?);
-    let opts = DriverOptions::of(config);
-    let (s2, c2) = (shared.clone(), counters.clone());
-    std::thread::Builder::new()
-        .name(format!("xwarp-qp{num}"))
-        .spawn(move || kernel::run(stream, s2, c2, opts, established))?;
-    Ok(shared)
-}
-
 /// A responder's queue pair between accepting and sending the Reply: work may be posted.
 pub(crate) struct PendingQp {
     pub(crate) qp: QueuePair,
 }
 
 impl PendingQp {
-    /// Starts the connection driver.
+    /// Starts the connection driver: a thread, or `inline`'s steps.
     pub(crate) fn start(
         &mut self,
         stream: TcpStream,
         config: &ConnectionConfig,
         counters: &Arc<DeviceCounters>,
+        inline: Option<&InlineDrivers>,
     ) -> Result<QueuePair, ConnectError> {
         let QpKind::Kernel(shared) = &self.qp.kind else {
             unreachable!("a pending kernel queue pair");
@@ -319,10 +356,17 @@ impl PendingQp {
         let shared = shared.clone();
         let opts = DriverOptions::of(config);
         let c2 = counters.clone();
-        let s2 = shared.clone();
-        std::thread::Builder::new()
-            .name(format!("xwarp-qp{}", shared.num))
-            .spawn(move || kernel::run(stream, s2, c2, opts, None))?;
+        match inline {
+            Some(inline) => {
+                inline.start(stream, &shared, c2, opts, None);
+            }
+            None => {
+                let s2 = shared.clone();
+                std::thread::Builder::new()
+                    .name(format!("xwarp-qp{}", shared.num))
+                    .spawn(move || kernel::run(stream, s2, c2, opts, None))?;
+            }
+        }
         DeviceCounters::inc(&counters.mpa_established);
         let up = Established {
             peer_private_data: std::mem::take(&mut self.qp.peer_private_data),

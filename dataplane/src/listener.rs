@@ -15,6 +15,7 @@ use mpa::{ReadDepths, RequestInfo, Responder, StartupEvent};
 
 use crate::counters::DeviceCounters;
 use crate::device::{prepare_queue_pair, QpInit};
+use crate::kernel::InlineDrivers;
 use crate::xdp_device::{XdpIncoming, XdpListener};
 use crate::{ConnectError, ConnectionConfig, PostError, QueuePair};
 
@@ -29,6 +30,8 @@ pub(crate) struct KernelIncoming {
     leftover: Vec<u8>,
     config: ConnectionConfig,
     counters: Arc<DeviceCounters>,
+    /// The device's inline connections, when it runs inline (set by the listener).
+    inline: Option<Arc<InlineDrivers>>,
 }
 
 impl KernelIncoming {
@@ -63,7 +66,8 @@ impl KernelIncoming {
         )?;
         before_reply(&pending.qp).map_err(ConnectError::Post)?;
         self.stream.write_all(&reply)?;
-        pending.start(self.stream, &self.config, &self.counters)
+        let inline = self.inline.as_deref();
+        pending.start(self.stream, &self.config, &self.counters, inline)
     }
 
     /// Rejects: sends an MPA Reply with R=1 and `private_data`; MPA ends but TCP stays open
@@ -201,6 +205,7 @@ fn responder_startup(
                     leftover,
                     config,
                     counters,
+                    inline: None,
                 };
                 let _ = tx.send(inc);
                 return;
@@ -341,6 +346,8 @@ impl Incoming {
 pub struct Listener {
     kind: ListenerKind,
     device_id: u64,
+    /// Kernel transport, inline device: accepted connections run there.
+    inline: Option<Arc<InlineDrivers>>,
 }
 
 #[derive(Debug)]
@@ -355,10 +362,12 @@ impl Listener {
         config: ConnectionConfig,
         counters: Arc<DeviceCounters>,
         device_id: u64,
+        inline: Option<Arc<InlineDrivers>>,
     ) -> Result<Self, ConnectError> {
         Ok(Listener {
             kind: ListenerKind::Kernel(KernelListener::bind(addr, config, counters)?),
             device_id,
+            inline,
         })
     }
 
@@ -366,6 +375,7 @@ impl Listener {
         Listener {
             kind: ListenerKind::Xdp(l),
             device_id,
+            inline: None,
         }
     }
 
@@ -391,7 +401,11 @@ impl Listener {
     /// As [`accept`](Self::accept) with a timeout.
     pub fn accept_timeout(&self, timeout: Duration) -> Result<Incoming, AcceptError> {
         let kind = match &self.kind {
-            ListenerKind::Kernel(k) => IncomingKind::Kernel(k.accept_timeout(timeout)?),
+            ListenerKind::Kernel(k) => {
+                let mut k = k.accept_timeout(timeout)?;
+                k.inline = self.inline.clone();
+                IncomingKind::Kernel(k)
+            }
             ListenerKind::Xdp(x) => IncomingKind::Xdp(x.accept_timeout(timeout)?),
         };
         Ok(Incoming {

@@ -7,12 +7,12 @@
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use ddp::{LocalBuf, RemoteBuf, SendOpts, Stag, WorkRequest};
 use smallvec::SmallVec;
 
-use crate::kernel::Waker;
+use crate::kernel::{InlineConn, InlineHandle, Waker};
 use crate::pd::PdInner;
 use crate::sgl::{Sge, WorkRequest as Wr};
 use crate::work::WorkTracker;
@@ -109,6 +109,8 @@ pub(crate) struct QpShared {
     pub(crate) recv_cq: CompletionQueue,
     /// The requests in flight.
     pub(crate) work: WorkTracker,
+    /// Inline devices: the connection the application's calls step (no driver thread).
+    inline: OnceLock<InlineHandle>,
 }
 
 static NEXT_QP: AtomicU32 = AtomicU32::new(1);
@@ -136,7 +138,27 @@ impl QpShared {
             error: Mutex::new(None),
             send_cq,
             recv_cq,
+            inline: OnceLock::new(),
         })
+    }
+
+    /// Marks the queue pair as run inline by `conn`.
+    pub(crate) fn set_inline(&self, conn: InlineHandle) {
+        let _ = self.inline.set(conn);
+    }
+
+    /// The inline connection, if the queue pair runs inline and is not done.
+    fn inline_conn(&self) -> Option<Arc<InlineConn>> {
+        self.inline.get()?.upgrade()
+    }
+
+    /// The doorbell: an inline connection frames and writes at once, a driver thread wakes.
+    pub(crate) fn ring(&self) {
+        match self.inline_conn() {
+            Some(c) => c.transmit(),
+            None if self.inline.get().is_some() => {}
+            None => self.waker.wake(),
+        }
     }
 
     pub(crate) fn lock_qp(&self) -> MutexGuard<'_, ddp::Qp> {
@@ -160,7 +182,7 @@ impl QpShared {
                 .enumerate()
                 .try_for_each(|(i, wr)| qp.post(&st.tags, *wr).map_err(|e| (i, refused(e))))
         };
-        self.waker.wake();
+        self.ring();
         r
     }
 
@@ -515,7 +537,7 @@ impl QueuePair {
                         s.deliver(c);
                     }
                 }
-                s.waker.wake();
+                s.ring();
             }
             QpKind::Xdp(x) => x.close(),
         }

@@ -1,6 +1,8 @@
-//! The connection driver: one thread per connection moving bytes between a non-blocking kernel
-//! TCP socket and ddp's sans-IO queue pair, and turning its completions and events into
-//! completion-queue entries, counters and the queue pair's error state.
+//! The connection driver: moves bytes between a non-blocking kernel TCP socket and ddp's sans-IO
+//! queue pair, and turns its completions and events into completion-queue entries, counters and
+//! the queue pair's error state. Threaded devices run it on one thread per connection, blocking
+//! in poll(2) between rounds ([`run`]); inline devices run it in steps from the application's
+//! own calls ([`Driver::step`], see `inline.rs`).
 
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
@@ -13,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use ddp::QpEvent;
 
-use super::waker::wait;
+use super::waker::{wait, Ready};
 use crate::counters::DeviceCounters;
 use crate::qp::{Established, QpError, QpShared};
 use crate::qp_events::{startup_error, stream_error};
@@ -164,11 +166,14 @@ pub(crate) fn tcp_mss(sock: &TcpStream) -> Option<u32> {
     (r == 0 && v > 0).then_some(v as u32)
 }
 
-struct Driver<'a> {
-    sock: &'a mut TcpStream,
-    shared: &'a QpShared,
-    counters: &'a DeviceCounters,
+/// One connection's driver: its socket, its queue pair and where the connection stands.
+pub(crate) struct Driver {
+    sock: TcpStream,
+    shared: Arc<QpShared>,
+    counters: Arc<DeviceCounters>,
     opts: DriverOptions,
+    /// Where received bytes land before ddp takes them.
+    rx: Vec<u8>,
     established: Option<EstablishedTx>,
     tx: TxBuf,
     /// Whether the last write stopped inside a chunk (one-segment-per-chunk mode).
@@ -186,7 +191,67 @@ struct Driver<'a> {
     reset: bool,
 }
 
-impl Driver<'_> {
+/// What a threaded driver waits for before its next round.
+struct Wait {
+    read: bool,
+    write: bool,
+    timeout_ms: i32,
+    /// Give the kernel a moment first (one segment per chunk, the last one not sent yet).
+    pause: bool,
+}
+
+impl std::fmt::Debug for Driver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Driver")
+            .field("qp", &self.shared.num)
+            .field("closing", &self.closing_since.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Driver {
+    /// A driver for `sock` (made non-blocking by [`Driver::start`]); `established` hears how
+    /// MPA startup ended.
+    pub(crate) fn new(
+        sock: TcpStream,
+        shared: Arc<QpShared>,
+        counters: Arc<DeviceCounters>,
+        opts: DriverOptions,
+        established: Option<EstablishedTx>,
+    ) -> Self {
+        Driver {
+            sock,
+            shared,
+            counters,
+            opts,
+            rx: Vec::new(),
+            established,
+            tx: TxBuf::new(),
+            mid_chunk: false,
+            written: 0,
+            failed: false,
+            close_now: false,
+            closing_since: None,
+            graceful_started: false,
+            fin_sent: false,
+            peer_fin: false,
+            reset: false,
+        }
+    }
+
+    /// Makes the socket non-blocking and allocates the receive buffer.
+    pub(crate) fn start(&mut self) -> Result<(), QpError> {
+        self.rx = vec![0u8; RX_BUF];
+        self.sock
+            .set_nonblocking(true)
+            .map_err(|e| QpError::Io(e.kind()))
+    }
+
+    /// The socket's descriptor (to wait on).
+    pub(crate) fn raw_fd(&self) -> std::os::fd::RawFd {
+        self.sock.as_raw_fd()
+    }
+
     fn report(&mut self, r: Result<Established, ConnectError>) {
         if let Some(tx) = self.established.take() {
             let _ = tx.send(r);
@@ -199,7 +264,8 @@ impl Driver<'_> {
     }
 
     fn handle_event(&mut self, ev: QpEvent) {
-        let c = self.counters;
+        let c = self.counters.clone();
+        let c = &*c;
         match ev {
             QpEvent::Established {
                 peer_private_data,
@@ -283,7 +349,7 @@ impl Driver<'_> {
         let per_chunk = self.opts.segment_per_chunk;
         let mut blocked = false;
         while !self.tx.is_empty() {
-            if per_chunk && !self.mid_chunk && unsent_bytes(self.sock) > 0 {
+            if per_chunk && !self.mid_chunk && unsent_bytes(&self.sock) > 0 {
                 blocked = true;
                 break;
             }
@@ -316,9 +382,9 @@ impl Driver<'_> {
         Ok(blocked)
     }
 
-    fn read_all(&mut self, rx: &mut [u8]) -> Result<(), QpError> {
+    fn read_all(&mut self) -> Result<(), QpError> {
         loop {
-            match self.sock.read(rx) {
+            match self.sock.read(&mut self.rx) {
                 Ok(0) => {
                     // The peer's FIN, after every octet before it was handed in: the stream is
                     // half-closed (DDP-69), not failed; before MPA is up the startup fails.
@@ -331,7 +397,7 @@ impl Driver<'_> {
                     let mut qp = self.shared.lock_qp();
                     let mut st = self.shared.pd().lock();
                     let st = &mut *st;
-                    qp.handle_rx_bytes(&mut st.tags, &mut st.mem, Instant::now(), &rx[..n]);
+                    qp.handle_rx_bytes(&mut st.tags, &mut st.mem, Instant::now(), &self.rx[..n]);
                     if qp.is_error() {
                         return Ok(());
                     }
@@ -343,140 +409,161 @@ impl Driver<'_> {
         }
     }
 
-    fn run(&mut self) -> Result<(), QpError> {
-        self.sock
-            .set_nonblocking(true)
-            .map_err(|e| QpError::Io(e.kind()))?;
-        let fd = self.sock.as_raw_fd();
-        let mut rx = vec![0u8; RX_BUF];
-        loop {
-            let now = Instant::now();
-            self.pump(now);
-            if self.close_now {
-                return Ok(());
+    /// One round of work: timers, output, completions, the close. `None` once the connection
+    /// is done; else what to wait for before the next round.
+    fn work(&mut self, now: Instant) -> Result<Option<Wait>, QpError> {
+        self.pump(now);
+        if self.close_now {
+            return Ok(None);
+        }
+        let blocked = self.flush_tx()?;
+        // Sends written above may complete at once.
+        self.pump(now);
+        let closing = self.failed || self.graceful_started;
+        if closing {
+            let since = *self.closing_since.get_or_insert(now);
+            let expired = now.duration_since(since) > self.opts.close_timeout;
+            let drained = self.tx.is_empty() && (self.failed || self.shared.lock_qp().is_idle());
+            if drained && !self.fin_sent {
+                let _ = self.sock.shutdown(Shutdown::Write);
+                self.fin_sent = true;
             }
-            let blocked = self.flush_tx()?;
-            // Sends written above may complete at once.
-            self.pump(now);
-            let closing = self.failed || self.graceful_started;
-            if closing {
-                let since = *self.closing_since.get_or_insert(now);
-                let expired = now.duration_since(since) > self.opts.close_timeout;
-                let drained =
-                    self.tx.is_empty() && (self.failed || self.shared.lock_qp().is_idle());
-                if drained && !self.fin_sent {
-                    let _ = self.sock.shutdown(Shutdown::Write);
-                    self.fin_sent = true;
-                }
-                if self.fin_sent && self.peer_fin {
-                    return Ok(());
-                }
-                if expired {
-                    // Not finished in time: abort (RST); what is left is flushed.
-                    if self.graceful_started {
-                        DeviceCounters::inc(&self.counters.close_timeouts);
-                    }
-                    self.reset = true;
-                    return Ok(());
-                }
+            if self.fin_sent && self.peer_fin {
+                return Ok(None);
             }
-            // A peer FIN while we are not closing half-closes the stream (DDP -06 §6.2.1): our
-            // Sends, Writes and Read Responses still go out; our FIN follows the application's
-            // close (DDP-70).
-            // More FPDUs are queued and the socket takes them: only look for input, do not sleep.
-            let more = !blocked && !self.tx.is_empty();
-            let timeout_ms = if more {
-                0
-            } else if blocked && self.opts.segment_per_chunk {
-                std::thread::sleep(Duration::from_micros(20));
-                0
-            } else if self.closing_since.is_some() {
-                10
-            } else {
-                let qp = self.shared.lock_qp();
-                match qp.poll_timeout() {
-                    Some(t) => t.saturating_duration_since(now).as_millis().min(200) as i32,
-                    None => 200,
+            if expired {
+                // Not finished in time: abort (RST); what is left is flushed.
+                if self.graceful_started {
+                    DeviceCounters::inc(&self.counters.close_timeouts);
                 }
-            };
-            let want_write = blocked && !self.opts.segment_per_chunk;
-            // After the peer's FIN the socket stays readable (EOF): stop asking for it.
-            let ready = wait(
-                fd,
-                !self.peer_fin,
-                want_write,
-                &self.shared.waker,
-                timeout_ms,
-            )
-            .map_err(|e| QpError::Io(e.kind()))?;
-            if ready.hangup && self.peer_fin && !self.fin_sent {
-                // Both directions gone without our FIN: the peer reset the half-closed
-                // connection.
-                return Err(QpError::Io(io::ErrorKind::ConnectionReset));
-            }
-            if ready.woken {
-                self.shared.waker.drain();
-            }
-            if (ready.readable || ready.hangup) && !self.peer_fin {
-                self.read_all(&mut rx)?;
+                self.reset = true;
+                return Ok(None);
             }
         }
+        // A peer FIN while we are not closing half-closes the stream (DDP -06 §6.2.1): our
+        // Sends, Writes and Read Responses still go out; our FIN follows the application's
+        // close (DDP-70).
+        // More FPDUs are queued and the socket takes them: only look for input, do not sleep.
+        let more = !blocked && !self.tx.is_empty();
+        let pause = blocked && self.opts.segment_per_chunk;
+        let timeout_ms = if more || pause {
+            0
+        } else if self.closing_since.is_some() {
+            10
+        } else {
+            let qp = self.shared.lock_qp();
+            match qp.poll_timeout() {
+                Some(t) => t.saturating_duration_since(now).as_millis().min(200) as i32,
+                None => 200,
+            }
+        };
+        Ok(Some(Wait {
+            // After the peer's FIN the socket stays readable (EOF): stop asking for it.
+            read: !self.peer_fin,
+            write: blocked && !self.opts.segment_per_chunk,
+            timeout_ms,
+            pause,
+        }))
+    }
+
+    /// Acts on what the socket and the waker reported.
+    fn handle_ready(&mut self, ready: Ready) -> Result<(), QpError> {
+        if ready.hangup && self.peer_fin && !self.fin_sent {
+            // Both directions gone without our FIN: the peer reset the half-closed connection.
+            return Err(QpError::Io(io::ErrorKind::ConnectionReset));
+        }
+        if ready.woken {
+            self.shared.waker.drain();
+        }
+        if (ready.readable || ready.hangup) && !self.peer_fin {
+            self.read_all()?;
+        }
+        Ok(())
+    }
+
+    /// Threaded: rounds until the connection closes, blocking in poll(2) between them.
+    fn run_blocking(&mut self) -> Result<(), QpError> {
+        self.start()?;
+        let fd = self.sock.as_raw_fd();
+        loop {
+            let Some(w) = self.work(Instant::now())? else {
+                return Ok(());
+            };
+            if w.pause {
+                std::thread::sleep(Duration::from_micros(20));
+            }
+            let ready = wait(fd, w.read, w.write, &self.shared.waker, w.timeout_ms)
+                .map_err(|e| QpError::Io(e.kind()))?;
+            self.handle_ready(ready)?;
+        }
+    }
+
+    /// Inline: one round without blocking. With `read`, a non-blocking read first takes what
+    /// arrived (that read stands for the wait: nothing sleeps here); then timers, completions
+    /// and output. `Ok(false)` once the connection is done: call [`Driver::finish`].
+    pub(crate) fn step(&mut self, read: bool) -> Result<bool, QpError> {
+        if read {
+            let ready = if self.peer_fin {
+                // Only a reset is left to notice (a zero-timeout poll).
+                wait(self.raw_fd(), false, false, &self.shared.waker, 0)
+                    .map_err(|e| QpError::Io(e.kind()))?
+            } else {
+                Ready {
+                    readable: true,
+                    ..Ready::default()
+                }
+            };
+            self.handle_ready(ready)?;
+        }
+        Ok(self.work(Instant::now())?.is_some())
+    }
+
+    /// Ends the connection after its last round (`r`: how the rounds ended): flushes what is
+    /// left, closes or resets the socket, marks the queue pair finished.
+    pub(crate) fn finish(mut self, r: Result<(), QpError>) {
+        let shared = self.shared.clone();
+        let counters = self.counters.clone();
+        if let Err(e) = r {
+            shared.set_error(e);
+        }
+        if shared.error.lock().map(|e| e.is_some()).unwrap_or(true) {
+            DeviceCounters::inc(&counters.connection_errors);
+        }
+        {
+            let mut qp = shared.lock_qp();
+            qp.handle_close();
+            while let Some(c) = qp.poll_completion() {
+                shared.deliver(c);
+            }
+            DeviceCounters::add(&counters.rx_after_close, qp.stats().rx_after_close);
+        }
+        self.report(Err(ConnectError::Startup(
+            mpa::StartupError::ConnectionClosed,
+        )));
+        if self.reset {
+            reset_on_close(&self.sock);
+        } else {
+            let _ = self.sock.shutdown(Shutdown::Both);
+        }
+        drop(self);
+        shared.set_finished();
     }
 }
 
-/// Runs the connection until it closes. Never panics on peer input: errors end up in the
-/// queue pair's error, the counters and flushed completions. `established` hears how MPA
-/// startup ended (initiators, and responders right after accepting).
+/// Runs the connection on the calling thread until it closes (threaded devices). Never panics
+/// on peer input: errors end up in the queue pair's error, the counters and flushed
+/// completions. `established` hears how MPA startup ended (initiators, and responders right
+/// after accepting).
 pub(crate) fn run(
-    mut sock: TcpStream,
+    sock: TcpStream,
     shared: Arc<QpShared>,
     counters: Arc<DeviceCounters>,
     opts: DriverOptions,
     established: Option<EstablishedTx>,
 ) {
-    let mut d = Driver {
-        sock: &mut sock,
-        shared: &shared,
-        counters: &counters,
-        opts,
-        established,
-        tx: TxBuf::new(),
-        mid_chunk: false,
-        written: 0,
-        failed: false,
-        close_now: false,
-        closing_since: None,
-        graceful_started: false,
-        fin_sent: false,
-        peer_fin: false,
-        reset: false,
-    };
-    let r = d.run();
-    let reset = d.reset;
-    if let Err(e) = r {
-        shared.set_error(e);
-    }
-    if shared.error.lock().map(|e| e.is_some()).unwrap_or(true) {
-        DeviceCounters::inc(&counters.connection_errors);
-    }
-    {
-        let mut qp = shared.lock_qp();
-        qp.handle_close();
-        while let Some(c) = qp.poll_completion() {
-            shared.deliver(c);
-        }
-        DeviceCounters::add(&counters.rx_after_close, qp.stats().rx_after_close);
-    }
-    d.report(Err(ConnectError::Startup(
-        mpa::StartupError::ConnectionClosed,
-    )));
-    if reset {
-        reset_on_close(&sock);
-    } else {
-        let _ = sock.shutdown(Shutdown::Both);
-    }
-    drop(sock);
-    shared.set_finished();
+    let mut d = Driver::new(sock, shared, counters, opts, established);
+    let r = d.run_blocking();
+    d.finish(r);
 }
 
 #[cfg(test)]
