@@ -213,13 +213,25 @@ fn on_off(v: &str) -> Result<bool, String> {
     }
 }
 
-/// How the engine runs.
+/// How the transport's connections run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum EngineArg {
-    /// The application thread drives the engine when it polls.
+    /// The application thread drives them when it posts and polls (xdp: the engine; kernel:
+    /// each connection's socket, no driver thread).
     Inline,
-    /// A pinned engine thread per queue.
+    /// On their own threads (xdp: an engine thread per queue; kernel: a driver thread per
+    /// connection).
     Threaded,
+}
+
+impl EngineArg {
+    /// The dataplane's mode for it.
+    pub fn mode(self) -> dataplane::EngineMode {
+        match self {
+            Self::Inline => dataplane::EngineMode::Inline,
+            Self::Threaded => dataplane::EngineMode::Threaded,
+        }
+    }
 }
 
 impl EngineArg {
@@ -416,8 +428,9 @@ pub struct TestArgs {
     /// client offers / the server takes (empty: the client asks for none, the server takes all).
     #[arg(long, value_delimiter = ',')]
     pub p2p: Vec<RtrArg>,
-    /// xdp: engine mode (default: inline; on a host with few cores a busy-polling engine thread
-    /// competes with the application for them).
+    /// Engine mode of either transport (default: inline; on a host with few cores a
+    /// busy-polling engine thread, or a driver thread per connection, competes with the
+    /// application for them; inline, the application's own polls move the data).
     #[arg(long, value_enum, help_heading = "xwarp options")]
     pub engine: Option<EngineArg>,
     /// Also write the results as CSV to FILE.
@@ -455,7 +468,7 @@ pub struct TestArgs {
 }
 
 impl TestArgs {
-    /// The engine mode of the xdp transport: `--engine`, else inline (the rpc tests' store
+    /// The engine mode of either transport: `--engine`, else inline (the rpc tests' store
     /// server too: its acceptor thread no longer spins on an inline engine beside the
     /// connection's thread; measured rpc_read 1 MiB, server pinned to one core: inline 4.1-4.8
     /// Gb/s, threaded 2.6-3.5, five runs each, alternated).
@@ -549,11 +562,9 @@ impl TestArgs {
                 (self.ib_dev.is_some(), "-d"),
                 (self.interface.is_some(), "--interface"),
                 (self.queue.is_some(), "--queue"),
-                (self.engine == Some(EngineArg::Inline), "--engine inline"),
-                (self.engine == Some(EngineArg::Threaded), "--engine"),
             ] {
                 if given {
-                    return Some(format!("{flag} applies to the xdp transport only (the kernel transport has no device, queue or engine of ours): add --transport xdp"));
+                    return Some(format!("{flag} applies to the xdp transport only (the kernel transport has no device or queue of ours): add --transport xdp"));
                 }
             }
         }
@@ -838,10 +849,17 @@ mod tests {
     }
 
     #[test]
-    fn inline_engine_needs_xdp() {
-        let e = spec(&["write_lat", "--engine", "inline"]).unwrap_err();
+    fn engine_modes_apply_to_both_transports() {
+        for t in ["kernel", "xdp"] {
+            for e in ["inline", "threaded"] {
+                let s = spec(&["write_lat", "--engine", e, "--transport", t]).unwrap();
+                assert_eq!(s.args.engine().name(), e);
+            }
+            let s = spec(&["write_lat", "--transport", t]).unwrap();
+            assert_eq!(s.args.engine(), EngineArg::Inline, "the default");
+        }
+        let e = spec(&["write_lat", "--queue", "1"]).unwrap_err();
         assert!(e.contains("--transport xdp"), "{e}");
-        assert!(spec(&["write_lat", "--engine", "inline", "--transport", "xdp"]).is_ok());
     }
 
     #[test]
@@ -883,7 +901,6 @@ mod tests {
             (&["write_lat", "-d", "mlx5_0"], "xdp transport only"),
             (&["write_lat", "--interface", "eth1"], "xdp transport only"),
             (&["write_lat", "--queue", "1"], "xdp transport only"),
-            (&["write_lat", "--engine", "threaded"], "xdp transport only"),
             (&["write_bw", "-H"], "latency"),
             (
                 &[

@@ -45,6 +45,17 @@ pub fn params(spec: &RunSpec, device: &Device, qp: Option<&QueuePair>) -> Params
         p.mtu = Some(x.mtu);
         p.mss = Some(x.mss);
     }
+    if device.xdp_info().is_none() {
+        // The kernel transport: driver threads, or the application's polls.
+        p.engine = Some(
+            if device.is_inline() {
+                "inline"
+            } else {
+                "threaded"
+            }
+            .into(),
+        );
+    }
     if let Some(n) = qp.map(QueuePair::negotiated) {
         p.tx_markers = Some(n.tx_markers);
         p.rx_markers = Some(n.rx_markers);

@@ -17,11 +17,11 @@ use std::sync::atomic::{fence, Ordering};
 use std::time::{Duration, Instant};
 
 use dataplane::{
-    Access, Completion, CompletionQueue, ConnectError, ConnectionConfig, Device, EngineMode,
-    Incoming, MemoryRegion, QpError, QpInit, QueuePair, RemoteAddr, Status, Transport, XdpConfig,
+    Access, Completion, CompletionQueue, ConnectError, ConnectionConfig, Device, Incoming,
+    MemoryRegion, QpError, QpInit, QueuePair, RemoteAddr, Status, XdpConfig,
 };
 
-use crate::cli::{EngineArg, TestArgs, TransportArg};
+use crate::cli::{TestArgs, TransportArg};
 use crate::handshake::{BufferInfo, HandshakeStatus as HsStatus, Reply, Request};
 
 /// Bytes of a control slot.
@@ -64,12 +64,16 @@ const REPORT_LEN: usize = 26;
 
 /// The device for the options: the kernel transport, or an AF_XDP device on `--interface`
 /// (default: the interface towards `peer` for a client, the only non-loopback interface for a
-/// server; `peer` is `None` on a server) and `--queue`, its engine inline or threaded. Opened in
-/// the calling process's network namespace.
+/// server; `peer` is `None` on a server) and `--queue`, its engine inline or threaded (the
+/// kernel transport too: `--engine`). Opened in the calling process's network namespace.
 pub fn open_device(args: &TestArgs, peer: Option<IpAddr>) -> Result<Device, String> {
     match args.transport {
-        TransportArg::Kernel => Device::open(Transport::Kernel)
-            .map_err(|e| format!("cannot open the kernel transport: {e}")),
+        TransportArg::Kernel => Device::open_kernel(args.engine().mode()).map_err(|e| {
+            format!(
+                "cannot open the kernel transport ({}): {e}",
+                args.engine().name()
+            )
+        }),
         TransportArg::Xdp => {
             let cfg = xdp_config(args, peer)?;
             let what = format!(
@@ -110,10 +114,7 @@ pub fn xdp_config(args: &TestArgs, peer: Option<IpAddr>) -> Result<XdpConfig, St
         None => args.bind.parse().ok(),
     };
     cfg.queue = args.queue();
-    cfg.mode = match args.engine() {
-        EngineArg::Inline => EngineMode::Inline,
-        EngineArg::Threaded => EngineMode::Threaded,
-    };
+    cfg.mode = args.engine().mode();
     Ok(cfg)
 }
 
