@@ -12,6 +12,12 @@
 //! ```
 //! Two runs with different `N` give the cost per 64 KiB without the set-up:
 //! (Ir(N2) - Ir(N1)) / (N2 - N1). Arguments: `N` (default 200), `markers` (0/1), `crc` (0/1).
+//!
+//! With `stream` or `stream-option` as the first argument, the same for a plain TCP stream as
+//! the ONC RPC store uses it: B sends `N` replies of a 100-octet header and 64 KiB of data, A
+//! reads the header and then the data: with `stream`, copied out of the receive buffer
+//! (`stream_recv`); with `stream-option`, the TCP RDMA option negotiated and the data marked as
+//! a transfer, placed into A's buffer as it arrives (`stream_recv_transfer` skips it).
 
 use std::collections::VecDeque;
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -19,8 +25,10 @@ use std::time::{Duration, Instant};
 
 use ddp::{Access, LocalBuf, RemoteBuf, WcStatus, WorkRequest};
 use endpoint::{
-    ConnId, Endpoint, EndpointConfig, EndpointEvent, FrameSink, QpSettings, Secrets, TxOutcome,
+    ConnId, Endpoint, EndpointConfig, EndpointEvent, FrameSink, QpSettings, Secrets, StreamOptions,
+    TxOutcome,
 };
+use tcp_offload::rdma::Transfer;
 
 const MAC_A: [u8; 6] = [2, 0, 0, 0, 0, 1];
 const MAC_B: [u8; 6] = [2, 0, 0, 0, 0, 2];
@@ -86,6 +94,11 @@ fn config(mac: [u8; 6], ip: Ipv4Addr, peer: [u8; 6]) -> EndpointConfig {
 }
 
 fn main() {
+    match std::env::args().nth(1).as_deref() {
+        Some("stream") => return stream_replies(false),
+        Some("stream-option") => return stream_replies(true),
+        _ => {}
+    }
     let arg = |i: usize, d: u64| {
         std::env::args()
             .nth(i)
@@ -159,5 +172,103 @@ fn main() {
         "{n} x 64 KiB Writes (markers {markers}, CRC {crc}): {:.1} frames A->B and {:.1} B->A per 64 KiB",
         per(ab.sent - ab0),
         per(ba.sent - ba0)
+    );
+}
+
+/// The ONC RPC reply pattern over a plain stream: see the module documentation.
+fn stream_replies(option: bool) {
+    const HEADER: usize = 100;
+    let n: u64 = std::env::args()
+        .nth(2)
+        .map_or(200, |a| a.parse().expect("a number"));
+    let t0 = Instant::now();
+    let mut now = t0;
+    let mut a = Endpoint::new(config(MAC_A, IP_A, MAC_B), now);
+    let mut b = Endpoint::new(config(MAC_B, IP_B, MAC_A), now);
+    let (mut ab, mut ba) = (Wire::default(), Wire::default());
+    let opts = StreamOptions {
+        tcp_rdma: option,
+        ..StreamOptions::default()
+    };
+    b.stream_listen(4000, opts.clone()).expect("listen");
+    let ca = a
+        .stream_connect(now, SocketAddrV4::new(IP_B, 4000), opts)
+        .expect("connect");
+    let mut cb = None;
+    let mut up = false;
+    while !(up && cb.is_some()) {
+        round(&mut a, &mut ba, &mut ab, now);
+        round(&mut b, &mut ab, &mut ba, now);
+        while let Some(e) = a.poll_event() {
+            up |= matches!(e, EndpointEvent::StreamConnected { .. });
+        }
+        while let Some(e) = b.poll_event() {
+            if let EndpointEvent::Accepted { conn, .. } = e {
+                cb = Some(conn);
+            }
+        }
+        now += Duration::from_micros(10);
+        assert!(now - t0 < Duration::from_secs(10), "no handshake");
+    }
+    let cb = cb.expect("accepted");
+    assert_eq!(a.stream_rdma_enabled(ca), Ok(option));
+    let reply: Vec<u8> = (0..HEADER + MSG).map(|i| i as u8 | 1).collect();
+    let (ab0, ba0) = (ab.sent, ba.sent);
+    let mut buf = vec![0u8; MSG];
+    let mut header = [0u8; HEADER];
+    for rid in 0..n {
+        if option {
+            a.stream_expect_transfer(ca, rid, std::mem::take(&mut buf))
+                .expect("expect");
+            let at = b.stream_send_position(cb).expect("position");
+            b.stream_mark_message_start(cb, at).expect("mark");
+            let t = Transfer {
+                rid,
+                buffer_offset: 0,
+                total: Some(MSG as u32),
+                unsolicited: false,
+            };
+            b.stream_mark_transfer(cb, at + HEADER as u64, MSG as u32, t)
+                .expect("mark");
+        }
+        let (mut sent, mut got_header, mut got) = (0, 0, 0);
+        while got < MSG {
+            if sent < reply.len() {
+                sent += b.stream_send(cb, &reply[sent..]).expect("send");
+            }
+            round(&mut b, &mut ab, &mut ba, now);
+            round(&mut a, &mut ba, &mut ab, now);
+            while got_header < HEADER {
+                let k = a.stream_recv(ca, &mut header[got_header..]).expect("recv");
+                if k == 0 {
+                    break;
+                }
+                got_header += k;
+            }
+            if got_header == HEADER {
+                got += if option {
+                    let k = (MSG - got) as u32;
+                    a.stream_recv_transfer(ca, rid, got as u32, k)
+                        .expect("transfer") as usize
+                } else {
+                    a.stream_recv(ca, &mut buf[got..]).expect("recv")
+                };
+            }
+            now += Duration::from_micros(5);
+        }
+        if option {
+            let t = a.stream_take_transfer(ca, rid).expect("conn").expect("rid");
+            buf = t.buf;
+        }
+        assert!(buf[..] == reply[HEADER..], "reply {rid} differs");
+    }
+    let per = |x: u64| x as f64 / n as f64;
+    let k = a.counters();
+    println!(
+        "{n} x 64 KiB stream replies (option {option}): {:.1} frames B->A and {:.1} A->B per 64 KiB, {} octets placed, {} copied",
+        per(ba.sent - ba0),
+        per(ab.sent - ab0),
+        k.rdma_copies_avoided,
+        k.rdma_bytes_copied
     );
 }
