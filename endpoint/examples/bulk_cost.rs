@@ -190,7 +190,7 @@ fn stream_replies(option: bool) {
         tcp_rdma: option,
         ..StreamOptions::default()
     };
-    b.stream_listen(4000, opts.clone()).expect("listen");
+    b.stream_listen(4000, opts).expect("listen");
     let ca = a
         .stream_connect(now, SocketAddrV4::new(IP_B, 4000), opts)
         .expect("connect");
