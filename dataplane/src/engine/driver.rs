@@ -11,6 +11,9 @@ use crate::pd::PdHandle;
 
 /// Frames taken per receive batch.
 const RX_BATCH: usize = 64;
+/// [`Engine::poll_spinning`] reads the clock on every this many idle rounds (and on every
+/// round that receives): timers fire at most this many idle rounds late (microseconds).
+const CLOCK_EVERY_IDLE: u32 = 64;
 
 /// One queue's engine: an [`Endpoint`] (whose connections live in the verbs API's protection
 /// domains, or in its own memory) driven over packet I/O `I`, with a fault injector between
@@ -19,6 +22,8 @@ pub struct Engine<I: PacketIo> {
     io: FaultyIo<I>,
     endpoint: Endpoint<PdHandle>,
     last_now: Instant,
+    /// Idle rounds of [`Engine::poll_spinning`] since it last read the clock.
+    idle_rounds: u32,
 }
 
 impl<I: PacketIo> Engine<I> {
@@ -33,6 +38,7 @@ impl<I: PacketIo> Engine<I> {
             io: FaultyIo::new(io, fault),
             endpoint: Endpoint::new(cfg, now),
             last_now: now,
+            idle_rounds: 0,
         }
     }
 
@@ -80,6 +86,32 @@ impl<I: PacketIo> Engine<I> {
         self.io.flush(now);
     }
 
+    /// [`Engine::poll`] for a caller that spins on it (an inline application, the engine
+    /// thread): the receive ring is looked at first and the clock read only when frames
+    /// arrived, or work or a timer may be due. An idle round compares the timers with the last
+    /// reading, refreshed every [`CLOCK_EVERY_IDLE`] idle rounds, so it costs no clock read.
+    pub fn poll_spinning(&mut self) -> usize {
+        let stale = self.last_now;
+        let mut fresh: Option<Instant> = None;
+        let Engine { io, endpoint, .. } = self;
+        let n = io.rx_batch(stale, RX_BATCH, &mut |f: &[u8]| {
+            let now = *fresh.get_or_insert_with(Instant::now);
+            endpoint.handle_frame(now, f)
+        });
+        if n == 0 && !io.holding() {
+            self.idle_rounds += 1;
+            let due = self.endpoint.poll_timeout().is_some_and(|t| t <= stale);
+            if !due && self.idle_rounds < CLOCK_EVERY_IDLE {
+                self.io.flush(stale);
+                return 0;
+            }
+        }
+        self.idle_rounds = 0;
+        let now = fresh.unwrap_or_else(Instant::now);
+        self.last_now = now;
+        self.finish_round(now, n)
+    }
+
     /// One round of run-to-completion work: receive a batch, run expired timers, service every
     /// connection that has something to do, transmit. Returns the frames received.
     pub fn poll(&mut self, now: Instant) -> usize {
@@ -87,6 +119,12 @@ impl<I: PacketIo> Engine<I> {
         let Engine { io, endpoint, .. } = self;
         // 1. Receive: each frame is handled in place (placement copies straight from it).
         let n = io.rx_batch(now, RX_BATCH, &mut |f: &[u8]| endpoint.handle_frame(now, f));
+        self.finish_round(now, n)
+    }
+
+    /// The rest of a round after its receive batch of `n` frames: timers, transmit, flush.
+    fn finish_round(&mut self, now: Instant, n: usize) -> usize {
+        let Engine { io, endpoint, .. } = self;
         // Idle round: nothing arrived, no frame held back, and by the endpoint's own account
         // (`poll_timeout`: no timer due, no work left) nothing to do. Only completed
         // transmissions are reclaimed: a busy-polling engine spends its idle time here.

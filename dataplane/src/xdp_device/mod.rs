@@ -75,7 +75,7 @@ impl Shared {
     /// One round of engine work and routing (inline mode; a no-op when an engine thread runs).
     pub(crate) fn drive(&self) {
         if self.inline {
-            self.lock().poll(Instant::now());
+            self.lock().poll_spinning();
         }
     }
 
@@ -205,7 +205,7 @@ fn engine_thread(shared: &Shared, stop: &AtomicBool, core: Option<usize>) {
     while !stop.load(Ordering::Acquire) {
         let busy = {
             let mut st = shared.state.lock().unwrap_or_else(|p| p.into_inner());
-            st.poll(Instant::now())
+            st.poll_spinning()
         };
         if busy && inject_panic {
             panic!("injected by XWARP_TEST_PANIC=engine");

@@ -108,6 +108,18 @@ impl State {
     /// One engine round, then routing. Returns true when anything happened.
     pub(crate) fn poll(&mut self, now: Instant) -> bool {
         let frames = self.engine.poll(now);
+        self.after_round(frames)
+    }
+
+    /// [`State::poll`] for a spinning caller (inline drive, engine thread): the clock is read
+    /// only when the round has something to do ([`crate::engine::Engine::poll_spinning`]).
+    pub(crate) fn poll_spinning(&mut self) -> bool {
+        let frames = self.engine.poll_spinning();
+        self.after_round(frames)
+    }
+
+    /// Routing and port clean-up after an engine round that received `frames`.
+    fn after_round(&mut self, frames: usize) -> bool {
         let routed = self.route();
         if !self.unsteer_later.is_empty() {
             self.unsteer_unused();
