@@ -283,11 +283,28 @@ fn store_tcp_serves_the_same_store_over_onc_rpc() {
     let mut back = Vec::new();
     assert_eq!(t.read(4096, &mut back, 10_000).unwrap().len, 10_000);
     assert!(back.iter().all(|&b| b == 0x5a));
+    // Each service counts its own calls: the TCP one under xwarpd_store_tcp_*.
+    let m = http_get(&d.field("metrics"));
+    assert_eq!(sample(&m, "xwarpd_store_tcp_writes_total"), 1, "{m}");
+    assert_eq!(sample(&m, "xwarpd_store_tcp_reads_total"), 1, "{m}");
+    assert_eq!(
+        sample(&m, "xwarpd_store_tcp_read_bytes_total"),
+        10_000,
+        "{m}"
+    );
+    assert_eq!(sample(&m, "xwarpd_store_tcp_connections"), 1, "{m}");
+    assert_eq!(sample(&m, "xwarpd_store_reads_total"), 1, "{m}");
+    assert_eq!(sample(&m, "xwarpd_store_writes_total"), 0, "{m}");
     d.signal(libc::SIGTERM);
     let (status, _, _) = d.wait(Duration::from_secs(20));
     assert!(status.success());
     let mut plain = Daemon::start(&store_args(&store.0, &ctl.0, "8MiB"));
     assert!(!plain.log().contains("store_tcp="), "off by default");
+    let m = http_get(&plain.field("metrics"));
+    assert!(
+        !m.contains("xwarpd_store_tcp"),
+        "no TCP service, no series:\n{m}"
+    );
     plain.signal(libc::SIGTERM);
     let _ = plain.wait(Duration::from_secs(20));
 }

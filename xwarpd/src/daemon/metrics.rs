@@ -33,8 +33,11 @@ pub struct Snapshot {
     pub transport: &'static str,
     /// The device's (engine's) counters.
     pub device: CounterSnapshot,
-    /// The store's counters (totals and open connections).
+    /// The store's counters (totals and open connections), RPC-over-RDMA service.
     pub store: StoreSnapshot,
+    /// The store's ONC RPC over TCP service, when it runs (`store.tcp`): the same counters,
+    /// exported as `xwarpd_store_tcp_*`.
+    pub store_tcp: Option<StoreSnapshot>,
     /// Echo listener counters: connections and messages echoed.
     pub echo_connections: u64,
     /// Messages echoed.
@@ -54,6 +57,86 @@ pub struct Snapshot {
 }
 
 type Labels = Vec<(&'static str, String)>;
+
+/// The counters of one store service under `prefix` (`store`, `store_tcp`); `what` names the
+/// service in the help texts.
+fn register_store(r: &mut Registry, prefix: &str, what: &str, st: &StoreSnapshot) {
+    let open = i64::try_from(st.open.len()).unwrap_or(i64::MAX);
+    r.register(
+        format!("{prefix}_connections"),
+        help(&format!("{what}: connections now open.")),
+        ConstGauge::new(open),
+    );
+    counter(
+        r,
+        &format!("{prefix}_connections_accepted"),
+        &format!("{what}: connections accepted."),
+        st.accepted,
+    );
+    counter(
+        r,
+        &format!("{prefix}_connections_idle_closed"),
+        &format!("{what}: connections closed for having had no call within the idle timeout."),
+        st.idle_closed,
+    );
+    let refused: Vec<(Labels, u64)> = [
+        (Refusal::NotAllowed, st.refused_not_allowed),
+        (Refusal::Full, st.refused_full),
+    ]
+    .into_iter()
+    .map(|(reason, v)| (vec![("reason", reason.label().to_string())], v))
+    .collect();
+    labelled(
+        r,
+        &format!("{prefix}_connections_refused"),
+        &format!("{what}: connections refused: the peer is in no allowed network, or the server was at its connection cap."),
+        &refused,
+    );
+    type Field = fn(&CallCounts) -> u64;
+    let calls: [(&str, &str, Field); 8] = [
+        ("reads", "READ calls.", |c| c.reads),
+        ("writes", "WRITE calls.", |c| c.writes),
+        ("commits", "COMMIT calls.", |c| c.commits),
+        ("other_calls", "GETATTR and NULL calls.", |c| c.other_calls),
+        ("read_bytes", "Bytes returned by READ.", |c| c.bytes_read),
+        ("written_bytes", "Bytes stored by WRITE.", |c| {
+            c.bytes_written
+        }),
+        ("errors", "Calls answered with a non-OK status.", |c| {
+            c.errors
+        }),
+        (
+            "refused",
+            "Messages refused (RDMA_ERROR, RPC rejections).",
+            |c| c.refused,
+        ),
+    ];
+    // Service totals (closed connections included), then one series per OPEN connection.
+    for (name, help, f) in calls {
+        counter(
+            r,
+            &format!("{prefix}_{name}"),
+            &format!("{what}: {help} All connections."),
+            f(&st.totals),
+        );
+        let rows: Vec<(Labels, u64)> = st
+            .open
+            .iter()
+            .map(|c| {
+                (
+                    vec![("conn", c.id.to_string()), ("peer", c.peer.clone())],
+                    f(&c.counts),
+                )
+            })
+            .collect();
+        labelled(
+            r,
+            &format!("{prefix}_connection_{name}"),
+            &format!("{what}: {help} Per open connection."),
+            &rows,
+        );
+    }
+}
 
 /// `help` without its final period: the encoder adds one.
 fn help(text: &str) -> String {
@@ -155,88 +238,12 @@ impl Snapshot {
         ] {
             counter(&mut r, name, help, v);
         }
-        self.register_store(&mut r);
+        register_store(&mut r, "store", "Store (RPC-over-RDMA)", &self.store);
+        if let Some(t) = &self.store_tcp {
+            register_store(&mut r, "store_tcp", "Store over ONC RPC/TCP", t);
+        }
         self.register_xdp(&mut r);
         r
-    }
-
-    fn register_store(&self, r: &mut Registry) {
-        let st: &StoreSnapshot = &self.store;
-        let open = i64::try_from(st.open.len()).unwrap_or(i64::MAX);
-        r.register(
-            "store_connections",
-            help("Store connections now open."),
-            ConstGauge::new(open),
-        );
-        counter(
-            r,
-            "store_connections_accepted",
-            "Store connections accepted.",
-            st.accepted,
-        );
-        counter(
-            r,
-            "store_connections_idle_closed",
-            "Store connections closed for having had no call within the idle timeout.",
-            st.idle_closed,
-        );
-        let refused: Vec<(Labels, u64)> = [
-            (Refusal::NotAllowed, st.refused_not_allowed),
-            (Refusal::Full, st.refused_full),
-        ]
-        .into_iter()
-        .map(|(reason, v)| (vec![("reason", reason.label().to_string())], v))
-        .collect();
-        labelled(
-            r,
-            "store_connections_refused",
-            "Store connections refused: the peer is in no allowed network, or the server was at its connection cap.",
-            &refused,
-        );
-        type Field = fn(&CallCounts) -> u64;
-        let calls: [(&str, &str, Field); 8] = [
-            ("reads", "READ calls.", |c| c.reads),
-            ("writes", "WRITE calls.", |c| c.writes),
-            ("commits", "COMMIT calls.", |c| c.commits),
-            ("other_calls", "GETATTR and NULL calls.", |c| c.other_calls),
-            ("read_bytes", "Bytes returned by READ.", |c| c.bytes_read),
-            ("written_bytes", "Bytes stored by WRITE.", |c| {
-                c.bytes_written
-            }),
-            ("errors", "Calls answered with a non-OK status.", |c| {
-                c.errors
-            }),
-            (
-                "refused",
-                "Messages refused (RDMA_ERROR, RPC rejections).",
-                |c| c.refused,
-            ),
-        ];
-        // Service totals (closed connections included), then one series per OPEN connection.
-        for (name, help, f) in calls {
-            counter(
-                r,
-                &format!("store_{name}"),
-                &format!("{help} All connections."),
-                f(&st.totals),
-            );
-            let rows: Vec<(Labels, u64)> = st
-                .open
-                .iter()
-                .map(|c| {
-                    (
-                        vec![("conn", c.id.to_string()), ("peer", c.peer.clone())],
-                        f(&c.counts),
-                    )
-                })
-                .collect();
-            labelled(
-                r,
-                &format!("store_connection_{name}"),
-                &format!("{help} Per open connection."),
-                &rows,
-            );
-        }
     }
 
     fn register_xdp(&self, r: &mut Registry) {
@@ -487,6 +494,76 @@ mod tests {
             },
             ..Snapshot::default()
         }
+    }
+
+    /// The ONC RPC over TCP service's counters get their own `xwarpd_store_tcp_*` series when
+    /// it runs, and none when it does not; the RPC-over-RDMA ones keep their names.
+    #[test]
+    fn the_onc_rpc_tcp_service_is_exported_beside_the_rdma_store() {
+        let off = parse(&sample().to_prometheus());
+        assert!(
+            !off.samples
+                .iter()
+                .any(|x| x.metric.starts_with("xwarpd_store_tcp")),
+            "no TCP service, no series"
+        );
+        let mut s = sample();
+        s.store_tcp = Some(StoreSnapshot {
+            totals: CallCounts {
+                reads: 5,
+                bytes_read: 5 << 20,
+                ..CallCounts::default()
+            },
+            open: vec![ConnSnapshot {
+                id: 9,
+                peer: "198.18.0.3:900".into(),
+                counts: CallCounts {
+                    reads: 2,
+                    ..CallCounts::default()
+                },
+            }],
+            accepted: 4,
+            refused_not_allowed: 1,
+            ..StoreSnapshot::default()
+        });
+        let text = s.to_prometheus();
+        let p = parse(&text);
+        assert_eq!(
+            value(&p, "xwarpd_store_tcp_reads_total", &[]),
+            Some(5.0),
+            "{text}"
+        );
+        assert_eq!(
+            value(&p, "xwarpd_store_tcp_read_bytes_total", &[]),
+            Some(5242880.0)
+        );
+        assert_eq!(value(&p, "xwarpd_store_tcp_connections", &[]), Some(1.0));
+        assert_eq!(
+            value(&p, "xwarpd_store_tcp_connections_accepted_total", &[]),
+            Some(4.0)
+        );
+        assert_eq!(
+            value(
+                &p,
+                "xwarpd_store_tcp_connections_refused_total",
+                &[("reason", "not_allowed")]
+            ),
+            Some(1.0)
+        );
+        assert_eq!(
+            value(
+                &p,
+                "xwarpd_store_tcp_connection_reads_total",
+                &[("conn", "9"), ("peer", "198.18.0.3:900")]
+            ),
+            Some(2.0)
+        );
+        // The RDMA service's series are unchanged beside it.
+        assert_eq!(value(&p, "xwarpd_store_reads_total", &[]), Some(10.0));
+        assert_eq!(
+            value(&p, "xwarpd_store_connections_accepted_total", &[]),
+            Some(8.0)
+        );
     }
 
     #[test]

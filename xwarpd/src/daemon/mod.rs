@@ -251,6 +251,7 @@ pub fn run_with(cfg: &DaemonConfig, hooks: &Hooks) -> Result<Stop, DaemonError> 
         _ => None,
     };
     let store_stats: Option<Arc<StoreStats>> = store.as_ref().map(|s| s.stats().clone());
+    let tcp_store_stats: Option<Arc<StoreStats>> = tcp_store.as_ref().map(|s| s.stats().clone());
     let echo_stats = Arc::new(echo::EchoStats::default());
     let mut echoes = Vec::new();
     for a in &cfg.listeners {
@@ -281,6 +282,7 @@ pub fn run_with(cfg: &DaemonConfig, hooks: &Hooks) -> Result<Stop, DaemonError> 
                 .as_ref()
                 .map(|s| s.snapshot())
                 .unwrap_or_default(),
+            store_tcp: tcp_store_stats.as_ref().map(|s| s.snapshot()),
             echo_connections: echo_stats.connections.load(Ordering::Relaxed),
             echo_messages: echo_stats.messages.load(Ordering::Relaxed),
             echo_refused: echo_stats.refused.load(Ordering::Relaxed),
