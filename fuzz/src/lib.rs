@@ -7,7 +7,8 @@
 //!
 //! - `fuzz/libfuzzer/` is the cargo-fuzz package (nightly, libFuzzer): one binary per target,
 //!   each a one-line call into this crate. `deploy/xwarp fuzz [SECONDS]` runs them all.
-//! - `fuzz/corpus/<target>/` holds the seed corpus, `fuzz/artifacts/<target>/` every crash
+//! - `fuzz/corpus/<target>/` holds the seeds (`seed-*`) and the minimized corpora of past
+//!   campaigns (`-merge=1`), `fuzz/artifacts/<target>/` every crash
 //!   reproducer found so far; `cargo test -p fuzz-targets` replays both through the same
 //!   functions on the stable toolchain, so a fixed crash stays fixed.
 #![forbid(unsafe_code)]
