@@ -469,7 +469,9 @@ pub struct TestArgs {
 }
 
 impl TestArgs {
-    /// The engine mode of either transport: `--engine`, else inline (the rpc tests' store
+    /// The engine mode: `--engine`, else inline. (For the kernel transport [`RunSpec::new`]
+    /// fills in its faster mode per test first: inline for latency, threaded otherwise.) For
+    /// xdp, inline (the rpc tests' store
     /// server too: its acceptor thread no longer spins on an inline engine beside the
     /// connection's thread; measured rpc_read 1 MiB, server pinned to one core: inline 4.1-4.8
     /// Gb/s, threaded 2.6-3.5, five runs each, alternated).
