@@ -517,8 +517,10 @@ fn xdp_transport_tests_run_end_to_end_and_interoperate_with_kernel() {
         ("write_bw", "64K", "100", &xa, &kernel, "kernel"),
         ("write_bw", "64K", "200", &xa, &xb_bidi_threaded, "xdp"),
         ("read_bw", "64K", "100", &xa, &xb_bidi, "xdp"),
-        // --cpu_util on the raw ceiling too
-        ("raw_lat", "64", "100", &xa, &xb_cpu, "raw"),
+        // --cpu_util on the raw ceiling too: long enough (~50 ms) for the kernel to account
+        // the spinning thread's time (schedstat moves at scheduler ticks; 100 iterations,
+        // ~1 ms, sometimes read as 0.0)
+        ("raw_lat", "64", "5000", &xa, &xb_cpu, "raw"),
     ];
     for (k, (test, size, iters, srv, cli, transport)) in cases.into_iter().enumerate() {
         let json = dir.join(format!("{test}-{k}.json"));
