@@ -75,7 +75,8 @@ struct transport {
 };
 
 /* Rules 4, 6, 7 and 9 for IPv4; returns OURS to go on with `t` filled. */
-static __always_inline enum verdict ipv4(void *ip_start, void *data_end, struct transport *t)
+static __always_inline enum verdict ipv4(void *ip_start, void *data_end, __u32 ip_room,
+					 struct transport *t)
 {
 	struct iphdr *ip = ip_start;
 	__u32 ihl_bytes, total, daddr;
@@ -88,7 +89,7 @@ static __always_inline enum verdict ipv4(void *ip_start, void *data_end, struct 
 		return MALFORMED;
 	ihl_bytes = ip->ihl * 4;
 	total = bpf_ntohs(ip->tot_len);
-	if (total < ihl_bytes || (void *)ip + total > data_end)
+	if (total < ihl_bytes || total > ip_room)
 		return MALFORMED;
 	/* 6 */
 	daddr = ip->daddr;
@@ -108,7 +109,8 @@ static __always_inline enum verdict ipv4(void *ip_start, void *data_end, struct 
 }
 
 /* Rules 5 to 9 for IPv6; returns OURS to go on with `t` filled. */
-static __always_inline enum verdict ipv6(void *ip_start, void *data_end, struct transport *t)
+static __always_inline enum verdict ipv6(void *ip_start, void *data_end, __u32 ip_room,
+					 struct transport *t)
 {
 	struct ipv6hdr *ip6 = ip_start;
 	struct xwarp_addr6 daddr;
@@ -121,7 +123,7 @@ static __always_inline enum verdict ipv6(void *ip_start, void *data_end, struct 
 	if (ip6->version != 6)
 		return MALFORMED;
 	plen = bpf_ntohs(ip6->payload_len);
-	if ((void *)(ip6 + 1) + plen > data_end)
+	if (sizeof(*ip6) + plen > ip_room)
 		return MALFORMED;
 	/* 6 */
 	__builtin_memcpy(daddr.addr, &ip6->daddr, sizeof(daddr.addr));
@@ -159,15 +161,21 @@ static __always_inline enum verdict classify(struct xdp_md *ctx)
 	struct tcphdr *tcp;
 	enum verdict v;
 	__u16 port;
+	/* Octets behind the Ethernet header in the whole packet: a multi-buffer packet (jumbo
+	 * MTU) has only its first buffer between data and data_end, so lengths the IP header
+	 * states are checked against this; the headers themselves are read from the first
+	 * buffer and bounded by data_end. */
+	__u32 ip_room;
 
 	/* 1 */
 	if ((void *)(eth + 1) > data_end)
 		return MALFORMED;
+	ip_room = bpf_xdp_get_buff_len(ctx) - sizeof(*eth);
 	/* 2, 3: a VLAN tag (802.1Q, 802.1ad) is neither IPv4 nor IPv6 */
 	if (eth->h_proto == bpf_htons(ETH_P_IP))
-		v = ipv4(eth + 1, data_end, &t);
+		v = ipv4(eth + 1, data_end, ip_room, &t);
 	else if (eth->h_proto == bpf_htons(ETH_P_IPV6))
-		v = ipv6(eth + 1, data_end, &t);
+		v = ipv6(eth + 1, data_end, ip_room, &t);
 	else
 		return NOT_OURS;
 	if (v != OURS)
@@ -194,7 +202,10 @@ static __always_inline enum verdict classify(struct xdp_md *ctx)
 	return OURS;
 }
 
-SEC("xdp")
+/* xdp.frags: loaded with BPF_F_XDP_HAS_FRAGS, so that a jumbo MTU is allowed and packets
+ * longer than a page reach the program as multi-buffer packets (AF_XDP sockets bound with
+ * XDP_USE_SG take them as chains of frames). */
+SEC("xdp.frags")
 int xwarp_steer(struct xdp_md *ctx)
 {
 	__u32 zero = 0;

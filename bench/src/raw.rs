@@ -10,8 +10,9 @@
 //! `raw_lat` half the round trip per sample (its wait makes no system call); `raw_bw` what the
 //! server received, which the client asks for after each run (payload bits and frames per
 //! second over the receiver's first-to-last arrival: the MsgRate column is the packet rate).
-//! Frames follow the interface MTU (up to what one UMEM frame holds: no multi-buffer); messages
-//! larger than one frame's payload go as several frames.
+//! Packets follow the interface MTU: a packet longer than one UMEM frame (jumbo MTUs) goes as
+//! a chain of frames on a multi-buffer socket, as the xdp transport's do; messages larger than
+//! one packet's payload go as several packets.
 
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
@@ -22,7 +23,7 @@ use dataplane::xdp::raw::{
     raw_echo, raw_flood, raw_ping_pong, raw_sink, raw_sink_report, PingPongConfig, RawEndpoint,
     HEADERS_LEN,
 };
-use dataplane::xdp::xsk::frame_size_for_mtu;
+use dataplane::xdp::xsk::{frame_size_for_mtu, multi_buffer_for_mtu};
 use dataplane::xdp::{
     resolve_next_hop, steered_queue, AttachPolicy, PortKind, XdpProgram, XskConfig, XskQueue,
 };
@@ -53,13 +54,15 @@ fn xdp_err(what: &str, e: impl std::fmt::Display) -> String {
 }
 
 /// The steering program on `ifname` and an AF_XDP socket on `--queue`, the port steered, with
-/// UMEM frames sized for the interface's MTU; also the TCP payload one frame carries.
+/// UMEM frames sized for the interface's MTU (multi-buffer when a frame is too short); also the
+/// TCP payload one packet carries.
 fn open_queue(spec: &RunSpec, ifname: &str) -> Result<(XdpProgram, XskQueue, usize), String> {
     let mtu = RtNetlink::new()
         .and_then(|mut nl| nl.link_mtu(ifindex(ifname)?))
         .map_err(|e| xdp_err("cannot read the MTU", e))?;
     let cfg = XskConfig {
         frame_size: frame_size_for_mtu(mtu),
+        multi_buffer: multi_buffer_for_mtu(mtu),
         ..XskConfig::default()
     };
     let (prog, q) = steered_queue(
@@ -70,12 +73,12 @@ fn open_queue(spec: &RunSpec, ifname: &str) -> Result<(XdpProgram, XskQueue, usi
         &[(spec.args.port, PortKind::Listen)],
     )
     .map_err(|e| xdp_err("cannot set up AF_XDP", e))?;
-    let payload = max_payload(mtu, q.frame_capacity());
+    let payload = max_payload(mtu, q.max_packet());
     Ok((prog, q, payload))
 }
 
-/// TCP payload of a full frame: what the MTU allows, within one UMEM frame of `capacity`
-/// packet bytes.
+/// TCP payload of a full packet: what the MTU allows, within the `capacity` packet bytes the
+/// socket sends (one frame, or a chain of them).
 fn max_payload(mtu: u32, capacity: usize) -> usize {
     let by_mtu = (mtu as usize).saturating_sub(IP_TCP_HEADERS);
     let by_frame = capacity.saturating_sub(HEADERS_LEN);
@@ -262,10 +265,14 @@ mod tests {
     }
 
     #[test]
-    fn frames_follow_the_mtu_up_to_one_umem_frame() {
+    fn packets_follow_the_mtu() {
         // MTU 3498 fits a 4096-byte frame: 3458 payload bytes.
         assert_eq!(max_payload(3498, 4096 - UMEM_HEADROOM), 3458);
-        // MTU 9000 is cut to what one 4096-byte frame holds (no multi-buffer).
+        // MTU 9000 takes a chain of 4096-byte frames (multi-buffer): all of the MTU.
+        assert!(multi_buffer_for_mtu(9000));
+        let chain = dataplane::xdp::xsk::MAX_FRAGMENTS * (4096 - UMEM_HEADROOM);
+        assert_eq!(max_payload(9000, chain), 8960);
+        // Without multi-buffer it would be cut to one frame.
         assert_eq!(max_payload(9000, 4096 - UMEM_HEADROOM), 4096 - 256 - 54);
     }
 }

@@ -257,6 +257,45 @@ fn verbs_on_xdp_both_ends() {
     run_pair(&tb, a, b, 4102);
 }
 
+/// Jumbo MTU (issue 11 item 2): packets longer than a UMEM frame travel as chains of frames
+/// (`XDP_USE_SG`, the `xdp.frags` program), and the MSS follows the MTU, not the frame.
+fn jumbo(tag: &str, peer: Option<dataplane::Transport>) {
+    let Some(tb) = or_skip(tag, for_test(tag)) else {
+        return;
+    };
+    tb.set_mtu(9000).expect("MTU 9000 on the veth pair");
+    let x = open_xdp(&tb, Side::A, EngineMode::Threaded);
+    let info = x.xdp_info().expect("an xdp device");
+    assert_eq!(info.mtu, 9000);
+    // 9000 - 20 (IPv4) - 20 (TCP) - 12 (timestamps): more than one 4 KiB frame carries.
+    assert_eq!(info.mss, 8948, "{info:?}");
+    let other = match peer {
+        Some(t) => {
+            tb.tx_checksum_off(Side::B).expect("ethtool -K tx off");
+            Device::open(t).unwrap()
+        }
+        None => open_xdp(&tb, Side::B, EngineMode::Threaded),
+    };
+    run_pair(&tb, x.clone(), other, 4110);
+    let c = x.engine_counters().expect("engine counters");
+    println!("jumbo {tag}: {c:?}");
+    // Send, Write and Read of 1 MiB: the data went in full 9000-octet packets, ACKs between
+    // them, so the average packet each way is longer than MTU 1500 allows (1514 octets).
+    assert!(c.rx_bytes / c.rx_packets.max(1) > 2 * 1514, "{c:?}");
+    assert!(c.tx_bytes / c.tx_packets.max(1) > 2 * 1514, "{c:?}");
+    assert_eq!(c.malformed, 0, "{c:?}");
+}
+
+#[test]
+fn verbs_on_xdp_both_ends_at_mtu_9000() {
+    jumbo("vjx", None);
+}
+
+#[test]
+fn verbs_on_xdp_against_kernel_at_mtu_9000() {
+    jumbo("vjk", Some(dataplane::Transport::Kernel));
+}
+
 #[test]
 fn xdp_device_refuses_a_foreign_address_and_a_missing_interface() {
     let Some(tb) = or_skip("vxe", for_test("vxe")) else {

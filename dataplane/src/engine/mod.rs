@@ -13,6 +13,8 @@
 //! application calls [`Engine::poll`] (the verbs API's xdp transport does so from its own
 //! engine thread, or from the application's calls in inline mode).
 
+#[cfg(target_os = "linux")]
+mod chain;
 mod driver;
 mod fault;
 mod io;

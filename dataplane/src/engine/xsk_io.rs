@@ -1,11 +1,17 @@
 //! [`PacketIo`] over an AF_XDP queue ([`XskQueue`]): received frames are handled straight from
 //! the UMEM (placement copies from there) and go back to the free pool after the batch;
 //! transmit frames are taken from the pool, written in place, and queued on the tx ring.
+//!
+//! On a multi-buffer socket (jumbo MTUs) a packet may span several frames: a received chain
+//! is gathered into one buffer before the endpoint sees it, and a transmitted packet is
+//! written into one buffer and then scattered over as many frames as it needs. A packet that
+//! fits one frame takes the copy-free path either way.
 
 use std::time::Instant;
 
 use endpoint::{FrameSink, TxOutcome};
 
+use super::chain::RxChain;
 use super::io::PacketIo;
 use crate::xdp::{Frame, XskQueue};
 
@@ -14,15 +20,41 @@ pub struct XskIo {
     queue: XskQueue,
     rx: Vec<Frame>,
     tx: Vec<Frame>,
+    /// Multi-buffer only: the chain received so far, and the buffer a transmitted packet is
+    /// written into before it is scattered over frames.
+    chain: Option<Chains>,
+}
+
+/// Buffers for packets that span frames.
+struct Chains {
+    rx: RxChain,
+    tx: Vec<u8>,
+    /// Frames the longest packet needs: checked free before a packet is written.
+    tx_frames: usize,
 }
 
 impl XskIo {
-    /// Wraps a bound queue.
+    /// Wraps a bound queue whose frames the endpoint may fill up to the queue's largest
+    /// packet.
     pub fn new(queue: XskQueue) -> Self {
+        let max = queue.max_packet();
+        Self::with_max_frame(queue, max)
+    }
+
+    /// Wraps a bound queue; transmitted packets are at most `max_frame` octets (the link's
+    /// MTU plus the Ethernet header), or the queue's largest packet if that is less.
+    pub fn with_max_frame(queue: XskQueue, max_frame: usize) -> Self {
+        let max = max_frame.min(queue.max_packet());
+        let chain = queue.is_multi_buffer().then(|| Chains {
+            rx: RxChain::new(queue.max_packet()),
+            tx: vec![0; max],
+            tx_frames: max.div_ceil(queue.frame_capacity()),
+        });
         XskIo {
             queue,
             rx: Vec::with_capacity(64),
             tx: Vec::with_capacity(64),
+            chain,
         }
     }
     /// The queue.
@@ -33,13 +65,26 @@ impl XskIo {
     pub fn queue_mut(&mut self) -> &mut XskQueue {
         &mut self.queue
     }
+    /// Received chains dropped because they were longer than the queue's largest packet
+    /// (zero on a socket without multi-buffer).
+    pub fn oversized_chains(&self) -> u64 {
+        self.chain.as_ref().map_or(0, |c| c.rx.dropped())
+    }
 }
 
 impl PacketIo for XskIo {
     fn rx_batch(&mut self, _now: Instant, max: usize, f: &mut dyn FnMut(&[u8])) -> usize {
         let n = self.queue.recv(&mut self.rx, max);
         for frame in &self.rx {
-            f(self.queue.data(frame));
+            let data = self.queue.data(frame);
+            match self.chain.as_mut() {
+                None => f(data),
+                Some(chain) => {
+                    if let Some(packet) = chain.rx.feed(data, frame.continues()) {
+                        f(packet);
+                    }
+                }
+            }
         }
         self.queue.release(&mut self.rx);
         n
@@ -62,6 +107,22 @@ impl FrameSink for XskIo {
     ) -> TxOutcome {
         if self.tx.len() >= 64 {
             self.queue.send(&mut self.tx);
+        }
+        if let Some(chain) = self.chain.as_mut() {
+            // Enough frames for the longest packet first, so that what `fill` writes is
+            // never lost for want of frames to scatter it over.
+            if self.queue.free_frames(chain.tx_frames) < chain.tx_frames {
+                return TxOutcome::NoBuffer;
+            }
+            return match fill(&mut chain.tx) {
+                Some(n) if n > 0 && n <= chain.tx.len() => {
+                    match self.queue.scatter(&chain.tx[..n], &mut self.tx) {
+                        Some(_) => TxOutcome::Queued,
+                        None => TxOutcome::Empty,
+                    }
+                }
+                _ => TxOutcome::Empty,
+            };
         }
         let Some(mut frame) = self.queue.alloc() else {
             return TxOutcome::NoBuffer;

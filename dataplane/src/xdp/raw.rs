@@ -133,21 +133,34 @@ pub fn tcp_payload(frame: &[u8]) -> Option<&[u8]> {
     Some(&frame[start..ip_end])
 }
 
+/// Whether `head` starts with Ethernet, IPv4 and a whole TCP header (the first frame of a
+/// chain, whose IP length runs past it).
+fn is_ipv4_tcp(head: &[u8]) -> bool {
+    let ihl = usize::from(head.get(14).map_or(0, |b| b & 0x0F)) * 4;
+    head.len() >= 14 + ihl + 20
+        && head[12..14] == ETHERTYPE_IPV4.to_be_bytes()
+        && head[14] >> 4 == 4
+        && ihl >= 20
+        && head[23] == 6
+}
+
+/// [`swap_addresses`] for the first frame of a chain (checked by [`is_ipv4_tcp`]).
+fn swap_head(head: &mut [u8]) -> bool {
+    let (dst, rest) = head.split_at_mut(6);
+    dst.swap_with_slice(&mut rest[..6]);
+    let (src_ip, dst_ip) = head[26..34].split_at_mut(4);
+    src_ip.swap_with_slice(dst_ip);
+    let tcp = 14 + usize::from(head[14] & 0x0F) * 4;
+    let (sp, dp) = head[tcp..tcp + 4].split_at_mut(2);
+    sp.swap_with_slice(dp);
+    true
+}
+
 /// Turns an Ethernet/IPv4/TCP frame around in place: swaps MACs, IP addresses and ports (the
 /// checksums stay valid: a checksum does not depend on the order of the words it sums).
 /// Returns false, leaving the frame alone, when it is not such a frame.
 pub fn swap_addresses(frame: &mut [u8]) -> bool {
-    if tcp_payload(frame).is_none() {
-        return false;
-    }
-    let (dst, rest) = frame.split_at_mut(6);
-    dst.swap_with_slice(&mut rest[..6]);
-    let (src_ip, dst_ip) = frame[26..34].split_at_mut(4);
-    src_ip.swap_with_slice(dst_ip);
-    let tcp = 14 + usize::from(frame[14] & 0x0F) * 4;
-    let (sp, dp) = frame[tcp..tcp + 4].split_at_mut(2);
-    sp.swap_with_slice(dp);
-    true
+    tcp_payload(frame).is_some() && swap_head(frame)
 }
 
 /// A raw ping-pong run.
@@ -266,6 +279,15 @@ pub fn raw_echo(
     let mut rx: Vec<Frame> = Vec::with_capacity(64);
     let mut tx: Vec<Frame> = Vec::with_capacity(64);
     let mut echoed = 0u64;
+    // Where the last frame left a chain of frames (multi-buffer).
+    #[derive(Clone, Copy)]
+    enum Chain {
+        None,
+        Echoed,
+        Dropped,
+    }
+    let mut chain = Chain::None;
+    let mut pending: Vec<Frame> = Vec::new();
     while echoed < count && start.elapsed() < timeout {
         q.reclaim();
         if q.recv(&mut rx, 64) == 0 {
@@ -276,16 +298,41 @@ pub fn raw_echo(
             continue;
         }
         for mut f in rx.drain(..) {
-            if swap_addresses(q.data_mut(&mut f)) {
-                tx.push(f);
-            } else {
+            // A chain (multi-buffer) goes back whole: its head turned around, the rest as is.
+            let keep = match chain {
+                Chain::Echoed => true,
+                Chain::Dropped => false,
+                Chain::None => {
+                    let continues = f.continues();
+                    let head = q.data_mut(&mut f);
+                    if continues {
+                        is_ipv4_tcp(head) && swap_head(head)
+                    } else {
+                        swap_addresses(head)
+                    }
+                }
+            };
+            let continues = f.continues();
+            chain = match (continues, keep) {
+                (false, _) => Chain::None,
+                (true, true) => Chain::Echoed,
+                (true, false) => Chain::Dropped,
+            };
+            if !keep {
                 q.release_one(f);
+                continue;
+            }
+            // A chain is queued only once its last frame is here (it may end in a later batch).
+            pending.push(f);
+            if !continues {
+                tx.append(&mut pending);
             }
         }
         echoed += q.send(&mut tx) as u64;
         // What the tx ring did not take goes back to the pool (counted as not echoed).
         q.release(&mut tx);
     }
+    q.release(&mut pending);
     q.kick_tx();
     Ok(echoed)
 }
@@ -301,9 +348,10 @@ pub struct RawRun {
     pub elapsed: Duration,
 }
 
-/// Sends `count` frames of `payload_len` bytes from `local` to `remote` as fast as the tx ring
+/// Sends `count` packets of `payload_len` bytes from `local` to `remote` as fast as the tx ring
 /// takes them; returns what was queued for transmission (what arrived: [`raw_sink_report`]).
-/// Gives up after `timeout`.
+/// A packet longer than a frame goes as a chain of frames (multi-buffer sockets only); the
+/// report counts packets. Gives up after `timeout`.
 pub fn raw_flood(
     q: &mut XskQueue,
     local: &RawEndpoint,
@@ -312,27 +360,52 @@ pub fn raw_flood(
     count: u64,
     timeout: Duration,
 ) -> Result<RawRun, XdpError> {
-    if payload_len < 8 || HEADERS_LEN + payload_len > q.frame_capacity() {
+    if payload_len < 8 || HEADERS_LEN + payload_len > q.max_packet() {
         return Err(XdpError::Invalid(
-            "payload must be 8.. bytes and fit a frame",
+            "payload must be 8.. bytes and fit a frame (or a chain of them: multi-buffer)",
         ));
     }
+    // A packet longer than a frame is built once per packet in `chain` and scattered over
+    // frames (multi-buffer); a shorter one is built in its frame.
+    let chained = HEADERS_LEN + payload_len > q.frame_capacity();
+    let mut chain = vec![
+        0u8;
+        if chained {
+            HEADERS_LEN + payload_len
+        } else {
+            0
+        }
+    ];
     let mut payload = vec![0u8; payload_len];
     let mut batch: Vec<Frame> = Vec::with_capacity(64);
     let start = Instant::now();
     let mut sent = 0u64;
+    // Packets built into `batch` and not yet queued (`send` queues all of it or none).
+    let mut packets = 0u64;
     while sent < count && start.elapsed() < timeout {
         q.reclaim();
-        let want = (count - sent).min(64) as usize;
-        while batch.len() < want {
-            let Some(mut f) = q.alloc() else { break };
-            payload[..8].copy_from_slice(&(sent + batch.len() as u64).to_le_bytes());
-            let len = build_tcp_frame(q.data_mut_full(&mut f), local, remote, 0, &payload)
-                .ok_or(XdpError::Invalid("frame too short"))?;
-            q.set_len(&mut f, len)?;
-            batch.push(f);
+        let want = (count - sent).min(64);
+        while packets < want {
+            payload[..8].copy_from_slice(&(sent + packets).to_le_bytes());
+            if chained {
+                build_tcp_frame(&mut chain, local, remote, 0, &payload)
+                    .ok_or(XdpError::Invalid("frame too short"))?;
+                if q.scatter(&chain, &mut batch).is_none() {
+                    break;
+                }
+            } else {
+                let Some(mut f) = q.alloc() else { break };
+                let len = build_tcp_frame(q.data_mut_full(&mut f), local, remote, 0, &payload)
+                    .ok_or(XdpError::Invalid("frame too short"))?;
+                q.set_len(&mut f, len)?;
+                batch.push(f);
+            }
+            packets += 1;
         }
-        sent += q.send(&mut batch) as u64;
+        if q.send(&mut batch) > 0 {
+            sent += packets;
+            packets = 0;
+        }
         q.kick_tx();
     }
     q.release(&mut batch);
@@ -345,7 +418,8 @@ pub fn raw_flood(
 }
 
 /// Receives frames until `count` have arrived or nothing arrived for `idle` (the receiving
-/// side of [`raw_flood`]); counts Ethernet/IPv4/TCP frames only. A request of
+/// side of [`raw_flood`]); counts Ethernet/IPv4/TCP packets only (a chain of frames on a
+/// multi-buffer socket is one packet with the bytes of all its frames). A request of
 /// [`raw_sink_report`] is answered with what arrived since the previous request (the same
 /// answer again for a repeated request), and counting starts anew.
 pub fn raw_sink(
@@ -360,6 +434,8 @@ pub fn raw_sink(
     let mut first: Option<Instant> = None;
     let mut last = Instant::now();
     let mut answered: Option<(u64, RawRun)> = None;
+    // Inside a chain of frames: whether its head was counted.
+    let mut in_chain: Option<bool> = None;
     while total.frames < count && last.elapsed() < idle {
         q.reclaim();
         if q.recv(&mut rx, 64) == 0 {
@@ -373,6 +449,27 @@ pub fn raw_sink(
         let mut asked = None;
         for f in &rx {
             let data = q.data(f);
+            if let Some(counted) = in_chain.as_mut() {
+                // The rest of a chain (multi-buffer): its bytes count, it is no new packet.
+                if *counted {
+                    run.bytes += data.len() as u64;
+                }
+                if !f.continues() {
+                    in_chain = None;
+                }
+                continue;
+            }
+            if f.continues() {
+                // The head of a chain: its headers are all here, its length is not.
+                let counted = is_ipv4_tcp(data);
+                if counted {
+                    first.get_or_insert(last);
+                    run.frames += 1;
+                    run.bytes += data.len() as u64;
+                }
+                in_chain = Some(counted);
+                continue;
+            }
             let Some(payload) = tcp_payload(data) else {
                 continue;
             };

@@ -33,14 +33,31 @@ pub enum BindMode {
     ZeroCopy,
 }
 
+/// The kernel's headroom in front of every received packet (`XDP_PACKET_HEADROOM`).
+pub const UMEM_HEADROOM: u32 = 256;
+
+/// Fragments (frames) one packet may span on a multi-buffer socket: the copy-mode transmit
+/// path takes at most `MAX_SKB_FRAGS` (17) descriptors per packet; 16 leaves a margin.
+pub const MAX_FRAGMENTS: usize = 16;
+
+/// `XDP_PKT_CONTD` (include/uapi/linux/if_xdp.h): more fragments of this packet follow.
+const XDP_PKT_CONTD: u32 = 1;
+
 /// UMEM frame size for an interface of `mtu`: 2048 when a whole frame fits with the kernel's
-/// headroom, else 4096 (the largest frame AF_XDP takes without multi-buffer).
+/// headroom, else 4096 (the largest frame AF_XDP takes; larger packets span several frames,
+/// see [`multi_buffer_for_mtu`]).
 pub fn frame_size_for_mtu(mtu: u32) -> u32 {
-    if mtu + 14 + 256 <= 2048 {
+    if mtu + 14 + UMEM_HEADROOM <= 2048 {
         2048
     } else {
         4096
     }
+}
+
+/// Whether an interface of `mtu` needs multi-buffer sockets (`XDP_USE_SG`): its Ethernet
+/// frames do not fit one UMEM frame of [`frame_size_for_mtu`] behind the headroom.
+pub fn multi_buffer_for_mtu(mtu: u32) -> bool {
+    mtu + 14 + UMEM_HEADROOM > frame_size_for_mtu(mtu)
 }
 
 /// Sizes and modes of one [`XskQueue`].
@@ -64,6 +81,10 @@ pub struct XskConfig {
     /// calls (`SO_PREFER_BUSY_POLL`, `SO_BUSY_POLL`, `SO_BUSY_POLL_BUDGET`); `None` (default)
     /// leaves the socket as it is. It changes nothing on veth.
     pub busy_poll: Option<BusyPoll>,
+    /// Bind with `XDP_USE_SG`: a packet longer than a frame arrives and leaves as a chain of
+    /// frames ([`Frame::continues`], [`XskQueue::scatter`]). Needs Linux 6.6 (copy mode) and
+    /// an `xdp.frags` program, which [`super::XdpProgram`] is. Off by default.
+    pub multi_buffer: bool,
 }
 
 /// Busy-poll settings of an AF_XDP socket.
@@ -94,6 +115,7 @@ impl Default for XskConfig {
             need_wakeup: true,
             huge_pages: false,
             busy_poll: None,
+            multi_buffer: false,
         }
     }
 }
@@ -153,6 +175,12 @@ impl Frame {
     pub fn addr(&self) -> usize {
         self.desc.addr()
     }
+
+    /// Whether more frames of the same packet follow this one (`XDP_PKT_CONTD`; only on a
+    /// multi-buffer socket).
+    pub fn continues(&self) -> bool {
+        self.desc.options() & XDP_PKT_CONTD != 0
+    }
 }
 
 /// Ring and pool occupancy, for tests and counters.
@@ -180,6 +208,7 @@ pub struct XskQueue {
     in_tx: usize,
     fill_target: usize,
     capacity: usize,
+    multi_buffer: bool,
     zero_copy: bool,
     queue_id: u32,
     tx_budget: u32,
@@ -231,6 +260,9 @@ impl XskQueue {
         if cfg.need_wakeup {
             bind |= BindFlags::XDP_USE_NEED_WAKEUP;
         }
+        if cfg.multi_buffer {
+            bind |= BindFlags::XDP_USE_SG;
+        }
         let sock_cfg = SocketConfig::builder()
             .rx_queue_size(ring)
             .tx_queue_size(ring)
@@ -262,9 +294,14 @@ impl XskQueue {
             set_tx_budget(tx.fd().as_raw_fd(), cfg.ring_size)
         };
         tracing::info!(
-            "{ifname} queue {queue_id}: AF_XDP socket in {} mode{}",
+            "{ifname} queue {queue_id}: AF_XDP socket in {} mode{}{}",
             if zero_copy { "zero-copy" } else { "copy" },
-            if cfg.need_wakeup { ", need_wakeup" } else { "" }
+            if cfg.need_wakeup { ", need_wakeup" } else { "" },
+            if cfg.multi_buffer {
+                ", multi-buffer"
+            } else {
+                ""
+            }
         );
 
         let owner = NEXT_OWNER.fetch_add(1, Ordering::Relaxed);
@@ -285,6 +322,7 @@ impl XskQueue {
             in_tx: 0,
             fill_target: cfg.fill_target(),
             capacity,
+            multi_buffer: cfg.multi_buffer,
             zero_copy,
             queue_id,
             tx_budget,
@@ -317,6 +355,29 @@ impl XskQueue {
     /// Largest packet a frame holds.
     pub fn frame_capacity(&self) -> usize {
         self.capacity
+    }
+
+    /// Whether the socket is bound with `XDP_USE_SG` (packets may span frames).
+    pub fn is_multi_buffer(&self) -> bool {
+        self.multi_buffer
+    }
+
+    /// Largest packet [`XskQueue::scatter`] sends: one frame, or [`MAX_FRAGMENTS`] of them on a
+    /// multi-buffer socket.
+    pub fn max_packet(&self) -> usize {
+        if self.multi_buffer {
+            self.capacity * MAX_FRAGMENTS
+        } else {
+            self.capacity
+        }
+    }
+
+    /// Frames in the free pool (after reclaiming completions when fewer than `want` are).
+    pub fn free_frames(&mut self, want: usize) -> usize {
+        if self.free.len() < want {
+            self.reclaim();
+        }
+        self.free.len()
     }
 
     /// Where the frames are now.
@@ -396,7 +457,35 @@ impl XskQueue {
         }
         let mut f = self.free.pop()?;
         self.set_len_unchecked(&mut f, 0);
+        // A frame last received as part of a chain must not leave marked as one.
+        f.desc.set_options(0);
         Some(f)
+    }
+
+    /// Copies one packet into as many free frames as it needs and appends them to `out` in
+    /// order, every one but the last marked [`Frame::continues`]: ready for
+    /// [`XskQueue::send`], which queues a vector whole or not at all, so a chain never leaves
+    /// half-queued. All or nothing here too: `None` (nothing taken) when the packet is empty,
+    /// longer than [`XskQueue::max_packet`], or more frames than the pool has are needed.
+    /// Returns the number of frames used.
+    pub fn scatter(&mut self, packet: &[u8], out: &mut Vec<Frame>) -> Option<usize> {
+        if packet.is_empty() || packet.len() > self.max_packet() {
+            return None;
+        }
+        let frames = packet.len().div_ceil(self.capacity);
+        if self.free_frames(frames) < frames {
+            return None;
+        }
+        for (i, piece) in packet.chunks(self.capacity).enumerate() {
+            let mut f = self.alloc()?;
+            if i + 1 < frames {
+                f.desc.set_options(XDP_PKT_CONTD);
+            }
+            self.set_len_unchecked(&mut f, piece.len());
+            self.data_mut(&mut f).copy_from_slice(piece);
+            out.push(f);
+        }
+        Some(frames)
     }
 
     /// Takes up to `n` free frames into `out`; returns how many.
@@ -428,8 +517,10 @@ impl XskQueue {
         self.free.push(frame);
     }
 
-    /// Queues frames from the front of `frames` on the tx ring and kicks the kernel if it asks;
-    /// the queued tokens leave `frames`, the rest stay. Returns how many were queued.
+    /// Queues the frames of `frames` on the tx ring and kicks the kernel if it asks: all of
+    /// them when the ring has room for all, else none (libxdp reserves all or nothing), so a
+    /// chain of [`XskQueue::scatter`] is never split. The queued tokens leave `frames`.
+    /// Returns how many were queued.
     pub fn send(&mut self, frames: &mut Vec<Frame>) -> usize {
         if frames.is_empty() {
             return 0;

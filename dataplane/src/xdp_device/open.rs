@@ -31,7 +31,7 @@ fn xdp_err(error: XdpError) -> DeviceError {
     }
 }
 
-use crate::xdp::xsk::frame_size_for_mtu as frame_size_for;
+use crate::xdp::xsk::{frame_size_for_mtu as frame_size_for, multi_buffer_for_mtu};
 
 impl XdpDevice {
     /// Opens `cfg.interface` in the calling thread's network namespace.
@@ -57,6 +57,7 @@ impl XdpDevice {
         prog.set_owned_addrs(&[ip]).map_err(xdp_err)?;
         prog.steer_range(ports).map_err(xdp_err)?;
         let frame_size = frame_size_for(mtu);
+        let multi_buffer = multi_buffer_for_mtu(mtu);
         let queue = XskQueue::new(
             &cfg.interface,
             cfg.queue,
@@ -65,6 +66,7 @@ impl XdpDevice {
                 frame_size,
                 huge_pages: cfg.huge_pages,
                 busy_poll: cfg.busy_poll,
+                multi_buffer,
                 ..XskConfig::default()
             },
         )
@@ -78,6 +80,7 @@ impl XdpDevice {
             mtu,
             xdp_mode = ?prog.mode(),
             zero_copy = queue.is_zero_copy(),
+            multi_buffer,
             "AF_XDP device open"
         );
 
@@ -85,8 +88,13 @@ impl XdpDevice {
         ecfg.local_ports = cfg.local_ports.clone();
         ecfg.limits = cfg.limits.clone();
         ecfg.listener = cfg.listener.clone();
-        let room = frame_size.min(mtu + 14) - headers(ip) - TCP_OPTIONS;
+        // One frame, or a chain of them on a multi-buffer socket: the MTU is the limit.
+        let max_frame = (mtu as usize + 14).min(queue.max_packet());
+        let room = max_frame as u32 - headers(ip) - TCP_OPTIONS;
         ecfg.tcp.mss = u16::try_from(room).unwrap_or(u16::MAX);
+        // The path MTU our segments are sized by (EMSS, MPA §3.1.1): the link's, not TCP's
+        // default 1500 (which had kept segments at 1448 octets on any MTU).
+        ecfg.tcp.mtu = u16::try_from(max_frame - 14).unwrap_or(u16::MAX);
         let info = crate::XdpInfo {
             interface: cfg.interface.clone(),
             queue: cfg.queue,
@@ -96,7 +104,12 @@ impl XdpDevice {
             mss: ecfg.tcp.mss,
             mode: cfg.mode,
         };
-        let engine = Engine::with_faults(ecfg, XskIo::new(queue), cfg.fault, Instant::now());
+        let engine = Engine::with_faults(
+            ecfg,
+            XskIo::with_max_frame(queue, max_frame),
+            cfg.fault,
+            Instant::now(),
+        );
 
         let (inline, core) = match cfg.mode {
             EngineMode::Inline => (true, None),
@@ -168,5 +181,8 @@ mod tests {
     fn frames_fit_the_mtu() {
         assert_eq!(frame_size_for(1500), 2048);
         assert_eq!(frame_size_for(3000), 4096);
+        assert!(!multi_buffer_for_mtu(1500));
+        assert!(!multi_buffer_for_mtu(3498));
+        assert!(multi_buffer_for_mtu(9000));
     }
 }
