@@ -13,7 +13,7 @@ use crate::pd::PdHandle;
 const RX_BATCH: usize = 64;
 /// [`Engine::poll_spinning`] reads the clock on every this many idle rounds (and on every
 /// round that receives): timers fire at most this many idle rounds late (microseconds).
-const CLOCK_EVERY_IDLE: u32 = 64;
+pub const CLOCK_EVERY_IDLE: u32 = 64;
 
 /// One queue's engine: an [`Endpoint`] (whose connections live in the verbs API's protection
 /// domains, or in its own memory) driven over packet I/O `I`, with a fault injector between
@@ -91,11 +91,17 @@ impl<I: PacketIo> Engine<I> {
     /// arrived, or work or a timer may be due. An idle round compares the timers with the last
     /// reading, refreshed every [`CLOCK_EVERY_IDLE`] idle rounds, so it costs no clock read.
     pub fn poll_spinning(&mut self) -> usize {
+        self.poll_spinning_with(&mut Instant::now)
+    }
+
+    /// [`Engine::poll_spinning`] reading time from `clock` (tests pass a virtual clock and
+    /// count its readings).
+    pub fn poll_spinning_with(&mut self, clock: &mut dyn FnMut() -> Instant) -> usize {
         let stale = self.last_now;
         let mut fresh: Option<Instant> = None;
         let Engine { io, endpoint, .. } = self;
         let n = io.rx_batch(stale, RX_BATCH, &mut |f: &[u8]| {
-            let now = *fresh.get_or_insert_with(Instant::now);
+            let now = *fresh.get_or_insert_with(&mut *clock);
             endpoint.handle_frame(now, f)
         });
         if n == 0 && !io.holding() {
@@ -107,7 +113,7 @@ impl<I: PacketIo> Engine<I> {
             }
         }
         self.idle_rounds = 0;
-        let now = fresh.unwrap_or_else(Instant::now);
+        let now = fresh.unwrap_or_else(clock);
         self.last_now = now;
         self.finish_round(now, n)
     }

@@ -22,7 +22,7 @@ mod io;
 mod xsk_io;
 
 pub use crate::pd::PdHandle;
-pub use driver::Engine;
+pub use driver::{Engine, CLOCK_EVERY_IDLE};
 pub use fault::{FaultConfig, FaultCounters, FaultyIo};
 pub use io::PacketIo;
 #[cfg(target_os = "linux")]
