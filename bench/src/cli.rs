@@ -670,9 +670,15 @@ pub struct CompareArgs {
     /// the scheduler put the two busy-polling processes).
     #[arg(long)]
     pub no_pin: bool,
-    /// MTU of the testbed's veth pair.
-    #[arg(long, default_value_t = 1500, value_parser = clap::value_parser!(u32).range(576..=9000))]
-    pub mtu: u32,
+    /// MTUs of the testbed's veth pair, one whole plan each (comma-separated or repeated;
+    /// above 3826 AF_XDP packets span several UMEM frames: multi-buffer).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_values_t = [1500, 9000],
+        value_parser = clap::value_parser!(u32).range(576..=9000)
+    )]
+    pub mtu: Vec<u32>,
 }
 
 /// Parses a message size: `tool_support::ByteSize`'s forms (64, 4K, 4KiB, 1M: powers of 1024),

@@ -48,6 +48,9 @@ pub struct CompareRecord {
     /// Octets the TCP RDMA option placed without a copy (the ONC RPC over TCP cells).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub copies_avoided: Option<u64>,
+    /// The testbed's MTU when this was measured (compare runs the plan at each MTU).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtu: Option<u32>,
 }
 
 impl CompareRecord {
@@ -67,6 +70,7 @@ impl CompareRecord {
             ran: r.and_then(|r| r.params.clone()),
             cpu_s_per_gb: r.and_then(|r| r.cpu_s_per_gb),
             copies_avoided: r.and_then(|r| r.copies_avoided),
+            mtu: None,
         }
     }
 }
@@ -130,128 +134,184 @@ pub fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     }
 }
 
-/// Runs compare.
+/// Runs compare: the whole plan at each MTU of `--mtu` (default 1500 and 9000), a table each.
 pub fn run(args: &CompareArgs) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find own binary: {e}"))?;
-    let tb = Testbed::up(args.mtu)?;
-    eprintln!(
-        "xwarp-bench compare: testbed {} (namespaces {} / {}, MTU {}), server {}",
-        tb.name, tb.ns_a, tb.ns_b, args.mtu, ADDR_A
-    );
+    let first = args.mtu.first().copied().unwrap_or(1500);
+    let tb = Testbed::up(first)?;
     let tmp = std::env::temp_dir().join(format!("xwarp-bench-compare-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).map_err(|e| format!("cannot create {}: {e}", tmp.display()))?;
     let rounds = args.rounds.unwrap_or(if args.short { 1 } else { 3 });
     let pin = pinning(args);
     eprintln!(
-        "xwarp-bench compare: {rounds} round(s), {}",
+        "xwarp-bench compare: testbed {} (namespaces {} / {}), server {}, MTU {}; {rounds} \
+         round(s), {}",
+        tb.name,
+        tb.ns_a,
+        tb.ns_b,
+        ADDR_A,
+        args.mtu
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(" then "),
         if pin {
             "server pinned to CPU 0, client to CPU 1 (every transport)"
         } else {
             "not pinned"
         }
     );
-    let mut runs: Vec<CompareRecord> = Vec::new();
-    let mut notes: Vec<String> = Vec::new();
+    let mut all: Vec<CompareRecord> = Vec::new();
+    let mut missing: Vec<String> = Vec::new();
     let mut port = DEFAULT_PORT;
-    // Whole rounds, one after the other, so load that comes and goes hits every column alike.
-    for round in 1..=rounds {
-        for (test, bytes, _, full, short) in PLAN {
-            let iters = if args.short { short } else { full };
-            for transport in TRANSPORTS {
-                let (run_test, t) = match transport {
-                    "raw" => (raw_test(test), "xdp"),
-                    other => (test, other),
-                };
-                eprintln!(
-                    "xwarp-bench compare: round {round}/{rounds}: {} {} B over {transport} \
-                     (load average {})",
-                    test.name(),
-                    bytes,
-                    load_average()
-                );
-                let json = tmp.join(format!("{}-{transport}.json", test.name()));
-                let r = if transport == "linux" {
-                    crate::linux::run(
-                        &tb,
-                        test,
-                        bytes,
-                        crate::linux::seconds(args.short),
-                        port,
-                        pin,
-                    )
-                } else {
-                    run_pair(&tb, &exe, run_test, t, bytes, iters, port, &json, pin, &[])
-                        .map(|rec| CompareRecord::from_record(test, transport, Some(&rec), bytes))
-                };
-                port += 1;
-                match r {
-                    Ok(rec) => runs.push(rec),
-                    Err(e) => {
-                        let note = format!("{transport} {}: {e}", test.name());
-                        eprintln!("xwarp-bench compare: n/a: {note}");
-                        notes.push(note);
-                    }
-                }
-            }
-            if test != TestKind::RpcRead {
-                continue;
-            }
-            // rpc_read over ONC RPC on xwarp's TCP (xdp), the TCP RDMA option off and on.
-            for (name, option) in crate::compare_tcp::TCP_CELLS {
-                eprintln!(
-                    "xwarp-bench compare: round {round}/{rounds}: rpc_read {bytes} B over {name} \
-                     (load average {})",
-                    load_average()
-                );
-                let json = tmp.join(format!("rpc_read-{name}.json"));
-                let extra = crate::compare_tcp::cell_args(option);
-                let r = run_pair(
-                    &tb, &exe, test, "xdp", bytes, iters, port, &json, pin, &extra,
-                )
-                .map(|rec| CompareRecord::from_record(test, name, Some(&rec), bytes));
-                port += 1;
-                match r {
-                    Ok(rec) => runs.push(rec),
-                    Err(e) => {
-                        let note = format!("{name} rpc_read: {e}");
-                        eprintln!("xwarp-bench compare: n/a: {note}");
-                        notes.push(note);
-                    }
-                }
-            }
-        }
+    for &mtu in &args.mtu {
+        tb.set_mtu(mtu)?;
+        let plan = Plan {
+            tb: &tb,
+            exe: &exe,
+            tmp: &tmp,
+            rounds,
+            pin,
+            short: args.short,
+            mtu,
+        };
+        let (mut records, notes) = plan.run(&mut port);
+        let tcp = crate::compare_tcp::medians(&records);
+        records = medians(&records);
+        // A run that failed in one round but was measured in another is not an n/a.
+        let notes: Vec<String> = notes
+            .into_iter()
+            .filter(|n| {
+                !records.iter().any(|r| {
+                    n.starts_with(&format!("{} {}:", r.transport, r.test))
+                        && (r.t_typical_us.is_some() || r.bw_gbps.is_some())
+                })
+            })
+            .collect();
+        println!("MTU {mtu}");
+        print!("{}", table(&records, &notes));
+        let rdma = records
+            .iter()
+            .find(|r| r.test == "rpc_read" && r.transport == "xdp")
+            .and_then(|r| r.bw_gbps);
+        println!("\n{}", crate::compare_tcp::table(&tcp, rdma));
+        missing.extend(
+            missing_cells(&records)
+                .into_iter()
+                .map(|c| format!("{c} (MTU {mtu})")),
+        );
+        records.extend(tcp);
+        all.extend(records.into_iter().map(|r| CompareRecord {
+            mtu: Some(mtu),
+            ..r
+        }));
     }
-    let mut records = medians(&runs);
-    let tcp = crate::compare_tcp::medians(&runs);
-    // A run that failed in one round but was measured in another is not an n/a.
-    notes.retain(|n| {
-        !records.iter().any(|r| {
-            n.starts_with(&format!("{} {}:", r.transport, r.test))
-                && (r.t_typical_us.is_some() || r.bw_gbps.is_some())
-        })
-    });
     let _ = std::fs::remove_dir_all(&tmp);
-    print!("{}", table(&records, &notes));
-    let rdma = records
-        .iter()
-        .find(|r| r.test == "rpc_read" && r.transport == "xdp")
-        .and_then(|r| r.bw_gbps);
-    print!("\n{}", crate::compare_tcp::table(&tcp, rdma));
-    records.extend(tcp);
     if let Some(path) = &args.json {
         let report = crate::compare_report::CompareReport {
             environment: crate::compare_report::Environment::here(
-                args.mtu, pin, rounds, args.short,
+                &args.mtu, pin, rounds, args.short,
             ),
-            records: records.clone(),
+            records: all,
         };
         report::write_json(path, &report)?;
     }
-    let missing = missing_cells(&records);
     if !missing.is_empty() {
         return Err(format!("not measured: {}", missing.join(", ")));
     }
     Ok(())
+}
+
+/// One MTU's runs of the plan.
+struct Plan<'a> {
+    tb: &'a Testbed,
+    exe: &'a Path,
+    tmp: &'a Path,
+    rounds: u32,
+    pin: bool,
+    short: bool,
+    mtu: u32,
+}
+
+impl Plan<'_> {
+    /// Every round of the plan: the records of the runs that measured something, and a note
+    /// for each that did not. `port` moves on by one per run.
+    fn run(&self, port: &mut u16) -> (Vec<CompareRecord>, Vec<String>) {
+        let (tb, exe, rounds, pin, mtu) = (self.tb, self.exe, self.rounds, self.pin, self.mtu);
+        let mut runs: Vec<CompareRecord> = Vec::new();
+        let mut notes: Vec<String> = Vec::new();
+        // Whole rounds, one after the other, so load that comes and goes hits every column
+        // alike.
+        for round in 1..=rounds {
+            for (test, bytes, _, full, short) in PLAN {
+                let iters = if self.short { short } else { full };
+                for transport in TRANSPORTS {
+                    let (run_test, t) = match transport {
+                        "raw" => (raw_test(test), "xdp"),
+                        other => (test, other),
+                    };
+                    eprintln!(
+                        "xwarp-bench compare: MTU {mtu} round {round}/{rounds}: {} {} B over \
+                         {transport} (load average {})",
+                        test.name(),
+                        bytes,
+                        load_average()
+                    );
+                    let json = self.tmp.join(format!("{}-{transport}.json", test.name()));
+                    let r = if transport == "linux" {
+                        crate::linux::run(
+                            tb,
+                            test,
+                            bytes,
+                            crate::linux::seconds(self.short),
+                            *port,
+                            pin,
+                        )
+                    } else {
+                        run_pair(tb, exe, run_test, t, bytes, iters, *port, &json, pin, &[]).map(
+                            |rec| CompareRecord::from_record(test, transport, Some(&rec), bytes),
+                        )
+                    };
+                    *port += 1;
+                    match r {
+                        Ok(rec) => runs.push(rec),
+                        Err(e) => {
+                            let note = format!("{transport} {}: {e}", test.name());
+                            eprintln!("xwarp-bench compare: n/a: {note}");
+                            notes.push(note);
+                        }
+                    }
+                }
+                if test != TestKind::RpcRead {
+                    continue;
+                }
+                // rpc_read over ONC RPC on xwarp's TCP (xdp), the TCP RDMA option off and on.
+                for (name, option) in crate::compare_tcp::TCP_CELLS {
+                    eprintln!(
+                        "xwarp-bench compare: MTU {mtu} round {round}/{rounds}: rpc_read {bytes} \
+                         B over {name} (load average {})",
+                        load_average()
+                    );
+                    let json = self.tmp.join(format!("rpc_read-{name}.json"));
+                    let extra = crate::compare_tcp::cell_args(option);
+                    let r = run_pair(
+                        tb, exe, test, "xdp", bytes, iters, *port, &json, pin, &extra,
+                    )
+                    .map(|rec| CompareRecord::from_record(test, name, Some(&rec), bytes));
+                    *port += 1;
+                    match r {
+                        Ok(rec) => runs.push(rec),
+                        Err(e) => {
+                            let note = format!("{name} rpc_read: {e}");
+                            eprintln!("xwarp-bench compare: n/a: {note}");
+                            notes.push(note);
+                        }
+                    }
+                }
+            }
+        }
+        (runs, notes)
+    }
 }
 
 /// The planned cells (`transport test`) that no round measured.

@@ -1,7 +1,7 @@
 //! The compare JSON: the records and what they ran on (issue 11: "its JSON records what ran").
 //!
 //! ```json
-//! { "environment": { "kernel": "6.12.48", "mtu": 1500, "pinning": "...", ... },
+//! { "environment": { "kernel": "6.12.48", "mtus": [1500, 9000], "pinning": "...", ... },
 //!   "records": [ { "test": "write_lat", "transport": "xdp", ..., "ran": { parameter block } } ] }
 //! ```
 //! Each record's `ran` is the parameter block of the run that measured it (XDP native or
@@ -20,8 +20,9 @@ pub struct Environment {
     pub kernel: String,
     /// xwarp-bench's version.
     pub xwarp_version: String,
-    /// The testbed's veth MTU.
-    pub mtu: u32,
+    /// The testbed's veth MTUs, in the order the plan ran at them (each record says its own).
+    #[serde(default)]
+    pub mtus: Vec<u32>,
     /// How the two sides were pinned (every transport alike).
     pub pinning: String,
     /// CPUs this process may use.
@@ -36,11 +37,11 @@ pub struct Environment {
 
 impl Environment {
     /// This host's facts with the run's settings.
-    pub fn here(mtu: u32, pinned: bool, rounds: u32, short: bool) -> Self {
+    pub fn here(mtus: &[u32], pinned: bool, rounds: u32, short: bool) -> Self {
         Environment {
             kernel: kernel_release(),
             xwarp_version: env!("CARGO_PKG_VERSION").into(),
-            mtu,
+            mtus: mtus.to_vec(),
             pinning: if pinned {
                 "server on CPU 0, client on CPU 1".into()
             } else {
@@ -99,13 +100,13 @@ mod tests {
             ..CompareRecord::default()
         };
         let r = CompareReport {
-            environment: Environment::here(9000, true, 3, false),
+            environment: Environment::here(&[1500, 9000], true, 3, false),
             records: vec![rec.clone()],
         };
         let text = serde_json::to_string(&r).unwrap();
         assert_eq!(CompareReport::from_json(&text).unwrap(), r);
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(v["environment"]["mtu"], 9000);
+        assert_eq!(v["environment"]["mtus"], serde_json::json!([1500, 9000]));
         assert!(!v["environment"]["kernel"].as_str().unwrap().is_empty());
         let old = serde_json::to_string(&vec![rec.clone()]).unwrap();
         let back = CompareReport::from_json(&old).unwrap();

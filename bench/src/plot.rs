@@ -174,23 +174,41 @@ fn bar_panel(area: &Area, title: &str, unit: &str, rows: &[Group]) -> Result<(),
 
 /// `compare`: latency bars above, bandwidth bars below.
 fn compare_bars(root: &Area, recs: &[CompareRecord]) -> Result<(), String> {
-    let mut groups: Vec<(String, u64)> = Vec::new();
+    // One group per test, size and MTU (compare runs its plan at each MTU).
+    let mut groups: Vec<(String, u64, Option<u32>)> = Vec::new();
     for r in recs {
-        if !groups.contains(&(r.test.clone(), r.bytes)) {
-            groups.push((r.test.clone(), r.bytes));
+        let key = (r.test.clone(), r.bytes, r.mtu);
+        if !groups.contains(&key) {
+            groups.push(key);
         }
     }
+    let mtus = groups
+        .iter()
+        .filter_map(|g| g.2)
+        .fold(Vec::new(), |mut v, m| {
+            if !v.contains(&m) {
+                v.push(m);
+            }
+            v
+        });
+    let label = |test: &str, bytes: u64, mtu: Option<u32>| match mtu {
+        Some(m) if mtus.len() > 1 => format!("{test} {} @{m}", size_label(bytes)),
+        _ => format!("{test} {}", size_label(bytes)),
+    };
     let rows = |lat: bool| -> Vec<Group> {
         groups
             .iter()
-            .filter(|(test, _)| test.ends_with("_lat") == lat)
-            .map(|(test, bytes)| {
+            .filter(|(test, _, _)| test.ends_with("_lat") == lat)
+            .map(|(test, bytes, mtu)| {
                 let per: Vec<_> = TRANSPORTS
                     .iter()
                     .map(|t| {
-                        let r = recs
-                            .iter()
-                            .find(|r| &r.test == test && r.bytes == *bytes && r.transport == *t)?;
+                        let r = recs.iter().find(|r| {
+                            &r.test == test
+                                && r.bytes == *bytes
+                                && r.mtu == *mtu
+                                && r.transport == *t
+                        })?;
                         if lat {
                             Some((r.t_typical_us?, r.t_typical_range_us))
                         } else {
@@ -198,7 +216,7 @@ fn compare_bars(root: &Area, recs: &[CompareRecord]) -> Result<(), String> {
                         }
                     })
                     .collect();
-                (format!("{test} {}", size_label(*bytes)), per)
+                (label(test, *bytes, *mtu), per)
             })
             .collect()
     };

@@ -62,6 +62,14 @@ impl Testbed {
         })
     }
 
+    /// Sets the MTU of both veth ends (no XDP program may be attached that cannot take it:
+    /// ours can, it is multi-buffer aware).
+    pub fn set_mtu(&self, mtu: u32) -> Result<(), String> {
+        self.tb
+            .set_mtu(mtu)
+            .map_err(|e| format!("cannot set the testbed's MTU to {mtu}: {e}"))
+    }
+
     /// Turns off transmit checksum offload on one side's veth end. veth hands kernel TCP's
     /// frames over with the checksum left to "offload" (CHECKSUM_PARTIAL), which an AF_XDP
     /// engine on the other end sees as a bad checksum: a kernel-transport peer of the xdp
