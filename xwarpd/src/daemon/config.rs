@@ -126,6 +126,9 @@ struct RawXdp {
     backlog: Option<i64>,
     max_half_open: Option<i64>,
     synack_retries: Option<i64>,
+    huge_pages: Option<bool>,
+    busy_poll_usecs: Option<i64>,
+    busy_poll_budget: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -479,6 +482,34 @@ fn parse_xdp(raw: RawXdp, o: &Overrides) -> Result<Option<XdpConfig>, ConfigErro
     )? {
         cfg.listener.synack_retries = n as u32;
     }
+    // NIC hosts (no effect on veth): the UMEM on huge pages, busy polling of the driver.
+    cfg.huge_pages = raw.huge_pages.unwrap_or(false);
+    let usecs = in_range(
+        "xdp.busy_poll_usecs",
+        raw.busy_poll_usecs,
+        0,
+        10_000,
+        "microseconds one busy-poll system call may spin in the driver (SO_BUSY_POLL), 0 (off, the default) to 10000",
+    )?;
+    let budget = in_range(
+        "xdp.busy_poll_budget",
+        raw.busy_poll_budget,
+        1,
+        1024,
+        "packets the driver may handle per busy poll (SO_BUSY_POLL_BUDGET), 1 to 1024 (default 64)",
+    )?;
+    cfg.busy_poll = match (usecs, budget) {
+        (None | Some(0), Some(_)) => {
+            return Err(ConfigError::Inconsistent(
+                "xdp.busy_poll_budget needs xdp.busy_poll_usecs above 0 (busy polling on)",
+            ))
+        }
+        (None | Some(0), None) => None,
+        (Some(u), b) => Some(dataplane::xdp::BusyPoll {
+            usecs: u as u32,
+            budget: b.map_or(dataplane::xdp::BusyPoll::default().budget, |b| b as u32),
+        }),
+    };
     Ok(Some(cfg))
 }
 
@@ -740,12 +771,23 @@ mod tests {
                 backlog = 50
                 max_half_open = 60
                 synack_retries = 2
+                huge_pages = true
+                busy_poll_usecs = 50
+                busy_poll_budget = 16
                 "#
             ),
             &Overrides::default(),
         )
         .unwrap();
         assert_eq!(x.interface, "enp1s0f1");
+        assert!(x.huge_pages);
+        assert_eq!(
+            x.busy_poll,
+            Some(dataplane::xdp::BusyPoll {
+                usecs: 50,
+                budget: 16
+            })
+        );
         assert_eq!(x.limits.max_connections, 100);
         assert_eq!(x.listener.max_accept_queue, 50);
         assert_eq!(x.listener.max_half_open, 60);
@@ -830,6 +872,14 @@ mod tests {
                 &["xdp.synack_retries", "\"11\"", "0 to 10"],
             ),
             (format!("{x}backlog = 0"), &["xdp.backlog", "1 to 65536"]),
+            (
+                format!("{x}busy_poll_usecs = 20000"),
+                &["xdp.busy_poll_usecs", "0 (off, the default) to 10000"],
+            ),
+            (
+                format!("{x}busy_poll_budget = 8"),
+                &["xdp.busy_poll_budget needs xdp.busy_poll_usecs"],
+            ),
             (
                 format!("{x}max_connections = 0"),
                 &["xdp.max_connections", "1 to 1048576"],

@@ -68,6 +68,13 @@ impl DaemonConfig {
             xt.insert("backlog".into(), count(x.listener.max_accept_queue));
             xt.insert("max_half_open".into(), count(x.listener.max_half_open));
             xt.insert("synack_retries".into(), i(x.listener.synack_retries));
+            xt.insert("huge_pages".into(), Value::Boolean(x.huge_pages));
+            let bp = x.busy_poll.unwrap_or_default();
+            let usecs = x.busy_poll.map_or(0, |b| b.usecs);
+            xt.insert("busy_poll_usecs".into(), i(usecs));
+            if x.busy_poll.is_some() {
+                xt.insert("busy_poll_budget".into(), i(bp.budget));
+            }
             t.insert("xdp".into(), Value::Table(xt));
         }
         if let Some(st) = &self.store {
