@@ -11,12 +11,27 @@ use dataplane::xdp::raw::{
 };
 use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
 use dataplane::xdp::{
-    resolve_next_hop, steered_queue, AttachPolicy, BusyPoll, PortKind, XskConfig, XskQueue,
+    resolve_next_hop, steered_queue, AttachPolicy, BusyPoll, PortKind, XdpProgram, XskConfig,
+    XskQueue,
 };
 use testkit::or_skip;
 
 const PORT: u16 = 18515;
 const ROUNDS: u32 = 200;
+
+/// The steering program on `side`'s veth end (native XDP) and an AF_XDP socket made with `xsk`
+/// on queue 0, the test port steered to it.
+fn steered(tb: &VethTestbed, side: Side, xsk: XskConfig) -> (XdpProgram, XskQueue) {
+    let _ns = tb.enter(side).unwrap();
+    steered_queue(
+        tb.ifname(side),
+        0,
+        AttachPolicy::NativeOnly,
+        xsk,
+        &[(PORT, PortKind::Listen)],
+    )
+    .unwrap()
+}
 
 /// A ping-pong of `rounds` 64-byte frames from A to an echo on B, both ends steered by native
 /// XDP into AF_XDP sockets made with `xsk`; returns the report, the echo count and how many
@@ -27,19 +42,8 @@ fn ping_pong(
     rounds: u32,
     busy_poll: bool,
 ) -> (PingPongReport, u64, [u64; 2]) {
-    let setup = |side: Side| {
-        let _ns = tb.enter(side).unwrap();
-        steered_queue(
-            tb.ifname(side),
-            0,
-            AttachPolicy::NativeOnly,
-            xsk,
-            &[(PORT, PortKind::Listen)],
-        )
-        .unwrap()
-    };
-    let (prog_b, mut q_b) = setup(Side::B);
-    let (prog_a, mut q_a) = setup(Side::A);
+    let (prog_b, mut q_b) = steered(tb, Side::B, xsk);
+    let (prog_a, mut q_a) = steered(tb, Side::A, xsk);
     let _a = tb.enter(Side::A).unwrap();
     let hop = resolve_next_hop(tb.ip(Side::B).into(), Duration::from_secs(3)).unwrap();
     let (local, remote) = RawEndpoint::pair_from_hop(&hop, PORT, tb.ip(Side::B), PORT).unwrap();
@@ -156,19 +160,8 @@ fn jumbo_packets_travel_as_chains_of_frames() {
         multi_buffer: true,
         ..XskConfig::default()
     };
-    let steered = |side: Side| {
-        let _ns = tb.enter(side).unwrap();
-        steered_queue(
-            tb.ifname(side),
-            0,
-            AttachPolicy::NativeOnly,
-            xsk,
-            &[(PORT, PortKind::Listen)],
-        )
-        .unwrap()
-    };
-    let (prog_b, mut q_b) = steered(Side::B);
-    let (_prog_a, mut q_a) = steered(Side::A);
+    let (prog_b, mut q_b) = steered(&tb, Side::B, xsk);
+    let (_prog_a, mut q_a) = steered(&tb, Side::A, xsk);
     assert!(q_a.is_multi_buffer() && q_a.max_packet() >= 9014);
     let _a = tb.enter(Side::A).unwrap();
     let hop = resolve_next_hop(tb.ip(Side::B).into(), Duration::from_secs(3)).unwrap();
@@ -196,19 +189,8 @@ fn raw_sink_reports_what_arrived_per_run() {
     let Some(tb) = or_skip("rrp", for_test("rrp")) else {
         return;
     };
-    let steered = |side: Side| {
-        let _ns = tb.enter(side).unwrap();
-        steered_queue(
-            tb.ifname(side),
-            0,
-            AttachPolicy::NativeOnly,
-            XskConfig::default(),
-            &[(PORT, PortKind::Listen)],
-        )
-        .unwrap()
-    };
-    let (_prog_b, mut q_b) = steered(Side::B);
-    let (_prog_a, mut q_a) = steered(Side::A);
+    let (_prog_b, mut q_b) = steered(&tb, Side::B, XskConfig::default());
+    let (_prog_a, mut q_a) = steered(&tb, Side::A, XskConfig::default());
     let _a = tb.enter(Side::A).unwrap();
     let hop = resolve_next_hop(tb.ip(Side::B).into(), Duration::from_secs(3)).unwrap();
     let (local, remote) = RawEndpoint::pair_from_hop(&hop, PORT, tb.ip(Side::B), PORT).unwrap();
