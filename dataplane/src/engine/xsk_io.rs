@@ -41,12 +41,12 @@ impl XskIo {
         Self::with_max_frame(queue, max)
     }
 
-    /// Wraps a bound queue; transmitted packets are at most `max_frame` octets (the link's
-    /// MTU plus the Ethernet header), or the queue's largest packet if that is less.
+    /// Wraps a bound queue; packets are at most `max_frame` octets each way (the link's MTU
+    /// plus the Ethernet header), or the queue's largest packet if that is less.
     pub fn with_max_frame(queue: XskQueue, max_frame: usize) -> Self {
         let max = max_frame.min(queue.max_packet());
         let chain = queue.is_multi_buffer().then(|| Chains {
-            rx: RxChain::new(queue.max_packet()),
+            rx: RxChain::new(max),
             tx: vec![0; max],
             tx_frames: max.div_ceil(queue.frame_capacity()),
         });
@@ -65,11 +65,6 @@ impl XskIo {
     pub fn queue_mut(&mut self) -> &mut XskQueue {
         &mut self.queue
     }
-    /// Received chains dropped because they were longer than the queue's largest packet
-    /// (zero on a socket without multi-buffer).
-    pub fn oversized_chains(&self) -> u64 {
-        self.chain.as_ref().map_or(0, |c| c.rx.dropped())
-    }
 }
 
 impl PacketIo for XskIo {
@@ -80,8 +75,14 @@ impl PacketIo for XskIo {
             match self.chain.as_mut() {
                 None => f(data),
                 Some(chain) => {
+                    let dropped = chain.rx.dropped();
                     if let Some(packet) = chain.rx.feed(data, frame.continues()) {
                         f(packet);
+                    } else if chain.rx.dropped() != dropped {
+                        tracing::warn!(
+                            dropped = chain.rx.dropped(),
+                            "a received chain of frames longer than the largest packet was dropped"
+                        );
                     }
                 }
             }

@@ -113,19 +113,24 @@ pub fn build_tcp_frame(
     Some(len)
 }
 
+/// Where the TCP header starts in a frame that begins with Ethernet, IPv4 (no VLAN tag) and a
+/// whole TCP header (the frame may be the first of a chain, whose IP length runs past it).
+fn tcp_start(head: &[u8]) -> Option<usize> {
+    let ihl = usize::from(*head.get(14)? & 0x0F) * 4;
+    let ours = head.len() >= 14 + ihl + 20
+        && head[12..14] == ETHERTYPE_IPV4.to_be_bytes()
+        && head[14] >> 4 == 4
+        && ihl >= 20
+        && head[23] == 6;
+    ours.then_some(14 + ihl)
+}
+
 /// The TCP payload of an Ethernet/IPv4/TCP frame (no VLAN tag), if it is one.
 pub fn tcp_payload(frame: &[u8]) -> Option<&[u8]> {
-    if frame.len() < HEADERS_LEN || frame[12..14] != ETHERTYPE_IPV4.to_be_bytes() {
-        return None;
-    }
-    let ihl = usize::from(frame[14] & 0x0F) * 4;
-    if frame[14] >> 4 != 4 || ihl < 20 || frame[23] != 6 {
-        return None;
-    }
+    let tcp = tcp_start(frame)?;
     let ip_len = usize::from(u16::from_be_bytes([frame[16], frame[17]]));
     let ip_end = 14usize.checked_add(ip_len).filter(|&e| e <= frame.len())?;
-    let tcp = 14 + ihl;
-    let doff = usize::from(*frame.get(tcp + 12)? >> 4) * 4;
+    let doff = usize::from(frame[tcp + 12] >> 4) * 4;
     let start = tcp + doff;
     if doff < 20 || start > ip_end {
         return None;
@@ -133,34 +138,50 @@ pub fn tcp_payload(frame: &[u8]) -> Option<&[u8]> {
     Some(&frame[start..ip_end])
 }
 
-/// Whether `head` starts with Ethernet, IPv4 and a whole TCP header (the first frame of a
-/// chain, whose IP length runs past it).
-fn is_ipv4_tcp(head: &[u8]) -> bool {
-    let ihl = usize::from(head.get(14).map_or(0, |b| b & 0x0F)) * 4;
-    head.len() >= 14 + ihl + 20
-        && head[12..14] == ETHERTYPE_IPV4.to_be_bytes()
-        && head[14] >> 4 == 4
-        && ihl >= 20
-        && head[23] == 6
-}
-
-/// [`swap_addresses`] for the first frame of a chain (checked by [`is_ipv4_tcp`]).
-fn swap_head(head: &mut [u8]) -> bool {
-    let (dst, rest) = head.split_at_mut(6);
+/// Turns the headers of an Ethernet/IPv4/TCP frame around in place: swaps MACs, IP addresses
+/// and ports (the checksums stay valid: a checksum does not depend on the order of the words
+/// it sums). With `whole`, the frame must be a whole packet ([`tcp_payload`]); else it may be
+/// the first frame of a chain ([`tcp_start`]). Returns false, leaving the frame alone, when it
+/// is not such a frame.
+fn turn_around(frame: &mut [u8], whole: bool) -> bool {
+    let Some(tcp) = tcp_start(frame).filter(|_| !whole || tcp_payload(frame).is_some()) else {
+        return false;
+    };
+    let (dst, rest) = frame.split_at_mut(6);
     dst.swap_with_slice(&mut rest[..6]);
-    let (src_ip, dst_ip) = head[26..34].split_at_mut(4);
+    let (src_ip, dst_ip) = frame[26..34].split_at_mut(4);
     src_ip.swap_with_slice(dst_ip);
-    let tcp = 14 + usize::from(head[14] & 0x0F) * 4;
-    let (sp, dp) = head[tcp..tcp + 4].split_at_mut(2);
+    let (sp, dp) = frame[tcp..tcp + 4].split_at_mut(2);
     sp.swap_with_slice(dp);
     true
 }
 
 /// Turns an Ethernet/IPv4/TCP frame around in place: swaps MACs, IP addresses and ports (the
-/// checksums stay valid: a checksum does not depend on the order of the words it sums).
-/// Returns false, leaving the frame alone, when it is not such a frame.
+/// checksums stay valid). Returns false, leaving the frame alone, when it is not such a frame.
 pub fn swap_addresses(frame: &mut [u8]) -> bool {
-    tcp_payload(frame).is_some() && swap_head(frame)
+    turn_around(frame, true)
+}
+
+/// A receiver's place in a stream of frames that may form chains (multi-buffer): the verdict
+/// on a packet is taken at its first frame and holds for the rest of its chain.
+#[derive(Debug, Default)]
+struct ChainVerdict {
+    /// Inside a chain: the verdict its first frame got.
+    rest_of: Option<bool>,
+}
+
+impl ChainVerdict {
+    /// The verdict for the next frame, which `continues` into another or not: `judge()` for
+    /// a packet's first frame, the first frame's verdict for the rest. Also whether this is a
+    /// first frame.
+    fn next(&mut self, continues: bool, judge: impl FnOnce() -> bool) -> (bool, bool) {
+        let (verdict, first) = match self.rest_of {
+            Some(v) => (v, false),
+            None => (judge(), true),
+        };
+        self.rest_of = continues.then_some(verdict);
+        (verdict, first)
+    }
 }
 
 /// A raw ping-pong run.
@@ -279,14 +300,7 @@ pub fn raw_echo(
     let mut rx: Vec<Frame> = Vec::with_capacity(64);
     let mut tx: Vec<Frame> = Vec::with_capacity(64);
     let mut echoed = 0u64;
-    // Where the last frame left a chain of frames (multi-buffer).
-    #[derive(Clone, Copy)]
-    enum Chain {
-        None,
-        Echoed,
-        Dropped,
-    }
-    let mut chain = Chain::None;
+    let mut chains = ChainVerdict::default();
     let mut pending: Vec<Frame> = Vec::new();
     while echoed < count && start.elapsed() < timeout {
         q.reclaim();
@@ -299,25 +313,8 @@ pub fn raw_echo(
         }
         for mut f in rx.drain(..) {
             // A chain (multi-buffer) goes back whole: its head turned around, the rest as is.
-            let keep = match chain {
-                Chain::Echoed => true,
-                Chain::Dropped => false,
-                Chain::None => {
-                    let continues = f.continues();
-                    let head = q.data_mut(&mut f);
-                    if continues {
-                        is_ipv4_tcp(head) && swap_head(head)
-                    } else {
-                        swap_addresses(head)
-                    }
-                }
-            };
             let continues = f.continues();
-            chain = match (continues, keep) {
-                (false, _) => Chain::None,
-                (true, true) => Chain::Echoed,
-                (true, false) => Chain::Dropped,
-            };
+            let (keep, _) = chains.next(continues, || turn_around(q.data_mut(&mut f), !continues));
             if !keep {
                 q.release_one(f);
                 continue;
@@ -368,14 +365,7 @@ pub fn raw_flood(
     // A packet longer than a frame is built once per packet in `chain` and scattered over
     // frames (multi-buffer); a shorter one is built in its frame.
     let chained = HEADERS_LEN + payload_len > q.frame_capacity();
-    let mut chain = vec![
-        0u8;
-        if chained {
-            HEADERS_LEN + payload_len
-        } else {
-            0
-        }
-    ];
+    let mut chain = vec![0u8; HEADERS_LEN + payload_len];
     let mut payload = vec![0u8; payload_len];
     let mut batch: Vec<Frame> = Vec::with_capacity(64);
     let start = Instant::now();
@@ -434,8 +424,7 @@ pub fn raw_sink(
     let mut first: Option<Instant> = None;
     let mut last = Instant::now();
     let mut answered: Option<(u64, RawRun)> = None;
-    // Inside a chain of frames: whether its head was counted.
-    let mut in_chain: Option<bool> = None;
+    let mut chains = ChainVerdict::default();
     while total.frames < count && last.elapsed() < idle {
         q.reclaim();
         if q.recv(&mut rx, 64) == 0 {
@@ -449,37 +438,30 @@ pub fn raw_sink(
         let mut asked = None;
         for f in &rx {
             let data = q.data(f);
-            if let Some(counted) = in_chain.as_mut() {
-                // The rest of a chain (multi-buffer): its bytes count, it is no new packet.
-                if *counted {
-                    run.bytes += data.len() as u64;
+            let continues = f.continues();
+            // A chain's first frame holds all its headers but not its length.
+            let (counted, first_frame) = chains.next(continues, || {
+                if continues {
+                    return tcp_start(data).is_some();
                 }
-                if !f.continues() {
-                    in_chain = None;
+                let Some(payload) = tcp_payload(data) else {
+                    return false;
+                };
+                match report_request(payload) {
+                    Some(id) => {
+                        asked = Some((id, ends_of(data)));
+                        false
+                    }
+                    None => true,
                 }
-                continue;
-            }
-            if f.continues() {
-                // The head of a chain: its headers are all here, its length is not.
-                let counted = is_ipv4_tcp(data);
-                if counted {
+            });
+            if counted {
+                if first_frame {
                     first.get_or_insert(last);
                     run.frames += 1;
-                    run.bytes += data.len() as u64;
                 }
-                in_chain = Some(counted);
-                continue;
+                run.bytes += data.len() as u64;
             }
-            let Some(payload) = tcp_payload(data) else {
-                continue;
-            };
-            if let Some(id) = report_request(payload) {
-                asked = Some((id, ends_of(data)));
-                continue;
-            }
-            first.get_or_insert(last);
-            run.frames += 1;
-            run.bytes += data.len() as u64;
         }
         q.release(&mut rx);
         if let Some((id, Some((from, to)))) = asked {
@@ -699,6 +681,47 @@ mod tests {
         assert!(swap_addresses(&mut fwd[..len]));
         // The reply built from scratch and the swapped frame are the same bytes.
         assert_eq!(fwd[..len], back[..len]);
+    }
+
+    #[test]
+    fn a_chain_keeps_the_verdict_of_its_first_frame() {
+        let mut v = ChainVerdict::default();
+        let judged = std::cell::Cell::new(0);
+        let judge = |verdict: bool| {
+            let judged = &judged;
+            move || {
+                judged.set(judged.get() + 1);
+                verdict
+            }
+        };
+        // A whole packet, a chain of three (accepted), a chain of two (refused), a packet.
+        assert_eq!(v.next(false, judge(true)), (true, true));
+        assert_eq!(v.next(true, judge(true)), (true, true));
+        assert_eq!(v.next(true, judge(false)), (true, false));
+        assert_eq!(v.next(false, judge(false)), (true, false));
+        assert_eq!(v.next(true, judge(false)), (false, true));
+        assert_eq!(v.next(false, judge(true)), (false, false));
+        assert_eq!(v.next(false, judge(false)), (false, true));
+        assert_eq!(judged.get(), 4, "judged once per packet");
+    }
+
+    #[test]
+    fn the_first_frame_of_a_chain_is_turned_around_without_its_length() {
+        let (a, b) = ends();
+        let mut fwd = [0u8; 96];
+        let mut back = [0u8; 96];
+        let len = build_tcp_frame(&mut fwd, &a, &b, 3, &[7; 40]).unwrap();
+        build_tcp_frame(&mut back, &b, &a, 3, &[7; 40]).unwrap();
+        // Cut after the TCP header: the IP length runs past the frame.
+        let head = HEADERS_LEN + 4;
+        assert!(!turn_around(&mut fwd[..head], true), "not a whole packet");
+        assert!(turn_around(&mut fwd[..head], false));
+        assert_eq!(fwd[..head], back[..head]);
+        assert!(
+            !turn_around(&mut fwd[..HEADERS_LEN - 1], false),
+            "TCP header cut"
+        );
+        assert!(len > head);
     }
 
     #[test]
