@@ -41,8 +41,14 @@ pub struct XdpConfig {
     /// link-local; `0.0.0.0` or `::` the first of that family; any other address must be one
     /// of the interface's.
     pub address: Option<std::net::IpAddr>,
-    /// Its receive queue (default 0).
+    /// Its receive queue (default 0): the first of `queues`.
     pub queue: u32,
+    /// Receive queues served, `queue` onwards (default 1, at most 64): one engine (a lane)
+    /// per queue, all behind one XDP program. A flow belongs to one lane by a hash of its two
+    /// ends ([`endpoint::Lane`]); `connect` spreads queue pairs over the lanes, a listener
+    /// accepts on all of them, and a packet that arrives on another lane's queue is handed to
+    /// its owner. Stream sockets need a one-queue device.
+    pub queues: u32,
     /// Zero-copy when the driver offers it, copy mode otherwise (default), or forced.
     pub bind: crate::xdp::BindMode,
     /// Native XDP with a fallback to generic mode (default), or forced.
@@ -73,6 +79,7 @@ impl XdpConfig {
             interface: interface.into(),
             address: None,
             queue: 0,
+            queues: 1,
             bind: crate::xdp::BindMode::Auto,
             attach: crate::xdp::AttachPolicy::NativeOrGeneric,
             local_ports: 40000..=40999,
@@ -92,8 +99,10 @@ impl XdpConfig {
 pub struct XdpInfo {
     /// The interface.
     pub interface: String,
-    /// Its receive queue the engine serves.
+    /// Its receive queue the engine serves (the first of `queues`).
     pub queue: u32,
+    /// How many queues (lanes) it serves.
+    pub queues: u32,
     /// Native or generic XDP, as attached.
     pub attach_mode: crate::xdp::AttachMode,
     /// The AF_XDP socket is bound zero-copy (else copy mode).

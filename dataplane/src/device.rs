@@ -10,7 +10,7 @@ use ddp::{QpConfig, RdmapConfig, StreamId};
 use crate::counters::{CounterSnapshot, DeviceCounters};
 use crate::kernel::{self, DriverOptions, InlineDrivers};
 use crate::qp::{next_qp_num, Established, QpKind, QpShared};
-use crate::xdp_device::XdpDevice;
+use crate::xdp_device::XdpLanes;
 use crate::{
     CompletionQueue, ConnectError, ConnectionConfig, DeviceError, EngineMode, Listener,
     ProtectionDomain, QueuePair, Transport, XdpConfig,
@@ -38,8 +38,8 @@ pub struct Device {
     stag_seeds: crate::pd::StagSeeds,
     transport: Transport,
     counters: Arc<DeviceCounters>,
-    /// The AF_XDP engine (xdp transport only).
-    xdp: Option<Arc<XdpDevice>>,
+    /// The AF_XDP engines, one per queue (xdp transport only).
+    xdp: Option<Arc<XdpLanes>>,
     /// Kernel transport in inline mode: the connections the application's calls run.
     inline: Option<Arc<InlineDrivers>>,
 }
@@ -83,12 +83,13 @@ impl Device {
     }
 
     /// Opens an AF_XDP device: attaches xwarp's XDP program to `cfg.interface` (replacing a
-    /// stale one of ours), binds an AF_XDP socket to `cfg.queue` and starts the engine. Must be
-    /// called in the interface's network namespace. Dropping the last handle detaches XDP.
+    /// stale one of ours), binds an AF_XDP socket to each of `cfg.queues` queues from
+    /// `cfg.queue` and starts an engine on each. Must be called in the interface's network
+    /// namespace. Dropping the last handle detaches XDP.
     pub fn open_xdp(cfg: XdpConfig) -> Result<Self, DeviceError> {
         let counters = Arc::<DeviceCounters>::default();
         let stag_seeds = crate::pd::StagSeeds::from_os()?;
-        let xdp = XdpDevice::open(&cfg, counters.clone())?;
+        let xdp = XdpLanes::open(&cfg, counters.clone())?;
         Ok(Self {
             id: NEXT_DEVICE.fetch_add(1, Ordering::Relaxed),
             stag_seeds,
@@ -99,55 +100,79 @@ impl Device {
         })
     }
 
-    /// The AF_XDP engine (xdp transport only).
-    pub(crate) fn xdp_device(&self) -> Option<&Arc<XdpDevice>> {
+    /// The AF_XDP engines (xdp transport only).
+    pub(crate) fn xdp_lanes(&self) -> Option<&Arc<XdpLanes>> {
         self.xdp.as_ref()
     }
 
-    /// The engine's counters (AF_XDP devices; `None` for the kernel transport).
+    /// The engines' counters, summed over the device's queues (AF_XDP devices; `None` for the
+    /// kernel transport).
     pub fn engine_counters(&self) -> Option<endpoint::EndpointCounters> {
         let x = self.xdp.as_ref()?;
-        let c = x.shared.lock().engine.endpoint().counters();
-        Some(c)
+        let mut sum = endpoint::EndpointCounters::default();
+        for lane in x.all() {
+            sum.add(&lane.shared.lock().engine.endpoint().counters());
+        }
+        Some(sum)
     }
 
-    /// What the engine holds now (AF_XDP devices; `None` for the kernel transport).
+    /// Each queue's engine counters, in queue order (AF_XDP devices; empty for the kernel
+    /// transport): how a multi-queue device spread its work.
+    pub fn lane_counters(&self) -> Vec<endpoint::EndpointCounters> {
+        self.xdp.as_ref().map_or_else(Vec::new, |x| {
+            x.all()
+                .iter()
+                .map(|lane| lane.shared.lock().engine.endpoint().counters())
+                .collect()
+        })
+    }
+
+    /// Packets a multi-queue device's lanes handed to each other: received on one queue, owned
+    /// by another lane (AF_XDP devices; `None` for the kernel transport).
+    pub fn lane_handoffs(&self) -> Option<crate::engine::HandOffCounters> {
+        self.xdp.as_ref().map(|x| x.handoff_counters())
+    }
+
+    /// What the engines hold now, summed over the device's queues (AF_XDP devices; `None` for
+    /// the kernel transport).
     pub fn engine_load(&self) -> Option<EngineLoad> {
         let x = self.xdp.as_ref()?;
-        let st = x.shared.lock();
-        let e = st.engine.endpoint();
-        Some(EngineLoad {
-            connections: e.connection_count(),
-            half_open: e.half_open_count(),
-            neighbours: e.neighbour_count(),
-            syn_sources: e.syn_source_count(),
-        })
+        let mut load = EngineLoad::default();
+        for lane in x.all() {
+            let st = lane.shared.lock();
+            let e = st.engine.endpoint();
+            load.connections += e.connection_count();
+            load.half_open += e.half_open_count();
+            load.neighbours += e.neighbour_count();
+            load.syn_sources += e.syn_source_count();
+        }
+        Some(load)
     }
 
     /// The XDP program's counters (AF_XDP devices: packets redirected to the engine, passed to
     /// the kernel, dropped as malformed, steered without a socket).
     pub fn xdp_counters(&self) -> Option<crate::xdp::SteerCounters> {
         let x = self.xdp.as_ref()?;
-        let c = x.shared.lock().program.counters().ok();
+        let c = x.first().shared.lock().program.counters().ok();
         c
     }
 
     /// What an AF_XDP device was set up with (attach mode, zero-copy, MTU, MSS, queue);
     /// `None` for the kernel transport.
     pub fn xdp_info(&self) -> Option<crate::XdpInfo> {
-        self.xdp.as_ref().map(|x| x.shared.info.clone())
+        self.xdp.as_ref().map(|x| x.first().shared.info.clone())
     }
 
     /// True when the application's own calls drive the connections (a device opened in
     /// [`crate::EngineMode::Inline`]): a busy-polling caller need not give up its CPU.
     pub fn is_inline(&self) -> bool {
-        self.inline.is_some() || self.xdp.as_ref().is_some_and(|x| x.shared.inline)
+        self.inline.is_some() || self.xdp.as_ref().is_some_and(|x| x.first().shared.inline)
     }
 
     /// The device's address, IPv4 or IPv6 (AF_XDP devices: the interface's address they
     /// serve, `XdpConfig::address`).
     pub fn local_ip(&self) -> Option<std::net::IpAddr> {
-        self.xdp.as_ref().map(|x| x.shared.ip)
+        self.xdp.as_ref().map(|x| x.first().shared.ip)
     }
 
     /// The transport this device runs.
@@ -183,8 +208,8 @@ impl Device {
     pub fn create_cq_with(&self, capacity: usize) -> CompletionQueue {
         let mut cq = CompletionQueue::new(self.id, capacity);
         // Inline engines run when the application polls or waits.
-        if let Some(x) = self.xdp.as_ref().filter(|x| x.shared.inline) {
-            let weak: std::sync::Weak<XdpDevice> = Arc::downgrade(x);
+        if let Some(x) = self.xdp.as_ref().filter(|x| x.first().shared.inline) {
+            let weak: std::sync::Weak<XdpLanes> = Arc::downgrade(x);
             cq.driver = Some(weak);
         }
         if let Some(i) = &self.inline {

@@ -22,6 +22,9 @@ pub enum DeviceError {
         "the interface has no address to serve: assign one (ip addr add), or name one of its addresses in XdpConfig::address"
     )]
     NoAddress,
+    /// `XdpConfig::queues` is 0 or more than 64.
+    #[error("an AF_XDP device serves 1 to 64 queues, not {0}")]
+    Queues(u32),
     /// The OS random source (the engine's secrets are drawn from it) failed.
     #[error("the OS random source (getrandom) failed: {0}; the device needs it for its keys")]
     Random(io::ErrorKind),

@@ -89,6 +89,9 @@ pub struct EndpointConfig {
     pub limits: EndpointLimits,
     /// Local ports for active opens (reserved from the kernel by the host set-up).
     pub local_ports: RangeInclusive<u16>,
+    /// The queue this endpoint serves among the host's (default: the only one): active opens
+    /// take local ports whose flows it owns ([`crate::Lane`]).
+    pub lane: crate::Lane,
     /// Next hop MAC when the neighbour table has no entry for the peer (e.g. a gateway).
     pub default_next_hop: Option<Mac>,
     /// The ISN generator's key and the STag key generator's seed (the caller's, from the OS
@@ -122,6 +125,7 @@ impl EndpointConfig {
             listener: ListenerConfig::default(),
             limits: EndpointLimits::default(),
             local_ports: 40000..=40999,
+            lane: crate::Lane::ONLY,
             default_next_hop: None,
             secrets,
             timer_tick: Duration::from_micros(25),

@@ -89,3 +89,49 @@ pub struct EndpointCounters {
     /// Octets the application's transfer reads had to copy from the stream.
     pub rdma_bytes_copied: u64,
 }
+
+impl EndpointCounters {
+    /// Adds `other`'s counts to these (the endpoints of a multi-queue host, summed); a maximum
+    /// stays a maximum.
+    pub fn add(&mut self, other: &EndpointCounters) {
+        self.rx_packets += other.rx_packets;
+        self.rx_bytes += other.rx_bytes;
+        self.tx_packets += other.tx_packets;
+        self.tx_bytes += other.tx_bytes;
+        self.retransmissions += other.retransmissions;
+        self.ooo_fpdus_placed += other.ooo_fpdus_placed;
+        self.ooo_bytes_max = self.ooo_bytes_max.max(other.ooo_bytes_max);
+        self.crc_errors += other.crc_errors;
+        self.framing_errors += other.framing_errors;
+        self.terminates_sent += other.terminates_sent;
+        self.terminates_received += other.terminates_received;
+        self.drops += other.drops;
+        self.malformed += other.malformed;
+        self.fragments += other.fragments;
+        self.rsts_for_unknown += other.rsts_for_unknown;
+        self.tx_no_buffer += other.tx_no_buffer;
+        self.no_neighbour += other.no_neighbour;
+        self.connections_opened += other.connections_opened;
+        self.connections_closed += other.connections_closed;
+        self.internal_errors += other.internal_errors;
+        self.close_timeouts += other.close_timeouts;
+        self.rx_after_close += other.rx_after_close;
+        self.rebuild_failures += other.rebuild_failures;
+        self.connections_refused += other.connections_refused;
+        self.startup_overruns += other.startup_overruns;
+        self.accept_timeouts += other.accept_timeouts;
+        self.neighbours_refused += other.neighbours_refused;
+        self.work_refused += other.work_refused;
+        self.syn_cookies_sent += other.syn_cookies_sent;
+        self.half_open_expired += other.half_open_expired;
+        self.listener_tx_overflow += other.listener_tx_overflow;
+        self.keepalive_timeouts += other.keepalive_timeouts;
+        self.fin_wait2_timeouts += other.fin_wait2_timeouts;
+        self.persist_timeouts += other.persist_timeouts;
+        self.rdma_segments_annotated += other.rdma_segments_annotated;
+        self.rdma_bytes_placed += other.rdma_bytes_placed;
+        self.rdma_ooo_bytes_placed += other.rdma_ooo_bytes_placed;
+        self.rdma_copies_avoided += other.rdma_copies_avoided;
+        self.rdma_bytes_copied += other.rdma_bytes_copied;
+    }
+}

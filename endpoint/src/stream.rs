@@ -139,7 +139,7 @@ impl<D: Domain> Endpoint<D> {
         if self.conns.len() >= self.cfg.limits.max_connections {
             return Err(EndpointError::TooManyConnections);
         }
-        let ip = self.cfg.ip;
+        let (ip, lane) = (self.cfg.ip, self.cfg.lane);
         let tuple_of = |port| FourTuple {
             local: SocketAddr::new(ip, port),
             remote,
@@ -148,7 +148,9 @@ impl<D: Domain> Endpoint<D> {
         let port = self
             .ports
             .allocate(|port| {
-                flows.contains_key(&tuple_of(port))
+                let tuple = tuple_of(port);
+                !lane.owns(&tuple)
+                    || flows.contains_key(&tuple)
                     || listeners.iter().any(|l| l.tcp.local().port() == port)
             })
             .ok_or(EndpointError::NoPort)?;

@@ -17,6 +17,7 @@
 mod chain;
 mod driver;
 mod fault;
+mod handoff;
 mod io;
 #[cfg(target_os = "linux")]
 mod xsk_io;
@@ -24,6 +25,7 @@ mod xsk_io;
 pub use crate::pd::PdHandle;
 pub use driver::{Engine, CLOCK_EVERY_IDLE};
 pub use fault::{FaultConfig, FaultCounters, FaultyIo};
+pub use handoff::{HandOff, HandOffCounters, LaneLink, INBOX_MAX};
 pub use io::PacketIo;
 #[cfg(target_os = "linux")]
 pub use xsk_io::XskIo;

@@ -12,6 +12,7 @@ use std::time::Instant;
 use endpoint::{FrameSink, TxOutcome};
 
 use super::chain::RxChain;
+use super::handoff::LaneLink;
 use super::io::PacketIo;
 use crate::xdp::{Frame, XskQueue};
 
@@ -23,6 +24,9 @@ pub struct XskIo {
     /// Multi-buffer only: the chain received so far, and the buffer a transmitted packet is
     /// written into before it is scattered over frames.
     chain: Option<Chains>,
+    /// Multi-queue devices: packets of flows another lane owns go to its inbox, and this
+    /// lane's inbox is drained after the ring.
+    lanes: Option<LaneLink>,
 }
 
 /// Buffers for packets that span frames.
@@ -55,7 +59,14 @@ impl XskIo {
             rx: Vec::with_capacity(64),
             tx: Vec::with_capacity(64),
             chain,
+            lanes: None,
         }
+    }
+
+    /// This I/O as one lane of a multi-queue device ([`super::handoff`]).
+    pub fn with_lane(mut self, link: LaneLink) -> Self {
+        self.lanes = (link.lane().count() > 1).then_some(link);
+        self
     }
     /// The queue.
     pub fn queue(&self) -> &XskQueue {
@@ -70,14 +81,26 @@ impl XskIo {
 impl PacketIo for XskIo {
     fn rx_batch(&mut self, _now: Instant, max: usize, f: &mut dyn FnMut(&[u8])) -> usize {
         let n = self.queue.recv(&mut self.rx, max);
-        for frame in &self.rx {
-            let data = self.queue.data(frame);
-            match self.chain.as_mut() {
-                None => f(data),
+        let XskIo {
+            queue,
+            rx,
+            chain,
+            lanes,
+            ..
+        } = self;
+        let mut deliver = |packet: &[u8]| {
+            if !lanes.as_ref().is_some_and(|l| l.hand_off(packet)) {
+                f(packet);
+            }
+        };
+        for frame in rx.iter() {
+            let data = queue.data(frame);
+            match chain.as_mut() {
+                None => deliver(data),
                 Some(chain) => {
                     let dropped = chain.rx.dropped();
                     if let Some(packet) = chain.rx.feed(data, frame.continues()) {
-                        f(packet);
+                        deliver(packet);
                     } else if chain.rx.dropped() != dropped {
                         tracing::warn!(
                             dropped = chain.rx.dropped(),
@@ -87,8 +110,11 @@ impl PacketIo for XskIo {
                 }
             }
         }
-        self.queue.release(&mut self.rx);
-        n
+        queue.release(rx);
+        match lanes.as_mut() {
+            Some(l) => n + l.drain(max, f),
+            None => n,
+        }
     }
 
     fn flush(&mut self, _now: Instant) {

@@ -29,10 +29,16 @@ const ACCEPT_PACE: Duration = Duration::from_micros(100);
 
 /// The device's engine, or `Unsupported` on the kernel transport.
 pub(super) fn xdp_of(dev: &Device) -> io::Result<&Arc<XdpDevice>> {
-    dev.xdp_device().ok_or_else(|| {
+    let lanes = dev.xdp_lanes().ok_or_else(|| {
         io_err(
             io::ErrorKind::Unsupported,
             "stream sockets run on the xdp transport; use std::net with the kernel transport",
+        )
+    })?;
+    lanes.single().ok_or_else(|| {
+        io_err(
+            io::ErrorKind::Unsupported,
+            "stream sockets need a one-queue device (XdpConfig::queues = 1)",
         )
     })
 }
@@ -63,7 +69,7 @@ impl Device {
             .stream_listen(addr.port(), cfg.options())
             .map_err(|_| io_err(io::ErrorKind::AddrInUse, "port already listened on"))?;
         st.program
-            .steer_port(addr.port(), PortKind::Listen)
+            .steer_port(st.lane, addr.port(), PortKind::Listen)
             .map_err(io::Error::other)?;
         st.unsteer_later.retain(|&p| p != addr.port());
         st.streams.accepts.insert(id, Default::default());

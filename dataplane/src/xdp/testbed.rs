@@ -65,12 +65,23 @@ struct Middle {
 impl VethTestbed {
     /// Creates the namespaces and the veth pair. `tag` (a few letters) names the namespaces.
     pub fn create(tag: &str) -> io::Result<Self> {
+        Self::create_with_queues(tag, 1)
+    }
+
+    /// As [`VethTestbed::create`], with `queues` receive and transmit queues on each veth end
+    /// (a multi-queue device's lanes; veth delivers a packet on the receive queue numbered
+    /// like the transmit queue it was sent on).
+    pub fn create_with_queues(tag: &str, queues: u32) -> io::Result<Self> {
         let tb = Self::named(tag, false);
         // From here on, Drop cleans up whatever was created.
         for ns in &tb.ns {
             run(Command::new("ip").args(["netns", "add", ns]))?;
         }
-        veth((&tb.ifname[0], &tb.ns[0]), (&tb.ifname[1], &tb.ns[1]))?;
+        veth(
+            (&tb.ifname[0], &tb.ns[0]),
+            (&tb.ifname[1], &tb.ns[1]),
+            queues,
+        )?;
         tb.address_both()?;
         Ok(tb)
     }
@@ -87,7 +98,7 @@ impl VethTestbed {
         let mip = |args: &[&str]| run(Command::new("ip").args(["-n", &m.ns]).args(args));
         mip(&["link", "add", "br0", "type", "bridge"])?;
         for i in 0..2 {
-            veth((&tb.ifname[i], &tb.ns[i]), (&m.ports[i], &m.ns))?;
+            veth((&tb.ifname[i], &tb.ns[i]), (&m.ports[i], &m.ns), 1)?;
             mip(&["link", "set", &m.ports[i], "master", "br0"])?;
             mip(&["link", "set", &m.ports[i], "up"])?;
         }
@@ -190,6 +201,22 @@ impl VethTestbed {
         crate::Device::open_xdp(cfg).expect("open the xdp device")
     }
 
+    /// [`VethTestbed::xdp_device`] serving `queues` queues from queue 0 (a testbed made by
+    /// [`VethTestbed::create_with_queues`]).
+    pub fn xdp_device_on_queues(
+        &self,
+        side: Side,
+        mode: crate::EngineMode,
+        queues: u32,
+    ) -> crate::Device {
+        let _ns = self.enter(side).expect("enter the namespace");
+        let mut cfg = crate::XdpConfig::new(self.ifname(side));
+        cfg.bind = super::BindMode::Copy;
+        cfg.mode = mode;
+        cfg.queues = queues;
+        crate::Device::open_xdp(cfg).expect("open the xdp device")
+    }
+
     /// Turns off transmit checksum offload on `side`'s veth end (`ethtool -K IF tx off` in its
     /// namespace). veth hands kernel TCP's frames over with the checksum left to "offload"
     /// (CHECKSUM_PARTIAL), which a bypass receiver on the other end sees unfilled: the kernel
@@ -258,10 +285,15 @@ impl Drop for VethTestbed {
 }
 
 /// A veth pair: `a` (name, namespace) and its peer `b`.
-fn veth(a: (&str, &str), b: (&str, &str)) -> io::Result<Output> {
-    run(Command::new("ip").args([
-        "link", "add", a.0, "netns", a.1, "type", "veth", "peer", "name", b.0, "netns", b.1,
-    ]))
+fn veth(a: (&str, &str), b: (&str, &str), queues: u32) -> io::Result<Output> {
+    let q = queues.to_string();
+    let queues = ["numtxqueues", &q, "numrxqueues", &q];
+    run(Command::new("ip")
+        .args(["link", "add", a.0])
+        .args(queues)
+        .args(["netns", a.1, "type", "veth", "peer", "name", b.0])
+        .args(queues)
+        .args(["netns", b.1]))
 }
 
 /// Whether this process can build testbeds (root, `ip` present).

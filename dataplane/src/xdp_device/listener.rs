@@ -15,13 +15,15 @@ use crate::qp::{next_qp_num, Established};
 use crate::xdp::PortKind;
 use crate::{AcceptError, ConnectError, ConnectionConfig, QpInit, QueuePair};
 
-/// An engine listener.
+/// An engine listener: listening on every lane of its device.
 #[derive(Debug)]
 pub(crate) struct XdpListener {
-    pub(crate) dev: Arc<XdpDevice>,
-    id: ListenerId,
+    /// Each lane and its listener there.
+    lanes: Vec<(Arc<XdpDevice>, ListenerId)>,
     pub(crate) local: SocketAddr,
     config: ConnectionConfig,
+    /// The lane accept looks at first (each accept starts one further: no lane starves).
+    first: std::sync::atomic::AtomicUsize,
 }
 
 /// A connection whose MPA Request arrived on an engine listener.
@@ -39,15 +41,15 @@ fn addr_error(msg: &'static str) -> ConnectError {
     ))
 }
 
-impl XdpDevice {
-    /// Listens on `addr` (the interface's address or unspecified; a fixed port) and steers the
-    /// port to the engine.
-    pub(crate) fn listen(
-        self: &Arc<Self>,
+impl XdpListener {
+    /// Listens on `addr` (the interface's address or unspecified; a fixed port) on every lane
+    /// and steers the port to them.
+    pub(crate) fn on_lanes(
+        lanes: &[Arc<XdpDevice>],
         addr: SocketAddr,
         config: ConnectionConfig,
-    ) -> Result<XdpListener, ConnectError> {
-        let ip = self.shared.ip;
+    ) -> Result<Self, ConnectError> {
+        let ip = lanes[0].shared.ip;
         let a = addr.ip();
         if !(a == ip || (a.is_unspecified() && a.is_ipv4() == ip.is_ipv4())) {
             return Err(addr_error(
@@ -57,28 +59,46 @@ impl XdpDevice {
         if addr.port() == 0 {
             return Err(addr_error("the xdp transport needs a fixed listening port"));
         }
+        let mut listener = XdpListener {
+            lanes: Vec::with_capacity(lanes.len()),
+            local: SocketAddr::new(ip, addr.port()),
+            config,
+            first: Default::default(),
+        };
+        // On failure, dropping `listener` undoes the lanes done so far.
+        for dev in lanes {
+            let id = dev.listen_lane(addr.port(), &listener.config)?;
+            listener.lanes.push((dev.clone(), id));
+        }
+        Ok(listener)
+    }
+}
+
+impl XdpDevice {
+    /// Listens on `port` on this lane and steers the port to it.
+    fn listen_lane(
+        &self,
+        port: u16,
+        config: &ConnectionConfig,
+    ) -> Result<ListenerId, ConnectError> {
         let mut st = self.shared.lock();
         let id = st
             .engine
             .endpoint_mut()
-            .listen_manual(addr.port(), settings(&config, &[]))
+            .listen_manual(port, settings(config, &[]))
             .map_err(|_| {
                 ConnectError::Io(std::io::Error::new(
                     std::io::ErrorKind::AddrInUse,
                     "port already listened on",
                 ))
             })?;
-        st.program
-            .steer_port(addr.port(), PortKind::Listen)
-            .map_err(|e| ConnectError::Io(std::io::Error::other(e)))?;
-        st.unsteer_later.retain(|&p| p != addr.port());
+        if let Err(e) = st.program.steer_port(st.lane, port, PortKind::Listen) {
+            st.engine.endpoint_mut().unlisten(id);
+            return Err(ConnectError::Io(std::io::Error::other(e)));
+        }
+        st.unsteer_later.retain(|&p| p != port);
         st.listeners.insert(id, Default::default());
-        Ok(XdpListener {
-            dev: self.clone(),
-            id,
-            local: SocketAddr::new(ip, addr.port()),
-            config,
-        })
+        Ok(id)
     }
 }
 
@@ -88,41 +108,59 @@ impl XdpDevice {
 const ACCEPT_PACE: Duration = Duration::from_micros(100);
 
 impl XdpListener {
+    /// The next MPA Request from any lane, or `Timeout`; inline lanes are driven meanwhile.
     pub(crate) fn accept_timeout(&self, timeout: Duration) -> Result<XdpIncoming, AcceptError> {
         let deadline = Instant::now() + timeout;
-        let id = self.id;
-        let req = self
-            .dev
-            .shared
-            .wait_paced(deadline, Some(ACCEPT_PACE), |st| {
-                match st.listeners.get_mut(&id) {
-                    Some(q) => q.pop_front().map(Ok),
-                    None => Some(Err(AcceptError::Closed)),
+        let n = self.lanes.len();
+        let first = self
+            .first
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        loop {
+            let now = Instant::now();
+            for k in 0..n {
+                let (dev, id) = &self.lanes[(first + k) % n];
+                let mut st = dev.shared.lock();
+                if dev.shared.inline {
+                    st.poll(Instant::now());
                 }
-            })
-            .ok_or(AcceptError::Timeout)??;
-        Ok(XdpIncoming {
-            dev: self.dev.clone(),
-            req,
-            config: self.config.clone(),
-        })
+                let q = st.listeners.get_mut(id).ok_or(AcceptError::Closed)?;
+                if let Some(req) = q.pop_front() {
+                    return Ok(XdpIncoming {
+                        dev: dev.clone(),
+                        req,
+                        config: self.config.clone(),
+                    });
+                }
+            }
+            if now >= deadline {
+                return Err(AcceptError::Timeout);
+            }
+            let inline = self.lanes[0].0.shared.inline;
+            std::thread::sleep(if inline {
+                ACCEPT_PACE
+            } else {
+                Duration::from_micros(20)
+            });
+        }
     }
 }
 
 impl Drop for XdpListener {
     fn drop(&mut self) {
-        let mut st = self.dev.shared.lock();
-        st.engine.endpoint_mut().unlisten(self.id);
-        // Requests nobody will accept any more: reset them.
-        if let Some(q) = st.listeners.remove(&self.id) {
-            for r in q {
-                let _ = st.engine.endpoint_mut().abort(r.conn);
+        for (dev, id) in &self.lanes {
+            let mut st = dev.shared.lock();
+            st.engine.endpoint_mut().unlisten(*id);
+            // Requests nobody will accept any more: reset them.
+            if let Some(q) = st.listeners.remove(id) {
+                for r in q {
+                    let _ = st.engine.endpoint_mut().abort(r.conn);
+                }
             }
+            // The port stays steered while connections accepted on it live (their segments
+            // must reach the engine, not the kernel); it is released once they are gone.
+            st.unsteer_later.push(self.local.port());
+            st.unsteer_unused();
         }
-        // The port stays steered while connections accepted on it live (their segments must
-        // reach the engine, not the kernel); it is released once they are gone.
-        st.unsteer_later.push(self.local.port());
-        st.unsteer_unused();
     }
 }
 

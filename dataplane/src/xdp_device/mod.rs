@@ -15,8 +15,10 @@
 //! errors and closes to the queue pair's status. Connections reach their protection domain's
 //! regions directly (the one copy: UMEM frame to region).
 
+mod lanes;
 mod listener;
 mod open;
+mod program;
 mod qp;
 mod route;
 
@@ -25,11 +27,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+pub(crate) use lanes::XdpLanes;
 pub(crate) use listener::{XdpIncoming, XdpListener};
 pub(crate) use qp::XdpQp;
 pub(crate) use route::State;
 
-use crate::cq::Drive;
 use crate::xdp::netns::NetNs;
 
 /// Idle polls of the engine thread before it starts sleeping between polls.
@@ -76,6 +78,16 @@ impl Shared {
     pub(crate) fn drive(&self) {
         if self.inline {
             self.lock().poll_spinning();
+        }
+    }
+
+    /// [`Shared::drive`] unless another thread holds the state (it is driving, or using, the
+    /// engine right now).
+    pub(crate) fn try_drive(&self) {
+        if self.inline {
+            if let Ok(mut st) = self.state.try_lock() {
+                st.poll_spinning();
+            }
         }
     }
 
@@ -152,12 +164,6 @@ pub(crate) struct XdpDevice {
 impl std::fmt::Debug for XdpDevice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.shared.fmt(f)
-    }
-}
-
-impl Drive for XdpDevice {
-    fn drive(&self) {
-        self.shared.drive();
     }
 }
 

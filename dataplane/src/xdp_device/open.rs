@@ -6,11 +6,12 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use super::program::{SharedProgram, MAX_LANES};
 use super::{Shared, State, XdpDevice};
 use crate::counters::DeviceCounters;
-use endpoint::{EndpointConfig, FastMap, Secrets};
+use endpoint::{EndpointConfig, FastMap, Lane, Secrets};
 
-use crate::engine::{Engine, XskIo};
+use crate::engine::{Engine, HandOff, LaneLink, XskIo};
 use crate::pd::os_random;
 use crate::xdp::netlink::RtNetlink;
 use crate::xdp::netns::NetNs;
@@ -33,16 +34,28 @@ fn xdp_err(error: XdpError) -> DeviceError {
 
 use crate::xdp::xsk::{frame_size_for_mtu as frame_size_for, multi_buffer_for_mtu};
 
+/// What every lane of a device shares, from the interface and the program.
+struct Common {
+    mac: endpoint::ethernet::Mac,
+    ip: IpAddr,
+    mtu: u32,
+    program: Arc<SharedProgram>,
+    handoff: Arc<HandOff>,
+    counters: Arc<DeviceCounters>,
+}
+
 impl XdpDevice {
-    /// Opens `cfg.interface` in the calling thread's network namespace.
-    pub(crate) fn open(
+    /// Opens `cfg.interface` in the calling thread's network namespace: the XDP program once,
+    /// then one lane (AF_XDP socket and engine) per queue of `cfg.queue..cfg.queue +
+    /// cfg.queues`. Returns the lanes (at least one) and their hand-off.
+    pub(crate) fn open_lanes(
         cfg: &XdpConfig,
         counters: Arc<DeviceCounters>,
-    ) -> Result<Self, DeviceError> {
-        // The engine's ISN key and STag seed.
-        let mut secrets = [0u8; 24];
-        os_random(&mut secrets).map_err(|e| DeviceError::Random(e.kind()))?;
-        let netns = NetNs::current().map_err(|e| xdp_err(XdpError::from_io("netns", &e)))?;
+    ) -> Result<(Vec<Self>, Arc<HandOff>), DeviceError> {
+        let count = u16::try_from(cfg.queues)
+            .ok()
+            .filter(|n| (1..=MAX_LANES).contains(n))
+            .ok_or(DeviceError::Queues(cfg.queues))?;
         let ifindex = program::ifindex(&cfg.interface).map_err(xdp_err)?;
         let mut nl = RtNetlink::new().map_err(xdp_err)?;
         let mac = nl.link_mac(ifindex).map_err(xdp_err)?;
@@ -56,11 +69,33 @@ impl XdpDevice {
         // The program owns what the endpoint owns (endpoint::classify's rule): its address.
         prog.set_owned_addrs(&[ip]).map_err(xdp_err)?;
         prog.steer_range(ports).map_err(xdp_err)?;
+        let common = Common {
+            mac,
+            ip,
+            mtu,
+            program: Arc::new(SharedProgram::new(prog)),
+            handoff: HandOff::new(count),
+            counters,
+        };
+        let lanes = (0..count)
+            .map(|i| Self::open_lane(cfg, &common, Lane::new(i, count).expect("i < count")))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((lanes, common.handoff))
+    }
+
+    /// One lane: the AF_XDP socket on its queue, registered with the program, and its engine.
+    fn open_lane(cfg: &XdpConfig, common: &Common, lane: Lane) -> Result<Self, DeviceError> {
+        // The engine's ISN key and STag seed.
+        let mut secrets = [0u8; 24];
+        os_random(&mut secrets).map_err(|e| DeviceError::Random(e.kind()))?;
+        let netns = NetNs::current().map_err(|e| xdp_err(XdpError::from_io("netns", &e)))?;
+        let (ip, mtu) = (common.ip, common.mtu);
+        let queue_id = cfg.queue + u32::from(lane.index());
         let frame_size = frame_size_for(mtu);
         let multi_buffer = multi_buffer_for_mtu(mtu);
         let queue = XskQueue::new(
             &cfg.interface,
-            cfg.queue,
+            queue_id,
             XskConfig {
                 bind_mode: cfg.bind,
                 frame_size,
@@ -71,11 +106,13 @@ impl XdpDevice {
             },
         )
         .map_err(xdp_err)?;
-        prog.register_socket(cfg.queue, queue.fd())
+        let prog = common.program.program();
+        prog.register_socket(queue_id, queue.fd())
             .map_err(xdp_err)?;
         tracing::info!(
             interface = %cfg.interface,
-            queue = cfg.queue,
+            queue = queue_id,
+            lane = lane.index(),
             %ip,
             mtu,
             xdp_mode = ?prog.mode(),
@@ -84,8 +121,9 @@ impl XdpDevice {
             "AF_XDP device open"
         );
 
-        let mut ecfg = EndpointConfig::new(mac, ip, Secrets::from_random(secrets));
+        let mut ecfg = EndpointConfig::new(common.mac, ip, Secrets::from_random(secrets));
         ecfg.local_ports = cfg.local_ports.clone();
+        ecfg.lane = lane;
         ecfg.limits = cfg.limits.clone();
         ecfg.listener = cfg.listener.clone();
         // One frame, or a chain of them on a multi-buffer socket: the MTU is the limit.
@@ -98,32 +136,32 @@ impl XdpDevice {
         let info = crate::XdpInfo {
             interface: cfg.interface.clone(),
             queue: cfg.queue,
+            queues: u32::from(lane.count()),
             attach_mode: prog.mode(),
             zero_copy: queue.is_zero_copy(),
             mtu,
             mss: ecfg.tcp.mss,
             mode: cfg.mode,
         };
-        let engine = Engine::with_faults(
-            ecfg,
-            XskIo::with_max_frame(queue, max_frame),
-            cfg.fault,
-            Instant::now(),
-        );
+        let io = XskIo::with_max_frame(queue, max_frame)
+            .with_lane(LaneLink::new(lane, common.handoff.clone()));
+        let engine = Engine::with_faults(ecfg, io, cfg.fault, Instant::now());
 
         let (inline, core) = match cfg.mode {
             EngineMode::Inline => (true, None),
             EngineMode::Threaded => (false, None),
-            EngineMode::Pinned(c) => (false, Some(c)),
+            // Lane i on the i-th core after the one asked for.
+            EngineMode::Pinned(c) => (false, Some(lane_core(c, lane.index()))),
         };
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 engine,
-                program: prog,
+                program: common.program.clone(),
+                lane: lane.index(),
                 routes: FastMap::default(),
                 pending: FastMap::default(),
                 listeners: FastMap::default(),
-                counters,
+                counters: common.counters.clone(),
                 unsteer_later: Vec::new(),
                 streams: Default::default(),
             }),
@@ -135,6 +173,13 @@ impl XdpDevice {
         });
         Ok(XdpDevice::start(shared, core))
     }
+}
+
+/// The core of lane `index` when lane 0 is pinned to `first`: the next ones in turn, wrapping
+/// at the cores the process may use.
+fn lane_core(first: usize, index: u16) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (first + usize::from(index)) % cores.max(first + 1)
 }
 
 /// The address a device serves among the interface's `addrs` (link-local IPv6 ones, fe80::/10,

@@ -7,12 +7,12 @@ use std::time::Instant;
 
 use endpoint::{ConnId, EndpointEvent, FastMap, ListenerId};
 
+use super::program::SharedProgram;
 use crate::counters::DeviceCounters;
 use crate::engine::{Engine, XskIo};
 use crate::qp::{map_completion, Established, QpError};
 use crate::qp_events::{startup_error, stream_error};
 use crate::work::WorkTracker;
-use crate::xdp::XdpProgram;
 use crate::{CompletionQueue, ConnectError, Opcode};
 
 /// What a queue pair handle and the router share: where completions go and how it ended.
@@ -92,7 +92,10 @@ pub(crate) struct Request {
 /// AF_XDP socket and UMEM) goes before the XDP program is detached.
 pub(crate) struct State {
     pub(crate) engine: Engine<XskIo>,
-    pub(crate) program: XdpProgram,
+    /// The device's program, shared by its lanes.
+    pub(crate) program: Arc<SharedProgram>,
+    /// This engine's lane among the device's (its index).
+    pub(crate) lane: u16,
     pub(crate) routes: FastMap<ConnId, Arc<QpLink>>,
     pub(crate) pending: FastMap<ConnId, Pending>,
     pub(crate) listeners: FastMap<ListenerId, VecDeque<Request>>,
@@ -132,6 +135,7 @@ impl State {
         let State {
             engine,
             program,
+            lane,
             unsteer_later,
             ..
         } = self;
@@ -139,7 +143,7 @@ impl State {
             if engine.endpoint().has_connection_on_port(port) {
                 return true;
             }
-            let _ = program.unsteer_port(port);
+            program.unsteer_port(*lane, port);
             false
         });
     }

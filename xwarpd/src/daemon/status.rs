@@ -146,6 +146,7 @@ mod tests {
             xdp_info: Some(XdpInfo {
                 interface: "xw0".into(),
                 queue: 2,
+                queues: 1,
                 attach_mode: AttachMode::Generic,
                 zero_copy: false,
                 mtu: 1500,
