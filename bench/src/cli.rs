@@ -340,8 +340,11 @@ pub struct TestArgs {
     /// storage tests take --iodepth instead.
     #[arg(short = 't', long = "tx-depth", value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub tx_depth: Option<u32>,
-    /// Number of queue pairs (perftest's -q); xwarp-bench runs one, more are refused.
-    #[arg(short = 'q', long = "qp", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    /// Queue pairs run at once (perftest's -q; `--qps` too): write_bw, read_bw and send_bw run
+    /// one stream per queue pair, each on its own thread, and report the sum. On the xdp
+    /// transport the device serves as many receive queues (one engine each, from --queue on;
+    /// give the server the same -q). At most 64.
+    #[arg(short = 'q', long = "qp", visible_alias = "qps", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub qps: u32,
     /// perftest's completion events (-e); refused: xwarp-bench busy-polls its completion queues.
     #[arg(short = 'e', long = "events")]
@@ -532,10 +535,19 @@ impl TestArgs {
             return Some("--tcp-rdma-option applies to ONC RPC over TCP: add -t tcp".into());
         }
         if self.qps > 1 {
-            return Some(format!(
-                "-q {}: xwarp-bench runs one queue pair per test; run several clients for more",
-                self.qps
-            ));
+            if !matches!(
+                test,
+                TestKind::WriteBw | TestKind::ReadBw | TestKind::SendBw
+            ) {
+                return Some(format!(
+                    "-q {} with {}: several queue pairs run in write_bw, read_bw and send_bw only",
+                    self.qps,
+                    test.name()
+                ));
+            }
+            if self.bidirectional {
+                return Some(format!("-q {} with -b: one or the other", self.qps));
+            }
         }
         if self.events {
             return Some("-e: completion events are not supported: xwarp-bench busy-polls its completion queues".into());
@@ -924,7 +936,11 @@ mod tests {
     #[test]
     fn refused_options_say_why_in_one_line() {
         for (args, needle) in [
-            (&["write_bw", "-q", "2"][..], "one queue pair"),
+            (
+                &["write_lat", "-q", "2"][..],
+                "write_bw, read_bw and send_bw only",
+            ),
+            (&["write_bw", "-q", "2", "-b"][..], "one or the other"),
             (&["write_lat", "-e"], "busy-polls"),
             (&["write_lat", "-x", "3"], "GID"),
             (&["write_lat", "-b"], "latency test already goes both ways"),

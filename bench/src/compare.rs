@@ -138,7 +138,8 @@ pub fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
 pub fn run(args: &CompareArgs) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find own binary: {e}"))?;
     let first = args.mtu.first().copied().unwrap_or(1500);
-    let tb = Testbed::up(first)?;
+    // Two queues a side: the queue cells run two engines at each end (the rest serve queue 0).
+    let tb = Testbed::up_with_queues(first, 2)?;
     let tmp = std::env::temp_dir().join(format!("xwarp-bench-compare-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).map_err(|e| format!("cannot create {}: {e}", tmp.display()))?;
     let rounds = args.rounds.unwrap_or(if args.short { 1 } else { 3 });
@@ -177,6 +178,7 @@ pub fn run(args: &CompareArgs) -> Result<(), String> {
         };
         let (mut records, notes) = plan.run(&mut port);
         let tcp = crate::compare_tcp::medians(&records);
+        let queues = crate::compare_queues::medians(&records);
         records = medians(&records);
         // A run that failed in one round but was measured in another is not an n/a.
         let notes: Vec<String> = notes
@@ -195,12 +197,15 @@ pub fn run(args: &CompareArgs) -> Result<(), String> {
             .find(|r| r.test == "rpc_read" && r.transport == "xdp")
             .and_then(|r| r.bw_gbps);
         println!("\n{}", crate::compare_tcp::table(&tcp, rdma));
+        println!("{}", crate::compare_queues::table(&queues));
         missing.extend(
             missing_cells(&records)
                 .into_iter()
+                .chain(crate::compare_queues::missing(&queues))
                 .map(|c| format!("{c} (MTU {mtu})")),
         );
         records.extend(tcp);
+        records.extend(queues);
         all.extend(records.into_iter().map(|r| CompareRecord {
             mtu: Some(mtu),
             ..r
@@ -282,6 +287,9 @@ impl Plan<'_> {
                         }
                     }
                 }
+                if test == TestKind::WriteBw {
+                    self.queue_cells(round, iters, port, &mut runs, &mut notes);
+                }
                 if test != TestKind::RpcRead {
                     continue;
                 }
@@ -311,6 +319,47 @@ impl Plan<'_> {
             }
         }
         (runs, notes)
+    }
+}
+
+impl Plan<'_> {
+    /// One round of the queue cells ([`crate::compare_queues`]): write_bw over one queue and
+    /// over two, neither side pinned.
+    fn queue_cells(
+        &self,
+        round: u32,
+        iters: u64,
+        port: &mut u16,
+        runs: &mut Vec<CompareRecord>,
+        notes: &mut Vec<String>,
+    ) {
+        let bytes = crate::compare_queues::BYTES;
+        for (name, qps) in crate::compare_queues::QUEUE_CELLS {
+            eprintln!(
+                "xwarp-bench compare: MTU {} round {round}/{}: write_bw {bytes} B over {name} \
+                 (load average {})",
+                self.mtu,
+                self.rounds,
+                load_average()
+            );
+            let json = self.tmp.join(format!("write_bw-{name}.json"));
+            let extra = crate::compare_queues::cell_args(qps);
+            let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+            let test = TestKind::WriteBw;
+            let r = run_pair(
+                self.tb, self.exe, test, "xdp", bytes, iters, *port, &json, false, &extra,
+            )
+            .map(|rec| CompareRecord::from_record(test, name, Some(&rec), bytes));
+            *port += 1;
+            match r {
+                Ok(rec) => runs.push(rec),
+                Err(e) => {
+                    let note = format!("{name} write_bw: {e}");
+                    eprintln!("xwarp-bench compare: n/a: {note}");
+                    notes.push(note);
+                }
+            }
+        }
     }
 }
 

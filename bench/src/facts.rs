@@ -13,7 +13,7 @@ pub fn params(spec: &RunSpec, device: &Device, qp: Option<&QueuePair>) -> Params
         test: spec.test.name().into(),
         transport: spec.args.transport.name().into(),
         connection: "RC".into(),
-        num_of_qps: 1,
+        num_of_qps: spec.args.qps,
         tx_depth: spec.args.tx_depth(),
         bidirectional: spec.args.bidirectional && !spec.test.is_latency(),
         ..Params::default()

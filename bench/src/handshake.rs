@@ -5,7 +5,7 @@
 //! sides see before the first work request. Big-endian, fixed layout:
 //!
 //! ```text
-//! Request (36 B): "XWB1" | test u8 | flags u8 (bit 0: last run, bit 1: bidirectional) | 0 u16 | size u64 | stag u32 | addr u64 | len u64
+//! Request (36 B): "XWB1" | test u8 | flags u8 (bit 0: last run, bit 1: bidirectional) | qps u16 | size u64 | stag u32 | addr u64 | len u64
 //! Reply   (28 B): "XWB1" | status u8 | 0 u8 u16 | stag u32 | addr u64 | len u64
 //! ```
 //! A server rejects (MPA Reply with R=1) with a Reply whose status says why.
@@ -38,6 +38,9 @@ pub struct Request {
     pub last: bool,
     /// `-b`: the server streams towards the client too.
     pub bidirectional: bool,
+    /// `-q`: queue pairs the client runs at once (each sends this request; 0 from older
+    /// clients means 1).
+    pub qps: u16,
     /// The client's buffer.
     pub buffer: BufferInfo,
 }
@@ -97,7 +100,7 @@ impl Request {
         out.extend_from_slice(MAGIC);
         out.push(self.test.id());
         out.push(u8::from(self.last) | (u8::from(self.bidirectional) << 1));
-        out.extend_from_slice(&[0, 0]);
+        out.extend_from_slice(&self.qps.to_be_bytes());
         out.extend_from_slice(&self.size.to_be_bytes());
         put_buffer(&mut out, &self.buffer);
         out
@@ -112,6 +115,7 @@ impl Request {
             test: TestKind::from_id(b[4])?,
             last: b[5] & 1 != 0,
             bidirectional: b[5] & 2 != 0,
+            qps: u16::from_be_bytes([b[6], b[7]]).max(1),
             size: u64_at(b, 8),
             buffer: get_buffer(b, 16),
         })
@@ -182,6 +186,7 @@ mod tests {
             size: 65_536,
             last: true,
             bidirectional: false,
+            qps: 1,
             buffer: BUF,
         };
         let b = r.encode();
@@ -194,6 +199,13 @@ mod tests {
         };
         assert_eq!(bidi.encode()[5], 3);
         assert_eq!(Request::decode(&bidi.encode()), Some(bidi));
+        let two = Request { qps: 2, ..r };
+        assert_eq!(&two.encode()[6..8], &[0, 2]);
+        assert_eq!(Request::decode(&two.encode()), Some(two));
+        // An older client's zero field: one queue pair.
+        let mut old = b.clone();
+        old[6..8].copy_from_slice(&[0, 0]);
+        assert_eq!(Request::decode(&old).map(|r| r.qps), Some(1));
         assert_eq!(&b[16..20], &[1, 2, 3, 4]);
         assert_eq!(Request::decode(&b), Some(r));
     }
@@ -223,6 +235,7 @@ mod tests {
             size: 2,
             last: false,
             bidirectional: false,
+            qps: 1,
             buffer: BUF,
         }
         .encode();

@@ -78,12 +78,61 @@ pub fn serve(spec: &RunSpec) -> Result<(), String> {
             let _ = incoming.reject(&Reply::refuse(status).encode());
             continue;
         };
-        serve_one(spec.test, &device, incoming, &req, args)?;
+        let last = if req.qps > 1 {
+            serve_group(spec.test, &device, &listener, (incoming, req), args)?
+        } else {
+            serve_one(spec.test, &device, incoming, &req, args)?;
+            req.last
+        };
         report_engine_counters(&device, "server");
-        if req.last {
+        if last {
             return Ok(());
         }
     }
+}
+
+/// `-q N`: accepts the other N - 1 queue pairs of the client whose first one is `first`, then
+/// serves all N at once, a thread each. Returns whether that was the client's last run.
+fn serve_group(
+    test: TestKind,
+    device: &dataplane::Device,
+    listener: &Listener,
+    first: (Incoming, Request),
+    args: &TestArgs,
+) -> Result<bool, String> {
+    let want = usize::from(first.1.qps);
+    // Each queue pair is accepted as it comes: the client connects the next one only once the
+    // previous one is up.
+    let mut group = vec![(accept_one(test, device, first.0, &first.1)?, first.1)];
+    while group.len() < want {
+        let incoming = listener
+            .accept_timeout(Duration::from_secs(args.timeout.max(30)))
+            .map_err(|e| format!("waiting for queue pair {} of {want}: {e}", group.len() + 1))?;
+        match admit(test, incoming_request(&incoming)) {
+            Some(req) if req.qps == group[0].1.qps => {
+                group.push((accept_one(test, device, incoming, &req)?, req));
+            }
+            _ => {
+                let _ = incoming.reject(&Reply::refuse(HsStatus::Malformed).encode());
+            }
+        }
+    }
+    let last = group.iter().any(|(_, r)| r.last);
+    let results: Vec<Result<(), String>> = std::thread::scope(|sc| {
+        let handles: Vec<_> = group
+            .into_iter()
+            .map(|(s, req)| sc.spawn(move || serve_session(test, s, &req, args)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("a server thread panicked".into()))
+            })
+            .collect()
+    });
+    results.into_iter().collect::<Result<(), String>>()?;
+    Ok(last)
 }
 
 fn incoming_request(i: &Incoming) -> Option<Request> {
@@ -102,8 +151,28 @@ fn serve_one(
     req: &Request,
     args: &TestArgs,
 ) -> Result<(), String> {
+    let s = accept_one(test, device, incoming, req)?;
+    serve_session(test, s, req, args)
+}
+
+/// Accepts `incoming` with the buffers and receives `test` needs on the server.
+fn accept_one(
+    test: TestKind,
+    device: &dataplane::Device,
+    incoming: Incoming,
+    req: &Request,
+) -> Result<Session, String> {
     let (slots, recvs) = layout(test, req.size, true);
-    let mut s = Session::accept(device.clone(), incoming, req, slots, recvs)?;
+    Session::accept(device.clone(), incoming, req, slots, recvs)
+}
+
+/// The server's side of `test` on an accepted session, until the client closes.
+fn serve_session(
+    test: TestKind,
+    mut s: Session,
+    req: &Request,
+    args: &TestArgs,
+) -> Result<(), String> {
     let bidi = req.bidirectional && matches!(test, TestKind::WriteBw | TestKind::ReadBw);
     let r = match test {
         _ if bidi => bidirectional_server(&mut s, test, window(test, args)),
@@ -291,6 +360,7 @@ pub fn run_client(spec: &RunSpec, host: &str) -> Result<Vec<Record>, String> {
             size,
             last: k + 1 == spec.sizes.len(),
             bidirectional: args.bidirectional,
+            qps: u16::try_from(args.qps).unwrap_or(u16::MAX),
             buffer: BufferInfo {
                 stag: 0,
                 addr: 0,
@@ -299,8 +369,10 @@ pub fn run_client(spec: &RunSpec, host: &str) -> Result<Vec<Record>, String> {
         };
         let (slots, _) = layout(spec.test, size, false);
         let ctrl = matches!(spec.test, TestKind::WriteBw | TestKind::SendBw) || args.bidirectional;
-        let mut s = Session::connect(device.clone(), addr, req, &config, slots, ctrl)?;
-        let params = facts::params(spec, &device, Some(&s.qp));
+        let mut group = (0..args.qps)
+            .map(|_| Session::connect(device.clone(), addr, req, &config, slots, ctrl))
+            .collect::<Result<Vec<_>, _>>()?;
+        let params = facts::params(spec, &device, Some(&group[0].qp));
         if k == 0 {
             // perftest's order: the parameter block, then the table.
             println!("{RULE}");
@@ -322,8 +394,12 @@ pub fn run_client(spec: &RunSpec, host: &str) -> Result<Vec<Record>, String> {
             println!("{RULE}");
             println!("{}", report::header_line(spec.test, unit, args.cpu_util));
         }
-        let (mut row, hist) = measure(&mut s, spec.test, size, spec.length, args)
-            .map_err(|e| format!("{} {} B: {e}", spec.test.name(), size))?;
+        let (mut row, hist) = if let [s] = group.as_mut_slice() {
+            measure(s, spec.test, size, spec.length, args)
+        } else {
+            measure_group(&mut group, spec.test, size, spec.length, args).map(|r| (r, None))
+        }
+        .map_err(|e| format!("{} {} B: {e}", spec.test.name(), size))?;
         row.params = Some(params);
         println!("{}", row.row_in(unit));
         for line in report::notes(&row, unit) {
@@ -334,7 +410,7 @@ pub fn run_client(spec: &RunSpec, host: &str) -> Result<Vec<Record>, String> {
         if let Some(h) = hist.filter(|_| args.histogram) {
             histograms.push((size, h));
         }
-        drop(s);
+        drop(group);
     }
     report_engine_counters(&device, "client");
     println!("{RULE}");
@@ -368,6 +444,65 @@ fn measure(
         r.cpu_util_engine = u.engine;
     }
     Ok((r, hist))
+}
+
+/// `-q N`: the bandwidth stream of every session at once, a thread each, started together;
+/// the record is their sum over the longest stream's time (the peak: the sum of the peaks).
+fn measure_group(
+    group: &mut [Session],
+    test: TestKind,
+    size: u64,
+    length: Length,
+    args: &TestArgs,
+) -> Result<Record, Ended> {
+    let cpu = args.cpu_util.then(CpuSampler::start);
+    let depth = window(test, args);
+    let start = std::sync::Barrier::new(group.len());
+    let results: Vec<Result<(Vec<Duration>, Duration), Ended>> = std::thread::scope(|sc| {
+        let handles: Vec<_> = group
+            .iter_mut()
+            .map(|s| {
+                let start = &start;
+                sc.spawn(move || {
+                    start.wait();
+                    let mut p = Progress::quiet(test, size);
+                    stream(s, test, Until::Length(length), depth, &mut p)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Ended::Failed("a stream thread panicked".into())))
+            })
+            .collect()
+    });
+    let (mut messages, mut longest, mut peak) = (0u64, Duration::ZERO, 0.0);
+    for r in results {
+        let (times, total) = r?;
+        let b = bandwidth(size, &times, total);
+        messages += b.iterations;
+        longest = longest.max(total);
+        peak += b.peak_gbps;
+    }
+    let secs = longest.as_secs_f64();
+    let sum = BwStats {
+        iterations: messages,
+        peak_gbps: peak,
+        avg_gbps: gbps(size.saturating_mul(messages), secs),
+        msg_rate_mpps: if secs > 0.0 {
+            messages as f64 / secs / 1e6
+        } else {
+            0.0
+        },
+    };
+    let mut r = Record::bandwidth(test, args.transport.name(), size, &sum);
+    if let Some(u) = cpu.map(|c| c.finish()) {
+        r.cpu_util = Some(u.process);
+        r.cpu_util_engine = u.engine;
+    }
+    Ok(r)
 }
 
 fn measure_run(

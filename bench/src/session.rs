@@ -114,6 +114,7 @@ pub fn xdp_config(args: &TestArgs, peer: Option<IpAddr>) -> Result<XdpConfig, St
         None => args.bind.parse().ok(),
     };
     cfg.queue = args.queue();
+    cfg.queues = args.qps;
     cfg.mode = args.engine().mode();
     Ok(cfg)
 }

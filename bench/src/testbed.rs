@@ -45,8 +45,15 @@ fn side(in_a: bool) -> Side {
 impl Testbed {
     /// Builds a testbed with the veth MTU `mtu`.
     pub fn up(mtu: u32) -> Result<Self, String> {
+        Self::up_with_queues(mtu, 1)
+    }
+
+    /// Builds a testbed with the veth MTU `mtu` and `queues` receive and transmit queues on
+    /// each veth end (`-q N` on the xdp transport needs N).
+    pub fn up_with_queues(mtu: u32, queues: u32) -> Result<Self, String> {
         dataplane::xdp::testbed::available().map_err(|why| format!("the testbed {why}"))?;
-        let tb = VethTestbed::create("xb").map_err(|e| format!("cannot build the testbed: {e}"))?;
+        let tb = VethTestbed::create_with_queues("xb", queues)
+            .map_err(|e| format!("cannot build the testbed: {e}"))?;
         tb.set_mtu(mtu)
             .map_err(|e| format!("cannot set the testbed's MTU to {mtu}: {e}"))?;
         debug_assert_eq!(tb.ip(Side::A).to_string(), ADDR_A);
