@@ -136,17 +136,35 @@ impl Device {
     /// What the engines hold now, summed over the device's queues (AF_XDP devices; `None` for
     /// the kernel transport).
     pub fn engine_load(&self) -> Option<EngineLoad> {
-        let x = self.xdp.as_ref()?;
+        self.xdp.as_ref()?;
         let mut load = EngineLoad::default();
-        for lane in x.all() {
-            let st = lane.shared.lock();
-            let e = st.engine.endpoint();
-            load.connections += e.connection_count();
-            load.half_open += e.half_open_count();
-            load.neighbours += e.neighbour_count();
-            load.syn_sources += e.syn_source_count();
+        for l in self.lane_loads() {
+            load.connections += l.connections;
+            load.half_open += l.half_open;
+            load.neighbours += l.neighbours;
+            load.syn_sources += l.syn_sources;
         }
         Some(load)
+    }
+
+    /// What each queue's engine holds now, in queue order (AF_XDP devices; empty for the
+    /// kernel transport).
+    pub fn lane_loads(&self) -> Vec<EngineLoad> {
+        self.xdp.as_ref().map_or_else(Vec::new, |x| {
+            x.all()
+                .iter()
+                .map(|lane| {
+                    let st = lane.shared.lock();
+                    let e = st.engine.endpoint();
+                    EngineLoad {
+                        connections: e.connection_count(),
+                        half_open: e.half_open_count(),
+                        neighbours: e.neighbour_count(),
+                        syn_sources: e.syn_source_count(),
+                    }
+                })
+                .collect()
+        })
     }
 
     /// The XDP program's counters (AF_XDP devices: packets redirected to the engine, passed to

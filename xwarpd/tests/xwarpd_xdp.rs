@@ -15,7 +15,7 @@ use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
 use dataplane::{Access, ConnectionConfig, Device, QpInit, Transport};
 use testkit::or_skip;
 use xwarpd::store::{ClientOptions, StoreClient};
-use xwarpd_support::{http_get, sample, Daemon, Tmp, BIN};
+use xwarpd_support::{http_get, sample, sample_of_queue, Daemon, Tmp, BIN};
 
 const STORE_PORT: u16 = 20049;
 const ECHO_PORT: u16 = 18515;
@@ -452,6 +452,55 @@ fn xdp_daemon_serves_concurrent_clients_and_stops_with_them_connected() {
             );
         }
     });
+    assert_eq!(attached_prog(&tb), None, "XDP still attached after SIGTERM");
+}
+
+/// `[xdp] queues = 2` on a two-queue veth: one engine per queue, each exported with its queue
+/// label; store clients on the kernel transport (whose packets reach whichever queue their
+/// kernel picks, and the owner lane gets them) write and read back every byte.
+#[test]
+fn xdp_daemon_serves_the_store_on_two_queues() {
+    let Some(tb) = xwarpd_support::xdp_testbed_with_queues("xwq", 2) else {
+        return;
+    };
+    let store = Tmp::new("xdp-2q.img");
+    let ctl = Tmp::new("xdp-2q.sock");
+    let conf = Tmp::new("xdp-2q.toml");
+    std::fs::write(conf.as_str(), "[xdp]\nqueues = 2\n").unwrap();
+    let mut d = start_xdp_daemon(
+        &tb,
+        &store,
+        &ctl,
+        Some("16MiB"),
+        &["--config", conf.as_str()],
+    );
+    const CLIENTS: usize = 6;
+    const LEN: usize = 256 << 10;
+    tb.run_in(Side::B, || {
+        for i in 0..CLIENTS {
+            let mut c = client(&tb);
+            let buf = c.pd().register(LEN, Access::ALL).unwrap();
+            let data = pattern(LEN, 200 + i);
+            let off = (i * LEN) as u64;
+            buf.write(0, &data).unwrap();
+            c.write(off, &buf, 0..LEN).unwrap();
+            c.commit(off, LEN as u32).unwrap();
+            verify(
+                &mut c,
+                &[(off, data)],
+                &format!("for client {i} on two queues"),
+            );
+        }
+    });
+    let st = stats(&tb, &ctl);
+    let opened: u64 = (0..2)
+        .map(|q| sample_of_queue(&st, "xwarpd_engine_connections_opened_total", q))
+        .sum();
+    assert!(opened >= CLIENTS as u64, "{st}");
+    assert_eq!(sample(&st, "xwarpd_engine_malformed_total"), 0, "{st}");
+    d.signal(libc::SIGTERM);
+    let (status, _, log) = d.wait(Duration::from_secs(30));
+    assert!(status.success(), "{status:?}\n{log}");
     assert_eq!(attached_prog(&tb), None, "XDP still attached after SIGTERM");
 }
 

@@ -117,6 +117,7 @@ struct RawConfig {
 struct RawXdp {
     interface: Option<String>,
     queue: Option<i64>,
+    queues: Option<i64>,
     bind: Option<String>,
     attach: Option<String>,
     local_ports: Option<String>,
@@ -482,6 +483,15 @@ fn parse_xdp(raw: RawXdp, o: &Overrides) -> Result<Option<XdpConfig>, ConfigErro
     )? {
         cfg.listener.synack_retries = n as u32;
     }
+    if let Some(n) = in_range(
+        "xdp.queues",
+        raw.queues,
+        1,
+        64,
+        "receive queues served from xdp.queue on, one engine each, 1 to 64 (default 1); the store over ONC RPC/TCP needs 1",
+    )? {
+        cfg.queues = n as u32;
+    }
     // NIC hosts (no effect on veth): the UMEM on huge pages, busy polling of the driver.
     cfg.huge_pages = raw.huge_pages.unwrap_or(false);
     let usecs = in_range(
@@ -762,6 +772,7 @@ mod tests {
                 [xdp]
                 interface = "enp1s0f1"
                 queue = 3
+                queues = 4
                 bind = "zerocopy"
                 attach = "native"
                 local_ports = "50000-50099"
@@ -793,6 +804,7 @@ mod tests {
         assert_eq!(x.listener.max_half_open, 60);
         assert_eq!(x.listener.synack_retries, 2);
         assert_eq!(x.queue, 3);
+        assert_eq!(x.queues, 4);
         assert_eq!(x.bind, BindMode::ZeroCopy);
         assert_eq!(x.attach, AttachPolicy::NativeOnly);
         assert_eq!(x.local_ports, 50000..=50099);
@@ -863,6 +875,7 @@ mod tests {
     fn xdp_errors_name_the_setting_and_what_is_accepted() {
         let x = "transport = \"xdp\"\n[xdp]\ninterface = \"eth1\"\n";
         let cases: Vec<(String, &[&str])> = vec![
+            (format!("{x}queues = 65"), &["xdp.queues", "65", "1 to 64"]),
             (
                 format!("{x}queue = -1"),
                 &["xdp.queue", "\"-1\"", "receive queue"],

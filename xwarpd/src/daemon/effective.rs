@@ -45,6 +45,7 @@ impl DaemonConfig {
             let mut xt = Table::new();
             xt.insert("interface".into(), s(&x.interface));
             xt.insert("queue".into(), i(x.queue));
+            xt.insert("queues".into(), i(x.queues));
             let bind = match x.bind {
                 BindMode::Auto => "auto",
                 BindMode::Copy => "copy",
@@ -125,6 +126,7 @@ metrics = "off"
 [xdp]
 interface = "xw0"
 queue = 3
+queues = 2
 bind = "copy"
 attach = "generic"
 local_ports = "45000-45099"

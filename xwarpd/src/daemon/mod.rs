@@ -287,14 +287,8 @@ pub fn run_with(cfg: &DaemonConfig, hooks: &Hooks) -> Result<Stop, DaemonError> 
             echo_messages: echo_stats.messages.load(Ordering::Relaxed),
             echo_refused: echo_stats.refused.load(Ordering::Relaxed),
             uptime_seconds: started.elapsed().as_secs(),
-            engines: device
-                .engine_counters()
-                .map(|c| vec![(queue, c)])
-                .unwrap_or_default(),
-            engine_loads: device
-                .engine_load()
-                .map(|l| vec![(queue, l)])
-                .unwrap_or_default(),
+            engines: (queue..).zip(device.lane_counters()).collect(),
+            engine_loads: (queue..).zip(device.lane_loads()).collect(),
             xdp_info: xdp_info.clone(),
             xdp_counters: device.xdp_counters(),
         }

@@ -74,10 +74,14 @@ impl Snapshot {
                     EngineMode::Threaded => "threaded".to_string(),
                     EngineMode::Pinned(c) => format!("pinned to CPU {c}"),
                 };
+                let queues = match x.queues {
+                    0 | 1 => format!("queue {}", x.queue),
+                    n => format!("queues {}-{} (an engine each)", x.queue, x.queue + n - 1),
+                };
                 let _ = writeln!(
                     o,
-                    "transport   xdp on {} queue {}: {attach}, {copy}, MTU {}, MSS {}, engine {engine}",
-                    x.interface, x.queue, x.mtu, x.mss
+                    "transport   xdp on {} {queues}: {attach}, {copy}, MTU {}, MSS {}, engine {engine}",
+                    x.interface, x.mtu, x.mss
                 );
             }
             None => {
@@ -187,6 +191,15 @@ mod tests {
         ] {
             assert!(t.contains(want), "{want:?} missing in\n{t}");
         }
+        let mut two = s.clone();
+        if let Some(x) = two.xdp_info.as_mut() {
+            x.queues = 2;
+        }
+        let t = two.to_status(None);
+        assert!(
+            t.contains("xdp on xw0 queues 2-3 (an engine each): generic XDP"),
+            "{t}"
+        );
         let k = Snapshot {
             transport: "kernel",
             ..Snapshot::default()

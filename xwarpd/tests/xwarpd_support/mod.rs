@@ -123,8 +123,21 @@ impl Drop for Daemon {
 /// count malformed) and, as `deploy/host-setup` does, A's engine ports are reserved from A's
 /// kernel. `None` when the test is skipped (not root, outside CI).
 pub fn xdp_testbed(tag: &str) -> Option<dataplane::xdp::testbed::VethTestbed> {
-    use dataplane::xdp::testbed::{for_test, Side};
-    let tb = testkit::or_skip(tag, for_test(tag))?;
+    xdp_testbed_with_queues(tag, 1)
+}
+
+/// [`xdp_testbed`] with `queues` receive and transmit queues on each veth end.
+pub fn xdp_testbed_with_queues(
+    tag: &str,
+    queues: u32,
+) -> Option<dataplane::xdp::testbed::VethTestbed> {
+    use dataplane::xdp::testbed::{available, Side, VethTestbed};
+    let tb = testkit::or_skip(
+        tag,
+        available().map(|()| {
+            VethTestbed::create_with_queues(tag, queues).expect("create the veth testbed")
+        }),
+    )?;
     let ifb = tb.ifname(Side::B).to_string();
     let out = tb
         .exec(Side::B, &["ethtool", "-K", &ifb, "tx", "off"])
@@ -152,6 +165,14 @@ pub fn http_get(addr: &str) -> String {
     let mut s = String::new();
     c.read_to_string(&mut s).unwrap();
     s
+}
+
+/// The value of `name`'s sample for engine (queue) `queue` in Prometheus text.
+pub fn sample_of_queue(text: &str, name: &str, queue: u32) -> u64 {
+    let head = format!("{name}{{queue=\"{queue}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&head)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no sample {head} in:\n{text}"))
 }
 
 /// The value of the first sample of `name` in Prometheus text.
