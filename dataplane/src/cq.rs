@@ -32,6 +32,9 @@ pub(crate) struct CqInner {
     ready: Condvar,
     /// The completion channel's eventfd, made on first use.
     channel: OnceLock<Waker>,
+    /// Lanes of a multi-queue xdp device whose queue pairs complete here (bit i: lane i):
+    /// an inline queue drives those, or every lane while none is known.
+    pub(crate) lanes: std::sync::atomic::AtomicU64,
 }
 
 impl Default for CqInner {
@@ -95,6 +98,7 @@ impl CqInner {
             }),
             ready: Condvar::new(),
             channel: OnceLock::new(),
+            lanes: Default::default(),
         }
     }
 
@@ -156,8 +160,17 @@ impl CqInner {
 
 /// Something that produces completions when driven: an inline AF_XDP engine runs a round.
 pub(crate) trait Drive: Send + Sync + std::fmt::Debug {
-    /// Runs the engine once.
-    fn drive(&self);
+    /// Runs the engine once: of a multi-queue device, the lanes in mask `lanes` (0: all).
+    fn drive(&self, lanes: u64);
+}
+
+impl CompletionQueue {
+    /// Queue pairs of lane `lane` complete here: an inline queue drives that lane.
+    pub(crate) fn add_lane(&self, lane: u16) {
+        self.inner
+            .lanes
+            .fetch_or(1u64 << lane, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// A completion queue. Cheap to clone; clones share the queue.
@@ -340,7 +353,7 @@ impl CompletionQueue {
                 if Instant::now() >= deadline {
                     return false;
                 }
-                d.drive();
+                d.drive(self.inner.lanes.load(std::sync::atomic::Ordering::Relaxed));
                 std::thread::yield_now();
             }
         }
@@ -374,7 +387,7 @@ impl CompletionQueue {
                 .items
                 .is_empty();
             if empty {
-                d.drive();
+                d.drive(self.inner.lanes.load(std::sync::atomic::Ordering::Relaxed));
             }
         }
     }

@@ -131,7 +131,18 @@ fn both_ends(tag: &str, mode: EngineMode) {
 
 #[test]
 fn packets_a_kernel_peer_sends_on_one_queue_reach_the_lane_that_owns_them() {
-    let Some(tb) = two_queue_testbed("vqk") else {
+    kernel_peer_on_one_queue("vqk", EngineMode::Threaded);
+}
+
+/// Inline: a completion queue drives its own queue pairs' lane, and the other lanes now and
+/// then, where its flows' packets may have arrived.
+#[test]
+fn inline_lanes_get_packets_that_arrived_on_another_lane() {
+    kernel_peer_on_one_queue("vqj", EngineMode::Inline);
+}
+
+fn kernel_peer_on_one_queue(tag: &str, mode: EngineMode) {
+    let Some(tb) = two_queue_testbed(tag) else {
         return;
     };
     tb.tx_checksum_off(Side::B).expect("ethtool -K tx off");
@@ -149,7 +160,7 @@ fn packets_a_kernel_peer_sends_on_one_queue_reach_the_lane_that_owns_them() {
     let out = tb.exec(Side::B, &["sh", "-c", &xps]).expect("set XPS");
     assert!(out.status.success(), "{out:?}");
 
-    let x = tb.xdp_device_on_queues(Side::A, EngineMode::Threaded, 2);
+    let x = tb.xdp_device_on_queues(Side::A, mode, 2);
     let k = Device::open(dataplane::Transport::Kernel).unwrap();
     let at = SocketAddr::V4(SocketAddrV4::new(tb.ip(Side::B), 4121));
     let listener = {

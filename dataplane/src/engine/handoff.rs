@@ -9,7 +9,7 @@
 //! counted (TCP retransmits it).
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use endpoint::{flow_of, Lane};
@@ -20,9 +20,17 @@ pub const INBOX_MAX: usize = 1024;
 /// The inboxes of all lanes of a device, and what passed through them.
 #[derive(Debug)]
 pub struct HandOff {
-    inboxes: Vec<Mutex<VecDeque<Vec<u8>>>>,
+    inboxes: Vec<Inbox>,
     handed: AtomicU64,
     dropped: AtomicU64,
+}
+
+/// One lane's inbox, with its length readable without the lock (an owner polls it every
+/// round, nearly always empty).
+#[derive(Debug, Default)]
+struct Inbox {
+    packets: Mutex<VecDeque<Vec<u8>>>,
+    len: AtomicUsize,
 }
 
 /// What the hand-off did (sums over the device's lanes).
@@ -38,7 +46,7 @@ impl HandOff {
     /// Inboxes for `lanes` lanes.
     pub fn new(lanes: u16) -> Arc<Self> {
         Arc::new(HandOff {
-            inboxes: (0..lanes).map(|_| Mutex::default()).collect(),
+            inboxes: (0..lanes).map(|_| Inbox::default()).collect(),
             handed: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
         })
@@ -56,12 +64,13 @@ impl HandOff {
         let Some(inbox) = self.inboxes.get(usize::from(lane)) else {
             return;
         };
-        let mut q = inbox.lock().unwrap_or_else(|p| p.into_inner());
+        let mut q = inbox.packets.lock().unwrap_or_else(|p| p.into_inner());
         if q.len() >= INBOX_MAX {
             self.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         }
         q.push_back(packet.to_vec());
+        inbox.len.store(q.len(), Ordering::Release);
         self.handed.fetch_add(1, Ordering::Relaxed);
     }
 }
@@ -109,13 +118,14 @@ impl LaneLink {
         let Some(inbox) = self.handoff.inboxes.get(usize::from(self.lane.index())) else {
             return 0;
         };
+        if inbox.len.load(Ordering::Acquire) == 0 {
+            return 0;
+        }
         {
-            let mut q = inbox.lock().unwrap_or_else(|p| p.into_inner());
-            if q.is_empty() {
-                return 0;
-            }
+            let mut q = inbox.packets.lock().unwrap_or_else(|p| p.into_inner());
             let n = q.len().min(max);
             self.taken.extend(q.drain(..n));
+            inbox.len.store(q.len(), Ordering::Release);
         }
         let n = self.taken.len();
         for p in self.taken.drain(..) {

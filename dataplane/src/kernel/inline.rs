@@ -118,7 +118,7 @@ impl InlineDrivers {
 
 impl Drive for InlineDrivers {
     /// One step of every connection; finished ones are dropped from the set.
-    fn drive(&self) {
+    fn drive(&self, _lanes: u64) {
         self.lock().retain(|c| c.step(true));
     }
 }

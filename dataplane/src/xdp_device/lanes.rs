@@ -3,7 +3,7 @@
 //! on all of them.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use super::{XdpDevice, XdpListener};
@@ -19,6 +19,8 @@ pub(crate) struct XdpLanes {
     handoff: Arc<HandOff>,
     /// The lane the next active open goes to.
     next: AtomicUsize,
+    /// Inline rounds driven through completion queues.
+    rounds: AtomicU32,
 }
 
 impl XdpLanes {
@@ -28,10 +30,20 @@ impl XdpLanes {
         counters: Arc<DeviceCounters>,
     ) -> Result<Self, DeviceError> {
         let (lanes, handoff) = XdpDevice::open_lanes(cfg, counters)?;
+        for (i, lane) in lanes.iter().enumerate() {
+            let others = lanes
+                .iter()
+                .enumerate()
+                .filter(|&(j, _)| j != i)
+                .map(|(_, l)| Arc::downgrade(&l.shared))
+                .collect();
+            let _ = lane.shared.siblings.set(others);
+        }
         Ok(XdpLanes {
             lanes: lanes.into_iter().map(Arc::new).collect(),
             handoff,
             next: AtomicUsize::new(0),
+            rounds: AtomicU32::new(0),
         })
     }
 
@@ -67,6 +79,9 @@ impl XdpLanes {
         private_data: &[u8],
     ) -> Result<(super::XdpQp, crate::qp::Established), ConnectError> {
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.lanes.len();
+        let lane = u16::try_from(i).unwrap_or(u16::MAX);
+        init.send_cq.add_lane(lane);
+        init.recv_cq.add_lane(lane);
         self.lanes[i].connect(addr, init, config, private_data)
     }
 
@@ -80,15 +95,24 @@ impl XdpLanes {
     }
 }
 
+/// An inline queue drives the other lanes too on every this many rounds: packets of its flows
+/// that arrived on their queues wait there for a round (the hand-off).
+const OTHER_LANES_EVERY: u32 = 8;
+
 impl Drive for XdpLanes {
-    /// One round of every inline lane; with several lanes, a lane another thread is driving
+    /// One round of the inline lanes in `mask` (every lane for 0, and every
+    /// [`OTHER_LANES_EVERY`] rounds); with several lanes, a lane another thread is driving
     /// right now is skipped rather than waited for.
-    fn drive(&self) {
+    fn drive(&self, mask: u64) {
         match self.lanes.as_slice() {
             [one] => one.shared.drive(),
             lanes => {
-                for lane in lanes {
-                    lane.shared.try_drive();
+                let round = self.rounds.fetch_add(1, Ordering::Relaxed);
+                let all = mask == 0 || round.is_multiple_of(OTHER_LANES_EVERY);
+                for (i, lane) in lanes.iter().enumerate() {
+                    if all || mask & (1u64 << i) != 0 {
+                        lane.shared.try_drive();
+                    }
                 }
             }
         }

@@ -179,6 +179,8 @@ impl XdpIncoming {
             ));
         }
         let conn = self.req.conn;
+        init.send_cq.add_lane(self.dev.shared.lane);
+        init.recv_cq.add_lane(self.dev.shared.lane);
         let link = Arc::new(QpLink::new(next_qp_num(), &init));
         {
             let mut st = self.dev.shared.lock();

@@ -49,6 +49,11 @@ pub(crate) struct Shared {
     waiters: AtomicUsize,
     /// The application drives the engine (no engine thread).
     pub(crate) inline: bool,
+    /// This engine's lane (index) among the device's.
+    pub(crate) lane: u16,
+    /// The device's other lanes (set once all are open): an inline lane's waits drive them
+    /// too, since packets of its flows may arrive on their queues (the hand-off).
+    pub(crate) siblings: std::sync::OnceLock<Vec<std::sync::Weak<Shared>>>,
     /// The interface's network namespace (next-hop look-ups run there).
     pub(crate) netns: NetNs,
     pub(crate) ip: std::net::IpAddr,
@@ -91,12 +96,24 @@ impl Shared {
         }
     }
 
+    /// One round of each other inline lane that no thread holds right now.
+    pub(crate) fn drive_siblings(&self) {
+        for s in self.siblings.get().into_iter().flatten() {
+            if let Some(s) = s.upgrade() {
+                s.try_drive();
+            }
+        }
+    }
+
     /// Drives the engine until the connections the application closed have finished (FIN
     /// exchanged, or reset at their close timeout): the last handle of a device is often
     /// dropped right after its queue pairs were closed.
     fn drain_closing(&self) {
         loop {
             let now = Instant::now();
+            if self.inline {
+                self.drive_siblings();
+            }
             let mut st = self.lock();
             st.poll(now);
             match st.engine.endpoint().lingering_until() {
@@ -142,6 +159,7 @@ impl Shared {
                 return None;
             }
             if self.inline {
+                self.drive_siblings();
                 match pace {
                     Some(d) => std::thread::sleep(d),
                     None => std::thread::yield_now(),

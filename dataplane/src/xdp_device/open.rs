@@ -167,6 +167,8 @@ impl XdpDevice {
             }),
             waiters: AtomicUsize::new(0),
             inline,
+            lane: lane.index(),
+            siblings: Default::default(),
             netns,
             ip,
             info,
