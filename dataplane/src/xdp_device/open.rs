@@ -22,8 +22,6 @@ use crate::{DeviceError, EngineMode, XdpConfig};
 fn headers(ip: IpAddr) -> u32 {
     14 + if ip.is_ipv4() { 20 } else { 40 } + 20
 }
-/// TCP options our segments may carry (timestamps, padded).
-const TCP_OPTIONS: u32 = 12;
 
 fn xdp_err(error: XdpError) -> DeviceError {
     DeviceError::Xdp {
@@ -128,7 +126,10 @@ impl XdpDevice {
         ecfg.listener = cfg.listener.clone();
         // One frame, or a chain of them on a multi-buffer socket: the MTU is the limit.
         let max_frame = (mtu as usize + 14).min(queue.max_packet());
-        let room = max_frame as u32 - headers(ip) - TCP_OPTIONS;
+        // The MSS we announce excludes TCP options (RFC 9293 §3.7.1, RFC 6691): each sender
+        // subtracts the options it puts on a segment (our EMSS takes off the 12 octets of
+        // timestamps). Announcing 12 less, as before, made peers send 12 octets short.
+        let room = max_frame as u32 - headers(ip);
         ecfg.tcp.mss = u16::try_from(room).unwrap_or(u16::MAX);
         // The path MTU our segments are sized by (EMSS, MPA §3.1.1): the link's, not TCP's
         // default 1500 (which had kept segments at 1448 octets on any MTU).

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! xwarpd 0.1.0, up 1h 2m 3s
-//! transport   xdp on eth1 queue 0: native XDP, zero-copy, MTU 1500, MSS 1446, engine threaded
+//! transport   xdp on eth1 queue 0: native XDP, zero-copy, MTU 1500, MSS 1460, engine threaded
 //! store       1 connection open (64 at most), 12 accepted, 0 refused, 0 closed idle
 //! echo        3 connections, 10 messages, 0 refused
 //! totals      rx 1.2 MiB, tx 3.4 MiB; reads 10, writes 3, commits 1; 0 errors
@@ -154,7 +154,7 @@ mod tests {
                 attach_mode: AttachMode::Generic,
                 zero_copy: false,
                 mtu: 1500,
-                mss: 1446,
+                mss: 1460,
                 mode: EngineMode::Pinned(1),
             }),
             store: StoreSnapshot {
@@ -182,7 +182,7 @@ mod tests {
         let t = s.to_status(Some(64));
         for want in [
             "up 1h 2m 3s",
-            "xdp on xw0 queue 2: generic XDP, copy mode, MTU 1500, MSS 1446, engine pinned to CPU 1",
+            "xdp on xw0 queue 2: generic XDP, copy mode, MTU 1500, MSS 1460, engine pinned to CPU 1",
             "1 connection open (64 at most), 9 accepted",
             "conn 4",
             "198.18.0.2:40001",
