@@ -163,6 +163,29 @@ mod tests {
     }
 
     #[test]
+    fn an_endpoint_on_a_lane_opens_only_flows_it_owns() {
+        let ip: IpAddr = "198.18.0.1".parse().unwrap();
+        let remote = sa("198.18.0.2:4791");
+        let secrets = crate::Secrets::from_random([7; 24]);
+        let mut ports = Vec::new();
+        for lane in [Lane::new(0, 2).unwrap(), Lane::new(1, 2).unwrap()] {
+            let mut cfg = crate::EndpointConfig::new([2, 0, 0, 0, 0, 1], ip, secrets.clone());
+            cfg.local_ports = 40000..=40031;
+            cfg.lane = lane;
+            let mut ep: crate::Endpoint<crate::NoDomain> =
+                crate::Endpoint::new(cfg, std::time::Instant::now());
+            let mine: Vec<u16> = (0..8)
+                .map(|_| ep.active_tuple(remote).unwrap())
+                .inspect(|t| assert!(lane.owns(t), "{lane:?} took {t:?}"))
+                .map(|t| t.local.port())
+                .collect();
+            ports.push(mine);
+        }
+        // Each lane took ports of its own; together they are different ports of the range.
+        assert!(ports[0].iter().all(|p| !ports[1].contains(p)), "{ports:?}");
+    }
+
+    #[test]
     fn flow_of_reads_ipv4_and_ipv6_tcp_frames() {
         let mut f4 = vec![0u8; 14 + 20 + 20];
         f4[12..14].copy_from_slice(&[0x08, 0x00]);
