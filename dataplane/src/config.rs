@@ -47,7 +47,7 @@ pub struct XdpConfig {
     /// per queue, all behind one XDP program. A flow belongs to one lane by a hash of its two
     /// ends ([`endpoint::Lane`]); `connect` spreads queue pairs over the lanes, a listener
     /// accepts on all of them, and a packet that arrives on another lane's queue is handed to
-    /// its owner. Stream sockets need a one-queue device.
+    /// its owner. Stream sockets spread over the lanes the same way.
     pub queues: u32,
     /// Zero-copy when the driver offers it, copy mode otherwise (default), or forced.
     pub bind: crate::xdp::BindMode,

@@ -457,7 +457,8 @@ fn xdp_daemon_serves_concurrent_clients_and_stops_with_them_connected() {
 
 /// `[xdp] queues = 2` on a two-queue veth: one engine per queue, each exported with its queue
 /// label; store clients on the kernel transport (whose packets reach whichever queue their
-/// kernel picks, and the owner lane gets them) write and read back every byte.
+/// kernel picks, and the owner lane gets them) write and read back every byte, over
+/// RPC-over-RDMA and over ONC RPC on TCP (the store's stream listener on both lanes).
 #[test]
 fn xdp_daemon_serves_the_store_on_two_queues() {
     let Some(tb) = xwarpd_support::xdp_testbed_with_queues("xwq", 2) else {
@@ -472,7 +473,14 @@ fn xdp_daemon_serves_the_store_on_two_queues() {
         &store,
         &ctl,
         Some("16MiB"),
-        &["--config", conf.as_str()],
+        &[
+            "--config",
+            conf.as_str(),
+            "--store-tcp",
+            "on",
+            "--store-tcp-port",
+            "20050",
+        ],
     );
     const CLIENTS: usize = 6;
     const LEN: usize = 256 << 10;
@@ -489,6 +497,20 @@ fn xdp_daemon_serves_the_store_on_two_queues() {
                 &mut c,
                 &[(off, data)],
                 &format!("for client {i} on two queues"),
+            );
+        }
+        let tcp_at = format!("{}:20050", tb.ip(Side::A)).parse().unwrap();
+        for i in 0..CLIENTS {
+            let opts = xwarpd::oncrpc::TcpClientOptions::default();
+            let mut c = xwarpd::oncrpc::TcpStoreClient::connect_kernel(tcp_at, &opts)
+                .expect("connect to the ONC RPC/TCP store");
+            let off = (i * LEN) as u64;
+            let mut buf = Vec::new();
+            let r = c.read(off, &mut buf, LEN as u32).unwrap();
+            assert_eq!(r.len as usize, LEN);
+            assert!(
+                buf[..LEN] == pattern(LEN, 200 + i)[..],
+                "ONC RPC/TCP read {i}"
             );
         }
     });

@@ -3,6 +3,7 @@
 
 use std::io;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -11,44 +12,41 @@ use endpoint::ListenerId;
 use super::socket::TcpStream;
 use super::{io_err, StreamConfig};
 use crate::xdp::PortKind;
-use crate::xdp_device::XdpDevice;
+use crate::xdp_device::{XdpDevice, XdpLanes};
 use crate::Device;
 
-/// A TCP listener on the device's AF_XDP engine. Dropping it stops listening: queued
-/// connections are reset, the port is unsteered once its connections are gone.
+/// A TCP listener on the device's AF_XDP engines (every lane of a multi-queue device).
+/// Dropping it stops listening: queued connections are reset, the port is unsteered once its
+/// connections are gone.
 #[derive(Debug)]
 pub struct TcpListener {
-    dev: Arc<XdpDevice>,
-    id: ListenerId,
+    /// Each lane and its listener there.
+    lanes: Vec<(Arc<XdpDevice>, ListenerId)>,
     local: SocketAddr,
+    /// The lane accept looks at first (each accept starts one further: no lane starves).
+    first: AtomicUsize,
 }
 
 /// How often an inline device's accept drives the engine while it waits (see the iWARP
 /// listener's `ACCEPT_PACE`).
 const ACCEPT_PACE: Duration = Duration::from_micros(100);
 
-/// The device's engine, or `Unsupported` on the kernel transport.
-pub(super) fn xdp_of(dev: &Device) -> io::Result<&Arc<XdpDevice>> {
-    let lanes = dev.xdp_lanes().ok_or_else(|| {
+/// The device's engines, or `Unsupported` on the kernel transport.
+pub(super) fn xdp_of(dev: &Device) -> io::Result<&Arc<XdpLanes>> {
+    dev.xdp_lanes().ok_or_else(|| {
         io_err(
             io::ErrorKind::Unsupported,
             "stream sockets run on the xdp transport; use std::net with the kernel transport",
-        )
-    })?;
-    lanes.single().ok_or_else(|| {
-        io_err(
-            io::ErrorKind::Unsupported,
-            "stream sockets need a one-queue device (XdpConfig::queues = 1)",
         )
     })
 }
 
 impl Device {
     /// Listens for plain TCP streams on `addr` (the interface's IPv4 address or unspecified,
-    /// a fixed port); the XDP program steers the port to the engine.
+    /// a fixed port) on every lane; the XDP program steers the port to the engines.
     pub fn tcp_listen(&self, addr: SocketAddr, cfg: StreamConfig) -> io::Result<TcpListener> {
-        let dev = xdp_of(self)?;
-        let ip = dev.shared.ip;
+        let lanes = xdp_of(self)?;
+        let ip = lanes.first().shared.ip;
         let a = addr.ip();
         if !(a == ip || (a.is_unspecified() && a.is_ipv4() == ip.is_ipv4())) {
             return Err(io_err(
@@ -62,23 +60,35 @@ impl Device {
                 "the xdp transport needs a fixed listening port",
             ));
         }
-        let mut st = dev.shared.lock();
-        let id = st
-            .engine
-            .endpoint_mut()
-            .stream_listen(addr.port(), cfg.options())
-            .map_err(|_| io_err(io::ErrorKind::AddrInUse, "port already listened on"))?;
-        st.program
-            .steer_port(st.lane, addr.port(), PortKind::Listen)
-            .map_err(io::Error::other)?;
-        st.unsteer_later.retain(|&p| p != addr.port());
-        st.streams.accepts.insert(id, Default::default());
-        Ok(TcpListener {
-            dev: dev.clone(),
-            id,
+        let mut listener = TcpListener {
+            lanes: Vec::with_capacity(lanes.all().len()),
             local: SocketAddr::new(ip, addr.port()),
-        })
+            first: AtomicUsize::new(0),
+        };
+        // On failure, dropping `listener` undoes the lanes done so far.
+        for dev in lanes.all() {
+            let id = listen_lane(dev, addr.port(), &cfg)?;
+            listener.lanes.push((dev.clone(), id));
+        }
+        Ok(listener)
     }
+}
+
+/// Listens for streams on `port` on one lane and steers the port to it.
+fn listen_lane(dev: &XdpDevice, port: u16, cfg: &StreamConfig) -> io::Result<ListenerId> {
+    let mut st = dev.shared.lock();
+    let id = st
+        .engine
+        .endpoint_mut()
+        .stream_listen(port, cfg.options())
+        .map_err(|_| io_err(io::ErrorKind::AddrInUse, "port already listened on"))?;
+    if let Err(e) = st.program.steer_port(st.lane, port, PortKind::Listen) {
+        st.engine.endpoint_mut().unlisten(id);
+        return Err(io::Error::other(e));
+    }
+    st.unsteer_later.retain(|&p| p != port);
+    st.streams.accepts.insert(id, Default::default());
+    Ok(id)
 }
 
 impl TcpListener {
@@ -92,24 +102,38 @@ impl TcpListener {
         }
     }
 
-    /// The next connection and its peer, or `TimedOut` after `timeout`.
+    /// The next connection and its peer (from any lane), or `TimedOut` after `timeout`.
     pub fn accept_timeout(&self, timeout: Duration) -> io::Result<(TcpStream, SocketAddr)> {
         let deadline = Instant::now() + timeout;
-        let id = self.id;
-        let (conn, peer) = self
-            .dev
-            .shared
-            .wait_paced(deadline, Some(ACCEPT_PACE), |st| {
-                let q = st.streams.accepts.get_mut(&id)?;
-                let (conn, peer) = q.pop_front()?;
-                st.streams.conns.insert(conn, None);
-                Some((conn, peer))
-            })
-            .ok_or_else(|| io_err(io::ErrorKind::TimedOut, "no connection to accept"))?;
-        Ok((
-            TcpStream::new(self.dev.clone(), conn, self.local, peer),
-            peer,
-        ))
+        let n = self.lanes.len();
+        let first = self.first.fetch_add(1, Ordering::Relaxed);
+        loop {
+            let now = Instant::now();
+            for k in 0..n {
+                let (dev, id) = &self.lanes[(first + k) % n];
+                let mut st = dev.shared.lock();
+                if dev.shared.inline {
+                    st.poll(Instant::now());
+                }
+                let Some(q) = st.streams.accepts.get_mut(id) else {
+                    continue;
+                };
+                if let Some((conn, peer)) = q.pop_front() {
+                    st.streams.conns.insert(conn, None);
+                    drop(st);
+                    return Ok((TcpStream::new(dev.clone(), conn, self.local, peer), peer));
+                }
+            }
+            if now >= deadline {
+                return Err(io_err(io::ErrorKind::TimedOut, "no connection to accept"));
+            }
+            let inline = self.lanes[0].0.shared.inline;
+            std::thread::sleep(if inline {
+                ACCEPT_PACE
+            } else {
+                Duration::from_micros(20)
+            });
+        }
     }
 
     /// The address listened on.
@@ -120,15 +144,17 @@ impl TcpListener {
 
 impl Drop for TcpListener {
     fn drop(&mut self) {
-        let mut st = self.dev.shared.lock();
-        st.engine.endpoint_mut().unlisten(self.id);
-        if let Some(q) = st.streams.accepts.remove(&self.id) {
-            for (conn, _) in q {
-                let _ = st.engine.endpoint_mut().abort(conn);
+        for (dev, id) in &self.lanes {
+            let mut st = dev.shared.lock();
+            st.engine.endpoint_mut().unlisten(*id);
+            if let Some(q) = st.streams.accepts.remove(id) {
+                for (conn, _) in q {
+                    let _ = st.engine.endpoint_mut().abort(conn);
+                }
             }
+            // As for iWARP listeners: steered while its accepted connections live.
+            st.unsteer_later.push(self.local.port());
+            st.unsteer_unused();
         }
-        // As for iWARP listeners: steered while its accepted connections live.
-        st.unsteer_later.push(self.local.port());
-        st.unsteer_unused();
     }
 }

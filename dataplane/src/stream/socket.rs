@@ -44,7 +44,7 @@ impl Device {
     /// Opens a plain TCP stream to `addr` from the engine's active-open port range; returns
     /// once the handshake completed (or failed: `ConnectionRefused`, `TimedOut`).
     pub fn tcp_connect(&self, addr: SocketAddr, cfg: &StreamConfig) -> io::Result<TcpStream> {
-        let dev = xdp_of(self)?;
+        let dev = xdp_of(self)?.next_lane();
         if addr.is_ipv4() != dev.shared.ip.is_ipv4() {
             return Err(io_err(
                 io::ErrorKind::Unsupported,

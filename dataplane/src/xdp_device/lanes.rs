@@ -57,12 +57,10 @@ impl XdpLanes {
         &self.lanes
     }
 
-    /// The only lane of a one-queue device.
-    pub(crate) fn single(&self) -> Option<&Arc<XdpDevice>> {
-        match self.lanes.as_slice() {
-            [one] => Some(one),
-            _ => None,
-        }
+    /// The lane the next active open goes to (round robin).
+    pub(crate) fn next_lane(&self) -> &Arc<XdpDevice> {
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.lanes.len();
+        &self.lanes[i]
     }
 
     /// Packets handed between lanes so far.
@@ -78,11 +76,10 @@ impl XdpLanes {
         config: &ConnectionConfig,
         private_data: &[u8],
     ) -> Result<(super::XdpQp, crate::qp::Established), ConnectError> {
-        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.lanes.len();
-        let lane = u16::try_from(i).unwrap_or(u16::MAX);
-        init.send_cq.add_lane(lane);
-        init.recv_cq.add_lane(lane);
-        self.lanes[i].connect(addr, init, config, private_data)
+        let dev = self.next_lane();
+        init.send_cq.add_lane(dev.shared.lane);
+        init.recv_cq.add_lane(dev.shared.lane);
+        dev.connect(addr, init, config, private_data)
     }
 
     /// Listens on `addr` on every lane.

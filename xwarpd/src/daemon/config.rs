@@ -488,7 +488,7 @@ fn parse_xdp(raw: RawXdp, o: &Overrides) -> Result<Option<XdpConfig>, ConfigErro
         raw.queues,
         1,
         64,
-        "receive queues served from xdp.queue on, one engine each, 1 to 64 (default 1); the store over ONC RPC/TCP needs 1",
+        "receive queues served from xdp.queue on, one engine each, 1 to 64 (default 1)",
     )? {
         cfg.queues = n as u32;
     }
