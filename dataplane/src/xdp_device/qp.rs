@@ -164,7 +164,13 @@ impl XdpQp {
         let mut st = self.dev.shared.lock();
         // Inline, on an idle connection: send at once (a ping-pong's answer); with work in
         // flight the next round frames it together with what follows (MPA-62 packing).
-        let at_once = self.dev.shared.inline && st.engine.endpoint().is_idle_to_send(self.conn);
+        // Receives put nothing on the wire: posting only those transmits nothing (and reads
+        // no clock).
+        let sends = wrs
+            .iter()
+            .any(|wr| !matches!(wr.kind, ddp::WorkRequestKind::Recv { .. }));
+        let at_once =
+            sends && self.dev.shared.inline && st.engine.endpoint().is_idle_to_send(self.conn);
         for (i, wr) in wrs.iter().enumerate() {
             st.engine
                 .endpoint_mut()
