@@ -24,32 +24,17 @@ fn frame(src: SocketAddr, dst: SocketAddr, payload: &[u8]) -> Vec<u8> {
     out
 }
 
+/// Two ends of one family: `A` is `[u8; 4]` (IPv4) or `[u8; 16]` (IPv6).
+fn ends_of<A>() -> impl Strategy<Value = (SocketAddr, SocketAddr)>
+where
+    A: Arbitrary + Into<IpAddr> + 'static,
+{
+    (any::<A>(), any::<u16>(), any::<A>(), any::<u16>())
+        .prop_map(|(a, p, b, q)| (SocketAddr::new(a.into(), p), SocketAddr::new(b.into(), q)))
+}
+
 fn ends() -> impl Strategy<Value = (SocketAddr, SocketAddr)> {
-    let v4 = (
-        any::<[u8; 4]>(),
-        any::<u16>(),
-        any::<[u8; 4]>(),
-        any::<u16>(),
-    )
-        .prop_map(|(a, p, b, q)| {
-            (
-                SocketAddr::new(IpAddr::from(a), p),
-                SocketAddr::new(IpAddr::from(b), q),
-            )
-        });
-    let v6 = (
-        any::<[u8; 16]>(),
-        any::<u16>(),
-        any::<[u8; 16]>(),
-        any::<u16>(),
-    )
-        .prop_map(|(a, p, b, q)| {
-            (
-                SocketAddr::new(IpAddr::from(a), p),
-                SocketAddr::new(IpAddr::from(b), q),
-            )
-        });
-    prop_oneof![v4, v6]
+    prop_oneof![ends_of::<[u8; 4]>(), ends_of::<[u8; 16]>()]
 }
 
 /// Random bytes; two thirds of them (when long enough) made to look like IPv4 or IPv6 carrying

@@ -3,7 +3,7 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -12,7 +12,7 @@ use endpoint::ListenerId;
 use super::socket::TcpStream;
 use super::{io_err, StreamConfig};
 use crate::xdp::PortKind;
-use crate::xdp_device::{XdpDevice, XdpLanes};
+use crate::xdp_device::{wait_on_lanes, XdpDevice, XdpLanes};
 use crate::Device;
 
 /// A TCP listener on the device's AF_XDP engines (every lane of a multi-queue device).
@@ -26,10 +26,6 @@ pub struct TcpListener {
     /// The lane accept looks at first (each accept starts one further: no lane starves).
     first: AtomicUsize,
 }
-
-/// How often an inline device's accept drives the engine while it waits (see the iWARP
-/// listener's `ACCEPT_PACE`).
-const ACCEPT_PACE: Duration = Duration::from_micros(100);
 
 /// The device's engines, or `Unsupported` on the kernel transport.
 pub(super) fn xdp_of(dev: &Device) -> io::Result<&Arc<XdpLanes>> {
@@ -105,35 +101,13 @@ impl TcpListener {
     /// The next connection and its peer (from any lane), or `TimedOut` after `timeout`.
     pub fn accept_timeout(&self, timeout: Duration) -> io::Result<(TcpStream, SocketAddr)> {
         let deadline = Instant::now() + timeout;
-        let n = self.lanes.len();
-        let first = self.first.fetch_add(1, Ordering::Relaxed);
-        loop {
-            let now = Instant::now();
-            for k in 0..n {
-                let (dev, id) = &self.lanes[(first + k) % n];
-                let mut st = dev.shared.lock();
-                if dev.shared.inline {
-                    st.poll(Instant::now());
-                }
-                let Some(q) = st.streams.accepts.get_mut(id) else {
-                    continue;
-                };
-                if let Some((conn, peer)) = q.pop_front() {
-                    st.streams.conns.insert(conn, None);
-                    drop(st);
-                    return Ok((TcpStream::new(dev.clone(), conn, self.local, peer), peer));
-                }
-            }
-            if now >= deadline {
-                return Err(io_err(io::ErrorKind::TimedOut, "no connection to accept"));
-            }
-            let inline = self.lanes[0].0.shared.inline;
-            std::thread::sleep(if inline {
-                ACCEPT_PACE
-            } else {
-                Duration::from_micros(20)
-            });
-        }
+        let (dev, conn, peer) = wait_on_lanes(&self.lanes, &self.first, deadline, |dev, st, id| {
+            let (conn, peer) = st.streams.accepts.get_mut(&id)?.pop_front()?;
+            st.streams.conns.insert(conn, None);
+            Some((dev.clone(), conn, peer))
+        })
+        .ok_or_else(|| io_err(io::ErrorKind::TimedOut, "no connection to accept"))?;
+        Ok((TcpStream::new(dev, conn, self.local, peer), peer))
     }
 
     /// The address listened on.

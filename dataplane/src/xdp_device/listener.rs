@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use endpoint::ListenerId;
 
+use super::lanes::wait_on_lanes;
 use super::qp::{settings, XdpQp};
 use super::route::{QpLink, Request};
 use super::XdpDevice;
@@ -102,46 +103,23 @@ impl XdpDevice {
     }
 }
 
-/// How often an inline device's accept drives the engine while it waits. An acceptor usually
-/// waits beside threads serving the connections it accepted: spinning, it would take the
-/// engine (and, pinned, the core) from them half the time. A handshake step waits at most this.
-const ACCEPT_PACE: Duration = Duration::from_micros(100);
-
 impl XdpListener {
     /// The next MPA Request from any lane, or `Timeout`; inline lanes are driven meanwhile.
     pub(crate) fn accept_timeout(&self, timeout: Duration) -> Result<XdpIncoming, AcceptError> {
         let deadline = Instant::now() + timeout;
-        let n = self.lanes.len();
-        let first = self
-            .first
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        loop {
-            let now = Instant::now();
-            for k in 0..n {
-                let (dev, id) = &self.lanes[(first + k) % n];
-                let mut st = dev.shared.lock();
-                if dev.shared.inline {
-                    st.poll(Instant::now());
-                }
-                let q = st.listeners.get_mut(id).ok_or(AcceptError::Closed)?;
-                if let Some(req) = q.pop_front() {
-                    return Ok(XdpIncoming {
+        wait_on_lanes(&self.lanes, &self.first, deadline, |dev, st, id| {
+            match st.listeners.get_mut(&id) {
+                None => Some(Err(AcceptError::Closed)),
+                Some(q) => q.pop_front().map(|req| {
+                    Ok(XdpIncoming {
                         dev: dev.clone(),
                         req,
                         config: self.config.clone(),
-                    });
-                }
+                    })
+                }),
             }
-            if now >= deadline {
-                return Err(AcceptError::Timeout);
-            }
-            let inline = self.lanes[0].0.shared.inline;
-            std::thread::sleep(if inline {
-                ACCEPT_PACE
-            } else {
-                Duration::from_micros(20)
-            });
-        }
+        })
+        .unwrap_or(Err(AcceptError::Timeout))
     }
 }
 

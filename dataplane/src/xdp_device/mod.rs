@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-pub(crate) use lanes::XdpLanes;
+pub(crate) use lanes::{wait_on_lanes, XdpLanes};
 pub(crate) use listener::{XdpIncoming, XdpListener};
 pub(crate) use qp::XdpQp;
 pub(crate) use route::State;
