@@ -449,6 +449,68 @@ fn assert_bidirectional(what: &str, stdout: &str, o: &serde_json::Value) {
     assert_eq!(o["params"]["bidirectional"], true, "{what}");
 }
 
+/// `-q 2` (issue 11 item 4) on a two-queue testbed: write_bw, read_bw and send_bw over two
+/// queue pairs on two xdp lanes at each end, and write_bw with a kernel-transport server (two
+/// TCP connections); each run reports the sum, with 2 queue pairs in its parameters.
+#[test]
+fn two_queue_pairs_run_over_two_queues() {
+    let name = "two_queue_pairs_run_over_two_queues";
+    if !require_root(name) {
+        return;
+    }
+    let tb = Testbed::up_with_queues(1500, 2).expect("two-queue testbed");
+    tb.tx_checksum_off(true).unwrap();
+    let dir = scratch_dir("qps");
+    let xa = [
+        "--transport",
+        "xdp",
+        "--interface",
+        tb.if_a.as_str(),
+        "-q",
+        "2",
+    ];
+    let xb = [
+        "--transport",
+        "xdp",
+        "--interface",
+        tb.if_b.as_str(),
+        "-q",
+        "2",
+    ];
+    let ka = ["-q", "2"];
+    let cases: [(&str, &str, &str, &[&str]); 4] = [
+        ("write_bw", "64K", "200", &xa),
+        ("read_bw", "64K", "100", &xa),
+        ("send_bw", "64", "2000", &xa),
+        ("write_bw", "64K", "200", &ka),
+    ];
+    for (k, (test, size, iters, srv)) in cases.into_iter().enumerate() {
+        let json = dir.join(format!("{test}-{k}.json"));
+        let out = run_with(&tb, test, size, iters, 19_300 + k as u16, &json, srv, &xb);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{test} case {k}: client failed: {}\n{stdout}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(stdout.contains("Number of qps   : 2"), "case {k}: {stdout}");
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let o = &v.as_array().expect("array")[0];
+        assert_eq!(o["params"]["num_of_qps"], 2, "case {k}: {o}");
+        // Two streams of `iters` messages each.
+        assert_eq!(
+            o["iterations"],
+            2 * iters.parse::<u64>().unwrap(),
+            "case {k}: {o}"
+        );
+        assert!(
+            o["bw_gbps"].as_f64().is_some_and(|f| f > 0.0),
+            "case {k}: {o}"
+        );
+    }
+}
+
 /// Whether this build has the xdp transport (it opens on the testbed's veth end; the probe
 /// connects to a port nobody serves).
 fn xdp_transport_built(tb: &Testbed) -> bool {
