@@ -1,16 +1,17 @@
-//! The `xdp` transport behind the verbs API: one AF_XDP engine per device, shared by its
+//! The `xdp` transport behind the verbs API: one AF_XDP engine per receive queue (a lane, an
+//! `XdpDevice`), the lanes of a device behind one XDP program ([`XdpLanes`]), shared by its
 //! listeners, queue pairs and completion queues.
 //!
 //! ```text
-//! Device::open_xdp ── XdpDevice ── Mutex<State { Engine<XskIo>, XdpProgram, routes, ... }>
-//!                        │             ▲ poll + route (engine thread, or the application's
-//!                        │             │ threads in inline mode)
-//!   QueuePair ── XdpQp ──┤  post_* ────┘  (lock order: engine state -> protection domain)
-//!   Listener ── XdpListener ── accept_timeout: waits for a routed ConnectRequest
-//!   CompletionQueue ◄── routed completions (pushed under the state lock)
+//! Device::open_xdp ── XdpLanes ─┬─ XdpDevice (lane 0) ── Mutex<State { Engine<XskIo>, routes, ... }>
+//!                               ├─ XdpDevice (lane 1) ...     ▲ poll + route (engine thread, or the
+//!                               └─ SharedProgram, HandOff      │ application's threads in inline mode)
+//!   QueuePair ── XdpQp (its lane) ── post_* ──────────────────┘ (lock order: lane state -> PD)
+//!   Listener ── XdpListener ── a listener per lane; accept_timeout takes a routed ConnectRequest
+//!   CompletionQueue ◄── routed completions (pushed under the lane's state lock)
 //! ```
 //!
-//! The engine's completions and events are routed after every poll: completions to the queue
+//! Each lane's completions and events are routed after every poll: completions to the queue
 //! pair's completion queues, MPA outcomes to waiting `connect` calls and listeners, stream
 //! errors and closes to the queue pair's status. Connections reach their protection domain's
 //! regions directly (the one copy: UMEM frame to region).
