@@ -57,7 +57,7 @@
 //! A frame shorter than 14 octets cannot be fed to `BPF_PROG_TEST_RUN` (the kernel refuses it),
 //! so the agreement test checks rule 1 on this side only.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// Octets of an untagged Ethernet header.
 const ETHERNET_LEN: usize = 14;
@@ -85,6 +85,7 @@ mod field {
     pub const IP_TOTAL_LEN: Range<usize> = 2..4;
     pub const IP_FLAGS_FRAG: Range<usize> = 6..8;
     pub const IP_PROTOCOL: usize = 9;
+    pub const IP_SRC: Range<usize> = 12..16;
     pub const IP_DST: Range<usize> = 16..20;
     /// More Fragments.
     pub const IP_MF: u16 = 0x2000;
@@ -92,12 +93,14 @@ mod field {
     pub const IP_FRAG_OFFSET: u16 = 0x1FFF;
     pub const IP6_PAYLOAD_LEN: Range<usize> = 4..6;
     pub const IP6_NEXT_HEADER: usize = 6;
+    pub const IP6_SRC: Range<usize> = 8..24;
     pub const IP6_DST: Range<usize> = 24..40;
     /// In the Fragment header: its Next Header, and the offset (high 13 bits) / M word.
     pub const FRAG6_NEXT_HEADER: usize = 0;
     pub const FRAG6_OFFSET_M: Range<usize> = 2..4;
     /// The fragment offset bits of that word (M is bit 0).
     pub const FRAG6_OFFSET: u16 = 0xFFF8;
+    pub const TCP_SRC_PORT: Range<usize> = 0..2;
     pub const TCP_DST_PORT: Range<usize> = 2..4;
     /// Data offset in the high nibble.
     pub const TCP_DATA_OFF: usize = 12;
@@ -131,8 +134,14 @@ impl OwnedAddrs<'_> {
 
 /// Where the TCP header of an IP packet to us starts, and whether it is a fragment.
 enum Transport<'a> {
-    /// The IP payload (TCP header and data), and whether it is a first fragment.
-    Tcp { l4: &'a [u8], first_fragment: bool },
+    /// The IP payload (TCP header and data), whether it is a first fragment, and the packet's
+    /// source and destination addresses.
+    Tcp {
+        l4: &'a [u8],
+        first_fragment: bool,
+        src: IpAddr,
+        dst: IpAddr,
+    },
     /// A rule decided before the TCP header.
     Decided(FrameVerdict),
 }
@@ -150,15 +159,11 @@ pub fn classify(
     let Some(ethertype) = frame.get(field::ETHERTYPE).map(be16) else {
         return Malformed;
     };
-    let ip = &frame[ETHERNET_LEN..];
     // 2, 3: a VLAN tag (0x8100, 0x88A8) is neither IPv4 nor IPv6.
-    let transport = match ethertype {
-        ETHERTYPE_IPV4 => ipv4(ip, owned),
-        ETHERTYPE_IPV6 => ipv6(ip, owned),
-        _ => return NotOurs,
-    };
-    let (tcp, first_fragment) = match transport {
-        Transport::Tcp { l4, first_fragment } => (l4, first_fragment),
+    let (tcp, first_fragment) = match ip_transport(frame, ethertype, |ip| owned.owns(ip)) {
+        Transport::Tcp {
+            l4, first_fragment, ..
+        } => (l4, first_fragment),
         Transport::Decided(v) => return v,
     };
     // 10.
@@ -185,8 +190,35 @@ pub fn classify(
     Ours
 }
 
+/// The (source, destination) ends of a TCP segment in an Ethernet frame whose headers pass
+/// rules 1 to 10 with every address taken as ours (a first fragment included): a multi-queue
+/// host hands the frame to the lane that owns that flow ([`crate::Lane`]). `None` for any
+/// other frame (it stays where it arrived and is classified there). Never panics.
+pub fn flow_of(frame: &[u8]) -> Option<(SocketAddr, SocketAddr)> {
+    let ethertype = frame.get(field::ETHERTYPE).map(be16)?;
+    let Transport::Tcp { l4, src, dst, .. } = ip_transport(frame, ethertype, |_| true) else {
+        return None;
+    };
+    let port = |at| l4.get(at).map(be16);
+    Some((
+        SocketAddr::new(src, port(field::TCP_SRC_PORT)?),
+        SocketAddr::new(dst, port(field::TCP_DST_PORT)?),
+    ))
+}
+
+/// Rules 2 to 9 for the IP packet behind the Ethernet header of `frame` (EtherType
+/// `ethertype`), with `owns` deciding rule 6.
+fn ip_transport(frame: &[u8], ethertype: u16, owns: impl Fn(IpAddr) -> bool) -> Transport<'_> {
+    let ip = &frame[ETHERNET_LEN..];
+    match ethertype {
+        ETHERTYPE_IPV4 => ipv4(ip, owns),
+        ETHERTYPE_IPV6 => ipv6(ip, owns),
+        _ => Transport::Decided(FrameVerdict::NotOurs),
+    }
+}
+
 /// Rules 4, 6, 7 and 9 for an IPv4 packet.
-fn ipv4<'a>(ip: &'a [u8], owned: OwnedAddrs<'_>) -> Transport<'a> {
+fn ipv4(ip: &[u8], owns: impl Fn(IpAddr) -> bool) -> Transport<'_> {
     use FrameVerdict::*;
     use Transport::Decided;
     // 4.
@@ -199,9 +231,13 @@ fn ipv4<'a>(ip: &'a [u8], owned: OwnedAddrs<'_>) -> Transport<'a> {
         return Decided(Malformed);
     }
     // 6.
-    let mut dst = [0u8; 4];
-    dst.copy_from_slice(&ip[field::IP_DST]);
-    if !owned.owns(Ipv4Addr::from(dst).into()) {
+    let addr = |at: core::ops::Range<usize>| {
+        let mut a = [0u8; 4];
+        a.copy_from_slice(&ip[at]);
+        IpAddr::from(Ipv4Addr::from(a))
+    };
+    let dst = addr(field::IP_DST);
+    if !owns(dst) {
         return Decided(NotOurs);
     }
     // 7.
@@ -216,11 +252,13 @@ fn ipv4<'a>(ip: &'a [u8], owned: OwnedAddrs<'_>) -> Transport<'a> {
     Transport::Tcp {
         l4: &ip[ihl..total],
         first_fragment: frag & field::IP_MF != 0,
+        src: addr(field::IP_SRC),
+        dst,
     }
 }
 
 /// Rules 5 to 9 for an IPv6 packet.
-fn ipv6<'a>(ip: &'a [u8], owned: OwnedAddrs<'_>) -> Transport<'a> {
+fn ipv6(ip: &[u8], owns: impl Fn(IpAddr) -> bool) -> Transport<'_> {
     use FrameVerdict::*;
     use Transport::Decided;
     // 5.
@@ -232,9 +270,13 @@ fn ipv6<'a>(ip: &'a [u8], owned: OwnedAddrs<'_>) -> Transport<'a> {
         return Decided(Malformed);
     }
     // 6.
-    let mut dst = [0u8; 16];
-    dst.copy_from_slice(&ip[field::IP6_DST]);
-    if !owned.owns(Ipv6Addr::from(dst).into()) {
+    let addr = |at: core::ops::Range<usize>| {
+        let mut a = [0u8; 16];
+        a.copy_from_slice(&ip[at]);
+        IpAddr::from(Ipv6Addr::from(a))
+    };
+    let (src, dst) = (addr(field::IP6_SRC), addr(field::IP6_DST));
+    if !owns(dst) {
         return Decided(NotOurs);
     }
     let payload = &ip[IPV6_HEADER_LEN..total];
@@ -242,6 +284,8 @@ fn ipv6<'a>(ip: &'a [u8], owned: OwnedAddrs<'_>) -> Transport<'a> {
         PROTO_TCP => Transport::Tcp {
             l4: payload,
             first_fragment: false,
+            src,
+            dst,
         },
         NEXT_FRAGMENT => {
             // 8.
@@ -258,6 +302,8 @@ fn ipv6<'a>(ip: &'a [u8], owned: OwnedAddrs<'_>) -> Transport<'a> {
             Transport::Tcp {
                 l4: &payload[FRAGMENT_HEADER_LEN..],
                 first_fragment: true,
+                src,
+                dst,
             }
         }
         // 7.
@@ -286,6 +332,49 @@ mod tests {
     fn classify_for(a: &CorpusAddrs, frame: &[u8]) -> FrameVerdict {
         let own = [IpAddr::from(a.ip), IpAddr::from(a.ip6)];
         classify(frame, OwnedAddrs(&own), |p| p == a.steered)
+    }
+
+    /// `flow_of` on the shared corpus: every frame classify takes as ours has its ends read,
+    /// from the peer to us on the steered port; frames that are not IP, or whose IP header is
+    /// malformed before the ports, have none.
+    #[test]
+    fn flow_of_reads_the_ends_of_every_frame_that_is_ours() {
+        let a = CorpusAddrs::default();
+        let ours = [IpAddr::from(a.ip), IpAddr::from(a.ip6)];
+        let peers = [IpAddr::from(a.peer_ip), IpAddr::from(a.peer_ip6)];
+        let mut checked = 0;
+        for f in frame_corpus(&a) {
+            let ends = flow_of(&f.bytes);
+            if f.expect == Expect::Ours {
+                let (src, dst) = ends.unwrap_or_else(|| panic!("{}: no ends", f.name));
+                assert!(
+                    peers.contains(&src.ip()) && ours.contains(&dst.ip()),
+                    "{}",
+                    f.name
+                );
+                assert_eq!(dst.port(), a.steered, "{}", f.name);
+                checked += 1;
+            }
+            let not_ip = !matches!(
+                f.bytes.get(field::ETHERTYPE).map(be16),
+                Some(ETHERTYPE_IPV4 | ETHERTYPE_IPV6)
+            );
+            if not_ip || f.bytes.len() < ETHERNET_LEN + MIN_HEADER_LEN {
+                assert_eq!(ends, None, "{}", f.name);
+            }
+        }
+        assert!(
+            checked >= 2,
+            "the corpus has IPv4 and IPv6 frames that are ours"
+        );
+        // A frame cut inside its IP header, or before the ports, has no ends.
+        let f = frame_corpus(&a)
+            .into_iter()
+            .find(|f| f.expect == Expect::Ours)
+            .unwrap();
+        for cut in 0..ETHERNET_LEN + MIN_HEADER_LEN + 4 {
+            assert_eq!(flow_of(&f.bytes[..cut]), None, "cut at {cut}");
+        }
     }
 
     /// Every row of the table, from the shared corpus (the XDP program gets the same one in

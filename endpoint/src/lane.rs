@@ -5,7 +5,8 @@
 //! a hash of the two (address, port) ends that does not depend on their order ([`Lane::of`]).
 //! A lane's active opens take local ports whose flow it owns ([`Lane::owns`]); a segment that
 //! arrives on another lane's queue (a NIC's RSS or a kernel peer's transmit queue decided where
-//! it went) is handed to its owner by the caller ([`flow_of`] reads the ends from a frame).
+//! it went) is handed to its owner by the caller ([`crate::flow_of`], beside `classify`, reads
+//! the ends from a frame).
 //! Two hosts with the same lane count, each transmitting a flow on its owner's queue, meet on
 //! the same lane at both ends (veth: a packet arrives on the queue it was sent from).
 
@@ -81,40 +82,6 @@ fn mix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-/// The (source, destination) ends of an Ethernet frame carrying TCP over IPv4 or IPv6 (no
-/// IPv6 extension headers); `None` for anything else or a frame too short to say.
-pub fn flow_of(frame: &[u8]) -> Option<(SocketAddr, SocketAddr)> {
-    let ethertype = u16::from_be_bytes(frame.get(12..14)?.try_into().ok()?);
-    let ip = frame.get(14..)?;
-    let (src, dst, l4) = match ethertype {
-        0x0800 => {
-            let ihl = usize::from(ip.first()? & 0x0f) * 4;
-            if ip.first()? >> 4 != 4 || ihl < 20 || *ip.get(9)? != 6 {
-                return None;
-            }
-            let src: [u8; 4] = ip.get(12..16)?.try_into().ok()?;
-            let dst: [u8; 4] = ip.get(16..20)?.try_into().ok()?;
-            (IpAddr::from(src), IpAddr::from(dst), ip.get(ihl..)?)
-        }
-        0x86dd => {
-            if ip.first()? >> 4 != 6 || *ip.get(6)? != 6 {
-                return None;
-            }
-            let src: [u8; 16] = ip.get(8..24)?.try_into().ok()?;
-            let dst: [u8; 16] = ip.get(24..40)?.try_into().ok()?;
-            (IpAddr::from(src), IpAddr::from(dst), ip.get(40..)?)
-        }
-        _ => return None,
-    };
-    let port = |at: usize| -> Option<u16> {
-        Some(u16::from_be_bytes(l4.get(at..at + 2)?.try_into().ok()?))
-    };
-    Some((
-        SocketAddr::new(src, port(0)?),
-        SocketAddr::new(dst, port(2)?),
-    ))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -183,42 +150,5 @@ mod tests {
         }
         // Each lane took ports of its own; together they are different ports of the range.
         assert!(ports[0].iter().all(|p| !ports[1].contains(p)), "{ports:?}");
-    }
-
-    #[test]
-    fn flow_of_reads_ipv4_and_ipv6_tcp_frames() {
-        let mut f4 = vec![0u8; 14 + 20 + 20];
-        f4[12..14].copy_from_slice(&[0x08, 0x00]);
-        f4[14] = 0x45;
-        f4[14 + 9] = 6;
-        f4[26..30].copy_from_slice(&[198, 18, 0, 2]);
-        f4[30..34].copy_from_slice(&[198, 18, 0, 1]);
-        f4[34..38].copy_from_slice(&[0x12, 0xb7, 0x9c, 0x40]);
-        assert_eq!(
-            flow_of(&f4),
-            Some((sa("198.18.0.2:4791"), sa("198.18.0.1:40000")))
-        );
-        // Not TCP; truncated; not IP.
-        let mut udp = f4.clone();
-        udp[14 + 9] = 17;
-        assert_eq!(flow_of(&udp), None);
-        assert_eq!(flow_of(&f4[..36]), None);
-        assert_eq!(flow_of(&f4[..10]), None);
-        let mut arp = f4.clone();
-        arp[12..14].copy_from_slice(&[0x08, 0x06]);
-        assert_eq!(flow_of(&arp), None);
-
-        let mut f6 = vec![0u8; 14 + 40 + 20];
-        f6[12..14].copy_from_slice(&[0x86, 0xdd]);
-        f6[14] = 0x60;
-        f6[14 + 6] = 6;
-        f6[14 + 8 + 15] = 2;
-        f6[14 + 8] = 0x20;
-        f6[14 + 24] = 0x20;
-        f6[14 + 24 + 15] = 1;
-        f6[54..58].copy_from_slice(&[0x12, 0xb7, 0x9c, 0x40]);
-        let (s, d) = flow_of(&f6).unwrap();
-        assert_eq!((s.port(), d.port()), (4791, 40000));
-        assert!(s.is_ipv6() && d.is_ipv6());
     }
 }

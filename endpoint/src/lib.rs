@@ -51,7 +51,7 @@ mod service;
 mod stream;
 mod timer_wheel;
 
-pub use classify::{classify, FrameVerdict, OwnedAddrs};
+pub use classify::{classify, flow_of, FrameVerdict, OwnedAddrs};
 pub use config::{EndpointConfig, EndpointLimits, QpSettings};
 pub use conn::ConnId;
 pub use counters::EndpointCounters;
@@ -60,7 +60,7 @@ pub use endpoint::{Endpoint, FastMap};
 pub use error::EndpointError;
 pub use event::EndpointEvent;
 pub use frame_sink::{FrameSink, TxOutcome};
-pub use lane::{flow_of, Lane};
+pub use lane::Lane;
 pub use listeners::ListenerId;
 pub use secrets::Secrets;
 pub use stream::StreamOptions;

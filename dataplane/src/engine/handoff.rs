@@ -148,7 +148,9 @@ mod tests {
         let mut f = vec![0u8; 54];
         f[12..14].copy_from_slice(&[0x08, 0x00]);
         f[14] = 0x45;
+        f[16..18].copy_from_slice(&40u16.to_be_bytes());
         f[23] = 6;
+        f[46] = 0x50;
         f[26..30].copy_from_slice(&s.ip().octets());
         f[30..34].copy_from_slice(&d.ip().octets());
         f[34..36].copy_from_slice(&s.port().to_be_bytes());
