@@ -29,8 +29,16 @@ pub struct HandOff {
 /// round, nearly always empty).
 #[derive(Debug, Default)]
 struct Inbox {
-    packets: Mutex<VecDeque<Vec<u8>>>,
+    queue: Mutex<Queue>,
     len: AtomicUsize,
+}
+
+/// The packets waiting for a lane, and buffers its drained packets left for reuse (a steady
+/// hand-off allocates nothing per packet).
+#[derive(Debug, Default)]
+struct Queue {
+    packets: VecDeque<Vec<u8>>,
+    spare: Vec<Vec<u8>>,
 }
 
 /// What the hand-off did (sums over the device's lanes).
@@ -64,13 +72,16 @@ impl HandOff {
         let Some(inbox) = self.inboxes.get(usize::from(lane)) else {
             return;
         };
-        let mut q = inbox.packets.lock().unwrap_or_else(|p| p.into_inner());
-        if q.len() >= INBOX_MAX {
+        let mut q = inbox.queue.lock().unwrap_or_else(|p| p.into_inner());
+        if q.packets.len() >= INBOX_MAX {
             self.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        q.push_back(packet.to_vec());
-        inbox.len.store(q.len(), Ordering::Release);
+        let mut buf = q.spare.pop().unwrap_or_default();
+        buf.clear();
+        buf.extend_from_slice(packet);
+        q.packets.push_back(buf);
+        inbox.len.store(q.packets.len(), Ordering::Release);
         self.handed.fetch_add(1, Ordering::Relaxed);
     }
 }
@@ -122,15 +133,20 @@ impl LaneLink {
             return 0;
         }
         {
-            let mut q = inbox.packets.lock().unwrap_or_else(|p| p.into_inner());
-            let n = q.len().min(max);
-            self.taken.extend(q.drain(..n));
-            inbox.len.store(q.len(), Ordering::Release);
+            let mut q = inbox.queue.lock().unwrap_or_else(|p| p.into_inner());
+            let n = q.packets.len().min(max);
+            self.taken.extend(q.packets.drain(..n));
+            inbox.len.store(q.packets.len(), Ordering::Release);
+        }
+        for p in &self.taken {
+            f(p);
         }
         let n = self.taken.len();
-        for p in self.taken.drain(..) {
-            f(&p);
-        }
+        // The buffers go back for the next packets handed to this lane (at most an inbox's
+        // worth is kept).
+        let mut q = inbox.queue.lock().unwrap_or_else(|p| p.into_inner());
+        let keep = INBOX_MAX.saturating_sub(q.spare.len());
+        q.spare.extend(self.taken.drain(..).take(keep));
         n
     }
 }
@@ -183,6 +199,16 @@ mod tests {
         assert!(seen[0] > 0 && seen[1] > 0, "{seen:?}");
         assert_eq!(h.counters().handed, handed as u64);
         assert_eq!(lanes[0].drain(usize::MAX, &mut |_| panic!("nothing")), 0);
+        // The drained buffers wait in lane 1's inbox for the next hand-off, which takes one
+        // instead of allocating.
+        let spare = |h: &HandOff| h.inboxes[1].queue.lock().unwrap().spare.len();
+        assert_eq!(spare(&h), handed);
+        let client = (40000..)
+            .map(|p| SocketAddr::new("198.18.0.2".parse().unwrap(), p))
+            .find(|c| Lane::of(*c, server, 2) == 1)
+            .unwrap();
+        assert!(lanes[0].hand_off(&frame(client, server)));
+        assert_eq!(spare(&h), handed - 1);
     }
 
     #[test]
