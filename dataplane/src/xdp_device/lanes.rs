@@ -142,8 +142,11 @@ impl Drive for XdpLanes {
         match self.lanes.as_slice() {
             [one] => one.shared.drive(),
             lanes => {
-                let round = self.rounds.fetch_add(1, Ordering::Relaxed);
-                let all = mask == 0 || round.is_multiple_of(OTHER_LANES_EVERY);
+                let all = mask == 0
+                    || self
+                        .rounds
+                        .fetch_add(1, Ordering::Relaxed)
+                        .is_multiple_of(OTHER_LANES_EVERY);
                 for (i, lane) in lanes.iter().enumerate() {
                     if all || mask & (1u64 << i) != 0 {
                         lane.shared.try_drive();

@@ -93,7 +93,7 @@ impl XdpDevice {
                     "port already listened on",
                 ))
             })?;
-        if let Err(e) = st.program.steer_port(st.lane, port, PortKind::Listen) {
+        if let Err(e) = st.program.steer_port(port, PortKind::Listen) {
             st.engine.endpoint_mut().unlisten(id);
             return Err(ConnectError::Io(std::io::Error::other(e)));
         }

@@ -6,7 +6,7 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use super::program::{SharedProgram, MAX_LANES};
+use super::program::{LaneProgram, SharedProgram, MAX_LANES};
 use super::{Shared, State, XdpDevice};
 use crate::counters::DeviceCounters;
 use endpoint::{EndpointConfig, FastMap, Lane, Secrets};
@@ -152,13 +152,15 @@ impl XdpDevice {
             EngineMode::Inline => (true, None),
             EngineMode::Threaded => (false, None),
             // Lane i on the i-th core after the one asked for.
-            EngineMode::Pinned(c) => (false, Some(lane_core(c, lane.index()))),
+            EngineMode::Pinned(c) => {
+                let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+                (false, Some(lane_core(c, lane.index(), cores)))
+            }
         };
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 engine,
-                program: common.program.clone(),
-                lane: lane.index(),
+                program: LaneProgram::new(common.program.clone(), lane.index()),
                 routes: FastMap::default(),
                 pending: FastMap::default(),
                 listeners: FastMap::default(),
@@ -178,11 +180,13 @@ impl XdpDevice {
     }
 }
 
-/// The core of lane `index` when lane 0 is pinned to `first`: the next ones in turn, wrapping
-/// at the cores the process may use.
-fn lane_core(first: usize, index: u16) -> usize {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    (first + usize::from(index)) % cores.max(first + 1)
+/// The core of lane `index` when lane 0 is pinned to `first` and the process may use `cores`
+/// cores: lane 0 on `first` as asked, the others on the cores after it in turn, wrapping.
+fn lane_core(first: usize, index: u16, cores: usize) -> usize {
+    if index == 0 {
+        return first;
+    }
+    (first + usize::from(index)) % cores.max(1)
 }
 
 /// The address a device serves among the interface's `addrs` (link-local IPv6 ones, fe80::/10,
@@ -223,6 +227,22 @@ mod tests {
         assert_eq!(serving_address(&[v4, ll, g6], any6), Some(g6));
         assert_eq!(serving_address(&[g6, v4], any4), Some(v4));
         assert_eq!(serving_address(&[v4, ll], any6), None);
+    }
+
+    #[test]
+    fn pinned_lanes_take_the_cores_after_the_first_in_turn() {
+        assert_eq!(
+            (0..4).map(|i| lane_core(2, i, 4)).collect::<Vec<_>>(),
+            [2, 3, 0, 1]
+        );
+        assert_eq!(
+            (0..3).map(|i| lane_core(1, i, 2)).collect::<Vec<_>>(),
+            [1, 0, 1]
+        );
+        // Lane 0 keeps the core asked for, even one the process may not use (pinning then
+        // fails with a warning, as for a one-queue device).
+        assert_eq!(lane_core(7, 0, 2), 7);
+        assert_eq!(lane_core(7, 1, 2), 0);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The XDP program of a device, shared by its lanes: one program and one port map serve every
-//! queue, so a port stays steered while any lane still needs it.
+//! queue, so a port stays steered while any lane still needs it. Each lane holds a
+//! [`LaneProgram`]: the shared program and its own lane bit.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use endpoint::FastMap;
 
@@ -32,7 +33,7 @@ impl SharedProgram {
     }
 
     /// Steers `port` for `lane` (`lane < MAX_LANES`).
-    pub(crate) fn steer_port(&self, lane: u16, port: u16, kind: PortKind) -> Result<(), XdpError> {
+    fn steer_port(&self, lane: u16, port: u16, kind: PortKind) -> Result<(), XdpError> {
         let mut users = self.users.lock().unwrap_or_else(|p| p.into_inner());
         self.program.steer_port(port, kind)?;
         *users.entry(port).or_default() |= 1u64 << lane;
@@ -40,7 +41,7 @@ impl SharedProgram {
     }
 
     /// `lane` no longer needs `port`: the program stops steering it when no lane does.
-    pub(crate) fn unsteer_port(&self, lane: u16, port: u16) {
+    fn unsteer_port(&self, lane: u16, port: u16) {
         let mut users = self.users.lock().unwrap_or_else(|p| p.into_inner());
         let mask = users.entry(port).or_default();
         *mask &= !(1u64 << lane);
@@ -49,9 +50,33 @@ impl SharedProgram {
             let _ = self.program.unsteer_port(port);
         }
     }
+}
+
+/// One lane's handle on its device's program.
+#[derive(Debug, Clone)]
+pub(crate) struct LaneProgram {
+    shared: Arc<SharedProgram>,
+    lane: u16,
+}
+
+impl LaneProgram {
+    /// Lane `lane`'s handle on `shared`.
+    pub(crate) fn new(shared: Arc<SharedProgram>, lane: u16) -> Self {
+        LaneProgram { shared, lane }
+    }
+
+    /// Steers `port` to the engines for this lane.
+    pub(crate) fn steer_port(&self, port: u16, kind: PortKind) -> Result<(), XdpError> {
+        self.shared.steer_port(self.lane, port, kind)
+    }
+
+    /// This lane no longer needs `port` (unsteered once no lane does).
+    pub(crate) fn unsteer_port(&self, port: u16) {
+        self.shared.unsteer_port(self.lane, port);
+    }
 
     /// The program's counters.
     pub(crate) fn counters(&self) -> Result<SteerCounters, XdpError> {
-        self.program.counters()
+        self.shared.program.counters()
     }
 }

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use endpoint::{ConnId, EndpointEvent, FastMap, ListenerId};
 
-use super::program::SharedProgram;
+use super::program::LaneProgram;
 use crate::counters::DeviceCounters;
 use crate::engine::{Engine, XskIo};
 use crate::qp::{map_completion, Established, QpError};
@@ -92,10 +92,8 @@ pub(crate) struct Request {
 /// AF_XDP socket and UMEM) goes before the XDP program is detached.
 pub(crate) struct State {
     pub(crate) engine: Engine<XskIo>,
-    /// The device's program, shared by its lanes.
-    pub(crate) program: Arc<SharedProgram>,
-    /// This engine's lane among the device's (its index).
-    pub(crate) lane: u16,
+    /// The device's program, shared by its lanes, as this lane uses it.
+    pub(crate) program: LaneProgram,
     pub(crate) routes: FastMap<ConnId, Arc<QpLink>>,
     pub(crate) pending: FastMap<ConnId, Pending>,
     pub(crate) listeners: FastMap<ListenerId, VecDeque<Request>>,
@@ -135,7 +133,6 @@ impl State {
         let State {
             engine,
             program,
-            lane,
             unsteer_later,
             ..
         } = self;
@@ -143,7 +140,7 @@ impl State {
             if engine.endpoint().has_connection_on_port(port) {
                 return true;
             }
-            program.unsteer_port(*lane, port);
+            program.unsteer_port(port);
             false
         });
     }
