@@ -278,14 +278,12 @@ impl Plan<'_> {
                         )
                     };
                     *port += 1;
-                    match r {
-                        Ok(rec) => runs.push(rec),
-                        Err(e) => {
-                            let note = format!("{transport} {}: {e}", test.name());
-                            eprintln!("xwarp-bench compare: n/a: {note}");
-                            notes.push(note);
-                        }
-                    }
+                    keep(
+                        r,
+                        &format!("{transport} {}", test.name()),
+                        &mut runs,
+                        &mut notes,
+                    );
                 }
                 if test == TestKind::WriteBw {
                     self.queue_cells(round, iters, port, &mut runs, &mut notes);
@@ -295,31 +293,32 @@ impl Plan<'_> {
                 }
                 // rpc_read over ONC RPC on xwarp's TCP (xdp), the TCP RDMA option off and on.
                 for (name, option) in crate::compare_tcp::TCP_CELLS {
-                    eprintln!(
-                        "xwarp-bench compare: MTU {mtu} round {round}/{rounds}: rpc_read {bytes} \
-                         B over {name} (load average {})",
-                        load_average()
-                    );
-                    let json = self.tmp.join(format!("rpc_read-{name}.json"));
                     let extra = crate::compare_tcp::cell_args(option);
-                    let r = run_pair(
-                        tb, exe, test, "xdp", bytes, iters, *port, &json, pin, &extra,
-                    )
-                    .map(|rec| CompareRecord::from_record(test, name, Some(&rec), bytes));
-                    *port += 1;
-                    match r {
-                        Ok(rec) => runs.push(rec),
-                        Err(e) => {
-                            let note = format!("{name} rpc_read: {e}");
-                            eprintln!("xwarp-bench compare: n/a: {note}");
-                            notes.push(note);
-                        }
-                    }
+                    let cell = XdpCell {
+                        name,
+                        test,
+                        bytes,
+                        iters,
+                        pin,
+                        extra: &extra,
+                    };
+                    self.xdp_cell(round, &cell, port, &mut runs, &mut notes);
                 }
             }
         }
         (runs, notes)
     }
+}
+
+/// A cell beside the plan's table: `test` over the xdp transport with `extra` arguments at
+/// both ends, recorded as transport `name`.
+struct XdpCell<'a> {
+    name: &'a str,
+    test: TestKind,
+    bytes: u64,
+    iters: u64,
+    pin: bool,
+    extra: &'a [&'a str],
 }
 
 impl Plan<'_> {
@@ -333,32 +332,70 @@ impl Plan<'_> {
         runs: &mut Vec<CompareRecord>,
         notes: &mut Vec<String>,
     ) {
-        let bytes = crate::compare_queues::BYTES;
         for (name, qps) in crate::compare_queues::QUEUE_CELLS {
-            eprintln!(
-                "xwarp-bench compare: MTU {} round {round}/{}: write_bw {bytes} B over {name} \
-                 (load average {})",
-                self.mtu,
-                self.rounds,
-                load_average()
-            );
-            let json = self.tmp.join(format!("write_bw-{name}.json"));
             let extra = crate::compare_queues::cell_args(qps);
             let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
-            let test = TestKind::WriteBw;
-            let r = run_pair(
-                self.tb, self.exe, test, "xdp", bytes, iters, *port, &json, false, &extra,
-            )
-            .map(|rec| CompareRecord::from_record(test, name, Some(&rec), bytes));
-            *port += 1;
-            match r {
-                Ok(rec) => runs.push(rec),
-                Err(e) => {
-                    let note = format!("{name} write_bw: {e}");
-                    eprintln!("xwarp-bench compare: n/a: {note}");
-                    notes.push(note);
-                }
-            }
+            let cell = XdpCell {
+                name,
+                test: TestKind::WriteBw,
+                bytes: crate::compare_queues::BYTES,
+                iters,
+                pin: false,
+                extra: &extra,
+            };
+            self.xdp_cell(round, &cell, port, runs, notes);
+        }
+    }
+
+    /// Runs `cell` once: its record into `runs`, or why not into `notes`. `port` moves on.
+    fn xdp_cell(
+        &self,
+        round: u32,
+        cell: &XdpCell<'_>,
+        port: &mut u16,
+        runs: &mut Vec<CompareRecord>,
+        notes: &mut Vec<String>,
+    ) {
+        let XdpCell {
+            name,
+            test,
+            bytes,
+            iters,
+            pin,
+            extra,
+        } = *cell;
+        eprintln!(
+            "xwarp-bench compare: MTU {} round {round}/{}: {} {bytes} B over {name} (load \
+             average {})",
+            self.mtu,
+            self.rounds,
+            test.name(),
+            load_average()
+        );
+        let json = self.tmp.join(format!("{}-{name}.json", test.name()));
+        let r = run_pair(
+            self.tb, self.exe, test, "xdp", bytes, iters, *port, &json, pin, extra,
+        )
+        .map(|rec| CompareRecord::from_record(test, name, Some(&rec), bytes));
+        *port += 1;
+        keep(r, &format!("{name} {}", test.name()), runs, notes);
+    }
+}
+
+/// A run's record into `runs`, or, when it measured nothing, a note `CELL: why` into `notes`
+/// (`cell` is `transport test`).
+fn keep(
+    r: Result<CompareRecord, String>,
+    cell: &str,
+    runs: &mut Vec<CompareRecord>,
+    notes: &mut Vec<String>,
+) {
+    match r {
+        Ok(rec) => runs.push(rec),
+        Err(e) => {
+            let note = format!("{cell}: {e}");
+            eprintln!("xwarp-bench compare: n/a: {note}");
+            notes.push(note);
         }
     }
 }

@@ -30,7 +30,7 @@ use crate::session::{
     connection_config, open_device, report_engine_counters, resolve, Ctrl, Ended, Session,
     StreamReport,
 };
-use crate::stats::{bandwidth, gbps, BwStats, LatencyRecorder};
+use crate::stats::{bandwidth, BwStats, LatencyRecorder};
 
 /// Receive buffers of the send_bw server: as many as fit in 64 MiB, 2 to 512.
 pub fn send_bw_ring(size: u64) -> usize {
@@ -447,7 +447,7 @@ fn measure(
 }
 
 /// `-q N`: the bandwidth stream of every session at once, a thread each, started together;
-/// the record is their sum over the longest stream's time (the peak: the sum of the peaks).
+/// the record is their sum over the longest stream's time.
 fn measure_group(
     group: &mut [Session],
     test: TestKind,
@@ -478,25 +478,16 @@ fn measure_group(
             })
             .collect()
     });
-    let (mut messages, mut longest, mut peak) = (0u64, Duration::ZERO, 0.0);
+    // The streams started together: their completion times (each from its own start) merge
+    // into one run, over the longest stream's time.
+    let (mut times, mut longest) = (Vec::new(), Duration::ZERO);
     for r in results {
-        let (times, total) = r?;
-        let b = bandwidth(size, &times, total);
-        messages += b.iterations;
+        let (t, total) = r?;
+        times.extend(t);
         longest = longest.max(total);
-        peak += b.peak_gbps;
     }
-    let secs = longest.as_secs_f64();
-    let sum = BwStats {
-        iterations: messages,
-        peak_gbps: peak,
-        avg_gbps: gbps(size.saturating_mul(messages), secs),
-        msg_rate_mpps: if secs > 0.0 {
-            messages as f64 / secs / 1e6
-        } else {
-            0.0
-        },
-    };
+    times.sort_unstable();
+    let sum = bandwidth(size, &times, longest);
     let mut r = Record::bandwidth(test, args.transport.name(), size, &sum);
     if let Some(u) = cpu.map(|c| c.finish()) {
         r.cpu_util = Some(u.process);
@@ -533,17 +524,12 @@ fn measure_run(
     let Some(theirs) = s.peer_report.take() else {
         return Ok((Record::bandwidth(test, transport, size, &mine), None));
     };
-    let secs = theirs.nanos as f64 / 1e9;
-    let theirs = BwStats {
-        iterations: theirs.messages,
-        peak_gbps: theirs.peak_gbps,
-        avg_gbps: gbps(size.saturating_mul(theirs.messages), secs),
-        msg_rate_mpps: if secs > 0.0 {
-            theirs.messages as f64 / secs / 1e6
-        } else {
-            0.0
-        },
-    };
+    let theirs = BwStats::of_run(
+        size,
+        theirs.messages,
+        Duration::from_nanos(theirs.nanos),
+        theirs.peak_gbps,
+    );
     Ok((
         Record::bidirectional(test, transport, size, &mine, &theirs),
         None,

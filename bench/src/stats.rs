@@ -149,21 +149,28 @@ pub fn gbps(bytes: u64, secs: f64) -> f64 {
 /// The peak is the best window spanning at least 5% of the run.
 pub fn bandwidth(msg_bytes: u64, completions: &[Duration], total: Duration) -> BwStats {
     let n = completions.len() as u64;
-    let secs = total.as_secs_f64();
-    let avg_gbps = gbps(msg_bytes.saturating_mul(n), secs);
-    let msg_rate_mpps = if secs > 0.0 {
-        n as f64 / secs / 1e6
-    } else {
-        0.0
-    };
-    let peak_gbps = peak_gbps(msg_bytes, completions, total / 20)
+    let avg_gbps = gbps(msg_bytes.saturating_mul(n), total.as_secs_f64());
+    let peak = peak_gbps(msg_bytes, completions, total / 20)
         .unwrap_or(avg_gbps)
         .max(avg_gbps);
-    BwStats {
-        iterations: n,
-        peak_gbps,
-        avg_gbps,
-        msg_rate_mpps,
+    BwStats::of_run(msg_bytes, n, total, peak)
+}
+
+impl BwStats {
+    /// `messages` of `msg_bytes` in `total`, with the best window's rate `peak_gbps` measured
+    /// by whoever ran it.
+    pub fn of_run(msg_bytes: u64, messages: u64, total: Duration, peak_gbps: f64) -> Self {
+        let secs = total.as_secs_f64();
+        BwStats {
+            iterations: messages,
+            peak_gbps,
+            avg_gbps: gbps(msg_bytes.saturating_mul(messages), secs),
+            msg_rate_mpps: if secs > 0.0 {
+                messages as f64 / secs / 1e6
+            } else {
+                0.0
+            },
+        }
     }
 }
 

@@ -78,7 +78,7 @@ fn listen_lane(dev: &XdpDevice, port: u16, cfg: &StreamConfig) -> io::Result<Lis
         .endpoint_mut()
         .stream_listen(port, cfg.options())
         .map_err(|_| io_err(io::ErrorKind::AddrInUse, "port already listened on"))?;
-    if let Err(e) = st.program.steer_port(st.lane, port, PortKind::Listen) {
+    if let Err(e) = st.program.steer_port(port, PortKind::Listen) {
         st.engine.endpoint_mut().unlisten(id);
         return Err(io::Error::other(e));
     }
