@@ -19,7 +19,7 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use dataplane::{Incoming, Listener};
+use dataplane::{Incoming, Listener, PostKind, Sge, WorkRequest};
 
 use crate::cli::{Length, RunSpec, TestArgs, TestKind, MAX_SIZE};
 use crate::cpu::CpuSampler;
@@ -247,25 +247,47 @@ fn window(test: TestKind, args: &TestArgs) -> u32 {
     }
 }
 
+/// Receive completions taken per poll (perftest's `CTX_POLL_BATCH`).
+const POLL_BATCH: usize = 16;
+
 fn send_bw_server(s: &mut Session) -> Result<(), Ended> {
     let ring = s.data_slots();
     let batch = (ring / 4).max(1) as u32;
     let mut reposted = 0u32;
+    let mut done = Vec::with_capacity(POLL_BATCH);
+    let mut slots = Vec::with_capacity(POLL_BATCH);
     loop {
-        let c = s.next_completion(&s.recv_cq, "a send")?;
-        if s.take_ctrl(&c).map_err(Ended::Failed)? == Some(Ctrl::Fin) {
-            return s.send_ctrl(Ctrl::Ack).map_err(Ended::Failed);
+        s.next_completions(&s.recv_cq, &mut done, POLL_BATCH, "a send")?;
+        slots.clear();
+        for c in &done {
+            if s.take_ctrl(c).map_err(Ended::Failed)? == Some(Ctrl::Fin) {
+                return s.send_ctrl(Ctrl::Ack).map_err(Ended::Failed);
+            }
+            if let Some(i) = s.data_slot_of(c) {
+                slots.push((c.wr_id, s.slot(i)));
+            }
         }
-        let i = c.wr_id as usize;
-        s.qp.post_recv(c.wr_id, &s.mr, s.slot(i))
-            .map_err(|e| Ended::Failed(format!("post_recv: {e}")))?;
-        reposted += 1;
+        // The polled batch's slots go back as one list (one lock, one doorbell).
+        let sgls: Vec<[Sge<'_>; 1]> = slots
+            .iter()
+            .map(|(_, r)| [Sge::new(&s.mr, r.clone())])
+            .collect();
+        let wrs: Vec<WorkRequest<'_>> = slots
+            .iter()
+            .zip(&sgls)
+            .map(|((id, _), sgl)| WorkRequest::new(*id, PostKind::Recv, sgl))
+            .collect();
+        if !wrs.is_empty() {
+            s.qp.post_list(&wrs)
+                .map_err(|e| Ended::Failed(format!("post_recv: {e}")))?;
+        }
+        reposted += wrs.len() as u32;
         if reposted >= batch {
             s.send_ctrl(Ctrl::Credits(reposted))
                 .map_err(Ended::Failed)?;
             reposted = 0;
+            s.drain_send()?;
         }
-        s.drain_send()?;
     }
 }
 

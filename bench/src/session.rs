@@ -388,6 +388,12 @@ impl Session {
         slot(self.size, i)
     }
 
+    /// The data slot a receive completion landed in; `None` for a control slot (which
+    /// [`Session::take_ctrl`] reposts itself).
+    pub fn data_slot_of(&self, c: &Completion) -> Option<usize> {
+        (c.wr_id & CTRL_WR == 0).then_some(c.wr_id as usize)
+    }
+
     /// The peer's data slot 0.
     pub fn remote_slot0(&self) -> RemoteAddr {
         RemoteAddr {
@@ -526,6 +532,20 @@ impl Session {
         let c = self.spin(what, || cq.poll_one())?;
         check(&c)?;
         Ok(c)
+    }
+
+    /// The next completions of `cq`, up to `max` (busy-polled until there is one), into
+    /// `out` (cleared first): perftest's batched `ibv_poll_cq`. A failed one is an error.
+    pub fn next_completions(
+        &self,
+        cq: &CompletionQueue,
+        out: &mut Vec<Completion>,
+        max: usize,
+        what: &str,
+    ) -> Result<(), Ended> {
+        out.clear();
+        self.spin(what, || (cq.poll(out, max) > 0).then_some(()))?;
+        out.iter().try_for_each(check)
     }
 
     /// Drains the send queue's completions without waiting; returns how many.

@@ -236,25 +236,26 @@ impl CompletionQueue {
         self.inner.take_events(&mut q)
     }
 
-    /// Moves up to `out.capacity() - out.len()` (at least one) completions into `out`; returns how many.
-    /// Never blocks.
+    /// Moves up to `max` (at least one when there are any) completions into `out`; returns
+    /// how many. Never blocks. On an inline device an empty queue drives the engine first.
     pub fn poll(&self, out: &mut Vec<Completion>, max: usize) -> usize {
-        self.drive_if_empty();
-        let mut q = self.inner.queue.lock().unwrap_or_else(|e| e.into_inner());
-        let n = max.min(q.items.len());
-        out.extend(q.items.drain(..n));
-        n
+        let take = |out: &mut Vec<Completion>| {
+            let mut q = self.inner.lock();
+            let n = max.min(q.items.len());
+            out.extend(q.items.drain(..n));
+            n
+        };
+        match take(out) {
+            0 if self.drive() => take(out),
+            n => n,
+        }
     }
 
-    /// Returns the next completion, if any, without blocking.
+    /// Returns the next completion, if any, without blocking. On an inline device an empty
+    /// queue drives the engine first (a queue with completions takes one lock, nothing else).
     pub fn poll_one(&self) -> Option<Completion> {
-        self.drive_if_empty();
-        self.inner
-            .queue
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .items
-            .pop_front()
+        let pop = || self.inner.lock().items.pop_front();
+        pop().or_else(|| self.drive().then(pop).flatten())
     }
 
     /// Waits up to `timeout` for the next completion.
@@ -377,19 +378,14 @@ impl CompletionQueue {
         }
     }
 
-    fn drive_if_empty(&self) {
-        if let Some(d) = self.driver() {
-            let empty = self
-                .inner
-                .queue
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .items
-                .is_empty();
-            if empty {
-                d.drive(self.inner.lanes.load(std::sync::atomic::Ordering::Relaxed));
-            }
-        }
+    /// Drives the inline engine (the lanes of this queue's queue pairs); false when there is
+    /// none (a threaded device, or its device is gone).
+    fn drive(&self) -> bool {
+        let Some(d) = self.driver() else {
+            return false;
+        };
+        d.drive(self.inner.lanes.load(std::sync::atomic::Ordering::Relaxed));
+        true
     }
 }
 
