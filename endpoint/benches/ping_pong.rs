@@ -12,8 +12,8 @@ mod pair;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use criterion::{criterion_group, criterion_main, Criterion};
-use ddp::{Access, WcOpcode, WorkRequest};
+use criterion::{criterion_group, Criterion};
+use ddp::{Access, RegionHandle, WcOpcode, WorkRequest};
 use endpoint::{ConnId, Endpoint, FrameSink, TxOutcome};
 use pair::{buf, filled, settings, Pair, FRAME_LEN};
 
@@ -70,8 +70,23 @@ fn take(ep: &mut Endpoint, opcode: WcOpcode) -> bool {
     found
 }
 
-fn bench(c: &mut Criterion) {
-    for markers in [false, true] {
+/// Two established endpoints with a 64 B Send each way posted, and the loop's buffers.
+struct PingPong {
+    a: Endpoint,
+    b: Endpoint,
+    ca: ConnId,
+    cb: ConnId,
+    src_a: RegionHandle,
+    src_b: RegionHandle,
+    dst_a: RegionHandle,
+    dst_b: RegionHandle,
+    now: Instant,
+    ab: Frames,
+    ba: Frames,
+}
+
+impl PingPong {
+    fn new(markers: bool) -> Self {
         let mut p = Pair::clean();
         let s = settings(markers, true);
         let (ca, cb): (ConnId, ConnId) = p.establish(4791, s.clone(), s);
@@ -81,44 +96,87 @@ fn bench(c: &mut Criterion) {
         let (dst_a, _) = p.a.register(64, Access::LOCAL_WRITE);
         let (dst_b, _) = p.b.register(64, Access::LOCAL_WRITE);
         let (mut a, mut b) = (p.a, p.b);
-        let mut now = p.now;
-        let (mut ab, mut ba) = (Frames::default(), Frames::default());
         a.post(ca, WorkRequest::recv(0, buf(dst_a, 64))).unwrap();
         b.post(cb, WorkRequest::recv(0, buf(dst_b, 64))).unwrap();
-        let mut round = |a: &mut Endpoint, b: &mut Endpoint, now: Instant| {
-            a.post(ca, WorkRequest::send(1, buf(src_a, 64), Default::default()))
-                .unwrap();
-            transmit(a, &mut ab, now);
-            // B's round: the ping arrives, its receive completes.
-            receive(b, &mut ab, now);
-            transmit(b, &mut ba, now);
-            assert!(take(b, WcOpcode::Recv), "B received the ping");
-            b.post(cb, WorkRequest::recv(0, buf(dst_b, 64))).unwrap();
-            b.post(cb, WorkRequest::send(1, buf(src_b, 64), Default::default()))
-                .unwrap();
-            transmit(b, &mut ba, now);
-            // A's round: the pong (with B's ACK) arrives.
-            receive(a, &mut ba, now);
-            transmit(a, &mut ab, now);
-            assert!(take(a, WcOpcode::Recv), "A received the pong");
-            a.post(ca, WorkRequest::recv(0, buf(dst_a, 64))).unwrap();
-            // B's Send completes on A's ACK, which the next ping carries.
-            take(b, WcOpcode::Send);
+        let mut pp = PingPong {
+            a,
+            b,
+            ca,
+            cb,
+            src_a,
+            src_b,
+            dst_a,
+            dst_b,
+            now: p.now,
+            ab: Frames::default(),
+            ba: Frames::default(),
         };
         // Warm up, and check the loop holds together.
         for _ in 0..100 {
-            now += Duration::from_micros(10);
-            round(&mut a, &mut b, now);
+            pp.round();
         }
+        pp
+    }
+
+    /// One round trip, 10 us of simulated time after the last.
+    fn round(&mut self) {
+        self.now += Duration::from_micros(10);
+        let now = black_box(self.now);
+        let (a, b) = (&mut self.a, &mut self.b);
+        let (ca, cb) = (self.ca, self.cb);
+        a.post(
+            ca,
+            WorkRequest::send(1, buf(self.src_a, 64), Default::default()),
+        )
+        .unwrap();
+        transmit(a, &mut self.ab, now);
+        // B's round: the ping arrives, its receive completes.
+        receive(b, &mut self.ab, now);
+        transmit(b, &mut self.ba, now);
+        assert!(take(b, WcOpcode::Recv), "B received the ping");
+        b.post(cb, WorkRequest::recv(0, buf(self.dst_b, 64)))
+            .unwrap();
+        b.post(
+            cb,
+            WorkRequest::send(1, buf(self.src_b, 64), Default::default()),
+        )
+        .unwrap();
+        transmit(b, &mut self.ba, now);
+        // A's round: the pong (with B's ACK) arrives.
+        receive(a, &mut self.ba, now);
+        transmit(a, &mut self.ab, now);
+        assert!(take(a, WcOpcode::Recv), "A received the pong");
+        a.post(ca, WorkRequest::recv(0, buf(self.dst_a, 64)))
+            .unwrap();
+        // B's Send completes on A's ACK, which the next ping carries.
+        take(b, WcOpcode::Send);
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    for markers in [false, true] {
+        let mut pp = PingPong::new(markers);
         let name = format!("endpoint/ping_pong_64B/markers={markers}");
-        c.bench_function(&name, |bn| {
-            bn.iter(|| {
-                now += Duration::from_micros(10);
-                round(&mut a, &mut b, black_box(now));
-            })
-        });
+        c.bench_function(&name, |bn| bn.iter(|| pp.round()));
     }
 }
 
 criterion_group!(benches, bench);
-criterion_main!(benches);
+
+/// With `PING_PONG_ROUNDS=N` set, runs N round trips (markers off) and nothing else: a fixed
+/// amount of work for an instruction count (`valgrind --tool=callgrind`), which this shared
+/// host's timings are too noisy to replace. Otherwise criterion as usual.
+fn main() {
+    if let Some(n) = std::env::var("PING_PONG_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        let mut pp = PingPong::new(false);
+        for _ in 0..n {
+            pp.round();
+        }
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

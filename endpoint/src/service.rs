@@ -271,13 +271,15 @@ impl<D: Domain> Endpoint<D> {
             });
             return;
         }
-        // Timers: the connection's one wheel entry follows its earliest deadline.
-        let due = c.deadline();
-        if due != c.armed {
-            c.armed = due;
-            match due {
-                Some(d) => self.wheel.insert(id, d),
-                None => self.wheel.cancel(id),
+        // Timers: the connection's one wheel entry fires no later than its earliest deadline.
+        // It moves only when the deadline comes earlier: a later one (the retransmission
+        // timer pushed back by every ACK) or none leaves it armed, and when it fires early
+        // `handle_timeout` finds nothing due and this round re-arms it for the real deadline
+        // (one spurious round per timeout period instead of a wheel move per segment).
+        if let Some(d) = c.deadline() {
+            if c.armed.is_none_or(|a| d < a) {
+                c.armed = Some(d);
+                self.wheel.insert(id, d);
             }
         }
     }
