@@ -49,6 +49,9 @@ pub struct XdpConfig {
     /// accepts on all of them, and a packet that arrives on another lane's queue is handed to
     /// its owner. Stream sockets spread over the lanes the same way.
     pub queues: u32,
+    /// How lanes own flows when there are several ([`LaneSteering`]; default: follow the
+    /// NIC's RSS when its driver reports it, the symmetric hash otherwise).
+    pub lane_steering: LaneSteering,
     /// Zero-copy when the driver offers it, copy mode otherwise (default), or forced.
     pub bind: crate::xdp::BindMode,
     /// Native XDP with a fallback to generic mode (default), or forced.
@@ -80,6 +83,7 @@ impl XdpConfig {
             address: None,
             queue: 0,
             queues: 1,
+            lane_steering: LaneSteering::Auto,
             bind: crate::xdp::BindMode::Auto,
             attach: crate::xdp::AttachPolicy::NativeOrGeneric,
             local_ports: 40000..=40999,
@@ -93,6 +97,22 @@ impl XdpConfig {
     }
 }
 
+/// How the lanes of a multi-queue device decide which of them owns a flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LaneSteering {
+    /// Follow the NIC's RSS when its driver reports a Toeplitz hash over TCP's addresses and
+    /// ports (`ETHTOOL_GRSSH`, `ETHTOOL_GRXFH`): a flow belongs to the lane of the queue its
+    /// packets arrive on, and active opens pick ports that arrive on their own lane. The
+    /// symmetric hash otherwise (veth, virtual devices).
+    #[default]
+    Auto,
+    /// A hash of the flow's two ends that does not depend on their order, on any device: two
+    /// xwarp hosts with the same queue count meet on the same lane; on a NIC whose RSS
+    /// disagrees, packets are handed to their lane (a copy each). For NICs whose ntuple
+    /// rules, not RSS, place flows.
+    Symmetric,
+}
+
 /// What an open AF_XDP device runs on, as set up ([`crate::Device::xdp_info`]): for reports
 /// (the bench's parameter block, `xwarpd status`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,6 +123,8 @@ pub struct XdpInfo {
     pub queue: u32,
     /// How many queues (lanes) it serves.
     pub queues: u32,
+    /// With several lanes: they follow the NIC's RSS (else the symmetric hash).
+    pub lanes_follow_rss: bool,
     /// Native or generic XDP, as attached.
     pub attach_mode: crate::xdp::AttachMode,
     /// The AF_XDP socket is bound zero-copy (else copy mode).

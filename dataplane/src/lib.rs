@@ -49,7 +49,9 @@ pub mod xdp;
 mod xdp_device;
 
 pub use completion::{Completion, Opcode, Status};
-pub use config::{ConnectionConfig, EngineMode, MpaSettings, Transport, XdpConfig, XdpInfo};
+pub use config::{
+    ConnectionConfig, EngineMode, LaneSteering, MpaSettings, Transport, XdpConfig, XdpInfo,
+};
 pub use counters::CounterSnapshot;
 pub use cq::{CompletionQueue, CqError, DEFAULT_CQ_CAPACITY};
 pub use device::{Device, EngineLoad, QpInit};

@@ -7,6 +7,7 @@
 use std::net::{SocketAddr, SocketAddrV4};
 use std::time::Duration;
 
+use dataplane::xdp::rss;
 use dataplane::xdp::testbed::{available, Side, VethTestbed};
 use dataplane::{
     Access, CompletionQueue, ConnectionConfig, Device, EngineMode, Listener, Status, XdpConfig,
@@ -115,6 +116,8 @@ fn both_ends(tag: &str, mode: EngineMode) {
     let a = tb.xdp_device_on_queues(Side::A, mode, 2);
     let b = tb.xdp_device_on_queues(Side::B, mode, 2);
     assert_eq!(a.xdp_info().unwrap().queues, 2);
+    // veth reports no RSS: the lanes own flows by the symmetric hash (LaneSteering::Auto).
+    assert!(!a.xdp_info().unwrap().lanes_follow_rss);
     let at = SocketAddr::V4(SocketAddrV4::new(tb.ip(Side::B), 4120));
     let listener = b.listen(at, ConnectionConfig::default()).unwrap();
     let b2 = b.clone();
@@ -195,6 +198,24 @@ fn a_device_serves_one_to_64_queues() {
             "{e}"
         );
     }
+}
+
+/// Which RSS a device has: veth's driver reports none (the lanes then use the symmetric
+/// hash), and a missing interface is an error, not "no RSS".
+#[test]
+fn veth_reports_no_rss_and_a_missing_interface_is_an_error() {
+    let Some(tb) = two_queue_testbed("vqr") else {
+        return;
+    };
+    let _ns = tb.enter(Side::A).unwrap();
+    assert_eq!(
+        rss::read_rss(tb.ifname(Side::A)).unwrap(),
+        Err(rss::NoRss::NotReported)
+    );
+    assert!(matches!(
+        rss::read_rss("xwnosuch0"),
+        Err(dataplane::xdp::XdpError::NoSuchInterface)
+    ));
 }
 
 /// Stream sockets on two lanes: a listener on every lane accepts kernel clients (their packets

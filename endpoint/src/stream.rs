@@ -139,14 +139,13 @@ impl<D: Domain> Endpoint<D> {
         if self.conns.len() >= self.cfg.limits.max_connections {
             return Err(EndpointError::TooManyConnections);
         }
-        let (ip, lane) = (self.cfg.ip, self.cfg.lane);
+        let (ip, lane) = (self.cfg.ip, &self.cfg.lane);
         let tuple_of = |port| FourTuple {
             local: SocketAddr::new(ip, port),
             remote,
         };
-        let (flows, listeners) = (&self.flows, &self.listeners);
-        let port = self
-            .ports
+        let (flows, listeners, ports) = (&self.flows, &self.listeners, &mut self.ports);
+        let port = ports
             .allocate(|port| {
                 let tuple = tuple_of(port);
                 !lane.owns(&tuple)

@@ -106,8 +106,8 @@ impl LaneLink {
     }
 
     /// The lane.
-    pub fn lane(&self) -> Lane {
-        self.lane
+    pub fn lane(&self) -> &Lane {
+        &self.lane
     }
 
     /// Hands `packet` to the lane that owns its flow and returns true, or returns false when
@@ -116,10 +116,12 @@ impl LaneLink {
         let Some((src, dst)) = flow_of(packet) else {
             return false;
         };
-        let owner = Lane::of(src, dst, self.lane.count());
-        if owner == self.lane.index() {
-            return false;
-        }
+        // The packet runs from its source to us: `dst` is the local end. A flow no lane
+        // owns (the NIC's RSS put it on a queue without a lane) stays where it arrived.
+        let owner = match self.lane.owner(dst, src) {
+            Some(o) if o != self.lane.index() => o,
+            _ => return false,
+        };
         self.handoff.give(owner, packet);
         true
     }
@@ -209,6 +211,36 @@ mod tests {
             .unwrap();
         assert!(lanes[0].hand_off(&frame(client, server)));
         assert_eq!(spare(&h), handed - 1);
+    }
+
+    #[test]
+    fn lanes_following_rss_hand_a_packet_to_the_lane_of_its_rss_queue() {
+        // Lanes on queues 0 and 1; the NIC's table also names queue 7, which no lane serves.
+        let key: Vec<u8> = (0..40u8).map(|i| i.wrapping_mul(29) ^ 0xa5).collect();
+        let rss = Arc::new(endpoint::RssLanes {
+            hash: endpoint::RssHash::new(key, (0..64).map(|i| [0, 1, 7][i % 3]).collect()).unwrap(),
+            first_queue: 0,
+        });
+        let h = HandOff::new(2);
+        let lanes = [0, 1]
+            .map(|i| LaneLink::new(Lane::new(i, 2).unwrap().following(rss.clone()), h.clone()));
+        let server: SocketAddr = "198.18.0.1:4791".parse().unwrap();
+        let (mut handed, mut kept, mut disagree) = (0, 0, 0);
+        for port in 40000..40200 {
+            let client = SocketAddr::new("198.18.0.2".parse().unwrap(), port);
+            let queue = rss.hash.queue_of(client, server).unwrap();
+            // Arrived on lane 0 (a kernel peer's transmit queue, say): handed over exactly when
+            // the NIC's RSS gives the flow to lane 1; a flow of queue 7 stays.
+            let moved = lanes[0].hand_off(&frame(client, server));
+            assert_eq!(moved, queue == 1, "port {port} queue {queue}");
+            handed += usize::from(moved);
+            kept += usize::from(queue == 7);
+            disagree += usize::from(queue < 2 && u32::from(Lane::of(client, server, 2)) != queue);
+        }
+        assert!(handed > 30 && kept > 30, "{handed} {kept}");
+        // The symmetric hash would have moved other packets: the RSS decides here.
+        assert!(disagree > 30, "{disagree}");
+        assert_eq!(h.counters().handed, handed as u64);
     }
 
     #[test]

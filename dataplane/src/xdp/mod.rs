@@ -20,6 +20,7 @@
 #![cfg(target_os = "linux")]
 
 mod error;
+mod ethtool;
 mod holders;
 pub mod maps;
 pub mod netlink;
@@ -32,6 +33,7 @@ pub mod ports;
 pub mod program;
 pub mod queues;
 pub mod raw;
+pub mod rss;
 mod steered;
 mod test_run;
 // A test fixture (namespaces and veth pairs for the privileged tests of this workspace), not

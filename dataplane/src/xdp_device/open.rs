@@ -9,14 +9,14 @@ use std::time::Instant;
 use super::program::{LaneProgram, SharedProgram, MAX_LANES};
 use super::{Shared, State, XdpDevice};
 use crate::counters::DeviceCounters;
-use endpoint::{EndpointConfig, FastMap, Lane, Secrets};
+use endpoint::{EndpointConfig, FastMap, Lane, RssLanes, Secrets};
 
 use crate::engine::{Engine, HandOff, LaneLink, XskIo};
 use crate::pd::os_random;
 use crate::xdp::netlink::RtNetlink;
 use crate::xdp::netns::NetNs;
 use crate::xdp::{program, LocalPortRange, XdpError, XdpProgram, XskConfig, XskQueue};
-use crate::{DeviceError, EngineMode, XdpConfig};
+use crate::{DeviceError, EngineMode, LaneSteering, XdpConfig};
 
 /// Ethernet + IP + TCP headers without options: IPv4's 20-octet header or IPv6's 40.
 fn headers(ip: IpAddr) -> u32 {
@@ -75,8 +75,18 @@ impl XdpDevice {
             handoff: HandOff::new(count),
             counters,
         };
+        let rss = (count > 1 && cfg.lane_steering == LaneSteering::Auto)
+            .then(|| lanes_rss(cfg))
+            .flatten();
         let lanes = (0..count)
-            .map(|i| Self::open_lane(cfg, &common, Lane::new(i, count).expect("i < count")))
+            .map(|i| {
+                let lane = Lane::new(i, count).expect("i < count");
+                let lane = match &rss {
+                    Some(r) => lane.following(r.clone()),
+                    None => lane,
+                };
+                Self::open_lane(cfg, &common, lane)
+            })
             .collect::<Result<Vec<_>, _>>()?;
         Ok((lanes, common.handoff))
     }
@@ -121,7 +131,7 @@ impl XdpDevice {
 
         let mut ecfg = EndpointConfig::new(common.mac, ip, Secrets::from_random(secrets));
         ecfg.local_ports = cfg.local_ports.clone();
-        ecfg.lane = lane;
+        ecfg.lane = lane.clone();
         ecfg.limits = cfg.limits.clone();
         ecfg.listener = cfg.listener.clone();
         // One frame, or a chain of them on a multi-buffer socket: the MTU is the limit.
@@ -138,6 +148,7 @@ impl XdpDevice {
             interface: cfg.interface.clone(),
             queue: cfg.queue,
             queues: u32::from(lane.count()),
+            lanes_follow_rss: lane.rss().is_some(),
             attach_mode: prog.mode(),
             zero_copy: queue.is_zero_copy(),
             mtu,
@@ -145,7 +156,7 @@ impl XdpDevice {
             mode: cfg.mode,
         };
         let io = XskIo::with_max_frame(queue, max_frame)
-            .with_lane(LaneLink::new(lane, common.handoff.clone()));
+            .with_lane(LaneLink::new(lane.clone(), common.handoff.clone()));
         let engine = Engine::with_faults(ecfg, io, cfg.fault, Instant::now());
 
         let (inline, core) = match cfg.mode {
@@ -182,6 +193,32 @@ impl XdpDevice {
 
 /// The core of lane `index` when lane 0 is pinned to `first` and the process may use `cores`
 /// cores: lane 0 on `first` as asked, the others on the cores after it in turn, wrapping.
+/// The NIC's RSS for lanes on `cfg.queue` onwards to follow, when its driver reports one they
+/// can (else the lanes use the symmetric hash; the log says why).
+fn lanes_rss(cfg: &XdpConfig) -> Option<Arc<RssLanes>> {
+    match crate::xdp::rss::read_rss(&cfg.interface) {
+        Ok(Ok(hash)) => {
+            tracing::info!(
+                interface = %cfg.interface,
+                table = hash.table_len(),
+                "lanes follow the NIC's RSS (Toeplitz over TCP's addresses and ports)"
+            );
+            Some(Arc::new(RssLanes {
+                hash,
+                first_queue: cfg.queue,
+            }))
+        }
+        Ok(Err(why)) => {
+            tracing::info!(interface = %cfg.interface, ?why, "lanes use the symmetric hash");
+            None
+        }
+        Err(e) => {
+            tracing::warn!(interface = %cfg.interface, error = %e, "RSS not readable; lanes use the symmetric hash");
+            None
+        }
+    }
+}
+
 fn lane_core(first: usize, index: u16, cores: usize) -> usize {
     if index == 0 {
         return first;

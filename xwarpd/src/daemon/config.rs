@@ -118,6 +118,7 @@ struct RawXdp {
     interface: Option<String>,
     queue: Option<i64>,
     queues: Option<i64>,
+    lane_steering: Option<String>,
     bind: Option<String>,
     attach: Option<String>,
     local_ports: Option<String>,
@@ -492,6 +493,15 @@ fn parse_xdp(raw: RawXdp, o: &Overrides) -> Result<Option<XdpConfig>, ConfigErro
     )? {
         cfg.queues = n as u32;
     }
+    cfg.lane_steering = keyword(
+        raw.lane_steering.as_deref().map(|v| ("xdp.lane_steering", v)),
+        dataplane::LaneSteering::Auto,
+        &[
+            ("auto", dataplane::LaneSteering::Auto),
+            ("symmetric", dataplane::LaneSteering::Symmetric),
+        ],
+        "\"auto\" (follow the NIC's RSS when its driver reports it, else the symmetric hash) or \"symmetric\"",
+    )?;
     // NIC hosts (no effect on veth): the UMEM on huge pages, busy polling of the driver.
     cfg.huge_pages = raw.huge_pages.unwrap_or(false);
     let usecs = in_range(
@@ -773,6 +783,7 @@ mod tests {
                 interface = "enp1s0f1"
                 queue = 3
                 queues = 4
+                lane_steering = "symmetric"
                 bind = "zerocopy"
                 attach = "native"
                 local_ports = "50000-50099"
@@ -805,6 +816,7 @@ mod tests {
         assert_eq!(x.listener.synack_retries, 2);
         assert_eq!(x.queue, 3);
         assert_eq!(x.queues, 4);
+        assert_eq!(x.lane_steering, dataplane::LaneSteering::Symmetric);
         assert_eq!(x.bind, BindMode::ZeroCopy);
         assert_eq!(x.attach, AttachPolicy::NativeOnly);
         assert_eq!(x.local_ports, 50000..=50099);
@@ -876,6 +888,10 @@ mod tests {
         let x = "transport = \"xdp\"\n[xdp]\ninterface = \"eth1\"\n";
         let cases: Vec<(String, &[&str])> = vec![
             (format!("{x}queues = 65"), &["xdp.queues", "65", "1 to 64"]),
+            (
+                format!("{x}lane_steering = \"rss\""),
+                &["xdp.lane_steering", "rss", "symmetric"],
+            ),
             (
                 format!("{x}queue = -1"),
                 &["xdp.queue", "\"-1\"", "receive queue"],

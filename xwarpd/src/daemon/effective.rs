@@ -46,6 +46,11 @@ impl DaemonConfig {
             xt.insert("interface".into(), s(&x.interface));
             xt.insert("queue".into(), i(x.queue));
             xt.insert("queues".into(), i(x.queues));
+            let steering = match x.lane_steering {
+                dataplane::LaneSteering::Auto => "auto",
+                dataplane::LaneSteering::Symmetric => "symmetric",
+            };
+            xt.insert("lane_steering".into(), s(steering));
             let bind = match x.bind {
                 BindMode::Auto => "auto",
                 BindMode::Copy => "copy",
@@ -127,6 +132,7 @@ metrics = "off"
 interface = "xw0"
 queue = 3
 queues = 2
+lane_steering = "symmetric"
 bind = "copy"
 attach = "generic"
 local_ports = "45000-45099"

@@ -76,7 +76,16 @@ impl Snapshot {
                 };
                 let queues = match x.queues {
                     0 | 1 => format!("queue {}", x.queue),
-                    n => format!("queues {}-{} (an engine each)", x.queue, x.queue + n - 1),
+                    n => format!(
+                        "queues {}-{} (an engine each, {})",
+                        x.queue,
+                        x.queue + n - 1,
+                        if x.lanes_follow_rss {
+                            "flows by the NIC's RSS"
+                        } else {
+                            "flows by symmetric hash"
+                        }
+                    ),
                 };
                 let _ = writeln!(
                     o,
@@ -151,6 +160,7 @@ mod tests {
                 interface: "xw0".into(),
                 queue: 2,
                 queues: 1,
+                lanes_follow_rss: false,
                 attach_mode: AttachMode::Generic,
                 zero_copy: false,
                 mtu: 1500,
@@ -197,7 +207,9 @@ mod tests {
         }
         let t = two.to_status(None);
         assert!(
-            t.contains("xdp on xw0 queues 2-3 (an engine each): generic XDP"),
+            t.contains(
+                "xdp on xw0 queues 2-3 (an engine each, flows by symmetric hash): generic XDP"
+            ),
             "{t}"
         );
         let k = Snapshot {
