@@ -188,6 +188,10 @@ impl<D: Domain> Endpoint<D> {
         match self.neighbours.next_hop(dst_ip) {
             None => self.counters.no_neighbour += 1,
             Some(dst) => loop {
+                if c.tcp.has_nothing_to_send() {
+                    // No frame taken for a connection with nothing to send (most rounds).
+                    break;
+                }
                 let mut produced = 0usize;
                 let mut src_rec = FpduSource {
                     qp: c.qp.as_mut(),
