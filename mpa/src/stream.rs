@@ -2,6 +2,12 @@
 //! §5.4.1; digest §3.8). Push octets as they come, in any segmentation (kernel TCP,
 //! re-segmenting middleboxes: MPA-72), pull verified FPDUs in order.
 //!
+//! Copy only what has to wait: at an FPDU boundary with nothing held,
+//! [`StreamParser::next_fpdu_in_place`] verifies complete FPDUs straight from the caller's
+//! segment, and [`StreamParser::wanted`] says how many octets complete the FPDU being held, so
+//! only an FPDU split across segments is copied (a sender that aligns FPDUs with segments,
+//! MPA-58, causes no copy at all).
+//!
 //! Buffering is bounded: at most `capacity` octets are held, and since a complete FPDU is
 //! always pulled out and no accepted FPDU exceeds [`MAX_FPDU_LEN`], the parser cannot wedge.
 //! After the first error it delivers nothing more on this half connection (MPA-111) and
@@ -28,6 +34,8 @@ pub struct StreamParser {
     capacity: usize,
     failed: Option<FramingError>,
     delivered: u64,
+    /// Octets pushed into `buf` (copied), over the parser's life.
+    copied: u64,
 }
 
 impl StreamParser {
@@ -46,6 +54,7 @@ impl StreamParser {
             capacity: capacity.max(MAX_FPDU_LEN),
             failed: None,
             delivered: 0,
+            copied: 0,
         }
     }
 
@@ -66,7 +75,63 @@ impl StreamParser {
         }
         let take = data.len().min(self.capacity - self.buf.len());
         self.buf.extend_from_slice(&data[..take]);
+        self.copied += take as u64;
         take
+    }
+
+    /// The next complete, verified FPDU at the start of `data`, parsed where it is (no copy),
+    /// when nothing is held (the stream is at an FPDU boundary); `Ok(None)` when octets are
+    /// held (push, then [`Self::next_fpdu`]) or `data` does not hold a whole FPDU (push it).
+    /// The FPDU's [`FpduRef::wire_len`] octets of `data` are consumed.
+    pub fn next_fpdu_in_place<'d>(
+        &mut self,
+        data: &'d [u8],
+    ) -> Result<Option<FpduRef<'d>>, FramingError> {
+        if let Some(e) = self.failed {
+            return Err(e);
+        }
+        if self.buffered() > 0 {
+            return Ok(None);
+        }
+        match decode_fpdu(self.cfg, self.offset, data) {
+            Ok(Decoded::Complete(f)) => {
+                self.offset = self.offset.wrapping_add(f.wire_len() as u32);
+                self.delivered += 1;
+                Ok(Some(f))
+            }
+            Ok(Decoded::Incomplete { .. }) => Ok(None),
+            Err(e) => {
+                self.failed = Some(e);
+                Err(e)
+            }
+        }
+    }
+
+    /// How many more octets a caller should push for the FPDU being held: those that complete
+    /// its header while its length is not in, then those that complete the FPDU (so what
+    /// follows it is parsed in place). `None` when nothing is held (or after an error): push
+    /// the rest of the segment, which is all one incomplete FPDU.
+    pub fn wanted(&self) -> Option<usize> {
+        let held = self.buffered();
+        if held == 0 || self.failed.is_some() {
+            return None;
+        }
+        let lead = if self.cfg.markers && crate::marker::is_marker_position(self.offset) {
+            crate::marker::MARKER_LEN
+        } else {
+            0
+        };
+        if held < lead + 2 {
+            return Some(lead + 2 - held);
+        }
+        let end = self.pending_end()?;
+        let total = end.wrapping_sub(self.offset) as usize;
+        total.checked_sub(held).filter(|&n| n > 0)
+    }
+
+    /// Octets copied into the parser's buffer so far (pushed), for counters and tests.
+    pub fn octets_copied(&self) -> u64 {
+        self.copied
     }
 
     /// The next complete, verified FPDU, or `Ok(None)` if more octets are needed. The
@@ -173,5 +238,145 @@ mod tests {
         }
         assert_eq!(got, 4);
         assert_eq!(p.next_offset() as usize, s.len());
+    }
+
+    /// The receive loop of a queue pair: in place at FPDU boundaries, pushing only what
+    /// completes a split FPDU. Returns the ULPDUs in order.
+    fn receive(p: &mut StreamParser, segments: &[&[u8]]) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        for &seg in segments {
+            let mut data = seg;
+            while !data.is_empty() {
+                if let Some(f) = p.next_fpdu_in_place(data).unwrap() {
+                    out.push(f.ulpdu_to_vec());
+                    data = &data[f.wire_len()..];
+                    continue;
+                }
+                let want = p.wanted().unwrap_or(data.len()).min(data.len());
+                let took = p.push(&data[..want]);
+                data = &data[took..];
+                while let Some(f) = p.next_fpdu().unwrap() {
+                    out.push(f.ulpdu_to_vec());
+                }
+            }
+        }
+        out
+    }
+
+    /// A stream of FPDUs, their ULPDUs and each FPDU's wire range in the stream.
+    struct Stream {
+        wire: Vec<u8>,
+        ulpdus: Vec<Vec<u8>>,
+        ranges: Vec<(usize, usize)>,
+    }
+
+    /// `n` FPDUs of ULPDU lengths 1..300 (a fixed sequence).
+    fn stream_of(cfg: FramingConfig, n: usize) -> Stream {
+        let mut f = Framer::new(cfg, 0);
+        let (mut s, mut ulpdus, mut ranges) = (Vec::new(), Vec::new(), Vec::new());
+        for i in 0..n {
+            let u: Vec<u8> = (0..1 + (i * 37) % 300).map(|k| (i + k) as u8).collect();
+            let start = s.len();
+            f.encode_to_vec(&[&u], &mut s).unwrap();
+            ranges.push((start, s.len()));
+            ulpdus.push(u);
+        }
+        Stream {
+            wire: s,
+            ulpdus,
+            ranges,
+        }
+    }
+
+    /// Segments that each hold whole FPDUs (an aligning sender, MPA-58) are parsed where they
+    /// are: nothing is copied.
+    #[test]
+    fn whole_fpdu_segments_are_parsed_in_place_without_a_copy() {
+        for markers in [false, true] {
+            let cfg = FramingConfig { markers, crc: true };
+            let Stream {
+                wire: s,
+                ulpdus,
+                ranges,
+            } = stream_of(cfg, 200);
+            // One, two or three FPDUs per segment.
+            let mut segs = Vec::new();
+            let mut i = 0;
+            while i < ranges.len() {
+                let j = (i + 1 + i % 3).min(ranges.len());
+                segs.push(&s[ranges[i].0..ranges[j - 1].1]);
+                i = j;
+            }
+            let mut p = StreamParser::new(cfg, 0);
+            assert_eq!(receive(&mut p, &segs), ulpdus, "markers {markers}");
+            assert_eq!(p.octets_copied(), 0, "markers {markers}");
+            assert_eq!(p.fpdus_delivered(), 200);
+        }
+    }
+
+    /// Any segmentation gives the same ULPDUs as the whole stream, and only FPDUs split across
+    /// segments are copied, each no further than its own end.
+    #[test]
+    fn split_fpdus_alone_are_copied() {
+        for markers in [false, true] {
+            let cfg = FramingConfig { markers, crc: true };
+            let Stream {
+                wire: s,
+                ulpdus,
+                ranges,
+            } = stream_of(cfg, 300);
+            // Segment lengths from a fixed linear congruential sequence, 1 to 1500 octets.
+            let (mut x, mut at, mut cuts) = (12345u64, 0usize, vec![0usize]);
+            while at < s.len() {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                at = (at + 1 + (x >> 33) as usize % 1500).min(s.len());
+                cuts.push(at);
+            }
+            let segs: Vec<&[u8]> = cuts.windows(2).map(|w| &s[w[0]..w[1]]).collect();
+            let mut p = StreamParser::new(cfg, 0);
+            assert_eq!(receive(&mut p, &segs), ulpdus, "markers {markers}");
+            // The octets of FPDUs that a cut falls inside: an upper bound of what may be copied.
+            let split: usize = ranges
+                .iter()
+                .filter(|(a, b)| cuts.iter().any(|c| a < c && c < b))
+                .map(|(a, b)| b - a)
+                .sum();
+            let copied = p.octets_copied() as usize;
+            assert!(
+                copied > 0 && copied <= split,
+                "copied {copied} of split {split}"
+            );
+            assert!(copied < s.len() / 2, "copied {copied} of {}", s.len());
+        }
+    }
+
+    #[test]
+    fn in_place_takes_nothing_while_octets_are_held_and_reports_errors() {
+        let cfg = FramingConfig {
+            markers: false,
+            crc: true,
+        };
+        let Stream {
+            wire: s, ranges, ..
+        } = stream_of(cfg, 2);
+        let mut p = StreamParser::new(cfg, 0);
+        assert_eq!(p.wanted(), None);
+        // One octet held: the length is not in yet, one more octet completes it.
+        p.push(&s[..1]);
+        assert!(p.next_fpdu_in_place(&s[1..]).unwrap().is_none());
+        assert_eq!(p.wanted(), Some(1));
+        p.push(&s[1..2]);
+        assert_eq!(p.wanted(), Some(ranges[0].1 - 2));
+        p.push(&s[2..ranges[0].1]);
+        assert!(p.next_fpdu().unwrap().is_some());
+        assert_eq!(p.wanted(), None);
+        // A corrupt CRC found in place stops the stream, as it does when pushed (MPA-111).
+        let mut bad = s[ranges[1].0..ranges[1].1].to_vec();
+        *bad.last_mut().unwrap() ^= 1;
+        let e = p.next_fpdu_in_place(&bad).unwrap_err();
+        assert_eq!(p.error(), Some(e));
+        assert_eq!(p.next_fpdu_in_place(&s[ranges[1].0..]).unwrap_err(), e);
     }
 }

@@ -3,10 +3,11 @@
 
 use std::time::Instant;
 
-use mpa::{FramingConfig, FramingError, LocateOptions};
+use mpa::{FpduRef, Framer, FramingConfig, FramingError, LocateOptions};
 
 use crate::ddp::memory::Memory;
 use crate::ddp::stag_table::StagTable;
+use crate::rdmap::engine::RdmapEngine;
 use crate::rdmap::term_code::{LlpError, TermCode};
 
 use super::{Phase, Qp, QpEvent, Startup, MAX_CHAIN_STARTS};
@@ -34,29 +35,33 @@ impl Qp {
             return;
         };
         while !data.is_empty() {
-            let took = parser.push(data);
+            // At an FPDU boundary with nothing held: complete FPDUs are verified and placed
+            // straight from the segment; only an FPDU split across segments is copied (into
+            // the parser), and only up to its end once its length is known.
+            match parser.next_fpdu_in_place(data) {
+                Ok(Some(f)) => {
+                    let len = f.wire_len();
+                    self.rx_total += len as u64;
+                    let at = &mut self.rx_fpdu_pos;
+                    place_fpdu(&mut self.engine, framer, at, tags, mem, &f);
+                    data = &data[len..];
+                    continue;
+                }
+                Ok(None) => {}
+                Err(e) => return self.handle_framing_error(e),
+            }
+            let want = parser.wanted().unwrap_or(data.len()).min(data.len());
+            let took = parser.push(&data[..want]);
             self.rx_total += took as u64;
             data = &data[took..];
             loop {
                 match parser.next_fpdu() {
                     Ok(Some(f)) => {
-                        let pos = self.rx_fpdu_pos;
-                        self.rx_fpdu_pos += f.wire_len() as u64;
-                        framer.peer_fpdu_received();
-                        // The pieces between markers go straight to their places (no copy).
-                        let mut parts: [&[u8]; MAX_PARTS] = [&[]; MAX_PARTS];
-                        let k = collect_parts(f.ulpdu_chunks(), &mut parts);
-                        self.engine.handle_ulpdu_parts(tags, mem, pos, &parts[..k]);
-                        self.engine.deliver_through(tags, pos + 1);
+                        let at = &mut self.rx_fpdu_pos;
+                        place_fpdu(&mut self.engine, framer, at, tags, mem, &f);
                     }
                     Ok(None) => break,
-                    Err(e) => {
-                        if !self.is_error() {
-                            self.events.push_back(QpEvent::FramingError(e));
-                            self.engine.terminate_with(llp_code(e));
-                        }
-                        return;
-                    }
+                    Err(e) => return self.handle_framing_error(e),
                 }
             }
             if took == 0 {
@@ -200,6 +205,26 @@ impl Qp {
             self.engine.terminate_with(llp_code(e));
         }
     }
+}
+
+/// Places the verified in-order FPDU `f`, which starts at receive position `*at`, and
+/// delivers through it; `*at` moves past it. The pieces between markers go straight to their
+/// places (no copy).
+fn place_fpdu<M: Memory + ?Sized>(
+    engine: &mut RdmapEngine,
+    framer: &mut Framer,
+    at: &mut u64,
+    tags: &mut StagTable,
+    mem: &mut M,
+    f: &FpduRef<'_>,
+) {
+    let pos = *at;
+    *at += f.wire_len() as u64;
+    framer.peer_fpdu_received();
+    let mut parts: [&[u8]; MAX_PARTS] = [&[]; MAX_PARTS];
+    let k = collect_parts(f.ulpdu_chunks(), &mut parts);
+    engine.handle_ulpdu_parts(tags, mem, pos, &parts[..k]);
+    engine.deliver_through(tags, pos + 1);
 }
 
 /// Most pieces a ULPDU splits into between markers: a 64768-octet ULPDU spans at most 128
