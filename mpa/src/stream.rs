@@ -294,21 +294,17 @@ mod tests {
     fn whole_fpdu_segments_are_parsed_in_place_without_a_copy() {
         for markers in [false, true] {
             let cfg = FramingConfig { markers, crc: true };
-            let Stream {
-                wire: s,
-                ulpdus,
-                ranges,
-            } = stream_of(cfg, 200);
+            let st = stream_of(cfg, 200);
             // One, two or three FPDUs per segment.
             let mut segs = Vec::new();
             let mut i = 0;
-            while i < ranges.len() {
-                let j = (i + 1 + i % 3).min(ranges.len());
-                segs.push(&s[ranges[i].0..ranges[j - 1].1]);
+            while i < st.ranges.len() {
+                let j = (i + 1 + i % 3).min(st.ranges.len());
+                segs.push(&st.wire[st.ranges[i].0..st.ranges[j - 1].1]);
                 i = j;
             }
             let mut p = StreamParser::new(cfg, 0);
-            assert_eq!(receive(&mut p, &segs), ulpdus, "markers {markers}");
+            assert_eq!(receive(&mut p, &segs), st.ulpdus, "markers {markers}");
             assert_eq!(p.octets_copied(), 0, "markers {markers}");
             assert_eq!(p.fpdus_delivered(), 200);
         }
