@@ -442,7 +442,8 @@ impl QueuePair {
             .zip(&locals)
             .map(|(wr, &local)| {
                 let gather = (wr.sgl.len() > 1).then_some(local.region);
-                let id = work.start(wr.wr_id, wr.reports_success(), gather);
+                let recv = wr.kind == PostKind::Recv;
+                let id = work.start(wr.wr_id, recv, wr.reports_success(), gather);
                 ids.push(id);
                 ddp_request(id, local, wr.kind)
             })

@@ -5,9 +5,8 @@
 //! Send queue completions come in posting order (RFC 5040 §5.3 and ddp's send queue), so a
 //! signaled completion reported after unsignaled ones implies those are done.
 
+use std::collections::VecDeque;
 use std::sync::Mutex;
-
-use endpoint::FastMap;
 
 use ddp::{RegionHandle, WcStatus, WorkCompletion};
 
@@ -22,10 +21,57 @@ struct Entry {
     gather: Option<RegionHandle>,
 }
 
+/// Ids of receive requests carry this bit; send-queue ids do not.
+const RECV: u64 = 1 << 63;
+
+/// One work queue's requests in flight, in posting order: the id of `slots[i]` is
+/// `base + i`. Completions come in posting order on each queue (receives are consumed in the
+/// order posted, the send queue completes in order), so a completion is the front entry and
+/// costs no hashing; one out of order leaves a hole until the entries before it complete. The
+/// length is the distance from the oldest request in flight to the newest, within the
+/// endpoint's cap on outstanding work.
+#[derive(Debug, Default)]
+struct Ring {
+    base: u64,
+    slots: VecDeque<Option<Entry>>,
+}
+
+impl Ring {
+    fn push(&mut self, e: Entry) -> u64 {
+        self.slots.push_back(Some(e));
+        self.base.wrapping_add(self.slots.len() as u64 - 1)
+    }
+
+    fn take(&mut self, id: u64) -> Option<Entry> {
+        let i = usize::try_from(id.wrapping_sub(self.base)).ok()?;
+        let e = self.slots.get_mut(i)?.take()?;
+        while self.slots.front().is_some_and(Option::is_none) {
+            self.slots.pop_front();
+            self.base = self.base.wrapping_add(1);
+        }
+        Some(e)
+    }
+
+    #[cfg(test)]
+    fn live(&self) -> usize {
+        self.slots.iter().flatten().count()
+    }
+}
+
 #[derive(Debug, Default)]
 struct Table {
-    next: u64,
-    live: FastMap<u64, Entry>,
+    send: Ring,
+    recv: Ring,
+}
+
+impl Table {
+    fn take(&mut self, id: u64) -> Option<Entry> {
+        if id & RECV != 0 {
+            self.recv.take(id & !RECV)
+        } else {
+            self.send.take(id)
+        }
+    }
 }
 
 /// A queue pair's requests in flight.
@@ -47,33 +93,34 @@ impl WorkTracker {
         self.table.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Records a request about to be posted, with its gather region if it has one; returns
-    /// the id ddp carries.
+    /// Records a request about to be posted on the receive queue (`recv`) or the send queue,
+    /// with its gather region if it has one; returns the id ddp carries.
     pub(crate) fn start(
         &self,
         wr_id: u64,
+        recv: bool,
         report_success: bool,
         gather: Option<RegionHandle>,
     ) -> u64 {
+        let e = Entry {
+            wr_id,
+            report_success,
+            gather,
+        };
         let mut t = self.table();
-        let id = t.next;
-        t.next = t.next.wrapping_add(1);
-        t.live.insert(
-            id,
-            Entry {
-                wr_id,
-                report_success,
-                gather,
-            },
-        );
-        id
+        if recv {
+            // Ids stay below 2^63 on each queue (2^63 requests of one queue pair).
+            t.recv.push(e) | RECV
+        } else {
+            t.send.push(e) & !RECV
+        }
     }
 
     /// Forgets requests that were never posted and frees their gather regions.
     pub(crate) fn cancel(&self, ids: impl IntoIterator<Item = u64>) {
         let gone: Vec<Entry> = {
             let mut t = self.table();
-            ids.into_iter().filter_map(|i| t.live.remove(&i)).collect()
+            ids.into_iter().filter_map(|i| t.take(i)).collect()
         };
         let mut st = self.pd.inner.lock();
         for g in gone.iter().filter_map(|e| e.gather) {
@@ -85,7 +132,7 @@ impl WorkTracker {
     /// back (an unsignaled request that succeeded). Takes the domain's lock to free a gather
     /// region: call without holding it.
     pub(crate) fn complete(&self, mut wc: WorkCompletion) -> Option<WorkCompletion> {
-        let Some(e) = self.table().live.remove(&wc.wr_id) else {
+        let Some(e) = self.table().take(wc.wr_id) else {
             return Some(wc);
         };
         if let Some(g) = e.gather {
@@ -98,7 +145,15 @@ impl WorkTracker {
     /// Requests in flight.
     #[cfg(test)]
     pub(crate) fn in_flight(&self) -> usize {
-        self.table().live.len()
+        let t = self.table();
+        t.send.live() + t.recv.live()
+    }
+
+    /// Slots held (in flight, and holes behind the oldest).
+    #[cfg(test)]
+    fn slots(&self) -> usize {
+        let t = self.table();
+        t.send.slots.len() + t.recv.slots.len()
     }
 }
 
@@ -126,17 +181,69 @@ mod tests {
         let pd = ProtectionDomain::new(1, &StagSeeds::fixed_for_tests(1));
         let t = WorkTracker::new(pd);
         let r = Some(RegionHandle::new(1, 1));
-        let quiet = t.start(70, false, r);
-        let failing = t.start(71, false, r);
-        let loud = t.start(72, true, r);
+        let quiet = t.start(70, false, false, r);
+        let failing = t.start(71, false, false, r);
+        let loud = t.start(72, false, true, r);
         assert_eq!(t.in_flight(), 3);
         assert!(t.complete(wc(quiet, WcStatus::Success)).is_none());
         let f = t.complete(wc(failing, WcStatus::Flushed)).unwrap();
         assert_eq!((f.wr_id, f.status), (71, WcStatus::Flushed));
         assert_eq!(t.complete(wc(loud, WcStatus::Success)).unwrap().wr_id, 72);
         assert_eq!(t.in_flight(), 0);
-        let never = t.start(73, true, r);
+        let never = t.start(73, false, true, r);
         t.cancel([never]);
         assert_eq!(t.in_flight(), 0);
+        assert_eq!(t.slots(), 0);
+    }
+
+    /// Receives and sends are tracked apart: a receive waiting long (none arrives) does not
+    /// hold back the send queue's slots, and a completion out of posting order leaves a hole
+    /// that closes when the older ones complete.
+    #[test]
+    fn each_queue_frees_its_slots_in_order_and_survives_disorder() {
+        let pd = ProtectionDomain::new(1, &StagSeeds::fixed_for_tests(1));
+        let t = WorkTracker::new(pd);
+        let waiting = t.start(1, true, true, None);
+        for i in 0..1000 {
+            let id = t.start(100 + i, false, true, None);
+            assert_eq!(
+                t.complete(wc(id, WcStatus::Success)).unwrap().wr_id,
+                100 + i
+            );
+        }
+        // One receive in flight; the thousand sends left nothing behind.
+        assert_eq!((t.in_flight(), t.slots()), (1, 1));
+        let ids: Vec<u64> = (0..4)
+            .map(|i| t.start(200 + i, false, true, None))
+            .collect();
+        assert_eq!(
+            t.complete(wc(ids[2], WcStatus::Success)).unwrap().wr_id,
+            202
+        );
+        assert_eq!(
+            t.complete(wc(ids[0], WcStatus::Success)).unwrap().wr_id,
+            200
+        );
+        // ids[1] still out: its slot and the hole after it stay.
+        assert_eq!((t.in_flight(), t.slots()), (3, 4));
+        assert_eq!(
+            t.complete(wc(ids[1], WcStatus::Success)).unwrap().wr_id,
+            201
+        );
+        assert_eq!(
+            t.complete(wc(ids[3], WcStatus::Success)).unwrap().wr_id,
+            203
+        );
+        assert_eq!(t.complete(wc(waiting, WcStatus::Success)).unwrap().wr_id, 1);
+        assert_eq!((t.in_flight(), t.slots()), (0, 0));
+        // An id that is not ours (or completed already) passes through untouched.
+        assert_eq!(
+            t.complete(wc(ids[0], WcStatus::Success)).unwrap().wr_id,
+            ids[0]
+        );
+        assert_eq!(
+            t.complete(wc(waiting, WcStatus::Flushed)).unwrap().wr_id,
+            waiting
+        );
     }
 }
