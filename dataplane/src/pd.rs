@@ -5,11 +5,11 @@
 //! registered region. Queue pairs created in a domain only reach that domain's regions: the
 //! table checks PD, rights, bounds and wrap on every tagged access.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use ddp::{Memory, PdId, RegionHandle, RegionSpec, Stag, StagTable};
+use endpoint::FastMap;
 
 use crate::memory::PinnedBuf;
 use crate::sgl::Gather;
@@ -18,11 +18,12 @@ use crate::RegisterError;
 pub use ddp::Access;
 
 /// The memory behind a domain's regions, as ddp sees it: the registered regions, and the
-/// gather regions of scatter-gather work requests in flight ([`crate::sgl`]).
+/// gather regions of scatter-gather work requests in flight ([`crate::sgl`]). Looked up per
+/// FPDU sent and placed, by handles this process made (not the wire's): a fast hash.
 #[derive(Debug, Default)]
 pub(crate) struct PdMemory {
-    regions: HashMap<RegionHandle, Arc<PinnedBuf>>,
-    pub(crate) gathers: HashMap<RegionHandle, Gather>,
+    regions: FastMap<RegionHandle, Arc<PinnedBuf>>,
+    pub(crate) gathers: FastMap<RegionHandle, Gather>,
 }
 
 impl Memory for PdMemory {
@@ -39,11 +40,14 @@ impl Memory for PdMemory {
     }
 
     fn read(&self, region: RegionHandle, offset: u64, out: &mut [u8]) {
+        // A registered region first; only then the gather regions (one lookup per FPDU).
         let ok = match usize::try_from(offset) {
-            Ok(off) => match (self.regions.get(&region), self.gathers.get(&region)) {
-                (Some(b), _) => b.read_at(off, out).is_some(),
-                (None, Some(g)) => g.gather(off, out),
-                (None, None) => false,
+            Ok(off) => match self.regions.get(&region) {
+                Some(b) => b.read_at(off, out).is_some(),
+                None => self
+                    .gathers
+                    .get(&region)
+                    .is_some_and(|g| g.gather(off, out)),
             },
             Err(_) => false,
         };
