@@ -107,26 +107,63 @@ impl StreamParser {
         }
     }
 
-    /// How many more octets a caller should push for the FPDU being held: those that complete
-    /// its header while its length is not in, then those that complete the FPDU (so what
-    /// follows it is parsed in place). `None` when nothing is held (or after an error): push
-    /// the rest of the segment, which is all one incomplete FPDU.
-    pub fn wanted(&self) -> Option<usize> {
+    /// Takes in-order `data` (any segmentation) and hands each complete, verified FPDU to
+    /// `f`, in order. At an FPDU boundary with nothing held, FPDUs are verified where they are
+    /// ([`Self::next_fpdu_in_place`]); only an FPDU split across segments is copied, and only
+    /// up to its own end ([`Self::wanted`]). Returns the octets taken: all of `data` (fewer only
+    /// if the buffer filled, which a complete FPDU always being pulled out prevents). Stops at
+    /// the first framing error, which stays (MPA-111).
+    pub fn feed(
+        &mut self,
+        mut data: &[u8],
+        f: &mut dyn FnMut(FpduRef<'_>),
+    ) -> Result<usize, FramingError> {
+        let total = data.len();
+        while !data.is_empty() {
+            if let Some(fpdu) = self.next_fpdu_in_place(data)? {
+                data = &data[fpdu.wire_len()..];
+                f(fpdu);
+                continue;
+            }
+            let want = self.wanted().unwrap_or(data.len()).min(data.len());
+            let took = self.push(&data[..want]);
+            data = &data[took..];
+            while let Some(fpdu) = self.next_fpdu()? {
+                f(fpdu);
+            }
+            if took == 0 {
+                break;
+            }
+        }
+        Ok(total - data.len())
+    }
+
+    /// How many more octets to push for the FPDU being held: those that complete its header
+    /// while its length is not in, then those that complete the FPDU (so what follows it is
+    /// parsed in place). `None` when nothing is held (or after an error): the rest of the
+    /// segment is all one incomplete FPDU.
+    fn wanted(&self) -> Option<usize> {
         let held = self.buffered();
         if held == 0 || self.failed.is_some() {
             return None;
         }
-        let lead = if self.cfg.markers && crate::marker::is_marker_position(self.offset) {
-            crate::marker::MARKER_LEN
-        } else {
-            0
-        };
+        let lead = self.header_lead();
         if held < lead + 2 {
             return Some(lead + 2 - held);
         }
         let end = self.pending_end()?;
         let total = end.wrapping_sub(self.offset) as usize;
         total.checked_sub(held).filter(|&n| n > 0)
+    }
+
+    /// Octets before the ULPDU_Length field of the FPDU at `offset`: a marker when the FPDU
+    /// starts at a marker position.
+    fn header_lead(&self) -> usize {
+        if self.cfg.markers && crate::marker::is_marker_position(self.offset) {
+            crate::marker::MARKER_LEN
+        } else {
+            0
+        }
     }
 
     /// Octets copied into the parser's buffer so far (pushed), for counters and tests.
@@ -173,11 +210,7 @@ impl StreamParser {
             return None;
         }
         let held = &self.buf[self.head..];
-        let lead = if self.cfg.markers && crate::marker::is_marker_position(self.offset) {
-            crate::marker::MARKER_LEN
-        } else {
-            0
-        };
+        let lead = self.header_lead();
         let h = held.get(lead..lead + 2)?;
         let len = u16::from_be_bytes([h[0], h[1]]);
         if usize::from(len) > crate::fpdu::MAX_ULPDU_LEN {
@@ -240,25 +273,12 @@ mod tests {
         assert_eq!(p.next_offset() as usize, s.len());
     }
 
-    /// The receive loop of a queue pair: in place at FPDU boundaries, pushing only what
-    /// completes a split FPDU. Returns the ULPDUs in order.
+    /// Feeds `segments` in order; returns the ULPDUs.
     fn receive(p: &mut StreamParser, segments: &[&[u8]]) -> Vec<Vec<u8>> {
         let mut out = Vec::new();
         for &seg in segments {
-            let mut data = seg;
-            while !data.is_empty() {
-                if let Some(f) = p.next_fpdu_in_place(data).unwrap() {
-                    out.push(f.ulpdu_to_vec());
-                    data = &data[f.wire_len()..];
-                    continue;
-                }
-                let want = p.wanted().unwrap_or(data.len()).min(data.len());
-                let took = p.push(&data[..want]);
-                data = &data[took..];
-                while let Some(f) = p.next_fpdu().unwrap() {
-                    out.push(f.ulpdu_to_vec());
-                }
-            }
+            let took = p.feed(seg, &mut |f| out.push(f.ulpdu_to_vec())).unwrap();
+            assert_eq!(took, seg.len());
         }
         out
     }

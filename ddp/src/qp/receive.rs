@@ -34,39 +34,12 @@ impl Qp {
         let Phase::Operational { framer, parser, .. } = &mut self.phase else {
             return;
         };
-        while !data.is_empty() {
-            // At an FPDU boundary with nothing held: complete FPDUs are verified and placed
-            // straight from the segment; only an FPDU split across segments is copied (into
-            // the parser), and only up to its end once its length is known.
-            match parser.next_fpdu_in_place(data) {
-                Ok(Some(f)) => {
-                    let len = f.wire_len();
-                    self.rx_total += len as u64;
-                    let at = &mut self.rx_fpdu_pos;
-                    place_fpdu(&mut self.engine, framer, at, tags, mem, &f);
-                    data = &data[len..];
-                    continue;
-                }
-                Ok(None) => {}
-                Err(e) => return self.handle_framing_error(e),
-            }
-            let want = parser.wanted().unwrap_or(data.len()).min(data.len());
-            let took = parser.push(&data[..want]);
-            self.rx_total += took as u64;
-            data = &data[took..];
-            loop {
-                match parser.next_fpdu() {
-                    Ok(Some(f)) => {
-                        let at = &mut self.rx_fpdu_pos;
-                        place_fpdu(&mut self.engine, framer, at, tags, mem, &f);
-                    }
-                    Ok(None) => break,
-                    Err(e) => return self.handle_framing_error(e),
-                }
-            }
-            if took == 0 {
-                break;
-            }
+        // Complete FPDUs are verified and placed straight from the segment; only an FPDU split
+        // across segments is copied (mpa's StreamParser::feed).
+        let (engine, at) = (&mut self.engine, &mut self.rx_fpdu_pos);
+        match parser.feed(data, &mut |f| place_fpdu(engine, framer, at, tags, mem, &f)) {
+            Ok(took) => self.rx_total += took as u64,
+            Err(e) => return self.handle_framing_error(e),
         }
         self.prune_chain_starts();
     }
