@@ -28,11 +28,9 @@ impl Connection {
         buf: &mut [u8],
         source: &mut dyn RecordSource,
     ) -> Option<usize> {
-        #[cfg(debug_assertions)]
-        let quiet = self.has_nothing_to_send();
-        let n = self.transmit(now, buf, source);
         // Every debug-build test checks the contract of the cheap check below.
-        #[cfg(debug_assertions)]
+        let quiet = cfg!(debug_assertions) && self.has_nothing_to_send();
+        let n = self.transmit(now, buf, source);
         debug_assert!(
             !(quiet && n.is_some()),
             "has_nothing_to_send, yet a segment went out"
@@ -47,8 +45,6 @@ impl Connection {
     /// FIN): a caller can skip taking a frame for it. False means it may send. Timers that fall
     /// due change it only through `handle_timeout`, which runs before a transmit.
     pub fn has_nothing_to_send(&self) -> bool {
-        let data_end = self.sendbuf.end;
-        let fin_pending = self.fin_queued && self.snd_nxt <= data_end;
         self.rst_out.is_none()
             && !self.syn_due
             && !self.ack_now
@@ -56,8 +52,7 @@ impl Connection {
             && !self.probe_due
             && !self.recovery.active
             && self.scoreboard.lost_pending() == 0
-            && self.snd_nxt >= data_end
-            && !fin_pending
+            && !self.has_unsent()
     }
 
     fn transmit(
