@@ -267,21 +267,27 @@ fn send_bw_server(s: &mut Session) -> Result<(), Ended> {
                 slots.push((c.wr_id, s.slot(i)));
             }
         }
-        // The polled batch's slots go back as one list (one lock, one doorbell).
-        let sgls: Vec<[Sge<'_>; 1]> = slots
-            .iter()
-            .map(|(_, r)| [Sge::new(&s.mr, r.clone())])
-            .collect();
-        let wrs: Vec<WorkRequest<'_>> = slots
-            .iter()
-            .zip(&sgls)
-            .map(|((id, _), sgl)| WorkRequest::new(*id, PostKind::Recv, sgl))
-            .collect();
-        if !wrs.is_empty() {
-            s.qp.post_list(&wrs)
+        // The polled batch's slots go back as one list (one lock, one doorbell), built on the
+        // stack.
+        let n = slots.len();
+        let sgls: [[Sge<'_>; 1]; POLL_BATCH] = std::array::from_fn(|i| {
+            [Sge::new(
+                &s.mr,
+                slots.get(i).map_or(0..0, |(_, r)| r.clone()),
+            )]
+        });
+        let wrs: [WorkRequest<'_>; POLL_BATCH] = std::array::from_fn(|i| {
+            WorkRequest::new(
+                slots.get(i).map_or(0, |&(id, _)| id),
+                PostKind::Recv,
+                &sgls[i],
+            )
+        });
+        if n > 0 {
+            s.qp.post_list(&wrs[..n])
                 .map_err(|e| Ended::Failed(format!("post_recv: {e}")))?;
         }
-        reposted += wrs.len() as u32;
+        reposted += n as u32;
         if reposted >= batch {
             s.send_ctrl(Ctrl::Credits(reposted))
                 .map_err(Ended::Failed)?;
