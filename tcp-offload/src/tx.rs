@@ -223,8 +223,9 @@ impl SendBuffer {
     }
 
     /// Plans the next new segment starting at `nxt`: at most `emss` octets and `room` octets
-    /// (window and cwnd). Whole records only, packing several when `pack`.
-    pub fn plan(&self, nxt: u64, emss: u32, room: u32, pack: bool) -> Plan {
+    /// (window and cwnd). Whole records only; after the first, further whole records are
+    /// packed while the segment stays within `pack_up_to` octets (0: one record per segment).
+    pub fn plan(&self, nxt: u64, emss: u32, room: u32, pack_up_to: u32) -> Plan {
         let Some(i) = self.index_of(nxt) else {
             return Plan::Empty;
         };
@@ -264,7 +265,8 @@ impl SendBuffer {
             return Plan::Blocked { need: rem };
         }
         let mut len = rem;
-        if pack && nxt == c.off {
+        if nxt == c.off {
+            let limit = limit.min(pack_up_to);
             for n in self.chunks.iter().skip(i + 1) {
                 if !n.is_record() || len + n.len > limit {
                     break;
@@ -343,21 +345,36 @@ mod tests {
             s.push_external_record(400, id);
         }
         assert_eq!(
-            s.plan(1, 1000, 100_000, true),
+            s.plan(1, 1000, 100_000, u32::MAX),
             Plan::Send {
                 len: 800,
                 split: None
             }
         );
         assert_eq!(
-            s.plan(1, 1000, 100_000, false),
+            s.plan(1, 1000, 100_000, 0),
             Plan::Send {
                 len: 400,
                 split: None
             }
         );
-        assert_eq!(s.plan(1, 1000, 300, true), Plan::Blocked { need: 400 });
-        assert_eq!(s.plan(2001, 1000, 1000, true), Plan::Empty);
+        // Packing stops at `pack_up_to`; the first record goes whatever it says.
+        assert_eq!(
+            s.plan(1, 1000, 100_000, 799),
+            Plan::Send {
+                len: 400,
+                split: None
+            }
+        );
+        assert_eq!(
+            s.plan(1, 1000, 100_000, 800),
+            Plan::Send {
+                len: 800,
+                split: None
+            }
+        );
+        assert_eq!(s.plan(1, 1000, 300, u32::MAX), Plan::Blocked { need: 400 });
+        assert_eq!(s.plan(2001, 1000, 1000, u32::MAX), Plan::Empty);
         assert!(s.is_boundary(401) && !s.is_boundary(402));
     }
 
@@ -366,7 +383,7 @@ mod tests {
         let mut s = SendBuffer::new(1);
         s.push_external_record(3000, 9);
         assert_eq!(
-            s.plan(1, 1000, 10_000, true),
+            s.plan(1, 1000, 10_000, u32::MAX),
             Plan::Send {
                 len: 1000,
                 split: Some(Split::Emss)
@@ -374,7 +391,7 @@ mod tests {
         );
         // The tail (1000 octets) fits: no exception for it.
         assert_eq!(
-            s.plan(2001, 1000, 10_000, true),
+            s.plan(2001, 1000, 10_000, u32::MAX),
             Plan::Send {
                 len: 1000,
                 split: None

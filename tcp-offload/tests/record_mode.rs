@@ -361,9 +361,25 @@ fn scripted_records(n: usize, len: usize) -> (Script, Vec<harness::script::Out>)
 }
 
 #[test]
+fn a_short_queue_is_packed_into_four_segments_a_deep_one_up_to_the_mss() {
+    // 4 x 700 queued: a quarter is one record, so each goes alone (the peer's ACK of the
+    // first two comes back while the last two are on their way).
+    let (_, out) = scripted_records(4, 700);
+    let lens: Vec<_> = out.iter().map(|o| o.payload.len()).collect();
+    assert_eq!(lens, [700; 4]);
+    // 12 x 300 queued: a quarter is 900, three records.
+    let (_, out) = scripted_records(12, 300);
+    let lens: Vec<_> = out.iter().map(|o| o.payload.len()).collect();
+    assert_eq!(lens, [900; 4]);
+    // 40 x 300 queued: a quarter (3000) is more than the MSS (1460): four records, as before.
+    let (_, out) = scripted_records(40, 300);
+    assert!(out.iter().all(|o| o.payload.len() == 1200), "{out:?}");
+}
+
+#[test]
 fn mpa_61_retransmission_keeps_boundaries_when_the_window_shrinks() {
-    let (mut s, out) = scripted_records(4, 700);
-    assert_eq!(out.len(), 2, "two records per segment");
+    let (mut s, out) = scripted_records(8, 700);
+    assert_eq!(out.len(), 4, "two records per segment");
     assert!(out.iter().all(|o| o.payload.len() == 1400));
     // The peer shrinks its window to 100 octets without acknowledging anything; the RTO fires.
     let repr = tcp_offload::wire::SegmentRepr {
