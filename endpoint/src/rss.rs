@@ -31,18 +31,72 @@ pub fn toeplitz(key: &[u8], input: &[u8]) -> u32 {
     hash
 }
 
+/// Nibbles of the longest hash input (IPv6 addresses and ports: 36 octets).
+const NIBBLES: usize = 72;
+
+/// The 32 key bits that start at bit `bit` of `key` (bits past its end are zero).
+fn key_window(key: &[u8], bit: usize) -> u32 {
+    let at = |i: usize| key.get(i).copied().unwrap_or(0);
+    let o = bit / 8;
+    let w = u64::from_be_bytes([at(o), at(o + 1), at(o + 2), at(o + 3), at(o + 4), 0, 0, 0]);
+    ((w << (bit % 8)) >> 32) as u32
+}
+
+/// [`toeplitz`] as table lookups: entry `[n][v]` is what input nibble `n` contributes when its
+/// value is `v` (the XOR of the key windows of its set bits), so a hash is two reads and XORs
+/// per input octet instead of eight tests and shifts (4.5 KiB per key).
+#[derive(Clone, PartialEq, Eq)]
+struct NibbleTables(Box<[[u32; 16]; NIBBLES]>);
+
+impl NibbleTables {
+    fn new(key: &[u8]) -> Self {
+        let mut t = Box::new([[0u32; 16]; NIBBLES]);
+        for (n, row) in t.iter_mut().enumerate() {
+            for (v, entry) in row.iter_mut().enumerate() {
+                // Bit 3 of the nibble is its first (most significant) input bit.
+                *entry = (0..4)
+                    .filter(|b| v & (8 >> b) != 0)
+                    .fold(0, |h, b| h ^ key_window(key, 4 * n + b));
+            }
+        }
+        NibbleTables(t)
+    }
+
+    /// The Toeplitz hash of `input` (at most 36 octets; further octets are ignored).
+    fn hash(&self, input: &[u8]) -> u32 {
+        input
+            .iter()
+            .zip(self.0.chunks_exact(2))
+            .fold(0, |h, (&byte, rows)| {
+                h ^ rows[0][usize::from(byte >> 4)] ^ rows[1][usize::from(byte & 0xF)]
+            })
+    }
+}
+
 /// A NIC's RSS for TCP: the Toeplitz key and the indirection table (queue numbers), with
 /// ports in the hash for TCP over IPv4 and IPv6 (the NICs' default for TCP).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct RssHash {
     key: Box<[u8]>,
     table: Box<[u32]>,
+    nibbles: NibbleTables,
+}
+
+impl std::fmt::Debug for RssHash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The lookup tables follow from the key.
+        f.debug_struct("RssHash")
+            .field("key", &self.key)
+            .field("table", &self.table)
+            .finish_non_exhaustive()
+    }
 }
 
 impl RssHash {
     /// `None` unless the table has entries and the key covers an IPv6 input (40 octets).
     pub fn new(key: Vec<u8>, table: Vec<u32>) -> Option<Self> {
         (!table.is_empty() && key.len() >= 40).then(|| RssHash {
+            nibbles: NibbleTables::new(&key),
             key: key.into(),
             table: table.into(),
         })
@@ -71,7 +125,7 @@ impl RssHash {
         };
         input[n..n + 2].copy_from_slice(&src.port().to_be_bytes());
         input[n + 2..n + 4].copy_from_slice(&dst.port().to_be_bytes());
-        Some(toeplitz(&self.key, &input[..n + 4]))
+        Some(self.nibbles.hash(&input[..n + 4]))
     }
 
     /// The receive queue of a packet from `src` to `dst`: the table entry the hash's low bits
@@ -166,6 +220,19 @@ mod tests {
                 _ => unreachable!(),
             };
             assert_eq!(toeplitz(&KEY, &input), want, "{src} -> {dst}");
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+        /// The lookup tables compute the bitwise definition, for any key and any input up to
+        /// the longest (IPv6 with ports).
+        #[test]
+        fn nibble_tables_equal_the_bitwise_hash(
+            key in proptest::collection::vec(proptest::prelude::any::<u8>(), 40..=52),
+            input in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..=36),
+        ) {
+            proptest::prop_assert_eq!(NibbleTables::new(&key).hash(&input), toeplitz(&key, &input));
         }
     }
 
