@@ -154,8 +154,8 @@ impl<D: Domain> Endpoint<D> {
     /// Each listener's stateless replies and SYN-ACKs into frames, then its accepts.
     pub(crate) fn service_listeners(&mut self, now: Instant, io: &mut dyn FrameSink) {
         for li in 0..self.listeners.len() {
-            // Stateless replies and SYN-ACKs.
-            loop {
+            // Stateless replies and SYN-ACKs (no frame taken when there are none).
+            while !self.listeners[li].tcp.has_nothing_to_send() {
                 let src = self.cfg.mac;
                 let mut produced = false;
                 let l = &mut self.listeners[li];

@@ -129,6 +129,22 @@ impl TcpListener {
     pub fn half_open_len(&self) -> usize {
         self.half_open.len()
     }
+    /// Drained: gives back what a burst grew (bounded by max_tx_queue and the burst).
+    fn shrink_drained(&mut self) {
+        if self.tx.capacity() > 64 {
+            self.tx.shrink_to_fit();
+        }
+        if self.dirty.capacity() > 64 {
+            self.dirty.shrink_to_fit();
+        }
+    }
+
+    /// True when [`Listener::poll_transmit`] would return `None` (no half-open connection
+    /// marked to send, no stateless reply queued): a caller may skip it and the frame it
+    /// would take for it.
+    pub fn has_nothing_to_send(&self) -> bool {
+        self.dirty.is_empty() && self.tx.is_empty()
+    }
     /// Stateless replies waiting.
     pub fn tx_queue_len(&self) -> usize {
         self.tx.len()
@@ -445,16 +461,15 @@ impl TcpListener {
                 }
             }
         }
+        // (`dirty` is empty from here on.)
         let Some(r) = self.tx.pop_front() else {
-            // Drained: give back what a burst grew (bounded by max_tx_queue and the burst).
-            if self.tx.capacity() > 64 {
-                self.tx.shrink_to_fit();
-            }
-            if self.dirty.capacity() > 64 {
-                self.dirty.shrink_to_fit();
-            }
+            self.shrink_drained();
             return None;
         };
+        if self.tx.is_empty() {
+            // The last reply: callers stop asking once `has_nothing_to_send` says so.
+            self.shrink_drained();
+        }
         match r {
             Reply::Rst { tuple, seq, ack } => {
                 self.counters.rsts_sent += 1;
