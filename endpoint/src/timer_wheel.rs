@@ -12,6 +12,11 @@ use std::time::{Duration, Instant};
 
 use crate::endpoint::FastMap;
 
+/// `d` in nanoseconds, saturating (a u64 holds 584 years).
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
 /// No entry (end of a list, or a free entry).
 const NIL: u32 = u32::MAX;
 
@@ -27,7 +32,9 @@ struct Entry {
 #[derive(Debug)]
 pub struct TimerWheel {
     base: Instant,
-    tick: Duration,
+    /// The tick in nanoseconds (at least 1): tick numbers are 64-bit divisions, not 128-bit
+    /// ones (`Duration::as_nanos`), which cost a library call each.
+    tick_ns: u64,
     /// The last tick expired.
     now_tick: u64,
     /// When the tick after `now_tick` begins: `expire` before it has nothing to do (a compare
@@ -55,7 +62,7 @@ impl TimerWheel {
     pub fn new(base: Instant, tick: Duration, slots: usize) -> Self {
         TimerWheel {
             base,
-            tick: tick.max(Duration::from_nanos(1)),
+            tick_ns: nanos(tick).max(1),
             now_tick: 0,
             next_tick_at: base + tick.max(Duration::from_nanos(1)),
             heads: vec![NIL; slots.max(1)],
@@ -69,14 +76,11 @@ impl TimerWheel {
     }
 
     fn tick_of(&self, t: Instant) -> u64 {
-        let d = t.saturating_duration_since(self.base);
-        (d.as_nanos() / self.tick.as_nanos()) as u64
+        nanos(t.saturating_duration_since(self.base)) / self.tick_ns
     }
 
     fn tick_ceil(&self, t: Instant) -> u64 {
-        let d = t.saturating_duration_since(self.base).as_nanos();
-        let k = self.tick.as_nanos();
-        d.div_ceil(k) as u64
+        nanos(t.saturating_duration_since(self.base)).div_ceil(self.tick_ns)
     }
 
     /// Keys armed.
@@ -251,7 +255,7 @@ impl TimerWheel {
         }
         self.now_tick = target;
         self.next_tick_at =
-            self.base + Duration::from_nanos(((target + 1) as u128 * self.tick.as_nanos()) as u64);
+            self.base + Duration::from_nanos((target + 1).saturating_mul(self.tick_ns));
     }
 
     /// When the next `expire` would fire something: the end of the earliest armed tick, or
@@ -271,8 +275,7 @@ impl TimerWheel {
             return None;
         }
         let n = self.heads.len() as u64;
-        let at_tick =
-            |t: u64| self.base + Duration::from_nanos((t as u128 * self.tick.as_nanos()) as u64);
+        let at_tick = |t: u64| self.base + Duration::from_nanos(t.saturating_mul(self.tick_ns));
         // Entries due within one turn sit in the first occupied slot that holds one.
         let mut step = 1;
         while step <= n {
