@@ -39,7 +39,10 @@ pub fn sum(data: &[u8], acc: Sum) -> Sum {
                 *lane = lane.wrapping_add(halves(*w));
             }
         }
-        acc = lanes.iter().fold(acc, |a, &l| fold_once(a) + fold_once(l));
+        // Each lane is below blocks * 2^33 (2^58 for the 2^31-octet bound): the eight add up
+        // without overflow, and one fold takes their sum below 2^33.
+        let total = lanes.iter().fold(0u64, |a, &l| a.wrapping_add(l));
+        acc += fold_once(total);
     }
     // Fewer than 64 octets left: at most 7 words, each below 2^33.
     for w in blocks.remainder() {
