@@ -100,9 +100,9 @@ impl Qp {
                     let pos = seg_pos + u64::from(f.fpdu.offset().wrapping_sub(seg_off));
                     found += 1;
                     chain_end = Some(pos + f.fpdu.wire_len() as u64);
-                    let mut parts: [&[u8]; MAX_PARTS] = [&[]; MAX_PARTS];
-                    let k = collect_parts(f.segment_ranges().map(|r| &seg[r]), &mut parts);
-                    self.handle_ulpdu_parts(tags, mem, pos, &parts[..k]);
+                    with_parts(f.segment_ranges().map(|r| &seg[r]), |parts| {
+                        self.handle_ulpdu_parts(tags, mem, pos, parts)
+                    });
                     if self.is_error() {
                         // DDP-82: nothing after the error is placed, not even in this segment.
                         break;
@@ -194,9 +194,9 @@ fn place_fpdu<M: Memory + ?Sized>(
     let pos = *at;
     *at += f.wire_len() as u64;
     framer.peer_fpdu_received();
-    let mut parts: [&[u8]; MAX_PARTS] = [&[]; MAX_PARTS];
-    let k = collect_parts(f.ulpdu_chunks(), &mut parts);
-    engine.handle_ulpdu_parts(tags, mem, pos, &parts[..k]);
+    with_parts(f.ulpdu_chunks(), |parts| {
+        engine.handle_ulpdu_parts(tags, mem, pos, parts)
+    });
     engine.deliver_through(tags, pos + 1);
 }
 
@@ -204,17 +204,33 @@ fn place_fpdu<M: Memory + ?Sized>(
 /// markers (one per 512 stream octets), so 129 pieces.
 const MAX_PARTS: usize = 130;
 
-/// Collect a ULPDU's pieces into `parts`; returns how many.
-fn collect_parts<'a>(
+/// Pieces gathered on the stack before the full-size array is needed (markers every 512
+/// octets: up to a 3,500-octet ULPDU).
+const FEW_PARTS: usize = 8;
+
+/// Runs `f` on a ULPDU's pieces (at most [`MAX_PARTS`]). Most ULPDUs are one piece (no
+/// markers) or a few: those are gathered in a short array, since initialising the full one
+/// (2 KiB) for every FPDU cost more than placing a small one.
+fn with_parts<'a, R>(
     chunks: impl Iterator<Item = &'a [u8]>,
-    parts: &mut [&'a [u8]; MAX_PARTS],
-) -> usize {
-    let mut k = 0;
-    for c in chunks.take(MAX_PARTS) {
-        parts[k] = c;
-        k += 1;
+    f: impl FnOnce(&[&'a [u8]]) -> R,
+) -> R {
+    let mut chunks = chunks.take(MAX_PARTS);
+    let mut few: [&[u8]; FEW_PARTS] = [&[]; FEW_PARTS];
+    for (n, slot) in few.iter_mut().enumerate() {
+        match chunks.next() {
+            Some(c) => *slot = c,
+            None => return f(&few[..n]),
+        }
     }
-    k
+    let mut all: [&[u8]; MAX_PARTS] = [&[]; MAX_PARTS];
+    all[..FEW_PARTS].copy_from_slice(&few);
+    let mut n = FEW_PARTS;
+    for c in chunks {
+        all[n] = c;
+        n += 1;
+    }
+    f(&all[..n])
 }
 
 /// The LLP Terminate code for an MPA receive error (digest §6.5).
@@ -222,5 +238,30 @@ fn llp_code(e: FramingError) -> TermCode {
     match e.code() {
         mpa::ErrorCode::MarkerError => LlpError::Marker.term_code(),
         _ => LlpError::Crc.term_code(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `with_parts` hands over the pieces in order, whatever their count: none, a few, exactly
+    /// the short array's size, one more, and more than `MAX_PARTS` (cut there).
+    #[test]
+    fn with_parts_passes_every_piece_in_order() {
+        let data: Vec<u8> = (0..=255).collect();
+        for n in [
+            0,
+            1,
+            FEW_PARTS - 1,
+            FEW_PARTS,
+            FEW_PARTS + 1,
+            MAX_PARTS,
+            MAX_PARTS + 5,
+        ] {
+            let pieces: Vec<&[u8]> = (0..n).map(|i| &data[i % 256..=i % 256]).collect();
+            let got = with_parts(pieces.iter().copied(), |parts| parts.to_vec());
+            assert_eq!(got, pieces[..n.min(MAX_PARTS)], "{n} pieces");
+        }
     }
 }
