@@ -16,10 +16,11 @@
 //! completion: the transmit path reads it when it frames, and again for a retransmission.
 //!
 //! Files: this one holds the state, posting and error handling; `transmit.rs` segmentation and
-//! acknowledgement, `placement.rs` validation and placement, `delivery.rs` in-order delivery,
+//! acknowledgement, `placement.rs` validation and placement, `pending.rs` the records waiting for delivery,
+//! `delivery.rs` in-order delivery,
 //! `rtr.rs` the negotiated read depths and peer-to-peer mode's ready-to-receive message.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 use mpa::RtrType;
 
@@ -48,6 +49,7 @@ use crate::rdmap::work_request::{LocalBuf, WorkRequest, WorkRequestError, WorkRe
 
 mod delivery;
 mod half_close;
+mod pending;
 mod placement;
 mod rtr;
 mod transmit;
@@ -330,7 +332,7 @@ pub struct RdmapEngine {
     /// ordinary zero-length message, only counted.
     rtr_expected: Option<RtrType>,
     term_next_msn: u32,
-    records: BTreeMap<u64, RxRecord>,
+    records: pending::Pending<RxRecord>,
     delivered_through: u64,
     completions: VecDeque<WorkCompletion>,
     events: VecDeque<RdmapEvent>,
@@ -370,7 +372,7 @@ impl RdmapEngine {
             irq_in_use: 0,
             rtr_expected: None,
             term_next_msn: 1,
-            records: BTreeMap::new(),
+            records: pending::Pending::default(),
             delivered_through: 0,
             completions: VecDeque::new(),
             events: VecDeque::new(),

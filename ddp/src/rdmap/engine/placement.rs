@@ -58,7 +58,7 @@ impl RdmapEngine {
                 // that arrive later are still placed; a segment after it never is.
                 self.rx_error_at = Some(self.rx_error_at.map_or(stream_pos, |e| e.min(stream_pos)));
                 // Placed before the error was known: never delivered.
-                let _ = self.records.split_off(&(stream_pos + 1));
+                self.records.drop_after(stream_pos);
             }
             self.records.insert(stream_pos, rec);
         }
@@ -71,11 +71,7 @@ impl RdmapEngine {
             return;
         }
         self.delivered_through = stream_pos;
-        while let Some(entry) = self.records.first_entry() {
-            if *entry.key() >= stream_pos {
-                break;
-            }
-            let rec = entry.remove();
+        while let Some((_, rec)) = self.records.pop_before(stream_pos) {
             if self.state != RdmapState::Active {
                 self.records.clear();
                 break;
@@ -366,7 +362,7 @@ impl RdmapEngine {
 
     /// Whether a recorded, undelivered Send with Invalidate before `stream_pos` names `stag`.
     fn invalidated_before(&self, stag: Stag, stream_pos: u64) -> bool {
-        self.records.range(..stream_pos).any(|(_, r)| {
+        self.records.any_before(stream_pos, |r| {
             matches!(r, RxRecord::SendLast { opcode, inv, .. } if opcode.carries_invalidate() && *inv == stag)
         })
     }
