@@ -59,7 +59,11 @@ pub(crate) struct Conn<D> {
 }
 
 impl<D> Conn<D> {
-    pub fn new(tcp: Connection, role: Role, settings: QpSettings) -> Self {
+    /// An iWARP connection: its queue pair takes received data through the receive sink and
+    /// completes work from SND.UNA, so TCP's data events are off ([`Conn::make_stream`] turns
+    /// them back on).
+    pub fn new(mut tcp: Connection, role: Role, settings: QpSettings) -> Self {
+        tcp.set_data_events(false);
         Conn {
             tcp,
             qp: None,
@@ -80,6 +84,14 @@ impl<D> Conn<D> {
             retrans_seen: 0,
             stream: None,
         }
+    }
+
+    /// Makes this a byte stream (no queue pair): the application reads and writes TCP's
+    /// octets and hears of them through TCP's data events. Call it before any segment is
+    /// handled for the connection's new role.
+    pub fn make_stream(&mut self) {
+        self.tcp.set_data_events(true);
+        self.stream = Some(crate::stream::StreamState::default());
     }
 
     /// The next deadline of TCP, the MPA startup, the application's accept or the close

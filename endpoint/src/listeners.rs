@@ -224,7 +224,7 @@ impl<D: Domain> Endpoint<D> {
             c.listener = Some(ListenerId(li as u32));
             if self.listeners[li].stream.is_some() {
                 // A byte stream: ready at once, no MPA startup, no backlog.
-                c.stream = Some(Default::default());
+                c.make_stream();
                 let conn = self.add_conn(c);
                 self.counters.connections_opened += 1;
                 self.events.push_back(EndpointEvent::Accepted {

@@ -130,7 +130,7 @@ impl<D: Domain> Endpoint<D> {
         let tuple = self.active_tuple(remote)?;
         let tcp = Connection::connect(tcp, tuple, &self.gen, now);
         let mut c = Conn::new(tcp, Role::Initiator, opts.qp_settings());
-        c.stream = Some(StreamState::default());
+        c.make_stream();
         Ok(self.add_conn(c))
     }
 

@@ -122,3 +122,46 @@ fn default_and_announced_mss_follow_the_address_family() {
         assert_eq!(c.emss(), default, "{local}: no MSS option");
     }
 }
+
+/// With data events off, a transfer both ways queues only the state events: no Readable,
+/// Writable or RecordAcked (an iWARP queue pair learns of data through its sink and SND.UNA);
+/// on, the same transfer queues each of them.
+#[test]
+fn data_events_can_be_turned_off_state_events_stay() {
+    let events_of = |on: bool| {
+        let mut p = Pair::new(Config::default(), Config::default());
+        p.a.set_data_events(on);
+        p.b.set_data_events(on);
+        p.a.enter_record_mode();
+        p.b.enter_record_mode();
+        assert!(p.run_until(Duration::from_secs(5), |p| p.a.state()
+            == State::Established
+            && p.b.state() == State::Established));
+        p.a.send_record_bytes(&payload(3000)).unwrap();
+        // An external record (its bytes the source's): acknowledged, it is RecordAcked.
+        p.a.send_record(1000, 7).unwrap();
+        p.b.send_record_bytes(&payload(500)).unwrap();
+        assert!(
+            p.run_until(Duration::from_secs(5), |p| p.a.send_queued() == 0
+                && p.b.send_queued() == 0)
+        );
+        let now = p.now;
+        p.a.close(now);
+        assert!(p.run_until(Duration::from_secs(5), |p| p.b.state() == State::CloseWait));
+        let mut ev: Vec<_> = std::iter::from_fn(|| p.a.poll_event()).collect();
+        ev.extend(std::iter::from_fn(|| p.b.poll_event()));
+        ev
+    };
+    let data = |e: &Event| matches!(e, Event::Readable | Event::Writable | Event::RecordAcked(_));
+    let off = events_of(false);
+    assert!(!off.iter().any(data), "{off:?}");
+    assert!(
+        off.contains(&Event::Connected) && off.contains(&Event::PeerClosed),
+        "{off:?}"
+    );
+    let on = events_of(true);
+    for want in [Event::Readable, Event::Writable] {
+        assert!(on.contains(&want), "{want:?} missing from {on:?}");
+    }
+    assert!(on.contains(&Event::RecordAcked(7)), "{on:?}");
+}

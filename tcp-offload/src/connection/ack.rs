@@ -127,12 +127,15 @@ impl Connection {
         }
         // Release acknowledged send data.
         let events = &mut self.events;
+        let data_events = self.data_events;
         let before = self.sendbuf.queued;
         self.marks.release(ack.min(self.sendbuf.end));
         self.sendbuf.release(ack.min(self.sendbuf.end), |id| {
-            events.push_back(Event::RecordAcked(id))
+            if data_events {
+                events.push_back(Event::RecordAcked(id))
+            }
         });
-        if self.sendbuf.queued < before {
+        if self.sendbuf.queued < before && data_events {
             self.events.push_back(Event::Writable);
         }
         self.on_ack_recovery(now, ack, acked);

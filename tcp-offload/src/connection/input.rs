@@ -449,7 +449,7 @@ impl Connection {
         self.counters.duplicate_bytes += a.dup_bytes;
         self.counters.ooo_committed += a.ooo_ranges;
         self.counters.ooo_dropped += a.ooo_dropped;
-        if a.new_bytes > 0 {
+        if a.new_bytes > 0 && self.data_events {
             self.events.push_back(Event::Readable);
         }
         // RFC 5681 §4.2 / RFC 9293 §3.8.6.3: ACK at once for out-of-order data, gap fills and

@@ -155,6 +155,8 @@ pub struct Connection {
     rst_out: Option<RstOut>,
 
     events: VecDeque<Event>,
+    /// Whether Readable, Writable and RecordAcked are queued ([`Connection::set_data_events`]).
+    data_events: bool,
     counters: TcpCounters,
     ooo_limits: OooLimits,
     /// Lengths of the chunks handed to a sink during one `handle_segment_with` (capacity kept).
@@ -223,6 +225,7 @@ impl Connection {
             probe_due: false,
             rst_out: None,
             events: VecDeque::new(),
+            data_events: true,
             counters: TcpCounters::default(),
             ooo_limits,
             sink_lens: Vec::with_capacity(8),
@@ -515,6 +518,15 @@ impl Connection {
     /// Acknowledge the next `n` data segments at once (e.g. while MPA starts up).
     pub fn quick_ack(&mut self, n: u32) {
         self.quick_acks = self.quick_acks.max(n);
+    }
+
+    /// Whether [`Event::Readable`], [`Event::Writable`] and [`Event::RecordAcked`] are queued
+    /// (on by default). An owner that learns of received and acknowledged data another way
+    /// (an iWARP queue pair: placement through the receive sink, completions from SND.UNA)
+    /// turns them off and spares a queued and dropped event per segment and per record. The
+    /// connection-state events are always queued.
+    pub fn set_data_events(&mut self, on: bool) {
+        self.data_events = on;
     }
 
     /// The next event, if any.
