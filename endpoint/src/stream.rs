@@ -10,8 +10,8 @@
 //! annotated runs into the registered buffers as segments are accepted, in order or not.
 //!
 //! Events: [`EndpointEvent::Accepted`] (stream listener: ready for bytes at once),
-//! [`EndpointEvent::StreamConnected`], [`EndpointEvent::StreamReadable`],
-//! [`EndpointEvent::StreamWritable`], [`EndpointEvent::PeerClosed`] (half-close: the rest can
+//! [`crate::EndpointEvent::StreamConnected`], [`EndpointEvent::StreamReadable`],
+//! [`crate::EndpointEvent::StreamWritable`], [`EndpointEvent::PeerClosed`] (half-close: the rest can
 //! still be read, then [`Endpoint::stream_eof`]), [`EndpointEvent::Closed`].
 
 use std::net::SocketAddr;
@@ -115,7 +115,7 @@ impl<D: Domain> Endpoint<D> {
     }
 
     /// Opens a plain TCP stream to `remote` from a local port of the active-open range.
-    /// [`EndpointEvent::StreamConnected`] reports the handshake done.
+    /// [`crate::EndpointEvent::StreamConnected`] reports the handshake done.
     pub fn stream_connect(
         &mut self,
         now: Instant,
@@ -178,8 +178,8 @@ impl<D: Domain> Endpoint<D> {
     }
 
     /// Queues as much of `data` as TCP's send buffer takes; returns the count (0: full, wait
-    /// for [`EndpointEvent::StreamWritable`]). Refused before the handshake completed and after
-    /// the sending half was shut.
+    /// for [`crate::EndpointEvent::StreamWritable`]). Refused before the handshake completed
+    /// and after the sending half was shut.
     pub fn stream_send(&mut self, conn: ConnId, data: &[u8]) -> Result<usize, EndpointError> {
         let c = self.stream_conn(conn)?;
         if c.closing || !matches!(c.tcp.state(), State::Established | State::CloseWait) {

@@ -116,12 +116,11 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    /// The packed hash: equal tuples hash equally, and a map finds every one of many IPv4 and
-    /// IPv6 tuples that differ in one field each (ports swapped included).
+    /// The packed hash: a map finds every one of several IPv4 and IPv6 tuples that differ in
+    /// one field each (ports swapped included), and keeps them apart.
     #[test]
     fn four_tuples_hash_by_their_fields() {
         use std::collections::HashMap;
-        use std::hash::BuildHasher;
         let t = |l: &str, r: &str| FourTuple {
             local: l.parse().unwrap(),
             remote: r.parse().unwrap(),
@@ -135,10 +134,6 @@ mod tests {
             t("[2001:db8::1]:5000", "[2001:db8::2]:6000"),
             t("[2001:db8::1]:6000", "[2001:db8::2]:5000"),
         ];
-        let s = std::hash::RandomState::new();
-        for x in all {
-            assert_eq!(s.hash_one(x), s.hash_one(FourTuple { ..x }));
-        }
         let map: HashMap<FourTuple, usize> = all.iter().enumerate().map(|(i, &x)| (x, i)).collect();
         assert_eq!(map.len(), all.len());
         for (i, x) in all.iter().enumerate() {

@@ -139,7 +139,7 @@ impl TcpListener {
         }
     }
 
-    /// True when [`Listener::poll_transmit`] would return `None` (no half-open connection
+    /// True when [`TcpListener::poll_transmit`] would return `None` (no half-open connection
     /// marked to send, no stateless reply queued): a caller may skip it and the frame it
     /// would take for it.
     pub fn has_nothing_to_send(&self) -> bool {

@@ -16,9 +16,9 @@
 //! completion: the transmit path reads it when it frames, and again for a retransmission.
 //!
 //! Files: this one holds the state, posting and error handling; `transmit.rs` segmentation and
-//! acknowledgement, `placement.rs` validation and placement, `pending.rs` the records waiting for delivery,
-//! `delivery.rs` in-order delivery,
-//! `rtr.rs` the negotiated read depths and peer-to-peer mode's ready-to-receive message.
+//! acknowledgement, `placement.rs` validation and placement, `pending.rs` the records waiting
+//! for delivery, `delivery.rs` in-order delivery, `rtr.rs` the negotiated read depths and
+//! peer-to-peer mode's ready-to-receive message.
 
 use std::collections::VecDeque;
 

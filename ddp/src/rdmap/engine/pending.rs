@@ -28,14 +28,16 @@ impl<R> Default for Pending<R> {
 impl<R> Pending<R> {
     /// Records `rec` at `pos`, replacing a record already there.
     pub(super) fn insert(&mut self, pos: u64, rec: R) {
-        match &mut self.first {
+        match self.first.take() {
+            // Empty, or the same position: the new record is the first.
             None => self.first = Some((pos, rec)),
-            Some((k, r)) if *k == pos => *r = rec,
-            Some((k, _)) if pos < *k => {
-                let (k, r) = self.first.replace((pos, rec)).expect("first is set");
+            Some((k, _)) if k == pos => self.first = Some((pos, rec)),
+            Some((k, r)) if pos < k => {
                 self.rest.insert(k, r);
+                self.first = Some((pos, rec));
             }
-            Some(_) => {
+            first => {
+                self.first = first;
                 self.rest.insert(pos, rec);
             }
         }
