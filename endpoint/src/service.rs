@@ -196,11 +196,8 @@ impl<D: Domain> Endpoint<D> {
             hop
         };
         if let Some(dst) = hop {
+            // Checked above for the first frame, at the end of the loop for the next.
             loop {
-                if c.tcp.has_nothing_to_send() {
-                    // No frame taken for a connection with nothing to send (most rounds).
-                    break;
-                }
                 let mut produced = 0usize;
                 let mut src_rec = FpduSource {
                     qp: c.qp.as_mut(),
@@ -241,6 +238,9 @@ impl<D: Domain> Endpoint<D> {
                 }
                 // More room in TCP's send buffer may have opened: top it up.
                 c.drive_tx(tags, mem, &mut self.scratch, &mut self.counters);
+                if c.tcp.has_nothing_to_send() {
+                    break;
+                }
             }
         }
         // Completions and events of this round's transmissions and ACKs (Terminate sent).
