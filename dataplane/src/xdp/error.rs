@@ -6,7 +6,7 @@ use std::io;
 /// What failed while setting up or driving XDP and AF_XDP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum XdpError {
-    /// A system call or libbpf/libxdp call failed with this errno.
+    /// A system call or libbpf call failed with this errno.
     #[error("{op}: {}", Errno(*errno))]
     Os {
         /// The call that failed.

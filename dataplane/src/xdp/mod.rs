@@ -33,6 +33,7 @@ pub mod ports;
 pub mod program;
 pub mod queues;
 pub mod raw;
+mod ring;
 pub mod rss;
 mod steered;
 mod test_run;
@@ -40,7 +41,9 @@ mod test_run;
 // part of the library's API.
 #[doc(hidden)]
 pub mod testbed;
+mod umem_area;
 pub mod xsk;
+mod xsk_socket;
 
 pub use error::{IfName, XdpError};
 pub use maps::{PortKind, SteerCounters};
@@ -49,4 +52,4 @@ pub use ports::LocalPortRange;
 pub use program::{AttachMode, AttachPolicy, XdpProgram};
 pub use steered::steered_queue;
 pub use test_run::XdpAction;
-pub use xsk::{BindMode, BusyPoll, Frame, XskConfig, XskQueue};
+pub use xsk::{BindMode, BusyPoll, Frame, XskConfig, XskQueue, XskStatistics};

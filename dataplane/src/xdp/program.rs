@@ -1,12 +1,10 @@
 //! Loading and attaching the XDP steering program (`bpf/xwarp_steer.bpf.c`).
 //!
-//! Loader choice: xsk-rs 0.11 links libxdp through `libxdp-sys` 0.2.4, which pins
-//! `libbpf-sys =1.5.1` and so a static libbpf 1.5.1 (`links = "bpf"`: one libbpf per build).
+//! Loader choice: libbpf through `libbpf-sys` 1.5.1 (a static libbpf; `links = "bpf"` allows
+//! one per build), called directly (`bpf_object__open_mem`, `bpf_xdp_attach`, map updates).
 //! libbpf-rs releases depend on other libbpf-sys versions and aya brings its own loader and a
-//! large dependency tree, while the libbpf that xsk-rs already links does everything needed: we
-//! depend on `libbpf-sys` at exactly that version and call it directly (`bpf_object__open_mem`,
-//! `bpf_xdp_attach`, map updates). No second BPF library is linked, and libxdp's own default
-//! program is never loaded (sockets are created with `XSK_LIBXDP_FLAGS_INHIBIT_PROG_LOAD`).
+//! large dependency tree; the few calls needed do not justify either. AF_XDP sockets do not go
+//! through a BPF library at all (`super::xsk_socket`).
 //!
 //! Attachment goes through netlink (`bpf_xdp_attach`), so it outlives a crashed process. A new
 //! [`XdpProgram::attach`] that finds a program named [`PROG_NAME`] on the interface asks who

@@ -1,4 +1,5 @@
-//! AF_XDP through xsk-rs: one UMEM and one socket per engine queue, and frames as owned tokens.
+//! AF_XDP: one UMEM and one socket per engine queue ([`super::xsk_socket`], our own rings), and
+//! frames as owned tokens.
 //!
 //! A [`Frame`] is a non-`Copy` token for one UMEM frame. Whoever holds it may read and write the
 //! frame; handing it to a ring gives it up until the kernel returns it:
@@ -7,18 +8,11 @@
 //! [`XskQueue::release`] straight back to the pool). Ring operations take batches and return
 //! counts; the fill ring is topped up on every receive; `need_wakeup` is honoured.
 
-use std::num::NonZeroU32;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use xsk_rs::config::{
-    BindFlags, FrameSize, Interface, LibxdpFlags, QueueSize, SocketConfig, UmemConfig,
-};
-use xsk_rs::socket::Socket;
-use xsk_rs::umem::frame::FrameDesc;
-use xsk_rs::umem::Umem;
-use xsk_rs::{CompQueue, FillQueue, RxQueue, TxQueue};
-
+use super::umem_area::UmemArea;
+use super::xsk_socket::{set_int_option, SocketSetup, XskSocket};
 use super::XdpError;
 
 /// How the socket binds to the queue.
@@ -41,7 +35,7 @@ pub const UMEM_HEADROOM: u32 = 256;
 pub const MAX_FRAGMENTS: usize = 16;
 
 /// `XDP_PKT_CONTD` (include/uapi/linux/if_xdp.h): more fragments of this packet follow.
-const XDP_PKT_CONTD: u32 = 1;
+const XDP_PKT_CONTD: u32 = libc::XDP_PKT_CONTD;
 
 /// UMEM frame size for an interface of `mtu`: 2048 when a whole frame fits with the kernel's
 /// headroom, else 4096 (the largest frame AF_XDP takes; larger packets span several frames,
@@ -156,14 +150,17 @@ static NEXT_OWNER: AtomicU32 = AtomicU32::new(1);
 /// ```
 #[derive(Debug)]
 pub struct Frame {
-    desc: FrameDesc,
+    /// UMEM offset of the packet data (the frame's start plus its headroom).
+    addr: u64,
+    len: u32,
+    options: u32,
     owner: u32,
 }
 
 impl Frame {
     /// Bytes of packet data in the frame.
     pub fn len(&self) -> usize {
-        self.desc.lengths().data()
+        self.len as usize
     }
 
     /// Whether the frame holds no packet data.
@@ -173,13 +170,13 @@ impl Frame {
 
     /// The frame's address (offset in the UMEM).
     pub fn addr(&self) -> usize {
-        self.desc.addr()
+        self.addr as usize
     }
 
     /// Whether more frames of the same packet follow this one (`XDP_PKT_CONTD`; only on a
     /// multi-buffer socket).
     pub fn continues(&self) -> bool {
-        self.desc.options() & XDP_PKT_CONTD != 0
+        self.options & XDP_PKT_CONTD != 0
     }
 }
 
@@ -197,19 +194,20 @@ pub struct XskOccupancy {
 /// One AF_XDP socket bound to `(interface, queue)` with its own UMEM.
 pub struct XskQueue {
     owner: u32,
-    umem: Umem,
-    fill: FillQueue,
-    comp: CompQueue,
-    tx: TxQueue,
-    rx: RxQueue,
+    // Field order is drop order: the socket (and its rings) closes before its UMEM is unmapped.
+    socket: XskSocket,
+    umem: UmemArea,
     free: Vec<Frame>,
-    scratch: Vec<FrameDesc>,
+    addrs: Vec<u64>,
+    descs: Vec<libc::xdp_desc>,
     in_fill: usize,
     in_tx: usize,
     fill_target: usize,
+    frame_size: u64,
     capacity: usize,
     multi_buffer: bool,
     zero_copy: bool,
+    need_wakeup: bool,
     queue_id: u32,
     tx_budget: u32,
 }
@@ -224,74 +222,62 @@ impl std::fmt::Debug for XskQueue {
     }
 }
 
+/// The kernel's per-socket drop and error counters (`struct xdp_statistics`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct XskStatistics {
+    /// Received packets dropped for reasons other than a full ring.
+    pub rx_dropped: u64,
+    /// Received packets dropped for an invalid descriptor.
+    pub rx_invalid_descs: u64,
+    /// Transmit descriptors the kernel rejected as invalid.
+    pub tx_invalid_descs: u64,
+    /// Received packets dropped because the rx ring was full.
+    pub rx_ring_full: u64,
+    /// Times the fill ring was empty when a packet arrived.
+    pub rx_fill_ring_empty_descs: u64,
+    /// Times the tx ring was empty when the kernel looked for work.
+    pub tx_ring_empty_descs: u64,
+}
+
 impl XskQueue {
     /// Creates a UMEM and an AF_XDP socket on `ifname` rx/tx queue `queue_id` (in the calling
-    /// thread's network namespace) and fills the fill ring. libxdp's default XDP program is not
-    /// loaded: register [`XskQueue::fd`] with [`super::XdpProgram::register_socket`].
+    /// thread's network namespace) and fills the fill ring. No XDP program is loaded: register
+    /// [`XskQueue::fd`] with [`super::XdpProgram::register_socket`].
     pub fn new(ifname: &str, queue_id: u32, cfg: XskConfig) -> Result<Self, XdpError> {
         cfg.validate()?;
-        let ring = QueueSize::new(cfg.ring_size)
-            .map_err(|_| XdpError::Invalid("ring size must be a power of two"))?;
-        let frame_size =
-            FrameSize::new(cfg.frame_size).map_err(|_| XdpError::Invalid("frame size"))?;
-        let umem_cfg = UmemConfig::builder()
-            .frame_size(frame_size)
-            .fill_queue_size(ring)
-            .comp_queue_size(ring)
-            .build()
-            .map_err(|_| XdpError::Invalid("UMEM configuration"))?;
-        let capacity = umem_cfg.mtu() as usize;
-        let count = NonZeroU32::new(cfg.frame_count).ok_or(XdpError::Invalid("zero frames"))?;
-        let (umem, descs) =
-            Umem::new(umem_cfg, count, cfg.huge_pages).map_err(|e| XdpError::Os {
-                op: if cfg.huge_pages {
-                    "create UMEM on huge pages (reserve them: deploy/host-setup --hugepages N)"
-                } else {
-                    "create UMEM"
-                },
-                errno: source_errno(&e),
-            })?;
-
-        let mut bind = match cfg.bind_mode {
-            BindMode::Auto => BindFlags::empty(),
-            BindMode::Copy => BindFlags::XDP_COPY,
-            BindMode::ZeroCopy => BindFlags::XDP_ZEROCOPY,
+        let umem = UmemArea::new(
+            cfg.frame_count as usize * cfg.frame_size as usize,
+            cfg.huge_pages,
+        )?;
+        let mut bind_flags = match cfg.bind_mode {
+            BindMode::Auto => 0,
+            BindMode::Copy => libc::XDP_COPY,
+            BindMode::ZeroCopy => libc::XDP_ZEROCOPY,
         };
         if cfg.need_wakeup {
-            bind |= BindFlags::XDP_USE_NEED_WAKEUP;
+            bind_flags |= libc::XDP_USE_NEED_WAKEUP;
         }
         if cfg.multi_buffer {
-            bind |= BindFlags::XDP_USE_SG;
+            bind_flags |= libc::XDP_USE_SG;
         }
-        let sock_cfg = SocketConfig::builder()
-            .rx_queue_size(ring)
-            .tx_queue_size(ring)
-            .libxdp_flags(LibxdpFlags::XSK_LIBXDP_FLAGS_INHIBIT_PROG_LOAD)
-            .bind_flags(bind)
-            .build();
-        let iface: Interface = ifname
-            .parse()
-            .map_err(|_| XdpError::Invalid("interface name has a NUL"))?;
-        // Safety: the UMEM was created just above and is not shared, so this (ifname, queue)
-        // pair is not yet bound through it; we also inhibit libxdp's program load.
-        let (tx, rx, rings) =
-            unsafe { Socket::new(sock_cfg, &umem, &iface, queue_id) }.map_err(|e| {
-                XdpError::Os {
-                    op: "create AF_XDP socket",
-                    errno: source_errno(&e),
-                }
-            })?;
-        let (fill, comp) = rings.ok_or(XdpError::Invalid("UMEM unexpectedly shared"))?;
-        let zero_copy = is_zero_copy(tx.fd().as_raw_fd())?;
+        let setup = SocketSetup {
+            frame_size: cfg.frame_size,
+            ring_size: cfg.ring_size,
+            bind_flags,
+            tx_metadata_len: 0,
+            tx_sw_checksum: false,
+        };
+        let socket = XskSocket::open(ifname, queue_id, &umem, setup)?;
+        let zero_copy = socket.is_zero_copy()?;
         if let Some(bp) = cfg.busy_poll {
-            set_busy_poll(tx.fd().as_raw_fd(), bp)?;
+            set_busy_poll(socket.fd(), bp)?;
         }
         // Copy mode: one sendto may move the whole tx ring instead of the kernel's default 32
         // frames (kernels from 6.17 on; older ones keep 32).
         let tx_budget = if zero_copy {
             cfg.ring_size
         } else {
-            set_tx_budget(tx.fd().as_raw_fd(), cfg.ring_size)
+            set_tx_budget(socket.fd(), cfg.ring_size)
         };
         tracing::info!(
             "{ifname} queue {queue_id}: AF_XDP socket in {} mode{}{}",
@@ -305,25 +291,31 @@ impl XskQueue {
         );
 
         let owner = NEXT_OWNER.fetch_add(1, Ordering::Relaxed);
-        let free = descs
-            .into_iter()
-            .map(|desc| Frame { desc, owner })
+        let frame_size = u64::from(cfg.frame_size);
+        let free = (0..u64::from(cfg.frame_count))
+            .map(|i| Frame {
+                addr: i * frame_size + u64::from(UMEM_HEADROOM),
+                len: 0,
+                options: 0,
+                owner,
+            })
             .collect();
+        let ring = cfg.ring_size as usize;
         let mut q = Self {
             owner,
+            socket,
             umem,
-            fill,
-            comp,
-            tx,
-            rx,
             free,
-            scratch: Vec::with_capacity(cfg.ring_size as usize),
+            addrs: Vec::with_capacity(ring),
+            descs: Vec::with_capacity(ring),
             in_fill: 0,
             in_tx: 0,
             fill_target: cfg.fill_target(),
-            capacity,
+            frame_size,
+            capacity: (cfg.frame_size - UMEM_HEADROOM) as usize,
             multi_buffer: cfg.multi_buffer,
             zero_copy,
+            need_wakeup: cfg.need_wakeup,
             queue_id,
             tx_budget,
         };
@@ -333,7 +325,7 @@ impl XskQueue {
 
     /// The socket's fd (for the XSKMAP and for polling).
     pub fn fd(&self) -> RawFd {
-        self.tx.fd().as_raw_fd()
+        self.socket.fd()
     }
 
     /// The queue id the socket is bound to.
@@ -390,11 +382,21 @@ impl XskQueue {
     }
 
     /// The kernel's drop and error counters for this socket.
-    pub fn statistics(&self) -> Result<xsk_rs::socket::XdpStatistics, XdpError> {
-        self.tx
-            .fd()
-            .xdp_statistics()
-            .map_err(|e| XdpError::from_io("XDP_STATISTICS", &e))
+    pub fn statistics(&self) -> Result<XskStatistics, XdpError> {
+        let st = self.socket.statistics()?;
+        Ok(XskStatistics {
+            rx_dropped: st.rx_dropped,
+            rx_invalid_descs: st.rx_invalid_descs,
+            tx_invalid_descs: st.tx_invalid_descs,
+            rx_ring_full: st.rx_ring_full,
+            rx_fill_ring_empty_descs: st.rx_fill_ring_empty_descs,
+            tx_ring_empty_descs: st.tx_ring_empty_descs,
+        })
+    }
+
+    /// The start of the frame `addr` lies in.
+    fn frame_start(&self, addr: u64) -> u64 {
+        addr - addr % self.frame_size
     }
 
     /// Moves free frames into the fill ring up to the fill target; returns how many.
@@ -407,18 +409,18 @@ impl XskQueue {
             return 0;
         }
         let start = self.free.len() - want;
-        self.scratch.clear();
-        self.scratch
-            .extend(self.free[start..].iter().map(|f| f.desc));
-        // Safety: each descriptor comes from a token of this UMEM held in our free pool, so
-        // neither user space nor the kernel uses those frames; the tokens given to the ring
-        // are dropped below, so nobody can touch them until the rx ring returns them.
-        let n = unsafe { self.fill.produce(&self.scratch) };
-        // The ring took the first `n` of them: those tokens are given up.
+        self.addrs.clear();
+        let size = self.frame_size;
+        self.addrs
+            .extend(self.free[start..].iter().map(|f| f.addr - f.addr % size));
+        // The ring takes frames of this UMEM from our free pool, which neither user space nor
+        // the kernel uses; the tokens it took are dropped below, so nobody can touch those
+        // frames until the rx ring returns them.
+        let n = self.socket.fill.produce(&self.addrs, false);
         self.free.drain(start..start + n);
         self.in_fill += n;
-        if self.fill.needs_wakeup() {
-            let _ = self.fill.wakeup(self.rx.fd_mut(), 0);
+        if self.need_wakeup && self.socket.fill.needs_wakeup() {
+            self.socket.kick_fill();
         }
         n
     }
@@ -426,27 +428,30 @@ impl XskQueue {
     /// Takes up to `max` received frames into `out` (appended) and tops the fill ring up.
     /// Returns how many were received.
     pub fn recv(&mut self, out: &mut Vec<Frame>, max: usize) -> usize {
-        if self.scratch.len() < max {
-            self.scratch.resize(max, FrameDesc::default());
+        if self.descs.len() < max {
+            self.descs.resize(max, EMPTY_DESC);
         }
-        // Safety: the descriptors the rx ring returns belong to this UMEM (we only ever fill
-        // it with our own frames); each becomes exactly one token below.
-        let n = unsafe { self.rx.consume(&mut self.scratch[..max]) };
+        // The descriptors the rx ring returns are frames of this UMEM (we only ever fill it
+        // with our own); each becomes exactly one token below.
+        let n = self.socket.rx.consume(&mut self.descs[..max]);
         self.in_fill -= n;
         let owner = self.owner;
-        out.extend(self.scratch[..n].iter().map(|&desc| Frame { desc, owner }));
+        out.extend(self.descs[..n].iter().map(|d| Frame {
+            addr: d.addr,
+            len: d.len,
+            options: d.options,
+            owner,
+        }));
         self.refill();
-        if n == 0 && self.fill.needs_wakeup() {
-            let _ = self.fill.wakeup(self.rx.fd_mut(), 0);
+        if n == 0 && self.need_wakeup && self.socket.fill.needs_wakeup() {
+            self.socket.kick_fill();
         }
         n
     }
 
     /// Waits up to `timeout_ms` for received frames; true when some are ready.
     pub fn poll_rx(&mut self, timeout_ms: i32) -> Result<bool, XdpError> {
-        self.rx
-            .poll(timeout_ms)
-            .map_err(|e| XdpError::from_io("poll AF_XDP socket", &e))
+        self.socket.poll_rx(timeout_ms)
     }
 
     /// Takes a free frame for transmission (reclaiming completions when the pool is empty).
@@ -456,9 +461,10 @@ impl XskQueue {
             self.reclaim();
         }
         let mut f = self.free.pop()?;
-        self.set_len_unchecked(&mut f, 0);
+        f.addr = self.frame_start(f.addr) + u64::from(UMEM_HEADROOM);
+        f.len = 0;
         // A frame last received as part of a chain must not leave marked as one.
-        f.desc.set_options(0);
+        f.options = 0;
         Some(f)
     }
 
@@ -479,9 +485,9 @@ impl XskQueue {
         for (i, piece) in packet.chunks(self.capacity).enumerate() {
             let mut f = self.alloc()?;
             if i + 1 < frames {
-                f.desc.set_options(XDP_PKT_CONTD);
+                f.options = XDP_PKT_CONTD;
             }
-            self.set_len_unchecked(&mut f, piece.len());
+            f.len = piece.len() as u32;
             self.data_mut(&mut f).copy_from_slice(piece);
             out.push(f);
         }
@@ -518,36 +524,44 @@ impl XskQueue {
     }
 
     /// Queues the frames of `frames` on the tx ring and kicks the kernel if it asks: all of
-    /// them when the ring has room for all, else none (libxdp reserves all or nothing), so a
-    /// chain of [`XskQueue::scatter`] is never split. The queued tokens leave `frames`.
-    /// Returns how many were queued.
+    /// them when the ring has room for all, else none, so a chain of [`XskQueue::scatter`] is
+    /// never split. The queued tokens leave `frames`. Returns how many were queued.
     pub fn send(&mut self, frames: &mut Vec<Frame>) -> usize {
         if frames.is_empty() {
             return 0;
         }
-        self.scratch.clear();
+        self.descs.clear();
         for f in frames.iter() {
             self.check_owner(f);
-            self.scratch.push(f.desc);
+            self.descs.push(libc::xdp_desc {
+                addr: f.addr,
+                len: f.len,
+                options: f.options,
+            });
         }
-        // Safety: every descriptor comes from a token of this UMEM that we hold; the tokens
-        // of the frames the ring accepts are dropped below, so user space cannot touch them
-        // until the completion ring gives them back.
-        let n = unsafe { self.tx.produce(&self.scratch) };
+        // Every descriptor is a frame of this UMEM whose token we hold; the tokens of the
+        // frames the ring accepts are dropped below, so user space cannot touch them until the
+        // completion ring gives them back.
+        let n = self.socket.tx.produce(&self.descs, true);
         frames.drain(..n);
         self.in_tx += n;
-        if n > 0 && self.tx.needs_wakeup() {
-            let _ = self.tx.wakeup();
+        if n > 0 && self.tx_wants_kick() {
+            self.socket.kick_tx();
         }
         n
+    }
+
+    /// Whether the kernel must be kicked to transmit (always without need_wakeup).
+    fn tx_wants_kick(&self) -> bool {
+        !self.need_wakeup || self.socket.tx.needs_wakeup()
     }
 
     /// Kicks the kernel again while transmitted frames have not all completed (copy mode sends
     /// at most a budget per `sendto` and says nothing about the rest). Call it after
     /// [`XskQueue::reclaim`], so that a batch the last `send` finished costs no second `sendto`.
     pub fn kick_tx(&mut self) {
-        if self.in_tx > 0 && self.tx.needs_wakeup() {
-            let _ = self.tx.wakeup();
+        if self.in_tx > 0 && self.tx_wants_kick() {
+            self.socket.kick_tx();
         }
     }
 
@@ -557,39 +571,53 @@ impl XskQueue {
         if n_max == 0 {
             return 0;
         }
-        self.scratch.clear();
-        self.scratch.resize(n_max, FrameDesc::default());
-        // Safety: the completion ring returns the addresses of frames of this UMEM that we
-        // gave to the tx ring; each becomes exactly one token again.
-        let n = unsafe { self.comp.consume(&mut self.scratch) };
+        self.addrs.clear();
+        self.addrs.resize(n_max, 0);
+        // The completion ring returns the addresses of frames of this UMEM that we gave to the
+        // tx ring; each becomes exactly one token again.
+        let n = self.socket.comp.consume(&mut self.addrs);
         self.in_tx -= n;
         let owner = self.owner;
-        self.free
-            .extend(self.scratch[..n].iter().map(|&desc| Frame { desc, owner }));
+        self.free.extend(self.addrs[..n].iter().map(|&addr| Frame {
+            addr,
+            len: 0,
+            options: 0,
+            owner,
+        }));
         n
+    }
+
+    /// Where `frame`'s packet data lies: its offset and length, cut to the frame's end (the
+    /// kernel never reports more; the cut keeps a wrong report inside the frame).
+    fn span(&self, frame: &Frame) -> (u64, usize) {
+        let end = self.frame_start(frame.addr) + self.frame_size;
+        let len = u64::from(frame.len).min(end - frame.addr);
+        (frame.addr, len as usize)
     }
 
     /// The packet bytes of `frame`.
     pub fn data(&self, frame: &Frame) -> &[u8] {
         self.check_owner(frame);
-        // Safety: `frame` is a token of this UMEM (checked above), so no ring and no other
-        // token refers to its memory while we hold `&frame`.
-        unsafe { self.umem.data(&frame.desc) }.contents()
+        let (addr, len) = self.span(frame);
+        // Safety: `frame` is a token of this UMEM (checked above) and its span lies inside
+        // its frame; while we hold the token, no ring holds that frame (the kernel does not
+        // write it) and no other token refers to it.
+        unsafe { self.umem.bytes(addr, len) }
     }
 
     /// The packet bytes of `frame`, writable.
     pub fn data_mut<'a>(&'a self, frame: &'a mut Frame) -> &'a mut [u8] {
         self.check_owner(frame);
+        let (addr, len) = self.span(frame);
         // Safety: as in `data`; `&mut frame` makes this the only view of the frame.
-        let data = unsafe { self.umem.data_mut(&mut frame.desc) };
-        into_contents_mut(data)
+        unsafe { self.umem.bytes_mut(addr, len) }
     }
 
     /// The whole frame, writable, with its length set to the capacity: write a packet, then
     /// [`XskQueue::set_len`] to its real length.
     pub fn data_mut_full<'a>(&'a self, frame: &'a mut Frame) -> &'a mut [u8] {
         self.check_owner(frame);
-        self.set_len_unchecked(frame, self.capacity);
+        frame.len = self.capacity as u32;
         self.data_mut(frame)
     }
 
@@ -599,7 +627,7 @@ impl XskQueue {
         if len > self.capacity {
             return Err(XdpError::Invalid("packet longer than a frame"));
         }
-        self.set_len_unchecked(frame, len);
+        frame.len = len as u32;
         Ok(())
     }
 
@@ -610,12 +638,6 @@ impl XskQueue {
         Ok(())
     }
 
-    fn set_len_unchecked(&self, frame: &mut Frame, len: usize) {
-        // Safety: `frame` is a token of this UMEM held exclusively (see `data_mut`).
-        let mut data = unsafe { self.umem.data_mut(&mut frame.desc) };
-        data.cursor().set_pos(len);
-    }
-
     fn check_owner(&self, frame: &Frame) {
         assert_eq!(
             frame.owner, self.owner,
@@ -624,36 +646,15 @@ impl XskQueue {
     }
 }
 
-fn into_contents_mut(data: xsk_rs::umem::frame::DataMut<'_>) -> &mut [u8] {
-    let mut data = data;
-    let len = data.contents().len();
-    let ptr = data.contents_mut().as_mut_ptr();
-    // Safety: `ptr..ptr+len` is the frame's packet data, borrowed mutably for the lifetime of
-    // `data`'s borrow of the UMEM and the frame token; DataMut is only a view with no drop
-    // effects, so returning its contents for the same lifetime is sound.
-    unsafe { std::slice::from_raw_parts_mut(ptr, len) }
-}
+const EMPTY_DESC: libc::xdp_desc = libc::xdp_desc {
+    addr: 0,
+    len: 0,
+    options: 0,
+};
 
 /// `SO_PREFER_BUSY_POLL` and `SO_BUSY_POLL_BUDGET` (asm-generic/socket.h, Linux 5.11).
 const SO_PREFER_BUSY_POLL: libc::c_int = 69;
 const SO_BUSY_POLL_BUDGET: libc::c_int = 70;
-
-/// Sets one integer socket option.
-fn set_int_option(fd: RawFd, level: libc::c_int, name: libc::c_int, value: u32) -> bool {
-    let v = value as libc::c_int;
-    // Safety: `v` is readable for the size passed and outlives the call; the kernel only
-    // reads it.
-    let ret = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            (&v as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    ret == 0
-}
 
 /// Turns busy polling on for the socket (the three options, in the order the kernel's AF_XDP
 /// documentation gives).
@@ -691,31 +692,4 @@ fn set_tx_budget(fd: RawFd, budget: u32) -> u32 {
         );
         DEFAULT_TX_BUDGET
     }
-}
-
-fn is_zero_copy(fd: RawFd) -> Result<bool, XdpError> {
-    let mut opts = libc::xdp_options { flags: 0 };
-    let mut len = std::mem::size_of::<libc::xdp_options>() as libc::socklen_t;
-    // Safety: `opts` is writable for `len` bytes and both outlive the call.
-    let ret = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::SOL_XDP,
-            libc::XDP_OPTIONS,
-            (&mut opts as *mut libc::xdp_options).cast(),
-            &mut len,
-        )
-    };
-    if ret != 0 {
-        return Err(XdpError::last_os("getsockopt(XDP_OPTIONS)"));
-    }
-    Ok(opts.flags & libc::XDP_OPTIONS_ZEROCOPY != 0)
-}
-
-/// The errno behind an xsk-rs error, if it carries one.
-fn source_errno(e: &(dyn std::error::Error + 'static)) -> i32 {
-    e.source()
-        .and_then(|s| s.downcast_ref::<std::io::Error>())
-        .and_then(std::io::Error::raw_os_error)
-        .unwrap_or(libc::EIO)
 }

@@ -1,0 +1,277 @@
+//! An AF_XDP socket with its UMEM registration and four mapped rings, set up the way
+//! Documentation/networking/af_xdp.rst lays out: register the UMEM, size the rings, map them,
+//! bind to `(interface, queue)`. Socket options and kicks live here too.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use super::ring::Ring;
+use super::umem_area::UmemArea;
+use super::XdpError;
+
+/// How [`XskSocket::open`] registers the UMEM and binds.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SocketSetup {
+    pub frame_size: u32,
+    pub ring_size: u32,
+    /// `XDP_COPY`, `XDP_ZEROCOPY`, `XDP_USE_NEED_WAKEUP`, `XDP_USE_SG`.
+    pub bind_flags: u16,
+    /// Bytes of `struct xsk_tx_metadata` in front of every transmitted packet (0: none).
+    pub tx_metadata_len: u32,
+    /// `XDP_UMEM_TX_SW_CSUM`: the kernel computes requested checksums itself (copy mode).
+    pub tx_sw_checksum: bool,
+}
+
+/// The socket and its rings. Dropping it unmaps the rings and closes the socket (the UMEM's
+/// memory is the caller's and must outlive this).
+pub(crate) struct XskSocket {
+    pub fill: Ring<u64>,
+    pub comp: Ring<u64>,
+    pub rx: Ring<libc::xdp_desc>,
+    pub tx: Ring<libc::xdp_desc>,
+    fd: OwnedFd,
+}
+
+impl XskSocket {
+    /// Opens a socket on `ifname` queue `queue_id` over `umem` (see the module docs).
+    pub(crate) fn open(
+        ifname: &str,
+        queue_id: u32,
+        umem: &UmemArea,
+        setup: SocketSetup,
+    ) -> Result<Self, XdpError> {
+        let name = std::ffi::CString::new(ifname)
+            .map_err(|_| XdpError::Invalid("interface name has a NUL"))?;
+        // Safety: `name` is a NUL-terminated string that outlives the call.
+        let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
+        if ifindex == 0 {
+            return Err(XdpError::last_os("if_nametoindex"));
+        }
+        // Safety: plain socket creation; the fd is owned right away.
+        let raw = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+        if raw < 0 {
+            return Err(XdpError::last_os("create AF_XDP socket"));
+        }
+        // Safety: `raw` is a fresh fd nobody else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let s = fd.as_raw_fd();
+
+        let mut flags = 0;
+        if setup.tx_metadata_len > 0 {
+            flags |= libc::XDP_UMEM_TX_METADATA_LEN;
+        }
+        if setup.tx_sw_checksum {
+            flags |= libc::XDP_UMEM_TX_SW_CSUM;
+        }
+        let reg = libc::xdp_umem_reg {
+            addr: umem.addr(),
+            len: umem.len() as u64,
+            chunk_size: setup.frame_size,
+            headroom: 0,
+            flags,
+            tx_metadata_len: setup.tx_metadata_len,
+        };
+        set_option(s, libc::XDP_UMEM_REG, &reg, "register UMEM (XDP_UMEM_REG)")?;
+        for (opt, op) in [
+            (libc::XDP_UMEM_FILL_RING, "size fill ring"),
+            (libc::XDP_UMEM_COMPLETION_RING, "size completion ring"),
+            (libc::XDP_RX_RING, "size rx ring"),
+            (libc::XDP_TX_RING, "size tx ring"),
+        ] {
+            set_option(s, opt, &setup.ring_size, op)?;
+        }
+        // Safety: all-zero is a valid value of this plain C struct.
+        let mut off: libc::xdp_mmap_offsets = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::xdp_mmap_offsets>() as libc::socklen_t;
+        // Safety: `off` is writable for `len` bytes and both outlive the call.
+        let ret = unsafe {
+            libc::getsockopt(
+                s,
+                libc::SOL_XDP,
+                libc::XDP_MMAP_OFFSETS,
+                (&mut off as *mut libc::xdp_mmap_offsets).cast(),
+                &mut len,
+            )
+        };
+        if ret != 0 {
+            return Err(XdpError::last_os("getsockopt(XDP_MMAP_OFFSETS)"));
+        }
+        let size = setup.ring_size;
+        let fill = Ring::map(s, &off.fr, size, libc::XDP_UMEM_PGOFF_FILL_RING, true)?;
+        let comp = Ring::map(
+            s,
+            &off.cr,
+            size,
+            libc::XDP_UMEM_PGOFF_COMPLETION_RING,
+            false,
+        )?;
+        let rx = Ring::map(s, &off.rx, size, libc::XDP_PGOFF_RX_RING as u64, false)?;
+        let tx = Ring::map(s, &off.tx, size, libc::XDP_PGOFF_TX_RING as u64, true)?;
+
+        let addr = libc::sockaddr_xdp {
+            sxdp_family: libc::AF_XDP as u16,
+            sxdp_flags: setup.bind_flags,
+            sxdp_ifindex: ifindex,
+            sxdp_queue_id: queue_id,
+            sxdp_shared_umem_fd: 0,
+        };
+        // Safety: `addr` is a valid sockaddr_xdp of the length passed, read by the kernel only.
+        let ret = unsafe {
+            libc::bind(
+                s,
+                (&addr as *const libc::sockaddr_xdp).cast(),
+                std::mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
+            )
+        };
+        if ret != 0 {
+            return Err(XdpError::last_os("bind AF_XDP socket"));
+        }
+        Ok(XskSocket {
+            fill,
+            comp,
+            rx,
+            tx,
+            fd,
+        })
+    }
+
+    /// The socket's fd.
+    pub(crate) fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// Asks the kernel to transmit what the tx ring holds (`sendto`, non-blocking). Busy and
+    /// would-block answers are normal: the frames stay queued for the next kick.
+    pub(crate) fn kick_tx(&self) {
+        // Safety: no buffer is passed; the kernel only looks at the socket.
+        unsafe {
+            libc::sendto(
+                self.fd(),
+                std::ptr::null(),
+                0,
+                libc::MSG_DONTWAIT,
+                std::ptr::null(),
+                0,
+            )
+        };
+    }
+
+    /// Tells the kernel the fill ring has frames again (`recvfrom`, non-blocking).
+    pub(crate) fn kick_fill(&self) {
+        // Safety: no buffer is passed; the kernel only looks at the socket.
+        unsafe {
+            libc::recvfrom(
+                self.fd(),
+                std::ptr::null_mut(),
+                0,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        };
+    }
+
+    /// Waits up to `timeout_ms` for the rx ring to hold frames; true when it does.
+    pub(crate) fn poll_rx(&self, timeout_ms: i32) -> Result<bool, XdpError> {
+        let mut p = libc::pollfd {
+            fd: self.fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // Safety: one valid pollfd, writable, outliving the call.
+        let ret = unsafe { libc::poll(&mut p, 1, timeout_ms) };
+        match ret {
+            r if r > 0 => Ok(p.revents & libc::POLLIN != 0),
+            0 => Ok(false),
+            _ => {
+                let e = std::io::Error::last_os_error();
+                if e.kind() == std::io::ErrorKind::Interrupted {
+                    Ok(false)
+                } else {
+                    Err(XdpError::from_io("poll AF_XDP socket", &e))
+                }
+            }
+        }
+    }
+
+    /// The kernel's drop and error counters (`XDP_STATISTICS`).
+    pub(crate) fn statistics(&self) -> Result<libc::xdp_statistics, XdpError> {
+        // Safety: all-zero is a valid value of this plain C struct.
+        let mut st: libc::xdp_statistics = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::xdp_statistics>() as libc::socklen_t;
+        // Safety: `st` is writable for `len` bytes and both outlive the call.
+        let ret = unsafe {
+            libc::getsockopt(
+                self.fd(),
+                libc::SOL_XDP,
+                libc::XDP_STATISTICS,
+                (&mut st as *mut libc::xdp_statistics).cast(),
+                &mut len,
+            )
+        };
+        if ret != 0 {
+            return Err(XdpError::last_os("getsockopt(XDP_STATISTICS)"));
+        }
+        Ok(st)
+    }
+
+    /// Whether the socket runs zero-copy (`XDP_OPTIONS`).
+    pub(crate) fn is_zero_copy(&self) -> Result<bool, XdpError> {
+        let mut opts = libc::xdp_options { flags: 0 };
+        let mut len = std::mem::size_of::<libc::xdp_options>() as libc::socklen_t;
+        // Safety: `opts` is writable for `len` bytes and both outlive the call.
+        let ret = unsafe {
+            libc::getsockopt(
+                self.fd(),
+                libc::SOL_XDP,
+                libc::XDP_OPTIONS,
+                (&mut opts as *mut libc::xdp_options).cast(),
+                &mut len,
+            )
+        };
+        if ret != 0 {
+            return Err(XdpError::last_os("getsockopt(XDP_OPTIONS)"));
+        }
+        Ok(opts.flags & libc::XDP_OPTIONS_ZEROCOPY != 0)
+    }
+}
+
+/// Sets the `SOL_XDP` option `name` to `value`.
+fn set_option<T>(
+    fd: RawFd,
+    name: libc::c_int,
+    value: &T,
+    op: &'static str,
+) -> Result<(), XdpError> {
+    // Safety: `value` is readable for its size and outlives the call; the kernel only reads it.
+    let ret = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_XDP,
+            name,
+            (value as *const T).cast(),
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if ret == 0 {
+        Ok(())
+    } else {
+        Err(XdpError::last_os(op))
+    }
+}
+
+/// Sets one integer socket option; false when the kernel refuses it.
+pub(crate) fn set_int_option(fd: RawFd, level: libc::c_int, name: libc::c_int, value: u32) -> bool {
+    let v = value as libc::c_int;
+    // Safety: `v` is readable for the size passed and outlives the call; the kernel only
+    // reads it.
+    let ret = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    ret == 0
+}
