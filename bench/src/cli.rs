@@ -175,6 +175,29 @@ impl TestKind {
     }
 }
 
+/// Who computes TCP checksums of segments the xdp transport sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TxChecksumArg {
+    /// The engine.
+    Engine,
+    /// The device, through AF_XDP TX metadata.
+    Device,
+    /// The kernel in software (copy mode), through AF_XDP TX metadata.
+    Kernel,
+}
+
+impl TxChecksumArg {
+    /// The data plane's setting.
+    pub fn offload(self) -> dataplane::xdp::TxChecksumOffload {
+        use dataplane::xdp::TxChecksumOffload as T;
+        match self {
+            TxChecksumArg::Engine => T::Off,
+            TxChecksumArg::Device => T::Device,
+            TxChecksumArg::Kernel => T::Kernel,
+        }
+    }
+}
+
 /// Which transport carries the test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -411,6 +434,11 @@ pub struct TestArgs {
     /// xdp: the interface's receive queue [default: 0].
     #[arg(long, value_name = "N", help_heading = "xwarp options")]
     pub queue: Option<u32>,
+    /// xdp: who computes the TCP checksums of sent segments: `engine` (default), `device`
+    /// (AF_XDP TX metadata: NICs whose driver offers it; not veth towards another AF_XDP
+    /// engine) or `kernel` (the same request, computed by the kernel in copy mode).
+    #[arg(long, value_enum, default_value_t = TxChecksumArg::Engine, help_heading = "xwarp options")]
+    pub tx_checksum: TxChecksumArg,
     /// Ask for MPA markers on what this side receives.
     #[arg(long, help_heading = "xwarp options")]
     pub markers: bool,

@@ -116,6 +116,7 @@ pub fn xdp_config(args: &TestArgs, peer: Option<IpAddr>) -> Result<XdpConfig, St
     cfg.queue = args.queue();
     cfg.queues = args.qps;
     cfg.mode = args.engine().mode();
+    cfg.tx_checksum = args.tx_checksum.offload();
     Ok(cfg)
 }
 

@@ -68,6 +68,10 @@ pub struct XdpConfig {
     pub huge_pages: bool,
     /// Busy-poll socket options for NIC drivers that support them (off by default).
     pub busy_poll: Option<crate::xdp::BusyPoll>,
+    /// Who computes the TCP checksums of transmitted segments: the engine (default), the
+    /// device, or the kernel in software, through AF_XDP TX metadata
+    /// ([`crate::xdp::TxChecksumOffload`]).
+    pub tx_checksum: crate::xdp::TxChecksumOffload,
     /// The engine's caps: connections, neighbours, unverified SYN sources, outstanding work.
     pub limits: endpoint::EndpointLimits,
     /// Each listener's half-open table, SYN cookies, SYN-ACK retries and backlog (connections
@@ -91,6 +95,7 @@ impl XdpConfig {
             fault: crate::engine::FaultConfig::default(),
             huge_pages: false,
             busy_poll: None,
+            tx_checksum: crate::xdp::TxChecksumOffload::Off,
             limits: endpoint::EndpointLimits::default(),
             listener: tcp_offload::ListenerConfig::default(),
         }

@@ -166,18 +166,19 @@ impl<D: Domain> Endpoint<D> {
                 let r = io.tx_frame(now, &mut |buf: &mut [u8]| {
                     let n = l.tcp.poll_transmit(now, &mut buf[ethernet::HEADER_LEN..])?;
                     produced = true;
-                    let dst_ip = match tcp_offload::wire::parse(&buf[ethernet::HEADER_LEN..][..n]) {
-                        Ok(s) => s.tuple.local.ip(),
-                        Err(_) => return None,
-                    };
-                    let Some(dst) = neighbours.reply_hop(dst_ip) else {
+                    // The destination from the headers alone: the checksum may be left to
+                    // the device (`tcp_offload::TxChecksum::Offloaded`), so no verifying parse.
+                    let ethertype = ethernet::ethertype_of(&buf[ethernet::HEADER_LEN..]);
+                    buf[12..14].copy_from_slice(&ethertype.to_be_bytes());
+                    let (_, to) = crate::classify::flow_of(&buf[..ethernet::HEADER_LEN + n])?;
+                    let Some(dst) = neighbours.reply_hop(to.ip()) else {
                         no_hop = true;
                         return None;
                     };
                     EthernetRepr {
                         dst,
                         src,
-                        ethertype: ethernet::ethertype_of(&buf[ethernet::HEADER_LEN..]),
+                        ethertype,
                     }
                     .emit(buf);
                     frame_len = ethernet::HEADER_LEN + n;

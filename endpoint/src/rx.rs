@@ -112,7 +112,9 @@ impl<D: Domain> Endpoint<D> {
             let mut buf = vec![0u8; 128];
             let src = self.cfg.mac;
             let dst = eth.src();
-            if let Some(n) = frame_out(&mut buf, src, dst, |b| emit_rst_for(&seg, b)) {
+            if let Some(n) = frame_out(&mut buf, src, dst, |b| {
+                emit_rst_for(&seg, b, self.cfg.tcp.tx_checksum)
+            }) {
                 buf.truncate(n);
                 self.counters.rsts_for_unknown += 1;
                 if self.pending_tx.len() < PENDING_TX_MAX {

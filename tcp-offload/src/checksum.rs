@@ -17,6 +17,19 @@ use std::net::{IpAddr, Ipv4Addr};
 /// A partial ones'-complement sum in native byte order (not yet folded).
 pub type Sum = u64;
 
+/// Who finishes the TCP checksum of an emitted segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TxChecksum {
+    /// We do: the field holds the whole checksum.
+    #[default]
+    Full,
+    /// The device (or the kernel's transmit path) does: the field holds the folded sum of the
+    /// pseudo header alone, and whoever sends the frame asks for the sum from the TCP header
+    /// to the end, stored at the checksum field (Linux's `CHECKSUM_PARTIAL` convention; AF_XDP
+    /// TX metadata `csum_start`/`csum_offset`).
+    Offloaded,
+}
+
 /// The 16-bit word `v` (network order in the packet) as it enters a native-endian [`Sum`].
 pub fn word(v: u16) -> Sum {
     Sum::from(u16::from_ne_bytes(v.to_be_bytes()))

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::checksum::TxChecksum;
+
 /// Which congestion controller a connection uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum CongestionAlgo {
@@ -109,6 +111,10 @@ pub struct Config {
     /// every ULP message starts a segment with A = 1 (draft §4 segmentation A). Off: segments
     /// are cut only between runs (segmentation B, fewer segments).
     pub tcp_rdma_align_messages: bool,
+    /// Who finishes the TCP checksum of every segment this stack emits (connections,
+    /// listeners, RSTs): [`TxChecksum::Full`] (default) unless the frames leave through a
+    /// device told to finish them (AF_XDP TX metadata).
+    pub tx_checksum: TxChecksum,
 }
 
 impl Default for Config {
@@ -143,6 +149,7 @@ impl Default for Config {
             challenge_acks_per_sec: 100,
             tcp_rdma: false,
             tcp_rdma_align_messages: false,
+            tx_checksum: TxChecksum::Full,
         }
     }
 }

@@ -83,6 +83,7 @@ pub mod seq;
 pub mod tx;
 pub mod wire;
 
+pub use checksum::TxChecksum;
 pub use config::{Config, CongestionAlgo, Keepalive, TcpConfigError, SHORT_SEGMENT_SLACK};
 pub use connection::{emit_rst_for, CloseReason, Connection, Event, SendError, State};
 pub use counters::{ListenerCounters, TcpCounters};

@@ -10,6 +10,7 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::time::Instant;
 
+use crate::checksum::TxChecksum;
 use crate::config::Config;
 use crate::connection::{default_peer_mss, emit_rst, emit_rst_for, Connection, RstOut, State};
 use crate::counters::ListenerCounters;
@@ -473,7 +474,7 @@ impl TcpListener {
         match r {
             Reply::Rst { tuple, seq, ack } => {
                 self.counters.rsts_sent += 1;
-                emit_rst(tuple, RstOut { seq, ack }, buf)
+                emit_rst(tuple, RstOut { seq, ack }, buf, self.cfg.tx_checksum)
             }
             Reply::Cookie(c) => {
                 let repr = SegmentRepr {
@@ -493,14 +494,14 @@ impl TcpListener {
                         ..Default::default()
                     },
                 };
-                repr.emit(buf, 0, |_| {}).ok()
+                repr.emit_with(buf, 0, |_| {}, self.cfg.tx_checksum).ok()
             }
         }
     }
 
     /// Answers a segment that matches nothing with RST (helper for endpoints).
-    pub fn emit_rst(seg: &TcpSegment<'_>, buf: &mut [u8]) -> Option<usize> {
-        emit_rst_for(seg, buf)
+    pub fn emit_rst(seg: &TcpSegment<'_>, buf: &mut [u8], cks: TxChecksum) -> Option<usize> {
+        emit_rst_for(seg, buf, cks)
     }
 }
 

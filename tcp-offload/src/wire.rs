@@ -9,7 +9,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-use crate::checksum;
+use crate::checksum::{self, TxChecksum};
 use crate::isn::FourTuple;
 use crate::rdma::option::{self as rdma_opt, RdmaOption, RdmaOptionError};
 use crate::seq::SeqNum;
@@ -577,6 +577,19 @@ impl SegmentRepr {
         payload_len: usize,
         fill: impl FnOnce(&mut [u8]),
     ) -> Result<usize, WireError> {
+        self.emit_with(buf, payload_len, fill, TxChecksum::Full)
+    }
+
+    /// [`SegmentRepr::emit`], with the TCP checksum finished here ([`TxChecksum::Full`]) or
+    /// left to the device ([`TxChecksum::Offloaded`]: the pseudo header's sum only, and the
+    /// payload is not read again).
+    pub fn emit_with(
+        &self,
+        buf: &mut [u8],
+        payload_len: usize,
+        fill: impl FnOnce(&mut [u8]),
+        cks: TxChecksum,
+    ) -> Result<usize, WireError> {
         let (src, dst) = (self.tuple.local, self.tuple.remote);
         let opt_len = self.options.encoded_len();
         if opt_len > MAX_OPTIONS_LEN {
@@ -609,7 +622,10 @@ impl SegmentRepr {
         fill(payload);
         let pseudo =
             checksum::pseudo(src.ip(), dst.ip(), l4_len).ok_or(WireError::Ipv6Unsupported)?;
-        let sum = checksum::field(payload, checksum::sum(th, pseudo));
+        let sum = match cks {
+            TxChecksum::Full => checksum::field(payload, checksum::sum(th, pseudo)),
+            TxChecksum::Offloaded => checksum::fold(pseudo),
+        };
         th[field::tcp::CHECKSUM].copy_from_slice(&sum.to_be_bytes());
         Ok(total)
     }

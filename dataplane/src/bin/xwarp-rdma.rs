@@ -13,6 +13,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use dataplane::xdp::TxChecksumOffload;
 use dataplane::{
     Access, CompletionQueue, ConnectionConfig, Device, EngineMode, MemoryRegion, MpaSettings,
     Opcode, QpInit, QueuePair, RemoteAddr, Transport, XdpConfig,
@@ -86,6 +87,11 @@ struct Wire {
     /// `threaded` (a busy-polling engine thread).
     #[arg(long, value_enum, default_value_t = EngineArg::Inline)]
     engine: EngineArg,
+    /// xdp transport: who computes TCP checksums of sent segments: `engine` (default),
+    /// `device` (AF_XDP TX metadata: NICs whose driver offers it; not veth towards another
+    /// AF_XDP engine) or `kernel` (the same request, computed by the kernel in copy mode).
+    #[arg(long, value_enum, default_value_t = TxChecksumArg::Engine)]
+    tx_checksum: TxChecksumArg,
     /// Give every FPDU its own TCP segment (slow; for packet captures).
     #[arg(long)]
     segment_per_fpdu: bool,
@@ -103,6 +109,13 @@ struct Wire {
 enum TransportArg {
     Kernel,
     Xdp,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy)]
+enum TxChecksumArg {
+    Engine,
+    Device,
+    Kernel,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy)]
@@ -130,6 +143,11 @@ fn open_device(w: &Wire, addr: IpAddr) -> Result<Device, Failure> {
             cfg.mode = match w.engine {
                 EngineArg::Inline => EngineMode::Inline,
                 EngineArg::Threaded => EngineMode::Threaded,
+            };
+            cfg.tx_checksum = match w.tx_checksum {
+                TxChecksumArg::Engine => TxChecksumOffload::Off,
+                TxChecksumArg::Device => TxChecksumOffload::Device,
+                TxChecksumArg::Kernel => TxChecksumOffload::Kernel,
             };
             Device::open_xdp(cfg).map_err(|e| Failure::Setup(e.to_string()))
         }

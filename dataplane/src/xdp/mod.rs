@@ -37,6 +37,7 @@ mod ring;
 pub mod rss;
 mod steered;
 mod test_run;
+mod tx_metadata;
 // A test fixture (namespaces and veth pairs for the privileged tests of this workspace), not
 // part of the library's API.
 #[doc(hidden)]
@@ -52,4 +53,4 @@ pub use ports::LocalPortRange;
 pub use program::{AttachMode, AttachPolicy, XdpProgram};
 pub use steered::steered_queue;
 pub use test_run::XdpAction;
-pub use xsk::{BindMode, BusyPoll, Frame, XskConfig, XskQueue, XskStatistics};
+pub use xsk::{BindMode, BusyPoll, Frame, TxChecksumOffload, XskConfig, XskQueue, XskStatistics};

@@ -11,9 +11,11 @@
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use super::tx_metadata::{self, TX_METADATA_LEN};
 use super::umem_area::UmemArea;
 use super::xsk_socket::{set_int_option, SocketSetup, XskSocket};
 use super::XdpError;
+use tcp_offload::checksum;
 
 /// How the socket binds to the queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -79,6 +81,29 @@ pub struct XskConfig {
     /// frames ([`Frame::continues`], [`XskQueue::scatter`]). Needs Linux 6.6 (copy mode) and
     /// an `xdp.frags` program, which [`super::XdpProgram`] is. Off by default.
     pub multi_buffer: bool,
+    /// Who finishes the TCP checksums of transmitted frames ([`TxChecksumOffload`]).
+    pub tx_checksum: TxChecksumOffload,
+}
+
+/// Who computes the TCP checksum of a transmitted frame. With anything but `Off`, every frame
+/// [`XskQueue::send`] queues that carries TCP over IPv4 or IPv6 gets an AF_XDP TX metadata
+/// request (`XDP_TXMD_FLAGS_CHECKSUM`, from the TCP header to the end, stored at the TCP
+/// checksum field), and its checksum field must hold the pseudo header's folded sum
+/// (`tcp_offload::TxChecksum::Offloaded`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TxChecksumOffload {
+    /// The engine computes it (default); frames leave complete.
+    #[default]
+    Off,
+    /// The device: zero-copy drivers that list `tx-checksum` among their AF_XDP features
+    /// (`ynl --family netdev --dump dev-get`: ice, mlx5, igc, stmmac); in copy mode the
+    /// kernel's transmit path hands the request to the driver as `CHECKSUM_PARTIAL` and
+    /// computes the sum itself where the device cannot. Not for veth towards an XDP receiver:
+    /// the partial sum crosses the pair unfinished.
+    Device,
+    /// The kernel, in software (`XDP_UMEM_TX_SW_CSUM`; copy mode only): the same request, the
+    /// sum computed in the `sendto` path. Proves the metadata path on veth; saves nothing there.
+    Kernel,
 }
 
 /// Busy-poll settings of an AF_XDP socket.
@@ -110,6 +135,7 @@ impl Default for XskConfig {
             huge_pages: false,
             busy_poll: None,
             multi_buffer: false,
+            tx_checksum: TxChecksumOffload::Off,
         }
     }
 }
@@ -208,6 +234,7 @@ pub struct XskQueue {
     multi_buffer: bool,
     zero_copy: bool,
     need_wakeup: bool,
+    tx_checksum: TxChecksumOffload,
     queue_id: u32,
     tx_budget: u32,
 }
@@ -264,8 +291,12 @@ impl XskQueue {
             frame_size: cfg.frame_size,
             ring_size: cfg.ring_size,
             bind_flags,
-            tx_metadata_len: 0,
-            tx_sw_checksum: false,
+            tx_metadata_len: if cfg.tx_checksum == TxChecksumOffload::Off {
+                0
+            } else {
+                TX_METADATA_LEN
+            },
+            tx_sw_checksum: cfg.tx_checksum == TxChecksumOffload::Kernel,
         };
         let socket = XskSocket::open(ifname, queue_id, &umem, setup)?;
         let zero_copy = socket.is_zero_copy()?;
@@ -316,6 +347,7 @@ impl XskQueue {
             multi_buffer: cfg.multi_buffer,
             zero_copy,
             need_wakeup: cfg.need_wakeup,
+            tx_checksum: cfg.tx_checksum,
             queue_id,
             tx_budget,
         };
@@ -347,6 +379,13 @@ impl XskQueue {
     /// Largest packet a frame holds.
     pub fn frame_capacity(&self) -> usize {
         self.capacity
+    }
+
+    /// Whether TCP checksums of sent frames are left to the device or kernel (see
+    /// [`TxChecksumOffload`]): the frames' checksum fields must then hold the pseudo header's
+    /// sum only.
+    pub fn offloads_tcp_checksum(&self) -> bool {
+        self.tx_checksum != TxChecksumOffload::Off
     }
 
     /// Whether the socket is bound with `XDP_USE_SG` (packets may span frames).
@@ -482,13 +521,28 @@ impl XskQueue {
         if self.free_frames(frames) < frames {
             return None;
         }
+        // The kernel's software checksum (`XDP_UMEM_TX_SW_CSUM`) covers only a packet's first
+        // buffer: a chain's TCP checksum is finished here instead (its field holds the pseudo
+        // header's sum, see `TxChecksumOffload`).
+        let finish = (self.tx_checksum == TxChecksumOffload::Kernel && frames > 1)
+            .then(|| tx_metadata::tcp_header_offset(packet))
+            .flatten()
+            .map(|l4| (l4, !checksum::fold(checksum::sum(&packet[l4..], 0))));
         for (i, piece) in packet.chunks(self.capacity).enumerate() {
             let mut f = self.alloc()?;
             if i + 1 < frames {
                 f.options = XDP_PKT_CONTD;
             }
             f.len = piece.len() as u32;
-            self.data_mut(&mut f).copy_from_slice(piece);
+            let data = self.data_mut(&mut f);
+            data.copy_from_slice(piece);
+            if let (0, Some((l4, sum))) = (i, finish) {
+                // The first frame holds the whole TCP header (`tcp_header_offset` checked the
+                // field lies in `packet`, and a frame is longer than any header).
+                if let Some(field) = data.get_mut(l4 + 16..l4 + 18) {
+                    field.copy_from_slice(&sum.to_be_bytes());
+                }
+            }
             out.push(f);
         }
         Some(frames)
@@ -525,10 +579,23 @@ impl XskQueue {
 
     /// Queues the frames of `frames` on the tx ring and kicks the kernel if it asks: all of
     /// them when the ring has room for all, else none, so a chain of [`XskQueue::scatter`] is
-    /// never split. The queued tokens leave `frames`. Returns how many were queued.
+    /// never split. The queued tokens leave `frames`. Returns how many were queued. With
+    /// [`XskQueue::offloads_tcp_checksum`], the first frame of every TCP packet gets its
+    /// checksum request.
     pub fn send(&mut self, frames: &mut Vec<Frame>) -> usize {
         if frames.is_empty() {
             return 0;
+        }
+        if self.tx_checksum != TxChecksumOffload::Off {
+            // `Kernel` chains were finished by `scatter`.
+            let chains_done = self.tx_checksum == TxChecksumOffload::Kernel;
+            let mut first = true;
+            for f in frames.iter_mut() {
+                if first && !(chains_done && f.continues()) {
+                    self.request_tcp_checksum(f);
+                }
+                first = !f.continues();
+            }
         }
         self.descs.clear();
         for f in frames.iter() {
@@ -636,6 +703,21 @@ impl XskQueue {
         self.set_len(frame, bytes.len())?;
         self.data_mut(frame).copy_from_slice(bytes);
         Ok(())
+    }
+
+    /// Writes a TX metadata checksum request in front of `frame` when it starts an Ethernet
+    /// frame of TCP over IPv4 or IPv6 (else leaves it alone).
+    fn request_tcp_checksum(&self, frame: &mut Frame) {
+        let Some(meta) = tx_metadata::tcp_checksum_request(self.data(frame)) else {
+            return;
+        };
+        let at = frame.addr - u64::from(TX_METADATA_LEN);
+        debug_assert!(at >= self.frame_start(frame.addr));
+        // Safety: the metadata slot is the end of `frame`'s headroom (the packet starts
+        // `UMEM_HEADROOM` >= 16 bytes into the frame, see `alloc`); `&mut frame` is the only
+        // token of that frame, so neither the kernel nor another view touches those bytes.
+        unsafe { self.umem.bytes_mut(at, meta.len()) }.copy_from_slice(&meta);
+        frame.options |= libc::XDP_TX_METADATA;
     }
 
     fn check_owner(&self, frame: &Frame) {

@@ -79,22 +79,8 @@ impl XskSocket {
         ] {
             set_option(s, opt, &setup.ring_size, op)?;
         }
-        // Safety: all-zero is a valid value of this plain C struct.
-        let mut off: libc::xdp_mmap_offsets = unsafe { std::mem::zeroed() };
-        let mut len = std::mem::size_of::<libc::xdp_mmap_offsets>() as libc::socklen_t;
-        // Safety: `off` is writable for `len` bytes and both outlive the call.
-        let ret = unsafe {
-            libc::getsockopt(
-                s,
-                libc::SOL_XDP,
-                libc::XDP_MMAP_OFFSETS,
-                (&mut off as *mut libc::xdp_mmap_offsets).cast(),
-                &mut len,
-            )
-        };
-        if ret != 0 {
-            return Err(XdpError::last_os("getsockopt(XDP_MMAP_OFFSETS)"));
-        }
+        let off: libc::xdp_mmap_offsets =
+            get_option(s, libc::XDP_MMAP_OFFSETS, "getsockopt(XDP_MMAP_OFFSETS)")?;
         let size = setup.ring_size;
         let fill = Ring::map(s, &off.fr, size, libc::XDP_UMEM_PGOFF_FILL_RING, true)?;
         let comp = Ring::map(
@@ -195,44 +181,50 @@ impl XskSocket {
 
     /// The kernel's drop and error counters (`XDP_STATISTICS`).
     pub(crate) fn statistics(&self) -> Result<libc::xdp_statistics, XdpError> {
-        // Safety: all-zero is a valid value of this plain C struct.
-        let mut st: libc::xdp_statistics = unsafe { std::mem::zeroed() };
-        let mut len = std::mem::size_of::<libc::xdp_statistics>() as libc::socklen_t;
-        // Safety: `st` is writable for `len` bytes and both outlive the call.
-        let ret = unsafe {
-            libc::getsockopt(
-                self.fd(),
-                libc::SOL_XDP,
-                libc::XDP_STATISTICS,
-                (&mut st as *mut libc::xdp_statistics).cast(),
-                &mut len,
-            )
-        };
-        if ret != 0 {
-            return Err(XdpError::last_os("getsockopt(XDP_STATISTICS)"));
-        }
-        Ok(st)
+        get_option(
+            self.fd(),
+            libc::XDP_STATISTICS,
+            "getsockopt(XDP_STATISTICS)",
+        )
     }
 
     /// Whether the socket runs zero-copy (`XDP_OPTIONS`).
     pub(crate) fn is_zero_copy(&self) -> Result<bool, XdpError> {
-        let mut opts = libc::xdp_options { flags: 0 };
-        let mut len = std::mem::size_of::<libc::xdp_options>() as libc::socklen_t;
-        // Safety: `opts` is writable for `len` bytes and both outlive the call.
-        let ret = unsafe {
-            libc::getsockopt(
-                self.fd(),
-                libc::SOL_XDP,
-                libc::XDP_OPTIONS,
-                (&mut opts as *mut libc::xdp_options).cast(),
-                &mut len,
-            )
-        };
-        if ret != 0 {
-            return Err(XdpError::last_os("getsockopt(XDP_OPTIONS)"));
-        }
+        let opts: libc::xdp_options =
+            get_option(self.fd(), libc::XDP_OPTIONS, "getsockopt(XDP_OPTIONS)")?;
         Ok(opts.flags & libc::XDP_OPTIONS_ZEROCOPY != 0)
     }
+}
+
+/// A C struct the kernel fills from `getsockopt`.
+///
+/// # Safety
+/// All-zero and any bytes the kernel writes must be valid values (plain integers only).
+unsafe trait PlainOption: Sized {}
+// Safety: u64 fields only.
+unsafe impl PlainOption for libc::xdp_statistics {}
+// Safety: one u32.
+unsafe impl PlainOption for libc::xdp_options {}
+// Safety: u64 fields only (four ring offsets of four u64 each).
+unsafe impl PlainOption for libc::xdp_mmap_offsets {}
+
+/// Reads the `SOL_XDP` option `name`.
+fn get_option<T: PlainOption>(
+    fd: RawFd,
+    name: libc::c_int,
+    op: &'static str,
+) -> Result<T, XdpError> {
+    // Safety: all-zero is a valid `T` (PlainOption).
+    let mut v: T = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<T>() as libc::socklen_t;
+    // Safety: `v` is writable for `len` bytes and both outlive the call; whatever the kernel
+    // writes is a valid `T` (PlainOption).
+    let ret =
+        unsafe { libc::getsockopt(fd, libc::SOL_XDP, name, (&mut v as *mut T).cast(), &mut len) };
+    if ret != 0 {
+        return Err(XdpError::last_os(op));
+    }
+    Ok(v)
 }
 
 /// Sets the `SOL_XDP` option `name` to `value`.

@@ -110,6 +110,7 @@ impl XdpDevice {
                 huge_pages: cfg.huge_pages,
                 busy_poll: cfg.busy_poll,
                 multi_buffer,
+                tx_checksum: cfg.tx_checksum,
                 ..XskConfig::default()
             },
         )
@@ -126,6 +127,7 @@ impl XdpDevice {
             xdp_mode = ?prog.mode(),
             zero_copy = queue.is_zero_copy(),
             multi_buffer,
+            tx_checksum = ?cfg.tx_checksum,
             "AF_XDP device open"
         );
 
@@ -134,6 +136,10 @@ impl XdpDevice {
         ecfg.lane = lane.clone();
         ecfg.limits = cfg.limits.clone();
         ecfg.listener = cfg.listener.clone();
+        if queue.offloads_tcp_checksum() {
+            // The queue asks the device (or kernel) to finish every TCP checksum.
+            ecfg.tcp.tx_checksum = tcp_offload::TxChecksum::Offloaded;
+        }
         // One frame, or a chain of them on a multi-buffer socket: the MTU is the limit.
         let max_frame = (mtu as usize + 14).min(queue.max_packet());
         // The MSS we announce excludes TCP options (RFC 9293 §3.7.1, RFC 6691): each sender

@@ -63,7 +63,7 @@ impl Connection {
     ) -> Option<usize> {
         if let Some(r) = self.rst_out.take() {
             self.counters.rsts_sent += 1;
-            return emit_rst(self.tuple, r, buf);
+            return emit_rst(self.tuple, r, buf, self.cfg.tx_checksum);
         }
         match self.state {
             State::Closed | State::Listen => return None,
@@ -155,7 +155,7 @@ impl Connection {
             window,
             options: o,
         };
-        let n = repr.emit(buf, 0, |_| {}).ok()?;
+        let n = repr.emit_with(buf, 0, |_| {}, self.cfg.tx_checksum).ok()?;
         self.syn_due = false;
         self.snd_nxt = self.snd_nxt.max(1);
         if synack {
@@ -401,8 +401,9 @@ impl Connection {
             options,
         };
         let sendbuf = &self.sendbuf;
+        let fill = |p: &mut [u8]| sendbuf.fill(off, p, source);
         let n = repr
-            .emit(buf, len as usize, |p| sendbuf.fill(off, p, source))
+            .emit_with(buf, len as usize, fill, self.cfg.tx_checksum)
             .ok()?;
         self.last_ack_sent = self.recv.nxt;
         self.ack_now = false;

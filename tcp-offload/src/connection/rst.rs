@@ -1,5 +1,6 @@
 //! Resets for segments that do not belong to a connection (RFC 9293 §3.10.7.1).
 
+use crate::checksum::TxChecksum;
 use crate::isn::FourTuple;
 use crate::seq::SeqNum;
 use crate::wire::{Flags, SegmentRepr, TcpOptions, TcpSegment};
@@ -25,8 +26,13 @@ pub(crate) fn rst_for(seg: &TcpSegment<'_>) -> RstOut {
     }
 }
 
-/// Emits a bare RST (no options, window 0).
-pub(crate) fn emit_rst(tuple: FourTuple, r: RstOut, buf: &mut [u8]) -> Option<usize> {
+/// Emits a bare RST (no options, window 0), its checksum finished as `cks` says.
+pub(crate) fn emit_rst(
+    tuple: FourTuple,
+    r: RstOut,
+    buf: &mut [u8],
+    cks: TxChecksum,
+) -> Option<usize> {
     let repr = SegmentRepr {
         tuple,
         seq: r.seq,
@@ -38,13 +44,13 @@ pub(crate) fn emit_rst(tuple: FourTuple, r: RstOut, buf: &mut [u8]) -> Option<us
         window: 0,
         options: TcpOptions::default(),
     };
-    repr.emit(buf, 0, |_| {}).ok()
+    repr.emit_with(buf, 0, |_| {}, cks).ok()
 }
 
 /// Emits the RST answering `seg` into `buf` (for listeners and endpoints without a connection).
-pub fn emit_rst_for(seg: &TcpSegment<'_>, buf: &mut [u8]) -> Option<usize> {
+pub fn emit_rst_for(seg: &TcpSegment<'_>, buf: &mut [u8], cks: TxChecksum) -> Option<usize> {
     if seg.flags.rst {
         return None;
     }
-    emit_rst(seg.tuple, rst_for(seg), buf)
+    emit_rst(seg.tuple, rst_for(seg), buf, cks)
 }
