@@ -178,6 +178,8 @@ impl TestKind {
 /// Who computes TCP checksums of segments the xdp transport sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum TxChecksumArg {
+    /// The device where its driver offers it, else the engine.
+    Auto,
     /// The engine.
     Engine,
     /// The device, through AF_XDP TX metadata.
@@ -191,6 +193,7 @@ impl TxChecksumArg {
     pub fn offload(self) -> dataplane::xdp::TxChecksumOffload {
         use dataplane::xdp::TxChecksumOffload as T;
         match self {
+            TxChecksumArg::Auto => T::Auto,
             TxChecksumArg::Engine => T::Off,
             TxChecksumArg::Device => T::Device,
             TxChecksumArg::Kernel => T::Kernel,
@@ -434,10 +437,11 @@ pub struct TestArgs {
     /// xdp: the interface's receive queue [default: 0].
     #[arg(long, value_name = "N", help_heading = "xwarp options")]
     pub queue: Option<u32>,
-    /// xdp: who computes the TCP checksums of sent segments: `engine` (default), `device`
-    /// (AF_XDP TX metadata: NICs whose driver offers it; not veth towards another AF_XDP
-    /// engine) or `kernel` (the same request, computed by the kernel in copy mode).
-    #[arg(long, value_enum, default_value_t = TxChecksumArg::Engine, help_heading = "xwarp options")]
+    /// xdp: who computes the TCP checksums of sent segments: `auto` (the device where its
+    /// driver offers it through AF_XDP TX metadata, else the engine), `engine`, `device` (not
+    /// veth towards another AF_XDP engine) or `kernel` (the same request, computed by the
+    /// kernel in copy mode).
+    #[arg(long, value_enum, default_value_t = TxChecksumArg::Auto, help_heading = "xwarp options")]
     pub tx_checksum: TxChecksumArg,
     /// Ask for MPA markers on what this side receives.
     #[arg(long, help_heading = "xwarp options")]

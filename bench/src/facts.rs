@@ -1,7 +1,7 @@
 //! The parameter block: what a test ran on (transport, XDP mode, zero-copy, engine, MTU/MSS,
 //! negotiated MPA markers and CRC), from the device and the connected queue pair.
 
-use dataplane::xdp::AttachMode;
+use dataplane::xdp::{AttachMode, TxChecksumOffload};
 use dataplane::{Device, EngineMode, QueuePair};
 
 use crate::cli::RunSpec;
@@ -44,6 +44,14 @@ pub fn params(spec: &RunSpec, device: &Device, qp: Option<&QueuePair>) -> Params
         });
         p.mtu = Some(x.mtu);
         p.mss = Some(x.mss);
+        p.tx_checksum = Some(
+            match x.tx_checksum {
+                TxChecksumOffload::Device => "device",
+                TxChecksumOffload::Kernel => "kernel",
+                TxChecksumOffload::Off | TxChecksumOffload::Auto => "engine",
+            }
+            .into(),
+        );
     }
     if device.xdp_info().is_none() {
         // The kernel transport: driver threads, or the application's polls.

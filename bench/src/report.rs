@@ -70,6 +70,8 @@ pub struct Params {
     pub mtu: Option<u32>,
     /// The MSS of the engine's TCP.
     pub mss: Option<u16>,
+    /// Who computed TCP checksums of sent segments: `engine`, `device` or `kernel` (xdp).
+    pub tx_checksum: Option<String>,
     /// MPA markers we insert, as negotiated.
     pub tx_markers: Option<bool>,
     /// MPA markers the peer inserts, as negotiated.
@@ -124,6 +126,7 @@ impl Params {
             ("Engine", opt(&self.engine)),
             ("MTU", self.mtu.map(|m| m.to_string())),
             ("MSS", self.mss.map(|m| m.to_string())),
+            ("TCP checksums", opt(&self.tx_checksum)),
             (
                 "MPA markers",
                 self.tx_markers

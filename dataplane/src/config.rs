@@ -68,8 +68,8 @@ pub struct XdpConfig {
     pub huge_pages: bool,
     /// Busy-poll socket options for NIC drivers that support them (off by default).
     pub busy_poll: Option<crate::xdp::BusyPoll>,
-    /// Who computes the TCP checksums of transmitted segments: the engine (default), the
-    /// device, or the kernel in software, through AF_XDP TX metadata
+    /// Who computes the TCP checksums of transmitted segments: the device where its driver
+    /// offers it through AF_XDP TX metadata, else the engine (`Auto`, the default); or as set
     /// ([`crate::xdp::TxChecksumOffload`]).
     pub tx_checksum: crate::xdp::TxChecksumOffload,
     /// The engine's caps: connections, neighbours, unverified SYN sources, outstanding work.
@@ -95,7 +95,7 @@ impl XdpConfig {
             fault: crate::engine::FaultConfig::default(),
             huge_pages: false,
             busy_poll: None,
-            tx_checksum: crate::xdp::TxChecksumOffload::Off,
+            tx_checksum: crate::xdp::TxChecksumOffload::Auto,
             limits: endpoint::EndpointLimits::default(),
             listener: tcp_offload::ListenerConfig::default(),
         }
@@ -140,6 +140,8 @@ pub struct XdpInfo {
     pub mss: u16,
     /// Inline, threaded or pinned engine.
     pub mode: EngineMode,
+    /// Who computes TCP checksums of sent segments (`Auto` decided: never `Auto`).
+    pub tx_checksum: crate::xdp::TxChecksumOffload,
 }
 
 /// Settings of one queue pair / connection: [`ConnectionConfig::default`], then the `with_*`

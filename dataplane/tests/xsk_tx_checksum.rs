@@ -153,6 +153,49 @@ fn kernel_finishes_requested_tcp_checksums() {
     }
 }
 
+/// `Auto` asks the driver: veth offers no AF_XDP TX checksum, so the engine keeps computing
+/// them (the query answers with veth's XDP feature bits, so it did reach the driver).
+#[test]
+fn auto_leaves_checksums_to_the_engine_on_veth() {
+    let Some(tb) = or_skip("txca", for_test("txca")) else {
+        return;
+    };
+    tb.run_in(Side::A, || {
+        let ifname = tb.ifname(Side::A);
+        let idx = dataplane::xdp::program::ifindex(ifname).unwrap();
+        let features = dataplane::xdp::xsk_features::dev_features(idx).unwrap();
+        // veth's XDP features (basic, redirect, ndo-xmit, ...): the query was answered.
+        assert_ne!(features.xdp, 0, "{features:?}");
+        assert_eq!(
+            features.xsk & dataplane::xdp::xsk_features::XSK_TX_CHECKSUM,
+            0
+        );
+        assert_eq!(
+            TxChecksumOffload::Auto.resolve(ifname),
+            TxChecksumOffload::Off
+        );
+        let q = XskQueue::new(
+            ifname,
+            0,
+            XskConfig {
+                bind_mode: BindMode::Copy,
+                tx_checksum: TxChecksumOffload::Auto,
+                ..XskConfig::default()
+            },
+        )
+        .unwrap();
+        assert!(!q.offloads_tcp_checksum());
+        // The other settings are what they say.
+        for t in [
+            TxChecksumOffload::Off,
+            TxChecksumOffload::Device,
+            TxChecksumOffload::Kernel,
+        ] {
+            assert_eq!(t.resolve(ifname), t);
+        }
+    });
+}
+
 /// `Device` in copy mode: the request reaches the driver as `CHECKSUM_PARTIAL`; a device that
 /// cannot checksum (veth with `tx off`) gets it finished by the kernel's transmit path.
 #[test]

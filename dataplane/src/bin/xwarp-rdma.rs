@@ -87,10 +87,11 @@ struct Wire {
     /// `threaded` (a busy-polling engine thread).
     #[arg(long, value_enum, default_value_t = EngineArg::Inline)]
     engine: EngineArg,
-    /// xdp transport: who computes TCP checksums of sent segments: `engine` (default),
-    /// `device` (AF_XDP TX metadata: NICs whose driver offers it; not veth towards another
-    /// AF_XDP engine) or `kernel` (the same request, computed by the kernel in copy mode).
-    #[arg(long, value_enum, default_value_t = TxChecksumArg::Engine)]
+    /// xdp transport: who computes TCP checksums of sent segments: `auto` (the device where
+    /// its driver offers it through AF_XDP TX metadata, else the engine), `engine`, `device`
+    /// (not veth towards another AF_XDP engine) or `kernel` (the same request, computed by the
+    /// kernel in copy mode).
+    #[arg(long, value_enum, default_value_t = TxChecksumArg::Auto)]
     tx_checksum: TxChecksumArg,
     /// Give every FPDU its own TCP segment (slow; for packet captures).
     #[arg(long)]
@@ -113,6 +114,7 @@ enum TransportArg {
 
 #[derive(ValueEnum, Debug, Clone, Copy)]
 enum TxChecksumArg {
+    Auto,
     Engine,
     Device,
     Kernel,
@@ -145,6 +147,7 @@ fn open_device(w: &Wire, addr: IpAddr) -> Result<Device, Failure> {
                 EngineArg::Threaded => EngineMode::Threaded,
             };
             cfg.tx_checksum = match w.tx_checksum {
+                TxChecksumArg::Auto => TxChecksumOffload::Auto,
                 TxChecksumArg::Engine => TxChecksumOffload::Off,
                 TxChecksumArg::Device => TxChecksumOffload::Device,
                 TxChecksumArg::Kernel => TxChecksumOffload::Kernel,

@@ -44,6 +44,7 @@ mod tx_metadata;
 pub mod testbed;
 mod umem_area;
 pub mod xsk;
+pub mod xsk_features;
 mod xsk_socket;
 
 pub use error::{IfName, XdpError};

@@ -104,6 +104,27 @@ pub enum TxChecksumOffload {
     /// The kernel, in software (`XDP_UMEM_TX_SW_CSUM`; copy mode only): the same request, the
     /// sum computed in the `sendto` path. Proves the metadata path on veth; saves nothing there.
     Kernel,
+    /// `Device` where the driver lists `tx-checksum` among its AF_XDP features (the `netdev`
+    /// netlink family, Linux 6.8+), else `Off`: what [`crate::XdpConfig`] starts with.
+    Auto,
+}
+
+impl TxChecksumOffload {
+    /// `Auto` decided for interface `ifname` (other settings stay as they are).
+    pub fn resolve(self, ifname: &str) -> TxChecksumOffload {
+        if self != TxChecksumOffload::Auto {
+            return self;
+        }
+        let features = super::program::ifindex(ifname).and_then(super::xsk_features::dev_features);
+        match features {
+            Ok(f) if f.xsk & super::xsk_features::XSK_TX_CHECKSUM != 0 => TxChecksumOffload::Device,
+            Ok(_) => TxChecksumOffload::Off,
+            Err(e) => {
+                tracing::debug!("{ifname}: AF_XDP features unknown ({e}); checksums by the engine");
+                TxChecksumOffload::Off
+            }
+        }
+    }
 }
 
 /// Busy-poll settings of an AF_XDP socket.
@@ -272,6 +293,7 @@ impl XskQueue {
     /// [`XskQueue::fd`] with [`super::XdpProgram::register_socket`].
     pub fn new(ifname: &str, queue_id: u32, cfg: XskConfig) -> Result<Self, XdpError> {
         cfg.validate()?;
+        let tx_checksum = cfg.tx_checksum.resolve(ifname);
         let umem = UmemArea::new(
             cfg.frame_count as usize * cfg.frame_size as usize,
             cfg.huge_pages,
@@ -291,12 +313,12 @@ impl XskQueue {
             frame_size: cfg.frame_size,
             ring_size: cfg.ring_size,
             bind_flags,
-            tx_metadata_len: if cfg.tx_checksum == TxChecksumOffload::Off {
+            tx_metadata_len: if tx_checksum == TxChecksumOffload::Off {
                 0
             } else {
                 TX_METADATA_LEN
             },
-            tx_sw_checksum: cfg.tx_checksum == TxChecksumOffload::Kernel,
+            tx_sw_checksum: tx_checksum == TxChecksumOffload::Kernel,
         };
         let socket = XskSocket::open(ifname, queue_id, &umem, setup)?;
         let zero_copy = socket.is_zero_copy()?;
@@ -311,13 +333,18 @@ impl XskQueue {
             set_tx_budget(socket.fd(), cfg.ring_size)
         };
         tracing::info!(
-            "{ifname} queue {queue_id}: AF_XDP socket in {} mode{}{}",
+            "{ifname} queue {queue_id}: AF_XDP socket in {} mode{}{}{}",
             if zero_copy { "zero-copy" } else { "copy" },
             if cfg.need_wakeup { ", need_wakeup" } else { "" },
             if cfg.multi_buffer {
                 ", multi-buffer"
             } else {
                 ""
+            },
+            match tx_checksum {
+                TxChecksumOffload::Device => ", TCP checksums by the device",
+                TxChecksumOffload::Kernel => ", TCP checksums by the kernel",
+                _ => "",
             }
         );
 
@@ -347,7 +374,7 @@ impl XskQueue {
             multi_buffer: cfg.multi_buffer,
             zero_copy,
             need_wakeup: cfg.need_wakeup,
-            tx_checksum: cfg.tx_checksum,
+            tx_checksum,
             queue_id,
             tx_budget,
         };
@@ -386,6 +413,11 @@ impl XskQueue {
     /// sum only.
     pub fn offloads_tcp_checksum(&self) -> bool {
         self.tx_checksum != TxChecksumOffload::Off
+    }
+
+    /// Who computes TCP checksums of sent frames (`Auto` decided at open: never `Auto`).
+    pub fn tx_checksum(&self) -> TxChecksumOffload {
+        self.tx_checksum
     }
 
     /// Whether the socket is bound with `XDP_USE_SG` (packets may span frames).

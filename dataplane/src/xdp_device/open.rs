@@ -127,7 +127,7 @@ impl XdpDevice {
             xdp_mode = ?prog.mode(),
             zero_copy = queue.is_zero_copy(),
             multi_buffer,
-            tx_checksum = ?cfg.tx_checksum,
+            tx_checksum = ?queue.tx_checksum(),
             "AF_XDP device open"
         );
 
@@ -159,6 +159,7 @@ impl XdpDevice {
             zero_copy: queue.is_zero_copy(),
             mtu,
             mss: ecfg.tcp.mss,
+            tx_checksum: queue.tx_checksum(),
             mode: cfg.mode,
         };
         let io = XskIo::with_max_frame(queue, max_frame)

@@ -131,6 +131,7 @@ struct RawXdp {
     huge_pages: Option<bool>,
     busy_poll_usecs: Option<i64>,
     busy_poll_budget: Option<i64>,
+    tx_checksum: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -502,6 +503,17 @@ fn parse_xdp(raw: RawXdp, o: &Overrides) -> Result<Option<XdpConfig>, ConfigErro
         ],
         "\"auto\" (follow the NIC's RSS when its driver reports it, else the symmetric hash) or \"symmetric\"",
     )?;
+    cfg.tx_checksum = keyword(
+        raw.tx_checksum.as_deref().map(|v| ("xdp.tx_checksum", v)),
+        dataplane::xdp::TxChecksumOffload::Auto,
+        &[
+            ("auto", dataplane::xdp::TxChecksumOffload::Auto),
+            ("engine", dataplane::xdp::TxChecksumOffload::Off),
+            ("device", dataplane::xdp::TxChecksumOffload::Device),
+            ("kernel", dataplane::xdp::TxChecksumOffload::Kernel),
+        ],
+        "\"auto\" (the device where its driver offers AF_XDP TX checksums, else the engine; the default), \"engine\", \"device\" or \"kernel\" (computed by the kernel in copy mode)",
+    )?;
     // NIC hosts (no effect on veth): the UMEM on huge pages, busy polling of the driver.
     cfg.huge_pages = raw.huge_pages.unwrap_or(false);
     let usecs = in_range(
@@ -796,6 +808,7 @@ mod tests {
                 huge_pages = true
                 busy_poll_usecs = 50
                 busy_poll_budget = 16
+                tx_checksum = "device"
                 "#
             ),
             &Overrides::default(),
@@ -803,6 +816,7 @@ mod tests {
         .unwrap();
         assert_eq!(x.interface, "enp1s0f1");
         assert!(x.huge_pages);
+        assert_eq!(x.tx_checksum, dataplane::xdp::TxChecksumOffload::Device);
         assert_eq!(
             x.busy_poll,
             Some(dataplane::xdp::BusyPoll {
@@ -908,6 +922,10 @@ mod tests {
             (
                 format!("{x}busy_poll_budget = 8"),
                 &["xdp.busy_poll_budget needs xdp.busy_poll_usecs"],
+            ),
+            (
+                format!("{x}tx_checksum = \"nic\""),
+                &["xdp.tx_checksum", "nic", "\"auto\"", "\"kernel\""],
             ),
             (
                 format!("{x}max_connections = 0"),

@@ -74,6 +74,13 @@ impl DaemonConfig {
             xt.insert("backlog".into(), count(x.listener.max_accept_queue));
             xt.insert("max_half_open".into(), count(x.listener.max_half_open));
             xt.insert("synack_retries".into(), i(x.listener.synack_retries));
+            let tx_checksum = match x.tx_checksum {
+                dataplane::xdp::TxChecksumOffload::Auto => "auto",
+                dataplane::xdp::TxChecksumOffload::Off => "engine",
+                dataplane::xdp::TxChecksumOffload::Device => "device",
+                dataplane::xdp::TxChecksumOffload::Kernel => "kernel",
+            };
+            xt.insert("tx_checksum".into(), s(tx_checksum));
             xt.insert("huge_pages".into(), Value::Boolean(x.huge_pages));
             let bp = x.busy_poll.unwrap_or_default();
             let usecs = x.busy_poll.map_or(0, |b| b.usecs);

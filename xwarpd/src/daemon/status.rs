@@ -166,6 +166,7 @@ mod tests {
                 mtu: 1500,
                 mss: 1460,
                 mode: EngineMode::Pinned(1),
+                tx_checksum: dataplane::xdp::TxChecksumOffload::Off,
             }),
             store: StoreSnapshot {
                 open: vec![ConnSnapshot {
