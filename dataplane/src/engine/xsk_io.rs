@@ -4,8 +4,10 @@
 //!
 //! On a multi-buffer socket (jumbo MTUs) a packet may span several frames: a received chain
 //! is gathered into one buffer before the endpoint sees it, and a transmitted packet is
-//! written into one buffer and then scattered over as many frames as it needs. A packet that
-//! fits one frame takes the copy-free path either way.
+//! written in place into a transmit slab (contiguous frames, [`XskQueue::alloc_slab`]) and
+//! sent as a chain; without a free slab (or on a queue without slabs) it is written into one
+//! buffer and then scattered over frames. A packet that fits one frame takes the copy-free
+//! path either way.
 
 use std::time::Instant;
 
@@ -136,6 +138,25 @@ impl FrameSink for XskIo {
             self.queue.send(&mut self.tx);
         }
         if let Some(chain) = self.chain.as_mut() {
+            let max = chain.tx.len();
+            if self.queue.slab_capacity() >= max {
+                if let Some(mut slab) = self.queue.alloc_slab() {
+                    let written = fill(&mut self.queue.slab_mut(&mut slab)[..max]);
+                    return match written {
+                        Some(n) if n > 0 && n <= max => {
+                            if self.queue.send_slab(slab, n, &mut self.tx) {
+                                TxOutcome::Queued
+                            } else {
+                                TxOutcome::Empty
+                            }
+                        }
+                        _ => {
+                            self.queue.release_slab(slab);
+                            TxOutcome::Empty
+                        }
+                    };
+                }
+            }
             // Enough frames for the longest packet first, so that what `fill` writes is
             // never lost for want of frames to scatter it over.
             if self.queue.free_frames(chain.tx_frames) < chain.tx_frames {

@@ -38,6 +38,7 @@ pub mod rss;
 mod steered;
 mod test_run;
 mod tx_metadata;
+mod tx_slabs;
 // A test fixture (namespaces and veth pairs for the privileged tests of this workspace), not
 // part of the library's API.
 #[doc(hidden)]
@@ -54,4 +55,6 @@ pub use ports::LocalPortRange;
 pub use program::{AttachMode, AttachPolicy, XdpProgram};
 pub use steered::steered_queue;
 pub use test_run::XdpAction;
-pub use xsk::{BindMode, BusyPoll, Frame, TxChecksumOffload, XskConfig, XskQueue, XskStatistics};
+pub use xsk::{
+    BindMode, BusyPoll, Frame, Slab, TxChecksumOffload, XskConfig, XskQueue, XskStatistics,
+};

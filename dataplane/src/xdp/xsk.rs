@@ -12,6 +12,7 @@ use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use super::tx_metadata::{self, TX_METADATA_LEN};
+use super::tx_slabs::TxSlabs;
 use super::umem_area::UmemArea;
 use super::xsk_socket::{set_int_option, SocketSetup, XskSocket};
 use super::XdpError;
@@ -83,7 +84,15 @@ pub struct XskConfig {
     pub multi_buffer: bool,
     /// Who finishes the TCP checksums of transmitted frames ([`TxChecksumOffload`]).
     pub tx_checksum: TxChecksumOffload,
+    /// Multi-buffer sockets: frames per transmit slab ([`XskQueue::alloc_slab`]: a packet
+    /// longer than a frame written in place), enough for the largest packet with the headroom;
+    /// 0 (default) for none. Ignored with TX metadata ([`TxChecksumOffload`]), whose headroom
+    /// in every frame breaks the run.
+    pub slab_frames: u32,
 }
+
+/// Transmit slabs of a queue that has them (see [`XskConfig::slab_frames`]).
+const TX_SLABS: u32 = 64;
 
 /// Who computes the TCP checksum of a transmitted frame. With anything but `Off`, every frame
 /// [`XskQueue::send`] queues that carries TCP over IPv4 or IPv6 gets an AF_XDP TX metadata
@@ -157,6 +166,7 @@ impl Default for XskConfig {
             busy_poll: None,
             multi_buffer: false,
             tx_checksum: TxChecksumOffload::Off,
+            slab_frames: 0,
         }
     }
 }
@@ -227,6 +237,14 @@ impl Frame {
     }
 }
 
+/// A transmit slab of one queue ([`XskQueue::alloc_slab`]): contiguous frames its holder may
+/// write one packet into. Not `Copy`, like [`Frame`].
+#[derive(Debug)]
+pub struct Slab {
+    index: u32,
+    owner: u32,
+}
+
 /// Ring and pool occupancy, for tests and counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct XskOccupancy {
@@ -245,6 +263,7 @@ pub struct XskQueue {
     socket: XskSocket,
     umem: UmemArea,
     free: Vec<Frame>,
+    slabs: Option<TxSlabs>,
     addrs: Vec<u64>,
     descs: Vec<libc::xdp_desc>,
     in_fill: usize,
@@ -294,10 +313,19 @@ impl XskQueue {
     pub fn new(ifname: &str, queue_id: u32, cfg: XskConfig) -> Result<Self, XdpError> {
         cfg.validate()?;
         let tx_checksum = cfg.tx_checksum.resolve(ifname);
-        let umem = UmemArea::new(
-            cfg.frame_count as usize * cfg.frame_size as usize,
-            cfg.huge_pages,
-        )?;
+        let frames_len = u64::from(cfg.frame_count) * u64::from(cfg.frame_size);
+        let slabs =
+            (cfg.multi_buffer && cfg.slab_frames > 1 && tx_checksum == TxChecksumOffload::Off)
+                .then(|| {
+                    TxSlabs::new(
+                        frames_len,
+                        u64::from(cfg.frame_size),
+                        cfg.slab_frames,
+                        TX_SLABS,
+                    )
+                });
+        let umem_len = frames_len + slabs.as_ref().map_or(0, TxSlabs::len);
+        let umem = UmemArea::new(umem_len as usize, cfg.huge_pages)?;
         let mut bind_flags = match cfg.bind_mode {
             BindMode::Auto => 0,
             BindMode::Copy => libc::XDP_COPY,
@@ -364,6 +392,7 @@ impl XskQueue {
             socket,
             umem,
             free,
+            slabs,
             addrs: Vec::with_capacity(ring),
             descs: Vec::with_capacity(ring),
             in_fill: 0,
@@ -598,15 +627,107 @@ impl XskQueue {
     /// Gives frames back to the free pool (received frames the engine is done with).
     pub fn release(&mut self, frames: &mut Vec<Frame>) {
         for f in frames.drain(..) {
-            self.check_owner(&f);
-            self.free.push(f);
+            self.release_one(f);
         }
     }
 
-    /// Gives one frame back to the free pool.
+    /// Gives one frame back to the free pool (or, a slab's, to its slab).
     pub fn release_one(&mut self, frame: Frame) {
         self.check_owner(&frame);
-        self.free.push(frame);
+        match self.slabs.as_mut() {
+            Some(s) if s.contains(frame.addr) => s.frame_back(frame.addr),
+            _ => self.free.push(frame),
+        }
+    }
+
+    /// Bytes a transmit slab holds (the largest packet [`XskQueue::slab_mut`] lends); 0 when
+    /// the queue has no slabs.
+    pub fn slab_capacity(&self) -> usize {
+        self.slabs.as_ref().map_or(0, |s| {
+            s.frames() as usize * self.frame_size as usize - UMEM_HEADROOM as usize
+        })
+    }
+
+    /// Takes a free transmit slab (reclaiming completions when none is free): contiguous
+    /// frames to write one long packet into ([`XskQueue::slab_mut`]) and send as a chain
+    /// ([`XskQueue::send_slab`]). `None` without slabs or when all are with the kernel.
+    pub fn alloc_slab(&mut self) -> Option<Slab> {
+        let slabs = self.slabs.as_mut()?;
+        let index = match slabs.take() {
+            Some(i) => i,
+            None => {
+                self.reclaim();
+                self.slabs.as_mut()?.take()?
+            }
+        };
+        Some(Slab {
+            index,
+            owner: self.owner,
+        })
+    }
+
+    /// The bytes of `slab`, writable: [`XskQueue::slab_capacity`] of them.
+    pub fn slab_mut<'a>(&'a self, slab: &'a mut Slab) -> &'a mut [u8] {
+        assert_eq!(slab.owner, self.owner, "a Slab used with another XskQueue");
+        let slabs = self
+            .slabs
+            .as_ref()
+            .expect("a Slab exists only on a queue with slabs");
+        let at = slabs.offset(slab.index) + u64::from(UMEM_HEADROOM);
+        // Safety: the slab's frames lie inside the UMEM (after the ordinary frames, see
+        // `new`), never go to the fill ring, and are with the kernel only between
+        // `send_slab` and their completions, when no Slab token for them exists; `&mut slab`
+        // is the only token of this one.
+        unsafe { self.umem.bytes_mut(at, self.slab_capacity()) }
+    }
+
+    /// Turns the first `len` bytes of `slab` into a chain of frames appended to `out`, ready
+    /// for [`XskQueue::send`] (like [`XskQueue::scatter`], without the copy). An empty or
+    /// overlong `len` gives the slab back and appends nothing; returns whether frames were
+    /// appended.
+    pub fn send_slab(&mut self, slab: Slab, len: usize, out: &mut Vec<Frame>) -> bool {
+        assert_eq!(slab.owner, self.owner, "a Slab used with another XskQueue");
+        let cap = self.slab_capacity();
+        let Some(slabs) = self.slabs.as_mut() else {
+            return false;
+        };
+        if len == 0 || len > cap {
+            slabs.put_back(slab.index);
+            return false;
+        }
+        let start = slabs.offset(slab.index);
+        let first = (self.frame_size - u64::from(UMEM_HEADROOM)) as usize;
+        let mut frames = 0u32;
+        let mut done = 0usize;
+        while done < len {
+            let (addr, room) = if frames == 0 {
+                (start + u64::from(UMEM_HEADROOM), first)
+            } else {
+                (
+                    start + u64::from(frames) * self.frame_size,
+                    self.frame_size as usize,
+                )
+            };
+            let piece = room.min(len - done);
+            done += piece;
+            out.push(Frame {
+                addr,
+                len: piece as u32,
+                options: if done < len { XDP_PKT_CONTD } else { 0 },
+                owner: self.owner,
+            });
+            frames += 1;
+        }
+        slabs.sent(slab.index, frames);
+        true
+    }
+
+    /// Gives an unused slab back.
+    pub fn release_slab(&mut self, slab: Slab) {
+        assert_eq!(slab.owner, self.owner, "a Slab used with another XskQueue");
+        if let Some(s) = self.slabs.as_mut() {
+            s.put_back(slab.index);
+        }
     }
 
     /// Queues the frames of `frames` on the tx ring and kicks the kernel if it asks: all of
@@ -677,12 +798,28 @@ impl XskQueue {
         let n = self.socket.comp.consume(&mut self.addrs);
         self.in_tx -= n;
         let owner = self.owner;
-        self.free.extend(self.addrs[..n].iter().map(|&addr| Frame {
-            addr,
-            len: 0,
-            options: 0,
-            owner,
-        }));
+        match self.slabs.as_mut() {
+            None => self.free.extend(self.addrs[..n].iter().map(|&addr| Frame {
+                addr,
+                len: 0,
+                options: 0,
+                owner,
+            })),
+            Some(slabs) => {
+                for &addr in &self.addrs[..n] {
+                    if slabs.contains(addr) {
+                        slabs.frame_back(addr);
+                    } else {
+                        self.free.push(Frame {
+                            addr,
+                            len: 0,
+                            options: 0,
+                            owner,
+                        });
+                    }
+                }
+            }
+        }
         n
     }
 

@@ -15,6 +15,7 @@ use crate::engine::{Engine, HandOff, LaneLink, XskIo};
 use crate::pd::os_random;
 use crate::xdp::netlink::RtNetlink;
 use crate::xdp::netns::NetNs;
+use crate::xdp::xsk::UMEM_HEADROOM;
 use crate::xdp::{program, LocalPortRange, XdpError, XdpProgram, XskConfig, XskQueue};
 use crate::{DeviceError, EngineMode, LaneSteering, XdpConfig};
 
@@ -111,6 +112,8 @@ impl XdpDevice {
                 busy_poll: cfg.busy_poll,
                 multi_buffer,
                 tx_checksum: cfg.tx_checksum,
+                // A slab holds the largest Ethernet frame behind the headroom.
+                slab_frames: (mtu + 14 + UMEM_HEADROOM).div_ceil(frame_size),
                 ..XskConfig::default()
             },
         )
