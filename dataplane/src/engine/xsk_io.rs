@@ -65,7 +65,7 @@ impl XskIo {
         }
     }
 
-    /// This I/O as one lane of a multi-queue device ([`super::handoff`]).
+    /// This I/O as one lane of a multi-queue device (`engine::handoff`).
     pub fn with_lane(mut self, link: LaneLink) -> Self {
         self.lanes = (link.lane().count() > 1).then_some(link);
         self

@@ -6,6 +6,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use super::ring::Ring;
 use super::umem_area::UmemArea;
+use super::xsk::BusyPoll;
 use super::XdpError;
 
 /// How [`XskSocket::open`] registers the UMEM and binds.
@@ -266,4 +267,46 @@ pub(crate) fn set_int_option(fd: RawFd, level: libc::c_int, name: libc::c_int, v
         )
     };
     ret == 0
+}
+
+/// `SO_PREFER_BUSY_POLL` and `SO_BUSY_POLL_BUDGET` (asm-generic/socket.h, Linux 5.11).
+const SO_PREFER_BUSY_POLL: libc::c_int = 69;
+const SO_BUSY_POLL_BUDGET: libc::c_int = 70;
+
+/// Turns busy polling on for the socket (the three options, in the order the kernel's AF_XDP
+/// documentation gives).
+pub(crate) fn set_busy_poll(fd: RawFd, bp: BusyPoll) -> Result<(), XdpError> {
+    let sol = libc::SOL_SOCKET;
+    for (name, value, op) in [
+        (SO_PREFER_BUSY_POLL, 1, "setsockopt(SO_PREFER_BUSY_POLL)"),
+        (libc::SO_BUSY_POLL, bp.usecs, "setsockopt(SO_BUSY_POLL)"),
+        (
+            SO_BUSY_POLL_BUDGET,
+            bp.budget,
+            "setsockopt(SO_BUSY_POLL_BUDGET)",
+        ),
+    ] {
+        if !set_int_option(fd, sol, name, value) {
+            return Err(XdpError::last_os(op));
+        }
+    }
+    Ok(())
+}
+
+/// `XDP_MAX_TX_SKB_BUDGET` (include/uapi/linux/if_xdp.h, Linux 6.17).
+const XDP_MAX_TX_SKB_BUDGET: libc::c_int = 9;
+/// The copy-mode budget per `sendto` of kernels without that option.
+const DEFAULT_TX_BUDGET: u32 = 32;
+
+/// Asks for `budget` frames per `sendto` in copy mode; returns the budget in force.
+pub(crate) fn set_tx_budget(fd: RawFd, budget: u32) -> u32 {
+    if set_int_option(fd, libc::SOL_XDP, XDP_MAX_TX_SKB_BUDGET, budget) {
+        budget
+    } else {
+        tracing::debug!(
+            "XDP_MAX_TX_SKB_BUDGET not taken ({}): {DEFAULT_TX_BUDGET} frames per sendto",
+            std::io::Error::last_os_error()
+        );
+        DEFAULT_TX_BUDGET
+    }
 }

@@ -1,4 +1,4 @@
-//! AF_XDP: one UMEM and one socket per engine queue ([`super::xsk_socket`], our own rings), and
+//! AF_XDP: one UMEM and one socket per engine queue (`xdp::xsk_socket`, our own rings), and
 //! frames as owned tokens.
 //!
 //! A [`Frame`] is a non-`Copy` token for one UMEM frame. Whoever holds it may read and write the
@@ -11,10 +11,16 @@
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+mod checksum_offload;
+mod slab;
+
+pub use checksum_offload::TxChecksumOffload;
+pub use slab::Slab;
+
 use super::tx_metadata::{self, TX_METADATA_LEN};
 use super::tx_slabs::TxSlabs;
 use super::umem_area::UmemArea;
-use super::xsk_socket::{set_int_option, SocketSetup, XskSocket};
+use super::xsk_socket::{set_busy_poll, set_tx_budget, SocketSetup, XskSocket};
 use super::XdpError;
 use tcp_offload::checksum;
 
@@ -93,48 +99,6 @@ pub struct XskConfig {
 
 /// Transmit slabs of a queue that has them (see [`XskConfig::slab_frames`]).
 const TX_SLABS: u32 = 64;
-
-/// Who computes the TCP checksum of a transmitted frame. With anything but `Off`, every frame
-/// [`XskQueue::send`] queues that carries TCP over IPv4 or IPv6 gets an AF_XDP TX metadata
-/// request (`XDP_TXMD_FLAGS_CHECKSUM`, from the TCP header to the end, stored at the TCP
-/// checksum field), and its checksum field must hold the pseudo header's folded sum
-/// (`tcp_offload::TxChecksum::Offloaded`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum TxChecksumOffload {
-    /// The engine computes it (default); frames leave complete.
-    #[default]
-    Off,
-    /// The device: zero-copy drivers that list `tx-checksum` among their AF_XDP features
-    /// (`ynl --family netdev --dump dev-get`: ice, mlx5, igc, stmmac); in copy mode the
-    /// kernel's transmit path hands the request to the driver as `CHECKSUM_PARTIAL` and
-    /// computes the sum itself where the device cannot. Not for veth towards an XDP receiver:
-    /// the partial sum crosses the pair unfinished.
-    Device,
-    /// The kernel, in software (`XDP_UMEM_TX_SW_CSUM`; copy mode only): the same request, the
-    /// sum computed in the `sendto` path. Proves the metadata path on veth; saves nothing there.
-    Kernel,
-    /// `Device` where the driver lists `tx-checksum` among its AF_XDP features (the `netdev`
-    /// netlink family, Linux 6.8+), else `Off`: what [`crate::XdpConfig`] starts with.
-    Auto,
-}
-
-impl TxChecksumOffload {
-    /// `Auto` decided for interface `ifname` (other settings stay as they are).
-    pub fn resolve(self, ifname: &str) -> TxChecksumOffload {
-        if self != TxChecksumOffload::Auto {
-            return self;
-        }
-        let features = super::program::ifindex(ifname).and_then(super::xsk_features::dev_features);
-        match features {
-            Ok(f) if f.xsk & super::xsk_features::XSK_TX_CHECKSUM != 0 => TxChecksumOffload::Device,
-            Ok(_) => TxChecksumOffload::Off,
-            Err(e) => {
-                tracing::debug!("{ifname}: AF_XDP features unknown ({e}); checksums by the engine");
-                TxChecksumOffload::Off
-            }
-        }
-    }
-}
 
 /// Busy-poll settings of an AF_XDP socket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -235,14 +199,6 @@ impl Frame {
     pub fn continues(&self) -> bool {
         self.options & XDP_PKT_CONTD != 0
     }
-}
-
-/// A transmit slab of one queue ([`XskQueue::alloc_slab`]): contiguous frames its holder may
-/// write one packet into. Not `Copy`, like [`Frame`].
-#[derive(Debug)]
-pub struct Slab {
-    index: u32,
-    owner: u32,
 }
 
 /// Ring and pool occupancy, for tests and counters.
@@ -640,96 +596,6 @@ impl XskQueue {
         }
     }
 
-    /// Bytes a transmit slab holds (the largest packet [`XskQueue::slab_mut`] lends); 0 when
-    /// the queue has no slabs.
-    pub fn slab_capacity(&self) -> usize {
-        self.slabs.as_ref().map_or(0, |s| {
-            s.frames() as usize * self.frame_size as usize - UMEM_HEADROOM as usize
-        })
-    }
-
-    /// Takes a free transmit slab (reclaiming completions when none is free): contiguous
-    /// frames to write one long packet into ([`XskQueue::slab_mut`]) and send as a chain
-    /// ([`XskQueue::send_slab`]). `None` without slabs or when all are with the kernel.
-    pub fn alloc_slab(&mut self) -> Option<Slab> {
-        let slabs = self.slabs.as_mut()?;
-        let index = match slabs.take() {
-            Some(i) => i,
-            None => {
-                self.reclaim();
-                self.slabs.as_mut()?.take()?
-            }
-        };
-        Some(Slab {
-            index,
-            owner: self.owner,
-        })
-    }
-
-    /// The bytes of `slab`, writable: [`XskQueue::slab_capacity`] of them.
-    pub fn slab_mut<'a>(&'a self, slab: &'a mut Slab) -> &'a mut [u8] {
-        assert_eq!(slab.owner, self.owner, "a Slab used with another XskQueue");
-        let slabs = self
-            .slabs
-            .as_ref()
-            .expect("a Slab exists only on a queue with slabs");
-        let at = slabs.offset(slab.index) + u64::from(UMEM_HEADROOM);
-        // Safety: the slab's frames lie inside the UMEM (after the ordinary frames, see
-        // `new`), never go to the fill ring, and are with the kernel only between
-        // `send_slab` and their completions, when no Slab token for them exists; `&mut slab`
-        // is the only token of this one.
-        unsafe { self.umem.bytes_mut(at, self.slab_capacity()) }
-    }
-
-    /// Turns the first `len` bytes of `slab` into a chain of frames appended to `out`, ready
-    /// for [`XskQueue::send`] (like [`XskQueue::scatter`], without the copy). An empty or
-    /// overlong `len` gives the slab back and appends nothing; returns whether frames were
-    /// appended.
-    pub fn send_slab(&mut self, slab: Slab, len: usize, out: &mut Vec<Frame>) -> bool {
-        assert_eq!(slab.owner, self.owner, "a Slab used with another XskQueue");
-        let cap = self.slab_capacity();
-        let Some(slabs) = self.slabs.as_mut() else {
-            return false;
-        };
-        if len == 0 || len > cap {
-            slabs.put_back(slab.index);
-            return false;
-        }
-        let start = slabs.offset(slab.index);
-        let first = (self.frame_size - u64::from(UMEM_HEADROOM)) as usize;
-        let mut frames = 0u32;
-        let mut done = 0usize;
-        while done < len {
-            let (addr, room) = if frames == 0 {
-                (start + u64::from(UMEM_HEADROOM), first)
-            } else {
-                (
-                    start + u64::from(frames) * self.frame_size,
-                    self.frame_size as usize,
-                )
-            };
-            let piece = room.min(len - done);
-            done += piece;
-            out.push(Frame {
-                addr,
-                len: piece as u32,
-                options: if done < len { XDP_PKT_CONTD } else { 0 },
-                owner: self.owner,
-            });
-            frames += 1;
-        }
-        slabs.sent(slab.index, frames);
-        true
-    }
-
-    /// Gives an unused slab back.
-    pub fn release_slab(&mut self, slab: Slab) {
-        assert_eq!(slab.owner, self.owner, "a Slab used with another XskQueue");
-        if let Some(s) = self.slabs.as_mut() {
-            s.put_back(slab.index);
-        }
-    }
-
     /// Queues the frames of `frames` on the tx ring and kicks the kernel if it asks: all of
     /// them when the ring has room for all, else none, so a chain of [`XskQueue::scatter`] is
     /// never split. The queued tokens leave `frames`. Returns how many were queued. With
@@ -874,21 +740,6 @@ impl XskQueue {
         Ok(())
     }
 
-    /// Writes a TX metadata checksum request in front of `frame` when it starts an Ethernet
-    /// frame of TCP over IPv4 or IPv6 (else leaves it alone).
-    fn request_tcp_checksum(&self, frame: &mut Frame) {
-        let Some(meta) = tx_metadata::tcp_checksum_request(self.data(frame)) else {
-            return;
-        };
-        let at = frame.addr - u64::from(TX_METADATA_LEN);
-        debug_assert!(at >= self.frame_start(frame.addr));
-        // Safety: the metadata slot is the end of `frame`'s headroom (the packet starts
-        // `UMEM_HEADROOM` >= 16 bytes into the frame, see `alloc`); `&mut frame` is the only
-        // token of that frame, so neither the kernel nor another view touches those bytes.
-        unsafe { self.umem.bytes_mut(at, meta.len()) }.copy_from_slice(&meta);
-        frame.options |= libc::XDP_TX_METADATA;
-    }
-
     fn check_owner(&self, frame: &Frame) {
         assert_eq!(
             frame.owner, self.owner,
@@ -902,45 +753,3 @@ const EMPTY_DESC: libc::xdp_desc = libc::xdp_desc {
     len: 0,
     options: 0,
 };
-
-/// `SO_PREFER_BUSY_POLL` and `SO_BUSY_POLL_BUDGET` (asm-generic/socket.h, Linux 5.11).
-const SO_PREFER_BUSY_POLL: libc::c_int = 69;
-const SO_BUSY_POLL_BUDGET: libc::c_int = 70;
-
-/// Turns busy polling on for the socket (the three options, in the order the kernel's AF_XDP
-/// documentation gives).
-fn set_busy_poll(fd: RawFd, bp: BusyPoll) -> Result<(), XdpError> {
-    let sol = libc::SOL_SOCKET;
-    for (name, value, op) in [
-        (SO_PREFER_BUSY_POLL, 1, "setsockopt(SO_PREFER_BUSY_POLL)"),
-        (libc::SO_BUSY_POLL, bp.usecs, "setsockopt(SO_BUSY_POLL)"),
-        (
-            SO_BUSY_POLL_BUDGET,
-            bp.budget,
-            "setsockopt(SO_BUSY_POLL_BUDGET)",
-        ),
-    ] {
-        if !set_int_option(fd, sol, name, value) {
-            return Err(XdpError::last_os(op));
-        }
-    }
-    Ok(())
-}
-
-/// `XDP_MAX_TX_SKB_BUDGET` (include/uapi/linux/if_xdp.h, Linux 6.17).
-const XDP_MAX_TX_SKB_BUDGET: libc::c_int = 9;
-/// The copy-mode budget per `sendto` of kernels without that option.
-const DEFAULT_TX_BUDGET: u32 = 32;
-
-/// Asks for `budget` frames per `sendto` in copy mode; returns the budget in force.
-fn set_tx_budget(fd: RawFd, budget: u32) -> u32 {
-    if set_int_option(fd, libc::SOL_XDP, XDP_MAX_TX_SKB_BUDGET, budget) {
-        budget
-    } else {
-        tracing::debug!(
-            "XDP_MAX_TX_SKB_BUDGET not taken ({}): {DEFAULT_TX_BUDGET} frames per sendto",
-            std::io::Error::last_os_error()
-        );
-        DEFAULT_TX_BUDGET
-    }
-}
