@@ -83,3 +83,30 @@ fn unfinished_checksums_are_refused() {
         "{b:?}"
     );
 }
+
+/// A SYN to a port nobody listens on gets the endpoint's RST for unknown segments, its
+/// checksum left to the device too: finished, it refuses the connection; unfinished (no tap
+/// on B's side), A never sees it and times out instead.
+#[test]
+fn the_rst_for_an_unknown_port_is_offloaded_too() {
+    for finished in [true, false] {
+        let mut p = pair(false);
+        let count = Rc::new(Cell::new(0));
+        p.ab.tap = Some(device(count.clone()));
+        if finished {
+            p.ba.tap = Some(device(Rc::new(Cell::new(0))));
+        }
+        // A port of B's active-open range with no connection: B answers RST (a port outside
+        // it is not steered to the endpoint at all).
+        let peer = std::net::SocketAddr::new(p.b.config().ip, 40500);
+        let ca = p.a.connect(p.now, peer, settings(false, true)).unwrap();
+        p.run_until(5_000, |p| closed(&p.events_a, ca).is_some());
+        assert!(p.b.counters().rsts_for_unknown > 0, "{:?}", p.b.counters());
+        let want = if finished {
+            tcp_offload::CloseReason::Refused
+        } else {
+            tcp_offload::CloseReason::TimedOut
+        };
+        assert_eq!(closed(&p.events_a, ca), Some(want));
+    }
+}
