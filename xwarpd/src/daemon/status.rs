@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! xwarpd 0.1.0, up 1h 2m 3s
-//! transport   xdp on eth1 queue 0: native XDP, zero-copy, MTU 1500, MSS 1460, engine threaded
+//! transport   xdp on eth1 queue 0: native XDP, zero-copy, MTU 1500, MSS 1460, engine threaded,
+//!             TCP checksums by the device
 //! store       1 connection open (64 at most), 12 accepted, 0 refused, 0 closed idle
 //! echo        3 connections, 10 messages, 0 refused
 //! totals      rx 1.2 MiB, tx 3.4 MiB; reads 10, writes 3, commits 1; 0 errors
@@ -12,7 +13,7 @@
 use std::fmt::Write as _;
 
 use super::metrics::Snapshot;
-use dataplane::xdp::AttachMode;
+use dataplane::xdp::{AttachMode, TxChecksumOffload};
 use dataplane::EngineMode;
 
 /// `n` bytes with a binary unit, one decimal.
@@ -87,9 +88,16 @@ impl Snapshot {
                         }
                     ),
                 };
+                let checksums = match x.tx_checksum {
+                    TxChecksumOffload::Device => "TCP checksums by the device",
+                    TxChecksumOffload::Kernel => "TCP checksums by the kernel",
+                    TxChecksumOffload::Off | TxChecksumOffload::Auto => {
+                        "TCP checksums by the engine"
+                    }
+                };
                 let _ = writeln!(
                     o,
-                    "transport   xdp on {} {queues}: {attach}, {copy}, MTU {}, MSS {}, engine {engine}",
+                    "transport   xdp on {} {queues}: {attach}, {copy}, MTU {}, MSS {}, engine {engine}, {checksums}",
                     x.interface, x.mtu, x.mss
                 );
             }
@@ -193,7 +201,7 @@ mod tests {
         let t = s.to_status(Some(64));
         for want in [
             "up 1h 2m 3s",
-            "xdp on xw0 queue 2: generic XDP, copy mode, MTU 1500, MSS 1460, engine pinned to CPU 1",
+            "xdp on xw0 queue 2: generic XDP, copy mode, MTU 1500, MSS 1460, engine pinned to CPU 1, TCP checksums by the engine",
             "1 connection open (64 at most), 9 accepted",
             "conn 4",
             "198.18.0.2:40001",
