@@ -252,6 +252,34 @@ fn veth_binds_in_copy_mode_and_refuses_forced_zero_copy() {
     );
 }
 
+/// A queue freed by a closed socket can be bound again at once, over and over (the kernel
+/// releases it from deferred work: a prompt rebind may see EBUSY for a moment, which the bind
+/// waits out); a queue a live socket holds stays refused.
+#[test]
+fn a_closed_sockets_queue_is_bound_again_at_once_and_a_live_one_is_refused() {
+    let Some(tb) = or_skip("rebind", for_test("rebind")) else {
+        return;
+    };
+    let _ns = tb.enter(Side::B).unwrap();
+    let ifb = tb.ifname(Side::B);
+    let cfg = XskConfig {
+        bind_mode: BindMode::Copy,
+        frame_count: 64,
+        ring_size: 32,
+        ..XskConfig::default()
+    };
+    for i in 0..20 {
+        let q = XskQueue::new(ifb, 0, cfg).unwrap_or_else(|e| panic!("bind {i}: {e}"));
+        drop(q);
+    }
+    let held = XskQueue::new(ifb, 0, cfg).unwrap();
+    match XskQueue::new(ifb, 0, cfg) {
+        Err(XdpError::Os { errno, .. }) => assert_eq!(errno, libc::EBUSY),
+        other => panic!("a second socket on a held queue: {other:?}"),
+    }
+    drop(held);
+}
+
 /// Frame tokens are checked against their queue: a frame of one UMEM is refused by another.
 #[test]
 fn frame_of_another_queue_is_refused() {

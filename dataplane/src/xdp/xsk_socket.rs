@@ -101,17 +101,7 @@ impl XskSocket {
             sxdp_queue_id: queue_id,
             sxdp_shared_umem_fd: 0,
         };
-        // Safety: `addr` is a valid sockaddr_xdp of the length passed, read by the kernel only.
-        let ret = unsafe {
-            libc::bind(
-                s,
-                (&addr as *const libc::sockaddr_xdp).cast(),
-                std::mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
-            )
-        };
-        if ret != 0 {
-            return Err(XdpError::last_os("bind AF_XDP socket"));
-        }
+        bind_retrying_busy(s, &addr)?;
         Ok(XskSocket {
             fill,
             comp,
@@ -226,6 +216,37 @@ fn get_option<T: PlainOption>(
         return Err(XdpError::last_os(op));
     }
     Ok(v)
+}
+
+/// How long [`bind_retrying_busy`] waits for a queue that a closed socket still holds.
+const BIND_BUSY_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Binds `fd` to `addr`, retrying for up to [`BIND_BUSY_WAIT`] while the queue is busy: a
+/// socket closed on that queue just before releases it from deferred kernel work
+/// (`xp_release_deferred`), so a prompt rebind (an engine restarted, a test's second socket)
+/// can see `EBUSY` for a moment. A queue another live socket holds stays busy and fails after
+/// the wait.
+fn bind_retrying_busy(fd: RawFd, addr: &libc::sockaddr_xdp) -> Result<(), XdpError> {
+    let deadline = std::time::Instant::now() + BIND_BUSY_WAIT;
+    loop {
+        // Safety: `addr` is a valid sockaddr_xdp of the length passed, read by the kernel only.
+        let ret = unsafe {
+            libc::bind(
+                fd,
+                (addr as *const libc::sockaddr_xdp).cast(),
+                std::mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
+            )
+        };
+        if ret == 0 {
+            return Ok(());
+        }
+        let e = XdpError::last_os("bind AF_XDP socket");
+        let busy = matches!(e, XdpError::Os { errno, .. } if errno == libc::EBUSY);
+        if !busy || std::time::Instant::now() >= deadline {
+            return Err(e);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
 }
 
 /// Sets the `SOL_XDP` option `name` to `value`.
