@@ -17,7 +17,7 @@ pub enum TxChecksumOffload {
     #[default]
     Off,
     /// The device: zero-copy drivers that list `tx-checksum` among their AF_XDP features
-    /// (`ynl --family netdev --dump dev-get`: ice, mlx5, igc, stmmac); in copy mode the
+    /// (`ynl --family netdev --dump dev-get`; mlx5 among them); in copy mode the
     /// kernel's transmit path hands the request to the driver as `CHECKSUM_PARTIAL` and
     /// computes the sum itself where the device cannot. Not for veth towards an XDP receiver:
     /// the partial sum crosses the pair unfinished.
