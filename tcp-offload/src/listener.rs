@@ -10,9 +10,8 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use crate::checksum::TxChecksum;
 use crate::config::Config;
-use crate::connection::{default_peer_mss, emit_rst, emit_rst_for, Connection, RstOut, State};
+use crate::connection::{default_peer_mss, emit_rst, Connection, RstOut, State};
 use crate::counters::ListenerCounters;
 use crate::isn::{FourTuple, IsnGenerator};
 use crate::rx::OooBudget;
@@ -497,11 +496,6 @@ impl TcpListener {
                 repr.emit_with(buf, 0, |_| {}, self.cfg.tx_checksum).ok()
             }
         }
-    }
-
-    /// Answers a segment that matches nothing with RST (helper for endpoints).
-    pub fn emit_rst(seg: &TcpSegment<'_>, buf: &mut [u8], cks: TxChecksum) -> Option<usize> {
-        emit_rst_for(seg, buf, cks)
     }
 }
 

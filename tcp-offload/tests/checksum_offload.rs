@@ -14,7 +14,7 @@ use tcp_offload::{Config, Connection, FourTuple, IsnGenerator, SeqNum, TxChecksu
 
 /// What a device does with a `CHECKSUM_PARTIAL` packet whose TCP header starts at `l4`.
 fn finish(packet: &mut [u8], l4: usize) {
-    let sum = !checksum::fold(checksum::sum(&packet[l4..], 0));
+    let sum = checksum::offloaded_field(&packet[l4..]);
     packet[l4 + 16..l4 + 18].copy_from_slice(&sum.to_be_bytes());
 }
 

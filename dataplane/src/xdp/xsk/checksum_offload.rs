@@ -37,16 +37,22 @@ impl TxChecksumOffload {
             return self;
         }
         let features = crate::xdp::program::ifindex(ifname).and_then(xsk_features::dev_features);
+        if let Err(e) = &features {
+            tracing::debug!("{ifname}: AF_XDP features unknown ({e}); checksums by the engine");
+        }
+        Self::for_features(features.ok())
+    }
+
+    /// What `Auto` becomes for a driver with `features` (`None`: unknown): the device when it
+    /// lists `tx-checksum`, else the engine.
+    fn for_features(features: Option<xsk_features::DevFeatures>) -> TxChecksumOffload {
         match features {
-            Ok(f) if f.xsk & xsk_features::XSK_TX_CHECKSUM != 0 => TxChecksumOffload::Device,
-            Ok(_) => TxChecksumOffload::Off,
-            Err(e) => {
-                tracing::debug!("{ifname}: AF_XDP features unknown ({e}); checksums by the engine");
-                TxChecksumOffload::Off
-            }
+            Some(f) if f.xsk & xsk_features::XSK_TX_CHECKSUM != 0 => TxChecksumOffload::Device,
+            _ => TxChecksumOffload::Off,
         }
     }
 }
+
 impl XskQueue {
     /// Writes a TX metadata checksum request in front of `frame` when it starts an Ethernet
     /// frame of TCP over IPv4 or IPv6 (else leaves it alone).
@@ -61,5 +67,36 @@ impl XskQueue {
         // token of that frame, so neither the kernel nor another view touches those bytes.
         unsafe { self.umem.bytes_mut(at, meta.len()) }.copy_from_slice(&meta);
         frame.options |= libc::XDP_TX_METADATA;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use xsk_features::{DevFeatures, XSK_TX_CHECKSUM};
+
+    /// Issue 11 item 5, "where the driver offers it": `Auto` is the device exactly when the
+    /// driver lists tx-checksum among its AF_XDP features (veth, which lists none, is tested
+    /// against the kernel in dataplane/tests/xsk_tx_checksum.rs).
+    #[test]
+    fn auto_is_the_device_exactly_when_the_driver_offers_tx_checksums() {
+        let with = |xsk| Some(DevFeatures { xdp: 0x7f, xsk });
+        assert_eq!(
+            TxChecksumOffload::for_features(with(XSK_TX_CHECKSUM)),
+            TxChecksumOffload::Device
+        );
+        // Timestamps alone (1) and launch time (4) are not checksums.
+        assert_eq!(
+            TxChecksumOffload::for_features(with(1 | 4)),
+            TxChecksumOffload::Off
+        );
+        assert_eq!(
+            TxChecksumOffload::for_features(with(0)),
+            TxChecksumOffload::Off
+        );
+        assert_eq!(
+            TxChecksumOffload::for_features(None),
+            TxChecksumOffload::Off
+        );
     }
 }

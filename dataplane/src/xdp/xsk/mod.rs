@@ -544,7 +544,7 @@ impl XskQueue {
         let finish = (self.tx_checksum == TxChecksumOffload::Kernel && frames > 1)
             .then(|| tx_metadata::tcp_header_offset(packet))
             .flatten()
-            .map(|l4| (l4, !checksum::fold(checksum::sum(&packet[l4..], 0))));
+            .map(|l4| (l4, checksum::offloaded_field(&packet[l4..])));
         for (i, piece) in packet.chunks(self.capacity).enumerate() {
             let mut f = self.alloc()?;
             if i + 1 < frames {
