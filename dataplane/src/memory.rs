@@ -11,6 +11,7 @@
 //! the bytes in place ([`PinnedBuf::with_slice`], [`PinnedBuf::with_mut_slice`]) is `unsafe`,
 //! with the contract on the method.
 
+use crate::bulk_copy;
 use std::ptr::NonNull;
 
 /// Why pinned memory could not be set up.
@@ -230,23 +231,25 @@ impl PinnedBuf {
         (end <= self.len).then_some(())
     }
 
-    /// Copies `src` into the buffer at `offset`. Returns `None` (and copies nothing) when out of bounds.
+    /// Copies `src` into the buffer at `offset` (in pieces of at most 2 KiB: see `bulk_copy`).
+    /// Returns `None` (and copies nothing) when out of bounds.
     pub fn write_at(&self, offset: usize, src: &[u8]) -> Option<()> {
         self.check(offset, src.len())?;
         // Safety: [offset, offset+len) is inside the mapping (checked above); src is a distinct
         // Rust slice, so the ranges cannot overlap.
         unsafe {
-            std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.as_ptr().add(offset), src.len())
+            bulk_copy::copy_nonoverlapping(src.as_ptr(), self.ptr.as_ptr().add(offset), src.len())
         };
         Some(())
     }
 
-    /// Copies bytes at `offset` into `dst`. Returns `None` (and copies nothing) when out of bounds.
+    /// Copies bytes at `offset` into `dst` (in pieces of at most 2 KiB: see `bulk_copy`).
+    /// Returns `None` (and copies nothing) when out of bounds.
     pub fn read_at(&self, offset: usize, dst: &mut [u8]) -> Option<()> {
         self.check(offset, dst.len())?;
         // Safety: the source range is inside the mapping (checked above); dst is a distinct slice.
         unsafe {
-            std::ptr::copy_nonoverlapping(
+            bulk_copy::copy_nonoverlapping(
                 self.ptr.as_ptr().add(offset),
                 dst.as_mut_ptr(),
                 dst.len(),
