@@ -1,5 +1,5 @@
-//! Copies between pinned memory and packet frames, handed to `memcpy` in pieces of at most
-//! [`PIECE`] octets.
+//! Copies between pinned memory and packet frames (and of frames into buffers), handed to
+//! `memcpy` in pieces of at most [`PIECE`] octets.
 //!
 //! glibc's `memcpy` switches to `rep movsb` above a size threshold
 //! (`glibc.cpu.x86_rep_movsb_threshold`: 2112 octets on the AMD EPYC development host; glibc
@@ -31,6 +31,27 @@ pub(crate) unsafe fn copy_nonoverlapping(src: *const u8, dst: *mut u8, len: usiz
     }
 }
 
+/// `dst.copy_from_slice(src)` in [`PIECE`]-octet pieces (for copies into or out of frames that
+/// may exceed the `rep movsb` threshold). Panics if the lengths differ, as `copy_from_slice` does.
+pub(crate) fn copy_from_slice(dst: &mut [u8], src: &[u8]) {
+    assert_eq!(
+        dst.len(),
+        src.len(),
+        "bulk_copy: source and destination lengths differ"
+    );
+    for (d, s) in dst.chunks_mut(PIECE).zip(src.chunks(PIECE)) {
+        d.copy_from_slice(s);
+    }
+}
+
+/// `buf.extend_from_slice(src)` in [`PIECE`]-octet pieces.
+pub(crate) fn extend_from_slice(buf: &mut Vec<u8>, src: &[u8]) {
+    buf.reserve(src.len());
+    for s in src.chunks(PIECE) {
+        buf.extend_from_slice(s);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -52,5 +73,24 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn slice_forms_equal_the_std_ones() {
+        let src: Vec<u8> = (0..3 * PIECE + 9).map(|i| (i * 7 + 1) as u8).collect();
+        for len in [0, 5, PIECE, PIECE + 3, 3 * PIECE + 9] {
+            let mut dst = vec![0u8; len];
+            copy_from_slice(&mut dst, &src[..len]);
+            assert_eq!(dst, src[..len]);
+            let mut v = b"head".to_vec();
+            extend_from_slice(&mut v, &src[..len]);
+            assert_eq!((&v[..4], &v[4..]), (&b"head"[..], &src[..len]));
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "lengths differ")]
+    fn copy_from_slice_refuses_different_lengths() {
+        copy_from_slice(&mut [0u8; 3], &[1, 2]);
     }
 }

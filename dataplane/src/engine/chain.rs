@@ -43,7 +43,7 @@ impl RxChain {
                 self.skipping = true;
                 self.dropped += 1;
             } else {
-                self.buf.extend_from_slice(data);
+                crate::bulk_copy::extend_from_slice(&mut self.buf, data);
             }
         }
         if continues {

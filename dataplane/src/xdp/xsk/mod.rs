@@ -552,7 +552,7 @@ impl XskQueue {
             }
             f.len = piece.len() as u32;
             let data = self.data_mut(&mut f);
-            data.copy_from_slice(piece);
+            crate::bulk_copy::copy_from_slice(data, piece);
             if let (0, Some((l4, sum))) = (i, finish) {
                 // The first frame holds the whole TCP header (`tcp_header_offset` checked the
                 // field lies in `packet`, and a frame is longer than any header).
@@ -736,7 +736,7 @@ impl XskQueue {
     /// Copies `bytes` into `frame` and sets its length.
     pub fn write(&self, frame: &mut Frame, bytes: &[u8]) -> Result<(), XdpError> {
         self.set_len(frame, bytes.len())?;
-        self.data_mut(frame).copy_from_slice(bytes);
+        crate::bulk_copy::copy_from_slice(self.data_mut(frame), bytes);
         Ok(())
     }
 
