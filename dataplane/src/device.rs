@@ -133,6 +133,17 @@ impl Device {
         self.xdp.as_ref().map(|x| x.handoff_counters())
     }
 
+    /// Received chains of frames (jumbo packets on a multi-buffer queue), summed over the
+    /// device's queues: read in place from the receive strip, and gathered into a buffer
+    /// (AF_XDP devices; `None` for the kernel transport).
+    pub fn rx_chains(&self) -> Option<(u64, u64)> {
+        let x = self.xdp.as_ref()?;
+        Some(x.all().iter().fold((0, 0), |(p, g), lane| {
+            let (lp, lg) = lane.shared.lock().engine.io().rx_chains();
+            (p + lp, g + lg)
+        }))
+    }
+
     /// What the engines hold now, summed over the device's queues (AF_XDP devices; `None` for
     /// the kernel transport).
     pub fn engine_load(&self) -> Option<EngineLoad> {

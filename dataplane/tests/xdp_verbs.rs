@@ -285,6 +285,15 @@ fn jumbo(tag: &str, peer: Option<dataplane::Transport>) {
     assert!(c.rx_bytes / c.rx_packets.max(1) > 2 * 1514, "{c:?}");
     assert!(c.tx_bytes / c.tx_packets.max(1) > 2 * 1514, "{c:?}");
     assert_eq!(c.malformed, 0, "{c:?}");
+    // The chains arrived on consecutive positions of the receive strip and were read in
+    // place, not gathered (only one across the strip's end, 4096 positions, could not be).
+    let (in_place, gathered) = x.rx_chains().expect("an xdp device");
+    println!("jumbo {tag}: chains read in place {in_place}, gathered {gathered}");
+    assert!(in_place > 0, "no chain read in place ({gathered} gathered)");
+    assert!(
+        gathered <= 1 + in_place / 1000,
+        "{in_place} in place, {gathered} gathered"
+    );
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! Gathering a packet that arrived as a chain of frames (AF_XDP multi-buffer: every frame but
-//! the last is marked "continues") into one buffer, so that the endpoint sees whole packets.
+//! the last is marked "continues") into one buffer, so that the endpoint sees whole packets:
+//! the fallback for chains that are not one run of the receive strip.
 //! A packet that fits one frame is passed through without a copy.
 
 /// The chain received so far; it may end in a later receive batch.

@@ -3,7 +3,9 @@
 //! transmit frames are taken from the pool, written in place, and queued on the tx ring.
 //!
 //! On a multi-buffer socket (jumbo MTUs) a packet may span several frames: a received chain
-//! is gathered into one buffer before the endpoint sees it, and a transmitted packet is
+//! is held until its last frame and, when its frames sit end to end on the receive strip
+//! ([`XskQueue::chain_run`]), lent to the endpoint in place; otherwise (no strip, or a chain
+//! across the strip's end) it is gathered into one buffer first. A transmitted packet is
 //! written in place into a transmit slab (contiguous frames, [`XskQueue::alloc_slab`]) and
 //! sent as a chain; without a free slab (or on a queue without slabs) it is written into one
 //! buffer and then scattered over frames. A packet that fits one frame takes the copy-free
@@ -16,7 +18,12 @@ use endpoint::{FrameSink, TxOutcome};
 use super::chain::RxChain;
 use super::handoff::LaneLink;
 use super::io::PacketIo;
+use crate::xdp::xsk::MAX_FRAGMENTS;
 use crate::xdp::{Frame, XskQueue};
+
+/// Most frames of one chain held while it is received; a longer one is dropped (its gather
+/// would exceed the largest packet anyway).
+const MAX_HELD: usize = MAX_FRAGMENTS + 2;
 
 /// An engine's packet I/O on one AF_XDP socket.
 pub struct XskIo {
@@ -33,10 +40,48 @@ pub struct XskIo {
 
 /// Buffers for packets that span frames.
 struct Chains {
+    /// Frames of the chain being received (it may end in a later batch), kept until it ends:
+    /// a chain on consecutive strip positions is read in place.
+    held: Vec<Frame>,
+    /// Chains read in place (one run of the strip), and gathered.
+    in_place: u64,
+    gathered: u64,
+    /// The chain being received was cut at [`MAX_HELD`] frames: its rest goes to the gather.
+    gathering: bool,
+    /// Gathers a chain that is not one run of the UMEM.
     rx: RxChain,
     tx: Vec<u8>,
     /// Frames the longest packet needs: checked free before a packet is written.
     tx_frames: usize,
+}
+
+impl Chains {
+    /// Hands the chain in `held` (complete, or cut at [`MAX_HELD`] frames) to `deliver`: in
+    /// place when it is one run of the strip, else gathered (a cut chain is dropped by the
+    /// gather as too long).
+    fn deliver(&mut self, queue: &XskQueue, deliver: &mut dyn FnMut(&[u8])) {
+        let complete = self.held.last().is_some_and(|f| !f.continues());
+        if complete {
+            if let Some(run) = queue.chain_run(&self.held) {
+                self.in_place += 1;
+                deliver(run);
+                return;
+            }
+        }
+        self.gathered += 1;
+        let dropped = self.rx.dropped();
+        for f in &self.held {
+            if let Some(packet) = self.rx.feed(queue.data(f), f.continues()) {
+                deliver(packet);
+            }
+        }
+        if self.rx.dropped() != dropped {
+            tracing::warn!(
+                dropped = self.rx.dropped(),
+                "a received chain of frames longer than the largest packet was dropped"
+            );
+        }
+    }
 }
 
 impl XskIo {
@@ -52,6 +97,10 @@ impl XskIo {
     pub fn with_max_frame(queue: XskQueue, max_frame: usize) -> Self {
         let max = max_frame.min(queue.max_packet());
         let chain = queue.is_multi_buffer().then(|| Chains {
+            held: Vec::with_capacity(MAX_HELD),
+            in_place: 0,
+            gathered: 0,
+            gathering: false,
             rx: RxChain::new(max),
             tx: vec![0; max],
             tx_frames: max.div_ceil(queue.frame_capacity()),
@@ -78,6 +127,14 @@ impl XskIo {
     pub fn queue_mut(&mut self) -> &mut XskQueue {
         &mut self.queue
     }
+
+    /// Received chains of frames so far: read in place (one run of the receive strip) and
+    /// gathered into a buffer.
+    pub fn rx_chains(&self) -> (u64, u64) {
+        self.chain
+            .as_ref()
+            .map_or((0, 0), |c| (c.in_place, c.gathered))
+    }
 }
 
 impl PacketIo for XskIo {
@@ -95,24 +152,42 @@ impl PacketIo for XskIo {
                 f(packet);
             }
         };
-        for frame in rx.iter() {
-            let data = queue.data(frame);
-            match chain.as_mut() {
-                None => deliver(data),
-                Some(chain) => {
-                    let dropped = chain.rx.dropped();
-                    if let Some(packet) = chain.rx.feed(data, frame.continues()) {
-                        deliver(packet);
-                    } else if chain.rx.dropped() != dropped {
-                        tracing::warn!(
-                            dropped = chain.rx.dropped(),
-                            "a received chain of frames longer than the largest packet was dropped"
-                        );
-                    }
+        match chain.as_mut() {
+            None => {
+                for frame in rx.iter() {
+                    deliver(queue.data(frame));
                 }
+                queue.release(rx);
+            }
+            Some(chain) => {
+                let mut done = std::mem::take(rx);
+                for frame in done.drain(..) {
+                    if chain.gathering {
+                        // The rest of a chain too long to hold: the gather takes (and drops) it.
+                        if let Some(packet) = chain.rx.feed(queue.data(&frame), frame.continues()) {
+                            deliver(packet);
+                        }
+                        chain.gathering = frame.continues();
+                        queue.release_one(frame);
+                        continue;
+                    }
+                    if chain.held.is_empty() && !frame.continues() {
+                        deliver(queue.data(&frame));
+                        queue.release_one(frame);
+                        continue;
+                    }
+                    let ends = !frame.continues();
+                    chain.held.push(frame);
+                    if !ends && chain.held.len() < MAX_HELD {
+                        continue;
+                    }
+                    chain.deliver(queue, &mut deliver);
+                    chain.gathering = !ends;
+                    queue.release(&mut chain.held);
+                }
+                *rx = done;
             }
         }
-        queue.release(rx);
         match lanes.as_mut() {
             Some(l) => n + l.drain(max, f),
             None => n,

@@ -35,6 +35,7 @@ pub mod queues;
 pub mod raw;
 mod ring;
 pub mod rss;
+mod rx_strip;
 mod steered;
 mod test_run;
 mod tx_metadata;

@@ -9,6 +9,9 @@ use super::XdpError;
 /// `NETDEV_XSK_FLAGS_TX_CHECKSUM`: the driver finishes L4 checksums requested in TX metadata.
 pub const XSK_TX_CHECKSUM: u64 = 2;
 
+/// `NETDEV_XDP_ACT_XSK_ZEROCOPY`: the driver runs AF_XDP sockets in zero-copy mode.
+pub const XDP_XSK_ZEROCOPY: u64 = 8;
+
 const GENL_ID_CTRL: u16 = 0x10;
 const CTRL_CMD_GETFAMILY: u8 = 3;
 const CTRL_ATTR_FAMILY_ID: u16 = 1;

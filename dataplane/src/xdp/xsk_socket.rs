@@ -20,6 +20,9 @@ pub(crate) struct SocketSetup {
     pub tx_metadata_len: u32,
     /// `XDP_UMEM_TX_SW_CSUM`: the kernel computes requested checksums itself (copy mode).
     pub tx_sw_checksum: bool,
+    /// `XDP_UMEM_UNALIGNED_CHUNK_FLAG`: fill and transmit addresses may be any offset (the
+    /// receive strip's), and received descriptors carry the data's offset in their upper bits.
+    pub unaligned_chunks: bool,
 }
 
 /// The socket and its rings. Dropping it unmaps the rings and closes the socket (the UMEM's
@@ -62,6 +65,9 @@ impl XskSocket {
         }
         if setup.tx_sw_checksum {
             flags |= libc::XDP_UMEM_TX_SW_CSUM;
+        }
+        if setup.unaligned_chunks {
+            flags |= libc::XDP_UMEM_UNALIGNED_CHUNK_FLAG;
         }
         let reg = libc::xdp_umem_reg {
             addr: umem.addr(),

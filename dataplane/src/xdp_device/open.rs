@@ -114,6 +114,8 @@ impl XdpDevice {
                 tx_checksum: cfg.tx_checksum,
                 // A slab holds the largest Ethernet frame behind the headroom.
                 slab_frames: (mtu + 14 + UMEM_HEADROOM).div_ceil(frame_size),
+                // Received chains are read in place from the strip.
+                rx_strip: multi_buffer,
                 ..XskConfig::default()
             },
         )

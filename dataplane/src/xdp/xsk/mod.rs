@@ -6,17 +6,23 @@
 //! free pool -> fill ring -> rx ring -> [`XskQueue::recv`] -> engine -> [`XskQueue::send`] ->
 //! tx ring -> completion ring -> [`XskQueue::reclaim`] -> free pool (or
 //! [`XskQueue::release`] straight back to the pool). Ring operations take batches and return
-//! counts; the fill ring is topped up on every receive; `need_wakeup` is honoured.
+//! counts; the fill ring is topped up on every receive; `need_wakeup` is honoured. A queue
+//! with a receive strip ([`XskConfig::rx_strip`]) fills from the strip instead of the pool,
+//! and its received frames go back to the strip; the pool then serves transmission only.
 
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 mod checksum_offload;
+mod rx_run;
 mod slab;
+mod statistics;
 
 pub use checksum_offload::TxChecksumOffload;
 pub use slab::Slab;
+pub use statistics::XskStatistics;
 
+use super::rx_strip::RxStrip;
 use super::tx_metadata::{self, TX_METADATA_LEN};
 use super::tx_slabs::TxSlabs;
 use super::umem_area::UmemArea;
@@ -95,6 +101,12 @@ pub struct XskConfig {
     /// 0 (default) for none. Ignored with TX metadata ([`TxChecksumOffload`]), whose headroom
     /// in every frame breaks the run.
     pub slab_frames: u32,
+    /// Multi-buffer sockets in copy mode: receive into a strip of the UMEM whose fill
+    /// addresses advance by the receive frame size, so that a received chain is one run of the
+    /// UMEM ([`XskQueue::chain_run`]) and needs no gathering (registers the UMEM in
+    /// unaligned-chunk mode). Not used where the socket may run zero-copy (bound `ZeroCopy`, or
+    /// `Auto` on a driver that offers it): [`XskQueue::has_rx_strip`] says. Off by default.
+    pub rx_strip: bool,
 }
 
 /// Transmit slabs of a queue that has them (see [`XskConfig::slab_frames`]).
@@ -131,6 +143,7 @@ impl Default for XskConfig {
             multi_buffer: false,
             tx_checksum: TxChecksumOffload::Off,
             slab_frames: 0,
+            rx_strip: false,
         }
     }
 }
@@ -220,6 +233,8 @@ pub struct XskQueue {
     umem: UmemArea,
     free: Vec<Frame>,
     slabs: Option<TxSlabs>,
+    /// The receive strip, when the fill ring draws from one (multi-buffer, `rx_strip`).
+    strip: Option<RxStrip>,
     addrs: Vec<u64>,
     descs: Vec<libc::xdp_desc>,
     in_fill: usize,
@@ -245,23 +260,6 @@ impl std::fmt::Debug for XskQueue {
     }
 }
 
-/// The kernel's per-socket drop and error counters (`struct xdp_statistics`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct XskStatistics {
-    /// Received packets dropped for reasons other than a full ring.
-    pub rx_dropped: u64,
-    /// Received packets dropped for an invalid descriptor.
-    pub rx_invalid_descs: u64,
-    /// Transmit descriptors the kernel rejected as invalid.
-    pub tx_invalid_descs: u64,
-    /// Received packets dropped because the rx ring was full.
-    pub rx_ring_full: u64,
-    /// Times the fill ring was empty when a packet arrived.
-    pub rx_fill_ring_empty_descs: u64,
-    /// Times the tx ring was empty when the kernel looked for work.
-    pub tx_ring_empty_descs: u64,
-}
-
 impl XskQueue {
     /// Creates a UMEM and an AF_XDP socket on `ifname` rx/tx queue `queue_id` (in the calling
     /// thread's network namespace) and fills the fill ring. No XDP program is loaded: register
@@ -280,7 +278,16 @@ impl XskQueue {
                         TX_SLABS,
                     )
                 });
-        let umem_len = frames_len + slabs.as_ref().map_or(0, TxSlabs::len);
+        let slabs_end = frames_len + slabs.as_ref().map_or(0, TxSlabs::len);
+        let strip = rx_run::strip_for(&cfg, ifname).then(|| {
+            RxStrip::new(
+                slabs_end,
+                u64::from(cfg.frame_size),
+                u64::from(UMEM_HEADROOM),
+                2 * cfg.fill_target(),
+            )
+        });
+        let umem_len = slabs_end + strip.as_ref().map_or(0, RxStrip::len);
         let umem = UmemArea::new(umem_len as usize, cfg.huge_pages)?;
         let mut bind_flags = match cfg.bind_mode {
             BindMode::Auto => 0,
@@ -303,6 +310,7 @@ impl XskQueue {
                 TX_METADATA_LEN
             },
             tx_sw_checksum: tx_checksum == TxChecksumOffload::Kernel,
+            unaligned_chunks: strip.is_some(),
         };
         let socket = XskSocket::open(ifname, queue_id, &umem, setup)?;
         let zero_copy = socket.is_zero_copy()?;
@@ -349,6 +357,7 @@ impl XskQueue {
             umem,
             free,
             slabs,
+            strip,
             addrs: Vec::with_capacity(ring),
             descs: Vec::with_capacity(ring),
             in_fill: 0,
@@ -437,19 +446,6 @@ impl XskQueue {
         }
     }
 
-    /// The kernel's drop and error counters for this socket.
-    pub fn statistics(&self) -> Result<XskStatistics, XdpError> {
-        let st = self.socket.statistics()?;
-        Ok(XskStatistics {
-            rx_dropped: st.rx_dropped,
-            rx_invalid_descs: st.rx_invalid_descs,
-            tx_invalid_descs: st.tx_invalid_descs,
-            rx_ring_full: st.rx_ring_full,
-            rx_fill_ring_empty_descs: st.rx_fill_ring_empty_descs,
-            tx_ring_empty_descs: st.tx_ring_empty_descs,
-        })
-    }
-
     /// The start of the frame `addr` lies in.
     fn frame_start(&self, addr: u64) -> u64 {
         addr - addr % self.frame_size
@@ -457,6 +453,9 @@ impl XskQueue {
 
     /// Moves free frames into the fill ring up to the fill target; returns how many.
     pub fn refill(&mut self) -> usize {
+        if self.strip.is_some() {
+            return self.refill_from_strip();
+        }
         let want = self
             .fill_target
             .saturating_sub(self.in_fill)
@@ -492,8 +491,16 @@ impl XskQueue {
         let n = self.socket.rx.consume(&mut self.descs[..max]);
         self.in_fill -= n;
         let owner = self.owner;
+        // Unaligned-chunk mode (the strip) returns the chunk's address with the data's offset
+        // in the upper 16 bits; decoded, both modes give the data's address.
+        let unaligned = self.strip.is_some();
         out.extend(self.descs[..n].iter().map(|d| Frame {
-            addr: d.addr,
+            addr: if unaligned {
+                (d.addr & libc::XSK_UNALIGNED_BUF_ADDR_MASK)
+                    + (d.addr >> libc::XSK_UNALIGNED_BUF_OFFSET_SHIFT)
+            } else {
+                d.addr
+            },
             len: d.len,
             options: d.options,
             owner,
@@ -590,6 +597,10 @@ impl XskQueue {
     /// Gives one frame back to the free pool (or, a slab's, to its slab).
     pub fn release_one(&mut self, frame: Frame) {
         self.check_owner(&frame);
+        if let Some(strip) = self.strip.as_mut().filter(|s| s.contains(frame.addr)) {
+            strip.back(frame.addr);
+            return;
+        }
         match self.slabs.as_mut() {
             Some(s) if s.contains(frame.addr) => s.frame_back(frame.addr),
             _ => self.free.push(frame),
@@ -692,7 +703,10 @@ impl XskQueue {
     /// Where `frame`'s packet data lies: its offset and length, cut to the frame's end (the
     /// kernel never reports more; the cut keeps a wrong report inside the frame).
     fn span(&self, frame: &Frame) -> (u64, usize) {
-        let end = self.frame_start(frame.addr) + self.frame_size;
+        let end = match self.strip.as_ref() {
+            Some(s) if s.contains(frame.addr) => frame.addr + s.stride(),
+            _ => self.frame_start(frame.addr) + self.frame_size,
+        };
         let len = u64::from(frame.len).min(end - frame.addr);
         (frame.addr, len as usize)
     }
