@@ -13,6 +13,11 @@
 //! `count - 1` to 0), or one the kernel built from a recycled buffer, is not a run; those are
 //! gathered as before.
 //!
+//! Chunks overlap: position `i`'s chunk ends where position `i + 1`'s data begins, over the
+//! next position's headroom. The kernel writes only data there, never headroom, as long as the
+//! XDP program sets no metadata (`bpf_xdp_adjust_meta`, which the kernel would copy in front of
+//! the data); the steering program sets none.
+//!
 //! This module keeps the books: which positions are free, and the next one to post. Positions
 //! come back in about the order they were posted (frames are released in the order they
 //! arrived); the fill ring only ever gets them in strip order, and posting waits at a position
@@ -68,6 +73,24 @@ impl RxStrip {
         addr >= self.start && addr < self.start + self.len()
     }
 
+    /// The position whose chunk holds `addr` (the last chunk starting at or before it; the
+    /// kernel's data always starts in that chunk, wherever a program moved it), if `addr` is
+    /// the strip's.
+    fn position_containing(&self, addr: u64) -> Option<usize> {
+        if !self.contains(addr) {
+            return None;
+        }
+        let i = usize::try_from((addr - self.start) / self.stride).ok()?;
+        Some(i.min(self.free.len() - 1))
+    }
+
+    /// The end of the chunk that holds `addr` (where a frame's data must stop), if `addr` is
+    /// the strip's.
+    pub(crate) fn chunk_end(&self, addr: u64) -> Option<u64> {
+        let i = self.position_containing(addr)? as u64;
+        Some(self.start + (i + 1) * self.stride + self.headroom)
+    }
+
     /// Appends to `out` the chunk addresses of up to `max` positions to post, in strip order,
     /// stopping at the first one still held. Returns how many.
     pub(crate) fn take_for_fill(&mut self, max: usize, out: &mut Vec<u64>) -> usize {
@@ -91,9 +114,9 @@ impl RxStrip {
         }
     }
 
-    /// The frame whose data starts at `addr` is back from the application.
+    /// The frame whose data is at `addr` is back from the application.
     pub(crate) fn back(&mut self, addr: u64) {
-        if let Some(i) = self.position_of(addr) {
+        if let Some(i) = self.position_containing(addr) {
             self.free[i] = true;
         }
     }
@@ -121,6 +144,28 @@ mod tests {
         assert_eq!(s.position_of(8192 + HEAD + 4 * 3840), None);
         assert_eq!(s.position_of(HEAD), None);
         assert!(s.contains(8192) && !s.contains(8192 + s.len()) && !s.contains(8191));
+        // A frame's data stops at its chunk's end, also when it starts off the usual place.
+        assert_eq!(s.chunk_end(8192 + HEAD), Some(8192 + CHUNK));
+        assert_eq!(
+            s.chunk_end(8192 + 3840 + HEAD + 100),
+            Some(8192 + 3840 + CHUNK)
+        );
+        assert_eq!(s.chunk_end(8192 + 3840 + 10), Some(8192 + 3840 + CHUNK));
+        assert_eq!(s.chunk_end(8192 + s.len() - 1), Some(8192 + s.len()));
+        assert_eq!(s.chunk_end(8191), None);
+    }
+
+    #[test]
+    fn a_frame_back_from_off_its_usual_start_frees_its_position() {
+        let mut s = RxStrip::new(0, CHUNK, HEAD, 2);
+        let mut out = Vec::new();
+        assert_eq!(s.take_for_fill(2, &mut out), 2);
+        // Data moved into the headroom, or further in: still position 0 and 1.
+        s.back(10);
+        s.back(3840 + HEAD + 500);
+        out.clear();
+        assert_eq!(s.take_for_fill(2, &mut out), 2);
+        assert_eq!(out, [0, 3840]);
     }
 
     #[test]

@@ -703,9 +703,9 @@ impl XskQueue {
     /// Where `frame`'s packet data lies: its offset and length, cut to the frame's end (the
     /// kernel never reports more; the cut keeps a wrong report inside the frame).
     fn span(&self, frame: &Frame) -> (u64, usize) {
-        let end = match self.strip.as_ref() {
-            Some(s) if s.contains(frame.addr) => frame.addr + s.stride(),
-            _ => self.frame_start(frame.addr) + self.frame_size,
+        let end = match self.strip.as_ref().and_then(|s| s.chunk_end(frame.addr)) {
+            Some(end) => end,
+            None => self.frame_start(frame.addr) + self.frame_size,
         };
         let len = u64::from(frame.len).min(end - frame.addr);
         (frame.addr, len as usize)
