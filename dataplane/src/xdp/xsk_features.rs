@@ -33,6 +33,11 @@ pub struct DevFeatures {
     pub xsk: u64,
 }
 
+/// [`dev_features`] of the interface named `ifname` (in the calling thread's namespace).
+pub fn interface_features(ifname: &str) -> Result<DevFeatures, XdpError> {
+    super::program::ifindex(ifname).and_then(dev_features)
+}
+
 /// The feature bits of interface `ifindex` (in the calling thread's namespace): zero when the
 /// kernel has no `netdev` family (before 6.3) or does not report them (`xsk` before 6.8).
 pub fn dev_features(ifindex: u32) -> Result<DevFeatures, XdpError> {

@@ -33,14 +33,18 @@ pub enum TxChecksumOffload {
 impl TxChecksumOffload {
     /// `Auto` decided for interface `ifname` (other settings stay as they are).
     pub fn resolve(self, ifname: &str) -> TxChecksumOffload {
+        self.resolve_with(|| xsk_features::interface_features(ifname).ok())
+    }
+
+    /// `Auto` decided by the driver's `features` (asked only for `Auto`; `None`: unknown).
+    pub(super) fn resolve_with(
+        self,
+        features: impl FnOnce() -> Option<xsk_features::DevFeatures>,
+    ) -> TxChecksumOffload {
         if self != TxChecksumOffload::Auto {
             return self;
         }
-        let features = crate::xdp::program::ifindex(ifname).and_then(xsk_features::dev_features);
-        if let Err(e) = &features {
-            tracing::debug!("{ifname}: AF_XDP features unknown ({e}); checksums by the engine");
-        }
-        Self::for_features(features.ok())
+        Self::for_features(features())
     }
 
     /// What `Auto` becomes for a driver with `features` (`None`: unknown): the device when it

@@ -26,6 +26,7 @@ use super::rx_strip::RxStrip;
 use super::tx_metadata::{self, TX_METADATA_LEN};
 use super::tx_slabs::TxSlabs;
 use super::umem_area::UmemArea;
+use super::xsk_features;
 use super::xsk_socket::{set_busy_poll, set_tx_budget, SocketSetup, XskSocket};
 use super::XdpError;
 use tcp_offload::checksum;
@@ -266,7 +267,18 @@ impl XskQueue {
     /// [`XskQueue::fd`] with [`super::XdpProgram::register_socket`].
     pub fn new(ifname: &str, queue_id: u32, cfg: XskConfig) -> Result<Self, XdpError> {
         cfg.validate()?;
-        let tx_checksum = cfg.tx_checksum.resolve(ifname);
+        // The driver's AF_XDP features, asked at most once (for `Auto` settings only).
+        let known = std::cell::OnceCell::new();
+        let features = || {
+            *known.get_or_init(|| match xsk_features::interface_features(ifname) {
+                Ok(f) => Some(f),
+                Err(e) => {
+                    tracing::debug!("{ifname}: AF_XDP features unknown ({e})");
+                    None
+                }
+            })
+        };
+        let tx_checksum = cfg.tx_checksum.resolve_with(features);
         let frames_len = u64::from(cfg.frame_count) * u64::from(cfg.frame_size);
         let slabs =
             (cfg.multi_buffer && cfg.slab_frames > 1 && tx_checksum == TxChecksumOffload::Off)
@@ -279,7 +291,7 @@ impl XskQueue {
                     )
                 });
         let slabs_end = frames_len + slabs.as_ref().map_or(0, TxSlabs::len);
-        let strip = rx_run::strip_for(&cfg, ifname).then(|| {
+        let strip = rx_run::strip_for(&cfg, features).then(|| {
             RxStrip::new(
                 slabs_end,
                 u64::from(cfg.frame_size),

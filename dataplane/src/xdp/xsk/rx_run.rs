@@ -2,22 +2,21 @@
 //! it, and a received chain whose frames sit end to end is lent as one slice.
 
 use super::{BindMode, Frame, XskConfig, XskQueue};
-use crate::xdp::xsk_features::{self, XDP_XSK_ZEROCOPY};
+use crate::xdp::xsk_features::{DevFeatures, XDP_XSK_ZEROCOPY};
 
-/// Whether a queue made with `cfg` on `ifname` gets a receive strip: asked for, multi-buffer,
-/// and sure to run in copy mode (bound `Copy`, or `Auto` on a driver without zero-copy). A
-/// driver's zero-copy path is not known to honour unaligned chunks, and under `Auto` one that
-/// refused them would fall back to copy mode unseen; such queues keep aligned frames.
-pub(super) fn strip_for(cfg: &XskConfig, ifname: &str) -> bool {
+/// Whether a queue made with `cfg` gets a receive strip: asked for, multi-buffer, and sure to
+/// run in copy mode (bound `Copy`, or `Auto` on a driver whose `features` lack zero-copy;
+/// asked only then, `None`: unknown). A driver's zero-copy path is not known to honour
+/// unaligned chunks, and under `Auto` one that refused them would fall back to copy mode
+/// unseen; such queues keep aligned frames.
+pub(super) fn strip_for(cfg: &XskConfig, features: impl FnOnce() -> Option<DevFeatures>) -> bool {
     if !(cfg.rx_strip && cfg.multi_buffer) {
         return false;
     }
     match cfg.bind_mode {
         BindMode::Copy => true,
         BindMode::ZeroCopy => false,
-        BindMode::Auto => crate::xdp::program::ifindex(ifname)
-            .and_then(xsk_features::dev_features)
-            .is_ok_and(|f| f.xdp & XDP_XSK_ZEROCOPY == 0),
+        BindMode::Auto => features().is_some_and(|f| f.xdp & XDP_XSK_ZEROCOPY == 0),
     }
 }
 
@@ -93,12 +92,22 @@ mod tests {
             rx_strip,
             ..XskConfig::default()
         };
-        // No interface of this name: Auto cannot learn the driver's features and stays aligned.
-        let nic = "xw-no-such-if";
-        assert!(strip_for(&cfg(BindMode::Copy, true, true), nic));
-        assert!(!strip_for(&cfg(BindMode::ZeroCopy, true, true), nic));
-        assert!(!strip_for(&cfg(BindMode::Auto, true, true), nic));
-        assert!(!strip_for(&cfg(BindMode::Copy, false, true), nic));
-        assert!(!strip_for(&cfg(BindMode::Copy, true, false), nic));
+        let never = || -> Option<DevFeatures> { panic!("features asked for a fixed bind mode") };
+        let driver = |xdp| move || Some(DevFeatures { xdp, xsk: 0 });
+        assert!(strip_for(&cfg(BindMode::Copy, true, true), never));
+        assert!(!strip_for(&cfg(BindMode::ZeroCopy, true, true), never));
+        assert!(!strip_for(&cfg(BindMode::Copy, false, true), never));
+        assert!(!strip_for(&cfg(BindMode::Copy, true, false), never));
+        // Auto: a driver without zero-copy (veth's bits: basic, redirect, ndo-xmit, rx-sg)
+        // takes the strip; one with zero-copy, or unknown features, keeps aligned frames.
+        assert!(strip_for(
+            &cfg(BindMode::Auto, true, true),
+            driver(1 | 2 | 4 | 32)
+        ));
+        assert!(!strip_for(
+            &cfg(BindMode::Auto, true, true),
+            driver(1 | 2 | 8)
+        ));
+        assert!(!strip_for(&cfg(BindMode::Auto, true, true), || None));
     }
 }
