@@ -715,14 +715,20 @@ pub struct CompareArgs {
     #[arg(long)]
     pub no_pin: bool,
     /// MTUs of the testbed's veth pair, one whole plan each (comma-separated or repeated;
-    /// above 3826 AF_XDP packets span several UMEM frames: multi-buffer).
+    /// above 3826 AF_XDP packets span several UMEM frames: multi-buffer). Up to 65535, the
+    /// most veth takes; the xdp transport's packets stop at 16 frames (61440 octets) there.
     #[arg(
         long,
         value_delimiter = ',',
         default_values_t = [1500, 9000],
-        value_parser = clap::value_parser!(u32).range(576..=9000)
+        value_parser = clap::value_parser!(u32).range(576..=65535)
     )]
     pub mtu: Vec<u32>,
+    /// Run the MPA transports (xdp, kernel) without markers. By default both ends ask for
+    /// them, so every FPDU carries markers and a CRC32c each way, as issue 11's targets are
+    /// set ("markers and CRC on").
+    #[arg(long)]
+    pub no_markers: bool,
 }
 
 /// Parses a message size: `tool_support::ByteSize`'s forms (64, 4K, 4KiB, 1M: powers of 1024),
@@ -906,6 +912,7 @@ mod tests {
             &["no_such_test"],
             &["write_lat", "a", "b"],
             &["compare", "--mtu", "100"],
+            &["compare", "--mtu", "65536"],
         ] {
             let e = parse(bad).unwrap_err();
             assert_ne!(e.kind(), clap::error::ErrorKind::DisplayHelp, "{bad:?}");
@@ -1143,5 +1150,24 @@ mod tests {
             }
             _ => panic!("not compare"),
         }
+    }
+
+    /// Issue 11's targets hold with markers and CRC on: compare asks for markers unless told
+    /// not to, and takes MTUs up to veth's largest.
+    #[test]
+    fn compare_runs_markers_by_default_and_mtus_up_to_veths_largest() {
+        let Command::Compare(c) = parse(&["compare"]).unwrap().command else {
+            panic!("not compare");
+        };
+        assert!(!c.no_markers);
+        assert_eq!(c.mtu, [1500, 9000]);
+        let Command::Compare(c) = parse(&["compare", "--no-markers", "--mtu", "1500,65535"])
+            .unwrap()
+            .command
+        else {
+            panic!("not compare");
+        };
+        assert!(c.no_markers);
+        assert_eq!(c.mtu, [1500, 65535]);
     }
 }

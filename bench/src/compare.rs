@@ -134,6 +134,15 @@ pub fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     }
 }
 
+/// What the MPA transports run with, for the table's head and the JSON.
+fn mpa_setting(markers: bool) -> &'static str {
+    if markers {
+        "markers and CRC32c on, both directions"
+    } else {
+        "markers off (--no-markers), CRC32c on"
+    }
+}
+
 /// Runs compare: the whole plan at each MTU of `--mtu` (default 1500 and 9000), a table each.
 pub fn run(args: &CompareArgs) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find own binary: {e}"))?;
@@ -162,6 +171,7 @@ pub fn run(args: &CompareArgs) -> Result<(), String> {
             "not pinned"
         }
     );
+    println!("MPA (xdp, kernel): {}", mpa_setting(!args.no_markers));
     let mut all: Vec<CompareRecord> = Vec::new();
     let mut missing: Vec<String> = Vec::new();
     let mut port = DEFAULT_PORT;
@@ -175,6 +185,7 @@ pub fn run(args: &CompareArgs) -> Result<(), String> {
             pin,
             short: args.short,
             mtu,
+            markers: !args.no_markers,
         };
         let (mut records, notes) = plan.run(&mut port);
         let tcp = crate::compare_tcp::medians(&records);
@@ -214,9 +225,10 @@ pub fn run(args: &CompareArgs) -> Result<(), String> {
     let _ = std::fs::remove_dir_all(&tmp);
     if let Some(path) = &args.json {
         let report = crate::compare_report::CompareReport {
-            environment: crate::compare_report::Environment::here(
-                &args.mtu, pin, rounds, args.short,
-            ),
+            environment: crate::compare_report::Environment {
+                mpa: mpa_setting(!args.no_markers).into(),
+                ..crate::compare_report::Environment::here(&args.mtu, pin, rounds, args.short)
+            },
             records: all,
         };
         report::write_json(path, &report)?;
@@ -236,9 +248,20 @@ struct Plan<'a> {
     pin: bool,
     short: bool,
     mtu: u32,
+    /// Both ends of the MPA transports ask for markers (`--markers`).
+    markers: bool,
 }
 
 impl Plan<'_> {
+    /// The arguments both ends of an MPA transport's run get: markers, unless turned off.
+    fn mpa_args(&self) -> &'static [&'static str] {
+        if self.markers {
+            &["--markers"]
+        } else {
+            &[]
+        }
+    }
+
     /// Every round of the plan: the records of the runs that measured something, and a note
     /// for each that did not. `port` moves on by one per run.
     fn run(&self, port: &mut u16) -> (Vec<CompareRecord>, Vec<String>) {
@@ -273,7 +296,13 @@ impl Plan<'_> {
                             pin,
                         )
                     } else {
-                        run_pair(tb, exe, run_test, t, bytes, iters, *port, &json, pin, &[]).map(
+                        // raw frames carry no MPA; the xdp and kernel transports do.
+                        let extra = if transport == "raw" {
+                            &[][..]
+                        } else {
+                            self.mpa_args()
+                        };
+                        run_pair(tb, exe, run_test, t, bytes, iters, *port, &json, pin, extra).map(
                             |rec| CompareRecord::from_record(test, transport, Some(&rec), bytes),
                         )
                     };
@@ -334,7 +363,11 @@ impl Plan<'_> {
     ) {
         for (name, qps) in crate::compare_queues::QUEUE_CELLS {
             let extra = crate::compare_queues::cell_args(qps);
-            let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+            let extra: Vec<&str> = extra
+                .iter()
+                .map(String::as_str)
+                .chain(self.mpa_args().iter().copied())
+                .collect();
             let cell = XdpCell {
                 name,
                 test: TestKind::WriteBw,

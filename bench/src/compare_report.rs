@@ -33,6 +33,9 @@ pub struct Environment {
     pub short: bool,
     /// The tools of the `linux` column.
     pub linux_tools: String,
+    /// What the MPA transports (xdp, kernel) negotiated for: markers and CRC.
+    #[serde(default)]
+    pub mpa: String,
 }
 
 impl Environment {
@@ -51,6 +54,7 @@ impl Environment {
             rounds,
             short,
             linux_tools: "iperf3 (bandwidth), sockperf ping-pong (latency)".into(),
+            mpa: String::new(),
         }
     }
 }
