@@ -78,13 +78,13 @@ pub fn serve(spec: &RunSpec) -> Result<(), String> {
             let _ = incoming.reject(&Reply::refuse(status).encode());
             continue;
         };
-        let last = if req.qps > 1 {
-            serve_group(spec.test, &device, &listener, (incoming, req), args)?
+        let served = if req.qps > 1 {
+            serve_group(spec.test, &device, &listener, (incoming, req), args)
         } else {
-            serve_one(spec.test, &device, incoming, &req, args)?;
-            req.last
+            serve_one(spec.test, &device, incoming, &req, args).map(|()| req.last)
         };
         report_engine_counters(&device, "server");
+        let last = served?;
         if last {
             return Ok(());
         }
@@ -427,7 +427,11 @@ pub fn run_client(spec: &RunSpec, host: &str) -> Result<Vec<Record>, String> {
         } else {
             measure_group(&mut group, spec.test, size, spec.length, args).map(|r| (r, None))
         }
-        .map_err(|e| format!("{} {} B: {e}", spec.test.name(), size))?;
+        .map_err(|e| {
+            // What the engine saw explains a failed run best (retransmissions, drops).
+            report_engine_counters(&device, "client");
+            format!("{} {} B: {e}", spec.test.name(), size)
+        })?;
         row.params = Some(params);
         println!("{}", row.row_in(unit));
         for line in report::notes(&row, unit) {

@@ -163,15 +163,17 @@ fn bench(c: &mut Criterion) {
 
 criterion_group!(benches, bench);
 
-/// With `PING_PONG_ROUNDS=N` set, runs N round trips (markers off) and nothing else: a fixed
-/// amount of work for an instruction count (`valgrind --tool=callgrind`), which this shared
-/// host's timings are too noisy to replace. Otherwise criterion as usual.
+/// With `PING_PONG_ROUNDS=N` set, runs N round trips (markers off, on with
+/// `PING_PONG_MARKERS=1`) and nothing else: a fixed amount of work for an instruction count
+/// (`valgrind --tool=callgrind`), which this shared host's timings are too noisy to replace.
+/// Otherwise criterion as usual.
 fn main() {
     if let Some(n) = std::env::var("PING_PONG_ROUNDS")
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
     {
-        let mut pp = PingPong::new(false);
+        let markers = std::env::var("PING_PONG_MARKERS").is_ok_and(|v| v == "1");
+        let mut pp = PingPong::new(markers);
         for _ in 0..n {
             pp.round();
         }

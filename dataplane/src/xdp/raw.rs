@@ -370,7 +370,8 @@ pub fn raw_flood(
     let mut batch: Vec<Frame> = Vec::with_capacity(64);
     let start = Instant::now();
     let mut sent = 0u64;
-    // Packets built into `batch` and not yet queued (`send` queues all of it or none).
+    // Packets built into `batch` and not yet queued (`send` queues whole packets from the
+    // front; the rest wait in `batch`).
     let mut packets = 0u64;
     while sent < count && start.elapsed() < timeout {
         q.reclaim();
@@ -392,10 +393,10 @@ pub fn raw_flood(
             }
             packets += 1;
         }
-        if q.send(&mut batch) > 0 {
-            sent += packets;
-            packets = 0;
-        }
+        q.send(&mut batch);
+        let left = batch.iter().filter(|f| !f.continues()).count() as u64;
+        sent += packets - left;
+        packets = left;
         q.kick_tx();
     }
     q.release(&mut batch);

@@ -127,6 +127,11 @@ impl<T: RingDesc> Ring<T> {
         self.cached_cons.wrapping_sub(self.cached_prod)
     }
 
+    /// Producer: slots free for us now, at most `want`.
+    pub(crate) fn room(&mut self, want: u32) -> u32 {
+        self.free(want).min(want)
+    }
+
     /// Producer: writes descriptors from `items` and publishes them. With `all_or_nothing`,
     /// none is written unless all fit. Returns how many were queued.
     pub(crate) fn produce(&mut self, items: &[T], all_or_nothing: bool) -> usize {

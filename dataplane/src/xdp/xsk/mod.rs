@@ -17,6 +17,7 @@ mod checksum_offload;
 mod rx_run;
 mod slab;
 mod statistics;
+mod transmit;
 
 pub use checksum_offload::TxChecksumOffload;
 pub use slab::Slab;
@@ -616,61 +617,6 @@ impl XskQueue {
         match self.slabs.as_mut() {
             Some(s) if s.contains(frame.addr) => s.frame_back(frame.addr),
             _ => self.free.push(frame),
-        }
-    }
-
-    /// Queues the frames of `frames` on the tx ring and kicks the kernel if it asks: all of
-    /// them when the ring has room for all, else none, so a chain of [`XskQueue::scatter`] is
-    /// never split. The queued tokens leave `frames`. Returns how many were queued. With
-    /// [`XskQueue::offloads_tcp_checksum`], the first frame of every TCP packet gets its
-    /// checksum request.
-    pub fn send(&mut self, frames: &mut Vec<Frame>) -> usize {
-        if frames.is_empty() {
-            return 0;
-        }
-        if self.tx_checksum != TxChecksumOffload::Off {
-            // `Kernel` chains were finished by `scatter`.
-            let chains_done = self.tx_checksum == TxChecksumOffload::Kernel;
-            let mut first = true;
-            for f in frames.iter_mut() {
-                if first && !(chains_done && f.continues()) {
-                    self.request_tcp_checksum(f);
-                }
-                first = !f.continues();
-            }
-        }
-        self.descs.clear();
-        for f in frames.iter() {
-            self.check_owner(f);
-            self.descs.push(libc::xdp_desc {
-                addr: f.addr,
-                len: f.len,
-                options: f.options,
-            });
-        }
-        // Every descriptor is a frame of this UMEM whose token we hold; the tokens of the
-        // frames the ring accepts are dropped below, so user space cannot touch them until the
-        // completion ring gives them back.
-        let n = self.socket.tx.produce(&self.descs, true);
-        frames.drain(..n);
-        self.in_tx += n;
-        if n > 0 && self.tx_wants_kick() {
-            self.socket.kick_tx();
-        }
-        n
-    }
-
-    /// Whether the kernel must be kicked to transmit (always without need_wakeup).
-    fn tx_wants_kick(&self) -> bool {
-        !self.need_wakeup || self.socket.tx.needs_wakeup()
-    }
-
-    /// Kicks the kernel again while transmitted frames have not all completed (copy mode sends
-    /// at most a budget per `sendto` and says nothing about the rest). Call it after
-    /// [`XskQueue::reclaim`], so that a batch the last `send` finished costs no second `sendto`.
-    pub fn kick_tx(&mut self) {
-        if self.in_tx > 0 && self.tx_wants_kick() {
-            self.socket.kick_tx();
         }
     }
 
