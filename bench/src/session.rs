@@ -35,6 +35,16 @@ const CTRL_WR: u64 = 1 << 62;
 /// A peer that makes no progress this long is declared gone.
 const STALL: Duration = Duration::from_secs(10);
 
+/// The stall window: [`STALL`], or `XWARP_BENCH_STALL_SECS` (a test's shorter window, so that
+/// a stream longer than the window is quick to show).
+fn stall_window() -> Duration {
+    std::env::var("XWARP_BENCH_STALL_SECS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|&s| s > 0)
+        .map_or(STALL, Duration::from_secs)
+}
+
 /// A control message.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Ctrl {
@@ -221,6 +231,7 @@ pub struct Session {
     pub peer_report: Option<StreamReport>,
     data_slots: usize,
     ctrl_tx_next: usize,
+    stall: Duration,
     _device: Device,
 }
 
@@ -252,6 +263,7 @@ impl Resources {
             size: req.size as usize,
             data_slots,
             ctrl_tx_next: 0,
+            stall: stall_window(),
             _device: self.device,
         }
     }
@@ -476,13 +488,17 @@ impl Session {
         Ok(m)
     }
 
-    /// Busy-polls `f` until it yields, failing when the connection ends or stalls.
+    /// Busy-polls `f` until it yields, failing when the connection ends or stalls: nothing
+    /// yielded and no byte arrived on the device for the stall window (a write_bw server waits
+    /// for the FIN all through the client's stream, which it sees only as bytes arriving).
     pub fn spin<T>(&self, what: &str, mut f: impl FnMut() -> Option<T>) -> Result<T, Ended> {
         let mut spins = 0u32;
         // The stall clock starts at the first check (1024 spins in), not on every call: a
         // server takes each message's completion through here, and a clock read per message
-        // was 2 % of its core in send_bw.
+        // was 2 % of its core in send_bw. The bytes received are read when it starts and when
+        // the window is over.
         let mut since: Option<Instant> = None;
+        let mut rx_bytes = 0u64;
         // An inline engine runs in this loop: nothing else needs this CPU, so give it up only
         // now and then. Otherwise a transport thread (kernel driver, engine thread) may.
         let yield_mask = if self._device.is_inline() { 1023 } else { 15 };
@@ -504,8 +520,18 @@ impl Session {
                             .map(|e| e.to_string()),
                     ));
                 }
-                if since.get_or_insert_with(Instant::now).elapsed() > STALL {
-                    return Err(Ended::Stalled(what.to_string()));
+                let start = *since.get_or_insert_with(|| {
+                    rx_bytes = self._device.counters().rx_bytes;
+                    Instant::now()
+                });
+                if start.elapsed() > self.stall {
+                    let now_rx = self._device.counters().rx_bytes;
+                    if now_rx == rx_bytes {
+                        return Err(Ended::Stalled(what.to_string(), self.stall));
+                    }
+                    // Still streaming: a new window.
+                    rx_bytes = now_rx;
+                    since = Some(Instant::now());
                 }
             }
             if spins == u32::MAX {
@@ -607,8 +633,8 @@ fn ctrl_slot(base: usize, i: usize) -> Range<usize> {
 pub enum Ended {
     /// The connection closed (with the queue pair's error, if any).
     Closed(Option<String>),
-    /// Nothing happened for 10 s while waiting for this.
-    Stalled(String),
+    /// Nothing happened (no byte arrived) for the stall window (10 s) while waiting for this.
+    Stalled(String, Duration),
     /// A work request failed.
     Failed(String),
 }
@@ -618,7 +644,7 @@ impl std::fmt::Display for Ended {
         match self {
             Self::Closed(None) => write!(f, "the peer closed the connection"),
             Self::Closed(Some(e)) => write!(f, "the connection failed: {e}"),
-            Self::Stalled(w) => write!(f, "no progress for {} s waiting for {w}", STALL.as_secs()),
+            Self::Stalled(w, d) => write!(f, "no progress for {} s waiting for {w}", d.as_secs()),
             Self::Failed(e) => write!(f, "{e}"),
         }
     }

@@ -772,3 +772,55 @@ fn bad_options_fail_with_usage_not_panic() {
         "{err}"
     );
 }
+
+/// A stream longer than the stall window finishes (`write_bw -D 15` used to fail: its server,
+/// which sees a client's RDMA Writes only as bytes arriving, gave up waiting for the FIN after
+/// 10 s). With a 1 s window (`XWARP_BENCH_STALL_SECS`), 3 s streams on both transports.
+#[test]
+fn streams_longer_than_the_stall_window_finish() {
+    let name = "streams_longer_than_the_stall_window_finish";
+    if !require_root(name) {
+        return;
+    }
+    let tb = Testbed::up(1500).expect("testbed");
+    let xa = ["--transport", "xdp", "--interface", tb.if_a.as_str()];
+    let xb = ["--transport", "xdp", "--interface", tb.if_b.as_str()];
+    let kernel: [&str; 0] = [];
+    let mut cases: Vec<(&[&str], &[&str])> = vec![(&kernel, &kernel)];
+    if xdp_transport_built(&tb) {
+        cases.push((&xa, &xb));
+    }
+    for (k, (srv, cli)) in cases.into_iter().enumerate() {
+        let port = (19_300 + k as u16).to_string();
+        let mut server = bench_in(&tb, true)
+            .env("XWARP_BENCH_STALL_SECS", "1")
+            .args(["write_bw", "--port", &port])
+            .args(srv)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn server");
+        let mut first = String::new();
+        BufReader::new(server.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        assert!(first.contains("listening"), "server said: {first}");
+        let out = bench_in(&tb, false)
+            .env("XWARP_BENCH_STALL_SECS", "1")
+            .args(["write_bw", ADDR_A, "--port", &port, "-s", "64K", "-D", "3"])
+            .args(cli)
+            .output()
+            .expect("spawn client");
+        let server = server.wait_with_output().unwrap();
+        assert!(
+            out.status.success() && server.status.success(),
+            "case {k}: client: {}\nserver: {}",
+            String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&server.stderr)
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains(BW_HEADER_MB),
+            "case {k}: a bandwidth table"
+        );
+    }
+}
