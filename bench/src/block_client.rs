@@ -60,6 +60,11 @@ pub fn connections_for(depth: u32) -> usize {
 }
 
 impl RpcRdmaClient {
+    /// What MPA negotiated on the first connection (all are made alike).
+    pub fn negotiated(&self) -> dataplane::NegotiatedFraming {
+        self.conns[0].client.negotiated()
+    }
+
     /// Opens `connections` connections through `device` to the store server at `addr`.
     pub fn connect(
         device: &Device,

@@ -2,13 +2,18 @@
 //! negotiated MPA markers and CRC), from the device and the connected queue pair.
 
 use dataplane::xdp::{AttachMode, TxChecksumOffload};
-use dataplane::{Device, EngineMode, QueuePair};
+use dataplane::{Device, EngineMode};
 
 use crate::cli::RunSpec;
 use crate::report::Params;
 
-/// The facts of a run on `device`, with what `qp` negotiated (once connected).
-pub fn params(spec: &RunSpec, device: &Device, qp: Option<&QueuePair>) -> Params {
+/// The facts of a run on `device`, with what its connection's MPA negotiated (once connected:
+/// `QueuePair::negotiated`).
+pub fn params(
+    spec: &RunSpec,
+    device: &Device,
+    negotiated: Option<dataplane::NegotiatedFraming>,
+) -> Params {
     let mut p = Params {
         test: spec.test.name().into(),
         transport: spec.args.transport.name().into(),
@@ -64,7 +69,7 @@ pub fn params(spec: &RunSpec, device: &Device, qp: Option<&QueuePair>) -> Params
             .into(),
         );
     }
-    if let Some(n) = qp.map(QueuePair::negotiated) {
+    if let Some(n) = negotiated {
         p.tx_markers = Some(n.tx_markers);
         p.rx_markers = Some(n.rx_markers);
         p.crc = Some(n.crc);

@@ -400,7 +400,7 @@ pub fn run_client(spec: &RunSpec, host: &str) -> Result<Vec<Record>, String> {
         let mut group = (0..args.qps)
             .map(|_| Session::connect(device.clone(), addr, req, &config, slots, ctrl))
             .collect::<Result<Vec<_>, _>>()?;
-        let params = facts::params(spec, &device, Some(&group[0].qp));
+        let params = facts::params(spec, &device, Some(group[0].qp.negotiated()));
         if k == 0 {
             // perftest's order: the parameter block, then the table.
             println!("{RULE}");

@@ -81,7 +81,7 @@ pub fn run_client(spec: &RunSpec, host: &str) -> Result<Vec<Record>, String> {
     let connections = connections_for(args.iodepth());
     let mut c = RpcRdmaClient::connect(&device, addr, connection_config(args), connections)?;
     let unit = args.bw_unit();
-    let mut params = crate::facts::params(spec, &device, None);
+    let mut params = crate::facts::params(spec, &device, Some(c.negotiated()));
     params.store_size = Some(c.store_size()?);
     println!("{RULE}");
     println!(

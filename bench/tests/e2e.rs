@@ -643,6 +643,12 @@ fn xdp_transport_tests_run_end_to_end_and_interoperate_with_kernel() {
                 "{p}"
             );
             assert!(p["zero_copy"].is_boolean() && p["mtu"] == 1500, "{p}");
+            // What MPA negotiated, the storage tests' connections included (no --markers
+            // here; the CRC is on by default).
+            assert!(
+                p["crc"] == true && p["tx_markers"] == false && p["rx_markers"] == false,
+                "case {k}: {p}"
+            );
         }
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -55,6 +55,7 @@ pub use config::{
 };
 pub use counters::CounterSnapshot;
 pub use cq::{CompletionQueue, CqError, DEFAULT_CQ_CAPACITY};
+pub use ddp::NegotiatedFraming;
 pub use device::{Device, EngineLoad, QpInit};
 pub use error::{ConnectError, DeviceError, PostError, RegisterError};
 pub use listener::{AcceptError, Incoming, Listener};

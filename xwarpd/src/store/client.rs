@@ -358,6 +358,11 @@ impl StoreClient {
         })
     }
 
+    /// What MPA negotiated on this connection: markers and CRC per direction, the revision.
+    pub fn negotiated(&self) -> dataplane::NegotiatedFraming {
+        self.qp.negotiated()
+    }
+
     /// The protection domain buffers for [`read`](Self::read) and [`write`](Self::write) must
     /// be registered in (`pd().register(len, Access::ALL)`).
     pub fn pd(&self) -> &ProtectionDomain {
