@@ -150,3 +150,30 @@ fn auto_on_veth_takes_the_strip() {
     assert!(q.has_rx_strip());
     assert!(!q.is_zero_copy());
 }
+
+/// With a strip the fill ring draws from it, so the pool serves transmission only and holds
+/// at most a tx ring's worth of frames (the UMEM shrinks by the rest); without one the pool
+/// keeps every frame asked for, half of them in the fill ring.
+#[test]
+fn a_strip_queues_pool_holds_a_tx_rings_worth() {
+    let Some(tb) = or_skip("strpl", for_test("strpl")) else {
+        return;
+    };
+    tb.set_mtu(9000).unwrap();
+    for (side, rx_strip) in [(Side::A, true), (Side::B, false)] {
+        let q = tb.run_in(side, || {
+            let cfg = XskConfig {
+                frame_count: 8192,
+                ..config(rx_strip)
+            };
+            XskQueue::new(tb.ifname(side), 0, cfg).unwrap()
+        });
+        assert_eq!(q.has_rx_strip(), rx_strip);
+        let occ = q.occupancy();
+        if rx_strip {
+            assert_eq!(occ.free, 2048, "{occ:?}");
+        } else {
+            assert_eq!((occ.free, occ.in_fill), (8192 - 2048, 2048), "{occ:?}");
+        }
+    }
+}

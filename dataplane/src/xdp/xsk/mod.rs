@@ -74,7 +74,9 @@ pub fn multi_buffer_for_mtu(mtu: u32) -> bool {
 /// Sizes and modes of one [`XskQueue`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct XskConfig {
-    /// UMEM frames in all (fill reserve plus frames for transmission).
+    /// UMEM frames of the pool (fill reserve plus frames for transmission). A queue with a
+    /// receive strip fills from the strip, and its pool, which then serves transmission only,
+    /// holds at most `ring_size` of them (more could never be in flight).
     pub frame_count: u32,
     /// Bytes per frame: a power of two, at least 2048.
     pub frame_size: u32,
@@ -154,6 +156,16 @@ impl XskConfig {
     /// Frames kept in the fill ring: half of the UMEM, at most a ring's worth.
     pub fn fill_target(&self) -> usize {
         (self.frame_count / 2).min(self.ring_size) as usize
+    }
+
+    /// Frames of the pool: `frame_count`, or with a receive strip (`with_strip`) at most a tx
+    /// ring's worth, since only transmission draws from it then.
+    fn pool_frames(&self, with_strip: bool) -> u32 {
+        if with_strip {
+            self.frame_count.min(self.ring_size)
+        } else {
+            self.frame_count
+        }
     }
 
     fn validate(&self) -> Result<(), XdpError> {
@@ -280,7 +292,9 @@ impl XskQueue {
             })
         };
         let tx_checksum = cfg.tx_checksum.resolve_with(features);
-        let frames_len = u64::from(cfg.frame_count) * u64::from(cfg.frame_size);
+        let with_strip = rx_run::strip_for(&cfg, features);
+        let pool_frames = cfg.pool_frames(with_strip);
+        let frames_len = u64::from(pool_frames) * u64::from(cfg.frame_size);
         let slabs =
             (cfg.multi_buffer && cfg.slab_frames > 1 && tx_checksum == TxChecksumOffload::Off)
                 .then(|| {
@@ -292,7 +306,7 @@ impl XskQueue {
                     )
                 });
         let slabs_end = frames_len + slabs.as_ref().map_or(0, TxSlabs::len);
-        let strip = rx_run::strip_for(&cfg, features).then(|| {
+        let strip = with_strip.then(|| {
             RxStrip::new(
                 slabs_end,
                 u64::from(cfg.frame_size),
@@ -355,7 +369,7 @@ impl XskQueue {
 
         let owner = NEXT_OWNER.fetch_add(1, Ordering::Relaxed);
         let frame_size = u64::from(cfg.frame_size);
-        let free = (0..u64::from(cfg.frame_count))
+        let free = (0..u64::from(pool_frames))
             .map(|i| Frame {
                 addr: i * frame_size + u64::from(UMEM_HEADROOM),
                 len: 0,
