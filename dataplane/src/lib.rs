@@ -43,6 +43,7 @@ pub mod memory;
 mod pd;
 mod qp;
 mod qp_events;
+mod region_slots;
 mod sgl;
 mod stream;
 mod work;

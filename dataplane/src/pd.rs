@@ -9,9 +9,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use ddp::{Memory, PdId, RegionHandle, RegionSpec, Stag, StagTable};
-use endpoint::FastMap;
 
 use crate::memory::PinnedBuf;
+use crate::region_slots::RegionSlots;
 use crate::sgl::Gather;
 use crate::RegisterError;
 
@@ -19,11 +19,12 @@ pub use ddp::Access;
 
 /// The memory behind a domain's regions, as ddp sees it: the registered regions, and the
 /// gather regions of scatter-gather work requests in flight ([`crate::sgl`]). Looked up per
-/// FPDU sent and placed, by handles this process made (not the wire's): a fast hash.
+/// FPDU sent and placed (per piece between markers), by handles this process made (not the
+/// wire's): by table slot, no hash.
 #[derive(Debug, Default)]
 pub(crate) struct PdMemory {
-    regions: FastMap<RegionHandle, Arc<PinnedBuf>>,
-    pub(crate) gathers: FastMap<RegionHandle, Gather>,
+    regions: RegionSlots<Arc<PinnedBuf>>,
+    pub(crate) gathers: RegionSlots<Gather>,
 }
 
 impl Memory for PdMemory {
@@ -32,9 +33,9 @@ impl Memory for PdMemory {
         let Ok(off) = usize::try_from(offset) else {
             return;
         };
-        if let Some(b) = self.regions.get(&region) {
+        if let Some(b) = self.regions.get(region) {
             let _ = b.write_at(off, data);
-        } else if let Some(g) = self.gathers.get(&region) {
+        } else if let Some(g) = self.gathers.get(region) {
             g.scatter(off, data);
         }
     }
@@ -42,12 +43,9 @@ impl Memory for PdMemory {
     fn read(&self, region: RegionHandle, offset: u64, out: &mut [u8]) {
         // A registered region first; only then the gather regions (one lookup per FPDU).
         let ok = match usize::try_from(offset) {
-            Ok(off) => match self.regions.get(&region) {
+            Ok(off) => match self.regions.get(region) {
                 Some(b) => b.read_at(off, out).is_some(),
-                None => self
-                    .gathers
-                    .get(&region)
-                    .is_some_and(|g| g.gather(off, out)),
+                None => self.gathers.get(region).is_some_and(|g| g.gather(off, out)),
             },
             Err(_) => false,
         };
@@ -85,9 +83,9 @@ impl PdState {
     /// (ddp checks each handle's generation).
     fn deregister(&mut self, handle: RegionHandle) {
         self.tags.deregister(handle);
-        self.mem.regions.remove(&handle);
+        self.mem.regions.remove(handle);
         let tags = &mut self.tags;
-        self.mem.gathers.retain(|&g, gather| {
+        self.mem.gathers.retain(|g, gather| {
             let keep = !gather.reaches(handle);
             if !keep {
                 tags.deregister(g);

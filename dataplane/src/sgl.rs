@@ -175,7 +175,7 @@ impl<'a> WorkRequest<'a> {
 /// Drops the gather region `region` of a finished (or never posted) request; a no-op for a
 /// registered region of the caller's and for a gather region already dropped.
 pub(crate) fn release(st: &mut PdState, region: RegionHandle) {
-    if st.mem.gathers.remove(&region).is_some() {
+    if st.mem.gathers.remove(region).is_some() {
         st.tags.deregister(region);
     }
 }
