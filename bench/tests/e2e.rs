@@ -29,6 +29,17 @@ fn scratch_dir(tag: &str) -> std::path::PathBuf {
     dir
 }
 
+/// Spawns the server `cmd` and waits for its "listening" line (its stdout is taken for it).
+fn listening(cmd: &mut Command) -> std::process::Child {
+    let mut server = cmd.stdout(Stdio::piped()).spawn().expect("spawn server");
+    let mut first = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.contains("listening"), "server said: {first}");
+    server
+}
+
 /// Runs server and client of `test` with `size` bytes and `iters` iterations, each with its
 /// extra options; returns the client's output and the server's exit.
 #[allow(clippy::too_many_arguments)]
@@ -43,18 +54,12 @@ fn run_with(
     client_extra: &[&str],
 ) -> Output {
     let port = port.to_string();
-    let mut server = bench_in(tb, true)
-        .args([test, "--port", &port])
-        .args(server_extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn server");
-    let mut first = String::new();
-    BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    assert!(first.contains("listening"), "server said: {first}");
+    let mut server = listening(
+        bench_in(tb, true)
+            .args([test, "--port", &port])
+            .args(server_extra)
+            .stderr(Stdio::inherit()),
+    );
     let out = bench_in(tb, false)
         .args([
             test, ADDR_A, "--port", &port, "-s", size, "-n", iters, "--json",
@@ -798,19 +803,13 @@ fn streams_longer_than_the_stall_window_finish() {
     }
     for (k, (srv, cli)) in cases.into_iter().enumerate() {
         let port = (19_300 + k as u16).to_string();
-        let mut server = bench_in(&tb, true)
-            .env("XWARP_BENCH_STALL_SECS", "1")
-            .args(["write_bw", "--port", &port])
-            .args(srv)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn server");
-        let mut first = String::new();
-        BufReader::new(server.stdout.take().unwrap())
-            .read_line(&mut first)
-            .unwrap();
-        assert!(first.contains("listening"), "server said: {first}");
+        let server = listening(
+            bench_in(&tb, true)
+                .env("XWARP_BENCH_STALL_SECS", "1")
+                .args(["write_bw", "--port", &port])
+                .args(srv)
+                .stderr(Stdio::piped()),
+        );
         let out = bench_in(&tb, false)
             .env("XWARP_BENCH_STALL_SECS", "1")
             .args(["write_bw", ADDR_A, "--port", &port, "-s", "64K", "-D", "3"])
