@@ -132,18 +132,11 @@ impl<T: RingDesc> Ring<T> {
         self.free(want).min(want)
     }
 
-    /// Producer: writes descriptors from `items` and publishes them. With `all_or_nothing`,
-    /// none is written unless all fit. Returns how many were queued.
-    pub(crate) fn produce(&mut self, items: &[T], all_or_nothing: bool) -> usize {
+    /// Producer: writes as many descriptors from the front of `items` as there are free slots
+    /// ([`Ring::room`] says how many beforehand) and publishes them. Returns how many.
+    pub(crate) fn produce(&mut self, items: &[T]) -> usize {
         let want = u32::try_from(items.len()).unwrap_or(u32::MAX);
-        let free = self.free(want);
-        let n = if free >= want {
-            want
-        } else if all_or_nothing {
-            0
-        } else {
-            free
-        };
+        let n = self.room(want);
         for (i, item) in items[..n as usize].iter().enumerate() {
             let slot = self.cached_prod.wrapping_add(i as u32) & self.mask;
             // Safety: `slot` is masked into the ring's `mask + 1` descriptors, and the slot is

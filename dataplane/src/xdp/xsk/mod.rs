@@ -498,7 +498,7 @@ impl XskQueue {
         // The ring takes frames of this UMEM from our free pool, which neither user space nor
         // the kernel uses; the tokens it took are dropped below, so nobody can touch those
         // frames until the rx ring returns them.
-        let n = self.socket.fill.produce(&self.addrs, false);
+        let n = self.socket.fill.produce(&self.addrs);
         self.free.drain(start..start + n);
         self.in_fill += n;
         if self.need_wakeup && self.socket.fill.needs_wakeup() {

@@ -40,7 +40,7 @@ impl XskQueue {
         let taken = strip.take_for_fill(want, &mut self.addrs);
         // The strip's positions are ours and free (not in a ring, no token for them): once in
         // the fill ring nobody touches them until the rx ring returns them as frames.
-        let n = self.socket.fill.produce(&self.addrs, false);
+        let n = self.socket.fill.produce(&self.addrs);
         strip.untake(taken - n);
         self.in_fill += n;
         if self.need_wakeup && self.socket.fill.needs_wakeup() {

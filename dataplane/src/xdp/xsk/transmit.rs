@@ -43,7 +43,7 @@ impl XskQueue {
         // Every descriptor is a frame of this UMEM whose token we hold; the tokens of the
         // frames the ring accepts are dropped below, so user space cannot touch them until the
         // completion ring gives them back. The room was counted above: all of them fit.
-        let n = self.socket.tx.produce(&self.descs, true);
+        let n = self.socket.tx.produce(&self.descs);
         frames.drain(..n);
         self.in_tx += n;
         if n > 0 && self.tx_wants_kick() {
