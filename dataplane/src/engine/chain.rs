@@ -11,6 +11,8 @@ pub(crate) struct RxChain {
     delivered: bool,
     /// Set while the rest of a chain too long to gather is skipped.
     skipping: bool,
+    /// The last frame fed continues into the next one.
+    mid_chain: bool,
     dropped: u64,
     max: usize,
 }
@@ -22,6 +24,7 @@ impl RxChain {
             buf: Vec::with_capacity(max),
             delivered: false,
             skipping: false,
+            mid_chain: false,
             dropped: 0,
             max,
         }
@@ -35,6 +38,7 @@ impl RxChain {
             self.buf.clear();
             self.delivered = false;
         }
+        self.mid_chain = continues;
         if self.buf.is_empty() && !self.skipping && !continues {
             return Some(data);
         }
@@ -55,6 +59,11 @@ impl RxChain {
         }
         self.delivered = true;
         Some(&self.buf)
+    }
+
+    /// Whether a chain is under way: the last frame fed continues into the next one.
+    pub(crate) fn mid_chain(&self) -> bool {
+        self.mid_chain
     }
 
     /// Chains dropped for being longer than the limit.
@@ -94,10 +103,19 @@ mod tests {
     #[test]
     fn a_chain_may_end_in_a_later_batch() {
         let mut c = RxChain::new(100);
+        assert!(!c.mid_chain());
         assert_eq!(c.feed(b"abc", true), None);
         // (the batch ends here; the frame went back to the pool: its octets were copied)
+        assert!(c.mid_chain(), "the next frame continues the chain");
         assert_eq!(c.feed(b"def", false), Some(&b"abcdef"[..]));
+        assert!(!c.mid_chain());
         assert_eq!(c.feed(b"g", false), Some(&b"g"[..]));
+        // A chain being skipped (too long) is under way too.
+        let mut c = RxChain::new(2);
+        assert_eq!(c.feed(b"abc", true), None);
+        assert!(c.mid_chain());
+        assert_eq!(c.feed(b"d", false), None);
+        assert!(!c.mid_chain());
     }
 
     #[test]

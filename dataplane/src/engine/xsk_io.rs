@@ -46,8 +46,6 @@ struct Chains {
     /// Chains read in place (one run of the strip), and gathered.
     in_place: u64,
     gathered: u64,
-    /// The chain being received was cut at [`MAX_HELD`] frames: its rest goes to the gather.
-    gathering: bool,
     /// Gathers a chain that is not one run of the UMEM.
     rx: RxChain,
     tx: Vec<u8>,
@@ -100,7 +98,6 @@ impl XskIo {
             held: Vec::with_capacity(MAX_HELD),
             in_place: 0,
             gathered: 0,
-            gathering: false,
             rx: RxChain::new(max),
             tx: vec![0; max],
             tx_frames: max.div_ceil(queue.frame_capacity()),
@@ -162,12 +159,12 @@ impl PacketIo for XskIo {
             Some(chain) => {
                 let mut done = std::mem::take(rx);
                 for frame in done.drain(..) {
-                    if chain.gathering {
-                        // The rest of a chain too long to hold: the gather takes (and drops) it.
+                    if chain.rx.mid_chain() {
+                        // The rest of a chain cut at MAX_HELD frames: the gather takes (and
+                        // drops) it.
                         if let Some(packet) = chain.rx.feed(queue.data(&frame), frame.continues()) {
                             deliver(packet);
                         }
-                        chain.gathering = frame.continues();
                         queue.release_one(frame);
                         continue;
                     }
@@ -181,8 +178,8 @@ impl PacketIo for XskIo {
                     if !ends && chain.held.len() < MAX_HELD {
                         continue;
                     }
+                    // A cut chain leaves the gather mid-chain: its rest goes there.
                     chain.deliver(queue, &mut deliver);
-                    chain.gathering = !ends;
                     queue.release(&mut chain.held);
                 }
                 *rx = done;
