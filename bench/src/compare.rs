@@ -171,7 +171,8 @@ pub fn run(args: &CompareArgs) -> Result<(), String> {
             "not pinned"
         }
     );
-    println!("MPA (xdp, kernel): {}", mpa_setting(!args.no_markers));
+    let mpa = mpa_setting(!args.no_markers);
+    println!("MPA (xdp, kernel): {mpa}");
     let mut all: Vec<CompareRecord> = Vec::new();
     let mut missing: Vec<String> = Vec::new();
     let mut port = DEFAULT_PORT;
@@ -226,7 +227,7 @@ pub fn run(args: &CompareArgs) -> Result<(), String> {
     if let Some(path) = &args.json {
         let report = crate::compare_report::CompareReport {
             environment: crate::compare_report::Environment {
-                mpa: mpa_setting(!args.no_markers).into(),
+                mpa: mpa.into(),
                 ..crate::compare_report::Environment::here(&args.mtu, pin, rounds, args.short)
             },
             records: all,
@@ -252,16 +253,19 @@ struct Plan<'a> {
     markers: bool,
 }
 
-impl Plan<'_> {
-    /// The arguments both ends of an MPA transport's run get: markers, unless turned off.
-    fn mpa_args(&self) -> &'static [&'static str] {
-        if self.markers {
-            &["--markers"]
-        } else {
-            &[]
-        }
+/// The arguments both ends of a run over the plan's `transport` column get for MPA:
+/// `--markers` for the two transports that speak MPA (xdp, kernel; the xdp queue cells too)
+/// when `markers`, nothing for raw frames or Linux TCP. (The ONC RPC over TCP cells have no
+/// MPA and get none.)
+fn mpa_args(transport: &str, markers: bool) -> &'static [&'static str] {
+    if markers && matches!(transport, "xdp" | "kernel") {
+        &["--markers"]
+    } else {
+        &[]
     }
+}
 
+impl Plan<'_> {
     /// Every round of the plan: the records of the runs that measured something, and a note
     /// for each that did not. `port` moves on by one per run.
     fn run(&self, port: &mut u16) -> (Vec<CompareRecord>, Vec<String>) {
@@ -296,12 +300,7 @@ impl Plan<'_> {
                             pin,
                         )
                     } else {
-                        // raw frames carry no MPA; the xdp and kernel transports do.
-                        let extra = if transport == "raw" {
-                            &[][..]
-                        } else {
-                            self.mpa_args()
-                        };
+                        let extra = mpa_args(transport, self.markers);
                         run_pair(tb, exe, run_test, t, bytes, iters, *port, &json, pin, extra).map(
                             |rec| CompareRecord::from_record(test, transport, Some(&rec), bytes),
                         )
@@ -366,7 +365,7 @@ impl Plan<'_> {
             let extra: Vec<&str> = extra
                 .iter()
                 .map(String::as_str)
-                .chain(self.mpa_args().iter().copied())
+                .chain(mpa_args("xdp", self.markers).iter().copied())
                 .collect();
             let cell = XdpCell {
                 name,
@@ -726,6 +725,26 @@ pub fn run_pair(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 11's targets are set with markers and CRC on: by default both ends of every MPA
+    /// run ask for markers, and nothing else gets an option it would refuse.
+    #[test]
+    fn markers_go_to_the_mpa_transports_only() {
+        let want: [(&str, &[&str]); 4] = [
+            ("raw", &[]),
+            ("xdp", &["--markers"]),
+            ("kernel", &["--markers"]),
+            ("linux", &[]),
+        ];
+        // Every column of the plan is in the table above.
+        for t in TRANSPORTS {
+            assert!(want.iter().any(|(w, _)| *w == t), "{t} not considered");
+        }
+        for (t, args) in want {
+            assert_eq!(mpa_args(t, true), args, "{t}");
+            assert!(mpa_args(t, false).is_empty(), "{t}");
+        }
+    }
 
     fn rec(test: &str, t: &str, bytes: u64, typ: Option<f64>, bw: Option<f64>) -> CompareRecord {
         CompareRecord {
