@@ -173,6 +173,7 @@ pub fn run(args: &CompareArgs) -> Result<(), String> {
     );
     let mpa = mpa_setting(!args.no_markers);
     println!("MPA (xdp, kernel): {mpa}");
+    println!("Build: {}", crate::compare_report::build_kind());
     let mut all: Vec<CompareRecord> = Vec::new();
     let mut missing: Vec<String> = Vec::new();
     let mut port = DEFAULT_PORT;

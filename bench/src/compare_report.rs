@@ -36,6 +36,9 @@ pub struct Environment {
     /// What the MPA transports (xdp, kernel) negotiated for: markers and CRC.
     #[serde(default)]
     pub mpa: String,
+    /// How this binary was built ([`build_kind`]).
+    #[serde(default)]
+    pub build: String,
 }
 
 impl Environment {
@@ -55,7 +58,21 @@ impl Environment {
             short,
             linux_tools: "iperf3 (bandwidth), sockperf ping-pong (latency)".into(),
             mpa: String::new(),
+            build: build_kind(),
         }
+    }
+}
+
+/// How this binary was built: `debug`, `release`, or `release, profile-guided (...)` when
+/// `deploy/xwarp build --pgo` built it (that sets `XWARP_PGO` at compile time to what the
+/// profile was trained on).
+pub fn build_kind() -> String {
+    match (cfg!(debug_assertions), option_env!("XWARP_PGO")) {
+        (true, _) => "debug".into(),
+        (false, Some(trained)) if !trained.is_empty() => {
+            format!("release, profile-guided ({trained})")
+        }
+        (false, _) => "release".into(),
     }
 }
 
@@ -112,6 +129,7 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(v["environment"]["mtus"], serde_json::json!([1500, 9000]));
         assert!(!v["environment"]["kernel"].as_str().unwrap().is_empty());
+        assert_eq!(v["environment"]["build"].as_str().unwrap(), build_kind());
         let old = serde_json::to_string(&vec![rec.clone()]).unwrap();
         let back = CompareReport::from_json(&old).unwrap();
         assert_eq!(back.records, vec![rec]);
