@@ -43,7 +43,6 @@ pub mod memory;
 mod pd;
 mod qp;
 mod qp_events;
-mod region_slots;
 mod sgl;
 mod stream;
 mod work;

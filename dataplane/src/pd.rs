@@ -8,10 +8,9 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use ddp::{Memory, PdId, RegionHandle, RegionSpec, Stag, StagTable};
+use ddp::{Memory, PdId, RegionHandle, RegionSlots, RegionSpec, Stag, StagTable};
 
 use crate::memory::PinnedBuf;
-use crate::region_slots::RegionSlots;
 use crate::sgl::Gather;
 use crate::RegisterError;
 

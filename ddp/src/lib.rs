@@ -47,6 +47,7 @@ pub use crate::ddp::control::DdpControl;
 pub use crate::ddp::error::DdpError;
 pub use crate::ddp::header_error::DdpHeaderError;
 pub use crate::ddp::memory::{Memory, RegionHandle, VecMemory};
+pub use crate::ddp::region_slots::RegionSlots;
 pub use crate::ddp::segment::{DdpPacket, DdpRepr};
 pub use crate::ddp::stag::Stag;
 pub use crate::ddp::stag_table::{

@@ -5,7 +5,7 @@
 //! The trait only copies, it never lends: registered memory is shared with the application
 //! (and, for a NIC, a device), so no reference into it may exist while ddp works on it.
 
-use std::collections::HashMap;
+use crate::ddp::region_slots::RegionSlots;
 
 /// A small caller-visible name for one registration of a memory region: the STag table's slot
 /// and the slot's generation. A slot is reused after deregistration under a new generation, so
@@ -45,12 +45,12 @@ pub trait Memory {
     fn read(&self, region: RegionHandle, offset: u64, out: &mut [u8]);
 }
 
-/// A [`Memory`] over owned vectors, for tests and simple users, keyed by the whole handle
-/// (generation included). Unknown regions read as zeros and drop writes (an implementation bug
+/// A [`Memory`] over owned vectors, for tests and simple users, found by the handle's slot and
+/// generation ([`RegionSlots`], as the dataplane finds its pinned regions). Unknown regions read as zeros and drop writes (an implementation bug
 /// would show up as wrong data in byte-for-byte checks).
 #[derive(Debug, Default, Clone)]
 pub struct VecMemory {
-    regions: HashMap<RegionHandle, Vec<u8>>,
+    regions: RegionSlots<Vec<u8>>,
 }
 
 impl VecMemory {
@@ -66,23 +66,23 @@ impl VecMemory {
 
     /// The bytes of `region`.
     pub fn get(&self, region: RegionHandle) -> Option<&[u8]> {
-        self.regions.get(&region).map(|v| &v[..])
+        self.regions.get(region).map(|v| &v[..])
     }
 
     /// The bytes of `region`, writable.
     pub fn get_mut(&mut self, region: RegionHandle) -> Option<&mut Vec<u8>> {
-        self.regions.get_mut(&region)
+        self.regions.get_mut(region)
     }
 
     /// Detach the storage of `region` (after deregistration).
     pub fn remove(&mut self, region: RegionHandle) -> Option<Vec<u8>> {
-        self.regions.remove(&region)
+        self.regions.remove(region)
     }
 }
 
 impl Memory for VecMemory {
     fn write(&mut self, region: RegionHandle, offset: u64, data: &[u8]) {
-        if let Some(v) = self.regions.get_mut(&region) {
+        if let Some(v) = self.regions.get_mut(region) {
             let start = offset as usize;
             if let Some(dst) = v.get_mut(start..start + data.len()) {
                 dst.copy_from_slice(data);
@@ -92,7 +92,7 @@ impl Memory for VecMemory {
 
     fn read(&self, region: RegionHandle, offset: u64, out: &mut [u8]) {
         out.fill(0);
-        if let Some(v) = self.regions.get(&region) {
+        if let Some(v) = self.regions.get(region) {
             let start = offset as usize;
             if let Some(src) = v.get(start..start + out.len()) {
                 out.copy_from_slice(src);

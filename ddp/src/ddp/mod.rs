@@ -18,6 +18,7 @@ pub mod control;
 pub mod error;
 pub mod header_error;
 pub mod memory;
+pub mod region_slots;
 pub(crate) mod rx_segment;
 pub mod segment;
 pub mod segmentation;

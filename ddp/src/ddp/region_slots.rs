@@ -1,14 +1,14 @@
-//! Values kept per slot of a protection domain's STag table, found from a region handle in
-//! one step (its slot index, then its generation): the registered regions and the gather
-//! regions, which the engine looks up for every FPDU it sends or places, and for every piece
-//! between MPA markers (issue 11 item 2: no hash lookup per FPDU on the fast path).
+//! Values kept per slot of an STag table, found from a region handle in one step (its slot
+//! index, then its generation): what a [`crate::Memory`] keeps per region. It is looked up for
+//! every FPDU sent or placed, and for every piece between MPA markers (issue 11 item 2: no
+//! hash lookup per FPDU on the fast path).
 
-use ddp::RegionHandle;
+use crate::ddp::memory::RegionHandle;
 
 /// At most one value per table slot, for one generation of the slot. Grows to the highest
 /// slot in use and shrinks back when the highest ones go (the table bounds the slots).
-#[derive(Debug)]
-pub(crate) struct RegionSlots<T> {
+#[derive(Debug, Clone)]
+pub struct RegionSlots<T> {
     slots: Vec<Option<(u32, T)>>,
 }
 
@@ -21,15 +21,23 @@ impl<T> Default for RegionSlots<T> {
 impl<T> RegionSlots<T> {
     /// The value of `h`: `None` for a slot that holds none, or one of another generation (a
     /// stale handle).
-    pub(crate) fn get(&self, h: RegionHandle) -> Option<&T> {
+    pub fn get(&self, h: RegionHandle) -> Option<&T> {
         match self.slots.get(h.index() as usize)? {
             Some((g, v)) if *g == h.generation() => Some(v),
             _ => None,
         }
     }
 
+    /// The value of `h`, writable (`None` as for [`RegionSlots::get`]).
+    pub fn get_mut(&mut self, h: RegionHandle) -> Option<&mut T> {
+        match self.slots.get_mut(h.index() as usize)? {
+            Some((g, v)) if *g == h.generation() => Some(v),
+            _ => None,
+        }
+    }
+
     /// Keeps `v` for `h`, in place of whatever its slot held.
-    pub(crate) fn insert(&mut self, h: RegionHandle, v: T) {
+    pub fn insert(&mut self, h: RegionHandle, v: T) {
         let i = h.index() as usize;
         if self.slots.len() <= i {
             self.slots.resize_with(i + 1, || None);
@@ -38,7 +46,7 @@ impl<T> RegionSlots<T> {
     }
 
     /// Takes the value of `h` out (none for a stale handle).
-    pub(crate) fn remove(&mut self, h: RegionHandle) -> Option<T> {
+    pub fn remove(&mut self, h: RegionHandle) -> Option<T> {
         self.get(h)?;
         let v = self.slots[h.index() as usize].take().map(|(_, v)| v);
         self.trim();
@@ -46,7 +54,7 @@ impl<T> RegionSlots<T> {
     }
 
     /// Keeps only the values for which `keep(handle, value)` is true.
-    pub(crate) fn retain(&mut self, mut keep: impl FnMut(RegionHandle, &mut T) -> bool) {
+    pub fn retain(&mut self, mut keep: impl FnMut(RegionHandle, &mut T) -> bool) {
         for (i, slot) in self.slots.iter_mut().enumerate() {
             if let Some((g, v)) = slot {
                 if !keep(RegionHandle::new(i as u32, *g), v) {
@@ -88,13 +96,16 @@ mod tests {
         assert_eq!(s.get(h(0, 7)), Some(&"b"));
         // Another generation of the slot, an empty slot, a slot past the end.
         assert_eq!(s.get(h(3, 2)), None);
+        assert_eq!(s.get_mut(h(3, 2)), None);
+        *s.get_mut(h(3, 1)).unwrap() = "A";
+        assert_eq!(s.get(h(3, 1)), Some(&"A"));
         assert_eq!(s.get(h(1, 0)), None);
         assert_eq!(s.get(h(99, 1)), None);
         // A stale handle removes nothing.
         assert_eq!(s.remove(h(3, 0)), None);
-        assert_eq!(s.get(h(3, 1)), Some(&"a"));
+        assert_eq!(s.get(h(3, 1)), Some(&"A"));
         // The slot reused under a new generation.
-        assert_eq!(s.remove(h(3, 1)), Some("a"));
+        assert_eq!(s.remove(h(3, 1)), Some("A"));
         s.insert(h(3, 2), "c");
         assert_eq!((s.get(h(3, 1)), s.get(h(3, 2))), (None, Some(&"c")));
     }
