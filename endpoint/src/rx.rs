@@ -88,8 +88,12 @@ impl<D: Domain> Endpoint<D> {
                     }
                     _ => c.tcp.handle_segment(now, &seg),
                 }
+                // Marked for the next round (`mark`, without a second lookup).
+                if !c.dirty {
+                    c.dirty = true;
+                    self.dirty.push(id);
+                }
             }
-            self.mark(id);
             return;
         }
         if let Some(li) = self

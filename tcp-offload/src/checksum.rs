@@ -38,6 +38,9 @@ pub fn word(v: u16) -> Sum {
 /// Adds `data` (starting at an even offset of the checksummed stream) to `acc`. Slices up to
 /// 2^31 octets (far beyond any packet) cannot overflow the accumulators.
 pub fn sum(data: &[u8], acc: Sum) -> Sum {
+    if data.len() < SMALL {
+        return sum_small(data, acc);
+    }
     let mut acc = fold_once(acc);
     // Whole words as fixed-size arrays: no per-word length checks (nor, in fuzz builds, a
     // traced compare each).
@@ -70,6 +73,36 @@ pub fn sum(data: &[u8], acc: Sum) -> Sum {
         acc += Sum::from(u16::from_ne_bytes([b, 0]));
     }
     acc
+}
+
+/// Below this many octets (headers, small messages) [`sum`] adds whole 64-bit words with an
+/// end-around carry instead of setting up its eight lanes: a third of the instructions for a
+/// 20-octet IPv4 header or a 100-octet segment.
+const SMALL: usize = 256;
+
+/// [`sum`] for short data: 64-bit words in native order added with an end-around carry
+/// (2^64 ≡ 1 (mod 2^16 - 1), RFC 1071 §2 C), then the last octets as 16-bit words.
+fn sum_small(data: &[u8], acc: Sum) -> Sum {
+    let add = |a: u64, w: u64| {
+        let (s, carry) = a.overflowing_add(w);
+        s + u64::from(carry)
+    };
+    let (words, rest) = data.as_chunks::<8>();
+    let mut acc = acc;
+    for w in words {
+        acc = add(acc, u64::from_ne_bytes(*w));
+    }
+    // At most 7 octets left, as words of 16 bits (no call to a copy routine for a padded word).
+    let (pairs, odd) = rest.as_chunks::<2>();
+    for w in pairs {
+        acc = add(acc, u64::from(u16::from_ne_bytes(*w)));
+    }
+    if let Some(&b) = odd.first() {
+        // Odd length: the last octet is the high (first) half of a word.
+        acc = add(acc, u64::from(u16::from_ne_bytes([b, 0])));
+    }
+    // Back to the form the callers chain and fold (below 2^34).
+    fold_once(fold_once(acc))
 }
 
 /// The two native-endian 32-bit halves of an 8-octet word, added.
@@ -161,6 +194,30 @@ mod tests {
         for n in 0..=130 {
             let data = vec![0xFFu8; n];
             assert_eq!(fold(sum(&data, 0)), reference(&data), "len {n}");
+        }
+    }
+
+    #[test]
+    fn short_sums_of_every_length_and_start_match_reference() {
+        // The end-around-carry path (below SMALL) and its edge into the lanes: every length,
+        // data from a fixed pseudo-random sequence, starts that carry out of 64 bits.
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let data: Vec<u8> = (0..SMALL + 70)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        for n in 0..data.len() {
+            let d = &data[..n];
+            assert_eq!(fold(sum(d, 0)), reference(d), "len {n}");
+            for start in [u64::MAX, u64::MAX - 1, 1 << 63, 0xFFFF] {
+                let folded = fold(sum(d, start));
+                let want = fold(sum(d, 0) + fold_once(fold_once(start)));
+                assert_eq!(folded, want, "len {n} start {start:#x}");
+            }
         }
     }
 

@@ -406,6 +406,11 @@ impl RecvBuffer {
         self.inorder.len()
     }
 
+    /// Whether [`RecvBuffer::pop_chunk`] has a chunk to give.
+    pub fn has_chunk(&self) -> bool {
+        !self.chunks.is_empty()
+    }
+
     /// Record mode: the next committed chunk.
     pub fn pop_chunk(&mut self) -> Option<RxChunk> {
         let c = self.chunks.pop_front()?;

@@ -50,9 +50,16 @@ impl TerminatedDdpHeader {
         } else {
             UNTAGGED_HEADER_LEN
         };
-        let src = segment.get(..len)?;
+        // A fixed-size copy (no call to a copy routine: this runs for every last segment of
+        // a message, kept in case it must be reported), the octets past a tagged header zeroed.
         let mut bytes = [0u8; UNTAGGED_HEADER_LEN];
-        bytes[..len].copy_from_slice(src);
+        match segment.first_chunk::<UNTAGGED_HEADER_LEN>() {
+            Some(all) => {
+                bytes = *all;
+                bytes[len..].fill(0);
+            }
+            None => bytes[..len].copy_from_slice(segment.get(..len)?),
+        }
         Some(TerminatedDdpHeader {
             bytes,
             len: len as u8,
@@ -303,6 +310,22 @@ mod tests {
         assert_eq!(&b[6..20], &seg[..14]);
         let p = TerminatePacket::new_checked(&b[..len]).unwrap();
         assert_eq!(TerminateRepr::parse(&p), Ok(t));
+    }
+
+    /// The copy of a tagged header taken from a whole segment (payload after it) is the same
+    /// as from the 14 header octets alone: nothing of the payload is kept.
+    #[test]
+    fn tagged_header_copy_ignores_the_payload() {
+        let mut seg = [0xEEu8; 40];
+        seg[0] = 0xC1;
+        let whole = TerminatedDdpHeader::from_segment(&seg).unwrap();
+        let alone = TerminatedDdpHeader::from_segment(&seg[..14]).unwrap();
+        assert_eq!(whole, alone);
+        assert_eq!(whole.as_bytes(), &seg[..14]);
+        seg[0] = 0x41;
+        let untagged = TerminatedDdpHeader::from_segment(&seg).unwrap();
+        assert_eq!(untagged.as_bytes(), &seg[..18]);
+        assert_eq!(TerminatedDdpHeader::from_segment(&seg[..17]), None);
     }
 
     fn arb_term() -> impl Strategy<Value = TerminateRepr> {
