@@ -128,6 +128,14 @@ impl<D: Domain> Endpoint<D> {
     /// listeners'.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.last_now = now;
+        if self.wheel.is_due(now) {
+            self.expire_connections(now);
+        }
+        self.listener_timeouts(now);
+    }
+
+    /// The connection timers of the wheel's ticks up to `now`.
+    fn expire_connections(&mut self, now: Instant) {
         let mut fired = std::mem::take(&mut self.fired);
         self.wheel.expire(now, &mut fired);
         for id in fired.drain(..) {
@@ -149,7 +157,6 @@ impl<D: Domain> Endpoint<D> {
             }
         }
         self.fired = fired;
-        self.listener_timeouts(now);
     }
 
     /// One round of transmit work: listeners (SYN-ACKs, stateless replies, accepts), then

@@ -203,7 +203,9 @@ impl<D: Domain> Endpoint<D> {
                     break;
                 }
             }
-            self.take_accepted(now, li, None);
+            if self.listeners[li].tcp.has_accepted() {
+                self.take_accepted(now, li, None);
+            }
         }
     }
 

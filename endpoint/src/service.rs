@@ -97,12 +97,15 @@ impl<D: Domain> Endpoint<D> {
                 crate::stream::stream_event(c, ConnId(id), e, &mut self.events);
             }
         }
-        if start && c.role == Role::Initiator && c.stream.is_none() {
+        let c = if start && c.role == Role::Initiator && c.stream.is_none() {
             self.counters.connections_opened += 1;
             self.start_qp(now, id);
-        }
-        let Some(c) = self.conns.get_mut(&id) else {
-            return;
+            let Some(c) = self.conns.get_mut(&id) else {
+                return;
+            };
+            c
+        } else {
+            c
         };
         if c.decide_deadline.is_some_and(|d| now >= d) {
             // The application never answered the MPA Request: reset.
@@ -308,7 +311,7 @@ fn drain_qp<D>(
     completions: &mut VecDeque<(ConnId, WorkCompletion)>,
     counters: &mut EndpointCounters,
 ) {
-    if let Some(q) = c.qp.as_mut() {
+    if let Some(q) = c.qp.as_mut().filter(|q| q.has_output()) {
         while let Some(wc) = q.poll_completion() {
             completions.push_back((conn, wc));
         }

@@ -220,9 +220,14 @@ impl TimerWheel {
         }
     }
 
+    /// Whether [`TimerWheel::expire`] at `now` has a tick to move past (else it does nothing).
+    pub fn is_due(&self, now: Instant) -> bool {
+        now >= self.next_tick_at
+    }
+
     /// Moves time to `now` and appends the keys whose deadline tick has passed to `out`.
     pub fn expire(&mut self, now: Instant, out: &mut Vec<u64>) {
-        if now < self.next_tick_at {
+        if !self.is_due(now) {
             return;
         }
         let target = self.tick_of(now);

@@ -173,6 +173,12 @@ impl TcpListener {
         self.accept_queue.pop_front()
     }
 
+    /// Whether [`TcpListener::accept`] has a connection to give (a check that moves no
+    /// connection, for the rounds that have none).
+    pub fn has_accepted(&self) -> bool {
+        !self.accept_queue.is_empty()
+    }
+
     /// Parses and handles a packet; malformed ones are dropped and counted.
     pub fn handle_packet(&mut self, now: Instant, packet: &[u8]) -> Result<(), WireError> {
         let mut bad_sum = 0;

@@ -369,7 +369,11 @@ pub fn parse_ipv4(packet: &[u8]) -> Result<TcpSegment<'_>, WireError> {
     // of 0xFFFF (the other zero) also would: the computed value is never 0xFFFF (the version
     // octet makes the rest of the header non-zero), so that field is wrong.
     let hdr = &packet[..ihl];
-    if checksum::fold(checksum::sum(hdr, 0)) != 0xFFFF || be16(hdr, f::CHECKSUM) == 0xFFFF {
+    let hdr_sum = match hdr.first_chunk::<IPV4_HEADER_LEN>() {
+        Some(h) if ihl == IPV4_HEADER_LEN => checksum::sum_ipv4_header(h),
+        _ => checksum::sum(hdr, 0),
+    };
+    if checksum::fold(hdr_sum) != 0xFFFF || be16(hdr, f::CHECKSUM) == 0xFFFF {
         return Err(WireError::BadIpHeader);
     }
     let src = IpAddr::V4(Ipv4Addr::from(octets::<4>(hdr, f::SRC)));
@@ -668,7 +672,10 @@ fn emit_ipv4(ip: &mut [u8], src: Ipv4Addr, dst: Ipv4Addr, total_len: u16) {
     ip[f::CHECKSUM].fill(0);
     ip[f::SRC].copy_from_slice(&src.octets());
     ip[f::DST].copy_from_slice(&dst.octets());
-    let sum = checksum::field(ip, 0);
+    let sum = match ip.first_chunk::<IPV4_HEADER_LEN>() {
+        Some(h) => !checksum::fold(checksum::sum_ipv4_header(h)),
+        None => checksum::field(ip, 0),
+    };
     ip[f::CHECKSUM].copy_from_slice(&sum.to_be_bytes());
 }
 

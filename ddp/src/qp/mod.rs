@@ -325,6 +325,12 @@ impl Qp {
         self.engine.poll_completion()
     }
 
+    /// Whether [`Qp::poll_completion`] or [`Qp::poll_event`] may have something: a check for a
+    /// round to skip both when not (never false when either has).
+    pub fn has_output(&self) -> bool {
+        !self.events.is_empty() || self.engine.has_output()
+    }
+
     /// The next event.
     pub fn poll_event(&mut self) -> Option<QpEvent> {
         if let Some(e) = self.events.pop_front() {

@@ -253,7 +253,6 @@ impl Connection {
         seg: &TcpSegment<'_>,
         sink: Option<&mut dyn RxSink>,
     ) {
-        let mut seg = *seg;
         // A retransmitted SYN in SYN-RECEIVED: our SYN-ACK was lost; send it again.
         if self.state == State::SynReceived
             && seg.flags.syn
@@ -263,17 +262,24 @@ impl Connection {
             self.syn_due = true;
             return;
         }
-        // Simultaneous open: the peer's SYN-ACK repeats its SYN at IRS; drop the SYN part.
-        if self.state == State::SynReceived
+        // Simultaneous open: the peer's SYN-ACK repeats its SYN at IRS; drop the SYN part (on
+        // a copy: the segment is copied only then, not for every segment).
+        let without_syn;
+        let seg = if self.state == State::SynReceived
             && seg.flags.syn
             && seg.flags.ack
             && seg.seq == self.rcv.isn
         {
-            seg.flags.syn = false;
-            seg.seq = seg.seq.plus(1);
+            let mut s = *seg;
+            s.flags.syn = false;
+            s.seq = s.seq.plus(1);
             // Our own SYN-ACK may not have gone out yet: acknowledge theirs explicitly.
             self.ack_now = true;
-        }
+            without_syn = s;
+            &without_syn
+        } else {
+            seg
+        };
         // Sequence number as an offset near RCV.NXT (segments with wildly old sequence numbers are
         // simply unacceptable).
         let seg_off = self.rcv.off(seg.seq, self.recv.nxt);

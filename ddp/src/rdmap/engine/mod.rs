@@ -689,6 +689,11 @@ impl RdmapEngine {
         self.events.pop_front()
     }
 
+    /// Whether [`RdmapEngine::poll_completion`] or [`RdmapEngine::poll_event`] has something.
+    pub fn has_output(&self) -> bool {
+        !self.completions.is_empty() || !self.events.is_empty()
+    }
+
     /// Receive buffers posted and not yet consumed.
     pub fn posted_recvs(&self) -> usize {
         self.rq.len()
