@@ -55,7 +55,9 @@ impl<D: Domain> Endpoint<D> {
             self.counters.drops += 1;
             return;
         }
-        let seg = match tcp_offload::wire::parse(eth.payload()) {
+        // Borrowed where it was parsed (the segment is a few hundred octets: not moved).
+        let parsed = tcp_offload::wire::parse(eth.payload());
+        let seg = match &parsed {
             Ok(s) => s,
             Err(e) => {
                 if e.is_malformed() {
@@ -84,9 +86,9 @@ impl<D: Domain> Endpoint<D> {
                             now,
                             counters: &mut self.counters,
                         };
-                        c.tcp.handle_segment_with(now, &seg, &mut sink);
+                        c.tcp.handle_segment_with(now, seg, &mut sink);
                     }
-                    _ => c.tcp.handle_segment(now, &seg),
+                    _ => c.tcp.handle_segment(now, seg),
                 }
                 // Marked for the next round (`mark`, without a second lookup).
                 if !c.dirty {
@@ -99,7 +101,7 @@ impl<D: Domain> Endpoint<D> {
         if let Some(li) = self
             .listeners
             .iter()
-            .position(|l| !l.closed && l.tcp.matches(&seg))
+            .position(|l| !l.closed && l.tcp.matches(seg))
         {
             // A SYN's source MAC is where its answer goes (the peer, or the router it came
             // through), unverified: it is learnt as a next hop only once the handshake
@@ -107,7 +109,7 @@ impl<D: Domain> Endpoint<D> {
             if seg.flags.syn && !seg.flags.ack {
                 self.neighbours.note_syn(seg.tuple.remote.ip(), eth.src());
             }
-            self.listeners[li].tcp.handle_segment(now, &seg);
+            self.listeners[li].tcp.handle_segment(now, seg);
             self.take_accepted(now, li, Some(eth.src()));
             return;
         }
@@ -117,7 +119,7 @@ impl<D: Domain> Endpoint<D> {
             let src = self.cfg.mac;
             let dst = eth.src();
             if let Some(n) = frame_out(&mut buf, src, dst, |b| {
-                emit_rst_for(&seg, b, self.cfg.tcp.tx_checksum)
+                emit_rst_for(seg, b, self.cfg.tcp.tx_checksum)
             }) {
                 buf.truncate(n);
                 self.counters.rsts_for_unknown += 1;
@@ -135,15 +137,5 @@ impl<D: Domain> Endpoint<D> {
     fn is_steered(&self, port: u16) -> bool {
         self.cfg.local_ports.contains(&port)
             || self.listeners.iter().any(|l| l.tcp.local().port() == port)
-    }
-
-    /// Marks connection `id` for the next round.
-    pub(crate) fn mark(&mut self, id: u64) {
-        if let Some(c) = self.conns.get_mut(&id) {
-            if !c.dirty {
-                c.dirty = true;
-                self.dirty.push(id);
-            }
-        }
     }
 }

@@ -56,7 +56,10 @@ impl TerminatedDdpHeader {
         match segment.first_chunk::<UNTAGGED_HEADER_LEN>() {
             Some(all) => {
                 bytes = *all;
-                bytes[len..].fill(0);
+                if len == TAGGED_HEADER_LEN {
+                    bytes[TAGGED_HEADER_LEN..]
+                        .copy_from_slice(&[0; UNTAGGED_HEADER_LEN - TAGGED_HEADER_LEN]);
+                }
             }
             None => bytes[..len].copy_from_slice(segment.get(..len)?),
         }

@@ -362,7 +362,7 @@ impl Connection {
                 self.snd_wnd = u32::from(seg.window) << self.opts.snd_wscale;
                 self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
                 if self.opts.ts {
-                    self.sample_rtt_ts(now, &seg);
+                    self.sample_rtt_ts(now, seg);
                 }
                 let fin_queued = self.fin_queued;
                 self.establish(now);
@@ -377,7 +377,7 @@ impl Connection {
                 return;
             }
         }
-        if !self.process_ack(now, &seg) {
+        if !self.process_ack(now, seg) {
             return;
         }
         // Seventh: segment text.
@@ -385,7 +385,7 @@ impl Connection {
             self.state,
             State::Established | State::FinWait1 | State::FinWait2
         ) {
-            self.accept_data(now, &seg, sink);
+            self.accept_data(now, seg, sink);
         } else if !seg.payload.is_empty() {
             // Data after the peer's FIN: ignore but acknowledge.
             self.ack_now = true;
