@@ -207,16 +207,8 @@ mod tests {
     #[test]
     fn short_sums_of_every_length_and_start_match_reference() {
         // The end-around-carry path (below SMALL) and its edge into the lanes: every length,
-        // data from a fixed pseudo-random sequence, starts that carry out of 64 bits.
-        let mut x = 0x9E37_79B9_7F4A_7C15u64;
-        let data: Vec<u8> = (0..SMALL + 70)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect();
+        // the test pattern's octets, starts that carry out of 64 bits.
+        let data = testkit::pattern(SMALL + 70, 7);
         for n in 0..data.len() {
             let d = &data[..n];
             assert_eq!(fold(sum(d, 0)), reference(d), "len {n}");
@@ -230,15 +222,9 @@ mod tests {
 
     #[test]
     fn ipv4_header_sum_matches_reference() {
-        let mut x = 0x2545_F491_4F6C_DD1Du64;
-        for _ in 0..1000 {
+        for seed in 0..1000 {
             let mut h = [0u8; 20];
-            for b in &mut h {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                *b = x as u8;
-            }
+            testkit::fill_pattern(&mut h, seed);
             assert_eq!(fold(sum_ipv4_header(&h)), reference(&h));
         }
         assert_eq!(fold(sum_ipv4_header(&[0xFF; 20])), reference(&[0xFF; 20]));
