@@ -76,8 +76,8 @@ pub fn sum(data: &[u8], acc: Sum) -> Sum {
 }
 
 /// Below this many octets (headers, small messages) [`sum`] adds whole 64-bit words with an
-/// end-around carry instead of setting up its eight lanes: a third of the instructions for a
-/// 20-octet IPv4 header or a 100-octet segment.
+/// end-around carry instead of setting up its eight lanes, which cost more than they save on
+/// a TCP header or a 100-octet segment.
 const SMALL: usize = 256;
 
 /// [`sum`] for short data: 64-bit words in native order added with an end-around carry
