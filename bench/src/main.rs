@@ -16,7 +16,12 @@ fn main() {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .without_time()
         .init();
-    if let Err(e) = bench::run(cli) {
+    let result = bench::run(cli);
+    // Built with `--features stage-times`: where this side's messages spent their time.
+    if let Some(r) = dataplane::stage_times::report() {
+        eprint!("xwarp-bench: {r}");
+    }
+    if let Err(e) = result {
         // One line, no panic, non-zero exit.
         eprintln!("xwarp-bench: error: {}", e.replace('\n', " "));
         std::process::exit(1);

@@ -8,6 +8,7 @@ use endpoint::{ConnId, Endpoint, EndpointConfig};
 use super::fault::{release_held_tx, FaultConfig, FaultCounters, FaultyIo};
 use super::io::PacketIo;
 use crate::pd::PdHandle;
+use crate::stage_times::{self, Stage};
 
 /// Frames taken per receive batch.
 const RX_BATCH: usize = 64;
@@ -82,8 +83,10 @@ impl<I: PacketIo> Engine<I> {
     /// idle connection (nothing in flight), where waiting for the next round only adds latency.
     pub fn transmit_now(&mut self, now: Instant, conn: ConnId) {
         self.last_now = now;
+        let t = stage_times::now();
         self.endpoint.transmit_conn(now, conn, &mut self.io);
         self.io.flush(now);
+        stage_times::record(Stage::TransmitNow, t);
     }
 
     /// [`Engine::poll`] for a caller that spins on it (an inline application, the engine
@@ -100,9 +103,12 @@ impl<I: PacketIo> Engine<I> {
         let stale = self.last_now;
         let mut fresh: Option<Instant> = None;
         let Engine { io, endpoint, .. } = self;
+        let batch = stage_times::now();
         let n = io.rx_batch(stale, RX_BATCH, &mut |f: &[u8]| {
             let now = *fresh.get_or_insert_with(&mut *clock);
-            endpoint.handle_frame(now, f)
+            let t = stage_times::now();
+            endpoint.handle_frame(now, f);
+            stage_times::record(Stage::HandleFrame, t);
         });
         if n == 0 && !io.holding() {
             self.idle_rounds += 1;
@@ -115,7 +121,13 @@ impl<I: PacketIo> Engine<I> {
         self.idle_rounds = 0;
         let now = fresh.unwrap_or_else(clock);
         self.last_now = now;
-        self.finish_round(now, n)
+        if n == 0 {
+            return self.finish_round(now, n);
+        }
+        let received = stage_times::record(Stage::RxBatch, batch);
+        let n = self.finish_round(now, n);
+        stage_times::round_ended(stage_times::record(Stage::EngineRound, received));
+        n
     }
 
     /// One round of run-to-completion work: receive a batch, run expired timers, service every
@@ -141,7 +153,11 @@ impl<I: PacketIo> Engine<I> {
         // 2. Timers.
         endpoint.handle_timeout(now);
         // 3. Listeners and connections into frames.
+        let t = stage_times::now();
         endpoint.poll_transmit(now, io);
+        if n > 0 {
+            stage_times::record(Stage::PollTransmit, t);
+        }
         release_held_tx(io, now);
         io.flush(now);
         n

@@ -160,6 +160,7 @@ impl XdpQp {
     /// Posts `wrs` on the engine's connection, in order, under one lock and with one
     /// transmit (the doorbell). Returns how many were posted and the refusal that stopped it.
     pub(crate) fn post_chain(&self, wrs: &[ddp::WorkRequest]) -> Result<(), (usize, PostError)> {
+        let begun = crate::stage_times::post_begins();
         self.check_open().map_err(|e| (0, e))?;
         let mut st = self.dev.shared.lock();
         // Inline, on an idle connection: send at once (a ping-pong's answer); with work in
@@ -177,6 +178,7 @@ impl XdpQp {
                 .post(self.conn, *wr)
                 .map_err(|e| (i, post_error(e)))?;
         }
+        crate::stage_times::record(crate::stage_times::Stage::Post, begun);
         if at_once {
             st.engine.transmit_now(Instant::now(), self.conn);
         }

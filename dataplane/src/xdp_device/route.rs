@@ -116,7 +116,11 @@ impl State {
     /// only when the round has something to do ([`crate::engine::Engine::poll_spinning`]).
     pub(crate) fn poll_spinning(&mut self) -> bool {
         let frames = self.engine.poll_spinning();
-        self.after_round(frames)
+        let any = self.after_round(frames);
+        if frames > 0 {
+            crate::stage_times::routed();
+        }
+        any
     }
 
     /// Routing and port clean-up after an engine round that received `frames`.
