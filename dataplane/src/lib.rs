@@ -44,7 +44,6 @@ mod pd;
 mod qp;
 mod qp_events;
 mod sgl;
-/// Per-message stage timings (the `stage-times` feature).
 pub mod stage_times;
 mod stream;
 mod work;

@@ -2,9 +2,8 @@
 //! the engine's receive batch and `handle_frame`, the rest of its round, routing, the verbs
 //! layer's way from the routed data to the next post, the post, the answer's framing, the
 //! `sendto` that carries it. Compiled in with the `stage-times` feature only (`cargo build
-//! --release -p bench --features stage-times`; xwarp-bench prints
-//! [`report`](crate::stage_times::report) on exit): without it every call here is empty,
-//! reads no clock and `report` returns `None`.
+//! --release -p bench --features stage-times`; xwarp-bench prints [`report`] on exit):
+//! without it every call here is empty, reads no clock and [`report`] returns `None`.
 //!
 //! Counts are process-wide (relaxed atomics): meant for one connection at a time, as the
 //! latency tests run. The dozen clock reads per message add a few per cent to the figures.
@@ -59,8 +58,16 @@ mod on {
     static COUNT: [AtomicU64; 9] = [const { AtomicU64::new(0) }; 9];
     /// When the last engine round with frames ended, and when its routing ended (0: none
     /// since the last post).
-    pub(super) static ROUND_END: AtomicU64 = AtomicU64::new(0);
-    pub(super) static ROUTED: AtomicU64 = AtomicU64::new(0);
+    static ROUND_END: AtomicU64 = AtomicU64::new(0);
+    static ROUTED: AtomicU64 = AtomicU64::new(0);
+
+    /// Where `m` is kept.
+    pub(super) fn cell(m: super::Mark) -> &'static AtomicU64 {
+        match m {
+            super::Mark::RoundEnd => &ROUND_END,
+            super::Mark::Routed => &ROUTED,
+        }
+    }
 
     pub(super) fn now() -> u64 {
         // Nanoseconds since the first reading; never 0 (0 means "none" above).
@@ -144,11 +151,7 @@ enum Mark {
 #[inline(always)]
 fn take(m: Mark) -> u64 {
     #[cfg(feature = "stage-times")]
-    return match m {
-        Mark::RoundEnd => &on::ROUND_END,
-        Mark::Routed => &on::ROUTED,
-    }
-    .swap(0, std::sync::atomic::Ordering::Relaxed);
+    return on::cell(m).swap(0, std::sync::atomic::Ordering::Relaxed);
     #[cfg(not(feature = "stage-times"))]
     {
         let _ = m;
@@ -160,11 +163,7 @@ fn take(m: Mark) -> u64 {
 #[inline(always)]
 fn put(m: Mark, t: u64) {
     #[cfg(feature = "stage-times")]
-    match m {
-        Mark::RoundEnd => &on::ROUND_END,
-        Mark::Routed => &on::ROUTED,
-    }
-    .store(t, std::sync::atomic::Ordering::Relaxed);
+    on::cell(m).store(t, std::sync::atomic::Ordering::Relaxed);
     #[cfg(not(feature = "stage-times"))]
     let _ = (m, t);
 }

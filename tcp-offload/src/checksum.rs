@@ -41,47 +41,33 @@ pub fn sum(data: &[u8], acc: Sum) -> Sum {
     if data.len() < SMALL {
         return sum_small(data, acc);
     }
-    let mut acc = fold_once(acc);
-    // Whole words as fixed-size arrays: no per-word length checks (nor, in fuzz builds, a
-    // traced compare each).
-    let (words, rest) = data.as_chunks::<8>();
-    let mut blocks = words.chunks_exact(8);
-    if words.len() >= 8 {
-        let mut lanes = [0u64; 8];
-        for b in &mut blocks {
-            for (lane, w) in lanes.iter_mut().zip(b) {
-                // Cannot wrap (see above); wrapping_add also spares fuzz builds, which check
-                // overflow, a traced compare per word.
-                *lane = lane.wrapping_add(halves(*w));
-            }
+    // Whole 64-octet blocks over eight lanes, as fixed-size arrays: no per-word length checks
+    // (nor, in fuzz builds, a traced compare each).
+    let (words, _) = data.as_chunks::<8>();
+    let blocks = words.chunks_exact(8);
+    let tail = &data[(words.len() - blocks.remainder().len()) * 8..];
+    let mut lanes = [0u64; 8];
+    for b in blocks {
+        for (lane, w) in lanes.iter_mut().zip(b) {
+            // Cannot wrap (see above); wrapping_add also spares fuzz builds, which check
+            // overflow, a traced compare per word.
+            *lane = lane.wrapping_add(halves(*w));
         }
-        // Each lane is below blocks * 2^33 (2^58 for the 2^31-octet bound): the eight add up
-        // without overflow, and one fold takes their sum below 2^33.
-        let total = lanes.iter().fold(0u64, |a, &l| a.wrapping_add(l));
-        acc += fold_once(total);
     }
-    // Fewer than 64 octets left: at most 7 words, each below 2^33.
-    for w in blocks.remainder() {
-        acc += halves(*w);
-    }
-    let (pairs, odd) = rest.as_chunks::<2>();
-    for w in pairs {
-        acc += Sum::from(u16::from_ne_bytes(*w));
-    }
-    if let Some(&b) = odd.first() {
-        // Odd length: the last octet is the high (first) half of a word.
-        acc += Sum::from(u16::from_ne_bytes([b, 0]));
-    }
-    acc
+    // Each lane is below blocks * 2^33 (2^58 for the 2^31-octet bound): the eight add up
+    // without overflow, and one fold takes their sum below 2^33.
+    let total = lanes.iter().fold(0u64, |a, &l| a.wrapping_add(l));
+    // The last 0-63 octets as short data, onto the lanes' sum.
+    sum_small(tail, fold_once(acc) + fold_once(total))
 }
 
 /// Below this many octets (headers, small messages) [`sum`] adds whole 64-bit words with an
 /// end-around carry instead of setting up its eight lanes, which cost more than they save on
-/// a TCP header or a 100-octet segment.
+/// a TCP header or a 100-octet segment; above it, the same code takes the lanes' last 0-63.
 const SMALL: usize = 256;
 
-/// [`sum`] for short data: 64-bit words in native order added with an end-around carry
-/// (2^64 ≡ 1 (mod 2^16 - 1), RFC 1071 §2 C), then the last octets as 16-bit words.
+/// [`sum`] for short data (any `acc`): 64-bit words in native order added with an end-around
+/// carry (2^64 ≡ 1 (mod 2^16 - 1), RFC 1071 §2 C), then the last octets as 16-bit words.
 fn sum_small(data: &[u8], acc: Sum) -> Sum {
     let add = |a: u64, w: u64| {
         let (s, carry) = a.overflowing_add(w);
