@@ -169,7 +169,7 @@ impl<D: Domain> Endpoint<D> {
         self.service_listeners(now, sink);
         let mut dirty = std::mem::take(&mut self.dirty);
         for id in dirty.drain(..) {
-            self.service(now, id, sink);
+            self.service(now, id, sink, true);
         }
         if self.dirty.is_empty() {
             self.dirty = dirty;
@@ -182,7 +182,7 @@ impl<D: Domain> Endpoint<D> {
     /// only adds latency.
     pub fn transmit_conn(&mut self, now: Instant, conn: ConnId, sink: &mut dyn FrameSink) {
         self.last_now = now;
-        self.service(now, conn.0, sink);
+        self.service(now, conn.0, sink, false);
         self.flush_pending(now, sink);
     }
 

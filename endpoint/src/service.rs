@@ -73,11 +73,23 @@ impl<D: Domain> Endpoint<D> {
         };
     }
 
-    /// Runs one connection: TCP events, receive, queue-pair events, transmit, timers.
-    pub(crate) fn service(&mut self, now: Instant, id: u64, io: &mut dyn FrameSink) {
+    /// Runs one connection: TCP events, receive, queue-pair events, transmit, timers. With
+    /// `only_if_marked` a connection no longer marked is left alone: it was serviced since it
+    /// was marked (by `transmit_conn` after a post), its round ran whole then, and a frame it
+    /// could not get marked it again.
+    pub(crate) fn service(
+        &mut self,
+        now: Instant,
+        id: u64,
+        io: &mut dyn FrameSink,
+        only_if_marked: bool,
+    ) {
         let Some(c) = self.conns.get_mut(&id) else {
             return;
         };
+        if only_if_marked && !c.dirty {
+            return;
+        }
         c.dirty = false;
         let mut closed = None;
         let mut start = false;
@@ -132,8 +144,10 @@ impl<D: Domain> Endpoint<D> {
             }
         }
         // The connection's tags and memory: its protection domain's (held for the whole round;
-        // lock order endpoint -> domain), or the endpoint's own.
-        let pd = c.pd.clone();
+        // lock order endpoint -> domain), or the endpoint's own. The handle is taken out of
+        // the connection for the round and put back after it (a move, not a reference count
+        // up and down per round); nothing in between looks at `c.pd`.
+        let pd = c.pd.take();
         let mut guard = pd.as_ref().map(|p| p.lock());
         let (tags, mem): (&mut StagTable, &mut dyn Memory) = match guard.as_mut() {
             Some(g) => g.parts(),
@@ -231,6 +245,11 @@ impl<D: Domain> Endpoint<D> {
                     TxOutcome::NoBuffer => {
                         self.counters.tx_no_buffer += 1;
                         self.busy = true;
+                        // Marked again: the next round retries it when frames are back.
+                        if !c.dirty {
+                            c.dirty = true;
+                            self.dirty.push(id);
+                        }
                         break;
                     }
                     _ if produced == 0 => break,
@@ -258,6 +277,8 @@ impl<D: Domain> Endpoint<D> {
         if c.qp.as_ref().is_some_and(|q| q.is_established()) {
             leave_backlog(c, &mut self.listeners);
         }
+        drop(guard);
+        c.pd = pd;
         if closed.is_none() && c.tcp.state() == State::Closed {
             closed = Some(CloseReason::Aborted);
         }
