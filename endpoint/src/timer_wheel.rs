@@ -58,16 +58,18 @@ pub struct TimerWheel {
 }
 
 impl TimerWheel {
-    /// `slots` slots of `tick` each, counting from `base`.
+    /// `slots` slots (rounded up to a power of two, so that a tick's slot is a mask, not a
+    /// division) of `tick` each, counting from `base`.
     pub fn new(base: Instant, tick: Duration, slots: usize) -> Self {
+        let slots = slots.max(1).next_power_of_two();
         TimerWheel {
             base,
             tick_ns: nanos(tick).max(1),
             now_tick: 0,
             next_tick_at: base + tick.max(Duration::from_nanos(1)),
-            heads: vec![NIL; slots.max(1)],
-            occupied: vec![0; slots.max(1).div_ceil(64)],
-            summary: vec![0; slots.max(1).div_ceil(64).div_ceil(64)],
+            heads: vec![NIL; slots],
+            occupied: vec![0; slots.div_ceil(64)],
+            summary: vec![0; slots.div_ceil(64).div_ceil(64)],
             next_fire_cache: std::cell::Cell::new(None),
             entries: Vec::new(),
             free: Vec::new(),
@@ -94,7 +96,8 @@ impl TimerWheel {
     }
 
     fn slot_of(&self, tick: u64) -> usize {
-        (tick % self.heads.len() as u64) as usize
+        // (`heads.len()` is a power of two.)
+        (tick & (self.heads.len() as u64 - 1)) as usize
     }
 
     /// Arms `key` for `deadline` (rounded up to the next tick; a past deadline fires at the next
@@ -202,7 +205,7 @@ impl TimerWheel {
             let next_word = s / 64 + 1;
             let to = self.next_nonzero_word(next_word).map_or(n, |w| w * 64);
             dist += (to - s) as u64;
-            s = to % n;
+            s = to & (n - 1);
         }
         None
     }
