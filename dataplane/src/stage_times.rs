@@ -15,7 +15,9 @@ pub(crate) enum Stage {
     RxBatch,
     /// The endpoint's `handle_frame` of one frame.
     HandleFrame,
-    /// The rest of that engine round: timers, `poll_transmit`, flush.
+    /// The rest of that engine round on the message's path: timers, `poll_transmit`, flush,
+    /// or only the received connections' completions and timers when nothing is to be sent
+    /// (`Endpoint::service_received`).
     EngineRound,
     /// The round's `poll_transmit`.
     PollTransmit,

@@ -8,9 +8,10 @@ mod engine_pair;
 
 use std::cell::Cell;
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use dataplane::engine::{FaultConfig, CLOCK_EVERY_IDLE};
+use ddp::{Access, LocalBuf, RemoteBuf, WcOpcode, WcStatus, WorkRequest};
 use endpoint::QpSettings;
 use engine_pair::*;
 
@@ -71,4 +72,206 @@ fn idle_spinning_reads_the_clock_rarely_and_a_due_timer_still_fires() {
         );
     }
     assert_eq!(sent(&p), 2, "one retransmitted SYN");
+}
+
+/// Spins `e` (at virtual time `now`) until a call receives frames; returns that call's count.
+fn spin_until_received(e: &mut dataplane::engine::Engine<MemPort>, now: Instant) -> usize {
+    let mut clock = || now;
+    for _ in 0..=2 * CLOCK_EVERY_IDLE {
+        let n = e.poll_spinning_with(&mut clock);
+        if n > 0 {
+            return n;
+        }
+    }
+    panic!("nothing arrived");
+}
+
+/// A region of `e`'s own memory of `len` octets holding `fill`.
+fn region(
+    e: &mut dataplane::engine::Engine<MemPort>,
+    len: usize,
+    fill: u8,
+    access: Access,
+) -> (LocalBuf, ddp::Stag) {
+    let (region, stag) = e.endpoint_mut().register(len, access);
+    e.endpoint_mut().region_mut(region).unwrap().fill(fill);
+    let buf = LocalBuf {
+        region,
+        offset: 0,
+        len: len as u32,
+    };
+    (buf, stag)
+}
+
+/// Issue 11 item 3 (the latency path): a spinning call that receives an RDMA Write, or the
+/// ACK completing one, returns with the data placed, the completion queued and the timers
+/// armed, without the rest of the round; nothing is lost by it (the delayed ACK goes out on
+/// time). A Read Request (a response to send) gets its whole round at once.
+#[test]
+fn a_received_write_and_its_completion_come_before_the_rest_of_the_round() {
+    let mut p = Pair::new(
+        link(),
+        link(),
+        11,
+        FaultConfig::default(),
+        FaultConfig::default(),
+    );
+    let (ca, cb) = p.establish(4400, QpSettings::default(), QpSettings::default());
+    let sent = |e: &dataplane::engine::Engine<MemPort>| e.io().tx_stats().sent;
+    let (a_out, _) = region(&mut p.a, 64, 0xA1, Access::LOCAL_WRITE);
+    let (a_in, a_stag) = region(&mut p.a, 64, 0, Access::REMOTE_WRITE | Access::LOCAL_WRITE);
+    let (b_out, _) = region(&mut p.b, 64, 0xB2, Access::LOCAL_WRITE);
+    let (b_in, b_stag) = region(&mut p.b, 64, 0, Access::REMOTE_WRITE | Access::REMOTE_READ);
+    let delay = Duration::from_micros(60);
+
+    // Past TCP's quick-ACK phase (the first 16 data segments each way are acknowledged at
+    // once), then quiet: the last segments and delayed ACKs delivered.
+    let mut now = p.now;
+    for i in 0..20 {
+        p.a.endpoint_mut()
+            .post(
+                ca,
+                WorkRequest::write(
+                    100 + i,
+                    a_out,
+                    RemoteBuf {
+                        stag: b_stag,
+                        to: 0,
+                    },
+                ),
+            )
+            .unwrap();
+        p.a.transmit_now(now, ca);
+        p.b.endpoint_mut()
+            .post(
+                cb,
+                WorkRequest::write(
+                    200 + i,
+                    b_out,
+                    RemoteBuf {
+                        stag: a_stag,
+                        to: 0,
+                    },
+                ),
+            )
+            .unwrap();
+        p.b.transmit_now(now, cb);
+        now += Duration::from_millis(1);
+        p.a.poll(now);
+        p.b.poll(now);
+    }
+    for _ in 0..200 {
+        p.a.poll(now);
+        p.b.poll(now);
+        now += Duration::from_millis(1);
+    }
+    assert_eq!(p.a.io().rx_in_flight() + p.b.io().rx_in_flight(), 0);
+    let warm = |e: &mut dataplane::engine::Engine<MemPort>| {
+        std::iter::from_fn(|| e.endpoint_mut().poll_completion()).count()
+    };
+    assert_eq!((warm(&mut p.a), warm(&mut p.b)), (20, 20));
+    p.b.endpoint_mut().region_mut(b_in.region).unwrap().fill(0);
+    p.a.endpoint_mut().region_mut(a_in.region).unwrap().fill(0);
+
+    // A writes to B on an idle connection: out at once.
+    p.a.endpoint_mut()
+        .post(
+            ca,
+            WorkRequest::write(
+                1,
+                a_out,
+                RemoteBuf {
+                    stag: b_stag,
+                    to: 0,
+                },
+            ),
+        )
+        .unwrap();
+    p.a.transmit_now(now, ca);
+    let a_sent = sent(&p.a);
+
+    // B's call that receives it returns with the data placed and sent nothing (its ACK is
+    // delayed; the round's transmission waits for the next call).
+    now += delay;
+    let b_sent = sent(&p.b);
+    assert_eq!(spin_until_received(&mut p.b, now), 1);
+    assert_eq!(p.b.endpoint().region(b_in.region).unwrap(), &[0xA1; 64][..]);
+    assert_eq!(sent(&p.b), b_sent, "no transmission in the receiving call");
+
+    // B answers with a Write of its own (which carries the ACK of A's).
+    p.b.endpoint_mut()
+        .post(
+            cb,
+            WorkRequest::write(
+                2,
+                b_out,
+                RemoteBuf {
+                    stag: a_stag,
+                    to: 0,
+                },
+            ),
+        )
+        .unwrap();
+    p.b.transmit_now(now, cb);
+    assert_eq!(sent(&p.b), b_sent + 1);
+
+    // A's call that receives it returns with B's data placed and Write 1's completion queued.
+    now += delay;
+    assert_eq!(spin_until_received(&mut p.a, now), 1);
+    assert_eq!(p.a.endpoint().region(a_in.region).unwrap(), &[0xB2; 64][..]);
+    let wc =
+        p.a.endpoint_mut()
+            .poll_completion()
+            .expect("Write 1 completed")
+            .1;
+    assert_eq!(
+        (wc.wr_id, wc.opcode, wc.status),
+        (1, WcOpcode::Write, WcStatus::Success)
+    );
+    assert_eq!(sent(&p.a), a_sent, "no transmission in the receiving call");
+    // Its timers are armed: the ACK of B's Write is due within the short-segment delay (and
+    // goes out then: B's Write 2 completes below), nothing is due before.
+    let due = p.a.poll_timeout().expect("the delayed ACK");
+    assert!(
+        due > now && due <= now + Duration::from_micros(100),
+        "{:?}",
+        due - now
+    );
+
+    // A Read Request is answered in the call that receives it.
+    p.a.endpoint_mut()
+        .post(
+            ca,
+            WorkRequest::read(
+                3,
+                a_in,
+                RemoteBuf {
+                    stag: b_stag,
+                    to: 0,
+                },
+            ),
+        )
+        .unwrap();
+    p.a.transmit_now(now, ca);
+    now += delay;
+    let b_sent = sent(&p.b);
+    assert_eq!(spin_until_received(&mut p.b, now), 1);
+    assert_eq!(sent(&p.b), b_sent + 1, "the Read Response in the same call");
+
+    // Everything completes: Write 2 at B (A's delayed ACK) and the Read at A.
+    p.now = now;
+    let mut done = Vec::new();
+    for _ in 0..100_000 {
+        p.a.poll(p.now);
+        p.b.poll(p.now);
+        done.extend(std::iter::from_fn(|| p.a.endpoint_mut().poll_completion()).map(|c| c.1.wr_id));
+        done.extend(std::iter::from_fn(|| p.b.endpoint_mut().poll_completion()).map(|c| c.1.wr_id));
+        if done.len() == 2 {
+            break;
+        }
+        p.now += Duration::from_millis(1);
+    }
+    done.sort_unstable();
+    assert_eq!(done, [2, 3]);
+    assert_eq!(p.a.endpoint().region(a_in.region).unwrap(), &[0xA1; 64][..]);
 }

@@ -176,6 +176,24 @@ impl<D> Conn<D> {
     }
 
     /// Tells the queue pair how far TCP has its transmit stream acknowledged.
+    /// Whether what a receive left on this connection is at most completions and queue-pair
+    /// events: MPA up (queue pair established, out of the backlog), nothing the round must do
+    /// at once (no TCP event, no chunk to feed, nothing to send now, queue pair with nothing
+    /// to send, not closing).
+    pub fn quiet_after_receive(&self) -> bool {
+        self.stream.is_none()
+            && !self.closing
+            && !self.in_backlog
+            && !self.rx.overrun
+            && self
+                .qp
+                .as_ref()
+                .is_some_and(|q| q.is_established() && !q.wants_to_send())
+            && !self.tcp.has_events()
+            && !self.tcp.has_recv_chunk()
+            && self.tcp.has_nothing_to_send()
+    }
+
     pub fn drive_acked(&mut self) {
         let Some(qp) = self.qp.as_mut() else {
             return;

@@ -83,6 +83,9 @@ pub struct Endpoint<D: Domain = NoDomain> {
     pub(crate) pending_tx: Vec<Vec<u8>>,
     /// The sink ran out of buffers in this round.
     pub(crate) busy: bool,
+    /// A frame went to a listener since the last `poll_transmit`: its round may not wait
+    /// ([`Endpoint::service_received`]).
+    pub(crate) listener_rx: bool,
     /// The time of the last call that drove the endpoint.
     pub(crate) last_now: Instant,
 }
@@ -116,6 +119,7 @@ impl<D: Domain> Endpoint<D> {
             rebuild: vec![0; mpa::MAX_FPDU_LEN],
             pending_tx: Vec::new(),
             busy: false,
+            listener_rx: false,
             last_now: now,
             cfg,
         }
@@ -166,6 +170,7 @@ impl<D: Domain> Endpoint<D> {
     pub fn poll_transmit(&mut self, now: Instant, sink: &mut dyn FrameSink) {
         self.last_now = now;
         self.busy = false;
+        self.listener_rx = false;
         self.service_listeners(now, sink);
         let mut dirty = std::mem::take(&mut self.dirty);
         for id in dirty.drain(..) {
@@ -182,7 +187,11 @@ impl<D: Domain> Endpoint<D> {
     /// only adds latency.
     pub fn transmit_conn(&mut self, now: Instant, conn: ConnId, sink: &mut dyn FrameSink) {
         self.last_now = now;
-        self.service(now, conn.0, sink, false);
+        if !self.service(now, conn.0, sink, false) && self.dirty.last() == Some(&conn.0) {
+            // The mark the post left is spent (the service did not mark it again): no round
+            // for it.
+            self.dirty.pop();
+        }
         self.flush_pending(now, sink);
     }
 

@@ -109,6 +109,7 @@ impl<D: Domain> Endpoint<D> {
             if seg.flags.syn && !seg.flags.ack {
                 self.neighbours.note_syn(seg.tuple.remote.ip(), eth.src());
             }
+            self.listener_rx = true;
             self.listeners[li].tcp.handle_segment(now, seg);
             self.take_accepted(now, li, Some(eth.src()));
             return;

@@ -17,6 +17,7 @@ use crate::endpoint::{add_tcp_timeouts, shrink_sparse, Endpoint};
 use crate::ethernet::{self, EthernetRepr, Mac};
 use crate::event::EndpointEvent;
 use crate::frame_sink::{FrameSink, TxOutcome};
+use crate::timer_wheel::TimerWheel;
 
 impl<D: Domain> Endpoint<D> {
     /// Writes the frames built outside a connection (RSTs for strays).
@@ -73,22 +74,70 @@ impl<D: Domain> Endpoint<D> {
         };
     }
 
+    /// After a receive batch: when no frame went to a listener or a stray and every
+    /// connection the batch marked is quiet (what it received is placed, no TCP event, nothing
+    /// to send now), runs what their rounds would (acknowledged work completed, completions
+    /// and queue-pair events queued, timers armed), unmarks them and returns true. The rest of
+    /// the engine's round (the other timers, the transmit ring's flush) may then wait for its
+    /// next call: the application sees the data and its completions first. False: nothing was
+    /// done, run the whole round.
+    pub fn service_received(&mut self) -> bool {
+        if self.listener_rx || self.busy || !self.pending_tx.is_empty() {
+            return false;
+        }
+        let quiet = |id: &u64| {
+            self.conns
+                .get(id)
+                .is_some_and(|c| !c.dirty || c.quiet_after_receive())
+        };
+        if !self.dirty.iter().all(quiet) {
+            return false;
+        }
+        let mut dirty = std::mem::take(&mut self.dirty);
+        for id in dirty.drain(..) {
+            let Some(c) = self.conns.get_mut(&id).filter(|c| c.dirty) else {
+                continue;
+            };
+            c.drive_acked();
+            drain_qp(
+                c,
+                ConnId(id),
+                self.last_now,
+                &mut self.events,
+                &mut self.completions,
+                &mut self.counters,
+            );
+            if c.quiet_after_receive() {
+                c.dirty = false;
+                arm(&mut self.wheel, id, c);
+            } else {
+                // What it completed left it work (a close, something to send): its round
+                // runs at the next call.
+                self.dirty.push(id);
+            }
+        }
+        if self.dirty.is_empty() {
+            self.dirty = dirty;
+        }
+        true
+    }
+
     /// Runs one connection: TCP events, receive, queue-pair events, transmit, timers. With
     /// `only_if_marked` a connection no longer marked is left alone: it was serviced since it
     /// was marked (by `transmit_conn` after a post), its round ran whole then, and a frame it
-    /// could not get marked it again.
+    /// could not get marked it again. Returns whether it is marked for the next round.
     pub(crate) fn service(
         &mut self,
         now: Instant,
         id: u64,
         io: &mut dyn FrameSink,
         only_if_marked: bool,
-    ) {
+    ) -> bool {
         let Some(c) = self.conns.get_mut(&id) else {
-            return;
+            return false;
         };
         if only_if_marked && !c.dirty {
-            return;
+            return false;
         }
         c.dirty = false;
         let mut closed = None;
@@ -113,7 +162,7 @@ impl<D: Domain> Endpoint<D> {
             self.counters.connections_opened += 1;
             self.start_qp(now, id);
             let Some(c) = self.conns.get_mut(&id) else {
-                return;
+                return false;
             };
             c
         } else {
@@ -306,18 +355,23 @@ impl<D: Domain> Endpoint<D> {
                 conn: ConnId(id),
                 reason,
             });
-            return;
+            return false;
         }
-        // Timers: the connection's one wheel entry fires no later than its earliest deadline.
-        // It moves only when the deadline comes earlier: a later one (the retransmission
-        // timer pushed back by every ACK) or none leaves it armed, and when it fires early
-        // `handle_timeout` finds nothing due and this round re-arms it for the real deadline
-        // (one spurious round per timeout period instead of a wheel move per segment).
-        if let Some(d) = c.deadline() {
-            if c.armed.is_none_or(|a| d < a) {
-                c.armed = Some(d);
-                self.wheel.insert(id, d);
-            }
+        arm(&mut self.wheel, id, c);
+        c.dirty
+    }
+}
+
+/// Timers: the connection's one wheel entry fires no later than its earliest deadline. It
+/// moves only when the deadline comes earlier: a later one (the retransmission timer pushed
+/// back by every ACK) or none leaves it armed, and when it fires early `handle_timeout` finds
+/// nothing due and the round re-arms it for the real deadline (one spurious round per timeout
+/// period instead of a wheel move per segment).
+fn arm<D>(wheel: &mut TimerWheel, id: u64, c: &mut Conn<D>) {
+    if let Some(d) = c.deadline() {
+        if c.armed.is_none_or(|a| d < a) {
+            c.armed = Some(d);
+            wheel.insert(id, d);
         }
     }
 }

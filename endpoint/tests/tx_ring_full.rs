@@ -73,8 +73,8 @@ fn frames_refused_by_a_full_ring_go_out_at_the_next_round() {
     assert_eq!(p.b.region(dst).unwrap()[..len], data[..]);
 }
 
-/// A connection serviced by `transmit_conn` after a post is not serviced again by the next
-/// round for the same mark: that round sends nothing, and what comes later still goes out.
+/// A connection serviced by `transmit_conn` after a post is not serviced again for the same
+/// mark: no round is due for it, a round sends nothing, and what comes later still goes out.
 #[test]
 fn a_round_after_transmit_conn_sends_nothing_twice() {
     let mut p = Pair::clean();
@@ -93,6 +93,10 @@ fn a_round_after_transmit_conn_sends_nothing_twice() {
             .unwrap();
         p.a.transmit_conn(now, ca, &mut sent);
         assert_eq!(sent.0.len(), i as usize, "write {i} out at once");
+        assert!(
+            p.a.poll_timeout().is_none_or(|t| t > now),
+            "no round left to run for the post"
+        );
         let mut round = Keep::default();
         p.a.poll_transmit(now, &mut round);
         assert!(

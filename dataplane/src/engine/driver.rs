@@ -93,6 +93,9 @@ impl<I: PacketIo> Engine<I> {
     /// thread): the receive ring is looked at first and the clock read only when frames
     /// arrived, or work or a timer may be due. An idle round compares the timers with the last
     /// reading, refreshed every [`CLOCK_EVERY_IDLE`] idle rounds, so it costs no clock read.
+    /// A batch that left its connections nothing to send ends the call once their completions
+    /// are queued ([`endpoint::Endpoint::service_received`]): the rest of the round (other
+    /// timers, the flush) waits for the next call.
     pub fn poll_spinning(&mut self) -> usize {
         self.poll_spinning_with(&mut Instant::now)
     }
@@ -125,7 +128,14 @@ impl<I: PacketIo> Engine<I> {
             return self.finish_round(now, n);
         }
         let received = stage_times::record(Stage::RxBatch, batch);
-        let n = self.finish_round(now, n);
+        // What the batch placed is the caller's first (the latency path): when it left its
+        // connections nothing to send, their completions are queued and their timers armed
+        // now, and the rest of the round (other timers, the flush) waits for the next call.
+        let n = if !self.io.holding() && self.endpoint.service_received() {
+            n
+        } else {
+            self.finish_round(now, n)
+        };
         stage_times::round_ended(stage_times::record(Stage::EngineRound, received));
         n
     }

@@ -539,6 +539,17 @@ impl Connection {
         self.events.pop_front()
     }
 
+    /// Whether [`Connection::poll_event`] has an event.
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty()
+    }
+
+    /// Record mode: whether [`Connection::poll_recv`] has a chunk (most segments are placed
+    /// through the receive sink and leave none).
+    pub fn has_recv_chunk(&self) -> bool {
+        self.recv.has_chunk()
+    }
+
     pub(super) fn has_unsent(&self) -> bool {
         self.snd_nxt < self.sendbuf.end || (self.fin_queued && self.snd_nxt == self.sendbuf.end)
     }

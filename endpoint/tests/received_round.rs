@@ -1,0 +1,198 @@
+//! `Endpoint::service_received`: after a receive batch that left its connections nothing to
+//! send, their rounds are done at once (completions queued, timers armed) and the rest of the
+//! engine's round may wait; anything else gets the whole round.
+
+mod pair;
+use ddp::{Access, LocalBuf, RemoteBuf, Stag, WcOpcode, WcStatus, WorkRequest};
+use endpoint::{ConnId, Endpoint, FrameSink, TxOutcome};
+use pair::*;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+/// Frames written into a buffer each, kept.
+#[derive(Default)]
+struct Keep(Vec<Vec<u8>>);
+
+impl FrameSink for Keep {
+    fn tx_frame(
+        &mut self,
+        _: Instant,
+        fill: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
+    ) -> TxOutcome {
+        let mut buf = vec![0u8; FRAME_LEN];
+        match fill(&mut buf) {
+            Some(n) => {
+                buf.truncate(n);
+                self.0.push(buf);
+                TxOutcome::Queued
+            }
+            None => TxOutcome::Empty,
+        }
+    }
+}
+
+struct Setup {
+    p: Pair,
+    ca: ConnId,
+    cb: ConnId,
+    a_out: LocalBuf,
+    b_out: LocalBuf,
+    a_in: (LocalBuf, Stag),
+    b_in: (LocalBuf, Stag),
+}
+
+fn local(e: &mut Endpoint, len: usize, fill: u8, access: Access) -> (LocalBuf, Stag) {
+    let (region, stag) = filled(e, &vec![fill; len], access);
+    (buf(region, len), stag)
+}
+
+/// A connection past TCP's quick-ACK phase (its first 16 data segments each way are
+/// acknowledged at once), quiet.
+fn setup() -> Setup {
+    let mut p = Pair::clean();
+    let (ca, cb) = p.establish(4500, settings(true, true), settings(true, true));
+    let rw = Access::REMOTE_WRITE | Access::REMOTE_READ | Access::LOCAL_WRITE;
+    let (a_out, _) = local(&mut p.a, 64, 0xA1, Access::LOCAL_WRITE);
+    let (b_out, _) = local(&mut p.b, 64, 0xB2, Access::LOCAL_WRITE);
+    let a_in = local(&mut p.a, 64, 0, rw);
+    let b_in = local(&mut p.b, 64, 0, rw);
+    for i in 0..20 {
+        let to_b = RemoteBuf {
+            stag: b_in.1,
+            to: 0,
+        };
+        let to_a = RemoteBuf {
+            stag: a_in.1,
+            to: 0,
+        };
+        p.a.post(ca, WorkRequest::write(100 + i, a_out, to_b))
+            .unwrap();
+        p.b.post(cb, WorkRequest::write(200 + i, b_out, to_a))
+            .unwrap();
+        p.wait_wc(true, 100 + i);
+        p.wait_wc(false, 200 + i);
+    }
+    p.run_until(1_000_000, |p| {
+        p.ab.next_arrival().is_none() && p.ba.next_arrival().is_none()
+    });
+    // Each one's round at this time (the last step stopped at a timer of one of them).
+    p.poll_a();
+    p.poll_b();
+    for e in [&mut p.a, &mut p.b] {
+        while e.poll_completion().is_some() {}
+        assert!(e.poll_timeout().is_none_or(|t| t > p.now), "nothing due");
+    }
+    Setup {
+        p,
+        ca,
+        cb,
+        a_out,
+        b_out,
+        a_in,
+        b_in,
+    }
+}
+
+/// What `e` transmits in a round at `now`.
+fn round(e: &mut Endpoint, now: Instant) -> Vec<Vec<u8>> {
+    let mut out = Keep::default();
+    e.handle_timeout(now);
+    e.poll_transmit(now, &mut out);
+    out.0
+}
+
+#[test]
+fn a_write_and_the_ack_completing_one_are_served_without_a_round() {
+    let Setup {
+        mut p,
+        ca,
+        cb,
+        a_out,
+        b_out,
+        a_in,
+        b_in,
+    } = setup();
+    let now = p.now;
+    // A writes to B.
+    let to_b = RemoteBuf {
+        stag: b_in.1,
+        to: 0,
+    };
+    p.a.post(ca, WorkRequest::write(1, a_out, to_b)).unwrap();
+    let mut out = Keep::default();
+    p.a.transmit_conn(now, ca, &mut out);
+    assert_eq!(out.0.len(), 1);
+    // B receives it: quiet (its ACK is delayed), so served without a round.
+    p.b.handle_frame(now, &out.0[0]);
+    assert!(p.b.service_received());
+    assert_eq!(p.b.region(b_in.0.region).unwrap(), &[0xA1; 64][..]);
+    let due = p.b.poll_timeout().expect("the delayed ACK is armed");
+    assert!(due > now, "nothing left for an immediate round");
+    // B answers; its Write carries the ACK of A's.
+    let to_a = RemoteBuf {
+        stag: a_in.1,
+        to: 0,
+    };
+    p.b.post(cb, WorkRequest::write(2, b_out, to_a)).unwrap();
+    let mut out = Keep::default();
+    p.b.transmit_conn(now, cb, &mut out);
+    assert_eq!(out.0.len(), 1);
+    // A receives it: Write 1's completion is there at once, B's data placed.
+    p.a.handle_frame(now, &out.0[0]);
+    assert!(p.a.service_received());
+    let (_, wc) = p.a.poll_completion().expect("Write 1's completion");
+    assert_eq!(
+        (wc.wr_id, wc.opcode, wc.status),
+        (1, WcOpcode::Write, WcStatus::Success)
+    );
+    assert_eq!(p.a.region(a_in.0.region).unwrap(), &[0xB2; 64][..]);
+    // A's delayed ACK goes out when due, and completes B's Write.
+    let due = p.a.poll_timeout().expect("the delayed ACK is armed");
+    assert!(due > now && due <= now + Duration::from_millis(1));
+    assert!(round(&mut p.a, now).is_empty(), "nothing before it is due");
+    let acks = round(&mut p.a, due + Duration::from_micros(50));
+    assert_eq!(acks.len(), 1, "the delayed ACK");
+    let later = due + Duration::from_micros(50);
+    p.b.handle_frame(later, &acks[0]);
+    assert!(p.b.service_received());
+    let (_, wc) = p.b.poll_completion().expect("Write 2's completion");
+    assert_eq!((wc.wr_id, wc.status), (2, WcStatus::Success));
+}
+
+#[test]
+fn a_read_request_gets_its_round_at_once() {
+    let Setup {
+        mut p,
+        ca,
+        a_in,
+        b_in,
+        ..
+    } = setup();
+    let now = p.now;
+    let from_b = RemoteBuf {
+        stag: b_in.1,
+        to: 0,
+    };
+    p.a.post(ca, WorkRequest::read(3, a_in.0, from_b)).unwrap();
+    let mut out = Keep::default();
+    p.a.transmit_conn(now, ca, &mut out);
+    p.b.handle_frame(now, &out.0[0]);
+    assert!(!p.b.service_received(), "a Read Response to send");
+    assert_eq!(round(&mut p.b, now).len(), 1, "the Read Response");
+}
+
+#[test]
+fn a_frame_for_a_listener_gets_its_round_at_once() {
+    let Setup { mut p, .. } = setup();
+    let now = p.now;
+    p.b.listen(4600, settings(true, true)).unwrap();
+    // A connects to B's new listener: B's answer (the SYN-ACK) needs the round.
+    let mut out = Keep::default();
+    let peer = SocketAddr::new(p.b.config().ip, 4600);
+    p.a.connect(now, peer, settings(true, true)).unwrap();
+    p.a.poll_transmit(now, &mut out);
+    assert_eq!(out.0.len(), 1, "the SYN");
+    p.b.handle_frame(now, &out.0[0]);
+    assert!(!p.b.service_received());
+    assert_eq!(round(&mut p.b, now).len(), 1, "the SYN-ACK");
+}
