@@ -86,6 +86,23 @@ fn spin_until_received(e: &mut dataplane::engine::Engine<MemPort>, now: Instant)
     panic!("nothing arrived");
 }
 
+/// `e` posts RDMA Write `wr_id` of `from` to the peer's region `to` on the idle `conn` and
+/// transmits it at once (as an inline post does).
+fn write_now(
+    e: &mut dataplane::engine::Engine<MemPort>,
+    conn: endpoint::ConnId,
+    wr_id: u64,
+    from: LocalBuf,
+    to: ddp::Stag,
+    now: Instant,
+) {
+    let remote = RemoteBuf { stag: to, to: 0 };
+    e.endpoint_mut()
+        .post(conn, WorkRequest::write(wr_id, from, remote))
+        .unwrap();
+    e.transmit_now(now, conn);
+}
+
 /// A region of `e`'s own memory of `len` octets holding `fill`.
 fn region(
     e: &mut dataplane::engine::Engine<MemPort>,
@@ -128,34 +145,8 @@ fn a_received_write_and_its_completion_come_before_the_rest_of_the_round() {
     // once), then quiet: the last segments and delayed ACKs delivered.
     let mut now = p.now;
     for i in 0..20 {
-        p.a.endpoint_mut()
-            .post(
-                ca,
-                WorkRequest::write(
-                    100 + i,
-                    a_out,
-                    RemoteBuf {
-                        stag: b_stag,
-                        to: 0,
-                    },
-                ),
-            )
-            .unwrap();
-        p.a.transmit_now(now, ca);
-        p.b.endpoint_mut()
-            .post(
-                cb,
-                WorkRequest::write(
-                    200 + i,
-                    b_out,
-                    RemoteBuf {
-                        stag: a_stag,
-                        to: 0,
-                    },
-                ),
-            )
-            .unwrap();
-        p.b.transmit_now(now, cb);
+        write_now(&mut p.a, ca, 100 + i, a_out, b_stag, now);
+        write_now(&mut p.b, cb, 200 + i, b_out, a_stag, now);
         now += Duration::from_millis(1);
         p.a.poll(now);
         p.b.poll(now);
@@ -174,20 +165,7 @@ fn a_received_write_and_its_completion_come_before_the_rest_of_the_round() {
     p.a.endpoint_mut().region_mut(a_in.region).unwrap().fill(0);
 
     // A writes to B on an idle connection: out at once.
-    p.a.endpoint_mut()
-        .post(
-            ca,
-            WorkRequest::write(
-                1,
-                a_out,
-                RemoteBuf {
-                    stag: b_stag,
-                    to: 0,
-                },
-            ),
-        )
-        .unwrap();
-    p.a.transmit_now(now, ca);
+    write_now(&mut p.a, ca, 1, a_out, b_stag, now);
     let a_sent = sent(&p.a);
 
     // B's call that receives it returns with the data placed and sent nothing (its ACK is
@@ -199,20 +177,7 @@ fn a_received_write_and_its_completion_come_before_the_rest_of_the_round() {
     assert_eq!(sent(&p.b), b_sent, "no transmission in the receiving call");
 
     // B answers with a Write of its own (which carries the ACK of A's).
-    p.b.endpoint_mut()
-        .post(
-            cb,
-            WorkRequest::write(
-                2,
-                b_out,
-                RemoteBuf {
-                    stag: a_stag,
-                    to: 0,
-                },
-            ),
-        )
-        .unwrap();
-    p.b.transmit_now(now, cb);
+    write_now(&mut p.b, cb, 2, b_out, a_stag, now);
     assert_eq!(sent(&p.b), b_sent + 1);
 
     // A's call that receives it returns with B's data placed and Write 1's completion queued.

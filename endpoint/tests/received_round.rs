@@ -4,32 +4,10 @@
 
 mod pair;
 use ddp::{Access, LocalBuf, RemoteBuf, Stag, WcOpcode, WcStatus, WorkRequest};
-use endpoint::{ConnId, Endpoint, FrameSink, TxOutcome};
+use endpoint::{ConnId, Endpoint};
 use pair::*;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
-
-/// Frames written into a buffer each, kept.
-#[derive(Default)]
-struct Keep(Vec<Vec<u8>>);
-
-impl FrameSink for Keep {
-    fn tx_frame(
-        &mut self,
-        _: Instant,
-        fill: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
-    ) -> TxOutcome {
-        let mut buf = vec![0u8; FRAME_LEN];
-        match fill(&mut buf) {
-            Some(n) => {
-                buf.truncate(n);
-                self.0.push(buf);
-                TxOutcome::Queued
-            }
-            None => TxOutcome::Empty,
-        }
-    }
-}
 
 struct Setup {
     p: Pair,
@@ -93,6 +71,25 @@ fn setup() -> Setup {
     }
 }
 
+/// `e` posts RDMA Write `wr_id` of `from` to `to` on the idle `conn` and frames it at once
+/// (the inline engine's `transmit_now`): the one frame.
+fn write_now(
+    e: &mut Endpoint,
+    conn: ConnId,
+    wr_id: u64,
+    from: LocalBuf,
+    to: Stag,
+    now: Instant,
+) -> Vec<u8> {
+    let remote = RemoteBuf { stag: to, to: 0 };
+    e.post(conn, WorkRequest::write(wr_id, from, remote))
+        .unwrap();
+    let mut out = Keep::default();
+    e.transmit_conn(now, conn, &mut out);
+    assert_eq!(out.0.len(), 1, "one segment");
+    out.0.pop().unwrap()
+}
+
 /// What `e` transmits in a round at `now`.
 fn round(e: &mut Endpoint, now: Instant) -> Vec<Vec<u8>> {
     let mut out = Keep::default();
@@ -103,42 +100,22 @@ fn round(e: &mut Endpoint, now: Instant) -> Vec<Vec<u8>> {
 
 #[test]
 fn a_write_and_the_ack_completing_one_are_served_without_a_round() {
-    let Setup {
-        mut p,
-        ca,
-        cb,
-        a_out,
-        b_out,
-        a_in,
-        b_in,
-    } = setup();
+    let mut s = setup();
+    let (ca, cb, a_out, b_out) = (s.ca, s.cb, s.a_out, s.b_out);
+    let (a_in, b_in, p) = (s.a_in, s.b_in, &mut s.p);
     let now = p.now;
     // A writes to B.
-    let to_b = RemoteBuf {
-        stag: b_in.1,
-        to: 0,
-    };
-    p.a.post(ca, WorkRequest::write(1, a_out, to_b)).unwrap();
-    let mut out = Keep::default();
-    p.a.transmit_conn(now, ca, &mut out);
-    assert_eq!(out.0.len(), 1);
+    let frame = write_now(&mut p.a, ca, 1, a_out, b_in.1, now);
     // B receives it: quiet (its ACK is delayed), so served without a round.
-    p.b.handle_frame(now, &out.0[0]);
+    p.b.handle_frame(now, &frame);
     assert!(p.b.service_received());
     assert_eq!(p.b.region(b_in.0.region).unwrap(), &[0xA1; 64][..]);
     let due = p.b.poll_timeout().expect("the delayed ACK is armed");
     assert!(due > now, "nothing left for an immediate round");
     // B answers; its Write carries the ACK of A's.
-    let to_a = RemoteBuf {
-        stag: a_in.1,
-        to: 0,
-    };
-    p.b.post(cb, WorkRequest::write(2, b_out, to_a)).unwrap();
-    let mut out = Keep::default();
-    p.b.transmit_conn(now, cb, &mut out);
-    assert_eq!(out.0.len(), 1);
+    let frame = write_now(&mut p.b, cb, 2, b_out, a_in.1, now);
     // A receives it: Write 1's completion is there at once, B's data placed.
-    p.a.handle_frame(now, &out.0[0]);
+    p.a.handle_frame(now, &frame);
     assert!(p.a.service_received());
     let (_, wc) = p.a.poll_completion().expect("Write 1's completion");
     assert_eq!(

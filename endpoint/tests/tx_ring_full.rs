@@ -16,28 +16,6 @@ impl FrameSink for Full {
     }
 }
 
-/// Frames written into a buffer each, kept.
-#[derive(Default)]
-struct Keep(Vec<Vec<u8>>);
-
-impl FrameSink for Keep {
-    fn tx_frame(
-        &mut self,
-        _: Instant,
-        fill: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
-    ) -> TxOutcome {
-        let mut buf = vec![0u8; FRAME_LEN];
-        match fill(&mut buf) {
-            Some(n) => {
-                buf.truncate(n);
-                self.0.push(buf);
-                TxOutcome::Queued
-            }
-            None => TxOutcome::Empty,
-        }
-    }
-}
-
 /// The round that found the ring full leaves the connection marked: the next round sends its
 /// Write although no frame arrived and no timer is due (before, it waited for the peer's next
 /// segment or the retransmission timer, whichever came first).

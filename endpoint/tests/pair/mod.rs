@@ -112,6 +112,28 @@ impl FrameSink for WireSink<'_> {
     }
 }
 
+/// A transmit ring with room for every frame: each written into a buffer of its own, kept.
+#[derive(Default)]
+pub struct Keep(pub Vec<Vec<u8>>);
+
+impl FrameSink for Keep {
+    fn tx_frame(
+        &mut self,
+        _: Instant,
+        fill: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
+    ) -> TxOutcome {
+        let mut buf = vec![0u8; FRAME_LEN];
+        match fill(&mut buf) {
+            Some(n) => {
+                buf.truncate(n);
+                self.0.push(buf);
+                TxOutcome::Queued
+            }
+            None => TxOutcome::Empty,
+        }
+    }
+}
+
 /// One round of `ep` at `now`: a receive batch from `rx`, the timers, the transmits onto `tx`.
 /// Returns the frames received.
 pub fn drive(ep: &mut Endpoint, rx: &mut Wire, tx: &mut Wire, now: Instant) -> usize {
