@@ -21,7 +21,8 @@ use crate::testbed::{Testbed, ADDR_A};
 pub struct CompareRecord {
     /// The test as compare names it (`write_lat`, ...).
     pub test: String,
-    /// `raw`, `xdp`, `kernel` or `linux`.
+    /// `raw`, `xdp`, `kernel` or `linux`, or a cell beside the table (`xdp-1q`, `linux-poll`,
+    /// ...).
     pub transport: String,
     /// Message size.
     pub bytes: u64,
@@ -192,6 +193,7 @@ pub fn run(args: &CompareArgs) -> Result<(), String> {
         let (mut records, notes) = plan.run(&mut port);
         let tcp = crate::compare_tcp::medians(&records);
         let queues = crate::compare_queues::medians(&records);
+        let polling = crate::compare_polling::medians(&records);
         records = medians(&records);
         // A run that failed in one round but was measured in another is not an n/a.
         let notes: Vec<String> = notes
@@ -211,14 +213,17 @@ pub fn run(args: &CompareArgs) -> Result<(), String> {
             .and_then(|r| r.bw_gbps);
         println!("\n{}", crate::compare_tcp::table(&tcp, rdma));
         println!("{}", crate::compare_queues::table(&queues));
+        println!("{}", crate::compare_polling::table(&polling, &records));
         missing.extend(
             missing_cells(&records)
                 .into_iter()
                 .chain(crate::compare_queues::missing(&queues))
+                .chain(crate::compare_polling::missing(&polling))
                 .map(|c| format!("{c} (MTU {mtu})")),
         );
         records.extend(tcp);
         records.extend(queues);
+        records.extend(polling);
         all.extend(records.into_iter().map(|r| CompareRecord {
             mtu: Some(mtu),
             ..r
@@ -270,7 +275,7 @@ impl Plan<'_> {
     /// Every round of the plan: the records of the runs that measured something, and a note
     /// for each that did not. `port` moves on by one per run.
     fn run(&self, port: &mut u16) -> (Vec<CompareRecord>, Vec<String>) {
-        let (tb, exe, rounds, pin, mtu) = (self.tb, self.exe, self.rounds, self.pin, self.mtu);
+        let (tb, exe, rounds, pin) = (self.tb, self.exe, self.rounds, self.pin);
         let mut runs: Vec<CompareRecord> = Vec::new();
         let mut notes: Vec<String> = Vec::new();
         // Whole rounds, one after the other, so load that comes and goes hits every column
@@ -283,13 +288,7 @@ impl Plan<'_> {
                         "raw" => (raw_test(test), "xdp"),
                         other => (test, other),
                     };
-                    eprintln!(
-                        "xwarp-bench compare: MTU {mtu} round {round}/{rounds}: {} {} B over \
-                         {transport} (load average {})",
-                        test.name(),
-                        bytes,
-                        load_average()
-                    );
+                    self.announce(round, test, bytes, transport);
                     let json = self.tmp.join(format!("{}-{transport}.json", test.name()));
                     let r = if transport == "linux" {
                         crate::linux::run(
@@ -299,6 +298,7 @@ impl Plan<'_> {
                             crate::linux::seconds(self.short),
                             *port,
                             pin,
+                            crate::linux::Sockets::Blocking,
                         )
                     } else {
                         let extra = mpa_args(transport, self.markers);
@@ -313,6 +313,9 @@ impl Plan<'_> {
                         &mut runs,
                         &mut notes,
                     );
+                }
+                if test.is_latency() {
+                    self.polling_cell(round, test, bytes, port, &mut runs, &mut notes);
                 }
                 if test == TestKind::WriteBw {
                     self.queue_cells(round, iters, port, &mut runs, &mut notes);
@@ -351,6 +354,44 @@ struct XdpCell<'a> {
 }
 
 impl Plan<'_> {
+    /// Says on stderr which run starts, with the load average.
+    fn announce(&self, round: u32, test: TestKind, bytes: u64, cell: &str) {
+        eprintln!(
+            "xwarp-bench compare: MTU {} round {round}/{}: {} {bytes} B over {cell} (load \
+             average {})",
+            self.mtu,
+            self.rounds,
+            test.name(),
+            load_average()
+        );
+    }
+
+    /// One round of a polling cell ([`crate::compare_polling`]): latency test `test` over
+    /// Linux TCP with sockperf's sockets non-blocking.
+    fn polling_cell(
+        &self,
+        round: u32,
+        test: TestKind,
+        bytes: u64,
+        port: &mut u16,
+        runs: &mut Vec<CompareRecord>,
+        notes: &mut Vec<String>,
+    ) {
+        let name = crate::compare_polling::TRANSPORT;
+        self.announce(round, test, bytes, name);
+        let r = crate::linux::run(
+            self.tb,
+            test,
+            bytes,
+            crate::linux::seconds(self.short),
+            *port,
+            self.pin,
+            crate::linux::Sockets::NonBlocking,
+        );
+        *port += 1;
+        keep(r, &format!("{name} {}", test.name()), runs, notes);
+    }
+
     /// One round of the queue cells ([`crate::compare_queues`]): write_bw over one queue and
     /// over two, neither side pinned.
     fn queue_cells(
@@ -397,14 +438,7 @@ impl Plan<'_> {
             pin,
             extra,
         } = *cell;
-        eprintln!(
-            "xwarp-bench compare: MTU {} round {round}/{}: {} {bytes} B over {name} (load \
-             average {})",
-            self.mtu,
-            self.rounds,
-            test.name(),
-            load_average()
-        );
+        self.announce(round, test, bytes, name);
         let json = self.tmp.join(format!("{}-{name}.json", test.name()));
         let r = run_pair(
             self.tb, self.exe, test, "xdp", bytes, iters, *port, &json, pin, extra,

@@ -56,7 +56,10 @@ impl Environment {
             cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
             rounds,
             short,
-            linux_tools: "iperf3 (bandwidth), sockperf ping-pong (latency)".into(),
+            linux_tools:
+                "iperf3 (bandwidth), sockperf ping-pong (latency; blocking as shipped, and \
+                          --nonblocked in the linux-poll rows)"
+                    .into(),
             mpa: String::new(),
             build: build_kind(),
         }

@@ -6,6 +6,7 @@
 pub mod block_client;
 pub mod cli;
 pub mod compare;
+pub mod compare_polling;
 pub mod compare_queues;
 pub mod compare_report;
 pub mod compare_tcp;

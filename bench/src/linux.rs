@@ -3,6 +3,10 @@
 //! messages of the test's size (sockperf reports half the round trip, as the bench does);
 //! bandwidth tests run iperf3 with writes of the test's size (`rpc_read` reversed: the server
 //! sends, as the store does). The message rate of a bandwidth test is bytes / size per second.
+//! sockperf runs as shipped (blocking sockets: each message wakes a sleeping thread) for the
+//! table's `linux` column, and with `--nonblocked` at both ends for the polling rows
+//! ([`crate::compare_polling`]), where its server polls its socket without sleeping, as our
+//! transports poll their rings.
 
 use std::process::{Output, Stdio};
 use std::time::Duration;
@@ -20,7 +24,34 @@ pub fn seconds(short: bool) -> u64 {
     }
 }
 
-/// Runs `test` with messages of `bytes` over Linux TCP between the testbed's namespaces.
+/// How sockperf's sockets wait for a message (latency tests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sockets {
+    /// As shipped: blocking sockets (the `linux` column).
+    Blocking,
+    /// `--nonblocked` at both ends (the polling rows).
+    NonBlocking,
+}
+
+impl Sockets {
+    /// The transport name of the records measured this way.
+    pub fn transport(self) -> &'static str {
+        match self {
+            Self::Blocking => "linux",
+            Self::NonBlocking => crate::compare_polling::TRANSPORT,
+        }
+    }
+
+    fn sockperf_args(self) -> &'static [&'static str] {
+        match self {
+            Self::Blocking => &[],
+            Self::NonBlocking => &["--nonblocked"],
+        }
+    }
+}
+
+/// Runs `test` with messages of `bytes` over Linux TCP between the testbed's namespaces;
+/// `sockets` says how a latency test's sockperf waits (a bandwidth test ignores it).
 pub fn run(
     tb: &Testbed,
     test: TestKind,
@@ -28,11 +59,12 @@ pub fn run(
     secs: u64,
     port: u16,
     pin: bool,
+    sockets: Sockets,
 ) -> Result<CompareRecord, String> {
     let port_s = port.to_string();
     let mut rec = CompareRecord {
         test: test.name().into(),
-        transport: "linux".into(),
+        transport: sockets.transport().into(),
         bytes,
         t_typical_us: None,
         p99_us: None,
@@ -41,12 +73,14 @@ pub fn run(
         ..CompareRecord::default()
     };
     if test.is_latency() {
-        let server = ["sr", "--tcp", "-i", ADDR_A, "-p", &port_s];
+        let mut server = vec!["sr", "--tcp", "-i", ADDR_A, "-p", &port_s];
         let size = bytes.max(14).to_string();
         let secs_s = secs.to_string();
-        let client = [
+        let mut client = vec![
             "pp", "--tcp", "-i", ADDR_A, "-p", &port_s, "-m", &size, "-t", &secs_s,
         ];
+        server.extend_from_slice(sockets.sockperf_args());
+        client.extend_from_slice(sockets.sockperf_args());
         let out = with_server(tb, pin, "sockperf", &server, &client)?;
         let text = String::from_utf8_lossy(&out.stdout).to_string()
             + &String::from_utf8_lossy(&out.stderr);

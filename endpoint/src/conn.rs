@@ -175,7 +175,6 @@ impl<D> Conn<D> {
         }
     }
 
-    /// Tells the queue pair how far TCP has its transmit stream acknowledged.
     /// Whether what a receive left on this connection is at most completions and queue-pair
     /// events: MPA up (queue pair established, out of the backlog), nothing the round must do
     /// at once (no TCP event, no chunk to feed, nothing to send now, queue pair with nothing
@@ -194,6 +193,7 @@ impl<D> Conn<D> {
             && self.tcp.has_nothing_to_send()
     }
 
+    /// Tells the queue pair how far TCP has its transmit stream acknowledged.
     pub fn drive_acked(&mut self) {
         let Some(qp) = self.qp.as_mut() else {
             return;
