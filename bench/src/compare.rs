@@ -175,6 +175,13 @@ pub fn run(args: &CompareArgs) -> Result<(), String> {
     let mpa = mpa_setting(!args.no_markers);
     println!("MPA (xdp, kernel): {mpa}");
     println!("Build: {}", crate::compare_report::build_kind());
+    let host_before = crate::host_load::HostLoad::sample(Duration::from_secs(1));
+    if let Some(h) = &host_before {
+        println!("Host: {}", h.summary());
+        if let Some(w) = h.warning() {
+            eprintln!("xwarp-bench compare: warning: {w}");
+        }
+    }
     let mut all: Vec<CompareRecord> = Vec::new();
     let mut missing: Vec<String> = Vec::new();
     let mut port = DEFAULT_PORT;
@@ -234,6 +241,7 @@ pub fn run(args: &CompareArgs) -> Result<(), String> {
         let report = crate::compare_report::CompareReport {
             environment: crate::compare_report::Environment {
                 mpa: mpa.into(),
+                host_before,
                 ..crate::compare_report::Environment::here(&args.mtu, pin, rounds, args.short)
             },
             records: all,

@@ -39,6 +39,9 @@ pub struct Environment {
     /// How this binary was built ([`build_kind`]).
     #[serde(default)]
     pub build: String,
+    /// How busy the host's CPUs were just before the first run ([`crate::host_load`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_before: Option<crate::host_load::HostLoad>,
 }
 
 impl Environment {
@@ -62,6 +65,7 @@ impl Environment {
                     .into(),
             mpa: String::new(),
             build: build_kind(),
+            host_before: None,
         }
     }
 }

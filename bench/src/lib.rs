@@ -13,6 +13,7 @@ pub mod compare_tcp;
 pub mod cpu;
 pub mod facts;
 pub mod handshake;
+pub mod host_load;
 pub mod io_pattern;
 pub mod linux;
 pub mod perftest;
