@@ -185,8 +185,10 @@ pub fn run(args: &CompareArgs) -> Result<(), String> {
     let mut all: Vec<CompareRecord> = Vec::new();
     let mut missing: Vec<String> = Vec::new();
     let mut port = DEFAULT_PORT;
+    let mut host_during = Vec::new();
     for &mtu in &args.mtu {
         tb.set_mtu(mtu)?;
+        let plan_start = (crate::host_load::read(), std::time::Instant::now());
         let plan = Plan {
             tb: &tb,
             exe: &exe,
@@ -235,6 +237,17 @@ pub fn run(args: &CompareArgs) -> Result<(), String> {
             mtu: Some(mtu),
             ..r
         }));
+        let during = plan_start
+            .0
+            .zip(crate::host_load::read())
+            .and_then(|(a, b)| crate::host_load::HostLoad::between(&a, &b, plan_start.1.elapsed()));
+        if let Some(h) = during {
+            println!(" Host during the MTU {mtu} plan: {}\n", h.summary_during());
+            host_during.push(crate::host_load::HostLoad {
+                mtu: Some(mtu),
+                ..h
+            });
+        }
     }
     let _ = std::fs::remove_dir_all(&tmp);
     if let Some(path) = &args.json {
@@ -242,6 +255,7 @@ pub fn run(args: &CompareArgs) -> Result<(), String> {
             environment: crate::compare_report::Environment {
                 mpa: mpa.into(),
                 host_before,
+                host_during,
                 ..crate::compare_report::Environment::here(&args.mtu, pin, rounds, args.short)
             },
             records: all,

@@ -42,6 +42,10 @@ pub struct Environment {
     /// How busy the host's CPUs were just before the first run ([`crate::host_load`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_before: Option<crate::host_load::HostLoad>,
+    /// The same counters around each MTU's plan (`mtu` set): the steal is the hypervisor's
+    /// share of the measuring time.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host_during: Vec<crate::host_load::HostLoad>,
 }
 
 impl Environment {
@@ -66,6 +70,7 @@ impl Environment {
             mpa: String::new(),
             build: build_kind(),
             host_before: None,
+            host_during: Vec::new(),
         }
     }
 }

@@ -2,7 +2,9 @@
 //! the time the hypervisor stole, over a short window of `/proc/stat`. compare pins its two
 //! sides to CPU 0 and 1; a process left spinning on one of them (a stray benchmark, a build)
 //! skews every figure without failing any run, so compare prints what it saw, warns when a CPU
-//! was busy, and keeps it in its JSON.
+//! was busy, and keeps it in its JSON. It reads the counters around each MTU's plan too: there
+//! the busy shares are mostly compare's own runs, but the steal says whether the hypervisor
+//! took time from them.
 
 use std::time::Duration;
 
@@ -42,6 +44,13 @@ pub fn parse_proc_stat(text: &str) -> Vec<CpuTicks> {
         .collect()
 }
 
+/// This host's per-CPU counters now; `None` where `/proc/stat` cannot be read.
+pub fn read() -> Option<Vec<CpuTicks>> {
+    std::fs::read_to_string("/proc/stat")
+        .ok()
+        .map(|t| parse_proc_stat(&t))
+}
+
 /// What the window showed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HostLoad {
@@ -51,6 +60,9 @@ pub struct HostLoad {
     pub steal_pct: f64,
     /// The window's length, seconds.
     pub window_s: f64,
+    /// The MTU whose plan ran in the window (none: before the first run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtu: Option<u32>,
 }
 
 impl HostLoad {
@@ -82,16 +94,12 @@ impl HostLoad {
             busy_pct,
             steal_pct: 100.0 * steal as f64 / all as f64,
             window_s: window.as_secs_f64(),
+            mtu: None,
         })
     }
 
     /// Reads `/proc/stat` twice, `window` apart. `None` where it cannot be read.
     pub fn sample(window: Duration) -> Option<Self> {
-        let read = || {
-            std::fs::read_to_string("/proc/stat")
-                .ok()
-                .map(|t| parse_proc_stat(&t))
-        };
         let a = read()?;
         std::thread::sleep(window);
         let b = read()?;
@@ -105,6 +113,18 @@ impl HostLoad {
             "CPU busy {}, steal {:.0} % ({:.1} s before the first run)",
             busy.join(" / "),
             self.steal_pct,
+            self.window_s
+        )
+    }
+
+    /// One line for a plan's end: `steal 0.4 %, CPU busy 97 % / 96 % over 182 s` (the busy
+    /// shares there are mostly compare's own runs).
+    pub fn summary_during(&self) -> String {
+        let busy: Vec<String> = self.busy_pct.iter().map(|p| format!("{p:.0} %")).collect();
+        format!(
+            "steal {:.1} %, CPU busy {} over {:.0} s",
+            self.steal_pct,
+            busy.join(" / "),
             self.window_s
         )
     }
@@ -160,6 +180,10 @@ mod tests {
         assert_eq!(
             l.summary(),
             "CPU busy 95 % / 5 %, steal 2 % (1.0 s before the first run)"
+        );
+        assert_eq!(
+            l.summary_during(),
+            "steal 2.5 %, CPU busy 95 % / 5 % over 1 s"
         );
         let w = l.warning().expect("CPU 0 was busy");
         assert!(w.contains("CPU 0 95 %") && !w.contains("CPU 1"), "{w}");
