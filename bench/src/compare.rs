@@ -188,7 +188,7 @@ pub fn run(args: &CompareArgs) -> Result<(), String> {
     let mut host_during = Vec::new();
     for &mtu in &args.mtu {
         tb.set_mtu(mtu)?;
-        let plan_start = (crate::host_load::read(), std::time::Instant::now());
+        let (ticks_at_start, started) = (crate::host_load::read(), std::time::Instant::now());
         let plan = Plan {
             tb: &tb,
             exe: &exe,
@@ -237,16 +237,16 @@ pub fn run(args: &CompareArgs) -> Result<(), String> {
             mtu: Some(mtu),
             ..r
         }));
-        let during = plan_start
-            .0
+        let during = ticks_at_start
             .zip(crate::host_load::read())
-            .and_then(|(a, b)| crate::host_load::HostLoad::between(&a, &b, plan_start.1.elapsed()));
+            .and_then(|(a, b)| crate::host_load::HostLoad::between(&a, &b, started.elapsed()));
         if let Some(h) = during {
-            println!(" Host during the MTU {mtu} plan: {}\n", h.summary_during());
-            host_during.push(crate::host_load::HostLoad {
+            let h = crate::host_load::HostLoad {
                 mtu: Some(mtu),
                 ..h
-            });
+            };
+            println!(" Host: {}\n", h.summary());
+            host_during.push(h);
         }
     }
     let _ = std::fs::remove_dir_all(&tmp);
@@ -530,34 +530,42 @@ pub(crate) fn median(v: &[f64]) -> Option<f64> {
 /// One record per (test, transport) of the plan, each figure the median over the rounds that
 /// measured it (the upper median of an even count); all null where no round did.
 pub fn medians(runs: &[CompareRecord]) -> Vec<CompareRecord> {
-    let mut out = Vec::new();
-    for (test, bytes, _, _, _) in PLAN {
-        for transport in TRANSPORTS {
-            let these: Vec<&CompareRecord> = runs
-                .iter()
-                .filter(|r| r.test == test.name() && r.transport == transport && r.bytes == bytes)
-                .collect();
-            let med = |f: Field| median(&sorted(&these, f));
-            let range = |f: Field| {
-                let v = sorted(&these, f);
-                Some([*v.first()?, *v.last()?])
-            };
-            out.push(CompareRecord {
-                test: test.name().into(),
-                transport: transport.into(),
-                bytes,
-                t_typical_us: med(|r| r.t_typical_us),
-                p99_us: med(|r| r.p99_us),
-                bw_gbps: med(|r| r.bw_gbps),
-                msg_rate_mpps: med(|r| r.msg_rate_mpps),
-                t_typical_range_us: range(|r| r.t_typical_us),
-                bw_range_gbps: range(|r| r.bw_gbps),
-                ran: these.iter().find_map(|r| r.ran.clone()),
-                ..CompareRecord::default()
-            });
-        }
+    PLAN.iter()
+        .flat_map(|p| TRANSPORTS.map(|t| median_record(runs, p.0.name(), t, p.1)))
+        .collect()
+}
+
+/// The cell (`test`, `transport`, `bytes`) over the rounds of `runs` that measured it: each
+/// figure the median (the upper one of an even count), the spreads, the first parameter block;
+/// all null where no round did. The table and the cells beside it share it.
+pub(crate) fn median_record(
+    runs: &[CompareRecord],
+    test: &str,
+    transport: &str,
+    bytes: u64,
+) -> CompareRecord {
+    let these: Vec<&CompareRecord> = runs
+        .iter()
+        .filter(|r| r.test == test && r.transport == transport && r.bytes == bytes)
+        .collect();
+    let med = |f: Field| median(&sorted(&these, f));
+    let range = |f: Field| {
+        let v = sorted(&these, f);
+        Some([*v.first()?, *v.last()?])
+    };
+    CompareRecord {
+        test: test.into(),
+        transport: transport.into(),
+        bytes,
+        t_typical_us: med(|r| r.t_typical_us),
+        p99_us: med(|r| r.p99_us),
+        bw_gbps: med(|r| r.bw_gbps),
+        msg_rate_mpps: med(|r| r.msg_rate_mpps),
+        t_typical_range_us: range(|r| r.t_typical_us),
+        bw_range_gbps: range(|r| r.bw_gbps),
+        ran: these.iter().find_map(|r| r.ran.clone()),
+        ..CompareRecord::default()
     }
-    out
 }
 
 /// The compare table, with the reasons of every n/a below it.

@@ -4,7 +4,7 @@
 //! sockperf as shipped, blocking, so on a host where waking a sleeping thread is dear it
 //! measures the wake-up more than TCP; a bypass stack polls, and so do these rows.
 
-use crate::compare::{median, ratio, sorted, CompareRecord, Metric, PLAN};
+use crate::compare::{median_record, ratio, CompareRecord, Metric, PLAN};
 
 /// The transport name of the polling cells.
 pub const TRANSPORT: &str = "linux-poll";
@@ -20,22 +20,7 @@ fn cells() -> impl Iterator<Item = (&'static str, u64)> {
 /// spread; `None` fields where no round did.
 pub fn medians(runs: &[CompareRecord]) -> Vec<CompareRecord> {
     cells()
-        .map(|(test, bytes)| {
-            let these: Vec<&CompareRecord> = runs
-                .iter()
-                .filter(|r| r.transport == TRANSPORT && r.test == test && r.bytes == bytes)
-                .collect();
-            let t = sorted(&these, |r| r.t_typical_us);
-            CompareRecord {
-                test: test.into(),
-                transport: TRANSPORT.into(),
-                bytes,
-                t_typical_us: median(&t),
-                p99_us: median(&sorted(&these, |r| r.p99_us)),
-                t_typical_range_us: t.first().zip(t.last()).map(|(a, b)| [*a, *b]),
-                ..CompareRecord::default()
-            }
-        })
+        .map(|(test, bytes)| median_record(runs, test, TRANSPORT, bytes))
         .collect()
 }
 

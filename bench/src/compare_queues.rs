@@ -4,7 +4,7 @@
 //! other cell. Neither side is pinned in these two cells, so that two queues may use two cores
 //! per side; the one-queue cell runs unpinned too, so the pair compares like with like.
 
-use crate::compare::{median, sorted, CompareRecord};
+use crate::compare::{median_record, CompareRecord};
 
 /// The two cells: (compare's transport name, queue pairs and queues).
 pub const QUEUE_CELLS: [(&str, u32); 2] = [("xdp-1q", 1), ("xdp-2q", 2)];
@@ -22,20 +22,7 @@ pub fn cell_args(qps: u32) -> [String; 2] {
 pub fn medians(runs: &[CompareRecord]) -> Vec<CompareRecord> {
     QUEUE_CELLS
         .iter()
-        .map(|(name, _)| {
-            let these: Vec<&CompareRecord> = runs.iter().filter(|r| r.transport == *name).collect();
-            let bw = sorted(&these, |r| r.bw_gbps);
-            CompareRecord {
-                test: "write_bw".into(),
-                transport: (*name).into(),
-                bytes: BYTES,
-                bw_gbps: median(&bw),
-                msg_rate_mpps: median(&sorted(&these, |r| r.msg_rate_mpps)),
-                bw_range_gbps: bw.first().zip(bw.last()).map(|(a, b)| [*a, *b]),
-                ran: these.iter().find_map(|r| r.ran.clone()),
-                ..CompareRecord::default()
-            }
-        })
+        .map(|(name, _)| median_record(runs, "write_bw", name, BYTES))
         .collect()
 }
 

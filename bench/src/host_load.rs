@@ -106,25 +106,18 @@ impl HostLoad {
         Self::between(&a, &b, window)
     }
 
-    /// One line for the table's head: `CPU busy 3 % / 98 %, steal 0 %`.
+    /// One line: `CPU busy 3 % / 98 %, steal 0.4 % over 1 s before the first run`, or `... over
+    /// 182 s of the MTU 9000 plan` (whose busy shares are mostly compare's own runs).
     pub fn summary(&self) -> String {
         let busy: Vec<String> = self.busy_pct.iter().map(|p| format!("{p:.0} %")).collect();
+        let when = match self.mtu {
+            None => "before the first run".to_string(),
+            Some(m) => format!("of the MTU {m} plan"),
+        };
         format!(
-            "CPU busy {}, steal {:.0} % ({:.1} s before the first run)",
+            "CPU busy {}, steal {:.1} % over {:.0} s {when}",
             busy.join(" / "),
             self.steal_pct,
-            self.window_s
-        )
-    }
-
-    /// One line for a plan's end: `steal 0.4 %, CPU busy 97 % / 96 % over 182 s` (the busy
-    /// shares there are mostly compare's own runs).
-    pub fn summary_during(&self) -> String {
-        let busy: Vec<String> = self.busy_pct.iter().map(|p| format!("{p:.0} %")).collect();
-        format!(
-            "steal {:.1} %, CPU busy {} over {:.0} s",
-            self.steal_pct,
-            busy.join(" / "),
             self.window_s
         )
     }
@@ -179,11 +172,15 @@ mod tests {
         assert_eq!(l.steal_pct, 2.5);
         assert_eq!(
             l.summary(),
-            "CPU busy 95 % / 5 %, steal 2 % (1.0 s before the first run)"
+            "CPU busy 95 % / 5 %, steal 2.5 % over 1 s before the first run"
         );
+        let during = HostLoad {
+            mtu: Some(9000),
+            ..l.clone()
+        };
         assert_eq!(
-            l.summary_during(),
-            "steal 2.5 %, CPU busy 95 % / 5 % over 1 s"
+            during.summary(),
+            "CPU busy 95 % / 5 %, steal 2.5 % over 1 s of the MTU 9000 plan"
         );
         let w = l.warning().expect("CPU 0 was busy");
         assert!(w.contains("CPU 0 95 %") && !w.contains("CPU 1"), "{w}");
