@@ -27,23 +27,27 @@
 //! assert_eq!(got.len, 5);
 //! ```
 
+mod long_slots;
+mod replies;
+mod types;
+
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use dataplane::{Access, Device, MemoryRegion, Opcode, ProtectionDomain, QpInit, QueuePair};
 use rpcrdma::negotiation::PrivateData;
-use rpcrdma::storage::{
-    CommitArgs, GetattrOk, ReadArgs, StorageCall, StorageProc, StorageReply, StoreStatus, WriteArgs,
-};
-use rpcrdma::storage_send::{long_message_len, CallChunks};
-use rpcrdma::{
-    ChunkPlanner, ClientEvent, ClientSession, ErrorBody, HeaderRepr, Payload, Placement, Rules,
-    Segment, WriteChunk,
-};
+use rpcrdma::storage::{CommitArgs, ReadArgs, StorageCall, StorageProc, WriteArgs};
+use rpcrdma::storage_send::CallChunks;
+use rpcrdma::{ChunkPlanner, ClientSession, Payload, Placement, Rules, Segment, WriteChunk};
 
 use super::{INLINE_SIZE, MAX_LONG_MESSAGE};
+use long_slots::LongSlots;
+pub use types::{
+    Attributes, CallId, ClientOptions, Finished, MessagePolicy, ReadResult, StoreError, WriteResult,
+};
 
 /// The most calls a client has in flight: it keeps this many reply receives posted (C-3) and
 /// asks the server for as many credits; the server's grant may allow fewer.
@@ -54,10 +58,6 @@ const SEND_WR: u64 = 1 << 32;
 const FETCH_WR: u64 = 2 << 32;
 /// Calls with a long message (a long call, or a reply chunk) in flight at once; more wait.
 const LONG_SLOTS: usize = 4;
-use dataplane::{
-    Access, ConnectError, ConnectionConfig, Device, MemoryRegion, Opcode, PostError,
-    ProtectionDomain, QpInit, QueuePair, Transport,
-};
 
 /// Bytes of a READ reply besides its data: transport header with an echoed reply chunk, RPC
 /// reply header, status, eof and the length word.
@@ -65,183 +65,12 @@ const REPLY_OVERHEAD: u64 = 64;
 /// Bytes of a WRITE call besides its data (RPC call header and arguments), with room to spare.
 const CALL_OVERHEAD: u32 = 128;
 
-/// How a client connects.
-#[derive(Debug, Clone)]
-pub struct ClientOptions {
-    /// Transport of the client's device (the kernel transport today).
-    pub transport: Transport,
-    /// MPA and queue settings.
-    pub connection: ConnectionConfig,
-    /// How long one call may take before it fails with [`StoreError::Timeout`].
-    pub call_timeout: Duration,
-}
-
-impl Default for ClientOptions {
-    fn default() -> Self {
-        Self {
-            transport: Transport::Kernel,
-            connection: ConnectionConfig::default(),
-            call_timeout: Duration::from_secs(30),
-        }
-    }
-}
-
-/// How a client's messages carry bulk data and long messages (RFC 8166 §3.5: DDP-eligible
-/// data may travel by RDMA or in the message; the requester chooses). Set with
-/// [`StoreClient::set_policy`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MessagePolicy {
-    /// READ and WRITE data go by RDMA (write and read chunks) where the chunk planner says
-    /// (at least 4 KiB, or too long for inline). Off: the data stays in the RPC messages, and
-    /// messages too long for the inline size go as long calls and long replies (up to
-    /// [`MAX_LONG_MESSAGE`]).
-    pub ddp: bool,
-    /// Offer a reply chunk with a call whose reply may not fit inline (RPCRDMA-30). Off: the
-    /// server returns such a reply as a position-0 read chunk, which the client RDMA-Reads and
-    /// acknowledges with RDMA_DONE (draft §5.2).
-    pub reply_chunks: bool,
-}
-
-impl Default for MessagePolicy {
-    fn default() -> Self {
-        Self {
-            ddp: true,
-            reply_chunks: true,
-        }
-    }
-}
-
-/// Why a store call failed.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// The device could not be opened.
-    #[error(transparent)]
-    Device(#[from] dataplane::DeviceError),
-    /// Connecting failed (TCP, MPA startup, rejection).
-    #[error("connect: {0}")]
-    Connect(#[from] ConnectError),
-    /// Registering the client's own buffers failed.
-    #[error(transparent)]
-    Register(#[from] dataplane::RegisterError),
-    /// A work request could not be posted (the buffer is not from [`StoreClient::pd`], a range
-    /// is out of bounds, the connection is down).
-    #[error("post: {0}")]
-    Post(#[from] PostError),
-    /// The caller's arguments are unusable (empty or oversized range, wrong access rights).
-    #[error("invalid argument: {0}")]
-    Invalid(&'static str),
-    /// The server answered with a non-OK status.
-    #[error("server status {0:?}")]
-    Status(StoreStatus),
-    /// The server refused the call at the transport level (RDMA_ERROR).
-    #[error("RDMA_ERROR from the server: {0:?}")]
-    Refused(ErrorBody),
-    /// The RPC was not accepted (PROG_UNAVAIL, GARBAGE_ARGS, ...) or the reply was unusable.
-    #[error("RPC failed: {0}")]
-    Rpc(String),
-    /// No reply in time.
-    #[error("no reply within the call timeout")]
-    Timeout,
-    /// The connection broke.
-    #[error("connection lost")]
-    Disconnected,
-    /// The byte stream failed (ONC RPC over TCP: connect, read, write).
-    #[error("stream: {0}")]
-    Io(#[from] std::io::Error),
-}
-
-/// The store's attributes (GETATTR).
-pub type Attributes = GetattrOk;
-
-/// What a READ returned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ReadResult {
-    /// Bytes placed at the start of the range.
-    pub len: u32,
-    /// The read reached the end of the store.
-    pub eof: bool,
-}
-
-/// What a WRITE returned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WriteResult {
-    /// Bytes written.
-    pub count: u32,
-    /// The data is already durable (the call asked for a stable write).
-    pub committed: bool,
-    /// The server's boot verifier: a change means uncommitted data may be lost.
-    pub verifier: u64,
-}
-
-/// A call in flight (its XID).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct CallId(pub u32);
-
-/// The answer of a finished call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Finished {
-    /// READ.
-    Read(ReadResult),
-    /// WRITE.
-    Write(WriteResult),
-    /// COMMIT: the server's boot verifier.
-    Commit(u64),
-    /// GETATTR.
-    Getattr(Attributes),
-    /// NULL.
-    Null,
-}
-
 /// A pipelined call's buffer: kept registered (the server reaches it by RDMA) until the call
 /// ends, and where inline READ data goes.
 struct Pending {
     buf: Option<(Arc<MemoryRegion>, usize)>,
     /// The long-message slot the call holds until its answer.
     long_slot: Option<usize>,
-}
-
-/// Registered memory for long messages, made at the first one: per slot a long call's message
-/// (remote read) and a reply chunk (remote write); one more reply-side slot takes long replies
-/// fetched from a read chunk.
-struct LongSlots {
-    call_mr: MemoryRegion,
-    reply_mr: MemoryRegion,
-    free: Vec<usize>,
-}
-
-impl LongSlots {
-    const SIZE: usize = MAX_LONG_MESSAGE as usize;
-    /// The reply-side slot long replies are fetched into.
-    const FETCH: usize = LONG_SLOTS;
-
-    fn new(pd: &ProtectionDomain) -> Result<Self, StoreError> {
-        Ok(Self {
-            call_mr: pd.register(Self::SIZE * LONG_SLOTS, Access::REMOTE_READ)?,
-            reply_mr: pd.register(
-                Self::SIZE * (LONG_SLOTS + 1),
-                Access::LOCAL_WRITE | Access::REMOTE_WRITE,
-            )?,
-            free: (0..LONG_SLOTS).rev().collect(),
-        })
-    }
-
-    /// Where a long call's message in `slot` is read from.
-    fn call_at(&self, slot: usize) -> Segment {
-        Segment {
-            handle: self.call_mr.stag(),
-            length: MAX_LONG_MESSAGE,
-            offset: (slot * Self::SIZE) as u64,
-        }
-    }
-
-    /// The reply chunk of `slot`.
-    fn reply_chunk(&self, slot: usize) -> WriteChunk {
-        WriteChunk::new(vec![Segment {
-            handle: self.reply_mr.stag(),
-            length: MAX_LONG_MESSAGE,
-            offset: (slot * Self::SIZE) as u64,
-        }])
-    }
 }
 
 /// The buffer a call waited on in place (the one-at-a-time calls) places inline READ data in.
@@ -826,195 +655,4 @@ impl StoreClient {
         self.ready.push_back((CallId(xid), result));
         Ok(())
     }
-}
-
-impl StoreClient {
-    /// What one received Send answers: the call and its result (`None`: dropped).
-    #[allow(clippy::type_complexity)]
-    fn take_reply(
-        &mut self,
-        msg: &[u8],
-        sync: SyncDest<'_>,
-    ) -> Result<Option<(u32, Result<Finished, StoreError>)>, StoreError> {
-        let (xid, result) = match self.session.handle_receive(msg) {
-            ClientEvent::Reply { xid, reply, .. } => {
-                let p = self.finish(xid);
-                (
-                    xid,
-                    answer(reply.reply, dest(p.as_ref(), sync, xid), &reply.rpc),
-                )
-            }
-            ClientEvent::Refused { xid, body } => {
-                self.finish(xid);
-                (xid, Err(StoreError::Refused(body)))
-            }
-            ClientEvent::Failed { xid, error } => {
-                self.finish(xid);
-                (xid, Err(StoreError::Rpc(error.to_string())))
-            }
-            ClientEvent::LongReply { xid, header } => {
-                let result = self.long_reply(&header, sync);
-                self.flush_dones()?;
-                (xid, result?)
-            }
-            ClientEvent::Dropped { .. } => return Ok(None),
-        };
-        Ok(Some((xid, result)))
-    }
-
-    /// A long reply (RDMA_NOMSG, RPCRDMA-30): the message is in the call's reply chunk (its
-    /// echoed length says how much), or is RDMA-Read from the position-0 read chunk into the
-    /// fetch slot (the DONE is then owed). The outer error is a broken connection.
-    fn long_reply(
-        &mut self,
-        header: &HeaderRepr,
-        sync: SyncDest<'_>,
-    ) -> Result<Result<Finished, StoreError>, StoreError> {
-        let xid = header.xid;
-        let slot = self.pending.get(&xid).and_then(|p| p.long_slot);
-        let empty = rpcrdma::ChunkLists::default();
-        let chunks = header.body.chunks().unwrap_or(&empty);
-        let Some(long) = self.long.as_ref() else {
-            return Ok(self.refuse_long_reply(header, "long reply to a call without one"));
-        };
-        let (from, len) = if chunks.reads.is_empty() {
-            // Into our reply chunk: the echo was checked against what we offered.
-            let len = rpcrdma::chunk_rules::reply_chunk_len(chunks).unwrap_or(0);
-            match slot {
-                Some(i) if len <= LongSlots::SIZE as u64 => (i, len as usize),
-                _ => {
-                    return Ok(self.refuse_long_reply(header, "long reply without our reply chunk"));
-                }
-            }
-        } else {
-            let Ok(len) = long_message_len(chunks, MAX_LONG_MESSAGE) else {
-                return Ok(self.refuse_long_reply(header, "long reply larger than we take"));
-            };
-            let base = LongSlots::FETCH * LongSlots::SIZE;
-            let mut at = 0usize;
-            let mut posted = 0;
-            for r in chunks.reads.iter().take_while(|r| r.position == 0) {
-                let n = r.target.length as usize;
-                self.qp.post_read(
-                    FETCH_WR,
-                    &long.reply_mr,
-                    base + at..base + at + n,
-                    dataplane::RemoteAddr {
-                        stag: r.target.handle,
-                        to: r.target.offset,
-                    },
-                )?;
-                at += n;
-                posted += 1;
-            }
-            self.wait_fetches(posted)?;
-            (LongSlots::FETCH, len as usize)
-        };
-        let mut m = std::mem::take(&mut self.long_msg);
-        let long = self.long.as_ref().expect("checked above");
-        long.reply_mr.read(from * LongSlots::SIZE, &mut m[..len]);
-        let decoded = self.session.decode_long_reply(header, &m[..len]);
-        let p = self.finish(xid);
-        let result = match decoded {
-            Ok(reply) => answer(reply.reply, dest(p.as_ref(), sync, xid), &reply.rpc),
-            Err(e) => Err(StoreError::Rpc(e.to_string())),
-        };
-        self.long_msg = m;
-        Ok(result)
-    }
-
-    /// Fails call `header.xid` for a long reply we cannot take; the session forgets the call
-    /// (and owes the DONE that releases the server's memory, for a read-chunk reply).
-    fn refuse_long_reply(
-        &mut self,
-        header: &HeaderRepr,
-        why: &str,
-    ) -> Result<Finished, StoreError> {
-        let _ = self.session.decode_long_reply(header, &[]);
-        self.finish(header.xid);
-        Err(StoreError::Rpc(why.into()))
-    }
-
-    /// Waits for `n` RDMA Reads of a long reply (Send completions meanwhile free their slots).
-    fn wait_fetches(&mut self, mut n: usize) -> Result<(), StoreError> {
-        let deadline = Instant::now() + self.timeout;
-        while n > 0 {
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(StoreError::Timeout);
-            }
-            let Some(c) = self.cq.wait(deadline - now) else {
-                continue;
-            };
-            if !c.is_ok() {
-                return Err(StoreError::Disconnected);
-            }
-            if c.wr_id == FETCH_WR {
-                n -= 1;
-            } else if c.wr_id & SEND_WR != 0 {
-                self.send_free.push((c.wr_id & !SEND_WR) as usize);
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Where inline READ data of call `xid` goes: its pipelined buffer, or the one a synchronous
-/// call waits on.
-fn dest<'a>(
-    p: Option<&'a Pending>,
-    sync: SyncDest<'a>,
-    xid: u32,
-) -> Option<(&'a MemoryRegion, usize)> {
-    match (p, sync) {
-        (
-            Some(Pending {
-                buf: Some((mr, at)),
-                ..
-            }),
-            _,
-        ) => Some((&**mr, *at)),
-        (_, Some((x, mr, at))) if x == xid => Some((mr, at)),
-        _ => None,
-    }
-}
-
-/// The answer of a reply; inline READ data is copied to `read_into`.
-fn answer(
-    reply: Option<StorageReply<'_>>,
-    read_into: Option<(&MemoryRegion, usize)>,
-    rpc: &rpcrdma::ReplyHeader<'_>,
-) -> Result<Finished, StoreError> {
-    let Some(reply) = reply else {
-        return Err(StoreError::Rpc(format!("not accepted: {rpc:?}")));
-    };
-    Ok(match reply {
-        StorageReply::Null => Finished::Null,
-        StorageReply::Read(r) => {
-            let ok = r.map_err(StoreError::Status)?;
-            let len = match ok.data {
-                Payload::Inline(d) => {
-                    let (mr, at) = read_into.ok_or(StoreError::Invalid("no READ buffer"))?;
-                    mr.write(at, d)
-                        .ok_or(StoreError::Rpc("more READ data than asked".into()))?;
-                    d.len() as u32
-                }
-                Payload::WriteChunk { len, .. } => len,
-                Payload::ReadChunk { .. } => {
-                    return Err(StoreError::Rpc("READ data in a read chunk".into()))
-                }
-            };
-            Finished::Read(ReadResult { len, eof: ok.eof })
-        }
-        StorageReply::Write(w) => {
-            let w = w.map_err(StoreError::Status)?;
-            Finished::Write(WriteResult {
-                count: w.count,
-                committed: w.committed,
-                verifier: w.verifier,
-            })
-        }
-        StorageReply::Commit(c) => Finished::Commit(c.map_err(StoreError::Status)?.verifier),
-        StorageReply::Getattr(g) => Finished::Getattr(g.map_err(StoreError::Status)?),
-    })
 }
