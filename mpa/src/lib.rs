@@ -6,13 +6,13 @@
 //! * [`framer`]: a stateful sender on top that tracks the stream offset.
 //! * [`marker`]: marker view, positions and FPDUPTR resolution.
 //! * [`crc`]: CRC32c, LSB first on the wire.
-//! * [`mulpdu`]: MULPDU from EMSS.
+//! * [`mulpdu`](mod@mulpdu): MULPDU from EMSS.
 //! * [`startup_frame`] and [`startup`]: MPA Request/Reply frames and the Initiator and
 //!   Responder state machines; [`revision`]: Rev 0, 1 and 2 and which a peer accepts;
 //!   [`enhanced`] and [`read_depths`]: Rev 2's IRD/ORD octets and peer-to-peer mode, and their
 //!   negotiation (RFC 6581).
 //! * [`stream`]: in-order receive parser over a byte stream of any segmentation.
-//! * [`locate`]: out-of-order FPDU locator for one committed TCP segment.
+//! * [`locate`](mod@locate): out-of-order FPDU locator for one committed TCP segment.
 //! * [`error`]: error codes of draft §7 and the action each demands.
 //!
 //! Stream offsets are `u32` relative to SeqStart (the first octet after the sender's own

@@ -4,7 +4,7 @@
 //!
 //! Copy only what has to wait: at an FPDU boundary with nothing held,
 //! [`StreamParser::next_fpdu_in_place`] verifies complete FPDUs straight from the caller's
-//! segment, and [`StreamParser::wanted`] says how many octets complete the FPDU being held, so
+//! segment, and the parser knows how many octets complete the FPDU being held, so
 //! only an FPDU split across segments is copied (a sender that aligns FPDUs with segments,
 //! MPA-58, causes no copy at all).
 //!
@@ -110,7 +110,7 @@ impl StreamParser {
     /// Takes in-order `data` (any segmentation) and hands each complete, verified FPDU to
     /// `f`, in order. At an FPDU boundary with nothing held, FPDUs are verified where they are
     /// ([`Self::next_fpdu_in_place`]); only an FPDU split across segments is copied, and only
-    /// up to its own end ([`Self::wanted`]). Returns the octets taken: all of `data` (fewer only
+    /// up to its own end. Returns the octets taken: all of `data` (fewer only
     /// if the buffer filled, which a complete FPDU always being pulled out prevents). Stops at
     /// the first framing error, which stays (MPA-111).
     pub fn feed(

@@ -6,7 +6,7 @@
 //! - [`frame_corpus`]: frames for the rule of which frames are ours (the endpoint's classifier
 //!   and the XDP program), each with its verdict, and mutations of a good one.
 //! - [`pcap`]: classic pcap files of Ethernet frames.
-//! - [`pattern`]: the deterministic test pattern (re-exported from `tool_support`, which the
+//! - [`pattern`](mod@pattern): the deterministic test pattern (re-exported from `tool_support`, which the
 //!   shipped tools use to write and verify data).
 //! - [`privileged`]: the one rule for tests that need root or tools: skip, or (under CI) fail.
 //! - [`temp`]: temporary paths.
