@@ -188,7 +188,7 @@ pub fn run(args: &CompareArgs) -> Result<(), String> {
     let mut host_during = Vec::new();
     for &mtu in &args.mtu {
         tb.set_mtu(mtu)?;
-        let (ticks_at_start, started) = (crate::host_load::read(), std::time::Instant::now());
+        let window = crate::host_load::Window::start();
         let plan = Plan {
             tb: &tb,
             exe: &exe,
@@ -226,8 +226,8 @@ pub fn run(args: &CompareArgs) -> Result<(), String> {
         missing.extend(
             missing_cells(&records)
                 .into_iter()
-                .chain(crate::compare_queues::missing(&queues))
-                .chain(crate::compare_polling::missing(&polling))
+                .chain(missing_cells(&queues))
+                .chain(missing_cells(&polling))
                 .map(|c| format!("{c} (MTU {mtu})")),
         );
         records.extend(tcp);
@@ -237,14 +237,7 @@ pub fn run(args: &CompareArgs) -> Result<(), String> {
             mtu: Some(mtu),
             ..r
         }));
-        let during = ticks_at_start
-            .zip(crate::host_load::read())
-            .and_then(|(a, b)| crate::host_load::HostLoad::between(&a, &b, started.elapsed()));
-        if let Some(h) = during {
-            let h = crate::host_load::HostLoad {
-                mtu: Some(mtu),
-                ..h
-            };
+        if let Some(h) = window.end(Some(mtu)) {
             println!(" Host: {}\n", h.summary());
             host_during.push(h);
         }
@@ -384,7 +377,7 @@ impl Plan<'_> {
             self.mtu,
             self.rounds,
             test.name(),
-            load_average()
+            crate::host_load::load_average()
         );
     }
 
@@ -489,7 +482,9 @@ fn keep(
     }
 }
 
-/// The planned cells (`transport test`) that no round measured.
+/// The planned cells (`transport test`) that no round measured: those of the table, and those
+/// beside it (queue and polling cells), whose test and size are the plan's and whose figure is
+/// the plan's metric for them.
 pub fn missing_cells(records: &[CompareRecord]) -> Vec<String> {
     records
         .iter()
@@ -502,14 +497,6 @@ pub fn missing_cells(records: &[CompareRecord]) -> Vec<String> {
         })
         .map(|r| format!("{} {}", r.transport, r.test))
         .collect()
-}
-
-/// The 1-minute load average (`/proc/loadavg`), for the log.
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|s| s.split_whitespace().next().map(str::to_string))
-        .unwrap_or_else(|| "?".into())
 }
 
 /// A figure of a record.
@@ -568,12 +555,25 @@ pub(crate) fn median_record(
     }
 }
 
+/// The record of cell (`test`, `transport`, `bytes`) among `records`, if there is one.
+pub(crate) fn cell<'a>(
+    records: &'a [CompareRecord],
+    test: &str,
+    transport: &str,
+    bytes: u64,
+) -> Option<&'a CompareRecord> {
+    records
+        .iter()
+        .find(|r| r.test == test && r.transport == transport && r.bytes == bytes)
+}
+
+/// A figure for compare's tables with `prec` decimals, or `n/a`.
+pub(crate) fn figure(v: Option<f64>, prec: usize) -> String {
+    v.map_or_else(|| "n/a".into(), |v| format!("{v:.prec$}"))
+}
+
 /// The compare table, with the reasons of every n/a below it.
 pub fn table(records: &[CompareRecord], notes: &[String]) -> String {
-    let f = |v: Option<f64>, prec: usize| match v {
-        Some(v) => format!("{v:.prec$}"),
-        None => "n/a".into(),
-    };
     let mut out = String::new();
     out.push_str(RULE);
     out.push('\n');
@@ -591,25 +591,20 @@ pub fn table(records: &[CompareRecord], notes: &[String]) -> String {
         "xdp/linux"
     ));
     for (test, bytes, metric, _, _) in PLAN {
-        let get = |t: &str| {
-            records
-                .iter()
-                .find(|r| r.test == test.name() && r.transport == t && r.bytes == bytes)
-                .and_then(|r| metric.of(r))
-        };
+        let get = |t: &str| cell(records, test.name(), t, bytes).and_then(|r| metric.of(r));
         let (raw, xdp, kernel, linux) = (get("raw"), get("xdp"), get("kernel"), get("linux"));
         out.push_str(&format!(
             " {:<10}{:>9}  {:<16}{:>10}{:>10}{:>10}{:>10}{:>10}{:>12}{:>11}\n",
             test.name(),
             bytes,
             metric.unit(),
-            f(raw, 3),
-            f(xdp, 3),
-            f(kernel, 3),
-            f(linux, 3),
-            f(ratio(xdp, raw), 2),
-            f(ratio(xdp, kernel), 2),
-            f(ratio(xdp, linux), 2),
+            figure(raw, 3),
+            figure(xdp, 3),
+            figure(kernel, 3),
+            figure(linux, 3),
+            figure(ratio(xdp, raw), 2),
+            figure(ratio(xdp, kernel), 2),
+            figure(ratio(xdp, linux), 2),
         ));
     }
     out.push_str(RULE);

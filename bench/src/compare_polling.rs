@@ -4,15 +4,15 @@
 //! sockperf as shipped, blocking, so on a host where waking a sleeping thread is dear it
 //! measures the wake-up more than TCP; a bypass stack polls, and so do these rows.
 
-use crate::compare::{median_record, ratio, CompareRecord, Metric, PLAN};
+use crate::compare::{cell, median_record, ratio, CompareRecord, PLAN};
 
 /// The transport name of the polling cells.
 pub const TRANSPORT: &str = "linux-poll";
 
-/// The plan's latency tests: (test name, bytes).
+/// The plan's latency tests, the ones compare runs a polling cell for: (test name, bytes).
 fn cells() -> impl Iterator<Item = (&'static str, u64)> {
     PLAN.iter()
-        .filter(|p| p.2 == Metric::Typical)
+        .filter(|p| p.0.is_latency())
         .map(|p| (p.0.name(), p.1))
 }
 
@@ -24,27 +24,16 @@ pub fn medians(runs: &[CompareRecord]) -> Vec<CompareRecord> {
         .collect()
 }
 
-/// The polling cells that no round measured.
-pub fn missing(rows: &[CompareRecord]) -> Vec<String> {
-    rows.iter()
-        .filter(|r| r.t_typical_us.is_none())
-        .map(|r| format!("{} {}", r.transport, r.test))
-        .collect()
-}
-
 /// The polling rows as text: each test's figure and xdp's over it (`table` holds the plan's
 /// medians, where xdp's figures are).
 pub fn table(rows: &[CompareRecord], table: &[CompareRecord]) -> String {
-    let f = |v: Option<f64>, p: usize| v.map_or("n/a".to_string(), |v| format!("{v:.p$}"));
+    let f = crate::compare::figure;
     let mut out = format!(
         " Linux TCP, sockets non-blocking (sockperf --nonblocked)\n {:<10}{:>9}  {:<16}{:>10}{:>11}\n",
         "test", "#bytes", "metric", "linux-poll", "xdp/that"
     );
     for r in rows {
-        let xdp = table
-            .iter()
-            .find(|x| x.transport == "xdp" && x.test == r.test && x.bytes == r.bytes)
-            .and_then(|x| x.t_typical_us);
+        let xdp = cell(table, &r.test, "xdp", r.bytes).and_then(|x| x.t_typical_us);
         out.push_str(&format!(
             " {:<10}{:>9}  {:<16}{:>10}{:>11}\n",
             r.test,
@@ -91,7 +80,7 @@ mod tests {
         );
         assert_eq!(rows[0].t_typical_range_us, Some([4.0, 7.0]));
         assert_eq!(rows[1].t_typical_us, Some(8.0), "upper median of two");
-        assert!(missing(&rows).is_empty());
+        assert!(crate::compare::missing_cells(&rows).is_empty());
         let plan = [
             rec("write_lat", "xdp", Some(4.0)),
             rec("send_lat", "xdp", None),
@@ -108,6 +97,9 @@ mod tests {
             "{t}"
         );
         let rows = medians(&runs[..2]);
-        assert_eq!(missing(&rows), ["linux-poll send_lat"]);
+        assert_eq!(
+            crate::compare::missing_cells(&rows),
+            ["linux-poll send_lat"]
+        );
     }
 }

@@ -4,7 +4,7 @@
 //! other cell. Neither side is pinned in these two cells, so that two queues may use two cores
 //! per side; the one-queue cell runs unpinned too, so the pair compares like with like.
 
-use crate::compare::{median_record, CompareRecord};
+use crate::compare::{cell, median_record, CompareRecord};
 
 /// The two cells: (compare's transport name, queue pairs and queues).
 pub const QUEUE_CELLS: [(&str, u32); 2] = [("xdp-1q", 1), ("xdp-2q", 2)];
@@ -26,22 +26,10 @@ pub fn medians(runs: &[CompareRecord]) -> Vec<CompareRecord> {
         .collect()
 }
 
-/// The queue cells that no round measured.
-pub fn missing(rows: &[CompareRecord]) -> Vec<String> {
-    rows.iter()
-        .filter(|r| r.bw_gbps.is_none())
-        .map(|r| format!("{} write_bw", r.transport))
-        .collect()
-}
-
 /// The queue rows as text, with the two-queue / one-queue ratio.
 pub fn table(rows: &[CompareRecord]) -> String {
-    let f = |v: Option<f64>, p: usize| v.map_or("n/a".to_string(), |v| format!("{v:.p$}"));
-    let bw = |name: &str| {
-        rows.iter()
-            .find(|r| r.transport == name)
-            .and_then(|r| r.bw_gbps)
-    };
+    let f = crate::compare::figure;
+    let bw = |name: &str| cell(rows, "write_bw", name, BYTES).and_then(|r| r.bw_gbps);
     let (one, two) = (bw("xdp-1q"), bw("xdp-2q"));
     format!(
         " write_bw 64 KiB on xdp, not pinned   BW[Gb/sec]\n {:<36}{:>11}\n {:<36}{:>11}\n {:<36}{:>11}\n",
@@ -87,9 +75,9 @@ mod tests {
                 .any(|l| l.contains("2 queues / 1 queue") && l.ends_with("1.67")),
             "{t}"
         );
-        assert!(missing(&rows).is_empty());
+        assert!(crate::compare::missing_cells(&rows).is_empty());
         let rows = medians(&runs[..1]);
-        assert_eq!(missing(&rows), ["xdp-2q write_bw"]);
+        assert_eq!(crate::compare::missing_cells(&rows), ["xdp-2q write_bw"]);
         assert!(table(&rows).contains("n/a"));
     }
 }

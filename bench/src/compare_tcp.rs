@@ -39,7 +39,7 @@ pub fn medians(runs: &[CompareRecord]) -> Vec<CompareRecord> {
 
 /// The TCP rows as text, beside the RPC/RDMA rpc_read figure on xdp (`rdma_gbps`).
 pub fn table(rows: &[CompareRecord], rdma_gbps: Option<f64>) -> String {
-    let f = |v: Option<f64>, p: usize| v.map_or("n/a".to_string(), |v| format!("{v:.p$}"));
+    let f = crate::compare::figure;
     let mut out =
         String::from(" rpc_read 1 MiB on xdp     BW[Gb/sec]  client CPU[s/GB]  copies avoided\n");
     out += &format!(" {:<24} {:>11}\n", "RPC/RDMA", f(rdma_gbps, 3));

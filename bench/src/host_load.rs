@@ -4,9 +4,9 @@
 //! skews every figure without failing any run, so compare prints what it saw, warns when a CPU
 //! was busy, and keeps it in its JSON. It reads the counters around each MTU's plan too: there
 //! the busy shares are mostly compare's own runs, but the steal says whether the hypervisor
-//! took time from them.
+//! took time from them. The 1-minute load average of compare's log lines is read here too.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -100,10 +100,9 @@ impl HostLoad {
 
     /// Reads `/proc/stat` twice, `window` apart. `None` where it cannot be read.
     pub fn sample(window: Duration) -> Option<Self> {
-        let a = read()?;
+        let w = Window::start();
         std::thread::sleep(window);
-        let b = read()?;
-        Self::between(&a, &b, window)
+        w.end(None)
     }
 
     /// One line: `CPU busy 3 % / 98 %, steal 0.4 % over 1 s before the first run`, or `... over
@@ -139,6 +138,38 @@ impl HostLoad {
             )
         })
     }
+}
+
+/// A window of the host's counters: opened by [`Window::start`], closed by [`Window::end`].
+#[derive(Debug)]
+pub struct Window {
+    ticks: Option<Vec<CpuTicks>>,
+    started: Instant,
+}
+
+impl Window {
+    /// Reads the counters now.
+    pub fn start() -> Self {
+        Window {
+            ticks: read(),
+            started: Instant::now(),
+        }
+    }
+
+    /// The load since [`Window::start`], during the plan of `mtu` (none: before the first
+    /// run); `None` where `/proc/stat` could not be read.
+    pub fn end(&self, mtu: Option<u32>) -> Option<HostLoad> {
+        let load = HostLoad::between(self.ticks.as_ref()?, &read()?, self.started.elapsed())?;
+        Some(HostLoad { mtu, ..load })
+    }
+}
+
+/// The 1-minute load average (`/proc/loadavg`), for compare's log; `?` where it cannot be read.
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "?".into())
 }
 
 #[cfg(test)]
@@ -184,6 +215,18 @@ mod tests {
         );
         let w = l.warning().expect("CPU 0 was busy");
         assert!(w.contains("CPU 0 95 %") && !w.contains("CPU 1"), "{w}");
+    }
+
+    #[test]
+    fn a_window_of_this_host_has_its_cpus() {
+        // Linux only (the test suite's host): /proc/stat is there.
+        let w = Window::start();
+        std::thread::sleep(Duration::from_millis(30));
+        let l = w.end(Some(1500)).expect("/proc/stat read twice");
+        assert_eq!(l.busy_pct.len(), read().unwrap().len());
+        assert_eq!(l.mtu, Some(1500));
+        assert!(l.window_s >= 0.03, "{}", l.window_s);
+        assert!(load_average().parse::<f64>().is_ok(), "{}", load_average());
     }
 
     #[test]
