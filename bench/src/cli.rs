@@ -725,8 +725,8 @@ pub struct CompareArgs {
     )]
     pub mtu: Vec<u32>,
     /// Run the MPA transports (xdp, kernel) without markers. By default both ends ask for
-    /// them, so every FPDU carries markers and a CRC32c each way, as issue 11's targets are
-    /// set ("markers and CRC on").
+    /// them, so every FPDU carries markers and a CRC32c each way, as the performance targets
+    /// are set ("markers and CRC on").
     #[arg(long)]
     pub no_markers: bool,
 }
@@ -1152,7 +1152,7 @@ mod tests {
         }
     }
 
-    /// Issue 11's targets hold with markers and CRC on: compare asks for markers unless told
+    /// The performance targets hold with markers and CRC on: compare asks for markers unless told
     /// not to, and takes MTUs up to veth's largest.
     #[test]
     fn compare_runs_markers_by_default_and_mtus_up_to_veths_largest() {

@@ -786,7 +786,7 @@ pub fn run_pair(
 mod tests {
     use super::*;
 
-    /// Issue 11's targets are set with markers and CRC on: by default both ends of every MPA
+    /// The performance targets are set with markers and CRC on: by default both ends of every MPA
     /// run ask for markers, and nothing else gets an option it would refuse.
     #[test]
     fn markers_go_to_the_mpa_transports_only() {

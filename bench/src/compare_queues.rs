@@ -1,4 +1,4 @@
-//! compare's queue rows (issue 11 item 4): `write_bw` of 64 KiB on the xdp transport with one
+//! compare's queue rows: `write_bw` of 64 KiB on the xdp transport with one
 //! queue pair over a one-queue device and with two queue pairs over two queues (`-q 2` at both
 //! ends: one engine per queue, a stream thread per queue pair), in the same rounds as every
 //! other cell. Neither side is pinned in these two cells, so that two queues may use two cores

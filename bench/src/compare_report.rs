@@ -1,4 +1,4 @@
-//! The compare JSON: the records and what they ran on (issue 11: "its JSON records what ran").
+//! The compare JSON: the records and what they ran on (host, kernel, commit, settings).
 //!
 //! ```json
 //! { "environment": { "kernel": "6.12.48", "mtus": [1500, 9000], "pinning": "...", ... },

@@ -1,4 +1,4 @@
-//! compare's ONC RPC over TCP rows (issue 13): `rpc_read` of 1 MiB from the block store over
+//! compare's ONC RPC over TCP rows: `rpc_read` of 1 MiB from the block store over
 //! xwarp's own TCP on the xdp transport, the TCP RDMA option off and on, beside RPC/RDMA on the
 //! same transport: what placing READ data by RID saves (the client's CPU time per GB, and
 //! throughput), measured in the same rounds as every other cell.

@@ -454,7 +454,7 @@ fn assert_bidirectional(what: &str, stdout: &str, o: &serde_json::Value) {
     assert_eq!(o["params"]["bidirectional"], true, "{what}");
 }
 
-/// `-q 2` (issue 11 item 4) on a two-queue testbed: write_bw, read_bw and send_bw over two
+/// `-q 2` on a two-queue testbed: write_bw, read_bw and send_bw over two
 /// queue pairs on two xdp lanes at each end, and write_bw with a kernel-transport server (two
 /// TCP connections); each run reports the sum, with 2 queue pairs in its parameters.
 #[test]

@@ -438,7 +438,7 @@ impl Drop for MemoryRegion {
 mod tests {
     use super::*;
 
-    /// Issue 10 item 5: each domain's STag seed is a keyed PRF of its id under the device's
+    /// Each domain's STag seed is a keyed PRF of its id under the device's
     /// random key: distinct per domain and per device key (no seed from an address or a clock).
     #[test]
     fn stag_seeds_differ_per_domain_and_per_device_key() {

@@ -1,4 +1,4 @@
-//! Where a message's time goes in this process, stage by stage (issue 11's latency model):
+//! Where a message's time goes in this process, stage by stage (the latency model of PERFORMANCE.md):
 //! the engine's receive batch and `handle_frame`, the rest of its round, routing, the verbs
 //! layer's way from the routed data to the next post, the post, the answer's framing, the
 //! `sendto` that carries it. Compiled in with the `stage-times` feature only (`cargo build

@@ -1,4 +1,4 @@
-//! The AF_XDP engine among other traffic (issue 4, "Must show"): while it runs in namespace A
+//! The AF_XDP engine among other traffic: while it runs in namespace A
 //! with XDP attached, ping and kernel TCP on a port it does not steer still work; 64 concurrent
 //! connections over two listeners are each verified; malformed frames from a raw socket and
 //! MPA/DDP garbage over kernel TCP are counted, never panic the engine and leave a verified
@@ -45,7 +45,7 @@ fn good_connection<'a>(
     }
 }
 
-/// Issue 4: while the engine serves a verified connection with XDP attached in A, ICMP echo
+/// While the engine serves a verified connection with XDP attached in A, ICMP echo
 /// from B to A and a kernel TCP connection B -> A on a port the program does not steer work
 /// (XDP_PASS), carrying data both ways.
 #[test]
@@ -110,7 +110,7 @@ fn ping_and_kernel_tcp_on_another_port_pass_while_the_engine_runs() {
     assert_eq!(moved.malformed, 0, "{moved:?}");
 }
 
-/// Issue 4: 64 concurrent connections over two engine listeners (32 each), kernel-transport
+/// 64 concurrent connections over two engine listeners (32 each), kernel-transport
 /// peers connecting. Each peer RDMA Writes its own 64 KiB pattern into its slot of one shared
 /// engine region (the STag comes in the listener's MPA Reply private data) and then Sends its
 /// number; the engine checks the slot on that Send and answers with a Send of a per-peer
@@ -477,7 +477,7 @@ fn starts_with_terminate(bytes: &[u8]) -> bool {
     bytes.len() >= 4 && bytes[2] & 0x80 == 0 && bytes[3] & 0x0f == 7
 }
 
-/// Issue 4, bad input: from B, a raw packet socket injects malformed Ethernet/IPv4/TCP frames at
+/// Bad input: from B, a raw packet socket injects malformed Ethernet/IPv4/TCP frames at
 /// the engine's MAC, address and ports, and kernel TCP sockets send MPA/DDP garbage to an engine
 /// listener: a bad key (MPA-86, MPA-95: closed), a bad CRC (MPA-55: Terminate), a Write to an
 /// invalid STag (DDP tagged error: Terminate), a stream of bogus lengths. The XDP program and

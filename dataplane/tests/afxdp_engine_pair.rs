@@ -1,4 +1,4 @@
-//! The AF_XDP engine on both ends (issue 4, "Must show"): an engine in namespace A and one in
+//! The AF_XDP engine on both ends: an engine in namespace A and one in
 //! namespace B, each with XDP attached natively, AF_XDP in copy mode, and its own thread. Send,
 //! RDMA Write and RDMA Read of 1 B, 4 KiB, 1 MiB and 16 MiB both ways, verified byte for byte at
 //! both ends, each side connecting, over every MPA negotiation outcome: markers in neither,
@@ -154,7 +154,7 @@ fn engine_side(
     h.e.endpoint().counters()
 }
 
-/// Issue 4: engines on both ends; Send, Write and Read of 1 B..16 MiB both ways, verified at
+/// Engines on both ends; Send, Write and Read of 1 B..16 MiB both ways, verified at
 /// both ends, each side connecting, under each marker direction case (MPA-98) and each CRC
 /// case (MPA-99); every connection then closes gracefully.
 #[test]

@@ -1,4 +1,4 @@
-//! IPv6 end to end on the xdp transport (issue 12 item 4, "must show"): the AF_XDP engine in
+//! IPv6 end to end on the xdp transport: the AF_XDP engine in
 //! namespace A serving 2001:db8::1 against the kernel transport (Linux TCP over IPv6 with our
 //! MPA/DDP) in namespace B at 2001:db8::2, over veth with the steering program matching the
 //! engine's IPv6 address:
@@ -34,7 +34,7 @@ fn engine_v6(tb: &VethTestbed, tweak: impl FnOnce(&mut endpoint::EndpointConfig)
     h
 }
 
-/// Requirement (issue 12 item 4): IPv6 end to end between the engine and Linux TCP (the kernel
+/// IPv6 end to end between the engine and Linux TCP (the kernel
 /// transport), Send/Write/Read both ways, each side connecting, markers off and on.
 #[test]
 fn engine_and_kernel_transport_over_ipv6_markers_off_and_on() {
@@ -71,7 +71,7 @@ fn engine_and_kernel_transport_over_ipv6_markers_off_and_on() {
     assert!(c.rx_packets > 1000, "{c:?}");
 }
 
-/// Requirement (issue 12 item 4, tshark): the engine's IPv6 traffic with the kernel transport,
+/// The engine's IPv6 traffic with the kernel transport,
 /// captured in B, decodes cleanly, markers on and off, the engine connecting and (once)
 /// listening; one FPDU per segment on both sides (EMSS 1024, so full FPDUs keep their phase to
 /// the markers).

@@ -1,6 +1,6 @@
 //! The AF_XDP engine in namespace A against the kernel transport (Linux TCP + our MPA/DDP
 //! through the verbs API) in namespace B, over veth with XDP attached natively and AF_XDP in
-//! copy mode (issue 4, "Must show"):
+//! copy mode:
 //!
 //! - Send, RDMA Write and RDMA Read of 1 B, 4 KiB, 1 MiB and 16 MiB, both ways, verified byte for
 //!   byte, each side connecting, over every MPA negotiation outcome: markers in neither, either
@@ -82,14 +82,14 @@ fn transfer_matrix(tag: &str, engine_connects: bool, first_port: u16) {
     );
 }
 
-/// Issue 4: the engine connects to the kernel transport; Send, Write and Read of 1 B..16 MiB
+/// The engine connects to the kernel transport; Send, Write and Read of 1 B..16 MiB
 /// both ways, verified, under each marker direction case (MPA-98) and each CRC case (MPA-99).
 #[test]
 fn engine_connects_to_kernel_send_write_read_1b_to_16mib_every_mpa_negotiation() {
     transfer_matrix("xkc", true, 4100);
 }
 
-/// Issue 4: the kernel transport connects to an engine listener; the same plan and cases.
+/// The kernel transport connects to an engine listener; the same plan and cases.
 #[test]
 fn kernel_connects_to_engine_send_write_read_1b_to_16mib_every_mpa_negotiation() {
     transfer_matrix("xkl", false, 4200);
@@ -142,7 +142,7 @@ fn egress_stats(tb: &VethTestbed, side: Side) -> String {
     String::from_utf8_lossy(&out.stdout).replace('\n', " ")
 }
 
-/// Issue 4 (MPA-12, MPA-70 (2)): the kernel end RDMA Writes 8 MiB to the engine through
+/// Out-of-order placement (MPA-12, MPA-70 (2)): the kernel end RDMA Writes 8 MiB to the engine through
 /// reordering and loss on its egress ([`reorder_and_drop_on_egress`]), with markers on what the
 /// engine receives. The engine places tagged FPDUs it finds through markers in segments that
 /// arrive before their gap fills (`ooo_fpdus_placed` > 0), all data lands correctly, and the
@@ -285,7 +285,7 @@ fn reordered_and_lost_kernel_writes_are_placed_out_of_order_via_markers() {
 // ------------------------------------------------------------------------------------------
 // Wire oracle: Wireshark's iWARP dissectors on the engine's traffic
 
-/// Issue 4: the engine's traffic with the kernel transport, captured in B, decodes as cleanly
+/// The engine's traffic with the kernel transport, captured in B, decodes as cleanly
 /// as the kernel transport's own (`wire_oracle.rs`), for markers on/off x CRC on/off with the
 /// engine connecting and Sending, Writing and Reading 1 B, 4 KiB and 256 KiB, and once with the
 /// kernel end doing so to an engine listener; one FPDU per segment on both sides, EMSS 1024 so
@@ -455,7 +455,7 @@ fn kernel_sees(
     end
 }
 
-/// Issue 4, teardown, the engine's side. Graceful: the engine Sends 4 KiB and closes at once;
+/// Teardown, the engine's side. Graceful: the engine Sends 4 KiB and closes at once;
 /// the Send still arrives, the kernel end sees the FIN (half-closed, DDP-69: the other receive
 /// flushed; it then closes too), and the engine's connection ends `Normal` after TIME-WAIT. Abortive: the engine
 /// aborts after a Send; the kernel end sees the RST (`ConnectionReset`), and the engine's posted
@@ -528,7 +528,7 @@ fn engine_graceful_close_and_abort_reach_the_kernel_end() {
     );
 }
 
-/// Issue 4, teardown, the kernel's side. Graceful: a kernel-transport end Sends 4 KiB and closes;
+/// Teardown, the kernel's side. Graceful: a kernel-transport end Sends 4 KiB and closes;
 /// the engine delivers the Send, reports `PeerClosed` (half-closed, DDP-69), flushes its other
 /// receive, closes its side (DDP-70) and ends `Normal`. Abortive: a kernel socket that finished MPA startup resets (SO_LINGER 0);
 /// the engine reports the connection `Reset` and flushes its posted receive.

@@ -284,7 +284,7 @@ fn stalled_startup_does_not_block_the_listener() {
     );
 }
 
-// A file-backed region (issue 5's block store): a peer's RDMA Write lands in the file.
+// A file-backed region (what the block store serves): a peer's RDMA Write lands in the file.
 #[test]
 fn rdma_write_into_a_file_backed_region_reaches_the_file() {
     let path = std::env::temp_dir().join(format!("xwarp-api-store-{}", std::process::id()));

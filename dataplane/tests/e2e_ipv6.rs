@@ -1,4 +1,4 @@
-//! `xwarp-rdma` over IPv6 between two network namespaces (issue 12 item 4): the server in A
+//! `xwarp-rdma` over IPv6 between two network namespaces: the server in A
 //! at 2001:db8::1, the client in B; Send, RDMA Write and RDMA Read of 1 B, 4 KiB and 1 MiB,
 //! every byte verified on both sides, markers off and on, with the xdp transport on one end and
 //! the kernel transport (Linux TCP) on the other, each way round. Needs root (skips elsewhere,

@@ -2,7 +2,7 @@
 //! lazily: an idle round compares the timers with the last reading and reads the clock only
 //! every `CLOCK_EVERY_IDLE` idle rounds. Driven here with a virtual clock that counts its
 //! readings: idle spinning costs few readings, and a timer that falls due still fires within
-//! `CLOCK_EVERY_IDLE` rounds (issue 11 item 3).
+//! `CLOCK_EVERY_IDLE` rounds.
 
 mod engine_pair;
 
@@ -120,7 +120,7 @@ fn region(
     (buf, stag)
 }
 
-/// Issue 11 item 3 (the latency path): a spinning call that receives an RDMA Write, or the
+/// The latency path: a spinning call that receives an RDMA Write, or the
 /// ACK completing one, returns with the data placed, the completion queued and the timers
 /// armed, without the rest of the round; nothing is lost by it (the delayed ACK goes out on
 /// time). A Read Request (a response to send) gets its whole round at once.

@@ -1,4 +1,4 @@
-//! Floods against the xdp engine through the verbs API (issue 10, "What it must show"): an xdp
+//! Floods against the xdp engine through the verbs API: an xdp
 //! device listens in namespace A; namespace B floods it.
 //!
 //! - SYN flood: 100,000 SYNs or more with spoofed sources (random addresses in 198.18.0.0/15
@@ -80,7 +80,7 @@ fn flood(
     let _ns = tb.enter(Side::B).unwrap();
     let sock = PacketSocket::open(tb.ifname(Side::B)).expect("AF_PACKET socket in B");
     let macs = (tb.mac(Side::B).unwrap(), tb.mac(Side::A).unwrap());
-    let pace = syn_flood::ISSUE_10_FLOOD;
+    let pace = syn_flood::SYN_FLOOD;
     syn_flood::flood(
         macs,
         dst,
@@ -191,7 +191,7 @@ fn syn_flood_leaves_a_real_client_working_and_no_state_behind() {
         grown >> 10
     );
     assert!(
-        c.rx_packets >= syn_flood::ISSUE_10_FLOOD.until_received,
+        c.rx_packets >= syn_flood::SYN_FLOOD.until_received,
         "the engine received {} frames",
         c.rx_packets
     );

@@ -1,4 +1,4 @@
-//! One definition of "our frames" (issue 14; issues 10 item 7 and 12 item 4): the XDP program,
+//! One definition of "our frames": the XDP program,
 //! loaded in the kernel and run frame by frame with `BPF_PROG_TEST_RUN`, and the endpoint's
 //! classifier (`endpoint::classify`) get the same corpus and must agree on every frame:
 //! redirect = Ours, pass = NotOurs, drop counted in `malformed` = Malformed, drop counted in
@@ -57,7 +57,7 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-/// Requirement (issue 14 "What it must show"): the frame-agreement test. Every corpus frame gets
+/// The frame-agreement test. Every corpus frame gets
 /// the verdict of its row from both the program and the classifier; every mutation of six
 /// good frames (four IPv4, two IPv6) gets the same verdict from both.
 #[test]

@@ -1,4 +1,4 @@
-//! Issue 12 item 3, half-close (DDP -06 §6.2.1), on both transports, against the independent
+//! Half-close (DDP -06 §6.2.1), on both transports, against the independent
 //! MPA peer (`rfc6581_wire`, a kernel socket in another network namespace): the peer sends a
 //! Send and shuts down its write side (FIN). Our queue pair delivers what came before the FIN,
 //! flushes its other receive, reports the half-close, and still finishes sending: a Send and

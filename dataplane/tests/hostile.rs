@@ -524,8 +524,8 @@ fn truncated_headers_get_terminate_and_others_keep_working() {
         let full = untagged(3, 0, 1, 0, &[]);
         let f = h.fpdu(&full[..cut]);
         h.send_raw(&f);
-        // No -06 §7.2 row covers a segment shorter than its header; the digest (§4.5 notes)
-        // allows an LLP error or DDP 0x0/0x00, and ddp sends DDP Local Catastrophic.
+        // No -06 §7.2 row covers a segment shorter than its header; an LLP error or DDP
+        // 0x0/0x00 would both do, and ddp sends DDP Local Catastrophic.
         assert_eq!(
             h.outcome(),
             Outcome::Terminated(1, 0, 0),

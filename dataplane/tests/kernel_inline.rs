@@ -1,4 +1,4 @@
-//! The kernel transport in inline mode (issue 11 item 1): no driver thread per connection, the
+//! The kernel transport in inline mode: no driver thread per connection, the
 //! application's own posts and completion-queue polls run each connection. On loopback (no
 //! privileges needed): Sends, Writes and Reads with their data checked, a ping-pong, a bulk
 //! transfer that fills the socket (markers and CRC on, and one FPDU per segment), an inline

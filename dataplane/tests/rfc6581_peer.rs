@@ -1,4 +1,4 @@
-//! Issue 12 "must show" (items 1 and 2): MPA Revision 2 against an INDEPENDENT peer
+//! MPA Revision 2 against an INDEPENDENT peer
 //! (`rfc6581_wire`, written from RFC 5044 / RFC 6581 / RFC 5040 alone), over real TCP between
 //! two network namespaces, against our Responder and our Initiator on both transports (kernel
 //! and xdp): every revision pairing, IRD/ORD below, equal to and above ours, ORD enforced on

@@ -1,4 +1,4 @@
-//! Issue 12 item 6: solicited events on both transports. A receiver arms its completion queue
+//! Solicited events on both transports. A receiver arms its completion queue
 //! for solicited completions only (verbs' `ibv_req_notify_cq(cq, 1)`); the sender's plain Sends
 //! queue completions without an event, its Send with the solicited-event flag fires one, and
 //! one arm fires once. The xdp device in namespace A and the kernel device in B each take the

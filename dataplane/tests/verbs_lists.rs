@@ -1,4 +1,4 @@
-//! Issue 15 item 4 on both transports: a caller-owned buffer (`register_owned`) used for an
+//! Caller-owned memory and lists, on both transports: a caller-owned buffer (`register_owned`) used for an
 //! RDMA Write and an RDMA Read end to end and given back; scatter-gather lists for Send (one
 //! message into one scatter-gather receive), Write and Read; chained posts that are refused as
 //! a whole; unsignaled requests (no completion unless they fail, and a signaled completion
@@ -306,7 +306,7 @@ fn loopback() -> (Device, Device, Listener, SocketAddr) {
     (a, b, l, addr)
 }
 
-/// Issue 10 item 4 for lists: deregistering one region of a posted scatter-gather receive
+/// Deregistration with lists: deregistering one region of a posted scatter-gather receive
 /// flushes the receive; the Send's data lands nowhere, not even in the list's other region.
 #[test]
 fn deregistering_a_region_of_a_posted_list_flushes_it() {

@@ -1,4 +1,4 @@
-//! Multi-queue AF_XDP devices (issue 11 item 4): one engine (lane) per receive queue behind one
+//! Multi-queue AF_XDP devices: one engine (lane) per receive queue behind one
 //! XDP program. On a two-queue veth pair: queue pairs spread over the lanes, a listener accepts
 //! on every lane, data is verified byte for byte; between two xwarp ends no packet crosses
 //! lanes (each end transmits a flow on its owner's queue), and packets a kernel peer sends on

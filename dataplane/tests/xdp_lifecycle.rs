@@ -10,7 +10,7 @@ use dataplane::xdp::{
 use dataplane::{Device, DeviceError, XdpConfig};
 use testkit::or_skip;
 
-/// Requirement (issue 4): detached on clean exit; dropping leaves no program on the interface.
+/// Detached on clean exit; dropping leaves no program on the interface.
 #[test]
 fn drop_detaches_and_leaves_no_program() {
     let Some(tb) = or_skip("drop", for_test("drop")) else {
@@ -50,7 +50,7 @@ fn drop_from_another_namespace_detaches_the_right_interface() {
     assert!(attached(&ifb).unwrap().is_empty());
 }
 
-/// Requirement (issue 10 item 7): a second program in one process is refused while the first
+/// A second program in one process is refused while the first
 /// lives (its object holds the program: the loader sees a live holder, our own pid), and the
 /// first keeps its attachment. (Forgetting a program in-process no longer models a crash: the
 /// leaked object still holds it. A real crash is a killed process, below.)
@@ -87,7 +87,7 @@ fn second_program_in_one_process_is_refused_and_the_first_stays() {
     assert!(attached(ifb).unwrap().is_empty());
 }
 
-/// Requirement (issue 10 item 7): a second engine on an interface whose program belongs to a
+/// A second engine on an interface whose program belongs to a
 /// live process refuses to start, naming the interface and the process, and never detaches
 /// the live program; once that process is killed, its program is stale and replaced.
 #[test]
@@ -126,7 +126,7 @@ fn live_program_of_another_process_is_refused_then_replaced_after_its_death() {
     assert!(attached(&ifb).unwrap().is_empty());
 }
 
-/// Requirement (issue 10 item 7): a second xdp device (a second engine) on an interface refuses
+/// A second xdp device (a second engine) on an interface refuses
 /// to open with one message that names the interface and what to do, and the first device's
 /// program stays attached; it detaches when the first device closes.
 #[test]
@@ -189,7 +189,7 @@ fn stale_generic_program_is_replaced_by_a_native_attach() {
     assert!(attached(&ifb).unwrap().is_empty());
 }
 
-/// Requirement (issue 4): native mode with a fallback to generic when the driver refuses;
+/// Native mode with a fallback to generic when the driver refuses;
 /// loopback has no native XDP (the namespace's own `lo`).
 #[test]
 fn native_refused_falls_back_to_generic() {
@@ -223,7 +223,7 @@ fn unknown_interface_is_reported() {
     assert_eq!(ifindex("xw-none").err(), Some(XdpError::NoSuchInterface));
 }
 
-/// Requirement (issue 4): zero-copy when the driver offers it, copy otherwise. veth has no
+/// Zero-copy when the driver offers it, copy otherwise. veth has no
 /// zero-copy: Auto binds in copy mode, forcing zero-copy fails.
 #[test]
 fn veth_binds_in_copy_mode_and_refuses_forced_zero_copy() {
@@ -392,7 +392,7 @@ fn spawn_attached(tb: &VethTestbed, test: &str, mode: &str) -> (Attacher, u32) {
     (child, id)
 }
 
-/// Requirement (issue 4): after a kill -9 the program stays attached (netlink attachment), and
+/// After a kill -9 the program stays attached (netlink attachment), and
 /// the restarted process replaces it. The "crash" is a real SIGKILL of a child process.
 #[test]
 fn program_of_a_killed_process_is_replaced_on_restart() {

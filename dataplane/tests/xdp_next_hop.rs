@@ -17,7 +17,7 @@ use dataplane::xdp::{
 };
 use testkit::or_skip;
 
-/// Requirement (issue 4): the next-hop MAC comes from the kernel's neighbour table, and a
+/// The next-hop MAC comes from the kernel's neighbour table, and a
 /// missing entry is resolved by the kernel when we ask.
 #[test]
 fn missing_neighbour_is_resolved_through_the_kernel() {
@@ -83,7 +83,7 @@ fn root_reserved_ports() -> String {
     std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_reserved_ports").unwrap()
 }
 
-/// Requirement (issue 4): the active-open range is reserved from the kernel (per namespace,
+/// The active-open range is reserved from the kernel (per namespace,
 /// here only inside the test namespace) and steered by the XDP program; the kernel's own
 /// connections then avoid it.
 #[test]

@@ -144,7 +144,7 @@ fn raw_flood_is_counted_by_the_sink() {
     );
 }
 
-/// Jumbo MTU (issue 11 item 2): with `XDP_USE_SG` a 9000-octet packet leaves as a chain of
+/// Jumbo MTU: with `XDP_USE_SG` a 9000-octet packet leaves as a chain of
 /// 4 KiB frames, is steered whole by the `xdp.frags` program, arrives as a chain, is echoed as
 /// one, and each end counts packets with the octets of all their frames.
 #[test]
@@ -238,7 +238,7 @@ fn copy_mode_takes_the_whole_ring_per_kick_where_the_kernel_allows() {
     assert_eq!(q.tx_budget(), expected, "kernel {release}");
 }
 
-/// Options for real NICs (issue 11 item 5) on veth: with the busy-poll socket options set on
+/// Options for real NICs, on veth: with the busy-poll socket options set on
 /// both ends, frames still make the round trip; a UMEM on huge pages opens where enough are
 /// free and otherwise fails naming the remedy (this VM reserves none: the second branch).
 #[test]

@@ -53,7 +53,7 @@ fn is_syn_to(frame: &[u8], port: u16) -> bool {
     tcp_dst_port(frame) == Some(port) && frame[tcp + 13] & 0x02 != 0
 }
 
-/// Requirement (issue 4): TCP to a steered port lands in the AF_XDP socket of its rx queue;
+/// TCP to a steered port lands in the AF_XDP socket of its rx queue;
 /// ping and a kernel TCP connection on another port still work (XDP_PASS); counters move.
 #[test]
 fn steered_port_reaches_af_xdp_and_the_rest_passes_to_the_kernel() {
@@ -148,7 +148,7 @@ fn steered_port_reaches_af_xdp_and_the_rest_passes_to_the_kernel() {
     );
 }
 
-/// Requirement (issue 4): malformed frames are dropped and counted; a steered port without a
+/// Malformed frames are dropped and counted; a steered port without a
 /// socket on the queue goes to the kernel and is counted apart.
 #[test]
 fn malformed_frames_are_counted_and_unsocketed_steering_passes() {
@@ -210,7 +210,7 @@ fn malformed_frames_are_counted_and_unsocketed_steering_passes() {
     assert_eq!(moved.redirected, 0, "{moved:?}");
 }
 
-/// Requirement (issue 4): a frame transmitted through AF_XDP reaches the peer namespace, with
+/// A frame transmitted through AF_XDP reaches the peer namespace, with
 /// the destination MAC taken from the kernel's neighbour table.
 #[test]
 fn af_xdp_transmission_reaches_the_peer() {
@@ -251,7 +251,7 @@ fn af_xdp_transmission_reaches_the_peer() {
     assert_eq!(q.occupancy().in_tx, 0);
 }
 
-/// Requirement (issues 10 item 7, 12 item 4, 14): the rule of which frames are ours on a live
+/// The rule of which frames are ours on a live
 /// interface. The program owns the interface's address (filled by the loader): a steered port
 /// at another address (IPv4 or IPv6), a later IPv6 fragment, a VLAN tag and QinQ go to the
 /// kernel; first fragments to a steered port (IPv4, IPv6, an IPv6 atomic fragment) are dropped

@@ -1,4 +1,4 @@
-//! Plain TCP streams on the xdp transport (issue 13 item 5): `Device::tcp_connect` /
+//! Plain TCP streams on the xdp transport: `Device::tcp_connect` /
 //! `tcp_listen` against Linux sockets in the other namespace, 16 MiB each way at once,
 //! verified, in threaded and inline engine mode; and two xdp endpoints with the TCP RDMA
 //! option on: 16 MiB placed by RID, every octet verified, copies avoided.

@@ -257,7 +257,7 @@ fn verbs_on_xdp_both_ends() {
     run_pair(&tb, a, b, 4102);
 }
 
-/// Jumbo MTU (issue 11 item 2): packets longer than a UMEM frame travel as chains of frames
+/// Jumbo MTU: packets longer than a UMEM frame travel as chains of frames
 /// (`XDP_USE_SG`, the `xdp.frags` program), and the MSS follows the MTU, not the frame.
 fn jumbo(tag: &str, peer: Option<dataplane::Transport>) {
     let Some(tb) = or_skip(tag, for_test(tag)) else {
@@ -392,7 +392,7 @@ fn open_xdp_v6(tb: &VethTestbed, side: Side) -> Device {
     Device::open_xdp(cfg).expect("open the xdp device on IPv6")
 }
 
-/// Requirement (issue 12 item 4): the verbs API over IPv6 on both transports. The xdp device
+/// The verbs API over IPv6 on both transports. The xdp device
 /// serves 2001:db8::1 (next hops from the kernel's neighbour table, which NDP fills; the
 /// steering program owns the IPv6 address), the kernel transport 2001:db8::2: each connects
 /// to the other's listener (markers off, then on); then two kernel-transport devices over IPv6.
@@ -440,7 +440,7 @@ fn verbs_over_ipv6_xdp_and_kernel_transports() {
     run_pair_over(&tb, k2, k, 4113, v6);
 }
 
-/// Requirement (issue 12 item 4): our pair over IPv6, two xdp devices (each serving its side's
+/// Our pair over IPv6, two xdp devices (each serving its side's
 /// IPv6 address), markers off and on.
 #[test]
 fn verbs_on_xdp_both_ends_over_ipv6_markers_off_and_on() {

@@ -1,4 +1,4 @@
-//! The receive strip (issue 11, the bulk path at jumbo MTUs: in-order data read in place from
+//! The receive strip (the bulk path at jumbo MTUs: in-order data read in place from
 //! the frames): a multi-buffer socket whose fill ring draws from the strip receives every
 //! jumbo packet as a chain of frames that is one run of the UMEM (`XskQueue::chain_run`), the
 //! run byte for byte the packet sent; the strip's positions come back and are posted again,

@@ -1,6 +1,6 @@
-//! A transmit backlog longer than the tx ring drains (issue 11, found with a 256-entry ring
-//! under write_bw: `send` used to queue all of its frames or none, so a backlog longer than
-//! the ring was never queued, never kicked, and the connection stalled for good). Now `send`
+//! A transmit backlog longer than the tx ring drains. Regression: with a 256-entry ring
+//! under write_bw, a `send` that queued all of its frames or none never queued a backlog longer
+//! than the ring, never kicked, and the connection stalled for good. `send`
 //! queues as many whole packets as fit and leaves the rest for the next call; a chain is never
 //! split. Needs root (skips elsewhere, fails under CI=true).
 #![cfg(target_os = "linux")]

@@ -1,4 +1,4 @@
-//! TCP checksums finished through AF_XDP TX metadata (issue 11 item 5): a frame queued with its
+//! TCP checksums finished through AF_XDP TX metadata: a frame queued with its
 //! checksum field holding only the pseudo header's sum leaves the veth with the whole checksum,
 //! byte for byte what the engine would have computed; without the request it leaves unfinished
 //! (the control). End to end, two engines that leave every checksum to the kernel move

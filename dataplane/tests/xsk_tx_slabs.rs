@@ -1,4 +1,4 @@
-//! Transmit slabs (issue 11, the bulk path at jumbo MTUs): a packet longer than a frame is
+//! Transmit slabs (the bulk path at jumbo MTUs): a packet longer than a frame is
 //! written in place into contiguous frames and leaves as a chain, byte for byte the packet
 //! written; slabs come back after their completions, so more packets than slabs go out; a
 //! queue with TX metadata or without multi-buffer has none. Needs root (skips elsewhere, fails

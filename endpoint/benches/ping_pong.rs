@@ -1,4 +1,4 @@
-//! The endpoint's own software cost per message (issue 11 item 3, the latency path): a
+//! The endpoint's own software cost per message (the latency path): a
 //! ping-pong of 64 B Sends between two endpoints joined by nothing but vectors of frames (no
 //! link, no I/O, no clock reads): A posts a Send and runs a transmit round, B runs a round
 //! (the frame handled, its receive completed), reposts the receive and answers with a Send

@@ -3,7 +3,7 @@
 //! AF_XDP engine does), and the run prints frames per 64 KiB each way.
 //!
 //! Meant for a deterministic instruction count, which a loaded or virtual machine without
-//! hardware counters still gives (issue 11's cost breakdown, "engine user time"):
+//! hardware counters still gives (the engine's share of the bulk cost model in PERFORMANCE.md):
 //!
 //! ```text
 //! cargo build --release -p endpoint --example bulk_cost

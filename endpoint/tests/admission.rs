@@ -1,4 +1,4 @@
-//! The endpoint's caps (issue 10 item 3): connections, each listener's backlog of unfinished MPA
+//! The endpoint's caps: connections, each listener's backlog of unfinished MPA
 //! startups, what a peer may send before MPA is up, the application's accept deadline,
 //! neighbours and outstanding work. Each refusal is counted; memory per connection in startup
 //! is small and given back once the connections are gone.
@@ -114,11 +114,10 @@ fn startup_timeout(secs: u64) -> QpSettings {
     s
 }
 
-/// Per-connection memory (issue 10 item 2), measured on B: a connection whose MPA startup has
+/// Per-connection memory, measured on B: a connection whose MPA startup has
 /// not finished holds its TCP and startup state only (the queue pair's framing and RDMAP state
 /// start empty and grow with use); a connection at Full Operation that has carried a Send each
-/// way costs more. (The engine before the endpoint allocated 64 KiB per handshake: about 50 KB
-/// resident per idle connection, issue 10.)
+/// way costs more.
 #[test]
 fn a_connection_costs_little_before_mpa_is_up() {
     const N: u16 = 64;

@@ -1,4 +1,4 @@
-//! Issue 12 item 2 through the endpoint and a reordering, lossy link: Send payloads made of
+//! Placement only where the specs allow it, through the endpoint and a reordering, lossy link: Send payloads made of
 //! valid FPDU images (an RDMA Write into the receiver's window and a Send, CRC and all), markers
 //! off and on. Only what was sent is placed and delivered, byte for byte; with markers off
 //! nothing is placed out of order (no anchor reaches past a gap, MPA-70), with markers on the

@@ -1,4 +1,4 @@
-//! Half-close through the endpoint (issue 12 item 3, DDP -06 §6.2.1): A sends, then closes its
+//! Half-close through the endpoint (DDP -06 §6.2.1): A sends, then closes its
 //! sending side; B delivers what came before A's FIN, flushes its other receive, and still
 //! finishes sending (a Send and an RDMA Write posted after the FIN arrive at A, whose reception
 //! is still on); then B closes and both connections end normally. Clean and lossy links.

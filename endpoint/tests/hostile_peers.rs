@@ -1,4 +1,4 @@
-//! Hostile peers against endpoint A (issue 10 item 3, "What it must show"), in virtual time over
+//! Hostile peers against endpoint A, in virtual time over
 //! the seeded link: a peer that never acknowledges, one that keeps its window shut forever, an
 //! endless stream of 1-octet FPDUs, Read Requests beyond IRD, a client that vanishes in the
 //! middle of a transfer. Each gets the response the specs name (close, RST, Terminate) and a
@@ -277,7 +277,7 @@ fn an_endless_stream_of_one_octet_fpdus_gets_a_terminate_and_a_close() {
 }
 
 /// A peer that sends more RDMA Read Requests than A's IRD allows at once: A answers with a
-/// Terminate (digest §6.2: the Read Request's MSN is out of range, as siw does) and closes;
+/// Terminate (the Read Request's MSN is out of range, DDP-77e, as siw answers) and closes;
 /// B's Reads fail. Both sides speak RFC 5044 (Rev 1): nothing is negotiated, so B keeps an ORD
 /// of 32 (with Rev 2, RFC 6581's negotiation and ORD enforcement keep a well-behaved B within
 /// A's IRD: `dataplane/tests/rfc6581_peer.rs`).

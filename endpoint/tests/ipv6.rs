@@ -1,4 +1,4 @@
-//! IPv6 end to end between two endpoints over the simulated link (issue 12 item 4): MPA startup
+//! IPv6 end to end between two endpoints over the simulated link: MPA startup
 //! and Send / RDMA Write / RDMA Read verified byte for byte, markers on and off, every frame on
 //! the wire IPv6 with good checksums; IPv4 and IPv6 first fragments dropped and counted while
 //! TCP recovers; Neighbour Discovery frames never enter the neighbour table, which stays
@@ -30,7 +30,7 @@ fn checking_tap(seen: Rc<RefCell<(usize, Option<u16>)>>) -> Tap {
     })
 }
 
-/// Requirement (issue 12 item 4): IPv6 end to end, markers off and on.
+/// IPv6 end to end, markers off and on.
 #[test]
 fn send_write_read_over_ipv6_markers_off_and_on() {
     for markers in [false, true] {
@@ -93,7 +93,7 @@ fn as_first_fragment(frame: &[u8]) -> Vec<u8> {
     f
 }
 
-/// Requirement (issue 12 item 4, fragments): a first fragment to a steered port is dropped and
+/// Fragments: a first fragment to a steered port is dropped and
 /// counted, never placed, and TCP's retransmission delivers the data: every fourth data frame
 /// A sends goes out as a first fragment once, over IPv4 and over IPv6.
 #[test]
@@ -148,7 +148,7 @@ fn ipv6_frame(dst_mac: [u8; 6], src: Ipv6Addr, dst: Ipv6Addr, next: u8, payload:
     f
 }
 
-/// Requirement (issue 12 item 4, neighbour discovery): the endpoint learns next hops from the
+/// Neighbour discovery: the endpoint learns next hops from the
 /// caller (the kernel's neighbour table, which NDP fills) and from established flows only.
 /// Unsolicited Neighbour Advertisements and Solicitations, however many, enter nothing; the
 /// table and the SYN sources stay within their caps as over IPv4.

@@ -1,4 +1,4 @@
-//! Plain TCP byte streams through the endpoint (issue 13 item 5): both directions under loss
+//! Plain TCP byte streams through the endpoint: both directions under loss
 //! and reordering, half-close, and the TCP RDMA option (marks on the sender, a buffer per RID
 //! on the receiver, bytes placed out of order before the hole fills, copies avoided; kind 25
 //! on every data segment of the transfer in tshark).

@@ -53,7 +53,7 @@ fn sixteen_mib_send_write_read_markers_on() {
     assert_eq!(p.a.counters().internal_errors, 0);
 }
 
-/// Issue 4's one copy: in-order data goes from the received frame straight into the region
+/// One copy: in-order data goes from the received frame straight into the region
 /// (TCP lends each chunk to placement), so the receiving endpoint allocates next to nothing per
 /// segment; the former path copied every chunk into a `Vec` first (at least one octet of heap
 /// per octet received). Counted on the receiver's rounds only (the simulated link's own frame

@@ -1,4 +1,4 @@
-//! CRC32c (Castagnoli) as MPA uses it (draft §5.2, digest §3.5).
+//! CRC32c (Castagnoli) as MPA uses it (draft §5.2).
 //!
 //! The value is the standard CRC-32C (iSCSI header/data digest, check value
 //! `crc32c(b"123456789") == 0xE306_9283`). On the wire it goes **least significant

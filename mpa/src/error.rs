@@ -1,4 +1,4 @@
-//! MPA errors and the action each one demands (draft §7, digest §5.3).
+//! MPA errors and the action each one demands (draft §7).
 //!
 //! Three kinds are kept apart: framing errors on a receive half connection (codes 2 and 3,
 //! plus the bad-length case A11: stop delivery, keep TCP open), startup failures (code 4:

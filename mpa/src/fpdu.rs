@@ -1,4 +1,4 @@
-//! FPDU encode/decode (draft §4, §5.1, §5.2; digest §1.1, §3.2-§3.5, §3.8).
+//! FPDU encode/decode (draft §4, §5.1, §5.2, §5.4).
 //!
 //! Framing is a **pure function** of ([`FramingConfig`], stream offset relative to SeqStart,
 //! ULPDU): the same ULPDU framed at the same offset always gives the same octets, so a TCP
@@ -49,7 +49,7 @@ impl Default for FramingConfig {
     }
 }
 
-/// PAD octets after a ULPDU of `ulpdu_len` octets (digest §3.4).
+/// PAD octets after a ULPDU of `ulpdu_len` octets: to the next 4-octet boundary (draft §4).
 #[inline]
 pub fn pad_len(ulpdu_len: usize) -> usize {
     (4 - (HEADER_LEN + ulpdu_len) % 4) % 4

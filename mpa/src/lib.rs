@@ -1,6 +1,6 @@
 //! MPA framing (draft-ietf-rddp-mpa-01 / RFC 5044, with RFC 6581's enhanced connection
-//! establishment), sans-IO: no sockets, no clocks, no threads. Spec digest:
-//! `shared/specs/spec-mpa.md` (requirement ids MPA-xx).
+//! establishment), sans-IO: no sockets, no clocks, no threads. The
+//! requirement ids MPA-xx cited here are defined in `REQUIREMENTS.md` at the repository's top.
 //!
 //! * [`fpdu`]: FPDU encode/decode, a pure function of (config, stream offset, ULPDU).
 //! * [`framer`]: a stateful sender on top that tracks the stream offset.

@@ -1,4 +1,4 @@
-//! Out-of-order FPDU locator (draft §5.4 ways 2 and 3, MPA-70; §11.2; digest §3.8).
+//! Out-of-order FPDU locator (draft §5.4 ways 2 and 3, MPA-70; §11.2).
 //!
 //! Given one TCP segment that TCP has committed to keep (MPA-13) and its stream offset,
 //! find the complete FPDUs it holds without copying, so DDP can place them before the gap

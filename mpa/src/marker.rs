@@ -1,4 +1,4 @@
-//! Markers (draft §4.1, §5.1, digest §1.2, §3.1-§3.3).
+//! Markers (draft §4.1, §5.1, §6.1 rule 7).
 //!
 //! With markers on for a direction, a 4-octet marker sits at every stream offset that is a
 //! multiple of 512 from SeqStart (the first octet after the sender's own startup frame).
@@ -141,7 +141,7 @@ impl Repr {
     }
 }
 
-/// Where a marker says its FPDU is (draft §4.1, §5.1; digest §3.3).
+/// Where a marker says its FPDU is (draft §4.1, §5.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MarkerTarget {
     /// Stream offset of the FPDU's first octet (its leading marker, if it has one).
@@ -191,7 +191,7 @@ mod tests {
         assert_eq!(hits, vec![11, 523, 1035]);
     }
 
-    /// MPA-36, digest §3.3 wrap examples with SeqStart 0xFFFFFF00.
+    /// MPA-36: wrap examples with SeqStart 0xFFFFFF00.
     #[test]
     fn mpa_36_wrap_examples() {
         let ss = 0xFFFF_FF00u32;

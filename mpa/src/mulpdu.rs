@@ -1,5 +1,4 @@
-//! MULPDU, the largest ULPDU that keeps an FPDU within one segment (draft §5.3.2,
-//! digest §3.6).
+//! MULPDU, the largest ULPDU that keeps an FPDU within one segment (draft §5.3.2).
 
 use crate::fpdu::MAX_ULPDU_LEN;
 
@@ -25,9 +24,9 @@ mod tests {
     use super::*;
     use crate::fpdu::{fpdu_wire_len, FramingConfig};
 
-    /// MPA-63/64/67, digest §3.6 table.
+    /// MPA-63/64/67: EMSS against MULPDU with and without markers.
     #[test]
-    fn digest_table() {
+    fn mulpdu_table() {
         let rows: [(u32, usize, usize); 12] = [
             (128, 128, 128),
             (136, 128, 130),
@@ -55,7 +54,7 @@ mod tests {
     }
 
     /// MPA-21 over every EMSS, and: an FPDU carrying a MULPDU-sized ULPDU never exceeds EMSS
-    /// at any marker phase once EMSS ≥ 140 (digest §3.6, brute force like the script).
+    /// at any marker phase once EMSS ≥ 140 (brute force).
     #[test]
     fn mpa_21_bounds_and_fit_for_every_emss() {
         for emss in 0..=65535u32 {

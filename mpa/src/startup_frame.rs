@@ -1,4 +1,4 @@
-//! MPA Request and Reply frames (draft §6.1.1, Figure 7; digest §1.4; RFC 6581 §7.1).
+//! MPA Request and Reply frames (draft §6.1.1, Figure 7; RFC 6581 §7.1).
 //!
 //! ```text
 //! 0..16   Key  "MPA ID Req Frame" / "MPA ID Rep Frame"
@@ -283,9 +283,9 @@ mod tests {
             .collect()
     }
 
-    /// Digest §1.4 derived examples, byte for byte (MPA-77, MPA-94, MPA-96, MPA-103).
+    /// Request, Reply and reject frames derived from Figure 7, byte for byte (MPA-77, MPA-94, MPA-96, MPA-103).
     #[test]
-    fn digest_1_4_frames() {
+    fn derived_request_and_reply_frames() {
         let req = Repr {
             kind: FrameKind::Request,
             markers: true,

@@ -1,5 +1,5 @@
 //! In-order receive parser over the TCP byte stream of one half connection (draft §5.4,
-//! §5.4.1; digest §3.8). Push octets as they come, in any segmentation (kernel TCP,
+//! §5.4.1). Push octets as they come, in any segmentation (kernel TCP,
 //! re-segmenting middleboxes: MPA-72), pull verified FPDUs in order.
 //!
 //! Copy only what has to wait: at an FPDU boundary with nothing held,

@@ -1,4 +1,4 @@
-//! Receive-side error actions of draft §7 (digest §5.3): corrupted CRC, wrong marker,
+//! Receive-side error actions of draft §7: corrupted CRC, wrong marker,
 //! bad length; each gives the named code and action, and delivery stops (MPA-111) without
 //! closing TCP (MPA-112).
 

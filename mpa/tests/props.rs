@@ -127,7 +127,7 @@ fn offset_strategy() -> impl Strategy<Value = u32> {
 }
 
 proptest! {
-    /// parse(emit(x)) == x for one FPDU; length and marker slots as computed (MPA-26, 50, 56).
+    /// parse(emit(x)) == x for one FPDU; length and marker slots as computed (MPA-26, MPA-50, MPA-56).
     /// A ULPDU written piece by piece (`encode_fpdu_with`, the sender whose bytes may not be
     /// borrowed) frames to the same octets as the gather list, and the pieces asked for
     /// cover the ULPDU in order, each between two markers.
@@ -379,7 +379,7 @@ fn markers_at_every_phase_and_across_wrap() {
 }
 
 /// The largest ULPDU frames at every phase within MAX_FPDU_LEN and the 16-bit FPDUPTR
-/// never overflows (digest §3.2).
+/// never overflows (draft §5.1).
 #[test]
 fn largest_ulpdu_at_every_phase() {
     let big = vec![0xA5u8; MAX_ULPDU_LEN];

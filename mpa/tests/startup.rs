@@ -1,4 +1,4 @@
-//! Startup rules of draft §6.1 (digest §5.2), one test per rule, citing MPA ids.
+//! Startup rules of draft §6.1, one test per rule, citing MPA ids.
 
 mod common;
 use common::*;

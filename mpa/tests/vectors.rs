@@ -1,5 +1,5 @@
-//! The draft's printed FPDUs (Figures 5 and 6) and every derived vector of spec-mpa.md
-//! §1.4 and §4.3, encoded byte for byte and decoded back.
+//! The draft's printed FPDUs (Figures 5 and 6) and vectors derived from its layouts (CRCs
+//! cross-checked with an independent CRC-32C), encoded byte for byte and decoded back.
 
 mod common;
 use common::*;
@@ -56,7 +56,7 @@ fn figure_6_byte_for_byte_and_back() {
     assert_eq!(f.end_offset(), 0x220, "next FPDU at 0x0220");
 }
 
-/// Digest §4.2: the printed CRCs match only with markers inside the coverage.
+/// The printed CRCs match only with markers inside the coverage (MPA-52, MPA-53).
 #[test]
 fn crc_excluding_markers_would_not_match() {
     let fig5 = hex(FIG5);

@@ -4,7 +4,7 @@
 use crate::segment::{ReadSegment, Segment, WriteChunk};
 use crate::xdr::{XdrError, XdrReader, XdrWriter};
 
-/// Decode bounds (RPCRDMA-31, digest §9 item 4). The draft sets no maximum; these keep a hostile
+/// Decode bounds (RPCRDMA-31: segment counts and list lengths bounded). The draft sets no maximum; these keep a hostile
 /// header from making us allocate or loop without limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
@@ -14,7 +14,7 @@ pub struct Limits {
     pub max_write_chunks: u32,
     /// Most segments in one write chunk or in the reply chunk.
     pub max_chunk_segments: u32,
-    /// Largest length a single segment may claim (local maximum I/O size, digest §9 item 8).
+    /// Largest length a single segment may claim (local maximum I/O size).
     pub max_segment_len: u32,
 }
 
@@ -70,7 +70,7 @@ impl ChunkLists {
         self.reads.is_empty() && self.writes.is_empty() && self.reply.is_none()
     }
 
-    /// Encoded size in bytes (section 3.2 of the digest: 24 per read entry, 8 + 16n per write
+    /// Encoded size in bytes (XDR of draft §4.2: 24 per read entry, 8 + 16n per write
     /// chunk, 4 per terminator or absent marker).
     pub fn buffer_len(&self) -> usize {
         let reads = (4 + ReadSegment::LEN) * self.reads.len() + 4;

@@ -1,5 +1,5 @@
 //! The semantic rules a parsed header must satisfy before any RDMA is started for it (§3.4,
-//! §3.7, §5, §5.3; digest §4 and §9). Structure (XDR, bounds) is checked by
+//! §3.7, §5, §5.3). Structure (XDR, bounds) is checked by
 //! [`HeaderRepr::parse`](crate::header::HeaderRepr::parse); this module checks meaning.
 
 use crate::chunk_list::{ChunkLists, Limits};
@@ -40,7 +40,7 @@ impl Default for Rules {
 
 impl Rules {
     /// Checks a header received by a server (a call, or RDMA_DONE). RDMA_ERROR at a server is
-    /// [`HeaderError::WrongDirection`] (dropped, digest §9 item 2).
+    /// [`HeaderError::WrongDirection`] (dropped: RDMA_ERROR answers calls only, §5.3).
     pub fn check_call(&self, h: &HeaderRepr) -> Result<(), HeaderError> {
         match &h.body {
             Body::Error(_) => Err(HeaderError::WrongDirection),
@@ -68,7 +68,7 @@ impl Rules {
             if !self.draft00_compat {
                 return Err(HeaderError::CompatProcDisabled);
             }
-            // Digest §9 item 9: a non-zero power of two, multiple of 4.
+            // RDMA_MSGP alignment (§3.5): a non-zero power of two, multiple of 4.
             if !align.is_power_of_two() || align % 4 != 0 {
                 return Err(HeaderError::BadAlignment);
             }
@@ -84,7 +84,7 @@ impl Rules {
         let has_pos0 = c.reads.first().is_some_and(|s| s.position == 0);
         match dir {
             Direction::Call => {
-                // Digest §9 item 6: a NOMSG call carries the whole call at position 0.
+                // A NOMSG call carries the whole call at position 0 (§5.1).
                 if matches!(body, Body::NoMsg(_)) && !has_pos0 {
                     return Err(HeaderError::NoMsgWithoutMessage);
                 }

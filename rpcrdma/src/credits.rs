@@ -1,4 +1,4 @@
-//! Credit-based flow control (§3.3, §4.1, §3.8; digest §6).
+//! Credit-based flow control (§3.3, §4.1, §3.8).
 //!
 //! A credit is one receive buffer posted at the server. Every Send from the client (a call or an
 //! RDMA_DONE) consumes one; the server re-posts it once it has taken the message in. A call

@@ -1,4 +1,4 @@
-//! Transport-header errors and the answer each one gets (§5.3, digest §9).
+//! Transport-header errors and the answer each one gets (§5.3).
 
 use crate::xdr::XdrError;
 use thiserror::Error;
@@ -39,10 +39,10 @@ pub enum HeaderError {
     /// A segment of length 0 advertised in a call.
     #[error("zero-length segment in a call")]
     ZeroLengthSegment,
-    /// A segment longer than the local maximum I/O size (digest §9 item 8).
+    /// A segment longer than the local maximum I/O size.
     #[error("segment longer than the local limit")]
     SegmentTooLong,
-    /// RDMA_MSGP `align` is not a non-zero power of two that is a multiple of 4 (digest §9 item 9).
+    /// RDMA_MSGP `align` is not a non-zero power of two that is a multiple of 4 (§3.5).
     #[error("RDMA_MSGP alignment invalid")]
     BadAlignment,
     /// RDMA_MSGP carrying read chunks: positions in a padded stream are undefined (P-3).

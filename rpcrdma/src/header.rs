@@ -409,7 +409,7 @@ mod tests {
 
     #[test]
     fn rpcrdma_26_golden_done_error_and_empty_headers() {
-        // Digest 11.4.
+        // RDMA_DONE, RDMA_ERROR and header-only messages, byte for byte.
         let cases = [
             (
                 HeaderRepr::done(0x1a2b_3c4d, 1),

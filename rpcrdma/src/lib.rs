@@ -1,9 +1,9 @@
-//! RPC-over-RDMA (draft-callaghan-rpcrdma-00, byte-compatible with RFC 8166 for MSG, NOMSG and
+//! RPC-over-RDMA (draft-ietf-nfsv4-rpcrdma-00, byte-compatible with RFC 8166 for MSG, NOMSG and
 //! ERROR): the transport header with its chunk lists in XDR, the chunk rules, credits, the
 //! inline/chunk decision, and a minimal ONC RPC codec with the block-storage program.
 //!
-//! Sans-IO: no sockets, threads or clocks. Digest: `specs/spec-rpcrdma.md`; requirement ids
-//! RPCRDMA-xx are cited at the code and tests that implement them.
+//! Sans-IO: no sockets, threads or clocks. Requirement ids RPCRDMA-xx are cited at the code
+//! and tests that implement them and defined in `REQUIREMENTS.md` at the repository's top.
 //!
 //! Map: [`xdr`] primitives; [`segment`], [`chunk_list`], [`header`] the transport header
 //! ([`Packet`] view, [`HeaderRepr`] parse/emit/buffer_len); [`chunk_rules`] and [`receive`] the

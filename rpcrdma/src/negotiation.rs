@@ -3,13 +3,13 @@
 //!
 //! * The draft's in-band Connection Configuration Protocol (§6.2, CONF_RDMA): an RPC program
 //!   whose number the draft never assigned (so it is a parameter here). Its call must fit the
-//!   1 KiB baseline and the single initial credit (digest §8.2).
+//!   1 KiB baseline and the single initial credit (§6.1).
 //! * RFC 8797's 8-byte connection private data, which later practice uses instead: it fits the
 //!   MPA startup frames' private data, so an xwarp connection can carry it at connect time.
 //!   Layout: magic `0xf6ab0e18`, version 1, flags (bit 0: Remote Invalidation), send size and
 //!   receive size each encoded as `(bytes >> 10) - 1` (1 KiB to 256 KiB).
 //!
-//! `maxrdmaread` is read as IRD (digest §8.2, RPCRDMA-38): the value X announces bounds the
+//! `maxrdmaread` (§6.2) is read as IRD (RPCRDMA-38): the value X announces bounds the
 //! Reads that target X's memory; 0 forbids them, so a client announcing 0 sends no read chunks
 //! and a server announcing 0 puts none in replies.
 

@@ -1,4 +1,4 @@
-//! The inline threshold: how a call or reply of given sizes travels (digest §4.4, §8; §3.1,
+//! The inline threshold: how a call or reply of given sizes travels (§3.1,
 //! §3.4, §5, §5.1, §5.2, §6).
 //!
 //! Sizes are whole Sends: transport header plus (reduced) RPC message, because what must fit is
@@ -91,7 +91,7 @@ pub struct CallPlan {
     pub send_len: u32,
 }
 
-/// How a reply goes out (digest §4.4, server steps 2-4).
+/// How a reply goes out: inline, through the reply chunk, or as a position-0 read chunk (§5.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReplyForm {
     /// RDMA_MSG with the reply inline.
@@ -124,7 +124,8 @@ impl ChunkPlanner {
         8 + 16 * self.segments_per_chunk.max(1)
     }
 
-    /// Plans a call (digest §4.4, client steps 1-4).
+    /// Plans a call: read chunks for large data, write chunks and a reply chunk for what comes
+    /// back, and a position-0 long call when it does not fit inline (§3.4, §5.1, §6.2).
     pub fn plan_call(&self, s: &CallShape) -> Result<CallPlan, PlanError> {
         let pad = |n: u32| padded_len(n as usize) as u32;
         let mut header = EMPTY_HEADER;
@@ -191,8 +192,8 @@ impl ChunkPlanner {
     }
 
     /// Plans a reply of `header_len + message_len` bytes (the reduced reply and its header with
-    /// the echoed write list) for a call that advertised `call_chunks` (digest §4.4 server
-    /// steps 2-4; RPCRDMA-30). `reply_read_chunks`: draft-00 read chunks in replies allowed.
+    /// the echoed write list) for a call that advertised `call_chunks` (§5.2;
+    /// RPCRDMA-30). `reply_read_chunks`: draft-00 read chunks in replies allowed.
     pub fn plan_reply(
         &self,
         header_len: u32,

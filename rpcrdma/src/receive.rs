@@ -1,4 +1,4 @@
-//! The receive path of one Send: parse, validate, and decide the answer (§5.3, digest §9).
+//! The receive path of one Send: parse, validate, and decide the answer (§5.3).
 //! Nothing here starts RDMA; a caller only acts on [`ServerInbound::Call`] or
 //! [`ClientInbound::Reply`], so an invalid header never leads to a Read or Write (RPCRDMA-31).
 

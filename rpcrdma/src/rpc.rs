@@ -306,7 +306,7 @@ mod tests {
 
     #[test]
     fn call_header_matches_worked_example_prefix() {
-        // Digest 11.2 positions 0..40.
+        // The worked example's reduced call (tests/worked_example.rs), octets 0..40.
         let h = CallHeader::new(0x1a2b_3c4d, 0x2000_0099, 1, 3);
         let v = encode_to_vec(64, |w| h.encode(w)).unwrap();
         let want: Vec<u8> = [0x1a2b_3c4d_u32, 0, 2, 0x2000_0099, 1, 3, 0, 0, 0, 0]

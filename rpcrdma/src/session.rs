@@ -165,7 +165,7 @@ impl ClientSession {
     }
 
     /// [`start_call`](Self::start_call) in the form the server's inline limit requires
-    /// (RPCRDMA-36, digest §4.4 client step 4): RDMA_MSG when the whole Send fits
+    /// (RPCRDMA-36): RDMA_MSG when the whole Send fits
     /// `max_inline_call`, else a long call (RPCRDMA-29): the reduced message is encoded into
     /// `message_buf`, which the caller must copy to the registered memory `long_at` names
     /// (handle and offset; its length is the room there) and keep readable until the reply,
@@ -359,7 +359,7 @@ pub enum ReplyOut {
         /// Bytes of the NOMSG Send.
         send_len: usize,
     },
-    /// The read-chunk fallback (draft §5.2, digest §4.4 server step 4): no reply chunk large
+    /// The read-chunk fallback (draft §5.2): no reply chunk large
     /// enough, so the reply message goes as a position-0 read chunk. Copy
     /// `message_buf[..message_len]` to the exposed memory, Send `send[..send_len]`
     /// (RDMA_NOMSG), and keep the memory readable until the RDMA_DONE or its timeout
@@ -586,8 +586,8 @@ impl ServerSession {
         )
     }
 
-    /// Encodes the reply to call `xid` in the form the client's receive size allows (digest
-    /// §4.4 server steps 2-3, RPCRDMA-30): inline when the whole Send fits `max_inline_reply`
+    /// Encodes the reply to call `xid` in the form the client's receive size allows (§5.2,
+    /// RPCRDMA-30): inline when the whole Send fits `max_inline_reply`
     /// (the client's receive buffers), else the reply message goes into `message_buf` for an
     /// RDMA Write into the call's reply chunk, followed by the RDMA_NOMSG header in `send`.
     /// Without a large enough reply chunk: [`LongReplyError::NoReplyChunk`] (answer with a

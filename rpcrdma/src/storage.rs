@@ -21,7 +21,7 @@
 //!                                        uint64 verf; default: void; };
 //! ```
 //!
-//! DDP-eligible items (digest §12): only READ's and WRITE's `data`. Write-list entry 0 of a READ
+//! DDP-eligible items: only READ's and WRITE's `data`. Write-list entry 0 of a READ
 //! call receives the READ data. `verf` changes whenever the server restarts, so a client that
 //! sees it change re-sends the writes it had not seen committed.
 

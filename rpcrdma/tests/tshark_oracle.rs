@@ -266,7 +266,7 @@ fn storage_conversation(malformed: bool) -> Conversation {
     let r = answer(&c, &StorageReply::Commit(Ok(CommitOk { verifier: 7 })));
     cap.send(false, &r);
 
-    // The digest's worked example call (section 11.1 + 11.2): XFER with 8192 bytes of write
+    // The worked example's call (tests/worked_example.rs): XFER with 8192 bytes of write
     // data in two read segments at position 52. The server pulls both; tshark rebuilds the call
     // by inserting the data at position 52.
     let (send, sources) = worked_example_call();
@@ -368,7 +368,7 @@ fn storage_conversation(malformed: bool) -> Conversation {
     cap
 }
 
-/// Digest 11.1 and 11.2 built with this crate's API (the golden bytes are checked in
+/// The worked example's call built with this crate's API (the golden bytes are checked in
 /// `worked_example.rs`); returns the Send and the two source segments.
 fn worked_example_call() -> (Vec<u8>, Vec<Segment>) {
     let sources = vec![

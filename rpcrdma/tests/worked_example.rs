@@ -1,4 +1,6 @@
-//! The worked byte-level example of spec-rpcrdma.md section 11, byte for byte, both ways.
+//! A worked byte-level example, byte for byte, both ways: a CALL with two read segments at
+//! position 52 (8192 octets of WRITE data), the reduced call, and a REPLY whose write chunk
+//! was filled short (6000 octets RDMA Written, 100 sent), all from the XDR of draft §4.2.
 
 use rpcrdma::{Body, ChunkLists, HeaderRepr, ReadSegment, Segment, WriteChunk};
 
@@ -10,16 +12,16 @@ fn hex(s: &str) -> Vec<u8> {
         .collect()
 }
 
-/// Digest 11.1, contiguous hex.
+/// The CALL's transport header, contiguous hex.
 const CALL_HEADER: &str =
     "1a2b3c4d0000000100000020000000000000000100000034112233440000100000007f3ac0de0000\
 0000000100000034556677880000100000007f3ac0ff100000000000000000010000000299aabbcc\
 0000100000007f3ad000000099aabbcc0000100000007f3ad00010000000000000000000";
 
-/// Digest 11.2.
+/// The reduced RPC call that follows it in the same Send.
 const CALL_MESSAGE: &str = "1a2b3c4d000000000000000220000099000000010000000300000000000000000000000000000000000000000000100000002000000000000000200000002000";
 
-/// Digest 11.3 (transport header and RPC reply, one Send).
+/// The REPLY (transport header and RPC reply, one Send).
 const REPLY_SEND: &str = "1a2b3c4d00000001000000200000000000000000000000010000000299aabbcc0000100000007f3ad000000099aabbcc0000077000007f3ad000100000000000000000001a2b3c4d00000001000000000000000000000000000000000000000000001770";
 
 fn seg(handle: u32, length: u32, offset: u64) -> Segment {

@@ -1,5 +1,5 @@
-//! The three passes over a transmitted segment's payload (issue 11, item 2: "copy, CRC32c and
-//! checksum fused where possible"), side by side at an MTU 1500 and an MTU 9000 payload:
+//! The three passes over a transmitted segment's payload (copy, CRC32c and
+//! checksum, fused where possible), side by side at an MTU 1500 and an MTU 9000 payload:
 //!
 //! - `separate`: what the data path does: copy the payload into the frame, CRC32c over the
 //!   (now cache-hot) FPDU, the Internet checksum's sum over the segment.

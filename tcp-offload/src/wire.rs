@@ -1080,7 +1080,7 @@ mod oracle_tests {
         l4[16..18].copy_from_slice(&c.to_be_bytes());
     }
 
-    /// The case a random proptest seed once drew (issue 10): IPv4 flags octet (byte 6) set to
+    /// The case a random proptest seed once drew: IPv4 flags octet (byte 6) set to
     /// 0xC0, the reserved bit and DF, with the header checksum left as it was. The checksum
     /// covers the octets as received (RFC 791), so both parsers must reject the header; the
     /// oracle used to recompute it through etherparse's header type, which drops the reserved

@@ -368,7 +368,7 @@ fn byte_mode_keeps_data_for_recv() {
     assert_eq!(&buf[..5], b"hello");
 }
 
-/// Issue 4's one copy: with the sink, in-order record data costs no heap allocation at all
+/// One copy: with the sink, in-order record data costs no heap allocation at all
 /// (segment in, chunk to the sink, ACKs out, events drained); the queue path allocates a `Vec`
 /// per chunk, which is what this counts. Counted per thread by `allocation_counter`.
 #[test]

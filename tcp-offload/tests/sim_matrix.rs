@@ -1,4 +1,4 @@
-//! Issue 3 "Must show": our TCP against our TCP and against smoltcp (an independent
+//! Our TCP against our TCP and against smoltcp (an independent
 //! implementation), each side opening, over the seeded simulated link: byte-exact transfers under
 //! 0 %, 1 %, 5 % loss and heavy reordering (100 seeds of 256 KiB each way per case, plus one 10 MB
 //! transfer per case), clean open and close in every combination, header alignment measured on
@@ -252,7 +252,7 @@ fn run_one(
             ));
         }
     }
-    // Open and close complete cleanly (issue 3): no RST at all from our TCP, before or after its
+    // Open and close complete cleanly: no RST at all from our TCP, before or after its
     // close. smoltcp may send one kind only: the RFC 9293 §3.10.7.1 answer of its interface to a
     // segment that arrives after its socket reached CLOSED in order (see `SmolRsts`); any other
     // RST from smoltcp fails the case too. The audit counts RSTs on the wire, so every one is

@@ -1,4 +1,4 @@
-//! Issue 13 "must show" (items 2-4): the TCP RDMA option between two of our connections over
+//! The TCP RDMA option between two of our connections over
 //! the seeded simulated link (`netsim::Link`) under loss, reordering and duplication.
 //!
 //! The server sends a stream of RPC-like replies (header, transfer bytes, trailer) and marks the

@@ -376,7 +376,7 @@ fn rfc9293_s3_10_7_1_after_last_ack_old_duplicates_are_dropped_and_new_segments_
     assert!(out.len() == 1 && out[0].flags.rst);
 }
 
-/// Regression (issue 3, sim_matrix ours->smoltcp on `reorder`, seed 7 before 91f008b): the peer's
+/// Regression (sim_matrix ours->smoltcp on `reorder`, seed 7 before 91f008b): the peer's
 /// pure ACK sent before its FIN, held back by the link, arrives after our LAST-ACK closed. It is an
 /// old duplicate of a stream we still know, so it is dropped: answering it with RST (as a port
 /// without connection would, RFC 9293 §3.10.7.1) put RSTs on the wire after every orderly close

@@ -1,4 +1,4 @@
-//! Issue 13 items 2-4 on whole connections (lossless, back to back): negotiation of the TCP
+//! The TCP RDMA option on whole connections (lossless, back to back): negotiation of the TCP
 //! RDMA option in SYN / SYN-ACK (TCPRDMA-14) and what SYN cookies do with it, the API refusing
 //! annotations when it is off, the copy fallback for RIDs without a buffer, and a transfer
 //! whose annotations overrun the buffer (TCPRDMA-31): the stream stays intact.

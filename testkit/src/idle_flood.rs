@@ -1,5 +1,5 @@
-//! The idle-connection flood of issue 10 ("at least 10,000 connections that complete TCP and
-//! never send an MPA Request"), shared by the engine's and the daemon's flood tests: the plan,
+//! The idle-connection flood (at least 10,000 connections that complete TCP and never send an
+//! MPA Request), shared by the engine's and the daemon's flood tests: the plan,
 //! the memory bounds both state, and the clients that open the connections.
 
 use std::net::{SocketAddr, TcpStream};

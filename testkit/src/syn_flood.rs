@@ -83,13 +83,13 @@ impl Default for SpoofRng {
     }
 }
 
-/// Spoofed SYNs a SYN flood test makes the receiver take in at least (issue 10: 100,000).
+/// Spoofed SYNs a SYN flood test makes the receiver take in at least.
 pub const SYNS: u64 = 100_000;
 
-/// Issue 10's SYN flood: until the receiver took [`SYNS`] and 5,000 frames more (more than a
+/// The SYN flood of the flood tests: until the receiver took [`SYNS`] and 5,000 frames more (more than a
 /// real client's connection brings it while the flood goes on), at most 1,024 frames ahead of
 /// it (an engine's receive ring holds 2,048), two minutes at most.
-pub const ISSUE_10_FLOOD: Pace = Pace {
+pub const SYN_FLOOD: Pace = Pace {
     until_received: SYNS + 5_000,
     ahead: 1024,
     limit: Duration::from_secs(120),

@@ -1,4 +1,4 @@
-//! The store over ONC RPC on plain TCP (issue 13 item 5) on kernel sockets, in process:
+//! The store over ONC RPC on plain TCP on kernel sockets, in process:
 //! a plain Linux TCP client written here from RFC 5531 and the program's XDR by hand (not
 //! with the crate's encoders) reads and writes the store the RPC-over-RDMA service serves;
 //! the xwarp client (`TcpStoreClient`) over kernel TCP; refusals, bounds and counters.

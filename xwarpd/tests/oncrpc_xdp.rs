@@ -1,4 +1,4 @@
-//! The store over ONC RPC on TCP on the xdp transport (issue 13 item 5, end to end, in two
+//! The store over ONC RPC on TCP on the xdp transport (end to end, in two
 //! network namespaces): the xwarp client on our TCP reads 1 GiB from the server with the TCP
 //! RDMA option negotiated (every octet verified; the reads skip what the client's TCP placed,
 //! counted as copies avoided), the same with the option not negotiated (nothing placed), and a
@@ -129,8 +129,8 @@ fn xwarp_client_on_xdp_reads_1_gib_without_the_option() {
     xwarp_client_reads_1_gib("ocxn", 7142, false);
 }
 
-/// The capture of the option on the wire (issue 13, "A capture shows kind 25 on every segment
-/// that carries READ data and tshark finds no TCP error"). Between two AF_XDP ends of one veth
+/// The capture of the option on the wire: kind 25 on every segment that carries READ data,
+/// and tshark finds no TCP error. Between two AF_XDP ends of one veth
 /// pair no packet tap sees a frame, so the two sides are bridged through a third namespace and
 /// the capture is taken on the bridge port towards the server. Every server segment longer than
 /// a reply's record mark and header carries TCP option 25 (TCPRDMA-*), the segments with it

@@ -1,6 +1,6 @@
 //! Lengths a client controls are refused before the server allocates or copies anything for
-//! them (issue 10: "allocates and copies up to 16 MiB for an inline READ before finding that the
-//! reply cannot fit").
+//! them: an inline READ whose reply cannot fit is refused before up to 16 MiB are allocated and
+//! copied.
 //!
 //! An inline READ (no write chunk) whose data cannot fit the largest long reply
 //! ([`MAX_LONG_MESSAGE`]) is answered TOO_BIG at once, whatever its count up to `max_io`.

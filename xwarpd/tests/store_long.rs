@@ -1,5 +1,5 @@
-//! RPC-over-RDMA long messages against the store over loopback (kernel transport), issue 12
-//! item 5: calls and replies longer than the inline size (8 KiB), every byte checked.
+//! RPC-over-RDMA long messages against the store over loopback (kernel transport):
+//! calls and replies longer than the inline size (8 KiB), every byte checked.
 //!
 //! - Long calls (RPCRDMA-29, -36): with DDP off, WRITE data stays in the call, which goes as
 //!   RDMA_NOMSG with the message in a position-0 read chunk; the server RDMA-Reads it.

@@ -2,7 +2,7 @@
 //! namespace A) to a client on the kernel transport in namespace B, as the kernel-transport
 //! tests in `store_long.rs` do over loopback: long calls (position-0 read chunk), long
 //! replies through the reply chunk and through the read-chunk fallback with its RDMA_DONE,
-//! every byte compared (issue 12 item 5).
+//! every byte compared.
 //!
 //! Needs root (network namespaces, XDP): skipped with a message elsewhere, fails under CI=true.
 

@@ -1,4 +1,4 @@
-//! The store serves its file with no staging copy (issue 5): the file itself, mapped shared and
+//! The store serves its file with no staging copy: the file itself, mapped shared and
 //! registered, is the local buffer of the server's RDMA Writes and Reads.
 //!
 //! - A WRITE's bytes are in the file (seen by an independent `read(2)` of it) as soon as the

@@ -123,7 +123,7 @@ fn the_default_admits_the_listen_subnet_only_and_the_flag_replaces_it() {
     assert!(d.wait(std::time::Duration::from_secs(20)).0.success());
 }
 
-/// Issue 12 item 4: admission over IPv6. Listening on 2001:db8::1, the default admits the
+/// Admission over IPv6. Listening on 2001:db8::1, the default admits the
 /// listen address's /64 (B's 2001:db8::2 is in it); an allow-list without B's address refuses
 /// it, one with it admits it.
 #[test]

@@ -1,4 +1,4 @@
-//! Floods against the xwarpd daemon on the xdp transport (issue 10, "What it must show"; the
+//! Floods against the xwarpd daemon on the xdp transport (the
 //! same floods against the bare engine are `dataplane/tests/flood.rs`). xwarpd serves its
 //! store in namespace A; namespace B floods the store's port.
 //!
@@ -105,7 +105,7 @@ fn flood(
     let _ns = tb.enter(Side::B).unwrap();
     let sock = PacketSocket::open(tb.ifname(Side::B)).expect("AF_PACKET socket in B");
     let macs = (tb.mac(Side::B).unwrap(), tb.mac(Side::A).unwrap());
-    let pace = syn_flood::ISSUE_10_FLOOD;
+    let pace = syn_flood::SYN_FLOOD;
     syn_flood::flood(
         macs,
         dst,
@@ -186,7 +186,7 @@ fn syn_flood_against_xwarpd_leaves_a_store_client_working_and_no_state_behind() 
         g("xwarpd_engine_syn_cookies_sent_total"),
     );
     assert!(
-        g("xwarpd_engine_rx_packets_total") >= syn_flood::ISSUE_10_FLOOD.until_received,
+        g("xwarpd_engine_rx_packets_total") >= syn_flood::SYN_FLOOD.until_received,
         "the engine received too little:\n{m}"
     );
     assert!(

@@ -1,7 +1,7 @@
-//! xwarpd on the AF_XDP transport (issue 4: "xwarpd ... attaches to an interface, serves
-//! listeners, shuts down cleanly on SIGINT/SIGTERM (detach XDP, free UMEM), and exposes
-//! per-engine counters"; "kill -9 of xwarpd followed by a restart on the same interface"),
-//! serving the store of issue 5 and an echo listener to clients on the kernel transport in the
+//! xwarpd on the AF_XDP transport: it attaches to an interface, serves listeners, shuts down
+//! cleanly on SIGINT/SIGTERM (detaches XDP, frees the UMEM), exposes per-engine counters, and
+//! takes the interface over again when restarted after a kill -9; here it serves the block
+//! store and an echo listener to clients on the kernel transport in the
 //! other namespace. XDP attachment is checked both through the kernel's query and `ip link`.
 //!
 //! Needs root (network namespaces, XDP): skipped with a message elsewhere, fails under CI=true.
@@ -579,7 +579,7 @@ fn xdp_daemon_keeps_a_read_before_an_overlapping_pipelined_write_old() {
     }
 }
 
-/// Supervision (issue 10 item 8), on a daemon whose store address comes from the interface
+/// Supervision, on a daemon whose store address comes from the interface
 /// (no --store-listen): the engine thread panics (XWARP_TEST_PANIC=engine, debug
 /// builds, in its first busy round: when a client connects) and the daemon stops with ONE log
 /// line naming the engine thread, exit status 70, the XDP program detached and the control

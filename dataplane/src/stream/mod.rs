@@ -1,4 +1,4 @@
-//! Plain TCP byte streams on the xdp transport (issue 13 item 5): [`TcpListener`] and
+//! Plain TCP byte streams on the xdp transport: [`TcpListener`] and
 //! [`TcpStream`], shaped like `std::net`'s, run by the device's AF_XDP engine (inline or
 //! threaded) as `endpoint` stream connections: our TCP, no MPA. With
 //! [`StreamConfig::tcp_rdma`] both ends offer the TCP RDMA option (draft-csapuntz-tcprdma-00):

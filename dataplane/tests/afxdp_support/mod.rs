@@ -33,7 +33,7 @@ use ddp::{
 };
 use endpoint::{ConnId, EndpointConfig, EndpointEvent, ListenerId, QpSettings, Secrets};
 
-/// The sizes every transfer test moves (issue 4: 1 B to 16 MiB).
+/// The sizes every transfer test moves: 1 B to 16 MiB.
 pub const SIZES: [usize; 4] = [1, 4096, 1 << 20, 16 << 20];
 
 /// The engine's active-open port range (steered as [`PortKind::ActiveOpen`]).

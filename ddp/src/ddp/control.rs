@@ -1,4 +1,4 @@
-//! The DDP Control Field (-06 §4.1, digest §1.1): `|T|L|Rsvd(4)|DV(2)|`, octet 0 of every DDP header.
+//! The DDP Control Field (-06 §4.1): `|T|L|Rsvd(4)|DV(2)|`, octet 0 of every DDP header.
 
 /// The only DDP version (DV) defined by -02 and -06 (DDP-20).
 pub const DDP_VERSION: u8 = 1;

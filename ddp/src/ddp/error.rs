@@ -1,4 +1,4 @@
-//! The DDP errors of -06 §7.2 (digest §4.5, DDP-84): the Error Type and Code DDP reports, and
+//! The DDP errors of -06 §7.2 (DDP-84): the Error Type and Code DDP reports, and
 //! the Terminate triple (Layer = DDP) that carries them.
 
 use crate::rdmap::term_code::{Layer, TermCode};

@@ -1,7 +1,7 @@
 //! Values kept per slot of an STag table, found from a region handle in one step (its slot
 //! index, then its generation): what a [`crate::Memory`] keeps per region. It is looked up for
-//! every FPDU sent or placed, and for every piece between MPA markers (issue 11 item 2: no
-//! hash lookup per FPDU on the fast path).
+//! every FPDU sent or placed, and for every piece between MPA markers, so the fast path does
+//! no hash lookup per FPDU.
 
 use crate::ddp::memory::RegionHandle;
 

@@ -1,4 +1,5 @@
-//! The Steering Tag: a 24-bit table index and an 8-bit key (digest §3.1).
+//! The Steering Tag: a 24-bit table index and an 8-bit key. DDP leaves the STag's contents to
+//! the implementation (-06 §4.2); this split is the verbs convention (the low octet the key).
 
 /// A 32-bit STag as carried on the wire: `index << 8 | key`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]

@@ -82,7 +82,7 @@ pub struct Region {
 }
 
 /// A tagged-access check failure, as the DDP layer numbers it (-06 §7.2) or as an RDMAP access
-/// error (DDP has no access-rights code; digest §3.1).
+/// error (DDP has no access-rights code; RDMAP has one, RFC 5040 §7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TaggedFault {
     /// A DDP error (Layer 1).
@@ -322,8 +322,8 @@ impl StagTable {
         Some(r.stag)
     }
 
-    /// Validate a remote tagged access of `len > 0` octets at `to` (-06 §7.1 tagged checks in
-    /// the digest's recommended order: STag, association, access, wrap, then bounds).
+    /// Validate a remote tagged access of `len > 0` octets at `to` (-06 §7.1 tagged checks, in
+    /// this order: STag, association, access, wrap, then bounds).
     pub fn check_remote(
         &self,
         stag: Stag,

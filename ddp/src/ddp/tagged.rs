@@ -1,4 +1,4 @@
-//! The Tagged Buffer Model header (-06 §4.2, digest §1.2): 14 octets, T = 1.
+//! The Tagged Buffer Model header (-06 §4.2): 14 octets, T = 1.
 //!
 //! ```text
 //! 0: DDP control | 1: RsvdULP (RDMAP control) | 2..6: STag | 6..14: TO | 14..: payload
@@ -171,7 +171,7 @@ mod tests {
         b
     }
 
-    /// Digest §1.5, tagged example of -06 §5.2 (DDP-22, DDP-47).
+    /// The tagged example of -06 §5.2 (DDP-22, DDP-47).
     #[test]
     fn golden_tagged_segments_of_5_2() {
         let s1 = TaggedRepr {

@@ -1,4 +1,4 @@
-//! The Untagged Buffer Model header (-06 §4.3, digest §1.3): 18 octets, T = 0.
+//! The Untagged Buffer Model header (-06 §4.3): 18 octets, T = 0.
 //!
 //! ```text
 //! 0: DDP control | 1: RsvdULP[0:7] (RDMAP control) | 2..6: RsvdULP[8:39] (Invalidate STag)
@@ -201,7 +201,7 @@ mod tests {
         b
     }
 
-    /// Digest §1.5, untagged example of -06 §5.2 (DDP-30, DDP-45).
+    /// The untagged example of -06 §5.2 (DDP-30, DDP-45).
     #[test]
     fn golden_untagged_segments_of_5_2() {
         let s1 = UntaggedRepr {
@@ -231,7 +231,7 @@ mod tests {
         );
     }
 
-    /// Digest §1.5: Send with Invalidate, STag 0xAABBCCDD, MSN 5.
+    /// Send with Invalidate, STag 0xAABBCCDD, MSN 5.
     #[test]
     fn golden_send_with_invalidate() {
         let r = UntaggedRepr {

@@ -1,4 +1,4 @@
-//! Placement only where the specs allow it (issue 12 item 2): out-of-order FPDUs are located by
+//! Placement only where the specs allow it: out-of-order FPDUs are located by
 //! markers or by the ULPDU_Length chain from a known FPDU start (MPA-70), never by a CRC that
 //! happens to match; after a receive error nothing later in the stream is placed (DDP-82).
 

@@ -233,7 +233,7 @@ fn with_parts<'a, R>(
     f(&all[..n])
 }
 
-/// The LLP Terminate code for an MPA receive error (digest §6.5).
+/// The LLP Terminate code for an MPA receive error (the MPA error codes of draft §7).
 fn llp_code(e: FramingError) -> TermCode {
     match e.code() {
         mpa::ErrorCode::MarkerError => LlpError::Marker.term_code(),

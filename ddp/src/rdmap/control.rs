@@ -1,11 +1,11 @@
-//! The RDMAP Control Field (RFC 5040 §4.1, digest §6.1): `|RV(2)|Rsvd(2)|Opcode(4)|` = DDP `RsvdULP[0:7]`.
+//! The RDMAP Control Field (RFC 5040 §4.1): `|RV(2)|Rsvd(2)|Opcode(4)|` = DDP `RsvdULP[0:7]`.
 
 use crate::rdmap::header_error::RdmapHeaderError;
 
 /// The RDMAP version (RV) of RFC 5040.
 pub const RDMAP_VERSION: u8 = 1;
 
-/// RDMAP opcodes of RFC 5040 (digest §6.1 table).
+/// RDMAP opcodes of RFC 5040 (§4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum RdmapOpcode {
@@ -27,7 +27,7 @@ pub enum RdmapOpcode {
     Terminate = 0x7,
 }
 
-/// The untagged queue numbers RDMAP uses (digest §6.1).
+/// The untagged queue numbers RDMAP uses (RFC 5040 §4).
 pub mod qn {
     /// Send queue: the ULP's posted receive buffers.
     pub const SEND: u32 = 0;
@@ -114,7 +114,7 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
-    fn control_bytes_of_digest_table() {
+    fn control_bytes_of_every_opcode() {
         let expect = [
             (RdmapOpcode::RdmaWrite, 0x40),
             (RdmapOpcode::RdmaReadRequest, 0x41),

@@ -6,7 +6,7 @@
 pub enum RdmapHeaderError {
     /// The buffer is shorter than the header it should hold.
     Truncated,
-    /// RDMAP RV is not 1 (RFC 5040; digest §6.1).
+    /// RDMAP RV is not 1 (RFC 5040 §4.1).
     Version(u8),
     /// An RDMAP opcode RFC 5040 does not define (0x8..=0xF).
     UnknownOpcode(u8),

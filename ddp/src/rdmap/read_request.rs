@@ -1,4 +1,4 @@
-//! The RDMA Read Request header (RFC 5040 §4.4, digest §6.2): 28 octets, the payload of an
+//! The RDMA Read Request header (RFC 5040 §4.4): 28 octets, the payload of an
 //! untagged QN 1 message.
 //!
 //! ```text
@@ -163,7 +163,7 @@ mod tests {
     use crate::ddp::untagged::{UntaggedPacket, UntaggedRepr};
     use proptest::prelude::*;
 
-    /// Digest §6.2: the whole 46-octet Read Request segment, byte for byte.
+    /// The whole 46-octet Read Request segment, byte for byte.
     #[test]
     fn golden_read_request_segment() {
         let mut seg = [0u8; 46];

@@ -1,4 +1,4 @@
-//! Error numbers carried in a Terminate: Layer | EType | Code (RFC 5040 §7 / digest §6.5), with the
+//! Error numbers carried in a Terminate: Layer | EType | Code (RFC 5040 §7), with the
 //! RDMAP and LLP numbers (the DDP numbers of -06 §7.2 are in [`crate::ddp::error`]).
 
 /// The layer that detected the error (upper nibble of the Terminate Control field).
@@ -24,7 +24,7 @@ pub struct TermCode {
     pub code: u8,
 }
 
-/// RDMAP errors (RFC 5040 §7; digest §6.5).
+/// RDMAP errors (RFC 5040 §7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RdmapError {
     /// 0x0/0x00.
@@ -78,7 +78,7 @@ impl RdmapError {
     }
 }
 
-/// LLP (MPA) error codes, EType 0 (digest §6.5).
+/// LLP (MPA) error codes, EType 0: the MPA error codes (MPA draft §7; RFC 6581 adds 5 to 7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum LlpError {
     /// 0x01 TCP connection closed, terminated or lost.

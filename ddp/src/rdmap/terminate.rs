@@ -1,4 +1,4 @@
-//! The RDMAP Terminate header (RFC 5040 §4.8, digest §6.5): the payload of an untagged QN 2 message.
+//! The RDMAP Terminate header (RFC 5040 §4.8): the payload of an untagged QN 2 message.
 //!
 //! ```text
 //! 0..4 : Terminate Control: Layer(4) | EType(4) | Code(8) | M | D | R | Reserved(13)
@@ -295,7 +295,7 @@ mod tests {
     use crate::ddp::error::DdpError;
     use proptest::prelude::*;
 
-    /// Digest §6.5: a DDP base/bounds error with M and D gives Terminate Control 0x1101C000.
+    /// A DDP base/bounds error with M and D gives Terminate Control 0x1101C000.
     #[test]
     fn golden_bounds_terminate_control() {
         let seg = [

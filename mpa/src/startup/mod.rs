@@ -1,5 +1,5 @@
 //! The Startup Phase: Initiator and Responder state machines (draft §6.1 rules 1-10,
-//! §6.1.1; digest §5.2; RFC 5044 §7.1; RFC 6581 §5 for Rev 2). Sans-IO: feed received octets
+//! §6.1.1; RFC 5044 §7.1; RFC 6581 §5 for Rev 2). Sans-IO: feed received octets
 //! with `handle_input`, send what `poll_transmit` returns, drive the deadline with
 //! `handle_timeout`, read `poll_event`.
 //!

@@ -1,9 +1,8 @@
-//! The TCP RDMA option on a connection (issue 13; draft-csapuntz-tcprdma-00, digest
-//! `spec-tcprdma.md`): negotiation state, the ULP's calls to annotate its send stream and to
+//! The TCP RDMA option on a connection (draft-csapuntz-tcprdma-00): negotiation state, the ULP's calls to annotate its send stream and to
 //! register receive buffers, placement of annotated runs as segments are accepted, and the
 //! ULP's read of transfer bytes that skips what was placed.
 //!
-//! Negotiation (TCPRDMA-14, digest §7.3): with [`Config::tcp_rdma`] set, our SYN carries the
+//! Negotiation (TCPRDMA-14): with [`Config::tcp_rdma`] set, our SYN carries the
 //! length-2 option and a SYN-ACK echoes it only when the SYN carried it; annotations are sent
 //! and acted on only when both SYNs carried it. Connections rebuilt from a SYN cookie have it
 //! off: the cookie SYN-ACK does not echo it (the listener keeps no state to remember it), so

@@ -2,7 +2,7 @@
 //! the ULP), where ULP messages start, how a segment is cut so that it holds at most one run,
 //! and the option each segment carries.
 //!
-//! Rules implemented (draft §3.1.8, §3.3, §4; digest §3):
+//! Rules implemented (draft §3.1.8, §3.3, §4):
 //! * TCPRDMA-13: at most one contiguous run of transfer bytes per segment ([`SendMarks::cut`]);
 //!   two runs of the same transfer separated by other bytes are two runs (draft §4).
 //! * TCPRDMA-11: every segment holding transfer bytes carries the option, computed from the
@@ -27,7 +27,7 @@ pub const MAX_SEND_RUNS: usize = 4096;
 /// Most message starts a connection keeps queued (released as they are acknowledged).
 pub const MAX_SEND_MESSAGES: usize = 4096;
 
-/// What the ULP says about a run of its send stream (digest §10).
+/// What the ULP says about a run of its send stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Transfer {
     /// RDMA ID (46 bits), chosen by the ULP (e.g. `op_index << 32 | xid` for ONC RPC).

@@ -1,4 +1,4 @@
-//! The draft's §4 tables and the segmentation property (issue 13 "must show").
+//! The draft's §4 tables and the segmentation property.
 
 use proptest::prelude::*;
 

@@ -1,5 +1,5 @@
-//! The TCP RDMA option (seed 002, draft-csapuntz-tcprdma-00; digest `spec-tcprdma.md`,
-//! requirement ids TCPRDMA-*): a pure annotation on segments that carry bytes of a bulk
+//! The TCP RDMA option (draft-csapuntz-tcprdma-00; requirement ids TCPRDMA-*, defined in
+//! `REQUIREMENTS.md`): a pure annotation on segments that carry bytes of a bulk
 //! transfer, telling the receiver which transfer (RID) they belong to and where in its buffer
 //! they go, so that it can place them at once, even out of order, and skip the copy later.
 //!

@@ -1,4 +1,4 @@
-//! The TCP RDMA option (draft-csapuntz-tcprdma-00 §3.1; digest `spec-tcprdma.md` §2): a checked
+//! The TCP RDMA option (draft-csapuntz-tcprdma-00 §3.1): a checked
 //! decode of the option's octets and the emit side, one [`RdmaOption`] value per form.
 //!
 //! Wire layout (kind 25, big-endian fields):
@@ -13,7 +13,7 @@
 
 /// The option kind of the draft (TCPRDMA-01). IANA lists 25 as unassigned (released 2000); a
 /// peer that does not negotiate the option may still send kind 25 for something else, so a
-/// connection acts on it only after the handshake agreed (TCPRDMA-14, digest §7.3).
+/// connection acts on it only after the handshake agreed (TCPRDMA-14).
 pub const KIND: u8 = 25;
 /// Largest valid RDMA ID plus one: the RID is 46 bits (TCPRDMA-03).
 pub const RID_LIMIT: u64 = 1 << 46;
@@ -224,7 +224,7 @@ mod tests {
         })
     }
 
-    /// TCPRDMA-01/14: the negotiation and A-only forms of digest §5.5.
+    /// TCPRDMA-01/14: the negotiation and A-only forms, byte for byte.
     #[test]
     fn tcprdma_01_golden_negotiate_and_aligned() {
         golden("19 02", RdmaOption::Negotiate);
@@ -237,7 +237,7 @@ mod tests {
         );
     }
 
-    /// TCPRDMA-01: the NFS READ reply vectors of digest §5.5 (segments 1 and 2 of §4).
+    /// TCPRDMA-01: the NFS READ reply options of segments 1 and 2 of the draft's §4 example.
     #[test]
     fn tcprdma_01_golden_nfs_read_reply_segments() {
         golden(
@@ -250,7 +250,7 @@ mod tests {
         );
     }
 
-    /// TCPRDMA-01/06: the 16-octet vectors of digest §5.5 (CIFS write, HTTP GET response).
+    /// TCPRDMA-01/06: 16-octet options (a CIFS write, an HTTP GET response).
     #[test]
     fn tcprdma_06_golden_sixteen_octet_forms() {
         golden(
@@ -263,7 +263,7 @@ mod tests {
         );
     }
 
-    /// TCPRDMA-03: RID bit placement, and the NFSv4 RID of digest §5.5.
+    /// TCPRDMA-03: RID bit placement, and an NFSv4 RID (draft §5.1.1).
     #[test]
     fn tcprdma_03_rid_bytes_in_network_order() {
         let b = transfer(false, false, 0x3F01_0203_0405, 0, (0, 0), None).to_bytes();

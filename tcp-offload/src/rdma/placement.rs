@@ -2,7 +2,7 @@
 //! into them as segments are accepted (in order or not), the placed ranges per RID and the
 //! ULP's read of the stream that skips the copy for bytes already placed.
 //!
-//! Rules implemented (draft §3.1.5, §6.1; digest §3 "receiver trimming", "idempotence", §6):
+//! Rules implemented (draft §3.1.5, §6.1):
 //! * Only bytes TCP accepts as new are placed, so placed bytes are exactly the stream's bytes
 //!   (the stream stays authoritative; a duplicate is never placed twice, overlap trimming moves
 //!   the buffer offset in step). TCPRDMA-08.

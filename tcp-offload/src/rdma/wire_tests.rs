@@ -40,7 +40,7 @@ fn seg1() -> RdmaOption {
     })
 }
 
-/// Digest §5.5 / TCPRDMA-12: NOP NOP timestamps, then the 20-octet option at option offset 12
+/// TCPRDMA-12: NOP NOP timestamps, then the 20-octet option at option offset 12
 /// (TCP header offset 32); 32 octets of options, data offset 13.
 #[test]
 fn tcprdma_12_option_after_timestamps_at_header_offset_32() {

@@ -4,7 +4,7 @@
 //! port of its own ([`DEFAULT_TCP_STORE_PORT`]).
 //!
 //! On our own TCP (the xdp transport) with the TCP RDMA option negotiated
-//! (draft-csapuntz-tcprdma-00, issue 13), READ replies are annotated so the client's TCP places
+//! (draft-csapuntz-tcprdma-00), READ replies are annotated so the client's TCP places
 //! the data straight into the buffer it registered for the call's RID; a client or server on
 //! kernel TCP simply ignores the option (RFC 9293: unknown options are ignored) and copies.
 //!

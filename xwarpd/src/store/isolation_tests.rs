@@ -1,5 +1,5 @@
-//! One protection domain per store connection (issue 10: "one client can reach another
-//! client's RPC buffers"): a second client that names the first connection's buffers (its
+//! One protection domain per store connection, so no client can reach another client's RPC
+//! buffers: a second client that names the first connection's buffers (its
 //! receive buffers, its reply buffer, its registration of the file) in RDMA Writes and Reads
 //! finds no such STag in its own connection's domain (Terminate "invalid STag"), and the first
 //! client's data and connection are untouched.

@@ -79,7 +79,7 @@ mod tests {
     use super::*;
     use xsk_features::{DevFeatures, XSK_TX_CHECKSUM};
 
-    /// Issue 11 item 5, "where the driver offers it": `Auto` is the device exactly when the
+    /// Offload only where the driver offers it: `Auto` is the device exactly when the
     /// driver lists tx-checksum among its AF_XDP features (veth, which lists none, is tested
     /// against the kernel in dataplane/tests/xsk_tx_checksum.rs).
     #[test]

@@ -133,7 +133,7 @@ impl RdmapEngine {
 }
 
 /// The Terminate code for a Read Request whose Data Source fails its checks: RDMAP Remote
-/// Protection errors (digest §6.2, RFC 5040).
+/// Protection errors (RFC 5040 §7).
 fn read_source_code(f: TaggedFault) -> TermCode {
     let e = match f {
         TaggedFault::AccessRights => RdmapError::AccessRights,

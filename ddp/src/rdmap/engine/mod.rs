@@ -86,7 +86,7 @@ impl Default for RdmapConfig {
 /// Smallest MULPDU the engine accepts: a Terminate must fit (18 + 52 = 70 octets).
 pub const MIN_MULPDU: usize = UNTAGGED_HEADER_LEN + TERMINATE_HEADER_MAX_LEN;
 
-/// The engine's state (digest §4.2 suggestion, reduced to what the engine needs).
+/// The engine's state: active, or in error after a fatal error (DDP -06 §6.2.2, §7.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RdmapState {
     /// Data flows both ways.

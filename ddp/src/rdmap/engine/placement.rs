@@ -134,7 +134,7 @@ impl RdmapEngine {
                 return Some(Self::terminate_for(e.term_code(), seg, false));
             }
             Err(_) => {
-                // Shorter than its header: no §7.2 code exists; digest §4.5 design choice.
+                // Shorter than its header: no §7.2 code exists, so DDP Local Catastrophic.
                 return Some(Self::terminate_for(
                     DdpError::LocalCatastrophic.term_code(),
                     seg,
@@ -304,7 +304,7 @@ impl RdmapEngine {
                 None
             }
             qn::READ_REQUEST => {
-                // QN 1's buffers are implicit, IRD of them (digest §6.1). An MSN no IRD-sized
+                // QN 1's buffers are implicit, IRD of them (RFC 5040). An MSN no IRD-sized
                 // window from the next expected one could hold is out of range (DDP, as siw);
                 // one that fits the window but finds every IRD slot busy is a peer exceeding
                 // our IRD: RFC 5040's Remote Operation Error, "Catastrophic error, localized

@@ -355,7 +355,7 @@ fn sink() -> (Side, Stag) {
 }
 
 /// Row 0x0/0x00 Local Catastrophic: a segment shorter than its header (no §7.2 code exists for
-/// it; digest §4.5 design choice). The header cannot be copied.
+/// it). The header cannot be copied.
 #[test]
 fn ddp_7_2_row_local_catastrophic_truncated_header() {
     let (mut s, stag) = sink();

@@ -356,7 +356,7 @@ impl StoreClient {
 
     /// The READ call and its write chunk (the server RDMA-Writes into `buf[range]`) or none
     /// (the data comes in the reply), and whether the reply may be too long for inline and
-    /// wants a reply chunk (RPCRDMA-30, digest §4.4 client step 3).
+    /// wants a reply chunk (RPCRDMA-30).
     fn read_call(
         &self,
         offset: u64,
