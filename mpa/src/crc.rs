@@ -46,7 +46,7 @@ mod tests {
         assert_eq!(crc32c(b"123456789"), 0xE306_9283);
     }
 
-    /// RFC 3720 B.4 digests (digest §3.5): the wire octets are the LSB-first value (MPA-51).
+    /// RFC 3720 B.4 digests: the wire octets are the LSB-first value (MPA-51).
     #[test]
     fn rfc3720_vectors_wire_order_lsb_first() {
         assert_eq!(crc_to_wire(crc32c(&[0u8; 32])), [0xaa, 0x36, 0x91, 0x8a]);
