@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use tool_support::ByteSize;
+use tool_support::{ByteSize, TimeSpan};
 
 /// perftest's default port.
 pub const DEFAULT_PORT: u16 = 18515;
@@ -359,7 +359,8 @@ pub struct TestArgs {
     /// Iterations per size. Default: 1000 for latency, 5000 for bandwidth tests.
     #[arg(short = 'n', long, value_parser = clap::value_parser!(u64).range(1..), conflicts_with = "duration")]
     pub iters: Option<u64>,
-    /// Run each size for this many seconds instead of a number of iterations.
+    /// Run each size for this long instead of a number of iterations: seconds or a number with
+    /// a unit ms, s, m or h (10, 1.5s, 250ms, 5m), from 1 ms to a day.
     #[arg(short = 'D', long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
     /// Work requests in flight in bandwidth tests (perftest's TX depth) [default: 128]. The
@@ -747,19 +748,19 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     Ok(v)
 }
 
-/// Parses seconds (fractions allowed), at least 1 ms.
+/// Parses a run's duration: `tool_support::TimeSpan`'s forms (10, 1.5s, 250ms, 5m, 1h), from
+/// 1 ms to a day.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let v: f64 = s
-        .trim()
-        .trim_end_matches('s')
-        .parse()
-        .map_err(|_| format!("'{s}' is not a number of seconds"))?;
-    if !(0.001..=86_400.0).contains(&v) {
+    let d = Duration::from(
+        s.parse::<TimeSpan>()
+            .map_err(|e| format!("'{s}' is not a duration: {e}"))?,
+    );
+    if !(Duration::from_millis(1)..=Duration::from_secs(86_400)).contains(&d) {
         return Err(format!(
             "'{s}': the duration must be between 1 ms and 1 day"
         ));
     }
-    Ok(Duration::from_secs_f64(v))
+    Ok(d)
 }
 
 /// How long each size runs.
@@ -874,6 +875,73 @@ mod tests {
         assert_eq!(s.sizes, [65_536]);
         assert_eq!(s.length, Length::Iterations(5000));
         assert!(s.args.address.is_none(), "no address: server");
+    }
+
+    /// -D takes the one duration grammar of every tool (tool_support::TimeSpan) within 1 ms
+    /// to a day, as it took plain seconds before.
+    #[test]
+    fn durations_take_units_and_plain_seconds() {
+        for (text, ms) in [
+            ("10", 10_000),
+            ("1.5", 1_500),
+            ("1.5s", 1_500),
+            ("250ms", 250),
+            ("5m", 300_000),
+            ("1h", 3_600_000),
+            ("0.001", 1),
+        ] {
+            assert_eq!(
+                parse_duration(text),
+                Ok(Duration::from_millis(ms)),
+                "{text}"
+            );
+            let s = spec(&["write_bw", "-D", text]).unwrap();
+            assert_eq!(s.length, Length::Duration(Duration::from_millis(ms)));
+        }
+        assert!(parse_duration("0")
+            .unwrap_err()
+            .contains("between 1 ms and 1 day"));
+        assert!(parse_duration("25h")
+            .unwrap_err()
+            .contains("between 1 ms and 1 day"));
+        let e = parse_duration("forever").unwrap_err();
+        assert!(e.contains("not a duration") && e.contains("250ms"), "{e}");
+        assert!(parse_duration("5d").is_err());
+    }
+
+    /// xwarp-bench -D and xwarpd's durations (its idle timeout, from a flag or the file) read
+    /// the same strings as the same length of time, and refuse the same nonsense.
+    #[test]
+    fn bench_and_xwarpd_read_the_same_durations() {
+        use xwarpd::daemon::{DaemonConfig, Overrides};
+        let store = "[store]\npath = \"/x\"\nlisten = \"198.18.0.1:20049\"\n";
+        let xwarpd_flag = |v: &str| {
+            let o = Overrides {
+                store_idle_timeout: Some(v.into()),
+                ..Overrides::default()
+            };
+            DaemonConfig::from_toml(store, "t", &o).map(|c| c.store.unwrap().idle_timeout)
+        };
+        let xwarpd_file = |v: &str| {
+            let text = format!("{store}idle_timeout = \"{v}\"");
+            DaemonConfig::from_toml(&text, "t", &Overrides::default())
+                .map(|c| c.store.unwrap().idle_timeout)
+        };
+        // Within both tools' limits (xwarpd: 1 s to 7 days; -D: 1 ms to a day).
+        for text in [
+            "10", "1.5", "1.5s", "2500ms", "5m", "5min", "0.5h", "1h", " 90s ",
+        ] {
+            let bench = parse_duration(text).unwrap();
+            assert_eq!(xwarpd_flag(text).unwrap(), bench, "{text:?}");
+            assert_eq!(xwarpd_file(text).unwrap(), bench, "{text:?}");
+        }
+        for bad in [
+            "", "forever", "-1", "5d", "1e3", "inf", "1 s", "1h30m", "10sec",
+        ] {
+            assert!(parse_duration(bad).is_err(), "-D {bad:?}");
+            assert!(xwarpd_flag(bad).is_err(), "--store-idle-timeout {bad:?}");
+            assert!(xwarpd_file(bad).is_err(), "idle_timeout = {bad:?}");
+        }
     }
 
     #[test]
