@@ -6,8 +6,13 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use tool_support::{ByteSize, TimeSpan};
 
-/// perftest's default port.
+/// perftest's default port (every test but the storage tests).
 pub const DEFAULT_PORT: u16 = 18515;
+/// The storage tests' default port: the block store's (RPC-over-RDMA, the NFS/RDMA port).
+pub const STORE_PORT: u16 = xwarpd::daemon::config::DEFAULT_STORE_PORT;
+/// The storage tests' default port over `--rpc-transport tcp`: the store's ONC RPC over TCP
+/// service.
+pub const TCP_STORE_PORT: u16 = xwarpd::daemon::config::DEFAULT_TCP_STORE_PORT;
 /// Largest message size accepted (and the top of `--all`).
 pub const MAX_SIZE: u64 = 8 << 20;
 /// Smallest size of `--all`.
@@ -345,8 +350,13 @@ pub const DEFAULT_SEED: u64 = 1;
 pub struct TestArgs {
     /// Server address (host or IP). Without it, this side serves.
     pub address: Option<String>,
-    /// TCP port.
-    #[arg(short, long, default_value_t = DEFAULT_PORT)]
+    /// TCP port [default: 18515, perftest's; rpc_read and rpc_write: the store's, 20049, or
+    /// 20050 with --rpc-transport tcp].
+    #[arg(short = 'p', long = "port", value_name = "PORT")]
+    pub port_given: Option<u16>,
+    /// The port this run uses: `--port`, else the test's ([`TestArgs::default_port`]); set by
+    /// [`RunSpec::new`].
+    #[arg(skip = DEFAULT_PORT)]
     pub port: u16,
     /// Message size in bytes (suffixes K, M: powers of 1024); for the storage tests the block
     /// size of each I/O (fio's --bs, an alias). Default: 2 for latency, 65536 for bandwidth and
@@ -513,6 +523,17 @@ impl TestArgs {
     /// Gb/s, threaded 2.6-3.5, five runs each, alternated).
     pub fn engine(&self) -> EngineArg {
         self.engine.unwrap_or(EngineArg::Inline)
+    }
+
+    /// The port of `test` without `--port`: the store's for the storage tests (its ONC RPC over
+    /// TCP service's with `--rpc-transport tcp`), so they reach `xwarpd --store` as it listens
+    /// by default; perftest's for the rest.
+    pub fn default_port(&self, test: TestKind) -> u16 {
+        match (test.is_storage(), self.rpc_transport) {
+            (true, Some(RpcTransportArg::Tcp)) => TCP_STORE_PORT,
+            (true, _) => STORE_PORT,
+            (false, _) => DEFAULT_PORT,
+        }
     }
 
     /// The receive queue of the xdp transport (default 0).
@@ -817,6 +838,7 @@ impl RunSpec {
             return Err(why);
         }
         let mut args = args.clone();
+        args.port = args.port_given.unwrap_or(args.default_port(test));
         if args.interface.is_none() {
             args.interface = args.ib_dev.clone();
         }
@@ -875,6 +897,31 @@ mod tests {
         assert_eq!(s.sizes, [65_536]);
         assert_eq!(s.length, Length::Iterations(5000));
         assert!(s.args.address.is_none(), "no address: server");
+    }
+
+    /// The storage tests reach the block store where `xwarpd --store` listens without
+    /// `--port` (over RDMA and over TCP), the rest perftest's port; `--port` wins; the help
+    /// says which default applies.
+    #[test]
+    fn storage_tests_default_to_the_stores_port() {
+        use xwarpd::daemon::config::{DEFAULT_STORE_PORT, DEFAULT_TCP_STORE_PORT};
+        for test in ["rpc_read", "rpc_write"] {
+            let s = spec(&[test, "198.18.0.1"]).unwrap();
+            assert_eq!(s.args.port, DEFAULT_STORE_PORT, "{test}");
+            assert_eq!(s.args.port, 20049);
+            let s = spec(&[test, "198.18.0.1", "--rpc-transport", "tcp"]).unwrap();
+            assert_eq!(s.args.port, DEFAULT_TCP_STORE_PORT, "{test} over tcp");
+            let s = spec(&[test, "198.18.0.1", "-p", "7000"]).unwrap();
+            assert_eq!(s.args.port, 7000, "{test} --port");
+        }
+        for test in ["write_lat", "send_bw", "raw_lat"] {
+            assert_eq!(spec(&[test]).unwrap().args.port, DEFAULT_PORT, "{test}");
+        }
+        let help = parse(&["rpc_read", "--help"]).unwrap_err().to_string();
+        assert!(
+            help.contains("the store's, 20049") && help.contains("20050"),
+            "{help}"
+        );
     }
 
     /// -D takes the one duration grammar of every tool (tool_support::TimeSpan) within 1 ms
