@@ -78,8 +78,9 @@ pub struct PlotArgs {
     pub output: PathBuf,
 }
 
-/// The tests, with a stable wire id for the handshake.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// The tests, with a stable wire id for the handshake. In JSON, its name (`write_lat`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(into = "&'static str", try_from = "String")]
 pub enum TestKind {
     /// write_lat
     WriteLat,
@@ -177,6 +178,19 @@ impl TestKind {
         } else {
             5000
         }
+    }
+}
+
+impl From<TestKind> for &'static str {
+    fn from(t: TestKind) -> Self {
+        t.name()
+    }
+}
+
+impl TryFrom<String> for TestKind {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        TestKind::from_name(&s).ok_or_else(|| format!("unknown test {s:?}"))
     }
 }
 

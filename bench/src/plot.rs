@@ -14,7 +14,8 @@ use std::path::Path;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::compare::{CompareRecord, TRANSPORTS};
+use crate::cli::TestKind;
+use crate::compare::{Cell, CompareRecord, CompareReport};
 use crate::report::Record;
 
 type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
@@ -53,7 +54,7 @@ pub fn read(path: &Path) -> Result<Results, String> {
     if let Ok(r) = serde_json::from_str::<Vec<Record>>(&text) {
         return Ok(Results::Tests(r));
     }
-    crate::compare_report::CompareReport::from_json(&text)
+    CompareReport::from_json(&text)
         .map(|r| Results::Compare(r.records))
         .map_err(|e| {
             format!(
@@ -124,9 +125,9 @@ fn bar_panel(area: &Area, title: &str, unit: &str, rows: &[Group]) -> Result<(),
         .y_desc(unit)
         .draw()
         .map_err(err)?;
-    let n = TRANSPORTS.len() as f64;
+    let n = Cell::TABLE.len() as f64;
     let width = 0.8 / n;
-    for (t, name) in TRANSPORTS.iter().enumerate() {
+    for (t, cell) in Cell::TABLE.iter().enumerate() {
         let color = COLORS[t % COLORS.len()];
         let bars: Vec<(f64, f64, Option<[f64; 2]>)> = rows
             .iter()
@@ -143,7 +144,7 @@ fn bar_panel(area: &Area, title: &str, unit: &str, rows: &[Group]) -> Result<(),
                 }),
             )
             .map_err(err)?
-            .label(*name)
+            .label(cell.name())
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
         // The figure over each bar: small bars beside tall ones stay readable.
         chart
@@ -175,9 +176,9 @@ fn bar_panel(area: &Area, title: &str, unit: &str, rows: &[Group]) -> Result<(),
 /// `compare`: latency bars above, bandwidth bars below.
 fn compare_bars(root: &Area, recs: &[CompareRecord]) -> Result<(), String> {
     // One group per test, size and MTU (compare runs its plan at each MTU).
-    let mut groups: Vec<(String, u64, Option<u32>)> = Vec::new();
+    let mut groups: Vec<(TestKind, u64, Option<u32>)> = Vec::new();
     for r in recs {
-        let key = (r.test.clone(), r.bytes, r.mtu);
+        let key = (r.test, r.bytes, r.mtu);
         if !groups.contains(&key) {
             groups.push(key);
         }
@@ -191,24 +192,21 @@ fn compare_bars(root: &Area, recs: &[CompareRecord]) -> Result<(), String> {
             }
             v
         });
-    let label = |test: &str, bytes: u64, mtu: Option<u32>| match mtu {
-        Some(m) if mtus.len() > 1 => format!("{test} {} @{m}", size_label(bytes)),
-        _ => format!("{test} {}", size_label(bytes)),
+    let label = |test: TestKind, bytes: u64, mtu: Option<u32>| match mtu {
+        Some(m) if mtus.len() > 1 => format!("{} {} @{m}", test.name(), size_label(bytes)),
+        _ => format!("{} {}", test.name(), size_label(bytes)),
     };
     let rows = |lat: bool| -> Vec<Group> {
         groups
             .iter()
-            .filter(|(test, _, _)| test.ends_with("_lat") == lat)
+            .filter(|(test, _, _)| test.is_latency() == lat)
             .map(|(test, bytes, mtu)| {
-                let per: Vec<_> = TRANSPORTS
+                let per: Vec<_> = Cell::TABLE
                     .iter()
-                    .map(|t| {
-                        let r = recs.iter().find(|r| {
-                            &r.test == test
-                                && r.bytes == *bytes
-                                && r.mtu == *mtu
-                                && r.transport == *t
-                        })?;
+                    .map(|&c| {
+                        let r = recs
+                            .iter()
+                            .find(|r| r.is(*test, c, *bytes) && r.mtu == *mtu)?;
                         if lat {
                             Some((r.t_typical_us?, r.t_typical_range_us))
                         } else {
@@ -216,7 +214,7 @@ fn compare_bars(root: &Area, recs: &[CompareRecord]) -> Result<(), String> {
                         }
                     })
                     .collect();
-                (label(test, *bytes, *mtu), per)
+                (label(*test, *bytes, *mtu), per)
             })
             .collect()
     };

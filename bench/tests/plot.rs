@@ -5,7 +5,8 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use bench::compare::CompareRecord;
+use bench::cli::TestKind;
+use bench::compare::{Cell, CompareRecord};
 use bench::report::Record;
 use bench::stats::{BwStats, LatencyRecorder};
 
@@ -40,17 +41,14 @@ fn texts(svg: &str) -> Vec<String> {
 }
 
 fn rec(test: &str, t: &str, bytes: u64, lat: Option<f64>, bw: Option<f64>) -> CompareRecord {
+    let test = TestKind::from_name(test).unwrap();
     CompareRecord {
-        test: test.into(),
-        transport: t.into(),
-        bytes,
         t_typical_us: lat,
         p99_us: lat,
         bw_gbps: bw,
-        msg_rate_mpps: None,
         t_typical_range_us: lat.map(|v| [v * 0.9, v * 1.2]),
         bw_range_gbps: bw.map(|v| [v * 0.8, v * 1.1]),
-        ..CompareRecord::default()
+        ..CompareRecord::new(test, Cell::from_name(t).unwrap(), bytes)
     }
 }
 
