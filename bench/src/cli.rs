@@ -4,10 +4,15 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use tool_support::ByteSize;
+use tool_support::{ByteSize, TimeSpan};
 
-/// perftest's default port.
+/// perftest's default port (every test but the storage tests).
 pub const DEFAULT_PORT: u16 = 18515;
+/// The storage tests' default port: the block store's (RPC-over-RDMA, the NFS/RDMA port).
+pub const STORE_PORT: u16 = xwarpd::daemon::config::DEFAULT_STORE_PORT;
+/// The storage tests' default port over `--rpc-transport tcp`: the store's ONC RPC over TCP
+/// service.
+pub const TCP_STORE_PORT: u16 = xwarpd::daemon::config::DEFAULT_TCP_STORE_PORT;
 /// Largest message size accepted (and the top of `--all`).
 pub const MAX_SIZE: u64 = 8 << 20;
 /// Smallest size of `--all`.
@@ -73,8 +78,9 @@ pub struct PlotArgs {
     pub output: PathBuf,
 }
 
-/// The tests, with a stable wire id for the handshake.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// The tests, with a stable wire id for the handshake. In JSON, its name (`write_lat`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(into = "&'static str", try_from = "String")]
 pub enum TestKind {
     /// write_lat
     WriteLat,
@@ -172,6 +178,19 @@ impl TestKind {
         } else {
             5000
         }
+    }
+}
+
+impl From<TestKind> for &'static str {
+    fn from(t: TestKind) -> Self {
+        t.name()
+    }
+}
+
+impl TryFrom<String> for TestKind {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        TestKind::from_name(&s).ok_or_else(|| format!("unknown test {s:?}"))
     }
 }
 
@@ -345,8 +364,13 @@ pub const DEFAULT_SEED: u64 = 1;
 pub struct TestArgs {
     /// Server address (host or IP). Without it, this side serves.
     pub address: Option<String>,
-    /// TCP port.
-    #[arg(short, long, default_value_t = DEFAULT_PORT)]
+    /// TCP port [default: 18515, perftest's; rpc_read and rpc_write: the store's, 20049, or
+    /// 20050 with --rpc-transport tcp].
+    #[arg(short = 'p', long = "port", value_name = "PORT")]
+    pub port_given: Option<u16>,
+    /// The port this run uses: `--port`, else the test's ([`TestArgs::default_port`]); set by
+    /// [`RunSpec::new`].
+    #[arg(skip = DEFAULT_PORT)]
     pub port: u16,
     /// Message size in bytes (suffixes K, M: powers of 1024); for the storage tests the block
     /// size of each I/O (fio's --bs, an alias). Default: 2 for latency, 65536 for bandwidth and
@@ -359,7 +383,8 @@ pub struct TestArgs {
     /// Iterations per size. Default: 1000 for latency, 5000 for bandwidth tests.
     #[arg(short = 'n', long, value_parser = clap::value_parser!(u64).range(1..), conflicts_with = "duration")]
     pub iters: Option<u64>,
-    /// Run each size for this many seconds instead of a number of iterations.
+    /// Run each size for this long instead of a number of iterations: seconds or a number with
+    /// a unit ms, s, m or h (10, 1.5s, 250ms, 5m), from 1 ms to a day.
     #[arg(short = 'D', long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
     /// Work requests in flight in bandwidth tests (perftest's TX depth) [default: 128]. The
@@ -512,6 +537,17 @@ impl TestArgs {
     /// Gb/s, threaded 2.6-3.5, five runs each, alternated).
     pub fn engine(&self) -> EngineArg {
         self.engine.unwrap_or(EngineArg::Inline)
+    }
+
+    /// The port of `test` without `--port`: the store's for the storage tests (its ONC RPC over
+    /// TCP service's with `--rpc-transport tcp`), so they reach `xwarpd --store` as it listens
+    /// by default; perftest's for the rest.
+    pub fn default_port(&self, test: TestKind) -> u16 {
+        match (test.is_storage(), self.rpc_transport) {
+            (true, Some(RpcTransportArg::Tcp)) => TCP_STORE_PORT,
+            (true, _) => STORE_PORT,
+            (false, _) => DEFAULT_PORT,
+        }
     }
 
     /// The receive queue of the xdp transport (default 0).
@@ -747,19 +783,19 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     Ok(v)
 }
 
-/// Parses seconds (fractions allowed), at least 1 ms.
+/// Parses a run's duration: `tool_support::TimeSpan`'s forms (10, 1.5s, 250ms, 5m, 1h), from
+/// 1 ms to a day.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let v: f64 = s
-        .trim()
-        .trim_end_matches('s')
-        .parse()
-        .map_err(|_| format!("'{s}' is not a number of seconds"))?;
-    if !(0.001..=86_400.0).contains(&v) {
+    let d = Duration::from(
+        s.parse::<TimeSpan>()
+            .map_err(|e| format!("'{s}' is not a duration: {e}"))?,
+    );
+    if !(Duration::from_millis(1)..=Duration::from_secs(86_400)).contains(&d) {
         return Err(format!(
             "'{s}': the duration must be between 1 ms and 1 day"
         ));
     }
-    Ok(Duration::from_secs_f64(v))
+    Ok(d)
 }
 
 /// How long each size runs.
@@ -816,6 +852,7 @@ impl RunSpec {
             return Err(why);
         }
         let mut args = args.clone();
+        args.port = args.port_given.unwrap_or(args.default_port(test));
         if args.interface.is_none() {
             args.interface = args.ib_dev.clone();
         }
@@ -874,6 +911,98 @@ mod tests {
         assert_eq!(s.sizes, [65_536]);
         assert_eq!(s.length, Length::Iterations(5000));
         assert!(s.args.address.is_none(), "no address: server");
+    }
+
+    /// The storage tests reach the block store where `xwarpd --store` listens without
+    /// `--port` (over RDMA and over TCP), the rest perftest's port; `--port` wins; the help
+    /// says which default applies.
+    #[test]
+    fn storage_tests_default_to_the_stores_port() {
+        use xwarpd::daemon::config::{DEFAULT_STORE_PORT, DEFAULT_TCP_STORE_PORT};
+        for test in ["rpc_read", "rpc_write"] {
+            let s = spec(&[test, "198.18.0.1"]).unwrap();
+            assert_eq!(s.args.port, DEFAULT_STORE_PORT, "{test}");
+            assert_eq!(s.args.port, 20049);
+            let s = spec(&[test, "198.18.0.1", "--rpc-transport", "tcp"]).unwrap();
+            assert_eq!(s.args.port, DEFAULT_TCP_STORE_PORT, "{test} over tcp");
+            let s = spec(&[test, "198.18.0.1", "-p", "7000"]).unwrap();
+            assert_eq!(s.args.port, 7000, "{test} --port");
+        }
+        for test in ["write_lat", "send_bw", "raw_lat"] {
+            assert_eq!(spec(&[test]).unwrap().args.port, DEFAULT_PORT, "{test}");
+        }
+        let help = parse(&["rpc_read", "--help"]).unwrap_err().to_string();
+        assert!(
+            help.contains("the store's, 20049") && help.contains("20050"),
+            "{help}"
+        );
+    }
+
+    /// -D takes the one duration grammar of every tool (tool_support::TimeSpan) within 1 ms
+    /// to a day, as it took plain seconds before.
+    #[test]
+    fn durations_take_units_and_plain_seconds() {
+        for (text, ms) in [
+            ("10", 10_000),
+            ("1.5", 1_500),
+            ("1.5s", 1_500),
+            ("250ms", 250),
+            ("5m", 300_000),
+            ("1h", 3_600_000),
+            ("0.001", 1),
+        ] {
+            assert_eq!(
+                parse_duration(text),
+                Ok(Duration::from_millis(ms)),
+                "{text}"
+            );
+            let s = spec(&["write_bw", "-D", text]).unwrap();
+            assert_eq!(s.length, Length::Duration(Duration::from_millis(ms)));
+        }
+        assert!(parse_duration("0")
+            .unwrap_err()
+            .contains("between 1 ms and 1 day"));
+        assert!(parse_duration("25h")
+            .unwrap_err()
+            .contains("between 1 ms and 1 day"));
+        let e = parse_duration("forever").unwrap_err();
+        assert!(e.contains("not a duration") && e.contains("250ms"), "{e}");
+        assert!(parse_duration("5d").is_err());
+    }
+
+    /// xwarp-bench -D and xwarpd's durations (its idle timeout, from a flag or the file) read
+    /// the same strings as the same length of time, and refuse the same nonsense.
+    #[test]
+    fn bench_and_xwarpd_read_the_same_durations() {
+        use xwarpd::daemon::{DaemonConfig, Overrides};
+        let store = "[store]\npath = \"/x\"\nlisten = \"198.18.0.1:20049\"\n";
+        let xwarpd_flag = |v: &str| {
+            let o = Overrides {
+                store_idle_timeout: Some(v.into()),
+                ..Overrides::default()
+            };
+            DaemonConfig::from_toml(store, "t", &o).map(|c| c.store.unwrap().idle_timeout)
+        };
+        let xwarpd_file = |v: &str| {
+            let text = format!("{store}idle_timeout = \"{v}\"");
+            DaemonConfig::from_toml(&text, "t", &Overrides::default())
+                .map(|c| c.store.unwrap().idle_timeout)
+        };
+        // Within both tools' limits (xwarpd: 1 s to 7 days; -D: 1 ms to a day).
+        for text in [
+            "10", "1.5", "1.5s", "2500ms", "5m", "5min", "0.5h", "1h", " 90s ",
+        ] {
+            let bench = parse_duration(text).unwrap();
+            assert_eq!(xwarpd_flag(text).unwrap(), bench, "{text:?}");
+            assert_eq!(xwarpd_file(text).unwrap(), bench, "{text:?}");
+        }
+        for bad in [
+            "", "forever", "-1", "5d", "1e3", "inf", "1 s", "1h30m", "10sec",
+        ] {
+            assert!(parse_duration(bad).is_err(), "-D {bad:?}");
+            assert!(xwarpd_flag(bad).is_err(), "--store-idle-timeout {bad:?}");
+            assert!(xwarpd_file(bad).is_err(), "idle_timeout = {bad:?}");
+        }
     }
 
     #[test]

@@ -6,16 +6,11 @@
 pub mod block_client;
 pub mod cli;
 pub mod compare;
-pub mod compare_polling;
-pub mod compare_queues;
-pub mod compare_report;
-pub mod compare_tcp;
 pub mod cpu;
 pub mod facts;
 pub mod handshake;
 pub mod host_load;
 pub mod io_pattern;
-pub mod linux;
 pub mod perftest;
 pub mod plot;
 pub mod raw;

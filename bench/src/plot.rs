@@ -1,9 +1,9 @@
 //! `xwarp-bench plot RESULT.json OUT.svg`: a result file drawn as people read these results,
 //! with `plotters` (SVG backend):
 //!
-//! - a `compare` file: grouped bars per test and size, one bar per transport (the median of the
-//!   rounds, a whisker from the smallest to the largest round), latency and bandwidth in two
-//!   panels;
+//! - a `compare` file: grouped bars per test and size, one bar per cell measured (the median of
+//!   the rounds, a whisker from the smallest to the largest round), a panel per unit (latency,
+//!   bandwidth, message rate: each test in its compare metric's), the legend beside them;
 //! - a test's file with latency percentiles: CDF curves (latency against percentile), one per
 //!   test, transport and size;
 //! - a test's file with bandwidth: bandwidth against message size (an `-a` sweep), one line per
@@ -14,23 +14,29 @@ use std::path::Path;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::compare::{CompareRecord, TRANSPORTS};
+use crate::cli::TestKind;
+use crate::compare::{Cell, CompareRecord, CompareReport, Metric};
 use crate::report::Record;
 
 type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
 
 /// One bar: the median and the spread of the rounds; `None` where nothing was measured.
 type Bar = Option<(f64, Option<[f64; 2]>)>;
-/// A group of bars (one per transport) and its label.
+/// A group of bars (one per cell) and its label.
 type Group = (String, Vec<Bar>);
 
-const COLORS: [RGBColor; 6] = [
+/// The series colours, in order (a compare chart's cells take them in [`Cell::ALL`] order).
+pub const COLORS: [RGBColor; 10] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),
     RGBColor(214, 39, 40),
     RGBColor(148, 103, 189),
     RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
 ];
 
 fn err(e: impl std::fmt::Display) -> String {
@@ -53,7 +59,7 @@ pub fn read(path: &Path) -> Result<Results, String> {
     if let Ok(r) = serde_json::from_str::<Vec<Record>>(&text) {
         return Ok(Results::Tests(r));
     }
-    crate::compare_report::CompareReport::from_json(&text)
+    CompareReport::from_json(&text)
         .map(|r| Results::Compare(r.records))
         .map_err(|e| {
             format!(
@@ -66,7 +72,11 @@ pub fn read(path: &Path) -> Result<Results, String> {
 /// Draws `input` into the SVG file `output`.
 pub fn run(input: &Path, output: &Path) -> Result<(), String> {
     let results = read(input)?;
-    let root = SVGBackend::new(output, (1000, 640)).into_drawing_area();
+    let size = match &results {
+        Results::Compare(c) => compare_size(c),
+        Results::Tests(_) => (1000, 640),
+    };
+    let root = SVGBackend::new(output, size).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     match &results {
         Results::Compare(c) => compare_bars(&root, c)?,
@@ -91,8 +101,15 @@ fn size_label(b: u64) -> String {
     }
 }
 
-/// One panel of grouped bars: groups (test and size) along x, one bar per transport.
-fn bar_panel(area: &Area, title: &str, unit: &str, rows: &[Group]) -> Result<(), String> {
+/// One panel of grouped bars: groups (test and size) along x, one bar per cell of `cells` in
+/// its colour (the legend beside the panels says which).
+fn bar_panel(
+    area: &Area,
+    title: &str,
+    y_desc: &str,
+    cells: &[Cell],
+    rows: &[Group],
+) -> Result<(), String> {
     let top = rows
         .iter()
         .flat_map(|(_, v)| v.iter().flatten())
@@ -102,7 +119,7 @@ fn bar_panel(area: &Area, title: &str, unit: &str, rows: &[Group]) -> Result<(),
         * 1.15;
     let groups = rows.len().max(1);
     let mut chart = ChartBuilder::on(area)
-        .caption(title, ("sans-serif", 20))
+        .caption(title, ("sans-serif", 18))
         .margin(10)
         .x_label_area_size(30)
         .y_label_area_size(60)
@@ -121,13 +138,12 @@ fn bar_panel(area: &Area, title: &str, unit: &str, rows: &[Group]) -> Result<(),
                 String::new()
             }
         })
-        .y_desc(unit)
+        .y_desc(y_desc)
         .draw()
         .map_err(err)?;
-    let n = TRANSPORTS.len() as f64;
-    let width = 0.8 / n;
-    for (t, name) in TRANSPORTS.iter().enumerate() {
-        let color = COLORS[t % COLORS.len()];
+    let width = 0.8 / cells.len().max(1) as f64;
+    for (t, &cell) in cells.iter().enumerate() {
+        let color = cell_color(cell);
         let bars: Vec<(f64, f64, Option<[f64; 2]>)> = rows
             .iter()
             .enumerate()
@@ -142,13 +158,12 @@ fn bar_panel(area: &Area, title: &str, unit: &str, rows: &[Group]) -> Result<(),
                     Rectangle::new([(x, 0.0), (x + width * 0.9, m)], color.filled())
                 }),
             )
-            .map_err(err)?
-            .label(*name)
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
-        // The figure over each bar: small bars beside tall ones stay readable.
+            .map_err(err)?;
+        // The figure over each bar and its whisker: small bars beside tall ones stay readable.
         chart
-            .draw_series(bars.iter().map(|&(x, m, _)| {
-                Text::new(format!("{m:.3}"), (x, m + top * 0.02), ("sans-serif", 11))
+            .draw_series(bars.iter().map(|&(x, m, r)| {
+                let above = r.map_or(m, |r| r[1].max(m)) + top * 0.06;
+                Text::new(format!("{m:.3}"), (x, above), ("sans-serif", 10))
             }))
             .map_err(err)?;
         // The spread of the rounds.
@@ -163,76 +178,157 @@ fn bar_panel(area: &Area, title: &str, unit: &str, rows: &[Group]) -> Result<(),
             }))
             .map_err(err)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(err)
+    Ok(())
 }
 
-/// `compare`: latency bars above, bandwidth bars below.
-fn compare_bars(root: &Area, recs: &[CompareRecord]) -> Result<(), String> {
-    // One group per test, size and MTU (compare runs its plan at each MTU).
-    let mut groups: Vec<(String, u64, Option<u32>)> = Vec::new();
+/// The colour of a cell's bars, the same in every panel.
+pub fn cell_color(cell: Cell) -> RGBColor {
+    let i = Cell::ALL.iter().position(|&c| c == cell).unwrap_or(0);
+    COLORS[i % COLORS.len()]
+}
+
+/// Width of the legend column right of the panels.
+pub const LEGEND_WIDTH: u32 = 170;
+/// The legend box's fill (the tests find the box by it).
+pub const LEGEND_FILL: RGBColor = RGBColor(248, 248, 248);
+/// Height of one panel of a compare chart.
+const PANEL_HEIGHT: u32 = 300;
+/// Width of a compare chart.
+const COMPARE_WIDTH: u32 = 1100;
+
+/// The legend of `cells` in its own column (`area`), so it covers no bar: a swatch of each
+/// cell's colour and its name, in a box.
+fn legend(area: &Area, cells: &[Cell]) -> Result<(), String> {
+    const ROW: i32 = 22;
+    let (x0, y0) = (10, 40);
+    let x1 = LEGEND_WIDTH as i32 - 10;
+    let y1 = y0 + 12 + ROW * cells.len() as i32;
+    area.draw(&Rectangle::new([(x0, y0), (x1, y1)], LEGEND_FILL.filled()))
+        .map_err(err)?;
+    area.draw(&Rectangle::new([(x0, y0), (x1, y1)], BLACK.stroke_width(1)))
+        .map_err(err)?;
+    for (i, &cell) in cells.iter().enumerate() {
+        let y = y0 + 8 + ROW * i as i32;
+        area.draw(&Rectangle::new(
+            [(x0 + 10, y + 2), (x0 + 24, y + 14)],
+            cell_color(cell).filled(),
+        ))
+        .map_err(err)?;
+        area.draw(&Text::new(
+            cell.name(),
+            (x0 + 32, y + 2),
+            ("sans-serif", 13),
+        ))
+        .map_err(err)?;
+    }
+    Ok(())
+}
+
+/// A panel's title and y axis description.
+fn panel_names(metric: Metric) -> (&'static str, &'static str) {
+    match metric {
+        Metric::Typical => (
+            "compare: typical latency [usec] (median of rounds; whiskers: min-max)",
+            "t_typical [usec]",
+        ),
+        Metric::Bandwidth => (
+            "compare: bandwidth [Gb/s] (median of rounds; whiskers: min-max)",
+            "BW average [Gb/sec]",
+        ),
+        Metric::Rate => (
+            "compare: message rate [Mpps] (median of rounds)",
+            "MsgRate [Mpps]",
+        ),
+    }
+}
+
+/// A group of bars: a test at a size and MTU.
+type GroupKey = (TestKind, u64, Option<u32>);
+
+/// The metrics `recs` have tests for, each with its groups (test, size and MTU, in the order
+/// of the file).
+fn panels(recs: &[CompareRecord]) -> Vec<(Metric, Vec<GroupKey>)> {
+    let mut groups: Vec<GroupKey> = Vec::new();
     for r in recs {
-        let key = (r.test.clone(), r.bytes, r.mtu);
+        let key = (r.test, r.bytes, r.mtu);
         if !groups.contains(&key) {
             groups.push(key);
         }
     }
-    let mtus = groups
+    Metric::ALL
+        .into_iter()
+        .map(|m| {
+            let these = groups.iter().copied();
+            (m, these.filter(|g| Metric::of_test(g.0) == m).collect())
+        })
+        .filter(|(_, g): &(Metric, Vec<GroupKey>)| !g.is_empty())
+        .collect()
+}
+
+/// The size of a compare chart of `recs`: a panel per unit, the legend beside them.
+fn compare_size(recs: &[CompareRecord]) -> (u32, u32) {
+    let n = panels(recs).len().max(1) as u32;
+    (COMPARE_WIDTH, PANEL_HEIGHT * n)
+}
+
+/// `compare`: a panel per unit (latency in usec, bandwidth in Gb/s, message rate in Mpps),
+/// each test in the panel of the figure compare compares it by, one bar per cell measured
+/// (the table's columns and the cells beside it), and one legend right of the panels.
+fn compare_bars(root: &Area, recs: &[CompareRecord]) -> Result<(), String> {
+    let panels = panels(recs);
+    if panels.is_empty() {
+        return Err("the compare file has no records".into());
+    }
+    let mtus = recs
         .iter()
-        .filter_map(|g| g.2)
+        .filter_map(|r| r.mtu)
         .fold(Vec::new(), |mut v, m| {
             if !v.contains(&m) {
                 v.push(m);
             }
             v
         });
-    let label = |test: &str, bytes: u64, mtu: Option<u32>| match mtu {
-        Some(m) if mtus.len() > 1 => format!("{test} {} @{m}", size_label(bytes)),
-        _ => format!("{test} {}", size_label(bytes)),
+    let label = |(test, bytes, mtu): GroupKey| match mtu {
+        Some(m) if mtus.len() > 1 => format!("{} {} @{m}", test.name(), size_label(bytes)),
+        _ => format!("{} {}", test.name(), size_label(bytes)),
     };
-    let rows = |lat: bool| -> Vec<Group> {
-        groups
+    let find = |(test, bytes, mtu): GroupKey, cell: Cell| {
+        recs.iter()
+            .find(|r| r.is(test, cell, bytes) && r.mtu == mtu)
+    };
+    // The cells with a figure in `groups`, in [`Cell::ALL`] order.
+    let measured = |groups: &[GroupKey], m: Metric| -> Vec<Cell> {
+        let has = |c| {
+            groups
+                .iter()
+                .any(|&g| find(g, c).is_some_and(|r| m.of(r).is_some()))
+        };
+        Cell::ALL.into_iter().filter(|&c| has(c)).collect()
+    };
+    let (charts, side) = root.split_horizontally(COMPARE_WIDTH - LEGEND_WIDTH);
+    let mut shown: Vec<Cell> = Vec::new();
+    let areas = charts.split_evenly((panels.len(), 1));
+    for ((metric, groups), area) in panels.iter().zip(&areas) {
+        let cells = measured(groups, *metric);
+        let rows: Vec<Group> = groups
             .iter()
-            .filter(|(test, _, _)| test.ends_with("_lat") == lat)
-            .map(|(test, bytes, mtu)| {
-                let per: Vec<_> = TRANSPORTS
-                    .iter()
-                    .map(|t| {
-                        let r = recs.iter().find(|r| {
-                            &r.test == test
-                                && r.bytes == *bytes
-                                && r.mtu == *mtu
-                                && r.transport == *t
-                        })?;
-                        if lat {
-                            Some((r.t_typical_us?, r.t_typical_range_us))
-                        } else {
-                            Some((r.bw_gbps?, r.bw_range_gbps))
-                        }
-                    })
-                    .collect();
-                (label(test, *bytes, *mtu), per)
+            .map(|&g| {
+                let bars = cells.iter().map(|&c| {
+                    let r = find(g, c)?;
+                    Some((metric.of(r)?, metric.range(r)))
+                });
+                (label(g), bars.collect())
             })
-            .collect()
-    };
-    let (upper, lower) = root.split_vertically(320);
-    bar_panel(
-        &upper,
-        "compare: typical latency (median of rounds; whiskers: min-max)",
-        "t_typical [usec]",
-        &rows(true),
-    )?;
-    bar_panel(
-        &lower,
-        "compare: bandwidth (median of rounds; whiskers: min-max)",
-        "BW average [Gb/sec]",
-        &rows(false),
-    )
+            .collect();
+        let (title, y_desc) = panel_names(*metric);
+        bar_panel(area, title, y_desc, &cells, &rows)?;
+        shown.extend(cells);
+    }
+    let shown: Vec<Cell> = Cell::ALL
+        .into_iter()
+        .filter(|c| shown.contains(c))
+        .collect();
+    legend(&side, &shown)
 }
 
 /// Latency CDF curves: x latency (usec), y percentile.

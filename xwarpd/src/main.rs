@@ -100,7 +100,8 @@ struct RunArgs {
     /// Most store connections served at once; more are refused and counted [default: 64].
     #[arg(long, value_name = "N")]
     store_max_connections: Option<String>,
-    /// Close a store connection with no call for this long (300, 300s, 5m) [default: 300s].
+    /// Close a store connection with no call for this long: seconds or a number with a unit ms,
+    /// s, m or h (300, 1.5s, 5m, 1h), from 1s to 7 days [default: 5m].
     #[arg(long, value_name = "DURATION")]
     store_idle_timeout: Option<String>,
     /// Also serve the store over ONC RPC on plain TCP: "on" or "off" [default: off]. Same

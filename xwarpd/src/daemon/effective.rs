@@ -3,6 +3,7 @@
 //! can be saved and read back as a configuration.
 
 use toml::{Table, Value};
+use tool_support::TimeSpan;
 
 use super::config::{DaemonConfig, MetricsAddr};
 use crate::store::AllowList;
@@ -106,8 +107,7 @@ impl DaemonConfig {
             sm.insert("credits".into(), i(st.credits));
             sm.insert("max_io".into(), s(st.max_io));
             sm.insert("max_connections".into(), i(st.max_connections));
-            let idle = i64::try_from(st.idle_timeout.as_secs()).unwrap_or(i64::MAX);
-            sm.insert("idle_timeout".into(), s(format!("{idle}s")));
+            sm.insert("idle_timeout".into(), s(TimeSpan(st.idle_timeout)));
             t.insert("store".into(), Value::Table(sm));
         }
         let listeners = self
@@ -164,7 +164,7 @@ addr = "198.18.0.1:18516"
             "bind = \"copy\"",
             "attach = \"generic\"",
             "local_ports = \"45000-45099\"",
-            "idle_timeout = \"300s\"",
+            "idle_timeout = \"5m\"",
             "credits = 16",
             "log = \"info\"",
             "[mpa]",

@@ -12,6 +12,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use tool_support::TimeSpan;
+
 use super::config::{addr, pick, ByteSize, ConfigError, Overrides, RawSize};
 pub use crate::oncrpc::DEFAULT_TCP_STORE_PORT;
 use crate::store::{AllowList, IpNet, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS};
@@ -20,6 +22,10 @@ use crate::store::{AllowList, IpNet, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIO
 pub const DEFAULT_STORE_PORT: u16 = 20049;
 /// Largest connection cap accepted.
 const MAX_CONNECTIONS_LIMIT: u32 = 4096;
+/// The shortest idle timeout accepted.
+const IDLE_TIMEOUT_MIN: Duration = Duration::from_secs(1);
+/// The longest idle timeout accepted: a week.
+const IDLE_TIMEOUT_MAX: Duration = Duration::from_secs(7 * 86_400);
 
 /// The `[store]` section as written (every key optional; unknown keys are errors).
 #[derive(Debug, Default, Deserialize)]
@@ -38,11 +44,13 @@ pub(super) struct RawStore {
     tcp_rdma_option: Option<bool>,
 }
 
-/// A duration in TOML: whole seconds, or a string with a unit (`300s`, `5m`, `1h`).
+/// A duration in TOML: seconds (`300`, `1.5`), or a string in [`TimeSpan`]'s grammar (`300s`,
+/// `5m`, `1h`).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
 enum RawDuration {
     Secs(i64),
+    Fraction(f64),
     Text(String),
 }
 
@@ -117,21 +125,6 @@ fn parse_tcp(rs: &RawStore, o: &Overrides) -> Result<Option<TcpStoreConfig>, Con
         })?,
     };
     Ok(on.then_some(TcpStoreConfig { port, rdma_option }))
-}
-
-/// Parses `v` as seconds or a number with a unit `s`, `m` or `h`.
-fn parse_duration(v: &str) -> Option<Duration> {
-    let v = v.trim();
-    let split = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
-    let (num, unit) = v.split_at(split);
-    let n: u64 = num.parse().ok()?;
-    let mult = match unit.trim() {
-        "" | "s" => 1,
-        "m" | "min" => 60,
-        "h" => 3600,
-        _ => return None,
-    };
-    n.checked_mul(mult).map(Duration::from_secs)
 }
 
 /// An allow-list entry: a network (`198.18.0.0/15`, `2001:db8::/32`) or one address.
@@ -251,6 +244,7 @@ pub(super) fn parse_store(
     };
     let idle_key = match &rs.idle_timeout {
         Some(RawDuration::Secs(n)) => Some(n.to_string()),
+        Some(RawDuration::Fraction(x)) => Some(x.to_string()),
         Some(RawDuration::Text(t)) => Some(t.clone()),
         None => None,
     };
@@ -260,12 +254,15 @@ pub(super) fn parse_store(
     );
     let idle_timeout = match idle {
         None => DEFAULT_IDLE_TIMEOUT,
-        Some((setting, v)) => parse_duration(v)
-            .filter(|d| (1..=7 * 86_400).contains(&d.as_secs()))
+        Some((setting, v)) => v
+            .parse::<TimeSpan>()
+            .ok()
+            .map(Duration::from)
+            .filter(|d| (IDLE_TIMEOUT_MIN..=IDLE_TIMEOUT_MAX).contains(d))
             .ok_or_else(|| ConfigError::Invalid {
                 setting,
                 value: v.into(),
-                expected: "a duration from 1s to 7 days: seconds, or a number with s, m or h (300, 300s, 5m)",
+                expected: "a duration from 1s to 7 days: seconds, or a number with a unit ms, s, m or h (300, 1.5s, 5m, 1h)",
             })?,
     };
     Ok(Some(StoreConfig {
@@ -463,14 +460,51 @@ mod tests {
         assert!(e.contains("--store-allow") && e.contains("nowhere"), "{e}");
     }
 
+    /// The idle timeout reads every form of the tools' one duration grammar, from the file and
+    /// from the flag, and refuses what it refuses or what lies outside 1 s to 7 days.
     #[test]
-    fn durations() {
-        assert_eq!(parse_duration("300"), Some(Duration::from_secs(300)));
-        assert_eq!(parse_duration("300s"), Some(Duration::from_secs(300)));
-        assert_eq!(parse_duration("5m"), Some(Duration::from_secs(300)));
-        assert_eq!(parse_duration("2h"), Some(Duration::from_secs(7200)));
-        assert_eq!(parse_duration("-1"), None);
-        assert_eq!(parse_duration("5d"), None);
-        assert_eq!(parse_duration(""), None);
+    fn idle_timeout_takes_the_tools_duration_grammar() {
+        let base = "[store]\npath = \"/x\"\nlisten = \"198.18.0.1:20049\"\n";
+        let file = |v: &str| store(&format!("{base}idle_timeout = {v}"), &Overrides::default());
+        let flag = |v: &str| {
+            let o = Overrides {
+                store_idle_timeout: Some(v.into()),
+                ..Overrides::default()
+            };
+            store(base, &o)
+        };
+        for (text, want) in [
+            ("300", 300_000),
+            ("300s", 300_000),
+            ("1.5s", 1_500),
+            ("1500ms", 1_500),
+            ("5m", 300_000),
+            ("2h", 7_200_000),
+            ("1.5", 1_500),
+        ] {
+            let want = Duration::from_millis(want);
+            assert_eq!(
+                flag(text).unwrap().idle_timeout,
+                want,
+                "--store-idle-timeout {text}"
+            );
+            assert_eq!(
+                file(&format!("\"{text}\"")).unwrap().idle_timeout,
+                want,
+                "{text:?}"
+            );
+        }
+        assert_eq!(file("300").unwrap().idle_timeout, Duration::from_secs(300));
+        assert_eq!(
+            file("2.5").unwrap().idle_timeout,
+            Duration::from_millis(2500)
+        );
+        for bad in ["-1", "5d", "", "250ms", "8h0", "169h", "1e3", "soon"] {
+            let e = flag(bad).expect_err(bad).to_string();
+            assert!(
+                e.contains("--store-idle-timeout") && e.contains("1s to 7 days"),
+                "{bad}: {e}"
+            );
+        }
     }
 }

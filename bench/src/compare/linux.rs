@@ -1,18 +1,19 @@
-//! The `linux` column of `compare`: Linux TCP itself on the same testbed with the same pinning,
-//! the yardstick a bypass stack has to beat. Latency tests run sockperf's TCP ping-pong with
-//! messages of the test's size (sockperf reports half the round trip, as the bench does);
-//! bandwidth tests run iperf3 with writes of the test's size (`rpc_read` reversed: the server
-//! sends, as the store does). The message rate of a bandwidth test is bytes / size per second.
-//! sockperf runs as shipped (blocking sockets: each message wakes a sleeping thread) for the
-//! table's `linux` column, and with `--nonblocked` at both ends for the polling rows
-//! ([`crate::compare_polling`]), where its server polls its socket without sleeping, as our
-//! transports poll their rings.
+//! The `linux` column of `compare` and its polling rows: Linux TCP itself on the same testbed
+//! with the same pinning, the yardstick a bypass stack has to beat. Latency tests run
+//! sockperf's TCP ping-pong with messages of the test's size (sockperf reports half the round
+//! trip, as the bench does); bandwidth tests run iperf3 with writes of the test's size
+//! (`rpc_read` reversed: the server sends, as the store does). The message rate of a bandwidth
+//! test is bytes / size per second. sockperf runs as shipped (blocking sockets: each message
+//! wakes a sleeping thread) for the `linux` column, and with `--nonblocked` at both ends for
+//! the polling rows ([`super::polling`]), where its server polls its socket without sleeping,
+//! as our transports poll their rings.
 
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
+use super::pair::side_command;
+use super::record::{Cell, CompareRecord};
 use crate::cli::TestKind;
-use crate::compare::{side_command, CompareRecord};
 use crate::testbed::{Testbed, ADDR_A};
 
 /// How long one Linux TCP measurement runs.
@@ -34,11 +35,11 @@ pub enum Sockets {
 }
 
 impl Sockets {
-    /// The transport name of the records measured this way.
-    pub fn transport(self) -> &'static str {
+    /// The cell of the records measured this way.
+    pub fn cell(self) -> Cell {
         match self {
-            Self::Blocking => "linux",
-            Self::NonBlocking => crate::compare_polling::TRANSPORT,
+            Self::Blocking => Cell::Linux,
+            Self::NonBlocking => Cell::LinuxPoll,
         }
     }
 
@@ -62,16 +63,7 @@ pub fn run(
     sockets: Sockets,
 ) -> Result<CompareRecord, String> {
     let port_s = port.to_string();
-    let mut rec = CompareRecord {
-        test: test.name().into(),
-        transport: sockets.transport().into(),
-        bytes,
-        t_typical_us: None,
-        p99_us: None,
-        bw_gbps: None,
-        msg_rate_mpps: None,
-        ..CompareRecord::default()
-    };
+    let mut rec = CompareRecord::new(test, sockets.cell(), bytes);
     if test.is_latency() {
         let mut server = vec!["sr", "--tcp", "-i", ADDR_A, "-p", &port_s];
         let size = bytes.max(14).to_string();

@@ -1,4 +1,4 @@
-//! The compare JSON: the records and what they ran on (host, kernel, commit, settings).
+//! The compare JSON: the records and what they ran on.
 //!
 //! ```json
 //! { "environment": { "kernel": "6.12.48", "mtus": [1500, 9000], "pinning": "...", ... },
@@ -11,7 +11,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::compare::CompareRecord;
+use super::record::CompareRecord;
 
 /// What a compare run ran on, as a whole.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -122,15 +122,14 @@ fn kernel_release() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::TestKind;
+    use crate::compare::record::Cell;
 
     #[test]
     fn reads_its_own_format_and_the_bare_array_before_it() {
         let rec = CompareRecord {
-            test: "write_lat".into(),
-            transport: "xdp".into(),
-            bytes: 64,
             t_typical_us: Some(4.0),
-            ..CompareRecord::default()
+            ..CompareRecord::new(TestKind::WriteLat, Cell::Xdp, 64)
         };
         let r = CompareReport {
             environment: Environment::here(&[1500, 9000], true, 3, false),
