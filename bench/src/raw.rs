@@ -17,15 +17,15 @@
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use dataplane::xdp::netlink::RtNetlink;
-use dataplane::xdp::program::ifindex;
+use afxdp::netlink::RtNetlink;
+use afxdp::program::ifindex;
+use afxdp::xsk::{frame_size_for_mtu, multi_buffer_for_mtu};
+use afxdp::{
+    resolve_next_hop, steered_queue, AttachPolicy, PortKind, XdpProgram, XskConfig, XskQueue,
+};
 use dataplane::xdp::raw::{
     raw_echo, raw_flood, raw_ping_pong, raw_sink, raw_sink_report, PingPongConfig, RawEndpoint,
     HEADERS_LEN,
-};
-use dataplane::xdp::xsk::{frame_size_for_mtu, multi_buffer_for_mtu};
-use dataplane::xdp::{
-    resolve_next_hop, steered_queue, AttachPolicy, PortKind, XdpProgram, XskConfig, XskQueue,
 };
 
 use crate::cli::{Length, RunSpec, TestKind};
@@ -270,7 +270,7 @@ mod tests {
         assert_eq!(max_payload(3498, 4096 - UMEM_HEADROOM), 3458);
         // MTU 9000 takes a chain of 4096-byte frames (multi-buffer): all of the MTU.
         assert!(multi_buffer_for_mtu(9000));
-        let chain = dataplane::xdp::xsk::MAX_FRAGMENTS * (4096 - UMEM_HEADROOM);
+        let chain = afxdp::xsk::MAX_FRAGMENTS * (4096 - UMEM_HEADROOM);
         assert_eq!(max_payload(9000, chain), 8960);
         // Without multi-buffer it would be cut to one frame.
         assert_eq!(max_payload(9000, 4096 - UMEM_HEADROOM), 4096 - 256 - 54);

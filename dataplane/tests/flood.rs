@@ -19,9 +19,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
 
+use afxdp::BindMode;
 use dataplane::xdp::packet_socket::PacketSocket;
 use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
-use dataplane::xdp::BindMode;
 use dataplane::{
     Access, CompletionQueue, ConnectionConfig, Device, EngineMode, MpaSettings, Status, Transport,
     XdpConfig,

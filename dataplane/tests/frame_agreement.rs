@@ -16,10 +16,10 @@
 
 use std::net::IpAddr;
 
-use dataplane::xdp::testbed::{for_test, Side};
-use dataplane::xdp::{
+use afxdp::{
     steered_queue, AttachPolicy, PortKind, SteerCounters, XdpAction, XdpProgram, XskConfig,
 };
+use dataplane::xdp::testbed::{for_test, Side};
 use endpoint::{classify, FrameVerdict, OwnedAddrs};
 use testkit::frame_corpus::{frame_corpus, header_mutations, named, CorpusAddrs, Expect};
 use testkit::or_skip;

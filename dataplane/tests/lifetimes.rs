@@ -12,8 +12,8 @@ mod raw_peer;
 use std::net::{SocketAddr, TcpListener};
 use std::time::{Duration, Instant};
 
+use afxdp::BindMode;
 use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
-use dataplane::xdp::BindMode;
 use dataplane::{
     Access, Completion, CompletionQueue, ConnectionConfig, Device, EngineMode, MemoryRegion,
     Opcode, QpInit, QueuePair, RemoteAddr, Status, XdpConfig,

@@ -17,8 +17,8 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
+use afxdp::BindMode;
 use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
-use dataplane::xdp::BindMode;
 use dataplane::{
     Access, CompletionQueue, ConnectError, ConnectionConfig, Device, EngineMode, Listener,
     MemoryRegion, QpInit, QueuePair, RemoteAddr, Status, Transport, XdpConfig,

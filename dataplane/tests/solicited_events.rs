@@ -8,8 +8,8 @@ use std::net::{SocketAddr, SocketAddrV4};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use afxdp::BindMode;
 use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
-use dataplane::xdp::BindMode;
 use dataplane::{
     Access, CompletionQueue, ConnectionConfig, Device, Listener, Opcode, QpInit, QueuePair, Status,
     Transport, XdpConfig,

@@ -7,7 +7,7 @@
 use std::net::{SocketAddr, SocketAddrV4};
 use std::time::Duration;
 
-use dataplane::xdp::rss;
+use afxdp::rss;
 use dataplane::xdp::testbed::{available, Side, VethTestbed};
 use dataplane::{
     Access, CompletionQueue, ConnectionConfig, Device, EngineMode, Listener, Status, XdpConfig,
@@ -190,7 +190,7 @@ fn a_device_serves_one_to_64_queues() {
     let _ns = tb.enter(Side::A).unwrap();
     for bad in [0, 65] {
         let mut cfg = XdpConfig::new(tb.ifname(Side::A));
-        cfg.bind = dataplane::xdp::BindMode::Copy;
+        cfg.bind = afxdp::BindMode::Copy;
         cfg.queues = bad;
         let e = Device::open_xdp(cfg).unwrap_err();
         assert!(
@@ -214,7 +214,7 @@ fn veth_reports_no_rss_and_a_missing_interface_is_an_error() {
     );
     assert!(matches!(
         rss::read_rss("xwnosuch0"),
-        Err(dataplane::xdp::XdpError::NoSuchInterface)
+        Err(afxdp::XdpError::NoSuchInterface)
     ));
 }
 

@@ -2,11 +2,11 @@
 //! a fresh network namespace. Root; under `CI=true` these must run.
 #![cfg(target_os = "linux")]
 
-use dataplane::xdp::program::{attached, ifindex};
-use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
-use dataplane::xdp::{
+use afxdp::program::{attached, ifindex};
+use afxdp::{
     AttachMode, AttachPolicy, BindMode, IfName, XdpError, XdpProgram, XskConfig, XskQueue,
 };
+use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
 use dataplane::{Device, DeviceError, XdpConfig};
 use testkit::or_skip;
 
@@ -314,8 +314,7 @@ fn map_bounds_are_checked() {
         Err(XdpError::Invalid(_))
     ));
     assert!(!prog.unsteer_port(1234).unwrap());
-    prog.steer_port(1234, dataplane::xdp::PortKind::Listen)
-        .unwrap();
+    prog.steer_port(1234, afxdp::PortKind::Listen).unwrap();
     assert!(prog.unsteer_port(1234).unwrap());
     assert_eq!(prog.port_kind(1234).unwrap(), None);
 }
@@ -335,10 +334,7 @@ fn child_attach_and_hang(spec: &str) {
         "generic" => AttachPolicy::GenericOnly,
         _ => AttachPolicy::NativeOnly,
     };
-    let _ns = dataplane::xdp::netns::NetNs::named(ns)
-        .unwrap()
-        .enter()
-        .unwrap();
+    let _ns = afxdp::netns::NetNs::named(ns).unwrap().enter().unwrap();
     let prog = XdpProgram::attach(ifname, policy).unwrap();
     println!("attached {}", prog.prog_id());
     std::io::Write::flush(&mut std::io::stdout()).unwrap();
@@ -503,7 +499,7 @@ fn rx_queue_count_matches_the_veth_and_every_queue_binds() {
     };
     let _ns = tb.enter(Side::A).unwrap();
     let ifa = tb.ifname(Side::A);
-    assert_eq!(dataplane::xdp::queues::rx_queue_count(ifa).unwrap(), 1);
+    assert_eq!(afxdp::queues::rx_queue_count(ifa).unwrap(), 1);
     tb.ip_cmd(
         Side::A,
         &[
@@ -522,7 +518,7 @@ fn rx_queue_count_matches_the_veth_and_every_queue_binds() {
         ],
     )
     .unwrap();
-    let n = dataplane::xdp::queues::rx_queue_count("xwmq0").unwrap();
+    let n = afxdp::queues::rx_queue_count("xwmq0").unwrap();
     assert_eq!(n, 3);
     let small = XskConfig {
         frame_count: 64,
@@ -541,7 +537,7 @@ fn rx_queue_count_matches_the_veth_and_every_queue_binds() {
         "no queue beyond the count"
     );
     assert_eq!(
-        dataplane::xdp::queues::rx_queue_count("xw-none").err(),
+        afxdp::queues::rx_queue_count("xw-none").err(),
         Some(XdpError::NoSuchInterface)
     );
 }

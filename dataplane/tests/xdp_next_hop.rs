@@ -7,14 +7,12 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::thread;
 use std::time::Duration;
 
-use dataplane::xdp::netlink::RtNetlink;
-use dataplane::xdp::netns::NetNs;
-use dataplane::xdp::ports::{is_reserved, reserve_local_ports};
-use dataplane::xdp::program::ifindex;
+use afxdp::netlink::RtNetlink;
+use afxdp::netns::NetNs;
+use afxdp::ports::{is_reserved, reserve_local_ports};
+use afxdp::program::ifindex;
+use afxdp::{resolve_next_hop, AttachPolicy, LocalPortRange, PortKind, XdpError, XdpProgram};
 use dataplane::xdp::testbed::{for_test, Side};
-use dataplane::xdp::{
-    resolve_next_hop, AttachPolicy, LocalPortRange, PortKind, XdpError, XdpProgram,
-};
 use testkit::or_skip;
 
 /// Requirement (issue 4): the next-hop MAC comes from the kernel's neighbour table, and a

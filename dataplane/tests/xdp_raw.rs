@@ -5,15 +5,15 @@
 use std::thread;
 use std::time::Duration;
 
+use afxdp::{
+    resolve_next_hop, steered_queue, AttachPolicy, BusyPoll, PortKind, XdpProgram, XskConfig,
+    XskQueue,
+};
 use dataplane::xdp::raw::{
     raw_echo, raw_flood, raw_ping_pong, raw_sink, raw_sink_report, PingPongConfig, PingPongReport,
     RawEndpoint,
 };
 use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
-use dataplane::xdp::{
-    resolve_next_hop, steered_queue, AttachPolicy, BusyPoll, PortKind, XdpProgram, XskConfig,
-    XskQueue,
-};
 use testkit::or_skip;
 
 const PORT: u16 = 18515;

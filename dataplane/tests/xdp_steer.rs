@@ -9,14 +9,14 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use afxdp::{
+    resolve_next_hop, steered_queue, AttachMode, AttachPolicy, Frame, PortKind, XdpProgram,
+    XskConfig, XskQueue,
+};
 use dataplane::xdp::packet_socket::PacketSocket;
 use dataplane::xdp::ping::icmp_echo;
 use dataplane::xdp::raw::{build_tcp_frame, tcp_payload, RawEndpoint};
 use dataplane::xdp::testbed::{for_test, Side};
-use dataplane::xdp::{
-    resolve_next_hop, steered_queue, AttachMode, AttachPolicy, Frame, PortKind, XdpProgram,
-    XskConfig, XskQueue,
-};
 use testkit::frame_corpus::{frame_corpus, named, CorpusAddrs};
 use testkit::or_skip;
 
@@ -90,10 +90,7 @@ fn steered_port_reaches_af_xdp_and_the_rest_passes_to_the_kernel() {
     let client = {
         let ns_a = tb.netns_name(Side::A).to_owned();
         thread::spawn(move || {
-            let _g = dataplane::xdp::netns::NetNs::named(&ns_a)
-                .unwrap()
-                .enter()
-                .unwrap();
+            let _g = afxdp::netns::NetNs::named(&ns_a).unwrap().enter().unwrap();
             let steered = TcpStream::connect_timeout(
                 &SocketAddr::from((ip_b, STEERED)),
                 Duration::from_millis(1500),

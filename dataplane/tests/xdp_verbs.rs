@@ -11,7 +11,7 @@ use std::net::{SocketAddr, SocketAddrV4};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use dataplane::xdp::program::attached;
+use afxdp::program::attached;
 use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
 use dataplane::{
     Access, CompletionQueue, ConnectionConfig, Device, EngineMode, Opcode, QpInit, QueuePair,
@@ -387,7 +387,7 @@ fn dropped_listener_keeps_its_connections_and_the_port_can_be_listened_on_again(
 fn open_xdp_v6(tb: &VethTestbed, side: Side) -> Device {
     let _ns = tb.enter(side).unwrap();
     let mut cfg = XdpConfig::new(tb.ifname(side));
-    cfg.bind = dataplane::xdp::BindMode::Copy;
+    cfg.bind = afxdp::BindMode::Copy;
     cfg.address = Some(tb.ip6(side).into());
     Device::open_xdp(cfg).expect("open the xdp device on IPv6")
 }

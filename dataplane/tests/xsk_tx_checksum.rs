@@ -11,10 +11,10 @@ mod common;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
+use afxdp::{BindMode, TxChecksumOffload, XskConfig, XskQueue};
 use common::*;
 use dataplane::xdp::packet_socket::PacketSocket;
 use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
-use dataplane::xdp::{BindMode, TxChecksumOffload, XskConfig, XskQueue};
 use tcp_offload::wire::{Flags, SegmentRepr, TcpOptions};
 use tcp_offload::{FourTuple, SeqNum, TxChecksum};
 use testkit::or_skip;
@@ -162,14 +162,11 @@ fn auto_leaves_checksums_to_the_engine_on_veth() {
     };
     tb.run_in(Side::A, || {
         let ifname = tb.ifname(Side::A);
-        let idx = dataplane::xdp::program::ifindex(ifname).unwrap();
-        let features = dataplane::xdp::xsk_features::dev_features(idx).unwrap();
+        let idx = afxdp::program::ifindex(ifname).unwrap();
+        let features = afxdp::xsk_features::dev_features(idx).unwrap();
         // veth's XDP features (basic, redirect, ndo-xmit, ...): the query was answered.
         assert_ne!(features.xdp, 0, "{features:?}");
-        assert_eq!(
-            features.xsk & dataplane::xdp::xsk_features::XSK_TX_CHECKSUM,
-            0
-        );
+        assert_eq!(features.xsk & afxdp::xsk_features::XSK_TX_CHECKSUM, 0);
         assert_eq!(
             TxChecksumOffload::Auto.resolve(ifname),
             TxChecksumOffload::Off

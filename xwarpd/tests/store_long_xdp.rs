@@ -9,7 +9,7 @@
 mod store_support;
 
 use dataplane::xdp::testbed::{for_test, Side};
-use dataplane::xdp::BindMode;
+use dataplane::BindMode;
 use dataplane::{Access, Device, MappedFile, XdpConfig};
 use std::net::{SocketAddr, SocketAddrV4};
 use store_support::{pattern, TempFile};

@@ -10,7 +10,7 @@ mod xwarpd_support;
 
 use std::time::Duration;
 
-use dataplane::xdp::program::attached;
+use afxdp::program::attached;
 use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
 use dataplane::{Access, ConnectionConfig, Device, QpInit, Transport};
 use testkit::or_skip;

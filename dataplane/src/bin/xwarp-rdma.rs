@@ -13,10 +13,9 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use dataplane::xdp::TxChecksumOffload;
 use dataplane::{
     Access, CompletionQueue, ConnectionConfig, Device, EngineMode, MemoryRegion, MpaSettings,
-    Opcode, QpInit, QueuePair, RemoteAddr, Transport, XdpConfig,
+    Opcode, QpInit, QueuePair, RemoteAddr, Transport, TxChecksumOffload, XdpConfig,
 };
 use tool_support::{ByteSize, Pattern};
 

@@ -11,9 +11,9 @@ use endpoint::ListenerId;
 
 use super::socket::TcpStream;
 use super::{io_err, StreamConfig};
-use crate::xdp::PortKind;
 use crate::xdp_device::{wait_on_lanes, XdpDevice, XdpLanes};
 use crate::Device;
+use afxdp::PortKind;
 
 /// A TCP listener on the device's AF_XDP engines (every lane of a multi-queue device).
 /// Dropping it stops listening: queued connections are reset, the port is unsteered once its

@@ -5,7 +5,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
-use super::program::ifindex;
+use afxdp::program::ifindex;
 
 /// An `AF_PACKET`/`SOCK_RAW` socket bound to one interface (all protocols).
 #[derive(Debug)]

@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 
 use tcp_offload::checksum;
 
-use super::netlink::Mac;
-use super::next_hop::NextHop;
-use super::xsk::{Frame, XskQueue};
-use super::XdpError;
+use afxdp::netlink::Mac;
+use afxdp::next_hop::NextHop;
+use afxdp::xsk::{Frame, XskQueue};
+use afxdp::XdpError;
 
 /// Ethernet + IPv4 + TCP header bytes of the frames built here (no options).
 pub const HEADERS_LEN: usize = 14 + 20 + 20;

@@ -10,10 +10,10 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use super::netlink::{Mac, RtNetlink};
-use super::netns::{NetNs, NetNsGuard};
-use super::program::ifindex;
-use super::XdpError;
+use afxdp::netlink::{Mac, RtNetlink};
+use afxdp::netns::{NetNs, NetNsGuard};
+use afxdp::program::ifindex;
+use afxdp::XdpError;
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
@@ -196,7 +196,7 @@ impl VethTestbed {
     pub fn xdp_device(&self, side: Side, mode: crate::EngineMode) -> crate::Device {
         let _ns = self.enter(side).expect("enter the namespace");
         let mut cfg = crate::XdpConfig::new(self.ifname(side));
-        cfg.bind = super::BindMode::Copy;
+        cfg.bind = afxdp::BindMode::Copy;
         cfg.mode = mode;
         crate::Device::open_xdp(cfg).expect("open the xdp device")
     }
@@ -211,7 +211,7 @@ impl VethTestbed {
     ) -> crate::Device {
         let _ns = self.enter(side).expect("enter the namespace");
         let mut cfg = crate::XdpConfig::new(self.ifname(side));
-        cfg.bind = super::BindMode::Copy;
+        cfg.bind = afxdp::BindMode::Copy;
         cfg.mode = mode;
         cfg.queues = queues;
         crate::Device::open_xdp(cfg).expect("open the xdp device")

@@ -13,8 +13,8 @@ use super::route::{QpLink, Request};
 use super::XdpDevice;
 use crate::counters::DeviceCounters;
 use crate::qp::{next_qp_num, Established};
-use crate::xdp::PortKind;
 use crate::{AcceptError, ConnectError, ConnectionConfig, QpInit, QueuePair};
+use afxdp::PortKind;
 
 /// An engine listener: listening on every lane of its device.
 #[derive(Debug)]

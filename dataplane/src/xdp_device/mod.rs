@@ -33,7 +33,7 @@ pub(crate) use listener::{XdpIncoming, XdpListener};
 pub(crate) use qp::XdpQp;
 pub(crate) use route::State;
 
-use crate::xdp::netns::NetNs;
+use afxdp::netns::NetNs;
 
 /// Idle polls of the engine thread before it starts sleeping between polls.
 const IDLE_SPINS: u32 = 2000;

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use endpoint::FastMap;
 
-use crate::xdp::{PortKind, SteerCounters, XdpError, XdpProgram};
+use afxdp::{PortKind, SteerCounters, XdpError, XdpProgram};
 
 /// Most lanes a device runs (the lane mask's width; the program's socket map holds 64).
 pub(crate) const MAX_LANES: u16 = 64;

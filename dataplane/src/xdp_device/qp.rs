@@ -10,8 +10,8 @@ use endpoint::{ConnId, Endpoint, EndpointError, QpSettings};
 
 use crate::engine::PdHandle;
 use crate::qp::{next_qp_num, refused, Established, QpError};
-use crate::xdp::{resolve_next_hop, XdpError};
 use crate::{ConnectError, ConnectionConfig, PostError, ProtectionDomain, QpInit};
+use afxdp::{resolve_next_hop, XdpError};
 
 /// The engine side of a [`crate::QueuePair`].
 #[derive(Debug)]

@@ -19,11 +19,11 @@ use std::sync::{mpsc, Arc, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use dataplane::engine::{Engine, XskIo};
-use dataplane::xdp::testbed::{Side, VethTestbed};
-use dataplane::xdp::{
+use afxdp::{
     AttachMode, AttachPolicy, BindMode, LocalPortRange, PortKind, XdpProgram, XskConfig, XskQueue,
 };
+use dataplane::engine::{Engine, XskIo};
+use dataplane::xdp::testbed::{Side, VethTestbed};
 use dataplane::{
     Access, Completion as KCompletion, CompletionQueue, ConnectionConfig, Device, MemoryRegion,
     MpaSettings, Opcode, ProtectionDomain, QpInit, QueuePair, RemoteAddr, Status, Transport,

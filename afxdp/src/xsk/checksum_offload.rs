@@ -3,8 +3,8 @@
 //! the queue writes in front of a packet's first frame.
 
 use super::{Frame, XskQueue};
-use crate::xdp::tx_metadata::{self, TX_METADATA_LEN};
-use crate::xdp::xsk_features;
+use crate::tx_metadata::{self, TX_METADATA_LEN};
+use crate::xsk_features;
 
 /// Who computes the TCP checksum of a transmitted frame. With anything but `Off`, every frame
 /// [`XskQueue::send`] queues that carries TCP over IPv4 or IPv6 gets an AF_XDP TX metadata

@@ -62,7 +62,7 @@ impl XdpError {
     }
 
     /// An `io::Error` tagged with `op`.
-    pub(crate) fn from_io(op: &'static str, e: &io::Error) -> Self {
+    pub fn from_io(op: &'static str, e: &io::Error) -> Self {
         Self::Os {
             op,
             errno: e.raw_os_error().unwrap_or(libc::EIO),

@@ -13,14 +13,14 @@
 //! on cache-resident data (`cargo bench -p dataplane --bench pinned_copy`).
 
 /// Largest piece given to one `memcpy`: below glibc's smallest default `rep movsb` threshold.
-pub(crate) const PIECE: usize = 2048;
+pub const PIECE: usize = 2048;
 
 /// Copies `len` octets from `src` to `dst`, [`PIECE`] octets at a time.
 ///
 /// # Safety
 /// `src` must be valid for reads and `dst` for writes of `len` octets, and the two ranges must
 /// not overlap (the contract of [`std::ptr::copy_nonoverlapping`]).
-pub(crate) unsafe fn copy_nonoverlapping(src: *const u8, dst: *mut u8, len: usize) {
+pub unsafe fn copy_nonoverlapping(src: *const u8, dst: *mut u8, len: usize) {
     let mut at = 0;
     while at < len {
         let n = PIECE.min(len - at);
@@ -33,7 +33,7 @@ pub(crate) unsafe fn copy_nonoverlapping(src: *const u8, dst: *mut u8, len: usiz
 
 /// `dst.copy_from_slice(src)` in [`PIECE`]-octet pieces (for copies into or out of frames that
 /// may exceed the `rep movsb` threshold). Panics if the lengths differ, as `copy_from_slice` does.
-pub(crate) fn copy_from_slice(dst: &mut [u8], src: &[u8]) {
+pub fn copy_from_slice(dst: &mut [u8], src: &[u8]) {
     assert_eq!(
         dst.len(),
         src.len(),
@@ -45,7 +45,7 @@ pub(crate) fn copy_from_slice(dst: &mut [u8], src: &[u8]) {
 }
 
 /// `buf.extend_from_slice(src)` in [`PIECE`]-octet pieces.
-pub(crate) fn extend_from_slice(buf: &mut Vec<u8>, src: &[u8]) {
+pub fn extend_from_slice(buf: &mut Vec<u8>, src: &[u8]) {
     buf.reserve(src.len());
     for s in src.chunks(PIECE) {
         buf.extend_from_slice(s);

@@ -125,19 +125,19 @@ impl XskSocket {
     /// Asks the kernel to transmit what the tx ring holds (`sendto`, non-blocking). Busy and
     /// would-block answers are normal: the frames stay queued for the next kick.
     pub(crate) fn kick_tx(&self) {
-        let t = crate::stage_times::now();
-        // Safety: no buffer is passed; the kernel only looks at the socket.
-        unsafe {
-            libc::sendto(
-                self.fd(),
-                std::ptr::null(),
-                0,
-                libc::MSG_DONTWAIT,
-                std::ptr::null(),
-                0,
-            )
-        };
-        crate::stage_times::record(crate::stage_times::Stage::Sendto, t);
+        crate::sendto_times::timed(|| {
+            // Safety: no buffer is passed; the kernel only looks at the socket.
+            unsafe {
+                libc::sendto(
+                    self.fd(),
+                    std::ptr::null(),
+                    0,
+                    libc::MSG_DONTWAIT,
+                    std::ptr::null(),
+                    0,
+                )
+            };
+        });
     }
 
     /// Tells the kernel the fill ring has frames again (`recvfrom`, non-blocking).

@@ -1,5 +1,5 @@
 //! Transmit slabs of a multi-buffer queue: contiguous frames a packet longer than a frame is
-//! written into in place and sent as a chain (the books are [`crate::xdp::tx_slabs`]).
+//! written into in place and sent as a chain (the books are [`crate::tx_slabs`]).
 
 use super::{Frame, XskQueue, UMEM_HEADROOM, XDP_PKT_CONTD};
 

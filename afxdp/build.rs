@@ -1,5 +1,5 @@
 //! Builds the XDP steering program (`bpf/xwarp_steer.bpf.c`) with `clang -target bpf`
-//! into `$OUT_DIR/xwarp_steer.bpf.o`, which `dataplane::xdp` embeds with `include_bytes!`.
+//! into `$OUT_DIR/xwarp_steer.bpf.o`, which `src/program.rs` embeds with `include_bytes!`.
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -13,7 +13,7 @@ fn main() {
     }
     println!("cargo:rerun-if-env-changed=CLANG");
     if env::var("CARGO_CFG_TARGET_OS").as_deref() != Ok("linux") {
-        return; // XDP exists on Linux only; the xdp module is compiled out elsewhere.
+        return; // XDP exists on Linux only; the crate is compiled out elsewhere.
     }
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR")).join("xwarp_steer.bpf.o");
     let clang = env::var("CLANG").unwrap_or_else(|_| "clang".to_owned());

@@ -91,7 +91,7 @@ impl SteerCounters {
 mod tests {
     use super::*;
 
-    const HEADER: &str = include_str!("../../../bpf/xwarp_maps.h");
+    const HEADER: &str = include_str!("../../bpf/xwarp_maps.h");
 
     fn define(name: &str) -> String {
         HEADER

@@ -1,8 +1,8 @@
-//! Receiving into the strip (the books are [`crate::xdp::rx_strip`]): the fill ring draws from
+//! Receiving into the strip (the books are [`crate::rx_strip`]): the fill ring draws from
 //! it, and a received chain whose frames sit end to end is lent as one slice.
 
 use super::{BindMode, Frame, XskConfig, XskQueue};
-use crate::xdp::xsk_features::{DevFeatures, XDP_XSK_ZEROCOPY};
+use crate::xsk_features::{DevFeatures, XDP_XSK_ZEROCOPY};
 
 /// Whether a queue made with `cfg` gets a receive strip: asked for, multi-buffer, and sure to
 /// run in copy mode (bound `Copy`, or `Auto` on a driver whose `features` lack zero-copy;

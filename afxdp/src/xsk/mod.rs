@@ -1,4 +1,4 @@
-//! AF_XDP: one UMEM and one socket per engine queue (`xdp::xsk_socket`, our own rings), and
+//! AF_XDP: one UMEM and one socket per engine queue (`xsk_socket`, our own rings), and
 //! frames as owned tokens.
 //!
 //! A [`Frame`] is a non-`Copy` token for one UMEM frame. Whoever holds it may read and write the
@@ -192,7 +192,7 @@ static NEXT_OWNER: AtomicU32 = AtomicU32::new(1);
 /// A token cannot be duplicated, so a frame cannot be in two places at once:
 ///
 /// ```compile_fail
-/// fn twice(f: dataplane::xdp::Frame) -> (dataplane::xdp::Frame, dataplane::xdp::Frame) {
+/// fn twice(f: afxdp::Frame) -> (afxdp::Frame, afxdp::Frame) {
 ///     (f, f)
 /// }
 /// ```
