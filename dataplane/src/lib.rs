@@ -46,7 +46,6 @@ mod sgl;
 pub mod stage_times;
 mod stream;
 mod work;
-pub mod xdp;
 mod xdp_device;
 
 pub use completion::{Completion, Opcode, Status};

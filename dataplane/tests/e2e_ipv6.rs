@@ -9,7 +9,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use dataplane::xdp::testbed::{for_test, Side};
+use testbed::{for_test, Side};
 use testkit::or_skip;
 
 fn run(test: &str, port: u16, server: &[&str], client: &[&str]) {

@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use dataplane::xdp::testbed::for_test;
+use testbed::for_test;
 use testkit::or_skip;
 
 fn run_matrix(test: &str, port: u16, wire: &[&str]) {

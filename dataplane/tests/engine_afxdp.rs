@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 
 use afxdp::{AttachPolicy, BindMode, LocalPortRange, XdpProgram, XskConfig, XskQueue};
 use dataplane::engine::{Engine, XskIo};
-use dataplane::xdp::testbed::{for_test, Side};
 use dataplane::{Access, ConnectionConfig, Device, QpInit, Transport};
 use ddp::{LocalBuf, RegionHandle, RemoteBuf, Stag, WcStatus};
 use endpoint::{EndpointConfig, EndpointEvent, QpSettings, Secrets};
+use testbed::{for_test, Side};
 use testkit::{or_skip, pattern};
 
 fn settings(markers: bool, crc: bool) -> QpSettings {

@@ -19,8 +19,8 @@ use std::net::IpAddr;
 use afxdp::{
     steered_queue, AttachPolicy, PortKind, SteerCounters, XdpAction, XdpProgram, XskConfig,
 };
-use dataplane::xdp::testbed::{for_test, Side};
 use endpoint::{classify, FrameVerdict, OwnedAddrs};
+use testbed::{for_test, Side};
 use testkit::frame_corpus::{frame_corpus, header_mutations, named, CorpusAddrs, Expect};
 use testkit::or_skip;
 

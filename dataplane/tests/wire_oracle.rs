@@ -18,7 +18,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
+use testbed::{for_test, Side, VethTestbed};
 use testkit::iwarp_oracle::{check_decode, dissect, fpdu_ends_on_markers, Expect};
 use testkit::or_skip;
 use testkit::{require_tool, unique_temp_path, LiveCapture};

@@ -6,8 +6,8 @@ use afxdp::program::{attached, ifindex};
 use afxdp::{
     AttachMode, AttachPolicy, BindMode, IfName, XdpError, XdpProgram, XskConfig, XskQueue,
 };
-use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
 use dataplane::{Device, DeviceError, XdpConfig};
+use testbed::{for_test, Side, VethTestbed};
 use testkit::or_skip;
 
 /// Requirement (issue 4): detached on clean exit; dropping leaves no program on the interface.

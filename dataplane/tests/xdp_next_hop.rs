@@ -12,7 +12,7 @@ use afxdp::netns::NetNs;
 use afxdp::ports::{is_reserved, reserve_local_ports};
 use afxdp::program::ifindex;
 use afxdp::{resolve_next_hop, AttachPolicy, LocalPortRange, PortKind, XdpError, XdpProgram};
-use dataplane::xdp::testbed::{for_test, Side};
+use testbed::{for_test, Side};
 use testkit::or_skip;
 
 /// Requirement (issue 4): the next-hop MAC comes from the kernel's neighbour table, and a

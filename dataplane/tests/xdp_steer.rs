@@ -13,10 +13,10 @@ use afxdp::{
     resolve_next_hop, steered_queue, AttachMode, AttachPolicy, Frame, PortKind, XdpProgram,
     XskConfig, XskQueue,
 };
-use dataplane::xdp::packet_socket::PacketSocket;
-use dataplane::xdp::ping::icmp_echo;
-use dataplane::xdp::raw::{build_tcp_frame, tcp_payload, RawEndpoint};
-use dataplane::xdp::testbed::{for_test, Side};
+use testbed::packet_socket::PacketSocket;
+use testbed::ping::icmp_echo;
+use testbed::tcp_frame::{build_tcp_frame, tcp_payload, RawEndpoint};
+use testbed::{for_test, Side};
 use testkit::frame_corpus::{frame_corpus, named, CorpusAddrs};
 use testkit::or_skip;
 

@@ -4,19 +4,19 @@
 //! 1 MiB are verified byte for byte, in inline and threaded engine mode, and the device's
 //! counters move. Also: the engine pair on both ends through the verbs API.
 
-mod common;
-use common::open_xdp;
+mod veth_device;
+use veth_device::open_xdp;
 
 use std::net::{SocketAddr, SocketAddrV4};
 use std::sync::mpsc;
 use std::time::Duration;
 
 use afxdp::program::attached;
-use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
 use dataplane::{
     Access, CompletionQueue, ConnectionConfig, Device, EngineMode, Opcode, QpInit, QueuePair,
     RemoteAddr, Status, XdpConfig,
 };
+use testbed::{for_test, Side, VethTestbed};
 use testkit::or_skip;
 use testkit::pattern;
 

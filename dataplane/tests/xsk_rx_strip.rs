@@ -12,8 +12,8 @@ use afxdp::{
     resolve_next_hop, steered_queue, AttachPolicy, BindMode, Frame, PortKind, XdpProgram,
     XskConfig, XskQueue,
 };
-use dataplane::xdp::raw::{build_tcp_frame, RawEndpoint};
-use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
+use testbed::tcp_frame::{build_tcp_frame, RawEndpoint};
+use testbed::{for_test, Side, VethTestbed};
 use testkit::or_skip;
 
 const PORT: u16 = 18519;

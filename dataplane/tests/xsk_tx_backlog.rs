@@ -8,8 +8,8 @@
 use std::time::Duration;
 
 use afxdp::{BindMode, Frame, XskConfig, XskQueue};
-use dataplane::xdp::packet_socket::PacketSocket;
-use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
+use testbed::packet_socket::PacketSocket;
+use testbed::{for_test, Side, VethTestbed};
 use testkit::or_skip;
 
 /// An Ethernet frame of `len` octets from A to B of a local experimental EtherType (B's

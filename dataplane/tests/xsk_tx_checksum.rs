@@ -13,10 +13,10 @@ use std::time::Duration;
 
 use afxdp::{BindMode, TxChecksumOffload, XskConfig, XskQueue};
 use common::*;
-use dataplane::xdp::packet_socket::PacketSocket;
-use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
 use tcp_offload::wire::{Flags, SegmentRepr, TcpOptions};
 use tcp_offload::{FourTuple, SeqNum, TxChecksum};
+use testbed::packet_socket::PacketSocket;
+use testbed::{for_test, Side, VethTestbed};
 use testkit::or_skip;
 
 const PORT: u16 = 47001;

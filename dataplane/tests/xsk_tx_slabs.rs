@@ -8,8 +8,8 @@
 use std::time::Duration;
 
 use afxdp::{BindMode, TxChecksumOffload, XskConfig, XskQueue};
-use dataplane::xdp::packet_socket::PacketSocket;
-use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
+use testbed::packet_socket::PacketSocket;
+use testbed::{for_test, Side, VethTestbed};
 use testkit::or_skip;
 
 /// A 9014-octet Ethernet frame from A to B of a local experimental EtherType (B's kernel

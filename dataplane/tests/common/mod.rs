@@ -1,17 +1,12 @@
 //! Running `xwarp-rdma` in a [`VethTestbed`]: the server in side A, the client in side B, and
-//! child processes killed on drop; opening an xdp device in one side.
+//! child processes killed on drop.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-use dataplane::xdp::testbed::{Side, VethTestbed};
-
-/// An xdp device on `side`'s veth end (copy mode, as veth needs), its engine in `mode`.
-pub fn open_xdp(tb: &VethTestbed, side: Side, mode: dataplane::EngineMode) -> dataplane::Device {
-    tb.xdp_device(side, mode)
-}
+use testbed::{Side, VethTestbed};
 
 /// A child process killed on drop.
 pub struct Guarded(pub Option<Child>);

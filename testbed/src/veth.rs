@@ -191,32 +191,6 @@ impl VethTestbed {
         NetNs::named(self.netns_name(side))?.enter()
     }
 
-    /// An AF_XDP device on `side`'s interface, copy mode (veth), engine `mode`; panics when it
-    /// cannot be opened (the testbed is there).
-    pub fn xdp_device(&self, side: Side, mode: crate::EngineMode) -> crate::Device {
-        let _ns = self.enter(side).expect("enter the namespace");
-        let mut cfg = crate::XdpConfig::new(self.ifname(side));
-        cfg.bind = afxdp::BindMode::Copy;
-        cfg.mode = mode;
-        crate::Device::open_xdp(cfg).expect("open the xdp device")
-    }
-
-    /// [`VethTestbed::xdp_device`] serving `queues` queues from queue 0 (a testbed made by
-    /// [`VethTestbed::create_with_queues`]).
-    pub fn xdp_device_on_queues(
-        &self,
-        side: Side,
-        mode: crate::EngineMode,
-        queues: u32,
-    ) -> crate::Device {
-        let _ns = self.enter(side).expect("enter the namespace");
-        let mut cfg = crate::XdpConfig::new(self.ifname(side));
-        cfg.bind = afxdp::BindMode::Copy;
-        cfg.mode = mode;
-        cfg.queues = queues;
-        crate::Device::open_xdp(cfg).expect("open the xdp device")
-    }
-
     /// Turns off transmit checksum offload on `side`'s veth end (`ethtool -K IF tx off` in its
     /// namespace). veth hands kernel TCP's frames over with the checksum left to "offload"
     /// (CHECKSUM_PARTIAL), which a bypass receiver on the other end sees unfilled: the kernel

@@ -1,5 +1,6 @@
-//! Raw Ethernet/IPv4/TCP frames bounced between two AF_XDP sockets across a veth pair (the
-//! groundwork of the bench's `raw_lat`). Root; under `CI=true` this must run.
+//! The raw AF_XDP tools of `raw_lat` and `raw_bw` (`bench::raw`): Ethernet/IPv4/TCP frames
+//! bounced between two AF_XDP sockets across a veth pair, and a flood counted by a sink. Root;
+//! under `CI=true` this must run.
 #![cfg(target_os = "linux")]
 
 use std::thread;
@@ -9,11 +10,11 @@ use afxdp::{
     resolve_next_hop, steered_queue, AttachPolicy, BusyPoll, PortKind, XdpProgram, XskConfig,
     XskQueue,
 };
-use dataplane::xdp::raw::{
+use bench::raw::{
     raw_echo, raw_flood, raw_ping_pong, raw_sink, raw_sink_report, PingPongConfig, PingPongReport,
-    RawEndpoint,
 };
-use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
+use testbed::tcp_frame::RawEndpoint;
+use testbed::{for_test, Side, VethTestbed};
 use testkit::or_skip;
 
 const PORT: u16 = 18515;
