@@ -2,13 +2,13 @@
 //! and RDMA Read of 1 B, 4 KiB and 1 MiB, every byte verified by `xwarp-rdma` on both sides,
 //! with markers on and off and CRC on and off. Needs root (skips elsewhere, fails under CI=true).
 
-mod common;
+mod xwarp_rdma_run;
 
 use std::time::Duration;
 
-use common::*;
 use testbed::for_test;
 use testkit::or_skip;
+use xwarp_rdma_run::*;
 
 fn run_matrix(test: &str, port: u16, wire: &[&str]) {
     let Some(tb) = or_skip("e2e", for_test("e2e")) else {

@@ -7,6 +7,7 @@
 //!   write - RDMA Writes a patterned buffer into the server's region, then asks the server to check;
 //!   read  - asks the server to fill its region with a pattern, then RDMA Reads it and checks it.
 //! Control messages are 24-byte Sends. Any mismatch makes both sides exit with status 1.
+#![forbid(unsafe_code)]
 
 use std::net::{IpAddr, SocketAddr};
 use std::process::ExitCode;
@@ -338,7 +339,7 @@ fn config(w: &Wire) -> Result<ConnectionConfig, Failure> {
 }
 
 /// What MPA negotiated, for the connection lines.
-fn describe(n: &ddp::NegotiatedFraming) -> String {
+fn describe(n: &dataplane::NegotiatedFraming) -> String {
     let on = |b: bool| if b { "on" } else { "off" };
     let mut d = format!(
         "MPA rev {}, markers tx {} rx {}, crc {}, IRD {} ORD {}",

@@ -4,13 +4,13 @@
 //! the kernel transport (Linux TCP) on the other, each way round. Needs root (skips elsewhere,
 //! fails under CI=true).
 
-mod common;
+mod xwarp_rdma_run;
 
 use std::time::Duration;
 
-use common::*;
 use testbed::{for_test, Side};
 use testkit::or_skip;
+use xwarp_rdma_run::*;
 
 fn run(test: &str, port: u16, server: &[&str], client: &[&str]) {
     let Some(tb) = or_skip("e6", for_test("e6")) else {

@@ -1,4 +1,4 @@
-//! Wire oracle: the end-to-end runs of `e2e_kernel.rs` captured with tshark (started in the
+//! Wire oracle: the end-to-end runs of `xwarp_rdma_kernel.rs` captured with tshark (started in the
 //! server's namespace before the client connects) and decoded by Wireshark's iWARP dissectors.
 //!
 //! Checked for each capture: the MPA Request and Reply decode; Wireshark follows every FPDU
@@ -13,15 +13,15 @@
 //! `fpdu_ending_on_marker_position_verified_by_data` covers that receive path by data instead.
 //! Needs root and tshark (skips elsewhere, fails under CI=true).
 
-mod common;
+mod xwarp_rdma_run;
 
 use std::time::Duration;
 
-use common::*;
 use testbed::{for_test, Side, VethTestbed};
 use testkit::iwarp_oracle::{check_decode, dissect, fpdu_ends_on_markers, Expect};
 use testkit::or_skip;
 use testkit::{require_tool, unique_temp_path, LiveCapture};
+use xwarp_rdma_run::*;
 
 const SIZES: &str = "1,4K,1M";
 
