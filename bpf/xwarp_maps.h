@@ -23,7 +23,7 @@
  *
  * Which frames are ours: ONE definition, the same table as the doc comment of the endpoint's
  * classifier (endpoint/src/classify.rs, `endpoint::classify`); a test feeds one corpus to both
- * (dataplane/tests/frame_agreement.rs). Checked in this order; the first rule that matches
+ * (afxdp/tests/frame_agreement.rs). Checked in this order; the first rule that matches
  * decides:
  *
  *  #  the frame                                                  verdict    action, counter

@@ -1,6 +1,6 @@
 //! Running the loaded steering program on one frame without a device (`BPF_PROG_TEST_RUN`):
 //! what the program decides for a frame, for the test that it agrees with the endpoint's
-//! classifier (`dataplane/tests/frame_agreement.rs`).
+//! classifier (`afxdp/tests/frame_agreement.rs`).
 
 use libbpf_sys as bpf;
 

@@ -1,6 +1,6 @@
 //! TCP checksums finished through AF_XDP TX metadata, end to end: two engines that leave every
 //! checksum to the kernel move verified data (each receiver drops segments whose checksum is
-//! wrong). The queue-level checks are `afxdp`'s (`xsk_tx_checksum.rs`). Needs root (skips
+//! wrong). The queue-level checks are `afxdp/tests/xsk_tx_checksum.rs`. Needs root (skips
 //! elsewhere, fails under CI=true).
 #![cfg(target_os = "linux")]
 

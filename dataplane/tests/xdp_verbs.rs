@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use afxdp::program::attached;
 use dataplane::{
-    Access, CompletionQueue, ConnectionConfig, Device, EngineMode, Opcode, QpInit, QueuePair,
-    RemoteAddr, Status, XdpConfig,
+    Access, CompletionQueue, ConnectionConfig, Device, DeviceError, EngineMode, Opcode, QpInit,
+    QueuePair, RemoteAddr, Status, XdpConfig, XdpError,
 };
 use testbed::{for_test, Side, VethTestbed};
 use testkit::or_skip;
@@ -320,6 +320,39 @@ fn xdp_device_refuses_a_foreign_address_and_a_missing_interface() {
         .is_err());
     let _ns = tb.enter(Side::A).unwrap();
     assert!(Device::open_xdp(XdpConfig::new("xw-no-such-if")).is_err());
+}
+
+/// Requirement (issue 10 item 7): a second xdp device (a second engine) on an interface refuses
+/// to open with one message that names the interface and what to do, and the first device's
+/// program stays attached; it detaches when the first device closes.
+#[test]
+fn second_xdp_device_on_an_interface_refuses_to_open() {
+    let Some(tb) = or_skip("twodev", for_test("twodev")) else {
+        return;
+    };
+    let _ns = tb.enter(Side::B).unwrap();
+    let ifb = tb.ifname(Side::B);
+    let first = Device::open_xdp(XdpConfig::new(ifb)).expect("the first device opens");
+    let id = attached(ifb).unwrap().native.expect("attached").id;
+    let err = Device::open_xdp(XdpConfig::new(ifb)).expect_err("the second is refused");
+    assert!(
+        matches!(
+            err,
+            DeviceError::Xdp {
+                error: XdpError::ProgramInUse { id: i, pid, .. },
+                ..
+            } if i == id && pid == std::process::id()
+        ),
+        "{err:?}"
+    );
+    let msg = err.to_string();
+    assert!(
+        msg.contains(ifb) && msg.contains("Stop that process"),
+        "{msg}"
+    );
+    assert_eq!(attached(ifb).unwrap().native.map(|p| p.id), Some(id));
+    drop(first);
+    assert!(attached(ifb).unwrap().is_empty());
 }
 
 /// Dropping an xdp listener keeps the connections it accepted working (the XDP program keeps

@@ -81,7 +81,7 @@ mod tests {
 
     /// Issue 11 item 5, "where the driver offers it": `Auto` is the device exactly when the
     /// driver lists tx-checksum among its AF_XDP features (veth, which lists none, is tested
-    /// against the kernel in dataplane/tests/xsk_tx_checksum.rs).
+    /// against the kernel in afxdp/tests/xsk_tx_checksum.rs).
     #[test]
     fn auto_is_the_device_exactly_when_the_driver_offers_tx_checksums() {
         let with = |xsk| Some(DevFeatures { xdp: 0x7f, xsk });

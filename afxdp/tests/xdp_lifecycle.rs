@@ -6,7 +6,6 @@ use afxdp::program::{attached, ifindex};
 use afxdp::{
     AttachMode, AttachPolicy, BindMode, IfName, XdpError, XdpProgram, XskConfig, XskQueue,
 };
-use dataplane::{Device, DeviceError, XdpConfig};
 use testbed::{for_test, Side, VethTestbed};
 use testkit::or_skip;
 
@@ -124,39 +123,6 @@ fn live_program_of_another_process_is_refused_then_replaced_after_its_death() {
     assert_ne!(restarted.prog_id(), live_id);
     drop(restarted);
     assert!(attached(&ifb).unwrap().is_empty());
-}
-
-/// Requirement (issue 10 item 7): a second xdp device (a second engine) on an interface refuses
-/// to open with one message that names the interface and what to do, and the first device's
-/// program stays attached; it detaches when the first device closes.
-#[test]
-fn second_xdp_device_on_an_interface_refuses_to_open() {
-    let Some(tb) = or_skip("twodev", for_test("twodev")) else {
-        return;
-    };
-    let _ns = tb.enter(Side::B).unwrap();
-    let ifb = tb.ifname(Side::B);
-    let first = Device::open_xdp(XdpConfig::new(ifb)).expect("the first device opens");
-    let id = attached(ifb).unwrap().native.expect("attached").id;
-    let err = Device::open_xdp(XdpConfig::new(ifb)).expect_err("the second is refused");
-    assert!(
-        matches!(
-            err,
-            DeviceError::Xdp {
-                error: XdpError::ProgramInUse { id: i, pid, .. },
-                ..
-            } if i == id && pid == std::process::id()
-        ),
-        "{err:?}"
-    );
-    let msg = err.to_string();
-    assert!(
-        msg.contains(ifb) && msg.contains("Stop that process"),
-        "{msg}"
-    );
-    assert_eq!(attached(ifb).unwrap().native.map(|p| p.id), Some(id));
-    drop(first);
-    assert!(attached(ifb).unwrap().is_empty());
 }
 
 /// A stale program in generic mode (its process killed) blocks a native attach until removed:
