@@ -11,7 +11,7 @@ use endpoint::ListenerId;
 
 use super::socket::TcpStream;
 use super::{io_err, StreamConfig};
-use crate::xdp_device::{wait_on_lanes, XdpDevice, XdpLanes};
+use crate::xdp_device::{wait_on_lanes, XdpLane, XdpLanes};
 use crate::Device;
 use afxdp::PortKind;
 
@@ -21,7 +21,7 @@ use afxdp::PortKind;
 #[derive(Debug)]
 pub struct TcpListener {
     /// Each lane and its listener there.
-    lanes: Vec<(Arc<XdpDevice>, ListenerId)>,
+    lanes: Vec<(Arc<XdpLane>, ListenerId)>,
     local: SocketAddr,
     /// The lane accept looks at first (each accept starts one further: no lane starves).
     first: AtomicUsize,
@@ -71,7 +71,7 @@ impl Device {
 }
 
 /// Listens for streams on `port` on one lane and steers the port to it.
-fn listen_lane(dev: &XdpDevice, port: u16, cfg: &StreamConfig) -> io::Result<ListenerId> {
+fn listen_lane(dev: &XdpLane, port: u16, cfg: &StreamConfig) -> io::Result<ListenerId> {
     let mut st = dev.shared.lock();
     let id = st
         .engine

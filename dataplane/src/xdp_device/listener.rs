@@ -10,7 +10,7 @@ use endpoint::ListenerId;
 use super::lanes::wait_on_lanes;
 use super::qp::{settings, XdpQp};
 use super::route::{QpLink, Request};
-use super::XdpDevice;
+use super::XdpLane;
 use crate::counters::DeviceCounters;
 use crate::qp::{next_qp_num, Established};
 use crate::{AcceptError, ConnectError, ConnectionConfig, QpInit, QueuePair};
@@ -20,7 +20,7 @@ use afxdp::PortKind;
 #[derive(Debug)]
 pub(crate) struct XdpListener {
     /// Each lane and its listener there.
-    lanes: Vec<(Arc<XdpDevice>, ListenerId)>,
+    lanes: Vec<(Arc<XdpLane>, ListenerId)>,
     pub(crate) local: SocketAddr,
     config: ConnectionConfig,
     /// The lane accept looks at first (each accept starts one further: no lane starves).
@@ -30,7 +30,7 @@ pub(crate) struct XdpListener {
 /// A connection whose MPA Request arrived on an engine listener.
 #[derive(Debug)]
 pub(crate) struct XdpIncoming {
-    pub(crate) dev: Arc<XdpDevice>,
+    pub(crate) dev: Arc<XdpLane>,
     pub(crate) req: Request,
     pub(crate) config: ConnectionConfig,
 }
@@ -46,7 +46,7 @@ impl XdpListener {
     /// Listens on `addr` (the interface's address or unspecified; a fixed port) on every lane
     /// and steers the port to them.
     pub(crate) fn on_lanes(
-        lanes: &[Arc<XdpDevice>],
+        lanes: &[Arc<XdpLane>],
         addr: SocketAddr,
         config: ConnectionConfig,
     ) -> Result<Self, ConnectError> {
@@ -75,7 +75,7 @@ impl XdpListener {
     }
 }
 
-impl XdpDevice {
+impl XdpLane {
     /// Listens on `port` on this lane and steers the port to it.
     fn listen_lane(
         &self,

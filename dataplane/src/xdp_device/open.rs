@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use super::program::{LaneProgram, SharedProgram, MAX_LANES};
-use super::{Shared, State, XdpDevice};
+use super::{Shared, State, XdpLane};
 use crate::counters::DeviceCounters;
 use endpoint::{EndpointConfig, FastMap, Lane, RssLanes, Secrets};
 
@@ -43,7 +43,7 @@ struct Common {
     counters: Arc<DeviceCounters>,
 }
 
-impl XdpDevice {
+impl XdpLane {
     /// Opens `cfg.interface` in the calling thread's network namespace: the XDP program once,
     /// then one lane (AF_XDP socket and engine) per queue of `cfg.queue..cfg.queue +
     /// cfg.queues`. Returns the lanes (at least one) and their hand-off.
@@ -199,7 +199,7 @@ impl XdpDevice {
             ip,
             info,
         });
-        Ok(XdpDevice::start(shared, core))
+        Ok(XdpLane::start(shared, core))
     }
 }
 

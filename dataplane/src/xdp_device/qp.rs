@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::route::{Pending, QpLink};
-use super::XdpDevice;
+use super::XdpLane;
 use endpoint::{ConnId, Endpoint, EndpointError, QpSettings};
 
 use crate::engine::PdHandle;
@@ -16,7 +16,7 @@ use afxdp::{resolve_next_hop, XdpError};
 /// The engine side of a [`crate::QueuePair`].
 #[derive(Debug)]
 pub(crate) struct XdpQp {
-    pub(crate) dev: Arc<XdpDevice>,
+    pub(crate) dev: Arc<XdpLane>,
     pub(crate) conn: ConnId,
     pub(crate) link: Arc<QpLink>,
     pub(crate) pd: ProtectionDomain,
@@ -50,7 +50,7 @@ fn io_error(e: XdpError) -> std::io::Error {
     std::io::Error::new(kind, e)
 }
 
-impl XdpDevice {
+impl XdpLane {
     /// The next hop's MAC of `ip`, from the kernel's tables in the device's namespace (the
     /// kernel resolves a missing neighbour), handed to the engine.
     pub(crate) fn learn_next_hop(&self, ip: IpAddr, timeout: Duration) -> std::io::Result<()> {
