@@ -9,7 +9,7 @@ use ddp::{QpConfig, RdmapConfig, StreamId};
 
 use crate::counters::{CounterSnapshot, DeviceCounters};
 use crate::kernel::{self, DriverOptions, InlineDrivers};
-use crate::qp::{next_qp_num, Established, QpKind, QpShared};
+use crate::queue_pair::{next_qp_num, Established, QpKind, QpShared};
 use crate::xdp_device::XdpLanes;
 use crate::{
     CompletionQueue, ConnectError, ConnectionConfig, DeviceError, EngineMode, Listener,

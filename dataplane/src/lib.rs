@@ -40,8 +40,8 @@ mod listener;
 mod mapped_file;
 pub mod memory;
 mod pd;
-mod qp;
 mod qp_events;
+mod queue_pair;
 mod sgl;
 pub mod stage_times;
 mod stream;
@@ -60,7 +60,7 @@ pub use error::{ConnectError, DeviceError, PostError, RegisterError};
 pub use listener::{AcceptError, Incoming, Listener};
 pub use mapped_file::{FileRegion, MappedFile};
 pub use pd::{os_random_u64, Access, MemoryRegion, ProtectionDomain};
-pub use qp::{PostKind, PostListError, QpError, QueuePair, RemoteAddr};
+pub use queue_pair::{PostKind, PostListError, QpError, QueuePair, RemoteAddr};
 pub use sgl::{Sge, WorkRequest, MAX_SGE};
 // The AF_XDP layer's types that the xdp transport's settings and reports use.
 pub use afxdp::{

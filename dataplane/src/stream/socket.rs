@@ -12,7 +12,7 @@ use endpoint::{ConnId, Endpoint, EndpointError};
 use tcp_offload::rdma::{AnnotateError, PlacedTransfer, PlacementError, Transfer};
 use tcp_offload::CloseReason;
 
-use super::listener::xdp_of;
+use super::tcp_listener::xdp_of;
 use super::{io_err, StreamConfig, StreamCounters};
 use crate::engine::PdHandle;
 use crate::xdp_device::{State, XdpLane};

@@ -76,7 +76,7 @@ impl XdpLanes {
         init: QpInit,
         config: &ConnectionConfig,
         private_data: &[u8],
-    ) -> Result<(super::XdpQp, crate::qp::Established), ConnectError> {
+    ) -> Result<(super::XdpQp, crate::queue_pair::Established), ConnectError> {
         let dev = self.next_lane();
         init.send_cq.add_lane(dev.shared.lane);
         init.recv_cq.add_lane(dev.shared.lane);

@@ -17,11 +17,11 @@
 //! regions directly (the one copy: UMEM frame to region).
 
 mod lanes;
-mod listener;
 mod open;
-mod program;
-mod qp;
 mod route;
+mod shared_program;
+mod xdp_listener;
+mod xdp_qp;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -29,9 +29,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 pub(crate) use lanes::{wait_on_lanes, XdpLanes};
-pub(crate) use listener::{XdpIncoming, XdpListener};
-pub(crate) use qp::XdpQp;
 pub(crate) use route::State;
+pub(crate) use xdp_listener::{XdpIncoming, XdpListener};
+pub(crate) use xdp_qp::XdpQp;
 
 use afxdp::netns::NetNs;
 

@@ -6,7 +6,7 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use super::program::{LaneProgram, SharedProgram, MAX_LANES};
+use super::shared_program::{LaneProgram, SharedProgram, MAX_LANES};
 use super::{Shared, State, XdpLane};
 use crate::counters::DeviceCounters;
 use endpoint::{EndpointConfig, FastMap, Lane, RssLanes, Secrets};

@@ -9,7 +9,7 @@ use super::XdpLane;
 use endpoint::{ConnId, Endpoint, EndpointError, QpSettings};
 
 use crate::engine::PdHandle;
-use crate::qp::{next_qp_num, refused, Established, QpError};
+use crate::queue_pair::{next_qp_num, refused, Established, QpError};
 use crate::{ConnectError, ConnectionConfig, PostError, ProtectionDomain, QpInit};
 use afxdp::{resolve_next_hop, XdpError};
 

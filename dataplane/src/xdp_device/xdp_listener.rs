@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 use endpoint::ListenerId;
 
 use super::lanes::wait_on_lanes;
-use super::qp::{settings, XdpQp};
 use super::route::{QpLink, Request};
+use super::xdp_qp::{settings, XdpQp};
 use super::XdpLane;
 use crate::counters::DeviceCounters;
-use crate::qp::{next_qp_num, Established};
+use crate::queue_pair::{next_qp_num, Established};
 use crate::{AcceptError, ConnectError, ConnectionConfig, QpInit, QueuePair};
 use afxdp::PortKind;
 

@@ -17,8 +17,8 @@ use ddp::QpEvent;
 
 use super::waker::{wait, Ready};
 use crate::counters::DeviceCounters;
-use crate::qp::{Established, QpError, QpShared};
 use crate::qp_events::{startup_error, stream_error};
+use crate::queue_pair::{Established, QpError, QpShared};
 use crate::ConnectError;
 
 /// Driver options that shape how bytes reach the wire and how a connection ends.
