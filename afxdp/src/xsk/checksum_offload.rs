@@ -26,7 +26,7 @@ pub enum TxChecksumOffload {
     /// sum computed in the `sendto` path. Proves the metadata path on veth; saves nothing there.
     Kernel,
     /// `Device` where the driver lists `tx-checksum` among its AF_XDP features (the `netdev`
-    /// netlink family, Linux 6.8+), else `Off`: what [`crate::XdpConfig`] starts with.
+    /// netlink family, Linux 6.8+), else `Off`: what `dataplane::XdpConfig` starts with.
     Auto,
 }
 
