@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT OR Apache-2.0 */
 /*
  * xwarp XDP steering: the layout of the maps shared by the XDP program
- * (xwarp_steer.bpf.c) and the user-space loader (dataplane/src/xdp/maps.rs,
+ * (xwarp_steer.bpf.c) and the user-space loader (afxdp/src/maps.rs,
  * which mirrors every name and number here; a unit test there checks the
  * compiled object against this file).
  *
@@ -23,7 +23,7 @@
  *
  * Which frames are ours: ONE definition, the same table as the doc comment of the endpoint's
  * classifier (endpoint/src/classify.rs, `endpoint::classify`); a test feeds one corpus to both
- * (dataplane/tests/frame_agreement.rs). Checked in this order; the first rule that matches
+ * (afxdp/tests/frame_agreement.rs). Checked in this order; the first rule that matches
  * decides:
  *
  *  #  the frame                                                  verdict    action, counter

@@ -2,7 +2,7 @@
 /*
  * xwarp XDP steering program. Map layout and the rules of which frames are ours (the same
  * table as endpoint::classify): xwarp_maps.h. The numbers in the comments below are the rows
- * of that table. Built by dataplane/build.rs with `clang -O2 -g -target bpf`.
+ * of that table. Built by afxdp/build.rs with `clang -O2 -g -target bpf`.
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>

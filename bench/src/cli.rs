@@ -209,8 +209,8 @@ pub enum TxChecksumArg {
 
 impl TxChecksumArg {
     /// The data plane's setting.
-    pub fn offload(self) -> dataplane::xdp::TxChecksumOffload {
-        use dataplane::xdp::TxChecksumOffload as T;
+    pub fn offload(self) -> dataplane::TxChecksumOffload {
+        use dataplane::TxChecksumOffload as T;
         match self {
             TxChecksumArg::Auto => T::Auto,
             TxChecksumArg::Engine => T::Off,

@@ -1,8 +1,7 @@
 //! The parameter block: what a test ran on (transport, XDP mode, zero-copy, engine, MTU/MSS,
 //! negotiated MPA markers and CRC), from the device and the connected queue pair.
 
-use dataplane::xdp::{AttachMode, TxChecksumOffload};
-use dataplane::{Device, EngineMode};
+use dataplane::{AttachMode, Device, EngineMode, TxChecksumOffload};
 
 use crate::cli::RunSpec;
 use crate::report::Params;

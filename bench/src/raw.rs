@@ -1,5 +1,5 @@
 //! `raw_lat` / `raw_bw`: the same traffic pattern as plain Ethernet/IPv4/TCP-shaped frames over
-//! AF_XDP (dataplane::xdp::raw), no TCP state, no MPA/DDP: the ceiling of the host.
+//! AF_XDP ([`ping_pong`], [`flood`]), no TCP state, no MPA/DDP: the ceiling of the host.
 //!
 //! raw_lat busy-polls its rings with the default `--engine inline` (the xdp transport's inline
 //! engine spins the same way), and sleeps in poll(2) with `--engine threaded`.
@@ -17,16 +17,20 @@
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use dataplane::xdp::netlink::RtNetlink;
-use dataplane::xdp::program::ifindex;
-use dataplane::xdp::raw::{
-    raw_echo, raw_flood, raw_ping_pong, raw_sink, raw_sink_report, PingPongConfig, RawEndpoint,
-    HEADERS_LEN,
-};
-use dataplane::xdp::xsk::{frame_size_for_mtu, multi_buffer_for_mtu};
-use dataplane::xdp::{
+use afxdp::netlink::RtNetlink;
+use afxdp::program::ifindex;
+use afxdp::xsk::{frame_size_for_mtu, multi_buffer_for_mtu};
+use afxdp::{
     resolve_next_hop, steered_queue, AttachPolicy, PortKind, XdpProgram, XskConfig, XskQueue,
 };
+use testbed::tcp_frame::{RawEndpoint, HEADERS_LEN};
+
+pub mod flood;
+pub mod ping_pong;
+mod receive;
+
+pub use flood::{raw_flood, raw_sink, raw_sink_report, RawRun};
+pub use ping_pong::{raw_echo, raw_ping_pong, PingPongConfig, PingPongReport};
 
 use crate::cli::{Length, RunSpec, TestKind};
 use crate::report::{self, Record, RULE};
@@ -270,7 +274,7 @@ mod tests {
         assert_eq!(max_payload(3498, 4096 - UMEM_HEADROOM), 3458);
         // MTU 9000 takes a chain of 4096-byte frames (multi-buffer): all of the MTU.
         assert!(multi_buffer_for_mtu(9000));
-        let chain = dataplane::xdp::xsk::MAX_FRAGMENTS * (4096 - UMEM_HEADROOM);
+        let chain = afxdp::xsk::MAX_FRAGMENTS * (4096 - UMEM_HEADROOM);
         assert_eq!(max_payload(9000, chain), 8960);
         // Without multi-buffer it would be cut to one frame.
         assert_eq!(max_payload(9000, 4096 - UMEM_HEADROOM), 4096 - 256 - 54);

@@ -134,7 +134,7 @@ pub fn xdp_config(args: &TestArgs, peer: Option<IpAddr>) -> Result<XdpConfig, St
 /// non-loopback interface of this namespace.
 fn default_interface(peer: Option<IpAddr>) -> Result<String, String> {
     if let Some(dst) = peer {
-        let oif = dataplane::xdp::netlink::RtNetlink::new()
+        let oif = afxdp::netlink::RtNetlink::new()
             .and_then(|mut nl| nl.route_get(dst))
             .map_err(|e| format!("no route to {dst} ({e}); name the interface with --interface"))?
             .oif;

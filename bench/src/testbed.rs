@@ -1,12 +1,12 @@
 //! The two-namespace testbed of `compare`, the demo and bench's end-to-end tests: a thin view of
-//! `dataplane::xdp::testbed::VethTestbed` (namespaces and a veth pair created directly inside
+//! `testbed::VethTestbed` (namespaces and a veth pair created directly inside
 //! them, names with the pid and a counter, addresses 198.18.0.1/24 on side a (the server) and
 //! 198.18.0.2/24 on side b, everything removed on drop, also after a failure). Nothing in the
 //! root namespace is touched.
 
 use std::process::Command;
 
-use dataplane::xdp::testbed::{Side, VethTestbed};
+use testbed::{Side, VethTestbed};
 
 /// Address of the server side (namespace a).
 pub const ADDR_A: &str = "198.18.0.1";
@@ -15,7 +15,7 @@ pub const ADDR_B: &str = "198.18.0.2";
 
 /// Whether this process can build a testbed (root, iproute2), or why not.
 pub fn available() -> Result<(), String> {
-    dataplane::xdp::testbed::available()
+    testbed::available()
 }
 
 /// A live testbed; dropped, it is removed.
@@ -51,7 +51,7 @@ impl Testbed {
     /// Builds a testbed with the veth MTU `mtu` and `queues` receive and transmit queues on
     /// each veth end (`-q N` on the xdp transport needs N).
     pub fn up_with_queues(mtu: u32, queues: u32) -> Result<Self, String> {
-        dataplane::xdp::testbed::available().map_err(|why| format!("the testbed {why}"))?;
+        testbed::available().map_err(|why| format!("the testbed {why}"))?;
         let tb = VethTestbed::create_with_queues("xb", queues)
             .map_err(|e| format!("cannot build the testbed: {e}"))?;
         tb.set_mtu(mtu)

@@ -2,7 +2,7 @@
 //! alignments: the destination 512 octets past the source modulo 4096 (no aliasing), and 16
 //! octets past it (4K aliasing). `PinnedBuf::read_at` (copies in 2 KiB pieces) beside one
 //! `copy_from_slice` of the same octets: the single copy takes glibc's `rep movsb` path above
-//! its threshold, which stalls on the aliased case on AMD Zen (see `dataplane::bulk_copy`).
+//! its threshold, which stalls on the aliased case on AMD Zen (see `afxdp::bulk_copy`).
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use dataplane::memory::PinnedBuf;

@@ -53,9 +53,9 @@ pub struct XdpConfig {
     /// NIC's RSS when its driver reports it, the symmetric hash otherwise).
     pub lane_steering: LaneSteering,
     /// Zero-copy when the driver offers it, copy mode otherwise (default), or forced.
-    pub bind: crate::xdp::BindMode,
+    pub bind: afxdp::BindMode,
     /// Native XDP with a fallback to generic mode (default), or forced.
-    pub attach: crate::xdp::AttachPolicy,
+    pub attach: afxdp::AttachPolicy,
     /// Local ports for active opens, steered to the engine (reserve them from the kernel with
     /// `deploy/host-setup`; default 40000-40999).
     pub local_ports: std::ops::RangeInclusive<u16>,
@@ -67,11 +67,11 @@ pub struct XdpConfig {
     /// default).
     pub huge_pages: bool,
     /// Busy-poll socket options for NIC drivers that support them (off by default).
-    pub busy_poll: Option<crate::xdp::BusyPoll>,
+    pub busy_poll: Option<afxdp::BusyPoll>,
     /// Who computes the TCP checksums of transmitted segments: the device where its driver
     /// offers it through AF_XDP TX metadata, else the engine (`Auto`, the default); or as set
-    /// ([`crate::xdp::TxChecksumOffload`]).
-    pub tx_checksum: crate::xdp::TxChecksumOffload,
+    /// ([`afxdp::TxChecksumOffload`]).
+    pub tx_checksum: afxdp::TxChecksumOffload,
     /// The engine's caps: connections, neighbours, unverified SYN sources, outstanding work.
     pub limits: endpoint::EndpointLimits,
     /// Each listener's half-open table, SYN cookies, SYN-ACK retries and backlog (connections
@@ -88,14 +88,14 @@ impl XdpConfig {
             queue: 0,
             queues: 1,
             lane_steering: LaneSteering::Auto,
-            bind: crate::xdp::BindMode::Auto,
-            attach: crate::xdp::AttachPolicy::NativeOrGeneric,
+            bind: afxdp::BindMode::Auto,
+            attach: afxdp::AttachPolicy::NativeOrGeneric,
             local_ports: 40000..=40999,
             mode: EngineMode::default(),
             fault: crate::engine::FaultConfig::default(),
             huge_pages: false,
             busy_poll: None,
-            tx_checksum: crate::xdp::TxChecksumOffload::Auto,
+            tx_checksum: afxdp::TxChecksumOffload::Auto,
             limits: endpoint::EndpointLimits::default(),
             listener: tcp_offload::ListenerConfig::default(),
         }
@@ -131,7 +131,7 @@ pub struct XdpInfo {
     /// With several lanes: they follow the NIC's RSS (else the symmetric hash).
     pub lanes_follow_rss: bool,
     /// Native or generic XDP, as attached.
-    pub attach_mode: crate::xdp::AttachMode,
+    pub attach_mode: afxdp::AttachMode,
     /// The AF_XDP socket is bound zero-copy (else copy mode).
     pub zero_copy: bool,
     /// The interface's MTU at open.
@@ -141,7 +141,7 @@ pub struct XdpInfo {
     /// Inline, threaded or pinned engine.
     pub mode: EngineMode,
     /// Who computes TCP checksums of sent segments (`Auto` decided: never `Auto`).
-    pub tx_checksum: crate::xdp::TxChecksumOffload,
+    pub tx_checksum: afxdp::TxChecksumOffload,
 }
 
 /// Settings of one queue pair / connection: [`ConnectionConfig::default`], then the `with_*`

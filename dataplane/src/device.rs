@@ -9,7 +9,7 @@ use ddp::{QpConfig, RdmapConfig, StreamId};
 
 use crate::counters::{CounterSnapshot, DeviceCounters};
 use crate::kernel::{self, DriverOptions, InlineDrivers};
-use crate::qp::{next_qp_num, Established, QpKind, QpShared};
+use crate::queue_pair::{next_qp_num, Established, QpKind, QpShared};
 use crate::xdp_device::XdpLanes;
 use crate::{
     CompletionQueue, ConnectError, ConnectionConfig, DeviceError, EngineMode, Listener,
@@ -180,7 +180,7 @@ impl Device {
 
     /// The XDP program's counters (AF_XDP devices: packets redirected to the engine, passed to
     /// the kernel, dropped as malformed, steered without a socket).
-    pub fn xdp_counters(&self) -> Option<crate::xdp::SteerCounters> {
+    pub fn xdp_counters(&self) -> Option<afxdp::SteerCounters> {
         let x = self.xdp.as_ref()?;
         let c = x.first().shared.lock().program.counters().ok();
         c

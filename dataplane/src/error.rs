@@ -14,7 +14,7 @@ pub enum DeviceError {
         /// What was being set up.
         interface: &'static str,
         /// The failure.
-        error: crate::xdp::XdpError,
+        error: afxdp::XdpError,
     },
     /// The interface has no address to serve (no IPv4 nor global IPv6 address, or not the
     /// one `XdpConfig::address` names).

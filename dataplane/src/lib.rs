@@ -18,16 +18,15 @@
 //!
 //! Every connection runs the same sans-IO protocol stack (`mpa`, `ddp`); the transport only
 //! moves bytes: [`Transport::Kernel`] over kernel TCP sockets, [`Transport::Xdp`] over
-//! AF_XDP with our own TCP.
+//! AF_XDP (the `afxdp` crate's sockets and XDP program) with our own TCP.
 //!
-//! The only crate of the workspace with `unsafe` (AF_XDP rings and UMEM, syscalls, pinned
-//! memory): every `unsafe` block and impl states why it is sound (`// Safety:`), and an
-//! `unsafe fn` spells out each unsafe operation in its body.
+//! One of the two crates of the workspace with `unsafe` (syscalls, pinned memory; `afxdp` has
+//! the rings and UMEM): every `unsafe` block and impl states why it is sound (`// Safety:`),
+//! and an `unsafe fn` spells out each unsafe operation in its body.
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-mod bulk_copy;
 mod completion;
 mod config;
 mod counters;
@@ -41,13 +40,12 @@ mod listener;
 mod mapped_file;
 pub mod memory;
 mod pd;
-mod qp;
 mod qp_events;
+mod queue_pair;
 mod sgl;
 pub mod stage_times;
 mod stream;
 mod work;
-pub mod xdp;
 mod xdp_device;
 
 pub use completion::{Completion, Opcode, Status};
@@ -62,6 +60,10 @@ pub use error::{ConnectError, DeviceError, PostError, RegisterError};
 pub use listener::{AcceptError, Incoming, Listener};
 pub use mapped_file::{FileRegion, MappedFile};
 pub use pd::{os_random_u64, Access, MemoryRegion, ProtectionDomain};
-pub use qp::{PostKind, PostListError, QpError, QueuePair, RemoteAddr};
+pub use queue_pair::{PostKind, PostListError, QpError, QueuePair, RemoteAddr};
 pub use sgl::{Sge, WorkRequest, MAX_SGE};
+// The AF_XDP layer's types that the xdp transport's settings and reports use.
+pub use afxdp::{
+    AttachMode, AttachPolicy, BindMode, BusyPoll, SteerCounters, TxChecksumOffload, XdpError,
+};
 pub use stream::{PlacedTransfer, StreamConfig, StreamCounters, TcpListener, TcpStream, Transfer};

@@ -11,7 +11,7 @@
 //! the bytes in place ([`PinnedBuf::with_slice`], [`PinnedBuf::with_mut_slice`]) is `unsafe`,
 //! with the contract on the method.
 
-use crate::bulk_copy;
+use afxdp::bulk_copy;
 use std::ptr::NonNull;
 
 /// Why pinned memory could not be set up.

@@ -5,7 +5,7 @@
 use ddp::QpEvent;
 
 use crate::counters::DeviceCounters;
-use crate::qp::QpError;
+use crate::queue_pair::QpError;
 use crate::ConnectError;
 
 /// A stream-ending queue-pair event as the verbs API reports it (`QueuePair::error`), counted

@@ -29,7 +29,8 @@ pub(crate) enum Stage {
     Post,
     /// `transmit_now`: the answer framed and flushed (its `sendto` included).
     TransmitNow,
-    /// One `sendto` kick of the transmit ring.
+    /// One `sendto` kick of the transmit ring (timed by `afxdp`: [`afxdp::sendto_times`]).
+    #[cfg_attr(not(feature = "stage-times"), allow(dead_code))]
     Sendto,
 }
 
@@ -88,8 +89,17 @@ mod on {
         STAGES
             .iter()
             .map(|&(s, name)| {
-                let n = COUNT[s as usize].load(Relaxed);
-                (s, name, SUM[s as usize].load(Relaxed) / n.max(1), n)
+                let (sum, n) = match s {
+                    Stage::Sendto => {
+                        let k = afxdp::sendto_times();
+                        (k.total_ns, k.kicks)
+                    }
+                    _ => (
+                        SUM[s as usize].load(Relaxed),
+                        COUNT[s as usize].load(Relaxed),
+                    ),
+                };
+                (s, name, sum / n.max(1), n)
             })
             .collect()
     }

@@ -16,14 +16,14 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use afxdp_support::*;
-use dataplane::xdp::packet_socket::PacketSocket;
-use dataplane::xdp::ping::icmp_echo;
-use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
 use dataplane::{Access, Device, QpInit, RemoteAddr, Transport};
 use ddp::{LocalBuf, WcOpcode, WcStatus};
 use endpoint::{ConnId, EndpointEvent, ListenerId};
 use tcp_offload::wire::{Flags, SegmentRepr, TcpOptions};
 use tcp_offload::{FourTuple, SeqNum};
+use testbed::packet_socket::PacketSocket;
+use testbed::ping::icmp_echo;
+use testbed::{for_test, Side, VethTestbed};
 use testkit::or_skip;
 
 /// A verified engine <-> kernel-transport connection (the kernel end connects to `port`).

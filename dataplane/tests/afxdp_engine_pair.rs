@@ -13,8 +13,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use afxdp_support::*;
-use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
 use endpoint::{EndpointCounters, EndpointEvent};
+use testbed::{for_test, Side, VethTestbed};
 use testkit::or_skip;
 
 /// What each engine asks for in its MPA frame: (markers on what it receives, CRC).

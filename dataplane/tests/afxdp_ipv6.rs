@@ -17,7 +17,7 @@ mod afxdp_support;
 use std::net::IpAddr;
 
 use afxdp_support::*;
-use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
+use testbed::{for_test, Side, VethTestbed};
 use testkit::or_skip;
 
 /// An engine on `tb`'s side A serving its IPv6 address.

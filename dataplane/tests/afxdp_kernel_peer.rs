@@ -20,9 +20,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use afxdp_support::*;
-use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
 use dataplane::{Access, Device, Transport};
 use endpoint::{ConnId, EndpointConfig};
+use testbed::{for_test, Side, VethTestbed};
 use testkit::or_skip;
 
 /// What each end asks for in its MPA frame: (markers on what it receives, CRC).

@@ -8,12 +8,12 @@ use std::net::{SocketAddr, SocketAddrV4};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use afxdp::{AttachPolicy, BindMode, LocalPortRange, XdpProgram, XskConfig, XskQueue};
 use dataplane::engine::{Engine, XskIo};
-use dataplane::xdp::testbed::{for_test, Side};
-use dataplane::xdp::{AttachPolicy, BindMode, LocalPortRange, XdpProgram, XskConfig, XskQueue};
 use dataplane::{Access, ConnectionConfig, Device, QpInit, Transport};
 use ddp::{LocalBuf, RegionHandle, RemoteBuf, Stag, WcStatus};
 use endpoint::{EndpointConfig, EndpointEvent, QpSettings, Secrets};
+use testbed::{for_test, Side};
 use testkit::{or_skip, pattern};
 
 fn settings(markers: bool, crc: bool) -> QpSettings {

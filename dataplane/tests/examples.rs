@@ -12,15 +12,17 @@ mod pingpong;
 #[allow(dead_code)]
 #[path = "../examples/storage_client.rs"]
 mod storage_client;
+mod veth_device;
 #[allow(dead_code)]
 #[path = "../examples/write_read.rs"]
 mod write_read;
 
 use std::net::{SocketAddr, SocketAddrV4};
 
-use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
 use dataplane::{ConnectionConfig, Device, EngineMode, Listener, Transport};
+use testbed::{for_test, Side, VethTestbed};
 use testkit::or_skip;
+use veth_device::open_xdp;
 
 /// Where the examples' client and server run.
 struct Pair<'a> {
@@ -125,7 +127,7 @@ fn examples_run_with_an_xdp_client() {
     };
     tb.tx_checksum_off(Side::B).expect("ethtool -K tx off");
     let p = Pair {
-        client: tb.xdp_device(Side::A, EngineMode::Threaded),
+        client: open_xdp(&tb, Side::A, EngineMode::Threaded),
         server: Device::open(Transport::Kernel).unwrap(),
         tb: Some(&tb),
     };

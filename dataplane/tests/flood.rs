@@ -19,13 +19,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
 
-use dataplane::xdp::packet_socket::PacketSocket;
-use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
-use dataplane::xdp::BindMode;
+use afxdp::BindMode;
 use dataplane::{
     Access, CompletionQueue, ConnectionConfig, Device, EngineMode, MpaSettings, Status, Transport,
     XdpConfig,
 };
+use testbed::packet_socket::PacketSocket;
+use testbed::{for_test, Side, VethTestbed};
 use testkit::idle_flood;
 use testkit::syn_flood::{self, raise_nofile, rss, wait_until};
 use testkit::{or_skip, pattern};

@@ -7,6 +7,9 @@
 //!
 //! Root and `ip`/`ethtool` needed: skipped elsewhere, failures under CI=true.
 
+mod veth_device;
+use veth_device::open_xdp;
+
 #[allow(dead_code)]
 mod rfc6581_wire;
 
@@ -15,9 +18,9 @@ use std::net::{Shutdown, SocketAddr, SocketAddrV4, TcpStream};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use dataplane::xdp::testbed::{for_test, Side};
 use dataplane::{Access, ConnectionConfig, Device, EngineMode, RemoteAddr, Status, Transport};
 use rfc6581_wire::{recv_seg, send_seg, Frame, Seg};
+use testbed::{for_test, Side};
 use testkit::{or_skip, pattern};
 
 const T: Duration = Duration::from_secs(20);
@@ -33,7 +36,7 @@ fn half_close(tag: &str, xdp: bool, port: u16) {
     let dev = if xdp {
         // Copy mode, engine thread; the peer's veth leaves checksums unfilled otherwise.
         tb.tx_checksum_off(Side::B).expect("ethtool -K tx off");
-        tb.xdp_device(Side::A, EngineMode::Threaded)
+        open_xdp(&tb, Side::A, EngineMode::Threaded)
     } else {
         Device::open(Transport::Kernel).expect("open our device")
     };

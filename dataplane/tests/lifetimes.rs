@@ -12,13 +12,13 @@ mod raw_peer;
 use std::net::{SocketAddr, TcpListener};
 use std::time::{Duration, Instant};
 
-use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
-use dataplane::xdp::BindMode;
+use afxdp::BindMode;
 use dataplane::{
     Access, Completion, CompletionQueue, ConnectionConfig, Device, EngineMode, MemoryRegion,
     Opcode, QpInit, QueuePair, RemoteAddr, Status, XdpConfig,
 };
 use raw_peer::{Ending, RawPeer};
+use testbed::{for_test, Side, VethTestbed};
 use testkit::or_skip;
 
 const T: Duration = Duration::from_secs(30);

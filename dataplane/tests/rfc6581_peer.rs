@@ -17,14 +17,14 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
-use dataplane::xdp::BindMode;
+use afxdp::BindMode;
 use dataplane::{
     Access, CompletionQueue, ConnectError, ConnectionConfig, Device, EngineMode, Listener,
     MemoryRegion, QpInit, QueuePair, RemoteAddr, Status, Transport, XdpConfig,
 };
 use mpa::{RtrType, RtrTypes, StartupConfig, StartupError};
 use rfc6581_wire::{op, recv_seg, send_seg, Frame, Rdma, Seg};
+use testbed::{for_test, Side, VethTestbed};
 use testkit::{or_skip, pattern, require_tool, unique_temp_path, LiveCapture};
 
 const T: Duration = Duration::from_secs(20);

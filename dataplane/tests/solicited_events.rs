@@ -8,12 +8,12 @@ use std::net::{SocketAddr, SocketAddrV4};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
-use dataplane::xdp::BindMode;
+use afxdp::BindMode;
 use dataplane::{
     Access, CompletionQueue, ConnectionConfig, Device, Listener, Opcode, QpInit, QueuePair, Status,
     Transport, XdpConfig,
 };
+use testbed::{for_test, Side, VethTestbed};
 use testkit::or_skip;
 
 const T: Duration = Duration::from_secs(20);

@@ -5,15 +5,18 @@
 //! after them means they are done). Kernel transport on loopback; xdp against kernel in a
 //! veth testbed, with the xdp device on the active side and then on the passive side.
 
+mod veth_device;
+use veth_device::open_xdp;
+
 use std::net::{SocketAddr, SocketAddrV4};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use dataplane::xdp::testbed::{for_test, Side};
 use dataplane::{
     Access, Completion, CompletionQueue, ConnectionConfig, Device, EngineMode, Listener, Opcode,
     PostError, PostKind, PostListError, QueuePair, RemoteAddr, Sge, Status, Transport, WorkRequest,
 };
+use testbed::{for_test, Side};
 use testkit::{or_skip, pattern};
 
 const T: Duration = Duration::from_secs(30);
@@ -273,7 +276,7 @@ fn xdp_against_kernel(tag: &str, mode: EngineMode) {
         return;
     };
     tb.tx_checksum_off(Side::B).expect("ethtool -K tx off");
-    let x = tb.xdp_device(Side::A, mode);
+    let x = open_xdp(&tb, Side::A, mode);
     let k = Device::open(Transport::Kernel).unwrap();
     let at_b = SocketAddr::V4(SocketAddrV4::new(tb.ip(Side::B), 4200));
     run(&x, &k, at_b, |active| {

@@ -4,14 +4,17 @@
 //! lanes (each end transmits a flow on its owner's queue), and packets a kernel peer sends on
 //! the wrong queue are handed to their owner.
 
+mod veth_device;
+use veth_device::open_xdp_on_queues;
+
 use std::net::{SocketAddr, SocketAddrV4};
 use std::time::Duration;
 
-use dataplane::xdp::rss;
-use dataplane::xdp::testbed::{available, Side, VethTestbed};
+use afxdp::rss;
 use dataplane::{
     Access, CompletionQueue, ConnectionConfig, Device, EngineMode, Listener, Status, XdpConfig,
 };
+use testbed::{available, Side, VethTestbed};
 use testkit::{or_skip, pattern};
 
 const T: Duration = Duration::from_secs(30);
@@ -113,8 +116,8 @@ fn both_ends(tag: &str, mode: EngineMode) {
     let Some(tb) = two_queue_testbed(tag) else {
         return;
     };
-    let a = tb.xdp_device_on_queues(Side::A, mode, 2);
-    let b = tb.xdp_device_on_queues(Side::B, mode, 2);
+    let a = open_xdp_on_queues(&tb, Side::A, mode, 2);
+    let b = open_xdp_on_queues(&tb, Side::B, mode, 2);
     assert_eq!(a.xdp_info().unwrap().queues, 2);
     // veth reports no RSS: the lanes own flows by the symmetric hash (LaneSteering::Auto).
     assert!(!a.xdp_info().unwrap().lanes_follow_rss);
@@ -163,7 +166,7 @@ fn kernel_peer_on_one_queue(tag: &str, mode: EngineMode) {
     let out = tb.exec(Side::B, &["sh", "-c", &xps]).expect("set XPS");
     assert!(out.status.success(), "{out:?}");
 
-    let x = tb.xdp_device_on_queues(Side::A, mode, 2);
+    let x = open_xdp_on_queues(&tb, Side::A, mode, 2);
     let k = Device::open(dataplane::Transport::Kernel).unwrap();
     let at = SocketAddr::V4(SocketAddrV4::new(tb.ip(Side::B), 4121));
     let listener = {
@@ -190,7 +193,7 @@ fn a_device_serves_one_to_64_queues() {
     let _ns = tb.enter(Side::A).unwrap();
     for bad in [0, 65] {
         let mut cfg = XdpConfig::new(tb.ifname(Side::A));
-        cfg.bind = dataplane::xdp::BindMode::Copy;
+        cfg.bind = afxdp::BindMode::Copy;
         cfg.queues = bad;
         let e = Device::open_xdp(cfg).unwrap_err();
         assert!(
@@ -214,7 +217,7 @@ fn veth_reports_no_rss_and_a_missing_interface_is_an_error() {
     );
     assert!(matches!(
         rss::read_rss("xwnosuch0"),
-        Err(dataplane::xdp::XdpError::NoSuchInterface)
+        Err(afxdp::XdpError::NoSuchInterface)
     ));
 }
 
@@ -228,7 +231,7 @@ fn stream_sockets_spread_over_the_lanes() {
         return;
     };
     tb.tx_checksum_off(Side::B).expect("ethtool -K tx off");
-    let x = tb.xdp_device_on_queues(Side::A, EngineMode::Threaded, 2);
+    let x = open_xdp_on_queues(&tb, Side::A, EngineMode::Threaded, 2);
     let at = SocketAddr::V4(SocketAddrV4::new(tb.ip(Side::A), 4123));
     let listener = x
         .tcp_listen(at, dataplane::StreamConfig::default())

@@ -10,8 +10,8 @@
 //!
 //! Root needed: skipped elsewhere, failures under CI=true.
 
-mod common;
-use common::open_xdp;
+mod veth_device;
+use veth_device::open_xdp;
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, SocketAddrV4};
@@ -19,8 +19,8 @@ use std::sync::{Mutex, MutexGuard};
 use std::thread;
 use std::time::Duration;
 
-use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
 use dataplane::{Device, EngineMode, StreamConfig, TcpStream, Transfer, Transport};
+use testbed::{for_test, Side, VethTestbed};
 use testkit::{or_skip, pattern};
 
 const LEN: usize = 16 << 20;

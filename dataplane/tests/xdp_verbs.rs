@@ -4,19 +4,19 @@
 //! 1 MiB are verified byte for byte, in inline and threaded engine mode, and the device's
 //! counters move. Also: the engine pair on both ends through the verbs API.
 
-mod common;
-use common::open_xdp;
+mod veth_device;
+use veth_device::open_xdp;
 
 use std::net::{SocketAddr, SocketAddrV4};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use dataplane::xdp::program::attached;
-use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
+use afxdp::program::attached;
 use dataplane::{
-    Access, CompletionQueue, ConnectionConfig, Device, EngineMode, Opcode, QpInit, QueuePair,
-    RemoteAddr, Status, XdpConfig,
+    Access, CompletionQueue, ConnectionConfig, Device, DeviceError, EngineMode, Opcode, QpInit,
+    QueuePair, RemoteAddr, Status, XdpConfig, XdpError,
 };
+use testbed::{for_test, Side, VethTestbed};
 use testkit::or_skip;
 use testkit::pattern;
 
@@ -322,6 +322,39 @@ fn xdp_device_refuses_a_foreign_address_and_a_missing_interface() {
     assert!(Device::open_xdp(XdpConfig::new("xw-no-such-if")).is_err());
 }
 
+/// A second xdp device (a second engine) on an interface refuses
+/// to open with one message that names the interface and what to do, and the first device's
+/// program stays attached; it detaches when the first device closes.
+#[test]
+fn second_xdp_device_on_an_interface_refuses_to_open() {
+    let Some(tb) = or_skip("twodev", for_test("twodev")) else {
+        return;
+    };
+    let _ns = tb.enter(Side::B).unwrap();
+    let ifb = tb.ifname(Side::B);
+    let first = Device::open_xdp(XdpConfig::new(ifb)).expect("the first device opens");
+    let id = attached(ifb).unwrap().native.expect("attached").id;
+    let err = Device::open_xdp(XdpConfig::new(ifb)).expect_err("the second is refused");
+    assert!(
+        matches!(
+            err,
+            DeviceError::Xdp {
+                error: XdpError::ProgramInUse { id: i, pid, .. },
+                ..
+            } if i == id && pid == std::process::id()
+        ),
+        "{err:?}"
+    );
+    let msg = err.to_string();
+    assert!(
+        msg.contains(ifb) && msg.contains("Stop that process"),
+        "{msg}"
+    );
+    assert_eq!(attached(ifb).unwrap().native.map(|p| p.id), Some(id));
+    drop(first);
+    assert!(attached(ifb).unwrap().is_empty());
+}
+
 /// Dropping an xdp listener keeps the connections it accepted working (the XDP program keeps
 /// steering the port while they live: their segments must not reach the kernel, which would
 /// reset them); a SYN to the dropped listener's port is refused; listening on the port again
@@ -387,7 +420,7 @@ fn dropped_listener_keeps_its_connections_and_the_port_can_be_listened_on_again(
 fn open_xdp_v6(tb: &VethTestbed, side: Side) -> Device {
     let _ns = tb.enter(side).unwrap();
     let mut cfg = XdpConfig::new(tb.ifname(side));
-    cfg.bind = dataplane::xdp::BindMode::Copy;
+    cfg.bind = afxdp::BindMode::Copy;
     cfg.address = Some(tb.ip6(side).into());
     Device::open_xdp(cfg).expect("open the xdp device on IPv6")
 }

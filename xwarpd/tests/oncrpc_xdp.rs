@@ -12,8 +12,8 @@ use std::net::{SocketAddr, SocketAddrV4};
 use std::process::Command;
 use std::sync::Mutex;
 
-use dataplane::xdp::testbed::{for_test, for_test_bridged, Side, VethTestbed};
 use dataplane::{Device, EngineMode, MappedFile};
+use testbed::{for_test, for_test_bridged, Side, VethTestbed};
 use testkit::{or_skip, pattern, LiveCapture, TempPath, Tshark};
 use xwarpd::oncrpc::{
     SharedStore, TcpClientOptions, TcpServerOptions, TcpStoreClient, TcpStoreServer,
@@ -31,8 +31,13 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     HEAVY.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// An xdp device on `side`'s veth end (copy mode, as veth needs), its engine in `mode`.
 fn open_xdp(tb: &VethTestbed, side: Side, mode: EngineMode) -> Device {
-    tb.xdp_device(side, mode)
+    let _ns = tb.enter(side).expect("enter the namespace");
+    let mut cfg = dataplane::XdpConfig::new(tb.ifname(side));
+    cfg.bind = dataplane::BindMode::Copy;
+    cfg.mode = mode;
+    Device::open_xdp(cfg).expect("open the xdp device")
 }
 
 /// A server on side B's xdp device over a store holding `pattern(STORE, SEED)`.

@@ -8,11 +8,11 @@
 
 mod store_support;
 
-use dataplane::xdp::testbed::{for_test, Side};
-use dataplane::xdp::BindMode;
+use dataplane::BindMode;
 use dataplane::{Access, Device, MappedFile, XdpConfig};
 use std::net::{SocketAddr, SocketAddrV4};
 use store_support::{pattern, TempFile};
+use testbed::{for_test, Side};
 use testkit::or_skip;
 use xwarpd::store::{
     AllowList, ClientOptions, MessagePolicy, ServerOptions, StoreClient, StoreServer,

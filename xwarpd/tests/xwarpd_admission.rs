@@ -7,7 +7,7 @@ mod xwarpd_support;
 
 use std::net::SocketAddr;
 
-use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
+use testbed::{for_test, Side, VethTestbed};
 use testkit::or_skip;
 use xwarpd::store::{ClientOptions, StoreClient};
 use xwarpd_support::{sample, Daemon, Tmp, BIN};

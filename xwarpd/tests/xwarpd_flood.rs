@@ -24,9 +24,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use dataplane::xdp::packet_socket::PacketSocket;
-use dataplane::xdp::testbed::{Side, VethTestbed};
 use dataplane::Access;
+use testbed::packet_socket::PacketSocket;
+use testbed::{Side, VethTestbed};
 use testkit::idle_flood;
 use testkit::syn_flood::{self, raise_nofile, wait_until};
 use xwarpd::store::{ClientOptions, StoreClient};

@@ -8,8 +8,8 @@ use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use dataplane::xdp::testbed::{for_test, Side};
 use dataplane::{Access, ConnectionConfig};
+use testbed::{for_test, Side};
 use testkit::or_skip;
 use testkit::{require_tool, unique_temp_path, LiveCapture, Tshark};
 use xwarpd::store::{ClientOptions, StoreClient};

@@ -10,9 +10,9 @@ mod xwarpd_support;
 
 use std::time::Duration;
 
-use dataplane::xdp::program::attached;
-use dataplane::xdp::testbed::{for_test, Side, VethTestbed};
+use afxdp::program::attached;
 use dataplane::{Access, ConnectionConfig, Device, QpInit, Transport};
+use testbed::{for_test, Side, VethTestbed};
 use testkit::or_skip;
 use xwarpd::store::{ClientOptions, StoreClient};
 use xwarpd_support::{http_get, sample, sample_of_queue, Daemon, Tmp, BIN};

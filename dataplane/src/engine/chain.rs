@@ -48,7 +48,7 @@ impl RxChain {
                 self.skipping = true;
                 self.dropped += 1;
             } else {
-                crate::bulk_copy::extend_from_slice(&mut self.buf, data);
+                afxdp::bulk_copy::extend_from_slice(&mut self.buf, data);
             }
         }
         if continues {

@@ -79,7 +79,7 @@ impl HandOff {
         }
         let mut buf = q.spare.pop().unwrap_or_default();
         buf.clear();
-        crate::bulk_copy::extend_from_slice(&mut buf, packet);
+        afxdp::bulk_copy::extend_from_slice(&mut buf, packet);
         q.packets.push_back(buf);
         inbox.len.store(q.packets.len(), Ordering::Release);
         self.handed.fetch_add(1, Ordering::Relaxed);

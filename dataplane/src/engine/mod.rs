@@ -15,17 +15,17 @@
 
 #[cfg(target_os = "linux")]
 mod chain;
-mod driver;
 mod fault;
 mod handoff;
 mod io;
+mod poll_loop;
 #[cfg(target_os = "linux")]
 mod xsk_io;
 
 pub use crate::pd::PdHandle;
-pub use driver::{Engine, CLOCK_EVERY_IDLE};
 pub use fault::{FaultConfig, FaultCounters, FaultyIo};
 pub use handoff::{HandOff, HandOffCounters, LaneLink, INBOX_MAX};
 pub use io::PacketIo;
+pub use poll_loop::{Engine, CLOCK_EVERY_IDLE};
 #[cfg(target_os = "linux")]
 pub use xsk_io::XskIo;

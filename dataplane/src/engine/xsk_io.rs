@@ -18,8 +18,8 @@ use endpoint::{FrameSink, TxOutcome};
 use super::chain::RxChain;
 use super::handoff::LaneLink;
 use super::io::PacketIo;
-use crate::xdp::xsk::MAX_FRAGMENTS;
-use crate::xdp::{Frame, XskQueue};
+use afxdp::xsk::MAX_FRAGMENTS;
+use afxdp::{Frame, XskQueue};
 
 /// Most frames of one chain held while it is received; a longer one is dropped (its gather
 /// would exceed the largest packet anyway).

@@ -11,11 +11,11 @@ use std::net::TcpStream;
 use std::sync::{Arc, Mutex, TryLockError, Weak};
 use std::time::{Duration, Instant};
 
-use super::driver::{Driver, DriverOptions, EstablishedTx};
+use super::connection_driver::{Driver, DriverOptions, EstablishedTx};
 use super::waker::wait_readable;
 use crate::counters::DeviceCounters;
 use crate::cq::Drive;
-use crate::qp::QpShared;
+use crate::queue_pair::QpShared;
 
 /// One connection run inline: its driver, until the connection is done.
 #[derive(Debug)]

@@ -19,15 +19,15 @@
 //! can make progress or their timeout passes. The kernel transport has no stream API: use
 //! `std::net` there.
 
-mod listener;
 mod routes;
 mod socket;
+mod tcp_listener;
 
 use std::time::Duration;
 
-pub use listener::TcpListener;
 pub(crate) use routes::StreamRoutes;
 pub use socket::TcpStream;
+pub use tcp_listener::TcpListener;
 pub use tcp_offload::rdma::{PlacedTransfer, Transfer};
 
 /// Settings of a stream listener or connection.

@@ -12,10 +12,10 @@ use endpoint::{ConnId, Endpoint, EndpointError};
 use tcp_offload::rdma::{AnnotateError, PlacedTransfer, PlacementError, Transfer};
 use tcp_offload::CloseReason;
 
-use super::listener::xdp_of;
+use super::tcp_listener::xdp_of;
 use super::{io_err, StreamConfig, StreamCounters};
 use crate::engine::PdHandle;
-use crate::xdp_device::{State, XdpDevice};
+use crate::xdp_device::{State, XdpLane};
 use crate::Device;
 
 /// A TCP connection on the device's AF_XDP engine. Clones ([`TcpStream::try_clone`]) share
@@ -28,7 +28,7 @@ pub struct TcpStream {
 
 #[derive(Debug)]
 struct Inner {
-    dev: Arc<XdpDevice>,
+    dev: Arc<XdpLane>,
     conn: ConnId,
     local: SocketAddr,
     peer: SocketAddr,
@@ -120,7 +120,7 @@ fn annotate_io(e: EndpointError) -> io::Error {
 
 impl TcpStream {
     pub(super) fn new(
-        dev: Arc<XdpDevice>,
+        dev: Arc<XdpLane>,
         conn: ConnId,
         local: SocketAddr,
         peer: SocketAddr,

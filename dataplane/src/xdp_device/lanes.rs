@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{State, XdpDevice, XdpListener};
+use super::{State, XdpLane, XdpListener};
 use crate::counters::DeviceCounters;
 use crate::cq::Drive;
 use crate::engine::{HandOff, HandOffCounters};
@@ -16,7 +16,7 @@ use crate::{ConnectError, ConnectionConfig, DeviceError, QpInit, XdpConfig};
 /// The lanes of an AF_XDP device (at least one).
 #[derive(Debug)]
 pub(crate) struct XdpLanes {
-    lanes: Vec<Arc<XdpDevice>>,
+    lanes: Vec<Arc<XdpLane>>,
     handoff: Arc<HandOff>,
     /// The lane the next active open goes to.
     next: AtomicUsize,
@@ -25,12 +25,12 @@ pub(crate) struct XdpLanes {
 }
 
 impl XdpLanes {
-    /// Opens the lanes of `cfg` ([`XdpDevice::open_lanes`]).
+    /// Opens the lanes of `cfg` ([`XdpLane::open_lanes`]).
     pub(crate) fn open(
         cfg: &XdpConfig,
         counters: Arc<DeviceCounters>,
     ) -> Result<Self, DeviceError> {
-        let (lanes, handoff) = XdpDevice::open_lanes(cfg, counters)?;
+        let (lanes, handoff) = XdpLane::open_lanes(cfg, counters)?;
         for (i, lane) in lanes.iter().enumerate() {
             let others = lanes
                 .iter()
@@ -49,17 +49,17 @@ impl XdpLanes {
     }
 
     /// The first lane: what every lane shares (address, namespace, settings) is read here.
-    pub(crate) fn first(&self) -> &Arc<XdpDevice> {
+    pub(crate) fn first(&self) -> &Arc<XdpLane> {
         &self.lanes[0]
     }
 
     /// All lanes, in queue order.
-    pub(crate) fn all(&self) -> &[Arc<XdpDevice>] {
+    pub(crate) fn all(&self) -> &[Arc<XdpLane>] {
         &self.lanes
     }
 
     /// The lane the next active open goes to (round robin).
-    pub(crate) fn next_lane(&self) -> &Arc<XdpDevice> {
+    pub(crate) fn next_lane(&self) -> &Arc<XdpLane> {
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.lanes.len();
         &self.lanes[i]
     }
@@ -76,7 +76,7 @@ impl XdpLanes {
         init: QpInit,
         config: &ConnectionConfig,
         private_data: &[u8],
-    ) -> Result<(super::XdpQp, crate::qp::Established), ConnectError> {
+    ) -> Result<(super::XdpQp, crate::queue_pair::Established), ConnectError> {
         let dev = self.next_lane();
         init.send_cq.add_lane(dev.shared.lane);
         init.recv_cq.add_lane(dev.shared.lane);
@@ -103,10 +103,10 @@ const THREADED_PACE: Duration = Duration::from_micros(20);
 /// inline lane) until `f` returns `Some` or `deadline` passes (`None`). Each call starts one
 /// lane further (`first`), so that no lane starves.
 pub(crate) fn wait_on_lanes<K: Copy, T>(
-    lanes: &[(Arc<XdpDevice>, K)],
+    lanes: &[(Arc<XdpLane>, K)],
     first: &AtomicUsize,
     deadline: Instant,
-    mut f: impl FnMut(&Arc<XdpDevice>, &mut State, K) -> Option<T>,
+    mut f: impl FnMut(&Arc<XdpLane>, &mut State, K) -> Option<T>,
 ) -> Option<T> {
     let n = lanes.len();
     let start = first.fetch_add(1, Ordering::Relaxed);

@@ -1,10 +1,10 @@
 //! The `xdp` transport behind the verbs API: one AF_XDP engine per receive queue (a lane, an
-//! `XdpDevice`), the lanes of a device behind one XDP program ([`XdpLanes`]), shared by its
+//! `XdpLane`), the lanes of a device behind one XDP program ([`XdpLanes`]), shared by its
 //! listeners, queue pairs and completion queues.
 //!
 //! ```text
-//! Device::open_xdp ── XdpLanes ─┬─ XdpDevice (lane 0) ── Mutex<State { Engine<XskIo>, routes, ... }>
-//!                               ├─ XdpDevice (lane 1) ...     ▲ poll + route (engine thread, or the
+//! Device::open_xdp ── XdpLanes ─┬─ XdpLane (lane 0) ── Mutex<State { Engine<XskIo>, routes, ... }>
+//!                               ├─ XdpLane (lane 1) ...       ▲ poll + route (engine thread, or the
 //!                               └─ SharedProgram, HandOff      │ application's threads in inline mode)
 //!   QueuePair ── XdpQp (its lane) ── post_* ──────────────────┘ (lock order: lane state -> PD)
 //!   Listener ── XdpListener ── a listener per lane; accept_timeout takes a routed ConnectRequest
@@ -17,11 +17,11 @@
 //! regions directly (the one copy: UMEM frame to region).
 
 mod lanes;
-mod listener;
 mod open;
-mod program;
-mod qp;
 mod route;
+mod shared_program;
+mod xdp_listener;
+mod xdp_qp;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -29,11 +29,11 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 pub(crate) use lanes::{wait_on_lanes, XdpLanes};
-pub(crate) use listener::{XdpIncoming, XdpListener};
-pub(crate) use qp::XdpQp;
 pub(crate) use route::State;
+pub(crate) use xdp_listener::{XdpIncoming, XdpListener};
+pub(crate) use xdp_qp::XdpQp;
 
-use crate::xdp::netns::NetNs;
+use afxdp::netns::NetNs;
 
 /// Idle polls of the engine thread before it starts sleeping between polls.
 const IDLE_SPINS: u32 = 2000;
@@ -172,21 +172,23 @@ impl Shared {
     }
 }
 
-/// An open AF_XDP device. Dropping the last handle stops the engine thread, closes the
-/// AF_XDP socket (freeing the UMEM) and detaches the XDP program.
-pub(crate) struct XdpDevice {
+/// One lane of an open AF_XDP device: the engine of one receive queue, with its AF_XDP socket
+/// and, unless inline, its engine thread. Dropping the last handle stops the thread, drives the
+/// closing connections to their end and closes the socket (freeing the UMEM). The XDP program
+/// is the device's, shared by its lanes: it detaches when the last lane goes.
+pub(crate) struct XdpLane {
     pub(crate) shared: Arc<Shared>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
 
-impl std::fmt::Debug for XdpDevice {
+impl std::fmt::Debug for XdpLane {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.shared.fmt(f)
     }
 }
 
-impl XdpDevice {
+impl XdpLane {
     fn start(shared: Arc<Shared>, core: Option<usize>) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let thread = (!shared.inline).then(|| {
@@ -196,7 +198,7 @@ impl XdpDevice {
                 .spawn(move || engine_thread(&s, &stop, core))
                 .expect("spawn the engine thread")
         });
-        XdpDevice {
+        XdpLane {
             shared,
             stop,
             thread,
@@ -204,7 +206,7 @@ impl XdpDevice {
     }
 }
 
-impl Drop for XdpDevice {
+impl Drop for XdpLane {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
         if let Some(t) = self.thread.take() {

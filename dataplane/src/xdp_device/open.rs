@@ -6,18 +6,18 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use super::program::{LaneProgram, SharedProgram, MAX_LANES};
-use super::{Shared, State, XdpDevice};
+use super::shared_program::{LaneProgram, SharedProgram, MAX_LANES};
+use super::{Shared, State, XdpLane};
 use crate::counters::DeviceCounters;
 use endpoint::{EndpointConfig, FastMap, Lane, RssLanes, Secrets};
 
 use crate::engine::{Engine, HandOff, LaneLink, XskIo};
 use crate::pd::os_random;
-use crate::xdp::netlink::RtNetlink;
-use crate::xdp::netns::NetNs;
-use crate::xdp::xsk::UMEM_HEADROOM;
-use crate::xdp::{program, LocalPortRange, XdpError, XdpProgram, XskConfig, XskQueue};
 use crate::{DeviceError, EngineMode, LaneSteering, XdpConfig};
+use afxdp::netlink::RtNetlink;
+use afxdp::netns::NetNs;
+use afxdp::xsk::UMEM_HEADROOM;
+use afxdp::{program, LocalPortRange, XdpError, XdpProgram, XskConfig, XskQueue};
 
 /// Ethernet + IP + TCP headers without options: IPv4's 20-octet header or IPv6's 40.
 fn headers(ip: IpAddr) -> u32 {
@@ -31,7 +31,7 @@ fn xdp_err(error: XdpError) -> DeviceError {
     }
 }
 
-use crate::xdp::xsk::{frame_size_for_mtu as frame_size_for, multi_buffer_for_mtu};
+use afxdp::xsk::{frame_size_for_mtu as frame_size_for, multi_buffer_for_mtu};
 
 /// What every lane of a device shares, from the interface and the program.
 struct Common {
@@ -43,7 +43,7 @@ struct Common {
     counters: Arc<DeviceCounters>,
 }
 
-impl XdpDevice {
+impl XdpLane {
     /// Opens `cfg.interface` in the calling thread's network namespace: the XDP program once,
     /// then one lane (AF_XDP socket and engine) per queue of `cfg.queue..cfg.queue +
     /// cfg.queues`. Returns the lanes (at least one) and their hand-off.
@@ -199,7 +199,7 @@ impl XdpDevice {
             ip,
             info,
         });
-        Ok(XdpDevice::start(shared, core))
+        Ok(XdpLane::start(shared, core))
     }
 }
 
@@ -208,7 +208,7 @@ impl XdpDevice {
 /// The NIC's RSS for lanes on `cfg.queue` onwards to follow, when its driver reports one they
 /// can (else the lanes use the symmetric hash; the log says why).
 fn lanes_rss(cfg: &XdpConfig) -> Option<Arc<RssLanes>> {
-    match crate::xdp::rss::read_rss(&cfg.interface) {
+    match afxdp::rss::read_rss(&cfg.interface) {
         Ok(Ok(hash)) => {
             tracing::info!(
                 interface = %cfg.interface,

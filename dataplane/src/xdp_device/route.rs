@@ -7,11 +7,11 @@ use std::time::Instant;
 
 use endpoint::{ConnId, EndpointEvent, FastMap, ListenerId};
 
-use super::program::LaneProgram;
+use super::shared_program::LaneProgram;
 use crate::counters::DeviceCounters;
 use crate::engine::{Engine, XskIo};
-use crate::qp::{map_completion, Established, QpError};
 use crate::qp_events::{startup_error, stream_error};
+use crate::queue_pair::{map_completion, Established, QpError};
 use crate::work::WorkTracker;
 use crate::{CompletionQueue, ConnectError, Opcode};
 

@@ -19,11 +19,10 @@ use std::sync::{mpsc, Arc, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use dataplane::engine::{Engine, XskIo};
-use dataplane::xdp::testbed::{Side, VethTestbed};
-use dataplane::xdp::{
+use afxdp::{
     AttachMode, AttachPolicy, BindMode, LocalPortRange, PortKind, XdpProgram, XskConfig, XskQueue,
 };
+use dataplane::engine::{Engine, XskIo};
 use dataplane::{
     Access, Completion as KCompletion, CompletionQueue, ConnectionConfig, Device, MemoryRegion,
     MpaSettings, Opcode, ProtectionDomain, QpInit, QueuePair, RemoteAddr, Status, Transport,
@@ -32,6 +31,7 @@ use ddp::{
     LocalBuf, NegotiatedFraming, RegionHandle, RemoteBuf, Stag, WcOpcode, WcStatus, WorkCompletion,
 };
 use endpoint::{ConnId, EndpointConfig, EndpointEvent, ListenerId, QpSettings, Secrets};
+use testbed::{Side, VethTestbed};
 
 /// The sizes every transfer test moves: 1 B to 16 MiB.
 pub const SIZES: [usize; 4] = [1, 4096, 1 << 20, 16 << 20];
@@ -903,7 +903,7 @@ pub fn wireshark_decode_test(
     runs: &[(bool, bool, bool)],
     first_port: u16,
 ) {
-    let Some(tb) = testkit::or_skip(tag, dataplane::xdp::testbed::for_test(tag)) else {
+    let Some(tb) = testkit::or_skip(tag, testbed::for_test(tag)) else {
         return;
     };
     if !testkit::require_tool(test, "tshark") || !testkit::require_tool(test, "dumpcap") {

@@ -13,8 +13,8 @@ use super::store_config::{parse_store, RawStore};
 pub use super::store_config::{
     StoreConfig, TcpStoreConfig, DEFAULT_STORE_PORT, DEFAULT_TCP_STORE_PORT,
 };
-use dataplane::xdp::{AttachPolicy, BindMode, LocalPortRange};
-use dataplane::{EngineMode, Transport, XdpConfig};
+use afxdp::LocalPortRange;
+use dataplane::{AttachPolicy, BindMode, EngineMode, Transport, XdpConfig};
 
 /// A configuration mistake, with the setting it concerns.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -505,12 +505,12 @@ fn parse_xdp(raw: RawXdp, o: &Overrides) -> Result<Option<XdpConfig>, ConfigErro
     )?;
     cfg.tx_checksum = keyword(
         raw.tx_checksum.as_deref().map(|v| ("xdp.tx_checksum", v)),
-        dataplane::xdp::TxChecksumOffload::Auto,
+        dataplane::TxChecksumOffload::Auto,
         &[
-            ("auto", dataplane::xdp::TxChecksumOffload::Auto),
-            ("engine", dataplane::xdp::TxChecksumOffload::Off),
-            ("device", dataplane::xdp::TxChecksumOffload::Device),
-            ("kernel", dataplane::xdp::TxChecksumOffload::Kernel),
+            ("auto", dataplane::TxChecksumOffload::Auto),
+            ("engine", dataplane::TxChecksumOffload::Off),
+            ("device", dataplane::TxChecksumOffload::Device),
+            ("kernel", dataplane::TxChecksumOffload::Kernel),
         ],
         "\"auto\" (the device where its driver offers AF_XDP TX checksums, else the engine; the default), \"engine\", \"device\" or \"kernel\" (computed by the kernel in copy mode)",
     )?;
@@ -537,9 +537,9 @@ fn parse_xdp(raw: RawXdp, o: &Overrides) -> Result<Option<XdpConfig>, ConfigErro
             ))
         }
         (None | Some(0), None) => None,
-        (Some(u), b) => Some(dataplane::xdp::BusyPoll {
+        (Some(u), b) => Some(dataplane::BusyPoll {
             usecs: u as u32,
-            budget: b.map_or(dataplane::xdp::BusyPoll::default().budget, |b| b as u32),
+            budget: b.map_or(dataplane::BusyPoll::default().budget, |b| b as u32),
         }),
     };
     Ok(Some(cfg))
@@ -816,10 +816,10 @@ mod tests {
         .unwrap();
         assert_eq!(x.interface, "enp1s0f1");
         assert!(x.huge_pages);
-        assert_eq!(x.tx_checksum, dataplane::xdp::TxChecksumOffload::Device);
+        assert_eq!(x.tx_checksum, dataplane::TxChecksumOffload::Device);
         assert_eq!(
             x.busy_poll,
-            Some(dataplane::xdp::BusyPoll {
+            Some(dataplane::BusyPoll {
                 usecs: 50,
                 budget: 16
             })

@@ -7,8 +7,7 @@ use tool_support::TimeSpan;
 
 use super::config::{DaemonConfig, MetricsAddr};
 use crate::store::AllowList;
-use dataplane::xdp::{AttachPolicy, BindMode};
-use dataplane::EngineMode;
+use dataplane::{AttachPolicy, BindMode, EngineMode};
 
 fn s(v: impl ToString) -> Value {
     Value::String(v.to_string())
@@ -76,10 +75,10 @@ impl DaemonConfig {
             xt.insert("max_half_open".into(), count(x.listener.max_half_open));
             xt.insert("synack_retries".into(), i(x.listener.synack_retries));
             let tx_checksum = match x.tx_checksum {
-                dataplane::xdp::TxChecksumOffload::Auto => "auto",
-                dataplane::xdp::TxChecksumOffload::Off => "engine",
-                dataplane::xdp::TxChecksumOffload::Device => "device",
-                dataplane::xdp::TxChecksumOffload::Kernel => "kernel",
+                dataplane::TxChecksumOffload::Auto => "auto",
+                dataplane::TxChecksumOffload::Off => "engine",
+                dataplane::TxChecksumOffload::Device => "device",
+                dataplane::TxChecksumOffload::Kernel => "kernel",
             };
             xt.insert("tx_checksum".into(), s(tx_checksum));
             xt.insert("huge_pages".into(), Value::Boolean(x.huge_pages));

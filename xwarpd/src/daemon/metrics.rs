@@ -19,7 +19,7 @@ use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
 
 use crate::store::{CallCounts, Refusal, StoreSnapshot};
-use dataplane::xdp::SteerCounters;
+use dataplane::SteerCounters;
 use dataplane::{CounterSnapshot, EngineLoad, XdpInfo};
 use endpoint::EndpointCounters;
 

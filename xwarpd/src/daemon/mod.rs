@@ -90,7 +90,7 @@ fn open_device(cfg: &DaemonConfig) -> Result<Device, DaemonError> {
     let device = Device::open_xdp(x.clone()).map_err(|e| {
         let zero_copy_refused = matches!(&e, dataplane::DeviceError::Xdp { error, .. }
             if error.errno() == Some(libc::EOPNOTSUPP));
-        if zero_copy_refused && x.bind == dataplane::xdp::BindMode::ZeroCopy {
+        if zero_copy_refused && x.bind == dataplane::BindMode::ZeroCopy {
             start_err(
                 &what,
                 format!("{e} (the driver offers no zero-copy AF_XDP on this interface: use bind \"auto\" or \"copy\")"),
@@ -114,7 +114,7 @@ fn open_device(cfg: &DaemonConfig) -> Result<Device, DaemonError> {
 /// Checks what can be checked before anything is attached: the interface exists in this
 /// network namespace and has the queue.
 fn preflight(x: &dataplane::XdpConfig) -> Result<(), String> {
-    use dataplane::xdp::{program::ifindex, queues::rx_queue_count, XdpError};
+    use afxdp::{program::ifindex, queues::rx_queue_count, XdpError};
     match ifindex(&x.interface) {
         Ok(_) => {}
         Err(XdpError::NoSuchInterface) => {
@@ -143,7 +143,7 @@ fn preflight(x: &dataplane::XdpConfig) -> Result<(), String> {
 /// its own connection, whose replies the XDP program would steer to the engine.
 fn warn_unreserved(x: &dataplane::XdpConfig) {
     let (first, last) = (*x.local_ports.start(), *x.local_ports.end());
-    let Ok(reserved) = dataplane::xdp::ports::reserved_ports() else {
+    let Ok(reserved) = afxdp::ports::reserved_ports() else {
         return;
     };
     let covered = (first..=last).all(|p| reserved.iter().any(|r| r.contains(p)));

@@ -13,8 +13,7 @@
 use std::fmt::Write as _;
 
 use super::metrics::Snapshot;
-use dataplane::xdp::{AttachMode, TxChecksumOffload};
-use dataplane::EngineMode;
+use dataplane::{AttachMode, EngineMode, TxChecksumOffload};
 
 /// `n` bytes with a binary unit, one decimal.
 fn bytes(n: u64) -> String {
@@ -174,7 +173,7 @@ mod tests {
                 mtu: 1500,
                 mss: 1460,
                 mode: EngineMode::Pinned(1),
-                tx_checksum: dataplane::xdp::TxChecksumOffload::Off,
+                tx_checksum: dataplane::TxChecksumOffload::Off,
             }),
             store: StoreSnapshot {
                 open: vec![ConnSnapshot {

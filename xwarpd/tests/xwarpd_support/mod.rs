@@ -122,16 +122,13 @@ impl Drop for Daemon {
 /// checksums (veth leaves them to "offload", which an AF_XDP receiver would see unfilled and
 /// count malformed) and, as `deploy/host-setup` does, A's engine ports are reserved from A's
 /// kernel. `None` when the test is skipped (not root, outside CI).
-pub fn xdp_testbed(tag: &str) -> Option<dataplane::xdp::testbed::VethTestbed> {
+pub fn xdp_testbed(tag: &str) -> Option<testbed::VethTestbed> {
     xdp_testbed_with_queues(tag, 1)
 }
 
 /// [`xdp_testbed`] with `queues` receive and transmit queues on each veth end.
-pub fn xdp_testbed_with_queues(
-    tag: &str,
-    queues: u32,
-) -> Option<dataplane::xdp::testbed::VethTestbed> {
-    use dataplane::xdp::testbed::{available, Side, VethTestbed};
+pub fn xdp_testbed_with_queues(tag: &str, queues: u32) -> Option<testbed::VethTestbed> {
+    use testbed::{available, Side, VethTestbed};
     let tb = testkit::or_skip(
         tag,
         available().map(|()| {
