@@ -9,7 +9,7 @@ use tcp_offload::{Connection, RecordId, RecordSource, State};
 
 use crate::config::QpSettings;
 use crate::counters::EndpointCounters;
-use crate::listeners::ListenerId;
+use crate::endpoint::listeners::ListenerId;
 
 /// The endpoint's name for a connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -55,7 +55,7 @@ pub(crate) struct Conn<D> {
     /// Counters of the TCP already added to the endpoint's.
     pub retrans_seen: u64,
     /// A plain byte stream (no MPA, no queue pair), see `stream.rs`.
-    pub stream: Option<crate::stream::StreamState>,
+    pub stream: Option<crate::endpoint::stream::StreamState>,
 }
 
 impl<D> Conn<D> {
@@ -91,7 +91,7 @@ impl<D> Conn<D> {
     /// handled for the connection's new role.
     pub fn make_stream(&mut self) {
         self.tcp.set_data_events(true);
-        self.stream = Some(crate::stream::StreamState::default());
+        self.stream = Some(crate::endpoint::stream::StreamState::default());
     }
 
     /// The next deadline of TCP, the MPA startup, the application's accept or the close

@@ -9,11 +9,11 @@ use ddp::{Memory, PdId, Qp, QpConfig, QpEvent, StagTable, StreamId, WorkCompleti
 use mpa::FramingError;
 use tcp_offload::{CloseReason, Event, State};
 
-use crate::admission::leave_backlog;
+use super::admission::leave_backlog;
+use super::{add_tcp_timeouts, shrink_sparse, Endpoint};
 use crate::conn::{Conn, ConnId, FpduSource, Role};
 use crate::counters::EndpointCounters;
 use crate::domain::{Domain, DomainGuard};
-use crate::endpoint::{add_tcp_timeouts, shrink_sparse, Endpoint};
 use crate::ethernet::{self, EthernetRepr, Mac};
 use crate::event::EndpointEvent;
 use crate::frame_sink::{FrameSink, TxOutcome};
@@ -155,7 +155,7 @@ impl<D: Domain> Endpoint<D> {
                 Event::Readable | Event::Writable | Event::RecordAcked(_) => {}
             }
             if c.stream.is_some() {
-                crate::stream::stream_event(c, ConnId(id), e, &mut self.events);
+                super::stream::stream_event(c, ConnId(id), e, &mut self.events);
             }
         }
         let c = if start && c.role == Role::Initiator && c.stream.is_none() {
@@ -332,7 +332,7 @@ impl<D: Domain> Endpoint<D> {
             closed = Some(CloseReason::Aborted);
         }
         // A stream closed in order keeps its unread octets for the application.
-        let closed = closed.and_then(|r| crate::stream::close_reason_unless_held(c, r));
+        let closed = closed.and_then(|r| super::stream::close_reason_unless_held(c, r));
         if let Some(reason) = closed {
             if let Some(q) = c.qp.as_mut() {
                 q.handle_close();

@@ -7,12 +7,12 @@ use std::time::Instant;
 use ddp::{Memory, StagTable};
 use tcp_offload::emit_rst_for;
 
+use super::service::frame_out;
+use super::Endpoint;
 use crate::classify::{classify, FrameVerdict, OwnedAddrs};
 use crate::conn::FeedSink;
 use crate::domain::{Domain, DomainGuard};
-use crate::endpoint::Endpoint;
 use crate::ethernet::{self, EthernetFrame};
-use crate::service::frame_out;
 
 /// Most RSTs for strays waiting for a transmit buffer.
 pub(crate) const PENDING_TX_MAX: usize = 1024;

@@ -14,14 +14,14 @@ use std::time::Instant;
 
 use tcp_offload::Connection;
 
+use super::listeners::ListenerEntry;
+use super::rx::PENDING_TX_MAX;
+use super::service::frame_out;
+use super::Endpoint;
 use crate::conn::Conn;
 use crate::domain::Domain;
-use crate::endpoint::Endpoint;
 use crate::ethernet::Mac;
-use crate::listeners::ListenerEntry;
 use crate::neighbours::Placed;
-use crate::rx::PENDING_TX_MAX;
-use crate::service::frame_out;
 
 /// The address of a connection's peer.
 pub(crate) fn peer_ip(tcp: &Connection) -> IpAddr {

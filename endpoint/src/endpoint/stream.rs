@@ -1,4 +1,4 @@
-//! Plain TCP byte-stream connections beside the iWARP ones (issue 13 item 5): no MPA startup,
+//! Plain TCP byte-stream connections beside the iWARP ones: no MPA startup,
 //! no queue pair; the application reads and writes TCP's byte stream, optionally with the TCP
 //! RDMA option (draft-csapuntz-tcprdma-00, `tcp_offload::rdma`): the sender marks transfer
 //! bytes, the receiver registers a buffer per RID and reads the stream skipping what was
@@ -20,12 +20,12 @@ use std::time::{Duration, Instant};
 use tcp_offload::rdma::{AnnotateError, PlacedTransfer, PlacementError, Transfer};
 use tcp_offload::{Config, Connection, FourTuple, SendError, State};
 
+use super::listeners::ListenerId;
+use super::Endpoint;
 use crate::config::QpSettings;
 use crate::conn::{Conn, ConnId, Role};
 use crate::domain::Domain;
-use crate::endpoint::Endpoint;
 use crate::error::EndpointError;
-use crate::listeners::ListenerId;
 
 /// Settings of a stream connection or listener.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,5 +1,23 @@
 //! The endpoint: the tables of one iWARP host, the calls that drive it (frames and time in;
 //! frames, events and completions out) and the calls an application makes on it.
+//!
+//! The [`Endpoint`] type, its constructor, the driving calls and the application's calls on
+//! connections live here; the rest is split by concern, each file an `impl Endpoint` block:
+//!
+//! * `rx`: one received frame: the checks, the demultiplexing (flow table, listeners, else a
+//!   RST) and the one copy from the frame into the region;
+//! * `service`: a connection's round, stage by stage, and the frames built outside a connection;
+//! * `listeners`: passive opens, their SYN-ACKs and replies, and the hand-over of accepted
+//!   connections;
+//! * `admission`: what the caps let in (connections, backlog, next hops) and how the rest is
+//!   refused;
+//! * `stream`: plain TCP byte-stream connections beside the iWARP ones.
+
+mod admission;
+pub(crate) mod listeners;
+mod rx;
+mod service;
+pub(crate) mod stream;
 
 use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
@@ -18,10 +36,10 @@ use crate::error::EndpointError;
 use crate::ethernet::Mac;
 use crate::event::EndpointEvent;
 use crate::frame_sink::FrameSink;
-use crate::listeners::ListenerEntry;
 use crate::local_ports::LocalPorts;
 use crate::neighbours::Neighbours;
 use crate::timer_wheel::TimerWheel;
+use listeners::ListenerEntry;
 
 /// Slots of the timer wheel: with the default 25 us tick, one turn is about 205 ms (the minimum
 /// RTO), so most deadlines sit in their own turn.
@@ -60,7 +78,7 @@ pub struct Endpoint<D: Domain = NoDomain> {
     pub(crate) conns: FastMap<u64, Conn<D>>,
     pub(crate) flows: FastMap<FourTuple, u64>,
     pub(crate) listeners: Vec<ListenerEntry>,
-    pub(crate) retired_listeners: crate::listeners::RetiredListenerCounters,
+    pub(crate) retired_listeners: listeners::RetiredListenerCounters,
     pub(crate) neighbours: Neighbours,
     pub(crate) ports: LocalPorts,
     next_conn: u64,
@@ -580,7 +598,7 @@ impl<D: Domain> Endpoint<D> {
 /// Adds a connection's TCP timeouts (keepalive, FIN-WAIT-2, persist) and TCP RDMA option
 /// counters to `c`.
 pub(crate) fn add_tcp_timeouts(c: &mut EndpointCounters, t: &tcp_offload::TcpCounters) {
-    crate::stream::add_rdma_counters(c, t);
+    stream::add_rdma_counters(c, t);
     c.keepalive_timeouts += t.keepalive_timeouts;
     c.fin_wait2_timeouts += t.fin_wait2_timeouts;
     c.persist_timeouts += t.persist_timeouts;

@@ -7,10 +7,10 @@ use std::time::Instant;
 
 use tcp_offload::TcpListener;
 
+use super::{check_private_data, Endpoint};
 use crate::config::QpSettings;
 use crate::conn::{Conn, Role};
 use crate::domain::Domain;
-use crate::endpoint::{check_private_data, Endpoint};
 use crate::error::EndpointError;
 use crate::ethernet::{self, EthernetRepr, Mac};
 use crate::event::EndpointEvent;
