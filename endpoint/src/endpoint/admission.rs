@@ -14,11 +14,10 @@ use std::time::Instant;
 
 use tcp_offload::Connection;
 
-use super::listeners::ListenerEntry;
+use super::listeners::{ListenerEntry, ListenerId};
 use super::rx::PENDING_TX_MAX;
 use super::service::frame_out;
 use super::Endpoint;
-use crate::conn::Conn;
 use crate::domain::Domain;
 use crate::ethernet::Mac;
 use crate::neighbours::Placed;
@@ -89,13 +88,9 @@ impl<D: Domain> Endpoint<D> {
     }
 }
 
-/// Takes `c` out of its listener's backlog (MPA is up, or it is closing).
-pub(crate) fn leave_backlog<D>(c: &mut Conn<D>, listeners: &mut [ListenerEntry]) {
-    if !c.in_backlog {
-        return;
-    }
-    c.in_backlog = false;
-    if let Some(l) = c.listener.and_then(|l| listeners.get_mut(l.0 as usize)) {
+/// A connection of listener `l` leaves its backlog (MPA is up, or it closed).
+pub(crate) fn leave_backlog(listeners: &mut [ListenerEntry], l: ListenerId) {
+    if let Some(l) = listeners.get_mut(l.0 as usize) {
         l.backlog = l.backlog.saturating_sub(1);
     }
 }

@@ -224,7 +224,6 @@ impl<D: Domain> Endpoint<D> {
             let settings = self.listeners[li].settings.clone();
             let peer = tcp.tuple().remote;
             let mut c = Conn::new(tcp, Role::Responder, settings);
-            c.listener = Some(ListenerId(li as u32));
             if self.listeners[li].stream.is_some() {
                 // A byte stream: ready at once, no MPA startup, no backlog.
                 c.make_stream();
@@ -237,12 +236,14 @@ impl<D: Domain> Endpoint<D> {
                 });
                 continue;
             }
-            c.manual_accept = self.listeners[li].manual_accept;
-            c.in_backlog = true;
+            let manual_accept = self.listeners[li].manual_accept;
             self.listeners[li].backlog += 1;
             let conn = self.add_conn(c);
             self.counters.connections_opened += 1;
-            self.start_qp(now, conn.0);
+            if let Some(c) = self.conns.get_mut(&conn.0) {
+                // A responder's queue pair is always made.
+                c.start_qp(conn.0, now, manual_accept, Some(ListenerId(li as u32)));
+            }
             self.events.push_back(EndpointEvent::Accepted {
                 listener: ListenerId(li as u32),
                 conn,

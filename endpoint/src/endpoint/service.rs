@@ -5,13 +5,13 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use ddp::{Memory, PdId, Qp, QpConfig, QpEvent, StagTable, StreamId, WorkCompletion};
+use ddp::{Memory, QpEvent, StagTable, WorkCompletion};
 use mpa::FramingError;
 use tcp_offload::{CloseReason, Event, State};
 
 use super::admission::leave_backlog;
-use super::{add_tcp_timeouts, shrink_sparse, Endpoint};
-use crate::conn::{Conn, ConnId, FpduSource, Role};
+use super::{shrink_sparse, Endpoint};
+use crate::conn::{Closing, Conn, ConnId, ConnState, FpduSource, Role};
 use crate::counters::EndpointCounters;
 use crate::domain::{Domain, DomainGuard};
 use crate::ethernet::{self, EthernetRepr, Mac};
@@ -36,42 +36,6 @@ impl<D: Domain> Endpoint<D> {
             self.counters.tx_packets += 1;
             self.counters.tx_bytes += f.len() as u64;
         }
-    }
-
-    /// TCP is established: record mode on, queue pair created with the connection's EMSS.
-    pub(crate) fn start_qp(&mut self, now: Instant, id: u64) {
-        let Some(c) = self.conns.get_mut(&id) else {
-            return;
-        };
-        if c.qp.is_some() {
-            return;
-        }
-        c.tcp.enter_record_mode();
-        let cfg = QpConfig {
-            engine: ddp::RdmapConfig {
-                stream: StreamId(id as u32),
-                pd: c.pd.as_ref().map_or(PdId(0), |p| p.id()),
-                ird: c.settings.ird,
-                ord: c.settings.ord,
-                ..ddp::RdmapConfig::default()
-            },
-            startup: c.settings.startup,
-            emss: c.tcp.emss(),
-            private_data: c.settings.private_data.clone(),
-            keep_for_retransmit: true,
-            auto_accept: !c.manual_accept,
-        };
-        c.qp = match c.role {
-            Role::Initiator => match Qp::new_initiator(cfg, now) {
-                Ok(q) => Some(q),
-                Err(_) => {
-                    self.counters.internal_errors += 1;
-                    c.tcp.abort();
-                    None
-                }
-            },
-            Role::Responder => Some(Qp::new_responder(cfg, now)),
-        };
     }
 
     /// After a receive batch: when no frame went to a listener or a stray and every
@@ -154,43 +118,31 @@ impl<D: Domain> Endpoint<D> {
                 Event::Closed(r) => closed = Some(r),
                 Event::Readable | Event::Writable | Event::RecordAcked(_) => {}
             }
-            if c.stream.is_some() {
+            if c.is_stream() {
                 super::stream::stream_event(c, ConnId(id), e, &mut self.events);
             }
         }
-        let c = if start && c.role == Role::Initiator && c.stream.is_none() {
+        if start && c.role == Role::Initiator && !c.is_stream() {
             self.counters.connections_opened += 1;
-            self.start_qp(now, id);
-            let Some(c) = self.conns.get_mut(&id) else {
-                return false;
-            };
-            c
-        } else {
-            c
-        };
-        if c.decide_deadline.is_some_and(|d| now >= d) {
-            // The application never answered the MPA Request: reset.
-            c.decide_deadline = None;
-            self.counters.accept_timeouts += 1;
-            if let Some(q) = c.qp.as_mut() {
-                q.abort();
+            if !c.start_qp(id, now, false, None) {
+                self.counters.internal_errors += 1;
             }
-            c.tcp.abort();
+        }
+        if c.decide_deadline_passed(now) {
+            // The application never answered the MPA Request: reset.
+            self.counters.accept_timeouts += 1;
+            c.abort();
             self.events.push_back(EndpointEvent::StartupFailed {
                 conn: ConnId(id),
                 event: QpEvent::StartupFailed(mpa::StartupError::Timeout),
             });
         }
-        if c.close_deadline.is_some_and(|d| now >= d) {
-            c.close_deadline = None;
-            if !matches!(c.tcp.state(), State::TimeWait | State::Closed) {
-                // Closed by the application and not finished in time: abort (RST).
-                self.counters.close_timeouts += 1;
-                if let Some(q) = c.qp.as_mut() {
-                    q.abort();
-                }
-                c.tcp.abort();
-            }
+        if c.closing.deadline_passed(now)
+            && !matches!(c.tcp.state(), State::TimeWait | State::Closed)
+        {
+            // Closed by the application and not finished in time: abort (RST).
+            self.counters.close_timeouts += 1;
+            c.abort();
         }
         // The connection's tags and memory: its protection domain's (held for the whole round;
         // lock order endpoint -> domain), or the endpoint's own. The handle is taken out of
@@ -204,27 +156,24 @@ impl<D: Domain> Endpoint<D> {
         };
         // Receive: in-order feed and out-of-order placement, straight into the regions.
         c.drive_rx(now, tags, mem, &mut self.counters);
-        if c.rx.overrun && c.tcp.state() != State::Closed {
+        if c.overran_startup() && c.tcp.state() != State::Closed {
             // More than a startup frame before MPA was up (counted by the feed): reset.
-            if let Some(q) = c.qp.as_mut() {
-                q.abort();
-            }
-            c.tcp.abort();
+            c.abort();
         }
         c.drive_acked();
-        if peer_closed && c.stream.is_none() {
+        if peer_closed && !c.is_stream() {
             // Only now: data and ACKs that came with the FIN are in (delivered, completed).
             // Once MPA is up the stream is half-closed (DDP -06 §6.2.1, DDP-69): receives and
             // Reads flush, our Sends, Writes and Read Responses go on (TCP is in CLOSE-WAIT and
             // still sends), and our FIN follows the application's close (DDP-70). Before MPA
             // is up the startup fails and TCP closes.
-            match c.qp.as_mut() {
+            match c.qp_mut() {
                 Some(q) if q.is_established() => q.handle_peer_fin(),
                 Some(q) => {
                     q.handle_peer_fin();
-                    c.closing = true;
+                    c.closing.begin();
                 }
-                None => c.closing = true,
+                None => c.closing.begin(),
             }
         }
         // Queue-pair events and completions.
@@ -236,15 +185,15 @@ impl<D: Domain> Endpoint<D> {
             &mut self.completions,
             &mut self.counters,
         );
-        if c.qp.as_ref().is_some_and(|q| q.is_established()) {
-            leave_backlog(c, &mut self.listeners);
+        if let Some(l) = c.note_mpa_up() {
+            leave_backlog(&mut self.listeners, l);
         }
         // Transmit: queue-pair output into TCP as records.
         c.drive_tx(tags, mem, &mut self.scratch, &mut self.counters);
-        if c.closing && !c.tcp_closed {
-            let idle = c.qp.as_ref().is_none_or(|q| q.is_idle() || q.is_error());
+        if matches!(c.closing, Closing::Draining { .. }) {
+            let idle = c.qp().is_none_or(|q| q.is_idle() || q.is_error());
             if idle && c.tcp.send_queued() == 0 {
-                c.tcp_closed = true;
+                c.closing.close_tcp();
                 c.tcp.close(now);
             }
         }
@@ -266,7 +215,7 @@ impl<D: Domain> Endpoint<D> {
             loop {
                 let mut produced = 0usize;
                 let mut src_rec = FpduSource {
-                    qp: c.qp.as_mut(),
+                    qp: c.state.iwarp_mut().map(|i| &mut i.qp),
                     tags: &*tags,
                     mem: &*mem,
                     scratch: &mut self.rebuild,
@@ -285,10 +234,7 @@ impl<D: Domain> Endpoint<D> {
                     // An FPDU could not be rebuilt (its region was deregistered while it was
                     // unacknowledged): the stream cannot go on with the same octets.
                     self.counters.rebuild_failures += failures;
-                    if let Some(q) = c.qp.as_mut() {
-                        q.abort();
-                    }
-                    c.tcp.abort();
+                    c.abort();
                 }
                 match r {
                     TxOutcome::NoBuffer => {
@@ -323,8 +269,8 @@ impl<D: Domain> Endpoint<D> {
             &mut self.completions,
             &mut self.counters,
         );
-        if c.qp.as_ref().is_some_and(|q| q.is_established()) {
-            leave_backlog(c, &mut self.listeners);
+        if let Some(l) = c.note_mpa_up() {
+            leave_backlog(&mut self.listeners, l);
         }
         drop(guard);
         c.pd = pd;
@@ -334,19 +280,18 @@ impl<D: Domain> Endpoint<D> {
         // A stream closed in order keeps its unread octets for the application.
         let closed = closed.and_then(|r| super::stream::close_reason_unless_held(c, r));
         if let Some(reason) = closed {
-            if let Some(q) = c.qp.as_mut() {
+            if let Some(q) = c.qp_mut() {
                 q.handle_close();
                 while let Some(wc) = q.poll_completion() {
                     self.completions.push_back((ConnId(id), wc));
                 }
             }
-            let mut c = self.conns.remove(&id).expect("present");
+            let c = self.conns.remove(&id).expect("present");
             self.wheel.cancel(id);
-            leave_backlog(&mut c, &mut self.listeners);
-            add_tcp_timeouts(&mut self.counters, c.tcp.counters());
-            self.counters.retransmissions +=
-                c.tcp.counters().retransmits.saturating_sub(c.retrans_seen);
-            self.counters.rx_after_close += c.qp.as_ref().map_or(0, |q| q.stats().rx_after_close);
+            if let Some(l) = c.backlog() {
+                leave_backlog(&mut self.listeners, l);
+            }
+            c.fold_counters(&mut self.counters);
             self.flows.remove(&c.tcp.tuple());
             shrink_sparse(&mut self.conns);
             shrink_sparse(&mut self.flows);
@@ -386,7 +331,13 @@ fn drain_qp<D>(
     completions: &mut VecDeque<(ConnId, WorkCompletion)>,
     counters: &mut EndpointCounters,
 ) {
-    if let Some(q) = c.qp.as_mut().filter(|q| q.has_output()) {
+    // The application's accept deadline exists only while MPA starts up.
+    let (q, mut decide_by) = match &mut c.state {
+        ConnState::Startup(s) => (&mut s.iwarp.qp, Some(&mut s.decide_by)),
+        ConnState::Established(i) => (&mut i.qp, None),
+        ConnState::Handshake | ConnState::Stream(_) => return,
+    };
+    if q.has_output() {
         while let Some(wc) = q.poll_completion() {
             completions.push_back((conn, wc));
         }
@@ -401,11 +352,13 @@ fn drain_qp<D>(
                     negotiated,
                 }),
                 QpEvent::ConnectRequest(request) => {
-                    c.decide_deadline = Some(now + c.settings.accept_timeout);
+                    if let Some(d) = decide_by.as_deref_mut() {
+                        *d = Some(now + c.settings.accept_timeout);
+                    }
                     events.push_back(EndpointEvent::ConnectRequest { conn, request })
                 }
                 event @ (QpEvent::Rejected { .. } | QpEvent::StartupFailed(_)) => {
-                    c.closing = true;
+                    c.closing.begin();
                     // RFC 6581 §5: an IRD/ORD or RTR refusal queued a Terminate; TCP closes
                     // once it is out. Anything else closes at once.
                     let terminate = matches!(
@@ -430,7 +383,7 @@ fn drain_qp<D>(
                         _ => {}
                     }
                     // The stream is dead: close TCP once what is queued (the Terminate) is out.
-                    c.closing = true;
+                    c.closing.begin();
                     events.push_back(EndpointEvent::StreamError { conn, event: ev });
                 }
             }

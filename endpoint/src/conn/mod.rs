@@ -1,0 +1,403 @@
+//! One connection of an endpoint: our TCP, the layers above it as its state says (the queue
+//! pair: MPA startup, framing, DDP/RDMAP; or a plain byte stream), and the glue between them
+//! (in-order feed, out-of-order placement, record transmit, ACK tracking).
+//!
+//! * `state`: what a connection holds in each state, and how far it is on its way out;
+//! * `rx_feed`: the receive side between TCP and the queue pair.
+
+mod rx_feed;
+mod state;
+
+use std::time::Instant;
+
+use ddp::{Memory, PdId, Qp, QpConfig, StagTable, StreamId};
+use tcp_offload::{Connection, RecordId, RecordSource, State};
+
+use crate::config::QpSettings;
+use crate::counters::{fold_tcp_counters, EndpointCounters};
+use crate::domain::Domain;
+use crate::endpoint::listeners::ListenerId;
+use crate::endpoint::stream::StreamState;
+pub(crate) use rx_feed::FeedSink;
+use rx_feed::{startup_rx_limit, RxFeed};
+pub(crate) use state::{Closing, ConnState, Iwarp, Startup};
+
+/// The endpoint's name for a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnId(pub u64);
+
+/// Which MPA role a connection plays.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Role {
+    Initiator,
+    Responder,
+}
+
+pub(crate) struct Conn<D> {
+    pub tcp: Connection,
+    /// What runs over TCP, and how far it got.
+    pub state: ConnState,
+    /// How far it is on its way out.
+    pub closing: Closing,
+    pub role: Role,
+    pub settings: QpSettings,
+    /// The protection domain whose STags and regions this connection reaches (verbs API);
+    /// `None`: the endpoint's own table and memory.
+    pub pd: Option<D>,
+    /// Currently armed timer deadline.
+    pub armed: Option<Instant>,
+    /// Marked for the endpoint's next round.
+    pub dirty: bool,
+}
+
+impl<D> Conn<D> {
+    /// An iWARP connection, its TCP handshake under way: its queue pair will take received
+    /// data through the receive sink and complete work from SND.UNA, so TCP's data events
+    /// are off ([`Conn::make_stream`] turns them back on).
+    pub fn new(mut tcp: Connection, role: Role, settings: QpSettings) -> Self {
+        tcp.set_data_events(false);
+        Conn {
+            tcp,
+            state: ConnState::Handshake,
+            closing: Closing::No,
+            role,
+            settings,
+            pd: None,
+            armed: None,
+            dirty: true,
+        }
+    }
+
+    /// Makes this a byte stream (no queue pair): the application reads and writes TCP's
+    /// octets and hears of them through TCP's data events. Call it before any segment is
+    /// handled for the connection's new role.
+    pub fn make_stream(&mut self) {
+        self.tcp.set_data_events(true);
+        self.state = ConnState::Stream(StreamState::default());
+    }
+
+    /// The queue pair, once TCP is established (iWARP connections).
+    pub fn qp(&self) -> Option<&Qp> {
+        self.state.iwarp().map(|i| &i.qp)
+    }
+
+    /// The queue pair, mutably.
+    pub fn qp_mut(&mut self) -> Option<&mut Qp> {
+        self.state.iwarp_mut().map(|i| &mut i.qp)
+    }
+
+    /// Whether this is a plain byte stream.
+    pub fn is_stream(&self) -> bool {
+        matches!(self.state, ConnState::Stream(_))
+    }
+
+    /// A byte stream's own state.
+    pub fn stream(&self) -> Option<&StreamState> {
+        match &self.state {
+            ConnState::Stream(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// A byte stream's own state, mutably.
+    pub fn stream_mut(&mut self) -> Option<&mut StreamState> {
+        match &mut self.state {
+            ConnState::Stream(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The listener whose backlog counts this connection (MPA startup not finished).
+    pub fn backlog(&self) -> Option<ListenerId> {
+        match &self.state {
+            ConnState::Startup(s) => s.backlog,
+            _ => None,
+        }
+    }
+
+    /// TCP is established: record mode on, the queue pair created with the connection's EMSS
+    /// as stream `id` of its domain, MPA starting as the connection's role says (a responder
+    /// counted in `backlog`'s backlog; `manual_accept`: its MPA Request waits for the
+    /// application). Only from [`ConnState::Handshake`]. False when the queue pair could not
+    /// be made: TCP is aborted.
+    pub fn start_qp(
+        &mut self,
+        id: u64,
+        now: Instant,
+        manual_accept: bool,
+        backlog: Option<ListenerId>,
+    ) -> bool
+    where
+        D: Domain,
+    {
+        if !matches!(self.state, ConnState::Handshake) {
+            return true;
+        }
+        self.tcp.enter_record_mode();
+        let cfg = QpConfig {
+            engine: ddp::RdmapConfig {
+                stream: StreamId(id as u32),
+                pd: self.pd.as_ref().map_or(PdId(0), |p| p.id()),
+                ird: self.settings.ird,
+                ord: self.settings.ord,
+                ..ddp::RdmapConfig::default()
+            },
+            startup: self.settings.startup,
+            emss: self.tcp.emss(),
+            private_data: self.settings.private_data.clone(),
+            keep_for_retransmit: true,
+            auto_accept: !manual_accept,
+        };
+        let qp = match self.role {
+            Role::Initiator => match Qp::new_initiator(cfg, now) {
+                Ok(q) => q,
+                Err(_) => {
+                    self.abort();
+                    return false;
+                }
+            },
+            Role::Responder => Qp::new_responder(cfg, now),
+        };
+        self.state = ConnState::Startup(Startup {
+            iwarp: Iwarp {
+                qp,
+                rx: RxFeed::new(startup_rx_limit(&self.settings)),
+                acked: 0,
+            },
+            backlog,
+            decide_by: None,
+        });
+        true
+    }
+
+    /// Moves a connection whose queue pair reports MPA up from [`ConnState::Startup`] to
+    /// [`ConnState::Established`]; returns the listener whose backlog it leaves.
+    pub fn note_mpa_up(&mut self) -> Option<ListenerId> {
+        let ConnState::Startup(s) = &self.state else {
+            return None;
+        };
+        if !s.iwarp.qp.is_established() {
+            return None;
+        }
+        match std::mem::replace(&mut self.state, ConnState::Handshake) {
+            ConnState::Startup(s) => {
+                self.state = ConnState::Established(s.iwarp);
+                s.backlog
+            }
+            other => {
+                // (Not reached: checked above.)
+                self.state = other;
+                None
+            }
+        }
+    }
+
+    /// The application answered the MPA Request (accept or reject): its deadline is off.
+    pub fn answered(&mut self) {
+        if let ConnState::Startup(s) = &mut self.state {
+            s.decide_by = None;
+        }
+    }
+
+    /// Whether the application's deadline to answer the MPA Request has passed at `now`; it
+    /// is then spent.
+    pub fn decide_deadline_passed(&mut self, now: Instant) -> bool {
+        match &mut self.state {
+            ConnState::Startup(s) if s.decide_by.is_some_and(|d| now >= d) => {
+                s.decide_by = None;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Abortive close of the whole connection: the queue pair flushes its work and sends
+    /// nothing more (DDP-75), then TCP sends RST and closes.
+    pub fn abort(&mut self) {
+        if let Some(q) = self.qp_mut() {
+            q.abort();
+        }
+        self.tcp.abort();
+    }
+
+    /// The next deadline of TCP, the MPA startup, the application's accept or the close
+    /// timeout.
+    pub fn deadline(&self) -> Option<Instant> {
+        let (qp, decide) = match &self.state {
+            ConnState::Startup(s) => (s.iwarp.qp.poll_timeout(), s.decide_by),
+            ConnState::Established(i) => (i.qp.poll_timeout(), None),
+            ConnState::Handshake | ConnState::Stream(_) => (None, None),
+        };
+        [self.tcp.poll_timeout(), qp, self.closing.deadline(), decide]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Still finishing a close the application asked for (not yet in TIME-WAIT or gone).
+    pub fn is_lingering(&self) -> bool {
+        self.closing.deadline().is_some()
+            && !matches!(self.tcp.state(), State::TimeWait | State::Closed)
+    }
+
+    /// The peer sent more than a startup frame before MPA was up (the connection is reset).
+    pub fn overran_startup(&self) -> bool {
+        self.state.iwarp().is_some_and(|i| i.rx.overrun)
+    }
+
+    /// Out-of-order octets held for the queue pair.
+    pub fn ooo_bytes(&self) -> u64 {
+        self.state.iwarp().map_or(0, |i| i.rx.ooo_bytes)
+    }
+
+    /// Adds what this connection counted (its TCP's counters, and the segments its queue pair
+    /// dropped after close) to `c`. The endpoint folds each connection once: into a copy
+    /// while it lives, into its own counters when it is removed.
+    pub fn fold_counters(&self, c: &mut EndpointCounters) {
+        fold_tcp_counters(c, self.tcp.counters());
+        c.rx_after_close += self.qp().map_or(0, |q| q.stats().rx_after_close);
+    }
+
+    /// Feeds chunks TCP queued (before the queue pair existed, or through `poll_recv`) to the
+    /// queue pair. The endpoint's receive path normally hands them over during
+    /// `handle_segment_with` instead ([`FeedSink`]), straight from the frame.
+    pub fn drive_rx<M: Memory + ?Sized>(
+        &mut self,
+        now: Instant,
+        tags: &mut StagTable,
+        mem: &mut M,
+        c: &mut EndpointCounters,
+    ) {
+        let iwarp = match &mut self.state {
+            // The application reads a stream's octets from TCP itself.
+            ConnState::Stream(_) => return,
+            ConnState::Handshake => None,
+            ConnState::Startup(s) => Some(&mut s.iwarp),
+            ConnState::Established(i) => Some(i),
+        };
+        let Some(Iwarp { qp, rx, .. }) = iwarp else {
+            while self.tcp.poll_recv().is_some() {
+                c.internal_errors += 1;
+            }
+            return;
+        };
+        while let Some(chunk) = self.tcp.poll_recv() {
+            rx.feed(qp, tags, mem, now, chunk.offset, &chunk.data, c);
+        }
+    }
+
+    /// Moves what the queue pair has to send into TCP: startup frames as owned records, FPDUs
+    /// as external records rebuilt at each (re)transmission.
+    pub fn drive_tx<M: Memory + ?Sized>(
+        &mut self,
+        tags: &StagTable,
+        mem: &M,
+        scratch: &mut [u8],
+        c: &mut EndpointCounters,
+    ) {
+        if !matches!(self.tcp.state(), State::Established | State::CloseWait)
+            || matches!(self.closing, Closing::TcpClosed { .. })
+        {
+            return;
+        }
+        let Some(Iwarp { qp, .. }) = self.state.iwarp_mut() else {
+            return;
+        };
+        while qp.wants_to_send() && self.tcp.send_capacity() >= qp.max_fpdu_len() as u64 {
+            // FPDUs are only claimed here; `FpduSource` frames each straight into its packet
+            // (markers and CRC in that pass), so a first transmission is framed once.
+            let r = if let Some((start, n)) = qp.poll_fpdu_record(tags, scratch.len()) {
+                self.tcp.send_record(n as u32, start)
+            } else if let Some(n) = qp.poll_transmit(tags, mem, scratch) {
+                // Startup bytes (the MPA Request/Reply) ride as owned bytes.
+                self.tcp.send_record_bytes(&scratch[..n])
+            } else {
+                break;
+            };
+            if r.is_err() {
+                // The stream would have a hole: give the connection up rather than corrupt it.
+                c.internal_errors += 1;
+                self.abort();
+                return;
+            }
+        }
+    }
+
+    /// Whether what a receive left on this connection is at most completions and queue-pair
+    /// events: MPA up (queue pair established, out of the backlog), nothing the round must do
+    /// at once (no TCP event, no chunk to feed, nothing to send now, queue pair with nothing
+    /// to send, not closing).
+    pub fn quiet_after_receive(&self) -> bool {
+        let iwarp = match &self.state {
+            ConnState::Established(i) => i,
+            // MPA came up in this receive and the round that moves the connection on has not
+            // run yet: quiet when no backlog is waiting for that round.
+            ConnState::Startup(s) if s.backlog.is_none() => &s.iwarp,
+            _ => return false,
+        };
+        !self.closing.is_closing()
+            && !iwarp.rx.overrun
+            && iwarp.qp.is_established()
+            && !iwarp.qp.wants_to_send()
+            && !self.tcp.has_events()
+            && !self.tcp.has_recv_chunk()
+            && self.tcp.has_nothing_to_send()
+    }
+
+    /// Tells the queue pair how far TCP has its transmit stream acknowledged.
+    pub fn drive_acked(&mut self) {
+        let Some(Iwarp { qp, acked, .. }) = self.state.iwarp_mut() else {
+            return;
+        };
+        if !self.tcp.state().is_synchronized() {
+            return;
+        }
+        let una = self
+            .tcp
+            .snd_una()
+            .0
+            .wrapping_sub(self.tcp.send_seq_of_offset(0).0);
+        let delta = una.wrapping_sub(*acked as u32);
+        if (delta as i32) > 0 {
+            *acked = (*acked + u64::from(delta)).min(qp.tx_offset());
+            qp.on_acked(*acked);
+        }
+    }
+}
+
+/// Rebuilds FPDU bytes (markers and CRC included) from the memory region, for the first
+/// transmission and every retransmission. Record ids are the FPDUs' transmit offsets.
+/// A rebuild that fails (no such FPDU, or its region deregistered since) leaves zeros and is
+/// counted in `failures`: the connection cannot go on and is given up after the round.
+pub(crate) struct FpduSource<'a, M: Memory + ?Sized> {
+    pub qp: Option<&'a mut Qp>,
+    pub tags: &'a StagTable,
+    pub mem: &'a M,
+    pub scratch: &'a mut [u8],
+    pub failures: u64,
+}
+
+impl<M: Memory + ?Sized> RecordSource for FpduSource<'_, M> {
+    fn write_record(&mut self, id: RecordId, offset: u32, dst: &mut [u8]) {
+        let Some(qp) = self.qp.as_deref_mut() else {
+            dst.fill(0);
+            self.failures += 1;
+            return;
+        };
+        if offset == 0 {
+            // Whole FPDU into the frame: framed and CRC'd in one pass, no extra copy.
+            if qp.rebuild_fpdu(self.tags, self.mem, id, dst) == Some(dst.len()) {
+                return;
+            }
+        }
+        match qp.rebuild_fpdu(self.tags, self.mem, id, self.scratch) {
+            Some(n) if (offset as usize) + dst.len() <= n => {
+                dst.copy_from_slice(&self.scratch[offset as usize..offset as usize + dst.len()]);
+            }
+            _ => {
+                dst.fill(0);
+                self.failures += 1;
+            }
+        }
+    }
+}
