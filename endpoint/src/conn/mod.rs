@@ -20,7 +20,7 @@ use crate::endpoint::listeners::ListenerId;
 use crate::endpoint::stream::StreamState;
 pub(crate) use rx_feed::FeedSink;
 use rx_feed::{startup_rx_limit, RxFeed};
-pub(crate) use state::{Closing, ConnState, Iwarp, Startup};
+pub(crate) use state::{Closing, ConnState, Iwarp, MpaPhase};
 
 /// The endpoint's name for a connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -109,9 +109,9 @@ impl<D> Conn<D> {
 
     /// The listener whose backlog counts this connection (MPA startup not finished).
     pub fn backlog(&self) -> Option<ListenerId> {
-        match &self.state {
-            ConnState::Startup(s) => s.backlog,
-            _ => None,
+        match self.state.iwarp()?.mpa {
+            MpaPhase::Startup { backlog, .. } => backlog,
+            MpaPhase::Up => None,
         }
     }
 
@@ -158,57 +158,59 @@ impl<D> Conn<D> {
             },
             Role::Responder => Qp::new_responder(cfg, now),
         };
-        self.state = ConnState::Startup(Startup {
-            iwarp: Iwarp {
-                qp,
-                rx: RxFeed::new(startup_rx_limit(&self.settings)),
-                acked: 0,
+        self.state = ConnState::Iwarp(Iwarp {
+            qp,
+            rx: RxFeed::new(startup_rx_limit(&self.settings)),
+            acked: 0,
+            mpa: MpaPhase::Startup {
+                backlog,
+                decide_by: None,
             },
-            backlog,
-            decide_by: None,
         });
         true
     }
 
-    /// Moves a connection whose queue pair reports MPA up from [`ConnState::Startup`] to
-    /// [`ConnState::Established`]; returns the listener whose backlog it leaves.
+    /// Moves a connection whose queue pair reports MPA up to [`MpaPhase::Up`]; returns the
+    /// listener whose backlog it leaves.
     pub fn note_mpa_up(&mut self) -> Option<ListenerId> {
-        let ConnState::Startup(s) = &self.state else {
-            return None;
-        };
-        if !s.iwarp.qp.is_established() {
-            return None;
+        let i = self.state.iwarp_mut()?;
+        match i.mpa {
+            MpaPhase::Startup { backlog, .. } if i.qp.is_established() => {
+                i.mpa = MpaPhase::Up;
+                backlog
+            }
+            _ => None,
         }
-        match std::mem::replace(&mut self.state, ConnState::Handshake) {
-            ConnState::Startup(s) => {
-                self.state = ConnState::Established(s.iwarp);
-                s.backlog
-            }
-            other => {
-                // (Not reached: checked above.)
-                self.state = other;
-                None
-            }
+    }
+
+    /// The MPA Request was reported: the application has until `by` to answer it.
+    pub fn await_answer(&mut self, by: Instant) {
+        if let Some(MpaPhase::Startup { decide_by, .. }) = self.mpa_mut() {
+            *decide_by = Some(by);
         }
     }
 
     /// The application answered the MPA Request (accept or reject): its deadline is off.
     pub fn answered(&mut self) {
-        if let ConnState::Startup(s) = &mut self.state {
-            s.decide_by = None;
+        if let Some(MpaPhase::Startup { decide_by, .. }) = self.mpa_mut() {
+            *decide_by = None;
         }
     }
 
     /// Whether the application's deadline to answer the MPA Request has passed at `now`; it
     /// is then spent.
     pub fn decide_deadline_passed(&mut self, now: Instant) -> bool {
-        match &mut self.state {
-            ConnState::Startup(s) if s.decide_by.is_some_and(|d| now >= d) => {
-                s.decide_by = None;
+        match self.mpa_mut() {
+            Some(MpaPhase::Startup { decide_by, .. }) if decide_by.is_some_and(|d| now >= d) => {
+                *decide_by = None;
                 true
             }
             _ => false,
         }
+    }
+
+    fn mpa_mut(&mut self) -> Option<&mut MpaPhase> {
+        self.state.iwarp_mut().map(|i| &mut i.mpa)
     }
 
     /// Abortive close of the whole connection: the queue pair flushes its work and sends
@@ -223,15 +225,14 @@ impl<D> Conn<D> {
     /// The next deadline of TCP, the MPA startup, the application's accept or the close
     /// timeout.
     pub fn deadline(&self) -> Option<Instant> {
-        let (qp, decide) = match &self.state {
-            ConnState::Startup(s) => (s.iwarp.qp.poll_timeout(), s.decide_by),
-            ConnState::Established(i) => (i.qp.poll_timeout(), None),
-            ConnState::Handshake | ConnState::Stream(_) => (None, None),
-        };
-        [self.tcp.poll_timeout(), qp, self.closing.deadline(), decide]
-            .into_iter()
-            .flatten()
-            .min()
+        let mut at = self.tcp.poll_timeout();
+        if let ConnState::Iwarp(i) = &self.state {
+            at = earliest(at, i.qp.poll_timeout());
+            if let MpaPhase::Startup { decide_by, .. } = i.mpa {
+                at = earliest(at, decide_by);
+            }
+        }
+        earliest(at, self.closing.deadline())
     }
 
     /// Still finishing a close the application asked for (not yet in TIME-WAIT or gone).
@@ -268,20 +269,15 @@ impl<D> Conn<D> {
         mem: &mut M,
         c: &mut EndpointCounters,
     ) {
-        let iwarp = match &mut self.state {
+        if self.is_stream() {
             // The application reads a stream's octets from TCP itself.
-            ConnState::Stream(_) => return,
-            ConnState::Handshake => None,
-            ConnState::Startup(s) => Some(&mut s.iwarp),
-            ConnState::Established(i) => Some(i),
-        };
-        let Some(Iwarp { qp, rx, .. }) = iwarp else {
-            while self.tcp.poll_recv().is_some() {
-                c.internal_errors += 1;
-            }
             return;
-        };
+        }
         while let Some(chunk) = self.tcp.poll_recv() {
+            let Some(Iwarp { qp, rx, .. }) = self.state.iwarp_mut() else {
+                c.internal_errors += 1;
+                continue;
+            };
             rx.feed(qp, tags, mem, now, chunk.offset, &chunk.data, c);
         }
     }
@@ -328,12 +324,18 @@ impl<D> Conn<D> {
     /// at once (no TCP event, no chunk to feed, nothing to send now, queue pair with nothing
     /// to send, not closing).
     pub fn quiet_after_receive(&self) -> bool {
-        let iwarp = match &self.state {
-            ConnState::Established(i) => i,
-            // MPA came up in this receive and the round that moves the connection on has not
-            // run yet: quiet when no backlog is waiting for that round.
-            ConnState::Startup(s) if s.backlog.is_none() => &s.iwarp,
-            _ => return false,
+        // (MPA may have come up in this receive, before the round that moves the connection on
+        // runs: quiet when no backlog waits for that round.)
+        let Some(iwarp) = self.state.iwarp().filter(|i| {
+            !matches!(
+                i.mpa,
+                MpaPhase::Startup {
+                    backlog: Some(_),
+                    ..
+                }
+            )
+        }) else {
+            return false;
         };
         !self.closing.is_closing()
             && !iwarp.rx.overrun
@@ -362,6 +364,14 @@ impl<D> Conn<D> {
             *acked = (*acked + u64::from(delta)).min(qp.tx_offset());
             qp.on_acked(*acked);
         }
+    }
+}
+
+/// The earlier of two optional deadlines.
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 

@@ -1,7 +1,8 @@
-//! A connection's state: what runs over its TCP and how far it got ([`ConnState`]), and how far
-//! it is on its way out ([`Closing`]). Each variant holds what exists in it and nothing else:
-//! a queue pair only once TCP is established, a listener's backlog and the application's
-//! accept deadline only while MPA starts up, a close deadline only once closing.
+//! A connection's state: what runs over its TCP and how far it got ([`ConnState`], with
+//! [`MpaPhase`] inside an iWARP one), and how far it is on its way out ([`Closing`]). Each
+//! variant holds what exists in it and nothing else: a queue pair only once TCP is established,
+//! a listener's backlog and the application's accept deadline only while MPA starts up, a close
+//! deadline only once closing.
 
 use std::time::Instant;
 
@@ -11,15 +12,15 @@ use super::rx_feed::RxFeed;
 use crate::endpoint::listeners::ListenerId;
 use crate::endpoint::stream::StreamState;
 
-/// What runs over a connection's TCP, and how far it got.
+/// What runs over a connection's TCP, and how far it got. The queue pair is held inline, not
+/// boxed: the hot path reaches it without a pointer hop, and a connection is made once.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum ConnState {
     /// iWARP, TCP handshake under way: the queue pair is created once TCP is established (its
     /// EMSS sets MULPDU), or never when that fails.
     Handshake,
-    /// iWARP, MPA startup under way (Request and Reply).
-    Startup(Startup),
-    /// iWARP, MPA up: the queue pair carries DDP and RDMAP.
-    Established(Iwarp),
+    /// iWARP, TCP established: the queue pair runs (MPA startup, then DDP and RDMAP).
+    Iwarp(Iwarp),
     /// A plain byte stream: no MPA, no queue pair; the application reads and writes TCP's
     /// octets.
     Stream(StreamState),
@@ -33,26 +34,32 @@ pub(crate) struct Iwarp {
     pub rx: RxFeed,
     /// Transmit offset TCP has acknowledged.
     pub acked: u64,
+    /// How far MPA got.
+    pub mpa: MpaPhase,
 }
 
-/// What only a connection whose MPA startup runs has.
-pub(crate) struct Startup {
-    /// The queue pair and its feed.
-    pub iwarp: Iwarp,
-    /// The listener whose backlog counts this connection (a responder it accepted), until MPA
-    /// is up or the connection closes.
-    pub backlog: Option<ListenerId>,
-    /// Manual accept: the MPA Request was reported; the connection is reset if the
-    /// application has not answered by then.
-    pub decide_by: Option<Instant>,
+/// How far an iWARP connection's MPA got, as the endpoint tracks it (the queue pair's own
+/// phase moves first; the round follows it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MpaPhase {
+    /// MPA startup under way (Request and Reply).
+    Startup {
+        /// The listener whose backlog counts this connection (a responder it accepted), until
+        /// MPA is up or the connection closes.
+        backlog: Option<ListenerId>,
+        /// Manual accept: the MPA Request was reported; the connection is reset if the
+        /// application has not answered by then.
+        decide_by: Option<Instant>,
+    },
+    /// MPA up: the queue pair carries DDP and RDMAP.
+    Up,
 }
 
 impl ConnState {
     /// The iWARP layers, once TCP is established.
     pub fn iwarp(&self) -> Option<&Iwarp> {
         match self {
-            ConnState::Startup(s) => Some(&s.iwarp),
-            ConnState::Established(i) => Some(i),
+            ConnState::Iwarp(i) => Some(i),
             ConnState::Handshake | ConnState::Stream(_) => None,
         }
     }
@@ -60,8 +67,7 @@ impl ConnState {
     /// The iWARP layers, mutably.
     pub fn iwarp_mut(&mut self) -> Option<&mut Iwarp> {
         match self {
-            ConnState::Startup(s) => Some(&mut s.iwarp),
-            ConnState::Established(i) => Some(i),
+            ConnState::Iwarp(i) => Some(i),
             ConnState::Handshake | ConnState::Stream(_) => None,
         }
     }

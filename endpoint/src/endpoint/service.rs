@@ -1,6 +1,7 @@
-//! A connection's round: TCP events, receive, queue-pair events and completions, work requests
-//! into TCP as records, segments into frames (FPDUs framed straight into the frame), close and
-//! timers. And the frames built outside a connection.
+//! A connection's round, in stages ([`Round`]): TCP events, deadlines, receive (queue-pair
+//! events and completions included), work requests into TCP as records, segments into frames
+//! (FPDUs framed straight into the frame), close; then its timer. Also the round after a
+//! receive batch alone (`service_received`) and the frames built outside a connection.
 
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -10,13 +11,15 @@ use mpa::FramingError;
 use tcp_offload::{CloseReason, Event, State};
 
 use super::admission::leave_backlog;
+use super::listeners::ListenerEntry;
 use super::{shrink_sparse, Endpoint};
-use crate::conn::{Closing, Conn, ConnId, ConnState, FpduSource, Role};
+use crate::conn::{Closing, Conn, ConnId, FpduSource, Role};
 use crate::counters::EndpointCounters;
 use crate::domain::{Domain, DomainGuard};
 use crate::ethernet::{self, EthernetRepr, Mac};
 use crate::event::EndpointEvent;
 use crate::frame_sink::{FrameSink, TxOutcome};
+use crate::neighbours::Neighbours;
 use crate::timer_wheel::TimerWheel;
 
 impl<D: Domain> Endpoint<D> {
@@ -86,10 +89,11 @@ impl<D: Domain> Endpoint<D> {
         true
     }
 
-    /// Runs one connection: TCP events, receive, queue-pair events, transmit, timers. With
-    /// `only_if_marked` a connection no longer marked is left alone: it was serviced since it
-    /// was marked (by `transmit_conn` after a post), its round ran whole then, and a frame it
-    /// could not get marked it again. Returns whether it is marked for the next round.
+    /// Runs one connection's round, stage by stage (see [`Round`]): TCP events, deadlines,
+    /// receive, transmit, frames, and its removal once TCP ended. With `only_if_marked` a
+    /// connection no longer marked is left alone: it was serviced since it was marked (by
+    /// `transmit_conn` after a post), its round ran whole then, and a frame it could not get
+    /// marked it again. Returns whether it is marked for the next round.
     pub(crate) fn service(
         &mut self,
         now: Instant,
@@ -104,49 +108,25 @@ impl<D: Domain> Endpoint<D> {
             return false;
         }
         c.dirty = false;
-        let mut closed = None;
-        let mut start = false;
-        let mut peer_closed = false;
-        while let Some(e) = c.tcp.poll_event() {
-            match e {
-                Event::Connected => start = true,
-                Event::PeerClosed => {
-                    self.events
-                        .push_back(EndpointEvent::PeerClosed { conn: ConnId(id) });
-                    peer_closed = true;
-                }
-                Event::Closed(r) => closed = Some(r),
-                Event::Readable | Event::Writable | Event::RecordAcked(_) => {}
-            }
-            if c.is_stream() {
-                super::stream::stream_event(c, ConnId(id), e, &mut self.events);
-            }
-        }
-        if start && c.role == Role::Initiator && !c.is_stream() {
-            self.counters.connections_opened += 1;
-            if !c.start_qp(id, now, false, None) {
-                self.counters.internal_errors += 1;
-            }
-        }
-        if c.decide_deadline_passed(now) {
-            // The application never answered the MPA Request: reset.
-            self.counters.accept_timeouts += 1;
-            c.abort();
-            self.events.push_back(EndpointEvent::StartupFailed {
-                conn: ConnId(id),
-                event: QpEvent::StartupFailed(mpa::StartupError::Timeout),
-            });
-        }
-        if c.closing.deadline_passed(now)
-            && !matches!(c.tcp.state(), State::TimeWait | State::Closed)
-        {
-            // Closed by the application and not finished in time: abort (RST).
-            self.counters.close_timeouts += 1;
-            c.abort();
-        }
-        // The connection's tags and memory: its protection domain's (held for the whole round;
-        // lock order endpoint -> domain), or the endpoint's own. The handle is taken out of
-        // the connection for the round and put back after it (a move, not a reference count
+        let mut round = Round {
+            now,
+            id,
+            mac: self.cfg.mac,
+            events: &mut self.events,
+            completions: &mut self.completions,
+            counters: &mut self.counters,
+            listeners: &mut self.listeners,
+            neighbours: &self.neighbours,
+            scratch: &mut self.scratch,
+            rebuild: &mut self.rebuild,
+            dirty: &mut self.dirty,
+            busy: &mut self.busy,
+        };
+        let news = round.events(c);
+        round.deadlines(c);
+        // The connection's tags and memory: its protection domain's (held for the rest of the
+        // round; lock order endpoint -> domain), or the endpoint's own. The handle is taken out
+        // of the connection for the round and put back after it (a move, not a reference count
         // up and down per round); nothing in between looks at `c.pd`.
         let pd = c.pd.take();
         let mut guard = pd.as_ref().map(|p| p.lock());
@@ -154,8 +134,146 @@ impl<D: Domain> Endpoint<D> {
             Some(g) => g.parts(),
             None => (&mut self.tags, &mut self.mem),
         };
-        // Receive: in-order feed and out-of-order placement, straight into the regions.
-        c.drive_rx(now, tags, mem, &mut self.counters);
+        round.receive(c, tags, mem, news.peer_closed);
+        round.transmit(c, tags, mem);
+        round.frames(c, tags, mem, io);
+        drop(guard);
+        c.pd = pd;
+        match round.close(c, news.closed) {
+            Some(reason) => {
+                self.remove_closed(id, reason);
+                false
+            }
+            None => {
+                arm(&mut self.wheel, id, c);
+                c.dirty
+            }
+        }
+    }
+
+    /// Takes closed connection `id` out of the tables: its timer, its listener's backlog, its
+    /// flow; what it counted is added to the endpoint's counters.
+    fn remove_closed(&mut self, id: u64, reason: CloseReason) {
+        let Some(c) = self.conns.remove(&id) else {
+            return;
+        };
+        self.wheel.cancel(id);
+        if let Some(l) = c.backlog() {
+            leave_backlog(&mut self.listeners, l);
+        }
+        c.fold_counters(&mut self.counters);
+        self.flows.remove(&c.tcp.tuple());
+        shrink_sparse(&mut self.conns);
+        shrink_sparse(&mut self.flows);
+        self.counters.connections_closed += 1;
+        self.events.push_back(EndpointEvent::Closed {
+            conn: ConnId(id),
+            reason,
+        });
+    }
+}
+
+/// What TCP's events told a connection's round.
+struct TcpNews {
+    /// TCP ended, for this reason.
+    closed: Option<CloseReason>,
+    /// The peer's FIN arrived.
+    peer_closed: bool,
+}
+
+/// One connection's round: what it reaches of the endpoint besides the connection (queues,
+/// counters, tables, buffers), borrowed apart from the connection table for the round. Its
+/// stages run in this order, each a method: [`events`](Self::events),
+/// [`deadlines`](Self::deadlines), [`receive`](Self::receive), [`transmit`](Self::transmit),
+/// [`frames`](Self::frames), [`close`](Self::close).
+struct Round<'a> {
+    now: Instant,
+    id: u64,
+    /// Our MAC, the source of every frame.
+    mac: Mac,
+    events: &'a mut VecDeque<EndpointEvent>,
+    completions: &'a mut VecDeque<(ConnId, WorkCompletion)>,
+    counters: &'a mut EndpointCounters,
+    listeners: &'a mut [ListenerEntry],
+    neighbours: &'a Neighbours,
+    /// Startup frames and claimed FPDUs, before TCP takes them.
+    scratch: &'a mut [u8],
+    /// FPDUs rebuilt for a partial retransmission.
+    rebuild: &'a mut [u8],
+    /// The connections marked for the next round.
+    dirty: &'a mut Vec<u64>,
+    /// The sink ran out of buffers in this round.
+    busy: &'a mut bool,
+}
+
+impl Round<'_> {
+    fn conn_id(&self) -> ConnId {
+        ConnId(self.id)
+    }
+
+    /// Events: TCP's events become the application's (a stream's data events, the peer's
+    /// FIN); an iWARP initiator whose handshake completed starts its queue pair (MPA Request).
+    fn events<D: Domain>(&mut self, c: &mut Conn<D>) -> TcpNews {
+        let mut news = TcpNews {
+            closed: None,
+            peer_closed: false,
+        };
+        let mut start = false;
+        while let Some(e) = c.tcp.poll_event() {
+            match e {
+                Event::Connected => start = true,
+                Event::PeerClosed => {
+                    self.events.push_back(EndpointEvent::PeerClosed {
+                        conn: self.conn_id(),
+                    });
+                    news.peer_closed = true;
+                }
+                Event::Closed(r) => news.closed = Some(r),
+                Event::Readable | Event::Writable | Event::RecordAcked(_) => {}
+            }
+            if c.is_stream() {
+                super::stream::stream_event(c, self.conn_id(), e, self.events);
+            }
+        }
+        if start && c.role == Role::Initiator && !c.is_stream() {
+            self.counters.connections_opened += 1;
+            if !c.start_qp(self.id, self.now, false, None) {
+                self.counters.internal_errors += 1;
+            }
+        }
+        news
+    }
+
+    /// Deadlines: an MPA Request the application did not answer in time, and a close the
+    /// application asked for that did not finish in time, reset the connection.
+    fn deadlines<D>(&mut self, c: &mut Conn<D>) {
+        if c.decide_deadline_passed(self.now) {
+            self.counters.accept_timeouts += 1;
+            c.abort();
+            self.events.push_back(EndpointEvent::StartupFailed {
+                conn: self.conn_id(),
+                event: QpEvent::StartupFailed(mpa::StartupError::Timeout),
+            });
+        }
+        if c.closing.deadline_passed(self.now)
+            && !matches!(c.tcp.state(), State::TimeWait | State::Closed)
+        {
+            self.counters.close_timeouts += 1;
+            c.abort();
+        }
+    }
+
+    /// Receive: in-order feed and out-of-order placement straight into the regions, what TCP
+    /// has acknowledged handed to the queue pair, the peer's FIN, then the queue pair's
+    /// completions and events.
+    fn receive<D>(
+        &mut self,
+        c: &mut Conn<D>,
+        tags: &mut StagTable,
+        mem: &mut dyn Memory,
+        peer_closed: bool,
+    ) {
+        c.drive_rx(self.now, tags, mem, self.counters);
         if c.overran_startup() && c.tcp.state() != State::Closed {
             // More than a startup frame before MPA was up (counted by the feed): reset.
             c.abort();
@@ -176,35 +294,39 @@ impl<D: Domain> Endpoint<D> {
                 None => c.closing.begin(),
             }
         }
-        // Queue-pair events and completions.
-        drain_qp(
-            c,
-            ConnId(id),
-            now,
-            &mut self.events,
-            &mut self.completions,
-            &mut self.counters,
-        );
-        if let Some(l) = c.note_mpa_up() {
-            leave_backlog(&mut self.listeners, l);
-        }
-        // Transmit: queue-pair output into TCP as records.
-        c.drive_tx(tags, mem, &mut self.scratch, &mut self.counters);
+        self.qp_output(c);
+    }
+
+    /// Transmit: the queue pair's output into TCP as records; a closing connection whose queue
+    /// pair is idle and whose TCP queue is empty closes TCP (FIN).
+    fn transmit<D>(&mut self, c: &mut Conn<D>, tags: &mut StagTable, mem: &mut dyn Memory) {
+        c.drive_tx(tags, mem, self.scratch, self.counters);
         if matches!(c.closing, Closing::Draining { .. }) {
             let idle = c.qp().is_none_or(|q| q.is_idle() || q.is_error());
             if idle && c.tcp.send_queued() == 0 {
                 c.closing.close_tcp();
-                c.tcp.close(now);
+                c.tcp.close(self.now);
             }
         }
-        // Segments into frames (no next-hop lookup and no frame taken for a connection with
-        // nothing to send, as in most rounds; a frame short of a next hop is counted).
-        let src = self.cfg.mac;
-        let dst_ip = c.tcp.tuple().remote.ip();
+    }
+
+    /// Frames: TCP's segments into `io`'s frames (FPDUs framed straight into the frame), TCP
+    /// topped up from the queue pair as room opens; then the completions and events of this
+    /// round's transmissions and ACKs (a Terminate sent). No next-hop lookup and no frame
+    /// taken for a connection with nothing to send, as in most rounds; a frame short of a next
+    /// hop is counted. Out of frames, the connection is marked for the next round.
+    fn frames<D>(
+        &mut self,
+        c: &mut Conn<D>,
+        tags: &mut StagTable,
+        mem: &mut dyn Memory,
+        io: &mut dyn FrameSink,
+    ) {
+        let (now, src) = (self.now, self.mac);
         let hop = if c.tcp.has_nothing_to_send() {
             None
         } else {
-            let hop = self.neighbours.next_hop(dst_ip);
+            let hop = self.neighbours.next_hop(c.tcp.tuple().remote.ip());
             if hop.is_none() {
                 self.counters.no_neighbour += 1;
             }
@@ -218,7 +340,7 @@ impl<D: Domain> Endpoint<D> {
                     qp: c.state.iwarp_mut().map(|i| &mut i.qp),
                     tags: &*tags,
                     mem: &*mem,
-                    scratch: &mut self.rebuild,
+                    scratch: self.rebuild,
                     failures: 0,
                 };
                 let tcp = &mut c.tcp;
@@ -239,11 +361,11 @@ impl<D: Domain> Endpoint<D> {
                 match r {
                     TxOutcome::NoBuffer => {
                         self.counters.tx_no_buffer += 1;
-                        self.busy = true;
+                        *self.busy = true;
                         // Marked again: the next round retries it when frames are back.
                         if !c.dirty {
                             c.dirty = true;
-                            self.dirty.push(id);
+                            self.dirty.push(self.id);
                         }
                         break;
                     }
@@ -254,56 +376,50 @@ impl<D: Domain> Endpoint<D> {
                     }
                 }
                 // More room in TCP's send buffer may have opened: top it up.
-                c.drive_tx(tags, mem, &mut self.scratch, &mut self.counters);
+                c.drive_tx(tags, mem, self.scratch, self.counters);
                 if c.tcp.has_nothing_to_send() {
                     break;
                 }
             }
         }
-        // Completions and events of this round's transmissions and ACKs (Terminate sent).
-        drain_qp(
-            c,
-            ConnId(id),
-            now,
-            &mut self.events,
-            &mut self.completions,
-            &mut self.counters,
-        );
+        self.qp_output(c);
+    }
+
+    /// Close: when TCP ended (or was found CLOSED: aborted in this round), the queue pair
+    /// learns it and its flushed work completes; returns the reason to remove the connection
+    /// for. A stream closed in order is kept while its unread octets wait for the application.
+    fn close<D>(&mut self, c: &mut Conn<D>, closed: Option<CloseReason>) -> Option<CloseReason> {
+        let closed = match closed {
+            None if c.tcp.state() == State::Closed => Some(CloseReason::Aborted),
+            r => r,
+        };
+        let reason = closed.and_then(|r| super::stream::close_reason_unless_held(c, r))?;
+        if let Some(q) = c.qp_mut() {
+            q.handle_close();
+            while let Some(wc) = q.poll_completion() {
+                self.completions.push_back((self.conn_id(), wc));
+            }
+        }
+        Some(reason)
+    }
+
+    /// The queue pair's completions and events into the endpoint's queues; a connection whose
+    /// MPA came up leaves its listener's backlog.
+    #[inline(always)]
+    fn qp_output<D>(&mut self, c: &mut Conn<D>) {
+        if c.qp().is_some_and(|q| q.has_output()) {
+            drain_qp(
+                c,
+                self.conn_id(),
+                self.now,
+                self.events,
+                self.completions,
+                self.counters,
+            );
+        }
         if let Some(l) = c.note_mpa_up() {
-            leave_backlog(&mut self.listeners, l);
+            leave_backlog(self.listeners, l);
         }
-        drop(guard);
-        c.pd = pd;
-        if closed.is_none() && c.tcp.state() == State::Closed {
-            closed = Some(CloseReason::Aborted);
-        }
-        // A stream closed in order keeps its unread octets for the application.
-        let closed = closed.and_then(|r| super::stream::close_reason_unless_held(c, r));
-        if let Some(reason) = closed {
-            if let Some(q) = c.qp_mut() {
-                q.handle_close();
-                while let Some(wc) = q.poll_completion() {
-                    self.completions.push_back((ConnId(id), wc));
-                }
-            }
-            let c = self.conns.remove(&id).expect("present");
-            self.wheel.cancel(id);
-            if let Some(l) = c.backlog() {
-                leave_backlog(&mut self.listeners, l);
-            }
-            c.fold_counters(&mut self.counters);
-            self.flows.remove(&c.tcp.tuple());
-            shrink_sparse(&mut self.conns);
-            shrink_sparse(&mut self.flows);
-            self.counters.connections_closed += 1;
-            self.events.push_back(EndpointEvent::Closed {
-                conn: ConnId(id),
-                reason,
-            });
-            return false;
-        }
-        arm(&mut self.wheel, id, c);
-        c.dirty
     }
 }
 
@@ -331,13 +447,13 @@ fn drain_qp<D>(
     completions: &mut VecDeque<(ConnId, WorkCompletion)>,
     counters: &mut EndpointCounters,
 ) {
-    // The application's accept deadline exists only while MPA starts up.
-    let (q, mut decide_by) = match &mut c.state {
-        ConnState::Startup(s) => (&mut s.iwarp.qp, Some(&mut s.decide_by)),
-        ConnState::Established(i) => (&mut i.qp, None),
-        ConnState::Handshake | ConnState::Stream(_) => return,
-    };
-    if q.has_output() {
+    let mut requested = false;
+    if let Some(q) = c
+        .state
+        .iwarp_mut()
+        .map(|i| &mut i.qp)
+        .filter(|q| q.has_output())
+    {
         while let Some(wc) = q.poll_completion() {
             completions.push_back((conn, wc));
         }
@@ -352,9 +468,7 @@ fn drain_qp<D>(
                     negotiated,
                 }),
                 QpEvent::ConnectRequest(request) => {
-                    if let Some(d) = decide_by.as_deref_mut() {
-                        *d = Some(now + c.settings.accept_timeout);
-                    }
+                    requested = true;
                     events.push_back(EndpointEvent::ConnectRequest { conn, request })
                 }
                 event @ (QpEvent::Rejected { .. } | QpEvent::StartupFailed(_)) => {
@@ -388,6 +502,9 @@ fn drain_qp<D>(
                 }
             }
         }
+    }
+    if requested {
+        c.await_answer(now + c.settings.accept_timeout);
     }
 }
 
