@@ -28,10 +28,11 @@ pub const MAX_SACK_BLOCKS: usize = 4;
 /// Why a packet was not turned into a [`TcpSegment`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WireError {
-    /// Not an IPv4 packet carrying TCP (not ours: pass).
+    /// An IP packet that does not carry TCP right after its header (another protocol, or
+    /// IPv6 extension headers first): not ours, pass.
     NotTcp,
-    /// Mixed address families in one 4-tuple (not ours).
-    Ipv6Unsupported,
+    /// A 4-tuple whose two addresses are of different families, IPv4 and IPv6 (emit side).
+    MixedAddressFamilies,
     /// An IP fragment (we do not reassemble; drop).
     Fragment,
     /// Buffer shorter than the headers or the IP total length (malformed).
@@ -53,7 +54,7 @@ impl WireError {
     pub fn is_malformed(self) -> bool {
         !matches!(
             self,
-            WireError::NotTcp | WireError::Ipv6Unsupported | WireError::BufferTooSmall
+            WireError::NotTcp | WireError::MixedAddressFamilies | WireError::BufferTooSmall
         )
     }
 }
@@ -619,13 +620,13 @@ impl SegmentRepr {
                 emit_ipv4(ip, s, d, (IPV4_HEADER_LEN + l4_len) as u16);
             }
             (IpAddr::V6(s), IpAddr::V6(d)) => emit_ipv6(ip, s, d, l4_len as u16),
-            _ => return Err(WireError::Ipv6Unsupported),
+            _ => return Err(WireError::MixedAddressFamilies),
         }
         self.emit_tcp_header(th);
         let payload = &mut rest[..payload_len];
         fill(payload);
         let pseudo =
-            checksum::pseudo(src.ip(), dst.ip(), l4_len).ok_or(WireError::Ipv6Unsupported)?;
+            checksum::pseudo(src.ip(), dst.ip(), l4_len).ok_or(WireError::MixedAddressFamilies)?;
         let sum = match cks {
             TxChecksum::Full => checksum::field(payload, checksum::sum(th, pseudo)),
             TxChecksum::Offloaded => checksum::fold(pseudo),
@@ -791,6 +792,25 @@ mod tests {
         assert_eq!(parse(&buf[..n - 1]).unwrap_err(), WireError::Truncated);
         buf[6] = 17; // next header UDP
         assert_eq!(parse(&buf).unwrap_err(), WireError::NotTcp);
+    }
+
+    #[test]
+    fn emit_refuses_mixed_address_families() {
+        let r = SegmentRepr {
+            tuple: FourTuple {
+                local: "198.18.0.1:4000".parse().unwrap(),
+                remote: "[2001:db8::2]:5000".parse().unwrap(),
+            },
+            seq: SeqNum(1),
+            ack: None,
+            flags: Flags::default(),
+            window: 100,
+            options: TcpOptions::default(),
+        };
+        let mut buf = vec![0u8; 128];
+        let e = r.emit(&mut buf, 0, |_| {}).unwrap_err();
+        assert_eq!(e, WireError::MixedAddressFamilies);
+        assert!(!e.is_malformed(), "not ours, not malformed");
     }
 
     #[test]

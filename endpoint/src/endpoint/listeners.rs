@@ -89,7 +89,8 @@ impl<D: Domain> Endpoint<D> {
         }
         check_private_data(&settings)?;
         let local = SocketAddr::new(self.cfg.ip, port);
-        let tcp = TcpListener::new(tcp, self.cfg.listener.clone(), local, self.gen.clone());
+        let tcp = TcpListener::new(tcp, self.cfg.listener.clone(), local, self.gen.clone())
+            .map_err(EndpointError::Config)?;
         self.listeners.push(ListenerEntry {
             tcp,
             settings,
@@ -113,13 +114,16 @@ impl<D: Domain> Endpoint<D> {
         self.retired_listeners.syn_cookies_sent += lc.cookies_sent;
         self.retired_listeners.half_open_expired += lc.half_open_expired;
         self.retired_listeners.listener_tx_overflow += lc.tx_overflow;
-        // A fresh listener holds no half-open entry, timer or queued reply.
-        l.tcp = TcpListener::new(
+        // A fresh listener holds no half-open entry, timer or queued reply (always made: the
+        // TCP settings passed `validate` when the endpoint was made).
+        if let Ok(fresh) = TcpListener::new(
             self.cfg.tcp.clone(),
             self.cfg.listener.clone(),
             l.tcp.local(),
             self.gen.clone(),
-        );
+        ) {
+            l.tcp = fresh;
+        }
         l.closed = true;
     }
 

@@ -109,9 +109,11 @@ pub struct Endpoint<D: Domain = NoDomain> {
 }
 
 impl<D: Domain> Endpoint<D> {
-    /// An endpoint with `now` as the clock's origin.
-    pub fn new(cfg: EndpointConfig, now: Instant) -> Self {
-        Endpoint {
+    /// An endpoint with `now` as the clock's origin. Refuses a configuration that fails
+    /// [`EndpointConfig::validate`].
+    pub fn new(cfg: EndpointConfig, now: Instant) -> Result<Self, EndpointError> {
+        cfg.validate()?;
+        Ok(Endpoint {
             gen: IsnGenerator::new(cfg.secrets.isn_key(), now),
             conns: FastMap::default(),
             flows: FastMap::default(),
@@ -140,7 +142,7 @@ impl<D: Domain> Endpoint<D> {
             listener_rx: false,
             last_now: now,
             cfg,
-        }
+        })
     }
 
     // ---------------------------------------------------------------------------------------
@@ -381,7 +383,8 @@ impl<D: Domain> Endpoint<D> {
         }
         check_private_data(&settings)?;
         let tuple = self.active_tuple(remote)?;
-        let tcp = Connection::connect(self.cfg.tcp.clone(), tuple, &self.gen, now);
+        let tcp = Connection::connect(self.cfg.tcp.clone(), tuple, &self.gen, now)
+            .map_err(EndpointError::Config)?;
         Ok(self.add_conn(Conn::new(tcp, Role::Initiator, settings)))
     }
 
