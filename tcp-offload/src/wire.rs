@@ -90,7 +90,7 @@ impl TcpOptions {
 
     /// Encoded length (padded to 4) in the layout we emit.
     pub fn encoded_len(&self) -> usize {
-        let mut n = 0;
+        let mut n = 0usize;
         if self.mss.is_some() {
             n += 4;
         }
@@ -104,7 +104,8 @@ impl TcpOptions {
             n += 12; // NOP NOP + 10
         }
         if let Some(r) = &self.rdma {
-            n += r.padded_len(); // (NOP NOP) + 2 / 4 / 16 / 20
+            // 2 / 4 / 16 / 20 on a 4-octet boundary, NOPs after it to the next one.
+            n = n.next_multiple_of(4) + r.padded_len();
         }
         if self.sack_count > 0 {
             n += 4 + 8 * usize::from(self.sack_count); // NOP NOP + 2 + 8n
@@ -113,15 +114,18 @@ impl TcpOptions {
     }
 
     /// Writes the options in the layout of [`Self::encoded_len`] (MSS; NOP WS; NOP NOP
-    /// SACK-permitted; NOP NOP timestamps; RDMA; NOP NOP SACK blocks) into `out`, which must be
-    /// exactly that long. Every element before the RDMA option is a multiple of 4 octets, so the
-    /// RDMA option starts 4-aligned relative to the TCP header (§3.1.8, TCPRDMA-12).
+    /// SACK-permitted; NOP NOP timestamps; RDMA, NOPs; NOP NOP SACK blocks) into `out`, which
+    /// must be exactly that long. The RDMA option, in every form, starts on a 4-octet boundary
+    /// relative to the TCP header (§3.1.8: the sender MUST align it, TCPRDMA-12): NOPs go
+    /// before it where the options before leave it unaligned (in this layout they never do)
+    /// and after it up to the next boundary (the 2-octet negotiation form of SYN and SYN-ACK).
     fn emit(&self, out: &mut [u8]) {
         use field::opt;
         let mut at = 0;
         let mut put = |bytes: &[u8]| {
             out[at..at + bytes.len()].copy_from_slice(bytes);
             at += bytes.len();
+            at
         };
         if let Some(m) = self.mss {
             let [h, l] = m.to_be_bytes();
@@ -139,12 +143,17 @@ impl TcpOptions {
             put(&e.to_be_bytes());
         }
         if let Some(r) = &self.rdma {
-            for _ in r.len()..r.padded_len() {
-                put(&[opt::NOP]);
+            // (The options start 20 octets into the header: a multiple of 4 here is one there.)
+            let mut end = put(&[]);
+            while !end.is_multiple_of(4) {
+                end = put(&[opt::NOP]);
             }
             let mut b = [0u8; rdma_opt::LEN_FULL as usize];
             r.emit(&mut b[..r.len()]);
-            put(&b[..r.len()]);
+            end = put(&b[..r.len()]);
+            while !end.is_multiple_of(4) {
+                end = put(&[opt::NOP]);
+            }
         }
         let blocks = self.sack_blocks();
         if !blocks.is_empty() {
