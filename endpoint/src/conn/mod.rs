@@ -283,7 +283,9 @@ impl<D> Conn<D> {
     }
 
     /// Moves what the queue pair has to send into TCP: startup frames as owned records, FPDUs
-    /// as external records rebuilt at each (re)transmission.
+    /// as external records rebuilt at each (re)transmission. (The check is inlined into the
+    /// round; most rounds have nothing to move.)
+    #[inline]
     pub fn drive_tx<M: Memory + ?Sized>(
         &mut self,
         tags: &StagTable,
@@ -291,11 +293,22 @@ impl<D> Conn<D> {
         scratch: &mut [u8],
         c: &mut EndpointCounters,
     ) {
-        if !matches!(self.tcp.state(), State::Established | State::CloseWait)
-            || matches!(self.closing, Closing::TcpClosed { .. })
+        if matches!(self.tcp.state(), State::Established | State::CloseWait)
+            && !matches!(self.closing, Closing::TcpClosed { .. })
+            && self.qp().is_some_and(|q| q.wants_to_send())
         {
-            return;
+            self.move_records(tags, mem, scratch, c);
         }
+    }
+
+    /// [`Conn::drive_tx`]'s work: records while the queue pair has some and TCP has room.
+    fn move_records<M: Memory + ?Sized>(
+        &mut self,
+        tags: &StagTable,
+        mem: &M,
+        scratch: &mut [u8],
+        c: &mut EndpointCounters,
+    ) {
         let Some(Iwarp { qp, .. }) = self.state.iwarp_mut() else {
             return;
         };

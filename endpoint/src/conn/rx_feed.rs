@@ -48,8 +48,10 @@ impl RxFeed {
     }
 
     /// Feeds the chunk `data` at stream offset `offset` (one copy: placement writes straight
-    /// from `data` into the region; only out-of-order chunks are also kept).
+    /// from `data` into the region; only out-of-order chunks are also kept). The in-order case,
+    /// every segment's on a clean path, is inlined into the receive sink.
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     pub fn feed<M: Memory + ?Sized>(
         &mut self,
         qp: &mut Qp,
@@ -71,26 +73,53 @@ impl RxFeed {
             return;
         }
         if offset > self.next {
-            // MPA-70: the queue pair locates FPDUs only by markers or the length chain; a
-            // chunk neither reaches waits here for in-order delivery.
-            let mut located = false;
-            if qp.is_established() && !qp.is_error() {
-                let n = qp.handle_segment(tags, mem, offset, data);
-                c.ooo_fpdus_placed += n as u64;
-                located = n > 0;
-            }
-            self.ooo_bytes += data.len() as u64;
-            c.ooo_bytes_max = c.ooo_bytes_max.max(self.ooo_bytes);
-            let data = data.to_vec();
-            self.ooo.insert(offset, HeldChunk { data, located });
-            if located {
-                self.follow_chain(qp, tags, mem, offset, c);
-            }
+            self.hold(qp, tags, mem, offset, data, c);
             return;
         }
         let skip = (self.next - offset) as usize;
         qp.handle_rx_bytes(tags, mem, now, &data[skip..]);
         self.next = end;
+        if !self.ooo.is_empty() {
+            self.deliver_held(qp, tags, mem, now);
+        }
+    }
+
+    /// An out-of-order chunk: placed now if the queue pair can locate FPDUs in it, and held
+    /// for in-order delivery.
+    fn hold<M: Memory + ?Sized>(
+        &mut self,
+        qp: &mut Qp,
+        tags: &mut StagTable,
+        mem: &mut M,
+        offset: u64,
+        data: &[u8],
+        c: &mut EndpointCounters,
+    ) {
+        // MPA-70: the queue pair locates FPDUs only by markers or the length chain; a chunk
+        // neither reaches waits here for in-order delivery.
+        let mut located = false;
+        if qp.is_established() && !qp.is_error() {
+            let n = qp.handle_segment(tags, mem, offset, data);
+            c.ooo_fpdus_placed += n as u64;
+            located = n > 0;
+        }
+        self.ooo_bytes += data.len() as u64;
+        c.ooo_bytes_max = c.ooo_bytes_max.max(self.ooo_bytes);
+        let data = data.to_vec();
+        self.ooo.insert(offset, HeldChunk { data, located });
+        if located {
+            self.follow_chain(qp, tags, mem, offset, c);
+        }
+    }
+
+    /// The held chunks the in-order point reached, fed in order.
+    fn deliver_held<M: Memory + ?Sized>(
+        &mut self,
+        qp: &mut Qp,
+        tags: &mut StagTable,
+        mem: &mut M,
+        now: Instant,
+    ) {
         while let Some(e) = self.ooo.first_entry() {
             if *e.key() > self.next {
                 break;
@@ -105,9 +134,7 @@ impl RxFeed {
             }
         }
     }
-}
 
-impl RxFeed {
     /// The length chain may now reach held chunks after `from` that nothing located yet (an
     /// FPDU located in one ends where the next begins): hands them to the queue pair again,
     /// in order, until one yields nothing.
