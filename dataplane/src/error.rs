@@ -25,6 +25,10 @@ pub enum DeviceError {
     /// `XdpConfig::queues` is 0 or more than 64.
     #[error("an AF_XDP device serves 1 to 64 queues, not {0}")]
     Queues(u32),
+    /// The engine refused its configuration (a TCP setting derived from the interface, such
+    /// as an MSS from a tiny MTU; the message names it).
+    #[error("engine configuration refused: {0}")]
+    Engine(endpoint::EndpointError),
     /// The OS random source (the engine's secrets are drawn from it) failed.
     #[error("the OS random source (getrandom) failed: {0}; the device needs it for its keys")]
     Random(io::ErrorKind),

@@ -112,7 +112,7 @@ fn afxdp_engine_to_kernel_transport_send_and_write() {
     cfg.local_ports = 40000..=40999;
     cfg.default_next_hop = Some(tb.mac(Side::B).unwrap());
     let start = Instant::now();
-    let mut e = Engine::new(cfg, XskIo::new(queue), start);
+    let mut e = Engine::new(cfg, XskIo::new(queue), start).expect("valid configuration");
     let (stag, read_stag) = stag_rx.recv().unwrap();
     let (rdst, _) = e.endpoint_mut().register(len, Access::LOCAL_WRITE);
     let conn = e

@@ -107,8 +107,8 @@ fn main() {
     let (n, markers, crc) = (arg(1, 200), arg(2, 0) == 1, arg(3, 1) == 1);
     let t0 = Instant::now();
     let mut now = t0;
-    let mut a = Endpoint::new(config(MAC_A, IP_A, MAC_B), now);
-    let mut b = Endpoint::new(config(MAC_B, IP_B, MAC_A), now);
+    let mut a = Endpoint::new(config(MAC_A, IP_A, MAC_B), now).expect("valid configuration");
+    let mut b = Endpoint::new(config(MAC_B, IP_B, MAC_A), now).expect("valid configuration");
     let (mut ab, mut ba) = (Wire::default(), Wire::default());
     let mut s = QpSettings::default();
     s.startup.want_markers = markers;
@@ -183,8 +183,8 @@ fn stream_replies(option: bool) {
         .map_or(200, |a| a.parse().expect("a number"));
     let t0 = Instant::now();
     let mut now = t0;
-    let mut a = Endpoint::new(config(MAC_A, IP_A, MAC_B), now);
-    let mut b = Endpoint::new(config(MAC_B, IP_B, MAC_A), now);
+    let mut a = Endpoint::new(config(MAC_A, IP_A, MAC_B), now).expect("valid configuration");
+    let mut b = Endpoint::new(config(MAC_B, IP_B, MAC_A), now).expect("valid configuration");
     let (mut ab, mut ba) = (Wire::default(), Wire::default());
     let opts = StreamOptions {
         tcp_rdma: option,

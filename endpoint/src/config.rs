@@ -7,6 +7,7 @@ use std::time::Duration;
 use mpa::StartupConfig;
 use tcp_offload::{Config, Keepalive, ListenerConfig};
 
+use crate::error::EndpointError;
 use crate::ethernet::Mac;
 use crate::secrets::Secrets;
 
@@ -102,6 +103,13 @@ pub struct EndpointConfig {
 }
 
 impl EndpointConfig {
+    /// Checks the settings: the TCP settings must pass `tcp_offload::Config::validate`
+    /// ([`EndpointError::Config`] names the one refused). [`crate::Endpoint::new`] refuses a
+    /// configuration that fails this.
+    pub fn validate(&self) -> Result<(), EndpointError> {
+        self.tcp.validate().map_err(EndpointError::Config)
+    }
+
     /// Defaults for `mac`/`ip`, with the caller's `secrets`.
     pub fn new(mac: Mac, ip: impl Into<IpAddr>, secrets: Secrets) -> Self {
         EndpointConfig {

@@ -111,6 +111,20 @@ endpoint_counters! {
     sum rdma_bytes_copied,
 }
 
+/// Adds what one connection's TCP counted to `c`: retransmissions, the timeouts that end a
+/// connection (keepalive, FIN-WAIT-2, persist) and the TCP RDMA option's counters.
+pub(crate) fn fold_tcp_counters(c: &mut EndpointCounters, t: &tcp_offload::TcpCounters) {
+    c.retransmissions += t.retransmits;
+    c.keepalive_timeouts += t.keepalive_timeouts;
+    c.fin_wait2_timeouts += t.fin_wait2_timeouts;
+    c.persist_timeouts += t.persist_timeouts;
+    c.rdma_segments_annotated += t.rdma_segments_annotated;
+    c.rdma_bytes_placed += t.rdma_bytes_placed;
+    c.rdma_ooo_bytes_placed += t.rdma_ooo_bytes_placed;
+    c.rdma_copies_avoided += t.rdma_copies_avoided;
+    c.rdma_bytes_copied += t.rdma_bytes_copied;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

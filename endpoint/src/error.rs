@@ -39,6 +39,10 @@ pub enum EndpointError {
     /// A TCP RDMA option mark was refused.
     #[error("transfer mark refused: {0:?}")]
     Annotate(tcp_offload::rdma::AnnotateError),
+    /// The configuration's TCP settings fail `tcp_offload::Config::validate` (the error names
+    /// the setting).
+    #[error("endpoint configuration, {0}")]
+    Config(tcp_offload::TcpConfigError),
     /// A TCP RDMA option receive buffer or read was refused.
     #[error("transfer placement refused: {0:?}")]
     Placement(tcp_offload::rdma::PlacementError),

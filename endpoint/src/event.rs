@@ -6,7 +6,7 @@ use ddp::QpEvent;
 use tcp_offload::CloseReason;
 
 use crate::conn::ConnId;
-use crate::listeners::ListenerId;
+use crate::endpoint::listeners::ListenerId;
 
 /// What the application learns besides completions ([`crate::Endpoint::poll_event`]).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -186,7 +186,7 @@ mod tests {
             cfg.local_ports = 40000..=40031;
             cfg.lane = lane.clone();
             let mut ep: crate::Endpoint<crate::NoDomain> =
-                crate::Endpoint::new(cfg, std::time::Instant::now());
+                crate::Endpoint::new(cfg, std::time::Instant::now()).expect("valid configuration");
             let mine: Vec<u16> = (0..8)
                 .map(|_| ep.active_tuple(remote).unwrap())
                 .inspect(|t| assert!(lane.owns(t), "{lane:?} took {t:?}"))
@@ -249,7 +249,7 @@ mod tests {
             cfg.local_ports = 40000..=40063;
             cfg.lane = lane;
             let mut ep: crate::Endpoint<crate::NoDomain> =
-                crate::Endpoint::new(cfg, std::time::Instant::now());
+                crate::Endpoint::new(cfg, std::time::Instant::now()).expect("valid configuration");
             for _ in 0..8 {
                 let t = ep.active_tuple(remote).unwrap();
                 assert_eq!(rss.hash.queue_of(t.remote, t.local), Some(4 + u32::from(i)));

@@ -30,7 +30,6 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-mod admission;
 mod classify;
 mod config;
 mod conn;
@@ -42,14 +41,10 @@ pub mod ethernet;
 mod event;
 mod frame_sink;
 mod lane;
-mod listeners;
 mod local_ports;
 mod neighbours;
 mod rss;
-mod rx;
 mod secrets;
-mod service;
-mod stream;
 mod timer_wheel;
 
 pub use classify::{classify, flow_of, FrameVerdict, OwnedAddrs};
@@ -57,13 +52,13 @@ pub use config::{EndpointConfig, EndpointLimits, QpSettings};
 pub use conn::ConnId;
 pub use counters::EndpointCounters;
 pub use domain::{Domain, DomainGuard, NoDomain};
+pub use endpoint::listeners::ListenerId;
+pub use endpoint::stream::StreamOptions;
 pub use endpoint::{Endpoint, FastMap};
 pub use error::EndpointError;
 pub use event::EndpointEvent;
 pub use frame_sink::{FrameSink, TxOutcome};
 pub use lane::Lane;
-pub use listeners::ListenerId;
 pub use rss::{toeplitz, RssHash, RssLanes};
 pub use secrets::Secrets;
-pub use stream::StreamOptions;
 pub use timer_wheel::TimerWheel;

@@ -37,6 +37,7 @@ impl RawClients {
                     remote: SocketAddr::V4(SocketAddrV4::new(IP_B, port)),
                 };
                 Connection::connect(Config::default(), tuple, &gen, p.now)
+                    .expect("valid TCP settings")
             })
             .collect();
         RawClients {
@@ -398,7 +399,8 @@ fn spoofed_syns_neither_grow_nor_override_the_neighbour_table() {
             local: SocketAddr::V4(SocketAddrV4::new(src, 1024 + (i % 50_000) as u16)),
             remote: SocketAddr::V4(SocketAddrV4::new(IP_B, 6400)),
         };
-        let mut c = Connection::connect(Config::default(), tuple, &gen, p.now);
+        let mut c =
+            Connection::connect(Config::default(), tuple, &gen, p.now).expect("valid TCP settings");
         let n = c.poll_transmit(p.now, &mut out).unwrap();
         let f = [&MAC_B[..], &evil[..], &[8, 0], &out[..n]].concat();
         p.b.handle_frame(p.now, &f);
@@ -438,7 +440,8 @@ fn spoofed_syns_neither_grow_nor_override_the_neighbour_table() {
 fn a_full_neighbour_table_evicts_unused_entries_and_refuses_only_when_all_are_in_use() {
     let mut cfg = endpoint_cfg(MAC_A, IP_A, MAC_B);
     cfg.limits.max_neighbours = 4;
-    let mut e: Endpoint = Endpoint::new(cfg, std::time::Instant::now());
+    let mut e: Endpoint =
+        Endpoint::new(cfg, std::time::Instant::now()).expect("valid configuration");
     for i in 0..4u32 {
         e.add_neighbour(std::net::Ipv4Addr::from(0xc612_0100 + i), MAC_B)
             .unwrap();

@@ -5,9 +5,9 @@ use ddp::WorkRequest;
 use std::net::SocketAddrV4;
 
 use ddp::{Access, RemoteBuf, WcStatus};
-use endpoint::{ConnId, Endpoint, EndpointEvent};
+use endpoint::{ConnId, Endpoint, EndpointError, EndpointEvent};
 use pair::*;
-use tcp_offload::CloseReason;
+use tcp_offload::{CloseReason, TcpConfigError};
 
 #[test]
 fn sixty_four_connections_over_two_listeners_each_verified() {
@@ -119,7 +119,8 @@ fn data_right_behind_the_handshake_ack_reaches_the_new_connection() {
     let base = Instant::now();
     // The raw client sends on `to_b` and reads `from_b`.
     let (mut to_b, mut from_b) = wires(base, link(), link(), 9);
-    let mut b: Endpoint = Endpoint::new(endpoint_cfg(MAC_B, IP_B, MAC_A), base);
+    let mut b: Endpoint =
+        Endpoint::new(endpoint_cfg(MAC_B, IP_B, MAC_A), base).expect("valid configuration");
     b.listen(7000, settings(false, true)).unwrap();
     let tuple = FourTuple {
         local: SocketAddr::V4(SocketAddrV4::new(IP_A, 41000)),
@@ -131,7 +132,8 @@ fn data_right_behind_the_handshake_ack_reaches_the_new_connection() {
         tuple,
         &IsnGenerator::new([3; 16], now),
         now,
-    );
+    )
+    .expect("valid TCP settings");
     let frame = |ip_packet: &[u8]| {
         let mut f = Vec::with_capacity(14 + ip_packet.len());
         f.extend_from_slice(&MAC_B);
@@ -257,13 +259,15 @@ fn mpa_startup_timeout_fires_from_the_endpoint_timer_wheel() {
     let base = Instant::now();
     // The raw server reads `from_a` and sends on `to_a`.
     let (mut from_a, mut to_a) = wires(base, link(), link(), 5);
-    let mut a: Endpoint = Endpoint::new(endpoint_cfg(MAC_A, IP_A, MAC_B), base);
+    let mut a: Endpoint =
+        Endpoint::new(endpoint_cfg(MAC_A, IP_A, MAC_B), base).expect("valid configuration");
     let mut l = TcpListener::new(
         Config::default(),
         ListenerConfig::default(),
         SocketAddr::V4(SocketAddrV4::new(IP_B, 7300)),
         IsnGenerator::new([9; 16], base),
-    );
+    )
+    .expect("valid TCP settings");
     let mut s = settings(false, true);
     s.startup.timeout = Duration::from_secs(2);
     let conn = a.connect(base, SocketAddrV4::new(IP_B, 7300), s).unwrap();
@@ -350,4 +354,25 @@ fn a_send_completes_on_the_peers_ack_not_on_transmission() {
     );
     let wc = p.wait_wc(true, 2);
     assert_eq!(wc.status, WcStatus::Success);
+}
+
+/// Regression: `Endpoint::new` refuses a configuration whose TCP settings fail
+/// `tcp_offload::Config::validate` (it accepted any before), and the error names the setting.
+#[test]
+fn endpoint_refuses_a_bad_tcp_setting_and_names_it() {
+    let now = std::time::Instant::now();
+    let mut cfg = endpoint_cfg(MAC_A, IP_A, MAC_B);
+    cfg.tcp.rto_min = cfg.tcp.rto_max * 2;
+    let r: Result<Endpoint, _> = Endpoint::new(cfg.clone(), now);
+    let e = r.err().expect("refused");
+    assert_eq!(e, EndpointError::Config(TcpConfigError::BadRto));
+    assert_eq!(cfg.validate(), Err(e));
+    assert!(e.to_string().contains("`rto_initial`"), "{e}");
+    let mut cfg = endpoint_cfg(MAC_A, IP_A, MAC_B);
+    cfg.tcp.mtu = 60;
+    let r: Result<Endpoint, _> = Endpoint::new(cfg, now);
+    let e = r.err().expect("refused");
+    assert!(e.to_string().contains("`mtu`"), "{e}");
+    let r: Result<Endpoint, _> = Endpoint::new(endpoint_cfg(MAC_A, IP_A, MAC_B), now);
+    assert!(r.is_ok());
 }

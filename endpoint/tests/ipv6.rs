@@ -159,7 +159,7 @@ fn neighbour_discovery_frames_are_not_learnt_and_the_table_is_bounded() {
     cfg.limits.max_neighbours = 4;
     cfg.limits.max_syn_sources = 8;
     let now = std::time::Instant::now();
-    let mut e: Endpoint = Endpoint::new(cfg, now);
+    let mut e: Endpoint = Endpoint::new(cfg, now).expect("valid configuration");
     e.listen(4000, settings(false, true)).unwrap();
     let addr = |i: u16| Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 1, i);
     for i in 0..1000u16 {

@@ -254,6 +254,62 @@ fn tcp_rdma_option_places_out_of_order_and_avoids_copies() {
     assert!(kb.retransmissions > 0);
 }
 
+/// The counters an endpoint takes from its connections' TCP (and queue pairs).
+fn per_connection_counts(c: &endpoint::EndpointCounters) -> [u64; 10] {
+    [
+        c.retransmissions,
+        c.keepalive_timeouts,
+        c.fin_wait2_timeouts,
+        c.persist_timeouts,
+        c.rdma_segments_annotated,
+        c.rdma_bytes_placed,
+        c.rdma_ooo_bytes_placed,
+        c.rdma_copies_avoided,
+        c.rdma_bytes_copied,
+        c.rx_after_close,
+    ]
+}
+
+/// Regression: what a connection's TCP counted (retransmissions, the TCP RDMA option's
+/// counters, the timeouts) reaches the endpoint's counters exactly once: summed while the
+/// connection lives, added once when it is removed, so its removal neither drops nor doubles
+/// any of it.
+#[test]
+fn connection_counters_survive_its_removal_once() {
+    let mut p = Pair::new(lossy(), lossy(), 24);
+    let (ca, cb) = establish_stream(&mut p, 5004, opts(true), opts(true));
+    let data = pattern(300_000, 11);
+    assert!(annotated_reply(&mut p, ca, cb, 0x77, &data) == data);
+    let (ka, kb) = (p.a.counters(), p.b.counters());
+    assert!(
+        kb.retransmissions > 0 && kb.rdma_segments_annotated > 0,
+        "{kb:?}"
+    );
+    assert!(ka.rdma_bytes_placed > 0, "{ka:?}");
+    assert_eq!(
+        kb.retransmissions,
+        p.b.tcp(cb).unwrap().counters().retransmits,
+        "B's only connection"
+    );
+    p.a.abort(ca).unwrap();
+    p.b.abort(cb).unwrap();
+    p.poll_a();
+    p.poll_b();
+    assert!(
+        p.a.tcp(ca).is_none() && p.b.tcp(cb).is_none(),
+        "both removed"
+    );
+    assert_eq!(p.a.connection_count() + p.b.connection_count(), 0);
+    assert_eq!(
+        per_connection_counts(&p.a.counters()),
+        per_connection_counts(&ka)
+    );
+    assert_eq!(
+        per_connection_counts(&p.b.counters()),
+        per_connection_counts(&kb)
+    );
+}
+
 #[test]
 fn tcp_rdma_option_not_negotiated_when_one_side_does_not_offer_it() {
     for (a_offers, b_offers) in [(true, false), (false, true)] {

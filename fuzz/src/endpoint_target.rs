@@ -191,8 +191,8 @@ impl World {
         let now = Instant::now();
         let pd_a = CheckedDomain::new(11, false);
         let pd_b = CheckedDomain::new(22, true);
-        let mut a = Endpoint::new(config(MAC_A, IP_A, MAC_B), now);
-        let mut b = Endpoint::new(config(MAC_B, IP_B, MAC_A), now);
+        let mut a = Endpoint::new(config(MAC_A, IP_A, MAC_B), now).expect("valid configuration");
+        let mut b = Endpoint::new(config(MAC_B, IP_B, MAC_A), now).expect("valid configuration");
         let mut s = QpSettings::default();
         s.startup.want_markers = markers;
         s.startup.want_crc = true;

@@ -14,7 +14,7 @@ use std::time::Instant;
 use crate::{mix64, ConnState, Delivery, SimTime, SimTransport, TransportStats};
 use tcp_offload::{
     CloseReason, Config, Connection, Event, FourTuple, IsnGenerator, ListenerConfig, RecordId,
-    RecordSource, State, TcpListener,
+    RecordSource, State, TcpConfigError, TcpListener,
 };
 
 use crate::{SimRole, CLIENT_IP, CLIENT_PORT, SERVER_IP, SERVER_PORT};
@@ -134,8 +134,14 @@ fn addr(ip: [u8; 4], port: u16) -> SocketAddr {
 
 impl OursTransport {
     /// A client (connects at once) or a server (listens). `base` is the instant virtual time 0
-    /// stands for; the ISN secret derives from `seed`, so a run repeats exactly.
-    pub fn new(role: SimRole, seed: u64, opts: &OursOptions, base: Instant) -> Self {
+    /// stands for; the ISN secret derives from `seed`, so a run repeats exactly. Refuses TCP
+    /// settings that fail `Config::validate`.
+    pub fn new(
+        role: SimRole,
+        seed: u64,
+        opts: &OursOptions,
+        base: Instant,
+    ) -> Result<Self, TcpConfigError> {
         let mut secret = [0u8; 16];
         secret[..8].copy_from_slice(&mix64(seed ^ 0x6973_6e5f_6b65_7931).to_le_bytes());
         secret[8..].copy_from_slice(&mix64(seed ^ 0x6973_6e5f_6b65_7932).to_le_bytes());
@@ -147,7 +153,7 @@ impl OursTransport {
                     remote: addr(SERVER_IP, SERVER_PORT),
                 };
                 (
-                    Some(Connection::connect(opts.cfg.clone(), tuple, &gen, base)),
+                    Some(Connection::connect(opts.cfg.clone(), tuple, &gen, base)?),
                     None,
                 )
             }
@@ -157,7 +163,7 @@ impl OursTransport {
                     addr(SERVER_IP, SERVER_PORT),
                     &gen,
                     base,
-                )),
+                )?),
                 None,
             ),
             (SimRole::Server, Passive::Listener) => {
@@ -166,7 +172,7 @@ impl OursTransport {
                     opts.listener.clone(),
                     addr(SERVER_IP, SERVER_PORT),
                     gen,
-                );
+                )?;
                 (None, Some(l))
             }
         };
@@ -178,7 +184,7 @@ impl OursTransport {
                 c.enter_record_mode();
             }
         }
-        OursTransport {
+        Ok(OursTransport {
             base,
             conn,
             listener,
@@ -193,7 +199,7 @@ impl OursTransport {
             close_requested: false,
             stale_timeouts: 0,
             records_acked: 0,
-        }
+        })
     }
 
     fn at(&self, now: SimTime) -> Instant {
@@ -458,7 +464,7 @@ mod tests {
         };
         let host = |role, seed| {
             Host::new(
-                OursTransport::new(role, seed, &opts, base),
+                OursTransport::new(role, seed, &opts, base).expect("valid TCP settings"),
                 CloseAtOnce { asked: false },
             )
         };

@@ -1,5 +1,6 @@
 //! Connection configuration (validated by [`Config::validate`]).
 
+use std::fmt;
 use std::time::Duration;
 
 use crate::checksum::TxChecksum;
@@ -25,20 +26,58 @@ pub struct Keepalive {
     pub probes: u32,
 }
 
-/// Errors of [`Config::validate`].
+/// Why [`Config::validate`] refused a configuration; each names the setting it refuses
+/// ([`TcpConfigError::setting`], and in its `Display`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TcpConfigError {
-    /// The MSS must be at least 88 and the MTU at least MSS + 40.
+    /// `mss` below 88.
     BadMss,
-    /// Window scale above 14 (RFC 7323 §2.3).
+    /// `mtu` below the MSS (counted up to 128) plus 40.
+    BadMtu,
+    /// `window_scale` above 14 (RFC 7323 §2.3).
     BadWindowScale,
-    /// The receive buffer must be at least one MSS and fit the window scale.
+    /// `recv_buffer` below one MSS, or above what the window scale can advertise.
     BadRecvBuffer,
-    /// rto_min <= rto_initial <= rto_max is required.
+    /// `rto_min <= rto_initial <= rto_max` does not hold.
     BadRto,
-    /// dupthresh must be at least 1.
+    /// `dupthresh` is 0.
     BadDupThresh,
 }
+
+impl TcpConfigError {
+    /// The [`Config`] field refused.
+    pub fn setting(self) -> &'static str {
+        match self {
+            TcpConfigError::BadMss => "mss",
+            TcpConfigError::BadMtu => "mtu",
+            TcpConfigError::BadWindowScale => "window_scale",
+            TcpConfigError::BadRecvBuffer => "recv_buffer",
+            TcpConfigError::BadRto => "rto_initial",
+            TcpConfigError::BadDupThresh => "dupthresh",
+        }
+    }
+
+    fn rule(self) -> &'static str {
+        match self {
+            TcpConfigError::BadMss => "must be at least 88",
+            TcpConfigError::BadMtu => "must be at least the MSS (counted up to 128) plus 40",
+            TcpConfigError::BadWindowScale => "must be at most 14",
+            TcpConfigError::BadRecvBuffer => {
+                "must be at least one MSS and at most 65535 << window_scale"
+            }
+            TcpConfigError::BadRto => "must lie between rto_min and rto_max",
+            TcpConfigError::BadDupThresh => "must be at least 1",
+        }
+    }
+}
+
+impl fmt::Display for TcpConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "TCP setting `{}` {}", self.setting(), self.rule())
+    }
+}
+
+impl std::error::Error for TcpConfigError {}
 
 /// Settings of one connection. `Config::default()` gives a sensible, RFC-conformant set.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -159,10 +198,15 @@ impl Default for Config {
 pub const SHORT_SEGMENT_SLACK: usize = 128;
 
 impl Config {
-    /// Checks the settings for consistency.
+    /// Checks the settings for consistency. Every constructor that takes a `Config`
+    /// (`Connection::connect`, `Connection::listen`, `TcpListener::new`) refuses one that
+    /// fails this.
     pub fn validate(&self) -> Result<(), TcpConfigError> {
-        if self.mss < 88 || u32::from(self.mtu) < u32::from(self.mss).min(128) + 40 {
+        if self.mss < 88 {
             return Err(TcpConfigError::BadMss);
+        }
+        if u32::from(self.mtu) < u32::from(self.mss).min(128) + 40 {
+            return Err(TcpConfigError::BadMtu);
         }
         if self.window_scale.is_some_and(|s| s > 14) {
             return Err(TcpConfigError::BadWindowScale);
@@ -195,26 +239,50 @@ mod tests {
 
     #[test]
     fn rejects_bad_settings() {
-        let c = Config {
-            window_scale: Some(15),
-            ..Config::default()
-        };
-        assert_eq!(c.validate(), Err(TcpConfigError::BadWindowScale));
-        let c = Config {
-            window_scale: None,
-            recv_buffer: 1 << 20,
-            ..Config::default()
-        };
-        assert_eq!(c.validate(), Err(TcpConfigError::BadRecvBuffer));
-        let c = Config {
-            rto_min: Duration::from_secs(5),
-            ..Config::default()
-        };
-        assert_eq!(c.validate(), Err(TcpConfigError::BadRto));
-        let c = Config {
-            mss: 10,
-            ..Config::default()
-        };
-        assert_eq!(c.validate(), Err(TcpConfigError::BadMss));
+        let d = Config::default;
+        let cases = [
+            (
+                Config {
+                    window_scale: Some(15),
+                    ..d()
+                },
+                TcpConfigError::BadWindowScale,
+            ),
+            (
+                Config {
+                    window_scale: None,
+                    recv_buffer: 1 << 20,
+                    ..d()
+                },
+                TcpConfigError::BadRecvBuffer,
+            ),
+            (
+                Config {
+                    rto_min: Duration::from_secs(5),
+                    ..d()
+                },
+                TcpConfigError::BadRto,
+            ),
+            (Config { mss: 10, ..d() }, TcpConfigError::BadMss),
+            (Config { mtu: 100, ..d() }, TcpConfigError::BadMtu),
+            (
+                Config {
+                    dupthresh: 0,
+                    ..d()
+                },
+                TcpConfigError::BadDupThresh,
+            ),
+        ];
+        for (c, e) in cases {
+            assert_eq!(c.validate(), Err(e));
+        }
+    }
+
+    #[test]
+    fn errors_name_the_setting() {
+        let e = TcpConfigError::BadRecvBuffer;
+        assert_eq!(e.setting(), "recv_buffer");
+        assert!(e.to_string().contains("`recv_buffer`"), "{e}");
+        assert!(TcpConfigError::BadMtu.to_string().contains("`mtu`"));
     }
 }

@@ -10,7 +10,7 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use crate::config::Config;
+use crate::config::{Config, TcpConfigError};
 use crate::connection::{default_peer_mss, emit_rst, Connection, RstOut, State};
 use crate::counters::ListenerCounters;
 use crate::isn::{FourTuple, IsnGenerator};
@@ -99,14 +99,21 @@ pub struct TcpListener {
 }
 
 impl TcpListener {
-    /// Listens on `local` (port must match; address `0.0.0.0` accepts any).
-    pub fn new(cfg: Config, lcfg: ListenerConfig, local: SocketAddr, gen: IsnGenerator) -> Self {
+    /// Listens on `local` (port must match; address `0.0.0.0` accepts any). Refuses a `cfg`
+    /// that fails [`Config::validate`].
+    pub fn new(
+        cfg: Config,
+        lcfg: ListenerConfig,
+        local: SocketAddr,
+        gen: IsnGenerator,
+    ) -> Result<Self, TcpConfigError> {
+        cfg.validate()?;
         let budget = OooBudget::new(lcfg.ooo_budget);
         let cfg = Config {
             syn_retries: lcfg.synack_retries,
             ..cfg
         };
-        TcpListener {
+        Ok(TcpListener {
             cfg,
             lcfg,
             local,
@@ -118,7 +125,7 @@ impl TcpListener {
             tx: VecDeque::new(),
             budget,
             counters: ListenerCounters::default(),
-        }
+        })
     }
 
     /// Counters.
@@ -575,7 +582,8 @@ mod tests {
             lcfg,
             SocketAddr::from(([198, 18, 0, 2], 5000)),
             gen.clone(),
-        );
+        )
+        .expect("valid TCP settings");
         let mut buf = vec![0u8; 2000];
         let mut now = t0;
         for i in 0..300u16 {
@@ -597,7 +605,8 @@ mod tests {
             },
             &gen,
             now,
-        );
+        )
+        .expect("valid TCP settings");
         for _ in 0..4 {
             while let Some(n) = client.poll_transmit(now, &mut buf) {
                 l.handle_packet(now, &buf[..n]).unwrap();

@@ -28,10 +28,11 @@ pub const MAX_SACK_BLOCKS: usize = 4;
 /// Why a packet was not turned into a [`TcpSegment`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WireError {
-    /// Not an IPv4 packet carrying TCP (not ours: pass).
+    /// An IP packet that does not carry TCP right after its header (another protocol, or
+    /// IPv6 extension headers first): not ours, pass.
     NotTcp,
-    /// Mixed address families in one 4-tuple (not ours).
-    Ipv6Unsupported,
+    /// A 4-tuple whose two addresses are of different families, IPv4 and IPv6 (emit side).
+    MixedAddressFamilies,
     /// An IP fragment (we do not reassemble; drop).
     Fragment,
     /// Buffer shorter than the headers or the IP total length (malformed).
@@ -53,7 +54,7 @@ impl WireError {
     pub fn is_malformed(self) -> bool {
         !matches!(
             self,
-            WireError::NotTcp | WireError::Ipv6Unsupported | WireError::BufferTooSmall
+            WireError::NotTcp | WireError::MixedAddressFamilies | WireError::BufferTooSmall
         )
     }
 }
@@ -89,7 +90,7 @@ impl TcpOptions {
 
     /// Encoded length (padded to 4) in the layout we emit.
     pub fn encoded_len(&self) -> usize {
-        let mut n = 0;
+        let mut n = 0usize;
         if self.mss.is_some() {
             n += 4;
         }
@@ -103,7 +104,8 @@ impl TcpOptions {
             n += 12; // NOP NOP + 10
         }
         if let Some(r) = &self.rdma {
-            n += r.padded_len(); // (NOP NOP) + 2 / 4 / 16 / 20
+            // 2 / 4 / 16 / 20 on a 4-octet boundary, NOPs after it to the next one.
+            n = n.next_multiple_of(4) + r.padded_len();
         }
         if self.sack_count > 0 {
             n += 4 + 8 * usize::from(self.sack_count); // NOP NOP + 2 + 8n
@@ -112,15 +114,18 @@ impl TcpOptions {
     }
 
     /// Writes the options in the layout of [`Self::encoded_len`] (MSS; NOP WS; NOP NOP
-    /// SACK-permitted; NOP NOP timestamps; RDMA; NOP NOP SACK blocks) into `out`, which must be
-    /// exactly that long. Every element before the RDMA option is a multiple of 4 octets, so the
-    /// RDMA option starts 4-aligned relative to the TCP header (§3.1.8, TCPRDMA-12).
+    /// SACK-permitted; NOP NOP timestamps; RDMA, NOPs; NOP NOP SACK blocks) into `out`, which
+    /// must be exactly that long. The RDMA option, in every form, starts on a 4-octet boundary
+    /// relative to the TCP header (§3.1.8: the sender MUST align it, TCPRDMA-12): NOPs go
+    /// before it where the options before leave it unaligned (in this layout they never do)
+    /// and after it up to the next boundary (the 2-octet negotiation form of SYN and SYN-ACK).
     fn emit(&self, out: &mut [u8]) {
         use field::opt;
         let mut at = 0;
         let mut put = |bytes: &[u8]| {
             out[at..at + bytes.len()].copy_from_slice(bytes);
             at += bytes.len();
+            at
         };
         if let Some(m) = self.mss {
             let [h, l] = m.to_be_bytes();
@@ -138,12 +143,17 @@ impl TcpOptions {
             put(&e.to_be_bytes());
         }
         if let Some(r) = &self.rdma {
-            for _ in r.len()..r.padded_len() {
-                put(&[opt::NOP]);
+            // (The options start 20 octets into the header: a multiple of 4 here is one there.)
+            let mut end = put(&[]);
+            while !end.is_multiple_of(4) {
+                end = put(&[opt::NOP]);
             }
             let mut b = [0u8; rdma_opt::LEN_FULL as usize];
             r.emit(&mut b[..r.len()]);
-            put(&b[..r.len()]);
+            end = put(&b[..r.len()]);
+            while !end.is_multiple_of(4) {
+                end = put(&[opt::NOP]);
+            }
         }
         let blocks = self.sack_blocks();
         if !blocks.is_empty() {
@@ -619,13 +629,13 @@ impl SegmentRepr {
                 emit_ipv4(ip, s, d, (IPV4_HEADER_LEN + l4_len) as u16);
             }
             (IpAddr::V6(s), IpAddr::V6(d)) => emit_ipv6(ip, s, d, l4_len as u16),
-            _ => return Err(WireError::Ipv6Unsupported),
+            _ => return Err(WireError::MixedAddressFamilies),
         }
         self.emit_tcp_header(th);
         let payload = &mut rest[..payload_len];
         fill(payload);
         let pseudo =
-            checksum::pseudo(src.ip(), dst.ip(), l4_len).ok_or(WireError::Ipv6Unsupported)?;
+            checksum::pseudo(src.ip(), dst.ip(), l4_len).ok_or(WireError::MixedAddressFamilies)?;
         let sum = match cks {
             TxChecksum::Full => checksum::field(payload, checksum::sum(th, pseudo)),
             TxChecksum::Offloaded => checksum::fold(pseudo),
@@ -791,6 +801,25 @@ mod tests {
         assert_eq!(parse(&buf[..n - 1]).unwrap_err(), WireError::Truncated);
         buf[6] = 17; // next header UDP
         assert_eq!(parse(&buf).unwrap_err(), WireError::NotTcp);
+    }
+
+    #[test]
+    fn emit_refuses_mixed_address_families() {
+        let r = SegmentRepr {
+            tuple: FourTuple {
+                local: "198.18.0.1:4000".parse().unwrap(),
+                remote: "[2001:db8::2]:5000".parse().unwrap(),
+            },
+            seq: SeqNum(1),
+            ack: None,
+            flags: Flags::default(),
+            window: 100,
+            options: TcpOptions::default(),
+        };
+        let mut buf = vec![0u8; 128];
+        let e = r.emit(&mut buf, 0, |_| {}).unwrap_err();
+        assert_eq!(e, WireError::MixedAddressFamilies);
+        assert!(!e.is_malformed(), "not ours, not malformed");
     }
 
     #[test]

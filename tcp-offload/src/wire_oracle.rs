@@ -92,7 +92,7 @@ pub fn emit(repr: &SegmentRepr, payload: &[u8]) -> Result<Vec<u8>, WireError> {
         }
         .to_bytes()
         .to_vec(),
-        _ => return Err(WireError::Ipv6Unsupported),
+        _ => return Err(WireError::MixedAddressFamilies),
     };
     tcp.checksum = 0;
     let th = tcp.to_bytes();

@@ -59,8 +59,9 @@ fn open_transfer_close_over_ipv6() {
         local: "[2001:db8::1]:40000".parse().unwrap(),
         remote: "[2001:db8::2]:5000".parse().unwrap(),
     };
-    let mut a = Connection::connect(Config::default(), t, &g, t0);
-    let mut b = Connection::listen(Config::default(), t.remote, &g, t0);
+    let mut a = Connection::connect(Config::default(), t, &g, t0).expect("valid TCP settings");
+    let mut b =
+        Connection::listen(Config::default(), t.remote, &g, t0).expect("valid TCP settings");
     netsim::exchange(&mut a, &mut b, t0, 4);
     assert_eq!(
         (a.state(), b.state()),
@@ -98,7 +99,8 @@ fn default_and_announced_mss_follow_the_address_family() {
             timestamps: false,
             ..Config::default()
         };
-        let mut c = Connection::connect(cfg, tuple, &harness::gen(t0), t0);
+        let mut c =
+            Connection::connect(cfg, tuple, &harness::gen(t0), t0).expect("valid TCP settings");
         let mut buf = vec![0u8; 200];
         let n = c.poll_transmit(t0, &mut buf).expect("SYN");
         let syn = wire::parse(&buf[..n]).unwrap();
@@ -164,4 +166,40 @@ fn data_events_can_be_turned_off_state_events_stay() {
         assert!(on.contains(&want), "{want:?} missing from {on:?}");
     }
     assert!(on.contains(&Event::RecordAcked(7)), "{on:?}");
+}
+
+/// Regression: a configuration that fails `Config::validate` is refused by every constructor
+/// that takes one (it was accepted before), with the setting named.
+#[test]
+fn constructors_refuse_a_configuration_that_fails_validate() {
+    use tcp_offload::{
+        Connection, FourTuple, IsnGenerator, ListenerConfig, TcpConfigError, TcpListener,
+    };
+    let t0 = std::time::Instant::now();
+    let g = IsnGenerator::new([9; 16], t0);
+    let t = FourTuple {
+        local: "198.18.0.1:40000".parse().unwrap(),
+        remote: "198.18.0.2:5000".parse().unwrap(),
+    };
+    // 1 MiB of receive buffer cannot be advertised without window scaling.
+    let bad = Config {
+        window_scale: None,
+        ..Config::default()
+    };
+    let e = Connection::connect(bad.clone(), t, &g, t0).unwrap_err();
+    assert_eq!(e, TcpConfigError::BadRecvBuffer);
+    assert!(e.to_string().contains("`recv_buffer`"), "{e}");
+    assert_eq!(
+        Connection::listen(bad.clone(), t.remote, &g, t0).unwrap_err(),
+        TcpConfigError::BadRecvBuffer
+    );
+    let small_mss = Config {
+        mss: 40,
+        ..Config::default()
+    };
+    assert_eq!(
+        TcpListener::new(small_mss, ListenerConfig::default(), t.remote, g.clone()).unwrap_err(),
+        TcpConfigError::BadMss
+    );
+    assert!(Connection::connect(Config::default(), t, &g, t0).is_ok());
 }

@@ -83,7 +83,8 @@ fn a_connection_leaves_its_checksums_to_the_device_when_configured() {
         };
         let now = Instant::now();
         let gen = IsnGenerator::new([7; 16], now);
-        let mut c = Connection::connect(cfg, tuple(false, 40000, 18515), &gen, now);
+        let mut c = Connection::connect(cfg, tuple(false, 40000, 18515), &gen, now)
+            .expect("valid TCP settings");
         let mut buf = vec![0u8; 1600];
         let n = c.poll_transmit(now, &mut buf).expect("a SYN");
         let mut syn = buf[..n].to_vec();

@@ -31,8 +31,8 @@ fn tuple() -> FourTuple {
 fn receiver(cfg: Config, t0: Instant) -> Rx {
     let g = IsnGenerator::new([9; 16], t0);
     let ta = tuple();
-    let mut a = Connection::connect(cfg.clone(), ta, &g, t0);
-    let mut b = Connection::listen(cfg, ta.remote, &g, t0);
+    let mut a = Connection::connect(cfg.clone(), ta, &g, t0).expect("valid TCP settings");
+    let mut b = Connection::listen(cfg, ta.remote, &g, t0).expect("valid TCP settings");
     // Handshake by hand to learn a's ISN and TSval.
     let mut buf = vec![0u8; 2048];
     let mut tsval = None;

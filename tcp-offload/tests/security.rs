@@ -234,7 +234,8 @@ fn rfc4987_syn_flood_keeps_memory_bounded_and_a_real_connection_opens() {
     // A real client still connects (its SYN gets a cookie; its ACK completes the open).
     while l.poll_transmit(now, &mut buf).is_some() {}
     let g = gen(t0);
-    let mut client = Connection::connect(Config::default(), tuple_a(), &g, now);
+    let mut client =
+        Connection::connect(Config::default(), tuple_a(), &g, now).expect("valid TCP settings");
     let mut established = false;
     for _ in 0..10 {
         while let Some(n) = client.poll_transmit(now, &mut buf) {
@@ -273,7 +274,8 @@ fn listener_half_open_entry_completes_without_cookies() {
     let t0 = Instant::now();
     let mut l = harness::listener(t0, ListenerConfig::default());
     let g = gen(t0);
-    let mut client = Connection::connect(Config::default(), tuple_a(), &g, t0);
+    let mut client =
+        Connection::connect(Config::default(), tuple_a(), &g, t0).expect("valid TCP settings");
     harness::handshake_via(&mut l, &mut client, t0);
     let server = l.accept().expect("accepted");
     assert_eq!(server.state(), State::Established);
@@ -289,7 +291,8 @@ fn listener_hands_data_before_accept_to_the_queued_connection() {
     let t0 = Instant::now();
     let mut l = harness::listener(t0, ListenerConfig::default());
     let g = gen(t0);
-    let mut client = Connection::connect(Config::default(), tuple_a(), &g, t0);
+    let mut client =
+        Connection::connect(Config::default(), tuple_a(), &g, t0).expect("valid TCP settings");
     harness::handshake_via(&mut l, &mut client, t0);
     assert_eq!(l.accept_queue_len(), 1, "established, not yet accepted");
     let mut buf = vec![0u8; 2000];
@@ -417,7 +420,7 @@ fn listener_accept_queue_is_bounded_and_overflow_is_reset() {
                 local: std::net::SocketAddr::from(([198, 18, 0, 1], 40000 + k)),
                 remote: tuple_b().local,
             };
-            Connection::connect(Config::default(), t, &g, t0)
+            Connection::connect(Config::default(), t, &g, t0).expect("valid TCP settings")
         })
         .collect();
     let mut buf = vec![0u8; 2000];

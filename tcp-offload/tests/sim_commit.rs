@@ -122,9 +122,11 @@ fn run(seed: u64, s: &Setup) -> Result<Run, String> {
         early_record_mode: s.early_record_mode,
         ..OursOptions::default()
     };
-    let a = OursTransport::new(SimRole::Client, seed ^ 0x11, &opts, base);
+    let a =
+        OursTransport::new(SimRole::Client, seed ^ 0x11, &opts, base).expect("valid TCP settings");
     let b = Wrapped {
-        inner: OursTransport::new(SimRole::Server, seed ^ 0x22, &opts, base),
+        inner: OursTransport::new(SimRole::Server, seed ^ 0x22, &opts, base)
+            .expect("valid TCP settings"),
         hooks: Tamper {
             drop_data: s.drop_data,
             mutate_duplicates: s.mutate,
@@ -320,8 +322,8 @@ fn open_and_close_with_nothing_to_send_through_the_listener() {
         ..OursOptions::default()
     };
     for link in ["clean", "loss5"] {
-        let a = OursTransport::new(SimRole::Client, 3, &opts, base);
-        let b = OursTransport::new(SimRole::Server, 4, &opts, base);
+        let a = OursTransport::new(SimRole::Client, 3, &opts, base).expect("valid TCP settings");
+        let b = OursTransport::new(SimRole::Server, 4, &opts, base).expect("valid TCP settings");
         let ca = BulkConfig::new(0, 1, 0, 2);
         let cb = BulkConfig::new(0, 2, 0, 1);
         let (o, _, _) = run_bulk(

@@ -143,7 +143,9 @@ fn run_one(
     };
     let make = |kind: Kind, role: SimRole, salt: u64| -> Peer {
         match kind {
-            Kind::Ours => Peer::Ours(Box::new(OursTransport::new(role, seed ^ salt, &opts, base))),
+            Kind::Ours => Peer::Ours(Box::new(
+                OursTransport::new(role, seed ^ salt, &opts, base).expect("valid TCP settings"),
+            )),
             Kind::Smol => Peer::Smol(Box::new(SmolTransport::new(role, seed ^ salt, &smol_cfg))),
         }
     };

@@ -24,12 +24,9 @@ fn ours(role: SimRole, seed: u64, cfg: &Config) -> Peer {
         passive: Passive::Connection,
         ..OursOptions::default()
     };
-    Peer::Ours(Box::new(OursTransport::new(
-        role,
-        seed,
-        &opts,
-        Instant::now(),
-    )))
+    Peer::Ours(Box::new(
+        OursTransport::new(role, seed, &opts, Instant::now()).expect("valid TCP settings"),
+    ))
 }
 
 fn transfer(

@@ -114,8 +114,9 @@ fn run(link: LinkConfig, seed: u64, replies_n: usize) -> Outcome {
     };
     let t0 = Instant::now();
     let gen = IsnGenerator::new([seed as u8; 16], t0);
-    let mut client = Connection::connect(cfg.clone(), tuple(), &gen, t0);
-    let mut server = Connection::listen(cfg, tuple().remote, &gen, t0);
+    let mut client =
+        Connection::connect(cfg.clone(), tuple(), &gen, t0).expect("valid TCP settings");
+    let mut server = Connection::listen(cfg, tuple().remote, &gen, t0).expect("valid TCP settings");
     let mut to_server = Link::new(link.clone(), seed * 2 + 1).unwrap();
     let mut to_client = Link::new(link, seed * 2 + 2).unwrap();
     let mut buf = vec![0u8; 2048];

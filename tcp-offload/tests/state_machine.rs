@@ -454,8 +454,8 @@ fn rfc9293_s3_5_simultaneous_open_between_two_active_connections() {
     use tcp_offload::Connection;
     let t0 = std::time::Instant::now();
     let g = gen(t0);
-    let mut a = Connection::connect(cfg(), tuple_a(), &g, t0);
-    let mut b = Connection::connect(cfg(), tuple_b(), &g, t0);
+    let mut a = Connection::connect(cfg(), tuple_a(), &g, t0).expect("valid TCP settings");
+    let mut b = Connection::connect(cfg(), tuple_b(), &g, t0).expect("valid TCP settings");
     let mut buf = vec![0u8; 2000];
     // Both SYNs cross.
     let na = a.poll_transmit(t0, &mut buf).unwrap();

@@ -29,8 +29,9 @@ fn cfg(on: bool) -> Config {
 fn open(client_on: bool, server_on: bool) -> (Connection, Connection, [Option<RdmaOption>; 2]) {
     let t0 = Instant::now();
     let gen = IsnGenerator::new([3; 16], t0);
-    let mut c = Connection::connect(cfg(client_on), tuple(), &gen, t0);
-    let mut s = Connection::listen(cfg(server_on), tuple().remote, &gen, t0);
+    let mut c = Connection::connect(cfg(client_on), tuple(), &gen, t0).expect("valid TCP settings");
+    let mut s =
+        Connection::listen(cfg(server_on), tuple().remote, &gen, t0).expect("valid TCP settings");
     let mut buf = vec![0u8; 2048];
     let n = c.poll_transmit(t0, &mut buf).unwrap();
     let syn = wire::parse(&buf[..n]).unwrap().options.rdma;
@@ -110,8 +111,9 @@ fn tcprdma_14_syn_cookie_connections_have_the_option_off() {
         max_half_open: 0,
         ..ListenerConfig::default()
     };
-    let mut l = TcpListener::new(cfg(true), lcfg, tuple().remote, gen.clone());
-    let mut c = Connection::connect(cfg(true), tuple(), &gen, t0);
+    let mut l =
+        TcpListener::new(cfg(true), lcfg, tuple().remote, gen.clone()).expect("valid TCP settings");
+    let mut c = Connection::connect(cfg(true), tuple(), &gen, t0).expect("valid TCP settings");
     let mut buf = vec![0u8; 2048];
     let n = c.poll_transmit(t0, &mut buf).unwrap();
     assert_eq!(

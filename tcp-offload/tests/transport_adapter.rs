@@ -21,7 +21,7 @@ fn ours(role: SimRole, seed: u64, records: bool, base: Instant) -> OursTransport
         passive: Passive::Listener,
         ..OursOptions::default()
     };
-    OursTransport::new(role, seed, &opts, base)
+    OursTransport::new(role, seed, &opts, base).expect("valid TCP settings")
 }
 
 fn link(loss: f64, jitter_ms: u64) -> LinkConfig {

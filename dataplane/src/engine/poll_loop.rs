@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use endpoint::{ConnId, Endpoint, EndpointConfig};
+use endpoint::{ConnId, Endpoint, EndpointConfig, EndpointError};
 
 use super::fault::{release_held_tx, FaultConfig, FaultCounters, FaultyIo};
 use super::io::PacketIo;
@@ -28,19 +28,25 @@ pub struct Engine<I: PacketIo> {
 }
 
 impl<I: PacketIo> Engine<I> {
-    /// An engine over `io`, with `now` as the clock's origin.
-    pub fn new(cfg: EndpointConfig, io: I, now: Instant) -> Self {
+    /// An engine over `io`, with `now` as the clock's origin. Refuses a configuration the
+    /// endpoint refuses ([`Endpoint::new`]).
+    pub fn new(cfg: EndpointConfig, io: I, now: Instant) -> Result<Self, EndpointError> {
         Self::with_faults(cfg, io, FaultConfig::default(), now)
     }
 
     /// An engine over `io` with `fault` injected on both paths.
-    pub fn with_faults(cfg: EndpointConfig, io: I, fault: FaultConfig, now: Instant) -> Self {
-        Engine {
+    pub fn with_faults(
+        cfg: EndpointConfig,
+        io: I,
+        fault: FaultConfig,
+        now: Instant,
+    ) -> Result<Self, EndpointError> {
+        Ok(Engine {
             io: FaultyIo::new(io, fault),
-            endpoint: Endpoint::new(cfg, now),
+            endpoint: Endpoint::new(cfg, now)?,
             last_now: now,
             idle_rounds: 0,
-        }
+        })
     }
 
     /// The endpoint: connections, memory, work requests, completions, events, counters.

@@ -169,7 +169,8 @@ impl XdpLane {
         };
         let io = XskIo::with_max_frame(queue, max_frame)
             .with_lane(LaneLink::new(lane.clone(), common.handoff.clone()));
-        let engine = Engine::with_faults(ecfg, io, cfg.fault, Instant::now());
+        let engine = Engine::with_faults(ecfg, io, cfg.fault, Instant::now())
+            .map_err(DeviceError::Engine)?;
 
         let (inline, core) = match cfg.mode {
             EngineMode::Inline => (true, None),

@@ -133,7 +133,7 @@ impl EngineHost {
         // The program owns the address the engine serves (a tweak may pick the IPv6 one).
         prog.set_owned_addrs(&[cfg.ip])
             .expect("own the engine's address");
-        let e = Engine::new(cfg, XskIo::new(queue), Instant::now());
+        let e = Engine::new(cfg, XskIo::new(queue), Instant::now()).expect("valid configuration");
         EngineHost {
             e,
             prog,

@@ -55,8 +55,10 @@ impl Pair {
             c
         };
         Pair {
-            a: Engine::with_faults(cfg(MAC_A, IP_A, MAC_B), pa, fa, base),
-            b: Engine::with_faults(cfg(MAC_B, IP_B, MAC_A), pb, fb, base),
+            a: Engine::with_faults(cfg(MAC_A, IP_A, MAC_B), pa, fa, base)
+                .expect("valid configuration"),
+            b: Engine::with_faults(cfg(MAC_B, IP_B, MAC_A), pb, fb, base)
+                .expect("valid configuration"),
             now: base,
             wc_a: Vec::new(),
             wc_b: Vec::new(),

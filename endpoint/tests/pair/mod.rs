@@ -221,8 +221,8 @@ impl Pair {
         let base = Instant::now();
         let (ab, ba) = wires(base, ab, ba, seed);
         Pair {
-            a: Endpoint::new(cfg_a, base),
-            b: Endpoint::new(cfg_b, base),
+            a: Endpoint::new(cfg_a, base).expect("valid configuration"),
+            b: Endpoint::new(cfg_b, base).expect("valid configuration"),
             ab,
             ba,
             now: base,

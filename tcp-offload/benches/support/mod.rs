@@ -38,8 +38,8 @@ pub fn pair(t0: Instant, b_records: bool) -> (Connection, Connection) {
         local: "198.18.0.1:40000".parse().unwrap(),
         remote: "198.18.0.2:5000".parse().unwrap(),
     };
-    let mut a = Connection::connect(cfg(), ta, &g, t0);
-    let mut b = Connection::listen(cfg(), ta.remote, &g, t0);
+    let mut a = Connection::connect(cfg(), ta, &g, t0).expect("valid TCP settings");
+    let mut b = Connection::listen(cfg(), ta.remote, &g, t0).expect("valid TCP settings");
     netsim::exchange(&mut a, &mut b, t0, 4);
     assert_eq!(
         (a.state(), b.state()),

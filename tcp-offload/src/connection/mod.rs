@@ -36,7 +36,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use crate::cc::Congestion;
-use crate::config::Config;
+use crate::config::{Config, TcpConfigError};
 use crate::counters::TcpCounters;
 use crate::isn::{FourTuple, IsnGenerator};
 use crate::rdma::annotate::SendMarks;
@@ -237,17 +237,31 @@ impl Connection {
     }
 
     /// Active open (RFC 9293 §3.10.1 OPEN, active): sends a SYN from `tuple.local` to `tuple.remote`.
-    pub fn connect(cfg: Config, tuple: FourTuple, gen: &IsnGenerator, now: Instant) -> Self {
+    /// Refuses a `cfg` that fails [`Config::validate`].
+    pub fn connect(
+        cfg: Config,
+        tuple: FourTuple,
+        gen: &IsnGenerator,
+        now: Instant,
+    ) -> Result<Self, TcpConfigError> {
+        cfg.validate()?;
         let iss = gen.isn(&tuple, now);
         let mut c = Self::blank(cfg, tuple, iss, gen, now);
         c.state = State::SynSent;
         c.syn_due = true;
-        c
+        Ok(c)
     }
 
     /// Passive open of a single connection (RFC 9293 §3.10.1 OPEN, passive): LISTEN on `local`.
-    /// For many connections use [`crate::TcpListener`].
-    pub fn listen(cfg: Config, local: SocketAddr, gen: &IsnGenerator, now: Instant) -> Self {
+    /// For many connections use [`crate::TcpListener`]. Refuses a `cfg` that fails
+    /// [`Config::validate`].
+    pub fn listen(
+        cfg: Config,
+        local: SocketAddr,
+        gen: &IsnGenerator,
+        now: Instant,
+    ) -> Result<Self, TcpConfigError> {
+        cfg.validate()?;
         let tuple = FourTuple {
             local,
             remote: SocketAddr::from(([0, 0, 0, 0], 0)),
@@ -256,7 +270,7 @@ impl Connection {
         c.state = State::Listen;
         c.passive = true;
         c.from_listen = true;
-        c
+        Ok(c)
     }
 
     /// A connection in SYN-RECEIVED for the SYN `syn` (used by [`crate::TcpListener`]).

@@ -99,8 +99,9 @@ impl RdmaOption {
         false
     }
 
-    /// Octets this option takes in our option layout: the negotiation form is preceded by two
-    /// NOPs so that everything after it stays 4-aligned; the other forms are multiples of 4.
+    /// Octets this option takes in our option layout, where it starts 4-aligned (§3.1.8): the
+    /// negotiation form is followed by two NOPs so that everything after it stays 4-aligned;
+    /// the other forms are multiples of 4.
     pub fn padded_len(&self) -> usize {
         self.len().next_multiple_of(4)
     }

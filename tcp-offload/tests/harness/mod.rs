@@ -73,8 +73,8 @@ impl Pair {
     pub fn new(cfg_a: Config, cfg_b: Config) -> Pair {
         let t0 = Instant::now();
         let g = gen(t0);
-        let a = Connection::connect(cfg_a, tuple_a(), &g, t0);
-        let b = Connection::listen(cfg_b, tuple_b().local, &g, t0);
+        let a = Connection::connect(cfg_a, tuple_a(), &g, t0).expect("valid TCP settings");
+        let b = Connection::listen(cfg_b, tuple_b().local, &g, t0).expect("valid TCP settings");
         Pair {
             a,
             b,
@@ -199,7 +199,7 @@ impl Pair {
 
 /// A listener-side harness: drives many packets into a listener.
 pub fn listener(t0: Instant, lcfg: ListenerConfig) -> TcpListener {
-    TcpListener::new(Config::default(), lcfg, tuple_b().local, gen(t0))
+    TcpListener::new(Config::default(), lcfg, tuple_b().local, gen(t0)).expect("valid TCP settings")
 }
 
 /// Runs `client`'s three-way handshake through `l`, every packet at `t0`.

@@ -67,12 +67,18 @@ impl Script {
 
     pub fn active(cfg: Config) -> Script {
         let t0 = Instant::now();
-        Script::with(t0, Connection::connect(cfg, tuple_a(), &gen(t0), t0))
+        Script::with(
+            t0,
+            Connection::connect(cfg, tuple_a(), &gen(t0), t0).expect("valid TCP settings"),
+        )
     }
 
     pub fn passive(cfg: Config) -> Script {
         let t0 = Instant::now();
-        Script::with(t0, Connection::listen(cfg, tuple_a().local, &gen(t0), t0))
+        Script::with(
+            t0,
+            Connection::listen(cfg, tuple_a().local, &gen(t0), t0).expect("valid TCP settings"),
+        )
     }
 
     /// Everything the connection wants to send now.

@@ -20,12 +20,12 @@ use std::time::{Duration, Instant};
 use tcp_offload::rdma::{AnnotateError, PlacedTransfer, PlacementError, Transfer};
 use tcp_offload::{Config, Connection, FourTuple, SendError, State};
 
+use super::listeners::ListenerId;
+use super::Endpoint;
 use crate::config::QpSettings;
 use crate::conn::{Conn, ConnId, Role};
 use crate::domain::Domain;
-use crate::endpoint::Endpoint;
 use crate::error::EndpointError;
-use crate::listeners::ListenerId;
 
 /// Settings of a stream connection or listener.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,13 +84,14 @@ pub(crate) fn close_reason_unless_held<D>(
     c: &mut Conn<D>,
     reason: tcp_offload::CloseReason,
 ) -> Option<tcp_offload::CloseReason> {
-    let Some(s) = c.stream.as_mut() else {
+    let closing = c.closing;
+    let unread = c.tcp.recv_ready() > 0;
+    let Some(s) = c.stream_mut() else {
         return Some(reason);
     };
     let reason = *s.ended.get_or_insert(reason);
-    let unread = c.tcp.recv_ready() > 0;
     // Closed (`close`) or aborted (`abort`) by the application: nobody will read.
-    let let_go = c.close_deadline.is_some() || (c.closing && !s.write_shut);
+    let let_go = closing.deadline().is_some() || (closing.is_closing() && !s.write_shut);
     let held = reason == tcp_offload::CloseReason::Normal && unread && !let_go;
     (!held).then_some(reason)
 }
@@ -128,7 +129,7 @@ impl<D: Domain> Endpoint<D> {
         }
         let tcp = opts.tcp_config(&self.cfg.tcp);
         let tuple = self.active_tuple(remote)?;
-        let tcp = Connection::connect(tcp, tuple, &self.gen, now);
+        let tcp = Connection::connect(tcp, tuple, &self.gen, now).map_err(EndpointError::Config)?;
         let mut c = Conn::new(tcp, Role::Initiator, opts.qp_settings());
         c.make_stream();
         Ok(self.add_conn(c))
@@ -159,7 +160,7 @@ impl<D: Domain> Endpoint<D> {
     fn stream_conn(&mut self, conn: ConnId) -> Result<&mut Conn<D>, EndpointError> {
         let id = conn.0;
         let c = self.conns.get_mut(&id).ok_or(EndpointError::NoConnection)?;
-        if c.stream.is_none() {
+        if !c.is_stream() {
             return Err(EndpointError::NotAStream);
         }
         if !c.dirty {
@@ -171,7 +172,7 @@ impl<D: Domain> Endpoint<D> {
 
     fn stream_ref(&self, conn: ConnId) -> Result<&Conn<D>, EndpointError> {
         let c = self.conns.get(&conn.0).ok_or(EndpointError::NoConnection)?;
-        if c.stream.is_none() {
+        if !c.is_stream() {
             return Err(EndpointError::NotAStream);
         }
         Ok(c)
@@ -182,7 +183,8 @@ impl<D: Domain> Endpoint<D> {
     /// and after the sending half was shut.
     pub fn stream_send(&mut self, conn: ConnId, data: &[u8]) -> Result<usize, EndpointError> {
         let c = self.stream_conn(conn)?;
-        if c.closing || !matches!(c.tcp.state(), State::Established | State::CloseWait) {
+        if c.closing.is_closing() || !matches!(c.tcp.state(), State::Established | State::CloseWait)
+        {
             return Err(EndpointError::NotReady);
         }
         // The only refusal left is the state TCP is in (checked above): not ready.
@@ -210,7 +212,7 @@ impl<D: Domain> Endpoint<D> {
     /// is gone (closed, reset) reports [`EndpointError::NoConnection`].
     pub fn stream_eof(&self, conn: ConnId) -> Result<bool, EndpointError> {
         let c = self.stream_ref(conn)?;
-        Ok(c.stream.is_some_and(|s| s.peer_fin) && c.tcp.recv_ready() == 0)
+        Ok(c.stream().is_some_and(|s| s.peer_fin) && c.tcp.recv_ready() == 0)
     }
 
     /// Whether the handshake completed (octets can be sent).
@@ -222,10 +224,10 @@ impl<D: Domain> Endpoint<D> {
     /// connection ends when both FINs are exchanged (or by [`Endpoint::close`]'s timeout).
     pub fn stream_shutdown(&mut self, conn: ConnId) -> Result<(), EndpointError> {
         let c = self.stream_conn(conn)?;
-        if let Some(s) = c.stream.as_mut() {
+        if let Some(s) = c.stream_mut() {
             s.write_shut = true;
         }
-        c.closing = true;
+        c.closing.begin();
         Ok(())
     }
 
@@ -306,15 +308,6 @@ impl<D: Domain> Endpoint<D> {
     }
 }
 
-/// Adds a connection's TCP RDMA option counters to the endpoint's.
-pub(crate) fn add_rdma_counters(c: &mut crate::EndpointCounters, t: &tcp_offload::TcpCounters) {
-    c.rdma_segments_annotated += t.rdma_segments_annotated;
-    c.rdma_bytes_placed += t.rdma_bytes_placed;
-    c.rdma_ooo_bytes_placed += t.rdma_ooo_bytes_placed;
-    c.rdma_copies_avoided += t.rdma_copies_avoided;
-    c.rdma_bytes_copied += t.rdma_bytes_copied;
-}
-
 /// A stream connection's view of one TCP event: the application's events, and the peer's FIN
 /// noted (the endpoint's own `PeerClosed` is pushed by the round).
 pub(crate) fn stream_event<D>(
@@ -332,7 +325,7 @@ pub(crate) fn stream_event<D>(
         Event::Readable => events.push_back(E::StreamReadable { conn }),
         Event::Writable => events.push_back(E::StreamWritable { conn }),
         Event::PeerClosed => {
-            if let Some(s) = c.stream.as_mut() {
+            if let Some(s) = c.stream_mut() {
                 s.peer_fin = true;
             }
         }

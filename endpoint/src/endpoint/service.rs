@@ -1,22 +1,25 @@
-//! A connection's round: TCP events, receive, queue-pair events and completions, work requests
-//! into TCP as records, segments into frames (FPDUs framed straight into the frame), close and
-//! timers. And the frames built outside a connection.
+//! A connection's round, in stages ([`Round`]): TCP events, deadlines, receive (queue-pair
+//! events and completions included), work requests into TCP as records, segments into frames
+//! (FPDUs framed straight into the frame), close; then its timer. Also the round after a
+//! receive batch alone (`service_received`) and the frames built outside a connection.
 
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use ddp::{Memory, PdId, Qp, QpConfig, QpEvent, StagTable, StreamId, WorkCompletion};
+use ddp::{Memory, QpEvent, StagTable, WorkCompletion};
 use mpa::FramingError;
 use tcp_offload::{CloseReason, Event, State};
 
-use crate::admission::leave_backlog;
-use crate::conn::{Conn, ConnId, FpduSource, Role};
+use super::admission::leave_backlog;
+use super::listeners::ListenerEntry;
+use super::{shrink_sparse, Endpoint};
+use crate::conn::{Closing, Conn, ConnId, FpduSource, Role};
 use crate::counters::EndpointCounters;
 use crate::domain::{Domain, DomainGuard};
-use crate::endpoint::{add_tcp_timeouts, shrink_sparse, Endpoint};
 use crate::ethernet::{self, EthernetRepr, Mac};
 use crate::event::EndpointEvent;
 use crate::frame_sink::{FrameSink, TxOutcome};
+use crate::neighbours::Neighbours;
 use crate::timer_wheel::TimerWheel;
 
 impl<D: Domain> Endpoint<D> {
@@ -36,42 +39,6 @@ impl<D: Domain> Endpoint<D> {
             self.counters.tx_packets += 1;
             self.counters.tx_bytes += f.len() as u64;
         }
-    }
-
-    /// TCP is established: record mode on, queue pair created with the connection's EMSS.
-    pub(crate) fn start_qp(&mut self, now: Instant, id: u64) {
-        let Some(c) = self.conns.get_mut(&id) else {
-            return;
-        };
-        if c.qp.is_some() {
-            return;
-        }
-        c.tcp.enter_record_mode();
-        let cfg = QpConfig {
-            engine: ddp::RdmapConfig {
-                stream: StreamId(id as u32),
-                pd: c.pd.as_ref().map_or(PdId(0), |p| p.id()),
-                ird: c.settings.ird,
-                ord: c.settings.ord,
-                ..ddp::RdmapConfig::default()
-            },
-            startup: c.settings.startup,
-            emss: c.tcp.emss(),
-            private_data: c.settings.private_data.clone(),
-            keep_for_retransmit: true,
-            auto_accept: !c.manual_accept,
-        };
-        c.qp = match c.role {
-            Role::Initiator => match Qp::new_initiator(cfg, now) {
-                Ok(q) => Some(q),
-                Err(_) => {
-                    self.counters.internal_errors += 1;
-                    c.tcp.abort();
-                    None
-                }
-            },
-            Role::Responder => Some(Qp::new_responder(cfg, now)),
-        };
     }
 
     /// After a receive batch: when no frame went to a listener or a stray and every
@@ -122,10 +89,11 @@ impl<D: Domain> Endpoint<D> {
         true
     }
 
-    /// Runs one connection: TCP events, receive, queue-pair events, transmit, timers. With
-    /// `only_if_marked` a connection no longer marked is left alone: it was serviced since it
-    /// was marked (by `transmit_conn` after a post), its round ran whole then, and a frame it
-    /// could not get marked it again. Returns whether it is marked for the next round.
+    /// Runs one connection's round, stage by stage (see [`Round`]): TCP events, deadlines,
+    /// receive, transmit, frames, and its removal once TCP ended. With `only_if_marked` a
+    /// connection no longer marked is left alone: it was serviced since it was marked (by
+    /// `transmit_conn` after a post), its round ran whole then, and a frame it could not get
+    /// marked it again. Returns whether it is marked for the next round.
     pub(crate) fn service(
         &mut self,
         now: Instant,
@@ -140,61 +108,25 @@ impl<D: Domain> Endpoint<D> {
             return false;
         }
         c.dirty = false;
-        let mut closed = None;
-        let mut start = false;
-        let mut peer_closed = false;
-        while let Some(e) = c.tcp.poll_event() {
-            match e {
-                Event::Connected => start = true,
-                Event::PeerClosed => {
-                    self.events
-                        .push_back(EndpointEvent::PeerClosed { conn: ConnId(id) });
-                    peer_closed = true;
-                }
-                Event::Closed(r) => closed = Some(r),
-                Event::Readable | Event::Writable | Event::RecordAcked(_) => {}
-            }
-            if c.stream.is_some() {
-                crate::stream::stream_event(c, ConnId(id), e, &mut self.events);
-            }
-        }
-        let c = if start && c.role == Role::Initiator && c.stream.is_none() {
-            self.counters.connections_opened += 1;
-            self.start_qp(now, id);
-            let Some(c) = self.conns.get_mut(&id) else {
-                return false;
-            };
-            c
-        } else {
-            c
+        let mut round = Round {
+            now,
+            id,
+            mac: self.cfg.mac,
+            events: &mut self.events,
+            completions: &mut self.completions,
+            counters: &mut self.counters,
+            listeners: &mut self.listeners,
+            neighbours: &self.neighbours,
+            scratch: &mut self.scratch,
+            rebuild: &mut self.rebuild,
+            dirty: &mut self.dirty,
+            busy: &mut self.busy,
         };
-        if c.decide_deadline.is_some_and(|d| now >= d) {
-            // The application never answered the MPA Request: reset.
-            c.decide_deadline = None;
-            self.counters.accept_timeouts += 1;
-            if let Some(q) = c.qp.as_mut() {
-                q.abort();
-            }
-            c.tcp.abort();
-            self.events.push_back(EndpointEvent::StartupFailed {
-                conn: ConnId(id),
-                event: QpEvent::StartupFailed(mpa::StartupError::Timeout),
-            });
-        }
-        if c.close_deadline.is_some_and(|d| now >= d) {
-            c.close_deadline = None;
-            if !matches!(c.tcp.state(), State::TimeWait | State::Closed) {
-                // Closed by the application and not finished in time: abort (RST).
-                self.counters.close_timeouts += 1;
-                if let Some(q) = c.qp.as_mut() {
-                    q.abort();
-                }
-                c.tcp.abort();
-            }
-        }
-        // The connection's tags and memory: its protection domain's (held for the whole round;
-        // lock order endpoint -> domain), or the endpoint's own. The handle is taken out of
-        // the connection for the round and put back after it (a move, not a reference count
+        let news = round.events(c);
+        round.deadlines(c);
+        // The connection's tags and memory: its protection domain's (held for the rest of the
+        // round; lock order endpoint -> domain), or the endpoint's own. The handle is taken out
+        // of the connection for the round and put back after it (a move, not a reference count
         // up and down per round); nothing in between looks at `c.pd`.
         let pd = c.pd.take();
         let mut guard = pd.as_ref().map(|p| p.lock());
@@ -202,60 +134,199 @@ impl<D: Domain> Endpoint<D> {
             Some(g) => g.parts(),
             None => (&mut self.tags, &mut self.mem),
         };
-        // Receive: in-order feed and out-of-order placement, straight into the regions.
-        c.drive_rx(now, tags, mem, &mut self.counters);
-        if c.rx.overrun && c.tcp.state() != State::Closed {
-            // More than a startup frame before MPA was up (counted by the feed): reset.
-            if let Some(q) = c.qp.as_mut() {
-                q.abort();
+        round.receive(c, tags, mem, news.peer_closed);
+        round.transmit(c, tags, mem);
+        round.frames(c, tags, mem, io);
+        drop(guard);
+        c.pd = pd;
+        match round.close(c, news.closed) {
+            Some(reason) => {
+                self.remove_closed(id, reason);
+                false
             }
-            c.tcp.abort();
+            None => {
+                arm(&mut self.wheel, id, c);
+                c.dirty
+            }
+        }
+    }
+
+    /// Takes closed connection `id` out of the tables: its timer, its listener's backlog, its
+    /// flow; what it counted is added to the endpoint's counters.
+    fn remove_closed(&mut self, id: u64, reason: CloseReason) {
+        let Some(c) = self.conns.remove(&id) else {
+            return;
+        };
+        self.wheel.cancel(id);
+        if let Some(l) = c.backlog() {
+            leave_backlog(&mut self.listeners, l);
+        }
+        c.fold_counters(&mut self.counters);
+        self.flows.remove(&c.tcp.tuple());
+        shrink_sparse(&mut self.conns);
+        shrink_sparse(&mut self.flows);
+        self.counters.connections_closed += 1;
+        self.events.push_back(EndpointEvent::Closed {
+            conn: ConnId(id),
+            reason,
+        });
+    }
+}
+
+/// What TCP's events told a connection's round.
+struct TcpNews {
+    /// TCP ended, for this reason.
+    closed: Option<CloseReason>,
+    /// The peer's FIN arrived.
+    peer_closed: bool,
+}
+
+/// One connection's round: what it reaches of the endpoint besides the connection (queues,
+/// counters, tables, buffers), borrowed apart from the connection table for the round. Its
+/// stages run in this order, each a method: [`events`](Self::events),
+/// [`deadlines`](Self::deadlines), [`receive`](Self::receive), [`transmit`](Self::transmit),
+/// [`frames`](Self::frames), [`close`](Self::close).
+struct Round<'a> {
+    now: Instant,
+    id: u64,
+    /// Our MAC, the source of every frame.
+    mac: Mac,
+    events: &'a mut VecDeque<EndpointEvent>,
+    completions: &'a mut VecDeque<(ConnId, WorkCompletion)>,
+    counters: &'a mut EndpointCounters,
+    listeners: &'a mut [ListenerEntry],
+    neighbours: &'a Neighbours,
+    /// Startup frames and claimed FPDUs, before TCP takes them.
+    scratch: &'a mut [u8],
+    /// FPDUs rebuilt for a partial retransmission.
+    rebuild: &'a mut [u8],
+    /// The connections marked for the next round.
+    dirty: &'a mut Vec<u64>,
+    /// The sink ran out of buffers in this round.
+    busy: &'a mut bool,
+}
+
+impl Round<'_> {
+    fn conn_id(&self) -> ConnId {
+        ConnId(self.id)
+    }
+
+    /// Events: TCP's events become the application's (a stream's data events, the peer's
+    /// FIN); an iWARP initiator whose handshake completed starts its queue pair (MPA Request).
+    fn events<D: Domain>(&mut self, c: &mut Conn<D>) -> TcpNews {
+        let mut news = TcpNews {
+            closed: None,
+            peer_closed: false,
+        };
+        let mut start = false;
+        while let Some(e) = c.tcp.poll_event() {
+            match e {
+                Event::Connected => start = true,
+                Event::PeerClosed => {
+                    self.events.push_back(EndpointEvent::PeerClosed {
+                        conn: self.conn_id(),
+                    });
+                    news.peer_closed = true;
+                }
+                Event::Closed(r) => news.closed = Some(r),
+                Event::Readable | Event::Writable | Event::RecordAcked(_) => {}
+            }
+            if c.is_stream() {
+                super::stream::stream_event(c, self.conn_id(), e, self.events);
+            }
+        }
+        if start && c.role == Role::Initiator && !c.is_stream() {
+            self.counters.connections_opened += 1;
+            if !c.start_qp(self.id, self.now, false, None) {
+                self.counters.internal_errors += 1;
+            }
+        }
+        news
+    }
+
+    /// Deadlines: an MPA Request the application did not answer in time, and a close the
+    /// application asked for that did not finish in time, reset the connection.
+    fn deadlines<D>(&mut self, c: &mut Conn<D>) {
+        if c.decide_deadline_passed(self.now) {
+            self.counters.accept_timeouts += 1;
+            c.abort();
+            self.events.push_back(EndpointEvent::StartupFailed {
+                conn: self.conn_id(),
+                event: QpEvent::StartupFailed(mpa::StartupError::Timeout),
+            });
+        }
+        if c.closing.deadline_passed(self.now)
+            && !matches!(c.tcp.state(), State::TimeWait | State::Closed)
+        {
+            self.counters.close_timeouts += 1;
+            c.abort();
+        }
+    }
+
+    /// Receive: in-order feed and out-of-order placement straight into the regions, what TCP
+    /// has acknowledged handed to the queue pair, the peer's FIN, then the queue pair's
+    /// completions and events.
+    fn receive<D>(
+        &mut self,
+        c: &mut Conn<D>,
+        tags: &mut StagTable,
+        mem: &mut dyn Memory,
+        peer_closed: bool,
+    ) {
+        c.drive_rx(self.now, tags, mem, self.counters);
+        if c.overran_startup() && c.tcp.state() != State::Closed {
+            // More than a startup frame before MPA was up (counted by the feed): reset.
+            c.abort();
         }
         c.drive_acked();
-        if peer_closed && c.stream.is_none() {
+        if peer_closed && !c.is_stream() {
             // Only now: data and ACKs that came with the FIN are in (delivered, completed).
             // Once MPA is up the stream is half-closed (DDP -06 §6.2.1, DDP-69): receives and
             // Reads flush, our Sends, Writes and Read Responses go on (TCP is in CLOSE-WAIT and
             // still sends), and our FIN follows the application's close (DDP-70). Before MPA
             // is up the startup fails and TCP closes.
-            match c.qp.as_mut() {
+            match c.qp_mut() {
                 Some(q) if q.is_established() => q.handle_peer_fin(),
                 Some(q) => {
                     q.handle_peer_fin();
-                    c.closing = true;
+                    c.closing.begin();
                 }
-                None => c.closing = true,
+                None => c.closing.begin(),
             }
         }
-        // Queue-pair events and completions.
-        drain_qp(
-            c,
-            ConnId(id),
-            now,
-            &mut self.events,
-            &mut self.completions,
-            &mut self.counters,
-        );
-        if c.qp.as_ref().is_some_and(|q| q.is_established()) {
-            leave_backlog(c, &mut self.listeners);
-        }
-        // Transmit: queue-pair output into TCP as records.
-        c.drive_tx(tags, mem, &mut self.scratch, &mut self.counters);
-        if c.closing && !c.tcp_closed {
-            let idle = c.qp.as_ref().is_none_or(|q| q.is_idle() || q.is_error());
+        self.qp_output(c);
+    }
+
+    /// Transmit: the queue pair's output into TCP as records; a closing connection whose queue
+    /// pair is idle and whose TCP queue is empty closes TCP (FIN).
+    fn transmit<D>(&mut self, c: &mut Conn<D>, tags: &mut StagTable, mem: &mut dyn Memory) {
+        c.drive_tx(tags, mem, self.scratch, self.counters);
+        if matches!(c.closing, Closing::Draining { .. }) {
+            let idle = c.qp().is_none_or(|q| q.is_idle() || q.is_error());
             if idle && c.tcp.send_queued() == 0 {
-                c.tcp_closed = true;
-                c.tcp.close(now);
+                c.closing.close_tcp();
+                c.tcp.close(self.now);
             }
         }
-        // Segments into frames (no next-hop lookup and no frame taken for a connection with
-        // nothing to send, as in most rounds; a frame short of a next hop is counted).
-        let src = self.cfg.mac;
-        let dst_ip = c.tcp.tuple().remote.ip();
+    }
+
+    /// Frames: TCP's segments into `io`'s frames (FPDUs framed straight into the frame), TCP
+    /// topped up from the queue pair as room opens; then the completions and events of this
+    /// round's transmissions and ACKs (a Terminate sent). No next-hop lookup and no frame
+    /// taken for a connection with nothing to send, as in most rounds; a frame short of a next
+    /// hop is counted. Out of frames, the connection is marked for the next round.
+    fn frames<D>(
+        &mut self,
+        c: &mut Conn<D>,
+        tags: &mut StagTable,
+        mem: &mut dyn Memory,
+        io: &mut dyn FrameSink,
+    ) {
+        let (now, src) = (self.now, self.mac);
         let hop = if c.tcp.has_nothing_to_send() {
             None
         } else {
-            let hop = self.neighbours.next_hop(dst_ip);
+            let hop = self.neighbours.next_hop(c.tcp.tuple().remote.ip());
             if hop.is_none() {
                 self.counters.no_neighbour += 1;
             }
@@ -266,10 +337,10 @@ impl<D: Domain> Endpoint<D> {
             loop {
                 let mut produced = 0usize;
                 let mut src_rec = FpduSource {
-                    qp: c.qp.as_mut(),
+                    qp: c.state.iwarp_mut().map(|i| &mut i.qp),
                     tags: &*tags,
                     mem: &*mem,
-                    scratch: &mut self.rebuild,
+                    scratch: self.rebuild,
                     failures: 0,
                 };
                 let tcp = &mut c.tcp;
@@ -285,19 +356,16 @@ impl<D: Domain> Endpoint<D> {
                     // An FPDU could not be rebuilt (its region was deregistered while it was
                     // unacknowledged): the stream cannot go on with the same octets.
                     self.counters.rebuild_failures += failures;
-                    if let Some(q) = c.qp.as_mut() {
-                        q.abort();
-                    }
-                    c.tcp.abort();
+                    c.abort();
                 }
                 match r {
                     TxOutcome::NoBuffer => {
                         self.counters.tx_no_buffer += 1;
-                        self.busy = true;
+                        *self.busy = true;
                         // Marked again: the next round retries it when frames are back.
                         if !c.dirty {
                             c.dirty = true;
-                            self.dirty.push(id);
+                            self.dirty.push(self.id);
                         }
                         break;
                     }
@@ -308,57 +376,50 @@ impl<D: Domain> Endpoint<D> {
                     }
                 }
                 // More room in TCP's send buffer may have opened: top it up.
-                c.drive_tx(tags, mem, &mut self.scratch, &mut self.counters);
+                c.drive_tx(tags, mem, self.scratch, self.counters);
                 if c.tcp.has_nothing_to_send() {
                     break;
                 }
             }
         }
-        // Completions and events of this round's transmissions and ACKs (Terminate sent).
-        drain_qp(
-            c,
-            ConnId(id),
-            now,
-            &mut self.events,
-            &mut self.completions,
-            &mut self.counters,
-        );
-        if c.qp.as_ref().is_some_and(|q| q.is_established()) {
-            leave_backlog(c, &mut self.listeners);
-        }
-        drop(guard);
-        c.pd = pd;
-        if closed.is_none() && c.tcp.state() == State::Closed {
-            closed = Some(CloseReason::Aborted);
-        }
-        // A stream closed in order keeps its unread octets for the application.
-        let closed = closed.and_then(|r| crate::stream::close_reason_unless_held(c, r));
-        if let Some(reason) = closed {
-            if let Some(q) = c.qp.as_mut() {
-                q.handle_close();
-                while let Some(wc) = q.poll_completion() {
-                    self.completions.push_back((ConnId(id), wc));
-                }
+        self.qp_output(c);
+    }
+
+    /// Close: when TCP ended (or was found CLOSED: aborted in this round), the queue pair
+    /// learns it and its flushed work completes; returns the reason to remove the connection
+    /// for. A stream closed in order is kept while its unread octets wait for the application.
+    fn close<D>(&mut self, c: &mut Conn<D>, closed: Option<CloseReason>) -> Option<CloseReason> {
+        let closed = match closed {
+            None if c.tcp.state() == State::Closed => Some(CloseReason::Aborted),
+            r => r,
+        };
+        let reason = closed.and_then(|r| super::stream::close_reason_unless_held(c, r))?;
+        if let Some(q) = c.qp_mut() {
+            q.handle_close();
+            while let Some(wc) = q.poll_completion() {
+                self.completions.push_back((self.conn_id(), wc));
             }
-            let mut c = self.conns.remove(&id).expect("present");
-            self.wheel.cancel(id);
-            leave_backlog(&mut c, &mut self.listeners);
-            add_tcp_timeouts(&mut self.counters, c.tcp.counters());
-            self.counters.retransmissions +=
-                c.tcp.counters().retransmits.saturating_sub(c.retrans_seen);
-            self.counters.rx_after_close += c.qp.as_ref().map_or(0, |q| q.stats().rx_after_close);
-            self.flows.remove(&c.tcp.tuple());
-            shrink_sparse(&mut self.conns);
-            shrink_sparse(&mut self.flows);
-            self.counters.connections_closed += 1;
-            self.events.push_back(EndpointEvent::Closed {
-                conn: ConnId(id),
-                reason,
-            });
-            return false;
         }
-        arm(&mut self.wheel, id, c);
-        c.dirty
+        Some(reason)
+    }
+
+    /// The queue pair's completions and events into the endpoint's queues; a connection whose
+    /// MPA came up leaves its listener's backlog.
+    #[inline(always)]
+    fn qp_output<D>(&mut self, c: &mut Conn<D>) {
+        if c.qp().is_some_and(|q| q.has_output()) {
+            drain_qp(
+                c,
+                self.conn_id(),
+                self.now,
+                self.events,
+                self.completions,
+                self.counters,
+            );
+        }
+        if let Some(l) = c.note_mpa_up() {
+            leave_backlog(self.listeners, l);
+        }
     }
 }
 
@@ -386,7 +447,13 @@ fn drain_qp<D>(
     completions: &mut VecDeque<(ConnId, WorkCompletion)>,
     counters: &mut EndpointCounters,
 ) {
-    if let Some(q) = c.qp.as_mut().filter(|q| q.has_output()) {
+    let mut requested = false;
+    if let Some(q) = c
+        .state
+        .iwarp_mut()
+        .map(|i| &mut i.qp)
+        .filter(|q| q.has_output())
+    {
         while let Some(wc) = q.poll_completion() {
             completions.push_back((conn, wc));
         }
@@ -401,11 +468,11 @@ fn drain_qp<D>(
                     negotiated,
                 }),
                 QpEvent::ConnectRequest(request) => {
-                    c.decide_deadline = Some(now + c.settings.accept_timeout);
+                    requested = true;
                     events.push_back(EndpointEvent::ConnectRequest { conn, request })
                 }
                 event @ (QpEvent::Rejected { .. } | QpEvent::StartupFailed(_)) => {
-                    c.closing = true;
+                    c.closing.begin();
                     // RFC 6581 §5: an IRD/ORD or RTR refusal queued a Terminate; TCP closes
                     // once it is out. Anything else closes at once.
                     let terminate = matches!(
@@ -430,11 +497,14 @@ fn drain_qp<D>(
                         _ => {}
                     }
                     // The stream is dead: close TCP once what is queued (the Terminate) is out.
-                    c.closing = true;
+                    c.closing.begin();
                     events.push_back(EndpointEvent::StreamError { conn, event: ev });
                 }
             }
         }
+    }
+    if requested {
+        c.await_answer(now + c.settings.accept_timeout);
     }
 }
 

@@ -14,14 +14,13 @@ use std::time::Instant;
 
 use tcp_offload::Connection;
 
-use crate::conn::Conn;
+use super::listeners::{ListenerEntry, ListenerId};
+use super::rx::PENDING_TX_MAX;
+use super::service::frame_out;
+use super::Endpoint;
 use crate::domain::Domain;
-use crate::endpoint::Endpoint;
 use crate::ethernet::Mac;
-use crate::listeners::ListenerEntry;
 use crate::neighbours::Placed;
-use crate::rx::PENDING_TX_MAX;
-use crate::service::frame_out;
 
 /// The address of a connection's peer.
 pub(crate) fn peer_ip(tcp: &Connection) -> IpAddr {
@@ -89,13 +88,9 @@ impl<D: Domain> Endpoint<D> {
     }
 }
 
-/// Takes `c` out of its listener's backlog (MPA is up, or it is closing).
-pub(crate) fn leave_backlog<D>(c: &mut Conn<D>, listeners: &mut [ListenerEntry]) {
-    if !c.in_backlog {
-        return;
-    }
-    c.in_backlog = false;
-    if let Some(l) = c.listener.and_then(|l| listeners.get_mut(l.0 as usize)) {
+/// A connection of listener `l` leaves its backlog (MPA is up, or it closed).
+pub(crate) fn leave_backlog(listeners: &mut [ListenerEntry], l: ListenerId) {
+    if let Some(l) = listeners.get_mut(l.0 as usize) {
         l.backlog = l.backlog.saturating_sub(1);
     }
 }

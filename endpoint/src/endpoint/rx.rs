@@ -7,12 +7,12 @@ use std::time::Instant;
 use ddp::{Memory, StagTable};
 use tcp_offload::emit_rst_for;
 
+use super::service::frame_out;
+use super::Endpoint;
 use crate::classify::{classify, FrameVerdict, OwnedAddrs};
-use crate::conn::FeedSink;
+use crate::conn::{FeedSink, Iwarp};
 use crate::domain::{Domain, DomainGuard};
-use crate::endpoint::Endpoint;
 use crate::ethernet::{self, EthernetFrame};
-use crate::service::frame_out;
 
 /// Most RSTs for strays waiting for a transmit buffer.
 pub(crate) const PENDING_TX_MAX: usize = 1024;
@@ -70,9 +70,9 @@ impl<D: Domain> Endpoint<D> {
         };
         if let Some(&id) = self.flows.get(&seg.tuple) {
             if let Some(c) = self.conns.get_mut(&id) {
-                match c.qp.as_mut() {
+                match c.state.iwarp_mut() {
                     // The one copy: TCP lends the payload, placement writes it into the region.
-                    Some(qp) if c.tcp.record_mode() => {
+                    Some(Iwarp { qp, rx, .. }) if c.tcp.record_mode() => {
                         let mut guard = c.pd.as_ref().map(|p| p.lock());
                         let (tags, mem): (&mut StagTable, &mut dyn Memory) = match guard.as_mut() {
                             Some(g) => g.parts(),
@@ -80,7 +80,7 @@ impl<D: Domain> Endpoint<D> {
                         };
                         let mut sink = FeedSink {
                             qp,
-                            rx: &mut c.rx,
+                            rx,
                             tags,
                             mem,
                             now,

@@ -1,5 +1,23 @@
 //! The endpoint: the tables of one iWARP host, the calls that drive it (frames and time in;
 //! frames, events and completions out) and the calls an application makes on it.
+//!
+//! The [`Endpoint`] type, its constructor, the driving calls and the application's calls on
+//! connections live here; the rest is split by concern, each file an `impl Endpoint` block:
+//!
+//! * `rx`: one received frame: the checks, the demultiplexing (flow table, listeners, else a
+//!   RST) and the one copy from the frame into the region;
+//! * `service`: a connection's round, stage by stage, and the frames built outside a connection;
+//! * `listeners`: passive opens, their SYN-ACKs and replies, and the hand-over of accepted
+//!   connections;
+//! * `admission`: what the caps let in (connections, backlog, next hops) and how the rest is
+//!   refused;
+//! * `stream`: plain TCP byte-stream connections beside the iWARP ones.
+
+mod admission;
+pub(crate) mod listeners;
+mod rx;
+mod service;
+pub(crate) mod stream;
 
 use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
@@ -18,10 +36,10 @@ use crate::error::EndpointError;
 use crate::ethernet::Mac;
 use crate::event::EndpointEvent;
 use crate::frame_sink::FrameSink;
-use crate::listeners::ListenerEntry;
 use crate::local_ports::LocalPorts;
 use crate::neighbours::Neighbours;
 use crate::timer_wheel::TimerWheel;
+use listeners::ListenerEntry;
 
 /// Slots of the timer wheel: with the default 25 us tick, one turn is about 205 ms (the minimum
 /// RTO), so most deadlines sit in their own turn.
@@ -60,7 +78,7 @@ pub struct Endpoint<D: Domain = NoDomain> {
     pub(crate) conns: FastMap<u64, Conn<D>>,
     pub(crate) flows: FastMap<FourTuple, u64>,
     pub(crate) listeners: Vec<ListenerEntry>,
-    pub(crate) retired_listeners: crate::listeners::RetiredListenerCounters,
+    pub(crate) retired_listeners: listeners::RetiredListenerCounters,
     pub(crate) neighbours: Neighbours,
     pub(crate) ports: LocalPorts,
     next_conn: u64,
@@ -91,9 +109,11 @@ pub struct Endpoint<D: Domain = NoDomain> {
 }
 
 impl<D: Domain> Endpoint<D> {
-    /// An endpoint with `now` as the clock's origin.
-    pub fn new(cfg: EndpointConfig, now: Instant) -> Self {
-        Endpoint {
+    /// An endpoint with `now` as the clock's origin. Refuses a configuration that fails
+    /// [`EndpointConfig::validate`].
+    pub fn new(cfg: EndpointConfig, now: Instant) -> Result<Self, EndpointError> {
+        cfg.validate()?;
+        Ok(Endpoint {
             gen: IsnGenerator::new(cfg.secrets.isn_key(), now),
             conns: FastMap::default(),
             flows: FastMap::default(),
@@ -122,7 +142,7 @@ impl<D: Domain> Endpoint<D> {
             listener_rx: false,
             last_now: now,
             cfg,
-        }
+        })
     }
 
     // ---------------------------------------------------------------------------------------
@@ -149,7 +169,7 @@ impl<D: Domain> Endpoint<D> {
                 if k.tcp.poll_timeout().is_some_and(|d| d <= now) {
                     k.tcp.handle_timeout(now);
                 }
-                if let Some(q) = k.qp.as_mut() {
+                if let Some(q) = k.qp_mut() {
                     if q.poll_timeout().is_some_and(|d| d <= now) {
                         q.handle_timeout(now);
                     }
@@ -242,19 +262,8 @@ impl<D: Domain> Endpoint<D> {
     /// Counters.
     pub fn counters(&self) -> EndpointCounters {
         let mut c = self.counters;
-        c.retransmissions += self
-            .conns
-            .values()
-            .map(|k| k.tcp.counters().retransmits.saturating_sub(k.retrans_seen))
-            .sum::<u64>();
-        c.rx_after_close += self
-            .conns
-            .values()
-            .filter_map(|k| k.qp.as_ref())
-            .map(|q| q.stats().rx_after_close)
-            .sum::<u64>();
         for k in self.conns.values() {
-            add_tcp_timeouts(&mut c, k.tcp.counters());
+            k.fold_counters(&mut c);
         }
         for l in &self.listeners {
             let lc = l.tcp.counters();
@@ -308,7 +317,7 @@ impl<D: Domain> Endpoint<D> {
     }
     /// What MPA negotiated on a connection (framing, revision, IRD/ORD, RTR), once it is up.
     pub fn negotiated(&self, conn: ConnId) -> Option<ddp::NegotiatedFraming> {
-        self.conns.get(&conn.0)?.qp.as_ref()?.negotiated()
+        self.conns.get(&conn.0)?.qp()?.negotiated()
     }
     /// The TCP state of a connection.
     pub fn tcp_state(&self, conn: ConnId) -> Option<State> {
@@ -320,7 +329,7 @@ impl<D: Domain> Endpoint<D> {
     }
     /// Out-of-order octets the endpoint holds for `conn`, waiting for a gap to fill.
     pub fn ooo_bytes(&self, conn: ConnId) -> Option<u64> {
-        self.conns.get(&conn.0).map(|c| c.rx.ooo_bytes)
+        self.conns.get(&conn.0).map(|c| c.ooo_bytes())
     }
     /// True when `conn` has nothing queued or in flight (posted work may leave at once).
     pub fn is_idle_to_send(&self, conn: ConnId) -> bool {
@@ -374,7 +383,8 @@ impl<D: Domain> Endpoint<D> {
         }
         check_private_data(&settings)?;
         let tuple = self.active_tuple(remote)?;
-        let tcp = Connection::connect(self.cfg.tcp.clone(), tuple, &self.gen, now);
+        let tcp = Connection::connect(self.cfg.tcp.clone(), tuple, &self.gen, now)
+            .map_err(EndpointError::Config)?;
         Ok(self.add_conn(Conn::new(tcp, Role::Initiator, settings)))
     }
 
@@ -399,7 +409,7 @@ impl<D: Domain> Endpoint<D> {
     /// before the Reply goes out.
     pub fn adopt_pd(&mut self, conn: ConnId, pd: D) -> Result<(), EndpointError> {
         let c = self.conn_mut(conn)?;
-        let qp = c.qp.as_mut().ok_or(EndpointError::NotReady)?;
+        let qp = c.qp_mut().ok_or(EndpointError::NotReady)?;
         qp.set_pd(pd.id());
         c.pd = Some(pd);
         Ok(())
@@ -413,10 +423,10 @@ impl<D: Domain> Endpoint<D> {
         private_data: &[u8],
     ) -> Result<(), EndpointError> {
         let c = self.conn_mut(conn)?;
-        let qp = c.qp.as_mut().ok_or(EndpointError::NotReady)?;
+        let qp = c.qp_mut().ok_or(EndpointError::NotReady)?;
         qp.accept(private_data)
             .map_err(|_| EndpointError::PrivateDataTooLong)?;
-        c.decide_deadline = None;
+        c.answered();
         Ok(())
     }
 
@@ -429,10 +439,10 @@ impl<D: Domain> Endpoint<D> {
         depths: mpa::ReadDepths,
     ) -> Result<(), EndpointError> {
         let c = self.conn_mut(conn)?;
-        let qp = c.qp.as_mut().ok_or(EndpointError::NotReady)?;
+        let qp = c.qp_mut().ok_or(EndpointError::NotReady)?;
         qp.accept_with(private_data, depths)
             .map_err(|_| EndpointError::PrivateDataTooLong)?;
-        c.decide_deadline = None;
+        c.answered();
         Ok(())
     }
 
@@ -440,11 +450,11 @@ impl<D: Domain> Endpoint<D> {
     /// closes the connection gracefully.
     pub fn reject(&mut self, conn: ConnId, private_data: &[u8]) -> Result<(), EndpointError> {
         let c = self.conn_mut(conn)?;
-        let qp = c.qp.as_mut().ok_or(EndpointError::NotReady)?;
+        let qp = c.qp_mut().ok_or(EndpointError::NotReady)?;
         qp.reject(private_data)
             .map_err(|_| EndpointError::PrivateDataTooLong)?;
-        c.decide_deadline = None;
-        c.closing = true;
+        c.answered();
+        c.closing.begin();
         Ok(())
     }
 
@@ -480,7 +490,9 @@ impl<D: Domain> Endpoint<D> {
             .conns
             .get_mut(&conn.0)
             .ok_or(EndpointError::NoConnection)?;
-        let qp = c.qp.as_mut().ok_or(EndpointError::NotReady)?;
+        let Some(qp) = c.state.iwarp_mut().map(|i| &mut i.qp) else {
+            return Err(EndpointError::NotReady);
+        };
         match &c.pd {
             Some(pd) => qp.post(pd.lock().parts().0, wr),
             None => qp.post(&self.tags, wr),
@@ -505,15 +517,13 @@ impl<D: Domain> Endpoint<D> {
             .conns
             .get_mut(&conn.0)
             .ok_or(EndpointError::NoConnection)?;
-        if let Some(q) = c.qp.as_mut() {
+        if let Some(q) = c.qp_mut() {
             q.shutdown();
             while let Some(wc) = q.poll_completion() {
                 self.completions.push_back((conn, wc));
             }
         }
-        c.closing = true;
-        c.close_deadline
-            .get_or_insert(now + c.settings.close_timeout);
+        c.closing.begin_by(now + c.settings.close_timeout);
         if !c.dirty {
             c.dirty = true;
             self.dirty.push(conn.0);
@@ -530,10 +540,10 @@ impl<D: Domain> Endpoint<D> {
             .conns
             .get_mut(&conn.0)
             .ok_or(EndpointError::NoConnection)?;
-        if let Some(q) = c.qp.as_mut() {
+        if let Some(q) = c.qp_mut() {
             q.close();
         }
-        c.closing = true;
+        c.closing.begin();
         if !c.dirty {
             c.dirty = true;
             self.dirty.push(conn.0);
@@ -548,19 +558,16 @@ impl<D: Domain> Endpoint<D> {
         self.conns
             .values()
             .filter(|c| c.is_lingering())
-            .filter_map(|c| c.close_deadline)
+            .filter_map(|c| c.closing.deadline())
             .max()
     }
 
     /// Abortive close: work requests are flushed and TCP sends RST.
     pub fn abort(&mut self, conn: ConnId) -> Result<(), EndpointError> {
         let c = self.conn_mut(conn)?;
-        if let Some(q) = c.qp.as_mut() {
-            q.abort();
-        }
-        c.tcp.abort();
+        c.abort();
         // (A stream held for its unread octets is let go.)
-        c.closing = true;
+        c.closing.begin();
         Ok(())
     }
 
@@ -575,15 +582,6 @@ impl<D: Domain> Endpoint<D> {
             .map(|_| ())
             .map_err(|_| EndpointError::NotReady)
     }
-}
-
-/// Adds a connection's TCP timeouts (keepalive, FIN-WAIT-2, persist) and TCP RDMA option
-/// counters to `c`.
-pub(crate) fn add_tcp_timeouts(c: &mut EndpointCounters, t: &tcp_offload::TcpCounters) {
-    crate::stream::add_rdma_counters(c, t);
-    c.keepalive_timeouts += t.keepalive_timeouts;
-    c.fin_wait2_timeouts += t.fin_wait2_timeouts;
-    c.persist_timeouts += t.persist_timeouts;
 }
 
 pub(crate) fn check_private_data(s: &QpSettings) -> Result<(), EndpointError> {

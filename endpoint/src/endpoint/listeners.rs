@@ -7,10 +7,10 @@ use std::time::Instant;
 
 use tcp_offload::TcpListener;
 
+use super::{check_private_data, Endpoint};
 use crate::config::QpSettings;
 use crate::conn::{Conn, Role};
 use crate::domain::Domain;
-use crate::endpoint::{check_private_data, Endpoint};
 use crate::error::EndpointError;
 use crate::ethernet::{self, EthernetRepr, Mac};
 use crate::event::EndpointEvent;
@@ -89,7 +89,8 @@ impl<D: Domain> Endpoint<D> {
         }
         check_private_data(&settings)?;
         let local = SocketAddr::new(self.cfg.ip, port);
-        let tcp = TcpListener::new(tcp, self.cfg.listener.clone(), local, self.gen.clone());
+        let tcp = TcpListener::new(tcp, self.cfg.listener.clone(), local, self.gen.clone())
+            .map_err(EndpointError::Config)?;
         self.listeners.push(ListenerEntry {
             tcp,
             settings,
@@ -113,13 +114,16 @@ impl<D: Domain> Endpoint<D> {
         self.retired_listeners.syn_cookies_sent += lc.cookies_sent;
         self.retired_listeners.half_open_expired += lc.half_open_expired;
         self.retired_listeners.listener_tx_overflow += lc.tx_overflow;
-        // A fresh listener holds no half-open entry, timer or queued reply.
-        l.tcp = TcpListener::new(
+        // A fresh listener holds no half-open entry, timer or queued reply (always made: the
+        // TCP settings passed `validate` when the endpoint was made).
+        if let Ok(fresh) = TcpListener::new(
             self.cfg.tcp.clone(),
             self.cfg.listener.clone(),
             l.tcp.local(),
             self.gen.clone(),
-        );
+        ) {
+            l.tcp = fresh;
+        }
         l.closed = true;
     }
 
@@ -224,7 +228,6 @@ impl<D: Domain> Endpoint<D> {
             let settings = self.listeners[li].settings.clone();
             let peer = tcp.tuple().remote;
             let mut c = Conn::new(tcp, Role::Responder, settings);
-            c.listener = Some(ListenerId(li as u32));
             if self.listeners[li].stream.is_some() {
                 // A byte stream: ready at once, no MPA startup, no backlog.
                 c.make_stream();
@@ -237,12 +240,14 @@ impl<D: Domain> Endpoint<D> {
                 });
                 continue;
             }
-            c.manual_accept = self.listeners[li].manual_accept;
-            c.in_backlog = true;
+            let manual_accept = self.listeners[li].manual_accept;
             self.listeners[li].backlog += 1;
             let conn = self.add_conn(c);
             self.counters.connections_opened += 1;
-            self.start_qp(now, conn.0);
+            if let Some(c) = self.conns.get_mut(&conn.0) {
+                // A responder's queue pair is always made.
+                c.start_qp(conn.0, now, manual_accept, Some(ListenerId(li as u32)));
+            }
             self.events.push_back(EndpointEvent::Accepted {
                 listener: ListenerId(li as u32),
                 conn,

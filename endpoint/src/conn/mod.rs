@@ -1,0 +1,426 @@
+//! One connection of an endpoint: our TCP, the layers above it as its state says (the queue
+//! pair: MPA startup, framing, DDP/RDMAP; or a plain byte stream), and the glue between them
+//! (in-order feed, out-of-order placement, record transmit, ACK tracking).
+//!
+//! * `state`: what a connection holds in each state, and how far it is on its way out;
+//! * `rx_feed`: the receive side between TCP and the queue pair.
+
+mod rx_feed;
+mod state;
+
+use std::time::Instant;
+
+use ddp::{Memory, PdId, Qp, QpConfig, StagTable, StreamId};
+use tcp_offload::{Connection, RecordId, RecordSource, State};
+
+use crate::config::QpSettings;
+use crate::counters::{fold_tcp_counters, EndpointCounters};
+use crate::domain::Domain;
+use crate::endpoint::listeners::ListenerId;
+use crate::endpoint::stream::StreamState;
+pub(crate) use rx_feed::FeedSink;
+use rx_feed::{startup_rx_limit, RxFeed};
+pub(crate) use state::{Closing, ConnState, Iwarp, MpaPhase};
+
+/// The endpoint's name for a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnId(pub u64);
+
+/// Which MPA role a connection plays.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Role {
+    Initiator,
+    Responder,
+}
+
+pub(crate) struct Conn<D> {
+    pub tcp: Connection,
+    /// What runs over TCP, and how far it got.
+    pub state: ConnState,
+    /// How far it is on its way out.
+    pub closing: Closing,
+    pub role: Role,
+    pub settings: QpSettings,
+    /// The protection domain whose STags and regions this connection reaches (verbs API);
+    /// `None`: the endpoint's own table and memory.
+    pub pd: Option<D>,
+    /// Currently armed timer deadline.
+    pub armed: Option<Instant>,
+    /// Marked for the endpoint's next round.
+    pub dirty: bool,
+}
+
+impl<D> Conn<D> {
+    /// An iWARP connection, its TCP handshake under way: its queue pair will take received
+    /// data through the receive sink and complete work from SND.UNA, so TCP's data events
+    /// are off ([`Conn::make_stream`] turns them back on).
+    pub fn new(mut tcp: Connection, role: Role, settings: QpSettings) -> Self {
+        tcp.set_data_events(false);
+        Conn {
+            tcp,
+            state: ConnState::Handshake,
+            closing: Closing::No,
+            role,
+            settings,
+            pd: None,
+            armed: None,
+            dirty: true,
+        }
+    }
+
+    /// Makes this a byte stream (no queue pair): the application reads and writes TCP's
+    /// octets and hears of them through TCP's data events. Call it before any segment is
+    /// handled for the connection's new role.
+    pub fn make_stream(&mut self) {
+        self.tcp.set_data_events(true);
+        self.state = ConnState::Stream(StreamState::default());
+    }
+
+    /// The queue pair, once TCP is established (iWARP connections).
+    pub fn qp(&self) -> Option<&Qp> {
+        self.state.iwarp().map(|i| &i.qp)
+    }
+
+    /// The queue pair, mutably.
+    pub fn qp_mut(&mut self) -> Option<&mut Qp> {
+        self.state.iwarp_mut().map(|i| &mut i.qp)
+    }
+
+    /// Whether this is a plain byte stream.
+    pub fn is_stream(&self) -> bool {
+        matches!(self.state, ConnState::Stream(_))
+    }
+
+    /// A byte stream's own state.
+    pub fn stream(&self) -> Option<&StreamState> {
+        match &self.state {
+            ConnState::Stream(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// A byte stream's own state, mutably.
+    pub fn stream_mut(&mut self) -> Option<&mut StreamState> {
+        match &mut self.state {
+            ConnState::Stream(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The listener whose backlog counts this connection (MPA startup not finished).
+    pub fn backlog(&self) -> Option<ListenerId> {
+        match self.state.iwarp()?.mpa {
+            MpaPhase::Startup { backlog, .. } => backlog,
+            MpaPhase::Up => None,
+        }
+    }
+
+    /// TCP is established: record mode on, the queue pair created with the connection's EMSS
+    /// as stream `id` of its domain, MPA starting as the connection's role says (a responder
+    /// counted in `backlog`'s backlog; `manual_accept`: its MPA Request waits for the
+    /// application). Only from [`ConnState::Handshake`]. False when the queue pair could not
+    /// be made: TCP is aborted.
+    pub fn start_qp(
+        &mut self,
+        id: u64,
+        now: Instant,
+        manual_accept: bool,
+        backlog: Option<ListenerId>,
+    ) -> bool
+    where
+        D: Domain,
+    {
+        if !matches!(self.state, ConnState::Handshake) {
+            return true;
+        }
+        self.tcp.enter_record_mode();
+        let cfg = QpConfig {
+            engine: ddp::RdmapConfig {
+                stream: StreamId(id as u32),
+                pd: self.pd.as_ref().map_or(PdId(0), |p| p.id()),
+                ird: self.settings.ird,
+                ord: self.settings.ord,
+                ..ddp::RdmapConfig::default()
+            },
+            startup: self.settings.startup,
+            emss: self.tcp.emss(),
+            private_data: self.settings.private_data.clone(),
+            keep_for_retransmit: true,
+            auto_accept: !manual_accept,
+        };
+        let qp = match self.role {
+            Role::Initiator => match Qp::new_initiator(cfg, now) {
+                Ok(q) => q,
+                Err(_) => {
+                    self.abort();
+                    return false;
+                }
+            },
+            Role::Responder => Qp::new_responder(cfg, now),
+        };
+        self.state = ConnState::Iwarp(Iwarp {
+            qp,
+            rx: RxFeed::new(startup_rx_limit(&self.settings)),
+            acked: 0,
+            mpa: MpaPhase::Startup {
+                backlog,
+                decide_by: None,
+            },
+        });
+        true
+    }
+
+    /// Moves a connection whose queue pair reports MPA up to [`MpaPhase::Up`]; returns the
+    /// listener whose backlog it leaves.
+    pub fn note_mpa_up(&mut self) -> Option<ListenerId> {
+        let i = self.state.iwarp_mut()?;
+        match i.mpa {
+            MpaPhase::Startup { backlog, .. } if i.qp.is_established() => {
+                i.mpa = MpaPhase::Up;
+                backlog
+            }
+            _ => None,
+        }
+    }
+
+    /// The MPA Request was reported: the application has until `by` to answer it.
+    pub fn await_answer(&mut self, by: Instant) {
+        if let Some(MpaPhase::Startup { decide_by, .. }) = self.mpa_mut() {
+            *decide_by = Some(by);
+        }
+    }
+
+    /// The application answered the MPA Request (accept or reject): its deadline is off.
+    pub fn answered(&mut self) {
+        if let Some(MpaPhase::Startup { decide_by, .. }) = self.mpa_mut() {
+            *decide_by = None;
+        }
+    }
+
+    /// Whether the application's deadline to answer the MPA Request has passed at `now`; it
+    /// is then spent.
+    pub fn decide_deadline_passed(&mut self, now: Instant) -> bool {
+        match self.mpa_mut() {
+            Some(MpaPhase::Startup { decide_by, .. }) if decide_by.is_some_and(|d| now >= d) => {
+                *decide_by = None;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn mpa_mut(&mut self) -> Option<&mut MpaPhase> {
+        self.state.iwarp_mut().map(|i| &mut i.mpa)
+    }
+
+    /// Abortive close of the whole connection: the queue pair flushes its work and sends
+    /// nothing more (DDP-75), then TCP sends RST and closes.
+    pub fn abort(&mut self) {
+        if let Some(q) = self.qp_mut() {
+            q.abort();
+        }
+        self.tcp.abort();
+    }
+
+    /// The next deadline of TCP, the MPA startup, the application's accept or the close
+    /// timeout.
+    pub fn deadline(&self) -> Option<Instant> {
+        let mut at = self.tcp.poll_timeout();
+        if let ConnState::Iwarp(i) = &self.state {
+            at = earliest(at, i.qp.poll_timeout());
+            if let MpaPhase::Startup { decide_by, .. } = i.mpa {
+                at = earliest(at, decide_by);
+            }
+        }
+        earliest(at, self.closing.deadline())
+    }
+
+    /// Still finishing a close the application asked for (not yet in TIME-WAIT or gone).
+    pub fn is_lingering(&self) -> bool {
+        self.closing.deadline().is_some()
+            && !matches!(self.tcp.state(), State::TimeWait | State::Closed)
+    }
+
+    /// The peer sent more than a startup frame before MPA was up (the connection is reset).
+    pub fn overran_startup(&self) -> bool {
+        self.state.iwarp().is_some_and(|i| i.rx.overrun)
+    }
+
+    /// Out-of-order octets held for the queue pair.
+    pub fn ooo_bytes(&self) -> u64 {
+        self.state.iwarp().map_or(0, |i| i.rx.ooo_bytes)
+    }
+
+    /// Adds what this connection counted (its TCP's counters, and the segments its queue pair
+    /// dropped after close) to `c`. The endpoint folds each connection once: into a copy
+    /// while it lives, into its own counters when it is removed.
+    pub fn fold_counters(&self, c: &mut EndpointCounters) {
+        fold_tcp_counters(c, self.tcp.counters());
+        c.rx_after_close += self.qp().map_or(0, |q| q.stats().rx_after_close);
+    }
+
+    /// Feeds chunks TCP queued (before the queue pair existed, or through `poll_recv`) to the
+    /// queue pair. The endpoint's receive path normally hands them over during
+    /// `handle_segment_with` instead ([`FeedSink`]), straight from the frame.
+    pub fn drive_rx<M: Memory + ?Sized>(
+        &mut self,
+        now: Instant,
+        tags: &mut StagTable,
+        mem: &mut M,
+        c: &mut EndpointCounters,
+    ) {
+        if self.is_stream() {
+            // The application reads a stream's octets from TCP itself.
+            return;
+        }
+        while let Some(chunk) = self.tcp.poll_recv() {
+            let Some(Iwarp { qp, rx, .. }) = self.state.iwarp_mut() else {
+                c.internal_errors += 1;
+                continue;
+            };
+            rx.feed(qp, tags, mem, now, chunk.offset, &chunk.data, c);
+        }
+    }
+
+    /// Moves what the queue pair has to send into TCP: startup frames as owned records, FPDUs
+    /// as external records rebuilt at each (re)transmission. (The check is inlined into the
+    /// round; most rounds have nothing to move.)
+    #[inline]
+    pub fn drive_tx<M: Memory + ?Sized>(
+        &mut self,
+        tags: &StagTable,
+        mem: &M,
+        scratch: &mut [u8],
+        c: &mut EndpointCounters,
+    ) {
+        if matches!(self.tcp.state(), State::Established | State::CloseWait)
+            && !matches!(self.closing, Closing::TcpClosed { .. })
+            && self.qp().is_some_and(|q| q.wants_to_send())
+        {
+            self.move_records(tags, mem, scratch, c);
+        }
+    }
+
+    /// [`Conn::drive_tx`]'s work: records while the queue pair has some and TCP has room.
+    fn move_records<M: Memory + ?Sized>(
+        &mut self,
+        tags: &StagTable,
+        mem: &M,
+        scratch: &mut [u8],
+        c: &mut EndpointCounters,
+    ) {
+        let Some(Iwarp { qp, .. }) = self.state.iwarp_mut() else {
+            return;
+        };
+        while qp.wants_to_send() && self.tcp.send_capacity() >= qp.max_fpdu_len() as u64 {
+            // FPDUs are only claimed here; `FpduSource` frames each straight into its packet
+            // (markers and CRC in that pass), so a first transmission is framed once.
+            let r = if let Some((start, n)) = qp.poll_fpdu_record(tags, scratch.len()) {
+                self.tcp.send_record(n as u32, start)
+            } else if let Some(n) = qp.poll_transmit(tags, mem, scratch) {
+                // Startup bytes (the MPA Request/Reply) ride as owned bytes.
+                self.tcp.send_record_bytes(&scratch[..n])
+            } else {
+                break;
+            };
+            if r.is_err() {
+                // The stream would have a hole: give the connection up rather than corrupt it.
+                c.internal_errors += 1;
+                self.abort();
+                return;
+            }
+        }
+    }
+
+    /// Whether what a receive left on this connection is at most completions and queue-pair
+    /// events: MPA up (queue pair established, out of the backlog), nothing the round must do
+    /// at once (no TCP event, no chunk to feed, nothing to send now, queue pair with nothing
+    /// to send, not closing).
+    pub fn quiet_after_receive(&self) -> bool {
+        // (MPA may have come up in this receive, before the round that moves the connection on
+        // runs: quiet when no backlog waits for that round.)
+        let Some(iwarp) = self.state.iwarp().filter(|i| {
+            !matches!(
+                i.mpa,
+                MpaPhase::Startup {
+                    backlog: Some(_),
+                    ..
+                }
+            )
+        }) else {
+            return false;
+        };
+        !self.closing.is_closing()
+            && !iwarp.rx.overrun
+            && iwarp.qp.is_established()
+            && !iwarp.qp.wants_to_send()
+            && !self.tcp.has_events()
+            && !self.tcp.has_recv_chunk()
+            && self.tcp.has_nothing_to_send()
+    }
+
+    /// Tells the queue pair how far TCP has its transmit stream acknowledged.
+    pub fn drive_acked(&mut self) {
+        let Some(Iwarp { qp, acked, .. }) = self.state.iwarp_mut() else {
+            return;
+        };
+        if !self.tcp.state().is_synchronized() {
+            return;
+        }
+        let una = self
+            .tcp
+            .snd_una()
+            .0
+            .wrapping_sub(self.tcp.send_seq_of_offset(0).0);
+        let delta = una.wrapping_sub(*acked as u32);
+        if (delta as i32) > 0 {
+            *acked = (*acked + u64::from(delta)).min(qp.tx_offset());
+            qp.on_acked(*acked);
+        }
+    }
+}
+
+/// The earlier of two optional deadlines.
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Rebuilds FPDU bytes (markers and CRC included) from the memory region, for the first
+/// transmission and every retransmission. Record ids are the FPDUs' transmit offsets.
+/// A rebuild that fails (no such FPDU, or its region deregistered since) leaves zeros and is
+/// counted in `failures`: the connection cannot go on and is given up after the round.
+pub(crate) struct FpduSource<'a, M: Memory + ?Sized> {
+    pub qp: Option<&'a mut Qp>,
+    pub tags: &'a StagTable,
+    pub mem: &'a M,
+    pub scratch: &'a mut [u8],
+    pub failures: u64,
+}
+
+impl<M: Memory + ?Sized> RecordSource for FpduSource<'_, M> {
+    fn write_record(&mut self, id: RecordId, offset: u32, dst: &mut [u8]) {
+        let Some(qp) = self.qp.as_deref_mut() else {
+            dst.fill(0);
+            self.failures += 1;
+            return;
+        };
+        if offset == 0 {
+            // Whole FPDU into the frame: framed and CRC'd in one pass, no extra copy.
+            if qp.rebuild_fpdu(self.tags, self.mem, id, dst) == Some(dst.len()) {
+                return;
+            }
+        }
+        match qp.rebuild_fpdu(self.tags, self.mem, id, self.scratch) {
+            Some(n) if (offset as usize) + dst.len() <= n => {
+                dst.copy_from_slice(&self.scratch[offset as usize..offset as usize + dst.len()]);
+            }
+            _ => {
+                dst.fill(0);
+                self.failures += 1;
+            }
+        }
+    }
+}
