@@ -6,7 +6,8 @@
 //! No live capture between two xdp endpoints on veth: AF_XDP's copy-mode transmit
 //! (`__dev_direct_xmit`) skips the packet taps and XDP redirects a frame before any tap sees
 //! it, so dumpcap on either end records nothing (tried: 0 frames). The option on the wire is
-//! checked by tshark on the frames of the endpoint pair (`endpoint/tests/stream_capture.rs`).
+//! checked by tshark on the frames of the endpoint pair (`endpoint/tests/stream.rs`,
+//! `tcp_rdma_option_on_every_data_segment_in_tshark`).
 //!
 //! Root needed: skipped elsewhere, failures under CI=true.
 

@@ -1,6 +1,6 @@
 //! Which received frames are ours: the one definition the XDP program (`bpf/xwarp_steer.bpf.c`,
 //! the same table in `bpf/xwarp_maps.h`) and the endpoint share. `handle_frame` makes its first
-//! decision with [`classify`]; `dataplane/tests/frame_agreement.rs` feeds one corpus of frames to
+//! decision with [`classify`]; `afxdp/tests/frame_agreement.rs` feeds one corpus of frames to
 //! the loaded XDP program (`BPF_PROG_TEST_RUN`) and to [`classify`] and checks that they agree
 //! frame by frame (redirect = [`Ours`](FrameVerdict::Ours), pass =
 //! [`NotOurs`](FrameVerdict::NotOurs), drop = [`Malformed`](FrameVerdict::Malformed) or
@@ -378,7 +378,7 @@ mod tests {
     }
 
     /// Every row of the table, from the shared corpus (the XDP program gets the same one in
-    /// `dataplane/tests/frame_agreement.rs`).
+    /// `afxdp/tests/frame_agreement.rs`).
     #[test]
     fn every_corpus_frame_gets_the_verdict_of_its_row() {
         let a = CorpusAddrs::default();

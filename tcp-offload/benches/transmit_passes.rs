@@ -47,7 +47,7 @@ fn bench(c: &mut Criterion) {
         let region: Vec<u8> = (0..65536).map(|i| (i * 37 + 11) as u8).collect();
         let src = &region[4096..4096 + len];
         // The frame 512 octets past the source modulo 4096: clear of 4K aliasing, which would
-        // time glibc's `rep movsb` stall instead of the passes (see `dataplane::bulk_copy`).
+        // time glibc's `rep movsb` stall instead of the passes (see `afxdp::bulk_copy`).
         let mut frames = vec![0u8; 3 * 4096 + len];
         let want = (src.as_ptr() as usize + 512) % 4096;
         let at = (want + 4096 - frames.as_ptr() as usize % 4096) % 4096;
