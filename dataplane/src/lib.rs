@@ -20,9 +20,10 @@
 //! moves bytes: [`Transport::Kernel`] over kernel TCP sockets, [`Transport::Xdp`] over
 //! AF_XDP (the `afxdp` crate's sockets and XDP program) with our own TCP.
 //!
-//! One of the two crates of the workspace with `unsafe` (syscalls, pinned memory; `afxdp` has
-//! the rings and UMEM): every `unsafe` block and impl states why it is sound (`// Safety:`),
-//! and an `unsafe fn` spells out each unsafe operation in its body.
+//! One of the workspace's crates with `unsafe` (here: syscalls, pinned memory, file mappings;
+//! `afxdp` has the rings and UMEM, `testbed` its sockets): every `unsafe` block and impl states
+//! why it is sound (`// Safety:`), and an `unsafe fn` spells out each unsafe operation in its
+//! body.
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
