@@ -285,11 +285,11 @@ fn reordered_and_lost_kernel_writes_are_placed_out_of_order_via_markers() {
 // ------------------------------------------------------------------------------------------
 // Wire oracle: Wireshark's iWARP dissectors on the engine's traffic
 
-/// The engine's traffic with the kernel transport, captured in B, decodes as cleanly
-/// as the kernel transport's own (`wire_oracle.rs`), for markers on/off x CRC on/off with the
-/// engine connecting and Sending, Writing and Reading 1 B, 4 KiB and 256 KiB, and once with the
-/// kernel end doing so to an engine listener; one FPDU per segment on both sides, EMSS 1024 so
-/// full FPDUs keep their phase to the markers.
+/// The engine's traffic with the kernel transport, captured in B, decodes as cleanly as the
+/// kernel transport's own (`bench/tests/xwarp_rdma_wire_oracle.rs`), for markers on/off x CRC
+/// on/off with the engine connecting and Sending, Writing and Reading 1 B, 4 KiB and 256 KiB,
+/// and once with the kernel end doing so to an engine listener; one FPDU per segment on both
+/// sides, EMSS 1024 so full FPDUs keep their phase to the markers.
 #[test]
 fn engine_traffic_decodes_cleanly_in_wireshark() {
     // (markers, crc, engine connects): the engine as Initiator under every marker/CRC case, and
