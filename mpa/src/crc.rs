@@ -7,6 +7,12 @@
 /// Octets of the CRC field that ends every FPDU.
 pub const CRC_LEN: usize = 4;
 
+/// Which code computes CRC-32C on this CPU, for reports.
+pub fn describe() -> String {
+    let folding = crc_fast::get_calculator_target(crc_fast::CrcAlgorithm::Crc32Iscsi);
+    format!("crc-fast {folding}")
+}
+
 /// CRC-32C of `data`. `crc-fast` picks the widest carry-less-multiply folding the CPU has at
 /// run time (PCLMULQDQ, VPCLMULQDQ/AVX-512): about four times the `crc32c` crate's
 /// rate on a 1460-octet FPDU (`cargo bench -p mpa --bench framing`).

@@ -14,6 +14,9 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 
+/// The code [`sum`] runs, for reports: the same on every CPU (no run-time choice).
+pub const CODE: &str = "eight lanes of 32-bit halves (portable Rust, the same on every CPU)";
+
 /// A partial ones'-complement sum in native byte order (not yet folded).
 pub type Sum = u64;
 
