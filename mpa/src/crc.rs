@@ -34,7 +34,7 @@ pub const SHORT_UP_TO: usize = 256;
 pub const FOLDING_FROM: usize = 4096;
 
 impl CrcCode {
-    /// The code [`crc32c`] runs for `len` octets on this CPU.
+    /// The code [`crc32c()`] runs for `len` octets on this CPU.
     #[inline]
     pub fn for_len(len: usize) -> CrcCode {
         if len <= SHORT_UP_TO || len >= FOLDING_FROM || wide_folding() {
@@ -200,7 +200,7 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// Both codes, and so [`crc32c`] on every side of [`SHORT_UP_TO`] and
+        /// Both codes, and so [`crc32c()`] on every side of [`SHORT_UP_TO`] and
         /// [`FOLDING_FROM`], agree with the bitwise definition at every length and alignment,
         /// appends included.
         #[test]
