@@ -14,51 +14,14 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, Criterion};
 use ddp::{Access, RegionHandle, WcOpcode, WorkRequest};
-use endpoint::{ConnId, Endpoint, FrameSink, TxOutcome};
-use pair::{buf, filled, settings, Pair, FRAME_LEN};
-
-/// Transmit frames, kept for the peer (buffers and their lengths reused between rounds: the
-/// harness itself allocates and clears nothing per frame).
-#[derive(Default)]
-struct Frames {
-    bufs: Vec<(Vec<u8>, usize)>,
-    used: usize,
-}
-
-impl FrameSink for Frames {
-    fn tx_frame(
-        &mut self,
-        _now: Instant,
-        fill: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
-    ) -> TxOutcome {
-        if self.used == self.bufs.len() {
-            self.bufs.push((vec![0; FRAME_LEN], 0));
-        }
-        let (b, len) = &mut self.bufs[self.used];
-        match fill(b) {
-            Some(n) if n > 0 && n <= b.len() => {
-                *len = n;
-                self.used += 1;
-                TxOutcome::Queued
-            }
-            _ => TxOutcome::Empty,
-        }
-    }
-}
+use endpoint::{ConnId, Endpoint};
+use pair::{buf, filled, settings, Frames, Pair};
 
 /// The transmit half of an engine round of `ep`: timers, then every connection with work
 /// (completions, segments) into `out`, appended to what the peer has not received yet.
 fn transmit(ep: &mut Endpoint, out: &mut Frames, now: Instant) {
     ep.handle_timeout(now);
     ep.poll_transmit(now, out);
-}
-
-/// The receive half: `ep` handles every frame of `inbox`, in order, as from a wire.
-fn receive(ep: &mut Endpoint, inbox: &mut Frames, now: Instant) {
-    for (f, len) in &inbox.bufs[..inbox.used] {
-        ep.handle_frame(now, &f[..*len]);
-    }
-    inbox.used = 0;
 }
 
 /// Takes completions of `ep` until one of `opcode` arrives.
@@ -131,7 +94,7 @@ impl PingPong {
         .unwrap();
         transmit(a, &mut self.ab, now);
         // B's round: the ping arrives, its receive completes.
-        receive(b, &mut self.ab, now);
+        self.ab.deliver(b, now);
         transmit(b, &mut self.ba, now);
         assert!(take(b, WcOpcode::Recv), "B received the ping");
         b.post(cb, WorkRequest::recv(0, buf(self.dst_b, 64)))
@@ -143,7 +106,7 @@ impl PingPong {
         .unwrap();
         transmit(b, &mut self.ba, now);
         // A's round: the pong (with B's ACK) arrives.
-        receive(a, &mut self.ba, now);
+        self.ba.deliver(a, now);
         transmit(a, &mut self.ab, now);
         assert!(take(a, WcOpcode::Recv), "A received the pong");
         a.post(ca, WorkRequest::recv(0, buf(self.dst_a, 64)))

@@ -11,7 +11,9 @@
 //! callgrind_annotate --inclusive=yes cg.out | head -40
 //! ```
 //! Two runs with different `N` give the cost per 64 KiB without the set-up:
-//! (Ir(N2) - Ir(N1)) / (N2 - N1). Arguments: `N` (default 200), `markers` (0/1), `crc` (0/1).
+//! (Ir(N2) - Ir(N1)) / (N2 - N1). Arguments: `N` (default 200), `markers` (0/1), `crc` (0/1),
+//! `mtu` (the IP MTU both ends' segments are sized by, default 1500; 9000 for jumbo frames).
+//! `deploy/xwarp counts` runs these and prints the costs per 64 KiB, octet and frame.
 //!
 //! With `stream` or `stream-option` as the first argument, the same for a plain TCP stream as
 //! the ONC RPC store uses it: B sends `N` replies of a 100-octet header and 64 KiB of data, A
@@ -40,15 +42,27 @@ const MSG: usize = 64 << 10;
 const DEPTH: u64 = 16;
 /// Frames an endpoint takes per round, as the engine's receive batch.
 const RX_BATCH: usize = 64;
-/// A UMEM frame.
-const FRAME_LEN: usize = 2048;
+/// Ethernet header octets in front of an IP packet.
+const ETHERNET: usize = 14;
 
 /// One direction of the wire: frames in order, their buffers reused.
-#[derive(Default)]
 struct Wire {
     frames: VecDeque<Vec<u8>>,
     spare: Vec<Vec<u8>>,
     sent: u64,
+    /// A transmit buffer's size: the largest Ethernet frame.
+    frame_len: usize,
+}
+
+impl Wire {
+    fn new(mtu: u16) -> Self {
+        Wire {
+            frames: VecDeque::new(),
+            spare: Vec::new(),
+            sent: 0,
+            frame_len: usize::from(mtu) + ETHERNET,
+        }
+    }
 }
 
 impl FrameSink for Wire {
@@ -57,8 +71,8 @@ impl FrameSink for Wire {
         _now: Instant,
         fill: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
     ) -> TxOutcome {
-        let mut b = self.spare.pop().unwrap_or_else(|| vec![0; FRAME_LEN]);
-        b.resize(FRAME_LEN, 0);
+        let mut b = self.spare.pop().unwrap_or_else(|| vec![0; self.frame_len]);
+        b.resize(self.frame_len, 0);
         match fill(&mut b) {
             Some(n) => {
                 b.truncate(n);
@@ -87,9 +101,13 @@ fn round(ep: &mut Endpoint, rx: &mut Wire, tx: &mut Wire, now: Instant) {
     ep.poll_transmit(now, tx);
 }
 
-fn config(mac: [u8; 6], ip: Ipv4Addr, peer: [u8; 6]) -> EndpointConfig {
+/// An endpoint's settings, its segments sized for IP packets of `mtu` octets (as the AF_XDP
+/// device sets them: the MSS is the MTU less the IPv4 and TCP headers).
+fn config(mac: [u8; 6], ip: Ipv4Addr, peer: [u8; 6], mtu: u16) -> EndpointConfig {
     let mut c = EndpointConfig::new(mac, ip, Secrets::fixed_for_tests(u64::from(u32::from(ip))));
     c.default_next_hop = Some(peer);
+    c.tcp.mtu = mtu;
+    c.tcp.mss = mtu - 40;
     c
 }
 
@@ -105,11 +123,12 @@ fn main() {
             .map_or(d, |a| a.parse().expect("a number"))
     };
     let (n, markers, crc) = (arg(1, 200), arg(2, 0) == 1, arg(3, 1) == 1);
+    let mtu = u16::try_from(arg(4, 1500)).expect("an MTU below 65536");
     let t0 = Instant::now();
     let mut now = t0;
-    let mut a = Endpoint::new(config(MAC_A, IP_A, MAC_B), now).expect("valid configuration");
-    let mut b = Endpoint::new(config(MAC_B, IP_B, MAC_A), now).expect("valid configuration");
-    let (mut ab, mut ba) = (Wire::default(), Wire::default());
+    let mut a = Endpoint::new(config(MAC_A, IP_A, MAC_B, mtu), now).expect("valid configuration");
+    let mut b = Endpoint::new(config(MAC_B, IP_B, MAC_A, mtu), now).expect("valid configuration");
+    let (mut ab, mut ba) = (Wire::new(mtu), Wire::new(mtu));
     let mut s = QpSettings::default();
     s.startup.want_markers = markers;
     s.startup.want_crc = crc;
@@ -169,10 +188,11 @@ fn main() {
     );
     let per = |x: u64| x as f64 / n as f64;
     println!(
-        "{n} x 64 KiB Writes (markers {markers}, CRC {crc}): {:.1} frames A->B and {:.1} B->A per 64 KiB",
+        "{n} x 64 KiB Writes (markers {markers}, CRC {crc}): {:.1} frames A->B and {:.1} B->A per 64 KiB, MTU {mtu}",
         per(ab.sent - ab0),
         per(ba.sent - ba0)
     );
+    print_code();
 }
 
 /// The ONC RPC reply pattern over a plain stream: see the module documentation.
@@ -183,9 +203,9 @@ fn stream_replies(option: bool) {
         .map_or(200, |a| a.parse().expect("a number"));
     let t0 = Instant::now();
     let mut now = t0;
-    let mut a = Endpoint::new(config(MAC_A, IP_A, MAC_B), now).expect("valid configuration");
-    let mut b = Endpoint::new(config(MAC_B, IP_B, MAC_A), now).expect("valid configuration");
-    let (mut ab, mut ba) = (Wire::default(), Wire::default());
+    let mut a = Endpoint::new(config(MAC_A, IP_A, MAC_B, 1500), now).expect("valid configuration");
+    let mut b = Endpoint::new(config(MAC_B, IP_B, MAC_A, 1500), now).expect("valid configuration");
+    let (mut ab, mut ba) = (Wire::new(1500), Wire::new(1500));
     let opts = StreamOptions {
         tcp_rdma: option,
         ..StreamOptions::default()
@@ -270,5 +290,15 @@ fn stream_replies(option: bool) {
         per(ab.sent - ab0),
         k.rdma_copies_avoided,
         k.rdma_bytes_copied
+    );
+    print_code();
+}
+
+/// Names the code that computed the CRCs and checksums of this run (it depends on the CPU).
+fn print_code() {
+    println!(
+        "CRC32c: {}; Internet checksum: {}",
+        mpa::crc::describe(),
+        tcp_offload::checksum::CODE
     );
 }

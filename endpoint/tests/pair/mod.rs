@@ -134,6 +134,46 @@ impl FrameSink for Keep {
     }
 }
 
+/// Transmit frames kept for the peer, for the no-I/O cost harnesses (`benches/ping_pong.rs`,
+/// `examples/message_cost.rs`): buffers and their lengths are reused between rounds, so the
+/// harness itself allocates and clears nothing per frame. The peer takes `bufs[..used]`.
+#[derive(Default)]
+pub struct Frames {
+    pub bufs: Vec<(Vec<u8>, usize)>,
+    pub used: usize,
+}
+
+impl FrameSink for Frames {
+    fn tx_frame(
+        &mut self,
+        _now: Instant,
+        fill: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
+    ) -> TxOutcome {
+        if self.used == self.bufs.len() {
+            self.bufs.push((vec![0; FRAME_LEN], 0));
+        }
+        let (b, len) = &mut self.bufs[self.used];
+        match fill(b) {
+            Some(n) if n > 0 && n <= b.len() => {
+                *len = n;
+                self.used += 1;
+                TxOutcome::Queued
+            }
+            _ => TxOutcome::Empty,
+        }
+    }
+}
+
+impl Frames {
+    /// `ep` handles every kept frame, in order, as from a wire; none are kept after.
+    pub fn deliver(&mut self, ep: &mut Endpoint, now: Instant) {
+        for (f, len) in &self.bufs[..self.used] {
+            ep.handle_frame(now, &f[..*len]);
+        }
+        self.used = 0;
+    }
+}
+
 /// One round of `ep` at `now`: a receive batch from `rx`, the timers, the transmits onto `tx`.
 /// Returns the frames received.
 pub fn drive(ep: &mut Endpoint, rx: &mut Wire, tx: &mut Wire, now: Instant) -> usize {
