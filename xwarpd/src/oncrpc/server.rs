@@ -14,7 +14,10 @@ use ipnet::IpNet;
 
 use super::stream::{KernelListener, RpcListener};
 use crate::store::admission::{AllowError, AllowList, Gate};
-use crate::store::{StoreStats, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_IO};
+use crate::store::{
+    default_source_share, StoreStats, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_IO,
+};
+use dataplane::SourceShare;
 
 /// The default port of the ONC RPC over TCP service (beside the RPC-over-RDMA one, 20049).
 pub const DEFAULT_TCP_STORE_PORT: u16 = 20050;
@@ -50,8 +53,12 @@ pub struct TcpServerOptions {
     pub max_io: u32,
     /// The client networks admitted; others are closed at once and counted.
     pub allow: AllowList,
-    /// Most connections served at once; more are closed at once and counted.
+    /// Most connections served at once; more are closed at once and counted, unless a silent
+    /// connection gives way (counted).
     pub max_connections: u32,
+    /// Each source's share of `max_connections` (default a quarter): more from one source are
+    /// closed at once and counted.
+    pub source_share: SourceShare,
     /// A connection with no call for this long is closed and counted.
     pub idle_timeout: Duration,
 }
@@ -62,6 +69,7 @@ impl Default for TcpServerOptions {
             max_io: DEFAULT_MAX_IO,
             allow: AllowList::default(),
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            source_share: default_source_share(DEFAULT_MAX_CONNECTIONS),
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
         }
     }
@@ -157,7 +165,11 @@ impl TcpStoreServer {
             stats: stats.clone(),
             stop: stop.clone(),
         });
-        let gate = Gate::new(allowed.clone(), ctx.opts.max_connections);
+        let gate = Gate::new(
+            allowed.clone(),
+            ctx.opts.max_connections,
+            ctx.opts.source_share,
+        );
         let acceptor = Acceptor::spawn("xwarp-store-tcp", stop.clone(), move || {
             accept_loop(listener, ctx, gate)
         })
@@ -222,8 +234,7 @@ fn accept_loop(listener: Box<dyn RpcListener>, ctx: Arc<TcpCtx>, mut gate: Gate)
         };
         let c = ctx.clone();
         conns.spawn("xwarp-store-tcp-conn", move || {
-            let _slot = slot;
-            super::conn::serve(stream, &c)
+            super::conn::serve(stream, &c, slot)
         });
     }
     conns.join();
