@@ -106,6 +106,7 @@ impl KernelListener {
         counters: Arc<DeviceCounters>,
     ) -> Result<Self, ConnectError> {
         let tcp = TcpListener::bind(addr)?;
+        deepen_accept_queue(&tcp)?;
         tcp.set_nonblocking(true)?;
         let local = tcp.local_addr()?;
         let (tx, rx) = mpsc::sync_channel(64);
@@ -144,6 +145,20 @@ impl Drop for KernelListener {
             let _ = h.join();
         }
     }
+}
+
+/// The kernel's queue of connections waiting for `accept`, as deep as the system allows
+/// (`net.core.somaxconn`, 4096 by default) instead of the standard library's 128: a burst of
+/// handshakes waits there for the acceptor's decision (a place in the backlog, or a reset)
+/// rather than having SYNs dropped, which would cost every client caught in it a retry after a
+/// second or more.
+fn deepen_accept_queue(tcp: &TcpListener) -> io::Result<()> {
+    // Safety: listen(2) on a socket `tcp` owns and keeps open for the call; calling it again on
+    // a listening socket only changes its queue length (Linux caps it at somaxconn).
+    if unsafe { libc::listen(tcp.as_raw_fd(), libc::c_int::MAX) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 fn accept_loop(
