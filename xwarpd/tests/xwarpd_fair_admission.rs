@@ -245,7 +245,7 @@ fn a_silent_connection_gives_way_to_a_new_client_when_the_store_is_full() {
     wait_until(Duration::from_secs(10), "the store full", || {
         sample(&scrape(&tb, &d), "xwarpd_store_connections") == 64
     });
-    std::thread::sleep(xwarpd::store::SILENT_AFTER + Duration::from_millis(200));
+    std::thread::sleep(xwarpd::store::DEFAULT_SILENT_AFTER + Duration::from_millis(200));
     let before = sample(&scrape(&tb, &d), "xwarpd_store_connections_evicted_total");
     let t1 = Instant::now();
     verified_store_calls(&tb, to);

@@ -197,6 +197,7 @@ fn start_tcp_store(
         allow: sc.allow.clone(),
         max_connections: sc.max_connections,
         source_share: sc.source_share(),
+        silent_after: crate::store::DEFAULT_SILENT_AFTER,
         idle_timeout: sc.idle_timeout,
     };
     let started = if xdp {
@@ -242,6 +243,7 @@ pub fn run_with(cfg: &DaemonConfig, hooks: &Hooks) -> Result<Stop, DaemonError> 
                 allow: s.allow.clone(),
                 max_connections: s.max_connections,
                 source_share: s.source_share(),
+                silent_after: crate::store::DEFAULT_SILENT_AFTER,
                 idle_timeout: s.idle_timeout,
             };
             let listen = store_listen(s, &device)?;

@@ -15,7 +15,8 @@ use ipnet::IpNet;
 use super::stream::{KernelListener, RpcListener};
 use crate::store::admission::{AllowError, AllowList, Gate};
 use crate::store::{
-    default_source_share, StoreStats, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_IO,
+    default_source_share, StoreStats, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_IO, DEFAULT_SILENT_AFTER,
 };
 use dataplane::SourceShare;
 
@@ -59,6 +60,10 @@ pub struct TcpServerOptions {
     /// Each source's share of `max_connections` (default a quarter): more from one source are
     /// closed at once and counted.
     pub source_share: SourceShare,
+    /// A connection with no call (and no octet) for this long is silent: when the service is
+    /// full, the silent one idle longest gives way to a new client (default
+    /// [`DEFAULT_SILENT_AFTER`]; `Duration::MAX`: never).
+    pub silent_after: Duration,
     /// A connection with no call for this long is closed and counted.
     pub idle_timeout: Duration,
 }
@@ -70,6 +75,7 @@ impl Default for TcpServerOptions {
             allow: AllowList::default(),
             max_connections: DEFAULT_MAX_CONNECTIONS,
             source_share: default_source_share(DEFAULT_MAX_CONNECTIONS),
+            silent_after: DEFAULT_SILENT_AFTER,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
         }
     }
@@ -165,10 +171,12 @@ impl TcpStoreServer {
             stats: stats.clone(),
             stop: stop.clone(),
         });
+        let o = &ctx.opts;
         let gate = Gate::new(
             allowed.clone(),
-            ctx.opts.max_connections,
-            ctx.opts.source_share,
+            o.max_connections,
+            o.source_share,
+            o.silent_after,
         );
         let acceptor = Acceptor::spawn("xwarp-store-tcp", stop.clone(), move || {
             accept_loop(listener, ctx, gate)

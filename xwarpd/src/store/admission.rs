@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use endpoint::SourceShare;
 
-use super::fair_share::{decide, SlotState, Verdict};
+use super::fair_share::{decide, Limits, SlotState, Verdict};
 use super::stats::StoreStats;
 
 use ipnet::IpNet;
@@ -158,8 +158,7 @@ pub(crate) fn admitted(nets: &[IpNet], peer: IpAddr) -> bool {
 #[derive(Debug)]
 pub(crate) struct Gate {
     allowed: Vec<IpNet>,
-    max_connections: usize,
-    share: SourceShare,
+    limits: Limits,
     /// The connections holding a slot, oldest first.
     slots: Vec<Arc<SlotState>>,
     origin: Instant,
@@ -186,11 +185,21 @@ impl std::ops::Deref for Slot {
 }
 
 impl Gate {
-    pub(crate) fn new(allowed: Vec<IpNet>, max_connections: u32, share: SourceShare) -> Self {
+    /// A gate for `allowed` networks: `max_connections` at once, `share` of them per source, a
+    /// connection with no call for `silent_after` giving way to a new client at the cap.
+    pub(crate) fn new(
+        allowed: Vec<IpNet>,
+        max_connections: u32,
+        share: SourceShare,
+        silent_after: Duration,
+    ) -> Self {
         Self {
             allowed,
-            max_connections: max_connections as usize,
-            share,
+            limits: Limits {
+                cap: max_connections as usize,
+                share,
+                silent_after,
+            },
             slots: Vec::new(),
             origin: Instant::now(),
             log: RefusalLog::default(),
@@ -211,8 +220,8 @@ impl Gate {
         let verdict = match peer {
             Some(p) if admitted(&self.allowed, p.ip()) => {
                 let open: Vec<_> = self.slots.iter().map(|s| s.view(now)).collect();
-                let source = self.share.prefix.key(p.ip());
-                decide(&open, source, self.max_connections, &self.share)
+                let source = self.limits.share.prefix.key(p.ip());
+                decide(&open, source, &self.limits)
             }
             _ => Verdict::Refuse(Refusal::NotAllowed),
         };
@@ -244,7 +253,10 @@ impl Gate {
             return Err(why);
         }
         let ip = peer.map_or(IpAddr::from([0u8; 4]), |p| p.ip());
-        let state = Arc::new(SlotState::new(self.share.prefix.key(ip), self.origin));
+        let state = Arc::new(SlotState::new(
+            self.limits.share.prefix.key(ip),
+            self.origin,
+        ));
         self.slots.push(state.clone());
         Ok(Slot(state))
     }

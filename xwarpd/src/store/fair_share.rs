@@ -1,7 +1,7 @@
 //! The store's connection slots shared fairly among sources: no source (an address, or an
 //! IPv6 prefix: [`SourceShare`]) holds more than its share of the cap, and when every slot is
-//! taken a silent connection (no call in flight, none for [`SILENT_AFTER`]; idle longest
-//! first) gives way to the new client. A working connection never does: a client between two
+//! taken a silent connection (no call in flight, none for a while: [`DEFAULT_SILENT_AFTER`] by
+//! default; idle longest first) gives way to the new client. A working connection never does: a client between two
 //! calls is not silent. So one address, or a flood of connections that finish MPA and then say
 //! nothing, cannot keep other clients out.
 //!
@@ -15,8 +15,9 @@ use endpoint::{SourceKey, SourceShare};
 
 use super::admission::Refusal;
 
-/// How long a connection must have had no call (and no octet, over TCP) to count as silent.
-pub const SILENT_AFTER: Duration = Duration::from_secs(1);
+/// How long a connection must have had no call (and no octet, over TCP) to count as silent,
+/// by default.
+pub const DEFAULT_SILENT_AFTER: Duration = Duration::from_secs(1);
 
 /// Why a connection that gave its slot to a new client ended (logged).
 pub(crate) const EVICTED: &str = "silent while the store was full: gave way to a new client";
@@ -43,26 +44,29 @@ pub(crate) enum Verdict {
     Refuse(Refusal),
 }
 
-/// The choice for a client from `new`, with `open` the connections open now (oldest first),
-/// `cap` slots in all and `share` of them per source: refused at its source's share; admitted
-/// when a slot is free; else in place of the silent connection idle longest (ties: the
-/// oldest); else refused (every connection is working).
-pub(crate) fn decide(
-    open: &[SlotView],
-    new: SourceKey,
-    cap: usize,
-    share: &SourceShare,
-) -> Verdict {
+/// What the gate decides with: `cap` slots in all, `share` of them per source, and how long a
+/// connection must have been idle to count as silent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Limits {
+    pub(crate) cap: usize,
+    pub(crate) share: SourceShare,
+    pub(crate) silent_after: Duration,
+}
+
+/// The choice for a client from `new`, with `open` the connections open now (oldest first):
+/// refused at its source's share; admitted when a slot is free; else in place of the silent
+/// connection idle longest (ties: the oldest); else refused (every connection is working).
+pub(crate) fn decide(open: &[SlotView], new: SourceKey, limits: &Limits) -> Verdict {
     let held = open.iter().filter(|s| s.source == new).count();
-    if held >= share.per_source.max(1) {
+    if held >= limits.share.per_source.max(1) {
         return Verdict::Refuse(Refusal::SourceShare);
     }
-    if open.len() < cap {
+    if open.len() < limits.cap {
         return Verdict::Admit;
     }
     open.iter()
         .enumerate()
-        .filter(|(_, s)| !s.busy && s.idle >= SILENT_AFTER)
+        .filter(|(_, s)| !s.busy && s.idle >= limits.silent_after)
         .max_by_key(|&(i, s)| (s.idle, std::cmp::Reverse(i)))
         .map_or(Verdict::Refuse(Refusal::Full), |(i, _)| Verdict::Evict(i))
 }
@@ -153,10 +157,14 @@ mod tests {
         }
     }
 
-    fn share(per_source: usize) -> SourceShare {
-        SourceShare {
-            per_source,
-            ..SourceShare::default()
+    fn limits(cap: usize, per_source: usize) -> Limits {
+        Limits {
+            cap,
+            share: SourceShare {
+                per_source,
+                ..SourceShare::default()
+            },
+            silent_after: DEFAULT_SILENT_AFTER,
         }
     }
 
@@ -166,7 +174,7 @@ mod tests {
             view("198.18.0.3", false, 5000),
             view("198.18.0.3", false, 0),
         ];
-        let d = |who| decide(&open, key(who), 64, &share(2));
+        let d = |who| decide(&open, key(who), &limits(64, 2));
         assert_eq!(d("198.18.0.3"), Verdict::Refuse(Refusal::SourceShare));
         assert_eq!(d("198.18.0.2"), Verdict::Admit);
     }
@@ -184,7 +192,7 @@ mod tests {
         ];
         let new = key("198.18.0.2");
         assert_eq!(
-            decide(&open, new, 5, &share(5)),
+            decide(&open, new, &limits(5, 5)),
             Verdict::Evict(3),
             "the longest silent (ties: the oldest), not the busy one idle longer"
         );
@@ -193,11 +201,20 @@ mod tests {
             view("198.18.0.4", false, 999),
         ];
         assert_eq!(
-            decide(&working, new, 2, &share(5)),
+            decide(&working, new, &limits(2, 5)),
             Verdict::Refuse(Refusal::Full),
             "nobody silent: refused"
         );
-        assert_eq!(decide(&working, new, 3, &share(5)), Verdict::Admit);
+        assert_eq!(decide(&working, new, &limits(3, 5)), Verdict::Admit);
+        let never = Limits {
+            silent_after: Duration::MAX,
+            ..limits(5, 5)
+        };
+        assert_eq!(
+            decide(&open, new, &never),
+            Verdict::Refuse(Refusal::Full),
+            "with eviction off, a full store refuses"
+        );
     }
 
     #[test]

@@ -37,7 +37,7 @@ pub use client::{
     Attributes, CallId, ClientOptions, Finished, MessagePolicy, ReadResult, StoreClient,
     StoreError, WriteResult, MAX_IN_FLIGHT,
 };
-pub use fair_share::SILENT_AFTER;
+pub use fair_share::DEFAULT_SILENT_AFTER;
 pub use ipnet::IpNet;
 pub use server::{
     default_source_share, ServerOptions, StartError, StoreServer, BLOCK_SIZE, DEFAULT_IDLE_TIMEOUT,

@@ -21,6 +21,7 @@ use rpcrdma::negotiation::PrivateData;
 
 use super::admission::{AllowList, Gate, Slot};
 use super::connection::Conn;
+use super::fair_share::DEFAULT_SILENT_AFTER;
 use super::stats::StoreStats;
 use super::INLINE_SIZE;
 use dataplane::{
@@ -52,6 +53,10 @@ pub struct ServerOptions {
     /// Each source's share of `max_connections` (default a quarter, one address or IPv6 /64
     /// a source): more from one source are rejected and counted.
     pub source_share: SourceShare,
+    /// A connection with no call for this long is silent: when the server is full, the silent
+    /// one idle longest gives way to a new client (default [`DEFAULT_SILENT_AFTER`];
+    /// `Duration::MAX`: never).
+    pub silent_after: Duration,
     /// A connection with no call for this long is closed and counted.
     pub idle_timeout: Duration,
 }
@@ -65,6 +70,7 @@ impl Default for ServerOptions {
             allow: AllowList::default(),
             max_connections: DEFAULT_MAX_CONNECTIONS,
             source_share: default_source_share(DEFAULT_MAX_CONNECTIONS),
+            silent_after: DEFAULT_SILENT_AFTER,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
         }
     }
@@ -209,7 +215,8 @@ pub(crate) struct Ctx {
 
 fn accept_loop(listener: Listener, ctx: Ctx, allowed: Vec<IpNet>) {
     let ctx = Arc::new(ctx);
-    let mut gate = Gate::new(allowed, ctx.opts.max_connections, ctx.opts.source_share);
+    let o = &ctx.opts;
+    let mut gate = Gate::new(allowed, o.max_connections, o.source_share, o.silent_after);
     // At most `max_connections` threads: one per slot.
     let conns = ConnThreads::default();
     while !ctx.stop.load(Ordering::Acquire) {
