@@ -169,7 +169,21 @@ pub struct ConnectionConfig {
     /// How long a closed queue pair's connection may take to finish (posted Sends and Writes
     /// out, FIN exchanged) before the transport aborts it with RST (default 5 s).
     pub close_timeout: std::time::Duration,
+    /// Kernel transport listeners: connections accepted whose MPA startup has not finished
+    /// (the Request being read, or waiting for the application's accept) at most (default
+    /// [`DEFAULT_BACKLOG`]). The xdp transport's backlog is [`XdpConfig::listener`]'s
+    /// `max_accept_queue`.
+    pub backlog: usize,
+    /// Kernel transport listeners: each source's share of the backlog (default 64 per address,
+    /// per /64 for IPv6). A connection from a source holding its share is reset at once; in a
+    /// full backlog the oldest connection of the source holding the most is reset to make room
+    /// for a source holding fewer ([`endpoint::FairBacklog`]). The xdp transport's share is
+    /// [`XdpConfig::limits`]' `backlog_share`.
+    pub backlog_share: endpoint::SourceShare,
 }
+
+/// The default backlog of a listener: connections whose MPA startup has not finished.
+pub const DEFAULT_BACKLOG: usize = 256;
 
 impl Default for ConnectionConfig {
     fn default() -> Self {
@@ -180,6 +194,8 @@ impl Default for ConnectionConfig {
             emss: None,
             segment_per_fpdu: false,
             close_timeout: std::time::Duration::from_secs(5),
+            backlog: DEFAULT_BACKLOG,
+            backlog_share: endpoint::SourceShare::default(),
         }
     }
 }
@@ -205,6 +221,14 @@ impl ConnectionConfig {
     pub fn with_segment_per_fpdu(self, segment_per_fpdu: bool) -> Self {
         Self {
             segment_per_fpdu,
+            ..self
+        }
+    }
+    /// With this kernel-transport listener backlog and share of it per source.
+    pub fn with_backlog(self, backlog: usize, backlog_share: endpoint::SourceShare) -> Self {
+        Self {
+            backlog,
+            backlog_share,
             ..self
         }
     }

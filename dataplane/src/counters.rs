@@ -24,6 +24,14 @@ macro_rules! counters {
 counters! {
     /// TCP connections accepted by listeners.
     tcp_accepted,
+    /// Kernel transport: connections a listener reset at once for want of a place in its
+    /// backlog (full, or their source holding its share).
+    backlog_refused,
+    /// Kernel transport: of those, connections whose source held its share of the backlog.
+    backlog_share_refused,
+    /// Kernel transport: connections in MPA startup reset to make room in a full backlog (the
+    /// oldest of the source holding the most, for a source holding fewer).
+    backlog_evictions,
     /// MPA connections established (either side).
     mpa_established,
     /// Startup frames that were malformed (bad key, revision, PD_Length): TCP closed.

@@ -52,11 +52,14 @@ mod xdp_device;
 pub use completion::{Completion, Opcode, Status};
 pub use config::{
     ConnectionConfig, EngineMode, LaneSteering, MpaSettings, Transport, XdpConfig, XdpInfo,
+    DEFAULT_BACKLOG,
 };
+// Each source's share of a listener's backlog, on either transport.
 pub use counters::CounterSnapshot;
 pub use cq::{CompletionQueue, CqError, DEFAULT_CQ_CAPACITY};
 pub use ddp::NegotiatedFraming;
 pub use device::{Device, EngineLoad, QpInit};
+pub use endpoint::{SourcePrefix, SourceShare};
 pub use error::{ConnectError, DeviceError, PostError, RegisterError};
 pub use listener::{AcceptError, Incoming, Listener};
 pub use mapped_file::{FileRegion, MappedFile};

@@ -11,6 +11,11 @@
 //!   timeout; resident memory stays within [`idle_flood::RSS_PER_CONN`] per connection held and
 //!   [`idle_flood::RSS_TOTAL`] in all, and comes back (within [`idle_flood::RSS_LEFT`]) once they are gone.
 //!
+//! - Fair admission: 5,000 idle connections from 198.18.0.3 (a second address of B) hold only
+//!   that address's share of the backlog (64 of 256), the rest reset at once; a client from
+//!   198.18.0.2 then connects and verifies a 1 MiB RDMA Write on its first try. The same with
+//!   80 connections from 198.18.0.3 that finish MPA and then stay silent.
+//!
 //! The engine runs in this process, so its memory is this process's resident set (VmRSS); the
 //! client sockets are the kernel's and not in it.
 
@@ -27,6 +32,7 @@ use dataplane::{
 use testbed::packet_socket::PacketSocket;
 use testbed::{for_test, Side, VethTestbed};
 use testkit::idle_flood;
+use testkit::source_flood::{self, FLOOD_SOURCE};
 use testkit::syn_flood::{self, raise_nofile, rss, wait_until};
 use testkit::{or_skip, pattern};
 
@@ -39,6 +45,17 @@ const SYN_FLOOD_RSS: u64 = 32 << 20;
 
 /// The tests measure this process's resident set: one at a time.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// Waits for the flood's last handshakes: a client's connect() returns once it has sent the
+/// last ACK of the handshake; the engine may not have taken that ACK in yet (or lost it and
+/// waits to repeat its SYN-ACK).
+fn handshakes_done(x: &Device) {
+    wait_until(
+        Duration::from_secs(10),
+        "the last handshakes completing",
+        || x.engine_load().unwrap().half_open == 0,
+    );
+}
 
 /// The resident set once the allocator has given its free memory back: freed memory stays
 /// with the allocator until it is asked (the engine's heap itself comes back: the endpoint's
@@ -235,7 +252,11 @@ fn idle_connection_flood_is_refused_or_reaped_within_bounded_memory() {
         dataplane::heap::DEFAULT_RELEASE_THRESHOLD
     ));
     let started = Instant::now();
-    let x = open_xdp(&tb, |c| c.listener.max_accept_queue = idle_flood::BACKLOG);
+    // One address may hold the whole backlog here: this test measures memory per connection.
+    let x = open_xdp(&tb, |c| {
+        c.listener.max_accept_queue = idle_flood::BACKLOG;
+        c.limits.backlog_share.per_source = idle_flood::BACKLOG;
+    });
     let port = 4300;
     let local = SocketAddrV4::new(tb.ip(Side::A), port);
     let cfg = ConnectionConfig::default().with_mpa(MpaSettings {
@@ -256,13 +277,7 @@ fn idle_connection_flood_is_refused_or_reaped_within_bounded_memory() {
     });
     let opened = t0.elapsed();
     assert_eq!(socks.len() + reset_early, idle_flood::CONNECTIONS);
-    // A client's connect() returns once it has sent the last ACK of the handshake; the engine
-    // may not have taken that ACK in yet (or lost it and waits to repeat its SYN-ACK).
-    wait_until(
-        Duration::from_secs(10),
-        "the last handshakes completing",
-        || x.engine_load().unwrap().half_open == 0,
-    );
+    handshakes_done(&x);
     let held = x.engine_load().unwrap();
     let grown = rss(None).saturating_sub(before);
     let c = x.engine_counters().unwrap();
@@ -314,5 +329,180 @@ fn idle_connection_flood_is_refused_or_reaped_within_bounded_memory() {
     assert!(
         left < idle_flood::RSS_LEFT,
         "resident set still {left} octets above the start"
+    );
+}
+
+// ------------------------------------------------------------------ fair admission
+
+/// Gives B the flooding address [`FLOOD_SOURCE`] beside its own (198.18.0.2 stays the one its
+/// connections come from unless bound).
+fn add_flood_source(tb: &VethTestbed) {
+    let addr = format!("{FLOOD_SOURCE}/24");
+    tb.ip_cmd(Side::B, &["addr", "add", &addr, "dev", tb.ifname(Side::B)])
+        .expect("add the flooding address to B");
+}
+
+/// The application of the fair-admission tests: accepts every MPA Request on `listener` and
+/// keeps the queue pairs (the flood's stay silent); the one from B's own address gets a
+/// window, and its 1 MiB RDMA Write is checked once its zero-octet Send says it is done.
+/// Returns how many flood connections it accepted, and gives the listener back.
+fn serve_all(
+    dev: Device,
+    listener: dataplane::Listener,
+    client: std::net::IpAddr,
+    stag: mpsc::Sender<u32>,
+) -> (usize, dataplane::Listener) {
+    let (qi, cq) = dev.qp_init();
+    let recv = qi.pd.register(16, Access::LOCAL_WRITE).unwrap();
+    let win = qi.pd.register(LEN, Access::REMOTE_WRITE).unwrap();
+    stag.send(win.stag()).unwrap();
+    let mut flood = Vec::new();
+    let qp = loop {
+        let inc = listener.accept_timeout(T).expect("an MPA Request");
+        if inc.peer_addr().unwrap().ip() == client {
+            break inc
+                .accept_with(qi, b"", |qp| qp.post_recv(1, &recv, 0..16))
+                .expect("accept the client");
+        }
+        let (fi, _) = dev.qp_init();
+        flood.push(inc.accept(fi, b"").expect("accept a flood connection"));
+    };
+    wait_ok(&cq, "the zero-octet Send after the Write");
+    let mut got = vec![0u8; LEN];
+    win.read(0, &mut got).unwrap();
+    assert!(got == pattern(LEN, 7), "RDMA Write data differs");
+    qp.close();
+    (flood.len(), listener)
+}
+
+/// What a fair-admission test runs against: the engine with its default backlog (256) and
+/// share per source (64), listening on `port` with an MPA startup timeout long enough that the
+/// flood's idle connections are still held when the client comes, and [`serve_all`] as its
+/// application (the handle to join, and the STag of the client's window).
+type FairSetup = (
+    Device,
+    SocketAddrV4,
+    std::thread::JoinHandle<(usize, dataplane::Listener)>,
+    u32,
+);
+
+fn fair_setup(tb: &VethTestbed, port: u16) -> FairSetup {
+    tb.tx_checksum_off(Side::B).expect("ethtool -K tx off");
+    add_flood_source(tb);
+    let x = open_xdp(tb, |_| {});
+    let local = SocketAddrV4::new(tb.ip(Side::A), port);
+    let cfg = ConnectionConfig::default().with_mpa(MpaSettings {
+        timeout: Duration::from_secs(60),
+        ..MpaSettings::default()
+    });
+    let listener = x.listen(SocketAddr::V4(local), cfg).unwrap();
+    let (stx, srx) = mpsc::channel();
+    let x2 = x.clone();
+    let client_ip = tb.ip(Side::B).into();
+    let app = std::thread::spawn(move || serve_all(x2, listener, client_ip, stx));
+    let stag = srx.recv_timeout(T).unwrap();
+    (x, local, app, stag)
+}
+
+#[test]
+fn an_idle_flood_from_one_address_leaves_another_address_a_place_in_the_backlog() {
+    let Some(tb) = or_skip("fair_idle", for_test("fai")) else {
+        return;
+    };
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    raise_nofile(source_flood::IDLE as u64 + 1024);
+    let started = Instant::now();
+    let (x, local, app, stag) = fair_setup(&tb, 4400);
+    let share = XdpConfig::new("").limits.backlog_share.per_source;
+
+    let t0 = Instant::now();
+    let (socks, reset_early) = source_flood::idle(
+        Some(FLOOD_SOURCE.into()),
+        SocketAddr::V4(local),
+        source_flood::IDLE,
+        T,
+        || tb.enter(Side::B).expect("enter B"),
+    );
+    let opened = t0.elapsed();
+    assert_eq!(socks.len() + reset_early, source_flood::IDLE);
+    handshakes_done(&x);
+    let held = x.engine_load().unwrap();
+    let c = x.engine_counters().unwrap();
+    println!(
+        "fair idle flood: {} connections from {FLOOD_SOURCE} in {opened:?}; held {held:?}; {c:?}",
+        source_flood::IDLE
+    );
+    assert_eq!(held.connections, share, "the flood holds its share only");
+    assert_eq!(
+        c.backlog_share_refused as usize,
+        source_flood::IDLE - share,
+        "the rest were reset at once: {c:?}"
+    );
+    assert_eq!(c.backlog_evictions, 0, "{c:?}");
+
+    // The client from 198.18.0.2, on its first try, while the flood's share is held.
+    let k = Device::open(Transport::Kernel).unwrap();
+    let t1 = Instant::now();
+    real_client(&tb, &k, SocketAddr::V4(local), stag);
+    let took = t1.elapsed();
+    let (flood_accepted, _listener) = app.join().expect("the application");
+    assert_eq!(flood_accepted, 0, "idle connections send no Request");
+    assert!(
+        x.engine_load().unwrap().connections >= share,
+        "the flood's connections were still held"
+    );
+    assert_eq!(x.counters().mpa_established, 1);
+    drop(socks);
+    println!(
+        "fair idle flood: client took {took:?}; test took {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn silent_mpa_connections_from_one_address_leave_another_address_working() {
+    let Some(tb) = or_skip("fair_silent", for_test("fas")) else {
+        return;
+    };
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let started = Instant::now();
+    let (x, local, app, stag) = fair_setup(&tb, 4500);
+
+    let t0 = Instant::now();
+    let flood = tb.run_in(Side::B, || {
+        source_flood::silent_mpa(
+            FLOOD_SOURCE.into(),
+            SocketAddr::V4(local),
+            source_flood::SILENT,
+            T,
+        )
+    });
+    println!(
+        "silent flood: {} connections with MPA up from {FLOOD_SOURCE} in {:?} ({} turned away)",
+        flood.held.len(),
+        t0.elapsed(),
+        flood.turned_away
+    );
+    assert_eq!(
+        flood.held.len(),
+        source_flood::SILENT,
+        "the application took them all"
+    );
+    let k = Device::open(Transport::Kernel).unwrap();
+    let t1 = Instant::now();
+    real_client(&tb, &k, SocketAddr::V4(local), stag);
+    let took = t1.elapsed();
+    let (flood_accepted, _listener) = app.join().expect("the application");
+    assert_eq!(flood_accepted, source_flood::SILENT);
+    assert_eq!(
+        x.counters().mpa_established as usize,
+        source_flood::SILENT + 1
+    );
+    let c = x.engine_counters().unwrap();
+    assert_eq!(c.connections_refused, 0, "{c:?}");
+    drop(flood);
+    println!(
+        "silent flood: client took {took:?}; test took {:?}",
+        started.elapsed()
     );
 }

@@ -45,7 +45,8 @@ impl Default for QpSettings {
 
 /// The endpoint's bounds under load and hostile peers. Each refusal is counted in
 /// [`crate::EndpointCounters`]. Per listener, the half-open table, SYN cookies and the backlog
-/// are [`ListenerConfig`]'s (`max_half_open`, `syn_cookies`, `max_accept_queue`).
+/// are [`ListenerConfig`]'s (`max_half_open`, `syn_cookies`, `max_accept_queue`); each source's
+/// share of a backlog is `backlog_share`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EndpointLimits {
     /// Connections at once, of every role and state. A handshake completed past it is reset
@@ -60,6 +61,12 @@ pub struct EndpointLimits {
     /// Work requests posted and not yet taken with `poll_completion`: bounds the completion
     /// queue (every work request completes exactly once). Posts past it are refused.
     pub max_outstanding_work: usize,
+    /// Each source's share of a listener's backlog ([`crate::FairBacklog`]): a handshake from
+    /// a source holding `per_source` connections in MPA startup is reset
+    /// (`backlog_share_refused`), and in a full backlog the oldest of the source holding the
+    /// most is reset to make room for a source holding fewer (`backlog_evictions`). Default:
+    /// 64 per address, per /64 for IPv6.
+    pub backlog_share: crate::SourceShare,
 }
 
 impl Default for EndpointLimits {
@@ -69,6 +76,7 @@ impl Default for EndpointLimits {
             max_neighbours: 8192,
             max_syn_sources: 4096,
             max_outstanding_work: 1 << 16,
+            backlog_share: crate::SourceShare::default(),
         }
     }
 }

@@ -74,9 +74,15 @@ endpoint_counters! {
     /// FPDUs that could not be rebuilt for a (re)transmission, mostly because their region was
     /// deregistered while they were unacknowledged: the connection was aborted.
     sum rebuild_failures,
-    /// Handshakes completed past `max_connections` or the listener's backlog, or whose peer
-    /// could get no next hop: reset at once.
+    /// Handshakes completed past `max_connections` or the listener's backlog (full, or its
+    /// source holding its share), or whose peer could get no next hop: reset at once.
     sum connections_refused,
+    /// Of those, handshakes whose source already held its share of the listener's backlog
+    /// (`EndpointLimits::backlog_share`).
+    sum backlog_share_refused,
+    /// Connections in MPA startup reset to make room in a full backlog: the oldest of the
+    /// source holding the most, for a handshake from a source holding fewer.
+    sum backlog_evictions,
     /// Connections reset because the peer sent more than a startup frame before MPA was up
     /// (an Initiator may send FPDUs only after the Reply, a Responder after the first FPDU).
     sum startup_overruns,

@@ -39,6 +39,7 @@ mod endpoint;
 mod error;
 pub mod ethernet;
 mod event;
+mod fair_backlog;
 mod frame_sink;
 mod lane;
 mod local_ports;
@@ -57,6 +58,9 @@ pub use endpoint::stream::StreamOptions;
 pub use endpoint::{Endpoint, FastMap};
 pub use error::EndpointError;
 pub use event::EndpointEvent;
+pub use fair_backlog::{
+    Admitted, BacklogRefusal, FairBacklog, PendingSlot, SourceKey, SourcePrefix, SourceShare,
+};
 pub use frame_sink::{FrameSink, TxOutcome};
 pub use lane::Lane;
 pub use rss::{toeplitz, RssHash, RssLanes};

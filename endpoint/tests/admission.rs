@@ -4,6 +4,7 @@
 //! is small and given back once the connections are gone.
 
 mod pair;
+mod raw_clients;
 
 use std::net::{SocketAddr, SocketAddrV4};
 use std::time::Duration;
@@ -11,87 +12,8 @@ use std::time::Duration;
 use ddp::{Access, WcStatus, WorkRequest};
 use endpoint::{Endpoint, EndpointConfig, EndpointError, EndpointEvent, QpSettings};
 use pair::*;
+use raw_clients::RawClients;
 use tcp_offload::{CloseReason, Config, Connection, FourTuple, IsnGenerator, State};
-
-/// Raw TCP clients (our TCP without MPA) from `198.18.0.3`, through their own wires to `b`.
-struct RawClients {
-    conns: Vec<Connection>,
-    to_b: Wire,
-    from_b: Wire,
-    out: Vec<u8>,
-    resets: usize,
-}
-
-const IP_C: std::net::Ipv4Addr = std::net::Ipv4Addr::new(198, 18, 0, 3);
-const MAC_C: [u8; 6] = [2, 0, 0, 0, 0, 3];
-
-impl RawClients {
-    /// `n` clients to `port` on B, opened at `p.now`.
-    fn open(p: &Pair, n: u16, port: u16) -> RawClients {
-        let (to_b, from_b) = wires(p.base, link(), link(), 77);
-        let gen = IsnGenerator::new([3; 16], p.base);
-        let conns = (0..n)
-            .map(|i| {
-                let tuple = FourTuple {
-                    local: SocketAddr::V4(SocketAddrV4::new(IP_C, 20000 + i)),
-                    remote: SocketAddr::V4(SocketAddrV4::new(IP_B, port)),
-                };
-                Connection::connect(Config::default(), tuple, &gen, p.now)
-                    .expect("valid TCP settings")
-            })
-            .collect();
-        RawClients {
-            conns,
-            to_b,
-            from_b,
-            out: vec![0; 2048],
-            resets: 0,
-        }
-    }
-
-    /// One round: the clients transmit, B runs, the clients receive; time moves by `dt`.
-    /// Returns the net heap octets B's rounds allocated (the clients' and the wires' memory
-    /// is not counted).
-    fn step(&mut self, p: &mut Pair, dt: Duration) -> i64 {
-        let now = p.now;
-        for c in &mut self.conns {
-            while let Some(n) = c.poll_transmit(now, &mut self.out) {
-                let f = [&MAC_B[..], &MAC_C[..], &[8, 0], &self.out[..n]].concat();
-                self.to_b.send(now, f);
-            }
-        }
-        p.now += dt;
-        let now = p.now;
-        let (b, to_b, from_b) = (&mut p.b, &mut self.to_b, &mut self.from_b);
-        let heap =
-            allocation_counter::measure(|| while drive(b, to_b, from_b, now) > 0 {}).bytes_current;
-        let (conns, resets) = (&mut self.conns, &mut self.resets);
-        self.from_b.recv_batch(now, usize::MAX, |f: &[u8]| {
-            let seg = tcp_offload::wire::parse(&f[14..]).expect("B sends TCP");
-            *resets += usize::from(seg.flags.rst);
-            let i = usize::from(seg.tuple.local.port() - 20000);
-            let _ = conns[i].handle_packet(now, &f[14..]);
-        });
-        for c in &mut self.conns {
-            if c.poll_timeout().is_some_and(|t| t <= now) {
-                c.handle_timeout(now);
-            }
-        }
-        heap + allocation_counter::measure(|| {
-            while let Some(e) = p.b.poll_event() {
-                allocation_counter::opt_out(|| p.events_b.push(e));
-            }
-        })
-        .bytes_current
-    }
-
-    fn established(&self) -> usize {
-        self.conns
-            .iter()
-            .filter(|c| c.state() == State::Established)
-            .count()
-    }
-}
 
 fn cfg_b(f: impl FnOnce(&mut EndpointConfig)) -> EndpointConfig {
     let mut c = endpoint_cfg(MAC_B, IP_B, MAC_A);

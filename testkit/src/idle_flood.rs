@@ -20,39 +20,11 @@ pub const RSS_LEFT: u64 = 6 << 20;
 
 /// Opens `CONNECTIONS` TCP connections to `dst` from four threads, each first calling `enter`
 /// (e.g. to move into the clients' network namespace; its guard lives while the thread
-/// connects), and keeps them. A connection reset before `connect` returned (refused as soon as
-/// the handshake completed) completed the handshake too: returns the sockets held and how many
-/// were reset so. Any other failure panics.
+/// connects), and keeps them: [`crate::source_flood::idle`] from the namespace's own address.
 pub fn open<G>(
     dst: SocketAddr,
     timeout: Duration,
     enter: impl Fn() -> G + Sync,
 ) -> (Vec<TcpStream>, usize) {
-    const THREADS: usize = 4;
-    std::thread::scope(|s| {
-        let clients: Vec<_> = (0..THREADS)
-            .map(|_| {
-                s.spawn(|| {
-                    let _guard = enter();
-                    let mut held = Vec::with_capacity(CONNECTIONS / THREADS);
-                    let mut reset = 0;
-                    for _ in 0..CONNECTIONS / THREADS {
-                        match TcpStream::connect_timeout(&dst, timeout) {
-                            Ok(c) => held.push(c),
-                            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => reset += 1,
-                            Err(e) => panic!("TCP connect to {dst}: {e}"),
-                        }
-                    }
-                    (held, reset)
-                })
-            })
-            .collect();
-        clients
-            .into_iter()
-            .map(|h| h.join().expect("idle client"))
-            .fold((Vec::new(), 0), |(mut all, n), (held, reset)| {
-                all.extend(held);
-                (all, n + reset)
-            })
-    })
+    crate::source_flood::idle(None, dst, CONNECTIONS, timeout, enter)
 }

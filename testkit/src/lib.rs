@@ -14,6 +14,7 @@
 //! - [`iwarp_oracle`]: the checks every live iWARP capture of one connection must pass.
 //! - [`syn_flood`]: spoofed SYN frames and a fixed-seed source of spoofed addresses.
 //! - [`idle_flood`]: the idle-connection flood's plan, bounds and clients.
+//! - [`source_flood`]: idle and silent MPA floods from one source address of their own.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -23,6 +24,7 @@ pub mod idle_flood;
 pub mod iwarp_oracle;
 pub mod pcap;
 pub mod privileged;
+pub mod source_flood;
 pub mod syn_flood;
 pub mod synthetic;
 pub mod temp;

@@ -27,8 +27,16 @@ use xwarpd::daemon::{self, config::DEFAULT_CONTROL, DaemonConfig, DaemonError, H
 /// status 70 (systemd's Restart=on-failure then restarts it).
 ///
 /// The store admits only clients from allowed networks (--store-allow; by default the listen
-/// address's own subnet), at most --store-max-connections at once, and closes connections idle
-/// for --store-idle-timeout; each connection gets its own protection domain.
+/// address's own subnet), at most --store-max-connections at once and
+/// --store-max-connections-per-source from one source, and closes connections idle for
+/// --store-idle-timeout; when it is full, a silent connection (no call for a second) gives way
+/// to a new client. Each connection gets its own protection domain.
+///
+/// Fair admission: a source is an IPv4 address or an IPv6 /64 (admission.source_prefix_v4,
+/// admission.source_prefix_v6). A listener's backlog (connections whose MPA startup has not
+/// finished: xdp.backlog, 256 on the kernel transport) takes at most --backlog-per-source of
+/// them from one source; when it is full, the oldest of the source holding the most is reset
+/// to make room for a source holding fewer.
 ///
 /// Transports: "kernel" (kernel TCP sockets; runs anywhere) or "xdp": xwarp's XDP program on
 /// --interface steers the listening ports and the --local-ports range into an AF_XDP socket on
@@ -97,9 +105,18 @@ struct RunArgs {
     /// minute [default: the listen address's own subnet, from its interface's prefix].
     #[arg(long, value_name = "CIDR")]
     store_allow: Vec<String>,
-    /// Most store connections served at once; more are refused and counted [default: 64].
+    /// Most store connections served at once; more are refused and counted, unless a silent
+    /// connection gives way [default: 64].
     #[arg(long, value_name = "N")]
     store_max_connections: Option<String>,
+    /// Most store connections from one source (an address, or an IPv6 /64); more are refused
+    /// and counted [default: a quarter of --store-max-connections].
+    #[arg(long, value_name = "N")]
+    store_max_connections_per_source: Option<String>,
+    /// Most connections in MPA startup one source may hold in a listener's backlog; more are
+    /// reset and counted [default: a quarter of the backlog].
+    #[arg(long, value_name = "N")]
+    backlog_per_source: Option<String>,
     /// Close a store connection with no call for this long: seconds or a number with a unit ms,
     /// s, m or h (300, 1.5s, 5m, 1h), from 1s to 7 days [default: 5m].
     #[arg(long, value_name = "DURATION")]
@@ -172,6 +189,8 @@ fn load(a: &RunArgs) -> Result<DaemonConfig, DaemonError> {
         store_listen: a.store_listen.clone(),
         store_allow: a.store_allow.clone(),
         store_max_connections: a.store_max_connections.clone(),
+        store_max_connections_per_source: a.store_max_connections_per_source.clone(),
+        backlog_per_source: a.backlog_per_source.clone(),
         store_idle_timeout: a.store_idle_timeout.clone(),
         store_tcp: a.store_tcp.clone(),
         store_tcp_port: a.store_tcp_port.clone(),

@@ -210,6 +210,8 @@ fn bounds_and_admission() {
     let opts = TcpServerOptions {
         max_io: 64 << 10,
         max_connections: 1,
+        // The cap alone: the one held never gives way, however slowly the test runs.
+        silent_after: Duration::MAX,
         ..any_client()
     };
     let (_dev, _r, tcp) = both(&f, opts);
@@ -260,6 +262,43 @@ fn idle_connections_are_closed() {
     let mut b = [0u8; 1];
     assert_eq!(s.read(&mut b).unwrap_or(0), 0);
     assert_eq!(tcp.stats().snapshot().idle_closed, 1);
+}
+
+/// At the cap, a connection silent for `silent_after` gives way to a new client: it is closed
+/// (counted) and the new one served; one that keeps calling does not.
+#[test]
+fn a_silent_connection_gives_way_at_the_cap() {
+    let f = TempFile::new("onc-evict");
+    let opts = TcpServerOptions {
+        max_connections: 2,
+        silent_after: Duration::from_millis(300),
+        ..any_client()
+    };
+    let (_dev, _r, tcp) = both(&f, opts);
+    let mut silent = LinuxClient::connect(tcp.local_addr());
+    let x = silent.call(PROG, 0, 0, &[]);
+    silent.results(x);
+    let mut working = LinuxClient::connect(tcp.local_addr());
+    // `working` calls every 50 ms while `silent` says nothing for longer than 300 ms.
+    for _ in 0..10 {
+        let x = working.call(PROG, 0, 0, &[]);
+        working.results(x);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut new = LinuxClient::connect(tcp.local_addr());
+    let x = new.call(PROG, 0, 0, &[]);
+    new.results(x);
+    let x = working.call(PROG, 0, 0, &[]);
+    working.results(x);
+    let mut b = [0u8; 1];
+    assert_eq!(
+        silent.s.read(&mut b).unwrap_or(0),
+        0,
+        "the silent one closed"
+    );
+    let st = tcp.stats().snapshot();
+    assert_eq!((st.evicted, st.refused_full, st.accepted), (1, 0, 3));
+    wait_for(|| tcp.stats().snapshot().open.len() == 2);
 }
 
 fn wait_for(mut f: impl FnMut() -> bool) {

@@ -1,6 +1,8 @@
 //! The kernel transport's passive side: a listener that accepts TCP connections and runs the
 //! MPA responder's first half (reading and validating the Request) on each in its own thread,
-//! so a slow or hostile peer never blocks the others.
+//! so a slow or hostile peer never blocks the others. Only connections with a place in the
+//! listener's backlog ([`super::backlog`], fair among sources) get a thread: at most the
+//! backlog's capacity of them read Requests or wait for the application at once.
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -13,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use mpa::{ReadDepths, RequestInfo, Responder, StartupEvent};
 
+use super::backlog::{KernelBacklog, PendingPlace};
 use super::InlineDrivers;
 use crate::counters::DeviceCounters;
 use crate::device::{prepare_queue_pair, QpInit};
@@ -33,6 +36,9 @@ pub(crate) struct KernelIncoming {
     counters: Arc<DeviceCounters>,
     /// The device's inline connections, when it runs inline (set by the listener).
     pub(crate) inline: Option<Arc<InlineDrivers>>,
+    /// Its place in the listener's backlog, left when the application accepts or rejects it
+    /// (or drops it).
+    _place: PendingPlace,
 }
 
 impl KernelIncoming {
@@ -100,6 +106,7 @@ impl KernelListener {
         counters: Arc<DeviceCounters>,
     ) -> Result<Self, ConnectError> {
         let tcp = TcpListener::bind(addr)?;
+        deepen_accept_queue(&tcp)?;
         tcp.set_nonblocking(true)?;
         let local = tcp.local_addr()?;
         let (tx, rx) = mpsc::sync_channel(64);
@@ -140,6 +147,20 @@ impl Drop for KernelListener {
     }
 }
 
+/// The kernel's queue of connections waiting for `accept`, as deep as the system allows
+/// (`net.core.somaxconn`, 4096 by default) instead of the standard library's 128: a burst of
+/// handshakes waits there for the acceptor's decision (a place in the backlog, or a reset)
+/// rather than having SYNs dropped, which would cost every client caught in it a retry after a
+/// second or more.
+fn deepen_accept_queue(tcp: &TcpListener) -> io::Result<()> {
+    // Safety: listen(2) on a socket `tcp` owns and keeps open for the call; calling it again on
+    // a listening socket only changes its queue length (Linux caps it at somaxconn).
+    if unsafe { libc::listen(tcp.as_raw_fd(), libc::c_int::MAX) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 fn accept_loop(
     tcp: TcpListener,
     tx: SyncSender<KernelIncoming>,
@@ -147,16 +168,21 @@ fn accept_loop(
     config: ConnectionConfig,
     counters: Arc<DeviceCounters>,
 ) {
+    let backlog = KernelBacklog::new(&config);
     while !stop.load(Ordering::Acquire) {
         match tcp.accept() {
-            Ok((stream, _)) => {
+            Ok((stream, peer)) => {
                 DeviceCounters::inc(&counters.tcp_accepted);
+                // Refused: reset as `stream` drops.
+                let Some(place) = backlog.admit(&stream, peer.ip(), &counters) else {
+                    continue;
+                };
                 let tx = tx.clone();
                 let config = config.clone();
                 let counters = counters.clone();
                 let _ = std::thread::Builder::new()
                     .name("xwarp-startup".into())
-                    .spawn(move || responder_startup(stream, tx, config, counters));
+                    .spawn(move || responder_startup(stream, place, tx, config, counters));
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 // Sleep in poll(2) until a connection arrives (or 100 ms, to see `stop`).
@@ -168,9 +194,11 @@ fn accept_loop(
 }
 
 /// Reads the Request with the startup timeout (MPA-90, MPA-92). Malformed frames close TCP and
-/// are counted (MPA-79, MPA-86, MPA-91, MPA-95, MPA-102); valid ones go to `accept`.
+/// are counted (MPA-79, MPA-86, MPA-91, MPA-95, MPA-102); valid ones go to `accept`, still
+/// holding their `place` in the backlog.
 fn responder_startup(
     mut stream: TcpStream,
+    place: PendingPlace,
     tx: SyncSender<KernelIncoming>,
     config: ConnectionConfig,
     counters: Arc<DeviceCounters>,
@@ -196,6 +224,7 @@ fn responder_startup(
                     config,
                     counters,
                     inline: None,
+                    _place: place,
                 };
                 let _ = tx.send(inc);
                 return;

@@ -131,7 +131,7 @@ fn unsent_bytes(sock: &TcpStream) -> i32 {
 
 /// Makes closing `sock` send RST (SO_LINGER on with a zero timeout): the abort of a connection
 /// that did not finish in time.
-fn reset_on_close(sock: &TcpStream) {
+pub(crate) fn reset_on_close(sock: &TcpStream) {
     let l = libc::linger {
         l_onoff: 1,
         l_linger: 0,

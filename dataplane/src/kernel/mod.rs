@@ -3,6 +3,7 @@
 //! and an independent TCP peer for the AF_XDP engine's tests.
 
 mod acceptor;
+mod backlog;
 mod connection_driver;
 mod inline;
 mod waker;

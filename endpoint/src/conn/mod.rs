@@ -16,7 +16,7 @@ use tcp_offload::{Connection, RecordId, RecordSource, State};
 use crate::config::QpSettings;
 use crate::counters::{fold_tcp_counters, EndpointCounters};
 use crate::domain::Domain;
-use crate::endpoint::listeners::ListenerId;
+use crate::endpoint::admission::BacklogSlot;
 use crate::endpoint::stream::StreamState;
 pub(crate) use rx_feed::FeedSink;
 use rx_feed::{startup_rx_limit, RxFeed};
@@ -107,8 +107,8 @@ impl<D> Conn<D> {
         }
     }
 
-    /// The listener whose backlog counts this connection (MPA startup not finished).
-    pub fn backlog(&self) -> Option<ListenerId> {
+    /// Its place in a listener's backlog (MPA startup not finished).
+    pub fn backlog(&self) -> Option<BacklogSlot> {
         match self.state.iwarp()?.mpa {
             MpaPhase::Startup { backlog, .. } => backlog,
             MpaPhase::Up => None,
@@ -117,7 +117,7 @@ impl<D> Conn<D> {
 
     /// TCP is established: record mode on, the queue pair created with the connection's EMSS
     /// as stream `id` of its domain, MPA starting as the connection's role says (a responder
-    /// counted in `backlog`'s backlog; `manual_accept`: its MPA Request waits for the
+    /// holding `backlog`, its place in its listener's backlog; `manual_accept`: its MPA Request waits for the
     /// application). Only from [`ConnState::Handshake`]. False when the queue pair could not
     /// be made: TCP is aborted.
     pub fn start_qp(
@@ -125,7 +125,7 @@ impl<D> Conn<D> {
         id: u64,
         now: Instant,
         manual_accept: bool,
-        backlog: Option<ListenerId>,
+        backlog: Option<BacklogSlot>,
     ) -> bool
     where
         D: Domain,
@@ -171,8 +171,8 @@ impl<D> Conn<D> {
     }
 
     /// Moves a connection whose queue pair reports MPA up to [`MpaPhase::Up`]; returns the
-    /// listener whose backlog it leaves.
-    pub fn note_mpa_up(&mut self) -> Option<ListenerId> {
+    /// backlog place it leaves.
+    pub fn note_mpa_up(&mut self) -> Option<BacklogSlot> {
         let i = self.state.iwarp_mut()?;
         match i.mpa {
             MpaPhase::Startup { backlog, .. } if i.qp.is_established() => {
@@ -180,6 +180,14 @@ impl<D> Conn<D> {
                 backlog
             }
             _ => None,
+        }
+    }
+
+    /// Takes the connection out of its listener's backlog without leaving it (it was evicted:
+    /// its place is gone already).
+    pub fn forget_backlog(&mut self) {
+        if let Some(MpaPhase::Startup { backlog, .. }) = self.mpa_mut() {
+            *backlog = None;
         }
     }
 

@@ -9,7 +9,7 @@ use std::time::Instant;
 use ddp::Qp;
 
 use super::rx_feed::RxFeed;
-use crate::endpoint::listeners::ListenerId;
+use crate::endpoint::admission::BacklogSlot;
 use crate::endpoint::stream::StreamState;
 
 /// What runs over a connection's TCP, and how far it got. The queue pair is held inline, not
@@ -44,9 +44,9 @@ pub(crate) struct Iwarp {
 pub(crate) enum MpaPhase {
     /// MPA startup under way (Request and Reply).
     Startup {
-        /// The listener whose backlog counts this connection (a responder it accepted), until
-        /// MPA is up or the connection closes.
-        backlog: Option<ListenerId>,
+        /// Its place in the backlog of the listener that accepted it (a responder), until MPA
+        /// is up, the connection closes or it is evicted.
+        backlog: Option<BacklogSlot>,
         /// Manual accept: the MPA Request was reported; the connection is reset if the
         /// application has not answered by then.
         decide_by: Option<Instant>,

@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use tcp_offload::TcpListener;
 
+use super::admission::Admission;
 use super::{check_private_data, Endpoint};
 use crate::config::QpSettings;
 use crate::conn::{Conn, Role};
@@ -24,8 +25,9 @@ pub(crate) struct ListenerEntry {
     pub(crate) tcp: TcpListener,
     settings: QpSettings,
     manual_accept: bool,
-    /// Its connections whose MPA startup has not finished (bounded by `max_accept_queue`).
-    pub(crate) backlog: usize,
+    /// Its connections whose MPA startup has not finished (`max_accept_queue` of them, each
+    /// source's share `EndpointLimits::backlog_share`).
+    pub(crate) backlog: crate::FairBacklog,
     /// Closed by [`Endpoint::unlisten`]: matches no segment, holds no state.
     pub(crate) closed: bool,
     /// A plain-stream listener (no MPA): its connections are byte streams.
@@ -44,6 +46,11 @@ impl ListenerEntry {
     /// Whether it takes segments to `port`.
     pub(crate) fn listens_on(&self, port: u16) -> bool {
         !self.closed && self.tcp.local().port() == port
+    }
+
+    /// A plain-stream listener (no MPA, no backlog).
+    pub(crate) fn is_stream(&self) -> bool {
+        self.stream.is_some()
     }
 }
 
@@ -95,7 +102,10 @@ impl<D: Domain> Endpoint<D> {
             tcp,
             settings,
             manual_accept,
-            backlog: 0,
+            backlog: crate::FairBacklog::new(
+                self.cfg.listener.max_accept_queue,
+                self.cfg.limits.backlog_share,
+            ),
             closed: false,
             stream,
         });
@@ -221,14 +231,18 @@ impl<D: Domain> Endpoint<D> {
     /// calls (the bound that counts is the backlog of unfinished MPA startups).
     pub(crate) fn take_accepted(&mut self, now: Instant, li: usize, via: Option<Mac>) {
         while let Some(tcp) = self.listeners[li].tcp.accept() {
-            if !self.admit_passive(li, &tcp, via) {
-                self.refuse(now, tcp);
-                continue;
-            }
+            let backlog = match self.admit_passive(li, &tcp, via) {
+                Admission::Refused => {
+                    self.refuse(now, tcp);
+                    continue;
+                }
+                Admission::Stream => None,
+                Admission::Pending(b) => Some(b),
+            };
             let settings = self.listeners[li].settings.clone();
             let peer = tcp.tuple().remote;
             let mut c = Conn::new(tcp, Role::Responder, settings);
-            if self.listeners[li].stream.is_some() {
+            let Some(backlog) = backlog else {
                 // A byte stream: ready at once, no MPA startup, no backlog.
                 c.make_stream();
                 let conn = self.add_conn(c);
@@ -239,14 +253,13 @@ impl<D: Domain> Endpoint<D> {
                     peer,
                 });
                 continue;
-            }
+            };
             let manual_accept = self.listeners[li].manual_accept;
-            self.listeners[li].backlog += 1;
             let conn = self.add_conn(c);
             self.counters.connections_opened += 1;
             if let Some(c) = self.conns.get_mut(&conn.0) {
                 // A responder's queue pair is always made.
-                c.start_qp(conn.0, now, manual_accept, Some(ListenerId(li as u32)));
+                c.start_qp(conn.0, now, manual_accept, Some(backlog));
             }
             self.events.push_back(EndpointEvent::Accepted {
                 listener: ListenerId(li as u32),

@@ -9,11 +9,11 @@
 //! * `service`: a connection's round, stage by stage, and the frames built outside a connection;
 //! * `listeners`: passive opens, their SYN-ACKs and replies, and the hand-over of accepted
 //!   connections;
-//! * `admission`: what the caps let in (connections, backlog, next hops) and how the rest is
-//!   refused;
+//! * `admission`: what the caps let in (connections, each source's share of a backlog, next
+//!   hops) and how the rest is refused;
 //! * `stream`: plain TCP byte-stream connections beside the iWARP ones.
 
-mod admission;
+pub(crate) mod admission;
 pub(crate) mod listeners;
 mod rx;
 mod service;
@@ -81,7 +81,7 @@ pub struct Endpoint<D: Domain = NoDomain> {
     pub(crate) retired_listeners: listeners::RetiredListenerCounters,
     pub(crate) neighbours: Neighbours,
     pub(crate) ports: LocalPorts,
-    next_conn: u64,
+    pub(crate) next_conn: u64,
     /// Connections with something to do in the next round.
     pub(crate) dirty: Vec<u64>,
     pub(crate) wheel: TimerWheel,
@@ -309,7 +309,7 @@ impl<D: Domain> Endpoint<D> {
     pub fn backlog_len(&self, listener: crate::ListenerId) -> usize {
         self.listeners
             .get(listener.0 as usize)
-            .map_or(0, |l| l.backlog)
+            .map_or(0, |l| l.backlog.len())
     }
     /// Work requests posted and not yet taken with `poll_completion`.
     pub fn outstanding_work(&self) -> usize {

@@ -9,6 +9,7 @@ use serde::Deserialize;
 pub use tool_support::ByteSize;
 use tool_support::SizeError;
 
+use super::admission_config::{parse_admission, RawAdmission};
 use super::store_config::{parse_store, RawStore};
 pub use super::store_config::{
     StoreConfig, TcpStoreConfig, DEFAULT_STORE_PORT, DEFAULT_TCP_STORE_PORT,
@@ -106,6 +107,7 @@ struct RawConfig {
     metrics: Option<String>,
     log: Option<String>,
     mpa: Option<RawMpa>,
+    admission: Option<RawAdmission>,
     store: Option<RawStore>,
     xdp: Option<RawXdp>,
     #[serde(default)]
@@ -169,6 +171,10 @@ pub struct Overrides {
     pub store_allow: Vec<String>,
     /// `--store-max-connections`.
     pub store_max_connections: Option<String>,
+    /// `--store-max-connections-per-source`.
+    pub store_max_connections_per_source: Option<String>,
+    /// `--backlog-per-source`.
+    pub backlog_per_source: Option<String>,
     /// `--store-idle-timeout`.
     pub store_idle_timeout: Option<String>,
     /// `--store-tcp` (on/off).
@@ -247,6 +253,9 @@ pub struct DaemonConfig {
     pub crc: bool,
     /// Kernel transport: one FPDU per TCP segment (slow; for wire captures).
     pub segment_per_fpdu: bool,
+    /// What counts as one source of connections, and each source's share of a listener's
+    /// backlog (`[admission]`); on the xdp transport also in `xdp.limits.backlog_share`.
+    pub backlog_share: dataplane::SourceShare,
     /// The store service, if any.
     pub store: Option<StoreConfig>,
     /// Echo listeners (each Send is sent back).
@@ -583,7 +592,7 @@ impl DaemonConfig {
         // The section is checked whatever the transport, so a file can be switched with
         // --transport; the flags only make sense with xdp.
         let xdp = parse_xdp(raw.xdp.unwrap_or_default(), o)?;
-        let xdp = match transport {
+        let mut xdp = match transport {
             Transport::Kernel if !o.xdp_flags().is_empty() => {
                 return Err(ConfigError::Inconsistent(
                     "--interface, --queue, --bind, --attach, --local-ports, --engine and --core apply to the xdp transport only: add --transport xdp",
@@ -594,6 +603,13 @@ impl DaemonConfig {
                 "transport \"xdp\" needs an interface: set xdp.interface in the file or give --interface IFNAME",
             ))?),
         };
+        let backlog = xdp
+            .as_ref()
+            .map_or(dataplane::DEFAULT_BACKLOG, |x| x.listener.max_accept_queue);
+        let backlog_share = parse_admission(raw.admission.unwrap_or_default(), o, backlog)?;
+        if let Some(x) = &mut xdp {
+            x.limits.backlog_share = backlog_share;
+        }
         let metrics = match o.metrics.as_deref().or(raw.metrics.as_deref()) {
             Some("off") => MetricsAddr::Off,
             Some(v) => MetricsAddr::On(addr("metrics", v)?),
@@ -615,7 +631,12 @@ impl DaemonConfig {
         for l in &o.listen {
             listeners.push(addr("--listen", l)?);
         }
-        let store = parse_store(raw.store.unwrap_or_default(), o, xdp.is_some())?;
+        let store = parse_store(
+            raw.store.unwrap_or_default(),
+            o,
+            xdp.is_some(),
+            backlog_share.prefix,
+        )?;
         let segment_per_fpdu = o.segment_per_fpdu.or(mpa.segment_per_fpdu).unwrap_or(false);
         if let Some(x) = &xdp {
             if segment_per_fpdu {
@@ -657,6 +678,7 @@ impl DaemonConfig {
             markers: o.markers.or(mpa.markers).unwrap_or(false),
             crc: o.crc.or(mpa.crc).unwrap_or(true),
             segment_per_fpdu,
+            backlog_share,
             store,
             listeners,
         })

@@ -41,6 +41,13 @@ impl DaemonConfig {
             Value::Boolean(self.segment_per_fpdu),
         );
         t.insert("mpa".into(), Value::Table(mpa));
+        let share = &self.backlog_share;
+        let mut adm = Table::new();
+        let per_source = i64::try_from(share.per_source).unwrap_or(i64::MAX);
+        adm.insert("backlog_per_source".into(), i(per_source));
+        adm.insert("source_prefix_v4".into(), i(share.prefix.v4));
+        adm.insert("source_prefix_v6".into(), i(share.prefix.v6));
+        t.insert("admission".into(), Value::Table(adm));
         if let Some(x) = &self.xdp {
             let mut xt = Table::new();
             xt.insert("interface".into(), s(&x.interface));
@@ -106,6 +113,10 @@ impl DaemonConfig {
             sm.insert("credits".into(), i(st.credits));
             sm.insert("max_io".into(), s(st.max_io));
             sm.insert("max_connections".into(), i(st.max_connections));
+            sm.insert(
+                "max_connections_per_source".into(),
+                i(st.max_connections_per_source),
+            );
             sm.insert("idle_timeout".into(), s(TimeSpan(st.idle_timeout)));
             t.insert("store".into(), Value::Table(sm));
         }
@@ -165,6 +176,9 @@ addr = "198.18.0.1:18516"
             "local_ports = \"45000-45099\"",
             "idle_timeout = \"5m\"",
             "credits = 16",
+            "max_connections_per_source = 16",
+            "backlog_per_source = 12",
+            "source_prefix_v6 = 64",
             "log = \"info\"",
             "[mpa]",
             "crc = true",

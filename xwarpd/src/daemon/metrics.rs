@@ -1,7 +1,7 @@
 //! Counters as Prometheus/OpenMetrics text, through `prometheus-client`'s registry, and a
 //! tiny HTTP responder serving them (any `GET` answers the metrics; one request per connection).
 //!
-//! Each scrape builds a registry from one [`Snapshot`]. Labels are bounded: `reason` (two
+//! Each scrape builds a registry from one [`Snapshot`]. Labels are bounded: `reason` (three
 //! values), `queue` (the engines), and `conn`/`peer` on the per-connection store series, which
 //! exist only while that connection is open (at most the connection cap): a closed connection's
 //! calls stay in the service totals. `xwarpd_build_info` names the version and transport.
@@ -82,6 +82,7 @@ fn register_store(r: &mut Registry, prefix: &str, what: &str, st: &StoreSnapshot
     let refused: Vec<(Labels, u64)> = [
         (Refusal::NotAllowed, st.refused_not_allowed),
         (Refusal::Full, st.refused_full),
+        (Refusal::SourceShare, st.refused_source_share),
     ]
     .into_iter()
     .map(|(reason, v)| (vec![("reason", reason.label().to_string())], v))
@@ -89,8 +90,14 @@ fn register_store(r: &mut Registry, prefix: &str, what: &str, st: &StoreSnapshot
     labelled(
         r,
         &format!("{prefix}_connections_refused"),
-        &format!("{what}: connections refused: the peer is in no allowed network, or the server was at its connection cap."),
+        &format!("{what}: connections refused: the peer is in no allowed network, the server was at its connection cap with none silent, or the peer's source held its share."),
         &refused,
+    );
+    counter(
+        r,
+        &format!("{prefix}_connections_evicted"),
+        &format!("{what}: silent connections closed to give their slot to a new client (the server was full)."),
+        st.evicted,
     );
     type Field = fn(&CallCounts) -> u64;
     let calls: [(&str, &str, Field); 8] = [
@@ -179,6 +186,21 @@ impl Snapshot {
                 "tcp_accepted",
                 "TCP connections accepted by listeners.",
                 d.tcp_accepted,
+            ),
+            (
+                "backlog_refused",
+                "Kernel transport: connections reset at once for want of a place in a listener's backlog (full, or their source holding its share).",
+                d.backlog_refused,
+            ),
+            (
+                "backlog_share_refused",
+                "Kernel transport: of those, connections whose source held its share of the backlog.",
+                d.backlog_share_refused,
+            ),
+            (
+                "backlog_evictions",
+                "Kernel transport: connections in MPA startup reset to make room in a full backlog for a source holding fewer.",
+                d.backlog_evictions,
             ),
             (
                 "mpa_established",
@@ -270,7 +292,7 @@ impl Snapshot {
             return;
         }
         type EngineField = fn(&EndpointCounters) -> u64;
-        let per_engine: [(&str, &str, EngineField); 17] = [
+        let per_engine: [(&str, &str, EngineField); 19] = [
             ("engine_rx_packets", "Frames received.", |e| e.rx_packets),
             ("engine_tx_packets", "Frames sent.", |e| e.tx_packets),
             ("engine_rx_bytes", "Octets received.", |e| e.rx_bytes),
@@ -321,8 +343,18 @@ impl Snapshot {
             ),
             (
                 "engine_connections_refused",
-                "Connections refused at a cap (backlog, connection limit) with a reset.",
+                "Connections refused at a cap (backlog, a source's share of it, connection limit) with a reset.",
                 |e| e.connections_refused,
+            ),
+            (
+                "engine_backlog_share_refused",
+                "Of those, connections whose source held its share of the listener's backlog.",
+                |e| e.backlog_share_refused,
+            ),
+            (
+                "engine_backlog_evictions",
+                "Connections in MPA startup reset to make room in a full backlog for a source holding fewer.",
+                |e| e.backlog_evictions,
             ),
             (
                 "engine_syn_cookies_sent",
@@ -473,6 +505,9 @@ mod tests {
             transport: "kernel",
             device: CounterSnapshot {
                 tx_bytes: 42,
+                backlog_refused: 30,
+                backlog_share_refused: 29,
+                backlog_evictions: 31,
                 ..CounterSnapshot::default()
             },
             store: StoreSnapshot {
@@ -490,6 +525,8 @@ mod tests {
                 }],
                 accepted: 8,
                 refused_full: 2,
+                refused_source_share: 5,
+                evicted: 6,
                 ..StoreSnapshot::default()
             },
             ..Snapshot::default()
@@ -587,6 +624,27 @@ mod tests {
             "{text}"
         );
         assert_eq!(value(&p, "xwarpd_tx_bytes_total", &[]), Some(42.0));
+        for (name, v) in [
+            ("xwarpd_backlog_refused_total", 30.0),
+            ("xwarpd_backlog_share_refused_total", 29.0),
+            ("xwarpd_backlog_evictions_total", 31.0),
+            ("xwarpd_store_connections_evicted_total", 6.0),
+        ] {
+            assert_eq!(
+                value(&p, name, &[]),
+                Some(v),
+                "{name} in
+{text}"
+            );
+        }
+        assert_eq!(
+            value(
+                &p,
+                "xwarpd_store_connections_refused_total",
+                &[("reason", "source_share")]
+            ),
+            Some(5.0)
+        );
         assert_eq!(value(&p, "xwarpd_store_reads_total", &[]), Some(10.0));
         assert_eq!(
             value(
@@ -665,6 +723,8 @@ mod tests {
                     malformed: 11,
                     connections_closed: 13,
                     connections_refused: 14,
+                    backlog_share_refused: 23,
+                    backlog_evictions: 24,
                     syn_cookies_sent: 16,
                     half_open_expired: 17,
                     ..EndpointCounters::default()
@@ -704,6 +764,8 @@ mod tests {
             ("xwarpd_engine_ooo_bytes_max", 12.0),
             ("xwarpd_engine_connections_closed_total", 13.0),
             ("xwarpd_engine_connections_refused_total", 14.0),
+            ("xwarpd_engine_backlog_share_refused_total", 23.0),
+            ("xwarpd_engine_backlog_evictions_total", 24.0),
             ("xwarpd_engine_syn_cookies_sent_total", 16.0),
             ("xwarpd_engine_half_open_expired_total", 17.0),
             ("xwarpd_engine_connections", 18.0),

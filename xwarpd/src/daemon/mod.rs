@@ -11,6 +11,7 @@
 //! detached, UMEM freed), and return. A panic in any thread ([`supervisor`]) stops it the same
 //! way, and the binary then exits non-zero.
 
+mod admission_config;
 pub mod config;
 pub mod control;
 pub mod echo;
@@ -195,6 +196,8 @@ fn start_tcp_store(
         max_io: sc.max_io,
         allow: sc.allow.clone(),
         max_connections: sc.max_connections,
+        source_share: sc.source_share(),
+        silent_after: crate::store::DEFAULT_SILENT_AFTER,
         idle_timeout: sc.idle_timeout,
     };
     let started = if xdp {
@@ -225,6 +228,8 @@ pub fn run_with(cfg: &DaemonConfig, hooks: &Hooks) -> Result<Stop, DaemonError> 
     conn.mpa.want_markers = cfg.markers;
     conn.mpa.want_crc = cfg.crc;
     conn.segment_per_fpdu = cfg.segment_per_fpdu;
+    // Kernel transport listeners (the engine has its own, from the same setting).
+    conn.backlog_share = cfg.backlog_share;
     let started = Instant::now();
 
     let store = match &cfg.store {
@@ -237,6 +242,8 @@ pub fn run_with(cfg: &DaemonConfig, hooks: &Hooks) -> Result<Stop, DaemonError> 
                 connection: conn.clone(),
                 allow: s.allow.clone(),
                 max_connections: s.max_connections,
+                source_share: s.source_share(),
+                silent_after: crate::store::DEFAULT_SILENT_AFTER,
                 idle_timeout: s.idle_timeout,
             };
             let listen = store_listen(s, &device)?;

@@ -42,6 +42,7 @@ fn fixed_changes(old: &DaemonConfig, new: &DaemonConfig) -> Vec<&'static str> {
             (old.markers, old.crc, old.segment_per_fpdu)
                 != (new.markers, new.crc, new.segment_per_fpdu),
         ),
+        ("admission", old.backlog_share != new.backlog_share),
         ("store", old.store != new.store),
         ("listener", old.listeners != new.listeners),
     ]

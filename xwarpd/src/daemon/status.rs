@@ -108,10 +108,11 @@ impl Snapshot {
         if let Some(max) = max_connections {
             let _ = writeln!(
                 o,
-                "store       {} open ({max} at most), {} accepted, {} refused, {} closed idle",
+                "store       {} open ({max} at most), {} accepted, {} refused, {} evicted silent, {} closed idle",
                 plural(st.open.len(), "connection"),
                 st.accepted,
-                st.refused_full + st.refused_not_allowed,
+                st.refused_full + st.refused_not_allowed + st.refused_source_share,
+                st.evicted,
                 st.idle_closed
             );
             for c in &st.open {

@@ -38,6 +38,7 @@ pub(super) struct RawStore {
     credits: Option<i64>,
     max_io: Option<RawSize>,
     max_connections: Option<i64>,
+    max_connections_per_source: Option<i64>,
     idle_timeout: Option<RawDuration>,
     tcp: Option<bool>,
     tcp_port: Option<i64>,
@@ -71,6 +72,11 @@ pub struct StoreConfig {
     pub max_io: u32,
     /// Most connections at once (1..=4096).
     pub max_connections: u32,
+    /// Most connections at once from one source (1..=4096; default a quarter of
+    /// `max_connections`), sources counted as `[admission]` says.
+    pub max_connections_per_source: u32,
+    /// What counts as one source (`[admission]`).
+    pub sources: dataplane::SourcePrefix,
     /// A connection with no call for this long is closed (1 s to 7 days).
     pub idle_timeout: Duration,
     /// The same store over ONC RPC on plain TCP (`store.tcp`, `--store-tcp on`; off by
@@ -87,6 +93,16 @@ pub struct TcpStoreConfig {
     /// Offer the TCP RDMA option to clients (xdp transport only: our own TCP;
     /// `store.tcp_rdma_option`, `--store-tcp-rdma-option on`; off by default).
     pub rdma_option: bool,
+}
+
+impl StoreConfig {
+    /// Each source's share of the connections.
+    pub fn source_share(&self) -> dataplane::SourceShare {
+        dataplane::SourceShare {
+            per_source: self.max_connections_per_source as usize,
+            prefix: self.sources,
+        }
+    }
 }
 
 /// `on` / `off` (also true/false, yes/no) of a flag.
@@ -140,12 +156,29 @@ fn parse_net(setting: &'static str, v: &str) -> Result<IpNet, ConfigError> {
         })
 }
 
+/// A number of connections as given (1 to [`MAX_CONNECTIONS_LIMIT`]), or `default`.
+fn connection_count(given: Option<(&'static str, &str)>, default: u32) -> Result<u32, ConfigError> {
+    let Some((setting, v)) = given else {
+        return Ok(default);
+    };
+    v.trim()
+        .parse::<u32>()
+        .ok()
+        .filter(|c| (1..=MAX_CONNECTIONS_LIMIT).contains(c))
+        .ok_or_else(|| ConfigError::Invalid {
+            setting,
+            value: v.into(),
+            expected: "a whole number from 1 to 4096",
+        })
+}
+
 /// Validates the store settings: `Ok(None)` when no store path is given. `xdp`: the transport
-/// has an interface the listen address may come from.
+/// has an interface the listen address may come from; `sources`: what counts as one source.
 pub(super) fn parse_store(
     rs: RawStore,
     o: &Overrides,
     xdp: bool,
+    sources: dataplane::SourcePrefix,
 ) -> Result<Option<StoreConfig>, ConfigError> {
     let tcp = parse_tcp(&rs, o)?;
     let Some(path) = o.store.clone().or(rs.path) else {
@@ -229,19 +262,18 @@ pub(super) fn parse_store(
         ),
         ("store.max_connections", cap_key.as_deref()),
     );
-    let max_connections = match max_connections {
-        None => DEFAULT_MAX_CONNECTIONS,
-        Some((setting, v)) => v
-            .trim()
-            .parse::<u32>()
-            .ok()
-            .filter(|c| (1..=MAX_CONNECTIONS_LIMIT).contains(c))
-            .ok_or_else(|| ConfigError::Invalid {
-                setting,
-                value: v.into(),
-                expected: "a whole number from 1 to 4096",
-            })?,
-    };
+    let max_connections = connection_count(max_connections, DEFAULT_MAX_CONNECTIONS)?;
+    let share_key = rs.max_connections_per_source.map(|c| c.to_string());
+    let max_connections_per_source = connection_count(
+        pick(
+            (
+                "--store-max-connections-per-source",
+                o.store_max_connections_per_source.as_deref(),
+            ),
+            ("store.max_connections_per_source", share_key.as_deref()),
+        ),
+        crate::store::default_source_share(max_connections).per_source as u32,
+    )?;
     let idle_key = match &rs.idle_timeout {
         Some(RawDuration::Secs(n)) => Some(n.to_string()),
         Some(RawDuration::Fraction(x)) => Some(x.to_string()),
@@ -274,6 +306,8 @@ pub(super) fn parse_store(
         credits,
         max_io: max_io.0 as u32,
         max_connections,
+        max_connections_per_source,
+        sources,
         idle_timeout,
     }))
 }
@@ -308,6 +342,7 @@ mod tests {
             ])
         );
         assert_eq!(s.max_connections, 8);
+        assert_eq!(s.max_connections_per_source, 2, "a quarter of the cap");
         assert_eq!(s.idle_timeout, Duration::from_secs(300));
         // Defaults: the listen subnet, the default cap and timeout.
         let d = store(
@@ -317,7 +352,18 @@ mod tests {
         .unwrap();
         assert_eq!(d.allow, AllowList::ListenSubnet);
         assert_eq!(d.max_connections, DEFAULT_MAX_CONNECTIONS);
+        assert_eq!(d.max_connections_per_source, DEFAULT_MAX_CONNECTIONS / 4);
         assert_eq!(d.idle_timeout, DEFAULT_IDLE_TIMEOUT);
+        // The share per source: from the file, the flag on top; sources as [admission] says.
+        let text = "[admission]\nsource_prefix_v6 = 48\n[store]\npath = \"/x\"\nlisten = \"198.18.0.1:20049\"\nmax_connections_per_source = 5";
+        let s = store(text, &Overrides::default()).unwrap();
+        assert_eq!(s.source_share().per_source, 5);
+        assert_eq!(s.source_share().prefix.v6, 48);
+        let o = Overrides {
+            store_max_connections_per_source: Some("64".into()),
+            ..Overrides::default()
+        };
+        assert_eq!(store(text, &o).unwrap().max_connections_per_source, 64);
         // Flags replace the file's list and settings.
         let o = Overrides {
             store_allow: vec!["127.0.0.0/8".into()],
@@ -430,6 +476,10 @@ mod tests {
             (
                 format!("{p}max_connections = 0"),
                 &["store.max_connections", "1 to 4096"],
+            ),
+            (
+                format!("{p}max_connections_per_source = 0"),
+                &["store.max_connections_per_source", "1 to 4096"],
             ),
             (
                 format!("{p}max_connections = 5000"),

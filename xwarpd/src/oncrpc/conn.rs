@@ -14,7 +14,9 @@
 //!
 //! Bounds: the connection's only buffers are one record in and one reply out (at most
 //! `max_record` and `max_io` plus headers); a record longer than `max_record` closes the
-//! connection before its octets are read; no call for `idle_timeout` closes it (counted).
+//! connection before its octets are read; no call for `idle_timeout` closes it (counted). It
+//! also closes when the service's gate gives its slot to a new client (it was silent while
+//! the service was full).
 
 use std::io;
 use std::time::{Duration, Instant};
@@ -32,7 +34,9 @@ use super::read_rid;
 use super::record::{single_fragment_mark, RecordError, RecordReader};
 use super::server::TcpCtx;
 use super::stream::{is_timeout, RpcStream, Transfer};
+use crate::store::admission::Slot;
 use crate::store::extent::{read_extent, write_extent};
+use crate::store::fair_share::EVICTED;
 use crate::store::stats::ConnGuard;
 use crate::store::BLOCK_SIZE;
 
@@ -43,8 +47,9 @@ const AUTH_BADCRED: u32 = 1;
 /// Room for an encoded reply without its READ data (header with verifier, results).
 const REPLY_HEAD: usize = 128;
 
-/// Serves `stream` until the peer closes, an error, the idle timeout or the service's stop.
-pub(crate) fn serve(stream: Box<dyn RpcStream>, ctx: &TcpCtx) {
+/// Serves `stream` while it holds `slot`: until the peer closes, an error, the idle timeout,
+/// the slot going to a new client or the service's stop.
+pub(crate) fn serve(stream: Box<dyn RpcStream>, ctx: &TcpCtx, slot: Slot) {
     let peer = stream
         .peer_addr()
         .map(|a| a.to_string())
@@ -57,6 +62,7 @@ pub(crate) fn serve(stream: Box<dyn RpcStream>, ctx: &TcpCtx) {
             idle_since: Instant::now(),
             idle_timeout: ctx.opts.idle_timeout,
             ctx_stop: ctx.stop.clone(),
+            slot,
         },
         records: RecordReader::default(),
         inbuf: Vec::new(),
@@ -68,12 +74,14 @@ pub(crate) fn serve(stream: Box<dyn RpcStream>, ctx: &TcpCtx) {
 }
 
 /// The stream with the waits made bounded: a read wakes every [`POLL`] to check the stop
-/// flag, and fails with `TimedOut` once no call has come for the idle timeout.
+/// flag and the slot, and fails with `TimedOut` once no call has come for the idle timeout.
+/// Octets read count as activity of the slot.
 struct Watched {
     inner: Box<dyn RpcStream>,
     idle_since: Instant,
     idle_timeout: Duration,
     ctx_stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    slot: Slot,
 }
 
 /// Why a watched read gave up.
@@ -84,10 +92,19 @@ impl RpcStream for Watched {
         loop {
             match self.inner.read(buf) {
                 Err(e) if is_timeout(&e) => {}
+                Ok(n) => {
+                    if n > 0 {
+                        self.slot.touch();
+                    }
+                    return Ok(n);
+                }
                 r => return r,
             }
             if self.ctx_stop.load(std::sync::atomic::Ordering::Acquire) {
                 return Err(io::Error::other(STOPPED));
+            }
+            if self.slot.is_evicted() {
+                return Err(io::Error::other(EVICTED));
             }
             if self.idle_since.elapsed() >= self.idle_timeout {
                 return Err(io::Error::from(io::ErrorKind::TimedOut));
@@ -148,9 +165,13 @@ impl TcpConn {
                     return "idle timeout";
                 }
                 Err(RecordError::Io(e)) if e.to_string() == STOPPED => return STOPPED,
+                Err(RecordError::Io(e)) if e.to_string() == EVICTED => return EVICTED,
                 Err(RecordError::Io(_)) => return "read failed",
             }
-            if let Err(why) = self.answer(ctx) {
+            self.stream.slot.set_busy(true);
+            let answered = self.answer(ctx);
+            self.stream.slot.set_busy(false);
+            if let Err(why) = answered {
                 return why;
             }
         }

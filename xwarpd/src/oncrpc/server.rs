@@ -14,7 +14,11 @@ use ipnet::IpNet;
 
 use super::stream::{KernelListener, RpcListener};
 use crate::store::admission::{AllowError, AllowList, Gate};
-use crate::store::{StoreStats, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_IO};
+use crate::store::{
+    default_source_share, StoreStats, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_IO, DEFAULT_SILENT_AFTER,
+};
+use dataplane::SourceShare;
 
 /// The default port of the ONC RPC over TCP service (beside the RPC-over-RDMA one, 20049).
 pub const DEFAULT_TCP_STORE_PORT: u16 = 20050;
@@ -50,8 +54,16 @@ pub struct TcpServerOptions {
     pub max_io: u32,
     /// The client networks admitted; others are closed at once and counted.
     pub allow: AllowList,
-    /// Most connections served at once; more are closed at once and counted.
+    /// Most connections served at once; more are closed at once and counted, unless a silent
+    /// connection gives way (counted).
     pub max_connections: u32,
+    /// Each source's share of `max_connections` (default a quarter): more from one source are
+    /// closed at once and counted.
+    pub source_share: SourceShare,
+    /// A connection with no call (and no octet) for this long is silent: when the service is
+    /// full, the silent one idle longest gives way to a new client (default
+    /// [`DEFAULT_SILENT_AFTER`]; `Duration::MAX`: never).
+    pub silent_after: Duration,
     /// A connection with no call for this long is closed and counted.
     pub idle_timeout: Duration,
 }
@@ -62,6 +74,8 @@ impl Default for TcpServerOptions {
             max_io: DEFAULT_MAX_IO,
             allow: AllowList::default(),
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            source_share: default_source_share(DEFAULT_MAX_CONNECTIONS),
+            silent_after: DEFAULT_SILENT_AFTER,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
         }
     }
@@ -157,7 +171,13 @@ impl TcpStoreServer {
             stats: stats.clone(),
             stop: stop.clone(),
         });
-        let gate = Gate::new(allowed.clone(), ctx.opts.max_connections);
+        let o = &ctx.opts;
+        let gate = Gate::new(
+            allowed.clone(),
+            o.max_connections,
+            o.source_share,
+            o.silent_after,
+        );
         let acceptor = Acceptor::spawn("xwarp-store-tcp", stop.clone(), move || {
             accept_loop(listener, ctx, gate)
         })
@@ -222,8 +242,7 @@ fn accept_loop(listener: Box<dyn RpcListener>, ctx: Arc<TcpCtx>, mut gate: Gate)
         };
         let c = ctx.clone();
         conns.spawn("xwarp-store-tcp-conn", move || {
-            let _slot = slot;
-            super::conn::serve(stream, &c)
+            super::conn::serve(stream, &c, slot)
         });
     }
     conns.join();

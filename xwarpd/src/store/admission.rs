@@ -1,13 +1,16 @@
 //! Who may connect to the store: an allow-list of client networks and the connection cap,
-//! checked when a client's MPA Request arrives, before anything is allocated for it. Refusals
-//! are counted always and logged at most once per peer address per interval.
+//! shared fairly among sources ([`super::fair_share`]), checked when a client's MPA Request
+//! arrives, before anything is allocated for it. Refusals are counted always and logged at
+//! most once per peer address per interval.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use endpoint::SourceShare;
+
+use super::fair_share::{decide, Limits, SlotState, Verdict};
 use super::stats::StoreStats;
 
 use ipnet::IpNet;
@@ -95,8 +98,10 @@ pub fn interface_subnet(ip: IpAddr) -> Result<Option<IpNet>, AllowError> {
 pub enum Refusal {
     /// Its address is in no admitted network.
     NotAllowed,
-    /// The server already serves its maximum of connections.
+    /// The server already serves its maximum of connections, none of them silent.
     Full,
+    /// Its source (address, or IPv6 prefix) already holds its share of the connections.
+    SourceShare,
 }
 
 impl Refusal {
@@ -105,6 +110,7 @@ impl Refusal {
         match self {
             Refusal::NotAllowed => "not_allowed",
             Refusal::Full => "full",
+            Refusal::SourceShare => "source_share",
         }
     }
 }
@@ -145,51 +151,94 @@ pub(crate) fn admitted(nets: &[IpNet], peer: IpAddr) -> bool {
     nets.iter().any(|n| n.contains(&peer))
 }
 
-/// The admission of a service's new connections: the allow-list and the connection cap;
-/// refusals are counted in the service's stats and logged at most once per peer per interval.
-/// Shared by the RPC-over-RDMA and the ONC RPC over TCP services.
+/// The admission of a service's new connections: the allow-list, the connection cap and each
+/// source's share of it, a silent connection giving way to a new client when the cap is
+/// reached; refusals and evictions are counted in the service's stats, refusals logged at most
+/// once per peer per interval. Shared by the RPC-over-RDMA and the ONC RPC over TCP services.
 #[derive(Debug)]
 pub(crate) struct Gate {
     allowed: Vec<IpNet>,
-    max_connections: usize,
-    active: Arc<AtomicUsize>,
+    limits: Limits,
+    /// The connections holding a slot, oldest first.
+    slots: Vec<Arc<SlotState>>,
+    origin: Instant,
     log: RefusalLog,
 }
 
-/// One of the capped connection slots, held while the connection is served.
+/// One of the capped connection slots, held while the connection is served: the connection
+/// says when it serves a call and looks whether it was told to give way
+/// ([`Slot::is_evicted`]).
 #[derive(Debug)]
-pub(crate) struct Slot(Arc<AtomicUsize>);
+pub(crate) struct Slot(Arc<SlotState>);
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        self.0.close();
+    }
+}
+
+impl std::ops::Deref for Slot {
+    type Target = SlotState;
+    fn deref(&self) -> &SlotState {
+        &self.0
     }
 }
 
 impl Gate {
-    pub(crate) fn new(allowed: Vec<IpNet>, max_connections: u32) -> Self {
+    /// A gate for `allowed` networks: `max_connections` at once, `share` of them per source, a
+    /// connection with no call for `silent_after` giving way to a new client at the cap.
+    pub(crate) fn new(
+        allowed: Vec<IpNet>,
+        max_connections: u32,
+        share: SourceShare,
+        silent_after: Duration,
+    ) -> Self {
         Self {
             allowed,
-            max_connections: max_connections as usize,
-            active: Arc::default(),
+            limits: Limits {
+                cap: max_connections as usize,
+                share,
+                silent_after,
+            },
+            slots: Vec::new(),
+            origin: Instant::now(),
             log: RefusalLog::default(),
         }
     }
 
-    /// A slot for `peer`, or the refusal (counted in `stats`, logged as `service`).
+    /// A slot for `peer`, or the refusal (counted in `stats`, logged as `service`). At the cap,
+    /// the silent connection idle longest is told to close and its slot given to `peer`
+    /// (counted).
     pub(crate) fn admit(
         &mut self,
         peer: Option<SocketAddr>,
         stats: &StoreStats,
         service: &'static str,
     ) -> Result<Slot, Refusal> {
-        let refusal = match peer {
-            Some(p) if !admitted(&self.allowed, p.ip()) => Some(Refusal::NotAllowed),
-            None => Some(Refusal::NotAllowed),
-            Some(_) if self.active.load(Ordering::Acquire) >= self.max_connections => {
-                Some(Refusal::Full)
+        self.slots.retain(|s| s.holds_slot());
+        let now = Instant::now();
+        let verdict = match peer {
+            Some(p) if admitted(&self.allowed, p.ip()) => {
+                let open: Vec<_> = self.slots.iter().map(|s| s.view(now)).collect();
+                let source = self.limits.share.prefix.key(p.ip());
+                decide(&open, source, &self.limits)
             }
-            Some(_) => None,
+            _ => Verdict::Refuse(Refusal::NotAllowed),
+        };
+        let refusal = match verdict {
+            Verdict::Refuse(why) => Some(why),
+            Verdict::Admit => None,
+            Verdict::Evict(i) => {
+                let victim = self.slots.remove(i);
+                victim.evict();
+                stats.count_evicted();
+                tracing::info!(
+                    peer = %peer.map_or("?".into(), |p| p.to_string()),
+                    service,
+                    "store full: a silent connection gives way to a new client"
+                );
+                None
+            }
         };
         if let Some(why) = refusal {
             stats.count_refusal(why);
@@ -203,8 +252,13 @@ impl Gate {
             }
             return Err(why);
         }
-        self.active.fetch_add(1, Ordering::AcqRel);
-        Ok(Slot(self.active.clone()))
+        let ip = peer.map_or(IpAddr::from([0u8; 4]), |p| p.ip());
+        let state = Arc::new(SlotState::new(
+            self.limits.share.prefix.key(ip),
+            self.origin,
+        ));
+        self.slots.push(state.clone());
+        Ok(Slot(state))
     }
 }
 

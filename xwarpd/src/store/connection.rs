@@ -38,7 +38,9 @@ use rpcrdma::{
     ServerEvent, ServerSession,
 };
 
+use super::admission::Slot;
 use super::extent::{read_extent, write_extent};
+use super::fair_share::EVICTED;
 use super::server::{Ctx, BLOCK_SIZE};
 use super::stats::ConnGuard;
 use super::{INLINE_SIZE, MAX_LONG_MESSAGE};
@@ -123,13 +125,17 @@ impl Conn {
         }
     }
 
-    /// Serves calls until the connection ends, it stays idle too long or the server stops;
-    /// returns why it ended.
-    pub(crate) fn run(&mut self, ctx: &Ctx) -> &'static str {
+    /// Serves calls until the connection ends, it stays idle too long, it gives `held` (its
+    /// place under the connection cap) to a new client or the server stops; returns why it
+    /// ended.
+    pub(crate) fn run(&mut self, ctx: &Ctx, held: &Slot) -> &'static str {
         let mut last_call = Instant::now();
         loop {
             if ctx.stop.load(Ordering::Acquire) {
                 return "server shutting down";
+            }
+            if held.is_evicted() {
+                return EVICTED;
             }
             // RPCRDMA-22: a read-chunk reply whose DONE never came is no longer readable.
             if let Some(xid) = self.session.poll_expired_done(Instant::now()) {
@@ -163,7 +169,9 @@ impl Conn {
                 return "cannot re-post a receive";
             }
             self.session.posted_receives(1);
+            held.set_busy(true);
             let handled = self.handle(ctx, &msg[..len]);
+            held.set_busy(false);
             self.msg = msg;
             if let Err(why) = handled {
                 return why;

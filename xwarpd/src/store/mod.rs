@@ -5,7 +5,8 @@
 //!   shared (mlock'ed) and registers the mapping, so what RDMA places is in the page cache at
 //!   once and COMMIT (msync + fdatasync of the range) makes it durable.
 //! - [`StoreServer`]: listens, admits clients by network ([`AllowList`]) up to a connection
-//!   cap, serves each connection on its own thread, one call at a time, and closes it after an
+//!   cap shared fairly among sources (a silent connection gives way to a new client when the
+//!   cap is reached), serves each connection on its own thread, one call at a time, and closes it after an
 //!   idle timeout. READ data is RDMA-Written straight from the file's region into the client's
 //!   write chunk, WRITE data RDMA-Read from its read chunk straight into the region at the
 //!   offset: no staging buffer, no copy. Each connection has its own protection domain, in
@@ -24,6 +25,7 @@ pub(crate) mod admission;
 mod client;
 mod connection;
 pub(crate) mod extent;
+pub(crate) mod fair_share;
 #[cfg(test)]
 mod isolation_tests;
 mod server;
@@ -35,9 +37,10 @@ pub use client::{
     Attributes, CallId, ClientOptions, Finished, MessagePolicy, ReadResult, StoreClient,
     StoreError, WriteResult, MAX_IN_FLIGHT,
 };
+pub use fair_share::DEFAULT_SILENT_AFTER;
 pub use ipnet::IpNet;
 pub use server::{
-    ServerOptions, StartError, StoreServer, BLOCK_SIZE, DEFAULT_IDLE_TIMEOUT,
+    default_source_share, ServerOptions, StartError, StoreServer, BLOCK_SIZE, DEFAULT_IDLE_TIMEOUT,
     DEFAULT_MAX_CONNECTIONS,
 };
 pub use stats::{CallCounts, ConnSnapshot, StoreSnapshot, StoreStats};

@@ -19,13 +19,14 @@ use super::threads::{Acceptor, ConnThreads};
 use ipnet::IpNet;
 use rpcrdma::negotiation::PrivateData;
 
-use super::admission::{AllowList, Gate};
+use super::admission::{AllowList, Gate, Slot};
 use super::connection::Conn;
+use super::fair_share::DEFAULT_SILENT_AFTER;
 use super::stats::StoreStats;
 use super::INLINE_SIZE;
 use dataplane::{
     AcceptError, Access, ConnectionConfig, Device, FileRegion, Incoming, Listener, MappedFile,
-    QpInit,
+    QpInit, SourceShare,
 };
 
 /// Block size reported by GETATTR.
@@ -47,8 +48,15 @@ pub struct ServerOptions {
     /// The client networks admitted; others are rejected (MPA Reject) and counted.
     pub allow: AllowList,
     /// Most connections served at once (each has a thread and a few locked buffers); more
-    /// are rejected and counted.
+    /// are rejected and counted, unless a silent connection gives way (counted).
     pub max_connections: u32,
+    /// Each source's share of `max_connections` (default a quarter, one address or IPv6 /64
+    /// a source): more from one source are rejected and counted.
+    pub source_share: SourceShare,
+    /// A connection with no call for this long is silent: when the server is full, the silent
+    /// one idle longest gives way to a new client (default [`DEFAULT_SILENT_AFTER`];
+    /// `Duration::MAX`: never).
+    pub silent_after: Duration,
     /// A connection with no call for this long is closed and counted.
     pub idle_timeout: Duration,
 }
@@ -61,8 +69,18 @@ impl Default for ServerOptions {
             connection: ConnectionConfig::default(),
             allow: AllowList::default(),
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            source_share: default_source_share(DEFAULT_MAX_CONNECTIONS),
+            silent_after: DEFAULT_SILENT_AFTER,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
         }
+    }
+}
+
+/// The default share of a connection cap per source: a quarter of it (at least one).
+pub fn default_source_share(max_connections: u32) -> SourceShare {
+    SourceShare {
+        per_source: (max_connections as usize / 4).max(1),
+        ..SourceShare::default()
     }
 }
 
@@ -197,7 +215,8 @@ pub(crate) struct Ctx {
 
 fn accept_loop(listener: Listener, ctx: Ctx, allowed: Vec<IpNet>) {
     let ctx = Arc::new(ctx);
-    let mut gate = Gate::new(allowed, ctx.opts.max_connections);
+    let o = &ctx.opts;
+    let mut gate = Gate::new(allowed, o.max_connections, o.source_share, o.silent_after);
     // At most `max_connections` threads: one per slot.
     let conns = ConnThreads::default();
     while !ctx.stop.load(Ordering::Acquire) {
@@ -211,17 +230,15 @@ fn accept_loop(listener: Listener, ctx: Ctx, allowed: Vec<IpNet>) {
             continue;
         };
         let c = ctx.clone();
-        conns.spawn("xwarp-store-conn", move || {
-            let _slot = slot;
-            serve_incoming(inc, &c)
-        });
+        conns.spawn("xwarp-store-conn", move || serve_incoming(inc, &c, slot));
     }
     conns.join();
 }
 
 /// Sets up an admitted connection: its own protection domain, the file registered in it, its
-/// receive and send buffers; accepts with its receives posted, then serves it.
-fn serve_incoming(inc: Incoming, ctx: &Ctx) {
+/// receive and send buffers; accepts with its receives posted, then serves it while it holds
+/// `slot`.
+fn serve_incoming(inc: Incoming, ctx: &Ctx, slot: Slot) {
     #[cfg(debug_assertions)]
     crate::daemon::test_hooks::panic_if("store");
     let peer = inc
@@ -295,7 +312,7 @@ fn serve_incoming(inc: Incoming, ctx: &Ctx) {
         max_inline_reply,
         stats,
     );
-    let why = conn.run(ctx);
+    let why = conn.run(ctx, &slot);
     tracing::info!(%peer, reason = why, "store connection closed");
 }
 

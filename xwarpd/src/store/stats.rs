@@ -164,8 +164,12 @@ pub struct StoreSnapshot {
     pub accepted: u64,
     /// Connections refused: the peer is in no allowed network.
     pub refused_not_allowed: u64,
-    /// Connections refused: the server was at its connection cap.
+    /// Connections refused: the server was at its connection cap, none of them silent.
     pub refused_full: u64,
+    /// Connections refused: their source held its share of the connections.
+    pub refused_source_share: u64,
+    /// Silent connections closed to give their slot to a new client (the server was full).
+    pub evicted: u64,
     /// Connections closed for having had no call within the idle timeout.
     pub idle_closed: u64,
 }
@@ -179,6 +183,8 @@ pub struct StoreStats {
     accepted: AtomicU64,
     refused_not_allowed: AtomicU64,
     refused_full: AtomicU64,
+    refused_source_share: AtomicU64,
+    evicted: AtomicU64,
     idle_closed: AtomicU64,
 }
 
@@ -231,9 +237,14 @@ impl StoreStats {
             match why {
                 Refusal::NotAllowed => &self.refused_not_allowed,
                 Refusal::Full => &self.refused_full,
+                Refusal::SourceShare => &self.refused_source_share,
             },
             1,
         );
+    }
+
+    pub(crate) fn count_evicted(&self) {
+        inc(&self.evicted, 1)
     }
 
     pub(crate) fn count_idle_closed(&self) {
@@ -263,6 +274,8 @@ impl StoreStats {
             accepted: l(&self.accepted),
             refused_not_allowed: l(&self.refused_not_allowed),
             refused_full: l(&self.refused_full),
+            refused_source_share: l(&self.refused_source_share),
+            evicted: l(&self.evicted),
             idle_closed: l(&self.idle_closed),
         }
     }

@@ -154,6 +154,41 @@ pub fn xdp_testbed_with_queues(tag: &str, queues: u32) -> Option<testbed::VethTe
     Some(tb)
 }
 
+/// A store client on the kernel transport in B, from B's own address: WRITEs 1 MiB of a
+/// pattern, COMMITs and READs it back byte for byte. Each call must work at once (no retry).
+pub fn verified_store_calls(tb: &testbed::VethTestbed, dst: std::net::SocketAddr) {
+    use xwarpd::store::{ClientOptions, StoreClient};
+    tb.run_in(testbed::Side::B, || {
+        let mut c = StoreClient::connect(dst, &ClientOptions::default())
+            .expect("the store client connects");
+        let len = 1 << 20;
+        let data = testkit::pattern(len, 11);
+        let buf = c.pd().register(len, dataplane::Access::ALL).unwrap();
+        buf.write(0, &data).unwrap();
+        c.write(4096, &buf, 0..len).expect("1 MiB WRITE");
+        c.commit(0, 0).expect("COMMIT");
+        buf.write(0, &vec![0u8; len]).unwrap();
+        let r = c.read(4096, &buf, 0..len).expect("1 MiB READ");
+        assert_eq!(r.len as usize, len);
+        assert!(buf.read_vec(0, len).unwrap() == data, "READ data differs");
+    });
+}
+
+/// A config file, a store image and a control socket path for a test, named after `tag`.
+pub fn temps(tag: &str) -> [Tmp; 3] {
+    [
+        Tmp::new(&format!("{tag}.toml")),
+        Tmp::new(&format!("{tag}.img")),
+        Tmp::new(&format!("{tag}.sock")),
+    ]
+}
+
+/// One scrape of the metrics of a daemon in the testbed's A (where its endpoint listens).
+pub fn scrape(tb: &testbed::VethTestbed, d: &Daemon) -> String {
+    let addr = d.field("metrics");
+    tb.run_in(testbed::Side::A, || http_get(&addr))
+}
+
 /// An HTTP GET of `/metrics` at `addr`; the whole answer.
 pub fn http_get(addr: &str) -> String {
     let mut c = std::net::TcpStream::connect(addr).unwrap();
