@@ -80,6 +80,7 @@ pub mod rdma;
 pub mod rtt;
 pub mod rx;
 pub mod seq;
+mod template;
 pub mod tx;
 pub mod wire;
 

@@ -50,6 +50,13 @@ impl Connection {
             self.recovery.dupacks += 1;
             self.on_dupack(now, sacked_new);
         }
+        self.after_ack(now, seg)
+    }
+
+    /// The rest of the ACK processing once new data (if any) is taken as acknowledged: the
+    /// send window, the states that wait for our FIN's ACK, the persist timer. Returns false
+    /// when the segment must be dropped (the connection ended).
+    pub(super) fn after_ack(&mut self, now: Instant, seg: &TcpSegment<'_>) -> bool {
         self.update_window(seg, false);
         // State transitions that depend on our FIN being acknowledged.
         let fin_acked =
@@ -96,7 +103,7 @@ impl Connection {
         any
     }
 
-    fn on_new_ack(&mut self, now: Instant, seg: &TcpSegment<'_>, ack: u64) {
+    pub(super) fn on_new_ack(&mut self, now: Instant, seg: &TcpSegment<'_>, ack: u64) {
         let acked = ack - self.snd_una;
         let mut any_rexmit = false;
         let ts_ecr = seg.options.timestamps.map(|t| t.1);

@@ -179,15 +179,17 @@ impl Connection {
     }
 
     pub(super) fn base_options(&mut self, now: Instant) -> TcpOptions {
-        let ts = if self.opts.ts {
-            Some((self.ts_clock.tsval(now), self.opts.ts_recent))
-        } else {
-            None
-        };
         TcpOptions {
-            timestamps: ts,
+            timestamps: self.timestamps(now),
             ..Default::default()
         }
+    }
+
+    /// The (TSval, TSecr) a segment sent at `now` carries, when timestamps are on.
+    pub(super) fn timestamps(&mut self, now: Instant) -> Option<(u32, u32)> {
+        self.opts
+            .ts
+            .then(|| (self.ts_clock.tsval(now), self.opts.ts_recent))
     }
 
     pub(super) fn add_sack_blocks(&self, o: &mut TcpOptions, room: usize) {

@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use crate::rdma::annotate::MssAccounting;
 use crate::seq::SeqNum;
+use crate::template::{HeaderTemplate, SegmentFields};
 use crate::tx::{NoRecordSource, Plan, RecordSource, Split};
 use crate::wire::{Flags, SegmentRepr};
 
@@ -22,11 +23,11 @@ impl Connection {
     }
 
     /// Like [`Self::poll_transmit`]; `source` writes the bytes of external records.
-    pub fn poll_transmit_with(
+    pub fn poll_transmit_with<S: RecordSource + ?Sized>(
         &mut self,
         now: Instant,
         buf: &mut [u8],
-        source: &mut dyn RecordSource,
+        source: &mut S,
     ) -> Option<usize> {
         // Every debug-build test checks the contract of the cheap check below.
         let quiet = cfg!(debug_assertions) && self.has_nothing_to_send();
@@ -55,11 +56,11 @@ impl Connection {
             && !self.has_unsent()
     }
 
-    fn transmit(
+    fn transmit<S: RecordSource + ?Sized>(
         &mut self,
         now: Instant,
         buf: &mut [u8],
-        source: &mut dyn RecordSource,
+        source: &mut S,
     ) -> Option<usize> {
         if let Some(r) = self.rst_out.take() {
             self.counters.rsts_sent += 1;
@@ -172,11 +173,11 @@ impl Connection {
     /// Retransmits segment `i` of the scoreboard with its original boundaries (MPA-61); if the
     /// peer acked part of it, from SND.UNA (rare; counted). Updates the retransmission counters,
     /// Karn's state and the segment's timestamp; the caller updates the scoreboard flags.
-    pub(super) fn resend(
+    pub(super) fn resend<S: RecordSource + ?Sized>(
         &mut self,
         now: Instant,
         buf: &mut [u8],
-        source: &mut dyn RecordSource,
+        source: &mut S,
         i: usize,
     ) -> Option<usize> {
         let s = self.scoreboard.get(i);
@@ -225,11 +226,11 @@ impl Connection {
         (queued / 4).min(u64::from(u32::MAX)) as u32
     }
 
-    fn send_new_data(
+    fn send_new_data<S: RecordSource + ?Sized>(
         &mut self,
         now: Instant,
         buf: &mut [u8],
-        source: &mut dyn RecordSource,
+        source: &mut S,
     ) -> Option<usize> {
         if !matches!(
             self.state,
@@ -369,7 +370,7 @@ impl Connection {
 
     /// Emits one segment with the current ACK, window and options; payload from the send buffer.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn emit(
+    pub(super) fn emit<S: RecordSource + ?Sized>(
         &mut self,
         now: Instant,
         buf: &mut [u8],
@@ -377,10 +378,63 @@ impl Connection {
         mut flags: Flags,
         off: u64,
         len: u32,
-        source: &mut dyn RecordSource,
+        source: &mut S,
         with_sack: bool,
     ) -> Option<usize> {
         flags.ack = true;
+        let n = if self.use_template(len, with_sack) {
+            let f = SegmentFields {
+                seq,
+                ack: self.rcv.seq(self.recv.nxt),
+                flags,
+                window: self.advertise(false),
+                timestamps: self.timestamps(now),
+            };
+            let t = self.template.as_deref()?;
+            let sendbuf = &self.sendbuf;
+            let fill = |p: &mut [u8]| sendbuf.fill(off, p, source);
+            let n = t.write(buf, &f, len as usize, fill, self.cfg.tx_checksum)?;
+            self.counters.segs_out_fast += 1;
+            n
+        } else {
+            self.emit_full(now, buf, seq, flags, off, len, source, with_sack)?
+        };
+        self.last_ack_sent = self.recv.nxt;
+        self.ack_now = false;
+        self.ack_pending = false;
+        self.segs_since_ack = 0;
+        self.timers.stop(Timer::DelayedAck);
+        Some(n)
+    }
+
+    /// Whether a segment of `len` octets (asking for SACK blocks when `with_sack`) is written
+    /// from the header template: it carries no option but timestamps and the connection is
+    /// synchronized (its addresses and options settled for good; the template is built then).
+    fn use_template(&mut self, len: u32, with_sack: bool) -> bool {
+        let rdma = self.opts.rdma && len > 0 && !self.marks.is_empty();
+        let sack = with_sack && self.opts.sack && !self.recv.ranges().is_empty();
+        if !self.cfg.fast_path || rdma || sack || !self.state.is_synchronized() {
+            return false;
+        }
+        if self.template.is_none() {
+            self.template = HeaderTemplate::new(self.tuple, self.opts.ts).map(Box::new);
+        }
+        self.template.is_some()
+    }
+
+    /// [`Self::emit`]'s segment built field by field (any options).
+    #[allow(clippy::too_many_arguments)]
+    fn emit_full<S: RecordSource + ?Sized>(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        seq: SeqNum,
+        flags: Flags,
+        off: u64,
+        len: u32,
+        source: &mut S,
+        with_sack: bool,
+    ) -> Option<usize> {
         let mut options = self.base_options(now);
         // Option space priority: timestamps, then the RDMA option (mandatory on segments with
         // transfer bytes, TCPRDMA-11), then as many SACK blocks as still fit.
@@ -402,14 +456,7 @@ impl Connection {
         };
         let sendbuf = &self.sendbuf;
         let fill = |p: &mut [u8]| sendbuf.fill(off, p, source);
-        let n = repr
-            .emit_with(buf, len as usize, fill, self.cfg.tx_checksum)
-            .ok()?;
-        self.last_ack_sent = self.recv.nxt;
-        self.ack_now = false;
-        self.ack_pending = false;
-        self.segs_since_ack = 0;
-        self.timers.stop(Timer::DelayedAck);
-        Some(n)
+        repr.emit_with(buf, len as usize, fill, self.cfg.tx_checksum)
+            .ok()
     }
 }
