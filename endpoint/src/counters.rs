@@ -113,6 +113,8 @@ endpoint_counters! {
     sum rx_segments_fast,
     /// TCP segments sent from a connection's header template, the fast path.
     sum tx_segments_fast,
+    /// In-order DDP segments placed and delivered on the fast path (sum over connections).
+    sum rx_ulpdus_fast,
 }
 
 /// Adds what one connection's TCP counted to `c`: retransmissions, the timeouts that end a

@@ -97,13 +97,15 @@ fn fast_path_on_and_off_give_the_same_frames_placements_and_completions() {
         for side in 0..2 {
             let (f, s) = (fast.counters[side], full.counters[side]);
             assert!(
-                f.rx_segments_fast > 0 && f.tx_segments_fast > 0,
+                f.rx_segments_fast > 0 && f.tx_segments_fast > 0 && f.rx_ulpdus_fast > 0,
                 "{case}: {f:?}"
             );
-            assert_eq!(s.rx_segments_fast + s.tx_segments_fast, 0, "{case}: {s:?}");
+            let s_fast = s.rx_segments_fast + s.tx_segments_fast + s.rx_ulpdus_fast;
+            assert_eq!(s_fast, 0, "{case}: {s:?}");
             let strip = |c: EndpointCounters| EndpointCounters {
                 rx_segments_fast: 0,
                 tx_segments_fast: 0,
+                rx_ulpdus_fast: 0,
                 ..c
             };
             assert_eq!(strip(f), strip(s), "{case}");

@@ -6,7 +6,7 @@ use std::time::Instant;
 use crate::rdma::annotate::MssAccounting;
 use crate::seq::SeqNum;
 use crate::template::{HeaderTemplate, SegmentFields};
-use crate::tx::{NoRecordSource, Plan, RecordSource, Split};
+use crate::tx::{NoRecordSource, Plan, RecordSource, SendBuffer, Split};
 use crate::wire::{Flags, SegmentRepr};
 
 use super::options::syn_options;
@@ -336,8 +336,12 @@ impl Connection {
         }
         // Count every segment that is not header-aligned (MPA §5.3 exceptions): the piece that
         // splits a record and the pieces that carry its rest.
+        // Without a split the segment ends on a record boundary (a plan's whole records, or
+        // byte-stream data, where any cut is one): only its start needs looking up.
+        let end_aligned = |b: &SendBuffer| b.is_boundary(self.snd_nxt + u64::from(len));
+        debug_assert!(split.is_some() || end_aligned(&self.sendbuf));
         let aligned = self.sendbuf.is_boundary(self.snd_nxt)
-            && self.sendbuf.is_boundary(self.snd_nxt + u64::from(len));
+            && (split.is_none() || end_aligned(&self.sendbuf));
         if !aligned {
             let why = split.or(self.last_split).unwrap_or(Split::Emss);
             self.last_split = Some(why);
