@@ -75,6 +75,7 @@ pub mod config;
 pub mod connection;
 pub mod counters;
 pub mod isn;
+mod lean;
 pub mod listener;
 pub mod rdma;
 pub mod rtt;
@@ -89,6 +90,7 @@ pub use config::{Config, CongestionAlgo, Keepalive, TcpConfigError, SHORT_SEGMEN
 pub use connection::{emit_rst_for, CloseReason, Connection, Event, SendError, State};
 pub use counters::{ListenerCounters, TcpCounters};
 pub use isn::{FourTuple, IsnGenerator};
+pub use lean::{LeanSegment, SegmentHeader};
 pub use listener::{ListenerConfig, TcpListener};
 pub use rx::{OooBudget, RxChunk, RxRef, RxSink};
 pub use seq::SeqNum;

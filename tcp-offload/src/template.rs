@@ -142,11 +142,12 @@ impl HeaderTemplate {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn tuple(v6: bool) -> FourTuple {
+    /// A flow of ours, IPv4 or IPv6.
+    pub(crate) fn tuple(v6: bool) -> FourTuple {
         if v6 {
             FourTuple {
                 local: "[2001:db8::1]:4000".parse().unwrap(),

@@ -68,6 +68,14 @@ impl<D> Conn<D> {
         }
     }
 
+    /// Marks connection `id` (this one) for the endpoint's next round, once.
+    pub fn mark(&mut self, id: u64, dirty: &mut Vec<u64>) {
+        if !self.dirty {
+            self.dirty = true;
+            dirty.push(id);
+        }
+    }
+
     /// Makes this a byte stream (no queue pair): the application reads and writes TCP's
     /// octets and hears of them through TCP's data events. Call it before any segment is
     /// handled for the connection's new role.

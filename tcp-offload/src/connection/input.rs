@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use crate::lean::{LeanSegment, SegmentHeader};
 use crate::rx::{Accepted, RxRef, RxSink};
 use crate::wire::{self, TcpSegment, WireError};
 
@@ -27,9 +28,24 @@ impl Connection {
     /// Handles one parsed segment addressed to this connection (RFC 9293 §3.10.7 SEGMENT ARRIVES).
     /// Record-mode data is queued for [`Self::poll_recv`].
     pub fn handle_segment(&mut self, now: Instant, seg: &TcpSegment<'_>) {
-        if !self.predicted(now, seg, None) {
+        if !seg.lean().is_some_and(|l| self.predicted(now, &l, None)) {
             self.dispatch_segment(now, seg, None);
         }
+    }
+
+    /// A segment read in place ([`LeanSegment::parse`]) when header prediction takes it: as
+    /// [`Self::handle_segment_with`] (`sink` in record mode) or [`Self::handle_segment`]
+    /// (`None`), with the same result. Returns false, having changed nothing, when it does not
+    /// (its checksum is wrong, or it needs the full path): parse it with
+    /// [`wire::parse`] and hand it to one of those.
+    pub fn handle_lean(
+        &mut self,
+        now: Instant,
+        seg: &LeanSegment<'_>,
+        sink: Option<&mut dyn RxSink>,
+    ) -> bool {
+        let sink = sink.filter(|_| self.recv.record_mode);
+        self.predicted(now, seg, sink)
     }
 
     /// [`Self::handle_packet`] with [`Self::handle_segment_with`]'s delivery.
@@ -82,7 +98,10 @@ impl Connection {
             self.handle_segment(now, seg);
             return;
         }
-        if self.predicted(now, seg, Some(sink)) {
+        if seg
+            .lean()
+            .is_some_and(|l| self.predicted(now, &l, Some(&mut *sink)))
+        {
             return;
         }
         let mut lens = std::mem::take(&mut self.sink_lens);
@@ -204,10 +223,10 @@ impl Connection {
             self.snd_una = self.snd.off(seg.ack, self.snd_una).unwrap_or(1);
             self.scoreboard.clear();
             self.timers.stop(Timer::Rto);
-            self.update_window(seg, true);
+            self.update_window(&seg.header(), true);
             self.establish(now);
             if self.opts.ts {
-                self.sample_rtt_ts(now, seg);
+                self.sample_rtt_ts(now, &seg.header());
             } else if let Some((_, t)) = self.rtt_timed.take() {
                 if self.syn_tx_count == 0 {
                     self.rtt.on_sample(now.saturating_duration_since(t));
@@ -317,7 +336,7 @@ impl Connection {
             return;
         }
         let seg_off = seg_off.unwrap_or(self.recv.nxt);
-        self.update_ts_recent(seg_off, seg);
+        self.update_ts_recent(seg_off, &seg.header());
         self.arm_keepalive(now);
         // Second: RST (RFC 5961 §3.2).
         if seg.flags.rst {
@@ -362,7 +381,7 @@ impl Connection {
                 self.snd_wnd = u32::from(seg.window) << self.opts.snd_wscale;
                 self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
                 if self.opts.ts {
-                    self.sample_rtt_ts(now, seg);
+                    self.sample_rtt_ts(now, &seg.header());
                 }
                 let fin_queued = self.fin_queued;
                 self.establish(now);
@@ -410,9 +429,9 @@ impl Connection {
 
     /// RFC 7323 §4.3 (TS.Recent update) for an acceptable segment at offset `seg_off`:
     /// SEG.SEQ <= Last.ACK.sent and its TSval not older.
-    pub(super) fn update_ts_recent(&mut self, seg_off: u64, seg: &TcpSegment<'_>) {
+    pub(super) fn update_ts_recent(&mut self, seg_off: u64, seg: &SegmentHeader) {
         if self.opts.ts {
-            if let Some((v, _)) = seg.options.timestamps {
+            if let Some((v, _)) = seg.timestamps {
                 if seg_off <= self.last_ack_sent
                     && (v.wrapping_sub(self.opts.ts_recent) as i32) >= 0
                 {

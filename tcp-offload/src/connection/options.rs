@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::config::Config;
 use crate::isn::FourTuple;
+use crate::lean::SegmentHeader;
 use crate::rdma::option::RdmaOption;
 use crate::seq::SeqSpace;
 use crate::wire::{TcpOptions, TcpSegment, MAX_SACK_BLOCKS};
@@ -168,8 +169,8 @@ impl Connection {
         self.cc.set_mss(emss, self.cfg.initial_window);
     }
 
-    pub(super) fn sample_rtt_ts(&mut self, now: Instant, seg: &TcpSegment<'_>) {
-        if let Some((_, ecr)) = seg.options.timestamps {
+    pub(super) fn sample_rtt_ts(&mut self, now: Instant, seg: &SegmentHeader) {
+        if let Some((_, ecr)) = seg.timestamps {
             let d = self.ts_clock.tsval(now).wrapping_sub(ecr);
             if ecr != 0 && d < 60_000 {
                 self.rtt

@@ -9,42 +9,47 @@
 
 use std::time::Instant;
 
+use crate::lean::LeanSegment;
 use crate::rx::RxSink;
-use crate::wire::TcpSegment;
 
 use super::state::State;
 use super::{Connection, Event};
 
 impl Connection {
-    /// Handles `seg` on the fast path when it qualifies, with the full path's result; returns
-    /// false, having changed nothing, when it does not. `sink` as in `handle_segment_with`
-    /// (record mode; `None`: byte mode, or chunks queued for `poll_recv`).
+    /// Handles `seg` on the fast path when it qualifies and its checksum is right, with the
+    /// full path's result; returns false, having changed nothing, when not. `sink` as in
+    /// `handle_segment_with` (record mode; `None`: byte mode, or chunks queued for
+    /// `poll_recv`).
     pub(super) fn predicted(
         &mut self,
         now: Instant,
-        seg: &TcpSegment<'_>,
+        seg: &LeanSegment<'_>,
         sink: Option<&mut dyn RxSink>,
     ) -> bool {
         let Some(ack) = self.predict(seg) else {
             return false;
         };
+        if !seg.checksum_ok() {
+            return false;
+        }
+        let h = &seg.header;
         self.counters.segs_in += 1;
         self.counters.segs_in_fast += 1;
         // PAWS passed (checked in `predict`); SEG.SEQ is RCV.NXT.
-        self.update_ts_recent(self.recv.nxt, seg);
+        self.update_ts_recent(self.recv.nxt, h);
         self.arm_keepalive(now);
         if ack > self.snd_una {
-            self.on_new_ack(now, seg, ack);
+            self.on_new_ack(now, h, ack);
         }
         // ESTABLISHED with no FIN queued: no state waits for this ACK, so the segment stays.
-        let kept = self.after_ack(now, seg);
+        let kept = self.after_ack(now, h);
         debug_assert!(kept);
         let data = seg.payload;
         if data.is_empty() {
             return true;
         }
         let to_sink = sink.is_some();
-        let a = self.recv.accept_next(data, seg.seq, sink);
+        let a = self.recv.accept_next(data, h.seq, sink);
         self.counters.bytes_received += a.new_bytes;
         if self.data_events {
             self.events.push_back(Event::Readable);
@@ -59,8 +64,9 @@ impl Connection {
 
     /// Whether `seg` qualifies (see the module documentation); its ACK as a send offset if
     /// so.
-    fn predict(&self, seg: &TcpSegment<'_>) -> Option<u64> {
-        let f = seg.flags;
+    fn predict(&self, seg: &LeanSegment<'_>) -> Option<u64> {
+        let h = &seg.header;
+        let f = h.flags;
         if !self.cfg.fast_path
             || self.state != State::Established
             || !f.ack
@@ -71,24 +77,18 @@ impl Connection {
             || self.fin_rcvd.is_some()
             || !self.recv.ranges().is_empty()
             || self.recv.has_chunk()
-            || seg.seq != self.rcv.seq(self.recv.nxt)
-        {
-            return None;
-        }
-        let o = &seg.options;
-        if (self.opts.sack && o.sack_count > 0)
-            || (self.opts.rdma && (o.rdma.is_some() || o.rdma_ignored.is_some()))
+            || h.seq != self.rcv.seq(self.recv.nxt)
         {
             return None;
         }
         if self.opts.ts {
             // PAWS (RFC 7323 §5.3): a timestamp not older than TS.Recent.
-            let (v, _) = o.timestamps?;
+            let (v, _) = h.timestamps?;
             if (v.wrapping_sub(self.opts.ts_recent) as i32) < 0 {
                 return None;
             }
         }
-        let ack = self.snd.off(seg.ack, self.snd_una)?;
+        let ack = self.snd.off(h.ack, self.snd_una)?;
         if ack < self.snd_una || ack > self.snd_nxt {
             return None;
         }
