@@ -1,7 +1,8 @@
 //! A received segment in the form header prediction takes ([`LeanSegment`]): its ends, the
 //! header fields TCP reads and the payload, read where they are. [`LeanSegment::parse`] takes
 //! only the common layout (IPv4 without options, or IPv6 without extension headers; TCP with no
-//! option or timestamps alone, as RFC 7323 Appendix A lays them out) and leaves the TCP checksum
+//! option, or timestamps as RFC 7323 Appendix A lays them out, optionally followed by a valid
+//! TCP RDMA option whose run lies in the payload, then NOPs) and leaves the TCP checksum
 //! for [`LeanSegment::checksum_ok`], so that a segment the fast path refuses is summed once, by
 //! the full path ([`crate::wire::parse`]). Whatever it accepts, `wire::parse` accepts with the
 //! same fields.
@@ -10,6 +11,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use crate::checksum::{self, Sum};
 use crate::isn::FourTuple;
+use crate::rdma::option::{self as rdma_opt, RdmaOption};
 use crate::seq::SeqNum;
 use crate::wire::{field, Flags, TcpSegment, IPV4_HEADER_LEN, IPV6_HEADER_LEN, TCP_HEADER_LEN};
 
@@ -42,18 +44,18 @@ impl TcpSegment<'_> {
     }
 
     /// This segment as a [`LeanSegment`] (its checksum verified already), when it carries no
-    /// option but timestamps.
+    /// option but timestamps and a valid RDMA option.
     pub fn lean(&self) -> Option<LeanSegment<'_>> {
         let o = &self.options;
         let others = o.mss.is_some()
             || o.window_scale.is_some()
             || o.sack_permitted
             || o.sack_count > 0
-            || o.rdma.is_some()
             || o.rdma_ignored.is_some();
         (!others).then_some(LeanSegment {
             tuple: self.tuple,
             header: self.header(),
+            rdma: o.rdma,
             payload: self.payload,
             unverified: None,
         })
@@ -67,6 +69,8 @@ pub struct LeanSegment<'a> {
     pub tuple: FourTuple,
     /// The header fields.
     pub header: SegmentHeader,
+    /// The TCP RDMA option (valid, its run inside the payload).
+    pub rdma: Option<RdmaOption>,
     /// The payload.
     pub payload: &'a [u8],
     /// The TCP header and payload with the pseudo header's sum, while the checksum is not
@@ -126,18 +130,23 @@ impl<'a> LeanSegment<'a> {
         Self::tcp(l4, src, dst, pseudo)
     }
 
-    /// The TCP header at the start of `l4`: no option, or timestamps alone.
+    /// The TCP header at the start of `l4`: no option, or timestamps with an RDMA option
+    /// after them or not.
     fn tcp(l4: &'a [u8], src: IpAddr, dst: IpAddr, pseudo: Sum) -> Option<Self> {
         use field::{opt, tcp as f};
         let th = l4.first_chunk::<TCP_HEADER_LEN>()?;
-        let (hlen, timestamps) = match th[f::DATA_OFF] >> 4 {
-            5 => (TCP_HEADER_LEN, None),
-            8 => match l4.get(TCP_HEADER_LEN..TCP_HEADER_LEN + 12)? {
-                [opt::NOP, opt::NOP, opt::TIMESTAMPS, 10, ts @ ..] => {
-                    (TCP_HEADER_LEN + 12, Some((be32(ts, 0), be32(ts, 4))))
-                }
-                _ => return None,
-            },
+        let hlen = usize::from(th[f::DATA_OFF] >> 4) * 4;
+        let options = l4.get(TCP_HEADER_LEN..hlen)?;
+        let payload = &l4[hlen..];
+        let (timestamps, rdma) = match options {
+            [] => (None, None),
+            [opt::NOP, opt::NOP, opt::TIMESTAMPS, 10, ts @ ..] if ts.len() == 8 => {
+                (Some((be32(ts, 0), be32(ts, 4))), None)
+            }
+            [opt::NOP, opt::NOP, opt::TIMESTAMPS, 10, ts @ ..] if ts.len() > 8 => {
+                let ts = Some((be32(ts, 0), be32(ts, 4)));
+                (ts, Self::rdma_after(&options[12..], payload.len())?)
+            }
             _ => return None,
         };
         let bits = th[f::FLAGS];
@@ -159,9 +168,31 @@ impl<'a> LeanSegment<'a> {
                 window: be16(th, f::WINDOW.start),
                 timestamps,
             },
-            payload: &l4[hlen..],
+            rdma,
+            payload,
             unverified: Some((l4, pseudo)),
         })
+    }
+
+    /// The options after the timestamps (12 octets into the option area): nothing, or an RDMA
+    /// option that decodes, with a run inside a payload of `payload_len` octets, then NOPs to
+    /// the end (`Some(None)`, `Some(Some(..))`); `None` for any other layout, which the full
+    /// parse judges (it ignores and counts an RDMA option it cannot use).
+    fn rdma_after(rest: &[u8], payload_len: usize) -> Option<Option<RdmaOption>> {
+        let [kind, len, ..] = *rest else {
+            return rest.is_empty().then_some(None);
+        };
+        let len = usize::from(len);
+        if kind != rdma_opt::KIND || len < 2 || rest.len() < len {
+            return None;
+        }
+        let r = RdmaOption::parse(&rest[..len], 12).ok()?;
+        let fits = match r {
+            RdmaOption::Transfer(t) => t.fits_payload(payload_len),
+            _ => true,
+        };
+        let nops = rest[len..].iter().all(|&b| b == field::opt::NOP);
+        (fits && nops).then_some(Some(r))
     }
 
     /// Whether the TCP checksum is right (summed here, once).
@@ -243,6 +274,7 @@ mod tests {
                         prop_assert!(l.checksum_ok());
                         prop_assert_eq!(Some(l.tuple), s.lean().map(|x| x.tuple));
                         prop_assert_eq!(l.header, s.header());
+                        prop_assert_eq!(l.rdma, s.options.rdma);
                         prop_assert_eq!(l.payload, s.payload);
                         prop_assert!(s.lean().is_some());
                     }

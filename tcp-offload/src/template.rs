@@ -9,7 +9,9 @@
 use crate::checksum::{self, Sum, TxChecksum};
 use crate::isn::FourTuple;
 use crate::seq::SeqNum;
-use crate::wire::{field, Flags, SegmentRepr, TcpOptions, IPV4_HEADER_LEN, TCP_HEADER_LEN};
+use crate::wire::{
+    field, Flags, SegmentRepr, TcpOptions, IPV4_HEADER_LEN, MAX_OPTIONS_LEN, TCP_HEADER_LEN,
+};
 
 /// The longest header a template holds: IPv6, TCP, timestamps.
 const MAX_LEN: usize = 40 + TCP_HEADER_LEN + 12;
@@ -18,7 +20,8 @@ const MAX_LEN: usize = 40 + TCP_HEADER_LEN + 12;
 const TSVAL: std::ops::Range<usize> = 24..28;
 const TSECR: std::ops::Range<usize> = 28..32;
 
-/// The header of one connection's segments that carry no option but timestamps.
+/// The header of one connection's segments that carry no option but timestamps (and options
+/// written after them per segment).
 #[derive(Clone, Debug)]
 pub(crate) struct HeaderTemplate {
     /// IP and TCP header; lengths, numbers, flags, window, timestamps and checksums zero.
@@ -91,28 +94,43 @@ impl HeaderTemplate {
         })
     }
 
-    /// Writes a segment with `f`'s fields and `payload_len` octets of payload, which `fill`
-    /// writes in place, into `buf`; returns the packet length, or `None` (nothing written,
-    /// `fill` not called) when the packet does not fit `buf` or its length fields: what
-    /// [`SegmentRepr::emit_with`] writes and refuses for the same segment.
+    /// Writes a segment with `f`'s fields, the encoded `options` after the template's (a
+    /// multiple of 4 octets: the full path's layout puts the RDMA option there) and
+    /// `payload_len` octets of payload, which `fill` writes in place, into `buf`; returns the
+    /// packet length, or `None` (nothing written, `fill` not called) when the packet does not
+    /// fit `buf` or its length fields: what [`SegmentRepr::emit_with`] writes and refuses for
+    /// the same segment.
     pub fn write(
         &self,
         buf: &mut [u8],
         f: &SegmentFields,
+        options: &[u8],
         payload_len: usize,
         fill: impl FnOnce(&mut [u8]),
         cks: TxChecksum,
     ) -> Option<usize> {
-        let l4_len = self.len - self.ip_len + payload_len;
-        let total = self.len + payload_len;
+        let hlen = self.len + options.len();
+        let tcp_len = hlen - self.ip_len;
+        let l4_len = tcp_len + payload_len;
+        let total = hlen + payload_len;
         let v4 = self.ip_len == IPV4_HEADER_LEN;
         let limit = usize::from(u16::MAX) - if v4 { IPV4_HEADER_LEN } else { 0 };
-        if l4_len > limit || buf.len() < total || f.timestamps.is_some() != self.ts {
+        let fits = tcp_len <= TCP_HEADER_LEN + MAX_OPTIONS_LEN && options.len().is_multiple_of(4);
+        if !fits || l4_len > limit || buf.len() < total || f.timestamps.is_some() != self.ts {
             return None;
         }
-        let (hdr, rest) = buf.split_at_mut(self.len);
-        hdr.copy_from_slice(&self.bytes[..self.len]);
+        // The template whole (a fixed-size copy) where the buffer has room: what lies past
+        // its header is overwritten below.
+        match buf.first_chunk_mut::<MAX_LEN>() {
+            Some(b) => *b = self.bytes,
+            None => buf[..self.len].copy_from_slice(&self.bytes[..self.len]),
+        }
+        let (hdr, rest) = buf.split_at_mut(hlen);
+        if !options.is_empty() {
+            hdr[self.len..].copy_from_slice(options);
+        }
         let (ip, th) = hdr.split_at_mut(self.ip_len);
+        th[field::tcp::DATA_OFF] = ((tcp_len / 4) as u8) << 4;
         if v4 {
             let total_len = (IPV4_HEADER_LEN + l4_len) as u16;
             ip[field::ipv4::TOTAL_LEN].copy_from_slice(&total_len.to_be_bytes());
@@ -144,6 +162,7 @@ impl HeaderTemplate {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::rdma::option::{RdmaAnnotation, RdmaOption};
     use proptest::prelude::*;
 
     /// A flow of ours, IPv4 or IPv6.
@@ -162,13 +181,15 @@ pub(crate) mod tests {
     }
 
     proptest! {
-        /// A segment written from the template is octet for octet what `SegmentRepr` emits
-        /// for the same fields, IPv4 and IPv6, with and without timestamps, either checksum
-        /// mode; and both refuse the same too-small buffers.
+        /// A segment written from the template (with the RDMA option after it, or not) is
+        /// octet for octet what `SegmentRepr` emits for the same fields, IPv4 and IPv6, with
+        /// and without timestamps, either checksum mode; and both refuse the same too-small
+        /// buffers.
         #[test]
         fn template_writes_what_the_full_path_emits(
             v6 in any::<bool>(),
             ts in any::<bool>(),
+            rdma in proptest::option::of((any::<u32>(), any::<u16>(), any::<bool>())),
             offloaded in any::<bool>(),
             seq in any::<u32>(),
             ack in any::<u32>(),
@@ -183,21 +204,37 @@ pub(crate) mod tests {
             let cks = if offloaded { TxChecksum::Offloaded } else { TxChecksum::Full };
             let flags = Flags { fin, psh, ..Flags::default() };
             let timestamps = ts.then_some(tsv);
+            let rdma = rdma.map(|(off, len, total)| match len % 3 {
+                0 => RdmaOption::Aligned { aligned: true },
+                _ => RdmaOption::Transfer(RdmaAnnotation {
+                    aligned: total,
+                    unsolicited: false,
+                    rid: u64::from(off) << 3,
+                    buffer_offset: off,
+                    data_offset: 0,
+                    data_len: len,
+                    total: total.then_some(off),
+                }),
+            });
             let repr = SegmentRepr {
                 tuple,
                 seq: SeqNum(seq),
                 ack: Some(SeqNum(ack)),
                 flags,
                 window,
-                options: TcpOptions { timestamps, ..TcpOptions::default() },
+                options: TcpOptions { timestamps, rdma, ..TcpOptions::default() },
             };
             let room = repr.buffer_len(payload.len()) - short;
             let mut want = vec![0u8; room];
             let w = repr.emit_with(&mut want, payload.len(), |p| p.copy_from_slice(&payload), cks);
             let t = HeaderTemplate::new(tuple, ts).unwrap();
             let f = SegmentFields { seq: SeqNum(seq), ack: SeqNum(ack), flags, window, timestamps };
+            let extra = TcpOptions { rdma, ..TcpOptions::default() };
+            let mut options = vec![0u8; extra.encoded_len()];
+            extra.emit(&mut options);
             let mut got = vec![0u8; room];
-            let g = t.write(&mut got, &f, payload.len(), |p| p.copy_from_slice(&payload), cks);
+            let fill = |p: &mut [u8]| p.copy_from_slice(&payload);
+            let g = t.write(&mut got, &f, &options, payload.len(), fill, cks);
             prop_assert_eq!(w.ok(), g);
             prop_assert_eq!(want, got);
         }

@@ -119,7 +119,7 @@ impl TcpOptions {
     /// relative to the TCP header (§3.1.8: the sender MUST align it, TCPRDMA-12): NOPs go
     /// before it where the options before leave it unaligned (in this layout they never do)
     /// and after it up to the next boundary (the 2-octet negotiation form of SYN and SYN-ACK).
-    fn emit(&self, out: &mut [u8]) {
+    pub(crate) fn emit(&self, out: &mut [u8]) {
         use field::opt;
         let mut at = 0;
         let mut put = |bytes: &[u8]| {

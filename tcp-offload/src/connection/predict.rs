@@ -1,9 +1,9 @@
 //! Header prediction: the receive fast path of an ESTABLISHED connection (as Linux's
 //! `tcp_rcv_established` and TAS's fast path). A segment that carries the next octets in order
 //! (or, without data, acknowledges new data), no flag but ACK and PSH and no option but
-//! timestamps, while nothing is held out of order, needs only some steps of SEGMENT ARRIVES
-//! (RFC 9293 §3.10.7.4): PAWS and TS.Recent (RFC 7323), the ACK of new data, the send window,
-//! the in-order commit and the ACK policy. Those steps are the full path's own functions; what
+//! timestamps and the TCP RDMA option, while nothing is held out of order, needs only some
+//! steps of SEGMENT ARRIVES (RFC 9293 §3.10.7.4): PAWS and TS.Recent (RFC 7323), the ACK of new
+//! data, the send window, the in-order commit, the RDMA run's placement and the ACK policy. Those steps are the full path's own functions; what
 //! is skipped is the deciding. Every other segment takes the full path (`input`), and
 //! `Config::fast_path` off sends them all there.
 
@@ -49,7 +49,15 @@ impl Connection {
             return true;
         }
         let to_sink = sink.is_some();
+        // In order and nothing held: the run's part not yet received is all of the segment.
+        let (off, run) = (self.recv.nxt, self.rdma_run(seg.rdma));
+        if run.is_some() {
+            self.rdma_note_gaps(off, off + data.len() as u64);
+        }
         let a = self.recv.accept_next(data, h.seq, sink);
+        if let Some(t) = run {
+            self.rdma_place(&t, off + u64::from(t.data_offset), off, data, off);
+        }
         self.counters.bytes_received += a.new_bytes;
         if self.data_events {
             self.events.push_back(Event::Readable);
