@@ -258,7 +258,12 @@ pub fn is_valid_start(offset: u32) -> bool {
 }
 
 /// Octets the FPDU carrying a ULPDU of `ulpdu_len` octets takes on the wire at `offset`.
+#[inline]
 pub fn fpdu_wire_len(cfg: FramingConfig, offset: u32, ulpdu_len: usize) -> usize {
+    if !cfg.markers && ulpdu_len <= MAX_ULPDU_LEN {
+        // Without markers the offset does not matter: length, ULPDU, PAD, CRC.
+        return HEADER_LEN + ulpdu_len + pad_len(ulpdu_len) + CRC_LEN;
+    }
     let len = u32::try_from(ulpdu_len)
         .unwrap_or(u32::MAX / 2)
         .min(u32::MAX / 2);

@@ -185,8 +185,7 @@ impl Qp {
 
 /// Places the verified in-order FPDU `f`, which starts at receive position `*at`, and
 /// delivers through it; `*at` moves past it. The pieces between markers go straight to their
-/// places (no copy); a ULPDU no marker splits takes the engine's in-order fast path when
-/// `fast`.
+/// places (no copy); with `fast`, through the engine's in-order fast path.
 fn place_fpdu<M: Memory + ?Sized>(
     engine: &mut RdmapEngine,
     framer: &mut Framer,
@@ -199,14 +198,18 @@ fn place_fpdu<M: Memory + ?Sized>(
     let pos = *at;
     *at += f.wire_len() as u64;
     framer.peer_fpdu_received();
-    if let Some(ulpdu) = f.ulpdu_contiguous().filter(|_| fast) {
+    if !fast {
+        with_parts(f.ulpdu_chunks(), |parts| {
+            engine.handle_ulpdu_parts(tags, mem, pos, parts)
+        });
+        engine.deliver_through(tags, pos + 1);
+    } else if let Some(ulpdu) = f.ulpdu_contiguous() {
         engine.handle_ulpdu_in_order(tags, mem, pos, ulpdu);
-        return;
+    } else {
+        with_parts(f.ulpdu_chunks(), |parts| {
+            engine.handle_ulpdu_parts_in_order(tags, mem, pos, parts)
+        });
     }
-    with_parts(f.ulpdu_chunks(), |parts| {
-        engine.handle_ulpdu_parts(tags, mem, pos, parts)
-    });
-    engine.deliver_through(tags, pos + 1);
 }
 
 /// Most pieces a ULPDU splits into between markers: a 64768-octet ULPDU spans at most 128

@@ -97,6 +97,18 @@ impl RdmapEngine {
         stream_pos: u64,
         ulpdu: &[u8],
     ) {
+        self.handle_ulpdu_parts_in_order(tags, mem, stream_pos, &[ulpdu]);
+    }
+
+    /// As [`handle_ulpdu_in_order`](Self::handle_ulpdu_in_order) for a ULPDU given as the
+    /// pieces between MPA markers.
+    pub fn handle_ulpdu_parts_in_order<M: Memory + ?Sized>(
+        &mut self,
+        tags: &mut StagTable,
+        mem: &mut M,
+        stream_pos: u64,
+        parts: &[&[u8]],
+    ) {
         let quiet = !self.shut
             && !self.peer_closed
             && self.state == RdmapState::Active
@@ -104,17 +116,17 @@ impl RdmapEngine {
             && stream_pos >= self.delivered_through
             && self.records.is_empty();
         if !quiet {
-            self.handle_ulpdu(tags, mem, stream_pos, ulpdu);
+            self.handle_ulpdu_parts(tags, mem, stream_pos, parts);
             self.deliver_through(tags, stream_pos + 1);
             return;
         }
         self.stats.rx_ulpdus += 1;
         self.stats.rx_ulpdus_fast += 1;
-        if self.place_write(tags, mem, ulpdu) {
+        if self.place_write(tags, mem, parts) {
             self.delivered_through = stream_pos + 1;
             return;
         }
-        match self.place(tags, mem, stream_pos, &[ulpdu]) {
+        match self.place(tags, mem, stream_pos, parts) {
             Some(rec @ RxRecord::Error(_)) => {
                 self.record(stream_pos, rec);
                 self.deliver_through(tags, stream_pos + 1);
@@ -129,23 +141,25 @@ impl RdmapEngine {
         }
     }
 
-    /// An RDMA Write segment with payload that passes every check (what [`Self::place`] does
-    /// for it: the tagged checks of -06 §7.1, then the copy); false, having done nothing, for
-    /// any other segment or any check that fails (the full path then reports it). Only while
-    /// no record waits for delivery: no Send with Invalidate before it can revoke its STag.
+    /// An RDMA Write segment (its pieces between markers; the header in the first) with
+    /// payload that passes every check (what [`Self::place`] does for it: the tagged checks of
+    /// -06 §7.1, then the copy); false, having done nothing, for any other segment or any check
+    /// that fails (the full path then reports it). Only while no record waits for delivery: no
+    /// Send with Invalidate before it can revoke its STag.
     fn place_write<M: Memory + ?Sized>(
         &mut self,
         tags: &StagTable,
         mem: &mut M,
-        ulpdu: &[u8],
+        parts: &[&[u8]],
     ) -> bool {
-        let Ok(p) = TaggedPacket::new_checked(ulpdu) else {
+        let Some(Ok(p)) = parts.first().map(|h| TaggedPacket::new_checked(*h)) else {
             return false;
         };
         let write = RdmapControl {
             opcode: RdmapOpcode::RdmaWrite,
         };
-        let n = (ulpdu.len() - TAGGED_HEADER_LEN) as u64;
+        let seg = RxSegment::new(parts, p.header());
+        let n = (seg.len() - TAGGED_HEADER_LEN) as u64;
         if n == 0 || RdmapControl::parse(p.rsvd_ulp()) != Ok(write) {
             return false;
         }
@@ -156,7 +170,7 @@ impl RdmapEngine {
         let Ok(r) = tags.check_remote(h.stag, h.to, n, Access::REMOTE_WRITE, pd, stream) else {
             return false;
         };
-        mem.write(r.region, r.offset, p.payload());
+        seg.write_payload(mem, r.region, r.offset, TAGGED_HEADER_LEN);
         self.stats.rx_placed_octets += n;
         true
     }
