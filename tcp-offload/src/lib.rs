@@ -11,6 +11,10 @@
 //! * [`TcpListener`]: passive opens with a bounded half-open table, SYN cookies and an accept queue.
 //! * [`wire`]: parse and emit IPv4+TCP and IPv6+TCP (no extension headers), header bytes direct;
 //!   malformed packets are classified (not ours / malformed: drop and count).
+//! * The fast path ([`Config::fast_path`], on by default): header prediction for in-order data
+//!   and pure ACKs of ESTABLISHED connections ([`Connection::handle_lean`] for a segment read in
+//!   place by [`LeanSegment::parse`], or inside `handle_segment*`), and segments written from a
+//!   per-connection header template. Each is a shortcut to the full path's result.
 //!
 //! # MPA awareness
 //!
