@@ -387,6 +387,7 @@ fn qp_config(num: u32, stream: &TcpStream, init: &QpInit, config: &ConnectionCon
         private_data: Vec::new(),
         keep_for_retransmit: false,
         auto_accept: false,
+        fast_path: true,
     }
 }
 
