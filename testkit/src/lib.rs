@@ -14,6 +14,8 @@
 //! - [`iwarp_oracle`]: the checks every live iWARP capture of one connection must pass.
 //! - [`syn_flood`]: spoofed SYN frames and a fixed-seed source of spoofed addresses.
 //! - [`idle_flood`]: the idle-connection flood's plan, bounds and clients.
+//! - [`sanitizer`]: whether the build runs under AddressSanitizer, and the memory bounds that
+//!   hold only without it.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -23,6 +25,7 @@ pub mod idle_flood;
 pub mod iwarp_oracle;
 pub mod pcap;
 pub mod privileged;
+pub mod sanitizer;
 pub mod syn_flood;
 pub mod synthetic;
 pub mod temp;
@@ -31,6 +34,7 @@ pub mod tshark;
 pub use checksum::internet_checksum;
 pub use pcap::pcap_file;
 pub use privileged::{must_run, or_skip, require_root, require_tool};
+pub use sanitizer::ADDRESS_SANITIZER;
 pub use synthetic::{Capture, Peer};
 pub use temp::{unique_temp_path, TempPath};
 /// The test pattern: the one the shipped tools write and check (`tool_support::pattern`).
