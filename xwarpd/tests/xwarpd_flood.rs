@@ -31,7 +31,7 @@ use testkit::idle_flood;
 use testkit::sanitizer::assert_rss_below;
 use testkit::syn_flood::{self, raise_nofile, wait_until};
 use xwarpd::store::{ClientOptions, StoreClient};
-use xwarpd_support::{http_get, sample, xdp_testbed, Daemon, Tmp, BIN};
+use xwarpd_support::{http_get, sample, xdp_store_config, xdp_testbed, Daemon, Tmp, BIN};
 
 const T: Duration = Duration::from_secs(60);
 const PORT: u16 = 20049;
@@ -48,16 +48,7 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 /// appended to the `[xdp]` section of its config file.
 fn start(tb: &VethTestbed, tmp: &[Tmp; 3], limits: &str) -> Daemon {
     let [conf, store, ctl] = tmp;
-    let text = format!(
-        "transport = \"xdp\"\nmetrics = \"127.0.0.1:0\"\nlog = \"warn\"\ncontrol_socket = \"{}\"\n\
-         [xdp]\ninterface = \"{}\"\nqueue = 0\n{limits}\n\
-         [store]\npath = \"{}\"\nsize = \"64MiB\"\nlisten = \"{}:{PORT}\"\n",
-        ctl.as_str(),
-        tb.ifname(Side::A),
-        store.as_str(),
-        tb.ip(Side::A),
-    );
-    std::fs::write(conf.path(), text).unwrap();
+    std::fs::write(conf.path(), xdp_store_config(tb, ctl, store, PORT, limits)).unwrap();
     let mut c = tb.command(Side::A, BIN);
     c.args(["--config", conf.as_str()]);
     let d = Daemon::spawn(c);

@@ -120,7 +120,7 @@ impl std::str::FromStr for FaultConfig {
 }
 
 impl std::fmt::Display for FaultConfig {
-    /// The text [`FaultConfig::from_str`] reads: the seed and every probability above 0.
+    /// The text its `FromStr` reads: the seed and every probability above 0.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "seed={}", self.seed)?;
         for (name, p) in self.rates().iter().filter(|(_, p)| *p > 0.0) {
