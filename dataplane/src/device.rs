@@ -144,6 +144,21 @@ impl Device {
         }))
     }
 
+    /// What the engines' fault injectors did, summed over the device's queues (AF_XDP devices
+    /// with [`crate::XdpConfig::fault`] set; `None` otherwise).
+    pub fn fault_counters(&self) -> Option<crate::engine::FaultCounters> {
+        let x = self.xdp.as_ref()?;
+        let mut sum = crate::engine::FaultCounters::default();
+        for lane in x.all() {
+            let st = lane.shared.lock();
+            if !st.engine.faults_enabled() {
+                return None;
+            }
+            sum.add(&st.engine.fault_counters());
+        }
+        Some(sum)
+    }
+
     /// What the engines hold now, summed over the device's queues (AF_XDP devices; `None` for
     /// the kernel transport).
     pub fn engine_load(&self) -> Option<EngineLoad> {
