@@ -204,6 +204,27 @@ impl Device {
         self.xdp.as_ref().map(|x| x.first().shared.ip)
     }
 
+    /// Waits until the connections the application closed have finished (FIN exchanged, or
+    /// aborted at their close timeout) or `timeout` passed; what a process calls before it
+    /// exits, since an AF_XDP device's engines end with it (a peer would otherwise never see
+    /// the last acknowledgements and the FIN). Returns at once on the kernel transport, whose
+    /// connections the kernel finishes.
+    pub fn finish_closing(&self, timeout: std::time::Duration) {
+        let Some(x) = &self.xdp else {
+            return;
+        };
+        let deadline = Instant::now() + timeout;
+        for lane in x.all() {
+            lane.shared.wait_until(deadline, |st| {
+                st.engine
+                    .endpoint()
+                    .lingering_until()
+                    .is_none()
+                    .then_some(())
+            });
+        }
+    }
+
     /// The transport this device runs.
     pub fn transport(&self) -> &Transport {
         &self.transport

@@ -3,7 +3,8 @@
 //! region registered with `register_raw_at` is reached by the peer at TO = its base plus the
 //! offset, as verbs applications (which send their peers virtual addresses) expect. Over the
 //! kernel transport on loopback (no privileges), and from an xdp device to a kernel one
-//! between two namespaces.
+//! between two namespaces; `Device::finish_closing` returns once the closed connection's FIN
+//! reached the peer.
 
 mod veth_device;
 
@@ -121,8 +122,13 @@ fn hand_over<G>(
         assert_eq!(sink.read_vec(0, 8).unwrap(), b"VA + 200");
         qp.post_send(4, &data, 0..3).unwrap();
         assert_eq!(ok(&scq, "send").opcode, Opcode::Send);
-        // Wait for the client to have seen it before closing.
+        // Wait for the client to have seen it, then for its FIN.
         let _ = from_client.recv_timeout(T);
+        let deadline = std::time::Instant::now() + T;
+        while !qp.is_peer_closed() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(qp.is_peer_closed(), "the client's close reached the server");
     });
 
     mr.write(200, b"VA + 200").unwrap();
@@ -151,8 +157,17 @@ fn hand_over<G>(
     assert_eq!(mr.read_vec(0, 3).unwrap(), b"wri");
     assert_eq!(mr.read_vec(100, 17).unwrap(), b"written at VA+100");
     to_server.send((0, 0)).unwrap();
-    serve.join().unwrap();
+    // Closed, and finished before returning: an xdp device's engine would end with the
+    // process (the kernel transport returns at once).
     drop(qp);
+    let closing = std::time::Instant::now();
+    client.finish_closing(T);
+    assert!(
+        closing.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        closing.elapsed()
+    );
+    serve.join().unwrap();
     drop(mr);
     drop(memory);
 }

@@ -22,6 +22,20 @@ pub(crate) fn always(msg: impl Display) {
     eprintln!("xwarp: {msg}");
 }
 
+/// True when `XWARP_VERBS_DEBUG` is set: [`debug`] lines are printed.
+pub(crate) fn debugging() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("XWARP_VERBS_DEBUG").is_some())
+}
+
+/// Prints `xwarp: <msg>` when `XWARP_VERBS_DEBUG` is set (connection events, queue pair
+/// state changes).
+pub(crate) fn debug(msg: impl Display) {
+    if debugging() {
+        eprintln!("xwarp: {msg}");
+    }
+}
+
 /// Says once that `what` is not supported, and why or what to use instead.
 pub(crate) fn unsupported(what: &str, why: &str) {
     once(what, format_args!("{what} is not supported: {why}"));

@@ -156,6 +156,10 @@ impl XwCmId {
         status: c_int,
         conn: ConnInfo,
     ) {
+        log::debug(format_args!(
+            "cm id {:p}: event {event} status {status}",
+            self.c_ptr()
+        ));
         self.channel
             .push(XwEvent::new(self.c_ptr(), listen, event, status, conn));
     }

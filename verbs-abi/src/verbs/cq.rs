@@ -172,7 +172,14 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut IbvCq, n: c_int, wc: *mut IbvWc
     }
     // Safety: wc points to n work completions of the caller's.
     let out = unsafe { std::slice::from_raw_parts_mut(wc, n as usize) };
-    q.poll(out) as c_int
+    let got = q.poll(out);
+    if got == 0 {
+        // Nothing yet: the engine (a thread of this process, or the kernel transport's
+        // driver) makes the progress; a program polling in a loop gives it the CPU rather
+        // than its time slice.
+        std::thread::yield_now();
+    }
+    got as c_int
 }
 
 /// `ops.req_notify_cq`: one event at the next completion (or the next solicited one).

@@ -137,6 +137,11 @@ impl XwDevice {
                 self.transport
             )
         })?;
+        static AT_EXIT: OnceLock<()> = OnceLock::new();
+        AT_EXIT.get_or_init(|| {
+            // Safety: registers a function with no preconditions, run once at exit.
+            unsafe { libc::atexit(at_exit) };
+        });
         *g = Some(d.clone());
         Ok(d)
     }
@@ -232,6 +237,25 @@ impl XwDevice {
         (index == 0).then(|| IbvGid {
             raw: self.iface.gid(),
         })
+    }
+}
+
+/// How long the process's exit waits for its closed connections to finish.
+const EXIT_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// At the process's exit: closes the connections still open and lets each device's engine
+/// finish them (an AF_XDP engine ends with the process: without this the peers would see
+/// neither the last acknowledgements nor a FIN).
+extern "C" fn at_exit() {
+    super::qp::close_all();
+    for d in &registry().devices {
+        let engine = match d.engine.try_lock() {
+            Ok(g) => g.clone(),
+            Err(_) => None,
+        };
+        if let Some(e) = engine {
+            e.finish_closing(EXIT_GRACE);
+        }
     }
 }
 

@@ -7,7 +7,7 @@
 use std::cell::UnsafeCell;
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use super::cq::XwCq;
 use super::device::{MAX_QP_WR, MAX_SGE};
@@ -62,6 +62,26 @@ unsafe impl CObject for XwQp {
 }
 
 static NEXT_QP_NUM: AtomicU32 = AtomicU32::new(1);
+
+/// Every queue pair made, for closing the connected ones when the process exits.
+static LIVE: Mutex<Vec<Weak<XwQp>>> = Mutex::new(Vec::new());
+
+/// Closes every connection still open (gracefully: what was posted goes out, then FIN);
+/// for the process's exit. Queue pairs another thread holds locked are left alone.
+pub(crate) fn close_all() {
+    let live: Vec<Arc<XwQp>> = {
+        let mut l = LIVE.lock().unwrap_or_else(|p| p.into_inner());
+        l.retain(|w| w.strong_count() > 0);
+        l.iter().filter_map(Weak::upgrade).collect()
+    };
+    for q in live {
+        if let Ok(mut conn) = q.conn.try_lock() {
+            if let Conn::Connected(_) = &*conn {
+                q.to_error(&mut conn);
+            }
+        }
+    }
+}
 
 impl XwQp {
     /// The connection state, locked.
@@ -130,6 +150,9 @@ impl XwQp {
     /// Moves to ERR under the lock: closes the connection (posted receives and Reads complete
     /// flushed), and flushes the receives that waited for one.
     pub(crate) fn to_error(&self, conn: &mut Conn) {
+        if !matches!(conn, Conn::Error) {
+            log::debug(format_args!("qp {}: to ERR", self.num));
+        }
         match std::mem::replace(conn, Conn::Error) {
             Conn::Waiting(recvs) | Conn::Connecting(recvs) => {
                 for r in recvs {
@@ -267,6 +290,9 @@ pub(crate) fn create(pd: Arc<XwPd>, a: &mut IbvQpInitAttr) -> Result<Arc<XwQp>, 
         num,
         conn: Mutex::new(Conn::Waiting(Vec::new())),
     });
+    let mut live = LIVE.lock().unwrap_or_else(|p| p.into_inner());
+    live.retain(|w| w.strong_count() > 0);
+    live.push(Arc::downgrade(&q));
     Ok(q)
 }
 

@@ -2,6 +2,8 @@
 //! `deploy/rdma-tools`), our libraries (linked by `deploy/verbs-libs`), and skipping outside CI.
 #![allow(dead_code)]
 
+pub mod programs;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
