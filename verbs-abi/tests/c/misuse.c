@@ -1,0 +1,246 @@
+/* Misuse of the verbs API over xwarp, in one process on 127.0.0.1 (kernel transport): each
+ * misuse gets the error or the completion status libibverbs documents, and what is not
+ * misused keeps working. Prints one line per check; exits 1 at the first failed check.
+ * Usage: misuse PORT */
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#define CHECK(cond, what)                                                                   \
+	do {                                                                                \
+		if (!(cond)) {                                                              \
+			fprintf(stderr, "FAIL %s (errno %d, line %d)\n", what, errno, __LINE__); \
+			exit(1);                                                            \
+		}                                                                           \
+		printf("ok   %s\n", what);                                                  \
+	} while (0)
+
+struct end {
+	struct rdma_event_channel *ch;
+	struct rdma_cm_id *id;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	char *buf;
+	struct ibv_mr *mr;
+};
+
+static struct sockaddr_in server_addr;
+
+static struct rdma_cm_event *next_event(struct rdma_event_channel *ch, enum rdma_cm_event_type want)
+{
+	struct rdma_cm_event *ev;
+	if (rdma_get_cm_event(ch, &ev)) {
+		fprintf(stderr, "FAIL rdma_get_cm_event (errno %d)\n", errno);
+		exit(1);
+	}
+	if (ev->event != want) {
+		fprintf(stderr, "FAIL expected %s, got %s (status %d)\n", rdma_event_str(want),
+			rdma_event_str(ev->event), ev->status);
+		exit(1);
+	}
+	return ev;
+}
+
+static void resources(struct end *e, struct ibv_context *ctx)
+{
+	struct ibv_qp_init_attr attr = {0};
+	e->pd = ibv_alloc_pd(ctx);
+	e->cq = ibv_create_cq(ctx, 64, NULL, NULL, 0);
+	e->buf = calloc(1, 65536);
+	e->mr = ibv_reg_mr(e->pd, e->buf, 65536,
+			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+	if (!e->pd || !e->cq || !e->mr) {
+		fprintf(stderr, "FAIL resources (errno %d)\n", errno);
+		exit(1);
+	}
+	attr.send_cq = e->cq;
+	attr.recv_cq = e->cq;
+	attr.qp_type = IBV_QPT_RC;
+	attr.cap.max_send_wr = 16;
+	attr.cap.max_recv_wr = 16;
+	attr.cap.max_send_sge = 1;
+	attr.cap.max_recv_sge = 1;
+	if (rdma_create_qp(e->id, e->pd, &attr)) {
+		fprintf(stderr, "FAIL rdma_create_qp (errno %d)\n", errno);
+		exit(1);
+	}
+}
+
+static int post_recv(struct end *e, struct ibv_mr *mr, uint64_t wr_id)
+{
+	struct ibv_sge sge = {.addr = (uintptr_t)mr->addr, .length = 4096, .lkey = mr->lkey};
+	struct ibv_recv_wr wr = {.wr_id = wr_id, .sg_list = &sge, .num_sge = 1}, *bad;
+	return ibv_post_recv(e->id->qp, &wr, &bad);
+}
+
+static int post_send(struct end *e, uint32_t lkey, uint64_t wr_id, int opcode, int flags)
+{
+	struct ibv_sge sge = {.addr = (uintptr_t)e->buf, .length = 64, .lkey = lkey};
+	struct ibv_send_wr wr = {0}, *bad = NULL;
+	int rc;
+	wr.wr_id = wr_id;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = opcode;
+	wr.send_flags = IBV_SEND_SIGNALED | flags;
+	rc = ibv_post_send(e->id->qp, &wr, &bad);
+	if (rc && bad != &wr) {
+		fprintf(stderr, "FAIL bad_wr not set\n");
+		exit(1);
+	}
+	return rc;
+}
+
+static struct ibv_wc wait_wc(struct end *e)
+{
+	struct ibv_wc wc;
+	for (long i = 0; i < 200000000; i++) {
+		int n = ibv_poll_cq(e->cq, 1, &wc);
+		if (n < 0) {
+			fprintf(stderr, "FAIL ibv_poll_cq %d\n", n);
+			exit(1);
+		}
+		if (n == 1)
+			return wc;
+	}
+	fprintf(stderr, "FAIL no completion\n");
+	exit(1);
+}
+
+/* A connected pair: client c to server s, both with their resources; s has `recvs` receives
+ * posted before the accept. */
+static void connect_pair(struct end *c, struct end *s, int recvs)
+{
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *listen_id;
+	struct rdma_conn_param param = {0};
+
+	s->ch = rdma_create_event_channel();
+	c->ch = rdma_create_event_channel();
+	if (rdma_create_id(s->ch, &listen_id, NULL, RDMA_PS_TCP) ||
+	    rdma_bind_addr(listen_id, (struct sockaddr *)&server_addr) || rdma_listen(listen_id, 1)) {
+		fprintf(stderr, "FAIL listen (errno %d)\n", errno);
+		exit(1);
+	}
+	rdma_create_id(c->ch, &c->id, NULL, RDMA_PS_TCP);
+	rdma_resolve_addr(c->id, NULL, (struct sockaddr *)&server_addr, 1000);
+	rdma_ack_cm_event(next_event(c->ch, RDMA_CM_EVENT_ADDR_RESOLVED));
+	rdma_resolve_route(c->id, 1000);
+	rdma_ack_cm_event(next_event(c->ch, RDMA_CM_EVENT_ROUTE_RESOLVED));
+	resources(c, c->id->verbs);
+	param.responder_resources = 1;
+	param.initiator_depth = 1;
+	param.retry_count = 7;
+	if (rdma_connect(c->id, &param)) {
+		fprintf(stderr, "FAIL rdma_connect (errno %d)\n", errno);
+		exit(1);
+	}
+	ev = next_event(s->ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+	s->id = ev->id;
+	rdma_ack_cm_event(ev);
+	resources(s, s->id->verbs);
+	for (int i = 0; i < recvs; i++)
+		if (post_recv(s, s->mr, 100 + i)) {
+			fprintf(stderr, "FAIL post_recv before accept\n");
+			exit(1);
+		}
+	if (rdma_accept(s->id, NULL)) {
+		fprintf(stderr, "FAIL rdma_accept (errno %d)\n", errno);
+		exit(1);
+	}
+	rdma_ack_cm_event(next_event(s->ch, RDMA_CM_EVENT_ESTABLISHED));
+	rdma_ack_cm_event(next_event(c->ch, RDMA_CM_EVENT_ESTABLISHED));
+	rdma_destroy_id(listen_id);
+}
+
+int main(int argc, char **argv)
+{
+	struct end c = {0}, s = {0}, c2 = {0}, s2 = {0};
+	struct ibv_wc wc;
+	struct ibv_qp_attr qattr;
+	struct ibv_qp_init_attr qinit;
+	struct ibv_qp_init_attr ud = {0};
+	struct ibv_srq_init_attr srq = {0};
+	struct ibv_mr *doomed;
+	char *doomed_buf;
+
+	if (argc != 2)
+		return 2;
+	server_addr.sin_family = AF_INET;
+	server_addr.sin_port = htons(atoi(argv[1]));
+	inet_pton(AF_INET, "127.0.0.1", &server_addr.sin_addr);
+
+	/* Unsupported requests: a clear errno, nothing created. */
+	connect_pair(&c, &s, 2);
+	ud.send_cq = c.cq;
+	ud.recv_cq = c.cq;
+	ud.qp_type = IBV_QPT_UD;
+	ud.cap.max_send_wr = 1;
+	errno = 0;
+	CHECK(!ibv_create_qp(c.pd, &ud) && errno == EOPNOTSUPP, "a UD queue pair: NULL, EOPNOTSUPP");
+	srq.attr.max_wr = 1;
+	errno = 0;
+	CHECK(!ibv_create_srq(c.pd, &srq) && errno == EOPNOTSUPP, "an SRQ: NULL, EOPNOTSUPP");
+	errno = 0;
+	CHECK(!ibv_reg_mr(c.pd, c.buf, 4096, IBV_ACCESS_REMOTE_WRITE) && errno == EINVAL,
+	      "remote write without local write: NULL, EINVAL");
+	CHECK(post_send(&c, c.mr->lkey, 1, IBV_WR_ATOMIC_FETCH_AND_ADD, 0) == EINVAL,
+	      "an atomic: EINVAL, bad_wr set");
+	CHECK(post_send(&c, c.mr->lkey, 1, IBV_WR_SEND, IBV_SEND_INLINE) == EINVAL,
+	      "inline data: EINVAL, bad_wr set");
+	CHECK(post_send(&c, c.mr->lkey, 1, IBV_WR_RDMA_WRITE_WITH_IMM, 0) == EINVAL,
+	      "immediate data: EINVAL, bad_wr set");
+	CHECK(rdma_join_multicast(c.id, (struct sockaddr *)&server_addr, NULL) == -1 && errno == ENOSYS,
+	      "multicast: -1, ENOSYS");
+
+	/* The connection still works after the refusals. */
+	strcpy(c.buf, "hello");
+	CHECK(post_send(&c, c.mr->lkey, 2, IBV_WR_SEND, 0) == 0, "a Send posts");
+	wc = wait_wc(&c);
+	CHECK(wc.status == IBV_WC_SUCCESS && wc.wr_id == 2 && wc.opcode == IBV_WC_SEND, "the Send completes");
+	wc = wait_wc(&s);
+	CHECK(wc.status == IBV_WC_SUCCESS && wc.wr_id == 100 && wc.opcode == IBV_WC_RECV && wc.byte_len == 64 &&
+		      strcmp(s.buf, "hello") == 0,
+	      "the receive posted before accept takes it");
+
+	/* A bad lkey: posted, then a local protection error; the queue pair is in error. */
+	CHECK(post_send(&c, c.mr->lkey ^ 0x00abcd00, 3, IBV_WR_SEND, 0) == 0, "a bad lkey posts");
+	wc = wait_wc(&c);
+	CHECK(wc.status == IBV_WC_LOC_PROT_ERR && wc.wr_id == 3, "it completes with IBV_WC_LOC_PROT_ERR");
+	CHECK(ibv_query_qp(c.id->qp, &qattr, IBV_QP_STATE, &qinit) == 0 && qattr.qp_state == IBV_QPS_ERR,
+	      "the queue pair is in ERR");
+	CHECK(post_send(&c, c.mr->lkey, 4, IBV_WR_SEND, 0) == 0, "a post on the errored queue pair");
+	wc = wait_wc(&c);
+	CHECK(wc.status == IBV_WC_WR_FLUSH_ERR && wc.wr_id == 4, "completes with IBV_WC_WR_FLUSH_ERR");
+	CHECK(post_recv(&c, c.mr, 5) == 0, "a receive on it");
+	wc = wait_wc(&c);
+	CHECK(wc.status == IBV_WC_WR_FLUSH_ERR && wc.wr_id == 5, "completes flushed too");
+	/* The peer sees the connection end: its last receive flushed, DISCONNECTED on both. */
+	wc = wait_wc(&s);
+	CHECK(wc.status == IBV_WC_WR_FLUSH_ERR && wc.wr_id == 101, "the peer's receive completes flushed");
+	rdma_ack_cm_event(next_event(s.ch, RDMA_CM_EVENT_DISCONNECTED));
+	rdma_disconnect(c.id);
+	rdma_ack_cm_event(next_event(c.ch, RDMA_CM_EVENT_DISCONNECTED));
+
+	/* A region deregistered while a receive is posted on it: that receive completes
+	 * flushed and the memory is not touched; another connection is unharmed. */
+	connect_pair(&c2, &s2, 0);
+	doomed_buf = calloc(1, 4096);
+	doomed = ibv_reg_mr(s2.pd, doomed_buf, 4096, IBV_ACCESS_LOCAL_WRITE);
+	CHECK(doomed != NULL, "a second region");
+	CHECK(post_recv(&s2, doomed, 200) == 0, "a receive on it");
+	CHECK(ibv_dereg_mr(doomed) == 0, "deregistered while the receive is posted");
+	strcpy(c2.buf, "into freed memory?");
+	CHECK(post_send(&c2, c2.mr->lkey, 6, IBV_WR_SEND, 0) == 0, "the peer Sends");
+	wc = wait_wc(&s2);
+	CHECK(wc.wr_id == 200 && wc.status == IBV_WC_WR_FLUSH_ERR, "the receive completes flushed");
+	CHECK(doomed_buf[0] == 0, "nothing was written into the deregistered memory");
+	rdma_disconnect(c2.id);
+	printf("all checks passed\n");
+	return 0;
+}
