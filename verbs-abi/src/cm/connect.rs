@@ -487,6 +487,9 @@ fn look_at_connections() {
         if st.disconnected {
             continue;
         }
+        if let Some(q) = &st.qp {
+            q.report_overruns();
+        }
         let ended = st.qp.as_ref().is_some_and(|q| q.connection_ended());
         if !ended {
             continue;

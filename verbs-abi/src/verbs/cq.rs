@@ -7,7 +7,7 @@ use std::cell::UnsafeCell;
 use std::collections::{HashMap, VecDeque};
 use std::os::raw::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use super::context::XwContext;
 use super::device::MAX_CQE;
@@ -31,6 +31,10 @@ pub(crate) struct XwCq {
     /// Readable (in the channel's set) when a local completion fired an event.
     local_event: Option<EventCounter>,
     channel: Option<Arc<XwCompChannel>>,
+    /// IBV_EVENT_CQ_ERR was reported (the queue overran).
+    overrun_reported: AtomicBool,
+    /// Queue pair numbers: xwarp's connection's, and the queue pair's the application knows.
+    qp_nums: RwLock<Vec<(u32, u32)>>,
 }
 
 // Safety: the C structure is written before the queue is shared, then only by the
@@ -94,6 +98,36 @@ impl XwCq {
         }
     }
 
+    /// Completions of xwarp's queue pair `engine_num` are reported with `num`, the number of
+    /// the application's queue pair.
+    pub(crate) fn map_qp(&self, engine_num: u32, num: u32) {
+        let mut m = self.qp_nums.write().unwrap_or_else(|p| p.into_inner());
+        m.retain(|&(e, _)| e != engine_num);
+        m.push((engine_num, num));
+    }
+
+    /// Reports IBV_EVENT_CQ_ERR on the context's `async_fd` once the queue overran (its queue
+    /// pairs are in error then).
+    pub(crate) fn report_overrun(&self) {
+        if self.cq.error().is_some() && !self.overrun_reported.swap(true, Ordering::AcqRel) {
+            log::once(
+                "cq overrun",
+                "a completion queue overran: its queue pairs are in error (IBV_EVENT_CQ_ERR)",
+            );
+            self.ctx
+                .async_events
+                .push(self.c_ptr().cast(), crate::abi::verbs::event_type::CQ_ERR);
+        }
+    }
+
+    /// The application's number of xwarp's queue pair `engine_num`.
+    fn qp_num(&self, engine_num: u32) -> u32 {
+        let m = self.qp_nums.read().unwrap_or_else(|p| p.into_inner());
+        m.iter()
+            .find(|&&(e, _)| e == engine_num)
+            .map_or(engine_num, |&(_, n)| n)
+    }
+
     /// Up to `out.len()` completions into `out`; how many.
     pub(crate) fn poll(&self, out: &mut [IbvWc]) -> usize {
         let mut n = 0;
@@ -109,6 +143,7 @@ impl XwCq {
         while n < out.len() {
             let Some(c) = self.cq.poll_one() else { break };
             out[n] = wc_of(&c);
+            out[n].qp_num = self.qp_num(c.qp_num);
             n += 1;
         }
         n
@@ -295,6 +330,8 @@ pub unsafe extern "C" fn ibv_create_cq(
         armed: AtomicBool::new(false),
         local_event,
         channel: ch,
+        qp_nums: RwLock::new(Vec::new()),
+        overrun_reported: AtomicBool::new(false),
     });
     if let Some(ch) = &q.channel {
         let token = Arc::as_ptr(&q) as u64;

@@ -131,6 +131,8 @@ impl XwQp {
 
     /// The connection is made: receives posted meanwhile follow it; the state is RTS.
     pub(crate) fn connected(&self, qp: dataplane::QueuePair) {
+        self.send_cq.map_qp(qp.num(), self.num);
+        self.recv_cq.map_qp(qp.num(), self.num);
         let mut conn = self.conn();
         if let Conn::Connecting(late) = &*conn {
             for r in late {
@@ -192,6 +194,12 @@ impl XwQp {
             .ctx
             .async_events
             .push(self.c_ptr().cast(), event_type);
+    }
+
+    /// Reports its completion queues' overruns (IBV_EVENT_CQ_ERR), once each.
+    pub(crate) fn report_overruns(&self) {
+        self.send_cq.report_overrun();
+        self.recv_cq.report_overrun();
     }
 
     /// The queue pair's number.

@@ -202,7 +202,9 @@ int main(int argc, char **argv)
 	strcpy(c.buf, "hello");
 	CHECK(post_send(&c, c.mr->lkey, 2, IBV_WR_SEND, 0) == 0, "a Send posts");
 	wc = wait_wc(&c);
-	CHECK(wc.status == IBV_WC_SUCCESS && wc.wr_id == 2 && wc.opcode == IBV_WC_SEND, "the Send completes");
+	CHECK(wc.status == IBV_WC_SUCCESS && wc.wr_id == 2 && wc.opcode == IBV_WC_SEND &&
+		      wc.qp_num == c.id->qp->qp_num,
+	      "the Send completes, with its queue pair's number");
 	wc = wait_wc(&s);
 	CHECK(wc.status == IBV_WC_SUCCESS && wc.wr_id == 100 && wc.opcode == IBV_WC_RECV && wc.byte_len == 64 &&
 		      strcmp(s.buf, "hello") == 0,
