@@ -117,20 +117,21 @@ impl Tools {
         }
     }
 
-    /// `program server_args` in A, then (after `pause`) `program client_args` in B; both
-    /// waited for. Prints both outputs with the commands.
+    /// `program server_args` in A on `transports.0`, then (after a pause)
+    /// `program client_args` in B on `transports.1`; both waited for. Prints both outputs
+    /// with the commands.
     pub fn pair(
         &self,
         tb: &VethTestbed,
-        transport: &str,
+        transports: (&str, &str),
         program: &str,
         server_args: &[&str],
         client_args: &[&str],
     ) -> (Ran, Ran) {
-        let server = self.start(tb, Side::A, transport, program, server_args);
+        let server = self.start(tb, Side::A, transports.0, program, server_args);
         std::thread::sleep(Duration::from_millis(1500));
         let client = self
-            .start(tb, Side::B, transport, program, client_args)
+            .start(tb, Side::B, transports.1, program, client_args)
             .wait(DEADLINE);
         // The server ends shortly after its client (at once when the client failed).
         let grace = if client.ok() {
@@ -139,9 +140,9 @@ impl Tools {
             Duration::ZERO
         };
         let server = server.wait(client.took + Duration::from_secs(2) + grace);
-        for (who, args, r) in [
-            ("server", server_args, &server),
-            ("client", client_args, &client),
+        for (who, transport, args, r) in [
+            ("server", transports.0, server_args, &server),
+            ("client", transports.1, client_args, &client),
         ] {
             println!(
                 "== {transport}: xwarp-run -- {program} {} ({who}, exit {:?}, {:.1} s)\n{}{}",
@@ -153,5 +154,94 @@ impl Tools {
             );
         }
         (server, client)
+    }
+}
+
+/// The result row of a perftest run: the line after the column header.
+pub fn result_row(r: &Ran) -> Option<String> {
+    let mut lines = r.stdout.lines();
+    lines.find(|l| l.trim_start().starts_with("#bytes"))?;
+    lines.next().map(str::to_string)
+}
+
+/// `program -R -n N` with its server in A and client in B on `transports` (server's,
+/// client's); both exit 0 with their result row.
+pub fn perftest(tools: &Tools, tb: &VethTestbed, transports: (&str, &str), program: &str, n: &str) {
+    let server_ip = tb.ip(Side::A).to_string();
+    let (server, client) = tools.pair(
+        tb,
+        transports,
+        program,
+        &["-R", "-n", n],
+        &["-R", "-n", n, &server_ip],
+    );
+    assert!(server.ok(), "{program} server: {server:?}");
+    assert!(client.ok(), "{program} client: {client:?}");
+    for (who, r) in [("server", &server), ("client", &client)] {
+        let row = result_row(r).unwrap_or_else(|| panic!("{program} {who}: no result row"));
+        let fields: Vec<&str> = row.split_whitespace().collect();
+        assert!(fields.len() >= 4, "{program} {who}: {row}");
+        assert_eq!(fields[1], n, "{program} {who}: iterations in {row}");
+        let figure: f64 = fields[3].parse().unwrap_or(0.0);
+        assert!(figure > 0.0, "{program} {who}: {row}");
+    }
+    assert!(
+        client.stdout.contains("Transport type : IW"),
+        "{}",
+        client.stdout
+    );
+}
+
+/// rping with 20 pings, verified on both sides, on `transports` (server's, client's).
+pub fn rping(tools: &Tools, tb: &VethTestbed, transports: (&str, &str)) {
+    let server_ip = tb.ip(Side::A).to_string();
+    let (server, client) = tools.pair(
+        tb,
+        transports,
+        "rping",
+        &["-s", "-a", &server_ip, "-C", "20", "-v", "-V"],
+        &["-c", "-a", &server_ip, "-C", "20", "-v", "-V"],
+    );
+    assert!(server.ok(), "rping server: {server:?}");
+    assert!(client.ok(), "rping client: {client:?}");
+    for (who, r, prefix) in [
+        ("server", &server, "server ping data: "),
+        ("client", &client, "ping data: "),
+    ] {
+        let pings: Vec<&str> = r.stdout.lines().filter(|l| l.starts_with(prefix)).collect();
+        assert_eq!(pings.len(), 20, "rping {who}: {}", r.stdout);
+        for (i, p) in pings.iter().enumerate() {
+            assert!(p.contains(&format!("rdma-ping-{i}: ")), "rping {who}: {p}");
+        }
+        assert!(
+            !r.stderr.contains("data mismatch"),
+            "rping {who}: {}",
+            r.stderr
+        );
+    }
+}
+
+/// `ibv_devinfo -v` in A on `transport`: an iWARP device, port active, Ethernet, the GID.
+pub fn devinfo(tools: &Tools, tb: &VethTestbed, transport: &str) {
+    let r = tools
+        .start(tb, Side::A, transport, "ibv_devinfo", &["-v"])
+        .wait(DEADLINE);
+    println!(
+        "== {transport}: xwarp-run -- ibv_devinfo -v\n{}{}",
+        r.stdout, r.stderr
+    );
+    assert!(r.ok(), "{r:?}");
+    let gid = tb.ip(Side::A).octets();
+    let gid = format!(
+        "ffff:{:02x}{:02x}:{:02x}{:02x}",
+        gid[0], gid[1], gid[2], gid[3]
+    );
+    for want in [
+        "transport:\t\t\tiWARP (1)",
+        "PORT_ACTIVE (4)",
+        "link_layer:\t\tEthernet",
+        &gid,
+    ] {
+        assert!(r.stdout.contains(want), "{want:?} missing");
     }
 }
