@@ -1,27 +1,31 @@
-//! Misuse from the application gets the error or completion status libibverbs documents, and
-//! nothing else breaks: a C program (`tests/c/misuse.c`, compiled against the rdma-core
-//! headers and linked with our libraries) checks unsupported requests (UD, SRQ, atomics,
-//! inline and immediate data, multicast), a bad lkey (IBV_WC_LOC_PROT_ERR, the queue pair in
-//! ERR), posts on the errored queue pair (IBV_WC_WR_FLUSH_ERR), the peer's view of it, and a
-//! region deregistered while a receive is posted on it, over the kernel transport on
-//! loopback. And an unknown device name makes perftest and ibv_devinfo fail cleanly.
+//! The C API from a C program (`tests/c/checks.c`, compiled against the rdma-core headers and
+//! linked with our libraries), over the kernel transport on loopback:
+//! - misuse gets the error or completion status libibverbs documents, and nothing else
+//!   breaks: unsupported requests (UD, SRQ, atomics, inline and immediate data, multicast), a
+//!   bad lkey (IBV_WC_LOC_PROT_ERR, the queue pair in ERR), posts on the errored queue pair
+//!   (IBV_WC_WR_FLUSH_ERR), the peer's view of it, a region deregistered while a receive is
+//!   posted on it;
+//! - rdma_cm on MPA: private data raw both ways, IRD/ORD of the Request, a rejection with its
+//!   private data, a refused connection (REJECTED, -ECONNREFUSED), DISCONNECTED on both sides.
+//!
+//! And an unknown device name makes perftest and ibv_devinfo fail cleanly.
 
 mod support;
 
 use std::process::Command;
 
-#[test]
-fn misuse_gets_the_documented_errors_and_statuses() {
+/// Compiles `tests/c/checks.c` and runs `checks MODE PORT`; asserts it passed.
+fn c_checks(mode: &str) {
     let Some(tools) = support::rdma_tools() else {
         return;
     };
     let libs = support::verbs_libs();
-    let dir = support::TempDir::new("misuse");
-    let exe = dir.0.join("misuse");
+    let dir = support::TempDir::new(&format!("checks-{mode}"));
+    let exe = dir.0.join("checks");
     let cc = Command::new("cc")
         .arg("-I")
         .arg(tools.join("usr/include"))
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/c/misuse.c"))
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/c/checks.c"))
         .arg("-o")
         .arg(&exe)
         .arg("-L")
@@ -42,6 +46,7 @@ fn misuse_gets_the_documented_errors_and_statuses() {
     let out = Command::new("timeout")
         .arg("120")
         .arg(&exe)
+        .arg(mode)
         .arg(port.to_string())
         .env("LD_LIBRARY_PATH", &libs)
         .env("XWARP_INTERFACE", "lo")
@@ -49,8 +54,22 @@ fn misuse_gets_the_documented_errors_and_statuses() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     println!("{text}{}", String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "misuse exited {:?}", out.status);
+    assert!(
+        out.status.success(),
+        "checks {mode} exited {:?}",
+        out.status
+    );
     assert!(text.contains("all checks passed"));
+}
+
+#[test]
+fn misuse_gets_the_documented_errors_and_statuses() {
+    c_checks("misuse");
+}
+
+#[test]
+fn rdma_cm_events_and_private_data_as_linux_gives_them() {
+    c_checks("cm");
 }
 
 #[test]

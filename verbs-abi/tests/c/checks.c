@@ -1,7 +1,10 @@
-/* Misuse of the verbs API over xwarp, in one process on 127.0.0.1 (kernel transport): each
- * misuse gets the error or the completion status libibverbs documents, and what is not
- * misused keeps working. Prints one line per check; exits 1 at the first failed check.
- * Usage: misuse PORT */
+/* Checks of the verbs API and rdma_cm over xwarp, in one process on 127.0.0.1 (kernel
+ * transport). Prints one line per check; exits 1 at the first failed check.
+ *   checks misuse PORT  each misuse gets the error or the completion status libibverbs
+ *                       documents, and what is not misused keeps working
+ *   checks cm PORT      rdma_cm on MPA: private data raw both ways, IRD/ORD offered in the
+ *                       Request, a rejection with its private data, a refused connection,
+ *                       DISCONNECTED on both sides of a disconnect */
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -112,6 +115,18 @@ static struct ibv_wc wait_wc(struct end *e)
 	exit(1);
 }
 
+/* A client id resolved towards the server, with its queue pair. */
+static void client(struct end *c)
+{
+	c->ch = rdma_create_event_channel();
+	rdma_create_id(c->ch, &c->id, NULL, RDMA_PS_TCP);
+	rdma_resolve_addr(c->id, NULL, (struct sockaddr *)&server_addr, 1000);
+	rdma_ack_cm_event(next_event(c->ch, RDMA_CM_EVENT_ADDR_RESOLVED));
+	rdma_resolve_route(c->id, 1000);
+	rdma_ack_cm_event(next_event(c->ch, RDMA_CM_EVENT_ROUTE_RESOLVED));
+	resources(c, c->id->verbs);
+}
+
 /* A connected pair: client c to server s, both with their resources; s has `recvs` receives
  * posted before the accept. */
 static void connect_pair(struct end *c, struct end *s, int recvs)
@@ -121,18 +136,12 @@ static void connect_pair(struct end *c, struct end *s, int recvs)
 	struct rdma_conn_param param = {0};
 
 	s->ch = rdma_create_event_channel();
-	c->ch = rdma_create_event_channel();
 	if (rdma_create_id(s->ch, &listen_id, NULL, RDMA_PS_TCP) ||
 	    rdma_bind_addr(listen_id, (struct sockaddr *)&server_addr) || rdma_listen(listen_id, 1)) {
 		fprintf(stderr, "FAIL listen (errno %d)\n", errno);
 		exit(1);
 	}
-	rdma_create_id(c->ch, &c->id, NULL, RDMA_PS_TCP);
-	rdma_resolve_addr(c->id, NULL, (struct sockaddr *)&server_addr, 1000);
-	rdma_ack_cm_event(next_event(c->ch, RDMA_CM_EVENT_ADDR_RESOLVED));
-	rdma_resolve_route(c->id, 1000);
-	rdma_ack_cm_event(next_event(c->ch, RDMA_CM_EVENT_ROUTE_RESOLVED));
-	resources(c, c->id->verbs);
+	client(c);
 	param.responder_resources = 1;
 	param.initiator_depth = 1;
 	param.retry_count = 7;
@@ -158,7 +167,7 @@ static void connect_pair(struct end *c, struct end *s, int recvs)
 	rdma_destroy_id(listen_id);
 }
 
-int main(int argc, char **argv)
+static int misuse(void)
 {
 	struct end c = {0}, s = {0}, c2 = {0}, s2 = {0};
 	struct ibv_wc wc;
@@ -168,12 +177,6 @@ int main(int argc, char **argv)
 	struct ibv_srq_init_attr srq = {0};
 	struct ibv_mr *doomed;
 	char *doomed_buf;
-
-	if (argc != 2)
-		return 2;
-	server_addr.sin_family = AF_INET;
-	server_addr.sin_port = htons(atoi(argv[1]));
-	inet_pton(AF_INET, "127.0.0.1", &server_addr.sin_addr);
 
 	/* Unsupported requests: a clear errno, nothing created. */
 	connect_pair(&c, &s, 2);
@@ -243,6 +246,108 @@ int main(int argc, char **argv)
 	CHECK(wc.wr_id == 200 && wc.status == IBV_WC_WR_FLUSH_ERR, "the receive completes flushed");
 	CHECK(doomed_buf[0] == 0, "nothing was written into the deregistered memory");
 	rdma_disconnect(c2.id);
-	printf("all checks passed\n");
 	return 0;
+}
+
+static int cm_events(void)
+{
+	struct end c = {0}, s = {0}, r = {0}, late = {0};
+	struct rdma_cm_id *listen_id;
+	struct rdma_cm_event *ev;
+	struct rdma_conn_param param = {0}, reply = {0};
+	const char request_pd[] = "forty octets of the initiator's own data";
+	const char reply_pd[] = "thirty octets from the server";
+	const char reject_pd[] = "go away";
+
+	s.ch = rdma_create_event_channel();
+	CHECK(rdma_create_id(s.ch, &listen_id, NULL, RDMA_PS_TCP) == 0 &&
+		      rdma_bind_addr(listen_id, (struct sockaddr *)&server_addr) == 0 &&
+		      rdma_listen(listen_id, 4) == 0,
+	      "listening");
+	CHECK(ntohs(rdma_get_src_port(listen_id)) == ntohs(server_addr.sin_port), "rdma_get_src_port");
+
+	/* Private data raw both ways; IRD and ORD offered in the Request. */
+	client(&c);
+	param.private_data = request_pd;
+	param.private_data_len = sizeof(request_pd) - 1;
+	param.responder_resources = 5;
+	param.initiator_depth = 3;
+	param.retry_count = 7;
+	CHECK(rdma_connect(c.id, &param) == 0, "rdma_connect with 40 octets of private data");
+	ev = next_event(s.ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+	CHECK(ev->listen_id == listen_id && ev->id != listen_id, "CONNECT_REQUEST names the listener and a new id");
+	CHECK(ev->param.conn.private_data_len == sizeof(request_pd) - 1 &&
+		      memcmp(ev->param.conn.private_data, request_pd, sizeof(request_pd) - 1) == 0,
+	      "the Request's private data arrives raw");
+	CHECK(ev->param.conn.initiator_depth == 5 && ev->param.conn.responder_resources == 3,
+	      "the Request's IRD (initiator_depth) and ORD (responder_resources)");
+	s.id = ev->id;
+	rdma_ack_cm_event(ev);
+	resources(&s, s.id->verbs);
+	reply.private_data = reply_pd;
+	reply.private_data_len = sizeof(reply_pd) - 1;
+	reply.responder_resources = 3;
+	reply.initiator_depth = 5;
+	CHECK(rdma_accept(s.id, &reply) == 0, "rdma_accept with 30 octets of private data");
+	rdma_ack_cm_event(next_event(s.ch, RDMA_CM_EVENT_ESTABLISHED));
+	ev = next_event(c.ch, RDMA_CM_EVENT_ESTABLISHED);
+	CHECK(ev->param.conn.private_data_len == sizeof(reply_pd) - 1 &&
+		      memcmp(ev->param.conn.private_data, reply_pd, sizeof(reply_pd) - 1) == 0,
+	      "ESTABLISHED carries the Reply's private data raw");
+	rdma_ack_cm_event(ev);
+
+	/* A rejection, with its private data. */
+	client(&r);
+	param.retry_count = 0;
+	CHECK(rdma_connect(r.id, &param) == 0, "a second rdma_connect");
+	ev = next_event(s.ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+	CHECK(rdma_reject(ev->id, reject_pd, sizeof(reject_pd) - 1) == 0, "rdma_reject with private data");
+	rdma_destroy_id(ev->id);
+	rdma_ack_cm_event(ev);
+	ev = next_event(r.ch, RDMA_CM_EVENT_REJECTED);
+	CHECK(ev->status < 0 && ev->param.conn.private_data_len == sizeof(reject_pd) - 1 &&
+		      memcmp(ev->param.conn.private_data, reject_pd, sizeof(reject_pd) - 1) == 0,
+	      "REJECTED, a negative status and the Reject's private data");
+	rdma_ack_cm_event(ev);
+
+	/* No listener: REJECTED (ECONNREFUSED). */
+	rdma_destroy_id(listen_id);
+	client(&late);
+	CHECK(rdma_connect(late.id, &param) == 0, "rdma_connect to a port nobody listens on");
+	ev = next_event(late.ch, RDMA_CM_EVENT_REJECTED);
+	CHECK(ev->status == -ECONNREFUSED, "REJECTED with -ECONNREFUSED");
+	rdma_ack_cm_event(ev);
+
+	/* The established connection still works; a disconnect reaches both sides. */
+	CHECK(post_recv(&s, s.mr, 1) == 0, "a receive");
+	strcpy(c.buf, "still here");
+	CHECK(post_send(&c, c.mr->lkey, 2, IBV_WR_SEND, 0) == 0, "a Send");
+	CHECK(wait_wc(&s).status == IBV_WC_SUCCESS && strcmp(s.buf, "still here") == 0, "arrives");
+	CHECK(rdma_disconnect(s.id) == 0, "the server disconnects");
+	rdma_ack_cm_event(next_event(s.ch, RDMA_CM_EVENT_DISCONNECTED));
+	rdma_ack_cm_event(next_event(c.ch, RDMA_CM_EVENT_DISCONNECTED));
+	printf("ok   DISCONNECTED on both sides\n");
+	rdma_destroy_qp(c.id);
+	CHECK(c.id->qp == NULL, "rdma_destroy_qp");
+	CHECK(rdma_destroy_id(c.id) == 0, "rdma_destroy_id");
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	int rc;
+	if (argc != 3)
+		return 2;
+	server_addr.sin_family = AF_INET;
+	server_addr.sin_port = htons(atoi(argv[2]));
+	inet_pton(AF_INET, "127.0.0.1", &server_addr.sin_addr);
+	if (strcmp(argv[1], "misuse") == 0)
+		rc = misuse();
+	else if (strcmp(argv[1], "cm") == 0)
+		rc = cm_events();
+	else
+		return 2;
+	if (rc == 0)
+		printf("all checks passed\n");
+	return rc;
 }
