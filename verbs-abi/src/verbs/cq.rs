@@ -208,6 +208,9 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut IbvCq, n: c_int, wc: *mut IbvWc
     // Safety: wc points to n work completions of the caller's.
     let out = unsafe { std::slice::from_raw_parts_mut(wc, n as usize) };
     let got = q.poll(out);
+    if got > 0 && log::debugging() {
+        log::debug(format_args!("cq {cq:p}: polled {got}"));
+    }
     if got == 0 {
         // Nothing yet: the engine (a thread of this process, or the kernel transport's
         // driver) makes the progress; a program polling in a loop gives it the CPU rather
@@ -225,6 +228,9 @@ pub(crate) unsafe extern "C" fn req_notify_cq(cq: *mut IbvCq, solicited_only: c_
     };
     q.armed.store(true, Ordering::Release);
     q.cq.arm(solicited_only != 0);
+    log::debug(format_args!(
+        "cq {cq:p}: armed (solicited only: {solicited_only})"
+    ));
     0
 }
 
@@ -423,7 +429,9 @@ pub unsafe extern "C" fn ibv_get_cq_event(
             .get(&token)
             .and_then(Weak::upgrade);
         let Some(q) = member else { continue };
-        if q.take_events() == 0 {
+        let events = q.take_events();
+        log::debug(format_args!("cq {:p}: {events} events taken", q.c_ptr()));
+        if events == 0 {
             continue;
         }
         if !cq.is_null() {
