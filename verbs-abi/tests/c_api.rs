@@ -1,10 +1,11 @@
 //! The C API from a C program (`tests/c/checks.c`, compiled against the rdma-core headers and
 //! linked with our libraries), over the kernel transport on loopback:
 //! - misuse gets the error or completion status libibverbs documents, and nothing else
-//!   breaks: unsupported requests (UD, SRQ, atomics, inline and immediate data, multicast), a
-//!   bad lkey (IBV_WC_LOC_PROT_ERR, the queue pair in ERR), posts on the errored queue pair
-//!   (IBV_WC_WR_FLUSH_ERR), the peer's view of it, a region deregistered while a receive is
-//!   posted on it;
+//!   breaks: unsupported requests (UD, SRQ, atomics, immediate data, inline data on a queue
+//!   pair without max_inline_data, multicast), a bad lkey (IBV_WC_LOC_PROT_ERR, the queue
+//!   pair in ERR), posts on the errored queue pair (IBV_WC_WR_FLUSH_ERR), the peer's view of
+//!   it, a region deregistered while a receive is posted on it; inline data copied at post
+//!   time, and too much of it refused;
 //! - rdma_cm on MPA: private data raw both ways, IRD/ORD of the Request, a rejection with its
 //!   private data, a refused connection (REJECTED, -ECONNREFUSED), DISCONNECTED on both sides.
 //!

@@ -25,11 +25,12 @@ usage: xwarp-run [--transport kernel|xdp] [--interface IF[,IF...]] [--lib-dir DI
 
 Each device: transport iWARP, node type RNIC, link layer Ethernet, one active port.
 Runs: reliable connected queue pairs made with rdma_cm (perftest's -R, rping), Send, RDMA
-Write and RDMA Read, unsignaled work requests, completion channels and async events.
+Write and RDMA Read, unsignaled work requests, inline data, completion channels and async
+events.
 Not supported (a clear errno and one log line, never a crash): UD/UC/XRC queue pairs,
-atomics, immediate data, shared receive queues, inline data, extended verbs (ibv_wr_*,
-perftest picks the old post send for this device itself), memory windows,
-connections without rdma_cm.
+atomics, immediate data, shared receive queues, extended verbs (ibv_wr_*; perftest picks
+the old post send for this device itself), memory windows, connections without rdma_cm.
+XWARP_VERBS_DEBUG=1 prints the library's connection events and queue pair state changes.
 
 examples:
   xwarp-run -- ibv_devinfo -v

@@ -3,8 +3,10 @@
 //! Unsignaled sends complete silently unless they fail. What the hardware would report as a
 //! completion, the library reports as one too: a bad lkey or an element outside its region
 //! completes with `IBV_WC_LOC_PROT_ERR` and moves the queue pair to ERR; a post on a queue
-//! pair in ERR completes with `IBV_WC_WR_FLUSH_ERR`. Requests iWARP has no wire form for
-//! (immediate data, atomics) and inline data are refused with EINVAL and one log line.
+//! pair in ERR completes with `IBV_WC_WR_FLUSH_ERR`. Inline data (`IBV_SEND_INLINE`, up to
+//! the queue pair's `max_inline_data`) is copied at post time into the queue pair's inline
+//! slots. Requests iWARP has no wire form for (immediate data, atomics) are refused with
+//! EINVAL and one log line.
 
 use std::os::raw::c_int;
 
@@ -22,6 +24,18 @@ use dataplane::{PostError, PostKind, RemoteAddr};
 pub(crate) struct RecvReq {
     pub(crate) wr_id: u64,
     sges: SmallVec<[IbvSge; 2]>,
+}
+
+impl RecvReq {
+    /// The receive as a work request (receives are always signaled).
+    fn req(&self) -> Req<'_> {
+        Req {
+            wr_id: self.wr_id,
+            kind: PostKind::Recv,
+            sges: &self.sges,
+            signaled: true,
+        }
+    }
 }
 
 /// A completion of the library's own.
@@ -81,18 +95,32 @@ unsafe fn elements<'a>(list: *const IbvSge, n: c_int) -> Result<&'a [IbvSge], c_
     Ok(unsafe { std::slice::from_raw_parts(list, n as usize) })
 }
 
-/// Posts one request of `kind` with `sges` on `qp`; the outcome.
-fn post_on(
-    q: &XwQp,
-    qp: &dataplane::QueuePair,
+/// Posts `r` on `qp` with the local memory `sgl`; the outcome.
+fn post_sgl(qp: &dataplane::QueuePair, r: Req<'_>, sgl: &[dataplane::Sge<'_>]) -> Outcome {
+    let mut wr = dataplane::WorkRequest::new(r.wr_id, r.kind, sgl);
+    if !r.signaled {
+        wr = wr.unsignaled();
+    }
+    match qp.post_list(&[wr]) {
+        Ok(()) => Outcome::Posted,
+        Err(e) => outcome_of(e.error),
+    }
+}
+
+/// One work request as the application posted it.
+#[derive(Clone, Copy)]
+struct Req<'a> {
     wr_id: u64,
     kind: PostKind,
-    sges: &[IbvSge],
+    sges: &'a [IbvSge],
     signaled: bool,
-) -> Outcome {
+}
+
+/// Posts `r` on `qp`, its elements named by lkey; the outcome.
+fn post_on(q: &XwQp, qp: &dataplane::QueuePair, r: Req<'_>) -> Outcome {
     let regions = q.pd.regions();
     let mut sgl: SmallVec<[dataplane::Sge<'_>; 4]> = SmallVec::new();
-    for s in sges.iter().filter(|s| s.length > 0) {
+    for s in r.sges.iter().filter(|s| s.length > 0) {
         let Some((mr, off)) = regions
             .get(&s.lkey)
             .and_then(|m| Some((m, m.offset_of(s.addr, s.length)?)))
@@ -111,20 +139,44 @@ fn post_on(
             None => return Outcome::Refused(libc::ENOMEM),
         }
     }
-    let mut wr = dataplane::WorkRequest::new(wr_id, kind, &sgl);
-    if !signaled {
-        wr = wr.unsignaled();
+    post_sgl(qp, r, &sgl)
+}
+
+/// Posts a Send or Write whose data is copied now from `sges` (no lkeys: inline data) into
+/// the queue pair's next inline slot.
+///
+/// # Safety
+/// Each element's `[addr, addr + length)` is readable memory of the application's.
+unsafe fn post_inline(q: &XwQp, qp: &dataplane::QueuePair, r: Req<'_>) -> Outcome {
+    let Some(slots) = &q.inline else {
+        log::unsupported(
+            "IBV_SEND_INLINE on a queue pair created without max_inline_data",
+            "create the queue pair with cap.max_inline_data (EINVAL)",
+        );
+        return Outcome::Refused(libc::EINVAL);
+    };
+    let total: usize = r.sges.iter().map(|s| s.length as usize).sum();
+    if total > slots.slot_len() {
+        return Outcome::Refused(libc::EINVAL);
     }
-    match qp.post_list(&[wr]) {
-        Ok(()) => Outcome::Posted,
-        Err(e) => outcome_of(e.error),
+    let at = slots.take();
+    let mut off = at;
+    for s in r.sges.iter().filter(|s| s.length > 0) {
+        // Safety: the caller's promise on the element.
+        let data = unsafe { std::slice::from_raw_parts(s.addr as *const u8, s.length as usize) };
+        if slots.mr.write(off, data).is_none() {
+            return Outcome::Refused(libc::EINVAL);
+        }
+        off += data.len();
     }
+    let sgl = [dataplane::Sge::new(&slots.mr, at..at + total)];
+    post_sgl(qp, r, &sgl)
 }
 
 /// Posts receive `r` on the connection `qp` (being made, or made); a failure completes it
 /// with its status (the caller moves the queue pair to ERR if it holds its state).
 pub(crate) fn post_recv_on(q: &XwQp, qp: &dataplane::QueuePair, r: &RecvReq) -> bool {
-    match post_on(q, qp, r.wr_id, PostKind::Recv, &r.sges, true) {
+    match post_on(q, qp, r.req()) {
         Outcome::Posted => true,
         Outcome::Completes(status) | Outcome::Refused(status) => {
             let status = if status == libc::EINVAL || status == libc::ENOMEM {
@@ -202,19 +254,25 @@ unsafe fn send_one(q: &XwQp, w: &IbvSendWr) -> Result<(), c_int> {
             return Err(libc::EINVAL);
         }
     };
-    if w.send_flags & send_flags::INLINE != 0 {
-        log::unsupported(
-            "IBV_SEND_INLINE",
-            "the device reports max_inline_data 0; post from a registered region (EINVAL)",
-        );
-        return Err(libc::EINVAL);
-    }
     // Safety: the caller's promise on the list.
     let sges = unsafe { elements(w.sg_list, w.num_sge) }?;
+    let inline = w.send_flags & send_flags::INLINE != 0;
+    if inline && !matches!(kind, PostKind::Send { .. } | PostKind::Write(_)) {
+        return Err(libc::EINVAL);
+    }
     let signaled = q.sq_sig_all || w.send_flags & send_flags::SIGNALED != 0;
+    let req = Req {
+        wr_id: w.wr_id,
+        kind,
+        sges,
+        signaled,
+    };
     let mut conn = q.conn();
     let outcome = match &*conn {
-        Conn::Connected(qp) => post_on(q, qp, w.wr_id, kind, sges, signaled),
+        // Safety: inline elements name the application's readable memory (the verbs
+        // contract for IBV_SEND_INLINE), read now.
+        Conn::Connected(qp) if inline => unsafe { post_inline(q, qp, req) },
+        Conn::Connected(qp) => post_on(q, qp, req),
         Conn::Error => Outcome::Completes(wc_status::WR_FLUSH_ERR),
         // RESET, INIT, RTR: nothing to send on yet.
         Conn::Waiting(_) | Conn::Connecting(_) => Outcome::Refused(libc::EINVAL),
@@ -246,7 +304,7 @@ unsafe fn recv_one(q: &XwQp, w: &IbvRecvWr) -> Result<(), c_int> {
             list.push(r);
             return Ok(());
         }
-        Conn::Connected(qp) => post_on(q, qp, r.wr_id, PostKind::Recv, &r.sges, true),
+        Conn::Connected(qp) => post_on(q, qp, r.req()),
         Conn::Error => Outcome::Completes(wc_status::WR_FLUSH_ERR),
     };
     match outcome {

@@ -29,7 +29,47 @@ pub(crate) struct XwQp {
     pub(crate) sq_sig_all: bool,
     cap: IbvQpCap,
     pub(crate) num: u32,
+    /// Where inline data is copied (queue pairs created with `max_inline_data`).
+    pub(crate) inline: Option<InlineSlots>,
     conn: Mutex<Conn>,
+}
+
+/// Most inline data per work request.
+pub(crate) const MAX_INLINE: u32 = 1024;
+
+/// Inline data's memory: a region of the queue pair's domain with a slot per send queue entry,
+/// used in turn. A slot is reused `max_send_wr` posts later; by then its request completed,
+/// since an application keeps at most `max_send_wr` requests outstanding (the verbs contract).
+pub(crate) struct InlineSlots {
+    pub(crate) mr: dataplane::MemoryRegion,
+    slot: usize,
+    slots: usize,
+    next: std::sync::atomic::AtomicUsize,
+}
+
+impl InlineSlots {
+    fn new(pd: &XwPd, slot: usize, slots: usize) -> Result<Self, c_int> {
+        let mr = pd
+            .pd
+            .register(slot * slots, dataplane::Access::LOCAL_WRITE)
+            .map_err(|_| libc::ENOMEM)?;
+        Ok(InlineSlots {
+            mr,
+            slot,
+            slots,
+            next: Default::default(),
+        })
+    }
+
+    /// The size of a slot (the queue pair's `max_inline_data`).
+    pub(crate) fn slot_len(&self) -> usize {
+        self.slot
+    }
+
+    /// The offset of the next slot in the region.
+    pub(crate) fn take(&self) -> usize {
+        (self.next.fetch_add(1, Ordering::Relaxed) % self.slots) * self.slot
+    }
 }
 
 /// Where a queue pair's connection stands.
@@ -208,7 +248,8 @@ impl XwQp {
     }
 }
 
-/// `ibv_create_qp`: reliable connected queue pairs only, without SRQ or inline data.
+/// `ibv_create_qp`: reliable connected queue pairs only, without SRQ; inline data up to
+/// [`MAX_INLINE`] octets.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_create_qp(pd: *mut IbvPd, attr: *mut IbvQpInitAttr) -> *mut IbvQp {
     // Safety: the application passes its domain.
@@ -250,11 +291,7 @@ pub(crate) fn create(pd: Arc<XwPd>, a: &mut IbvQpInitAttr) -> Result<Arc<XwQp>, 
     {
         return Err(libc::EINVAL);
     }
-    if cap.max_inline_data > 0 {
-        log::unsupported(
-            "inline data (max_inline_data > 0)",
-            "the device reports no inline data; post from a registered region",
-        );
+    if cap.max_inline_data > MAX_INLINE {
         return Err(libc::EINVAL);
     }
     // Safety: the application passes its completion queues.
@@ -270,7 +307,15 @@ pub(crate) fn create(pd: Arc<XwPd>, a: &mut IbvQpInitAttr) -> Result<Arc<XwQp>, 
         max_recv_wr: cap.max_recv_wr.max(1),
         max_send_sge: cap.max_send_sge.max(1),
         max_recv_sge: cap.max_recv_sge.max(1),
-        max_inline_data: 0,
+        max_inline_data: cap.max_inline_data,
+    };
+    let inline = match granted.max_inline_data {
+        0 => None,
+        n => Some(InlineSlots::new(
+            &pd,
+            n as usize,
+            granted.max_send_wr as usize,
+        )?),
     };
     a.cap = granted;
     let q = Arc::new(XwQp {
@@ -296,6 +341,7 @@ pub(crate) fn create(pd: Arc<XwPd>, a: &mut IbvQpInitAttr) -> Result<Arc<XwQp>, 
         sq_sig_all: a.sq_sig_all != 0,
         cap: granted,
         num,
+        inline,
         conn: Mutex::new(Conn::Waiting(Vec::new())),
     });
     let mut live = LIVE.lock().unwrap_or_else(|p| p.into_inner());

@@ -33,6 +33,8 @@ struct end {
 };
 
 static struct sockaddr_in server_addr;
+/* max_inline_data of the queue pairs `resources` makes. */
+static uint32_t inline_size;
 
 static struct rdma_cm_event *next_event(struct rdma_event_channel *ch, enum rdma_cm_event_type want)
 {
@@ -68,6 +70,7 @@ static void resources(struct end *e, struct ibv_context *ctx)
 	attr.cap.max_recv_wr = 16;
 	attr.cap.max_send_sge = 1;
 	attr.cap.max_recv_sge = 1;
+	attr.cap.max_inline_data = inline_size;
 	if (rdma_create_qp(e->id, e->pd, &attr)) {
 		fprintf(stderr, "FAIL rdma_create_qp (errno %d)\n", errno);
 		exit(1);
@@ -233,7 +236,9 @@ static int misuse(void)
 	rdma_ack_cm_event(next_event(c.ch, RDMA_CM_EVENT_DISCONNECTED));
 
 	/* A region deregistered while a receive is posted on it: that receive completes
-	 * flushed and the memory is not touched; another connection is unharmed. */
+	 * flushed and the memory is not touched; another connection is unharmed. The client's
+	 * queue pair takes inline data. */
+	inline_size = 64;
 	connect_pair(&c2, &s2, 0);
 	doomed_buf = calloc(1, 4096);
 	doomed = ibv_reg_mr(s2.pd, doomed_buf, 4096, IBV_ACCESS_LOCAL_WRITE);
@@ -242,9 +247,33 @@ static int misuse(void)
 	CHECK(ibv_dereg_mr(doomed) == 0, "deregistered while the receive is posted");
 	strcpy(c2.buf, "into freed memory?");
 	CHECK(post_send(&c2, c2.mr->lkey, 6, IBV_WR_SEND, 0) == 0, "the peer Sends");
+	wc = wait_wc(&c2);
+	CHECK(wc.wr_id == 6, "its Send completes");
 	wc = wait_wc(&s2);
 	CHECK(wc.wr_id == 200 && wc.status == IBV_WC_WR_FLUSH_ERR, "the receive completes flushed");
 	CHECK(doomed_buf[0] == 0, "nothing was written into the deregistered memory");
+	{
+		/* Inline data: from unregistered memory, no lkey, copied at post time. */
+		char words[] = "inline, from the stack";
+		struct ibv_sge sge = {.addr = (uintptr_t)words, .length = sizeof(words), .lkey = 0};
+		struct ibv_send_wr wr = {0}, *bad = NULL;
+		wr.wr_id = 7;
+		wr.sg_list = &sge;
+		wr.num_sge = 1;
+		wr.opcode = IBV_WR_SEND;
+		wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+		CHECK(post_recv(&s2, s2.mr, 201) == 0, "a receive on a live region");
+		CHECK(ibv_post_send(c2.id->qp, &wr, &bad) == 0, "an inline Send posts");
+		memset(words, 'x', sizeof(words) - 1);
+		wc = wait_wc(&c2);
+		CHECK(wc.status == IBV_WC_SUCCESS && wc.wr_id == 7, "it completes");
+		wc = wait_wc(&s2);
+		CHECK(wc.status == IBV_WC_SUCCESS && wc.wr_id == 201 &&
+			      strcmp(s2.buf, "inline, from the stack") == 0,
+		      "the data copied at post time arrives");
+		sge.length = 65;
+		CHECK(ibv_post_send(c2.id->qp, &wr, &bad) == EINVAL, "more than max_inline_data: EINVAL");
+	}
 	rdma_disconnect(c2.id);
 	return 0;
 }
