@@ -254,7 +254,7 @@ pub unsafe extern "C" fn xwarp_rdma_destroy_id(id: *mut RdmaCmId) -> c_int {
 }
 
 /// `rdma_bind_addr`: a specific address picks its device (its context becomes `verbs`); the
-/// wildcard leaves the choice to the connection request.
+/// wildcard leaves the choice to the connection request. Port 0 gets a free port now.
 #[no_mangle]
 pub unsafe extern "C" fn xwarp_rdma_bind_addr(id: *mut RdmaCmId, sa: *mut libc::sockaddr) -> c_int {
     // Safety: the application passes its identifier.
@@ -283,6 +283,16 @@ pub unsafe extern "C" fn xwarp_rdma_bind_addr(id: *mut RdmaCmId, sa: *mut libc::
                 return errno::fail(libc::ENODEV);
             }
         }
+    };
+    // The port is chosen now, as the kernel chooses it at bind: applications read it with
+    // rdma_get_src_port before they listen (qperf does).
+    let a = if a.port() == 0 {
+        match std::net::TcpListener::bind(a).and_then(|l| l.local_addr()) {
+            Ok(chosen) => SocketAddr::new(a.ip(), chosen.port()),
+            Err(e) => return errno::fail(e.raw_os_error().unwrap_or(libc::EADDRINUSE)),
+        }
+    } else {
+        a
     };
     me.set_addresses(&mut st, ctx, Some(a), None);
     0

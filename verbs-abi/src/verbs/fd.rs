@@ -55,19 +55,16 @@ impl EventCounter {
     }
 
     /// Takes one event: blocks until there is one, unless the descriptor is non-blocking
-    /// (then `Err(EAGAIN)` when there is none).
+    /// (then `Err(EAGAIN)` when there is none). A signal ends the wait (`Err(EINTR)`), as it
+    /// ends libibverbs' `read`: programs stop a timed test from their signal handler.
     pub(crate) fn take_one(&self) -> Result<(), c_int> {
         let mut v = 0u64;
-        loop {
-            // Safety: reads 8 octets into a live u64 from our eventfd.
-            let n = unsafe { libc::read(self.fd, (&mut v as *mut u64).cast(), 8) };
-            if n == 8 {
-                return Ok(());
-            }
-            let e = last_errno();
-            if e != libc::EINTR {
-                return Err(e);
-            }
+        // Safety: reads 8 octets into a live u64 from our eventfd.
+        let n = unsafe { libc::read(self.fd, (&mut v as *mut u64).cast(), 8) };
+        if n == 8 {
+            Ok(())
+        } else {
+            Err(last_errno())
         }
     }
 }
@@ -122,7 +119,8 @@ impl EpollSet {
     }
 
     /// The token of a ready descriptor: waits for one unless the set's descriptor is
-    /// non-blocking (then `Err(EAGAIN)` when none is ready).
+    /// non-blocking (then `Err(EAGAIN)` when none is ready). A signal ends the wait
+    /// (`Err(EINTR)`).
     pub(crate) fn wait_one(&self) -> Result<u64, c_int> {
         // Safety: F_GETFL on our descriptor.
         let flags = unsafe { libc::fcntl(self.fd, libc::F_GETFL) };
@@ -132,19 +130,12 @@ impl EpollSet {
             -1
         };
         let mut ev = libc::epoll_event { events: 0, u64: 0 };
-        loop {
-            // Safety: room for one event in `ev`.
-            let n = unsafe { libc::epoll_wait(self.fd, &mut ev, 1, timeout) };
-            match n {
-                1 => return Ok(ev.u64),
-                0 => return Err(libc::EAGAIN),
-                _ => {
-                    let e = last_errno();
-                    if e != libc::EINTR {
-                        return Err(e);
-                    }
-                }
-            }
+        // Safety: room for one event in `ev`.
+        let n = unsafe { libc::epoll_wait(self.fd, &mut ev, 1, timeout) };
+        match n {
+            1 => Ok(ev.u64),
+            0 => Err(libc::EAGAIN),
+            _ => Err(last_errno()),
         }
     }
 }
@@ -190,6 +181,42 @@ mod tests {
         assert!(!readable(c.raw()));
         nonblocking(c.raw());
         assert_eq!(c.take_one(), Err(libc::EAGAIN));
+    }
+
+    extern "C" fn ignore(_: c_int) {}
+
+    /// A signal ends a blocking wait with EINTR (a program's timer stops a test blocked in
+    /// ibv_get_cq_event or rdma_get_cm_event).
+    #[test]
+    fn a_signal_ends_a_blocking_wait() {
+        // Safety: a no-op handler for SIGUSR2, without SA_RESTART; the action is a zeroed
+        // sigaction with the handler set.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = ignore as extern "C" fn(c_int) as usize;
+            libc::sigaction(libc::SIGUSR2, &sa, std::ptr::null_mut());
+        }
+        let c = std::sync::Arc::new(EventCounter::new().unwrap());
+        let set = std::sync::Arc::new(EpollSet::new().unwrap());
+        set.add(c.raw(), 1).unwrap();
+        for wait_on_set in [false, true] {
+            let (c2, s2) = (c.clone(), set.clone());
+            let (tx, rx) = std::sync::mpsc::channel();
+            let t = std::thread::spawn(move || {
+                // Safety: pthread_self has no preconditions.
+                tx.send(unsafe { libc::pthread_self() }).unwrap();
+                if wait_on_set {
+                    s2.wait_one().map(drop)
+                } else {
+                    c2.take_one()
+                }
+            });
+            let tid = rx.recv().unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            // Safety: tid is a live thread of this test, blocked in its wait.
+            unsafe { libc::pthread_kill(tid, libc::SIGUSR2) };
+            assert_eq!(t.join().unwrap(), Err(libc::EINTR), "set: {wait_on_set}");
+        }
     }
 
     /// The set reports the token of a readable member and is readable itself meanwhile.

@@ -192,8 +192,14 @@ impl XwQp {
     /// Moves to ERR under the lock: closes the connection (posted receives and Reads complete
     /// flushed), and flushes the receives that waited for one.
     pub(crate) fn to_error(&self, conn: &mut Conn) {
-        if !matches!(conn, Conn::Error) {
-            log::debug(format_args!("qp {}: to ERR", self.num));
+        match conn {
+            Conn::Connected(qp) => log::debug(format_args!(
+                "qp {}: to ERR (connection: {:?})",
+                self.num,
+                qp.error()
+            )),
+            Conn::Error => {}
+            _ => log::debug(format_args!("qp {}: to ERR", self.num)),
         }
         match std::mem::replace(conn, Conn::Error) {
             Conn::Waiting(recvs) | Conn::Connecting(recvs) => {

@@ -294,6 +294,20 @@ static int cm_events(void)
 		      rdma_listen(listen_id, 4) == 0,
 	      "listening");
 	CHECK(ntohs(rdma_get_src_port(listen_id)) == ntohs(server_addr.sin_port), "rdma_get_src_port");
+	{
+		/* Port 0: a port is chosen at bind, before the listen (qperf reads it then). */
+		struct rdma_cm_id *any_id;
+		struct sockaddr_in any = {.sin_family = AF_INET, .sin_port = 0};
+		uint16_t port;
+		CHECK(rdma_create_id(s.ch, &any_id, NULL, RDMA_PS_TCP) == 0 &&
+			      rdma_bind_addr(any_id, (struct sockaddr *)&any) == 0,
+		      "binding the wildcard, port 0");
+		port = ntohs(rdma_get_src_port(any_id));
+		CHECK(port != 0, "rdma_get_src_port gives the chosen port before listening");
+		CHECK(rdma_listen(any_id, 1) == 0 && ntohs(rdma_get_src_port(any_id)) == port,
+		      "and listens on it");
+		rdma_destroy_id(any_id);
+	}
 
 	/* Private data raw both ways; IRD and ORD offered in the Request. */
 	client(&c);

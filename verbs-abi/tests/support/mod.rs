@@ -53,6 +53,22 @@ pub fn rdma_tools() -> Option<PathBuf> {
     Some(PathBuf::from(text.lines().last().expect("a folder").trim()))
 }
 
+/// The staticlib this test's build made: the newest `libverbs_abi-*.a` in `deps` (cargo does
+/// not copy a test build's archive up to `target/PROFILE/`).
+fn staticlib(profile: &Path) -> PathBuf {
+    std::fs::read_dir(profile.join("deps"))
+        .expect("target/PROFILE/deps")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("libverbs_abi-") && n.ends_with(".a"))
+        })
+        .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok())
+        .expect("the verbs-abi staticlib of this build")
+}
+
 /// Our four libraries, linked from this build's staticlib into `target/PROFILE/xwarp-lib`.
 pub fn verbs_libs() -> PathBuf {
     let profile = profile_dir();
@@ -61,6 +77,8 @@ pub fn verbs_libs() -> PathBuf {
         .arg("--link-only")
         .arg("--profile-dir")
         .arg(&profile)
+        .arg("--staticlib")
+        .arg(staticlib(&profile))
         .output()
         .expect("run deploy/verbs-libs");
     assert!(
