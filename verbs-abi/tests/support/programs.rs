@@ -117,7 +117,34 @@ impl Tools {
         }
     }
 
-    /// `program server_args` in A on `transports.0`, then (after a pause)
+    /// Waits (at most 30 s) until the server in A on `transport` is ready for `program`'s
+    /// client: its port listening (kernel transport), or its device's XDP program attached
+    /// (xdp transport; it listens a moment later, and refused connections are tried again).
+    fn wait_ready(&self, tb: &VethTestbed, transport: &str, program: &str) {
+        let port = if program == "rping" { 7174 } else { 18515 };
+        let ready = || {
+            let out = if transport == "kernel" {
+                tb.exec(Side::A, &["ss", "-ltnH", &format!("sport = :{port}")])
+            } else {
+                tb.exec(Side::A, &["ip", "link", "show", "dev", tb.ifname(Side::A)])
+            };
+            out.is_ok_and(|o| {
+                let text = String::from_utf8_lossy(&o.stdout);
+                if transport == "kernel" {
+                    !text.trim().is_empty()
+                } else {
+                    text.contains("prog/xdp")
+                }
+            })
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !ready() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    /// `program server_args` in A on `transports.0`, then, once it is ready,
     /// `program client_args` in B on `transports.1`; both waited for. Prints both outputs
     /// with the commands.
     pub fn pair(
@@ -129,7 +156,7 @@ impl Tools {
         client_args: &[&str],
     ) -> (Ran, Ran) {
         let server = self.start(tb, Side::A, transports.0, program, server_args);
-        std::thread::sleep(Duration::from_millis(1500));
+        self.wait_ready(tb, transports.0, program);
         let client = self
             .start(tb, Side::B, transports.1, program, client_args)
             .wait(DEADLINE);
