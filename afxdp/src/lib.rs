@@ -10,9 +10,10 @@
 //!   (`owned_addrs`) and the XSKMAP, detaches on drop; `test_run` runs it on one frame
 //!   (`BPF_PROG_TEST_RUN`).
 //! - [`queues`] and [`rss`]: how many rx queues an interface has, and its RSS (ethtool).
-//! - [`xsk`]: [`XskQueue`], one UMEM and AF_XDP socket per queue (our own rings on `libc`);
-//!   [`Frame`] tokens; [`xsk_features`]: what the driver offers; [`steered_queue`] pairs a
-//!   program with a registered queue.
+//! - [`xsk`]: [`XskQueue`], one UMEM and AF_XDP socket per queue (our own rings on `libc`,
+//!   which check the kernel's indices; `frame_books`: who holds each frame, so the kernel
+//!   cannot hand one back twice); [`Frame`] tokens; [`xsk_features`]: what the driver offers;
+//!   [`steered_queue`] pairs a program with a registered queue.
 //! - [`netlink`] and [`next_hop`]: routes, neighbours and link addresses over rtnetlink.
 //! - [`ports`]: the active-open local port range and its reservation from the kernel.
 //! - [`netns`]: entering network namespaces per thread.
@@ -29,6 +30,7 @@
 pub mod bulk_copy;
 mod error;
 mod ethtool;
+mod frame_books;
 mod holders;
 pub mod maps;
 pub mod netlink;
@@ -60,5 +62,6 @@ pub use sendto_times::{sendto_times, SendtoTimes};
 pub use steered::steered_queue;
 pub use test_run::XdpAction;
 pub use xsk::{
-    BindMode, BusyPoll, Frame, Slab, TxChecksumOffload, XskConfig, XskQueue, XskStatistics,
+    BindMode, BusyPoll, Frame, Slab, TxChecksumOffload, XskConfig, XskQueue, XskRefused,
+    XskStatistics,
 };

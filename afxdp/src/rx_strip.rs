@@ -73,10 +73,15 @@ impl RxStrip {
         addr >= self.start && addr < self.start + self.len()
     }
 
+    /// How many positions the strip has.
+    pub(crate) fn positions(&self) -> usize {
+        self.free.len()
+    }
+
     /// The position whose chunk holds `addr` (the last chunk starting at or before it; the
     /// kernel's data always starts in that chunk, wherever a program moved it), if `addr` is
     /// the strip's.
-    fn position_containing(&self, addr: u64) -> Option<usize> {
+    pub(crate) fn position_containing(&self, addr: u64) -> Option<usize> {
         if !self.contains(addr) {
             return None;
         }

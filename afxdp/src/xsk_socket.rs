@@ -195,6 +195,36 @@ impl XskSocket {
     }
 }
 
+#[cfg(test)]
+impl XskSocket {
+    /// A socket whose four rings of `size` entries are plain memory with every index at
+    /// `start`, for tests that play the kernel; its fd is an unbound Unix datagram socket, so
+    /// kicks go nowhere. Returns the rings' memories too: fill, completion, rx, tx.
+    pub(crate) fn plain(
+        size: u32,
+        start: u32,
+    ) -> (Self, [std::sync::Arc<super::ring::plain::PlainRing>; 4]) {
+        use super::ring::plain::PlainRing;
+        let (fill, f) = PlainRing::new(size, start, true);
+        let (comp, c) = PlainRing::new(size, start, false);
+        let (rx, r) = PlainRing::new(size, start, false);
+        let (tx, t) = PlainRing::new(size, start, true);
+        let fd = std::os::unix::net::UnixDatagram::unbound()
+            .expect("a Unix datagram socket")
+            .into();
+        (
+            XskSocket {
+                fill,
+                comp,
+                rx,
+                tx,
+                fd,
+            },
+            [f, c, r, t],
+        )
+    }
+}
+
 /// A C struct the kernel fills from `getsockopt`.
 ///
 /// # Safety

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use afxdp::{
     resolve_next_hop, steered_queue, AttachPolicy, BindMode, Frame, PortKind, XdpProgram,
-    XskConfig, XskQueue,
+    XskConfig, XskQueue, XskRefused,
 };
 use testbed::tcp_frame::{build_tcp_frame, RawEndpoint};
 use testbed::{for_test, Side, VethTestbed};
@@ -91,6 +91,11 @@ fn exchange(tb: &VethTestbed, rx_strip: bool, count: u32, len: usize) -> (Vec<Ve
                 }
             }
             assert_eq!(got.len(), want, "batch from {first} reached B");
+        }
+        // The real kernel's indices, receive positions and completions all pass the queues'
+        // checks: nothing refused.
+        for q in [&q_a, &q_b] {
+            assert_eq!(q.statistics().unwrap().refused, XskRefused::default());
         }
     });
     (got, in_place)

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use afxdp::{BindMode, Frame, XskConfig, XskQueue};
+use afxdp::{BindMode, Frame, XskConfig, XskQueue, XskRefused};
 use testbed::packet_socket::PacketSocket;
 use testbed::{for_test, Side, VethTestbed};
 use testkit::or_skip;
@@ -85,6 +85,8 @@ fn a_backlog_of_single_frames_longer_than_the_ring_drains() {
         let queued = drain(&mut q, &mut out);
         assert!(queued.iter().all(|&n| n <= 64), "{queued:?}");
         assert_eq!(queued.iter().sum::<usize>(), packets.len());
+        // Three rings' worth of indices and completions from the real kernel: none refused.
+        assert_eq!(q.statistics().unwrap().refused, XskRefused::default());
     });
     all_arrive(&capture, &packets);
 }

@@ -4,7 +4,8 @@
 //! - `bench` (`xwarp-bench`, `xwarp-rdma`): nothing of [`DEV_ONLY`]. It may use the `testbed`
 //!   fixture: `compare` builds testbeds at run time.
 //! - `xwarpd`: nothing of [`DEV_ONLY`], nor [`FIXTURE`].
-//! - the libraries `dataplane` and `afxdp`: nothing of those, nor [`PROGRAM_ONLY`].
+//! - the libraries `dataplane`, `afxdp` and `verbs-abi` (the drop-in libibverbs and
+//!   librdmacm): nothing of those, nor [`PROGRAM_ONLY`].
 
 use std::process::Command;
 
@@ -23,6 +24,11 @@ fn rules() -> Vec<(&'static str, &'static str, Vec<&'static str>)> {
         ("bench", "xwarp-bench and xwarp-rdma", DEV_ONLY.to_vec()),
         ("xwarpd", "xwarpd", daemon),
         ("dataplane", "the dataplane library", library.clone()),
+        (
+            "verbs-abi",
+            "libibverbs.so.1, librdmacm.so.1 and xwarp-run",
+            library.clone(),
+        ),
         ("afxdp", "the afxdp library", library),
     ]
 }

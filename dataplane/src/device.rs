@@ -12,7 +12,7 @@ use crate::kernel::{self, DriverOptions, InlineDrivers};
 use crate::queue_pair::{next_qp_num, Established, QpKind, QpShared};
 use crate::xdp_device::XdpLanes;
 use crate::{
-    CompletionQueue, ConnectError, ConnectionConfig, DeviceError, EngineMode, Listener,
+    CompletionQueue, ConnectError, ConnectionConfig, DeviceError, EngineMode, Listener, PostError,
     ProtectionDomain, QueuePair, Transport, XdpConfig,
 };
 
@@ -144,6 +144,21 @@ impl Device {
         }))
     }
 
+    /// What the engines' fault injectors did, summed over the device's queues (AF_XDP devices
+    /// with [`crate::XdpConfig::fault`] set; `None` otherwise).
+    pub fn fault_counters(&self) -> Option<crate::engine::FaultCounters> {
+        let x = self.xdp.as_ref()?;
+        let mut sum = crate::engine::FaultCounters::default();
+        for lane in x.all() {
+            let st = lane.shared.lock();
+            if !st.engine.faults_enabled() {
+                return None;
+            }
+            sum.add(&st.engine.fault_counters());
+        }
+        Some(sum)
+    }
+
     /// What the engines hold now, summed over the device's queues (AF_XDP devices; `None` for
     /// the kernel transport).
     pub fn engine_load(&self) -> Option<EngineLoad> {
@@ -202,6 +217,27 @@ impl Device {
     /// serve, `XdpConfig::address`).
     pub fn local_ip(&self) -> Option<std::net::IpAddr> {
         self.xdp.as_ref().map(|x| x.first().shared.ip)
+    }
+
+    /// Waits until the connections the application closed have finished (FIN exchanged, or
+    /// aborted at their close timeout) or `timeout` passed; what a process calls before it
+    /// exits, since an AF_XDP device's engines end with it (a peer would otherwise never see
+    /// the last acknowledgements and the FIN). Returns at once on the kernel transport, whose
+    /// connections the kernel finishes.
+    pub fn finish_closing(&self, timeout: std::time::Duration) {
+        let Some(x) = &self.xdp else {
+            return;
+        };
+        let deadline = Instant::now() + timeout;
+        for lane in x.all() {
+            lane.shared.wait_until(deadline, |st| {
+                st.engine
+                    .endpoint()
+                    .lingering_until()
+                    .is_none()
+                    .then_some(())
+            });
+        }
     }
 
     /// The transport this device runs.
@@ -295,6 +331,26 @@ impl Device {
         config: &ConnectionConfig,
         private_data: &[u8],
     ) -> Result<QueuePair, ConnectError> {
+        self.connect_with(addr, init, config, private_data, |_| Ok(()))
+    }
+
+    /// As [`connect`](Self::connect), running `before_start` on the new queue pair before
+    /// any of the peer's FPDUs can reach it: the place to post receive buffers, as verbs
+    /// applications post them on a queue pair before it connects (the active side's
+    /// counterpart of [`crate::Incoming::accept_with`]). On the kernel transport it runs
+    /// before the connection's driver starts; on the xdp transport the requests it posts are
+    /// handed to the connection when TCP is up, before the MPA Reply can arrive. A refusal in
+    /// `before_start` ends the attempt ([`ConnectError::Post`]). Only receives should be
+    /// posted there: the queue pair cannot send before MPA is up. With the RFC 6581 fallback
+    /// to Rev 1, `before_start` runs on the second attempt's queue pair too.
+    pub fn connect_with(
+        &self,
+        addr: SocketAddr,
+        init: QpInit,
+        config: &ConnectionConfig,
+        private_data: &[u8],
+        mut before_start: impl FnMut(&QueuePair) -> Result<(), PostError>,
+    ) -> Result<QueuePair, ConnectError> {
         if init.pd.inner.device_id != self.id
             || init.send_cq.device_id != self.id
             || init.recv_cq.device_id != self.id
@@ -306,7 +362,8 @@ impl Device {
                 mpa::startup::UsageError::PrivateDataTooLong,
             ));
         }
-        match self.connect_once(addr, init.clone(), config, private_data) {
+        let before = &mut before_start;
+        match self.connect_once(addr, init.clone(), config, private_data, before) {
             Err(ConnectError::Startup(mpa::StartupError::ConnectionClosed)) => {
                 let Some(mpa) = config.mpa.rev1_fallback() else {
                     return Err(ConnectError::Startup(mpa::StartupError::ConnectionClosed));
@@ -316,7 +373,7 @@ impl Device {
                     mpa,
                     ..config.clone()
                 };
-                self.connect_once(addr, init, &retry, private_data)
+                self.connect_once(addr, init, &retry, private_data, before)
             }
             r => r,
         }
@@ -329,9 +386,10 @@ impl Device {
         init: QpInit,
         config: &ConnectionConfig,
         private_data: &[u8],
+        before_start: &mut dyn FnMut(&QueuePair) -> Result<(), PostError>,
     ) -> Result<QueuePair, ConnectError> {
         if let Some(x) = &self.xdp {
-            let (qp, up) = x.connect(addr, init, config, private_data)?;
+            let (qp, up) = x.connect(addr, init, config, private_data, before_start)?;
             return Ok(QueuePair::xdp(qp, up));
         }
         let stream = TcpStream::connect_timeout(&addr, config.mpa.timeout)?;
@@ -342,6 +400,19 @@ impl Device {
         let qp = ddp::Qp::new_initiator(cfg, Instant::now())?;
         let (tx, rx) = mpsc::sync_channel(1);
         let shared = Arc::new(QpShared::new(num, qp, init.pd, init.send_cq, init.recv_cq)?);
+        {
+            // The driver is not running yet: nothing the peer sends is read before this.
+            let mut early = QueuePair::kernel(
+                shared.clone(),
+                Established {
+                    peer_private_data: Vec::new(),
+                    negotiated: ddp::NegotiatedFraming::default(),
+                },
+            );
+            // The handle only lends the queue pair; dropping it must not close it.
+            early.detached = true;
+            before_start(&early).map_err(ConnectError::Post)?;
+        }
         let opts = DriverOptions::of(config);
         let counters = self.counters.clone();
         let up = match &self.inline {
@@ -387,6 +458,7 @@ fn qp_config(num: u32, stream: &TcpStream, init: &QpInit, config: &ConnectionCon
         private_data: Vec::new(),
         keep_for_retransmit: false,
         auto_accept: false,
+        fast_path: true,
     }
 }
 

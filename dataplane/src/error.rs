@@ -40,6 +40,9 @@ pub enum RegisterError {
     /// Pinning the memory failed.
     #[error(transparent)]
     Pin(#[from] crate::memory::PinError),
+    /// The region's tagged offsets would wrap past 2^64 (`register_raw_at`'s base).
+    #[error("the region's tagged offsets wrap: base_to + len must stay below 2^64")]
+    TaggedOffsetWraps,
     /// The STag table of the protection domain is full.
     #[error("no free STag in this protection domain: deregister regions no longer used, or spread them over more protection domains")]
     NoStag,

@@ -223,8 +223,22 @@ impl ProtectionDomain {
         buf: Arc<PinnedBuf>,
         access: Access,
     ) -> Result<MemoryRegion, RegisterError> {
+        self.register_buf_at(buf, access, 0)
+    }
+
+    /// Registers `buf` with tagged offsets from `base_to`: a peer's TO `t` reaches octet
+    /// `t - base_to`.
+    fn register_buf_at(
+        &self,
+        buf: Arc<PinnedBuf>,
+        access: Access,
+        base_to: u64,
+    ) -> Result<MemoryRegion, RegisterError> {
+        if base_to.checked_add(buf.len() as u64).is_none() {
+            return Err(RegisterError::TaggedOffsetWraps);
+        }
         let spec = RegionSpec {
-            base_to: 0,
+            base_to,
             len: buf.len() as u64,
             access,
             pd: self.inner.id,
@@ -237,6 +251,7 @@ impl ProtectionDomain {
             handle,
             stag,
             access,
+            base_to,
             buf,
             pd: self.inner.clone(),
         })
@@ -295,6 +310,26 @@ impl ProtectionDomain {
         self.register_buf(Arc::new(buf), access)
     }
 
+    /// As [`register_raw`](Self::register_raw), with tagged offsets from `base_to` instead of
+    /// 0: a peer's RDMA Write or Read at TO `t` reaches octet `t - base_to` of the region (verbs'
+    /// `ibv_reg_mr_iova`: with `base_to` the buffer's own address, peers name its bytes by
+    /// virtual address, as libibverbs applications send them). Local work requests still name
+    /// octets from the region's start. Refused when `base_to + len` wraps.
+    ///
+    /// # Safety
+    /// As [`register_raw`](Self::register_raw).
+    pub unsafe fn register_raw_at(
+        &self,
+        ptr: *mut u8,
+        len: usize,
+        access: Access,
+        base_to: u64,
+    ) -> Result<MemoryRegion, RegisterError> {
+        // Safety: the caller's promise on ptr/len (this function's contract).
+        let buf = unsafe { PinnedBuf::from_raw(ptr, len) }?;
+        self.register_buf_at(Arc::new(buf), access, base_to)
+    }
+
     /// Registers pinned memory holding a copy of `data`.
     pub fn register_from(
         &self,
@@ -315,6 +350,7 @@ pub struct MemoryRegion {
     pub(crate) handle: RegionHandle,
     stag: Stag,
     access: Access,
+    base_to: u64,
     pub(crate) buf: Arc<PinnedBuf>,
     pub(crate) pd: Arc<PdInner>,
 }
@@ -335,6 +371,11 @@ impl MemoryRegion {
     /// Its access rights.
     pub fn access(&self) -> Access {
         self.access
+    }
+    /// The tagged offset of its first octet: 0, or what
+    /// [`ProtectionDomain::register_raw_at`] was given.
+    pub fn base_to(&self) -> u64 {
+        self.base_to
     }
     /// Copies `src` in at `offset`; `None` if out of bounds.
     pub fn write(&self, offset: usize, src: &[u8]) -> Option<()> {

@@ -149,6 +149,8 @@ struct Accepted {
     recv: MemoryRegion,
     request: mpa::RequestInfo,
     src: MemoryRegion,
+    /// The region of the first Send, when one was posted: it lives as long as the queue pair.
+    _first: Option<MemoryRegion>,
 }
 
 /// Our Responder: accepts one Request on `listener` (with `depths` when given), with a receive
@@ -174,17 +176,18 @@ fn serve(
         let qp = inc
             .accept_with(qi.clone(), b"ours", |qp| qp.post_recv(1, &recv, 0..4096))
             .expect("accept");
-        if let Some(msg) = first {
+        let first = first.map(|msg| {
             let m = qi.pd.register_from(msg, Access::LOCAL_WRITE).unwrap();
             qp.post_send(2, &m, 0..msg.len()).unwrap();
-            std::mem::forget(m);
-        }
+            m
+        });
         Accepted {
             qp,
             cq,
             recv,
             request,
             src,
+            _first: first,
         }
     })
 }

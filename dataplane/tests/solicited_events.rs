@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use afxdp::BindMode;
 use dataplane::{
-    Access, CompletionQueue, ConnectionConfig, Device, Listener, Opcode, QpInit, QueuePair, Status,
-    Transport, XdpConfig,
+    Access, CompletionQueue, ConnectionConfig, Device, Listener, MemoryRegion, Opcode, QpInit,
+    QueuePair, Status, Transport, XdpConfig,
 };
 use testbed::{for_test, Side, VethTestbed};
 use testkit::or_skip;
@@ -34,18 +34,12 @@ fn listener(tb: &VethTestbed, rx: &Device, side: Side, port: u16) -> Arc<Listene
     x
 }
 
-/// `rx` listens on `side`, `tx` connects; returns both queue pairs and their inits, each with
-/// four receives posted.
-fn pair(
-    tb: &VethTestbed,
-    rx: &Device,
-    rx_side: Side,
-    tx: &Device,
-    port: u16,
-) -> (
-    (QueuePair, QpInit, CompletionQueue),
-    (QueuePair, QpInit, CompletionQueue),
-) {
+/// One end of a pair: its queue pair, init and completion queue, and the region its receives
+/// were posted in (which lives as long as they may complete).
+type End = (QueuePair, QpInit, CompletionQueue, MemoryRegion);
+
+/// `rx` listens on `side`, `tx` connects; returns both ends, each with four receives posted.
+fn pair(tb: &VethTestbed, rx: &Device, rx_side: Side, tx: &Device, port: u16) -> (End, End) {
     let at = SocketAddr::V4(SocketAddrV4::new(tb.ip(rx_side), port));
     let listener = listener(tb, rx, rx_side, port);
     let (rqi, rcq) = rx.qp_init();
@@ -78,10 +72,9 @@ fn pair(
         let at = (i * 64) as usize;
         tqp.post_recv(i, &tbuf, at..at + 64).unwrap();
     }
-    std::mem::forget(tbuf);
     let rqp = acc.join().unwrap();
-    std::mem::forget(buf_rx.recv().unwrap());
-    ((rqp, rqi, rcq), (tqp, tqi, tcq))
+    let rbuf = buf_rx.recv().unwrap();
+    ((rqp, rqi, rcq, rbuf), (tqp, tqi, tcq, tbuf))
 }
 
 fn send(qp: &QueuePair, qi: &QpInit, cq: &CompletionQueue, solicited: bool) {
@@ -101,7 +94,8 @@ fn receiver_arms_solicited_only(
     port: u16,
 ) {
     let (xs, ks) = pair(tb, x, Side::A, k, port);
-    let ((rqp, _rqi, rcq), (tqp, tqi, tcq)) = if xdp_receives { (xs, ks) } else { (ks, xs) };
+    let ((rqp, _rqi, rcq, _rbuf), (tqp, tqi, tcq, _tbuf)) =
+        if xdp_receives { (xs, ks) } else { (ks, xs) };
     rcq.arm(true);
     send(&tqp, &tqi, &tcq, false);
     send(&tqp, &tqi, &tcq, false);

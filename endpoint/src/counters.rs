@@ -115,10 +115,17 @@ endpoint_counters! {
     sum rdma_copies_avoided,
     /// Octets the application's transfer reads had to copy from the stream.
     sum rdma_bytes_copied,
+    /// TCP segments received through header prediction, the fast path (sum over connections).
+    sum rx_segments_fast,
+    /// TCP segments sent from a connection's header template, the fast path.
+    sum tx_segments_fast,
+    /// In-order DDP segments placed and delivered on the fast path (sum over connections).
+    sum rx_ulpdus_fast,
 }
 
 /// Adds what one connection's TCP counted to `c`: retransmissions, the timeouts that end a
-/// connection (keepalive, FIN-WAIT-2, persist) and the TCP RDMA option's counters.
+/// connection (keepalive, FIN-WAIT-2, persist), the TCP RDMA option's counters and the fast
+/// path's.
 pub(crate) fn fold_tcp_counters(c: &mut EndpointCounters, t: &tcp_offload::TcpCounters) {
     c.retransmissions += t.retransmits;
     c.keepalive_timeouts += t.keepalive_timeouts;
@@ -129,6 +136,8 @@ pub(crate) fn fold_tcp_counters(c: &mut EndpointCounters, t: &tcp_offload::TcpCo
     c.rdma_ooo_bytes_placed += t.rdma_ooo_bytes_placed;
     c.rdma_copies_avoided += t.rdma_copies_avoided;
     c.rdma_bytes_copied += t.rdma_bytes_copied;
+    c.rx_segments_fast += t.segs_in_fast;
+    c.tx_segments_fast += t.segs_out_fast;
 }
 
 #[cfg(test)]

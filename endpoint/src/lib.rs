@@ -20,7 +20,10 @@
 //! ```
 //!
 //! Which frames are ours is defined once, in [`classify`] (the XDP program applies the same
-//! table); `handle_frame` makes its first decision with it.
+//! table); `handle_frame` makes its first decision with it, except for the fast path
+//! (`EndpointConfig::tcp.fast_path`): a segment of a connection in the flow table, in the common
+//! layout and to our address, goes straight to its TCP's header prediction, and an in-order
+//! FPDU is placed and delivered at once (`ddp::RdmapEngine::handle_ulpdu_in_order`).
 //!
 //! A connection reaches memory through a protection domain the caller owns ([`Domain`]: an
 //! STag table and the memory behind its regions, locked for a round), or through the endpoint's

@@ -258,7 +258,12 @@ pub fn is_valid_start(offset: u32) -> bool {
 }
 
 /// Octets the FPDU carrying a ULPDU of `ulpdu_len` octets takes on the wire at `offset`.
+#[inline]
 pub fn fpdu_wire_len(cfg: FramingConfig, offset: u32, ulpdu_len: usize) -> usize {
+    if !cfg.markers && ulpdu_len <= MAX_ULPDU_LEN {
+        // Without markers the offset does not matter: length, ULPDU, PAD, CRC.
+        return HEADER_LEN + ulpdu_len + pad_len(ulpdu_len) + CRC_LEN;
+    }
     let len = u32::try_from(ulpdu_len)
         .unwrap_or(u32::MAX / 2)
         .min(u32::MAX / 2);
@@ -313,7 +318,10 @@ pub fn encode_fpdu_with(
     if len > MAX_ULPDU_LEN {
         return Err(EncodeError::UlpduTooLong(len));
     }
-    if cfg.markers && !is_valid_start(offset) {
+    if !cfg.markers {
+        return encode_unmarked(cfg.crc, len, fill, out);
+    }
+    if !is_valid_start(offset) {
         return Err(EncodeError::Misaligned);
     }
     let layout = FpduLayout::new(cfg.markers, offset, len as u16);
@@ -348,6 +356,30 @@ pub fn encode_fpdu_with(
     };
     debug_assert_eq!(crc_pos, layout.crc_pos());
     w.out[crc_pos..].copy_from_slice(&crc_to_wire(crc));
+    Ok(wire_len)
+}
+
+/// [`encode_fpdu_with`] without markers (the layout then does not depend on the offset):
+/// ULPDU_Length, the ULPDU in one piece, PAD, CRC.
+fn encode_unmarked(
+    crc: bool,
+    len: usize,
+    fill: &mut dyn FnMut(&mut [u8]),
+    out: &mut [u8],
+) -> Result<usize, EncodeError> {
+    let body = HEADER_LEN + len;
+    let crc_pos = body + pad_len(len);
+    let wire_len = crc_pos + CRC_LEN;
+    let Some(out) = out.get_mut(..wire_len) else {
+        return Err(EncodeError::BufferTooSmall { needed: wire_len });
+    };
+    out[..HEADER_LEN].copy_from_slice(&(len as u16).to_be_bytes());
+    if len > 0 {
+        fill(&mut out[HEADER_LEN..body]);
+    }
+    out[body..crc_pos].fill(0);
+    let crc = if crc { crc32c(&out[..crc_pos]) } else { 0 };
+    out[crc_pos..].copy_from_slice(&crc_to_wire(crc));
     Ok(wire_len)
 }
 

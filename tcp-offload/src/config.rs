@@ -154,6 +154,11 @@ pub struct Config {
     /// listeners, RSTs): [`TxChecksum::Full`] (default) unless the frames leave through a
     /// device told to finish them (AF_XDP TX metadata).
     pub tx_checksum: TxChecksum,
+    /// The fast path of an ESTABLISHED connection (on by default): header prediction for
+    /// in-order data and pure ACKs (RFC 9293 processing condensed for the segments that need
+    /// no other step) and segments written from a header template. Each is a shortcut to the
+    /// full path's result; off, every segment takes the full path (tests compare the two).
+    pub fast_path: bool,
 }
 
 impl Default for Config {
@@ -189,6 +194,7 @@ impl Default for Config {
             tcp_rdma: false,
             tcp_rdma_align_messages: false,
             tx_checksum: TxChecksum::Full,
+            fast_path: true,
         }
     }
 }

@@ -5,6 +5,10 @@
 pub struct TcpCounters {
     /// Segments accepted by `handle_segment` (after parsing).
     pub segs_in: u64,
+    /// Of `segs_in`: segments taken by header prediction (the fast path).
+    pub segs_in_fast: u64,
+    /// Of `segs_out`: segments written from the header template (the fast path).
+    pub segs_out_fast: u64,
     /// Segments produced by `poll_transmit`.
     pub segs_out: u64,
     /// Segments carrying data (or FIN) sent, retransmissions included.

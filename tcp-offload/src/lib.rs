@@ -11,6 +11,10 @@
 //! * [`TcpListener`]: passive opens with a bounded half-open table, SYN cookies and an accept queue.
 //! * [`wire`]: parse and emit IPv4+TCP and IPv6+TCP (no extension headers), header bytes direct;
 //!   malformed packets are classified (not ours / malformed: drop and count).
+//! * The fast path ([`Config::fast_path`], on by default): header prediction for in-order data
+//!   and pure ACKs of ESTABLISHED connections ([`Connection::handle_lean`] for a segment read in
+//!   place by [`LeanSegment::parse`], or inside `handle_segment*`), and segments written from a
+//!   per-connection header template. Each is a shortcut to the full path's result.
 //!
 //! # MPA awareness
 //!
@@ -75,11 +79,13 @@ pub mod config;
 pub mod connection;
 pub mod counters;
 pub mod isn;
+mod lean;
 pub mod listener;
 pub mod rdma;
 pub mod rtt;
 pub mod rx;
 pub mod seq;
+mod template;
 pub mod tx;
 pub mod wire;
 
@@ -88,6 +94,7 @@ pub use config::{Config, CongestionAlgo, Keepalive, TcpConfigError, SHORT_SEGMEN
 pub use connection::{emit_rst_for, CloseReason, Connection, Event, SendError, State};
 pub use counters::{ListenerCounters, TcpCounters};
 pub use isn::{FourTuple, IsnGenerator};
+pub use lean::{LeanSegment, SegmentHeader};
 pub use listener::{ListenerConfig, TcpListener};
 pub use rx::{OooBudget, RxChunk, RxRef, RxSink};
 pub use seq::SeqNum;

@@ -290,6 +290,30 @@ impl RecvBuffer {
         res
     }
 
+    /// [`Self::accept`] for non-empty `data` starting at the in-order point while nothing is
+    /// held out of order (the caller checked both; `seq` is the sequence number of `nxt`): the
+    /// same commit without the walk over the ranges.
+    pub fn accept_next(
+        &mut self,
+        data: &[u8],
+        seq: SeqNum,
+        sink: Option<&mut dyn RxSink>,
+    ) -> Accepted {
+        debug_assert!(self.ranges.is_empty() && !data.is_empty());
+        let off = self.nxt;
+        self.nxt += data.len() as u64;
+        if self.record_mode {
+            self.commit_chunk(off, data, true, &|_| seq, sink);
+        } else {
+            self.inorder.extend(data);
+        }
+        Accepted {
+            new_bytes: data.len() as u64,
+            advanced: true,
+            ..Accepted::default()
+        }
+    }
+
     /// Record mode: hands the committed range `[off, off + bytes.len())` to `sink`, or queues a
     /// copy when there is none. `in_order_point` is the current `nxt`.
     fn commit_chunk<'s>(

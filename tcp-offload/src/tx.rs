@@ -184,19 +184,26 @@ impl SendBuffer {
         }
     }
 
-    /// The index of the chunk holding `off`.
+    /// The index of the chunk holding `off`: most lookups find it at the hint, inline.
+    #[inline]
     fn index_of(&self, off: u64) -> Option<usize> {
         let h = self.hint.load(Ordering::Relaxed);
+        match self.chunks.get(h) {
+            Some(c) if c.off <= off && off < c.end() => Some(h),
+            _ => self.index_near(off, h),
+        }
+    }
+
+    /// [`Self::index_of`] past the hint `h`: the next chunk, the previous or a search.
+    fn index_near(&self, off: u64, h: usize) -> Option<usize> {
         let holds = |i: usize| {
             self.chunks
                 .get(i)
                 .is_some_and(|c| c.off <= off && off < c.end())
         };
-        // The same chunk, the next (the next segment) or the previous (a boundary check looked one
-        // ahead) chunk, else a binary search.
-        let i = if holds(h) {
-            h
-        } else if holds(h + 1) {
+        // The next chunk (the next segment) or the previous (a boundary check looked one ahead),
+        // else a binary search.
+        let i = if holds(h + 1) {
             h + 1
         } else if h > 0 && holds(h - 1) {
             h - 1
@@ -278,7 +285,7 @@ impl SendBuffer {
     }
 
     /// Writes octets `[off, off + dst.len())` into `dst`, from the owned buffer or the source.
-    pub fn fill(&self, off: u64, dst: &mut [u8], src: &mut dyn RecordSource) {
+    pub fn fill<S: RecordSource + ?Sized>(&self, off: u64, dst: &mut [u8], src: &mut S) {
         let mut pos = off;
         let mut at = 0usize;
         let Some(mut i) = self.index_of(off) else {

@@ -119,7 +119,7 @@ impl TcpOptions {
     /// relative to the TCP header (§3.1.8: the sender MUST align it, TCPRDMA-12): NOPs go
     /// before it where the options before leave it unaligned (in this layout they never do)
     /// and after it up to the next boundary (the 2-octet negotiation form of SYN and SYN-ACK).
-    fn emit(&self, out: &mut [u8]) {
+    pub(crate) fn emit(&self, out: &mut [u8]) {
         use field::opt;
         let mut at = 0;
         let mut put = |bytes: &[u8]| {
@@ -179,6 +179,20 @@ pub struct Flags {
     pub rst: bool,
     /// PSH.
     pub psh: bool,
+}
+
+impl Flags {
+    /// The flags octet of the TCP header, with ACK set when `ack` (`self.ack` is a received
+    /// segment's; an emitted segment's ACK flag comes from whether it carries an ACK number).
+    pub(crate) fn bits(&self, ack: bool) -> u8 {
+        use field::tcp as f;
+        let bit = |on: bool, b: u8| if on { b } else { 0 };
+        bit(self.fin, f::FIN)
+            | bit(self.syn, f::SYN)
+            | bit(self.rst, f::RST)
+            | bit(self.psh, f::PSH)
+            | bit(ack, f::ACK_FLAG)
+    }
 }
 
 /// A parsed, checksum-verified TCP segment borrowing its payload from the packet.
@@ -261,7 +275,7 @@ pub fn parse_counted<'a>(
 }
 
 /// Field offsets, in one place.
-mod field {
+pub(crate) mod field {
     use std::ops::Range;
 
     /// IPv4 header (RFC 791 §3.1).
@@ -652,17 +666,7 @@ impl SegmentRepr {
         th[f::SEQ].copy_from_slice(&self.seq.0.to_be_bytes());
         th[f::ACK].copy_from_slice(&self.ack.map_or(0, |a| a.0).to_be_bytes());
         th[f::DATA_OFF] = ((th.len() / 4) as u8) << 4;
-        let fl = &self.flags;
-        th[f::FLAGS] = [
-            (fl.fin, f::FIN),
-            (fl.syn, f::SYN),
-            (fl.rst, f::RST),
-            (fl.psh, f::PSH),
-            (self.ack.is_some(), f::ACK_FLAG),
-        ]
-        .iter()
-        .filter(|(on, _)| *on)
-        .fold(0, |a, (_, bit)| a | bit);
+        th[f::FLAGS] = self.flags.bits(self.ack.is_some());
         th[f::WINDOW].copy_from_slice(&self.window.to_be_bytes());
         th[f::CHECKSUM.start..f::OPTIONS].fill(0); // checksum, urgent pointer
         self.options.emit(&mut th[f::OPTIONS..]);

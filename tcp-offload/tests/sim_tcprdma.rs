@@ -103,13 +103,21 @@ struct Outcome {
     client: tcp_offload::TcpCounters,
     server: tcp_offload::TcpCounters,
     annotated_retransmits: u64,
+    /// Every packet sent: when, by the server or not, its octets.
+    packets: Vec<(SimTime, bool, Vec<u8>)>,
 }
 
 /// Runs one transfer over links built from `link` (both directions) with `seed`.
 fn run(link: LinkConfig, seed: u64, replies_n: usize) -> Outcome {
+    run_with(link, seed, replies_n, true)
+}
+
+/// [`run`] with the fast path on or off.
+fn run_with(link: LinkConfig, seed: u64, replies_n: usize, fast_path: bool) -> Outcome {
     let (stream, replies) = layout(seed, replies_n);
     let cfg = Config {
         tcp_rdma: true,
+        fast_path,
         ..Config::default()
     };
     let t0 = Instant::now();
@@ -127,6 +135,7 @@ fn run(link: LinkConfig, seed: u64, replies_n: usize) -> Outcome {
     let mut server_isn = None;
     let mut seen = std::collections::HashSet::new();
     let mut annotated_retransmits = 0;
+    let mut packets = Vec::new();
     let deadline = SimTime::from_secs(600);
     loop {
         let at = now.to_instant(t0);
@@ -164,6 +173,7 @@ fn run(link: LinkConfig, seed: u64, replies_n: usize) -> Outcome {
             server.handle_timeout(at);
         }
         while let Some(n) = client.poll_transmit(at, &mut buf) {
+            packets.push((now, false, buf[..n].to_vec()));
             let _ = to_server.send(now, buf[..n].to_vec());
         }
         while let Some(n) = server.poll_transmit(at, &mut buf) {
@@ -179,6 +189,7 @@ fn run(link: LinkConfig, seed: u64, replies_n: usize) -> Outcome {
                     }
                 }
             }
+            packets.push((now, true, p.to_vec()));
             let _ = to_client.send(now, p.to_vec());
         }
         while let Some(p) = to_server.pop_arrived(now) {
@@ -234,6 +245,7 @@ fn run(link: LinkConfig, seed: u64, replies_n: usize) -> Outcome {
         client: *client.counters(),
         server: *server.counters(),
         annotated_retransmits,
+        packets,
     }
 }
 
@@ -321,4 +333,34 @@ fn tcprdma_08_duplication_loss_and_reordering_together() {
             .sum::<u64>()
             > 0
     );
+}
+
+/// The fast path is a shortcut to the full path's result with the option too (its runs placed
+/// on the fast path, segments annotated from the header template): loss, reordering and
+/// duplication, the same packets at the same times either way, and the fast path taken.
+#[test]
+fn tcprdma_fast_path_on_and_off_send_the_same_packets() {
+    let link = LinkConfig::default()
+        .with_delay(Duration::from_millis(2))
+        .with_loss(0.02)
+        .with_jitter(Duration::from_millis(1))
+        .with_reorder(0.1, Duration::from_millis(4))
+        .with_duplicate(0.02);
+    for seed in 1..=2 {
+        let fast = run_with(link.clone(), seed, 20, true);
+        let full = run_with(link.clone(), seed, 20, false);
+        assert_eq!(fast.packets.len(), full.packets.len(), "seed {seed}");
+        if let Some(i) = fast
+            .packets
+            .iter()
+            .zip(&full.packets)
+            .position(|(f, s)| f != s)
+        {
+            panic!("seed {seed}: packet {i} differs");
+        }
+        assert!(fast.client.segs_in_fast > 0 && fast.server.segs_out_fast > 0);
+        assert!(fast.client.rdma_bytes_placed > 0 && fast.server.rdma_segments_annotated > 0);
+        assert_eq!(full.client.segs_in_fast + full.server.segs_out_fast, 0);
+        assert_eq!(fast.client.rdma_bytes_placed, full.client.rdma_bytes_placed);
+    }
 }

@@ -1,6 +1,7 @@
 //! The idle-connection flood (at least 10,000 connections that complete TCP and never send an
 //! MPA Request), shared by the engine's and the daemon's flood tests: the plan,
-//! the memory bounds both state, and the clients that open the connections.
+//! the memory bounds both state, and the clients that open the connections; and idle
+//! connections from a chosen source address ([`open_from`], the soak's bursts).
 
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
@@ -27,4 +28,45 @@ pub fn open<G>(
     enter: impl Fn() -> G + Sync,
 ) -> (Vec<TcpStream>, usize) {
     crate::source_flood::idle(None, dst, CONNECTIONS, timeout, enter)
+}
+
+/// Opens up to `n` TCP connections to `dst` from source address `src` (one of this thread's
+/// namespace's addresses), each connect bounded by `timeout`, and keeps those that connect.
+/// Returns them and how many failed (reset at once, refused, timed out): a flood may be turned
+/// away, which is no error here.
+pub fn open_from(
+    src: std::net::Ipv4Addr,
+    dst: std::net::SocketAddrV4,
+    n: usize,
+    timeout: Duration,
+) -> (Vec<TcpStream>, usize) {
+    use nix::sys::socket::{self, sockopt, AddressFamily, SockFlag, SockType, SockaddrIn};
+    use std::os::fd::AsRawFd;
+    let tv =
+        nix::sys::time::TimeVal::new(timeout.as_secs() as i64, i64::from(timeout.subsec_micros()));
+    let one = || -> nix::Result<TcpStream> {
+        let fd = socket::socket(
+            AddressFamily::Inet,
+            SockType::Stream,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )?;
+        // A connect past SO_SNDTIMEO fails instead of waiting out SYN retries.
+        socket::setsockopt(&fd, sockopt::SendTimeout, &tv)?;
+        socket::bind(
+            fd.as_raw_fd(),
+            &SockaddrIn::from(std::net::SocketAddrV4::new(src, 0)),
+        )?;
+        socket::connect(fd.as_raw_fd(), &SockaddrIn::from(dst))?;
+        Ok(TcpStream::from(fd))
+    };
+    let mut held = Vec::with_capacity(n);
+    let mut failed = 0;
+    for _ in 0..n {
+        match one() {
+            Ok(s) => held.push(s),
+            Err(_) => failed += 1,
+        }
+    }
+    (held, failed)
 }

@@ -15,6 +15,8 @@
 //! - [`syn_flood`]: spoofed SYN frames and a fixed-seed source of spoofed addresses.
 //! - [`idle_flood`]: the idle-connection flood's plan, bounds and clients.
 //! - [`source_flood`]: idle and silent MPA floods from one source address of their own.
+//! - [`sanitizer`]: whether the build runs under AddressSanitizer, and the memory bounds that
+//!   hold only without it.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -25,6 +27,7 @@ pub mod iwarp_oracle;
 pub mod pcap;
 pub mod privileged;
 pub mod source_flood;
+pub mod sanitizer;
 pub mod syn_flood;
 pub mod synthetic;
 pub mod temp;
@@ -33,6 +36,7 @@ pub mod tshark;
 pub use checksum::internet_checksum;
 pub use pcap::pcap_file;
 pub use privileged::{must_run, or_skip, require_root, require_tool};
+pub use sanitizer::ADDRESS_SANITIZER;
 pub use synthetic::{Capture, Peer};
 pub use temp::{unique_temp_path, TempPath};
 /// The test pattern: the one the shipped tools write and check (`tool_support::pattern`).

@@ -17,7 +17,15 @@ fn help_names_every_command() {
     let out = xwarp(&["help"]);
     assert!(out.status.success());
     let help = String::from_utf8_lossy(&out.stdout);
-    for cmd in ["demo", "test", "fuzz", "deps", "build [--pgo]", "install"] {
+    for cmd in [
+        "demo",
+        "test",
+        "fuzz",
+        "soak [MINUTES]",
+        "deps",
+        "build [--pgo]",
+        "install",
+    ] {
         assert!(
             help.contains(&format!("deploy/xwarp {cmd}")),
             "{cmd} missing from:\n{help}"
@@ -43,12 +51,28 @@ fn build_refuses_an_unknown_option_before_building() {
 }
 
 #[test]
+fn soak_refuses_minutes_that_are_no_count_before_building() {
+    for bad in ["x", "0", "-3"] {
+        let out = xwarp(&["soak", bad]);
+        assert_eq!(out.status.code(), Some(1), "{bad}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!(
+                "soak: MINUTES must be a positive integer, not '{bad}'"
+            )),
+            "{err}"
+        );
+        assert!(!String::from_utf8_lossy(&out.stdout).contains("==>"));
+    }
+}
+
+#[test]
 fn an_unknown_command_lists_the_known_ones() {
     let out = xwarp(&["bogus"]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("unknown command 'bogus' (demo, test, fuzz, deps, build, install)"),
+        err.contains("unknown command 'bogus' (demo, test, fuzz, counts, soak, deps, build, install)"),
         "{err}"
     );
 }

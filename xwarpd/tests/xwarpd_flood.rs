@@ -27,9 +27,11 @@ use std::time::{Duration, Instant};
 use testbed::packet_socket::PacketSocket;
 use testbed::{Side, VethTestbed};
 use testkit::idle_flood;
+use testkit::sanitizer::assert_rss_below;
 use testkit::syn_flood::{self, raise_nofile, wait_until};
 use xwarpd_support::{
-    http_get, sample, scrape, temps, verified_store_calls, xdp_testbed, Daemon, Tmp, BIN,
+    http_get, sample, scrape, temps, verified_store_calls, xdp_store_config, xdp_testbed, Daemon,
+    Tmp, BIN,
 };
 
 const T: Duration = Duration::from_secs(60);
@@ -47,16 +49,7 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 /// appended to the `[xdp]` section of its config file.
 fn start(tb: &VethTestbed, tmp: &[Tmp; 3], limits: &str) -> Daemon {
     let [conf, store, ctl] = tmp;
-    let text = format!(
-        "transport = \"xdp\"\nmetrics = \"127.0.0.1:0\"\nlog = \"warn\"\ncontrol_socket = \"{}\"\n\
-         [xdp]\ninterface = \"{}\"\nqueue = 0\n{limits}\n\
-         [store]\npath = \"{}\"\nsize = \"64MiB\"\nlisten = \"{}:{PORT}\"\n",
-        ctl.as_str(),
-        tb.ifname(Side::A),
-        store.as_str(),
-        tb.ip(Side::A),
-    );
-    std::fs::write(conf.path(), text).unwrap();
+    std::fs::write(conf.path(), xdp_store_config(tb, ctl, store, PORT, limits)).unwrap();
     let mut c = tb.command(Side::A, BIN);
     c.args(["--config", conf.as_str()]);
     let d = Daemon::spawn(c);
@@ -156,9 +149,10 @@ fn syn_flood_against_xwarpd_leaves_a_store_client_working_and_no_state_behind() 
         g("xwarpd_engine_rx_packets_total") >= syn_flood::SYN_FLOOD.until_received,
         "the engine received too little:\n{m}"
     );
-    assert!(
-        grown < SYN_FLOOD_RSS,
-        "the daemon's resident set grew by {grown} octets over the flood"
+    assert_rss_below(
+        grown,
+        SYN_FLOOD_RSS,
+        "the daemon's resident set growth over the flood",
     );
     assert!(
         g("xwarpd_engine_syn_cookies_sent_total") > 0,
@@ -242,14 +236,15 @@ fn idle_connection_flood_against_xwarpd_is_refused_or_reaped_within_bounded_memo
         refused as usize >= idle_flood::CONNECTIONS - idle_flood::BACKLOG,
         "those past the backlog are reset:\n{m}"
     );
-    assert!(
-        grown < idle_flood::RSS_TOTAL,
-        "resident set grew by {grown} octets"
+    assert_rss_below(
+        grown,
+        idle_flood::RSS_TOTAL,
+        "the daemon's resident set growth",
     );
-    assert!(
-        grown / held < idle_flood::RSS_PER_CONN,
-        "{} octets per idle connection",
-        grown / held
+    assert_rss_below(
+        grown / held,
+        idle_flood::RSS_PER_CONN,
+        "the daemon's resident set per idle connection",
     );
     // The MPA startup timeout (10 s by default) reaps the rest.
     wait_until(Duration::from_secs(60), "idle connections reaped", || {
@@ -274,8 +269,9 @@ fn idle_connection_flood_against_xwarpd_is_refused_or_reaped_within_bounded_memo
         left >> 10,
         started.elapsed()
     );
-    assert!(
-        left < idle_flood::RSS_LEFT,
-        "the daemon's resident set still {left} octets above the start"
+    assert_rss_below(
+        left,
+        idle_flood::RSS_LEFT,
+        "the daemon's resident set above the start",
     );
 }

@@ -3,6 +3,8 @@
 //! takes the interface over again when restarted after a kill -9; here it serves the block
 //! store and an echo listener to clients on the kernel transport in the
 //! other namespace. XDP attachment is checked both through the kernel's query and `ip link`.
+//! In the test command's AddressSanitizer step the daemon is built with the sanitizer too, and
+//! its leak check at exit turns a leak on the shutdown path into a failed exit status here.
 //!
 //! Needs root (network namespaces, XDP): skipped with a message elsewhere, fails under CI=true.
 

@@ -9,20 +9,31 @@
 //! counts; the fill ring is topped up on every receive; `need_wakeup` is honoured. A queue
 //! with a receive strip ([`XskConfig::rx_strip`]) fills from the strip instead of the pool,
 //! and its received frames go back to the strip; the pool then serves transmission only.
+//!
+//! Nothing the kernel's side of the rings says is trusted: the rings refuse indices out of
+//! bounds, and a descriptor handed back becomes a token only if its address lies in the UMEM
+//! and its frame is one the kernel holds through the matching ring (`handback`); refusals
+//! are counted ([`XskQueue::refused`], [`XskStatistics::refused`]). `plain_kernel` tests all of
+//! it over plain memory, the test playing the kernel.
 
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 mod checksum_offload;
+mod handback;
+#[cfg(test)]
+mod plain_kernel;
 mod rx_run;
 mod slab;
 mod statistics;
 mod transmit;
+mod umem_layout;
 
 pub use checksum_offload::TxChecksumOffload;
 pub use slab::Slab;
-pub use statistics::XskStatistics;
+pub use statistics::{XskRefused, XskStatistics};
 
+use super::frame_books::{FrameBooks, Holder};
 use super::rx_strip::RxStrip;
 use super::tx_metadata::{self, TX_METADATA_LEN};
 use super::tx_slabs::TxSlabs;
@@ -31,6 +42,7 @@ use super::xsk_features;
 use super::xsk_socket::{set_busy_poll, set_tx_budget, SocketSetup, XskSocket};
 use super::XdpError;
 use tcp_offload::checksum;
+use umem_layout::UmemLayout;
 
 /// How the socket binds to the queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -246,6 +258,12 @@ pub struct XskQueue {
     socket: XskSocket,
     umem: UmemArea,
     free: Vec<Frame>,
+    /// Who holds each frame and strip position: what the kernel may hand back.
+    books: FrameBooks,
+    /// The end of the frame-aligned part of the UMEM (pool and slabs; the strip follows).
+    aligned_end: u64,
+    /// What the kernel handed back that was refused.
+    refused: XskRefused,
     slabs: Option<TxSlabs>,
     /// The receive strip, when the fill ring draws from one (multi-buffer, `rx_strip`).
     strip: Option<RxStrip>,
@@ -261,6 +279,14 @@ pub struct XskQueue {
     need_wakeup: bool,
     tx_checksum: TxChecksumOffload,
     queue_id: u32,
+    tx_budget: u32,
+}
+
+/// What [`XskQueue::new`] learnt opening the socket.
+struct Opened {
+    queue_id: u32,
+    zero_copy: bool,
+    tx_checksum: TxChecksumOffload,
     tx_budget: u32,
 }
 
@@ -292,30 +318,8 @@ impl XskQueue {
             })
         };
         let tx_checksum = cfg.tx_checksum.resolve_with(features);
-        let with_strip = rx_run::strip_for(&cfg, features);
-        let pool_frames = cfg.pool_frames(with_strip);
-        let frames_len = u64::from(pool_frames) * u64::from(cfg.frame_size);
-        let slabs =
-            (cfg.multi_buffer && cfg.slab_frames > 1 && tx_checksum == TxChecksumOffload::Off)
-                .then(|| {
-                    TxSlabs::new(
-                        frames_len,
-                        u64::from(cfg.frame_size),
-                        cfg.slab_frames,
-                        TX_SLABS,
-                    )
-                });
-        let slabs_end = frames_len + slabs.as_ref().map_or(0, TxSlabs::len);
-        let strip = with_strip.then(|| {
-            RxStrip::new(
-                slabs_end,
-                u64::from(cfg.frame_size),
-                u64::from(UMEM_HEADROOM),
-                2 * cfg.fill_target(),
-            )
-        });
-        let umem_len = slabs_end + strip.as_ref().map_or(0, RxStrip::len);
-        let umem = UmemArea::new(umem_len as usize, cfg.huge_pages)?;
+        let layout = UmemLayout::new(&cfg, tx_checksum, rx_run::strip_for(&cfg, features));
+        let umem = UmemArea::new(layout.len() as usize, cfg.huge_pages)?;
         let mut bind_flags = match cfg.bind_mode {
             BindMode::Auto => 0,
             BindMode::Copy => libc::XDP_COPY,
@@ -337,7 +341,7 @@ impl XskQueue {
                 TX_METADATA_LEN
             },
             tx_sw_checksum: tx_checksum == TxChecksumOffload::Kernel,
-            unaligned_chunks: strip.is_some(),
+            unaligned_chunks: layout.strip.is_some(),
         };
         let socket = XskSocket::open(ifname, queue_id, &umem, setup)?;
         let zero_copy = socket.is_zero_copy()?;
@@ -367,9 +371,27 @@ impl XskQueue {
             }
         );
 
+        let opened = Opened {
+            queue_id,
+            zero_copy,
+            tx_checksum,
+            tx_budget,
+        };
+        Ok(Self::assemble(socket, umem, layout, &cfg, opened))
+    }
+
+    /// The queue over an open `socket` and its `umem`, cut as `layout` says; fills the fill
+    /// ring.
+    fn assemble(
+        socket: XskSocket,
+        umem: UmemArea,
+        layout: UmemLayout,
+        cfg: &XskConfig,
+        opened: Opened,
+    ) -> Self {
         let owner = NEXT_OWNER.fetch_add(1, Ordering::Relaxed);
         let frame_size = u64::from(cfg.frame_size);
-        let free = (0..u64::from(pool_frames))
+        let free = (0..u64::from(layout.pool_frames))
             .map(|i| Frame {
                 addr: i * frame_size + u64::from(UMEM_HEADROOM),
                 len: 0,
@@ -383,8 +405,11 @@ impl XskQueue {
             socket,
             umem,
             free,
-            slabs,
-            strip,
+            books: layout.books(frame_size),
+            aligned_end: layout.aligned_end,
+            refused: XskRefused::default(),
+            slabs: layout.slabs,
+            strip: layout.strip,
             addrs: Vec::with_capacity(ring),
             descs: Vec::with_capacity(ring),
             in_fill: 0,
@@ -393,14 +418,14 @@ impl XskQueue {
             frame_size,
             capacity: (cfg.frame_size - UMEM_HEADROOM) as usize,
             multi_buffer: cfg.multi_buffer,
-            zero_copy,
+            zero_copy: opened.zero_copy,
             need_wakeup: cfg.need_wakeup,
-            tx_checksum,
-            queue_id,
-            tx_budget,
+            tx_checksum: opened.tx_checksum,
+            queue_id: opened.queue_id,
+            tx_budget: opened.tx_budget,
         };
         q.refill();
-        Ok(q)
+        q
     }
 
     /// The socket's fd (for the XSKMAP and for polling).
@@ -499,6 +524,7 @@ impl XskQueue {
         // the kernel uses; the tokens it took are dropped below, so nobody can touch those
         // frames until the rx ring returns them.
         let n = self.socket.fill.produce(&self.addrs);
+        self.lend_addrs(n, Holder::FillRing);
         self.free.drain(start..start + n);
         self.in_fill += n;
         if self.need_wakeup && self.socket.fill.needs_wakeup() {
@@ -513,25 +539,33 @@ impl XskQueue {
         if self.descs.len() < max {
             self.descs.resize(max, EMPTY_DESC);
         }
-        // The descriptors the rx ring returns are frames of this UMEM (we only ever fill it
-        // with our own); each becomes exactly one token below.
         let n = self.socket.rx.consume(&mut self.descs[..max]);
-        self.in_fill -= n;
         let owner = self.owner;
         // Unaligned-chunk mode (the strip) returns the chunk's address with the data's offset
         // in the upper 16 bits; decoded, both modes give the data's address.
         let unaligned = self.strip.is_some();
-        out.extend(self.descs[..n].iter().map(|d| Frame {
-            addr: if unaligned {
+        let before = out.len();
+        for i in 0..n {
+            let d = self.descs[i];
+            let addr = if unaligned {
                 (d.addr & libc::XSK_UNALIGNED_BUF_ADDR_MASK)
-                    + (d.addr >> libc::XSK_UNALIGNED_BUF_OFFSET_SHIFT)
+                    .wrapping_add(d.addr >> libc::XSK_UNALIGNED_BUF_OFFSET_SHIFT)
             } else {
                 d.addr
-            },
-            len: d.len,
-            options: d.options,
-            owner,
-        }));
+            };
+            // Only a frame of this UMEM that the fill ring lent the kernel becomes a token
+            // (exactly one: the books now say it is ours).
+            if self.take_back(addr, Holder::FillRing) {
+                out.push(Frame {
+                    addr,
+                    len: d.len,
+                    options: d.options,
+                    owner,
+                });
+            }
+        }
+        let n = out.len() - before;
+        self.in_fill -= n;
         self.refill();
         if n == 0 && self.need_wakeup && self.socket.fill.needs_wakeup() {
             self.socket.kick_fill();
@@ -642,33 +676,27 @@ impl XskQueue {
         }
         self.addrs.clear();
         self.addrs.resize(n_max, 0);
-        // The completion ring returns the addresses of frames of this UMEM that we gave to the
-        // tx ring; each becomes exactly one token again.
-        let n = self.socket.comp.consume(&mut self.addrs);
-        self.in_tx -= n;
+        let got = self.socket.comp.consume(&mut self.addrs);
         let owner = self.owner;
-        match self.slabs.as_mut() {
-            None => self.free.extend(self.addrs[..n].iter().map(|&addr| Frame {
-                addr,
-                len: 0,
-                options: 0,
-                owner,
-            })),
-            Some(slabs) => {
-                for &addr in &self.addrs[..n] {
-                    if slabs.contains(addr) {
-                        slabs.frame_back(addr);
-                    } else {
-                        self.free.push(Frame {
-                            addr,
-                            len: 0,
-                            options: 0,
-                            owner,
-                        });
-                    }
-                }
+        let mut n = 0;
+        for i in 0..got {
+            let addr = self.addrs[i];
+            // Only a frame of this UMEM that the tx ring lent the kernel comes back (once).
+            if !self.take_back(addr, Holder::TxRing) {
+                continue;
+            }
+            n += 1;
+            match self.slabs.as_mut() {
+                Some(slabs) if slabs.contains(addr) => slabs.frame_back(addr),
+                _ => self.free.push(Frame {
+                    addr,
+                    len: 0,
+                    options: 0,
+                    owner,
+                }),
             }
         }
+        self.in_tx -= n;
         n
     }
 

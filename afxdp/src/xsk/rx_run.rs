@@ -1,7 +1,7 @@
 //! Receiving into the strip (the books are [`crate::rx_strip`]): the fill ring draws from
 //! it, and a received chain whose frames sit end to end is lent as one slice.
 
-use super::{BindMode, Frame, XskConfig, XskQueue};
+use super::{BindMode, Frame, Holder, XskConfig, XskQueue};
 use crate::xsk_features::{DevFeatures, XDP_XSK_ZEROCOPY};
 
 /// Whether a queue made with `cfg` gets a receive strip: asked for, multi-buffer, and sure to
@@ -42,6 +42,7 @@ impl XskQueue {
         // the fill ring nobody touches them until the rx ring returns them as frames.
         let n = self.socket.fill.produce(&self.addrs);
         strip.untake(taken - n);
+        self.lend_addrs(n, Holder::FillRing);
         self.in_fill += n;
         if self.need_wakeup && self.socket.fill.needs_wakeup() {
             self.socket.kick_fill();

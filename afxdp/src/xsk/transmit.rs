@@ -1,7 +1,7 @@
 //! Transmission on a queue: frames onto the tx ring, whole packets at a time, and the kicks
 //! that make the kernel send them.
 
-use super::{Frame, TxChecksumOffload, XskQueue};
+use super::{Frame, Holder, TxChecksumOffload, XskQueue};
 
 impl XskQueue {
     /// Queues frames from the front of `frames` on the tx ring, as many whole packets as the
@@ -44,6 +44,10 @@ impl XskQueue {
         // frames the ring accepts are dropped below, so user space cannot touch them until the
         // completion ring gives them back. The room was counted above: all of them fit.
         let n = self.socket.tx.produce(&self.descs);
+        for i in 0..n {
+            let addr = self.descs[i].addr;
+            self.lend(addr, Holder::TxRing);
+        }
         frames.drain(..n);
         self.in_tx += n;
         if n > 0 && self.tx_wants_kick() {

@@ -1,10 +1,14 @@
-//! A seeded fault injector on an engine's receive and transmit paths: drop, duplicate and
-//! reorder (hold a frame back behind the next one). Off by default; deterministic per seed.
+//! A seeded fault injector on an engine's receive and transmit paths: drop, duplicate,
+//! reorder (hold a frame back behind the next one) and corrupt (flip one bit of the TCP
+//! payload, with the TCP checksum left stale or mended so that only the MPA CRC can tell).
+//! Off by default; deterministic per seed. [`FaultConfig`] also reads itself from text
+//! (`seed=7,rx_drop=0.001,...`, the field names), for the daemon's test hook.
 
 use std::time::Instant;
 
 use endpoint::{FrameSink, TxOutcome};
 
+use super::corrupt;
 use super::io::PacketIo;
 
 /// Fault probabilities in `[0, 1]`, per direction.
@@ -24,20 +28,105 @@ pub struct FaultConfig {
     pub tx_duplicate: f64,
     /// Transmit side: hold a frame back behind the next one.
     pub tx_reorder: f64,
+    /// Receive side: flip one bit of a frame's TCP payload, the TCP checksum left stale.
+    pub rx_corrupt: f64,
+    /// Receive side: flip one bit of a frame's TCP payload and mend the TCP checksum.
+    pub rx_corrupt_past_checksum: f64,
+    /// Transmit side: flip one bit of a frame's TCP payload, the TCP checksum left stale.
+    pub tx_corrupt: f64,
+    /// Transmit side: flip one bit of a frame's TCP payload and mend the TCP checksum.
+    pub tx_corrupt_past_checksum: f64,
 }
 
 impl FaultConfig {
-    fn enabled(&self) -> bool {
+    /// The probabilities, with their names.
+    fn rates(&self) -> [(&'static str, f64); 10] {
         [
-            self.rx_drop,
-            self.rx_duplicate,
-            self.rx_reorder,
-            self.tx_drop,
-            self.tx_duplicate,
-            self.tx_reorder,
+            ("rx_drop", self.rx_drop),
+            ("rx_duplicate", self.rx_duplicate),
+            ("rx_reorder", self.rx_reorder),
+            ("rx_corrupt", self.rx_corrupt),
+            ("rx_corrupt_past_checksum", self.rx_corrupt_past_checksum),
+            ("tx_drop", self.tx_drop),
+            ("tx_duplicate", self.tx_duplicate),
+            ("tx_reorder", self.tx_reorder),
+            ("tx_corrupt", self.tx_corrupt),
+            ("tx_corrupt_past_checksum", self.tx_corrupt_past_checksum),
         ]
-        .iter()
-        .any(|p| *p > 0.0)
+    }
+
+    /// Whether any fault is injected.
+    pub fn enabled(&self) -> bool {
+        self.rates().iter().any(|(_, p)| *p > 0.0)
+    }
+
+    fn rate_mut(&mut self, name: &str) -> Option<&mut f64> {
+        Some(match name {
+            "rx_drop" => &mut self.rx_drop,
+            "rx_duplicate" => &mut self.rx_duplicate,
+            "rx_reorder" => &mut self.rx_reorder,
+            "rx_corrupt" => &mut self.rx_corrupt,
+            "rx_corrupt_past_checksum" => &mut self.rx_corrupt_past_checksum,
+            "tx_drop" => &mut self.tx_drop,
+            "tx_duplicate" => &mut self.tx_duplicate,
+            "tx_reorder" => &mut self.tx_reorder,
+            "tx_corrupt" => &mut self.tx_corrupt,
+            "tx_corrupt_past_checksum" => &mut self.tx_corrupt_past_checksum,
+            _ => return None,
+        })
+    }
+}
+
+/// Why a fault list did not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{item:?}: {expected}")]
+pub struct FaultParseError {
+    /// The offending `name=value` item.
+    pub item: String,
+    /// What was expected instead.
+    pub expected: &'static str,
+}
+
+impl std::str::FromStr for FaultConfig {
+    type Err = FaultParseError;
+
+    /// `name=value` items separated by commas (or spaces): `seed` an integer, every other
+    /// name a field of [`FaultConfig`] with a probability from 0 to 1. Unnamed fields stay 0.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut cfg = FaultConfig::default();
+        for item in s.split([',', ' ']).filter(|i| !i.is_empty()) {
+            let err = |expected| FaultParseError {
+                item: item.to_string(),
+                expected,
+            };
+            let (name, value) = item.split_once('=').ok_or(err("name=value"))?;
+            if name == "seed" {
+                cfg.seed = value
+                    .parse()
+                    .map_err(|_| err("a seed from 0 to 2^64 - 1"))?;
+                continue;
+            }
+            let rate = cfg.rate_mut(name).ok_or(err(
+                "seed or a FaultConfig field (rx_drop, tx_corrupt, ...)",
+            ))?;
+            *rate = value
+                .parse()
+                .ok()
+                .filter(|p: &f64| (0.0..=1.0).contains(p))
+                .ok_or(err("a probability from 0 to 1"))?;
+        }
+        Ok(cfg)
+    }
+}
+
+impl std::fmt::Display for FaultConfig {
+    /// The text its `FromStr` reads: the seed and every probability above 0.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "seed={}", self.seed)?;
+        for (name, p) in self.rates().iter().filter(|(_, p)| *p > 0.0) {
+            write!(f, ",{name}={p}")?;
+        }
+        Ok(())
     }
 }
 
@@ -50,6 +139,23 @@ pub struct FaultCounters {
     pub duplicated: [u64; 2],
     /// Frames held back (rx, tx).
     pub reordered: [u64; 2],
+    /// Frames with a bit of TCP payload flipped and the TCP checksum left stale (rx, tx).
+    pub corrupted: [u64; 2],
+    /// Frames with a bit of TCP payload flipped and the TCP checksum mended (rx, tx).
+    pub corrupted_past_checksum: [u64; 2],
+}
+
+impl FaultCounters {
+    /// Adds `other`'s counts (the lanes of a device, summed).
+    pub fn add(&mut self, other: &FaultCounters) {
+        for d in 0..2 {
+            self.dropped[d] += other.dropped[d];
+            self.duplicated[d] += other.duplicated[d];
+            self.reordered[d] += other.reordered[d];
+            self.corrupted[d] += other.corrupted[d];
+            self.corrupted_past_checksum[d] += other.corrupted_past_checksum[d];
+        }
+    }
 }
 
 /// SplitMix64: small, fast, good enough for fault decisions.
@@ -67,6 +173,39 @@ impl Rng {
     fn chance(&mut self, p: f64) -> bool {
         p > 0.0 && (self.next() >> 11) as f64 / (1u64 << 53) as f64 <= p
     }
+
+    /// A number below `n` (> 0).
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    /// Whether to corrupt the next frame: with probability `stale` leaving the checksum as it
+    /// was (`Some(false)`), or `mended` mending it (`Some(true)`).
+    fn corruption(&mut self, (stale, mended): (f64, f64)) -> Option<bool> {
+        if self.chance(stale) {
+            Some(false)
+        } else if self.chance(mended) {
+            Some(true)
+        } else {
+            None
+        }
+    }
+
+    /// Flips one bit of `frame`'s TCP payload, mending the checksum with `mend`, and counts it
+    /// in `counters` for direction `dir`. Frames without payload stay whole.
+    fn corrupt(&mut self, frame: &mut [u8], mend: bool, counters: &mut FaultCounters, dir: usize) {
+        let Some((tcp, payload)) = corrupt::tcp_payload(frame) else {
+            return;
+        };
+        let at = payload.start + self.below(payload.len());
+        let bit = self.next() as u32;
+        corrupt::flip(frame, tcp, &payload, at, bit, mend);
+        if mend {
+            counters.corrupted_past_checksum[dir] += 1;
+        } else {
+            counters.corrupted[dir] += 1;
+        }
+    }
 }
 
 /// A [`PacketIo`] wrapper that injects faults; a transparent pass-through when all are zero.
@@ -77,6 +216,8 @@ pub struct FaultyIo<I> {
     rng: Rng,
     held_rx: Option<Vec<u8>>,
     held_tx: Option<Vec<u8>>,
+    /// A received frame's copy, when it is corrupted.
+    scratch: Vec<u8>,
     counters: FaultCounters,
 }
 
@@ -90,6 +231,7 @@ impl<I: PacketIo> FaultyIo<I> {
             cfg,
             held_rx: None,
             held_tx: None,
+            scratch: Vec::new(),
             counters: FaultCounters::default(),
         }
     }
@@ -104,6 +246,10 @@ impl<I: PacketIo> FaultyIo<I> {
     /// What was injected.
     pub fn counters(&self) -> FaultCounters {
         self.counters
+    }
+    /// Whether any fault is injected.
+    pub fn enabled(&self) -> bool {
+        self.on
     }
     /// True while a frame is held back (the engine should poll again soon).
     pub fn holding(&self) -> bool {
@@ -129,14 +275,25 @@ impl<I: PacketIo> PacketIo for FaultyIo<I> {
             inner,
             rng,
             held_rx,
+            scratch,
             counters,
             ..
         } = self;
+        let corrupt = (cfg.rx_corrupt, cfg.rx_corrupt_past_checksum);
         let n = inner.rx_batch(now, max, &mut |frame: &[u8]| {
             if rng.chance(cfg.rx_drop) {
                 counters.dropped[0] += 1;
                 return;
             }
+            let frame = match rng.corruption(corrupt) {
+                Some(mend) => {
+                    scratch.clear();
+                    scratch.extend_from_slice(frame);
+                    rng.corrupt(scratch, mend, counters, 0);
+                    &scratch[..]
+                }
+                None => frame,
+            };
             if held_rx.is_none() && rng.chance(cfg.rx_reorder) {
                 counters.reordered[0] += 1;
                 *held_rx = Some(frame.to_vec());
@@ -188,8 +345,12 @@ impl<I: PacketIo> FrameSink for FaultyIo<I> {
             counters,
             ..
         } = self;
+        let corrupt = (cfg.tx_corrupt, cfg.tx_corrupt_past_checksum);
         let r = inner.tx_frame(now, &mut |buf: &mut [u8]| {
             let n = fill(buf)?;
+            if let Some(mend) = rng.corruption(corrupt) {
+                rng.corrupt(&mut buf[..n], mend, counters, 1);
+            }
             if rng.chance(cfg.tx_drop) {
                 counters.dropped[1] += 1;
                 faulted = true;
@@ -227,5 +388,34 @@ impl<I: PacketIo> FrameSink for FaultyIo<I> {
 pub(crate) fn release_held_tx<I: PacketIo>(io: &mut FaultyIo<I>, now: Instant) {
     if let Some(h) = io.held_tx.take() {
         io.send_copy(now, &h);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fault_lists_read_back_what_they_print_and_refuse_nonsense() {
+        let cfg: FaultConfig = "seed=7,rx_drop=0.01, tx_corrupt_past_checksum=0.5"
+            .parse()
+            .unwrap();
+        assert_eq!(
+            cfg,
+            FaultConfig {
+                seed: 7,
+                rx_drop: 0.01,
+                tx_corrupt_past_checksum: 0.5,
+                ..FaultConfig::default()
+            }
+        );
+        assert!(cfg.enabled());
+        assert_eq!(cfg.to_string().parse::<FaultConfig>(), Ok(cfg));
+        assert_eq!("".parse::<FaultConfig>(), Ok(FaultConfig::default()));
+        assert!(!FaultConfig::default().enabled());
+        for bad in ["rx_drop", "rx_drop=2", "rx_drop=-0.1", "loss=0.1", "seed=x"] {
+            let e = bad.parse::<FaultConfig>().unwrap_err();
+            assert_eq!(e.item, bad, "{e}");
+        }
     }
 }

@@ -9,12 +9,13 @@
 //!   PacketIo::flush
 //! ```
 //!
-//! A [`FaultyIo`] wrapper injects seeded drops, duplicates and reordering on both paths. The
-//! application calls [`Engine::poll`] (the verbs API's xdp transport does so from its own
-//! engine thread, or from the application's calls in inline mode).
+//! A [`FaultyIo`] wrapper injects seeded drops, duplicates, reordering and corruption on both
+//! paths. The application calls [`Engine::poll`] (the verbs API's xdp transport does so from
+//! its own engine thread, or from the application's calls in inline mode).
 
 #[cfg(target_os = "linux")]
 mod chain;
+mod corrupt;
 mod fault;
 mod handoff;
 mod io;
@@ -23,7 +24,7 @@ mod poll_loop;
 mod xsk_io;
 
 pub use crate::pd::PdHandle;
-pub use fault::{FaultConfig, FaultCounters, FaultyIo};
+pub use fault::{FaultConfig, FaultCounters, FaultParseError, FaultyIo};
 pub use handoff::{HandOff, HandOffCounters, LaneLink, INBOX_MAX};
 pub use io::PacketIo;
 pub use poll_loop::{Engine, CLOCK_EVERY_IDLE};

@@ -61,6 +61,10 @@ impl<I: PacketIo> Engine<I> {
     pub fn fault_counters(&self) -> FaultCounters {
         self.io.counters()
     }
+    /// Whether the fault injector injects anything.
+    pub fn faults_enabled(&self) -> bool {
+        self.io.enabled()
+    }
     /// The packet I/O.
     pub fn io(&self) -> &I {
         self.io.inner()

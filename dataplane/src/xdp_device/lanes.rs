@@ -76,11 +76,12 @@ impl XdpLanes {
         init: QpInit,
         config: &ConnectionConfig,
         private_data: &[u8],
+        before_start: &mut dyn FnMut(&crate::QueuePair) -> Result<(), crate::PostError>,
     ) -> Result<(super::XdpQp, crate::queue_pair::Established), ConnectError> {
         let dev = self.next_lane();
         init.send_cq.add_lane(dev.shared.lane);
         init.recv_cq.add_lane(dev.shared.lane);
-        dev.connect(addr, init, config, private_data)
+        dev.connect(addr, init, config, private_data, before_start)
     }
 
     /// Listens on `addr` on every lane.

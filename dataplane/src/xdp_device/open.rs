@@ -191,6 +191,7 @@ impl XdpLane {
                 counters: common.counters.clone(),
                 unsteer_later: Vec::new(),
                 streams: Default::default(),
+                early_work: Default::default(),
             }),
             waiters: AtomicUsize::new(0),
             inline,

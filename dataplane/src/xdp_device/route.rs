@@ -65,6 +65,33 @@ impl QpLink {
     }
 }
 
+/// Completes a request that never reached its connection as flushed.
+fn flush_unposted(link: &QpLink, wr: &ddp::WorkRequest) {
+    let opcode = match wr.kind {
+        ddp::WorkRequestKind::Recv { .. } => ddp::WcOpcode::Recv,
+        ddp::WorkRequestKind::Send { .. } => ddp::WcOpcode::Send,
+        ddp::WorkRequestKind::Write { .. } => ddp::WcOpcode::Write,
+        ddp::WorkRequestKind::Read { .. } => ddp::WcOpcode::Read,
+    };
+    let wc = ddp::WorkCompletion {
+        wr_id: wr.wr_id,
+        opcode,
+        status: ddp::WcStatus::Flushed,
+        byte_len: 0,
+        invalidated: None,
+        solicited: false,
+    };
+    if let Some(wc) = link.work.complete(wc) {
+        let c = map_completion(wc, link.num);
+        let cq = if c.opcode == Opcode::Recv {
+            &link.recv_cq
+        } else {
+            &link.send_cq
+        };
+        let _ = cq.inner.push(c);
+    }
+}
+
 /// A connection between TCP set-up and the application's queue pair.
 #[derive(Debug)]
 pub(crate) enum Pending {
@@ -103,6 +130,9 @@ pub(crate) struct State {
     pub(crate) unsteer_later: Vec<u16>,
     /// Stream listeners' accept queues and stream connections' ends (`crate::stream`).
     pub(crate) streams: crate::stream::StreamRoutes,
+    /// Work posted on active opens before TCP was up (`Device::connect_with`), handed to each
+    /// connection in the round its queue pair appears.
+    pub(crate) early_work: FastMap<ConnId, Vec<ddp::WorkRequest>>,
 }
 
 impl State {
@@ -125,11 +155,45 @@ impl State {
 
     /// Routing and port clean-up after an engine round that received `frames`.
     fn after_round(&mut self, frames: usize) -> bool {
+        if !self.early_work.is_empty() {
+            self.hand_over_early_work();
+        }
         let routed = self.route();
         if !self.unsteer_later.is_empty() {
             self.unsteer_unused();
         }
         frames > 0 || routed
+    }
+
+    /// Posts the work of active opens whose queue pair now exists (TCP came up in this
+    /// round: the MPA Request is out, the Reply cannot have arrived). A connection that is
+    /// gone drops its work; a refusal completes the rest of the connection's work flushed.
+    fn hand_over_early_work(&mut self) {
+        let State {
+            engine,
+            early_work,
+            routes,
+            ..
+        } = self;
+        early_work.retain(|conn, work| {
+            let ep = engine.endpoint_mut();
+            let mut posted = 0;
+            for wr in work.iter() {
+                match ep.post(*conn, *wr) {
+                    Ok(()) => posted += 1,
+                    Err(endpoint::EndpointError::NotReady) if posted == 0 => return true,
+                    Err(_) => break,
+                }
+            }
+            if posted < work.len() {
+                if let Some(link) = routes.get(conn) {
+                    for wr in &work[posted..] {
+                        flush_unposted(link, wr);
+                    }
+                }
+            }
+            false
+        });
     }
 
     /// Stops steering the ports of closed listeners whose connections are all gone.

@@ -175,6 +175,7 @@ impl XdpIncoming {
                 conn,
                 link,
                 pd: init.pd,
+                early: None,
             },
             Established {
                 peer_private_data: self.req.info.private_data.clone(),

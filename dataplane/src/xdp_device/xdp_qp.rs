@@ -1,7 +1,7 @@
 //! Queue pairs on the AF_XDP engine: active open, work requests, close.
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::route::{Pending, QpLink};
@@ -20,6 +20,9 @@ pub(crate) struct XdpQp {
     pub(crate) conn: ConnId,
     pub(crate) link: Arc<QpLink>,
     pub(crate) pd: ProtectionDomain,
+    /// A handle lent to `connect_with`'s closure while the lane's state is locked: its posts
+    /// are collected here, and handed to the connection once TCP is up.
+    pub(crate) early: Option<Arc<Mutex<Vec<ddp::WorkRequest>>>>,
 }
 
 pub(crate) fn settings(config: &ConnectionConfig, private_data: &[u8]) -> QpSettings {
@@ -70,13 +73,17 @@ impl XdpLane {
     }
 
     /// Active open: TCP from the steered local port range, then MPA as Initiator. Returns the
-    /// queue pair, the peer's private data and what was negotiated.
+    /// queue pair, the peer's private data and what was negotiated. `before_start` runs on
+    /// the queue pair while the lane's state is locked, before anything was sent: what it
+    /// posts is handed to the connection in the engine round that completes TCP's handshake
+    /// (`State::hand_over_early_work`), before the MPA Reply can arrive.
     pub(crate) fn connect(
         self: &Arc<Self>,
         addr: SocketAddr,
         init: QpInit,
         config: &ConnectionConfig,
         private_data: &[u8],
+        before_start: &mut dyn FnMut(&crate::QueuePair) -> Result<(), crate::PostError>,
     ) -> Result<(XdpQp, Established), ConnectError> {
         let fail = |e| e;
         if addr.is_ipv4() != self.shared.ip.is_ipv4() {
@@ -108,6 +115,32 @@ impl XdpLane {
                 })?;
             st.pending.insert(conn, Pending::Connecting);
             st.routes.insert(conn, link.clone());
+            let early = Arc::new(Mutex::new(Vec::new()));
+            let mut handle = crate::QueuePair::xdp(
+                XdpQp {
+                    dev: self.clone(),
+                    conn,
+                    link: link.clone(),
+                    pd: init.pd.clone(),
+                    early: Some(early.clone()),
+                },
+                Established {
+                    peer_private_data: Vec::new(),
+                    negotiated: ddp::NegotiatedFraming::default(),
+                },
+            );
+            // The handle only lends the connection; dropping it must not close it.
+            handle.detached = true;
+            if let Err(e) = before_start(&handle) {
+                st.pending.remove(&conn);
+                st.routes.remove(&conn);
+                let _ = st.engine.endpoint_mut().abort(conn);
+                return Err(ConnectError::Post(e));
+            }
+            let work = std::mem::take(&mut *early.lock().unwrap_or_else(|p| p.into_inner()));
+            if !work.is_empty() {
+                st.early_work.insert(conn, work);
+            }
             conn
         };
         // TCP's own SYN retries plus MPA's startup timeout.
@@ -127,6 +160,7 @@ impl XdpLane {
             conn,
             link,
             pd: init.pd,
+            early: None,
         };
         match outcome {
             Some(Ok(up)) => Ok((qp, up)),
@@ -161,6 +195,14 @@ impl XdpQp {
     /// transmit (the doorbell). Returns how many were posted and the refusal that stopped it.
     pub(crate) fn post_chain(&self, wrs: &[ddp::WorkRequest]) -> Result<(), (usize, PostError)> {
         let begun = crate::stage_times::post_begins();
+        if let Some(early) = &self.early {
+            // Lent to connect_with's closure: the lane's state is locked by the caller.
+            early
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .extend_from_slice(wrs);
+            return Ok(());
+        }
         self.check_open().map_err(|e| (0, e))?;
         let mut st = self.dev.shared.lock();
         // Inline, on an idle connection: send at once (a ping-pong's answer); with work in

@@ -67,7 +67,7 @@ impl Pair {
     }
 
     /// One step: poll both, collect completions, advance virtual time. Returns A's events.
-    fn step(&mut self) -> Vec<EndpointEvent> {
+    pub fn step(&mut self) -> Vec<EndpointEvent> {
         self.a.poll(self.now);
         self.b.poll(self.now);
         let events_a = std::iter::from_fn(|| self.a.endpoint_mut().poll_event()).collect();
@@ -128,7 +128,7 @@ impl Pair {
 }
 
 /// A region of `e`'s own memory holding `data`.
-fn filled(e: &mut Engine<MemPort>, data: &[u8], access: Access) -> (LocalBuf, ddp::Stag) {
+pub fn filled(e: &mut Engine<MemPort>, data: &[u8], access: Access) -> (LocalBuf, ddp::Stag) {
     let (region, stag) = e.endpoint_mut().register(data.len().max(1), access);
     e.endpoint_mut().region_mut(region).unwrap()[..data.len()].copy_from_slice(data);
     let buf = LocalBuf {

@@ -92,7 +92,9 @@ pub enum DdpRepr {
 }
 
 impl DdpRepr {
-    /// Parse the header of the model its T bit names (DDP-13).
+    /// Parse the header of the model its T bit names (DDP-13). (Inlined: fat LTO leaves this
+    /// generic out of line in the receive path otherwise.)
+    #[inline]
     pub fn parse<T: AsRef<[u8]>>(p: &DdpPacket<T>) -> Result<Self, DdpHeaderError> {
         p.check_len()?;
         let b = p.buffer.as_ref();

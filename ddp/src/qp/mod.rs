@@ -75,6 +75,10 @@ pub struct QpConfig {
     /// Responder: accept every valid Request at once. When false, [`QpEvent::ConnectRequest`]
     /// is reported and the ULP calls [`Qp::accept`] or [`Qp::reject`].
     pub auto_accept: bool,
+    /// The in-order fast path (on by default): an in-order FPDU whose ULPDU no marker splits is
+    /// placed and delivered at once ([`crate::RdmapEngine::handle_ulpdu_in_order`]). Off, it
+    /// takes the general path (placement, then delivery in stream order); tests compare the two.
+    pub fast_path: bool,
 }
 
 impl Default for QpConfig {
@@ -86,6 +90,7 @@ impl Default for QpConfig {
             private_data: Vec::new(),
             auto_accept: true,
             keep_for_retransmit: false,
+            fast_path: true,
         }
     }
 }

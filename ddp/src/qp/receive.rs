@@ -37,7 +37,10 @@ impl Qp {
         // Complete FPDUs are verified and placed straight from the segment; only an FPDU split
         // across segments is copied (mpa's StreamParser::feed).
         let (engine, at) = (&mut self.engine, &mut self.rx_fpdu_pos);
-        match parser.feed(data, &mut |f| place_fpdu(engine, framer, at, tags, mem, &f)) {
+        let fast = self.cfg.fast_path;
+        match parser.feed(data, &mut |f| {
+            place_fpdu(engine, framer, at, tags, mem, &f, fast)
+        }) {
             Ok(took) => self.rx_total += took as u64,
             Err(e) => return self.handle_framing_error(e),
         }
@@ -182,7 +185,7 @@ impl Qp {
 
 /// Places the verified in-order FPDU `f`, which starts at receive position `*at`, and
 /// delivers through it; `*at` moves past it. The pieces between markers go straight to their
-/// places (no copy).
+/// places (no copy); with `fast`, through the engine's in-order fast path.
 fn place_fpdu<M: Memory + ?Sized>(
     engine: &mut RdmapEngine,
     framer: &mut Framer,
@@ -190,14 +193,23 @@ fn place_fpdu<M: Memory + ?Sized>(
     tags: &mut StagTable,
     mem: &mut M,
     f: &FpduRef<'_>,
+    fast: bool,
 ) {
     let pos = *at;
     *at += f.wire_len() as u64;
     framer.peer_fpdu_received();
-    with_parts(f.ulpdu_chunks(), |parts| {
-        engine.handle_ulpdu_parts(tags, mem, pos, parts)
-    });
-    engine.deliver_through(tags, pos + 1);
+    if !fast {
+        with_parts(f.ulpdu_chunks(), |parts| {
+            engine.handle_ulpdu_parts(tags, mem, pos, parts)
+        });
+        engine.deliver_through(tags, pos + 1);
+    } else if let Some(ulpdu) = f.ulpdu_contiguous() {
+        engine.handle_ulpdu_in_order(tags, mem, pos, ulpdu);
+    } else {
+        with_parts(f.ulpdu_chunks(), |parts| {
+            engine.handle_ulpdu_parts_in_order(tags, mem, pos, parts)
+        });
+    }
 }
 
 /// Most pieces a ULPDU splits into between markers: a 64768-octet ULPDU spans at most 128

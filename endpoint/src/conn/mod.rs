@@ -68,6 +68,14 @@ impl<D> Conn<D> {
         }
     }
 
+    /// Marks connection `id` (this one) for the endpoint's next round, once.
+    pub fn mark(&mut self, id: u64, dirty: &mut Vec<u64>) {
+        if !self.dirty {
+            self.dirty = true;
+            dirty.push(id);
+        }
+    }
+
     /// Makes this a byte stream (no queue pair): the application reads and writes TCP's
     /// octets and hears of them through TCP's data events. Call it before any segment is
     /// handled for the connection's new role.
@@ -147,6 +155,7 @@ impl<D> Conn<D> {
             private_data: self.settings.private_data.clone(),
             keep_for_retransmit: true,
             auto_accept: !manual_accept,
+            fast_path: self.tcp.config().fast_path,
         };
         let qp = match self.role {
             Role::Initiator => match Qp::new_initiator(cfg, now) {
@@ -259,12 +268,15 @@ impl<D> Conn<D> {
         self.state.iwarp().map_or(0, |i| i.rx.ooo_bytes)
     }
 
-    /// Adds what this connection counted (its TCP's counters, and the segments its queue pair
-    /// dropped after close) to `c`. The endpoint folds each connection once: into a copy
+    /// Adds what this connection counted (its TCP's counters, the segments its queue pair
+    /// dropped after close and those it placed on the fast path) to `c`. The endpoint folds each connection once: into a copy
     /// while it lives, into its own counters when it is removed.
     pub fn fold_counters(&self, c: &mut EndpointCounters) {
         fold_tcp_counters(c, self.tcp.counters());
-        c.rx_after_close += self.qp().map_or(0, |q| q.stats().rx_after_close);
+        if let Some(q) = self.qp() {
+            c.rx_after_close += q.stats().rx_after_close;
+            c.rx_ulpdus_fast += q.stats().rx_ulpdus_fast;
+        }
     }
 
     /// Feeds chunks TCP queued (before the queue pair existed, or through `poll_recv`) to the

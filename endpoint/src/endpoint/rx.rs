@@ -4,13 +4,14 @@
 
 use std::time::Instant;
 
-use ddp::{Memory, StagTable};
-use tcp_offload::emit_rst_for;
+use ddp::{Memory, StagTable, VecMemory};
+use tcp_offload::{emit_rst_for, Connection, LeanSegment, RxSink};
 
 use super::service::frame_out;
 use super::Endpoint;
 use crate::classify::{classify, FrameVerdict, OwnedAddrs};
-use crate::conn::{FeedSink, Iwarp};
+use crate::conn::{Conn, FeedSink, Iwarp};
+use crate::counters::EndpointCounters;
 use crate::domain::{Domain, DomainGuard};
 use crate::ethernet::{self, EthernetFrame};
 
@@ -26,10 +27,17 @@ impl<D: Domain> Endpoint<D> {
     /// the active-open range), as the XDP program decides. Not ours counts as a drop, a first
     /// fragment as a fragment, a malformed frame as malformed; then a frame for another MAC is dropped, and
     /// `tcp_offload::wire` checks checksums and options.
+    ///
+    /// Before that, when the fast path is on (`EndpointConfig::tcp.fast_path`), a frame of a
+    /// connection's common case (see `handle_lean_frame`) goes straight to its TCP's header
+    /// prediction, with the same result.
     pub fn handle_frame(&mut self, now: Instant, frame: &[u8]) {
         self.last_now = now;
         self.counters.rx_packets += 1;
         self.counters.rx_bytes += frame.len() as u64;
+        if self.cfg.tcp.fast_path && self.handle_lean_frame(now, frame) {
+            return;
+        }
         let own = [self.cfg.ip];
         match classify(frame, OwnedAddrs(&own), |port| self.is_steered(port)) {
             FrameVerdict::Ours => {}
@@ -70,31 +78,12 @@ impl<D: Domain> Endpoint<D> {
         };
         if let Some(&id) = self.flows.get(&seg.tuple) {
             if let Some(c) = self.conns.get_mut(&id) {
-                match c.state.iwarp_mut() {
-                    // The one copy: TCP lends the payload, placement writes it into the region.
-                    Some(Iwarp { qp, rx, .. }) if c.tcp.record_mode() => {
-                        let mut guard = c.pd.as_ref().map(|p| p.lock());
-                        let (tags, mem): (&mut StagTable, &mut dyn Memory) = match guard.as_mut() {
-                            Some(g) => g.parts(),
-                            None => (&mut self.tags, &mut self.mem),
-                        };
-                        let mut sink = FeedSink {
-                            qp,
-                            rx,
-                            tags,
-                            mem,
-                            now,
-                            counters: &mut self.counters,
-                        };
-                        c.tcp.handle_segment_with(now, seg, &mut sink);
-                    }
-                    _ => c.tcp.handle_segment(now, seg),
-                }
-                // Marked for the next round (`mark`, without a second lookup).
-                if !c.dirty {
-                    c.dirty = true;
-                    self.dirty.push(id);
-                }
+                let (tags, mem, counters) = (&mut self.tags, &mut self.mem, &mut self.counters);
+                deliver(c, tags, mem, counters, now, |tcp, sink| match sink {
+                    Some(sink) => tcp.handle_segment_with(now, seg, sink),
+                    None => tcp.handle_segment(now, seg),
+                });
+                c.mark(id, &mut self.dirty);
             }
             return;
         }
@@ -131,6 +120,44 @@ impl<D: Domain> Endpoint<D> {
         }
     }
 
+    /// The fast path of a received frame: a segment of the common layout
+    /// ([`LeanSegment::parse`]) to our MAC and address, on a steered port, of a connection in
+    /// the flow table, that its TCP takes through header prediction. What `classify`, the
+    /// checks after it and the flow table would decide for such a frame is decided by these
+    /// checks already. False, having changed nothing, for any other frame: the full path judges
+    /// it.
+    fn handle_lean_frame(&mut self, now: Instant, frame: &[u8]) -> bool {
+        let Some((eth, ip)) = frame.split_first_chunk::<{ ethernet::HEADER_LEN }>() else {
+            return false;
+        };
+        // Untagged, to our MAC, an EtherType that matches the IP version.
+        let ethertype = u16::from_be_bytes([eth[12], eth[13]]);
+        if eth[..6] != self.cfg.mac || ethertype != ethernet::ethertype_of(ip) {
+            return false;
+        }
+        let Some(seg) = LeanSegment::parse(ip) else {
+            return false;
+        };
+        let local = seg.tuple.local;
+        if local.ip() != self.cfg.ip || !self.is_steered(local.port()) {
+            return false;
+        }
+        let Some(&id) = self.flows.get(&seg.tuple) else {
+            return false;
+        };
+        let Some(c) = self.conns.get_mut(&id) else {
+            return false;
+        };
+        let (tags, mem, counters) = (&mut self.tags, &mut self.mem, &mut self.counters);
+        if !deliver(c, tags, mem, counters, now, |tcp, sink| {
+            tcp.handle_lean(now, &seg, sink)
+        }) {
+            return false;
+        }
+        c.mark(id, &mut self.dirty);
+        true
+    }
+
     /// Whether TCP to local `port` is steered to us: a listening port, the port of a closed
     /// listener (the XDP program keeps it while connections accepted on it live; a segment of
     /// none of them gets RST), or the active-open range (what the XDP program's port map
@@ -138,5 +165,38 @@ impl<D: Domain> Endpoint<D> {
     fn is_steered(&self, port: u16) -> bool {
         self.cfg.local_ports.contains(&port)
             || self.listeners.iter().any(|l| l.tcp.local().port() == port)
+    }
+}
+
+/// Hands a received segment to `c`'s TCP through `handle`, with a receive sink when `c` is an
+/// iWARP connection in record mode: the one copy, TCP lending the payload and placement
+/// writing it into the region of `c`'s protection domain (locked for the segment) or of the
+/// endpoint's own memory (`tags`, `mem`).
+fn deliver<D: Domain, R>(
+    c: &mut Conn<D>,
+    tags: &mut StagTable,
+    mem: &mut VecMemory,
+    counters: &mut EndpointCounters,
+    now: Instant,
+    handle: impl FnOnce(&mut Connection, Option<&mut dyn RxSink>) -> R,
+) -> R {
+    match c.state.iwarp_mut() {
+        Some(Iwarp { qp, rx, .. }) if c.tcp.record_mode() => {
+            let mut guard = c.pd.as_ref().map(|p| p.lock());
+            let (tags, mem): (&mut StagTable, &mut dyn Memory) = match guard.as_mut() {
+                Some(g) => g.parts(),
+                None => (tags, mem),
+            };
+            let mut sink = FeedSink {
+                qp,
+                rx,
+                tags,
+                mem,
+                now,
+                counters,
+            };
+            handle(&mut c.tcp, Some(&mut sink))
+        }
+        _ => handle(&mut c.tcp, None),
     }
 }

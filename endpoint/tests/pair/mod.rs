@@ -36,6 +36,8 @@ pub struct Wire {
     link: Link,
     base: Instant,
     pub tap: Option<Tap>,
+    /// When set, every frame put on the wire (after the tap) with its time.
+    pub log: Option<Vec<(Instant, Vec<u8>)>>,
 }
 
 /// Two directions, `a_to_b` seeded with `seed` and `b_to_a` with a seed derived from it.
@@ -44,6 +46,7 @@ pub fn wires(base: Instant, a_to_b: LinkConfig, b_to_a: LinkConfig, seed: u64) -
         link: Link::new(cfg, seed).expect("link config"),
         base,
         tap: None,
+        log: None,
     };
     (wire(a_to_b, seed), wire(b_to_a, seed ^ 0x5bd1_e995))
 }
@@ -55,6 +58,9 @@ impl Wire {
             if !tap(&mut frame) {
                 return;
             }
+        }
+        if let Some(log) = self.log.as_mut() {
+            log.push((now, frame.clone()));
         }
         self.link.send(SimTime::from_instant(self.base, now), frame);
     }
@@ -438,11 +444,19 @@ pub fn buf(region: RegionHandle, len: usize) -> LocalBuf {
 }
 
 /// Send, RDMA Write and RDMA Read of `len` octets from A to B (Read: A reads B), verified.
-pub fn transfer_all(p: &mut Pair, ca: ConnId, cb: ConnId, len: usize, seed: u64) {
+/// Returns the regions written into: the Send's and the Write's on B, the Read's on A.
+pub fn transfer_all(
+    p: &mut Pair,
+    ca: ConnId,
+    cb: ConnId,
+    len: usize,
+    seed: u64,
+) -> [RegionHandle; 3] {
     // Send.
     let data = pattern(len, seed);
     let (src, _) = filled(&mut p.a, &data, Access::LOCAL_WRITE);
-    let (dst, _) = p.b.register(len.max(1), Access::LOCAL_WRITE);
+    let (send_dst, _) = p.b.register(len.max(1), Access::LOCAL_WRITE);
+    let dst = send_dst;
     p.b.post(cb, WorkRequest::recv(seed * 10 + 1, buf(dst, len)))
         .unwrap();
     p.a.post(
@@ -465,8 +479,9 @@ pub fn transfer_all(p: &mut Pair, ca: ConnId, cb: ConnId, len: usize, seed: u64)
     // RDMA Write.
     let data = pattern(len, seed + 1);
     let (src, _) = filled(&mut p.a, &data, Access::LOCAL_WRITE);
-    let (dst, stag) =
+    let (write_dst, stag) =
         p.b.register(len.max(1), Access::REMOTE_WRITE | Access::LOCAL_WRITE);
+    let dst = write_dst;
     p.a.post(
         ca,
         WorkRequest::write(seed * 10 + 3, buf(src, len), RemoteBuf { stag, to: 0 }),
@@ -494,4 +509,5 @@ pub fn transfer_all(p: &mut Pair, ca: ConnId, cb: ConnId, len: usize, seed: u64)
         p.a.region(dst).unwrap()[..len] == data[..],
         "Read data differs ({len} B)"
     );
+    [send_dst, write_dst, dst]
 }

@@ -3,6 +3,7 @@
 
 use std::time::Instant;
 
+use crate::lean::SegmentHeader;
 use crate::wire::TcpSegment;
 
 use super::state::{CloseReason, State};
@@ -37,8 +38,9 @@ impl Connection {
         if self.opts.sack && seg.options.sack_count > 0 {
             sacked_new = self.apply_sack(seg);
         }
+        let header = seg.header();
         if new_data {
-            self.on_new_ack(now, seg, ack);
+            self.on_new_ack(now, &header, ack);
         } else if ack == self.snd_una
             && seg.payload.is_empty()
             && !seg.flags.fin
@@ -50,6 +52,13 @@ impl Connection {
             self.recovery.dupacks += 1;
             self.on_dupack(now, sacked_new);
         }
+        self.after_ack(now, &header)
+    }
+
+    /// The rest of the ACK processing once new data (if any) is taken as acknowledged: the
+    /// send window, the states that wait for our FIN's ACK, the persist timer. Returns false
+    /// when the segment must be dropped (the connection ended).
+    pub(super) fn after_ack(&mut self, now: Instant, seg: &SegmentHeader) -> bool {
         self.update_window(seg, false);
         // State transitions that depend on our FIN being acknowledged.
         let fin_acked =
@@ -96,10 +105,10 @@ impl Connection {
         any
     }
 
-    fn on_new_ack(&mut self, now: Instant, seg: &TcpSegment<'_>, ack: u64) {
+    pub(super) fn on_new_ack(&mut self, now: Instant, seg: &SegmentHeader, ack: u64) {
         let acked = ack - self.snd_una;
         let mut any_rexmit = false;
-        let ts_ecr = seg.options.timestamps.map(|t| t.1);
+        let ts_ecr = seg.timestamps.map(|t| t.1);
         while let Some(s) = self.scoreboard.pop_acked(ack) {
             if s.ever_rexmit {
                 any_rexmit = true;

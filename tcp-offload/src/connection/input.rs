@@ -4,7 +4,8 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use crate::rx::{RxRef, RxSink};
+use crate::lean::{LeanSegment, SegmentHeader};
+use crate::rx::{Accepted, RxRef, RxSink};
 use crate::wire::{self, TcpSegment, WireError};
 
 use super::rst::{rst_for, RstOut};
@@ -27,7 +28,24 @@ impl Connection {
     /// Handles one parsed segment addressed to this connection (RFC 9293 §3.10.7 SEGMENT ARRIVES).
     /// Record-mode data is queued for [`Self::poll_recv`].
     pub fn handle_segment(&mut self, now: Instant, seg: &TcpSegment<'_>) {
-        self.dispatch_segment(now, seg, None);
+        if !seg.lean().is_some_and(|l| self.predicted(now, &l, None)) {
+            self.dispatch_segment(now, seg, None);
+        }
+    }
+
+    /// A segment read in place ([`LeanSegment::parse`]) when header prediction takes it: as
+    /// [`Self::handle_segment_with`] (`sink` in record mode) or [`Self::handle_segment`]
+    /// (`None`), with the same result. Returns false, having changed nothing, when it does not
+    /// (its checksum is wrong, or it needs the full path): parse it with
+    /// [`wire::parse`] and hand it to one of those.
+    pub fn handle_lean(
+        &mut self,
+        now: Instant,
+        seg: &LeanSegment<'_>,
+        sink: Option<&mut dyn RxSink>,
+    ) -> bool {
+        let sink = sink.filter(|_| self.recv.record_mode);
+        self.predicted(now, seg, sink)
     }
 
     /// [`Self::handle_packet`] with [`Self::handle_segment_with`]'s delivery.
@@ -77,7 +95,13 @@ impl Connection {
         sink: &mut dyn RxSink,
     ) {
         if !self.recv.record_mode {
-            self.dispatch_segment(now, seg, None);
+            self.handle_segment(now, seg);
+            return;
+        }
+        if seg
+            .lean()
+            .is_some_and(|l| self.predicted(now, &l, Some(&mut *sink)))
+        {
             return;
         }
         let mut lens = std::mem::take(&mut self.sink_lens);
@@ -90,18 +114,22 @@ impl Connection {
             out(c.as_rx_ref());
         }
         self.dispatch_segment(now, seg, Some(&mut out));
-        // Replay the window check `poll_recv` makes at each chunk it pops, with the chunks held
-        // as they would have been.
+        self.replay_window_checks(&lens);
+        self.sink_lens = lens;
+    }
+
+    /// After chunks of `lens` octets went to a receive sink: the window check `poll_recv`
+    /// makes at each chunk it pops, replayed with the chunks held as they would have been.
+    pub(super) fn replay_window_checks(&mut self, lens: &[u64]) {
         let buffer = u64::from(self.cfg.recv_buffer);
         let held = self.recv.held();
         let mut queued: u64 = lens.iter().sum();
-        for &len in &lens {
+        for &len in lens {
             let before = buffer.saturating_sub(held + queued);
             queued -= len;
             let after = buffer.saturating_sub(held + queued);
             self.window_update_if_opened(before, after);
         }
-        self.sink_lens = lens;
     }
 
     fn dispatch_segment(
@@ -195,10 +223,10 @@ impl Connection {
             self.snd_una = self.snd.off(seg.ack, self.snd_una).unwrap_or(1);
             self.scoreboard.clear();
             self.timers.stop(Timer::Rto);
-            self.update_window(seg, true);
+            self.update_window(&seg.header(), true);
             self.establish(now);
             if self.opts.ts {
-                self.sample_rtt_ts(now, seg);
+                self.sample_rtt_ts(now, &seg.header());
             } else if let Some((_, t)) = self.rtt_timed.take() {
                 if self.syn_tx_count == 0 {
                     self.rtt.on_sample(now.saturating_duration_since(t));
@@ -308,16 +336,7 @@ impl Connection {
             return;
         }
         let seg_off = seg_off.unwrap_or(self.recv.nxt);
-        // RFC 7323 §4.3 (TS.Recent update): SEG.SEQ <= Last.ACK.sent.
-        if self.opts.ts {
-            if let Some((v, _)) = seg.options.timestamps {
-                if seg_off <= self.last_ack_sent
-                    && (v.wrapping_sub(self.opts.ts_recent) as i32) >= 0
-                {
-                    self.opts.ts_recent = v;
-                }
-            }
-        }
+        self.update_ts_recent(seg_off, &seg.header());
         self.arm_keepalive(now);
         // Second: RST (RFC 5961 §3.2).
         if seg.flags.rst {
@@ -362,7 +381,7 @@ impl Connection {
                 self.snd_wnd = u32::from(seg.window) << self.opts.snd_wscale;
                 self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
                 if self.opts.ts {
-                    self.sample_rtt_ts(now, seg);
+                    self.sample_rtt_ts(now, &seg.header());
                 }
                 let fin_queued = self.fin_queued;
                 self.establish(now);
@@ -406,6 +425,20 @@ impl Connection {
             }
         }
         self.check_fin(now);
+    }
+
+    /// RFC 7323 §4.3 (TS.Recent update) for an acceptable segment at offset `seg_off`:
+    /// SEG.SEQ <= Last.ACK.sent and its TSval not older.
+    pub(super) fn update_ts_recent(&mut self, seg_off: u64, seg: &SegmentHeader) {
+        if self.opts.ts {
+            if let Some((v, _)) = seg.timestamps {
+                if seg_off <= self.last_ack_sent
+                    && (v.wrapping_sub(self.opts.ts_recent) as i32) >= 0
+                {
+                    self.opts.ts_recent = v;
+                }
+            }
+        }
     }
 
     fn accept_data(&mut self, now: Instant, seg: &TcpSegment<'_>, sink: Option<&mut dyn RxSink>) {
@@ -458,8 +491,14 @@ impl Connection {
         if a.new_bytes > 0 && self.data_events {
             self.events.push_back(Event::Readable);
         }
-        // RFC 5681 §4.2 / RFC 9293 §3.8.6.3: ACK at once for out-of-order data, gap fills and
-        // duplicates; else every second full segment or when the delayed-ACK timer fires.
+        self.schedule_ack(now, &a, was_ooo, data.len());
+    }
+
+    /// RFC 5681 §4.2 / RFC 9293 §3.8.6.3, after `len` octets of a segment were accepted as
+    /// `a` says (`was_ooo`: out-of-order data was held before): ACK at once for out-of-order
+    /// data, gap fills and duplicates; else every second full segment or when the delayed-ACK
+    /// timer fires.
+    pub(super) fn schedule_ack(&mut self, now: Instant, a: &Accepted, was_ooo: bool, len: usize) {
         if !a.advanced || a.filled_gap || was_ooo {
             self.dupacks_owed = self.dupacks_owed.saturating_add(1).min(8);
         }
@@ -476,7 +515,7 @@ impl Connection {
         } else {
             self.ack_pending = true;
             self.segs_since_ack += 1;
-            let short = data.len() + crate::config::SHORT_SEGMENT_SLACK <= self.emss() as usize;
+            let short = len + crate::config::SHORT_SEGMENT_SLACK <= self.emss() as usize;
             let delay = match self.cfg.short_segment_ack {
                 Some(d) if short => Some(d),
                 _ => self.cfg.delayed_ack,

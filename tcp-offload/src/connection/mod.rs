@@ -9,6 +9,7 @@
 //!
 //! * `state`: the RFC 9293 states and the transitions shared by input, timers and the API;
 //! * `input`: segment arrival (RFC 9293 §3.10.7, RFC 5961, PAWS) and received data;
+//! * `predict`: header prediction, the fast path of in-order data and pure ACKs;
 //! * `window`: the receive window we advertise and the peer's send window (RFC 9293 §3.8.6);
 //! * `ack`: ACK processing (RFC 9293 §3.10.7.4 fifth check, RFC 5961 §5.2);
 //! * `scoreboard`: the retransmission queue and its SACK marks (RFC 6675 §4);
@@ -23,6 +24,7 @@ mod ack;
 mod input;
 mod options;
 mod output;
+mod predict;
 mod rdma;
 mod recovery;
 mod rst;
@@ -44,6 +46,7 @@ use crate::rdma::placement::Placements;
 use crate::rtt::RttEstimator;
 use crate::rx::{OooBudget, OooLimits, RecvBuffer, RxChunk};
 use crate::seq::{SeqNum, SeqSpace};
+use crate::template::HeaderTemplate;
 use crate::tx::{RecordId, SendBuffer, Split};
 use crate::wire::TcpSegment;
 
@@ -167,6 +170,9 @@ pub struct Connection {
     placements: Placements,
     /// TCP RDMA option: the not-yet-received parts of the segment being accepted (capacity kept).
     rdma_gaps: Vec<(u64, u64)>,
+    /// The header template of segments without options but timestamps (the fast path), once
+    /// the connection is synchronized.
+    template: Option<Box<HeaderTemplate>>,
 }
 
 impl Connection {
@@ -232,6 +238,7 @@ impl Connection {
             marks: SendMarks::default(),
             placements: Placements::default(),
             rdma_gaps: Vec::new(),
+            template: None,
             cfg,
         }
     }

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::config::Config;
 use crate::isn::FourTuple;
+use crate::lean::SegmentHeader;
 use crate::rdma::option::RdmaOption;
 use crate::seq::SeqSpace;
 use crate::wire::{TcpOptions, TcpSegment, MAX_SACK_BLOCKS};
@@ -168,8 +169,8 @@ impl Connection {
         self.cc.set_mss(emss, self.cfg.initial_window);
     }
 
-    pub(super) fn sample_rtt_ts(&mut self, now: Instant, seg: &TcpSegment<'_>) {
-        if let Some((_, ecr)) = seg.options.timestamps {
+    pub(super) fn sample_rtt_ts(&mut self, now: Instant, seg: &SegmentHeader) {
+        if let Some((_, ecr)) = seg.timestamps {
             let d = self.ts_clock.tsval(now).wrapping_sub(ecr);
             if ecr != 0 && d < 60_000 {
                 self.rtt
@@ -179,15 +180,17 @@ impl Connection {
     }
 
     pub(super) fn base_options(&mut self, now: Instant) -> TcpOptions {
-        let ts = if self.opts.ts {
-            Some((self.ts_clock.tsval(now), self.opts.ts_recent))
-        } else {
-            None
-        };
         TcpOptions {
-            timestamps: ts,
+            timestamps: self.timestamps(now),
             ..Default::default()
         }
+    }
+
+    /// The (TSval, TSecr) a segment sent at `now` carries, when timestamps are on.
+    pub(super) fn timestamps(&mut self, now: Instant) -> Option<(u32, u32)> {
+        self.opts
+            .ts
+            .then(|| (self.ts_clock.tsval(now), self.opts.ts_recent))
     }
 
     pub(super) fn add_sack_blocks(&self, o: &mut TcpOptions, room: usize) {

@@ -4,8 +4,11 @@
 use std::time::Instant;
 
 use crate::rdma::annotate::MssAccounting;
+use crate::rdma::option::RdmaOption;
 use crate::seq::SeqNum;
-use crate::tx::{NoRecordSource, Plan, RecordSource, Split};
+use crate::template::{HeaderTemplate, SegmentFields};
+use crate::tx::{NoRecordSource, Plan, RecordSource, SendBuffer, Split};
+use crate::wire::field::opt::NOP;
 use crate::wire::{Flags, SegmentRepr};
 
 use super::options::syn_options;
@@ -22,11 +25,11 @@ impl Connection {
     }
 
     /// Like [`Self::poll_transmit`]; `source` writes the bytes of external records.
-    pub fn poll_transmit_with(
+    pub fn poll_transmit_with<S: RecordSource + ?Sized>(
         &mut self,
         now: Instant,
         buf: &mut [u8],
-        source: &mut dyn RecordSource,
+        source: &mut S,
     ) -> Option<usize> {
         // Every debug-build test checks the contract of the cheap check below.
         let quiet = cfg!(debug_assertions) && self.has_nothing_to_send();
@@ -55,11 +58,11 @@ impl Connection {
             && !self.has_unsent()
     }
 
-    fn transmit(
+    fn transmit<S: RecordSource + ?Sized>(
         &mut self,
         now: Instant,
         buf: &mut [u8],
-        source: &mut dyn RecordSource,
+        source: &mut S,
     ) -> Option<usize> {
         if let Some(r) = self.rst_out.take() {
             self.counters.rsts_sent += 1;
@@ -100,7 +103,7 @@ impl Connection {
             // Zero-window probe / keepalive: an old sequence number elicits an ACK without breaking
             // record alignment (RFC 9293 §3.8.4, RFC 1122 §4.2.3.6).
             let seq = self.snd.seq(self.snd_una.saturating_sub(1));
-            return self.emit(now, buf, seq, Flags::default(), 0, 0, source, false);
+            return self.emit(now, buf, seq, Flags::default(), 0, 0, None, source, false);
         }
         self.send_ack_if_due(now, buf)
     }
@@ -118,6 +121,7 @@ impl Connection {
             Flags::default(),
             0,
             0,
+            None,
             &mut NoRecordSource,
             true,
         )
@@ -172,11 +176,11 @@ impl Connection {
     /// Retransmits segment `i` of the scoreboard with its original boundaries (MPA-61); if the
     /// peer acked part of it, from SND.UNA (rare; counted). Updates the retransmission counters,
     /// Karn's state and the segment's timestamp; the caller updates the scoreboard flags.
-    pub(super) fn resend(
+    pub(super) fn resend<S: RecordSource + ?Sized>(
         &mut self,
         now: Instant,
         buf: &mut [u8],
-        source: &mut dyn RecordSource,
+        source: &mut S,
         i: usize,
     ) -> Option<usize> {
         let s = self.scoreboard.get(i);
@@ -196,7 +200,8 @@ impl Connection {
             psh: len > 0,
             ..Default::default()
         };
-        let n = self.emit(now, buf, seq, flags, start, len, source, true)?;
+        let rdma = self.rdma_annotation(start, len);
+        let n = self.emit(now, buf, seq, flags, start, len, rdma, source, true)?;
         self.counters.data_segs_out += 1;
         let ts = self.ts_clock.tsval(now);
         self.scoreboard.on_resend(i, ts);
@@ -225,11 +230,11 @@ impl Connection {
         (queued / 4).min(u64::from(u32::MAX)) as u32
     }
 
-    fn send_new_data(
+    fn send_new_data<S: RecordSource + ?Sized>(
         &mut self,
         now: Instant,
         buf: &mut [u8],
-        source: &mut dyn RecordSource,
+        source: &mut S,
     ) -> Option<usize> {
         if !matches!(
             self.state,
@@ -296,19 +301,18 @@ impl Connection {
                 }
             }
         }
+        let mut rdma = None;
         if len > 0 && self.opts.rdma && !self.marks.is_empty() {
             // TCPRDMA-13: at most one run per segment; RFC 6691: the option's octets come out
-            // of the payload.
-            len = self
-                .marks
-                .next_segment(
-                    self.snd_nxt,
-                    len,
-                    emss,
-                    MssAccounting::Rfc6691,
-                    self.cfg.tcp_rdma_align_messages,
-                )
-                .0;
+            // of the payload. The option for the segment comes with its length.
+            (len, rdma) = self.marks.next_segment(
+                self.snd_nxt,
+                len,
+                emss,
+                MssAccounting::Rfc6691,
+                self.cfg.tcp_rdma_align_messages,
+            );
+            self.count_annotation(rdma);
         }
         let mut fin = fin_pending && self.snd_nxt + u64::from(len) == data_end;
         if fin && !self.fin_hold_over && !self.recv.ranges().is_empty() {
@@ -335,8 +339,12 @@ impl Connection {
         }
         // Count every segment that is not header-aligned (MPA §5.3 exceptions): the piece that
         // splits a record and the pieces that carry its rest.
+        // Without a split the segment ends on a record boundary (a plan's whole records, or
+        // byte-stream data, where any cut is one): only its start needs looking up.
+        let end_aligned = |b: &SendBuffer| b.is_boundary(self.snd_nxt + u64::from(len));
+        debug_assert!(split.is_some() || end_aligned(&self.sendbuf));
         let aligned = self.sendbuf.is_boundary(self.snd_nxt)
-            && self.sendbuf.is_boundary(self.snd_nxt + u64::from(len));
+            && (split.is_none() || end_aligned(&self.sendbuf));
         if !aligned {
             let why = split.or(self.last_split).unwrap_or(Split::Emss);
             self.last_split = Some(why);
@@ -352,7 +360,7 @@ impl Connection {
             psh: len > 0,
             ..Default::default()
         };
-        let n = self.emit(now, buf, seq, flags, start, len, source, true)?;
+        let n = self.emit(now, buf, seq, flags, start, len, rdma, source, true)?;
         self.counters.data_segs_out += 1;
         self.scoreboard.push(start, len, fin);
         self.snd_nxt = start + u64::from(len) + u64::from(fin);
@@ -367,9 +375,10 @@ impl Connection {
         Some(n)
     }
 
-    /// Emits one segment with the current ACK, window and options; payload from the send buffer.
+    /// Emits one segment with the current ACK, window and options (the RDMA option `rdma`, of
+    /// [`Self::rdma_annotation`] for the segment); payload from the send buffer.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn emit(
+    pub(super) fn emit<S: RecordSource + ?Sized>(
         &mut self,
         now: Instant,
         buf: &mut [u8],
@@ -377,14 +386,79 @@ impl Connection {
         mut flags: Flags,
         off: u64,
         len: u32,
-        source: &mut dyn RecordSource,
+        rdma: Option<RdmaOption>,
+        source: &mut S,
         with_sack: bool,
     ) -> Option<usize> {
         flags.ack = true;
+        let n = if self.use_template(with_sack) {
+            let f = SegmentFields {
+                seq,
+                ack: self.rcv.seq(self.recv.nxt),
+                flags,
+                window: self.advertise(false),
+                timestamps: self.timestamps(now),
+            };
+            // The RDMA option follows the timestamps, 4-aligned, NOPs after it to the next
+            // boundary (the full path's layout).
+            let mut bytes = [NOP; 20];
+            let options: &[u8] = match rdma {
+                None => &[],
+                Some(r) => {
+                    r.emit(&mut bytes[..r.len()]);
+                    &bytes[..r.padded_len()]
+                }
+            };
+            let t = self.template.as_deref()?;
+            let sendbuf = &self.sendbuf;
+            let fill = |p: &mut [u8]| sendbuf.fill(off, p, source);
+            let cks = self.cfg.tx_checksum;
+            let n = t.write(buf, &f, options, len as usize, fill, cks)?;
+            self.counters.segs_out_fast += 1;
+            n
+        } else {
+            self.emit_full(now, buf, seq, flags, off, len, rdma, source, with_sack)?
+        };
+        self.last_ack_sent = self.recv.nxt;
+        self.ack_now = false;
+        self.ack_pending = false;
+        self.segs_since_ack = 0;
+        self.timers.stop(Timer::DelayedAck);
+        Some(n)
+    }
+
+    /// Whether a segment (asking for SACK blocks when `with_sack`) is written from the header
+    /// template: it carries no option but timestamps and the RDMA option, and the connection is
+    /// synchronized (its addresses and options settled for good; the template is built then).
+    fn use_template(&mut self, with_sack: bool) -> bool {
+        let sack = with_sack && self.opts.sack && !self.recv.ranges().is_empty();
+        if !self.cfg.fast_path || sack || !self.state.is_synchronized() {
+            return false;
+        }
+        if self.template.is_none() {
+            self.template = HeaderTemplate::new(self.tuple, self.opts.ts).map(Box::new);
+        }
+        self.template.is_some()
+    }
+
+    /// [`Self::emit`]'s segment built field by field (any options).
+    #[allow(clippy::too_many_arguments)]
+    fn emit_full<S: RecordSource + ?Sized>(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        seq: SeqNum,
+        flags: Flags,
+        off: u64,
+        len: u32,
+        rdma: Option<RdmaOption>,
+        source: &mut S,
+        with_sack: bool,
+    ) -> Option<usize> {
         let mut options = self.base_options(now);
         // Option space priority: timestamps, then the RDMA option (mandatory on segments with
         // transfer bytes, TCPRDMA-11), then as many SACK blocks as still fit.
-        self.rdma_option_for(&mut options, off, len);
+        options.rdma = rdma;
         if with_sack {
             let used = options.encoded_len();
             let limit = (self.emss() + if self.opts.ts { 12 } else { 0 }) as usize;
@@ -402,14 +476,7 @@ impl Connection {
         };
         let sendbuf = &self.sendbuf;
         let fill = |p: &mut [u8]| sendbuf.fill(off, p, source);
-        let n = repr
-            .emit_with(buf, len as usize, fill, self.cfg.tx_checksum)
-            .ok()?;
-        self.last_ack_sent = self.recv.nxt;
-        self.ack_now = false;
-        self.ack_pending = false;
-        self.segs_since_ack = 0;
-        self.timers.stop(Timer::DelayedAck);
-        Some(n)
+        repr.emit_with(buf, len as usize, fill, self.cfg.tx_checksum)
+            .ok()
     }
 }

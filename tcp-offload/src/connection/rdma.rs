@@ -13,7 +13,7 @@
 use crate::rdma::annotate::{AnnotateError, Transfer};
 use crate::rdma::option::{RdmaAnnotation, RdmaOption, RID_LIMIT};
 use crate::rdma::placement::{Placed, PlacedTransfer, PlacementError};
-use crate::wire::{TcpOptions, TcpSegment};
+use crate::wire::TcpSegment;
 
 use super::Connection;
 
@@ -125,13 +125,20 @@ impl Connection {
         self.recv.nxt - u64::from(self.fin_delivered) - self.recv.readable() as u64
     }
 
-    /// The RDMA option of an outgoing data segment `[off, off + len)`, when annotations are on.
-    pub(super) fn rdma_option_for(&mut self, options: &mut TcpOptions, off: u64, len: u32) {
+    /// The RDMA option of an outgoing data segment `[off, off + len)`, when annotations are on
+    /// (counted).
+    pub(super) fn rdma_annotation(&mut self, off: u64, len: u32) -> Option<RdmaOption> {
         if !self.opts.rdma || len == 0 || self.marks.is_empty() {
-            return;
+            return None;
         }
-        options.rdma = self.marks.annotation(off, len);
-        if matches!(options.rdma, Some(RdmaOption::Transfer(_))) {
+        let rdma = self.marks.annotation(off, len);
+        self.count_annotation(rdma);
+        rdma
+    }
+
+    /// Counts an outgoing segment's RDMA option when it annotates a run.
+    pub(super) fn count_annotation(&mut self, rdma: Option<RdmaOption>) {
+        if matches!(rdma, Some(RdmaOption::Transfer(_))) {
             self.counters.rdma_segments_annotated += 1;
         }
     }
@@ -139,15 +146,18 @@ impl Connection {
     /// The run the segment describes (negotiated, valid option with transfer bytes), or none;
     /// counts ignored options.
     pub(super) fn rdma_run_of(&mut self, seg: &TcpSegment<'_>) -> Option<RdmaAnnotation> {
-        if !self.opts.rdma {
-            return None;
-        }
-        if seg.options.rdma_ignored.is_some() {
+        if self.opts.rdma && seg.options.rdma_ignored.is_some() {
             self.counters.rdma_options_ignored += 1;
             return None;
         }
-        match seg.options.rdma {
-            Some(RdmaOption::Transfer(t)) if t.data_len > 0 => Some(t),
+        self.rdma_run(seg.options.rdma)
+    }
+
+    /// The run a received segment's valid RDMA option `rdma` describes, when negotiated and
+    /// it has transfer bytes.
+    pub(super) fn rdma_run(&self, rdma: Option<RdmaOption>) -> Option<RdmaAnnotation> {
+        match rdma {
+            Some(RdmaOption::Transfer(t)) if self.opts.rdma && t.data_len > 0 => Some(t),
             _ => None,
         }
     }

@@ -146,11 +146,11 @@ impl Connection {
 
     /// RFC 6675 §4 NextSeg rule (1) (and the RTO / NewReno retransmissions): the first segment
     /// marked lost and not yet resent.
-    pub(super) fn send_retransmission(
+    pub(super) fn send_retransmission<S: RecordSource + ?Sized>(
         &mut self,
         now: Instant,
         buf: &mut [u8],
-        source: &mut dyn RecordSource,
+        source: &mut S,
     ) -> Option<usize> {
         let i = self.scoreboard.next_lost()?;
         let pipe = self.pipe();
@@ -172,11 +172,11 @@ impl Connection {
     /// RFC 6675 §4 NextSeg rules (3) and (4), tried in loss recovery (§5 step C) when rule (1)
     /// found nothing lost to resend and rule (2) no new data to send. Whole original segments only
     /// (MPA-61), so "a segment of up to SMSS" is one original segment.
-    pub(super) fn send_sack_extra(
+    pub(super) fn send_sack_extra<S: RecordSource + ?Sized>(
         &mut self,
         now: Instant,
         buf: &mut [u8],
-        source: &mut dyn RecordSource,
+        source: &mut S,
     ) -> Option<usize> {
         if !self.recovery.active
             || !self.opts.sack

@@ -1,7 +1,7 @@
 //! Flow control (RFC 9293 §3.8.6): the receive window we advertise (never shrunk, window-update
 //! ACKs when reading opens it) and the peer's send window (SND.WL1/WL2 rule).
 
-use crate::wire::TcpSegment;
+use crate::lean::SegmentHeader;
 
 use super::timers::Timer;
 use super::Connection;
@@ -50,7 +50,7 @@ impl Connection {
         }
     }
 
-    pub(super) fn update_window(&mut self, seg: &TcpSegment<'_>, force: bool) {
+    pub(super) fn update_window(&mut self, seg: &SegmentHeader, force: bool) {
         // RFC 9293 §3.10.7.4 fifth check: SND.WL1/WL2 rule.
         if force
             || self.snd_wl1.lt(seg.seq)

@@ -286,7 +286,10 @@ impl SendMarks {
         if let (MssAccounting::Rfc6691, Some(o)) = (acct, opt) {
             let budget = emss.saturating_sub(o.padded_len() as u32).max(1);
             if len > budget {
-                len = self.cut(s, budget, align_messages);
+                // What `cut` ends a segment at does not depend on how long it may be, so the
+                // cut of the shorter budget is the budget: `cut(s, budget) == budget` here.
+                debug_assert_eq!(self.cut(s, budget, align_messages), budget);
+                len = budget;
                 opt = self.annotation(s, len);
             }
         }

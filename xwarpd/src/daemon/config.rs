@@ -451,6 +451,9 @@ fn parse_xdp(raw: RawXdp, o: &Overrides) -> Result<Option<XdpConfig>, ConfigErro
     };
     let mut cfg = XdpConfig::new(interface);
     (cfg.queue, cfg.bind, cfg.attach) = (queue, bind, attach);
+    if let Some(f) = super::test_hooks::faults()? {
+        cfg.fault = f;
+    }
     (cfg.local_ports, cfg.mode) = (local_ports, mode);
     // The engine's bounds under load (TOML only; the defaults suit most hosts).
     let in_range = |setting, v: Option<i64>, lo: i64, hi: i64, expected| match v {

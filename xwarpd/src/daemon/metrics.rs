@@ -19,6 +19,7 @@ use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
 
 use crate::store::{CallCounts, Refusal, StoreSnapshot};
+use dataplane::engine::FaultCounters;
 use dataplane::SteerCounters;
 use dataplane::{CounterSnapshot, EngineLoad, XdpInfo};
 use endpoint::EndpointCounters;
@@ -54,6 +55,9 @@ pub struct Snapshot {
     pub xdp_info: Option<XdpInfo>,
     /// The XDP program's steering counters; `None` on the kernel transport.
     pub xdp_counters: Option<SteerCounters>,
+    /// What the engines' fault injectors did, when a test turned them on
+    /// (`XWARP_TEST_FAULTS`, debug builds); `None` otherwise.
+    pub faults: Option<FaultCounters>,
 }
 
 type Labels = Vec<(&'static str, String)>;
@@ -265,7 +269,37 @@ impl Snapshot {
             register_store(&mut r, "store_tcp", "Store over ONC RPC/TCP", t);
         }
         self.register_xdp(&mut r);
+        self.register_faults(&mut r);
         r
+    }
+
+    /// What the engines' fault injector did, when it is on.
+    fn register_faults(&self, r: &mut Registry) {
+        let Some(f) = &self.faults else {
+            return;
+        };
+        let kinds = [
+            ("drop", f.dropped),
+            ("duplicate", f.duplicated),
+            ("reorder", f.reordered),
+            ("corrupt", f.corrupted),
+            ("corrupt_past_checksum", f.corrupted_past_checksum),
+        ];
+        let rows: Vec<(Labels, u64)> = kinds
+            .iter()
+            .flat_map(|(kind, n)| {
+                [("rx", n[0]), ("tx", n[1])].map(|(dir, v)| {
+                    let labels = vec![("kind", kind.to_string()), ("direction", dir.into())];
+                    (labels, v)
+                })
+            })
+            .collect();
+        labelled(
+            r,
+            "engine_faults_injected",
+            "Faults the engines' test injector made (XWARP_TEST_FAULTS): frames dropped, duplicated, held back, and with a bit of TCP payload flipped, the TCP checksum left stale or mended.",
+            &rows,
+        );
     }
 
     fn register_xdp(&self, r: &mut Registry) {
@@ -787,6 +821,36 @@ mod tests {
             ("xwarpd_xdp_fragments_total", 104.0),
         ] {
             assert_eq!(value(&p, name, &[]), Some(v), "{name} in\n{text}");
+        }
+    }
+
+    #[test]
+    fn injected_faults_are_exported_by_kind_and_direction_only_when_on() {
+        let off = parse(&sample().to_prometheus());
+        assert!(!off
+            .samples
+            .iter()
+            .any(|x| x.metric.starts_with("xwarpd_engine_faults_injected")));
+        let on = Snapshot {
+            faults: Some(FaultCounters {
+                dropped: [1, 2],
+                corrupted: [3, 4],
+                corrupted_past_checksum: [5, 6],
+                ..FaultCounters::default()
+            }),
+            ..sample()
+        };
+        let text = on.to_prometheus();
+        let p = parse(&text);
+        let name = "xwarpd_engine_faults_injected_total";
+        for (kind, dir, v) in [
+            ("drop", "tx", 2.0),
+            ("corrupt", "rx", 3.0),
+            ("corrupt_past_checksum", "tx", 6.0),
+            ("reorder", "rx", 0.0),
+        ] {
+            let labels = [("kind", kind), ("direction", dir)];
+            assert_eq!(value(&p, name, &labels), Some(v), "{kind} {dir} in\n{text}");
         }
     }
 

@@ -77,6 +77,9 @@ fn open_device(cfg: &DaemonConfig) -> Result<Device, DaemonError> {
         return Ok(Device::open(cfg.transport.clone())?);
     };
     warn_unreserved(x);
+    if x.fault.enabled() {
+        tracing::warn!(faults = %x.fault, "the engines inject faults (XWARP_TEST_FAULTS)");
+    }
     let what = format!("AF_XDP device on {} queue {}", x.interface, x.queue);
     preflight(x).map_err(|e| start_err(&what, e))?;
     // The address the engine serves: the store's listen address, else the first listener's
@@ -298,6 +301,7 @@ pub fn run_with(cfg: &DaemonConfig, hooks: &Hooks) -> Result<Stop, DaemonError> 
             engine_loads: (queue..).zip(device.lane_loads()).collect(),
             xdp_info: xdp_info.clone(),
             xdp_counters: device.xdp_counters(),
+            faults: device.fault_counters(),
         }
     };
     let metrics_srv = match cfg.metrics {

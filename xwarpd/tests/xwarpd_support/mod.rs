@@ -77,6 +77,13 @@ impl Daemon {
         testkit::syn_flood::rss(Some(self.pid()))
     }
 
+    /// Whether the daemon is still running (has not exited).
+    pub fn is_running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
     /// The log so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.log.path()).unwrap_or_default()
@@ -187,6 +194,28 @@ pub fn temps(tag: &str) -> [Tmp; 3] {
 pub fn scrape(tb: &testbed::VethTestbed, d: &Daemon) -> String {
     let addr = d.field("metrics");
     tb.run_in(testbed::Side::A, || http_get(&addr))
+}
+
+/// A config file's text for xwarpd on the xdp transport in A, serving a 64 MiB store at
+/// `store` on A's address and `port`, its metrics on a free local port, with `xdp_extra`
+/// appended to the `[xdp]` section.
+pub fn xdp_store_config(
+    tb: &testbed::VethTestbed,
+    ctl: &Tmp,
+    store: &Tmp,
+    port: u16,
+    xdp_extra: &str,
+) -> String {
+    use testbed::Side;
+    format!(
+        "transport = \"xdp\"\nmetrics = \"127.0.0.1:0\"\nlog = \"warn\"\ncontrol_socket = \"{}\"\n\
+         [xdp]\ninterface = \"{}\"\nqueue = 0\n{xdp_extra}\n\
+         [store]\npath = \"{}\"\nsize = \"64MiB\"\nlisten = \"{}:{port}\"\n",
+        ctl.as_str(),
+        tb.ifname(Side::A),
+        store.as_str(),
+        tb.ip(Side::A),
+    )
 }
 
 /// An HTTP GET of `/metrics` at `addr`; the whole answer.

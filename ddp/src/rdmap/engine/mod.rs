@@ -34,7 +34,7 @@ use crate::ddp::stag::Stag;
 use crate::ddp::stag_table::{
     Access, InvalidateFault, PdId, Region, StagTable, StreamId, TaggedFault,
 };
-use crate::ddp::tagged::{TaggedRepr, TAGGED_HEADER_LEN};
+use crate::ddp::tagged::{TaggedPacket, TaggedRepr, TAGGED_HEADER_LEN};
 use crate::ddp::tx_segment::{TxPayload, TxSegment};
 use crate::ddp::untagged::{UntaggedRepr, UNTAGGED_HEADER_LEN};
 use crate::rdmap::completion::{WcOpcode, WcStatus, WorkCompletion};
@@ -118,6 +118,9 @@ pub struct RdmapStats {
     pub tx_ulpdus: u64,
     /// ULPDUs handed in.
     pub rx_ulpdus: u64,
+    /// Of `rx_ulpdus`: in-order ULPDUs placed and delivered on the fast path
+    /// ([`RdmapEngine::handle_ulpdu_in_order`] with nothing waiting for delivery).
+    pub rx_ulpdus_fast: u64,
     /// Payload octets placed into memory.
     pub rx_placed_octets: u64,
     /// ULPDUs dropped because the stream is in error (DDP-82) or already delivered.

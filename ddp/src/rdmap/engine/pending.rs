@@ -72,6 +72,11 @@ impl<R> Pending<R> {
             .any(&mut f)
     }
 
+    /// Whether no record waits.
+    pub(super) fn is_empty(&self) -> bool {
+        self.first.is_none()
+    }
+
     /// Drops every record.
     pub(super) fn clear(&mut self) {
         self.first = None;

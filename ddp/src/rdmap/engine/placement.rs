@@ -50,18 +50,23 @@ impl RdmapEngine {
             return;
         }
         if let Some(rec) = self.place(tags, mem, stream_pos, parts) {
-            if matches!(rec, RxRecord::Error(_)) {
-                // DDP-80: placement of this segment stopped before anything was written. The
-                // report (Terminate, flush) follows in stream order, at delivery, so the ULP
-                // sees what in-order reception shows: every message before the error is
-                // delivered once the gap fills (DDP-58), then the error. Segments before it
-                // that arrive later are still placed; a segment after it never is.
-                self.rx_error_at = Some(self.rx_error_at.map_or(stream_pos, |e| e.min(stream_pos)));
-                // Placed before the error was known: never delivered.
-                self.records.drop_after(stream_pos);
-            }
-            self.records.insert(stream_pos, rec);
+            self.record(stream_pos, rec);
         }
+    }
+
+    /// Keeps `rec` of the ULPDU at `stream_pos` for delivery in stream order.
+    fn record(&mut self, stream_pos: u64, rec: RxRecord) {
+        if matches!(rec, RxRecord::Error(_)) {
+            // DDP-80: placement of this segment stopped before anything was written. The
+            // report (Terminate, flush) follows in stream order, at delivery, so the ULP sees
+            // what in-order reception shows: every message before the error is delivered once
+            // the gap fills (DDP-58), then the error. Segments before it that arrive later are
+            // still placed; a segment after it never is.
+            self.rx_error_at = Some(self.rx_error_at.map_or(stream_pos, |e| e.min(stream_pos)));
+            // Placed before the error was known: never delivered.
+            self.records.drop_after(stream_pos);
+        }
+        self.records.insert(stream_pos, rec);
     }
 
     /// Every ULPDU starting before `stream_pos` has been handed in: deliver, in stream order,
@@ -80,7 +85,11 @@ impl RdmapEngine {
         }
     }
 
-    /// In-order convenience: [`handle_ulpdu`](Self::handle_ulpdu) then deliver it.
+    /// [`handle_ulpdu`](Self::handle_ulpdu) of the next ULPDU in order (every one before
+    /// `stream_pos` handed in), then [`deliver_through`](Self::deliver_through) it. With
+    /// nothing waiting for delivery and no error, this is the in-order fast path: the ULPDU is
+    /// placed and what it completes delivered at once, without the bookkeeping of records kept
+    /// for a later delivery (an RDMA Write's segment goes straight to its place).
     pub fn handle_ulpdu_in_order<M: Memory + ?Sized>(
         &mut self,
         tags: &mut StagTable,
@@ -88,8 +97,82 @@ impl RdmapEngine {
         stream_pos: u64,
         ulpdu: &[u8],
     ) {
-        self.handle_ulpdu(tags, mem, stream_pos, ulpdu);
-        self.deliver_through(tags, stream_pos + 1);
+        self.handle_ulpdu_parts_in_order(tags, mem, stream_pos, &[ulpdu]);
+    }
+
+    /// As [`handle_ulpdu_in_order`](Self::handle_ulpdu_in_order) for a ULPDU given as the
+    /// pieces between MPA markers.
+    pub fn handle_ulpdu_parts_in_order<M: Memory + ?Sized>(
+        &mut self,
+        tags: &mut StagTable,
+        mem: &mut M,
+        stream_pos: u64,
+        parts: &[&[u8]],
+    ) {
+        let quiet = !self.shut
+            && !self.peer_closed
+            && self.state == RdmapState::Active
+            && self.rx_error_at.is_none()
+            && stream_pos >= self.delivered_through
+            && self.records.is_empty();
+        if !quiet {
+            self.handle_ulpdu_parts(tags, mem, stream_pos, parts);
+            self.deliver_through(tags, stream_pos + 1);
+            return;
+        }
+        self.stats.rx_ulpdus += 1;
+        self.stats.rx_ulpdus_fast += 1;
+        if self.place_write(tags, mem, parts) {
+            self.delivered_through = stream_pos + 1;
+            return;
+        }
+        match self.place(tags, mem, stream_pos, parts) {
+            Some(rec @ RxRecord::Error(_)) => {
+                self.record(stream_pos, rec);
+                self.deliver_through(tags, stream_pos + 1);
+            }
+            rec => {
+                // What `deliver_through` does with this one record (the state is Active).
+                self.delivered_through = stream_pos + 1;
+                if let Some(rec) = rec {
+                    self.deliver(tags, rec);
+                }
+            }
+        }
+    }
+
+    /// An RDMA Write segment (its pieces between markers; the header in the first) with
+    /// payload that passes every check (what [`Self::place`] does for it: the tagged checks of
+    /// -06 §7.1, then the copy); false, having done nothing, for any other segment or any check
+    /// that fails (the full path then reports it). Only while no record waits for delivery: no
+    /// Send with Invalidate before it can revoke its STag.
+    fn place_write<M: Memory + ?Sized>(
+        &mut self,
+        tags: &StagTable,
+        mem: &mut M,
+        parts: &[&[u8]],
+    ) -> bool {
+        let Some(Ok(p)) = parts.first().map(|h| TaggedPacket::new_checked(*h)) else {
+            return false;
+        };
+        let write = RdmapControl {
+            opcode: RdmapOpcode::RdmaWrite,
+        };
+        let seg = RxSegment::new(parts, p.header());
+        let n = (seg.len() - TAGGED_HEADER_LEN) as u64;
+        if n == 0 || RdmapControl::parse(p.rsvd_ulp()) != Ok(write) {
+            return false;
+        }
+        let Ok(h) = TaggedRepr::parse(&p) else {
+            return false;
+        };
+        let (pd, stream) = (self.cfg.pd, self.cfg.stream);
+        let Ok(r) = tags.check_remote(h.stag, h.to, n, Access::REMOTE_WRITE, pd, stream) else {
+            return false;
+        };
+        seg.write_payload(mem, r.region, r.offset, TAGGED_HEADER_LEN);
+        self.stats.rx_placed_octets += n;
+        true
     }
 
     fn terminate_for(code: TermCode, seg: RxSegment<'_>, with_header: bool) -> RxRecord {

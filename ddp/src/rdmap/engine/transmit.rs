@@ -127,10 +127,11 @@ impl RdmapEngine {
             // A Terminate preempts a message in progress: the stream is dead anyway.
             self.current = None;
         }
-        let mut msg = match self.current.take() {
-            Some(m) => m,
-            None => self.pick_next(tags)?,
-        };
+        if self.current.is_none() {
+            self.current = Some(self.pick_next(tags)?);
+        }
+        // The message stays in place (it is large) until its last segment.
+        let msg = self.current.as_mut()?;
         let limit = self.cfg.mulpdu.min(max_len);
         let hl = match msg.header {
             TxHeader::Tagged { .. } => TAGGED_HEADER_LEN,
@@ -139,7 +140,6 @@ impl RdmapEngine {
         let inline = matches!(msg.source, TxSource::Inline { .. });
         if limit <= hl || (inline && limit < hl + msg.total as usize) {
             // Too small for progress (inline payloads go in one segment).
-            self.current = Some(msg);
             return None;
         }
         let plan = next_segment(msg.total, msg.sent, (limit - hl) as u32);
@@ -180,7 +180,9 @@ impl RdmapEngine {
         msg.sent += plan.len;
         self.stats.tx_ulpdus += 1;
         if plan.last {
-            match msg.after {
+            let after = msg.after;
+            self.current = None;
+            match after {
                 TxAfter::AwaitAck { seq } => self.just_finished = Some(seq),
                 TxAfter::ReadRequest { .. } | TxAfter::Rtr => {}
                 TxAfter::ResponseSent => self.irq_in_use = self.irq_in_use.saturating_sub(1),
@@ -189,8 +191,6 @@ impl RdmapEngine {
                     self.events.push_back(RdmapEvent::TerminateSent(t));
                 }
             }
-        } else {
-            self.current = Some(msg);
         }
         Some(TxSegment::new(hbytes, hl, payload))
     }

@@ -1,0 +1,293 @@
+//! A received segment in the form header prediction takes ([`LeanSegment`]): its ends, the
+//! header fields TCP reads and the payload, read where they are. [`LeanSegment::parse`] takes
+//! only the common layout (IPv4 without options, or IPv6 without extension headers; TCP with no
+//! option, or timestamps as RFC 7323 Appendix A lays them out, optionally followed by a valid
+//! TCP RDMA option whose run lies in the payload, then NOPs) and leaves the TCP checksum
+//! for [`LeanSegment::checksum_ok`], so that a segment the fast path refuses is summed once, by
+//! the full path ([`crate::wire::parse`]). Whatever it accepts, `wire::parse` accepts with the
+//! same fields.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use crate::checksum::{self, Sum};
+use crate::isn::FourTuple;
+use crate::rdma::option::{self as rdma_opt, RdmaOption};
+use crate::seq::SeqNum;
+use crate::wire::{field, Flags, TcpSegment, IPV4_HEADER_LEN, IPV6_HEADER_LEN, TCP_HEADER_LEN};
+
+/// The header fields of a received segment that TCP reads once the segment is demultiplexed
+/// (of the options, timestamps alone).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SegmentHeader {
+    /// SEG.SEQ.
+    pub seq: SeqNum,
+    /// SEG.ACK (meaningful when `flags.ack`).
+    pub ack: SeqNum,
+    /// Control flags.
+    pub flags: Flags,
+    /// SEG.WND (unscaled).
+    pub window: u16,
+    /// Timestamps: (TSval, TSecr).
+    pub timestamps: Option<(u32, u32)>,
+}
+
+impl TcpSegment<'_> {
+    /// This segment's [`SegmentHeader`].
+    pub fn header(&self) -> SegmentHeader {
+        SegmentHeader {
+            seq: self.seq,
+            ack: self.ack,
+            flags: self.flags,
+            window: self.window,
+            timestamps: self.options.timestamps,
+        }
+    }
+
+    /// This segment as a [`LeanSegment`] (its checksum verified already), when it carries no
+    /// option but timestamps and a valid RDMA option.
+    pub fn lean(&self) -> Option<LeanSegment<'_>> {
+        let o = &self.options;
+        let others = o.mss.is_some()
+            || o.window_scale.is_some()
+            || o.sack_permitted
+            || o.sack_count > 0
+            || o.rdma_ignored.is_some();
+        (!others).then_some(LeanSegment {
+            tuple: self.tuple,
+            header: self.header(),
+            rdma: o.rdma,
+            payload: self.payload,
+            unverified: None,
+        })
+    }
+}
+
+/// A received segment with no option but timestamps, read in place.
+#[derive(Clone, Copy, Debug)]
+pub struct LeanSegment<'a> {
+    /// From the receiver's view: `local` = destination, `remote` = source.
+    pub tuple: FourTuple,
+    /// The header fields.
+    pub header: SegmentHeader,
+    /// The TCP RDMA option (valid, its run inside the payload).
+    pub rdma: Option<RdmaOption>,
+    /// The payload.
+    pub payload: &'a [u8],
+    /// The TCP header and payload with the pseudo header's sum, while the checksum is not
+    /// verified.
+    unverified: Option<(&'a [u8], Sum)>,
+}
+
+impl<'a> LeanSegment<'a> {
+    /// Reads an IP packet in place when it has the common layout (see the module
+    /// documentation) and sound IP and TCP headers (the IPv4 header checksum verified, the
+    /// TCP checksum not yet); `None` for anything else, which `wire::parse` then judges.
+    pub fn parse(packet: &'a [u8]) -> Option<Self> {
+        match packet.first()? >> 4 {
+            4 => Self::parse_ipv4(packet),
+            6 => Self::parse_ipv6(packet),
+            _ => None,
+        }
+    }
+
+    fn parse_ipv4(packet: &'a [u8]) -> Option<Self> {
+        use field::ipv4 as f;
+        let hdr = packet.first_chunk::<IPV4_HEADER_LEN>()?;
+        // Version 4 and no IP options; TCP; not a fragment.
+        if hdr[f::VER_IHL] != 0x45 || hdr[f::PROTOCOL] != PROTO_TCP {
+            return None;
+        }
+        if be16(hdr, f::FLAGS_FRAG.start) & (f::MF | f::FRAG_OFFSET) != 0 {
+            return None;
+        }
+        let total = usize::from(be16(hdr, f::TOTAL_LEN.start));
+        let sum = checksum::sum_ipv4_header(hdr);
+        if total < IPV4_HEADER_LEN
+            || total > packet.len()
+            || checksum::fold(sum) != 0xFFFF
+            || be16(hdr, f::CHECKSUM.start) == 0xFFFF
+        {
+            return None;
+        }
+        let src = Ipv4Addr::from(octets::<4>(hdr, f::SRC.start));
+        let dst = Ipv4Addr::from(octets::<4>(hdr, f::DST.start));
+        let l4 = &packet[IPV4_HEADER_LEN..total];
+        let pseudo = checksum::pseudo_v4(src, dst, l4.len());
+        Self::tcp(l4, IpAddr::V4(src), IpAddr::V4(dst), pseudo)
+    }
+
+    fn parse_ipv6(packet: &'a [u8]) -> Option<Self> {
+        use field::ipv6 as f;
+        let hdr = packet.first_chunk::<IPV6_HEADER_LEN>()?;
+        if hdr[f::NEXT_HEADER] != PROTO_TCP {
+            return None;
+        }
+        let total = IPV6_HEADER_LEN + usize::from(be16(hdr, f::PAYLOAD_LEN.start));
+        let l4 = packet.get(IPV6_HEADER_LEN..total)?;
+        let src = IpAddr::V6(Ipv6Addr::from(octets::<16>(hdr, f::SRC.start)));
+        let dst = IpAddr::V6(Ipv6Addr::from(octets::<16>(hdr, f::DST.start)));
+        let pseudo = checksum::pseudo(src, dst, l4.len())?;
+        Self::tcp(l4, src, dst, pseudo)
+    }
+
+    /// The TCP header at the start of `l4`: no option, or timestamps with an RDMA option
+    /// after them or not.
+    fn tcp(l4: &'a [u8], src: IpAddr, dst: IpAddr, pseudo: Sum) -> Option<Self> {
+        use field::{opt, tcp as f};
+        let th = l4.first_chunk::<TCP_HEADER_LEN>()?;
+        let hlen = usize::from(th[f::DATA_OFF] >> 4) * 4;
+        let options = l4.get(TCP_HEADER_LEN..hlen)?;
+        let payload = &l4[hlen..];
+        let (timestamps, rdma) = match options {
+            [] => (None, None),
+            [opt::NOP, opt::NOP, opt::TIMESTAMPS, 10, ts @ ..] if ts.len() == 8 => {
+                (Some((be32(ts, 0), be32(ts, 4))), None)
+            }
+            [opt::NOP, opt::NOP, opt::TIMESTAMPS, 10, ts @ ..] if ts.len() > 8 => {
+                let ts = Some((be32(ts, 0), be32(ts, 4)));
+                (ts, Self::rdma_after(&options[12..], payload.len())?)
+            }
+            _ => return None,
+        };
+        let bits = th[f::FLAGS];
+        Some(LeanSegment {
+            tuple: FourTuple {
+                local: SocketAddr::new(dst, be16(th, f::DST_PORT.start)),
+                remote: SocketAddr::new(src, be16(th, f::SRC_PORT.start)),
+            },
+            header: SegmentHeader {
+                seq: SeqNum(be32(th, f::SEQ.start)),
+                ack: SeqNum(be32(th, f::ACK.start)),
+                flags: Flags {
+                    syn: bits & f::SYN != 0,
+                    ack: bits & f::ACK_FLAG != 0,
+                    fin: bits & f::FIN != 0,
+                    rst: bits & f::RST != 0,
+                    psh: bits & f::PSH != 0,
+                },
+                window: be16(th, f::WINDOW.start),
+                timestamps,
+            },
+            rdma,
+            payload,
+            unverified: Some((l4, pseudo)),
+        })
+    }
+
+    /// The options after the timestamps (12 octets into the option area): nothing, or an RDMA
+    /// option that decodes, with a run inside a payload of `payload_len` octets, then NOPs to
+    /// the end (`Some(None)`, `Some(Some(..))`); `None` for any other layout, which the full
+    /// parse judges (it ignores and counts an RDMA option it cannot use).
+    fn rdma_after(rest: &[u8], payload_len: usize) -> Option<Option<RdmaOption>> {
+        let [kind, len, ..] = *rest else {
+            return rest.is_empty().then_some(None);
+        };
+        let len = usize::from(len);
+        if kind != rdma_opt::KIND || len < 2 || rest.len() < len {
+            return None;
+        }
+        let r = RdmaOption::parse(&rest[..len], 12).ok()?;
+        let fits = match r {
+            RdmaOption::Transfer(t) => t.fits_payload(payload_len),
+            _ => true,
+        };
+        let nops = rest[len..].iter().all(|&b| b == field::opt::NOP);
+        (fits && nops).then_some(Some(r))
+    }
+
+    /// Whether the TCP checksum is right (summed here, once).
+    pub fn checksum_ok(&self) -> bool {
+        self.unverified
+            .is_none_or(|(l4, pseudo)| checksum::fold(checksum::sum(l4, pseudo)) == 0xFFFF)
+    }
+}
+
+/// IP protocol number of TCP.
+const PROTO_TCP: u8 = 6;
+
+fn be16(b: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([b[at], b[at + 1]])
+}
+
+fn be32(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+fn octets<const N: usize>(b: &[u8], at: usize) -> [u8; N] {
+    let mut o = [0u8; N];
+    o.copy_from_slice(&b[at..at + N]);
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::template::tests::tuple;
+    use crate::wire::{self, SegmentRepr, TcpOptions};
+    use proptest::prelude::*;
+
+    fn packet(v6: bool, ts: Option<(u32, u32)>, payload: &[u8]) -> Vec<u8> {
+        let r = SegmentRepr {
+            tuple: tuple(v6),
+            seq: SeqNum(0x0102_0304),
+            ack: Some(SeqNum(0xA0B0_C0D0)),
+            flags: Flags {
+                psh: true,
+                ..Flags::default()
+            },
+            window: 513,
+            options: TcpOptions {
+                timestamps: ts,
+                ..TcpOptions::default()
+            },
+        };
+        let mut buf = vec![0u8; r.buffer_len(payload.len())];
+        r.emit(&mut buf, payload.len(), |p| p.copy_from_slice(payload))
+            .unwrap();
+        buf
+    }
+
+    proptest! {
+        /// On any octets (well-formed segments flipped at one octet, padded, cut short, or
+        /// noise) the lean reading either declines or agrees with `wire::parse` field for
+        /// field, its checksum verdict included; it never panics.
+        #[test]
+        fn agrees_with_the_full_parse(
+            v6 in any::<bool>(),
+            ts in proptest::option::of(any::<(u32, u32)>()),
+            payload in prop::collection::vec(any::<u8>(), 0..300),
+            flip in proptest::option::of((any::<prop::sample::Index>(), 1u8..=255)),
+            pad in 0usize..8,
+            cut in 0usize..4,
+        ) {
+            let mut p = packet(v6, ts, &payload);
+            if let Some((i, x)) = flip {
+                let i = i.index(p.len());
+                p[i] ^= x;
+            }
+            p.extend(std::iter::repeat_n(0u8, pad));
+            p.truncate(p.len().saturating_sub(cut));
+            let full = wire::parse(&p);
+            if let Some(l) = LeanSegment::parse(&p) {
+                match full {
+                    Ok(s) => {
+                        prop_assert!(l.checksum_ok());
+                        prop_assert_eq!(Some(l.tuple), s.lean().map(|x| x.tuple));
+                        prop_assert_eq!(l.header, s.header());
+                        prop_assert_eq!(l.rdma, s.options.rdma);
+                        prop_assert_eq!(l.payload, s.payload);
+                        prop_assert!(s.lean().is_some());
+                    }
+                    Err(e) => {
+                        prop_assert_eq!(e, wire::WireError::BadChecksum);
+                        prop_assert!(!l.checksum_ok());
+                    }
+                }
+            }
+            if flip.is_none() && cut == 0 {
+                // A well-formed segment of the common layout is always read.
+                prop_assert!(LeanSegment::parse(&p).is_some_and(|l| l.checksum_ok()));
+            }
+        }
+    }
+}
