@@ -66,7 +66,11 @@ fn forever() -> Option<Duration> {
 fn completion(wr_id: u64, solicited: bool) -> Completion {
     Completion {
         wr_id,
-        opcode: if solicited { Opcode::Recv } else { Opcode::Send },
+        opcode: if solicited {
+            Opcode::Recv
+        } else {
+            Opcode::Send
+        },
         status: Status::Success,
         byte_len: 1,
         qp_num: 1,
@@ -109,9 +113,10 @@ fn an_armed_waiter_never_misses_a_completion() {
 
 /// The engine pushes a plain, a solicited and a plain completion while the application makes
 /// the channel, arms solicited-only and polls; when the poll has not found the solicited
-/// completion it blocks on the channel and takes the event. Exactly one event can fire, and it
-/// comes with the solicited completion (the poll after it finds it); at the end the channel
-/// is readable exactly when an event waits, and not after it is taken.
+/// completion it blocks on the channel and takes the event. At most one event fires, and it
+/// comes with the solicited completion (the poll after it finds it); none fires only when the
+/// solicited completion was queued before the arm (the poll after the arm found it); at the end
+/// the channel is readable exactly when an event waits, and not after it is taken.
 #[test]
 fn a_solicited_only_event_comes_with_its_completion() {
     explore("cq: solicited-only arm, wait on the channel", || {
@@ -129,7 +134,8 @@ fn a_solicited_only_event_comes_with_its_completion() {
         let mut got = Vec::new();
         cq.poll(&mut got, 8);
         let mut taken = 0;
-        if !got.iter().any(|c| c.solicited) {
+        let found_at_once = got.iter().any(|c| c.solicited);
+        if !found_at_once {
             cq.channel().wait_readable();
             taken = cq.take_events();
             assert_eq!(taken, 1, "a readable channel without one event to take");
@@ -142,9 +148,20 @@ fn a_solicited_only_event_comes_with_its_completion() {
         engine.join().unwrap();
         let readable = cq.channel().is_readable();
         let left = cq.take_events();
-        assert_eq!(readable, left > 0, "the channel disagrees with the events waiting");
-        assert!(!cq.channel().is_readable(), "readable after the events were taken");
-        assert_eq!(taken + left, 1, "one arm, one event: the solicited completion's");
+        assert_eq!(
+            readable,
+            left > 0,
+            "the channel disagrees with the events waiting"
+        );
+        assert!(
+            !cq.channel().is_readable(),
+            "readable after the events were taken"
+        );
+        assert!(taken + left <= 1, "one arm fired {} events", taken + left);
+        assert!(
+            taken + left == 1 || found_at_once,
+            "no event, yet the solicited completion was queued after the arm"
+        );
         cq.poll(&mut got, 8);
         assert_eq!(ids(&got), [1, 2, 3]);
     });
@@ -179,7 +196,11 @@ fn an_overrun_fires_one_event_that_shows_on_the_channel() {
 
         let readable = cq.channel().is_readable();
         let left = cq.take_events();
-        assert_eq!(readable, left > 0, "the channel disagrees with the events waiting");
+        assert_eq!(
+            readable,
+            left > 0,
+            "the channel disagrees with the events waiting"
+        );
         events += left;
         cq.poll(&mut got, 8);
         let overrun = accepted.contains(&false);

@@ -16,7 +16,10 @@ const EACH: u8 = 2;
 /// checks that one drain never finds more than the inbox holds.
 fn drain(owner: &mut LaneLink, max: usize, got: &mut Vec<[u8; 2]>) {
     let n = owner.drain(max, &mut |p| got.push([p[0], p[1]]));
-    assert!(n <= CAPACITY, "a drain found {n} packets in an inbox of {CAPACITY}");
+    assert!(
+        n <= CAPACITY,
+        "a drain found {n} packets in an inbox of {CAPACITY}"
+    );
 }
 
 /// Lanes 1 and 2 each hand two packets to lane 0 (an inbox of two) while lane 0 drains one,

@@ -14,14 +14,23 @@
 //!
 //! ```text
 //! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
-//!     cargo test -p dataplane --lib loom_models -- --nocapture
+//!     cargo test -p dataplane --release --lib loom_models -- --nocapture
 //! ```
+//!
+//! (`deploy/xwarp test` runs them so.)
 //!
 //! Each model prints how many interleavings it explored. `LOOM_MAX_PREEMPTIONS` bounds the
 //! search (default here: [`DEFAULT_PREEMPTIONS`]). Each model has a broken variant that removes
 //! one ordering or lock the structure needs; adding `--cfg loom_broken="NAME"` to `RUSTFLAGS`
 //! builds it, and its model fails: `handoff_len_after_unlock`, `cq_drain_after_unlock`,
-//! `qp_deliver_after_unlock`.
+//! `qp_deliver_after_unlock`. Passed to dataplane alone, it rebuilds only dataplane (the
+//! `bench` profile is the release one with the test harness); then run the printed executable:
+//!
+//! ```text
+//! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo rustc -p dataplane --lib \
+//!     --profile bench -- --cfg 'loom_broken="handoff_len_after_unlock"'
+//! target/loom/release/deps/dataplane-HASH loom_models --test-threads=1 --nocapture
+//! ```
 //!
 //! Such a build replaces the modelled structures' locks and atomics with loom's (`crate::sync`),
 //! which only work inside a model: it runs these tests and nothing else.
@@ -33,8 +42,9 @@ mod queue_pair;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-/// Preemptions loom tries per interleaving when `LOOM_MAX_PREEMPTIONS` is not set.
-pub(crate) const DEFAULT_PREEMPTIONS: usize = 3;
+/// Preemptions loom tries per interleaving when `LOOM_MAX_PREEMPTIONS` is not set: the three
+/// models take about 12 s together at this bound in a release build on two cores.
+pub(crate) const DEFAULT_PREEMPTIONS: usize = 8;
 
 /// Explores every interleaving of `scenario` and prints how many there were.
 pub(crate) fn explore(name: &str, scenario: impl Fn() + Sync + Send + 'static) {

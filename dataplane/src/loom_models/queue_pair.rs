@@ -154,7 +154,11 @@ fn posts_race_the_close_and_the_failure() {
                 ids, accepted,
                 "each accepted post completes exactly once: {got:?}"
             );
-            assert_eq!(shared.work.in_flight(), 0, "the work tracker kept a request");
+            assert_eq!(
+                shared.work.in_flight(),
+                0,
+                "the work tracker kept a request"
+            );
             assert_eq!(
                 after.error(),
                 Some(QpError::Io(std::io::ErrorKind::ConnectionReset))
