@@ -17,24 +17,51 @@
 
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, BorrowedFd};
-use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use crate::kernel::Waker;
+use crate::sync::{AtomicU64, Condvar, Mutex, MutexGuard};
 use crate::Completion;
 
 /// The capacity of [`crate::Device::create_cq`]'s queues.
 pub const DEFAULT_CQ_CAPACITY: usize = 1 << 16;
 
+/// Where fired events show: the completion channel. Called only under the queue's lock, so
+/// the channel's readability and the count of waiting events change together.
+pub(crate) trait Channel: std::fmt::Debug {
+    /// Makes the channel readable, if it exists.
+    fn wake(&self);
+    /// Makes it unreadable.
+    fn drain(&self);
+}
+
+/// The completion channel: an eventfd, made on first use ([`CompletionQueue::event_fd`]).
+impl Channel for OnceLock<Waker> {
+    fn wake(&self) {
+        if let Some(ch) = self.get() {
+            ch.wake();
+        }
+    }
+
+    fn drain(&self) {
+        if let Some(ch) = self.get() {
+            ch.drain();
+        }
+    }
+}
+
+/// The state a completion queue's clones share: the completions, the event arming, the
+/// sleepers, and the channel `C` the events show on (the loom models put a fake one there).
 #[derive(Debug)]
-pub(crate) struct CqInner {
+pub(crate) struct CqInner<C = OnceLock<Waker>> {
     queue: Mutex<Queue>,
     ready: Condvar,
-    /// The completion channel's eventfd, made on first use.
-    channel: OnceLock<Waker>,
+    channel: C,
     /// Lanes of a multi-queue xdp device whose queue pairs complete here (bit i: lane i):
     /// an inline queue drives those, or every lane while none is known.
-    pub(crate) lanes: std::sync::atomic::AtomicU64,
+    pub(crate) lanes: AtomicU64,
 }
 
 impl Default for CqInner {
@@ -86,7 +113,23 @@ impl Arm {
 }
 
 impl CqInner {
+    /// A queue of `capacity` (at least 1) whose channel is an eventfd made on first use.
     pub(crate) fn with_capacity(capacity: usize) -> Self {
+        CqInner::new(capacity, OnceLock::new())
+    }
+}
+
+/// How long a blocking wait may still sleep: `None` once `deadline` passed.
+fn until(deadline: Instant) -> impl FnMut() -> Option<Duration> {
+    move || {
+        let now = Instant::now();
+        (now < deadline).then(|| deadline - now)
+    }
+}
+
+impl<C: Channel> CqInner<C> {
+    /// A queue of `capacity` (at least 1) whose events show on `channel`.
+    pub(crate) fn new(capacity: usize, channel: C) -> Self {
         CqInner {
             queue: Mutex::new(Queue {
                 items: VecDeque::new(),
@@ -97,13 +140,18 @@ impl CqInner {
                 events: 0,
             }),
             ready: Condvar::new(),
-            channel: OnceLock::new(),
+            channel,
             lanes: Default::default(),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
+    fn lock(&self) -> MutexGuard<'_, Queue> {
         self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The channel the events show on.
+    pub(crate) fn channel(&self) -> &C {
+        &self.channel
     }
 
     /// Appends `c`; fires an armed event it matches; wakes sleeping waiters only when there are
@@ -138,23 +186,119 @@ impl CqInner {
     /// eventfd and the count agree).
     fn fire(&self, q: &mut Queue) {
         q.events += 1;
-        if let Some(ch) = self.channel.get() {
-            ch.wake();
-        }
+        self.channel.wake();
         if q.sleepers > 0 {
             self.ready.notify_all();
         }
     }
 
+    /// Makes the channel with `make` (true when this call made it), under the queue's lock:
+    /// an event fired before shows on it at once, and one fired after finds it.
+    pub(crate) fn make_channel(&self, make: impl FnOnce(&C) -> bool) {
+        let q = self.lock();
+        if make(&self.channel) && q.events > 0 {
+            self.channel.wake();
+        }
+    }
+
     /// Takes every fired event; the channel is unreadable afterwards.
-    fn take_events(&self, q: &mut Queue) -> u64 {
+    pub(crate) fn take_events(&self) -> u64 {
+        let mut q = self.lock();
         let n = std::mem::take(&mut q.events);
+        // Under the lock: an event fired between the take and the drain would be left
+        // counted on an unreadable channel (the model's broken variant does that).
+        #[cfg(loom_broken = "cq_drain_after_unlock")]
+        drop(q);
         if n > 0 {
-            if let Some(ch) = self.channel.get() {
-                ch.drain();
-            }
+            self.channel.drain();
         }
         n
+    }
+
+    /// Takes one fired event, if any; the channel shows no event once the last is taken.
+    fn take_event(&self, q: &mut Queue) -> bool {
+        if q.events == 0 {
+            return false;
+        }
+        q.events -= 1;
+        if q.events == 0 {
+            self.channel.drain();
+        }
+        true
+    }
+
+    /// Arms the queue for one event (see [`CompletionQueue::arm`]).
+    pub(crate) fn arm(&self, solicited_only: bool) {
+        self.lock().armed = Some(if solicited_only {
+            Arm::Solicited
+        } else {
+            Arm::Next
+        });
+    }
+
+    /// Moves up to `max` completions into `out`; returns how many.
+    pub(crate) fn poll(&self, out: &mut Vec<Completion>, max: usize) -> usize {
+        let mut q = self.lock();
+        let n = max.min(q.items.len());
+        out.extend(q.items.drain(..n));
+        n
+    }
+
+    /// The oldest completion, if any.
+    pub(crate) fn pop(&self) -> Option<Completion> {
+        self.lock().items.pop_front()
+    }
+
+    /// Takes one fired event, without blocking.
+    pub(crate) fn try_take_event(&self) -> bool {
+        self.take_event(&mut self.lock())
+    }
+
+    /// Sleeps until an event fires and takes it; false when `more` says the time is up.
+    pub(crate) fn wait_event(&self, more: impl FnMut() -> Option<Duration>) -> bool {
+        self.sleep_until(more, |q| self.take_event(q).then_some(()))
+            .is_some()
+    }
+
+    /// Sleeps until a completion arrives and takes it; `None` when `more` says the time is up.
+    pub(crate) fn wait(&self, more: impl FnMut() -> Option<Duration>) -> Option<Completion> {
+        self.sleep_until(more, |q| q.items.pop_front())
+    }
+
+    /// Sleeps on the queue until `take` finds something or `more` (how long to sleep next)
+    /// says the time is up. Counted as a sleeper meanwhile, so pushes notify.
+    fn sleep_until<T>(
+        &self,
+        mut more: impl FnMut() -> Option<Duration>,
+        mut take: impl FnMut(&mut Queue) -> Option<T>,
+    ) -> Option<T> {
+        let mut q = self.lock();
+        loop {
+            if let Some(x) = take(&mut q) {
+                return Some(x);
+            }
+            let wait = more()?;
+            q.sleepers += 1;
+            q = self
+                .ready
+                .wait_timeout(q, wait)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+            q.sleepers -= 1;
+        }
+    }
+
+    /// The queue's capacity.
+    pub(crate) fn capacity(&self) -> usize {
+        self.lock().capacity
+    }
+
+    /// Why the queue is in error, if it is.
+    pub(crate) fn error(&self) -> Option<CqError> {
+        let q = self.lock();
+        q.overrun.then_some(CqError::Overrun {
+            capacity: q.capacity,
+        })
     }
 }
 
@@ -167,9 +311,7 @@ pub(crate) trait Drive: Send + Sync + std::fmt::Debug {
 impl CompletionQueue {
     /// Queue pairs of lane `lane` complete here: an inline queue drives that lane.
     pub(crate) fn add_lane(&self, lane: u16) {
-        self.inner
-            .lanes
-            .fetch_or(1u64 << lane, std::sync::atomic::Ordering::Relaxed);
+        self.inner.lanes.fetch_or(1u64 << lane, Ordering::Relaxed);
     }
 }
 
@@ -195,15 +337,12 @@ impl CompletionQueue {
 
     /// How many unpolled completions it holds at most.
     pub fn capacity(&self) -> usize {
-        self.inner.lock().capacity
+        self.inner.capacity()
     }
 
     /// Why the queue is in error, if it is: completions were lost to an overrun.
     pub fn error(&self) -> Option<CqError> {
-        let q = self.inner.lock();
-        q.overrun.then_some(CqError::Overrun {
-            capacity: q.capacity,
-        })
+        self.inner.error()
     }
 
     /// The completion channel: an eventfd (non-blocking, close-on-exec) that is readable
@@ -214,17 +353,15 @@ impl CompletionQueue {
     /// With an inline AF_XDP engine nothing runs the engine while the application sleeps on
     /// the descriptor: use [`crate::EngineMode::Threaded`] (or the kernel transport) then.
     pub fn event_fd(&self) -> std::io::Result<BorrowedFd<'_>> {
-        if self.inner.channel.get().is_none() {
+        if self.inner.channel().get().is_none() {
             let w = Waker::new()?;
-            // Under the queue's lock: an event fired before the channel existed shows at once.
-            let q = self.inner.lock();
-            if self.inner.channel.set(w).is_ok() && q.events > 0 {
-                if let Some(ch) = self.inner.channel.get() {
-                    ch.wake();
-                }
-            }
+            self.inner.make_channel(|ch| ch.set(w).is_ok());
         }
-        let ch = self.inner.channel.get().ok_or(std::io::ErrorKind::Other)?;
+        let ch = self
+            .inner
+            .channel()
+            .get()
+            .ok_or(std::io::ErrorKind::Other)?;
         Ok(ch.as_fd())
     }
 
@@ -232,21 +369,14 @@ impl CompletionQueue {
     /// `ibv_get_cq_event` and `ibv_ack_cq_events` together): how many; the channel is not
     /// readable afterwards. Re-arm with [`Self::arm`] before polling the completions.
     pub fn take_events(&self) -> u64 {
-        let mut q = self.inner.lock();
-        self.inner.take_events(&mut q)
+        self.inner.take_events()
     }
 
     /// Moves up to `max` (at least one when there are any) completions into `out`; returns
     /// how many. Never blocks. On an inline device an empty queue drives the engine first.
     pub fn poll(&self, out: &mut Vec<Completion>, max: usize) -> usize {
-        let take = |out: &mut Vec<Completion>| {
-            let mut q = self.inner.lock();
-            let n = max.min(q.items.len());
-            out.extend(q.items.drain(..n));
-            n
-        };
-        match take(out) {
-            0 if self.drive() => take(out),
+        match self.inner.poll(out, max) {
+            0 if self.drive() => self.inner.poll(out, max),
             n => n,
         }
     }
@@ -254,8 +384,9 @@ impl CompletionQueue {
     /// Returns the next completion, if any, without blocking. On an inline device an empty
     /// queue drives the engine first (a queue with completions takes one lock, nothing else).
     pub fn poll_one(&self) -> Option<Completion> {
-        let pop = || self.inner.lock().items.pop_front();
-        pop().or_else(|| self.drive().then(pop).flatten())
+        self.inner
+            .pop()
+            .or_else(|| self.drive().then(|| self.inner.pop()).flatten())
     }
 
     /// Waits up to `timeout` for the next completion.
@@ -278,33 +409,7 @@ impl CompletionQueue {
                 }
             }
         }
-        self.sleep_until(deadline, |q| q.items.pop_front())
-    }
-
-    /// Sleeps on the queue until `take` finds something or `deadline` passes.
-    fn sleep_until<T>(
-        &self,
-        deadline: Instant,
-        mut take: impl FnMut(&mut Queue) -> Option<T>,
-    ) -> Option<T> {
-        let mut q = self.inner.queue.lock().unwrap_or_else(|e| e.into_inner());
-        loop {
-            if let Some(x) = take(&mut q) {
-                return Some(x);
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return None;
-            }
-            q.sleepers += 1;
-            q = self
-                .inner
-                .ready
-                .wait_timeout(q, deadline - now)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-            q.sleepers -= 1;
-        }
+        self.inner.wait(until(deadline))
     }
 }
 
@@ -319,46 +424,27 @@ impl CompletionQueue {
     /// completion) only, as verbs' `ibv_req_notify_cq(cq, solicited_only)`. Completions
     /// already queued fire nothing. Arming again replaces the condition (`false` widens it).
     pub fn arm(&self, solicited_only: bool) {
-        let mut q = self.inner.queue.lock().unwrap_or_else(|e| e.into_inner());
-        q.armed = Some(if solicited_only {
-            Arm::Solicited
-        } else {
-            Arm::Next
-        });
+        self.inner.arm(solicited_only);
     }
 
     /// Waits up to `timeout` for an armed event to fire and takes it (as `ibv_get_cq_event`);
     /// false when none fired. The completions stay in the queue for [`Self::poll`].
     pub fn wait_event(&self, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
-        let inner = &self.inner;
-        let take = |q: &mut Queue| {
-            (q.events > 0).then(|| {
-                q.events -= 1;
-                if q.events == 0 {
-                    // The channel shows no event once the last is taken.
-                    if let Some(ch) = inner.channel.get() {
-                        ch.drain();
-                    }
-                }
-            })
-        };
         if let Some(d) = self.driver() {
             // Inline engine: run it until the event fires.
             loop {
-                let mut q = self.inner.queue.lock().unwrap_or_else(|e| e.into_inner());
-                if take(&mut q).is_some() {
+                if self.inner.try_take_event() {
                     return true;
                 }
-                drop(q);
                 if Instant::now() >= deadline {
                     return false;
                 }
-                d.drive(self.inner.lanes.load(std::sync::atomic::Ordering::Relaxed));
+                d.drive(self.inner.lanes.load(Ordering::Relaxed));
                 std::thread::yield_now();
             }
         }
-        self.sleep_until(deadline, take).is_some()
+        self.inner.wait_event(until(deadline))
     }
 
     /// Waits until an event fires (an [armed](Self::arm) condition met, or an overrun) and
@@ -384,7 +470,7 @@ impl CompletionQueue {
         let Some(d) = self.driver() else {
             return false;
         };
-        d.drive(self.inner.lanes.load(std::sync::atomic::Ordering::Relaxed));
+        d.drive(self.inner.lanes.load(Ordering::Relaxed));
         true
     }
 }

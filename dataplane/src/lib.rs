@@ -38,6 +38,8 @@ mod error;
 pub mod heap;
 mod kernel;
 mod listener;
+#[cfg(all(test, loom))]
+mod loom_models;
 mod mapped_file;
 pub mod memory;
 mod pd;
@@ -46,6 +48,7 @@ mod queue_pair;
 mod sgl;
 pub mod stage_times;
 mod stream;
+mod sync;
 mod work;
 mod xdp_device;
 

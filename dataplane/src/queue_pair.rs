@@ -6,8 +6,8 @@
 //! pair's completion queues.
 
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use ddp::{LocalBuf, RemoteBuf, SendOpts, Stag, WorkRequest};
 use smallvec::SmallVec;
@@ -15,6 +15,7 @@ use smallvec::SmallVec;
 use crate::kernel::{InlineConn, InlineHandle, Waker};
 use crate::pd::PdInner;
 use crate::sgl::{Sge, WorkRequest as Wr};
+use crate::sync::{AtomicBool, Mutex, MutexGuard};
 use crate::work::WorkTracker;
 use crate::xdp_device::XdpQp;
 use crate::{
@@ -95,7 +96,11 @@ pub(crate) struct Established {
     pub(crate) negotiated: ddp::NegotiatedFraming,
 }
 
-/// State shared by a queue pair handle and its connection driver.
+/// State shared by a queue pair handle and its connection driver. Posts check the flags
+/// first and ddp's state under the lock (ddp refuses work once shut down or failed), so a
+/// post racing a close or a failure is either refused or completes (flushed at the latest);
+/// completions reach the completion queues under the lock ([`QpShared::locked`]). The loom
+/// model `loom_models::queue_pair` checks both.
 #[derive(Debug)]
 pub(crate) struct QpShared {
     pub(crate) num: u32,
@@ -104,7 +109,7 @@ pub(crate) struct QpShared {
     pub(crate) waker: Waker,
     pub(crate) close_requested: AtomicBool,
     finished: AtomicBool,
-    pub(crate) error: Mutex<Option<QpError>>,
+    error: Mutex<Option<QpError>>,
     pub(crate) send_cq: CompletionQueue,
     pub(crate) recv_cq: CompletionQueue,
     /// The requests in flight.
@@ -184,6 +189,41 @@ impl QpShared {
         };
         self.ring();
         r
+    }
+
+    /// Runs `f` on the queue pair under its lock, then hands every completion ddp holds to
+    /// the completion queues before the lock is released: completions of one work queue reach
+    /// their CQ in ddp's order (posting order) whichever thread polls them, the application's
+    /// close or the driver's round.
+    pub(crate) fn locked<R>(&self, f: impl FnOnce(&mut ddp::Qp) -> R) -> R {
+        let mut qp = self.lock_qp();
+        let r = f(&mut qp);
+        #[cfg(not(loom_broken = "qp_deliver_after_unlock"))]
+        while let Some(c) = qp.poll_completion() {
+            self.deliver(c);
+        }
+        // The model's broken variant: delivered after the lock is released, where two threads
+        // can hand one queue's completions over in the wrong order.
+        #[cfg(loom_broken = "qp_deliver_after_unlock")]
+        {
+            let done: Vec<_> = std::iter::from_fn(|| qp.poll_completion()).collect();
+            drop(qp);
+            done.into_iter().for_each(|c| self.deliver(c));
+        }
+        r
+    }
+
+    /// The application closes: posts are refused from now on, posted receives and Reads
+    /// complete flushed at once, and the driver starts the close in its next round.
+    pub(crate) fn request_close(&self) {
+        self.close_requested.store(true, Ordering::Release);
+        self.locked(|qp| qp.shutdown());
+        self.ring();
+    }
+
+    /// Why the queue pair failed, if it did.
+    pub(crate) fn error(&self) -> Option<QpError> {
+        *self.error.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     pub(crate) fn set_error(&self, e: QpError) {
@@ -348,7 +388,7 @@ impl QueuePair {
     /// Why the queue pair failed, if it did.
     pub fn error(&self) -> Option<QpError> {
         match &self.kind {
-            QpKind::Kernel(s) => *s.error.lock().unwrap_or_else(|p| p.into_inner()),
+            QpKind::Kernel(s) => s.error(),
             QpKind::Xdp(x) => x.error(),
         }
     }
@@ -529,17 +569,7 @@ impl QueuePair {
 
     fn shutdown(&mut self) {
         match &self.kind {
-            QpKind::Kernel(s) => {
-                s.close_requested.store(true, Ordering::Release);
-                {
-                    let mut qp = s.lock_qp();
-                    qp.shutdown();
-                    while let Some(c) = qp.poll_completion() {
-                        s.deliver(c);
-                    }
-                }
-                s.ring();
-            }
+            QpKind::Kernel(s) => s.request_close(),
             QpKind::Xdp(x) => x.close(),
         }
     }

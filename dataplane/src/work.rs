@@ -6,7 +6,8 @@
 //! signaled completion reported after unsignaled ones implies those are done.
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
+
+use crate::sync::{Mutex, MutexGuard};
 
 use ddp::{RegionHandle, WcStatus, WorkCompletion};
 
@@ -89,7 +90,7 @@ impl WorkTracker {
         }
     }
 
-    fn table(&self) -> std::sync::MutexGuard<'_, Table> {
+    fn table(&self) -> MutexGuard<'_, Table> {
         self.table.lock().unwrap_or_else(|p| p.into_inner())
     }
 

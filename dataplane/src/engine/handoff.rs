@@ -9,8 +9,10 @@
 //! counted (TCP retransmits it).
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crate::sync::{AtomicU64, AtomicUsize, Mutex};
 
 use endpoint::{flow_of, Lane};
 
@@ -21,12 +23,16 @@ pub const INBOX_MAX: usize = 1024;
 #[derive(Debug)]
 pub struct HandOff {
     inboxes: Vec<Inbox>,
+    /// Packets an inbox holds before it drops ([`INBOX_MAX`]).
+    capacity: usize,
     handed: AtomicU64,
     dropped: AtomicU64,
 }
 
 /// One lane's inbox, with its length readable without the lock (an owner polls it every
-/// round, nearly always empty).
+/// round, nearly always empty). The length is stored under the lock, after each change of the
+/// queue: its last store is always the queue's length, so an owner that reads 0 misses nothing
+/// that was handed to it before (the loom model `loom_models::handoff` checks this).
 #[derive(Debug, Default)]
 struct Inbox {
     queue: Mutex<Queue>,
@@ -53,8 +59,14 @@ pub struct HandOffCounters {
 impl HandOff {
     /// Inboxes for `lanes` lanes.
     pub fn new(lanes: u16) -> Arc<Self> {
+        Self::with_capacity(lanes, INBOX_MAX)
+    }
+
+    /// Inboxes for `lanes` lanes that hold `capacity` packets each (the models use small ones).
+    pub(crate) fn with_capacity(lanes: u16, capacity: usize) -> Arc<Self> {
         Arc::new(HandOff {
             inboxes: (0..lanes).map(|_| Inbox::default()).collect(),
+            capacity,
             handed: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
         })
@@ -68,12 +80,21 @@ impl HandOff {
         }
     }
 
-    fn give(&self, lane: u16, packet: &[u8]) {
+    /// `lane`'s inbox as its owner would see it now: the length hint, and the packets queued.
+    #[cfg(all(test, loom))]
+    pub(crate) fn waiting(&self, lane: u16) -> (usize, usize) {
+        let inbox = &self.inboxes[usize::from(lane)];
+        let queued = inbox.queue.lock().unwrap().packets.len();
+        (inbox.len.load(Ordering::Acquire), queued)
+    }
+
+    /// Copies `packet` into `lane`'s inbox, or drops and counts it when the inbox is full.
+    pub(crate) fn give(&self, lane: u16, packet: &[u8]) {
         let Some(inbox) = self.inboxes.get(usize::from(lane)) else {
             return;
         };
         let mut q = inbox.queue.lock().unwrap_or_else(|p| p.into_inner());
-        if q.packets.len() >= INBOX_MAX {
+        if q.packets.len() >= self.capacity {
             self.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         }
@@ -138,7 +159,12 @@ impl LaneLink {
             let mut q = inbox.queue.lock().unwrap_or_else(|p| p.into_inner());
             let n = q.packets.len().min(max);
             self.taken.extend(q.packets.drain(..n));
-            inbox.len.store(q.packets.len(), Ordering::Release);
+            let left = q.packets.len();
+            // The model's broken variant: the length stored after the lock is released, where
+            // a packet handed in between is hidden behind a stale 0.
+            #[cfg(loom_broken = "handoff_len_after_unlock")]
+            drop(q);
+            inbox.len.store(left, Ordering::Release);
         }
         for p in &self.taken {
             f(p);
@@ -147,7 +173,7 @@ impl LaneLink {
         // The buffers go back for the next packets handed to this lane (at most an inbox's
         // worth is kept).
         let mut q = inbox.queue.lock().unwrap_or_else(|p| p.into_inner());
-        let keep = INBOX_MAX.saturating_sub(q.spare.len());
+        let keep = self.handoff.capacity.saturating_sub(q.spare.len());
         q.spare.extend(self.taken.drain(..).take(keep));
         n
     }

@@ -299,8 +299,7 @@ impl Driver {
     /// Runs the queue pair's timers, takes its output, completions and events.
     fn pump(&mut self, now: Instant) {
         let mut events = Vec::new();
-        {
-            let mut qp = self.shared.lock_qp();
+        self.shared.locked(|qp| {
             if qp.poll_timeout().is_some_and(|t| now >= t) {
                 qp.handle_timeout(now);
             }
@@ -330,13 +329,11 @@ impl Driver {
                     self.tx.end += n;
                 }
             }
-            while let Some(c) = qp.poll_completion() {
-                self.shared.deliver(c);
-            }
+            // The completions go to the CQs as `locked` returns, still under the lock.
             while let Some(ev) = qp.poll_event() {
                 events.push(ev);
             }
-        }
+        });
         for ev in events {
             self.handle_event(ev);
         }
@@ -526,17 +523,15 @@ impl Driver {
         if let Err(e) = r {
             shared.set_error(e);
         }
-        if shared.error.lock().map(|e| e.is_some()).unwrap_or(true) {
+        if shared.error().is_some() {
             DeviceCounters::inc(&counters.connection_errors);
         }
-        {
-            let mut qp = shared.lock_qp();
+        // Every request still in flight completes flushed; ddp refuses posts from now on.
+        let rx_after_close = shared.locked(|qp| {
             qp.handle_close();
-            while let Some(c) = qp.poll_completion() {
-                shared.deliver(c);
-            }
-            DeviceCounters::add(&counters.rx_after_close, qp.stats().rx_after_close);
-        }
+            qp.stats().rx_after_close
+        });
+        DeviceCounters::add(&counters.rx_after_close, rx_after_close);
         self.report(Err(ConnectError::Startup(
             mpa::StartupError::ConnectionClosed,
         )));
