@@ -257,7 +257,9 @@ fn get_option<T: PlainOption>(
 }
 
 /// How long [`bind_retrying_busy`] waits for a queue that a closed socket still holds.
-const BIND_BUSY_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+/// Two seconds: on a loaded host the deferred release can take longer than half a second after
+/// the previous process on the queue exited.
+const BIND_BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Binds `fd` to `addr`, retrying for up to [`BIND_BUSY_WAIT`] while the queue is busy: a
 /// socket closed on that queue just before releases it from deferred kernel work

@@ -451,6 +451,7 @@ fn parse_xdp(raw: RawXdp, o: &Overrides) -> Result<Option<XdpConfig>, ConfigErro
     };
     let mut cfg = XdpConfig::new(interface);
     (cfg.queue, cfg.bind, cfg.attach) = (queue, bind, attach);
+    #[cfg(debug_assertions)]
     if let Some(f) = super::test_hooks::faults()? {
         cfg.fault = f;
     }
