@@ -32,8 +32,8 @@ use dataplane::{
 use testbed::packet_socket::PacketSocket;
 use testbed::{for_test, Side, VethTestbed};
 use testkit::idle_flood;
-use testkit::source_flood::{self, FLOOD_SOURCE};
 use testkit::sanitizer::assert_rss_below;
+use testkit::source_flood::{self, FLOOD_SOURCE};
 use testkit::syn_flood::{self, raise_nofile, rss, wait_until};
 use testkit::{or_skip, pattern};
 

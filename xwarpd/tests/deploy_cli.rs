@@ -72,7 +72,9 @@ fn an_unknown_command_lists_the_known_ones() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("unknown command 'bogus' (demo, test, fuzz, counts, soak, deps, build, install)"),
+        err.contains(
+            "unknown command 'bogus' (demo, test, fuzz, counts, soak, deps, build, install)"
+        ),
         "{err}"
     );
 }
