@@ -84,6 +84,7 @@ pub mod listener;
 pub mod rdma;
 pub mod rtt;
 pub mod rx;
+mod rx_placed;
 pub mod seq;
 mod template;
 pub mod tx;

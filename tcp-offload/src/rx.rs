@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use crate::rx_placed::{PlacedSpan, PlacedSpans};
 use crate::seq::SeqNum;
 
 /// A shared bound on out-of-order octets held by many connections together.
@@ -152,6 +153,8 @@ pub(crate) struct RecvBuffer {
     pieces: BTreeMap<u64, Vec<u8>>,
     pub ooo_bytes: u64,
     inorder: VecDeque<u8>,
+    /// Byte mode: unread in-order octets not in `inorder` because they were placed.
+    placed: PlacedSpans,
     chunks: VecDeque<RxChunk>,
     chunk_bytes: u64,
     pub record_mode: bool,
@@ -168,6 +171,7 @@ impl RecvBuffer {
             pieces: BTreeMap::new(),
             ooo_bytes: 0,
             inorder: VecDeque::new(),
+            placed: PlacedSpans::default(),
             chunks: VecDeque::new(),
             chunk_bytes: 0,
             record_mode: false,
@@ -195,7 +199,7 @@ impl RecvBuffer {
 
     /// Octets held that count against the receive window.
     pub fn held(&self) -> u64 {
-        self.inorder.len() as u64 + self.chunk_bytes + self.ooo_bytes
+        self.inorder.len() as u64 + self.placed.bytes() + self.chunk_bytes + self.ooo_bytes
     }
 
     /// Committed out-of-order ranges.
@@ -314,6 +318,33 @@ impl RecvBuffer {
         }
     }
 
+    /// [`Self::accept_next`] in byte mode for `data` whose octets `run` (a range of `data`)
+    /// were placed at offset `bo` of transfer `rid`: those are not stored (see
+    /// [`PlacedSpans`]).
+    pub fn accept_next_placed(
+        &mut self,
+        data: &[u8],
+        run: std::ops::Range<usize>,
+        rid: u64,
+        bo: u32,
+    ) -> Accepted {
+        debug_assert!(self.ranges.is_empty() && !self.record_mode && run.end <= data.len());
+        self.nxt += data.len() as u64;
+        if run.start > 0 {
+            self.inorder.extend(&data[..run.start]);
+        }
+        let len = (run.end - run.start) as u32;
+        self.placed.push(self.inorder.len(), rid, bo, len);
+        if run.end < data.len() {
+            self.inorder.extend(&data[run.end..]);
+        }
+        Accepted {
+            new_bytes: data.len() as u64,
+            advanced: true,
+            ..Accepted::default()
+        }
+    }
+
     /// Record mode: hands the committed range `[off, off + bytes.len())` to `sink`, or queues a
     /// copy when there is none. `in_order_point` is the current `nxt`.
     fn commit_chunk<'s>(
@@ -402,9 +433,11 @@ impl RecvBuffer {
         any
     }
 
-    /// Byte mode: reads in-order octets.
+    /// Byte mode: reads in-order octets up to the first placed span left out (the caller puts
+    /// those back first, [`Self::placed_spans`]).
     pub fn read(&mut self, buf: &mut [u8]) -> usize {
-        let n = buf.len().min(self.inorder.len());
+        let n = buf.len().min(self.placed.held_ahead(self.inorder.len()));
+        self.placed.consume(n as u64);
         let (a, b) = self.inorder.as_slices();
         let k = n.min(a.len());
         buf[..k].copy_from_slice(&a[..k]);
@@ -416,8 +449,30 @@ impl RecvBuffer {
     /// Byte mode: drops the next `n` in-order octets unread (the ULP has them already: the
     /// TCP RDMA option placed them).
     pub fn discard(&mut self, n: usize) {
-        let n = n.min(self.inorder.len());
-        self.inorder.drain(..n);
+        let n = n.min(self.readable());
+        let held = self.placed.consume(n as u64) as usize;
+        self.inorder.drain(..held);
+    }
+
+    /// Byte mode: the placed spans left out, each with its offset in the unread stream.
+    pub fn placed_spans(&self) -> impl Iterator<Item = (u64, &PlacedSpan)> + '_ {
+        self.placed.iter()
+    }
+
+    /// True when some unread octets were left out as placed.
+    pub fn has_placed_spans(&self) -> bool {
+        !self.placed.is_empty()
+    }
+
+    /// Puts the octets of placed span `i` back (`bytes`: what the transfer buffer holds
+    /// for it, as long as the span).
+    pub fn restore_placed(&mut self, i: usize, bytes: &[u8]) {
+        if let Some((s, at)) = self.placed.remove(i) {
+            debug_assert_eq!(bytes.len(), s.len as usize);
+            let tail = self.inorder.split_off(at);
+            self.inorder.extend(bytes);
+            self.inorder.extend(tail);
+        }
     }
 
     /// True when `[s, e)` is committed (in order or in one out-of-order range).
@@ -427,7 +482,7 @@ impl RecvBuffer {
 
     /// Unread in-order octets (byte mode).
     pub fn readable(&self) -> usize {
-        self.inorder.len()
+        self.inorder.len() + self.placed.bytes() as usize
     }
 
     /// Whether [`RecvBuffer::pop_chunk`] has a chunk to give.
@@ -448,6 +503,7 @@ impl RecvBuffer {
             return;
         }
         self.record_mode = true;
+        debug_assert!(self.placed.is_empty(), "placed spans are put back first");
         if !self.inorder.is_empty() {
             let data: Vec<u8> = self.inorder.drain(..).collect();
             let off = self.nxt - data.len() as u64;

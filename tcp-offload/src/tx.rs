@@ -286,6 +286,10 @@ impl SendBuffer {
 
     /// Writes octets `[off, off + dst.len())` into `dst`, from the owned buffer or the source.
     pub fn fill<S: RecordSource + ?Sized>(&self, off: u64, dst: &mut [u8], src: &mut S) {
+        if dst.is_empty() {
+            // A segment without payload (a pure ACK): nothing to look up.
+            return;
+        }
         let mut pos = off;
         let mut at = 0usize;
         let Some(mut i) = self.index_of(off) else {

@@ -24,14 +24,27 @@ fn cfg(on: bool) -> Config {
     }
 }
 
+fn transfer(rid: u64, total: u32) -> Transfer {
+    Transfer {
+        rid,
+        buffer_offset: 0,
+        total: Some(total),
+        unsolicited: false,
+    }
+}
+
 /// Opens a pair back to back; returns the client, the server and the RDMA options of the SYN
 /// and the SYN-ACK.
 fn open(client_on: bool, server_on: bool) -> (Connection, Connection, [Option<RdmaOption>; 2]) {
+    open_with(cfg(client_on), cfg(server_on))
+}
+
+/// [`open`] with whole configurations.
+fn open_with(client: Config, server: Config) -> (Connection, Connection, [Option<RdmaOption>; 2]) {
     let t0 = Instant::now();
     let gen = IsnGenerator::new([3; 16], t0);
-    let mut c = Connection::connect(cfg(client_on), tuple(), &gen, t0).expect("valid TCP settings");
-    let mut s =
-        Connection::listen(cfg(server_on), tuple().remote, &gen, t0).expect("valid TCP settings");
+    let mut c = Connection::connect(client, tuple(), &gen, t0).expect("valid TCP settings");
+    let mut s = Connection::listen(server, tuple().remote, &gen, t0).expect("valid TCP settings");
     let mut buf = vec![0u8; 2048];
     let n = c.poll_transmit(t0, &mut buf).unwrap();
     let syn = wire::parse(&buf[..n]).unwrap().options.rdma;
@@ -310,4 +323,69 @@ fn tcprdma_21_zero_length_transfer_on_the_wire() {
     assert_eq!(got, reply);
     assert_eq!(c.counters().rdma_bytes_placed, 0);
     assert_eq!(c.take_transfer(0x42).unwrap().filled_len(), 0);
+}
+
+/// The fast path leaves placed octets out of the receive buffer; whichever way the ULP then
+/// reads the stream it gets what the full path gives: `recv` across a placed run, the rest of
+/// the run with `recv_transfer` (no copy), a transfer taken before its stream octets are read,
+/// another RID's placed octets copied by `recv_transfer` into a buffer they were not placed in.
+#[test]
+fn placed_octets_read_the_same_with_the_fast_path_on_and_off() {
+    let data = testkit::pattern(31_000, 14);
+    let outcome = |fast_path: bool| {
+        let on = Config {
+            fast_path,
+            ..cfg(true)
+        };
+        let (mut c, mut s, _) = open_with(on.clone(), on);
+        // Stream: 100 header octets, then a 10,000-octet run of RIDs 1, 2 and 3 each.
+        for rid in 1..=3u64 {
+            let at = 100 + (rid - 1) * 10_100;
+            s.mark_transfer(at, 10_000, transfer(rid, 10_000)).unwrap();
+            c.expect_transfer(rid, vec![0; 10_000]).unwrap();
+        }
+        pump(&mut s, &mut c, &data);
+        let mut reads = Vec::new();
+        let mut read = |c: &mut Connection, n: usize| {
+            let mut b = vec![0u8; n];
+            assert_eq!(c.recv(&mut b), n);
+            reads.push(b);
+        };
+        read(&mut c, 5_100);
+        assert_eq!(c.recv_transfer(1, 5_000, 5_000), Ok(5_000));
+        let t2 = c.take_transfer(2).unwrap();
+        read(&mut c, 10_200);
+        assert_eq!(c.recv_transfer(1, 0, 2_000), Ok(2_000));
+        assert_eq!(c.recv_transfer(3, 2_000, 8_000), Ok(8_000));
+        read(&mut c, 700);
+        assert_eq!(c.recv_ready(), 0);
+        let t1 = c.take_transfer(1).unwrap();
+        let t3 = c.take_transfer(3).unwrap();
+        let mut k = *c.counters();
+        let fast = k.segs_in_fast;
+        (k.segs_in_fast, k.segs_out_fast) = (0, 0);
+        (reads, [t1, t2, t3], k, fast)
+    };
+    let (on, off) = (outcome(true), outcome(false));
+    assert!(
+        on.3 > 0 && off.3 == 0,
+        "the fast path was taken only when on"
+    );
+    assert_eq!(on.0, off.0);
+    assert_eq!(on.1, off.1);
+    assert_eq!(on.2, off.2);
+    let (reads, [t1, t2, t3], k, _) = on;
+    assert_eq!(reads[0], data[..5_100]);
+    assert_eq!(reads[1], data[10_100..20_300]);
+    assert_eq!(reads[2], data[30_300..]);
+    assert_eq!(t2.buf, data[10_200..20_200]);
+    assert_eq!(t3.buf, data[20_300..30_300]);
+    assert_eq!(
+        t1.buf[..2_000],
+        data[20_300..22_300],
+        "copied over what was placed"
+    );
+    assert_eq!(t1.buf[5_000..], data[5_100..10_100]);
+    assert!(t1.failed);
+    assert_eq!(k.rdma_bytes_placed, 30_000);
 }

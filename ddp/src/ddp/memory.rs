@@ -91,12 +91,14 @@ impl Memory for VecMemory {
     }
 
     fn read(&self, region: RegionHandle, offset: u64, out: &mut [u8]) {
-        out.fill(0);
-        if let Some(v) = self.regions.get(region) {
-            let start = offset as usize;
-            if let Some(src) = v.get(start..start + out.len()) {
-                out.copy_from_slice(src);
-            }
+        let start = offset as usize;
+        let src = self
+            .regions
+            .get(region)
+            .and_then(|v| v.get(start..start.checked_add(out.len())?));
+        match src {
+            Some(src) => out.copy_from_slice(src),
+            None => out.fill(0),
         }
     }
 }

@@ -473,6 +473,7 @@ impl Connection {
     /// with a record and holds only whole records. Byte data queued before stays byte data.
     pub fn enter_record_mode(&mut self) {
         self.record_mode_tx = true;
+        self.restore_placed(|_, _| true);
         let rcv = self.rcv;
         self.recv.enter_record_mode(|o| rcv.seq(o));
     }
@@ -518,6 +519,8 @@ impl Connection {
     /// Byte mode: reads in-order data.
     pub fn recv(&mut self, buf: &mut [u8]) -> usize {
         let before = self.window_to_advertise();
+        let want = buf.len() as u64;
+        self.restore_placed(|at, _| at < want);
         let n = self.recv.read(buf);
         self.maybe_window_update(before);
         n

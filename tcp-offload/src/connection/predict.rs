@@ -51,13 +51,20 @@ impl Connection {
         let to_sink = sink.is_some();
         // In order and nothing held: the run's part not yet received is all of the segment.
         let (off, run) = (self.recv.nxt, self.rdma_run(seg.rdma));
-        if run.is_some() {
-            self.rdma_note_gaps(off, off + data.len() as u64);
-        }
-        let a = self.recv.accept_next(data, h.seq, sink);
-        if let Some(t) = run {
-            self.rdma_place(&t, off + u64::from(t.data_offset), off, data, off);
-        }
+        let a = match run {
+            // Byte mode: the placed octets are left out of the receive buffer.
+            Some(t) if !self.recv.record_mode => self.accept_next_placing(&t, data),
+            _ => {
+                if run.is_some() {
+                    self.rdma_note_gaps(off, off + data.len() as u64);
+                }
+                let a = self.recv.accept_next(data, h.seq, sink);
+                if let Some(t) = run {
+                    self.rdma_place(&t, off + u64::from(t.data_offset), off, data, off);
+                }
+                a
+            }
+        };
         self.counters.bytes_received += a.new_bytes;
         if self.data_events {
             self.events.push_back(Event::Readable);

@@ -13,6 +13,8 @@
 use crate::rdma::annotate::{AnnotateError, Transfer};
 use crate::rdma::option::{RdmaAnnotation, RdmaOption, RID_LIMIT};
 use crate::rdma::placement::{Placed, PlacedTransfer, PlacementError};
+use crate::rx::Accepted;
+use crate::rx_placed::PlacedSpan;
 use crate::wire::TcpSegment;
 
 use super::Connection;
@@ -78,6 +80,7 @@ impl Connection {
 
     /// Hands back the buffer of `rid` with what was placed and copied into it; forgets the RID.
     pub fn take_transfer(&mut self, rid: u64) -> Option<PlacedTransfer> {
+        self.restore_placed(|_, s| s.rid == rid);
         self.placements.take(rid)
     }
 
@@ -109,6 +112,8 @@ impl Connection {
             let next = self.placements.next_placed(rid, bo, buffer_offset + len);
             let n = if next > bo { next - bo } else { 1 };
             let n = n.min(len - done);
+            // The copy reads stream octets and may overwrite what `rid` holds for the stream.
+            self.restore_placed(|at, s| at < u64::from(n) || s.rid == rid);
             if let Some(dst) = self.placements.copy_target(rid, bo, n, at) {
                 let got = self.recv.read(dst);
                 debug_assert_eq!(got, n as usize);
@@ -118,6 +123,58 @@ impl Connection {
         }
         self.maybe_window_update(before);
         Ok(done)
+    }
+
+    /// Puts back into the receive buffer the unread octets it left out as placed (see
+    /// [`crate::rx_placed`]) of the spans `pick` selects by offset in the unread stream and
+    /// span, copied from their transfer buffers.
+    pub(super) fn restore_placed(&mut self, pick: impl Fn(u64, &PlacedSpan) -> bool) {
+        if !self.recv.has_placed_spans() {
+            return;
+        }
+        let picked: Vec<(usize, PlacedSpan)> = self
+            .recv
+            .placed_spans()
+            .enumerate()
+            .filter(|(_, (at, s))| pick(*at, s))
+            .map(|(i, (_, s))| (i, *s))
+            .collect();
+        // From the back: putting a span back leaves the indices of those before it.
+        for &(i, s) in picked.iter().rev() {
+            let bytes = self.placements.bytes(s.rid, s.bo, s.len);
+            debug_assert!(bytes.is_some(), "a placed span outlived its buffer");
+            let zeros = vec![0; s.len as usize];
+            self.recv.restore_placed(i, bytes.unwrap_or(&zeros));
+        }
+    }
+
+    /// The fast path's commit of in-order `data` (at `recv.nxt`, nothing held out of order,
+    /// byte mode) that carries the run `t`: places the run, as `rdma_place` would after the
+    /// commit, and leaves the placed octets out of the receive buffer.
+    pub(super) fn accept_next_placing(&mut self, t: &RdmaAnnotation, data: &[u8]) -> Accepted {
+        let off = self.recv.nxt;
+        let start = usize::from(t.data_offset);
+        let end = start + usize::from(t.data_len);
+        let run_at = off + start as u64;
+        let Some(bytes) = data.get(start..end) else {
+            // Not a run inside the payload (the parse refuses those): the general order.
+            self.rdma_note_gaps(off, off + data.len() as u64);
+            let a = self.recv.accept_next(data, self.rcv.seq(off), None);
+            self.rdma_place(t, run_at, off, data, off);
+            return a;
+        };
+        match self.placements.place(t, run_at, run_at, bytes) {
+            Placed::Yes => {
+                self.counters.rdma_bytes_placed += bytes.len() as u64;
+                return self
+                    .recv
+                    .accept_next_placed(data, start..end, t.rid, t.buffer_offset);
+            }
+            Placed::Unmatched => self.counters.rdma_unmatched += 1,
+            Placed::Failed => self.counters.rdma_placement_failed += 1,
+            Placed::Skipped => {}
+        }
+        self.recv.accept_next(data, self.rcv.seq(off), None)
     }
 
     /// Stream offset (connection-internal, data from 1) of the next octet `recv` returns.

@@ -150,6 +150,9 @@ impl SendMarks {
 
     /// The zero-length transfer marked at `s`, if any.
     fn empty_at(&self, s: u64) -> Option<Transfer> {
+        if self.empties.is_empty() {
+            return None;
+        }
         let i = self.empties.partition_point(|&(p, _)| p < s);
         self.empties
             .get(i)
@@ -196,6 +199,12 @@ impl SendMarks {
 
     /// The first run ending after `s`.
     fn run_from(&self, s: u64) -> Option<usize> {
+        // Commonly the first run queued (runs are released as they are acknowledged).
+        match self.runs.front() {
+            None => return None,
+            Some(r) if r.end > s => return Some(0),
+            _ => {}
+        }
         let i = self.runs.partition_point(|r| r.end <= s);
         (i < self.runs.len()).then_some(i)
     }
@@ -212,13 +221,16 @@ impl SendMarks {
                 }
             }
         }
-        if align_messages {
+        if align_messages && self.messages.back().is_some_and(|&m| m > s) {
             let j = self.messages.partition_point(|&m| m <= s);
             if let Some(&m) = self.messages.get(j) {
                 e = e.min(m);
             }
         }
         // TCPRDMA-21: a zero-length transfer starts its segment, which holds no run.
+        if self.empties.is_empty() {
+            return (e - s) as u32;
+        }
         let j = self.empties.partition_point(|&(p, _)| p <= s);
         if let Some(&(p, _)) = self.empties.get(j) {
             e = e.min(p);
@@ -235,7 +247,9 @@ impl SendMarks {
     /// the A-only form when it only starts a message, or none.
     pub fn annotation(&self, s: u64, len: u32) -> Option<RdmaOption> {
         let e = s + u64::from(len);
-        let aligned = self.messages.binary_search(&s).is_ok();
+        let aligned = self.messages.front().is_some_and(|&m| m <= s)
+            && self.messages.back().is_some_and(|&m| m >= s)
+            && self.messages.binary_search(&s).is_ok();
         let run = self
             .run_from(s)
             .map(|i| self.runs[i])
@@ -290,7 +304,20 @@ impl SendMarks {
                 // cut of the shorter budget is the budget: `cut(s, budget) == budget` here.
                 debug_assert_eq!(self.cut(s, budget, align_messages), budget);
                 len = budget;
-                opt = self.annotation(s, len);
+                opt = match opt {
+                    // The run still starts inside: only its part in the segment shrinks.
+                    Some(RdmaOption::Transfer(mut a))
+                        if a.data_len > 0 && u32::from(a.data_offset) < budget =>
+                    {
+                        let room = budget - u32::from(a.data_offset);
+                        a.data_len = a.data_len.min(room.min(u32::from(u16::MAX)) as u16);
+                        Some(RdmaOption::Transfer(a))
+                    }
+                    Some(RdmaOption::Transfer(a)) if a.data_len > 0 => self.annotation(s, len),
+                    // A zero-length transfer or a message start: the same for any length.
+                    other => other,
+                };
+                debug_assert_eq!(opt, self.annotation(s, len));
             }
         }
         (len, opt)

@@ -233,6 +233,12 @@ impl Placements {
         Some(&mut e.buf[bo as usize..(bo + len) as usize])
     }
 
+    /// The octets `[bo, bo + len)` of the buffer of `rid`, when it is registered and holds them.
+    pub(crate) fn bytes(&self, rid: u64, bo: u32, len: u32) -> Option<&[u8]> {
+        let e = &self.expected[self.find(rid)?];
+        e.buf.get(bo as usize..bo as usize + len as usize)
+    }
+
     /// Checks that `[bo, bo + len)` fits the buffer of `rid`.
     pub(crate) fn check_range(&self, rid: u64, bo: u32, len: u32) -> Result<(), PlacementError> {
         let i = self.find(rid).ok_or(PlacementError::Unknown)?;
