@@ -501,6 +501,22 @@ fn initiator_rev1_fallback(bed: &Bed, port: u16) {
     assert_eq!(bed.dev.counters().rev1_fallbacks, before + 1);
 }
 
+/// A refused TCP connection (RST to our SYN: nobody listens) is no Rev 1 Responder closing
+/// on our Request: the connect fails as refused, with no Rev 1 retry. (Taking it for one
+/// made an rdma_cm client that raced its server's listen connect with Rev 1 and no
+/// ready-to-receive message, and a server that sends first then waited for ever, MPA-85.)
+fn initiator_refused_is_no_rev1_fallback(bed: &Bed, port: u16) {
+    let before = bed.dev.counters().rev1_fallbacks;
+    let (qi, _cq) = bed.init();
+    match bed.connect(port, &qi, &ConnectionConfig::default()) {
+        Err(ConnectError::Io(e)) => {
+            assert_eq!(e.kind(), ErrorKind::ConnectionRefused, "{e}")
+        }
+        other => panic!("a refused connect, not {other:?}"),
+    }
+    assert_eq!(bed.dev.counters().rev1_fallbacks, before);
+}
+
 /// IRD/ORD in the Reply below, equal to and above ours (8): our ORD ends at min(8, their IRD);
 /// with their IRD at 1, three posted Reads go out one at a time (the next only after the
 /// previous Read's Response), all completing with the peer's data.
@@ -737,6 +753,7 @@ fn all(tag: &str, ours: Ours, base: u16) {
     responder_p2p(&bed, base + 12);
     initiator_revisions(&bed, base + 20);
     initiator_rev1_fallback(&bed, base + 30);
+    initiator_refused_is_no_rev1_fallback(&bed, base + 31);
     initiator_depths_and_ord(&bed, base + 40);
     initiator_refusals(&bed, base + 50);
     initiator_p2p(&bed, base + 60);

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use endpoint::{ConnId, EndpointEvent, FastMap, ListenerId};
+use tcp_offload::CloseReason;
 
 use super::shared_program::LaneProgram;
 use crate::counters::DeviceCounters;
@@ -320,11 +321,18 @@ impl State {
             EndpointEvent::StreamConnected { .. }
             | EndpointEvent::StreamReadable { .. }
             | EndpointEvent::StreamWritable { .. } => {}
-            EndpointEvent::Closed { conn, .. } => {
+            EndpointEvent::Closed { conn, reason } => {
                 if let Some(p @ Pending::Connecting) = self.pending.get_mut(&conn) {
-                    *p = Pending::Done(Err(ConnectError::Startup(
-                        mpa::StartupError::ConnectionClosed,
-                    )));
+                    // A refused SYN is not a peer that closed after our MPA Request: no
+                    // RFC 6581 §8 fallback to Rev 1, and the caller sees the refusal (as the
+                    // kernel transport's connect does).
+                    *p = Pending::Done(Err(match reason {
+                        CloseReason::Refused => ConnectError::Io(std::io::Error::new(
+                            std::io::ErrorKind::ConnectionRefused,
+                            "the peer refused the TCP connection (RST to our SYN)",
+                        )),
+                        _ => ConnectError::Startup(mpa::StartupError::ConnectionClosed),
+                    }));
                 } else if !matches!(self.pending.get(&conn), Some(Pending::Done(_))) {
                     self.pending.remove(&conn);
                 }

@@ -73,8 +73,6 @@ unsafe fn private_data(param: *const RdmaConnParam) -> Vec<u8> {
 fn refused(e: &ConnectError) -> bool {
     match e {
         ConnectError::Io(io) => io.kind() == ErrorKind::ConnectionRefused,
-        // The xdp transport's engine sees the reset as a closed startup.
-        ConnectError::Startup(mpa::StartupError::ConnectionClosed) => true,
         _ => false,
     }
 }
