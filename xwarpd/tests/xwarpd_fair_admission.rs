@@ -21,7 +21,9 @@ use std::time::{Duration, Instant};
 use testbed::{Side, VethTestbed};
 use testkit::source_flood::{self, FLOOD_SOURCE};
 use testkit::syn_flood::{raise_nofile, wait_until};
-use xwarpd_support::{sample, scrape, temps, verified_store_calls, xdp_testbed, Daemon, Tmp, BIN};
+use xwarpd_support::{
+    flood_testbed, sample, scrape, temps, verified_store_calls, Daemon, Tmp, BIN,
+};
 
 const T: Duration = Duration::from_secs(60);
 const PORT: u16 = 20049;
@@ -38,15 +40,6 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 enum Transport {
     Xdp,
     Kernel,
-}
-
-/// A testbed whose B also has [`FLOOD_SOURCE`].
-fn testbed(tag: &str) -> Option<VethTestbed> {
-    let tb = xdp_testbed(tag)?;
-    let addr = format!("{FLOOD_SOURCE}/24");
-    tb.ip_cmd(Side::B, &["addr", "add", &addr, "dev", tb.ifname(Side::B)])
-        .expect("add the flooding address to B");
-    Some(tb)
 }
 
 /// xwarpd in A serving a 16 MiB store on A's address over `transport`, metrics on, `store`
@@ -86,7 +79,7 @@ fn stop(mut d: Daemon) {
 
 /// The idle flood, then the client.
 fn idle_flood(tag: &str, transport: Transport) {
-    let Some(tb) = testbed(tag) else { return };
+    let Some(tb) = flood_testbed(tag) else { return };
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     raise_nofile(source_flood::IDLE as u64 + 1024);
     let started = Instant::now();
@@ -150,7 +143,7 @@ fn idle_flood(tag: &str, transport: Transport) {
 
 /// The silent MPA flood (the store's default share per source), then the client.
 fn silent_flood(tag: &str, transport: Transport) {
-    let Some(tb) = testbed(tag) else { return };
+    let Some(tb) = flood_testbed(tag) else { return };
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let started = Instant::now();
     let tmp = temps(tag);
@@ -222,7 +215,9 @@ fn silent_mpa_connections_from_one_address_take_only_their_share_over_kernel_tcp
 /// idle longest, which is closed (counted); the store never serves more than its cap.
 #[test]
 fn a_silent_connection_gives_way_to_a_new_client_when_the_store_is_full() {
-    let Some(tb) = testbed("xev") else { return };
+    let Some(tb) = flood_testbed("xev") else {
+        return;
+    };
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let started = Instant::now();
     let tmp = temps("evict");

@@ -20,7 +20,7 @@
 
 mod xwarpd_support;
 
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::{SocketAddr, SocketAddrV4};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -28,10 +28,11 @@ use std::time::{Duration, Instant};
 use dataplane::{Access, Device, MemoryRegion, Transport};
 use testbed::packet_socket::PacketSocket;
 use testbed::{Side, VethTestbed};
+use testkit::source_flood::FLOOD_SOURCE;
 use testkit::syn_flood::{syn_frame, SpoofRng};
 use testkit::{idle_flood, pattern};
 use xwarpd::store::{ClientOptions, StoreClient};
-use xwarpd_support::{http_get, sample, xdp_store_config, xdp_testbed, Daemon, Tmp, BIN};
+use xwarpd_support::{flood_testbed, sample, scrape, temps, xdp_store_config, Daemon, BIN};
 
 /// The engine's faults, per frame and direction: 0.2 % lost, 0.1 % duplicated, 1 % held
 /// back behind the next frame, 0.1 % with a bit of TCP payload flipped (checksum stale), and
@@ -55,9 +56,6 @@ const SYN_BURST: u64 = 20_000;
 const IDLE_BURST: usize = 300;
 /// How long a burst lasts at most.
 const BURST: Duration = Duration::from_secs(10);
-/// Where the idle connections come from: an address of B's that no client uses (one address
-/// holding the backlog keeps every other address out until admission is fair per source).
-const FLOOD_SOURCE: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 3);
 /// Most the daemon's resident memory may grow from the first cycle's end.
 const RSS_GROWTH: u64 = 2 << 20;
 /// Longest one call may take, reconnections and retries included.
@@ -257,9 +255,10 @@ impl Look {
         if !d.is_running() {
             return Err(format!("xwarpd exited during the soak:\n{}", d.log()));
         }
-        let addr = d.field("metrics");
-        let m = tb.run_in(Side::A, || http_get(&addr));
-        Ok(Look { m, rss: d.rss() })
+        Ok(Look {
+            m: scrape(tb, d),
+            rss: d.rss(),
+        })
     }
     fn get(&self, name: &str) -> u64 {
         sample(&self.m, name)
@@ -281,23 +280,11 @@ fn soak_store_over_xdp_with_faults_and_floods() {
         .ok()
         .and_then(|m| m.parse().ok())
         .unwrap_or(60);
-    let Some(tb) = xdp_testbed("soak") else {
+    let Some(tb) = flood_testbed("soak") else {
         return;
     };
-    let ifb = tb.ifname(Side::B).to_string();
-    let out = tb
-        .ip_cmd(
-            Side::B,
-            &["addr", "add", &format!("{FLOOD_SOURCE}/24"), "dev", &ifb],
-        )
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
     testkit::syn_flood::raise_nofile(4096);
-    let [conf, store, ctl] = [
-        Tmp::new("soak.toml"),
-        Tmp::new("soak.img"),
-        Tmp::new("soak.sock"),
-    ];
+    let [conf, store, ctl] = temps("soak");
     let text = xdp_store_config(&tb, &ctl, &store, PORT, "synack_retries = 2");
     std::fs::write(conf.path(), text).unwrap();
     let mut cmd = tb.command(Side::A, BIN);

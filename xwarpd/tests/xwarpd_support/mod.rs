@@ -161,6 +161,17 @@ pub fn xdp_testbed_with_queues(tag: &str, queues: u32) -> Option<testbed::VethTe
     Some(tb)
 }
 
+/// [`xdp_testbed`] whose B also has [`testkit::source_flood::FLOOD_SOURCE`] (/24), the
+/// address floods come from beside the clients' own.
+pub fn flood_testbed(tag: &str) -> Option<testbed::VethTestbed> {
+    use testbed::Side;
+    let tb = xdp_testbed(tag)?;
+    let addr = format!("{}/24", testkit::source_flood::FLOOD_SOURCE);
+    tb.ip_cmd(Side::B, &["addr", "add", &addr, "dev", tb.ifname(Side::B)])
+        .expect("add the flooding address to B");
+    Some(tb)
+}
+
 /// A store client on the kernel transport in B, from B's own address: WRITEs 1 MiB of a
 /// pattern, COMMITs and READs it back byte for byte. Each call must work at once (no retry).
 pub fn verified_store_calls(tb: &testbed::VethTestbed, dst: std::net::SocketAddr) {
