@@ -216,18 +216,18 @@ impl Gate {
         service: &'static str,
     ) -> Result<Slot, Refusal> {
         self.slots.retain(|s| s.holds_slot());
-        let now = Instant::now();
-        let verdict = match peer {
-            Some(p) if admitted(&self.allowed, p.ip()) => {
-                let open: Vec<_> = self.slots.iter().map(|s| s.view(now)).collect();
-                let source = self.limits.share.prefix.key(p.ip());
-                decide(&open, source, &self.limits)
-            }
-            _ => Verdict::Refuse(Refusal::NotAllowed),
+        let Some(source) = peer
+            .map(|p| p.ip())
+            .filter(|&ip| admitted(&self.allowed, ip))
+            .map(|ip| self.limits.share.prefix.key(ip))
+        else {
+            return Err(self.refuse(Refusal::NotAllowed, peer, stats, service));
         };
-        let refusal = match verdict {
-            Verdict::Refuse(why) => Some(why),
-            Verdict::Admit => None,
+        let now = Instant::now();
+        let open: Vec<_> = self.slots.iter().map(|s| s.view(now)).collect();
+        match decide(&open, source, &self.limits) {
+            Verdict::Refuse(why) => return Err(self.refuse(why, peer, stats, service)),
+            Verdict::Admit => {}
             Verdict::Evict(i) => {
                 let victim = self.slots.remove(i);
                 victim.evict();
@@ -237,28 +237,32 @@ impl Gate {
                     service,
                     "store full: a silent connection gives way to a new client"
                 );
-                None
             }
-        };
-        if let Some(why) = refusal {
-            stats.count_refusal(why);
-            if peer.is_none_or(|p| self.log.should_log(p.ip(), Instant::now())) {
-                tracing::warn!(
-                    peer = %peer.map_or("?".into(), |p| p.to_string()),
-                    reason = why.label(),
-                    service,
-                    "store connection refused (logged once per peer per minute)"
-                );
-            }
-            return Err(why);
         }
-        let ip = peer.map_or(IpAddr::from([0u8; 4]), |p| p.ip());
-        let state = Arc::new(SlotState::new(
-            self.limits.share.prefix.key(ip),
-            self.origin,
-        ));
+        let state = Arc::new(SlotState::new(source, self.origin));
         self.slots.push(state.clone());
         Ok(Slot(state))
+    }
+
+    /// Counts the refusal of `peer` in `stats` and logs it (as `service`) at most once per peer
+    /// per interval; returns it.
+    fn refuse(
+        &mut self,
+        why: Refusal,
+        peer: Option<SocketAddr>,
+        stats: &StoreStats,
+        service: &'static str,
+    ) -> Refusal {
+        stats.count_refusal(why);
+        if peer.is_none_or(|p| self.log.should_log(p.ip(), Instant::now())) {
+            tracing::warn!(
+                peer = %peer.map_or("?".into(), |p| p.to_string()),
+                reason = why.label(),
+                service,
+                "store connection refused (logged once per peer per minute)"
+            );
+        }
+        why
     }
 }
 
