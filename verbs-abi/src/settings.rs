@@ -54,11 +54,8 @@ impl Interface {
 
     /// Its GID: the address as IPv6 (IPv4 mapped), as iWARP devices report it.
     pub fn gid(&self) -> [u8; 16] {
-        match self.address() {
-            Some(IpAddr::V4(a)) => a.to_ipv6_mapped().octets(),
-            Some(IpAddr::V6(a)) => a.octets(),
-            None => Ipv6Addr::UNSPECIFIED.octets(),
-        }
+        self.address()
+            .map_or(Ipv6Addr::UNSPECIFIED.octets(), crate::cm::addr::gid_of)
     }
 
     /// A GUID from the MAC address (EUI-64), as Ethernet RDMA devices make theirs.

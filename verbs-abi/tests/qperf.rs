@@ -8,6 +8,25 @@ mod support;
 
 use std::process::{Command, Stdio};
 
+/// Waits (at most 30 s) until a socket listens on TCP `port` of this host (the qperf server's
+/// control port).
+fn wait_listening(port: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let listening = || {
+        Command::new("ss")
+            .args(["-ltnH", &format!("sport = :{port}")])
+            .output()
+            .is_ok_and(|o| !o.stdout.trim_ascii().is_empty())
+    };
+    while !listening() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the qperf server does not listen on port {port}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn qperf_rc_tests_run_over_xwarp() {
     let Some(tools) = support::rdma_tools() else {
@@ -40,7 +59,7 @@ fn qperf_rc_tests_run_over_xwarp() {
         .stderr(Stdio::null())
         .spawn()
         .expect("start the qperf server");
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    wait_listening(&port);
     let tests = ["rc_lat", "rc_rdma_read_bw", "rc_rdma_read_lat"];
     let client = [&["-cm1", "-t", "1", "127.0.0.1"][..], &tests].concat();
     let out = Command::new("timeout")

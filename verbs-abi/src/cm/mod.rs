@@ -3,7 +3,7 @@
 //! functions; `librdmacm.so.1` jumps to them, so one engine serves the process.
 #![allow(clippy::missing_safety_doc)]
 
-mod addr;
+pub(crate) mod addr;
 mod addrinfo;
 mod channel;
 mod connect;

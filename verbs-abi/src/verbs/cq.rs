@@ -120,10 +120,10 @@ impl XwCq {
         }
     }
 
-    /// The application's number of xwarp's queue pair `engine_num`.
-    fn qp_num(&self, engine_num: u32) -> u32 {
-        let m = self.qp_nums.read().unwrap_or_else(|p| p.into_inner());
-        m.iter()
+    /// The application's number of xwarp's queue pair `engine_num`, from `nums` (the
+    /// queue's [`map_qp`](Self::map_qp) pairs).
+    fn qp_num(nums: &[(u32, u32)], engine_num: u32) -> u32 {
+        nums.iter()
             .find(|&&(e, _)| e == engine_num)
             .map_or(engine_num, |&(_, n)| n)
     }
@@ -140,10 +140,14 @@ impl XwCq {
                 self.local_n.fetch_sub(1, Ordering::Release);
             }
         }
+        // Locked at the first completion, once for the batch (an empty poll takes no lock).
+        let mut nums = None;
         while n < out.len() {
             let Some(c) = self.cq.poll_one() else { break };
+            let nums =
+                nums.get_or_insert_with(|| self.qp_nums.read().unwrap_or_else(|p| p.into_inner()));
             out[n] = wc_of(&c);
-            out[n].qp_num = self.qp_num(c.qp_num);
+            out[n].qp_num = Self::qp_num(nums, c.qp_num);
             n += 1;
         }
         n

@@ -48,10 +48,9 @@ unsafe impl CObject for XwPd {
 pub(crate) struct XwMr {
     c: UnsafeCell<IbvMr>,
     magic: u64,
+    /// Registered with tagged offsets from the IO virtual address of its first octet
+    /// (`base_to`): local SGE addresses and peers' TOs count from it.
     pub(crate) region: dataplane::MemoryRegion,
-    /// The IO virtual address of its first octet: local SGE addresses and peers' TOs count
-    /// from it.
-    pub(crate) iova: u64,
 }
 
 const MR_MAGIC: u64 = 0x7877_6d72_0000_0001;
@@ -63,7 +62,7 @@ impl XwMr {
     /// Octets `[addr, addr + len)` of the IO virtual address space as an offset into the
     /// region, if they lie inside it.
     pub(crate) fn offset_of(&self, addr: u64, len: u32) -> Option<usize> {
-        let off = addr.checked_sub(self.iova)?;
+        let off = addr.checked_sub(self.region.base_to())?;
         let end = off.checked_add(u64::from(len))?;
         (end <= self.region.len() as u64).then_some(off as usize)
     }
@@ -221,7 +220,6 @@ unsafe fn register(
         }),
         magic: MR_MAGIC,
         region,
-        iova,
     });
     let ptr = mr.c.get();
     p.mrs

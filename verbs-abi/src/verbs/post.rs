@@ -27,14 +27,9 @@ pub(crate) struct RecvReq {
 }
 
 impl RecvReq {
-    /// The receive as a work request (receives are always signaled).
+    /// The receive as a work request.
     fn req(&self) -> Req<'_> {
-        Req {
-            wr_id: self.wr_id,
-            kind: PostKind::Recv,
-            sges: &self.sges,
-            signaled: true,
-        }
+        Req::recv(self.wr_id, &self.sges)
     }
 }
 
@@ -114,6 +109,18 @@ struct Req<'a> {
     kind: PostKind,
     sges: &'a [IbvSge],
     signaled: bool,
+}
+
+impl<'a> Req<'a> {
+    /// A receive (receives are always signaled).
+    fn recv(wr_id: u64, sges: &'a [IbvSge]) -> Self {
+        Req {
+            wr_id,
+            kind: PostKind::Recv,
+            sges,
+            signaled: true,
+        }
+    }
 }
 
 /// Posts `r` on `qp`, its elements named by lkey; the outcome.
@@ -294,17 +301,17 @@ unsafe fn send_one(q: &XwQp, w: &IbvSendWr) -> Result<(), c_int> {
 unsafe fn recv_one(q: &XwQp, w: &IbvRecvWr) -> Result<(), c_int> {
     // Safety: the caller's promise on the list.
     let sges = unsafe { elements(w.sg_list, w.num_sge) }?;
-    let r = RecvReq {
-        wr_id: w.wr_id,
-        sges: sges.iter().copied().collect(),
-    };
     let mut conn = q.conn();
     let outcome = match &mut *conn {
         Conn::Waiting(list) | Conn::Connecting(list) => {
-            list.push(r);
+            // Kept until the connection exists: the elements are copied.
+            list.push(RecvReq {
+                wr_id: w.wr_id,
+                sges: sges.iter().copied().collect(),
+            });
             return Ok(());
         }
-        Conn::Connected(qp) => post_on(q, qp, r.req()),
+        Conn::Connected(qp) => post_on(q, qp, Req::recv(w.wr_id, sges)),
         Conn::Error => Outcome::Completes(wc_status::WR_FLUSH_ERR),
     };
     match outcome {
