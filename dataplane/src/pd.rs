@@ -305,9 +305,8 @@ impl ProtectionDomain {
         len: usize,
         access: Access,
     ) -> Result<MemoryRegion, RegisterError> {
-        // Safety: the caller's promise on ptr/len (this function's contract).
-        let buf = unsafe { PinnedBuf::from_raw(ptr, len) }?;
-        self.register_buf(Arc::new(buf), access)
+        // Safety: the caller's promise on ptr/len, the same contract.
+        unsafe { self.register_raw_at(ptr, len, access, 0) }
     }
 
     /// As [`register_raw`](Self::register_raw), with tagged offsets from `base_to` instead of
