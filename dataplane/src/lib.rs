@@ -57,11 +57,11 @@ pub use config::{
     ConnectionConfig, EngineMode, LaneSteering, MpaSettings, Transport, XdpConfig, XdpInfo,
     DEFAULT_BACKLOG,
 };
-// Each source's share of a listener's backlog, on either transport.
 pub use counters::CounterSnapshot;
 pub use cq::{CompletionQueue, CqError, DEFAULT_CQ_CAPACITY};
 pub use ddp::NegotiatedFraming;
 pub use device::{Device, EngineLoad, QpInit};
+// Each source's share of a listener's backlog, on either transport.
 pub use endpoint::{SourcePrefix, SourceShare};
 pub use error::{ConnectError, DeviceError, PostError, RegisterError};
 pub use listener::{AcceptError, Incoming, Listener};

@@ -40,30 +40,10 @@ pub fn open_from(
     n: usize,
     timeout: Duration,
 ) -> (Vec<TcpStream>, usize) {
-    use nix::sys::socket::{self, sockopt, AddressFamily, SockFlag, SockType, SockaddrIn};
-    use std::os::fd::AsRawFd;
-    let tv =
-        nix::sys::time::TimeVal::new(timeout.as_secs() as i64, i64::from(timeout.subsec_micros()));
-    let one = || -> nix::Result<TcpStream> {
-        let fd = socket::socket(
-            AddressFamily::Inet,
-            SockType::Stream,
-            SockFlag::SOCK_CLOEXEC,
-            None,
-        )?;
-        // A connect past SO_SNDTIMEO fails instead of waiting out SYN retries.
-        socket::setsockopt(&fd, sockopt::SendTimeout, &tv)?;
-        socket::bind(
-            fd.as_raw_fd(),
-            &SockaddrIn::from(std::net::SocketAddrV4::new(src, 0)),
-        )?;
-        socket::connect(fd.as_raw_fd(), &SockaddrIn::from(dst))?;
-        Ok(TcpStream::from(fd))
-    };
     let mut held = Vec::with_capacity(n);
     let mut failed = 0;
     for _ in 0..n {
-        match one() {
+        match crate::source_flood::connect_from(src.into(), dst.into(), timeout) {
             Ok(s) => held.push(s),
             Err(_) => failed += 1,
         }

@@ -34,10 +34,12 @@ fn small() -> XskConfig {
 
 impl XskQueue {
     /// A queue made with `cfg` over plain rings whose indices start at `start` (copy mode, no
-    /// offloads; a receive strip when `cfg` asks for one), its fill ring filled.
+    /// offloads; a receive strip when `cfg` asks for one and binds in copy mode), its fill
+    /// ring filled.
     fn over_plain(cfg: XskConfig, start: u32) -> (XskQueue, Kernel) {
         let (socket, [fill, comp, rx, tx]) = XskSocket::plain(cfg.ring_size, start);
-        let with_strip = cfg.rx_strip && cfg.multi_buffer;
+        // No driver to ask: a strip only where the queue is sure to run in copy mode.
+        let with_strip = super::rx_run::strip_for(&cfg, || None);
         let layout = UmemLayout::new(&cfg, TxChecksumOffload::Off, with_strip);
         let umem = UmemArea::new(layout.len() as usize, false).expect("an anonymous UMEM");
         let opened = Opened {

@@ -4,6 +4,8 @@
 
 use std::ops::Range;
 
+use tcp_offload::checksum;
+
 /// Where the TCP segment starts in an Ethernet frame of TCP over IPv4 or IPv6 (TCP the first
 /// next header), and where its payload lies (within the IP length); `None` when the frame is
 /// not such a frame or carries no payload.
@@ -55,12 +57,9 @@ pub(super) fn flip(
 }
 
 /// RFC 1624 eqn. 3: the checksum `hc` of data in which one word went from `old` to `new`,
-/// HC' = ~(~HC + ~m + m').
+/// HC' = ~(~HC + ~m + m'), summed and folded by the production checksum.
 fn mended(hc: u16, old: u16, new: u16) -> u16 {
-    let mut s = u32::from(!hc) + u32::from(!old) + u32::from(new);
-    s = (s & 0xffff) + (s >> 16);
-    s = (s & 0xffff) + (s >> 16);
-    !(s as u16)
+    !checksum::fold(checksum::word(!hc) + checksum::word(!old) + checksum::word(new))
 }
 
 #[cfg(test)]

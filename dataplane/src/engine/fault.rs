@@ -39,20 +39,32 @@ pub struct FaultConfig {
 }
 
 impl FaultConfig {
+    /// The probabilities, each with its field's name (the names its text form uses).
+    fn rates_mut(&mut self) -> [(&'static str, &mut f64); 10] {
+        [
+            ("rx_drop", &mut self.rx_drop),
+            ("rx_duplicate", &mut self.rx_duplicate),
+            ("rx_reorder", &mut self.rx_reorder),
+            ("rx_corrupt", &mut self.rx_corrupt),
+            (
+                "rx_corrupt_past_checksum",
+                &mut self.rx_corrupt_past_checksum,
+            ),
+            ("tx_drop", &mut self.tx_drop),
+            ("tx_duplicate", &mut self.tx_duplicate),
+            ("tx_reorder", &mut self.tx_reorder),
+            ("tx_corrupt", &mut self.tx_corrupt),
+            (
+                "tx_corrupt_past_checksum",
+                &mut self.tx_corrupt_past_checksum,
+            ),
+        ]
+    }
+
     /// The probabilities, with their names.
     fn rates(&self) -> [(&'static str, f64); 10] {
-        [
-            ("rx_drop", self.rx_drop),
-            ("rx_duplicate", self.rx_duplicate),
-            ("rx_reorder", self.rx_reorder),
-            ("rx_corrupt", self.rx_corrupt),
-            ("rx_corrupt_past_checksum", self.rx_corrupt_past_checksum),
-            ("tx_drop", self.tx_drop),
-            ("tx_duplicate", self.tx_duplicate),
-            ("tx_reorder", self.tx_reorder),
-            ("tx_corrupt", self.tx_corrupt),
-            ("tx_corrupt_past_checksum", self.tx_corrupt_past_checksum),
-        ]
+        let mut copy = *self;
+        copy.rates_mut().map(|(name, p)| (name, *p))
     }
 
     /// Whether any fault is injected.
@@ -61,19 +73,9 @@ impl FaultConfig {
     }
 
     fn rate_mut(&mut self, name: &str) -> Option<&mut f64> {
-        Some(match name {
-            "rx_drop" => &mut self.rx_drop,
-            "rx_duplicate" => &mut self.rx_duplicate,
-            "rx_reorder" => &mut self.rx_reorder,
-            "rx_corrupt" => &mut self.rx_corrupt,
-            "rx_corrupt_past_checksum" => &mut self.rx_corrupt_past_checksum,
-            "tx_drop" => &mut self.tx_drop,
-            "tx_duplicate" => &mut self.tx_duplicate,
-            "tx_reorder" => &mut self.tx_reorder,
-            "tx_corrupt" => &mut self.tx_corrupt,
-            "tx_corrupt_past_checksum" => &mut self.tx_corrupt_past_checksum,
-            _ => return None,
-        })
+        self.rates_mut()
+            .into_iter()
+            .find_map(|(n, p)| (n == name).then_some(p))
     }
 }
 
@@ -411,6 +413,12 @@ mod tests {
         );
         assert!(cfg.enabled());
         assert_eq!(cfg.to_string().parse::<FaultConfig>(), Ok(cfg));
+        // Every field by its own name: each gets a rate of its own, and all read back.
+        let mut all = FaultConfig::default();
+        for (i, (_, p)) in all.rates_mut().into_iter().enumerate() {
+            *p = (i + 1) as f64 / 16.0;
+        }
+        assert_eq!(all.to_string().parse::<FaultConfig>(), Ok(all));
         assert_eq!("".parse::<FaultConfig>(), Ok(FaultConfig::default()));
         assert!(!FaultConfig::default().enabled());
         for bad in ["rx_drop", "rx_drop=2", "rx_drop=-0.1", "loss=0.1", "seed=x"] {

@@ -57,6 +57,21 @@ impl QpLink {
         f(&mut self.status.lock().unwrap_or_else(|p| p.into_inner()));
     }
 
+    /// Hands `wc` to its completion queue through the work tracker (which may hold it back,
+    /// or map it to the application's id); `Err` when the queue overran and dropped it.
+    fn deliver(&self, wc: ddp::WorkCompletion) -> Result<(), crate::CqError> {
+        let Some(wc) = self.work.complete(wc) else {
+            return Ok(());
+        };
+        let c = map_completion(wc, self.num);
+        let cq = if c.opcode == Opcode::Recv {
+            &self.recv_cq
+        } else {
+            &self.send_cq
+        };
+        cq.inner.push(c)
+    }
+
     fn set_error(&self, e: QpError) {
         self.update(|s| {
             if s.error.is_none() {
@@ -82,15 +97,7 @@ fn flush_unposted(link: &QpLink, wr: &ddp::WorkRequest) {
         invalidated: None,
         solicited: false,
     };
-    if let Some(wc) = link.work.complete(wc) {
-        let c = map_completion(wc, link.num);
-        let cq = if c.opcode == Opcode::Recv {
-            &link.recv_cq
-        } else {
-            &link.send_cq
-        };
-        let _ = cq.inner.push(c);
-    }
+    let _ = link.deliver(wc);
 }
 
 /// A connection between TCP set-up and the application's queue pair.
@@ -221,16 +228,7 @@ impl State {
         while let Some((conn, wc)) = self.engine.endpoint_mut().poll_completion() {
             any = true;
             if let Some(link) = self.routes.get(&conn) {
-                let Some(wc) = link.work.complete(wc) else {
-                    continue;
-                };
-                let c = map_completion(wc, link.num);
-                let cq = if c.opcode == Opcode::Recv {
-                    &link.recv_cq
-                } else {
-                    &link.send_cq
-                };
-                if cq.inner.push(c).is_err() && link.status().error.is_none() {
+                if link.deliver(wc).is_err() && link.status().error.is_none() {
                     // The queue pair goes to error: reset, the rest of its work flushed.
                     link.set_error(QpError::CqOverrun);
                     link.update(|s| s.close_requested = true);
