@@ -112,10 +112,7 @@ impl<D: Domain> Endpoint<D> {
         c.forget_backlog();
         c.abort();
         c.closing.begin();
-        if !c.dirty {
-            c.dirty = true;
-            self.dirty.push(id);
-        }
+        c.mark(id, &mut self.dirty);
     }
 
     /// Resets `tcp` (a handshake the caps refused): RST to the peer, nothing kept.

@@ -174,10 +174,7 @@ impl<D: Domain> Endpoint<D> {
                         q.handle_timeout(now);
                     }
                 }
-                if !k.dirty {
-                    k.dirty = true;
-                    self.dirty.push(id);
-                }
+                k.mark(id, &mut self.dirty);
             }
         }
         self.fired = fired;
@@ -472,10 +469,7 @@ impl<D: Domain> Endpoint<D> {
             .conns
             .get_mut(&conn.0)
             .ok_or(EndpointError::NoConnection)?;
-        if !c.dirty {
-            c.dirty = true;
-            self.dirty.push(conn.0);
-        }
+        c.mark(conn.0, &mut self.dirty);
         Ok(c)
     }
 
@@ -499,10 +493,7 @@ impl<D: Domain> Endpoint<D> {
         }
         .map_err(EndpointError::Post)?;
         self.outstanding += 1;
-        if !c.dirty {
-            c.dirty = true;
-            self.dirty.push(conn.0);
-        }
+        c.mark(conn.0, &mut self.dirty);
         Ok(())
     }
 
@@ -524,10 +515,7 @@ impl<D: Domain> Endpoint<D> {
             }
         }
         c.closing.begin_by(now + c.settings.close_timeout);
-        if !c.dirty {
-            c.dirty = true;
-            self.dirty.push(conn.0);
-        }
+        c.mark(conn.0, &mut self.dirty);
         Ok(())
     }
 
@@ -544,10 +532,7 @@ impl<D: Domain> Endpoint<D> {
             q.close();
         }
         c.closing.begin();
-        if !c.dirty {
-            c.dirty = true;
-            self.dirty.push(conn.0);
-        }
+        c.mark(conn.0, &mut self.dirty);
         Ok(())
     }
 

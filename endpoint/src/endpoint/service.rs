@@ -363,10 +363,7 @@ impl Round<'_> {
                         self.counters.tx_no_buffer += 1;
                         *self.busy = true;
                         // Marked again: the next round retries it when frames are back.
-                        if !c.dirty {
-                            c.dirty = true;
-                            self.dirty.push(self.id);
-                        }
+                        c.mark(self.id, self.dirty);
                         break;
                     }
                     _ if produced == 0 => break,

@@ -163,10 +163,7 @@ impl<D: Domain> Endpoint<D> {
         if !c.is_stream() {
             return Err(EndpointError::NotAStream);
         }
-        if !c.dirty {
-            c.dirty = true;
-            self.dirty.push(id);
-        }
+        c.mark(id, &mut self.dirty);
         Ok(c)
     }
 
