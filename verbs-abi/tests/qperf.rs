@@ -1,12 +1,28 @@
-//! qperf over xwarp (its rdma_cm mode, `-cm1`), over the kernel transport on loopback: the
-//! RC tests iWARP can carry run and report (`rc_lat`, `rc_rdma_read_bw`, `rc_rdma_read_lat`).
-//! Not run: `rc_bw`, which outruns the receiver's posted receives (InfiniBand's RNR retry
-//! covers that, iWARP has none: the receiver sends a Terminate), and `rc_rdma_write_*`, which
-//! use RDMA Write with immediate data (not in iWARP).
+//! qperf over xwarp (its rdma_cm mode, `-cm1`): the RC tests iWARP can carry run and report
+//! (`rc_lat`, `rc_rdma_read_bw`, `rc_rdma_read_lat`), over the kernel transport on loopback and
+//! between two network namespaces over the kernel and the xdp transports (qperf's control
+//! connection is a kernel TCP socket in every case). Not run: `rc_bw`, which outruns the
+//! receiver's posted receives (InfiniBand's RNR retry covers that, iWARP has none: the receiver
+//! sends a Terminate), and `rc_rdma_write_*`, which use RDMA Write with immediate data (not in
+//! iWARP). Privileged (the namespaces): skipped without root outside CI.
 
 mod support;
 
 use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use support::programs::{Tools, DEADLINE, QPERF_PORT};
+use testbed::{for_test, Side};
+use testkit::or_skip;
+
+/// The client's tests and options after the server's address.
+const TESTS: [&str; 3] = ["rc_lat", "rc_rdma_read_bw", "rc_rdma_read_lat"];
+
+/// The client's report holds two latencies and one bandwidth.
+fn assert_report(text: &str) {
+    assert_eq!(text.matches("latency  =").count(), 2, "{text}");
+    assert_eq!(text.matches("bw  =").count(), 1, "{text}");
+}
 
 /// Waits (at most 30 s) until a socket listens on TCP `port` of this host (the qperf server's
 /// control port).
@@ -28,7 +44,7 @@ fn wait_listening(port: &str) {
 }
 
 #[test]
-fn qperf_rc_tests_run_over_xwarp() {
+fn qperf_rc_tests_run_over_xwarp_on_loopback() {
     let Some(tools) = support::rdma_tools() else {
         return;
     };
@@ -60,8 +76,7 @@ fn qperf_rc_tests_run_over_xwarp() {
         .spawn()
         .expect("start the qperf server");
     wait_listening(&port);
-    let tests = ["rc_lat", "rc_rdma_read_bw", "rc_rdma_read_lat"];
-    let client = [&["-cm1", "-t", "1", "127.0.0.1"][..], &tests].concat();
+    let client = [&["-cm1", "-t", "1", "127.0.0.1"][..], &TESTS].concat();
     let out = Command::new("timeout")
         .arg("120")
         .arg(run)
@@ -77,6 +92,46 @@ fn qperf_rc_tests_run_over_xwarp() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(out.status.success(), "{:?}", out.status);
-    assert_eq!(text.matches("latency  =").count(), 2, "{text}");
-    assert_eq!(text.matches("bw  =").count(), 1, "{text}");
+    assert_report(&text);
+}
+
+/// The qperf server in A and its client in B, both on `transport`.
+fn qperf_between_namespaces(tag: &str, transport: &str) {
+    let Some(tb) = or_skip(tag, for_test(tag)) else {
+        return;
+    };
+    let Some(tools) = Tools::get() else {
+        return;
+    };
+    let port = QPERF_PORT.to_string();
+    let server = tools.start(&tb, Side::A, transport, "qperf", &["-lp", &port]);
+    // The control connection is the kernel's, whatever the transport.
+    tools.wait_ready(&tb, "kernel", "qperf");
+    let ip = tb.ip(Side::A).to_string();
+    let args = [&["-lp", &port, "-cm1", "-t", "1", &ip][..], &TESTS].concat();
+    let client = tools
+        .start(&tb, Side::B, transport, "qperf", &args)
+        .wait(DEADLINE);
+    // The server serves until it is stopped.
+    let _ = server.wait(Duration::ZERO);
+    println!(
+        "== {transport}: xwarp-run -- qperf {} (client, exit {:?}, {:.1} s)\n{}{}",
+        args.join(" "),
+        client.status,
+        client.took.as_secs_f64(),
+        client.stdout,
+        client.stderr
+    );
+    assert!(client.ok(), "qperf client on {transport}: {client:?}");
+    assert_report(&client.stdout);
+}
+
+#[test]
+fn qperf_rc_tests_between_namespaces_over_the_kernel_transport() {
+    qperf_between_namespaces("qpk", "kernel");
+}
+
+#[test]
+fn qperf_rc_tests_between_namespaces_over_the_xdp_transport() {
+    qperf_between_namespaces("qpx", "xdp");
 }

@@ -8,6 +8,11 @@ use std::time::{Duration, Instant};
 
 use testbed::{Side, VethTestbed};
 
+/// The port of fio's rdma engine in these tests.
+pub const FIO_PORT: u16 = 18600;
+/// The qperf server's control port in these tests.
+pub const QPERF_PORT: u16 = 18610;
+
 /// How long one program may run.
 pub const DEADLINE: Duration = Duration::from_secs(120);
 
@@ -76,6 +81,12 @@ impl Tools {
         })
     }
 
+    /// The unpacked libraries' folders (fio's Ceph engines link one from a folder of its own).
+    fn library_path(&self) -> std::ffi::OsString {
+        let lib = self.tools.join("usr/lib/x86_64-linux-gnu");
+        std::env::join_paths([lib.clone(), lib.join("ceph")]).expect("library folders")
+    }
+
     /// Starts `program args` in `side`'s namespace through xwarp-run on `transport`, the
     /// device on the side's veth end.
     pub fn start(
@@ -101,10 +112,7 @@ impl Tools {
         .arg("--")
         .arg(self.tools.join("usr/bin").join(program))
         .args(args)
-        .env(
-            "LD_LIBRARY_PATH",
-            self.tools.join("usr/lib/x86_64-linux-gnu"),
-        )
+        .env("LD_LIBRARY_PATH", self.library_path())
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&out).expect("output file"))
         .stderr(std::fs::File::create(&err).expect("error file"));
@@ -120,8 +128,13 @@ impl Tools {
     /// Waits (at most 30 s) until the server in A on `transport` is ready for `program`'s
     /// client: its port listening (kernel transport), or its device's XDP program attached
     /// (xdp transport; it listens a moment later, and refused connections are tried again).
-    fn wait_ready(&self, tb: &VethTestbed, transport: &str, program: &str) {
-        let port = if program == "rping" { 7174 } else { 18515 };
+    pub fn wait_ready(&self, tb: &VethTestbed, transport: &str, program: &str) {
+        let port = match program {
+            "rping" => 7174,
+            "fio" => FIO_PORT,
+            "qperf" => QPERF_PORT,
+            _ => 18515,
+        };
         let ready = || {
             let out = if transport == "kernel" {
                 tb.exec(Side::A, &["ss", "-ltnH", &format!("sport = :{port}")])
