@@ -12,14 +12,17 @@ pub struct RttEstimator {
     rttvar_ns: u64,
     rto: Duration,
     backoff: u32,
-    min: Duration,
     max: Duration,
+    /// The bounds in nanoseconds: each sample clamps by them without converting.
+    min_ns: u64,
+    max_ns: u64,
     /// Latest sample.
     pub latest: Option<Duration>,
 }
 
-/// Clock granularity G of RFC 6298 §2 (our timestamp clock ticks in milliseconds).
-const G: Duration = Duration::from_millis(1);
+/// Clock granularity G of RFC 6298 §2 in nanoseconds (our timestamp clock ticks in
+/// milliseconds).
+const G_NS: u64 = 1_000_000;
 
 /// `d` in nanoseconds, saturating.
 fn nanos(d: Duration) -> u64 {
@@ -34,16 +37,28 @@ impl RttEstimator {
             rttvar_ns: 0,
             rto: initial,
             backoff: 0,
-            min,
             max,
+            min_ns: nanos(min),
+            max_ns: nanos(max),
             latest: None,
         }
     }
 
     /// Feeds one RTT sample (RFC 6298 §2.2, §2.3); resets the backoff.
     pub fn on_sample(&mut self, r: Duration) {
+        self.smooth(nanos(r));
         self.latest = Some(r);
-        let r = nanos(r);
+    }
+
+    /// [`RttEstimator::on_sample`] of a sample in nanoseconds (a timestamp echo's, counted
+    /// without `Duration` arithmetic).
+    pub fn on_sample_ns(&mut self, r: u64) {
+        self.smooth(r);
+        self.latest = Some(Duration::from_nanos(r));
+    }
+
+    /// SRTT, RTTVAR and the RTO after sample `r` (nanoseconds); resets the backoff.
+    fn smooth(&mut self, r: u64) {
         let srtt = match self.srtt_ns {
             None => {
                 self.rttvar_ns = r / 2;
@@ -57,8 +72,8 @@ impl RttEstimator {
             }
         };
         self.srtt_ns = Some(srtt);
-        let rto = srtt.saturating_add(nanos(G).max(self.rttvar_ns.saturating_mul(4)));
-        self.rto = Duration::from_nanos(rto.clamp(nanos(self.min), nanos(self.max)));
+        let rto = srtt.saturating_add(G_NS.max(self.rttvar_ns.saturating_mul(4)));
+        self.rto = Duration::from_nanos(rto.clamp(self.min_ns, self.max_ns));
         self.backoff = 0;
     }
 
@@ -140,6 +155,16 @@ mod tests {
         assert_eq!(e.rto(), Duration::from_secs(60));
         e.on_sample(Duration::from_millis(1));
         assert_eq!(e.rto(), Duration::from_millis(200));
+    }
+
+    #[test]
+    fn a_sample_in_nanoseconds_is_the_same_sample() {
+        let (mut a, mut b) = (est(), est());
+        for ms in [100u64, 200, 1, 3000, 40] {
+            a.on_sample(Duration::from_millis(ms));
+            b.on_sample_ns(ms * 1_000_000);
+            assert_eq!((a.rto(), a.srtt(), a.latest), (b.rto(), b.srtt(), b.latest));
+        }
     }
 
     #[test]

@@ -77,6 +77,10 @@ pub struct Endpoint<D: Domain = NoDomain> {
     pub(crate) gen: IsnGenerator,
     pub(crate) conns: FastMap<u64, Conn<D>>,
     pub(crate) flows: FastMap<FourTuple, u64>,
+    /// The entry of `flows` the fast path looked up last: a run of frames of one connection
+    /// (a bulk transfer, a message and its ACK) compares a tuple instead of hashing it. Cleared
+    /// whenever `flows` changes.
+    pub(crate) last_flow: Option<(FourTuple, u64)>,
     pub(crate) listeners: Vec<ListenerEntry>,
     pub(crate) retired_listeners: listeners::RetiredListenerCounters,
     pub(crate) neighbours: Neighbours,
@@ -117,6 +121,7 @@ impl<D: Domain> Endpoint<D> {
             gen: IsnGenerator::new(cfg.secrets.isn_key(), now),
             conns: FastMap::default(),
             flows: FastMap::default(),
+            last_flow: None,
             listeners: Vec::new(),
             retired_listeners: Default::default(),
             neighbours: Neighbours::new(
@@ -459,6 +464,7 @@ impl<D: Domain> Endpoint<D> {
         let id = self.next_conn;
         self.next_conn += 1;
         self.flows.insert(c.tcp.tuple(), id);
+        self.last_flow = None;
         self.conns.insert(id, c);
         self.dirty.push(id);
         ConnId(id)

@@ -142,8 +142,15 @@ impl<D: Domain> Endpoint<D> {
         if local.ip() != self.cfg.ip || !self.is_steered(local.port()) {
             return false;
         }
-        let Some(&id) = self.flows.get(&seg.tuple) else {
-            return false;
+        let id = match self.last_flow {
+            Some((tuple, id)) if tuple == seg.tuple => id,
+            _ => {
+                let Some(&id) = self.flows.get(&seg.tuple) else {
+                    return false;
+                };
+                self.last_flow = Some((seg.tuple, id));
+                id
+            }
         };
         let Some(c) = self.conns.get_mut(&id) else {
             return false;

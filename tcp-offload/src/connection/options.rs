@@ -2,7 +2,7 @@
 //! (RFC 7323), SACK-permitted and the SACK blocks we send (RFC 2018).
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::config::Config;
 use crate::isn::FourTuple;
@@ -173,8 +173,9 @@ impl Connection {
         if let Some((_, ecr)) = seg.timestamps {
             let d = self.ts_clock.tsval(now).wrapping_sub(ecr);
             if ecr != 0 && d < 60_000 {
+                // At least 500 us (d < 60,000 ms: no overflow).
                 self.rtt
-                    .on_sample(Duration::from_millis(u64::from(d)).max(Duration::from_micros(500)));
+                    .on_sample_ns((u64::from(d) * 1_000_000).max(500_000));
             }
         }
     }
