@@ -43,6 +43,10 @@ impl DaemonConfig {
         t.insert("mpa".into(), Value::Table(mpa));
         let share = &self.backlog_share;
         let mut adm = Table::new();
+        adm.insert(
+            "backlog".into(),
+            i(i64::try_from(self.backlog).unwrap_or(i64::MAX)),
+        );
         let per_source = i64::try_from(share.per_source).unwrap_or(i64::MAX);
         adm.insert("backlog_per_source".into(), i(per_source));
         adm.insert("source_prefix_v4".into(), i(share.prefix.v4));
