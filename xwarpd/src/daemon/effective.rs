@@ -82,7 +82,7 @@ impl DaemonConfig {
             }
             let count = |n: usize| i(i64::try_from(n).unwrap_or(i64::MAX));
             xt.insert("max_connections".into(), count(x.limits.max_connections));
-            xt.insert("backlog".into(), count(x.listener.max_accept_queue));
+            // The backlog is admission.backlog (either transport).
             xt.insert("max_half_open".into(), count(x.listener.max_half_open));
             xt.insert("synack_retries".into(), i(x.listener.synack_retries));
             let tx_checksum = match x.tx_checksum {
@@ -182,6 +182,7 @@ addr = "198.18.0.1:18516"
             "credits = 16",
             "max_connections_per_source = 16",
             "backlog_per_source = 12",
+            "backlog = 50",
             "source_prefix_v6 = 64",
             "log = \"info\"",
             "[mpa]",
