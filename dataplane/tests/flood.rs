@@ -14,7 +14,9 @@
 //! - Fair admission: 5,000 idle connections from 198.18.0.3 (a second address of B) hold only
 //!   that address's share of the backlog (64 of 256), the rest reset at once; a client from
 //!   198.18.0.2 then connects and verifies a 1 MiB RDMA Write on its first try. The same with
-//!   80 connections from 198.18.0.3 that finish MPA and then stay silent.
+//!   80 connections from 198.18.0.3 that finish MPA and then stay silent. Over IPv6 a source
+//!   is a /64: 640 idle connections from 16 addresses of 2001:db8:0:f::/64 hold 64 places
+//!   together, and a client from 2001:db8::2 (another /64) gets in on its first try.
 //!
 //! The engine runs in this process, so its memory is this process's resident set (VmRSS); the
 //! client sockets are the kernel's and not in it.
@@ -370,30 +372,40 @@ fn serve_all(
 }
 
 /// What a fair-admission test runs against: the engine with its default backlog (256) and
-/// share per source (64), listening on `port` with an MPA startup timeout long enough that the
-/// flood's idle connections are still held when the client comes, and [`serve_all`] as its
-/// application (the handle to join, and the STag of the client's window).
-type FairSetup = (
+/// share per source (64), listening on `port` of A's IPv4 address with an MPA startup timeout
+/// long enough that the flood's idle connections are still held when the client comes, and
+/// [`serve_all`] as its application (the handle to join, and the STag of the client's window).
+type FairSetup<A> = (
     Device,
-    SocketAddrV4,
+    A,
     std::thread::JoinHandle<(usize, dataplane::Listener)>,
     u32,
 );
 
-fn fair_setup(tb: &VethTestbed, port: u16) -> FairSetup {
-    tb.tx_checksum_off(Side::B).expect("ethtool -K tx off");
+fn fair_setup(tb: &VethTestbed, port: u16) -> FairSetup<SocketAddrV4> {
     add_flood_source(tb);
-    let x = open_xdp(tb, |_| {});
     let local = SocketAddrV4::new(tb.ip(Side::A), port);
+    let (x, _, app, stag) = fair_listen(tb, local.into(), tb.ip(Side::B).into());
+    (x, local, app, stag)
+}
+
+/// As [`fair_setup`], on `local` (the engine serves its address), the client coming from
+/// `client`.
+fn fair_listen(
+    tb: &VethTestbed,
+    local: SocketAddr,
+    client: std::net::IpAddr,
+) -> FairSetup<SocketAddr> {
+    tb.tx_checksum_off(Side::B).expect("ethtool -K tx off");
+    let x = open_xdp(tb, |c| c.address = Some(local.ip()));
     let cfg = ConnectionConfig::default().with_mpa(MpaSettings {
         timeout: Duration::from_secs(60),
         ..MpaSettings::default()
     });
-    let listener = x.listen(SocketAddr::V4(local), cfg).unwrap();
+    let listener = x.listen(local, cfg).unwrap();
     let (stx, srx) = mpsc::channel();
     let x2 = x.clone();
-    let client_ip = tb.ip(Side::B).into();
-    let app = std::thread::spawn(move || serve_all(x2, listener, client_ip, stx));
+    let app = std::thread::spawn(move || serve_all(x2, listener, client, stx));
     let stag = srx.recv_timeout(T).unwrap();
     (x, local, app, stag)
 }
@@ -497,6 +509,106 @@ fn silent_mpa_connections_from_one_address_leave_another_address_working() {
     drop(flood);
     println!(
         "silent flood: client took {took:?}; test took {:?}",
+        started.elapsed()
+    );
+}
+
+/// Flooding addresses of the IPv6 test: 2001:db8:0:f::1 to ::16, one /64 (one source).
+fn v6_flood_sources() -> impl Iterator<Item = std::net::Ipv6Addr> {
+    (1..=V6_FLOOD_ADDRESSES).map(|n| std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 0xf, 0, 0, 0, n))
+}
+
+/// Addresses the IPv6 flood comes from, and idle connections from each.
+const V6_FLOOD_ADDRESSES: u16 = 16;
+const V6_FLOOD_EACH: usize = 40;
+
+/// IPv6 fair admission over the xdp transport: 640 idle connections from 16 addresses of
+/// 2001:db8:0:f::/64 hold that /64's share of the backlog (64 of 256) together, the rest are
+/// reset at once; meanwhile the client from 2001:db8::2 (another /64) connects and verifies a
+/// 1 MiB RDMA Write on its first try.
+#[test]
+fn an_idle_flood_from_one_ipv6_prefix_leaves_another_prefix_a_place_in_the_backlog() {
+    let Some(tb) = or_skip("fair_idle_v6", for_test("fa6")) else {
+        return;
+    };
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let total = usize::from(V6_FLOOD_ADDRESSES) * V6_FLOOD_EACH;
+    raise_nofile(total as u64 + 1024);
+    let started = Instant::now();
+    // The flooding /64 on B; A's kernel answers B's neighbour solicitations from it (the
+    // engine answers the connections by the SYN's source MAC).
+    for src in v6_flood_sources() {
+        let addr = format!("{src}/64");
+        tb.ip_cmd(
+            Side::B,
+            &[
+                "-6",
+                "addr",
+                "add",
+                &addr,
+                "dev",
+                tb.ifname(Side::B),
+                "nodad",
+            ],
+        )
+        .expect("add a flooding address to B");
+    }
+    tb.ip_cmd(
+        Side::A,
+        &[
+            "-6",
+            "route",
+            "add",
+            "2001:db8:0:f::/64",
+            "dev",
+            tb.ifname(Side::A),
+        ],
+    )
+    .expect("route the flooding /64 in A");
+    let local = SocketAddr::new(tb.ip6(Side::A).into(), 4600);
+    let (x, _, app, stag) = fair_listen(&tb, local, tb.ip6(Side::B).into());
+    let share = XdpConfig::new("").limits.backlog_share.per_source;
+
+    let t0 = Instant::now();
+    let mut socks = Vec::new();
+    let mut reset_early = 0;
+    for src in v6_flood_sources() {
+        let (held, reset) = source_flood::idle(Some(src.into()), local, V6_FLOOD_EACH, T, || {
+            tb.enter(Side::B).expect("enter B")
+        });
+        socks.extend(held);
+        reset_early += reset;
+    }
+    let opened = t0.elapsed();
+    assert_eq!(socks.len() + reset_early, total);
+    handshakes_done(&x);
+    let held = x.engine_load().unwrap();
+    let c = x.engine_counters().unwrap();
+    println!(
+        "fair idle flood (IPv6): {total} connections from {V6_FLOOD_ADDRESSES} addresses of \
+         2001:db8:0:f::/64 in {opened:?}; held {held:?}; {c:?}"
+    );
+    assert_eq!(held.connections, share, "the /64 holds its share only");
+    assert_eq!(
+        c.backlog_share_refused as usize,
+        total - share,
+        "the rest were reset at once: {c:?}"
+    );
+
+    let k = Device::open(Transport::Kernel).unwrap();
+    let t1 = Instant::now();
+    real_client(&tb, &k, local, stag);
+    let took = t1.elapsed();
+    let (flood_accepted, _listener) = app.join().expect("the application");
+    assert_eq!(flood_accepted, 0, "idle connections send no Request");
+    assert!(
+        x.engine_load().unwrap().connections >= share,
+        "the flood's connections were still held"
+    );
+    assert_eq!(x.counters().mpa_established, 1);
+    drop(socks);
+    println!(
+        "fair idle flood (IPv6): client took {took:?}; test took {:?}",
         started.elapsed()
     );
 }

@@ -17,6 +17,7 @@
 //! - [`source_flood`]: idle and silent MPA floods from one source address of their own.
 //! - [`sanitizer`]: whether the build runs under AddressSanitizer, and the memory bounds that
 //!   hold only without it.
+//! - `loom_explore` (in a build with `--cfg loom` only): running a loom model, counted.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -24,6 +25,8 @@ pub mod checksum;
 pub mod frame_corpus;
 pub mod idle_flood;
 pub mod iwarp_oracle;
+#[cfg(loom)]
+pub mod loom_explore;
 pub mod pcap;
 pub mod privileged;
 pub mod sanitizer;

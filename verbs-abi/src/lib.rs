@@ -15,5 +15,8 @@ mod cm;
 mod errno;
 mod handle;
 mod log;
+#[cfg(all(test, loom))]
+mod loom_models;
 pub mod settings;
+mod sync;
 mod verbs;

@@ -34,7 +34,7 @@ use xwarpd::daemon::{self, config::DEFAULT_CONTROL, DaemonConfig, DaemonError, H
 ///
 /// Fair admission: a source is an IPv4 address or an IPv6 /64 (admission.source_prefix_v4,
 /// admission.source_prefix_v6). A listener's backlog (connections whose MPA startup has not
-/// finished: xdp.backlog, 256 on the kernel transport) takes at most --backlog-per-source of
+/// finished: --backlog, 256 by default, on either transport) takes at most --backlog-per-source of
 /// them from one source; when it is full, the oldest of the source holding the most is reset
 /// to make room for a source holding fewer.
 ///
@@ -113,6 +113,11 @@ struct RunArgs {
     /// and counted [default: a quarter of --store-max-connections].
     #[arg(long, value_name = "N")]
     store_max_connections_per_source: Option<String>,
+    /// Most connections in MPA startup a listener holds (its backlog, on either transport;
+    /// admission.backlog, or xdp.backlog); more are reset, or the oldest of the source holding
+    /// the most gives way [default: 256].
+    #[arg(long, value_name = "N")]
+    backlog: Option<String>,
     /// Most connections in MPA startup one source may hold in a listener's backlog; more are
     /// reset and counted [default: a quarter of the backlog].
     #[arg(long, value_name = "N")]
@@ -190,6 +195,7 @@ fn load(a: &RunArgs) -> Result<DaemonConfig, DaemonError> {
         store_allow: a.store_allow.clone(),
         store_max_connections: a.store_max_connections.clone(),
         store_max_connections_per_source: a.store_max_connections_per_source.clone(),
+        backlog: a.backlog.clone(),
         backlog_per_source: a.backlog_per_source.clone(),
         store_idle_timeout: a.store_idle_timeout.clone(),
         store_tcp: a.store_tcp.clone(),

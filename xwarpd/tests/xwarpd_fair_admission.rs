@@ -45,6 +45,17 @@ enum Transport {
 /// xwarpd in A serving a 16 MiB store on A's address over `transport`, metrics on, `store`
 /// appended to the `[store]` section.
 fn start(tb: &VethTestbed, tmp: &[Tmp; 3], transport: Transport, store: &str) -> Daemon {
+    start_with(tb, tmp, transport, store, &[])
+}
+
+/// As [`start`], with `flags` on the command line.
+fn start_with(
+    tb: &VethTestbed,
+    tmp: &[Tmp; 3],
+    transport: Transport,
+    store: &str,
+    flags: &[&str],
+) -> Daemon {
     let [conf, img, ctl] = tmp;
     let xdp = match transport {
         Transport::Xdp => format!(
@@ -62,7 +73,7 @@ fn start(tb: &VethTestbed, tmp: &[Tmp; 3], transport: Transport, store: &str) ->
     );
     std::fs::write(conf.path(), text).unwrap();
     let mut c = tb.command(Side::A, BIN);
-    c.args(["--config", conf.as_str()]);
+    c.args(["--config", conf.as_str()]).args(flags);
     Daemon::spawn(c)
 }
 
@@ -208,6 +219,50 @@ fn silent_mpa_connections_from_one_address_take_only_their_share_over_xdp() {
 #[test]
 fn silent_mpa_connections_from_one_address_take_only_their_share_over_kernel_tcp() {
     silent_flood("xks", Transport::Kernel);
+}
+
+/// The backlog setting reaches the kernel transport's listener: with `--backlog 4` (one source
+/// allowed all of it), 6 idle connections from 198.18.0.3 leave 4 held and 2 reset for the
+/// source's share; then each of 2 from 198.18.0.2 finds the backlog full and resets the oldest
+/// of 198.18.0.3 to take its place (the default backlog, 256, would have held them all).
+#[test]
+fn the_backlog_setting_reaches_the_kernel_transports_listener() {
+    let Some(tb) = flood_testbed("xbl") else {
+        return;
+    };
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = temps("backlog");
+    let flags = ["--backlog", "4", "--backlog-per-source", "4"];
+    let d = start_with(&tb, &tmp, Transport::Kernel, "", &flags);
+    let enter = || tb.enter(Side::B).expect("enter B");
+    let idle = |src: std::net::Ipv4Addr, n| {
+        let (socks, reset_early) = source_flood::idle(Some(src.into()), dst(&tb), n, T, enter);
+        assert_eq!(socks.len() + reset_early, n);
+        socks
+    };
+    let decided = |what, metric, want| {
+        wait_until(Duration::from_secs(20), what, || {
+            sample(&scrape(&tb, &d), metric) >= want
+        });
+        let m = scrape(&tb, &d);
+        assert_eq!(sample(&m, metric), want, "{what}:\n{m}");
+    };
+    let flood = idle(FLOOD_SOURCE, 6);
+    decided(
+        "the source's share refused",
+        "xwarpd_backlog_share_refused_total",
+        2,
+    );
+    let others = idle(tb.ip(Side::B), 2);
+    decided(
+        "room made in the full backlog",
+        "xwarpd_backlog_evictions_total",
+        2,
+    );
+    let m = scrape(&tb, &d);
+    assert_eq!(sample(&m, "xwarpd_backlog_refused_total"), 2, "{m}");
+    drop((flood, others));
+    stop(d);
 }
 
 /// One source may take every slot: the silent flood fills the store. Once its connections

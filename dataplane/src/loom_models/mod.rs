@@ -20,9 +20,9 @@
 //! (`deploy/xwarp test` runs them so.)
 //!
 //! Each model prints how many interleavings it explored. `LOOM_MAX_PREEMPTIONS` bounds the
-//! search (default here: [`DEFAULT_PREEMPTIONS`]). Each model has a broken variant that removes
-//! one ordering or lock the structure needs; adding `--cfg loom_broken="NAME"` to `RUSTFLAGS`
-//! builds it, and its model fails: `handoff_len_after_unlock`, `cq_drain_after_unlock`,
+//! search (default: `testkit::loom_explore::DEFAULT_PREEMPTIONS`). Each model has a broken
+//! variant that removes one ordering or lock the structure needs; adding
+//! `--cfg loom_broken="NAME"` to `RUSTFLAGS` builds it, and its model fails: `handoff_len_after_unlock`, `cq_drain_after_unlock`,
 //! `qp_deliver_after_unlock`. Passed to dataplane alone, it rebuilds only dataplane (the
 //! `bench` profile is the release one with the test harness); then run the printed executable:
 //!
@@ -39,26 +39,4 @@ mod cq;
 mod handoff;
 mod queue_pair;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
-
-/// Preemptions loom tries per interleaving when `LOOM_MAX_PREEMPTIONS` is not set: the three
-/// models take about 12 s together at this bound in a release build on two cores.
-pub(crate) const DEFAULT_PREEMPTIONS: usize = 8;
-
-/// Explores every interleaving of `scenario` and prints how many there were.
-pub(crate) fn explore(name: &str, scenario: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = builder.preemption_bound.or(Some(DEFAULT_PREEMPTIONS));
-    let runs = Arc::new(AtomicUsize::new(0));
-    let counted = runs.clone();
-    builder.check(move || {
-        counted.fetch_add(1, Ordering::Relaxed);
-        scenario();
-    });
-    println!(
-        "loom model {name}: {} interleavings explored (at most {} preemptions each)",
-        runs.load(Ordering::Relaxed),
-        builder.preemption_bound.unwrap_or(usize::MAX)
-    );
-}
+pub(crate) use testkit::loom_explore::explore;

@@ -4,11 +4,11 @@
 //! until `rdma_ack_cm_event`.
 
 use std::cell::UnsafeCell;
-use std::collections::VecDeque;
 use std::os::raw::c_int;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use super::event_queue::EventQueue;
 use crate::abi::cm::*;
 use crate::abi::verbs::IbvAhAttr;
 use crate::errno;
@@ -20,8 +20,7 @@ use crate::verbs::fd::EventCounter;
 pub(crate) struct XwEventChannel {
     c: UnsafeCell<RdmaEventChannel>,
     magic: AtomicU64,
-    counter: EventCounter,
-    queue: Mutex<VecDeque<Box<XwEvent>>>,
+    events: EventQueue<Box<XwEvent>, EventCounter>,
 }
 
 // Safety: the C structure (the descriptor) is written once before the channel is shared.
@@ -112,26 +111,12 @@ impl XwEvent {
 impl XwEventChannel {
     /// Queues `event` (the descriptor becomes readable).
     pub(crate) fn push(&self, event: Box<XwEvent>) {
-        self.queue
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push_back(event);
-        self.counter.add_one();
+        self.events.push(event);
     }
 
     /// The next event: waits for one unless the descriptor is non-blocking.
     fn next(&self) -> Result<Box<XwEvent>, c_int> {
-        loop {
-            self.counter.take_one()?;
-            let e = self
-                .queue
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .pop_front();
-            if let Some(e) = e {
-                return Ok(e);
-            }
-        }
+        self.events.next()
     }
 }
 
@@ -145,8 +130,7 @@ pub unsafe extern "C" fn xwarp_rdma_create_event_channel() -> *mut RdmaEventChan
     let ch = Arc::new(XwEventChannel {
         c: UnsafeCell::new(RdmaEventChannel { fd: counter.raw() }),
         magic: AtomicU64::new(XwEventChannel::MAGIC),
-        counter,
-        queue: Mutex::new(VecDeque::new()),
+        events: EventQueue::new(counter),
     });
     XwEventChannel::into_c(ch)
 }

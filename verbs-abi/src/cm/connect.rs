@@ -15,6 +15,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::channel::ConnInfo;
+use super::connection_events::Phase;
 use super::id::{cm_context, device_for, XwCmId};
 use crate::abi::cm::*;
 use crate::handle::CObject;
@@ -186,7 +187,8 @@ pub unsafe extern "C" fn xwarp_rdma_connect(id: *mut RdmaCmId, param: *mut RdmaC
                         private_data: pd,
                         ..ConnInfo::default()
                     };
-                    me.report(std::ptr::null_mut(), ev, status, info);
+                    me.conn
+                        .fail(|| me.report(std::ptr::null_mut(), ev, status, info));
                 }
             }
         });
@@ -196,9 +198,11 @@ pub unsafe extern "C" fn xwarp_rdma_connect(id: *mut RdmaCmId, param: *mut RdmaC
     }
 }
 
-/// The connection `dq` of `id`'s queue pair is made: the queue pair takes it, the watcher
-/// looks after it, ESTABLISHED reports the IRD (as initiator_depth) and ORD (as
-/// responder_resources) in force and the peer's private data (the active side's).
+/// The connection `dq` of `id`'s queue pair is made: the queue pair takes it, ESTABLISHED
+/// reports the IRD (as initiator_depth) and ORD (as responder_resources) in force and the
+/// peer's private data (the active side's), then the watcher looks after it (so its
+/// DISCONNECTED comes after). An identifier destroyed meanwhile reports nothing: its queue
+/// pair goes to error.
 fn established(
     id: &Arc<XwCmId>,
     qp: &crate::verbs::qp::XwQp,
@@ -212,9 +216,14 @@ fn established(
         responder_resources: neg.ord.min(255) as u8,
     };
     qp.connected(dq);
-    id.state().established = true;
-    watch(id);
-    id.report(std::ptr::null_mut(), event::ESTABLISHED, 0, info);
+    if id
+        .conn
+        .establish(|| id.report(std::ptr::null_mut(), event::ESTABLISHED, 0, info))
+    {
+        watch(id);
+    } else {
+        qp.fail();
+    }
 }
 
 /// `rdma_listen`: listens on the bound address (the wildcard on the first device) and
@@ -432,23 +441,20 @@ pub unsafe extern "C" fn xwarp_rdma_disconnect(id: *mut RdmaCmId) -> c_int {
     let Some(me) = (unsafe { XwCmId::borrow(id) }) else {
         return errno::fail(libc::EINVAL);
     };
-    let mut st = me.state();
-    if !st.established {
+    if !matches!(me.conn.phase(), Phase::Established | Phase::Disconnected) {
         return errno::fail(libc::EINVAL);
     }
-    if let Some(q) = &st.qp {
+    if let Some(q) = &me.state().qp {
         q.fail();
     }
-    if !st.disconnected {
-        st.disconnected = true;
-        drop(st);
+    me.conn.disconnect(|| {
         me.report(
             std::ptr::null_mut(),
             event::DISCONNECTED,
             0,
             ConnInfo::default(),
-        );
-    }
+        )
+    });
     0
 }
 
@@ -481,10 +487,10 @@ fn look_at_connections() {
         w.iter().filter_map(Weak::upgrade).collect()
     };
     for id in ids {
-        let mut st = id.state();
-        if st.disconnected {
+        if id.conn.phase() != Phase::Established {
             continue;
         }
+        let st = id.state();
         if let Some(q) = &st.qp {
             q.report_overruns();
         }
@@ -498,17 +504,21 @@ fn look_at_connections() {
             }
             q.fail();
         }
-        st.disconnected = true;
         drop(st);
-        id.report(
-            std::ptr::null_mut(),
-            event::DISCONNECTED,
-            0,
-            ConnInfo::default(),
-        );
+        id.conn.disconnect(|| {
+            id.report(
+                std::ptr::null_mut(),
+                event::DISCONNECTED,
+                0,
+                ConnInfo::default(),
+            )
+        });
     }
     WATCHED
         .lock()
         .unwrap_or_else(|p| p.into_inner())
-        .retain(|i| i.upgrade().is_some_and(|id| !id.state().disconnected));
+        .retain(|i| {
+            i.upgrade()
+                .is_some_and(|id| id.conn.phase() == Phase::Established)
+        });
 }

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use super::addr;
 use super::channel::{ConnInfo, XwEvent, XwEventChannel};
 use super::connect::ListenTask;
+use super::connection_events::{ConnectionEvents, Phase};
 use crate::abi::cm::*;
 use crate::abi::verbs::*;
 use crate::handle::CObject;
@@ -27,6 +28,8 @@ pub(crate) struct XwCmId {
     magic: AtomicU64,
     pub(crate) channel: Arc<XwEventChannel>,
     st: Mutex<IdState>,
+    /// Its connection's phase, moved with the events that report it.
+    pub(crate) conn: ConnectionEvents,
 }
 
 /// What an identifier is bound to and doing.
@@ -41,10 +44,6 @@ pub(crate) struct IdState {
     pub(crate) listener: Option<ListenTask>,
     /// A connection request not yet accepted or rejected, and the IRD and ORD it offered.
     pub(crate) incoming: Option<(dataplane::Incoming, u8, u8)>,
-    /// A connection was made (ESTABLISHED reported).
-    pub(crate) established: bool,
-    /// DISCONNECTED was reported.
-    pub(crate) disconnected: bool,
 }
 
 // Safety: the C structure is written under `st`'s lock (or before sharing); the application
@@ -124,6 +123,7 @@ impl XwCmId {
             magic: AtomicU64::new(Self::MAGIC),
             channel,
             st: Mutex::new(IdState::default()),
+            conn: ConnectionEvents::default(),
         })
     }
 
@@ -235,6 +235,9 @@ pub unsafe extern "C" fn xwarp_rdma_destroy_id(id: *mut RdmaCmId) -> c_int {
     let Some(me) = (unsafe { XwCmId::release(id) }) else {
         return errno::fail(libc::EINVAL);
     };
+    // No event about it is queued from here on (the connecting thread and the watcher may
+    // still hold it).
+    me.conn.destroy();
     let (listener, incoming, qp) = {
         let mut st = me.state();
         (st.listener.take(), st.incoming.take(), st.qp.clone())
@@ -599,7 +602,7 @@ pub unsafe extern "C" fn xwarp_rdma_init_qp_attr(
     if attr.is_null() || mask.is_null() {
         return errno::fail(libc::EINVAL);
     }
-    let state = if me.state().established {
+    let state = if matches!(me.conn.phase(), Phase::Established | Phase::Disconnected) {
         qp_state::RTS
     } else {
         qp_state::INIT

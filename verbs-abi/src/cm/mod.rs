@@ -7,4 +7,6 @@ pub(crate) mod addr;
 mod addrinfo;
 mod channel;
 mod connect;
+pub(crate) mod connection_events;
+pub(crate) mod event_queue;
 mod id;

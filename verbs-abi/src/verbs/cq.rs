@@ -4,14 +4,15 @@
 //! armed queue has fired, as `ibv_get_cq_event` expects.
 
 use std::cell::UnsafeCell;
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::os::raw::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use super::context::XwContext;
 use super::device::MAX_CQE;
 use super::fd::{EpollSet, EventCounter};
+use super::local_completions::LocalCompletions;
 use crate::abi::verbs::*;
 use crate::handle::CObject;
 use crate::{errno, log};
@@ -23,11 +24,9 @@ pub(crate) struct XwCq {
     magic: AtomicU64,
     pub(crate) ctx: Arc<XwContext>,
     pub(crate) cq: dataplane::CompletionQueue,
-    /// Completions of the library's own (checked before `cq`'s).
-    local: Mutex<VecDeque<IbvWc>>,
-    local_n: AtomicUsize,
-    /// Armed by `req_notify_cq`: a local completion fires it too.
-    armed: AtomicBool,
+    /// Completions of the library's own (polled before `cq`'s), armed by `req_notify_cq`
+    /// with `cq`.
+    local: LocalCompletions<IbvWc>,
     /// Readable (in the channel's set) when a local completion fired an event.
     local_event: Option<EventCounter>,
     channel: Option<Arc<XwCompChannel>>,
@@ -86,12 +85,7 @@ impl XwCq {
 
     /// Adds a completion of the library's own (fires an armed queue's event).
     pub(crate) fn push_local(&self, wc: IbvWc) {
-        self.local
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push_back(wc);
-        self.local_n.fetch_add(1, Ordering::Release);
-        if self.armed.swap(false, Ordering::AcqRel) {
+        if self.local.push(wc) {
             if let Some(e) = &self.local_event {
                 e.add_one();
             }
@@ -131,15 +125,10 @@ impl XwCq {
     /// Up to `out.len()` completions into `out`; how many.
     pub(crate) fn poll(&self, out: &mut [IbvWc]) -> usize {
         let mut n = 0;
-        if self.local_n.load(Ordering::Acquire) > 0 {
-            let mut q = self.local.lock().unwrap_or_else(|p| p.into_inner());
-            while n < out.len() {
-                let Some(wc) = q.pop_front() else { break };
-                out[n] = wc;
-                n += 1;
-                self.local_n.fetch_sub(1, Ordering::Release);
-            }
-        }
+        self.local.poll(out.len(), |wc| {
+            out[n] = wc;
+            n += 1;
+        });
         // Locked at the first completion, once for the batch (an empty poll takes no lock).
         let mut nums = None;
         while n < out.len() {
@@ -230,7 +219,7 @@ pub(crate) unsafe extern "C" fn req_notify_cq(cq: *mut IbvCq, solicited_only: c_
     let Some(q) = (unsafe { XwCq::borrow(cq) }) else {
         return libc::EINVAL;
     };
-    q.armed.store(true, Ordering::Release);
+    q.local.arm();
     q.cq.arm(solicited_only != 0);
     log::debug(format_args!(
         "cq {cq:p}: armed (solicited only: {solicited_only})"
@@ -335,9 +324,7 @@ pub unsafe extern "C" fn ibv_create_cq(
         magic: AtomicU64::new(XwCq::MAGIC),
         ctx: c,
         cq,
-        local: Mutex::new(VecDeque::new()),
-        local_n: AtomicUsize::new(0),
-        armed: AtomicBool::new(false),
+        local: LocalCompletions::default(),
         local_event,
         channel: ch,
         qp_nums: RwLock::new(Vec::new()),

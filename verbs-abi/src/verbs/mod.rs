@@ -10,6 +10,7 @@ pub(crate) mod context;
 pub(crate) mod cq;
 pub(crate) mod device;
 pub(crate) mod fd;
+pub(crate) mod local_completions;
 pub(crate) mod pd_mr;
 pub(crate) mod post;
 pub(crate) mod qp;

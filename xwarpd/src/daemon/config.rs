@@ -9,7 +9,7 @@ use serde::Deserialize;
 pub use tool_support::ByteSize;
 use tool_support::SizeError;
 
-use super::admission_config::{parse_admission, RawAdmission};
+use super::admission_config::{parse_admission, parse_backlog, RawAdmission};
 use super::store_config::{parse_store, RawStore};
 pub use super::store_config::{
     StoreConfig, TcpStoreConfig, DEFAULT_STORE_PORT, DEFAULT_TCP_STORE_PORT,
@@ -173,6 +173,8 @@ pub struct Overrides {
     pub store_max_connections: Option<String>,
     /// `--store-max-connections-per-source`.
     pub store_max_connections_per_source: Option<String>,
+    /// `--backlog`.
+    pub backlog: Option<String>,
     /// `--backlog-per-source`.
     pub backlog_per_source: Option<String>,
     /// `--store-idle-timeout`.
@@ -253,6 +255,10 @@ pub struct DaemonConfig {
     pub crc: bool,
     /// Kernel transport: one FPDU per TCP segment (slow; for wire captures).
     pub segment_per_fpdu: bool,
+    /// A listener's backlog: connections whose MPA startup has not finished, at most
+    /// (`--backlog`, `admission.backlog`; on the xdp transport also `xdp.backlog`, and in
+    /// `xdp.listener.max_accept_queue`).
+    pub backlog: usize,
     /// What counts as one source of connections, and each source's share of a listener's
     /// backlog (`[admission]`); on the xdp transport also in `xdp.limits.backlog_share`.
     pub backlog_share: dataplane::SourceShare,
@@ -595,6 +601,7 @@ impl DaemonConfig {
         let transport = parse_transport(tsetting, tname)?;
         // The section is checked whatever the transport, so a file can be switched with
         // --transport; the flags only make sense with xdp.
+        let xdp_backlog = raw.xdp.as_ref().is_some_and(|x| x.backlog.is_some());
         let xdp = parse_xdp(raw.xdp.unwrap_or_default(), o)?;
         let mut xdp = match transport {
             Transport::Kernel if !o.xdp_flags().is_empty() => {
@@ -607,11 +614,12 @@ impl DaemonConfig {
                 "transport \"xdp\" needs an interface: set xdp.interface in the file or give --interface IFNAME",
             ))?),
         };
-        let backlog = xdp
-            .as_ref()
-            .map_or(dataplane::DEFAULT_BACKLOG, |x| x.listener.max_accept_queue);
-        let backlog_share = parse_admission(raw.admission.unwrap_or_default(), o, backlog)?;
+        let admission = raw.admission.unwrap_or_default();
+        let xdp_backlog = xdp_backlog.then(|| xdp.as_ref().map(|x| x.listener.max_accept_queue));
+        let backlog = parse_backlog(&admission, o, xdp_backlog.flatten())?;
+        let backlog_share = parse_admission(admission, o, backlog)?;
         if let Some(x) = &mut xdp {
+            x.listener.max_accept_queue = backlog;
             x.limits.backlog_share = backlog_share;
         }
         let metrics = match o.metrics.as_deref().or(raw.metrics.as_deref()) {
@@ -682,6 +690,7 @@ impl DaemonConfig {
             markers: o.markers.or(mpa.markers).unwrap_or(false),
             crc: o.crc.or(mpa.crc).unwrap_or(true),
             segment_per_fpdu,
+            backlog,
             backlog_share,
             store,
             listeners,

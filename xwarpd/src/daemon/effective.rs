@@ -43,6 +43,10 @@ impl DaemonConfig {
         t.insert("mpa".into(), Value::Table(mpa));
         let share = &self.backlog_share;
         let mut adm = Table::new();
+        adm.insert(
+            "backlog".into(),
+            i(i64::try_from(self.backlog).unwrap_or(i64::MAX)),
+        );
         let per_source = i64::try_from(share.per_source).unwrap_or(i64::MAX);
         adm.insert("backlog_per_source".into(), i(per_source));
         adm.insert("source_prefix_v4".into(), i(share.prefix.v4));
@@ -78,7 +82,7 @@ impl DaemonConfig {
             }
             let count = |n: usize| i(i64::try_from(n).unwrap_or(i64::MAX));
             xt.insert("max_connections".into(), count(x.limits.max_connections));
-            xt.insert("backlog".into(), count(x.listener.max_accept_queue));
+            // The backlog is admission.backlog (either transport).
             xt.insert("max_half_open".into(), count(x.listener.max_half_open));
             xt.insert("synack_retries".into(), i(x.listener.synack_retries));
             let tx_checksum = match x.tx_checksum {
@@ -178,6 +182,7 @@ addr = "198.18.0.1:18516"
             "credits = 16",
             "max_connections_per_source = 16",
             "backlog_per_source = 12",
+            "backlog = 50",
             "source_prefix_v6 = 64",
             "log = \"info\"",
             "[mpa]",

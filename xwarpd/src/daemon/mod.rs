@@ -231,7 +231,8 @@ pub fn run_with(cfg: &DaemonConfig, hooks: &Hooks) -> Result<Stop, DaemonError> 
     conn.mpa.want_markers = cfg.markers;
     conn.mpa.want_crc = cfg.crc;
     conn.segment_per_fpdu = cfg.segment_per_fpdu;
-    // Kernel transport listeners (the engine has its own, from the same setting).
+    // Kernel transport listeners (the engine has its own, from the same settings).
+    conn.backlog = cfg.backlog;
     conn.backlog_share = cfg.backlog_share;
     let started = Instant::now();
 
