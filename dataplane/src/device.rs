@@ -427,9 +427,9 @@ impl Device {
             }
             None => {
                 let s2 = shared.clone();
-                std::thread::Builder::new()
-                    .name(format!("xwarp-qp{num}"))
-                    .spawn(move || kernel::run(stream, s2, counters, opts, Some(tx)))?;
+                crate::library_thread::spawn(format!("xwarp-qp{num}"), move || {
+                    kernel::run(stream, s2, counters, opts, Some(tx))
+                })?;
                 rx.recv()
             }
         };
@@ -488,9 +488,9 @@ impl PendingQp {
             }
             None => {
                 let s2 = shared.clone();
-                std::thread::Builder::new()
-                    .name(format!("xwarp-qp{}", shared.num))
-                    .spawn(move || kernel::run(stream, s2, c2, opts, None))?;
+                crate::library_thread::spawn(format!("xwarp-qp{}", shared.num), move || {
+                    kernel::run(stream, s2, c2, opts, None)
+                })?;
             }
         }
         DeviceCounters::inc(&counters.mpa_established);

@@ -37,6 +37,7 @@ pub mod engine;
 mod error;
 pub mod heap;
 mod kernel;
+pub mod library_thread;
 mod listener;
 #[cfg(all(test, loom))]
 mod loom_models;

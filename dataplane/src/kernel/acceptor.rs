@@ -112,9 +112,9 @@ impl KernelListener {
         let (tx, rx) = mpsc::sync_channel(64);
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
-        let acceptor = std::thread::Builder::new()
-            .name("xwarp-listen".into())
-            .spawn(move || accept_loop(tcp, tx, stop2, config, counters))?;
+        let acceptor = crate::library_thread::spawn("xwarp-listen", move || {
+            accept_loop(tcp, tx, stop2, config, counters)
+        })?;
         Ok(Self {
             incoming: Mutex::new(rx),
             local,
@@ -180,9 +180,9 @@ fn accept_loop(
                 let tx = tx.clone();
                 let config = config.clone();
                 let counters = counters.clone();
-                let _ = std::thread::Builder::new()
-                    .name("xwarp-startup".into())
-                    .spawn(move || responder_startup(stream, place, tx, config, counters));
+                let _ = crate::library_thread::spawn("xwarp-startup", move || {
+                    responder_startup(stream, place, tx, config, counters)
+                });
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 // Sleep in poll(2) until a connection arrives (or 100 ms, to see `stop`).

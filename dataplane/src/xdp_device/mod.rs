@@ -193,9 +193,7 @@ impl XdpLane {
         let stop = Arc::new(AtomicBool::new(false));
         let thread = (!shared.inline).then(|| {
             let (s, stop) = (shared.clone(), stop.clone());
-            std::thread::Builder::new()
-                .name("xwarp-engine".into())
-                .spawn(move || engine_thread(&s, &stop, core))
+            crate::library_thread::spawn("xwarp-engine", move || engine_thread(&s, &stop, core))
                 .expect("spawn the engine thread")
         });
         XdpLane {

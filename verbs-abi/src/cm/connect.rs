@@ -156,42 +156,40 @@ pub unsafe extern "C" fn xwarp_rdma_connect(id: *mut RdmaCmId, param: *mut RdmaC
     // passive side may then send first (ib_write_lat's server does), which MPA otherwise
     // forbids until the active side's first FPDU.
     cfg.mpa.p2p_offer = mpa::RtrTypes::only(mpa::RtrType::Write);
-    let spawned = std::thread::Builder::new()
-        .name("xwarp-cm-connect".into())
-        .spawn(move || {
-            let mut attempt = 0;
-            let r = loop {
-                let r = ctx
-                    .engine
-                    .connect_with(dst, init.clone(), &cfg, &pdata, |dq| {
-                        qp.hand_over(dq, &recvs);
-                        Ok(())
-                    });
-                match r {
-                    Err(e) if refused(&e) && attempt < retries => {
-                        attempt += 1;
-                        std::thread::sleep(REFUSED_RETRY);
-                    }
-                    r => break r,
-                }
-            };
+    let spawned = dataplane::library_thread::spawn("xwarp-cm-connect", move || {
+        let mut attempt = 0;
+        let r = loop {
+            let r = ctx
+                .engine
+                .connect_with(dst, init.clone(), &cfg, &pdata, |dq| {
+                    qp.hand_over(dq, &recvs);
+                    Ok(())
+                });
             match r {
-                Ok(dq) => {
-                    let peer = dq.peer_private_data().to_vec();
-                    established(&me, &qp, dq, peer);
+                Err(e) if refused(&e) && attempt < retries => {
+                    attempt += 1;
+                    std::thread::sleep(REFUSED_RETRY);
                 }
-                Err(e) => {
-                    qp.fail();
-                    let (ev, status, pd) = failure(&e);
-                    let info = ConnInfo {
-                        private_data: pd,
-                        ..ConnInfo::default()
-                    };
-                    me.conn
-                        .fail(|| me.report(std::ptr::null_mut(), ev, status, info));
-                }
+                r => break r,
             }
-        });
+        };
+        match r {
+            Ok(dq) => {
+                let peer = dq.peer_private_data().to_vec();
+                established(&me, &qp, dq, peer);
+            }
+            Err(e) => {
+                qp.fail();
+                let (ev, status, pd) = failure(&e);
+                let info = ConnInfo {
+                    private_data: pd,
+                    ..ConnInfo::default()
+                };
+                me.conn
+                    .fail(|| me.report(std::ptr::null_mut(), ev, status, info));
+            }
+        }
+    });
     match spawned {
         Ok(_) => 0,
         Err(_) => errno::fail(libc::EAGAIN),
@@ -281,20 +279,18 @@ pub unsafe extern "C" fn xwarp_rdma_listen(id: *mut RdmaCmId, _backlog: c_int) -
     me.set_addresses(&mut st, keep_ctx, Some(bound), None);
     let stop = Arc::new(AtomicBool::new(false));
     let (stop2, me2) = (stop.clone(), Arc::downgrade(&me));
-    let thread = std::thread::Builder::new()
-        .name("xwarp-cm-listen".into())
-        .spawn(move || {
-            while !stop2.load(Ordering::Acquire) {
-                match listener.accept_timeout(ACCEPT_SLICE) {
-                    Ok(inc) => match me2.upgrade() {
-                        Some(l) => on_request(&l, &ctx, inc),
-                        None => break,
-                    },
-                    Err(AcceptError::Timeout) => {}
-                    Err(AcceptError::Closed) => break,
-                }
+    let thread = dataplane::library_thread::spawn("xwarp-cm-listen", move || {
+        while !stop2.load(Ordering::Acquire) {
+            match listener.accept_timeout(ACCEPT_SLICE) {
+                Ok(inc) => match me2.upgrade() {
+                    Some(l) => on_request(&l, &ctx, inc),
+                    None => break,
+                },
+                Err(AcceptError::Timeout) => {}
+                Err(AcceptError::Closed) => break,
             }
-        });
+        }
+    });
     match thread {
         Ok(thread) => {
             st.listener = Some(ListenTask { stop, thread });
@@ -469,12 +465,10 @@ fn watch(id: &Arc<XwCmId>) {
         .unwrap_or_else(|p| p.into_inner())
         .push(Arc::downgrade(id));
     STARTED.get_or_init(|| {
-        let _ = std::thread::Builder::new()
-            .name("xwarp-cm-watch".into())
-            .spawn(|| loop {
-                std::thread::sleep(WATCH_EVERY);
-                look_at_connections();
-            });
+        let _ = dataplane::library_thread::spawn("xwarp-cm-watch", || loop {
+            std::thread::sleep(WATCH_EVERY);
+            look_at_connections();
+        });
     });
 }
 
