@@ -23,7 +23,7 @@ mod shared_program;
 mod xdp_listener;
 mod xdp_qp;
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -39,6 +39,13 @@ use afxdp::netns::NetNs;
 const IDLE_SPINS: u32 = 2000;
 /// The engine thread's sleep while idle.
 const IDLE_SLEEP: Duration = Duration::from_micros(50);
+/// The engine thread's sleep while the application drives an assisted engine: it looks again
+/// after this long, and resumes unless [`STAND_DOWN_ROUNDS`] came meanwhile.
+const STAND_DOWN: Duration = Duration::from_micros(500);
+/// The application's rounds within one [`STAND_DOWN`] that make the engine thread stand down:
+/// a program polling in a loop runs thousands; one that polls now and then, and otherwise
+/// waits on memory for what the engine places, keeps its engine thread.
+const STAND_DOWN_ROUNDS: u64 = 32;
 /// How long past the last close deadline a dropped device keeps driving its engine (the
 /// abort itself takes a round).
 const DRAIN_GRACE: Duration = Duration::from_millis(100);
@@ -50,6 +57,12 @@ pub(crate) struct Shared {
     waiters: AtomicUsize,
     /// The application drives the engine (no engine thread).
     pub(crate) inline: bool,
+    /// An engine thread runs, and the application's polls and posts drive the engine too
+    /// ([`crate::XdpConfig::assist`]).
+    pub(crate) assisted: bool,
+    /// Rounds of the application's threads on an assisted engine (the engine thread stands
+    /// down while this moves fast).
+    app_rounds: AtomicU64,
     /// This engine's lane (index) among the device's.
     pub(crate) lane: u16,
     /// The device's other lanes (set once all are open): an inline lane's waits drive them
@@ -80,9 +93,23 @@ impl Shared {
         g
     }
 
-    /// One round of engine work and routing (inline mode; a no-op when an engine thread runs).
+    /// Whether the application's calls drive the engine: inline, or assisted.
+    pub(crate) fn calls_drive(&self) -> bool {
+        self.inline || self.assisted
+    }
+
+    /// Counts a round of the application's on an assisted engine.
+    fn note_app_round(&self) {
+        if self.assisted {
+            self.app_rounds.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// One round of engine work and routing (inline or assisted mode; a no-op when only an
+    /// engine thread runs it).
     pub(crate) fn drive(&self) {
-        if self.inline {
+        if self.calls_drive() {
+            self.note_app_round();
             self.lock().poll_spinning();
         }
     }
@@ -90,8 +117,9 @@ impl Shared {
     /// [`Shared::drive`] unless another thread holds the state (it is driving, or using, the
     /// engine right now).
     pub(crate) fn try_drive(&self) {
-        if self.inline {
+        if self.calls_drive() {
             if let Ok(mut st) = self.state.try_lock() {
+                self.note_app_round();
                 st.poll_spinning();
             }
         }
@@ -217,7 +245,9 @@ impl Drop for XdpLane {
 }
 
 /// The engine thread: busy-polls, steps aside for application threads that want the state,
-/// and sleeps briefly after a long idle stretch.
+/// and sleeps briefly after a long idle stretch. On an assisted engine it stands down (sleeps
+/// [`STAND_DOWN`] at a time) while the application's calls drive the engine: the two would
+/// otherwise compete for the core the application spins on.
 fn engine_thread(shared: &Shared, stop: &AtomicBool, core: Option<usize>) {
     if let Some(id) = core {
         if !core_affinity::set_for_current(core_affinity::CoreId { id }) {
@@ -229,7 +259,21 @@ fn engine_thread(shared: &Shared, stop: &AtomicBool, core: Option<usize>) {
     // first busy round (supervision tests of the daemon).
     let inject_panic =
         cfg!(debug_assertions) && std::env::var("XWARP_TEST_PANIC").is_ok_and(|v| v == "engine");
+    // The application's rounds at the start of the current window of STAND_DOWN.
+    let mut window = (shared.app_rounds.load(Ordering::Relaxed), Instant::now());
     while !stop.load(Ordering::Acquire) {
+        if shared.assisted {
+            let rounds = shared.app_rounds.load(Ordering::Relaxed);
+            if rounds.wrapping_sub(window.0) >= STAND_DOWN_ROUNDS {
+                window.0 = rounds;
+                std::thread::sleep(STAND_DOWN);
+                continue;
+            }
+            let now = Instant::now();
+            if now.duration_since(window.1) >= STAND_DOWN {
+                window = (rounds, now);
+            }
+        }
         let busy = {
             let mut st = shared.state.lock().unwrap_or_else(|p| p.into_inner());
             st.poll_spinning()

@@ -2,7 +2,7 @@
 //! socket, the engine.
 
 use std::net::IpAddr;
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -195,6 +195,8 @@ impl XdpLane {
             }),
             waiters: AtomicUsize::new(0),
             inline,
+            assisted: cfg.assist && !inline,
+            app_rounds: AtomicU64::new(0),
             lane: lane.index(),
             siblings: Default::default(),
             netns,
