@@ -42,10 +42,16 @@ const IDLE_SLEEP: Duration = Duration::from_micros(50);
 /// The engine thread's sleep while the application drives an assisted engine: it looks again
 /// after this long, and resumes unless [`STAND_DOWN_ROUNDS`] came meanwhile.
 const STAND_DOWN: Duration = Duration::from_micros(500);
-/// The application's rounds within one [`STAND_DOWN`] that make the engine thread stand down:
-/// a program polling in a loop runs thousands; one that polls now and then, and otherwise
-/// waits on memory for what the engine places, keeps its engine thread.
+/// The application's idle rounds within one [`STAND_DOWN`] that make the engine thread stand
+/// down: a program waiting in a poll loop runs thousands; one that polls now and then, and
+/// otherwise waits on memory for what the engine places, keeps its engine thread, and so
+/// does one whose rounds find work (bulk transfers: the two threads share it).
 const STAND_DOWN_ROUNDS: u64 = 32;
+/// What a round of the application's that found work adds to that count, as a mark: the
+/// engine thread stands down only while at least 8 idle rounds come per busy one (a
+/// ping-pong's waits; a bulk transfer's rounds find work more often, and the engine thread
+/// keeps sharing them).
+const BUSY_ROUND: u64 = 1 << 32;
 /// How long past the last close deadline a dropped device keeps driving its engine (the
 /// abort itself takes a round).
 const DRAIN_GRACE: Duration = Duration::from_millis(100);
@@ -60,9 +66,11 @@ pub(crate) struct Shared {
     /// An engine thread runs, and the application's polls and posts drive the engine too
     /// ([`crate::XdpConfig::assist`]).
     pub(crate) assisted: bool,
-    /// Rounds of the application's threads on an assisted engine (the engine thread stands
-    /// down while this moves fast).
-    app_rounds: AtomicU64,
+    /// Rounds of the application's threads on an assisted engine that found nothing to do
+    /// (the engine thread stands down while this moves fast).
+    idle_app_rounds: AtomicU64,
+    /// The engine thread's last round found work (it is not standing down).
+    engine_busy: AtomicBool,
     /// This engine's lane (index) among the device's.
     pub(crate) lane: u16,
     /// The device's other lanes (set once all are open): an inline lane's waits drive them
@@ -98,19 +106,21 @@ impl Shared {
         self.inline || self.assisted
     }
 
-    /// Counts a round of the application's on an assisted engine.
-    fn note_app_round(&self) {
-        if self.assisted {
-            self.app_rounds.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-
     /// One round of engine work and routing (inline or assisted mode; a no-op when only an
-    /// engine thread runs it).
+    /// engine thread runs it). Assisted, the round is skipped while the engine thread holds
+    /// the state (it is running one), or yields while the engine thread's last round found
+    /// work; a round that found nothing is counted: the application is waiting, and the
+    /// engine thread may stand down.
     pub(crate) fn drive(&self) {
-        if self.calls_drive() {
-            self.note_app_round();
+        if self.inline {
             self.lock().poll_spinning();
+        } else if self.assisted {
+            if self.engine_busy.load(Ordering::Relaxed) {
+                // The engine thread has work (a bulk transfer): leave the core to it.
+                std::thread::yield_now();
+            } else {
+                self.try_drive();
+            }
         }
     }
 
@@ -119,8 +129,11 @@ impl Shared {
     pub(crate) fn try_drive(&self) {
         if self.calls_drive() {
             if let Ok(mut st) = self.state.try_lock() {
-                self.note_app_round();
-                st.poll_spinning();
+                let busy = st.poll_spinning();
+                if self.assisted {
+                    let n = if busy { BUSY_ROUND } else { 1 };
+                    self.idle_app_rounds.fetch_add(n, Ordering::Relaxed);
+                }
             }
         }
     }
@@ -246,8 +259,8 @@ impl Drop for XdpLane {
 
 /// The engine thread: busy-polls, steps aside for application threads that want the state,
 /// and sleeps briefly after a long idle stretch. On an assisted engine it stands down (sleeps
-/// [`STAND_DOWN`] at a time) while the application's calls drive the engine: the two would
-/// otherwise compete for the core the application spins on.
+/// [`STAND_DOWN`] at a time) while the application's calls wait in a loop driving the
+/// engine: the two would otherwise compete for the core the application spins on.
 fn engine_thread(shared: &Shared, stop: &AtomicBool, core: Option<usize>) {
     if let Some(id) = core {
         if !core_affinity::set_for_current(core_affinity::CoreId { id }) {
@@ -260,12 +273,18 @@ fn engine_thread(shared: &Shared, stop: &AtomicBool, core: Option<usize>) {
     let inject_panic =
         cfg!(debug_assertions) && std::env::var("XWARP_TEST_PANIC").is_ok_and(|v| v == "engine");
     // The application's rounds at the start of the current window of STAND_DOWN.
-    let mut window = (shared.app_rounds.load(Ordering::Relaxed), Instant::now());
+    let mut window = (
+        shared.idle_app_rounds.load(Ordering::Relaxed),
+        Instant::now(),
+    );
     while !stop.load(Ordering::Acquire) {
         if shared.assisted {
-            let rounds = shared.app_rounds.load(Ordering::Relaxed);
-            if rounds.wrapping_sub(window.0) >= STAND_DOWN_ROUNDS {
+            let rounds = shared.idle_app_rounds.load(Ordering::Relaxed);
+            let delta = rounds.wrapping_sub(window.0);
+            let (busy, idle) = (delta >> 32, delta & 0xffff_ffff);
+            if idle >= STAND_DOWN_ROUNDS && idle >= busy * 8 {
                 window.0 = rounds;
+                shared.engine_busy.store(false, Ordering::Relaxed);
                 std::thread::sleep(STAND_DOWN);
                 continue;
             }
@@ -278,6 +297,9 @@ fn engine_thread(shared: &Shared, stop: &AtomicBool, core: Option<usize>) {
             let mut st = shared.state.lock().unwrap_or_else(|p| p.into_inner());
             st.poll_spinning()
         };
+        if shared.assisted {
+            shared.engine_busy.store(busy, Ordering::Relaxed);
+        }
         if busy && inject_panic {
             panic!("injected by XWARP_TEST_PANIC=engine");
         }
