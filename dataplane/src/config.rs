@@ -61,6 +61,12 @@ pub struct XdpConfig {
     pub local_ports: std::ops::RangeInclusive<u16>,
     /// Inline or threaded engine (default threaded).
     pub mode: EngineMode,
+    /// With a threaded engine: the application's calls drive it too, as in inline mode (work
+    /// posted on an idle connection is transmitted from the posting thread, polling an empty
+    /// completion queue runs a round), and the engine thread stands down while they do. For
+    /// programs that poll in a loop but may also wait without calling in, as rdma-core's do
+    /// (off by default; no effect inline).
+    pub assist: bool,
     /// Seeded fault injection on the engine's receive and transmit paths (tests; off by default).
     pub fault: crate::engine::FaultConfig,
     /// UMEM on 2 MiB huge pages (reserve them with `deploy/host-setup --hugepages N`; off by
@@ -92,6 +98,7 @@ impl XdpConfig {
             attach: afxdp::AttachPolicy::NativeOrGeneric,
             local_ports: 40000..=40999,
             mode: EngineMode::default(),
+            assist: false,
             fault: crate::engine::FaultConfig::default(),
             huge_pages: false,
             busy_poll: None,

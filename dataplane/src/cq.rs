@@ -306,6 +306,12 @@ impl<C: Channel> CqInner<C> {
 pub(crate) trait Drive: Send + Sync + std::fmt::Debug {
     /// Runs the engine once: of a multi-queue device, the lanes in mask `lanes` (0: all).
     fn drive(&self, lanes: u64);
+
+    /// Nothing but the application's calls runs the engine (no engine thread): a wait on the
+    /// queue must drive it rather than sleep.
+    fn needs_caller(&self) -> bool {
+        true
+    }
 }
 
 impl CompletionQueue {
@@ -392,7 +398,7 @@ impl CompletionQueue {
     /// Waits up to `timeout` for the next completion.
     pub fn wait(&self, timeout: Duration) -> Option<Completion> {
         let deadline = Instant::now() + timeout;
-        if self.driver().is_some() {
+        if self.driver().is_some_and(|d| d.needs_caller()) {
             // Inline engine: run it until something arrives (busy polling; the CPU is given up
             // only now and then, so a waiting peer on the same core still gets to run).
             let mut idle = 0u32;
@@ -414,6 +420,12 @@ impl CompletionQueue {
 }
 
 impl CompletionQueue {
+    /// Whether polling an empty queue runs an engine round (an inline device, or one whose
+    /// engine thread the application's calls assist: [`crate::XdpConfig::assist`]).
+    pub fn polls_drive(&self) -> bool {
+        self.driver().is_some()
+    }
+
     /// The inline engine, while its device is alive.
     fn driver(&self) -> Option<Arc<dyn Drive>> {
         self.driver.as_ref()?.upgrade()
@@ -431,7 +443,7 @@ impl CompletionQueue {
     /// false when none fired. The completions stay in the queue for [`Self::poll`].
     pub fn wait_event(&self, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
-        if let Some(d) = self.driver() {
+        if let Some(d) = self.driver().filter(|d| d.needs_caller()) {
             // Inline engine: run it until the event fires.
             loop {
                 if self.inner.try_take_event() {

@@ -272,8 +272,8 @@ impl Device {
     /// one more overruns it ([`crate::CqError::Overrun`]).
     pub fn create_cq_with(&self, capacity: usize) -> CompletionQueue {
         let mut cq = CompletionQueue::new(self.id, capacity);
-        // Inline engines run when the application polls or waits.
-        if let Some(x) = self.xdp.as_ref().filter(|x| x.first().shared.inline) {
+        // Inline engines run when the application polls or waits; assisted ones when it polls.
+        if let Some(x) = self.xdp.as_ref().filter(|x| x.first().shared.calls_drive()) {
             let weak: std::sync::Weak<XdpLanes> = Arc::downgrade(x);
             cq.driver = Some(weak);
         }

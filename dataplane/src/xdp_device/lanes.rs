@@ -156,4 +156,8 @@ impl Drive for XdpLanes {
             }
         }
     }
+
+    fn needs_caller(&self) -> bool {
+        self.first().shared.inline
+    }
 }

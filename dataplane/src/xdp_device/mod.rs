@@ -23,7 +23,7 @@ mod shared_program;
 mod xdp_listener;
 mod xdp_qp;
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -39,6 +39,19 @@ use afxdp::netns::NetNs;
 const IDLE_SPINS: u32 = 2000;
 /// The engine thread's sleep while idle.
 const IDLE_SLEEP: Duration = Duration::from_micros(50);
+/// The engine thread's sleep while the application drives an assisted engine: it looks again
+/// after this long, and resumes unless [`STAND_DOWN_ROUNDS`] came meanwhile.
+const STAND_DOWN: Duration = Duration::from_micros(500);
+/// The application's idle rounds within one [`STAND_DOWN`] that make the engine thread stand
+/// down: a program waiting in a poll loop runs thousands; one that polls now and then, and
+/// otherwise waits on memory for what the engine places, keeps its engine thread, and so
+/// does one whose rounds find work (bulk transfers: the two threads share it).
+const STAND_DOWN_ROUNDS: u64 = 32;
+/// What a round of the application's that found work adds to that count, as a mark: the
+/// engine thread stands down only while at least 8 idle rounds come per busy one (a
+/// ping-pong's waits; a bulk transfer's rounds find work more often, and the engine thread
+/// keeps sharing them).
+const BUSY_ROUND: u64 = 1 << 32;
 /// How long past the last close deadline a dropped device keeps driving its engine (the
 /// abort itself takes a round).
 const DRAIN_GRACE: Duration = Duration::from_millis(100);
@@ -50,6 +63,14 @@ pub(crate) struct Shared {
     waiters: AtomicUsize,
     /// The application drives the engine (no engine thread).
     pub(crate) inline: bool,
+    /// An engine thread runs, and the application's polls and posts drive the engine too
+    /// ([`crate::XdpConfig::assist`]).
+    pub(crate) assisted: bool,
+    /// Rounds of the application's threads on an assisted engine that found nothing to do
+    /// (the engine thread stands down while this moves fast).
+    idle_app_rounds: AtomicU64,
+    /// The engine thread's last round found work (it is not standing down).
+    engine_busy: AtomicBool,
     /// This engine's lane (index) among the device's.
     pub(crate) lane: u16,
     /// The device's other lanes (set once all are open): an inline lane's waits drive them
@@ -80,19 +101,39 @@ impl Shared {
         g
     }
 
-    /// One round of engine work and routing (inline mode; a no-op when an engine thread runs).
+    /// Whether the application's calls drive the engine: inline, or assisted.
+    pub(crate) fn calls_drive(&self) -> bool {
+        self.inline || self.assisted
+    }
+
+    /// One round of engine work and routing (inline or assisted mode; a no-op when only an
+    /// engine thread runs it). Assisted, the round is skipped while the engine thread holds
+    /// the state (it is running one), or yields while the engine thread's last round found
+    /// work; a round that found nothing is counted: the application is waiting, and the
+    /// engine thread may stand down.
     pub(crate) fn drive(&self) {
         if self.inline {
             self.lock().poll_spinning();
+        } else if self.assisted {
+            if self.engine_busy.load(Ordering::Relaxed) {
+                // The engine thread has work (a bulk transfer): leave the core to it.
+                std::thread::yield_now();
+            } else {
+                self.try_drive();
+            }
         }
     }
 
     /// [`Shared::drive`] unless another thread holds the state (it is driving, or using, the
     /// engine right now).
     pub(crate) fn try_drive(&self) {
-        if self.inline {
+        if self.calls_drive() {
             if let Ok(mut st) = self.state.try_lock() {
-                st.poll_spinning();
+                let busy = st.poll_spinning();
+                if self.assisted {
+                    let n = if busy { BUSY_ROUND } else { 1 };
+                    self.idle_app_rounds.fetch_add(n, Ordering::Relaxed);
+                }
             }
         }
     }
@@ -215,7 +256,9 @@ impl Drop for XdpLane {
 }
 
 /// The engine thread: busy-polls, steps aside for application threads that want the state,
-/// and sleeps briefly after a long idle stretch.
+/// and sleeps briefly after a long idle stretch. On an assisted engine it stands down (sleeps
+/// [`STAND_DOWN`] at a time) while the application's calls wait in a loop driving the
+/// engine: the two would otherwise compete for the core the application spins on.
 fn engine_thread(shared: &Shared, stop: &AtomicBool, core: Option<usize>) {
     if let Some(id) = core {
         if !core_affinity::set_for_current(core_affinity::CoreId { id }) {
@@ -227,11 +270,34 @@ fn engine_thread(shared: &Shared, stop: &AtomicBool, core: Option<usize>) {
     // first busy round (supervision tests of the daemon).
     let inject_panic =
         cfg!(debug_assertions) && std::env::var("XWARP_TEST_PANIC").is_ok_and(|v| v == "engine");
+    // The application's rounds at the start of the current window of STAND_DOWN.
+    let mut window = (
+        shared.idle_app_rounds.load(Ordering::Relaxed),
+        Instant::now(),
+    );
     while !stop.load(Ordering::Acquire) {
+        if shared.assisted {
+            let rounds = shared.idle_app_rounds.load(Ordering::Relaxed);
+            let delta = rounds.wrapping_sub(window.0);
+            let (busy, idle) = (delta >> 32, delta & 0xffff_ffff);
+            if idle >= STAND_DOWN_ROUNDS && idle >= busy * 8 {
+                window.0 = rounds;
+                shared.engine_busy.store(false, Ordering::Relaxed);
+                std::thread::sleep(STAND_DOWN);
+                continue;
+            }
+            let now = Instant::now();
+            if now.duration_since(window.1) >= STAND_DOWN {
+                window = (rounds, now);
+            }
+        }
         let busy = {
             let mut st = shared.state.lock().unwrap_or_else(|p| p.into_inner());
             st.poll_spinning()
         };
+        if shared.assisted {
+            shared.engine_busy.store(busy, Ordering::Relaxed);
+        }
         if busy && inject_panic {
             panic!("injected by XWARP_TEST_PANIC=engine");
         }

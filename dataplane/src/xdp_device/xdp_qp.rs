@@ -205,15 +205,16 @@ impl XdpQp {
         }
         self.check_open().map_err(|e| (0, e))?;
         let mut st = self.dev.shared.lock();
-        // Inline, on an idle connection: send at once (a ping-pong's answer); with work in
+        // Inline (or assisted), on an idle connection: send at once (a ping-pong's answer); with work in
         // flight the next round frames it together with what follows (MPA-62 packing).
         // Receives put nothing on the wire: posting only those transmits nothing (and reads
         // no clock).
         let sends = wrs
             .iter()
             .any(|wr| !matches!(wr.kind, ddp::WorkRequestKind::Recv { .. }));
-        let at_once =
-            sends && self.dev.shared.inline && st.engine.endpoint().is_idle_to_send(self.conn);
+        let at_once = sends
+            && self.dev.shared.calls_drive()
+            && st.engine.endpoint().is_idle_to_send(self.conn);
         for (i, wr) in wrs.iter().enumerate() {
             st.engine
                 .endpoint_mut()
@@ -252,7 +253,7 @@ impl XdpQp {
             return;
         }
         st.route();
-        if self.dev.shared.inline {
+        if self.dev.shared.calls_drive() {
             st.engine.transmit_now(now, self.conn);
         }
     }

@@ -204,10 +204,10 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut IbvCq, n: c_int, wc: *mut IbvWc
     if got > 0 && log::debugging() {
         log::debug(format_args!("cq {cq:p}: polled {got}"));
     }
-    if got == 0 {
-        // Nothing yet: the engine (a thread of this process, or the kernel transport's
-        // driver) makes the progress; a program polling in a loop gives it the CPU rather
-        // than its time slice.
+    if got == 0 && !q.cq.polls_drive() {
+        // Nothing yet: the kernel transport's driver thread makes the progress; a program
+        // polling in a loop gives it the CPU rather than its time slice. (An AF_XDP engine
+        // ran a round in this poll.)
         std::thread::yield_now();
     }
     got as c_int
