@@ -44,13 +44,23 @@ fn acceptor_and_connection_threads_block_process_signals() {
     let _cqp = client.connect(addr, cinit, &cfg, b"").unwrap();
     let (_l, _sqp) = accepted.join().unwrap();
 
-    let threads = library_threads();
+    // Each side's connection driver: the accepting side's may still be starting (seconds at
+    // most, under a sanitizer).
+    let drivers = |threads: &[(String, u64)]| {
+        threads
+            .iter()
+            .filter(|(n, _)| n.starts_with("xwarp-qp"))
+            .count()
+    };
+    let deadline = std::time::Instant::now() + t;
+    let mut threads = library_threads();
+    while drivers(&threads) < 2 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+        threads = library_threads();
+    }
     let names: Vec<&str> = threads.iter().map(|(n, _)| n.as_str()).collect();
     assert!(names.contains(&"xwarp-listen"), "{names:?}");
-    assert!(
-        names.iter().filter(|n| n.starts_with("xwarp-qp")).count() >= 2,
-        "{names:?}"
-    );
+    assert!(drivers(&threads) >= 2, "{names:?}");
     for (name, mask) in &threads {
         for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGALRM, libc::SIGUSR1] {
             assert_ne!(

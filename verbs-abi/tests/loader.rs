@@ -1,4 +1,4 @@
-//! Every program of Debian's perftest, rdmacm-utils and ibverbs-utils starts on our libraries:
+//! Every program of Debian's perftest, rdmacm-utils, ibverbs-utils, qperf and fio starts on our libraries:
 //! with them first on the library path (no RPATH, BIND_NOW: every import resolves at load),
 //! `PROGRAM --help` (or its usage) never reports a "symbol lookup error" or a missing
 //! library. And `xwarp-run --help` explains itself.
@@ -13,11 +13,8 @@ fn every_program_loads_on_our_libraries() {
         return;
     };
     let libs = support::verbs_libs();
-    let path = format!(
-        "{}:{}",
-        libs.display(),
-        tools.join("usr/lib/x86_64-linux-gnu").display()
-    );
+    let [lib, ceph] = support::tool_library_dirs(&tools);
+    let path = std::env::join_paths([libs, lib, ceph]).expect("library folders");
     let mut checked = Vec::new();
     for entry in std::fs::read_dir(tools.join("usr/bin")).unwrap() {
         let p = entry.unwrap().path();

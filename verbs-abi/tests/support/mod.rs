@@ -53,6 +53,13 @@ pub fn rdma_tools() -> Option<PathBuf> {
     Some(PathBuf::from(text.lines().last().expect("a folder").trim()))
 }
 
+/// The unpacked programs' library folders under `tools` (fio's Ceph engines link one from a
+/// folder of its own).
+pub fn tool_library_dirs(tools: &Path) -> [PathBuf; 2] {
+    let lib = tools.join("usr/lib/x86_64-linux-gnu");
+    [lib.clone(), lib.join("ceph")]
+}
+
 /// The staticlib this test's build made: the newest `libverbs_abi-*.a` in `deps` (cargo does
 /// not copy a test build's archive up to `target/PROFILE/`).
 fn staticlib(profile: &Path) -> PathBuf {

@@ -81,10 +81,9 @@ impl Tools {
         })
     }
 
-    /// The unpacked libraries' folders (fio's Ceph engines link one from a folder of its own).
+    /// The unpacked programs' library path.
     fn library_path(&self) -> std::ffi::OsString {
-        let lib = self.tools.join("usr/lib/x86_64-linux-gnu");
-        std::env::join_paths([lib.clone(), lib.join("ceph")]).expect("library folders")
+        std::env::join_paths(super::tool_library_dirs(&self.tools)).expect("library folders")
     }
 
     /// Starts `program args` in `side`'s namespace through xwarp-run on `transport`, the
