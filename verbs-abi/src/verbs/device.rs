@@ -116,7 +116,7 @@ impl XwDevice {
     /// The engine, opened now if it is not yet: the kernel transport with a driver thread
     /// per connection, or the AF_XDP engine on the interface with its own thread (programs
     /// may spin on memory without calling the library), assisted by the application's posts
-    /// and polls (the thread stands down while they come).
+    /// and polls when `XWARP_VERBS_ASSIST=1` (the thread stands down while they come).
     pub(crate) fn engine(&self) -> Result<dataplane::Device, String> {
         let mut g = self.engine.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(d) = &*g {
@@ -128,7 +128,7 @@ impl XwDevice {
                 let mut cfg = dataplane::XdpConfig::new(&self.iface.name);
                 cfg.mode = dataplane::EngineMode::Threaded;
                 // Programs that poll completions in a loop drive it themselves meanwhile.
-                cfg.assist = true;
+                cfg.assist = crate::settings::assist();
                 cfg.address = self.iface.address();
                 dataplane::Device::open_xdp(cfg)
             }
