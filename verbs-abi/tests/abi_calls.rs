@@ -4,7 +4,8 @@
 //! rdma_cm event channels and ids, a connection over the kernel transport on loopback with
 //! the client on its own thread, RDMA Write, Send and RDMA Read with their completions, a
 //! completion event, misuse (a bad lkey: IBV_WC_LOC_PROT_ERR, then IBV_WC_WR_FLUSH_ERR on the
-//! errored queue pair; NULL handles refused), a disconnect on both sides, and every object
+//! errored queue pair; NULL handles refused), rdma_cm events held and acknowledged while their
+//! id is destroyed, a disconnect on both sides, and every object
 //! destroyed again, so the leak check at exit sees whatever a destroy forgets.
 
 use std::ffi::{c_int, c_void, CStr};
@@ -266,6 +267,21 @@ fn loopback(port: u16) -> libc::sockaddr_in {
     }
 }
 
+/// Starts resolving 127.0.0.1:`port` for `id` (ADDR_RESOLVED follows on its channel).
+fn resolve_loopback(id: *mut RdmaCmId, port: u16) {
+    let mut dst = loopback(port);
+    // Safety: a live id; `dst` outlives the call.
+    let rc = unsafe {
+        xwarp_rdma_resolve_addr(
+            id,
+            null_mut(),
+            (&mut dst as *mut libc::sockaddr_in).cast(),
+            1000,
+        )
+    };
+    assert_eq!(rc, 0, "rdma_resolve_addr");
+}
+
 /// Devices and the context: listed, named, opened, reported as iWARP, closed, freed.
 fn device_and_context() {
     // Safety: the list is freed once; the context closed once.
@@ -420,16 +436,7 @@ fn client(
             xwarp_rdma_create_id(ch, &mut id, null_mut(), RDMA_PS_TCP),
             0
         );
-        let mut dst = loopback(port);
-        assert_eq!(
-            xwarp_rdma_resolve_addr(
-                id,
-                null_mut(),
-                (&mut dst as *mut libc::sockaddr_in).cast(),
-                1000
-            ),
-            0
-        );
+        resolve_loopback(id, port);
         expect_event(ch, event::ADDR_RESOLVED);
         assert_eq!(xwarp_rdma_resolve_route(id, 1000), 0);
         expect_event(ch, event::ROUTE_RESOLVED);
@@ -505,12 +512,68 @@ fn client(
     }
 }
 
+/// Events and their acknowledgements, as librdmacm keeps them: `rdma_destroy_id` returns only
+/// after the application acknowledged the events about the id it took (a thread handling
+/// DISCONNECTED while the main thread tears down relies on it), and an event still queued
+/// when its id is destroyed is never handed out.
+fn event_acknowledgements() {
+    // Safety: each object is live where used and destroyed once; the event is acked once.
+    unsafe {
+        let ch = xwarp_rdma_create_event_channel();
+        let mut id = null_mut();
+        assert_eq!(
+            xwarp_rdma_create_id(ch, &mut id, null_mut(), RDMA_PS_TCP),
+            0
+        );
+        resolve_loopback(id, 9);
+        let mut ev = null_mut();
+        assert_eq!(xwarp_rdma_get_cm_event(ch, &mut ev), 0);
+        assert_eq!(((*ev).event, (*ev).id), (event::ADDR_RESOLVED, id));
+        let held = Shared(ev);
+        let acker = std::thread::spawn(move || {
+            let held = held;
+            std::thread::sleep(Duration::from_millis(200));
+            let acked_at = Instant::now();
+            assert_eq!(xwarp_rdma_ack_cm_event(held.0), 0);
+            acked_at
+        });
+        assert_eq!(xwarp_rdma_destroy_id(id), 0);
+        let destroyed_at = Instant::now();
+        let acked_at = acker.join().expect("acker");
+        assert!(
+            destroyed_at >= acked_at,
+            "rdma_destroy_id returned before the event about its id was acknowledged"
+        );
+
+        // An event queued, never taken, and its id destroyed: nothing is handed out.
+        let mut id = null_mut();
+        assert_eq!(
+            xwarp_rdma_create_id(ch, &mut id, null_mut(), RDMA_PS_TCP),
+            0
+        );
+        resolve_loopback(id, 9);
+        assert_eq!(xwarp_rdma_destroy_id(id), 0);
+        let fd = (*ch).fd;
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        assert_eq!(libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK), 0);
+        let mut ev = null_mut();
+        assert_eq!(
+            xwarp_rdma_get_cm_event(ch, &mut ev),
+            -1,
+            "an event of a destroyed id"
+        );
+        assert_eq!(*libc::__errno_location(), libc::EAGAIN);
+        xwarp_rdma_destroy_event_channel(ch);
+    }
+}
+
 #[test]
 fn c_entry_points_over_the_kernel_transport() {
     // Safety: set before any thread of the library exists (it reads the environment once).
     std::env::set_var("XWARP_INTERFACE", "lo");
     std::env::remove_var("XWARP_TRANSPORT");
     device_and_context();
+    event_acknowledgements();
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

@@ -8,6 +8,7 @@ use std::os::raw::c_int;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
+use super::event_acks::EventAcks;
 use super::event_queue::EventQueue;
 use crate::abi::cm::*;
 use crate::abi::verbs::IbvAhAttr;
@@ -44,6 +45,9 @@ pub(crate) struct XwEvent {
     c: RdmaCmEvent,
     magic: u64,
     private_data: Vec<u8>,
+    /// The identifier it counts against until acknowledged (the listening one for
+    /// CONNECT_REQUEST, as librdmacm counts it).
+    acks: Arc<EventAcks>,
 }
 
 const EVENT_MAGIC: u64 = 0x7877_6576_0000_0001;
@@ -61,13 +65,15 @@ pub(crate) struct ConnInfo {
 
 impl XwEvent {
     /// An event of type `event` about `id` (and `listen_id`), with `status` (0 or a negative
-    /// errno) and the connection parameters `conn`.
+    /// errno) and the connection parameters `conn`, counted against `acks` while the
+    /// application holds it.
     pub(crate) fn new(
         id: *mut RdmaCmId,
         listen_id: *mut RdmaCmId,
         event: c_int,
         status: c_int,
         conn: ConnInfo,
+        acks: Arc<EventAcks>,
     ) -> Box<XwEvent> {
         let mut e = Box::new(XwEvent {
             c: RdmaCmEvent {
@@ -87,6 +93,7 @@ impl XwEvent {
             },
             magic: EVENT_MAGIC,
             private_data: conn.private_data,
+            acks,
         });
         let len = e.private_data.len().min(255);
         e.c.param.conn = RdmaConnParam {
@@ -114,9 +121,20 @@ impl XwEventChannel {
         self.events.push(event);
     }
 
-    /// The next event: waits for one unless the descriptor is non-blocking.
+    /// The next event whose identifier still exists, counted against it: waits for one unless
+    /// the descriptor is non-blocking. An event about an identifier destroyed meanwhile is
+    /// dropped (a connection request's new identifier with it, the request rejected).
     fn next(&self) -> Result<Box<XwEvent>, c_int> {
-        self.events.next()
+        loop {
+            let e = self.events.next()?;
+            if e.acks.take() {
+                return Ok(e);
+            }
+            if e.c.event == event::CONNECT_REQUEST {
+                // Safety: the new identifier the request made, which the application never saw.
+                unsafe { super::id::xwarp_rdma_destroy_id(e.c.id) };
+            }
+        }
     }
 }
 
@@ -148,8 +166,9 @@ pub unsafe extern "C" fn xwarp_rdma_get_cm_event(
     ch: *mut RdmaEventChannel,
     event: *mut *mut RdmaCmEvent,
 ) -> c_int {
-    // Safety: the application passes its channel.
-    let Some(c) = (unsafe { XwEventChannel::borrow(ch) }) else {
+    // Safety: the application passes its channel. A strong count: a thread may wait here
+    // while another destroys the channel (it then waits on, as on a kernel descriptor).
+    let Some(c) = (unsafe { XwEventChannel::clone_arc(ch) }) else {
         return errno::fail(libc::EINVAL);
     };
     if event.is_null() {
@@ -177,10 +196,11 @@ pub unsafe extern "C" fn xwarp_rdma_ack_cm_event(event: *mut RdmaCmEvent) -> c_i
         return errno::fail(libc::EINVAL);
     }
     // Safety: as above; acked once (the magic is cleared before the box is freed).
-    unsafe {
+    let e = unsafe {
         (*e).magic = 0;
-        drop(Box::from_raw(e));
-    }
+        Box::from_raw(e)
+    };
+    e.acks.ack();
     0
 }
 

@@ -335,6 +335,7 @@ fn on_request(
         event::CONNECT_REQUEST,
         0,
         info,
+        listen.acks.clone(),
     ));
 }
 

@@ -12,6 +12,7 @@ use super::addr;
 use super::channel::{ConnInfo, XwEvent, XwEventChannel};
 use super::connect::ListenTask;
 use super::connection_events::{ConnectionEvents, Phase};
+use super::event_acks::EventAcks;
 use crate::abi::cm::*;
 use crate::abi::verbs::*;
 use crate::handle::CObject;
@@ -30,6 +31,8 @@ pub(crate) struct XwCmId {
     st: Mutex<IdState>,
     /// Its connection's phase, moved with the events that report it.
     pub(crate) conn: ConnectionEvents,
+    /// The events about it the application holds.
+    pub(crate) acks: Arc<EventAcks>,
 }
 
 /// What an identifier is bound to and doing.
@@ -124,6 +127,7 @@ impl XwCmId {
             channel,
             st: Mutex::new(IdState::default()),
             conn: ConnectionEvents::default(),
+            acks: Arc::default(),
         })
     }
 
@@ -160,8 +164,14 @@ impl XwCmId {
             "cm id {:p}: event {event} status {status}",
             self.c_ptr()
         ));
-        self.channel
-            .push(XwEvent::new(self.c_ptr(), listen, event, status, conn));
+        self.channel.push(XwEvent::new(
+            self.c_ptr(),
+            listen,
+            event,
+            status,
+            conn,
+            self.acks.clone(),
+        ));
     }
 
     /// Records its device context, and the addresses (their GIDs too), in `st` and in C.
@@ -228,7 +238,8 @@ pub unsafe extern "C" fn xwarp_rdma_create_id(
     0
 }
 
-/// `rdma_destroy_id`: stops listening, rejects a request not answered, disconnects.
+/// `rdma_destroy_id`: stops listening, rejects a request not answered, disconnects; returns
+/// once the events about it the application took are acknowledged.
 #[no_mangle]
 pub unsafe extern "C" fn xwarp_rdma_destroy_id(id: *mut RdmaCmId) -> c_int {
     // Safety: the application passes its identifier.
@@ -253,8 +264,20 @@ pub unsafe extern "C" fn xwarp_rdma_destroy_id(id: *mut RdmaCmId) -> c_int {
             q.fail();
         }
     }
+    let held = me.acks.destroy(ACK_WAIT);
+    if held > 0 {
+        log::always(format_args!(
+            "rdma_destroy_id: {held} event(s) about this identifier not acknowledged \
+             (rdma_ack_cm_event) after {} s; destroyed anyway",
+            ACK_WAIT.as_secs()
+        ));
+    }
     0
 }
+
+/// How long `rdma_destroy_id` waits for the events about the identifier to be acknowledged
+/// (librdmacm waits without end).
+const ACK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// `rdma_bind_addr`: a specific address picks its device (its context becomes `verbs`); the
 /// wildcard leaves the choice to the connection request. Port 0 gets a free port now.

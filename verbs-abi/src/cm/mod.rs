@@ -8,5 +8,6 @@ mod addrinfo;
 mod channel;
 mod connect;
 pub(crate) mod connection_events;
+mod event_acks;
 pub(crate) mod event_queue;
 mod id;

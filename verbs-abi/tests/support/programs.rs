@@ -2,6 +2,7 @@
 //! server in A, a client in B, each through `xwarp-run`, both bounded in time (killed at the
 //! deadline), their output kept for the assertions and printed for the record.
 
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -26,6 +27,8 @@ pub struct Tools {
 #[derive(Debug)]
 pub struct Ran {
     pub status: Option<i32>,
+    /// The signal that ended it, if one did (SIGKILL at the deadline).
+    pub signal: Option<i32>,
     pub stdout: String,
     pub stderr: String,
     pub took: Duration,
@@ -50,18 +53,18 @@ impl Running {
     pub fn wait(mut self, deadline: Duration) -> Ran {
         let status = loop {
             if let Some(s) = self.child.try_wait().expect("try_wait") {
-                break s.code();
+                break s;
             }
             if self.started.elapsed() > deadline {
                 let _ = self.child.kill();
-                let _ = self.child.wait();
-                break None;
+                break self.child.wait().expect("wait");
             }
             std::thread::sleep(Duration::from_millis(20));
         };
         let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
         let ran = Ran {
-            status,
+            status: status.code(),
+            signal: status.signal(),
             stdout: read(&self.out),
             stderr: read(&self.err),
             took: self.started.elapsed(),
