@@ -8,14 +8,12 @@
 //! [`TimerWheel::next_fire`] skip empty slots 64 at a time, so a long jump of time costs
 //! O(slots / 64 + entries fired), not O(slots).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tcp_offload::time::nanos;
+use tcp_offload::Timestamp;
 
 use crate::endpoint::FastMap;
-
-/// `d` in nanoseconds, saturating (a u64 holds 584 years).
-fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-}
 
 /// No entry (end of a list, or a free entry).
 const NIL: u32 = u32::MAX;
@@ -31,7 +29,7 @@ struct Entry {
 /// The wheel.
 #[derive(Debug)]
 pub struct TimerWheel {
-    base: Instant,
+    base: Timestamp,
     /// The tick in nanoseconds (at least 1): tick numbers are 64-bit divisions, not 128-bit
     /// ones (`Duration::as_nanos`), which cost a library call each.
     tick_ns: u64,
@@ -39,7 +37,7 @@ pub struct TimerWheel {
     now_tick: u64,
     /// When the tick after `now_tick` begins: `expire` before it has nothing to do (a compare
     /// instead of a 128-bit division on every endpoint round).
-    next_tick_at: Instant,
+    next_tick_at: Timestamp,
     /// The first entry of each slot's list.
     heads: Vec<u32>,
     /// One bit per slot: set while the slot's list is not empty.
@@ -49,7 +47,7 @@ pub struct TimerWheel {
     summary: Vec<u64>,
     /// [`TimerWheel::next_fire`]'s answer until an entry is armed, moved or removed: an
     /// engine asks for it every round, the entries change far less often.
-    next_fire_cache: std::cell::Cell<Option<Option<Instant>>>,
+    next_fire_cache: std::cell::Cell<Option<Option<Timestamp>>>,
     entries: Vec<Entry>,
     /// Entries not in use.
     free: Vec<u32>,
@@ -60,7 +58,7 @@ pub struct TimerWheel {
 impl TimerWheel {
     /// `slots` slots (rounded up to a power of two, so that a tick's slot is a mask, not a
     /// division) of `tick` each, counting from `base`.
-    pub fn new(base: Instant, tick: Duration, slots: usize) -> Self {
+    pub fn new(base: Timestamp, tick: Duration, slots: usize) -> Self {
         let slots = slots.max(1).next_power_of_two();
         TimerWheel {
             base,
@@ -77,12 +75,21 @@ impl TimerWheel {
         }
     }
 
-    fn tick_of(&self, t: Instant) -> u64 {
-        nanos(t.saturating_duration_since(self.base)) / self.tick_ns
+    fn tick_of(&self, t: Timestamp) -> u64 {
+        t.nanos_since(self.base) / self.tick_ns
     }
 
-    fn tick_ceil(&self, t: Instant) -> u64 {
-        nanos(t.saturating_duration_since(self.base)).div_ceil(self.tick_ns)
+    fn tick_ceil(&self, t: Timestamp) -> u64 {
+        t.nanos_since(self.base).div_ceil(self.tick_ns)
+    }
+
+    /// When tick `t` begins.
+    fn at_tick(&self, t: u64) -> Timestamp {
+        Timestamp::from_nanos(
+            self.base
+                .as_nanos()
+                .saturating_add(t.saturating_mul(self.tick_ns)),
+        )
     }
 
     /// Keys armed.
@@ -102,7 +109,7 @@ impl TimerWheel {
 
     /// Arms `key` for `deadline` (rounded up to the next tick; a past deadline fires at the next
     /// expiry), replacing its earlier deadline if it had one.
-    pub fn insert(&mut self, key: u64, deadline: Instant) {
+    pub fn insert(&mut self, key: u64, deadline: Timestamp) {
         let tick = self.tick_ceil(deadline).max(self.now_tick + 1);
         let slot = self.slot_of(tick);
         let head = self.heads[slot];
@@ -224,12 +231,12 @@ impl TimerWheel {
     }
 
     /// Whether [`TimerWheel::expire`] at `now` has a tick to move past (else it does nothing).
-    pub fn is_due(&self, now: Instant) -> bool {
+    pub fn is_due(&self, now: Timestamp) -> bool {
         now >= self.next_tick_at
     }
 
     /// Moves time to `now` and appends the keys whose deadline tick has passed to `out`.
-    pub fn expire(&mut self, now: Instant, out: &mut Vec<u64>) {
+    pub fn expire(&mut self, now: Timestamp, out: &mut Vec<u64>) {
         if !self.is_due(now) {
             return;
         }
@@ -262,14 +269,13 @@ impl TimerWheel {
             step += 1;
         }
         self.now_tick = target;
-        self.next_tick_at =
-            self.base + Duration::from_nanos((target + 1).saturating_mul(self.tick_ns));
+        self.next_tick_at = self.at_tick(target + 1);
     }
 
     /// When the next `expire` would fire something: the end of the earliest armed tick, or
     /// `None` when nothing is armed. O(slots / 64 + entries of the slots looked at); the
     /// entries more than one turn out are all looked at only when nothing is armed nearer.
-    pub fn next_fire(&self) -> Option<Instant> {
+    pub fn next_fire(&self) -> Option<Timestamp> {
         if let Some(cached) = self.next_fire_cache.get() {
             return cached;
         }
@@ -278,12 +284,11 @@ impl TimerWheel {
         t
     }
 
-    fn find_next_fire(&self) -> Option<Instant> {
+    fn find_next_fire(&self) -> Option<Timestamp> {
         if self.at.is_empty() {
             return None;
         }
         let n = self.heads.len() as u64;
-        let at_tick = |t: u64| self.base + Duration::from_nanos(t.saturating_mul(self.tick_ns));
         // Entries due within one turn sit in the first occupied slot that holds one.
         let mut step = 1;
         while step <= n {
@@ -297,7 +302,7 @@ impl TimerWheel {
             while i != NIL {
                 let e = &self.entries[i as usize];
                 if e.tick <= due {
-                    return Some(at_tick(e.tick));
+                    return Some(self.at_tick(e.tick));
                 }
                 i = e.next;
             }
@@ -308,7 +313,7 @@ impl TimerWheel {
             .values()
             .map(|&i| self.entries[i as usize].tick)
             .min()
-            .map(at_tick)
+            .map(|t| self.at_tick(t))
     }
 }
 
@@ -318,7 +323,7 @@ mod tests {
 
     #[test]
     fn fires_at_or_after_deadline_never_before() {
-        let base = Instant::now();
+        let base = Timestamp::ZERO;
         let mut w = TimerWheel::new(base, Duration::from_millis(1), 8);
         w.insert(1, base + Duration::from_micros(2500));
         w.insert(2, base + Duration::from_millis(20)); // more than one turn out
@@ -340,7 +345,7 @@ mod tests {
 
     #[test]
     fn past_deadline_fires_on_next_expiry() {
-        let base = Instant::now();
+        let base = Timestamp::ZERO;
         let mut w = TimerWheel::new(base, Duration::from_millis(1), 4);
         let mut out = Vec::new();
         w.expire(base + Duration::from_millis(10), &mut out);
@@ -372,7 +377,7 @@ mod tests {
         let cfg = ProptestConfig::with_cases(300);
         let slots = prop_oneof![1usize..200, 4000usize..9000];
         proptest!(cfg, |(slots in slots, ops in proptest::collection::vec(op, 1..300))| {
-            let base = Instant::now();
+            let base = Timestamp::ZERO;
             let tick = Duration::from_micros(10);
             let mut w = TimerWheel::new(base, tick, slots);
             let mut model: BTreeMap<u64, u64> = BTreeMap::new();
@@ -384,7 +389,7 @@ mod tests {
                     Op::Arm(k, per_mille) => {
                         let d = now + tick * (per_mille * slots as u64 / 1000) as u32;
                         w.insert(k, d);
-                        let t = d.duration_since(base).as_nanos().div_ceil(tick.as_nanos()) as u64;
+                        let t = d.saturating_duration_since(base).as_nanos().div_ceil(tick.as_nanos()) as u64;
                         model.insert(k, t.max(now_tick + 1));
                     }
                     Op::Cancel(k) => {
@@ -393,7 +398,7 @@ mod tests {
                     }
                     Op::Expire(per_mille) => {
                         now += tick * (per_mille * slots as u64 / 1000) as u32;
-                        let target = (now.duration_since(base).as_nanos() / tick.as_nanos()) as u64;
+                        let target = (now.saturating_duration_since(base).as_nanos() / tick.as_nanos()) as u64;
                         now_tick = now_tick.max(target);
                         let mut out = Vec::new();
                         w.expire(now, &mut out);
@@ -413,7 +418,7 @@ mod tests {
     /// one entry per key, and only the last deadline fires.
     #[test]
     fn re_arming_moves_the_one_entry_of_a_key() {
-        let base = Instant::now();
+        let base = Timestamp::ZERO;
         let mut w = TimerWheel::new(base, Duration::from_millis(1), 64);
         for i in 0..=10_000u64 {
             // Alternately far and near, as a connection's keepalive and delayed ACK; far last.
