@@ -1,7 +1,9 @@
 //! A hashed timer wheel: O(1) insertion and cancellation, expiry by walking the slots passed
 //! since the last call. Each key has at most one entry: arming a key again moves it, so the
 //! wheel holds one entry per armed key however often deadlines change (a connection re-arms
-//! on every segment). Entries live in one table and each slot is a doubly linked list through
+//! on every segment). Whoever arms a key keeps its [`Armed`] handle (the deadline and the
+//! entry's index), so arming, moving and cancelling find the entry without a lookup by key.
+//! Entries live in one table and each slot is a doubly linked list through
 //! it, so memory follows the keys armed at once, not the slots ever used, and arming allocates
 //! nothing once the table has grown. Deadlines further out than one turn stay in their slot
 //! until their tick comes. A bitmap of the slots that hold entries lets expiry and
@@ -13,9 +15,7 @@ use std::time::Duration;
 use tcp_offload::time::nanos;
 use tcp_offload::Timestamp;
 
-use crate::endpoint::FastMap;
-
-/// No entry (end of a list, or a free entry).
+/// No entry (end of a list).
 const NIL: u32 = u32::MAX;
 
 #[derive(Clone, Copy, Debug)]
@@ -24,6 +24,18 @@ struct Entry {
     tick: u64,
     prev: u32,
     next: u32,
+    /// In a slot's list (not on the free list).
+    live: bool,
+}
+
+/// An armed key's deadline and entry, kept by whoever armed it and passed back to move or
+/// cancel it. An entry that fires is freed: its key's handle must be dropped then (the keys
+/// [`TimerWheel::expire`] returns).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Armed {
+    /// The deadline the key was armed for.
+    pub at: Timestamp,
+    entry: u32,
 }
 
 /// The wheel.
@@ -51,8 +63,8 @@ pub struct TimerWheel {
     entries: Vec<Entry>,
     /// Entries not in use.
     free: Vec<u32>,
-    /// Each armed key's entry.
-    at: FastMap<u64, u32>,
+    /// Entries in use (keys armed).
+    live: usize,
 }
 
 impl TimerWheel {
@@ -71,7 +83,7 @@ impl TimerWheel {
             next_fire_cache: std::cell::Cell::new(None),
             entries: Vec::new(),
             free: Vec::new(),
-            at: FastMap::default(),
+            live: 0,
         }
     }
 
@@ -94,12 +106,12 @@ impl TimerWheel {
 
     /// Keys armed.
     pub fn len(&self) -> usize {
-        self.at.len()
+        self.live
     }
 
     /// True when no key is armed.
     pub fn is_empty(&self) -> bool {
-        self.at.is_empty()
+        self.live == 0
     }
 
     fn slot_of(&self, tick: u64) -> usize {
@@ -107,9 +119,19 @@ impl TimerWheel {
         (tick & (self.heads.len() as u64 - 1)) as usize
     }
 
+    /// The entry `armed` names for `key`, if it is still that key's.
+    fn entry_of(&self, key: u64, armed: Option<Armed>) -> Option<u32> {
+        let i = armed?.entry;
+        self.entries
+            .get(i as usize)
+            .is_some_and(|e| e.live && e.key == key)
+            .then_some(i)
+    }
+
     /// Arms `key` for `deadline` (rounded up to the next tick; a past deadline fires at the next
-    /// expiry), replacing its earlier deadline if it had one.
-    pub fn insert(&mut self, key: u64, deadline: Timestamp) {
+    /// expiry), replacing its earlier deadline if `armed`, its handle, says it had one;
+    /// `armed` is then the new handle.
+    pub fn insert(&mut self, key: u64, deadline: Timestamp, armed: &mut Option<Armed>) {
         let tick = self.tick_ceil(deadline).max(self.now_tick + 1);
         let slot = self.slot_of(tick);
         let head = self.heads[slot];
@@ -118,23 +140,27 @@ impl TimerWheel {
             tick,
             prev: NIL,
             next: head,
+            live: true,
         };
-        let i = match self.at.get(&key) {
-            Some(&i) => {
+        let i = match self.entry_of(key, *armed) {
+            Some(i) => {
                 self.unlink(i);
                 self.entries[i as usize] = e;
                 i
             }
-            None => match self.free.pop() {
-                Some(i) => {
-                    self.entries[i as usize] = e;
-                    i
+            None => {
+                self.live += 1;
+                match self.free.pop() {
+                    Some(i) => {
+                        self.entries[i as usize] = e;
+                        i
+                    }
+                    None => {
+                        self.entries.push(e);
+                        (self.entries.len() - 1) as u32
+                    }
                 }
-                None => {
-                    self.entries.push(e);
-                    (self.entries.len() - 1) as u32
-                }
-            },
+            }
         };
         // (`unlink` may have changed the head if the entry was first in this very slot.)
         let head = self.heads[slot];
@@ -146,12 +172,16 @@ impl TimerWheel {
         self.occupied[slot / 64] |= 1 << (slot % 64);
         self.summary[slot / 4096] |= 1 << ((slot / 64) % 64);
         self.next_fire_cache.set(None);
-        self.at.insert(key, i);
+        *armed = Some(Armed {
+            at: deadline,
+            entry: i,
+        });
     }
 
-    /// Disarms `key` (nothing if it was not armed).
-    pub fn cancel(&mut self, key: u64) {
-        if let Some(i) = self.at.remove(&key) {
+    /// Disarms `key`, whose handle is `armed` (nothing if it was not armed); `armed` is then
+    /// `None`.
+    pub fn cancel(&mut self, key: u64, armed: &mut Option<Armed>) {
+        if let Some(i) = self.entry_of(key, armed.take()) {
             self.unlink(i);
             self.release(i);
         }
@@ -182,6 +212,8 @@ impl TimerWheel {
 
     /// Returns entry `i` to the free list; the table shrinks once every entry is free.
     fn release(&mut self, i: u32) {
+        self.entries[i as usize].live = false;
+        self.live -= 1;
         self.free.push(i);
         if self.free.len() == self.entries.len() {
             self.free.clear();
@@ -192,7 +224,6 @@ impl TimerWheel {
                 self.free.shrink_to_fit();
             }
         }
-        crate::endpoint::shrink_sparse(&mut self.at);
     }
 
     /// The first occupied slot at or after `slot` going round the wheel, as a distance from
@@ -260,7 +291,6 @@ impl TimerWheel {
                 let e = self.entries[i as usize];
                 if e.tick <= target {
                     self.unlink(i);
-                    self.at.remove(&e.key);
                     self.release(i);
                     out.push(e.key);
                 }
@@ -285,7 +315,7 @@ impl TimerWheel {
     }
 
     fn find_next_fire(&self) -> Option<Timestamp> {
-        if self.at.is_empty() {
+        if self.live == 0 {
             return None;
         }
         let n = self.heads.len() as u64;
@@ -309,9 +339,10 @@ impl TimerWheel {
             step += 1;
         }
         // Everything is more than one turn out.
-        self.at
-            .values()
-            .map(|&i| self.entries[i as usize].tick)
+        self.entries
+            .iter()
+            .filter(|e| e.live)
+            .map(|e| e.tick)
             .min()
             .map(|t| self.at_tick(t))
     }
@@ -319,12 +350,61 @@ impl TimerWheel {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
     use super::*;
+
+    /// The wheel with its keys' handles kept by key, as the endpoint keeps them in its
+    /// connections (a fired key's handle dropped).
+    struct Keyed {
+        w: TimerWheel,
+        handles: HashMap<u64, Option<Armed>>,
+    }
+
+    impl Keyed {
+        fn new(base: Timestamp, tick: Duration, slots: usize) -> Self {
+            Keyed {
+                w: TimerWheel::new(base, tick, slots),
+                handles: HashMap::new(),
+            }
+        }
+
+        fn insert(&mut self, key: u64, deadline: Timestamp) {
+            let h = self.handles.entry(key).or_default();
+            self.w.insert(key, deadline, h);
+        }
+
+        fn cancel(&mut self, key: u64) {
+            let mut h = self.handles.remove(&key).flatten();
+            self.w.cancel(key, &mut h);
+            assert_eq!(h, None);
+        }
+
+        fn expire(&mut self, now: Timestamp, out: &mut Vec<u64>) {
+            let from = out.len();
+            self.w.expire(now, out);
+            for k in &out[from..] {
+                self.handles.remove(k);
+            }
+        }
+
+        fn len(&self) -> usize {
+            self.w.len()
+        }
+
+        fn is_empty(&self) -> bool {
+            self.w.is_empty()
+        }
+
+        fn next_fire(&self) -> Option<Timestamp> {
+            self.w.next_fire()
+        }
+    }
 
     #[test]
     fn fires_at_or_after_deadline_never_before() {
         let base = Timestamp::ZERO;
-        let mut w = TimerWheel::new(base, Duration::from_millis(1), 8);
+        let mut w = Keyed::new(base, Duration::from_millis(1), 8);
         w.insert(1, base + Duration::from_micros(2500));
         w.insert(2, base + Duration::from_millis(20)); // more than one turn out
         let mut out = Vec::new();
@@ -346,7 +426,7 @@ mod tests {
     #[test]
     fn past_deadline_fires_on_next_expiry() {
         let base = Timestamp::ZERO;
-        let mut w = TimerWheel::new(base, Duration::from_millis(1), 4);
+        let mut w = Keyed::new(base, Duration::from_millis(1), 4);
         let mut out = Vec::new();
         w.expire(base + Duration::from_millis(10), &mut out);
         w.insert(7, base);
@@ -379,7 +459,7 @@ mod tests {
         proptest!(cfg, |(slots in slots, ops in proptest::collection::vec(op, 1..300))| {
             let base = Timestamp::ZERO;
             let tick = Duration::from_micros(10);
-            let mut w = TimerWheel::new(base, tick, slots);
+            let mut w = Keyed::new(base, tick, slots);
             let mut model: BTreeMap<u64, u64> = BTreeMap::new();
             let mut now = base;
             let mut now_tick = 0u64;
@@ -414,12 +494,36 @@ mod tests {
         });
     }
 
+    /// A handle kept past its entry's expiry (the entry since reused by another key) moves
+    /// nothing of the other key's: the stale handle arms a new entry.
+    #[test]
+    fn a_stale_handle_does_not_move_another_keys_entry() {
+        let base = Timestamp::ZERO;
+        let ms = Duration::from_millis;
+        let mut w = TimerWheel::new(base, ms(1), 64);
+        let (mut one, mut two) = (None, None);
+        w.insert(1, base + ms(2), &mut one);
+        let mut out = Vec::new();
+        w.expire(base + ms(3), &mut out);
+        assert_eq!(out, vec![1]);
+        w.insert(2, base + ms(10), &mut two);
+        // `one` still names the entry key 2 now has.
+        w.insert(1, base + ms(5), &mut one);
+        w.cancel(1, &mut one.clone());
+        assert_eq!(w.len(), 1);
+        out.clear();
+        w.expire(base + ms(11), &mut out);
+        assert_eq!(out, vec![2], "key 2 kept its deadline");
+        w.cancel(2, &mut two);
+        assert!(w.is_empty());
+    }
+
     /// Arming a key again moves its entry: however often a deadline changes, the wheel holds
     /// one entry per key, and only the last deadline fires.
     #[test]
     fn re_arming_moves_the_one_entry_of_a_key() {
         let base = Timestamp::ZERO;
-        let mut w = TimerWheel::new(base, Duration::from_millis(1), 64);
+        let mut w = Keyed::new(base, Duration::from_millis(1), 64);
         for i in 0..=10_000u64 {
             // Alternately far and near, as a connection's keepalive and delayed ACK; far last.
             let d = if i % 2 == 0 { 5000 } else { 3 };
@@ -427,7 +531,7 @@ mod tests {
             w.insert(2, base + Duration::from_millis(40));
         }
         assert_eq!(w.len(), 2);
-        assert_eq!(w.entries.len() - w.free.len(), 2, "one entry per key");
+        assert_eq!(w.w.entries.len() - w.w.free.len(), 2, "one entry per key");
         let mut out = Vec::new();
         w.expire(base + Duration::from_millis(100), &mut out);
         assert_eq!(out, vec![2], "key 1 was last armed far out");

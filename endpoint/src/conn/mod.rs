@@ -19,6 +19,7 @@ use crate::counters::{fold_tcp_counters, EndpointCounters};
 use crate::domain::Domain;
 use crate::endpoint::admission::BacklogSlot;
 use crate::endpoint::stream::StreamState;
+use crate::timer_wheel::Armed;
 pub(crate) use rx_feed::FeedSink;
 use rx_feed::{startup_rx_limit, RxFeed};
 pub(crate) use state::{Closing, ConnState, Iwarp, MpaPhase};
@@ -45,8 +46,8 @@ pub(crate) struct Conn<D> {
     /// The protection domain whose STags and regions this connection reaches (verbs API);
     /// `None`: the endpoint's own table and memory.
     pub pd: Option<D>,
-    /// Currently armed timer deadline.
-    pub armed: Option<Timestamp>,
+    /// Its timer wheel entry: the deadline it is armed for.
+    pub armed: Option<Armed>,
     /// Marked for the endpoint's next round.
     pub dirty: bool,
 }

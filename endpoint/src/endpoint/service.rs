@@ -156,10 +156,10 @@ impl<D: Domain> Endpoint<D> {
     /// Takes closed connection `id` out of the tables: its timer, its listener's backlog, its
     /// flow; what it counted is added to the endpoint's counters.
     fn remove_closed(&mut self, id: u64, reason: CloseReason) {
-        let Some(c) = self.conns.remove(&id) else {
+        let Some(mut c) = self.conns.remove(&id) else {
             return;
         };
-        self.wheel.cancel(id);
+        self.wheel.cancel(id, &mut c.armed);
         if let Some(l) = c.backlog() {
             leave_backlog(&mut self.listeners, l);
         }
@@ -432,9 +432,8 @@ impl Round<'_> {
 /// period instead of a wheel move per segment).
 fn arm<D>(wheel: &mut TimerWheel, clock: &Clock, id: u64, c: &mut Conn<D>) {
     if let Some(d) = c.deadline(clock) {
-        if c.armed.is_none_or(|a| d < a) {
-            c.armed = Some(d);
-            wheel.insert(id, d);
+        if c.armed.is_none_or(|a| d < a.at) {
+            wheel.insert(id, d, &mut c.armed);
         }
     }
 }

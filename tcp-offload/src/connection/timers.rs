@@ -32,54 +32,80 @@ impl Timer {
 }
 
 /// The deadlines of a connection's timers: each [`Timer`] is stopped or armed for one instant.
-/// Pure bookkeeping: what an expiry does is [`Connection::handle_timeout`]'s business.
-#[derive(Clone, Copy, Debug, Default)]
+/// Pure bookkeeping: what an expiry does is [`Connection::handle_timeout`]'s business. A
+/// deadline is a plain `u64` of nanoseconds, `u64::MAX` for a stopped timer (no instant is that
+/// late), so that the earliest one is a branch-free minimum of seven integers.
+#[derive(Clone, Copy, Debug)]
 pub(super) struct Timers {
-    deadline: [Option<Timestamp>; Timer::COUNT],
+    deadline: [u64; Timer::COUNT],
+}
+
+/// A stopped timer's deadline.
+const STOPPED: u64 = u64::MAX;
+
+impl Default for Timers {
+    fn default() -> Self {
+        Timers {
+            deadline: [STOPPED; Timer::COUNT],
+        }
+    }
+}
+
+/// `at` as a deadline (the latest instant stands for never, as a stopped timer).
+fn armed(at: Timestamp) -> u64 {
+    at.as_nanos()
+}
+
+fn instant(d: u64) -> Option<Timestamp> {
+    (d != STOPPED).then_some(Timestamp::from_nanos(d))
 }
 
 impl Timers {
     /// The deadline of `t`, if armed.
+    #[cfg(test)]
     pub fn get(&self, t: Timer) -> Option<Timestamp> {
-        self.deadline[t as usize]
+        instant(self.deadline[t as usize])
     }
 
     /// True if `t` is armed.
     pub fn is_armed(&self, t: Timer) -> bool {
-        self.get(t).is_some()
+        self.deadline[t as usize] != STOPPED
     }
 
     /// Arms (or re-arms) `t` for `at`.
     pub fn set(&mut self, t: Timer, at: Timestamp) {
-        self.deadline[t as usize] = Some(at);
+        self.deadline[t as usize] = armed(at);
     }
 
     /// Arms `t` for `at` unless it is armed for an earlier instant.
     pub fn set_earlier(&mut self, t: Timer, at: Timestamp) {
         let d = &mut self.deadline[t as usize];
-        *d = Some(d.map_or(at, |old| old.min(at)));
+        *d = (*d).min(armed(at));
     }
 
     /// The deadline of `t`, arming it for `at` first if it is stopped.
     pub fn get_or_set(&mut self, t: Timer, at: Timestamp) -> Timestamp {
-        *self.deadline[t as usize].get_or_insert(at)
+        if !self.is_armed(t) {
+            self.set(t, at);
+        }
+        Timestamp::from_nanos(self.deadline[t as usize])
     }
 
     /// Stops `t`.
     pub fn stop(&mut self, t: Timer) {
-        self.deadline[t as usize] = None;
+        self.deadline[t as usize] = STOPPED;
     }
 
     /// The earliest deadline of all armed timers.
     pub fn next(&self) -> Option<Timestamp> {
-        self.deadline.iter().flatten().min().copied()
+        instant(self.deadline.iter().fold(STOPPED, |m, &d| m.min(d)))
     }
 
     /// True if `t` is armed for `now` or earlier; it is then stopped (it fires once).
     pub fn expired(&mut self, t: Timer, now: Timestamp) -> bool {
         let d = &mut self.deadline[t as usize];
-        if d.is_some_and(|at| at <= now) {
-            *d = None;
+        if *d <= now.as_nanos() && *d != STOPPED {
+            *d = STOPPED;
             true
         } else {
             false
