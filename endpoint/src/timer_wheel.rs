@@ -65,6 +65,9 @@ pub struct TimerWheel {
     free: Vec<u32>,
     /// Entries in use (keys armed).
     live: usize,
+    /// No armed entry's tick is below this (`u64::MAX` when none was armed since the last
+    /// scan): an expiry to a tick before it fires nothing and scans no slot.
+    low: u64,
 }
 
 impl TimerWheel {
@@ -84,6 +87,7 @@ impl TimerWheel {
             entries: Vec::new(),
             free: Vec::new(),
             live: 0,
+            low: u64::MAX,
         }
     }
 
@@ -133,6 +137,7 @@ impl TimerWheel {
     /// `armed` is then the new handle.
     pub fn insert(&mut self, key: u64, deadline: Timestamp, armed: &mut Option<Armed>) {
         let tick = self.tick_ceil(deadline).max(self.now_tick + 1);
+        self.low = self.low.min(tick);
         let slot = self.slot_of(tick);
         let head = self.heads[slot];
         let e = Entry {
@@ -275,6 +280,12 @@ impl TimerWheel {
         if target <= self.now_tick {
             return;
         }
+        if target < self.low {
+            // Nothing armed is due yet.
+            self.now_tick = target;
+            self.next_tick_at = self.at_tick(target + 1);
+            return;
+        }
         let n = self.heads.len() as u64;
         let steps = (target - self.now_tick).min(n);
         // Visit the occupied slots among the `steps` after `now_tick`.
@@ -300,6 +311,19 @@ impl TimerWheel {
         }
         self.now_tick = target;
         self.next_tick_at = self.at_tick(target + 1);
+        self.low = self.first_tick_bound();
+    }
+
+    /// A bound no armed entry's tick is below, after an expiry: the tick of the first occupied
+    /// slot within a turn of `now_tick` (an entry in a slot `d` slots on has a tick of at least
+    /// `now_tick + d`, however many turns out), `u64::MAX` when no slot is occupied.
+    fn first_tick_bound(&self) -> u64 {
+        if self.live == 0 {
+            return u64::MAX;
+        }
+        let n = self.heads.len() as u64;
+        self.next_occupied(self.slot_of(self.now_tick + 1), n)
+            .map_or(u64::MAX, |d| self.now_tick + 1 + d)
     }
 
     /// When the next `expire` would fire something: the end of the earliest armed tick, or
