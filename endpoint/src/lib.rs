@@ -34,6 +34,7 @@
 #![warn(missing_docs)]
 
 mod classify;
+mod clock;
 mod config;
 mod conn;
 mod counters;

@@ -1,23 +1,21 @@
 //! A hashed timer wheel: O(1) insertion and cancellation, expiry by walking the slots passed
 //! since the last call. Each key has at most one entry: arming a key again moves it, so the
 //! wheel holds one entry per armed key however often deadlines change (a connection re-arms
-//! on every segment). Entries live in one table and each slot is a doubly linked list through
+//! on every segment). Whoever arms a key keeps its [`Armed`] handle (the deadline and the
+//! entry's index), so arming, moving and cancelling find the entry without a lookup by key.
+//! Entries live in one table and each slot is a doubly linked list through
 //! it, so memory follows the keys armed at once, not the slots ever used, and arming allocates
 //! nothing once the table has grown. Deadlines further out than one turn stay in their slot
 //! until their tick comes. A bitmap of the slots that hold entries lets expiry and
 //! [`TimerWheel::next_fire`] skip empty slots 64 at a time, so a long jump of time costs
 //! O(slots / 64 + entries fired), not O(slots).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::endpoint::FastMap;
+use tcp_offload::time::nanos;
+use tcp_offload::Timestamp;
 
-/// `d` in nanoseconds, saturating (a u64 holds 584 years).
-fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-}
-
-/// No entry (end of a list, or a free entry).
+/// No entry (end of a list).
 const NIL: u32 = u32::MAX;
 
 #[derive(Clone, Copy, Debug)]
@@ -26,12 +24,24 @@ struct Entry {
     tick: u64,
     prev: u32,
     next: u32,
+    /// In a slot's list (not on the free list).
+    live: bool,
+}
+
+/// An armed key's deadline and entry, kept by whoever armed it and passed back to move or
+/// cancel it. An entry that fires is freed: its key's handle must be dropped then (the keys
+/// [`TimerWheel::expire`] returns).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Armed {
+    /// The deadline the key was armed for.
+    pub at: Timestamp,
+    entry: u32,
 }
 
 /// The wheel.
 #[derive(Debug)]
 pub struct TimerWheel {
-    base: Instant,
+    base: Timestamp,
     /// The tick in nanoseconds (at least 1): tick numbers are 64-bit divisions, not 128-bit
     /// ones (`Duration::as_nanos`), which cost a library call each.
     tick_ns: u64,
@@ -39,7 +49,7 @@ pub struct TimerWheel {
     now_tick: u64,
     /// When the tick after `now_tick` begins: `expire` before it has nothing to do (a compare
     /// instead of a 128-bit division on every endpoint round).
-    next_tick_at: Instant,
+    next_tick_at: Timestamp,
     /// The first entry of each slot's list.
     heads: Vec<u32>,
     /// One bit per slot: set while the slot's list is not empty.
@@ -49,18 +59,21 @@ pub struct TimerWheel {
     summary: Vec<u64>,
     /// [`TimerWheel::next_fire`]'s answer until an entry is armed, moved or removed: an
     /// engine asks for it every round, the entries change far less often.
-    next_fire_cache: std::cell::Cell<Option<Option<Instant>>>,
+    next_fire_cache: std::cell::Cell<Option<Option<Timestamp>>>,
     entries: Vec<Entry>,
     /// Entries not in use.
     free: Vec<u32>,
-    /// Each armed key's entry.
-    at: FastMap<u64, u32>,
+    /// Entries in use (keys armed).
+    live: usize,
+    /// No armed entry's tick is below this (`u64::MAX` when none was armed since the last
+    /// scan): an expiry to a tick before it fires nothing and scans no slot.
+    low: u64,
 }
 
 impl TimerWheel {
     /// `slots` slots (rounded up to a power of two, so that a tick's slot is a mask, not a
     /// division) of `tick` each, counting from `base`.
-    pub fn new(base: Instant, tick: Duration, slots: usize) -> Self {
+    pub fn new(base: Timestamp, tick: Duration, slots: usize) -> Self {
         let slots = slots.max(1).next_power_of_two();
         TimerWheel {
             base,
@@ -73,26 +86,36 @@ impl TimerWheel {
             next_fire_cache: std::cell::Cell::new(None),
             entries: Vec::new(),
             free: Vec::new(),
-            at: FastMap::default(),
+            live: 0,
+            low: u64::MAX,
         }
     }
 
-    fn tick_of(&self, t: Instant) -> u64 {
-        nanos(t.saturating_duration_since(self.base)) / self.tick_ns
+    fn tick_of(&self, t: Timestamp) -> u64 {
+        t.nanos_since(self.base) / self.tick_ns
     }
 
-    fn tick_ceil(&self, t: Instant) -> u64 {
-        nanos(t.saturating_duration_since(self.base)).div_ceil(self.tick_ns)
+    fn tick_ceil(&self, t: Timestamp) -> u64 {
+        t.nanos_since(self.base).div_ceil(self.tick_ns)
+    }
+
+    /// When tick `t` begins.
+    fn at_tick(&self, t: u64) -> Timestamp {
+        Timestamp::from_nanos(
+            self.base
+                .as_nanos()
+                .saturating_add(t.saturating_mul(self.tick_ns)),
+        )
     }
 
     /// Keys armed.
     pub fn len(&self) -> usize {
-        self.at.len()
+        self.live
     }
 
     /// True when no key is armed.
     pub fn is_empty(&self) -> bool {
-        self.at.is_empty()
+        self.live == 0
     }
 
     fn slot_of(&self, tick: u64) -> usize {
@@ -100,10 +123,21 @@ impl TimerWheel {
         (tick & (self.heads.len() as u64 - 1)) as usize
     }
 
+    /// The entry `armed` names for `key`, if it is still that key's.
+    fn entry_of(&self, key: u64, armed: Option<Armed>) -> Option<u32> {
+        let i = armed?.entry;
+        self.entries
+            .get(i as usize)
+            .is_some_and(|e| e.live && e.key == key)
+            .then_some(i)
+    }
+
     /// Arms `key` for `deadline` (rounded up to the next tick; a past deadline fires at the next
-    /// expiry), replacing its earlier deadline if it had one.
-    pub fn insert(&mut self, key: u64, deadline: Instant) {
+    /// expiry), replacing its earlier deadline if `armed`, its handle, says it had one;
+    /// `armed` is then the new handle.
+    pub fn insert(&mut self, key: u64, deadline: Timestamp, armed: &mut Option<Armed>) {
         let tick = self.tick_ceil(deadline).max(self.now_tick + 1);
+        self.low = self.low.min(tick);
         let slot = self.slot_of(tick);
         let head = self.heads[slot];
         let e = Entry {
@@ -111,23 +145,27 @@ impl TimerWheel {
             tick,
             prev: NIL,
             next: head,
+            live: true,
         };
-        let i = match self.at.get(&key) {
-            Some(&i) => {
+        let i = match self.entry_of(key, *armed) {
+            Some(i) => {
                 self.unlink(i);
                 self.entries[i as usize] = e;
                 i
             }
-            None => match self.free.pop() {
-                Some(i) => {
-                    self.entries[i as usize] = e;
-                    i
+            None => {
+                self.live += 1;
+                match self.free.pop() {
+                    Some(i) => {
+                        self.entries[i as usize] = e;
+                        i
+                    }
+                    None => {
+                        self.entries.push(e);
+                        (self.entries.len() - 1) as u32
+                    }
                 }
-                None => {
-                    self.entries.push(e);
-                    (self.entries.len() - 1) as u32
-                }
-            },
+            }
         };
         // (`unlink` may have changed the head if the entry was first in this very slot.)
         let head = self.heads[slot];
@@ -139,12 +177,16 @@ impl TimerWheel {
         self.occupied[slot / 64] |= 1 << (slot % 64);
         self.summary[slot / 4096] |= 1 << ((slot / 64) % 64);
         self.next_fire_cache.set(None);
-        self.at.insert(key, i);
+        *armed = Some(Armed {
+            at: deadline,
+            entry: i,
+        });
     }
 
-    /// Disarms `key` (nothing if it was not armed).
-    pub fn cancel(&mut self, key: u64) {
-        if let Some(i) = self.at.remove(&key) {
+    /// Disarms `key`, whose handle is `armed` (nothing if it was not armed); `armed` is then
+    /// `None`.
+    pub fn cancel(&mut self, key: u64, armed: &mut Option<Armed>) {
+        if let Some(i) = self.entry_of(key, armed.take()) {
             self.unlink(i);
             self.release(i);
         }
@@ -175,6 +217,8 @@ impl TimerWheel {
 
     /// Returns entry `i` to the free list; the table shrinks once every entry is free.
     fn release(&mut self, i: u32) {
+        self.entries[i as usize].live = false;
+        self.live -= 1;
         self.free.push(i);
         if self.free.len() == self.entries.len() {
             self.free.clear();
@@ -185,7 +229,6 @@ impl TimerWheel {
                 self.free.shrink_to_fit();
             }
         }
-        crate::endpoint::shrink_sparse(&mut self.at);
     }
 
     /// The first occupied slot at or after `slot` going round the wheel, as a distance from
@@ -224,17 +267,23 @@ impl TimerWheel {
     }
 
     /// Whether [`TimerWheel::expire`] at `now` has a tick to move past (else it does nothing).
-    pub fn is_due(&self, now: Instant) -> bool {
+    pub fn is_due(&self, now: Timestamp) -> bool {
         now >= self.next_tick_at
     }
 
     /// Moves time to `now` and appends the keys whose deadline tick has passed to `out`.
-    pub fn expire(&mut self, now: Instant, out: &mut Vec<u64>) {
+    pub fn expire(&mut self, now: Timestamp, out: &mut Vec<u64>) {
         if !self.is_due(now) {
             return;
         }
         let target = self.tick_of(now);
         if target <= self.now_tick {
+            return;
+        }
+        if target < self.low {
+            // Nothing armed is due yet.
+            self.now_tick = target;
+            self.next_tick_at = self.at_tick(target + 1);
             return;
         }
         let n = self.heads.len() as u64;
@@ -253,7 +302,6 @@ impl TimerWheel {
                 let e = self.entries[i as usize];
                 if e.tick <= target {
                     self.unlink(i);
-                    self.at.remove(&e.key);
                     self.release(i);
                     out.push(e.key);
                 }
@@ -262,14 +310,26 @@ impl TimerWheel {
             step += 1;
         }
         self.now_tick = target;
-        self.next_tick_at =
-            self.base + Duration::from_nanos((target + 1).saturating_mul(self.tick_ns));
+        self.next_tick_at = self.at_tick(target + 1);
+        self.low = self.first_tick_bound();
+    }
+
+    /// A bound no armed entry's tick is below, after an expiry: the tick of the first occupied
+    /// slot within a turn of `now_tick` (an entry in a slot `d` slots on has a tick of at least
+    /// `now_tick + d`, however many turns out), `u64::MAX` when no slot is occupied.
+    fn first_tick_bound(&self) -> u64 {
+        if self.live == 0 {
+            return u64::MAX;
+        }
+        let n = self.heads.len() as u64;
+        self.next_occupied(self.slot_of(self.now_tick + 1), n)
+            .map_or(u64::MAX, |d| self.now_tick + 1 + d)
     }
 
     /// When the next `expire` would fire something: the end of the earliest armed tick, or
     /// `None` when nothing is armed. O(slots / 64 + entries of the slots looked at); the
     /// entries more than one turn out are all looked at only when nothing is armed nearer.
-    pub fn next_fire(&self) -> Option<Instant> {
+    pub fn next_fire(&self) -> Option<Timestamp> {
         if let Some(cached) = self.next_fire_cache.get() {
             return cached;
         }
@@ -278,12 +338,11 @@ impl TimerWheel {
         t
     }
 
-    fn find_next_fire(&self) -> Option<Instant> {
-        if self.at.is_empty() {
+    fn find_next_fire(&self) -> Option<Timestamp> {
+        if self.live == 0 {
             return None;
         }
         let n = self.heads.len() as u64;
-        let at_tick = |t: u64| self.base + Duration::from_nanos(t.saturating_mul(self.tick_ns));
         // Entries due within one turn sit in the first occupied slot that holds one.
         let mut step = 1;
         while step <= n {
@@ -297,29 +356,79 @@ impl TimerWheel {
             while i != NIL {
                 let e = &self.entries[i as usize];
                 if e.tick <= due {
-                    return Some(at_tick(e.tick));
+                    return Some(self.at_tick(e.tick));
                 }
                 i = e.next;
             }
             step += 1;
         }
         // Everything is more than one turn out.
-        self.at
-            .values()
-            .map(|&i| self.entries[i as usize].tick)
+        self.entries
+            .iter()
+            .filter(|e| e.live)
+            .map(|e| e.tick)
             .min()
-            .map(at_tick)
+            .map(|t| self.at_tick(t))
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
     use super::*;
+
+    /// The wheel with its keys' handles kept by key, as the endpoint keeps them in its
+    /// connections (a fired key's handle dropped).
+    struct Keyed {
+        w: TimerWheel,
+        handles: HashMap<u64, Option<Armed>>,
+    }
+
+    impl Keyed {
+        fn new(base: Timestamp, tick: Duration, slots: usize) -> Self {
+            Keyed {
+                w: TimerWheel::new(base, tick, slots),
+                handles: HashMap::new(),
+            }
+        }
+
+        fn insert(&mut self, key: u64, deadline: Timestamp) {
+            let h = self.handles.entry(key).or_default();
+            self.w.insert(key, deadline, h);
+        }
+
+        fn cancel(&mut self, key: u64) {
+            let mut h = self.handles.remove(&key).flatten();
+            self.w.cancel(key, &mut h);
+            assert_eq!(h, None);
+        }
+
+        fn expire(&mut self, now: Timestamp, out: &mut Vec<u64>) {
+            let from = out.len();
+            self.w.expire(now, out);
+            for k in &out[from..] {
+                self.handles.remove(k);
+            }
+        }
+
+        fn len(&self) -> usize {
+            self.w.len()
+        }
+
+        fn is_empty(&self) -> bool {
+            self.w.is_empty()
+        }
+
+        fn next_fire(&self) -> Option<Timestamp> {
+            self.w.next_fire()
+        }
+    }
 
     #[test]
     fn fires_at_or_after_deadline_never_before() {
-        let base = Instant::now();
-        let mut w = TimerWheel::new(base, Duration::from_millis(1), 8);
+        let base = Timestamp::ZERO;
+        let mut w = Keyed::new(base, Duration::from_millis(1), 8);
         w.insert(1, base + Duration::from_micros(2500));
         w.insert(2, base + Duration::from_millis(20)); // more than one turn out
         let mut out = Vec::new();
@@ -340,8 +449,8 @@ mod tests {
 
     #[test]
     fn past_deadline_fires_on_next_expiry() {
-        let base = Instant::now();
-        let mut w = TimerWheel::new(base, Duration::from_millis(1), 4);
+        let base = Timestamp::ZERO;
+        let mut w = Keyed::new(base, Duration::from_millis(1), 4);
         let mut out = Vec::new();
         w.expire(base + Duration::from_millis(10), &mut out);
         w.insert(7, base);
@@ -372,9 +481,9 @@ mod tests {
         let cfg = ProptestConfig::with_cases(300);
         let slots = prop_oneof![1usize..200, 4000usize..9000];
         proptest!(cfg, |(slots in slots, ops in proptest::collection::vec(op, 1..300))| {
-            let base = Instant::now();
+            let base = Timestamp::ZERO;
             let tick = Duration::from_micros(10);
-            let mut w = TimerWheel::new(base, tick, slots);
+            let mut w = Keyed::new(base, tick, slots);
             let mut model: BTreeMap<u64, u64> = BTreeMap::new();
             let mut now = base;
             let mut now_tick = 0u64;
@@ -384,7 +493,7 @@ mod tests {
                     Op::Arm(k, per_mille) => {
                         let d = now + tick * (per_mille * slots as u64 / 1000) as u32;
                         w.insert(k, d);
-                        let t = d.duration_since(base).as_nanos().div_ceil(tick.as_nanos()) as u64;
+                        let t = d.saturating_duration_since(base).as_nanos().div_ceil(tick.as_nanos()) as u64;
                         model.insert(k, t.max(now_tick + 1));
                     }
                     Op::Cancel(k) => {
@@ -393,7 +502,7 @@ mod tests {
                     }
                     Op::Expire(per_mille) => {
                         now += tick * (per_mille * slots as u64 / 1000) as u32;
-                        let target = (now.duration_since(base).as_nanos() / tick.as_nanos()) as u64;
+                        let target = (now.saturating_duration_since(base).as_nanos() / tick.as_nanos()) as u64;
                         now_tick = now_tick.max(target);
                         let mut out = Vec::new();
                         w.expire(now, &mut out);
@@ -409,12 +518,36 @@ mod tests {
         });
     }
 
+    /// A handle kept past its entry's expiry (the entry since reused by another key) moves
+    /// nothing of the other key's: the stale handle arms a new entry.
+    #[test]
+    fn a_stale_handle_does_not_move_another_keys_entry() {
+        let base = Timestamp::ZERO;
+        let ms = Duration::from_millis;
+        let mut w = TimerWheel::new(base, ms(1), 64);
+        let (mut one, mut two) = (None, None);
+        w.insert(1, base + ms(2), &mut one);
+        let mut out = Vec::new();
+        w.expire(base + ms(3), &mut out);
+        assert_eq!(out, vec![1]);
+        w.insert(2, base + ms(10), &mut two);
+        // `one` still names the entry key 2 now has.
+        w.insert(1, base + ms(5), &mut one);
+        w.cancel(1, &mut one.clone());
+        assert_eq!(w.len(), 1);
+        out.clear();
+        w.expire(base + ms(11), &mut out);
+        assert_eq!(out, vec![2], "key 2 kept its deadline");
+        w.cancel(2, &mut two);
+        assert!(w.is_empty());
+    }
+
     /// Arming a key again moves its entry: however often a deadline changes, the wheel holds
     /// one entry per key, and only the last deadline fires.
     #[test]
     fn re_arming_moves_the_one_entry_of_a_key() {
-        let base = Instant::now();
-        let mut w = TimerWheel::new(base, Duration::from_millis(1), 64);
+        let base = Timestamp::ZERO;
+        let mut w = Keyed::new(base, Duration::from_millis(1), 64);
         for i in 0..=10_000u64 {
             // Alternately far and near, as a connection's keepalive and delayed ACK; far last.
             let d = if i % 2 == 0 { 5000 } else { 3 };
@@ -422,7 +555,7 @@ mod tests {
             w.insert(2, base + Duration::from_millis(40));
         }
         assert_eq!(w.len(), 2);
-        assert_eq!(w.entries.len() - w.free.len(), 2, "one entry per key");
+        assert_eq!(w.w.entries.len() - w.w.free.len(), 2, "one entry per key");
         let mut out = Vec::new();
         w.expire(base + Duration::from_millis(100), &mut out);
         assert_eq!(out, vec![2], "key 1 was last armed far out");

@@ -309,7 +309,7 @@ fn spoofed_syns_neither_grow_nor_override_the_neighbour_table() {
         "learnt from the completed handshake"
     );
     let evil: [u8; 6] = [2, 0xee, 0, 0, 0, 1];
-    let gen = IsnGenerator::new([1; 16], p.base);
+    let gen = IsnGenerator::new([1; 16], tcp_offload::Timestamp::ZERO);
     let mut out = vec![0u8; 128];
     for i in 0..20_000u32 {
         let src = if i == 7 {
@@ -321,9 +321,9 @@ fn spoofed_syns_neither_grow_nor_override_the_neighbour_table() {
             local: SocketAddr::V4(SocketAddrV4::new(src, 1024 + (i % 50_000) as u16)),
             remote: SocketAddr::V4(SocketAddrV4::new(IP_B, 6400)),
         };
-        let mut c =
-            Connection::connect(Config::default(), tuple, &gen, p.now).expect("valid TCP settings");
-        let n = c.poll_transmit(p.now, &mut out).unwrap();
+        let mut c = Connection::connect(Config::default(), tuple, &gen, p.ts(p.now))
+            .expect("valid TCP settings");
+        let n = c.poll_transmit(p.ts(p.now), &mut out).unwrap();
         let f = [&MAC_B[..], &evil[..], &[8, 0], &out[..n]].concat();
         p.b.handle_frame(p.now, &f);
         if i % 64 == 63 {

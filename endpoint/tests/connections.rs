@@ -114,9 +114,11 @@ fn abort_sends_rst_peer_sees_reset_and_flushes() {
 fn data_right_behind_the_handshake_ack_reaches_the_new_connection() {
     use std::net::SocketAddr;
     use std::time::{Duration, Instant};
-    use tcp_offload::{Config, Connection, FourTuple, IsnGenerator};
+    use tcp_offload::{Config, Connection, FourTuple, IsnGenerator, Timestamp};
 
     let base = Instant::now();
+    // The raw client's clock counts from `base`.
+    let ts = |t: Instant| Timestamp::since(base, t);
     // The raw client sends on `to_b` and reads `from_b`.
     let (mut to_b, mut from_b) = wires(base, link(), link(), 9);
     let mut b: Endpoint =
@@ -130,8 +132,8 @@ fn data_right_behind_the_handshake_ack_reaches_the_new_connection() {
     let mut client = Connection::connect(
         Config::default(),
         tuple,
-        &IsnGenerator::new([3; 16], now),
-        now,
+        &IsnGenerator::new([3; 16], Timestamp::ZERO),
+        ts(now),
     )
     .expect("valid TCP settings");
     let frame = |ip_packet: &[u8]| {
@@ -149,7 +151,7 @@ fn data_right_behind_the_handshake_ack_reaches_the_new_connection() {
     for _ in 0..200 {
         now += Duration::from_millis(1);
         // Everything the client has to send goes out in one batch (ACK + Request together).
-        while let Some(n) = client.poll_transmit(now, &mut out) {
+        while let Some(n) = client.poll_transmit(ts(now), &mut out) {
             to_b.send(now, frame(&out[..n]));
         }
         drive(
@@ -162,12 +164,12 @@ fn data_right_behind_the_handshake_ack_reaches_the_new_connection() {
             let seg = tcp_offload::wire::parse(&f[14..]).expect("a TCP segment");
             rsts += u32::from(seg.flags.rst);
             mpa_reply |= seg.payload.starts_with(b"MPA ID Rep Frame");
-            let _ = client.handle_packet(now, &f[14..]);
+            let _ = client.handle_packet(ts(now), &f[14..]);
         });
         if client.state() == tcp_offload::State::Established && !sent_request {
             // The pure handshake ACK, then the MPA Request right behind it, injected together.
             let mut batch = Vec::new();
-            while let Some(n) = client.poll_transmit(now, &mut out) {
+            while let Some(n) = client.poll_transmit(ts(now), &mut out) {
                 batch.push(frame(&out[..n]));
             }
             assert_eq!(batch.len(), 1, "one pure ACK");
@@ -179,7 +181,7 @@ fn data_right_behind_the_handshake_ack_reaches_the_new_connection() {
             )
             .unwrap();
             client.send(&init.poll_transmit().unwrap()).unwrap();
-            while let Some(n) = client.poll_transmit(now, &mut out) {
+            while let Some(n) = client.poll_transmit(ts(now), &mut out) {
                 batch.push(frame(&out[..n]));
             }
             assert_eq!(batch.len(), 2, "ACK and Request");
@@ -254,9 +256,11 @@ fn a_lone_small_write_completes_without_waiting_for_the_delayed_ack_timer() {
 fn mpa_startup_timeout_fires_from_the_endpoint_timer_wheel() {
     use std::net::SocketAddr;
     use std::time::{Duration, Instant};
-    use tcp_offload::{Config, IsnGenerator, ListenerConfig, TcpListener};
+    use tcp_offload::{Config, IsnGenerator, ListenerConfig, TcpListener, Timestamp};
 
     let base = Instant::now();
+    // The raw server's clock counts from `base`.
+    let ts = |t: Instant| Timestamp::since(base, t);
     // The raw server reads `from_a` and sends on `to_a`.
     let (mut from_a, mut to_a) = wires(base, link(), link(), 5);
     let mut a: Endpoint =
@@ -265,7 +269,7 @@ fn mpa_startup_timeout_fires_from_the_endpoint_timer_wheel() {
         Config::default(),
         ListenerConfig::default(),
         SocketAddr::V4(SocketAddrV4::new(IP_B, 7300)),
-        IsnGenerator::new([9; 16], base),
+        IsnGenerator::new([9; 16], Timestamp::ZERO),
     )
     .expect("valid TCP settings");
     let mut s = settings(false, true);
@@ -290,20 +294,23 @@ fn mpa_startup_timeout_fires_from_the_endpoint_timer_wheel() {
         }
         from_a.recv_batch(now, 64, |f: &[u8]| match server.as_mut() {
             Some(c) => {
-                let _ = tcp_offload::Connection::handle_packet(c, now, &f[14..]);
+                let _ = tcp_offload::Connection::handle_packet(c, ts(now), &f[14..]);
             }
             None => {
-                let _ = l.handle_packet(now, &f[14..]);
+                let _ = l.handle_packet(ts(now), &f[14..]);
             }
         });
         if server.is_none() {
             server = l.accept();
         }
         let mut frames = Vec::new();
-        while let Some(n) = l.poll_transmit(now, &mut out) {
+        while let Some(n) = l.poll_transmit(ts(now), &mut out) {
             frames.push(out[..n].to_vec());
         }
-        while let Some(n) = server.as_mut().and_then(|c| c.poll_transmit(now, &mut out)) {
+        while let Some(n) = server
+            .as_mut()
+            .and_then(|c| c.poll_transmit(ts(now), &mut out))
+        {
             frames.push(out[..n].to_vec());
         }
         for p in frames {

@@ -173,3 +173,37 @@ fn a_frame_for_a_listener_gets_its_round_at_once() {
     assert!(!p.b.service_received());
     assert_eq!(round(&mut p.b, now).len(), 1, "the SYN-ACK");
 }
+
+/// The instants the endpoint acts at are TCP's deadlines rounded up to the wheel's tick,
+/// counted from the instant the endpoints were made: B's delayed ACK of a Write, then A's
+/// retransmissions of that Write when the ACK is lost (the RTO, then the RTO backed off).
+/// Pinned to the nanosecond, as they were when times were held as `Instant`s.
+#[test]
+fn delayed_ack_and_retransmission_instants_are_pinned() {
+    let mut s = setup();
+    let (ca, a_out, b_in, p) = (s.ca, s.a_out, s.b_in, &mut s.p);
+    let (base, now) = (p.base, p.now);
+    let frame = write_now(&mut p.a, ca, 1, a_out, b_in.1, now);
+    p.b.handle_frame(now, &frame);
+    assert!(round(&mut p.b, now).is_empty(), "B's ACK is delayed");
+    // Each endpoint woken at its `poll_timeout` until it sends: when it sent, and how often
+    // it was woken (a wheel entry armed for an earlier deadline fires early and is re-armed).
+    let next_send = |e: &mut Endpoint| {
+        for wakes in 1..100 {
+            let t = e.poll_timeout().expect("a timer is armed");
+            if !round(e, t).is_empty() {
+                return (t.duration_since(base), wakes);
+            }
+        }
+        panic!("nothing sent");
+    };
+    let ack = next_send(&mut p.b);
+    let first = next_send(&mut p.a);
+    let second = next_send(&mut p.a);
+    let us = Duration::from_micros;
+    assert_eq!(now.duration_since(base), us(4_000_100));
+    // The short segment's 25 us ACK delay; RTO 200 ms (its minimum), then 400 ms.
+    assert_eq!(ack, (us(4_000_125), 1));
+    assert_eq!(first, (us(4_200_100), 1));
+    assert_eq!(second, (us(4_600_100), 1));
+}

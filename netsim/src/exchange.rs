@@ -1,13 +1,11 @@
 //! Joins two connections back to back (no loss, no delay, all at one instant): for tests,
 //! benchmarks and examples that need an open connection pair without a simulated link.
 
-use std::time::Instant;
-
-use tcp_offload::Connection;
+use tcp_offload::{Connection, Timestamp};
 
 /// Delivers every packet each side sends to the other until both are quiet (at most `rounds`
 /// round trips). Returns the number of packets moved.
-pub fn exchange(a: &mut Connection, b: &mut Connection, now: Instant, rounds: usize) -> usize {
+pub fn exchange(a: &mut Connection, b: &mut Connection, now: Timestamp, rounds: usize) -> usize {
     let mut buf = vec![0u8; 70_000];
     let mut moved = 0;
     for _ in 0..rounds {

@@ -9,12 +9,11 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::time::Instant;
 
 use crate::{mix64, ConnState, Delivery, SimTime, SimTransport, TransportStats};
 use tcp_offload::{
     CloseReason, Config, Connection, Event, FourTuple, IsnGenerator, ListenerConfig, RecordId,
-    RecordSource, State, TcpConfigError, TcpListener,
+    RecordSource, State, TcpConfigError, TcpListener, Timestamp,
 };
 
 use crate::{SimRole, CLIENT_IP, CLIENT_PORT, SERVER_IP, SERVER_PORT};
@@ -109,7 +108,6 @@ fn conn_state(state: State, closed: Option<CloseReason>) -> ConnState {
 
 /// Our TCP as a [`SimTransport`].
 pub struct OursTransport {
-    base: Instant,
     conn: Option<Connection>,
     listener: Option<TcpListener>,
     mode: Mode,
@@ -133,19 +131,14 @@ fn addr(ip: [u8; 4], port: u16) -> SocketAddr {
 }
 
 impl OursTransport {
-    /// A client (connects at once) or a server (listens). `base` is the instant virtual time 0
-    /// stands for; the ISN secret derives from `seed`, so a run repeats exactly. Refuses TCP
-    /// settings that fail `Config::validate`.
-    pub fn new(
-        role: SimRole,
-        seed: u64,
-        opts: &OursOptions,
-        base: Instant,
-    ) -> Result<Self, TcpConfigError> {
+    /// A client (connects at once) or a server (listens); TCP's clock counts from virtual time
+    /// 0. The ISN secret derives from `seed`, so a run repeats exactly. Refuses TCP settings that fail
+    /// `Config::validate`.
+    pub fn new(role: SimRole, seed: u64, opts: &OursOptions) -> Result<Self, TcpConfigError> {
         let mut secret = [0u8; 16];
         secret[..8].copy_from_slice(&mix64(seed ^ 0x6973_6e5f_6b65_7931).to_le_bytes());
         secret[8..].copy_from_slice(&mix64(seed ^ 0x6973_6e5f_6b65_7932).to_le_bytes());
-        let gen = IsnGenerator::new(secret, base);
+        let gen = IsnGenerator::new(secret, Timestamp::ZERO);
         let (mut conn, listener) = match (role, opts.passive) {
             (SimRole::Client, _) => {
                 let tuple = FourTuple {
@@ -153,7 +146,12 @@ impl OursTransport {
                     remote: addr(SERVER_IP, SERVER_PORT),
                 };
                 (
-                    Some(Connection::connect(opts.cfg.clone(), tuple, &gen, base)?),
+                    Some(Connection::connect(
+                        opts.cfg.clone(),
+                        tuple,
+                        &gen,
+                        Timestamp::ZERO,
+                    )?),
                     None,
                 )
             }
@@ -162,7 +160,7 @@ impl OursTransport {
                     opts.cfg.clone(),
                     addr(SERVER_IP, SERVER_PORT),
                     &gen,
-                    base,
+                    Timestamp::ZERO,
                 )?),
                 None,
             ),
@@ -185,7 +183,6 @@ impl OursTransport {
             }
         }
         Ok(OursTransport {
-            base,
             conn,
             listener,
             mode: opts.mode,
@@ -202,8 +199,8 @@ impl OursTransport {
         })
     }
 
-    fn at(&self, now: SimTime) -> Instant {
-        now.to_instant(self.base)
+    fn at(&self, now: SimTime) -> Timestamp {
+        Timestamp::from_nanos(now.as_nanos())
     }
 
     /// The connection, once there is one.
@@ -223,7 +220,7 @@ impl OursTransport {
 
     /// Picks up an accepted connection, enters record mode and carries out a pending close once
     /// the connection allows, and drains its events; after every input.
-    fn drain_events(&mut self, at: Instant) {
+    fn drain_events(&mut self, at: Timestamp) {
         if self.conn.is_none() {
             self.conn = self.listener.as_mut().and_then(TcpListener::accept);
         }
@@ -277,7 +274,7 @@ impl SimTransport for OursTransport {
             (None, Some(l)) => l.poll_timeout(),
             (None, None) => None,
         }?;
-        let t = SimTime::from_instant(self.base, t);
+        let t = SimTime::from_nanos(t.as_nanos());
         if t < now {
             self.stale_timeouts += 1;
         }
@@ -407,7 +404,7 @@ impl SimTransport for OursTransport {
                 c.bytes_in_flight(),
                 c.send_queued(),
                 c.poll_timeout()
-                    .map(|t| t.saturating_duration_since(self.base)),
+                    .map(|t| t.saturating_duration_since(Timestamp::ZERO)),
                 c.rcv_nxt_offset(),
                 c.counters()
             ),
@@ -457,14 +454,13 @@ mod tests {
 
     #[test]
     fn a_close_asked_for_while_opening_is_carried_out_once_established() {
-        let base = Instant::now();
         let opts = OursOptions {
             passive: Passive::Listener,
             ..OursOptions::default()
         };
         let host = |role, seed| {
             Host::new(
-                OursTransport::new(role, seed, &opts, base).expect("valid TCP settings"),
+                OursTransport::new(role, seed, &opts).expect("valid TCP settings"),
                 CloseAtOnce { asked: false },
             )
         };

@@ -13,13 +13,13 @@
 #[path = "../benches/support/mod.rs"]
 mod support;
 
-use std::time::Instant;
+use tcp_offload::Timestamp;
 
 use support::{pair, Arena, Pattern, BATCH, SEG};
 use tcp_offload::{Connection, RxRef};
 
 /// b receives, acknowledges and reads (byte mode) or places into `region` (record mode).
-fn rx(b: &mut Connection, t0: Instant, pkts: &Arena, acks: &mut Arena, region: &mut [u8]) {
+fn rx(b: &mut Connection, t0: Timestamp, pkts: &Arena, acks: &mut Arena, region: &mut [u8]) {
     let mut buf = [0u8; 2048];
     let mut rbuf = [0u8; 4096];
     for p in pkts.iter() {
@@ -40,7 +40,7 @@ fn rx(b: &mut Connection, t0: Instant, pkts: &Arena, acks: &mut Arena, region: &
 }
 
 /// a handles the ACKs and sends what they allow.
-fn tx(a: &mut Connection, t0: Instant, acks: &Arena, pkts: &mut Arena) {
+fn tx(a: &mut Connection, t0: Timestamp, acks: &Arena, pkts: &mut Arena) {
     let mut buf = [0u8; 2048];
     for ack in acks.iter() {
         a.handle_packet(t0, ack).unwrap();
@@ -51,18 +51,18 @@ fn tx(a: &mut Connection, t0: Instant, acks: &Arena, pkts: &mut Arena) {
 }
 
 #[inline(never)]
-fn timed_rx(b: &mut Connection, t0: Instant, pkts: &Arena, acks: &mut Arena, region: &mut [u8]) {
+fn timed_rx(b: &mut Connection, t0: Timestamp, pkts: &Arena, acks: &mut Arena, region: &mut [u8]) {
     rx(b, t0, pkts, acks, region)
 }
 
 #[inline(never)]
-fn timed_tx(a: &mut Connection, t0: Instant, acks: &Arena, pkts: &mut Arena) {
+fn timed_tx(a: &mut Connection, t0: Timestamp, acks: &Arena, pkts: &mut Arena) {
     tx(a, t0, acks, pkts)
 }
 
 fn main() {
     let mode = std::env::args().nth(1).unwrap_or_else(|| "rx".into());
-    let t0 = Instant::now();
+    let t0 = Timestamp::ZERO;
     let (mut a, mut b) = pair(t0, mode == "sink");
     let mut region = vec![0u8; BATCH * SEG];
     let (mut pkts, mut acks) = (Arena::with_capacity(), Arena::with_capacity());

@@ -4,7 +4,9 @@
 //! connection, which calls [`Congestion::on_congestion_event`] once per episode and
 //! [`Congestion::on_ack`] for every newly acknowledged octet outside recovery.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::time::Timestamp;
 
 use crate::config::CongestionAlgo;
 
@@ -26,7 +28,7 @@ pub struct Congestion {
     // CUBIC state (RFC 9438 §4).
     w_max: f64,
     k: f64,
-    epoch_start: Option<Instant>,
+    epoch_start: Option<Timestamp>,
     w_est: f64,
     cwnd_epoch: f64,
 }
@@ -66,7 +68,7 @@ impl Congestion {
     }
 
     /// New data acknowledged (`acked` octets) outside loss recovery.
-    pub fn on_ack(&mut self, now: Instant, acked: u32, srtt: Option<Duration>) {
+    pub fn on_ack(&mut self, now: Timestamp, acked: u32, srtt: Option<Duration>) {
         if self.in_slow_start() {
             // RFC 5681 §3.1 (with RFC 3465 L=2): cwnd += min(N, 2*SMSS) per ACK... using N up to 2 SMSS.
             self.cwnd = self.cwnd.saturating_add(acked.min(2 * self.mss));
@@ -85,7 +87,7 @@ impl Congestion {
         }
     }
 
-    fn cubic_ack(&mut self, now: Instant, acked: u32, srtt: Option<Duration>) {
+    fn cubic_ack(&mut self, now: Timestamp, acked: u32, srtt: Option<Duration>) {
         let mss = f64::from(self.mss);
         let cwnd = f64::from(self.cwnd) / mss; // in segments
         let epoch = *self.epoch_start.get_or_insert_with(|| {
@@ -177,7 +179,7 @@ mod tests {
 
     #[test]
     fn slow_start_doubles_per_rtt_rfc5681_s3_1() {
-        let t = Instant::now();
+        let t = Timestamp::ZERO;
         let mut c = Congestion::new(CongestionAlgo::NewReno, 1000, 2);
         assert_eq!(c.cwnd, 2000);
         c.on_ack(t, 1000, None);
@@ -198,7 +200,7 @@ mod tests {
 
     #[test]
     fn newreno_congestion_avoidance_one_mss_per_window() {
-        let t = Instant::now();
+        let t = Timestamp::ZERO;
         let mut c = Congestion::new(CongestionAlgo::NewReno, 1000, 10);
         c.on_congestion_event(20_000);
         c.on_recovery_end(20_000);
@@ -211,7 +213,7 @@ mod tests {
 
     #[test]
     fn cubic_reduces_by_beta_and_regrows_rfc9438() {
-        let t = Instant::now();
+        let t = Timestamp::ZERO;
         let mut c = Congestion::new(CongestionAlgo::Cubic, 1000, 100);
         let ss = c.on_congestion_event(100_000);
         assert_eq!(ss, 70_000);

@@ -1,9 +1,9 @@
 //! Initial sequence numbers per RFC 6528: `ISN = M + F(4-tuple, secret)`, where `M` is a 4 µs clock
 //! and `F` a keyed hash (SipHash-2-4, keyed by a per-process secret).
 
+use crate::time::Timestamp;
 use std::hash::{Hash, Hasher};
 use std::net::SocketAddr;
-use std::time::Instant;
 
 use siphasher::sip::SipHasher24;
 
@@ -55,13 +55,13 @@ impl Hash for FourTuple {
 #[derive(Clone, Debug)]
 pub struct IsnGenerator {
     key: [u64; 2],
-    epoch: Instant,
+    epoch: Timestamp,
 }
 
 impl IsnGenerator {
     /// A generator with a fixed secret (tests, or a secret the caller manages). `epoch` is the
     /// origin of the 4 µs clock `M`.
-    pub fn new(secret: [u8; 16], epoch: Instant) -> Self {
+    pub fn new(secret: [u8; 16], epoch: Timestamp) -> Self {
         let k0 = u64::from_le_bytes(secret[..8].try_into().unwrap_or([0; 8]));
         let k1 = u64::from_le_bytes(secret[8..].try_into().unwrap_or([0; 8]));
         IsnGenerator {
@@ -84,8 +84,8 @@ impl IsnGenerator {
     }
 
     /// The ISN for `tuple` at `now` (RFC 6528 §3).
-    pub fn isn(&self, tuple: &FourTuple, now: Instant) -> SeqNum {
-        let m = (now.saturating_duration_since(self.epoch).as_micros() / 4) as u32;
+    pub fn isn(&self, tuple: &FourTuple, now: Timestamp) -> SeqNum {
+        let m = (now.nanos_since(self.epoch) / 4_000) as u32;
         SeqNum(m.wrapping_add(self.f(tuple)))
     }
 
@@ -106,7 +106,7 @@ impl IsnGenerator {
     }
 
     /// The generator's epoch (origin of its clocks).
-    pub fn epoch(&self) -> Instant {
+    pub fn epoch(&self) -> Timestamp {
         self.epoch
     }
 }
@@ -150,7 +150,7 @@ mod tests {
 
     #[test]
     fn isn_advances_with_4us_clock_rfc6528_s3() {
-        let t0 = Instant::now();
+        let t0 = Timestamp::ZERO;
         let g = IsnGenerator::new([7; 16], t0);
         let a = g.isn(&tuple(1), t0);
         let b = g.isn(&tuple(1), t0 + Duration::from_micros(400));
@@ -159,7 +159,7 @@ mod tests {
 
     #[test]
     fn isn_depends_on_tuple_and_secret_rfc6528_s3() {
-        let t0 = Instant::now();
+        let t0 = Timestamp::ZERO;
         let g = IsnGenerator::new([7; 16], t0);
         let h = IsnGenerator::new([8; 16], t0);
         assert_ne!(g.isn(&tuple(1), t0), g.isn(&tuple(2), t0));

@@ -206,11 +206,11 @@ impl<'a> LeanSegment<'a> {
 const PROTO_TCP: u8 = 6;
 
 fn be16(b: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([b[at], b[at + 1]])
+    u16::from_be_bytes(octets(b, at))
 }
 
 fn be32(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+    u32::from_be_bytes(octets(b, at))
 }
 
 fn octets<const N: usize>(b: &[u8], at: usize) -> [u8; N] {

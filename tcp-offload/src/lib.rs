@@ -58,7 +58,8 @@
 //! 5. Sleep until [`Connection::poll_timeout`] or the next packet.
 //!
 //! Any order of these calls is safe; the order above gives the fewest wasted packets (ACKs piggyback
-//! on data queued in step 3). `now` must not go backwards.
+//! on data queued in step 3). `now` must not go backwards. Times are [`Timestamp`]s: nanoseconds
+//! since an epoch the caller fixes (no clock is read here).
 //!
 //! A [`TcpListener`] is driven the same way (`handle_packet` / `handle_timeout` / `poll_transmit` /
 //! `poll_timeout`); established connections come out of [`TcpListener::accept`] and are then driven
@@ -87,6 +88,7 @@ pub mod rx;
 mod rx_placed;
 pub mod seq;
 mod template;
+pub mod time;
 pub mod tx;
 pub mod wire;
 
@@ -99,5 +101,6 @@ pub use lean::{LeanSegment, SegmentHeader};
 pub use listener::{ListenerConfig, TcpListener};
 pub use rx::{OooBudget, RxChunk, RxRef, RxSink};
 pub use seq::SeqNum;
+pub use time::Timestamp;
 pub use tx::{NoRecordSource, RecordId, RecordSource};
 pub use wire::{TcpSegment, WireError};

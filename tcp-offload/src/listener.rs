@@ -6,9 +6,9 @@
 //! Work per call does not grow with the half-open table: the entries' deadlines sit in an ordered
 //! set, so `poll_timeout` reads its first element and `handle_timeout` visits only expired ones.
 
+use crate::time::Timestamp;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::net::SocketAddr;
-use std::time::Instant;
 
 use crate::config::{Config, TcpConfigError};
 use crate::connection::{default_peer_mss, emit_rst, Connection, RstOut, State};
@@ -78,7 +78,7 @@ enum Reply {
 #[derive(Debug)]
 struct HalfOpen {
     conn: Connection,
-    armed: Option<Instant>,
+    armed: Option<Timestamp>,
 }
 
 /// A listening endpoint for one local address/port.
@@ -90,7 +90,7 @@ pub struct TcpListener {
     gen: IsnGenerator,
     half_open: HashMap<FourTuple, HalfOpen>,
     /// The half-open entries' deadlines, earliest first (one per armed entry).
-    deadlines: BTreeSet<(Instant, FourTuple)>,
+    deadlines: BTreeSet<(Timestamp, FourTuple)>,
     dirty: VecDeque<FourTuple>,
     accept_queue: VecDeque<Connection>,
     tx: VecDeque<Reply>,
@@ -187,23 +187,23 @@ impl TcpListener {
     }
 
     /// Parses and handles a packet; malformed ones are dropped and counted.
-    pub fn handle_packet(&mut self, now: Instant, packet: &[u8]) -> Result<(), WireError> {
+    pub fn handle_packet(&mut self, now: Timestamp, packet: &[u8]) -> Result<(), WireError> {
         let mut bad_sum = 0;
         let seg = wire::parse_counted(packet, &mut self.counters.malformed, &mut bad_sum)?;
         self.handle_segment(now, &seg);
         Ok(())
     }
 
-    fn cookie_slot(&self, now: Instant) -> u32 {
+    fn cookie_slot(&self, now: Timestamp) -> u32 {
         (now.saturating_duration_since(self.gen.epoch()).as_secs() / COOKIE_SLOT_SECS) as u32
     }
 
-    fn ts_now(&self, tuple: &FourTuple, now: Instant) -> u32 {
+    fn ts_now(&self, tuple: &FourTuple, now: Timestamp) -> u32 {
         (now.saturating_duration_since(self.gen.epoch()).as_millis() as u32)
             .wrapping_add(self.gen.ts_offset(tuple))
     }
 
-    fn make_cookie(&self, tuple: &FourTuple, peer_isn: SeqNum, mss: u16, now: Instant) -> SeqNum {
+    fn make_cookie(&self, tuple: &FourTuple, peer_isn: SeqNum, mss: u16, now: Timestamp) -> SeqNum {
         let slot = self.cookie_slot(now) & 31;
         let idx = COOKIE_MSS.iter().rposition(|&m| m <= mss).unwrap_or(0) as u32;
         let mac = self.gen.cookie_mac(tuple, peer_isn, slot) & 0x00FF_FFFF;
@@ -216,7 +216,7 @@ impl TcpListener {
         tuple: &FourTuple,
         peer_isn: SeqNum,
         cookie: SeqNum,
-        now: Instant,
+        now: Timestamp,
     ) -> Option<u16> {
         let slot = cookie.0 >> 27;
         let idx = ((cookie.0 >> 24) & 7) as usize;
@@ -227,7 +227,7 @@ impl TcpListener {
     }
 
     /// Handles one segment addressed to this listener (or one of its half-open connections).
-    pub fn handle_segment(&mut self, now: Instant, seg: &TcpSegment<'_>) {
+    pub fn handle_segment(&mut self, now: Timestamp, seg: &TcpSegment<'_>) {
         if let Some(h) = self.half_open.get_mut(&seg.tuple) {
             h.conn.handle_segment(now, seg);
             let st = h.conn.state();
@@ -306,7 +306,7 @@ impl TcpListener {
         });
     }
 
-    fn queue_cookie(&mut self, now: Instant, seg: &TcpSegment<'_>) {
+    fn queue_cookie(&mut self, now: Timestamp, seg: &TcpSegment<'_>) {
         if self.tx.len() >= self.lcfg.max_tx_queue {
             self.counters.tx_overflow += 1;
             return;
@@ -376,7 +376,7 @@ impl TcpListener {
         self.accept_queue.push_back(c);
     }
 
-    fn after_update(&mut self, _now: Instant, tuple: FourTuple, st: State) {
+    fn after_update(&mut self, _now: Timestamp, tuple: FourTuple, st: State) {
         match st {
             State::SynReceived | State::Listen => {
                 self.dirty.push_back(tuple);
@@ -425,13 +425,13 @@ impl TcpListener {
     }
 
     /// The earliest timer of the half-open entries.
-    pub fn poll_timeout(&self) -> Option<Instant> {
+    pub fn poll_timeout(&self) -> Option<Timestamp> {
         self.deadlines.first().map(|(d, _)| *d)
     }
 
     /// Runs expired timers (SYN-ACK retransmissions, expiry of half-open entries); visits only
     /// the entries whose deadline has passed.
-    pub fn handle_timeout(&mut self, now: Instant) {
+    pub fn handle_timeout(&mut self, now: Timestamp) {
         let mut due = Vec::new();
         while self.deadlines.first().is_some_and(|&(d, _)| d <= now) {
             if let Some((_, t)) = self.deadlines.pop_first() {
@@ -455,7 +455,7 @@ impl TcpListener {
     }
 
     /// Writes the next packet (SYN-ACK, cookie SYN-ACK, RST) into `buf`.
-    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+    pub fn poll_transmit(&mut self, now: Timestamp, buf: &mut [u8]) -> Option<usize> {
         while let Some(t) = self.dirty.front().copied() {
             match self.half_open.get_mut(&t) {
                 Some(h) => {
@@ -571,7 +571,7 @@ mod tests {
     /// completed handshakes and expiry, and `poll_timeout` is its first element.
     #[test]
     fn half_open_deadlines_track_every_entry_until_it_leaves() {
-        let t0 = Instant::now();
+        let t0 = Timestamp::ZERO;
         let gen = IsnGenerator::new([5; 16], t0);
         let lcfg = ListenerConfig {
             synack_retries: 2,

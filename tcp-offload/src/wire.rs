@@ -345,14 +345,15 @@ const PROTO_TCP: u8 = 6;
 const HOP_LIMIT: u8 = 64;
 
 fn be16(b: &[u8], r: std::ops::Range<usize>) -> u16 {
-    u16::from_be_bytes([b[r.start], b[r.start + 1]])
+    u16::from_be_bytes(octets(b, r.start..r.start + 2))
 }
 
 fn be32(b: &[u8], r: std::ops::Range<usize>) -> u32 {
-    u32::from_be_bytes([b[r.start], b[r.start + 1], b[r.start + 2], b[r.start + 3]])
+    u32::from_be_bytes(octets(b, r.start..r.start + 4))
 }
 
-fn octets<const N: usize>(b: &[u8], r: std::ops::Range<usize>) -> [u8; N] {
+/// The octets of `b` in `r` (`N` of them) as an array: one bounds check and one load.
+pub(crate) fn octets<const N: usize>(b: &[u8], r: std::ops::Range<usize>) -> [u8; N] {
     let mut a = [0u8; N];
     a.copy_from_slice(&b[r]);
     a

@@ -7,7 +7,6 @@ mod common;
 
 use std::cell::RefCell;
 use std::rc::Rc;
-use std::time::Instant;
 
 use common::ours::{Mode, OursOptions, OursTransport, Passive};
 use common::{describe_segment, link_case, stream_seed, SimRole};
@@ -23,7 +22,7 @@ struct Trace {
     counters: [TcpCounters; 2],
 }
 
-fn run(seed: u64, mode: Mode, case: &str, fast_path: bool, t0: Instant) -> Trace {
+fn run(seed: u64, mode: Mode, case: &str, fast_path: bool) -> Trace {
     let opts = OursOptions {
         cfg: Config {
             fast_path,
@@ -33,8 +32,8 @@ fn run(seed: u64, mode: Mode, case: &str, fast_path: bool, t0: Instant) -> Trace
         passive: Passive::Connection,
         ..OursOptions::default()
     };
-    let a = OursTransport::new(SimRole::Client, seed, &opts, t0).expect("valid TCP settings");
-    let b = OursTransport::new(SimRole::Server, seed + 1, &opts, t0).expect("valid TCP settings");
+    let a = OursTransport::new(SimRole::Client, seed, &opts).expect("valid TCP settings");
+    let b = OursTransport::new(SimRole::Server, seed + 1, &opts).expect("valid TCP settings");
     let len = 300 << 10;
     let (sa, sb) = (stream_seed(seed, SimSide::A), stream_seed(seed, SimSide::B));
     let mut ca = BulkConfig::new(len, sa, len, sb).with_close(ClosePolicy::AfterReceiving);
@@ -73,11 +72,10 @@ fn run(seed: u64, mode: Mode, case: &str, fast_path: bool, t0: Instant) -> Trace
 
 #[test]
 fn fast_path_on_and_off_emit_the_same_packets() {
-    let t0 = Instant::now();
     for mode in [Mode::Bytes, Mode::OwnedRecords, Mode::ExternalRecords] {
         for (case, seed) in [("clean", 1), ("loss1", 2), ("reorder", 3), ("hostile", 4)] {
-            let fast = run(seed, mode, case, true, t0);
-            let full = run(seed, mode, case, false, t0);
+            let fast = run(seed, mode, case, true);
+            let full = run(seed, mode, case, false);
             let first_difference = fast
                 .packets
                 .iter()

@@ -3,7 +3,9 @@
 //! order, fields; each octet once, MPA-12..15) and the connection behaves the same afterwards (ACKs,
 //! windows, SACK blocks, timers, counters, events).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tcp_offload::Timestamp;
 
 use netsim::exchange;
 use proptest::prelude::*;
@@ -28,7 +30,7 @@ fn tuple() -> FourTuple {
 }
 
 /// Two calls with the same `t0` and config give identical receivers.
-fn receiver(cfg: Config, t0: Instant) -> Rx {
+fn receiver(cfg: Config, t0: Timestamp) -> Rx {
     let g = IsnGenerator::new([9; 16], t0);
     let ta = tuple();
     let mut a = Connection::connect(cfg.clone(), ta, &g, t0).expect("valid TCP settings");
@@ -142,13 +144,13 @@ fn forge<'p>(rx: &Rx, op: &Op, ts_bump: u32, payload: &'p [u8]) -> TcpSegment<'p
 struct Step {
     chunks: Vec<RxChunk>,
     packets: Vec<Vec<u8>>,
-    timeout: Option<Instant>,
+    timeout: Option<Timestamp>,
 }
 
 /// Runs `ops` through `handle_segment` + `poll_recv` (`sink == false`) or `handle_segment_with`
 /// (`sink == true`); record mode starts before op `switch_at` (earlier ops arrive in byte mode
 /// and stay unread, so record mode begins with queued chunks).
-fn run(cfg: &Config, t0: Instant, ops: &[Op], switch_at: usize, sink: bool) -> Vec<Step> {
+fn run(cfg: &Config, t0: Timestamp, ops: &[Op], switch_at: usize, sink: bool) -> Vec<Step> {
     let mut rx = receiver(cfg.clone(), t0);
     let mut now = t0;
     let mut steps = Vec::new();
@@ -270,7 +272,7 @@ proptest! {
         ops in ops(12_000, 3000),
         switch_at in prop_oneof![Just(0usize), 0usize..8],
     ) {
-        let t0 = Instant::now();
+        let t0 = Timestamp::ZERO;
         let queued = run(&cfg, t0, &ops, switch_at, false);
         let sunk = run(&cfg, t0, &ops, switch_at, true);
         check_chunks(&sunk, &ops);
@@ -284,7 +286,7 @@ proptest! {
         cfg in cfg_strategy(),
         ops in ops_mixed(8_000, 1000),
     ) {
-        let t0 = Instant::now();
+        let t0 = Timestamp::ZERO;
         let queued = run(&cfg, t0, &ops, 0, false);
         let sunk = run(&cfg, t0, &ops, 0, true);
         check_chunks(&sunk, &ops);
@@ -296,7 +298,7 @@ proptest! {
 /// (the slice points into the segment's buffer: nothing was copied), and nothing is left queued.
 #[test]
 fn in_order_chunks_borrow_the_payload() {
-    let t0 = Instant::now();
+    let t0 = Timestamp::ZERO;
     let mut rx = receiver(config(1 << 20, 64, true, true), t0);
     rx.b.enter_record_mode();
     for k in 0..10u64 {
@@ -325,7 +327,7 @@ fn in_order_chunks_borrow_the_payload() {
 /// A gap-filling segment reports the in-order point past the ranges it joined, like the queue.
 #[test]
 fn gap_fill_reports_the_new_in_order_point() {
-    let t0 = Instant::now();
+    let t0 = Timestamp::ZERO;
     let mut rx = receiver(config(1 << 20, 64, true, true), t0);
     rx.b.enter_record_mode();
     let mut got: Vec<RxChunk> = Vec::new();
@@ -352,7 +354,7 @@ fn gap_fill_reports_the_new_in_order_point() {
 /// `handle_segment`.
 #[test]
 fn byte_mode_keeps_data_for_recv() {
-    let t0 = Instant::now();
+    let t0 = Timestamp::ZERO;
     let mut rx = receiver(config(1 << 20, 64, true, true), t0);
     let op = Op {
         start: 0,
@@ -373,7 +375,7 @@ fn byte_mode_keeps_data_for_recv() {
 /// per chunk, which is what this counts. Counted per thread by `allocation_counter`.
 #[test]
 fn sink_path_allocates_nothing_for_in_order_data() {
-    let t0 = Instant::now();
+    let t0 = Timestamp::ZERO;
     let segs = 200u64;
     let payloads: Vec<Vec<u8>> = (0..segs)
         .map(|k| (0..1448).map(|i| octet(k * 1448 + i, 0)).collect())

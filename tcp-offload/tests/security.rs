@@ -2,7 +2,9 @@
 
 mod harness;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tcp_offload::Timestamp;
 
 use harness::script::Script;
 use harness::{gen, raw, tuple_a, tuple_b};
@@ -185,7 +187,7 @@ fn fix_tcp_checksum(p: &mut [u8]) {
 
 #[test]
 fn rfc4987_syn_flood_keeps_memory_bounded_and_a_real_connection_opens() {
-    let t0 = Instant::now();
+    let t0 = Timestamp::ZERO;
     let lcfg = ListenerConfig {
         max_half_open: 256,
         max_tx_queue: 64,
@@ -271,7 +273,7 @@ fn rfc4987_syn_flood_keeps_memory_bounded_and_a_real_connection_opens() {
 
 #[test]
 fn listener_half_open_entry_completes_without_cookies() {
-    let t0 = Instant::now();
+    let t0 = Timestamp::ZERO;
     let mut l = harness::listener(t0, ListenerConfig::default());
     let g = gen(t0);
     let mut client =
@@ -288,7 +290,7 @@ fn listener_half_open_entry_completes_without_cookies() {
 /// RST (it looked like an ACK for a cookie it never sent).
 #[test]
 fn listener_hands_data_before_accept_to_the_queued_connection() {
-    let t0 = Instant::now();
+    let t0 = Timestamp::ZERO;
     let mut l = harness::listener(t0, ListenerConfig::default());
     let g = gen(t0);
     let mut client =
@@ -312,7 +314,7 @@ fn listener_hands_data_before_accept_to_the_queued_connection() {
 
 #[test]
 fn listener_rejects_forged_cookie_ack_with_rst() {
-    let t0 = Instant::now();
+    let t0 = Timestamp::ZERO;
     let mut l = harness::listener(t0, ListenerConfig::default());
     let repr = SegmentRepr {
         tuple: tuple_a(),
@@ -405,7 +407,7 @@ fn rfc5961_s7_challenge_acks_are_rate_limited() {
 
 #[test]
 fn listener_accept_queue_is_bounded_and_overflow_is_reset() {
-    let t0 = Instant::now();
+    let t0 = Timestamp::ZERO;
     let mut l = harness::listener(
         t0,
         ListenerConfig {

@@ -3,8 +3,6 @@
 
 mod common;
 
-use std::time::Instant;
-
 use common::ours::{Mode, OursOptions, OursTransport, Passive};
 use common::wrap::{Hooks, Wrapped};
 use common::{link_case, par_seeds, run_bulk, stream_seed, SimRole};
@@ -115,18 +113,15 @@ type Run = (
 );
 
 fn run(seed: u64, s: &Setup) -> Result<Run, String> {
-    let base = Instant::now();
     let opts = OursOptions {
         mode: s.mode,
         passive: Passive::Connection,
         early_record_mode: s.early_record_mode,
         ..OursOptions::default()
     };
-    let a =
-        OursTransport::new(SimRole::Client, seed ^ 0x11, &opts, base).expect("valid TCP settings");
+    let a = OursTransport::new(SimRole::Client, seed ^ 0x11, &opts).expect("valid TCP settings");
     let b = Wrapped {
-        inner: OursTransport::new(SimRole::Server, seed ^ 0x22, &opts, base)
-            .expect("valid TCP settings"),
+        inner: OursTransport::new(SimRole::Server, seed ^ 0x22, &opts).expect("valid TCP settings"),
         hooks: Tamper {
             drop_data: s.drop_data,
             mutate_duplicates: s.mutate,
@@ -315,15 +310,14 @@ fn mutated_copy_is_a_valid_segment_with_other_octets() {
 
 #[test]
 fn open_and_close_with_nothing_to_send_through_the_listener() {
-    let base = Instant::now();
     let opts = OursOptions {
         passive: Passive::Listener,
         mode: Mode::Bytes,
         ..OursOptions::default()
     };
     for link in ["clean", "loss5"] {
-        let a = OursTransport::new(SimRole::Client, 3, &opts, base).expect("valid TCP settings");
-        let b = OursTransport::new(SimRole::Server, 4, &opts, base).expect("valid TCP settings");
+        let a = OursTransport::new(SimRole::Client, 3, &opts).expect("valid TCP settings");
+        let b = OursTransport::new(SimRole::Server, 4, &opts).expect("valid TCP settings");
         let ca = BulkConfig::new(0, 1, 0, 2);
         let cb = BulkConfig::new(0, 2, 0, 1);
         let (o, _, _) = run_bulk(

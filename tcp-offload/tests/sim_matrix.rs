@@ -15,8 +15,6 @@
 
 mod common;
 
-use std::time::Instant;
-
 use common::ours::{Mode, OursOptions, OursTransport, Passive};
 use common::peer::Peer;
 use common::smol::{SmolConfig, SmolTransport};
@@ -129,7 +127,6 @@ fn run_one(
         timestamps: v.one_way_timestamps,
         ..SmolConfig::default()
     };
-    let base = Instant::now();
     let mode = mode_of(seed);
     let passive = if matches!(seed % 3, 0) {
         Passive::Listener
@@ -144,7 +141,7 @@ fn run_one(
     let make = |kind: Kind, role: SimRole, salt: u64| -> Peer {
         match kind {
             Kind::Ours => Peer::Ours(Box::new(
-                OursTransport::new(role, seed ^ salt, &opts, base).expect("valid TCP settings"),
+                OursTransport::new(role, seed ^ salt, &opts).expect("valid TCP settings"),
             )),
             Kind::Smol => Peer::Smol(Box::new(SmolTransport::new(role, seed ^ salt, &smol_cfg))),
         }
@@ -301,7 +298,7 @@ fn case(
     len: u64,
     v: Variant,
 ) -> (Summary, Vec<Checked>) {
-    let t0 = Instant::now();
+    let t0 = std::time::Instant::now();
     let results = par_seeds(seeds, threads(), |s| run_one(s, pairing, link, len, v));
     let mut sum = Summary::default();
     let mut ok = Vec::new();

@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::ours::{Mode, OursOptions, OursTransport, Passive};
 use common::peer::Peer;
@@ -25,7 +25,7 @@ fn ours(role: SimRole, seed: u64, cfg: &Config) -> Peer {
         ..OursOptions::default()
     };
     Peer::Ours(Box::new(
-        OursTransport::new(role, seed, &opts, Instant::now()).expect("valid TCP settings"),
+        OursTransport::new(role, seed, &opts).expect("valid TCP settings"),
     ))
 }
 

@@ -7,7 +7,9 @@
 //! `recv_transfer`, which skips what was placed. Every packet the server sends (first
 //! transmissions and retransmissions) is checked on the wire against the layout.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tcp_offload::Timestamp;
 
 use netsim::{Link, LinkConfig, SimTime};
 use tcp_offload::rdma::{RdmaOption, Transfer};
@@ -120,7 +122,7 @@ fn run_with(link: LinkConfig, seed: u64, replies_n: usize, fast_path: bool) -> O
         fast_path,
         ..Config::default()
     };
-    let t0 = Instant::now();
+    let t0 = Timestamp::ZERO;
     let gen = IsnGenerator::new([seed as u8; 16], t0);
     let mut client =
         Connection::connect(cfg.clone(), tuple(), &gen, t0).expect("valid TCP settings");
@@ -138,7 +140,7 @@ fn run_with(link: LinkConfig, seed: u64, replies_n: usize, fast_path: bool) -> O
     let mut packets = Vec::new();
     let deadline = SimTime::from_secs(600);
     loop {
-        let at = now.to_instant(t0);
+        let at = t0 + now.since_start();
         if client.state() == State::Established && !registered {
             assert!(client.rdma_enabled(), "negotiated on the client");
             for r in &replies {
@@ -217,7 +219,7 @@ fn run_with(link: LinkConfig, seed: u64, replies_n: usize, fast_path: bool) -> O
             .into_iter()
             .flatten()
         {
-            next = next.min(SimTime::from_instant(t0, t));
+            next = next.min(SimTime::from_nanos(t.nanos_since(t0)));
         }
         now = next.max(now + Duration::from_micros(1));
     }

@@ -3,7 +3,7 @@
 //! annotations when it is off, the copy fallback for RIDs without a buffer, and a transfer
 //! whose annotations overrun the buffer (TCPRDMA-31): the stream stays intact.
 
-use std::time::Instant;
+use tcp_offload::Timestamp;
 
 use tcp_offload::rdma::{AnnotateError, PlacementError, RdmaOption, Transfer};
 use tcp_offload::{
@@ -41,7 +41,7 @@ fn open(client_on: bool, server_on: bool) -> (Connection, Connection, [Option<Rd
 
 /// [`open`] with whole configurations.
 fn open_with(client: Config, server: Config) -> (Connection, Connection, [Option<RdmaOption>; 2]) {
-    let t0 = Instant::now();
+    let t0 = Timestamp::ZERO;
     let gen = IsnGenerator::new([3; 16], t0);
     let mut c = Connection::connect(client, tuple(), &gen, t0).expect("valid TCP settings");
     let mut s = Connection::listen(server, tuple().remote, &gen, t0).expect("valid TCP settings");
@@ -100,7 +100,7 @@ fn tcprdma_14_not_negotiated_refuses_marks_and_sends_no_option() {
         s.expect_transfer(1, vec![0; 10]),
         Err(PlacementError::NotNegotiated)
     );
-    let now = Instant::now();
+    let now = Timestamp::ZERO;
     c.send(&[5; 3000]).unwrap();
     let mut buf = vec![0u8; 2048];
     let mut n_data = 0;
@@ -118,7 +118,7 @@ fn tcprdma_14_not_negotiated_refuses_marks_and_sends_no_option() {
 /// off, and data flows unannotated.
 #[test]
 fn tcprdma_14_syn_cookie_connections_have_the_option_off() {
-    let t0 = Instant::now();
+    let t0 = Timestamp::ZERO;
     let gen = IsnGenerator::new([4; 16], t0);
     let lcfg = ListenerConfig {
         max_half_open: 0,
@@ -149,7 +149,7 @@ fn tcprdma_14_syn_cookie_connections_have_the_option_off() {
 
 /// Sends `data` from `s` to `c` back to back.
 fn pump(s: &mut Connection, c: &mut Connection, data: &[u8]) {
-    let now = Instant::now();
+    let now = Timestamp::ZERO;
     let mut queued = 0;
     for _ in 0..10_000 {
         if queued < data.len() {
@@ -221,7 +221,7 @@ fn tcprdma_31_annotation_past_the_buffer_fails_and_the_stream_wins() {
 
 /// Sends `payload` to `c` as the peer `s` would, with `rdma` among the options.
 fn inject(c: &mut Connection, rdma: Option<RdmaOption>, payload: &[u8]) {
-    let now = Instant::now();
+    let now = Timestamp::ZERO;
     let repr = wire::SegmentRepr {
         tuple: FourTuple {
             local: c.tuple().remote,
@@ -304,7 +304,7 @@ fn tcprdma_21_zero_length_transfer_on_the_wire() {
     let reply = [7u8; 40];
     assert_eq!(s.send(&reply).unwrap(), 40);
     let mut buf = vec![0u8; 2048];
-    let n = s.poll_transmit(Instant::now(), &mut buf).unwrap();
+    let n = s.poll_transmit(Timestamp::ZERO, &mut buf).unwrap();
     let seg = wire::parse(&buf[..n]).unwrap();
     assert_eq!(seg.payload.len(), 40);
     match seg.options.rdma {
@@ -317,7 +317,7 @@ fn tcprdma_21_zero_length_transfer_on_the_wire() {
         other => panic!("no zero-length transfer option: {other:?}"),
     }
     c.expect_transfer(0x42, vec![0; 100]).unwrap();
-    c.handle_packet(Instant::now(), &buf[..n]).unwrap();
+    c.handle_packet(Timestamp::ZERO, &buf[..n]).unwrap();
     let mut got = [0u8; 40];
     assert_eq!(c.recv(&mut got), 40);
     assert_eq!(got, reply);

@@ -2,7 +2,7 @@
 //! stream and record mode, loss and reordering, header alignment audited on the wire. (The full
 //! interop matrix, smoltcp included, lives in the `sim_*` tests.)
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use netsim::ours::{Mode, OursOptions, OursTransport, Passive};
 use netsim::{
@@ -11,7 +11,7 @@ use netsim::{
 };
 
 /// A client, or a server behind a listener, in byte-stream or owned-record mode.
-fn ours(role: SimRole, seed: u64, records: bool, base: Instant) -> OursTransport {
+fn ours(role: SimRole, seed: u64, records: bool) -> OursTransport {
     let opts = OursOptions {
         mode: if records {
             Mode::OwnedRecords
@@ -21,7 +21,7 @@ fn ours(role: SimRole, seed: u64, records: bool, base: Instant) -> OursTransport
         passive: Passive::Listener,
         ..OursOptions::default()
     };
-    OursTransport::new(role, seed, &opts, base).expect("valid TCP settings")
+    OursTransport::new(role, seed, &opts).expect("valid TCP settings")
 }
 
 fn link(loss: f64, jitter_ms: u64) -> LinkConfig {
@@ -38,9 +38,8 @@ struct Run {
 }
 
 fn run(seed: u64, len: u64, link: LinkConfig, records: bool) -> Run {
-    let base = Instant::now();
-    let a = ours(SimRole::Client, 1, records, base);
-    let b = ours(SimRole::Server, 2, records, base);
+    let a = ours(SimRole::Client, 1, records);
+    let b = ours(SimRole::Server, 2, records);
     let (sa, sb) = (seed * 2 + 1, seed * 2 + 2);
     let mut ca = BulkConfig::new(len, sa, len, sb);
     let mut cb = BulkConfig::new(len, sb, len, sa);
@@ -127,8 +126,7 @@ fn record_mode_is_header_aligned_and_commits_out_of_order() {
 
 #[test]
 fn transport_reports_state_and_stats() {
-    let base = Instant::now();
-    let t = ours(SimRole::Client, 1, false, base);
+    let t = ours(SimRole::Client, 1, false);
     assert_eq!(t.state(), netsim::ConnState::Opening);
     assert_eq!(
         t.send_space(),

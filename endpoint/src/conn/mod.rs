@@ -11,13 +11,15 @@ mod state;
 use std::time::Instant;
 
 use ddp::{Memory, PdId, Qp, QpConfig, StagTable, StreamId};
-use tcp_offload::{Connection, RecordId, RecordSource, State};
+use tcp_offload::{Connection, RecordId, RecordSource, State, Timestamp};
 
+use crate::clock::Clock;
 use crate::config::QpSettings;
 use crate::counters::{fold_tcp_counters, EndpointCounters};
 use crate::domain::Domain;
 use crate::endpoint::admission::BacklogSlot;
 use crate::endpoint::stream::StreamState;
+use crate::timer_wheel::Armed;
 pub(crate) use rx_feed::FeedSink;
 use rx_feed::{startup_rx_limit, RxFeed};
 pub(crate) use state::{Closing, ConnState, Iwarp, MpaPhase};
@@ -44,8 +46,8 @@ pub(crate) struct Conn<D> {
     /// The protection domain whose STags and regions this connection reaches (verbs API);
     /// `None`: the endpoint's own table and memory.
     pub pd: Option<D>,
-    /// Currently armed timer deadline.
-    pub armed: Option<Instant>,
+    /// Its timer wheel entry: the deadline it is armed for.
+    pub armed: Option<Armed>,
     /// Marked for the endpoint's next round.
     pub dirty: bool,
 }
@@ -241,15 +243,16 @@ impl<D> Conn<D> {
 
     /// The next deadline of TCP, the MPA startup, the application's accept or the close
     /// timeout.
-    pub fn deadline(&self) -> Option<Instant> {
+    pub fn deadline(&self, clock: &Clock) -> Option<Timestamp> {
+        let stamp = |t: Option<Instant>| t.map(|t| clock.stamp_of(t));
         let mut at = self.tcp.poll_timeout();
         if let ConnState::Iwarp(i) = &self.state {
-            at = earliest(at, i.qp.poll_timeout());
+            at = earliest(at, stamp(i.qp.poll_timeout()));
             if let MpaPhase::Startup { decide_by, .. } = i.mpa {
-                at = earliest(at, decide_by);
+                at = earliest(at, stamp(decide_by));
             }
         }
-        earliest(at, self.closing.deadline())
+        earliest(at, stamp(self.closing.deadline()))
     }
 
     /// Still finishing a close the application asked for (not yet in TIME-WAIT or gone).
@@ -401,7 +404,7 @@ impl<D> Conn<D> {
 }
 
 /// The earlier of two optional deadlines.
-fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+fn earliest(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<Timestamp> {
     match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),

@@ -123,7 +123,8 @@ impl<D: Domain> Endpoint<D> {
             return;
         };
         let mut buf = vec![0u8; 128];
-        if let Some(n) = frame_out(&mut buf, self.cfg.mac, dst, |b| tcp.poll_transmit(now, b)) {
+        let ts = self.clock.stamp_of(now);
+        if let Some(n) = frame_out(&mut buf, self.cfg.mac, dst, |b| tcp.poll_transmit(ts, b)) {
             buf.truncate(n);
             if self.pending_tx.len() < PENDING_TX_MAX {
                 self.pending_tx.push(buf);

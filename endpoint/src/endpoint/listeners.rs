@@ -145,8 +145,9 @@ impl<D: Domain> Endpoint<D> {
             .any(|c| c.tcp.tuple().local.port() == port)
     }
 
-    /// Runs the listeners' timers due at `now`.
-    pub(crate) fn listener_timeouts(&mut self, now: Instant) {
+    /// Runs the listeners' timers due at the clock's time.
+    pub(crate) fn listener_timeouts(&mut self) {
+        let now = self.clock.stamp;
         for l in &mut self.listeners {
             if l.tcp.poll_timeout().is_some_and(|d| d <= now) {
                 l.tcp.handle_timeout(now);
@@ -167,6 +168,7 @@ impl<D: Domain> Endpoint<D> {
 
     /// Each listener's stateless replies and SYN-ACKs into frames, then its accepts.
     pub(crate) fn service_listeners(&mut self, now: Instant, io: &mut dyn FrameSink) {
+        let ts = self.clock.stamp;
         for li in 0..self.listeners.len() {
             // Stateless replies and SYN-ACKs (no frame taken when there are none).
             while !self.listeners[li].tcp.has_nothing_to_send() {
@@ -178,7 +180,7 @@ impl<D: Domain> Endpoint<D> {
                 let mut no_hop = false;
                 let mut frame_len = 0;
                 let r = io.tx_frame(now, &mut |buf: &mut [u8]| {
-                    let n = l.tcp.poll_transmit(now, &mut buf[ethernet::HEADER_LEN..])?;
+                    let n = l.tcp.poll_transmit(ts, &mut buf[ethernet::HEADER_LEN..])?;
                     produced = true;
                     // The destination from the headers alone: the checksum may be left to
                     // the device (`tcp_offload::TxChecksum::Offloaded`), so no verifying parse.

@@ -26,8 +26,9 @@ use std::time::Instant;
 use ddp::{
     PdId, RegionHandle, RegionSpec, Stag, StagTable, VecMemory, WorkCompletion, WorkRequest,
 };
-use tcp_offload::{Connection, FourTuple, IsnGenerator, State};
+use tcp_offload::{Connection, FourTuple, IsnGenerator, State, Timestamp};
 
+use crate::clock::Clock;
 use crate::config::{EndpointConfig, QpSettings};
 use crate::conn::{Conn, ConnId, Role};
 use crate::counters::EndpointCounters;
@@ -108,8 +109,8 @@ pub struct Endpoint<D: Domain = NoDomain> {
     /// A frame went to a listener since the last `poll_transmit`: its round may not wait
     /// ([`Endpoint::service_received`]).
     pub(crate) listener_rx: bool,
-    /// The time of the last call that drove the endpoint.
-    pub(crate) last_now: Instant,
+    /// The time of the last call that drove the endpoint, and its epoch.
+    pub(crate) clock: Clock,
 }
 
 impl<D: Domain> Endpoint<D> {
@@ -118,7 +119,7 @@ impl<D: Domain> Endpoint<D> {
     pub fn new(cfg: EndpointConfig, now: Instant) -> Result<Self, EndpointError> {
         cfg.validate()?;
         Ok(Endpoint {
-            gen: IsnGenerator::new(cfg.secrets.isn_key(), now),
+            gen: IsnGenerator::new(cfg.secrets.isn_key(), Timestamp::ZERO),
             conns: FastMap::default(),
             flows: FastMap::default(),
             last_flow: None,
@@ -132,7 +133,7 @@ impl<D: Domain> Endpoint<D> {
             ports: LocalPorts::new(cfg.local_ports.clone()),
             next_conn: 1,
             dirty: Vec::new(),
-            wheel: TimerWheel::new(now, cfg.timer_tick, WHEEL_SLOTS),
+            wheel: TimerWheel::new(Timestamp::ZERO, cfg.timer_tick, WHEEL_SLOTS),
             fired: Vec::new(),
             tags: StagTable::new(cfg.secrets.stag_seed()),
             mem: VecMemory::new(),
@@ -145,7 +146,7 @@ impl<D: Domain> Endpoint<D> {
             pending_tx: Vec::new(),
             busy: false,
             listener_rx: false,
-            last_now: now,
+            clock: Clock::new(now),
             cfg,
         })
     }
@@ -156,23 +157,23 @@ impl<D: Domain> Endpoint<D> {
     /// Runs the timers due at `now`: TCP's and the MPA startup's of every connection, and the
     /// listeners'.
     pub fn handle_timeout(&mut self, now: Instant) {
-        self.last_now = now;
-        if self.wheel.is_due(now) {
-            self.expire_connections(now);
+        let ts = self.clock.set(now);
+        if self.wheel.is_due(ts) {
+            self.expire_connections(now, ts);
         }
-        self.listener_timeouts(now);
+        self.listener_timeouts();
     }
 
     /// The connection timers of the wheel's ticks up to `now`.
-    fn expire_connections(&mut self, now: Instant) {
+    fn expire_connections(&mut self, now: Instant, ts: Timestamp) {
         let mut fired = std::mem::take(&mut self.fired);
-        self.wheel.expire(now, &mut fired);
+        self.wheel.expire(ts, &mut fired);
         for id in fired.drain(..) {
             if let Some(k) = self.conns.get_mut(&id) {
                 // Its one wheel entry fired: the round re-arms it for the next deadline.
                 k.armed = None;
-                if k.tcp.poll_timeout().is_some_and(|d| d <= now) {
-                    k.tcp.handle_timeout(now);
+                if k.tcp.poll_timeout().is_some_and(|d| d <= ts) {
+                    k.tcp.handle_timeout(ts);
                 }
                 if let Some(q) = k.qp_mut() {
                     if q.poll_timeout().is_some_and(|d| d <= now) {
@@ -190,7 +191,7 @@ impl<D: Domain> Endpoint<D> {
     /// requests into TCP, segments into `sink`'s frames, timers), then frames built outside a
     /// connection.
     pub fn poll_transmit(&mut self, now: Instant, sink: &mut dyn FrameSink) {
-        self.last_now = now;
+        self.clock.set(now);
         self.busy = false;
         self.listener_rx = false;
         self.service_listeners(now, sink);
@@ -208,7 +209,7 @@ impl<D: Domain> Endpoint<D> {
     /// work posted on an idle connection (nothing in flight), where waiting for the next round
     /// only adds latency.
     pub fn transmit_conn(&mut self, now: Instant, conn: ConnId, sink: &mut dyn FrameSink) {
-        self.last_now = now;
+        self.clock.set(now);
         if !self.service(now, conn.0, sink, false) && self.dirty.last() == Some(&conn.0) {
             // The mark the post left is spent (the service did not mark it again): no round
             // for it.
@@ -228,13 +229,13 @@ impl<D: Domain> Endpoint<D> {
         };
         // The connections' timers: the wheel's earliest armed tick (not a walk of every
         // connection).
-        take(self.wheel.next_fire());
+        take(self.wheel.next_fire().map(|d| self.clock.instant(d)));
         for l in &self.listeners {
-            take(l.tcp.poll_timeout());
+            take(l.tcp.poll_timeout().map(|d| self.clock.instant(d)));
         }
         if self.busy || !self.dirty.is_empty() || !self.pending_tx.is_empty() {
             // Work is left: poll again at once ("now" is the caller's last one).
-            take(Some(self.last_now));
+            take(Some(self.clock.last));
         }
         t
     }
@@ -385,7 +386,8 @@ impl<D: Domain> Endpoint<D> {
         }
         check_private_data(&settings)?;
         let tuple = self.active_tuple(remote)?;
-        let tcp = Connection::connect(self.cfg.tcp.clone(), tuple, &self.gen, now)
+        let ts = self.clock.stamp_of(now);
+        let tcp = Connection::connect(self.cfg.tcp.clone(), tuple, &self.gen, ts)
             .map_err(EndpointError::Config)?;
         Ok(self.add_conn(Conn::new(tcp, Role::Initiator, settings)))
     }

@@ -32,7 +32,7 @@ impl<D: Domain> Endpoint<D> {
     /// connection's common case (see `handle_lean_frame`) goes straight to its TCP's header
     /// prediction, with the same result.
     pub fn handle_frame(&mut self, now: Instant, frame: &[u8]) {
-        self.last_now = now;
+        self.clock.set(now);
         self.counters.rx_packets += 1;
         self.counters.rx_bytes += frame.len() as u64;
         if self.cfg.tcp.fast_path && self.handle_lean_frame(now, frame) {
@@ -76,12 +76,13 @@ impl<D: Domain> Endpoint<D> {
                 return;
             }
         };
+        let ts = self.clock.stamp;
         if let Some(&id) = self.flows.get(&seg.tuple) {
             if let Some(c) = self.conns.get_mut(&id) {
                 let (tags, mem, counters) = (&mut self.tags, &mut self.mem, &mut self.counters);
                 deliver(c, tags, mem, counters, now, |tcp, sink| match sink {
-                    Some(sink) => tcp.handle_segment_with(now, seg, sink),
-                    None => tcp.handle_segment(now, seg),
+                    Some(sink) => tcp.handle_segment_with(ts, seg, sink),
+                    None => tcp.handle_segment(ts, seg),
                 });
                 c.mark(id, &mut self.dirty);
             }
@@ -99,7 +100,7 @@ impl<D: Domain> Endpoint<D> {
                 self.neighbours.note_syn(seg.tuple.remote.ip(), eth.src());
             }
             self.listener_rx = true;
-            self.listeners[li].tcp.handle_segment(now, seg);
+            self.listeners[li].tcp.handle_segment(ts, seg);
             self.take_accepted(now, li, Some(eth.src()));
             return;
         }
@@ -155,9 +156,14 @@ impl<D: Domain> Endpoint<D> {
         let Some(c) = self.conns.get_mut(&id) else {
             return false;
         };
-        let (tags, mem, counters) = (&mut self.tags, &mut self.mem, &mut self.counters);
+        let (ts, tags, mem, counters) = (
+            self.clock.stamp,
+            &mut self.tags,
+            &mut self.mem,
+            &mut self.counters,
+        );
         if !deliver(c, tags, mem, counters, now, |tcp, sink| {
-            tcp.handle_lean(now, &seg, sink)
+            tcp.handle_lean(ts, &seg, sink)
         }) {
             return false;
         }

@@ -8,11 +8,12 @@ use std::time::Instant;
 
 use ddp::{Memory, QpEvent, StagTable, WorkCompletion};
 use mpa::FramingError;
-use tcp_offload::{CloseReason, Event, State};
+use tcp_offload::{CloseReason, Event, State, Timestamp};
 
 use super::admission::leave_backlog;
 use super::listeners::ListenerEntry;
 use super::{shrink_sparse, Endpoint};
+use crate::clock::Clock;
 use crate::conn::{Closing, Conn, ConnId, FpduSource, Role};
 use crate::counters::EndpointCounters;
 use crate::domain::{Domain, DomainGuard};
@@ -69,14 +70,14 @@ impl<D: Domain> Endpoint<D> {
             drain_qp(
                 c,
                 ConnId(id),
-                self.last_now,
+                self.clock.last,
                 &mut self.events,
                 &mut self.completions,
                 &mut self.counters,
             );
             if c.quiet_after_receive() {
                 c.dirty = false;
-                arm(&mut self.wheel, id, c);
+                arm(&mut self.wheel, &self.clock, id, c);
             } else {
                 // What it completed left it work (a close, something to send): its round
                 // runs at the next call.
@@ -110,6 +111,7 @@ impl<D: Domain> Endpoint<D> {
         c.dirty = false;
         let mut round = Round {
             now,
+            ts: self.clock.stamp,
             id,
             mac: self.cfg.mac,
             events: &mut self.events,
@@ -145,7 +147,7 @@ impl<D: Domain> Endpoint<D> {
                 false
             }
             None => {
-                arm(&mut self.wheel, id, c);
+                arm(&mut self.wheel, &self.clock, id, c);
                 c.dirty
             }
         }
@@ -154,10 +156,10 @@ impl<D: Domain> Endpoint<D> {
     /// Takes closed connection `id` out of the tables: its timer, its listener's backlog, its
     /// flow; what it counted is added to the endpoint's counters.
     fn remove_closed(&mut self, id: u64, reason: CloseReason) {
-        let Some(c) = self.conns.remove(&id) else {
+        let Some(mut c) = self.conns.remove(&id) else {
             return;
         };
-        self.wheel.cancel(id);
+        self.wheel.cancel(id, &mut c.armed);
         if let Some(l) = c.backlog() {
             leave_backlog(&mut self.listeners, l);
         }
@@ -189,6 +191,8 @@ struct TcpNews {
 /// [`frames`](Self::frames), [`close`](Self::close).
 struct Round<'a> {
     now: Instant,
+    /// `now` as TCP counts time.
+    ts: Timestamp,
     id: u64,
     /// Our MAC, the source of every frame.
     mac: Mac,
@@ -306,7 +310,7 @@ impl Round<'_> {
             let idle = c.qp().is_none_or(|q| q.is_idle() || q.is_error());
             if idle && c.tcp.send_queued() == 0 {
                 c.closing.close_tcp();
-                c.tcp.close(self.now);
+                c.tcp.close(self.ts);
             }
         }
     }
@@ -323,7 +327,7 @@ impl Round<'_> {
         mem: &mut dyn Memory,
         io: &mut dyn FrameSink,
     ) {
-        let (now, src) = (self.now, self.mac);
+        let (now, ts, src) = (self.now, self.ts, self.mac);
         let hop = if c.tcp.has_nothing_to_send() {
             None
         } else {
@@ -347,7 +351,7 @@ impl Round<'_> {
                 let tcp = &mut c.tcp;
                 let r = io.tx_frame(now, &mut |buf: &mut [u8]| {
                     let n = frame_out(buf, src, dst, |b| {
-                        tcp.poll_transmit_with(now, b, &mut src_rec)
+                        tcp.poll_transmit_with(ts, b, &mut src_rec)
                     })?;
                     produced = n;
                     Some(n)
@@ -426,11 +430,10 @@ impl Round<'_> {
 /// back by every ACK) or none leaves it armed, and when it fires early `handle_timeout` finds
 /// nothing due and the round re-arms it for the real deadline (one spurious round per timeout
 /// period instead of a wheel move per segment).
-fn arm<D>(wheel: &mut TimerWheel, id: u64, c: &mut Conn<D>) {
-    if let Some(d) = c.deadline() {
-        if c.armed.is_none_or(|a| d < a) {
-            c.armed = Some(d);
-            wheel.insert(id, d);
+fn arm<D>(wheel: &mut TimerWheel, clock: &Clock, id: u64, c: &mut Conn<D>) {
+    if let Some(d) = c.deadline(clock) {
+        if c.armed.is_none_or(|a| d < a.at) {
+            wheel.insert(id, d, &mut c.armed);
         }
     }
 }

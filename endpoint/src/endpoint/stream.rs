@@ -129,7 +129,8 @@ impl<D: Domain> Endpoint<D> {
         }
         let tcp = opts.tcp_config(&self.cfg.tcp);
         let tuple = self.active_tuple(remote)?;
-        let tcp = Connection::connect(tcp, tuple, &self.gen, now).map_err(EndpointError::Config)?;
+        let ts = self.clock.stamp_of(now);
+        let tcp = Connection::connect(tcp, tuple, &self.gen, ts).map_err(EndpointError::Config)?;
         let mut c = Conn::new(tcp, Role::Initiator, opts.qp_settings());
         c.make_stream();
         Ok(self.add_conn(c))

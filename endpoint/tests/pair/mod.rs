@@ -288,6 +288,12 @@ impl Pair {
         Pair::new(link(), link(), 1)
     }
 
+    /// `t` as a bare TCP connection beside the pair counts time (from `base`).
+    #[allow(dead_code)]
+    pub fn ts(&self, t: Instant) -> tcp_offload::Timestamp {
+        tcp_offload::Timestamp::since(self.base, t)
+    }
+
     /// A clean pair over IPv6: A is `IP6_A`, B `IP6_B`.
     pub fn clean_v6() -> Pair {
         Pair::with_configs(

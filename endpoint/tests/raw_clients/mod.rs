@@ -7,7 +7,7 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::Duration;
 
 use crate::pair::{drive, link, wires, Pair, Wire, IP_B, MAC_B};
-use tcp_offload::{Config, Connection, FourTuple, IsnGenerator, State};
+use tcp_offload::{Config, Connection, FourTuple, IsnGenerator, State, Timestamp};
 
 /// The clients' first address.
 pub const IP_C: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 3);
@@ -34,7 +34,7 @@ impl RawClients {
             to_b,
             from_b,
             out: vec![0; 2048],
-            gen: IsnGenerator::new([3; 16], p.base),
+            gen: IsnGenerator::new([3; 16], Timestamp::ZERO),
             resets: 0,
         };
         for _ in 0..n {
@@ -50,7 +50,7 @@ impl RawClients {
             local: SocketAddr::V4(SocketAddrV4::new(ip, 20000 + i as u16)),
             remote: SocketAddr::V4(SocketAddrV4::new(IP_B, port)),
         };
-        let c = Connection::connect(Config::default(), tuple, &self.gen, p.now)
+        let c = Connection::connect(Config::default(), tuple, &self.gen, p.ts(p.now))
             .expect("valid TCP settings");
         self.conns.push(c);
         i
@@ -62,13 +62,13 @@ impl RawClients {
     pub fn step(&mut self, p: &mut Pair, dt: Duration) -> i64 {
         let now = p.now;
         for c in &mut self.conns {
-            while let Some(n) = c.poll_transmit(now, &mut self.out) {
+            while let Some(n) = c.poll_transmit(p.ts(now), &mut self.out) {
                 let f = [&MAC_B[..], &MAC_C[..], &[8, 0], &self.out[..n]].concat();
                 self.to_b.send(now, f);
             }
         }
         p.now += dt;
-        let now = p.now;
+        let (now, ts) = (p.now, p.ts(p.now));
         let (b, to_b, from_b) = (&mut p.b, &mut self.to_b, &mut self.from_b);
         let heap =
             allocation_counter::measure(|| while drive(b, to_b, from_b, now) > 0 {}).bytes_current;
@@ -77,11 +77,11 @@ impl RawClients {
             let seg = tcp_offload::wire::parse(&f[14..]).expect("B sends TCP");
             *resets += usize::from(seg.flags.rst);
             let i = usize::from(seg.tuple.local.port() - 20000);
-            let _ = conns[i].handle_packet(now, &f[14..]);
+            let _ = conns[i].handle_packet(ts, &f[14..]);
         });
         for c in &mut self.conns {
-            if c.poll_timeout().is_some_and(|t| t <= now) {
-                c.handle_timeout(now);
+            if c.poll_timeout().is_some_and(|t| t <= ts) {
+                c.handle_timeout(ts);
             }
         }
         heap + allocation_counter::measure(|| {

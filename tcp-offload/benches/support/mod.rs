@@ -1,7 +1,7 @@
 //! What `benches/segment.rs` and `examples/segment_profile.rs` share: the record pattern, the
 //! configuration and an established connection pair.
 
-use std::time::Instant;
+use tcp_offload::Timestamp;
 
 use tcp_offload::{Config, Connection, FourTuple, IsnGenerator, RecordId, RecordSource, State};
 
@@ -32,7 +32,7 @@ fn cfg() -> Config {
 
 /// An established pair (a active, b passive), all handshake packets exchanged; a is in record
 /// mode with `BATCH` records of `SEG` octets queued, b in record mode too when `b_records`.
-pub fn pair(t0: Instant, b_records: bool) -> (Connection, Connection) {
+pub fn pair(t0: Timestamp, b_records: bool) -> (Connection, Connection) {
     let g = IsnGenerator::new([3; 16], t0);
     let ta = FourTuple {
         local: "198.18.0.1:40000".parse().unwrap(),

@@ -1,7 +1,7 @@
 //! ACK processing: RFC 9293 §3.10.7.4 fifth check, RFC 5961 §5.2 ACK validation, new data
 //! acknowledged (RTT samples, release of send data, congestion control).
 
-use std::time::Instant;
+use crate::time::Timestamp;
 
 use crate::lean::SegmentHeader;
 use crate::wire::TcpSegment;
@@ -13,7 +13,7 @@ use super::{Connection, Event};
 impl Connection {
     /// The ACK processing of RFC 9293 §3.10.7.4 fifth check plus RFC 5961 §5.2. Returns false when
     /// the segment must be dropped.
-    pub(super) fn process_ack(&mut self, now: Instant, seg: &TcpSegment<'_>) -> bool {
+    pub(super) fn process_ack(&mut self, now: Timestamp, seg: &TcpSegment<'_>) -> bool {
         let Some(ack) = self.snd.off(seg.ack, self.snd_una) else {
             self.counters.bad_acks += 1;
             self.ack_now = true;
@@ -58,7 +58,7 @@ impl Connection {
     /// The rest of the ACK processing once new data (if any) is taken as acknowledged: the
     /// send window, the states that wait for our FIN's ACK, the persist timer. Returns false
     /// when the segment must be dropped (the connection ended).
-    pub(super) fn after_ack(&mut self, now: Instant, seg: &SegmentHeader) -> bool {
+    pub(super) fn after_ack(&mut self, now: Timestamp, seg: &SegmentHeader) -> bool {
         self.update_window(seg, false);
         // State transitions that depend on our FIN being acknowledged.
         let fin_acked =
@@ -105,7 +105,7 @@ impl Connection {
         any
     }
 
-    pub(super) fn on_new_ack(&mut self, now: Instant, seg: &SegmentHeader, ack: u64) {
+    pub(super) fn on_new_ack(&mut self, now: Timestamp, seg: &SegmentHeader, ack: u64) {
         let acked = ack - self.snd_una;
         let mut any_rexmit = false;
         let ts_ecr = seg.timestamps.map(|t| t.1);

@@ -2,7 +2,9 @@
 //! (RFC 7323 §5), and the received data handed to the receive buffer (and a sink).
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::time::Timestamp;
 
 use crate::lean::{LeanSegment, SegmentHeader};
 use crate::rx::{Accepted, RxRef, RxSink};
@@ -15,7 +17,7 @@ use super::{Connection, Event};
 
 impl Connection {
     /// Parses `packet` (an IP packet) and handles it. Malformed packets are dropped and counted.
-    pub fn handle_packet(&mut self, now: Instant, packet: &[u8]) -> Result<(), WireError> {
+    pub fn handle_packet(&mut self, now: Timestamp, packet: &[u8]) -> Result<(), WireError> {
         let seg = wire::parse_counted(
             packet,
             &mut self.counters.malformed,
@@ -27,7 +29,7 @@ impl Connection {
 
     /// Handles one parsed segment addressed to this connection (RFC 9293 §3.10.7 SEGMENT ARRIVES).
     /// Record-mode data is queued for [`Self::poll_recv`].
-    pub fn handle_segment(&mut self, now: Instant, seg: &TcpSegment<'_>) {
+    pub fn handle_segment(&mut self, now: Timestamp, seg: &TcpSegment<'_>) {
         if !seg.lean().is_some_and(|l| self.predicted(now, &l, None)) {
             self.dispatch_segment(now, seg, None);
         }
@@ -40,7 +42,7 @@ impl Connection {
     /// [`wire::parse`] and hand it to one of those.
     pub fn handle_lean(
         &mut self,
-        now: Instant,
+        now: Timestamp,
         seg: &LeanSegment<'_>,
         sink: Option<&mut dyn RxSink>,
     ) -> bool {
@@ -51,7 +53,7 @@ impl Connection {
     /// [`Self::handle_packet`] with [`Self::handle_segment_with`]'s delivery.
     pub fn handle_packet_with(
         &mut self,
-        now: Instant,
+        now: Timestamp,
         packet: &[u8],
         sink: &mut dyn RxSink,
     ) -> Result<(), WireError> {
@@ -77,11 +79,11 @@ impl Connection {
     /// this is `handle_segment` (TCP holds in-order and out-of-order data for `recv`).
     ///
     /// ```no_run
-    /// # use std::time::Instant;
+    /// # use tcp_offload::Timestamp;
     /// # use tcp_offload::{wire, Connection, RxRef};
     /// # fn place(conn: &mut Connection, packet: &[u8], region: &mut [u8]) {
     /// let seg = wire::parse(packet).unwrap();
-    /// conn.handle_segment_with(Instant::now(), &seg, &mut |c: RxRef<'_>| {
+    /// conn.handle_segment_with(Timestamp::ZERO, &seg, &mut |c: RxRef<'_>| {
     ///     // The one copy: from the received frame straight into the memory region.
     ///     let at = c.offset as usize;
     ///     region[at..at + c.data.len()].copy_from_slice(c.data);
@@ -90,7 +92,7 @@ impl Connection {
     /// ```
     pub fn handle_segment_with(
         &mut self,
-        now: Instant,
+        now: Timestamp,
         seg: &TcpSegment<'_>,
         sink: &mut dyn RxSink,
     ) {
@@ -134,7 +136,7 @@ impl Connection {
 
     fn dispatch_segment(
         &mut self,
-        now: Instant,
+        now: Timestamp,
         seg: &TcpSegment<'_>,
         sink: Option<&mut dyn RxSink>,
     ) {
@@ -165,7 +167,7 @@ impl Connection {
         self.rst_out = Some(rst_for(seg));
     }
 
-    fn segment_in_listen(&mut self, now: Instant, seg: &TcpSegment<'_>) {
+    fn segment_in_listen(&mut self, now: Timestamp, seg: &TcpSegment<'_>) {
         // RFC 9293 §3.10.7.2.
         if seg.flags.rst {
             return;
@@ -187,7 +189,7 @@ impl Connection {
 
     fn segment_in_syn_sent(
         &mut self,
-        now: Instant,
+        now: Timestamp,
         seg: &TcpSegment<'_>,
         sink: Option<&mut dyn RxSink>,
     ) {
@@ -258,7 +260,7 @@ impl Connection {
 
     /// RFC 5961 §3.2, §4.2, §5.2 challenge ACK, rate-limited per §7 to
     /// `Config::challenge_acks_per_sec`.
-    fn challenge_ack(&mut self, now: Instant) {
+    fn challenge_ack(&mut self, now: Timestamp) {
         if self
             .challenge_window
             .is_none_or(|t| now.saturating_duration_since(t) >= Duration::from_secs(1))
@@ -277,7 +279,7 @@ impl Connection {
 
     fn segment_in_sync(
         &mut self,
-        now: Instant,
+        now: Timestamp,
         seg: &TcpSegment<'_>,
         sink: Option<&mut dyn RxSink>,
     ) {
@@ -441,7 +443,7 @@ impl Connection {
         }
     }
 
-    fn accept_data(&mut self, now: Instant, seg: &TcpSegment<'_>, sink: Option<&mut dyn RxSink>) {
+    fn accept_data(&mut self, now: Timestamp, seg: &TcpSegment<'_>, sink: Option<&mut dyn RxSink>) {
         if seg.payload.is_empty() {
             return;
         }
@@ -498,7 +500,7 @@ impl Connection {
     /// `a` says (`was_ooo`: out-of-order data was held before): ACK at once for out-of-order
     /// data, gap fills and duplicates; else every second full segment or when the delayed-ACK
     /// timer fires.
-    pub(super) fn schedule_ack(&mut self, now: Instant, a: &Accepted, was_ooo: bool, len: usize) {
+    pub(super) fn schedule_ack(&mut self, now: Timestamp, a: &Accepted, was_ooo: bool, len: usize) {
         if !a.advanced || a.filled_gap || was_ooo {
             self.dupacks_owed = self.dupacks_owed.saturating_add(1).min(8);
         }

@@ -35,7 +35,9 @@ mod window;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::time::Timestamp;
 
 use crate::cc::Congestion;
 use crate::config::{Config, TcpConfigError};
@@ -97,7 +99,7 @@ pub struct Connection {
     state: State,
     passive: bool,
     from_listen: bool,
-    challenge_window: Option<Instant>,
+    challenge_window: Option<Timestamp>,
     challenge_count: u32,
     closed_normally: bool,
 
@@ -133,12 +135,12 @@ pub struct Connection {
     // Timers.
     timers: Timers,
     rtt: RttEstimator,
-    rtt_timed: Option<(u64, Instant)>,
+    rtt_timed: Option<(u64, Timestamp)>,
     retries: u32,
     syn_timed_out: bool,
     persist_backoff: u32,
     /// When the current zero-window stretch began (persist limit).
-    persist_since: Option<Instant>,
+    persist_since: Option<Timestamp>,
     keepalive_sent: u32,
 
     // Congestion and loss recovery.
@@ -176,7 +178,13 @@ pub struct Connection {
 }
 
 impl Connection {
-    fn blank(cfg: Config, tuple: FourTuple, iss: SeqNum, gen: &IsnGenerator, now: Instant) -> Self {
+    fn blank(
+        cfg: Config,
+        tuple: FourTuple,
+        iss: SeqNum,
+        gen: &IsnGenerator,
+        now: Timestamp,
+    ) -> Self {
         let mss = u32::from(cfg.mss);
         let ooo_limits = OooLimits {
             max_ranges: cfg.max_ooo_ranges,
@@ -249,7 +257,7 @@ impl Connection {
         cfg: Config,
         tuple: FourTuple,
         gen: &IsnGenerator,
-        now: Instant,
+        now: Timestamp,
     ) -> Result<Self, TcpConfigError> {
         cfg.validate()?;
         let iss = gen.isn(&tuple, now);
@@ -266,7 +274,7 @@ impl Connection {
         cfg: Config,
         local: SocketAddr,
         gen: &IsnGenerator,
-        now: Instant,
+        now: Timestamp,
     ) -> Result<Self, TcpConfigError> {
         cfg.validate()?;
         let tuple = FourTuple {
@@ -281,7 +289,12 @@ impl Connection {
     }
 
     /// A connection in SYN-RECEIVED for the SYN `syn` (used by [`crate::TcpListener`]).
-    pub fn accept_syn(cfg: Config, syn: &TcpSegment<'_>, gen: &IsnGenerator, now: Instant) -> Self {
+    pub fn accept_syn(
+        cfg: Config,
+        syn: &TcpSegment<'_>,
+        gen: &IsnGenerator,
+        now: Timestamp,
+    ) -> Self {
         let iss = gen.isn(&syn.tuple, now);
         let mut c = Self::blank(cfg, syn.tuple, iss, gen, now);
         c.passive = true;
@@ -301,7 +314,7 @@ impl Connection {
         mss: u16,
         peer_opts: Option<(Option<u8>, bool)>,
         gen: &IsnGenerator,
-        now: Instant,
+        now: Timestamp,
     ) -> Self {
         let mut c = Self::blank(cfg, ack.tuple, iss, gen, now);
         c.passive = true;

@@ -1,8 +1,8 @@
 //! Negotiated TCP options: MSS and the EMSS (MPA §3.1.1), window scale and timestamps
 //! (RFC 7323), SACK-permitted and the SACK blocks we send (RFC 2018).
 
+use crate::time::Timestamp;
 use std::net::SocketAddr;
-use std::time::Instant;
 
 use crate::config::Config;
 use crate::isn::FourTuple;
@@ -83,15 +83,15 @@ impl Default for Negotiated {
 /// §5.4, §7.1), never going backwards.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct TsClock {
-    epoch: Instant,
+    epoch: Timestamp,
     offset: u32,
     /// The last `(now, tsval(now))`; its TSval is also the floor of the next one.
-    last: Option<(Instant, u32)>,
+    last: Option<(Timestamp, u32)>,
 }
 
 impl TsClock {
     /// A clock that reads `offset` at `epoch`.
-    pub fn new(epoch: Instant, offset: u32) -> Self {
+    pub fn new(epoch: Timestamp, offset: u32) -> Self {
         TsClock {
             epoch,
             offset,
@@ -103,15 +103,14 @@ impl TsClock {
     /// monotonically non-decreasing), even when the caller's `now` goes backwards (several
     /// threads driving one engine with clock reads taken before its lock): a smaller TSval
     /// makes the peer's PAWS drop the segment (RFC 7323 §5.3), a hole it reports with dupacks.
-    pub fn tsval(&mut self, now: Instant) -> u32 {
+    pub fn tsval(&mut self, now: Timestamp) -> u32 {
         // Calls in one engine poll share `now`: compute the clock once for them.
         if let Some((t, v)) = self.last {
             if t == now {
                 return v;
             }
         }
-        let mut v = (now.saturating_duration_since(self.epoch).as_millis() as u32)
-            .wrapping_add(self.offset);
+        let mut v = ((now.nanos_since(self.epoch) / 1_000_000) as u32).wrapping_add(self.offset);
         if let Some((_, last)) = self.last {
             if (v.wrapping_sub(last) as i32) < 0 {
                 v = last;
@@ -135,7 +134,7 @@ impl Connection {
             .max(1)
     }
 
-    pub(super) fn on_syn(&mut self, seg: &TcpSegment<'_>, now: Instant) {
+    pub(super) fn on_syn(&mut self, seg: &TcpSegment<'_>, now: Timestamp) {
         // Record the peer's ISN and options (RFC 9293 §3.10.7.2/3; RFC 7323 §2.2, §3.2; RFC 2018 §2).
         self.rcv = SeqSpace { isn: seg.seq };
         self.recv = self.recv.fresh(1);
@@ -169,7 +168,7 @@ impl Connection {
         self.cc.set_mss(emss, self.cfg.initial_window);
     }
 
-    pub(super) fn sample_rtt_ts(&mut self, now: Instant, seg: &SegmentHeader) {
+    pub(super) fn sample_rtt_ts(&mut self, now: Timestamp, seg: &SegmentHeader) {
         if let Some((_, ecr)) = seg.timestamps {
             let d = self.ts_clock.tsval(now).wrapping_sub(ecr);
             if ecr != 0 && d < 60_000 {
@@ -180,7 +179,7 @@ impl Connection {
         }
     }
 
-    pub(super) fn base_options(&mut self, now: Instant) -> TcpOptions {
+    pub(super) fn base_options(&mut self, now: Timestamp) -> TcpOptions {
         TcpOptions {
             timestamps: self.timestamps(now),
             ..Default::default()
@@ -188,7 +187,7 @@ impl Connection {
     }
 
     /// The (TSval, TSecr) a segment sent at `now` carries, when timestamps are on.
-    pub(super) fn timestamps(&mut self, now: Instant) -> Option<(u32, u32)> {
+    pub(super) fn timestamps(&mut self, now: Timestamp) -> Option<(u32, u32)> {
         self.opts
             .ts
             .then(|| (self.ts_clock.tsval(now), self.opts.ts_recent))
@@ -232,7 +231,7 @@ mod tests {
 
     #[test]
     fn tsval_counts_milliseconds_from_the_offset_rfc7323_s5_4() {
-        let t0 = Instant::now();
+        let t0 = Timestamp::ZERO;
         let mut c = TsClock::new(t0, u32::MAX - 5);
         assert_eq!(c.tsval(t0), u32::MAX - 5);
         // Wraps like sequence numbers.
@@ -241,7 +240,7 @@ mod tests {
 
     #[test]
     fn tsval_never_goes_backwards_rfc7323_s5_4() {
-        let t0 = Instant::now();
+        let t0 = Timestamp::ZERO;
         let mut c = TsClock::new(t0, 1000);
         assert_eq!(c.tsval(t0 + Duration::from_millis(50)), 1050);
         // An older clock reading (another thread's, taken before the lock) keeps the last TSval.

@@ -1,7 +1,7 @@
 //! Building segments: `poll_transmit*`, the SYN, ACKs, new data (window, cwnd, Nagle, record
 //! alignment: MPA §5.3, MPA-61) and retransmissions of whole original segments.
 
-use std::time::Instant;
+use crate::time::Timestamp;
 
 use crate::rdma::annotate::MssAccounting;
 use crate::rdma::option::RdmaOption;
@@ -20,14 +20,14 @@ use super::Connection;
 impl Connection {
     /// Writes the next packet to send (an IPv4 packet) into `buf` and returns its length.
     /// Uses owned data only; connections with external records use [`Self::poll_transmit_with`].
-    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+    pub fn poll_transmit(&mut self, now: Timestamp, buf: &mut [u8]) -> Option<usize> {
         self.poll_transmit_with(now, buf, &mut NoRecordSource)
     }
 
     /// Like [`Self::poll_transmit`]; `source` writes the bytes of external records.
     pub fn poll_transmit_with<S: RecordSource + ?Sized>(
         &mut self,
-        now: Instant,
+        now: Timestamp,
         buf: &mut [u8],
         source: &mut S,
     ) -> Option<usize> {
@@ -60,7 +60,7 @@ impl Connection {
 
     fn transmit<S: RecordSource + ?Sized>(
         &mut self,
-        now: Instant,
+        now: Timestamp,
         buf: &mut [u8],
         source: &mut S,
     ) -> Option<usize> {
@@ -108,7 +108,7 @@ impl Connection {
         self.send_ack_if_due(now, buf)
     }
 
-    fn send_ack_if_due(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+    fn send_ack_if_due(&mut self, now: Timestamp, buf: &mut [u8]) -> Option<usize> {
         if !self.ack_now {
             return None;
         }
@@ -127,7 +127,7 @@ impl Connection {
         )
     }
 
-    fn send_syn(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+    fn send_syn(&mut self, now: Timestamp, buf: &mut [u8]) -> Option<usize> {
         let mut o = syn_options(&self.cfg, &self.tuple);
         let synack = self.state == State::SynReceived;
         if synack {
@@ -178,7 +178,7 @@ impl Connection {
     /// Karn's state and the segment's timestamp; the caller updates the scoreboard flags.
     pub(super) fn resend<S: RecordSource + ?Sized>(
         &mut self,
-        now: Instant,
+        now: Timestamp,
         buf: &mut [u8],
         source: &mut S,
         i: usize,
@@ -232,7 +232,7 @@ impl Connection {
 
     fn send_new_data<S: RecordSource + ?Sized>(
         &mut self,
-        now: Instant,
+        now: Timestamp,
         buf: &mut [u8],
         source: &mut S,
     ) -> Option<usize> {
@@ -380,7 +380,7 @@ impl Connection {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn emit<S: RecordSource + ?Sized>(
         &mut self,
-        now: Instant,
+        now: Timestamp,
         buf: &mut [u8],
         seq: SeqNum,
         mut flags: Flags,
@@ -445,7 +445,7 @@ impl Connection {
     #[allow(clippy::too_many_arguments)]
     fn emit_full<S: RecordSource + ?Sized>(
         &mut self,
-        now: Instant,
+        now: Timestamp,
         buf: &mut [u8],
         seq: SeqNum,
         flags: Flags,

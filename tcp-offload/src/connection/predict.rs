@@ -7,7 +7,7 @@
 //! is skipped is the deciding. Every other segment takes the full path (`input`), and
 //! `Config::fast_path` off sends them all there.
 
-use std::time::Instant;
+use crate::time::Timestamp;
 
 use crate::lean::LeanSegment;
 use crate::rx::RxSink;
@@ -22,7 +22,7 @@ impl Connection {
     /// `poll_recv`).
     pub(super) fn predicted(
         &mut self,
-        now: Instant,
+        now: Timestamp,
         seg: &LeanSegment<'_>,
         sink: Option<&mut dyn RxSink>,
     ) -> bool {

@@ -1,7 +1,7 @@
 //! Loss recovery: fast retransmit / fast recovery (RFC 5681 §3.2) with NewReno (RFC 6582) or
 //! SACK (RFC 6675 NextSeg rules, RescueRxt), and RTO recovery (RFC 6298 §5, RFC 5681 §3.1).
 
-use std::time::Instant;
+use crate::time::Timestamp;
 
 use crate::tx::RecordSource;
 
@@ -46,7 +46,7 @@ impl Connection {
     /// New data acknowledged up to `ack` (`acked` octets): a full ACK ends fast recovery, a
     /// partial one marks the next hole lost; outside recovery congestion control grows; with
     /// SACK, IsLost is re-evaluated.
-    pub(super) fn on_ack_recovery(&mut self, now: Instant, ack: u64, acked: u64) {
+    pub(super) fn on_ack_recovery(&mut self, now: Timestamp, ack: u64, acked: u64) {
         let flight = self.pipe();
         if self.recovery.active {
             if ack >= self.recovery.point {
@@ -74,7 +74,7 @@ impl Connection {
 
     /// A duplicate ACK (RFC 5681 §2), already counted: with SACK, IsLost is re-evaluated; fast
     /// recovery starts on DupThresh duplicates or when the oldest segment IsLost.
-    pub(super) fn on_dupack(&mut self, _now: Instant, _sacked_new: bool) {
+    pub(super) fn on_dupack(&mut self, _now: Timestamp, _sacked_new: bool) {
         if self.opts.sack {
             self.mark_lost();
         }
@@ -104,7 +104,7 @@ impl Connection {
     /// The retransmission timer expired (RFC 6298 §5.4-5.7): the SYN is resent, or every
     /// segment not SACKed is deemed lost, with the congestion response of RFC 5681 §3.1; the
     /// connection times out after too many expiries.
-    pub(super) fn on_rto(&mut self, now: Instant) {
+    pub(super) fn on_rto(&mut self, now: Timestamp) {
         self.counters.rto_expiries += 1;
         match self.state {
             State::SynSent | State::SynReceived => {
@@ -148,7 +148,7 @@ impl Connection {
     /// marked lost and not yet resent.
     pub(super) fn send_retransmission<S: RecordSource + ?Sized>(
         &mut self,
-        now: Instant,
+        now: Timestamp,
         buf: &mut [u8],
         source: &mut S,
     ) -> Option<usize> {
@@ -174,7 +174,7 @@ impl Connection {
     /// (MPA-61), so "a segment of up to SMSS" is one original segment.
     pub(super) fn send_sack_extra<S: RecordSource + ?Sized>(
         &mut self,
-        now: Instant,
+        now: Timestamp,
         buf: &mut [u8],
         source: &mut S,
     ) -> Option<usize> {

@@ -1,7 +1,7 @@
 //! The RFC 9293 §3.3.2 states and the transitions several paths share: establishing, closing
 //! (§3.10.4), aborting (§3.10.5), the peer's FIN reaching the in-order point, TIME-WAIT.
 
-use std::time::Instant;
+use crate::time::Timestamp;
 
 use super::rst::RstOut;
 use super::timers::Timer;
@@ -61,7 +61,7 @@ pub enum CloseReason {
 
 impl Connection {
     /// Orderly close of our sending half (RFC 9293 §3.10.4): a FIN follows the queued data.
-    pub fn close(&mut self, now: Instant) {
+    pub fn close(&mut self, now: Timestamp) {
         match self.state {
             State::Listen | State::SynSent => self.terminate(CloseReason::Normal),
             State::SynReceived => {
@@ -115,7 +115,7 @@ impl Connection {
         self.syn_due = false;
     }
 
-    pub(super) fn establish(&mut self, now: Instant) {
+    pub(super) fn establish(&mut self, now: Timestamp) {
         self.state = State::Established;
         self.events.push_back(Event::Connected);
         if self.syn_timed_out {
@@ -126,7 +126,7 @@ impl Connection {
         self.arm_keepalive(now);
     }
 
-    pub(super) fn check_fin(&mut self, now: Instant) {
+    pub(super) fn check_fin(&mut self, now: Timestamp) {
         let Some(fo) = self.fin_rcvd else { return };
         if self.fin_delivered || self.recv.nxt != fo {
             return;
@@ -146,7 +146,7 @@ impl Connection {
         }
     }
 
-    pub(super) fn enter_time_wait(&mut self, now: Instant) {
+    pub(super) fn enter_time_wait(&mut self, now: Timestamp) {
         self.state = State::TimeWait;
         self.timers.stop(Timer::Rto);
         self.timers.stop(Timer::Persist);

@@ -2,7 +2,7 @@
 //! (RFC 9293 §3.8.6.1) with its limit (RFC 6429), keepalive (RFC 1122 §4.2.3.6), the
 //! FIN-WAIT-2 limit, TIME-WAIT and the FIN hold.
 
-use std::time::Instant;
+use crate::time::Timestamp;
 
 use super::state::{CloseReason, State};
 use super::Connection;
@@ -32,54 +32,80 @@ impl Timer {
 }
 
 /// The deadlines of a connection's timers: each [`Timer`] is stopped or armed for one instant.
-/// Pure bookkeeping: what an expiry does is [`Connection::handle_timeout`]'s business.
-#[derive(Clone, Copy, Debug, Default)]
+/// Pure bookkeeping: what an expiry does is [`Connection::handle_timeout`]'s business. A
+/// deadline is a plain `u64` of nanoseconds, `u64::MAX` for a stopped timer (no instant is that
+/// late), so that the earliest one is a branch-free minimum of seven integers.
+#[derive(Clone, Copy, Debug)]
 pub(super) struct Timers {
-    deadline: [Option<Instant>; Timer::COUNT],
+    deadline: [u64; Timer::COUNT],
+}
+
+/// A stopped timer's deadline.
+const STOPPED: u64 = u64::MAX;
+
+impl Default for Timers {
+    fn default() -> Self {
+        Timers {
+            deadline: [STOPPED; Timer::COUNT],
+        }
+    }
+}
+
+/// `at` as a deadline (the latest instant stands for never, as a stopped timer).
+fn armed(at: Timestamp) -> u64 {
+    at.as_nanos()
+}
+
+fn instant(d: u64) -> Option<Timestamp> {
+    (d != STOPPED).then_some(Timestamp::from_nanos(d))
 }
 
 impl Timers {
     /// The deadline of `t`, if armed.
-    pub fn get(&self, t: Timer) -> Option<Instant> {
-        self.deadline[t as usize]
+    #[cfg(test)]
+    pub fn get(&self, t: Timer) -> Option<Timestamp> {
+        instant(self.deadline[t as usize])
     }
 
     /// True if `t` is armed.
     pub fn is_armed(&self, t: Timer) -> bool {
-        self.get(t).is_some()
+        self.deadline[t as usize] != STOPPED
     }
 
     /// Arms (or re-arms) `t` for `at`.
-    pub fn set(&mut self, t: Timer, at: Instant) {
-        self.deadline[t as usize] = Some(at);
+    pub fn set(&mut self, t: Timer, at: Timestamp) {
+        self.deadline[t as usize] = armed(at);
     }
 
     /// Arms `t` for `at` unless it is armed for an earlier instant.
-    pub fn set_earlier(&mut self, t: Timer, at: Instant) {
+    pub fn set_earlier(&mut self, t: Timer, at: Timestamp) {
         let d = &mut self.deadline[t as usize];
-        *d = Some(d.map_or(at, |old| old.min(at)));
+        *d = (*d).min(armed(at));
     }
 
     /// The deadline of `t`, arming it for `at` first if it is stopped.
-    pub fn get_or_set(&mut self, t: Timer, at: Instant) -> Instant {
-        *self.deadline[t as usize].get_or_insert(at)
+    pub fn get_or_set(&mut self, t: Timer, at: Timestamp) -> Timestamp {
+        if !self.is_armed(t) {
+            self.set(t, at);
+        }
+        Timestamp::from_nanos(self.deadline[t as usize])
     }
 
     /// Stops `t`.
     pub fn stop(&mut self, t: Timer) {
-        self.deadline[t as usize] = None;
+        self.deadline[t as usize] = STOPPED;
     }
 
     /// The earliest deadline of all armed timers.
-    pub fn next(&self) -> Option<Instant> {
-        self.deadline.iter().flatten().min().copied()
+    pub fn next(&self) -> Option<Timestamp> {
+        instant(self.deadline.iter().fold(STOPPED, |m, &d| m.min(d)))
     }
 
     /// True if `t` is armed for `now` or earlier; it is then stopped (it fires once).
-    pub fn expired(&mut self, t: Timer, now: Instant) -> bool {
+    pub fn expired(&mut self, t: Timer, now: Timestamp) -> bool {
         let d = &mut self.deadline[t as usize];
-        if d.is_some_and(|at| at <= now) {
-            *d = None;
+        if *d <= now.as_nanos() && *d != STOPPED {
+            *d = STOPPED;
             true
         } else {
             false
@@ -89,12 +115,12 @@ impl Timers {
 
 impl Connection {
     /// The earliest time `handle_timeout` must be called.
-    pub fn poll_timeout(&self) -> Option<Instant> {
+    pub fn poll_timeout(&self) -> Option<Timestamp> {
         self.timers.next()
     }
 
     /// Runs every timer that expired at `now`.
-    pub fn handle_timeout(&mut self, now: Instant) {
+    pub fn handle_timeout(&mut self, now: Timestamp) {
         if self.timers.expired(Timer::FinHold, now) {
             self.fin_hold_over = true;
         }
@@ -157,13 +183,13 @@ impl Connection {
     }
 
     /// RFC 6298 §5.1: start the timer when a segment is sent and it is not running.
-    pub(super) fn arm_rto_if_idle(&mut self, now: Instant) {
+    pub(super) fn arm_rto_if_idle(&mut self, now: Timestamp) {
         if !self.timers.is_armed(Timer::Rto) {
             self.timers.set(Timer::Rto, now + self.rtt.rto());
         }
     }
 
-    pub(super) fn arm_keepalive(&mut self, now: Instant) {
+    pub(super) fn arm_keepalive(&mut self, now: Timestamp) {
         if let Some(ka) = self.cfg.keepalive {
             self.keepalive_sent = 0;
             self.timers.set(Timer::Keepalive, now + ka.idle);
@@ -172,7 +198,7 @@ impl Connection {
 
     /// Arms the persist timer; the first arming of a zero-window stretch starts the clock of
     /// [`crate::Config::persist_limit`].
-    pub(super) fn arm_persist(&mut self, now: Instant) {
+    pub(super) fn arm_persist(&mut self, now: Timestamp) {
         self.persist_since.get_or_insert(now);
         let d = self
             .rtt
@@ -191,7 +217,7 @@ mod tests {
 
     #[test]
     fn next_is_the_earliest_armed_deadline() {
-        let t0 = Instant::now();
+        let t0 = Timestamp::ZERO;
         let mut t = Timers::default();
         assert_eq!(t.next(), None);
         t.set(Timer::Keepalive, t0 + Duration::from_secs(7200));
@@ -203,7 +229,7 @@ mod tests {
 
     #[test]
     fn expired_fires_once_and_only_when_due() {
-        let t0 = Instant::now();
+        let t0 = Timestamp::ZERO;
         let mut t = Timers::default();
         t.set(Timer::DelayedAck, t0 + Duration::from_millis(40));
         assert!(!t.expired(Timer::DelayedAck, t0));
@@ -215,7 +241,7 @@ mod tests {
 
     #[test]
     fn set_earlier_and_get_or_set_keep_an_armed_deadline() {
-        let t0 = Instant::now();
+        let t0 = Timestamp::ZERO;
         let (early, late) = (
             t0 + Duration::from_millis(5),
             t0 + Duration::from_millis(40),

@@ -138,8 +138,8 @@ impl RdmaOption {
         if len == usize::from(LEN_ALIGNED) {
             return Ok(RdmaOption::Aligned { aligned });
         }
-        let be32 = |i: usize| u32::from_be_bytes([raw[i], raw[i + 1], raw[i + 2], raw[i + 3]]);
-        let be16 = |i: usize| u16::from_be_bytes([raw[i], raw[i + 1]]);
+        let be32 = |i: usize| u32::from_be_bytes(crate::wire::octets(raw, i..i + 4));
+        let be16 = |i: usize| u16::from_be_bytes(crate::wire::octets(raw, i..i + 2));
         // TCPRDMA-03: RID[45:40] in byte 2 bits 5..0, RID[39:32] in byte 3, RID[31:0] in 4..8.
         let rid = (u64::from(raw[2] & RID_HIGH_MASK) << 40)
             | (u64::from(raw[3]) << 32)

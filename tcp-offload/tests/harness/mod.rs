@@ -2,7 +2,9 @@
 #![allow(dead_code)]
 
 use std::collections::VecDeque;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tcp_offload::Timestamp;
 
 use tcp_offload::wire::{self, TcpSegment};
 use tcp_offload::{
@@ -23,7 +25,7 @@ pub fn tuple_b() -> FourTuple {
     }
 }
 
-pub fn gen(t0: Instant) -> IsnGenerator {
+pub fn gen(t0: Timestamp) -> IsnGenerator {
     IsnGenerator::new(*b"xwarp-test-key!!", t0)
 }
 
@@ -35,7 +37,7 @@ pub type Delay = Box<dyn FnMut(u8, &[u8]) -> Duration>;
 /// Owned copy of a packet in flight.
 #[derive(Clone, Debug)]
 pub struct Pkt {
-    pub at: Instant,
+    pub at: Timestamp,
     pub bytes: Vec<u8>,
 }
 
@@ -50,7 +52,7 @@ impl Pkt {
 pub struct Pair {
     pub a: Connection,
     pub b: Connection,
-    pub now: Instant,
+    pub now: Timestamp,
     pub delay: Duration,
     pub ab: VecDeque<Pkt>,
     pub ba: VecDeque<Pkt>,
@@ -63,7 +65,7 @@ pub struct Pair {
     pub rate: Option<u64>,
     /// Extra delay for one packet (direction, bytes), e.g. to reorder a chosen packet.
     pub extra_delay: Delay,
-    link_free: [Instant; 2],
+    link_free: [Timestamp; 2],
     /// Writes a's external records.
     pub src_a: Box<dyn RecordSource>,
 }
@@ -71,7 +73,7 @@ pub struct Pair {
 impl Pair {
     /// A opens actively to B, which listens (single-connection passive open).
     pub fn new(cfg_a: Config, cfg_b: Config) -> Pair {
-        let t0 = Instant::now();
+        let t0 = Timestamp::ZERO;
         let g = gen(t0);
         let a = Connection::connect(cfg_a, tuple_a(), &g, t0).expect("valid TCP settings");
         let b = Connection::listen(cfg_b, tuple_b().local, &g, t0).expect("valid TCP settings");
@@ -130,7 +132,7 @@ impl Pair {
         }
     }
 
-    fn arrival(&mut self, dir: usize, len: usize) -> Instant {
+    fn arrival(&mut self, dir: usize, len: usize) -> Timestamp {
         use rand::Rng;
         let j = if self.jitter.is_zero() {
             Duration::ZERO
@@ -146,7 +148,7 @@ impl Pair {
         start + self.delay + j
     }
 
-    fn next_event(&self) -> Option<Instant> {
+    fn next_event(&self) -> Option<Timestamp> {
         [
             self.ab.front().map(|p| p.at),
             self.ba.front().map(|p| p.at),
@@ -198,12 +200,12 @@ impl Pair {
 }
 
 /// A listener-side harness: drives many packets into a listener.
-pub fn listener(t0: Instant, lcfg: ListenerConfig) -> TcpListener {
+pub fn listener(t0: Timestamp, lcfg: ListenerConfig) -> TcpListener {
     TcpListener::new(Config::default(), lcfg, tuple_b().local, gen(t0)).expect("valid TCP settings")
 }
 
 /// Runs `client`'s three-way handshake through `l`, every packet at `t0`.
-pub fn handshake_via(l: &mut TcpListener, client: &mut Connection, t0: Instant) {
+pub fn handshake_via(l: &mut TcpListener, client: &mut Connection, t0: Timestamp) {
     let mut buf = vec![0u8; 2000];
     for _ in 0..4 {
         while let Some(n) = client.poll_transmit(t0, &mut buf) {

@@ -1,6 +1,8 @@
 //! Scripted peer: hand-made segments in, parsed segments out.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tcp_offload::Timestamp;
 
 use tcp_offload::wire::{self, Flags, SegmentRepr, TcpOptions};
 use tcp_offload::{Config, Connection, SeqNum, State};
@@ -42,8 +44,8 @@ pub fn flags(s: &str) -> Flags {
 /// A connection under test plus the scripted peer's sequence numbers.
 pub struct Script {
     pub c: Connection,
-    pub now: Instant,
-    pub t0: Instant,
+    pub now: Timestamp,
+    pub t0: Timestamp,
     /// Peer's next sequence number to send.
     pub p_nxt: u32,
     /// Our ISS as seen on the wire.
@@ -53,7 +55,7 @@ pub struct Script {
 }
 
 impl Script {
-    fn with(t0: Instant, c: Connection) -> Script {
+    fn with(t0: Timestamp, c: Connection) -> Script {
         Script {
             c,
             now: t0,
@@ -66,7 +68,7 @@ impl Script {
     }
 
     pub fn active(cfg: Config) -> Script {
-        let t0 = Instant::now();
+        let t0 = Timestamp::ZERO;
         Script::with(
             t0,
             Connection::connect(cfg, tuple_a(), &gen(t0), t0).expect("valid TCP settings"),
@@ -74,7 +76,7 @@ impl Script {
     }
 
     pub fn passive(cfg: Config) -> Script {
-        let t0 = Instant::now();
+        let t0 = Timestamp::ZERO;
         Script::with(
             t0,
             Connection::listen(cfg, tuple_a().local, &gen(t0), t0).expect("valid TCP settings"),
