@@ -16,6 +16,7 @@
 //! errors and closes to the queue pair's status. Connections reach their protection domain's
 //! regions directly (the one copy: UMEM frame to region).
 
+mod assist;
 mod lanes;
 mod open;
 mod route;
@@ -23,7 +24,7 @@ mod shared_program;
 mod xdp_listener;
 mod xdp_qp;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -39,19 +40,6 @@ use afxdp::netns::NetNs;
 const IDLE_SPINS: u32 = 2000;
 /// The engine thread's sleep while idle.
 const IDLE_SLEEP: Duration = Duration::from_micros(50);
-/// The engine thread's sleep while the application drives an assisted engine: it looks again
-/// after this long, and resumes unless [`STAND_DOWN_ROUNDS`] came meanwhile.
-const STAND_DOWN: Duration = Duration::from_micros(500);
-/// The application's idle rounds within one [`STAND_DOWN`] that make the engine thread stand
-/// down: a program waiting in a poll loop runs thousands; one that polls now and then, and
-/// otherwise waits on memory for what the engine places, keeps its engine thread, and so
-/// does one whose rounds find work (bulk transfers: the two threads share it).
-const STAND_DOWN_ROUNDS: u64 = 32;
-/// What a round of the application's that found work adds to that count, as a mark: the
-/// engine thread stands down only while at least 8 idle rounds come per busy one (a
-/// ping-pong's waits; a bulk transfer's rounds find work more often, and the engine thread
-/// keeps sharing them).
-const BUSY_ROUND: u64 = 1 << 32;
 /// How long past the last close deadline a dropped device keeps driving its engine (the
 /// abort itself takes a round).
 const DRAIN_GRACE: Duration = Duration::from_millis(100);
@@ -66,11 +54,8 @@ pub(crate) struct Shared {
     /// An engine thread runs, and the application's polls and posts drive the engine too
     /// ([`crate::XdpConfig::assist`]).
     pub(crate) assisted: bool,
-    /// Rounds of the application's threads on an assisted engine that found nothing to do
-    /// (the engine thread stands down while this moves fast).
-    idle_app_rounds: AtomicU64,
-    /// The engine thread's last round found work (it is not standing down).
-    engine_busy: AtomicBool,
+    /// Who drives an assisted engine: its thread or the application's calls.
+    assist: assist::Assist,
     /// This engine's lane (index) among the device's.
     pub(crate) lane: u16,
     /// The device's other lanes (set once all are open): an inline lane's waits drive them
@@ -106,34 +91,43 @@ impl Shared {
         self.inline || self.assisted
     }
 
-    /// One round of engine work and routing (inline or assisted mode; a no-op when only an
-    /// engine thread runs it). Assisted, the round is skipped while the engine thread holds
-    /// the state (it is running one), or yields while the engine thread's last round found
-    /// work; a round that found nothing is counted: the application is waiting, and the
-    /// engine thread may stand down.
+    /// Whether a post on an idle connection goes out from the posting thread at once: inline,
+    /// or assisted while the engine thread stands down (a ping-pong's answer). While the
+    /// engine thread runs, it sends: a bulk sender's posts only queue, and the thread that
+    /// frames them is not kept spinning on the lock while the application's thread does.
+    pub(crate) fn posts_transmit(&self) -> bool {
+        self.inline || (self.assisted && self.assist.posts_transmit())
+    }
+
+    /// One round of engine work and routing for an application's poll that found nothing
+    /// (inline or assisted mode; a no-op when only an engine thread runs it). Assisted, as
+    /// [`assist`] decides: a round while the engine thread stands down, else the poll is
+    /// counted (and yields while the engine thread's last round found work).
     pub(crate) fn drive(&self) {
         if self.inline {
             self.lock().poll_spinning();
-        } else if self.assisted {
-            if self.engine_busy.load(Ordering::Relaxed) {
-                // The engine thread has work (a bulk transfer): leave the core to it.
-                std::thread::yield_now();
-            } else {
-                self.try_drive();
-            }
+        } else {
+            self.try_drive();
         }
     }
 
-    /// [`Shared::drive`] unless another thread holds the state (it is driving, or using, the
-    /// engine right now).
+    /// [`Shared::drive`], skipping the round if another thread holds the state (it is
+    /// driving, or using, the engine right now).
     pub(crate) fn try_drive(&self) {
-        if self.calls_drive() {
+        if self.inline {
             if let Ok(mut st) = self.state.try_lock() {
-                let busy = st.poll_spinning();
-                if self.assisted {
-                    let n = if busy { BUSY_ROUND } else { 1 };
-                    self.idle_app_rounds.fetch_add(n, Ordering::Relaxed);
+                st.poll_spinning();
+            }
+        } else if self.assisted {
+            match self.assist.app_poll() {
+                assist::AppStep::Drive => {
+                    if let Ok(mut st) = self.state.try_lock() {
+                        let busy = st.poll_spinning();
+                        self.assist.app_round(busy);
+                    }
                 }
+                assist::AppStep::Yield => std::thread::yield_now(),
+                assist::AppStep::Return => {}
             }
         }
     }
@@ -257,8 +251,9 @@ impl Drop for XdpLane {
 
 /// The engine thread: busy-polls, steps aside for application threads that want the state,
 /// and sleeps briefly after a long idle stretch. On an assisted engine it stands down (sleeps
-/// [`STAND_DOWN`] at a time) while the application's calls wait in a loop driving the
-/// engine: the two would otherwise compete for the core the application spins on.
+/// [`assist::STAND_DOWN`] at a time) while the application waits in a poll loop and the
+/// engine has little to do: the two would otherwise compete for the core the application
+/// spins on.
 fn engine_thread(shared: &Shared, stop: &AtomicBool, core: Option<usize>) {
     if let Some(id) = core {
         if !core_affinity::set_for_current(core_affinity::CoreId { id }) {
@@ -270,33 +265,25 @@ fn engine_thread(shared: &Shared, stop: &AtomicBool, core: Option<usize>) {
     // first busy round (supervision tests of the daemon).
     let inject_panic =
         cfg!(debug_assertions) && std::env::var("XWARP_TEST_PANIC").is_ok_and(|v| v == "engine");
-    // The application's rounds at the start of the current window of STAND_DOWN.
-    let mut window = (
-        shared.idle_app_rounds.load(Ordering::Relaxed),
-        Instant::now(),
-    );
+    let mut window = assist::EngineWindow::new(&shared.assist, Instant::now());
     while !stop.load(Ordering::Acquire) {
-        if shared.assisted {
-            let rounds = shared.idle_app_rounds.load(Ordering::Relaxed);
-            let delta = rounds.wrapping_sub(window.0);
-            let (busy, idle) = (delta >> 32, delta & 0xffff_ffff);
-            if idle >= STAND_DOWN_ROUNDS && idle >= busy * 8 {
-                window.0 = rounds;
-                shared.engine_busy.store(false, Ordering::Relaxed);
-                std::thread::sleep(STAND_DOWN);
+        let started = if shared.assisted {
+            let now = Instant::now();
+            if window.stand_down(&shared.assist, now) {
+                std::thread::sleep(assist::STAND_DOWN);
+                window.woke(&shared.assist, Instant::now());
                 continue;
             }
-            let now = Instant::now();
-            if now.duration_since(window.1) >= STAND_DOWN {
-                window = (rounds, now);
-            }
-        }
+            Some(now)
+        } else {
+            None
+        };
         let busy = {
             let mut st = shared.state.lock().unwrap_or_else(|p| p.into_inner());
             st.poll_spinning()
         };
-        if shared.assisted {
-            shared.engine_busy.store(busy, Ordering::Relaxed);
+        if let Some(t0) = started {
+            window.round(&shared.assist, busy, t0.elapsed());
         }
         if busy && inject_panic {
             panic!("injected by XWARP_TEST_PANIC=engine");

@@ -2,7 +2,7 @@
 //! socket, the engine.
 
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -196,8 +196,7 @@ impl XdpLane {
             waiters: AtomicUsize::new(0),
             inline,
             assisted: cfg.assist && !inline,
-            idle_app_rounds: AtomicU64::new(0),
-            engine_busy: AtomicBool::new(false),
+            assist: Default::default(),
             lane: lane.index(),
             siblings: Default::default(),
             netns,

@@ -205,15 +205,15 @@ impl XdpQp {
         }
         self.check_open().map_err(|e| (0, e))?;
         let mut st = self.dev.shared.lock();
-        // Inline (or assisted), on an idle connection: send at once (a ping-pong's answer); with work in
-        // flight the next round frames it together with what follows (MPA-62 packing).
-        // Receives put nothing on the wire: posting only those transmits nothing (and reads
-        // no clock).
+        // Inline (or assisted with the engine thread standing down), on an idle connection:
+        // send at once (a ping-pong's answer); with work in flight the next round frames it
+        // together with what follows (MPA-62 packing). Receives put nothing on the wire:
+        // posting only those transmits nothing (and reads no clock).
         let sends = wrs
             .iter()
             .any(|wr| !matches!(wr.kind, ddp::WorkRequestKind::Recv { .. }));
         let at_once = sends
-            && self.dev.shared.calls_drive()
+            && self.dev.shared.posts_transmit()
             && st.engine.endpoint().is_idle_to_send(self.conn);
         for (i, wr) in wrs.iter().enumerate() {
             st.engine
