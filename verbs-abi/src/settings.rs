@@ -10,16 +10,16 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 pub const TRANSPORT_VAR: &str = "XWARP_TRANSPORT";
 /// The environment variable naming the interfaces.
 pub const INTERFACE_VAR: &str = "XWARP_INTERFACE";
-/// The environment variable that, set to `1`, lets the program's posts and polls drive the
-/// xdp transport's engine beside its thread (`dataplane::XdpConfig::assist`): about a third
-/// of the latency of a program waiting in a poll loop, and about 0.85x the bulk bandwidth.
-/// Off by default: the faster teardown it brings makes rping's client lose its own race
-/// between its event thread and its exit (`rdma_get_cm_event` on the channel it destroyed).
+/// The environment variable that, set to `0`, leaves the xdp transport's engine to its own
+/// thread. By default the program's posts and polls drive it too (`dataplane::XdpConfig::
+/// assist`): the engine thread stands down while the program waits in a poll loop and has
+/// the core to itself in a bulk transfer, which gives the latency of an inline engine and
+/// the bandwidth of a threaded one.
 pub const ASSIST_VAR: &str = "XWARP_VERBS_ASSIST";
 
-/// Whether the program asked for the assisted engine ([`ASSIST_VAR`]).
+/// Whether the program's calls assist the engine ([`ASSIST_VAR`] not `0`).
 pub fn assist() -> bool {
-    std::env::var(ASSIST_VAR).is_ok_and(|v| v == "1")
+    std::env::var(ASSIST_VAR).as_deref() != Ok("0")
 }
 
 /// Which transport the devices run.

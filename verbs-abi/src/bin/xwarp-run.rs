@@ -31,8 +31,8 @@ Not supported (a clear errno and one log line, never a crash): UD/UC/XRC queue p
 atomics, immediate data, shared receive queues, extended verbs (ibv_wr_*; perftest picks
 the old post send for this device itself), memory windows, connections without rdma_cm.
 XWARP_VERBS_DEBUG=1 prints the library's connection events and queue pair state changes.
-XWARP_VERBS_ASSIST=1 (xdp) lets the program's posts and polls drive the engine beside its
-thread: lower latency for programs that wait in a poll loop, less bulk bandwidth.
+XWARP_VERBS_ASSIST=0 (xdp) leaves the engine to its thread: by default the program's posts
+and polls drive it too while it waits in a poll loop (a third of the latency).
 
 examples:
   xwarp-run -- ibv_devinfo -v
