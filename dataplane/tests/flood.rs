@@ -410,6 +410,36 @@ fn fair_listen(
     (x, local, app, stag)
 }
 
+/// A client from B's own address writes through [`real_client`] on its first try while the
+/// idle flood (`socks`) holds its share of the backlog of `x` (serving through `app`); the
+/// flood sent no MPA Request, its connections were still held, and one connection reached
+/// MPA.
+fn client_beside_the_held_share(
+    tb: &VethTestbed,
+    (x, app): (
+        Device,
+        std::thread::JoinHandle<(usize, dataplane::Listener)>,
+    ),
+    local: SocketAddr,
+    stag: u32,
+    socks: Vec<std::net::TcpStream>,
+) {
+    let share = XdpConfig::new("").limits.backlog_share.per_source;
+    let k = Device::open(Transport::Kernel).unwrap();
+    let t1 = Instant::now();
+    real_client(tb, &k, local, stag);
+    let took = t1.elapsed();
+    let (flood_accepted, _listener) = app.join().expect("the application");
+    assert_eq!(flood_accepted, 0, "idle connections send no Request");
+    assert!(
+        x.engine_load().unwrap().connections >= share,
+        "the flood's connections were still held"
+    );
+    assert_eq!(x.counters().mpa_established, 1);
+    drop(socks);
+    println!("fair idle flood: the client took {took:?}");
+}
+
 #[test]
 fn an_idle_flood_from_one_address_leaves_another_address_a_place_in_the_backlog() {
     let Some(tb) = or_skip("fair_idle", for_test("fai")) else {
@@ -447,22 +477,8 @@ fn an_idle_flood_from_one_address_leaves_another_address_a_place_in_the_backlog(
     assert_eq!(c.backlog_evictions, 0, "{c:?}");
 
     // The client from 198.18.0.2, on its first try, while the flood's share is held.
-    let k = Device::open(Transport::Kernel).unwrap();
-    let t1 = Instant::now();
-    real_client(&tb, &k, SocketAddr::V4(local), stag);
-    let took = t1.elapsed();
-    let (flood_accepted, _listener) = app.join().expect("the application");
-    assert_eq!(flood_accepted, 0, "idle connections send no Request");
-    assert!(
-        x.engine_load().unwrap().connections >= share,
-        "the flood's connections were still held"
-    );
-    assert_eq!(x.counters().mpa_established, 1);
-    drop(socks);
-    println!(
-        "fair idle flood: client took {took:?}; test took {:?}",
-        started.elapsed()
-    );
+    client_beside_the_held_share(&tb, (x, app), SocketAddr::V4(local), stag, socks);
+    println!("fair idle flood: test took {:?}", started.elapsed());
 }
 
 #[test]
@@ -595,20 +611,6 @@ fn an_idle_flood_from_one_ipv6_prefix_leaves_another_prefix_a_place_in_the_backl
         "the rest were reset at once: {c:?}"
     );
 
-    let k = Device::open(Transport::Kernel).unwrap();
-    let t1 = Instant::now();
-    real_client(&tb, &k, local, stag);
-    let took = t1.elapsed();
-    let (flood_accepted, _listener) = app.join().expect("the application");
-    assert_eq!(flood_accepted, 0, "idle connections send no Request");
-    assert!(
-        x.engine_load().unwrap().connections >= share,
-        "the flood's connections were still held"
-    );
-    assert_eq!(x.counters().mpa_established, 1);
-    drop(socks);
-    println!(
-        "fair idle flood (IPv6): client took {took:?}; test took {:?}",
-        started.elapsed()
-    );
+    client_beside_the_held_share(&tb, (x, app), local, stag, socks);
+    println!("fair idle flood (IPv6): test took {:?}", started.elapsed());
 }
