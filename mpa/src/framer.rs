@@ -2,7 +2,10 @@
 //! the Responder's send gate (MPA-85).
 
 use crate::error::EncodeError;
-use crate::fpdu::{encode_fpdu, encode_fpdu_with, fpdu_wire_len, FramingConfig};
+use crate::fpdu::{
+    encode_fpdu, encode_fpdu_spaced, encode_fpdu_with, fpdu_wire_len, FramingConfig,
+};
+use crate::spacing::Spacing;
 
 /// Frames consecutive ULPDUs of one send half connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,6 +93,22 @@ impl Framer {
             return Err(EncodeError::AwaitingPeerFpdu);
         }
         let n = encode_fpdu_with(self.cfg, self.offset, ulpdu_len, fill, out)?;
+        self.offset = self.offset.wrapping_add(n as u32);
+        Ok(n)
+    }
+
+    /// As [`Framer::encode_with`], with the whole ULPDU written by one call into its
+    /// stretch of the frame ([`encode_fpdu_spaced`]).
+    pub fn encode_spaced(
+        &mut self,
+        ulpdu_len: usize,
+        fill: &mut dyn FnMut(&mut [u8], Spacing),
+        out: &mut [u8],
+    ) -> Result<usize, EncodeError> {
+        if self.gated {
+            return Err(EncodeError::AwaitingPeerFpdu);
+        }
+        let n = encode_fpdu_spaced(self.cfg, self.offset, ulpdu_len, fill, out)?;
         self.offset = self.offset.wrapping_add(n as u32);
         Ok(n)
     }

@@ -206,6 +206,10 @@ fn place_fpdu<M: Memory + ?Sized>(
     } else if let Some(ulpdu) = f.ulpdu_contiguous() {
         engine.handle_ulpdu_in_order(tags, mem, pos, ulpdu);
     } else {
+        let (stretch, spacing) = f.ulpdu_spaced();
+        if engine.place_write_spaced_in_order(tags, mem, pos, stretch, f.ulpdu_len(), spacing) {
+            return;
+        }
         with_parts(f.ulpdu_chunks(), |parts| {
             engine.handle_ulpdu_parts_in_order(tags, mem, pos, parts)
         });

@@ -51,13 +51,9 @@ impl Qp {
         let seg = self.engine.poll_segment(tags, cap)?;
         let start = self.tx_total;
         // One copy: header and payload straight into the frame, between the markers.
-        let mut at = 0;
-        let r = framer.encode_with(
+        let r = framer.encode_spaced(
             seg.len(),
-            &mut |dst| {
-                seg.copy_ulpdu_range(mem, at, dst);
-                at += dst.len();
-            },
+            &mut |dst, spacing| seg.write_spaced(mem, spacing, dst),
             out,
         );
         match r {
@@ -136,12 +132,8 @@ impl Qp {
             }
         }
         let offset = start.wrapping_sub(self.tx_seq_start) as u32;
-        let mut at = 0;
-        let mut fill = |dst: &mut [u8]| {
-            seg.copy_ulpdu_range(mem, at, dst);
-            at += dst.len();
-        };
-        mpa::encode_fpdu_with(cfg, offset, seg.len(), &mut fill, out).ok()
+        let mut fill = |dst: &mut [u8], spacing| seg.write_spaced(mem, spacing, dst);
+        mpa::encode_fpdu_spaced(cfg, offset, seg.len(), &mut fill, out).ok()
     }
 
     /// Transmit offsets `(start, end)` of the FPDUs kept for retransmission (not yet acknowledged).
