@@ -372,9 +372,11 @@ pub fn encode_fpdu_spaced(
     if len > 0 {
         fill(&mut out[ulpdu..end], spacing);
     }
-    // PAD never holds a marker: it ends on the first multiple of 4 after the ULPDU.
+    // PAD never holds a marker: it ends on the first multiple of 4 after the ULPDU. At least
+    // 4 octets (the CRC) follow the ULPDU, so three zeros always fit; what lies past PAD
+    // (a marker slot or the CRC) is written below.
     let crc_pos = layout.crc_pos();
-    out[end..end + pad_len(len)].fill(0);
+    out[end..end + 3].fill(0);
     if layout.leading {
         out[..MARKER_LEN].copy_from_slice(&marker::Repr::to_bytes(0));
     }
@@ -411,7 +413,8 @@ fn encode_unmarked(
     if len > 0 {
         fill(&mut out[HEADER_LEN..body], Spacing::CONTIGUOUS);
     }
-    out[body..crc_pos].fill(0);
+    // PAD, and up to 3 octets of the CRC field, written below.
+    out[body..body + 3].fill(0);
     let crc = if crc { crc32c(&out[..crc_pos]) } else { 0 };
     out[crc_pos..].copy_from_slice(&crc_to_wire(crc));
     Ok(wire_len)

@@ -128,3 +128,28 @@ fn a_wrong_marker_is_refused_anywhere() {
         }
     }
 }
+
+/// `Framer::fit` gives a ULPDU whose FPDU fits the room, and `skip_fitted` moves
+/// the offset exactly as `skip` does, whether or not the ULPDU is the fitted one.
+#[test]
+fn fit_and_skip_fitted_agree_with_skip() {
+    for markers in [false, true] {
+        let cfg = FramingConfig { markers, crc: true };
+        for offset in (0..1024u32).step_by(4).filter(|&o| is_valid_start(o)) {
+            for room in [0usize, 20, 600, 1448, 9000] {
+                let f = mpa::Framer::new(cfg, offset);
+                let fit = f.fit(1426, room);
+                let cap = fit.ulpdu_len();
+                assert!(
+                    cap == 0 || f.wire_len(cap) <= room,
+                    "{markers} {offset} {room}"
+                );
+                for len in [cap, cap / 2] {
+                    let (mut a, mut b) = (f.clone(), f.clone());
+                    assert_eq!(a.skip_fitted(fit, len), b.skip(len));
+                    assert_eq!(a.offset(), b.offset());
+                }
+            }
+        }
+    }
+}
