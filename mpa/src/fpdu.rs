@@ -17,6 +17,7 @@
 use crate::crc::{crc32c, crc_from_wire, crc_to_wire, CRC_LEN};
 use crate::error::{BufferTooSmall, EncodeError, FramingError};
 use crate::marker::{self, distance_to_marker, is_marker_position, MARKER_INTERVAL, MARKER_LEN};
+use crate::spacing::Spacing;
 use core::ops::Range;
 
 /// Octets of the ULPDU_Length field.
@@ -142,6 +143,14 @@ impl FpduLayout {
     /// Markers inside the FPDU, the leading one included.
     pub fn marker_count(&self) -> usize {
         (self.markers + u32::from(self.leading)) as usize
+    }
+    /// How markers interrupt the ULPDU, which starts at [`Self::header_pos`] + 2.
+    pub fn ulpdu_spacing(&self) -> Spacing {
+        if self.first_marker == u32::MAX {
+            Spacing::CONTIGUOUS
+        } else {
+            Spacing::new(self.first_marker.saturating_sub(HEADER_LEN as u32) as usize)
+        }
     }
     /// The ULPDU as byte ranges of the FPDU, in order, skipping markers (no copy).
     pub fn ulpdu_ranges(&self) -> UlpduRanges {
@@ -314,6 +323,30 @@ pub fn encode_fpdu_with(
     fill: &mut dyn FnMut(&mut [u8]),
     out: &mut [u8],
 ) -> Result<usize, EncodeError> {
+    encode_fpdu_spaced(
+        cfg,
+        offset,
+        ulpdu_len,
+        &mut |dst, spacing| {
+            for (_, r) in spacing.runs(ulpdu_len) {
+                fill(&mut dst[r]);
+            }
+        },
+        out,
+    )
+}
+
+/// As [`encode_fpdu_with`], with the whole ULPDU written by one call: `fill` gets the
+/// stretch of the frame the ULPDU takes, markers' slots included, and its [`Spacing`], and
+/// must write the ULPDU's `ulpdu_len` octets into the runs ([`Spacing::copy_in`]); the
+/// markers go into the slots afterwards, so the cost of markers is per marker, not per piece.
+pub fn encode_fpdu_spaced(
+    cfg: FramingConfig,
+    offset: u32,
+    ulpdu_len: usize,
+    fill: &mut dyn FnMut(&mut [u8], Spacing),
+    out: &mut [u8],
+) -> Result<usize, EncodeError> {
     let len = ulpdu_len;
     if len > MAX_ULPDU_LEN {
         return Err(EncodeError::UlpduTooLong(len));
@@ -329,42 +362,45 @@ pub fn encode_fpdu_with(
     let Some(out) = out.get_mut(..wire_len) else {
         return Err(EncodeError::BufferTooSmall { needed: wire_len });
     };
-    let mut w = Writer {
-        out,
-        pos: 0,
-        body: 0,
-        next_marker: layout.first_marker,
-        lead: layout.header_pos(),
-    };
+    let header = layout.header_pos();
+    out[header..header + HEADER_LEN].copy_from_slice(&(len as u16).to_be_bytes());
+    // A valid start puts the first non-leading marker at least 4 body octets in, after
+    // ULPDU_Length (body indices and marker positions are multiples of 4).
+    let spacing = layout.ulpdu_spacing();
+    let ulpdu = header + HEADER_LEN;
+    let end = ulpdu + spacing.span(len);
+    if len > 0 {
+        fill(&mut out[ulpdu..end], spacing);
+    }
+    // PAD never holds a marker: it ends on the first multiple of 4 after the ULPDU. At least
+    // 4 octets (the CRC) follow the ULPDU, so three zeros always fit; what lies past PAD
+    // (a marker slot or the CRC) is written below.
+    let crc_pos = layout.crc_pos();
+    out[end..end + 3].fill(0);
     if layout.leading {
-        w.raw(&marker::Repr::to_bytes(0));
+        out[..MARKER_LEN].copy_from_slice(&marker::Repr::to_bytes(0));
     }
-    w.body(&(len as u16).to_be_bytes());
-    w.body_from(len, fill);
-    w.body(&[0u8; 3][..pad_len(len)]);
-    if w.body == w.next_marker {
-        w.marker();
+    // The non-leading markers, as `marker_slots` gives them, one interval apart.
+    let mut at = layout.first_marker as usize;
+    for _ in 0..layout.markers {
+        let pos = header + at;
+        out[pos..pos + MARKER_LEN].copy_from_slice(&marker::Repr::to_bytes(at as u16));
+        at += MARKER_INTERVAL as usize;
     }
-    let crc_pos = w.pos;
     // The CRC covers exactly the contiguous octets written so far (markers included), so
     // one call over the freshly written (cache-hot) output is both simplest and fastest:
     // the crc32c crate's long-buffer path beats per-chunk updates at marker boundaries.
-    let crc = if cfg.crc {
-        crc32c(&w.out[..crc_pos])
-    } else {
-        0
-    };
-    debug_assert_eq!(crc_pos, layout.crc_pos());
-    w.out[crc_pos..].copy_from_slice(&crc_to_wire(crc));
+    let crc = if cfg.crc { crc32c(&out[..crc_pos]) } else { 0 };
+    out[crc_pos..].copy_from_slice(&crc_to_wire(crc));
     Ok(wire_len)
 }
 
-/// [`encode_fpdu_with`] without markers (the layout then does not depend on the offset):
+/// [`encode_fpdu_spaced`] without markers (the layout then does not depend on the offset):
 /// ULPDU_Length, the ULPDU in one piece, PAD, CRC.
 fn encode_unmarked(
     crc: bool,
     len: usize,
-    fill: &mut dyn FnMut(&mut [u8]),
+    fill: &mut dyn FnMut(&mut [u8], Spacing),
     out: &mut [u8],
 ) -> Result<usize, EncodeError> {
     let body = HEADER_LEN + len;
@@ -375,57 +411,13 @@ fn encode_unmarked(
     };
     out[..HEADER_LEN].copy_from_slice(&(len as u16).to_be_bytes());
     if len > 0 {
-        fill(&mut out[HEADER_LEN..body]);
+        fill(&mut out[HEADER_LEN..body], Spacing::CONTIGUOUS);
     }
-    out[body..crc_pos].fill(0);
+    // PAD, and up to 3 octets of the CRC field, written below.
+    out[body..body + 3].fill(0);
     let crc = if crc { crc32c(&out[..crc_pos]) } else { 0 };
     out[crc_pos..].copy_from_slice(&crc_to_wire(crc));
     Ok(wire_len)
-}
-
-/// Sequential FPDU writer: copies body octets, inserting markers.
-struct Writer<'a> {
-    out: &'a mut [u8],
-    pos: usize,
-    body: u32,
-    next_marker: u32,
-    lead: usize,
-}
-
-impl Writer<'_> {
-    fn raw(&mut self, data: &[u8]) {
-        self.out[self.pos..self.pos + data.len()].copy_from_slice(data);
-        self.pos += data.len();
-    }
-
-    fn marker(&mut self) {
-        let ptr = (self.pos - self.lead) as u16;
-        self.raw(&marker::Repr::to_bytes(ptr));
-        self.next_marker = self.next_marker.saturating_add(BODY_PER_MARKER);
-    }
-
-    fn body(&mut self, data: &[u8]) {
-        let mut at = 0;
-        self.body_from(data.len(), &mut |dst| {
-            dst.copy_from_slice(&data[at..at + dst.len()]);
-            at += dst.len();
-        });
-    }
-
-    /// `len` body octets written by `fill`, piece by piece between markers.
-    fn body_from(&mut self, mut len: usize, fill: &mut dyn FnMut(&mut [u8])) {
-        while len > 0 {
-            if self.body == self.next_marker {
-                self.marker();
-            }
-            let room = (self.next_marker - self.body) as usize;
-            let n = room.min(len);
-            fill(&mut self.out[self.pos..self.pos + n]);
-            self.pos += n;
-            self.body += n as u32;
-            len -= n;
-        }
-    }
 }
 
 /// Result of looking at the start of a buffer for one FPDU.
@@ -490,11 +482,20 @@ fn verify(cfg: FramingConfig, layout: &FpduLayout, wire: &[u8]) -> Result<(), Fr
             return Err(FramingError::CrcMismatch);
         }
     }
-    for slot in layout.marker_slots() {
-        let m = marker::Packet::new_unchecked(&wire[slot.pos..slot.pos + MARKER_LEN]);
-        if !slot.accepts(m.fpduptr()) {
+    // A leading marker's FPDUPTR is 0 whichever origin is read (A1); low bits masked.
+    if layout.leading && u16::from_be_bytes([wire[2], wire[3]]) & marker::FPDUPTR_MASK != 0 {
+        return Err(FramingError::MarkerMismatch);
+    }
+    // The non-leading markers, as `marker_slots` gives them, one interval apart.
+    let lead = layout.header_pos();
+    let mut at = layout.first_marker as usize;
+    for _ in 0..layout.markers {
+        let pos = lead + at;
+        let raw = u16::from_be_bytes([wire[pos + 2], wire[pos + 3]]) & marker::FPDUPTR_MASK;
+        if raw != at as u16 && raw != pos as u16 {
             return Err(FramingError::MarkerMismatch);
         }
+        at += MARKER_INTERVAL as usize;
     }
     Ok(())
 }
@@ -536,6 +537,15 @@ impl<'a> FpduRef<'a> {
     /// The ULPDU as ranges of [`Self::wire`] (markers skipped).
     pub fn ulpdu_ranges(&self) -> UlpduRanges {
         self.layout.ulpdu_ranges()
+    }
+    /// The ULPDU's stretch of the wire octets, markers' slots inside it included, and how
+    /// the markers interrupt it: the ULPDU is the runs [`Spacing::runs`] gives for
+    /// [`Self::ulpdu_len`] octets.
+    pub fn ulpdu_spaced(&self) -> (&'a [u8], Spacing) {
+        let spacing = self.layout.ulpdu_spacing();
+        let start = self.layout.header_pos() + HEADER_LEN;
+        let end = start + spacing.span(self.ulpdu_len());
+        (&self.wire[start..end], spacing)
     }
     /// The ULPDU as slices, markers skipped (MPA-41).
     pub fn ulpdu_chunks(&self) -> impl Iterator<Item = &'a [u8]> + 'a {

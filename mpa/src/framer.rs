@@ -2,7 +2,26 @@
 //! the Responder's send gate (MPA-85).
 
 use crate::error::EncodeError;
-use crate::fpdu::{encode_fpdu, encode_fpdu_with, fpdu_wire_len, FramingConfig};
+use crate::fpdu::{
+    encode_fpdu, encode_fpdu_spaced, encode_fpdu_with, fpdu_wire_len, FramingConfig, MAX_ULPDU_LEN,
+};
+use crate::spacing::Spacing;
+
+/// What [`Framer::fit`] found: a ULPDU length whose FPDU fits, and that FPDU's wire length
+/// at the offset it was asked at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fit {
+    ulpdu: usize,
+    wire: usize,
+    offset: u32,
+}
+
+impl Fit {
+    /// The ULPDU length that fits.
+    pub fn ulpdu_len(&self) -> usize {
+        self.ulpdu
+    }
+}
 
 /// Frames consecutive ULPDUs of one send half connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,6 +86,34 @@ impl Framer {
         n
     }
 
+    /// The ULPDU length to frame next at the current offset: `max_ulpdu` (at most `room` and
+    /// [`MAX_ULPDU_LEN`]), stepped down by its FPDU's excess over `room` until the FPDU fits
+    /// (0 when none does), with that FPDU's wire length.
+    pub fn fit(&self, max_ulpdu: usize, room: usize) -> Fit {
+        let mut cap = max_ulpdu.min(room).min(MAX_ULPDU_LEN);
+        loop {
+            let wire = self.wire_len(cap);
+            if wire <= room || cap == 0 {
+                return Fit {
+                    ulpdu: cap,
+                    wire,
+                    offset: self.offset,
+                };
+            }
+            cap = cap.saturating_sub(wire - room);
+        }
+    }
+
+    /// As [`Framer::skip`], reusing the wire length [`Framer::fit`] found when the ULPDU is
+    /// the one it fitted at this offset.
+    pub fn skip_fitted(&mut self, fit: Fit, ulpdu_len: usize) -> usize {
+        if fit.offset != self.offset || fit.ulpdu != ulpdu_len {
+            return self.skip(ulpdu_len);
+        }
+        self.offset = self.offset.wrapping_add(fit.wire as u32);
+        fit.wire
+    }
+
     /// Frames the ULPDU (gather list) into `out` and advances the offset; returns the FPDU
     /// length. On error the offset does not move.
     pub fn encode(&mut self, ulpdu: &[&[u8]], out: &mut [u8]) -> Result<usize, EncodeError> {
@@ -90,6 +137,22 @@ impl Framer {
             return Err(EncodeError::AwaitingPeerFpdu);
         }
         let n = encode_fpdu_with(self.cfg, self.offset, ulpdu_len, fill, out)?;
+        self.offset = self.offset.wrapping_add(n as u32);
+        Ok(n)
+    }
+
+    /// As [`Framer::encode_with`], with the whole ULPDU written by one call into its
+    /// stretch of the frame ([`encode_fpdu_spaced`]).
+    pub fn encode_spaced(
+        &mut self,
+        ulpdu_len: usize,
+        fill: &mut dyn FnMut(&mut [u8], Spacing),
+        out: &mut [u8],
+    ) -> Result<usize, EncodeError> {
+        if self.gated {
+            return Err(EncodeError::AwaitingPeerFpdu);
+        }
+        let n = encode_fpdu_spaced(self.cfg, self.offset, ulpdu_len, fill, out)?;
         self.offset = self.offset.wrapping_add(n as u32);
         Ok(n)
     }

@@ -6,6 +6,7 @@
 //! * [`framer`]: a stateful sender on top that tracks the stream offset.
 //! * [`marker`]: marker view, positions and FPDUPTR resolution.
 //! * [`crc`]: CRC32c, LSB first on the wire.
+//! * [`spacing`]: where markers interrupt a ULPDU in its FPDU.
 //! * [`mulpdu`](mod@mulpdu): MULPDU from EMSS.
 //! * [`startup_frame`] and [`startup`]: MPA Request/Reply frames and the Initiator and
 //!   Responder state machines; [`revision`]: Rev 0, 1 and 2 and which a peer accepts;
@@ -46,6 +47,7 @@ pub mod marker;
 pub mod mulpdu;
 pub mod read_depths;
 pub mod revision;
+pub mod spacing;
 pub mod startup;
 pub mod startup_frame;
 pub mod stream;
@@ -53,14 +55,15 @@ pub mod stream;
 pub use enhanced::{RtrType, RtrTypes};
 pub use error::{BufferTooSmall, EncodeError, ErrorAction, ErrorCode, FramingError, StartupError};
 pub use fpdu::{
-    decode_fpdu, encode_fpdu, encode_fpdu_with, fpdu_wire_len, Decoded, FpduLayout, FpduRef,
-    FramingConfig, MAX_FPDU_LEN, MAX_ULPDU_LEN,
+    decode_fpdu, encode_fpdu, encode_fpdu_spaced, encode_fpdu_with, fpdu_wire_len, Decoded,
+    FpduLayout, FpduRef, FramingConfig, MAX_FPDU_LEN, MAX_ULPDU_LEN,
 };
-pub use framer::Framer;
+pub use framer::{Fit, Framer};
 pub use locate::{locate, LocateOptions, LocatedFpdu, Locator};
 pub use mulpdu::mulpdu;
 pub use read_depths::ReadDepths;
 pub use revision::Revisions;
+pub use spacing::Spacing;
 pub use startup::{
     Initiator, Negotiated, RequestInfo, Responder, Role, StartupConfig, StartupEvent,
 };

@@ -6,6 +6,7 @@
 //! (and, for a NIC, a device), so no reference into it may exist while ddp works on it.
 
 use crate::ddp::region_slots::RegionSlots;
+use mpa::Spacing;
 
 /// A small caller-visible name for one registration of a memory region: the STag table's slot
 /// and the slot's generation. A slot is reused after deregistration under a new generation, so
@@ -40,9 +41,41 @@ impl RegionHandle {
 pub trait Memory {
     /// Copy `data` into `region` at `offset`.
     fn write(&mut self, region: RegionHandle, offset: u64, data: &[u8]);
+    /// Copy `len` octets from the runs of `src` that `spacing` describes (an FPDU's ULPDU
+    /// between its marker slots; at least `spacing.span(len)` octets) into `region` at
+    /// `offset`, skipping the holes. The same as one [`Memory::write`] per run; an
+    /// implementation may find the region once instead.
+    fn write_spaced(
+        &mut self,
+        region: RegionHandle,
+        offset: u64,
+        src: &[u8],
+        len: usize,
+        spacing: Spacing,
+    ) {
+        for (at, r) in spacing.runs(len) {
+            self.write(region, offset + at as u64, &src[r]);
+        }
+    }
     /// Copy `out.len()` octets of `region` at `offset` into `out`. The transmit path calls it
     /// with the frame itself as `out` (the one copy).
     fn read(&self, region: RegionHandle, offset: u64, out: &mut [u8]);
+    /// Copy `len` octets of `region` at `offset` into the runs of `out` that `spacing`
+    /// describes (an FPDU's ULPDU between its marker slots; `out` holds at least
+    /// `spacing.span(len)` octets), leaving the holes as they are. The same octets as one
+    /// [`Memory::read`] per run; an implementation may find the region once instead.
+    fn read_spaced(
+        &self,
+        region: RegionHandle,
+        offset: u64,
+        len: usize,
+        spacing: Spacing,
+        out: &mut [u8],
+    ) {
+        for (at, r) in spacing.runs(len) {
+            self.read(region, offset + at as u64, &mut out[r]);
+        }
+    }
 }
 
 /// A [`Memory`] over owned vectors, for tests and simple users, found by the handle's slot and
@@ -90,6 +123,22 @@ impl Memory for VecMemory {
         }
     }
 
+    fn write_spaced(
+        &mut self,
+        region: RegionHandle,
+        offset: u64,
+        src: &[u8],
+        len: usize,
+        spacing: Spacing,
+    ) {
+        if let Some(v) = self.regions.get_mut(region) {
+            let start = offset as usize;
+            if let Some(dst) = v.get_mut(start..start + len) {
+                spacing.copy_out(src, dst);
+            }
+        }
+    }
+
     fn read(&self, region: RegionHandle, offset: u64, out: &mut [u8]) {
         let start = offset as usize;
         let src = self
@@ -99,6 +148,78 @@ impl Memory for VecMemory {
         match src {
             Some(src) => out.copy_from_slice(src),
             None => out.fill(0),
+        }
+    }
+
+    fn read_spaced(
+        &self,
+        region: RegionHandle,
+        offset: u64,
+        len: usize,
+        spacing: Spacing,
+        out: &mut [u8],
+    ) {
+        let start = offset as usize;
+        let src = self
+            .regions
+            .get(region)
+            .and_then(|v| v.get(start..start.checked_add(len)?));
+        match src {
+            Some(src) => spacing.copy_in(src, out),
+            None => spacing.runs(len).for_each(|(_, r)| out[r].fill(0)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A memory with only the required methods: the provided `read_spaced`/`write_spaced`,
+    /// one `read`/`write` per run.
+    struct PerRun(VecMemory);
+
+    impl Memory for PerRun {
+        fn write(&mut self, region: RegionHandle, offset: u64, data: &[u8]) {
+            self.0.write(region, offset, data)
+        }
+        fn read(&self, region: RegionHandle, offset: u64, out: &mut [u8]) {
+            self.0.read(region, offset, out)
+        }
+    }
+
+    /// `VecMemory`'s one-lookup spaced copies move the same octets as one copy per run,
+    /// leave the holes alone, and treat an unknown region as the plain copies do.
+    #[test]
+    fn spaced_copies_equal_one_copy_per_run() {
+        let h = RegionHandle::new(1, 0);
+        let data: Vec<u8> = (0..3000u32).map(|i| (i % 251) as u8 + 1).collect();
+        for first in [0usize, 2, 14, 300, 508] {
+            let sp = Spacing::new(first);
+            for len in [1usize, 14, 508, 1440, 2000] {
+                let mut fast = VecMemory::new();
+                fast.insert(h, data.clone());
+                let slow = PerRun(fast.clone());
+                let mut a = vec![0u8; sp.span(len)];
+                let mut b = a.clone();
+                fast.read_spaced(h, 7, len, sp, &mut a);
+                slow.read_spaced(h, 7, len, sp, &mut b);
+                assert_eq!(a, b, "read first {first} len {len}");
+                let (mut fast_w, mut slow_w) = (fast.clone(), PerRun(fast.clone()));
+                let src: Vec<u8> = (0..a.len()).map(|i| i as u8).collect();
+                fast_w.write_spaced(h, 100, &src, len, sp);
+                slow_w.write_spaced(h, 100, &src, len, sp);
+                assert_eq!(
+                    fast_w.get(h),
+                    slow_w.0.get(h),
+                    "write first {first} len {len}"
+                );
+                let mut z = vec![9u8; sp.span(len)];
+                let mut y = z.clone();
+                fast.read_spaced(RegionHandle::new(5, 0), 0, len, sp, &mut z);
+                slow.read_spaced(RegionHandle::new(5, 0), 0, len, sp, &mut y);
+                assert_eq!(z, y, "unknown region first {first} len {len}");
+            }
         }
     }
 }

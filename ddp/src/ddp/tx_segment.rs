@@ -5,6 +5,7 @@
 use crate::ddp::memory::{Memory, RegionHandle};
 use crate::ddp::untagged::UNTAGGED_HEADER_LEN;
 use crate::rdmap::terminate::TERMINATE_HEADER_MAX_LEN;
+use mpa::Spacing;
 
 /// Where a segment's payload comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,32 +73,31 @@ impl TxSegment {
         false
     }
 
-    /// Copy ULPDU octets `[at, at + dst.len())` (header, then payload; `at + dst.len()` at
-    /// most [`len`](Self::len)) into `dst`: region payloads through [`Memory::read`], so the
-    /// framer can copy a segment straight into its frame piece by piece.
-    pub fn copy_ulpdu_range<M: Memory + ?Sized>(&self, mem: &M, at: usize, dst: &mut [u8]) {
-        let hl = usize::from(self.header_len);
-        let mut dst = dst;
-        let mut at = at;
-        if at < hl {
-            let n = (hl - at).min(dst.len());
-            dst[..n].copy_from_slice(&self.header[at..at + n]);
-            dst = &mut dst[n..];
-            at += n;
-        }
-        if dst.is_empty() {
-            return;
-        }
-        let p = at - hl;
+    /// Write the whole ULPDU into the runs of `out` that `spacing` describes (the stretch
+    /// of an FPDU the ULPDU takes, marker slots left as they are): the header, then the
+    /// payload with one [`Memory::read_spaced`].
+    pub fn write_spaced<M: Memory + ?Sized>(&self, mem: &M, spacing: Spacing, out: &mut [u8]) {
+        let header = self.header();
+        spacing.copy_in(header, out);
+        let at = spacing.span(header.len());
+        let rest = spacing.advance(header.len());
+        let out = &mut out[at..];
         match &self.payload {
-            TxPayload::Inline { bytes, .. } => dst.copy_from_slice(&bytes[p..p + dst.len()]),
-            TxPayload::Region { region, offset, .. } => mem.read(*region, offset + p as u64, dst),
+            TxPayload::Inline { bytes, len } => rest.copy_in(&bytes[..usize::from(*len)], out),
+            TxPayload::Region { region, offset, .. } if self.payload_len() <= rest.first() => {
+                mem.read(*region, *offset, &mut out[..self.payload_len()])
+            }
+            TxPayload::Region {
+                region,
+                offset,
+                len,
+            } => mem.read_spaced(*region, *offset, *len as usize, rest, out),
         }
     }
 
     /// Write the whole ULPDU into the front of `out` (at least `len()` octets); returns `len()`.
     pub fn write_ulpdu<M: Memory + ?Sized>(&self, mem: &M, out: &mut [u8]) -> usize {
-        self.copy_ulpdu_range(mem, 0, &mut out[..self.len()]);
+        self.write_spaced(mem, Spacing::CONTIGUOUS, &mut out[..self.len()]);
         self.len()
     }
 }

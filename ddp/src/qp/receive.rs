@@ -203,12 +203,23 @@ fn place_fpdu<M: Memory + ?Sized>(
             engine.handle_ulpdu_parts(tags, mem, pos, parts)
         });
         engine.deliver_through(tags, pos + 1);
-    } else if let Some(ulpdu) = f.ulpdu_contiguous() {
-        engine.handle_ulpdu_in_order(tags, mem, pos, ulpdu);
     } else {
-        with_parts(f.ulpdu_chunks(), |parts| {
-            engine.handle_ulpdu_parts_in_order(tags, mem, pos, parts)
-        });
+        let (stretch, spacing) = f.ulpdu_spaced();
+        if stretch.len() == f.ulpdu_len() {
+            // No marker inside the ULPDU: one slice.
+            engine.handle_ulpdu_in_order(tags, mem, pos, stretch);
+        } else if !engine.place_write_spaced_in_order(
+            tags,
+            mem,
+            pos,
+            stretch,
+            f.ulpdu_len(),
+            spacing,
+        ) {
+            with_parts(f.ulpdu_chunks(), |parts| {
+                engine.handle_ulpdu_parts_in_order(tags, mem, pos, parts)
+            });
+        }
     }
 }
 

@@ -47,17 +47,15 @@ impl Qp {
         if framer.is_gated() {
             return None;
         }
-        let cap = ulpdu_cap(framer, self.engine.config().mulpdu, out.len());
+        let cap = framer
+            .fit(self.engine.config().mulpdu, out.len())
+            .ulpdu_len();
         let seg = self.engine.poll_segment(tags, cap)?;
         let start = self.tx_total;
         // One copy: header and payload straight into the frame, between the markers.
-        let mut at = 0;
-        let r = framer.encode_with(
+        let r = framer.encode_spaced(
             seg.len(),
-            &mut |dst| {
-                seg.copy_ulpdu_range(mem, at, dst);
-                at += dst.len();
-            },
+            &mut |dst, spacing| seg.write_spaced(mem, spacing, dst),
             out,
         );
         match r {
@@ -93,10 +91,10 @@ impl Qp {
         if framer.is_gated() {
             return None;
         }
-        let cap = ulpdu_cap(framer, self.engine.config().mulpdu, max_len);
-        let seg = self.engine.poll_segment(tags, cap)?;
+        let fit = framer.fit(self.engine.config().mulpdu, max_len);
+        let seg = self.engine.poll_segment(tags, fit.ulpdu_len())?;
         let start = self.tx_total;
-        let w = framer.skip(seg.len());
+        let w = framer.skip_fitted(fit, seg.len());
         self.tx_total += w as u64;
         self.engine.ulpdu_framed(self.tx_total);
         self.unacked.push_back((start, self.tx_total, seg));
@@ -136,12 +134,8 @@ impl Qp {
             }
         }
         let offset = start.wrapping_sub(self.tx_seq_start) as u32;
-        let mut at = 0;
-        let mut fill = |dst: &mut [u8]| {
-            seg.copy_ulpdu_range(mem, at, dst);
-            at += dst.len();
-        };
-        mpa::encode_fpdu_with(cfg, offset, seg.len(), &mut fill, out).ok()
+        let mut fill = |dst: &mut [u8], spacing| seg.write_spaced(mem, spacing, dst);
+        mpa::encode_fpdu_spaced(cfg, offset, seg.len(), &mut fill, out).ok()
     }
 
     /// Transmit offsets `(start, end)` of the FPDUs kept for retransmission (not yet acknowledged).
@@ -190,17 +184,5 @@ impl Qp {
             self.unacked_hint = self.unacked_hint.saturating_sub(1);
         }
         self.engine.on_acked(offset);
-    }
-}
-
-/// The largest ULPDU (at most `mulpdu`) whose FPDU, framed at the framer's offset, fits `room`.
-fn ulpdu_cap(framer: &mpa::Framer, mulpdu: usize, room: usize) -> usize {
-    let mut cap = mulpdu.min(room).min(mpa::MAX_ULPDU_LEN);
-    loop {
-        let w = framer.wire_len(cap);
-        if w <= room || cap == 0 {
-            return cap;
-        }
-        cap = cap.saturating_sub(w - room);
     }
 }

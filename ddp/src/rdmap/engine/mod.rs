@@ -22,7 +22,7 @@
 
 use std::collections::VecDeque;
 
-use mpa::RtrType;
+use mpa::{RtrType, Spacing};
 
 use crate::ddp::error::DdpError;
 use crate::ddp::header_error::DdpHeaderError;

@@ -109,13 +109,7 @@ impl RdmapEngine {
         stream_pos: u64,
         parts: &[&[u8]],
     ) {
-        let quiet = !self.shut
-            && !self.peer_closed
-            && self.state == RdmapState::Active
-            && self.rx_error_at.is_none()
-            && stream_pos >= self.delivered_through
-            && self.records.is_empty();
-        if !quiet {
+        if !self.quiet_at(stream_pos) {
             self.handle_ulpdu_parts(tags, mem, stream_pos, parts);
             self.deliver_through(tags, stream_pos + 1);
             return;
@@ -141,6 +135,17 @@ impl RdmapEngine {
         }
     }
 
+    /// True while the in-order fast path may take the ULPDU at `stream_pos`: open, active,
+    /// no error, nothing waiting for delivery.
+    fn quiet_at(&self, stream_pos: u64) -> bool {
+        !self.shut
+            && !self.peer_closed
+            && self.state == RdmapState::Active
+            && self.rx_error_at.is_none()
+            && stream_pos >= self.delivered_through
+            && self.records.is_empty()
+    }
+
     /// An RDMA Write segment (its pieces between markers; the header in the first) with
     /// payload that passes every check (what [`Self::place`] does for it: the tagged checks of
     /// -06 §7.1, then the copy); false, having done nothing, for any other segment or any check
@@ -152,26 +157,76 @@ impl RdmapEngine {
         mem: &mut M,
         parts: &[&[u8]],
     ) -> bool {
-        let Some(Ok(p)) = parts.first().map(|h| TaggedPacket::new_checked(*h)) else {
+        let Some(head) = parts.first() else {
             return false;
         };
+        let seg = RxSegment::new(parts, head);
+        let Some((region, offset)) = self.write_target(tags, head, seg.len()) else {
+            return false;
+        };
+        seg.write_payload(mem, region, offset, TAGGED_HEADER_LEN);
+        true
+    }
+
+    /// Where the payload of an RDMA Write segment of `len` octets whose header is at the
+    /// front of `head` goes, when it passes every check of [`Self::place_write`]; counts it
+    /// as placed. `None`, having done nothing, otherwise.
+    fn write_target(
+        &mut self,
+        tags: &StagTable,
+        head: &[u8],
+        len: usize,
+    ) -> Option<(RegionHandle, u64)> {
+        let p = TaggedPacket::new_checked(head).ok()?;
         let write = RdmapControl {
             opcode: RdmapOpcode::RdmaWrite,
         };
-        let seg = RxSegment::new(parts, p.header());
-        let n = (seg.len() - TAGGED_HEADER_LEN) as u64;
+        let n = len.checked_sub(TAGGED_HEADER_LEN)? as u64;
         if n == 0 || RdmapControl::parse(p.rsvd_ulp()) != Ok(write) {
+            return None;
+        }
+        let h = TaggedRepr::parse(&p).ok()?;
+        let (pd, stream) = (self.cfg.pd, self.cfg.stream);
+        let r = tags
+            .check_remote(h.stag, h.to, n, Access::REMOTE_WRITE, pd, stream)
+            .ok()?;
+        self.stats.rx_placed_octets += n;
+        Some((r.region, r.offset))
+    }
+
+    /// The in-order fast path for an RDMA Write segment of `len` octets given as its
+    /// stretch of an FPDU, markers' slots included, and the stretch's [`Spacing`]: the
+    /// payload goes to its place with one [`Memory::write_spaced`]. True when done, with
+    /// what [`Self::handle_ulpdu_parts_in_order`] would have done; false, having done
+    /// nothing, for anything else (the header split by a marker, another segment, a check
+    /// that fails, records waiting): the caller then takes the path by pieces.
+    pub fn place_write_spaced_in_order<M: Memory + ?Sized>(
+        &mut self,
+        tags: &StagTable,
+        mem: &mut M,
+        stream_pos: u64,
+        stretch: &[u8],
+        len: usize,
+        spacing: Spacing,
+    ) -> bool {
+        if spacing.first() < TAGGED_HEADER_LEN || !self.quiet_at(stream_pos) {
             return false;
         }
-        let Ok(h) = TaggedRepr::parse(&p) else {
+        let Some((region, offset)) = self.write_target(tags, stretch, len) else {
             return false;
         };
-        let (pd, stream) = (self.cfg.pd, self.cfg.stream);
-        let Ok(r) = tags.check_remote(h.stag, h.to, n, Access::REMOTE_WRITE, pd, stream) else {
-            return false;
-        };
-        seg.write_payload(mem, r.region, r.offset, TAGGED_HEADER_LEN);
-        self.stats.rx_placed_octets += n;
+        self.stats.rx_ulpdus += 1;
+        self.stats.rx_ulpdus_fast += 1;
+        let payload = spacing.advance(TAGGED_HEADER_LEN);
+        let from = spacing.span(TAGGED_HEADER_LEN);
+        mem.write_spaced(
+            region,
+            offset,
+            &stretch[from..],
+            len - TAGGED_HEADER_LEN,
+            payload,
+        );
+        self.delivered_through = stream_pos + 1;
         true
     }
 
