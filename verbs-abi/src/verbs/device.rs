@@ -116,7 +116,8 @@ impl XwDevice {
     /// The engine, opened now if it is not yet: the kernel transport with a driver thread
     /// per connection, or the AF_XDP engine on the interface with its own thread (programs
     /// may spin on memory without calling the library), assisted by the application's posts
-    /// and polls when `XWARP_VERBS_ASSIST=1` (the thread stands down while they come).
+    /// and polls unless `XWARP_VERBS_ASSIST=0` (the thread stands down while the program waits
+    /// in a poll loop and the engine has little to do).
     pub(crate) fn engine(&self) -> Result<dataplane::Device, String> {
         let mut g = self.engine.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(d) = &*g {
