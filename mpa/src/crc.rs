@@ -10,43 +10,36 @@ pub const CRC_LEN: usize = 4;
 /// The code that computes CRC-32C, chosen by the CPU and the length. The choice is made here
 /// and nowhere else; [`CrcCode::for_len`] says which runs, [`describe`] names it for reports.
 ///
-/// Measured in instructions (callgrind) and time on an AMD EPYC without AVX-512, per call:
-/// up to 256 octets crc-fast's unrolled `crc32` takes fewest (206 against 254 at 256 octets);
-/// from there to about 4 KiB the `crc32c` crate's three-way `crc32q` loop (SSE4.2) does (690
-/// against 1,098 at 1,440 octets, an MTU 1500 FPDU, in about the same time); from 4 KiB
-/// crc-fast's carry-less-multiply folding does (3,666 against 4,382 at 8,940, an MTU 9000
-/// FPDU). With AVX-512 and VPCLMULQDQ crc-fast's wide folding is the fastest code at every
-/// length.
+/// Measured in instructions (callgrind, AMD EPYC without AVX-512), per call: at 1,440 octets (an
+/// MTU 1500 FPDU) the interleaved `crc32q` takes 334 against the `crc32c` crate's 689 and
+/// crc-fast's 1,075; at 8,940 (MTU 9000) 1,537 against 4,372 and 3,633; at 90 about the same
+/// as both. With AVX-512 and VPCLMULQDQ crc-fast's wide folding moves more octets a cycle than
+/// `crc32q` can, and takes over above [`SHORT_UP_TO`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CrcCode {
-    /// The `crc32c` crate: `crc32q` over three interleaved streams (SSE4.2), or its tables.
-    Crc32q,
-    /// crc-fast: `crc32` unrolled up to 256 octets, carry-less-multiply folding above, at the
-    /// widest the CPU has (its own run-time choice, see `crc_fast::get_calculator_target`).
-    CrcFast,
+    /// Ours: `crc32q` over three interleaved streams joined by a carry-less multiply (SSE4.2
+    /// and PCLMULQDQ), or the `crc32c` crate where the CPU lacks them.
+    Interleaved,
+    /// crc-fast's carry-less-multiply folding at AVX-512 width.
+    WideFolding,
 }
 
-/// Up to this many octets crc-fast's unrolled `crc32` beats the `crc32c` crate.
+/// Up to this many octets the interleaved code runs on every CPU.
 pub const SHORT_UP_TO: usize = 256;
-
-/// From this many octets crc-fast's folding beats the `crc32c` crate where the CPU lacks
-/// AVX-512 VPCLMULQDQ (an MTU 9000 FPDU folds; an MTU 1500 one does not).
-pub const FOLDING_FROM: usize = 4096;
 
 impl CrcCode {
     /// The code [`crc32c()`] runs for `len` octets on this CPU.
     #[inline]
     pub fn for_len(len: usize) -> CrcCode {
-        if len <= SHORT_UP_TO || len >= FOLDING_FROM || wide_folding() {
-            CrcCode::CrcFast
+        if len > SHORT_UP_TO && wide_folding() {
+            CrcCode::WideFolding
         } else {
-            CrcCode::Crc32q
+            CrcCode::Interleaved
         }
     }
 }
 
-/// Whether the CPU has crc-fast's widest folding (AVX-512 with VPCLMULQDQ), which beats
-/// `crc32q` at every length.
+/// Whether the CPU has crc-fast's widest folding (AVX-512 with VPCLMULQDQ).
 #[inline]
 fn wide_folding() -> bool {
     #[cfg(target_arch = "x86_64")]
@@ -56,49 +49,38 @@ fn wide_folding() -> bool {
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        true
+        false
     }
 }
 
 /// Which code computes CRC-32C on this CPU, for reports.
 pub fn describe() -> String {
-    let fast = crc_fast::get_calculator_target(crc_fast::CrcAlgorithm::Crc32Iscsi);
+    let ours = if crate::crc_interleaved::interleaved() {
+        "crc32q 3-way interleaved (SSE4.2, PCLMULQDQ join)"
+    } else {
+        "crc32c crate"
+    };
     match CrcCode::for_len(SHORT_UP_TO + 1) {
-        CrcCode::CrcFast => format!("crc-fast {fast}"),
-        CrcCode::Crc32q => {
-            #[cfg(target_arch = "x86_64")]
-            let middle = if std::arch::is_x86_feature_detected!("sse4.2") {
-                "crc32c crate's SSE4.2 crc32q 3-way"
-            } else {
-                "crc32c crate's tables"
-            };
-            #[cfg(not(target_arch = "x86_64"))]
-            let middle = "crc32c crate";
-            format!(
-                "crc-fast {fast} up to {SHORT_UP_TO} octets and from {FOLDING_FROM}, \
-                 {middle} between"
-            )
+        CrcCode::Interleaved => ours.to_string(),
+        CrcCode::WideFolding => {
+            let fast = crc_fast::get_calculator_target(crc_fast::CrcAlgorithm::Crc32Iscsi);
+            format!("{ours} up to {SHORT_UP_TO} octets, crc-fast {fast} above")
         }
     }
 }
 
-/// CRC-32C of `data`, by the code [`CrcCode::for_len`] picks. Inlined into its two callers
-/// (FPDU encode and decode): a call of its own cost a 64 B message's four CRCs 80
-/// instructions.
-#[inline(always)]
+/// CRC-32C of `data`, by the code [`CrcCode::for_len`] picks.
+#[inline]
 pub fn crc32c(data: &[u8]) -> u32 {
-    match CrcCode::for_len(data.len()) {
-        CrcCode::Crc32q => crc32c::crc32c(data),
-        CrcCode::CrcFast => crc_fast::crc32_iscsi(data),
-    }
+    crc32c_append(0, data)
 }
 
 /// Continues a CRC-32C: `crc32c_append(crc32c(a), b) == crc32c(a ++ b)`; start from 0.
 #[inline]
 pub fn crc32c_append(crc: u32, data: &[u8]) -> u32 {
     match CrcCode::for_len(data.len()) {
-        CrcCode::Crc32q => crc32c::crc32c_append(crc, data),
-        CrcCode::CrcFast => {
+        CrcCode::Interleaved => crate::crc_interleaved::append(crc, data),
+        CrcCode::WideFolding => {
             // The register holds the value before the final inversion.
             let mut d = crc_fast::Digest::new_with_init_state(
                 crc_fast::CrcAlgorithm::Crc32Iscsi,
@@ -171,24 +153,24 @@ mod tests {
     }
 
     #[test]
-    fn the_code_changes_at_the_two_lengths_only() {
-        let middle = CrcCode::for_len(SHORT_UP_TO + 1);
-        assert_eq!(CrcCode::for_len(FOLDING_FROM - 1), middle);
-        for len in [0, 1, SHORT_UP_TO, FOLDING_FROM, 9000] {
-            assert_eq!(CrcCode::for_len(len), CrcCode::CrcFast, "len {len}");
+    fn the_code_changes_at_one_length_only() {
+        for len in [0, 1, SHORT_UP_TO] {
+            assert_eq!(CrcCode::for_len(len), CrcCode::Interleaved, "len {len}");
         }
-        assert!(describe().starts_with("crc-fast"));
+        let long = CrcCode::for_len(SHORT_UP_TO + 1);
+        assert_eq!(CrcCode::for_len(9000), long);
+        assert_eq!(long == CrcCode::WideFolding, wide_folding());
+        assert!(describe().starts_with("crc32"));
     }
 
     #[test]
     fn every_length_around_the_switches_matches_the_definition() {
-        let data: Vec<u8> = (0..FOLDING_FROM as u32 + 70)
-            .map(|i| (i * 31 + 7) as u8)
-            .collect();
+        let data: Vec<u8> = (0..13_000u32).map(|i| (i * 31 + 7) as u8).collect();
         let around = |at: usize| at.saturating_sub(70)..at + 70;
         for len in (0..70)
+            .chain(around(crate::crc_interleaved::INTERLEAVE_FROM))
             .chain(around(SHORT_UP_TO))
-            .chain(around(FOLDING_FROM))
+            .chain(around(12_288))
         {
             let d = &data[..len];
             assert_eq!(crc32c(d), reference(d), "len {len}");
@@ -200,9 +182,8 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// Both codes, and so [`crc32c()`] on every side of [`SHORT_UP_TO`] and
-        /// [`FOLDING_FROM`], agree with the bitwise definition at every length and alignment,
-        /// appends included.
+        /// Every code, and so [`crc32c()`] on every side of [`SHORT_UP_TO`], agrees with the
+        /// bitwise definition at every length and alignment, appends included.
         #[test]
         fn agrees_with_the_bitwise_definition(
             data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..9000),
@@ -212,6 +193,7 @@ mod tests {
             let d = &data[skip.min(data.len())..];
             let want = reference(d);
             proptest::prop_assert_eq!(crc32c(d), want);
+            proptest::prop_assert_eq!(crate::crc_interleaved::append(0, d), want);
             proptest::prop_assert_eq!(crc32c::crc32c(d), want);
             proptest::prop_assert_eq!(crc_fast::crc32_iscsi(d), want);
             let (a, b) = d.split_at(cut.min(d.len()));

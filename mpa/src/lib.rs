@@ -38,6 +38,7 @@
 #![warn(missing_docs)]
 
 pub mod crc;
+mod crc_interleaved;
 pub mod enhanced;
 pub mod error;
 pub mod fpdu;
