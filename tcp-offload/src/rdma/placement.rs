@@ -294,9 +294,12 @@ impl Expected {
         };
         let start = u64::from(t.buffer_offset) + into_run;
         let end = start + bytes.len() as u64;
-        let limit = self.total.map_or(self.buf.len() as u64, |n| {
-            u64::from(n).min(self.buf.len() as u64)
-        });
+        // Within the buffer and the total, and buffer offsets that fit 32 bits (the general
+        // path judges the rest).
+        let limit = self
+            .total
+            .map_or(u64::from(u32::MAX), u64::from)
+            .min(self.buf.len() as u64);
         let continues = u64::from(last.1) == start
             && last.2.wrapping_sub(u64::from(last.0)) == at.wrapping_sub(start);
         // TCPRDMA-07: a total, when the segment carries one, is the one already known.
