@@ -86,11 +86,22 @@ fn sum_small(data: &[u8], acc: Sum) -> Sum {
     for w in words {
         acc = add(acc, u64::from_ne_bytes(*w));
     }
-    // At most 7 octets left, as words of 16 bits (no call to a copy routine for a padded word).
-    let (pairs, odd) = rest.as_chunks::<2>();
-    for w in pairs {
-        acc = add(acc, u64::from(u16::from_ne_bytes(*w)));
-    }
+    // At most 7 octets left: a 32-bit word (two 16-bit words, mod 2^16 - 1), a 16-bit word,
+    // an odd octet; no loop, no call to a copy routine for a padded word.
+    let rest = match rest.split_first_chunk::<4>() {
+        Some((w, rest)) => {
+            acc = add(acc, u64::from(u32::from_ne_bytes(*w)));
+            rest
+        }
+        None => rest,
+    };
+    let odd = match rest.split_first_chunk::<2>() {
+        Some((w, odd)) => {
+            acc = add(acc, u64::from(u16::from_ne_bytes(*w)));
+            odd
+        }
+        None => rest,
+    };
     if let Some(&b) = odd.first() {
         // Odd length: the last octet is the high (first) half of a word.
         acc = add(acc, u64::from(u16::from_ne_bytes([b, 0])));

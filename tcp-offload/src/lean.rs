@@ -11,7 +11,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use crate::checksum::{self, Sum};
 use crate::isn::FourTuple;
-use crate::rdma::option::{self as rdma_opt, RdmaOption};
+use crate::rdma::option::{self as rdma_opt, RdmaAnnotation, RdmaOption};
 use crate::seq::SeqNum;
 use crate::wire::{field, Flags, TcpSegment, IPV4_HEADER_LEN, IPV6_HEADER_LEN, TCP_HEADER_LEN};
 
@@ -178,7 +178,23 @@ impl<'a> LeanSegment<'a> {
     /// option that decodes, with a run inside a payload of `payload_len` octets, then NOPs to
     /// the end (`Some(None)`, `Some(Some(..))`); `None` for any other layout, which the full
     /// parse judges (it ignores and counts an RDMA option it cannot use).
+    #[inline]
     fn rdma_after(rest: &[u8], payload_len: usize) -> Option<Option<RdmaOption>> {
+        // A form with a run alone after the timestamps (what our senders write): its fields
+        // read at fixed offsets, as `RdmaOption::parse` reads them (at 12: 4-aligned).
+        if let Some(raw) = rest.first_chunk::<16>() {
+            let len = raw[1];
+            if raw[0] == rdma_opt::KIND
+                && usize::from(len) == rest.len()
+                && (len == rdma_opt::LEN_FULL || len == rdma_opt::LEN_NO_TOTAL)
+            {
+                let total = (len == rdma_opt::LEN_FULL).then(|| be32(rest, 16));
+                let t = RdmaAnnotation::read(raw, total);
+                return t
+                    .fits_payload(payload_len)
+                    .then_some(Some(RdmaOption::Transfer(t)));
+            }
+        }
         let [kind, len, ..] = *rest else {
             return rest.is_empty().then_some(None);
         };

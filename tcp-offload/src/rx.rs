@@ -321,6 +321,7 @@ impl RecvBuffer {
     /// [`Self::accept_next`] in byte mode for `data` whose octets `run` (a range of `data`)
     /// were placed at offset `bo` of transfer `rid`: those are not stored (see
     /// [`PlacedSpans`]).
+    #[inline]
     pub fn accept_next_placed(
         &mut self,
         data: &[u8],

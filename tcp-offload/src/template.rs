@@ -126,8 +126,12 @@ impl HeaderTemplate {
             None => buf[..self.len].copy_from_slice(&self.bytes[..self.len]),
         }
         let (hdr, rest) = buf.split_at_mut(hlen);
-        if !options.is_empty() {
-            hdr[self.len..].copy_from_slice(options);
+        // The RDMA option's two forms with a run as fixed-size copies.
+        match options.len() {
+            0 => {}
+            16 => copy_fixed::<16>(&mut hdr[self.len..], options),
+            20 => copy_fixed::<20>(&mut hdr[self.len..], options),
+            _ => hdr[self.len..].copy_from_slice(options),
         }
         let (ip, th) = hdr.split_at_mut(self.ip_len);
         th[field::tcp::DATA_OFF] = ((tcp_len / 4) as u8) << 4;
@@ -156,6 +160,13 @@ impl HeaderTemplate {
         };
         th[field::tcp::CHECKSUM].copy_from_slice(&sum.to_be_bytes());
         Some(total)
+    }
+}
+
+/// `dst.copy_from_slice(src)` for `N` octets, known at compile time.
+fn copy_fixed<const N: usize>(dst: &mut [u8], src: &[u8]) {
+    if let (Some(d), Some(s)) = (dst.first_chunk_mut::<N>(), src.first_chunk::<N>()) {
+        *d = *s;
     }
 }
 

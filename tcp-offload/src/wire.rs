@@ -148,8 +148,7 @@ impl TcpOptions {
             while !end.is_multiple_of(4) {
                 end = put(&[opt::NOP]);
             }
-            let mut b = [0u8; rdma_opt::LEN_FULL as usize];
-            r.emit(&mut b[..r.len()]);
+            let (b, _) = r.encoded();
             end = put(&b[..r.len()]);
             while !end.is_multiple_of(4) {
                 end = put(&[opt::NOP]);

@@ -8,7 +8,6 @@ use crate::rdma::option::RdmaOption;
 use crate::seq::SeqNum;
 use crate::template::{HeaderTemplate, SegmentFields};
 use crate::tx::{NoRecordSource, Plan, RecordSource, SendBuffer, Split};
-use crate::wire::field::opt::NOP;
 use crate::wire::{Flags, SegmentRepr};
 
 use super::options::syn_options;
@@ -401,12 +400,12 @@ impl Connection {
             };
             // The RDMA option follows the timestamps, 4-aligned, NOPs after it to the next
             // boundary (the full path's layout).
-            let mut bytes = [NOP; 20];
+            let encoded;
             let options: &[u8] = match rdma {
                 None => &[],
                 Some(r) => {
-                    r.emit(&mut bytes[..r.len()]);
-                    &bytes[..r.padded_len()]
+                    encoded = r.encoded();
+                    &encoded.0[..encoded.1]
                 }
             };
             let t = self.template.as_deref()?;

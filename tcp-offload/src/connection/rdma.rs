@@ -166,7 +166,12 @@ impl Connection {
             self.rdma_place(t, run_at, off, data, off);
             return a;
         };
-        match self.placements.place(t, run_at, run_at, bytes) {
+        let placed = if self.placements.place_continuing(t, 0, run_at, bytes) {
+            Placed::Yes
+        } else {
+            self.placements.place_general(t, run_at, run_at, bytes)
+        };
+        match placed {
             Placed::Yes => {
                 self.counters.rdma_bytes_placed += bytes.len() as u64;
                 return self
@@ -197,6 +202,7 @@ impl Connection {
     }
 
     /// Counts an outgoing segment's RDMA option when it annotates a run.
+    #[inline]
     pub(super) fn count_annotation(&mut self, rdma: Option<RdmaOption>) {
         if matches!(rdma, Some(RdmaOption::Transfer(_))) {
             self.counters.rdma_segments_annotated += 1;
@@ -215,6 +221,7 @@ impl Connection {
 
     /// The run a received segment's valid RDMA option `rdma` describes, when negotiated and
     /// it has transfer bytes.
+    #[inline]
     pub(super) fn rdma_run(&self, rdma: Option<RdmaOption>) -> Option<RdmaAnnotation> {
         match rdma {
             Some(RdmaOption::Transfer(t)) if self.opts.rdma && t.data_len > 0 => Some(t),

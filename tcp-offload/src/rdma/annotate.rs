@@ -20,7 +20,7 @@
 
 use std::collections::VecDeque;
 
-use super::option::{RdmaAnnotation, RdmaOption, RID_LIMIT};
+use super::option::{RdmaAnnotation, RdmaOption, LEN_FULL, LEN_NO_TOTAL, RID_LIMIT};
 
 /// Most runs a connection keeps queued (released as they are acknowledged).
 pub const MAX_SEND_RUNS: usize = 4096;
@@ -83,6 +83,60 @@ pub struct SendMarks {
     /// Zero-length transfers: (position, transfer), sorted (TCPRDMA-21).
     empties: VecDeque<(u64, Transfer)>,
     messages: VecDeque<u64>,
+    /// The run the last new segment came from, as [`SendMarks::next_segment`] found it: valid
+    /// until the next mark (releases do not change it).
+    hot: Option<HotRun>,
+}
+
+/// A run that new segments are being cut from, with what its segments depend on: from `from`
+/// (the offset it was found for) to the run's end, no message start lies at or after the
+/// offset and no zero-length transfer is queued, so every segment there holds only this run's
+/// octets from its start, up to the next run's start (`next_start`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct HotRun {
+    run: Run,
+    from: u64,
+    next_start: u64,
+}
+
+impl HotRun {
+    /// The segment from `s` (`from <= s < run.end`) with `room` octets allowed, and its option.
+    #[inline]
+    fn segment(
+        &self,
+        s: u64,
+        room: u32,
+        emss: u32,
+        acct: MssAccounting,
+    ) -> Option<(u32, Option<RdmaOption>)> {
+        let r = &self.run;
+        // The cut: the segment ends before the next run.
+        let e = (s + u64::from(room)).min(self.next_start);
+        let mut len = (e - s) as u32;
+        let mut data_len = u16::try_from(r.end.min(e) - s).ok()?;
+        if acct == MssAccounting::Rfc6691 {
+            let padded = if r.t.total.is_some() {
+                LEN_FULL
+            } else {
+                LEN_NO_TOTAL
+            };
+            let budget = emss.saturating_sub(u32::from(padded)).max(1);
+            if len > budget {
+                len = budget;
+                data_len = data_len.min(budget.min(u32::from(u16::MAX)) as u16);
+            }
+        }
+        let a = RdmaAnnotation {
+            aligned: false,
+            unsolicited: r.t.unsolicited,
+            rid: r.t.rid,
+            buffer_offset: r.t.buffer_offset + (s - r.start) as u32,
+            data_offset: 0,
+            data_len,
+            total: r.t.total,
+        };
+        Some((len, Some(RdmaOption::Transfer(a))))
+    }
 }
 
 impl SendMarks {
@@ -90,6 +144,7 @@ impl SendMarks {
     /// not overlap; a run that continues the previous one (same RID, total and U, adjacent in
     /// the stream and in the buffer) extends it.
     pub fn mark_run(&mut self, start: u64, len: u32, t: Transfer) -> Result<(), AnnotateError> {
+        self.hot = None;
         if t.rid >= RID_LIMIT {
             return Err(AnnotateError::BadRid);
         }
@@ -133,6 +188,7 @@ impl SendMarks {
     /// option with data offset 0 and data length 0 and no transfer bytes. `at` may not lie
     /// inside a marked run; zero-length transfers come in stream order.
     pub fn mark_empty(&mut self, at: u64, t: Transfer) -> Result<(), AnnotateError> {
+        self.hot = None;
         if t.rid >= RID_LIMIT {
             return Err(AnnotateError::BadRid);
         }
@@ -162,6 +218,7 @@ impl SendMarks {
 
     /// Marks `at` as the first byte of a ULP message (A bit). Starts come in stream order.
     pub fn mark_message(&mut self, at: u64) -> Result<(), AnnotateError> {
+        self.hot = None;
         match self.messages.back() {
             Some(&last) if at == last => return Ok(()),
             Some(&last) if at < last => return Err(AnnotateError::OutOfOrder),
@@ -287,7 +344,50 @@ impl SendMarks {
 
     /// The next new segment from `s` with `avail` octets allowed (window, cwnd, queued data,
     /// EMSS): its length and option, after the one-run cut and the MSS accounting.
+    #[inline]
     pub fn next_segment(
+        &mut self,
+        s: u64,
+        avail: u32,
+        emss: u32,
+        acct: MssAccounting,
+        align_messages: bool,
+    ) -> (u32, Option<RdmaOption>) {
+        let room = avail.min(emss);
+        let hot = match self.hot {
+            Some(h) if h.from <= s && s < h.run.end => Some(h),
+            _ => {
+                self.hot = self.hot_run(s);
+                self.hot
+            }
+        };
+        match hot
+            .filter(|_| room > 0)
+            .and_then(|h| h.segment(s, room, emss, acct))
+        {
+            Some(next) => next,
+            None => self.next_segment_general(s, avail, emss, acct, align_messages),
+        }
+    }
+
+    /// The run that segments from `s` are cut from, in the common case of a bulk transfer:
+    /// `s` inside a run, no message start at or after `s`, no zero-length transfer queued.
+    fn hot_run(&self, s: u64) -> Option<HotRun> {
+        if !self.empties.is_empty() || self.messages.back().is_some_and(|&m| m >= s) {
+            return None;
+        }
+        let i = self.run_from(s)?;
+        let run = self.runs[i];
+        let next_start = self.runs.get(i + 1).map_or(u64::MAX, |n| n.start);
+        (run.start <= s).then_some(HotRun {
+            run,
+            from: s,
+            next_start,
+        })
+    }
+
+    /// [`Self::next_segment`] for any marks.
+    fn next_segment_general(
         &self,
         s: u64,
         avail: u32,

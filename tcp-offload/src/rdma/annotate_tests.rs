@@ -25,7 +25,7 @@ fn section4_marks() -> SendMarks {
 
 /// (seq, A, buffer offset, data offset, data length) of every segment, MSS 1000, draft
 /// accounting ("max payload = 1000").
-fn segment(m: &SendMarks, align: bool) -> Vec<(u64, bool, u32, u16, u16)> {
+fn segment(m: &mut SendMarks, align: bool) -> Vec<(u64, bool, u32, u16, u16)> {
     let mut out = Vec::new();
     let mut s = 0;
     while s < 4300 {
@@ -44,7 +44,7 @@ fn segment(m: &SendMarks, align: bool) -> Vec<(u64, bool, u32, u16, u16)> {
 #[test]
 fn tcprdma_13_draft_section4_segmentation_a() {
     assert_eq!(
-        segment(&section4_marks(), true),
+        segment(&mut section4_marks(), true),
         vec![
             (0, true, 0, 100, 900),
             (1000, false, 900, 0, 1000),
@@ -60,7 +60,7 @@ fn tcprdma_13_draft_section4_segmentation_a() {
 #[test]
 fn tcprdma_13_draft_section4_segmentation_b() {
     assert_eq!(
-        segment(&section4_marks(), false),
+        segment(&mut section4_marks(), false),
         vec![
             (0, true, 0, 100, 900),
             (1000, false, 900, 0, 1000),
@@ -74,7 +74,7 @@ fn tcprdma_13_draft_section4_segmentation_b() {
 /// RFC 6691 accounting: the 20-octet option comes out of a 1000-octet EMSS.
 #[test]
 fn rfc6691_accounting_takes_the_option_out_of_the_payload() {
-    let m = section4_marks();
+    let mut m = section4_marks();
     let (len, opt) = m.next_segment(0, 4300, 1000, MssAccounting::Rfc6691, false);
     assert_eq!(len, 980);
     assert_eq!(opt.map(|o| o.len()), Some(20));
@@ -282,7 +282,7 @@ proptest! {
         align in any::<bool>(),
         suffix in any::<prop::sample::Index>(),
     ) {
-        let (m, truth) = build(&pieces);
+        let (mut m, truth) = build(&pieces);
         let acct = if rfc6691 { MssAccounting::Rfc6691 } else { MssAccounting::Draft };
         let end = truth.at.len() as u64;
         let mut placed: [Vec<(u32, u32)>; 3] = Default::default();
@@ -308,6 +308,50 @@ proptest! {
                 next += dl;
             }
             prop_assert_eq!(next, truth.totals[which]);
+        }
+    }
+}
+
+proptest! {
+    /// The shortcut of `next_segment` inside a run (and the run it keeps between segments)
+    /// gives the general computation's length and option at every segment of a walk over any
+    /// layout, from any start (after any release), for any room, EMSS, accounting and
+    /// alignment, with more marks made in the middle of the walk.
+    #[test]
+    fn next_segment_inside_a_run_matches_the_general_path(
+        pieces in layout(),
+        at in any::<prop::sample::Index>(),
+        released in any::<prop::sample::Index>(),
+        rooms in prop::collection::vec(0u32..5000, 1..40),
+        emss in 0u32..3000,
+        rfc6691 in any::<bool>(),
+        align in any::<bool>(),
+        later in prop::collection::vec((0usize..40, 0u8..4, 1u32..3000), 0..4),
+    ) {
+        let (mut m, truth) = build(&pieces);
+        let mut end = truth.at.len() as u64;
+        let mut s = at.index(end as usize) as u64;
+        m.release(released.index(end as usize + 1).min(s as usize) as u64);
+        let acct = if rfc6691 { MssAccounting::Rfc6691 } else { MssAccounting::Draft };
+        for (step, &avail) in rooms.iter().enumerate() {
+            for &(when, what, len) in &later {
+                if when != step {
+                    continue;
+                }
+                // Marks appended to the stream: a run that may continue the last one, a
+                // message start, a zero-length transfer (refused ones change nothing).
+                let t = Transfer { rid: 0x3F00_0000_0000, buffer_offset: 0, total: None, unsolicited: false };
+                let _ = match what {
+                    0 => m.mark_run(end, len, Transfer { buffer_offset: 1 << 20, ..t }),
+                    1 => m.mark_run(end, len, Transfer { rid: 77, ..t }),
+                    2 => m.mark_message(end.max(s)),
+                    _ => m.mark_empty(end.max(s), t),
+                };
+                end += u64::from(len);
+            }
+            let general = m.next_segment_general(s, avail, emss, acct, align);
+            prop_assert_eq!(m.next_segment(s, avail, emss, acct, align), general);
+            s += u64::from(general.0.max(1));
         }
     }
 }

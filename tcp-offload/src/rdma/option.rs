@@ -50,10 +50,34 @@ pub struct RdmaAnnotation {
 }
 
 impl RdmaAnnotation {
+    /// The fields of a 16- or 20-octet option whose first 16 octets (kind and length
+    /// included) are `raw`, its total `total` (read by the caller from octets 16..20, or none).
+    #[inline]
+    pub fn read(raw: &[u8; 16], total: Option<u32>) -> Self {
+        // TCPRDMA-03: RID[45:40] in byte 2 bits 5..0, RID[39:32] in byte 3, RID[31:0] in 4..8.
+        let rid = (u64::from(raw[2] & RID_HIGH_MASK) << 40)
+            | (u64::from(raw[3]) << 32)
+            | u64::from(be32(raw, 4));
+        RdmaAnnotation {
+            aligned: raw[2] & A_BIT != 0,
+            unsolicited: raw[2] & U_BIT != 0,
+            rid,
+            buffer_offset: be32(raw, 8),
+            data_offset: u16::from_be_bytes([raw[12], raw[13]]),
+            data_len: u16::from_be_bytes([raw[14], raw[15]]),
+            total,
+        }
+    }
+
     /// True when the run lies inside a payload of `payload_len` octets (TCPRDMA-04/05).
+    #[inline]
     pub fn fits_payload(&self, payload_len: usize) -> bool {
         usize::from(self.data_offset) + usize::from(self.data_len) <= payload_len
     }
+}
+
+fn be32(raw: &[u8], i: usize) -> u32 {
+    u32::from_be_bytes(crate::wire::octets(raw, i..i + 4))
 }
 
 /// A decoded RDMA option, one variant per length (TCPRDMA-01).
@@ -138,48 +162,68 @@ impl RdmaOption {
         if len == usize::from(LEN_ALIGNED) {
             return Ok(RdmaOption::Aligned { aligned });
         }
-        let be32 = |i: usize| u32::from_be_bytes(crate::wire::octets(raw, i..i + 4));
-        let be16 = |i: usize| u16::from_be_bytes(crate::wire::octets(raw, i..i + 2));
-        // TCPRDMA-03: RID[45:40] in byte 2 bits 5..0, RID[39:32] in byte 3, RID[31:0] in 4..8.
-        let rid = (u64::from(raw[2] & RID_HIGH_MASK) << 40)
-            | (u64::from(raw[3]) << 32)
-            | u64::from(be32(4));
-        Ok(RdmaOption::Transfer(RdmaAnnotation {
-            aligned,
-            unsolicited: raw[2] & U_BIT != 0,
-            rid,
-            buffer_offset: be32(8),
-            data_offset: be16(12),
-            data_len: be16(14),
-            total: (len == usize::from(LEN_FULL)).then(|| be32(16)),
-        }))
+        let total = (len == usize::from(LEN_FULL)).then(|| be32(raw, 16));
+        let fields = raw.first_chunk::<16>().ok_or(RdmaOptionError::BadLength)?;
+        Ok(RdmaOption::Transfer(RdmaAnnotation::read(fields, total)))
     }
 
     /// Writes the option into `out`, which is exactly [`Self::len`] long. RID bits above 45 are
     /// dropped (the API refuses such RIDs before they get here).
     pub fn emit(&self, out: &mut [u8]) {
-        out[0] = KIND;
-        out[1] = self.len() as u8;
-        match self {
-            RdmaOption::Negotiate => {}
-            RdmaOption::Aligned { aligned } => {
-                out[2] = if *aligned { A_BIT } else { 0 };
-                out[3] = 0;
-            }
+        let (bytes, _) = self.encoded();
+        out.copy_from_slice(&bytes[..self.len()]);
+    }
+
+    /// The option as it goes into a TCP header: its octets, NOPs after them up to
+    /// [`Self::padded_len`], which is returned with them (a fixed-size write, no bounds to check).
+    #[inline]
+    pub fn encoded(&self) -> ([u8; LEN_FULL as usize], usize) {
+        let nops = u32::from_ne_bytes([crate::wire::field::opt::NOP; 4]);
+        // Five words as they lie in the header: kind, length and the octets 2..4; the fields.
+        let word = |v: u32| u32::from_ne_bytes(v.to_be_bytes());
+        let (len, w) = match self {
+            RdmaOption::Negotiate => (LEN_NEGOTIATE, [0, nops, nops, nops, nops]),
+            RdmaOption::Aligned { aligned } => (
+                LEN_ALIGNED,
+                [
+                    word(u32::from(if *aligned { A_BIT } else { 0 }) << 8),
+                    nops,
+                    nops,
+                    nops,
+                    nops,
+                ],
+            ),
             RdmaOption::Transfer(t) => {
-                out[2] = (if t.aligned { A_BIT } else { 0 })
+                let high = (if t.aligned { A_BIT } else { 0 })
                     | (if t.unsolicited { U_BIT } else { 0 })
                     | ((t.rid >> 40) as u8 & RID_HIGH_MASK);
-                out[3] = (t.rid >> 32) as u8;
-                out[4..8].copy_from_slice(&(t.rid as u32).to_be_bytes());
-                out[8..12].copy_from_slice(&t.buffer_offset.to_be_bytes());
-                out[12..14].copy_from_slice(&t.data_offset.to_be_bytes());
-                out[14..16].copy_from_slice(&t.data_len.to_be_bytes());
-                if let Some(total) = t.total {
-                    out[16..20].copy_from_slice(&total.to_be_bytes());
-                }
+                let len = if t.total.is_some() {
+                    LEN_FULL
+                } else {
+                    LEN_NO_TOTAL
+                };
+                let fields = [
+                    word(u32::from(high) << 8 | u32::from((t.rid >> 32) as u8)),
+                    word(t.rid as u32),
+                    word(t.buffer_offset),
+                    word(u32::from(t.data_offset) << 16 | u32::from(t.data_len)),
+                    t.total.map_or(nops, word),
+                ];
+                (len, fields)
             }
+        };
+        let mut out = [0u8; LEN_FULL as usize];
+        for (o, v) in out.chunks_exact_mut(4).zip(w) {
+            o.copy_from_slice(&v.to_ne_bytes());
         }
+        out[0] = KIND;
+        out[1] = len;
+        if len == LEN_NEGOTIATE {
+            // Two NOPs keep what follows 4-aligned.
+            out[2] = crate::wire::field::opt::NOP;
+            out[3] = crate::wire::field::opt::NOP;
+        }
+        (out, usize::from(len).next_multiple_of(4))
     }
 
     /// The encoded octets (tests and tools).
@@ -351,6 +395,11 @@ pub(crate) mod proptests {
         fn tcprdma_01_parse_emit_roundtrip(o in rdma_option(), slot in 0usize..10) {
             let raw = o.to_bytes();
             prop_assert_eq!(raw.len(), o.len());
+            // The header form: the option, then NOPs to its padded length.
+            let (header, n) = o.encoded();
+            prop_assert_eq!(n, o.padded_len());
+            prop_assert_eq!(&header[..raw.len()], &raw[..]);
+            prop_assert!(header[raw.len()..n].iter().all(|&b| b == crate::wire::field::opt::NOP));
             prop_assert_eq!(RdmaOption::parse(&raw, slot * 4), Ok(o));
         }
 

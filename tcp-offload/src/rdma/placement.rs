@@ -143,6 +143,39 @@ impl Placements {
         at: u64,
         bytes: &[u8],
     ) -> Placed {
+        if self.place_continuing(t, at - run_at, at, bytes) {
+            return Placed::Yes;
+        }
+        self.place_general(t, run_at, at, bytes)
+    }
+
+    /// [`Self::place`]'s shortcut for `bytes` (`into_run` octets into the run) that continue
+    /// the last piece of their transfer from the stream octets that follow it (in-order
+    /// placement): true when placed so; false, nothing changed, when [`Self::place_general`]
+    /// must judge them.
+    #[inline]
+    pub(crate) fn place_continuing(
+        &mut self,
+        t: &RdmaAnnotation,
+        into_run: u64,
+        at: u64,
+        bytes: &[u8],
+    ) -> bool {
+        let Some(i) = self.find(t.rid) else {
+            return false;
+        };
+        let e = &mut self.expected[i];
+        !e.failed && e.place_next(t, into_run, at, bytes)
+    }
+
+    /// [`Self::place`] for any piece.
+    pub(crate) fn place_general(
+        &mut self,
+        t: &RdmaAnnotation,
+        run_at: u64,
+        at: u64,
+        bytes: &[u8],
+    ) -> Placed {
         let Some(i) = self.find(t.rid) else {
             return Placed::Unmatched;
         };
@@ -250,6 +283,34 @@ impl Placements {
 }
 
 impl Expected {
+    /// [`Placements::place`] when `bytes` continue the last piece placed, from the stream
+    /// octets that follow it (in-order placement; `into_run` octets into the run): nothing lies
+    /// past that piece, so there is nothing to conflict with. Extends the piece and copies,
+    /// with one bounds check; false (nothing changed) in any other case.
+    #[inline]
+    fn place_next(&mut self, t: &RdmaAnnotation, into_run: u64, at: u64, bytes: &[u8]) -> bool {
+        let Some(last) = self.pieces.last_mut() else {
+            return false;
+        };
+        let start = u64::from(t.buffer_offset) + into_run;
+        let end = start + bytes.len() as u64;
+        // Within the buffer and the total, and buffer offsets that fit 32 bits (the general
+        // path judges the rest).
+        let limit = self
+            .total
+            .map_or(u64::from(u32::MAX), u64::from)
+            .min(self.buf.len() as u64);
+        let continues = u64::from(last.1) == start
+            && last.2.wrapping_sub(u64::from(last.0)) == at.wrapping_sub(start);
+        // TCPRDMA-07: a total, when the segment carries one, is the one already known.
+        if !continues || end > limit || (t.total.is_some() && t.total != self.total) {
+            return false;
+        }
+        last.1 = end as u32;
+        self.buf[start as usize..end as usize].copy_from_slice(bytes);
+        true
+    }
+
     /// Records `[s, end)` as filled from stream offset `at`: pieces under it are cut away, then
     /// it merges with neighbours that continue it (same stream-to-buffer offset). False (and
     /// nothing changed) when that would exceed [`MAX_PIECES`].
@@ -325,6 +386,41 @@ mod tests {
                 prop_assert_eq!(&fast.pieces, &general.pieces);
                 next = s + len;
             }
+        }
+    }
+
+    proptest! {
+        /// The in-order shortcut of `place` leaves the buffers, pieces, totals and verdicts the
+        /// general path does, for any sequence of pieces (most continuing the last one, some
+        /// anywhere, with totals that agree, change or are absent).
+        #[test]
+        fn place_shortcut_matches_the_general_path(
+            pieces in prop::collection::vec(
+                (0u32..3000, 1usize..500, 0u64..2, any::<bool>(), 0u32..3, any::<u8>()),
+                1..40,
+            )
+        ) {
+            let (mut fast, mut general) = (Placements::default(), Placements::default());
+            for p in [&mut fast, &mut general] {
+                p.expect(1, vec![0; 2048]).unwrap();
+            }
+            let mut next = 0u32;
+            for (bo, len, shift, in_order, total, fill) in pieces {
+                let bo = if in_order { next } else { bo };
+                let t = RdmaAnnotation {
+                    total: [None, Some(2048), Some(2000)][total as usize],
+                    ..ann(1, bo, None)
+                };
+                let run_at = 5000 * shift;
+                let bytes = vec![fill; len];
+                prop_assert_eq!(
+                    fast.place(&t, run_at, run_at, &bytes),
+                    general.place_general(&t, run_at, run_at, &bytes)
+                );
+                next = bo + len as u32;
+            }
+            prop_assert_eq!(&fast.expected[0].pieces, &general.expected[0].pieces);
+            prop_assert_eq!(fast.take(1), general.take(1));
         }
     }
 
