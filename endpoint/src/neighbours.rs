@@ -35,6 +35,9 @@ pub(crate) struct Neighbours {
     syn_capacity: usize,
     syn_seq: u64,
     default: Option<Mac>,
+    /// Moves with every change of the table: a next hop looked up at another generation may
+    /// be stale ([`Self::generation`]).
+    generation: u64,
 }
 
 /// Whether an entry could be placed.
@@ -58,6 +61,7 @@ impl Neighbours {
             syn_capacity: syn_capacity.max(1),
             syn_seq: 0,
             default,
+            generation: 0,
         }
     }
 
@@ -78,6 +82,7 @@ impl Neighbours {
             return Placed::Full;
         }
         self.table.insert(ip, mac);
+        self.generation += 1;
         Placed::Yes
     }
 
@@ -115,7 +120,18 @@ impl Neighbours {
     pub(crate) fn evict_unused(&mut self, in_use: impl Fn(&IpAddr) -> bool) -> usize {
         let before = self.table.len();
         self.table.retain(|ip, _| in_use(ip));
-        before - self.table.len()
+        let evicted = before - self.table.len();
+        if evicted > 0 {
+            self.generation += 1;
+        }
+        evicted
+    }
+
+    /// The table's generation: while it is the same, [`Self::next_hop`] gives the same answer
+    /// for every address (a connection keeps its next hop with the generation it was looked up
+    /// at instead of looking it up for every frame).
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// The next hop of an established flow to `ip`: its entry, else the default.
@@ -178,6 +194,28 @@ mod tests {
         assert_eq!(n.next_hop(ip(1)), Some(A));
         n.set(ip(1), B);
         assert_eq!(n.next_hop(ip(1)), Some(B));
+    }
+
+    /// A next hop kept with the generation it was looked up at is stale exactly when the
+    /// generation moved: every change of an entry moves it, SYN notes and kept entries do not.
+    #[test]
+    fn the_generation_moves_with_every_change_of_an_entry() {
+        let mut n = Neighbours::new(Some(B), 8, 8);
+        let g0 = n.generation();
+        n.note_syn(ip(1), A);
+        n.learn(ip(1), A);
+        let g1 = n.generation();
+        assert_ne!(g1, g0, "a new entry");
+        n.learn(ip(1), B);
+        assert_eq!(n.generation(), g1, "an entry kept");
+        n.set(ip(1), B);
+        let g2 = n.generation();
+        assert_ne!(g2, g1, "an entry replaced");
+        assert_eq!(n.evict_unused(|a| *a == ip(1)), 0);
+        assert_eq!(n.generation(), g2, "nothing evicted");
+        assert_eq!(n.evict_unused(|_| false), 1);
+        assert_ne!(n.generation(), g2, "an entry evicted");
+        assert_eq!(n.next_hop(ip(1)), Some(B), "the default again");
     }
 
     #[test]

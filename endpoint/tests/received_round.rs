@@ -207,3 +207,23 @@ fn delayed_ack_and_retransmission_instants_are_pinned() {
     assert_eq!(first, (us(4_200_100), 1));
     assert_eq!(second, (us(4_600_100), 1));
 }
+
+/// A connection keeps its next hop between rounds only while the neighbour table stays the
+/// same: a new entry for its peer takes its very next frame.
+#[test]
+fn a_changed_next_hop_takes_the_next_frame() {
+    let Setup {
+        mut p,
+        ca,
+        a_out,
+        b_in,
+        ..
+    } = setup();
+    let now = p.now;
+    let first = write_now(&mut p.a, ca, 1, a_out, b_in.1, now);
+    assert_eq!(first[..6], MAC_B, "the default next hop");
+    let router = [2, 0, 0, 0, 0, 0x99];
+    p.a.add_neighbour(IP_B, router).unwrap();
+    let second = write_now(&mut p.a, ca, 2, a_out, b_in.1, now);
+    assert_eq!(second[..6], router, "the new entry");
+}

@@ -19,6 +19,7 @@ use crate::counters::{fold_tcp_counters, EndpointCounters};
 use crate::domain::Domain;
 use crate::endpoint::admission::BacklogSlot;
 use crate::endpoint::stream::StreamState;
+use crate::ethernet::Mac;
 use crate::timer_wheel::Armed;
 pub(crate) use rx_feed::FeedSink;
 use rx_feed::{startup_rx_limit, RxFeed};
@@ -50,6 +51,8 @@ pub(crate) struct Conn<D> {
     pub armed: Option<Armed>,
     /// Marked for the endpoint's next round.
     pub dirty: bool,
+    /// The next hop of its frames and the neighbour table's generation it was looked up at.
+    pub hop: Option<(u64, Mac)>,
 }
 
 impl<D> Conn<D> {
@@ -67,6 +70,7 @@ impl<D> Conn<D> {
             pd: None,
             armed: None,
             dirty: true,
+            hop: None,
         }
     }
 

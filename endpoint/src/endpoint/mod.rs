@@ -202,7 +202,9 @@ impl<D: Domain> Endpoint<D> {
         if self.dirty.is_empty() {
             self.dirty = dirty;
         }
-        self.flush_pending(now, sink);
+        if !self.pending_tx.is_empty() {
+            self.flush_pending(now, sink);
+        }
     }
 
     /// Runs `conn` alone and transmits what it has to send now, without a receive round: for
@@ -215,7 +217,9 @@ impl<D: Domain> Endpoint<D> {
             // for it.
             self.dirty.pop();
         }
-        self.flush_pending(now, sink);
+        if !self.pending_tx.is_empty() {
+            self.flush_pending(now, sink);
+        }
     }
 
     /// When to drive the endpoint next at the latest (the earliest timer, or the last `now`

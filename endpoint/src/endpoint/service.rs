@@ -318,8 +318,8 @@ impl Round<'_> {
     /// Frames: TCP's segments into `io`'s frames (FPDUs framed straight into the frame), TCP
     /// topped up from the queue pair as room opens; then the completions and events of this
     /// round's transmissions and ACKs (a Terminate sent). No next-hop lookup and no frame
-    /// taken for a connection with nothing to send, as in most rounds; a frame short of a next
-    /// hop is counted. Out of frames, the connection is marked for the next round.
+    /// taken for a connection with nothing to send, as in most rounds, and the next hop kept
+    /// while the neighbour table stays the same; a frame short of a next hop is counted. Out of frames, the connection is marked for the next round.
     fn frames<D>(
         &mut self,
         c: &mut Conn<D>,
@@ -331,7 +331,16 @@ impl Round<'_> {
         let hop = if c.tcp.has_nothing_to_send() {
             None
         } else {
-            let hop = self.neighbours.next_hop(c.tcp.tuple().remote.ip());
+            // Looked up again only when the neighbour table changed since.
+            let generation = self.neighbours.generation();
+            let hop = match c.hop {
+                Some((g, mac)) if g == generation => Some(mac),
+                _ => {
+                    let hop = self.neighbours.next_hop(c.tcp.tuple().remote.ip());
+                    c.hop = hop.map(|mac| (generation, mac));
+                    hop
+                }
+            };
             if hop.is_none() {
                 self.counters.no_neighbour += 1;
             }
