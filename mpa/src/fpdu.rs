@@ -29,6 +29,8 @@ pub const MAX_FPDU_LEN: usize = 65288;
 
 /// ULPDU octets between two markers inside an FPDU body.
 const BODY_PER_MARKER: u32 = MARKER_INTERVAL - MARKER_LEN as u32;
+/// Octets from one marker to the next.
+const INTERVAL: usize = MARKER_INTERVAL as usize;
 
 /// How one direction frames: markers (peer asked with M=1) and CRC (either side asked with C=1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -151,6 +153,12 @@ impl FpduLayout {
         } else {
             Spacing::new(self.first_marker.saturating_sub(HEADER_LEN as u32) as usize)
         }
+    }
+    /// Where the non-leading markers sit: the first one's position in the FPDU, and how
+    /// many whole intervals lie between it and the last one (`None` without such markers).
+    fn interior_slots(&self) -> (usize, Option<usize>) {
+        let start = self.header_pos() + self.first_marker as usize;
+        (start, (self.markers as usize).checked_sub(1))
     }
     /// The ULPDU as byte ranges of the FPDU, in order, skipping markers (no copy).
     pub fn ulpdu_ranges(&self) -> UlpduRanges {
@@ -381,11 +389,16 @@ pub fn encode_fpdu_spaced(
         out[..MARKER_LEN].copy_from_slice(&marker::Repr::to_bytes(0));
     }
     // The non-leading markers, as `marker_slots` gives them, one interval apart.
-    let mut at = layout.first_marker as usize;
-    for _ in 0..layout.markers {
-        let pos = header + at;
-        out[pos..pos + MARKER_LEN].copy_from_slice(&marker::Repr::to_bytes(at as u16));
-        at += MARKER_INTERVAL as usize;
+    let (start, whole) = layout.interior_slots();
+    if let Some(n) = whole {
+        let mut at = layout.first_marker as u16;
+        let slots = &mut out[start..start + n * INTERVAL + MARKER_LEN];
+        let (body, last) = slots.as_chunks_mut::<INTERVAL>();
+        for m in body {
+            m[..MARKER_LEN].copy_from_slice(&marker::Repr::to_bytes(at));
+            at = at.wrapping_add(MARKER_INTERVAL as u16);
+        }
+        last.copy_from_slice(&marker::Repr::to_bytes(at));
     }
     // The CRC covers exactly the contiguous octets written so far (markers included), so
     // one call over the freshly written (cache-hot) output is both simplest and fastest:
@@ -486,16 +499,31 @@ fn verify(cfg: FramingConfig, layout: &FpduLayout, wire: &[u8]) -> Result<(), Fr
     if layout.leading && u16::from_be_bytes([wire[2], wire[3]]) & marker::FPDUPTR_MASK != 0 {
         return Err(FramingError::MarkerMismatch);
     }
-    // The non-leading markers, as `marker_slots` gives them, one interval apart.
-    let lead = layout.header_pos();
-    let mut at = layout.first_marker as usize;
-    for _ in 0..layout.markers {
-        let pos = lead + at;
-        let raw = u16::from_be_bytes([wire[pos + 2], wire[pos + 3]]) & marker::FPDUPTR_MASK;
-        if raw != at as u16 && raw != pos as u16 {
+    // The non-leading markers, as `marker_slots` gives them, one interval apart: each
+    // carries its distance back to ULPDU_Length, or (A1) to the leading marker before it.
+    let lead = layout.header_pos() as u16;
+    let ok = |at: u16, m: [u8; MARKER_LEN]| {
+        // RESERVED is not checked (MPA-30): FPDUPTR is the word's low half.
+        let ptr = u32::from_be_bytes(m) as u16 & marker::FPDUPTR_MASK;
+        let d = ptr.wrapping_sub(at);
+        d == 0 || d == lead
+    };
+    let (start, whole) = layout.interior_slots();
+    if let Some(n) = whole {
+        let Some(slots) = wire.get(start..start + n * INTERVAL + MARKER_LEN) else {
+            return Err(FramingError::MarkerMismatch);
+        };
+        let (body, last) = slots.as_chunks::<INTERVAL>();
+        let mut at = layout.first_marker as u16;
+        for m in body {
+            if !ok(at, [m[0], m[1], m[2], m[3]]) {
+                return Err(FramingError::MarkerMismatch);
+            }
+            at = at.wrapping_add(MARKER_INTERVAL as u16);
+        }
+        if !last.first_chunk().is_some_and(|&m| ok(at, m)) {
             return Err(FramingError::MarkerMismatch);
         }
-        at += MARKER_INTERVAL as usize;
     }
     Ok(())
 }
