@@ -79,7 +79,8 @@ impl FpduLayout {
     }
 
     fn compute(markers: bool, offset: u32, ulpdu_len: u32) -> Self {
-        let body = HEADER_LEN as u32 + ulpdu_len + pad_len(ulpdu_len as usize) as u32;
+        // ULPDU_Length, ULPDU and PAD: the next multiple of 4.
+        let body = (HEADER_LEN as u32 + ulpdu_len + 3) & !3;
         if !markers {
             return FpduLayout {
                 offset,
@@ -93,11 +94,10 @@ impl FpduLayout {
         let leading = is_marker_position(offset);
         let lead = if leading { MARKER_LEN as u32 } else { 0 };
         let first = distance_to_marker(offset.wrapping_add(lead));
-        let n = if body >= first {
-            1 + (body - first) / BODY_PER_MARKER
-        } else {
-            0
-        };
+        // One marker before body index `first` and one every interval after, while the
+        // index is at most `body`: none when `body < first` (`first` is at most 511 and
+        // `body` at least 4, so the sum never goes below 0).
+        let n = (body + BODY_PER_MARKER - first) / BODY_PER_MARKER;
         FpduLayout {
             offset,
             ulpdu_len,
@@ -281,9 +281,7 @@ pub fn fpdu_wire_len(cfg: FramingConfig, offset: u32, ulpdu_len: usize) -> usize
         // Without markers the offset does not matter: length, ULPDU, PAD, CRC.
         return HEADER_LEN + ulpdu_len + pad_len(ulpdu_len) + CRC_LEN;
     }
-    let len = u32::try_from(ulpdu_len)
-        .unwrap_or(u32::MAX / 2)
-        .min(u32::MAX / 2);
+    let len = ulpdu_len.min(u32::MAX as usize / 2) as u32;
     FpduLayout::compute(cfg.markers, offset, len).wire_len()
 }
 
@@ -611,5 +609,42 @@ impl<'a> FpduRef<'a> {
 
     pub(crate) fn from_parts(layout: FpduLayout, wire: &'a [u8]) -> Self {
         FpduRef { layout, wire }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The layout's markers and wire length agree with a walk over the FPDU's octets (a
+    /// marker wherever the stream offset is a multiple of 512, before a body octet or right
+    /// after PAD), at every offset of an interval and at lengths around every boundary.
+    #[test]
+    fn layout_matches_an_octet_walk() {
+        let lens = (0..24)
+            .chain(500..520)
+            .chain(1010..1030)
+            .chain(1440..1450)
+            .chain([8960, MAX_ULPDU_LEN as u32]);
+        let lens: Vec<u32> = lens.collect();
+        for offset in 0..512u32 {
+            for &len in &lens {
+                let body = HEADER_LEN as u32 + len + pad_len(len as usize) as u32;
+                let (mut at, mut markers) = (0u32, 0);
+                for _ in 0..=body {
+                    if is_marker_position(offset.wrapping_add(at)) {
+                        at += MARKER_LEN as u32;
+                        markers += 1;
+                    }
+                    at += 1;
+                }
+                let wire = at - 1 + CRC_LEN as u32;
+                let l = FpduLayout::new(true, offset, len as u16);
+                assert_eq!(l.wire_len(), wire as usize, "offset {offset} len {len}");
+                assert_eq!(l.marker_count(), markers, "offset {offset} len {len}");
+                let plain = FpduLayout::new(false, offset, len as u16);
+                assert_eq!(plain.wire_len(), (body + 4) as usize, "len {len}");
+            }
+        }
     }
 }
