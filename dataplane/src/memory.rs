@@ -12,6 +12,7 @@
 //! with the contract on the method.
 
 use afxdp::bulk_copy;
+use mpa::Spacing;
 use std::ptr::NonNull;
 
 /// Why pinned memory could not be set up.
@@ -255,6 +256,54 @@ impl PinnedBuf {
                 dst.len(),
             )
         };
+        Some(())
+    }
+
+    /// Copies `len` bytes at `offset` into the runs of `out` that `spacing` describes (an
+    /// FPDU's ULPDU between its marker slots), leaving the holes as they are: the same bytes
+    /// as one [`PinnedBuf::read_at`] per run, with the bounds checked once. Returns `None`
+    /// (and copies nothing) when out of bounds here or in `out`.
+    pub fn read_spaced_at(
+        &self,
+        offset: usize,
+        len: usize,
+        spacing: Spacing,
+        out: &mut [u8],
+    ) -> Option<()> {
+        self.check(offset, len)?;
+        if out.len() < spacing.span(len) {
+            return None;
+        }
+        let (src, dst) = (self.ptr.as_ptr(), out.as_mut_ptr());
+        spacing.for_each_run(len, |at, to, n| {
+            // Safety: every run lies inside `[offset, offset+len)` of the mapping and inside
+            // `out[..spacing.span(len)]` (both checked above); `out` is a distinct slice.
+            unsafe { bulk_copy::copy_nonoverlapping(src.add(offset + at), dst.add(to), n) }
+        });
+        Some(())
+    }
+
+    /// Copies the runs of `src` that `spacing` describes (`len` bytes between marker slots)
+    /// to `offset`: the same bytes as one [`PinnedBuf::write_at`] per run, with the bounds
+    /// checked once. Returns `None` (and copies nothing) when out of bounds here or in `src`.
+    pub fn write_spaced_at(
+        &self,
+        offset: usize,
+        src: &[u8],
+        len: usize,
+        spacing: Spacing,
+    ) -> Option<()> {
+        self.check(offset, len)?;
+        if src.len() < spacing.span(len) {
+            return None;
+        }
+        let (from, dst) = (src.as_ptr(), self.ptr.as_ptr());
+        spacing.for_each_run(len, |at, to, n| {
+            // Safety: every run lies inside `src[..spacing.span(len)]` and inside
+            // `[offset, offset+len)` of the mapping (both checked above); `src` is a
+            // distinct slice.
+            unsafe { bulk_copy::copy_nonoverlapping(from.add(to), dst.add(offset + at), n) }
+        });
         Some(())
     }
 

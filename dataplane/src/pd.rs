@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use ddp::{Memory, PdId, RegionHandle, RegionSlots, RegionSpec, Stag, StagTable};
+use mpa::Spacing;
 
 use crate::memory::PinnedBuf;
 use crate::sgl::Gather;
@@ -18,8 +19,9 @@ pub use ddp::Access;
 
 /// The memory behind a domain's regions, as ddp sees it: the registered regions, and the
 /// gather regions of scatter-gather work requests in flight ([`crate::sgl`]). Looked up per
-/// FPDU sent and placed (per piece between markers), by handles this process made (not the
-/// wire's): by table slot, no hash.
+/// FPDU sent and placed (a registered region once per FPDU with markers too, a gather region
+/// per run between markers), by handles this process made (not the wire's): by table slot,
+/// no hash.
 #[derive(Debug, Default)]
 pub(crate) struct PdMemory {
     regions: RegionSlots<Arc<PinnedBuf>>,
@@ -39,6 +41,28 @@ impl Memory for PdMemory {
         }
     }
 
+    fn write_spaced(
+        &mut self,
+        region: RegionHandle,
+        offset: u64,
+        src: &[u8],
+        len: usize,
+        spacing: Spacing,
+    ) {
+        // One look-up and one bounds check per FPDU, not per run between markers.
+        let done = usize::try_from(offset).ok().is_some_and(|off| {
+            self.regions
+                .get(region)
+                .is_some_and(|b| b.write_spaced_at(off, src, len, spacing).is_some())
+        });
+        if !done {
+            // A gather region, or nothing whole to write: run by run, as `write` does.
+            spacing.for_each_run(len, |at, to, n| {
+                self.write(region, offset + at as u64, &src[to..to + n])
+            });
+        }
+    }
+
     fn read(&self, region: RegionHandle, offset: u64, out: &mut [u8]) {
         // A registered region first; only then the gather regions (one lookup per FPDU).
         let ok = match usize::try_from(offset) {
@@ -50,6 +74,28 @@ impl Memory for PdMemory {
         };
         if !ok {
             out.fill(0);
+        }
+    }
+
+    fn read_spaced(
+        &self,
+        region: RegionHandle,
+        offset: u64,
+        len: usize,
+        spacing: Spacing,
+        out: &mut [u8],
+    ) {
+        // One look-up and one bounds check per FPDU, not per run between markers.
+        let done = usize::try_from(offset).ok().is_some_and(|off| {
+            self.regions
+                .get(region)
+                .is_some_and(|b| b.read_spaced_at(off, len, spacing, out).is_some())
+        });
+        if !done {
+            // A gather region, or nothing whole to read: run by run, as `read` does.
+            spacing.for_each_run(len, |at, to, n| {
+                self.read(region, offset + at as u64, &mut out[to..to + n])
+            });
         }
     }
 }
@@ -477,6 +523,8 @@ impl Drop for MemoryRegion {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sgl::{Sge, WorkRequest};
+    use crate::PostKind;
 
     /// Each domain's STag seed is a keyed PRF of its id under the device's
     /// random key: distinct per domain and per device key (no seed from an address or a clock).
@@ -527,6 +575,69 @@ mod tests {
         st.mem.read(RegionHandle::new(9999, 1), 0, &mut z);
         assert_eq!(z, [0; 3]);
         st.mem.write(RegionHandle::new(9999, 1), 0, b"x");
+    }
+
+    /// The domain's memory as ddp's default would use it: one `read`/`write` per run.
+    struct PerRun<'a>(&'a mut PdMemory);
+
+    impl Memory for PerRun<'_> {
+        fn write(&mut self, region: RegionHandle, offset: u64, data: &[u8]) {
+            self.0.write(region, offset, data)
+        }
+        fn read(&self, region: RegionHandle, offset: u64, out: &mut [u8]) {
+            self.0.read(region, offset, out)
+        }
+    }
+
+    /// The contents of `mr` (test helper).
+    fn bytes(mr: &MemoryRegion) -> Vec<u8> {
+        mr.read_vec(0, mr.len()).unwrap()
+    }
+
+    /// `PdMemory`'s spaced copies (one look-up and one bounds check per FPDU) move exactly the
+    /// octets of one `read`/`write` per run, for a registered region and a gather region (a
+    /// scatter-gather list across two regions), at every marker phase, leaving the holes
+    /// alone; out of bounds they fall back to the per-run copies (zeros where nothing is read).
+    #[test]
+    fn spaced_copies_equal_one_copy_per_run() {
+        let pd = ProtectionDomain::new(1, &StagSeeds::fixed_for_tests(1));
+        let fill: Vec<u8> = (0..6000u32).map(|i| (i % 253) as u8 + 1).collect();
+        let a = pd.register_from(&fill, Access::ALL).unwrap();
+        let b = pd.register_from(&fill[..3000], Access::ALL).unwrap();
+        let sgl = [Sge::new(&a, 100..1300), Sge::new(&b, 7..2907)];
+        let wr = WorkRequest::new(1, PostKind::Recv, &sgl);
+        let mut st = pd.inner.lock();
+        let list = wr.local_buf(&mut st, &pd, 4100).unwrap().region;
+        for region in [a.handle, list] {
+            for first in [0usize, 2, 14, 300, 507, 508] {
+                let sp = Spacing::new(first);
+                for (offset, len) in [
+                    (0u64, 1usize),
+                    (5, 508),
+                    (9, 1440),
+                    (40, 4000),
+                    (3000, 4000),
+                ] {
+                    let mut fast = vec![0xEEu8; sp.span(len) + 3];
+                    let mut slow = fast.clone();
+                    st.mem.read_spaced(region, offset, len, sp, &mut fast);
+                    PerRun(&mut st.mem).read_spaced(region, offset, len, sp, &mut slow);
+                    assert_eq!(fast, slow, "read first {first} offset {offset} len {len}");
+
+                    let src: Vec<u8> = (0..sp.span(len)).map(|i| (i * 7) as u8).collect();
+                    let before = (bytes(&a), bytes(&b));
+                    st.mem.write_spaced(region, offset, &src, len, sp);
+                    let fast_w = (bytes(&a), bytes(&b));
+                    a.write(0, &before.0).unwrap();
+                    b.write(0, &before.1).unwrap();
+                    PerRun(&mut st.mem).write_spaced(region, offset, &src, len, sp);
+                    assert!(
+                        fast_w == (bytes(&a), bytes(&b)),
+                        "write first {first} offset {offset} len {len}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

@@ -29,6 +29,8 @@ pub const MAX_FPDU_LEN: usize = 65288;
 
 /// ULPDU octets between two markers inside an FPDU body.
 const BODY_PER_MARKER: u32 = MARKER_INTERVAL - MARKER_LEN as u32;
+/// Octets from one marker to the next.
+const INTERVAL: usize = MARKER_INTERVAL as usize;
 
 /// How one direction frames: markers (peer asked with M=1) and CRC (either side asked with C=1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -77,7 +79,8 @@ impl FpduLayout {
     }
 
     fn compute(markers: bool, offset: u32, ulpdu_len: u32) -> Self {
-        let body = HEADER_LEN as u32 + ulpdu_len + pad_len(ulpdu_len as usize) as u32;
+        // ULPDU_Length, ULPDU and PAD: the next multiple of 4.
+        let body = (HEADER_LEN as u32 + ulpdu_len + 3) & !3;
         if !markers {
             return FpduLayout {
                 offset,
@@ -91,11 +94,10 @@ impl FpduLayout {
         let leading = is_marker_position(offset);
         let lead = if leading { MARKER_LEN as u32 } else { 0 };
         let first = distance_to_marker(offset.wrapping_add(lead));
-        let n = if body >= first {
-            1 + (body - first) / BODY_PER_MARKER
-        } else {
-            0
-        };
+        // One marker before body index `first` and one every interval after, while the
+        // index is at most `body`: none when `body < first` (`first` is at most 511 and
+        // `body` at least 4, so the sum never goes below 0).
+        let n = (body + BODY_PER_MARKER - first) / BODY_PER_MARKER;
         FpduLayout {
             offset,
             ulpdu_len,
@@ -151,6 +153,12 @@ impl FpduLayout {
         } else {
             Spacing::new(self.first_marker.saturating_sub(HEADER_LEN as u32) as usize)
         }
+    }
+    /// Where the non-leading markers sit: the first one's position in the FPDU, and how
+    /// many whole intervals lie between it and the last one (`None` without such markers).
+    fn interior_slots(&self) -> (usize, Option<usize>) {
+        let start = self.header_pos() + self.first_marker as usize;
+        (start, (self.markers as usize).checked_sub(1))
     }
     /// The ULPDU as byte ranges of the FPDU, in order, skipping markers (no copy).
     pub fn ulpdu_ranges(&self) -> UlpduRanges {
@@ -273,9 +281,7 @@ pub fn fpdu_wire_len(cfg: FramingConfig, offset: u32, ulpdu_len: usize) -> usize
         // Without markers the offset does not matter: length, ULPDU, PAD, CRC.
         return HEADER_LEN + ulpdu_len + pad_len(ulpdu_len) + CRC_LEN;
     }
-    let len = u32::try_from(ulpdu_len)
-        .unwrap_or(u32::MAX / 2)
-        .min(u32::MAX / 2);
+    let len = ulpdu_len.min(u32::MAX as usize / 2) as u32;
     FpduLayout::compute(cfg.markers, offset, len).wire_len()
 }
 
@@ -381,11 +387,16 @@ pub fn encode_fpdu_spaced(
         out[..MARKER_LEN].copy_from_slice(&marker::Repr::to_bytes(0));
     }
     // The non-leading markers, as `marker_slots` gives them, one interval apart.
-    let mut at = layout.first_marker as usize;
-    for _ in 0..layout.markers {
-        let pos = header + at;
-        out[pos..pos + MARKER_LEN].copy_from_slice(&marker::Repr::to_bytes(at as u16));
-        at += MARKER_INTERVAL as usize;
+    let (start, whole) = layout.interior_slots();
+    if let Some(n) = whole {
+        let mut at = layout.first_marker as u16;
+        let slots = &mut out[start..start + n * INTERVAL + MARKER_LEN];
+        let (body, last) = slots.as_chunks_mut::<INTERVAL>();
+        for m in body {
+            m[..MARKER_LEN].copy_from_slice(&marker::Repr::to_bytes(at));
+            at = at.wrapping_add(MARKER_INTERVAL as u16);
+        }
+        last.copy_from_slice(&marker::Repr::to_bytes(at));
     }
     // The CRC covers exactly the contiguous octets written so far (markers included), so
     // one call over the freshly written (cache-hot) output is both simplest and fastest:
@@ -486,16 +497,31 @@ fn verify(cfg: FramingConfig, layout: &FpduLayout, wire: &[u8]) -> Result<(), Fr
     if layout.leading && u16::from_be_bytes([wire[2], wire[3]]) & marker::FPDUPTR_MASK != 0 {
         return Err(FramingError::MarkerMismatch);
     }
-    // The non-leading markers, as `marker_slots` gives them, one interval apart.
-    let lead = layout.header_pos();
-    let mut at = layout.first_marker as usize;
-    for _ in 0..layout.markers {
-        let pos = lead + at;
-        let raw = u16::from_be_bytes([wire[pos + 2], wire[pos + 3]]) & marker::FPDUPTR_MASK;
-        if raw != at as u16 && raw != pos as u16 {
+    // The non-leading markers, as `marker_slots` gives them, one interval apart: each
+    // carries its distance back to ULPDU_Length, or (A1) to the leading marker before it.
+    let lead = layout.header_pos() as u16;
+    let ok = |at: u16, m: [u8; MARKER_LEN]| {
+        // RESERVED is not checked (MPA-30): FPDUPTR is the word's low half.
+        let ptr = u32::from_be_bytes(m) as u16 & marker::FPDUPTR_MASK;
+        let d = ptr.wrapping_sub(at);
+        d == 0 || d == lead
+    };
+    let (start, whole) = layout.interior_slots();
+    if let Some(n) = whole {
+        let Some(slots) = wire.get(start..start + n * INTERVAL + MARKER_LEN) else {
+            return Err(FramingError::MarkerMismatch);
+        };
+        let (body, last) = slots.as_chunks::<INTERVAL>();
+        let mut at = layout.first_marker as u16;
+        for m in body {
+            if !ok(at, [m[0], m[1], m[2], m[3]]) {
+                return Err(FramingError::MarkerMismatch);
+            }
+            at = at.wrapping_add(MARKER_INTERVAL as u16);
+        }
+        if !last.first_chunk().is_some_and(|&m| ok(at, m)) {
             return Err(FramingError::MarkerMismatch);
         }
-        at += MARKER_INTERVAL as usize;
     }
     Ok(())
 }
@@ -583,5 +609,42 @@ impl<'a> FpduRef<'a> {
 
     pub(crate) fn from_parts(layout: FpduLayout, wire: &'a [u8]) -> Self {
         FpduRef { layout, wire }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The layout's markers and wire length agree with a walk over the FPDU's octets (a
+    /// marker wherever the stream offset is a multiple of 512, before a body octet or right
+    /// after PAD), at every offset of an interval and at lengths around every boundary.
+    #[test]
+    fn layout_matches_an_octet_walk() {
+        let lens = (0..24)
+            .chain(500..520)
+            .chain(1010..1030)
+            .chain(1440..1450)
+            .chain([8960, MAX_ULPDU_LEN as u32]);
+        let lens: Vec<u32> = lens.collect();
+        for offset in 0..512u32 {
+            for &len in &lens {
+                let body = HEADER_LEN as u32 + len + pad_len(len as usize) as u32;
+                let (mut at, mut markers) = (0u32, 0);
+                for _ in 0..=body {
+                    if is_marker_position(offset.wrapping_add(at)) {
+                        at += MARKER_LEN as u32;
+                        markers += 1;
+                    }
+                    at += 1;
+                }
+                let wire = at - 1 + CRC_LEN as u32;
+                let l = FpduLayout::new(true, offset, len as u16);
+                assert_eq!(l.wire_len(), wire as usize, "offset {offset} len {len}");
+                assert_eq!(l.marker_count(), markers, "offset {offset} len {len}");
+                let plain = FpduLayout::new(false, offset, len as u16);
+                assert_eq!(plain.wire_len(), (body + 4) as usize, "len {len}");
+            }
+        }
     }
 }

@@ -8,6 +8,8 @@ use core::ops::Range;
 
 /// ULPDU octets between two markers.
 pub const RUN: usize = MARKER_INTERVAL as usize - MARKER_LEN;
+/// A hole and the run after it.
+const INTERVAL: usize = MARKER_INTERVAL as usize;
 
 /// The hole pattern of a stretch of ULPDU octets laid out in a destination: `first` data
 /// octets, a hole, then [`RUN`] data octets and a hole, again and again. A hole after the
@@ -79,20 +81,39 @@ impl Spacing {
         }
     }
 
+    /// Calls `f(data offset, destination offset, octets)` for each run of a stretch of `len`
+    /// data octets, in order (the same runs as [`Self::runs`], in one loop with no slicing:
+    /// for a memory that copies through its own pointers).
+    #[inline]
+    pub fn for_each_run(self, len: usize, mut f: impl FnMut(usize, usize, usize)) {
+        let head = self.first.min(len);
+        if head > 0 {
+            f(0, 0, head);
+        }
+        let (mut at, mut to) = (head, head + MARKER_LEN);
+        while at < len {
+            let n = (len - at).min(RUN);
+            f(at, to, n);
+            at += n;
+            to += INTERVAL;
+        }
+    }
+
     /// Copies `src` into the runs of `dst` (at least [`Self::span`]`(src.len())` octets),
     /// leaving the holes as they are.
     #[inline]
     pub fn copy_in(self, src: &[u8], dst: &mut [u8]) {
-        let mut at = self.first.min(src.len());
-        dst[..at].copy_from_slice(&src[..at]);
-        // Each later run follows its hole.
-        let mut to = at;
-        while at < src.len() {
-            to += MARKER_LEN;
-            let n = (src.len() - at).min(RUN);
-            dst[to..to + n].copy_from_slice(&src[at..at + n]);
-            at += n;
-            to += n;
+        let head = self.first.min(src.len());
+        dst[..head].copy_from_slice(&src[..head]);
+        // From here each run follows its hole: whole runs one interval apart, then the rest
+        // (one loop, no division: most FPDUs hold a few runs).
+        let (mut src, mut dst) = (&src[head..], &mut dst[head..]);
+        while src.len() > RUN {
+            dst[MARKER_LEN..INTERVAL].copy_from_slice(&src[..RUN]);
+            (src, dst) = (&src[RUN..], &mut dst[INTERVAL..]);
+        }
+        if !src.is_empty() {
+            dst[MARKER_LEN..MARKER_LEN + src.len()].copy_from_slice(src);
         }
     }
 
@@ -100,15 +121,15 @@ impl Spacing {
     /// skipping the holes.
     #[inline]
     pub fn copy_out(self, src: &[u8], dst: &mut [u8]) {
-        let mut at = self.first.min(dst.len());
-        dst[..at].copy_from_slice(&src[..at]);
-        let mut from = at;
-        while at < dst.len() {
-            from += MARKER_LEN;
-            let n = (dst.len() - at).min(RUN);
-            dst[at..at + n].copy_from_slice(&src[from..from + n]);
-            at += n;
-            from += n;
+        let head = self.first.min(dst.len());
+        dst[..head].copy_from_slice(&src[..head]);
+        let (mut src, mut dst) = (&src[head..], &mut dst[head..]);
+        while dst.len() > RUN {
+            dst[..RUN].copy_from_slice(&src[MARKER_LEN..INTERVAL]);
+            (src, dst) = (&src[INTERVAL..], &mut dst[RUN..]);
+        }
+        if !dst.is_empty() {
+            dst.copy_from_slice(&src[MARKER_LEN..MARKER_LEN + dst.len()]);
         }
     }
 }
@@ -170,6 +191,42 @@ mod tests {
                 assert_eq!(got, pos, "first {first} len {len}");
                 assert_eq!(sp.span(len), d, "first {first} len {len}");
                 assert_eq!(sp.advance(len).first(), next, "first {first} len {len}");
+            }
+        }
+    }
+
+    /// `for_each_run` and the copies (whole runs one interval apart, then the rest) place
+    /// every octet where the run iterator does, for every start and lengths around each
+    /// boundary, into a destination longer than the stretch (nothing past it is touched).
+    #[test]
+    fn run_loops_and_copies_match_the_run_iterator() {
+        let lens = [
+            0usize, 1, 3, 4, 507, 508, 509, 1015, 1016, 1017, 1500, 2100, 9000,
+        ];
+        let firsts = [0usize, 1, 2, 4, 100, 506, 507, RUN];
+        for first in firsts.into_iter().chain([usize::MAX]) {
+            let sp = if first == usize::MAX {
+                Spacing::CONTIGUOUS
+            } else {
+                Spacing::new(first)
+            };
+            for len in lens {
+                let want: Vec<(usize, Range<usize>)> = sp.runs(len).collect();
+                let mut got = Vec::new();
+                sp.for_each_run(len, |at, to, n| got.push((at, to..to + n)));
+                assert_eq!(got, want, "first {first} len {len}");
+
+                let src: Vec<u8> = (0..len).map(|i| (i % 251) as u8 + 1).collect();
+                let mut reference = vec![0u8; sp.span(len) + 9];
+                for (at, r) in &want {
+                    reference[r.clone()].copy_from_slice(&src[*at..*at + r.len()]);
+                }
+                let mut dst = vec![0u8; sp.span(len) + 9];
+                sp.copy_in(&src, &mut dst);
+                assert_eq!(dst, reference, "copy_in first {first} len {len}");
+                let mut back = vec![0u8; len];
+                sp.copy_out(&reference, &mut back);
+                assert_eq!(back, src, "copy_out first {first} len {len}");
             }
         }
     }

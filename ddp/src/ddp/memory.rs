@@ -53,9 +53,9 @@ pub trait Memory {
         len: usize,
         spacing: Spacing,
     ) {
-        for (at, r) in spacing.runs(len) {
-            self.write(region, offset + at as u64, &src[r]);
-        }
+        spacing.for_each_run(len, |at, to, n| {
+            self.write(region, offset + at as u64, &src[to..to + n])
+        });
     }
     /// Copy `out.len()` octets of `region` at `offset` into `out`. The transmit path calls it
     /// with the frame itself as `out` (the one copy).
@@ -72,9 +72,9 @@ pub trait Memory {
         spacing: Spacing,
         out: &mut [u8],
     ) {
-        for (at, r) in spacing.runs(len) {
-            self.read(region, offset + at as u64, &mut out[r]);
-        }
+        spacing.for_each_run(len, |at, to, n| {
+            self.read(region, offset + at as u64, &mut out[to..to + n])
+        });
     }
 }
 
@@ -166,7 +166,7 @@ impl Memory for VecMemory {
             .and_then(|v| v.get(start..start.checked_add(len)?));
         match src {
             Some(src) => spacing.copy_in(src, out),
-            None => spacing.runs(len).for_each(|(_, r)| out[r].fill(0)),
+            None => spacing.for_each_run(len, |_, to, n| out[to..to + n].fill(0)),
         }
     }
 }
