@@ -20,8 +20,9 @@ const POLY: u32 = 0x82F6_3B78;
 /// Longest run, in 8-octet words, that one pass over the three streams takes (12 KiB a pass).
 const MAX_RUN_WORDS: usize = 512;
 
-/// Words of each stream one turn of the loop takes.
-const TURN: usize = 8;
+/// Words of each stream one turn of the main loop takes, and of the one shorter turn after it.
+const LONG_TURN: usize = 16;
+const SHORT_TURN: usize = 8;
 
 /// Shorter data is one stream: joining three costs more instructions than it saves time.
 pub const INTERLEAVE_FROM: usize = 128;
@@ -72,7 +73,7 @@ pub fn append(crc: u32, data: &[u8]) -> u32 {
     #[multiversion::inherit_target]
     fn run(crc: u32, data: &[u8]) -> u32 {
         use std::arch::x86_64::{
-            _mm_clmulepi64_si128, _mm_crc32_u64, _mm_crc32_u8, _mm_cvtsi128_si64,
+            _mm_clmulepi64_si128, _mm_crc32_u32, _mm_crc32_u64, _mm_crc32_u8, _mm_cvtsi128_si64,
             _mm_cvtsi32_si128, _mm_cvtsi64_si128,
         };
         let word = |w: &[u8; 8]| u64::from_le_bytes(*w);
@@ -85,22 +86,30 @@ pub fn append(crc: u32, data: &[u8]) -> u32 {
                 let (b, rest) = rest.split_at(m);
                 let (c, rest) = rest.split_at(m);
                 let (mut reg_b, mut reg_c) = (0u64, 0u64);
-                // Eight words of each stream a turn: 24 `crc32q` to three for the loop.
-                let (a8, a1) = a.as_chunks::<TURN>();
-                let (b8, b1) = b.as_chunks::<TURN>();
-                let (c8, c1) = c.as_chunks::<TURN>();
+                // Sixteen words of each stream a turn (48 `crc32q` to three for the loop), then
+                // at most one turn of eight, then single words.
+                macro_rules! turn {
+                    ($x:expr, $y:expr, $z:expr) => {
+                        for i in 0..$x.len() {
+                            reg = _mm_crc32_u64(reg, word(&$x[i]));
+                            reg_b = _mm_crc32_u64(reg_b, word(&$y[i]));
+                            reg_c = _mm_crc32_u64(reg_c, word(&$z[i]));
+                        }
+                    };
+                }
+                let (a16, a) = a.as_chunks::<LONG_TURN>();
+                let (b16, b) = b.as_chunks::<LONG_TURN>();
+                let (c16, c) = c.as_chunks::<LONG_TURN>();
+                for ((x, y), z) in a16.iter().zip(b16).zip(c16) {
+                    turn!(x, y, z);
+                }
+                let (a8, a) = a.as_chunks::<SHORT_TURN>();
+                let (b8, b) = b.as_chunks::<SHORT_TURN>();
+                let (c8, c) = c.as_chunks::<SHORT_TURN>();
                 for ((x, y), z) in a8.iter().zip(b8).zip(c8) {
-                    for i in 0..TURN {
-                        reg = _mm_crc32_u64(reg, word(&x[i]));
-                        reg_b = _mm_crc32_u64(reg_b, word(&y[i]));
-                        reg_c = _mm_crc32_u64(reg_c, word(&z[i]));
-                    }
+                    turn!(x, y, z);
                 }
-                for ((x, y), z) in a1.iter().zip(b1).zip(c1) {
-                    reg = _mm_crc32_u64(reg, word(x));
-                    reg_b = _mm_crc32_u64(reg_b, word(y));
-                    reg_c = _mm_crc32_u64(reg_c, word(z));
-                }
+                turn!(a, b, c);
                 // Move each register over the next run and add that run's own.
                 let k = _mm_cvtsi32_si128(SHIFT[m] as i32);
                 let shift = |r: u64| {
@@ -116,6 +125,11 @@ pub fn append(crc: u32, data: &[u8]) -> u32 {
             reg = _mm_crc32_u64(reg, word(w));
         }
         let mut reg = reg as u32;
+        // An FPDU is a whole number of 4-octet words: one `crc32l` for its last word.
+        let (quad, tail) = tail.as_chunks::<4>();
+        if let Some(q) = quad.first() {
+            reg = _mm_crc32_u32(reg, u32::from_le_bytes(*q));
+        }
         for &b in tail {
             reg = _mm_crc32_u8(reg, b);
         }

@@ -49,11 +49,13 @@ pub fn sum(data: &[u8], acc: Sum) -> Sum {
     let (words, _) = data.as_chunks::<8>();
     let (blocks, rest) = words.as_chunks::<LONG_BLOCK>();
     let (total, carries) = chains(blocks, acc, 0);
-    // At most one chain of the short length after the long ones.
-    let (short, _) = rest.as_chunks::<SHORT_BLOCK>();
+    // At most one chain of each shorter length after the long ones.
+    let (short, rest) = rest.as_chunks::<SHORT_BLOCK>();
     let (total, carries) = chains(short, total, carries);
-    // The last 0-127 octets as short data, onto the chains' sum (end-around carry again).
-    let tail = &data[(blocks.len() * LONG_BLOCK + short.len() * SHORT_BLOCK) * 8..];
+    let (eight, rest) = rest.as_chunks::<8>();
+    let (total, carries) = chains(eight, total, carries);
+    // The last 0-63 octets as short data, onto the chains' sum (end-around carry again).
+    let tail = &data[(words.len() - rest.len()) * 8..];
     let (total, c) = total.overflowing_add(carries);
     sum_small(tail, fold_once(total) + u64::from(c))
 }
@@ -78,8 +80,9 @@ fn chains<const N: usize>(blocks: &[[[u8; 8]; N]], mut total: u64, mut carries: 
 }
 
 /// Words per add-with-carry chain in [`sum`]: long chains keep the per-chain carry bookkeeping
-/// (three instructions) small beside their `adc`s; one short chain after them keeps a segment's
-/// last 128-255 octets out of the slower tail loop, and shorter data takes the tail loop alone.
+/// (three instructions) small beside their `adc`s; one chain of 16 and one of 8 after them keep a
+/// segment's last 64-255 octets out of the slower tail loop, and data shorter than 128 octets
+/// takes the tail loop alone.
 const LONG_BLOCK: usize = 32;
 const SHORT_BLOCK: usize = 16;
 
