@@ -296,22 +296,48 @@ impl TimerWheel {
                 break;
             };
             step += d;
-            let slot = self.slot_of(self.now_tick + step);
-            let mut i = self.heads[slot];
-            while i != NIL {
-                let e = self.entries[i as usize];
-                if e.tick <= target {
-                    self.unlink(i);
-                    self.release(i);
-                    out.push(e.key);
-                }
-                i = e.next;
-            }
+            self.fire_slot(self.slot_of(self.now_tick + step), target, out);
             step += 1;
         }
+        self.next_fire_cache.set(None);
         self.now_tick = target;
         self.next_tick_at = self.at_tick(target + 1);
         self.low = self.first_tick_bound();
+    }
+
+    /// Fires the entries of `slot` whose tick is at most `target` (their keys appended to `out`
+    /// in list order) in one walk: the entries left (a turn or more out) are relinked in
+    /// their order and the slot's bits are updated once, not per entry fired.
+    fn fire_slot(&mut self, slot: usize, target: u64, out: &mut Vec<u64>) {
+        let (mut head, mut tail) = (NIL, NIL);
+        let mut i = self.heads[slot];
+        while i != NIL {
+            let e = self.entries[i as usize];
+            if e.tick <= target {
+                // (Not the last live entry while `e.next` or a kept one is live, so the
+                // table is not cleared under the walk.)
+                out.push(e.key);
+                self.release(i);
+            } else {
+                self.entries[i as usize].prev = tail;
+                match tail {
+                    NIL => head = i,
+                    t => self.entries[t as usize].next = i,
+                }
+                tail = i;
+            }
+            i = e.next;
+        }
+        if tail != NIL {
+            self.entries[tail as usize].next = NIL;
+        }
+        self.heads[slot] = head;
+        if head == NIL {
+            self.occupied[slot / 64] &= !(1 << (slot % 64));
+            if self.occupied[slot / 64] == 0 {
+                self.summary[slot / 4096] &= !(1 << ((slot / 64) % 64));
+            }
+        }
     }
 
     /// A bound no armed entry's tick is below, after an expiry: the tick of the first occupied
@@ -563,5 +589,41 @@ mod tests {
         w.expire(base + Duration::from_secs(10), &mut out);
         assert_eq!(out, vec![2]);
         assert!(w.is_empty());
+    }
+
+    /// A slot holding entries due now between entries a turn or more out fires only the due
+    /// ones, at their tick, and keeps the others linked: each later fires at its own tick,
+    /// never earlier, and can still be moved and cancelled.
+    #[test]
+    fn a_slot_fires_its_due_entries_and_keeps_the_rest() {
+        let base = Timestamp::ZERO;
+        let ms = Duration::from_millis;
+        let mut w = Keyed::new(base, ms(1), 4);
+        // Slot 1: ticks 1, 5, 9, 5, 1 (inserted in this order, so listed last first).
+        for (key, at) in [(10, 1), (11, 5), (12, 9), (13, 5), (14, 1)] {
+            w.insert(key, base + ms(at));
+        }
+        let mut out = Vec::new();
+        w.expire(base + ms(1), &mut out);
+        assert_eq!(
+            out,
+            vec![14, 10],
+            "the due entries of the slot, in list order"
+        );
+        assert_eq!(w.w.next_fire(), Some(base + ms(5)));
+        out.clear();
+        w.expire(base + ms(4), &mut out);
+        assert!(out.is_empty(), "tick 5 must not fire at tick 4");
+        w.insert(13, base + ms(2)); // moved out of the relinked list: fires at once
+        w.expire(base + ms(5), &mut out);
+        assert_eq!(out, vec![13, 11]);
+        out.clear();
+        w.expire(base + ms(8), &mut out);
+        assert!(out.is_empty(), "tick 9 must not fire at tick 8");
+        assert_eq!(w.w.next_fire(), Some(base + ms(9)));
+        w.expire(base + ms(9), &mut out);
+        assert_eq!(out, vec![12]);
+        assert!(w.is_empty());
+        assert_eq!(w.w.next_fire(), None);
     }
 }
