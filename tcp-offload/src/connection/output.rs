@@ -4,7 +4,7 @@
 use crate::time::Timestamp;
 
 use crate::rdma::annotate::MssAccounting;
-use crate::rdma::option::{EncodedOption, RdmaOption};
+use crate::rdma::option::RdmaOption;
 use crate::seq::SeqNum;
 use crate::template::{HeaderTemplate, SegmentFields};
 use crate::tx::{NoRecordSource, Plan, RecordSource, SendBuffer, Split};
@@ -102,7 +102,7 @@ impl Connection {
             // Zero-window probe / keepalive: an old sequence number elicits an ACK without breaking
             // record alignment (RFC 9293 §3.8.4, RFC 1122 §4.2.3.6).
             let seq = self.snd.seq(self.snd_una.saturating_sub(1));
-            return self.emit_bare(now, buf, seq, source, false);
+            return self.emit(now, buf, seq, Flags::default(), 0, 0, None, source, false);
         }
         self.send_ack_if_due(now, buf)
     }
@@ -113,20 +113,17 @@ impl Connection {
         }
         self.counters.acks_sent += 1;
         let seq = self.snd.seq(self.snd_nxt);
-        self.emit_bare(now, buf, seq, &mut NoRecordSource, true)
-    }
-
-    /// [`Self::emit`] of a segment with no data, flags or RDMA option at `seq`.
-    fn emit_bare<S: RecordSource + ?Sized>(
-        &mut self,
-        now: Timestamp,
-        buf: &mut [u8],
-        seq: SeqNum,
-        source: &mut S,
-        with_sack: bool,
-    ) -> Option<usize> {
-        let flags = Flags::default();
-        self.emit(now, buf, seq, flags, 0, 0, None, None, source, with_sack)
+        self.emit(
+            now,
+            buf,
+            seq,
+            Flags::default(),
+            0,
+            0,
+            None,
+            &mut NoRecordSource,
+            true,
+        )
     }
 
     fn send_syn(&mut self, now: Timestamp, buf: &mut [u8]) -> Option<usize> {
@@ -203,7 +200,7 @@ impl Connection {
             ..Default::default()
         };
         let rdma = self.rdma_annotation(start, len);
-        let n = self.emit(now, buf, seq, flags, start, len, rdma, None, source, true)?;
+        let n = self.emit(now, buf, seq, flags, start, len, rdma, source, true)?;
         self.counters.data_segs_out += 1;
         let ts = self.ts_clock.tsval(now);
         self.scoreboard.on_resend(i, ts);
@@ -303,11 +300,11 @@ impl Connection {
                 }
             }
         }
-        let (mut rdma, mut encoded) = (None, None);
+        let mut rdma = None;
         if len > 0 && self.opts.rdma && !self.marks.is_empty() {
             // TCPRDMA-13: at most one run per segment; RFC 6691: the option's octets come out
             // of the payload. The option for the segment comes with its length.
-            (len, rdma, encoded) = self.marks.next_segment(
+            (len, rdma) = self.marks.next_segment(
                 self.snd_nxt,
                 len,
                 emss,
@@ -362,10 +359,7 @@ impl Connection {
             psh: len > 0,
             ..Default::default()
         };
-        let encoded = encoded.as_ref();
-        let n = self.emit(
-            now, buf, seq, flags, start, len, rdma, encoded, source, true,
-        )?;
+        let n = self.emit(now, buf, seq, flags, start, len, rdma, source, true)?;
         self.counters.data_segs_out += 1;
         self.scoreboard.push(start, len, fin);
         self.snd_nxt = start + u64::from(len) + u64::from(fin);
@@ -381,8 +375,7 @@ impl Connection {
     }
 
     /// Emits one segment with the current ACK, window and options (the RDMA option `rdma`, of
-    /// [`Self::rdma_annotation`] for the segment; `encoded`, its encoded form when the caller
-    /// has it); payload from the send buffer.
+    /// [`Self::rdma_annotation`] for the segment); payload from the send buffer.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn emit<S: RecordSource + ?Sized>(
         &mut self,
@@ -393,7 +386,6 @@ impl Connection {
         off: u64,
         len: u32,
         rdma: Option<RdmaOption>,
-        encoded: Option<&EncodedOption>,
         source: &mut S,
         with_sack: bool,
     ) -> Option<usize> {
@@ -408,13 +400,12 @@ impl Connection {
             };
             // The RDMA option follows the timestamps, 4-aligned, NOPs after it to the next
             // boundary (the full path's layout).
-            let own;
-            let options: &[u8] = match (rdma, encoded) {
-                (None, _) => &[],
-                (Some(_), Some((bytes, n))) => &bytes[..*n],
-                (Some(r), None) => {
-                    own = r.encoded();
-                    &own.0[..own.1]
+            let encoded;
+            let options: &[u8] = match rdma {
+                None => &[],
+                Some(r) => {
+                    encoded = r.encoded();
+                    &encoded.0[..encoded.1]
                 }
             };
             let t = self.template.as_deref()?;

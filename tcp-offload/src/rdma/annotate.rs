@@ -20,7 +20,7 @@
 
 use std::collections::VecDeque;
 
-use super::option::{EncodedOption, RdmaAnnotation, RdmaOption, LEN_FULL, LEN_NO_TOTAL, RID_LIMIT};
+use super::option::{RdmaAnnotation, RdmaOption, LEN_FULL, LEN_NO_TOTAL, RID_LIMIT};
 
 /// Most runs a connection keeps queued (released as they are acknowledged).
 pub const MAX_SEND_RUNS: usize = 4096;
@@ -97,9 +97,6 @@ struct HotRun {
     run: Run,
     from: u64,
     next_start: u64,
-    /// The option of a segment at the run's start carrying none of it: what changes per
-    /// segment (buffer offset, data length) is patched into a copy.
-    encoded: EncodedOption,
 }
 
 impl HotRun {
@@ -111,7 +108,7 @@ impl HotRun {
         room: u32,
         emss: u32,
         acct: MssAccounting,
-    ) -> Option<(u32, Option<RdmaOption>, Option<EncodedOption>)> {
+    ) -> Option<(u32, Option<RdmaOption>)> {
         let r = &self.run;
         // The cut: the segment ends before the next run.
         let e = (s + u64::from(room)).min(self.next_start);
@@ -138,10 +135,7 @@ impl HotRun {
             data_len,
             total: r.t.total,
         };
-        let mut encoded = self.encoded;
-        encoded.0[8..12].copy_from_slice(&a.buffer_offset.to_be_bytes());
-        encoded.0[14..16].copy_from_slice(&data_len.to_be_bytes());
-        Some((len, Some(RdmaOption::Transfer(a)), Some(encoded)))
+        Some((len, Some(RdmaOption::Transfer(a))))
     }
 }
 
@@ -349,10 +343,8 @@ impl SendMarks {
     }
 
     /// The next new segment from `s` with `avail` octets allowed (window, cwnd, queued data,
-    /// EMSS): its length and option, after the one-run cut and the MSS accounting, and the
-    /// option's [`RdmaOption::encoded`] form when it was made on the way (inside a run), else
-    /// `None`. Out of line: the sender's code without the option stays as it was.
-    #[inline(never)]
+    /// EMSS): its length and option, after the one-run cut and the MSS accounting.
+    #[inline]
     pub fn next_segment(
         &mut self,
         s: u64,
@@ -360,7 +352,7 @@ impl SendMarks {
         emss: u32,
         acct: MssAccounting,
         align_messages: bool,
-    ) -> (u32, Option<RdmaOption>, Option<EncodedOption>) {
+    ) -> (u32, Option<RdmaOption>) {
         let room = avail.min(emss);
         let hot = match self.hot {
             Some(h) if h.from <= s && s < h.run.end => Some(h),
@@ -374,17 +366,12 @@ impl SendMarks {
             .and_then(|h| h.segment(s, room, emss, acct))
         {
             Some(next) => next,
-            None => {
-                let (len, opt) = self.next_segment_general(s, avail, emss, acct, align_messages);
-                (len, opt, None)
-            }
+            None => self.next_segment_general(s, avail, emss, acct, align_messages),
         }
     }
 
     /// The run that segments from `s` are cut from, in the common case of a bulk transfer:
     /// `s` inside a run, no message start at or after `s`, no zero-length transfer queued.
-    /// Once a run: kept out of line, off the per-segment code.
-    #[inline(never)]
     fn hot_run(&self, s: u64) -> Option<HotRun> {
         if !self.empties.is_empty() || self.messages.back().is_some_and(|&m| m >= s) {
             return None;
@@ -392,20 +379,10 @@ impl SendMarks {
         let i = self.run_from(s)?;
         let run = self.runs[i];
         let next_start = self.runs.get(i + 1).map_or(u64::MAX, |n| n.start);
-        let at_start = RdmaOption::Transfer(RdmaAnnotation {
-            aligned: false,
-            unsolicited: run.t.unsolicited,
-            rid: run.t.rid,
-            buffer_offset: run.t.buffer_offset,
-            data_offset: 0,
-            data_len: 0,
-            total: run.t.total,
-        });
-        (run.start <= s).then(|| HotRun {
+        (run.start <= s).then_some(HotRun {
             run,
             from: s,
             next_start,
-            encoded: at_start.encoded(),
         })
     }
 

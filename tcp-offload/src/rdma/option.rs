@@ -80,10 +80,6 @@ fn be32(raw: &[u8], i: usize) -> u32 {
     u32::from_be_bytes(crate::wire::octets(raw, i..i + 4))
 }
 
-/// An option's octets as they go into a TCP header, NOP-padded, and how many of them go
-/// there (its length rounded up to a multiple of 4): [`RdmaOption::encoded`].
-pub type EncodedOption = ([u8; LEN_FULL as usize], usize);
-
 /// A decoded RDMA option, one variant per length (TCPRDMA-01).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum RdmaOption {
@@ -181,7 +177,7 @@ impl RdmaOption {
     /// The option as it goes into a TCP header: its octets, NOPs after them up to
     /// [`Self::padded_len`], which is returned with them (a fixed-size write, no bounds to check).
     #[inline]
-    pub fn encoded(&self) -> EncodedOption {
+    pub fn encoded(&self) -> ([u8; LEN_FULL as usize], usize) {
         let nops = u32::from_ne_bytes([crate::wire::field::opt::NOP; 4]);
         // Five words as they lie in the header: kind, length and the octets 2..4; the fields.
         let word = |v: u32| u32::from_ne_bytes(v.to_be_bytes());
