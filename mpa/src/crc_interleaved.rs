@@ -63,7 +63,10 @@ static SHIFT: [u32; MAX_RUN_WORDS + 1] = {
 };
 
 /// Continues a CRC-32C: `append(append(0, a), b)` is the CRC of `a ++ b`; start from 0.
-#[multiversion(targets("x86_64+sse4.2+pclmulqdq"))]
+/// Where the CPU has AVX-512 VPCLMULQDQ, data longer than [`crate::crc::SHORT_UP_TO`] goes to
+/// crc-fast's wide folding instead ([`crate::crc::CrcCode`] describes the choice); the CPU is
+/// asked once, not per call.
+#[multiversion(targets("x86_64+avx512f+vpclmulqdq", "x86_64+sse4.2+pclmulqdq"))]
 pub fn append(crc: u32, data: &[u8]) -> u32 {
     #[multiversion::target::target_cfg(all(
         target_arch = "x86_64",
@@ -143,7 +146,35 @@ pub fn append(crc: u32, data: &[u8]) -> u32 {
     fn run(crc: u32, data: &[u8]) -> u32 {
         crc32c::crc32c_append(crc, data)
     }
-    run(crc, data)
+    #[multiversion::target::target_cfg(all(
+        target_arch = "x86_64",
+        target_feature = "avx512f",
+        target_feature = "vpclmulqdq"
+    ))]
+    #[multiversion::inherit_target]
+    fn pick(crc: u32, data: &[u8]) -> u32 {
+        if data.len() > crate::crc::SHORT_UP_TO {
+            // The register holds the value before the final inversion.
+            let mut d = crc_fast::Digest::new_with_init_state(
+                crc_fast::CrcAlgorithm::Crc32Iscsi,
+                u64::from(!crc),
+            );
+            d.update(data);
+            d.finalize() as u32
+        } else {
+            run(crc, data)
+        }
+    }
+    #[multiversion::target::target_cfg(not(all(
+        target_arch = "x86_64",
+        target_feature = "avx512f",
+        target_feature = "vpclmulqdq"
+    )))]
+    #[multiversion::inherit_target]
+    fn pick(crc: u32, data: &[u8]) -> u32 {
+        run(crc, data)
+    }
+    pick(crc, data)
 }
 
 /// Whether [`append`] runs the interleaved `crc32q` code on this CPU (else the crc32c crate).
