@@ -389,14 +389,16 @@ pub fn encode_fpdu_spaced(
     // The non-leading markers, as `marker_slots` gives them, one interval apart.
     let (start, whole) = layout.interior_slots();
     if let Some(n) = whole {
-        let mut at = layout.first_marker as u16;
+        // Each marker as one big-endian word: RESERVED 0, FPDUPTR in the low half (the
+        // pointer stays below 2^16: the FPDU is shorter than that).
+        let mut at = layout.first_marker;
         let slots = &mut out[start..start + n * INTERVAL + MARKER_LEN];
         let (body, last) = slots.as_chunks_mut::<INTERVAL>();
         for m in body {
-            m[..MARKER_LEN].copy_from_slice(&marker::Repr::to_bytes(at));
-            at = at.wrapping_add(MARKER_INTERVAL as u16);
+            m[..MARKER_LEN].copy_from_slice(&(at & 0xffff).to_be_bytes());
+            at += MARKER_INTERVAL;
         }
-        last.copy_from_slice(&marker::Repr::to_bytes(at));
+        last.copy_from_slice(&(at & 0xffff).to_be_bytes());
     }
     // The CRC covers exactly the contiguous octets written so far (markers included), so
     // one call over the freshly written (cache-hot) output is both simplest and fastest:

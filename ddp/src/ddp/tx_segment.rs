@@ -78,9 +78,20 @@ impl TxSegment {
     /// payload with one [`Memory::read_spaced`].
     pub fn write_spaced<M: Memory + ?Sized>(&self, mem: &M, spacing: Spacing, out: &mut [u8]) {
         let header = self.header();
-        spacing.copy_in(header, out);
-        let at = spacing.span(header.len());
-        let rest = spacing.advance(header.len());
+        let (at, rest) = if header.len() <= spacing.first() {
+            // The header ends before the first hole (the common case): one plain copy.
+            out[..header.len()].copy_from_slice(header);
+            let first = spacing.first();
+            let rest = if spacing.is_contiguous() {
+                spacing
+            } else {
+                Spacing::new(first - header.len())
+            };
+            (header.len(), rest)
+        } else {
+            spacing.copy_in(header, out);
+            (spacing.span(header.len()), spacing.advance(header.len()))
+        };
         let out = &mut out[at..];
         match &self.payload {
             TxPayload::Inline { bytes, len } => rest.copy_in(&bytes[..usize::from(*len)], out),
@@ -99,5 +110,70 @@ impl TxSegment {
     pub fn write_ulpdu<M: Memory + ?Sized>(&self, mem: &M, out: &mut [u8]) -> usize {
         self.write_spaced(mem, Spacing::CONTIGUOUS, &mut out[..self.len()]);
         self.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ddp::memory::VecMemory;
+    use crate::ddp::tagged::TAGGED_HEADER_LEN;
+
+    /// `write_spaced` (the header copied whole when it ends before the first hole) places
+    /// every octet where the run iterator puts the ULPDU, for every hole phase around the
+    /// header's end (header split by a hole, ending on one, before one) and contiguous, for
+    /// a region payload and an inline one; the holes are left as they were.
+    #[test]
+    fn write_spaced_places_the_ulpdu_in_the_runs() {
+        let h = RegionHandle::new(3, 0);
+        let data: Vec<u8> = (0..4000u32).map(|i| (i % 251) as u8 + 1).collect();
+        let mut mem = VecMemory::new();
+        mem.insert(h, data.clone());
+        let mut header = [0u8; UNTAGGED_HEADER_LEN];
+        for (i, b) in header.iter_mut().enumerate() {
+            *b = 0xa0 + i as u8;
+        }
+        let mut inline = [0u8; TERMINATE_HEADER_MAX_LEN];
+        inline
+            .iter_mut()
+            .enumerate()
+            .for_each(|(i, b)| *b = 0x40 + i as u8);
+        let payloads = [
+            TxPayload::Region {
+                region: h,
+                offset: 5,
+                len: 1400,
+            },
+            TxPayload::Region {
+                region: h,
+                offset: 0,
+                len: 3,
+            },
+            TxPayload::Inline {
+                bytes: inline,
+                len: TERMINATE_HEADER_MAX_LEN as u8,
+            },
+        ];
+        let firsts = (0..=TAGGED_HEADER_LEN + 2).chain([100, 507, 508]);
+        for payload in payloads {
+            let seg = TxSegment::new(header, TAGGED_HEADER_LEN, payload);
+            let mut ulpdu = vec![0u8; seg.len()];
+            assert_eq!(seg.write_ulpdu(&mem, &mut ulpdu), seg.len());
+            assert_eq!(&ulpdu[..TAGGED_HEADER_LEN], &header[..TAGGED_HEADER_LEN]);
+            for sp in firsts
+                .clone()
+                .map(Spacing::new)
+                .chain([Spacing::CONTIGUOUS])
+            {
+                let mut want = vec![0xeeu8; sp.span(seg.len()) + 3];
+                for (at, r) in sp.runs(seg.len()) {
+                    let n = r.len();
+                    want[r].copy_from_slice(&ulpdu[at..at + n]);
+                }
+                let mut got = vec![0xeeu8; want.len()];
+                seg.write_spaced(&mem, sp, &mut got[..sp.span(seg.len())]);
+                assert_eq!(got, want, "{payload:?} first {}", sp.first());
+            }
+        }
     }
 }
