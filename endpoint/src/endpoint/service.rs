@@ -319,7 +319,8 @@ impl Round<'_> {
     /// topped up from the queue pair as room opens; then the completions and events of this
     /// round's transmissions and ACKs (a Terminate sent). No next-hop lookup and no frame
     /// taken for a connection with nothing to send, as in most rounds, and the next hop kept
-    /// while the neighbour table stays the same; a frame short of a next hop is counted. Out of frames, the connection is marked for the next round.
+    /// while the neighbour table stays the same; a frame short of a next hop is counted. Out
+    /// of frames, the connection is marked for the next round.
     fn frames<D>(
         &mut self,
         c: &mut Conn<D>,
