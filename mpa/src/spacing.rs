@@ -105,16 +105,7 @@ impl Spacing {
     pub fn copy_in(self, src: &[u8], dst: &mut [u8]) {
         let head = self.first.min(src.len());
         dst[..head].copy_from_slice(&src[..head]);
-        // From here each run follows its hole: whole runs one interval apart, then the rest
-        // (one loop, no division: most FPDUs hold a few runs).
-        let (mut src, mut dst) = (&src[head..], &mut dst[head..]);
-        while src.len() > RUN {
-            dst[MARKER_LEN..INTERVAL].copy_from_slice(&src[..RUN]);
-            (src, dst) = (&src[RUN..], &mut dst[INTERVAL..]);
-        }
-        if !src.is_empty() {
-            dst[MARKER_LEN..MARKER_LEN + src.len()].copy_from_slice(src);
-        }
+        spread_runs(&src[head..], &mut dst[head..]);
     }
 
     /// Copies the runs of `src` (at least [`Self::span`]`(dst.len())` octets) into `dst`,
@@ -123,14 +114,78 @@ impl Spacing {
     pub fn copy_out(self, src: &[u8], dst: &mut [u8]) {
         let head = self.first.min(dst.len());
         dst[..head].copy_from_slice(&src[..head]);
-        let (mut src, mut dst) = (&src[head..], &mut dst[head..]);
-        while dst.len() > RUN {
-            dst[..RUN].copy_from_slice(&src[MARKER_LEN..INTERVAL]);
-            (src, dst) = (&src[INTERVAL..], &mut dst[RUN..]);
-        }
-        if !dst.is_empty() {
-            dst.copy_from_slice(&src[MARKER_LEN..MARKER_LEN + dst.len()]);
-        }
+        gather_runs(&src[head..], &mut dst[head..]);
+    }
+}
+
+/// Octets of one piece of a whole run's copy: a run is four of them, each a constant-size
+/// copy the compiler writes as a few vector moves (a whole run in one piece would be a call
+/// to `memcpy`, whose set-up costs about as much as the moves).
+const PIECE: usize = RUN / 4;
+const _: () = assert!(PIECE * 4 == RUN);
+
+/// Copies one whole run, in [`PIECE`]s.
+#[inline(always)]
+fn copy_run(src: &[u8; RUN], dst: &mut [u8; RUN]) {
+    let (src, _) = src.as_chunks::<PIECE>();
+    let (dst, _) = dst.as_chunks_mut::<PIECE>();
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d = *s;
+    }
+}
+
+/// [`Spacing::copy_in`] after the head: `src` into `dst` where each run follows its hole
+/// (whole runs one interval apart, then the rest), with AVX2's moves where the CPU has them.
+#[multiversion::multiversion(targets("x86_64+avx2"))]
+fn spread_runs(src: &[u8], dst: &mut [u8]) {
+    spread_runs_portable(src, dst)
+}
+
+/// [`spread_runs`] for any CPU (its body, compiled again for each target).
+#[inline(always)]
+fn spread_runs_portable(src: &[u8], dst: &mut [u8]) {
+    let (runs, rest) = src.as_chunks::<RUN>();
+    let (slots, _) = dst.as_chunks_mut::<INTERVAL>();
+    for (slot, run) in slots[..runs.len()].iter_mut().zip(runs) {
+        let Some((_, to)) = slot.split_first_chunk_mut::<MARKER_LEN>() else {
+            unreachable!("an interval is longer than a marker")
+        };
+        copy_run(
+            run,
+            to.try_into().expect("an interval is a marker and a run"),
+        );
+    }
+    if !rest.is_empty() {
+        let at = runs.len() * INTERVAL + MARKER_LEN;
+        dst[at..at + rest.len()].copy_from_slice(rest);
+    }
+}
+
+/// [`Spacing::copy_out`] after the head: the runs of `src`, each after its hole, into `dst`,
+/// with AVX2's moves where the CPU has them.
+#[multiversion::multiversion(targets("x86_64+avx2"))]
+fn gather_runs(src: &[u8], dst: &mut [u8]) {
+    gather_runs_portable(src, dst)
+}
+
+/// [`gather_runs`] for any CPU (its body, compiled again for each target).
+#[inline(always)]
+fn gather_runs_portable(src: &[u8], dst: &mut [u8]) {
+    let (runs, rest) = dst.as_chunks_mut::<RUN>();
+    let (slots, _) = src.as_chunks::<INTERVAL>();
+    let n = runs.len();
+    for (run, slot) in runs.iter_mut().zip(&slots[..n]) {
+        let Some((_, from)) = slot.split_first_chunk::<MARKER_LEN>() else {
+            unreachable!("an interval is longer than a marker")
+        };
+        copy_run(
+            from.try_into().expect("an interval is a marker and a run"),
+            run,
+        );
+    }
+    if !rest.is_empty() {
+        let at = n * INTERVAL + MARKER_LEN;
+        rest.copy_from_slice(&src[at..at + rest.len()]);
     }
 }
 
@@ -195,13 +250,15 @@ mod tests {
         }
     }
 
-    /// `for_each_run` and the copies (whole runs one interval apart, then the rest) place
-    /// every octet where the run iterator does, for every start and lengths around each
-    /// boundary, into a destination longer than the stretch (nothing past it is touched).
+    /// `for_each_run` and the copies (whole runs one interval apart in constant-size pieces,
+    /// then the rest; dispatched and portable bodies) place every octet where the run
+    /// iterator does, for every start and lengths around each boundary (pieces, runs), into
+    /// a destination longer than the stretch (nothing past it is touched).
     #[test]
     fn run_loops_and_copies_match_the_run_iterator() {
         let lens = [
-            0usize, 1, 3, 4, 507, 508, 509, 1015, 1016, 1017, 1500, 2100, 9000,
+            0usize, 1, 3, 4, 126, 127, 128, 507, 508, 509, 1015, 1016, 1017, 1500, 1524, 1525,
+            2100, 9000,
         ];
         let firsts = [0usize, 1, 2, 4, 100, 506, 507, RUN];
         for first in firsts.into_iter().chain([usize::MAX]) {
@@ -227,6 +284,18 @@ mod tests {
                 let mut back = vec![0u8; len];
                 sp.copy_out(&reference, &mut back);
                 assert_eq!(back, src, "copy_out first {first} len {len}");
+
+                // The portable bodies too (the dispatched copies above run the AVX2 ones
+                // on a CPU that has it).
+                let head = sp.first().min(len);
+                let mut dst = vec![0u8; sp.span(len) + 9];
+                dst[..head].copy_from_slice(&src[..head]);
+                spread_runs_portable(&src[head..], &mut dst[head..]);
+                assert_eq!(dst, reference, "portable copy_in first {first} len {len}");
+                let mut back = vec![0u8; len];
+                back[..head].copy_from_slice(&src[..head]);
+                gather_runs_portable(&reference[head..], &mut back[head..]);
+                assert_eq!(back, src, "portable copy_out first {first} len {len}");
             }
         }
     }
