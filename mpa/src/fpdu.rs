@@ -346,6 +346,9 @@ pub fn encode_fpdu_with(
 /// stretch of the frame the ULPDU takes, markers' slots included, and its [`Spacing`], and
 /// must write the ULPDU's `ulpdu_len` octets into the runs ([`Spacing::copy_in`]); the
 /// markers go into the slots afterwards, so the cost of markers is per marker, not per piece.
+/// Inlined whole: a caller with a known `fill` (the queue pair's rebuild) then calls it
+/// directly, not through the `dyn`.
+#[inline(always)]
 pub fn encode_fpdu_spaced(
     cfg: FramingConfig,
     offset: u32,
@@ -360,10 +363,22 @@ pub fn encode_fpdu_spaced(
     if !cfg.markers {
         return encode_unmarked(cfg.crc, len, fill, out);
     }
+    encode_marked(cfg.crc, offset, len, fill, out)
+}
+
+/// [`encode_fpdu_spaced`] with markers, for a ULPDU of at most [`MAX_ULPDU_LEN`] octets.
+#[inline(always)]
+fn encode_marked(
+    crc: bool,
+    offset: u32,
+    len: usize,
+    fill: &mut dyn FnMut(&mut [u8], Spacing),
+    out: &mut [u8],
+) -> Result<usize, EncodeError> {
     if !is_valid_start(offset) {
         return Err(EncodeError::Misaligned);
     }
-    let layout = FpduLayout::new(cfg.markers, offset, len as u16);
+    let layout = FpduLayout::new(true, offset, len as u16);
     let wire_len = layout.wire_len();
     let Some(out) = out.get_mut(..wire_len) else {
         return Err(EncodeError::BufferTooSmall { needed: wire_len });
@@ -386,30 +401,27 @@ pub fn encode_fpdu_spaced(
     if layout.leading {
         out[..MARKER_LEN].copy_from_slice(&marker::Repr::to_bytes(0));
     }
-    // The non-leading markers, as `marker_slots` gives them, one interval apart.
-    let (start, whole) = layout.interior_slots();
-    if let Some(n) = whole {
-        // Each marker as one big-endian word: RESERVED 0, FPDUPTR in the low half (the
-        // pointer stays below 2^16: the FPDU is shorter than that).
-        let mut at = layout.first_marker;
-        let slots = &mut out[start..start + n * INTERVAL + MARKER_LEN];
-        let (body, last) = slots.as_chunks_mut::<INTERVAL>();
-        for m in body {
-            m[..MARKER_LEN].copy_from_slice(&(at & 0xffff).to_be_bytes());
-            at += MARKER_INTERVAL;
-        }
-        last.copy_from_slice(&(at & 0xffff).to_be_bytes());
+    // The non-leading markers, as `marker_slots` gives them, one interval apart, each as
+    // one big-endian word: RESERVED 0, FPDUPTR in the low half (the pointer stays below
+    // 2^16: the FPDU is shorter than that). Most FPDUs hold a few: a plain loop.
+    let mut pos = header + layout.first_marker as usize;
+    let mut at = layout.first_marker;
+    for _ in 0..layout.markers {
+        out[pos..pos + MARKER_LEN].copy_from_slice(&(at & 0xffff).to_be_bytes());
+        pos += INTERVAL;
+        at += MARKER_INTERVAL;
     }
     // The CRC covers exactly the contiguous octets written so far (markers included), so
     // one call over the freshly written (cache-hot) output is both simplest and fastest:
     // the crc32c crate's long-buffer path beats per-chunk updates at marker boundaries.
-    let crc = if cfg.crc { crc32c(&out[..crc_pos]) } else { 0 };
+    let crc = if crc { crc32c(&out[..crc_pos]) } else { 0 };
     out[crc_pos..].copy_from_slice(&crc_to_wire(crc));
     Ok(wire_len)
 }
 
 /// [`encode_fpdu_spaced`] without markers (the layout then does not depend on the offset):
 /// ULPDU_Length, the ULPDU in one piece, PAD, CRC.
+#[inline(always)]
 fn encode_unmarked(
     crc: bool,
     len: usize,
