@@ -103,18 +103,14 @@ impl Spacing {
     /// leaving the holes as they are.
     #[inline]
     pub fn copy_in(self, src: &[u8], dst: &mut [u8]) {
-        let head = self.first.min(src.len());
-        dst[..head].copy_from_slice(&src[..head]);
-        spread_runs(&src[head..], &mut dst[head..]);
+        spread_runs(self.first.min(src.len()), src, dst);
     }
 
     /// Copies the runs of `src` (at least [`Self::span`]`(dst.len())` octets) into `dst`,
     /// skipping the holes.
     #[inline]
     pub fn copy_out(self, src: &[u8], dst: &mut [u8]) {
-        let head = self.first.min(dst.len());
-        dst[..head].copy_from_slice(&src[..head]);
-        gather_runs(&src[head..], &mut dst[head..]);
+        gather_runs(self.first.min(dst.len()), src, dst);
     }
 }
 
@@ -134,16 +130,68 @@ fn copy_run(src: &[u8; RUN], dst: &mut [u8; RUN]) {
     }
 }
 
-/// [`Spacing::copy_in`] after the head: `src` into `dst` where each run follows its hole
-/// (whole runs one interval apart, then the rest), with AVX2's moves where the CPU has them.
+/// Copies `src` to `dst` (the same length): a run's part, at most [`RUN`] octets, as two
+/// or four overlapping constant-size copies of the largest power of two that fits (what
+/// `memcpy` does inside, without its call and its dispatch on the size); anything longer
+/// (a contiguous stretch) with one `copy_from_slice`.
+#[inline(always)]
+fn copy_part(src: &[u8], dst: &mut [u8]) {
+    let n = src.len();
+    if n > RUN {
+        dst.copy_from_slice(src);
+    } else if n >= 256 {
+        ends::<128>(&src[..256], &mut dst[..256]);
+        ends::<128>(&src[n - 256..], &mut dst[n - 256..]);
+    } else if n >= 128 {
+        ends::<128>(src, dst);
+    } else if n >= 64 {
+        ends::<64>(src, dst);
+    } else if n >= 32 {
+        ends::<32>(src, dst);
+    } else if n >= 16 {
+        ends::<16>(src, dst);
+    } else if n >= 8 {
+        ends::<8>(src, dst);
+    } else if n >= 4 {
+        ends::<4>(src, dst);
+    } else {
+        for (d, s) in dst.iter_mut().zip(src) {
+            *d = *s;
+        }
+    }
+}
+
+/// Copies `src` (at least `K` octets, at most `2K`) to `dst` of the same length as its first
+/// and last `K` octets, which overlap or meet.
+#[inline(always)]
+fn ends<const K: usize>(src: &[u8], dst: &mut [u8]) {
+    let (Some(a), Some(b)) = (src.first_chunk::<K>(), src.last_chunk::<K>()) else {
+        unreachable!("the caller picks K at most the length")
+    };
+    let (a, b) = (*a, *b);
+    let Some(d) = dst.first_chunk_mut::<K>() else {
+        unreachable!("the destination is as long as the source")
+    };
+    *d = a;
+    let Some(d) = dst.last_chunk_mut::<K>() else {
+        unreachable!("the destination is as long as the source")
+    };
+    *d = b;
+}
+
+/// [`Spacing::copy_in`]: `src` into `dst`, its first `head` octets, then each run after its
+/// hole (whole runs one interval apart, then the rest), with AVX2's moves where the CPU has
+/// them.
 #[multiversion::multiversion(targets("x86_64+avx2"))]
-fn spread_runs(src: &[u8], dst: &mut [u8]) {
-    spread_runs_portable(src, dst)
+fn spread_runs(head: usize, src: &[u8], dst: &mut [u8]) {
+    spread_runs_portable(head, src, dst)
 }
 
 /// [`spread_runs`] for any CPU (its body, compiled again for each target).
 #[inline(always)]
-fn spread_runs_portable(src: &[u8], dst: &mut [u8]) {
+fn spread_runs_portable(head: usize, src: &[u8], dst: &mut [u8]) {
+    copy_part(&src[..head], &mut dst[..head]);
+    let (src, dst) = (&src[head..], &mut dst[head..]);
     let (runs, rest) = src.as_chunks::<RUN>();
     let (slots, _) = dst.as_chunks_mut::<INTERVAL>();
     for (slot, run) in slots[..runs.len()].iter_mut().zip(runs) {
@@ -157,20 +205,22 @@ fn spread_runs_portable(src: &[u8], dst: &mut [u8]) {
     }
     if !rest.is_empty() {
         let at = runs.len() * INTERVAL + MARKER_LEN;
-        dst[at..at + rest.len()].copy_from_slice(rest);
+        copy_part(rest, &mut dst[at..at + rest.len()]);
     }
 }
 
-/// [`Spacing::copy_out`] after the head: the runs of `src`, each after its hole, into `dst`,
-/// with AVX2's moves where the CPU has them.
+/// [`Spacing::copy_out`]: the first `head` octets of `src`, then its runs, each after its
+/// hole, into `dst`, with AVX2's moves where the CPU has them.
 #[multiversion::multiversion(targets("x86_64+avx2"))]
-fn gather_runs(src: &[u8], dst: &mut [u8]) {
-    gather_runs_portable(src, dst)
+fn gather_runs(head: usize, src: &[u8], dst: &mut [u8]) {
+    gather_runs_portable(head, src, dst)
 }
 
 /// [`gather_runs`] for any CPU (its body, compiled again for each target).
 #[inline(always)]
-fn gather_runs_portable(src: &[u8], dst: &mut [u8]) {
+fn gather_runs_portable(head: usize, src: &[u8], dst: &mut [u8]) {
+    copy_part(&src[..head], &mut dst[..head]);
+    let (src, dst) = (&src[head..], &mut dst[head..]);
     let (runs, rest) = dst.as_chunks_mut::<RUN>();
     let (slots, _) = src.as_chunks::<INTERVAL>();
     let n = runs.len();
@@ -185,7 +235,7 @@ fn gather_runs_portable(src: &[u8], dst: &mut [u8]) {
     }
     if !rest.is_empty() {
         let at = n * INTERVAL + MARKER_LEN;
-        rest.copy_from_slice(&src[at..at + rest.len()]);
+        copy_part(&src[at..at + rest.len()], rest);
     }
 }
 
@@ -289,14 +339,28 @@ mod tests {
                 // on a CPU that has it).
                 let head = sp.first().min(len);
                 let mut dst = vec![0u8; sp.span(len) + 9];
-                dst[..head].copy_from_slice(&src[..head]);
-                spread_runs_portable(&src[head..], &mut dst[head..]);
+                spread_runs_portable(head, &src, &mut dst);
                 assert_eq!(dst, reference, "portable copy_in first {first} len {len}");
                 let mut back = vec![0u8; len];
-                back[..head].copy_from_slice(&src[..head]);
-                gather_runs_portable(&reference[head..], &mut back[head..]);
+                gather_runs_portable(head, &reference, &mut back);
                 assert_eq!(back, src, "portable copy_out first {first} len {len}");
             }
+        }
+    }
+
+    /// `copy_part` (overlapping constant-size copies picked by the length) copies exactly
+    /// the source at every length up to a run and past it, and nothing around it.
+    #[test]
+    fn part_copies_move_exactly_the_source() {
+        let src: Vec<u8> = (0..RUN + 40).map(|i| (i % 251) as u8 + 1).collect();
+        for n in 0..=RUN + 40 {
+            let mut dst = vec![0u8; n + 16];
+            copy_part(&src[..n], &mut dst[8..8 + n]);
+            assert_eq!(&dst[8..8 + n], &src[..n], "length {n}");
+            assert!(
+                dst[..8].iter().chain(&dst[8 + n..]).all(|&b| b == 0),
+                "length {n}"
+            );
         }
     }
 
