@@ -55,11 +55,21 @@ impl TcpSegment<'_> {
         (!others).then_some(LeanSegment {
             tuple: self.tuple,
             header: self.header(),
-            rdma: o.rdma,
+            rdma: o.rdma.as_ref().map_or(LeanRdma::None, LeanRdma::Decoded),
             payload: self.payload,
             unverified: None,
         })
     }
+}
+
+/// A lean segment's TCP RDMA option (valid, its run inside the payload).
+#[derive(Clone, Copy, Debug)]
+enum LeanRdma<'a> {
+    None,
+    /// Its octets (kind to length) where they lie, 12 octets into the option area.
+    Raw(&'a [u8]),
+    /// Decoded (by the full parse).
+    Decoded(&'a RdmaOption),
 }
 
 /// A received segment with no option but timestamps, read in place.
@@ -69,8 +79,8 @@ pub struct LeanSegment<'a> {
     pub tuple: FourTuple,
     /// The header fields.
     pub header: SegmentHeader,
-    /// The TCP RDMA option (valid, its run inside the payload).
-    pub rdma: Option<RdmaOption>,
+    /// The TCP RDMA option (valid, its run inside the payload): see [`Self::rdma`].
+    rdma: LeanRdma<'a>,
     /// The payload.
     pub payload: &'a [u8],
     /// The TCP header and payload with the pseudo header's sum, while the checksum is not
@@ -139,9 +149,9 @@ impl<'a> LeanSegment<'a> {
         let options = l4.get(TCP_HEADER_LEN..hlen)?;
         let payload = &l4[hlen..];
         let (timestamps, rdma) = match options {
-            [] => (None, None),
+            [] => (None, LeanRdma::None),
             [opt::NOP, opt::NOP, opt::TIMESTAMPS, 10, ts @ ..] if ts.len() == 8 => {
-                (Some((be32(ts, 0), be32(ts, 4))), None)
+                (Some((be32(ts, 0), be32(ts, 4))), LeanRdma::None)
             }
             [opt::NOP, opt::NOP, opt::TIMESTAMPS, 10, ts @ ..] if ts.len() > 8 => {
                 let ts = Some((be32(ts, 0), be32(ts, 4)));
@@ -176,27 +186,29 @@ impl<'a> LeanSegment<'a> {
 
     /// The options after the timestamps (12 octets into the option area): nothing, or an RDMA
     /// option that decodes, with a run inside a payload of `payload_len` octets, then NOPs to
-    /// the end (`Some(None)`, `Some(Some(..))`); `None` for any other layout, which the full
-    /// parse judges (it ignores and counts an RDMA option it cannot use).
-    #[inline]
-    fn rdma_after(rest: &[u8], payload_len: usize) -> Option<Option<RdmaOption>> {
-        // A form with a run alone after the timestamps (what our senders write): its fields
-        // read at fixed offsets, as `RdmaOption::parse` reads them (at 12: 4-aligned).
-        if let Some(raw) = rest.first_chunk::<16>() {
-            let len = raw[1];
-            if raw[0] == rdma_opt::KIND
-                && usize::from(len) == rest.len()
+    /// the end; `None` for any other layout, which the full parse judges (it ignores and
+    /// counts an RDMA option it cannot use).
+    #[inline(always)]
+    fn rdma_after(rest: &'a [u8], payload_len: usize) -> Option<LeanRdma<'a>> {
+        // A form with a run alone after the timestamps (what our senders write), at 12:
+        // 4-aligned. Its fields are read where they are when they are needed.
+        if let [rdma_opt::KIND, len, _, _, _, _, _, _, _, _, _, _, o0, o1, l0, l1, ..] = *rest {
+            if usize::from(len) == rest.len()
                 && (len == rdma_opt::LEN_FULL || len == rdma_opt::LEN_NO_TOTAL)
             {
-                let total = (len == rdma_opt::LEN_FULL).then(|| be32(rest, 16));
-                let t = RdmaAnnotation::read(raw, total);
-                return t
-                    .fits_payload(payload_len)
-                    .then_some(Some(RdmaOption::Transfer(t)));
+                let run_end = usize::from(u16::from_be_bytes([o0, o1]))
+                    + usize::from(u16::from_be_bytes([l0, l1]));
+                return (run_end <= payload_len).then_some(LeanRdma::Raw(rest));
             }
         }
+        Self::rdma_after_general(rest, payload_len)
+    }
+
+    /// [`Self::rdma_after`] for any layout.
+    #[inline(never)]
+    fn rdma_after_general(rest: &'a [u8], payload_len: usize) -> Option<LeanRdma<'a>> {
         let [kind, len, ..] = *rest else {
-            return rest.is_empty().then_some(None);
+            return rest.is_empty().then_some(LeanRdma::None);
         };
         let len = usize::from(len);
         if kind != rdma_opt::KIND || len < 2 || rest.len() < len {
@@ -208,7 +220,34 @@ impl<'a> LeanSegment<'a> {
             _ => true,
         };
         let nops = rest[len..].iter().all(|&b| b == field::opt::NOP);
-        (fits && nops).then_some(Some(r))
+        (fits && nops).then_some(LeanRdma::Raw(&rest[..len]))
+    }
+
+    /// The TCP RDMA option (valid, its run inside the payload).
+    #[inline]
+    pub fn rdma(&self) -> Option<RdmaOption> {
+        match self.rdma {
+            LeanRdma::None => None,
+            LeanRdma::Raw(raw) => match raw.first_chunk::<16>() {
+                Some(fields) => {
+                    let total = raw.get(16..20).map(|t| be32(t, 0));
+                    Some(RdmaOption::Transfer(RdmaAnnotation::read(fields, total)))
+                }
+                // The A-only form (the parse accepted it at this offset).
+                None => RdmaOption::parse(raw, 12).ok(),
+            },
+            LeanRdma::Decoded(r) => Some(*r),
+        }
+    }
+
+    /// The option's octets (kind to length, a valid option with its run inside the payload)
+    /// where they lie in the segment, when it was read in place.
+    #[inline]
+    pub(crate) fn rdma_raw(&self) -> Option<&'a [u8]> {
+        match self.rdma {
+            LeanRdma::Raw(raw) => Some(raw),
+            _ => None,
+        }
     }
 
     /// Whether the TCP checksum is right (summed here, once).
@@ -290,7 +329,7 @@ mod tests {
                         prop_assert!(l.checksum_ok());
                         prop_assert_eq!(Some(l.tuple), s.lean().map(|x| x.tuple));
                         prop_assert_eq!(l.header, s.header());
-                        prop_assert_eq!(l.rdma, s.options.rdma);
+                        prop_assert_eq!(l.rdma(), s.options.rdma);
                         prop_assert_eq!(l.payload, s.payload);
                         prop_assert!(s.lean().is_some());
                     }

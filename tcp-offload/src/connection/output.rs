@@ -4,7 +4,7 @@
 use crate::time::Timestamp;
 
 use crate::rdma::annotate::MssAccounting;
-use crate::rdma::option::RdmaOption;
+use crate::rdma::option::{decode_encoded, encodes_transfer, EncodedOption};
 use crate::seq::SeqNum;
 use crate::template::{HeaderTemplate, SegmentFields};
 use crate::tx::{NoRecordSource, Plan, RecordSource, SendBuffer, Split};
@@ -199,8 +199,18 @@ impl Connection {
             psh: len > 0,
             ..Default::default()
         };
-        let rdma = self.rdma_annotation(start, len);
-        let n = self.emit(now, buf, seq, flags, start, len, rdma, source, true)?;
+        let rdma = self.rdma_annotation(start, len).map(|r| r.encoded());
+        let n = self.emit(
+            now,
+            buf,
+            seq,
+            flags,
+            start,
+            len,
+            rdma.as_ref(),
+            source,
+            true,
+        )?;
         self.counters.data_segs_out += 1;
         let ts = self.ts_clock.tsval(now);
         self.scoreboard.on_resend(i, ts);
@@ -300,18 +310,24 @@ impl Connection {
                 }
             }
         }
+        let encoded;
         let mut rdma = None;
         if len > 0 && self.opts.rdma && !self.marks.is_empty() {
             // TCPRDMA-13: at most one run per segment; RFC 6691: the option's octets come out
             // of the payload. The option for the segment comes with its length.
-            (len, rdma) = self.marks.next_segment(
+            (len, encoded) = self.marks.next_segment_encoded(
                 self.snd_nxt,
                 len,
                 emss,
                 MssAccounting::Rfc6691,
                 self.cfg.tcp_rdma_align_messages,
             );
-            self.count_annotation(rdma);
+            if encoded.1 > 0 {
+                rdma = Some(&encoded);
+            }
+            if encodes_transfer(&encoded) {
+                self.counters.rdma_segments_annotated += 1;
+            }
         }
         let mut fin = fin_pending && self.snd_nxt + u64::from(len) == data_end;
         if fin && !self.fin_hold_over && !self.recv.ranges().is_empty() {
@@ -375,7 +391,8 @@ impl Connection {
     }
 
     /// Emits one segment with the current ACK, window and options (the RDMA option `rdma`, of
-    /// [`Self::rdma_annotation`] for the segment); payload from the send buffer.
+    /// [`Self::rdma_annotation`] for the segment, as it goes into the header, not empty);
+    /// payload from the send buffer.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn emit<S: RecordSource + ?Sized>(
         &mut self,
@@ -385,7 +402,7 @@ impl Connection {
         mut flags: Flags,
         off: u64,
         len: u32,
-        rdma: Option<RdmaOption>,
+        rdma: Option<&EncodedOption>,
         source: &mut S,
         with_sack: bool,
     ) -> Option<usize> {
@@ -400,19 +417,11 @@ impl Connection {
             };
             // The RDMA option follows the timestamps, 4-aligned, NOPs after it to the next
             // boundary (the full path's layout).
-            let encoded;
-            let options: &[u8] = match rdma {
-                None => &[],
-                Some(r) => {
-                    encoded = r.encoded();
-                    &encoded.0[..encoded.1]
-                }
-            };
             let t = self.template.as_deref()?;
             let sendbuf = &self.sendbuf;
             let fill = |p: &mut [u8]| sendbuf.fill(off, p, source);
             let cks = self.cfg.tx_checksum;
-            let n = t.write(buf, &f, options, len as usize, fill, cks)?;
+            let n = t.write(buf, &f, rdma, len as usize, fill, cks)?;
             self.counters.segs_out_fast += 1;
             n
         } else {
@@ -450,14 +459,14 @@ impl Connection {
         flags: Flags,
         off: u64,
         len: u32,
-        rdma: Option<RdmaOption>,
+        rdma: Option<&EncodedOption>,
         source: &mut S,
         with_sack: bool,
     ) -> Option<usize> {
         let mut options = self.base_options(now);
         // Option space priority: timestamps, then the RDMA option (mandatory on segments with
         // transfer bytes, TCPRDMA-11), then as many SACK blocks as still fit.
-        options.rdma = rdma;
+        options.rdma = rdma.and_then(decode_encoded);
         if with_sack {
             let used = options.encoded_len();
             let limit = (self.emss() + if self.opts.ts { 12 } else { 0 }) as usize;
