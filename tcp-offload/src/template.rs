@@ -128,10 +128,14 @@ impl HeaderTemplate {
             None => buf[..self.len].copy_from_slice(&self.bytes[..self.len]),
         }
         if let Some((o, n)) = rdma {
-            // A fixed-size copy of all 20 octets where the buffer has room: what lies past the
-            // option is overwritten below.
+            // All 20 octets in three fixed-size copies where the buffer has room: what lies
+            // past the option is overwritten below.
             match buf[self.len..].first_chunk_mut::<LEN_FULL>() {
-                Some(b) => *b = *o,
+                Some(b) => {
+                    b[..8].copy_from_slice(&o[..8]);
+                    b[8..16].copy_from_slice(&o[8..16]);
+                    b[16..].copy_from_slice(&o[16..]);
+                }
                 None => buf[self.len..hlen].copy_from_slice(&o[..*n]),
             }
         }

@@ -49,20 +49,10 @@ impl Connection {
             return true;
         }
         let to_sink = sink.is_some();
-        let placed = match seg.rdma_raw() {
-            // The segment the last placement expects (byte mode): placed, its octets left
-            // out of the receive buffer.
-            Some(raw) if self.opts.rdma && !self.recv.record_mode => {
-                self.placements.place_predicted(raw, self.recv.nxt, data)
-            }
-            _ => None,
-        };
-        let a = match placed {
-            Some((rid, bo)) => {
-                self.counters.rdma_bytes_placed += data.len() as u64;
-                self.recv.accept_next_all_placed(data.len(), rid, bo)
-            }
-            None => self.accept_in_order(seg, sink),
+        let a = if self.opts.rdma {
+            self.accept_in_order(seg, sink)
+        } else {
+            self.recv.accept_next(data, h.seq, sink)
         };
         self.counters.bytes_received += a.new_bytes;
         if self.data_events {
@@ -76,14 +66,23 @@ impl Connection {
         true
     }
 
-    /// The in-order commit of `seg`'s payload (not empty), with the placement of its RDMA
-    /// run.
+    /// The in-order commit of `seg`'s payload (not empty) on a connection with the RDMA option,
+    /// with the placement of its run.
+    #[inline(always)]
     fn accept_in_order(
         &mut self,
         seg: &LeanSegment<'_>,
         sink: Option<&mut dyn RxSink>,
     ) -> Accepted {
         let data = seg.payload;
+        if let Some(raw) = seg.rdma_raw().filter(|_| !self.recv.record_mode) {
+            // The segment the last placement expects (byte mode): placed, its octets left
+            // out of the receive buffer.
+            if let Some((rid, bo)) = self.placements.place_predicted(raw, self.recv.nxt, data) {
+                self.counters.rdma_bytes_placed += data.len() as u64;
+                return self.recv.accept_next_all_placed(data.len(), rid, bo);
+            }
+        }
         // In order and nothing held: the run's part not yet received is all of the segment.
         let (off, run) = (self.recv.nxt, self.rdma_run(seg.rdma()));
         match run {

@@ -20,7 +20,7 @@
 
 use std::collections::VecDeque;
 
-use super::option::{EncodedOption, RdmaAnnotation, RdmaOption, RID_LIMIT};
+use super::option::{EncodedOption, RdmaAnnotation, RdmaOption, LEN_NO_TOTAL, RID_LIMIT};
 
 /// Most runs a connection keeps queued (released as they are acknowledged).
 pub const MAX_SEND_RUNS: usize = 4096;
@@ -86,6 +86,34 @@ pub struct SendMarks {
     /// The run the last new segment came from, as [`SendMarks::next_segment`] found it: valid
     /// until the next mark (releases do not change it).
     hot: Option<HotRun>,
+    /// The option of the segment [`SendMarks::next_segment_encoded`] or
+    /// [`SendMarks::set_encoded`] gave last (see [`SendMarks::encoded`]) when not the hot run's.
+    out: EncodedOption,
+    /// That option is the hot run's `encoded`.
+    out_hot: bool,
+}
+
+/// What option the segment [`SendMarks::next_segment_encoded`] cut carries (then in
+/// [`SendMarks::encoded`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SegmentOption {
+    /// None.
+    None,
+    /// A form without a run (the A-only form).
+    Other,
+    /// A form with a run (or a zero-length transfer): the segment counts as annotated.
+    Transfer,
+}
+
+impl SegmentOption {
+    /// The kind of `e`.
+    pub fn of(e: &EncodedOption) -> Self {
+        match e.1 {
+            0 => SegmentOption::None,
+            n if n >= usize::from(LEN_NO_TOTAL) => SegmentOption::Transfer,
+            _ => SegmentOption::Other,
+        }
+    }
 }
 
 /// A run that new segments are being cut from, with what its segments depend on: from `from`
@@ -165,21 +193,20 @@ impl HotRun {
         Some((len, Some(RdmaOption::Transfer(a))))
     }
 
-    /// The segment from `s` (as [`Self::cut`]) with its option encoded: the run's words with
-    /// the segment's buffer offset and data length patched in.
+    /// The segment from `s` (as [`Self::cut`]), its option written into `encoded`: the
+    /// segment's buffer offset and data length patched into the run's words.
     #[inline]
     fn segment_encoded(
-        &self,
+        &mut self,
         s: u64,
         room: u32,
         emss: u32,
         acct: MssAccounting,
-    ) -> Option<(u32, EncodedOption)> {
+    ) -> Option<u32> {
         let (len, data_len, buffer_offset) = self.cut(s, room, emss, acct)?;
-        let mut e = self.encoded;
-        e.0[8..12].copy_from_slice(&buffer_offset.to_be_bytes());
-        e.0[14..16].copy_from_slice(&data_len.to_be_bytes());
-        Some((len, e))
+        self.encoded.0[8..12].copy_from_slice(&buffer_offset.to_be_bytes());
+        self.encoded.0[14..16].copy_from_slice(&data_len.to_be_bytes());
+        Some(len)
     }
 }
 
@@ -412,8 +439,8 @@ impl SendMarks {
         }
     }
 
-    /// [`Self::next_segment`] with the option as it goes into the header (length 0: none),
-    /// written from the run's words inside a run.
+    /// [`Self::next_segment`], the option as it goes into the header left in
+    /// [`Self::encoded`] (inside a run, the run's words with the segment's fields patched in).
     #[inline]
     pub fn next_segment_encoded(
         &mut self,
@@ -422,30 +449,48 @@ impl SendMarks {
         emss: u32,
         acct: MssAccounting,
         align_messages: bool,
-    ) -> (u32, EncodedOption) {
+    ) -> (u32, SegmentOption) {
         let room = avail.min(emss);
-        if let Some(h) = &self.hot {
+        if let Some(h) = &mut self.hot {
             if h.from <= s && s < h.run.end && room > 0 {
-                if let Some(next) = h.segment_encoded(s, room, emss, acct) {
-                    return next;
+                if let Some(len) = h.segment_encoded(s, room, emss, acct) {
+                    self.out_hot = true;
+                    return (len, SegmentOption::Transfer);
                 }
             }
         }
-        self.next_segment_encoded_slow(s, avail, emss, acct, align_messages)
+        let (len, opt) = self.next_segment_slow(s, avail, emss, acct, align_messages);
+        (len, self.set_encoded(opt))
     }
 
-    /// [`Self::next_segment_encoded`] outside the kept run (finds the next one).
+    /// [`Self::next_segment`] out of line.
     #[inline(never)]
-    fn next_segment_encoded_slow(
+    fn next_segment_slow(
         &mut self,
         s: u64,
         avail: u32,
         emss: u32,
         acct: MssAccounting,
         align_messages: bool,
-    ) -> (u32, EncodedOption) {
-        let (len, opt) = self.next_segment(s, avail, emss, acct, align_messages);
-        (len, opt.map_or(([0; 20], 0), |o| o.encoded()))
+    ) -> (u32, Option<RdmaOption>) {
+        self.next_segment(s, avail, emss, acct, align_messages)
+    }
+
+    /// Sets the option [`Self::encoded`] returns (a segment sent again).
+    pub fn set_encoded(&mut self, opt: Option<RdmaOption>) -> SegmentOption {
+        self.out = opt.map_or(([0; 20], 0), |o| o.encoded());
+        self.out_hot = false;
+        SegmentOption::of(&self.out)
+    }
+
+    /// The option of the segment cut last by [`Self::next_segment_encoded`] or set by
+    /// [`Self::set_encoded`], as it goes into the header (length 0: none).
+    #[inline]
+    pub fn encoded(&self) -> &EncodedOption {
+        match &self.hot {
+            Some(h) if self.out_hot => &h.encoded,
+            _ => &self.out,
+        }
     }
 
     /// The run that segments from `s` are cut from, in the common case of a bulk transfer:

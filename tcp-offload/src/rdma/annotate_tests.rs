@@ -353,9 +353,10 @@ proptest! {
             let general = m.next_segment_general(s, avail, emss, acct, align);
             // The encoded form first (its shortcut reads the run kept so far), octet for octet
             // the general option's encoding.
-            let encoded = m.next_segment_encoded(s, avail, emss, acct, align);
+            let (len, kind) = m.next_segment_encoded(s, avail, emss, acct, align);
             let want = general.1.map_or(([0; 20], 0), |o| o.encoded());
-            prop_assert_eq!(encoded, (general.0, want));
+            prop_assert_eq!((len, *m.encoded()), (general.0, want));
+            prop_assert_eq!(kind, SegmentOption::of(&want));
             prop_assert_eq!(m.next_segment(s, avail, emss, acct, align), general);
             s += u64::from(general.0.max(1));
         }

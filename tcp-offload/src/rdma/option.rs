@@ -34,13 +34,6 @@ const RID_HIGH_MASK: u8 = 0x3F;
 /// them, and how many of the 20 that is (the option's padded length).
 pub type EncodedOption = ([u8; LEN_FULL as usize], usize);
 
-/// True when `e` is a form with a run (16 or 20 octets): what a connection counts as an
-/// annotated segment.
-#[inline]
-pub fn encodes_transfer(e: &EncodedOption) -> bool {
-    e.1 >= usize::from(LEN_NO_TOTAL)
-}
-
 /// The option `e` encodes ([`RdmaOption::encoded`] undone), `None` when it is empty.
 pub fn decode_encoded(e: &EncodedOption) -> Option<RdmaOption> {
     let len = usize::from(*e.0.get(1)?);

@@ -415,15 +415,21 @@ impl Expected {
     fn fill(&mut self, s: u32, end: u32, at: u64) -> bool {
         // In-order placement continues the last piece (nothing lies past it, so nothing
         // overlaps): extend it in place, the general path's result without its allocations.
-        if let Some(last) = self.pieces.last_mut() {
-            if last.1 == s
-                && last.2.wrapping_sub(u64::from(last.0)) == at.wrapping_sub(u64::from(s))
+        match self.pieces.last_mut() {
+            Some(last)
+                if last.1 == s
+                    && last.2.wrapping_sub(u64::from(last.0)) == at.wrapping_sub(u64::from(s)) =>
             {
                 last.1 = last.1.max(end);
-                return true;
+                true
+            }
+            Some(_) => self.fill_general(s, end, at),
+            // The first piece of a transfer: nothing to cut or merge.
+            None => {
+                self.pieces.push((s, end, at));
+                true
             }
         }
-        self.fill_general(s, end, at)
     }
 
     /// [`Expected::fill`] for any piece: cut what it covers, merge, splice.
@@ -467,8 +473,9 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
-        /// The in-order fast path of `fill` leaves exactly the pieces the general path does,
-        /// for any sequence of fills (in order, overlapping, out of order, remapped).
+        /// The fast paths of `fill` (the first piece, in-order continuation) leave exactly the
+        /// pieces the general path does, for any sequence of fills (in order, overlapping, out
+        /// of order, remapped).
         #[test]
         fn fill_fast_path_matches_the_general_path(
             fills in prop::collection::vec((0u32..4000, 1u32..600, 0u64..3, any::<bool>()), 1..60)
