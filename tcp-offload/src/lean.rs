@@ -281,7 +281,12 @@ mod tests {
     use crate::wire::{self, SegmentRepr, TcpOptions};
     use proptest::prelude::*;
 
-    fn packet(v6: bool, ts: Option<(u32, u32)>, payload: &[u8]) -> Vec<u8> {
+    fn packet(
+        v6: bool,
+        ts: Option<(u32, u32)>,
+        rdma: Option<RdmaOption>,
+        payload: &[u8],
+    ) -> Vec<u8> {
         let r = SegmentRepr {
             tuple: tuple(v6),
             seq: SeqNum(0x0102_0304),
@@ -293,6 +298,7 @@ mod tests {
             window: 513,
             options: TcpOptions {
                 timestamps: ts,
+                rdma,
                 ..TcpOptions::default()
             },
         };
@@ -303,19 +309,45 @@ mod tests {
     }
 
     proptest! {
-        /// On any octets (well-formed segments flipped at one octet, padded, cut short, or
+        /// On any octets (well-formed segments, with or without an RDMA option of any form
+        /// whose run fits the payload or not, flipped at one octet, padded, cut short, or
         /// noise) the lean reading either declines or agrees with `wire::parse` field for
-        /// field, its checksum verdict included; it never panics.
+        /// field, the RDMA option and its checksum verdict included; it never panics.
         #[test]
         fn agrees_with_the_full_parse(
             v6 in any::<bool>(),
             ts in proptest::option::of(any::<(u32, u32)>()),
+            rdma in proptest::option::of(
+                (0u8..4, any::<u64>(), any::<u32>(), any::<prop::sample::Index>(), 0usize..3, any::<bool>())
+            ),
             payload in prop::collection::vec(any::<u8>(), 0..300),
             flip in proptest::option::of((any::<prop::sample::Index>(), 1u8..=255)),
             pad in 0usize..8,
             cut in 0usize..4,
         ) {
-            let mut p = packet(v6, ts, &payload);
+            // Runs that end one octet before the payload's end, at it or one past it.
+            let rdma = rdma.map(|(form, rid, bo, off, end, a)| {
+                let off = off.index(payload.len() + 1);
+                let len = (payload.len() + end).saturating_sub(off + 1);
+                (form, rid, bo, off as u16, len as u16, a)
+            });
+            let rdma = rdma.map(|(form, rid, bo, off, len, a)| match form {
+                0 => RdmaOption::Aligned { aligned: a },
+                _ => RdmaOption::Transfer(RdmaAnnotation {
+                    aligned: a,
+                    unsolicited: form == 2,
+                    rid: rid % crate::rdma::option::RID_LIMIT,
+                    buffer_offset: bo,
+                    data_offset: off,
+                    data_len: len,
+                    total: (form == 3).then_some(bo ^ 0x5A5A),
+                }),
+            });
+            let fits = match rdma {
+                Some(RdmaOption::Transfer(t)) => t.fits_payload(payload.len()),
+                _ => true,
+            };
+            let mut p = packet(v6, ts, rdma, &payload);
             if let Some((i, x)) = flip {
                 let i = i.index(p.len());
                 p[i] ^= x;
@@ -339,7 +371,7 @@ mod tests {
                     }
                 }
             }
-            if flip.is_none() && cut == 0 {
+            if flip.is_none() && cut == 0 && (rdma.is_none() || (ts.is_some() && fits)) {
                 // A well-formed segment of the common layout is always read.
                 prop_assert!(LeanSegment::parse(&p).is_some_and(|l| l.checksum_ok()));
             }
