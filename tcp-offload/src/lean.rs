@@ -55,11 +55,21 @@ impl TcpSegment<'_> {
         (!others).then_some(LeanSegment {
             tuple: self.tuple,
             header: self.header(),
-            rdma: o.rdma,
+            rdma: o.rdma.as_ref().map_or(LeanRdma::None, LeanRdma::Decoded),
             payload: self.payload,
             unverified: None,
         })
     }
+}
+
+/// A lean segment's TCP RDMA option (valid, its run inside the payload).
+#[derive(Clone, Copy, Debug)]
+enum LeanRdma<'a> {
+    None,
+    /// Its octets (kind to length) where they lie, 12 octets into the option area.
+    Raw(&'a [u8]),
+    /// Decoded (by the full parse).
+    Decoded(&'a RdmaOption),
 }
 
 /// A received segment with no option but timestamps, read in place.
@@ -69,8 +79,8 @@ pub struct LeanSegment<'a> {
     pub tuple: FourTuple,
     /// The header fields.
     pub header: SegmentHeader,
-    /// The TCP RDMA option (valid, its run inside the payload).
-    pub rdma: Option<RdmaOption>,
+    /// The TCP RDMA option (valid, its run inside the payload): see [`Self::rdma`].
+    rdma: LeanRdma<'a>,
     /// The payload.
     pub payload: &'a [u8],
     /// The TCP header and payload with the pseudo header's sum, while the checksum is not
@@ -139,9 +149,9 @@ impl<'a> LeanSegment<'a> {
         let options = l4.get(TCP_HEADER_LEN..hlen)?;
         let payload = &l4[hlen..];
         let (timestamps, rdma) = match options {
-            [] => (None, None),
+            [] => (None, LeanRdma::None),
             [opt::NOP, opt::NOP, opt::TIMESTAMPS, 10, ts @ ..] if ts.len() == 8 => {
-                (Some((be32(ts, 0), be32(ts, 4))), None)
+                (Some((be32(ts, 0), be32(ts, 4))), LeanRdma::None)
             }
             [opt::NOP, opt::NOP, opt::TIMESTAMPS, 10, ts @ ..] if ts.len() > 8 => {
                 let ts = Some((be32(ts, 0), be32(ts, 4)));
@@ -176,27 +186,29 @@ impl<'a> LeanSegment<'a> {
 
     /// The options after the timestamps (12 octets into the option area): nothing, or an RDMA
     /// option that decodes, with a run inside a payload of `payload_len` octets, then NOPs to
-    /// the end (`Some(None)`, `Some(Some(..))`); `None` for any other layout, which the full
-    /// parse judges (it ignores and counts an RDMA option it cannot use).
-    #[inline]
-    fn rdma_after(rest: &[u8], payload_len: usize) -> Option<Option<RdmaOption>> {
-        // A form with a run alone after the timestamps (what our senders write): its fields
-        // read at fixed offsets, as `RdmaOption::parse` reads them (at 12: 4-aligned).
-        if let Some(raw) = rest.first_chunk::<16>() {
-            let len = raw[1];
-            if raw[0] == rdma_opt::KIND
-                && usize::from(len) == rest.len()
+    /// the end; `None` for any other layout, which the full parse judges (it ignores and
+    /// counts an RDMA option it cannot use).
+    #[inline(always)]
+    fn rdma_after(rest: &'a [u8], payload_len: usize) -> Option<LeanRdma<'a>> {
+        // A form with a run alone after the timestamps (what our senders write), at 12:
+        // 4-aligned. Its fields are read where they are when they are needed.
+        if let [rdma_opt::KIND, len, _, _, _, _, _, _, _, _, _, _, o0, o1, l0, l1, ..] = *rest {
+            if usize::from(len) == rest.len()
                 && (len == rdma_opt::LEN_FULL || len == rdma_opt::LEN_NO_TOTAL)
             {
-                let total = (len == rdma_opt::LEN_FULL).then(|| be32(rest, 16));
-                let t = RdmaAnnotation::read(raw, total);
-                return t
-                    .fits_payload(payload_len)
-                    .then_some(Some(RdmaOption::Transfer(t)));
+                let run_end = usize::from(u16::from_be_bytes([o0, o1]))
+                    + usize::from(u16::from_be_bytes([l0, l1]));
+                return (run_end <= payload_len).then_some(LeanRdma::Raw(rest));
             }
         }
+        Self::rdma_after_general(rest, payload_len)
+    }
+
+    /// [`Self::rdma_after`] for any layout.
+    #[inline(never)]
+    fn rdma_after_general(rest: &'a [u8], payload_len: usize) -> Option<LeanRdma<'a>> {
         let [kind, len, ..] = *rest else {
-            return rest.is_empty().then_some(None);
+            return rest.is_empty().then_some(LeanRdma::None);
         };
         let len = usize::from(len);
         if kind != rdma_opt::KIND || len < 2 || rest.len() < len {
@@ -208,7 +220,34 @@ impl<'a> LeanSegment<'a> {
             _ => true,
         };
         let nops = rest[len..].iter().all(|&b| b == field::opt::NOP);
-        (fits && nops).then_some(Some(r))
+        (fits && nops).then_some(LeanRdma::Raw(&rest[..len]))
+    }
+
+    /// The TCP RDMA option (valid, its run inside the payload).
+    #[inline]
+    pub fn rdma(&self) -> Option<RdmaOption> {
+        match self.rdma {
+            LeanRdma::None => None,
+            LeanRdma::Raw(raw) => match raw.first_chunk::<16>() {
+                Some(fields) => {
+                    let total = raw.get(16..20).map(|t| be32(t, 0));
+                    Some(RdmaOption::Transfer(RdmaAnnotation::read(fields, total)))
+                }
+                // The A-only form (the parse accepted it at this offset).
+                None => RdmaOption::parse(raw, 12).ok(),
+            },
+            LeanRdma::Decoded(r) => Some(*r),
+        }
+    }
+
+    /// The option's octets (kind to length, a valid option with its run inside the payload)
+    /// where they lie in the segment, when it was read in place.
+    #[inline]
+    pub(crate) fn rdma_raw(&self) -> Option<&'a [u8]> {
+        match self.rdma {
+            LeanRdma::Raw(raw) => Some(raw),
+            _ => None,
+        }
     }
 
     /// Whether the TCP checksum is right (summed here, once).
@@ -242,7 +281,12 @@ mod tests {
     use crate::wire::{self, SegmentRepr, TcpOptions};
     use proptest::prelude::*;
 
-    fn packet(v6: bool, ts: Option<(u32, u32)>, payload: &[u8]) -> Vec<u8> {
+    fn packet(
+        v6: bool,
+        ts: Option<(u32, u32)>,
+        rdma: Option<RdmaOption>,
+        payload: &[u8],
+    ) -> Vec<u8> {
         let r = SegmentRepr {
             tuple: tuple(v6),
             seq: SeqNum(0x0102_0304),
@@ -254,6 +298,7 @@ mod tests {
             window: 513,
             options: TcpOptions {
                 timestamps: ts,
+                rdma,
                 ..TcpOptions::default()
             },
         };
@@ -264,19 +309,45 @@ mod tests {
     }
 
     proptest! {
-        /// On any octets (well-formed segments flipped at one octet, padded, cut short, or
+        /// On any octets (well-formed segments, with or without an RDMA option of any form
+        /// whose run fits the payload or not, flipped at one octet, padded, cut short, or
         /// noise) the lean reading either declines or agrees with `wire::parse` field for
-        /// field, its checksum verdict included; it never panics.
+        /// field, the RDMA option and its checksum verdict included; it never panics.
         #[test]
         fn agrees_with_the_full_parse(
             v6 in any::<bool>(),
             ts in proptest::option::of(any::<(u32, u32)>()),
+            rdma in proptest::option::of(
+                (0u8..4, any::<u64>(), any::<u32>(), any::<prop::sample::Index>(), 0usize..3, any::<bool>())
+            ),
             payload in prop::collection::vec(any::<u8>(), 0..300),
             flip in proptest::option::of((any::<prop::sample::Index>(), 1u8..=255)),
             pad in 0usize..8,
             cut in 0usize..4,
         ) {
-            let mut p = packet(v6, ts, &payload);
+            // Runs that end one octet before the payload's end, at it or one past it.
+            let rdma = rdma.map(|(form, rid, bo, off, end, a)| {
+                let off = off.index(payload.len() + 1);
+                let len = (payload.len() + end).saturating_sub(off + 1);
+                (form, rid, bo, off as u16, len as u16, a)
+            });
+            let rdma = rdma.map(|(form, rid, bo, off, len, a)| match form {
+                0 => RdmaOption::Aligned { aligned: a },
+                _ => RdmaOption::Transfer(RdmaAnnotation {
+                    aligned: a,
+                    unsolicited: form == 2,
+                    rid: rid % crate::rdma::option::RID_LIMIT,
+                    buffer_offset: bo,
+                    data_offset: off,
+                    data_len: len,
+                    total: (form == 3).then_some(bo ^ 0x5A5A),
+                }),
+            });
+            let fits = match rdma {
+                Some(RdmaOption::Transfer(t)) => t.fits_payload(payload.len()),
+                _ => true,
+            };
+            let mut p = packet(v6, ts, rdma, &payload);
             if let Some((i, x)) = flip {
                 let i = i.index(p.len());
                 p[i] ^= x;
@@ -290,7 +361,7 @@ mod tests {
                         prop_assert!(l.checksum_ok());
                         prop_assert_eq!(Some(l.tuple), s.lean().map(|x| x.tuple));
                         prop_assert_eq!(l.header, s.header());
-                        prop_assert_eq!(l.rdma, s.options.rdma);
+                        prop_assert_eq!(l.rdma(), s.options.rdma);
                         prop_assert_eq!(l.payload, s.payload);
                         prop_assert!(s.lean().is_some());
                     }
@@ -300,7 +371,7 @@ mod tests {
                     }
                 }
             }
-            if flip.is_none() && cut == 0 {
+            if flip.is_none() && cut == 0 && (rdma.is_none() || (ts.is_some() && fits)) {
                 // A well-formed segment of the common layout is always read.
                 prop_assert!(LeanSegment::parse(&p).is_some_and(|l| l.checksum_ok()));
             }

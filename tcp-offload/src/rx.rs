@@ -346,6 +346,20 @@ impl RecvBuffer {
         }
     }
 
+    /// [`Self::accept_next_placed`] for `len` octets (not 0) all placed at offset `bo` of
+    /// transfer `rid`.
+    #[inline(always)]
+    pub fn accept_next_all_placed(&mut self, len: usize, rid: u64, bo: u32) -> Accepted {
+        debug_assert!(self.ranges.is_empty() && !self.record_mode);
+        self.nxt += len as u64;
+        self.placed.push(self.inorder.len(), rid, bo, len as u32);
+        Accepted {
+            new_bytes: len as u64,
+            advanced: true,
+            ..Accepted::default()
+        }
+    }
+
     /// Record mode: hands the committed range `[off, off + bytes.len())` to `sink`, or queues a
     /// copy when there is none. `in_order_point` is the current `nxt`.
     fn commit_chunk<'s>(

@@ -43,7 +43,7 @@ impl PlacedSpans {
 
     /// Appends `len` octets at offset `bo` of transfer `rid`, after the `held` octets the
     /// receive buffer holds now (all of them precede it in the stream).
-    #[inline]
+    #[inline(always)]
     pub fn push(&mut self, held: usize, rid: u64, bo: u32, len: u32) {
         let before = held as u64 - self.held_before_last;
         if let Some(last) = self.spans.back_mut() {

@@ -8,6 +8,7 @@
 
 use crate::checksum::{self, Sum, TxChecksum};
 use crate::isn::FourTuple;
+use crate::rdma::option::EncodedOption;
 use crate::seq::SeqNum;
 use crate::wire::{
     field, Flags, SegmentRepr, TcpOptions, IPV4_HEADER_LEN, MAX_OPTIONS_LEN, TCP_HEADER_LEN,
@@ -94,8 +95,8 @@ impl HeaderTemplate {
         })
     }
 
-    /// Writes a segment with `f`'s fields, the encoded `options` after the template's (a
-    /// multiple of 4 octets: the full path's layout puts the RDMA option there) and
+    /// Writes a segment with `f`'s fields, the encoded RDMA option `rdma` after the template's
+    /// options (a multiple of 4 octets: the full path's layout puts it there) and
     /// `payload_len` octets of payload, which `fill` writes in place, into `buf`; returns the
     /// packet length, or `None` (nothing written, `fill` not called) when the packet does not
     /// fit `buf` or its length fields: what [`SegmentRepr::emit_with`] writes and refuses for
@@ -104,18 +105,19 @@ impl HeaderTemplate {
         &self,
         buf: &mut [u8],
         f: &SegmentFields,
-        options: &[u8],
+        rdma: Option<&EncodedOption>,
         payload_len: usize,
         fill: impl FnOnce(&mut [u8]),
         cks: TxChecksum,
     ) -> Option<usize> {
-        let hlen = self.len + options.len();
+        let olen = rdma.map_or(0, |o| o.1);
+        let hlen = self.len + olen;
         let tcp_len = hlen - self.ip_len;
         let l4_len = tcp_len + payload_len;
         let total = hlen + payload_len;
         let v4 = self.ip_len == IPV4_HEADER_LEN;
         let limit = usize::from(u16::MAX) - if v4 { IPV4_HEADER_LEN } else { 0 };
-        let fits = tcp_len <= TCP_HEADER_LEN + MAX_OPTIONS_LEN && options.len().is_multiple_of(4);
+        let fits = tcp_len <= TCP_HEADER_LEN + MAX_OPTIONS_LEN && olen.is_multiple_of(4);
         if !fits || l4_len > limit || buf.len() < total || f.timestamps.is_some() != self.ts {
             return None;
         }
@@ -125,14 +127,19 @@ impl HeaderTemplate {
             Some(b) => *b = self.bytes,
             None => buf[..self.len].copy_from_slice(&self.bytes[..self.len]),
         }
-        let (hdr, rest) = buf.split_at_mut(hlen);
-        // The RDMA option's two forms with a run as fixed-size copies.
-        match options.len() {
-            0 => {}
-            16 => copy_fixed::<16>(&mut hdr[self.len..], options),
-            20 => copy_fixed::<20>(&mut hdr[self.len..], options),
-            _ => hdr[self.len..].copy_from_slice(options),
+        if let Some((o, n)) = rdma {
+            // All 20 octets in three fixed-size copies where the buffer has room: what lies
+            // past the option is overwritten below.
+            match buf[self.len..].first_chunk_mut::<LEN_FULL>() {
+                Some(b) => {
+                    b[..8].copy_from_slice(&o[..8]);
+                    b[8..16].copy_from_slice(&o[8..16]);
+                    b[16..].copy_from_slice(&o[16..]);
+                }
+                None => buf[self.len..hlen].copy_from_slice(&o[..*n]),
+            }
         }
+        let (hdr, rest) = buf.split_at_mut(hlen);
         let (ip, th) = hdr.split_at_mut(self.ip_len);
         th[field::tcp::DATA_OFF] = ((tcp_len / 4) as u8) << 4;
         if v4 {
@@ -163,12 +170,8 @@ impl HeaderTemplate {
     }
 }
 
-/// `dst.copy_from_slice(src)` for `N` octets, known at compile time.
-fn copy_fixed<const N: usize>(dst: &mut [u8], src: &[u8]) {
-    if let (Some(d), Some(s)) = (dst.first_chunk_mut::<N>(), src.first_chunk::<N>()) {
-        *d = *s;
-    }
-}
+/// The longest encoded RDMA option.
+const LEN_FULL: usize = crate::rdma::option::LEN_FULL as usize;
 
 #[cfg(test)]
 pub(crate) mod tests {
@@ -240,12 +243,10 @@ pub(crate) mod tests {
             let w = repr.emit_with(&mut want, payload.len(), |p| p.copy_from_slice(&payload), cks);
             let t = HeaderTemplate::new(tuple, ts).unwrap();
             let f = SegmentFields { seq: SeqNum(seq), ack: SeqNum(ack), flags, window, timestamps };
-            let extra = TcpOptions { rdma, ..TcpOptions::default() };
-            let mut options = vec![0u8; extra.encoded_len()];
-            extra.emit(&mut options);
+            let encoded = rdma.map(|r| r.encoded());
             let mut got = vec![0u8; room];
             let fill = |p: &mut [u8]| p.copy_from_slice(&payload);
-            let g = t.write(&mut got, &f, &options, payload.len(), fill, cks);
+            let g = t.write(&mut got, &f, encoded.as_ref(), payload.len(), fill, cks);
             prop_assert_eq!(w.ok(), g);
             prop_assert_eq!(want, got);
         }

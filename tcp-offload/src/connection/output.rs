@@ -3,8 +3,8 @@
 
 use crate::time::Timestamp;
 
-use crate::rdma::annotate::MssAccounting;
-use crate::rdma::option::RdmaOption;
+use crate::rdma::annotate::{MssAccounting, SegmentOption};
+use crate::rdma::option::decode_encoded;
 use crate::seq::SeqNum;
 use crate::template::{HeaderTemplate, SegmentFields};
 use crate::tx::{NoRecordSource, Plan, RecordSource, SendBuffer, Split};
@@ -102,7 +102,7 @@ impl Connection {
             // Zero-window probe / keepalive: an old sequence number elicits an ACK without breaking
             // record alignment (RFC 9293 §3.8.4, RFC 1122 §4.2.3.6).
             let seq = self.snd.seq(self.snd_una.saturating_sub(1));
-            return self.emit(now, buf, seq, Flags::default(), 0, 0, None, source, false);
+            return self.emit(now, buf, seq, Flags::default(), 0, 0, false, source, false);
         }
         self.send_ack_if_due(now, buf)
     }
@@ -120,7 +120,7 @@ impl Connection {
             Flags::default(),
             0,
             0,
-            None,
+            false,
             &mut NoRecordSource,
             true,
         )
@@ -200,6 +200,7 @@ impl Connection {
             ..Default::default()
         };
         let rdma = self.rdma_annotation(start, len);
+        let rdma = self.marks.set_encoded(rdma) != SegmentOption::None;
         let n = self.emit(now, buf, seq, flags, start, len, rdma, source, true)?;
         self.counters.data_segs_out += 1;
         let ts = self.ts_clock.tsval(now);
@@ -300,18 +301,22 @@ impl Connection {
                 }
             }
         }
-        let mut rdma = None;
+        let mut rdma = false;
         if len > 0 && self.opts.rdma && !self.marks.is_empty() {
             // TCPRDMA-13: at most one run per segment; RFC 6691: the option's octets come out
             // of the payload. The option for the segment comes with its length.
-            (len, rdma) = self.marks.next_segment(
+            let kind;
+            (len, kind) = self.marks.next_segment_encoded(
                 self.snd_nxt,
                 len,
                 emss,
                 MssAccounting::Rfc6691,
                 self.cfg.tcp_rdma_align_messages,
             );
-            self.count_annotation(rdma);
+            rdma = kind != SegmentOption::None;
+            if kind == SegmentOption::Transfer {
+                self.counters.rdma_segments_annotated += 1;
+            }
         }
         let mut fin = fin_pending && self.snd_nxt + u64::from(len) == data_end;
         if fin && !self.fin_hold_over && !self.recv.ranges().is_empty() {
@@ -374,8 +379,8 @@ impl Connection {
         Some(n)
     }
 
-    /// Emits one segment with the current ACK, window and options (the RDMA option `rdma`, of
-    /// [`Self::rdma_annotation`] for the segment); payload from the send buffer.
+    /// Emits one segment with the current ACK, window and options (with `rdma`, the RDMA
+    /// option `SendMarks::encoded` holds for the segment); payload from the send buffer.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn emit<S: RecordSource + ?Sized>(
         &mut self,
@@ -385,7 +390,7 @@ impl Connection {
         mut flags: Flags,
         off: u64,
         len: u32,
-        rdma: Option<RdmaOption>,
+        rdma: bool,
         source: &mut S,
         with_sack: bool,
     ) -> Option<usize> {
@@ -400,19 +405,12 @@ impl Connection {
             };
             // The RDMA option follows the timestamps, 4-aligned, NOPs after it to the next
             // boundary (the full path's layout).
-            let encoded;
-            let options: &[u8] = match rdma {
-                None => &[],
-                Some(r) => {
-                    encoded = r.encoded();
-                    &encoded.0[..encoded.1]
-                }
-            };
             let t = self.template.as_deref()?;
+            let option = rdma.then(|| self.marks.encoded());
             let sendbuf = &self.sendbuf;
             let fill = |p: &mut [u8]| sendbuf.fill(off, p, source);
             let cks = self.cfg.tx_checksum;
-            let n = t.write(buf, &f, options, len as usize, fill, cks)?;
+            let n = t.write(buf, &f, option, len as usize, fill, cks)?;
             self.counters.segs_out_fast += 1;
             n
         } else {
@@ -450,14 +448,14 @@ impl Connection {
         flags: Flags,
         off: u64,
         len: u32,
-        rdma: Option<RdmaOption>,
+        rdma: bool,
         source: &mut S,
         with_sack: bool,
     ) -> Option<usize> {
         let mut options = self.base_options(now);
         // Option space priority: timestamps, then the RDMA option (mandatory on segments with
         // transfer bytes, TCPRDMA-11), then as many SACK blocks as still fit.
-        options.rdma = rdma;
+        options.rdma = rdma.then(|| decode_encoded(self.marks.encoded())).flatten();
         if with_sack {
             let used = options.encoded_len();
             let limit = (self.emss() + if self.opts.ts { 12 } else { 0 }) as usize;

@@ -10,7 +10,7 @@
 use crate::time::Timestamp;
 
 use crate::lean::LeanSegment;
-use crate::rx::RxSink;
+use crate::rx::{Accepted, RxSink};
 
 use super::state::State;
 use super::{Connection, Event};
@@ -49,21 +49,10 @@ impl Connection {
             return true;
         }
         let to_sink = sink.is_some();
-        // In order and nothing held: the run's part not yet received is all of the segment.
-        let (off, run) = (self.recv.nxt, self.rdma_run(seg.rdma));
-        let a = match run {
-            // Byte mode: the placed octets are left out of the receive buffer.
-            Some(t) if !self.recv.record_mode => self.accept_next_placing(&t, data),
-            _ => {
-                if run.is_some() {
-                    self.rdma_note_gaps(off, off + data.len() as u64);
-                }
-                let a = self.recv.accept_next(data, h.seq, sink);
-                if let Some(t) = run {
-                    self.rdma_place(&t, off + u64::from(t.data_offset), off, data, off);
-                }
-                a
-            }
+        let a = if self.opts.rdma {
+            self.accept_in_order(seg, sink)
+        } else {
+            self.recv.accept_next(data, h.seq, sink)
         };
         self.counters.bytes_received += a.new_bytes;
         if self.data_events {
@@ -75,6 +64,41 @@ impl Connection {
             self.replay_window_checks(&[a.new_bytes]);
         }
         true
+    }
+
+    /// The in-order commit of `seg`'s payload (not empty) on a connection with the RDMA option,
+    /// with the placement of its run.
+    #[inline(always)]
+    fn accept_in_order(
+        &mut self,
+        seg: &LeanSegment<'_>,
+        sink: Option<&mut dyn RxSink>,
+    ) -> Accepted {
+        let data = seg.payload;
+        if let Some(raw) = seg.rdma_raw().filter(|_| !self.recv.record_mode) {
+            // The segment the last placement expects (byte mode): placed, its octets left
+            // out of the receive buffer.
+            if let Some((rid, bo)) = self.placements.place_predicted(raw, self.recv.nxt, data) {
+                self.counters.rdma_bytes_placed += data.len() as u64;
+                return self.recv.accept_next_all_placed(data.len(), rid, bo);
+            }
+        }
+        // In order and nothing held: the run's part not yet received is all of the segment.
+        let (off, run) = (self.recv.nxt, self.rdma_run(seg.rdma()));
+        match run {
+            // Byte mode: the placed octets are left out of the receive buffer.
+            Some(t) if !self.recv.record_mode => self.accept_next_placing(&t, data),
+            _ => {
+                if run.is_some() {
+                    self.rdma_note_gaps(off, off + data.len() as u64);
+                }
+                let a = self.recv.accept_next(data, seg.header.seq, sink);
+                if let Some(t) = run {
+                    self.rdma_place(&t, off + u64::from(t.data_offset), off, data, off);
+                }
+                a
+            }
+        }
     }
 
     /// Whether `seg` qualifies (see the module documentation); its ACK as a send offset if

@@ -174,6 +174,7 @@ impl Connection {
         match placed {
             Placed::Yes => {
                 self.counters.rdma_bytes_placed += bytes.len() as u64;
+                self.placements.expect_next(t, run_at + bytes.len() as u64);
                 return self
                     .recv
                     .accept_next_placed(data, start..end, t.rid, t.buffer_offset);

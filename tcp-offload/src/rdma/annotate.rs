@@ -20,7 +20,7 @@
 
 use std::collections::VecDeque;
 
-use super::option::{RdmaAnnotation, RdmaOption, LEN_FULL, LEN_NO_TOTAL, RID_LIMIT};
+use super::option::{EncodedOption, RdmaAnnotation, RdmaOption, LEN_NO_TOTAL, RID_LIMIT};
 
 /// Most runs a connection keeps queued (released as they are acknowledged).
 pub const MAX_SEND_RUNS: usize = 4096;
@@ -86,6 +86,34 @@ pub struct SendMarks {
     /// The run the last new segment came from, as [`SendMarks::next_segment`] found it: valid
     /// until the next mark (releases do not change it).
     hot: Option<HotRun>,
+    /// The option of the segment [`SendMarks::next_segment_encoded`] or
+    /// [`SendMarks::set_encoded`] gave last (see [`SendMarks::encoded`]) when not the hot run's.
+    out: EncodedOption,
+    /// That option is the hot run's `encoded`.
+    out_hot: bool,
+}
+
+/// What option the segment [`SendMarks::next_segment_encoded`] cut carries (then in
+/// [`SendMarks::encoded`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SegmentOption {
+    /// None.
+    None,
+    /// A form without a run (the A-only form).
+    Other,
+    /// A form with a run (or a zero-length transfer): the segment counts as annotated.
+    Transfer,
+}
+
+impl SegmentOption {
+    /// The kind of `e`.
+    pub fn of(e: &EncodedOption) -> Self {
+        match e.1 {
+            0 => SegmentOption::None,
+            n if n >= usize::from(LEN_NO_TOTAL) => SegmentOption::Transfer,
+            _ => SegmentOption::Other,
+        }
+    }
 }
 
 /// A run that new segments are being cut from, with what its segments depend on: from `from`
@@ -97,10 +125,52 @@ struct HotRun {
     run: Run,
     from: u64,
     next_start: u64,
+    /// The option of the run's segments as it goes into the header, with buffer offset and
+    /// data length 0 (each segment patches its own in).
+    encoded: EncodedOption,
 }
 
 impl HotRun {
-    /// The segment from `s` (`from <= s < run.end`) with `room` octets allowed, and its option.
+    fn new(run: Run, from: u64, next_start: u64) -> Self {
+        let at_start = RdmaOption::Transfer(RdmaAnnotation {
+            aligned: false,
+            unsolicited: run.t.unsolicited,
+            rid: run.t.rid,
+            buffer_offset: 0,
+            data_offset: 0,
+            data_len: 0,
+            total: run.t.total,
+        });
+        HotRun {
+            run,
+            from,
+            next_start,
+            encoded: at_start.encoded(),
+        }
+    }
+
+    /// The segment from `s` (`from <= s < run.end`) with `room` octets allowed: its length,
+    /// the run's octets in it (from its start: the data offset is 0) and their offset in the
+    /// transfer's buffer.
+    #[inline]
+    fn cut(&self, s: u64, room: u32, emss: u32, acct: MssAccounting) -> Option<(u32, u16, u32)> {
+        let r = &self.run;
+        // The cut: the segment ends before the next run.
+        let e = (s + u64::from(room)).min(self.next_start);
+        let mut len = (e - s) as u32;
+        let mut data_len = u16::try_from(r.end.min(e) - s).ok()?;
+        if acct == MssAccounting::Rfc6691 {
+            let budget = emss.saturating_sub(self.encoded.1 as u32).max(1);
+            if len > budget {
+                len = budget;
+                data_len = data_len.min(budget.min(u32::from(u16::MAX)) as u16);
+            }
+        }
+        let buffer_offset = r.t.buffer_offset + (s - r.start) as u32;
+        Some((len, data_len, buffer_offset))
+    }
+
+    /// The segment from `s` (as [`Self::cut`]) with its option.
     #[inline]
     fn segment(
         &self,
@@ -109,33 +179,34 @@ impl HotRun {
         emss: u32,
         acct: MssAccounting,
     ) -> Option<(u32, Option<RdmaOption>)> {
+        let (len, data_len, buffer_offset) = self.cut(s, room, emss, acct)?;
         let r = &self.run;
-        // The cut: the segment ends before the next run.
-        let e = (s + u64::from(room)).min(self.next_start);
-        let mut len = (e - s) as u32;
-        let mut data_len = u16::try_from(r.end.min(e) - s).ok()?;
-        if acct == MssAccounting::Rfc6691 {
-            let padded = if r.t.total.is_some() {
-                LEN_FULL
-            } else {
-                LEN_NO_TOTAL
-            };
-            let budget = emss.saturating_sub(u32::from(padded)).max(1);
-            if len > budget {
-                len = budget;
-                data_len = data_len.min(budget.min(u32::from(u16::MAX)) as u16);
-            }
-        }
         let a = RdmaAnnotation {
             aligned: false,
             unsolicited: r.t.unsolicited,
             rid: r.t.rid,
-            buffer_offset: r.t.buffer_offset + (s - r.start) as u32,
+            buffer_offset,
             data_offset: 0,
             data_len,
             total: r.t.total,
         };
         Some((len, Some(RdmaOption::Transfer(a))))
+    }
+
+    /// The segment from `s` (as [`Self::cut`]), its option written into `encoded`: the
+    /// segment's buffer offset and data length patched into the run's words.
+    #[inline]
+    fn segment_encoded(
+        &mut self,
+        s: u64,
+        room: u32,
+        emss: u32,
+        acct: MssAccounting,
+    ) -> Option<u32> {
+        let (len, data_len, buffer_offset) = self.cut(s, room, emss, acct)?;
+        self.encoded.0[8..12].copy_from_slice(&buffer_offset.to_be_bytes());
+        self.encoded.0[14..16].copy_from_slice(&data_len.to_be_bytes());
+        Some(len)
     }
 }
 
@@ -354,19 +425,71 @@ impl SendMarks {
         align_messages: bool,
     ) -> (u32, Option<RdmaOption>) {
         let room = avail.min(emss);
-        let hot = match self.hot {
-            Some(h) if h.from <= s && s < h.run.end => Some(h),
-            _ => {
-                self.hot = self.hot_run(s);
-                self.hot
-            }
-        };
-        match hot
+        if !self.hot.is_some_and(|h| h.from <= s && s < h.run.end) {
+            self.hot = self.hot_run(s);
+        }
+        match self
+            .hot
+            .as_ref()
             .filter(|_| room > 0)
             .and_then(|h| h.segment(s, room, emss, acct))
         {
             Some(next) => next,
             None => self.next_segment_general(s, avail, emss, acct, align_messages),
+        }
+    }
+
+    /// [`Self::next_segment`], the option as it goes into the header left in
+    /// [`Self::encoded`] (inside a run, the run's words with the segment's fields patched in).
+    #[inline]
+    pub fn next_segment_encoded(
+        &mut self,
+        s: u64,
+        avail: u32,
+        emss: u32,
+        acct: MssAccounting,
+        align_messages: bool,
+    ) -> (u32, SegmentOption) {
+        let room = avail.min(emss);
+        if let Some(h) = &mut self.hot {
+            if h.from <= s && s < h.run.end && room > 0 {
+                if let Some(len) = h.segment_encoded(s, room, emss, acct) {
+                    self.out_hot = true;
+                    return (len, SegmentOption::Transfer);
+                }
+            }
+        }
+        let (len, opt) = self.next_segment_slow(s, avail, emss, acct, align_messages);
+        (len, self.set_encoded(opt))
+    }
+
+    /// [`Self::next_segment`] out of line.
+    #[inline(never)]
+    fn next_segment_slow(
+        &mut self,
+        s: u64,
+        avail: u32,
+        emss: u32,
+        acct: MssAccounting,
+        align_messages: bool,
+    ) -> (u32, Option<RdmaOption>) {
+        self.next_segment(s, avail, emss, acct, align_messages)
+    }
+
+    /// Sets the option [`Self::encoded`] returns (a segment sent again).
+    pub fn set_encoded(&mut self, opt: Option<RdmaOption>) -> SegmentOption {
+        self.out = opt.map_or(([0; 20], 0), |o| o.encoded());
+        self.out_hot = false;
+        SegmentOption::of(&self.out)
+    }
+
+    /// The option of the segment cut last by [`Self::next_segment_encoded`] or set by
+    /// [`Self::set_encoded`], as it goes into the header (length 0: none).
+    #[inline]
+    pub fn encoded(&self) -> &EncodedOption {
+        match &self.hot {
+            Some(h) if self.out_hot => &h.encoded,
+            _ => &self.out,
         }
     }
 
@@ -379,11 +502,7 @@ impl SendMarks {
         let i = self.run_from(s)?;
         let run = self.runs[i];
         let next_start = self.runs.get(i + 1).map_or(u64::MAX, |n| n.start);
-        (run.start <= s).then_some(HotRun {
-            run,
-            from: s,
-            next_start,
-        })
+        (run.start <= s).then(|| HotRun::new(run, s, next_start))
     }
 
     /// [`Self::next_segment`] for any marks.

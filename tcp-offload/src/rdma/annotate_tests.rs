@@ -313,8 +313,9 @@ proptest! {
 }
 
 proptest! {
-    /// The shortcut of `next_segment` inside a run (and the run it keeps between segments)
-    /// gives the general computation's length and option at every segment of a walk over any
+    /// The shortcuts of `next_segment` and `next_segment_encoded` inside a run (and the run
+    /// they keep between segments) give the general computation's length and option (its
+    /// encoding, octet for octet) at every segment of a walk over any
     /// layout, from any start (after any release), for any room, EMSS, accounting and
     /// alignment, with more marks made in the middle of the walk.
     #[test]
@@ -350,6 +351,12 @@ proptest! {
                 end += u64::from(len);
             }
             let general = m.next_segment_general(s, avail, emss, acct, align);
+            // The encoded form first (its shortcut reads the run kept so far), octet for octet
+            // the general option's encoding.
+            let (len, kind) = m.next_segment_encoded(s, avail, emss, acct, align);
+            let want = general.1.map_or(([0; 20], 0), |o| o.encoded());
+            prop_assert_eq!((len, *m.encoded()), (general.0, want));
+            prop_assert_eq!(kind, SegmentOption::of(&want));
             prop_assert_eq!(m.next_segment(s, avail, emss, acct, align), general);
             s += u64::from(general.0.max(1));
         }

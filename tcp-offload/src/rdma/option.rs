@@ -30,6 +30,17 @@ const A_BIT: u8 = 0x80;
 const U_BIT: u8 = 0x40;
 const RID_HIGH_MASK: u8 = 0x3F;
 
+/// An option as it goes into a TCP header ([`RdmaOption::encoded`]): its octets with NOPs after
+/// them, and how many of the 20 that is (the option's padded length).
+pub type EncodedOption = ([u8; LEN_FULL as usize], usize);
+
+/// The option `e` encodes ([`RdmaOption::encoded`] undone), `None` when it is empty.
+pub fn decode_encoded(e: &EncodedOption) -> Option<RdmaOption> {
+    let len = usize::from(*e.0.get(1)?);
+    let raw = e.0.get(..len).filter(|_| e.1 > 0)?;
+    RdmaOption::parse(raw, 0).ok()
+}
+
 /// One annotated run: which transfer, where its bytes go and where they sit in the payload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RdmaAnnotation {
@@ -177,7 +188,7 @@ impl RdmaOption {
     /// The option as it goes into a TCP header: its octets, NOPs after them up to
     /// [`Self::padded_len`], which is returned with them (a fixed-size write, no bounds to check).
     #[inline]
-    pub fn encoded(&self) -> ([u8; LEN_FULL as usize], usize) {
+    pub fn encoded(&self) -> EncodedOption {
         let nops = u32::from_ne_bytes([crate::wire::field::opt::NOP; 4]);
         // Five words as they lie in the header: kind, length and the octets 2..4; the fields.
         let word = |v: u32| u32::from_ne_bytes(v.to_be_bytes());
@@ -400,6 +411,7 @@ pub(crate) mod proptests {
             prop_assert_eq!(n, o.padded_len());
             prop_assert_eq!(&header[..raw.len()], &raw[..]);
             prop_assert!(header[raw.len()..n].iter().all(|&b| b == crate::wire::field::opt::NOP));
+            prop_assert_eq!(decode_encoded(&(header, n)), Some(o));
             prop_assert_eq!(RdmaOption::parse(&raw, slot * 4), Ok(o));
         }
 

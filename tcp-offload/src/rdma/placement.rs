@@ -13,7 +13,7 @@
 //!   the total may not change; either failure stops placing for the RID (the ULP copies).
 //! * TCPRDMA-32: the table is per connection; unknown RIDs (solicited or not) are not placed.
 
-use super::option::RdmaAnnotation;
+use super::option::{RdmaAnnotation, RdmaOption};
 
 /// Most RIDs a connection expects at once.
 pub const MAX_EXPECTED: usize = 256;
@@ -85,6 +85,26 @@ impl PlacedTransfer {
 #[derive(Debug, Default)]
 pub struct Placements {
     expected: Vec<Expected>,
+    /// The option of the segment expected next in order (header prediction for the option),
+    /// while nothing else changes the table.
+    next: Option<NextRun>,
+}
+
+/// What the next in-order segment of the transfer placed last carries when all of its payload
+/// continues that transfer's last piece: the first 12 octets of its option (kind, length, A =
+/// 0, U, RID, buffer offset) and the option's total octets (20-octet form), with where that
+/// lands. [`Placements::place_predicted`] places such a segment with the checks that
+/// [`Placements::place`] would make already made.
+#[derive(Clone, Copy, Debug)]
+struct NextRun {
+    head: [u8; 12],
+    total: [u8; 4],
+    /// Index of the transfer in `expected`.
+    idx: usize,
+    /// Stream offset of the run's next octet.
+    at: u64,
+    /// Where a placement must end by: the buffer's length, the total, 32-bit buffer offsets.
+    limit: u64,
 }
 
 impl Placements {
@@ -117,6 +137,7 @@ impl Placements {
 
     /// Hands the buffer of `rid` back and forgets the RID.
     pub fn take(&mut self, rid: u64) -> Option<PlacedTransfer> {
+        self.next = None;
         let e = self.expected.swap_remove(self.find(rid)?);
         let mut filled: Vec<(u32, u32)> = Vec::with_capacity(e.pieces.len());
         for &(s, end, _) in &e.pieces {
@@ -143,6 +164,7 @@ impl Placements {
         at: u64,
         bytes: &[u8],
     ) -> Placed {
+        self.next = None;
         if self.place_continuing(t, at - run_at, at, bytes) {
             return Placed::Yes;
         }
@@ -161,6 +183,7 @@ impl Placements {
         at: u64,
         bytes: &[u8],
     ) -> bool {
+        self.next = None;
         let Some(i) = self.find(t.rid) else {
             return false;
         };
@@ -176,6 +199,7 @@ impl Placements {
         at: u64,
         bytes: &[u8],
     ) -> Placed {
+        self.next = None;
         let Some(i) = self.find(t.rid) else {
             return Placed::Unmatched;
         };
@@ -218,6 +242,79 @@ impl Placements {
         Placed::Yes
     }
 
+    /// After the in-order placement of the run `t` that ended at stream offset `next_at`
+    /// (the last piece of its transfer ends there): the segment expected next continues it.
+    pub(crate) fn expect_next(&mut self, t: &RdmaAnnotation, next_at: u64) {
+        self.next = None;
+        let Some(idx) = self.find(t.rid) else { return };
+        let e = &self.expected[idx];
+        let bo = u64::from(t.buffer_offset) + u64::from(t.data_len);
+        let continues = e.pieces.last().is_some_and(|p| {
+            u64::from(p.1) == bo && p.2.wrapping_sub(u64::from(p.0)) == next_at.wrapping_sub(bo)
+        });
+        // A 20-octet form places only with the total already known (TCPRDMA-07).
+        if e.failed || !continues || (t.total.is_some() && t.total != e.total) {
+            return;
+        }
+        let Ok(bo) = u32::try_from(bo) else { return };
+        let next = RdmaOption::Transfer(RdmaAnnotation {
+            aligned: false,
+            buffer_offset: bo,
+            data_offset: 0,
+            data_len: 0,
+            ..*t
+        });
+        let (octets, _) = next.encoded();
+        let limit = e.total.map_or(u64::from(u32::MAX), u64::from);
+        self.next = Some(NextRun {
+            head: crate::wire::octets(&octets, 0..12),
+            total: crate::wire::octets(&octets, 16..20),
+            idx,
+            at: next_at,
+            limit: limit.min(e.buf.len() as u64),
+        });
+    }
+
+    /// Places `data`, the in-order segment at stream offset `at` whose RDMA option is `raw`
+    /// (16 or 20 octets, kind and length checked), when it is the segment expected next
+    /// ([`Self::expect_next`]) with all its payload in the run: [`Self::place`]'s result for
+    /// it. Returns the RID and buffer offset written, or `None` (nothing changed) when the
+    /// segment is another, for the general path.
+    #[inline]
+    pub(crate) fn place_predicted(
+        &mut self,
+        raw: &[u8],
+        at: u64,
+        data: &[u8],
+    ) -> Option<(u64, u32)> {
+        let n = self.next.as_mut()?;
+        let (head, rest) = raw.split_first_chunk::<12>()?;
+        let len = u16::try_from(data.len()).ok()?;
+        let [l0, l1] = len.to_be_bytes();
+        let total_ok = match rest {
+            [0, 0, a, b] => [*a, *b] == [l0, l1],
+            [0, 0, a, b, t @ ..] => [*a, *b] == [l0, l1] && *t == n.total,
+            _ => false,
+        };
+        if *head != n.head || !total_ok || at != n.at {
+            return None;
+        }
+        let bo = u32::from_be_bytes(crate::wire::octets(head, 8..12));
+        let end = u64::from(bo) + u64::from(len);
+        let e = self.expected.get_mut(n.idx)?;
+        let last = e.pieces.last_mut()?;
+        if end > n.limit {
+            return None;
+        }
+        e.buf
+            .get_mut(bo as usize..end as usize)?
+            .copy_from_slice(data);
+        last.1 = end as u32;
+        n.head[8..12].copy_from_slice(&(end as u32).to_be_bytes());
+        n.at += u64::from(len);
+        Some((e.rid, bo))
+    }
+
     /// How many octets from buffer offset `bo` of `rid` were placed from the stream octets
     /// starting at `at` (0 when the next octet was not, or from elsewhere).
     pub(crate) fn placed_run(&self, rid: u64, bo: u32, at: u64) -> u32 {
@@ -250,6 +347,7 @@ impl Placements {
         len: u32,
         at: u64,
     ) -> Option<&mut [u8]> {
+        self.next = None;
         let i = self.find(rid)?;
         let e = &mut self.expected[i];
         let delta = at.wrapping_sub(u64::from(bo));
@@ -317,15 +415,21 @@ impl Expected {
     fn fill(&mut self, s: u32, end: u32, at: u64) -> bool {
         // In-order placement continues the last piece (nothing lies past it, so nothing
         // overlaps): extend it in place, the general path's result without its allocations.
-        if let Some(last) = self.pieces.last_mut() {
-            if last.1 == s
-                && last.2.wrapping_sub(u64::from(last.0)) == at.wrapping_sub(u64::from(s))
+        match self.pieces.last_mut() {
+            Some(last)
+                if last.1 == s
+                    && last.2.wrapping_sub(u64::from(last.0)) == at.wrapping_sub(u64::from(s)) =>
             {
                 last.1 = last.1.max(end);
-                return true;
+                true
+            }
+            Some(_) => self.fill_general(s, end, at),
+            // The first piece of a transfer: nothing to cut or merge.
+            None => {
+                self.pieces.push((s, end, at));
+                true
             }
         }
-        self.fill_general(s, end, at)
     }
 
     /// [`Expected::fill`] for any piece: cut what it covers, merge, splice.
@@ -369,8 +473,9 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
-        /// The in-order fast path of `fill` leaves exactly the pieces the general path does,
-        /// for any sequence of fills (in order, overlapping, out of order, remapped).
+        /// The fast paths of `fill` (the first piece, in-order continuation) leave exactly the
+        /// pieces the general path does, for any sequence of fills (in order, overlapping, out
+        /// of order, remapped).
         #[test]
         fn fill_fast_path_matches_the_general_path(
             fills in prop::collection::vec((0u32..4000, 1u32..600, 0u64..3, any::<bool>()), 1..60)
@@ -418,6 +523,57 @@ mod tests {
                     general.place_general(&t, run_at, run_at, &bytes)
                 );
                 next = bo + len as u32;
+            }
+            prop_assert_eq!(&fast.expected[0].pieces, &general.expected[0].pieces);
+            prop_assert_eq!(fast.take(1), general.take(1));
+        }
+    }
+
+    proptest! {
+        /// Placement of the segment the last one predicts (`place_predicted`, tried first as
+        /// the connection's fast path does, `expect_next` after each in-order placement) leaves
+        /// the buffers, pieces, totals and verdicts that the general path leaves, for any
+        /// sequence of segments (most continuing the last one, some anywhere, of an unknown
+        /// RID, with A set, in either form, with totals that agree, change or are absent).
+        #[test]
+        fn predicted_placement_matches_the_general_path(
+            segs in prop::collection::vec(
+                (0u32..3000, 1usize..500, any::<bool>(), 0u8..4, 0u32..3, any::<u8>()),
+                1..40,
+            )
+        ) {
+            let (mut fast, mut general) = (Placements::default(), Placements::default());
+            for p in [&mut fast, &mut general] {
+                p.expect(1, vec![0; 2048]).unwrap();
+            }
+            let (mut next_bo, mut next_at) = (0u32, 100u64);
+            for (bo, len, in_order, odd, total, fill) in segs {
+                let (bo, at) = if in_order { (next_bo, next_at) } else { (bo, u64::from(bo) * 3) };
+                let t = RdmaAnnotation {
+                    aligned: odd == 1,
+                    rid: if odd == 2 { 2 } else { 1 },
+                    data_len: len as u16,
+                    total: [None, Some(2048), Some(2000)][total as usize],
+                    ..ann(1, bo, None)
+                };
+                let o = RdmaOption::Transfer(t);
+                let (octets, _) = o.encoded();
+                let bytes = vec![fill; len];
+                let verdict = match fast.place_predicted(&octets[..o.len()], at, &bytes) {
+                    Some(placed) => {
+                        prop_assert_eq!(placed, (t.rid, t.buffer_offset));
+                        Placed::Yes
+                    }
+                    None => {
+                        let v = fast.place(&t, at, at, &bytes);
+                        if v == Placed::Yes {
+                            fast.expect_next(&t, at + len as u64);
+                        }
+                        v
+                    }
+                };
+                prop_assert_eq!(verdict, general.place_general(&t, at, at, &bytes));
+                (next_bo, next_at) = (bo + len as u32, at + len as u64);
             }
             prop_assert_eq!(&fast.expected[0].pieces, &general.expected[0].pieces);
             prop_assert_eq!(fast.take(1), general.take(1));
