@@ -110,14 +110,13 @@ impl Connection {
         let mut any_rexmit = false;
         let ts_ecr = seg.timestamps.map(|t| t.1);
         let (ts, mut spurious) = (self.opts.ts, 0);
+        // Handed out: the segments ever retransmitted.
         self.scoreboard.pop_acked(ack, |s| {
-            if s.ever_rexmit {
-                any_rexmit = true;
-                // Spurious when the ACK echoes a timestamp older than the retransmission.
-                if let Some(ecr) = ts_ecr {
-                    if ts && (ecr.wrapping_sub(s.rexmit_ts) as i32) < 0 {
-                        spurious += 1;
-                    }
+            any_rexmit = true;
+            // Spurious when the ACK echoes a timestamp older than the retransmission.
+            if let Some(ecr) = ts_ecr {
+                if ts && (ecr.wrapping_sub(s.rexmit_ts) as i32) < 0 {
+                    spurious += 1;
                 }
             }
         });
