@@ -109,17 +109,18 @@ impl Connection {
         let acked = ack - self.snd_una;
         let mut any_rexmit = false;
         let ts_ecr = seg.timestamps.map(|t| t.1);
-        while let Some(s) = self.scoreboard.pop_acked(ack) {
-            if s.ever_rexmit {
-                any_rexmit = true;
-                // Spurious when the ACK echoes a timestamp older than the retransmission.
-                if let Some(ecr) = ts_ecr {
-                    if self.opts.ts && (ecr.wrapping_sub(s.rexmit_ts) as i32) < 0 {
-                        self.counters.spurious_retransmits += 1;
-                    }
+        let (ts, mut spurious) = (self.opts.ts, 0);
+        // Handed out: the segments ever retransmitted.
+        self.scoreboard.pop_acked(ack, |s| {
+            any_rexmit = true;
+            // Spurious when the ACK echoes a timestamp older than the retransmission.
+            if let Some(ecr) = ts_ecr {
+                if ts && (ecr.wrapping_sub(s.rexmit_ts) as i32) < 0 {
+                    spurious += 1;
                 }
             }
-        }
+        });
+        self.counters.spurious_retransmits += spurious;
         self.snd_una = ack;
         self.retries = 0;
         self.rtt.reset_backoff();

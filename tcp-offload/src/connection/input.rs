@@ -123,15 +123,25 @@ impl Connection {
     /// After chunks of `lens` octets went to a receive sink: the window check `poll_recv`
     /// makes at each chunk it pops, replayed with the chunks held as they would have been.
     pub(super) fn replay_window_checks(&mut self, lens: &[u64]) {
-        let buffer = u64::from(self.cfg.recv_buffer);
-        let held = self.recv.held();
+        if let [len] = lens {
+            // One chunk (the fast path's segment): nothing queued behind it.
+            return self.replay_window_check(0, *len);
+        }
         let mut queued: u64 = lens.iter().sum();
         for &len in lens {
-            let before = buffer.saturating_sub(held + queued);
             queued -= len;
-            let after = buffer.saturating_sub(held + queued);
-            self.window_update_if_opened(before, after);
+            self.replay_window_check(queued, len);
         }
+    }
+
+    /// The window check at popping a chunk of `len` octets with `queued` octets still queued
+    /// behind it.
+    #[inline]
+    fn replay_window_check(&mut self, queued: u64, len: u64) {
+        let buffer = u64::from(self.cfg.recv_buffer);
+        let held = self.recv.held() + queued;
+        let before = buffer.saturating_sub(held + len);
+        self.window_update_if_opened(before, buffer.saturating_sub(held));
     }
 
     fn dispatch_segment(

@@ -79,6 +79,8 @@ pub(super) struct Scoreboard {
     rexmit_unlost_octets: u64,
     /// Segments with `rexmit` set.
     resent: u32,
+    /// Segments with `ever_rexmit` set (Karn: the ones an ACK's caller looks at).
+    ever_resent: u32,
     /// No lost-pending segment starts below this offset (where NextSeg rule (1) starts looking).
     lost_pending_from: u64,
     /// IsLost's frontier, see [`LossFrontier`].
@@ -202,14 +204,47 @@ impl Scoreboard {
         self.segs.push_back(s);
     }
 
-    /// Removes and returns the oldest segment if `ack` covers all of it.
-    pub fn pop_acked(&mut self, ack: u64) -> Option<SentSeg> {
-        if self.segs.front()?.end() > ack {
-            return None;
+    /// Removes every segment `ack` covers whole, handing those ever retransmitted to `each`,
+    /// oldest first, before. While no segment carries a mark (none SACKed, lost-pending,
+    /// resent), only the sent octets change: one subtraction for the whole run, not a recount
+    /// per segment; and an ACK of everything with none ever resent empties the queue at once.
+    pub fn pop_acked(&mut self, ack: u64, mut each: impl FnMut(&SentSeg)) {
+        // Every segment occupies sequence space (data or FIN), so no SACKed octets means no
+        // SACKed segment.
+        let unmarked = self.sacked_octets == 0
+            && self.lost_pending == 0
+            && self.rexmit_unlost_octets == 0
+            && self.resent == 0;
+        if unmarked && self.ever_resent == 0 && self.segs.back().is_some_and(|s| s.end() <= ack) {
+            // Every sum is zero but the sent octets, which go with the segments.
+            self.sent_octets = 0;
+            self.segs.clear();
+            return;
         }
-        let s = self.segs.pop_front()?;
-        self.uncount(&s);
-        Some(s)
+        let (mut n, mut octets, mut resent) = (0, 0, 0);
+        for s in &self.segs {
+            if s.end() > ack {
+                break;
+            }
+            if s.ever_rexmit {
+                each(s);
+                resent += 1;
+            }
+            octets += s.octets();
+            n += 1;
+        }
+        self.ever_resent -= resent;
+        if unmarked {
+            self.sent_octets -= octets;
+            self.segs.drain(..n);
+        } else {
+            for _ in 0..n {
+                if let Some(s) = self.segs.pop_front() {
+                    self.uncount_marks(&s);
+                }
+            }
+            self.sent_octets -= octets;
+        }
     }
 
     /// Forgets every segment that starts below `off`.
@@ -323,8 +358,10 @@ impl Scoreboard {
     /// Segment `i` was retransmitted at TSval `ts`.
     pub fn on_resend(&mut self, i: usize, ts: u32) {
         let s = &mut self.segs[i];
+        let first = !s.ever_rexmit;
         s.ever_rexmit = true;
         s.rexmit_ts = ts;
+        self.ever_resent += u32::from(first);
     }
 
     /// Segment `i`, deemed lost, was resent by NextSeg rule (1): back in the network once.
@@ -377,12 +414,20 @@ impl Scoreboard {
             self.rexmit_unlost_octets += b;
         }
         self.resent += u32::from(s.rexmit);
+        self.ever_resent += u32::from(s.ever_rexmit);
     }
 
     /// Removes a segment's share of the sums.
     fn uncount(&mut self, s: &SentSeg) {
+        self.sent_octets -= s.octets();
+        self.ever_resent -= u32::from(s.ever_rexmit);
+        self.uncount_marks(s);
+    }
+
+    /// Removes a segment's share of the sums its marks make (all but the sent octets and the
+    /// ever-resent count).
+    fn uncount_marks(&mut self, s: &SentSeg) {
         let b = s.octets();
-        self.sent_octets -= b;
         if s.sacked {
             self.sacked_octets -= b;
             if s.off >= self.frontier.edge {
@@ -559,6 +604,49 @@ mod tests {
         Rescue,
     }
 
+    /// An ACK over many segments removes them in one run, with the sums and the segments
+    /// handed out (those ever resent) equal to a full recount's: with no marks anywhere (a run,
+    /// and everything at once), with a SACKed segment, and with a segment resent (Karn) while
+    /// nothing else is marked, acknowledged in part and as a whole.
+    #[test]
+    fn ack_of_a_run_equals_recount_with_and_without_marks() {
+        let all = 1 + 1460 * 3 + 700 + 1;
+        for (sacked, resent, ack) in [
+            (false, false, 1 + 1460 * 2 + 700),
+            (false, false, all),
+            (true, true, 1 + 1460 * 2 + 700),
+            (false, true, 1 + 1460 * 2 + 700),
+            (false, true, all),
+        ] {
+            let mut sb = Scoreboard::default();
+            let mut r = Recount::default();
+            let mut off = 1;
+            for len in [1460, 1460, 700, 1460, 0] {
+                sb.push(off, len, len == 0);
+                let s = SentSeg::new(off, len, len == 0);
+                r.segs.push_back(s);
+                off = s.end();
+            }
+            assert_eq!(off, all);
+            if sacked {
+                assert!(sb.sack(1461, 2921));
+                assert!(r.sack(1461, 2921));
+            }
+            if resent {
+                sb.on_resend(0, 7);
+                r.resend(0, 7, false);
+            }
+            let mut popped = Vec::new();
+            sb.pop_acked(ack, |s| popped.push(*s));
+            let n = r.segs.iter().take_while(|s| s.end() <= ack).count();
+            let gone: Vec<SentSeg> = r.segs.drain(..n).filter(|s| s.ever_rexmit).collect();
+            assert_eq!(popped, gone);
+            assert_eq!(popped.len(), usize::from(resent));
+            check(&sb, &r).unwrap();
+            assert_eq!(sb.pipe(), r.pipe());
+        }
+    }
+
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
             6 => (prop_oneof![1 => 0u32..3, 4 => 0u32..3000], prop::bool::weighted(0.02))
@@ -623,6 +711,10 @@ mod tests {
         prop_assert_eq!(sb.sacked_octets(), r.sums().1);
         prop_assert_eq!(sb.lost_pending(), r.sums().2);
         prop_assert_eq!(sb.none_resent(), r.segs.iter().all(|s| !s.rexmit));
+        prop_assert_eq!(
+            sb.ever_resent as usize,
+            r.segs.iter().filter(|s| s.ever_rexmit).count()
+        );
         let f = sb.frontier;
         let above = sb.segs.iter().filter(|s| s.sacked && s.off >= f.edge);
         prop_assert_eq!(f.sacked_above as usize, above.clone().count());
@@ -662,9 +754,13 @@ mod tests {
                     }
                     Op::Ack { at } => {
                         let ack = point(&r, una, nxt, at, false).max(una);
-                        while let Some(s) = sb.pop_acked(ack) {
-                            prop_assert_eq!(Some(s), r.segs.pop_front());
-                        }
+                        let mut popped = Vec::new();
+                        sb.pop_acked(ack, |s| popped.push(*s));
+                        let n = r.segs.iter().take_while(|s| s.end() <= ack).count();
+                        let gone: Vec<SentSeg> = r.segs.drain(..n).collect();
+                        let resent: Vec<SentSeg> =
+                            gone.into_iter().filter(|s| s.ever_rexmit).collect();
+                        prop_assert_eq!(popped, resent);
                         prop_assert!(r.segs.front().is_none_or(|s| s.end() > ack));
                         una = ack;
                     }
