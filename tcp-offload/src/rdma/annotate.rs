@@ -150,23 +150,25 @@ impl HotRun {
         }
     }
 
-    /// The segment from `s` (`from <= s < run.end`) with `room` octets allowed: its length,
-    /// the run's octets in it (from its start: the data offset is 0) and their offset in the
-    /// transfer's buffer.
+    /// The segment from `s` (`from <= s < run.end`) with `room` octets allowed (1 to 65535;
+    /// `None` for any other room): its length, the run's octets in it (from its start: the
+    /// data offset is 0) and their offset in the transfer's buffer.
     #[inline]
     fn cut(&self, s: u64, room: u32, emss: u32, acct: MssAccounting) -> Option<(u32, u16, u32)> {
+        if room.wrapping_sub(1) >= u32::from(u16::MAX) {
+            return None;
+        }
         let r = &self.run;
+        // RFC 6691: the option's octets come out of the room (which caps the run's part too).
+        let room = match acct {
+            MssAccounting::Rfc6691 => room.min(emss.saturating_sub(self.encoded.1 as u32).max(1)),
+            MssAccounting::Draft => room,
+        };
         // The cut: the segment ends before the next run.
         let e = (s + u64::from(room)).min(self.next_start);
-        let mut len = (e - s) as u32;
-        let mut data_len = u16::try_from(r.end.min(e) - s).ok()?;
-        if acct == MssAccounting::Rfc6691 {
-            let budget = emss.saturating_sub(self.encoded.1 as u32).max(1);
-            if len > budget {
-                len = budget;
-                data_len = data_len.min(budget.min(u32::from(u16::MAX)) as u16);
-            }
-        }
+        let len = (e - s) as u32;
+        // At most `len`, so at most 65535.
+        let data_len = (r.end.min(e) - s) as u16;
         let buffer_offset = r.t.buffer_offset + (s - r.start) as u32;
         Some((len, data_len, buffer_offset))
     }
@@ -416,7 +418,6 @@ impl SendMarks {
         match self
             .hot
             .as_ref()
-            .filter(|_| room > 0)
             .and_then(|h| h.segment(s, room, emss, acct))
         {
             Some(next) => next,
@@ -437,7 +438,7 @@ impl SendMarks {
     ) -> (u32, SegmentOption) {
         let room = avail.min(emss);
         if let Some(h) = &self.hot {
-            if h.from <= s && s < h.run.end && room > 0 {
+            if h.from <= s && s < h.run.end {
                 if let Some(cut) = h.cut(s, room, emss, acct) {
                     return (self.write_run_option(cut), SegmentOption::Transfer);
                 }
@@ -461,11 +462,7 @@ impl SendMarks {
         if !self.hot.is_some_and(|h| h.from <= s && s < h.run.end) {
             self.set_hot(self.hot_run(s));
         }
-        let cut = self
-            .hot
-            .as_ref()
-            .filter(|_| room > 0)
-            .and_then(|h| h.cut(s, room, emss, acct));
+        let cut = self.hot.as_ref().and_then(|h| h.cut(s, room, emss, acct));
         match cut {
             Some(cut) => (self.write_run_option(cut), SegmentOption::Transfer),
             None => {
