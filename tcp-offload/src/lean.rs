@@ -55,21 +55,37 @@ impl TcpSegment<'_> {
         (!others).then_some(LeanSegment {
             tuple: self.tuple,
             header: self.header(),
-            rdma: o.rdma.as_ref().map_or(LeanRdma::None, LeanRdma::Decoded),
+            rdma: LeanRdma {
+                raw: &[],
+                decoded: o.rdma.as_ref(),
+            },
             payload: self.payload,
             unverified: None,
         })
     }
 }
 
-/// A lean segment's TCP RDMA option (valid, its run inside the payload).
+/// A lean segment's TCP RDMA option (valid, its run inside the payload), if any: as its octets
+/// or decoded. (Two fields rather than an enum: a segment without one is written with
+/// constants.)
 #[derive(Clone, Copy, Debug)]
-enum LeanRdma<'a> {
-    None,
-    /// Its octets (kind to length) where they lie, 12 octets into the option area.
-    Raw(&'a [u8]),
+struct LeanRdma<'a> {
+    /// Its octets (kind to length) where they lie, 12 octets into the option area; empty when
+    /// there is none or it is decoded.
+    raw: &'a [u8],
     /// Decoded (by the full parse).
-    Decoded(&'a RdmaOption),
+    decoded: Option<&'a RdmaOption>,
+}
+
+impl<'a> LeanRdma<'a> {
+    const NONE: Self = LeanRdma {
+        raw: &[],
+        decoded: None,
+    };
+
+    fn raw(raw: &'a [u8]) -> Self {
+        LeanRdma { raw, decoded: None }
+    }
 }
 
 /// A received segment with no option but timestamps, read in place.
@@ -143,19 +159,50 @@ impl<'a> LeanSegment<'a> {
     /// The TCP header at the start of `l4`: no option, or timestamps with an RDMA option
     /// after them or not.
     fn tcp(l4: &'a [u8], src: IpAddr, dst: IpAddr, pseudo: Sum) -> Option<Self> {
+        Self::tcp_with::<false>(l4, src, dst, pseudo)
+    }
+
+    /// [`Self::tcp`] for a segment whose options after the timestamps are not an RDMA option
+    /// in the form our senders write ([`Self::rdma_after`]): out of line, so that the common
+    /// path keeps its registers.
+    #[cold]
+    #[inline(never)]
+    fn tcp_other_options(l4: &'a [u8], src: IpAddr, dst: IpAddr, pseudo: Sum) -> Option<Self> {
+        Self::tcp_with::<true>(l4, src, dst, pseudo)
+    }
+
+    /// [`Self::tcp`], the options after the timestamps read by [`Self::rdma_after_general`]
+    /// when `ANY_LAYOUT`, else by [`Self::rdma_after`] with [`Self::tcp_other_options`]
+    /// for what that does not take.
+    #[inline(always)]
+    fn tcp_with<const ANY_LAYOUT: bool>(
+        l4: &'a [u8],
+        src: IpAddr,
+        dst: IpAddr,
+        pseudo: Sum,
+    ) -> Option<Self> {
         use field::{opt, tcp as f};
         let th = l4.first_chunk::<TCP_HEADER_LEN>()?;
         let hlen = usize::from(th[f::DATA_OFF] >> 4) * 4;
         let options = l4.get(TCP_HEADER_LEN..hlen)?;
         let payload = &l4[hlen..];
         let (timestamps, rdma) = match options {
-            [] => (None, LeanRdma::None),
+            [] => (None, LeanRdma::NONE),
             [opt::NOP, opt::NOP, opt::TIMESTAMPS, 10, ts @ ..] if ts.len() == 8 => {
-                (Some((be32(ts, 0), be32(ts, 4))), LeanRdma::None)
+                (Some((be32(ts, 0), be32(ts, 4))), LeanRdma::NONE)
             }
             [opt::NOP, opt::NOP, opt::TIMESTAMPS, 10, ts @ ..] if ts.len() > 8 => {
                 let ts = Some((be32(ts, 0), be32(ts, 4)));
-                (ts, Self::rdma_after(&options[12..], payload.len())?)
+                let rest = &options[12..];
+                let rdma = if ANY_LAYOUT {
+                    Self::rdma_after_general(rest, payload.len())?
+                } else {
+                    match Self::rdma_after(rest, payload.len()) {
+                        Some(r) => r,
+                        None => return Self::tcp_other_options(l4, src, dst, pseudo),
+                    }
+                };
+                (ts, rdma)
             }
             _ => return None,
         };
@@ -184,10 +231,10 @@ impl<'a> LeanSegment<'a> {
         })
     }
 
-    /// The options after the timestamps (12 octets into the option area): nothing, or an RDMA
-    /// option that decodes, with a run inside a payload of `payload_len` octets, then NOPs to
-    /// the end; `None` for any other layout, which the full parse judges (it ignores and
-    /// counts an RDMA option it cannot use).
+    /// The options after the timestamps (12 octets into the option area) when they are an RDMA
+    /// option with a run (what our senders write: alone, at 12, 4-aligned) inside a payload of
+    /// `payload_len` octets; `None` for anything else, which [`Self::rdma_after_general`]
+    /// judges.
     #[inline(always)]
     fn rdma_after(rest: &'a [u8], payload_len: usize) -> Option<LeanRdma<'a>> {
         // A form with a run alone after the timestamps (what our senders write), at 12:
@@ -198,17 +245,20 @@ impl<'a> LeanSegment<'a> {
             {
                 let run_end = usize::from(u16::from_be_bytes([o0, o1]))
                     + usize::from(u16::from_be_bytes([l0, l1]));
-                return (run_end <= payload_len).then_some(LeanRdma::Raw(rest));
+                return (run_end <= payload_len).then_some(LeanRdma::raw(rest));
             }
         }
-        Self::rdma_after_general(rest, payload_len)
+        None
     }
 
-    /// [`Self::rdma_after`] for any layout.
+    /// The options after the timestamps (12 octets into the option area): nothing, or an RDMA
+    /// option that decodes, with a run inside a payload of `payload_len` octets, then NOPs to
+    /// the end; `None` for any other layout, which the full parse judges (it ignores and
+    /// counts an RDMA option it cannot use).
     #[inline(never)]
     fn rdma_after_general(rest: &'a [u8], payload_len: usize) -> Option<LeanRdma<'a>> {
         let [kind, len, ..] = *rest else {
-            return rest.is_empty().then_some(LeanRdma::None);
+            return rest.is_empty().then_some(LeanRdma::NONE);
         };
         let len = usize::from(len);
         if kind != rdma_opt::KIND || len < 2 || rest.len() < len {
@@ -220,23 +270,23 @@ impl<'a> LeanSegment<'a> {
             _ => true,
         };
         let nops = rest[len..].iter().all(|&b| b == field::opt::NOP);
-        (fits && nops).then_some(LeanRdma::Raw(&rest[..len]))
+        (fits && nops).then_some(LeanRdma::raw(&rest[..len]))
     }
 
     /// The TCP RDMA option (valid, its run inside the payload).
     #[inline]
     pub fn rdma(&self) -> Option<RdmaOption> {
-        match self.rdma {
-            LeanRdma::None => None,
-            LeanRdma::Raw(raw) => match raw.first_chunk::<16>() {
-                Some(fields) => {
-                    let total = raw.get(16..20).map(|t| be32(t, 0));
-                    Some(RdmaOption::Transfer(RdmaAnnotation::read(fields, total)))
-                }
-                // The A-only form (the parse accepted it at this offset).
-                None => RdmaOption::parse(raw, 12).ok(),
-            },
-            LeanRdma::Decoded(r) => Some(*r),
+        let raw = self.rdma.raw;
+        if raw.is_empty() {
+            return self.rdma.decoded.copied();
+        }
+        match raw.first_chunk::<16>() {
+            Some(fields) => {
+                let total = raw.get(16..20).map(|t| be32(t, 0));
+                Some(RdmaOption::Transfer(RdmaAnnotation::read(fields, total)))
+            }
+            // The A-only form (the parse accepted it at this offset).
+            None => RdmaOption::parse(raw, 12).ok(),
         }
     }
 
@@ -244,10 +294,7 @@ impl<'a> LeanSegment<'a> {
     /// where they lie in the segment, when it was read in place.
     #[inline]
     pub(crate) fn rdma_raw(&self) -> Option<&'a [u8]> {
-        match self.rdma {
-            LeanRdma::Raw(raw) => Some(raw),
-            _ => None,
-        }
+        Some(self.rdma.raw).filter(|r| !r.is_empty())
     }
 
     /// Whether the TCP checksum is right (summed here, once).

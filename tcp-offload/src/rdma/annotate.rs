@@ -87,10 +87,11 @@ pub struct SendMarks {
     /// until the next mark (releases do not change it).
     hot: Option<HotRun>,
     /// The option of the segment [`SendMarks::next_segment_encoded`] or
-    /// [`SendMarks::set_encoded`] gave last (see [`SendMarks::encoded`]) when not the hot run's.
+    /// [`SendMarks::set_encoded`] gave last (see [`SendMarks::encoded`]).
     out: EncodedOption,
-    /// That option is the hot run's `encoded`.
-    out_hot: bool,
+    /// `out` holds the hot run's `encoded` words but for the buffer offset and data length
+    /// (which each of its segments patches in).
+    out_run: bool,
 }
 
 /// What option the segment [`SendMarks::next_segment_encoded`] cut carries (then in
@@ -149,23 +150,25 @@ impl HotRun {
         }
     }
 
-    /// The segment from `s` (`from <= s < run.end`) with `room` octets allowed: its length,
-    /// the run's octets in it (from its start: the data offset is 0) and their offset in the
-    /// transfer's buffer.
+    /// The segment from `s` (`from <= s < run.end`) with `room` octets allowed (1 to 65535;
+    /// `None` for any other room): its length, the run's octets in it (from its start: the
+    /// data offset is 0) and their offset in the transfer's buffer.
     #[inline]
     fn cut(&self, s: u64, room: u32, emss: u32, acct: MssAccounting) -> Option<(u32, u16, u32)> {
+        if room.wrapping_sub(1) >= u32::from(u16::MAX) {
+            return None;
+        }
         let r = &self.run;
+        // RFC 6691: the option's octets come out of the room (which caps the run's part too).
+        let room = match acct {
+            MssAccounting::Rfc6691 => room.min(emss.saturating_sub(self.encoded.1 as u32).max(1)),
+            MssAccounting::Draft => room,
+        };
         // The cut: the segment ends before the next run.
         let e = (s + u64::from(room)).min(self.next_start);
-        let mut len = (e - s) as u32;
-        let mut data_len = u16::try_from(r.end.min(e) - s).ok()?;
-        if acct == MssAccounting::Rfc6691 {
-            let budget = emss.saturating_sub(self.encoded.1 as u32).max(1);
-            if len > budget {
-                len = budget;
-                data_len = data_len.min(budget.min(u32::from(u16::MAX)) as u16);
-            }
-        }
+        let len = (e - s) as u32;
+        // At most `len`, so at most 65535.
+        let data_len = (r.end.min(e) - s) as u16;
         let buffer_offset = r.t.buffer_offset + (s - r.start) as u32;
         Some((len, data_len, buffer_offset))
     }
@@ -192,22 +195,6 @@ impl HotRun {
         };
         Some((len, Some(RdmaOption::Transfer(a))))
     }
-
-    /// The segment from `s` (as [`Self::cut`]), its option written into `encoded`: the
-    /// segment's buffer offset and data length patched into the run's words.
-    #[inline]
-    fn segment_encoded(
-        &mut self,
-        s: u64,
-        room: u32,
-        emss: u32,
-        acct: MssAccounting,
-    ) -> Option<u32> {
-        let (len, data_len, buffer_offset) = self.cut(s, room, emss, acct)?;
-        self.encoded.0[8..12].copy_from_slice(&buffer_offset.to_be_bytes());
-        self.encoded.0[14..16].copy_from_slice(&data_len.to_be_bytes());
-        Some(len)
-    }
 }
 
 impl SendMarks {
@@ -215,7 +202,7 @@ impl SendMarks {
     /// not overlap; a run that continues the previous one (same RID, total and U, adjacent in
     /// the stream and in the buffer) extends it.
     pub fn mark_run(&mut self, start: u64, len: u32, t: Transfer) -> Result<(), AnnotateError> {
-        self.hot = None;
+        self.set_hot(None);
         if t.rid >= RID_LIMIT {
             return Err(AnnotateError::BadRid);
         }
@@ -259,7 +246,7 @@ impl SendMarks {
     /// option with data offset 0 and data length 0 and no transfer bytes. `at` may not lie
     /// inside a marked run; zero-length transfers come in stream order.
     pub fn mark_empty(&mut self, at: u64, t: Transfer) -> Result<(), AnnotateError> {
-        self.hot = None;
+        self.set_hot(None);
         if t.rid >= RID_LIMIT {
             return Err(AnnotateError::BadRid);
         }
@@ -289,7 +276,7 @@ impl SendMarks {
 
     /// Marks `at` as the first byte of a ULP message (A bit). Starts come in stream order.
     pub fn mark_message(&mut self, at: u64) -> Result<(), AnnotateError> {
-        self.hot = None;
+        self.set_hot(None);
         match self.messages.back() {
             Some(&last) if at == last => return Ok(()),
             Some(&last) if at < last => return Err(AnnotateError::OutOfOrder),
@@ -426,12 +413,11 @@ impl SendMarks {
     ) -> (u32, Option<RdmaOption>) {
         let room = avail.min(emss);
         if !self.hot.is_some_and(|h| h.from <= s && s < h.run.end) {
-            self.hot = self.hot_run(s);
+            self.set_hot(self.hot_run(s));
         }
         match self
             .hot
             .as_ref()
-            .filter(|_| room > 0)
             .and_then(|h| h.segment(s, room, emss, acct))
         {
             Some(next) => next,
@@ -451,35 +437,66 @@ impl SendMarks {
         align_messages: bool,
     ) -> (u32, SegmentOption) {
         let room = avail.min(emss);
-        if let Some(h) = &mut self.hot {
-            if h.from <= s && s < h.run.end && room > 0 {
-                if let Some(len) = h.segment_encoded(s, room, emss, acct) {
-                    self.out_hot = true;
-                    return (len, SegmentOption::Transfer);
+        if let Some(h) = &self.hot {
+            if h.from <= s && s < h.run.end {
+                if let Some(cut) = h.cut(s, room, emss, acct) {
+                    return (self.write_run_option(cut), SegmentOption::Transfer);
                 }
             }
         }
-        let (len, opt) = self.next_segment_slow(s, avail, emss, acct, align_messages);
-        (len, self.set_encoded(opt))
+        self.next_segment_encoded_slow(s, avail, emss, acct, align_messages)
     }
 
-    /// [`Self::next_segment`] out of line.
+    /// [`Self::next_segment_encoded`] when the hot run does not give the segment (none yet,
+    /// or `s` outside it): [`Self::next_segment`]'s steps, out of line.
     #[inline(never)]
-    fn next_segment_slow(
+    fn next_segment_encoded_slow(
         &mut self,
         s: u64,
         avail: u32,
         emss: u32,
         acct: MssAccounting,
         align_messages: bool,
-    ) -> (u32, Option<RdmaOption>) {
-        self.next_segment(s, avail, emss, acct, align_messages)
+    ) -> (u32, SegmentOption) {
+        let room = avail.min(emss);
+        if !self.hot.is_some_and(|h| h.from <= s && s < h.run.end) {
+            self.set_hot(self.hot_run(s));
+        }
+        let cut = self.hot.as_ref().and_then(|h| h.cut(s, room, emss, acct));
+        match cut {
+            Some(cut) => (self.write_run_option(cut), SegmentOption::Transfer),
+            None => {
+                let (len, opt) = self.next_segment_general(s, avail, emss, acct, align_messages);
+                (len, self.set_encoded(opt))
+            }
+        }
+    }
+
+    /// Leaves the option of the hot run's segment `cut` ([`HotRun::cut`]) in `out`: the run's
+    /// words with the segment's buffer offset and data length; returns the segment's length.
+    #[inline(always)]
+    fn write_run_option(&mut self, (len, data_len, buffer_offset): (u32, u16, u32)) -> u32 {
+        if !self.out_run {
+            if let Some(h) = &self.hot {
+                self.out = h.encoded;
+                self.out_run = true;
+            }
+        }
+        self.out.0[8..12].copy_from_slice(&buffer_offset.to_be_bytes());
+        self.out.0[14..16].copy_from_slice(&data_len.to_be_bytes());
+        len
+    }
+
+    /// Replaces the hot run (`out` no longer holds its words).
+    fn set_hot(&mut self, hot: Option<HotRun>) {
+        self.hot = hot;
+        self.out_run = false;
     }
 
     /// Sets the option [`Self::encoded`] returns (a segment sent again).
     pub fn set_encoded(&mut self, opt: Option<RdmaOption>) -> SegmentOption {
         self.out = opt.map_or(([0; 20], 0), |o| o.encoded());
-        self.out_hot = false;
+        self.out_run = false;
         SegmentOption::of(&self.out)
     }
 
@@ -487,10 +504,7 @@ impl SendMarks {
     /// [`Self::set_encoded`], as it goes into the header (length 0: none).
     #[inline]
     pub fn encoded(&self) -> &EncodedOption {
-        match &self.hot {
-            Some(h) if self.out_hot => &h.encoded,
-            _ => &self.out,
-        }
+        &self.out
     }
 
     /// The run that segments from `s` are cut from, in the common case of a bulk transfer:

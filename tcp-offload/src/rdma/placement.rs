@@ -91,13 +91,16 @@ pub struct Placements {
 }
 
 /// What the next in-order segment of the transfer placed last carries when all of its payload
-/// continues that transfer's last piece: the first 12 octets of its option (kind, length, A =
-/// 0, U, RID, buffer offset) and the option's total octets (20-octet form), with where that
-/// lands. [`Placements::place_predicted`] places such a segment with the checks that
+/// continues that transfer's last piece: the first 16 octets of its option but the data length
+/// (kind, length, A = 0, U, RID, buffer offset, data offset 0) and the option's total octets
+/// (20-octet form), with where that lands. [`Placements::place_predicted`] places such a segment with the checks that
 /// [`Placements::place`] would make already made.
 #[derive(Clone, Copy, Debug)]
 struct NextRun {
-    head: [u8; 12],
+    /// Octets 0..8 of the option (kind, length, A = 0, U, RID), as they lie.
+    head: [u8; 8],
+    /// Octets 8..16 with the data length 0 (buffer offset, data offset 0).
+    fields: [u8; 8],
     total: [u8; 4],
     /// Index of the transfer in `expected`.
     idx: usize,
@@ -267,7 +270,8 @@ impl Placements {
         let (octets, _) = next.encoded();
         let limit = e.total.map_or(u64::from(u32::MAX), u64::from);
         self.next = Some(NextRun {
-            head: crate::wire::octets(&octets, 0..12),
+            head: crate::wire::octets(&octets, 0..8),
+            fields: crate::wire::octets(&octets, 8..16),
             total: crate::wire::octets(&octets, 16..20),
             idx,
             at: next_at,
@@ -288,18 +292,21 @@ impl Placements {
         data: &[u8],
     ) -> Option<(u64, u32)> {
         let n = self.next.as_mut()?;
-        let (head, rest) = raw.split_first_chunk::<12>()?;
+        let (head, rest) = raw.split_first_chunk::<8>()?;
+        let (fields, total) = rest.split_first_chunk::<8>()?;
         let len = u16::try_from(data.len()).ok()?;
-        let [l0, l1] = len.to_be_bytes();
-        let total_ok = match rest {
-            [0, 0, a, b] => [*a, *b] == [l0, l1],
-            [0, 0, a, b, t @ ..] => [*a, *b] == [l0, l1] && *t == n.total,
-            _ => false,
-        };
-        if *head != n.head || !total_ok || at != n.at {
+        // Octets 8..16 as this segment must carry them, compared as one word; the length octet
+        // (in `head`) fixes the form, so a total is there exactly when one is expected.
+        let mut want = n.fields;
+        want[6..8].copy_from_slice(&len.to_be_bytes());
+        if u64::from_ne_bytes(*head) != u64::from_ne_bytes(n.head)
+            || u64::from_ne_bytes(*fields) != u64::from_ne_bytes(want)
+            || at != n.at
+            || !(total.is_empty() || total == n.total.as_slice())
+        {
             return None;
         }
-        let bo = u32::from_be_bytes(crate::wire::octets(head, 8..12));
+        let bo = u32::from_be_bytes(crate::wire::octets(&want, 0..4));
         let end = u64::from(bo) + u64::from(len);
         let e = self.expected.get_mut(n.idx)?;
         let last = e.pieces.last_mut()?;
@@ -310,7 +317,7 @@ impl Placements {
             .get_mut(bo as usize..end as usize)?
             .copy_from_slice(data);
         last.1 = end as u32;
-        n.head[8..12].copy_from_slice(&(end as u32).to_be_bytes());
+        n.fields[..4].copy_from_slice(&(end as u32).to_be_bytes());
         n.at += u64::from(len);
         Some((e.rid, bo))
     }
