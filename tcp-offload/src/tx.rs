@@ -285,6 +285,7 @@ impl SendBuffer {
     }
 
     /// Writes octets `[off, off + dst.len())` into `dst`, from the owned buffer or the source.
+    /// After an external record the lookup hint is left at the chunk behind it.
     pub fn fill<S: RecordSource + ?Sized>(&self, off: u64, dst: &mut [u8], src: &mut S) {
         if dst.is_empty() {
             // A segment without payload (a pure ACK): nothing to look up.
@@ -310,7 +311,11 @@ impl SendBuffer {
                     let (a, b) = self.owned.as_slices();
                     copy_from_split(a, b, start, out);
                 }
-                ChunkKind::External { id } => src.write_record(id, within, out),
+                ChunkKind::External { id } => {
+                    src.write_record(id, within, out);
+                    // The next new segment most often starts with the next record.
+                    self.hint.store(i + 1, Ordering::Relaxed);
+                }
             }
             at += n;
             pos += n as u64;
@@ -435,7 +440,67 @@ mod tests {
         assert_eq!(s.queued, 4);
     }
 
+    /// Plans and fills segment after segment, as the sender does, on `s` (its hint left where
+    /// the previous fill put it) and on `r` (the same chunks, hint reset before every call);
+    /// returns the plans and bytes of both.
+    fn walk_both(s: &SendBuffer, r: &SendBuffer, emss: u32) -> [(Vec<Plan>, Vec<u8>); 2] {
+        let mut out: [(Vec<Plan>, Vec<u8>); 2] = Default::default();
+        for (b, (plans, bytes)) in [s, r].into_iter().zip(out.iter_mut()) {
+            let mut nxt = 1;
+            loop {
+                if std::ptr::eq(b, r) {
+                    b.hint.store(0, Ordering::Relaxed);
+                }
+                let plan = b.plan(nxt, emss, 100_000, emss);
+                plans.push(plan);
+                let Plan::Send { len, .. } = plan else { break };
+                let mut seg = vec![0u8; len as usize];
+                if std::ptr::eq(b, r) {
+                    b.hint.store(0, Ordering::Relaxed);
+                }
+                b.fill(nxt, &mut seg, &mut Pattern);
+                bytes.extend(seg);
+                nxt += u64::from(len);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn fill_leaves_the_hint_at_the_next_record() {
+        let mut s = SendBuffer::new(1);
+        s.push_external_record(100, 0);
+        s.push_external_record(100, 1);
+        let mut seg = [0u8; 100];
+        s.fill(1, &mut seg, &mut Pattern);
+        assert_eq!(s.hint.load(Ordering::Relaxed), 1);
+        // A split record: the hint moves on and the record's rest is still found.
+        s.fill(101, &mut seg[..40], &mut Pattern);
+        assert_eq!(s.index_of(141), Some(1));
+    }
+
     proptest::proptest! {
+        /// The hint a fill leaves changes no segment: the plans and octets of a send buffer's
+        /// walk (records whole, packed and split, byte-stream data) equal those found by search.
+        #[test]
+        fn hint_after_fill_changes_no_segment(
+            chunks in proptest::collection::vec((0u8..3, 1u32..3000), 1..40),
+            emss in 200u32..4000,
+        ) {
+            let mut bufs = [SendBuffer::new(1), SendBuffer::new(1)];
+            for b in &mut bufs {
+                for (id, &(kind, len)) in chunks.iter().enumerate() {
+                    match kind {
+                        0 => b.push_external_record(len, id as u64),
+                        1 => b.push_owned_record(&vec![id as u8; len as usize]),
+                        _ => b.push_bytes(&vec![!(id as u8); len as usize]),
+                    }
+                }
+            }
+            let [a, b] = walk_both(&bufs[0], &bufs[1], emss);
+            proptest::prop_assert_eq!(a, b);
+        }
+
         /// The hinted chunk lookup finds what a plain binary search finds, for any order of
         /// lookups interleaved with releases of acknowledged chunks.
         #[test]
