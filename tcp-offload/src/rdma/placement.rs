@@ -93,8 +93,8 @@ pub struct Placements {
 /// What the next in-order segment of the transfer placed last carries when all of its payload
 /// continues that transfer's last piece: the first 16 octets of its option but the data length
 /// (kind, length, A = 0, U, RID, buffer offset, data offset 0) and the option's total octets
-/// (20-octet form), with where that lands. [`Placements::place_predicted`] places such a segment with the checks that
-/// [`Placements::place`] would make already made.
+/// (20-octet form), with where that lands. [`Placements::place_predicted`] places such a
+/// segment with the checks that [`Placements::place`] would make already made.
 #[derive(Clone, Copy, Debug)]
 struct NextRun {
     /// Octets 0..8 of the option (kind, length, A = 0, U, RID), as they lie.
