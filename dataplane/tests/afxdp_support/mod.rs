@@ -233,13 +233,6 @@ impl EngineHost {
         })
     }
 
-    /// Whether the peer closed its side of `conn` (FIN; half-closed, DDP-69).
-    pub fn peer_closed(&self, conn: ConnId) -> bool {
-        self.events
-            .iter()
-            .any(|e| matches!(e, EndpointEvent::PeerClosed { conn: c } if *c == conn))
-    }
-
     /// Completions of `conn` so far.
     pub fn completions_of(&self, conn: ConnId) -> Vec<WorkCompletion> {
         self.wcs
@@ -883,16 +876,7 @@ impl KernelRun<'_> {
                     engine_verified = true;
                 }
             }
-            // The kernel end closes first; once its FIN is in, the engine's application closes
-            // too (DDP-70), so both ends close gracefully. Without that close the kernel end
-            // would wait out its close timeout (5 s) for our FIN and reset the connection.
             let _ = close_tx.send(());
-            h.run_until(Duration::from_secs(30), "the kernel end's FIN", |h| {
-                h.peer_closed(conn) || h.closed(conn).is_some() || kernel.is_finished()
-            });
-            if h.closed(conn).is_none() {
-                let _ = h.e.endpoint_mut().close(Instant::now(), conn);
-            }
             h.run_until(Duration::from_secs(30), "close", |h| {
                 h.closed(conn).is_some() || kernel.is_finished() && h.established(conn).is_none()
             });
