@@ -233,6 +233,13 @@ impl EngineHost {
         })
     }
 
+    /// Whether the peer closed its side of `conn` (FIN; half-closed, DDP-69).
+    pub fn peer_closed(&self, conn: ConnId) -> bool {
+        self.events
+            .iter()
+            .any(|e| matches!(e, EndpointEvent::PeerClosed { conn: c } if *c == conn))
+    }
+
     /// Completions of `conn` so far.
     pub fn completions_of(&self, conn: ConnId) -> Vec<WorkCompletion> {
         self.wcs
@@ -876,10 +883,23 @@ impl KernelRun<'_> {
                     engine_verified = true;
                 }
             }
+            // The kernel end closes first; once its FIN is in, the engine's application closes
+            // too (DDP-70), so both ends close gracefully. Without that close the kernel end
+            // would wait out its close timeout (5 s) for our FIN and reset the connection.
+            // The wait is for the FIN itself, not for the kernel end's thread: its close returns
+            // at once and its connection's own thread sends the FIN later, so the thread may end
+            // before the FIN is in. Closed then, the engine would close first (an active close)
+            // and hold the connection in TIME-WAIT (60 s) after the kernel end's FIN.
             let _ = close_tx.send(());
-            h.run_until(Duration::from_secs(30), "close", |h| {
-                h.closed(conn).is_some() || kernel.is_finished() && h.established(conn).is_none()
+            let gone = |h: &EngineHost| h.e.endpoint().tcp(conn).is_none();
+            let failed = |h: &EngineHost| kernel.is_finished() && h.established(conn).is_none();
+            h.run_until(Duration::from_secs(30), "the kernel end's FIN", |h| {
+                h.peer_closed(conn) || gone(h) || failed(h)
             });
+            if !gone(h) {
+                let _ = h.e.endpoint_mut().close(Instant::now(), conn);
+            }
+            h.run_until(Duration::from_secs(30), "close", |h| gone(h) || failed(h));
             if let Err(p) = kernel.join() {
                 std::panic::resume_unwind(p);
             }
