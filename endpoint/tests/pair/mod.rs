@@ -183,7 +183,20 @@ impl Frames {
 /// One round of `ep` at `now`: a receive batch from `rx`, the timers, the transmits onto `tx`.
 /// Returns the frames received.
 pub fn drive(ep: &mut Endpoint, rx: &mut Wire, tx: &mut Wire, now: Instant) -> usize {
+    drive_with(ep, rx, tx, now, |_| {})
+}
+
+/// [`drive`] with `between` called on `ep` after the receive batch, before the timers and the
+/// transmits (an application call landing between what a batch did and the round after it).
+pub fn drive_with(
+    ep: &mut Endpoint,
+    rx: &mut Wire,
+    tx: &mut Wire,
+    now: Instant,
+    between: impl FnOnce(&mut Endpoint),
+) -> usize {
     let n = rx.recv_batch(now, RX_BATCH, |f| ep.handle_frame(now, f));
+    between(ep);
     ep.handle_timeout(now);
     let mut buf = [0u8; FRAME_LEN];
     ep.poll_transmit(
@@ -317,9 +330,15 @@ impl Pair {
 
     /// One round of B at the current time (its heap use measured).
     pub fn poll_b(&mut self) -> usize {
+        self.poll_b_with(|_| {})
+    }
+
+    /// [`Pair::poll_b`] with `between` called on B after its receive batch (see
+    /// [`drive_with`]).
+    pub fn poll_b_with(&mut self, between: impl FnOnce(&mut Endpoint)) -> usize {
         let mut n = 0;
         let (b, ab, ba, now) = (&mut self.b, &mut self.ab, &mut self.ba, self.now);
-        let info = allocation_counter::measure(|| n = drive(b, ab, ba, now));
+        let info = allocation_counter::measure(|| n = drive_with(b, ab, ba, now, between));
         self.heap_b += info.bytes_current;
         n
     }
@@ -336,8 +355,13 @@ impl Pair {
 
     /// One step: poll both, collect events and completions, advance virtual time.
     pub fn step(&mut self) {
+        self.step_with(|_| {})
+    }
+
+    /// [`Pair::step`] with `between` called on B after its receive batch (see [`drive_with`]).
+    pub fn step_with(&mut self, between: impl FnOnce(&mut Endpoint)) {
         self.poll_a();
-        self.poll_b();
+        self.poll_b_with(between);
         while let Some(e) = self.a.poll_event() {
             self.events_a.push(e);
         }
