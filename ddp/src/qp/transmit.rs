@@ -165,7 +165,7 @@ impl Qp {
                 .ok()?
         };
         self.unacked_hint = i + 1;
-        let (start, _, seg) = self.unacked[i];
+        let (start, _, seg) = &self.unacked[i];
         if let TxPayload::Region { region, .. } = seg.payload {
             if !tags.is_registered(region) {
                 return None;
