@@ -217,7 +217,7 @@ impl RdmapEngine {
     /// [`Self::handle_ulpdu_parts_in_order`] would have done; false, having done nothing, for
     /// anything else (the header split by a marker, another segment, a check that fails,
     /// records waiting): the caller then takes the general in-order path.
-    #[inline]
+    #[inline(always)]
     pub fn place_write_in_order<M: Memory + ?Sized>(
         &mut self,
         tags: &StagTable,
