@@ -10,7 +10,7 @@
 //!   in order      ─ Qp::handle_rx_bytes (MPA parser, place + deliver), straight from the frame
 //!   out of order  ─ Qp::handle_segment (MPA locator: markers or the length chain, MPA-70;
 //!                   placed now, delivered when the gap fills; else held for in-order delivery)
-//! post(wr) ─ Qp::poll_transmit ─ Connection::send_record(len, id = stream offset)
+//! post(wr) ─ Qp::claim_fpdus ─ Connection::send_record(len, id = stream offset)
 //! poll_transmit(now, FrameSink) ─ Connection::poll_transmit_with(FpduSource)
 //!   ─ Qp::rebuild_fpdu straight into the sink's frame (markers + CRC; retransmissions rebuild
 //!     from the region)

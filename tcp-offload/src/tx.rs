@@ -272,8 +272,9 @@ impl SendBuffer {
             return Plan::Blocked { need: rem };
         }
         let mut len = rem;
-        if nxt == c.off {
-            let limit = limit.min(pack_up_to);
+        let limit = limit.min(pack_up_to);
+        // Records never are empty: none can join one that fills the limit (then no walk).
+        if nxt == c.off && len < limit {
             for n in self.chunks.iter().skip(i + 1) {
                 if !n.is_record() || len + n.len > limit {
                     break;
@@ -479,7 +480,68 @@ mod tests {
         assert_eq!(s.index_of(141), Some(1));
     }
 
+    /// A record segment's plan as the send buffer's chunks say it by a plain walk: the record
+    /// at `nxt` (whole, or cut at the EMSS), then the whole records after it while they fit
+    /// `min(emss, room, pack_up_to)`.
+    fn plan_by_walk(b: &SendBuffer, nxt: u64, emss: u32, room: u32, pack_up_to: u32) -> Plan {
+        let Some(i) = b.chunks.iter().position(|c| c.off <= nxt && nxt < c.end()) else {
+            return Plan::Empty;
+        };
+        let c = b.chunks[i];
+        let rem = (c.end() - nxt) as u32;
+        if rem > emss {
+            return match room >= emss {
+                true => Plan::Send {
+                    len: emss,
+                    split: Some(Split::Emss),
+                },
+                false => Plan::Blocked { need: emss },
+            };
+        }
+        if rem > room {
+            return Plan::Blocked { need: rem };
+        }
+        let mut len = rem;
+        if nxt == c.off {
+            let limit = emss.min(room).min(pack_up_to);
+            for n in b.chunks.iter().skip(i + 1) {
+                if !n.is_record() || len + n.len > limit {
+                    break;
+                }
+                len += n.len;
+            }
+        }
+        Plan::Send { len, split: None }
+    }
+
     proptest::proptest! {
+        /// Planning records (the packing of whole records skipped when the first one fills
+        /// the limit) gives the plain walk's plan at every record boundary and inside
+        /// records, for any room and packing bound.
+        #[test]
+        fn record_plans_equal_the_plain_walk(
+            lens in proptest::collection::vec(1u32..3000, 1..30),
+            emss in 100u32..4000,
+            room in 0u32..10_000,
+            pack_up_to in proptest::prop_oneof![proptest::strategy::Just(0u32), 0u32..10_000, proptest::strategy::Just(u32::MAX)],
+            inside in 0u32..3000,
+        ) {
+            let mut b = SendBuffer::new(1);
+            for (id, &l) in lens.iter().enumerate() {
+                b.push_external_record(l, id as u64);
+            }
+            let starts: Vec<u64> = b.chunks.iter().map(|c| c.off).collect();
+            for off in starts {
+                for nxt in [off, off + u64::from(inside % 3000)] {
+                    proptest::prop_assert_eq!(
+                        b.plan(nxt, emss, room, pack_up_to),
+                        plan_by_walk(&b, nxt, emss, room, pack_up_to),
+                        "at {}", nxt
+                    );
+                }
+            }
+        }
+
         /// The hint a fill leaves changes no segment: the plans and octets of a send buffer's
         /// walk (records whole, packed and split, byte-stream data) equal those found by search.
         #[test]

@@ -76,6 +76,7 @@ impl TxSegment {
     /// Write the whole ULPDU into the runs of `out` that `spacing` describes (the stretch
     /// of an FPDU the ULPDU takes, marker slots left as they are): the header, then the
     /// payload with one [`Memory::read_spaced`].
+    #[inline(always)]
     pub fn write_spaced<M: Memory + ?Sized>(&self, mem: &M, spacing: Spacing, out: &mut [u8]) {
         let header = self.header();
         let (at, rest) = if header.len() <= spacing.first() {

@@ -34,16 +34,34 @@ impl Qp {
         let Phase::Operational { framer, parser, .. } = &mut self.phase else {
             return;
         };
-        // Complete FPDUs are verified and placed straight from the segment; only an FPDU split
-        // across segments is copied (mpa's StreamParser::feed).
         let (engine, at) = (&mut self.engine, &mut self.rx_fpdu_pos);
         let fast = self.cfg.fast_path;
-        match parser.feed(data, &mut |f| {
-            place_fpdu(engine, framer, at, tags, mem, &f, fast)
-        }) {
-            Ok(took) => self.rx_total += took as u64,
-            Err(e) => return self.handle_framing_error(e),
+        // The in-order fast path: the whole FPDUs at the front of `data`, the parser at an FPDU
+        // boundary (all a sender that aligns FPDUs with segments sends, MPA-58), are verified
+        // where they lie and placed one after the other in this loop, an RDMA Write's payload
+        // copied to its place at once. The parser's feed takes the rest.
+        let mut taken = 0;
+        while fast && taken < data.len() {
+            match parser.next_fpdu_in_place(&data[taken..]) {
+                Ok(Some(f)) => {
+                    taken += f.wire_len();
+                    place_fpdu(engine, framer, at, tags, mem, &f, true);
+                }
+                Ok(None) => break,
+                Err(e) => return self.handle_framing_error(e),
+            }
         }
+        // Otherwise complete FPDUs are verified and placed straight from the segment; only an
+        // FPDU split across segments is copied (mpa's StreamParser::feed).
+        if taken < data.len() {
+            match parser.feed(&data[taken..], &mut |f| {
+                place_fpdu(engine, framer, at, tags, mem, &f, fast)
+            }) {
+                Ok(took) => taken += took,
+                Err(e) => return self.handle_framing_error(e),
+            }
+        }
+        self.rx_total += taken as u64;
         self.prune_chain_starts();
     }
 
@@ -185,7 +203,9 @@ impl Qp {
 
 /// Places the verified in-order FPDU `f`, which starts at receive position `*at`, and
 /// delivers through it; `*at` moves past it. The pieces between markers go straight to their
-/// places (no copy); with `fast`, through the engine's in-order fast path.
+/// places (no copy); with `fast`, through the engine's in-order fast path. (Inlined into both
+/// receive loops of [`Qp::handle_rx_bytes`].)
+#[inline(always)]
 fn place_fpdu<M: Memory + ?Sized>(
     engine: &mut RdmapEngine,
     framer: &mut Framer,
@@ -205,19 +225,14 @@ fn place_fpdu<M: Memory + ?Sized>(
         engine.deliver_through(tags, pos + 1);
     } else {
         let (stretch, spacing) = f.ulpdu_spaced();
-        if stretch.len() == f.ulpdu_len() {
+        if engine.place_write_in_order(tags, mem, pos, stretch, f.ulpdu_len(), spacing) {
+            // An RDMA Write whose header no marker splits: its payload is in place.
+        } else if stretch.len() == f.ulpdu_len() {
             // No marker inside the ULPDU: one slice.
-            engine.handle_ulpdu_in_order(tags, mem, pos, stretch);
-        } else if !engine.place_write_spaced_in_order(
-            tags,
-            mem,
-            pos,
-            stretch,
-            f.ulpdu_len(),
-            spacing,
-        ) {
+            engine.handle_other_in_order(tags, mem, pos, &[stretch]);
+        } else {
             with_parts(f.ulpdu_chunks(), |parts| {
-                engine.handle_ulpdu_parts_in_order(tags, mem, pos, parts)
+                engine.handle_other_in_order(tags, mem, pos, parts)
             });
         }
     }

@@ -1329,3 +1329,176 @@ fn set_pd_moves_tagged_checks_to_the_new_domain() {
         &(0..64).map(pattern(3)).collect::<Vec<u8>>()[..]
     );
 }
+
+/// How the receive test below cuts the sender's octets into segments.
+#[derive(Clone, Copy, Debug)]
+enum Cut {
+    /// Segments of this many whole FPDUs (an MPA-aware TCP that packs FPDUs).
+    Fpdus(usize),
+    /// Segments of this many octets, wherever FPDUs begin and end (kernel TCP).
+    Octets(usize),
+}
+
+/// The in-order receive loop (the fast path: whole FPDUs placed where they lie, an RDMA Write
+/// at once) is a shortcut to the parser's callback path. The same octets from one sender
+/// (Sends, a Send with Invalidate, RDMA Writes small and large, an RDMA Read; markers off and
+/// on) go to two receivers alike but for `fast_path`, in segments of one and of three whole
+/// FPDUs and in cuts of 1,000 and of 3 octets, once with a CRC broken in one FPDU: both place
+/// the same octets, complete the same work, report the same events and counters (the fast
+/// path's own count apart) and answer with the same octets.
+#[test]
+fn in_order_receive_loop_equals_the_parser_path() {
+    for markers in [false, true] {
+        for cut in [
+            Cut::Fpdus(1),
+            Cut::Fpdus(3),
+            Cut::Octets(1000),
+            Cut::Octets(3),
+        ] {
+            for corrupt in [false, true] {
+                receive_both_ways(markers, cut, corrupt);
+            }
+        }
+    }
+}
+
+fn receive_both_ways(markers: bool, cut: Cut, corrupt: bool) {
+    const LEN: usize = 20_000;
+    let case = format!("markers {markers}, {cut:?}, CRC broken {corrupt}");
+    let now = Instant::now();
+    let mut a = End::new(
+        Qp::new_initiator(qp_cfg(1, markers, true), now).unwrap(),
+        11,
+    );
+    let mut bs = [true, false].map(|fast| {
+        let mut c = qp_cfg(2, markers, true);
+        c.fast_path = fast;
+        End::new(Qp::new_responder(c, now), 22)
+    });
+    let (asrc, _) = a.region(LEN, Access::LOCAL_WRITE, pattern(1));
+    let (aread, _) = a.region(LEN, Access::LOCAL_WRITE, |_| 0);
+    let src = LocalBuf {
+        region: asrc,
+        offset: 0,
+        len: LEN as u32,
+    };
+    let mut regions = Vec::new();
+    let mut stags = Vec::new();
+    for b in &mut bs {
+        let (recv, _) = b.region(2 * LEN, Access::LOCAL_WRITE, |_| 0);
+        let (win, win_stag) = b.region(LEN, Access::REMOTE_WRITE, |_| 0);
+        let (inv, inv_stag) = b.region(16, Access::REMOTE_WRITE, |_| 0);
+        let (_, read_stag) = b.region(LEN, Access::REMOTE_READ, pattern(2));
+        for (id, offset) in [(100, 0), (101, LEN as u64)] {
+            let buf = LocalBuf {
+                region: recv,
+                offset,
+                len: LEN as u32,
+            };
+            b.qp.post(&b.tags, WorkRequest::recv(id, buf)).unwrap();
+        }
+        regions.push([recv, win, inv]);
+        stags.push((win_stag, inv_stag, read_stag));
+    }
+    assert_eq!(stags[0], stags[1], "{case}: the receivers' STags");
+    let (win_stag, inv_stag, read_stag) = stags[0];
+    let at = |to: u64| RemoteBuf {
+        stag: win_stag,
+        to: 0x10_0000 + to,
+    };
+    let one = LocalBuf { len: 1, ..src };
+    let posts = [
+        WorkRequest::send(1, src, SendOpts::default()),
+        WorkRequest::write(2, src, at(0)),
+        WorkRequest::write(3, one, at(7)),
+        WorkRequest::send(
+            4,
+            src,
+            SendOpts {
+                solicited: false,
+                invalidate: Some(inv_stag),
+            },
+        ),
+        WorkRequest::read(
+            5,
+            LocalBuf {
+                region: aread,
+                ..src
+            },
+            RemoteBuf {
+                stag: read_stag,
+                to: 0x10_0000,
+            },
+        ),
+        WorkRequest::write(6, src, at(0)),
+    ];
+    for wr in posts {
+        a.qp.post(&a.tags, wr).unwrap();
+    }
+    let mut buf = vec![0u8; 70_000];
+    let mut broken = !corrupt;
+    for _ in 0..20 {
+        // The sender's octets: its startup frame, then FPDUs, cut as the case says.
+        let mut out = fpdus(&mut a);
+        a.qp.on_acked(a.qp.tx_offset());
+        if !broken && out.len() > 4 {
+            let (_, f) = &mut out[4];
+            let mid = f.len() / 2;
+            f[mid] ^= 0x40;
+            broken = true;
+        }
+        let segments: Vec<Vec<u8>> = match cut {
+            Cut::Fpdus(k) => out
+                .chunks(k)
+                .map(|g| g.iter().flat_map(|(_, f)| f.iter().copied()).collect())
+                .collect(),
+            Cut::Octets(n) => {
+                let all: Vec<u8> = out.iter().flat_map(|(_, f)| f.iter().copied()).collect();
+                all.chunks(n).map(<[u8]>::to_vec).collect()
+            }
+        };
+        for b in &mut bs {
+            for s in &segments {
+                b.qp.handle_rx_bytes(&mut b.tags, &mut b.mem, now, s);
+            }
+        }
+        // The receivers' answers (MPA Reply, Read Response, Terminate): the same octets; the
+        // fast one's go back to the sender.
+        let mut answers = [Vec::new(), Vec::new()];
+        for (b, ans) in bs.iter_mut().zip(&mut answers) {
+            while let Some(n) = b.qp.poll_transmit(&b.tags, &b.mem, &mut buf) {
+                ans.extend_from_slice(&buf[..n]);
+            }
+            b.qp.on_acked(b.qp.tx_offset());
+        }
+        assert!(
+            answers[0] == answers[1],
+            "{case}: the receivers answer alike"
+        );
+        if out.is_empty() && answers[0].is_empty() {
+            break;
+        }
+        a.qp.handle_rx_bytes(&mut a.tags, &mut a.mem, now, &answers[0]);
+    }
+    let [fast, full] = &mut bs;
+    let seen = |b: &mut End| (b.completions(), b.events(), b.qp.stats());
+    let (mut f, s) = (seen(fast), seen(full));
+    assert!(f.2.rx_ulpdus_fast > 0 && s.2.rx_ulpdus_fast == 0, "{case}");
+    f.2.rx_ulpdus_fast = 0;
+    assert_eq!(f, s, "{case}");
+    for (rf, rs) in regions[0].iter().zip(&regions[1]) {
+        assert!(
+            fast.mem.get(*rf) == full.mem.get(*rs),
+            "{case}: placed octets differ"
+        );
+    }
+    if !corrupt {
+        let sent: Vec<u8> = (0..LEN).map(pattern(1)).collect();
+        assert!(fast.mem.get(regions[0][1]).unwrap() == &sent[..], "{case}");
+        let read: Vec<u8> = (0..LEN).map(pattern(2)).collect();
+        assert!(a.mem.get(aread).unwrap() == &read[..], "{case}: Read");
+        assert_eq!(a.completions().len(), 6, "{case}");
+    } else {
+        assert!(fast.qp.is_error(), "{case}: the broken CRC was found");
+    }
+}

@@ -82,23 +82,61 @@ impl Qp {
     /// startup bytes are still pending (use [`Qp::poll_transmit`] for those), or
     /// `keep_for_retransmit` is off (nothing could rebuild it).
     pub fn poll_fpdu_record(&mut self, tags: &StagTable, max_len: usize) -> Option<(u64, usize)> {
-        if !self.cfg.keep_for_retransmit || self.startup_tx_at < self.startup_tx.len() {
-            return None;
+        let mut one = None;
+        self.claim_fpdus(tags, max_len, u64::MAX, |start, n| {
+            one = Some((start, n));
+            false
+        });
+        one
+    }
+
+    /// Claims FPDUs as [`Qp::poll_fpdu_record`] does, one after another while there are some
+    /// and `room` (the transport's free send space) holds one of [`Qp::max_fpdu_len`]: hands
+    /// each one's transmit offset and wire length to `claimed`, which takes it (true, and
+    /// `room` shrinks by its length) or stops the claiming (false, the FPDU claimed all the
+    /// same). Returns how many were claimed.
+    pub fn claim_fpdus(
+        &mut self,
+        tags: &StagTable,
+        max_len: usize,
+        mut room: u64,
+        mut claimed: impl FnMut(u64, usize) -> bool,
+    ) -> usize {
+        if !self.cfg.keep_for_retransmit || self.has_startup_bytes() {
+            return 0;
         }
         let Phase::Operational { framer, .. } = &mut self.phase else {
-            return None;
+            return 0;
         };
         if framer.is_gated() {
-            return None;
+            return 0;
         }
-        let fit = framer.fit(self.engine.config().mulpdu, max_len);
-        let seg = self.engine.poll_segment(tags, fit.ulpdu_len())?;
-        let start = self.tx_total;
-        let w = framer.skip_fitted(fit, seg.len());
-        self.tx_total += w as u64;
-        self.engine.ulpdu_framed(self.tx_total);
-        self.unacked.push_back((start, self.tx_total, seg));
-        Some((start, w))
+        let mulpdu = self.engine.config().mulpdu;
+        // At another stream offset the same FPDU may hold one marker more.
+        let extra = if framer.config().markers { 4 } else { 0 };
+        let mut n = 0;
+        while room >= (framer.wire_len(mulpdu) + extra) as u64 && self.engine.wants_to_send() {
+            let fit = framer.fit(mulpdu, max_len);
+            let Some(seg) = self.engine.poll_segment(tags, fit.ulpdu_len()) else {
+                break;
+            };
+            let start = self.tx_total;
+            let w = framer.skip_fitted(fit, seg.len());
+            self.tx_total += w as u64;
+            self.engine.ulpdu_framed(self.tx_total);
+            self.unacked.push_back((start, self.tx_total, seg));
+            n += 1;
+            room = room.saturating_sub(w as u64);
+            if !claimed(start, w) {
+                break;
+            }
+        }
+        n
+    }
+
+    /// Whether startup-frame octets wait to be sent (by [`Qp::poll_transmit`]).
+    pub fn has_startup_bytes(&self) -> bool {
+        self.startup_tx_at < self.startup_tx.len()
     }
 
     /// Rebuild, for a TCP retransmission, the FPDU that `poll_transmit` produced at transmit
@@ -127,7 +165,7 @@ impl Qp {
                 .ok()?
         };
         self.unacked_hint = i + 1;
-        let (start, _, seg) = self.unacked[i];
+        let (start, _, seg) = &self.unacked[i];
         if let TxPayload::Region { region, .. } = seg.payload {
             if !tags.is_registered(region) {
                 return None;

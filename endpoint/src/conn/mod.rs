@@ -339,23 +339,30 @@ impl<D> Conn<D> {
         let Some(Iwarp { qp, .. }) = self.state.iwarp_mut() else {
             return;
         };
-        while qp.wants_to_send() && self.tcp.send_capacity() >= qp.max_fpdu_len() as u64 {
-            // FPDUs are only claimed here; `FpduSource` frames each straight into its packet
-            // (markers and CRC in that pass), so a first transmission is framed once.
-            let r = if let Some((start, n)) = qp.poll_fpdu_record(tags, scratch.len()) {
-                self.tcp.send_record(n as u32, start)
-            } else if let Some(n) = qp.poll_transmit(tags, mem, scratch) {
-                // Startup bytes (the MPA Request/Reply) ride as owned bytes.
-                self.tcp.send_record_bytes(&scratch[..n])
-            } else {
+        let tcp = &mut self.tcp;
+        let mut refused = false;
+        // Startup bytes (the MPA Request/Reply) ride as owned bytes, ahead of every FPDU.
+        while qp.has_startup_bytes() && tcp.send_capacity() >= qp.max_fpdu_len() as u64 {
+            let Some(n) = qp.poll_transmit(tags, mem, scratch) else {
                 break;
             };
-            if r.is_err() {
-                // The stream would have a hole: give the connection up rather than corrupt it.
-                c.internal_errors += 1;
-                self.abort();
-                return;
+            refused = tcp.send_record_bytes(&scratch[..n]).is_err();
+            if refused {
+                break;
             }
+        }
+        if !refused {
+            // FPDUs are only claimed here; `FpduSource` frames each straight into its packet
+            // (markers and CRC in that pass), so a first transmission is framed once.
+            qp.claim_fpdus(tags, scratch.len(), tcp.send_capacity(), |start, n| {
+                refused = tcp.send_record(n as u32, start).is_err();
+                !refused
+            });
+        }
+        if refused {
+            // The stream would have a hole: give the connection up rather than corrupt it.
+            c.internal_errors += 1;
+            self.abort();
         }
     }
 

@@ -109,6 +109,26 @@ impl RdmapEngine {
         stream_pos: u64,
         parts: &[&[u8]],
     ) {
+        if self.quiet_at(stream_pos) && self.place_write(tags, mem, parts) {
+            self.stats.rx_ulpdus += 1;
+            self.stats.rx_ulpdus_fast += 1;
+            self.delivered_through = stream_pos + 1;
+            return;
+        }
+        self.handle_other_in_order(tags, mem, stream_pos, parts);
+    }
+
+    /// [`handle_ulpdu_parts_in_order`](Self::handle_ulpdu_parts_in_order) of a ULPDU its RDMA
+    /// Write shortcut does not take (as [`place_write_in_order`](Self::place_write_in_order)
+    /// found): placed, and what it completes delivered at once while nothing waits for
+    /// delivery; else placed and delivered in stream order.
+    pub(crate) fn handle_other_in_order<M: Memory + ?Sized>(
+        &mut self,
+        tags: &mut StagTable,
+        mem: &mut M,
+        stream_pos: u64,
+        parts: &[&[u8]],
+    ) {
         if !self.quiet_at(stream_pos) {
             self.handle_ulpdu_parts(tags, mem, stream_pos, parts);
             self.deliver_through(tags, stream_pos + 1);
@@ -116,10 +136,6 @@ impl RdmapEngine {
         }
         self.stats.rx_ulpdus += 1;
         self.stats.rx_ulpdus_fast += 1;
-        if self.place_write(tags, mem, parts) {
-            self.delivered_through = stream_pos + 1;
-            return;
-        }
         match self.place(tags, mem, stream_pos, parts) {
             Some(rec @ RxRecord::Error(_)) => {
                 self.record(stream_pos, rec);
@@ -196,11 +212,13 @@ impl RdmapEngine {
 
     /// The in-order fast path for an RDMA Write segment of `len` octets given as its
     /// stretch of an FPDU, markers' slots included, and the stretch's [`Spacing`]: the
-    /// payload goes to its place with one [`Memory::write_spaced`]. True when done, with
-    /// what [`Self::handle_ulpdu_parts_in_order`] would have done; false, having done
-    /// nothing, for anything else (the header split by a marker, another segment, a check
-    /// that fails, records waiting): the caller then takes the path by pieces.
-    pub fn place_write_spaced_in_order<M: Memory + ?Sized>(
+    /// payload goes to its place with one [`Memory::write`] (no marker inside it) or one
+    /// [`Memory::write_spaced`]. True when done, with what
+    /// [`Self::handle_ulpdu_parts_in_order`] would have done; false, having done nothing, for
+    /// anything else (the header split by a marker, another segment, a check that fails,
+    /// records waiting): the caller then takes the general in-order path.
+    #[inline(always)]
+    pub fn place_write_in_order<M: Memory + ?Sized>(
         &mut self,
         tags: &StagTable,
         mem: &mut M,
@@ -217,15 +235,19 @@ impl RdmapEngine {
         };
         self.stats.rx_ulpdus += 1;
         self.stats.rx_ulpdus_fast += 1;
-        let payload = spacing.advance(TAGGED_HEADER_LEN);
-        let from = spacing.span(TAGGED_HEADER_LEN);
-        mem.write_spaced(
-            region,
-            offset,
-            &stretch[from..],
-            len - TAGGED_HEADER_LEN,
-            payload,
-        );
+        if stretch.len() == len {
+            mem.write(region, offset, &stretch[TAGGED_HEADER_LEN..]);
+        } else {
+            let payload = spacing.advance(TAGGED_HEADER_LEN);
+            let from = spacing.span(TAGGED_HEADER_LEN);
+            mem.write_spaced(
+                region,
+                offset,
+                &stretch[from..],
+                len - TAGGED_HEADER_LEN,
+                payload,
+            );
+        }
         self.delivered_through = stream_pos + 1;
         true
     }
