@@ -3,6 +3,9 @@
 //! wheel holds one entry per armed key however often deadlines change (a connection re-arms
 //! on every segment). Whoever arms a key keeps its [`Armed`] handle (the deadline and the
 //! entry's index), so arming, moving and cancelling find the entry without a lookup by key.
+//! An entry that fires is taken out of its slot and kept for its key (not freed): the key's
+//! handle, marked [`Armed::fired`], re-arms that same entry (a link into a slot, no free-list
+//! round trip), and only [`TimerWheel::cancel`] frees it.
 //! Entries live in one table and each slot is a doubly linked list through
 //! it, so memory follows the keys armed at once, not the slots ever used, and arming allocates
 //! nothing once the table has grown. Deadlines further out than one turn stay in their slot
@@ -18,24 +21,48 @@ use tcp_offload::Timestamp;
 /// No entry (end of a list).
 const NIL: u32 = u32::MAX;
 
+/// Where an entry is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Place {
+    /// On the free list.
+    Free,
+    /// In a slot's list: its key is armed.
+    Linked,
+    /// Fired, kept for its key's next arming (in no list).
+    Kept,
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Entry {
     key: u64,
     tick: u64,
     prev: u32,
     next: u32,
-    /// In a slot's list (not on the free list).
-    live: bool,
+    place: Place,
 }
 
-/// An armed key's deadline and entry, kept by whoever armed it and passed back to move or
-/// cancel it. An entry that fires is freed: its key's handle must be dropped then (the keys
-/// [`TimerWheel::expire`] returns).
+/// A key's entry and the deadline it is armed for, kept by whoever armed it and passed back
+/// to move, re-arm or cancel it. When the entry fires (its key is among those
+/// [`TimerWheel::expire`] returns) it is kept for the key: the holder marks its handle
+/// [`fired`](Armed::fired) and passes it to the next `insert` (which reuses the entry) or to
+/// `cancel` (which frees it). A handle dropped without `cancel` leaves its entry kept.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Armed {
-    /// The deadline the key was armed for.
+    /// The deadline the key is armed for; `Timestamp::MAX` once its entry fired (not armed:
+    /// any deadline is earlier).
     pub at: Timestamp,
     entry: u32,
+}
+
+impl Armed {
+    /// The handle after its entry fired: the entry is kept, the key is not armed.
+    #[must_use]
+    pub fn fired(self) -> Armed {
+        Armed {
+            at: Timestamp::from_nanos(u64::MAX),
+            entry: self.entry,
+        }
+    }
 }
 
 /// The wheel.
@@ -63,7 +90,7 @@ pub struct TimerWheel {
     entries: Vec<Entry>,
     /// Entries not in use.
     free: Vec<u32>,
-    /// Entries in use (keys armed).
+    /// Entries linked into slots (keys armed).
     live: usize,
     /// No armed entry's tick is below this (`u64::MAX` when none was armed since the last
     /// scan): an expiry to a tick before it fires nothing and scans no slot.
@@ -123,18 +150,18 @@ impl TimerWheel {
         (tick & (self.heads.len() as u64 - 1)) as usize
     }
 
-    /// The entry `armed` names for `key`, if it is still that key's.
+    /// The entry `armed` names for `key` (armed or kept), if it is still that key's.
     fn entry_of(&self, key: u64, armed: Option<Armed>) -> Option<u32> {
         let i = armed?.entry;
         self.entries
             .get(i as usize)
-            .is_some_and(|e| e.live && e.key == key)
+            .is_some_and(|e| e.place != Place::Free && e.key == key)
             .then_some(i)
     }
 
     /// Arms `key` for `deadline` (rounded up to the next tick; a past deadline fires at the next
-    /// expiry), replacing its earlier deadline if `armed`, its handle, says it had one;
-    /// `armed` is then the new handle.
+    /// expiry), replacing its earlier deadline if `armed`, its handle, says it had one, and
+    /// reusing its entry kept since it fired; `armed` is then the new handle.
     pub fn insert(&mut self, key: u64, deadline: Timestamp, armed: &mut Option<Armed>) {
         let tick = self.tick_ceil(deadline).max(self.now_tick + 1);
         self.low = self.low.min(tick);
@@ -145,11 +172,15 @@ impl TimerWheel {
             tick,
             prev: NIL,
             next: head,
-            live: true,
+            place: Place::Linked,
         };
         let i = match self.entry_of(key, *armed) {
             Some(i) => {
-                self.unlink(i);
+                if self.entries[i as usize].place == Place::Linked {
+                    self.unlink(i);
+                } else {
+                    self.live += 1;
+                }
                 self.entries[i as usize] = e;
                 i
             }
@@ -183,11 +214,14 @@ impl TimerWheel {
         });
     }
 
-    /// Disarms `key`, whose handle is `armed` (nothing if it was not armed); `armed` is then
-    /// `None`.
+    /// Disarms `key`, whose handle is `armed`, and frees its entry (armed or kept; nothing if
+    /// it has none); `armed` is then `None`.
     pub fn cancel(&mut self, key: u64, armed: &mut Option<Armed>) {
         if let Some(i) = self.entry_of(key, armed.take()) {
-            self.unlink(i);
+            if self.entries[i as usize].place == Place::Linked {
+                self.unlink(i);
+                self.live -= 1;
+            }
             self.release(i);
         }
     }
@@ -215,10 +249,10 @@ impl TimerWheel {
         }
     }
 
-    /// Returns entry `i` to the free list; the table shrinks once every entry is free.
+    /// Returns entry `i` (in no list) to the free list; the table shrinks once every entry is
+    /// free.
     fn release(&mut self, i: u32) {
-        self.entries[i as usize].live = false;
-        self.live -= 1;
+        self.entries[i as usize].place = Place::Free;
         self.free.push(i);
         if self.free.len() == self.entries.len() {
             self.free.clear();
@@ -297,6 +331,10 @@ impl TimerWheel {
             };
             step += d;
             self.fire_slot(self.slot_of(self.now_tick + step), target, out);
+            if self.live == 0 {
+                // Everything armed fired: no slot left to look at.
+                break;
+            }
             step += 1;
         }
         self.next_fire_cache.set(None);
@@ -306,18 +344,18 @@ impl TimerWheel {
     }
 
     /// Fires the entries of `slot` whose tick is at most `target` (their keys appended to `out`
-    /// in list order) in one walk: the entries left (a turn or more out) are relinked in
-    /// their order and the slot's bits are updated once, not per entry fired.
+    /// in list order, the entries kept for them) in one walk: the entries left (a turn or
+    /// more out) are relinked in their order and the slot's bits are updated once, not per
+    /// entry fired.
     fn fire_slot(&mut self, slot: usize, target: u64, out: &mut Vec<u64>) {
         let (mut head, mut tail) = (NIL, NIL);
         let mut i = self.heads[slot];
         while i != NIL {
             let e = self.entries[i as usize];
             if e.tick <= target {
-                // (Not the last live entry while `e.next` or a kept one is live, so the
-                // table is not cleared under the walk.)
                 out.push(e.key);
-                self.release(i);
+                self.entries[i as usize].place = Place::Kept;
+                self.live -= 1;
             } else {
                 self.entries[i as usize].prev = tail;
                 match tail {
@@ -391,7 +429,7 @@ impl TimerWheel {
         // Everything is more than one turn out.
         self.entries
             .iter()
-            .filter(|e| e.live)
+            .filter(|e| e.place == Place::Linked)
             .map(|e| e.tick)
             .min()
             .map(|t| self.at_tick(t))
@@ -405,7 +443,7 @@ mod tests {
     use super::*;
 
     /// The wheel with its keys' handles kept by key, as the endpoint keeps them in its
-    /// connections (a fired key's handle dropped).
+    /// connections (a fired key's handle marked fired, kept for its next arming).
     struct Keyed {
         w: TimerWheel,
         handles: HashMap<u64, Option<Armed>>,
@@ -434,8 +472,14 @@ mod tests {
             let from = out.len();
             self.w.expire(now, out);
             for k in &out[from..] {
-                self.handles.remove(k);
+                let h = self.handles.get_mut(k).expect("a fired key has a handle");
+                *h = h.map(Armed::fired);
             }
+        }
+
+        /// Entries not free: one per key with a handle (armed or kept), none leaked.
+        fn entries_in_use(&self) -> usize {
+            self.w.entries.len() - self.w.free.len()
         }
 
         fn len(&self) -> usize {
@@ -539,12 +583,13 @@ mod tests {
                     }
                 }
                 prop_assert_eq!(w.len(), model.len());
+                prop_assert_eq!(w.entries_in_use(), w.handles.values().flatten().count());
                 prop_assert_eq!(w.next_fire(), model.values().min().map(|&t| at(t)));
             }
         });
     }
 
-    /// A handle kept past its entry's expiry (the entry since reused by another key) moves
+    /// A handle kept past its entry's release (the entry since reused by another key) moves
     /// nothing of the other key's: the stale handle arms a new entry.
     #[test]
     fn a_stale_handle_does_not_move_another_keys_entry() {
@@ -553,19 +598,62 @@ mod tests {
         let mut w = TimerWheel::new(base, ms(1), 64);
         let (mut one, mut two) = (None, None);
         w.insert(1, base + ms(2), &mut one);
-        let mut out = Vec::new();
-        w.expire(base + ms(3), &mut out);
-        assert_eq!(out, vec![1]);
+        // Cancelled through a copy: `one` is stale.
+        w.cancel(1, &mut one.clone());
         w.insert(2, base + ms(10), &mut two);
         // `one` still names the entry key 2 now has.
         w.insert(1, base + ms(5), &mut one);
+        assert_ne!(one, two);
         w.cancel(1, &mut one.clone());
         assert_eq!(w.len(), 1);
-        out.clear();
+        let mut out = Vec::new();
         w.expire(base + ms(11), &mut out);
         assert_eq!(out, vec![2], "key 2 kept its deadline");
         w.cancel(2, &mut two);
         assert!(w.is_empty());
+        assert_eq!(w.entries.len(), 0, "every entry freed: the table cleared");
+    }
+
+    /// A fired entry is kept for its key: re-arming it through the fired handle links the
+    /// same entry again (nothing allocated or taken from the free list), fires at the new
+    /// deadline and not before, and `cancel` frees it. Against the old behaviour (the entry
+    /// freed on expiry, a new one taken at the next arming) the keys fire at the same ticks.
+    #[test]
+    fn a_fired_entry_is_kept_for_its_keys_next_arming() {
+        let base = Timestamp::ZERO;
+        let ms = Duration::from_millis;
+        let mut kept = TimerWheel::new(base, ms(1), 16);
+        let mut fresh = TimerWheel::new(base, ms(1), 16);
+        let (mut h, mut g) = (None, None);
+        let mut entry = None;
+        for round in 0..100u32 {
+            let now = base + ms(u64::from(round) * 7);
+            let deadline = now + ms(u64::from(round % 5) * 9 + 1);
+            kept.insert(1, deadline, &mut h);
+            fresh.insert(1, deadline, &mut g);
+            let e = h.expect("armed").entry;
+            assert_eq!(*entry.get_or_insert(e), e, "the one entry, re-armed");
+            assert_eq!(kept.len(), 1);
+            assert_eq!(kept.next_fire(), fresh.next_fire());
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            let mut t = now;
+            while a.is_empty() {
+                t += ms(1);
+                kept.expire(t, &mut a);
+                fresh.expire(t, &mut b);
+                assert_eq!(a, b, "the same key at the same tick");
+                assert!(a.is_empty() || t >= deadline, "never before its deadline");
+            }
+            assert_eq!(a, vec![1]);
+            h = h.map(Armed::fired);
+            // The old way: the entry was freed, the handle dropped.
+            fresh.cancel(1, &mut g);
+            assert!(kept.is_empty() && kept.next_fire().is_none());
+            assert_eq!(kept.entries.len() - kept.free.len(), 1, "kept, not freed");
+        }
+        kept.cancel(1, &mut h);
+        assert_eq!(h, None);
+        assert_eq!(kept.entries.len(), 0, "cancel frees a kept entry");
     }
 
     /// Arming a key again moves its entry: however often a deadline changes, the wheel holds

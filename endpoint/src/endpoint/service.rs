@@ -166,7 +166,6 @@ impl<D: Domain> Endpoint<D> {
         c.fold_counters(&mut self.counters);
         self.flows.remove(&c.tcp.tuple());
         self.last_flow = None;
-        shrink_sparse(&mut self.conns);
         shrink_sparse(&mut self.flows);
         self.counters.connections_closed += 1;
         self.events.push_back(EndpointEvent::Closed {
