@@ -6,8 +6,10 @@
 //! sequence counts the connections ever made (from 1, never 0), so the low half alone names a
 //! connection as the ids of a plain counter did (the queue pair's stream is `id as u32`), and
 //! an id whose slot has since been given to another connection finds nothing. A slot freed
-//! is reused (the last freed first); freed slots at the end are dropped, and the table's
-//! memory is given back once it is mostly empty.
+//! is reused (the last freed first) and freed slots at the end are dropped, so the table
+//! holds as many slots as its highest slot in use (at most the connection cap), and gives
+//! their memory back as the slots at the end are freed. (The connections are held in place,
+//! not boxed: a look-up reaches the connection without a pointer hop.)
 
 /// The connections (or anything kept by id), each in a slot of its own.
 pub(crate) struct ConnTable<T> {
