@@ -6,6 +6,13 @@
 //! An entry that fires is taken out of its slot and kept for its key (not freed): the key's
 //! handle, marked [`Armed::fired`], re-arms that same entry (a link into a slot, no free-list
 //! round trip), and only [`TimerWheel::cancel`] frees it.
+//!
+//! Beside the slots, a lane of deadlines that keys arm often and that fall due in about the
+//! order they are armed (a connection's delayed ACK, a fixed delay after each segment it
+//! receives): [`TimerWheel::queue`] appends one, in tick order, with nothing to move or free,
+//! and [`TimerWheel::expire`] takes them off its front. Such a deadline, rounded to the tick
+//! as the slots' are, fires at the same expiry as it would from a slot; one that its key no
+//! longer wants (an ACK that went out with data) is the holder's to ignore when it fires.
 //! Entries live in one table and each slot is a doubly linked list through
 //! it, so memory follows the keys armed at once, not the slots ever used, and arming allocates
 //! nothing once the table has grown. Deadlines further out than one turn stay in their slot
@@ -30,6 +37,14 @@ enum Place {
     Linked,
     /// Fired, kept for its key's next arming (in no list).
     Kept,
+}
+
+/// A deadline of the queued lane.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Queued {
+    tick: u64,
+    key: u64,
+    at: Timestamp,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -95,6 +110,8 @@ pub struct TimerWheel {
     /// No armed entry's tick is below this (`u64::MAX` when none was armed since the last
     /// scan): an expiry to a tick before it fires nothing and scans no slot.
     low: u64,
+    /// The queued lane, in tick order.
+    queued: std::collections::VecDeque<Queued>,
 }
 
 impl TimerWheel {
@@ -115,6 +132,7 @@ impl TimerWheel {
             free: Vec::new(),
             live: 0,
             low: u64::MAX,
+            queued: std::collections::VecDeque::new(),
         }
     }
 
@@ -214,6 +232,36 @@ impl TimerWheel {
         });
     }
 
+    /// Queues `deadline` for `key` in the queued lane (rounded up to the next tick as
+    /// [`TimerWheel::insert`] does): it fires at the same expiry as a slot's entry of that
+    /// deadline would, once, whatever else `key` has armed or queued.
+    pub fn queue(&mut self, key: u64, deadline: Timestamp) {
+        let tick = self.tick_ceil(deadline).max(self.now_tick + 1);
+        let q = Queued {
+            tick,
+            key,
+            at: deadline,
+        };
+        // In tick order: at the back, as the deadlines of one delay come; after a shorter
+        // delay's or a clock set back, where it belongs.
+        let i = self
+            .queued
+            .iter()
+            .rposition(|e| e.tick <= tick)
+            .map_or(0, |i| i + 1);
+        if i == self.queued.len() {
+            self.queued.push_back(q);
+        } else {
+            self.queued.insert(i, q);
+        }
+        self.next_fire_cache.set(None);
+    }
+
+    /// Deadlines in the queued lane.
+    pub fn queued_len(&self) -> usize {
+        self.queued.len()
+    }
+
     /// Disarms `key`, whose handle is `armed`, and frees its entry (armed or kept; nothing if
     /// it has none); `armed` is then `None`.
     pub fn cancel(&mut self, key: u64, armed: &mut Option<Armed>) {
@@ -305,14 +353,25 @@ impl TimerWheel {
         now >= self.next_tick_at
     }
 
-    /// Moves time to `now` and appends the keys whose deadline tick has passed to `out`.
-    pub fn expire(&mut self, now: Timestamp, out: &mut Vec<u64>) {
+    /// Moves time to `now` and appends the keys whose deadline tick has passed to `out`, and
+    /// the keys and deadlines of the queued lane that fell due to `queued`.
+    pub fn expire(
+        &mut self,
+        now: Timestamp,
+        out: &mut Vec<u64>,
+        queued: &mut Vec<(u64, Timestamp)>,
+    ) {
         if !self.is_due(now) {
             return;
         }
         let target = self.tick_of(now);
         if target <= self.now_tick {
             return;
+        }
+        while let Some(q) = self.queued.front().filter(|q| q.tick <= target) {
+            queued.push((q.key, q.at));
+            self.queued.pop_front();
+            self.next_fire_cache.set(None);
         }
         if target < self.low {
             // Nothing armed is due yet.
@@ -390,8 +449,8 @@ impl TimerWheel {
             .map_or(u64::MAX, |d| self.now_tick + 1 + d)
     }
 
-    /// When the next `expire` would fire something: the end of the earliest armed tick, or
-    /// `None` when nothing is armed. O(slots / 64 + entries of the slots looked at); the
+    /// When the next `expire` would fire something: the end of the earliest armed or queued
+    /// tick, or `None` when nothing is. O(slots / 64 + entries of the slots looked at); the
     /// entries more than one turn out are all looked at only when nothing is armed nearer.
     pub fn next_fire(&self) -> Option<Timestamp> {
         if let Some(cached) = self.next_fire_cache.get() {
@@ -403,6 +462,14 @@ impl TimerWheel {
     }
 
     fn find_next_fire(&self) -> Option<Timestamp> {
+        let queued = self.queued.front().map(|q| self.at_tick(q.tick));
+        match (self.find_next_slot_fire(), queued) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn find_next_slot_fire(&self) -> Option<Timestamp> {
         if self.live == 0 {
             return None;
         }
@@ -468,9 +535,14 @@ mod tests {
             assert_eq!(h, None);
         }
 
-        fn expire(&mut self, now: Timestamp, out: &mut Vec<u64>) {
+        fn expire(
+            &mut self,
+            now: Timestamp,
+            out: &mut Vec<u64>,
+            queued: &mut Vec<(u64, Timestamp)>,
+        ) {
             let from = out.len();
-            self.w.expire(now, out);
+            self.w.expire(now, out, queued);
             for k in &out[from..] {
                 let h = self.handles.get_mut(k).expect("a fired key has a handle");
                 *h = h.map(Armed::fired);
@@ -502,17 +574,17 @@ mod tests {
         w.insert(1, base + Duration::from_micros(2500));
         w.insert(2, base + Duration::from_millis(20)); // more than one turn out
         let mut out = Vec::new();
-        w.expire(base + Duration::from_millis(2), &mut out);
+        w.expire(base + Duration::from_millis(2), &mut out, &mut Vec::new());
         assert!(out.is_empty());
-        w.expire(base + Duration::from_millis(3), &mut out);
+        w.expire(base + Duration::from_millis(3), &mut out, &mut Vec::new());
         assert_eq!(out, vec![1]);
         out.clear();
-        w.expire(base + Duration::from_millis(19), &mut out);
+        w.expire(base + Duration::from_millis(19), &mut out, &mut Vec::new());
         assert!(
             out.is_empty(),
             "a deadline one turn out must not fire early"
         );
-        w.expire(base + Duration::from_millis(40), &mut out);
+        w.expire(base + Duration::from_millis(40), &mut out, &mut Vec::new());
         assert_eq!(out, vec![2]);
         assert!(w.is_empty());
     }
@@ -522,9 +594,9 @@ mod tests {
         let base = Timestamp::ZERO;
         let mut w = Keyed::new(base, Duration::from_millis(1), 4);
         let mut out = Vec::new();
-        w.expire(base + Duration::from_millis(10), &mut out);
+        w.expire(base + Duration::from_millis(10), &mut out, &mut Vec::new());
         w.insert(7, base);
-        w.expire(base + Duration::from_millis(11), &mut out);
+        w.expire(base + Duration::from_millis(11), &mut out, &mut Vec::new());
         assert_eq!(out, vec![7]);
     }
 
@@ -542,11 +614,15 @@ mod tests {
             Arm(u64, u64),
             Cancel(u64),
             Expire(u64),
+            Queue(u64, u64),
+            SetBack(u64),
         }
         let op = prop_oneof![
             (0u64..40, 0u64..2000).prop_map(|(k, per_mille)| Op::Arm(k, per_mille)),
             (0u64..40).prop_map(Op::Cancel),
             (0u64..1000).prop_map(Op::Expire),
+            (0u64..40, 0u64..300).prop_map(|(k, per_mille)| Op::Queue(k, per_mille)),
+            (0u64..100).prop_map(Op::SetBack),
         ];
         let cfg = ProptestConfig::with_cases(300);
         let slots = prop_oneof![1usize..200, 4000usize..9000];
@@ -555,6 +631,8 @@ mod tests {
             let tick = Duration::from_micros(10);
             let mut w = Keyed::new(base, tick, slots);
             let mut model: BTreeMap<u64, u64> = BTreeMap::new();
+            // The queued lane: (tick, key, deadline) of each deadline queued and not fired.
+            let mut lane: Vec<(u64, u64, Timestamp)> = Vec::new();
             let mut now = base;
             let mut now_tick = 0u64;
             let at = |t: u64| base + tick * t as u32;
@@ -574,17 +652,37 @@ mod tests {
                         now += tick * (per_mille * slots as u64 / 1000) as u32;
                         let target = (now.saturating_duration_since(base).as_nanos() / tick.as_nanos()) as u64;
                         now_tick = now_tick.max(target);
-                        let mut out = Vec::new();
-                        w.expire(now, &mut out);
+                        let (mut out, mut queued) = (Vec::new(), Vec::new());
+                        w.expire(now, &mut out, &mut queued);
                         out.sort_unstable();
                         let due: Vec<u64> = model.iter().filter(|(_, &t)| t <= now_tick).map(|(&k, _)| k).collect();
                         model.retain(|_, t| *t > now_tick);
                         prop_assert_eq!(out, due);
+                        // The queued deadlines due, in tick order (among one tick, as queued).
+                        let (mut fired, kept): (Vec<(u64, u64, Timestamp)>, Vec<_>) =
+                            std::mem::take(&mut lane).into_iter().partition(|q| q.0 <= now_tick);
+                        fired.sort_by_key(|q| q.0);
+                        let want: Vec<(u64, Timestamp)> = fired.iter().map(|q| (q.1, q.2)).collect();
+                        prop_assert_eq!(queued, want);
+                        lane = kept;
+                    }
+                    Op::Queue(k, per_mille) => {
+                        // Deadlines from a little in the past to a third of a turn out.
+                        let d = now + tick * (per_mille * slots as u64 / 1000) as u32 - tick * 3;
+                        w.w.queue(k, d);
+                        let t = d.saturating_duration_since(base).as_nanos().div_ceil(tick.as_nanos()) as u64;
+                        lane.push((t.max(now_tick + 1), k, d));
+                    }
+                    Op::SetBack(per_mille) => {
+                        // The caller's clock set back: deadlines queued from it come earlier.
+                        now -= tick * (per_mille * slots as u64 / 1000) as u32;
                     }
                 }
                 prop_assert_eq!(w.len(), model.len());
                 prop_assert_eq!(w.entries_in_use(), w.handles.values().flatten().count());
-                prop_assert_eq!(w.next_fire(), model.values().min().map(|&t| at(t)));
+                prop_assert_eq!(w.w.queued_len(), lane.len());
+                let earliest = model.values().copied().chain(lane.iter().map(|q| q.0)).min();
+                prop_assert_eq!(w.next_fire(), earliest.map(at));
             }
         });
     }
@@ -607,7 +705,7 @@ mod tests {
         w.cancel(1, &mut one.clone());
         assert_eq!(w.len(), 1);
         let mut out = Vec::new();
-        w.expire(base + ms(11), &mut out);
+        w.expire(base + ms(11), &mut out, &mut Vec::new());
         assert_eq!(out, vec![2], "key 2 kept its deadline");
         w.cancel(2, &mut two);
         assert!(w.is_empty());
@@ -639,8 +737,8 @@ mod tests {
             let mut t = now;
             while a.is_empty() {
                 t += ms(1);
-                kept.expire(t, &mut a);
-                fresh.expire(t, &mut b);
+                kept.expire(t, &mut a, &mut Vec::new());
+                fresh.expire(t, &mut b, &mut Vec::new());
                 assert_eq!(a, b, "the same key at the same tick");
                 assert!(a.is_empty() || t >= deadline, "never before its deadline");
             }
@@ -671,10 +769,10 @@ mod tests {
         assert_eq!(w.len(), 2);
         assert_eq!(w.w.entries.len() - w.w.free.len(), 2, "one entry per key");
         let mut out = Vec::new();
-        w.expire(base + Duration::from_millis(100), &mut out);
+        w.expire(base + Duration::from_millis(100), &mut out, &mut Vec::new());
         assert_eq!(out, vec![2], "key 1 was last armed far out");
         w.cancel(1);
-        w.expire(base + Duration::from_secs(10), &mut out);
+        w.expire(base + Duration::from_secs(10), &mut out, &mut Vec::new());
         assert_eq!(out, vec![2]);
         assert!(w.is_empty());
     }
@@ -692,7 +790,7 @@ mod tests {
             w.insert(key, base + ms(at));
         }
         let mut out = Vec::new();
-        w.expire(base + ms(1), &mut out);
+        w.expire(base + ms(1), &mut out, &mut Vec::new());
         assert_eq!(
             out,
             vec![14, 10],
@@ -700,16 +798,16 @@ mod tests {
         );
         assert_eq!(w.w.next_fire(), Some(base + ms(5)));
         out.clear();
-        w.expire(base + ms(4), &mut out);
+        w.expire(base + ms(4), &mut out, &mut Vec::new());
         assert!(out.is_empty(), "tick 5 must not fire at tick 4");
         w.insert(13, base + ms(2)); // moved out of the relinked list: fires at once
-        w.expire(base + ms(5), &mut out);
+        w.expire(base + ms(5), &mut out, &mut Vec::new());
         assert_eq!(out, vec![13, 11]);
         out.clear();
-        w.expire(base + ms(8), &mut out);
+        w.expire(base + ms(8), &mut out, &mut Vec::new());
         assert!(out.is_empty(), "tick 9 must not fire at tick 8");
         assert_eq!(w.w.next_fire(), Some(base + ms(9)));
-        w.expire(base + ms(9), &mut out);
+        w.expire(base + ms(9), &mut out, &mut Vec::new());
         assert_eq!(out, vec![12]);
         assert!(w.is_empty());
         assert_eq!(w.w.next_fire(), None);

@@ -92,6 +92,8 @@ pub struct Endpoint<D: Domain = NoDomain> {
     pub(crate) dirty: Vec<u64>,
     pub(crate) wheel: TimerWheel,
     fired: Vec<u64>,
+    /// The queued deadlines (delayed ACKs) that fell due in an expiry, with their connections.
+    fired_acks: Vec<(u64, Timestamp)>,
     pub(crate) tags: StagTable,
     pub(crate) mem: VecMemory,
     pub(crate) completions: VecDeque<(ConnId, WorkCompletion)>,
@@ -135,6 +137,7 @@ impl<D: Domain> Endpoint<D> {
             dirty: Vec::new(),
             wheel: TimerWheel::new(Timestamp::ZERO, cfg.timer_tick, WHEEL_SLOTS),
             fired: Vec::new(),
+            fired_acks: Vec::new(),
             tags: StagTable::new(cfg.secrets.stag_seed()),
             mem: VecMemory::new(),
             completions: VecDeque::new(),
@@ -166,7 +169,7 @@ impl<D: Domain> Endpoint<D> {
 
     /// The connection timers of the wheel's ticks up to `now`.
     fn expire_connections(&mut self, now: Instant, ts: Timestamp) {
-        self.wheel.expire(ts, &mut self.fired);
+        self.wheel.expire(ts, &mut self.fired, &mut self.fired_acks);
         for &id in &self.fired {
             if let Some(k) = self.conns.get_mut(&id) {
                 // Its one wheel entry fired and is kept for it: the round re-arms it for the
@@ -183,6 +186,28 @@ impl<D: Domain> Endpoint<D> {
             }
         }
         self.fired.clear();
+        for &(id, at) in &self.fired_acks {
+            // The connection's queued delayed ACK (one queued earlier since made it stale):
+            // TCP's own deadline, if it still has one, fires now when due (as a wheel entry
+            // armed for an earlier deadline finds the timers due at its expiry), else is
+            // queued; one that went out with data is let go, without a round.
+            let Some(k) = self.conns.get_mut(&id).filter(|k| k.ack_queued == Some(at)) else {
+                continue;
+            };
+            k.ack_queued = None;
+            match k.tcp.delayed_ack_deadline() {
+                Some(d) if d <= ts => {
+                    k.tcp.handle_timeout(ts);
+                    k.mark(id, &mut self.dirty);
+                }
+                Some(d) => {
+                    self.wheel.queue(id, d);
+                    k.ack_queued = Some(d);
+                }
+                None => {}
+            }
+        }
+        self.fired_acks.clear();
     }
 
     /// One round of transmit work: listeners (SYN-ACKs, stateless replies, accepts), then

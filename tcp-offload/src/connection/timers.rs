@@ -101,6 +101,22 @@ impl Timers {
         instant(self.deadline.iter().fold(STOPPED, |m, &d| m.min(d)))
     }
 
+    /// The earliest deadline of the armed timers but `t`.
+    pub fn next_but(&self, t: Timer) -> Option<Timestamp> {
+        let skip = t as usize;
+        let next = self
+            .deadline
+            .iter()
+            .enumerate()
+            .fold(STOPPED, |m, (i, &d)| if i == skip { m } else { m.min(d) });
+        instant(next)
+    }
+
+    /// The deadline of `t`, if armed.
+    pub fn deadline_of(&self, t: Timer) -> Option<Timestamp> {
+        instant(self.deadline[t as usize])
+    }
+
     /// The timers armed for `now` or earlier, one bit each (`1 << t as u8`), in one pass
     /// over the deadlines.
     pub fn due(&self, now: Timestamp) -> u8 {
@@ -128,6 +144,18 @@ impl Connection {
     /// The earliest time `handle_timeout` must be called.
     pub fn poll_timeout(&self) -> Option<Timestamp> {
         self.timers.next()
+    }
+
+    /// The delayed ACK's deadline, if it is armed: a timer armed anew after most segments
+    /// received, which a caller may keep apart from the others ([`Self::poll_timeout_but_ack`]).
+    pub fn delayed_ack_deadline(&self) -> Option<Timestamp> {
+        self.timers.deadline_of(Timer::DelayedAck)
+    }
+
+    /// The earliest deadline of the timers but the delayed ACK: with
+    /// [`Self::delayed_ack_deadline`], what [`Self::poll_timeout`] says.
+    pub fn poll_timeout_but_ack(&self) -> Option<Timestamp> {
+        self.timers.next_but(Timer::DelayedAck)
     }
 
     /// Runs every timer that expired at `now`: one pass over the deadlines finds them, and
