@@ -197,7 +197,7 @@ impl<D: Domain> Endpoint<D> {
             k.ack_queued = None;
             match k.tcp.delayed_ack_deadline() {
                 Some(d) if d <= ts => {
-                    k.tcp.handle_timeout(ts);
+                    k.tcp.handle_delayed_ack_timeout(ts);
                     k.mark(id, &mut self.dirty);
                 }
                 Some(d) => {

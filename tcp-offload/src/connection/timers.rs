@@ -232,6 +232,22 @@ impl Connection {
         }
     }
 
+    /// [`Self::handle_timeout`] for a caller that knows the delayed ACK is due at `now`
+    /// ([`Self::delayed_ack_deadline`]): when no other timer is due, only the delayed ACK's
+    /// expiry runs (what `handle_timeout` would do then), without the pass over the others.
+    pub fn handle_delayed_ack_timeout(&mut self, now: Timestamp) {
+        if self
+            .timers
+            .next_but(Timer::DelayedAck)
+            .is_some_and(|d| d <= now)
+        {
+            self.handle_timeout(now);
+        } else if self.timers.expired(Timer::DelayedAck, now) && self.ack_pending {
+            self.ack_now = true;
+            self.counters.delayed_acks += 1;
+        }
+    }
+
     /// RFC 6298 §5.1: start the timer when a segment is sent and it is not running.
     pub(super) fn arm_rto_if_idle(&mut self, now: Timestamp) {
         if !self.timers.is_armed(Timer::Rto) {
