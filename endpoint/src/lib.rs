@@ -37,6 +37,7 @@ mod classify;
 mod clock;
 mod config;
 mod conn;
+mod conn_table;
 mod counters;
 mod domain;
 mod endpoint;

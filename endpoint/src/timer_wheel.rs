@@ -3,6 +3,16 @@
 //! wheel holds one entry per armed key however often deadlines change (a connection re-arms
 //! on every segment). Whoever arms a key keeps its [`Armed`] handle (the deadline and the
 //! entry's index), so arming, moving and cancelling find the entry without a lookup by key.
+//! An entry that fires is taken out of its slot and kept for its key (not freed): the key's
+//! handle, marked [`Armed::fired`], re-arms that same entry (a link into a slot, no free-list
+//! round trip), and only [`TimerWheel::cancel`] frees it.
+//!
+//! Beside the slots, a lane of deadlines that keys arm often and that fall due in about the
+//! order they are armed (a connection's delayed ACK, a fixed delay after each segment it
+//! receives): [`TimerWheel::queue`] appends one, in tick order, with nothing to move or free,
+//! and [`TimerWheel::expire`] takes them off its front. Such a deadline, rounded to the tick
+//! as the slots' are, fires at the same expiry as it would from a slot; one that its key no
+//! longer wants (an ACK that went out with data) is the holder's to ignore when it fires.
 //! Entries live in one table and each slot is a doubly linked list through
 //! it, so memory follows the keys armed at once, not the slots ever used, and arming allocates
 //! nothing once the table has grown. Deadlines further out than one turn stay in their slot
@@ -18,24 +28,56 @@ use tcp_offload::Timestamp;
 /// No entry (end of a list).
 const NIL: u32 = u32::MAX;
 
+/// Where an entry is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Place {
+    /// On the free list.
+    Free,
+    /// In a slot's list: its key is armed.
+    Linked,
+    /// Fired, kept for its key's next arming (in no list).
+    Kept,
+}
+
+/// A deadline of the queued lane.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Queued {
+    tick: u64,
+    key: u64,
+    at: Timestamp,
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Entry {
     key: u64,
     tick: u64,
     prev: u32,
     next: u32,
-    /// In a slot's list (not on the free list).
-    live: bool,
+    place: Place,
 }
 
-/// An armed key's deadline and entry, kept by whoever armed it and passed back to move or
-/// cancel it. An entry that fires is freed: its key's handle must be dropped then (the keys
-/// [`TimerWheel::expire`] returns).
+/// A key's entry and the deadline it is armed for, kept by whoever armed it and passed back
+/// to move, re-arm or cancel it. When the entry fires (its key is among those
+/// [`TimerWheel::expire`] returns) it is kept for the key: the holder marks its handle
+/// [`fired`](Armed::fired) and passes it to the next `insert` (which reuses the entry) or to
+/// `cancel` (which frees it). A handle dropped without `cancel` leaves its entry kept.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Armed {
-    /// The deadline the key was armed for.
+    /// The deadline the key is armed for; `Timestamp::MAX` once its entry fired (not armed:
+    /// any deadline is earlier).
     pub at: Timestamp,
     entry: u32,
+}
+
+impl Armed {
+    /// The handle after its entry fired: the entry is kept, the key is not armed.
+    #[must_use]
+    pub fn fired(self) -> Armed {
+        Armed {
+            at: Timestamp::from_nanos(u64::MAX),
+            entry: self.entry,
+        }
+    }
 }
 
 /// The wheel.
@@ -63,11 +105,13 @@ pub struct TimerWheel {
     entries: Vec<Entry>,
     /// Entries not in use.
     free: Vec<u32>,
-    /// Entries in use (keys armed).
+    /// Entries linked into slots (keys armed).
     live: usize,
     /// No armed entry's tick is below this (`u64::MAX` when none was armed since the last
     /// scan): an expiry to a tick before it fires nothing and scans no slot.
     low: u64,
+    /// The queued lane, in tick order.
+    queued: std::collections::VecDeque<Queued>,
 }
 
 impl TimerWheel {
@@ -88,6 +132,7 @@ impl TimerWheel {
             free: Vec::new(),
             live: 0,
             low: u64::MAX,
+            queued: std::collections::VecDeque::new(),
         }
     }
 
@@ -123,18 +168,18 @@ impl TimerWheel {
         (tick & (self.heads.len() as u64 - 1)) as usize
     }
 
-    /// The entry `armed` names for `key`, if it is still that key's.
+    /// The entry `armed` names for `key` (armed or kept), if it is still that key's.
     fn entry_of(&self, key: u64, armed: Option<Armed>) -> Option<u32> {
         let i = armed?.entry;
         self.entries
             .get(i as usize)
-            .is_some_and(|e| e.live && e.key == key)
+            .is_some_and(|e| e.place != Place::Free && e.key == key)
             .then_some(i)
     }
 
     /// Arms `key` for `deadline` (rounded up to the next tick; a past deadline fires at the next
-    /// expiry), replacing its earlier deadline if `armed`, its handle, says it had one;
-    /// `armed` is then the new handle.
+    /// expiry), replacing its earlier deadline if `armed`, its handle, says it had one, and
+    /// reusing its entry kept since it fired; `armed` is then the new handle.
     pub fn insert(&mut self, key: u64, deadline: Timestamp, armed: &mut Option<Armed>) {
         let tick = self.tick_ceil(deadline).max(self.now_tick + 1);
         self.low = self.low.min(tick);
@@ -145,11 +190,15 @@ impl TimerWheel {
             tick,
             prev: NIL,
             next: head,
-            live: true,
+            place: Place::Linked,
         };
         let i = match self.entry_of(key, *armed) {
             Some(i) => {
-                self.unlink(i);
+                if self.entries[i as usize].place == Place::Linked {
+                    self.unlink(i);
+                } else {
+                    self.live += 1;
+                }
                 self.entries[i as usize] = e;
                 i
             }
@@ -183,11 +232,44 @@ impl TimerWheel {
         });
     }
 
-    /// Disarms `key`, whose handle is `armed` (nothing if it was not armed); `armed` is then
-    /// `None`.
+    /// Queues `deadline` for `key` in the queued lane (rounded up to the next tick as
+    /// [`TimerWheel::insert`] does): it fires at the same expiry as a slot's entry of that
+    /// deadline would, once, whatever else `key` has armed or queued.
+    pub fn queue(&mut self, key: u64, deadline: Timestamp) {
+        let tick = self.tick_ceil(deadline).max(self.now_tick + 1);
+        let q = Queued {
+            tick,
+            key,
+            at: deadline,
+        };
+        // In tick order: at the back, as the deadlines of one delay come; after a shorter
+        // delay's or a clock set back, where it belongs.
+        let i = self
+            .queued
+            .iter()
+            .rposition(|e| e.tick <= tick)
+            .map_or(0, |i| i + 1);
+        if i == self.queued.len() {
+            self.queued.push_back(q);
+        } else {
+            self.queued.insert(i, q);
+        }
+        self.next_fire_cache.set(None);
+    }
+
+    /// Deadlines in the queued lane.
+    pub fn queued_len(&self) -> usize {
+        self.queued.len()
+    }
+
+    /// Disarms `key`, whose handle is `armed`, and frees its entry (armed or kept; nothing if
+    /// it has none); `armed` is then `None`.
     pub fn cancel(&mut self, key: u64, armed: &mut Option<Armed>) {
         if let Some(i) = self.entry_of(key, armed.take()) {
-            self.unlink(i);
+            if self.entries[i as usize].place == Place::Linked {
+                self.unlink(i);
+                self.live -= 1;
+            }
             self.release(i);
         }
     }
@@ -215,10 +297,10 @@ impl TimerWheel {
         }
     }
 
-    /// Returns entry `i` to the free list; the table shrinks once every entry is free.
+    /// Returns entry `i` (in no list) to the free list; the table shrinks once every entry is
+    /// free.
     fn release(&mut self, i: u32) {
-        self.entries[i as usize].live = false;
-        self.live -= 1;
+        self.entries[i as usize].place = Place::Free;
         self.free.push(i);
         if self.free.len() == self.entries.len() {
             self.free.clear();
@@ -271,14 +353,25 @@ impl TimerWheel {
         now >= self.next_tick_at
     }
 
-    /// Moves time to `now` and appends the keys whose deadline tick has passed to `out`.
-    pub fn expire(&mut self, now: Timestamp, out: &mut Vec<u64>) {
+    /// Moves time to `now` and appends the keys whose deadline tick has passed to `out`, and
+    /// the keys and deadlines of the queued lane that fell due to `queued`.
+    pub fn expire(
+        &mut self,
+        now: Timestamp,
+        out: &mut Vec<u64>,
+        queued: &mut Vec<(u64, Timestamp)>,
+    ) {
         if !self.is_due(now) {
             return;
         }
         let target = self.tick_of(now);
         if target <= self.now_tick {
             return;
+        }
+        while let Some(q) = self.queued.front().filter(|q| q.tick <= target) {
+            queued.push((q.key, q.at));
+            self.queued.pop_front();
+            self.next_fire_cache.set(None);
         }
         if target < self.low {
             // Nothing armed is due yet.
@@ -297,6 +390,10 @@ impl TimerWheel {
             };
             step += d;
             self.fire_slot(self.slot_of(self.now_tick + step), target, out);
+            if self.live == 0 {
+                // Everything armed fired: no slot left to look at.
+                break;
+            }
             step += 1;
         }
         self.next_fire_cache.set(None);
@@ -306,18 +403,18 @@ impl TimerWheel {
     }
 
     /// Fires the entries of `slot` whose tick is at most `target` (their keys appended to `out`
-    /// in list order) in one walk: the entries left (a turn or more out) are relinked in
-    /// their order and the slot's bits are updated once, not per entry fired.
+    /// in list order, the entries kept for them) in one walk: the entries left (a turn or
+    /// more out) are relinked in their order and the slot's bits are updated once, not per
+    /// entry fired.
     fn fire_slot(&mut self, slot: usize, target: u64, out: &mut Vec<u64>) {
         let (mut head, mut tail) = (NIL, NIL);
         let mut i = self.heads[slot];
         while i != NIL {
             let e = self.entries[i as usize];
             if e.tick <= target {
-                // (Not the last live entry while `e.next` or a kept one is live, so the
-                // table is not cleared under the walk.)
                 out.push(e.key);
-                self.release(i);
+                self.entries[i as usize].place = Place::Kept;
+                self.live -= 1;
             } else {
                 self.entries[i as usize].prev = tail;
                 match tail {
@@ -352,8 +449,8 @@ impl TimerWheel {
             .map_or(u64::MAX, |d| self.now_tick + 1 + d)
     }
 
-    /// When the next `expire` would fire something: the end of the earliest armed tick, or
-    /// `None` when nothing is armed. O(slots / 64 + entries of the slots looked at); the
+    /// When the next `expire` would fire something: the end of the earliest armed or queued
+    /// tick, or `None` when nothing is. O(slots / 64 + entries of the slots looked at); the
     /// entries more than one turn out are all looked at only when nothing is armed nearer.
     pub fn next_fire(&self) -> Option<Timestamp> {
         if let Some(cached) = self.next_fire_cache.get() {
@@ -365,6 +462,14 @@ impl TimerWheel {
     }
 
     fn find_next_fire(&self) -> Option<Timestamp> {
+        let queued = self.queued.front().map(|q| self.at_tick(q.tick));
+        match (self.find_next_slot_fire(), queued) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn find_next_slot_fire(&self) -> Option<Timestamp> {
         if self.live == 0 {
             return None;
         }
@@ -391,7 +496,7 @@ impl TimerWheel {
         // Everything is more than one turn out.
         self.entries
             .iter()
-            .filter(|e| e.live)
+            .filter(|e| e.place == Place::Linked)
             .map(|e| e.tick)
             .min()
             .map(|t| self.at_tick(t))
@@ -405,7 +510,7 @@ mod tests {
     use super::*;
 
     /// The wheel with its keys' handles kept by key, as the endpoint keeps them in its
-    /// connections (a fired key's handle dropped).
+    /// connections (a fired key's handle marked fired, kept for its next arming).
     struct Keyed {
         w: TimerWheel,
         handles: HashMap<u64, Option<Armed>>,
@@ -430,12 +535,23 @@ mod tests {
             assert_eq!(h, None);
         }
 
-        fn expire(&mut self, now: Timestamp, out: &mut Vec<u64>) {
+        fn expire(
+            &mut self,
+            now: Timestamp,
+            out: &mut Vec<u64>,
+            queued: &mut Vec<(u64, Timestamp)>,
+        ) {
             let from = out.len();
-            self.w.expire(now, out);
+            self.w.expire(now, out, queued);
             for k in &out[from..] {
-                self.handles.remove(k);
+                let h = self.handles.get_mut(k).expect("a fired key has a handle");
+                *h = h.map(Armed::fired);
             }
+        }
+
+        /// Entries not free: one per key with a handle (armed or kept), none leaked.
+        fn entries_in_use(&self) -> usize {
+            self.w.entries.len() - self.w.free.len()
         }
 
         fn len(&self) -> usize {
@@ -458,17 +574,17 @@ mod tests {
         w.insert(1, base + Duration::from_micros(2500));
         w.insert(2, base + Duration::from_millis(20)); // more than one turn out
         let mut out = Vec::new();
-        w.expire(base + Duration::from_millis(2), &mut out);
+        w.expire(base + Duration::from_millis(2), &mut out, &mut Vec::new());
         assert!(out.is_empty());
-        w.expire(base + Duration::from_millis(3), &mut out);
+        w.expire(base + Duration::from_millis(3), &mut out, &mut Vec::new());
         assert_eq!(out, vec![1]);
         out.clear();
-        w.expire(base + Duration::from_millis(19), &mut out);
+        w.expire(base + Duration::from_millis(19), &mut out, &mut Vec::new());
         assert!(
             out.is_empty(),
             "a deadline one turn out must not fire early"
         );
-        w.expire(base + Duration::from_millis(40), &mut out);
+        w.expire(base + Duration::from_millis(40), &mut out, &mut Vec::new());
         assert_eq!(out, vec![2]);
         assert!(w.is_empty());
     }
@@ -478,9 +594,9 @@ mod tests {
         let base = Timestamp::ZERO;
         let mut w = Keyed::new(base, Duration::from_millis(1), 4);
         let mut out = Vec::new();
-        w.expire(base + Duration::from_millis(10), &mut out);
+        w.expire(base + Duration::from_millis(10), &mut out, &mut Vec::new());
         w.insert(7, base);
-        w.expire(base + Duration::from_millis(11), &mut out);
+        w.expire(base + Duration::from_millis(11), &mut out, &mut Vec::new());
         assert_eq!(out, vec![7]);
     }
 
@@ -498,11 +614,15 @@ mod tests {
             Arm(u64, u64),
             Cancel(u64),
             Expire(u64),
+            Queue(u64, u64),
+            SetBack(u64),
         }
         let op = prop_oneof![
             (0u64..40, 0u64..2000).prop_map(|(k, per_mille)| Op::Arm(k, per_mille)),
             (0u64..40).prop_map(Op::Cancel),
             (0u64..1000).prop_map(Op::Expire),
+            (0u64..40, 0u64..300).prop_map(|(k, per_mille)| Op::Queue(k, per_mille)),
+            (0u64..100).prop_map(Op::SetBack),
         ];
         let cfg = ProptestConfig::with_cases(300);
         let slots = prop_oneof![1usize..200, 4000usize..9000];
@@ -511,6 +631,8 @@ mod tests {
             let tick = Duration::from_micros(10);
             let mut w = Keyed::new(base, tick, slots);
             let mut model: BTreeMap<u64, u64> = BTreeMap::new();
+            // The queued lane: (tick, key, deadline) of each deadline queued and not fired.
+            let mut lane: Vec<(u64, u64, Timestamp)> = Vec::new();
             let mut now = base;
             let mut now_tick = 0u64;
             let at = |t: u64| base + tick * t as u32;
@@ -530,21 +652,42 @@ mod tests {
                         now += tick * (per_mille * slots as u64 / 1000) as u32;
                         let target = (now.saturating_duration_since(base).as_nanos() / tick.as_nanos()) as u64;
                         now_tick = now_tick.max(target);
-                        let mut out = Vec::new();
-                        w.expire(now, &mut out);
+                        let (mut out, mut queued) = (Vec::new(), Vec::new());
+                        w.expire(now, &mut out, &mut queued);
                         out.sort_unstable();
                         let due: Vec<u64> = model.iter().filter(|(_, &t)| t <= now_tick).map(|(&k, _)| k).collect();
                         model.retain(|_, t| *t > now_tick);
                         prop_assert_eq!(out, due);
+                        // The queued deadlines due, in tick order (among one tick, as queued).
+                        let (mut fired, kept): (Vec<(u64, u64, Timestamp)>, Vec<_>) =
+                            std::mem::take(&mut lane).into_iter().partition(|q| q.0 <= now_tick);
+                        fired.sort_by_key(|q| q.0);
+                        let want: Vec<(u64, Timestamp)> = fired.iter().map(|q| (q.1, q.2)).collect();
+                        prop_assert_eq!(queued, want);
+                        lane = kept;
+                    }
+                    Op::Queue(k, per_mille) => {
+                        // Deadlines from a little in the past to a third of a turn out.
+                        let d = now + tick * (per_mille * slots as u64 / 1000) as u32 - tick * 3;
+                        w.w.queue(k, d);
+                        let t = d.saturating_duration_since(base).as_nanos().div_ceil(tick.as_nanos()) as u64;
+                        lane.push((t.max(now_tick + 1), k, d));
+                    }
+                    Op::SetBack(per_mille) => {
+                        // The caller's clock set back: deadlines queued from it come earlier.
+                        now -= tick * (per_mille * slots as u64 / 1000) as u32;
                     }
                 }
                 prop_assert_eq!(w.len(), model.len());
-                prop_assert_eq!(w.next_fire(), model.values().min().map(|&t| at(t)));
+                prop_assert_eq!(w.entries_in_use(), w.handles.values().flatten().count());
+                prop_assert_eq!(w.w.queued_len(), lane.len());
+                let earliest = model.values().copied().chain(lane.iter().map(|q| q.0)).min();
+                prop_assert_eq!(w.next_fire(), earliest.map(at));
             }
         });
     }
 
-    /// A handle kept past its entry's expiry (the entry since reused by another key) moves
+    /// A handle kept past its entry's release (the entry since reused by another key) moves
     /// nothing of the other key's: the stale handle arms a new entry.
     #[test]
     fn a_stale_handle_does_not_move_another_keys_entry() {
@@ -553,19 +696,62 @@ mod tests {
         let mut w = TimerWheel::new(base, ms(1), 64);
         let (mut one, mut two) = (None, None);
         w.insert(1, base + ms(2), &mut one);
-        let mut out = Vec::new();
-        w.expire(base + ms(3), &mut out);
-        assert_eq!(out, vec![1]);
+        // Cancelled through a copy: `one` is stale.
+        w.cancel(1, &mut one.clone());
         w.insert(2, base + ms(10), &mut two);
         // `one` still names the entry key 2 now has.
         w.insert(1, base + ms(5), &mut one);
+        assert_ne!(one, two);
         w.cancel(1, &mut one.clone());
         assert_eq!(w.len(), 1);
-        out.clear();
-        w.expire(base + ms(11), &mut out);
+        let mut out = Vec::new();
+        w.expire(base + ms(11), &mut out, &mut Vec::new());
         assert_eq!(out, vec![2], "key 2 kept its deadline");
         w.cancel(2, &mut two);
         assert!(w.is_empty());
+        assert_eq!(w.entries.len(), 0, "every entry freed: the table cleared");
+    }
+
+    /// A fired entry is kept for its key: re-arming it through the fired handle links the
+    /// same entry again (nothing allocated or taken from the free list), fires at the new
+    /// deadline and not before, and `cancel` frees it. Against the old behaviour (the entry
+    /// freed on expiry, a new one taken at the next arming) the keys fire at the same ticks.
+    #[test]
+    fn a_fired_entry_is_kept_for_its_keys_next_arming() {
+        let base = Timestamp::ZERO;
+        let ms = Duration::from_millis;
+        let mut kept = TimerWheel::new(base, ms(1), 16);
+        let mut fresh = TimerWheel::new(base, ms(1), 16);
+        let (mut h, mut g) = (None, None);
+        let mut entry = None;
+        for round in 0..100u32 {
+            let now = base + ms(u64::from(round) * 7);
+            let deadline = now + ms(u64::from(round % 5) * 9 + 1);
+            kept.insert(1, deadline, &mut h);
+            fresh.insert(1, deadline, &mut g);
+            let e = h.expect("armed").entry;
+            assert_eq!(*entry.get_or_insert(e), e, "the one entry, re-armed");
+            assert_eq!(kept.len(), 1);
+            assert_eq!(kept.next_fire(), fresh.next_fire());
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            let mut t = now;
+            while a.is_empty() {
+                t += ms(1);
+                kept.expire(t, &mut a, &mut Vec::new());
+                fresh.expire(t, &mut b, &mut Vec::new());
+                assert_eq!(a, b, "the same key at the same tick");
+                assert!(a.is_empty() || t >= deadline, "never before its deadline");
+            }
+            assert_eq!(a, vec![1]);
+            h = h.map(Armed::fired);
+            // The old way: the entry was freed, the handle dropped.
+            fresh.cancel(1, &mut g);
+            assert!(kept.is_empty() && kept.next_fire().is_none());
+            assert_eq!(kept.entries.len() - kept.free.len(), 1, "kept, not freed");
+        }
+        kept.cancel(1, &mut h);
+        assert_eq!(h, None);
+        assert_eq!(kept.entries.len(), 0, "cancel frees a kept entry");
     }
 
     /// Arming a key again moves its entry: however often a deadline changes, the wheel holds
@@ -583,10 +769,10 @@ mod tests {
         assert_eq!(w.len(), 2);
         assert_eq!(w.w.entries.len() - w.w.free.len(), 2, "one entry per key");
         let mut out = Vec::new();
-        w.expire(base + Duration::from_millis(100), &mut out);
+        w.expire(base + Duration::from_millis(100), &mut out, &mut Vec::new());
         assert_eq!(out, vec![2], "key 1 was last armed far out");
         w.cancel(1);
-        w.expire(base + Duration::from_secs(10), &mut out);
+        w.expire(base + Duration::from_secs(10), &mut out, &mut Vec::new());
         assert_eq!(out, vec![2]);
         assert!(w.is_empty());
     }
@@ -604,7 +790,7 @@ mod tests {
             w.insert(key, base + ms(at));
         }
         let mut out = Vec::new();
-        w.expire(base + ms(1), &mut out);
+        w.expire(base + ms(1), &mut out, &mut Vec::new());
         assert_eq!(
             out,
             vec![14, 10],
@@ -612,16 +798,16 @@ mod tests {
         );
         assert_eq!(w.w.next_fire(), Some(base + ms(5)));
         out.clear();
-        w.expire(base + ms(4), &mut out);
+        w.expire(base + ms(4), &mut out, &mut Vec::new());
         assert!(out.is_empty(), "tick 5 must not fire at tick 4");
         w.insert(13, base + ms(2)); // moved out of the relinked list: fires at once
-        w.expire(base + ms(5), &mut out);
+        w.expire(base + ms(5), &mut out, &mut Vec::new());
         assert_eq!(out, vec![13, 11]);
         out.clear();
-        w.expire(base + ms(8), &mut out);
+        w.expire(base + ms(8), &mut out, &mut Vec::new());
         assert!(out.is_empty(), "tick 9 must not fire at tick 8");
         assert_eq!(w.w.next_fire(), Some(base + ms(9)));
-        w.expire(base + ms(9), &mut out);
+        w.expire(base + ms(9), &mut out, &mut Vec::new());
         assert_eq!(out, vec![12]);
         assert!(w.is_empty());
         assert_eq!(w.w.next_fire(), None);

@@ -208,6 +208,46 @@ fn delayed_ack_and_retransmission_instants_are_pinned() {
     assert_eq!(second, (us(4_600_100), 1));
 }
 
+/// A delayed ACK that went out with data, then armed again later: the deadline queued for
+/// the first fires early and is followed to TCP's new one without a frame, and the ACK goes
+/// out at the new deadline's tick. The instants are those of the wheel entry that carried
+/// every deadline of the connection (armed for the first ACK, fired early, re-armed).
+#[test]
+fn a_delayed_ack_sent_with_data_and_armed_again_goes_out_at_its_new_deadline() {
+    let mut s = setup();
+    let (ca, cb, a_out, b_out, a_in, b_in) = (s.ca, s.cb, s.a_out, s.b_out, s.a_in, s.b_in);
+    let p = &mut s.p;
+    let (base, t0) = (p.base, p.now);
+    let us = Duration::from_micros;
+    // A writes; B's ACK of it is delayed (25 us for a short segment).
+    let f = write_now(&mut p.a, ca, 1, a_out, b_in.1, t0);
+    p.b.handle_frame(t0, &f);
+    assert!(round(&mut p.b, t0).is_empty(), "B's ACK is delayed");
+    // 5 us later B writes: the ACK goes with its data.
+    write_now(&mut p.b, cb, 2, b_out, a_in.1, t0 + us(5));
+    // 10 us after the first, A writes again: B's next ACK is due 25 us later.
+    let t2 = t0 + us(10);
+    let f = write_now(&mut p.a, ca, 3, a_out, b_in.1, t2);
+    p.b.handle_frame(t2, &f);
+    assert!(round(&mut p.b, t2).is_empty(), "B's ACK is delayed");
+    // B woken at its `poll_timeout` until it sends.
+    let mut wakes = Vec::new();
+    let sent = loop {
+        let t = p.b.poll_timeout().expect("a timer is armed");
+        let out = round(&mut p.b, t);
+        wakes.push(t.duration_since(base));
+        if !out.is_empty() {
+            break out;
+        }
+        assert!(wakes.len() < 10, "B never sent: {wakes:?}");
+    };
+    assert_eq!(t0.duration_since(base), us(4_000_100));
+    // The first ACK's deadline (4,000,125 us) wakes B for nothing; the second's
+    // (4,000,135 us, rounded up to the 25 us tick) sends it.
+    assert_eq!(wakes, [us(4_000_125), us(4_000_150)]);
+    assert_eq!(sent.len(), 1, "the delayed ACK");
+}
+
 /// A connection keeps its next hop between rounds only while the neighbour table stays the
 /// same: a new entry for its peer takes its very next frame.
 #[test]

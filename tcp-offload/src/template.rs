@@ -37,6 +37,9 @@ pub(crate) struct HeaderTemplate {
     ip_sum: Sum,
     /// The pseudo header's sum with a TCP length of zero.
     pseudo: Sum,
+    /// The sum of the TCP header as it stands with the data offset and flags zero too: a
+    /// segment's header sum is this and the fields it patches in, not its octets summed again.
+    tcp_sum: Sum,
 }
 
 /// The fields a segment patches into the template.
@@ -85,6 +88,12 @@ impl HeaderTemplate {
             Some(h) if v4 => checksum::sum_ipv4_header(h),
             _ => 0,
         };
+        let mut th = [0u8; TCP_HEADER_LEN + 12];
+        let th = &mut th[..len - ip_len];
+        th.copy_from_slice(&bytes[ip_len..len]);
+        th[field::tcp::DATA_OFF] = 0;
+        th[field::tcp::FLAGS] = 0;
+        let tcp_sum = checksum::sum(th, 0);
         Some(HeaderTemplate {
             bytes,
             ip_len,
@@ -92,6 +101,7 @@ impl HeaderTemplate {
             ts,
             ip_sum,
             pseudo,
+            tcp_sum,
         })
     }
 
@@ -162,11 +172,35 @@ impl HeaderTemplate {
         fill(payload);
         let pseudo = self.pseudo + checksum::word(l4_len as u16);
         let sum = match cks {
-            TxChecksum::Full => checksum::field(payload, checksum::sum(th, pseudo)),
+            TxChecksum::Full => checksum::field(payload, self.header_sum(th, f, pseudo)),
             TxChecksum::Offloaded => checksum::fold(pseudo),
         };
         th[field::tcp::CHECKSUM].copy_from_slice(&sum.to_be_bytes());
         Some(total)
+    }
+
+    /// The sum of TCP header `th` (the template's with `f`'s fields and the RDMA option after
+    /// the template's options) and `acc`, as `checksum::sum(th, acc)` gives it: the template's
+    /// sum and the fields patched in, each a native-order word at an even offset.
+    #[inline]
+    fn header_sum(&self, th: &[u8], f: &SegmentFields, acc: Sum) -> Sum {
+        let w32 = |v: u32| Sum::from(u32::from_ne_bytes(v.to_be_bytes()));
+        let off_flags = [th[field::tcp::DATA_OFF], th[field::tcp::FLAGS]];
+        let mut sum = acc
+            + self.tcp_sum
+            + w32(f.seq.0)
+            + w32(f.ack.0)
+            + Sum::from(u16::from_ne_bytes(off_flags))
+            + checksum::word(f.window);
+        if let Some((v, e)) = f.timestamps {
+            sum += w32(v) + w32(e);
+        }
+        // The RDMA option (4-aligned, at most 20 octets), as 32-bit words.
+        let (words, _) = th[self.len - self.ip_len..].as_chunks::<4>();
+        for w in words {
+            sum += Sum::from(u32::from_ne_bytes(*w));
+        }
+        sum
     }
 }
 

@@ -412,3 +412,64 @@ fn fin_wait_2_without_a_timeout_waits() {
     run_timers(&mut s, Duration::from_secs(600), None);
     assert_eq!(s.c.state(), State::FinWait2);
 }
+
+/// `handle_delayed_ack_timeout` (what the endpoint calls when a delayed ACK it queued falls
+/// due) leaves the connection as `handle_timeout` does, whenever the delayed ACK is due: alone,
+/// with the RTO due too, with the keepalive due too, armed for a first segment or again.
+#[test]
+fn the_delayed_ack_timeout_does_what_handle_timeout_does_when_the_ack_is_due() {
+    let ms = Duration::from_millis;
+    let ka = Keepalive {
+        idle: Duration::from_secs(10),
+        interval: Duration::from_secs(2),
+        probes: 3,
+    };
+    // (data of ours in flight: the RTO armed; the timer armed for a first segment, or again
+    // after an ACK went with data; how long after)
+    let cases = [
+        (false, true, ms(40)),
+        (true, true, ms(40)),
+        (true, true, ms(1_500)),
+        (false, true, ms(10_000)),
+        (true, true, ms(10_000)),
+        (true, false, ms(1_500)),
+    ];
+    for (in_flight, first, after) in cases {
+        let make = || {
+            let cfg = Config {
+                quick_acks: 0,
+                delayed_ack: Some(ms(40)),
+                keepalive: Some(ka),
+                ..plain()
+            };
+            let mut s = Script::establish_active(cfg, TcpOptions::default());
+            let una = s.c.snd_una().0;
+            if in_flight {
+                s.c.send(&[2; 100]).unwrap();
+                assert_eq!(s.drain().len(), 1);
+            }
+            // The peer's data, acknowledging none of ours: the ACK of it is delayed.
+            let p = s.p_nxt;
+            s.inject_raw(p, Some(una), "A", TcpOptions::default(), &[1; 300]);
+            s.p_nxt = p.wrapping_add(300);
+            if !first {
+                // (Its ACK sent with data of ours: the timer stopped, then armed again.)
+                s.c.send(&[3; 50]).unwrap();
+                assert_eq!(s.drain().len(), 1);
+                s.inject_raw(s.p_nxt, Some(una), "A", TcpOptions::default(), &[1; 300]);
+            }
+            assert!(s.drain().is_empty(), "the ACK is delayed");
+            assert!(s.c.delayed_ack_deadline().is_some());
+            s.now += after;
+            assert!(s.c.delayed_ack_deadline().is_some_and(|d| d <= s.now));
+            s
+        };
+        let (mut a, mut b) = (make(), make());
+        a.c.handle_timeout(a.now);
+        b.c.handle_delayed_ack_timeout(b.now);
+        let case = (in_flight, first, after);
+        assert_eq!(format!("{:?}", a.c), format!("{:?}", b.c), "{case:?}");
+        assert_eq!(a.drain(), b.drain(), "{case:?}");
+        assert_eq!(a.c.poll_timeout(), b.c.poll_timeout(), "{case:?}");
+    }
+}

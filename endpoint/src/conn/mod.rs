@@ -47,8 +47,13 @@ pub(crate) struct Conn<D> {
     /// The protection domain whose STags and regions this connection reaches (verbs API);
     /// `None`: the endpoint's own table and memory.
     pub pd: Option<D>,
-    /// Its timer wheel entry: the deadline it is armed for.
+    /// Its timer wheel entry: the deadline it is armed for (every deadline but TCP's delayed
+    /// ACK).
     pub armed: Option<Armed>,
+    /// Its delayed-ACK deadline queued in the wheel's queued lane, not yet fired: the one
+    /// that counts when a queued deadline of it fires (an earlier one queued since makes a
+    /// later one stale).
+    pub ack_queued: Option<Timestamp>,
     /// Marked for the endpoint's next round.
     pub dirty: bool,
     /// The next hop of its frames and the neighbour table's generation it was looked up at.
@@ -69,6 +74,7 @@ impl<D> Conn<D> {
             settings,
             pd: None,
             armed: None,
+            ack_queued: None,
             dirty: true,
             hop: None,
         }
@@ -245,11 +251,11 @@ impl<D> Conn<D> {
         self.tcp.abort();
     }
 
-    /// The next deadline of TCP, the MPA startup, the application's accept or the close
-    /// timeout.
+    /// The next deadline of TCP (but its delayed ACK, which the endpoint queues apart), the
+    /// MPA startup, the application's accept or the close timeout.
     pub fn deadline(&self, clock: &Clock) -> Option<Timestamp> {
         let stamp = |t: Option<Instant>| t.map(|t| clock.stamp_of(t));
-        let mut at = self.tcp.poll_timeout();
+        let mut at = self.tcp.poll_timeout_but_ack();
         if let ConnState::Iwarp(i) = &self.state {
             at = earliest(at, stamp(i.qp.poll_timeout()));
             if let MpaPhase::Startup { decide_by, .. } = i.mpa {

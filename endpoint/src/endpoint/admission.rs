@@ -83,7 +83,9 @@ impl<D: Domain> Endpoint<D> {
         if stream {
             return Admission::Stream;
         }
-        match self.listeners[li].backlog.admit(self.next_conn, peer) {
+        // (The connection is added right after: the backlog knows it by the id it will get.)
+        let id = self.conns.next_id();
+        match self.listeners[li].backlog.admit(id, peer) {
             Ok(a) => {
                 if let Some(victim) = a.evicted {
                     self.evict_pending(victim);

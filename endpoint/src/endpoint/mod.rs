@@ -31,6 +31,7 @@ use tcp_offload::{Connection, FourTuple, IsnGenerator, State, Timestamp};
 use crate::clock::Clock;
 use crate::config::{EndpointConfig, QpSettings};
 use crate::conn::{Conn, ConnId, Role};
+use crate::conn_table::ConnTable;
 use crate::counters::EndpointCounters;
 use crate::domain::{Domain, DomainGuard, NoDomain};
 use crate::error::EndpointError;
@@ -39,7 +40,7 @@ use crate::event::EndpointEvent;
 use crate::frame_sink::FrameSink;
 use crate::local_ports::LocalPorts;
 use crate::neighbours::Neighbours;
-use crate::timer_wheel::TimerWheel;
+use crate::timer_wheel::{Armed, TimerWheel};
 use listeners::ListenerEntry;
 
 /// Slots of the timer wheel: with the default 25 us tick, one turn is about 205 ms (the minimum
@@ -76,7 +77,8 @@ fn shrink_drained<T>(q: &mut VecDeque<T>) {
 pub struct Endpoint<D: Domain = NoDomain> {
     pub(crate) cfg: EndpointConfig,
     pub(crate) gen: IsnGenerator,
-    pub(crate) conns: FastMap<u64, Conn<D>>,
+    /// The connections, by id (an id names its slot: no hashing).
+    pub(crate) conns: ConnTable<Conn<D>>,
     pub(crate) flows: FastMap<FourTuple, u64>,
     /// The entry of `flows` the fast path looked up last: a run of frames of one connection
     /// (a bulk transfer, a message and its ACK) compares a tuple instead of hashing it. Cleared
@@ -86,11 +88,12 @@ pub struct Endpoint<D: Domain = NoDomain> {
     pub(crate) retired_listeners: listeners::RetiredListenerCounters,
     pub(crate) neighbours: Neighbours,
     pub(crate) ports: LocalPorts,
-    pub(crate) next_conn: u64,
     /// Connections with something to do in the next round.
     pub(crate) dirty: Vec<u64>,
     pub(crate) wheel: TimerWheel,
     fired: Vec<u64>,
+    /// The queued deadlines (delayed ACKs) that fell due in an expiry, with their connections.
+    fired_acks: Vec<(u64, Timestamp)>,
     pub(crate) tags: StagTable,
     pub(crate) mem: VecMemory,
     pub(crate) completions: VecDeque<(ConnId, WorkCompletion)>,
@@ -120,7 +123,7 @@ impl<D: Domain> Endpoint<D> {
         cfg.validate()?;
         Ok(Endpoint {
             gen: IsnGenerator::new(cfg.secrets.isn_key(), Timestamp::ZERO),
-            conns: FastMap::default(),
+            conns: ConnTable::default(),
             flows: FastMap::default(),
             last_flow: None,
             listeners: Vec::new(),
@@ -131,10 +134,10 @@ impl<D: Domain> Endpoint<D> {
                 cfg.limits.max_syn_sources,
             ),
             ports: LocalPorts::new(cfg.local_ports.clone()),
-            next_conn: 1,
             dirty: Vec::new(),
             wheel: TimerWheel::new(Timestamp::ZERO, cfg.timer_tick, WHEEL_SLOTS),
             fired: Vec::new(),
+            fired_acks: Vec::new(),
             tags: StagTable::new(cfg.secrets.stag_seed()),
             mem: VecMemory::new(),
             completions: VecDeque::new(),
@@ -166,15 +169,14 @@ impl<D: Domain> Endpoint<D> {
 
     /// The connection timers of the wheel's ticks up to `now`.
     fn expire_connections(&mut self, now: Instant, ts: Timestamp) {
-        let mut fired = std::mem::take(&mut self.fired);
-        self.wheel.expire(ts, &mut fired);
-        for id in fired.drain(..) {
+        self.wheel.expire(ts, &mut self.fired, &mut self.fired_acks);
+        for &id in &self.fired {
             if let Some(k) = self.conns.get_mut(&id) {
-                // Its one wheel entry fired: the round re-arms it for the next deadline.
-                k.armed = None;
-                if k.tcp.poll_timeout().is_some_and(|d| d <= ts) {
-                    k.tcp.handle_timeout(ts);
-                }
+                // Its one wheel entry fired and is kept for it: the round re-arms it for the
+                // next deadline.
+                k.armed = k.armed.map(Armed::fired);
+                // (TCP finds its due timers itself, nothing when the entry fired early.)
+                k.tcp.handle_timeout(ts);
                 if let Some(q) = k.qp_mut() {
                     if q.poll_timeout().is_some_and(|d| d <= now) {
                         q.handle_timeout(now);
@@ -183,7 +185,29 @@ impl<D: Domain> Endpoint<D> {
                 k.mark(id, &mut self.dirty);
             }
         }
-        self.fired = fired;
+        self.fired.clear();
+        for &(id, at) in &self.fired_acks {
+            // The connection's queued delayed ACK (one queued earlier since made it stale):
+            // TCP's own deadline, if it still has one, fires now when due (as a wheel entry
+            // armed for an earlier deadline finds the timers due at its expiry), else is
+            // queued; one that went out with data is let go, without a round.
+            let Some(k) = self.conns.get_mut(&id).filter(|k| k.ack_queued == Some(at)) else {
+                continue;
+            };
+            k.ack_queued = None;
+            match k.tcp.delayed_ack_deadline() {
+                Some(d) if d <= ts => {
+                    k.tcp.handle_delayed_ack_timeout(ts);
+                    k.mark(id, &mut self.dirty);
+                }
+                Some(d) => {
+                    self.wheel.queue(id, d);
+                    k.ack_queued = Some(d);
+                }
+                None => {}
+            }
+        }
+        self.fired_acks.clear();
     }
 
     /// One round of transmit work: listeners (SYN-ACKs, stateless replies, accepts), then
@@ -467,11 +491,10 @@ impl<D: Domain> Endpoint<D> {
     }
 
     pub(crate) fn add_conn(&mut self, c: Conn<D>) -> ConnId {
-        let id = self.next_conn;
-        self.next_conn += 1;
-        self.flows.insert(c.tcp.tuple(), id);
+        let tuple = c.tcp.tuple();
+        let id = self.conns.insert(c);
+        self.flows.insert(tuple, id);
         self.last_flow = None;
-        self.conns.insert(id, c);
         self.dirty.push(id);
         ConnId(id)
     }

@@ -166,7 +166,6 @@ impl<D: Domain> Endpoint<D> {
         c.fold_counters(&mut self.counters);
         self.flows.remove(&c.tcp.tuple());
         self.last_flow = None;
-        shrink_sparse(&mut self.conns);
         shrink_sparse(&mut self.flows);
         self.counters.connections_closed += 1;
         self.events.push_back(EndpointEvent::Closed {
@@ -435,15 +434,25 @@ impl Round<'_> {
     }
 }
 
-/// Timers: the connection's one wheel entry fires no later than its earliest deadline. It
-/// moves only when the deadline comes earlier: a later one (the retransmission timer pushed
-/// back by every ACK) or none leaves it armed, and when it fires early `handle_timeout` finds
-/// nothing due and the round re-arms it for the real deadline (one spurious round per timeout
-/// period instead of a wheel move per segment).
+/// Timers: the connection's one wheel entry fires no later than its earliest deadline but
+/// TCP's delayed ACK. It moves only when the deadline comes earlier: a later one (the
+/// retransmission timer pushed back by every ACK) or none leaves it armed, and when it fires
+/// early `handle_timeout` finds nothing due and the round re-arms it for the real deadline
+/// (one spurious round per timeout period instead of a wheel move per segment). The delayed
+/// ACK, armed anew after most segments received and mostly stopped by the next segment sent,
+/// is queued in the wheel's queued lane (an append, nothing moved) when no deadline of the
+/// connection at or before it is queued there; a queued deadline that fires early is
+/// followed by TCP's own (`Endpoint::expire_connections`), as the wheel entry is.
 fn arm<D>(wheel: &mut TimerWheel, clock: &Clock, id: u64, c: &mut Conn<D>) {
     if let Some(d) = c.deadline(clock) {
         if c.armed.is_none_or(|a| d < a.at) {
             wheel.insert(id, d, &mut c.armed);
+        }
+    }
+    if let Some(d) = c.tcp.delayed_ack_deadline() {
+        if c.ack_queued.is_none_or(|q| d < q) {
+            wheel.queue(id, d);
+            c.ack_queued = Some(d);
         }
     }
 }

@@ -101,6 +101,33 @@ impl Timers {
         instant(self.deadline.iter().fold(STOPPED, |m, &d| m.min(d)))
     }
 
+    /// The earliest deadline of the armed timers but `t`.
+    pub fn next_but(&self, t: Timer) -> Option<Timestamp> {
+        let skip = t as usize;
+        let next = self
+            .deadline
+            .iter()
+            .enumerate()
+            .fold(STOPPED, |m, (i, &d)| if i == skip { m } else { m.min(d) });
+        instant(next)
+    }
+
+    /// The deadline of `t`, if armed.
+    pub fn deadline_of(&self, t: Timer) -> Option<Timestamp> {
+        instant(self.deadline[t as usize])
+    }
+
+    /// The timers armed for `now` or earlier, one bit each (`1 << t as u8`), in one pass
+    /// over the deadlines.
+    pub fn due(&self, now: Timestamp) -> u8 {
+        // (A stopped timer's `u64::MAX` is later than any `now` but the last instant.)
+        let now = now.as_nanos().min(STOPPED - 1);
+        self.deadline
+            .iter()
+            .enumerate()
+            .fold(0, |m, (i, &d)| m | (u8::from(d <= now) << i))
+    }
+
     /// True if `t` is armed for `now` or earlier; it is then stopped (it fires once).
     pub fn expired(&mut self, t: Timer, now: Timestamp) -> bool {
         let d = &mut self.deadline[t as usize];
@@ -119,31 +146,54 @@ impl Connection {
         self.timers.next()
     }
 
-    /// Runs every timer that expired at `now`.
+    /// The delayed ACK's deadline, if it is armed: a timer armed anew after most segments
+    /// received, which a caller may keep apart from the others ([`Self::poll_timeout_but_ack`]).
+    pub fn delayed_ack_deadline(&self) -> Option<Timestamp> {
+        self.timers.deadline_of(Timer::DelayedAck)
+    }
+
+    /// The earliest deadline of the timers but the delayed ACK: with
+    /// [`Self::delayed_ack_deadline`], what [`Self::poll_timeout`] says.
+    pub fn poll_timeout_but_ack(&self) -> Option<Timestamp> {
+        self.timers.next_but(Timer::DelayedAck)
+    }
+
+    /// Runs every timer that expired at `now`: one pass over the deadlines finds them, and
+    /// nothing more is done when none did (a caller need not check `poll_timeout` first).
     pub fn handle_timeout(&mut self, now: Timestamp) {
-        if self.timers.expired(Timer::FinHold, now) {
+        let due = self.timers.due(now);
+        if due == 0 {
+            return;
+        }
+        // Each timer found due is checked (and stopped) in the order below, as each check
+        // would find it: an expiry's action arms no later timer for `now` or earlier (the
+        // RTO re-arms only itself, a timeout ends the connection), so the timers not in
+        // `due` stay not due.
+        let expired =
+            |c: &mut Self, t: Timer| due & (1 << t as u8) != 0 && c.timers.expired(t, now);
+        if expired(self, Timer::FinHold) {
             self.fin_hold_over = true;
         }
-        if self.timers.expired(Timer::TimeWait, now) {
+        if expired(self, Timer::TimeWait) {
             self.terminate(CloseReason::Normal);
             return;
         }
-        if self.timers.expired(Timer::FinWait2, now) && self.state == State::FinWait2 {
+        if expired(self, Timer::FinWait2) && self.state == State::FinWait2 {
             // The peer acknowledged our FIN and never sent its own: reset (as Linux does for
             // an orphaned connection at tcp_fin_timeout).
             self.counters.fin_wait2_timeouts += 1;
             self.abort_with(CloseReason::TimedOut);
             return;
         }
-        if self.timers.expired(Timer::Rto, now) {
+        if expired(self, Timer::Rto) {
             self.on_rto(now);
         }
-        if self.timers.expired(Timer::DelayedAck, now) && self.ack_pending {
+        if expired(self, Timer::DelayedAck) && self.ack_pending {
             self.ack_now = true;
             self.counters.delayed_acks += 1;
         }
         // The timer stops when it fires; it is re-armed only while the window stays shut.
-        if self.timers.expired(Timer::Persist, now)
+        if expired(self, Timer::Persist)
             && self.snd_wnd == 0
             && self.scoreboard.is_empty()
             && self.has_unsent()
@@ -165,7 +215,7 @@ impl Connection {
             self.persist_backoff = self.persist_backoff.saturating_add(1);
             self.arm_persist(now);
         }
-        if self.timers.expired(Timer::Keepalive, now) {
+        if expired(self, Timer::Keepalive) {
             if let Some(ka) = self.cfg.keepalive {
                 if self.keepalive_sent >= ka.probes {
                     self.counters.keepalive_timeouts += 1;
@@ -179,6 +229,22 @@ impl Connection {
                 }
                 self.timers.set(Timer::Keepalive, now + ka.interval);
             }
+        }
+    }
+
+    /// [`Self::handle_timeout`] for a caller that knows the delayed ACK is due at `now`
+    /// ([`Self::delayed_ack_deadline`]): when no other timer is due, only the delayed ACK's
+    /// expiry runs (what `handle_timeout` would do then), without the pass over the others.
+    pub fn handle_delayed_ack_timeout(&mut self, now: Timestamp) {
+        if self
+            .timers
+            .next_but(Timer::DelayedAck)
+            .is_some_and(|d| d <= now)
+        {
+            self.handle_timeout(now);
+        } else if self.timers.expired(Timer::DelayedAck, now) && self.ack_pending {
+            self.ack_now = true;
+            self.counters.delayed_acks += 1;
         }
     }
 
@@ -237,6 +303,37 @@ mod tests {
         assert!(t.expired(Timer::DelayedAck, t0 + Duration::from_millis(40)));
         assert!(!t.is_armed(Timer::DelayedAck));
         assert!(!t.expired(Timer::DelayedAck, t0 + Duration::from_secs(1)));
+    }
+
+    /// `due` names exactly the timers `expired` would fire at `now`, stopped ones never.
+    #[test]
+    fn due_is_the_set_of_timers_expired_would_fire() {
+        use proptest::prelude::*;
+        let all = [
+            Timer::Rto,
+            Timer::DelayedAck,
+            Timer::Persist,
+            Timer::Keepalive,
+            Timer::TimeWait,
+            Timer::FinHold,
+            Timer::FinWait2,
+        ];
+        let deadline = prop_oneof![Just(None), (0u64..100).prop_map(Some)];
+        let now = prop_oneof![0u64..100, Just(u64::MAX)];
+        proptest!(|(ds in proptest::collection::vec(deadline, Timer::COUNT), now in now)| {
+            let mut t = Timers::default();
+            for (&timer, d) in all.iter().zip(&ds) {
+                if let Some(d) = d {
+                    t.set(timer, Timestamp::from_nanos(*d));
+                }
+            }
+            let now = Timestamp::from_nanos(now);
+            let due = t.due(now);
+            for timer in all {
+                let bit = due & (1 << timer as u8) != 0;
+                prop_assert_eq!(bit, t.clone().expired(timer, now));
+            }
+        });
     }
 
     #[test]
