@@ -20,7 +20,9 @@
 
 use std::collections::VecDeque;
 
-use super::option::{EncodedOption, RdmaAnnotation, RdmaOption, LEN_NO_TOTAL, RID_LIMIT};
+use super::option::{
+    decode_encoded, EncodedOption, RdmaAnnotation, RdmaOption, LEN_NO_TOTAL, RID_LIMIT,
+};
 
 /// Most runs a connection keeps queued (released as they are acknowledged).
 pub const MAX_SEND_RUNS: usize = 4096;
@@ -83,8 +85,8 @@ pub struct SendMarks {
     /// Zero-length transfers: (position, transfer), sorted (TCPRDMA-21).
     empties: VecDeque<(u64, Transfer)>,
     messages: VecDeque<u64>,
-    /// The run the last new segment came from, as [`SendMarks::next_segment`] found it: valid
-    /// until the next mark (releases do not change it).
+    /// The run the last new segment came from, as [`SendMarks::next_segment_encoded`] found
+    /// it: valid until the next mark (releases do not change it).
     hot: Option<HotRun>,
     /// The option of the segment [`SendMarks::next_segment_encoded`] or
     /// [`SendMarks::set_encoded`] gave last (see [`SendMarks::encoded`]).
@@ -171,29 +173,6 @@ impl HotRun {
         let data_len = (r.end.min(e) - s) as u16;
         let buffer_offset = r.t.buffer_offset + (s - r.start) as u32;
         Some((len, data_len, buffer_offset))
-    }
-
-    /// The segment from `s` (as [`Self::cut`]) with its option.
-    #[inline]
-    fn segment(
-        &self,
-        s: u64,
-        room: u32,
-        emss: u32,
-        acct: MssAccounting,
-    ) -> Option<(u32, Option<RdmaOption>)> {
-        let (len, data_len, buffer_offset) = self.cut(s, room, emss, acct)?;
-        let r = &self.run;
-        let a = RdmaAnnotation {
-            aligned: false,
-            unsolicited: r.t.unsolicited,
-            rid: r.t.rid,
-            buffer_offset,
-            data_offset: 0,
-            data_len,
-            total: r.t.total,
-        };
-        Some((len, Some(RdmaOption::Transfer(a))))
     }
 }
 
@@ -401,8 +380,8 @@ impl SendMarks {
     }
 
     /// The next new segment from `s` with `avail` octets allowed (window, cwnd, queued data,
-    /// EMSS): its length and option, after the one-run cut and the MSS accounting.
-    #[inline]
+    /// EMSS): its length and option, after the one-run cut and the MSS accounting. The
+    /// decoded form of [`Self::next_segment_encoded`] (tests and tools).
     pub fn next_segment(
         &mut self,
         s: u64,
@@ -411,22 +390,15 @@ impl SendMarks {
         acct: MssAccounting,
         align_messages: bool,
     ) -> (u32, Option<RdmaOption>) {
-        let room = avail.min(emss);
-        if !self.hot.is_some_and(|h| h.from <= s && s < h.run.end) {
-            self.set_hot(self.hot_run(s));
-        }
-        match self
-            .hot
-            .as_ref()
-            .and_then(|h| h.segment(s, room, emss, acct))
-        {
-            Some(next) => next,
-            None => self.next_segment_general(s, avail, emss, acct, align_messages),
-        }
+        let (len, _) = self.next_segment_encoded(s, avail, emss, acct, align_messages);
+        (len, decode_encoded(&self.out))
     }
 
-    /// [`Self::next_segment`], the option as it goes into the header left in
-    /// [`Self::encoded`] (inside a run, the run's words with the segment's fields patched in).
+    /// The next new segment from `s` with `avail` octets allowed (window, cwnd, queued data,
+    /// EMSS): its length after the one-run cut and the MSS accounting, and what option it
+    /// carries, left in [`Self::encoded`] as it goes into the header (inside a run, the run's
+    /// words with the segment's fields patched in). Inline: the shortcut for a segment of the
+    /// hot run.
     #[inline]
     pub fn next_segment_encoded(
         &mut self,
@@ -447,8 +419,9 @@ impl SendMarks {
         self.next_segment_encoded_slow(s, avail, emss, acct, align_messages)
     }
 
-    /// [`Self::next_segment_encoded`] when the hot run does not give the segment (none yet,
-    /// or `s` outside it): [`Self::next_segment`]'s steps, out of line.
+    /// [`Self::next_segment_encoded`] whole, out of line (the shortcut did not give the
+    /// segment: no hot run yet, or `s` outside it): the hot run found for `s`, its cut, else
+    /// the general path.
     #[inline(never)]
     fn next_segment_encoded_slow(
         &mut self,
@@ -519,7 +492,7 @@ impl SendMarks {
         (run.start <= s).then(|| HotRun::new(run, s, next_start))
     }
 
-    /// [`Self::next_segment`] for any marks.
+    /// [`Self::next_segment_encoded`] for any marks, the option decoded.
     fn next_segment_general(
         &self,
         s: u64,

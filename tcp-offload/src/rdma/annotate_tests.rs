@@ -313,11 +313,11 @@ proptest! {
 }
 
 proptest! {
-    /// The shortcuts of `next_segment` and `next_segment_encoded` inside a run (and the run
-    /// they keep between segments) give the general computation's length and option (its
-    /// encoding, octet for octet) at every segment of a walk over any
-    /// layout, from any start (after any release), for any room, EMSS, accounting and
-    /// alignment, with more marks made in the middle of the walk.
+    /// `next_segment_encoded` (its shortcut inside a run, the run it keeps between segments,
+    /// its out-of-line path) gives the general computation's length and option, encoded octet
+    /// for octet, at every segment of a walk over any layout, from any start (after any
+    /// release), for any room, EMSS, accounting and alignment, with more marks made in the
+    /// middle of the walk; `next_segment` (the same, decoded) gives the general option.
     #[test]
     fn next_segment_inside_a_run_matches_the_general_path(
         pieces in layout(),
