@@ -96,7 +96,8 @@ impl HeaderTemplate {
     }
 
     /// Writes a segment with `f`'s fields, the encoded RDMA option `rdma` after the template's
-    /// options (a multiple of 4 octets: the full path's layout puts it there) and
+    /// options (a multiple of 4 octets: the full path's layout puts it there; with the sum of
+    /// its octets, which the checksum adds instead of summing them) and
     /// `payload_len` octets of payload, which `fill` writes in place, into `buf`; returns the
     /// packet length, or `None` (nothing written, `fill` not called) when the packet does not
     /// fit `buf` or its length fields: what [`SegmentRepr::emit_with`] writes and refuses for
@@ -105,12 +106,12 @@ impl HeaderTemplate {
         &self,
         buf: &mut [u8],
         f: &SegmentFields,
-        rdma: Option<&EncodedOption>,
+        rdma: Option<(&EncodedOption, Sum)>,
         payload_len: usize,
         fill: impl FnOnce(&mut [u8]),
         cks: TxChecksum,
     ) -> Option<usize> {
-        let olen = rdma.map_or(0, |o| o.1);
+        let (olen, osum) = rdma.map_or((0, 0), |(o, sum)| (o.1, sum));
         let hlen = self.len + olen;
         let tcp_len = hlen - self.ip_len;
         let l4_len = tcp_len + payload_len;
@@ -127,7 +128,7 @@ impl HeaderTemplate {
             Some(b) => *b = self.bytes,
             None => buf[..self.len].copy_from_slice(&self.bytes[..self.len]),
         }
-        if let Some((o, n)) = rdma {
+        if let Some(((o, n), _)) = rdma {
             // All 20 octets in three fixed-size copies where the buffer has room: what lies
             // past the option is overwritten below.
             match buf[self.len..].first_chunk_mut::<LEN_FULL>() {
@@ -162,7 +163,16 @@ impl HeaderTemplate {
         fill(payload);
         let pseudo = self.pseudo + checksum::word(l4_len as u16);
         let sum = match cks {
-            TxChecksum::Full => checksum::field(payload, checksum::sum(th, pseudo)),
+            TxChecksum::Full => {
+                // The header: the template's part word by word (no loop), the option's sum.
+                let fixed = if self.ts {
+                    th.first_chunk::<32>().map(checksum::sum_words)
+                } else {
+                    th.first_chunk::<20>().map(checksum::sum_words)
+                };
+                let header = fixed.unwrap_or_else(|| checksum::sum(&th[..tcp_len - olen], 0));
+                checksum::field(payload, header + osum + pseudo)
+            }
             TxChecksum::Offloaded => checksum::fold(pseudo),
         };
         th[field::tcp::CHECKSUM].copy_from_slice(&sum.to_be_bytes());
@@ -244,9 +254,10 @@ pub(crate) mod tests {
             let t = HeaderTemplate::new(tuple, ts).unwrap();
             let f = SegmentFields { seq: SeqNum(seq), ack: SeqNum(ack), flags, window, timestamps };
             let encoded = rdma.map(|r| r.encoded());
+            let sum = |e: &EncodedOption| checksum::sum(&e.0[..e.1], 0);
             let mut got = vec![0u8; room];
             let fill = |p: &mut [u8]| p.copy_from_slice(&payload);
-            let g = t.write(&mut got, &f, encoded.as_ref(), payload.len(), fill, cks);
+            let g = t.write(&mut got, &f, encoded.as_ref().map(|e| (e, sum(e))), payload.len(), fill, cks);
             prop_assert_eq!(w.ok(), g);
             prop_assert_eq!(want, got);
         }

@@ -20,6 +20,8 @@
 
 use std::collections::VecDeque;
 
+use crate::checksum::{self, Sum};
+
 use super::option::{
     decode_encoded, EncodedOption, RdmaAnnotation, RdmaOption, LEN_NO_TOTAL, RID_LIMIT,
 };
@@ -91,9 +93,13 @@ pub struct SendMarks {
     /// The option of the segment [`SendMarks::next_segment_encoded`] or
     /// [`SendMarks::set_encoded`] gave last (see [`SendMarks::encoded`]).
     out: EncodedOption,
+    /// The ones'-complement sum of `out`'s octets (its padded length), as
+    /// [`checksum::sum`] gives it: the header's checksum adds it instead of summing them.
+    out_sum: Sum,
     /// `out` holds the hot run's `encoded` words but for the buffer offset and data length
-    /// (which each of its segments patches in).
+    /// (which each of its segments patches in), and `out_fixed` their sum.
     out_run: bool,
+    out_fixed: Sum,
 }
 
 /// What option the segment [`SendMarks::next_segment_encoded`] cut carries (then in
@@ -131,6 +137,8 @@ struct HotRun {
     /// The option of the run's segments as it goes into the header, with buffer offset and
     /// data length 0 (each segment patches its own in).
     encoded: EncodedOption,
+    /// The sum of `encoded` (the words each segment patches are 0 in it).
+    fixed_sum: Sum,
 }
 
 impl HotRun {
@@ -144,11 +152,13 @@ impl HotRun {
             data_len: 0,
             total: run.t.total,
         });
+        let encoded = at_start.encoded();
         HotRun {
             run,
             from,
             next_start,
-            encoded: at_start.encoded(),
+            encoded,
+            fixed_sum: sum_of(&encoded),
         }
     }
 
@@ -452,11 +462,18 @@ impl SendMarks {
         if !self.out_run {
             if let Some(h) = &self.hot {
                 self.out = h.encoded;
+                self.out_fixed = h.fixed_sum;
                 self.out_run = true;
             }
         }
-        self.out.0[8..12].copy_from_slice(&buffer_offset.to_be_bytes());
-        self.out.0[14..16].copy_from_slice(&data_len.to_be_bytes());
+        let (bo, dl) = (buffer_offset.to_be_bytes(), data_len.to_be_bytes());
+        self.out.0[8..12].copy_from_slice(&bo);
+        self.out.0[14..16].copy_from_slice(&dl);
+        // The run's words, then the two patched in (data offset 0) as native-endian words:
+        // the sum `checksum::sum` gives for the octets.
+        self.out_sum = self.out_fixed
+            + Sum::from(u32::from_ne_bytes(bo))
+            + Sum::from(u32::from_ne_bytes([0, 0, dl[0], dl[1]]));
         len
     }
 
@@ -469,6 +486,7 @@ impl SendMarks {
     /// Sets the option [`Self::encoded`] returns (a segment sent again).
     pub fn set_encoded(&mut self, opt: Option<RdmaOption>) -> SegmentOption {
         self.out = opt.map_or(([0; 20], 0), |o| o.encoded());
+        self.out_sum = sum_of(&self.out);
         self.out_run = false;
         SegmentOption::of(&self.out)
     }
@@ -478,6 +496,13 @@ impl SendMarks {
     #[inline]
     pub fn encoded(&self) -> &EncodedOption {
         &self.out
+    }
+
+    /// [`Self::encoded`] with the ones'-complement sum of its octets (what [`checksum::sum`]
+    /// gives for them), for the header's checksum.
+    #[inline]
+    pub fn encoded_with_sum(&self) -> (&EncodedOption, Sum) {
+        (&self.out, self.out_sum)
     }
 
     /// The run that segments from `s` are cut from, in the common case of a bulk transfer:
@@ -528,6 +553,11 @@ impl SendMarks {
         }
         (len, opt)
     }
+}
+
+/// The ones'-complement sum of an encoded option's octets (its padded length).
+fn sum_of(e: &EncodedOption) -> Sum {
+    checksum::sum(&e.0[..e.1.min(e.0.len())], 0)
 }
 
 #[cfg(test)]

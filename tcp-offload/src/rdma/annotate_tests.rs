@@ -317,7 +317,8 @@ proptest! {
     /// its out-of-line path) gives the general computation's length and option, encoded octet
     /// for octet, at every segment of a walk over any layout, from any start (after any
     /// release), for any room, EMSS, accounting and alignment, with more marks made in the
-    /// middle of the walk; `next_segment` (the same, decoded) gives the general option.
+    /// middle of the walk, with the sum of those octets; `next_segment` (the same, decoded)
+    /// gives the general option.
     #[test]
     fn next_segment_inside_a_run_matches_the_general_path(
         pieces in layout(),
@@ -357,6 +358,9 @@ proptest! {
             let want = general.1.map_or(([0; 20], 0), |o| o.encoded());
             prop_assert_eq!((len, *m.encoded()), (general.0, want));
             prop_assert_eq!(kind, SegmentOption::of(&want));
+            // The sum kept with it is the octets' sum (what the header's checksum adds).
+            let sum = crate::checksum::sum(&want.0[..want.1], 0);
+            prop_assert_eq!(crate::checksum::fold(m.encoded_with_sum().1), crate::checksum::fold(sum));
             prop_assert_eq!(m.next_segment(s, avail, emss, acct, align), general);
             s += u64::from(general.0.max(1));
         }
