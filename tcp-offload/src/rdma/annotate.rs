@@ -88,7 +88,9 @@ pub struct SendMarks {
     empties: VecDeque<(u64, Transfer)>,
     messages: VecDeque<u64>,
     /// The run the last new segment came from, as [`SendMarks::next_segment_encoded`] found
-    /// it: valid until the next mark (releases do not change it).
+    /// it: valid until the next mark or [`SendMarks::set_encoded`] (releases do not change
+    /// it). While there is one, `out` holds its `encoded` words but for the buffer offset and
+    /// data length, which each of its segments patches in.
     hot: Option<HotRun>,
     /// The option of the segment [`SendMarks::next_segment_encoded`] or
     /// [`SendMarks::set_encoded`] gave last (see [`SendMarks::encoded`]).
@@ -96,10 +98,6 @@ pub struct SendMarks {
     /// The ones'-complement sum of `out`'s octets (its padded length), as
     /// [`checksum::sum`] gives it: the header's checksum adds it instead of summing them.
     out_sum: Sum,
-    /// `out` holds the hot run's `encoded` words but for the buffer offset and data length
-    /// (which each of its segments patches in), and `out_fixed` their sum.
-    out_run: bool,
-    out_fixed: Sum,
 }
 
 /// What option the segment [`SendMarks::next_segment_encoded`] cut carries (then in
@@ -125,15 +123,23 @@ impl SegmentOption {
     }
 }
 
+/// A segment of a hot run ([`HotRun::cut`]): its length, data length, buffer offset, and the
+/// sum of the run's option words that do not change.
+type Cut = (u32, u16, u32, Sum);
+
 /// A run that new segments are being cut from, with what its segments depend on: from `from`
 /// (the offset it was found for) to the run's end, no message start lies at or after the
 /// offset and no zero-length transfer is queued, so every segment there holds only this run's
-/// octets from its start, up to the next run's start (`next_start`).
+/// octets from its start, up to the next run's start. Offsets are kept from `from`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct HotRun {
-    run: Run,
     from: u64,
-    next_start: u64,
+    /// Octets from `from` to the run's end (not 0).
+    span: u64,
+    /// Octets from `from` to the next run's start (`u64::MAX - from` when none).
+    next: u64,
+    /// The buffer offset of the octet at `from`.
+    bo: u32,
     /// The option of the run's segments as it goes into the header, with buffer offset and
     /// data length 0 (each segment patches its own in).
     encoded: EncodedOption,
@@ -142,6 +148,7 @@ struct HotRun {
 }
 
 impl HotRun {
+    /// The hot run of `run` from `from` (inside it), the next run starting at `next_start`.
     fn new(run: Run, from: u64, next_start: u64) -> Self {
         let at_start = RdmaOption::Transfer(RdmaAnnotation {
             aligned: false,
@@ -154,35 +161,44 @@ impl HotRun {
         });
         let encoded = at_start.encoded();
         HotRun {
-            run,
             from,
-            next_start,
+            span: run.end - from,
+            next: next_start - from,
+            // The marks keep a run's buffer offsets within 32 bits.
+            bo: run.t.buffer_offset + (from - run.start) as u32,
             encoded,
             fixed_sum: sum_of(&encoded),
         }
     }
 
-    /// The segment from `s` (`from <= s < run.end`) with `room` octets allowed (1 to 65535;
-    /// `None` for any other room): its length, the run's octets in it (from its start: the
-    /// data offset is 0) and their offset in the transfer's buffer.
+    /// True when `s` lies in the run from `from`.
     #[inline]
-    fn cut(&self, s: u64, room: u32, emss: u32, acct: MssAccounting) -> Option<(u32, u16, u32)> {
-        if room.wrapping_sub(1) >= u32::from(u16::MAX) {
+    fn holds(&self, s: u64) -> bool {
+        s.wrapping_sub(self.from) < self.span
+    }
+
+    /// The segment from `s` with `room` octets allowed, when `s` lies in the run from `from`
+    /// and the room is 1 to 65535 (`None` else): its length, the run's octets in it (from its
+    /// start: the data offset is 0), their offset in the transfer's buffer, and `fixed_sum`.
+    #[inline]
+    fn cut(&self, s: u64, room: u32, emss: u32, acct: MssAccounting) -> Option<Cut> {
+        let k = s.wrapping_sub(self.from);
+        if k >= self.span || room.wrapping_sub(1) >= u32::from(u16::MAX) {
             return None;
         }
-        let r = &self.run;
         // RFC 6691: the option's octets come out of the room (which caps the run's part too).
         let room = match acct {
             MssAccounting::Rfc6691 => room.min(emss.saturating_sub(self.encoded.1 as u32).max(1)),
             MssAccounting::Draft => room,
         };
         // The cut: the segment ends before the next run.
-        let e = (s + u64::from(room)).min(self.next_start);
-        let len = (e - s) as u32;
+        let e = (k + u64::from(room)).min(self.next);
+        let len = (e - k) as u32;
         // At most `len`, so at most 65535.
-        let data_len = (r.end.min(e) - s) as u16;
-        let buffer_offset = r.t.buffer_offset + (s - r.start) as u32;
-        Some((len, data_len, buffer_offset))
+        let data_len = (self.span.min(e) - k) as u16;
+        // Within the run, so within 32 bits.
+        let buffer_offset = self.bo + k as u32;
+        Some((len, data_len, buffer_offset, self.fixed_sum))
     }
 }
 
@@ -419,12 +435,8 @@ impl SendMarks {
         align_messages: bool,
     ) -> (u32, SegmentOption) {
         let room = avail.min(emss);
-        if let Some(h) = &self.hot {
-            if h.from <= s && s < h.run.end {
-                if let Some(cut) = h.cut(s, room, emss, acct) {
-                    return (self.write_run_option(cut), SegmentOption::Transfer);
-                }
-            }
+        if let Some(cut) = self.hot.as_ref().and_then(|h| h.cut(s, room, emss, acct)) {
+            return (self.write_run_option(cut), SegmentOption::Transfer);
         }
         self.next_segment_encoded_slow(s, avail, emss, acct, align_messages)
     }
@@ -442,7 +454,7 @@ impl SendMarks {
         align_messages: bool,
     ) -> (u32, SegmentOption) {
         let room = avail.min(emss);
-        if !self.hot.is_some_and(|h| h.from <= s && s < h.run.end) {
+        if !self.hot.is_some_and(|h| h.holds(s)) {
             self.set_hot(self.hot_run(s));
         }
         let cut = self.hot.as_ref().and_then(|h| h.cut(s, room, emss, acct));
@@ -458,36 +470,32 @@ impl SendMarks {
     /// Leaves the option of the hot run's segment `cut` ([`HotRun::cut`]) in `out`: the run's
     /// words with the segment's buffer offset and data length; returns the segment's length.
     #[inline(always)]
-    fn write_run_option(&mut self, (len, data_len, buffer_offset): (u32, u16, u32)) -> u32 {
-        if !self.out_run {
-            if let Some(h) = &self.hot {
-                self.out = h.encoded;
-                self.out_fixed = h.fixed_sum;
-                self.out_run = true;
-            }
-        }
+    fn write_run_option(&mut self, (len, data_len, buffer_offset, fixed): Cut) -> u32 {
         let (bo, dl) = (buffer_offset.to_be_bytes(), data_len.to_be_bytes());
         self.out.0[8..12].copy_from_slice(&bo);
         self.out.0[14..16].copy_from_slice(&dl);
         // The run's words, then the two patched in (data offset 0) as native-endian words:
         // the sum `checksum::sum` gives for the octets.
-        self.out_sum = self.out_fixed
+        self.out_sum = fixed
             + Sum::from(u32::from_ne_bytes(bo))
             + Sum::from(u32::from_ne_bytes([0, 0, dl[0], dl[1]]));
         len
     }
 
-    /// Replaces the hot run (`out` no longer holds its words).
+    /// Replaces the hot run (`out` gets its words).
     fn set_hot(&mut self, hot: Option<HotRun>) {
         self.hot = hot;
-        self.out_run = false;
+        if let Some(h) = hot {
+            self.out = h.encoded;
+        }
     }
 
-    /// Sets the option [`Self::encoded`] returns (a segment sent again).
+    /// Sets the option [`Self::encoded`] returns (a segment sent again, or one that the hot
+    /// run does not give): `out` no longer holds the hot run's words, so it is dropped.
     pub fn set_encoded(&mut self, opt: Option<RdmaOption>) -> SegmentOption {
+        self.hot = None;
         self.out = opt.map_or(([0; 20], 0), |o| o.encoded());
         self.out_sum = sum_of(&self.out);
-        self.out_run = false;
         SegmentOption::of(&self.out)
     }
 

@@ -328,7 +328,7 @@ proptest! {
         emss in 0u32..3000,
         rfc6691 in any::<bool>(),
         align in any::<bool>(),
-        later in prop::collection::vec((0usize..40, 0u8..4, 1u32..3000), 0..4),
+        later in prop::collection::vec((0usize..40, 0u8..5, 1u32..3000), 0..4),
     ) {
         let (mut m, truth) = build(&pieces);
         let mut end = truth.at.len() as u64;
@@ -341,13 +341,23 @@ proptest! {
                     continue;
                 }
                 // Marks appended to the stream: a run that may continue the last one, a
-                // message start, a zero-length transfer (refused ones change nothing).
+                // message start, a zero-length transfer (refused ones change nothing); or a
+                // segment sent again (its option set in between).
                 let t = Transfer { rid: 0x3F00_0000_0000, buffer_offset: 0, total: None, unsolicited: false };
                 let _ = match what {
                     0 => m.mark_run(end, len, Transfer { buffer_offset: 1 << 20, ..t }),
                     1 => m.mark_run(end, len, Transfer { rid: 77, ..t }),
                     2 => m.mark_message(end.max(s)),
-                    _ => m.mark_empty(end.max(s), t),
+                    3 => m.mark_empty(end.max(s), t),
+                    _ => {
+                        let again = match len % 3 {
+                            0 => m.annotation(s.saturating_sub(u64::from(len)), len.min(1500)),
+                            1 => Some(RdmaOption::Aligned { aligned: true }),
+                            _ => None,
+                        };
+                        m.set_encoded(again);
+                        continue;
+                    }
                 };
                 end += u64::from(len);
             }
