@@ -140,6 +140,11 @@ struct HotRun {
     next: u64,
     /// The buffer offset of the octet at `from`.
     bo: u32,
+    /// The EMSS and accounting the run's segments are cut for ([`HotRun::key`]; never
+    /// another's when the EMSS is not 1 to 65535), and the most octets a segment may then
+    /// hold.
+    key: u64,
+    cap: u32,
     /// The option of the run's segments as it goes into the header, with buffer offset and
     /// data length 0 (each segment patches its own in).
     encoded: EncodedOption,
@@ -148,8 +153,9 @@ struct HotRun {
 }
 
 impl HotRun {
-    /// The hot run of `run` from `from` (inside it), the next run starting at `next_start`.
-    fn new(run: Run, from: u64, next_start: u64) -> Self {
+    /// The hot run of `run` from `from` (inside it), the next run starting at `next_start`,
+    /// for segments of at most `emss` octets counted with `acct`.
+    fn new(run: Run, from: u64, next_start: u64, emss: u32, acct: MssAccounting) -> Self {
         let at_start = RdmaOption::Transfer(RdmaAnnotation {
             aligned: false,
             unsolicited: run.t.unsolicited,
@@ -160,37 +166,53 @@ impl HotRun {
             total: run.t.total,
         });
         let encoded = at_start.encoded();
+        // RFC 6691: the option's octets come out of the EMSS (which caps the run's part too).
+        let cap = match acct {
+            MssAccounting::Rfc6691 => emss.min(emss.saturating_sub(encoded.1 as u32).max(1)),
+            MssAccounting::Draft => emss,
+        };
+        let valid = (1..=u32::from(u16::MAX)).contains(&emss);
         HotRun {
             from,
             span: run.end - from,
             next: next_start - from,
             // The marks keep a run's buffer offsets within 32 bits.
             bo: run.t.buffer_offset + (from - run.start) as u32,
+            key: if valid {
+                Self::key(emss, acct)
+            } else {
+                u64::MAX
+            },
+            cap,
             encoded,
             fixed_sum: sum_of(&encoded),
         }
     }
 
-    /// True when `s` lies in the run from `from`.
+    /// The EMSS and the accounting as one word.
     #[inline]
-    fn holds(&self, s: u64) -> bool {
-        s.wrapping_sub(self.from) < self.span
+    fn key(emss: u32, acct: MssAccounting) -> u64 {
+        u64::from(emss) | u64::from(acct == MssAccounting::Rfc6691) << 32
     }
 
-    /// The segment from `s` with `room` octets allowed, when `s` lies in the run from `from`
-    /// and the room is 1 to 65535 (`None` else): its length, the run's octets in it (from its
-    /// start: the data offset is 0), their offset in the transfer's buffer, and `fixed_sum`.
+    /// True when `s` lies in the run from `from` and segments are cut for `emss` and `acct`.
     #[inline]
-    fn cut(&self, s: u64, room: u32, emss: u32, acct: MssAccounting) -> Option<Cut> {
+    fn holds(&self, s: u64, emss: u32, acct: MssAccounting) -> bool {
+        s.wrapping_sub(self.from) < self.span && self.key == Self::key(emss, acct)
+    }
+
+    /// The segment from `s` with `avail` octets allowed and at most `emss` counted with `acct`,
+    /// when [`Self::holds`] and `avail` is not 0 (`None` else): its length, the run's octets
+    /// in it (from its start: the data offset is 0), their offset in the transfer's buffer,
+    /// and `fixed_sum`.
+    #[inline]
+    fn cut(&self, s: u64, avail: u32, emss: u32, acct: MssAccounting) -> Option<Cut> {
         let k = s.wrapping_sub(self.from);
-        if k >= self.span || room.wrapping_sub(1) >= u32::from(u16::MAX) {
+        if k >= self.span || self.key != Self::key(emss, acct) || avail == 0 {
             return None;
         }
-        // RFC 6691: the option's octets come out of the room (which caps the run's part too).
-        let room = match acct {
-            MssAccounting::Rfc6691 => room.min(emss.saturating_sub(self.encoded.1 as u32).max(1)),
-            MssAccounting::Draft => room,
-        };
+        // The EMSS is 1 to 65535 (the key), so the room is too.
+        let room = avail.min(self.cap);
         // The cut: the segment ends before the next run.
         let e = (k + u64::from(room)).min(self.next);
         let len = (e - k) as u32;
@@ -434,8 +456,7 @@ impl SendMarks {
         acct: MssAccounting,
         align_messages: bool,
     ) -> (u32, SegmentOption) {
-        let room = avail.min(emss);
-        if let Some(cut) = self.hot.as_ref().and_then(|h| h.cut(s, room, emss, acct)) {
+        if let Some(cut) = self.hot.as_ref().and_then(|h| h.cut(s, avail, emss, acct)) {
             return (self.write_run_option(cut), SegmentOption::Transfer);
         }
         self.next_segment_encoded_slow(s, avail, emss, acct, align_messages)
@@ -453,11 +474,10 @@ impl SendMarks {
         acct: MssAccounting,
         align_messages: bool,
     ) -> (u32, SegmentOption) {
-        let room = avail.min(emss);
-        if !self.hot.is_some_and(|h| h.holds(s)) {
-            self.set_hot(self.hot_run(s));
+        if !self.hot.is_some_and(|h| h.holds(s, emss, acct)) {
+            self.set_hot(self.hot_run(s, emss, acct));
         }
-        let cut = self.hot.as_ref().and_then(|h| h.cut(s, room, emss, acct));
+        let cut = self.hot.as_ref().and_then(|h| h.cut(s, avail, emss, acct));
         match cut {
             Some(cut) => (self.write_run_option(cut), SegmentOption::Transfer),
             None => {
@@ -515,14 +535,14 @@ impl SendMarks {
 
     /// The run that segments from `s` are cut from, in the common case of a bulk transfer:
     /// `s` inside a run, no message start at or after `s`, no zero-length transfer queued.
-    fn hot_run(&self, s: u64) -> Option<HotRun> {
+    fn hot_run(&self, s: u64, emss: u32, acct: MssAccounting) -> Option<HotRun> {
         if !self.empties.is_empty() || self.messages.back().is_some_and(|&m| m >= s) {
             return None;
         }
         let i = self.run_from(s)?;
         let run = self.runs[i];
         let next_start = self.runs.get(i + 1).map_or(u64::MAX, |n| n.start);
-        (run.start <= s).then(|| HotRun::new(run, s, next_start))
+        (run.start <= s).then(|| HotRun::new(run, s, next_start, emss, acct))
     }
 
     /// [`Self::next_segment_encoded`] for any marks, the option decoded.

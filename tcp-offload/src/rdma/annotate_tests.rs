@@ -317,8 +317,8 @@ proptest! {
     /// its out-of-line path) gives the general computation's length and option, encoded octet
     /// for octet, at every segment of a walk over any layout, from any start (after any
     /// release), for any room, EMSS, accounting and alignment, with more marks made in the
-    /// middle of the walk, with the sum of those octets; `next_segment` (the same, decoded)
-    /// gives the general option.
+    /// middle of the walk and the EMSS shrinking now and then, with the sum of those octets;
+    /// `next_segment` (the same, decoded) gives the general option.
     #[test]
     fn next_segment_inside_a_run_matches_the_general_path(
         pieces in layout(),
@@ -361,6 +361,8 @@ proptest! {
                 };
                 end += u64::from(len);
             }
+            // Now and then a smaller EMSS (the path's MTU shrank).
+            let emss = if (step + emss as usize) % 5 == 4 { emss - emss / 3 } else { emss };
             let general = m.next_segment_general(s, avail, emss, acct, align);
             // The encoded form first (its shortcut reads the run kept so far), octet for octet
             // the general option's encoding.
