@@ -583,9 +583,14 @@ impl SendMarks {
     }
 }
 
-/// The ones'-complement sum of an encoded option's octets (its padded length).
+/// The ones'-complement sum of an encoded option's octets (its padded length), word by word
+/// for the forms with a run.
 fn sum_of(e: &EncodedOption) -> Sum {
-    checksum::sum(&e.0[..e.1.min(e.0.len())], 0)
+    match e.0.first_chunk::<16>() {
+        Some(sixteen) if e.1 == 16 => checksum::sum_words(sixteen),
+        _ if e.1 == e.0.len() => checksum::sum_words(&e.0),
+        _ => checksum::sum(&e.0[..e.1.min(e.0.len())], 0),
+    }
 }
 
 #[cfg(test)]
