@@ -192,8 +192,8 @@ impl<'a> LeanSegment<'a> {
                 (Some((be32(ts, 0), be32(ts, 4))), LeanRdma::NONE)
             }
             [opt::NOP, opt::NOP, opt::TIMESTAMPS, 10, ts @ ..] if ts.len() > 8 => {
+                let rest = &ts[8..];
                 let ts = Some((be32(ts, 0), be32(ts, 4)));
-                let rest = &options[12..];
                 let rdma = if ANY_LAYOUT {
                     Self::rdma_after_general(rest, payload.len())?
                 } else {
@@ -291,10 +291,10 @@ impl<'a> LeanSegment<'a> {
     }
 
     /// The option's octets (kind to length, a valid option with its run inside the payload)
-    /// where they lie in the segment, when it was read in place.
+    /// where they lie in the segment, when it was read in place; empty else.
     #[inline]
-    pub(crate) fn rdma_raw(&self) -> Option<&'a [u8]> {
-        Some(self.rdma.raw).filter(|r| !r.is_empty())
+    pub(crate) fn rdma_octets(&self) -> &'a [u8] {
+        self.rdma.raw
     }
 
     /// Whether the TCP checksum is right (summed here, once).

@@ -106,7 +106,8 @@ impl HeaderTemplate {
     }
 
     /// Writes a segment with `f`'s fields, the encoded RDMA option `rdma` after the template's
-    /// options (a multiple of 4 octets: the full path's layout puts it there) and
+    /// options (a multiple of 4 octets: the full path's layout puts it there; with the sum of
+    /// its octets, which the checksum adds instead of summing them) and
     /// `payload_len` octets of payload, which `fill` writes in place, into `buf`; returns the
     /// packet length, or `None` (nothing written, `fill` not called) when the packet does not
     /// fit `buf` or its length fields: what [`SegmentRepr::emit_with`] writes and refuses for
@@ -115,12 +116,12 @@ impl HeaderTemplate {
         &self,
         buf: &mut [u8],
         f: &SegmentFields,
-        rdma: Option<&EncodedOption>,
+        rdma: Option<(&EncodedOption, Sum)>,
         payload_len: usize,
         fill: impl FnOnce(&mut [u8]),
         cks: TxChecksum,
     ) -> Option<usize> {
-        let olen = rdma.map_or(0, |o| o.1);
+        let (olen, osum) = rdma.map_or((0, 0), |(o, sum)| (o.1, sum));
         let hlen = self.len + olen;
         let tcp_len = hlen - self.ip_len;
         let l4_len = tcp_len + payload_len;
@@ -137,7 +138,7 @@ impl HeaderTemplate {
             Some(b) => *b = self.bytes,
             None => buf[..self.len].copy_from_slice(&self.bytes[..self.len]),
         }
-        if let Some((o, n)) = rdma {
+        if let Some(((o, n), _)) = rdma {
             // All 20 octets in three fixed-size copies where the buffer has room: what lies
             // past the option is overwritten below.
             match buf[self.len..].first_chunk_mut::<LEN_FULL>() {
@@ -172,16 +173,17 @@ impl HeaderTemplate {
         fill(payload);
         let pseudo = self.pseudo + checksum::word(l4_len as u16);
         let sum = match cks {
-            TxChecksum::Full => checksum::field(payload, self.header_sum(th, f, pseudo)),
+            TxChecksum::Full => checksum::field(payload, self.header_sum(th, f, pseudo + osum)),
             TxChecksum::Offloaded => checksum::fold(pseudo),
         };
         th[field::tcp::CHECKSUM].copy_from_slice(&sum.to_be_bytes());
         Some(total)
     }
 
-    /// The sum of TCP header `th` (the template's with `f`'s fields and the RDMA option after
-    /// the template's options) and `acc`, as `checksum::sum(th, acc)` gives it: the template's
-    /// sum and the fields patched in, each a native-order word at an even offset.
+    /// The sum of TCP header `th` up to the end of the template's options (the template's
+    /// header with `f`'s fields patched in) and `acc`, as `checksum::sum` gives it: the
+    /// template's sum and the fields patched in, each a native-order word at an even offset.
+    /// An RDMA option after the template's options is not in it: its kept sum is the caller's.
     #[inline]
     fn header_sum(&self, th: &[u8], f: &SegmentFields, acc: Sum) -> Sum {
         let w32 = |v: u32| Sum::from(u32::from_ne_bytes(v.to_be_bytes()));
@@ -194,11 +196,6 @@ impl HeaderTemplate {
             + checksum::word(f.window);
         if let Some((v, e)) = f.timestamps {
             sum += w32(v) + w32(e);
-        }
-        // The RDMA option (4-aligned, at most 20 octets), as 32-bit words.
-        let (words, _) = th[self.len - self.ip_len..].as_chunks::<4>();
-        for w in words {
-            sum += Sum::from(u32::from_ne_bytes(*w));
         }
         sum
     }
@@ -278,9 +275,10 @@ pub(crate) mod tests {
             let t = HeaderTemplate::new(tuple, ts).unwrap();
             let f = SegmentFields { seq: SeqNum(seq), ack: SeqNum(ack), flags, window, timestamps };
             let encoded = rdma.map(|r| r.encoded());
+            let sum = |e: &EncodedOption| checksum::sum(&e.0[..e.1], 0);
             let mut got = vec![0u8; room];
             let fill = |p: &mut [u8]| p.copy_from_slice(&payload);
-            let g = t.write(&mut got, &f, encoded.as_ref(), payload.len(), fill, cks);
+            let g = t.write(&mut got, &f, encoded.as_ref().map(|e| (e, sum(e))), payload.len(), fill, cks);
             prop_assert_eq!(w.ok(), g);
             prop_assert_eq!(want, got);
         }

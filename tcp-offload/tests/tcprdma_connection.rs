@@ -7,7 +7,8 @@ use tcp_offload::Timestamp;
 
 use tcp_offload::rdma::{AnnotateError, PlacementError, RdmaOption, Transfer};
 use tcp_offload::{
-    wire, Config, Connection, FourTuple, IsnGenerator, ListenerConfig, State, TcpListener,
+    wire, Config, Connection, FourTuple, IsnGenerator, LeanSegment, ListenerConfig, State,
+    TcpListener,
 };
 
 fn tuple() -> FourTuple {
@@ -388,4 +389,56 @@ fn placed_octets_read_the_same_with_the_fast_path_on_and_off() {
     assert_eq!(t1.buf[5_000..], data[5_100..10_100]);
     assert!(t1.failed);
     assert_eq!(k.rdma_bytes_placed, 30_000);
+}
+
+/// After record mode is entered, the segments that continue the run placed last (the ones the
+/// placement shortcut expected) arrive whole among the records, as the full path has them:
+/// the same records and counters with the fast path on and off; the octets placed before come
+/// back into the stream.
+#[test]
+fn record_mode_after_a_placed_run_gets_the_segments_whole() {
+    let data = testkit::pattern(20_000, 15);
+    let outcome = |fast_path: bool| {
+        let on = Config {
+            fast_path,
+            ..cfg(true)
+        };
+        let (mut c, mut s, _) = open_with(on.clone(), on);
+        s.mark_transfer(0, 20_000, transfer(4, 20_000)).unwrap();
+        c.expect_transfer(4, vec![0; 20_000]).unwrap();
+        pump(&mut s, &mut c, &data[..10_000]);
+        assert_eq!(c.counters().rdma_bytes_placed, 10_000);
+        c.enter_record_mode();
+        // The records read as they come (none queued: the next segment may take the fast path).
+        let mut got = Vec::new();
+        let mut read = |c: &mut Connection| {
+            while let Some(chunk) = c.poll_recv() {
+                got.extend_from_slice(&chunk.data);
+            }
+        };
+        read(&mut c);
+        // Read in place as the endpoint reads them (the option's octets where they lie).
+        let (now, mut buf) = (Timestamp::ZERO, vec![0u8; 2048]);
+        let rest = &data[10_000..];
+        let mut queued = 0;
+        for _ in 0..10_000 {
+            if queued < rest.len() {
+                queued += s.send(&rest[queued..]).unwrap();
+            }
+            while let Some(n) = s.poll_transmit(now, &mut buf) {
+                let lean = LeanSegment::parse(&buf[..n]);
+                if !lean.is_some_and(|l| c.handle_lean(now, &l, None)) {
+                    c.handle_packet(now, &buf[..n]).unwrap();
+                }
+                read(&mut c);
+            }
+            netsim::exchange(&mut c, &mut s, now, 1);
+        }
+        let mut k = *c.counters();
+        (k.segs_in_fast, k.segs_out_fast) = (0, 0);
+        (got, k)
+    };
+    let (on, off) = (outcome(true), outcome(false));
+    assert!(on.0 == data, "the stream, whole, in the records");
+    assert_eq!(on.1, off.1);
 }

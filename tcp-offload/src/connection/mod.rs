@@ -487,6 +487,8 @@ impl Connection {
     pub fn enter_record_mode(&mut self) {
         self.record_mode_tx = true;
         self.restore_placed(|_, _| true);
+        // Nothing is placed in record mode: no segment is expected for the shortcut.
+        self.placements.stop_predicting();
         let rcv = self.rcv;
         self.recv.enter_record_mode(|o| rcv.seq(o));
     }

@@ -406,7 +406,7 @@ impl Connection {
             // The RDMA option follows the timestamps, 4-aligned, NOPs after it to the next
             // boundary (the full path's layout).
             let t = self.template.as_deref()?;
-            let option = rdma.then(|| self.marks.encoded());
+            let option = rdma.then(|| self.marks.encoded_with_sum());
             let sendbuf = &self.sendbuf;
             let fill = |p: &mut [u8]| sendbuf.fill(off, p, source);
             let cks = self.cfg.tx_checksum;

@@ -75,13 +75,13 @@ impl Connection {
         sink: Option<&mut dyn RxSink>,
     ) -> Accepted {
         let data = seg.payload;
-        if let Some(raw) = seg.rdma_raw().filter(|_| !self.recv.record_mode) {
-            // The segment the last placement expects (byte mode): placed, its octets left
-            // out of the receive buffer.
-            if let Some((rid, bo)) = self.placements.place_predicted(raw, self.recv.nxt, data) {
-                self.counters.rdma_bytes_placed += data.len() as u64;
-                return self.recv.accept_next_all_placed(data.len(), rid, bo);
-            }
+        // The segment the last placement expects (only byte mode places: entering record mode
+        // stops the expectation): placed, its octets left out of the receive buffer.
+        let raw = seg.rdma_octets();
+        if let Some((rid, bo)) = self.placements.place_predicted(raw, self.recv.nxt, data) {
+            debug_assert!(!self.recv.record_mode);
+            self.counters.rdma_bytes_placed += data.len() as u64;
+            return self.recv.accept_next_all_placed(data.len(), rid, bo);
         }
         // In order and nothing held: the run's part not yet received is all of the segment.
         let (off, run) = (self.recv.nxt, self.rdma_run(seg.rdma()));

@@ -20,7 +20,11 @@
 
 use std::collections::VecDeque;
 
-use super::option::{EncodedOption, RdmaAnnotation, RdmaOption, LEN_NO_TOTAL, RID_LIMIT};
+use crate::checksum::{self, Sum};
+
+use super::option::{
+    decode_encoded, EncodedOption, RdmaAnnotation, RdmaOption, LEN_NO_TOTAL, RID_LIMIT,
+};
 
 /// Most runs a connection keeps queued (released as they are acknowledged).
 pub const MAX_SEND_RUNS: usize = 4096;
@@ -83,15 +87,17 @@ pub struct SendMarks {
     /// Zero-length transfers: (position, transfer), sorted (TCPRDMA-21).
     empties: VecDeque<(u64, Transfer)>,
     messages: VecDeque<u64>,
-    /// The run the last new segment came from, as [`SendMarks::next_segment`] found it: valid
-    /// until the next mark (releases do not change it).
+    /// The run the last new segment came from, as [`SendMarks::next_segment_encoded`] found
+    /// it: valid until the next mark or [`SendMarks::set_encoded`] (releases do not change
+    /// it). While there is one, `out` holds its `encoded` words but for the buffer offset and
+    /// data length, which each of its segments patches in.
     hot: Option<HotRun>,
     /// The option of the segment [`SendMarks::next_segment_encoded`] or
     /// [`SendMarks::set_encoded`] gave last (see [`SendMarks::encoded`]).
     out: EncodedOption,
-    /// `out` holds the hot run's `encoded` words but for the buffer offset and data length
-    /// (which each of its segments patches in).
-    out_run: bool,
+    /// The ones'-complement sum of `out`'s octets (its padded length), as
+    /// [`checksum::sum`] gives it: the header's checksum adds it instead of summing them.
+    out_sum: Sum,
 }
 
 /// What option the segment [`SendMarks::next_segment_encoded`] cut carries (then in
@@ -117,22 +123,39 @@ impl SegmentOption {
     }
 }
 
+/// A segment of a hot run ([`HotRun::cut`]): its length, data length, buffer offset, and the
+/// sum of the run's option words that do not change.
+type Cut = (u32, u16, u32, Sum);
+
 /// A run that new segments are being cut from, with what its segments depend on: from `from`
 /// (the offset it was found for) to the run's end, no message start lies at or after the
 /// offset and no zero-length transfer is queued, so every segment there holds only this run's
-/// octets from its start, up to the next run's start (`next_start`).
+/// octets from its start, up to the next run's start. Offsets are kept from `from`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct HotRun {
-    run: Run,
     from: u64,
-    next_start: u64,
+    /// Octets from `from` to the run's end (not 0).
+    span: u64,
+    /// Octets from `from` to the next run's start (`u64::MAX - from` when none).
+    next: u64,
+    /// The buffer offset of the octet at `from`.
+    bo: u32,
+    /// The EMSS and accounting the run's segments are cut for ([`HotRun::key`]; never
+    /// another's when the EMSS is not 1 to 65535), and the most octets a segment may then
+    /// hold.
+    key: u64,
+    cap: u32,
     /// The option of the run's segments as it goes into the header, with buffer offset and
     /// data length 0 (each segment patches its own in).
     encoded: EncodedOption,
+    /// The sum of `encoded` (the words each segment patches are 0 in it).
+    fixed_sum: Sum,
 }
 
 impl HotRun {
-    fn new(run: Run, from: u64, next_start: u64) -> Self {
+    /// The hot run of `run` from `from` (inside it), the next run starting at `next_start`,
+    /// for segments of at most `emss` octets counted with `acct`.
+    fn new(run: Run, from: u64, next_start: u64, emss: u32, acct: MssAccounting) -> Self {
         let at_start = RdmaOption::Transfer(RdmaAnnotation {
             aligned: false,
             unsolicited: run.t.unsolicited,
@@ -142,58 +165,62 @@ impl HotRun {
             data_len: 0,
             total: run.t.total,
         });
+        let encoded = at_start.encoded();
+        // RFC 6691: the option's octets come out of the EMSS (which caps the run's part too).
+        let cap = match acct {
+            MssAccounting::Rfc6691 => emss.min(emss.saturating_sub(encoded.1 as u32).max(1)),
+            MssAccounting::Draft => emss,
+        };
+        let valid = (1..=u32::from(u16::MAX)).contains(&emss);
         HotRun {
-            run,
             from,
-            next_start,
-            encoded: at_start.encoded(),
+            span: run.end - from,
+            next: next_start - from,
+            // The marks keep a run's buffer offsets within 32 bits.
+            bo: run.t.buffer_offset + (from - run.start) as u32,
+            key: if valid {
+                Self::key(emss, acct)
+            } else {
+                u64::MAX
+            },
+            cap,
+            encoded,
+            fixed_sum: sum_of(&encoded),
         }
     }
 
-    /// The segment from `s` (`from <= s < run.end`) with `room` octets allowed (1 to 65535;
-    /// `None` for any other room): its length, the run's octets in it (from its start: the
-    /// data offset is 0) and their offset in the transfer's buffer.
+    /// The EMSS and the accounting as one word.
     #[inline]
-    fn cut(&self, s: u64, room: u32, emss: u32, acct: MssAccounting) -> Option<(u32, u16, u32)> {
-        if room.wrapping_sub(1) >= u32::from(u16::MAX) {
+    fn key(emss: u32, acct: MssAccounting) -> u64 {
+        u64::from(emss) | u64::from(acct == MssAccounting::Rfc6691) << 32
+    }
+
+    /// True when `s` lies in the run from `from` and segments are cut for `emss` and `acct`.
+    #[inline]
+    fn holds(&self, s: u64, emss: u32, acct: MssAccounting) -> bool {
+        s.wrapping_sub(self.from) < self.span && self.key == Self::key(emss, acct)
+    }
+
+    /// The segment from `s` with `avail` octets allowed and at most `emss` counted with `acct`,
+    /// when [`Self::holds`] and `avail` is not 0 (`None` else): its length, the run's octets
+    /// in it (from its start: the data offset is 0), their offset in the transfer's buffer,
+    /// and `fixed_sum`.
+    #[inline]
+    fn cut(&self, s: u64, avail: u32, emss: u32, acct: MssAccounting) -> Option<Cut> {
+        let k = s.wrapping_sub(self.from);
+        if k >= self.span || self.key != Self::key(emss, acct) || avail == 0 {
             return None;
         }
-        let r = &self.run;
-        // RFC 6691: the option's octets come out of the room (which caps the run's part too).
-        let room = match acct {
-            MssAccounting::Rfc6691 => room.min(emss.saturating_sub(self.encoded.1 as u32).max(1)),
-            MssAccounting::Draft => room,
-        };
+        // The EMSS is 1 to 65535 (the key), so the room is too.
+        let room = avail.min(self.cap);
         // The cut: the segment ends before the next run.
-        let e = (s + u64::from(room)).min(self.next_start);
-        let len = (e - s) as u32;
+        let e = (k + u64::from(room)).min(self.next);
+        let len = (e - k) as u32;
         // At most `len`, so at most 65535.
-        let data_len = (r.end.min(e) - s) as u16;
-        let buffer_offset = r.t.buffer_offset + (s - r.start) as u32;
-        Some((len, data_len, buffer_offset))
-    }
-
-    /// The segment from `s` (as [`Self::cut`]) with its option.
-    #[inline]
-    fn segment(
-        &self,
-        s: u64,
-        room: u32,
-        emss: u32,
-        acct: MssAccounting,
-    ) -> Option<(u32, Option<RdmaOption>)> {
-        let (len, data_len, buffer_offset) = self.cut(s, room, emss, acct)?;
-        let r = &self.run;
-        let a = RdmaAnnotation {
-            aligned: false,
-            unsolicited: r.t.unsolicited,
-            rid: r.t.rid,
-            buffer_offset,
-            data_offset: 0,
-            data_len,
-            total: r.t.total,
-        };
-        Some((len, Some(RdmaOption::Transfer(a))))
+        let data_len = (self.span.min(e) - k) as u16;
+        // Within the run, so within 32 bits.
+        let buffer_offset = self.bo + k as u32;
+        Some((len, data_len, buffer_offset, self.fixed_sum))
     }
 }
 
@@ -401,8 +428,8 @@ impl SendMarks {
     }
 
     /// The next new segment from `s` with `avail` octets allowed (window, cwnd, queued data,
-    /// EMSS): its length and option, after the one-run cut and the MSS accounting.
-    #[inline]
+    /// EMSS): its length and option, after the one-run cut and the MSS accounting. The
+    /// decoded form of [`Self::next_segment_encoded`] (tests and tools).
     pub fn next_segment(
         &mut self,
         s: u64,
@@ -411,22 +438,15 @@ impl SendMarks {
         acct: MssAccounting,
         align_messages: bool,
     ) -> (u32, Option<RdmaOption>) {
-        let room = avail.min(emss);
-        if !self.hot.is_some_and(|h| h.from <= s && s < h.run.end) {
-            self.set_hot(self.hot_run(s));
-        }
-        match self
-            .hot
-            .as_ref()
-            .and_then(|h| h.segment(s, room, emss, acct))
-        {
-            Some(next) => next,
-            None => self.next_segment_general(s, avail, emss, acct, align_messages),
-        }
+        let (len, _) = self.next_segment_encoded(s, avail, emss, acct, align_messages);
+        (len, decode_encoded(&self.out))
     }
 
-    /// [`Self::next_segment`], the option as it goes into the header left in
-    /// [`Self::encoded`] (inside a run, the run's words with the segment's fields patched in).
+    /// The next new segment from `s` with `avail` octets allowed (window, cwnd, queued data,
+    /// EMSS): its length after the one-run cut and the MSS accounting, and what option it
+    /// carries, left in [`Self::encoded`] as it goes into the header (inside a run, the run's
+    /// words with the segment's fields patched in). Inline: the shortcut for a segment of the
+    /// hot run.
     #[inline]
     pub fn next_segment_encoded(
         &mut self,
@@ -436,19 +456,15 @@ impl SendMarks {
         acct: MssAccounting,
         align_messages: bool,
     ) -> (u32, SegmentOption) {
-        let room = avail.min(emss);
-        if let Some(h) = &self.hot {
-            if h.from <= s && s < h.run.end {
-                if let Some(cut) = h.cut(s, room, emss, acct) {
-                    return (self.write_run_option(cut), SegmentOption::Transfer);
-                }
-            }
+        if let Some(cut) = self.hot.as_ref().and_then(|h| h.cut(s, avail, emss, acct)) {
+            return (self.write_run_option(cut), SegmentOption::Transfer);
         }
         self.next_segment_encoded_slow(s, avail, emss, acct, align_messages)
     }
 
-    /// [`Self::next_segment_encoded`] when the hot run does not give the segment (none yet,
-    /// or `s` outside it): [`Self::next_segment`]'s steps, out of line.
+    /// [`Self::next_segment_encoded`] whole, out of line (the shortcut did not give the
+    /// segment: no hot run yet, or `s` outside it): the hot run found for `s`, its cut, else
+    /// the general path.
     #[inline(never)]
     fn next_segment_encoded_slow(
         &mut self,
@@ -458,11 +474,10 @@ impl SendMarks {
         acct: MssAccounting,
         align_messages: bool,
     ) -> (u32, SegmentOption) {
-        let room = avail.min(emss);
-        if !self.hot.is_some_and(|h| h.from <= s && s < h.run.end) {
-            self.set_hot(self.hot_run(s));
+        if !self.hot.is_some_and(|h| h.holds(s, emss, acct)) {
+            self.set_hot(self.hot_run(s, emss, acct));
         }
-        let cut = self.hot.as_ref().and_then(|h| h.cut(s, room, emss, acct));
+        let cut = self.hot.as_ref().and_then(|h| h.cut(s, avail, emss, acct));
         match cut {
             Some(cut) => (self.write_run_option(cut), SegmentOption::Transfer),
             None => {
@@ -475,28 +490,32 @@ impl SendMarks {
     /// Leaves the option of the hot run's segment `cut` ([`HotRun::cut`]) in `out`: the run's
     /// words with the segment's buffer offset and data length; returns the segment's length.
     #[inline(always)]
-    fn write_run_option(&mut self, (len, data_len, buffer_offset): (u32, u16, u32)) -> u32 {
-        if !self.out_run {
-            if let Some(h) = &self.hot {
-                self.out = h.encoded;
-                self.out_run = true;
-            }
-        }
-        self.out.0[8..12].copy_from_slice(&buffer_offset.to_be_bytes());
-        self.out.0[14..16].copy_from_slice(&data_len.to_be_bytes());
+    fn write_run_option(&mut self, (len, data_len, buffer_offset, fixed): Cut) -> u32 {
+        let (bo, dl) = (buffer_offset.to_be_bytes(), data_len.to_be_bytes());
+        self.out.0[8..12].copy_from_slice(&bo);
+        self.out.0[14..16].copy_from_slice(&dl);
+        // The run's words, then the two patched in (data offset 0) as native-endian words:
+        // the sum `checksum::sum` gives for the octets.
+        self.out_sum = fixed
+            + Sum::from(u32::from_ne_bytes(bo))
+            + Sum::from(u32::from_ne_bytes([0, 0, dl[0], dl[1]]));
         len
     }
 
-    /// Replaces the hot run (`out` no longer holds its words).
+    /// Replaces the hot run (`out` gets its words).
     fn set_hot(&mut self, hot: Option<HotRun>) {
         self.hot = hot;
-        self.out_run = false;
+        if let Some(h) = hot {
+            self.out = h.encoded;
+        }
     }
 
-    /// Sets the option [`Self::encoded`] returns (a segment sent again).
+    /// Sets the option [`Self::encoded`] returns (a segment sent again, or one that the hot
+    /// run does not give): `out` no longer holds the hot run's words, so it is dropped.
     pub fn set_encoded(&mut self, opt: Option<RdmaOption>) -> SegmentOption {
+        self.hot = None;
         self.out = opt.map_or(([0; 20], 0), |o| o.encoded());
-        self.out_run = false;
+        self.out_sum = sum_of(&self.out);
         SegmentOption::of(&self.out)
     }
 
@@ -507,19 +526,26 @@ impl SendMarks {
         &self.out
     }
 
+    /// [`Self::encoded`] with the ones'-complement sum of its octets (what [`checksum::sum`]
+    /// gives for them), for the header's checksum.
+    #[inline]
+    pub fn encoded_with_sum(&self) -> (&EncodedOption, Sum) {
+        (&self.out, self.out_sum)
+    }
+
     /// The run that segments from `s` are cut from, in the common case of a bulk transfer:
     /// `s` inside a run, no message start at or after `s`, no zero-length transfer queued.
-    fn hot_run(&self, s: u64) -> Option<HotRun> {
+    fn hot_run(&self, s: u64, emss: u32, acct: MssAccounting) -> Option<HotRun> {
         if !self.empties.is_empty() || self.messages.back().is_some_and(|&m| m >= s) {
             return None;
         }
         let i = self.run_from(s)?;
         let run = self.runs[i];
         let next_start = self.runs.get(i + 1).map_or(u64::MAX, |n| n.start);
-        (run.start <= s).then(|| HotRun::new(run, s, next_start))
+        (run.start <= s).then(|| HotRun::new(run, s, next_start, emss, acct))
     }
 
-    /// [`Self::next_segment`] for any marks.
+    /// [`Self::next_segment_encoded`] for any marks, the option decoded.
     fn next_segment_general(
         &self,
         s: u64,
@@ -554,6 +580,16 @@ impl SendMarks {
             }
         }
         (len, opt)
+    }
+}
+
+/// The ones'-complement sum of an encoded option's octets (its padded length), word by word
+/// for the forms with a run.
+fn sum_of(e: &EncodedOption) -> Sum {
+    match e.0.first_chunk::<16>() {
+        Some(sixteen) if e.1 == 16 => checksum::sum_words(sixteen),
+        _ if e.1 == e.0.len() => checksum::sum_words(&e.0),
+        _ => checksum::sum(&e.0[..e.1.min(e.0.len())], 0),
     }
 }
 

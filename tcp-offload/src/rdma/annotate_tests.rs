@@ -313,11 +313,12 @@ proptest! {
 }
 
 proptest! {
-    /// The shortcuts of `next_segment` and `next_segment_encoded` inside a run (and the run
-    /// they keep between segments) give the general computation's length and option (its
-    /// encoding, octet for octet) at every segment of a walk over any
-    /// layout, from any start (after any release), for any room, EMSS, accounting and
-    /// alignment, with more marks made in the middle of the walk.
+    /// `next_segment_encoded` (its shortcut inside a run, the run it keeps between segments,
+    /// its out-of-line path) gives the general computation's length and option, encoded octet
+    /// for octet, at every segment of a walk over any layout, from any start (after any
+    /// release), for any room, EMSS, accounting and alignment, with more marks made in the
+    /// middle of the walk and the EMSS shrinking now and then, with the sum of those octets;
+    /// `next_segment` (the same, decoded) gives the general option.
     #[test]
     fn next_segment_inside_a_run_matches_the_general_path(
         pieces in layout(),
@@ -327,7 +328,7 @@ proptest! {
         emss in 0u32..3000,
         rfc6691 in any::<bool>(),
         align in any::<bool>(),
-        later in prop::collection::vec((0usize..40, 0u8..4, 1u32..3000), 0..4),
+        later in prop::collection::vec((0usize..40, 0u8..5, 1u32..3000), 0..4),
     ) {
         let (mut m, truth) = build(&pieces);
         let mut end = truth.at.len() as u64;
@@ -340,16 +341,28 @@ proptest! {
                     continue;
                 }
                 // Marks appended to the stream: a run that may continue the last one, a
-                // message start, a zero-length transfer (refused ones change nothing).
+                // message start, a zero-length transfer (refused ones change nothing); or a
+                // segment sent again (its option set in between).
                 let t = Transfer { rid: 0x3F00_0000_0000, buffer_offset: 0, total: None, unsolicited: false };
                 let _ = match what {
                     0 => m.mark_run(end, len, Transfer { buffer_offset: 1 << 20, ..t }),
                     1 => m.mark_run(end, len, Transfer { rid: 77, ..t }),
                     2 => m.mark_message(end.max(s)),
-                    _ => m.mark_empty(end.max(s), t),
+                    3 => m.mark_empty(end.max(s), t),
+                    _ => {
+                        let again = match len % 3 {
+                            0 => m.annotation(s.saturating_sub(u64::from(len)), len.min(1500)),
+                            1 => Some(RdmaOption::Aligned { aligned: true }),
+                            _ => None,
+                        };
+                        m.set_encoded(again);
+                        continue;
+                    }
                 };
                 end += u64::from(len);
             }
+            // Now and then a smaller EMSS (the path's MTU shrank).
+            let emss = if (step + emss as usize) % 5 == 4 { emss - emss / 3 } else { emss };
             let general = m.next_segment_general(s, avail, emss, acct, align);
             // The encoded form first (its shortcut reads the run kept so far), octet for octet
             // the general option's encoding.
@@ -357,6 +370,9 @@ proptest! {
             let want = general.1.map_or(([0; 20], 0), |o| o.encoded());
             prop_assert_eq!((len, *m.encoded()), (general.0, want));
             prop_assert_eq!(kind, SegmentOption::of(&want));
+            // The sum kept with it is the octets' sum (what the header's checksum adds).
+            let sum = crate::checksum::sum(&want.0[..want.1], 0);
+            prop_assert_eq!(crate::checksum::fold(m.encoded_with_sum().1), crate::checksum::fold(sum));
             prop_assert_eq!(m.next_segment(s, avail, emss, acct, align), general);
             s += u64::from(general.0.max(1));
         }

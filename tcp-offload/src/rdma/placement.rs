@@ -86,28 +86,45 @@ impl PlacedTransfer {
 pub struct Placements {
     expected: Vec<Expected>,
     /// The option of the segment expected next in order (header prediction for the option),
-    /// while nothing else changes the table.
-    next: Option<NextRun>,
+    /// while nothing else changes the table; [`NextRun::NONE`] when none is.
+    next: NextRun,
+    /// A piece table of a transfer taken, emptied, for the next one registered.
+    spare: Vec<(u32, u32, u64)>,
 }
 
 /// What the next in-order segment of the transfer placed last carries when all of its payload
 /// continues that transfer's last piece: the first 16 octets of its option but the data length
 /// (kind, length, A = 0, U, RID, buffer offset, data offset 0) and the option's total octets
 /// (20-octet form), with where that lands. [`Placements::place_predicted`] places such a
-/// segment with the checks that [`Placements::place`] would make already made.
-#[derive(Clone, Copy, Debug)]
+/// segment with the checks that [`Placements::place`] would make already made. Octets are
+/// kept as native-endian words of the octets as they lie.
+#[derive(Clone, Copy, Debug, Default)]
 struct NextRun {
-    /// Octets 0..8 of the option (kind, length, A = 0, U, RID), as they lie.
-    head: [u8; 8],
+    /// Octets 0..8 of the option (kind, length, A = 0, U, RID); 0 (no option's: its kind is
+    /// not 0) when no segment is expected.
+    head: u64,
     /// Octets 8..16 with the data length 0 (buffer offset, data offset 0).
-    fields: [u8; 8],
-    total: [u8; 4],
+    fields: u64,
+    /// Octets 16..20 (the total, or NOPs).
+    total: u32,
     /// Index of the transfer in `expected`.
     idx: usize,
     /// Stream offset of the run's next octet.
     at: u64,
     /// Where a placement must end by: the buffer's length, the total, 32-bit buffer offsets.
     limit: u64,
+}
+
+impl NextRun {
+    /// No segment expected.
+    const NONE: Self = NextRun {
+        head: 0,
+        fields: 0,
+        total: 0,
+        idx: 0,
+        at: 0,
+        limit: 0,
+    };
 }
 
 impl Placements {
@@ -122,7 +139,7 @@ impl Placements {
         self.expected.push(Expected {
             rid,
             buf,
-            pieces: Vec::new(),
+            pieces: std::mem::take(&mut self.spare),
             total: None,
             failed: false,
         });
@@ -140,8 +157,8 @@ impl Placements {
 
     /// Hands the buffer of `rid` back and forgets the RID.
     pub fn take(&mut self, rid: u64) -> Option<PlacedTransfer> {
-        self.next = None;
-        let e = self.expected.swap_remove(self.find(rid)?);
+        self.next = NextRun::NONE;
+        let mut e = self.expected.swap_remove(self.find(rid)?);
         let mut filled: Vec<(u32, u32)> = Vec::with_capacity(e.pieces.len());
         for &(s, end, _) in &e.pieces {
             match filled.last_mut() {
@@ -149,6 +166,8 @@ impl Placements {
                 _ => filled.push((s, end)),
             }
         }
+        e.pieces.clear();
+        self.spare = e.pieces;
         Some(PlacedTransfer {
             rid,
             buf: e.buf,
@@ -167,7 +186,7 @@ impl Placements {
         at: u64,
         bytes: &[u8],
     ) -> Placed {
-        self.next = None;
+        self.next = NextRun::NONE;
         if self.place_continuing(t, at - run_at, at, bytes) {
             return Placed::Yes;
         }
@@ -186,7 +205,7 @@ impl Placements {
         at: u64,
         bytes: &[u8],
     ) -> bool {
-        self.next = None;
+        self.next = NextRun::NONE;
         let Some(i) = self.find(t.rid) else {
             return false;
         };
@@ -202,7 +221,7 @@ impl Placements {
         at: u64,
         bytes: &[u8],
     ) -> Placed {
-        self.next = None;
+        self.next = NextRun::NONE;
         let Some(i) = self.find(t.rid) else {
             return Placed::Unmatched;
         };
@@ -245,10 +264,16 @@ impl Placements {
         Placed::Yes
     }
 
+    /// No segment is expected next ([`Self::place_predicted`] places none until the next
+    /// [`Self::expect_next`]).
+    pub(crate) fn stop_predicting(&mut self) {
+        self.next = NextRun::NONE;
+    }
+
     /// After the in-order placement of the run `t` that ended at stream offset `next_at`
     /// (the last piece of its transfer ends there): the segment expected next continues it.
     pub(crate) fn expect_next(&mut self, t: &RdmaAnnotation, next_at: u64) {
-        self.next = None;
+        self.next = NextRun::NONE;
         let Some(idx) = self.find(t.rid) else { return };
         let e = &self.expected[idx];
         let bo = u64::from(t.buffer_offset) + u64::from(t.data_len);
@@ -269,18 +294,19 @@ impl Placements {
         });
         let (octets, _) = next.encoded();
         let limit = e.total.map_or(u64::from(u32::MAX), u64::from);
-        self.next = Some(NextRun {
-            head: crate::wire::octets(&octets, 0..8),
-            fields: crate::wire::octets(&octets, 8..16),
-            total: crate::wire::octets(&octets, 16..20),
+        self.next = NextRun {
+            head: u64::from_ne_bytes(crate::wire::octets(&octets, 0..8)),
+            fields: u64::from_ne_bytes(crate::wire::octets(&octets, 8..16)),
+            total: u32::from_ne_bytes(crate::wire::octets(&octets, 16..20)),
             idx,
             at: next_at,
             limit: limit.min(e.buf.len() as u64),
-        });
+        };
     }
 
     /// Places `data`, the in-order segment at stream offset `at` whose RDMA option is `raw`
-    /// (16 or 20 octets, kind and length checked), when it is the segment expected next
+    /// (as the lean parse reads it: 16 or 20 octets, kind and length checked; empty when there
+    /// is none), when it is the segment expected next
     /// ([`Self::expect_next`]) with all its payload in the run: [`Self::place`]'s result for
     /// it. Returns the RID and buffer offset written, or `None` (nothing changed) when the
     /// segment is another, for the general path.
@@ -291,22 +317,26 @@ impl Placements {
         at: u64,
         data: &[u8],
     ) -> Option<(u64, u32)> {
-        let n = self.next.as_mut()?;
-        let (head, rest) = raw.split_first_chunk::<8>()?;
-        let (fields, total) = rest.split_first_chunk::<8>()?;
+        let n = &mut self.next;
+        let (option, total) = raw.split_first_chunk::<16>()?;
+        let (head, fields) = option.split_at(8);
         let len = u16::try_from(data.len()).ok()?;
-        // Octets 8..16 as this segment must carry them, compared as one word; the length octet
-        // (in `head`) fixes the form, so a total is there exactly when one is expected.
-        let mut want = n.fields;
-        want[6..8].copy_from_slice(&len.to_be_bytes());
-        if u64::from_ne_bytes(*head) != u64::from_ne_bytes(n.head)
-            || u64::from_ne_bytes(*fields) != u64::from_ne_bytes(want)
-            || at != n.at
-            || !(total.is_empty() || total == n.total.as_slice())
-        {
+        // Octets 8..16 as this segment must carry them (its data length in 14..16, which are 0
+        // in `n.fields`), compared as one word; the length octet (in `head`) fixes the form,
+        // so a total is there exactly when one is expected.
+        let [l0, l1] = len.to_be_bytes();
+        let want = n.fields | u64::from_ne_bytes([0, 0, 0, 0, 0, 0, l0, l1]);
+        let word = |o: &[u8]| u64::from_ne_bytes(crate::wire::octets(o, 0..8));
+        let total_ok = match *total {
+            [] => true,
+            [a, b, c, d] => u32::from_ne_bytes([a, b, c, d]) == n.total,
+            _ => false,
+        };
+        if word(head) != n.head || word(fields) != want || at != n.at || !total_ok {
             return None;
         }
-        let bo = u32::from_be_bytes(crate::wire::octets(&want, 0..4));
+        let [b0, b1, b2, b3, ..] = n.fields.to_ne_bytes();
+        let bo = u32::from_be_bytes([b0, b1, b2, b3]);
         let end = u64::from(bo) + u64::from(len);
         let e = self.expected.get_mut(n.idx)?;
         let last = e.pieces.last_mut()?;
@@ -317,7 +347,9 @@ impl Placements {
             .get_mut(bo as usize..end as usize)?
             .copy_from_slice(data);
         last.1 = end as u32;
-        n.fields[..4].copy_from_slice(&(end as u32).to_be_bytes());
+        let mut f = n.fields.to_ne_bytes();
+        f[..4].copy_from_slice(&(end as u32).to_be_bytes());
+        n.fields = u64::from_ne_bytes(f);
         n.at += u64::from(len);
         Some((e.rid, bo))
     }
@@ -354,7 +386,7 @@ impl Placements {
         len: u32,
         at: u64,
     ) -> Option<&mut [u8]> {
-        self.next = None;
+        self.next = NextRun::NONE;
         let i = self.find(rid)?;
         let e = &mut self.expected[i];
         let delta = at.wrapping_sub(u64::from(bo));
@@ -541,11 +573,12 @@ mod tests {
         /// the connection's fast path does, `expect_next` after each in-order placement) leaves
         /// the buffers, pieces, totals and verdicts that the general path leaves, for any
         /// sequence of segments (most continuing the last one, some anywhere, of an unknown
-        /// RID, with A set, in either form, with totals that agree, change or are absent).
+        /// RID, with A set, from other stream octets, without the option's octets, in either
+        /// form, with totals that agree, change or are absent).
         #[test]
         fn predicted_placement_matches_the_general_path(
             segs in prop::collection::vec(
-                (0u32..3000, 1usize..500, any::<bool>(), 0u8..4, 0u32..3, any::<u8>()),
+                (0u32..3000, 1usize..500, any::<bool>(), 0u8..5, 0u32..3, any::<u8>()),
                 1..40,
             )
         ) {
@@ -556,6 +589,8 @@ mod tests {
             let (mut next_bo, mut next_at) = (0u32, 100u64);
             for (bo, len, in_order, odd, total, fill) in segs {
                 let (bo, at) = if in_order { (next_bo, next_at) } else { (bo, u64::from(bo) * 3) };
+                // The buffer octets that follow, from stream octets that do not.
+                let at = if odd == 3 { at + 7 } else { at };
                 let t = RdmaAnnotation {
                     aligned: odd == 1,
                     rid: if odd == 2 { 2 } else { 1 },
@@ -566,7 +601,9 @@ mod tests {
                 let o = RdmaOption::Transfer(t);
                 let (octets, _) = o.encoded();
                 let bytes = vec![fill; len];
-                let verdict = match fast.place_predicted(&octets[..o.len()], at, &bytes) {
+                // Offered without its octets too (a segment the lean parse read none of).
+                let raw = if odd == 4 { &[][..] } else { &octets[..o.len()] };
+                let verdict = match fast.place_predicted(raw, at, &bytes) {
                     Some(placed) => {
                         prop_assert_eq!(placed, (t.rid, t.buffer_offset));
                         Placed::Yes
@@ -654,6 +691,20 @@ mod tests {
         assert!(t.failed);
         assert_eq!(t.filled, vec![(0, 10)]);
         assert_eq!(p.place(&ann(77, 0, None), 0, 0, &[1]), Placed::Unmatched);
+    }
+
+    /// A transfer registered after one was taken starts with nothing placed (the piece table
+    /// it gets is the taken one's, emptied).
+    #[test]
+    fn a_transfer_taken_leaves_no_pieces_to_the_next() {
+        let mut p = Placements::default();
+        p.expect(1, vec![0; 100]).unwrap();
+        assert_eq!(p.place(&ann(1, 0, None), 0, 0, &[1; 10]), Placed::Yes);
+        assert_eq!(p.take(1).unwrap().filled, vec![(0, 10)]);
+        p.expect(2, vec![0; 100]).unwrap();
+        assert_eq!(p.placed_run(2, 0, 0), 0);
+        assert_eq!(p.place(&ann(2, 50, None), 500, 500, &[2; 10]), Placed::Yes);
+        assert_eq!(p.take(2).unwrap().filled, vec![(50, 60)]);
     }
 
     /// The piece table is bounded: beyond it pieces are skipped, not placed.
