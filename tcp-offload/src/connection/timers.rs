@@ -188,9 +188,8 @@ impl Connection {
         if expired(self, Timer::Rto) {
             self.on_rto(now);
         }
-        if expired(self, Timer::DelayedAck) && self.ack_pending {
-            self.ack_now = true;
-            self.counters.delayed_acks += 1;
+        if expired(self, Timer::DelayedAck) {
+            self.on_delayed_ack();
         }
         // The timer stops when it fires; it is re-armed only while the window stays shut.
         if expired(self, Timer::Persist)
@@ -236,13 +235,16 @@ impl Connection {
     /// ([`Self::delayed_ack_deadline`]): when no other timer is due, only the delayed ACK's
     /// expiry runs (what `handle_timeout` would do then), without the pass over the others.
     pub fn handle_delayed_ack_timeout(&mut self, now: Timestamp) {
-        if self
-            .timers
-            .next_but(Timer::DelayedAck)
-            .is_some_and(|d| d <= now)
-        {
+        if self.poll_timeout_but_ack().is_some_and(|d| d <= now) {
             self.handle_timeout(now);
-        } else if self.timers.expired(Timer::DelayedAck, now) && self.ack_pending {
+        } else if self.timers.expired(Timer::DelayedAck, now) {
+            self.on_delayed_ack();
+        }
+    }
+
+    /// The delayed ACK's expiry: the ACK it held back goes out with the next transmit.
+    fn on_delayed_ack(&mut self) {
+        if self.ack_pending {
             self.ack_now = true;
             self.counters.delayed_acks += 1;
         }
