@@ -16,9 +16,10 @@ use veth_device::open_xdp;
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, SocketAddrV4};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use dataplane::{Device, EngineMode, StreamConfig, TcpStream, Transfer, Transport};
 use testbed::{for_test, Side, VethTestbed};
@@ -78,6 +79,45 @@ fn std_exchange(s: std::net::TcpStream, send_seed: u64, recv_seed: u64) {
     );
 }
 
+/// Runs `f`; while it runs longer than [`WATCH`], prints every [`WATCH`] what explains a slow
+/// exchange: `dev`'s engine counters (retransmissions, RTO expiries, window probes, drops) and
+/// the kernel's view of its TCP sockets in `side`'s namespace (`ss -tin`: windows, RTO,
+/// unacknowledged octets). An exchange takes seconds; nothing is printed then.
+fn watched<T>(dev: &Device, tb: &VethTestbed, side: Side, f: impl FnOnce() -> T) -> T {
+    const WATCH: Duration = Duration::from_secs(15);
+    let done = AtomicBool::new(false);
+    thread::scope(|sc| {
+        sc.spawn(|| {
+            let start = Instant::now();
+            let mut next = start + WATCH;
+            while !done.load(Ordering::Relaxed) {
+                if Instant::now() < next {
+                    thread::sleep(Duration::from_millis(100));
+                    continue;
+                }
+                next += WATCH;
+                eprintln!(
+                    "after {:?}: engine {:?}",
+                    start.elapsed(),
+                    dev.engine_counters()
+                );
+                if let Ok(out) = tb.exec(side, &["ss", "-tin"]) {
+                    eprintln!("{}", String::from_utf8_lossy(&out.stdout));
+                }
+            }
+        });
+        // Stops the watcher when `f` returns or panics (the scope waits for it either way).
+        struct Done<'a>(&'a AtomicBool);
+        impl Drop for Done<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+        let _done = Done(&done);
+        f()
+    })
+}
+
 /// Our stream client (A, xdp) against a Linux `TcpListener` (B), 16 MiB each way at once.
 fn xdp_client_against_linux(mode: EngineMode, tag: &str) {
     let Some((tb, _serial)) = testbed(tag) else {
@@ -101,8 +141,10 @@ fn xdp_client_against_linux(mode: EngineMode, tag: &str) {
         )
         .expect("connect");
     assert!(!s.rdma_enabled());
-    xdp_exchange(s, 1, 2);
-    server.join().expect("server");
+    watched(&dev, &tb, Side::B, || {
+        xdp_exchange(s, 1, 2);
+        server.join().expect("server");
+    });
     let c = dev.engine_counters().unwrap();
     assert_eq!(c.internal_errors + c.malformed, 0, "{c:?}");
 }
@@ -145,8 +187,10 @@ fn linux_client_against_xdp_stream_listener() {
     assert_eq!(peer.ip(), std::net::IpAddr::V4(tb.ip(Side::B)));
     assert!(!s.rdma_enabled());
     let c = thread::spawn(move || std_exchange(client, 3, 4));
-    xdp_exchange(s, 4, 3);
-    c.join().expect("client");
+    watched(&dev, &tb, Side::B, || {
+        xdp_exchange(s, 4, 3);
+        c.join().expect("client");
+    });
 }
 
 const HEADER: usize = 100;

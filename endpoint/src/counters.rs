@@ -34,6 +34,11 @@ endpoint_counters! {
     sum tx_bytes,
     /// TCP segments retransmitted (sum over connections, closed ones included).
     sum retransmissions,
+    /// Retransmission timeouts that fired (sum over connections): each one backs the RTO off.
+    sum rto_expiries,
+    /// Zero-window probes sent (sum over connections): a peer's window stayed shut for a
+    /// persist interval, or the update that opened it was lost.
+    sum window_probes,
     /// Tagged/untagged FPDUs placed out of order (before their gap filled).
     sum ooo_fpdus_placed,
     /// Most octets held out of order by one connection at any time.
@@ -123,11 +128,13 @@ endpoint_counters! {
     sum rx_ulpdus_fast,
 }
 
-/// Adds what one connection's TCP counted to `c`: retransmissions, the timeouts that end a
-/// connection (keepalive, FIN-WAIT-2, persist), the TCP RDMA option's counters and the fast
-/// path's.
+/// Adds what one connection's TCP counted to `c`: retransmissions, RTO expiries, window
+/// probes, the timeouts that end a connection (keepalive, FIN-WAIT-2, persist), the TCP RDMA
+/// option's counters and the fast path's.
 pub(crate) fn fold_tcp_counters(c: &mut EndpointCounters, t: &tcp_offload::TcpCounters) {
     c.retransmissions += t.retransmits;
+    c.rto_expiries += t.rto_expiries;
+    c.window_probes += t.window_probes;
     c.keepalive_timeouts += t.keepalive_timeouts;
     c.fin_wait2_timeouts += t.fin_wait2_timeouts;
     c.persist_timeouts += t.persist_timeouts;

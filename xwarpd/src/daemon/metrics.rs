@@ -326,7 +326,7 @@ impl Snapshot {
             return;
         }
         type EngineField = fn(&EndpointCounters) -> u64;
-        let per_engine: [(&str, &str, EngineField); 19] = [
+        let per_engine: [(&str, &str, EngineField); 21] = [
             ("engine_rx_packets", "Frames received.", |e| e.rx_packets),
             ("engine_tx_packets", "Frames sent.", |e| e.tx_packets),
             ("engine_rx_bytes", "Octets received.", |e| e.rx_bytes),
@@ -335,6 +335,16 @@ impl Snapshot {
                 "engine_retransmissions",
                 "TCP segments retransmitted.",
                 |e| e.retransmissions,
+            ),
+            (
+                "engine_rto_expiries",
+                "TCP retransmission timeouts that fired.",
+                |e| e.rto_expiries,
+            ),
+            (
+                "engine_window_probes",
+                "TCP zero-window probes sent.",
+                |e| e.window_probes,
             ),
             (
                 "engine_ooo_fpdus_placed",
