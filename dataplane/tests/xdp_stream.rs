@@ -61,7 +61,11 @@ fn xdp_exchange(s: TcpStream, send_seed: u64, recv_seed: u64) {
     exchange(
         s,
         w,
-        |w: &TcpStream| w.shutdown(Shutdown::Write).unwrap(),
+        |mut w: &TcpStream| {
+            w.shutdown(Shutdown::Write).unwrap();
+            // An inline engine moves only while the application calls: deliver it all.
+            w.flush().expect("flush");
+        },
         send_seed,
         recv_seed,
     );

@@ -420,3 +420,35 @@ fn octets_unread_when_tcp_ends_stay_readable() {
         Err(EndpointError::NoConnection)
     );
 }
+
+#[test]
+fn stream_flushed_once_the_peer_acknowledged_the_octets_and_then_the_fin() {
+    let mut p = Pair::new(lossy(), lossy(), 23);
+    let (ca, cb) = establish_stream(&mut p, 5003, opts(false), opts(false));
+    assert_eq!(p.a.stream_flushed(ca), Ok(true), "nothing written yet");
+    let data = pattern(256 << 10, 4);
+    assert_eq!(p.a.stream_send(ca, &data), Ok(data.len()));
+    assert_eq!(
+        p.a.stream_flushed(ca),
+        Ok(false),
+        "queued, not acknowledged"
+    );
+    p.run_until(5_000_000, |p| p.a.stream_flushed(ca) == Ok(true));
+    // Acknowledged means held by B's TCP: all of it is ready to read there.
+    assert_eq!(p.b.stream_recv_ready(cb), Ok(data.len()));
+
+    p.a.stream_shutdown(ca).unwrap();
+    assert_eq!(
+        p.a.stream_flushed(ca),
+        Ok(false),
+        "the FIN is not acknowledged yet"
+    );
+    p.run_until(1_000_000, |p| p.a.stream_flushed(ca) == Ok(true));
+    let mut got = vec![0u8; data.len()];
+    let mut n = 0;
+    while n < got.len() {
+        n += p.b.stream_recv(cb, &mut got[n..]).unwrap();
+    }
+    assert!(got == data);
+    assert_eq!(p.b.stream_eof(cb), Ok(true), "B has the FIN");
+}

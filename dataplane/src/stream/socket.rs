@@ -386,9 +386,26 @@ impl Write for &TcpStream {
         })
     }
 
-    /// Octets written are queued to our TCP already: nothing to flush.
+    /// Threaded engine: returns at once (octets written are queued to our TCP, which the
+    /// engine sends on its own). Inline engine, where nothing moves unless the application
+    /// calls: drives the engine until the peer acknowledged every octet written, and the FIN
+    /// after [`TcpStream::shutdown`], or `WouldBlock` at the write timeout. Call it before
+    /// the last drop of an inline stream that must deliver what it wrote.
     fn flush(&mut self) -> io::Result<()> {
-        Ok(())
+        if !self.inner.dev.shared.inline {
+            return Ok(());
+        }
+        self.wait(&self.inner.write_timeout, "flush timed out", |st, conn| {
+            match st.engine.endpoint().stream_flushed(conn) {
+                Ok(true) => Some(Ok(())),
+                Ok(false) => None,
+                // Both FINs exchanged and the connection gone: all delivered.
+                Err(_) if st.streams.conns.get(&conn) == Some(&Some(CloseReason::Normal)) => {
+                    Some(Ok(()))
+                }
+                Err(_) => Some(Err(ended(st, conn, io::ErrorKind::BrokenPipe))),
+            }
+        })
     }
 }
 
@@ -398,7 +415,7 @@ impl Write for TcpStream {
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        Ok(())
+        (&*self).flush()
     }
 }
 

@@ -229,6 +229,17 @@ impl<D: Domain> Endpoint<D> {
         Ok(())
     }
 
+    /// True when the peer acknowledged every octet queued on `conn`, and its FIN too once
+    /// the sending half was shut ([`Self::stream_shutdown`]): nothing of ours is left to
+    /// deliver. A connection that is gone reports [`EndpointError::NoConnection`].
+    pub fn stream_flushed(&self, conn: ConnId) -> Result<bool, EndpointError> {
+        let c = self.stream_ref(conn)?;
+        let data_acked = c.tcp.send_queued() == 0 && c.tcp.bytes_in_flight() == 0;
+        let shut = c.stream().is_some_and(|s| s.write_shut);
+        let fin_acked = matches!(c.tcp.state(), State::FinWait2 | State::TimeWait);
+        Ok(data_acked && (!shut || fin_acked))
+    }
+
     /// True when both SYNs carried the TCP RDMA option: marks are sent and placement runs.
     pub fn stream_rdma_enabled(&self, conn: ConnId) -> Result<bool, EndpointError> {
         Ok(self.stream_ref(conn)?.tcp.rdma_enabled())
