@@ -255,9 +255,11 @@ fn tcp_rdma_option_places_out_of_order_and_avoids_copies() {
 }
 
 /// The counters an endpoint takes from its connections' TCP (and queue pairs).
-fn per_connection_counts(c: &endpoint::EndpointCounters) -> [u64; 10] {
+fn per_connection_counts(c: &endpoint::EndpointCounters) -> [u64; 12] {
     [
         c.retransmissions,
+        c.rto_expiries,
+        c.window_probes,
         c.keepalive_timeouts,
         c.fin_wait2_timeouts,
         c.persist_timeouts,
@@ -278,6 +280,9 @@ fn per_connection_counts(c: &endpoint::EndpointCounters) -> [u64; 10] {
 fn connection_counters_survive_its_removal_once() {
     let mut p = Pair::new(lossy(), lossy(), 24);
     let (ca, cb) = establish_stream(&mut p, 5004, opts(true), opts(true));
+    // Opened on each side: the active end counts its stream as the passive end does.
+    assert_eq!(p.a.counters().connections_opened, 1);
+    assert_eq!(p.b.counters().connections_opened, 1);
     let data = pattern(300_000, 11);
     assert!(annotated_reply(&mut p, ca, cb, 0x77, &data) == data);
     let (ka, kb) = (p.a.counters(), p.b.counters());

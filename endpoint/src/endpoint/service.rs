@@ -239,9 +239,10 @@ impl Round<'_> {
                 super::stream::stream_event(c, self.conn_id(), e, self.events);
             }
         }
-        if start && c.role == Role::Initiator && !c.is_stream() {
+        if start && c.role == Role::Initiator {
             self.counters.connections_opened += 1;
-            if !c.start_qp(self.id, self.now, false, None) {
+            // A byte stream has no queue pair: it is ready once TCP is.
+            if !c.is_stream() && !c.start_qp(self.id, self.now, false, None) {
                 self.counters.internal_errors += 1;
             }
         }
