@@ -297,6 +297,10 @@ impl RecvBuffer {
     /// [`Self::accept`] for non-empty `data` starting at the in-order point while nothing is
     /// held out of order (the caller checked both; `seq` is the sequence number of `nxt`): the
     /// same commit without the walk over the ranges.
+    ///
+    /// Inlined, with the commit out of line: the caller sees what it returns, which is the
+    /// same for every call.
+    #[inline(always)]
     pub fn accept_next(
         &mut self,
         data: &[u8],
@@ -304,17 +308,23 @@ impl RecvBuffer {
         sink: Option<&mut dyn RxSink>,
     ) -> Accepted {
         debug_assert!(self.ranges.is_empty() && !data.is_empty());
+        self.commit_next(data, seq, sink);
+        Accepted {
+            new_bytes: data.len() as u64,
+            advanced: true,
+            ..Accepted::default()
+        }
+    }
+
+    /// The commit of [`Self::accept_next`].
+    #[inline(never)]
+    fn commit_next(&mut self, data: &[u8], seq: SeqNum, sink: Option<&mut dyn RxSink>) {
         let off = self.nxt;
         self.nxt += data.len() as u64;
         if self.record_mode {
             self.commit_chunk(off, data, true, &|_| seq, sink);
         } else {
             self.inorder.extend(data);
-        }
-        Accepted {
-            new_bytes: data.len() as u64,
-            advanced: true,
-            ..Accepted::default()
         }
     }
 

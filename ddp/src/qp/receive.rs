@@ -144,7 +144,20 @@ impl Qp {
     }
 
     /// Forgets remembered chain starts the in-order point has passed.
+    #[inline(always)]
     fn prune_chain_starts(&mut self) {
+        if self
+            .chain_starts
+            .first()
+            .is_some_and(|&s| s < self.rx_total)
+        {
+            self.prune_passed_chain_starts();
+        }
+    }
+
+    /// [`Qp::prune_chain_starts`] once the first start is passed.
+    #[inline(never)]
+    fn prune_passed_chain_starts(&mut self) {
         while self
             .chain_starts
             .first()

@@ -30,7 +30,8 @@ pub(crate) struct RxFeed {
     pub ooo: BTreeMap<u64, HeldChunk>,
     /// Octets in `ooo`.
     pub ooo_bytes: u64,
-    /// Stream octets allowed before MPA is up.
+    /// Stream octets allowed before MPA is up; `u64::MAX` once the queue pair was seen
+    /// established (it stays so: MPA is left only during startup).
     startup_limit: u64,
     /// The peer sent past `startup_limit` before MPA was up.
     pub overrun: bool,
@@ -66,11 +67,15 @@ impl RxFeed {
         if end <= self.next || self.overrun {
             return;
         }
-        if end > self.startup_limit && !qp.is_established() {
-            // More than a startup frame before MPA is up: nothing of it is kept.
-            self.overrun = true;
-            c.startup_overruns += 1;
-            return;
+        if end > self.startup_limit {
+            if qp.is_established() {
+                self.startup_limit = u64::MAX;
+            } else {
+                // More than a startup frame before MPA is up: nothing of it is kept.
+                self.overrun = true;
+                c.startup_overruns += 1;
+                return;
+            }
         }
         if offset > self.next {
             self.hold(qp, tags, mem, offset, data, c);

@@ -141,6 +141,11 @@ impl Connection {
         let buffer = u64::from(self.cfg.recv_buffer);
         let held = self.recv.held() + queued;
         let before = buffer.saturating_sub(held + len);
+        // A window at least half the buffer before the read asks for no update (the first of
+        // `window_update_if_opened`'s conditions, tested here before it looks up the EMSS).
+        if before >= u64::from(self.cfg.recv_buffer) / 2 {
+            return;
+        }
         self.window_update_if_opened(before, buffer.saturating_sub(held));
     }
 
@@ -527,14 +532,18 @@ impl Connection {
         } else {
             self.ack_pending = true;
             self.segs_since_ack += 1;
-            let short = len + crate::config::SHORT_SEGMENT_SLACK <= self.emss() as usize;
-            let delay = match self.cfg.short_segment_ack {
-                Some(d) if short => Some(d),
-                _ => self.cfg.delayed_ack,
-            };
             if self.segs_since_ack >= 2 {
                 self.ack_now = true;
-            } else if let Some(at) = delay.map(|d| now + d) {
+                return;
+            }
+            // The delay only matters for the timer: the segment's length is looked at here.
+            let delay = match self.cfg.short_segment_ack {
+                Some(d) if len + crate::config::SHORT_SEGMENT_SLACK <= self.emss() as usize => {
+                    Some(d)
+                }
+                _ => self.cfg.delayed_ack,
+            };
+            if let Some(at) = delay.map(|d| now + d) {
                 self.timers.set_earlier(Timer::DelayedAck, at);
             }
         }

@@ -49,21 +49,30 @@ impl Connection {
             return true;
         }
         let to_sink = sink.is_some();
-        let a = if self.opts.rdma {
-            self.accept_in_order(seg, sink)
+        if self.opts.rdma {
+            let a = self.accept_in_order(seg, sink);
+            self.after_in_order_commit(now, &a, data.len(), to_sink);
         } else {
-            self.recv.accept_next(data, h.seq, sink)
-        };
+            // Apart: what the plain commit returns is known here, and its tests fold away.
+            let a = self.recv.accept_next(data, h.seq, sink);
+            self.after_in_order_commit(now, &a, data.len(), to_sink);
+        }
+        true
+    }
+
+    /// What follows the in-order commit `a` of a segment's `len` octets (`to_sink`: with a
+    /// receive sink): the counters, the event, the ACK policy and the window check.
+    #[inline(always)]
+    fn after_in_order_commit(&mut self, now: Timestamp, a: &Accepted, len: usize, to_sink: bool) {
         self.counters.bytes_received += a.new_bytes;
         if self.data_events {
             self.events.push_back(Event::Readable);
         }
-        self.schedule_ack(now, &a, false, data.len());
+        self.schedule_ack(now, a, false, len);
         if to_sink && self.recv.record_mode {
             // The one chunk went to the sink: the window check `poll_recv` would have made.
             self.replay_window_checks(&[a.new_bytes]);
         }
-        true
     }
 
     /// The in-order commit of `seg`'s payload (not empty) on a connection with the RDMA option,
