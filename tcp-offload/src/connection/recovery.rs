@@ -141,7 +141,7 @@ impl Connection {
             }
             _ => {}
         }
-        self.timers.set(Timer::Rto, now + self.rtt.rto());
+        self.timers.set(Timer::Rto, self.rtt.rto_deadline(now));
     }
 
     /// RFC 6675 §4 NextSeg rule (1) (and the RTO / NewReno retransmissions): the first segment
