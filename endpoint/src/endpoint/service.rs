@@ -477,7 +477,9 @@ fn drain_qp<D>(
         while let Some(wc) = q.poll_completion() {
             completions.push_back((conn, wc));
         }
-        while let Some(e) = q.poll_event() {
+        // Most output is completions alone: no event to look for.
+        while q.has_events() {
+            let Some(e) = q.poll_event() else { break };
             match e {
                 QpEvent::Established {
                     peer_private_data,
