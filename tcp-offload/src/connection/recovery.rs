@@ -38,9 +38,12 @@ impl Connection {
     }
 
     /// RFC 6675 §4 IsLost, with DupThresh from the configuration and SMSS the EMSS.
+    /// (Nothing SACKed marks nothing: the EMSS is not worked out for it.)
     pub(super) fn mark_lost(&mut self) {
-        let emss = self.emss();
-        self.scoreboard.mark_lost(self.cfg.dupthresh, emss);
+        if self.scoreboard.sacked_octets() != 0 {
+            let emss = self.emss();
+            self.scoreboard.mark_lost(self.cfg.dupthresh, emss);
+        }
     }
 
     /// New data acknowledged up to `ack` (`acked` octets): a full ACK ends fast recovery, a
