@@ -50,8 +50,8 @@ impl Connection {
     /// partial one marks the next hole lost; outside recovery congestion control grows; with
     /// SACK, IsLost is re-evaluated.
     pub(super) fn on_ack_recovery(&mut self, now: Timestamp, ack: u64, acked: u64) {
-        let flight = self.pipe();
         if self.recovery.active {
+            let flight = self.pipe();
             if ack >= self.recovery.point {
                 // Full ACK: leave recovery (RFC 6582 §3.2 step 3, RFC 6675 §5).
                 self.recovery.active = false;
