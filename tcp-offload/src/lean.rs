@@ -158,6 +158,7 @@ impl<'a> LeanSegment<'a> {
 
     /// The TCP header at the start of `l4`: no option, or timestamps with an RDMA option
     /// after them or not.
+    #[inline(always)]
     fn tcp(l4: &'a [u8], src: IpAddr, dst: IpAddr, pseudo: Sum) -> Option<Self> {
         Self::tcp_with::<false>(l4, src, dst, pseudo)
     }

@@ -336,6 +336,12 @@ impl Qp {
         !self.events.is_empty() || self.engine.has_output()
     }
 
+    /// Whether [`Qp::poll_event`] may have something (never false when it has): a check for
+    /// a round that moved the completions to skip the events when there are none.
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty() || self.engine.has_events()
+    }
+
     /// The next event.
     pub fn poll_event(&mut self) -> Option<QpEvent> {
         if let Some(e) = self.events.pop_front() {

@@ -136,7 +136,9 @@ impl<D: Domain> Endpoint<D> {
         if eth[..6] != self.cfg.mac || ethertype != ethernet::ethertype_of(ip) {
             return false;
         }
-        let Some(seg) = LeanSegment::parse(ip) else {
+        // Borrowed where it was parsed, as on the full path (not moved out of the `Option`).
+        let parsed = LeanSegment::parse(ip);
+        let Some(seg) = &parsed else {
             return false;
         };
         let local = seg.tuple.local;
@@ -163,7 +165,7 @@ impl<D: Domain> Endpoint<D> {
             &mut self.counters,
         );
         if !deliver(c, tags, mem, counters, now, |tcp, sink| {
-            tcp.handle_lean(ts, &seg, sink)
+            tcp.handle_lean(ts, seg, sink)
         }) {
             return false;
         }

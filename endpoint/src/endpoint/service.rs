@@ -299,7 +299,7 @@ impl Round<'_> {
                 None => c.closing.begin(),
             }
         }
-        self.qp_output(c);
+        self.qp_output::<D, true>(c);
     }
 
     /// Transmit: the queue pair's output into TCP as records; a closing connection whose queue
@@ -394,7 +394,7 @@ impl Round<'_> {
                 }
             }
         }
-        self.qp_output(c);
+        self.qp_output::<D, false>(c);
     }
 
     /// Close: when TCP ended (or was found CLOSED: aborted in this round), the queue pair
@@ -416,18 +416,23 @@ impl Round<'_> {
     }
 
     /// The queue pair's completions and events into the endpoint's queues; a connection whose
-    /// MPA came up leaves its listener's backlog.
+    /// MPA came up leaves its listener's backlog. `AFTER_RECEIVE`: the receive stage's, where
+    /// the completions of what TCP acknowledged show up, drained inline; out of line after the
+    /// frames.
     #[inline(always)]
-    fn qp_output<D>(&mut self, c: &mut Conn<D>) {
+    fn qp_output<D, const AFTER_RECEIVE: bool>(&mut self, c: &mut Conn<D>) {
         if c.qp().is_some_and(|q| q.has_output()) {
-            drain_qp(
-                c,
-                self.conn_id(),
-                self.now,
-                self.events,
-                self.completions,
-                self.counters,
+            let (conn, now) = (self.conn_id(), self.now);
+            let (events, completions, counters) = (
+                &mut *self.events,
+                &mut *self.completions,
+                &mut *self.counters,
             );
+            if AFTER_RECEIVE {
+                drain_qp_inline(c, conn, now, events, completions, counters);
+            } else {
+                drain_qp(c, conn, now, events, completions, counters);
+            }
         }
         if let Some(l) = c.note_mpa_up() {
             leave_backlog(self.listeners, l);
@@ -460,6 +465,7 @@ fn arm<D>(wheel: &mut TimerWheel, clock: &Clock, id: u64, c: &mut Conn<D>) {
 
 /// Moves a queue pair's completions and events to the endpoint's queues; stream errors and
 /// failed startups mark the connection for closing.
+#[inline(never)]
 fn drain_qp<D>(
     c: &mut Conn<D>,
     conn: ConnId,
@@ -468,59 +474,89 @@ fn drain_qp<D>(
     completions: &mut VecDeque<(ConnId, WorkCompletion)>,
     counters: &mut EndpointCounters,
 ) {
-    let mut requested = false;
-    if let Some(q) = c
+    drain_qp_inline(c, conn, now, events, completions, counters);
+}
+
+/// [`drain_qp`], inlined for its completions (the common output); the events are
+/// [`drain_qp_events`]'s, out of line.
+#[inline(always)]
+fn drain_qp_inline<D>(
+    c: &mut Conn<D>,
+    conn: ConnId,
+    now: Instant,
+    events: &mut VecDeque<EndpointEvent>,
+    completions: &mut VecDeque<(ConnId, WorkCompletion)>,
+    counters: &mut EndpointCounters,
+) {
+    let Some(q) = c
         .state
         .iwarp_mut()
         .map(|i| &mut i.qp)
         .filter(|q| q.has_output())
-    {
-        while let Some(wc) = q.poll_completion() {
-            completions.push_back((conn, wc));
-        }
-        while let Some(e) = q.poll_event() {
-            match e {
-                QpEvent::Established {
-                    peer_private_data,
-                    negotiated,
-                } => events.push_back(EndpointEvent::Established {
-                    conn,
-                    peer_private_data,
-                    negotiated,
-                }),
-                QpEvent::ConnectRequest(request) => {
-                    requested = true;
-                    events.push_back(EndpointEvent::ConnectRequest { conn, request })
+    else {
+        return;
+    };
+    while let Some(wc) = q.poll_completion() {
+        completions.push_back((conn, wc));
+    }
+    // Most output is completions alone: no event to look for.
+    if q.has_events() {
+        drain_qp_events(c, conn, now, events, counters);
+    }
+}
+
+/// [`drain_qp`]'s events: into the endpoint's events, stream errors and failed startups
+/// marking the connection for closing, an MPA Request starting the application's deadline to
+/// answer it.
+#[inline(never)]
+fn drain_qp_events<D>(
+    c: &mut Conn<D>,
+    conn: ConnId,
+    now: Instant,
+    events: &mut VecDeque<EndpointEvent>,
+    counters: &mut EndpointCounters,
+) {
+    let mut requested = false;
+    while let Some(e) = c.qp_mut().and_then(|q| q.poll_event()) {
+        match e {
+            QpEvent::Established {
+                peer_private_data,
+                negotiated,
+            } => events.push_back(EndpointEvent::Established {
+                conn,
+                peer_private_data,
+                negotiated,
+            }),
+            QpEvent::ConnectRequest(request) => {
+                requested = true;
+                events.push_back(EndpointEvent::ConnectRequest { conn, request })
+            }
+            event @ (QpEvent::Rejected { .. } | QpEvent::StartupFailed(_)) => {
+                c.closing.begin();
+                // RFC 6581 §5: an IRD/ORD or RTR refusal queued a Terminate; TCP closes
+                // once it is out. Anything else closes at once.
+                let terminate = matches!(
+                    &event,
+                    QpEvent::StartupFailed(e) if e.action() == mpa::ErrorAction::Terminate
+                );
+                if !terminate {
+                    c.tcp.abort();
                 }
-                event @ (QpEvent::Rejected { .. } | QpEvent::StartupFailed(_)) => {
-                    c.closing.begin();
-                    // RFC 6581 §5: an IRD/ORD or RTR refusal queued a Terminate; TCP closes
-                    // once it is out. Anything else closes at once.
-                    let terminate = matches!(
-                        &event,
-                        QpEvent::StartupFailed(e) if e.action() == mpa::ErrorAction::Terminate
-                    );
-                    if !terminate {
-                        c.tcp.abort();
+                events.push_back(EndpointEvent::StartupFailed { conn, event });
+            }
+            ev => {
+                match ev {
+                    QpEvent::FramingError(FramingError::CrcMismatch) => counters.crc_errors += 1,
+                    QpEvent::FramingError(_) => counters.framing_errors += 1,
+                    QpEvent::TerminateSent(_) => counters.terminates_sent += 1,
+                    QpEvent::TerminateReceived(_) | QpEvent::MalformedTerminateReceived => {
+                        counters.terminates_received += 1
                     }
-                    events.push_back(EndpointEvent::StartupFailed { conn, event });
+                    _ => {}
                 }
-                ev => {
-                    match ev {
-                        QpEvent::FramingError(FramingError::CrcMismatch) => {
-                            counters.crc_errors += 1
-                        }
-                        QpEvent::FramingError(_) => counters.framing_errors += 1,
-                        QpEvent::TerminateSent(_) => counters.terminates_sent += 1,
-                        QpEvent::TerminateReceived(_) | QpEvent::MalformedTerminateReceived => {
-                            counters.terminates_received += 1
-                        }
-                        _ => {}
-                    }
-                    // The stream is dead: close TCP once what is queued (the Terminate) is out.
-                    c.closing.begin();
-                    events.push_back(EndpointEvent::StreamError { conn, event: ev });
-                }
+                // The stream is dead: close TCP once what is queued (the Terminate) is out.
+                c.closing.begin();
+                events.push_back(EndpointEvent::StreamError { conn, event: ev });
             }
         }
     }

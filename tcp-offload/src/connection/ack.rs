@@ -153,7 +153,7 @@ impl Connection {
         if self.scoreboard.is_empty() {
             self.timers.stop(Timer::Rto);
         } else {
-            self.timers.set(Timer::Rto, now + self.rtt.rto());
+            self.timers.set(Timer::Rto, self.rtt.rto_deadline(now));
         }
     }
 }

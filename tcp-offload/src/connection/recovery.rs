@@ -38,17 +38,20 @@ impl Connection {
     }
 
     /// RFC 6675 §4 IsLost, with DupThresh from the configuration and SMSS the EMSS.
+    /// (Nothing SACKed marks nothing: the EMSS is not worked out for it.)
     pub(super) fn mark_lost(&mut self) {
-        let emss = self.emss();
-        self.scoreboard.mark_lost(self.cfg.dupthresh, emss);
+        if self.scoreboard.sacked_octets() != 0 {
+            let emss = self.emss();
+            self.scoreboard.mark_lost(self.cfg.dupthresh, emss);
+        }
     }
 
     /// New data acknowledged up to `ack` (`acked` octets): a full ACK ends fast recovery, a
     /// partial one marks the next hole lost; outside recovery congestion control grows; with
     /// SACK, IsLost is re-evaluated.
     pub(super) fn on_ack_recovery(&mut self, now: Timestamp, ack: u64, acked: u64) {
-        let flight = self.pipe();
         if self.recovery.active {
+            let flight = self.pipe();
             if ack >= self.recovery.point {
                 // Full ACK: leave recovery (RFC 6582 §3.2 step 3, RFC 6675 §5).
                 self.recovery.active = false;
@@ -141,7 +144,7 @@ impl Connection {
             }
             _ => {}
         }
-        self.timers.set(Timer::Rto, now + self.rtt.rto());
+        self.timers.set(Timer::Rto, self.rtt.rto_deadline(now));
     }
 
     /// RFC 6675 §4 NextSeg rule (1) (and the RTO / NewReno retransmissions): the first segment

@@ -287,10 +287,17 @@ impl Scoreboard {
     /// RFC 6675 §4 IsLost for every segment: `dupthresh` SACKed segments, or more than
     /// (`dupthresh` - 1) * `smss` SACKed octets, above it. Moves the frontier up past every SACKed
     /// segment that has enough SACKed above it, then marks the unSACKed segments below it.
+    /// (Nothing SACKed, as on most ACKs, marks nothing: that check is inlined.)
+    #[inline]
     pub fn mark_lost(&mut self, dupthresh: u32, smss: u32) {
-        if self.sacked_octets == 0 {
-            return;
+        if self.sacked_octets != 0 {
+            self.mark_lost_sacked(dupthresh, smss);
         }
+    }
+
+    /// [`Scoreboard::mark_lost`] with something SACKed.
+    #[inline(never)]
+    fn mark_lost_sacked(&mut self, dupthresh: u32, smss: u32) {
         let bytes_thresh = u64::from(dupthresh.saturating_sub(1)) * u64::from(smss);
         if dupthresh == 0 {
             // Everything unSACKed is lost (a configuration `Config::validate` refuses).

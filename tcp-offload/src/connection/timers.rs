@@ -253,7 +253,7 @@ impl Connection {
     /// RFC 6298 §5.1: start the timer when a segment is sent and it is not running.
     pub(super) fn arm_rto_if_idle(&mut self, now: Timestamp) {
         if !self.timers.is_armed(Timer::Rto) {
-            self.timers.set(Timer::Rto, now + self.rtt.rto());
+            self.timers.set(Timer::Rto, self.rtt.rto_deadline(now));
         }
     }
 

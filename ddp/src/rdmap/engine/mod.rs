@@ -697,6 +697,11 @@ impl RdmapEngine {
         !self.completions.is_empty() || !self.events.is_empty()
     }
 
+    /// Whether [`RdmapEngine::poll_event`] has something.
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty()
+    }
+
     /// Receive buffers posted and not yet consumed.
     pub fn posted_recvs(&self) -> usize {
         self.rq.len()
