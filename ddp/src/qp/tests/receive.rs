@@ -1,0 +1,504 @@
+//! Receive: out-of-order placement delivered in order once, any arrival order with
+//! duplicates, markers locating unaligned segments, a moved protection domain, and the
+//! in-order loop against the parser's path.
+
+use super::*;
+
+/// The AF_XDP path: FPDU-aligned segments handed in shuffled through MPA's locator, which finds
+/// each by its markers (MPA-70 way 2); Write data is placed out of order, the Send completes
+/// only when the in-order point passes it, and all data matches (DDP-55, DDP-58, DDP-60;
+/// MPA-01). Markers off: see `mpa_70_markers_off_out_of_order_segments_wait_for_the_chain`.
+#[test]
+fn out_of_order_segments_placed_then_delivered_in_order() {
+    {
+        let markers = true;
+        let (mut a, mut b) = pair(markers, true);
+        pump(&mut a, &mut b, 1 << 20);
+        let n = 200_000usize;
+        let (asrc, _) = a.region(n, Access::LOCAL_WRITE, pattern(4));
+        let (bwin, bstag) = b.region(n, Access::REMOTE_WRITE, |_| 0);
+        let (brecv, _) = b.region(64, Access::LOCAL_WRITE, |_| 0);
+        b.qp.post(
+            &b.tags,
+            WorkRequest::recv(
+                9,
+                LocalBuf {
+                    region: brecv,
+                    offset: 0,
+                    len: 64,
+                },
+            ),
+        )
+        .unwrap();
+        a.qp.post(
+            &a.tags,
+            WorkRequest::write(
+                1,
+                LocalBuf {
+                    region: asrc,
+                    offset: 0,
+                    len: n as u32,
+                },
+                RemoteBuf {
+                    stag: bstag,
+                    to: 0x10_0000,
+                },
+            ),
+        )
+        .unwrap();
+        a.qp.post(
+            &a.tags,
+            WorkRequest::send(
+                2,
+                LocalBuf {
+                    region: asrc,
+                    offset: 0,
+                    len: 64,
+                },
+                SendOpts::default(),
+            ),
+        )
+        .unwrap();
+        let mut segs = fpdus(&mut a);
+        let end = a.qp.tx_offset();
+        // A deterministic shuffle: reverse, then swap neighbours.
+        segs.reverse();
+        for i in (0..segs.len() - 1).step_by(2) {
+            segs.swap(i, i + 1);
+        }
+        let first = segs.iter().map(|s| s.0).min().unwrap();
+        let mut found = 0;
+        for (pos, seg) in &segs {
+            found += b.qp.handle_segment(&b.tags, &mut b.mem, *pos, seg);
+            b.qp.deliver_through(&mut b.tags, first); // the in-order point is stuck at the first
+        }
+        // Every full-size FPDU holds a marker; the short last one of the Write and the Send
+        // may hold none and then wait for the chain.
+        assert!(found >= segs.len() - 2, "{found} of {}", segs.len());
+        assert!(
+            b.completions().is_empty(),
+            "no delivery before the gap closes"
+        );
+        // Placed out of order, all but the Write's short last FPDU (< 1442 octets).
+        let want: Vec<u8> = (0..n).map(pattern(4)).collect();
+        assert!(
+            b.mem.get(bwin).unwrap()[..n - 1442] == want[..n - 1442],
+            "placed out of order"
+        );
+        segs.sort_by_key(|s| s.0); // TCP's in-order delivery once the gap closes
+        for (_, seg) in &segs {
+            b.qp.handle_rx_bytes(&mut b.tags, &mut b.mem, Instant::now(), seg);
+        }
+        b.qp.deliver_through(&mut b.tags, end);
+        assert!(b.mem.get(bwin).unwrap() == &want[..]);
+        let c = b.completions();
+        assert_eq!((c.len(), c[0].wr_id, c[0].byte_len), (1, 9, 64));
+        assert!(!b.qp.is_error());
+    }
+}
+
+/// Both receive paths on one connection, as a TCP that places out-of-order segments early and
+/// still feeds the in-order byte stream: FPDUs seen twice are placed twice (harmless, DDP-56)
+/// and delivered exactly once, in order (DDP-57, DDP-58).
+#[test]
+fn out_of_order_then_in_order_bytes_deliver_once() {
+    for markers in [false, true] {
+        let (mut a, mut b) = pair(markers, true);
+        pump(&mut a, &mut b, 1 << 20);
+        let (asrc, _) = a.region(25_000, Access::LOCAL_WRITE, pattern(5));
+        let (brecv, _) = b.region(40_000, Access::LOCAL_WRITE, |_| 0);
+        for i in 0..4u64 {
+            let r = LocalBuf {
+                region: brecv,
+                offset: 10_000 * i,
+                len: 10_000,
+            };
+            b.qp.post(&b.tags, WorkRequest::recv(10 + i, r)).unwrap();
+            let s = LocalBuf {
+                region: asrc,
+                offset: 5000 * i,
+                len: 10_000,
+            };
+            a.qp.post(&a.tags, WorkRequest::send(i, s, SendOpts::default()))
+                .unwrap();
+        }
+        let segs = fpdus(&mut a);
+        // Every third FPDU arrives early, out of order.
+        for (pos, seg) in segs.iter().rev().step_by(3) {
+            b.qp.handle_segment(&b.tags, &mut b.mem, *pos, seg);
+        }
+        assert!(b.completions().is_empty());
+        for (_, seg) in &segs {
+            b.qp.handle_rx_bytes(&mut b.tags, &mut b.mem, Instant::now(), seg);
+        }
+        let c: Vec<_> = b
+            .completions()
+            .iter()
+            .map(|c| (c.wr_id, c.byte_len))
+            .collect();
+        assert_eq!(c, [(10, 10_000), (11, 10_000), (12, 10_000), (13, 10_000)]);
+        let src: Vec<u8> = (0..25_000).map(pattern(5)).collect();
+        for i in 0..4usize {
+            let got = &b.mem.get(brecv).unwrap()[10_000 * i..10_000 * (i + 1)];
+            assert!(got == &src[5000 * i..5000 * i + 10_000], "message {i}");
+        }
+        assert!(!b.qp.is_error());
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+
+    /// Random arrival order with duplicates (DDP-55..58): whatever order and repetition the
+    /// FPDU-aligned segments arrive in (located by markers or the length chain, or not at all),
+    /// once the in-order stream has passed the end every Send is delivered exactly once, in
+    /// order, and every octet of the Sends and the Write is right.
+    #[test]
+    fn any_arrival_order_with_duplicates(
+        order in proptest::collection::vec(proptest::prelude::any::<proptest::sample::Index>(), 1..120),
+        markers: bool,
+    ) {
+        let (mut a, mut b) = pair(markers, true);
+        pump(&mut a, &mut b, 1 << 20);
+        let (asrc, _) = a.region(12_000, Access::LOCAL_WRITE, pattern(7));
+        let (brecv, _) = b.region(9_000, Access::LOCAL_WRITE, |_| 0);
+        let (bwin, bstag) = b.region(12_000, Access::REMOTE_WRITE, |_| 0);
+        for i in 0..3u64 {
+            b.qp.post(&b.tags, WorkRequest::recv(i, LocalBuf { region: brecv, offset: 3000 * i, len: 3000 })).unwrap();
+            a.qp.post(&a.tags, WorkRequest::send(i, LocalBuf { region: asrc, offset: 1000 * i, len: 3000 }, SendOpts::default())).unwrap();
+        }
+        let w = LocalBuf { region: asrc, offset: 0, len: 12_000 };
+        a.qp.post(&a.tags, WorkRequest::write(9, w, RemoteBuf { stag: bstag, to: 0x10_0000 })).unwrap();
+        let segs = fpdus(&mut a);
+        let end = a.qp.tx_offset();
+        // Random picks (with repeats), then every segment once so none is missing.
+        for ix in &order {
+            let (pos, seg) = ix.get(&segs);
+            b.qp.handle_segment(&b.tags, &mut b.mem, *pos, seg);
+        }
+        // Then TCP's in-order delivery of the whole stream (what nothing located waited for).
+        for (_, seg) in &segs {
+            b.qp.handle_rx_bytes(&mut b.tags, &mut b.mem, Instant::now(), seg);
+        }
+        b.qp.deliver_through(&mut b.tags, end);
+        b.qp.deliver_through(&mut b.tags, end);
+        let c: Vec<_> = b.completions().iter().map(|c| (c.wr_id, c.byte_len)).collect();
+        proptest::prop_assert_eq!(c, vec![(0, 3000), (1, 3000), (2, 3000)]);
+        let src: Vec<u8> = (0..12_000).map(pattern(7)).collect();
+        for i in 0..3usize {
+            proptest::prop_assert!(b.mem.get(brecv).unwrap()[3000 * i..3000 * (i + 1)] == src[1000 * i..1000 * i + 3000]);
+        }
+        proptest::prop_assert!(b.mem.get(bwin).unwrap() == &src[..]);
+        proptest::prop_assert!(!b.qp.is_error());
+    }
+}
+
+/// Markers on, the byte stream cut into segments that ignore FPDU boundaries (as a Linux peer
+/// or a large-receive offload would cut it), handed in shuffled: MPA's markers locate the FPDUs inside each
+/// segment at their true stream positions; the in-order bytes then fill in the rest; every
+/// message is delivered once with the right data.
+#[test]
+fn unaligned_segments_located_by_markers() {
+    let (mut a, mut b) = pair(true, true);
+    pump(&mut a, &mut b, 1 << 20);
+    let (asrc, _) = a.region(30_000, Access::LOCAL_WRITE, pattern(2));
+    let (bwin, bstag) = b.region(30_000, Access::REMOTE_WRITE, |_| 0);
+    let (brecv, _) = b.region(600, Access::LOCAL_WRITE, |_| 0);
+    for i in 0..3u64 {
+        let r = LocalBuf {
+            region: brecv,
+            offset: 200 * i,
+            len: 200,
+        };
+        b.qp.post(&b.tags, WorkRequest::recv(i, r)).unwrap();
+    }
+    let w = LocalBuf {
+        region: asrc,
+        offset: 0,
+        len: 30_000,
+    };
+    a.qp.post(
+        &a.tags,
+        WorkRequest::write(
+            7,
+            w,
+            RemoteBuf {
+                stag: bstag,
+                to: 0x10_0000,
+            },
+        ),
+    )
+    .unwrap();
+    for i in 0..3u64 {
+        let s = LocalBuf {
+            region: asrc,
+            offset: 100 * i,
+            len: 200,
+        };
+        a.qp.post(&a.tags, WorkRequest::send(i, s, SendOpts::default()))
+            .unwrap();
+    }
+    let segs = fpdus(&mut a);
+    let start = segs[0].0;
+    let stream: Vec<u8> = segs.iter().flat_map(|(_, s)| s.iter().copied()).collect();
+    let cuts: Vec<(u64, &[u8])> = stream
+        .chunks(4000)
+        .enumerate()
+        .map(|(i, c)| (start + 4000 * i as u64, c))
+        .collect();
+    let mut found = 0;
+    for (pos, c) in cuts.iter().rev() {
+        found += b.qp.handle_segment(&b.tags, &mut b.mem, *pos, c);
+    }
+    assert!(
+        found > 0,
+        "some FPDUs lie wholly inside a 4000-octet segment"
+    );
+    assert!(b.completions().is_empty());
+    // What was placed early was placed where it belongs.
+    let src: Vec<u8> = (0..30_000).map(pattern(2)).collect();
+    let early = b.mem.get(bwin).unwrap();
+    let placed = early
+        .iter()
+        .zip(&src)
+        .filter(|(g, w)| **g != 0 && g == w)
+        .count();
+    assert!(placed > 1000, "early placement happened");
+    assert!(
+        early.iter().zip(&src).all(|(g, w)| *g == 0 || g == w),
+        "nothing misplaced"
+    );
+    b.qp.handle_rx_bytes(&mut b.tags, &mut b.mem, Instant::now(), &stream);
+    let c: Vec<_> = b.completions().iter().map(|c| c.wr_id).collect();
+    assert_eq!(c, [0, 1, 2]);
+    assert!(b.mem.get(bwin).unwrap() == &src[..]);
+    for i in 0..3usize {
+        assert!(b.mem.get(brecv).unwrap()[200 * i..200 * (i + 1)] == src[100 * i..100 * i + 200]);
+    }
+    assert!(!b.qp.is_error());
+}
+
+/// A responder created in one protection domain and moved to another at accept time: tagged
+/// accesses are checked against the new domain (DDP-06 §8: the STag's PD must match the
+/// stream's), so a Write into the new domain's region lands and one into a region of the old
+/// domain would be refused.
+#[test]
+fn set_pd_moves_tagged_checks_to_the_new_domain() {
+    let now = Instant::now();
+    let ic = qp_cfg(1, false, true);
+    let mut rc = qp_cfg(2, false, true);
+    rc.auto_accept = false;
+    rc.engine.pd = PdId(9);
+    let mut a = End::new(Qp::new_initiator(ic, now).unwrap(), 1);
+    let mut b = End::new(Qp::new_responder(rc, now), 2);
+    pump(&mut a, &mut b, 64);
+    assert!(matches!(
+        b.events()[..],
+        [QpEvent::ConnectRequest(mpa::RequestInfo {
+            peer_wants_crc: true,
+            peer_wants_markers: false,
+            ..
+        })]
+    ));
+    // b's regions are registered in PdId(1) (End::region); the queue pair joins that domain.
+    let (bwin, bstag) = b.region(64, Access::REMOTE_WRITE, |_| 0);
+    b.qp.set_pd(PdId(1));
+    b.qp.accept(b"").unwrap();
+    let (asrc, _) = a.region(64, Access::LOCAL_WRITE, pattern(3));
+    pump(&mut a, &mut b, 64);
+    a.qp.post(
+        &a.tags,
+        WorkRequest::write(
+            1,
+            LocalBuf {
+                region: asrc,
+                offset: 0,
+                len: 64,
+            },
+            RemoteBuf {
+                stag: bstag,
+                to: 0x10_0000,
+            },
+        ),
+    )
+    .unwrap();
+    pump(&mut a, &mut b, 64);
+    assert!(!b.qp.is_error(), "{:?}", b.events());
+    assert_eq!(
+        b.mem.get(bwin).unwrap(),
+        &(0..64).map(pattern(3)).collect::<Vec<u8>>()[..]
+    );
+}
+
+/// How the receive test below cuts the sender's octets into segments.
+#[derive(Clone, Copy, Debug)]
+enum Cut {
+    /// Segments of this many whole FPDUs (an MPA-aware TCP that packs FPDUs).
+    Fpdus(usize),
+    /// Segments of this many octets, wherever FPDUs begin and end (kernel TCP).
+    Octets(usize),
+}
+
+/// The in-order receive loop (the fast path: whole FPDUs placed where they lie, an RDMA Write
+/// at once) is a shortcut to the parser's callback path. The same octets from one sender
+/// (Sends, a Send with Invalidate, RDMA Writes small and large, an RDMA Read; markers off and
+/// on) go to two receivers alike but for `fast_path`, in segments of one and of three whole
+/// FPDUs and in cuts of 1,000 and of 3 octets, once with a CRC broken in one FPDU: both place
+/// the same octets, complete the same work, report the same events and counters (the fast
+/// path's own count apart) and answer with the same octets.
+#[test]
+fn in_order_receive_loop_equals_the_parser_path() {
+    for markers in [false, true] {
+        for cut in [
+            Cut::Fpdus(1),
+            Cut::Fpdus(3),
+            Cut::Octets(1000),
+            Cut::Octets(3),
+        ] {
+            for corrupt in [false, true] {
+                receive_both_ways(markers, cut, corrupt);
+            }
+        }
+    }
+}
+
+fn receive_both_ways(markers: bool, cut: Cut, corrupt: bool) {
+    const LEN: usize = 20_000;
+    let case = format!("markers {markers}, {cut:?}, CRC broken {corrupt}");
+    let now = Instant::now();
+    let mut a = End::new(
+        Qp::new_initiator(qp_cfg(1, markers, true), now).unwrap(),
+        11,
+    );
+    let mut bs = [true, false].map(|fast| {
+        let mut c = qp_cfg(2, markers, true);
+        c.fast_path = fast;
+        End::new(Qp::new_responder(c, now), 22)
+    });
+    let (asrc, _) = a.region(LEN, Access::LOCAL_WRITE, pattern(1));
+    let (aread, _) = a.region(LEN, Access::LOCAL_WRITE, |_| 0);
+    let src = LocalBuf {
+        region: asrc,
+        offset: 0,
+        len: LEN as u32,
+    };
+    let mut regions = Vec::new();
+    let mut stags = Vec::new();
+    for b in &mut bs {
+        let (recv, _) = b.region(2 * LEN, Access::LOCAL_WRITE, |_| 0);
+        let (win, win_stag) = b.region(LEN, Access::REMOTE_WRITE, |_| 0);
+        let (inv, inv_stag) = b.region(16, Access::REMOTE_WRITE, |_| 0);
+        let (_, read_stag) = b.region(LEN, Access::REMOTE_READ, pattern(2));
+        for (id, offset) in [(100, 0), (101, LEN as u64)] {
+            let buf = LocalBuf {
+                region: recv,
+                offset,
+                len: LEN as u32,
+            };
+            b.qp.post(&b.tags, WorkRequest::recv(id, buf)).unwrap();
+        }
+        regions.push([recv, win, inv]);
+        stags.push((win_stag, inv_stag, read_stag));
+    }
+    assert_eq!(stags[0], stags[1], "{case}: the receivers' STags");
+    let (win_stag, inv_stag, read_stag) = stags[0];
+    let at = |to: u64| RemoteBuf {
+        stag: win_stag,
+        to: 0x10_0000 + to,
+    };
+    let one = LocalBuf { len: 1, ..src };
+    let posts = [
+        WorkRequest::send(1, src, SendOpts::default()),
+        WorkRequest::write(2, src, at(0)),
+        WorkRequest::write(3, one, at(7)),
+        WorkRequest::send(
+            4,
+            src,
+            SendOpts {
+                solicited: false,
+                invalidate: Some(inv_stag),
+            },
+        ),
+        WorkRequest::read(
+            5,
+            LocalBuf {
+                region: aread,
+                ..src
+            },
+            RemoteBuf {
+                stag: read_stag,
+                to: 0x10_0000,
+            },
+        ),
+        WorkRequest::write(6, src, at(0)),
+    ];
+    for wr in posts {
+        a.qp.post(&a.tags, wr).unwrap();
+    }
+    let mut buf = vec![0u8; 70_000];
+    let mut broken = !corrupt;
+    for _ in 0..20 {
+        // The sender's octets: its startup frame, then FPDUs, cut as the case says.
+        let mut out = fpdus(&mut a);
+        a.qp.on_acked(a.qp.tx_offset());
+        if !broken && out.len() > 4 {
+            let (_, f) = &mut out[4];
+            let mid = f.len() / 2;
+            f[mid] ^= 0x40;
+            broken = true;
+        }
+        let segments: Vec<Vec<u8>> = match cut {
+            Cut::Fpdus(k) => out
+                .chunks(k)
+                .map(|g| g.iter().flat_map(|(_, f)| f.iter().copied()).collect())
+                .collect(),
+            Cut::Octets(n) => {
+                let all: Vec<u8> = out.iter().flat_map(|(_, f)| f.iter().copied()).collect();
+                all.chunks(n).map(<[u8]>::to_vec).collect()
+            }
+        };
+        for b in &mut bs {
+            for s in &segments {
+                b.qp.handle_rx_bytes(&mut b.tags, &mut b.mem, now, s);
+            }
+        }
+        // The receivers' answers (MPA Reply, Read Response, Terminate): the same octets; the
+        // fast one's go back to the sender.
+        let mut answers = [Vec::new(), Vec::new()];
+        for (b, ans) in bs.iter_mut().zip(&mut answers) {
+            while let Some(n) = b.qp.poll_transmit(&b.tags, &b.mem, &mut buf) {
+                ans.extend_from_slice(&buf[..n]);
+            }
+            b.qp.on_acked(b.qp.tx_offset());
+        }
+        assert!(
+            answers[0] == answers[1],
+            "{case}: the receivers answer alike"
+        );
+        if out.is_empty() && answers[0].is_empty() {
+            break;
+        }
+        a.qp.handle_rx_bytes(&mut a.tags, &mut a.mem, now, &answers[0]);
+    }
+    let [fast, full] = &mut bs;
+    let seen = |b: &mut End| (b.completions(), b.events(), b.qp.stats());
+    let (mut f, s) = (seen(fast), seen(full));
+    assert!(f.2.rx_ulpdus_fast > 0 && s.2.rx_ulpdus_fast == 0, "{case}");
+    f.2.rx_ulpdus_fast = 0;
+    assert_eq!(f, s, "{case}");
+    for (rf, rs) in regions[0].iter().zip(&regions[1]) {
+        assert!(
+            fast.mem.get(*rf) == full.mem.get(*rs),
+            "{case}: placed octets differ"
+        );
+    }
+    if !corrupt {
+        let sent: Vec<u8> = (0..LEN).map(pattern(1)).collect();
+        assert!(fast.mem.get(regions[0][1]).unwrap() == &sent[..], "{case}");
+        let read: Vec<u8> = (0..LEN).map(pattern(2)).collect();
+        assert!(a.mem.get(aread).unwrap() == &read[..], "{case}: Read");
+        assert_eq!(a.completions().len(), 6, "{case}");
+    } else {
+        assert!(fast.qp.is_error(), "{case}: the broken CRC was found");
+    }
+}
