@@ -136,7 +136,7 @@ impl HeaderTemplate {
         // its header is overwritten below.
         match buf.first_chunk_mut::<MAX_LEN>() {
             Some(b) => *b = self.bytes,
-            None => buf[..self.len].copy_from_slice(&self.bytes[..self.len]),
+            None => self.copy_header(buf),
         }
         if let Some(((o, n), _)) = rdma {
             // All 20 octets in three fixed-size copies where the buffer has room: what lies
@@ -178,6 +178,14 @@ impl HeaderTemplate {
         };
         th[field::tcp::CHECKSUM].copy_from_slice(&sum.to_be_bytes());
         Some(total)
+    }
+
+    /// The template's header into the front of `buf` (a buffer shorter than the longest
+    /// template; apart, so that the common fixed-size copy stays a few moves).
+    #[cold]
+    #[inline(never)]
+    fn copy_header(&self, buf: &mut [u8]) {
+        buf[..self.len].copy_from_slice(&self.bytes[..self.len]);
     }
 
     /// The sum of TCP header `th` up to the end of the template's options (the template's
