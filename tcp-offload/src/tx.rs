@@ -72,8 +72,13 @@ pub(crate) enum Split {
 pub(crate) enum Plan {
     /// Nothing queued.
     Empty,
-    /// Send `len` octets; `split` says when this breaks header alignment.
-    Send { len: u32, split: Option<Split> },
+    /// Send `len` octets; `split` says when this breaks header alignment, `boundary` whether
+    /// the segment starts on a boundary ([`SendBuffer::is_boundary`] of its first octet).
+    Send {
+        len: u32,
+        split: Option<Split>,
+        boundary: bool,
+    },
     /// The next record does not fit the window / cwnd yet; wait (or take the window exception).
     Blocked { need: u32 },
 }
@@ -255,6 +260,7 @@ impl SendBuffer {
             return Plan::Send {
                 len: len.min(limit),
                 split: None,
+                boundary: true,
             };
         }
         if rem > emss {
@@ -263,6 +269,7 @@ impl SendBuffer {
                 Plan::Send {
                     len: emss,
                     split: Some(Split::Emss),
+                    boundary: nxt == c.off,
                 }
             } else {
                 Plan::Blocked { need: emss }
@@ -273,8 +280,9 @@ impl SendBuffer {
         }
         let mut len = rem;
         let limit = limit.min(pack_up_to);
+        let boundary = nxt == c.off;
         // Records never are empty: none can join one that fills the limit (then no walk).
-        if nxt == c.off && len < limit {
+        if boundary && len < limit {
             for n in self.chunks.iter().skip(i + 1) {
                 if !n.is_record() || len + n.len > limit {
                     break;
@@ -282,7 +290,11 @@ impl SendBuffer {
                 len += n.len;
             }
         }
-        Plan::Send { len, split: None }
+        Plan::Send {
+            len,
+            split: None,
+            boundary,
+        }
     }
 
     /// Writes octets `[off, off + dst.len())` into `dst`, from the owned buffer or the source.
@@ -291,6 +303,20 @@ impl SendBuffer {
         if dst.is_empty() {
             // A segment without payload (a pure ACK): nothing to look up.
             return;
+        }
+        let h = self.hint.load(Ordering::Relaxed);
+        if let Some(&Chunk {
+            off: o,
+            len,
+            kind: ChunkKind::External { id },
+        }) = self.chunks.get(h)
+        {
+            if o == off && len as usize == dst.len() {
+                // One whole external record at the hint (a first transmission): no walk.
+                src.write_record(id, 0, dst);
+                self.hint.store(h + 1, Ordering::Relaxed);
+                return;
+            }
         }
         let mut pos = off;
         let mut at = 0usize;
@@ -365,14 +391,16 @@ mod tests {
             s.plan(1, 1000, 100_000, u32::MAX),
             Plan::Send {
                 len: 800,
-                split: None
+                split: None,
+                boundary: true
             }
         );
         assert_eq!(
             s.plan(1, 1000, 100_000, 0),
             Plan::Send {
                 len: 400,
-                split: None
+                split: None,
+                boundary: true
             }
         );
         // Packing stops at `pack_up_to`; the first record goes whatever it says.
@@ -380,14 +408,16 @@ mod tests {
             s.plan(1, 1000, 100_000, 799),
             Plan::Send {
                 len: 400,
-                split: None
+                split: None,
+                boundary: true
             }
         );
         assert_eq!(
             s.plan(1, 1000, 100_000, 800),
             Plan::Send {
                 len: 800,
-                split: None
+                split: None,
+                boundary: true
             }
         );
         assert_eq!(s.plan(1, 1000, 300, u32::MAX), Plan::Blocked { need: 400 });
@@ -403,7 +433,8 @@ mod tests {
             s.plan(1, 1000, 10_000, u32::MAX),
             Plan::Send {
                 len: 1000,
-                split: Some(Split::Emss)
+                split: Some(Split::Emss),
+                boundary: true
             }
         );
         // The tail (1000 octets) fits: no exception for it.
@@ -411,7 +442,8 @@ mod tests {
             s.plan(2001, 1000, 10_000, u32::MAX),
             Plan::Send {
                 len: 1000,
-                split: None
+                split: None,
+                boundary: false
             }
         );
     }
@@ -494,6 +526,7 @@ mod tests {
                 true => Plan::Send {
                     len: emss,
                     split: Some(Split::Emss),
+                    boundary: nxt == c.off,
                 },
                 false => Plan::Blocked { need: emss },
             };
@@ -511,7 +544,11 @@ mod tests {
                 len += n.len;
             }
         }
-        Plan::Send { len, split: None }
+        Plan::Send {
+            len,
+            split: None,
+            boundary: nxt == c.off,
+        }
     }
 
     proptest::proptest! {
