@@ -47,14 +47,16 @@ impl Connection {
     /// FIN): a caller can skip taking a frame for it. False means it may send. Timers that fall
     /// due change it only through `handle_timeout`, which runs before a transmit.
     pub fn has_nothing_to_send(&self) -> bool {
-        self.rst_out.is_none()
+        // Unsent data first: a sender with more to send (the common case when it is asked)
+        // is answered by the first test.
+        !self.has_unsent()
+            && self.rst_out.is_none()
             && !self.syn_due
             && !self.ack_now
             && self.dupacks_owed == 0
             && !self.probe_due
             && !self.recovery.active
             && self.scoreboard.lost_pending() == 0
-            && !self.has_unsent()
     }
 
     fn transmit<S: RecordSource + ?Sized>(
