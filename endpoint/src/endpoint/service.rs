@@ -386,8 +386,14 @@ impl Round<'_> {
                         self.counters.tx_bytes += produced as u64;
                     }
                 }
-                // More room in TCP's send buffer may have opened: top it up.
-                c.drive_tx(tags, mem, self.scratch, self.counters);
+                // No top-up here: a frame sent frees no room in TCP's send buffer (only ACKs
+                // do, received before `transmit` moved what fitted) and gives the queue pair
+                // nothing new to send. Debug builds check that a top-up would move nothing.
+                if cfg!(debug_assertions) {
+                    let queued = c.tcp.send_queued();
+                    c.drive_tx(tags, mem, self.scratch, self.counters);
+                    debug_assert_eq!(c.tcp.send_queued(), queued, "a frame made room");
+                }
                 if c.tcp.has_nothing_to_send() {
                     break;
                 }
