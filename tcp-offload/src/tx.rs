@@ -199,6 +199,19 @@ impl SendBuffer {
         }
     }
 
+    /// [`Self::index_of`] with the chunk found (one lookup in the ring, not two).
+    #[inline]
+    fn chunk_of(&self, off: u64) -> Option<(usize, Chunk)> {
+        let h = self.hint.load(Ordering::Relaxed);
+        match self.chunks.get(h) {
+            Some(c) if c.off <= off && off < c.end() => Some((h, *c)),
+            _ => {
+                let i = self.index_near(off, h)?;
+                Some((i, self.chunks[i]))
+            }
+        }
+    }
+
     /// [`Self::index_of`] past the hint `h`: the next chunk, the previous or a search.
     fn index_near(&self, off: u64, h: usize) -> Option<usize> {
         let holds = |i: usize| {
@@ -225,11 +238,8 @@ impl SendBuffer {
 
     /// True when `off` is the first octet of a record (or inside byte-stream data, where any cut is fine).
     pub fn is_boundary(&self, off: u64) -> bool {
-        match self.index_of(off) {
-            Some(i) => {
-                let c = &self.chunks[i];
-                !c.is_record() || c.off == off
-            }
+        match self.chunk_of(off) {
+            Some((_, c)) => !c.is_record() || c.off == off,
             None => true,
         }
     }
@@ -238,10 +248,9 @@ impl SendBuffer {
     /// (window and cwnd). Whole records only; after the first, further whole records are
     /// packed while the segment stays within `pack_up_to` octets (0: one record per segment).
     pub fn plan(&self, nxt: u64, emss: u32, room: u32, pack_up_to: u32) -> Plan {
-        let Some(i) = self.index_of(nxt) else {
+        let Some((i, c)) = self.chunk_of(nxt) else {
             return Plan::Empty;
         };
-        let c = self.chunks[i];
         let rem = (c.end() - nxt) as u32;
         let limit = emss.min(room);
         if !c.is_record() {
@@ -600,8 +609,9 @@ mod tests {
             proptest::prop_assert_eq!(a, b);
         }
 
-        /// The hinted chunk lookup finds what a plain binary search finds, for any order of
-        /// lookups interleaved with releases of acknowledged chunks.
+        /// The hinted chunk lookup (the index, and the chunk with it) finds what a plain
+        /// binary search finds, for any order of lookups interleaved with releases of
+        /// acknowledged chunks.
         #[test]
         fn hinted_lookup_equals_binary_search(
             lens in proptest::collection::vec(1u32..3000, 1..60),
@@ -622,6 +632,9 @@ mod tests {
                     let i = s.chunks.partition_point(|c| c.end() <= o);
                     let want = (i < s.chunks.len() && s.chunks[i].off <= o).then_some(i);
                     proptest::prop_assert_eq!(s.index_of(o), want);
+                    let found = s.chunk_of(o).map(|(i, c)| (i, c.off, c.len));
+                    let chunk = want.map(|i| (i, s.chunks[i].off, s.chunks[i].len));
+                    proptest::prop_assert_eq!(found, chunk);
                 }
             }
         }
