@@ -157,15 +157,17 @@ impl Qp {
         };
         let cfg = framer.config();
         let h = self.unacked_hint;
-        let i = if self.unacked.get(h).is_some_and(|e| e.0 == stream_pos) {
-            h
-        } else {
-            self.unacked
-                .binary_search_by_key(&stream_pos, |e| e.0)
-                .ok()?
+        let (i, (start, _, seg)) = match self.unacked.get(h) {
+            Some(e) if e.0 == stream_pos => (h, e),
+            _ => {
+                let i = self
+                    .unacked
+                    .binary_search_by_key(&stream_pos, |e| e.0)
+                    .ok()?;
+                (i, &self.unacked[i])
+            }
         };
         self.unacked_hint = i + 1;
-        let (start, _, seg) = &self.unacked[i];
         if let TxPayload::Region { region, .. } = seg.payload {
             if !tags.is_registered(region) {
                 return None;
