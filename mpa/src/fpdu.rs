@@ -428,6 +428,24 @@ fn encode_unmarked(
     fill: &mut dyn FnMut(&mut [u8], Spacing),
     out: &mut [u8],
 ) -> Result<usize, EncodeError> {
+    encode_fpdu_unmarked(crc, len, |dst| fill(dst, Spacing::CONTIGUOUS), out)
+}
+
+/// Frames a ULPDU of `ulpdu_len` octets without markers (the FPDU is the same at every
+/// stream offset): ULPDU_Length, the ULPDU that `fill` writes into the one contiguous
+/// stretch it gets (not called for an empty ULPDU), PAD, and the CRC when `crc`. The same
+/// octets as [`encode_fpdu_spaced`] with markers off; generic, so a known `fill` is inlined.
+#[inline(always)]
+pub fn encode_fpdu_unmarked(
+    crc: bool,
+    ulpdu_len: usize,
+    fill: impl FnOnce(&mut [u8]),
+    out: &mut [u8],
+) -> Result<usize, EncodeError> {
+    let len = ulpdu_len;
+    if len > MAX_ULPDU_LEN {
+        return Err(EncodeError::UlpduTooLong(len));
+    }
     let body = HEADER_LEN + len;
     let crc_pos = body + pad_len(len);
     let wire_len = crc_pos + CRC_LEN;
@@ -436,7 +454,7 @@ fn encode_unmarked(
     };
     out[..HEADER_LEN].copy_from_slice(&(len as u16).to_be_bytes());
     if len > 0 {
-        fill(&mut out[HEADER_LEN..body], Spacing::CONTIGUOUS);
+        fill(&mut out[HEADER_LEN..body]);
     }
     // PAD, and up to 3 octets of the CRC field, written below.
     out[body..body + 3].fill(0);
@@ -629,6 +647,36 @@ impl<'a> FpduRef<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Without markers the FPDU framed from a contiguous fill is the one `encode_fpdu`
+    /// frames at any offset, CRC on and off, at lengths around every PAD length; too long a
+    /// ULPDU or too small an output is refused alike.
+    #[test]
+    fn unmarked_framing_equals_the_general_encoder() {
+        for crc in [true, false] {
+            let cfg = FramingConfig {
+                markers: false,
+                crc,
+            };
+            for len in (0..40)
+                .chain(1440..1450)
+                .chain([MAX_ULPDU_LEN, MAX_ULPDU_LEN + 1])
+            {
+                let ulpdu: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
+                let mut want = vec![0xeeu8; MAX_FPDU_LEN + 8];
+                let w = encode_fpdu(cfg, 1000, &[&ulpdu], &mut want);
+                let mut got = vec![0xeeu8; MAX_FPDU_LEN + 8];
+                let fill = |dst: &mut [u8]| dst.copy_from_slice(&ulpdu);
+                let g = encode_fpdu_unmarked(crc, len, fill, &mut got);
+                assert_eq!(g, w, "len {len}");
+                assert_eq!(got, want, "len {len}");
+                let Ok(n) = w else { continue };
+                let fill = |dst: &mut [u8]| dst.copy_from_slice(&ulpdu);
+                let short = encode_fpdu_unmarked(crc, len, fill, &mut got[..n - 1]);
+                assert_eq!(short, encode_fpdu(cfg, 0, &[&ulpdu], &mut want[..n - 1]));
+            }
+        }
+    }
 
     /// The layout's markers and wire length agree with a walk over the FPDU's octets (a
     /// marker wherever the stream offset is a multiple of 512, before a body octet or right

@@ -17,9 +17,11 @@ use crate::wire::{
 /// The longest header a template holds: IPv6, TCP, timestamps.
 const MAX_LEN: usize = 40 + TCP_HEADER_LEN + 12;
 
-/// Where the timestamps' values sit in the TCP header (after NOP NOP kind length).
-const TSVAL: std::ops::Range<usize> = 24..28;
-const TSECR: std::ops::Range<usize> = 28..32;
+/// The timestamps option's octets (NOP NOP kind length, the two values).
+const TS_LEN: usize = 12;
+/// Where the timestamps' values sit in the options (after NOP NOP kind length).
+const TSVAL: std::ops::Range<usize> = 4..8;
+const TSECR: std::ops::Range<usize> = 8..12;
 
 /// The header of one connection's segments that carry no option but timestamps (and options
 /// written after them per segment).
@@ -136,7 +138,7 @@ impl HeaderTemplate {
         // its header is overwritten below.
         match buf.first_chunk_mut::<MAX_LEN>() {
             Some(b) => *b = self.bytes,
-            None => buf[..self.len].copy_from_slice(&self.bytes[..self.len]),
+            None => self.copy_header(buf),
         }
         if let Some(((o, n), _)) = rdma {
             // All 20 octets in three fixed-size copies where the buffer has room: what lies
@@ -152,22 +154,26 @@ impl HeaderTemplate {
         }
         let (hdr, rest) = buf.split_at_mut(hlen);
         let (ip, th) = hdr.split_at_mut(self.ip_len);
+        // The fixed TCP header as an array (a template's TCP header is never shorter): its
+        // fields are written without a bounds check each.
+        let (th, opts) = th.split_first_chunk_mut::<TCP_HEADER_LEN>()?;
         th[field::tcp::DATA_OFF] = ((tcp_len / 4) as u8) << 4;
-        if v4 {
-            let total_len = (IPV4_HEADER_LEN + l4_len) as u16;
-            ip[field::ipv4::TOTAL_LEN].copy_from_slice(&total_len.to_be_bytes());
-            let sum = !checksum::fold(self.ip_sum + checksum::word(total_len));
-            ip[field::ipv4::CHECKSUM].copy_from_slice(&sum.to_be_bytes());
-        } else {
-            ip[field::ipv6::PAYLOAD_LEN].copy_from_slice(&(l4_len as u16).to_be_bytes());
+        match ip.first_chunk_mut::<IPV4_HEADER_LEN>() {
+            Some(ip) if v4 => {
+                let total_len = (IPV4_HEADER_LEN + l4_len) as u16;
+                ip[field::ipv4::TOTAL_LEN].copy_from_slice(&total_len.to_be_bytes());
+                let sum = !checksum::fold(self.ip_sum + checksum::word(total_len));
+                ip[field::ipv4::CHECKSUM].copy_from_slice(&sum.to_be_bytes());
+            }
+            _ => ip[field::ipv6::PAYLOAD_LEN].copy_from_slice(&(l4_len as u16).to_be_bytes()),
         }
         th[field::tcp::SEQ].copy_from_slice(&f.seq.0.to_be_bytes());
         th[field::tcp::ACK].copy_from_slice(&f.ack.0.to_be_bytes());
         th[field::tcp::FLAGS] = f.flags.bits(true);
         th[field::tcp::WINDOW].copy_from_slice(&f.window.to_be_bytes());
-        if let Some((v, e)) = f.timestamps {
-            th[TSVAL].copy_from_slice(&v.to_be_bytes());
-            th[TSECR].copy_from_slice(&e.to_be_bytes());
+        if let (Some((v, e)), Some(o)) = (f.timestamps, opts.first_chunk_mut::<TS_LEN>()) {
+            o[TSVAL].copy_from_slice(&v.to_be_bytes());
+            o[TSECR].copy_from_slice(&e.to_be_bytes());
         }
         let payload = &mut rest[..payload_len];
         fill(payload);
@@ -180,12 +186,20 @@ impl HeaderTemplate {
         Some(total)
     }
 
+    /// The template's header into the front of `buf` (a buffer shorter than the longest
+    /// template; apart, so that the common fixed-size copy stays a few moves).
+    #[cold]
+    #[inline(never)]
+    fn copy_header(&self, buf: &mut [u8]) {
+        buf[..self.len].copy_from_slice(&self.bytes[..self.len]);
+    }
+
     /// The sum of TCP header `th` up to the end of the template's options (the template's
     /// header with `f`'s fields patched in) and `acc`, as `checksum::sum` gives it: the
     /// template's sum and the fields patched in, each a native-order word at an even offset.
     /// An RDMA option after the template's options is not in it: its kept sum is the caller's.
     #[inline]
-    fn header_sum(&self, th: &[u8], f: &SegmentFields, acc: Sum) -> Sum {
+    fn header_sum(&self, th: &[u8; TCP_HEADER_LEN], f: &SegmentFields, acc: Sum) -> Sum {
         let w32 = |v: u32| Sum::from(u32::from_ne_bytes(v.to_be_bytes()));
         let off_flags = [th[field::tcp::DATA_OFF], th[field::tcp::FLAGS]];
         let mut sum = acc

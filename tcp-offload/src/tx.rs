@@ -72,8 +72,13 @@ pub(crate) enum Split {
 pub(crate) enum Plan {
     /// Nothing queued.
     Empty,
-    /// Send `len` octets; `split` says when this breaks header alignment.
-    Send { len: u32, split: Option<Split> },
+    /// Send `len` octets; `split` says when this breaks header alignment, `boundary` whether
+    /// the segment starts on a boundary ([`SendBuffer::is_boundary`] of its first octet).
+    Send {
+        len: u32,
+        split: Option<Split>,
+        boundary: bool,
+    },
     /// The next record does not fit the window / cwnd yet; wait (or take the window exception).
     Blocked { need: u32 },
 }
@@ -194,6 +199,19 @@ impl SendBuffer {
         }
     }
 
+    /// [`Self::index_of`] with the chunk found (one lookup in the ring, not two).
+    #[inline]
+    fn chunk_of(&self, off: u64) -> Option<(usize, Chunk)> {
+        let h = self.hint.load(Ordering::Relaxed);
+        match self.chunks.get(h) {
+            Some(c) if c.off <= off && off < c.end() => Some((h, *c)),
+            _ => {
+                let i = self.index_near(off, h)?;
+                Some((i, self.chunks[i]))
+            }
+        }
+    }
+
     /// [`Self::index_of`] past the hint `h`: the next chunk, the previous or a search.
     fn index_near(&self, off: u64, h: usize) -> Option<usize> {
         let holds = |i: usize| {
@@ -220,11 +238,8 @@ impl SendBuffer {
 
     /// True when `off` is the first octet of a record (or inside byte-stream data, where any cut is fine).
     pub fn is_boundary(&self, off: u64) -> bool {
-        match self.index_of(off) {
-            Some(i) => {
-                let c = &self.chunks[i];
-                !c.is_record() || c.off == off
-            }
+        match self.chunk_of(off) {
+            Some((_, c)) => !c.is_record() || c.off == off,
             None => true,
         }
     }
@@ -233,10 +248,9 @@ impl SendBuffer {
     /// (window and cwnd). Whole records only; after the first, further whole records are
     /// packed while the segment stays within `pack_up_to` octets (0: one record per segment).
     pub fn plan(&self, nxt: u64, emss: u32, room: u32, pack_up_to: u32) -> Plan {
-        let Some(i) = self.index_of(nxt) else {
+        let Some((i, c)) = self.chunk_of(nxt) else {
             return Plan::Empty;
         };
-        let c = self.chunks[i];
         let rem = (c.end() - nxt) as u32;
         let limit = emss.min(room);
         if !c.is_record() {
@@ -255,6 +269,7 @@ impl SendBuffer {
             return Plan::Send {
                 len: len.min(limit),
                 split: None,
+                boundary: true,
             };
         }
         if rem > emss {
@@ -263,6 +278,7 @@ impl SendBuffer {
                 Plan::Send {
                     len: emss,
                     split: Some(Split::Emss),
+                    boundary: nxt == c.off,
                 }
             } else {
                 Plan::Blocked { need: emss }
@@ -273,8 +289,9 @@ impl SendBuffer {
         }
         let mut len = rem;
         let limit = limit.min(pack_up_to);
+        let boundary = nxt == c.off;
         // Records never are empty: none can join one that fills the limit (then no walk).
-        if nxt == c.off && len < limit {
+        if boundary && len < limit {
             for n in self.chunks.iter().skip(i + 1) {
                 if !n.is_record() || len + n.len > limit {
                     break;
@@ -282,7 +299,11 @@ impl SendBuffer {
                 len += n.len;
             }
         }
-        Plan::Send { len, split: None }
+        Plan::Send {
+            len,
+            split: None,
+            boundary,
+        }
     }
 
     /// Writes octets `[off, off + dst.len())` into `dst`, from the owned buffer or the source.
@@ -291,6 +312,20 @@ impl SendBuffer {
         if dst.is_empty() {
             // A segment without payload (a pure ACK): nothing to look up.
             return;
+        }
+        let h = self.hint.load(Ordering::Relaxed);
+        if let Some(&Chunk {
+            off: o,
+            len,
+            kind: ChunkKind::External { id },
+        }) = self.chunks.get(h)
+        {
+            if o == off && len as usize == dst.len() {
+                // One whole external record at the hint (a first transmission): no walk.
+                src.write_record(id, 0, dst);
+                self.hint.store(h + 1, Ordering::Relaxed);
+                return;
+            }
         }
         let mut pos = off;
         let mut at = 0usize;
@@ -365,14 +400,16 @@ mod tests {
             s.plan(1, 1000, 100_000, u32::MAX),
             Plan::Send {
                 len: 800,
-                split: None
+                split: None,
+                boundary: true
             }
         );
         assert_eq!(
             s.plan(1, 1000, 100_000, 0),
             Plan::Send {
                 len: 400,
-                split: None
+                split: None,
+                boundary: true
             }
         );
         // Packing stops at `pack_up_to`; the first record goes whatever it says.
@@ -380,14 +417,16 @@ mod tests {
             s.plan(1, 1000, 100_000, 799),
             Plan::Send {
                 len: 400,
-                split: None
+                split: None,
+                boundary: true
             }
         );
         assert_eq!(
             s.plan(1, 1000, 100_000, 800),
             Plan::Send {
                 len: 800,
-                split: None
+                split: None,
+                boundary: true
             }
         );
         assert_eq!(s.plan(1, 1000, 300, u32::MAX), Plan::Blocked { need: 400 });
@@ -403,7 +442,8 @@ mod tests {
             s.plan(1, 1000, 10_000, u32::MAX),
             Plan::Send {
                 len: 1000,
-                split: Some(Split::Emss)
+                split: Some(Split::Emss),
+                boundary: true
             }
         );
         // The tail (1000 octets) fits: no exception for it.
@@ -411,7 +451,8 @@ mod tests {
             s.plan(2001, 1000, 10_000, u32::MAX),
             Plan::Send {
                 len: 1000,
-                split: None
+                split: None,
+                boundary: false
             }
         );
     }
@@ -494,6 +535,7 @@ mod tests {
                 true => Plan::Send {
                     len: emss,
                     split: Some(Split::Emss),
+                    boundary: nxt == c.off,
                 },
                 false => Plan::Blocked { need: emss },
             };
@@ -511,7 +553,11 @@ mod tests {
                 len += n.len;
             }
         }
-        Plan::Send { len, split: None }
+        Plan::Send {
+            len,
+            split: None,
+            boundary: nxt == c.off,
+        }
     }
 
     proptest::proptest! {
@@ -563,8 +609,9 @@ mod tests {
             proptest::prop_assert_eq!(a, b);
         }
 
-        /// The hinted chunk lookup finds what a plain binary search finds, for any order of
-        /// lookups interleaved with releases of acknowledged chunks.
+        /// The hinted chunk lookup (the index, and the chunk with it) finds what a plain
+        /// binary search finds, for any order of lookups interleaved with releases of
+        /// acknowledged chunks.
         #[test]
         fn hinted_lookup_equals_binary_search(
             lens in proptest::collection::vec(1u32..3000, 1..60),
@@ -585,6 +632,9 @@ mod tests {
                     let i = s.chunks.partition_point(|c| c.end() <= o);
                     let want = (i < s.chunks.len() && s.chunks[i].off <= o).then_some(i);
                     proptest::prop_assert_eq!(s.index_of(o), want);
+                    let found = s.chunk_of(o).map(|(i, c)| (i, c.off, c.len));
+                    let chunk = want.map(|i| (i, s.chunks[i].off, s.chunks[i].len));
+                    proptest::prop_assert_eq!(found, chunk);
                 }
             }
         }

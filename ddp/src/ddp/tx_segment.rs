@@ -107,6 +107,21 @@ impl TxSegment {
         }
     }
 
+    /// Write the whole ULPDU into `out`, one contiguous stretch of exactly `len()` octets
+    /// (an FPDU without markers): the header, then the payload with one [`Memory::read`].
+    /// The octets [`Self::write_spaced`] writes with [`Spacing::CONTIGUOUS`].
+    #[inline(always)]
+    pub fn write_contiguous<M: Memory + ?Sized>(&self, mem: &M, out: &mut [u8]) {
+        let (head, body) = out.split_at_mut(usize::from(self.header_len));
+        head.copy_from_slice(self.header());
+        match &self.payload {
+            TxPayload::Region { region, offset, .. } => mem.read(*region, *offset, body),
+            TxPayload::Inline { bytes, len } => {
+                body.copy_from_slice(&bytes[..usize::from(*len)]);
+            }
+        }
+    }
+
     /// Write the whole ULPDU into the front of `out` (at least `len()` octets); returns `len()`.
     pub fn write_ulpdu<M: Memory + ?Sized>(&self, mem: &M, out: &mut [u8]) -> usize {
         self.write_spaced(mem, Spacing::CONTIGUOUS, &mut out[..self.len()]);
@@ -175,6 +190,9 @@ mod tests {
                 seg.write_spaced(&mem, sp, &mut got[..sp.span(seg.len())]);
                 assert_eq!(got, want, "{payload:?} first {}", sp.first());
             }
+            let mut got = vec![0xeeu8; seg.len()];
+            seg.write_contiguous(&mem, &mut got);
+            assert_eq!(got, ulpdu, "{payload:?} contiguous");
         }
     }
 }

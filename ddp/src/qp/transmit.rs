@@ -157,19 +157,26 @@ impl Qp {
         };
         let cfg = framer.config();
         let h = self.unacked_hint;
-        let i = if self.unacked.get(h).is_some_and(|e| e.0 == stream_pos) {
-            h
-        } else {
-            self.unacked
-                .binary_search_by_key(&stream_pos, |e| e.0)
-                .ok()?
+        let (i, (start, _, seg)) = match self.unacked.get(h) {
+            Some(e) if e.0 == stream_pos => (h, e),
+            _ => {
+                let i = self
+                    .unacked
+                    .binary_search_by_key(&stream_pos, |e| e.0)
+                    .ok()?;
+                (i, &self.unacked[i])
+            }
         };
         self.unacked_hint = i + 1;
-        let (start, _, seg) = &self.unacked[i];
         if let TxPayload::Region { region, .. } = seg.payload {
             if !tags.is_registered(region) {
                 return None;
             }
+        }
+        if !cfg.markers {
+            // The same FPDU at every offset, its ULPDU one stretch: framed without spacing.
+            let fill = |dst: &mut [u8]| seg.write_contiguous(mem, dst);
+            return mpa::encode_fpdu_unmarked(cfg.crc, seg.len(), fill, out).ok();
         }
         let offset = start.wrapping_sub(self.tx_seq_start) as u32;
         let mut fill = |dst: &mut [u8], spacing| seg.write_spaced(mem, spacing, dst);

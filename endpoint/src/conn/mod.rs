@@ -441,6 +441,7 @@ pub(crate) struct FpduSource<'a, M: Memory + ?Sized> {
 }
 
 impl<M: Memory + ?Sized> RecordSource for FpduSource<'_, M> {
+    #[inline]
     fn write_record(&mut self, id: RecordId, offset: u32, dst: &mut [u8]) {
         let Some(qp) = self.qp.as_deref_mut() else {
             dst.fill(0);

@@ -328,7 +328,6 @@ impl Round<'_> {
         mem: &mut dyn Memory,
         io: &mut dyn FrameSink,
     ) {
-        let (now, ts, src) = (self.now, self.ts, self.mac);
         let hop = if c.tcp.has_nothing_to_send() {
             None
         } else {
@@ -348,53 +347,87 @@ impl Round<'_> {
             hop
         };
         if let Some(dst) = hop {
-            // Checked above for the first frame, at the end of the loop for the next.
+            // Checked above for the first frames, after an abort for the RST.
             loop {
-                let mut produced = 0usize;
-                let mut src_rec = FpduSource {
-                    qp: c.state.iwarp_mut().map(|i| &mut i.qp),
-                    tags: &*tags,
-                    mem: &*mem,
-                    scratch: self.rebuild,
-                    failures: 0,
-                };
-                let tcp = &mut c.tcp;
-                let r = io.tx_frame(now, &mut |buf: &mut [u8]| {
-                    let n = frame_out(buf, src, dst, |b| {
-                        tcp.poll_transmit_with(ts, b, &mut src_rec)
-                    })?;
-                    produced = n;
-                    Some(n)
-                });
-                let failures = src_rec.failures;
+                let (failures, stopped) = self.send_frames(c, tags, mem, io, dst);
                 if failures > 0 {
                     // An FPDU could not be rebuilt (its region was deregistered while it was
                     // unacknowledged): the stream cannot go on with the same octets.
                     self.counters.rebuild_failures += failures;
                     c.abort();
                 }
-                match r {
-                    TxOutcome::NoBuffer => {
-                        self.counters.tx_no_buffer += 1;
-                        *self.busy = true;
-                        // Marked again: the next round retries it when frames are back.
-                        c.mark(self.id, self.dirty);
-                        break;
-                    }
-                    _ if produced == 0 => break,
-                    _ => {
-                        self.counters.tx_packets += 1;
-                        self.counters.tx_bytes += produced as u64;
-                    }
-                }
-                // More room in TCP's send buffer may have opened: top it up.
-                c.drive_tx(tags, mem, self.scratch, self.counters);
-                if c.tcp.has_nothing_to_send() {
+                if stopped || c.tcp.has_nothing_to_send() {
                     break;
                 }
             }
+            // No top-up between frames: a frame sent frees no room in TCP's send buffer (only
+            // ACKs do, received before `transmit` moved what fitted) and gives the queue pair
+            // nothing new to send. Debug builds check that a top-up would move nothing.
+            if cfg!(debug_assertions) {
+                let queued = c.tcp.send_queued();
+                c.drive_tx(tags, mem, self.scratch, self.counters);
+                debug_assert_eq!(c.tcp.send_queued(), queued, "frames made room");
+            }
         }
         self.qp_output::<D, false>(c);
+    }
+
+    /// Sends TCP's segments in frames to `dst` (TCP has one to send) while it has more; stops
+    /// after a frame with an FPDU that could not be rebuilt, out of frames (the connection
+    /// marked for the next round) or when a frame came back empty. Returns the rebuild
+    /// failures and whether it stopped for want of a frame or of a segment.
+    fn send_frames<D>(
+        &mut self,
+        c: &mut Conn<D>,
+        tags: &StagTable,
+        mem: &dyn Memory,
+        io: &mut dyn FrameSink,
+        dst: Mac,
+    ) -> (u64, bool) {
+        let (now, ts, src) = (self.now, self.ts, self.mac);
+        let mut src_rec = FpduSource {
+            qp: c.state.iwarp_mut().map(|i| &mut i.qp),
+            tags,
+            mem,
+            scratch: self.rebuild,
+            failures: 0,
+        };
+        let tcp = &mut c.tcp;
+        loop {
+            let mut produced = 0usize;
+            let r = io.tx_frame(now, &mut |buf: &mut [u8]| {
+                let n = frame_out(buf, src, dst, |b| {
+                    tcp.poll_transmit_with(ts, b, &mut src_rec)
+                })?;
+                produced = n;
+                Some(n)
+            });
+            let stopped = match r {
+                TxOutcome::NoBuffer => {
+                    self.counters.tx_no_buffer += 1;
+                    *self.busy = true;
+                    // Marked again (as `Conn::mark`): the next round retries it when frames
+                    // are back.
+                    if !c.dirty {
+                        c.dirty = true;
+                        self.dirty.push(self.id);
+                    }
+                    true
+                }
+                _ if produced == 0 => true,
+                _ => {
+                    self.counters.tx_packets += 1;
+                    self.counters.tx_bytes += produced as u64;
+                    false
+                }
+            };
+            if stopped || src_rec.failures > 0 {
+                return (src_rec.failures, stopped);
+            }
+            if tcp.has_nothing_to_send() {
+                return (0, true);
+            }
+        }
     }
 
     /// Close: when TCP ended (or was found CLOSED: aborted in this round), the queue pair

@@ -47,14 +47,16 @@ impl Connection {
     /// FIN): a caller can skip taking a frame for it. False means it may send. Timers that fall
     /// due change it only through `handle_timeout`, which runs before a transmit.
     pub fn has_nothing_to_send(&self) -> bool {
-        self.rst_out.is_none()
+        // Unsent data first: a sender with more to send (the common case when it is asked)
+        // is answered by the first test.
+        !self.has_unsent()
+            && self.rst_out.is_none()
             && !self.syn_due
             && !self.ack_now
             && self.dupacks_owed == 0
             && !self.probe_due
             && !self.recovery.active
             && self.scoreboard.lost_pending() == 0
-            && !self.has_unsent()
     }
 
     fn transmit<S: RecordSource + ?Sized>(
@@ -261,13 +263,18 @@ impl Connection {
         let room = wnd_room.min(cwnd_room);
         let mut len = 0u32;
         let mut split = None;
+        let mut boundary = None;
         if self.snd_nxt < data_end {
             match self
                 .sendbuf
                 .plan(self.snd_nxt, emss, room, self.pack_up_to())
             {
                 Plan::Empty => {}
-                Plan::Send { len: l, split: s } => {
+                Plan::Send {
+                    len: l,
+                    split: s,
+                    boundary: b,
+                } => {
                     // Nagle (RFC 9293 §3.7.4), off by default.
                     if self.cfg.nagle
                         && l < emss
@@ -278,6 +285,7 @@ impl Connection {
                     }
                     len = l;
                     split = s;
+                    boundary = Some(b);
                 }
                 Plan::Blocked { need } => {
                     // MPA §5.3 exception: the window (not cwnd) is smaller than the record and
@@ -347,7 +355,8 @@ impl Connection {
         // byte-stream data, where any cut is one): only its start needs looking up.
         let end_aligned = |b: &SendBuffer| b.is_boundary(self.snd_nxt + u64::from(len));
         debug_assert!(split.is_some() || end_aligned(&self.sendbuf));
-        let aligned = self.sendbuf.is_boundary(self.snd_nxt)
+        debug_assert!(boundary.is_none_or(|b| b == self.sendbuf.is_boundary(self.snd_nxt)));
+        let aligned = boundary.unwrap_or_else(|| self.sendbuf.is_boundary(self.snd_nxt))
             && (split.is_none() || end_aligned(&self.sendbuf));
         if !aligned {
             let why = split.or(self.last_split).unwrap_or(Split::Emss);
