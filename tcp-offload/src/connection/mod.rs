@@ -129,6 +129,8 @@ pub struct Connection {
 
     // Options.
     opts: Negotiated,
+    /// [`options::effective_mss`] of `opts`, `cfg` and `tuple`, kept current by `set_emss`.
+    emss: u32,
     ts_clock: TsClock,
     last_ack_sent: u64,
 
@@ -221,6 +223,7 @@ impl Connection {
             fin_rcvd: None,
             fin_delivered: false,
             opts: Negotiated::default(),
+            emss: options::effective_mss(&Negotiated::default(), &cfg, &tuple),
             ts_clock: TsClock::new(gen.epoch().min(now), gen.ts_offset(&tuple)),
             last_ack_sent: 0,
             timers: Timers::default(),
