@@ -144,6 +144,8 @@ pub struct Connection {
     /// When the current zero-window stretch began (persist limit).
     persist_since: Option<Timestamp>,
     keepalive_sent: u32,
+    /// [`timers::keepalive_idle_ns`] of `cfg`.
+    keepalive_idle_ns: u64,
 
     // Congestion and loss recovery.
     cc: Congestion,
@@ -233,6 +235,7 @@ impl Connection {
             persist_backoff: 0,
             persist_since: None,
             keepalive_sent: 0,
+            keepalive_idle_ns: timers::keepalive_idle_ns(&cfg),
             recovery: LossRecovery::default(),
             ack_now: false,
             dupacks_owed: 0,
