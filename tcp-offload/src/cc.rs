@@ -67,8 +67,9 @@ impl Congestion {
         self.cwnd < self.ssthresh
     }
 
-    /// New data acknowledged (`acked` octets) outside loss recovery.
-    pub fn on_ack(&mut self, now: Timestamp, acked: u32, srtt: Option<Duration>) {
+    /// New data acknowledged (`acked` octets) outside loss recovery; `srtt_ns` is the smoothed
+    /// RTT in nanoseconds, if there is one yet.
+    pub fn on_ack(&mut self, now: Timestamp, acked: u32, srtt_ns: Option<u64>) {
         if self.in_slow_start() {
             // RFC 5681 §3.1 (with RFC 3465 L=2): cwnd += min(N, 2*SMSS) per ACK... using N up to 2 SMSS.
             self.cwnd = self.cwnd.saturating_add(acked.min(2 * self.mss));
@@ -83,11 +84,11 @@ impl Congestion {
                     self.cwnd = self.cwnd.saturating_add(self.mss);
                 }
             }
-            CongestionAlgo::Cubic => self.cubic_ack(now, acked, srtt),
+            CongestionAlgo::Cubic => self.cubic_ack(now, acked, srtt_ns),
         }
     }
 
-    fn cubic_ack(&mut self, now: Timestamp, acked: u32, srtt: Option<Duration>) {
+    fn cubic_ack(&mut self, now: Timestamp, acked: u32, srtt_ns: Option<u64>) {
         let mss = f64::from(self.mss);
         let cwnd = f64::from(self.cwnd) / mss; // in segments
         let epoch = *self.epoch_start.get_or_insert_with(|| {
@@ -103,7 +104,7 @@ impl Congestion {
             now
         });
         let t = now.saturating_duration_since(epoch).as_secs_f64();
-        let rtt = srtt.map_or(0.1, |d| d.as_secs_f64());
+        let rtt = srtt_ns.map_or(0.1, |ns| Duration::from_nanos(ns).as_secs_f64());
         // RFC 9438 §4.2 eq. 1 target at t + RTT.
         let w_cubic = |t: f64| CUBIC_C * (t - self.k).powi(3) + self.w_max;
         let mut target = w_cubic(t + rtt);
@@ -224,7 +225,7 @@ mod tests {
         for _ in 0..200 {
             now += Duration::from_millis(50);
             for _ in 0..(c.cwnd / 1000) {
-                c.on_ack(now, 1000, Some(Duration::from_millis(50)));
+                c.on_ack(now, 1000, Some(50_000_000));
             }
         }
         assert!(c.cwnd > 95_000, "cwnd {}", c.cwnd);

@@ -132,6 +132,11 @@ impl RttEstimator {
         self.srtt_ns.map(Duration::from_nanos)
     }
 
+    /// SRTT in nanoseconds, if measured.
+    pub fn srtt_ns(&self) -> Option<u64> {
+        self.srtt_ns
+    }
+
     /// Consecutive backoffs.
     pub fn backoffs(&self) -> u32 {
         self.backoff

@@ -128,6 +128,32 @@ fn rfc9293_s3_10_7_2_listen_to_syn_received_on_syn() {
     assert_eq!(s.c.emss(), 1000);
 }
 
+/// The EMSS follows the negotiated timestamp option (MPA §3.1.1: 12 octets less with it) and
+/// the peer's MSS.
+#[test]
+fn mpa_s3_1_1_emss_follows_the_peers_mss_and_timestamps() {
+    for (ts, mss, emss) in [(false, 1000, 1000), (true, 1000, 988), (true, 9000, 1448)] {
+        let mut s = Script::passive(Config {
+            timestamps: true,
+            mtu: 1500,
+            ..cfg()
+        });
+        s.inject_raw(
+            100,
+            None,
+            "S",
+            TcpOptions {
+                mss: Some(mss),
+                timestamps: ts.then_some((7, 0)),
+                ..no_opts()
+            },
+            b"",
+        );
+        assert_eq!(s.c.state(), State::SynReceived);
+        assert_eq!(s.c.emss(), emss, "timestamps {ts}, MSS {mss}");
+    }
+}
+
 #[test]
 fn rfc9293_s3_10_7_2_listen_answers_ack_with_rst_and_ignores_rst() {
     let mut s = Script::passive(cfg());

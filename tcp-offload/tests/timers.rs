@@ -287,6 +287,33 @@ fn rfc9293_s3_8_4_keepalive_probes_then_drops_a_dead_peer() {
     assert!(ev.contains(&Event::Closed(CloseReason::TimedOut)));
 }
 
+/// The first probe is due the idle time after the last segment; an idle time too long to
+/// count in nanoseconds arms nothing, the same as keepalive off.
+#[test]
+fn rfc9293_s3_8_4_keepalive_due_the_idle_time_after_the_last_segment() {
+    let mut s = keepalive_conn();
+    s.now += Duration::from_millis(1500);
+    s.inject("A", b"", false);
+    assert_eq!(s.c.poll_timeout(), Some(s.now + Duration::from_secs(10)));
+    for keepalive in [
+        None,
+        Some(Keepalive {
+            idle: Duration::MAX,
+            interval: Duration::from_secs(2),
+            probes: 3,
+        }),
+    ] {
+        let s = Script::establish_active(
+            Config {
+                keepalive,
+                ..plain()
+            },
+            TcpOptions::default(),
+        );
+        assert_eq!(s.c.poll_timeout(), None, "{keepalive:?}");
+    }
+}
+
 #[test]
 fn rfc9293_s3_8_4_keepalive_answered_keeps_the_connection() {
     let mut s = keepalive_conn();

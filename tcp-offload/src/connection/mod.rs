@@ -129,6 +129,8 @@ pub struct Connection {
 
     // Options.
     opts: Negotiated,
+    /// [`options::effective_mss`] of `opts`, `cfg` and `tuple`, kept current by `set_emss`.
+    emss: u32,
     ts_clock: TsClock,
     last_ack_sent: u64,
 
@@ -142,6 +144,8 @@ pub struct Connection {
     /// When the current zero-window stretch began (persist limit).
     persist_since: Option<Timestamp>,
     keepalive_sent: u32,
+    /// [`timers::keepalive_idle_ns`] of `cfg`.
+    keepalive_idle_ns: u64,
 
     // Congestion and loss recovery.
     cc: Congestion,
@@ -221,6 +225,7 @@ impl Connection {
             fin_rcvd: None,
             fin_delivered: false,
             opts: Negotiated::default(),
+            emss: options::effective_mss(&Negotiated::default(), &cfg, &tuple),
             ts_clock: TsClock::new(gen.epoch().min(now), gen.ts_offset(&tuple)),
             last_ack_sent: 0,
             timers: Timers::default(),
@@ -230,6 +235,7 @@ impl Connection {
             persist_backoff: 0,
             persist_since: None,
             keepalive_sent: 0,
+            keepalive_idle_ns: timers::keepalive_idle_ns(&cfg),
             recovery: LossRecovery::default(),
             ack_now: false,
             dupacks_owed: 0,

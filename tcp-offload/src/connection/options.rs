@@ -30,6 +30,17 @@ pub(crate) fn default_peer_mss(tuple: &FourTuple) -> u16 {
     }
 }
 
+/// The EMSS for `opts` negotiated on `tuple` under `cfg` (MPA §3.1.1: min(MSS, PMTU - headers
+/// incl. options)); at least 1.
+pub(super) fn effective_mss(opts: &Negotiated, cfg: &Config, tuple: &FourTuple) -> u32 {
+    let base = u32::from(
+        opts.peer_mss
+            .min(cfg.mss)
+            .min(cfg.mtu.saturating_sub(ip_tcp_overhead(tuple))),
+    );
+    base.saturating_sub(if opts.ts { 12 } else { 0 }).max(1)
+}
+
 /// Options we offer in a SYN / SYN-ACK.
 pub(super) fn syn_options(cfg: &Config, tuple: &FourTuple) -> TcpOptions {
     TcpOptions {
@@ -123,15 +134,15 @@ impl TsClock {
 
 impl Connection {
     /// The effective MSS for payload (EMSS, MPA §3.1.1: min(MSS, PMTU - headers incl. options)).
+    /// Cached: [`Connection::set_emss`] refreshes it wherever the peer's MSS, the timestamp
+    /// option or the tuple change (the configured MSS and MTU are fixed for the connection).
     pub fn emss(&self) -> u32 {
-        let base = u32::from(
-            self.opts
-                .peer_mss
-                .min(self.cfg.mss)
-                .min(self.cfg.mtu.saturating_sub(ip_tcp_overhead(&self.tuple))),
+        debug_assert_eq!(
+            self.emss,
+            effective_mss(&self.opts, &self.cfg, &self.tuple),
+            "cached EMSS is stale"
         );
-        base.saturating_sub(if self.opts.ts { 12 } else { 0 })
-            .max(1)
+        self.emss
     }
 
     pub(super) fn on_syn(&mut self, seg: &TcpSegment<'_>, now: Timestamp) {
@@ -163,9 +174,10 @@ impl Connection {
         let _ = now;
     }
 
+    /// Recomputes the cached EMSS from the negotiated options and gives it to congestion control.
     pub(super) fn set_emss(&mut self) {
-        let emss = self.emss();
-        self.cc.set_mss(emss, self.cfg.initial_window);
+        self.emss = effective_mss(&self.opts, &self.cfg, &self.tuple);
+        self.cc.set_mss(self.emss, self.cfg.initial_window);
     }
 
     pub(super) fn sample_rtt_ts(&mut self, now: Timestamp, seg: &SegmentHeader) {

@@ -67,8 +67,11 @@ impl Connection {
             }
         } else {
             self.recovery.dupacks = 0;
-            self.cc
-                .on_ack(now, acked.min(u64::from(u32::MAX)) as u32, self.rtt.srtt());
+            self.cc.on_ack(
+                now,
+                acked.min(u64::from(u32::MAX)) as u32,
+                self.rtt.srtt_ns(),
+            );
         }
         if self.opts.sack {
             self.mark_lost();

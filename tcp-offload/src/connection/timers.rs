@@ -51,6 +51,13 @@ impl Default for Timers {
     }
 }
 
+/// `cfg`'s keepalive idle time in nanoseconds; [`STOPPED`] with keepalive off. An idle time that
+/// saturates to [`STOPPED`] arms the keepalive timer for never, the same as keepalive off.
+pub(super) fn keepalive_idle_ns(cfg: &crate::config::Config) -> u64 {
+    cfg.keepalive
+        .map_or(STOPPED, |ka| crate::time::nanos(ka.idle))
+}
+
 /// `at` as a deadline (the latest instant stands for never, as a stopped timer).
 fn armed(at: Timestamp) -> u64 {
     at.as_nanos()
@@ -257,10 +264,19 @@ impl Connection {
         }
     }
 
+    /// Restarts the keepalive idle period (RFC 1122 §4.2.3.6) from `now`, if keepalive is on.
     pub(super) fn arm_keepalive(&mut self, now: Timestamp) {
-        if let Some(ka) = self.cfg.keepalive {
+        debug_assert_eq!(
+            self.keepalive_idle_ns,
+            keepalive_idle_ns(&self.cfg),
+            "cached keepalive idle time is stale"
+        );
+        if self.keepalive_idle_ns != STOPPED {
             self.keepalive_sent = 0;
-            self.timers.set(Timer::Keepalive, now + ka.idle);
+            self.timers.set(
+                Timer::Keepalive,
+                Timestamp::from_nanos(now.as_nanos().saturating_add(self.keepalive_idle_ns)),
+            );
         }
     }
 
