@@ -244,8 +244,9 @@ impl<'a> LeanSegment<'a> {
             if usize::from(len) == rest.len()
                 && (len == rdma_opt::LEN_FULL || len == rdma_opt::LEN_NO_TOTAL)
             {
-                let run_end = usize::from(u16::from_be_bytes([o0, o1]))
-                    + usize::from(u16::from_be_bytes([l0, l1]));
+                // Data offset and data length, adjacent big-endian halves: one load.
+                let run = u32::from_be_bytes([o0, o1, l0, l1]);
+                let run_end = (run >> 16) as usize + (run & 0xFFFF) as usize;
                 return (run_end <= payload_len).then_some(LeanRdma::raw(rest));
             }
         }

@@ -50,6 +50,17 @@ impl Connection {
         }
         let to_sink = sink.is_some();
         if self.opts.rdma {
+            // The segment the last placement expects (only byte mode places: entering record
+            // mode stops the expectation): placed, its octets left out of the receive buffer.
+            // Apart, so that what this commit returns is known here and its tests fold away.
+            let raw = seg.rdma_octets();
+            if let Some((rid, bo)) = self.placements.place_predicted(raw, self.recv.nxt, data) {
+                debug_assert!(!self.recv.record_mode);
+                self.counters.rdma_bytes_placed += data.len() as u64;
+                let a = self.recv.accept_next_all_placed(data.len(), rid, bo);
+                self.after_in_order_commit(now, &a, data.len(), to_sink);
+                return true;
+            }
             let a = self.accept_in_order(seg, sink);
             self.after_in_order_commit(now, &a, data.len(), to_sink);
         } else {
@@ -76,7 +87,7 @@ impl Connection {
     }
 
     /// The in-order commit of `seg`'s payload (not empty) on a connection with the RDMA option,
-    /// with the placement of its run.
+    /// with the placement of its run, when it is not the segment the last placement expects.
     #[inline(always)]
     fn accept_in_order(
         &mut self,
@@ -84,14 +95,6 @@ impl Connection {
         sink: Option<&mut dyn RxSink>,
     ) -> Accepted {
         let data = seg.payload;
-        // The segment the last placement expects (only byte mode places: entering record mode
-        // stops the expectation): placed, its octets left out of the receive buffer.
-        let raw = seg.rdma_octets();
-        if let Some((rid, bo)) = self.placements.place_predicted(raw, self.recv.nxt, data) {
-            debug_assert!(!self.recv.record_mode);
-            self.counters.rdma_bytes_placed += data.len() as u64;
-            return self.recv.accept_next_all_placed(data.len(), rid, bo);
-        }
         // In order and nothing held: the run's part not yet received is all of the segment.
         let (off, run) = (self.recv.nxt, self.rdma_run(seg.rdma()));
         match run {
