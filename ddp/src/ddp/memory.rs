@@ -166,9 +166,18 @@ impl Memory for VecMemory {
             .and_then(|v| v.get(start..start.checked_add(len)?));
         match src {
             Some(src) => spacing.copy_in(src, out),
-            None => spacing.for_each_run(len, |_, to, n| out[to..to + n].fill(0)),
+            None => zero_runs(len, spacing, out),
         }
     }
+}
+
+/// Zeroes the runs of `out` that a stretch of `len` data octets spaced as `spacing` takes
+/// (a read outside the region). Out of line, so that [`VecMemory::read_spaced`] is a short
+/// step to its copy.
+#[cold]
+#[inline(never)]
+fn zero_runs(len: usize, spacing: Spacing, out: &mut [u8]) {
+    spacing.for_each_run(len, |_, to, n| out[to..to + n].fill(0));
 }
 
 #[cfg(test)]

@@ -239,7 +239,7 @@ fn place_fpdu<M: Memory + ?Sized>(
     } else {
         let (stretch, spacing) = f.ulpdu_spaced();
         if engine.place_write_in_order(tags, mem, pos, stretch, f.ulpdu_len(), spacing) {
-            // An RDMA Write whose header no marker splits: its payload is in place.
+            // An RDMA Write: its payload is in place.
         } else if stretch.len() == f.ulpdu_len() {
             // No marker inside the ULPDU: one slice.
             engine.handle_other_in_order(tags, mem, pos, &[stretch]);

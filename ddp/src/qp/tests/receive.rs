@@ -502,3 +502,102 @@ fn receive_both_ways(markers: bool, cut: Cut, corrupt: bool) {
         assert!(fast.qp.is_error(), "{case}: the broken CRC was found");
     }
 }
+
+/// RDMA Writes whose FPDUs start at every phase of the marker interval, so that some have
+/// their DDP header split by a marker (the in-order loop places those at once too, the
+/// header gathered from around its marker): the octets placed, completions, events and
+/// counters are those of the parser's path, and each Write's payload is where it was sent.
+#[test]
+fn writes_with_a_marker_inside_the_header_are_placed_at_once() {
+    const WRITES: u64 = 600;
+    const WINDOW: usize = 1 << 18;
+    let now = Instant::now();
+    let mut a = End::new(Qp::new_initiator(qp_cfg(1, true, true), now).unwrap(), 11);
+    let mut bs = [true, false].map(|fast| {
+        let mut c = qp_cfg(2, true, true);
+        c.fast_path = fast;
+        End::new(Qp::new_responder(c, now), 22)
+    });
+    let (asrc, _) = a.region(1000, Access::LOCAL_WRITE, pattern(3));
+    let mut wins = Vec::new();
+    for b in &mut bs {
+        wins.push(b.region(WINDOW, Access::REMOTE_WRITE, |_| 0));
+    }
+    assert_eq!(wins[0].1, wins[1].1, "the receivers' STags");
+    let mut to = 0;
+    for i in 0..WRITES {
+        let len = (37 * i % 700 + 1) as u32;
+        let src = LocalBuf {
+            region: asrc,
+            offset: i % 200,
+            len,
+        };
+        let dst = RemoteBuf {
+            stag: wins[0].1,
+            to: 0x10_0000 + to,
+        };
+        a.qp.post(&a.tags, WorkRequest::write(i, src, dst)).unwrap();
+        to += u64::from(len);
+    }
+    assert!(to as usize <= WINDOW);
+    let cfg = mpa::FramingConfig {
+        markers: true,
+        crc: true,
+    };
+    let mut split = 0;
+    for _ in 0..20 {
+        let sent = fpdus(&mut a);
+        for (pos, f) in sent.iter().filter(|(pos, _)| *pos >= a.qp.tx_seq_start) {
+            let offset = (pos - a.qp.tx_seq_start) as u32;
+            if let Ok(mpa::Decoded::Complete(r)) = mpa::decode_fpdu(cfg, offset, f) {
+                split +=
+                    usize::from(r.ulpdu_spaced().1.first() < crate::ddp::tagged::TAGGED_HEADER_LEN);
+            }
+        }
+        let out: Vec<u8> = sent.into_iter().flat_map(|(_, f)| f).collect();
+        a.qp.on_acked(a.qp.tx_offset());
+        let mut answers = [Vec::new(), Vec::new()];
+        let mut buf = vec![0u8; 70_000];
+        for (b, ans) in bs.iter_mut().zip(&mut answers) {
+            b.qp.handle_rx_bytes(&mut b.tags, &mut b.mem, now, &out);
+            while let Some(n) = b.qp.poll_transmit(&b.tags, &b.mem, &mut buf) {
+                ans.extend_from_slice(&buf[..n]);
+            }
+            b.qp.on_acked(b.qp.tx_offset());
+        }
+        assert!(answers[0] == answers[1], "the receivers answer alike");
+        if out.is_empty() && answers[0].is_empty() {
+            break;
+        }
+        a.qp.handle_rx_bytes(&mut a.tags, &mut a.mem, now, &answers[0]);
+    }
+    assert!(split >= 3, "{split} Writes with a marker inside the header");
+    let [fast, full] = &mut bs;
+    let seen = |b: &mut End| (b.completions(), b.events(), b.qp.stats());
+    let (mut f, s) = (seen(fast), seen(full));
+    assert_eq!(
+        f.2.rx_ulpdus_fast, WRITES,
+        "every Write counted as placed at once"
+    );
+    f.2.rx_ulpdus_fast = 0;
+    assert_eq!(f, s);
+    assert!(
+        fast.mem.get(wins[0].0) == full.mem.get(wins[1].0),
+        "placed octets differ"
+    );
+    let mut want = vec![0u8; WINDOW];
+    let mut at = 0;
+    for i in 0..WRITES {
+        let len = (37 * i % 700 + 1) as usize;
+        let off = (i % 200) as usize;
+        for (k, b) in want[at..at + len].iter_mut().enumerate() {
+            *b = pattern(3)(off + k);
+        }
+        at += len;
+    }
+    assert!(
+        fast.mem.get(wins[0].0).unwrap() == &want[..],
+        "placed where written"
+    );
+    assert_eq!(a.completions().len(), WRITES as usize);
+}

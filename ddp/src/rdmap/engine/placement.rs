@@ -213,10 +213,10 @@ impl RdmapEngine {
     /// The in-order fast path for an RDMA Write segment of `len` octets given as its
     /// stretch of an FPDU, markers' slots included, and the stretch's [`Spacing`]: the
     /// payload goes to its place with one [`Memory::write`] (no marker inside it) or one
-    /// [`Memory::write_spaced`]. True when done, with what
-    /// [`Self::handle_ulpdu_parts_in_order`] would have done; false, having done nothing, for
-    /// anything else (the header split by a marker, another segment, a check that fails,
-    /// records waiting): the caller then takes the general in-order path.
+    /// [`Memory::write_spaced`], a header that a marker splits gathered first. True when
+    /// done, with what [`Self::handle_ulpdu_parts_in_order`] would have done; false, having
+    /// done nothing, for anything else (another segment, a check that fails, records
+    /// waiting): the caller then takes the general in-order path.
     #[inline(always)]
     pub fn place_write_in_order<M: Memory + ?Sized>(
         &mut self,
@@ -227,10 +227,21 @@ impl RdmapEngine {
         len: usize,
         spacing: Spacing,
     ) -> bool {
-        if spacing.first() < TAGGED_HEADER_LEN || !self.quiet_at(stream_pos) {
+        if !self.quiet_at(stream_pos) {
             return false;
         }
-        let Some((region, offset)) = self.write_target(tags, stretch, len) else {
+        let target = if spacing.first() >= TAGGED_HEADER_LEN {
+            self.write_target(tags, stretch, len)
+        } else {
+            // A marker splits the header: its octets gathered from around the marker.
+            let mut head = [0u8; TAGGED_HEADER_LEN];
+            let Some(from) = stretch.get(..spacing.span(TAGGED_HEADER_LEN)) else {
+                return false;
+            };
+            spacing.copy_out(from, &mut head);
+            self.write_target(tags, &head, len)
+        };
+        let Some((region, offset)) = target else {
             return false;
         };
         self.stats.rx_ulpdus += 1;
