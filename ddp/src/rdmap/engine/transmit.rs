@@ -173,7 +173,7 @@ impl RdmapEngine {
                 len: plan.len,
             },
             TxSource::Inline { bytes } => TxPayload::Inline {
-                bytes,
+                bytes: Box::new(bytes),
                 len: plan.len as u8,
             },
         };
