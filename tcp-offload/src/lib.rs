@@ -94,7 +94,7 @@ pub mod wire;
 
 pub use checksum::TxChecksum;
 pub use config::{Config, CongestionAlgo, Keepalive, TcpConfigError, SHORT_SEGMENT_SLACK};
-pub use connection::{emit_rst_for, CloseReason, Connection, Event, SendError, State};
+pub use connection::{emit_rst_for, CloseReason, Connection, Event, RecordQueue, SendError, State};
 pub use counters::{ListenerCounters, TcpCounters};
 pub use isn::{FourTuple, IsnGenerator};
 pub use lean::{LeanSegment, SegmentHeader};

@@ -428,3 +428,38 @@ fn mpa_61_retransmission_keeps_boundaries_when_sack_covers_part_of_a_segment() {
     );
     assert_eq!(s.c.counters().fast_retransmits, 1);
 }
+
+/// A run of records pushed through a `RecordQueue` gets the same results (offsets and errors:
+/// empty, too large, the buffer full) and leaves the same send queue as `send_record` called
+/// for each; a connection not in record mode, or closed, refuses the queue with
+/// `send_record`'s error.
+#[test]
+fn a_record_queue_queues_what_send_record_queues() {
+    let cfg = Config {
+        send_buffer: 10_000,
+        ..cfg()
+    };
+    let lens = [1000u32, 0, 4000, 20_000, 3000, 1500, 1, 600, 2000];
+    let mut one_by_one = open_pair(cfg.clone(), cfg.clone(), 1, 0.0, 0);
+    let mut queued = open_pair(cfg.clone(), cfg.clone(), 1, 0.0, 0);
+    let want: Vec<_> = (0..)
+        .zip(lens)
+        .map(|(id, len)| one_by_one.a.send_record(len, id))
+        .collect();
+    let mut q = queued.a.record_queue().unwrap();
+    let got: Vec<_> = (0..).zip(lens).map(|(id, len)| q.push(len, id)).collect();
+    assert_eq!(got, want);
+    assert!(want.iter().any(|r| r.is_err()) && want.iter().any(|r| r.is_ok()));
+    assert_eq!(queued.a.send_queued(), one_by_one.a.send_queued());
+    assert_eq!(queued.a.send_capacity(), one_by_one.a.send_capacity());
+
+    let mut byte_mode = Pair::new(cfg.clone(), cfg.clone());
+    let want = byte_mode.a.send_record(100, 0).map(|_| ());
+    assert_eq!(byte_mode.a.record_queue().map(|_| ()), want);
+    assert!(want.is_err());
+    let now = queued.now;
+    queued.a.close(now);
+    let want = queued.a.send_record(100, 99).map(|_| ());
+    assert_eq!(queued.a.record_queue().map(|_| ()), want);
+    assert!(want.is_err());
+}

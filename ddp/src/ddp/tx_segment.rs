@@ -8,7 +8,7 @@ use crate::rdmap::terminate::TERMINATE_HEADER_MAX_LEN;
 use mpa::Spacing;
 
 /// Where a segment's payload comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TxPayload {
     /// `len` octets of a registered region at `offset`.
     Region {
@@ -19,17 +19,18 @@ pub enum TxPayload {
         /// Octets.
         len: u32,
     },
-    /// A small RDMAP header carried inline (Read Request, Terminate).
+    /// A small RDMAP header carried inline (Read Request, Terminate). Boxed: it is rare, and
+    /// every segment (one per FPDU, kept until acknowledged) is the size of the largest variant.
     Inline {
         /// The octets (the first `len` are used).
-        bytes: [u8; TERMINATE_HEADER_MAX_LEN],
+        bytes: Box<[u8; TERMINATE_HEADER_MAX_LEN]>,
         /// Octets used.
         len: u8,
     },
 }
 
 /// A DDP segment ready to be framed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TxSegment {
     header: [u8; UNTAGGED_HEADER_LEN],
     header_len: u8,
@@ -166,7 +167,7 @@ mod tests {
                 len: 3,
             },
             TxPayload::Inline {
-                bytes: inline,
+                bytes: Box::new(inline),
                 len: TERMINATE_HEADER_MAX_LEN as u8,
             },
         ];
@@ -188,11 +189,11 @@ mod tests {
                 }
                 let mut got = vec![0xeeu8; want.len()];
                 seg.write_spaced(&mem, sp, &mut got[..sp.span(seg.len())]);
-                assert_eq!(got, want, "{payload:?} first {}", sp.first());
+                assert_eq!(got, want, "{:?} first {}", seg.payload, sp.first());
             }
             let mut got = vec![0xeeu8; seg.len()];
             seg.write_contiguous(&mem, &mut got);
-            assert_eq!(got, ulpdu, "{payload:?} contiguous");
+            assert_eq!(got, ulpdu, "{:?} contiguous", seg.payload);
         }
     }
 }

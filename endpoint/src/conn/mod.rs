@@ -360,10 +360,18 @@ impl<D> Conn<D> {
         if !refused {
             // FPDUs are only claimed here; `FpduSource` frames each straight into its packet
             // (markers and CRC in that pass), so a first transmission is framed once.
-            qp.claim_fpdus(tags, scratch.len(), tcp.send_capacity(), |start, n| {
-                refused = tcp.send_record(n as u32, start).is_err();
-                !refused
-            });
+            // The connection's state and mode are checked once for the run; a connection
+            // that cannot take records refuses the first FPDU claimed, as `send_record` would.
+            let room = tcp.send_capacity();
+            match tcp.record_queue() {
+                Ok(mut records) => {
+                    qp.claim_fpdus(tags, scratch.len(), room, |start, n| {
+                        refused = records.push(n as u32, start).is_err();
+                        !refused
+                    });
+                }
+                Err(_) => refused = qp.claim_fpdus(tags, scratch.len(), room, |_, _| false) > 0,
+            }
         }
         if refused {
             // The stream would have a hole: give the connection up rather than corrupt it.

@@ -26,6 +26,7 @@ mod options;
 mod output;
 mod predict;
 mod rdma;
+mod record_queue;
 mod recovery;
 mod rst;
 mod scoreboard;
@@ -54,6 +55,7 @@ use crate::wire::TcpSegment;
 
 pub(crate) use options::default_peer_mss;
 use options::{Negotiated, TsClock};
+pub use record_queue::RecordQueue;
 use recovery::LossRecovery;
 pub use rst::emit_rst_for;
 pub(crate) use rst::{emit_rst, rst_for, RstOut};
@@ -508,9 +510,15 @@ impl Connection {
     /// (re)transmission time. Returns the record's stream offset.
     pub fn send_record(&mut self, len: u32, id: RecordId) -> Result<u64, SendError> {
         self.check_record(len)?;
+        Ok(self.push_record(len, id))
+    }
+
+    /// Queues a checked record; returns its stream offset.
+    #[inline]
+    fn push_record(&mut self, len: u32, id: RecordId) -> u64 {
         let off = self.sendbuf.end - 1;
         self.sendbuf.push_external_record(len, id);
-        Ok(off)
+        off
     }
 
     /// Record mode: queues a record whose bytes the connection keeps. Returns its stream offset.
@@ -522,12 +530,24 @@ impl Connection {
     }
 
     fn check_record(&self, len: u32) -> Result<(), SendError> {
+        self.check_sendable_records()?;
+        self.check_record_len(len)
+    }
+
+    /// Whether records can be queued now: the state allows sending and record mode is on.
+    fn check_sendable_records(&self) -> Result<(), SendError> {
         if !self.can_send() {
             return Err(SendError::InvalidState);
         }
         if !self.record_mode_tx {
             return Err(SendError::WrongMode);
         }
+        Ok(())
+    }
+
+    /// Whether a record of `len` octets fits: not empty, and room for it in the send buffer.
+    #[inline]
+    fn check_record_len(&self, len: u32) -> Result<(), SendError> {
         if len == 0 {
             return Err(SendError::EmptyRecord);
         }

@@ -994,6 +994,66 @@ fn ord_limits_outstanding_reads() {
     assert_eq!(a.drain_tx().len(), 2, "two more once slots free");
 }
 
+/// Acknowledgements stop at the first entry they do not reach: Writes behind an outstanding
+/// Read are marked by an acknowledgement that comes before the Read's response and complete
+/// with it, in posting order, with no further acknowledgement; a Write acknowledged only up to
+/// its predecessor's end does not complete, and completes at its own end.
+#[test]
+fn acknowledgements_mark_writes_behind_an_outstanding_read() {
+    let mut a = Side::new(1, cfg(1));
+    let mut b = Side::new(2, cfg(2));
+    let (abuf, _) = a.region(3000, Access::LOCAL_WRITE, pattern(1));
+    let (_, bstag) = b.region(
+        3000,
+        Access::REMOTE_READ | Access::REMOTE_WRITE | Access::LOCAL_WRITE,
+        pattern(2),
+    );
+    let remote = RemoteBuf {
+        stag: bstag,
+        to: 0x1000,
+    };
+    a.post(WorkRequest::read(1, buf(abuf, 16), remote));
+    for id in 2..5 {
+        a.post(WorkRequest::write(id, buf(abuf, 1500), remote));
+    }
+    let sent = a.drain_tx();
+    assert_eq!(sent.len(), 1 + 3 * 2);
+    let ends: Vec<u64> = sent
+        .iter()
+        .skip(1)
+        .map(|(pos, u)| *pos + u.len() as u64 + 8)
+        .collect();
+    // Up to the end of the second Write: the Read and the third Write stay outstanding.
+    a.eng.on_acked(ends[3]);
+    assert!(a.completions().is_empty(), "the Read is first in line");
+    for (pos, u) in &sent {
+        b.eng
+            .handle_ulpdu_in_order(&mut b.tags, &mut b.mem, *pos, u);
+    }
+    for (pos, u) in b.drain_tx() {
+        a.eng
+            .handle_ulpdu_in_order(&mut a.tags, &mut a.mem, pos, &u);
+    }
+    let done: Vec<u64> = a.completions().iter().map(|c| c.wr_id).collect();
+    assert_eq!(
+        done,
+        [1, 2, 3],
+        "the Read, then the Writes acknowledged before it"
+    );
+    a.eng.on_acked(ends[5] - 1);
+    assert!(
+        a.completions().is_empty(),
+        "the last Write is not all acknowledged"
+    );
+    a.eng.on_acked(ends[5]);
+    let done: Vec<_> = a
+        .completions()
+        .iter()
+        .map(|c| (c.wr_id, c.status))
+        .collect();
+    assert_eq!(done, [(4, WcStatus::Success)]);
+}
+
 /// Posts `n` Reads of 16 octets from `b`'s region `stag` on `a`; returns what `a` sends.
 fn post_reads(a: &mut Side, n: u64, stag: Stag) -> Vec<(u64, Vec<u8>)> {
     let (abuf, _) = a.region(16 * n as usize, Access::LOCAL_WRITE, |_| 0);

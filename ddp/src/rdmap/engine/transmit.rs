@@ -173,7 +173,7 @@ impl RdmapEngine {
                 len: plan.len,
             },
             TxSource::Inline { bytes } => TxPayload::Inline {
-                bytes,
+                bytes: Box::new(bytes),
                 len: plan.len as u8,
             },
         };
@@ -213,8 +213,13 @@ impl RdmapEngine {
     /// whose FPDUs end at or before it complete (DDP-59).
     pub fn on_acked(&mut self, offset: u64) {
         for e in self.sq.iter_mut() {
-            if e.status.is_none() && e.ack_at.is_some_and(|a| a <= offset) {
-                e.status = Some(WcStatus::Success);
+            match e.ack_at {
+                // Ack points are set in queue order (messages go out in posting order, each
+                // at a later stream offset): every later entry's lies past this one too.
+                Some(a) if a > offset => break,
+                Some(_) if e.status.is_none() => e.status = Some(WcStatus::Success),
+                // A Read (completed by its response) or a message not yet sent.
+                _ => {}
             }
         }
         self.drain_sq();
