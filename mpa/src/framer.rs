@@ -21,6 +21,11 @@ impl Fit {
     pub fn ulpdu_len(&self) -> usize {
         self.ulpdu
     }
+
+    /// The wire length of that ULPDU's FPDU at the offset asked at.
+    pub fn wire_len(&self) -> usize {
+        self.wire
+    }
 }
 
 /// Frames consecutive ULPDUs of one send half connection.

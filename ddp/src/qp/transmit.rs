@@ -115,8 +115,18 @@ impl Qp {
         // At another stream offset the same FPDU may hold one marker more.
         let extra = if framer.config().markers { 4 } else { 0 };
         let mut n = 0;
-        while room >= (framer.wire_len(mulpdu) + extra) as u64 && self.engine.wants_to_send() {
+        while self.engine.wants_to_send() {
+            // The fit of a whole `mulpdu` (the usual case) is the full FPDU's layout, found
+            // once for both the room test and the claim.
             let fit = framer.fit(mulpdu, max_len);
+            let full = if fit.ulpdu_len() == mulpdu {
+                fit.wire_len()
+            } else {
+                framer.wire_len(mulpdu)
+            };
+            if room < (full + extra) as u64 {
+                break;
+            }
             let Some(seg) = self.engine.poll_segment(tags, fit.ulpdu_len()) else {
                 break;
             };
