@@ -134,7 +134,7 @@ impl TsClock {
 
 impl Connection {
     /// The effective MSS for payload (EMSS, MPA §3.1.1: min(MSS, PMTU - headers incl. options)).
-    /// Cached: [`Connection::set_emss`] refreshes it wherever the peer's MSS, the timestamp
+    /// Cached: `Connection::set_emss` refreshes it wherever the peer's MSS, the timestamp
     /// option or the tuple change (the configured MSS and MTU are fixed for the connection).
     pub fn emss(&self) -> u32 {
         debug_assert_eq!(
