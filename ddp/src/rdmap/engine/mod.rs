@@ -713,6 +713,8 @@ mod dereg_tests;
 #[cfg(test)]
 mod half_close_tests;
 #[cfg(test)]
+mod place_write_tests;
+#[cfg(test)]
 mod shutdown_tests;
 #[cfg(test)]
 mod tests;

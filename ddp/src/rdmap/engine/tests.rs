@@ -234,7 +234,13 @@ pub(crate) fn parse_segment(seg: &[u8]) -> Result<(DdpRepr, &[u8]), DdpHeaderErr
     Ok((DdpRepr::parse(&p)?, &seg[p.header_len()..]))
 }
 
-fn tagged_seg(last: bool, opcode: RdmapOpcode, stag: Stag, to: u64, payload: &[u8]) -> Vec<u8> {
+pub(crate) fn tagged_seg(
+    last: bool,
+    opcode: RdmapOpcode,
+    stag: Stag,
+    to: u64,
+    payload: &[u8],
+) -> Vec<u8> {
     let mut v = vec![0u8; TAGGED_HEADER_LEN + payload.len()];
     DdpRepr::Tagged(TaggedRepr {
         last,
