@@ -2,14 +2,14 @@
 //! markers or by the ULPDU_Length chain from a known FPDU start (MPA-70), never by a CRC that
 //! happens to match; after a receive error nothing later in the stream is placed (DDP-82).
 
-use super::tests::{fpdus, pair, pump, End};
+use super::tests::{fpdus, local, pair, pump, remote, End};
 use super::*;
 use crate::ddp::memory::RegionHandle;
 use crate::ddp::stag::Stag;
 use crate::ddp::stag_table::Access;
 use crate::rdmap::completion::WcStatus;
 use crate::rdmap::term_code::TermCode;
-use crate::rdmap::work_request::{LocalBuf, RemoteBuf, SendOpts, WorkRequest};
+use crate::rdmap::work_request::{LocalBuf, SendOpts, WorkRequest};
 use crate::DdpError;
 
 /// A whole FPDU (MPA header, DDP/RDMAP header, payload, pad, CRC) as markers-off framing
@@ -85,17 +85,9 @@ fn forgery(markers: bool) -> Forgery {
     let (src, _) = a.region(all.len(), Access::LOCAL_WRITE, |i| all[i]);
     let mut at = 0u64;
     for (i, p) in payloads.iter().enumerate() {
-        let r = LocalBuf {
-            region: recv,
-            offset: (RECV_LEN * i) as u64,
-            len: RECV_LEN as u32,
-        };
+        let r = local(recv, (RECV_LEN * i) as u64, RECV_LEN as u32);
         b.qp.post(&b.tags, WorkRequest::recv(i as u64, r)).unwrap();
-        let s = LocalBuf {
-            region: src,
-            offset: at,
-            len: p.len() as u32,
-        };
+        let s = local(src, at, p.len() as u32);
         a.qp.post(&a.tags, WorkRequest::send(i as u64, s, SendOpts::default()))
             .unwrap();
         at += p.len() as u64;
@@ -245,15 +237,8 @@ fn thousand_octet_writes(n: u64) -> (End, RegionHandle, Fpdus, Vec<u8>) {
     let (asrc, _) = a.region(len, Access::LOCAL_WRITE, |i| data[i]);
     let (bwin, bstag) = b.region(len, Access::REMOTE_WRITE, |_| 0);
     for i in 0..n {
-        let l = LocalBuf {
-            region: asrc,
-            offset: 1000 * i,
-            len: 1000,
-        };
-        let r = RemoteBuf {
-            stag: bstag,
-            to: BASE_TO + 1000 * i,
-        };
+        let l = local(asrc, 1000 * i, 1000);
+        let r = remote(bstag, BASE_TO + 1000 * i);
         a.qp.post(&a.tags, WorkRequest::write(i, l, r)).unwrap();
     }
     let segs = fpdus(&mut a);
@@ -321,12 +306,8 @@ fn ddp_82_error_out_of_order_stops_placement_of_every_later_segment() {
     let n = 6000usize;
     let (asrc, _) = a.region(n, Access::LOCAL_WRITE, |i| (i % 241) as u8 + 1);
     let (bwin, bstag) = b.region(2 * n, Access::REMOTE_WRITE, |_| 0);
-    let l = LocalBuf {
-        region: asrc,
-        offset: 0,
-        len: n as u32,
-    };
-    let w = |to: u64, stag: Stag| RemoteBuf { stag, to };
+    let l = local(asrc, 0, n as u32);
+    let w = |to: u64, stag: Stag| remote(stag, to);
     a.qp.post(&a.tags, WorkRequest::write(1, l, w(BASE_TO, bstag)))
         .unwrap();
     let first = fpdus(&mut a);

@@ -2,14 +2,14 @@
 //! and ORD holds, peer-to-peer mode's RTR message goes first and is never surfaced, and a
 //! refused negotiation ends with the Terminate RFC 6581 names.
 
-use super::tests::{pump, qp_cfg, End};
+use super::tests::{local, pump, qp_cfg, remote, End};
 use super::*;
 use crate::ddp::segment::{DdpPacket, DdpRepr};
 use crate::ddp::stag_table::Access;
 use crate::rdmap::control::{RdmapControl, RdmapOpcode};
 use crate::rdmap::term_code::LlpError;
 use crate::rdmap::terminate::{TerminatePacket, TerminateRepr};
-use crate::rdmap::work_request::{LocalBuf, RemoteBuf, SendOpts, WorkRequest};
+use crate::rdmap::work_request::{SendOpts, WorkRequest};
 use mpa::{FramingConfig, RtrTypes};
 
 /// An Initiator with IRD/ORD `ia` and a Responder with `ra`; the Initiator offers `offer`.
@@ -76,15 +76,8 @@ fn rfc6581_5_negotiated_depths_reach_the_engine_and_ord_holds() {
     let (dst, _) = a.region(64, Access::LOCAL_WRITE, |_| 0);
     let (_, src) = b.region(64, Access::REMOTE_READ, |i| i as u8);
     for i in 0..5u64 {
-        let local = LocalBuf {
-            region: dst,
-            offset: 8 * i,
-            len: 8,
-        };
-        let remote = RemoteBuf {
-            stag: src,
-            to: 0x10_0000 + 8 * i,
-        };
+        let local = local(dst, 8 * i, 8);
+        let remote = remote(src, 0x10_0000 + 8 * i);
         a.qp.post(&a.tags, WorkRequest::read(i, local, remote))
             .unwrap();
     }
@@ -135,18 +128,8 @@ fn rfc6581_5_each_rtr_goes_first_and_is_never_surfaced() {
         let (mut a, mut b) = pair_with((4, 4), (4, 4), RtrTypes::only(t), RtrTypes::ALL);
         // The Responder's receive, posted before MPA is up.
         let (brecv, _) = b.region(16, Access::LOCAL_WRITE, |_| 0);
-        b.qp.post(
-            &b.tags,
-            WorkRequest::recv(
-                50,
-                LocalBuf {
-                    region: brecv,
-                    offset: 0,
-                    len: 16,
-                },
-            ),
-        )
-        .unwrap();
+        b.qp.post(&b.tags, WorkRequest::recv(50, local(brecv, 0, 16)))
+            .unwrap();
         // Startup only: the Request, then the Reply.
         let mut out = vec![0u8; 4096];
         let n = a.qp.poll_transmit(&a.tags, &a.mem, &mut out).unwrap();
@@ -169,29 +152,11 @@ fn rfc6581_5_each_rtr_goes_first_and_is_never_surfaced() {
         // The Responder sends at once (a Read RTR's zero-length Response first).
         let (bsrc, _) = b.region(8, Access::LOCAL_WRITE, |_| 7);
         let (arecv, _) = a.region(8, Access::LOCAL_WRITE, |_| 0);
-        a.qp.post(
-            &a.tags,
-            WorkRequest::recv(
-                60,
-                LocalBuf {
-                    region: arecv,
-                    offset: 0,
-                    len: 8,
-                },
-            ),
-        )
-        .unwrap();
+        a.qp.post(&a.tags, WorkRequest::recv(60, local(arecv, 0, 8)))
+            .unwrap();
         b.qp.post(
             &b.tags,
-            WorkRequest::send(
-                61,
-                LocalBuf {
-                    region: bsrc,
-                    offset: 0,
-                    len: 8,
-                },
-                SendOpts::default(),
-            ),
+            WorkRequest::send(61, local(bsrc, 0, 8), SendOpts::default()),
         )
         .unwrap();
         pump(&mut a, &mut b, 64);
@@ -212,15 +177,7 @@ fn rfc6581_5_each_rtr_goes_first_and_is_never_surfaced() {
         let (asrc, _) = a.region(16, Access::LOCAL_WRITE, |_| 9);
         a.qp.post(
             &a.tags,
-            WorkRequest::send(
-                62,
-                LocalBuf {
-                    region: asrc,
-                    offset: 0,
-                    len: 16,
-                },
-                SendOpts::default(),
-            ),
+            WorkRequest::send(62, local(asrc, 0, 16), SendOpts::default()),
         )
         .unwrap();
         pump(&mut a, &mut b, 64);

@@ -59,6 +59,20 @@ impl End {
     }
 }
 
+/// `len` octets at `offset` of `region`.
+pub(crate) fn local(region: RegionHandle, offset: u64, len: u32) -> LocalBuf {
+    LocalBuf {
+        region,
+        offset,
+        len,
+    }
+}
+
+/// `to` in the peer's region of `stag`.
+pub(crate) fn remote(stag: Stag, to: u64) -> RemoteBuf {
+    RemoteBuf { stag, to }
+}
+
 pub(crate) fn qp_cfg(stream: u32, markers: bool, crc: bool) -> QpConfig {
     let mut c = QpConfig::default();
     c.engine.stream = StreamId(stream);

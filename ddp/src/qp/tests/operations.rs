@@ -39,35 +39,11 @@ fn run_all_ops(markers: bool, crc: bool, len: usize, chunk: usize) {
     let (bsrc, bsrc_stag) = b.region(len, Access::REMOTE_READ, pattern(2));
     let l = len as u32;
     // Work posted before the connection is up.
-    b.qp.post(
-        &b.tags,
-        WorkRequest::recv(
-            100,
-            LocalBuf {
-                region: brecv,
-                offset: 0,
-                len: l,
-            },
-        ),
-    )
-    .unwrap();
-    b.qp.post(
-        &b.tags,
-        WorkRequest::recv(
-            101,
-            LocalBuf {
-                region: brecv,
-                offset: len as u64,
-                len: l,
-            },
-        ),
-    )
-    .unwrap();
-    let src = LocalBuf {
-        region: asrc,
-        offset: 0,
-        len: l,
-    };
+    b.qp.post(&b.tags, WorkRequest::recv(100, local(brecv, 0, l)))
+        .unwrap();
+    b.qp.post(&b.tags, WorkRequest::recv(101, local(brecv, len as u64, l)))
+        .unwrap();
+    let src = local(asrc, 0, l);
     a.qp.post(&a.tags, WorkRequest::send(1, src, SendOpts::default()))
         .unwrap();
     a.qp.post(
@@ -84,31 +60,13 @@ fn run_all_ops(markers: bool, crc: bool, len: usize, chunk: usize) {
     .unwrap();
     a.qp.post(
         &a.tags,
-        WorkRequest::write(
-            3,
-            src,
-            RemoteBuf {
-                stag: bstag,
-                to: 0x10_0000,
-            },
-        ),
+        WorkRequest::write(3, src, remote(bstag, 0x10_0000)),
     )
     .unwrap();
-    let rd = LocalBuf {
-        region: aread,
-        offset: 0,
-        len: l,
-    };
+    let rd = local(aread, 0, l);
     a.qp.post(
         &a.tags,
-        WorkRequest::read(
-            4,
-            rd,
-            RemoteBuf {
-                stag: bsrc_stag,
-                to: 0x10_0000,
-            },
-        ),
+        WorkRequest::read(4, rd, remote(bsrc_stag, 0x10_0000)),
     )
     .unwrap();
     pump(&mut a, &mut b, chunk);

@@ -18,45 +18,16 @@ fn out_of_order_segments_placed_then_delivered_in_order() {
         let (asrc, _) = a.region(n, Access::LOCAL_WRITE, pattern(4));
         let (bwin, bstag) = b.region(n, Access::REMOTE_WRITE, |_| 0);
         let (brecv, _) = b.region(64, Access::LOCAL_WRITE, |_| 0);
-        b.qp.post(
-            &b.tags,
-            WorkRequest::recv(
-                9,
-                LocalBuf {
-                    region: brecv,
-                    offset: 0,
-                    len: 64,
-                },
-            ),
+        b.qp.post(&b.tags, WorkRequest::recv(9, local(brecv, 0, 64)))
+            .unwrap();
+        a.qp.post(
+            &a.tags,
+            WorkRequest::write(1, local(asrc, 0, n as u32), remote(bstag, 0x10_0000)),
         )
         .unwrap();
         a.qp.post(
             &a.tags,
-            WorkRequest::write(
-                1,
-                LocalBuf {
-                    region: asrc,
-                    offset: 0,
-                    len: n as u32,
-                },
-                RemoteBuf {
-                    stag: bstag,
-                    to: 0x10_0000,
-                },
-            ),
-        )
-        .unwrap();
-        a.qp.post(
-            &a.tags,
-            WorkRequest::send(
-                2,
-                LocalBuf {
-                    region: asrc,
-                    offset: 0,
-                    len: 64,
-                },
-                SendOpts::default(),
-            ),
+            WorkRequest::send(2, local(asrc, 0, 64), SendOpts::default()),
         )
         .unwrap();
         let mut segs = fpdus(&mut a);
@@ -108,17 +79,9 @@ fn out_of_order_then_in_order_bytes_deliver_once() {
         let (asrc, _) = a.region(25_000, Access::LOCAL_WRITE, pattern(5));
         let (brecv, _) = b.region(40_000, Access::LOCAL_WRITE, |_| 0);
         for i in 0..4u64 {
-            let r = LocalBuf {
-                region: brecv,
-                offset: 10_000 * i,
-                len: 10_000,
-            };
+            let r = local(brecv, 10_000 * i, 10_000);
             b.qp.post(&b.tags, WorkRequest::recv(10 + i, r)).unwrap();
-            let s = LocalBuf {
-                region: asrc,
-                offset: 5000 * i,
-                len: 10_000,
-            };
+            let s = local(asrc, 5000 * i, 10_000);
             a.qp.post(&a.tags, WorkRequest::send(i, s, SendOpts::default()))
                 .unwrap();
         }
@@ -164,11 +127,11 @@ proptest::proptest! {
         let (brecv, _) = b.region(9_000, Access::LOCAL_WRITE, |_| 0);
         let (bwin, bstag) = b.region(12_000, Access::REMOTE_WRITE, |_| 0);
         for i in 0..3u64 {
-            b.qp.post(&b.tags, WorkRequest::recv(i, LocalBuf { region: brecv, offset: 3000 * i, len: 3000 })).unwrap();
-            a.qp.post(&a.tags, WorkRequest::send(i, LocalBuf { region: asrc, offset: 1000 * i, len: 3000 }, SendOpts::default())).unwrap();
+            b.qp.post(&b.tags, WorkRequest::recv(i, local(brecv, 3000 * i, 3000))).unwrap();
+            a.qp.post(&a.tags, WorkRequest::send(i, local(asrc, 1000 * i, 3000), SendOpts::default())).unwrap();
         }
-        let w = LocalBuf { region: asrc, offset: 0, len: 12_000 };
-        a.qp.post(&a.tags, WorkRequest::write(9, w, RemoteBuf { stag: bstag, to: 0x10_0000 })).unwrap();
+        let w = local(asrc, 0, 12_000);
+        a.qp.post(&a.tags, WorkRequest::write(9, w, remote(bstag, 0x10_0000))).unwrap();
         let segs = fpdus(&mut a);
         let end = a.qp.tx_offset();
         // Random picks (with repeats), then every segment once so none is missing.
@@ -205,36 +168,14 @@ fn unaligned_segments_located_by_markers() {
     let (bwin, bstag) = b.region(30_000, Access::REMOTE_WRITE, |_| 0);
     let (brecv, _) = b.region(600, Access::LOCAL_WRITE, |_| 0);
     for i in 0..3u64 {
-        let r = LocalBuf {
-            region: brecv,
-            offset: 200 * i,
-            len: 200,
-        };
+        let r = local(brecv, 200 * i, 200);
         b.qp.post(&b.tags, WorkRequest::recv(i, r)).unwrap();
     }
-    let w = LocalBuf {
-        region: asrc,
-        offset: 0,
-        len: 30_000,
-    };
-    a.qp.post(
-        &a.tags,
-        WorkRequest::write(
-            7,
-            w,
-            RemoteBuf {
-                stag: bstag,
-                to: 0x10_0000,
-            },
-        ),
-    )
-    .unwrap();
+    let w = local(asrc, 0, 30_000);
+    a.qp.post(&a.tags, WorkRequest::write(7, w, remote(bstag, 0x10_0000)))
+        .unwrap();
     for i in 0..3u64 {
-        let s = LocalBuf {
-            region: asrc,
-            offset: 100 * i,
-            len: 200,
-        };
+        let s = local(asrc, 100 * i, 200);
         a.qp.post(&a.tags, WorkRequest::send(i, s, SendOpts::default()))
             .unwrap();
     }
@@ -308,18 +249,7 @@ fn set_pd_moves_tagged_checks_to_the_new_domain() {
     pump(&mut a, &mut b, 64);
     a.qp.post(
         &a.tags,
-        WorkRequest::write(
-            1,
-            LocalBuf {
-                region: asrc,
-                offset: 0,
-                len: 64,
-            },
-            RemoteBuf {
-                stag: bstag,
-                to: 0x10_0000,
-            },
-        ),
+        WorkRequest::write(1, local(asrc, 0, 64), remote(bstag, 0x10_0000)),
     )
     .unwrap();
     pump(&mut a, &mut b, 64);
@@ -377,11 +307,7 @@ fn receive_both_ways(markers: bool, cut: Cut, corrupt: bool) {
     });
     let (asrc, _) = a.region(LEN, Access::LOCAL_WRITE, pattern(1));
     let (aread, _) = a.region(LEN, Access::LOCAL_WRITE, |_| 0);
-    let src = LocalBuf {
-        region: asrc,
-        offset: 0,
-        len: LEN as u32,
-    };
+    let src = local(asrc, 0, LEN as u32);
     let mut regions = Vec::new();
     let mut stags = Vec::new();
     for b in &mut bs {
@@ -390,11 +316,7 @@ fn receive_both_ways(markers: bool, cut: Cut, corrupt: bool) {
         let (inv, inv_stag) = b.region(16, Access::REMOTE_WRITE, |_| 0);
         let (_, read_stag) = b.region(LEN, Access::REMOTE_READ, pattern(2));
         for (id, offset) in [(100, 0), (101, LEN as u64)] {
-            let buf = LocalBuf {
-                region: recv,
-                offset,
-                len: LEN as u32,
-            };
+            let buf = local(recv, offset, LEN as u32);
             b.qp.post(&b.tags, WorkRequest::recv(id, buf)).unwrap();
         }
         regions.push([recv, win, inv]);
@@ -402,10 +324,7 @@ fn receive_both_ways(markers: bool, cut: Cut, corrupt: bool) {
     }
     assert_eq!(stags[0], stags[1], "{case}: the receivers' STags");
     let (win_stag, inv_stag, read_stag) = stags[0];
-    let at = |to: u64| RemoteBuf {
-        stag: win_stag,
-        to: 0x10_0000 + to,
-    };
+    let at = |to: u64| remote(win_stag, 0x10_0000 + to);
     let one = LocalBuf { len: 1, ..src };
     let posts = [
         WorkRequest::send(1, src, SendOpts::default()),
@@ -425,10 +344,7 @@ fn receive_both_ways(markers: bool, cut: Cut, corrupt: bool) {
                 region: aread,
                 ..src
             },
-            RemoteBuf {
-                stag: read_stag,
-                to: 0x10_0000,
-            },
+            remote(read_stag, 0x10_0000),
         ),
         WorkRequest::write(6, src, at(0)),
     ];
@@ -527,15 +443,8 @@ fn writes_with_a_marker_inside_the_header_are_placed_at_once() {
     let mut to = 0;
     for i in 0..WRITES {
         let len = (37 * i % 700 + 1) as u32;
-        let src = LocalBuf {
-            region: asrc,
-            offset: i % 200,
-            len,
-        };
-        let dst = RemoteBuf {
-            stag: wins[0].1,
-            to: 0x10_0000 + to,
-        };
+        let src = local(asrc, i % 200, len);
+        let dst = remote(wins[0].1, 0x10_0000 + to);
         a.qp.post(&a.tags, WorkRequest::write(i, src, dst)).unwrap();
         to += u64::from(len);
     }

@@ -17,34 +17,12 @@ fn rebuild_fpdu_reproduces_the_same_octets() {
         let (aread, _) = a.region(100, Access::LOCAL_WRITE, |_| 0);
         a.qp.post(
             &a.tags,
-            WorkRequest::write(
-                1,
-                LocalBuf {
-                    region: asrc,
-                    offset: 0,
-                    len: 10_000,
-                },
-                RemoteBuf {
-                    stag: bstag,
-                    to: 0x10_0000,
-                },
-            ),
+            WorkRequest::write(1, local(asrc, 0, 10_000), remote(bstag, 0x10_0000)),
         )
         .unwrap();
         a.qp.post(
             &a.tags,
-            WorkRequest::read(
-                2,
-                LocalBuf {
-                    region: aread,
-                    offset: 0,
-                    len: 100,
-                },
-                RemoteBuf {
-                    stag: bstag,
-                    to: 0x10_0000,
-                },
-            ),
+            WorkRequest::read(2, local(aread, 0, 100), remote(bstag, 0x10_0000)),
         )
         .unwrap();
         let sent = fpdus(&mut a);
@@ -97,15 +75,8 @@ fn no_rebuild_from_a_deregistered_region() {
     pump(&mut a, &mut b, 1 << 20);
     let (src, _) = a.region(3000, Access::LOCAL_WRITE, pattern(6));
     let (_, bstag) = b.region(3000, Access::REMOTE_WRITE, |_| 0);
-    let local = LocalBuf {
-        region: src,
-        offset: 0,
-        len: 3000,
-    };
-    let remote = RemoteBuf {
-        stag: bstag,
-        to: 0x10_0000,
-    };
+    let local = local(src, 0, 3000);
+    let remote = remote(bstag, 0x10_0000);
     a.qp.post(&a.tags, WorkRequest::write(1, local, remote))
         .unwrap();
     let sent = fpdus(&mut a);
@@ -134,15 +105,8 @@ fn claimed_fpdus_framed_once_by_rebuild_make_a_valid_stream() {
         pump(&mut a, &mut b, 1 << 20);
         let (asrc, _) = a.region(10_000, Access::LOCAL_WRITE, pattern(7));
         let (bdst, bstag) = b.region(10_000, Access::REMOTE_WRITE, |_| 0);
-        let remote = RemoteBuf {
-            stag: bstag,
-            to: 0x10_0000,
-        };
-        let local = LocalBuf {
-            region: asrc,
-            offset: 0,
-            len: 10_000,
-        };
+        let remote = remote(bstag, 0x10_0000);
+        let local = local(asrc, 0, 10_000);
         a.qp.post(&a.tags, WorkRequest::write(1, local, remote))
             .unwrap();
         assert_eq!(
@@ -198,23 +162,9 @@ fn poll_transmit_batch_fills_whole_fpdus() {
     pump(&mut a, &mut b, 1 << 20);
     let (asrc, _) = a.region(100_000, Access::LOCAL_WRITE, pattern(3));
     let (_, bstag) = b.region(100_000, Access::REMOTE_WRITE, |_| 0);
-    let l = LocalBuf {
-        region: asrc,
-        offset: 0,
-        len: 100_000,
-    };
-    a.qp.post(
-        &a.tags,
-        WorkRequest::write(
-            1,
-            l,
-            RemoteBuf {
-                stag: bstag,
-                to: 0x10_0000,
-            },
-        ),
-    )
-    .unwrap();
+    let l = local(asrc, 0, 100_000);
+    a.qp.post(&a.tags, WorkRequest::write(1, l, remote(bstag, 0x10_0000)))
+        .unwrap();
     let mut buf = vec![0u8; 16_384];
     let mut batches = 0;
     loop {

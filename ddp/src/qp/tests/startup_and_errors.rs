@@ -16,42 +16,17 @@ fn corrupted_crc_terminates_with_llp_code() {
     for i in 0..2 {
         b.qp.post(
             &b.tags,
-            WorkRequest::recv(
-                5 + i,
-                LocalBuf {
-                    region: brecv,
-                    offset: 100 * i,
-                    len: 100,
-                },
-            ),
+            WorkRequest::recv(5 + i, local(brecv, 100 * i, 100)),
         )
         .unwrap();
         a.qp.post(
             &a.tags,
-            WorkRequest::send(
-                1 + i,
-                LocalBuf {
-                    region: asrc,
-                    offset: 0,
-                    len: 100,
-                },
-                SendOpts::default(),
-            ),
+            WorkRequest::send(1 + i, local(asrc, 0, 100), SendOpts::default()),
         )
         .unwrap();
     }
-    a.qp.post(
-        &a.tags,
-        WorkRequest::recv(
-            7,
-            LocalBuf {
-                region: asrc,
-                offset: 0,
-                len: 100,
-            },
-        ),
-    )
-    .unwrap();
+    a.qp.post(&a.tags, WorkRequest::recv(7, local(asrc, 0, 100)))
+        .unwrap();
     let mut segs = fpdus(&mut a);
     segs[1].1[30] ^= 0x01;
     for (_, s) in &segs {
@@ -114,28 +89,11 @@ fn bad_stag_and_bounds_over_mpa() {
         let (asrc, _) = a.region(16, Access::LOCAL_WRITE, pattern(1));
         let (_, bstag) = b.region(64, Access::REMOTE_WRITE, |_| 0);
         let remote = match to_off {
-            None => RemoteBuf {
-                stag: Stag(bstag.0 ^ 0x01),
-                to: 0x10_0000,
-            },
-            Some(off) => RemoteBuf {
-                stag: bstag,
-                to: 0x10_0000 + off,
-            },
+            None => remote(Stag(bstag.0 ^ 0x01), 0x10_0000),
+            Some(off) => remote(bstag, 0x10_0000 + off),
         };
-        a.qp.post(
-            &a.tags,
-            WorkRequest::write(
-                1,
-                LocalBuf {
-                    region: asrc,
-                    offset: 0,
-                    len: 16,
-                },
-                remote,
-            ),
-        )
-        .unwrap();
+        a.qp.post(&a.tags, WorkRequest::write(1, local(asrc, 0, 16), remote))
+            .unwrap();
         pump(&mut a, &mut b, 1 << 20);
         let ea = a.events();
         let want = code.term_code();
@@ -193,56 +151,20 @@ fn responder_waits_for_first_fpdu() {
     let (bsrc, _) = b.region(8, Access::LOCAL_WRITE, pattern(1));
     b.qp.post(
         &b.tags,
-        WorkRequest::send(
-            1,
-            LocalBuf {
-                region: bsrc,
-                offset: 0,
-                len: 8,
-            },
-            SendOpts::default(),
-        ),
+        WorkRequest::send(1, local(bsrc, 0, 8), SendOpts::default()),
     )
     .unwrap();
     assert!(fpdus(&mut b).is_empty());
     let (asrc, _) = a.region(8, Access::LOCAL_WRITE, pattern(1));
     let (arecv, _) = a.region(8, Access::LOCAL_WRITE, |_| 0);
-    a.qp.post(
-        &a.tags,
-        WorkRequest::recv(
-            2,
-            LocalBuf {
-                region: arecv,
-                offset: 0,
-                len: 8,
-            },
-        ),
-    )
-    .unwrap();
+    a.qp.post(&a.tags, WorkRequest::recv(2, local(arecv, 0, 8)))
+        .unwrap();
     let (brecv, _) = b.region(8, Access::LOCAL_WRITE, |_| 0);
-    b.qp.post(
-        &b.tags,
-        WorkRequest::recv(
-            3,
-            LocalBuf {
-                region: brecv,
-                offset: 0,
-                len: 8,
-            },
-        ),
-    )
-    .unwrap();
+    b.qp.post(&b.tags, WorkRequest::recv(3, local(brecv, 0, 8)))
+        .unwrap();
     a.qp.post(
         &a.tags,
-        WorkRequest::send(
-            4,
-            LocalBuf {
-                region: asrc,
-                offset: 0,
-                len: 8,
-            },
-            SendOpts::default(),
-        ),
+        WorkRequest::send(4, local(asrc, 0, 8), SendOpts::default()),
     )
     .unwrap();
     pump(&mut a, &mut b, 1 << 20);
@@ -262,35 +184,11 @@ fn graceful_close_drains_then_idle() {
     let (brecv, _) = b.region(5000, Access::LOCAL_WRITE, |_| 0);
     let (arecv, _) = a.region(8, Access::LOCAL_WRITE, |_| 0);
     let (bsrc, _) = b.region(8, Access::LOCAL_WRITE, pattern(2));
-    b.qp.post(
-        &b.tags,
-        WorkRequest::recv(
-            1,
-            LocalBuf {
-                region: brecv,
-                offset: 0,
-                len: 5000,
-            },
-        ),
-    )
-    .unwrap();
-    a.qp.post(
-        &a.tags,
-        WorkRequest::recv(
-            2,
-            LocalBuf {
-                region: arecv,
-                offset: 0,
-                len: 8,
-            },
-        ),
-    )
-    .unwrap();
-    let buf = LocalBuf {
-        region: asrc,
-        offset: 0,
-        len: 5000,
-    };
+    b.qp.post(&b.tags, WorkRequest::recv(1, local(brecv, 0, 5000)))
+        .unwrap();
+    a.qp.post(&a.tags, WorkRequest::recv(2, local(arecv, 0, 8)))
+        .unwrap();
+    let buf = local(asrc, 0, 5000);
     a.qp.post(&a.tags, WorkRequest::send(3, buf, SendOpts::default()))
         .unwrap();
     a.qp.close();
@@ -301,15 +199,7 @@ fn graceful_close_drains_then_idle() {
     assert!(!a.qp.is_idle());
     b.qp.post(
         &b.tags,
-        WorkRequest::send(
-            5,
-            LocalBuf {
-                region: bsrc,
-                offset: 0,
-                len: 8,
-            },
-            SendOpts::default(),
-        ),
+        WorkRequest::send(5, local(bsrc, 0, 8), SendOpts::default()),
     )
     .unwrap();
     pump(&mut a, &mut b, 1 << 20);
@@ -331,18 +221,8 @@ fn graceful_close_drains_then_idle() {
 fn bad_startup_frame_fails_once() {
     let (_, mut b) = pair(false, true);
     let (brecv, _) = b.region(8, Access::LOCAL_WRITE, |_| 0);
-    b.qp.post(
-        &b.tags,
-        WorkRequest::recv(
-            1,
-            LocalBuf {
-                region: brecv,
-                offset: 0,
-                len: 8,
-            },
-        ),
-    )
-    .unwrap();
+    b.qp.post(&b.tags, WorkRequest::recv(1, local(brecv, 0, 8)))
+        .unwrap();
     b.qp.handle_rx_bytes(
         &mut b.tags,
         &mut b.mem,
@@ -411,29 +291,11 @@ fn new_established_from_negotiated() {
         assert!(matches!(&a.events()[..], [QpEvent::Established { .. }]));
         let (asrc, _) = a.region(3000, Access::LOCAL_WRITE, pattern(8));
         let (brecv, _) = b.region(3000, Access::LOCAL_WRITE, |_| 0);
-        b.qp.post(
-            &b.tags,
-            WorkRequest::recv(
-                1,
-                LocalBuf {
-                    region: brecv,
-                    offset: 0,
-                    len: 3000,
-                },
-            ),
-        )
-        .unwrap();
+        b.qp.post(&b.tags, WorkRequest::recv(1, local(brecv, 0, 3000)))
+            .unwrap();
         a.qp.post(
             &a.tags,
-            WorkRequest::send(
-                2,
-                LocalBuf {
-                    region: asrc,
-                    offset: 0,
-                    len: 3000,
-                },
-                SendOpts::default(),
-            ),
+            WorkRequest::send(2, local(asrc, 0, 3000), SendOpts::default()),
         )
         .unwrap();
         pump(&mut a, &mut b, 333);
