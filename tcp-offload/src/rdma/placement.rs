@@ -93,20 +93,21 @@ pub struct Placements {
 }
 
 /// What the next in-order segment of the transfer placed last carries when all of its payload
-/// continues that transfer's last piece: the first 16 octets of its option but the data length
-/// (kind, length, A = 0, U, RID, buffer offset, data offset 0) and the option's total octets
-/// (20-octet form), with where that lands. [`Placements::place_predicted`] places such a
-/// segment with the checks that [`Placements::place`] would make already made. Octets are
-/// kept as native-endian words of the octets as they lie.
+/// continues that transfer's last piece: the first 8 octets of its option (kind, length, A = 0,
+/// U, RID), its buffer offset (data offset 0, data length its payload's) and the option's total
+/// octets (20-octet form), with where that lands. [`Placements::place_predicted`] places such a
+/// segment with the checks that [`Placements::place`] would make already made.
 #[derive(Clone, Copy, Debug, Default)]
 struct NextRun {
-    /// Octets 0..8 of the option (kind, length, A = 0, U, RID); 0 (no option's: its kind is
-    /// not 0) when no segment is expected.
+    /// Octets 0..8 of the option (kind, length, A = 0, U, RID) as a native-endian word of the
+    /// octets as they lie; 0 (no option's: its kind is not 0) when no segment is expected.
     head: u64,
-    /// Octets 8..16 with the data length 0 (buffer offset, data offset 0).
-    fields: u64,
-    /// Octets 16..20 (the total, or NOPs).
+    /// The buffer offset (octets 8..12).
+    bo: u32,
+    /// Octets 16..20 (the total, or NOPs), as a native-endian word of the octets as they lie.
     total: u32,
+    /// The RID.
+    rid: u64,
     /// Index of the transfer in `expected`.
     idx: usize,
     /// Stream offset of the run's next octet.
@@ -119,8 +120,9 @@ impl NextRun {
     /// No segment expected.
     const NONE: Self = NextRun {
         head: 0,
-        fields: 0,
+        bo: 0,
         total: 0,
+        rid: 0,
         idx: 0,
         at: 0,
         limit: 0,
@@ -296,8 +298,9 @@ impl Placements {
         let limit = e.total.map_or(u64::from(u32::MAX), u64::from);
         self.next = NextRun {
             head: u64::from_ne_bytes(crate::wire::octets(&octets, 0..8)),
-            fields: u64::from_ne_bytes(crate::wire::octets(&octets, 8..16)),
+            bo,
             total: u32::from_ne_bytes(crate::wire::octets(&octets, 16..20)),
+            rid: t.rid,
             idx,
             at: next_at,
             limit: limit.min(e.buf.len() as u64),
@@ -321,37 +324,35 @@ impl Placements {
         let (option, total) = raw.split_first_chunk::<16>()?;
         let (head, fields) = option.split_at(8);
         let len = u16::try_from(data.len()).ok()?;
-        // Octets 8..16 as this segment must carry them (its data length in 14..16, which are 0
-        // in `n.fields`), compared as one word; the length octet (in `head`) fixes the form,
-        // so a total is there exactly when one is expected.
-        let [l0, l1] = len.to_be_bytes();
-        let want = n.fields | u64::from_ne_bytes([0, 0, 0, 0, 0, 0, l0, l1]);
-        let word = |o: &[u8]| u64::from_ne_bytes(crate::wire::octets(o, 0..8));
+        // Octets 8..16 as this segment must carry them (buffer offset, data offset 0, data
+        // length), compared as one big-endian word; the length octet (in `head`) fixes the
+        // form, so a total is there exactly when one is expected.
+        let want = u64::from(n.bo) << 32 | u64::from(len);
         let total_ok = match *total {
             [] => true,
             [a, b, c, d] => u32::from_ne_bytes([a, b, c, d]) == n.total,
             _ => false,
         };
-        if word(head) != n.head || word(fields) != want || at != n.at || !total_ok {
+        let head_word = u64::from_ne_bytes(crate::wire::octets(head, 0..8));
+        let fields_word = u64::from_be_bytes(crate::wire::octets(fields, 0..8));
+        if head_word != n.head || fields_word != want || at != n.at || !total_ok {
             return None;
         }
-        let [b0, b1, b2, b3, ..] = n.fields.to_ne_bytes();
-        let bo = u32::from_be_bytes([b0, b1, b2, b3]);
+        let bo = n.bo;
         let end = u64::from(bo) + u64::from(len);
-        let e = self.expected.get_mut(n.idx)?;
-        let last = e.pieces.last_mut()?;
         if end > n.limit {
             return None;
         }
-        e.buf
-            .get_mut(bo as usize..end as usize)?
-            .copy_from_slice(data);
+        let e = self.expected.get_mut(n.idx)?;
+        let last = e.pieces.last_mut()?;
+        let target = e.buf.get_mut(bo as usize..end as usize)?;
+        // Within `limit`, so within 32 bits.
         last.1 = end as u32;
-        let mut f = n.fields.to_ne_bytes();
-        f[..4].copy_from_slice(&(end as u32).to_be_bytes());
-        n.fields = u64::from_ne_bytes(f);
+        n.bo = end as u32;
         n.at += u64::from(len);
-        Some((e.rid, bo))
+        target.copy_from_slice(data);
+        debug_assert_eq!(e.rid, n.rid);
+        Some((n.rid, bo))
     }
 
     /// How many octets from buffer offset `bo` of `rid` were placed from the stream octets
