@@ -102,7 +102,8 @@ struct NextRun {
     /// Octets 0..8 of the option (kind, length, A = 0, U, RID) as a native-endian word of the
     /// octets as they lie; 0 (no option's: its kind is not 0) when no segment is expected.
     head: u64,
-    /// The buffer offset (octets 8..12).
+    /// The buffer offset (octets 8..12): where the transfer's last piece ends, which the
+    /// piece itself records only when settled ([`Placements::settle`]).
     bo: u32,
     /// Octets 16..20 (the total, or NOPs), as a native-endian word of the octets as they lie.
     total: u32,
@@ -159,7 +160,7 @@ impl Placements {
 
     /// Hands the buffer of `rid` back and forgets the RID.
     pub fn take(&mut self, rid: u64) -> Option<PlacedTransfer> {
-        self.next = NextRun::NONE;
+        self.stop_predicting();
         let mut e = self.expected.swap_remove(self.find(rid)?);
         let mut filled: Vec<(u32, u32)> = Vec::with_capacity(e.pieces.len());
         for &(s, end, _) in &e.pieces {
@@ -188,7 +189,7 @@ impl Placements {
         at: u64,
         bytes: &[u8],
     ) -> Placed {
-        self.next = NextRun::NONE;
+        self.stop_predicting();
         if self.place_continuing(t, at - run_at, at, bytes) {
             return Placed::Yes;
         }
@@ -207,7 +208,7 @@ impl Placements {
         at: u64,
         bytes: &[u8],
     ) -> bool {
-        self.next = NextRun::NONE;
+        self.stop_predicting();
         let Some(i) = self.find(t.rid) else {
             return false;
         };
@@ -223,7 +224,7 @@ impl Placements {
         at: u64,
         bytes: &[u8],
     ) -> Placed {
-        self.next = NextRun::NONE;
+        self.stop_predicting();
         let Some(i) = self.find(t.rid) else {
             return Placed::Unmatched;
         };
@@ -269,13 +270,32 @@ impl Placements {
     /// No segment is expected next ([`Self::place_predicted`] places none until the next
     /// [`Self::expect_next`]).
     pub(crate) fn stop_predicting(&mut self) {
+        self.settle();
         self.next = NextRun::NONE;
+    }
+
+    /// Brings the last piece of the transfer being predicted up to date: predicted placements
+    /// extend it in `next` alone (`next.bo` is where it ends). Every reader of the pieces
+    /// settles first.
+    #[inline]
+    fn settle(&mut self) {
+        let n = &self.next;
+        if n.head == 0 {
+            return;
+        }
+        if let Some(last) = self
+            .expected
+            .get_mut(n.idx)
+            .and_then(|e| e.pieces.last_mut())
+        {
+            last.1 = n.bo;
+        }
     }
 
     /// After the in-order placement of the run `t` that ended at stream offset `next_at`
     /// (the last piece of its transfer ends there): the segment expected next continues it.
     pub(crate) fn expect_next(&mut self, t: &RdmaAnnotation, next_at: u64) {
-        self.next = NextRun::NONE;
+        self.stop_predicting();
         let Some(idx) = self.find(t.rid) else { return };
         let e = &self.expected[idx];
         let bo = u64::from(t.buffer_offset) + u64::from(t.data_len);
@@ -344,10 +364,10 @@ impl Placements {
             return None;
         }
         let e = self.expected.get_mut(n.idx)?;
-        let last = e.pieces.last_mut()?;
         let target = e.buf.get_mut(bo as usize..end as usize)?;
-        // Within `limit`, so within 32 bits.
-        last.1 = end as u32;
+        // Within `limit`, so within 32 bits. The transfer's last piece now ends there too
+        // (written when the pieces are next read: `settle`).
+        debug_assert!(e.pieces.last().is_some_and(|p| p.0 <= bo && p.1 <= bo));
         n.bo = end as u32;
         n.at += u64::from(len);
         target.copy_from_slice(data);
@@ -357,7 +377,8 @@ impl Placements {
 
     /// How many octets from buffer offset `bo` of `rid` were placed from the stream octets
     /// starting at `at` (0 when the next octet was not, or from elsewhere).
-    pub(crate) fn placed_run(&self, rid: u64, bo: u32, at: u64) -> u32 {
+    pub(crate) fn placed_run(&mut self, rid: u64, bo: u32, at: u64) -> u32 {
+        self.settle();
         let Some(i) = self.find(rid) else { return 0 };
         let e = &self.expected[i];
         let j = e.pieces.partition_point(|p| p.1 <= bo);
@@ -368,7 +389,8 @@ impl Placements {
     }
 
     /// The first buffer offset at or after `bo` where a placed piece starts (bounded by `limit`).
-    pub(crate) fn next_placed(&self, rid: u64, bo: u32, limit: u32) -> u32 {
+    pub(crate) fn next_placed(&mut self, rid: u64, bo: u32, limit: u32) -> u32 {
+        self.settle();
         let Some(i) = self.find(rid) else {
             return limit;
         };
@@ -387,7 +409,7 @@ impl Placements {
         len: u32,
         at: u64,
     ) -> Option<&mut [u8]> {
-        self.next = NextRun::NONE;
+        self.stop_predicting();
         let i = self.find(rid)?;
         let e = &mut self.expected[i];
         let delta = at.wrapping_sub(u64::from(bo));
@@ -620,6 +642,7 @@ mod tests {
                 prop_assert_eq!(verdict, general.place_general(&t, at, at, &bytes));
                 (next_bo, next_at) = (bo + len as u32, at + len as u64);
             }
+            fast.stop_predicting();
             prop_assert_eq!(&fast.expected[0].pieces, &general.expected[0].pieces);
             prop_assert_eq!(fast.take(1), general.take(1));
         }
