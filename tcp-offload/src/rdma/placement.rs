@@ -276,9 +276,9 @@ impl Placements {
 
     /// Brings the last piece of the transfer being predicted up to date: predicted placements
     /// extend it in `next` alone (`next.bo` is where it ends). Every reader of the pieces
-    /// settles first.
+    /// settles first (`placed_run` and `next_placed`: their caller).
     #[inline]
-    fn settle(&mut self) {
+    pub(crate) fn settle(&mut self) {
         let n = &self.next;
         if n.head == 0 {
             return;
@@ -290,6 +290,17 @@ impl Placements {
         {
             last.1 = n.bo;
         }
+    }
+
+    /// True when the pieces record every placement ([`Self::settle`] has nothing to do).
+    fn is_settled(&self) -> bool {
+        let n = &self.next;
+        n.head == 0
+            || self
+                .expected
+                .get(n.idx)
+                .and_then(|e| e.pieces.last())
+                .is_none_or(|p| p.1 == n.bo)
     }
 
     /// After the in-order placement of the run `t` that ended at stream offset `next_at`
@@ -377,8 +388,9 @@ impl Placements {
 
     /// How many octets from buffer offset `bo` of `rid` were placed from the stream octets
     /// starting at `at` (0 when the next octet was not, or from elsewhere).
-    pub(crate) fn placed_run(&mut self, rid: u64, bo: u32, at: u64) -> u32 {
-        self.settle();
+    /// The pieces must be settled ([`Self::settle`]).
+    pub(crate) fn placed_run(&self, rid: u64, bo: u32, at: u64) -> u32 {
+        debug_assert!(self.is_settled());
         let Some(i) = self.find(rid) else { return 0 };
         let e = &self.expected[i];
         let j = e.pieces.partition_point(|p| p.1 <= bo);
@@ -389,8 +401,9 @@ impl Placements {
     }
 
     /// The first buffer offset at or after `bo` where a placed piece starts (bounded by `limit`).
-    pub(crate) fn next_placed(&mut self, rid: u64, bo: u32, limit: u32) -> u32 {
-        self.settle();
+    /// The pieces must be settled ([`Self::settle`]).
+    pub(crate) fn next_placed(&self, rid: u64, bo: u32, limit: u32) -> u32 {
+        debug_assert!(self.is_settled());
         let Some(i) = self.find(rid) else {
             return limit;
         };
