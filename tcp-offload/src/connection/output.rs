@@ -313,17 +313,26 @@ impl Connection {
         if len > 0 && self.opts.rdma && !self.marks.is_empty() {
             // TCPRDMA-13: at most one run per segment; RFC 6691: the option's octets come out
             // of the payload. The option for the segment comes with its length.
-            let kind;
-            (len, kind) = self.marks.next_segment_encoded(
-                self.snd_nxt,
-                len,
-                emss,
-                MssAccounting::Rfc6691,
-                self.cfg.tcp_rdma_align_messages,
-            );
-            rdma = kind != SegmentOption::None;
-            if kind == SegmentOption::Transfer {
+            // The hot run's segment first (a bulk transfer's), apart from the general cut.
+            let hot = self
+                .marks
+                .next_segment_hot(self.snd_nxt, len, emss, MssAccounting::Rfc6691);
+            if let Some(l) = hot {
+                (len, rdma) = (l, true);
                 self.counters.rdma_segments_annotated += 1;
+            } else {
+                let kind;
+                (len, kind) = self.marks.next_segment_encoded(
+                    self.snd_nxt,
+                    len,
+                    emss,
+                    MssAccounting::Rfc6691,
+                    self.cfg.tcp_rdma_align_messages,
+                );
+                rdma = kind != SegmentOption::None;
+                if kind == SegmentOption::Transfer {
+                    self.counters.rdma_segments_annotated += 1;
+                }
             }
         }
         let mut fin = fin_pending && self.snd_nxt + u64::from(len) == data_end;

@@ -97,6 +97,8 @@ impl Connection {
     ) -> Result<u32, PlacementError> {
         let len = len.min(self.recv.readable().min(u32::MAX as usize) as u32);
         self.placements.check_range(rid, buffer_offset, len)?;
+        // The placed pieces as they stand, for `placed_run` and `next_placed`.
+        self.placements.settle();
         let before = self.window_to_advertise();
         let mut done = 0u32;
         while done < len {

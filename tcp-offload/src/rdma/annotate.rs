@@ -462,6 +462,21 @@ impl SendMarks {
         self.next_segment_encoded_slow(s, avail, emss, acct, align_messages)
     }
 
+    /// [`Self::next_segment_encoded`]'s shortcut alone: the length of the segment from `s` when
+    /// the hot run gives it (its option then in [`Self::encoded`], a form with a run), else
+    /// `None` with nothing changed ([`Self::next_segment_encoded`] judges it).
+    #[inline(always)]
+    pub fn next_segment_hot(
+        &mut self,
+        s: u64,
+        avail: u32,
+        emss: u32,
+        acct: MssAccounting,
+    ) -> Option<u32> {
+        let cut = self.hot.as_ref()?.cut(s, avail, emss, acct)?;
+        Some(self.write_run_option(cut))
+    }
+
     /// [`Self::next_segment_encoded`] whole, out of line (the shortcut did not give the
     /// segment: no hot run yet, or `s` outside it): the hot run found for `s`, its cut, else
     /// the general path.

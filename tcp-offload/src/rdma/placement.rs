@@ -93,20 +93,22 @@ pub struct Placements {
 }
 
 /// What the next in-order segment of the transfer placed last carries when all of its payload
-/// continues that transfer's last piece: the first 16 octets of its option but the data length
-/// (kind, length, A = 0, U, RID, buffer offset, data offset 0) and the option's total octets
-/// (20-octet form), with where that lands. [`Placements::place_predicted`] places such a
-/// segment with the checks that [`Placements::place`] would make already made. Octets are
-/// kept as native-endian words of the octets as they lie.
+/// continues that transfer's last piece: the first 8 octets of its option (kind, length, A = 0,
+/// U, RID), its buffer offset (data offset 0, data length its payload's) and the option's total
+/// octets (20-octet form), with where that lands. [`Placements::place_predicted`] places such a
+/// segment with the checks that [`Placements::place`] would make already made.
 #[derive(Clone, Copy, Debug, Default)]
 struct NextRun {
-    /// Octets 0..8 of the option (kind, length, A = 0, U, RID); 0 (no option's: its kind is
-    /// not 0) when no segment is expected.
+    /// Octets 0..8 of the option (kind, length, A = 0, U, RID) as a native-endian word of the
+    /// octets as they lie; 0 (no option's: its kind is not 0) when no segment is expected.
     head: u64,
-    /// Octets 8..16 with the data length 0 (buffer offset, data offset 0).
-    fields: u64,
-    /// Octets 16..20 (the total, or NOPs).
+    /// The buffer offset (octets 8..12): where the transfer's last piece ends, which the
+    /// piece itself records only when settled ([`Placements::settle`]).
+    bo: u32,
+    /// Octets 16..20 (the total, or NOPs), as a native-endian word of the octets as they lie.
     total: u32,
+    /// The RID.
+    rid: u64,
     /// Index of the transfer in `expected`.
     idx: usize,
     /// Stream offset of the run's next octet.
@@ -119,8 +121,9 @@ impl NextRun {
     /// No segment expected.
     const NONE: Self = NextRun {
         head: 0,
-        fields: 0,
+        bo: 0,
         total: 0,
+        rid: 0,
         idx: 0,
         at: 0,
         limit: 0,
@@ -157,7 +160,7 @@ impl Placements {
 
     /// Hands the buffer of `rid` back and forgets the RID.
     pub fn take(&mut self, rid: u64) -> Option<PlacedTransfer> {
-        self.next = NextRun::NONE;
+        self.stop_predicting();
         let mut e = self.expected.swap_remove(self.find(rid)?);
         let mut filled: Vec<(u32, u32)> = Vec::with_capacity(e.pieces.len());
         for &(s, end, _) in &e.pieces {
@@ -186,7 +189,7 @@ impl Placements {
         at: u64,
         bytes: &[u8],
     ) -> Placed {
-        self.next = NextRun::NONE;
+        self.stop_predicting();
         if self.place_continuing(t, at - run_at, at, bytes) {
             return Placed::Yes;
         }
@@ -205,7 +208,7 @@ impl Placements {
         at: u64,
         bytes: &[u8],
     ) -> bool {
-        self.next = NextRun::NONE;
+        self.stop_predicting();
         let Some(i) = self.find(t.rid) else {
             return false;
         };
@@ -221,7 +224,7 @@ impl Placements {
         at: u64,
         bytes: &[u8],
     ) -> Placed {
-        self.next = NextRun::NONE;
+        self.stop_predicting();
         let Some(i) = self.find(t.rid) else {
             return Placed::Unmatched;
         };
@@ -267,13 +270,43 @@ impl Placements {
     /// No segment is expected next ([`Self::place_predicted`] places none until the next
     /// [`Self::expect_next`]).
     pub(crate) fn stop_predicting(&mut self) {
+        self.settle();
         self.next = NextRun::NONE;
+    }
+
+    /// Brings the last piece of the transfer being predicted up to date: predicted placements
+    /// extend it in `next` alone (`next.bo` is where it ends). Every reader of the pieces
+    /// settles first (`placed_run` and `next_placed`: their caller).
+    #[inline]
+    pub(crate) fn settle(&mut self) {
+        let n = &self.next;
+        if n.head == 0 {
+            return;
+        }
+        if let Some(last) = self
+            .expected
+            .get_mut(n.idx)
+            .and_then(|e| e.pieces.last_mut())
+        {
+            last.1 = n.bo;
+        }
+    }
+
+    /// True when the pieces record every placement ([`Self::settle`] has nothing to do).
+    fn is_settled(&self) -> bool {
+        let n = &self.next;
+        n.head == 0
+            || self
+                .expected
+                .get(n.idx)
+                .and_then(|e| e.pieces.last())
+                .is_none_or(|p| p.1 == n.bo)
     }
 
     /// After the in-order placement of the run `t` that ended at stream offset `next_at`
     /// (the last piece of its transfer ends there): the segment expected next continues it.
     pub(crate) fn expect_next(&mut self, t: &RdmaAnnotation, next_at: u64) {
-        self.next = NextRun::NONE;
+        self.stop_predicting();
         let Some(idx) = self.find(t.rid) else { return };
         let e = &self.expected[idx];
         let bo = u64::from(t.buffer_offset) + u64::from(t.data_len);
@@ -296,8 +329,9 @@ impl Placements {
         let limit = e.total.map_or(u64::from(u32::MAX), u64::from);
         self.next = NextRun {
             head: u64::from_ne_bytes(crate::wire::octets(&octets, 0..8)),
-            fields: u64::from_ne_bytes(crate::wire::octets(&octets, 8..16)),
+            bo,
             total: u32::from_ne_bytes(crate::wire::octets(&octets, 16..20)),
+            rid: t.rid,
             idx,
             at: next_at,
             limit: limit.min(e.buf.len() as u64),
@@ -321,42 +355,42 @@ impl Placements {
         let (option, total) = raw.split_first_chunk::<16>()?;
         let (head, fields) = option.split_at(8);
         let len = u16::try_from(data.len()).ok()?;
-        // Octets 8..16 as this segment must carry them (its data length in 14..16, which are 0
-        // in `n.fields`), compared as one word; the length octet (in `head`) fixes the form,
-        // so a total is there exactly when one is expected.
-        let [l0, l1] = len.to_be_bytes();
-        let want = n.fields | u64::from_ne_bytes([0, 0, 0, 0, 0, 0, l0, l1]);
-        let word = |o: &[u8]| u64::from_ne_bytes(crate::wire::octets(o, 0..8));
+        // Octets 8..16 as this segment must carry them (buffer offset, data offset 0, data
+        // length), compared as one big-endian word; the length octet (in `head`) fixes the
+        // form, so a total is there exactly when one is expected.
+        let want = u64::from(n.bo) << 32 | u64::from(len);
         let total_ok = match *total {
             [] => true,
             [a, b, c, d] => u32::from_ne_bytes([a, b, c, d]) == n.total,
             _ => false,
         };
-        if word(head) != n.head || word(fields) != want || at != n.at || !total_ok {
+        let head_word = u64::from_ne_bytes(crate::wire::octets(head, 0..8));
+        let fields_word = u64::from_be_bytes(crate::wire::octets(fields, 0..8));
+        if head_word != n.head || fields_word != want || at != n.at || !total_ok {
             return None;
         }
-        let [b0, b1, b2, b3, ..] = n.fields.to_ne_bytes();
-        let bo = u32::from_be_bytes([b0, b1, b2, b3]);
+        let bo = n.bo;
         let end = u64::from(bo) + u64::from(len);
-        let e = self.expected.get_mut(n.idx)?;
-        let last = e.pieces.last_mut()?;
         if end > n.limit {
             return None;
         }
-        e.buf
-            .get_mut(bo as usize..end as usize)?
-            .copy_from_slice(data);
-        last.1 = end as u32;
-        let mut f = n.fields.to_ne_bytes();
-        f[..4].copy_from_slice(&(end as u32).to_be_bytes());
-        n.fields = u64::from_ne_bytes(f);
+        let e = self.expected.get_mut(n.idx)?;
+        let target = e.buf.get_mut(bo as usize..end as usize)?;
+        // Within `limit`, so within 32 bits. The transfer's last piece now ends there too
+        // (written when the pieces are next read: `settle`).
+        debug_assert!(e.pieces.last().is_some_and(|p| p.0 <= bo && p.1 <= bo));
+        n.bo = end as u32;
         n.at += u64::from(len);
-        Some((e.rid, bo))
+        target.copy_from_slice(data);
+        debug_assert_eq!(e.rid, n.rid);
+        Some((n.rid, bo))
     }
 
     /// How many octets from buffer offset `bo` of `rid` were placed from the stream octets
     /// starting at `at` (0 when the next octet was not, or from elsewhere).
+    /// The pieces must be settled ([`Self::settle`]).
     pub(crate) fn placed_run(&self, rid: u64, bo: u32, at: u64) -> u32 {
+        debug_assert!(self.is_settled());
         let Some(i) = self.find(rid) else { return 0 };
         let e = &self.expected[i];
         let j = e.pieces.partition_point(|p| p.1 <= bo);
@@ -367,7 +401,9 @@ impl Placements {
     }
 
     /// The first buffer offset at or after `bo` where a placed piece starts (bounded by `limit`).
+    /// The pieces must be settled ([`Self::settle`]).
     pub(crate) fn next_placed(&self, rid: u64, bo: u32, limit: u32) -> u32 {
+        debug_assert!(self.is_settled());
         let Some(i) = self.find(rid) else {
             return limit;
         };
@@ -386,7 +422,7 @@ impl Placements {
         len: u32,
         at: u64,
     ) -> Option<&mut [u8]> {
-        self.next = NextRun::NONE;
+        self.stop_predicting();
         let i = self.find(rid)?;
         let e = &mut self.expected[i];
         let delta = at.wrapping_sub(u64::from(bo));
@@ -619,6 +655,7 @@ mod tests {
                 prop_assert_eq!(verdict, general.place_general(&t, at, at, &bytes));
                 (next_bo, next_at) = (bo + len as u32, at + len as u64);
             }
+            fast.stop_predicting();
             prop_assert_eq!(&fast.expected[0].pieces, &general.expected[0].pieces);
             prop_assert_eq!(fast.take(1), general.take(1));
         }
