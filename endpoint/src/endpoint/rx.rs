@@ -146,7 +146,7 @@ impl<D: Domain> Endpoint<D> {
             return false;
         }
         let id = match self.last_flow {
-            Some((tuple, id)) if tuple == seg.tuple => id,
+            Some((tuple, id)) if tuple.same_as(&seg.tuple) => id,
             _ => {
                 let Some(&id) = self.flows.get(&seg.tuple) else {
                     return false;
