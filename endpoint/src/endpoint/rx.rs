@@ -146,7 +146,7 @@ impl<D: Domain> Endpoint<D> {
             return false;
         }
         let id = match self.last_flow {
-            Some((tuple, id)) if tuple == seg.tuple => id,
+            Some((tuple, id)) if tuple.same_as(&seg.tuple) => id,
             _ => {
                 let Some(&id) = self.flows.get(&seg.tuple) else {
                     return false;
@@ -177,6 +177,7 @@ impl<D: Domain> Endpoint<D> {
     /// listener (the XDP program keeps it while connections accepted on it live; a segment of
     /// none of them gets RST), or the active-open range (what the XDP program's port map
     /// holds).
+    #[inline(always)]
     fn is_steered(&self, port: u16) -> bool {
         self.cfg.local_ports.contains(&port)
             || self.listeners.iter().any(|l| l.tcp.local().port() == port)

@@ -29,6 +29,7 @@ pub(super) struct LossRecovery {
 
 impl Connection {
     /// Octets in the network (RFC 6675 §4 "pipe"; without SACK, dupacks count as left segments).
+    #[inline]
     pub(super) fn pipe(&self) -> u32 {
         let mut p = self.scoreboard.pipe();
         if !self.opts.sack && self.recovery.active {

@@ -277,6 +277,8 @@ struct Offending {
 }
 
 impl Offending {
+    /// Inlined: it runs for the last segment of every message received.
+    #[inline]
     fn of(seg: RxSegment<'_>) -> Option<Offending> {
         Some(Offending {
             hdr: TerminatedDdpHeader::from_segment(seg.head())?,
