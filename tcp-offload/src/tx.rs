@@ -247,6 +247,8 @@ impl SendBuffer {
     /// Plans the next new segment starting at `nxt`: at most `emss` octets and `room` octets
     /// (window and cwnd). Whole records only; after the first, further whole records are
     /// packed while the segment stays within `pack_up_to` octets (0: one record per segment).
+    /// Inlined into its one caller: it runs once per segment sent.
+    #[inline(always)]
     pub fn plan(&self, nxt: u64, emss: u32, room: u32, pack_up_to: u32) -> Plan {
         let Some((i, c)) = self.chunk_of(nxt) else {
             return Plan::Empty;
@@ -307,7 +309,9 @@ impl SendBuffer {
     }
 
     /// Writes octets `[off, off + dst.len())` into `dst`, from the owned buffer or the source.
-    /// After an external record the lookup hint is left at the chunk behind it.
+    /// After an external record the lookup hint is left at the chunk behind it. Inlined: it
+    /// runs once per segment sent.
+    #[inline(always)]
     pub fn fill<S: RecordSource + ?Sized>(&self, off: u64, dst: &mut [u8], src: &mut S) {
         if dst.is_empty() {
             // A segment without payload (a pure ACK): nothing to look up.

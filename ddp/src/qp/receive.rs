@@ -14,7 +14,9 @@ use super::{Phase, Qp, QpEvent, Startup, MAX_CHAIN_STARTS};
 
 impl Qp {
     /// Feed in-order stream octets (any segmentation): startup frame first, then FPDUs, which
-    /// are placed and delivered at once. Everything is consumed.
+    /// are placed and delivered at once. Everything is consumed. Inlined: it runs once per
+    /// segment received.
+    #[inline(always)]
     pub fn handle_rx_bytes<M: Memory + ?Sized>(
         &mut self,
         tags: &mut StagTable,

@@ -127,7 +127,7 @@ impl Qp {
             if room < (full + extra) as u64 {
                 break;
             }
-            let Some(seg) = self.engine.poll_segment(tags, fit.ulpdu_len()) else {
+            let Some(seg) = self.engine.poll_segment_inline(tags, fit.ulpdu_len()) else {
                 break;
             };
             let start = self.tx_total;

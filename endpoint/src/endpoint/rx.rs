@@ -187,7 +187,8 @@ impl<D: Domain> Endpoint<D> {
 /// Hands a received segment to `c`'s TCP through `handle`, with a receive sink when `c` is an
 /// iWARP connection in record mode: the one copy, TCP lending the payload and placement
 /// writing it into the region of `c`'s protection domain (locked for the segment) or of the
-/// endpoint's own memory (`tags`, `mem`).
+/// endpoint's own memory (`tags`, `mem`). Inlined: it runs once per segment received.
+#[inline(always)]
 fn deliver<D: Domain, R>(
     c: &mut Conn<D>,
     tags: &mut StagTable,

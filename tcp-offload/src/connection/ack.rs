@@ -57,7 +57,9 @@ impl Connection {
 
     /// The rest of the ACK processing once new data (if any) is taken as acknowledged: the
     /// send window, the states that wait for our FIN's ACK, the persist timer. Returns false
-    /// when the segment must be dropped (the connection ended).
+    /// when the segment must be dropped (the connection ended). Inlined: it runs for every
+    /// segment with an ACK, the fast path's included.
+    #[inline(always)]
     pub(super) fn after_ack(&mut self, now: Timestamp, seg: &SegmentHeader) -> bool {
         self.update_window(seg, false);
         // State transitions that depend on our FIN being acknowledged.

@@ -153,17 +153,18 @@ impl Scoreboard {
     }
 
     /// NextSeg rule (1) (RFC 6675 §4): the oldest segment deemed lost and not yet resent.
-    /// (Inlined: a check per transmission; the search is out of line.)
     #[inline]
     pub fn next_lost(&mut self) -> Option<usize> {
         if self.lost_pending == 0 {
             return None;
         }
-        self.find_next_lost()
+        self.next_lost_pending()
     }
 
-    /// [`Self::next_lost`]'s search, with some segment deemed lost and not yet resent.
-    fn find_next_lost(&mut self) -> Option<usize> {
+    /// [`Self::next_lost`] when some segment is lost and not yet resent: out of line, so the
+    /// usual answer (none) costs the caller one test.
+    #[inline(never)]
+    fn next_lost_pending(&mut self) -> Option<usize> {
         let from = self.index_of(self.lost_pending_from);
         let k = self
             .segs

@@ -113,6 +113,17 @@ impl RdmapEngine {
     /// regions are still registered (see [`post`](Self::post) for what happens to work on a
     /// deregistered one).
     pub fn poll_segment(&mut self, tags: &StagTable, max_len: usize) -> Option<TxSegment> {
+        self.poll_segment_inline(tags, max_len)
+    }
+
+    /// [`poll_segment`](Self::poll_segment), inlined into the claim loop: the descriptor is
+    /// built where the caller keeps it rather than returned through memory and moved.
+    #[inline(always)]
+    pub(crate) fn poll_segment_inline(
+        &mut self,
+        tags: &StagTable,
+        max_len: usize,
+    ) -> Option<TxSegment> {
         if self.terminate_sent {
             return None;
         }
