@@ -269,16 +269,24 @@ impl RdmapEngine {
         if !self.quiet_at(stream_pos) {
             return false;
         }
-        let target = if spacing.first() >= TAGGED_HEADER_LEN {
-            self.write_target(tags, stretch, len)
+        // The payload's first octet in the stretch, and the payload's spacing.
+        let first = spacing.first();
+        let (target, from, payload) = if first >= TAGGED_HEADER_LEN {
+            // The header lies before the first hole.
+            let payload = Spacing::new(first - TAGGED_HEADER_LEN);
+            debug_assert!(spacing.is_contiguous() || payload == spacing.advance(TAGGED_HEADER_LEN));
+            let target = self.write_target(tags, stretch, len);
+            (target, TAGGED_HEADER_LEN, payload)
         } else {
             // A marker splits the header: its octets gathered from around the marker.
             let mut head = [0u8; TAGGED_HEADER_LEN];
-            let Some(from) = stretch.get(..spacing.span(TAGGED_HEADER_LEN)) else {
+            let from = spacing.span(TAGGED_HEADER_LEN);
+            let Some(header) = stretch.get(..from) else {
                 return false;
             };
-            spacing.copy_out(from, &mut head);
-            self.write_target(tags, &head, len)
+            spacing.copy_out(header, &mut head);
+            let target = self.write_target(tags, &head, len);
+            (target, from, spacing.advance(TAGGED_HEADER_LEN))
         };
         let Some((region, offset)) = target else {
             return false;
@@ -288,8 +296,6 @@ impl RdmapEngine {
         if stretch.len() == len {
             mem.write(region, offset, &stretch[TAGGED_HEADER_LEN..]);
         } else {
-            let payload = spacing.advance(TAGGED_HEADER_LEN);
-            let from = spacing.span(TAGGED_HEADER_LEN);
             mem.write_spaced(
                 region,
                 offset,
