@@ -42,6 +42,8 @@ mod be;
 pub mod ddp;
 pub mod qp;
 pub mod rdmap;
+#[cfg(test)]
+mod test_support;
 
 pub use crate::ddp::control::DdpControl;
 pub use crate::ddp::error::DdpError;

@@ -9,10 +9,11 @@ mod startup_and_errors;
 use super::*;
 use crate::ddp::memory::{Memory, RegionHandle, VecMemory};
 use crate::ddp::stag::Stag;
-use crate::ddp::stag_table::{Access, PdId, RegionSpec, StreamId};
+use crate::ddp::stag_table::{Access, PdId, StreamId};
 use crate::rdmap::completion::{WcOpcode, WcStatus};
 use crate::rdmap::term_code::LlpError;
 use crate::rdmap::work_request::{LocalBuf, RemoteBuf, SendOpts, WorkRequest};
+use crate::test_support::filled_region;
 
 pub(crate) struct End {
     pub qp: Qp,
@@ -38,16 +39,8 @@ impl End {
         access: Access,
         fill: impl Fn(usize) -> u8,
     ) -> (RegionHandle, Stag) {
-        let spec = RegionSpec {
-            base_to: 0x10_0000,
-            len: len as u64,
-            access,
-            pd: PdId(1),
-            stream: None,
-        };
-        let (h, s) = self.tags.register(spec).unwrap();
-        self.mem.insert(h, (0..len).map(fill).collect());
-        (h, s)
+        let at = (0x10_0000, PdId(1));
+        filled_region(&mut self.tags, &mut self.mem, at, len, access, fill)
     }
 
     pub fn completions(&mut self) -> Vec<WorkCompletion> {

@@ -2,6 +2,7 @@
 //! segmentation.
 
 use super::*;
+use crate::test_support::summary;
 
 #[test]
 fn startup_then_established_both_sides() {
@@ -92,11 +93,7 @@ fn run_all_ops(markers: bool, crc: bool, len: usize, chunk: usize) {
         "Read placed byte for byte"
     );
     let _ = bsrc;
-    let ca: Vec<_> = a
-        .completions()
-        .iter()
-        .map(|c| (c.wr_id, c.opcode, c.status, c.byte_len))
-        .collect();
+    let ca = summary(&a.completions());
     assert_eq!(
         ca,
         [

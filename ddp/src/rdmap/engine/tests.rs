@@ -4,6 +4,7 @@ use super::*;
 use crate::ddp::memory::VecMemory;
 use crate::ddp::stag_table::RegionSpec;
 use crate::rdmap::work_request::{LocalBuf, RemoteBuf, SendOpts, WorkRequest};
+use crate::test_support::{filled_region, summary};
 
 /// One side: engine, STag table, memory, and its transmit stream offset.
 pub(crate) struct Side {
@@ -30,16 +31,8 @@ impl Side {
         access: Access,
         fill: impl Fn(usize) -> u8,
     ) -> (RegionHandle, Stag) {
-        let spec = RegionSpec {
-            base_to: 0x1000,
-            len: len as u64,
-            access,
-            pd: self.eng.cfg.pd,
-            stream: None,
-        };
-        let (h, s) = self.tags.register(spec).unwrap();
-        self.mem.insert(h, (0..len).map(fill).collect());
-        (h, s)
+        let at = (0x1000, self.eng.cfg.pd);
+        filled_region(&mut self.tags, &mut self.mem, at, len, access, fill)
     }
 
     /// Posts `wr`, which must be taken.
@@ -206,11 +199,8 @@ fn send_write_read_loopback() {
     assert_eq!(b.mem.get(brecv).unwrap(), &want[..]);
     assert_eq!(b.mem.get(bdst).unwrap(), &want[..]);
     assert_eq!(a.mem.get(aback).unwrap(), &want[..]);
-    let ca = a.completions();
     assert_eq!(
-        ca.iter()
-            .map(|c| (c.wr_id, c.opcode, c.status, c.byte_len))
-            .collect::<Vec<_>>(),
+        summary(&a.completions()),
         [
             (1, WcOpcode::Send, WcStatus::Success, n as u32),
             (2, WcOpcode::Write, WcStatus::Success, n as u32),
@@ -938,11 +928,7 @@ fn zero_length_send_write_read() {
     pump(&mut a, &mut b);
     assert_eq!(b.eng.state(), RdmapState::Active);
     assert_eq!(a.eng.state(), RdmapState::Active);
-    let ca: Vec<_> = a
-        .completions()
-        .iter()
-        .map(|c| (c.wr_id, c.opcode, c.status, c.byte_len))
-        .collect();
+    let ca = summary(&a.completions());
     assert_eq!(
         ca,
         [
