@@ -299,6 +299,6 @@ fn print_code() {
     println!(
         "CRC32c: {}; Internet checksum: {}",
         mpa::crc::describe(),
-        tcp_offload::checksum::CODE
+        tcp_offload::checksum::code()
     );
 }
