@@ -5,7 +5,7 @@
 //! wider words with an end-around carry (2^64 ≡ 1 (mod 2^16 - 1), RFC 1071 §2 C) gives the same
 //! checksum as summing 16-bit words. Two loops, picked by length and CPU:
 //! - from [`WIDE_FROM`] octets where the CPU has AVX2, sixteen 16-bit words a 256-bit register
-//!   ([`wide`]): three instructions per 32 octets;
+//!   (the `wide` module): three instructions per 32 octets;
 //! - otherwise native-endian 64-bit words in blocks of 32 (then one of 16 and one of 8), each
 //!   block one add-with-carry chain (an `adc` per word, straight from memory) whose carry out is
 //!   counted apart, so no carry is lost and none is tested per word.
