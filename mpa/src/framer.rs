@@ -119,6 +119,15 @@ impl Framer {
         fit.wire
     }
 
+    /// As [`Framer::skip`], with the wire length [`Framer::wire_len`] gave for `ulpdu_len` at
+    /// this offset (debug-checked).
+    #[inline]
+    pub fn skip_known(&mut self, ulpdu_len: usize, wire: usize) -> usize {
+        debug_assert_eq!(wire, self.wire_len(ulpdu_len));
+        self.offset = self.offset.wrapping_add(wire as u32);
+        wire
+    }
+
     /// Frames the ULPDU (gather list) into `out` and advances the offset; returns the FPDU
     /// length. On error the offset does not move.
     pub fn encode(&mut self, ulpdu: &[&[u8]], out: &mut [u8]) -> Result<usize, EncodeError> {
