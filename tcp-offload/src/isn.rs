@@ -131,16 +131,13 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    /// The packed hash: a map finds every one of several IPv4 and IPv6 tuples that differ in
-    /// one field each (ports swapped included), and keeps them apart.
-    #[test]
-    fn four_tuples_hash_by_their_fields() {
-        use std::collections::HashMap;
+    /// Tuples that differ in one field each (ports swapped included): IPv4, IPv6, mixed.
+    fn samples() -> Vec<FourTuple> {
         let t = |l: &str, r: &str| FourTuple {
             local: l.parse().unwrap(),
             remote: r.parse().unwrap(),
         };
-        let all = [
+        vec![
             t("198.18.0.1:5000", "198.18.0.2:6000"),
             t("198.18.0.2:5000", "198.18.0.1:6000"),
             t("198.18.0.1:6000", "198.18.0.2:5000"),
@@ -148,7 +145,18 @@ mod tests {
             t("198.19.0.1:5000", "198.18.0.2:6000"),
             t("[2001:db8::1]:5000", "[2001:db8::2]:6000"),
             t("[2001:db8::1]:6000", "[2001:db8::2]:5000"),
-        ];
+            t("198.18.0.1:5000", "198.18.0.3:6000"),
+            t("[2001:db8::1]:5000", "198.18.0.2:6000"),
+            t("[::ffff:198.18.0.1]:5000", "198.18.0.2:6000"),
+        ]
+    }
+
+    /// The packed hash: a map finds every one of several IPv4 and IPv6 tuples that differ in
+    /// one field each (ports swapped included), and keeps them apart.
+    #[test]
+    fn four_tuples_hash_by_their_fields() {
+        use std::collections::HashMap;
+        let all = samples();
         let map: HashMap<FourTuple, usize> = all.iter().enumerate().map(|(i, &x)| (x, i)).collect();
         assert_eq!(map.len(), all.len());
         for (i, x) in all.iter().enumerate() {
@@ -159,20 +167,7 @@ mod tests {
     /// `same_as` is `==` on every pair of tuples, IPv4, IPv6 and mixed.
     #[test]
     fn same_as_is_equality() {
-        let t = |l: &str, r: &str| FourTuple {
-            local: l.parse().unwrap(),
-            remote: r.parse().unwrap(),
-        };
-        let all = [
-            t("198.18.0.1:5000", "198.18.0.2:6000"),
-            t("198.18.0.2:5000", "198.18.0.1:6000"),
-            t("198.18.0.1:6000", "198.18.0.2:5000"),
-            t("198.18.0.1:5000", "198.18.0.2:6001"),
-            t("198.18.0.1:5000", "198.18.0.3:6000"),
-            t("[2001:db8::1]:5000", "[2001:db8::2]:6000"),
-            t("[2001:db8::1]:5000", "198.18.0.2:6000"),
-            t("[::ffff:198.18.0.1]:5000", "198.18.0.2:6000"),
-        ];
+        let all = samples();
         for a in &all {
             for b in &all {
                 assert_eq!(a.same_as(b), a == b, "{a:?} {b:?}");

@@ -19,6 +19,7 @@ use core::fmt;
 use core::hash::Hasher;
 use siphasher::sip::SipHasher24;
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Access rights of a region (DDP-101).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -139,7 +140,47 @@ pub struct RegionRange {
     pub len: u64,
 }
 
+/// Where an STag lets a remote access of a given kind land, once its key, validity,
+/// association and access rights have passed: its region and the TOs `[base, limit)` it covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RemoteWindow {
+    /// Target region.
+    pub region: RegionHandle,
+    /// TO of the region's first octet.
+    pub base: u64,
+    /// TO one past the region's last octet (saturated at 2^64 - 1).
+    pub limit: u64,
+}
+
+impl RemoteWindow {
+    /// The checks of [`StagTable::check_remote`] left after the window: `len > 0` octets at
+    /// `to` must not wrap 2^64 (-06 §7.1 #5), then must lie inside the window (#3/#4).
+    #[inline]
+    pub fn range(&self, to: u64, len: u64) -> Result<RegionRange, TaggedFault> {
+        // A sum of exactly 2^64 counts as a wrap.
+        let end = match to.checked_add(len) {
+            Some(e) => e,
+            None => return Err(TaggedFault::Ddp(DdpError::ToWrap)),
+        };
+        if to < self.base || to >= self.limit || end > self.limit {
+            return Err(TaggedFault::Ddp(DdpError::BaseBounds));
+        }
+        Ok(RegionRange {
+            region: self.region,
+            offset: to - self.base,
+            len,
+        })
+    }
+}
+
 const MAX_INDEX: u32 = (1 << 24) - 1;
+
+/// Source of table epochs: each value is handed out once in the process.
+static NEXT_EPOCH: AtomicU64 = AtomicU64::new(1);
+
+fn fresh_epoch() -> u64 {
+    NEXT_EPOCH.fetch_add(1, Ordering::Relaxed)
+}
 
 /// One slot of the table: its current registration and how many it has had.
 #[derive(Debug, Clone, Copy, Default)]
@@ -158,6 +199,8 @@ pub struct StagTable {
     /// Free slots, the longest free first (reuse as late as possible).
     free: VecDeque<u32>,
     keys: KeyStream,
+    /// Changes with every mutation; unique across all tables (see [`StagTable::epoch`]).
+    epoch: u64,
 }
 
 /// STag keys: SipHash-2-4 keyed with the seed over a counter, one key per draw. Without the
@@ -198,7 +241,17 @@ impl StagTable {
             slots: vec![Slot::default()],
             free: VecDeque::new(),
             keys: KeyStream::new(seed),
+            epoch: fresh_epoch(),
         }
+    }
+
+    /// An identifier of this table's current contents: every call that takes `&mut self`
+    /// gives the table a new epoch, never used before by any table in the process. While
+    /// `epoch()` returns the value seen at an earlier check, on the same table or not, that
+    /// table is unchanged since and every check answers as it did then (never 0).
+    #[inline]
+    pub fn epoch(&self) -> u64 {
+        self.epoch
     }
 
     fn fresh_key(&mut self, old: Option<u8>) -> u8 {
@@ -214,6 +267,7 @@ impl StagTable {
     /// a new generation and a key other than its last one, so the slot's previous STag does
     /// not reach the new region.
     pub fn register(&mut self, spec: RegionSpec) -> Result<(RegionHandle, Stag), RegisterFault> {
+        self.epoch = fresh_epoch();
         let index = match self.free.pop_front() {
             Some(i) => i,
             None => {
@@ -242,6 +296,7 @@ impl StagTable {
     /// Remove a region; its slot may be reused later (another generation, another key). A stale
     /// handle (the region was deregistered already) changes nothing.
     pub fn deregister(&mut self, handle: RegionHandle) -> Option<Region> {
+        self.epoch = fresh_epoch();
         let slot = self.slot_mut(handle)?;
         let r = slot.region.take()?;
         self.free.push_back(handle.index());
@@ -282,6 +337,7 @@ impl StagTable {
     /// Local invalidation: the STag stops working at once, including for segments that arrive
     /// later out of order (DDP-91, DDP-102).
     pub fn invalidate(&mut self, stag: Stag) -> Result<RegionHandle, InvalidateFault> {
+        self.epoch = fresh_epoch();
         let idx = stag.index() as usize;
         match self.slots.get_mut(idx).and_then(|s| s.region.as_mut()) {
             Some(r) if r.stag == stag && r.valid => {
@@ -300,6 +356,7 @@ impl StagTable {
         pd: PdId,
         stream: StreamId,
     ) -> Result<RegionHandle, InvalidateFault> {
+        self.epoch = fresh_epoch();
         let (_, r) = self.lookup(stag).ok_or(InvalidateFault::Invalid)?;
         if !r.valid {
             return Err(InvalidateFault::Invalid);
@@ -312,6 +369,7 @@ impl StagTable {
 
     /// Make an invalidated (or valid) region valid again under a fresh key; the old STag stays dead.
     pub fn revalidate(&mut self, handle: RegionHandle) -> Option<Stag> {
+        self.epoch = fresh_epoch();
         let old = self.region(handle)?.stag.key();
         let key = self.fresh_key(Some(old));
         let slot = self.slot_mut(handle)?;
@@ -333,6 +391,18 @@ impl StagTable {
         pd: PdId,
         stream: StreamId,
     ) -> Result<RegionRange, TaggedFault> {
+        self.remote_window(stag, need, pd, stream)?.range(to, len)
+    }
+
+    /// The checks of [`check_remote`](Self::check_remote) that do not depend on the TO and
+    /// length (STag, association, access), and the window they leave.
+    pub fn remote_window(
+        &self,
+        stag: Stag,
+        need: Access,
+        pd: PdId,
+        stream: StreamId,
+    ) -> Result<RemoteWindow, TaggedFault> {
         // #1/#2: the STag exists, its key matches and it has not been invalidated.
         let (handle, r) = self
             .lookup(stag)
@@ -347,21 +417,11 @@ impl StagTable {
         if !r.spec.access.contains(need) {
             return Err(TaggedFault::AccessRights);
         }
-        // #5: the 64-bit sum must not wrap; a sum of exactly 2^64 counts as a wrap.
-        let end = match to.checked_add(len) {
-            Some(e) => e,
-            None => return Err(TaggedFault::Ddp(DdpError::ToWrap)),
-        };
-        // #3/#4: within [base, base + len).
         let base = r.spec.base_to;
-        let limit = base.saturating_add(r.spec.len);
-        if to < base || to >= limit || end > limit {
-            return Err(TaggedFault::Ddp(DdpError::BaseBounds));
-        }
-        Ok(RegionRange {
+        Ok(RemoteWindow {
             region: handle,
-            offset: to - base,
-            len,
+            base,
+            limit: base.saturating_add(r.spec.len),
         })
     }
 
@@ -594,6 +654,36 @@ mod tests {
         assert!(t.revalidate(a).is_none());
         let (d, _) = t.register(spec(0, 10, Access::ALL)).unwrap();
         assert_eq!(d.index(), b.index());
+    }
+
+    /// Every mutating call moves the epoch to a value no table had before; reads keep it.
+    #[test]
+    fn every_mutation_gives_a_fresh_epoch() {
+        let mut t = StagTable::new(0);
+        let other = StagTable::new(0);
+        let mut seen = vec![other.epoch(), t.epoch()];
+        let fresh = |t: &StagTable, seen: &mut Vec<u64>| {
+            assert!(!seen.contains(&t.epoch()), "a fresh epoch");
+            seen.push(t.epoch());
+        };
+        let (h, s) = t.register(spec(0, 10, Access::ALL)).unwrap();
+        fresh(&t, &mut seen);
+        let _ = t.check_remote(s, 0, 1, Access::REMOTE_WRITE, PdId(1), StreamId(0));
+        let _ = (
+            t.lookup(s),
+            t.region(h),
+            t.check_local(h, 0, 1, Access::default()),
+        );
+        assert_eq!(Some(&t.epoch()), seen.last(), "reads keep it");
+        t.invalidate(s).unwrap();
+        fresh(&t, &mut seen);
+        let s = t.revalidate(h).unwrap();
+        fresh(&t, &mut seen);
+        t.invalidate_remote(s, PdId(1), StreamId(0)).unwrap();
+        fresh(&t, &mut seen);
+        t.deregister(h).unwrap();
+        fresh(&t, &mut seen);
+        assert_ne!(t.epoch(), 0);
     }
 
     #[test]

@@ -219,12 +219,17 @@ impl<D: Domain> Endpoint<D> {
         self.busy = false;
         self.listener_rx = false;
         self.service_listeners(now, sink);
-        let mut dirty = std::mem::take(&mut self.dirty);
-        for id in dirty.drain(..) {
+        // The connections marked before the round; the marks its services leave are pushed
+        // after them, for the next round.
+        let marked = self.dirty.len();
+        for i in 0..marked {
+            let id = self.dirty[i];
             self.service(now, id, sink, true);
         }
-        if self.dirty.is_empty() {
-            self.dirty = dirty;
+        if self.dirty.len() == marked {
+            self.dirty.clear();
+        } else {
+            self.dirty.drain(..marked);
         }
         if !self.pending_tx.is_empty() {
             self.flush_pending(now, sink);

@@ -61,8 +61,10 @@ impl<D: Domain> Endpoint<D> {
         if !self.dirty.iter().all(quiet) {
             return false;
         }
-        let mut dirty = std::mem::take(&mut self.dirty);
-        for id in dirty.drain(..) {
+        // The marks left for the next round are pushed after the connections marked now.
+        let marked = self.dirty.len();
+        for i in 0..marked {
+            let id = self.dirty[i];
             let Some(c) = self.conns.get_mut(&id).filter(|c| c.dirty) else {
                 continue;
             };
@@ -84,8 +86,10 @@ impl<D: Domain> Endpoint<D> {
                 self.dirty.push(id);
             }
         }
-        if self.dirty.is_empty() {
-            self.dirty = dirty;
+        if self.dirty.len() == marked {
+            self.dirty.clear();
+        } else {
+            self.dirty.drain(..marked);
         }
         true
     }

@@ -341,6 +341,8 @@ pub struct RdmapEngine {
     term_next_msn: u32,
     records: pending::Pending<RxRecord>,
     delivered_through: u64,
+    /// The window of the last RDMA Write STag the in-order shortcut checked.
+    last_write: Option<placement::WriteTargetCache>,
     completions: VecDeque<WorkCompletion>,
     events: VecDeque<RdmapEvent>,
     stats: RdmapStats,
@@ -350,6 +352,7 @@ impl RdmapEngine {
     /// Sets the protection domain tagged accesses are checked against.
     pub fn set_pd(&mut self, pd: PdId) {
         self.cfg.pd = pd;
+        self.last_write = None;
     }
 
     /// A new engine; MSNs start at 1 on every queue (DDP-36). `cfg.mulpdu` is raised to
@@ -381,6 +384,7 @@ impl RdmapEngine {
             term_next_msn: 1,
             records: pending::Pending::default(),
             delivered_through: 0,
+            last_write: None,
             completions: VecDeque::new(),
             events: VecDeque::new(),
             stats: RdmapStats::default(),

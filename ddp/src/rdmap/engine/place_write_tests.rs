@@ -2,7 +2,7 @@
 //! out between MPA markers: it takes every Write whose header or payload a marker interrupts,
 //! placing the payload where the header says, and takes nothing else.
 
-use super::tests::{cfg, tagged_seg, Side};
+use super::tests::{cfg, parse_segment, tagged_seg, Side};
 use super::*;
 use mpa::spacing::{Spacing, RUN};
 
@@ -93,4 +93,103 @@ fn the_shortcut_leaves_a_split_segment_it_cannot_take() {
     assert!(s.mem.get(h).unwrap().iter().all(|&b| b == 0));
     let st = s.eng.stats();
     assert_eq!((st.rx_ulpdus, st.rx_placed_octets), (0, 0));
+}
+
+/// The first of two 700-octet segments of one Write through the shortcut (it takes it), then
+/// `between` on the sink, then the second (TO `second_to`) through the in-order path: the
+/// second must be refused with a Terminate carrying `code`, as if it were the first the
+/// sink had seen, and place nothing.
+fn second_segment_refused(
+    between: impl FnOnce(&mut Side, RegionHandle, Stag),
+    second_to: u64,
+    code: TermCode,
+) {
+    let (mut s, h, stag) = window();
+    let first = tagged_seg(false, RdmapOpcode::RdmaWrite, stag, 0x1000, &[1; 700]);
+    let sp = Spacing::new(usize::MAX);
+    assert!(s
+        .eng
+        .place_write_in_order(&s.tags, &mut s.mem, 0, &first, first.len(), sp));
+    between(&mut s, h, stag);
+    let second = tagged_seg(true, RdmapOpcode::RdmaWrite, stag, second_to, &[2; 700]);
+    let pos = first.len() as u64;
+    assert!(!s
+        .eng
+        .place_write_in_order(&s.tags, &mut s.mem, pos, &second, second.len(), sp));
+    s.eng
+        .handle_ulpdu_in_order(&mut s.tags, &mut s.mem, pos, &second);
+    assert_eq!(s.eng.state(), RdmapState::Error);
+    assert_eq!(
+        s.eng.stats().rx_placed_octets,
+        700,
+        "the second placed nothing"
+    );
+    if let Some(mem) = s.mem.get(h) {
+        assert!(mem.iter().all(|&b| b != 2));
+    }
+    let tx = s.drain_tx();
+    assert_eq!(tx.len(), 1, "exactly one Terminate");
+    let (_, payload) = parse_segment(&tx[0].1).unwrap();
+    let t = TerminateRepr::parse(&TerminatePacket::new_checked(payload).unwrap()).unwrap();
+    assert_eq!(t.code, code);
+    let copied = t.ddp_header.as_ref().map(|d| d.as_bytes());
+    assert_eq!(copied, Some(&second[..TAGGED_HEADER_LEN]));
+}
+
+/// An STag invalidated, deregistered, or replaced in its slot between two segments of one
+/// Write: the second finds it dead (0x1/0x00), not the window the first was placed through.
+#[test]
+fn an_stag_revoked_between_two_segments_refuses_the_second() {
+    let invalid = DdpError::InvalidStag.term_code();
+    second_segment_refused(
+        |s, _, stag| {
+            s.tags.invalidate(stag).unwrap();
+        },
+        0x1000 + 700,
+        invalid,
+    );
+    second_segment_refused(
+        |s, _, stag| {
+            s.tags
+                .invalidate_remote(stag, PdId(1), StreamId(1))
+                .unwrap();
+        },
+        0x1000 + 700,
+        invalid,
+    );
+    second_segment_refused(
+        |s, h, _| {
+            s.tags.deregister(h).unwrap();
+        },
+        0x1000 + 700,
+        invalid,
+    );
+    second_segment_refused(
+        |s, h, _| {
+            s.tags.deregister(h).unwrap();
+            s.mem.remove(h);
+            let (h2, _) = s.region(4096, Access::REMOTE_WRITE, |_| 0);
+            assert_eq!(h2.index(), h.index(), "the same slot");
+        },
+        0x1000 + 700,
+        invalid,
+    );
+}
+
+/// A PD change between two segments (0x1/0x02), and a second segment past the window the
+/// first was checked against (0x1/0x01) or wrapping 2^64 (0x1/0x03).
+#[test]
+fn a_second_segment_is_checked_as_the_first_was() {
+    second_segment_refused(
+        |s, _, _| s.eng.set_pd(PdId(2)),
+        0x1000 + 700,
+        DdpError::StagNotAssociated.term_code(),
+    );
+    second_segment_refused(
+        |_, _, _| {},
+        0x1000 + 4096 - 699,
+        DdpError::BaseBounds.term_code(),
+    );
+    second_segment_refused(|_, _, _| {}, 0x0FFF, DdpError::BaseBounds.term_code());
+    second_segment_refused(|_, _, _| {}, u64::MAX - 100, DdpError::ToWrap.term_code());
 }

@@ -1,6 +1,8 @@
 //! Receive: validation before placement (-06 §7.1) and placement, in any order.
 
 use super::*;
+use crate::be::{get_u32, get_u64};
+use crate::ddp::stag_table::RemoteWindow;
 
 impl RdmapEngine {
     // ----------------------------------------------------------------------------------------
@@ -186,28 +188,65 @@ impl RdmapEngine {
 
     /// Where the payload of an RDMA Write segment of `len` octets whose header is at the
     /// front of `head` goes, when it passes every check of [`Self::place_write`]; counts it
-    /// as placed. `None`, having done nothing, otherwise.
+    /// as placed. `None`, having done nothing, otherwise. A header whose octets before the TO
+    /// (the L bit aside) match the last checked one, with the STag table unchanged since,
+    /// only has its TO and length checked against the window found then.
+    #[inline(always)]
     fn write_target(
         &mut self,
         tags: &StagTable,
         head: &[u8],
         len: usize,
     ) -> Option<(RegionHandle, u64)> {
+        let n = len.checked_sub(TAGGED_HEADER_LEN)? as u64;
+        let head = head.get(..TAGGED_HEADER_LEN)?;
+        if n == 0 {
+            return None;
+        }
+        let prefix = get_u64(head, 0) & WriteTargetCache::PREFIX_MASK;
+        let window = match self.last_write {
+            Some(c) if c.epoch == tags.epoch() && c.prefix == prefix => c.window,
+            _ => self.write_window(tags, head)?,
+        };
+        let to = get_u64(head, 6);
+        let r = window.range(to, n).ok()?;
+        debug_assert_eq!(
+            Ok(r),
+            tags.check_remote(
+                Stag(get_u32(head, 2)),
+                to,
+                n,
+                Access::REMOTE_WRITE,
+                self.cfg.pd,
+                self.cfg.stream
+            )
+        );
+        self.stats.rx_placed_octets += n;
+        Some((r.region, r.offset))
+    }
+
+    /// The header and STag checks of [`Self::write_target`] on the 14 octets of a tagged
+    /// header: an RDMA Write whose STag the peer may write. The window found is kept for the
+    /// next segment; `None`, keeping nothing, when a check fails.
+    #[inline(never)]
+    fn write_window(&mut self, tags: &StagTable, head: &[u8]) -> Option<RemoteWindow> {
         let p = TaggedPacket::new_checked(head).ok()?;
         let write = RdmapControl {
             opcode: RdmapOpcode::RdmaWrite,
         };
-        let n = len.checked_sub(TAGGED_HEADER_LEN)? as u64;
-        if n == 0 || RdmapControl::parse(p.rsvd_ulp()) != Ok(write) {
+        if RdmapControl::parse(p.rsvd_ulp()) != Ok(write) {
             return None;
         }
         let h = TaggedRepr::parse(&p).ok()?;
-        let (pd, stream) = (self.cfg.pd, self.cfg.stream);
-        let r = tags
-            .check_remote(h.stag, h.to, n, Access::REMOTE_WRITE, pd, stream)
+        let window = tags
+            .remote_window(h.stag, Access::REMOTE_WRITE, self.cfg.pd, self.cfg.stream)
             .ok()?;
-        self.stats.rx_placed_octets += n;
-        Some((r.region, r.offset))
+        self.last_write = Some(WriteTargetCache {
+            epoch: tags.epoch(),
+            prefix: get_u64(head, 0) & WriteTargetCache::PREFIX_MASK,
+            window,
+        });
+        Some(window)
     }
 
     /// The in-order fast path for an RDMA Write segment of `len` octets given as its
@@ -230,16 +269,24 @@ impl RdmapEngine {
         if !self.quiet_at(stream_pos) {
             return false;
         }
-        let target = if spacing.first() >= TAGGED_HEADER_LEN {
-            self.write_target(tags, stretch, len)
+        // The payload's first octet in the stretch, and the payload's spacing.
+        let first = spacing.first();
+        let (target, from, payload) = if first >= TAGGED_HEADER_LEN {
+            // The header lies before the first hole.
+            let payload = Spacing::new(first - TAGGED_HEADER_LEN);
+            debug_assert!(spacing.is_contiguous() || payload == spacing.advance(TAGGED_HEADER_LEN));
+            let target = self.write_target(tags, stretch, len);
+            (target, TAGGED_HEADER_LEN, payload)
         } else {
             // A marker splits the header: its octets gathered from around the marker.
             let mut head = [0u8; TAGGED_HEADER_LEN];
-            let Some(from) = stretch.get(..spacing.span(TAGGED_HEADER_LEN)) else {
+            let from = spacing.span(TAGGED_HEADER_LEN);
+            let Some(header) = stretch.get(..from) else {
                 return false;
             };
-            spacing.copy_out(from, &mut head);
-            self.write_target(tags, &head, len)
+            spacing.copy_out(header, &mut head);
+            let target = self.write_target(tags, &head, len);
+            (target, from, spacing.advance(TAGGED_HEADER_LEN))
         };
         let Some((region, offset)) = target else {
             return false;
@@ -249,8 +296,6 @@ impl RdmapEngine {
         if stretch.len() == len {
             mem.write(region, offset, &stretch[TAGGED_HEADER_LEN..]);
         } else {
-            let payload = spacing.advance(TAGGED_HEADER_LEN);
-            let from = spacing.span(TAGGED_HEADER_LEN);
             mem.write_spaced(
                 region,
                 offset,
@@ -537,6 +582,25 @@ impl RdmapEngine {
             matches!(r, RxRecord::SendLast { opcode, inv, .. } if opcode.carries_invalidate() && *inv == stag)
         })
     }
+}
+
+/// The outcome of the last RDMA Write header and STag checks that passed: the checks that
+/// do not depend on the TO and length answer the same for a header with the same control,
+/// RDMAP control and STag octets (the L bit changes none of them), as long as the STag table
+/// keeps its epoch and the engine its PD.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct WriteTargetCache {
+    /// [`StagTable::epoch`] when the checks passed.
+    epoch: u64,
+    /// Header octets 0..6 (control, RDMAP control, STag) in the top 48 bits, L bit cleared.
+    prefix: u64,
+    /// What the STag allows.
+    window: RemoteWindow,
+}
+
+impl WriteTargetCache {
+    /// Keeps header octets 0..6 of a big-endian load of octets 0..8, without the L bit.
+    const PREFIX_MASK: u64 = 0xBFFF_FFFF_FFFF_0000;
 }
 
 /// A validation failure of `seg`: Terminate with M set and its DDP header copied.
