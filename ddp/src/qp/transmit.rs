@@ -5,6 +5,7 @@ use crate::ddp::memory::Memory;
 use crate::ddp::stag_table::StagTable;
 use crate::ddp::tx_segment::TxPayload;
 use crate::rdmap::engine::SegmentRun;
+use mpa::WireLens;
 
 use super::{Phase, Qp};
 
@@ -177,6 +178,7 @@ impl Qp {
         let mulpdu = self.engine.config().mulpdu;
         // Without markers `full` is the same at every offset.
         let extra = if framer.config().markers { 4 } else { 0 };
+        let lens = WireLens::new(framer.config(), mulpdu);
         let (mut n, mut stopped) = (0, false);
         while let Some((seg, last)) = run.next_segment() {
             let start = self.tx_total;
@@ -197,7 +199,7 @@ impl Qp {
                 break;
             }
             if extra != 0 {
-                full = framer.wire_len(mulpdu);
+                full = framer.wire_len_from(lens);
                 if full > max_len {
                     break;
                 }

@@ -201,24 +201,25 @@ impl RdmapEngine {
     /// progress or it has one segment left; the caller goes on with `poll_segment`.
     #[inline(always)]
     pub(crate) fn start_run(&self, tags: &StagTable, max_len: usize) -> Option<SegmentRun> {
-        if self.terminate_sent || self.terminate.is_some() {
-            return None;
-        }
         let msg = self.current.as_ref()?;
-        let TxSource::Region { region, offset } = msg.source else {
-            return None;
-        };
-        if !tags.is_registered(region) {
-            return None;
-        }
         let limit = self.cfg.mulpdu.min(max_len);
         let (hl, offset_at, base) = match msg.header {
             TxHeader::Tagged { to, .. } => (TAGGED_HEADER_LEN, TAGGED_TO_AT, to),
             TxHeader::Untagged { .. } => (UNTAGGED_HEADER_LEN, UNTAGGED_MO_AT, 0),
         };
         let max_payload = limit.checked_sub(hl).filter(|&m| m > 0)? as u32;
+        // One segment left (a small message's only one: tested first): no run to share the
+        // checks with.
         if msg.total - msg.sent <= max_payload {
-            // One segment left: no run to share the checks with.
+            return None;
+        }
+        if self.terminate_sent || self.terminate.is_some() {
+            return None;
+        }
+        let TxSource::Region { region, offset } = msg.source else {
+            return None;
+        };
+        if !tags.is_registered(region) {
             return None;
         }
         let first = SegmentPlan {
