@@ -154,12 +154,6 @@ impl FpduLayout {
             Spacing::new(self.first_marker.saturating_sub(HEADER_LEN as u32) as usize)
         }
     }
-    /// Where the non-leading markers sit: the first one's position in the FPDU, and how
-    /// many whole intervals lie between it and the last one (`None` without such markers).
-    fn interior_slots(&self) -> (usize, Option<usize>) {
-        let start = self.header_pos() + self.first_marker as usize;
-        (start, (self.markers as usize).checked_sub(1))
-    }
     /// The ULPDU as byte ranges of the FPDU, in order, skipping markers (no copy).
     pub fn ulpdu_ranges(&self) -> UlpduRanges {
         UlpduRanges {
@@ -389,27 +383,46 @@ fn encode_marked(
     // ULPDU_Length (body indices and marker positions are multiples of 4).
     let spacing = layout.ulpdu_spacing();
     let ulpdu = header + HEADER_LEN;
-    let end = ulpdu + spacing.span(len);
+    let crc_pos = layout.crc_pos();
+    // The ULPDU ends where PAD starts: right after its last octet when no marker interrupts
+    // it, else PAD's length and that of the marker that sits right before the CRC (when the
+    // CRC's place would be a marker position) before the CRC (no division by the run length).
+    let end = if layout.markers == 0 {
+        ulpdu + len
+    } else {
+        let after_pad = offset.wrapping_add((crc_pos - MARKER_LEN) as u32);
+        let after_pad = if is_marker_position(after_pad) {
+            MARKER_LEN
+        } else {
+            0
+        };
+        crc_pos - after_pad - pad_len(len)
+    };
+    debug_assert_eq!(end, ulpdu + spacing.span(len));
     if len > 0 {
         fill(&mut out[ulpdu..end], spacing);
     }
     // PAD never holds a marker: it ends on the first multiple of 4 after the ULPDU. At least
     // 4 octets (the CRC) follow the ULPDU, so three zeros always fit; what lies past PAD
     // (a marker slot or the CRC) is written below.
-    let crc_pos = layout.crc_pos();
     out[end..end + 3].fill(0);
     if layout.leading {
         out[..MARKER_LEN].copy_from_slice(&marker::Repr::to_bytes(0));
     }
-    // The non-leading markers, as `marker_slots` gives them, one interval apart, each as
-    // one big-endian word: RESERVED 0, FPDUPTR in the low half (the pointer stays below
-    // 2^16: the FPDU is shorter than that). Most FPDUs hold a few: a plain loop.
-    let mut pos = header + layout.first_marker as usize;
-    let mut at = layout.first_marker;
-    for _ in 0..layout.markers {
-        out[pos..pos + MARKER_LEN].copy_from_slice(&(at & 0xffff).to_be_bytes());
-        pos += INTERVAL;
-        at += MARKER_INTERVAL;
+    // The non-leading markers, as `marker_slots` gives them: every slot one interval apart
+    // from the first that ends before the CRC, each as one big-endian word: RESERVED 0,
+    // FPDUPTR its body index (below 2^16: the FPDU is shorter than that).
+    if layout.markers > 0 {
+        let body = &mut out[header..crc_pos];
+        let mut at = layout.first_marker as usize;
+        while let Some(slot) = body.get_mut(at..at + MARKER_LEN) {
+            slot.copy_from_slice(&(at as u32).to_be_bytes());
+            at += INTERVAL;
+        }
+        debug_assert_eq!(
+            (at - layout.first_marker as usize) / INTERVAL,
+            layout.markers as usize
+        );
     }
     // The CRC covers exactly the contiguous octets written so far (markers included), so
     // one call over the freshly written (cache-hot) output is both simplest and fastest:
@@ -529,31 +542,26 @@ fn verify(cfg: FramingConfig, layout: &FpduLayout, wire: &[u8]) -> Result<(), Fr
     if layout.leading && u16::from_be_bytes([wire[2], wire[3]]) & marker::FPDUPTR_MASK != 0 {
         return Err(FramingError::MarkerMismatch);
     }
-    // The non-leading markers, as `marker_slots` gives them, one interval apart: each
-    // carries its distance back to ULPDU_Length, or (A1) to the leading marker before it.
-    let lead = layout.header_pos() as u16;
-    let ok = |at: u16, m: [u8; MARKER_LEN]| {
-        // RESERVED is not checked (MPA-30): FPDUPTR is the word's low half.
-        let ptr = u32::from_be_bytes(m) as u16 & marker::FPDUPTR_MASK;
-        let d = ptr.wrapping_sub(at);
-        d == 0 || d == lead
-    };
-    let (start, whole) = layout.interior_slots();
-    if let Some(n) = whole {
-        let Some(slots) = wire.get(start..start + n * INTERVAL + MARKER_LEN) else {
-            return Err(FramingError::MarkerMismatch);
-        };
-        let (body, last) = slots.as_chunks::<INTERVAL>();
-        let mut at = layout.first_marker as u16;
-        for m in body {
-            if !ok(at, [m[0], m[1], m[2], m[3]]) {
-                return Err(FramingError::MarkerMismatch);
-            }
-            at = at.wrapping_add(MARKER_INTERVAL as u16);
-        }
-        if !last.first_chunk().is_some_and(|&m| ok(at, m)) {
+    // The non-leading markers, as `marker_slots` gives them: every slot one interval apart
+    // from the first that ends before the CRC. Each carries its distance back to
+    // ULPDU_Length, or (A1) to the leading marker before it; RESERVED is not checked
+    // (MPA-30): FPDUPTR is the word's low half.
+    if layout.markers == 0 {
+        return Ok(());
+    }
+    let lead = layout.header_pos();
+    let body = &wire[lead..crc_pos];
+    // Slots start before `last`, so each one's end is in `body`.
+    let last = body.len().saturating_sub(MARKER_LEN - 1);
+    let mut at = layout.first_marker as usize;
+    while at < last {
+        let m = &body[at..at + MARKER_LEN];
+        let ptr = u32::from_be_bytes([m[0], m[1], m[2], m[3]]) as u16 & marker::FPDUPTR_MASK;
+        let d = ptr.wrapping_sub(at as u16);
+        if d != 0 && d != lead as u16 {
             return Err(FramingError::MarkerMismatch);
         }
+        at += INTERVAL;
     }
     Ok(())
 }

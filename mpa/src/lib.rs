@@ -59,7 +59,7 @@ pub use fpdu::{
     decode_fpdu, encode_fpdu, encode_fpdu_spaced, encode_fpdu_unmarked, encode_fpdu_with,
     fpdu_wire_len, Decoded, FpduLayout, FpduRef, FramingConfig, MAX_FPDU_LEN, MAX_ULPDU_LEN,
 };
-pub use framer::{Fit, Framer};
+pub use framer::{Fit, Framer, WireLens};
 pub use locate::{locate, LocateOptions, LocatedFpdu, Locator};
 pub use mulpdu::mulpdu;
 pub use read_depths::ReadDepths;

@@ -4,7 +4,8 @@
 pub const DDP_VERSION: u8 = 1;
 
 const T_BIT: u8 = 0x80;
-const L_BIT: u8 = 0x40;
+/// The L bit in the control octet.
+pub(crate) const L_BIT: u8 = 0x40;
 const DV_MASK: u8 = 0x03;
 
 /// The DDP Control Field: a one-octet field of the tagged and untagged headers.

@@ -4,6 +4,8 @@
 use crate::ddp::memory::Memory;
 use crate::ddp::stag_table::StagTable;
 use crate::ddp::tx_segment::TxPayload;
+use crate::rdmap::engine::SegmentRun;
+use mpa::WireLens;
 
 use super::{Phase, Qp};
 
@@ -115,7 +117,11 @@ impl Qp {
         // At another stream offset the same FPDU may hold one marker more.
         let extra = if framer.config().markers { 4 } else { 0 };
         let mut n = 0;
-        while self.engine.wants_to_send() {
+        let mut stopped = false;
+        while !stopped && self.engine.wants_to_send() {
+            let Phase::Operational { framer, .. } = &mut self.phase else {
+                break;
+            };
             // The fit of a whole `mulpdu` (the usual case) is the full FPDU's layout, found
             // once for both the room test and the claim.
             let fit = framer.fit(mulpdu, max_len);
@@ -126,6 +132,15 @@ impl Qp {
             };
             if room < (full + extra) as u64 {
                 break;
+            }
+            if fit.ulpdu_len() == mulpdu {
+                if let Some(run) = self.engine.start_run(tags, mulpdu) {
+                    let (claims, stop) =
+                        self.claim_run(run, max_len, full, &mut room, &mut claimed);
+                    n += claims;
+                    stopped = stop;
+                    continue;
+                }
             }
             let Some(seg) = self.engine.poll_segment_inline(tags, fit.ulpdu_len()) else {
                 break;
@@ -142,6 +157,60 @@ impl Qp {
             }
         }
         n
+    }
+
+    /// [`Qp::claim_fpdus`]'s claims of the whole FPDUs of a run of the message in progress,
+    /// the first one's wire length `full`: each next one is claimed when the same tests as
+    /// that loop's pass at its offset (a whole MULPDU fits `max_len`, `room` holds it).
+    /// Returns how many it claimed and whether `claimed` stopped the claiming.
+    #[inline(never)]
+    fn claim_run(
+        &mut self,
+        mut run: SegmentRun,
+        max_len: usize,
+        mut full: usize,
+        room: &mut u64,
+        claimed: &mut impl FnMut(u64, usize) -> bool,
+    ) -> (usize, bool) {
+        let Phase::Operational { framer, .. } = &mut self.phase else {
+            return (0, false);
+        };
+        let mulpdu = self.engine.config().mulpdu;
+        // Without markers `full` is the same at every offset.
+        let extra = if framer.config().markers { 4 } else { 0 };
+        let lens = WireLens::new(framer.config(), mulpdu);
+        let (mut n, mut stopped) = (0, false);
+        while let Some((seg, last)) = run.next_segment() {
+            let start = self.tx_total;
+            let w = if seg.len() == mulpdu {
+                framer.skip_known(mulpdu, full)
+            } else {
+                framer.skip(seg.len())
+            };
+            self.tx_total += w as u64;
+            self.unacked.push_back((start, self.tx_total, seg));
+            n += 1;
+            *room = room.saturating_sub(w as u64);
+            if !claimed(start, w) {
+                stopped = true;
+                break;
+            }
+            if last {
+                break;
+            }
+            if extra != 0 {
+                full = framer.wire_len_from(lens);
+                if full > max_len {
+                    break;
+                }
+            }
+            if *room < (full + extra) as u64 {
+                break;
+            }
+        }
+        self.engine.end_run(&run);
+        self.engine.ulpdu_framed(self.tx_total);
+        (n, stopped)
     }
 
     /// Whether startup-frame octets wait to be sent (by [`Qp::poll_transmit`]).

@@ -54,6 +54,8 @@ mod placement;
 mod rtr;
 mod transmit;
 
+pub(crate) use transmit::SegmentRun;
+
 /// Settings of the per-stream RDMAP engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RdmapConfig {

@@ -2,6 +2,8 @@
 //! Writes on acknowledgement.
 
 use super::*;
+use crate::ddp::control::L_BIT;
+use crate::ddp::segmentation::SegmentPlan;
 
 impl RdmapEngine {
     // ----------------------------------------------------------------------------------------
@@ -154,29 +156,7 @@ impl RdmapEngine {
             return None;
         }
         let plan = next_segment(msg.total, msg.sent, (limit - hl) as u32);
-        let header = match msg.header {
-            TxHeader::Tagged { opcode, stag, to } => DdpRepr::Tagged(TaggedRepr {
-                last: plan.last,
-                rsvd_ulp: RdmapControl { opcode }.emit(),
-                stag,
-                to: to.wrapping_add(u64::from(plan.offset)),
-            }),
-            TxHeader::Untagged {
-                opcode,
-                qn,
-                msn,
-                inv,
-            } => DdpRepr::Untagged(UntaggedRepr {
-                last: plan.last,
-                rsvd_ulp: RdmapControl { opcode }.emit(),
-                rsvd_ulp_ext: inv,
-                qn,
-                msn,
-                mo: plan.offset,
-            }),
-        };
-        let mut hbytes = [0u8; UNTAGGED_HEADER_LEN];
-        header.emit(&mut DdpPacket::new_unchecked(&mut hbytes[..]));
+        let hbytes = segment_header(&msg.header, plan);
         let payload = match msg.source {
             TxSource::Region { region, offset } => TxPayload::Region {
                 region,
@@ -192,18 +172,91 @@ impl RdmapEngine {
         self.stats.tx_ulpdus += 1;
         if plan.last {
             let after = msg.after;
-            self.current = None;
-            match after {
-                TxAfter::AwaitAck { seq } => self.just_finished = Some(seq),
-                TxAfter::ReadRequest { .. } | TxAfter::Rtr => {}
-                TxAfter::ResponseSent => self.irq_in_use = self.irq_in_use.saturating_sub(1),
-                TxAfter::Terminate(t) => {
-                    self.terminate_sent = true;
-                    self.events.push_back(RdmapEvent::TerminateSent(t));
-                }
-            }
+            self.message_sent(after);
         }
         Some(TxSegment::new(hbytes, hl, payload))
+    }
+
+    /// The message in progress is all sent: what follows its last segment.
+    #[inline(always)]
+    fn message_sent(&mut self, after: TxAfter) {
+        self.current = None;
+        match after {
+            TxAfter::AwaitAck { seq } => self.just_finished = Some(seq),
+            TxAfter::ReadRequest { .. } | TxAfter::Rtr => {}
+            TxAfter::ResponseSent => self.irq_in_use = self.irq_in_use.saturating_sub(1),
+            TxAfter::Terminate(t) => {
+                self.terminate_sent = true;
+                self.events.push_back(RdmapEvent::TerminateSent(t));
+            }
+        }
+    }
+
+    /// Starts claiming the next segments of the message in progress from a registered region:
+    /// the [`SegmentRun`] yields the same segments as consecutive
+    /// [`poll_segment`](Self::poll_segment) calls with `max_len` would, the checks of the
+    /// Terminate, the state and the region made once (nothing the caller does between the
+    /// segments can change them). The caller ends it with [`end_run`](Self::end_run) before
+    /// anything else reaches the engine. `None` (nothing changed) when no such message is in
+    /// progress or it has one segment left; the caller goes on with `poll_segment`.
+    #[inline(always)]
+    pub(crate) fn start_run(&self, tags: &StagTable, max_len: usize) -> Option<SegmentRun> {
+        let msg = self.current.as_ref()?;
+        let limit = self.cfg.mulpdu.min(max_len);
+        let (hl, offset_at, base) = match msg.header {
+            TxHeader::Tagged { to, .. } => (TAGGED_HEADER_LEN, TAGGED_TO_AT, to),
+            TxHeader::Untagged { .. } => (UNTAGGED_HEADER_LEN, UNTAGGED_MO_AT, 0),
+        };
+        let max_payload = limit.checked_sub(hl).filter(|&m| m > 0)? as u32;
+        // One segment left (a small message's only one: tested first): no run to share the
+        // checks with.
+        if msg.total - msg.sent <= max_payload {
+            return None;
+        }
+        if self.terminate_sent || self.terminate.is_some() {
+            return None;
+        }
+        let TxSource::Region { region, offset } = msg.source else {
+            return None;
+        };
+        if !tags.is_registered(region) {
+            return None;
+        }
+        let first = SegmentPlan {
+            offset: 0,
+            len: 0,
+            last: false,
+        };
+        Some(SegmentRun {
+            template: segment_header(&msg.header, first),
+            hl: hl as u8,
+            offset_at: offset_at as u8,
+            base,
+            region,
+            offset,
+            total: msg.total,
+            sent: msg.sent,
+            max_payload,
+            claimed: 0,
+            #[cfg(debug_assertions)]
+            header: msg.header,
+        })
+    }
+
+    /// Ends a run started with [`start_run`](Self::start_run): the message in progress has
+    /// the run's segments sent, completing as [`poll_segment`](Self::poll_segment) would
+    /// after its last one.
+    #[inline(always)]
+    pub(crate) fn end_run(&mut self, run: &SegmentRun) {
+        let Some(msg) = self.current.as_mut() else {
+            return;
+        };
+        msg.sent = run.sent;
+        self.stats.tx_ulpdus += run.claimed;
+        if run.sent == run.total {
+            let after = msg.after;
+            self.message_sent(after);
+        }
     }
 
     /// The ULPDU last returned by [`poll_ulpdu`](Self::poll_ulpdu) ends at `stream_end` (the
@@ -254,5 +307,92 @@ impl RdmapEngine {
             self.sq.pop_front();
             self.sq_base_seq += 1;
         }
+    }
+}
+
+/// Where the tagged header's TO and the untagged header's MO sit.
+const TAGGED_TO_AT: usize = 6;
+const UNTAGGED_MO_AT: usize = 14;
+
+/// The DDP header (RDMAP control included) of the segment `plan` of a message with `header`.
+#[inline(always)]
+fn segment_header(header: &TxHeader, plan: SegmentPlan) -> [u8; UNTAGGED_HEADER_LEN] {
+    let repr = match *header {
+        TxHeader::Tagged { opcode, stag, to } => DdpRepr::Tagged(TaggedRepr {
+            last: plan.last,
+            rsvd_ulp: RdmapControl { opcode }.emit(),
+            stag,
+            to: to.wrapping_add(u64::from(plan.offset)),
+        }),
+        TxHeader::Untagged {
+            opcode,
+            qn,
+            msn,
+            inv,
+        } => DdpRepr::Untagged(UntaggedRepr {
+            last: plan.last,
+            rsvd_ulp: RdmapControl { opcode }.emit(),
+            rsvd_ulp_ext: inv,
+            qn,
+            msn,
+            mo: plan.offset,
+        }),
+    };
+    let mut hbytes = [0u8; UNTAGGED_HEADER_LEN];
+    repr.emit(&mut DdpPacket::new_unchecked(&mut hbytes[..]));
+    hbytes
+}
+
+/// The next segments of one message from a registered region, claimed in a run
+/// ([`RdmapEngine::start_run`]): each header is the first one with its offset and L bit set.
+#[derive(Debug)]
+pub(crate) struct SegmentRun {
+    template: [u8; UNTAGGED_HEADER_LEN],
+    hl: u8,
+    offset_at: u8,
+    /// The tagged message's first TO (0 for untagged: the MO starts at 0).
+    base: u64,
+    region: RegionHandle,
+    offset: u64,
+    total: u32,
+    sent: u32,
+    max_payload: u32,
+    claimed: u64,
+    #[cfg(debug_assertions)]
+    header: TxHeader,
+}
+
+impl SegmentRun {
+    /// The next segment and whether it is the message's last, or `None` after the last.
+    #[inline(always)]
+    pub(crate) fn next_segment(&mut self) -> Option<(TxSegment, bool)> {
+        if self.sent == self.total && self.claimed > 0 {
+            return None;
+        }
+        let plan = next_segment(self.total, self.sent, self.max_payload);
+        let mut hbytes = self.template;
+        let at = usize::from(self.offset_at);
+        if at == TAGGED_TO_AT {
+            let to = self.base.wrapping_add(u64::from(plan.offset));
+            hbytes[at..at + 8].copy_from_slice(&to.to_be_bytes());
+        } else {
+            hbytes[at..at + 4].copy_from_slice(&plan.offset.to_be_bytes());
+        }
+        if plan.last {
+            hbytes[0] |= L_BIT;
+        }
+        #[cfg(debug_assertions)]
+        debug_assert_eq!(hbytes, segment_header(&self.header, plan));
+        self.sent += plan.len;
+        self.claimed += 1;
+        let payload = TxPayload::Region {
+            region: self.region,
+            offset: self.offset + u64::from(plan.offset),
+            len: plan.len,
+        };
+        Some((
+            TxSegment::new(hbytes, usize::from(self.hl), payload),
+            plan.last,
+        ))
     }
 }
