@@ -25,7 +25,7 @@ const MAX_RUN_WORDS: usize = 512;
 const PASS_WORDS: usize = 3 * MAX_RUN_WORDS;
 
 /// Words of each run one turn of the main loop takes.
-const LONG_TURN: usize = 16;
+const LONG_TURN: usize = 32;
 
 /// Shorter data is one stream: joining three costs more instructions than it saves time.
 pub const INTERLEAVE_FROM: usize = 128;
@@ -108,12 +108,12 @@ pub fn append(crc: u32, data: &[u8]) -> u32 {
                     }
                 };
             }
-            // Sixteen words of each run a turn, then the rest (under sixteen) in turns of
-            // eight, four, two and one as its bits say.
-            let (a16, mut a) = a.as_chunks::<LONG_TURN>();
-            let (b16, mut b) = b.as_chunks::<LONG_TURN>();
-            let (c16, mut c) = c.as_chunks::<LONG_TURN>();
-            for ((x, y), z) in a16.iter().zip(b16).zip(c16) {
+            // Thirty-two words of each run a turn, then the rest (under thirty-two) in turns of
+            // sixteen, eight, four, two and one as its bits say.
+            let (a_turns, mut a) = a.as_chunks::<LONG_TURN>();
+            let (b_turns, mut b) = b.as_chunks::<LONG_TURN>();
+            let (c_turns, mut c) = c.as_chunks::<LONG_TURN>();
+            for ((x, y), z) in a_turns.iter().zip(b_turns).zip(c_turns) {
                 turn!(x, y, z);
             }
             macro_rules! part {
@@ -128,6 +128,7 @@ pub fn append(crc: u32, data: &[u8]) -> u32 {
                     }
                 };
             }
+            part!(16);
             part!(8);
             part!(4);
             part!(2);
