@@ -77,79 +77,41 @@ pub fn append(crc: u32, data: &[u8]) -> u32 {
         target_feature = "pclmulqdq"
     ))]
     #[multiversion::inherit_target]
+    #[inline]
     fn run(crc: u32, data: &[u8]) -> u32 {
-        use std::arch::x86_64::{
-            _mm_clmulepi64_si128, _mm_crc32_u32, _mm_crc32_u64, _mm_crc32_u8, _mm_cvtsi128_si64,
-            _mm_cvtsi32_si128, _mm_cvtsi64_si128, _mm_xor_si128,
-        };
-        let word = |w: &[u8; 8]| u64::from_le_bytes(*w);
+        // Short data stays in the caller, clear of the long code's register saves.
+        if data.len() < INTERLEAVE_FROM {
+            one_stream(crc, data)
+        } else {
+            three_streams(crc, data)
+        }
+    }
+    /// [`run`] for data shorter than [`INTERLEAVE_FROM`]: one register.
+    #[multiversion::target::target_cfg(all(
+        target_arch = "x86_64",
+        target_feature = "sse4.2",
+        target_feature = "pclmulqdq"
+    ))]
+    #[multiversion::inherit_target]
+    #[inline]
+    fn one_stream(crc: u32, data: &[u8]) -> u32 {
         let (words, tail) = data.as_chunks::<8>();
         let mut reg = u64::from(!crc);
-        if data.len() < INTERLEAVE_FROM {
-            for w in words {
-                reg = _mm_crc32_u64(reg, word(w));
-            }
-        } else {
-            if words.len() >= PASS_WORDS + 3 {
-                return passes(crc, data);
-            }
-            // Three runs of m words (1 <= m <= MAX_RUN_WORDS), then the 0 to 2 words left.
-            let m = words.len() / 3;
-            let abc = &words[..3 * m];
-            let (a, bc) = abc.split_at(m);
-            let (b, c) = bc.split_at(m);
-            let (mut reg_b, mut reg_c) = (0u64, 0u64);
-            macro_rules! turn {
-                ($x:expr, $y:expr, $z:expr) => {
-                    for i in 0..$x.len() {
-                        reg = _mm_crc32_u64(reg, word(&$x[i]));
-                        reg_b = _mm_crc32_u64(reg_b, word(&$y[i]));
-                        reg_c = _mm_crc32_u64(reg_c, word(&$z[i]));
-                    }
-                };
-            }
-            // Thirty-two words of each run a turn, then the rest (under thirty-two) in turns of
-            // sixteen, eight, four, two and one as its bits say.
-            let (a_turns, mut a) = a.as_chunks::<LONG_TURN>();
-            let (b_turns, mut b) = b.as_chunks::<LONG_TURN>();
-            let (c_turns, mut c) = c.as_chunks::<LONG_TURN>();
-            for ((x, y), z) in a_turns.iter().zip(b_turns).zip(c_turns) {
-                turn!(x, y, z);
-            }
-            macro_rules! part {
-                ($n:literal) => {
-                    if let (Some((x, ra)), Some((y, rb)), Some((z, rc))) = (
-                        a.split_first_chunk::<$n>(),
-                        b.split_first_chunk::<$n>(),
-                        c.split_first_chunk::<$n>(),
-                    ) {
-                        turn!(x, y, z);
-                        (a, b, c) = (ra, rb, rc);
-                    }
-                };
-            }
-            part!(16);
-            part!(8);
-            part!(4);
-            part!(2);
-            part!(1);
-            debug_assert!(a.is_empty() && b.is_empty() && c.is_empty());
-            // Move the first register over two runs and the second over one, add the third.
-            let product = |r: u64, k: u32| {
-                let k = _mm_cvtsi32_si128(k as i32);
-                _mm_clmulepi64_si128(_mm_cvtsi64_si128(r as i64), k, 0)
-            };
-            let moved = _mm_xor_si128(product(reg, SHIFT[2 * m]), product(reg_b, SHIFT[m]));
-            reg = _mm_crc32_u64(0, _mm_cvtsi128_si64(moved) as u64) ^ reg_c;
-            let rest = &words[3 * m..];
-            debug_assert!(rest.len() < 3);
-            if let Some(w) = rest.first() {
-                reg = _mm_crc32_u64(reg, word(w));
-            }
-            if let Some(w) = rest.get(1) {
-                reg = _mm_crc32_u64(reg, word(w));
-            }
+        for w in words {
+            reg = std::arch::x86_64::_mm_crc32_u64(reg, u64::from_le_bytes(*w));
         }
+        finish(reg, tail)
+    }
+    /// The register continued over the last 0 to 7 octets, inverted: the CRC.
+    #[multiversion::target::target_cfg(all(
+        target_arch = "x86_64",
+        target_feature = "sse4.2",
+        target_feature = "pclmulqdq"
+    ))]
+    #[multiversion::inherit_target]
+    #[inline]
+    fn finish(reg: u64, tail: &[u8]) -> u32 {
+        use std::arch::x86_64::{_mm_crc32_u32, _mm_crc32_u8};
         let mut reg = reg as u32;
         // An FPDU is a whole number of 4-octet words: one `crc32l` for its last word.
         let (quad, tail) = tail.as_chunks::<4>();
@@ -161,8 +123,85 @@ pub fn append(crc: u32, data: &[u8]) -> u32 {
         }
         !reg
     }
-    /// Data longer than one pass of three runs takes: a pass at a time, the last one (at
-    /// least three words) as any shorter data.
+    /// [`run`] for data from [`INTERLEAVE_FROM`] on: three runs, one register each.
+    #[multiversion::target::target_cfg(all(
+        target_arch = "x86_64",
+        target_feature = "sse4.2",
+        target_feature = "pclmulqdq"
+    ))]
+    #[multiversion::inherit_target]
+    #[inline(never)]
+    fn three_streams(crc: u32, data: &[u8]) -> u32 {
+        use std::arch::x86_64::{
+            _mm_clmulepi64_si128, _mm_crc32_u64, _mm_cvtsi128_si64, _mm_cvtsi32_si128,
+            _mm_cvtsi64_si128, _mm_xor_si128,
+        };
+        let word = |w: &[u8; 8]| u64::from_le_bytes(*w);
+        let (words, tail) = data.as_chunks::<8>();
+        let mut reg = u64::from(!crc);
+        if words.len() >= PASS_WORDS + 3 {
+            return passes(crc, data);
+        }
+        // Three runs of m words (1 <= m <= MAX_RUN_WORDS), then the 0 to 2 words left.
+        let m = words.len() / 3;
+        let abc = &words[..3 * m];
+        let (a, bc) = abc.split_at(m);
+        let (b, c) = bc.split_at(m);
+        let (mut reg_b, mut reg_c) = (0u64, 0u64);
+        macro_rules! turn {
+            ($x:expr, $y:expr, $z:expr) => {
+                for i in 0..$x.len() {
+                    reg = _mm_crc32_u64(reg, word(&$x[i]));
+                    reg_b = _mm_crc32_u64(reg_b, word(&$y[i]));
+                    reg_c = _mm_crc32_u64(reg_c, word(&$z[i]));
+                }
+            };
+        }
+        // Thirty-two words of each run a turn, then the rest (under thirty-two) in turns of
+        // sixteen, eight, four, two and one as its bits say.
+        let (a_turns, mut a) = a.as_chunks::<LONG_TURN>();
+        let (b_turns, mut b) = b.as_chunks::<LONG_TURN>();
+        let (c_turns, mut c) = c.as_chunks::<LONG_TURN>();
+        for ((x, y), z) in a_turns.iter().zip(b_turns).zip(c_turns) {
+            turn!(x, y, z);
+        }
+        macro_rules! part {
+            ($n:literal) => {
+                if let (Some((x, ra)), Some((y, rb)), Some((z, rc))) = (
+                    a.split_first_chunk::<$n>(),
+                    b.split_first_chunk::<$n>(),
+                    c.split_first_chunk::<$n>(),
+                ) {
+                    turn!(x, y, z);
+                    (a, b, c) = (ra, rb, rc);
+                }
+            };
+        }
+        part!(16);
+        part!(8);
+        part!(4);
+        part!(2);
+        part!(1);
+        debug_assert!(a.is_empty() && b.is_empty() && c.is_empty());
+        // Move the first register over two runs and the second over one, add the third.
+        let product = |r: u64, k: u32| {
+            let k = _mm_cvtsi32_si128(k as i32);
+            _mm_clmulepi64_si128(_mm_cvtsi64_si128(r as i64), k, 0)
+        };
+        let moved = _mm_xor_si128(product(reg, SHIFT[2 * m]), product(reg_b, SHIFT[m]));
+        reg = _mm_crc32_u64(0, _mm_cvtsi128_si64(moved) as u64) ^ reg_c;
+        let rest = &words[3 * m..];
+        debug_assert!(rest.len() < 3);
+        if let Some(w) = rest.first() {
+            reg = _mm_crc32_u64(reg, word(w));
+        }
+        if let Some(w) = rest.get(1) {
+            reg = _mm_crc32_u64(reg, word(w));
+        }
+        finish(reg, tail)
+    }
+    /// [`three_streams`] for data longer than one pass takes: a pass at a time, then the
+    /// last (at least three words).
     #[multiversion::target::target_cfg(all(
         target_arch = "x86_64",
         target_feature = "sse4.2",
@@ -174,10 +213,10 @@ pub fn append(crc: u32, data: &[u8]) -> u32 {
     fn passes(mut crc: u32, mut data: &[u8]) -> u32 {
         while data.len() >= 8 * (PASS_WORDS + 3) {
             let (pass, rest) = data.split_at(8 * PASS_WORDS);
-            crc = run(crc, pass);
+            crc = three_streams(crc, pass);
             data = rest;
         }
-        run(crc, data)
+        three_streams(crc, data)
     }
     #[multiversion::target::target_cfg(not(all(
         target_arch = "x86_64",
