@@ -112,8 +112,13 @@ pub fn append(crc: u32, data: &[u8]) -> u32 {
     #[inline]
     fn finish(reg: u64, tail: &[u8]) -> u32 {
         use std::arch::x86_64::{_mm_crc32_u32, _mm_crc32_u8};
+        // An FPDU is a whole number of 4-octet words: none left over, or one for a `crc32l`.
         let mut reg = reg as u32;
-        // An FPDU is a whole number of 4-octet words: one `crc32l` for its last word.
+        match *tail {
+            [] => return !reg,
+            [a, b, c, d] => return !_mm_crc32_u32(reg, u32::from_le_bytes([a, b, c, d])),
+            _ => {}
+        }
         let (quad, tail) = tail.as_chunks::<4>();
         if let Some(q) = quad.first() {
             reg = _mm_crc32_u32(reg, u32::from_le_bytes(*q));
