@@ -11,10 +11,10 @@ pub const CRC_LEN: usize = 4;
 /// makes the choice (the CPU asked once, the length per call), [`CrcCode::for_len`] says which
 /// runs, [`describe`] names it for reports.
 ///
-/// Measured in instructions (callgrind, AMD EPYC without AVX-512), per call: at 1,440 octets (an
-/// MTU 1500 FPDU) the interleaved `crc32q` takes 334 against the `crc32c` crate's 689 and
-/// crc-fast's 1,075; at 8,940 (MTU 9000) 1,537 against 4,372 and 3,633; at 90 about the same
-/// as both. With AVX-512 and VPCLMULQDQ crc-fast's wide folding moves more octets a cycle than
+/// Measured in instructions (callgrind, whose virtual CPU has no AVX-512; a loop of calls on
+/// one buffer, its own few instructions included), per call: at 1,440 octets (an MTU 1500
+/// FPDU) the interleaved `crc32q` takes 297 against the `crc32c` crate's 651 and crc-fast's
+/// 979; at 8,940 (MTU 9000) 1,269 against 4,347 and 3,589; at 90, 94 against 183 and 123. With AVX-512 and VPCLMULQDQ crc-fast's wide folding moves more octets a cycle than
 /// `crc32q` can, and takes over above [`SHORT_UP_TO`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CrcCode {
