@@ -7,7 +7,9 @@ impl RdmapEngine {
     // ----------------------------------------------------------------------------------------
     // Transmit
 
-    /// Whether [`poll_ulpdu`](Self::poll_ulpdu) has something to send now.
+    /// Whether [`poll_ulpdu`](Self::poll_ulpdu) has something to send now. (Inlined: asked
+    /// in every round.)
+    #[inline(always)]
     pub fn wants_to_send(&self) -> bool {
         if self.terminate_sent {
             return false;
@@ -221,7 +223,8 @@ impl RdmapEngine {
     }
 
     /// The transport has the stream acknowledged up to `offset` (exclusive). Sends and Writes
-    /// whose FPDUs end at or before it complete (DDP-59).
+    /// whose FPDUs end at or before it complete (DDP-59). (Inlined: called in every round.)
+    #[inline(always)]
     pub fn on_acked(&mut self, offset: u64) {
         for e in self.sq.iter_mut() {
             match e.ack_at {
