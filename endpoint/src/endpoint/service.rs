@@ -13,7 +13,6 @@ use tcp_offload::{CloseReason, Event, State, Timestamp};
 use super::admission::leave_backlog;
 use super::listeners::ListenerEntry;
 use super::{shrink_sparse, Endpoint};
-use crate::clock::Clock;
 use crate::conn::{Closing, Conn, ConnId, FpduSource, Role};
 use crate::counters::EndpointCounters;
 use crate::domain::{Domain, DomainGuard};
@@ -79,7 +78,8 @@ impl<D: Domain> Endpoint<D> {
             );
             if c.quiet_after_receive() {
                 c.dirty = false;
-                arm(&mut self.wheel, &self.clock, id, c);
+                let deadline = c.deadline(&self.clock);
+                arm(&mut self.wheel, id, c, deadline);
             } else {
                 // What it completed left it work (a close, something to send): its round
                 // runs at the next call.
@@ -116,7 +116,8 @@ impl<D: Domain> Endpoint<D> {
             return false;
         }
         c.dirty = false;
-        let closed = if self.cfg.tcp.fast_path && c.quiet_round() {
+        let quiet = self.cfg.tcp.fast_path && c.quiet_round();
+        let closed = if quiet {
             // Every stage but the receive's hand-over of what TCP acknowledged (and the
             // completions it makes) has nothing to do; the timers are armed as after a round.
             c.drive_acked();
@@ -174,7 +175,14 @@ impl<D: Domain> Endpoint<D> {
                 false
             }
             None => {
-                arm(&mut self.wheel, &self.clock, id, c);
+                // A quiet connection's only deadlines are TCP's (MPA up, not closing).
+                let deadline = if quiet {
+                    debug_assert_eq!(c.tcp.poll_timeout_but_ack(), c.deadline(&self.clock));
+                    c.tcp.poll_timeout_but_ack()
+                } else {
+                    c.deadline(&self.clock)
+                };
+                arm(&mut self.wheel, id, c, deadline);
                 c.dirty
             }
         }
@@ -509,8 +517,9 @@ impl Round<'_> {
 /// is queued in the wheel's queued lane (an append, nothing moved) when no deadline of the
 /// connection at or before it is queued there; a queued deadline that fires early is
 /// followed by TCP's own (`Endpoint::expire_connections`), as the wheel entry is.
-fn arm<D>(wheel: &mut TimerWheel, clock: &Clock, id: u64, c: &mut Conn<D>) {
-    if let Some(d) = c.deadline(clock) {
+/// `deadline` is the connection's [`Conn::deadline`].
+fn arm<D>(wheel: &mut TimerWheel, id: u64, c: &mut Conn<D>, deadline: Option<Timestamp>) {
+    if let Some(d) = deadline {
         if c.armed.is_none_or(|a| d < a.at) {
             wheel.insert(id, d, &mut c.armed);
         }
