@@ -10,7 +10,9 @@ use mpa::WireLens;
 use super::{Phase, Qp};
 
 impl Qp {
-    /// Whether `poll_transmit` would produce something now.
+    /// Whether `poll_transmit` would produce something now. (Inlined: a transport asks it in
+    /// every round.)
+    #[inline(always)]
     pub fn wants_to_send(&self) -> bool {
         if self.startup_tx_at < self.startup_tx.len() {
             return true;
@@ -301,7 +303,8 @@ impl Qp {
 
     /// The transport has the transmit stream acknowledged up to `offset` (exclusive): Sends and
     /// Writes whose FPDUs end there or before complete. The kernel transport calls this as soon
-    /// as it has written the octets.
+    /// as it has written the octets. (Inlined: a transport calls it in every round.)
+    #[inline(always)]
     pub fn on_acked(&mut self, offset: u64) {
         while self.unacked.front().is_some_and(|e| e.1 <= offset) {
             self.unacked.pop_front();

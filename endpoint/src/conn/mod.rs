@@ -407,7 +407,30 @@ impl<D> Conn<D> {
             && self.tcp.has_nothing_to_send()
     }
 
-    /// Tells the queue pair how far TCP has its transmit stream acknowledged.
+    /// Whether this connection's round has nothing to do but hand what TCP acknowledged to the
+    /// queue pair, move the completions that makes and arm the timers: as
+    /// [`Conn::quiet_after_receive`], with MPA up (no startup deadline or backlog to mind) and
+    /// no queue-pair event waiting. Handing over acknowledgements changes none of this (it
+    /// only completes work), so it still holds after it.
+    #[inline(always)]
+    pub fn quiet_round(&self) -> bool {
+        if !self.tcp.has_nothing_to_send() || self.tcp.has_events() || self.tcp.has_recv_chunk() {
+            return false;
+        }
+        let ConnState::Iwarp(i) = &self.state else {
+            return false;
+        };
+        matches!(i.mpa, MpaPhase::Up)
+            && !self.closing.is_closing()
+            && !i.rx.overrun
+            && i.qp.is_established()
+            && !i.qp.has_events()
+            && !i.qp.wants_to_send()
+    }
+
+    /// Tells the queue pair how far TCP has its transmit stream acknowledged. (Inlined into
+    /// both kinds of round: it runs in every one.)
+    #[inline(always)]
     pub fn drive_acked(&mut self) {
         let Some(Iwarp { qp, acked, .. }) = self.state.iwarp_mut() else {
             return;

@@ -13,7 +13,6 @@ use tcp_offload::{CloseReason, Event, State, Timestamp};
 use super::admission::leave_backlog;
 use super::listeners::ListenerEntry;
 use super::{shrink_sparse, Endpoint};
-use crate::clock::Clock;
 use crate::conn::{Closing, Conn, ConnId, FpduSource, Role};
 use crate::counters::EndpointCounters;
 use crate::domain::{Domain, DomainGuard};
@@ -79,7 +78,8 @@ impl<D: Domain> Endpoint<D> {
             );
             if c.quiet_after_receive() {
                 c.dirty = false;
-                arm(&mut self.wheel, &self.clock, id, c);
+                let deadline = c.deadline(&self.clock);
+                arm(&mut self.wheel, id, c, deadline);
             } else {
                 // What it completed left it work (a close, something to send): its round
                 // runs at the next call.
@@ -94,11 +94,14 @@ impl<D: Domain> Endpoint<D> {
         true
     }
 
-    /// Runs one connection's round, stage by stage (see [`Round`]): TCP events, deadlines,
-    /// receive, transmit, frames, and its removal once TCP ended. With `only_if_marked` a
-    /// connection no longer marked is left alone: it was serviced since it was marked (by
-    /// `transmit_conn` after a post), its round ran whole then, and a frame it could not get
-    /// marked it again. Returns whether it is marked for the next round.
+    /// Runs one connection's round, stage by stage (see [`Round`]): TCP events, deadlines, receive,
+    /// transmit, frames, and its removal once TCP ended. With the fast path on
+    /// (`EndpointConfig::tcp.fast_path`; the tests compare the two), a quiet connection
+    /// ([`Conn::quiet_round`]: an ACK or in-order data received, nothing to send) runs only what
+    /// such a round does: the hand-over of what TCP acknowledged, the completions and its timers.
+    /// With `only_if_marked` a connection no longer marked is left alone: it was serviced since it
+    /// was marked (by `transmit_conn` after a post), its round ran whole then, and a frame it could
+    /// not get marked it again. Returns whether it is marked for the next round.
     pub(crate) fn service(
         &mut self,
         now: Instant,
@@ -113,45 +116,73 @@ impl<D: Domain> Endpoint<D> {
             return false;
         }
         c.dirty = false;
-        let mut round = Round {
-            now,
-            ts: self.clock.stamp,
-            id,
-            mac: self.cfg.mac,
-            events: &mut self.events,
-            completions: &mut self.completions,
-            counters: &mut self.counters,
-            listeners: &mut self.listeners,
-            neighbours: &self.neighbours,
-            scratch: &mut self.scratch,
-            rebuild: &mut self.rebuild,
-            dirty: &mut self.dirty,
-            busy: &mut self.busy,
+        let quiet = self.cfg.tcp.fast_path && c.quiet_round();
+        let closed = if quiet {
+            // Every stage but the receive's hand-over of what TCP acknowledged (and the
+            // completions it makes) has nothing to do; the timers are armed as after a round.
+            c.drive_acked();
+            drain_qp_inline(
+                c,
+                ConnId(id),
+                now,
+                &mut self.events,
+                &mut self.completions,
+                &mut self.counters,
+            );
+            debug_assert!(
+                c.quiet_round() && c.tcp.state() != State::Closed,
+                "handing over ACKs left work"
+            );
+            None
+        } else {
+            let mut round = Round {
+                now,
+                ts: self.clock.stamp,
+                id,
+                mac: self.cfg.mac,
+                events: &mut self.events,
+                completions: &mut self.completions,
+                counters: &mut self.counters,
+                listeners: &mut self.listeners,
+                neighbours: &self.neighbours,
+                scratch: &mut self.scratch,
+                rebuild: &mut self.rebuild,
+                dirty: &mut self.dirty,
+                busy: &mut self.busy,
+            };
+            let news = round.events(c);
+            round.deadlines(c);
+            // The connection's tags and memory: its protection domain's (held for the rest of the
+            // round; lock order endpoint -> domain), or the endpoint's own. The handle is taken out
+            // of the connection for the round and put back after it (a move, not a reference count
+            // up and down per round); nothing in between looks at `c.pd`.
+            let pd = c.pd.take();
+            let mut guard = pd.as_ref().map(|p| p.lock());
+            let (tags, mem): (&mut StagTable, &mut dyn Memory) = match guard.as_mut() {
+                Some(g) => g.parts(),
+                None => (&mut self.tags, &mut self.mem),
+            };
+            round.receive(c, tags, mem, news.peer_closed);
+            round.transmit(c, tags, mem);
+            round.frames(c, tags, mem, io);
+            drop(guard);
+            c.pd = pd;
+            round.close(c, news.closed)
         };
-        let news = round.events(c);
-        round.deadlines(c);
-        // The connection's tags and memory: its protection domain's (held for the rest of the
-        // round; lock order endpoint -> domain), or the endpoint's own. The handle is taken out
-        // of the connection for the round and put back after it (a move, not a reference count
-        // up and down per round); nothing in between looks at `c.pd`.
-        let pd = c.pd.take();
-        let mut guard = pd.as_ref().map(|p| p.lock());
-        let (tags, mem): (&mut StagTable, &mut dyn Memory) = match guard.as_mut() {
-            Some(g) => g.parts(),
-            None => (&mut self.tags, &mut self.mem),
-        };
-        round.receive(c, tags, mem, news.peer_closed);
-        round.transmit(c, tags, mem);
-        round.frames(c, tags, mem, io);
-        drop(guard);
-        c.pd = pd;
-        match round.close(c, news.closed) {
+        match closed {
             Some(reason) => {
                 self.remove_closed(id, reason);
                 false
             }
             None => {
-                arm(&mut self.wheel, &self.clock, id, c);
+                // A quiet connection's only deadlines are TCP's (MPA up, not closing).
+                let deadline = if quiet {
+                    debug_assert_eq!(c.tcp.poll_timeout_but_ack(), c.deadline(&self.clock));
+                    c.tcp.poll_timeout_but_ack()
+                } else {
+                    c.deadline(&self.clock)
+                };
+                arm(&mut self.wheel, id, c, deadline);
                 c.dirty
             }
         }
@@ -486,8 +517,9 @@ impl Round<'_> {
 /// is queued in the wheel's queued lane (an append, nothing moved) when no deadline of the
 /// connection at or before it is queued there; a queued deadline that fires early is
 /// followed by TCP's own (`Endpoint::expire_connections`), as the wheel entry is.
-fn arm<D>(wheel: &mut TimerWheel, clock: &Clock, id: u64, c: &mut Conn<D>) {
-    if let Some(d) = c.deadline(clock) {
+/// `deadline` is the connection's [`Conn::deadline`].
+fn arm<D>(wheel: &mut TimerWheel, id: u64, c: &mut Conn<D>, deadline: Option<Timestamp>) {
+    if let Some(d) = deadline {
         if c.armed.is_none_or(|a| d < a.at) {
             wheel.insert(id, d, &mut c.armed);
         }

@@ -47,12 +47,12 @@ impl Connection {
     /// FIN): a caller can skip taking a frame for it. False means it may send. Timers that fall
     /// due change it only through `handle_timeout`, which runs before a transmit.
     pub fn has_nothing_to_send(&self) -> bool {
-        // Unsent data first: a sender with more to send (the common case when it is asked)
-        // is answered by the first test.
-        !self.has_unsent()
+        // An ACK due first (one flag: a pure ACK's round asks twice), then unsent data (the
+        // common case of a sender when it is asked).
+        !self.ack_now
+            && !self.has_unsent()
             && self.rst_out.is_none()
             && !self.syn_due
-            && !self.ack_now
             && self.dupacks_owed == 0
             && !self.probe_due
             && !self.recovery.active
