@@ -61,6 +61,7 @@ impl TcpSegment<'_> {
             },
             payload: self.payload,
             unverified: None,
+            control: self.flags.bits(self.flags.ack) & CONTROL,
         })
     }
 }
@@ -102,6 +103,8 @@ pub struct LeanSegment<'a> {
     /// The TCP header and payload with the pseudo header's sum, while the checksum is not
     /// verified.
     unverified: Option<(&'a [u8], Sum)>,
+    /// The flags octet's SYN, ACK, FIN and RST bits (`header.flags` as one octet).
+    control: u8,
 }
 
 impl<'a> LeanSegment<'a> {
@@ -229,6 +232,7 @@ impl<'a> LeanSegment<'a> {
             rdma,
             payload,
             unverified: Some((l4, pseudo)),
+            control: bits & CONTROL,
         })
     }
 
@@ -299,12 +303,21 @@ impl<'a> LeanSegment<'a> {
         self.rdma.raw
     }
 
+    /// Whether the flags are ACK alone of SYN, ACK, FIN and RST (PSH and the others free).
+    #[inline]
+    pub(crate) fn ack_alone(&self) -> bool {
+        self.control == field::tcp::ACK_FLAG
+    }
+
     /// Whether the TCP checksum is right (summed here, once).
     pub fn checksum_ok(&self) -> bool {
         self.unverified
             .is_none_or(|(l4, pseudo)| checksum::fold(checksum::sum(l4, pseudo)) == 0xFFFF)
     }
 }
+
+/// The flag bits [`LeanSegment::ack_alone`] reads.
+const CONTROL: u8 = field::tcp::SYN | field::tcp::ACK_FLAG | field::tcp::FIN | field::tcp::RST;
 
 /// IP protocol number of TCP.
 const PROTO_TCP: u8 = 6;
@@ -412,6 +425,8 @@ mod tests {
                         prop_assert_eq!(l.header, s.header());
                         prop_assert_eq!(l.rdma(), s.options.rdma);
                         prop_assert_eq!(l.payload, s.payload);
+                        let f = s.flags;
+                        prop_assert_eq!(l.ack_alone(), f.ack && !f.syn && !f.fin && !f.rst);
                         prop_assert!(s.lean().is_some());
                     }
                     Err(e) => {

@@ -142,12 +142,19 @@ impl<D: Domain> Endpoint<D> {
             return false;
         };
         let local = seg.tuple.local;
-        if local.ip() != self.cfg.ip || !self.is_steered(local.port()) {
-            return false;
-        }
         let id = match self.last_flow {
-            Some((tuple, id)) if tuple.same_as(&seg.tuple) => id,
+            // Its local address is ours: checked before it was cached.
+            Some((tuple, id)) if tuple.same_as(&seg.tuple) => {
+                debug_assert_eq!(local.ip(), self.cfg.ip);
+                if !self.is_steered(local.port()) {
+                    return false;
+                }
+                id
+            }
             _ => {
+                if local.ip() != self.cfg.ip || !self.is_steered(local.port()) {
+                    return false;
+                }
                 let Some(&id) = self.flows.get(&seg.tuple) else {
                     return false;
                 };
