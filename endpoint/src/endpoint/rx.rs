@@ -143,12 +143,11 @@ impl<D: Domain> Endpoint<D> {
         };
         let local = seg.tuple.local;
         let id = match self.last_flow {
-            // Its local address is ours: checked before it was cached.
+            // Its local address is ours and its port steered: checked before it was cached,
+            // and what is steered only grows while a flow lives (listeners stay, closed ones
+            // too; a flow's removal clears the cache).
             Some((tuple, id)) if tuple.same_as(&seg.tuple) => {
-                debug_assert_eq!(local.ip(), self.cfg.ip);
-                if !self.is_steered(local.port()) {
-                    return false;
-                }
+                debug_assert!(local.ip() == self.cfg.ip && self.is_steered(local.port()));
                 id
             }
             _ => {
