@@ -219,13 +219,7 @@ impl<'a> LeanSegment<'a> {
             header: SegmentHeader {
                 seq: SeqNum(be32(th, f::SEQ.start)),
                 ack: SeqNum(be32(th, f::ACK.start)),
-                flags: Flags {
-                    syn: bits & f::SYN != 0,
-                    ack: bits & f::ACK_FLAG != 0,
-                    fin: bits & f::FIN != 0,
-                    rst: bits & f::RST != 0,
-                    psh: bits & f::PSH != 0,
-                },
+                flags: FLAGS_OF_BITS[usize::from(bits & FLAG_BITS)],
                 window: be16(th, f::WINDOW.start),
                 timestamps,
             },
@@ -319,6 +313,36 @@ impl<'a> LeanSegment<'a> {
 /// The flag bits [`LeanSegment::ack_alone`] reads.
 const CONTROL: u8 = field::tcp::SYN | field::tcp::ACK_FLAG | field::tcp::FIN | field::tcp::RST;
 
+/// The flag bits [`Flags`] holds: FIN, SYN, RST, PSH and ACK, the low five.
+const FLAG_BITS: u8 =
+    field::tcp::FIN | field::tcp::SYN | field::tcp::RST | field::tcp::PSH | field::tcp::ACK_FLAG;
+const _: () = assert!(FLAG_BITS == 0x1F);
+
+/// [`Flags`] of each value of the flags octet's [`FLAG_BITS`] (a copy instead of five tests).
+const FLAGS_OF_BITS: [Flags; 32] = {
+    use field::tcp as f;
+    let mut t = [Flags {
+        syn: false,
+        ack: false,
+        fin: false,
+        rst: false,
+        psh: false,
+    }; 32];
+    let mut b = 0;
+    while b < 32 {
+        let bits = b as u8;
+        t[b] = Flags {
+            syn: bits & f::SYN != 0,
+            ack: bits & f::ACK_FLAG != 0,
+            fin: bits & f::FIN != 0,
+            rst: bits & f::RST != 0,
+            psh: bits & f::PSH != 0,
+        };
+        b += 1;
+    }
+    t
+};
+
 /// IP protocol number of TCP.
 const PROTO_TCP: u8 = 6;
 
@@ -368,6 +392,25 @@ mod tests {
         r.emit(&mut buf, payload.len(), |p| p.copy_from_slice(payload))
             .unwrap();
         buf
+    }
+
+    #[test]
+    fn flags_of_every_octet() {
+        use field::tcp as f;
+        for bits in 0..=u8::MAX {
+            let want = Flags {
+                syn: bits & f::SYN != 0,
+                ack: bits & f::ACK_FLAG != 0,
+                fin: bits & f::FIN != 0,
+                rst: bits & f::RST != 0,
+                psh: bits & f::PSH != 0,
+            };
+            assert_eq!(
+                FLAGS_OF_BITS[usize::from(bits & FLAG_BITS)],
+                want,
+                "{bits:#x}"
+            );
+        }
     }
 
     proptest! {
