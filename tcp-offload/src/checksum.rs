@@ -170,12 +170,15 @@ fn fold_once(a: u64) -> u64 {
     (a & 0xFFFF_FFFF) + (a >> 32)
 }
 
-/// Folds a sum to 16 bits (ones' complement addition of the carries), in network order.
-pub fn fold(mut acc: Sum) -> u16 {
-    while acc >> 16 != 0 {
-        acc = (acc & 0xFFFF) + (acc >> 16);
-    }
-    u16::from_be_bytes((acc as u16).to_ne_bytes())
+/// Folds a sum to 16 bits (ones' complement addition of the carries), in network order: 0
+/// only for a zero sum, else in 1..=0xFFFF. Two end-around-carry additions, without a loop.
+#[inline]
+pub fn fold(acc: Sum) -> u16 {
+    let (lo, carry) = (acc as u32).overflowing_add((acc >> 32) as u32);
+    let acc32 = lo + u32::from(carry);
+    let (lo, carry) = (acc32 as u16).overflowing_add((acc32 >> 16) as u16);
+    let acc16 = lo + u16::from(carry);
+    u16::from_be_bytes(acc16.to_ne_bytes())
 }
 
 /// The value of a checksum field over `data` with the partial sum `start` (0, or a pseudo
@@ -360,7 +363,38 @@ mod tests {
         assert_eq!(code().contains("AVX2"), wide::avx2());
     }
 
+    /// The fold as RFC 1071 §4.1 writes it: carries added back until none is left.
+    fn fold_by_loop(mut acc: Sum) -> u16 {
+        while acc >> 16 != 0 {
+            acc = (acc & 0xFFFF) + (acc >> 16);
+        }
+        u16::from_be_bytes((acc as u16).to_ne_bytes())
+    }
+
+    #[test]
+    fn fold_edges_match_the_loop() {
+        for acc in [
+            0,
+            1,
+            0xFFFF,
+            0x1_0000,
+            0x1_FFFE,
+            0xFFFF_FFFF,
+            0x1_0000_0000,
+            u64::MAX,
+        ] {
+            assert_eq!(fold(acc), fold_by_loop(acc), "{acc:#x}");
+        }
+    }
+
     proptest! {
+        /// The fold equals the loop of carries for any sum.
+        #[test]
+        fn fold_equals_the_loop(acc in any::<u64>(), small in 0u64..0x4_0000) {
+            prop_assert_eq!(fold(acc), fold_by_loop(acc));
+            prop_assert_eq!(fold(small), fold_by_loop(small));
+        }
+
         /// The fast sum equals the RFC 1071 definition for any data at any alignment in memory,
         /// and chaining pieces that start at even offsets equals summing the whole.
         #[test]

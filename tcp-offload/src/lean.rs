@@ -61,6 +61,7 @@ impl TcpSegment<'_> {
             },
             payload: self.payload,
             unverified: None,
+            control: self.flags.bits(self.flags.ack) & CONTROL,
         })
     }
 }
@@ -102,6 +103,8 @@ pub struct LeanSegment<'a> {
     /// The TCP header and payload with the pseudo header's sum, while the checksum is not
     /// verified.
     unverified: Option<(&'a [u8], Sum)>,
+    /// The flags octet's SYN, ACK, FIN and RST bits (`header.flags` as one octet).
+    control: u8,
 }
 
 impl<'a> LeanSegment<'a> {
@@ -216,19 +219,14 @@ impl<'a> LeanSegment<'a> {
             header: SegmentHeader {
                 seq: SeqNum(be32(th, f::SEQ.start)),
                 ack: SeqNum(be32(th, f::ACK.start)),
-                flags: Flags {
-                    syn: bits & f::SYN != 0,
-                    ack: bits & f::ACK_FLAG != 0,
-                    fin: bits & f::FIN != 0,
-                    rst: bits & f::RST != 0,
-                    psh: bits & f::PSH != 0,
-                },
+                flags: FLAGS_OF_BITS[usize::from(bits & FLAG_BITS)],
                 window: be16(th, f::WINDOW.start),
                 timestamps,
             },
             rdma,
             payload,
             unverified: Some((l4, pseudo)),
+            control: bits & CONTROL,
         })
     }
 
@@ -299,12 +297,51 @@ impl<'a> LeanSegment<'a> {
         self.rdma.raw
     }
 
+    /// Whether the flags are ACK alone of SYN, ACK, FIN and RST (PSH and the others free).
+    #[inline]
+    pub(crate) fn ack_alone(&self) -> bool {
+        self.control == field::tcp::ACK_FLAG
+    }
+
     /// Whether the TCP checksum is right (summed here, once).
     pub fn checksum_ok(&self) -> bool {
         self.unverified
             .is_none_or(|(l4, pseudo)| checksum::fold(checksum::sum(l4, pseudo)) == 0xFFFF)
     }
 }
+
+/// The flag bits [`LeanSegment::ack_alone`] reads.
+const CONTROL: u8 = field::tcp::SYN | field::tcp::ACK_FLAG | field::tcp::FIN | field::tcp::RST;
+
+/// The flag bits [`Flags`] holds: FIN, SYN, RST, PSH and ACK, the low five.
+const FLAG_BITS: u8 =
+    field::tcp::FIN | field::tcp::SYN | field::tcp::RST | field::tcp::PSH | field::tcp::ACK_FLAG;
+const _: () = assert!(FLAG_BITS == 0x1F);
+
+/// [`Flags`] of each value of the flags octet's [`FLAG_BITS`] (a copy instead of five tests).
+const FLAGS_OF_BITS: [Flags; 32] = {
+    use field::tcp as f;
+    let mut t = [Flags {
+        syn: false,
+        ack: false,
+        fin: false,
+        rst: false,
+        psh: false,
+    }; 32];
+    let mut b = 0;
+    while b < 32 {
+        let bits = b as u8;
+        t[b] = Flags {
+            syn: bits & f::SYN != 0,
+            ack: bits & f::ACK_FLAG != 0,
+            fin: bits & f::FIN != 0,
+            rst: bits & f::RST != 0,
+            psh: bits & f::PSH != 0,
+        };
+        b += 1;
+    }
+    t
+};
 
 /// IP protocol number of TCP.
 const PROTO_TCP: u8 = 6;
@@ -355,6 +392,25 @@ mod tests {
         r.emit(&mut buf, payload.len(), |p| p.copy_from_slice(payload))
             .unwrap();
         buf
+    }
+
+    #[test]
+    fn flags_of_every_octet() {
+        use field::tcp as f;
+        for bits in 0..=u8::MAX {
+            let want = Flags {
+                syn: bits & f::SYN != 0,
+                ack: bits & f::ACK_FLAG != 0,
+                fin: bits & f::FIN != 0,
+                rst: bits & f::RST != 0,
+                psh: bits & f::PSH != 0,
+            };
+            assert_eq!(
+                FLAGS_OF_BITS[usize::from(bits & FLAG_BITS)],
+                want,
+                "{bits:#x}"
+            );
+        }
     }
 
     proptest! {
@@ -412,6 +468,8 @@ mod tests {
                         prop_assert_eq!(l.header, s.header());
                         prop_assert_eq!(l.rdma(), s.options.rdma);
                         prop_assert_eq!(l.payload, s.payload);
+                        let f = s.flags;
+                        prop_assert_eq!(l.ack_alone(), f.ack && !f.syn && !f.fin && !f.rst);
                         prop_assert!(s.lean().is_some());
                     }
                     Err(e) => {

@@ -299,7 +299,8 @@ impl RecvBuffer {
     /// same commit without the walk over the ranges.
     ///
     /// Inlined, with the commit out of line: the caller sees what it returns, which is the
-    /// same for every call.
+    /// same for every call. In record mode with a sink, the one chunk goes to it from here
+    /// (what [`Self::commit_chunk`] does), without a frame of the commit's own.
     #[inline(always)]
     pub fn accept_next(
         &mut self,
@@ -308,7 +309,20 @@ impl RecvBuffer {
         sink: Option<&mut dyn RxSink>,
     ) -> Accepted {
         debug_assert!(self.ranges.is_empty() && !data.is_empty());
-        self.commit_next(data, seq, sink);
+        match sink {
+            Some(s) if self.record_mode => {
+                let off = self.nxt;
+                self.nxt += data.len() as u64;
+                s.on_chunk(RxRef {
+                    seq,
+                    offset: off - 1,
+                    data,
+                    in_order: true,
+                    in_order_point: self.nxt - 1,
+                });
+            }
+            sink => self.commit_next(data, seq, sink),
+        }
         Accepted {
             new_bytes: data.len() as u64,
             advanced: true,

@@ -142,12 +142,18 @@ impl<D: Domain> Endpoint<D> {
             return false;
         };
         let local = seg.tuple.local;
-        if local.ip() != self.cfg.ip || !self.is_steered(local.port()) {
-            return false;
-        }
         let id = match self.last_flow {
-            Some((tuple, id)) if tuple.same_as(&seg.tuple) => id,
+            // Its local address is ours and its port steered: checked before it was cached,
+            // and what is steered only grows while a flow lives (listeners stay, closed ones
+            // too; a flow's removal clears the cache).
+            Some((tuple, id)) if tuple.same_as(&seg.tuple) => {
+                debug_assert!(local.ip() == self.cfg.ip && self.is_steered(local.port()));
+                id
+            }
             _ => {
+                if local.ip() != self.cfg.ip || !self.is_steered(local.port()) {
+                    return false;
+                }
                 let Some(&id) = self.flows.get(&seg.tuple) else {
                     return false;
                 };

@@ -117,13 +117,13 @@ impl Connection {
     /// so.
     fn predict(&self, seg: &LeanSegment<'_>) -> Option<u64> {
         let h = &seg.header;
-        let f = h.flags;
+        debug_assert_eq!(
+            seg.ack_alone(),
+            h.flags.ack && !h.flags.syn && !h.flags.fin && !h.flags.rst
+        );
         if !self.cfg.fast_path
             || self.state != State::Established
-            || !f.ack
-            || f.syn
-            || f.fin
-            || f.rst
+            || !seg.ack_alone()
             || self.fin_queued
             || self.fin_rcvd.is_some()
             || !self.recv.ranges().is_empty()
