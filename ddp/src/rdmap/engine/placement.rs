@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::be::{get_u32, get_u64};
+use crate::ddp::control::DdpControl;
 use crate::ddp::stag_table::RemoteWindow;
 
 impl RdmapEngine {
@@ -200,7 +201,8 @@ impl RdmapEngine {
     ) -> Option<(RegionHandle, u64)> {
         let n = len.checked_sub(TAGGED_HEADER_LEN)? as u64;
         let head = head.get(..TAGGED_HEADER_LEN)?;
-        if n == 0 {
+        // An untagged segment (every Send) fails `write_window`'s checks: skip them.
+        if n == 0 || !DdpControl::parse(head[0]).tagged {
             return None;
         }
         let prefix = get_u64(head, 0) & WriteTargetCache::PREFIX_MASK;
@@ -329,10 +331,12 @@ impl RdmapEngine {
         stream_pos: u64,
         parts: &[&[u8]],
     ) -> Option<RxRecord> {
-        let mut buf = [0u8; HEAD_MAX];
+        // Zeroed only when the header must be gathered from several parts.
+        let mut buf;
         let head: &[u8] = match parts {
             [only] => only,
             _ => {
+                buf = [0u8; HEAD_MAX];
                 let n = gather_prefix(parts, &mut buf);
                 &buf[..n]
             }
