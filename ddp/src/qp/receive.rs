@@ -240,14 +240,19 @@ fn place_fpdu<M: Memory + ?Sized>(
         engine.deliver_through(tags, pos + 1);
     } else {
         let (stretch, spacing) = f.ulpdu_spaced();
-        if engine.place_write_in_order(tags, mem, pos, stretch, f.ulpdu_len(), spacing) {
+        if !engine.quiet_at(pos) {
+            // Records wait for delivery, or an error: the general in-order path.
+            with_parts(f.ulpdu_chunks(), |parts| {
+                engine.handle_other_in_order(tags, mem, pos, parts)
+            });
+        } else if engine.place_write_quiet(tags, mem, pos, stretch, f.ulpdu_len(), spacing) {
             // An RDMA Write: its payload is in place.
         } else if stretch.len() == f.ulpdu_len() {
             // No marker inside the ULPDU: one slice.
-            engine.handle_other_in_order(tags, mem, pos, &[stretch]);
+            engine.handle_quiet_in_order(tags, mem, pos, &[stretch]);
         } else {
             with_parts(f.ulpdu_chunks(), |parts| {
-                engine.handle_other_in_order(tags, mem, pos, parts)
+                engine.handle_quiet_in_order(tags, mem, pos, parts)
             });
         }
     }

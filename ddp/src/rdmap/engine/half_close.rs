@@ -58,7 +58,7 @@ impl RdmapEngine {
         }
         match wr.kind {
             WorkRequestKind::Recv { .. } => {
-                self.completions.push_back(WorkCompletion {
+                self.completions.push(WorkCompletion {
                     wr_id: wr.wr_id,
                     opcode: WcOpcode::Recv,
                     status: WcStatus::Flushed,

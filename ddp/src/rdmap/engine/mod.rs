@@ -37,7 +37,7 @@ use crate::ddp::stag_table::{
 use crate::ddp::tagged::{TaggedPacket, TaggedRepr, TAGGED_HEADER_LEN};
 use crate::ddp::tx_segment::{TxPayload, TxSegment};
 use crate::ddp::untagged::{UntaggedRepr, UNTAGGED_HEADER_LEN};
-use crate::rdmap::completion::{WcOpcode, WcStatus, WorkCompletion};
+use crate::rdmap::completion::{CompletionRing, WcOpcode, WcStatus, WorkCompletion};
 use crate::rdmap::control::{qn, RdmapControl, RdmapOpcode};
 use crate::rdmap::header_error::RdmapHeaderError;
 use crate::rdmap::read_request::{ReadRequestPacket, ReadRequestRepr, READ_REQUEST_HEADER_LEN};
@@ -343,7 +343,7 @@ pub struct RdmapEngine {
     delivered_through: u64,
     /// The window of the last RDMA Write STag the in-order shortcut checked.
     last_write: Option<placement::WriteTargetCache>,
-    completions: VecDeque<WorkCompletion>,
+    completions: CompletionRing,
     events: VecDeque<RdmapEvent>,
     stats: RdmapStats,
 }
@@ -385,7 +385,7 @@ impl RdmapEngine {
             records: pending::Pending::default(),
             delivered_through: 0,
             last_write: None,
-            completions: VecDeque::new(),
+            completions: CompletionRing::default(),
             events: VecDeque::new(),
             stats: RdmapStats::default(),
         }
@@ -596,7 +596,7 @@ impl RdmapEngine {
     /// Every posted receive completes flushed.
     fn flush_rq(&mut self) {
         for r in self.rq.drain(..) {
-            self.completions.push_back(WorkCompletion {
+            self.completions.push(WorkCompletion {
                 wr_id: r.wr_id,
                 opcode: WcOpcode::Recv,
                 status: WcStatus::Flushed,
@@ -692,7 +692,7 @@ impl RdmapEngine {
 
     /// The next work completion.
     pub fn poll_completion(&mut self) -> Option<WorkCompletion> {
-        self.completions.pop_front()
+        self.completions.pop()
     }
 
     /// The next event.

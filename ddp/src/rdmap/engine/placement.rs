@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::be::{get_u32, get_u64};
+use crate::ddp::control::DdpControl;
 use crate::ddp::stag_table::RemoteWindow;
 
 impl RdmapEngine {
@@ -136,6 +137,19 @@ impl RdmapEngine {
             self.deliver_through(tags, stream_pos + 1);
             return;
         }
+        self.handle_quiet_in_order(tags, mem, stream_pos, parts);
+    }
+
+    /// [`handle_other_in_order`](Self::handle_other_in_order) of a ULPDU the in-order fast path
+    /// may take ([`quiet_at`](Self::quiet_at) its position, as the caller checked).
+    pub(crate) fn handle_quiet_in_order<M: Memory + ?Sized>(
+        &mut self,
+        tags: &mut StagTable,
+        mem: &mut M,
+        stream_pos: u64,
+        parts: &[&[u8]],
+    ) {
+        debug_assert!(self.quiet_at(stream_pos));
         self.stats.rx_ulpdus += 1;
         self.stats.rx_ulpdus_fast += 1;
         match self.place(tags, mem, stream_pos, parts) {
@@ -155,7 +169,8 @@ impl RdmapEngine {
 
     /// True while the in-order fast path may take the ULPDU at `stream_pos`: open, active,
     /// no error, nothing waiting for delivery.
-    fn quiet_at(&self, stream_pos: u64) -> bool {
+    #[inline(always)]
+    pub(crate) fn quiet_at(&self, stream_pos: u64) -> bool {
         !self.shut
             && !self.peer_closed
             && self.state == RdmapState::Active
@@ -200,7 +215,8 @@ impl RdmapEngine {
     ) -> Option<(RegionHandle, u64)> {
         let n = len.checked_sub(TAGGED_HEADER_LEN)? as u64;
         let head = head.get(..TAGGED_HEADER_LEN)?;
-        if n == 0 {
+        // An untagged segment (every Send) fails `write_window`'s checks: skip them.
+        if n == 0 || !DdpControl::parse(head[0]).tagged {
             return None;
         }
         let prefix = get_u64(head, 0) & WriteTargetCache::PREFIX_MASK;
@@ -266,9 +282,23 @@ impl RdmapEngine {
         len: usize,
         spacing: Spacing,
     ) -> bool {
-        if !self.quiet_at(stream_pos) {
-            return false;
-        }
+        self.quiet_at(stream_pos)
+            && self.place_write_quiet(tags, mem, stream_pos, stretch, len, spacing)
+    }
+
+    /// [`place_write_in_order`](Self::place_write_in_order) of a ULPDU at a position the fast
+    /// path may take ([`quiet_at`](Self::quiet_at), as the caller checked).
+    #[inline(always)]
+    pub(crate) fn place_write_quiet<M: Memory + ?Sized>(
+        &mut self,
+        tags: &StagTable,
+        mem: &mut M,
+        stream_pos: u64,
+        stretch: &[u8],
+        len: usize,
+        spacing: Spacing,
+    ) -> bool {
+        debug_assert!(self.quiet_at(stream_pos));
         // The payload's first octet in the stretch, and the payload's spacing.
         let first = spacing.first();
         let (target, from, payload) = if first >= TAGGED_HEADER_LEN {
@@ -329,10 +359,12 @@ impl RdmapEngine {
         stream_pos: u64,
         parts: &[&[u8]],
     ) -> Option<RxRecord> {
-        let mut buf = [0u8; HEAD_MAX];
+        // Zeroed only when the header must be gathered from several parts.
+        let mut buf;
         let head: &[u8] = match parts {
             [only] => only,
             _ => {
+                buf = [0u8; HEAD_MAX];
                 let n = gather_prefix(parts, &mut buf);
                 &buf[..n]
             }

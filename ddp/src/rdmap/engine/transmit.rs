@@ -46,19 +46,25 @@ impl RdmapEngine {
         self.terminate_with(RdmapError::CatastrophicStream.term_code());
     }
 
-    fn pick_next(&mut self, tags: &StagTable) -> Option<TxMsg> {
+    /// Makes the next message to send the one in progress (`current`, which is empty); false,
+    /// leaving it empty, when none may go now.
+    fn pick_next(&mut self, tags: &StagTable) -> bool {
+        debug_assert!(self.current.is_none());
         if let Some(t) = self.terminate.take() {
-            return Some(t);
+            self.current = Some(t);
+            return true;
         }
         if self.state != RdmapState::Active {
-            return None;
+            return false;
         }
         if let Some(r) = self.responses.pop_front() {
             if Self::source_gone(tags, &r) {
                 self.fail_region_gone();
-                return self.terminate.take();
+                self.current = self.terminate.take();
+            } else {
+                self.current = Some(r);
             }
-            return Some(r);
+            return self.current.is_some();
         }
         // A Send or Write whose region was deregistered before its first octet went out
         // completes flushed; the stream goes on (no MSN was taken).
@@ -83,9 +89,11 @@ impl RdmapEngine {
             self.drain_sq();
         }
         if !self.sq_ready() {
-            return None;
+            return false;
         }
-        let mut m = self.sq_pending.pop_front()?;
+        let Some(mut m) = self.sq_pending.pop_front() else {
+            return false;
+        };
         if let TxHeader::Untagged {
             qn, ref mut msn, ..
         } = m.header
@@ -95,7 +103,8 @@ impl RdmapEngine {
         if let TxAfter::ReadRequest { seq, sink } = m.after {
             self.orq.push_back(OrqEntry { seq, sink });
         }
-        Some(m)
+        self.current = Some(m);
+        true
     }
 
     /// Produce the next DDP segment (ULPDU) into `out`, at most `min(MULPDU, out.len())` octets.
@@ -142,8 +151,8 @@ impl RdmapEngine {
             // A Terminate preempts a message in progress: the stream is dead anyway.
             self.current = None;
         }
-        if self.current.is_none() {
-            self.current = Some(self.pick_next(tags)?);
+        if self.current.is_none() && !self.pick_next(tags) {
+            return None;
         }
         // The message stays in place (it is large) until its last segment.
         let msg = self.current.as_mut()?;
@@ -311,13 +320,21 @@ impl RdmapEngine {
                 _ => {}
             }
         }
-        self.drain_sq();
+        self.complete_sq_front();
     }
 
+    /// Completes, in posting order, the send-queue entries at the front that have a status.
     pub(super) fn drain_sq(&mut self) {
+        self.complete_sq_front();
+    }
+
+    /// [`drain_sq`](Self::drain_sq), inlined into [`on_acked`](Self::on_acked), which runs for
+    /// every acknowledgement.
+    #[inline(always)]
+    fn complete_sq_front(&mut self) {
         while let Some(e) = self.sq.front() {
             let Some(status) = e.status else { break };
-            self.completions.push_back(WorkCompletion {
+            self.completions.push(WorkCompletion {
                 wr_id: e.wr_id,
                 opcode: e.opcode,
                 status,
