@@ -296,7 +296,7 @@ impl RdmapEngine {
             .front()
             .filter(|e| e.status.is_none() && e.ack_at.is_some_and(|a| a <= offset))
         {
-            self.completions.push_back(WorkCompletion {
+            self.completions.push(WorkCompletion {
                 wr_id: e.wr_id,
                 opcode: e.opcode,
                 status: WcStatus::Success,
