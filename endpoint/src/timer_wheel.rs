@@ -110,6 +110,10 @@ pub struct TimerWheel {
     /// No armed entry's tick is below this (`u64::MAX` when none was armed since the last
     /// scan): an expiry to a tick before it fires nothing and scans no slot.
     low: u64,
+    /// An expiry to a tick before this fires nothing: the earlier of `low` and the queued
+    /// lane's first tick (a bound, not the next firing: a cancelled entry leaves it early).
+    /// [`TimerWheel::advance_quietly`] compares the tick of `now` against it.
+    fire_tick: u64,
     /// The queued lane, in tick order.
     queued: std::collections::VecDeque<Queued>,
 }
@@ -132,6 +136,7 @@ impl TimerWheel {
             free: Vec::new(),
             live: 0,
             low: u64::MAX,
+            fire_tick: u64::MAX,
             queued: std::collections::VecDeque::new(),
         }
     }
@@ -183,6 +188,7 @@ impl TimerWheel {
     pub fn insert(&mut self, key: u64, deadline: Timestamp, armed: &mut Option<Armed>) {
         let tick = self.tick_ceil(deadline).max(self.now_tick + 1);
         self.low = self.low.min(tick);
+        self.fire_tick = self.fire_tick.min(tick);
         let slot = self.slot_of(tick);
         let head = self.heads[slot];
         let e = Entry {
@@ -242,6 +248,7 @@ impl TimerWheel {
             key,
             at: deadline,
         };
+        self.fire_tick = self.fire_tick.min(tick);
         // In tick order: at the back, as the deadlines of one delay come (the one test most
         // queues take); after a shorter delay's or a clock set back, where it belongs.
         if self.queued.back().is_none_or(|e| e.tick <= tick) {
@@ -353,6 +360,27 @@ impl TimerWheel {
         now >= self.next_tick_at
     }
 
+    /// When nothing armed or queued falls due by `now`, moves time to `now` as
+    /// [`TimerWheel::expire`] would (it would fire nothing) and returns true; else returns
+    /// false and leaves the expiry to `expire`. A compare when no tick has passed; a division
+    /// and a compare more when one has.
+    #[inline]
+    pub fn advance_quietly(&mut self, now: Timestamp) -> bool {
+        if now < self.next_tick_at {
+            return true;
+        }
+        let target = self.tick_of(now);
+        if target >= self.fire_tick {
+            return false;
+        }
+        // (`expire` too leaves the tick where it is if `next_tick_at` saturated.)
+        if target > self.now_tick {
+            self.now_tick = target;
+            self.next_tick_at = self.at_tick(target + 1);
+        }
+        true
+    }
+
     /// Moves time to `now` and appends the keys whose deadline tick has passed to `out`, and
     /// the keys and deadlines of the queued lane that fell due to `queued`.
     pub fn expire(
@@ -368,7 +396,13 @@ impl TimerWheel {
         if target <= self.now_tick {
             return;
         }
-        while let Some(q) = self.queued.front().filter(|q| q.tick <= target) {
+        // The first queued tick left (after those due).
+        let mut queued_tick = u64::MAX;
+        while let Some(q) = self.queued.front() {
+            if q.tick > target {
+                queued_tick = q.tick;
+                break;
+            }
             queued.push((q.key, q.at));
             self.queued.pop_front();
             self.next_fire_cache.set(None);
@@ -377,6 +411,7 @@ impl TimerWheel {
             // Nothing armed is due yet.
             self.now_tick = target;
             self.next_tick_at = self.at_tick(target + 1);
+            self.fire_tick = self.low.min(queued_tick);
             return;
         }
         let n = self.heads.len() as u64;
@@ -400,6 +435,7 @@ impl TimerWheel {
         self.now_tick = target;
         self.next_tick_at = self.at_tick(target + 1);
         self.low = self.first_tick_bound();
+        self.fire_tick = self.low.min(queued_tick);
     }
 
     /// Fires the entries of `slot` whose tick is at most `target` (their keys appended to `out`
@@ -613,14 +649,17 @@ mod tests {
         enum Op {
             Arm(u64, u64),
             Cancel(u64),
-            Expire(u64),
+            /// Time moves on; with `true`, through `advance_quietly` first, as the endpoint
+            /// drives the wheel.
+            Expire(u64, bool),
             Queue(u64, u64),
             SetBack(u64),
         }
         let op = prop_oneof![
             (0u64..40, 0u64..2000).prop_map(|(k, per_mille)| Op::Arm(k, per_mille)),
             (0u64..40).prop_map(Op::Cancel),
-            (0u64..1000).prop_map(Op::Expire),
+            (0u64..1000, any::<bool>())
+                .prop_map(|(per_mille, quietly)| Op::Expire(per_mille, quietly)),
             (0u64..40, 0u64..300).prop_map(|(k, per_mille)| Op::Queue(k, per_mille)),
             (0u64..100).prop_map(Op::SetBack),
         ];
@@ -648,12 +687,15 @@ mod tests {
                         w.cancel(k);
                         model.remove(&k);
                     }
-                    Op::Expire(per_mille) => {
+                    Op::Expire(per_mille, quietly) => {
                         now += tick * (per_mille * slots as u64 / 1000) as u32;
                         let target = (now.saturating_duration_since(base).as_nanos() / tick.as_nanos()) as u64;
                         now_tick = now_tick.max(target);
                         let (mut out, mut queued) = (Vec::new(), Vec::new());
-                        w.expire(now, &mut out, &mut queued);
+                        if !(quietly && w.w.advance_quietly(now)) {
+                            w.expire(now, &mut out, &mut queued);
+                        }
+                        prop_assert_eq!(w.w.now_tick, now_tick);
                         out.sort_unstable();
                         let due: Vec<u64> = model.iter().filter(|(_, &t)| t <= now_tick).map(|(&k, _)| k).collect();
                         model.retain(|_, t| *t > now_tick);
@@ -685,6 +727,39 @@ mod tests {
                 prop_assert_eq!(w.next_fire(), earliest.map(at));
             }
         });
+    }
+
+    /// Driven through `advance_quietly` (an expiry only when it declines), the wheel fires
+    /// what `expire` alone fires, at the same calls, with the same tick and next firing: a
+    /// key armed, cancelled, re-armed earlier or later and a delayed ACK queued between calls.
+    #[test]
+    fn advancing_quietly_fires_as_expire_does() {
+        let base = Timestamp::ZERO;
+        let us = Duration::from_micros;
+        let mut quiet = Keyed::new(base, us(25), 64);
+        let mut plain = Keyed::new(base, us(25), 64);
+        let mut now = base;
+        for i in 0..2_000u64 {
+            let both = |w: &mut Keyed| match i % 5 {
+                0 => w.insert(1, now + us(200 + i % 7 * 30)),
+                1 => w.cancel(1),
+                2 => w.insert(1, now + us(10 + i % 3 * 40)),
+                3 => w.w.queue(2, now + us(25 + i % 4 * 10)),
+                _ => w.insert(3, now + us(i % 11 * 9)),
+            };
+            both(&mut quiet);
+            both(&mut plain);
+            now += us(i % 13 * 7);
+            let (mut a, mut qa) = (Vec::new(), Vec::new());
+            if !quiet.w.advance_quietly(now) {
+                quiet.expire(now, &mut a, &mut qa);
+            }
+            let (mut b, mut qb) = (Vec::new(), Vec::new());
+            plain.expire(now, &mut b, &mut qb);
+            assert_eq!((a, qa), (b, qb), "call {i}");
+            assert_eq!(quiet.w.now_tick, plain.w.now_tick);
+            assert_eq!(quiet.next_fire(), plain.next_fire());
+        }
     }
 
     /// A handle kept past its entry's release (the entry since reused by another key) moves

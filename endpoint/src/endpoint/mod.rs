@@ -161,7 +161,7 @@ impl<D: Domain> Endpoint<D> {
     /// listeners'.
     pub fn handle_timeout(&mut self, now: Instant) {
         let ts = self.clock.set(now);
-        if self.wheel.is_due(ts) {
+        if !self.wheel.advance_quietly(ts) {
             self.expire_connections(now, ts);
         }
         self.listener_timeouts();
