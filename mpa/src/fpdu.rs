@@ -551,10 +551,9 @@ fn verify(cfg: FramingConfig, layout: &FpduLayout, wire: &[u8]) -> Result<(), Fr
     }
     let lead = layout.header_pos();
     let body = &wire[lead..crc_pos];
-    // Slots start before `last`, so each one's end is in `body`.
-    let last = body.len().saturating_sub(MARKER_LEN - 1);
     let mut at = layout.first_marker as usize;
-    while at < last {
+    // The slots that end in `body` (the loop test is the slice's bounds check).
+    while at + MARKER_LEN <= body.len() {
         let m = &body[at..at + MARKER_LEN];
         let ptr = u32::from_be_bytes([m[0], m[1], m[2], m[3]]) as u16 & marker::FPDUPTR_MASK;
         let d = ptr.wrapping_sub(at as u16);
