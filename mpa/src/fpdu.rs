@@ -29,8 +29,6 @@ pub const MAX_FPDU_LEN: usize = 65288;
 
 /// ULPDU octets between two markers inside an FPDU body.
 const BODY_PER_MARKER: u32 = MARKER_INTERVAL - MARKER_LEN as u32;
-/// Octets from one marker to the next.
-const INTERVAL: usize = MARKER_INTERVAL as usize;
 
 /// How one direction frames: markers (peer asked with M=1) and CRC (either side asked with C=1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -414,13 +412,15 @@ fn encode_marked(
     // FPDUPTR its body index (below 2^16: the FPDU is shorter than that).
     if layout.markers > 0 {
         let body = &mut out[header..crc_pos];
-        let mut at = layout.first_marker as usize;
-        while let Some(slot) = body.get_mut(at..at + MARKER_LEN) {
-            slot.copy_from_slice(&(at as u32).to_be_bytes());
-            at += INTERVAL;
+        // `at` a u32, so that `at + MARKER_LEN` cannot overflow a usize (no check for it).
+        let mut at = layout.first_marker;
+        while at as usize + MARKER_LEN <= body.len() {
+            let slot = at as usize;
+            body[slot..slot + MARKER_LEN].copy_from_slice(&at.to_be_bytes());
+            at += MARKER_INTERVAL;
         }
         debug_assert_eq!(
-            (at - layout.first_marker as usize) / INTERVAL,
+            ((at - layout.first_marker) / MARKER_INTERVAL) as usize,
             layout.markers as usize
         );
     }
@@ -551,17 +551,18 @@ fn verify(cfg: FramingConfig, layout: &FpduLayout, wire: &[u8]) -> Result<(), Fr
     }
     let lead = layout.header_pos();
     let body = &wire[lead..crc_pos];
-    // Slots start before `last`, so each one's end is in `body`.
-    let last = body.len().saturating_sub(MARKER_LEN - 1);
-    let mut at = layout.first_marker as usize;
-    while at < last {
-        let m = &body[at..at + MARKER_LEN];
+    // The slots that end in `body` (the loop test is the slice's bounds check; `at` a u32,
+    // so that `at + MARKER_LEN` cannot overflow a usize).
+    let mut at = layout.first_marker;
+    while at as usize + MARKER_LEN <= body.len() {
+        let slot = at as usize;
+        let m = &body[slot..slot + MARKER_LEN];
         let ptr = u32::from_be_bytes([m[0], m[1], m[2], m[3]]) as u16 & marker::FPDUPTR_MASK;
         let d = ptr.wrapping_sub(at as u16);
         if d != 0 && d != lead as u16 {
             return Err(FramingError::MarkerMismatch);
         }
-        at += INTERVAL;
+        at += MARKER_INTERVAL;
     }
     Ok(())
 }

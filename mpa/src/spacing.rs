@@ -103,14 +103,24 @@ impl Spacing {
     /// leaving the holes as they are.
     #[inline]
     pub fn copy_in(self, src: &[u8], dst: &mut [u8]) {
-        spread_runs(self.first.min(src.len()), src, dst);
+        if self.first >= src.len() {
+            // No hole inside (contiguous, or the stretch ends before the next hole).
+            dst[..src.len()].copy_from_slice(src);
+        } else {
+            spread_runs(self.first, src, dst);
+        }
     }
 
     /// Copies the runs of `src` (at least [`Self::span`]`(dst.len())` octets) into `dst`,
     /// skipping the holes.
     #[inline]
     pub fn copy_out(self, src: &[u8], dst: &mut [u8]) {
-        gather_runs(self.first.min(dst.len()), src, dst);
+        if self.first >= dst.len() {
+            // No hole inside (contiguous, or the stretch ends before the next hole).
+            dst.copy_from_slice(&src[..dst.len()]);
+        } else {
+            gather_runs(self.first, src, dst);
+        }
     }
 }
 
@@ -130,16 +140,15 @@ fn copy_run(src: &[u8; RUN], dst: &mut [u8; RUN]) {
     }
 }
 
-/// Copies `src` to `dst` (the same length): a run's part, at most [`RUN`] octets, as two
+/// Copies `src` to `dst` (the same length): a run's part, at most [`RUN`] octets (the
+/// callers' bound: no call to `memcpy` in them, so they keep to scratch registers), as two
 /// or four overlapping constant-size copies of the largest power of two that fits (what
-/// `memcpy` does inside, without its call and its dispatch on the size); anything longer
-/// (a contiguous stretch) with one `copy_from_slice`.
+/// `memcpy` does inside, without its call and its dispatch on the size).
 #[inline(always)]
 fn copy_part(src: &[u8], dst: &mut [u8]) {
     let n = src.len();
-    if n > RUN {
-        dst.copy_from_slice(src);
-    } else if n >= 256 {
+    debug_assert!(n <= RUN, "a part is at most a run");
+    if n >= 256 {
         ends::<128>(&src[..256], &mut dst[..256]);
         ends::<128>(&src[n - 256..], &mut dst[n - 256..]);
     } else if n >= 128 {
@@ -190,6 +199,9 @@ fn spread_runs(head: usize, src: &[u8], dst: &mut [u8]) {
 /// [`spread_runs`] for any CPU (its body, compiled again for each target).
 #[inline(always)]
 fn spread_runs_portable(head: usize, src: &[u8], dst: &mut [u8]) {
+    if head > RUN || head > src.len() {
+        return spread_runs_slow(head, src, dst);
+    }
     copy_part(&src[..head], &mut dst[..head]);
     let (src, dst) = (&src[head..], &mut dst[head..]);
     let (runs, rest) = src.as_chunks::<RUN>();
@@ -219,6 +231,9 @@ fn gather_runs(head: usize, src: &[u8], dst: &mut [u8]) {
 /// [`gather_runs`] for any CPU (its body, compiled again for each target).
 #[inline(always)]
 fn gather_runs_portable(head: usize, src: &[u8], dst: &mut [u8]) {
+    if head > RUN || head > dst.len() {
+        return gather_runs_slow(head, src, dst);
+    }
     copy_part(&src[..head], &mut dst[..head]);
     let (src, dst) = (&src[head..], &mut dst[head..]);
     let (runs, rest) = dst.as_chunks_mut::<RUN>();
@@ -237,6 +252,26 @@ fn gather_runs_portable(head: usize, src: &[u8], dst: &mut [u8]) {
         let at = n * INTERVAL + MARKER_LEN;
         copy_part(&src[at..at + rest.len()], rest);
     }
+}
+
+/// [`spread_runs`] for a first run longer than the later ones or than the stretch (which
+/// [`Spacing::copy_in`] does not send it): one copy per run.
+#[cold]
+#[inline(never)]
+fn spread_runs_slow(head: usize, src: &[u8], dst: &mut [u8]) {
+    Spacing::new(head).for_each_run(src.len(), |at, to, n| {
+        dst[to..to + n].copy_from_slice(&src[at..at + n]);
+    });
+}
+
+/// [`gather_runs`] for a first run longer than the later ones or than the stretch (which
+/// [`Spacing::copy_out`] does not send it): one copy per run.
+#[cold]
+#[inline(never)]
+fn gather_runs_slow(head: usize, src: &[u8], dst: &mut [u8]) {
+    Spacing::new(head).for_each_run(dst.len(), |at, from, n| {
+        dst[at..at + n].copy_from_slice(&src[from..from + n]);
+    });
 }
 
 /// Iterator over a stretch's runs (see [`Spacing::runs`]).
@@ -349,11 +384,11 @@ mod tests {
     }
 
     /// `copy_part` (overlapping constant-size copies picked by the length) copies exactly
-    /// the source at every length up to a run and past it, and nothing around it.
+    /// the source at every length up to a run, and nothing around it.
     #[test]
     fn part_copies_move_exactly_the_source() {
-        let src: Vec<u8> = (0..RUN + 40).map(|i| (i % 251) as u8 + 1).collect();
-        for n in 0..=RUN + 40 {
+        let src: Vec<u8> = (0..RUN).map(|i| (i % 251) as u8 + 1).collect();
+        for n in 0..=RUN {
             let mut dst = vec![0u8; n + 16];
             copy_part(&src[..n], &mut dst[8..8 + n]);
             assert_eq!(&dst[8..8 + n], &src[..n], "length {n}");
