@@ -179,6 +179,11 @@ impl HeaderTemplate {
         fill(payload);
         let pseudo = self.pseudo + checksum::word(l4_len as u16);
         let sum = match cks {
+            // A segment without payload (a pure ACK): its header's sum folded, no call to sum
+            // zero octets (`field` of no data is that).
+            TxChecksum::Full if payload_len == 0 => {
+                !checksum::fold(self.header_sum(th, f, pseudo + osum))
+            }
             TxChecksum::Full => checksum::field(payload, self.header_sum(th, f, pseudo + osum)),
             TxChecksum::Offloaded => checksum::fold(pseudo),
         };

@@ -90,14 +90,22 @@ impl Connection {
             self.dupacks_owed = owed;
             return r;
         }
+        if self.ack_now && self.only_ack_due() {
+            // A pure ACK (the delayed ACK's deadline, an ACK of received data): what the chain
+            // below would come to, without asking each sender in turn.
+            return self.send_ack_if_due(now, buf);
+        }
         if let Some(n) = self.send_retransmission(now, buf, source) {
             return Some(n);
         }
         if let Some(n) = self.send_new_data(now, buf, source) {
             return Some(n);
         }
-        if let Some(n) = self.send_sack_extra(now, buf, source) {
-            return Some(n);
+        // Rules (3) and (4) apply only in loss recovery: the common case skips the call.
+        if self.recovery.active {
+            if let Some(n) = self.send_sack_extra(now, buf, source) {
+                return Some(n);
+            }
         }
         if self.probe_due {
             self.probe_due = false;
@@ -109,6 +117,18 @@ impl Connection {
         self.send_ack_if_due(now, buf)
     }
 
+    /// True when, past RST, SYN and duplicate ACKs, nothing but an ACK can go out: nothing
+    /// lost to resend, no loss recovery, no unsent data or FIN, no probe (each sender of
+    /// `transmit`'s chain would send nothing and change nothing).
+    #[inline]
+    fn only_ack_due(&self) -> bool {
+        self.scoreboard.lost_pending() == 0
+            && !self.recovery.active
+            && !self.has_unsent()
+            && !self.probe_due
+    }
+
+    #[inline]
     fn send_ack_if_due(&mut self, now: Timestamp, buf: &mut [u8]) -> Option<usize> {
         if !self.ack_now {
             return None;
