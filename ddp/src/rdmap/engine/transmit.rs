@@ -95,14 +95,18 @@ impl RdmapEngine {
         if !self.sq_ready() {
             return false;
         }
-        let Some(mut m) = self.sq_pending.pop_front() else {
+        // Moved straight into place, the MSN taken there.
+        self.current = self.sq_pending.pop_front();
+        let Some(m) = self.current.as_mut() else {
             return false;
         };
         if let TxHeader::Untagged {
             qn, ref mut msn, ..
         } = m.header
         {
-            *msn = self.next_msn(qn);
+            let next = &mut self.tx_msn[qn as usize];
+            *msn = *next;
+            *next = next.wrapping_add(1); // DDP-35, DDP-37: wraps to 0 after 0xFFFFFFFF
         }
         if let TxAfter::ReadRequest = m.after {
             if let Some(r) = self.reads_queued.pop_front() {
@@ -110,7 +114,6 @@ impl RdmapEngine {
                 self.read_request_out = Some(r.req);
             }
         }
-        self.current = Some(m);
         true
     }
 
