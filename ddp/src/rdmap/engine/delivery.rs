@@ -62,9 +62,7 @@ impl RdmapEngine {
                 }
                 self.rr_next_msn = self.rr_next_msn.wrapping_add(1);
                 let source = if req.size == 0 {
-                    TxSource::Inline {
-                        bytes: [0; TERMINATE_HEADER_MAX_LEN],
-                    }
+                    TxSource::Inline
                 } else {
                     match tags.check_remote(
                         req.src_stag,

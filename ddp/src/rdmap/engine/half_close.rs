@@ -36,8 +36,9 @@ impl RdmapEngine {
     /// (or may not land). Nothing of a queued Read Request is on the wire yet.
     pub(super) fn flush_reads(&mut self) {
         self.orq.clear();
-        let read_request = |m: &TxMsg| matches!(m.after, TxAfter::ReadRequest { .. });
+        let read_request = |m: &TxMsg| matches!(m.after, TxAfter::ReadRequest);
         self.sq_pending.retain(|m| !read_request(m));
+        self.reads_queued.clear();
         if self.current.as_ref().is_some_and(read_request) {
             // Inline and not started: nothing of it is on the wire.
             self.current = None;

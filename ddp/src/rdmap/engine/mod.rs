@@ -166,9 +166,10 @@ enum TxSource {
         region: RegionHandle,
         offset: u64,
     },
-    Inline {
-        bytes: [u8; TERMINATE_HEADER_MAX_LEN],
-    },
+    /// A small payload carried inline, sent in one segment: the Read Request in
+    /// `read_request_out`, the Terminate in `terminate_repr`, or zero octets. Kept out of the
+    /// message, which every Send and Write copies.
+    Inline,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -176,18 +177,14 @@ enum TxAfter {
     /// A Send or Write: completes when the transport acknowledges its last octet.
     AwaitAck { seq: u64 },
     /// A Read Request: takes an ORD slot when it starts; completes when the Read Response's
-    /// last segment is delivered. The RTR Read of peer-to-peer mode has no work request and no
-    /// sink (`None`, zero length).
-    ReadRequest {
-        seq: Option<u64>,
-        sink: Option<SinkRange>,
-    },
+    /// last segment is delivered. It waits in `reads_queued` until it starts.
+    ReadRequest,
     /// A Read Response: frees an IRD slot.
     ResponseSent,
     /// The zero-length Send or Write RTR message of peer-to-peer mode: nothing completes.
     Rtr,
-    /// The Terminate.
-    Terminate(TerminateRepr),
+    /// The Terminate (what it says is in `terminate_repr`).
+    Terminate,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -213,6 +210,13 @@ struct SqEntry {
 struct RqEntry {
     wr_id: u64,
     buf: LocalBuf,
+}
+
+/// A Read Request in `sq_pending`: what it asks for and its ORQ entry once it starts.
+#[derive(Debug, Clone, Copy)]
+struct ReadQueued {
+    req: ReadRequestRepr,
+    entry: OrqEntry,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -319,7 +323,13 @@ pub struct RdmapEngine {
     // transmit
     sq_pending: VecDeque<TxMsg>,
     responses: VecDeque<TxMsg>,
+    /// The Read Requests in `sq_pending`, in the same order.
+    reads_queued: VecDeque<ReadQueued>,
+    /// The Read Request last started: the payload of `current` when that is one.
+    read_request_out: Option<ReadRequestRepr>,
     terminate: Option<TxMsg>,
+    /// What the queued (or sent) Terminate says.
+    terminate_repr: Option<TerminateRepr>,
     current: Option<TxMsg>,
     terminate_sent: bool,
     tx_msn: [u32; 3],
@@ -368,7 +378,10 @@ impl RdmapEngine {
             peer_closed: false,
             sq_pending: VecDeque::new(),
             responses: VecDeque::new(),
+            reads_queued: VecDeque::new(),
+            read_request_out: None,
             terminate: None,
+            terminate_repr: None,
             current: None,
             terminate_sent: false,
             tx_msn: [1; 3],
@@ -549,19 +562,9 @@ impl RdmapEngine {
     /// Response has been delivered.
     fn queue_read_request(&mut self, wr_id: u64, req: ReadRequestRepr, region: RegionHandle) {
         let seq = self.push_sq(wr_id, WcOpcode::Read, req.size);
-        let mut bytes = [0u8; TERMINATE_HEADER_MAX_LEN];
-        bytes[..READ_REQUEST_HEADER_LEN].copy_from_slice(&req.to_bytes());
-        self.sq_pending.push_back(TxMsg {
-            header: TxHeader::Untagged {
-                opcode: RdmapOpcode::RdmaReadRequest,
-                qn: qn::READ_REQUEST,
-                msn: 0,
-                inv: 0,
-            },
-            source: TxSource::Inline { bytes },
-            total: READ_REQUEST_HEADER_LEN as u32,
-            sent: 0,
-            after: TxAfter::ReadRequest {
+        self.reads_queued.push_back(ReadQueued {
+            req,
+            entry: OrqEntry {
                 seq: Some(seq),
                 sink: Some(SinkRange {
                     stag: req.sink_stag,
@@ -570,6 +573,18 @@ impl RdmapEngine {
                     region,
                 }),
             },
+        });
+        self.sq_pending.push_back(TxMsg {
+            header: TxHeader::Untagged {
+                opcode: RdmapOpcode::RdmaReadRequest,
+                qn: qn::READ_REQUEST,
+                msn: 0,
+                inv: 0,
+            },
+            source: TxSource::Inline,
+            total: READ_REQUEST_HEADER_LEN as u32,
+            sent: 0,
+            after: TxAfter::ReadRequest,
         });
     }
 
@@ -581,6 +596,7 @@ impl RdmapEngine {
         self.state = RdmapState::Error;
         self.records.clear();
         self.sq_pending.clear();
+        self.reads_queued.clear();
         self.responses.clear();
         self.current = None;
         self.orq.clear();
@@ -613,7 +629,7 @@ impl RdmapEngine {
             return;
         }
         self.enter_error();
-        let (bytes, len) = t.to_bytes();
+        let (_, len) = t.to_bytes();
         let msn = self.next_msn(qn::TERMINATE);
         self.terminate = Some(TxMsg {
             header: TxHeader::Untagged {
@@ -622,11 +638,12 @@ impl RdmapEngine {
                 msn,
                 inv: 0,
             },
-            source: TxSource::Inline { bytes },
+            source: TxSource::Inline,
             total: len as u32,
             sent: 0,
-            after: TxAfter::Terminate(t),
+            after: TxAfter::Terminate,
         });
+        self.terminate_repr = Some(t);
         self.events.push_back(RdmapEvent::TerminateQueued(t));
     }
 

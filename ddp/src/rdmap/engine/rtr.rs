@@ -16,13 +16,6 @@ impl RdmapEngine {
     /// (MSN 1 of QN 0), a zero-length RDMA Write to STag 0, TO 0, or a zero-length RDMA Read
     /// Request (sink and source STag 0). None of them completes a work request.
     pub fn send_rtr(&mut self, t: RtrType) {
-        let inline = |req: Option<ReadRequestRepr>| {
-            let mut bytes = [0u8; TERMINATE_HEADER_MAX_LEN];
-            if let Some(r) = req {
-                bytes[..READ_REQUEST_HEADER_LEN].copy_from_slice(&r.to_bytes());
-            }
-            TxSource::Inline { bytes }
-        };
         let msg = match t {
             RtrType::Send => TxMsg {
                 header: TxHeader::Untagged {
@@ -31,7 +24,7 @@ impl RdmapEngine {
                     msn: 0,
                     inv: 0,
                 },
-                source: inline(None),
+                source: TxSource::Inline,
                 total: 0,
                 sent: 0,
                 after: TxAfter::Rtr,
@@ -42,7 +35,7 @@ impl RdmapEngine {
                     stag: Stag(0),
                     to: 0,
                 },
-                source: inline(None),
+                source: TxSource::Inline,
                 total: 0,
                 sent: 0,
                 after: TxAfter::Rtr,
@@ -54,21 +47,28 @@ impl RdmapEngine {
                     msn: 0,
                     inv: 0,
                 },
-                source: inline(Some(ReadRequestRepr {
+                source: TxSource::Inline,
+                total: READ_REQUEST_HEADER_LEN as u32,
+                sent: 0,
+                after: TxAfter::ReadRequest,
+            },
+        };
+        if t == RtrType::Read {
+            // No work request and no sink (zero length).
+            self.reads_queued.push_front(ReadQueued {
+                req: ReadRequestRepr {
                     sink_stag: Stag(0),
                     sink_to: 0,
                     size: 0,
                     src_stag: Stag(0),
                     src_to: 0,
-                })),
-                total: READ_REQUEST_HEADER_LEN as u32,
-                sent: 0,
-                after: TxAfter::ReadRequest {
+                },
+                entry: OrqEntry {
                     seq: None,
                     sink: None,
                 },
-            },
-        };
+            });
+        }
         self.sq_pending.push_front(msg);
     }
 

@@ -27,8 +27,12 @@ impl RdmapEngine {
         match self.sq_pending.front() {
             None => false,
             Some(m) => match m.after {
-                TxAfter::ReadRequest { seq: None, .. } => true,
-                TxAfter::ReadRequest { .. } => (self.orq.len() as u32) < self.cfg.ord,
+                TxAfter::ReadRequest => {
+                    self.reads_queued
+                        .front()
+                        .is_some_and(|r| r.entry.seq.is_none())
+                        || (self.orq.len() as u32) < self.cfg.ord
+                }
                 _ => true,
             },
         }
@@ -91,19 +95,25 @@ impl RdmapEngine {
         if !self.sq_ready() {
             return false;
         }
-        let Some(mut m) = self.sq_pending.pop_front() else {
+        // Moved straight into place, the MSN taken there.
+        self.current = self.sq_pending.pop_front();
+        let Some(m) = self.current.as_mut() else {
             return false;
         };
         if let TxHeader::Untagged {
             qn, ref mut msn, ..
         } = m.header
         {
-            *msn = self.next_msn(qn);
+            let next = &mut self.tx_msn[qn as usize];
+            *msn = *next;
+            *next = next.wrapping_add(1); // DDP-35, DDP-37: wraps to 0 after 0xFFFFFFFF
         }
-        if let TxAfter::ReadRequest { seq, sink } = m.after {
-            self.orq.push_back(OrqEntry { seq, sink });
+        if let TxAfter::ReadRequest = m.after {
+            if let Some(r) = self.reads_queued.pop_front() {
+                self.orq.push_back(r.entry);
+                self.read_request_out = Some(r.req);
+            }
         }
-        self.current = Some(m);
         true
     }
 
@@ -161,7 +171,7 @@ impl RdmapEngine {
             TxHeader::Tagged { .. } => TAGGED_HEADER_LEN,
             TxHeader::Untagged { .. } => UNTAGGED_HEADER_LEN,
         };
-        let inline = matches!(msg.source, TxSource::Inline { .. });
+        let inline = matches!(msg.source, TxSource::Inline);
         if limit <= hl || (inline && limit < hl + msg.total as usize) {
             // Too small for progress (inline payloads go in one segment).
             return None;
@@ -174,8 +184,12 @@ impl RdmapEngine {
                 offset: offset + u64::from(plan.offset),
                 len: plan.len,
             },
-            TxSource::Inline { bytes } => TxPayload::Inline {
-                bytes: Box::new(bytes),
+            TxSource::Inline => TxPayload::Inline {
+                bytes: Box::new(Self::inline_bytes(
+                    msg.after,
+                    self.read_request_out,
+                    self.terminate_repr,
+                )),
                 len: plan.len as u8,
             },
         };
@@ -194,13 +208,42 @@ impl RdmapEngine {
         self.current = None;
         match after {
             TxAfter::AwaitAck { seq } => self.just_finished = Some(seq),
-            TxAfter::ReadRequest { .. } | TxAfter::Rtr => {}
+            TxAfter::ReadRequest | TxAfter::Rtr => {}
             TxAfter::ResponseSent => self.irq_in_use = self.irq_in_use.saturating_sub(1),
-            TxAfter::Terminate(t) => {
+            TxAfter::Terminate => {
                 self.terminate_sent = true;
-                self.events.push_back(RdmapEvent::TerminateSent(t));
+                if let Some(t) = self.terminate_repr {
+                    self.events.push_back(RdmapEvent::TerminateSent(t));
+                }
             }
         }
+    }
+
+    /// The inline payload of a message followed by `after`: the Read Request `read_request`
+    /// (the one started last), the Terminate `terminate`, or zeros (a zero-length message).
+    /// (Cold: kept out of the segment loop every Send and Write runs.)
+    #[cold]
+    #[inline(never)]
+    fn inline_bytes(
+        after: TxAfter,
+        read_request: Option<ReadRequestRepr>,
+        terminate: Option<TerminateRepr>,
+    ) -> [u8; TERMINATE_HEADER_MAX_LEN] {
+        let mut bytes = [0u8; TERMINATE_HEADER_MAX_LEN];
+        match after {
+            TxAfter::ReadRequest => {
+                if let Some(req) = read_request {
+                    bytes[..READ_REQUEST_HEADER_LEN].copy_from_slice(&req.to_bytes());
+                }
+            }
+            TxAfter::Terminate => {
+                if let Some(t) = terminate {
+                    bytes = t.to_bytes().0;
+                }
+            }
+            _ => {}
+        }
+        bytes
     }
 
     /// Starts claiming the next segments of the message in progress from a registered region:
