@@ -181,6 +181,19 @@ pub struct Flags {
 }
 
 impl Flags {
+    /// The flags of a TCP header's flags octet `b` (its other bits ignored): what
+    /// [`Flags::bits`] writes, read back.
+    pub(crate) const fn from_bits(b: u8) -> Flags {
+        use field::tcp as f;
+        Flags {
+            syn: b & f::SYN != 0,
+            ack: b & f::ACK_FLAG != 0,
+            fin: b & f::FIN != 0,
+            rst: b & f::RST != 0,
+            psh: b & f::PSH != 0,
+        }
+    }
+
     /// The flags octet of the TCP header, with ACK set when `ack` (`self.ack` is a received
     /// segment's; an emitted segment's ACK flag comes from whether it carries an ACK number).
     pub(crate) fn bits(&self, ack: bool) -> u8 {
@@ -461,13 +474,7 @@ fn parse_tcp(
         },
         seq: SeqNum(be32(l4, f::SEQ)),
         ack: SeqNum(be32(l4, f::ACK)),
-        flags: Flags {
-            syn: flags & f::SYN != 0,
-            ack: flags & f::ACK_FLAG != 0,
-            fin: flags & f::FIN != 0,
-            rst: flags & f::RST != 0,
-            psh: flags & f::PSH != 0,
-        },
+        flags: Flags::from_bits(flags),
         window: be16(l4, f::WINDOW),
         options,
         payload: &l4[hlen..],
@@ -712,6 +719,20 @@ mod tests {
         FourTuple {
             local: "198.18.0.1:4000".parse().unwrap(),
             remote: "198.18.0.2:5000".parse().unwrap(),
+        }
+    }
+
+    /// Reading a flags octet and writing the flags back gives its five flag bits, and each
+    /// flag is its own bit (URG, ECE, CWR and the reserved bits ignored).
+    #[test]
+    fn flags_read_back_what_bits_writes() {
+        use field::tcp as f;
+        for b in 0..=u8::MAX {
+            let flags = Flags::from_bits(b);
+            let five = f::FIN | f::SYN | f::RST | f::PSH | f::ACK_FLAG;
+            assert_eq!(flags.bits(flags.ack), b & five, "{b:#x}");
+            assert_eq!(flags.syn, b & 0x02 != 0, "{b:#x}");
+            assert_eq!(flags.ack, b & 0x10 != 0, "{b:#x}");
         }
     }
 
