@@ -448,10 +448,7 @@ impl RdmapEngine {
     }
 
     fn next_msn(&mut self, queue: u32) -> u32 {
-        let m = &mut self.tx_msn[queue as usize];
-        let v = *m;
-        *m = m.wrapping_add(1); // DDP-35, DDP-37: wraps to 0 after 0xFFFFFFFF
-        v
+        take_msn(&mut self.tx_msn, queue)
     }
 
     /// Refuse work unless active and `buf` passes the table's local check for `need`.
@@ -731,6 +728,15 @@ impl RdmapEngine {
     pub fn posted_recvs(&self) -> usize {
         self.rq.len()
     }
+}
+
+/// Takes the next MSN of queue `queue` from the per-queue counters `tx_msn`.
+#[inline(always)]
+fn take_msn(tx_msn: &mut [u32; 3], queue: u32) -> u32 {
+    let m = &mut tx_msn[queue as usize];
+    let v = *m;
+    *m = m.wrapping_add(1); // DDP-35, DDP-37: wraps to 0 after 0xFFFFFFFF
+    v
 }
 
 #[cfg(test)]

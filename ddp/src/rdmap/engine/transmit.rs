@@ -104,9 +104,7 @@ impl RdmapEngine {
             qn, ref mut msn, ..
         } = m.header
         {
-            let next = &mut self.tx_msn[qn as usize];
-            *msn = *next;
-            *next = next.wrapping_add(1); // DDP-35, DDP-37: wraps to 0 after 0xFFFFFFFF
+            *msn = take_msn(&mut self.tx_msn, qn);
         }
         if let TxAfter::ReadRequest = m.after {
             if let Some(r) = self.reads_queued.pop_front() {
@@ -334,21 +332,12 @@ impl RdmapEngine {
         // The acknowledged Sends and Writes at the front (most often all there is) complete as
         // they are found, in one pass; what is behind the first other entry as below. The
         // completions come in queue order either way.
-        while let Some(e) = self
+        while self
             .sq
             .front()
-            .filter(|e| e.status.is_none() && e.ack_at.is_some_and(|a| a <= offset))
+            .is_some_and(|e| e.status.is_none() && e.ack_at.is_some_and(|a| a <= offset))
         {
-            self.completions.push(WorkCompletion {
-                wr_id: e.wr_id,
-                opcode: e.opcode,
-                status: WcStatus::Success,
-                byte_len: e.byte_len,
-                invalidated: None,
-                solicited: false,
-            });
-            self.sq.pop_front();
-            self.sq_base_seq += 1;
+            self.complete_front(WcStatus::Success);
         }
         if self.sq.is_empty() {
             return;
@@ -375,23 +364,30 @@ impl RdmapEngine {
     /// every acknowledgement.
     #[inline(always)]
     fn complete_sq_front(&mut self) {
-        while let Some(e) = self.sq.front() {
-            let Some(status) = e.status else { break };
-            self.completions.push(WorkCompletion {
-                wr_id: e.wr_id,
-                opcode: e.opcode,
-                status,
-                byte_len: if status == WcStatus::Success {
-                    e.byte_len
-                } else {
-                    0
-                },
-                invalidated: None,
-                solicited: false,
-            });
-            self.sq.pop_front();
-            self.sq_base_seq += 1;
+        while let Some(status) = self.sq.front().and_then(|e| e.status) {
+            self.complete_front(status);
         }
+    }
+
+    /// Takes the send queue's front entry out with a completion of `status`.
+    #[inline(always)]
+    fn complete_front(&mut self, status: WcStatus) {
+        let Some(e) = self.sq.pop_front() else {
+            return;
+        };
+        self.sq_base_seq += 1;
+        self.completions.push(WorkCompletion {
+            wr_id: e.wr_id,
+            opcode: e.opcode,
+            status,
+            byte_len: if status == WcStatus::Success {
+                e.byte_len
+            } else {
+                0
+            },
+            invalidated: None,
+            solicited: false,
+        });
     }
 }
 
