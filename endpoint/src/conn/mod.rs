@@ -387,24 +387,18 @@ impl<D> Conn<D> {
     pub fn quiet_after_receive(&self) -> bool {
         // (MPA may have come up in this receive, before the round that moves the connection on
         // runs: quiet when no backlog waits for that round.)
-        let Some(iwarp) = self.state.iwarp().filter(|i| {
-            !matches!(
-                i.mpa,
-                MpaPhase::Startup {
-                    backlog: Some(_),
-                    ..
-                }
-            )
-        }) else {
-            return false;
-        };
-        !self.closing.is_closing()
-            && !iwarp.rx.overrun
-            && iwarp.qp.is_established()
-            && !iwarp.qp.wants_to_send()
-            && !self.tcp.has_events()
-            && !self.tcp.has_recv_chunk()
-            && self.tcp.has_nothing_to_send()
+        self.state
+            .iwarp()
+            .filter(|i| {
+                !matches!(
+                    i.mpa,
+                    MpaPhase::Startup {
+                        backlog: Some(_),
+                        ..
+                    }
+                )
+            })
+            .is_some_and(|i| self.nothing_to_do_at_once(i))
     }
 
     /// Whether this connection's round has nothing to do but hand what TCP acknowledged to the
@@ -414,17 +408,23 @@ impl<D> Conn<D> {
     /// only completes work), so it still holds after it.
     #[inline(always)]
     pub fn quiet_round(&self) -> bool {
-        if !self.tcp.has_nothing_to_send() || self.tcp.has_events() || self.tcp.has_recv_chunk() {
-            return false;
-        }
         let ConnState::Iwarp(i) = &self.state else {
             return false;
         };
-        matches!(i.mpa, MpaPhase::Up)
+        self.nothing_to_do_at_once(i) && matches!(i.mpa, MpaPhase::Up) && !i.qp.has_events()
+    }
+
+    /// The part of [`Conn::quiet_after_receive`] and [`Conn::quiet_round`] past MPA's phase:
+    /// nothing to send now, no TCP event or chunk to feed, not closing, no overrun, the queue
+    /// pair established with nothing to send (TCP's cheap tests first).
+    #[inline(always)]
+    fn nothing_to_do_at_once(&self, i: &Iwarp) -> bool {
+        self.tcp.has_nothing_to_send()
+            && !self.tcp.has_events()
+            && !self.tcp.has_recv_chunk()
             && !self.closing.is_closing()
             && !i.rx.overrun
             && i.qp.is_established()
-            && !i.qp.has_events()
             && !i.qp.wants_to_send()
     }
 
