@@ -313,13 +313,7 @@ impl RecvBuffer {
             Some(s) if self.record_mode => {
                 let off = self.nxt;
                 self.nxt += data.len() as u64;
-                s.on_chunk(RxRef {
-                    seq,
-                    offset: off - 1,
-                    data,
-                    in_order: true,
-                    in_order_point: self.nxt - 1,
-                });
+                s.on_chunk(self.chunk_ref(seq, off, data, true));
             }
             sink => self.commit_next(data, seq, sink),
         }
@@ -395,14 +389,21 @@ impl RecvBuffer {
         sink: Option<&mut (dyn RxSink + 's)>,
     ) {
         match sink {
-            Some(s) => s.on_chunk(RxRef {
-                seq: seq_of(off),
-                offset: off - 1,
-                data: bytes,
-                in_order,
-                in_order_point: self.nxt - 1,
-            }),
+            Some(s) => s.on_chunk(self.chunk_ref(seq_of(off), off, bytes, in_order)),
             None => self.push_chunk(off, bytes.to_vec(), in_order, seq_of),
+        }
+    }
+
+    /// The chunk `data` at stream offset `off` (its first octet's sequence number `seq`) as a
+    /// sink is handed it, with the in-order point as it is now.
+    #[inline(always)]
+    fn chunk_ref<'d>(&self, seq: SeqNum, off: u64, data: &'d [u8], in_order: bool) -> RxRef<'d> {
+        RxRef {
+            seq,
+            offset: off - 1,
+            data,
+            in_order,
+            in_order_point: self.nxt - 1,
         }
     }
 
