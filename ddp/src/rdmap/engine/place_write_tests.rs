@@ -1,4 +1,4 @@
-//! The in-order RDMA Write shortcut ([`RdmapEngine::place_write_in_order`]) on stretches laid
+//! The in-order RDMA Write shortcut ([`RdmapEngine::place_write_quiet`]) on stretches laid
 //! out between MPA markers: it takes every Write whose header or payload a marker interrupts,
 //! placing the payload where the header says, and takes nothing else.
 
@@ -23,6 +23,14 @@ fn spaced(seg: &[u8], first: usize) -> Vec<u8> {
     out
 }
 
+/// What the receive path does with an in-order Write: the shortcut where the position is
+/// quiet ([`RdmapEngine::quiet_at`]).
+fn shortcut(s: &mut Side, pos: u64, stretch: &[u8], len: usize, spacing: Spacing) -> bool {
+    s.eng.quiet_at(pos)
+        && s.eng
+            .place_write_quiet(&s.tags, &mut s.mem, pos, stretch, len, spacing)
+}
+
 /// A sink for Writes: one 4 KiB window, zeroed.
 fn window() -> (Side, RegionHandle, Stag) {
     let mut s = Side::new(9, cfg(1));
@@ -40,14 +48,7 @@ fn a_write_split_by_a_marker_is_placed_by_the_shortcut() {
         let seg = tagged_seg(true, RdmapOpcode::RdmaWrite, stag, 0x1000 + 100, &payload);
         let stretch = spaced(&seg, first);
         assert!(stretch.len() > seg.len(), "the stretch has holes");
-        let taken = s.eng.place_write_in_order(
-            &s.tags,
-            &mut s.mem,
-            0,
-            &stretch,
-            seg.len(),
-            Spacing::new(first),
-        );
+        let taken = shortcut(&mut s, 0, &stretch, seg.len(), Spacing::new(first));
         assert!(
             taken,
             "header split after {first} octets: the shortcut took it"
@@ -84,9 +85,7 @@ fn the_shortcut_leaves_a_split_segment_it_cannot_take() {
         for first in [1, 7, 13] {
             let stretch = spaced(&seg, first);
             let sp = Spacing::new(first);
-            let taken = s
-                .eng
-                .place_write_in_order(&s.tags, &mut s.mem, 0, &stretch, seg.len(), sp);
+            let taken = shortcut(&mut s, 0, &stretch, seg.len(), sp);
             assert!(!taken, "{what}, split after {first}");
         }
     }
@@ -107,15 +106,11 @@ fn second_segment_refused(
     let (mut s, h, stag) = window();
     let first = tagged_seg(false, RdmapOpcode::RdmaWrite, stag, 0x1000, &[1; 700]);
     let sp = Spacing::new(usize::MAX);
-    assert!(s
-        .eng
-        .place_write_in_order(&s.tags, &mut s.mem, 0, &first, first.len(), sp));
+    assert!(shortcut(&mut s, 0, &first, first.len(), sp));
     between(&mut s, h, stag);
     let second = tagged_seg(true, RdmapOpcode::RdmaWrite, stag, second_to, &[2; 700]);
     let pos = first.len() as u64;
-    assert!(!s
-        .eng
-        .place_write_in_order(&s.tags, &mut s.mem, pos, &second, second.len(), sp));
+    assert!(!shortcut(&mut s, pos, &second, second.len(), sp));
     s.eng
         .handle_ulpdu_in_order(&mut s.tags, &mut s.mem, pos, &second);
     assert_eq!(s.eng.state(), RdmapState::Error);

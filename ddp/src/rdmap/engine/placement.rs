@@ -122,7 +122,7 @@ impl RdmapEngine {
     }
 
     /// [`handle_ulpdu_parts_in_order`](Self::handle_ulpdu_parts_in_order) of a ULPDU its RDMA
-    /// Write shortcut does not take (as [`place_write_in_order`](Self::place_write_in_order)
+    /// Write shortcut does not take (as [`place_write_quiet`](Self::place_write_quiet)
     /// found): placed, and what it completes delivered at once while nothing waits for
     /// delivery; else placed and delivered in stream order.
     pub(crate) fn handle_other_in_order<M: Memory + ?Sized>(
@@ -266,28 +266,13 @@ impl RdmapEngine {
     }
 
     /// The in-order fast path for an RDMA Write segment of `len` octets given as its
-    /// stretch of an FPDU, markers' slots included, and the stretch's [`Spacing`]: the
-    /// payload goes to its place with one [`Memory::write`] (no marker inside it) or one
+    /// stretch of an FPDU, markers' slots included, and the stretch's [`Spacing`], at a
+    /// position the fast path may take ([`quiet_at`](Self::quiet_at), as the caller checked):
+    /// the payload goes to its place with one [`Memory::write`] (no marker inside it) or one
     /// [`Memory::write_spaced`], a header that a marker splits gathered first. True when
     /// done, with what [`Self::handle_ulpdu_parts_in_order`] would have done; false, having
-    /// done nothing, for anything else (another segment, a check that fails, records
-    /// waiting): the caller then takes the general in-order path.
-    #[inline(always)]
-    pub fn place_write_in_order<M: Memory + ?Sized>(
-        &mut self,
-        tags: &StagTable,
-        mem: &mut M,
-        stream_pos: u64,
-        stretch: &[u8],
-        len: usize,
-        spacing: Spacing,
-    ) -> bool {
-        self.quiet_at(stream_pos)
-            && self.place_write_quiet(tags, mem, stream_pos, stretch, len, spacing)
-    }
-
-    /// [`place_write_in_order`](Self::place_write_in_order) of a ULPDU at a position the fast
-    /// path may take ([`quiet_at`](Self::quiet_at), as the caller checked).
+    /// done nothing, for anything else (another segment, a check that fails): the caller then
+    /// takes [`handle_quiet_in_order`](Self::handle_quiet_in_order).
     #[inline(always)]
     pub(crate) fn place_write_quiet<M: Memory + ?Sized>(
         &mut self,
