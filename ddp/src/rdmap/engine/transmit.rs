@@ -107,7 +107,10 @@ impl RdmapEngine {
             *msn = take_msn(&mut self.tx_msn, qn);
         }
         if let TxAfter::ReadRequest = m.after {
-            if let Some(r) = self.reads_queued.pop_front() {
+            // Its request and ORQ entry, the front of `reads_queued` (same order).
+            let r = self.reads_queued.pop_front();
+            debug_assert!(r.is_some(), "a queued Read Request without its entry");
+            if let Some(r) = r {
                 self.orq.push_back(r.entry);
                 self.read_request_out = Some(r.req);
             }
