@@ -19,21 +19,6 @@ pub struct FourTuple {
 }
 
 impl FourTuple {
-    /// `self == other`, with IPv4 tuples compared inline as addresses and ports (the derived
-    /// `SocketAddr` comparison is a call per address).
-    #[inline(always)]
-    pub fn same_as(&self, other: &FourTuple) -> bool {
-        match (&self.local, &self.remote, &other.local, &other.remote) {
-            (SocketAddr::V4(a), SocketAddr::V4(b), SocketAddr::V4(c), SocketAddr::V4(d)) => {
-                a.ip().to_bits() == c.ip().to_bits()
-                    && b.ip().to_bits() == d.ip().to_bits()
-                    && a.port() == c.port()
-                    && b.port() == d.port()
-            }
-            _ => self == other,
-        }
-    }
-
     pub(crate) fn hash_into(&self, h: &mut impl Hasher) {
         for a in [self.local, self.remote] {
             match a {
@@ -161,17 +146,6 @@ mod tests {
         assert_eq!(map.len(), all.len());
         for (i, x) in all.iter().enumerate() {
             assert_eq!(map.get(x), Some(&i));
-        }
-    }
-
-    /// `same_as` is `==` on every pair of tuples, IPv4, IPv6 and mixed.
-    #[test]
-    fn same_as_is_equality() {
-        let all = samples();
-        for a in &all {
-            for b in &all {
-                assert_eq!(a.same_as(b), a == b, "{a:?} {b:?}");
-            }
         }
     }
 

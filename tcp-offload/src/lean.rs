@@ -53,7 +53,7 @@ impl TcpSegment<'_> {
             || o.sack_count > 0
             || o.rdma_ignored.is_some();
         (!others).then_some(LeanSegment {
-            tuple: self.tuple,
+            ends: SegmentEnds::Parsed(&self.tuple),
             header: self.header(),
             rdma: LeanRdma {
                 raw: &[],
@@ -89,11 +89,86 @@ impl<'a> LeanRdma<'a> {
     }
 }
 
+/// A segment's four-tuple as its headers spell it: the IP source and destination addresses
+/// (4 octets each for IPv4, 16 for IPv6) and the TCP source and destination ports, all as
+/// they lie on the wire. Two are equal exactly when the tuples they spell are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ends {
+    /// The source then the destination address, padded with zeros after `addrs_len` octets.
+    addrs: [u8; 32],
+    /// 8 (IPv4) or 32 (IPv6).
+    addrs_len: u8,
+    /// The source then the destination port.
+    ports: [u8; 4],
+}
+
+impl Ends {
+    /// `tuple`'s ends (from the receiver's view: the source is `remote`).
+    pub fn of(tuple: &FourTuple) -> Self {
+        let mut addrs = [0u8; 32];
+        let addrs_len = match (tuple.remote.ip(), tuple.local.ip()) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                addrs[..4].copy_from_slice(&s.octets());
+                addrs[4..8].copy_from_slice(&d.octets());
+                8
+            }
+            (s, d) => {
+                addrs[..16].copy_from_slice(&ipv6_octets(s));
+                addrs[16..].copy_from_slice(&ipv6_octets(d));
+                32
+            }
+        };
+        let [s0, s1] = tuple.remote.port().to_be_bytes();
+        let [d0, d1] = tuple.local.port().to_be_bytes();
+        Ends {
+            addrs,
+            addrs_len,
+            ports: [s0, s1, d0, d1],
+        }
+    }
+
+    /// Whether `seg`'s four-tuple is the one these ends spell: its octets compared as they
+    /// lie, no tuple built.
+    #[inline(always)]
+    pub fn matches(&self, seg: &LeanSegment<'_>) -> bool {
+        match seg.ends {
+            SegmentEnds::Wire { addrs, ports } if addrs.len() == 8 => {
+                ports == self.ports
+                    && self.addrs_len == 8
+                    && addrs.first_chunk::<8>() == self.addrs.first_chunk::<8>()
+            }
+            SegmentEnds::Wire { addrs, ports } => {
+                ports == self.ports && addrs == &self.addrs[..usize::from(self.addrs_len)]
+            }
+            SegmentEnds::Parsed(t) => *self == Self::of(t),
+        }
+    }
+}
+
+/// An address's IPv6 octets (an IPv4 one mapped: only a tuple of two IPv6 addresses is spelt
+/// with them, and one of each IP version is no segment's).
+fn ipv6_octets(a: IpAddr) -> [u8; 16] {
+    match a {
+        IpAddr::V4(v) => v.to_ipv6_mapped().octets(),
+        IpAddr::V6(v) => v.octets(),
+    }
+}
+
+/// A lean segment's four-tuple.
+#[derive(Clone, Copy, Debug)]
+enum SegmentEnds<'a> {
+    /// Read in place: the IP source then destination address (8 or 32 octets), the TCP source
+    /// then destination port.
+    Wire { addrs: &'a [u8], ports: [u8; 4] },
+    /// From the full parse.
+    Parsed(&'a FourTuple),
+}
+
 /// A received segment with no option but timestamps, read in place.
 #[derive(Clone, Copy, Debug)]
 pub struct LeanSegment<'a> {
-    /// From the receiver's view: `local` = destination, `remote` = source.
-    pub tuple: FourTuple,
+    /// Its four-tuple as the headers spell it: see [`Self::tuple`] and [`Ends::matches`].
+    ends: SegmentEnds<'a>,
     /// The header fields.
     pub header: SegmentHeader,
     /// The TCP RDMA option (valid, its run inside the payload): see [`Self::rdma`].
@@ -142,7 +217,7 @@ impl<'a> LeanSegment<'a> {
         let dst = Ipv4Addr::from(octets::<4>(hdr, f::DST.start));
         let l4 = &packet[IPV4_HEADER_LEN..total];
         let pseudo = checksum::pseudo_v4(src, dst, l4.len());
-        Self::tcp(l4, IpAddr::V4(src), IpAddr::V4(dst), pseudo)
+        Self::tcp(l4, &hdr[f::SRC.start..f::DST.end], pseudo)
     }
 
     fn parse_ipv6(packet: &'a [u8]) -> Option<Self> {
@@ -156,14 +231,14 @@ impl<'a> LeanSegment<'a> {
         let src = IpAddr::V6(Ipv6Addr::from(octets::<16>(hdr, f::SRC.start)));
         let dst = IpAddr::V6(Ipv6Addr::from(octets::<16>(hdr, f::DST.start)));
         let pseudo = checksum::pseudo(src, dst, l4.len())?;
-        Self::tcp(l4, src, dst, pseudo)
+        Self::tcp(l4, &hdr[f::SRC.start..f::DST.end], pseudo)
     }
 
     /// The TCP header at the start of `l4`: no option, or timestamps with an RDMA option
-    /// after them or not.
+    /// after them or not. `addrs`: the IP source then destination address.
     #[inline(always)]
-    fn tcp(l4: &'a [u8], src: IpAddr, dst: IpAddr, pseudo: Sum) -> Option<Self> {
-        Self::tcp_with::<false>(l4, src, dst, pseudo)
+    fn tcp(l4: &'a [u8], addrs: &'a [u8], pseudo: Sum) -> Option<Self> {
+        Self::tcp_with::<false>(l4, addrs, pseudo)
     }
 
     /// [`Self::tcp`] for a segment whose options after the timestamps are not an RDMA option
@@ -171,8 +246,8 @@ impl<'a> LeanSegment<'a> {
     /// path keeps its registers.
     #[cold]
     #[inline(never)]
-    fn tcp_other_options(l4: &'a [u8], src: IpAddr, dst: IpAddr, pseudo: Sum) -> Option<Self> {
-        Self::tcp_with::<true>(l4, src, dst, pseudo)
+    fn tcp_other_options(l4: &'a [u8], addrs: &'a [u8], pseudo: Sum) -> Option<Self> {
+        Self::tcp_with::<true>(l4, addrs, pseudo)
     }
 
     /// [`Self::tcp`], the options after the timestamps read by [`Self::rdma_after_general`]
@@ -181,8 +256,7 @@ impl<'a> LeanSegment<'a> {
     #[inline(always)]
     fn tcp_with<const ANY_LAYOUT: bool>(
         l4: &'a [u8],
-        src: IpAddr,
-        dst: IpAddr,
+        addrs: &'a [u8],
         pseudo: Sum,
     ) -> Option<Self> {
         use field::{opt, tcp as f};
@@ -203,7 +277,7 @@ impl<'a> LeanSegment<'a> {
                 } else {
                     match Self::rdma_after(rest, payload.len()) {
                         Some(r) => r,
-                        None => return Self::tcp_other_options(l4, src, dst, pseudo),
+                        None => return Self::tcp_other_options(l4, addrs, pseudo),
                     }
                 };
                 (ts, rdma)
@@ -212,9 +286,9 @@ impl<'a> LeanSegment<'a> {
         };
         let bits = th[f::FLAGS];
         Some(LeanSegment {
-            tuple: FourTuple {
-                local: SocketAddr::new(dst, be16(th, f::DST_PORT.start)),
-                remote: SocketAddr::new(src, be16(th, f::SRC_PORT.start)),
+            ends: SegmentEnds::Wire {
+                addrs,
+                ports: octets::<4>(th, f::SRC_PORT.start),
             },
             header: SegmentHeader {
                 seq: SeqNum(be32(th, f::SEQ.start)),
@@ -271,6 +345,45 @@ impl<'a> LeanSegment<'a> {
         };
         let nops = rest[len..].iter().all(|&b| b == field::opt::NOP);
         (fits && nops).then_some(LeanRdma::raw(&rest[..len]))
+    }
+
+    /// Its four-tuple, from the receiver's view: `local` = destination, `remote` = source.
+    pub fn tuple(&self) -> FourTuple {
+        match self.ends {
+            SegmentEnds::Wire { addrs, ports } => {
+                let (src, dst): (IpAddr, IpAddr) = match *addrs {
+                    [s0, s1, s2, s3, d0, d1, d2, d3] => (
+                        Ipv4Addr::new(s0, s1, s2, s3).into(),
+                        Ipv4Addr::new(d0, d1, d2, d3).into(),
+                    ),
+                    _ => (
+                        Ipv6Addr::from(octets::<16>(addrs, 0)).into(),
+                        Ipv6Addr::from(octets::<16>(addrs, 16)).into(),
+                    ),
+                };
+                FourTuple {
+                    local: SocketAddr::new(dst, be16(&ports, 2)),
+                    remote: SocketAddr::new(src, be16(&ports, 0)),
+                }
+            }
+            SegmentEnds::Parsed(t) => *t,
+        }
+    }
+
+    /// Its four-tuple as its headers spell it.
+    pub fn ends(&self) -> Ends {
+        match self.ends {
+            SegmentEnds::Wire { addrs, ports } => {
+                let mut a = [0u8; 32];
+                a[..addrs.len()].copy_from_slice(addrs);
+                Ends {
+                    addrs: a,
+                    addrs_len: addrs.len() as u8,
+                    ports,
+                }
+            }
+            SegmentEnds::Parsed(t) => Ends::of(t),
+        }
     }
 
     /// The TCP RDMA option (valid, its run inside the payload).
@@ -359,8 +472,17 @@ mod tests {
         rdma: Option<RdmaOption>,
         payload: &[u8],
     ) -> Vec<u8> {
+        packet_of(tuple(v6), ts, rdma, payload)
+    }
+
+    fn packet_of(
+        tuple: FourTuple,
+        ts: Option<(u32, u32)>,
+        rdma: Option<RdmaOption>,
+        payload: &[u8],
+    ) -> Vec<u8> {
         let r = SegmentRepr {
-            tuple: tuple(v6),
+            tuple,
             seq: SeqNum(0x0102_0304),
             ack: Some(SeqNum(0xA0B0_C0D0)),
             flags: Flags {
@@ -389,6 +511,49 @@ mod tests {
                 Flags::from_bits(bits),
                 "{bits:#x}"
             );
+        }
+    }
+
+    /// Ends match a segment exactly when its tuple is theirs, read in place or parsed, IPv4
+    /// and IPv6.
+    #[test]
+    fn ends_match_their_tuple_alone() {
+        let samples = [
+            ("198.18.0.1:5000", "198.18.0.2:6000"),
+            ("198.18.0.2:5000", "198.18.0.1:6000"),
+            ("198.18.0.1:6000", "198.18.0.2:5000"),
+            ("198.18.0.1:5000", "198.18.0.2:6001"),
+            ("198.18.0.1:5000", "198.19.0.2:6000"),
+            ("[2001:db8::1]:5000", "[2001:db8::2]:6000"),
+            ("[2001:db8::2]:5000", "[2001:db8::1]:6000"),
+            ("[2001:db8::1]:5000", "[2001:db8::2]:6001"),
+            ("[::ffff:198.18.0.1]:5000", "[::ffff:198.18.0.2]:6000"),
+        ];
+        let tuples: Vec<FourTuple> = samples
+            .iter()
+            .map(|(l, r)| FourTuple {
+                local: l.parse().unwrap(),
+                remote: r.parse().unwrap(),
+            })
+            .collect();
+        for t in &tuples {
+            let p = packet_of(*t, None, None, b"x");
+            let lean = LeanSegment::parse(&p).unwrap();
+            let full = wire::parse(&p).unwrap();
+            // The receiver's view: the sender's ends swapped.
+            let seen = full.tuple;
+            assert_eq!((seen.local, seen.remote), (t.remote, t.local));
+            assert_eq!(lean.tuple(), seen);
+            assert_eq!(lean.ends(), Ends::of(&seen));
+            for u in tuples.iter().chain([&seen]) {
+                let e = Ends::of(u);
+                assert_eq!(e.matches(&lean), *u == seen, "{u:?} {seen:?}");
+                assert_eq!(
+                    e.matches(&full.lean().unwrap()),
+                    *u == seen,
+                    "{u:?} {seen:?}"
+                );
+            }
         }
     }
 
@@ -443,7 +608,11 @@ mod tests {
                 match full {
                     Ok(s) => {
                         prop_assert!(l.checksum_ok());
-                        prop_assert_eq!(Some(l.tuple), s.lean().map(|x| x.tuple));
+                        prop_assert_eq!(l.tuple(), s.tuple);
+                        let ends = Ends::of(&s.tuple);
+                        prop_assert_eq!(l.ends(), ends);
+                        prop_assert!(ends.matches(&l));
+                        prop_assert!(s.lean().is_some_and(|x| x.ends() == ends && ends.matches(&x)));
                         prop_assert_eq!(l.header, s.header());
                         prop_assert_eq!(l.rdma(), s.options.rdma);
                         prop_assert_eq!(l.payload, s.payload);

@@ -97,7 +97,7 @@ pub use config::{Config, CongestionAlgo, Keepalive, TcpConfigError, SHORT_SEGMEN
 pub use connection::{emit_rst_for, CloseReason, Connection, Event, RecordQueue, SendError, State};
 pub use counters::{ListenerCounters, TcpCounters};
 pub use isn::{FourTuple, IsnGenerator};
-pub use lean::{LeanSegment, SegmentHeader};
+pub use lean::{Ends, LeanSegment, SegmentHeader};
 pub use listener::{ListenerConfig, TcpListener};
 pub use rx::{OooBudget, RxChunk, RxRef, RxSink};
 pub use seq::SeqNum;

@@ -80,10 +80,10 @@ pub struct Endpoint<D: Domain = NoDomain> {
     /// The connections, by id (an id names its slot: no hashing).
     pub(crate) conns: ConnTable<Conn<D>>,
     pub(crate) flows: FastMap<FourTuple, u64>,
-    /// The entry of `flows` the fast path looked up last: a run of frames of one connection
-    /// (a bulk transfer, a message and its ACK) compares a tuple instead of hashing it. Cleared
-    /// whenever `flows` changes.
-    pub(crate) last_flow: Option<(FourTuple, u64)>,
+    /// The entry of `flows` the fast path looked up last, its tuple as segments spell it: a
+    /// run of frames of one connection (a bulk transfer, a message and its ACK) compares
+    /// their octets instead of hashing a tuple. Cleared whenever `flows` changes.
+    pub(crate) last_flow: Option<(tcp_offload::Ends, u64)>,
     pub(crate) listeners: Vec<ListenerEntry>,
     pub(crate) retired_listeners: listeners::RetiredListenerCounters,
     pub(crate) neighbours: Neighbours,

@@ -141,23 +141,30 @@ impl<D: Domain> Endpoint<D> {
         let Some(seg) = &parsed else {
             return false;
         };
-        let local = seg.tuple.local;
-        let id = match self.last_flow {
+        let id = match &self.last_flow {
             // Its local address is ours and its port steered: checked before it was cached,
             // and what is steered only grows while a flow lives (listeners stay, closed ones
             // too; a flow's removal clears the cache).
-            Some((tuple, id)) if tuple.same_as(&seg.tuple) => {
-                debug_assert!(local.ip() == self.cfg.ip && self.is_steered(local.port()));
-                id
+            Some((ends, id)) if ends.matches(seg) => {
+                debug_assert!({
+                    let tuple = seg.tuple();
+                    let local = tuple.local;
+                    local.ip() == self.cfg.ip
+                        && self.is_steered(local.port())
+                        && self.flows.get(&tuple) == Some(id)
+                });
+                *id
             }
             _ => {
+                let tuple = seg.tuple();
+                let local = tuple.local;
                 if local.ip() != self.cfg.ip || !self.is_steered(local.port()) {
                     return false;
                 }
-                let Some(&id) = self.flows.get(&seg.tuple) else {
+                let Some(&id) = self.flows.get(&tuple) else {
                     return false;
                 };
-                self.last_flow = Some((seg.tuple, id));
+                self.last_flow = Some((seg.ends(), id));
                 id
             }
         };
