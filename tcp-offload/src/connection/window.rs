@@ -61,10 +61,22 @@ impl Connection {
             } else {
                 self.opts.snd_wscale
             };
-            self.snd_wnd = u32::from(seg.window) << scale;
-            self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
+            let wnd = u32::from(seg.window) << scale;
             self.snd_wl1 = seg.seq;
             self.snd_wl2 = seg.ack;
+            if wnd == self.snd_wnd && wnd > 0 {
+                // Open and unchanged: what follows was done when it opened (the persist timer
+                // is armed and backed off only while the window is shut).
+                debug_assert!(
+                    self.max_snd_wnd >= wnd
+                        && !self.timers.is_armed(Timer::Persist)
+                        && self.persist_backoff == 0
+                        && self.persist_since.is_none()
+                );
+                return;
+            }
+            self.snd_wnd = wnd;
+            self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
             if self.snd_wnd > 0 {
                 self.timers.stop(Timer::Persist);
                 self.persist_backoff = 0;
