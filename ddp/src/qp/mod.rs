@@ -160,6 +160,9 @@ enum Startup {
     Responder(mpa::Responder),
 }
 
+/// With a tag of its own (`repr(u8)`): the receive path asks for the phase per segment, and
+/// a tag is one compare where a niche in the startup machines is several instructions.
+#[repr(u8)]
 enum Phase {
     Startup(Startup),
     Operational {
