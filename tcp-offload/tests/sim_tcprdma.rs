@@ -364,5 +364,9 @@ fn tcprdma_fast_path_on_and_off_send_the_same_packets() {
         assert!(fast.client.rdma_bytes_placed > 0 && fast.server.rdma_segments_annotated > 0);
         assert_eq!(full.client.segs_in_fast + full.server.segs_out_fast, 0);
         assert_eq!(fast.client.rdma_bytes_placed, full.client.rdma_bytes_placed);
+        assert_eq!(
+            fast.server.rdma_segments_annotated,
+            full.server.rdma_segments_annotated
+        );
     }
 }

@@ -81,8 +81,13 @@ impl TxSegment {
     pub fn write_spaced<M: Memory + ?Sized>(&self, mem: &M, spacing: Spacing, out: &mut [u8]) {
         let header = self.header();
         let (at, rest) = if header.len() <= spacing.first() {
-            // The header ends before the first hole (the common case): one plain copy.
-            out[..header.len()].copy_from_slice(header);
+            // The header ends before the first hole (the common case): one plain copy, of
+            // the header array whole where the first run holds it (what lies past the header
+            // is the payload's, written below).
+            match out.first_chunk_mut::<UNTAGGED_HEADER_LEN>() {
+                Some(h) if spacing.first() >= UNTAGGED_HEADER_LEN => *h = self.header,
+                _ => self.copy_header(out),
+            }
             let first = spacing.first();
             let rest = if spacing.is_contiguous() {
                 spacing
@@ -113,14 +118,28 @@ impl TxSegment {
     /// The octets [`Self::write_spaced`] writes with [`Spacing::CONTIGUOUS`].
     #[inline(always)]
     pub fn write_contiguous<M: Memory + ?Sized>(&self, mem: &M, out: &mut [u8]) {
-        let (head, body) = out.split_at_mut(usize::from(self.header_len));
-        head.copy_from_slice(self.header());
+        let n = usize::from(self.header_len);
+        match out.first_chunk_mut::<UNTAGGED_HEADER_LEN>() {
+            // The header array whole (a fixed-size copy) where the ULPDU is that long: what
+            // lies past the header is the payload's, written below.
+            Some(h) => *h = self.header,
+            None => self.copy_header(out),
+        }
+        let body = &mut out[n..];
         match &self.payload {
             TxPayload::Region { region, offset, .. } => mem.read(*region, *offset, body),
             TxPayload::Inline { bytes, len } => {
                 body.copy_from_slice(&bytes[..usize::from(*len)]);
             }
         }
+    }
+
+    /// The header into the front of `out` (a ULPDU shorter than the header array, or a first
+    /// run that is; apart, so that the common fixed-size copy stays a few moves).
+    #[cold]
+    #[inline(never)]
+    fn copy_header(&self, out: &mut [u8]) {
+        out[..usize::from(self.header_len)].copy_from_slice(self.header());
     }
 
     /// Write the whole ULPDU into the front of `out` (at least `len()` octets); returns `len()`.

@@ -419,7 +419,8 @@ impl Round<'_> {
         io: &mut dyn FrameSink,
         dst: Mac,
     ) -> (u64, bool) {
-        let (now, ts, src) = (self.now, self.ts, self.mac);
+        let (now, ts) = (self.now, self.ts);
+        let macs = mac_pair(dst, self.mac);
         let mut src_rec = FpduSource {
             qp: c.state.iwarp_mut().map(|i| &mut i.qp),
             tags,
@@ -431,9 +432,7 @@ impl Round<'_> {
         loop {
             let mut produced = 0usize;
             let r = io.tx_frame(now, &mut |buf: &mut [u8]| {
-                let n = frame_out(buf, src, dst, |b| {
-                    tcp.poll_transmit_with(ts, b, &mut src_rec)
-                })?;
+                let n = frame_out_to(buf, &macs, |b| tcp.poll_transmit_with(ts, b, &mut src_rec))?;
                 produced = n;
                 Some(n)
             });
@@ -652,5 +651,42 @@ pub(crate) fn frame_out(
         ethertype: ethernet::ethertype_of(&buf[ethernet::HEADER_LEN..]),
     }
     .emit(buf);
+    Some(ethernet::HEADER_LEN + n)
+}
+
+/// An Ethernet header's first 12 octets: destination and source MAC.
+fn mac_pair(dst: Mac, src: Mac) -> [u8; 12] {
+    let mut m = [0u8; 12];
+    m[..6].copy_from_slice(&dst);
+    m[6..].copy_from_slice(&src);
+    m
+}
+
+/// [`frame_out`] with the header's addresses as [`mac_pair`] gives them (found once for a
+/// run of frames): the same frame.
+#[inline(always)]
+fn frame_out_to(
+    buf: &mut [u8],
+    macs: &[u8; 12],
+    emit: impl FnOnce(&mut [u8]) -> Option<usize>,
+) -> Option<usize> {
+    let (head, packet) = buf.split_first_chunk_mut::<{ ethernet::HEADER_LEN }>()?;
+    if packet.is_empty() {
+        return None;
+    }
+    let n = emit(packet)?;
+    let ethertype = ethernet::ethertype_of(packet);
+    head[..12].copy_from_slice(macs);
+    head[12..].copy_from_slice(&ethertype.to_be_bytes());
+    debug_assert!({
+        let (dst, src) = (macs[..6].try_into(), macs[6..].try_into());
+        let mut want = [0u8; ethernet::HEADER_LEN];
+        let repr = EthernetRepr {
+            dst: dst.expect("6 octets"),
+            src: src.expect("6 octets"),
+            ethertype,
+        };
+        repr.emit(&mut want) && want == *head
+    });
     Some(ethernet::HEADER_LEN + n)
 }

@@ -65,6 +65,9 @@ impl Connection {
         buf: &mut [u8],
         source: &mut S,
     ) -> Option<usize> {
+        if let Some(n) = self.send_bulk(now, buf, source) {
+            return Some(n);
+        }
         if let Some(r) = self.rst_out.take() {
             self.counters.rsts_sent += 1;
             return emit_rst(self.tuple, r, buf, self.cfg.tx_checksum);
@@ -115,6 +118,95 @@ impl Connection {
             return self.emit(now, buf, seq, Flags::default(), 0, 0, false, source, false);
         }
         self.send_ack_if_due(now, buf)
+    }
+
+    /// The next new data segment of a bulk transfer: what `transmit`'s chain comes to (through
+    /// `send_new_data`) when the connection is ESTABLISHED with unsent data, the fast path on
+    /// and nothing else pending (no RST, duplicate ACK, lost segment, loss recovery, FIN,
+    /// Nagle or SACK blocks), asked once instead of stage by stage. `None` when
+    /// that is not the case or no segment can go (blocked, the buffer refused), with nothing
+    /// changed that the chain would not change the same way: the caller goes the general way.
+    #[inline(always)]
+    fn send_bulk<S: RecordSource + ?Sized>(
+        &mut self,
+        now: Timestamp,
+        buf: &mut [u8],
+        source: &mut S,
+    ) -> Option<usize> {
+        let start = self.snd_nxt;
+        if start >= self.sendbuf.end
+            || self.state != State::Established
+            || self.rst_out.is_some()
+            || self.dupacks_owed > 0
+            || self.fin_queued
+            || self.recovery.active
+            || self.scoreboard.lost_pending() > 0
+            || !self.cfg.fast_path
+            || self.cfg.nagle
+            || (self.opts.sack && !self.recv.ranges().is_empty())
+        {
+            return None;
+        }
+        let emss = self.emss();
+        let wnd_edge = self.snd_una + u64::from(self.snd_wnd);
+        let wnd_room = wnd_edge.saturating_sub(start).min(u64::from(u32::MAX)) as u32;
+        // `pipe` outside loss recovery.
+        let pipe = self.scoreboard.pipe().min(u64::from(u32::MAX)) as u32;
+        let room = wnd_room.min(self.cc.cwnd.saturating_sub(pipe));
+        let Plan::Send {
+            len,
+            split,
+            boundary,
+        } = self.sendbuf.plan(start, emss, room, self.pack_up_to())
+        else {
+            return None;
+        };
+        if len == 0 {
+            return None;
+        }
+        // With the TCP RDMA option's marks, only the hot run's segment (its option written,
+        // nothing else changed, as often as asked); any other to the general way.
+        let (mut len, mut rdma) = (len, false);
+        if self.opts.rdma && !self.marks.is_empty() {
+            let hot = self
+                .marks
+                .next_segment_hot(start, len, emss, MssAccounting::Rfc6691);
+            (len, rdma) = (hot?, true);
+            debug_assert!(len > 0);
+        }
+        let seq = self.snd.seq(start);
+        let flags = Flags {
+            psh: true,
+            ..Flags::default()
+        };
+        let n = self.emit(now, buf, seq, flags, start, len, rdma, source, true)?;
+        if rdma {
+            self.counters.rdma_segments_annotated += 1;
+        }
+        // `send_new_data`'s count of segments that are not header-aligned.
+        let end_aligned = |b: &SendBuffer| b.is_boundary(start + u64::from(len));
+        debug_assert!(split.is_some() || end_aligned(&self.sendbuf));
+        debug_assert_eq!(boundary, self.sendbuf.is_boundary(start));
+        if !(boundary && (split.is_none() || end_aligned(&self.sendbuf))) {
+            let why = split.or(self.last_split).unwrap_or(Split::Emss);
+            self.last_split = Some(why);
+            match why {
+                Split::Emss => self.counters.split_emss += 1,
+                Split::Window => self.counters.split_window += 1,
+            }
+        }
+        // `send_new_data`'s.
+        self.counters.data_segs_out += 1;
+        self.scoreboard.push(start, len, false);
+        self.snd_nxt = start + u64::from(len);
+        self.counters.bytes_sent += u64::from(len);
+        if self.rtt_timed.is_none() && !self.opts.ts {
+            self.rtt_timed = Some((self.snd_nxt, now));
+        }
+        self.arm_rto_if_idle(now);
+        self.timers.stop(Timer::Persist);
+        self.persist_since = None;
+        Some(n)
     }
 
     /// True when, past RST, SYN and duplicate ACKs, nothing but an ACK can go out: nothing
