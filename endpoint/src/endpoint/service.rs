@@ -6,13 +6,14 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use ddp::{Memory, QpEvent, StagTable, WorkCompletion};
+use ddp::{Memory, QpEvent, StagTable};
 use mpa::FramingError;
 use tcp_offload::{CloseReason, Event, State, Timestamp};
 
 use super::admission::leave_backlog;
 use super::listeners::ListenerEntry;
 use super::{shrink_sparse, Endpoint};
+use crate::completion_queue::CompletionQueue;
 use crate::conn::{Closing, Conn, ConnId, FpduSource, Role};
 use crate::counters::EndpointCounters;
 use crate::domain::{Domain, DomainGuard};
@@ -231,7 +232,7 @@ struct Round<'a> {
     /// Our MAC, the source of every frame.
     mac: Mac,
     events: &'a mut VecDeque<EndpointEvent>,
-    completions: &'a mut VecDeque<(ConnId, WorkCompletion)>,
+    completions: &'a mut CompletionQueue,
     counters: &'a mut EndpointCounters,
     listeners: &'a mut [ListenerEntry],
     neighbours: &'a Neighbours,
@@ -477,7 +478,7 @@ impl Round<'_> {
         if let Some(q) = c.qp_mut() {
             q.handle_close();
             while let Some(wc) = q.poll_completion() {
-                self.completions.push_back((self.conn_id(), wc));
+                self.completions.push(self.conn_id(), wc);
             }
         }
         Some(reason)
@@ -540,7 +541,7 @@ fn drain_qp<D>(
     conn: ConnId,
     now: Instant,
     events: &mut VecDeque<EndpointEvent>,
-    completions: &mut VecDeque<(ConnId, WorkCompletion)>,
+    completions: &mut CompletionQueue,
     counters: &mut EndpointCounters,
 ) {
     drain_qp_inline(c, conn, now, events, completions, counters);
@@ -554,7 +555,7 @@ fn drain_qp_inline<D>(
     conn: ConnId,
     now: Instant,
     events: &mut VecDeque<EndpointEvent>,
-    completions: &mut VecDeque<(ConnId, WorkCompletion)>,
+    completions: &mut CompletionQueue,
     counters: &mut EndpointCounters,
 ) {
     let Some(q) = c
@@ -566,7 +567,7 @@ fn drain_qp_inline<D>(
         return;
     };
     while let Some(wc) = q.poll_completion() {
-        completions.push_back((conn, wc));
+        completions.push(conn, wc);
     }
     // Most output is completions alone: no event to look for.
     if q.has_events() {
