@@ -203,7 +203,7 @@ impl<D: Domain> Endpoint<D> {
             return false;
         };
         c.drive_acked();
-        drain_qp(
+        drain_qp_inline(
             c,
             ConnId(id),
             now,
