@@ -35,6 +35,7 @@
 
 mod classify;
 mod clock;
+mod completion_queue;
 mod config;
 mod conn;
 mod conn_table;

@@ -414,13 +414,32 @@ impl<D> Conn<D> {
         self.nothing_to_do_at_once(i) && matches!(i.mpa, MpaPhase::Up) && !i.qp.has_events()
     }
 
+    /// Whether this connection's round has nothing to do but what [`Conn::quiet_round`]'s
+    /// does and one pure ACK to send (its delayed ACK fell due): as [`Conn::quiet_round`], with
+    /// that ACK as TCP's only output. Such a round is the quiet one and the frames stage.
+    #[inline(always)]
+    pub fn ack_round(&self) -> bool {
+        let ConnState::Iwarp(i) = &self.state else {
+            return false;
+        };
+        self.tcp.has_only_an_ack_to_send()
+            && self.nothing_to_do_but_send(i)
+            && matches!(i.mpa, MpaPhase::Up)
+            && !i.qp.has_events()
+    }
+
     /// The part of [`Conn::quiet_after_receive`] and [`Conn::quiet_round`] past MPA's phase:
-    /// nothing to send now, no TCP event or chunk to feed, not closing, no overrun, the queue
-    /// pair established with nothing to send (TCP's cheap tests first).
+    /// nothing to send now and [`Conn::nothing_to_do_but_send`] (TCP's cheap tests first).
     #[inline(always)]
     fn nothing_to_do_at_once(&self, i: &Iwarp) -> bool {
-        self.tcp.has_nothing_to_send()
-            && !self.tcp.has_events()
+        self.tcp.has_nothing_to_send() && self.nothing_to_do_but_send(i)
+    }
+
+    /// No TCP event or chunk to feed, not closing, no overrun, the queue pair established with
+    /// nothing to send.
+    #[inline(always)]
+    fn nothing_to_do_but_send(&self, i: &Iwarp) -> bool {
+        !self.tcp.has_events()
             && !self.tcp.has_recv_chunk()
             && !self.closing.is_closing()
             && !i.rx.overrun

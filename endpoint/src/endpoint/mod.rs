@@ -29,6 +29,7 @@ use ddp::{
 use tcp_offload::{Connection, FourTuple, IsnGenerator, State, Timestamp};
 
 use crate::clock::Clock;
+use crate::completion_queue::CompletionQueue;
 use crate::config::{EndpointConfig, QpSettings};
 use crate::conn::{Conn, ConnId, Role};
 use crate::conn_table::ConnTable;
@@ -96,7 +97,7 @@ pub struct Endpoint<D: Domain = NoDomain> {
     fired_acks: Vec<(u64, Timestamp)>,
     pub(crate) tags: StagTable,
     pub(crate) mem: VecMemory,
-    pub(crate) completions: VecDeque<(ConnId, WorkCompletion)>,
+    pub(crate) completions: CompletionQueue,
     /// Work requests posted and not yet taken with `poll_completion`.
     outstanding: usize,
     pub(crate) events: VecDeque<EndpointEvent>,
@@ -140,7 +141,7 @@ impl<D: Domain> Endpoint<D> {
             fired_acks: Vec::new(),
             tags: StagTable::new(cfg.secrets.stag_seed()),
             mem: VecMemory::new(),
-            completions: VecDeque::new(),
+            completions: CompletionQueue::default(),
             outstanding: 0,
             events: VecDeque::new(),
             counters: EndpointCounters::default(),
@@ -275,10 +276,7 @@ impl<D: Domain> Endpoint<D> {
 
     /// The next work completion of any connection.
     pub fn poll_completion(&mut self) -> Option<(ConnId, WorkCompletion)> {
-        let Some(c) = self.completions.pop_front() else {
-            shrink_drained(&mut self.completions);
-            return None;
-        };
+        let c = self.completions.pop()?;
         self.outstanding = self.outstanding.saturating_sub(1);
         Some(c)
     }
@@ -551,7 +549,7 @@ impl<D: Domain> Endpoint<D> {
         if let Some(q) = c.qp_mut() {
             q.shutdown();
             while let Some(wc) = q.poll_completion() {
-                self.completions.push_back((conn, wc));
+                self.completions.push(conn, wc);
             }
         }
         c.closing.begin_by(now + c.settings.close_timeout);

@@ -6,13 +6,14 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use ddp::{Memory, QpEvent, StagTable, WorkCompletion};
+use ddp::{Memory, QpEvent, StagTable};
 use mpa::FramingError;
 use tcp_offload::{CloseReason, Event, State, Timestamp};
 
 use super::admission::leave_backlog;
 use super::listeners::ListenerEntry;
 use super::{shrink_sparse, Endpoint};
+use crate::completion_queue::CompletionQueue;
 use crate::conn::{Closing, Conn, ConnId, FpduSource, Role};
 use crate::counters::EndpointCounters;
 use crate::domain::{Domain, DomainGuard};
@@ -116,6 +117,9 @@ impl<D: Domain> Endpoint<D> {
             return false;
         }
         c.dirty = false;
+        if self.cfg.tcp.fast_path && c.ack_round() {
+            return self.service_ack_round(now, id, io);
+        }
         let quiet = self.cfg.tcp.fast_path && c.quiet_round();
         let closed = if quiet {
             // Every stage but the receive's hand-over of what TCP acknowledged (and the
@@ -188,6 +192,70 @@ impl<D: Domain> Endpoint<D> {
         }
     }
 
+    /// [`Endpoint::service`]'s round of connection `id` (unmarked already) when
+    /// [`Conn::ack_round`] holds: what TCP acknowledged handed to the queue pair (its
+    /// completions and events queued), the pure ACK into a frame, the timers armed. The other
+    /// stages have nothing to do, and a pure ACK rebuilds no record: the round's result with
+    /// none of its other work. Out of line: the rounds inlined into the loop stay as they are.
+    #[inline(never)]
+    fn service_ack_round(&mut self, now: Instant, id: u64, io: &mut dyn FrameSink) -> bool {
+        let Some(c) = self.conns.get_mut(&id) else {
+            return false;
+        };
+        c.drive_acked();
+        drain_qp_inline(
+            c,
+            ConnId(id),
+            now,
+            &mut self.events,
+            &mut self.completions,
+            &mut self.counters,
+        );
+        debug_assert!(c.ack_round(), "handing over ACKs left work");
+        if let Some(dst) = next_hop(c, &self.neighbours, &mut self.counters) {
+            let (ts, src) = (self.clock.stamp, self.cfg.mac);
+            // (The rounds' record source, though a pure ACK asks it for nothing.)
+            let mut src_rec = FpduSource {
+                qp: c.state.iwarp_mut().map(|i| &mut i.qp),
+                tags: &self.tags,
+                mem: &self.mem as &dyn Memory,
+                scratch: &mut self.rebuild,
+                failures: 0,
+            };
+            let tcp = &mut c.tcp;
+            let mut produced = 0usize;
+            let r = io.tx_frame(now, &mut |buf: &mut [u8]| {
+                let n = frame_out(buf, src, dst, |b| {
+                    tcp.poll_transmit_with(ts, b, &mut src_rec)
+                })?;
+                produced = n;
+                Some(n)
+            });
+            match r {
+                TxOutcome::NoBuffer => {
+                    self.counters.tx_no_buffer += 1;
+                    self.busy = true;
+                    // Marked again: the next round retries it when frames are back.
+                    c.mark(id, &mut self.dirty);
+                }
+                _ if produced == 0 => {}
+                _ => {
+                    self.counters.tx_packets += 1;
+                    self.counters.tx_bytes += produced as u64;
+                }
+            }
+        }
+        debug_assert!(
+            !c.qp().is_some_and(|q| q.has_output()) && c.tcp.state() != State::Closed,
+            "a pure ACK left the queue pair output or closed the connection"
+        );
+        // Its only deadlines are TCP's (MPA up, not closing).
+        debug_assert_eq!(c.tcp.poll_timeout_but_ack(), c.deadline(&self.clock));
+        let deadline = c.tcp.poll_timeout_but_ack();
+        arm(&mut self.wheel, id, c, deadline);
+        c.dirty
+    }
+
     /// Takes closed connection `id` out of the tables: its timer, its listener's backlog, its
     /// flow; what it counted is added to the endpoint's counters.
     fn remove_closed(&mut self, id: u64, reason: CloseReason) {
@@ -231,7 +299,7 @@ struct Round<'a> {
     /// Our MAC, the source of every frame.
     mac: Mac,
     events: &'a mut VecDeque<EndpointEvent>,
-    completions: &'a mut VecDeque<(ConnId, WorkCompletion)>,
+    completions: &'a mut CompletionQueue,
     counters: &'a mut EndpointCounters,
     listeners: &'a mut [ListenerEntry],
     neighbours: &'a Neighbours,
@@ -366,20 +434,7 @@ impl Round<'_> {
         let hop = if c.tcp.has_nothing_to_send() {
             None
         } else {
-            // Looked up again only when the neighbour table changed since.
-            let generation = self.neighbours.generation();
-            let hop = match c.hop {
-                Some((g, mac)) if g == generation => Some(mac),
-                _ => {
-                    let hop = self.neighbours.next_hop(c.tcp.tuple().remote.ip());
-                    c.hop = hop.map(|mac| (generation, mac));
-                    hop
-                }
-            };
-            if hop.is_none() {
-                self.counters.no_neighbour += 1;
-            }
-            hop
+            next_hop(c, self.neighbours, self.counters)
         };
         if let Some(dst) = hop {
             // Checked above for the first frames, after an abort for the RST.
@@ -476,7 +531,7 @@ impl Round<'_> {
         if let Some(q) = c.qp_mut() {
             q.handle_close();
             while let Some(wc) = q.poll_completion() {
-                self.completions.push_back((self.conn_id(), wc));
+                self.completions.push(self.conn_id(), wc);
             }
         }
         Some(reason)
@@ -507,6 +562,29 @@ impl Round<'_> {
     }
 }
 
+/// The next hop of `c`'s frames, looked up again only when the neighbour table changed since
+/// it was; none is counted.
+#[inline(always)]
+fn next_hop<D>(
+    c: &mut Conn<D>,
+    neighbours: &Neighbours,
+    counters: &mut EndpointCounters,
+) -> Option<Mac> {
+    let generation = neighbours.generation();
+    let hop = match c.hop {
+        Some((g, mac)) if g == generation => Some(mac),
+        _ => {
+            let hop = neighbours.next_hop(c.tcp.tuple().remote.ip());
+            c.hop = hop.map(|mac| (generation, mac));
+            hop
+        }
+    };
+    if hop.is_none() {
+        counters.no_neighbour += 1;
+    }
+    hop
+}
+
 /// Timers: the connection's one wheel entry fires no later than its earliest deadline but
 /// TCP's delayed ACK. It moves only when the deadline comes earlier: a later one (the
 /// retransmission timer pushed back by every ACK) or none leaves it armed, and when it fires
@@ -516,7 +594,8 @@ impl Round<'_> {
 /// is queued in the wheel's queued lane (an append, nothing moved) when no deadline of the
 /// connection at or before it is queued there; a queued deadline that fires early is
 /// followed by TCP's own (`Endpoint::expire_connections`), as the wheel entry is.
-/// `deadline` is the connection's [`Conn::deadline`].
+/// `deadline` is the connection's [`Conn::deadline`]. (Inlined: it ends every round.)
+#[inline(always)]
 fn arm<D>(wheel: &mut TimerWheel, id: u64, c: &mut Conn<D>, deadline: Option<Timestamp>) {
     if let Some(d) = deadline {
         if c.armed.is_none_or(|a| d < a.at) {
@@ -539,7 +618,7 @@ fn drain_qp<D>(
     conn: ConnId,
     now: Instant,
     events: &mut VecDeque<EndpointEvent>,
-    completions: &mut VecDeque<(ConnId, WorkCompletion)>,
+    completions: &mut CompletionQueue,
     counters: &mut EndpointCounters,
 ) {
     drain_qp_inline(c, conn, now, events, completions, counters);
@@ -553,7 +632,7 @@ fn drain_qp_inline<D>(
     conn: ConnId,
     now: Instant,
     events: &mut VecDeque<EndpointEvent>,
-    completions: &mut VecDeque<(ConnId, WorkCompletion)>,
+    completions: &mut CompletionQueue,
     counters: &mut EndpointCounters,
 ) {
     let Some(q) = c
@@ -565,7 +644,7 @@ fn drain_qp_inline<D>(
         return;
     };
     while let Some(wc) = q.poll_completion() {
-        completions.push_back((conn, wc));
+        completions.push(conn, wc);
     }
     // Most output is completions alone: no event to look for.
     if q.has_events() {
