@@ -35,7 +35,6 @@
 
 mod classify;
 mod clock;
-mod completion_queue;
 mod config;
 mod conn;
 mod conn_table;

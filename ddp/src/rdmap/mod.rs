@@ -8,6 +8,7 @@
 //!   validation and placement, in-order delivery, completions, Terminate).
 
 pub mod completion;
+pub mod completion_ring;
 pub mod control;
 pub mod engine;
 pub mod header_error;

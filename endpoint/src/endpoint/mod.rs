@@ -29,7 +29,6 @@ use ddp::{
 use tcp_offload::{Connection, FourTuple, IsnGenerator, State, Timestamp};
 
 use crate::clock::Clock;
-use crate::completion_queue::CompletionQueue;
 use crate::config::{EndpointConfig, QpSettings};
 use crate::conn::{Conn, ConnId, Role};
 use crate::conn_table::ConnTable;
@@ -43,6 +42,9 @@ use crate::local_ports::LocalPorts;
 use crate::neighbours::Neighbours;
 use crate::timer_wheel::{Armed, TimerWheel};
 use listeners::ListenerEntry;
+
+/// Work completions waiting for `poll_completion`, with their connections, oldest first.
+pub(crate) type CompletionQueue = ddp::CompletionRing<(ConnId, ddp::WorkCompletion)>;
 
 /// Slots of the timer wheel: with the default 25 us tick, one turn is about 205 ms (the minimum
 /// RTO), so most deadlines sit in their own turn.
@@ -549,7 +551,7 @@ impl<D: Domain> Endpoint<D> {
         if let Some(q) = c.qp_mut() {
             q.shutdown();
             while let Some(wc) = q.poll_completion() {
-                self.completions.push(conn, wc);
+                self.completions.push((conn, wc));
             }
         }
         c.closing.begin_by(now + c.settings.close_timeout);

@@ -12,8 +12,8 @@ use tcp_offload::{CloseReason, Event, State, Timestamp};
 
 use super::admission::leave_backlog;
 use super::listeners::ListenerEntry;
+use super::CompletionQueue;
 use super::{shrink_sparse, Endpoint};
-use crate::completion_queue::CompletionQueue;
 use crate::conn::{Closing, Conn, ConnId, FpduSource, Role};
 use crate::counters::EndpointCounters;
 use crate::domain::{Domain, DomainGuard};
@@ -531,7 +531,7 @@ impl Round<'_> {
         if let Some(q) = c.qp_mut() {
             q.handle_close();
             while let Some(wc) = q.poll_completion() {
-                self.completions.push(self.conn_id(), wc);
+                self.completions.push((self.conn_id(), wc));
             }
         }
         Some(reason)
@@ -644,7 +644,7 @@ fn drain_qp_inline<D>(
         return;
     };
     while let Some(wc) = q.poll_completion() {
-        completions.push(conn, wc);
+        completions.push((conn, wc));
     }
     // Most output is completions alone: no event to look for.
     if q.has_events() {

@@ -37,7 +37,8 @@ use crate::ddp::stag_table::{
 use crate::ddp::tagged::{TaggedPacket, TaggedRepr, TAGGED_HEADER_LEN};
 use crate::ddp::tx_segment::{TxPayload, TxSegment};
 use crate::ddp::untagged::{UntaggedRepr, UNTAGGED_HEADER_LEN};
-use crate::rdmap::completion::{CompletionRing, WcOpcode, WcStatus, WorkCompletion};
+use crate::rdmap::completion::{WcOpcode, WcStatus, WorkCompletion};
+use crate::rdmap::completion_ring::CompletionRing;
 use crate::rdmap::control::{qn, RdmapControl, RdmapOpcode};
 use crate::rdmap::header_error::RdmapHeaderError;
 use crate::rdmap::read_request::{ReadRequestPacket, ReadRequestRepr, READ_REQUEST_HEADER_LEN};
@@ -353,7 +354,7 @@ pub struct RdmapEngine {
     delivered_through: u64,
     /// The window of the last RDMA Write STag the in-order shortcut checked.
     last_write: Option<placement::WriteTargetCache>,
-    completions: CompletionRing,
+    completions: CompletionRing<WorkCompletion>,
     events: VecDeque<RdmapEvent>,
     stats: RdmapStats,
 }
