@@ -117,13 +117,12 @@ impl<D: Domain> Endpoint<D> {
             return false;
         }
         c.dirty = false;
-        if self.cfg.tcp.fast_path && c.ack_round() {
-            return self.service_ack_round(now, id, io);
-        }
-        let quiet = self.cfg.tcp.fast_path && c.quiet_round();
+        let ack_round = self.cfg.tcp.fast_path && c.ack_round();
+        let quiet = ack_round || self.cfg.tcp.fast_path && c.quiet_round();
         let closed = if quiet {
             // Every stage but the receive's hand-over of what TCP acknowledged (and the
-            // completions it makes) has nothing to do; the timers are armed as after a round.
+            // completions it makes) has nothing to do (but the pure ACK of an ACK round); the
+            // timers are armed as after a round.
             c.drive_acked();
             drain_qp_inline(
                 c,
@@ -133,6 +132,9 @@ impl<D: Domain> Endpoint<D> {
                 &mut self.completions,
                 &mut self.counters,
             );
+            if ack_round {
+                return self.send_pure_ack(now, id, io);
+            }
             debug_assert!(
                 c.quiet_round() && c.tcp.state() != State::Closed,
                 "handing over ACKs left work"
@@ -192,25 +194,16 @@ impl<D: Domain> Endpoint<D> {
         }
     }
 
-    /// [`Endpoint::service`]'s round of connection `id` (unmarked already) when
-    /// [`Conn::ack_round`] holds: what TCP acknowledged handed to the queue pair (its
-    /// completions and events queued), the pure ACK into a frame, the timers armed. The other
-    /// stages have nothing to do, and a pure ACK rebuilds no record: the round's result with
-    /// none of its other work. Out of line: the rounds inlined into the loop stay as they are.
+    /// The rest of [`Endpoint::service`]'s round of connection `id` when [`Conn::ack_round`]
+    /// held and what TCP acknowledged is handed over: the pure ACK into a frame, the timers
+    /// armed. The other stages have nothing to do, and a pure ACK rebuilds no record: the
+    /// round's result with none of its other work. Out of line: the rounds inlined into the
+    /// loop stay as they are.
     #[inline(never)]
-    fn service_ack_round(&mut self, now: Instant, id: u64, io: &mut dyn FrameSink) -> bool {
+    fn send_pure_ack(&mut self, now: Instant, id: u64, io: &mut dyn FrameSink) -> bool {
         let Some(c) = self.conns.get_mut(&id) else {
             return false;
         };
-        c.drive_acked();
-        drain_qp_inline(
-            c,
-            ConnId(id),
-            now,
-            &mut self.events,
-            &mut self.completions,
-            &mut self.counters,
-        );
         debug_assert!(c.ack_round(), "handing over ACKs left work");
         if let Some(dst) = next_hop(c, &self.neighbours, &mut self.counters) {
             let (ts, src) = (self.clock.stamp, self.cfg.mac);
