@@ -256,8 +256,15 @@ impl Qp {
         }
         if !cfg.markers {
             // The same FPDU at every offset, its ULPDU one stretch: framed without spacing.
-            let fill = |dst: &mut [u8]| seg.write_contiguous(mem, dst);
-            return mpa::encode_fpdu_unmarked(cfg.crc, seg.len(), fill, out).ok();
+            // The closure inlined: else a call of its own per FPDU.
+            return mpa::encode_fpdu_unmarked(
+                cfg.crc,
+                seg.len(),
+                #[inline(always)]
+                |dst: &mut [u8]| seg.write_contiguous(mem, dst),
+                out,
+            )
+            .ok();
         }
         let offset = start.wrapping_sub(self.tx_seq_start) as u32;
         let mut fill = |dst: &mut [u8], spacing| seg.write_spaced(mem, spacing, dst);
