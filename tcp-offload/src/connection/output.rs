@@ -188,24 +188,9 @@ impl Connection {
         debug_assert!(split.is_some() || end_aligned(&self.sendbuf));
         debug_assert_eq!(boundary, self.sendbuf.is_boundary(start));
         if !(boundary && (split.is_none() || end_aligned(&self.sendbuf))) {
-            let why = split.or(self.last_split).unwrap_or(Split::Emss);
-            self.last_split = Some(why);
-            match why {
-                Split::Emss => self.counters.split_emss += 1,
-                Split::Window => self.counters.split_window += 1,
-            }
+            self.count_unaligned(split);
         }
-        // `send_new_data`'s.
-        self.counters.data_segs_out += 1;
-        self.scoreboard.push(start, len, false);
-        self.snd_nxt = start + u64::from(len);
-        self.counters.bytes_sent += u64::from(len);
-        if self.rtt_timed.is_none() && !self.opts.ts {
-            self.rtt_timed = Some((self.snd_nxt, now));
-        }
-        self.arm_rto_if_idle(now);
-        self.timers.stop(Timer::Persist);
-        self.persist_since = None;
+        self.record_new_segment(now, start, len, false);
         Some(n)
     }
 
@@ -480,12 +465,7 @@ impl Connection {
         let aligned = boundary.unwrap_or_else(|| self.sendbuf.is_boundary(self.snd_nxt))
             && (split.is_none() || end_aligned(&self.sendbuf));
         if !aligned {
-            let why = split.or(self.last_split).unwrap_or(Split::Emss);
-            self.last_split = Some(why);
-            match why {
-                Split::Emss => self.counters.split_emss += 1,
-                Split::Window => self.counters.split_window += 1,
-            }
+            self.count_unaligned(split);
         }
         let start = self.snd_nxt;
         let seq = self.snd.seq(start);
@@ -495,6 +475,27 @@ impl Connection {
             ..Default::default()
         };
         let n = self.emit(now, buf, seq, flags, start, len, rdma, source, true)?;
+        self.record_new_segment(now, start, len, fin);
+        Some(n)
+    }
+
+    /// Counts a segment that is not header-aligned (MPA §5.3 exceptions) by why it was cut:
+    /// `split`, else the reason the record it continues was split for.
+    #[inline(always)]
+    fn count_unaligned(&mut self, split: Option<Split>) {
+        let why = split.or(self.last_split).unwrap_or(Split::Emss);
+        self.last_split = Some(why);
+        match why {
+            Split::Emss => self.counters.split_emss += 1,
+            Split::Window => self.counters.split_window += 1,
+        }
+    }
+
+    /// What a new segment of `len` octets (and `fin`) from `start`, just emitted, changes: the
+    /// counters, the scoreboard, SND.NXT, the RTT sample's start, the retransmission timer
+    /// (RFC 6298 §5.1), the persist state.
+    #[inline(always)]
+    fn record_new_segment(&mut self, now: Timestamp, start: u64, len: u32, fin: bool) {
         self.counters.data_segs_out += 1;
         self.scoreboard.push(start, len, fin);
         self.snd_nxt = start + u64::from(len) + u64::from(fin);
@@ -502,11 +503,9 @@ impl Connection {
         if self.rtt_timed.is_none() && !self.opts.ts {
             self.rtt_timed = Some((self.snd_nxt, now));
         }
-        // RFC 6298 §5.1.
         self.arm_rto_if_idle(now);
         self.timers.stop(Timer::Persist);
         self.persist_since = None;
-        Some(n)
     }
 
     /// Emits one segment with the current ACK, window and options (with `rdma`, the RDMA
