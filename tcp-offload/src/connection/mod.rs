@@ -619,14 +619,7 @@ impl Connection {
     /// duplicate ACK, probe, lost segment, loss recovery, unsent data or FIN): the next
     /// transmit writes it and [`Connection::has_nothing_to_send`] holds after it.
     pub fn has_only_an_ack_to_send(&self) -> bool {
-        self.ack_now
-            && !self.has_unsent()
-            && self.rst_out.is_none()
-            && !self.syn_due
-            && self.dupacks_owed == 0
-            && !self.probe_due
-            && !self.recovery.active
-            && self.scoreboard.lost_pending() == 0
+        self.ack_now && self.nothing_but_an_ack_to_send()
     }
 
     pub(super) fn has_unsent(&self) -> bool {

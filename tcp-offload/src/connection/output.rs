@@ -47,10 +47,16 @@ impl Connection {
     /// FIN): a caller can skip taking a frame for it. False means it may send. Timers that fall
     /// due change it only through `handle_timeout`, which runs before a transmit.
     pub fn has_nothing_to_send(&self) -> bool {
-        // An ACK due first (one flag: a pure ACK's round asks twice), then unsent data (the
-        // common case of a sender when it is asked).
-        !self.ack_now
-            && !self.has_unsent()
+        // An ACK due first (one flag: a pure ACK's round asks twice).
+        !self.ack_now && self.nothing_but_an_ack_to_send()
+    }
+
+    /// Whether nothing but an ACK could go out: no unsent data or FIN (asked first: the common
+    /// case of a sender when it is asked), RST, SYN, duplicate ACK, probe, lost segment or loss
+    /// recovery.
+    #[inline(always)]
+    pub(super) fn nothing_but_an_ack_to_send(&self) -> bool {
+        !self.has_unsent()
             && self.rst_out.is_none()
             && !self.syn_due
             && self.dupacks_owed == 0
