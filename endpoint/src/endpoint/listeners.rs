@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use tcp_offload::TcpListener;
+use tcp_offload::{TcpListener, Timestamp};
 
 use super::admission::Admission;
 use super::{check_private_data, Endpoint};
@@ -143,6 +143,17 @@ impl<D: Domain> Endpoint<D> {
         self.conns
             .values()
             .any(|c| c.tcp.tuple().local.port() == port)
+    }
+
+    /// Whether [`Endpoint::listener_timeouts`] at `now` would do nothing: no listener timer
+    /// due, no SYN source remembered.
+    #[inline(always)]
+    pub(crate) fn listeners_idle(&self, now: Timestamp) -> bool {
+        self.neighbours.syn_sources_len() == 0
+            && self
+                .listeners
+                .iter()
+                .all(|l| l.tcp.poll_timeout().is_none_or(|d| d > now))
     }
 
     /// Runs the listeners' timers due at the clock's time.

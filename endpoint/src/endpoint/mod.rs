@@ -164,7 +164,13 @@ impl<D: Domain> Endpoint<D> {
     /// listeners'.
     pub fn handle_timeout(&mut self, now: Instant) {
         let ts = self.clock.set(now);
-        if !self.wheel.advance_quietly(ts) {
+        let quiet = self.wheel.advance_quietly(ts);
+        // Most calls find nothing due (no wheel tick to expire, no listener timer, no SYN
+        // source to forget): that check is all they run.
+        if quiet && self.listeners_idle(ts) {
+            return;
+        }
+        if !quiet {
             self.expire_connections(now, ts);
         }
         self.listener_timeouts();

@@ -18,7 +18,8 @@ impl RdmapEngine {
         }
         self.current.is_some()
             || self.terminate.is_some()
-            || (self.state == RdmapState::Active && (!self.responses.is_empty() || self.sq_ready()))
+            || (self.state == RdmapState::Active
+                && (!self.responses.is_empty() || (!self.sq_pending.is_empty() && self.sq_ready())))
     }
 
     /// The next queued message may start: a Read Request only while fewer than ORD Reads are
