@@ -329,6 +329,7 @@ impl Qp {
     }
 
     /// The next work completion.
+    #[inline(always)]
     pub fn poll_completion(&mut self) -> Option<WorkCompletion> {
         self.engine.poll_completion()
     }

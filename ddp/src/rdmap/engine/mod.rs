@@ -706,6 +706,7 @@ impl RdmapEngine {
     // Output to the ULP
 
     /// The next work completion.
+    #[inline(always)]
     pub fn poll_completion(&mut self) -> Option<WorkCompletion> {
         self.completions.pop()
     }
