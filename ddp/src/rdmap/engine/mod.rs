@@ -453,17 +453,16 @@ impl RdmapEngine {
     }
 
     /// Refuse work unless active and `buf` passes the table's local check for `need`.
-    fn check_post(
+    fn check_post<'t>(
         &self,
-        tags: &StagTable,
+        tags: &'t StagTable,
         buf: LocalBuf,
         need: Access,
-    ) -> Result<Region, WorkRequestError> {
+    ) -> Result<&'t Region, WorkRequestError> {
         if self.state != RdmapState::Active {
             return Err(WorkRequestError::InvalidState);
         }
         tags.check_local(buf.region, buf.offset, u64::from(buf.len), need)
-            .copied()
             .map_err(WorkRequestError::Local)
     }
 
