@@ -636,9 +636,7 @@ fn drain_qp_inline<D>(
     else {
         return;
     };
-    while let Some(wc) = q.poll_completion() {
-        completions.push((conn, wc));
-    }
+    q.drain_completions(completions, |wc| (conn, wc));
     // Most output is completions alone: no event to look for.
     if q.has_events() {
         drain_qp_events(c, conn, now, events, counters);

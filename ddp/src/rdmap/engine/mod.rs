@@ -710,6 +710,17 @@ impl RdmapEngine {
         self.completions.pop()
     }
 
+    /// Every work completion, oldest first, after those of `to`, each as `f` makes it: what
+    /// [`poll_completion`](Self::poll_completion) until none would give.
+    #[inline(always)]
+    pub fn drain_completions<U: Copy>(
+        &mut self,
+        to: &mut CompletionRing<U>,
+        f: impl Fn(WorkCompletion) -> U,
+    ) {
+        self.completions.drain_into(to, f);
+    }
+
     /// The next event.
     pub fn poll_event(&mut self) -> Option<RdmapEvent> {
         self.events.pop_front()
