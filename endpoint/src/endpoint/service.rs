@@ -628,12 +628,7 @@ fn drain_qp_inline<D>(
     completions: &mut CompletionQueue,
     counters: &mut EndpointCounters,
 ) {
-    let Some(q) = c
-        .state
-        .iwarp_mut()
-        .map(|i| &mut i.qp)
-        .filter(|q| q.has_output())
-    else {
+    let Some(q) = c.state.iwarp_mut().map(|i| &mut i.qp) else {
         return;
     };
     q.drain_completions(completions, |wc| (conn, wc));
