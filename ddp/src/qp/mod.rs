@@ -35,6 +35,7 @@
 //! Files: this one holds the settings, events, state and posting; `startup.rs` the MPA startup,
 //! `transmit.rs` framing and acknowledgement, `receive.rs` the two receive paths.
 
+use crate::rdmap::completion_ring::CompletionRing;
 use std::collections::{BTreeSet, VecDeque};
 use std::time::Instant;
 
@@ -329,8 +330,20 @@ impl Qp {
     }
 
     /// The next work completion.
+    #[inline(always)]
     pub fn poll_completion(&mut self) -> Option<WorkCompletion> {
         self.engine.poll_completion()
+    }
+
+    /// Every work completion, oldest first, after those of `to`, each as `f` makes it: what
+    /// [`Qp::poll_completion`] until none would give.
+    #[inline(always)]
+    pub fn drain_completions<U: Copy>(
+        &mut self,
+        to: &mut CompletionRing<U>,
+        f: impl Fn(WorkCompletion) -> U,
+    ) {
+        self.engine.drain_completions(to, f);
     }
 
     /// Whether [`Qp::poll_completion`] or [`Qp::poll_event`] may have something: a check for a

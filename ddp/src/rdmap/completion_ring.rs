@@ -56,6 +56,21 @@ impl<T: Copy> CompletionRing<T> {
         Some(item)
     }
 
+    /// Moves every item held, oldest first, after those of `to`, each as `f` makes it; then
+    /// gives back the slots of a burst (as [`pop`](Self::pop) finding none would).
+    #[inline(always)]
+    pub fn drain_into<U: Copy>(&mut self, to: &mut CompletionRing<U>, f: impl Fn(T) -> U) {
+        while self.len > 0 {
+            let item = self.slots[self.head];
+            self.head = (self.head + 1) & (self.slots.len() - 1);
+            self.len -= 1;
+            to.push(f(item));
+        }
+        if self.slots.len() > KEPT_SLOTS {
+            self.shrink();
+        }
+    }
+
     /// Whether no item is held.
     #[inline(always)]
     pub fn is_empty(&self) -> bool {
@@ -129,5 +144,25 @@ mod tests {
         }
         assert_eq!(next_out, next_in);
         assert!(ring.is_empty());
+    }
+
+    /// A drained ring's items follow the other ring's, in order, and it keeps few slots.
+    #[test]
+    fn drain_into_appends_in_order_and_shrinks() {
+        let (mut from, mut to) = (CompletionRing::default(), CompletionRing::default());
+        to.push((9u8, 0u64));
+        for n in 1..=300u64 {
+            from.push(n);
+            if n % 3 == 0 {
+                assert_eq!(from.pop(), Some(n / 3));
+            }
+        }
+        from.drain_into(&mut to, |n| (1, n));
+        assert!(from.is_empty() && from.slots.len() <= KEPT_SLOTS);
+        assert_eq!(to.pop(), Some((9, 0)));
+        for n in 101..=300 {
+            assert_eq!(to.pop(), Some((1, n)));
+        }
+        assert_eq!(to.pop(), None);
     }
 }

@@ -628,17 +628,10 @@ fn drain_qp_inline<D>(
     completions: &mut CompletionQueue,
     counters: &mut EndpointCounters,
 ) {
-    let Some(q) = c
-        .state
-        .iwarp_mut()
-        .map(|i| &mut i.qp)
-        .filter(|q| q.has_output())
-    else {
+    let Some(q) = c.state.iwarp_mut().map(|i| &mut i.qp) else {
         return;
     };
-    while let Some(wc) = q.poll_completion() {
-        completions.push((conn, wc));
-    }
+    q.drain_completions(completions, |wc| (conn, wc));
     // Most output is completions alone: no event to look for.
     if q.has_events() {
         drain_qp_events(c, conn, now, events, counters);

@@ -453,17 +453,16 @@ impl RdmapEngine {
     }
 
     /// Refuse work unless active and `buf` passes the table's local check for `need`.
-    fn check_post(
+    fn check_post<'t>(
         &self,
-        tags: &StagTable,
+        tags: &'t StagTable,
         buf: LocalBuf,
         need: Access,
-    ) -> Result<Region, WorkRequestError> {
+    ) -> Result<&'t Region, WorkRequestError> {
         if self.state != RdmapState::Active {
             return Err(WorkRequestError::InvalidState);
         }
         tags.check_local(buf.region, buf.offset, u64::from(buf.len), need)
-            .copied()
             .map_err(WorkRequestError::Local)
     }
 
@@ -706,8 +705,20 @@ impl RdmapEngine {
     // Output to the ULP
 
     /// The next work completion.
+    #[inline(always)]
     pub fn poll_completion(&mut self) -> Option<WorkCompletion> {
         self.completions.pop()
+    }
+
+    /// Every work completion, oldest first, after those of `to`, each as `f` makes it: what
+    /// [`poll_completion`](Self::poll_completion) until none would give.
+    #[inline(always)]
+    pub fn drain_completions<U: Copy>(
+        &mut self,
+        to: &mut CompletionRing<U>,
+        f: impl Fn(WorkCompletion) -> U,
+    ) {
+        self.completions.drain_into(to, f);
     }
 
     /// The next event.
