@@ -107,6 +107,27 @@ impl<T: Copy> CompletionRing<T> {
 mod tests {
     use super::*;
 
+    /// A ring held at a steady fill, one push and one pop a turn, wraps its head past the
+    /// last slot many times without growing: every item comes out once, in order.
+    #[test]
+    fn ring_wraps_its_head_at_a_steady_fill() {
+        let mut ring = CompletionRing::default();
+        for n in 0..5u64 {
+            ring.push(n);
+        }
+        let slots = ring.slots.len();
+        for n in 5..1_000u64 {
+            ring.push(n);
+            assert_eq!(ring.pop(), Some(n - 5));
+        }
+        assert_eq!(
+            ring.slots.len(),
+            slots,
+            "a steady fill does not grow the ring"
+        );
+        assert_eq!(ring.len(), 5);
+    }
+
     /// Interleaved pushes and pops wander the head before each growth; bursts past the kept
     /// slots are drained now and then: every item comes out once, in order.
     #[test]
