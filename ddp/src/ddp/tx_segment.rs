@@ -118,6 +118,7 @@ impl TxSegment {
     /// The octets [`Self::write_spaced`] writes with [`Spacing::CONTIGUOUS`].
     #[inline(always)]
     pub fn write_contiguous<M: Memory + ?Sized>(&self, mem: &M, out: &mut [u8]) {
+        debug_assert_eq!(out.len(), self.len(), "out must be the ULPDU's length");
         let n = usize::from(self.header_len);
         match out.first_chunk_mut::<UNTAGGED_HEADER_LEN>() {
             // The header array whole (a fixed-size copy) where the ULPDU is that long: what

@@ -193,11 +193,17 @@ impl XwQp {
     /// flushed), and flushes the receives that waited for one.
     pub(crate) fn to_error(&self, conn: &mut Conn) {
         match conn {
-            Conn::Connected(qp) => log::debug(format_args!(
-                "qp {}: to ERR (connection: {:?})",
-                self.num,
-                qp.error()
-            )),
+            Conn::Connected(qp) => match qp.error() {
+                None | Some(dataplane::QpError::PeerClosed) => log::debug(format_args!(
+                    "qp {}: to ERR (connection: {:?})",
+                    self.num,
+                    qp.error()
+                )),
+                Some(e) => log::always(format_args!(
+                    "qp {}: the connection failed ({e}); its work completes flushed",
+                    self.num
+                )),
+            },
             Conn::Error => {}
             _ => log::debug(format_args!("qp {}: to ERR", self.num)),
         }
