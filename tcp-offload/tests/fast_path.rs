@@ -109,3 +109,68 @@ fn fast_path_on_and_off_emit_the_same_packets() {
         }
     }
 }
+
+/// Two connections A -> B, established by the same exchange (the same ISNs), the fast path
+/// as given.
+fn established(fast_path: bool) -> (tcp_offload::Connection, tcp_offload::Connection) {
+    use tcp_offload::{Connection, FourTuple, IsnGenerator, State, Timestamp};
+    let t0 = Timestamp::ZERO;
+    let cfg = Config {
+        fast_path,
+        ..Config::default()
+    };
+    let g = IsnGenerator::new([3; 16], t0);
+    let t = FourTuple {
+        local: "198.18.0.1:40000".parse().unwrap(),
+        remote: "198.18.0.2:5000".parse().unwrap(),
+    };
+    let mut a = Connection::connect(cfg.clone(), t, &g, t0).expect("valid TCP settings");
+    let mut b = Connection::listen(cfg, t.remote, &g, t0).expect("valid TCP settings");
+    netsim::exchange(&mut a, &mut b, t0, 4);
+    assert_eq!(
+        (a.state(), b.state()),
+        (State::Established, State::Established)
+    );
+    (a, b)
+}
+
+#[test]
+fn a_buffer_too_short_for_the_bulk_segment_changes_nothing() {
+    let t0 = tcp_offload::Timestamp::ZERO;
+    let data = testkit::pattern(4000, 11);
+    let mut frames = Vec::new();
+    for (fast_path, refuse_first) in [(true, true), (true, false), (false, true)] {
+        let (mut a, _b) = established(fast_path);
+        a.send(&data).unwrap();
+        if refuse_first {
+            // Too short for the headers and one octet of data: the segment cannot be written.
+            let mut short = [0u8; 60];
+            assert_eq!(
+                a.poll_transmit(t0, &mut short),
+                None,
+                "fast path {fast_path}"
+            );
+        }
+        let mut out = Vec::new();
+        let mut buf = [0u8; 2048];
+        while let Some(n) = a.poll_transmit(t0, &mut buf) {
+            out.push(buf[..n].to_vec());
+        }
+        assert!(
+            out.len() >= 2,
+            "fast path {fast_path}: {} segments",
+            out.len()
+        );
+        let fast_segments = a.counters().segs_out_fast;
+        assert_eq!(fast_segments > 0, fast_path, "fast path {fast_path}");
+        let strip = |mut c: TcpCounters| {
+            c.segs_out_fast = 0;
+            c
+        };
+        frames.push((out, strip(*a.counters())));
+    }
+    // The refused call left no trace: the same segments and counters as without it, and as
+    // the general way writes them.
+    assert_eq!(frames[0], frames[1]);
+    assert_eq!(frames[0], frames[2]);
+}
