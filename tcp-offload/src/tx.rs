@@ -7,6 +7,7 @@
 //! caller's [`RecordSource`] at every (re)transmission. Records handed in with bytes
 //! (`send_record_bytes`) and byte-stream data are kept in an owned buffer.
 
+use crate::ring::Ring;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -86,7 +87,7 @@ pub(crate) enum Plan {
 /// Queued, not yet acknowledged send data in stream offsets (offset 1 = first data octet).
 #[derive(Debug)]
 pub(crate) struct SendBuffer {
-    chunks: VecDeque<Chunk>,
+    chunks: Ring<Chunk>,
     owned: VecDeque<u8>,
     owned_base: u64,
     owned_end: u64,
@@ -103,7 +104,7 @@ pub(crate) struct SendBuffer {
 impl SendBuffer {
     pub fn new(start: u64) -> Self {
         SendBuffer {
-            chunks: VecDeque::new(),
+            chunks: Ring::new(),
             owned: VecDeque::new(),
             owned_base: 0,
             owned_end: 0,

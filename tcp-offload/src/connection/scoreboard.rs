@@ -9,7 +9,7 @@
 //! (IsLost) keeps a frontier that only moves up the queue, so each segment is visited a bounded
 //! number of times over its life, however many ACKs arrive.
 
-use std::collections::VecDeque;
+use crate::ring::Ring;
 
 /// One segment sent and not yet cumulatively acknowledged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,7 +66,7 @@ impl SentSeg {
 /// The retransmission queue with its SACK marks and sums.
 #[derive(Debug, Default)]
 pub(super) struct Scoreboard {
-    segs: VecDeque<SentSeg>,
+    segs: Ring<SentSeg>,
     /// Sum of the sequence lengths of all segments.
     sent_octets: u64,
     /// Sum over SACKed segments.
@@ -181,11 +181,7 @@ impl Scoreboard {
     pub fn next_unlost_below_sack(&self) -> Option<usize> {
         // Highest octet covered by a SACK (rule 1.b) and HighRxt (rule 1.a).
         let high_sacked = self.segs.iter().rev().find(|s| s.sacked)?.end();
-        let above_rxt = self
-            .segs
-            .iter()
-            .rposition(|s| s.rexmit)
-            .map_or(0, |k| k + 1);
+        let above_rxt = self.segs.rposition(|s| s.rexmit).map_or(0, |k| k + 1);
         let k = self
             .segs
             .iter()
@@ -198,7 +194,7 @@ impl Scoreboard {
     /// NextSeg rule (4) (RFC 6675 §4): the segment holding the highest outstanding unSACKed
     /// octet, unless it was already resent or is rule (1)'s to resend.
     pub fn rescue_candidate(&self) -> Option<usize> {
-        let i = self.segs.iter().rposition(|s| !s.sacked)?;
+        let i = self.segs.rposition(|s| !s.sacked)?;
         let s = &self.segs[i];
         (!s.rexmit && !s.lost).then_some(i)
     }
@@ -233,7 +229,7 @@ impl Scoreboard {
             return;
         }
         let (mut n, mut octets, mut resent) = (0, 0, 0);
-        for s in &self.segs {
+        for s in self.segs.iter() {
             if s.end() > ack {
                 break;
             }
@@ -247,7 +243,7 @@ impl Scoreboard {
         self.ever_resent -= resent;
         if unmarked {
             self.sent_octets -= octets;
-            self.segs.drain(..n);
+            self.segs.drop_front(n);
         } else {
             for _ in 0..n {
                 if let Some(s) = self.segs.pop_front() {
@@ -507,6 +503,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+    use std::collections::VecDeque;
 
     /// The scoreboard as it was before incremental accounting: flags changed in place, every
     /// figure recounted over the whole queue, IsLost found by a scan from the top.
@@ -521,7 +518,7 @@ mod tests {
     impl Recount {
         fn sums(&self) -> Sums {
             let (mut all, mut sacked, mut n, mut lost, mut twice) = (0, 0, 0, 0, 0);
-            for s in &self.segs {
+            for s in self.segs.iter() {
                 let b = s.octets();
                 all += b;
                 if s.sacked {
@@ -713,9 +710,9 @@ mod tests {
     }
 
     fn check(sb: &Scoreboard, r: &Recount) -> Result<(), TestCaseError> {
-        prop_assert!(sb.segs == r.segs, "flags differ");
+        prop_assert!(sb.segs.iter().eq(r.segs.iter()), "flags differ");
         let own = Recount {
-            segs: sb.segs.clone(),
+            segs: sb.segs.iter().copied().collect(),
         };
         let sums = (
             sb.sent_octets,
