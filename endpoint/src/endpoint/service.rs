@@ -523,9 +523,7 @@ impl Round<'_> {
         let reason = closed.and_then(|r| super::stream::close_reason_unless_held(c, r))?;
         if let Some(q) = c.qp_mut() {
             q.handle_close();
-            while let Some(wc) = q.poll_completion() {
-                self.completions.push((self.conn_id(), wc));
-            }
+            q.move_completions(self.completions);
         }
         Some(reason)
     }
@@ -631,7 +629,7 @@ fn drain_qp_inline<D>(
     let Some(q) = c.state.iwarp_mut().map(|i| &mut i.qp) else {
         return;
     };
-    q.drain_completions(completions, |wc| (conn, wc));
+    q.move_completions(completions);
     // Most output is completions alone: no event to look for.
     if q.has_events() {
         drain_qp_events(c, conn, now, events, counters);

@@ -229,7 +229,7 @@ impl RdmapEngine {
         self.delivered_through = stream_pos + 1;
         self.rq.pop_front();
         self.rq_first_msn = self.rq_first_msn.wrapping_add(1);
-        self.completions.push(WorkCompletion {
+        self.complete(WorkCompletion {
             wr_id: rqe.wr_id,
             opcode: WcOpcode::Recv,
             status: WcStatus::Success,
