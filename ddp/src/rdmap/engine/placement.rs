@@ -229,10 +229,12 @@ impl RdmapEngine {
             return false;
         }
         let n = seg.len() - UNTAGGED_HEADER_LEN;
-        let Some(&rqe) = self.rq.front() else {
+        let Some(rqe) = self.rq.pop_front() else {
             return false;
         };
         if n as u64 > u64::from(rqe.buf.len) || !tags.is_registered(rqe.buf.region) {
+            // Put back where it was: nothing done.
+            self.rq.push_front(rqe);
             return false;
         }
         self.stats.rx_ulpdus += 1;
@@ -242,7 +244,6 @@ impl RdmapEngine {
             self.stats.rx_placed_octets += n as u64;
         }
         self.delivered_through = stream_pos + 1;
-        self.rq.pop_front();
         self.rq_first_msn = self.rq_first_msn.wrapping_add(1);
         self.complete(WorkCompletion {
             wr_id: rqe.wr_id,
