@@ -60,7 +60,7 @@ pub use crate::ddp::tx_segment::{TxPayload, TxSegment};
 pub use crate::ddp::untagged::{UntaggedPacket, UntaggedRepr, UNTAGGED_HEADER_LEN};
 pub use crate::qp::{NegotiatedFraming, Qp, QpConfig, QpEvent};
 pub use crate::rdmap::completion::{WcOpcode, WcStatus, WorkCompletion};
-pub use crate::rdmap::completion_ring::CompletionRing;
+pub use crate::rdmap::completion_ring::{CompletionRing, KeyedCompletion};
 pub use crate::rdmap::control::{RdmapControl, RdmapOpcode};
 pub use crate::rdmap::engine::{RdmapConfig, RdmapEngine, RdmapEvent, RdmapState, RdmapStats};
 pub use crate::rdmap::header_error::RdmapHeaderError;

@@ -35,7 +35,7 @@
 //! Files: this one holds the settings, events, state and posting; `startup.rs` the MPA startup,
 //! `transmit.rs` framing and acknowledgement, `receive.rs` the two receive paths.
 
-use crate::rdmap::completion_ring::CompletionRing;
+use crate::rdmap::completion_ring::{CompletionRing, KeyedCompletion};
 use std::collections::{BTreeSet, VecDeque};
 use std::time::Instant;
 
@@ -344,6 +344,20 @@ impl Qp {
         f: impl Fn(WorkCompletion) -> U,
     ) {
         self.engine.drain_completions(to, f);
+    }
+
+    /// Every work completion, oldest first, after those of `to`, each with the key set by
+    /// [`Qp::set_completion_key`]: what [`Qp::drain_completions`] would give, by trading slots
+    /// with `to` when it is empty.
+    #[inline(always)]
+    pub fn move_completions(&mut self, to: &mut CompletionRing<KeyedCompletion>) {
+        self.engine.move_completions(to);
+    }
+
+    /// Sets the key every completion carries into [`Qp::move_completions`]'s ring (0 until
+    /// set).
+    pub fn set_completion_key(&mut self, key: u64) {
+        self.engine.set_completion_key(key);
     }
 
     /// Whether [`Qp::poll_completion`] or [`Qp::poll_event`] may have something: a check for a

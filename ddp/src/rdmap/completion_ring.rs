@@ -5,7 +5,8 @@
 ///
 /// A ring of its own rather than a `VecDeque` so that [`push`](Self::push) and
 /// [`pop`](Self::pop), on every message's path, inline into their callers. The engine keeps
-/// its completions in one, the endpoint its completions with their connections in another.
+/// its completions, each with its connection's key, in one, the endpoint those of all its
+/// connections in another; [`move_into`](Self::move_into) hands the first's to the second.
 #[derive(Debug)]
 pub struct CompletionRing<T> {
     /// The slots; their number is zero or a power of two.
@@ -18,6 +19,10 @@ pub struct CompletionRing<T> {
 
 /// Slots a drained ring keeps; more are given back.
 pub const KEPT_SLOTS: usize = 64;
+
+/// A work completion with the key its queue pair's owner gave it
+/// ([`Qp::set_completion_key`](crate::Qp::set_completion_key)).
+pub type KeyedCompletion = (u64, crate::rdmap::completion::WorkCompletion);
 
 impl<T> Default for CompletionRing<T> {
     fn default() -> Self {
@@ -69,6 +74,33 @@ impl<T: Copy> CompletionRing<T> {
         if self.slots.len() > KEPT_SLOTS {
             self.shrink();
         }
+    }
+
+    /// Moves every item held, oldest first, after those of `to`, as
+    /// [`drain_into`](Self::drain_into) with each item as it is; into an empty `to` by
+    /// trading slots with it (nothing copied), the slots of a burst then given back.
+    #[inline(always)]
+    pub fn move_into(&mut self, to: &mut CompletionRing<T>) {
+        if self.len == 0 {
+            if self.slots.len() > KEPT_SLOTS {
+                self.shrink();
+            }
+        } else if to.len == 0 {
+            std::mem::swap(&mut self.slots, &mut to.slots);
+            (to.head, to.len) = (self.head, self.len);
+            (self.head, self.len) = (0, 0);
+            if self.slots.len() > KEPT_SLOTS {
+                self.shrink();
+            }
+        } else {
+            self.append_to(to);
+        }
+    }
+
+    /// [`move_into`](Self::move_into) of a ring into one that holds items: copied.
+    #[inline(never)]
+    fn append_to(&mut self, to: &mut CompletionRing<T>) {
+        self.drain_into(to, |item| item);
     }
 
     /// Whether no item is held.
@@ -165,6 +197,42 @@ mod tests {
         }
         assert_eq!(next_out, next_in);
         assert!(ring.is_empty());
+    }
+
+    /// A ring moved into an empty one hands over its items, in order, and takes the other's
+    /// slots; into one that holds items, they follow them. Either way it is left empty with
+    /// few slots, and takes items again.
+    #[test]
+    fn move_into_trades_slots_with_an_empty_ring_and_appends_otherwise() {
+        let (mut from, mut to) = (CompletionRing::default(), CompletionRing::default());
+        for n in 0..300u64 {
+            to.push(n);
+        }
+        for n in 0..300u64 {
+            assert_eq!(to.pop(), Some(n));
+        }
+        assert!(to.is_empty() && to.slots.len() > KEPT_SLOTS);
+        for n in 0..5u64 {
+            from.push(n);
+        }
+        assert_eq!(from.pop(), Some(0));
+        from.move_into(&mut to);
+        assert!(from.is_empty() && from.slots.len() <= KEPT_SLOTS);
+        from.push(5);
+        from.push(6);
+        to.push(7);
+        from.move_into(&mut to);
+        assert!(from.is_empty());
+        let got: Vec<u64> = std::iter::from_fn(|| to.pop()).collect();
+        assert_eq!(got, [1, 2, 3, 4, 7, 5, 6]);
+        from.move_into(&mut to);
+        assert!(from.is_empty() && to.is_empty());
+        for n in 0..100u64 {
+            from.push(n);
+        }
+        from.move_into(&mut to);
+        assert_eq!(to.len(), 100);
+        assert!((0..100).all(|n| to.pop() == Some(n)));
     }
 
     /// A drained ring's items follow the other ring's, in order, and it keeps few slots.

@@ -169,7 +169,7 @@ impl<D> Conn<D> {
             auto_accept: !manual_accept,
             fast_path: self.tcp.config().fast_path,
         };
-        let qp = match self.role {
+        let mut qp = match self.role {
             Role::Initiator => match Qp::new_initiator(cfg, now) {
                 Ok(q) => q,
                 Err(_) => {
@@ -179,6 +179,8 @@ impl<D> Conn<D> {
             },
             Role::Responder => Qp::new_responder(cfg, now),
         };
+        // Its completions carry the connection's id into the endpoint's queue.
+        qp.set_completion_key(id);
         self.state = ConnState::Iwarp(Iwarp {
             qp,
             rx: RxFeed::new(startup_rx_limit(&self.settings)),

@@ -44,7 +44,7 @@ use crate::timer_wheel::{Armed, TimerWheel};
 use listeners::ListenerEntry;
 
 /// Work completions waiting for `poll_completion`, with their connections, oldest first.
-pub(crate) type CompletionQueue = ddp::CompletionRing<(ConnId, ddp::WorkCompletion)>;
+pub(crate) type CompletionQueue = ddp::CompletionRing<ddp::KeyedCompletion>;
 
 /// Slots of the timer wheel: with the default 25 us tick, one turn is about 205 ms (the minimum
 /// RTO), so most deadlines sit in their own turn.
@@ -284,9 +284,9 @@ impl<D: Domain> Endpoint<D> {
 
     /// The next work completion of any connection.
     pub fn poll_completion(&mut self) -> Option<(ConnId, WorkCompletion)> {
-        let c = self.completions.pop()?;
+        let (conn, wc) = self.completions.pop()?;
         self.outstanding = self.outstanding.saturating_sub(1);
-        Some(c)
+        Some((ConnId(conn), wc))
     }
 
     /// The next event.
@@ -556,9 +556,7 @@ impl<D: Domain> Endpoint<D> {
             .ok_or(EndpointError::NoConnection)?;
         if let Some(q) = c.qp_mut() {
             q.shutdown();
-            while let Some(wc) = q.poll_completion() {
-                self.completions.push((conn, wc));
-            }
+            q.move_completions(&mut self.completions);
         }
         c.closing.begin_by(now + c.settings.close_timeout);
         c.mark(conn.0, &mut self.dirty);

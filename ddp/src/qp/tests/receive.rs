@@ -510,3 +510,162 @@ fn writes_with_a_marker_inside_the_header_are_placed_at_once() {
     );
     assert_eq!(a.completions().len(), WRITES as usize);
 }
+
+/// How the small Sends of [`small_sends_both_ways`] end.
+#[derive(Debug, Clone, Copy)]
+enum SendsEnd {
+    /// Every Send finds a buffer.
+    Clean,
+    /// The last is longer than its buffer (DDP TooLong).
+    TooLong,
+    /// The last finds no buffer posted (DDP NoBuffer).
+    NoBuffer,
+}
+
+/// The in-order shortcut for a whole Send in one segment is a shortcut to the parser's path:
+/// Sends of 64, 1 (with Solicited Event) and 0 octets, one to a buffer deregistered after its
+/// post and one after it, then a clean end or a Send the receiver must refuse, go to two
+/// receivers alike but for `fast_path`, markers off and on, one FPDU a segment and in cuts of
+/// 5 octets: both place the same octets, complete the same work, report the same events and
+/// counters (the fast path's own count apart) and answer with the same octets.
+#[test]
+fn small_sends_in_order_equal_the_parser_path() {
+    for markers in [false, true] {
+        for cut in [Cut::Fpdus(1), Cut::Fpdus(2), Cut::Octets(5)] {
+            for end in [SendsEnd::Clean, SendsEnd::TooLong, SendsEnd::NoBuffer] {
+                small_sends_both_ways(markers, cut, end);
+            }
+        }
+    }
+}
+
+fn small_sends_both_ways(markers: bool, cut: Cut, end: SendsEnd) {
+    let case = format!("markers {markers}, {cut:?}, {end:?}");
+    let now = Instant::now();
+    let mut a = End::new(
+        Qp::new_initiator(qp_cfg(1, markers, true), now).unwrap(),
+        11,
+    );
+    let mut bs = [true, false].map(|fast| {
+        let mut c = qp_cfg(2, markers, true);
+        c.fast_path = fast;
+        End::new(Qp::new_responder(c, now), 22)
+    });
+    let (asrc, _) = a.region(256, Access::LOCAL_WRITE, pattern(3));
+    let mut regions = Vec::new();
+    for b in &mut bs {
+        let (recv, _) = b.region(512, Access::LOCAL_WRITE, |_| 0);
+        let (gone, _) = b.region(64, Access::LOCAL_WRITE, |_| 0);
+        let mut bufs = vec![
+            local(recv, 0, 64),
+            local(recv, 64, 16),
+            local(recv, 80, 8),
+            local(gone, 0, 64),
+            local(recv, 96, 100),
+        ];
+        match end {
+            SendsEnd::Clean | SendsEnd::TooLong => bufs.push(local(recv, 200, 16)),
+            SendsEnd::NoBuffer => {}
+        }
+        for (id, buf) in bufs.into_iter().enumerate() {
+            b.qp.post(&b.tags, WorkRequest::recv(100 + id as u64, buf))
+                .unwrap();
+        }
+        assert!(b.tags.deregister(gone).is_some());
+        regions.push(recv);
+    }
+    let send = |id: u64, len: u32, solicited: bool| {
+        let opts = SendOpts {
+            solicited,
+            invalidate: None,
+        };
+        WorkRequest::send(id, local(asrc, id, len), opts)
+    };
+    let mut posts = vec![
+        send(1, 64, false),
+        send(2, 1, true),
+        send(3, 0, false),
+        send(4, 64, false),
+        send(5, 100, true),
+    ];
+    match end {
+        SendsEnd::Clean => posts.push(send(6, 16, false)),
+        SendsEnd::TooLong => posts.push(send(6, 17, false)),
+        SendsEnd::NoBuffer => posts.push(send(6, 10, false)),
+    }
+    for wr in posts {
+        a.qp.post(&a.tags, wr).unwrap();
+    }
+    let mut buf = vec![0u8; 70_000];
+    for _ in 0..20 {
+        let out = fpdus(&mut a);
+        a.qp.on_acked(a.qp.tx_offset());
+        let segments: Vec<Vec<u8>> = match cut {
+            Cut::Fpdus(k) => out
+                .chunks(k)
+                .map(|g| g.iter().flat_map(|(_, f)| f.iter().copied()).collect())
+                .collect(),
+            Cut::Octets(n) => {
+                let all: Vec<u8> = out.iter().flat_map(|(_, f)| f.iter().copied()).collect();
+                all.chunks(n).map(<[u8]>::to_vec).collect()
+            }
+        };
+        for b in &mut bs {
+            for s in &segments {
+                b.qp.handle_rx_bytes(&mut b.tags, &mut b.mem, now, s);
+            }
+        }
+        let mut answers = [Vec::new(), Vec::new()];
+        for (b, ans) in bs.iter_mut().zip(&mut answers) {
+            while let Some(n) = b.qp.poll_transmit(&b.tags, &b.mem, &mut buf) {
+                ans.extend_from_slice(&buf[..n]);
+            }
+            b.qp.on_acked(b.qp.tx_offset());
+        }
+        assert!(
+            answers[0] == answers[1],
+            "{case}: the receivers answer alike"
+        );
+        if out.is_empty() && answers[0].is_empty() {
+            break;
+        }
+        a.qp.handle_rx_bytes(&mut a.tags, &mut a.mem, now, &answers[0]);
+    }
+    let [fast, full] = &mut bs;
+    let seen = |b: &mut End| (b.completions(), b.events(), b.qp.stats());
+    let (mut f, s) = (seen(fast), seen(full));
+    if matches!(cut, Cut::Fpdus(_)) {
+        assert!(f.2.rx_ulpdus_fast > 0, "{case}");
+    }
+    assert_eq!(s.2.rx_ulpdus_fast, 0, "{case}");
+    f.2.rx_ulpdus_fast = 0;
+    assert_eq!(f, s, "{case}");
+    assert!(
+        fast.mem.get(regions[0]) == full.mem.get(regions[1]),
+        "{case}: placed octets differ"
+    );
+    let recvs: Vec<_> =
+        f.0.iter()
+            .map(|wc| (wc.wr_id, wc.status, wc.byte_len))
+            .collect();
+    let flushed = |id| (id, WcStatus::Flushed, 0);
+    let mut expect = vec![
+        (100, WcStatus::Success, 64),
+        (101, WcStatus::Success, 1),
+        (102, WcStatus::Success, 0),
+        flushed(103),
+        (104, WcStatus::Success, 100),
+    ];
+    match end {
+        SendsEnd::Clean => expect.push((105, WcStatus::Success, 16)),
+        SendsEnd::TooLong => expect.push(flushed(105)),
+        SendsEnd::NoBuffer => {}
+    }
+    assert_eq!(recvs, expect, "{case}");
+    assert!(f.0[1].solicited && !f.0[0].solicited, "{case}");
+    assert_eq!(
+        fast.qp.is_error(),
+        !matches!(end, SendsEnd::Clean),
+        "{case}"
+    );
+}

@@ -42,7 +42,7 @@ impl RdmapEngine {
                 }
                 // A buffer deregistered since it was posted got none of the data.
                 let placed = tags.is_registered(rqe.buf.region);
-                self.completions.push(WorkCompletion {
+                self.complete(WorkCompletion {
                     wr_id: rqe.wr_id,
                     opcode: WcOpcode::Recv,
                     status: if placed {

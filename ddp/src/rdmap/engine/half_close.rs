@@ -59,7 +59,7 @@ impl RdmapEngine {
         }
         match wr.kind {
             WorkRequestKind::Recv { .. } => {
-                self.completions.push(WorkCompletion {
+                self.complete(WorkCompletion {
                     wr_id: wr.wr_id,
                     opcode: WcOpcode::Recv,
                     status: WcStatus::Flushed,

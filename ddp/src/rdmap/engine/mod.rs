@@ -38,7 +38,7 @@ use crate::ddp::tagged::{TaggedPacket, TaggedRepr, TAGGED_HEADER_LEN};
 use crate::ddp::tx_segment::{TxPayload, TxSegment};
 use crate::ddp::untagged::{UntaggedRepr, UNTAGGED_HEADER_LEN};
 use crate::rdmap::completion::{WcOpcode, WcStatus, WorkCompletion};
-use crate::rdmap::completion_ring::CompletionRing;
+use crate::rdmap::completion_ring::{CompletionRing, KeyedCompletion};
 use crate::rdmap::control::{qn, RdmapControl, RdmapOpcode};
 use crate::rdmap::header_error::RdmapHeaderError;
 use crate::rdmap::read_request::{ReadRequestPacket, ReadRequestRepr, READ_REQUEST_HEADER_LEN};
@@ -354,7 +354,10 @@ pub struct RdmapEngine {
     delivered_through: u64,
     /// The window of the last RDMA Write STag the in-order shortcut checked.
     last_write: Option<placement::WriteTargetCache>,
-    completions: CompletionRing<WorkCompletion>,
+    /// Completions waiting, each with `completion_key`.
+    completions: CompletionRing<KeyedCompletion>,
+    /// What the owner set to tell its queue pairs' completions apart.
+    completion_key: u64,
     events: VecDeque<RdmapEvent>,
     stats: RdmapStats,
 }
@@ -400,6 +403,7 @@ impl RdmapEngine {
             delivered_through: 0,
             last_write: None,
             completions: CompletionRing::default(),
+            completion_key: 0,
             events: VecDeque::new(),
             stats: RdmapStats::default(),
         }
@@ -608,15 +612,17 @@ impl RdmapEngine {
 
     /// Every posted receive completes flushed.
     fn flush_rq(&mut self) {
+        let key = self.completion_key;
         for r in self.rq.drain(..) {
-            self.completions.push(WorkCompletion {
+            let wc = WorkCompletion {
                 wr_id: r.wr_id,
                 opcode: WcOpcode::Recv,
                 status: WcStatus::Flushed,
                 byte_len: 0,
                 invalidated: None,
                 solicited: false,
-            });
+            };
+            self.completions.push((key, wc));
         }
     }
 
@@ -704,10 +710,22 @@ impl RdmapEngine {
     // ----------------------------------------------------------------------------------------
     // Output to the ULP
 
+    /// Queues `wc` for the ULP, with the completion key.
+    #[inline(always)]
+    fn complete(&mut self, wc: WorkCompletion) {
+        self.completions.push((self.completion_key, wc));
+    }
+
+    /// Sets the key every completion carries into
+    /// [`move_completions`](Self::move_completions)'s ring (0 until set).
+    pub fn set_completion_key(&mut self, key: u64) {
+        self.completion_key = key;
+    }
+
     /// The next work completion.
     #[inline(always)]
     pub fn poll_completion(&mut self) -> Option<WorkCompletion> {
-        self.completions.pop()
+        self.completions.pop().map(|(_, wc)| wc)
     }
 
     /// Every work completion, oldest first, after those of `to`, each as `f` makes it: what
@@ -718,7 +736,15 @@ impl RdmapEngine {
         to: &mut CompletionRing<U>,
         f: impl Fn(WorkCompletion) -> U,
     ) {
-        self.completions.drain_into(to, f);
+        self.completions.drain_into(to, |(_, wc)| f(wc));
+    }
+
+    /// Every work completion, oldest first, after those of `to`, each with the completion
+    /// key: what [`drain_completions`](Self::drain_completions) would give, by trading slots
+    /// with `to` when it is empty.
+    #[inline(always)]
+    pub fn move_completions(&mut self, to: &mut CompletionRing<KeyedCompletion>) {
+        self.completions.move_into(to);
     }
 
     /// The next event.

@@ -5,6 +5,16 @@ use crate::be::{get_u32, get_u64};
 use crate::ddp::control::DdpControl;
 use crate::ddp::stag_table::RemoteWindow;
 
+/// The DDP control octet's T, L and DV bits, and their values for the last segment of an
+/// untagged message.
+const SEND_LAST_MASK: u8 = 0xC3;
+const SEND_LAST: u8 = 0x41;
+/// The RDMAP control octet's RV and opcode bits, and their values for a Send and a Send with
+/// Solicited Event.
+const RDMAP_MASK: u8 = 0xCF;
+const SEND_CONTROL: u8 = 0x43;
+const SEND_SE_CONTROL: u8 = 0x45;
+
 impl RdmapEngine {
     // ----------------------------------------------------------------------------------------
     // Receive
@@ -141,7 +151,9 @@ impl RdmapEngine {
     }
 
     /// [`handle_other_in_order`](Self::handle_other_in_order) of a ULPDU the in-order fast path
-    /// may take ([`quiet_at`](Self::quiet_at) its position, as the caller checked).
+    /// may take ([`quiet_at`](Self::quiet_at) its position, as the caller checked). Inlined:
+    /// a whole Send's shortcut runs in the receive loop; the rest of the path is out of line.
+    #[inline(always)]
     pub(crate) fn handle_quiet_in_order<M: Memory + ?Sized>(
         &mut self,
         tags: &mut StagTable,
@@ -150,6 +162,24 @@ impl RdmapEngine {
         parts: &[&[u8]],
     ) {
         debug_assert!(self.quiet_at(stream_pos));
+        if let [only] = parts {
+            if self.receive_send_quiet(tags, mem, stream_pos, only) {
+                return;
+            }
+        }
+        self.place_quiet_in_order(tags, mem, stream_pos, parts);
+    }
+
+    /// [`handle_quiet_in_order`](Self::handle_quiet_in_order) of a ULPDU its Send shortcut
+    /// does not take.
+    #[inline(never)]
+    fn place_quiet_in_order<M: Memory + ?Sized>(
+        &mut self,
+        tags: &mut StagTable,
+        mem: &mut M,
+        stream_pos: u64,
+        parts: &[&[u8]],
+    ) {
         self.stats.rx_ulpdus += 1;
         self.stats.rx_ulpdus_fast += 1;
         match self.place(tags, mem, stream_pos, parts) {
@@ -165,6 +195,65 @@ impl RdmapEngine {
                 }
             }
         }
+    }
+
+    /// The in-order fast path for a whole Send or Send with Solicited Event in the one
+    /// segment `seg`, at a position the fast path may take ([`quiet_at`](Self::quiet_at), as
+    /// the caller checked), for the next posted receive (its MSN, no offset, room for the
+    /// payload, still registered): the payload goes to the buffer and the receive completes.
+    /// True when done, with what [`Self::place`] and [`Self::deliver`] would have done; false,
+    /// having done nothing, for anything else (the full path then takes it).
+    #[inline(always)]
+    fn receive_send_quiet<M: Memory + ?Sized>(
+        &mut self,
+        tags: &StagTable,
+        mem: &mut M,
+        stream_pos: u64,
+        seg: &[u8],
+    ) -> bool {
+        let Some(h) = seg.first_chunk::<UNTAGGED_HEADER_LEN>() else {
+            return false;
+        };
+        // DDP control: T = 0, L = 1, DV = 1; RDMAP control: RV = 1, Send or Send with SE
+        // (Rsvd ignored on receive: DDP-19, RFC 5040 §4.1).
+        if h[0] & SEND_LAST_MASK != SEND_LAST {
+            return false;
+        }
+        let opcode = match h[1] & RDMAP_MASK {
+            SEND_CONTROL => RdmapOpcode::Send,
+            SEND_SE_CONTROL => RdmapOpcode::SendSe,
+            _ => return false,
+        };
+        let (queue, msn, mo) = (get_u32(h, 6), get_u32(h, 10), get_u32(h, 14));
+        if queue != qn::SEND || msn != self.rq_first_msn || mo != 0 || self.rtr_expected.is_some() {
+            return false;
+        }
+        let n = seg.len() - UNTAGGED_HEADER_LEN;
+        let Some(rqe) = self.rq.pop_front() else {
+            return false;
+        };
+        if n as u64 > u64::from(rqe.buf.len) || !tags.is_registered(rqe.buf.region) {
+            // Put back where it was: nothing done.
+            self.rq.push_front(rqe);
+            return false;
+        }
+        self.stats.rx_ulpdus += 1;
+        self.stats.rx_ulpdus_fast += 1;
+        if n > 0 {
+            mem.write(rqe.buf.region, rqe.buf.offset, &seg[UNTAGGED_HEADER_LEN..]);
+            self.stats.rx_placed_octets += n as u64;
+        }
+        self.delivered_through = stream_pos + 1;
+        self.rq_first_msn = self.rq_first_msn.wrapping_add(1);
+        self.complete(WorkCompletion {
+            wr_id: rqe.wr_id,
+            opcode: WcOpcode::Recv,
+            status: WcStatus::Success,
+            byte_len: n as u32,
+            invalidated: None,
+            solicited: opcode.solicited(),
+        });
+        true
     }
 
     /// True while the in-order fast path may take the ULPDU at `stream_pos`: open, active,

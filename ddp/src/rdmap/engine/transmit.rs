@@ -380,7 +380,7 @@ impl RdmapEngine {
             return;
         };
         self.sq_base_seq += 1;
-        self.completions.push(WorkCompletion {
+        self.complete(WorkCompletion {
             wr_id: e.wr_id,
             opcode: e.opcode,
             status,
