@@ -366,19 +366,27 @@ impl TimerWheel {
     /// and a compare more when one has.
     #[inline]
     pub fn advance_quietly(&mut self, now: Timestamp) -> bool {
+        self.advance(now).is_none()
+    }
+
+    /// [`TimerWheel::advance_quietly`], declining with the tick of `now`: `None` when time
+    /// moved quietly, else the tick to give [`TimerWheel::expire_to`] (what `expire` at `now`
+    /// does, without finding the tick again).
+    #[inline]
+    pub fn advance(&mut self, now: Timestamp) -> Option<u64> {
         if now < self.next_tick_at {
-            return true;
+            return None;
         }
         let target = self.tick_of(now);
         if target >= self.fire_tick {
-            return false;
+            return Some(target);
         }
         // (`expire` too leaves the tick where it is if `next_tick_at` saturated.)
         if target > self.now_tick {
             self.now_tick = target;
             self.next_tick_at = self.at_tick(target + 1);
         }
-        true
+        None
     }
 
     /// Moves time to `now` and appends the keys whose deadline tick has passed to `out`, and
@@ -389,10 +397,19 @@ impl TimerWheel {
         out: &mut Vec<u64>,
         queued: &mut Vec<(u64, Timestamp)>,
     ) {
-        if !self.is_due(now) {
-            return;
+        if self.is_due(now) {
+            self.expire_to(self.tick_of(now), out, queued);
         }
-        let target = self.tick_of(now);
+    }
+
+    /// [`TimerWheel::expire`] at a time of tick `target` that [`TimerWheel::advance`] declined
+    /// (one at or after the next tick begins).
+    pub fn expire_to(
+        &mut self,
+        target: u64,
+        out: &mut Vec<u64>,
+        queued: &mut Vec<(u64, Timestamp)>,
+    ) {
         if target <= self.now_tick {
             return;
         }

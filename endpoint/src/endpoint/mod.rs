@@ -164,21 +164,22 @@ impl<D: Domain> Endpoint<D> {
     /// listeners'.
     pub fn handle_timeout(&mut self, now: Instant) {
         let ts = self.clock.set(now);
-        let quiet = self.wheel.advance_quietly(ts);
+        let due = self.wheel.advance(ts);
         // Most calls find nothing due (no wheel tick to expire, no listener timer, no SYN
         // source to forget): that check is all they run.
-        if quiet && self.listeners_idle(ts) {
+        if due.is_none() && self.listeners_idle(ts) {
             return;
         }
-        if !quiet {
-            self.expire_connections(now, ts);
+        if let Some(tick) = due {
+            self.expire_connections(now, ts, tick);
         }
         self.listener_timeouts();
     }
 
-    /// The connection timers of the wheel's ticks up to `now`.
-    fn expire_connections(&mut self, now: Instant, ts: Timestamp) {
-        self.wheel.expire(ts, &mut self.fired, &mut self.fired_acks);
+    /// The connection timers of the wheel's ticks up to `now` (of wheel tick `tick`).
+    fn expire_connections(&mut self, now: Instant, ts: Timestamp, tick: u64) {
+        self.wheel
+            .expire_to(tick, &mut self.fired, &mut self.fired_acks);
         for &id in &self.fired {
             if let Some(k) = self.conns.get_mut(&id) {
                 // Its one wheel entry fired and is kept for it: the round re-arms it for the
