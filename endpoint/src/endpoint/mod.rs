@@ -164,16 +164,14 @@ impl<D: Domain> Endpoint<D> {
     /// listeners'.
     pub fn handle_timeout(&mut self, now: Instant) {
         let ts = self.clock.set(now);
-        let due = self.wheel.advance(ts);
-        // Most calls find nothing due (no wheel tick to expire, no listener timer, no SYN
-        // source to forget): that check is all they run.
-        if due.is_none() && self.listeners_idle(ts) {
-            return;
-        }
-        if let Some(tick) = due {
+        if let Some(tick) = self.wheel.advance(ts) {
             self.expire_connections(now, ts, tick);
         }
-        self.listener_timeouts();
+        // Most calls find no listener timer due and no SYN source to forget: that check is
+        // all they run of the listeners' part.
+        if !self.listeners_idle(ts) {
+            self.listener_timeouts();
+        }
     }
 
     /// The connection timers of the wheel's ticks up to `now` (of wheel tick `tick`).
