@@ -45,6 +45,16 @@ impl Timer {
     }
 }
 
+// Every timer is the RTO, the delayed ACK, keepalive or one of the seldom ones.
+const _: () = {
+    assert!(Timer::SELDOM.len() + 3 == Timer::COUNT);
+    let mut i = 0;
+    while i < Timer::SELDOM.len() {
+        assert!(Timer::SELDOM[i].is_seldom());
+        i += 1;
+    }
+};
+
 /// The deadlines of a connection's timers: each [`Timer`] is stopped or armed for one instant.
 /// Pure bookkeeping: what an expiry does is [`Connection::handle_timeout`]'s business. A
 /// deadline is a plain `u64` of nanoseconds, `u64::MAX` for a stopped timer (no instant is that
