@@ -47,6 +47,63 @@ struct Queued {
     at: Timestamp,
 }
 
+/// The queued lane: deadlines in tick order, taken off the front. A vector and the index of
+/// its first deadline not yet taken (the front is a load, taking it an increment): emptied
+/// whenever it drains, its taken front dropped once it outgrows the rest (so its memory
+/// follows the deadlines queued at once, as a ring's would).
+#[derive(Debug, Default)]
+struct Lane {
+    items: Vec<Queued>,
+    /// The first deadline not taken (`items.len()` only while `items` is empty).
+    head: usize,
+}
+
+/// A taken front at least this long, and as long as the rest, is dropped.
+const LANE_COMPACT_FROM: usize = 64;
+
+impl Lane {
+    fn len(&self) -> usize {
+        self.items.len() - self.head
+    }
+
+    #[inline]
+    fn front(&self) -> Option<&Queued> {
+        self.items.get(self.head)
+    }
+
+    /// Takes the front (there is one).
+    #[inline]
+    fn pop_front(&mut self) {
+        debug_assert!(self.head < self.items.len());
+        self.head += 1;
+        if self.head == self.items.len() {
+            self.items.clear();
+            self.head = 0;
+        }
+    }
+
+    /// Adds `q` in tick order: at the back, as the deadlines of one delay come (the one test
+    /// most take); after a shorter delay's or a clock set back, where it belongs (after those
+    /// of its tick).
+    #[inline]
+    fn push(&mut self, q: Queued) {
+        if self.head >= LANE_COMPACT_FROM && self.head * 2 >= self.items.len() {
+            self.items.drain(..self.head);
+            self.head = 0;
+        }
+        // (`items` holds no taken deadline once empty: its last is the back.)
+        if self.items.last().is_none_or(|e| e.tick <= q.tick) {
+            self.items.push(q);
+        } else {
+            let i = self.items[self.head..]
+                .iter()
+                .rposition(|e| e.tick <= q.tick)
+                .map_or(0, |i| i + 1);
+            self.items.insert(self.head + i, q);
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Entry {
     key: u64,
@@ -115,7 +172,7 @@ pub struct TimerWheel {
     /// [`TimerWheel::advance_quietly`] compares the tick of `now` against it.
     fire_tick: u64,
     /// The queued lane, in tick order.
-    queued: std::collections::VecDeque<Queued>,
+    queued: Lane,
 }
 
 impl TimerWheel {
@@ -137,7 +194,7 @@ impl TimerWheel {
             live: 0,
             low: u64::MAX,
             fire_tick: u64::MAX,
-            queued: std::collections::VecDeque::new(),
+            queued: Lane::default(),
         }
     }
 
@@ -249,18 +306,7 @@ impl TimerWheel {
             at: deadline,
         };
         self.fire_tick = self.fire_tick.min(tick);
-        // In tick order: at the back, as the deadlines of one delay come (the one test most
-        // queues take); after a shorter delay's or a clock set back, where it belongs.
-        if self.queued.back().is_none_or(|e| e.tick <= tick) {
-            self.queued.push_back(q);
-        } else {
-            let i = self
-                .queued
-                .iter()
-                .rposition(|e| e.tick <= tick)
-                .map_or(0, |i| i + 1);
-            self.queued.insert(i, q);
-        }
+        self.queued.push(q);
         self.next_fire_cache.set(None);
     }
 
@@ -366,19 +412,27 @@ impl TimerWheel {
     /// and a compare more when one has.
     #[inline]
     pub fn advance_quietly(&mut self, now: Timestamp) -> bool {
+        self.advance(now).is_none()
+    }
+
+    /// [`TimerWheel::advance_quietly`], declining with the tick of `now`: `None` when time
+    /// moved quietly, else the tick to give [`TimerWheel::expire_to`] (what `expire` at `now`
+    /// does, without finding the tick again).
+    #[inline]
+    pub fn advance(&mut self, now: Timestamp) -> Option<u64> {
         if now < self.next_tick_at {
-            return true;
+            return None;
         }
         let target = self.tick_of(now);
         if target >= self.fire_tick {
-            return false;
+            return Some(target);
         }
         // (`expire` too leaves the tick where it is if `next_tick_at` saturated.)
         if target > self.now_tick {
             self.now_tick = target;
             self.next_tick_at = self.at_tick(target + 1);
         }
-        true
+        None
     }
 
     /// Moves time to `now` and appends the keys whose deadline tick has passed to `out`, and
@@ -389,16 +443,25 @@ impl TimerWheel {
         out: &mut Vec<u64>,
         queued: &mut Vec<(u64, Timestamp)>,
     ) {
-        if !self.is_due(now) {
-            return;
+        if self.is_due(now) {
+            self.expire_to(self.tick_of(now), out, queued);
         }
-        let target = self.tick_of(now);
+    }
+
+    /// [`TimerWheel::expire`] at a time of tick `target` that [`TimerWheel::advance`] declined
+    /// (one at or after the next tick begins).
+    pub fn expire_to(
+        &mut self,
+        target: u64,
+        out: &mut Vec<u64>,
+        queued: &mut Vec<(u64, Timestamp)>,
+    ) {
         if target <= self.now_tick {
             return;
         }
         // The first queued tick left (after those due).
         let mut queued_tick = u64::MAX;
-        while let Some(q) = self.queued.front() {
+        while let Some(&q) = self.queued.front() {
             if q.tick > target {
                 queued_tick = q.tick;
                 break;
@@ -579,7 +642,26 @@ mod tests {
         ) {
             let from = out.len();
             self.w.expire(now, out, queued);
-            for k in &out[from..] {
+            self.mark_fired(&out[from..]);
+        }
+
+        /// Time moved to `now` as the endpoint moves it: `advance`, then `expire_to` the tick
+        /// it declines with.
+        fn advance_then_expire(
+            &mut self,
+            now: Timestamp,
+            out: &mut Vec<u64>,
+            queued: &mut Vec<(u64, Timestamp)>,
+        ) {
+            if let Some(tick) = self.w.advance(now) {
+                let from = out.len();
+                self.w.expire_to(tick, out, queued);
+                self.mark_fired(&out[from..]);
+            }
+        }
+
+        fn mark_fired(&mut self, fired: &[u64]) {
+            for k in fired {
                 let h = self.handles.get_mut(k).expect("a fired key has a handle");
                 *h = h.map(Armed::fired);
             }
@@ -649,7 +731,7 @@ mod tests {
         enum Op {
             Arm(u64, u64),
             Cancel(u64),
-            /// Time moves on; with `true`, through `advance_quietly` first, as the endpoint
+            /// Time moves on; with `true`, through `advance` and `expire_to`, as the endpoint
             /// drives the wheel.
             Expire(u64, bool),
             Queue(u64, u64),
@@ -692,7 +774,9 @@ mod tests {
                         let target = (now.saturating_duration_since(base).as_nanos() / tick.as_nanos()) as u64;
                         now_tick = now_tick.max(target);
                         let (mut out, mut queued) = (Vec::new(), Vec::new());
-                        if !(quietly && w.w.advance_quietly(now)) {
+                        if quietly {
+                            w.advance_then_expire(now, &mut out, &mut queued);
+                        } else {
                             w.expire(now, &mut out, &mut queued);
                         }
                         prop_assert_eq!(w.w.now_tick, now_tick);
@@ -729,9 +813,10 @@ mod tests {
         });
     }
 
-    /// Driven through `advance_quietly` (an expiry only when it declines), the wheel fires
-    /// what `expire` alone fires, at the same calls, with the same tick and next firing: a
-    /// key armed, cancelled, re-armed earlier or later and a delayed ACK queued between calls.
+    /// Driven through `advance` (an expiry to the tick it declines with, as the endpoint
+    /// drives it), the wheel fires what `expire` alone fires, at the same calls, with the same
+    /// tick and next firing: a key armed, cancelled, re-armed earlier or later and a delayed
+    /// ACK queued between calls.
     #[test]
     fn advancing_quietly_fires_as_expire_does() {
         let base = Timestamp::ZERO;
@@ -751,15 +836,46 @@ mod tests {
             both(&mut plain);
             now += us(i % 13 * 7);
             let (mut a, mut qa) = (Vec::new(), Vec::new());
-            if !quiet.w.advance_quietly(now) {
-                quiet.expire(now, &mut a, &mut qa);
-            }
+            quiet.advance_then_expire(now, &mut a, &mut qa);
             let (mut b, mut qb) = (Vec::new(), Vec::new());
             plain.expire(now, &mut b, &mut qb);
             assert_eq!((a, qa), (b, qb), "call {i}");
             assert_eq!(quiet.w.now_tick, plain.w.now_tick);
             assert_eq!(quiet.next_fire(), plain.next_fire());
         }
+    }
+
+    /// The lane keeps what a deque in tick order keeps (pushes after those of their tick, pops
+    /// off the front), through drains and the dropping of its taken front; after a push its
+    /// vector holds at most twice its deadlines and the compaction threshold.
+    #[test]
+    fn the_lane_is_a_deque_in_tick_order() {
+        use proptest::prelude::*;
+        use std::collections::VecDeque;
+        let op = prop_oneof![3 => (0u64..50).prop_map(Some), 2 => Just(None)];
+        proptest!(|(ops in proptest::collection::vec(op, 0..600))| {
+            let (mut lane, mut model) = (Lane::default(), VecDeque::new());
+            for (i, op) in ops.into_iter().enumerate() {
+                match op {
+                    Some(t) => {
+                        let q = Queued { tick: t, key: i as u64, at: Timestamp::from_nanos(t) };
+                        lane.push(q);
+                        let at = model.iter().rposition(|e: &Queued| e.tick <= t).map_or(0, |i| i + 1);
+                        model.insert(at, q);
+                        // What was taken is dropped before it outgrows the rest.
+                        prop_assert!(lane.items.len() <= 2 * model.len() + LANE_COMPACT_FROM);
+                    }
+                    None if model.is_empty() => prop_assert!(lane.front().is_none()),
+                    None => {
+                        prop_assert_eq!(lane.front(), model.front());
+                        lane.pop_front();
+                        model.pop_front();
+                    }
+                }
+                prop_assert_eq!(lane.len(), model.len());
+                prop_assert!(lane.items[lane.head..].iter().eq(model.iter()));
+            }
+        });
     }
 
     /// A handle kept past its entry's release (the entry since reused by another key) moves

@@ -416,12 +416,22 @@ impl<'a> LeanSegment<'a> {
         self.control == field::tcp::ACK_FLAG
     }
 
-    /// Whether the TCP checksum is right (summed here, once).
+    /// Whether the TCP checksum is right (summed here, once). A pure ACK with timestamps (32
+    /// octets, the common segment without data) is summed as its eight 32-bit words, without
+    /// a loop: the same sum modulo 2^16 - 1, so the same folded checksum.
     pub fn checksum_ok(&self) -> bool {
-        self.unverified
-            .is_none_or(|(l4, pseudo)| checksum::fold(checksum::sum(l4, pseudo)) == 0xFFFF)
+        self.unverified.is_none_or(|(l4, pseudo)| {
+            let sum = match l4.first_chunk::<PURE_ACK_TS_LEN>() {
+                Some(h) if l4.len() == PURE_ACK_TS_LEN => checksum::sum_words(h) + pseudo,
+                _ => checksum::sum(l4, pseudo),
+            };
+            checksum::fold(sum) == 0xFFFF
+        })
     }
 }
+
+/// The length of a TCP header with the timestamps option alone, and of a pure ACK with it.
+const PURE_ACK_TS_LEN: usize = TCP_HEADER_LEN + 12;
 
 /// The flag bits [`LeanSegment::ack_alone`] reads.
 const CONTROL: u8 = field::tcp::SYN | field::tcp::ACK_FLAG | field::tcp::FIN | field::tcp::RST;
@@ -553,6 +563,35 @@ mod tests {
                     *u == seen,
                     "{u:?} {seen:?}"
                 );
+            }
+        }
+    }
+
+    proptest! {
+        /// A pure ACK with timestamps (its checksum summed without a loop), intact or flipped at
+        /// one octet: the checksum verdict is the full parse's.
+        #[test]
+        fn pure_ack_checksum_agrees_with_the_full_parse(
+            v6 in any::<bool>(),
+            ts in any::<(u32, u32)>(),
+            flip in proptest::option::of((any::<prop::sample::Index>(), 1u8..=255)),
+        ) {
+            let mut p = packet(v6, Some(ts), None, &[]);
+            if let Some((i, x)) = flip {
+                let i = i.index(p.len());
+                p[i] ^= x;
+            }
+            if let Some(l) = LeanSegment::parse(&p) {
+                prop_assert_eq!(l.unverified.map(|(l4, _)| l4.len()), Some(PURE_ACK_TS_LEN));
+                match wire::parse(&p) {
+                    Ok(_) => prop_assert!(l.checksum_ok()),
+                    Err(e) => {
+                        prop_assert_eq!(e, wire::WireError::BadChecksum);
+                        prop_assert!(!l.checksum_ok());
+                    }
+                }
+            } else {
+                prop_assert!(flip.is_some());
             }
         }
     }

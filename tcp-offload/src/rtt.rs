@@ -26,6 +26,10 @@ pub struct RttEstimator {
 /// milliseconds).
 const G_NS: u64 = 1_000_000;
 
+/// Below this, SRTT, RTTVAR and a sample (36 years) smooth without saturating: 7 * SRTT + R'
+/// and SRTT + 4 * RTTVAR stay under 2^63.
+const EXACT: u64 = 1 << 60;
+
 /// `d` in nanoseconds, saturating.
 fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
@@ -64,8 +68,27 @@ impl RttEstimator {
         }
     }
 
-    /// SRTT, RTTVAR and the RTO after sample `r` (nanoseconds).
+    /// SRTT, RTTVAR and the RTO after sample `r` (nanoseconds): plain arithmetic below
+    /// [`EXACT`] (every sample but the first, in practice), else [`Self::smooth_saturating`]
+    /// (the same values where nothing saturates).
+    #[inline(always)]
     fn smooth(&mut self, r: u64) {
+        match self.srtt_ns {
+            Some(s) if (s | r | self.rttvar_ns) < EXACT => {
+                let delta = s.abs_diff(r);
+                self.rttvar_ns = (self.rttvar_ns * 3 + delta) / 4;
+                let srtt = (s * 7 + r) / 8;
+                self.srtt_ns = Some(srtt);
+                let rto = srtt + G_NS.max(self.rttvar_ns * 4);
+                self.rto_ns = rto.clamp(self.min_ns, self.max_ns);
+            }
+            _ => self.smooth_saturating(r),
+        }
+    }
+
+    /// [`Self::smooth`] of any values (the first sample's included), saturating.
+    #[inline(never)]
+    fn smooth_saturating(&mut self, r: u64) {
         let srtt = match self.srtt_ns {
             None => {
                 self.rttvar_ns = r / 2;

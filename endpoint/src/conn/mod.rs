@@ -431,22 +431,28 @@ impl<D> Conn<D> {
     }
 
     /// The part of [`Conn::quiet_after_receive`] and [`Conn::quiet_round`] past MPA's phase:
-    /// nothing to send now and [`Conn::nothing_to_do_but_send`] (TCP's cheap tests first).
+    /// nothing to send now and [`Conn::nothing_to_do_but_send`]. The queue pair is asked
+    /// first: work posted since the last round (a message to send) is the common reason a
+    /// round is not quiet.
     #[inline(always)]
     fn nothing_to_do_at_once(&self, i: &Iwarp) -> bool {
-        self.tcp.has_nothing_to_send() && self.nothing_to_do_but_send(i)
+        !i.qp.wants_to_send() && self.tcp.has_nothing_to_send() && self.nothing_else_to_do(i)
     }
 
-    /// No TCP event or chunk to feed, not closing, no overrun, the queue pair established with
-    /// nothing to send.
+    /// [`Conn::nothing_else_to_do`] and the queue pair with nothing to send.
     #[inline(always)]
     fn nothing_to_do_but_send(&self, i: &Iwarp) -> bool {
+        self.nothing_else_to_do(i) && !i.qp.wants_to_send()
+    }
+
+    /// No TCP event or chunk to feed, not closing, no overrun, the queue pair established.
+    #[inline(always)]
+    fn nothing_else_to_do(&self, i: &Iwarp) -> bool {
         !self.tcp.has_events()
             && !self.tcp.has_recv_chunk()
             && !self.closing.is_closing()
             && !i.rx.overrun
             && i.qp.is_established()
-            && !i.qp.wants_to_send()
     }
 
     /// Tells the queue pair how far TCP has its transmit stream acknowledged. (Inlined into

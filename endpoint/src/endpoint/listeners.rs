@@ -177,8 +177,19 @@ impl<D: Domain> Endpoint<D> {
         }
     }
 
-    /// Each listener's stateless replies and SYN-ACKs into frames, then its accepts.
+    /// Each listener's stateless replies and SYN-ACKs into frames, then its accepts. Most
+    /// rounds find no listener with either (a look at each): that is all they run.
+    #[inline(always)]
     pub(crate) fn service_listeners(&mut self, now: Instant, io: &mut dyn FrameSink) {
+        let idle = |l: &ListenerEntry| l.tcp.has_nothing_to_send() && !l.tcp.has_accepted();
+        if !self.listeners.iter().all(idle) {
+            self.service_busy_listeners(now, io);
+        }
+    }
+
+    /// [`Endpoint::service_listeners`] when a listener has something to send or hand over.
+    #[inline(never)]
+    fn service_busy_listeners(&mut self, now: Instant, io: &mut dyn FrameSink) {
         let ts = self.clock.stamp;
         for li in 0..self.listeners.len() {
             // Stateless replies and SYN-ACKs (no frame taken when there are none).

@@ -177,9 +177,15 @@ impl<D: Domain> Endpoint<D> {
             &mut self.mem,
             &mut self.counters,
         );
-        if !deliver(c, tags, mem, counters, now, |tcp, sink| {
-            tcp.handle_lean(ts, seg, sink)
-        }) {
+        let taken = if seg.payload.is_empty() {
+            // (No payload, nothing for a receive sink: none built, no domain locked.)
+            c.tcp.handle_lean(ts, seg, None)
+        } else {
+            deliver(c, tags, mem, counters, now, |tcp, sink| {
+                tcp.handle_lean(ts, seg, sink)
+            })
+        };
+        if !taken {
             return false;
         }
         c.mark(id, &mut self.dirty);

@@ -208,7 +208,7 @@ impl<D: Domain> Endpoint<D> {
         };
         debug_assert!(c.ack_round(), "handing over ACKs left work");
         if let Some(dst) = next_hop(c, &self.neighbours, &mut self.counters) {
-            let (ts, src) = (self.clock.stamp, self.cfg.mac);
+            let (ts, macs) = (self.clock.stamp, mac_pair(dst, self.cfg.mac));
             // (The rounds' record source, though a pure ACK asks it for nothing.)
             let mut src_rec = FpduSource {
                 qp: c.state.iwarp_mut().map(|i| &mut i.qp),
@@ -220,9 +220,7 @@ impl<D: Domain> Endpoint<D> {
             let tcp = &mut c.tcp;
             let mut produced = 0usize;
             let r = io.tx_frame(now, &mut |buf: &mut [u8]| {
-                let n = frame_out(buf, src, dst, |b| {
-                    tcp.poll_transmit_with(ts, b, &mut src_rec)
-                })?;
+                let n = frame_out_to(buf, &macs, |b| tcp.poll_transmit_with(ts, b, &mut src_rec))?;
                 produced = n;
                 Some(n)
             });

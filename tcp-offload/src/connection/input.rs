@@ -39,7 +39,8 @@ impl Connection {
     /// [`Self::handle_segment_with`] (`sink` in record mode) or [`Self::handle_segment`]
     /// (`None`), with the same result. Returns false, having changed nothing, when it does not
     /// (its checksum is wrong, or it needs the full path): parse it with
-    /// [`wire::parse`] and hand it to one of those.
+    /// [`wire::parse`] and hand it to one of those. A segment without payload gives the sink
+    /// nothing: `None` for it has the same result.
     pub fn handle_lean(
         &mut self,
         now: Timestamp,

@@ -29,15 +29,43 @@ pub(super) enum Timer {
 
 impl Timer {
     const COUNT: usize = 7;
+
+    /// The timers armed seldom (zero windows, closing): all but the RTO, the delayed ACK and
+    /// keepalive, which most segments move.
+    const SELDOM: [Timer; 4] = [
+        Timer::Persist,
+        Timer::TimeWait,
+        Timer::FinHold,
+        Timer::FinWait2,
+    ];
+
+    /// Whether this is one of [`Timer::SELDOM`].
+    const fn is_seldom(self) -> bool {
+        !matches!(self, Timer::Rto | Timer::DelayedAck | Timer::Keepalive)
+    }
 }
+
+// Every timer is the RTO, the delayed ACK, keepalive or one of the seldom ones.
+const _: () = {
+    assert!(Timer::SELDOM.len() + 3 == Timer::COUNT);
+    let mut i = 0;
+    while i < Timer::SELDOM.len() {
+        assert!(Timer::SELDOM[i].is_seldom());
+        i += 1;
+    }
+};
 
 /// The deadlines of a connection's timers: each [`Timer`] is stopped or armed for one instant.
 /// Pure bookkeeping: what an expiry does is [`Connection::handle_timeout`]'s business. A
 /// deadline is a plain `u64` of nanoseconds, `u64::MAX` for a stopped timer (no instant is that
-/// late), so that the earliest one is a branch-free minimum of seven integers.
+/// late), so that the earliest one is a branch-free minimum. The earliest of the
+/// [seldom armed](Timer::SELDOM) timers is kept apart, updated whenever one of them changes:
+/// the earliest of all is then a minimum of four integers, not seven.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Timers {
     deadline: [u64; Timer::COUNT],
+    /// The earliest deadline of [`Timer::SELDOM`] ([`STOPPED`] when none is armed).
+    seldom: u64,
 }
 
 /// A stopped timer's deadline.
@@ -47,6 +75,7 @@ impl Default for Timers {
     fn default() -> Self {
         Timers {
             deadline: [STOPPED; Timer::COUNT],
+            seldom: STOPPED,
         }
     }
 }
@@ -68,6 +97,22 @@ fn instant(d: u64) -> Option<Timestamp> {
 }
 
 impl Timers {
+    /// The earliest deadline of [`Timer::SELDOM`], from the deadlines.
+    fn seldom_of(&self) -> u64 {
+        Timer::SELDOM
+            .iter()
+            .fold(STOPPED, |m, &t| m.min(self.deadline[t as usize]))
+    }
+
+    /// Sets `t`'s deadline to `d`, keeping [`Timers::seldom`] up to date.
+    #[inline(always)]
+    fn put(&mut self, t: Timer, d: u64) {
+        self.deadline[t as usize] = d;
+        if t.is_seldom() {
+            self.seldom = self.seldom_of();
+        }
+    }
+
     /// The deadline of `t`, if armed.
     #[cfg(test)]
     pub fn get(&self, t: Timer) -> Option<Timestamp> {
@@ -80,14 +125,20 @@ impl Timers {
     }
 
     /// Arms (or re-arms) `t` for `at`.
+    #[inline]
     pub fn set(&mut self, t: Timer, at: Timestamp) {
-        self.deadline[t as usize] = armed(at);
+        self.put(t, armed(at));
     }
 
     /// Arms `t` for `at` unless it is armed for an earlier instant.
+    #[inline]
     pub fn set_earlier(&mut self, t: Timer, at: Timestamp) {
-        let d = &mut self.deadline[t as usize];
-        *d = (*d).min(armed(at));
+        let d = self.deadline[t as usize].min(armed(at));
+        self.deadline[t as usize] = d;
+        if t.is_seldom() {
+            // (A deadline that only comes earlier.)
+            self.seldom = self.seldom.min(d);
+        }
     }
 
     /// The deadline of `t`, arming it for `at` first if it is stopped.
@@ -99,17 +150,40 @@ impl Timers {
     }
 
     /// Stops `t`.
+    #[inline]
     pub fn stop(&mut self, t: Timer) {
-        self.deadline[t as usize] = STOPPED;
+        // (A seldom timer is mostly stopped already: nothing to update then.)
+        if !t.is_seldom() || self.deadline[t as usize] != STOPPED {
+            self.put(t, STOPPED);
+        }
+    }
+
+    /// The earliest of the deadlines of the RTO, keepalive and [`Timer::SELDOM`].
+    #[inline(always)]
+    fn next_but_ack(&self) -> u64 {
+        debug_assert_eq!(
+            self.seldom,
+            self.seldom_of(),
+            "seldom timers' minimum is stale"
+        );
+        let d = |t: Timer| self.deadline[t as usize];
+        d(Timer::Rto).min(d(Timer::Keepalive)).min(self.seldom)
     }
 
     /// The earliest deadline of all armed timers.
     pub fn next(&self) -> Option<Timestamp> {
-        instant(self.deadline.iter().fold(STOPPED, |m, &d| m.min(d)))
+        instant(
+            self.next_but_ack()
+                .min(self.deadline[Timer::DelayedAck as usize]),
+        )
     }
 
     /// The earliest deadline of the armed timers but `t`.
+    #[inline]
     pub fn next_but(&self, t: Timer) -> Option<Timestamp> {
+        if t == Timer::DelayedAck {
+            return instant(self.next_but_ack());
+        }
         let skip = t as usize;
         let next = self
             .deadline
@@ -129,17 +203,25 @@ impl Timers {
     pub fn due(&self, now: Timestamp) -> u8 {
         // (A stopped timer's `u64::MAX` is later than any `now` but the last instant.)
         let now = now.as_nanos().min(STOPPED - 1);
-        self.deadline
-            .iter()
-            .enumerate()
-            .fold(0, |m, (i, &d)| m | (u8::from(d <= now) << i))
+        debug_assert_eq!(
+            self.seldom,
+            self.seldom_of(),
+            "seldom timers' minimum is stale"
+        );
+        let bit = |t: Timer| u8::from(self.deadline[t as usize] <= now) << t as u8;
+        let mut due = bit(Timer::Rto) | bit(Timer::DelayedAck) | bit(Timer::Keepalive);
+        if self.seldom <= now {
+            due |= Timer::SELDOM.iter().fold(0, |m, &t| m | bit(t));
+        }
+        due
     }
 
     /// True if `t` is armed for `now` or earlier; it is then stopped (it fires once).
+    #[inline]
     pub fn expired(&mut self, t: Timer, now: Timestamp) -> bool {
-        let d = &mut self.deadline[t as usize];
-        if *d <= now.as_nanos() && *d != STOPPED {
-            *d = STOPPED;
+        let d = self.deadline[t as usize];
+        if d <= now.as_nanos() && d != STOPPED {
+            self.put(t, STOPPED);
             true
         } else {
             false
@@ -351,6 +433,54 @@ mod tests {
                 let bit = due & (1 << timer as u8) != 0;
                 prop_assert_eq!(bit, t.clone().expired(timer, now));
             }
+        });
+    }
+
+    /// After any run of arming, stopping and expiries, the earliest deadlines (all, all but the
+    /// delayed ACK) and the due set are those of the seven deadlines themselves.
+    #[test]
+    fn the_seldom_minimum_follows_every_change() {
+        use proptest::prelude::*;
+        let all = [
+            Timer::Rto,
+            Timer::DelayedAck,
+            Timer::Persist,
+            Timer::Keepalive,
+            Timer::TimeWait,
+            Timer::FinHold,
+            Timer::FinWait2,
+        ];
+        let op = (0u8..4, 0usize..Timer::COUNT, 0u64..100);
+        proptest!(|(ops in proptest::collection::vec(op, 0..40), now in 0u64..100)| {
+            let mut t = Timers::default();
+            for (kind, i, at) in ops {
+                let (timer, at) = (all[i], Timestamp::from_nanos(at));
+                match kind {
+                    0 => t.set(timer, at),
+                    1 => t.set_earlier(timer, at),
+                    2 => t.stop(timer),
+                    _ => {
+                        t.expired(timer, at);
+                    }
+                }
+            }
+            let fold = |skip: Option<Timer>| {
+                let m = all
+                    .iter()
+                    .filter(|&&x| Some(x) != skip)
+                    .fold(STOPPED, |m, &x| m.min(t.deadline[x as usize]));
+                instant(m)
+            };
+            prop_assert_eq!(t.seldom, t.seldom_of());
+            prop_assert_eq!(t.next(), fold(None));
+            for skip in all {
+                prop_assert_eq!(t.next_but(skip), fold(Some(skip)));
+            }
+            let now = Timestamp::from_nanos(now);
+            let due = all.iter().fold(0u8, |m, &x| {
+                m | (u8::from(t.clone().expired(x, now)) << x as u8)
+            });
+            prop_assert_eq!(t.due(now), due);
         });
     }
 
