@@ -144,8 +144,13 @@ impl Qp {
                     continue;
                 }
             }
-            let Some(seg) = self.engine.poll_segment_inline(tags, fit.ulpdu_len()) else {
-                break;
+            // A message of one segment (a small Send) taken whole, else segment by segment.
+            let seg = match self.engine.poll_single_segment(tags, fit.ulpdu_len()) {
+                Some(seg) => seg,
+                None => match self.engine.poll_segment_inline(tags, fit.ulpdu_len()) {
+                    Some(seg) => seg,
+                    None => break,
+                },
             };
             let start = self.tx_total;
             let w = framer.skip_fitted(fit, seg.len());

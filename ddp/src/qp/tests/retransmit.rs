@@ -2,6 +2,7 @@
 //! descriptors and regions octet for octet; whole FPDUs per transmit batch.
 
 use super::*;
+use crate::ddp::untagged::UNTAGGED_HEADER_LEN;
 
 /// Retransmission without a retransmit copy: every unacknowledged FPDU is rebuilt from its
 /// descriptor and the region, octet for octet (markers and CRC included); acknowledged ones
@@ -188,4 +189,63 @@ fn poll_transmit_batch_fills_whole_fpdus() {
         b.mem.get(h).unwrap(),
         &(0..100_000).map(pattern(3)).collect::<Vec<_>>()[..]
     );
+}
+
+/// Small messages claimed with `claim_fpdus` (a one-segment Send or Write taken whole) make
+/// the same FPDUs at the same offsets, and the same completions, as `poll_transmit` cutting
+/// them segment by segment: zero-length, one octet, a segment's worth exactly, one octet more
+/// (two segments), Sends with SE and Invalidate, a Write, a Send whose region was deregistered
+/// before it went (flushed), markers on and off.
+#[test]
+fn one_segment_messages_claimed_whole_as_poll_transmit_cuts_them() {
+    for markers in [false, true] {
+        let [mut framed, mut claimed] = [0, 1].map(|_| {
+            let (mut a, mut b) = pair(markers, true);
+            a.qp.cfg.keep_for_retransmit = true;
+            pump(&mut a, &mut b, 1 << 20);
+            (a, b)
+        });
+        let room = claimed.0.qp.engine().config().mulpdu - UNTAGGED_HEADER_LEN;
+        for (a, b) in [&mut framed, &mut claimed] {
+            let (src, _) = a.region(10_000, Access::LOCAL_WRITE, pattern(5));
+            let (gone, _) = a.region(100, Access::LOCAL_WRITE, pattern(6));
+            let (_, bstag) = b.region(10_000, Access::REMOTE_WRITE, |_| 0);
+            let se_inv = SendOpts {
+                solicited: true,
+                invalidate: Some(bstag),
+            };
+            let wrs = [
+                WorkRequest::send(1, local(src, 0, 0), SendOpts::default()),
+                WorkRequest::send(2, local(src, 3, 1), SendOpts::default()),
+                WorkRequest::send(3, local(src, 7, 64), se_inv),
+                WorkRequest::send(4, local(src, 0, room as u32), SendOpts::default()),
+                WorkRequest::send(5, local(src, 0, room as u32 + 1), SendOpts::default()),
+                WorkRequest::send(6, local(gone, 0, 64), SendOpts::default()),
+                WorkRequest::write(7, local(src, 9, 64), remote(bstag, 0x10_0000)),
+                WorkRequest::send(8, local(src, 11, 64), SendOpts::default()),
+            ];
+            for wr in wrs {
+                a.qp.post(&a.tags, wr).unwrap();
+            }
+            a.tags.deregister(gone).unwrap();
+        }
+        let want = fpdus(&mut framed.0);
+        assert_eq!(
+            want.len(),
+            8,
+            "one FPDU a message, two for the longer one, none flushed"
+        );
+        let mut got = Vec::new();
+        let mut out = vec![0u8; 70_000];
+        let a = &mut claimed.0;
+        while let Some((pos, _)) = a.qp.poll_fpdu_record(&a.tags, 70_000) {
+            let n = a.qp.rebuild_fpdu(&a.tags, &a.mem, pos, &mut out).unwrap();
+            got.push((pos, out[..n].to_vec()));
+        }
+        assert_eq!(got, want, "markers {markers}: the same FPDUs");
+        for (a, _) in [&mut framed, &mut claimed] {
+            a.qp.on_acked(a.qp.tx_offset());
+        }
+        assert_eq!(claimed.0.completions(), framed.0.completions());
+    }
 }

@@ -204,6 +204,63 @@ impl RdmapEngine {
         Some(TxSegment::new(hbytes, hl, payload))
     }
 
+    /// [`poll_segment_inline`](Self::poll_segment_inline)'s common case taken whole: nothing
+    /// in progress, no Terminate or Read Response due, the send queue's front a Send or Write
+    /// from a registered region that fits one segment of at most `min(MULPDU, max_len)`
+    /// octets. Returns that segment, the message sent, as `poll_segment_inline` would; `None`
+    /// with nothing changed otherwise (the caller goes on with `poll_segment_inline`).
+    #[inline(always)]
+    pub(crate) fn poll_single_segment(
+        &mut self,
+        tags: &StagTable,
+        max_len: usize,
+    ) -> Option<TxSegment> {
+        if self.current.is_some()
+            || self.terminate.is_some()
+            || self.terminate_sent
+            || self.state != RdmapState::Active
+            || !self.responses.is_empty()
+        {
+            return None;
+        }
+        let m = self.sq_pending.front()?;
+        let (TxAfter::AwaitAck { seq }, TxSource::Region { region, offset }) = (m.after, m.source)
+        else {
+            return None;
+        };
+        let hl = match m.header {
+            TxHeader::Tagged { .. } => TAGGED_HEADER_LEN,
+            TxHeader::Untagged { .. } => UNTAGGED_HEADER_LEN,
+        };
+        let limit = self.cfg.mulpdu.min(max_len);
+        if limit <= hl || m.total as usize > limit - hl || !tags.is_registered(region) {
+            return None;
+        }
+        debug_assert_eq!(m.sent, 0, "a queued message is unsent");
+        let (mut header, total) = (m.header, m.total);
+        self.sq_pending.pop_front();
+        if let TxHeader::Untagged {
+            qn, ref mut msn, ..
+        } = header
+        {
+            *msn = take_msn(&mut self.tx_msn, qn);
+        }
+        let plan = SegmentPlan {
+            offset: 0,
+            len: total,
+            last: true,
+        };
+        debug_assert_eq!(plan, next_segment(total, 0, (limit - hl) as u32));
+        self.stats.tx_ulpdus += 1;
+        self.just_finished = Some(seq);
+        let payload = TxPayload::Region {
+            region,
+            offset,
+            len: total,
+        };
+        Some(TxSegment::new(segment_header(&header, plan), hl, payload))
+    }
+
     /// The message in progress is all sent: what follows its last segment.
     #[inline(always)]
     fn message_sent(&mut self, after: TxAfter) {
