@@ -405,19 +405,22 @@ mod tests {
         assert!(!t.expired(Timer::DelayedAck, t0 + Duration::from_secs(1)));
     }
 
+    /// Every timer, in the order of their numbers.
+    const ALL_TIMERS: [Timer; Timer::COUNT] = [
+        Timer::Rto,
+        Timer::DelayedAck,
+        Timer::Persist,
+        Timer::Keepalive,
+        Timer::TimeWait,
+        Timer::FinHold,
+        Timer::FinWait2,
+    ];
+
     /// `due` names exactly the timers `expired` would fire at `now`, stopped ones never.
     #[test]
     fn due_is_the_set_of_timers_expired_would_fire() {
         use proptest::prelude::*;
-        let all = [
-            Timer::Rto,
-            Timer::DelayedAck,
-            Timer::Persist,
-            Timer::Keepalive,
-            Timer::TimeWait,
-            Timer::FinHold,
-            Timer::FinWait2,
-        ];
+        let all = ALL_TIMERS;
         let deadline = prop_oneof![Just(None), (0u64..100).prop_map(Some)];
         let now = prop_oneof![0u64..100, Just(u64::MAX)];
         proptest!(|(ds in proptest::collection::vec(deadline, Timer::COUNT), now in now)| {
@@ -441,15 +444,7 @@ mod tests {
     #[test]
     fn the_seldom_minimum_follows_every_change() {
         use proptest::prelude::*;
-        let all = [
-            Timer::Rto,
-            Timer::DelayedAck,
-            Timer::Persist,
-            Timer::Keepalive,
-            Timer::TimeWait,
-            Timer::FinHold,
-            Timer::FinWait2,
-        ];
+        let all = ALL_TIMERS;
         let op = (0u8..4, 0usize..Timer::COUNT, 0u64..100);
         proptest!(|(ops in proptest::collection::vec(op, 0..40), now in 0u64..100)| {
             let mut t = Timers::default();

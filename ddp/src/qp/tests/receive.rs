@@ -276,6 +276,69 @@ enum Cut {
 /// FPDUs and in cuts of 1,000 and of 3 octets, once with a CRC broken in one FPDU: both place
 /// the same octets, complete the same work, report the same events and counters (the fast
 /// path's own count apart) and answer with the same octets.
+/// A sender and two receivers alike but for the fast path (on, off), markers as given.
+fn sender_and_twins(markers: bool, now: Instant) -> (End, [End; 2]) {
+    let a = End::new(
+        Qp::new_initiator(qp_cfg(1, markers, true), now).unwrap(),
+        11,
+    );
+    let bs = [true, false].map(|fast| {
+        let mut c = qp_cfg(2, markers, true);
+        c.fast_path = fast;
+        End::new(Qp::new_responder(c, now), 22)
+    });
+    (a, bs)
+}
+
+/// Runs `a` against the twin receivers `bs` until both sides are quiet (at most 20 turns):
+/// `a`'s FPDUs, after `tamper`, cut as `cut` says, go to both; their answers (MPA Reply, Read
+/// Response, Terminate) must be the same octets, and the first's go back to `a`.
+fn exchange_with_twins(
+    a: &mut End,
+    bs: &mut [End; 2],
+    cut: Cut,
+    now: Instant,
+    case: &str,
+    mut tamper: impl FnMut(&mut Vec<(u64, Vec<u8>)>),
+) {
+    let mut buf = vec![0u8; 70_000];
+    for _ in 0..20 {
+        let mut out = fpdus(a);
+        a.qp.on_acked(a.qp.tx_offset());
+        tamper(&mut out);
+        let segments: Vec<Vec<u8>> = match cut {
+            Cut::Fpdus(k) => out
+                .chunks(k)
+                .map(|g| g.iter().flat_map(|(_, f)| f.iter().copied()).collect())
+                .collect(),
+            Cut::Octets(n) => {
+                let all: Vec<u8> = out.iter().flat_map(|(_, f)| f.iter().copied()).collect();
+                all.chunks(n).map(<[u8]>::to_vec).collect()
+            }
+        };
+        for b in bs.iter_mut() {
+            for s in &segments {
+                b.qp.handle_rx_bytes(&mut b.tags, &mut b.mem, now, s);
+            }
+        }
+        let mut answers = [Vec::new(), Vec::new()];
+        for (b, ans) in bs.iter_mut().zip(&mut answers) {
+            while let Some(n) = b.qp.poll_transmit(&b.tags, &b.mem, &mut buf) {
+                ans.extend_from_slice(&buf[..n]);
+            }
+            b.qp.on_acked(b.qp.tx_offset());
+        }
+        assert!(
+            answers[0] == answers[1],
+            "{case}: the receivers answer alike"
+        );
+        if out.is_empty() && answers[0].is_empty() {
+            break;
+        }
+        a.qp.handle_rx_bytes(&mut a.tags, &mut a.mem, now, &answers[0]);
+    }
+}
+
 #[test]
 fn in_order_receive_loop_equals_the_parser_path() {
     for markers in [false, true] {
@@ -296,15 +359,7 @@ fn receive_both_ways(markers: bool, cut: Cut, corrupt: bool) {
     const LEN: usize = 20_000;
     let case = format!("markers {markers}, {cut:?}, CRC broken {corrupt}");
     let now = Instant::now();
-    let mut a = End::new(
-        Qp::new_initiator(qp_cfg(1, markers, true), now).unwrap(),
-        11,
-    );
-    let mut bs = [true, false].map(|fast| {
-        let mut c = qp_cfg(2, markers, true);
-        c.fast_path = fast;
-        End::new(Qp::new_responder(c, now), 22)
-    });
+    let (mut a, mut bs) = sender_and_twins(markers, now);
     let (asrc, _) = a.region(LEN, Access::LOCAL_WRITE, pattern(1));
     let (aread, _) = a.region(LEN, Access::LOCAL_WRITE, |_| 0);
     let src = local(asrc, 0, LEN as u32);
@@ -351,51 +406,15 @@ fn receive_both_ways(markers: bool, cut: Cut, corrupt: bool) {
     for wr in posts {
         a.qp.post(&a.tags, wr).unwrap();
     }
-    let mut buf = vec![0u8; 70_000];
     let mut broken = !corrupt;
-    for _ in 0..20 {
-        // The sender's octets: its startup frame, then FPDUs, cut as the case says.
-        let mut out = fpdus(&mut a);
-        a.qp.on_acked(a.qp.tx_offset());
+    exchange_with_twins(&mut a, &mut bs, cut, now, &case, |out| {
         if !broken && out.len() > 4 {
             let (_, f) = &mut out[4];
             let mid = f.len() / 2;
             f[mid] ^= 0x40;
             broken = true;
         }
-        let segments: Vec<Vec<u8>> = match cut {
-            Cut::Fpdus(k) => out
-                .chunks(k)
-                .map(|g| g.iter().flat_map(|(_, f)| f.iter().copied()).collect())
-                .collect(),
-            Cut::Octets(n) => {
-                let all: Vec<u8> = out.iter().flat_map(|(_, f)| f.iter().copied()).collect();
-                all.chunks(n).map(<[u8]>::to_vec).collect()
-            }
-        };
-        for b in &mut bs {
-            for s in &segments {
-                b.qp.handle_rx_bytes(&mut b.tags, &mut b.mem, now, s);
-            }
-        }
-        // The receivers' answers (MPA Reply, Read Response, Terminate): the same octets; the
-        // fast one's go back to the sender.
-        let mut answers = [Vec::new(), Vec::new()];
-        for (b, ans) in bs.iter_mut().zip(&mut answers) {
-            while let Some(n) = b.qp.poll_transmit(&b.tags, &b.mem, &mut buf) {
-                ans.extend_from_slice(&buf[..n]);
-            }
-            b.qp.on_acked(b.qp.tx_offset());
-        }
-        assert!(
-            answers[0] == answers[1],
-            "{case}: the receivers answer alike"
-        );
-        if out.is_empty() && answers[0].is_empty() {
-            break;
-        }
-        a.qp.handle_rx_bytes(&mut a.tags, &mut a.mem, now, &answers[0]);
-    }
+    });
     let [fast, full] = &mut bs;
     let seen = |b: &mut End| (b.completions(), b.events(), b.qp.stats());
     let (mut f, s) = (seen(fast), seen(full));
@@ -542,15 +561,7 @@ fn small_sends_in_order_equal_the_parser_path() {
 fn small_sends_both_ways(markers: bool, cut: Cut, end: SendsEnd) {
     let case = format!("markers {markers}, {cut:?}, {end:?}");
     let now = Instant::now();
-    let mut a = End::new(
-        Qp::new_initiator(qp_cfg(1, markers, true), now).unwrap(),
-        11,
-    );
-    let mut bs = [true, false].map(|fast| {
-        let mut c = qp_cfg(2, markers, true);
-        c.fast_path = fast;
-        End::new(Qp::new_responder(c, now), 22)
-    });
+    let (mut a, mut bs) = sender_and_twins(markers, now);
     let (asrc, _) = a.region(256, Access::LOCAL_WRITE, pattern(3));
     let mut regions = Vec::new();
     for b in &mut bs {
@@ -596,41 +607,7 @@ fn small_sends_both_ways(markers: bool, cut: Cut, end: SendsEnd) {
     for wr in posts {
         a.qp.post(&a.tags, wr).unwrap();
     }
-    let mut buf = vec![0u8; 70_000];
-    for _ in 0..20 {
-        let out = fpdus(&mut a);
-        a.qp.on_acked(a.qp.tx_offset());
-        let segments: Vec<Vec<u8>> = match cut {
-            Cut::Fpdus(k) => out
-                .chunks(k)
-                .map(|g| g.iter().flat_map(|(_, f)| f.iter().copied()).collect())
-                .collect(),
-            Cut::Octets(n) => {
-                let all: Vec<u8> = out.iter().flat_map(|(_, f)| f.iter().copied()).collect();
-                all.chunks(n).map(<[u8]>::to_vec).collect()
-            }
-        };
-        for b in &mut bs {
-            for s in &segments {
-                b.qp.handle_rx_bytes(&mut b.tags, &mut b.mem, now, s);
-            }
-        }
-        let mut answers = [Vec::new(), Vec::new()];
-        for (b, ans) in bs.iter_mut().zip(&mut answers) {
-            while let Some(n) = b.qp.poll_transmit(&b.tags, &b.mem, &mut buf) {
-                ans.extend_from_slice(&buf[..n]);
-            }
-            b.qp.on_acked(b.qp.tx_offset());
-        }
-        assert!(
-            answers[0] == answers[1],
-            "{case}: the receivers answer alike"
-        );
-        if out.is_empty() && answers[0].is_empty() {
-            break;
-        }
-        a.qp.handle_rx_bytes(&mut a.tags, &mut a.mem, now, &answers[0]);
-    }
+    exchange_with_twins(&mut a, &mut bs, cut, now, &case, |_| {});
     let [fast, full] = &mut bs;
     let seen = |b: &mut End| (b.completions(), b.events(), b.qp.stats());
     let (mut f, s) = (seen(fast), seen(full));
