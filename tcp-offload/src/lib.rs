@@ -83,7 +83,6 @@ pub mod isn;
 mod lean;
 pub mod listener;
 pub mod rdma;
-pub mod ring;
 pub mod rtt;
 pub mod rx;
 mod rx_placed;

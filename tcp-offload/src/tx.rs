@@ -7,7 +7,7 @@
 //! caller's [`RecordSource`] at every (re)transmission. Records handed in with bytes
 //! (`send_record_bytes`) and byte-stream data are kept in an owned buffer.
 
-use crate::ring::Ring;
+use fifo::Ring;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 

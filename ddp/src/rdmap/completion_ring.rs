@@ -1,20 +1,14 @@
-//! A first-in first-out ring for work completions on every message's path.
+//! A first-in first-out queue for work completions on every message's path.
 
-/// Items waiting, oldest first: a ring that doubles when full and, once drained, gives back
-/// the slots of a burst but [`KEPT_SLOTS`].
-///
-/// A ring of its own rather than a `VecDeque` so that [`push`](Self::push) and
-/// [`pop`](Self::pop), on every message's path, inline into their callers. The engine keeps
+use fifo::Ring;
+
+/// Items waiting, oldest first: a [`fifo::Ring`] (push and pop inline, doubling when full)
+/// that, once drained, gives back the slots of a burst but [`KEPT_SLOTS`]. The engine keeps
 /// its completions, each with its connection's key, in one, the endpoint those of all its
 /// connections in another; [`move_into`](Self::move_into) hands the first's to the second.
 #[derive(Debug)]
 pub struct CompletionRing<T> {
-    /// The slots; their number is zero or a power of two.
-    slots: Vec<T>,
-    /// Index of the oldest item.
-    head: usize,
-    /// Items held.
-    len: usize,
+    items: Ring<T>,
 }
 
 /// Slots a drained ring keeps; more are given back.
@@ -27,9 +21,7 @@ pub type KeyedCompletion = (u64, crate::rdmap::completion::WorkCompletion);
 impl<T> Default for CompletionRing<T> {
     fn default() -> Self {
         CompletionRing {
-            slots: Vec::new(),
-            head: 0,
-            len: 0,
+            items: Ring::default(),
         }
     }
 }
@@ -38,42 +30,27 @@ impl<T: Copy> CompletionRing<T> {
     /// Appends `item` after every item held.
     #[inline(always)]
     pub fn push(&mut self, item: T) {
-        if self.len == self.slots.len() {
-            self.grow(item);
-        }
-        let at = (self.head + self.len) & (self.slots.len() - 1);
-        self.slots[at] = item;
-        self.len += 1;
+        self.items.push_back(item);
     }
 
     /// Takes the oldest item; when none is left, gives back the slots of a burst.
     #[inline(always)]
     pub fn pop(&mut self) -> Option<T> {
-        if self.len == 0 {
-            if self.slots.len() > KEPT_SLOTS {
-                self.shrink();
-            }
+        if self.items.is_empty() {
+            self.items.give_back_slots_over(KEPT_SLOTS);
             return None;
         }
-        let item = self.slots[self.head];
-        self.head = (self.head + 1) & (self.slots.len() - 1);
-        self.len -= 1;
-        Some(item)
+        self.items.pop_front()
     }
 
     /// Moves every item held, oldest first, after those of `to`, each as `f` makes it; then
     /// gives back the slots of a burst (as [`pop`](Self::pop) finding none would).
     #[inline(always)]
     pub fn drain_into<U: Copy>(&mut self, to: &mut CompletionRing<U>, f: impl Fn(T) -> U) {
-        while self.len > 0 {
-            let item = self.slots[self.head];
-            self.head = (self.head + 1) & (self.slots.len() - 1);
-            self.len -= 1;
+        while let Some(item) = self.items.pop_front() {
             to.push(f(item));
         }
-        if self.slots.len() > KEPT_SLOTS {
-            self.shrink();
-        }
+        self.items.give_back_slots_over(KEPT_SLOTS);
     }
 
     /// Moves every item held, oldest first, after those of `to`, as
@@ -81,20 +58,13 @@ impl<T: Copy> CompletionRing<T> {
     /// trading slots with it (nothing copied), the slots of a burst then given back.
     #[inline(always)]
     pub fn move_into(&mut self, to: &mut CompletionRing<T>) {
-        if self.len == 0 {
-            if self.slots.len() > KEPT_SLOTS {
-                self.shrink();
+        if !self.items.is_empty() {
+            if !to.items.is_empty() {
+                return self.append_to(to);
             }
-        } else if to.len == 0 {
-            std::mem::swap(&mut self.slots, &mut to.slots);
-            (to.head, to.len) = (self.head, self.len);
-            (self.head, self.len) = (0, 0);
-            if self.slots.len() > KEPT_SLOTS {
-                self.shrink();
-            }
-        } else {
-            self.append_to(to);
+            self.items.hand_over_into_empty(&mut to.items);
         }
+        self.items.give_back_slots_over(KEPT_SLOTS);
     }
 
     /// [`move_into`](Self::move_into) of a ring into one that holds items: copied.
@@ -106,59 +76,18 @@ impl<T: Copy> CompletionRing<T> {
     /// Whether no item is held.
     #[inline(always)]
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.items.is_empty()
     }
 
     /// Items held.
     pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Doubles the slots (at least 8), the oldest item moved to slot 0; new slots hold
-    /// `filler` until written.
-    #[cold]
-    #[inline(never)]
-    fn grow(&mut self, filler: T) {
-        self.slots.rotate_left(self.head);
-        self.head = 0;
-        let slots = (self.slots.len() * 2).max(8);
-        self.slots.resize(slots, filler);
-    }
-
-    /// Gives back the slots of a drained ring but [`KEPT_SLOTS`].
-    #[cold]
-    #[inline(never)]
-    fn shrink(&mut self) {
-        self.head = 0;
-        self.slots.truncate(KEPT_SLOTS);
-        self.slots.shrink_to_fit();
+        self.items.len()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A ring held at a steady fill, one push and one pop a turn, wraps its head past the
-    /// last slot many times without growing: every item comes out once, in order.
-    #[test]
-    fn ring_wraps_its_head_at_a_steady_fill() {
-        let mut ring = CompletionRing::default();
-        for n in 0..5u64 {
-            ring.push(n);
-        }
-        let slots = ring.slots.len();
-        for n in 5..1_000u64 {
-            ring.push(n);
-            assert_eq!(ring.pop(), Some(n - 5));
-        }
-        assert_eq!(
-            ring.slots.len(),
-            slots,
-            "a steady fill does not grow the ring"
-        );
-        assert_eq!(ring.len(), 5);
-    }
 
     /// Interleaved pushes and pops wander the head before each growth; bursts past the kept
     /// slots are drained now and then: every item comes out once, in order.
@@ -186,7 +115,7 @@ mod tests {
                     next_out += 1;
                 }
                 assert!(
-                    ring.slots.len() <= KEPT_SLOTS,
+                    ring.items.slot_count() <= KEPT_SLOTS,
                     "a drained ring keeps few slots"
                 );
             }
@@ -211,13 +140,13 @@ mod tests {
         for n in 0..300u64 {
             assert_eq!(to.pop(), Some(n));
         }
-        assert!(to.is_empty() && to.slots.len() > KEPT_SLOTS);
+        assert!(to.is_empty() && to.items.slot_count() > KEPT_SLOTS);
         for n in 0..5u64 {
             from.push(n);
         }
         assert_eq!(from.pop(), Some(0));
         from.move_into(&mut to);
-        assert!(from.is_empty() && from.slots.len() <= KEPT_SLOTS);
+        assert!(from.is_empty() && from.items.slot_count() <= KEPT_SLOTS);
         from.push(5);
         from.push(6);
         to.push(7);
@@ -247,7 +176,7 @@ mod tests {
             }
         }
         from.drain_into(&mut to, |n| (1, n));
-        assert!(from.is_empty() && from.slots.len() <= KEPT_SLOTS);
+        assert!(from.is_empty() && from.items.slot_count() <= KEPT_SLOTS);
         assert_eq!(to.pop(), Some((9, 0)));
         for n in 101..=300 {
             assert_eq!(to.pop(), Some((1, n)));

@@ -9,7 +9,7 @@
 //! (IsLost) keeps a frontier that only moves up the queue, so each segment is visited a bounded
 //! number of times over its life, however many ACKs arrive.
 
-use crate::ring::Ring;
+use fifo::Ring;
 
 /// One segment sent and not yet cumulatively acknowledged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

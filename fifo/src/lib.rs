@@ -1,5 +1,6 @@
-//! A first-in first-out ring of `Copy` items for the per-segment queues (the send buffer's
-//! chunks, the retransmission queue).
+//! A first-in first-out ring of `Copy` items for the queues on every segment's and message's
+//! path: TCP's send buffer chunks and sent segments, RDMAP's work completions.
+#![forbid(unsafe_code)]
 
 /// Items, oldest first, in slots whose number is zero or a power of two: a logical index
 /// becomes a slot by one mask. Full, the ring doubles; it never shrinks but by
@@ -170,6 +171,44 @@ impl<T: Copy> Ring<T> {
             }
         }
         lo
+    }
+
+    /// The slots held (zero or a power of two).
+    #[inline(always)]
+    pub fn slot_count(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// When no item is held, gives back the slots but `kept` (a burst's, in a queue that is
+    /// drained often); otherwise does nothing.
+    #[inline(always)]
+    pub fn give_back_slots_over(&mut self, kept: usize) {
+        if self.len == 0 && self.slots.len() > kept {
+            self.shrink_to(kept);
+        }
+    }
+
+    /// Hands every item to `to`, which must be empty, by trading slots with it: nothing is
+    /// copied, and this ring is left empty with `to`'s former slots.
+    #[inline(always)]
+    pub fn hand_over_into_empty(&mut self, to: &mut Ring<T>) {
+        debug_assert!(
+            to.is_empty(),
+            "hand_over_into_empty: the receiving ring holds items"
+        );
+        std::mem::swap(&mut self.slots, &mut to.slots);
+        (to.head, to.len) = (self.head, self.len);
+        (self.head, self.len) = (0, 0);
+    }
+
+    /// Truncates the slots of an empty ring to `kept` (a power of two or zero).
+    #[cold]
+    #[inline(never)]
+    fn shrink_to(&mut self, kept: usize) {
+        debug_assert!(self.len == 0 && (kept == 0 || kept.is_power_of_two()));
+        self.head = 0;
+        self.slots.truncate(kept);
+        self.slots.shrink_to_fit();
     }
 
     /// Doubles the slots (at least 8), the oldest item moved to slot 0; new slots hold
