@@ -338,8 +338,9 @@ pub fn encode_fpdu_with(
 /// stretch of the frame the ULPDU takes, markers' slots included, and its [`Spacing`], and
 /// must write the ULPDU's `ulpdu_len` octets into the runs ([`Spacing::copy_in`]); the
 /// markers go into the slots afterwards, so the cost of markers is per marker, not per piece.
-/// Inlined whole: a caller with a known `fill` (the queue pair's rebuild) then calls it
-/// directly, not through the `dyn`.
+/// Inlined whole: a caller with a known `fill` then calls it directly, not through the
+/// `dyn` (a caller that knows whether markers are on takes [`encode_fpdu_marked`] or
+/// [`encode_fpdu_unmarked`], where `fill` itself is inlined).
 #[inline(always)]
 pub fn encode_fpdu_spaced(
     cfg: FramingConfig,
@@ -355,7 +356,25 @@ pub fn encode_fpdu_spaced(
     if !cfg.markers {
         return encode_unmarked(cfg.crc, len, fill, out);
     }
-    encode_marked(cfg.crc, offset, len, fill, out)
+    encode_marked(cfg.crc, offset, len, |dst, spacing| fill(dst, spacing), out)
+}
+
+/// Frames a ULPDU of `ulpdu_len` octets with markers as the FPDU that starts at stream
+/// `offset`: `fill` writes the ULPDU into the runs of the stretch it gets, as for
+/// [`encode_fpdu_spaced`] (not called for an empty ULPDU). The same octets as
+/// [`encode_fpdu_spaced`] with markers on; generic, so a known `fill` is inlined.
+#[inline(always)]
+pub fn encode_fpdu_marked(
+    crc: bool,
+    offset: u32,
+    ulpdu_len: usize,
+    fill: impl FnOnce(&mut [u8], Spacing),
+    out: &mut [u8],
+) -> Result<usize, EncodeError> {
+    if ulpdu_len > MAX_ULPDU_LEN {
+        return Err(EncodeError::UlpduTooLong(ulpdu_len));
+    }
+    encode_marked(crc, offset, ulpdu_len, fill, out)
 }
 
 /// [`encode_fpdu_spaced`] with markers, for a ULPDU of at most [`MAX_ULPDU_LEN`] octets.
@@ -364,7 +383,7 @@ fn encode_marked(
     crc: bool,
     offset: u32,
     len: usize,
-    fill: &mut dyn FnMut(&mut [u8], Spacing),
+    fill: impl FnOnce(&mut [u8], Spacing),
     out: &mut [u8],
 ) -> Result<usize, EncodeError> {
     if !is_valid_start(offset) {
@@ -683,6 +702,37 @@ mod tests {
                 let fill = |dst: &mut [u8]| dst.copy_from_slice(&ulpdu);
                 let short = encode_fpdu_unmarked(crc, len, fill, &mut got[..n - 1]);
                 assert_eq!(short, encode_fpdu(cfg, 0, &[&ulpdu], &mut want[..n - 1]));
+            }
+        }
+    }
+
+    /// With markers the FPDU framed from a spaced fill is the one `encode_fpdu` frames, at
+    /// every valid start of an interval, CRC on and off, at lengths around the run and PAD
+    /// boundaries; too long a ULPDU, a misaligned start or too small an output is refused alike.
+    #[test]
+    fn marked_framing_equals_the_general_encoder() {
+        for crc in [true, false] {
+            let cfg = FramingConfig { markers: true, crc };
+            for offset in (0..516u32).step_by(4).chain([3, 2054]) {
+                for len in (0..8)
+                    .chain(500..512)
+                    .chain(1440..1446)
+                    .chain([MAX_ULPDU_LEN, MAX_ULPDU_LEN + 1])
+                {
+                    let ulpdu: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
+                    let mut want = vec![0xeeu8; MAX_FPDU_LEN + 8];
+                    let w = encode_fpdu(cfg, offset, &[&ulpdu], &mut want);
+                    let mut got = vec![0xeeu8; MAX_FPDU_LEN + 8];
+                    let fill = |dst: &mut [u8], sp: Spacing| sp.copy_in(&ulpdu, dst);
+                    let g = encode_fpdu_marked(crc, offset, len, fill, &mut got);
+                    assert_eq!(g, w, "offset {offset} len {len}");
+                    assert_eq!(got, want, "offset {offset} len {len}");
+                    let Ok(n) = w else { continue };
+                    let fill = |dst: &mut [u8], sp: Spacing| sp.copy_in(&ulpdu, dst);
+                    let short = encode_fpdu_marked(crc, offset, len, fill, &mut got[..n - 1]);
+                    let want_short = encode_fpdu(cfg, offset, &[&ulpdu], &mut want[..n - 1]);
+                    assert_eq!(short, want_short, "offset {offset} len {len}");
+                }
             }
         }
     }

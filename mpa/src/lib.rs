@@ -56,8 +56,9 @@ pub mod stream;
 pub use enhanced::{RtrType, RtrTypes};
 pub use error::{BufferTooSmall, EncodeError, ErrorAction, ErrorCode, FramingError, StartupError};
 pub use fpdu::{
-    decode_fpdu, encode_fpdu, encode_fpdu_spaced, encode_fpdu_unmarked, encode_fpdu_with,
-    fpdu_wire_len, Decoded, FpduLayout, FpduRef, FramingConfig, MAX_FPDU_LEN, MAX_ULPDU_LEN,
+    decode_fpdu, encode_fpdu, encode_fpdu_marked, encode_fpdu_spaced, encode_fpdu_unmarked,
+    encode_fpdu_with, fpdu_wire_len, Decoded, FpduLayout, FpduRef, FramingConfig, MAX_FPDU_LEN,
+    MAX_ULPDU_LEN,
 };
 pub use framer::{Fit, Framer, WireLens};
 pub use locate::{locate, LocateOptions, LocatedFpdu, Locator};

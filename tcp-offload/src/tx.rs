@@ -295,18 +295,31 @@ impl SendBuffer {
         let boundary = nxt == c.off;
         // Records never are empty: none can join one that fills the limit (then no walk).
         if boundary && len < limit {
-            for n in self.chunks.iter().skip(i + 1) {
-                if !n.is_record() || len + n.len > limit {
-                    break;
-                }
-                len += n.len;
-            }
+            len = self.pack_records(i + 1, len, limit);
         }
         Plan::Send {
             len,
             split: None,
             boundary,
         }
+    }
+
+    /// `len` plus the lengths of the consecutive records from chunk `from` on that fit in
+    /// `limit` octets with it (the whole records [`Self::plan`] packs after the first).
+    /// By index, not a chained iterator: the walk mostly stops at the first record (an FPDU
+    /// a few octets short of the limit, with markers), where setting one up costs more than
+    /// the look. Out of line: most segments do not walk.
+    #[inline(never)]
+    fn pack_records(&self, from: usize, mut len: u32, limit: u32) -> u32 {
+        let mut j = from;
+        while let Some(n) = self.chunks.get(j) {
+            if !n.is_record() || len + n.len > limit {
+                break;
+            }
+            len += n.len;
+            j += 1;
+        }
+        len
     }
 
     /// Writes octets `[off, off + dst.len())` into `dst`, from the owned buffer or the source.

@@ -272,8 +272,16 @@ impl Qp {
             .ok();
         }
         let offset = start.wrapping_sub(self.tx_seq_start) as u32;
-        let mut fill = |dst: &mut [u8], spacing| seg.write_spaced(mem, spacing, dst);
-        mpa::encode_fpdu_spaced(cfg, offset, seg.len(), &mut fill, out).ok()
+        // The closure inlined here too: else a call of its own per FPDU.
+        mpa::encode_fpdu_marked(
+            cfg.crc,
+            offset,
+            seg.len(),
+            #[inline(always)]
+            |dst: &mut [u8], spacing| seg.write_spaced(mem, spacing, dst),
+            out,
+        )
+        .ok()
     }
 
     /// Transmit offsets `(start, end)` of the FPDUs kept for retransmission (not yet acknowledged).
